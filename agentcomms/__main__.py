@@ -1,0 +1,3 @@
+from agentcomms.cli import main
+
+main()

@@ -1,0 +1,43 @@
+"""What every command shares: one way to report a user's mistake, one way to print JSON."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, NoReturn
+
+import typer
+from rich.console import Console
+
+from agentcomms.errors import AgentcommsError
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+def fail(message: str, *, code: int = 1) -> NoReturn:
+    """Print one sentence to stderr and exit non-zero: no traceback for a user's mistake."""
+    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+@contextmanager
+def user_errors() -> Iterator[None]:
+    """Turn an :class:`AgentcommsError` into a one-line message on stderr."""
+    try:
+        yield
+    except AgentcommsError as exc:
+        fail(str(exc))
+
+
+def print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+
+
+def run_async(fn: Callable[..., Any], *args: Any) -> Any:
+    import asyncio
+
+    with user_errors():
+        return asyncio.run(fn(*args))

@@ -1,0 +1,29 @@
+"""Every error type agentcomms names, in one module so callers can branch on them.
+
+Two families: :class:`AgentcommsError` for mistakes a user can fix (printed as one sentence, no
+traceback), and the ``ApplicationError`` type names that activities raise inside Temporal.
+"""
+
+from __future__ import annotations
+
+
+class AgentcommsError(Exception):
+    """A problem the user can act on; its message says what was wrong and what to do."""
+
+
+class ConfigError(AgentcommsError):
+    """The configuration file or an override is unreadable, malformed or unsafe."""
+
+
+class TemporalUnavailable(AgentcommsError):
+    """No Temporal server answers and none could be started."""
+
+
+class GatewayUnavailable(AgentcommsError):
+    """The gateway socket does not answer."""
+
+
+# ApplicationError type names raised by activities (non-retryable unless said otherwise).
+PANE_NOT_FOUND = "PaneNotFound"  # retryable: the pane may come back
+TMUX_FAILED = "TmuxFailed"  # retryable: a transient tmux error
+INVALID_TARGET = "InvalidTarget"  # non-retryable: the target cannot name a pane
