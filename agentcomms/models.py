@@ -1,0 +1,101 @@
+"""Pass-through data models shared by workflows, activities, the store and the gateway.
+
+Workflows import this module, so it holds only pydantic models and the standard library: no I/O.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+EventType = Literal["human_message", "agent_message", "interrupt", "system"]
+Role = Literal["human", "agent", "system"]
+EventStatus = Literal["new", "delivered", "failed", "rejected"]
+# "in": to the agent (typed into its pane); "out": from the agent to a human channel.
+Direction = Literal["in", "out"]
+AgentStatus = Literal["online", "offline", "unreachable"]
+
+LOCAL_CHANNEL = "cli:local"
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Event(BaseModel):
+    """One message or happening in an agent's life; the projection stores these rows."""
+
+    id: str
+    agent_id: str
+    channel_id: str
+    type: EventType
+    role: Role
+    direction: Direction = "in"
+    source_agent_id: str | None = None
+    payload: dict[str, Any] = Field(default_factory=dict)
+    status: EventStatus = "new"
+    attempts: int = 0
+    created_at: datetime = Field(default_factory=utcnow)
+    delivered_at: datetime | None = None
+    error: str | None = None
+
+    @property
+    def text(self) -> str:
+        return str(self.payload.get("text", ""))
+
+
+class Agent(BaseModel):
+    """An agent as the projection knows it (the workflow holds the authoritative state)."""
+
+    id: str
+    type: Literal["tmux"] = "tmux"
+    target: str | None = None
+    tmux_socket: str | None = None
+    host: str | None = None
+    interrupt_key: str = "C-c"
+    submit_delay_ms: int = 150
+    status: AgentStatus = "offline"
+    pending: int = 0
+    last_delivered_event_id: str | None = None
+    last_error: str | None = None
+    updated_at: datetime = Field(default_factory=utcnow)
+
+
+class Channel(BaseModel):
+    """A mapping from a channel (``telegram:42``, ``cli:local``…) to the agent it talks to."""
+
+    channel_id: str
+    agent_id: str | None = None
+    provider: str
+
+
+class PaneTarget(BaseModel):
+    """Where an agent's text goes: a tmux pane on a tmux server on a host."""
+
+    target: str  # session:window.pane, or a pane id like %3
+    socket: str | None = None  # tmux -S path; None means the default server
+
+
+class DeliverRequest(BaseModel):
+    """Type one event's text into a pane, at most once."""
+
+    pane: PaneTarget
+    event_id: str
+    text: str
+    submit_delay_ms: int = 150
+    max_chars: int = 8000
+
+
+class DeliveryOutcome(BaseModel):
+    event_id: str
+    typed: bool  # False when the pane shows it was already typed by an earlier attempt
+    truncated: bool = False
+    chars: int = 0
+
+
+class InterruptRequest(BaseModel):
+    pane: PaneTarget
+    event_id: str
+    key: str = "C-c"

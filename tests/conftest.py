@@ -1,0 +1,95 @@
+"""Shared fixtures: a private agentcomms home, a private tmux server, real databases.
+
+Temporal fixtures live in ``tests/temporal_fixtures.py`` and are re-exported here.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.temporal_fixtures import *  # noqa: F403  (session-scoped Temporal environments)
+
+PG_URL_ENV = "AGENTCOMMS_TEST_DATABASE_URL"
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A private AGENTCOMMS_HOME; no AGENTCOMMS_* variable from the outside leaks in."""
+    for name in list(os.environ):
+        if name.startswith(("AGENTCOMMS_", "AGENTCALL_")) and name != PG_URL_ENV:
+            monkeypatch.delenv(name)
+    path = tmp_path / "agentcomms-home"
+    monkeypatch.setenv("AGENTCOMMS_HOME", str(path))
+    return path
+
+
+class Tmux:
+    """A private tmux server on a socket in a temporary directory."""
+
+    def __init__(self, socket: Path) -> None:
+        self.socket = str(socket)
+
+    def run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["tmux", "-S", self.socket, *args], capture_output=True, text=True, check=check
+        )
+
+    def new_session(self, name: str, command: str | None = None) -> str:
+        """Start a detached session (a plain shell, or `command`); return its first pane's target."""
+        args = ["new-session", "-d", "-s", name, "-x", "200", "-y", "50"]
+        if command:
+            args.append(command)
+        self.run(*args)
+        return f"{name}:0.0"
+
+    def capture(self, target: str) -> str:
+        """The pane's visible text, joined lines, trailing blanks trimmed."""
+        out = self.run("capture-pane", "-p", "-J", "-t", target).stdout
+        return out.rstrip("\n")
+
+    def kill_session(self, name: str) -> None:
+        self.run("kill-session", "-t", name, check=False)
+
+
+@pytest.fixture(scope="session")
+def tmux_socket_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if shutil.which("tmux") is None:
+        pytest.fail("tmux is not installed: `apt-get install tmux` (the tests need a real tmux)")
+    return tmp_path_factory.mktemp("tmux")
+
+
+@pytest.fixture
+def tmux(tmux_socket_dir: Path) -> Iterator[Tmux]:
+    """A fresh private tmux server per test; killed afterwards."""
+    server = Tmux(tmux_socket_dir / f"t-{uuid.uuid4().hex[:8]}")
+    yield server
+    server.run("kill-server", check=False)
+
+
+def _database_params() -> list[str]:
+    params = ["sqlite"]
+    if os.environ.get(PG_URL_ENV):
+        params.append("postgresql")
+    return params
+
+
+@pytest.fixture(params=_database_params())
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A real, empty database: a SQLite file, and PostgreSQL when AGENTCOMMS_TEST_DATABASE_URL is set.
+
+    Each PostgreSQL test gets its own freshly created database so tests cannot see each other's rows.
+    """
+    if request.param == "sqlite":
+        yield f"sqlite+aiosqlite:///{tmp_path / 'agentcomms.db'}"
+        return
+    from tests.pg import temporary_database
+
+    with temporary_database(os.environ[PG_URL_ENV]) as url:
+        yield url

@@ -1,0 +1,1 @@
+"""Session-scoped Temporal environments (filled in by the foundation work)."""
