@@ -1,0 +1,1 @@
+"""Worker wiring: which workflows and activities run on which task queue."""

@@ -1,0 +1,39 @@
+"""Delivery endpoints: typing text into, and interrupting, the place where an agent runs.
+
+``adapter_for("tmux")`` returns the adapter for an endpoint kind; each kind is one module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from agentcomms.bridge.base import Adapter, BridgeError, InvalidTarget, PaneNotFound, TmuxError
+from agentcomms.bridge.sanitize import CleanText, sanitize
+from agentcomms.bridge.tmux import PaneInfo, TmuxAdapter
+
+# A new endpoint kind (say a process's stdin) adds one entry here and one module beside tmux.py.
+_ADAPTERS: dict[str, Callable[[], Adapter]] = {"tmux": TmuxAdapter}
+
+
+def adapter_for(kind: str) -> Adapter:
+    """The adapter for endpoint kind `kind` ("tmux"); InvalidTarget for an unknown kind."""
+    try:
+        factory = _ADAPTERS[kind]
+    except KeyError:
+        known = ", ".join(sorted(_ADAPTERS))
+        raise InvalidTarget(f"no adapter for endpoint kind {kind!r} (known: {known})") from None
+    return factory()
+
+
+__all__ = [
+    "Adapter",
+    "BridgeError",
+    "CleanText",
+    "InvalidTarget",
+    "PaneInfo",
+    "PaneNotFound",
+    "TmuxAdapter",
+    "TmuxError",
+    "adapter_for",
+    "sanitize",
+]

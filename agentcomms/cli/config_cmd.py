@@ -1,1 +1,302 @@
-"""placeholder"""
+"""``agentcomms config init | validate | show``: write, check and print the configuration file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from agentcomms.cli import app
+from agentcomms.cli.common import console, fail, print_json
+from agentcomms.config import (
+    Config,
+    ResolvedConfig,
+    default_config_path,
+    env_override_hints,
+    redacted,
+    resolve_config,
+    write_private_file,
+)
+from agentcomms.errors import ConfigError
+
+config_app = typer.Typer(
+    name="config",
+    no_args_is_help=True,
+    help="""Write, check and print the configuration.
+
+The file is ~/.agentcomms/config.json: directory 0700, file 0600 (a file
+other users can read is refused). AGENTCOMMS_HOME=DIR moves the whole
+directory. With no file, defaults apply.
+
+Secrets stay out of the file. A string value may say "${TELEGRAM_BOT_TOKEN}",
+expanded from the environment when the file is read (unset is an error
+naming the key), or "${VAR:-default}", which takes the default when VAR is
+unset or empty, e.g. "${TELEGRAM_BOT_TOKEN:-}". An empty value means
+"not set". Write $${ for a literal ${. Keys starting with // are comments.
+
+Environment variables override keys: AGENTCOMMS_SECTION__KEY, with a double
+underscore between levels, e.g.
+  AGENTCOMMS_TEMPORAL__ADDRESS=host:7233
+  AGENTCOMMS_AGENTS__BACKEND__TARGET=dev:0.1
+  AGENTCOMMS_CHAT__ALLOWED_SENDERS__TELEGRAM='["42"]'
+Values are read as JSON when they parse (9000, true, a list), else as text;
+string keys always take the text. Only names whose first part is a section
+(server, temporal, database, agents, chat, voice, logging) count, so
+AGENTCOMMS_HOME and the like are not keys. The older AGENTCALL_* names work
+too; AGENTCOMMS_* wins.""",
+)
+app.add_typer(config_app, name="config")
+
+ConfigOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--config",
+        "-c",
+        help="Configuration file to read; default $AGENTCOMMS_HOME/config.json",
+        show_default=False,
+    ),
+]
+
+# Where each secret comes from in the full starter file: never a literal, always the environment.
+_SECRET_REFERENCES: dict[tuple[str, ...], str] = {
+    ("temporal", "api_key"): "TEMPORAL_API_KEY",
+    ("chat", "discord", "token"): "DISCORD_BOT_TOKEN",
+    ("chat", "telegram", "token"): "TELEGRAM_BOT_TOKEN",
+    ("chat", "whatsapp", "account_sid"): "TWILIO_ACCOUNT_SID",
+    ("chat", "whatsapp", "auth_token"): "TWILIO_AUTH_TOKEN",
+    ("chat", "sms", "account_sid"): "TWILIO_ACCOUNT_SID",
+    ("chat", "sms", "auth_token"): "TWILIO_AUTH_TOKEN",
+    ("voice", "phone", "account_sid"): "TWILIO_ACCOUNT_SID",
+    ("voice", "phone", "auth_token"): "TWILIO_AUTH_TOKEN",
+    ("voice", "tts", "api_key"): "ELEVENLABS_API_KEY",
+    ("voice", "stt", "api_key"): "DEEPGRAM_API_KEY",
+}
+
+_COMMENTS: dict[tuple[str, ...], str] = {
+    (): 'agentcomms configuration. Keys starting with // are comments. "${VAR}" reads an '
+    'environment variable, "${VAR:-default}" falls back to a default, an empty value means '
+    "not set. AGENTCOMMS_SECTION__KEY=value overrides any key. Check with: "
+    "agentcomms config validate",
+    ("server",): "The gateway: a Unix socket for local processes (null: <home>/daemon.sock) "
+    "and an HTTP listener for provider webhooks.",
+    ("temporal",): "The Temporal server. With embedded true and a local address, a dev server "
+    "is started when none answers (its database: <home>/temporal.db when db_filename is null).",
+    ("database",): "url null: a SQLite file in the home. PostgreSQL: "
+    '"postgresql+asyncpg://user:${PGPASSWORD}@host/agentcomms".',
+    ("agents",): "Agents registered at start, by id, e.g. "
+    '"backend": {"target": "dev:0.1"} types into tmux pane dev:0.1.',
+    ("chat",): "Only enabled providers connect; base_url null means the provider's own API. "
+    'channels maps a channel id to an agent id, e.g. "telegram:42": "backend"; '
+    "allowed_senders maps a provider to the sender ids allowed to reach agents.",
+    ("chat", "local"): "The offline channel on this machine (channel id cli:local).",
+    ("chat", "telegram"): "Bot token from @BotFather, in the TELEGRAM_BOT_TOKEN variable.",
+    ("chat", "discord"): "Bot token from the Discord developer portal, in DISCORD_BOT_TOKEN.",
+    ("chat", "whatsapp"): "Twilio credentials in TWILIO_ACCOUNT_SID and TWILIO_AUTH_TOKEN.",
+    ("chat", "sms"): "Twilio credentials in TWILIO_ACCOUNT_SID and TWILIO_AUTH_TOKEN.",
+    ("voice",): "Phone calls: the phone provider places them, TTS speaks, STT listens; "
+    "public_url is where the provider reaches this machine's webhooks.",
+    ("logging",): "level: DEBUG, INFO, WARNING or ERROR.",
+}
+
+_MINIMAL: dict[str, Any] = {
+    "//": "Minimal agentcomms configuration: runs on this machine with no accounts (local chat "
+    "channel, an embedded Temporal dev server, SQLite in the home). Every key not listed keeps "
+    "its default; `agentcomms config init -o FILE` writes them all.",
+    "temporal": {"address": "127.0.0.1:7233", "embedded": True},
+    "chat": {"local": {"enabled": True}},
+    "agents": {
+        "//": 'By id, e.g. "backend": {"target": "dev:0.1"} types into tmux pane dev:0.1.',
+    },
+}
+
+
+def starter_config(*, minimal: bool = False) -> dict[str, Any]:
+    """The file ``config init`` writes: every key with its default, secrets as ``${VAR:-}``."""
+    if minimal:
+        return json.loads(json.dumps(_MINIMAL))
+    return _annotate(Config().model_dump(mode="json"), ())
+
+
+def _annotate(section: dict[str, Any], loc: tuple[str, ...]) -> dict[str, Any]:
+    out: dict[str, Any] = {"//": _COMMENTS[loc]} if loc in _COMMENTS else {}
+    for key, value in section.items():
+        here = (*loc, key)
+        if here in _SECRET_REFERENCES:
+            out[key] = f"${{{_SECRET_REFERENCES[here]}:-}}"
+        elif isinstance(value, dict) and (value or here in _COMMENTS):
+            out[key] = _annotate(value, here)
+        else:
+            out[key] = value
+    return out
+
+
+@config_app.command()
+def init(
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output",
+            "-o",
+            help="Where to write; default $AGENTCOMMS_HOME/config.json",
+            show_default=False,
+        ),
+    ] = None,
+    minimal: Annotated[
+        bool, typer.Option("--minimal", help="Only what a local, offline setup needs")
+    ] = False,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file")] = False,
+) -> None:
+    """Write a starter configuration file (0600, in a 0700 directory).
+
+    The full file lists every section with its defaults and a "//" note on
+    what it is for. Every secret is an environment reference such as
+    "token": "${TELEGRAM_BOT_TOKEN:-}", so the file itself holds none.
+    --minimal writes just enough to run locally with no accounts.
+    An existing file is kept unless --force is given.
+
+    Examples:
+
+      agentcomms config init
+
+      agentcomms config init --minimal -o ./agentcomms.json
+    """
+    path = (output or default_config_path()).expanduser()
+    text = json.dumps(starter_config(minimal=minimal), indent=2, ensure_ascii=False) + "\n"
+    try:
+        write_private_file(path, text, overwrite=force)
+    except ConfigError as exc:
+        _fail(exc)
+    flag = "" if output is None else f" -c {path}"
+    kind = "minimal" if minimal else "full starter"
+    typer.echo(f"Wrote {path} ({kind} configuration, mode 0600).")
+    typer.echo("Next steps:")
+    typer.echo('  1. Add your agents under "agents" and enable the chat providers you use;')
+    typer.echo("     export their secrets (e.g. TELEGRAM_BOT_TOKEN) instead of writing them in.")
+    typer.echo(f"  2. agentcomms config validate{flag}")
+    typer.echo("  3. agentcomms up")
+
+
+@config_app.command()
+def validate(config: ConfigOption = None) -> None:
+    """Check the file, its ${VAR} references and AGENTCOMMS_* overrides.
+
+    Prints "OK: PATH" and a one-line summary, or every problem found (file or
+    variable, key, what was expected) and exits 1. Secrets are never printed.
+
+    Example: agentcomms config validate -c ./agentcomms.json
+    """
+    resolved = _resolve(config)
+    for warning in [*env_override_hints(), *_warnings(resolved.config)]:
+        typer.echo(f"warning: {warning}", err=True)
+    if resolved.file_exists:
+        typer.echo(f"OK: {resolved.path}")
+    else:
+        typer.echo(f"OK: {resolved.path} (no such file: defaults apply; `agentcomms config init`)")
+    typer.echo(_summary(resolved))
+
+
+@config_app.command()
+def show(
+    json_output: Annotated[
+        bool, typer.Option("--json", help="Print the configuration as JSON")
+    ] = False,
+    config: ConfigOption = None,
+) -> None:
+    """Print the effective configuration: file + AGENTCOMMS_* + defaults.
+
+    The table says where each value came from: file, env VARIABLE or default.
+    Secrets are shown as "***" (unset ones as null), as is a password in a URL.
+
+    Examples:
+
+      agentcomms config show
+
+      agentcomms config show --json | jq .temporal.address
+    """
+    resolved = _resolve(config)
+    for hint in env_override_hints():
+        typer.echo(f"warning: {hint}", err=True)
+    data = redacted(resolved.config)
+    if json_output:
+        print_json(data)
+        return
+    origin = "" if resolved.file_exists else " (no such file: defaults)"
+    table = Table(title=f"{resolved.path}{origin}", title_justify="left")
+    table.add_column("Key", no_wrap=True)
+    table.add_column("Value", overflow="fold")
+    table.add_column("Source", no_wrap=True)
+    for loc, value in _leaves(data, ()):
+        table.add_row(
+            Text(".".join(loc)), Text(json.dumps(value, ensure_ascii=False)), resolved.source(loc)
+        )
+    console.print(table)
+
+
+def _resolve(path: Path | None) -> ResolvedConfig:
+    try:
+        return resolve_config(path)
+    except ConfigError as exc:
+        _fail(exc)
+
+
+def _fail(exc: ConfigError) -> NoReturn:
+    # Messages quote user keys and paths: print them literally, not as rich markup.
+    fail(escape(str(exc)))
+
+
+def _leaves(value: Any, loc: tuple[str, ...]) -> list[tuple[tuple[str, ...], Any]]:
+    if isinstance(value, dict) and value:
+        return [leaf for k, v in value.items() for leaf in _leaves(v, (*loc, k))]
+    return [(loc, value)]
+
+
+def _warnings(config: Config) -> list[str]:
+    """Providers switched on without the credentials they need: valid, but they cannot connect."""
+    chat = config.chat
+    needs: dict[str, tuple[bool, dict[str, object]]] = {
+        "chat.telegram": (chat.telegram.enabled, {"token": chat.telegram.token}),
+        "chat.discord": (chat.discord.enabled, {"token": chat.discord.token}),
+        "chat.whatsapp": (
+            chat.whatsapp.enabled,
+            {"account_sid": chat.whatsapp.account_sid, "auth_token": chat.whatsapp.auth_token},
+        ),
+        "chat.sms": (
+            chat.sms.enabled,
+            {"account_sid": chat.sms.account_sid, "auth_token": chat.sms.auth_token},
+        ),
+    }
+    return [
+        f"{section} is enabled but {section}.{key} is not set, so it cannot connect"
+        for section, (enabled, values) in needs.items()
+        if enabled
+        for key, value in values.items()
+        if value is None
+    ]
+
+
+def _summary(resolved: ResolvedConfig) -> str:
+    config = resolved.config
+    agents = ", ".join(config.agents) or "none"
+    chat = [
+        name
+        for name in ("local", "telegram", "discord", "whatsapp", "sms")
+        if getattr(config.chat, name).enabled
+    ]
+    temporal = config.temporal.address + (
+        " (embedded dev server)" if config.temporal.embedded else ""
+    )
+    database = (
+        "SQLite in the home"
+        if config.database.url is None
+        else (config.database.url.split(":", 1)[0].split("+", 1)[0])
+    )
+    overrides = len(resolved.env)
+    return (
+        f"agents: {agents}; chat: {', '.join(chat) or 'none'}; temporal {temporal}; "
+        f"database: {database}; {overrides} environment override{'s' * (overrides != 1)}"
+    )

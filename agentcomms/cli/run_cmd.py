@@ -1,1 +1,206 @@
-"""placeholder"""
+"""The long-running commands: `up` (everything), `worker`, `gateway`, and `status`.
+
+These are the top of the dependency stack, so they import the gateway and worker packages inside
+the command bodies; the rest of the `agentcomms` package never imports them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from agentcomms.cli import app
+from agentcomms.cli.common import console, print_json, run_async
+from agentcomms.config import Config, ensure_home, load_config
+from agentcomms.runtime import (
+    clear_state,
+    read_state,
+    temporal_and_store,
+    until_stopped,
+    write_state,
+)
+from agentcomms.store.engine import display_url
+
+log = logging.getLogger(__name__)
+
+HeadlessOption = Annotated[
+    bool, typer.Option("--headless", help="Start the embedded Temporal server without its web UI.")
+]
+
+
+def _load() -> Config:
+    from agentcomms.logs import setup_logging
+
+    ensure_home()
+    cfg = load_config()
+    setup_logging(cfg.logging)
+    return cfg
+
+
+@app.command()
+def up(headless: HeadlessOption = False) -> None:
+    """Run everything on this machine: Temporal, the worker and the gateway.
+
+    Uses the Temporal server at `temporal.address` when one answers; otherwise, for a local
+    address, starts `temporal server start-dev` with its database in ~/.agentcomms/temporal.db
+    (so messages survive restarts) and the Temporal UI on `temporal.ui_port`.
+    Ctrl-C or SIGTERM stops all of it, the embedded server included.
+    """
+    run_async(_up, _load(), headless)
+
+
+async def _up(cfg: Config, headless: bool) -> None:
+    from gateway.service import Gateway
+    from workers.main import build_workers, run_workers
+
+    async with temporal_and_store(cfg, embed=True, headless=headless) as rt:
+        gateway = Gateway(cfg, rt.client, rt.store)
+        await gateway.start()
+        workers = asyncio.create_task(run_workers(build_workers(rt.client, cfg, rt.store)))
+        dev = rt.dev_server
+        info = {
+            "temporal": cfg.temporal.address,
+            "temporal_embedded": dev is not None,
+            "temporal_ui": dev.ui_url if dev else None,
+            "temporal_pid": dev.process.pid if dev else None,
+            "socket": str(gateway.server.path),
+            "database": display_url(cfg.database.resolved_url()),
+            "components": ["worker", "gateway"],
+        }
+        write_state(info)
+        _print_running(info)
+        try:
+            await _until_stopped_or_failed(workers)
+        finally:
+            console.print("stopping…")
+            clear_state()
+            await gateway.close()
+            workers.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await workers
+
+
+async def _until_stopped_or_failed(task: asyncio.Task[Any]) -> None:
+    stopped = asyncio.create_task(until_stopped())
+    done, _ = await asyncio.wait({stopped, task}, return_when=asyncio.FIRST_COMPLETED)
+    stopped.cancel()
+    if task in done:
+        task.result()  # a crashed worker is reported, not hidden
+
+
+def _print_running(info: dict[str, Any]) -> None:
+    table = Table(show_header=False, box=None)
+    where = "embedded dev server" if info["temporal_embedded"] else "existing server"
+    table.add_row("Temporal", f"{info['temporal']} ({where})")
+    if info.get("temporal_ui"):
+        table.add_row("Temporal UI", info["temporal_ui"])
+    table.add_row("Socket", info["socket"])
+    table.add_row("Database", info["database"])
+    console.print("[bold green]agentcomms is up[/] — Ctrl-C stops everything")
+    console.print(table)
+
+
+@app.command()
+def worker() -> None:
+    """Run only the Temporal worker of this host (for deployments spread over several hosts).
+
+    It polls the shared task queue and this host's own queue, where the mailboxes of agents whose
+    panes live on this host run. Needs a reachable Temporal server (`temporal.address`).
+    """
+    run_async(_worker, _load())
+
+
+async def _worker(cfg: Config) -> None:
+    from workers.main import build_workers, run_workers
+
+    async with temporal_and_store(cfg, embed=False) as rt:
+        task = asyncio.create_task(run_workers(build_workers(rt.client, cfg, rt.store)))
+        console.print(f"worker running against {cfg.temporal.address} — Ctrl-C stops it")
+        try:
+            await _until_stopped_or_failed(task)
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+@app.command()
+def gateway() -> None:
+    """Run only the gateway: the Unix socket that the CLI and MCP servers talk to.
+
+    One gateway per deployment. Needs a reachable Temporal server and at least one worker
+    (`agentcomms worker`) for messages to be typed.
+    """
+    run_async(_gateway, _load())
+
+
+async def _gateway(cfg: Config) -> None:
+    from gateway.service import Gateway
+
+    async with temporal_and_store(cfg, embed=False) as rt:
+        gw = Gateway(cfg, rt.client, rt.store)
+        await gw.start()
+        console.print(f"gateway listening on {gw.server.path} — Ctrl-C stops it")
+        try:
+            await until_stopped()
+        finally:
+            await gw.close()
+
+
+@app.command()
+def status(
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Say what is running: the gateway, Temporal (and its UI), workers, agents."""
+    report = run_async(_status, load_config())
+    if as_json:
+        print_json(report)
+        return
+    table = Table(show_header=False, box=None)
+    gw = report["gateway"]
+    table.add_row(
+        "Gateway", f"running since {gw['started_at']}" if gw["running"] else "not running"
+    )
+    table.add_row("Socket", report["socket"])
+    table.add_row(
+        "Temporal",
+        f"{report['temporal']['address']} "
+        f"({'answering' if report['temporal']['answering'] else 'not answering'})",
+    )
+    if report.get("temporal_ui"):
+        table.add_row("Temporal UI", report["temporal_ui"])
+    if gw["running"]:
+        table.add_row("Agents", f"{gw['agents_online']} online of {gw['agents']}")
+        table.add_row("Database", gw["database"])
+    console.print(table)
+    if not gw["running"]:
+        raise typer.Exit(1)
+
+
+async def _status(cfg: Config) -> dict[str, Any]:
+    from agentcomms.client import call
+    from agentcomms.errors import GatewayUnavailable
+    from agentcomms.temporal import server_answers
+
+    socket = cfg.server.socket()
+    try:
+        gw: dict[str, Any] = await asyncio.wait_for(call(socket, "status"), timeout=5)
+    except (GatewayUnavailable, TimeoutError):
+        gw = {"running": False}
+    state = read_state() or {}
+    return {
+        "gateway": gw,
+        "socket": str(socket),
+        "temporal": {
+            "address": cfg.temporal.address,
+            "answering": server_answers(cfg.temporal.address),
+            "embedded": state.get("temporal_embedded", False),
+        },
+        "temporal_ui": state.get("temporal_ui"),
+        "up_pid": state.get("pid"),
+    }

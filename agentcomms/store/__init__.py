@@ -1,0 +1,26 @@
+"""The SQL projection of what Temporal knows: events, agents, channels, calls.
+
+Temporal's history is the source of truth; this store answers queries fast (check_messages,
+chat history, ``agentcomms events``). SQLite by default, PostgreSQL when several hosts share it.
+"""
+
+from __future__ import annotations
+
+from agentcomms.store.errors import DatabaseUnavailable, EventNotFound, SchemaOutdated, StoreError
+from agentcomms.store.migrate import SchemaStatus, head_revision, schema_status, upgrade_database
+from agentcomms.store.records import CallRecord
+from agentcomms.store.store import MESSAGE_TYPES, Store
+
+__all__ = [
+    "MESSAGE_TYPES",
+    "CallRecord",
+    "DatabaseUnavailable",
+    "EventNotFound",
+    "SchemaOutdated",
+    "SchemaStatus",
+    "Store",
+    "StoreError",
+    "head_revision",
+    "schema_status",
+    "upgrade_database",
+]

@@ -1,0 +1,88 @@
+"""Making untrusted text safe to type into a terminal.
+
+Text from chat providers, phones and other agents reaches a terminal program as keystrokes, so
+anything the terminal or the program could read as a command is removed:
+
+- whole escape sequences (CSI ``ESC [ … final``, OSC/DCS/SOS/PM/APC strings up to BEL or ST,
+  SS2/SS3, and two-byte ``ESC x`` forms, plus their 8-bit C1 spellings), not just the ESC byte, so
+  ``\\x1b[31mred\\x1b[0m`` becomes ``red`` rather than ``[31mred[0m``;
+- the C0 controls other than ``\\n`` and ``\\t``, DEL and the C1 controls (U+0080 to U+009F);
+- the bidi embeddings, overrides and isolates (U+202A to U+202E, U+2066 to U+2069): they make what a human
+  sees differ from what the agent reads ("Trojan Source", CVE-2021-42574). The plain marks LRM, RLM
+  and ALM are kept; right-to-left text needs them and they cannot reorder anything;
+- lone surrogates, which cannot be encoded as UTF-8 at all.
+
+CRLF and lone CR become LF (a CR typed into a pane is the Enter key). Tabs are kept; the tmux
+adapter pastes text that has them so they do not act as a Tab key press where bracketed paste is
+on. Trailing newlines are dropped: the submit is a separate Enter. Everything else (any Unicode,
+quotes, ``$``, backticks, backslashes) is kept exactly.
+
+Over the size cap the text is cut and ends with a visible marker, ``… [truncated 1234 chars]``,
+never silently; the result including the marker fits in the cap (a cap shorter than the marker
+itself yields just the marker).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+TRUNCATION_MARKER = "… [truncated {removed} chars]"
+
+# Order matters: the specific introducers must win over the generic two-byte ESC form, which would
+# otherwise take "ESC [" alone and leave the parameters behind as text.
+_ESCAPE_SEQUENCE = re.compile(
+    # OSC, DCS, SOS, PM, APC: a string up to BEL or ST (ESC \ or 0x9C). An unterminated one ends at
+    # the line's end, so a stray introducer cannot swallow the rest of a message.
+    r"(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c\n]*(?:\x07|\x1b\\|\x9c)?"
+    # CSI: parameters, intermediates, final byte (missing when the sequence is cut short).
+    r"|(?:\x1b\[|\x9b)[\x30-\x3f]*[\x20-\x2f]*[\x40-\x7e]?"
+    # SS2 / SS3 select one character from another set: that character goes too.
+    r"|\x1b[NO][^\n]?"
+    # Everything else: ESC, intermediates, final (ESC ( B, ESC 7, ESC c…) or a lone ESC.
+    r"|\x1b[\x20-\x2f]*[\x30-\x7e]?"
+)
+_UNSAFE_CHARACTER = re.compile(
+    r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
+)
+_LINE_BREAK = re.compile(r"\r\n?")
+
+
+@dataclass(frozen=True)
+class CleanText:
+    """Text that is safe to type, and whether the size cap cut it."""
+
+    text: str
+    truncated: bool = False
+    removed: int = 0  # characters cut by the cap (not those stripped as unsafe)
+
+
+def strip_unsafe(text: str) -> str:
+    """Remove escape sequences and control characters; normalise line breaks to LF."""
+    text = _LINE_BREAK.sub("\n", text)
+    text = _ESCAPE_SEQUENCE.sub("", text)
+    return _UNSAFE_CHARACTER.sub("", text)
+
+
+def truncate(text: str, max_chars: int) -> CleanText:
+    """Cut `text` to at most `max_chars` characters, ending with the truncation marker."""
+    if max_chars < 1:
+        raise ValueError(f"max_chars must be at least 1, not {max_chars}")
+    if len(text) <= max_chars:
+        return CleanText(text)
+    # The marker's length depends on the count it shows, so settle the count first; it grows by a
+    # digit at most once, so this takes two or three rounds.
+    removed = len(text) - max_chars
+    while True:
+        keep = max(max_chars - len(TRUNCATION_MARKER.format(removed=removed)), 0)
+        if len(text) - keep == removed:
+            break
+        removed = len(text) - keep
+    return CleanText(
+        text[:keep] + TRUNCATION_MARKER.format(removed=removed), truncated=True, removed=removed
+    )
+
+
+def sanitize(text: str, *, max_chars: int) -> CleanText:
+    """Make untrusted `text` safe to type: strip what a terminal would obey, then cap its size."""
+    return truncate(strip_unsafe(text).rstrip("\n"), max_chars)

@@ -1,0 +1,325 @@
+"""Typing untrusted text into tmux panes, at most once per event.
+
+A delivery is two tmux invocations (no shell anywhere):
+
+1. a probe, ``show-options -p -t T ; display-message -p -t T FORMAT``, that resolves the target to a
+   pane id (``%7``) and reads the pane's record of the events already typed there.
+   ``show-options`` is there for its strictness: ``display-message -t`` silently falls back to
+   another pane (or prints nothing and succeeds) when the target is wrong, which would type a
+   human's message into the wrong program. If the record holds this event id, an earlier attempt
+   typed it: nothing is typed again.
+2. one command sequence, separated by standalone ``;`` arguments, against the pane id::
+
+       [load-buffer -b NAME - ;]       text on stdin (multi-line, tabbed or long text)
+       copy-mode -q -t %7 ;            a pane in copy mode would eat the keys as mode commands
+       send-keys -t %7 -l -- TEXT ;    or: paste-buffer -p -r -d -b NAME -t %7
+       set-option -p -t %7 @agentcomms_last_event EVT ;
+       set-option -F -p -t %7 @agentcomms_recent_events "EVT #{=32000:@agentcomms_recent_events}" ;
+       run-shell -b -C -d 0.150 "send-keys -t %7 Enter" ;
+       run-shell -d 0.160
+
+   The record is a window of recent ids, not just the last one, because the agent workflow types
+   through *local* activities: when a workflow task is lost (a worker dies, or the server drops a
+   task superseded by new signals) the SDK replays from history and runs again every local
+   activity since the last completed task -- measured in the mailbox tests: runs of 80-160
+   deliveries re-executed in order. The window is kept by tmux itself (``-F`` expands the old
+   value server-side, ``#{=N:…}`` trims it), so it needs no read-modify-write from here; a trimmed
+   fragment at its end cannot match an id because every whole entry ends with a space.
+
+   The text and the record run in one uninterrupted stretch of the server's command queue, so
+   either both happen or neither does (a client killed while streaming stdin leaves nothing typed
+   and no record). The submit is a separate Enter after the agent's delay, timed inside the server.
+
+   Why the Enter is a *background* ``run-shell -C``: a foreground ``run-shell -d D ; send-keys
+   Enter`` belongs to the client's queue, and when the client process dies during the delay (a
+   worker killed mid-delivery) tmux drops the rest of the queue -- measured: the text stays typed,
+   the record is set, the Enter never comes, and the retry (seeing the record) types nothing, so
+   the message would sit unsubmitted. A background command belongs to the server and fires anyway.
+   The foreground ``run-shell -d`` (a little longer) keeps the client waiting until the Enter has
+   gone, so the next delivery cannot type into the pane before this one is submitted.
+
+tmux parses only one thing in an argument it is handed: a final ``;`` is a command separator, even
+after ``-l`` (``"a;"`` arrives as ``a``). A final ``;`` is therefore sent as ``\\;``, which tmux turns
+back into ``;``. ``-l`` makes every character literal (``C-c`` and ``Enter`` arrive as those letters)
+and ``--`` stops a leading ``-`` from being read as an option. Measured on tmux 3.3a; needs a
+tmux with ``run-shell -C`` and ``copy-mode -q``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import uuid
+from dataclasses import dataclass
+
+from agentcomms.bridge.base import InvalidTarget, PaneNotFound, TmuxError
+from agentcomms.bridge.sanitize import sanitize
+from agentcomms.models import DeliverRequest, DeliveryOutcome, InterruptRequest, PaneTarget
+
+# The last event typed or pressed in the pane: for people and status displays.
+LAST_EVENT_OPTION = "@agentcomms_last_event"
+# The events typed or pressed recently, newest first, each followed by a space: the at-most-once
+# check. Interrupts share it; their ids are distinct events too.
+RECENT_EVENTS_OPTION = "@agentcomms_recent_events"
+# About a thousand typical ids ("evt_" + ULID): far more than one workflow task's worth of
+# deliveries, and small enough to read on every delivery (~0.5 ms).
+RECENT_EVENTS_CHARS = 32_000
+
+# Longer text is pasted: send-keys fails near 64 KB ("command too long"), and one paste is one
+# event to the program where a thousand keystrokes are a thousand.
+SEND_KEYS_MAX_CHARS = 1000
+
+# Keys an agent may be interrupted with. Anything else could be a sequence of tmux key names.
+INTERRUPT_KEY = re.compile(r"C-[a-z]|M-[a-z]|Escape|Enter|Tab|F(?:[1-9]|1[0-2])")
+_EVENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}")
+_PANE_ID = re.compile(r"%[0-9]+")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+# How much longer the client waits than the background Enter: timers due at the same instant may
+# fire in either order, and the client must not return before the Enter is pressed.
+_ENTER_MARGIN_S = 0.01
+
+_PROBE_TAG = "agentcomms-probe"
+_PROBE_FORMAT = "\t".join(
+    (
+        _PROBE_TAG,
+        "#{pane_id}",
+        "#{pane_dead}",
+        "#{pane_in_mode}",
+        "#{" + LAST_EVENT_OPTION + "}",
+        "#{" + RECENT_EVENTS_OPTION + "}",
+        "#{pane_current_command}",
+    )
+)
+
+# tmux words it differently depending on the command ("can't find pane: 7", "no such pane: %9").
+_NOT_FOUND = re.compile(
+    r"can't find (?:session|window|pane)"
+    r"|no such (?:session|window|pane)"
+    r"|no server running on"
+    r"|error connecting to .*\((?:No such file or directory|Connection refused)\)"
+)
+
+
+@dataclass(frozen=True)
+class PaneInfo:
+    """What the probe learns about a live pane."""
+
+    pane_id: str  # "%7": stable for the pane's life, unlike "session:window.pane"
+    in_mode: bool  # copy mode or another mode is showing
+    current_command: str
+    last_event: str | None  # the last event typed or pressed here
+    recent_events: tuple[str, ...]  # newest first
+
+    def has_seen(self, event_id: str) -> bool:
+        """True when an earlier attempt already typed or pressed `event_id` in this pane."""
+        return event_id in self.recent_events
+
+
+class TmuxAdapter:
+    """Types into tmux panes on the server at each target's socket (the default server if None)."""
+
+    def __init__(self, *, tmux: str = "tmux", timeout: float = 5.0) -> None:
+        self._tmux = tmux
+        # On top of the submit delay. A wedged server must not hold a worker slot forever.
+        self._timeout = timeout
+
+    async def deliver(self, req: DeliverRequest) -> DeliveryOutcome:
+        """Type `req.text` (sanitized, capped) and submit it with Enter, at most once per event."""
+        _check_pane(req.pane)
+        _check_event_id(req.event_id)
+        if req.submit_delay_ms < 0:
+            raise InvalidTarget(f"submit_delay_ms must be 0 or more, not {req.submit_delay_ms}")
+        if req.max_chars < 1:
+            raise InvalidTarget(f"max_chars must be at least 1, not {req.max_chars}")
+        clean = sanitize(req.text, max_chars=req.max_chars)
+        outcome = DeliveryOutcome(
+            event_id=req.event_id, typed=True, truncated=clean.truncated, chars=len(clean.text)
+        )
+
+        info = await self.pane_info(req.pane)
+        if info.has_seen(req.event_id):
+            return outcome.model_copy(update={"typed": False})
+
+        pane = info.pane_id
+        record = _record(pane, req.event_id)
+        if not clean.text:
+            # Nothing survived sanitizing. A bare Enter could answer a prompt the human never
+            # saw, so press nothing; only record that the event is done.
+            await self._run(req.pane.socket, _sequence(record))
+            return outcome
+
+        stdin: bytes | None = None
+        commands: list[list[str]] = [["copy-mode", "-q", "-t", pane]]
+        if len(clean.text) > SEND_KEYS_MAX_CHARS or "\n" in clean.text or "\t" in clean.text:
+            buffer = f"agentcomms-{uuid.uuid4().hex}"
+            stdin = clean.text.encode("utf-8")
+            commands.insert(0, ["load-buffer", "-b", buffer, "-"])
+            # -p: bracketed when the program asked for it; -r: keep LF (tmux makes it CR
+            # otherwise, i.e. Enter after every line); -d: delete the buffer afterwards.
+            commands.append(["paste-buffer", "-p", "-r", "-d", "-b", buffer, "-t", pane])
+        else:
+            commands.append(["send-keys", "-t", pane, "-l", "--", _literal(clean.text)])
+        commands.extend(record)  # right after the text: the two must not be separable
+        delay = req.submit_delay_ms / 1000
+        if delay:
+            enter = f"send-keys -t {pane} Enter"  # pane is a checked "%N": safe to parse
+            commands.append(["run-shell", "-b", "-C", "-d", f"{delay:.3f}", enter])
+            commands.append(["run-shell", "-d", f"{delay + _ENTER_MARGIN_S:.3f}"])
+        else:
+            commands.append(["send-keys", "-t", pane, "Enter"])
+        await self._run(req.pane.socket, _sequence(commands), stdin=stdin, extra_time=delay)
+        return outcome
+
+    async def interrupt(self, req: InterruptRequest) -> bool:
+        """Press the agent's interrupt key once per event; False if this event already pressed it."""
+        _check_key(req.key)
+        _check_pane(req.pane)
+        _check_event_id(req.event_id)
+        info = await self.pane_info(req.pane)
+        if info.has_seen(req.event_id):
+            return False
+        pane = info.pane_id
+        commands = [
+            # In copy mode C-c would only leave the mode; the agent must get the key.
+            ["copy-mode", "-q", "-t", pane],
+            ["send-keys", "-t", pane, req.key],
+            *_record(pane, req.event_id),
+        ]
+        await self._run(req.pane.socket, _sequence(commands))
+        return True
+
+    async def exists(self, pane: PaneTarget) -> bool:
+        """True when the pane is there and its program is still running."""
+        try:
+            await self.pane_info(pane)
+        except PaneNotFound:
+            return False
+        return True
+
+    async def pane_info(self, pane: PaneTarget) -> PaneInfo:
+        """Resolve `pane` strictly and read its markers; PaneNotFound if it is gone or dead."""
+        _check_pane(pane)
+        out = await self._run(
+            pane.socket,
+            _sequence(
+                [
+                    ["show-options", "-p", "-t", pane.target],
+                    ["display-message", "-p", "-t", pane.target, _PROBE_FORMAT],
+                ]
+            ),
+        )
+        # show-options lists the pane's options first; the probe's line is the tagged one.
+        line = next((ln for ln in out.splitlines() if ln.startswith(_PROBE_TAG + "\t")), None)
+        fields = line.split("\t", 6) if line else []
+        if len(fields) != 7 or not _PANE_ID.fullmatch(fields[1]):
+            raise TmuxError(f"unexpected answer from tmux for pane {pane.target!r}: {out!r}")
+        _, pane_id, dead, in_mode, last_event, recent, command = fields
+        if dead == "1":
+            # remain-on-exit keeps a pane whose program has ended; text typed there is lost.
+            raise PaneNotFound(f"tmux pane {pane.target!r} ({pane_id}) is dead: its program exited")
+        return PaneInfo(
+            pane_id=pane_id,
+            in_mode=in_mode == "1",
+            current_command=command,
+            last_event=last_event or None,
+            # The last piece is "" or a fragment cut by the trim: never a whole id.
+            recent_events=tuple(recent.split(" ")[:-1]),
+        )
+
+    async def _run(
+        self,
+        socket: str | None,
+        args: list[str],
+        *,
+        stdin: bytes | None = None,
+        extra_time: float = 0.0,
+    ) -> str:
+        """Run one tmux client; return its stdout, or raise PaneNotFound / TmuxError."""
+        argv = [self._tmux, *(["-S", socket] if socket is not None else []), *args]
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv,
+                stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+            )
+        except FileNotFoundError as exc:
+            raise TmuxError(f"tmux is not installed (no {self._tmux!r} on PATH)") from exc
+        try:
+            async with asyncio.timeout(self._timeout + extra_time):
+                out, err = await proc.communicate(stdin)
+        except TimeoutError as exc:
+            raise TmuxError(
+                f"tmux did not answer within {self._timeout + extra_time:.1f} s"
+            ) from exc
+        finally:
+            # Cancelled or timed out: end our own client. Anything it already handed the server
+            # (text, marker, the background Enter) still happens; nothing else will.
+            if proc.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+                await asyncio.shield(proc.wait())
+        stderr = err.decode("utf-8", "replace").strip()
+        if proc.returncode != 0:
+            where = f"tmux server at {socket}" if socket else "default tmux server"
+            if _NOT_FOUND.search(stderr):
+                raise PaneNotFound(f"{stderr} ({where})")
+            raise TmuxError(
+                f"tmux failed ({where}): {stderr or f'exit status {proc.returncode}'}",
+                stderr=stderr,
+                returncode=proc.returncode,
+            )
+        return out.decode("utf-8", "replace")
+
+
+def _literal(text: str) -> str:
+    """Spell `text` so tmux passes it through unchanged: a final ';' would end the command."""
+    return text[:-1] + "\\;" if text.endswith(";") else text
+
+
+def _record(pane: str, event_id: str) -> list[list[str]]:
+    """Commands that record `event_id` as done in `pane` (the id is checked: no '#', no spaces)."""
+    window = f"{event_id} #{{={RECENT_EVENTS_CHARS}:{RECENT_EVENTS_OPTION}}}"
+    return [
+        ["set-option", "-p", "-t", pane, LAST_EVENT_OPTION, event_id],
+        ["set-option", "-F", "-p", "-t", pane, RECENT_EVENTS_OPTION, window],
+    ]
+
+
+def _sequence(commands: list[list[str]]) -> list[str]:
+    """Join commands into one invocation's arguments, separated by standalone ';'."""
+    args: list[str] = []
+    for command in commands:
+        if args:
+            args.append(";")
+        args.extend(command)
+    return args
+
+
+def _check_pane(pane: PaneTarget) -> None:
+    target = pane.target
+    if not target.strip() or len(target) > 256 or _CONTROL.search(target):
+        raise InvalidTarget(f"not a usable tmux target: {target!r}")
+    if target.endswith(";"):
+        raise InvalidTarget(f"a tmux target cannot end with ';': {target!r}")
+    if pane.socket is not None and (not pane.socket or _CONTROL.search(pane.socket)):
+        raise InvalidTarget(f"not a usable tmux socket path: {pane.socket!r}")
+
+
+def _check_event_id(event_id: str) -> None:
+    # The id goes into a pane option through a tmux format and is compared on retry, so it must
+    # hold nothing tmux expands ('#') and nothing that separates entries (spaces).
+    if not _EVENT_ID.fullmatch(event_id):
+        raise InvalidTarget(
+            f"event id {event_id!r} must be 1-200 letters, digits, '_', '.', ':' or '-'"
+        )
+
+
+def _check_key(key: str) -> None:
+    if not INTERRUPT_KEY.fullmatch(key):
+        raise InvalidTarget(
+            f"interrupt key {key!r} is not allowed; use C-a … C-z, M-a … M-z, Escape, Enter, "
+            "Tab or F1 … F12"
+        )

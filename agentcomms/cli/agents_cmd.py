@@ -1,0 +1,266 @@
+"""Talking to agents from the terminal: list, register, send, interrupt, read events, reply, inbox.
+
+Every command is a client of the gateway socket (`agentcomms up` must be running); `--json` prints
+the gateway's answer for scripts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from agentcomms.cli import app
+from agentcomms.cli.common import console, fail, print_json, run_async
+from agentcomms.client import GatewayClient, call
+from agentcomms.config import load_config
+
+JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+WaitOption = Annotated[
+    bool, typer.Option("--wait", help="Return only once the text is in the pane (or the timeout).")
+]
+TimeoutOption = Annotated[
+    float, typer.Option("--timeout", min=0.1, max=300, help="Seconds --wait waits at most.")
+]
+
+agents_app = typer.Typer(
+    help="List agents (`agentcomms agents [--all]`), register or unregister their panes.",
+    invoke_without_command=True,
+)
+app.add_typer(agents_app, name="agents")
+
+
+def _gateway(method: str, **params: Any) -> Any:
+    socket = load_config().server.socket()
+    return run_async(call, socket, method, **params)
+
+
+@agents_app.callback()
+def agents(
+    ctx: typer.Context,
+    show_all: Annotated[
+        bool, typer.Option("--all", "-a", help="Include offline agents (unregistered panes).")
+    ] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """List agents: id, pane, status and how many messages wait for each."""
+    if ctx.invoked_subcommand is not None:
+        return
+    result = _gateway("agents", include_offline=show_all)
+    if as_json:
+        print_json(result)
+        return
+    table = Table("agent", "type", "target", "status", "pending", "last error")
+    for a in result["agents"]:
+        table.add_row(
+            a["id"],
+            a["type"],
+            a["target"] or "-",
+            a["status"],
+            str(a["pending"]),
+            a.get("last_error") or "",
+        )
+    if not result["agents"]:
+        hint = "" if show_all else " (try --all)"
+        console.print(f"no agents{hint}; register one with `agentcomms agents register`")
+        return
+    console.print(table)
+
+
+@agents_app.command("register")
+def register(
+    agent_id: Annotated[str, typer.Argument(help="The agent's id, e.g. backend.")],
+    tmux: Annotated[str, typer.Option("--tmux", "-t", help="tmux target session:window.pane.")],
+    socket: Annotated[
+        str | None,
+        typer.Option("--socket", "-S", help="tmux socket path (default server if unset)."),
+    ] = None,
+    interrupt_key: Annotated[
+        str, typer.Option("--interrupt-key", help="Key `interrupt` presses: C-c, Escape…")
+    ] = "C-c",
+    submit_delay_ms: Annotated[
+        int, typer.Option("--submit-delay-ms", min=0, max=10_000, help="Pause before Enter.")
+    ] = 150,
+    host: Annotated[
+        str | None, typer.Option("--host", help="Host whose worker types into the pane.")
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Register an agent's tmux pane; messages waiting for it are typed in order.
+
+    Example: agentcomms agents register backend --tmux dev:0.1 --interrupt-key Escape
+    """
+    params: dict[str, Any] = {
+        "agent_id": agent_id,
+        "target": tmux,
+        "interrupt_key": interrupt_key,
+        "submit_delay_ms": submit_delay_ms,
+    }
+    if socket:
+        params["socket"] = socket
+    if host:
+        params["host"] = host
+    result = _gateway("register", **params)
+    if as_json:
+        print_json(result)
+    else:
+        console.print(f"registered {agent_id} → {tmux} on {result['host']}")
+
+
+@agents_app.command("unregister")
+def unregister(
+    agent_id: Annotated[str, typer.Argument(help="The agent's id.")],
+    as_json: JsonOption = False,
+) -> None:
+    """Unregister an agent's pane; new messages wait for it until it registers again."""
+    result = _gateway("unregister", agent_id=agent_id)
+    if as_json:
+        print_json(result)
+    else:
+        console.print(f"unregistered {agent_id}; its messages will wait")
+
+
+def _print_post(result: dict[str, Any], as_json: bool, what: str) -> None:
+    if as_json:
+        print_json(result)
+        return
+    state = result.get("status", "queued")
+    console.print(f"{what} {result['event_id']}: {state}")
+    if state == "failed":
+        fail(f"{what} failed: {result.get('error')}")
+
+
+@app.command()
+def send(
+    agent: Annotated[str, typer.Argument(help="The agent's id.")],
+    message: Annotated[str, typer.Argument(help="Text typed into the agent's pane.")],
+    wait: WaitOption = False,
+    timeout: TimeoutOption = 10,
+    as_json: JsonOption = False,
+) -> None:
+    """Send a message to an agent; it is typed into the agent's pane, once, in order.
+
+    Without --wait this returns once the message is durable (it survives crashes).
+    """
+    result = _gateway("send", agent_id=agent, message=message, wait=wait, timeout=timeout)
+    _print_post(result, as_json, "message")
+
+
+@app.command()
+def interrupt(
+    agent: Annotated[str, typer.Argument(help="The agent's id.")],
+    reason: Annotated[str | None, typer.Option("--reason", "-r", help="Why (recorded).")] = None,
+    wait: WaitOption = False,
+    timeout: TimeoutOption = 10,
+    as_json: JsonOption = False,
+) -> None:
+    """Press the agent's interrupt key (C-c unless registered otherwise), ahead of queued text."""
+    params: dict[str, Any] = {"agent_id": agent, "wait": wait, "timeout": timeout}
+    if reason:
+        params["reason"] = reason
+    _print_post(_gateway("interrupt", **params), as_json, "interrupt")
+
+
+@app.command()
+def events(
+    agent: Annotated[str, typer.Argument(help="The agent's id.")],
+    limit: Annotated[int, typer.Option("-n", "--limit", min=1, max=1000, help="How many.")] = 20,
+    since: Annotated[
+        str | None, typer.Option("--since", help="Only events after this event id.")
+    ] = None,
+    follow: Annotated[
+        bool, typer.Option("--follow", "-f", help="Keep printing new events.")
+    ] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Show an agent's latest events, oldest first; with --since, the events after that id."""
+    socket = load_config().server.socket()
+    run_async(_events, socket, agent, limit, since, follow, as_json)
+
+
+async def _events(
+    socket: Any, agent: str, limit: int, since: str | None, follow: bool, as_json: bool
+) -> None:
+    async with GatewayClient(socket) as gw:
+        # Without --since, start from the latest `limit` events, as a person expects.
+        tail = since is None
+        while True:
+            params: dict[str, Any] = {"agent_id": agent, "limit": limit, "tail": tail}
+            if since:
+                params["since"] = since
+            tail = False
+            batch = (await gw.call("events", **params))["events"]
+            for e in batch:
+                _print_event(e, as_json)
+            if batch:
+                since = batch[-1]["id"]
+            if not follow:
+                return
+            if len(batch) < limit:
+                await asyncio.sleep(0.5)
+
+
+def _print_event(e: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        print_json(e)
+        return
+    text = e["payload"].get("text") or e["payload"].get("reason") or ""
+    when = e["created_at"][11:19]
+    console.print(
+        f"{when} {e['id']} [bold]{e['type']}[/] {e['channel_id']} {e['status']}: {text}",
+        highlight=False,
+        markup=True,
+    )
+
+
+@app.command()
+def reply(
+    channel: Annotated[str, typer.Argument(help="Channel id, e.g. cli:local.")],
+    message: Annotated[str, typer.Argument(help="The agent's message to the human.")],
+    agent: Annotated[str | None, typer.Option("--agent", "-a", help="Replying agent.")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Send an agent's message to a human channel (cli:local shows up in `agentcomms inbox`)."""
+    params: dict[str, Any] = {"channel_id": channel, "message": message}
+    if agent:
+        params["agent_id"] = agent
+    result = _gateway("reply", **params)
+    if as_json:
+        print_json(result)
+    else:
+        console.print(f"sent {result['event_id']}")
+
+
+@app.command()
+def channels(as_json: JsonOption = False) -> None:
+    """List channels and the agent each one talks to."""
+    result = _gateway("channels")
+    if as_json:
+        print_json(result)
+        return
+    table = Table("channel", "provider", "agent")
+    for c in result["channels"]:
+        table.add_row(c["channel_id"], c["provider"], c["agent_id"] or "-")
+    console.print(table)
+
+
+@app.command()
+def inbox(
+    limit: Annotated[int, typer.Option("-n", "--limit", min=1, max=1000, help="How many.")] = 20,
+    as_json: JsonOption = False,
+) -> None:
+    """Messages your agents sent you on the local channel (cli:local), oldest first."""
+    result = _gateway("inbox", limit=limit)
+    if as_json:
+        print_json(result)
+        return
+    if not result["messages"]:
+        console.print("inbox is empty")
+    for m in result["messages"]:
+        who = m.get("source_agent_id") or m["agent_id"]
+        console.print(
+            f"{m['created_at'][:19]} [bold]{who}[/]: {m['payload'].get('text', '')}",
+            highlight=False,
+        )

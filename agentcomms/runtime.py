@@ -1,0 +1,111 @@
+"""What `agentcomms up`, `worker` and `gateway` share: Temporal (embedded or not), the store,
+orderly shutdown on Ctrl-C or SIGTERM, and a state file that `agentcomms status` reads."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from temporalio.client import Client
+
+from agentcomms.config import Config, agentcomms_home
+from agentcomms.errors import TemporalUnavailable
+from agentcomms.models import utcnow
+from agentcomms.store import Store
+from agentcomms.temporal import (
+    DevServer,
+    connect,
+    ensure_search_attributes,
+    is_local,
+    server_answers,
+)
+
+
+def state_path() -> Path:
+    return agentcomms_home() / "up.json"
+
+
+@dataclass
+class Runtime:
+    cfg: Config
+    client: Client
+    store: Store
+    dev_server: DevServer | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+@asynccontextmanager
+async def temporal_and_store(
+    cfg: Config, *, embed: bool, headless: bool = False
+) -> AsyncIterator[Runtime]:
+    """Connect to Temporal (starting the embedded dev server when allowed) and open the store."""
+    dev: DevServer | None = None
+    address = cfg.temporal.address
+    if not server_answers(address):
+        if not (embed and cfg.temporal.embedded and is_local(address)):
+            raise TemporalUnavailable(
+                f"No Temporal server at {address}. Start one with `agentcomms up` (which embeds a "
+                "dev server) or set temporal.address to a running server."
+            )
+        dev = await asyncio.to_thread(DevServer.start, cfg.temporal, headless=headless)
+    try:
+        client = await connect(cfg.temporal, attempts=25)
+        if dev is None:
+            await ensure_search_attributes(client)
+        store = await Store.open(cfg.database.resolved_url())
+        try:
+            yield Runtime(cfg=cfg, client=client, store=store, dev_server=dev)
+        finally:
+            await store.close()
+    finally:
+        if dev is not None:
+            await asyncio.to_thread(dev.stop)
+
+
+async def until_stopped() -> None:
+    """Wait for Ctrl-C or SIGTERM."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+
+
+def write_state(info: dict[str, Any]) -> None:
+    path = state_path()
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = path.with_suffix(".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(info | {"pid": os.getpid(), "started_at": utcnow().isoformat()}, f, indent=2)
+    os.replace(tmp, path)
+
+
+def read_state() -> dict[str, Any] | None:
+    """The state file of a running `up`, or None when absent or left by a dead process."""
+    try:
+        info: dict[str, Any] = json.loads(state_path().read_text())
+    except (OSError, ValueError):
+        return None
+    try:
+        os.kill(int(info["pid"]), 0)
+    except (OSError, KeyError, ValueError):
+        return None
+    return info
+
+
+def clear_state() -> None:
+    with contextlib.suppress(FileNotFoundError):
+        state_path().unlink()

@@ -1,0 +1,12 @@
+"""Search attributes that make an agent's workflow findable in the Temporal UI.
+
+Kept apart from ``agentcomms.temporal`` so workflow code can import them without pulling in I/O.
+"""
+
+from __future__ import annotations
+
+from temporalio.common import SearchAttributeKey
+
+AGENT_ID = SearchAttributeKey.for_keyword("AgentId")
+AGENT_STATUS = SearchAttributeKey.for_keyword("AgentStatus")
+ALL: tuple[SearchAttributeKey, ...] = (AGENT_ID, AGENT_STATUS)

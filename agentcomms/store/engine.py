@@ -1,0 +1,127 @@
+"""Creating the async engine, with the SQLite settings a shared, durable file needs."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import event
+from sqlalchemy.engine import URL, Connection, make_url
+from sqlalchemy.exc import ArgumentError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+
+from agentcomms.store.errors import DatabaseUnavailable
+
+SQLITE_BUSY_TIMEOUT_MS = 10_000
+# pg_advisory_xact_lock(class, object) classes, "acms" and "acmt" in ASCII, so locks that other
+# applications take on a shared server cannot collide with ours.
+PG_LOCK_MIGRATIONS = 0x61636D73
+PG_LOCK_AGENT_EVENTS = 0x61636D74
+# Execution option that makes a SQLite transaction take the write lock at BEGIN.
+_IMMEDIATE = "agentcomms_sqlite_immediate"
+
+
+def parse_url(url: str) -> URL:
+    try:
+        return make_url(url)
+    except ArgumentError as exc:
+        raise DatabaseUnavailable(
+            f"Database URL {url!r} is not a SQLAlchemy URL; expected e.g. "
+            "sqlite+aiosqlite:///path/agentcomms.db or postgresql+asyncpg://user@host/db."
+        ) from exc
+
+
+def display_url(url: str | URL) -> str:
+    """The URL with its password hidden, fit for messages and logs."""
+    parsed = url if isinstance(url, URL) else parse_url(url)
+    return parsed.render_as_string(hide_password=True)
+
+
+def sqlite_path(url: URL) -> Path | None:
+    """The file of a SQLite URL; None for other databases and in-memory SQLite."""
+    if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:"):
+        return None
+    if url.database.startswith("file:"):  # a URI filename: leave it to SQLite
+        return None
+    return Path(url.database).expanduser()
+
+
+def _prepare_sqlite_file(path: Path) -> None:
+    """Create the file (and its directory) owner-only before SQLite creates it world-readable."""
+    if path.exists():
+        return
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        # An empty file is a valid, empty SQLite database. SQLite gives -wal and -shm the same mode.
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except FileExistsError:  # another process won the race; its file is as good as ours
+        pass
+
+
+def _configure_sqlite(engine: AsyncEngine) -> None:
+    sync_engine = engine.sync_engine
+
+    @event.listens_for(sync_engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        # Take BEGIN away from the sqlite3 module (it skips it before SELECT and DDL, which breaks
+        # repeatable reads and transactional migrations); `_on_begin` emits it instead.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        try:
+            # WAL: readers never block the writer, and a crash cannot tear a committed write.
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute("PRAGMA synchronous=NORMAL")  # durable enough with WAL, much faster
+            cursor.execute("PRAGMA foreign_keys=ON")
+            # Worker, gateway and CLI share the file: wait for a lock rather than fail.
+            cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        finally:
+            cursor.close()
+
+    @event.listens_for(sync_engine, "begin")
+    def _on_begin(connection: Connection) -> None:
+        # A write transaction that starts by reading must hold the write lock from the start:
+        # upgrading a WAL read snapshot to a write fails at once (SQLITE_BUSY), busy_timeout or not.
+        immediate = connection.get_execution_options().get(_IMMEDIATE, False)
+        connection.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+
+def create_engine(url: str) -> AsyncEngine:
+    """An async engine for ``url`` (sqlite+aiosqlite or postgresql+asyncpg).
+
+    For a SQLite file: the directory and an owner-only (0600) file are created when missing, and
+    every connection runs in WAL mode with foreign keys on and a busy timeout.
+    """
+    parsed = parse_url(url)
+    path = sqlite_path(parsed)
+    if path is not None:
+        try:
+            _prepare_sqlite_file(path)
+        except OSError as exc:
+            raise DatabaseUnavailable(f"Cannot create the SQLite database {path}: {exc}.") from exc
+    try:
+        engine = create_async_engine(
+            parsed,
+            # The gateway lives for days; a PostgreSQL restart must not leave it with dead sockets.
+            pool_pre_ping=parsed.get_backend_name() == "postgresql",
+        )
+    except (ArgumentError, ImportError) as exc:
+        raise DatabaseUnavailable(
+            f"Cannot use database URL {display_url(parsed)}: {exc}. "
+            "Use sqlite+aiosqlite:///… or postgresql+asyncpg://…."
+        ) from exc
+    if parsed.get_backend_name() == "sqlite":
+        _configure_sqlite(engine)
+    return engine
+
+
+@asynccontextmanager
+async def write_transaction(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
+    """A transaction that will write: on SQLite it holds the write lock from its first statement."""
+    async with engine.connect() as conn:
+        if engine.dialect.name == "sqlite":
+            conn = await conn.execution_options(**{_IMMEDIATE: True})
+        async with conn.begin():
+            yield conn

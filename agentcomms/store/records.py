@@ -1,0 +1,42 @@
+"""Between pydantic models and table rows, in both directions."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, Field
+from sqlalchemy.engine import Row
+
+from agentcomms.models import Direction, Event, utcnow
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class CallRecord(BaseModel):
+    """One phone call as the projection knows it; the transcript stays elsewhere (a reference)."""
+
+    id: str
+    agent_id: str
+    status: str  # the call workflow owns the vocabulary (ringing, in_progress, completed…)
+    direction: Direction = "out"  # "out": the agent phoned a human
+    phone_number: str | None = None
+    started_at: datetime = Field(default_factory=utcnow)
+    ended_at: datetime | None = None
+    duration_seconds: float | None = None
+    transcript_ref: str | None = None
+    error: str | None = None
+
+
+def row_values(model: BaseModel) -> dict[str, Any]:
+    """The column values of a model (field names and column names are the same)."""
+    values = model.model_dump()
+    if isinstance(model, Event):
+        # The payload comes from providers and workflows: plain JSON before the driver sees it.
+        values["payload"] = model.model_dump(mode="json", include={"payload"})["payload"]
+    return values
+
+
+def from_row(model: type[M], row: Row[Any]) -> M:
+    """A model from a row; columns the model does not have (seq, read_cursor…) are ignored."""
+    return model.model_validate(dict(row._mapping))

@@ -1,0 +1,133 @@
+"""The projection's tables: events, agents, channels, calls.
+
+This is the current shape; the database reaches it through the Alembic revisions in
+``migrations/versions`` (a test checks that the two agree). Agents, channels and calls are not
+foreign keys of events on purpose: a message for an agent nobody registered yet is still kept.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    DateTime,
+    Dialect,
+    Float,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import TypeDecorator
+
+# SQLite needs exactly INTEGER for a rowid primary key; PostgreSQL gets 64 bits.
+SeqType = BigInteger().with_variant(Integer(), "sqlite")
+JsonType = JSON().with_variant(JSONB(), "postgresql")
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """A timestamp stored in UTC and always read back timezone-aware.
+
+    SQLite keeps no offset, so without this a value would come back naive (or in local time).
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        value = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {datetime: UTCDateTime(), dict[str, Any]: JsonType}  # noqa: RUF012
+
+
+class EventRow(Base):
+    __tablename__ = "events"
+    __table_args__ = (
+        UniqueConstraint("id", name="uq_events_id"),
+        Index("ix_events_agent_seq", "agent_id", "seq"),
+        Index("ix_events_channel_seq", "channel_id", "seq"),
+        Index("ix_events_agent_direction_seq", "agent_id", "direction", "seq"),
+        # AUTOINCREMENT: a seq is never handed out twice, so read cursors never point at a reused one.
+        {"sqlite_autoincrement": True},
+    )
+
+    # The only ordering column: ids derived from provider message ids are not time-ordered.
+    seq: Mapped[int] = mapped_column(SeqType, primary_key=True, autoincrement=True)
+    id: Mapped[str] = mapped_column(String(64))
+    agent_id: Mapped[str] = mapped_column(String(255))
+    channel_id: Mapped[str] = mapped_column(String(255))
+    type: Mapped[str] = mapped_column(String(32))
+    role: Mapped[str] = mapped_column(String(16))
+    direction: Mapped[str] = mapped_column(String(8))
+    source_agent_id: Mapped[str | None] = mapped_column(String(255))
+    payload: Mapped[dict[str, Any]]
+    status: Mapped[str] = mapped_column(String(16))
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime]
+    delivered_at: Mapped[datetime | None]
+    error: Mapped[str | None] = mapped_column(Text)
+
+
+class AgentRow(Base):
+    __tablename__ = "agents"
+
+    id: Mapped[str] = mapped_column(String(255), primary_key=True)
+    type: Mapped[str] = mapped_column(String(32))
+    target: Mapped[str | None] = mapped_column(String(255))
+    tmux_socket: Mapped[str | None] = mapped_column(Text)
+    host: Mapped[str | None] = mapped_column(String(255))
+    interrupt_key: Mapped[str] = mapped_column(String(32))
+    submit_delay_ms: Mapped[int] = mapped_column(Integer)
+    status: Mapped[str] = mapped_column(String(16))
+    pending: Mapped[int] = mapped_column(Integer, default=0)
+    last_delivered_event_id: Mapped[str | None] = mapped_column(String(64))
+    last_error: Mapped[str | None] = mapped_column(Text)
+    updated_at: Mapped[datetime]
+    # Seq of the last message check_messages returned; a row, so it outlives every process.
+    read_cursor: Mapped[int | None] = mapped_column(SeqType)
+    registered_at: Mapped[datetime]
+
+
+class ChannelRow(Base):
+    __tablename__ = "channels"
+
+    channel_id: Mapped[str] = mapped_column(String(255), primary_key=True)
+    agent_id: Mapped[str | None] = mapped_column(String(255), index=True)
+    provider: Mapped[str] = mapped_column(String(32))
+    created_at: Mapped[datetime]
+
+
+class CallRow(Base):
+    """One phone call; the transcript itself lives elsewhere, this row holds its reference."""
+
+    __tablename__ = "calls"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    agent_id: Mapped[str] = mapped_column(String(255), index=True)
+    status: Mapped[str] = mapped_column(String(32))
+    direction: Mapped[str] = mapped_column(String(8))
+    phone_number: Mapped[str | None] = mapped_column(String(64))
+    started_at: Mapped[datetime]
+    ended_at: Mapped[datetime | None]
+    duration_seconds: Mapped[float | None] = mapped_column(Float)
+    transcript_ref: Mapped[str | None] = mapped_column(Text)
+    error: Mapped[str | None] = mapped_column(Text)
+
+
+metadata = Base.metadata

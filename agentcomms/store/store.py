@@ -1,0 +1,321 @@
+"""The projection's one API: :class:`Store`.
+
+Every write is idempotent, because the writers are Temporal activities and an activity may run
+again after it already succeeded. All ordering uses ``events.seq``, never ids or timestamps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from types import TracebackType
+from typing import Any, get_args
+
+from sqlalchemy import ColumnElement, case, func, or_, select, text, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from agentcomms.models import Agent, Channel, Event, EventStatus, utcnow
+from agentcomms.store.engine import PG_LOCK_AGENT_EVENTS, create_engine, write_transaction
+from agentcomms.store.errors import EventNotFound
+from agentcomms.store.migrate import database_errors, ensure_schema_current, upgrade_engine
+from agentcomms.store.records import CallRecord, from_row, row_values
+from agentcomms.store.schema import AgentRow, Base, CallRow, ChannelRow, EventRow
+
+# What check_messages and chat history show an agent; interrupts and system events are not messages.
+MESSAGE_TYPES = ("human_message", "agent_message")
+_STATUSES = frozenset(get_args(EventStatus))
+
+
+def _check_limit(limit: int) -> None:
+    if limit < 0:
+        raise ValueError(f"limit must be 0 or more, not {limit}")
+
+
+def _shown_to_agent() -> ColumnElement[bool]:
+    # A rejected message came from a sender the allowlist refused: kept for audit, never shown.
+    return EventRow.status != "rejected"
+
+
+class Store:
+    """Events, agents, channels and calls in a SQL database (SQLite file or PostgreSQL).
+
+    ``store = await Store.open(url)`` (or ``async with await Store.open(url) as store``).
+    """
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self._engine = engine
+        self._dialect = engine.dialect.name
+
+    @classmethod
+    async def open(cls, url: str, *, migrate: bool = True) -> Store:
+        """Connect to ``url``; bring its tables up to date, or with ``migrate=False`` only check them.
+
+        Raises ``DatabaseUnavailable`` when the database cannot be reached and ``SchemaOutdated``
+        when ``migrate=False`` finds tables of another revision.
+        """
+        engine = create_engine(url)
+        try:
+            async with database_errors(url):
+                if migrate:
+                    await upgrade_engine(engine)
+                else:
+                    await ensure_schema_current(engine)
+        except BaseException:
+            await engine.dispose()
+            raise
+        return cls(engine)
+
+    async def close(self) -> None:
+        await self._engine.dispose()
+
+    async def __aenter__(self) -> Store:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    @property
+    def engine(self) -> AsyncEngine:
+        return self._engine
+
+    # -- events --------------------------------------------------------------------------------
+
+    async def record_event(self, event: Event) -> bool:
+        """Insert ``event`` unless an event with its id exists; True when it was inserted.
+
+        A retried or re-sent write changes nothing, not even the status of the stored event.
+        """
+        async with write_transaction(self._engine) as conn:
+            if self._dialect == "postgresql":
+                # Without this, seq 11 could commit before seq 10, and a reader paging "after 11"
+                # would never see 10. Serialising one agent's inserts makes seq order commit order.
+                await conn.execute(
+                    text("SELECT pg_advisory_xact_lock(:cls, hashtext(:agent))"),
+                    {"cls": PG_LOCK_AGENT_EVENTS, "agent": event.agent_id},
+                )
+            stmt = (
+                self._insert(EventRow)
+                .values(row_values(event))
+                .on_conflict_do_nothing(index_elements=[EventRow.id])
+                .returning(EventRow.seq)
+            )
+            return (await conn.execute(stmt)).first() is not None
+
+    async def update_event_status(
+        self,
+        event_id: str,
+        status: EventStatus,
+        *,
+        attempts: int | None = None,
+        delivered_at: datetime | None = None,
+        error: str | None = None,
+    ) -> None:
+        """Set an event's status; ``None`` leaves a field as it is.
+
+        Idempotent: a delivered event stays delivered (a late "failed" from an earlier attempt
+        cannot undo it) and ``attempts`` never decreases. Raises ``EventNotFound``.
+        """
+        if status not in _STATUSES:
+            raise ValueError(f"status must be one of {sorted(_STATUSES)}, not {status!r}")
+        values: dict[str, Any] = {"status": status}
+        if attempts is not None:
+            values["attempts"] = case(
+                (EventRow.attempts < attempts, attempts), else_=EventRow.attempts
+            )
+        if delivered_at is not None:
+            values["delivered_at"] = delivered_at
+        if error is not None:
+            values["error"] = error
+        stmt = (
+            update(EventRow)
+            .where(EventRow.id == event_id, EventRow.status != "delivered")
+            .values(values)
+        )
+        async with write_transaction(self._engine) as conn:
+            if (await conn.execute(stmt)).rowcount == 0:
+                await self._seq_of(conn, event_id)  # raises EventNotFound; else it was delivered
+
+    async def get_event(self, event_id: str) -> Event | None:
+        async with self._engine.connect() as conn:
+            row = (await conn.execute(select(EventRow).where(EventRow.id == event_id))).first()
+        return from_row(Event, row) if row else None
+
+    async def events_after(self, agent_id: str, since_id: str | None, limit: int) -> list[Event]:
+        """Up to ``limit`` of the agent's events that came strictly after ``since_id``, oldest first.
+
+        ``since_id=None`` starts at the agent's first event. An id that is not one of this agent's
+        events raises ``EventNotFound`` (rather than silently starting over).
+        """
+        _check_limit(limit)
+        async with self._engine.connect() as conn:
+            after = 0 if since_id is None else await self._seq_of(conn, since_id, agent_id)
+            stmt = (
+                select(EventRow)
+                .where(EventRow.agent_id == agent_id, EventRow.seq > after)
+                .order_by(EventRow.seq)
+                .limit(limit)
+            )
+            return [from_row(Event, row) for row in await conn.execute(stmt)]
+
+    async def latest_events(self, agent_id: str, limit: int) -> list[Event]:
+        """The agent's ``limit`` most recent events, newest first."""
+        _check_limit(limit)
+        stmt = (
+            select(EventRow)
+            .where(EventRow.agent_id == agent_id)
+            .order_by(EventRow.seq.desc())
+            .limit(limit)
+        )
+        async with self._engine.connect() as conn:
+            return [from_row(Event, row) for row in await conn.execute(stmt)]
+
+    async def channel_history(self, channel_id: str, limit: int) -> list[Event]:
+        """The newest ``limit`` messages of a channel, both directions, returned oldest first."""
+        _check_limit(limit)
+        stmt = (
+            select(EventRow)
+            .where(
+                EventRow.channel_id == channel_id,
+                EventRow.type.in_(MESSAGE_TYPES),
+                _shown_to_agent(),
+            )
+            .order_by(EventRow.seq.desc())
+            .limit(limit)
+        )
+        async with self._engine.connect() as conn:
+            newest_first = [from_row(Event, row) for row in await conn.execute(stmt)]
+        return newest_first[::-1]
+
+    # -- the read cursor (check_messages) ------------------------------------------------------
+
+    async def unread_messages(self, agent_id: str, limit: int) -> tuple[list[Event], bool]:
+        """Messages to the agent after its read cursor, oldest first, and whether more wait.
+
+        Reading does not move the cursor: :meth:`advance_read_cursor` does, once they were shown.
+        """
+        _check_limit(limit)
+        cursor = select(AgentRow.read_cursor).where(AgentRow.id == agent_id).scalar_subquery()
+        stmt = (
+            select(EventRow)
+            .where(
+                EventRow.agent_id == agent_id,
+                EventRow.direction == "in",
+                EventRow.type.in_(MESSAGE_TYPES),
+                _shown_to_agent(),
+                EventRow.seq > func.coalesce(cursor, 0),
+            )
+            .order_by(EventRow.seq)
+            .limit(limit + 1)  # one more than asked tells whether more wait
+        )
+        async with self._engine.connect() as conn:
+            events = [from_row(Event, row) for row in await conn.execute(stmt)]
+        return events[:limit], len(events) > limit
+
+    async def advance_read_cursor(self, agent_id: str, event_id: str) -> bool:
+        """Mark the agent's messages up to ``event_id`` as read; True if the cursor moved.
+
+        The cursor only moves forward, so a stale acknowledgement is harmless. An agent without a
+        row yet (messages may arrive before it registers) gets one, offline.
+        """
+        async with write_transaction(self._engine) as conn:
+            seq = await self._seq_of(conn, event_id, agent_id)
+            now = utcnow()
+            new_row = row_values(Agent(id=agent_id, updated_at=now))
+            stmt = self._insert(AgentRow).values(
+                {**new_row, "read_cursor": seq, "registered_at": now}
+            )
+            stmt = stmt.on_conflict_do_update(
+                index_elements=[AgentRow.id],
+                set_={"read_cursor": stmt.excluded.read_cursor},
+                where=or_(AgentRow.read_cursor.is_(None), AgentRow.read_cursor < seq),
+            )
+            return (await conn.execute(stmt)).rowcount > 0
+
+    # -- agents --------------------------------------------------------------------------------
+
+    async def upsert_agent(self, agent: Agent) -> None:
+        """Insert or replace the agent's fields; its read cursor and registration time stay."""
+        await self._upsert(
+            AgentRow, row_values(agent), key="id", on_insert={"registered_at": utcnow()}
+        )
+
+    async def get_agent(self, agent_id: str) -> Agent | None:
+        async with self._engine.connect() as conn:
+            row = (await conn.execute(select(AgentRow).where(AgentRow.id == agent_id))).first()
+        return from_row(Agent, row) if row else None
+
+    async def list_agents(self, *, include_offline: bool = False) -> list[Agent]:
+        """Agents by id: online and unreachable ones, and offline ones too when asked."""
+        stmt = select(AgentRow).order_by(AgentRow.id)
+        if not include_offline:
+            stmt = stmt.where(AgentRow.status != "offline")
+        async with self._engine.connect() as conn:
+            return [from_row(Agent, row) for row in await conn.execute(stmt)]
+
+    # -- channels ------------------------------------------------------------------------------
+
+    async def upsert_channel(self, channel: Channel) -> None:
+        await self._upsert(
+            ChannelRow, row_values(channel), key="channel_id", on_insert={"created_at": utcnow()}
+        )
+
+    async def list_channels(self) -> list[Channel]:
+        async with self._engine.connect() as conn:
+            rows = await conn.execute(select(ChannelRow).order_by(ChannelRow.channel_id))
+            return [from_row(Channel, row) for row in rows]
+
+    async def agent_for_channel(self, channel_id: str) -> str | None:
+        """The agent a channel talks to; None for an unknown or unassigned channel."""
+        stmt = select(ChannelRow.agent_id).where(ChannelRow.channel_id == channel_id)
+        async with self._engine.connect() as conn:
+            return (await conn.execute(stmt)).scalar_one_or_none()
+
+    # -- calls ---------------------------------------------------------------------------------
+
+    async def upsert_call(self, call: CallRecord) -> None:
+        await self._upsert(CallRow, row_values(call), key="id")
+
+    async def get_call(self, call_id: str) -> CallRecord | None:
+        async with self._engine.connect() as conn:
+            row = (await conn.execute(select(CallRow).where(CallRow.id == call_id))).first()
+        return from_row(CallRecord, row) if row else None
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    def _insert(self, entity: type[Base]) -> Any:
+        # ON CONFLICT is dialect-specific in SQLAlchemy; both dialects spell it the same way.
+        dialect = postgresql if self._dialect == "postgresql" else sqlite
+        return dialect.insert(entity)
+
+    async def _upsert(
+        self,
+        entity: type[Base],
+        values: Mapping[str, Any],
+        *,
+        key: str,
+        on_insert: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Insert ``values`` (plus ``on_insert``), or update the existing row with ``values``."""
+        stmt = self._insert(entity).values({**values, **(on_insert or {})})
+        stmt = stmt.on_conflict_do_update(
+            index_elements=[key],
+            set_={name: stmt.excluded[name] for name in values if name != key},
+        )
+        async with write_transaction(self._engine) as conn:
+            await conn.execute(stmt)
+
+    @staticmethod
+    async def _seq_of(conn: AsyncConnection, event_id: str, agent_id: str | None = None) -> int:
+        stmt = select(EventRow.seq).where(EventRow.id == event_id)
+        if agent_id is not None:
+            stmt = stmt.where(EventRow.agent_id == agent_id)
+        seq = (await conn.execute(stmt)).scalar_one_or_none()
+        if seq is None:
+            raise EventNotFound(event_id, agent_id)
+        return seq

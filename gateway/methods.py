@@ -1,0 +1,331 @@
+"""The socket methods: the seed's nine (same names and parameters) plus register/unregister/inbox.
+
+Each method takes a pydantic params model, so a wrong type is an `invalid params` error that names
+the field, and returns plain JSON-able data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+
+from agentcomms.config import Config, host_name
+from agentcomms.ids import new_event_id
+from agentcomms.models import LOCAL_CHANNEL, Event, utcnow
+from agentcomms.store import EventNotFound, Store
+from agentcomms.store.engine import display_url
+from gateway.mailbox import Mailbox
+from gateway.protocol import (
+    INVALID_PARAMS,
+    METHOD_NOT_FOUND,
+    NOT_FOUND,
+    RpcError,
+    describe_validation,
+)
+from workflows.agent import Registration
+
+AgentId = Annotated[
+    str,
+    StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"),
+    Field(description="letters, digits, '.', '_' or '-'; at most 64"),
+]
+MessageText = Annotated[str, StringConstraints(min_length=1, max_length=100_000)]
+WaitSeconds = Annotated[float, Field(gt=0, le=300)]
+
+
+class Params(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class NoParams(Params):
+    pass
+
+
+class SendParams(Params):
+    agent_id: AgentId
+    message: MessageText
+    wait: bool = False
+    timeout: WaitSeconds = 10
+    event_id: str | None = Field(default=None, description="retry-safe: the same id is typed once")
+
+
+class InterruptParams(Params):
+    agent_id: AgentId
+    reason: str | None = None
+    wait: bool = False
+    timeout: WaitSeconds = 10
+
+
+class EventsParams(Params):
+    agent_id: AgentId
+    limit: Annotated[int, Field(ge=1, le=1000)] = 50
+    since: str | None = Field(default=None, description="only events after this id")
+    tail: bool = Field(default=False, description="without since: the latest `limit` events")
+
+
+class ReplyParams(Params):
+    channel_id: Annotated[str, StringConstraints(min_length=3, max_length=200)]
+    message: MessageText
+    agent_id: AgentId | None = None
+
+
+class AgentMessageParams(Params):
+    from_agent_id: AgentId
+    to_agent_id: AgentId
+    message: MessageText
+    wait: bool = False
+    timeout: WaitSeconds = 10
+
+
+class RegisterParams(Params):
+    agent_id: AgentId
+    target: Annotated[str, StringConstraints(min_length=1, max_length=200)]
+    type: str = "tmux"
+    socket: str | None = None
+    host: str | None = None
+    interrupt_key: str = "C-c"
+    submit_delay_ms: Annotated[int, Field(ge=0, le=10_000)] = 150
+
+
+class UnregisterParams(Params):
+    agent_id: AgentId
+
+
+class InboxParams(Params):
+    limit: Annotated[int, Field(ge=1, le=1000)] = 20
+
+
+class AgentsParams(Params):
+    include_offline: bool = True
+
+
+def event_json(event: Event) -> dict[str, Any]:
+    data = event.model_dump(mode="json")
+    data["timestamp"] = data["created_at"]  # the seed's name for it
+    return data
+
+
+class Methods:
+    """Everything the socket can be asked; `dispatch` validates params and calls the method."""
+
+    def __init__(
+        self,
+        cfg: Config,
+        store: Store,
+        mailbox: Mailbox,
+        started_at: datetime,
+        *,
+        host: str | None = None,
+    ) -> None:
+        self._cfg = cfg
+        self._host = host or host_name()
+        self._store = store
+        self._mailbox = mailbox
+        self._started_at = started_at
+        self._table: dict[str, tuple[type[Params], Callable[[Any], Awaitable[Any]]]] = {
+            "ping": (NoParams, self.ping),
+            "status": (NoParams, self.status),
+            "agents": (AgentsParams, self.agents),
+            "send": (SendParams, self.send),
+            "interrupt": (InterruptParams, self.interrupt),
+            "events": (EventsParams, self.events),
+            "reply": (ReplyParams, self.reply),
+            "channels": (NoParams, self.channels),
+            "agent_message": (AgentMessageParams, self.agent_message),
+            "register": (RegisterParams, self.register),
+            "unregister": (UnregisterParams, self.unregister),
+            "inbox": (InboxParams, self.inbox),
+        }
+
+    async def dispatch(self, method: str, params: dict[str, Any]) -> Any:
+        entry = self._table.get(method)
+        if entry is None:
+            known = ", ".join(sorted(self._table))
+            raise RpcError(METHOD_NOT_FOUND, f"unknown method {method!r}; known: {known}")
+        model, handler = entry
+        try:
+            parsed = model.model_validate(params)
+        except ValidationError as exc:
+            raise RpcError(INVALID_PARAMS, describe_validation(exc)) from None
+        return await handler(parsed)
+
+    # ---- the seed's nine -----------------------------------------------------------------------
+
+    async def ping(self, _: NoParams) -> dict[str, Any]:
+        return {"pong": True}
+
+    async def status(self, _: NoParams) -> dict[str, Any]:
+        agents = await self._store.list_agents(include_offline=True)
+        return {
+            "running": True,
+            "started_at": self._started_at.isoformat(),
+            "agents": len(agents),
+            "agents_online": sum(1 for a in agents if a.status == "online"),
+            "providers": self._providers(),
+            "host": self._host,
+            "temporal": self._cfg.temporal.address,
+            "database": display_url(self._cfg.database.resolved_url()),
+        }
+
+    async def agents(self, p: AgentsParams) -> dict[str, Any]:
+        agents = await self._store.list_agents(include_offline=p.include_offline)
+        return {
+            "agents": [
+                {
+                    "id": a.id,
+                    "type": a.type,
+                    "target": a.target,
+                    "status": a.status,
+                    "pending": a.pending,
+                    "host": a.host,
+                    "last_error": a.last_error,
+                }
+                for a in agents
+            ]
+        }
+
+    async def send(self, p: SendParams) -> dict[str, Any]:
+        event = Event(
+            id=p.event_id or new_event_id(),
+            agent_id=p.agent_id,
+            channel_id=LOCAL_CHANNEL,
+            type="human_message",
+            role="human",
+            payload={"text": p.message, "source": "cli"},
+        )
+        return await self._post(event, wait=p.wait, wait_s=p.timeout)
+
+    async def interrupt(self, p: InterruptParams) -> dict[str, Any]:
+        await self._known_agent(p.agent_id)
+        event = Event(
+            id=new_event_id(),
+            agent_id=p.agent_id,
+            channel_id=LOCAL_CHANNEL,
+            type="interrupt",
+            role="human",
+            payload={"reason": p.reason, "source": "cli"},
+        )
+        return await self._post(event, wait=p.wait, wait_s=p.timeout)
+
+    async def events(self, p: EventsParams) -> dict[str, Any]:
+        if p.since is not None and await self._store.get_event(p.since) is None:
+            raise RpcError(NOT_FOUND, f"no event {p.since!r}; `since` takes an event id")
+        if p.since is None and await self._store.get_agent(p.agent_id) is None:
+            if not await self._store.latest_events(p.agent_id, 1):
+                raise RpcError(NOT_FOUND, f"unknown agent {p.agent_id!r}; see `agentcomms agents`")
+        if p.tail and p.since is None:
+            events = list(reversed(await self._store.latest_events(p.agent_id, p.limit)))
+        else:
+            try:
+                events = await self._store.events_after(p.agent_id, p.since, p.limit)
+            except EventNotFound:
+                raise RpcError(
+                    NOT_FOUND, f"event {p.since!r} is not one of {p.agent_id}'s events"
+                ) from None
+        return {"events": [event_json(e) for e in events], "agent_id": p.agent_id}
+
+    async def reply(self, p: ReplyParams) -> dict[str, Any]:
+        provider, sep, _ = p.channel_id.partition(":")
+        if not sep:
+            raise RpcError(INVALID_PARAMS, "channel_id: expected PROVIDER:ID, e.g. cli:local")
+        if p.channel_id != LOCAL_CHANNEL:
+            raise RpcError(
+                NOT_FOUND,
+                f"channel {p.channel_id!r} has no transport yet; only {LOCAL_CHANNEL} is served",
+            )
+        now = utcnow()
+        event = Event(
+            id=new_event_id(),
+            agent_id=p.agent_id or "default",
+            channel_id=p.channel_id,
+            type="agent_message",
+            role="agent",
+            direction="out",
+            source_agent_id=p.agent_id,
+            payload={"text": p.message, "provider": provider},
+            # The local inbox is the store itself: written is delivered.
+            status="delivered",
+            attempts=1,
+            created_at=now,
+            delivered_at=now,
+        )
+        await self._store.record_event(event)
+        return {"event_id": event.id, "delivered": True}
+
+    async def channels(self, _: NoParams) -> dict[str, Any]:
+        channels = await self._store.list_channels()
+        rows = [c.model_dump() for c in channels]
+        if not any(c.channel_id == LOCAL_CHANNEL for c in channels):
+            rows.insert(0, {"channel_id": LOCAL_CHANNEL, "agent_id": None, "provider": "cli"})
+        return {"channels": rows}
+
+    async def agent_message(self, p: AgentMessageParams) -> dict[str, Any]:
+        event = Event(
+            id=new_event_id(),
+            agent_id=p.to_agent_id,
+            channel_id=f"agent:{p.from_agent_id}",
+            type="agent_message",
+            role="agent",
+            source_agent_id=p.from_agent_id,
+            payload={"text": p.message},
+        )
+        result = await self._post(event, wait=p.wait, wait_s=p.timeout)
+        return result | {"to_agent_id": p.to_agent_id}
+
+    # ---- beyond the seed -----------------------------------------------------------------------
+
+    async def register(self, p: RegisterParams) -> dict[str, Any]:
+        if p.type != "tmux":
+            raise RpcError(INVALID_PARAMS, f"type: unknown agent type {p.type!r}; known: tmux")
+        registration = Registration(
+            target=p.target,
+            socket=p.socket,
+            host=p.host or self._host,
+            interrupt_key=p.interrupt_key,
+            submit_delay_ms=p.submit_delay_ms,
+        )
+        await self._mailbox.register(p.agent_id, registration)
+        return {"agent_id": p.agent_id, "registered": True, "host": registration.host}
+
+    async def unregister(self, p: UnregisterParams) -> dict[str, Any]:
+        await self._known_agent(p.agent_id)
+        await self._mailbox.unregister(p.agent_id)
+        return {"agent_id": p.agent_id, "registered": False}
+
+    async def inbox(self, p: InboxParams) -> dict[str, Any]:
+        history = await self._store.channel_history(LOCAL_CHANNEL, p.limit)
+        return {"messages": [event_json(e) for e in history if e.direction == "out"]}
+
+    # ---- helpers ---------------------------------------------------------------------------------
+
+    async def _post(self, event: Event, *, wait: bool, wait_s: float) -> dict[str, Any]:
+        await self._mailbox.post(event)
+        result: dict[str, Any] = {"event_id": event.id, "delivered": False, "status": "queued"}
+        if wait:
+            outcome = await self._mailbox.wait_delivered(event.agent_id, event.id, wait_s)
+            result["status"] = outcome.status
+            result["delivered"] = outcome.status == "delivered"
+            if outcome.error:
+                result["error"] = outcome.error
+        return result
+
+    async def _known_agent(self, agent_id: str) -> None:
+        # The projection may lag a just-created mailbox by a moment; the workflow is the truth.
+        if await self._store.get_agent(agent_id) is None and (
+            await self._mailbox.snapshot(agent_id) is None
+        ):
+            raise RpcError(NOT_FOUND, f"unknown agent {agent_id!r}; see `agentcomms agents --all`")
+
+    def _providers(self) -> list[dict[str, str]]:
+        chat = self._cfg.chat
+        providers = [{"name": "local", "status": "connected" if chat.local.enabled else "disabled"}]
+        for name in ("discord", "telegram", "whatsapp", "sms"):
+            section = getattr(chat, name)
+            # Transports arrive with the transports issue; until then an enabled one is not served.
+            providers.append(
+                {"name": name, "status": "not available" if section.enabled else "disabled"}
+            )
+        return providers

@@ -1,0 +1,66 @@
+"""The socket protocol: one JSON object per line, JSON-RPC-like ids, methods and error codes."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+NOT_FOUND = -32604
+
+# A request line longer than this is answered with an error and skipped, not buffered.
+MAX_LINE_BYTES = 1024 * 1024
+
+
+class RpcError(Exception):
+    """An error reply: its code is one of the constants above, its message says what to do."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class Request(BaseModel):
+    id: int | str | None = None
+    method: str
+    params: dict[str, Any] = {}
+
+
+def parse_request(line: bytes) -> Request:
+    try:
+        data = json.loads(line)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise RpcError(PARSE_ERROR, f"not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise RpcError(INVALID_REQUEST, "a request is a JSON object {id, method, params}")
+    if data.get("params") is None:
+        data.pop("params", None)
+    try:
+        return Request.model_validate(data)
+    except ValidationError as exc:
+        raise RpcError(INVALID_REQUEST, describe_validation(exc)) from None
+
+
+def describe_validation(exc: ValidationError) -> str:
+    """One line per problem, naming the field: `limit: Input should be less than or equal to 1000`."""
+    parts = []
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err["loc"]) or "params"
+        parts.append(f"{where}: {err['msg']}")
+    return "; ".join(parts)
+
+
+def result_line(request_id: Any, result: Any) -> bytes:
+    return json.dumps({"id": request_id, "result": result}, default=str).encode() + b"\n"
+
+
+def error_line(request_id: Any, code: int, message: str) -> bytes:
+    body = {"id": request_id, "error": {"code": code, "message": message}}
+    return json.dumps(body).encode() + b"\n"

@@ -1,0 +1,166 @@
+"""The gateway's Unix socket: newline-delimited JSON, persistent connections, many clients.
+
+Bad input (broken JSON, a huge line, an unknown method, wrong types) gets an error reply; neither
+the connection nor the gateway dies of it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from agentcomms.errors import AgentcommsError
+from gateway.protocol import (
+    INTERNAL_ERROR,
+    INVALID_REQUEST,
+    MAX_LINE_BYTES,
+    RpcError,
+    error_line,
+    parse_request,
+    result_line,
+)
+
+log = logging.getLogger(__name__)
+
+Dispatch = Callable[[str, dict[str, Any]], Awaitable[Any]]
+
+
+class GatewayAlreadyRunning(AgentcommsError):
+    """Another gateway answers on the socket."""
+
+
+def socket_is_live(path: Path) -> bool:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.settimeout(0.5)
+        try:
+            probe.connect(str(path))
+        except OSError:
+            return False
+        return True
+
+
+class SocketServer:
+    def __init__(self, path: Path, dispatch: Dispatch) -> None:
+        self.path = path
+        self._dispatch = dispatch
+        self._server: asyncio.base_events.Server | None = None
+        self._connections: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> None:
+        if self.path.exists() or self.path.is_symlink():
+            if socket_is_live(self.path):
+                raise GatewayAlreadyRunning(
+                    f"A gateway is already running on {self.path}; stop it first "
+                    "(or point server.socket_path elsewhere)."
+                )
+            self.path.unlink()  # stale: left by a gateway that died
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        # Create the socket owner-only from the first instant (no window with looser modes).
+        old_umask = os.umask(0o177)
+        try:
+            self._server = await asyncio.start_unix_server(
+                self._serve_connection, path=str(self.path), limit=MAX_LINE_BYTES
+            )
+        finally:
+            os.umask(old_umask)
+        os.chmod(self.path, 0o600)
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            for task in list(self._connections):
+                task.cancel()
+            await asyncio.gather(*self._connections, return_exceptions=True)
+            with contextlib.suppress(FileNotFoundError):
+                self.path.unlink()
+            self._server = None
+
+    async def _serve_connection(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
+        write_lock = asyncio.Lock()
+        pending: set[asyncio.Task[None]] = set()
+
+        async def reply(data: bytes) -> None:
+            async with write_lock:
+                writer.write(data)
+                await writer.drain()
+
+        try:
+            async for line in _lines(reader):
+                if line is None:
+                    await reply(
+                        error_line(None, INVALID_REQUEST, f"request over {MAX_LINE_BYTES} bytes")
+                    )
+                    continue
+                if not line.strip():
+                    continue
+                # Requests on one connection run concurrently (a `send --wait` must not block a
+                # `ping`); each reply carries its request's id.
+                request_task = asyncio.create_task(self._handle(line, reply))
+                pending.add(request_task)
+                request_task.add_done_callback(pending.discard)
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            for request_task in pending:
+                request_task.cancel()
+            self._connections.discard(task)
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+    async def _handle(self, line: bytes, reply: Callable[[bytes], Awaitable[None]]) -> None:
+        request_id: Any = None
+        try:
+            request = parse_request(line)
+            request_id = request.id
+            result = await self._dispatch(request.method, request.params)
+            data = result_line(request_id, result)
+        except RpcError as exc:
+            data = error_line(request_id, exc.code, exc.message)
+        except AgentcommsError as exc:
+            data = error_line(request_id, INTERNAL_ERROR, str(exc))
+        except Exception as exc:
+            log.exception("internal error")
+            data = error_line(request_id, INTERNAL_ERROR, f"internal error: {type(exc).__name__}")
+        with contextlib.suppress(ConnectionError):
+            await reply(data)
+
+
+async def _lines(reader: asyncio.StreamReader) -> Any:
+    """Yield each line; yield None for a line over the limit (after skipping the rest of it)."""
+    while True:
+        try:
+            line = await reader.readuntil(b"\n")
+        except asyncio.IncompleteReadError as exc:
+            if exc.partial:
+                yield exc.partial
+            return
+        except asyncio.LimitOverrunError as exc:
+            await _skip_line(reader, exc.consumed)
+            yield None
+            continue
+        yield line
+
+
+async def _skip_line(reader: asyncio.StreamReader, consumed: int) -> None:
+    """Discard an oversized line without holding it in memory."""
+    await reader.readexactly(consumed)
+    while True:
+        try:
+            await reader.readuntil(b"\n")
+            return
+        except asyncio.LimitOverrunError as exc:
+            await reader.readexactly(exc.consumed)
+        except asyncio.IncompleteReadError:
+            return

@@ -1,0 +1,54 @@
+"""Throwaway PostgreSQL databases for tests.
+
+``AGENTCOMMS_TEST_DATABASE_URL`` names a server and an administrative database, e.g.
+``postgresql+asyncpg://postgres@127.0.0.1:5432/postgres``; each test gets a database of its own
+on that server, dropped afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Coroutine, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+import asyncpg
+from sqlalchemy.engine import URL, make_url
+
+T = TypeVar("T")
+
+
+def _run(coro: Coroutine[Any, Any, T]) -> T:
+    # The fixture is synchronous but may be set up while pytest-asyncio's loop exists in this
+    # thread: a private thread gets a private event loop.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
+def _asyncpg_dsn(url: URL) -> str:
+    return url.set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+async def _execute(admin: URL, sql: str) -> None:
+    conn = await asyncpg.connect(_asyncpg_dsn(admin))
+    try:
+        await conn.execute(sql)
+    finally:
+        await conn.close()
+
+
+@contextmanager
+def temporary_database(admin_url: str) -> Iterator[str]:
+    """Create a uniquely named database; yield its ``postgresql+asyncpg://`` URL; drop it."""
+    admin = make_url(admin_url)
+    name = f"agentcomms_test_{uuid.uuid4().hex[:12]}"
+    _run(_execute(admin, f'CREATE DATABASE "{name}"'))
+    try:
+        yield admin.set(drivername="postgresql+asyncpg", database=name).render_as_string(
+            hide_password=False
+        )
+    finally:
+        # FORCE: a connection a failed test leaked must not keep the database alive.
+        _run(_execute(admin, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))

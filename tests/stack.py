@@ -1,0 +1,89 @@
+"""A whole agentcomms stack in the test process: worker, gateway socket, store — real parts.
+
+Each stack has its own host name (so its own host task queue), its own shared task queue, its own
+SQLite file and socket, on the session's Temporal dev server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from temporalio.client import Client
+
+from agentcomms.client import GatewayClient
+from agentcomms.config import Config, DatabaseConfig, ServerConfig, TemporalConfig
+from agentcomms.store import Store
+from gateway.service import Gateway
+from workers.main import build_workers
+
+
+@dataclass
+class Stack:
+    cfg: Config
+    client: Client
+    store: Store
+    gateway: Gateway
+    host: str
+    rpc: GatewayClient
+
+    async def call(self, method: str, **params: Any) -> Any:
+        return await self.rpc.call(method, **params)
+
+    def agent_id(self, name: str = "agent") -> str:
+        """A workflow id unique to this test (the dev server is shared by the session)."""
+        return f"{name}-{uuid.uuid4().hex[:8]}"
+
+
+def stack_config(tmp_path: Path, client: Client) -> Config:
+    return Config(
+        server=ServerConfig(socket_path=tmp_path / "daemon.sock"),
+        temporal=TemporalConfig(
+            address=client.service_client.config.target_host,
+            task_queue=f"tq-{uuid.uuid4()}",
+        ),
+        database=DatabaseConfig(url=f"sqlite+aiosqlite:///{tmp_path / 'agentcomms.db'}"),
+    )
+
+
+@asynccontextmanager
+async def running_stack(
+    client: Client, tmp_path: Path, *, with_worker: bool = True, cfg: Config | None = None
+) -> AsyncIterator[Stack]:
+    cfg = cfg or stack_config(tmp_path, client)
+    host = f"test-{uuid.uuid4().hex[:8]}"
+    async with AsyncExitStack() as stack:
+        store = await Store.open(cfg.database.resolved_url())
+        stack.push_async_callback(store.close)
+        if with_worker:
+            for worker in build_workers(client, cfg, store, host=host):
+                await stack.enter_async_context(worker)
+        gateway = Gateway(cfg, client, store, host=host)
+        await gateway.start()
+        stack.push_async_callback(gateway.close)
+        rpc = GatewayClient(cfg.server.socket())
+        await rpc.connect()
+        stack.push_async_callback(rpc.close)
+        yield Stack(cfg=cfg, client=client, store=store, gateway=gateway, host=host, rpc=rpc)
+
+
+async def eventually(
+    probe: Callable[[], Any], *, timeout: float = 20, interval: float = 0.05
+) -> Any:
+    """Poll `probe` until it returns something truthy; fail with its last value at the timeout."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = probe()
+        if asyncio.iscoroutine(value) or isinstance(value, asyncio.Future):
+            value = await value
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout} s; last value: {value!r}")
+        await asyncio.sleep(interval)

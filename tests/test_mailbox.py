@@ -1,0 +1,225 @@
+"""The durable mailbox end to end: gateway socket → AgentWorkflow → local activity → real tmux pane.
+
+Panes are read back (capture-pane, or a raw recorder pane whose bytes land in a file), events are
+read back from the projection, state from the workflow's query.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import Tmux
+from tests.stack import Stack, eventually, running_stack
+
+
+def recorder(tmux: Tmux, tmp_path: Path, name: str) -> tuple[str, Path]:
+    """A pane that appends every byte typed into it to a file (raw mode: Enter arrives as CR)."""
+    out = tmp_path / f"{name}.bytes"
+    out.touch()
+    target = tmux.new_session(name, f"stty raw -echo; exec cat >> {out}")
+    return target, out
+
+
+@pytest.fixture
+async def stack(temporal_env, tmp_path):
+    async with running_stack(temporal_env.client, tmp_path) as s:
+        yield s
+
+
+async def register(stack: Stack, agent: str, tmux: Tmux, target: str, **extra) -> None:
+    await stack.call("register", agent_id=agent, target=target, socket=tmux.socket, **extra)
+
+
+async def test_send_is_typed_into_the_pane_and_recorded(stack: Stack, tmux: Tmux, tmp_path: Path):
+    agent = stack.agent_id()
+    target, out = recorder(tmux, tmp_path, "rec")
+    await register(stack, agent, tmux, target, submit_delay_ms=0)
+    result = await stack.call(
+        "send", agent_id=agent, message="hello $HOME `x` 'q' \"dq\"", wait=True
+    )
+    assert result["delivered"] is True and result["status"] == "delivered"
+    assert out.read_bytes() == b"hello $HOME `x` 'q' \"dq\"\r"
+    event = await stack.store.get_event(result["event_id"])
+    assert event is not None and event.status == "delivered" and event.delivered_at is not None
+    assert event.channel_id == "cli:local" and event.payload["source"] == "cli"
+    agent_row = await eventually(lambda: stack.store.get_agent(agent))
+    assert agent_row.status == "online" and agent_row.target == target
+
+
+async def test_a_shell_pane_runs_the_sent_command(stack: Stack, tmux: Tmux):
+    agent = stack.agent_id()
+    target = tmux.new_session("sh", "sh")
+    await register(stack, agent, tmux, target)
+    result = await stack.call("send", agent_id=agent, message="echo $((6*7))", wait=True)
+    assert result["delivered"]
+    await eventually(lambda: "42" in tmux.capture(target).splitlines())
+
+
+async def test_hundreds_of_messages_arrive_once_in_order(stack: Stack, tmux: Tmux, tmp_path: Path):
+    agent = stack.agent_id()
+    target, out = recorder(tmux, tmp_path, "rec")
+    await register(stack, agent, tmux, target, submit_delay_ms=0)
+    ids = [
+        (await stack.call("send", agent_id=agent, message=f"m{i}"))["event_id"] for i in range(300)
+    ]
+    expected = b"".join(f"m{i}\r".encode() for i in range(300))
+    await eventually(lambda: len(out.read_bytes()) >= len(expected), timeout=90)
+    assert out.read_bytes().split(b"\r") == expected.split(b"\r")
+    events = await stack.store.events_after(agent, None, 1000)
+    assert [e.id for e in events] == ids
+    await eventually(lambda: _all_delivered(stack, agent, 300))
+
+
+async def _all_delivered(stack: Stack, agent: str, count: int) -> bool:
+    events = await stack.store.events_after(agent, None, 1000)
+    return len(events) == count and all(e.status == "delivered" for e in events)
+
+
+async def test_messages_wait_for_an_unregistered_agent(stack: Stack, tmux: Tmux, tmp_path: Path):
+    agent = stack.agent_id()
+    for i in range(3):
+        await stack.call("send", agent_id=agent, message=f"early {i}")
+    snapshot = await eventually(lambda: stack.gateway.mailbox.snapshot(agent))
+    assert snapshot.status == "offline" and snapshot.pending == 3
+    target, out = recorder(tmux, tmp_path, "rec")
+    await register(stack, agent, tmux, target, submit_delay_ms=0)
+    await eventually(lambda: out.read_bytes() == b"early 0\rearly 1\rearly 2\r")
+
+
+async def test_an_interrupt_overtakes_queued_messages(stack: Stack, tmux: Tmux, tmp_path: Path):
+    agent = stack.agent_id()
+    for i in range(3):
+        await stack.call("send", agent_id=agent, message=f"q{i}")
+    await stack.call("register", agent_id=agent, target="nowhere:0.0", socket=tmux.socket)
+    await stack.call("interrupt", agent_id=agent, reason="stop")
+    target, out = recorder(tmux, tmp_path, "rec")
+    await register(stack, agent, tmux, target, submit_delay_ms=0, interrupt_key="C-c")
+    await eventually(lambda: out.read_bytes() == b"\x03q0\rq1\rq2\r")
+
+
+async def test_missing_pane_keeps_messages_until_it_appears(
+    stack: Stack, tmux: Tmux, tmp_path: Path
+):
+    agent = stack.agent_id()
+    out = tmp_path / "late.bytes"
+    out.touch()
+    tmux.new_session("keep")  # a tmux server must exist; the agent's session does not yet
+    await register(stack, agent, tmux, "late:0.0", submit_delay_ms=0)
+    for i in range(3):
+        await stack.call("send", agent_id=agent, message=f"late {i}")
+    snapshot = await eventually(
+        lambda: _snapshot_if(stack, agent, lambda s: s.status == "unreachable")
+    )
+    assert snapshot.pending == 3 and snapshot.unreachable_since is not None
+    assert "late:0.0" in (snapshot.last_error or "")
+    # `agentcomms agents` shows the agent unreachable with all three waiting.
+    listed = await eventually(lambda: _listed_if(stack, agent, "unreachable", pending=3))
+    assert "late:0.0" in listed["last_error"]
+    tmux.new_session("late", f"stty raw -echo; exec cat >> {out}")
+    await eventually(lambda: out.read_bytes() == b"late 0\rlate 1\rlate 2\r", timeout=40)
+    await eventually(lambda: _agent_if(stack, agent, "online"))
+
+
+async def _snapshot_if(stack: Stack, agent: str, cond):
+    snapshot = await stack.gateway.mailbox.snapshot(agent)
+    return snapshot if snapshot and cond(snapshot) else None
+
+
+async def _listed_if(stack: Stack, agent: str, status: str, *, pending: int):
+    listed = await stack.call("agents", include_offline=True)
+    rows = [a for a in listed["agents"] if a["id"] == agent]
+    ok = rows and rows[0]["status"] == status and rows[0]["pending"] == pending
+    return rows[0] if ok else None
+
+
+async def _agent_if(stack: Stack, agent: str, status: str):
+    row = await stack.store.get_agent(agent)
+    return row if row and row.status == status else None
+
+
+async def test_reregistering_to_a_new_pane_delivers_there(stack: Stack, tmux: Tmux, tmp_path: Path):
+    agent = stack.agent_id()
+    first, first_out = recorder(tmux, tmp_path, "first")
+    await register(stack, agent, tmux, first, submit_delay_ms=0)
+    assert (await stack.call("send", agent_id=agent, message="one", wait=True))["delivered"]
+    tmux.kill_session("first")
+    await stack.call("send", agent_id=agent, message="two")
+    await eventually(lambda: _snapshot_if(stack, agent, lambda s: s.status == "unreachable"))
+    second, second_out = recorder(tmux, tmp_path, "second")
+    await register(stack, agent, tmux, second, submit_delay_ms=0)
+    await eventually(lambda: second_out.read_bytes() == b"two\r")
+    assert first_out.read_bytes() == b"one\r"
+
+
+async def test_a_repeated_event_id_is_typed_once(stack: Stack, tmux: Tmux, tmp_path: Path):
+    agent = stack.agent_id()
+    target, out = recorder(tmux, tmp_path, "rec")
+    await register(stack, agent, tmux, target, submit_delay_ms=0)
+    first = await stack.call(
+        "send", agent_id=agent, message="once", event_id="evt_retry1", wait=True
+    )
+    again = await stack.call("send", agent_id=agent, message="once", event_id="evt_retry1")
+    assert first["event_id"] == again["event_id"] == "evt_retry1"
+    await stack.call("send", agent_id=agent, message="after", wait=True)
+    assert out.read_bytes() == b"once\rafter\r"
+
+
+async def test_agent_message_is_prefixed_with_its_sender(stack: Stack, tmux: Tmux, tmp_path: Path):
+    sender, receiver = stack.agent_id("frontend"), stack.agent_id("backend")
+    target, out = recorder(tmux, tmp_path, "rec")
+    await register(stack, receiver, tmux, target, submit_delay_ms=0)
+    result = await stack.call(
+        "agent_message",
+        from_agent_id=sender,
+        to_agent_id=receiver,
+        message="API is ready",
+        wait=True,
+    )
+    assert result["delivered"] and result["to_agent_id"] == receiver
+    assert out.read_bytes() == f"[from: {sender}] API is ready\r".encode()
+    event = await stack.store.get_event(result["event_id"])
+    assert event is not None
+    assert event.source_agent_id == sender and event.channel_id == f"agent:{sender}"
+    assert event.type == "agent_message" and event.agent_id == receiver
+
+
+async def test_unregister_keeps_messages_for_the_next_registration(
+    stack: Stack, tmux: Tmux, tmp_path: Path
+):
+    agent = stack.agent_id()
+    target, out = recorder(tmux, tmp_path, "rec")
+    await register(stack, agent, tmux, target, submit_delay_ms=0)
+    assert (await stack.call("send", agent_id=agent, message="a", wait=True))["delivered"]
+    await stack.call("unregister", agent_id=agent)
+    queued = await stack.call("send", agent_id=agent, message="b", wait=True, timeout=1)
+    assert queued == {"event_id": queued["event_id"], "delivered": False, "status": "queued"}
+    assert out.read_bytes() == b"a\r"
+    await register(stack, agent, tmux, target, submit_delay_ms=0)
+    await eventually(lambda: out.read_bytes() == b"a\rb\r")
+
+
+async def test_events_page_forward_and_reply_reaches_the_inbox(
+    stack: Stack, tmux: Tmux, tmp_path: Path
+):
+    agent = stack.agent_id()
+    target, _ = recorder(tmux, tmp_path, "rec")
+    await register(stack, agent, tmux, target, submit_delay_ms=0)
+    ids = [
+        (await stack.call("send", agent_id=agent, message=f"e{i}", wait=True))["event_id"]
+        for i in range(5)
+    ]
+    page = await stack.call("events", agent_id=agent, limit=2, since=ids[1])
+    assert [e["id"] for e in page["events"]] == ids[2:4]
+    tail = await stack.call("events", agent_id=agent, limit=2, tail=True)
+    assert [e["id"] for e in tail["events"]] == ids[3:5]
+    reply = await stack.call(
+        "reply", channel_id="cli:local", message="done: tests pass", agent_id=agent
+    )
+    assert reply["delivered"] is True
+    inbox = await stack.call("inbox")
+    assert [(m["id"], m["payload"]["text"]) for m in inbox["messages"]][-1] == (
+        reply["event_id"],
+        "done: tests pass",
+    )

@@ -1,0 +1,50 @@
+"""Build the Temporal workers of one host.
+
+Every host's worker polls two queues: the shared one (``temporal.task_queue``) and its own host
+queue (``agentcomms-host-<host>``), where the agent workflows whose panes live here run and type
+through local activities.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from contextlib import AsyncExitStack
+from typing import Any
+
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from activities.delivery import deliver_to_pane, interrupt_pane
+from activities.projection import ProjectionActivities
+from agentcomms.config import Config, host_name
+from agentcomms.store import Store
+from workflows.agent import AgentWorkflow, host_task_queue
+
+log = logging.getLogger(__name__)
+
+
+def build_workers(
+    client: Client, cfg: Config, store: Store, *, host: str | None = None
+) -> list[Worker]:
+    projection = ProjectionActivities(store)
+    activities: list[Any] = [
+        deliver_to_pane,
+        interrupt_pane,
+        projection.record_event,
+        projection.record_agent,
+    ]
+    queues = [cfg.temporal.task_queue, host_task_queue(host or host_name())]
+    return [
+        Worker(client, task_queue=queue, workflows=[AgentWorkflow], activities=activities)
+        for queue in queues
+    ]
+
+
+async def run_workers(workers: list[Worker]) -> None:
+    """Run until cancelled, then shut the workers down cleanly."""
+    async with AsyncExitStack() as stack:
+        for worker in workers:
+            await stack.enter_async_context(worker)
+        log.info("worker polling %s", ", ".join(w.task_queue for w in workers))
+        await asyncio.Event().wait()

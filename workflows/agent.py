@@ -1,0 +1,400 @@
+"""AgentWorkflow: one long-running workflow per agent (``agent-<agent_id>``); signals are its mailbox.
+
+The workflow runs on its agent's host task queue (``agentcomms-host-<host>``) and types through a
+local activity, because the pane lives on that host; an agent registered on another host moves
+there by continuing-as-new onto that host's queue. A message for an agent that is not registered,
+or whose pane is missing, waits here, in order, until it can be typed.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Literal
+
+from pydantic import BaseModel, Field
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from agentcomms import errors
+    from agentcomms.models import (
+        Agent,
+        AgentStatus,
+        DeliverRequest,
+        DeliveryOutcome,
+        Event,
+        InterruptRequest,
+        PaneTarget,
+    )
+    from agentcomms.search_attributes import AGENT_ID, AGENT_STATUS
+
+# How many recently seen event ids to remember for de-duplication (carried across continue-as-new).
+SEEN_IDS_KEPT = 2000
+# How many recent outcomes to remember so a waiting `send --wait` can learn what happened.
+OUTCOMES_KEPT = 500
+# A missing pane is retried with capped exponential backoff.
+RETRY_FIRST = timedelta(milliseconds=500)
+RETRY_CAP = timedelta(seconds=30)
+
+DELIVERY_RETRY = RetryPolicy(
+    initial_interval=timedelta(milliseconds=200),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=2),
+    maximum_attempts=3,
+    # A missing pane is the workflow's business (it waits and marks the agent unreachable).
+    non_retryable_error_types=[errors.PANE_NOT_FOUND, errors.INVALID_TARGET],
+)
+PROJECTION_RETRY = RetryPolicy(
+    initial_interval=timedelta(milliseconds=100),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=10),
+)
+
+
+def host_task_queue(host: str) -> str:
+    return f"agentcomms-host-{host}"
+
+
+class Registration(BaseModel):
+    """Where and how an agent is reached."""
+
+    type: Literal["tmux"] = "tmux"
+    target: str
+    socket: str | None = None
+    host: str
+    interrupt_key: str = "C-c"
+    submit_delay_ms: int = 150
+    max_chars: int = 8000
+
+
+class AgentInput(BaseModel):
+    agent_id: str
+    state: AgentState | None = None  # set when continuing-as-new
+
+
+class AgentState(BaseModel):
+    """Everything the mailbox must not forget, carried through continue-as-new."""
+
+    agent_id: str
+    registration: Registration | None = None
+    status: AgentStatus = "offline"
+    pending: list[Event] = Field(default_factory=list)
+    seen_ids: list[str] = Field(default_factory=list)
+    outcomes: dict[str, str] = Field(default_factory=dict)  # event id -> delivered | failed
+    last_delivered_event_id: str | None = None
+    last_error: str | None = None
+    unreachable_since: datetime | None = None
+    delivered_count: int = 0
+
+
+class Unregister(BaseModel):
+    reason: str | None = None
+
+
+class WaitForDelivery(BaseModel):
+    event_id: str
+    timeout_s: float = Field(default=10, gt=0, le=300)
+
+
+class DeliveryStatus(BaseModel):
+    event_id: str
+    status: Literal["delivered", "failed", "queued", "unknown", "moved"]
+    error: str | None = None
+
+
+class AgentSnapshot(BaseModel):
+    """What the `state` query answers: enough to tell a human why a message has not arrived."""
+
+    agent_id: str
+    status: AgentStatus
+    registration: Registration | None
+    pending: int
+    last_delivered_event_id: str | None
+    last_error: str | None
+    unreachable_since: datetime | None
+    delivered_count: int
+
+
+AgentInput.model_rebuild()
+
+
+@workflow.defn(name="AgentWorkflow")
+class AgentWorkflow:
+    @workflow.init
+    def __init__(self, input: AgentInput) -> None:
+        self._s = input.state or AgentState(agent_id=input.agent_id)
+        self._seen = set(self._s.seen_ids)
+        # Wakes the delivery loop early from a backoff sleep (new registration, new message).
+        self._nudged = False
+        self._continuing = False
+        # The pending count the projection last saw; kept current while messages cannot move.
+        self._published_pending = -1
+
+    # ---- mailbox -------------------------------------------------------------------------------
+
+    @workflow.signal
+    def enqueue(self, event: Event) -> None:
+        """Accept a message or interrupt for this agent; duplicates (same event id) are ignored."""
+        if event.id in self._seen:
+            return
+        self._remember(event.id)
+        if event.type == "interrupt":
+            # An interrupt overtakes queued messages, but not earlier interrupts.
+            index = next(
+                (i for i, e in enumerate(self._s.pending) if e.type != "interrupt"),
+                len(self._s.pending),
+            )
+            self._s.pending.insert(index, event)
+        else:
+            self._s.pending.append(event)
+        self._nudged = True
+
+    @workflow.signal
+    def register(self, registration: Registration) -> None:
+        self._s.registration = registration
+        self._s.status = "online"
+        self._s.unreachable_since = None
+        self._s.last_error = None
+        self._nudged = True
+
+    @workflow.signal
+    def unregister(self, request: Unregister) -> None:
+        self._s.registration = None
+        self._s.status = "offline"
+        self._s.unreachable_since = None
+        self._nudged = True
+
+    @workflow.update
+    async def wait_for_delivery(self, request: WaitForDelivery) -> DeliveryStatus:
+        """Answer once the event is typed (or failed), or say it is still queued at the timeout."""
+
+        def settled() -> bool:
+            return request.event_id in self._s.outcomes or self._continuing
+
+        try:
+            await workflow.wait_condition(settled, timeout=timedelta(seconds=request.timeout_s))
+        except TimeoutError:
+            pass
+        outcome = self._s.outcomes.get(request.event_id)
+        if outcome is not None:
+            error = self._s.last_error if outcome == "failed" else None
+            return DeliveryStatus(event_id=request.event_id, status=outcome, error=error)
+        if self._continuing:
+            # The caller asks the next run (same workflow id) again.
+            return DeliveryStatus(event_id=request.event_id, status="moved")
+        queued = any(e.id == request.event_id for e in self._s.pending)
+        return DeliveryStatus(event_id=request.event_id, status="queued" if queued else "unknown")
+
+    @workflow.query
+    def state(self) -> AgentSnapshot:
+        s = self._s
+        return AgentSnapshot(
+            agent_id=s.agent_id,
+            status=s.status,
+            registration=s.registration,
+            pending=len(s.pending),
+            last_delivered_event_id=s.last_delivered_event_id,
+            last_error=s.last_error,
+            unreachable_since=s.unreachable_since,
+            delivered_count=s.delivered_count,
+        )
+
+    # ---- the delivery loop -----------------------------------------------------------------------
+
+    @workflow.run
+    async def run(self, input: AgentInput) -> None:
+        await self._publish()
+        backoff = RETRY_FIRST
+        while True:
+            await workflow.wait_condition(
+                lambda: (
+                    self._deliverable()
+                    or self._continue_as_new_suggested()
+                    or self._stale_projection()
+                )
+            )
+            if self._continue_as_new_suggested():
+                break
+            if not self._deliverable():
+                await self._publish()  # an offline agent's queue grew: show the count
+                continue
+            reg = self._s.registration
+            assert reg is not None
+            if workflow.info().task_queue != host_task_queue(reg.host):
+                # The pane lives on another host: continue there, where typing is local.
+                await self._continue_as_new(task_queue=host_task_queue(reg.host))
+            event = self._s.pending[0]
+            self._nudged = False
+            try:
+                outcome = await self._deliver(event, reg)
+            except (ActivityError, ApplicationError) as exc:
+                # A local activity's failure may arrive bare or wrapped in an ActivityError.
+                cause = exc.cause if isinstance(exc, ActivityError) else exc
+                kind = cause.type if isinstance(cause, ApplicationError) else None
+                message = str(cause or exc)
+                if kind in (errors.PANE_NOT_FOUND, errors.TMUX_FAILED):
+                    await self._mark_unreachable(message)
+                    # Sleep, but wake at once for a re-registration or new work.
+                    try:
+                        await workflow.wait_condition(lambda: self._nudged, timeout=backoff)
+                    except TimeoutError:
+                        pass
+                    backoff = min(backoff * 2, RETRY_CAP)
+                    continue
+                await self._settle(event, "failed", error=message)
+                continue
+            backoff = RETRY_FIRST
+            await self._settle(event, "delivered", typed=outcome.typed)
+        await self._continue_as_new()
+
+    def _stale_projection(self) -> bool:
+        return self._s.status != "online" and self._published_pending != len(self._s.pending)
+
+    def _deliverable(self) -> bool:
+        return bool(self._s.pending) and self._s.registration is not None
+
+    def _continue_as_new_suggested(self) -> bool:
+        return workflow.info().is_continue_as_new_suggested()
+
+    async def _continue_as_new(self, *, task_queue: str | None = None) -> None:
+        self._continuing = True
+        # Let waiting updates answer "moved" before this run ends.
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        self._s.seen_ids = self._s.seen_ids[-SEEN_IDS_KEPT:]
+        workflow.continue_as_new(
+            AgentInput(agent_id=self._s.agent_id, state=self._s), task_queue=task_queue
+        )
+
+    async def _deliver(self, event: Event, reg: Registration) -> DeliveryOutcome:
+        pane = PaneTarget(target=reg.target, socket=reg.socket)
+        if event.type == "interrupt":
+            await workflow.execute_local_activity(
+                "interrupt_pane",
+                InterruptRequest(pane=pane, event_id=event.id, key=reg.interrupt_key),
+                result_type=bool,
+                start_to_close_timeout=timedelta(seconds=10),
+                retry_policy=DELIVERY_RETRY,
+                summary=f"press {reg.interrupt_key} in {reg.target}",
+            )
+            return DeliveryOutcome(event_id=event.id, typed=True)
+        return await workflow.execute_local_activity(
+            "deliver_to_pane",
+            DeliverRequest(
+                pane=pane,
+                event_id=event.id,
+                text=self._pane_text(event),
+                submit_delay_ms=reg.submit_delay_ms,
+                max_chars=reg.max_chars,
+            ),
+            result_type=DeliveryOutcome,
+            start_to_close_timeout=timedelta(seconds=30),
+            retry_policy=DELIVERY_RETRY,
+            summary=f"type {event.id} into {reg.target}",
+        )
+
+    @staticmethod
+    def _pane_text(event: Event) -> str:
+        if event.type == "agent_message" and event.source_agent_id:
+            return f"[from: {event.source_agent_id}] {event.text}"
+        return event.text
+
+    async def _settle(
+        self,
+        event: Event,
+        status: Literal["delivered", "failed"],
+        *,
+        typed: bool = True,
+        error: str | None = None,
+    ) -> None:
+        self._s.pending.pop(0)
+        now = workflow.now()
+        self._s.outcomes[event.id] = status
+        while len(self._s.outcomes) > OUTCOMES_KEPT:
+            self._s.outcomes.pop(next(iter(self._s.outcomes)))
+        if status == "delivered":
+            self._s.last_delivered_event_id = event.id
+            self._s.delivered_count += 1
+            status_changed = self._s.status != "online"
+            self._s.status = "online"
+            self._s.unreachable_since = None
+            self._s.last_error = None
+        else:
+            self._s.last_error = error
+            status_changed = False
+        settled = event.model_copy(
+            update={
+                "status": status,
+                "attempts": event.attempts + 1,
+                "delivered_at": now if status == "delivered" else None,
+                "error": error,
+            }
+        )
+        await workflow.execute_local_activity(
+            "record_event",
+            settled,
+            start_to_close_timeout=timedelta(seconds=10),
+            retry_policy=PROJECTION_RETRY,
+            summary=f"{event.id} {status}",
+        )
+        # The agent row changes when its status does and whenever the queue drains.
+        if status_changed or not self._s.pending:
+            await self._publish()
+
+    async def _mark_unreachable(self, error: str) -> None:
+        changed = (
+            self._s.status != "unreachable"
+            or self._s.last_error != error
+            or self._published_pending != len(self._s.pending)
+        )
+        if self._s.unreachable_since is None:
+            self._s.unreachable_since = workflow.now()
+        self._s.status = "unreachable"
+        self._s.last_error = error
+        if changed:
+            await self._publish()
+
+    async def _publish(self) -> None:
+        """Show the agent's state in the Temporal UI and write it to the projection."""
+        s, reg = self._s, self._s.registration
+        self._published_pending = len(s.pending)
+        where = reg.target if reg else "no pane"
+        details = f"{s.status}: {len(s.pending)} pending, pane {where}"
+        if s.status == "unreachable" and s.unreachable_since:
+            details += f" missing since {s.unreachable_since.isoformat(timespec='seconds')}"
+        if s.last_error:
+            details += f"\nlast error: {s.last_error}"
+        workflow.set_current_details(details)
+        workflow.upsert_search_attributes(
+            [AGENT_ID.value_set(s.agent_id), AGENT_STATUS.value_set(s.status)]
+        )
+        await workflow.execute_local_activity(
+            "record_agent",
+            Agent(
+                id=s.agent_id,
+                target=reg.target if reg else None,
+                tmux_socket=reg.socket if reg else None,
+                host=reg.host if reg else None,
+                interrupt_key=reg.interrupt_key if reg else "C-c",
+                submit_delay_ms=reg.submit_delay_ms if reg else 150,
+                status=s.status,
+                pending=len(s.pending),
+                last_delivered_event_id=s.last_delivered_event_id,
+                last_error=s.last_error,
+                updated_at=workflow.now(),
+            ),
+            start_to_close_timeout=timedelta(seconds=10),
+            retry_policy=PROJECTION_RETRY,
+            summary=f"agent {s.agent_id} {s.status}",
+        )
+
+    # ---- de-duplication memory -------------------------------------------------------------------
+
+    def _remember(self, event_id: str) -> None:
+        self._seen.add(event_id)
+        self._s.seen_ids.append(event_id)
+        if len(self._s.seen_ids) > SEEN_IDS_KEPT * 2:
+            # Trim in batches so the list stays cheap to maintain.
+            drop = self._s.seen_ids[: len(self._s.seen_ids) - SEEN_IDS_KEPT]
+            self._s.seen_ids = self._s.seen_ids[-SEEN_IDS_KEPT:]
+            self._seen.difference_update(drop)
