@@ -20,3 +20,5 @@ def setup_logging(cfg: LoggingConfig) -> None:
     )
     # The SDK's "Workflow task not found" under bursts is harmless noise (FIELD-NOTES).
     logging.getLogger("temporalio.worker._workflow").setLevel(logging.ERROR)
+    # Migrations announce themselves at INFO on every start; only problems matter here.
+    logging.getLogger("alembic").setLevel(logging.WARNING)

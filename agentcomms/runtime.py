@@ -70,17 +70,34 @@ async def temporal_and_store(
             await asyncio.to_thread(dev.stop)
 
 
-async def until_stopped() -> None:
-    """Wait for Ctrl-C or SIGTERM."""
+@asynccontextmanager
+async def stop_signals() -> AsyncIterator[asyncio.Event]:
+    """An event set by Ctrl-C or SIGTERM, installed first so a signal during start-up is not lost."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     try:
-        await stop.wait()
+        yield stop
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
+
+
+async def until_stopped(stop: asyncio.Event, *tasks: asyncio.Task[Any]) -> None:
+    """Wait for the stop event, or for a task to end (a crashed worker is raised, not hidden)."""
+    waiter = asyncio.create_task(stop.wait())
+    done, _ = await asyncio.wait({waiter, *tasks}, return_when=asyncio.FIRST_COMPLETED)
+    waiter.cancel()
+    for task in tasks:
+        if task in done:
+            task.result()
+
+
+async def cancel_and_wait(task: asyncio.Task[Any]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
 
 
 def write_state(info: dict[str, Any]) -> None:

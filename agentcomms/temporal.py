@@ -194,6 +194,9 @@ class DevServer:
                     f"see {log_path}."
                 )
             time.sleep(0.05)
+        # The server creates its database world-readable; messages live there.
+        with contextlib.suppress(FileNotFoundError):
+            os.chmod(cfg.dev_db_path(), 0o600)
         return server
 
     def stop(self, timeout: float = 8) -> None:

@@ -6,8 +6,11 @@ the field, and returns plain JSON-able data.
 
 from __future__ import annotations
 
+import asyncio
+from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from datetime import datetime
+from functools import cached_property
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
@@ -102,6 +105,29 @@ class AgentsParams(Params):
     include_offline: bool = True
 
 
+# ---- params of the MCP server's methods (issue 4) ------------------------------------------------
+
+
+class CheckMessagesParams(Params):
+    agent_id: AgentId
+    limit: Annotated[int, Field(ge=1, le=100)] = 10
+
+
+class WaitMessagesParams(Params):
+    agent_id: AgentId
+    timeout: WaitSeconds = 30
+
+
+class HistoryParams(Params):
+    channel_id: Annotated[str, StringConstraints(min_length=3, max_length=200)]
+    limit: Annotated[int, Field(ge=1, le=1000)] = 10
+
+
+# How often `wait_messages` looks at the projection: cheap (one indexed query per waiting agent)
+# and it sees messages from every writer, the gateway's own posts and activities alike.
+WAIT_POLL_S = 0.1
+
+
 def event_json(event: Event) -> dict[str, Any]:
     data = event.model_dump(mode="json")
     data["timestamp"] = data["created_at"]  # the seed's name for it
@@ -138,6 +164,10 @@ class Methods:
             "register": (RegisterParams, self.register),
             "unregister": (UnregisterParams, self.unregister),
             "inbox": (InboxParams, self.inbox),
+            # for the MCP server (issue 4)
+            "check_messages": (CheckMessagesParams, self.check_messages),
+            "wait_messages": (WaitMessagesParams, self.wait_messages),
+            "history": (HistoryParams, self.history),
         }
 
     async def dispatch(self, method: str, params: dict[str, Any]) -> Any:
@@ -329,3 +359,43 @@ class Methods:
                 {"name": name, "status": "not available" if section.enabled else "disabled"}
             )
         return providers
+
+    # ---- for the MCP server (issue 4): the read cursor, waiting, chat history --------------------
+
+    @cached_property
+    def _read_locks(self) -> defaultdict[str, asyncio.Lock]:
+        # Reading and advancing are two statements; one lock per agent (there is one gateway per
+        # deployment) keeps two concurrent check_messages from returning the same message twice.
+        return defaultdict(asyncio.Lock)
+
+    async def check_messages(self, p: CheckMessagesParams) -> dict[str, Any]:
+        """The agent's unread messages, oldest first; the read cursor moves past them."""
+        async with self._read_locks[p.agent_id]:
+            messages, has_more = await self._store.unread_messages(p.agent_id, p.limit)
+            if messages:
+                await self._store.advance_read_cursor(p.agent_id, messages[-1].id)
+        return {
+            "messages": [event_json(e) for e in messages],
+            "agent_id": p.agent_id,
+            "has_more": has_more,
+            "last_seen_id": messages[-1].id if messages else None,
+        }
+
+    async def wait_messages(self, p: WaitMessagesParams) -> dict[str, Any]:
+        """Return once the agent has an unread message, or after `timeout` seconds; reads nothing.
+
+        Not consuming is deliberate: a caller that gives up mid-wait loses no message.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + p.timeout
+        while True:
+            unread, _ = await self._store.unread_messages(p.agent_id, 1)
+            remaining = deadline - loop.time()
+            if unread or remaining <= 0:
+                return {"agent_id": p.agent_id, "unread": bool(unread)}
+            await asyncio.sleep(min(WAIT_POLL_S, remaining))
+
+    async def history(self, p: HistoryParams) -> dict[str, Any]:
+        """A channel's newest messages, both directions, oldest first (from the projection)."""
+        events = await self._store.channel_history(p.channel_id, p.limit)
+        return {"channel_id": p.channel_id, "messages": [event_json(e) for e in events]}

@@ -42,11 +42,12 @@ class Tmux:
         )
 
     def new_session(self, name: str, command: str | None = None) -> str:
-        """Start a detached session (a plain shell, or `command`); return its first pane's target."""
-        args = ["new-session", "-d", "-s", name, "-x", "200", "-y", "50"]
-        if command:
-            args.append(command)
-        self.run(*args)
+        """Start a detached session (`sh`, or `command`); return its first pane's target.
+
+        Plain `sh`, not the login shell: a user's rc files (pyenv rehash locks, prompts) make
+        start-up slow or hang, and tests must not depend on them.
+        """
+        self.run("new-session", "-d", "-s", name, "-x", "200", "-y", "50", command or "sh")
         return f"{name}:0.0"
 
     def capture(self, target: str) -> str:

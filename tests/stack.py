@@ -41,9 +41,9 @@ class Stack:
         return f"{name}-{uuid.uuid4().hex[:8]}"
 
 
-def stack_config(tmp_path: Path, client: Client) -> Config:
+def stack_config(tmp_path: Path, client: Client, *, socket_path: Path | None = None) -> Config:
     return Config(
-        server=ServerConfig(socket_path=tmp_path / "daemon.sock"),
+        server=ServerConfig(socket_path=socket_path or tmp_path / "daemon.sock"),
         temporal=TemporalConfig(
             address=client.service_client.config.target_host,
             task_queue=f"tq-{uuid.uuid4()}",
@@ -54,9 +54,13 @@ def stack_config(tmp_path: Path, client: Client) -> Config:
 
 @asynccontextmanager
 async def running_stack(
-    client: Client, tmp_path: Path, *, with_worker: bool = True, cfg: Config | None = None
+    client: Client,
+    tmp_path: Path,
+    *,
+    with_worker: bool = True,
+    socket_path: Path | None = None,
 ) -> AsyncIterator[Stack]:
-    cfg = cfg or stack_config(tmp_path, client)
+    cfg = stack_config(tmp_path, client, socket_path=socket_path)
     host = f"test-{uuid.uuid4().hex[:8]}"
     async with AsyncExitStack() as stack:
         store = await Store.open(cfg.database.resolved_url())

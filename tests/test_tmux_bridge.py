@@ -446,8 +446,14 @@ async def test_unusable_event_ids_are_rejected(
 
 
 async def test_ctrl_c_stops_a_running_command(adapter: TmuxAdapter, tmux: Tmux) -> None:
-    target = tmux.new_session("shell")
+    # No rc files: the machine's ~/.bashrc can stall (pyenv rehash waits on a lock) before a prompt.
+    target = tmux.new_session("shell", "bash --norc --noprofile")
     pane = PaneTarget(target=target, socket=tmux.socket)
+    # A starting shell may set up its terminal in a way that drops typeahead: wait for a prompt.
+    for _ in range(500):
+        if tmux.capture(target).strip():
+            break
+        await asyncio.sleep(0.01)
     await adapter.deliver(request(pane, "sleep 100"))
     await wait_for_command(tmux, target, "sleep")
     assert await adapter.interrupt(InterruptRequest(pane=pane, event_id="evt_int1"))

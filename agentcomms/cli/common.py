@@ -32,12 +32,22 @@ def user_errors() -> Iterator[None]:
         fail(str(exc))
 
 
+def print_fields(rows: list[tuple[str, str | None]]) -> None:
+    """Label/value lines, never truncated (paths must survive a narrow or piped terminal)."""
+    width = max(len(label) for label, _ in rows)
+    for label, value in rows:
+        if value is not None:
+            sys.stdout.write(f"  {label:<{width}}  {value}\n")
+    sys.stdout.flush()
+
+
 def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
 
 
-def run_async(fn: Callable[..., Any], *args: Any) -> Any:
+def run_async(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Run a coroutine function to completion, reporting user errors as one line."""
     import asyncio
 
     with user_errors():
-        return asyncio.run(fn(*args))
+        return asyncio.run(fn(*args, **kwargs))

@@ -7,26 +7,23 @@ the command bodies; the rest of the `agentcomms` package never imports them.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import logging
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
 from agentcomms.cli import app
-from agentcomms.cli.common import console, print_json, run_async
+from agentcomms.cli.common import console, print_fields, print_json, run_async
 from agentcomms.config import Config, ensure_home, load_config
 from agentcomms.runtime import (
+    cancel_and_wait,
     clear_state,
     read_state,
+    stop_signals,
     temporal_and_store,
     until_stopped,
     write_state,
 )
 from agentcomms.store.engine import display_url
-
-log = logging.getLogger(__name__)
 
 HeadlessOption = Annotated[
     bool, typer.Option("--headless", help="Start the embedded Temporal server without its web UI.")
@@ -58,51 +55,40 @@ async def _up(cfg: Config, headless: bool) -> None:
     from gateway.service import Gateway
     from workers.main import build_workers, run_workers
 
-    async with temporal_and_store(cfg, embed=True, headless=headless) as rt:
+    async with (
+        stop_signals() as stop,
+        temporal_and_store(cfg, embed=True, headless=headless) as rt,
+    ):
         gateway = Gateway(cfg, rt.client, rt.store)
         await gateway.start()
         workers = asyncio.create_task(run_workers(build_workers(rt.client, cfg, rt.store)))
         dev = rt.dev_server
-        info = {
+        info: dict[str, Any] = {
             "temporal": cfg.temporal.address,
             "temporal_embedded": dev is not None,
             "temporal_ui": dev.ui_url if dev else None,
             "temporal_pid": dev.process.pid if dev else None,
             "socket": str(gateway.server.path),
             "database": display_url(cfg.database.resolved_url()),
-            "components": ["worker", "gateway"],
         }
         write_state(info)
-        _print_running(info)
+        where = "embedded dev server" if dev else "existing server"
+        console.print("[bold green]agentcomms is up[/] — Ctrl-C stops everything")
+        print_fields(
+            [
+                ("Temporal", f"{cfg.temporal.address} ({where})"),
+                ("Temporal UI", info["temporal_ui"]),
+                ("Socket", info["socket"]),
+                ("Database", info["database"]),
+            ]
+        )
         try:
-            await _until_stopped_or_failed(workers)
+            await until_stopped(stop, workers)
         finally:
             console.print("stopping…")
             clear_state()
             await gateway.close()
-            workers.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await workers
-
-
-async def _until_stopped_or_failed(task: asyncio.Task[Any]) -> None:
-    stopped = asyncio.create_task(until_stopped())
-    done, _ = await asyncio.wait({stopped, task}, return_when=asyncio.FIRST_COMPLETED)
-    stopped.cancel()
-    if task in done:
-        task.result()  # a crashed worker is reported, not hidden
-
-
-def _print_running(info: dict[str, Any]) -> None:
-    table = Table(show_header=False, box=None)
-    where = "embedded dev server" if info["temporal_embedded"] else "existing server"
-    table.add_row("Temporal", f"{info['temporal']} ({where})")
-    if info.get("temporal_ui"):
-        table.add_row("Temporal UI", info["temporal_ui"])
-    table.add_row("Socket", info["socket"])
-    table.add_row("Database", info["database"])
-    console.print("[bold green]agentcomms is up[/] — Ctrl-C stops everything")
-    console.print(table)
+            await cancel_and_wait(workers)
 
 
 @app.command()
@@ -118,15 +104,13 @@ def worker() -> None:
 async def _worker(cfg: Config) -> None:
     from workers.main import build_workers, run_workers
 
-    async with temporal_and_store(cfg, embed=False) as rt:
+    async with stop_signals() as stop, temporal_and_store(cfg, embed=False) as rt:
         task = asyncio.create_task(run_workers(build_workers(rt.client, cfg, rt.store)))
         console.print(f"worker running against {cfg.temporal.address} — Ctrl-C stops it")
         try:
-            await _until_stopped_or_failed(task)
+            await until_stopped(stop, task)
         finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await cancel_and_wait(task)
 
 
 @app.command()
@@ -142,12 +126,12 @@ def gateway() -> None:
 async def _gateway(cfg: Config) -> None:
     from gateway.service import Gateway
 
-    async with temporal_and_store(cfg, embed=False) as rt:
+    async with stop_signals() as stop, temporal_and_store(cfg, embed=False) as rt:
         gw = Gateway(cfg, rt.client, rt.store)
         await gw.start()
         console.print(f"gateway listening on {gw.server.path} — Ctrl-C stops it")
         try:
-            await until_stopped()
+            await until_stopped(stop)
         finally:
             await gw.close()
 
@@ -156,28 +140,30 @@ async def _gateway(cfg: Config) -> None:
 def status(
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
-    """Say what is running: the gateway, Temporal (and its UI), workers, agents."""
+    """Say what is running: the gateway, Temporal (and its UI), agents. Exits 1 when down."""
     report = run_async(_status, load_config())
+    gw = report["gateway"]
     if as_json:
         print_json(report)
-        return
-    table = Table(show_header=False, box=None)
-    gw = report["gateway"]
-    table.add_row(
-        "Gateway", f"running since {gw['started_at']}" if gw["running"] else "not running"
-    )
-    table.add_row("Socket", report["socket"])
-    table.add_row(
-        "Temporal",
-        f"{report['temporal']['address']} "
-        f"({'answering' if report['temporal']['answering'] else 'not answering'})",
-    )
-    if report.get("temporal_ui"):
-        table.add_row("Temporal UI", report["temporal_ui"])
-    if gw["running"]:
-        table.add_row("Agents", f"{gw['agents_online']} online of {gw['agents']}")
-        table.add_row("Database", gw["database"])
-    console.print(table)
+    else:
+        temporal = report["temporal"]
+        answering = "answering" if temporal["answering"] else "not answering"
+        print_fields(
+            [
+                (
+                    "Gateway",
+                    f"running since {gw['started_at']}" if gw["running"] else "not running",
+                ),
+                ("Socket", report["socket"]),
+                ("Temporal", f"{temporal['address']} ({answering})"),
+                ("Temporal UI", report.get("temporal_ui")),
+                (
+                    "Agents",
+                    f"{gw['agents_online']} online of {gw['agents']}" if gw["running"] else None,
+                ),
+                ("Database", gw.get("database")),
+            ]
+        )
     if not gw["running"]:
         raise typer.Exit(1)
 

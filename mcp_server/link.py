@@ -1,0 +1,36 @@
+"""The MCP server's only way out: requests to the gateway socket.
+
+Each request opens its own connection (a Unix socket connects in well under a millisecond), so a
+gateway restarted between two tool calls is simply found again, and a dead one is reported as such.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from agentcomms.client import GatewayError, call
+from agentcomms.errors import GatewayUnavailable
+from mcp_server.errors import GatewayDown, GatewayRefused
+
+
+def down_message(socket: Path) -> str:
+    return (
+        f"The agentcomms gateway is not running (no answer at {socket}). "
+        "Start it with `agentcomms up` (or `agentcomms gateway` beside a worker), then retry."
+    )
+
+
+class GatewayLink:
+    def __init__(self, socket: Path) -> None:
+        self.socket = socket
+
+    async def call(self, method: str, **params: Any) -> Any:
+        """The method's result; :class:`GatewayDown` or :class:`GatewayRefused` otherwise."""
+        try:
+            return await call(self.socket, method, **params)
+        except GatewayError as exc:
+            raise GatewayRefused(exc.code, str(exc)) from None
+        except (GatewayUnavailable, OSError):
+            # OSError too: a socket we may not open, or a connection reset mid-reply.
+            raise GatewayDown(down_message(self.socket)) from None

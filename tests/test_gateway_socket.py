@@ -1,0 +1,165 @@
+"""The gateway socket under bad input: every mistake gets an error reply and nothing dies."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import stat
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gateway.protocol import (
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    NOT_FOUND,
+    PARSE_ERROR,
+)
+from gateway.server import GatewayAlreadyRunning, SocketServer
+from tests.stack import Stack, running_stack
+
+
+@pytest.fixture
+async def stack(temporal_env, tmp_path):
+    async with running_stack(temporal_env.client, tmp_path, with_worker=False) as s:
+        yield s
+
+
+class RawConnection:
+    """Bytes in, parsed reply lines out: for sending what a well-behaved client never would."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+
+    @classmethod
+    async def open(cls, path: Path) -> RawConnection:
+        reader, writer = await asyncio.open_unix_connection(str(path), limit=1 << 20)
+        return cls(reader, writer)
+
+    async def send(self, data: bytes) -> None:
+        self.writer.write(data)
+        await self.writer.drain()
+
+    async def reply(self) -> dict[str, Any]:
+        line = await asyncio.wait_for(self.reader.readline(), 10)
+        assert line, "the gateway closed the connection"
+        return json.loads(line)
+
+    async def request(self, body: Any) -> dict[str, Any]:
+        await self.send(json.dumps(body).encode() + b"\n")
+        return await self.reply()
+
+    async def close(self) -> None:
+        self.writer.close()
+        await self.writer.wait_closed()
+
+
+@pytest.fixture
+async def raw(stack: Stack):
+    conn = await RawConnection.open(stack.cfg.server.socket())
+    yield conn
+    await conn.close()
+
+
+def error_code(reply: dict[str, Any]) -> int:
+    assert "error" in reply, reply
+    return reply["error"]["code"]
+
+
+async def test_socket_is_owner_only(stack: Stack):
+    mode = stat.S_IMODE(stack.cfg.server.socket().stat().st_mode)
+    assert mode == 0o600
+
+
+async def test_ping_and_status(raw: RawConnection):
+    assert await raw.request({"id": 1, "method": "ping"}) == {"id": 1, "result": {"pong": True}}
+    status = (await raw.request({"id": "s", "method": "status", "params": {}}))["result"]
+    assert status["running"] is True and status["started_at"]
+    assert {p["name"] for p in status["providers"]} >= {"local", "telegram", "discord"}
+
+
+async def test_bad_inputs_get_errors_and_the_connection_lives(raw: RawConnection):
+    await raw.send(b"{not json\n")
+    assert error_code(await raw.reply()) == PARSE_ERROR
+    assert error_code(await raw.request([1, 2, 3])) == INVALID_REQUEST
+    assert error_code(await raw.request({"id": 2})) == INVALID_REQUEST
+    unknown = await raw.request({"id": 3, "method": "launch_missiles"})
+    assert error_code(unknown) == METHOD_NOT_FOUND and unknown["id"] == 3
+    assert "launch_missiles" in unknown["error"]["message"]
+    wrong = await raw.request(
+        {"id": 4, "method": "events", "params": {"agent_id": "a", "limit": "x"}}
+    )
+    assert error_code(wrong) == INVALID_PARAMS and "limit" in wrong["error"]["message"]
+    too_many = await raw.request(
+        {"id": 5, "method": "events", "params": {"agent_id": "a", "limit": 5000}}
+    )
+    assert error_code(too_many) == INVALID_PARAMS
+    extra = await raw.request({"id": 6, "method": "send", "params": {"agent_id": "a", "msg": "hi"}})
+    assert error_code(extra) == INVALID_PARAMS and "message" in extra["error"]["message"]
+    hostile_id = await raw.request(
+        {"id": 7, "method": "send", "params": {"agent_id": "../etc; rm -rf", "message": "hi"}}
+    )
+    assert error_code(hostile_id) == INVALID_PARAMS
+    assert await raw.request({"id": 8, "method": "ping"}) == {"id": 8, "result": {"pong": True}}
+
+
+async def test_a_ten_megabyte_line_is_refused_without_killing_anything(raw: RawConnection):
+    await raw.send(
+        b'{"id": 1, "method": "send", "params": {"message": "' + b"x" * (10 << 20) + b'"}}\n'
+    )
+    assert error_code(await raw.reply()) == INVALID_REQUEST
+    assert (await raw.request({"id": 2, "method": "ping"}))["result"] == {"pong": True}
+
+
+async def test_unknown_agent_and_event_are_not_found(raw: RawConnection):
+    events = await raw.request({"id": 1, "method": "events", "params": {"agent_id": "nobody"}})
+    assert error_code(events) == NOT_FOUND and "nobody" in events["error"]["message"]
+    since = await raw.request(
+        {"id": 2, "method": "events", "params": {"agent_id": "nobody", "since": "evt_nope"}}
+    )
+    assert error_code(since) == NOT_FOUND
+    interrupt = await raw.request(
+        {"id": 3, "method": "interrupt", "params": {"agent_id": "nobody"}}
+    )
+    assert error_code(interrupt) == NOT_FOUND
+    reply = await raw.request(
+        {"id": 4, "method": "reply", "params": {"channel_id": "telegram:1", "message": "x"}}
+    )
+    assert error_code(reply) == NOT_FOUND
+
+
+async def test_many_clients_at_once(stack: Stack):
+    async def client(n: int) -> list[dict[str, Any]]:
+        conn = await RawConnection.open(stack.cfg.server.socket())
+        try:
+            return [await conn.request({"id": f"{n}-{i}", "method": "ping"}) for i in range(20)]
+        finally:
+            await conn.close()
+
+    replies = await asyncio.gather(*(client(n) for n in range(25)))
+    assert all(r["result"] == {"pong": True} for batch in replies for r in batch)
+    assert {r["id"] for batch in replies for r in batch} == {
+        f"{n}-{i}" for n in range(25) for i in range(20)
+    }
+
+
+async def test_a_second_gateway_on_the_same_socket_refuses(stack: Stack):
+    second = SocketServer(stack.cfg.server.socket(), stack.gateway.methods.dispatch)
+    with pytest.raises(GatewayAlreadyRunning, match="already running"):
+        await second.start()
+    assert (await stack.call("ping")) == {"pong": True}
+
+
+async def test_a_stale_socket_file_is_replaced(temporal_env, tmp_path: Path):
+    path = tmp_path / "stale.sock"
+    dead = socket.socket(socket.AF_UNIX)
+    dead.bind(str(path))
+    dead.close()  # the file stays and nobody listens: a crashed gateway's leftover
+    async with running_stack(
+        temporal_env.client, tmp_path, with_worker=False, socket_path=path
+    ) as s:
+        assert await s.call("ping") == {"pong": True}
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600

@@ -1,0 +1,189 @@
+"""`agentcomms up`, `status`, `worker`, `gateway` as a user runs them: real processes, real signals."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+AGENTCOMMS = str(Path(sys.executable).parent / "agentcomms")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def env_for(home: Path, **overrides: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTCOMMS_", "AGENTCALL_"))}
+    env["AGENTCOMMS_HOME"] = str(home)
+    env.update(overrides)
+    return env
+
+
+def run(env: dict[str, str], *args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [AGENTCOMMS, *args], env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def wait_for_line(proc: subprocess.Popen[str], needle: str, timeout: float = 30) -> list[str]:
+    assert proc.stdout is not None
+    lines: list[str] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            if proc.poll() is not None:
+                break
+            continue
+        lines.append(line)
+        if needle in line:
+            return lines
+    raise AssertionError(f"{needle!r} never printed; got {lines!r}; exit {proc.poll()}")
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie is dead for our purposes.
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.fixture
+def up_env(tmp_path: Path) -> dict[str, str]:
+    return env_for(
+        tmp_path / "home",
+        AGENTCOMMS_TEMPORAL__ADDRESS=f"127.0.0.1:{free_port()}",
+        AGENTCOMMS_TEMPORAL__UI_PORT=str(free_port()),
+    )
+
+
+def start_up(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [AGENTCOMMS, "up", *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        # Wide enough that rich prints each row on one line.
+        bufsize=1,
+    )
+
+
+def stop(proc: subprocess.Popen[str]) -> None:
+    """Kill a process the test did not manage to stop, and close its pipe."""
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+    if proc.stdout:
+        proc.stdout.close()
+
+
+@pytest.mark.timeout(90)
+def test_up_embeds_temporal_reports_status_and_stops_everything(up_env: dict[str, str]):
+    home = Path(up_env["AGENTCOMMS_HOME"])
+    proc = start_up(up_env)
+    try:
+        printed = "".join(wait_for_line(proc, "Database"))
+        ui = f"http://127.0.0.1:{up_env['AGENTCOMMS_TEMPORAL__UI_PORT']}"
+        assert ui in printed and str(home / "daemon.sock") in printed
+        assert "embedded dev server" in printed
+        assert httpx.get(ui, timeout=10).status_code == 200  # the Temporal UI, served offline
+
+        status = run(up_env, "status", "--json")
+        assert status.returncode == 0, status.stderr
+        report = json.loads(status.stdout)
+        assert report["gateway"]["running"] is True
+        assert report["temporal"]["answering"] is True and report["temporal_ui"] == ui
+        state = json.loads((home / "up.json").read_text())
+        temporal_pid = state["temporal_pid"]
+        assert pid_alive(temporal_pid)
+        for name in ("temporal.db", "agentcomms.db", "up.json"):
+            assert (home / name).stat().st_mode & 0o077 == 0, name
+        assert (home.stat().st_mode & 0o777) == 0o700
+
+        started = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=15)
+        took = time.monotonic() - started
+    finally:
+        stop(proc)
+    assert proc.returncode == 0
+    assert took < 10
+    assert not pid_alive(temporal_pid)
+    assert not (home / "daemon.sock").exists() and not (home / "up.json").exists()
+    after = run(up_env, "status")
+    assert after.returncode == 1 and "not running" in after.stdout
+
+
+@pytest.mark.timeout(60)
+def test_up_uses_a_temporal_server_that_already_answers(temporal_env, tmp_path: Path):
+    address = temporal_env.client.service_client.config.target_host
+    env = env_for(tmp_path / "home", AGENTCOMMS_TEMPORAL__ADDRESS=address)
+    proc = start_up(env)
+    try:
+        printed = "".join(wait_for_line(proc, "Database"))
+        assert "existing server" in printed and "Temporal UI" not in printed
+        state = json.loads((tmp_path / "home" / "up.json").read_text())
+        assert state["temporal_pid"] is None
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=15)
+    finally:
+        stop(proc)
+    assert proc.returncode == 0
+
+
+def test_worker_and_gateway_without_temporal_say_what_to_do(tmp_path: Path):
+    env = env_for(tmp_path / "home", AGENTCOMMS_TEMPORAL__ADDRESS=f"127.0.0.1:{free_port()}")
+    for command in ("worker", "gateway"):
+        result = run(env, command)
+        assert result.returncode == 1
+        assert "No Temporal server at" in result.stderr and "agentcomms up" in result.stderr
+        assert "Traceback" not in result.stderr
+
+
+def test_cli_commands_without_a_gateway_say_how_to_start_it(tmp_path: Path):
+    env = env_for(tmp_path / "home")
+    result = run(env, "send", "backend", "hello")
+    assert result.returncode == 1
+    assert "gateway is not running" in result.stderr and "agentcomms up" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_every_command_has_help_that_teaches():
+    for args in (
+        ["--help"],
+        ["up", "--help"],
+        ["send", "--help"],
+        ["agents", "register", "--help"],
+    ):
+        result = subprocess.run([AGENTCOMMS, *args], capture_output=True, text=True, timeout=30)
+        assert result.returncode == 0 and "Usage" in result.stdout
+    top = subprocess.run([AGENTCOMMS, "--help"], capture_output=True, text=True, timeout=30).stdout
+    for command in (
+        "up",
+        "worker",
+        "gateway",
+        "status",
+        "send",
+        "interrupt",
+        "events",
+        "config",
+        "db",
+    ):
+        assert command in top
