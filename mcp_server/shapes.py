@@ -3,7 +3,9 @@ conversions from the gateway's event JSON into them."""
 
 from __future__ import annotations
 
-from typing import Any, Literal, NotRequired, TypedDict
+from typing import Any, Literal, NotRequired
+
+from typing_extensions import TypedDict
 
 from agentcomms.models import LOCAL_CHANNEL
 from mcp_server.errors import InvalidArgument

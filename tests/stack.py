@@ -59,9 +59,10 @@ async def running_stack(
     *,
     with_worker: bool = True,
     socket_path: Path | None = None,
+    host: str | None = None,
 ) -> AsyncIterator[Stack]:
     cfg = stack_config(tmp_path, client, socket_path=socket_path)
-    host = f"test-{uuid.uuid4().hex[:8]}"
+    host = host or f"test-{uuid.uuid4().hex[:8]}"
     async with AsyncExitStack() as stack:
         store = await Store.open(cfg.database.resolved_url())
         stack.push_async_callback(store.close)

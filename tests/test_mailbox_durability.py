@@ -1,0 +1,117 @@
+"""Durability under stress: continue-as-new under load, and a worker process killed mid-stream."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from temporalio.client import WorkflowExecutionStatus
+
+from agentcomms.config import host_name
+from tests.conftest import Tmux
+from tests.stack import Stack, eventually, running_stack
+from tests.test_mailbox import recorder
+
+AGENTCOMMS = str(Path(sys.executable).parent / "agentcomms")
+
+
+def expected_bytes(prefix: str, count: int) -> bytes:
+    return b"".join(f"{prefix}{i}\r".encode() for i in range(count))
+
+
+@pytest.mark.timeout(180)
+async def test_continue_as_new_under_load_loses_and_repeats_nothing(
+    temporal_env_low_can, tmux: Tmux, tmp_path: Path
+):
+    async with running_stack(temporal_env_low_can.client, tmp_path) as stack:
+        agent = stack.agent_id()
+        target, out = recorder(tmux, tmp_path, "rec")
+        await stack.call(
+            "register", agent_id=agent, target=target, socket=tmux.socket, submit_delay_ms=0
+        )
+        ids = [
+            (await stack.call("send", agent_id=agent, message=f"c{i}"))["event_id"]
+            for i in range(200)
+        ]
+        expected = expected_bytes("c", 200)
+        await eventually(lambda: len(out.read_bytes()) >= len(expected), timeout=150)
+        assert out.read_bytes() == expected
+
+        handle = stack.client.get_workflow_handle(f"agent-{agent}")
+        runs = [
+            wf.run_id async for wf in stack.client.list_workflows(f"WorkflowId = 'agent-{agent}'")
+        ]
+        assert len(runs) > 2, "the mailbox should have continued-as-new several times"
+        # The set of seen ids crossed those boundaries: an early id sent again is not typed again.
+        await stack.call("send", agent_id=agent, message="c0", event_id=ids[0])
+        result = await stack.call("send", agent_id=agent, message="after", wait=True)
+        assert result["delivered"]
+        assert out.read_bytes() == expected + b"after\r"
+        assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
+        await handle.terminate("test over")
+
+
+def write_config(home: Path, stack: Stack) -> None:
+    home.mkdir(mode=0o700)
+    cfg = {
+        "temporal": {
+            "address": stack.cfg.temporal.address,
+            "task_queue": stack.cfg.temporal.task_queue,
+        },
+        "database": {"url": stack.cfg.database.url},
+        "server": {"socket_path": str(home / "unused.sock")},
+    }
+    path = home / "config.json"
+    path.write_text(json.dumps(cfg))
+    path.chmod(0o600)
+
+
+def start_worker(home: Path) -> subprocess.Popen[bytes]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTCOMMS_")}
+    env["AGENTCOMMS_HOME"] = str(home)
+    return subprocess.Popen(
+        [AGENTCOMMS, "worker"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+
+
+@pytest.mark.timeout(180)
+async def test_a_worker_killed_mid_stream_loses_nothing_and_types_nothing_twice(
+    temporal_env, tmux: Tmux, tmp_path: Path
+):
+    # The worker runs as a real process on this host's queue; the gateway stays in the test.
+    async with running_stack(
+        temporal_env.client, tmp_path, with_worker=False, host=host_name()
+    ) as stack:
+        home = tmp_path / "worker-home"
+        write_config(home, stack)
+        worker = start_worker(home)
+        replacement: subprocess.Popen[bytes] | None = None
+        agent = stack.agent_id()
+        try:
+            target, out = recorder(tmux, tmp_path, "rec")
+            await stack.call(
+                "register", agent_id=agent, target=target, socket=tmux.socket, submit_delay_ms=0
+            )
+            for i in range(150):
+                await stack.call("send", agent_id=agent, message=f"k{i}")
+            await eventually(lambda: out.read_bytes().count(b"\r") >= 20, timeout=60)
+            worker.send_signal(signal.SIGKILL)
+            worker.wait()
+            assert out.read_bytes().count(b"\r") < 150, "the kill should land mid-stream"
+            for i in range(150, 200):  # more arrive while no worker runs: they must wait
+                await stack.call("send", agent_id=agent, message=f"k{i}")
+            replacement = start_worker(home)
+            expected = expected_bytes("k", 200)
+            await eventually(lambda: len(out.read_bytes()) >= len(expected), timeout=120)
+            assert out.read_bytes() == expected
+        finally:
+            for proc in (worker, replacement):
+                if proc and proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+            await stack.client.get_workflow_handle(f"agent-{agent}").terminate("test over")

@@ -1,0 +1,332 @@
+"""The MCP tools in memory (fastmcp's Client) against a real gateway, worker and Temporal dev server.
+
+Effects are read back where they land: the recorder pane's bytes, the projection, the socket.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastmcp import Client, FastMCP
+from fastmcp.exceptions import ToolError
+
+from mcp_server import build_server
+from tests.conftest import Tmux
+from tests.stack import Stack, eventually, running_stack
+from tests.test_mailbox import recorder
+
+TOOLS = {
+    "check_messages",
+    "wait_for_messages",
+    "get_agent_events",
+    "daemon_status",
+    "list_agents",
+    "send_agent_message",
+    "send_message",
+    "list_channels",
+    "get_messages",
+}
+
+
+@pytest.fixture
+async def stack(temporal_env, tmp_path):
+    async with running_stack(temporal_env.client, tmp_path) as s:
+        yield s
+
+
+def server_for(stack: Stack, agent: str) -> FastMCP:
+    return build_server(stack.cfg.server.socket(), default_agent=agent)
+
+
+async def call(server: FastMCP, tool: str, **args: Any) -> Any:
+    async with Client(server) as client:
+        return (await client.call_tool(tool, args)).structured_content
+
+
+async def error_of(server: FastMCP, tool: str, **args: Any) -> str:
+    async with Client(server) as client:
+        with pytest.raises(ToolError) as caught:
+            await client.call_tool(tool, args)
+    return str(caught.value)
+
+
+async def register_recorder(stack: Stack, tmux: Tmux, tmp_path: Path, agent: str) -> Path:
+    target, out = recorder(tmux, tmp_path, agent)
+    await stack.call(
+        "register", agent_id=agent, target=target, socket=tmux.socket, submit_delay_ms=0
+    )
+    return out
+
+
+async def test_the_tools_are_the_seeds_typed_and_described(stack: Stack):
+    async with Client(server_for(stack, "me")) as client:
+        tools = {t.name: t for t in await client.list_tools()}
+    assert set(tools) == TOOLS  # voice tools arrive with the voice issue: no stubs
+    for tool in tools.values():
+        assert tool.description
+        for name, schema in tool.input_schema["properties"].items():
+            assert schema.get("description"), f"{tool.name}.{name} has no description"
+    check = tools["check_messages"].input_schema["properties"]
+    assert check["limit"]["default"] == 10 and check["agent_id"]["default"] is None
+    assert tools["get_agent_events"].input_schema["properties"]["limit"]["default"] == 20
+    assert tools["list_agents"].input_schema["properties"]["include_offline"]["default"] is False
+    assert tools["get_messages"].input_schema["properties"]["limit"]["default"] == 10
+    assert set(tools["send_agent_message"].input_schema["required"]) == {"to_agent_id", "message"}
+    assert set(tools["send_message"].input_schema["required"]) == {"provider", "chat_id", "message"}
+
+
+async def test_a_humans_send_shows_up_in_check_messages_exactly_once(stack: Stack):
+    agent = stack.agent_id("backend")
+    sent = [
+        (await stack.call("send", agent_id=agent, message=f"hello {i}"))["event_id"]
+        for i in range(3)
+    ]
+    server = server_for(stack, agent)
+    first = await call(server, "check_messages", limit=2)
+    assert [m["id"] for m in first["messages"]] == sent[:2]
+    assert first["has_more"] is True and first["last_seen_id"] == sent[1]
+    message = first["messages"][0]
+    assert message["text"] == "hello 0" and message["type"] == "human_message"
+    assert message["channel_id"] == "cli:local" and message["provider"] == "local"
+    assert message["chat_id"] == "local" and message["timestamp"]
+    # A new server (a restarted MCP process reads the same cursor from the store).
+    second = await call(server_for(stack, agent), "check_messages")
+    assert [m["id"] for m in second["messages"]] == sent[2:]
+    assert second["has_more"] is False and second["agent_id"] == agent
+    third = await call(server, "check_messages")
+    assert third == {"messages": [], "agent_id": agent, "has_more": False, "last_seen_id": None}
+
+
+async def test_concurrent_checks_never_return_a_message_twice(stack: Stack):
+    agent = stack.agent_id()
+    for i in range(20):
+        await stack.call("send", agent_id=agent, message=f"m{i}")
+    server = server_for(stack, agent)
+    results = await asyncio.gather(*(call(server, "check_messages", limit=3) for _ in range(10)))
+    texts = [m["text"] for r in results for m in r["messages"]]
+    assert sorted(texts) == sorted(f"m{i}" for i in range(20))
+
+
+async def test_the_agent_id_argument_reads_another_mailbox(stack: Stack):
+    other = stack.agent_id("other")
+    await stack.call("send", agent_id=other, message="for other")
+    result = await call(server_for(stack, "me"), "check_messages", agent_id=other)
+    assert result["agent_id"] == other and [m["text"] for m in result["messages"]] == ["for other"]
+
+
+async def test_wait_for_messages_returns_when_a_message_arrives(stack: Stack):
+    agent = stack.agent_id()
+    server = server_for(stack, agent)
+    waiting = asyncio.create_task(call(server, "wait_for_messages", timeout_s=20))
+    await asyncio.sleep(0.3)
+    assert not waiting.done()
+    started = time.monotonic()
+    sent = await stack.call("send", agent_id=agent, message="your answer")
+    result = await asyncio.wait_for(waiting, 10)
+    assert time.monotonic() - started < 5
+    assert result["timed_out"] is False
+    assert [m["id"] for m in result["messages"]] == [sent["event_id"]]
+    # It consumed the message like check_messages does.
+    assert (await call(server, "check_messages"))["messages"] == []
+
+
+async def test_wait_for_messages_times_out_empty(stack: Stack):
+    started = time.monotonic()
+    result = await call(server_for(stack, stack.agent_id()), "wait_for_messages", timeout_s=0.3)
+    assert 0.25 < time.monotonic() - started < 3
+    assert result["timed_out"] is True and result["messages"] == []
+
+
+async def test_send_agent_message_is_typed_into_the_targets_pane(
+    stack: Stack, tmux: Tmux, tmp_path: Path
+):
+    sender, target = stack.agent_id("alice"), stack.agent_id("bob")
+    out = await register_recorder(stack, tmux, tmp_path, target)
+    result = await call(
+        server_for(stack, sender), "send_agent_message", to_agent_id=target, message="hi bob"
+    )
+    assert result["delivered"] is True and result["status"] == "delivered"
+    assert result["to_agent_id"] == target and result["from_agent_id"] == sender
+    assert out.read_bytes() == f"[from: {sender}] hi bob\r".encode()
+    # The target reads it too, with what it needs to answer.
+    inbox = await call(server_for(stack, target), "check_messages")
+    [message] = inbox["messages"]
+    assert message["id"] == result["event_id"] and message["type"] == "agent_message"
+    assert message["provider"] == "agent" and message["chat_id"] == sender
+    assert message["from_agent_id"] == sender and message["text"] == "hi bob"
+
+
+async def test_send_agent_message_to_an_absent_agent_is_queued_not_delivered(stack: Stack):
+    result = await call(
+        server_for(stack, "alice"),
+        "send_agent_message",
+        to_agent_id=stack.agent_id("away"),
+        message="later",
+    )
+    assert result["delivered"] is False and result["status"] == "queued"
+
+
+async def test_send_message_local_reaches_the_human_and_get_messages_shows_the_talk(
+    stack: Stack,
+):
+    agent = stack.agent_id("backend")
+    server = server_for(stack, agent)
+    sent = await call(server, "send_message", provider="local", chat_id="local", message="Ready?")
+    assert sent["success"] is True and sent["message_id"].startswith("evt_")
+    inbox = await stack.call("inbox")  # what `agentcomms inbox` shows the human
+    assert [(m["id"], m["payload"]["text"]) for m in inbox["messages"]][-1] == (
+        sent["message_id"],
+        "Ready?",
+    )
+    answer = await stack.call("send", agent_id=agent, message="Yes, go")
+    history = await call(server, "get_messages", provider="local", chat_id="local", limit=2)
+    assert history["channel_id"] == "cli:local"
+    assert [
+        (m["id"], m["content"], m["sender_id"], m["direction"]) for m in history["messages"]
+    ] == [
+        (sent["message_id"], "Ready?", agent, "out"),
+        (answer["event_id"], "Yes, go", "human", "in"),
+    ]
+    assert all(m["timestamp"] for m in history["messages"])
+    got = await call(server, "check_messages")
+    assert [m["text"] for m in got["messages"]] == ["Yes, go"]
+
+
+async def test_send_message_to_a_provider_without_transport_says_so(stack: Stack):
+    error = await error_of(
+        server_for(stack, "me"), "send_message", provider="telegram", chat_id=42, message="x"
+    )
+    assert "telegram:42" in error and "no transport" in error
+
+
+async def test_list_channels_reports_real_provider_status(temporal_env, tmp_path):
+    from tests.stack import stack_config
+
+    cfg = stack_config(tmp_path, temporal_env.client)
+    cfg.chat.telegram.enabled = True
+    cfg.chat.local.enabled = True
+    async with running_stack(temporal_env.client, tmp_path, cfg=cfg, with_worker=False) as s:
+        result = await call(server_for(s, "me"), "list_channels")
+    status = {c["provider_name"]: c["status"] for c in result["channels"]}
+    assert status == {
+        "local": "connected",
+        "discord": "disabled",
+        "telegram": "not available",
+        "whatsapp": "disabled",
+        "sms": "disabled",
+    }
+
+
+async def test_list_agents_hides_offline_agents_unless_asked(
+    stack: Stack, tmux: Tmux, tmp_path: Path
+):
+    online, gone = stack.agent_id("online"), stack.agent_id("gone")
+    await register_recorder(stack, tmux, tmp_path, online)
+    await stack.call("register", agent_id=gone, target="x:0.0", socket=tmux.socket)
+    await stack.call("unregister", agent_id=gone)
+    server = server_for(stack, "me")
+
+    async def listed(include_offline: bool) -> dict[str, Any]:
+        result = await call(server, "list_agents", include_offline=include_offline)
+        return {a["id"]: a for a in result["agents"]}
+
+    await eventually(lambda: _has(listed(True), gone, "offline"))
+    visible = await eventually(lambda: _has(listed(False), online, "online"))
+    assert gone not in visible
+    agent = visible[online]
+    assert agent["type"] == "tmux" and agent["target"] == f"{online}:0.0"
+    assert set(agent) >= {"id", "type", "status", "target"}
+
+
+async def _has(listing: Any, agent: str, status: str) -> dict[str, Any] | None:
+    agents = await listing
+    return agents if agent in agents and agents[agent]["status"] == status else None
+
+
+async def test_daemon_status_while_running(stack: Stack):
+    status = await call(server_for(stack, "me"), "daemon_status")
+    assert status["running"] is True and status["started_at"] and status["agent_id"] == "me"
+    assert isinstance(status["agents"], int)
+    assert {p["name"] for p in status["providers"]} >= {"local", "telegram"}
+
+
+async def test_get_agent_events_pages_forward_after_since_id(stack: Stack):
+    agent = stack.agent_id()
+    ids = [
+        (await stack.call("send", agent_id=agent, message=f"e{i}"))["event_id"] for i in range(5)
+    ]
+    server = server_for(stack, agent)
+    first = await call(server, "get_agent_events", limit=2)
+    assert [e["id"] for e in first["events"]] == ids[:2] and first["agent_id"] == agent
+    rest = await call(server, "get_agent_events", since_id=ids[1])
+    assert [e["id"] for e in rest["events"]] == ids[2:]
+    assert rest["events"][0]["payload"]["text"] == "e2" and rest["events"][0]["timestamp"]
+    # Your own events, before anything ever happened to you: none, not an error.
+    assert (await call(server_for(stack, stack.agent_id("new")), "get_agent_events"))[
+        "events"
+    ] == []
+    assert "unknown agent" in await error_of(
+        server, "get_agent_events", agent_id=stack.agent_id("nobody")
+    )
+    assert "evt_nope" in await error_of(server, "get_agent_events", since_id="evt_nope")
+
+
+@pytest.mark.parametrize(
+    ("tool", "args", "says"),
+    [
+        ("check_messages", {"limit": 0}, "limit"),
+        ("check_messages", {"limit": 101}, "limit"),
+        ("check_messages", {"agent_id": "no spaces"}, "agent_id"),
+        ("check_messages", {"surprise": 1}, "surprise"),
+        ("wait_for_messages", {"timeout_s": 0}, "timeout_s"),
+        ("wait_for_messages", {"timeout_s": 301}, "timeout_s"),
+        ("get_agent_events", {"limit": "many"}, "limit"),
+        ("get_agent_events", {"since_id": ""}, "since_id"),
+        ("list_agents", {"include_offline": "perhaps"}, "include_offline"),
+        ("send_agent_message", {"message": "hi"}, "to_agent_id"),
+        ("send_agent_message", {"to_agent_id": "../etc", "message": "hi"}, "to_agent_id"),
+        ("send_agent_message", {"to_agent_id": "bob", "message": ""}, "message"),
+        ("send_agent_message", {"to_agent_id": "bob", "message": " \n "}, "message"),
+        ("send_agent_message", {"to_agent_id": "bob", "message": "x" * 100_001}, "message"),
+        ("send_message", {"provider": "pigeon", "chat_id": "1", "message": "x"}, "provider"),
+        ("send_message", {"provider": "local", "chat_id": "elsewhere", "message": "x"}, "chat_id"),
+        ("send_message", {"provider": "telegram", "chat_id": "a b", "message": "x"}, "chat_id"),
+        ("send_message", {"provider": "local", "chat_id": "local"}, "message"),
+        (
+            "send_message",
+            {"provider": "local", "chat_id": "local", "message": "x", "reply_to": ""},
+            "reply_to",
+        ),
+        ("get_messages", {"provider": "local", "chat_id": "local", "limit": 1000}, "limit"),
+        ("get_messages", {"chat_id": "local"}, "provider"),
+    ],
+)
+async def test_bad_arguments_are_tool_errors_naming_the_argument(
+    stack: Stack, tool: str, args: dict[str, Any], says: str
+):
+    assert says in await error_of(server_for(stack, "me"), tool, **args)
+
+
+async def test_with_the_gateway_down_tools_say_how_to_start_it(tmp_path: Path):
+    socket = tmp_path / "nobody-home.sock"
+    server = build_server(socket, default_agent="me")
+    status = await call(server, "daemon_status")
+    assert status["running"] is False and status["socket"] == str(socket)
+    calls: list[tuple[str, dict[str, Any]]] = [
+        ("check_messages", {}),
+        ("wait_for_messages", {"timeout_s": 1}),
+        ("get_agent_events", {}),
+        ("list_agents", {}),
+        ("send_agent_message", {"to_agent_id": "bob", "message": "hi"}),
+        ("send_message", {"provider": "local", "chat_id": "local", "message": "hi"}),
+        ("list_channels", {}),
+        ("get_messages", {"provider": "local", "chat_id": "local"}),
+    ]
+    assert {name for name, _ in calls} | {"daemon_status"} == TOOLS
+    for tool, args in calls:
+        error = await error_of(server, tool, **args)
+        assert "agentcomms up" in error and str(socket) in error, (tool, error)
