@@ -1,0 +1,152 @@
+"""The agent commands as a person types them, against a real in-process gateway and worker."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from temporalio.client import WorkflowExecutionStatus
+
+from agentcomms.config import AgentConfig
+from tests.conftest import Tmux
+from tests.stack import Stack, eventually, running_stack
+from tests.test_mailbox import recorder
+
+AGENTCOMMS = str(Path(sys.executable).parent / "agentcomms")
+
+
+@pytest.fixture
+async def stack(temporal_env, tmp_path):
+    async with running_stack(temporal_env.client, tmp_path) as s:
+        yield s
+
+
+def cli_home(tmp_path: Path, stack: Stack) -> Path:
+    home = tmp_path / "cli-home"
+    home.mkdir(mode=0o700)
+    config = home / "config.json"
+    config.write_text(json.dumps({"server": {"socket_path": str(stack.cfg.server.socket())}}))
+    config.chmod(0o600)
+    return home
+
+
+async def cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTCOMMS_")}
+    env["AGENTCOMMS_HOME"] = str(home)
+    env["COLUMNS"] = "200"
+    return await asyncio.to_thread(
+        subprocess.run, [AGENTCOMMS, *args], env=env, capture_output=True, text=True, timeout=60
+    )
+
+
+async def test_register_send_events_interrupt_inbox(stack: Stack, tmux: Tmux, tmp_path: Path):
+    home = cli_home(tmp_path, stack)
+    agent = stack.agent_id("backend")
+    target, out = recorder(tmux, tmp_path, "rec")
+
+    registered = await cli(
+        home,
+        "agents",
+        "register",
+        agent,
+        "--tmux",
+        target,
+        "--socket",
+        tmux.socket,
+        "--submit-delay-ms",
+        "0",
+        "--interrupt-key",
+        "Escape",
+    )
+    assert registered.returncode == 0, registered.stderr
+    assert f"registered {agent}" in registered.stdout
+
+    # `--` lets a message start with a dash, as with any command-line tool.
+    sent = await cli(home, "send", agent, "--wait", "--json", "--", "-rf; C-c Enter")
+    assert sent.returncode == 0, sent.stderr
+    result = json.loads(sent.stdout)
+    assert result["delivered"] is True
+    assert out.read_bytes() == b"-rf; C-c Enter\r"
+
+    interrupted = await cli(home, "interrupt", agent, "-r", "wrong branch", "--wait")
+    assert interrupted.returncode == 0 and "delivered" in interrupted.stdout
+    assert out.read_bytes() == b"-rf; C-c Enter\r\x1b"
+
+    events = await cli(home, "events", agent, "--json")
+    lines = [json.loads(chunk) for chunk in _json_objects(events.stdout)]
+    assert [(e["type"], e["status"]) for e in lines] == [
+        ("human_message", "delivered"),
+        ("interrupt", "delivered"),
+    ]
+    assert lines[0]["id"] == result["event_id"]
+    assert lines[1]["payload"]["reason"] == "wrong branch"
+
+    table = await cli(home, "agents")
+    assert agent in table.stdout and "online" in table.stdout
+
+    await cli(home, "reply", "cli:local", "all green", "-a", agent)
+    inbox = await cli(home, "inbox")
+    assert f"{agent}: all green" in inbox.stdout
+
+
+async def test_agents_all_lists_offline_agents_with_their_queue(stack: Stack, tmp_path: Path):
+    home = cli_home(tmp_path, stack)
+    agent = stack.agent_id("offline")
+    await cli(home, "send", agent, "hello?")
+    await cli(home, "send", agent, "anyone?")
+    listed = await eventually(lambda: _listed(home, agent))
+    assert listed["status"] == "offline" and listed["pending"] == 2
+    online_only = await cli(home, "agents", "--json")
+    assert agent not in online_only.stdout
+
+
+async def _listed(home: Path, agent: str) -> dict | None:
+    result = json.loads((await cli(home, "agents", "--all", "--json")).stdout)
+    rows = [a for a in result["agents"] if a["id"] == agent and a["pending"] == 2]
+    return rows[0] if rows else None
+
+
+async def test_mistakes_are_one_line_errors(stack: Stack, tmp_path: Path):
+    home = cli_home(tmp_path, stack)
+    bad = await cli(home, "events", "no-such-agent")
+    assert bad.returncode == 1 and "unknown agent 'no-such-agent'" in bad.stderr
+    assert "Traceback" not in bad.stderr
+    hostile = await cli(home, "send", "../../etc", "x")
+    assert hostile.returncode == 1 and "agent_id" in hostile.stderr
+
+
+async def test_agents_in_the_config_are_registered_at_start(
+    temporal_env, tmux: Tmux, tmp_path: Path
+):
+    target, out = recorder(tmux, tmp_path, "configured")
+    agent = f"configured-{os.getpid()}"
+    async with running_stack(temporal_env.client, tmp_path) as stack:
+        stack.cfg.agents[agent] = AgentConfig(target=target, socket=tmux.socket, submit_delay_ms=0)
+        await stack.gateway.register_configured_agents()
+        result = await stack.call("send", agent_id=agent, message="from config", wait=True)
+        assert result["delivered"] and out.read_bytes() == b"from config\r"
+        handle = stack.client.get_workflow_handle(f"agent-{agent}")
+        description = await handle.describe()
+        assert description.status == WorkflowExecutionStatus.RUNNING
+        # The Temporal UI can find and read the mailbox without decoding payloads.
+        attrs = {pair.key.name: pair.value for pair in description.typed_search_attributes}
+        assert attrs["AgentId"] == agent and attrs["AgentStatus"] == "online"
+        await handle.terminate("test over")
+
+
+def _json_objects(text: str) -> list[str]:
+    """Split concatenated pretty-printed JSON objects (one per event)."""
+    decoder, objects, index = json.JSONDecoder(), [], 0
+    text = text.strip()
+    while index < len(text):
+        obj, end = decoder.raw_decode(text, index)
+        objects.append(json.dumps(obj))
+        index = end
+        while index < len(text) and text[index].isspace():
+            index += 1
+    return objects
