@@ -43,7 +43,7 @@ class Mailbox:
     async def _signal(self, agent_id: str, signal: str, arg: object) -> None:
         await self._client.start_workflow(
             AgentWorkflow.run,
-            AgentInput(agent_id=agent_id),
+            AgentInput(agent_id=agent_id, task_queue=self._task_queue),
             id=workflow_id(agent_id),
             task_queue=self._task_queue,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,

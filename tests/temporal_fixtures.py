@@ -18,7 +18,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.search_attributes import ALL as SEARCH_ATTRIBUTES
-from agentcomms.temporal import temporal_binary
+from agentcomms.temporal import ensure_search_attributes, temporal_binary
 
 __all__ = ["temporal_env", "temporal_env_low_can", "time_skipping_env"]
 
@@ -70,5 +70,7 @@ async def time_skipping_env() -> AsyncIterator[WorkflowEnvironment]:
         test_server_existing_path=_test_server_binary(),
         data_converter=pydantic_data_converter,
     )
+    # The test server has no start flag for them; the mailbox upserts AgentId / AgentStatus.
+    await ensure_search_attributes(env.client)
     yield env
     await env.shutdown()

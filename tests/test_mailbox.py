@@ -6,12 +6,14 @@ read back from the projection, state from the workflow's query.
 
 from __future__ import annotations
 
+from contextlib import AsyncExitStack
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import Tmux
 from tests.stack import Stack, eventually, running_stack
+from workers.main import build_workers
 
 
 def recorder(tmux: Tmux, tmp_path: Path, name: str) -> tuple[str, Path]:
@@ -223,3 +225,19 @@ async def test_events_page_forward_and_reply_reaches_the_inbox(
         reply["event_id"],
         "done: tests pass",
     )
+
+
+async def test_an_agent_on_another_host_moves_its_mailbox_there(
+    stack: Stack, tmux: Tmux, tmp_path: Path
+):
+    other = f"other-{stack.host}"
+    agent = stack.agent_id()
+    target, out = recorder(tmux, tmp_path, "rec")
+    async with AsyncExitStack() as workers:
+        for worker in build_workers(stack.client, stack.cfg, stack.store, host=other, shared=False):
+            await workers.enter_async_context(worker)
+        await register(stack, agent, tmux, target, submit_delay_ms=0, host=other)
+        result = await stack.call("send", agent_id=agent, message="over there", wait=True)
+        assert result["delivered"] and out.read_bytes() == b"over there\r"
+        description = await stack.client.get_workflow_handle(f"agent-{agent}").describe()
+        assert description.task_queue == f"agentcomms-host-{other}"

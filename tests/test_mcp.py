@@ -55,11 +55,18 @@ async def error_of(server: FastMCP, tool: str, **args: Any) -> str:
 
 
 async def register_recorder(stack: Stack, tmux: Tmux, tmp_path: Path, agent: str) -> Path:
+    """A recorder pane registered as `agent`'s; returns the file its bytes land in."""
     target, out = recorder(tmux, tmp_path, agent)
+    # Text typed before `stty raw` runs would be cooked (CR read as LF): wait for cat first.
+    await eventually(lambda: _pane_command(tmux, target) == "cat", timeout=5)
     await stack.call(
         "register", agent_id=agent, target=target, socket=tmux.socket, submit_delay_ms=0
     )
     return out
+
+
+def _pane_command(tmux: Tmux, target: str) -> str:
+    return tmux.run("display-message", "-p", "-t", target, "#{pane_current_command}").stdout.strip()
 
 
 async def test_the_tools_are_the_seeds_typed_and_described(stack: Stack):
@@ -151,7 +158,7 @@ async def test_send_agent_message_is_typed_into_the_targets_pane(
     )
     assert result["delivered"] is True and result["status"] == "delivered"
     assert result["to_agent_id"] == target and result["from_agent_id"] == sender
-    assert out.read_bytes() == f"[from: {sender}] hi bob\r".encode()
+    await eventually(lambda: out.read_bytes() == f"[from: {sender}] hi bob\r".encode(), timeout=5)
     # The target reads it too, with what it needs to answer.
     inbox = await call(server_for(stack, target), "check_messages")
     [message] = inbox["messages"]
@@ -222,8 +229,8 @@ async def test_list_agents_hides_offline_agents_unless_asked(
 ):
     online, gone = stack.agent_id("online"), stack.agent_id("gone")
     await register_recorder(stack, tmux, tmp_path, online)
-    await stack.call("register", agent_id=gone, target="x:0.0", socket=tmux.socket)
-    await stack.call("unregister", agent_id=gone)
+    # A message to an agent that never registered creates it offline, the message waiting.
+    await stack.call("send", agent_id=gone, message="waiting for you")
     server = server_for(stack, "me")
 
     async def listed(include_offline: bool) -> dict[str, Any]:

@@ -25,8 +25,9 @@ log = logging.getLogger(__name__)
 
 
 def build_workers(
-    client: Client, cfg: Config, store: Store, *, host: str | None = None
+    client: Client, cfg: Config, store: Store, *, host: str | None = None, shared: bool = True
 ) -> list[Worker]:
+    """This host's workers; `shared=False` leaves the shared queue to another process."""
     projection = ProjectionActivities(store)
     activities: list[Any] = [
         deliver_to_pane,
@@ -34,7 +35,9 @@ def build_workers(
         projection.record_event,
         projection.record_agent,
     ]
-    queues = [cfg.temporal.task_queue, host_task_queue(host or host_name())]
+    queues = [host_task_queue(host or host_name())]
+    if shared:
+        queues.append(cfg.temporal.task_queue)
     return [
         Worker(client, task_queue=queue, workflows=[AgentWorkflow], activities=activities)
         for queue in queues

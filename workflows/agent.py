@@ -70,6 +70,7 @@ class Registration(BaseModel):
 
 class AgentInput(BaseModel):
     agent_id: str
+    task_queue: str | None = None  # the queue the starter chose: this host's
     state: AgentState | None = None  # set when continuing-as-new
 
 
@@ -77,6 +78,9 @@ class AgentState(BaseModel):
     """Everything the mailbox must not forget, carried through continue-as-new."""
 
     agent_id: str
+    # Where this run's tasks go. Kept in state rather than read from workflow.info(): a
+    # Replayer runs histories on a made-up queue, and this must replay exactly.
+    task_queue: str | None = None
     registration: Registration | None = None
     status: AgentStatus = "offline"
     pending: list[Event] = Field(default_factory=list)
@@ -123,7 +127,9 @@ AgentInput.model_rebuild()
 class AgentWorkflow:
     @workflow.init
     def __init__(self, input: AgentInput) -> None:
-        self._s = input.state or AgentState(agent_id=input.agent_id)
+        self._s = input.state or AgentState(
+            agent_id=input.agent_id, task_queue=input.task_queue or workflow.info().task_queue
+        )
         self._seen = set(self._s.seen_ids)
         # Wakes the delivery loop early from a backoff sleep (new registration, new message).
         self._nudged = False
@@ -221,9 +227,10 @@ class AgentWorkflow:
                 continue
             reg = self._s.registration
             assert reg is not None
-            if workflow.info().task_queue != host_task_queue(reg.host):
+            if self._s.task_queue != host_task_queue(reg.host):
                 # The pane lives on another host: continue there, where typing is local.
-                await self._continue_as_new(task_queue=host_task_queue(reg.host))
+                self._s.task_queue = host_task_queue(reg.host)
+                await self._continue_as_new(task_queue=self._s.task_queue)
             event = self._s.pending[0]
             self._nudged = False
             try:
