@@ -111,6 +111,10 @@ class SocketServer:
                 request_task.add_done_callback(pending.discard)
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
+        except asyncio.CancelledError:
+            # The gateway is closing. Ending quietly: asyncio logs a cancelled connection task
+            # as an error, and nothing is wrong.
+            pass
         finally:
             for request_task in pending:
                 request_task.cancel()
