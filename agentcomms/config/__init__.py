@@ -1,0 +1,102 @@
+"""The one configuration file: ``~/.agentcomms/config.json``.
+
+Every process (up, worker, gateway, mcp, the CLI) reads the same file through :func:`load_config`.
+``AGENTCOMMS_HOME`` moves the whole directory, which is how tests get a private one.
+
+How a file becomes a :class:`Config`, in order (:mod:`.loading` runs the steps):
+
+1. The file must not be accessible to other users (it holds secrets): mode 0600, and the home
+   directory must not be writable by others. Anything looser is refused with the ``chmod`` to run.
+2. It is parsed as JSON. Keys starting with ``//`` are comments and are dropped, at any depth.
+3. ``${VAR}`` and ``${VAR:-default}`` are expanded inside string values (never keys), after parsing
+   (:mod:`.expand`).
+4. ``AGENTCOMMS_<SECTION>__<KEY>[__<KEY>…]`` environment variables override keys (see
+   :func:`env_overrides`); the seed's ``AGENTCALL_*`` names work too, with lower precedence.
+5. The result is validated against :mod:`.models`; an empty string in a key whose default is
+   ``null`` means "not set".
+
+Every problem found is reported at once, one line each, naming the file (or the environment
+variable), the key path and what was expected — and never echoing a secret (:mod:`.problems`,
+:mod:`.redact`). :mod:`.home` holds the directory and the private-file writer.
+"""
+
+from __future__ import annotations
+
+from agentcomms.config.env import (
+    ENV_PREFIX,
+    LEGACY_ENV_PREFIX,
+    env_override_hints,
+    env_overrides,
+)
+from agentcomms.config.expand import COMMENT_PREFIX
+from agentcomms.config.home import (
+    CONFIG_FILENAME,
+    DEFAULT_HOME,
+    HOME_ENV,
+    agentcomms_home,
+    default_config_path,
+    ensure_home,
+    host_name,
+    write_private_file,
+)
+from agentcomms.config.keys import Loc
+from agentcomms.config.loading import ResolvedConfig, load_config, resolve_config
+from agentcomms.config.models import (
+    AgentConfig,
+    ChatConfig,
+    Config,
+    DatabaseConfig,
+    DiscordConfig,
+    LocalChatConfig,
+    LoggingConfig,
+    PhoneConfig,
+    Section,
+    ServerConfig,
+    STTConfig,
+    TelegramConfig,
+    TemporalConfig,
+    TTSConfig,
+    TwilioMessagingConfig,
+    VoiceConfig,
+)
+from agentcomms.config.redact import REDACTED, is_secret_key, mask_url_password, redacted
+
+__all__ = [
+    "COMMENT_PREFIX",
+    "CONFIG_FILENAME",
+    "DEFAULT_HOME",
+    "ENV_PREFIX",
+    "HOME_ENV",
+    "LEGACY_ENV_PREFIX",
+    "REDACTED",
+    "AgentConfig",
+    "ChatConfig",
+    "Config",
+    "DatabaseConfig",
+    "DiscordConfig",
+    "Loc",
+    "LocalChatConfig",
+    "LoggingConfig",
+    "PhoneConfig",
+    "ResolvedConfig",
+    "STTConfig",
+    "Section",
+    "ServerConfig",
+    "TTSConfig",
+    "TelegramConfig",
+    "TemporalConfig",
+    "TwilioMessagingConfig",
+    "VoiceConfig",
+    "agentcomms_home",
+    "default_config_path",
+    "ensure_home",
+    "env_override_hints",
+    "env_overrides",
+    "host_name",
+    "is_secret_key",
+    "load_config",
+    "mask_url_password",
+    "redacted",
+    "resolve_config",
+    "write_private_file",
+]

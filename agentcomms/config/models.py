@@ -1,0 +1,196 @@
+"""The configuration's schema: one pydantic model per section, and :class:`Config` holding them.
+
+Every section forbids unknown keys (a misspelt key is reported, not ignored), and an empty string
+in a key whose default is ``null`` reads as "not set".
+"""
+
+from __future__ import annotations
+
+import typing
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    field_validator,
+    model_validator,
+)
+
+from agentcomms.config.home import agentcomms_home
+
+
+class Section(BaseModel):
+    # A misspelt key is a mistake the user wants to hear about, not a silently ignored one.
+    model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _empty_string_means_unset(cls, data: Any) -> Any:
+        # `"token": "${TELEGRAM_BOT_TOKEN:-}"` with the variable unset must read as "no token",
+        # not as a configured empty token (and an empty path must not become ".").
+        if not isinstance(data, dict):
+            return data
+        unset = [
+            name
+            for name, info in cls.model_fields.items()
+            if data.get(name) == "" and not info.is_required() and info.default is None
+        ]
+        return {**data, **dict.fromkeys(unset)} if unset else data
+
+
+class ServerConfig(Section):
+    """The gateway: its Unix socket and (later) its HTTP listener for provider webhooks."""
+
+    socket_path: Path | None = Field(
+        default=None, description="Unix socket of the gateway; <home>/daemon.sock when unset"
+    )
+    http_host: str = "127.0.0.1"
+    http_port: int = Field(default=8765, ge=0, le=65535)
+
+    def socket(self) -> Path:
+        return (self.socket_path or agentcomms_home() / "daemon.sock").expanduser()
+
+
+class TemporalConfig(Section):
+    address: str = "127.0.0.1:7233"
+    namespace: str = "default"
+    task_queue: str = "agentcomms"
+    embedded: bool = Field(
+        default=True,
+        description="Start `temporal server start-dev` when nothing answers at a local address",
+    )
+    ui_port: int = Field(default=8233, ge=1, le=65535)
+    db_filename: Path | None = Field(
+        default=None, description="Dev server database file; <home>/temporal.db when unset"
+    )
+    api_key: SecretStr | None = None
+    tls: bool = False
+
+    def dev_db_path(self) -> Path:
+        return (self.db_filename or agentcomms_home() / "temporal.db").expanduser()
+
+
+class DatabaseConfig(Section):
+    url: str | None = Field(
+        default=None, description="SQLAlchemy async URL; a SQLite file in the home when unset"
+    )
+
+    def resolved_url(self) -> str:
+        return self.url or f"sqlite+aiosqlite:///{agentcomms_home() / 'agentcomms.db'}"
+
+
+class AgentConfig(Section):
+    """An agent registered when agentcomms starts."""
+
+    type: Literal["tmux"] = "tmux"
+    target: str = Field(description="tmux target session:window.pane")
+    socket: str | None = Field(default=None, description="tmux socket path (-S); default server")
+    host: str | None = Field(default=None, description="host whose worker types into the pane")
+    interrupt_key: str = "C-c"
+    submit_delay_ms: int = Field(default=150, ge=0, le=10_000)
+    token: SecretStr | None = Field(default=None, description="bearer token for MCP over HTTP")
+
+
+class DiscordConfig(Section):
+    enabled: bool = False
+    token: SecretStr | None = None
+    base_url: str | None = None
+
+
+class TelegramConfig(Section):
+    enabled: bool = False
+    token: SecretStr | None = None
+    base_url: str | None = None
+
+
+class TwilioMessagingConfig(Section):
+    enabled: bool = False
+    account_sid: str | None = None
+    auth_token: SecretStr | None = None
+    from_number: str | None = None
+    base_url: str | None = None
+
+
+class LocalChatConfig(Section):
+    enabled: bool = True
+
+
+class ChatConfig(Section):
+    discord: DiscordConfig = DiscordConfig()
+    telegram: TelegramConfig = TelegramConfig()
+    whatsapp: TwilioMessagingConfig = TwilioMessagingConfig()
+    sms: TwilioMessagingConfig = TwilioMessagingConfig()
+    local: LocalChatConfig = LocalChatConfig()
+    channels: dict[str, str] = Field(
+        default_factory=dict, description='channel id -> agent id, e.g. "telegram:42": "backend"'
+    )
+    allowed_senders: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="provider -> sender ids allowed to reach agents; everyone else is rejected",
+    )
+
+
+class PhoneConfig(Section):
+    provider: str = "twilio"
+    account_sid: str | None = None
+    auth_token: SecretStr | None = None
+    from_number: str | None = None
+    to_number: str | None = None
+    base_url: str | None = None
+
+
+class TTSConfig(Section):
+    provider: str = "elevenlabs"
+    api_key: SecretStr | None = None
+    voice: str = "Rachel"
+    model: str = "eleven_turbo_v2_5"
+    base_url: str | None = None
+
+
+class STTConfig(Section):
+    provider: str = "deepgram"
+    api_key: SecretStr | None = None
+    model: str = "nova-2"
+    language: str = "en-US"
+    silence_ms: int = Field(default=800, ge=0)
+    base_url: str | None = None
+
+
+class VoiceConfig(Section):
+    phone: PhoneConfig = PhoneConfig()
+    tts: TTSConfig = TTSConfig()
+    stt: STTConfig = STTConfig()
+    public_url: str | None = None
+    transcript_timeout_s: float = Field(default=180, gt=0)
+    ring_timeout_s: float = Field(default=30, gt=0)
+    sms_fallback_message: str = (
+        "I tried calling but couldn't reach you. Here's my message: {message}"
+    )
+
+
+class LoggingConfig(Section):
+    level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    file: Path | None = None
+
+    @field_validator("level", mode="before")
+    @classmethod
+    def _any_case(cls, value: Any) -> Any:
+        # "info" is what people type; keep anything else as written so the error quotes it.
+        if isinstance(value, str) and value.upper() in typing.get_args(
+            cls.model_fields["level"].annotation
+        ):
+            return value.upper()
+        return value
+
+
+class Config(Section):
+    server: ServerConfig = ServerConfig()
+    temporal: TemporalConfig = TemporalConfig()
+    database: DatabaseConfig = DatabaseConfig()
+    agents: dict[str, AgentConfig] = Field(default_factory=dict)
+    chat: ChatConfig = ChatConfig()
+    voice: VoiceConfig = VoiceConfig()
+    logging: LoggingConfig = LoggingConfig()

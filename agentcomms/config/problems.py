@@ -1,0 +1,92 @@
+"""Describing a validation error in one line: the key, what was expected, and never a secret."""
+
+from __future__ import annotations
+
+import difflib
+import json
+from typing import Any
+
+from pydantic import BaseModel, SecretStr
+
+from agentcomms.config.keys import Loc, annotation_at
+from agentcomms.config.redact import is_secret_key, mask_url_password
+
+_EXPECTED = {
+    "int_parsing": "expected an integer",
+    "int_type": "expected an integer",
+    "int_from_float": "expected an integer",
+    "float_parsing": "expected a number",
+    "float_type": "expected a number",
+    "bool_parsing": "expected true or false",
+    "bool_type": "expected true or false",
+    "string_type": "expected a string",
+    "path_type": "expected a path (a string)",
+    "model_type": "expected an object {...}",
+    "model_attributes_type": "expected an object {...}",
+    "dict_type": "expected an object {...}",
+    "list_type": "expected a list [...]",
+}
+_BOUNDS = {
+    "greater_than_equal": ">=",
+    "less_than_equal": "<=",
+    "greater_than": ">",
+    "less_than": "<",
+}
+
+
+def describe(err: Any, loc: Loc) -> str:
+    """One pydantic error at ``loc`` as "expected …, got …" (a secret's value is hidden)."""
+    kind, ctx = err["type"], err.get("ctx") or {}
+    if kind == "extra_forbidden":
+        return "unknown key" + _suggest(loc)
+    if kind == "missing":
+        return "required key is missing"
+    if kind in _EXPECTED:
+        expected = _EXPECTED[kind]
+    elif kind == "literal_error":
+        expected = f"expected {ctx['expected']}"
+    elif kind in _BOUNDS:
+        bound = next(iter(ctx.values()), "?")
+        expected = f"expected a number {_BOUNDS[kind]} {bound}"
+    else:
+        msg: str = err["msg"]
+        expected = msg[:1].lower() + msg[1:]
+    secret = any(isinstance(p, str) and is_secret_key(p) for p in loc) or (
+        annotation_at(loc) is SecretStr
+    )
+    return f"{expected}, got {_show_input(err.get('input'), secret=secret)}"
+
+
+def json_kind(value: Any) -> str:
+    """What sort of JSON value this is, with its article: ``a string``, ``null``…"""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    return "an object"
+
+
+def _suggest(loc: Loc) -> str:
+    parent = annotation_at(loc[:-1])
+    if not (isinstance(parent, type) and issubclass(parent, BaseModel)):
+        return ""
+    known = list(parent.model_fields)
+    close = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else f" (known keys: {', '.join(known)})"
+
+
+def _show_input(value: Any, *, secret: bool) -> str:
+    if secret:
+        return f"{json_kind(value)} (value hidden)"
+    if isinstance(value, str):
+        text = json.dumps(mask_url_password(value), ensure_ascii=False)
+        return text if len(text) <= 60 else text[:56] + '..."'
+    if value is None or isinstance(value, bool | int | float):
+        return json.dumps(value)
+    return json_kind(value)
