@@ -10,7 +10,11 @@ import asyncio
 import time
 from datetime import timedelta
 
-from temporalio.client import Client, WorkflowUpdateFailedError
+from temporalio.client import (
+    Client,
+    WorkflowUpdateFailedError,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
+)
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -93,7 +97,12 @@ class Mailbox:
                     ),
                     timeout=remaining + 1,
                 )
-            except (TimeoutError, RPCError, WorkflowUpdateFailedError):
+            except (
+                TimeoutError,
+                RPCError,
+                WorkflowUpdateFailedError,
+                WorkflowUpdateRPCTimeoutOrCancelledError,
+            ):
                 # No worker picked the update up in time: the message is durable, not typed.
                 return DeliveryStatus(event_id=event_id, status="queued")
             if status.status != "moved":  # the workflow continued-as-new: ask the new run

@@ -73,6 +73,7 @@ class ReplyParams(Params):
     channel_id: Annotated[str, StringConstraints(min_length=3, max_length=200)]
     message: MessageText
     agent_id: AgentId | None = None
+    reply_to: str | None = Field(default=None, description="the message id this answers")
 
 
 class AgentMessageParams(Params):
@@ -275,7 +276,7 @@ class Methods:
             role="agent",
             direction="out",
             source_agent_id=p.agent_id,
-            payload={"text": p.message, "provider": provider},
+            payload={"text": p.message, "provider": provider, "reply_to": p.reply_to},
             # The local inbox is the store itself: written is delivered.
             status="delivered",
             attempts=1,

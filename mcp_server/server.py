@@ -5,6 +5,7 @@ credentials or talks to Temporal.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from fastmcp import FastMCP
@@ -100,16 +101,23 @@ def build_server(socket: Path, *, default_agent: str, auth: AuthProvider | None 
         human's answer. timed_out is true when nothing arrived in time.
         """
         agent = calling_agent(agent_id, default_agent)
-        waited = await gateway.call("wait_messages", agent_id=agent, timeout=timeout_s)
-        if not waited["unread"]:
-            return {
-                "messages": [],
-                "agent_id": agent,
-                "has_more": False,
-                "last_seen_id": None,
-                "timed_out": True,
-            }
-        return {**await read_messages(agent, limit), "timed_out": False}
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while (remaining := deadline - loop.time()) > 0:
+            # The gateway waits (polling its store), so this process does not poll at all.
+            waited = await gateway.call("wait_messages", agent_id=agent, timeout=remaining)
+            if not waited["unread"]:
+                break
+            got = await read_messages(agent, limit)
+            if got["messages"]:  # else another reader of this mailbox was faster: wait on
+                return {**got, "timed_out": False}
+        return {
+            "messages": [],
+            "agent_id": agent,
+            "has_more": False,
+            "last_seen_id": None,
+            "timed_out": True,
+        }
 
     @mcp.tool
     async def get_agent_events(
@@ -168,17 +176,21 @@ def build_server(socket: Path, *, default_agent: str, auth: AuthProvider | None 
     ) -> SendAgentMessageResult:
         """Send a message to another agent; it is typed into its pane as "[from: <you>] ...".
 
-        delivered is true only once the text is in the target's pane; otherwise status "queued"
-        means it waits durably and is typed when the target's pane is reachable.
+        delivered is true only once the text is in the target's pane (for an online target the
+        call waits up to 5 s for that). Otherwise status is "queued": the message waits durably
+        and is typed when the target's pane is reachable; an offline target is not waited for.
         """
         sender = calling_agent(None, default_agent)
         _not_blank(message)
+        # A message to a peer without a pane waits durably for it; the caller need not wait too.
+        peers = await gateway.call("agents", include_offline=True)
+        online = any(a["id"] == to_agent_id and a["status"] == "online" for a in peers["agents"])
         result = await gateway.call(
             "agent_message",
             from_agent_id=sender,
             to_agent_id=to_agent_id,
             message=message,
-            wait=True,
+            wait=online,
             timeout=DELIVERY_WAIT_S,
         )
         return {
@@ -199,8 +211,10 @@ def build_server(socket: Path, *, default_agent: str, auth: AuthProvider | None 
         sender = calling_agent(None, default_agent)
         _not_blank(message)
         channel = channel_for(provider, _chat(chat_id))
-        # reply_to is validated but not carried yet: the gateway's `reply` has no such field.
-        result = await gateway.call("reply", channel_id=channel, message=message, agent_id=sender)
+        params = {"channel_id": channel, "message": message, "agent_id": sender}
+        if reply_to:
+            params["reply_to"] = reply_to
+        result = await gateway.call("reply", **params)
         return {
             "success": bool(result["delivered"]),
             "message_id": result["event_id"],

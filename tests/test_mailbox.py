@@ -195,8 +195,10 @@ async def test_unregister_keeps_messages_for_the_next_registration(
     await register(stack, agent, tmux, target, submit_delay_ms=0)
     assert (await stack.call("send", agent_id=agent, message="a", wait=True))["delivered"]
     await stack.call("unregister", agent_id=agent)
+    await eventually(lambda: _listed_if(stack, agent, "offline", pending=0))
     queued = await stack.call("send", agent_id=agent, message="b", wait=True, timeout=1)
     assert queued == {"event_id": queued["event_id"], "delivered": False, "status": "queued"}
+    await eventually(lambda: _listed_if(stack, agent, "offline", pending=1))
     assert out.read_bytes() == b"a\r"
     await register(stack, agent, tmux, target, submit_delay_ms=0)
     await eventually(lambda: out.read_bytes() == b"a\rb\r")

@@ -62,7 +62,14 @@ async def register_recorder(stack: Stack, tmux: Tmux, tmp_path: Path, agent: str
     await stack.call(
         "register", agent_id=agent, target=target, socket=tmux.socket, submit_delay_ms=0
     )
+    # send_agent_message waits for the pane only for a peer the projection shows online.
+    await eventually(lambda: _status_is(stack, agent, "online"), timeout=10)
     return out
+
+
+async def _status_is(stack: Stack, agent: str, status: str) -> bool:
+    row = await stack.store.get_agent(agent)
+    return row is not None and row.status == status
 
 
 def _pane_command(tmux: Tmux, target: str) -> str:
@@ -201,6 +208,16 @@ async def test_send_message_local_reaches_the_human_and_get_messages_shows_the_t
     assert all(m["timestamp"] for m in history["messages"])
     got = await call(server, "check_messages")
     assert [m["text"] for m in got["messages"]] == ["Yes, go"]
+    followup = await call(
+        server,
+        "send_message",
+        provider="local",
+        chat_id="local",
+        message="On it",
+        reply_to=answer["event_id"],
+    )
+    stored = await stack.store.get_event(followup["message_id"])
+    assert stored is not None and stored.payload["reply_to"] == answer["event_id"]
 
 
 async def test_send_message_to_a_provider_without_transport_says_so(stack: Stack):

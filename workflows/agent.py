@@ -134,8 +134,9 @@ class AgentWorkflow:
         # Wakes the delivery loop early from a backoff sleep (new registration, new message).
         self._nudged = False
         self._continuing = False
-        # The pending count the projection last saw; kept current while messages cannot move.
-        self._published_pending = -1
+        # The status and pending count the projection last saw; kept current while messages
+        # cannot move (while they flow, the row is written when the queue drains).
+        self._published: tuple[str, int] | None = None
 
     # ---- mailbox -------------------------------------------------------------------------------
 
@@ -223,7 +224,7 @@ class AgentWorkflow:
             if self._continue_as_new_suggested():
                 break
             if not self._deliverable():
-                await self._publish()  # an offline agent's queue grew: show the count
+                await self._publish()  # e.g. unregistered, or an offline agent's queue grew
                 continue
             reg = self._s.registration
             assert reg is not None
@@ -256,7 +257,7 @@ class AgentWorkflow:
         await self._continue_as_new()
 
     def _stale_projection(self) -> bool:
-        return self._s.status != "online" and self._published_pending != len(self._s.pending)
+        return self._published != (self._s.status, len(self._s.pending))
 
     def _deliverable(self) -> bool:
         return bool(self._s.pending) and self._s.registration is not None
@@ -349,10 +350,9 @@ class AgentWorkflow:
             await self._publish()
 
     async def _mark_unreachable(self, error: str) -> None:
-        changed = (
-            self._s.status != "unreachable"
-            or self._s.last_error != error
-            or self._published_pending != len(self._s.pending)
+        changed = self._s.last_error != error or self._published != (
+            "unreachable",
+            len(self._s.pending),
         )
         if self._s.unreachable_since is None:
             self._s.unreachable_since = workflow.now()
@@ -364,7 +364,7 @@ class AgentWorkflow:
     async def _publish(self) -> None:
         """Show the agent's state in the Temporal UI and write it to the projection."""
         s, reg = self._s, self._s.registration
-        self._published_pending = len(s.pending)
+        self._published = (s.status, len(s.pending))
         where = reg.target if reg else "no pane"
         details = f"{s.status}: {len(s.pending)} pending, pane {where}"
         if s.status == "unreachable" and s.unreachable_since:
