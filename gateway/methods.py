@@ -13,10 +13,18 @@ from datetime import datetime
 from functools import cached_property
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+)
 
+from agentcomms.bridge import InvalidTarget, check_interrupt_key
 from agentcomms.config import Config, host_name
-from agentcomms.ids import new_event_id
+from agentcomms.ids import is_event_id, new_event_id
 from agentcomms.models import LOCAL_CHANNEL, Event, utcnow
 from agentcomms.store import EventNotFound, Store
 from agentcomms.store.engine import display_url
@@ -39,6 +47,24 @@ MessageText = Annotated[str, StringConstraints(min_length=1, max_length=100_000)
 WaitSeconds = Annotated[float, Field(gt=0, le=300)]
 
 
+def _interrupt_key(key: str) -> str:
+    try:
+        check_interrupt_key(key)
+    except InvalidTarget as exc:
+        raise ValueError(str(exc)) from None
+    return key
+
+
+def _event_id(value: str) -> str:
+    if not is_event_id(value):
+        raise ValueError("expected an id like evt_01J… (as agentcomms makes them)")
+    return value
+
+
+InterruptKey = Annotated[str, AfterValidator(_interrupt_key)]
+ClientEventId = Annotated[str, AfterValidator(_event_id)]
+
+
 class Params(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -52,7 +78,9 @@ class SendParams(Params):
     message: MessageText
     wait: bool = False
     timeout: WaitSeconds = 10
-    event_id: str | None = Field(default=None, description="retry-safe: the same id is typed once")
+    event_id: ClientEventId | None = Field(
+        default=None, description="retry-safe: the same id is typed once"
+    )
 
 
 class InterruptParams(Params):
@@ -90,7 +118,7 @@ class RegisterParams(Params):
     type: str = "tmux"
     socket: str | None = None
     host: str | None = None
-    interrupt_key: str = "C-c"
+    interrupt_key: InterruptKey = "C-c"
     submit_delay_ms: Annotated[int, Field(ge=0, le=10_000)] = 150
 
 

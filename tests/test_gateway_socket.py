@@ -103,6 +103,22 @@ async def test_bad_inputs_get_errors_and_the_connection_lives(raw: RawConnection
         {"id": 7, "method": "send", "params": {"agent_id": "../etc; rm -rf", "message": "hi"}}
     )
     assert error_code(hostile_id) == INVALID_PARAMS
+    bad_key = await raw.request(
+        {
+            "id": 9,
+            "method": "register",
+            "params": {"agent_id": "a", "target": "s:0.0", "interrupt_key": "C-c ; kill-server"},
+        }
+    )
+    assert error_code(bad_key) == INVALID_PARAMS and "interrupt key" in bad_key["error"]["message"]
+    bad_id = await raw.request(
+        {
+            "id": 10,
+            "method": "send",
+            "params": {"agent_id": "a", "message": "x", "event_id": "#{x}"},
+        }
+    )
+    assert error_code(bad_id) == INVALID_PARAMS and "event_id" in bad_id["error"]["message"]
     assert await raw.request({"id": 8, "method": "ping"}) == {"id": 8, "result": {"pong": True}}
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from agentcomms.ids import new_event_id
 from tests.conftest import Tmux
 from tests.stack import Stack, eventually, running_stack
 from workers.main import build_workers
@@ -122,6 +123,8 @@ async def test_missing_pane_keeps_messages_until_it_appears(
     tmux.new_session("late", f"stty raw -echo; exec cat >> {out}")
     await eventually(lambda: out.read_bytes() == b"late 0\rlate 1\rlate 2\r", timeout=40)
     await eventually(lambda: _agent_if(stack, agent, "online"))
+    first = (await stack.store.events_after(agent, None, 1))[0]
+    assert first.status == "delivered" and first.attempts >= 2  # failed tries are counted
 
 
 async def _snapshot_if(stack: Stack, agent: str, cond):
@@ -159,11 +162,10 @@ async def test_a_repeated_event_id_is_typed_once(stack: Stack, tmux: Tmux, tmp_p
     agent = stack.agent_id()
     target, out = recorder(tmux, tmp_path, "rec")
     await register(stack, agent, tmux, target, submit_delay_ms=0)
-    first = await stack.call(
-        "send", agent_id=agent, message="once", event_id="evt_retry1", wait=True
-    )
-    again = await stack.call("send", agent_id=agent, message="once", event_id="evt_retry1")
-    assert first["event_id"] == again["event_id"] == "evt_retry1"
+    retried = new_event_id()  # a client that retries a send reuses its id
+    first = await stack.call("send", agent_id=agent, message="once", event_id=retried, wait=True)
+    again = await stack.call("send", agent_id=agent, message="once", event_id=retried)
+    assert first["event_id"] == again["event_id"] == retried
     await stack.call("send", agent_id=agent, message="after", wait=True)
     assert out.read_bytes() == b"once\rafter\r"
 

@@ -242,6 +242,7 @@ class AgentWorkflow:
                 kind = cause.type if isinstance(cause, ApplicationError) else None
                 message = str(cause or exc)
                 if kind in (errors.PANE_NOT_FOUND, errors.TMUX_FAILED):
+                    event.attempts += 1  # the projection shows how hard we tried
                     await self._mark_unreachable(message)
                     # Sleep, but wake at once for a re-registration or new work.
                     try:

@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 from agentcomms.bridge.base import Adapter, BridgeError, InvalidTarget, PaneNotFound, TmuxError
 from agentcomms.bridge.sanitize import CleanText, sanitize
-from agentcomms.bridge.tmux import PaneInfo, TmuxAdapter
+from agentcomms.bridge.tmux import PaneInfo, TmuxAdapter, check_interrupt_key
 
 # A new endpoint kind (say a process's stdin) adds one entry here and one module beside tmux.py.
 _ADAPTERS: dict[str, Callable[[], Adapter]] = {"tmux": TmuxAdapter}
@@ -35,5 +35,6 @@ __all__ = [
     "TmuxAdapter",
     "TmuxError",
     "adapter_for",
+    "check_interrupt_key",
     "sanitize",
 ]

@@ -174,7 +174,7 @@ class TmuxAdapter:
 
     async def interrupt(self, req: InterruptRequest) -> bool:
         """Press the agent's interrupt key once per event; False if this event already pressed it."""
-        _check_key(req.key)
+        check_interrupt_key(req.key)
         _check_pane(req.pane)
         _check_event_id(req.event_id)
         info = await self.pane_info(req.pane)
@@ -317,7 +317,8 @@ def _check_event_id(event_id: str) -> None:
         )
 
 
-def _check_key(key: str) -> None:
+def check_interrupt_key(key: str) -> None:
+    """Raise InvalidTarget unless `key` is one tmux key an agent may be interrupted with."""
     if not INTERRUPT_KEY.fullmatch(key):
         raise InvalidTarget(
             f"interrupt key {key!r} is not allowed; use C-a … C-z, M-a … M-z, Escape, Enter, "
