@@ -501,3 +501,14 @@ def test_redacted_goes_by_key_name_too_not_only_by_type() -> None:
         "interrupt_key": "C-c",
         "webhook": "https://user:***@hooks.example/x",
     }
+
+
+def test_an_interrupt_key_tmux_could_misread_is_refused(home: Path) -> None:
+    home.mkdir(mode=0o700)
+    path = home / "config.json"
+    path.write_text(
+        '{"agents": {"backend": {"target": "dev:0.1", "interrupt_key": "C-c ; kill-server"}}}'
+    )
+    path.chmod(0o600)
+    with pytest.raises(ConfigError, match=r"agents\.backend\.interrupt_key"):
+        load_config()

@@ -19,6 +19,7 @@ from pydantic import (
     model_validator,
 )
 
+from agentcomms.bridge import InvalidTarget, check_interrupt_key
 from agentcomms.config.home import agentcomms_home
 
 
@@ -89,9 +90,21 @@ class AgentConfig(Section):
     target: str = Field(description="tmux target session:window.pane")
     socket: str | None = Field(default=None, description="tmux socket path (-S); default server")
     host: str | None = Field(default=None, description="host whose worker types into the pane")
-    interrupt_key: str = "C-c"
+    interrupt_key: str = Field(
+        default="C-c", description="C-a … C-z, M-a … M-z, Escape, Enter, Tab, F1 … F12"
+    )
     submit_delay_ms: int = Field(default=150, ge=0, le=10_000)
     token: SecretStr | None = Field(default=None, description="bearer token for MCP over HTTP")
+
+    @field_validator("interrupt_key")
+    @classmethod
+    def _one_allowed_key(cls, key: str) -> str:
+        # Checked here too, so `config validate` catches it before any interrupt fails.
+        try:
+            check_interrupt_key(key)
+        except InvalidTarget as exc:
+            raise ValueError(str(exc)) from None
+        return key
 
 
 class DiscordConfig(Section):
