@@ -19,14 +19,7 @@ class ProjectionActivities:
     @activity.defn(name="record_event")
     async def record_event(self, event: Event) -> None:
         """Write an event as the workflow settled it (inserted when the gateway's write was lost)."""
-        if not await self._store.record_event(event):
-            await self._store.update_event_status(
-                event.id,
-                event.status,
-                attempts=event.attempts,
-                delivered_at=event.delivered_at,
-                error=event.error,
-            )
+        await self._store.settle_event(event)
 
     @activity.defn(name="record_agent")
     async def record_agent(self, agent: Agent) -> None:

@@ -7,9 +7,11 @@ an agent that has no workflow yet gets one and the message waits there for it).
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from datetime import timedelta
 
+from sqlalchemy.exc import SQLAlchemyError
 from temporalio.client import (
     Client,
     WorkflowUpdateFailedError,
@@ -19,6 +21,7 @@ from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
 from agentcomms.config import host_name
+from agentcomms.errors import AgentcommsError
 from agentcomms.models import Event
 from agentcomms.store import Store
 from workflows.agent import (
@@ -31,6 +34,8 @@ from workflows.agent import (
     WaitForDelivery,
     host_task_queue,
 )
+
+log = logging.getLogger(__name__)
 
 
 def workflow_id(agent_id: str) -> str:
@@ -59,8 +64,13 @@ class Mailbox:
     async def post(self, event: Event) -> str:
         """Make the event durable in the agent's mailbox, then show it in the projection."""
         await self._signal(event.agent_id, "enqueue", event)
-        # After the signal: the projection never shows a message Temporal does not hold.
-        await self._store.record_event(event)
+        # After the signal: the projection never shows a message Temporal does not hold. The
+        # message is durable now, so a failing projection must not make it look lost (a client
+        # would retry and send it twice): the mailbox writes the row again when it settles.
+        try:
+            await self._store.record_event(event)
+        except (AgentcommsError, SQLAlchemyError, OSError) as exc:  # e.g. "database is locked"
+            log.warning("%s accepted; its projection row waits for delivery: %s", event.id, exc)
         return event.id
 
     async def register(self, agent_id: str, registration: Registration) -> None:

@@ -10,6 +10,7 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 
 import pytest
+from sqlalchemy import text
 
 from agentcomms.ids import new_event_id
 from tests.conftest import Tmux
@@ -245,3 +246,42 @@ async def test_an_agent_on_another_host_moves_its_mailbox_there(
         assert result["delivered"] and out.read_bytes() == b"over there\r"
         description = await stack.client.get_workflow_handle(f"agent-{agent}").describe()
         assert description.task_queue == f"agentcomms-host-{other}"
+
+
+async def test_an_interrupt_overtakes_a_backlog_that_is_being_typed(
+    stack: Stack, tmux: Tmux, tmp_path: Path
+):
+    agent = stack.agent_id()
+    for i in range(20):
+        await stack.call("send", agent_id=agent, message=f"b{i}")
+    target, out = recorder(tmux, tmp_path, "rec")
+    await register(stack, agent, tmux, target, submit_delay_ms=100)
+    await eventually(lambda: b"\r" in out.read_bytes())  # typing has begun
+    await stack.call("interrupt", agent_id=agent)
+    await eventually(lambda: b"\x03" in out.read_bytes(), timeout=30)
+    typed_before = out.read_bytes().split(b"\x03")[0].count(b"\r")
+    # Batches of ~500 ms of typing: 4 messages of 100 ms + 20 ms. Before batching: all 20.
+    assert typed_before <= 8, typed_before
+    await eventually(lambda: out.read_bytes().count(b"\r") == 20, timeout=30)
+
+
+async def test_a_broken_projection_does_not_make_a_durable_send_look_lost(
+    stack: Stack, tmux: Tmux, tmp_path: Path
+):
+    agent = stack.agent_id()
+    target, out = recorder(tmux, tmp_path, "rec")
+    await register(stack, agent, tmux, target, submit_delay_ms=0)
+    async with stack.store.engine.begin() as conn:  # every projection write now fails at once
+        await conn.execute(text("ALTER TABLE events RENAME TO events_away"))
+    result = await stack.call("send", agent_id=agent, message="still typed")
+    assert result["event_id"].startswith("evt_") and result["status"] == "queued"
+    await eventually(lambda: out.read_bytes() == b"still typed\r")
+    async with stack.store.engine.begin() as conn:  # the database recovers: the row is written
+        await conn.execute(text("ALTER TABLE events_away RENAME TO events"))
+    row = await eventually(lambda: _delivered(stack, result["event_id"]), timeout=30)
+    assert row.payload["text"] == "still typed"
+
+
+async def _delivered(stack: Stack, event_id: str):
+    event = await stack.store.get_event(event_id)
+    return event if event and event.status == "delivered" else None

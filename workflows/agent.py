@@ -36,6 +36,11 @@ OUTCOMES_KEPT = 500
 # A missing pane is retried with capped exponential backoff.
 RETRY_FIRST = timedelta(milliseconds=500)
 RETRY_CAP = timedelta(seconds=30)
+# Local activities keep a workflow task open, and signals that arrive meanwhile (an interrupt)
+# are seen only when it ends. A backlog is therefore typed in batches of about this much typing
+# time, each ended by a 1 ms timer; measured before: an interrupt waited 6.9 s behind 39 messages.
+BATCH_BUDGET_MS = 500
+DELIVERY_COST_MS = 20  # a delivery's own time, beside its submit delay
 
 DELIVERY_RETRY = RetryPolicy(
     initial_interval=timedelta(milliseconds=200),
@@ -137,6 +142,7 @@ class AgentWorkflow:
         # The status and pending count the projection last saw; kept current while messages
         # cannot move (while they flow, the row is written when the queue drains).
         self._published: tuple[str, int] | None = None
+        self._batch_ms = 0  # typing time spent in the current workflow task
 
     # ---- mailbox -------------------------------------------------------------------------------
 
@@ -255,7 +261,17 @@ class AgentWorkflow:
                 continue
             backoff = RETRY_FIRST
             await self._settle(event, "delivered", typed=outcome.typed)
+            await self._end_batch_if_due(reg)
         await self._continue_as_new()
+
+    async def _end_batch_if_due(self, reg: Registration) -> None:
+        if not self._s.pending:
+            self._batch_ms = 0  # the loop now waits, which ends the workflow task anyway
+            return
+        self._batch_ms += reg.submit_delay_ms + DELIVERY_COST_MS
+        if self._batch_ms >= BATCH_BUDGET_MS:
+            self._batch_ms = 0
+            await workflow.sleep(timedelta(milliseconds=1), summary="let new signals in")
 
     def _stale_projection(self) -> bool:
         return self._published != (self._s.status, len(self._s.pending))

@@ -6,7 +6,9 @@ again after it already succeeded. All ordering uses ``events.seq``, never ids or
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import asyncio
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
 from datetime import datetime
 from types import TracebackType
 from typing import Any, get_args
@@ -46,6 +48,20 @@ class Store:
     def __init__(self, engine: AsyncEngine) -> None:
         self._engine = engine
         self._dialect = engine.dialect.name
+        # SQLite has one writer at a time. Writers of this process queue here, in order, rather
+        # than in SQLite's busy-wait, which under 20 concurrent writers halved throughput and let
+        # single writes wait 0.75 s (bench/bench_mailbox.py); other processes still use the
+        # busy timeout.
+        self._sqlite_writes = asyncio.Lock() if self._dialect == "sqlite" else None
+
+    @asynccontextmanager
+    async def _write(self) -> AsyncIterator[AsyncConnection]:
+        if self._sqlite_writes is None:
+            async with self._write() as conn:
+                yield conn
+            return
+        async with self._sqlite_writes, write_transaction(self._engine) as conn:
+            yield conn
 
     @classmethod
     async def open(cls, url: str, *, migrate: bool = True) -> Store:
@@ -91,14 +107,8 @@ class Store:
 
         A retried or re-sent write changes nothing, not even the status of the stored event.
         """
-        async with write_transaction(self._engine) as conn:
-            if self._dialect == "postgresql":
-                # Without this, seq 11 could commit before seq 10, and a reader paging "after 11"
-                # would never see 10. Serialising one agent's inserts makes seq order commit order.
-                await conn.execute(
-                    text("SELECT pg_advisory_xact_lock(:cls, hashtext(:agent))"),
-                    {"cls": PG_LOCK_AGENT_EVENTS, "agent": event.agent_id},
-                )
+        async with self._write() as conn:
+            await self._serialize_agent_inserts(conn, event.agent_id)
             stmt = (
                 self._insert(EventRow)
                 .values(row_values(event))
@@ -106,6 +116,40 @@ class Store:
                 .returning(EventRow.seq)
             )
             return (await conn.execute(stmt)).first() is not None
+
+    async def _serialize_agent_inserts(self, conn: AsyncConnection, agent_id: str) -> None:
+        if self._dialect == "postgresql":
+            # Without this, seq 11 could commit before seq 10, and a reader paging "after 11"
+            # would never see 10. Serialising one agent's inserts makes seq order commit order.
+            await conn.execute(
+                text("SELECT pg_advisory_xact_lock(:cls, hashtext(:agent))"),
+                {"cls": PG_LOCK_AGENT_EVENTS, "agent": agent_id},
+            )
+
+    async def settle_event(self, event: Event) -> None:
+        """Write ``event`` as its mailbox settled it, in one statement: inserted when absent (the
+        gateway's early write may have been lost), otherwise its status, attempts, delivery time
+        and error updated. A delivered event stays delivered.
+        """
+        if event.status not in _STATUSES:
+            raise ValueError(f"status must be one of {sorted(_STATUSES)}, not {event.status!r}")
+        insert = self._insert(EventRow).values(row_values(event))
+        stmt = insert.on_conflict_do_update(
+            index_elements=[EventRow.id],
+            set_={
+                "status": insert.excluded.status,
+                "attempts": case(
+                    (EventRow.attempts < insert.excluded.attempts, insert.excluded.attempts),
+                    else_=EventRow.attempts,
+                ),
+                "delivered_at": insert.excluded.delivered_at,
+                "error": insert.excluded.error,
+            },
+            where=EventRow.status != "delivered",
+        )
+        async with self._write() as conn:
+            await self._serialize_agent_inserts(conn, event.agent_id)
+            await conn.execute(stmt)
 
     async def update_event_status(
         self,
@@ -137,7 +181,7 @@ class Store:
             .where(EventRow.id == event_id, EventRow.status != "delivered")
             .values(values)
         )
-        async with write_transaction(self._engine) as conn:
+        async with self._write() as conn:
             if (await conn.execute(stmt)).rowcount == 0:
                 await self._seq_of(conn, event_id)  # raises EventNotFound; else it was delivered
 
@@ -223,7 +267,7 @@ class Store:
         The cursor only moves forward, so a stale acknowledgement is harmless. An agent without a
         row yet (messages may arrive before it registers) gets one, offline.
         """
-        async with write_transaction(self._engine) as conn:
+        async with self._write() as conn:
             seq = await self._seq_of(conn, event_id, agent_id)
             now = utcnow()
             new_row = row_values(Agent(id=agent_id, updated_at=now))
@@ -307,7 +351,7 @@ class Store:
             index_elements=[key],
             set_={name: stmt.excluded[name] for name in values if name != key},
         )
-        async with write_transaction(self._engine) as conn:
+        async with self._write() as conn:
             await conn.execute(stmt)
 
     @staticmethod
