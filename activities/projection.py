@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from temporalio import activity
 
-from agentcomms.models import Agent, Event
+from agentcomms.models import ProjectionUpdate
 from agentcomms.store import Store
 
 
@@ -16,11 +16,10 @@ class ProjectionActivities:
     def __init__(self, store: Store) -> None:
         self._store = store
 
-    @activity.defn(name="record_event")
-    async def record_event(self, event: Event) -> None:
-        """Write an event as the workflow settled it (inserted when the gateway's write was lost)."""
-        await self._store.settle_event(event)
-
-    @activity.defn(name="record_agent")
-    async def record_agent(self, agent: Agent) -> None:
-        await self._store.upsert_agent(agent)
+    @activity.defn(name="record_projection")
+    async def record_projection(self, update: ProjectionUpdate) -> None:
+        """Write the events a mailbox settled (inserted when the gateway's write was lost) and
+        its agent row: one local activity per batch instead of one per message."""
+        await self._store.settle_events(update.events)
+        if update.agent is not None:
+            await self._store.upsert_agent(update.agent)

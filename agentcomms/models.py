@@ -99,3 +99,10 @@ class InterruptRequest(BaseModel):
     pane: PaneTarget
     event_id: str
     key: str = "C-c"
+
+
+class ProjectionUpdate(BaseModel):
+    """What a mailbox writes to the projection in one go: settled events and its agent row."""
+
+    events: list[Event] = Field(default_factory=list)
+    agent: Agent | None = None

@@ -83,6 +83,12 @@ MARKS = Marks()
 
 
 def _event_id_of(arg: Any) -> str | None:
+    events = getattr(arg, "events", None)  # a ProjectionUpdate: time it for its newest event
+    if events:
+        return _event_id_of(events[-1])
+    agent = getattr(arg, "agent", None)
+    if events is not None and agent is not None:
+        return _event_id_of(agent)
     for name in ("event_id", "last_delivered_event_id", "id"):
         value = getattr(arg, name, None)
         if isinstance(value, str) and value.startswith("evt_"):
@@ -143,9 +149,7 @@ def instrumented() -> Iterator[None]:
             lambda _s, _a, sig, arg: (f"gateway signal-with-start ({sig})", _event_id_of(arg)),
         ),
         _wrap(Store, "record_event", lambda _s, e: ("store.record_event", None)),
-        _wrap(
-            Store, "update_event_status", lambda _s, *a, **k: ("store.update_event_status", None)
-        ),
+        _wrap(Store, "settle_events", lambda _s, e: ("store.settle_events", None)),
         _wrap(Store, "upsert_agent", lambda _s, a: ("store.upsert_agent", None)),
         _wrap(TmuxAdapter, "_run", _tmux_label),
     ]
@@ -249,11 +253,14 @@ PATH = [
 ]
 AFTER = [
     ("visible -> deliver_to_pane returns", "visible", "LA deliver_to_pane end"),
-    ("record_event LA (settled)", "LA record_event start", "LA record_event end"),
-    ("record_agent LA", "LA record_agent start", "LA record_agent end"),
+    (
+        "record_projection LA (settled events, agent row)",
+        "LA record_projection start",
+        "LA record_projection end",
+    ),
     ("gateway store.record_event after the signal", f"{_SIGNAL} end", "gateway Mailbox.post end"),
 ]
-PREVIOUS_TASK = "of which: the previous message's record_event/record_agent still running"
+PREVIOUS_TASK = "of which: the previous message's record_projection still running"
 
 
 def _latency_stages(marks: Marks, event_ids: list[str], arrived: dict[str, int]) -> dict[str, Any]:
@@ -277,7 +284,7 @@ def _latency_stages(marks: Marks, event_ids: list[str], arrived: dict[str, int])
     # Sent as soon as the previous one is visible, a message's signal may land while the previous
     # message's workflow task is still writing the projection; its task cannot start before that.
     waits = [
-        max(0, at[prev].get("LA record_agent end", 0) - at[cur][f"{_SIGNAL} end"]) / 1e6
+        max(0, at[prev].get("LA record_projection end", 0) - at[cur][f"{_SIGNAL} end"]) / 1e6
         for prev, cur in itertools.pairwise(event_ids)
         if f"{_SIGNAL} end" in at[cur]
     ]

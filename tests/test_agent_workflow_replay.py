@@ -94,8 +94,7 @@ async def test_a_missing_pane_is_retried_with_capped_backoff(
             activities=[
                 deliver_to_pane,
                 interrupt_pane,
-                projection.record_event,
-                projection.record_agent,
+                projection.record_projection,
             ],
         ):
             tmux.new_session("keep")

@@ -501,28 +501,30 @@ async def test_calls(store: Store) -> None:
     assert await store.get_call("call_2") is None
 
 
-async def test_settle_event_inserts_a_missing_row_and_updates_an_existing_one(store: Store) -> None:
+async def test_settle_events_inserts_a_missing_row_and_updates_an_existing_one(
+    store: Store,
+) -> None:
     now = datetime.now(UTC)
     lost = message(status="delivered", attempts=1, delivered_at=now)
-    await store.settle_event(lost)  # the gateway's early write never happened
+    await store.settle_events([lost])  # the gateway's early write never happened
     got = await store.get_event(lost.id)
     assert got is not None and got.status == "delivered" and got.delivered_at == now
 
     queued = message()
     assert await store.record_event(queued)
-    await store.settle_event(
-        queued.model_copy(update={"status": "delivered", "attempts": 3, "delivered_at": now})
+    await store.settle_events(
+        [queued.model_copy(update={"status": "delivered", "attempts": 3, "delivered_at": now})]
     )
     got = await store.get_event(queued.id)
     assert got is not None and (got.status, got.attempts, got.delivered_at) == ("delivered", 3, now)
     assert [e.id for e in await store.events_after("backend", None, 10)] == [lost.id, queued.id]
 
 
-async def test_settle_event_never_undoes_a_delivery(store: Store) -> None:
+async def test_settle_events_never_undoes_a_delivery(store: Store) -> None:
     event = message(status="delivered", attempts=2, delivered_at=datetime.now(UTC))
-    await store.settle_event(event)
-    await store.settle_event(
-        event.model_copy(update={"status": "failed", "attempts": 1, "error": "late"})
+    await store.settle_events([event])
+    await store.settle_events(
+        [event.model_copy(update={"status": "failed", "attempts": 1, "error": "late"})]
     )
     got = await store.get_event(event.id)
     assert got is not None and got.status == "delivered" and got.attempts == 2 and got.error is None
@@ -533,10 +535,25 @@ async def test_concurrent_writers_of_one_process_all_land(store: Store) -> None:
     await asyncio.gather(*(store.record_event(e) for e in events))
     await asyncio.gather(
         *(
-            store.settle_event(e.model_copy(update={"status": "delivered", "attempts": 1}))
+            store.settle_events([e.model_copy(update={"status": "delivered", "attempts": 1})])
             for e in events
         )
     )
     for agent in {e.agent_id for e in events}:
         stored = await store.events_after(agent, None, 100)
         assert len(stored) == 10 and all(e.status == "delivered" for e in stored)
+
+
+async def test_settle_events_writes_a_batch_in_order(store: Store) -> None:
+    batch = [message(text=f"b{i}") for i in range(5)]
+    await record_all(store, *batch[:2])  # the gateway wrote two; the others' writes were lost
+    now = datetime.now(UTC)
+    await store.settle_events(
+        [
+            e.model_copy(update={"status": "delivered", "attempts": 1, "delivered_at": now})
+            for e in batch
+        ]
+    )
+    stored = await store.events_after("backend", None, 10)
+    assert [e.text for e in stored] == ["b0", "b1", "b2", "b3", "b4"]
+    assert {e.status for e in stored} == {"delivered"}

@@ -32,8 +32,7 @@ def build_workers(
     activities: list[Any] = [
         deliver_to_pane,
         interrupt_pane,
-        projection.record_event,
-        projection.record_agent,
+        projection.record_projection,
     ]
     queues = [host_task_queue(host or host_name())]
     if shared:

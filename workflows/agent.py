@@ -26,6 +26,7 @@ with workflow.unsafe.imports_passed_through():
         Event,
         InterruptRequest,
         PaneTarget,
+        ProjectionUpdate,
     )
     from agentcomms.search_attributes import AGENT_ID, AGENT_STATUS
 
@@ -143,6 +144,8 @@ class AgentWorkflow:
         # cannot move (while they flow, the row is written when the queue drains).
         self._published: tuple[str, int] | None = None
         self._batch_ms = 0  # typing time spent in the current workflow task
+        # Settled events not yet in the projection: written once per batch, not once per message.
+        self._unsettled: list[Event] = []
 
     # ---- mailbox -------------------------------------------------------------------------------
 
@@ -250,6 +253,7 @@ class AgentWorkflow:
                 if kind in (errors.PANE_NOT_FOUND, errors.TMUX_FAILED):
                     event.attempts += 1  # the projection shows how hard we tried
                     await self._mark_unreachable(message)
+                    await self._write_projection()
                     # Sleep, but wake at once for a re-registration or new work.
                     try:
                         await workflow.wait_condition(lambda: self._nudged, timeout=backoff)
@@ -271,6 +275,7 @@ class AgentWorkflow:
         self._batch_ms += reg.submit_delay_ms + DELIVERY_COST_MS
         if self._batch_ms >= BATCH_BUDGET_MS:
             self._batch_ms = 0
+            await self._write_projection()
             await workflow.sleep(timedelta(milliseconds=1), summary="let new signals in")
 
     def _stale_projection(self) -> bool:
@@ -284,6 +289,7 @@ class AgentWorkflow:
 
     async def _continue_as_new(self, *, task_queue: str | None = None) -> None:
         self._continuing = True
+        await self._write_projection()
         # Let waiting updates answer "moved" before this run ends.
         await workflow.wait_condition(workflow.all_handlers_finished)
         self._s.seen_ids = self._s.seen_ids[-SEEN_IDS_KEPT:]
@@ -347,23 +353,18 @@ class AgentWorkflow:
         else:
             self._s.last_error = error
             status_changed = False
-        settled = event.model_copy(
-            update={
-                "status": status,
-                "attempts": event.attempts + 1,
-                "delivered_at": now if status == "delivered" else None,
-                "error": error,
-            }
-        )
-        await workflow.execute_local_activity(
-            "record_event",
-            settled,
-            start_to_close_timeout=timedelta(seconds=10),
-            retry_policy=PROJECTION_RETRY,
-            summary=f"{event.id} {status}",
+        self._unsettled.append(
+            event.model_copy(
+                update={
+                    "status": status,
+                    "attempts": event.attempts + 1,
+                    "delivered_at": now if status == "delivered" else None,
+                    "error": error,
+                }
+            )
         )
         # The agent row changes when its status does and whenever the queue drains.
-        if status_changed or not self._s.pending:
+        if status_changed or not self._s.pending or status == "failed":
             await self._publish()
 
     async def _mark_unreachable(self, error: str) -> None:
@@ -379,7 +380,8 @@ class AgentWorkflow:
             await self._publish()
 
     async def _publish(self) -> None:
-        """Show the agent's state in the Temporal UI and write it to the projection."""
+        """Show the agent's state in the Temporal UI and write it (and settled events) to the
+        projection."""
         s, reg = self._s, self._s.registration
         self._published = (s.status, len(s.pending))
         where = reg.target if reg else "no pane"
@@ -392,8 +394,7 @@ class AgentWorkflow:
         workflow.upsert_search_attributes(
             [AGENT_ID.value_set(s.agent_id), AGENT_STATUS.value_set(s.status)]
         )
-        await workflow.execute_local_activity(
-            "record_agent",
+        await self._write_projection(
             Agent(
                 id=s.agent_id,
                 target=reg.target if reg else None,
@@ -406,10 +407,23 @@ class AgentWorkflow:
                 last_delivered_event_id=s.last_delivered_event_id,
                 last_error=s.last_error,
                 updated_at=workflow.now(),
-            ),
+            )
+        )
+
+    async def _write_projection(self, agent: Agent | None = None) -> None:
+        """Write the settled events (and the agent row, when given) in one local activity."""
+        if not self._unsettled and agent is None:
+            return
+        events, self._unsettled = self._unsettled, []
+        what = [f"{len(events)} events"] if events else []
+        if agent is not None:
+            what.append(f"agent {agent.status}")
+        await workflow.execute_local_activity(
+            "record_projection",
+            ProjectionUpdate(events=events, agent=agent),
             start_to_close_timeout=timedelta(seconds=10),
             retry_policy=PROJECTION_RETRY,
-            summary=f"agent {s.agent_id} {s.status}",
+            summary="record " + ", ".join(what),
         )
 
     # ---- de-duplication memory -------------------------------------------------------------------

@@ -126,14 +126,17 @@ class Store:
                 {"cls": PG_LOCK_AGENT_EVENTS, "agent": agent_id},
             )
 
-    async def settle_event(self, event: Event) -> None:
-        """Write ``event`` as its mailbox settled it, in one statement: inserted when absent (the
-        gateway's early write may have been lost), otherwise its status, attempts, delivery time
-        and error updated. A delivered event stays delivered.
+    async def settle_events(self, events: list[Event]) -> None:
+        """Write events as their mailbox settled them, in one transaction: each inserted when
+        absent (the gateway's early write may have been lost), otherwise its status, attempts,
+        delivery time and error updated. A delivered event stays delivered.
         """
-        if event.status not in _STATUSES:
-            raise ValueError(f"status must be one of {sorted(_STATUSES)}, not {event.status!r}")
-        insert = self._insert(EventRow).values(row_values(event))
+        if not events:
+            return
+        for event in events:
+            if event.status not in _STATUSES:
+                raise ValueError(f"status must be one of {sorted(_STATUSES)}, not {event.status!r}")
+        insert = self._insert(EventRow)
         stmt = insert.on_conflict_do_update(
             index_elements=[EventRow.id],
             set_={
@@ -148,8 +151,9 @@ class Store:
             where=EventRow.status != "delivered",
         )
         async with self._write() as conn:
-            await self._serialize_agent_inserts(conn, event.agent_id)
-            await conn.execute(stmt)
+            for agent_id in sorted({e.agent_id for e in events}):
+                await self._serialize_agent_inserts(conn, agent_id)
+            await conn.execute(stmt, [row_values(e) for e in events])
 
     async def update_event_status(
         self,
