@@ -5,12 +5,14 @@ Temporal fixtures live in ``tests/temporal_fixtures.py`` and are re-exported her
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -27,6 +29,15 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
             monkeypatch.delenv(name)
     path = tmp_path / "agentcomms-home"
     monkeypatch.setenv("AGENTCOMMS_HOME", str(path))
+    return path
+
+
+def write_config(home: Path, data: dict[str, Any] | str) -> Path:
+    """A config file in a private home, as `config init` leaves it (0700 dir, 0600 file)."""
+    home.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path = home / "config.json"
+    path.write_text(data if isinstance(data, str) else json.dumps(data))
+    path.chmod(0o600)
     return path
 
 

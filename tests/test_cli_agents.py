@@ -13,7 +13,7 @@ import pytest
 from temporalio.client import WorkflowExecutionStatus
 
 from agentcomms.config import AgentConfig
-from tests.conftest import Tmux
+from tests.conftest import Tmux, write_config
 from tests.stack import Stack, eventually, running_stack
 from tests.test_mailbox import recorder
 
@@ -28,10 +28,7 @@ async def stack(temporal_env, tmp_path):
 
 def cli_home(tmp_path: Path, stack: Stack) -> Path:
     home = tmp_path / "cli-home"
-    home.mkdir(mode=0o700)
-    config = home / "config.json"
-    config.write_text(json.dumps({"server": {"socket_path": str(stack.cfg.server.socket())}}))
-    config.chmod(0o600)
+    write_config(home, {"server": {"socket_path": str(stack.cfg.server.socket())}})
     return home
 
 

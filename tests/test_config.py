@@ -21,21 +21,13 @@ from agentcomms.config import (
     write_private_file,
 )
 from agentcomms.errors import ConfigError
+from tests.conftest import write_config
 
 SECRET = "s3cr3t-Value-4242"
 
 
 def mode(path: Path) -> int:
     return stat.S_IMODE(path.stat().st_mode)
-
-
-def write_config(home: Path, data: dict[str, Any] | str) -> Path:
-    """A config file in the private home, as `config init` would leave it (0700 dir, 0600 file)."""
-    home.mkdir(mode=0o700, parents=True, exist_ok=True)
-    path = home / "config.json"
-    path.write_text(data if isinstance(data, str) else json.dumps(data))
-    path.chmod(0o600)
-    return path
 
 
 def problems(excinfo: pytest.ExceptionInfo[ConfigError]) -> list[str]:

@@ -16,6 +16,7 @@ from typer.testing import CliRunner, Result
 from agentcomms.cli import app
 from agentcomms.cli.config_cmd import starter_config
 from agentcomms.config import Config, load_config
+from tests.conftest import write_config
 
 SECRET = "s3cr3t-Value-4242"
 AGENTCOMMS = Path(sys.executable).parent / "agentcomms"
@@ -28,14 +29,6 @@ def mode(path: Path) -> int:
 def run(*args: str, env: dict[str, str] | None = None) -> Result:
     # Wide, so a table row is never wrapped in the middle of what a test looks for.
     return CliRunner().invoke(app, ["config", *args], env={"COLUMNS": "250", **(env or {})})
-
-
-def write_config(home: Path, data: dict[str, Any] | str) -> Path:
-    home.mkdir(mode=0o700, parents=True, exist_ok=True)
-    path = home / "config.json"
-    path.write_text(data if isinstance(data, str) else json.dumps(data))
-    path.chmod(0o600)
-    return path
 
 
 def leaves(value: Any, loc: tuple[str, ...] = ()) -> set[tuple[str, ...]]:

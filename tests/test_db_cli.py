@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 
 from agentcomms.cli import app
 from agentcomms.store import Store, head_revision
+from tests.conftest import write_config
 
 runner = CliRunner()
 
@@ -94,10 +95,7 @@ def test_bad_database_is_one_sentence_on_stderr(home: Path, url: str, message: s
 
 
 def test_broken_config_is_one_sentence_on_stderr(home: Path) -> None:
-    home.mkdir(mode=0o700)
-    config = home / "config.json"
-    config.write_text("{not json")
-    os.chmod(config, 0o600)
+    write_config(home, "{not json")
     result = runner.invoke(app, ["db", "upgrade"])
     assert result.exit_code == 1
     assert "config.json" in result.stderr

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -13,7 +12,7 @@ import pytest
 from temporalio.client import WorkflowExecutionStatus
 
 from agentcomms.config import host_name
-from tests.conftest import Tmux
+from tests.conftest import Tmux, write_config
 from tests.stack import Stack, eventually, running_stack
 from tests.test_mailbox import recorder
 
@@ -56,8 +55,7 @@ async def test_continue_as_new_under_load_loses_and_repeats_nothing(
         await handle.terminate("test over")
 
 
-def write_config(home: Path, stack: Stack) -> None:
-    home.mkdir(mode=0o700)
+def write_worker_config(home: Path, stack: Stack) -> None:
     cfg = {
         "temporal": {
             "address": stack.cfg.temporal.address,
@@ -66,9 +64,7 @@ def write_config(home: Path, stack: Stack) -> None:
         "database": {"url": stack.cfg.database.url},
         "server": {"socket_path": str(home / "unused.sock")},
     }
-    path = home / "config.json"
-    path.write_text(json.dumps(cfg))
-    path.chmod(0o600)
+    write_config(home, cfg)
 
 
 def start_worker(home: Path) -> subprocess.Popen[bytes]:
@@ -88,7 +84,7 @@ async def test_a_worker_killed_mid_stream_loses_nothing_and_types_nothing_twice(
         temporal_env.client, tmp_path, with_worker=False, host=host_name()
     ) as stack:
         home = tmp_path / "worker-home"
-        write_config(home, stack)
+        write_worker_config(home, stack)
         worker = start_worker(home)
         replacement: subprocess.Popen[bytes] | None = None
         agent = stack.agent_id()

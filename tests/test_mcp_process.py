@@ -5,7 +5,6 @@ streamable HTTP (with and without bearer tokens), against a real gateway and Tem
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import socket
 import sys
@@ -20,7 +19,7 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from tests.conftest import Tmux
+from tests.conftest import Tmux, write_config
 from tests.stack import Stack, eventually, running_stack
 from tests.test_mcp import TOOLS, register_recorder
 
@@ -46,12 +45,7 @@ async def stack(temporal_env, tmp_path):
 def make_home(tmp_path: Path, stack_socket: Path, agents: dict[str, Any] | None = None) -> Path:
     """An AGENTCOMMS_HOME whose config points the MCP server at the stack's gateway socket."""
     home = tmp_path / "mcp-home"
-    home.mkdir(mode=0o700)
-    config = home / "config.json"
-    config.write_text(
-        json.dumps({"server": {"socket_path": str(stack_socket)}, "agents": agents or {}})
-    )
-    config.chmod(0o600)
+    write_config(home, {"server": {"socket_path": str(stack_socket)}, "agents": agents or {}})
     return home
 
 
