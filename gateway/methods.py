@@ -1,7 +1,6 @@
 """The socket methods: the seed's nine (same names and parameters) plus register/unregister/inbox.
 
-Each method takes a pydantic params model, so a wrong type is an `invalid params` error that names
-the field, and returns plain JSON-able data.
+Each method takes its params model (`gateway.params`) and returns plain JSON-able data.
 """
 
 from __future__ import annotations
@@ -11,24 +10,32 @@ from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from functools import cached_property
-from typing import Annotated, Any
+from typing import Any
 
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    ConfigDict,
-    Field,
-    StringConstraints,
-    ValidationError,
-)
+from pydantic import ValidationError
 
-from agentcomms.bridge import InvalidTarget, check_interrupt_key
 from agentcomms.config import Config, host_name
-from agentcomms.ids import is_event_id, new_event_id
+from agentcomms.ids import new_event_id
 from agentcomms.models import LOCAL_CHANNEL, Event, utcnow
 from agentcomms.store import EventNotFound, Store
 from agentcomms.store.engine import display_url
 from gateway.mailbox import Mailbox
+from gateway.params import (
+    AgentMessageParams,
+    AgentsParams,
+    CheckMessagesParams,
+    EventsParams,
+    HistoryParams,
+    InboxParams,
+    InterruptParams,
+    NoParams,
+    Params,
+    RegisterParams,
+    ReplyParams,
+    SendParams,
+    UnregisterParams,
+    WaitMessagesParams,
+)
 from gateway.protocol import (
     INVALID_PARAMS,
     METHOD_NOT_FOUND,
@@ -37,120 +44,6 @@ from gateway.protocol import (
     describe_validation,
 )
 from workflows.agent import Registration
-
-AgentId = Annotated[
-    str,
-    StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"),
-    Field(description="letters, digits, '.', '_' or '-'; at most 64"),
-]
-MessageText = Annotated[str, StringConstraints(min_length=1, max_length=100_000)]
-WaitSeconds = Annotated[float, Field(gt=0, le=300)]
-
-
-def _interrupt_key(key: str) -> str:
-    try:
-        check_interrupt_key(key)
-    except InvalidTarget as exc:
-        raise ValueError(str(exc)) from None
-    return key
-
-
-def _event_id(value: str) -> str:
-    if not is_event_id(value):
-        raise ValueError("expected an id like evt_01J… (as agentcomms makes them)")
-    return value
-
-
-InterruptKey = Annotated[str, AfterValidator(_interrupt_key)]
-ClientEventId = Annotated[str, AfterValidator(_event_id)]
-
-
-class Params(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class NoParams(Params):
-    pass
-
-
-class SendParams(Params):
-    agent_id: AgentId
-    message: MessageText
-    wait: bool = False
-    timeout: WaitSeconds = 10
-    event_id: ClientEventId | None = Field(
-        default=None, description="retry-safe: the same id is typed once"
-    )
-
-
-class InterruptParams(Params):
-    agent_id: AgentId
-    reason: str | None = None
-    wait: bool = False
-    timeout: WaitSeconds = 10
-
-
-class EventsParams(Params):
-    agent_id: AgentId
-    limit: Annotated[int, Field(ge=1, le=1000)] = 50
-    since: str | None = Field(default=None, description="only events after this id")
-    tail: bool = Field(default=False, description="without since: the latest `limit` events")
-
-
-class ReplyParams(Params):
-    channel_id: Annotated[str, StringConstraints(min_length=3, max_length=200)]
-    message: MessageText
-    agent_id: AgentId | None = None
-    reply_to: str | None = Field(default=None, description="the message id this answers")
-
-
-class AgentMessageParams(Params):
-    from_agent_id: AgentId
-    to_agent_id: AgentId
-    message: MessageText
-    wait: bool = False
-    timeout: WaitSeconds = 10
-
-
-class RegisterParams(Params):
-    agent_id: AgentId
-    target: Annotated[str, StringConstraints(min_length=1, max_length=200)]
-    type: str = "tmux"
-    socket: str | None = None
-    host: str | None = None
-    interrupt_key: InterruptKey = "C-c"
-    submit_delay_ms: Annotated[int, Field(ge=0, le=10_000)] = 150
-
-
-class UnregisterParams(Params):
-    agent_id: AgentId
-
-
-class InboxParams(Params):
-    limit: Annotated[int, Field(ge=1, le=1000)] = 20
-
-
-class AgentsParams(Params):
-    include_offline: bool = True
-
-
-# ---- params of the MCP server's methods (issue 4) ------------------------------------------------
-
-
-class CheckMessagesParams(Params):
-    agent_id: AgentId
-    limit: Annotated[int, Field(ge=1, le=100)] = 10
-
-
-class WaitMessagesParams(Params):
-    agent_id: AgentId
-    timeout: WaitSeconds = 30
-
-
-class HistoryParams(Params):
-    channel_id: Annotated[str, StringConstraints(min_length=3, max_length=200)]
-    limit: Annotated[int, Field(ge=1, le=1000)] = 10
-
 
 # How often `wait_messages` looks at the projection: cheap (one indexed query per waiting agent)
 # and it sees messages from every writer, the gateway's own posts and activities alike.
