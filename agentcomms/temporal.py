@@ -20,8 +20,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.enums.v1 import IndexedValueType, TaskQueueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError
@@ -108,6 +110,18 @@ async def ensure_search_attributes(client: Client) -> None:
         # loses its filters, delivery is unaffected.
         if "already" not in str(exc).lower():
             log.warning("could not register search attributes: %s", exc)
+
+
+async def pollers(client: Client, task_queue: str) -> list[str]:
+    """The identities of workers polling `task_queue` for workflow tasks (seen in the last minute)."""
+    response = await client.workflow_service.describe_task_queue(
+        DescribeTaskQueueRequest(
+            namespace=client.namespace,
+            task_queue=TaskQueue(name=task_queue),
+            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+        )
+    )
+    return sorted({p.identity for p in response.pollers})
 
 
 def dev_server_args(cfg: TemporalConfig, *, headless: bool = False) -> list[str]:

@@ -110,6 +110,9 @@ def test_up_embeds_temporal_reports_status_and_stops_everything(up_env: dict[str
         report = json.loads(status.stdout)
         assert report["gateway"]["running"] is True
         assert report["temporal"]["answering"] is True and report["temporal_ui"] == ui
+        # The worker that `up` runs shows as a poller of this host's queue and the shared one.
+        assert all(len(ids) == 1 for ids in report["workers"].values()), report["workers"]
+        assert "Workers" in run(up_env, "status").stdout
         state = json.loads((home / "up.json").read_text())
         temporal_pid = state["temporal_pid"]
         assert pid_alive(temporal_pid)

@@ -10,6 +10,7 @@ import asyncio
 from typing import Annotated, Any
 
 import typer
+from temporalio.service import RPCError
 
 from agentcomms.cli import app
 from agentcomms.cli.common import console, print_fields, print_json, run_async
@@ -140,7 +141,8 @@ async def _gateway(cfg: Config) -> None:
 def status(
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
-    """Say what is running: the gateway, Temporal (and its UI), agents. Exits 1 when down."""
+    """Say what is running: the gateway, Temporal (and its UI), workers, agents. Exits 1 when the
+    gateway is down."""
     report = run_async(_status, load_config())
     gw = report["gateway"]
     if as_json:
@@ -157,6 +159,7 @@ def status(
                 ("Socket", report["socket"]),
                 ("Temporal", f"{temporal['address']} ({answering})"),
                 ("Temporal UI", report.get("temporal_ui")),
+                ("Workers", _describe_workers(report["workers"])),
                 (
                     "Agents",
                     f"{gw['agents_online']} online of {gw['agents']}" if gw["running"] else None,
@@ -166,6 +169,30 @@ def status(
         )
     if not gw["running"]:
         raise typer.Exit(1)
+
+
+def _describe_workers(workers: dict[str, list[str]] | None) -> str | None:
+    if workers is None:
+        return None
+    return "; ".join(
+        f"{len(ids)} polling {queue}" if ids else f"none polling {queue}"
+        for queue, ids in workers.items()
+    )
+
+
+async def _workers(cfg: Config) -> dict[str, list[str]] | None:
+    """Who polls this host's queue and the shared one; None when Temporal cannot be asked."""
+    from agentcomms.config import host_name
+    from agentcomms.errors import TemporalUnavailable
+    from agentcomms.temporal import connect, pollers
+    from workflows.agent import host_task_queue
+
+    try:
+        client = await connect(cfg.temporal)
+        queues = [host_task_queue(host_name()), cfg.temporal.task_queue]
+        return {queue: await pollers(client, queue) for queue in queues}
+    except (TemporalUnavailable, RPCError):
+        return None
 
 
 async def _status(cfg: Config) -> dict[str, Any]:
@@ -189,4 +216,5 @@ async def _status(cfg: Config) -> dict[str, Any]:
         },
         "temporal_ui": state.get("temporal_ui"),
         "up_pid": state.get("pid"),
+        "workers": await _workers(cfg) if server_answers(cfg.temporal.address) else None,
     }

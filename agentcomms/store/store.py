@@ -57,7 +57,7 @@ class Store:
     @asynccontextmanager
     async def _write(self) -> AsyncIterator[AsyncConnection]:
         if self._sqlite_writes is None:
-            async with self._write() as conn:
+            async with write_transaction(self._engine) as conn:
                 yield conn
             return
         async with self._sqlite_writes, write_transaction(self._engine) as conn:
