@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import functools
 import uuid
 from datetime import timedelta
 from pathlib import Path
@@ -134,3 +135,45 @@ async def test_a_missing_pane_is_retried_with_capped_backoff(
             await time_skipping_env.sleep(timedelta(seconds=31))
             await eventually(lambda: out.read_bytes() == b"patience\r")
             await handle.terminate("test over")
+
+
+@pytest.mark.timeout(120)
+async def test_unreachable_and_continued_runs_replay(
+    temporal_env_low_can, tmux: Tmux, tmp_path: Path
+):
+    """Every run of a mailbox that waited for a missing pane and continued-as-new replays."""
+    async with running_stack(temporal_env_low_can.client, tmp_path) as stack:
+        agent = stack.agent_id()
+        tmux.new_session("keep")
+        await stack.call(
+            "register", agent_id=agent, target="late:0.0", socket=tmux.socket, submit_delay_ms=0
+        )
+        await stack.call("send", agent_id=agent, message="w0")
+        await eventually(lambda: _unreachable(stack, agent))
+        out = tmp_path / "late.bytes"
+        out.touch()
+        tmux.new_session("late", f"stty raw -echo; exec cat >> {out}")
+        for i in range(1, 60):
+            await stack.call("send", agent_id=agent, message=f"w{i}")
+        await eventually(lambda: out.read_bytes().count(b"\r") == 60, timeout=90)
+        runs = [
+            wf.run_id async for wf in stack.client.list_workflows(f"WorkflowId = 'agent-{agent}'")
+        ]
+        assert len(runs) >= 2
+        histories = []
+        for run_id in runs:
+            handle = stack.client.get_workflow_handle(f"agent-{agent}", run_id=run_id)
+            histories.append(await eventually(functools.partial(_settled_history, handle)))
+        await stack.client.get_workflow_handle(f"agent-{agent}").terminate("test over")
+    for history in histories:
+        result = await replayer().replay_workflow(history, raise_on_replay_failure=False)
+        assert result.replay_failure is None, result.replay_failure
+    recorded = HISTORIES / "agent-mailbox-unreachable-continued.json"
+    if not recorded.exists():
+        first = min(histories, key=lambda h: h.events[0].event_time.ToDatetime())
+        recorded.write_text(first.to_json())
+
+
+async def _unreachable(stack, agent: str) -> bool:
+    snapshot = await stack.gateway.mailbox.snapshot(agent)
+    return bool(snapshot and snapshot.status == "unreachable")
