@@ -147,3 +147,38 @@ def _json_objects(text: str) -> list[str]:
         while index < len(text) and text[index].isspace():
             index += 1
     return objects
+
+
+async def test_events_follow_prints_new_events_as_they_come(
+    stack: Stack, tmux: Tmux, tmp_path: Path
+):
+    home = cli_home(tmp_path, stack)
+    agent = stack.agent_id()
+    target, _ = recorder(tmux, tmp_path, "rec")
+    await stack.call(
+        "register", agent_id=agent, target=target, socket=tmux.socket, submit_delay_ms=0
+    )
+    first = await stack.call("send", agent_id=agent, message="before", wait=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTCOMMS_")}
+    env["AGENTCOMMS_HOME"] = str(home)
+    follow = await asyncio.create_subprocess_exec(
+        AGENTCOMMS,
+        "events",
+        agent,
+        "--follow",
+        "--since",
+        first["event_id"],
+        "--json",
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    try:
+        later = await stack.call("send", agent_id=agent, message="after", wait=True)
+        assert follow.stdout is not None
+        seen = b""
+        while later["event_id"].encode() not in seen:
+            seen += await asyncio.wait_for(follow.stdout.read(4096), timeout=15)
+        assert first["event_id"].encode() not in seen  # --since means after
+    finally:
+        follow.kill()
+        await follow.wait()
