@@ -32,6 +32,14 @@ agents_app = typer.Typer(
 app.add_typer(agents_app, name="agents")
 
 
+def _print_result(result: Any, as_json: bool, summary: str) -> None:
+    """The gateway's answer for scripts, or one line for people."""
+    if as_json:
+        print_json(result)
+    else:
+        console.print(summary)
+
+
 def _gateway(method: str, **params: Any) -> Any:
     socket = load_config().server.socket()
     return run_async(call, socket, method, **params)
@@ -103,10 +111,7 @@ def register(
     if host:
         params["host"] = host
     result = _gateway("register", **params)
-    if as_json:
-        print_json(result)
-    else:
-        console.print(f"registered {agent_id} → {tmux} on {result['host']}")
+    _print_result(result, as_json, f"registered {agent_id} → {tmux} on {result['host']}")
 
 
 @agents_app.command("unregister")
@@ -116,10 +121,7 @@ def unregister(
 ) -> None:
     """Unregister an agent's pane; new messages wait for it until it registers again."""
     result = _gateway("unregister", agent_id=agent_id)
-    if as_json:
-        print_json(result)
-    else:
-        console.print(f"unregistered {agent_id}; its messages will wait")
+    _print_result(result, as_json, f"unregistered {agent_id}; its messages will wait")
 
 
 def _print_post(result: dict[str, Any], as_json: bool, what: str) -> None:
@@ -227,10 +229,7 @@ def reply(
     if agent:
         params["agent_id"] = agent
     result = _gateway("reply", **params)
-    if as_json:
-        print_json(result)
-    else:
-        console.print(f"sent {result['event_id']}")
+    _print_result(result, as_json, f"sent {result['event_id']}")
 
 
 @app.command()
