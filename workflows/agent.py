@@ -338,7 +338,8 @@ class AgentWorkflow:
         typed: bool = True,
         error: str | None = None,
     ) -> None:
-        self._s.pending.pop(0)
+        # By id, not position: an interrupt may have been queued ahead of it meanwhile.
+        self._s.pending = [e for e in self._s.pending if e.id != event.id]
         now = workflow.now()
         self._s.outcomes[event.id] = status
         while len(self._s.outcomes) > OUTCOMES_KEPT:
