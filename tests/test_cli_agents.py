@@ -13,6 +13,7 @@ import pytest
 from temporalio.client import WorkflowExecutionStatus
 
 from agentcomms.config import AgentConfig
+from agentcomms.ids import new_event_id
 from tests.conftest import Tmux, write_config
 from tests.stack import Stack, eventually, running_stack
 from tests.test_mailbox import recorder
@@ -64,10 +65,14 @@ async def test_register_send_events_interrupt_inbox(stack: Stack, tmux: Tmux, tm
     assert f"registered {agent}" in registered.stdout
 
     # `--` lets a message start with a dash, as with any command-line tool.
-    sent = await cli(home, "send", agent, "--wait", "--json", "--", "-rf; C-c Enter")
-    assert sent.returncode == 0, sent.stderr
+    retry_id = new_event_id()
+    for _ in range(2):  # a script retrying with the same --event-id
+        sent = await cli(
+            home, "send", agent, "--wait", "--json", "--event-id", retry_id, "--", "-rf; C-c Enter"
+        )
+        assert sent.returncode == 0, sent.stderr
     result = json.loads(sent.stdout)
-    assert result["delivered"] is True
+    assert result["delivered"] is True and result["event_id"] == retry_id
     assert out.read_bytes() == b"-rf; C-c Enter\r"
 
     interrupted = await cli(home, "interrupt", agent, "-r", "wrong branch", "--wait")

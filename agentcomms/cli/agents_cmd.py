@@ -140,13 +140,30 @@ def send(
     message: Annotated[str, typer.Argument(help="Text typed into the agent's pane.")],
     wait: WaitOption = False,
     timeout: TimeoutOption = 10,
+    event_id: Annotated[
+        str | None,
+        typer.Option(
+            "--event-id",
+            help="Retry-safe id, evt_ and a ULID (agentcomms.ids.new_event_id() makes one): "
+            "sending again with the same id types nothing twice.",
+        ),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Send a message to an agent; it is typed into the agent's pane, once, in order.
 
-    Without --wait this returns once the message is durable (it survives crashes).
+    Without --wait this returns once the message is durable (it survives crashes). A script that
+    retries after an error passes the same --event-id each time.
     """
-    result = _gateway("send", agent_id=agent, message=message, wait=wait, timeout=timeout)
+    params: dict[str, Any] = {
+        "agent_id": agent,
+        "message": message,
+        "wait": wait,
+        "timeout": timeout,
+    }
+    if event_id:
+        params["event_id"] = event_id
+    result = _gateway("send", **params)
     _print_post(result, as_json, "message")
 
 
