@@ -10,7 +10,7 @@ import os
 import signal
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +39,6 @@ class Runtime:
     client: Client
     store: Store
     dev_server: DevServer | None = None
-    info: dict[str, Any] = field(default_factory=dict)
 
 
 @asynccontextmanager

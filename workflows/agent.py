@@ -244,7 +244,7 @@ class AgentWorkflow:
             event = self._s.pending[0]
             self._nudged = False
             try:
-                outcome = await self._deliver(event, reg)
+                await self._deliver(event, reg)
             except (ActivityError, ApplicationError) as exc:
                 # A local activity's failure may arrive bare or wrapped in an ActivityError.
                 cause = exc.cause if isinstance(exc, ActivityError) else exc
@@ -264,7 +264,7 @@ class AgentWorkflow:
                 await self._settle(event, "failed", error=message)
                 continue
             backoff = RETRY_FIRST
-            await self._settle(event, "delivered", typed=outcome.typed)
+            await self._settle(event, "delivered")
             await self._end_batch_if_due(reg)
         await self._continue_as_new()
 
@@ -297,7 +297,7 @@ class AgentWorkflow:
             AgentInput(agent_id=self._s.agent_id, state=self._s), task_queue=task_queue
         )
 
-    async def _deliver(self, event: Event, reg: Registration) -> DeliveryOutcome:
+    async def _deliver(self, event: Event, reg: Registration) -> None:
         pane = PaneTarget(target=reg.target, socket=reg.socket)
         if event.type == "interrupt":
             await workflow.execute_local_activity(
@@ -308,8 +308,10 @@ class AgentWorkflow:
                 retry_policy=DELIVERY_RETRY,
                 summary=f"press {reg.interrupt_key} in {reg.target}",
             )
-            return DeliveryOutcome(event_id=event.id, typed=True)
-        return await workflow.execute_local_activity(
+            return
+        # The outcome says whether an earlier attempt had typed it already; the pane's record of
+        # recent events makes either case a delivery.
+        await workflow.execute_local_activity(
             "deliver_to_pane",
             DeliverRequest(
                 pane=pane,
@@ -335,7 +337,6 @@ class AgentWorkflow:
         event: Event,
         status: Literal["delivered", "failed"],
         *,
-        typed: bool = True,
         error: str | None = None,
     ) -> None:
         # By id, not position: an interrupt may have been queued ahead of it meanwhile.

@@ -206,15 +206,16 @@ async def _status(cfg: Config) -> dict[str, Any]:
     except (GatewayUnavailable, TimeoutError):
         gw = {"running": False}
     state = read_state() or {}
+    answering = server_answers(cfg.temporal.address)
     return {
         "gateway": gw,
         "socket": str(socket),
         "temporal": {
             "address": cfg.temporal.address,
-            "answering": server_answers(cfg.temporal.address),
+            "answering": answering,
             "embedded": state.get("temporal_embedded", False),
         },
         "temporal_ui": state.get("temporal_ui"),
         "up_pid": state.get("pid"),
-        "workers": await _workers(cfg) if server_answers(cfg.temporal.address) else None,
+        "workers": await _workers(cfg) if answering else None,
     }
