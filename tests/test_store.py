@@ -117,6 +117,34 @@ async def test_concurrent_upgrades_do_not_collide(database_url: str) -> None:
     assert (await schema_status(database_url)).up_to_date
 
 
+async def test_upgrades_of_different_databases_in_one_process_do_not_mix(tmp_path: Path) -> None:
+    # Alembic keeps the running migration in module globals; interleaved, two upgrades broke
+    # each other (KeyError 'config', or one database's tables created twice).
+    urls = [f"sqlite+aiosqlite:///{tmp_path / f'db{i}.db'}" for i in range(4)]
+    await asyncio.gather(*(upgrade_database(url) for url in urls))
+    for url in urls:
+        assert (await schema_status(url)).up_to_date
+
+
+async def test_many_connections_opening_a_new_sqlite_file_all_get_wal(tmp_path: Path) -> None:
+    # The first switch to WAL needs an exclusive lock that SQLite may refuse at once, without
+    # waiting for busy_timeout, when other connections open the new file at the same moment.
+    for trial in range(10):
+        engines = [
+            create_engine(f"sqlite+aiosqlite:///{tmp_path / f'{trial}.db'}") for _ in range(6)
+        ]
+        try:
+
+            async def journal_mode(engine: Any) -> str:
+                async with engine.connect() as conn:
+                    return str((await conn.execute(text("PRAGMA journal_mode"))).scalar())
+
+            assert await asyncio.gather(*(journal_mode(e) for e in engines)) == ["wal"] * 6
+        finally:
+            for engine in engines:
+                await engine.dispose()
+
+
 async def test_open_without_migrate_refuses_an_outdated_database(database_url: str) -> None:
     with pytest.raises(SchemaOutdated, match="agentcomms db upgrade"):
         await Store.open(database_url, migrate=False)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import sqlite3
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -61,6 +63,25 @@ def _prepare_sqlite_file(path: Path) -> None:
         pass
 
 
+def _enable_wal(cursor: Any) -> None:
+    """WAL: readers never block the writer, and a crash cannot tear a committed write.
+
+    Converting a new file to WAL needs an exclusive lock, and when several processes open the
+    new file at once SQLite may refuse it at once ("database is locked") without consulting
+    busy_timeout. Only that first conversion can race, so a short retry here is enough; the
+    brief blocking sleep happens only while the file is being created.
+    """
+    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:  # aiosqlite raises the stdlib error
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
+
+
 def _configure_sqlite(engine: AsyncEngine) -> None:
     sync_engine = engine.sync_engine
 
@@ -71,12 +92,11 @@ def _configure_sqlite(engine: AsyncEngine) -> None:
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
         try:
-            # WAL: readers never block the writer, and a crash cannot tear a committed write.
-            cursor.execute("PRAGMA journal_mode=WAL")
-            cursor.execute("PRAGMA synchronous=NORMAL")  # durable enough with WAL, much faster
-            cursor.execute("PRAGMA foreign_keys=ON")
             # Worker, gateway and CLI share the file: wait for a lock rather than fail.
             cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+            _enable_wal(cursor)
+            cursor.execute("PRAGMA synchronous=NORMAL")  # durable enough with WAL, much faster
+            cursor.execute("PRAGMA foreign_keys=ON")
         finally:
             cursor.close()
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import weakref
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -64,6 +66,18 @@ async def database_errors(url: str) -> AsyncIterator[None]:
         ) from exc
 
 
+# Alembic keeps the running migration in module globals (``alembic.context``, ``alembic.op``), so
+# two upgrades interleaving in one event loop, even of different databases, corrupt each other.
+# One lock per loop: an asyncio.Lock belongs to the loop that first waits on it.
+_alembic_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _alembic_lock() -> asyncio.Lock:
+    return _alembic_locks.setdefault(asyncio.get_running_loop(), asyncio.Lock())
+
+
 def _upgrade(connection: Connection) -> None:
     command.upgrade(alembic_config(connection), "head")
 
@@ -78,7 +92,7 @@ async def upgrade_engine(engine: AsyncEngine) -> None:
     Processes that start together (worker, gateway) may both upgrade: the first holds a lock
     (SQLite's write lock, a PostgreSQL advisory lock) and the others then find nothing to do.
     """
-    async with write_transaction(engine) as conn:
+    async with _alembic_lock(), write_transaction(engine) as conn:
         if conn.dialect.name == "postgresql":
             await conn.execute(
                 text("SELECT pg_advisory_xact_lock(:cls, 0)"), {"cls": PG_LOCK_MIGRATIONS}
