@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import logging
+import os
+import sys
+
 import typer
 
 app = typer.Typer(
@@ -20,4 +24,36 @@ from agentcomms.cli import agents_cmd, config_cmd, db_cmd, mcp_cmd, run_cmd  # n
 
 
 def main() -> None:
-    app()
+    try:
+        app()
+        code = 0
+    except SystemExit as exc:  # click ends every command, successful or not, with SystemExit
+        code = _exit_status(exc.code)
+    _exit_skipping_finalization(code)
+
+
+def _exit_status(code: object) -> int:
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)  # what sys.exit("message") would have printed
+    return 1
+
+
+def _exit_skipping_finalization(code: int) -> None:
+    """Flush what we wrote, then leave without interpreter finalization.
+
+    The Temporal client's Rust runtime keeps threads that may call into Python while the
+    interpreter finalizes, which aborts a finished command with "Fatal Python error:
+    PyGILState_Release" and exit status 134 (temporalio/sdk-python#300; a third of
+    `agentcomms status` runs here). Everything this process owns (dev server, sockets, state
+    file, database connections) has been closed by the command itself before this point.
+    """
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe: nothing more can be said
+            pass
+    os._exit(code)
