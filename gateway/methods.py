@@ -319,5 +319,5 @@ class Methods:
 
     async def history(self, p: HistoryParams) -> dict[str, Any]:
         """A channel's newest messages, both directions, oldest first (from the projection)."""
-        events = await self._store.channel_history(p.channel_id, p.limit)
+        events = await self._store.channel_history(p.channel_id, p.limit, p.agent_id)
         return {"channel_id": p.channel_id, "messages": [event_json(e) for e in events]}

@@ -11,6 +11,7 @@ from pathlib import Path
 from fastmcp import FastMCP
 from fastmcp.server.auth import AuthProvider
 
+from agentcomms.models import LOCAL_CHANNEL
 from gateway.protocol import NOT_FOUND
 from mcp_server.errors import GatewayDown, GatewayRefused, InvalidArgument
 from mcp_server.identity import calling_agent
@@ -231,9 +232,15 @@ def build_server(socket: Path, *, default_agent: str, auth: AuthProvider | None 
     async def get_messages(
         provider: ChatProvider, chat_id: ChatId, limit: HistoryLimit = 10
     ) -> MessagesResult:
-        """A chat's newest messages, both directions, oldest first (from the durable store)."""
+        """A chat's newest messages, both directions, oldest first (from the durable store).
+
+        For provider 'local' that is your own conversation with your human in the terminal.
+        """
         channel = channel_for(provider, _chat(chat_id))
-        result = await gateway.call("history", channel_id=channel, limit=limit)
+        params: dict[str, object] = {"channel_id": channel, "limit": limit}
+        if channel == LOCAL_CHANNEL:  # one terminal channel, a separate conversation per agent
+            params["agent_id"] = calling_agent(None, default_agent)
+        result = await gateway.call("history", **params)
         return {
             "messages": [history_message(e) for e in result["messages"]],
             "channel_id": channel,

@@ -184,6 +184,25 @@ async def test_send_agent_message_to_an_absent_agent_is_queued_not_delivered(sta
     assert result["delivered"] is False and result["status"] == "queued"
 
 
+async def test_get_messages_local_is_the_callers_own_talk_with_its_human(stack: Stack):
+    mine, other = stack.agent_id("mine"), stack.agent_id("other")
+    to_me = await stack.call("send", agent_id=mine, message="for mine")
+    await stack.call("send", agent_id=other, message="for other")
+    await call(
+        server_for(stack, other),
+        "send_message",
+        provider="local",
+        chat_id="local",
+        message="other's question",
+    )
+    history = await call(
+        server_for(stack, mine), "get_messages", provider="local", chat_id="local", limit=50
+    )
+    assert [(m["id"], m["content"]) for m in history["messages"]] == [
+        (to_me["event_id"], "for mine")
+    ]
+
+
 async def test_send_message_local_reaches_the_human_and_get_messages_shows_the_talk(
     stack: Stack,
 ):

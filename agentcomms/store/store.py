@@ -223,8 +223,13 @@ class Store:
         async with self._engine.connect() as conn:
             return [from_row(Event, row) for row in await conn.execute(stmt)]
 
-    async def channel_history(self, channel_id: str, limit: int) -> list[Event]:
-        """The newest ``limit`` messages of a channel, both directions, returned oldest first."""
+    async def channel_history(
+        self, channel_id: str, limit: int, agent_id: str | None = None
+    ) -> list[Event]:
+        """The newest ``limit`` messages of a channel, both directions, returned oldest first.
+
+        ``agent_id`` narrows it to one agent's side of the channel (its messages in and out).
+        """
         _check_limit(limit)
         stmt = (
             select(EventRow)
@@ -232,6 +237,7 @@ class Store:
                 EventRow.channel_id == channel_id,
                 EventRow.type.in_(MESSAGE_TYPES),
                 _shown_to_agent(),
+                *([EventRow.agent_id == agent_id] if agent_id is not None else []),
             )
             .order_by(EventRow.seq.desc())
             .limit(limit)
