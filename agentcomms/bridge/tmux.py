@@ -265,7 +265,8 @@ class TmuxAdapter:
         if proc.returncode != 0:
             where = f"tmux server at {socket}" if socket else "default tmux server"
             if _NOT_FOUND.search(stderr):
-                raise PaneNotFound(f"{stderr} ({where})")
+                # "no server running on /path" already names the server; others do not.
+                raise PaneNotFound(stderr if socket and socket in stderr else f"{stderr} ({where})")
             raise TmuxError(
                 f"tmux failed ({where}): {stderr or f'exit status {proc.returncode}'}",
                 stderr=stderr,
