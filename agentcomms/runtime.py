@@ -12,12 +12,12 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from temporalio.client import Client
 
 from agentcomms.config import Config, agentcomms_home
-from agentcomms.errors import TemporalUnavailable
+from agentcomms.errors import AgentcommsError, TemporalUnavailable
 from agentcomms.models import utcnow
 from agentcomms.store import Store
 from agentcomms.temporal import (
@@ -54,9 +54,9 @@ async def temporal_and_store(
                 f"No Temporal server at {address}. Start one with `agentcomms up` (which embeds a "
                 "dev server) or set temporal.address to a running server."
             )
-        dev = await asyncio.to_thread(DevServer.start, cfg.temporal, headless=headless)
+        dev = await _start_dev_server(cfg, headless)
     try:
-        client = await connect(cfg.temporal, attempts=25)
+        client = await connect(cfg.temporal, patience_s=5.0)
         if dev is None:
             await ensure_search_attributes(client)
         store = await Store.open(cfg.database.resolved_url())
@@ -69,15 +69,67 @@ async def temporal_and_store(
             await asyncio.to_thread(dev.stop)
 
 
+async def _start_dev_server(cfg: Config, headless: bool) -> DevServer:
+    booting = asyncio.ensure_future(
+        asyncio.to_thread(DevServer.start, cfg.temporal, headless=headless)
+    )
+    try:
+        return await asyncio.shield(booting)
+    except asyncio.CancelledError:
+        # Stopped while it boots: the thread cannot be interrupted, so let it finish, then stop
+        # the server it started rather than leave it behind.
+        with contextlib.suppress(Exception):
+            await asyncio.to_thread((await booting).stop)
+        raise
+
+
+class StopEvent(asyncio.Event):
+    """Set by Ctrl-C or SIGTERM.
+
+    Until something waits on it, that is during start-up, a signal also cancels the task that is
+    starting: a dev server slow to boot or an address that never answers must not outlive the
+    user's Ctrl-C.
+    """
+
+    def __init__(self, starting: asyncio.Task[Any] | None) -> None:
+        super().__init__()
+        self._starting = starting
+        self.cancelled_startup = False
+
+    def signal(self) -> None:
+        self.set()
+        if self._starting is not None:
+            self._starting.cancel()
+            self._starting = None
+            self.cancelled_startup = True
+
+    async def wait(self) -> Literal[True]:
+        self._starting = None  # started: from now on the waiter stops things in order
+        return await super().wait()
+
+
+class StoppedDuringStartup(AgentcommsError):
+    """Ctrl-C or SIGTERM arrived before start-up finished; what had started was stopped."""
+
+
 @asynccontextmanager
 async def stop_signals() -> AsyncIterator[asyncio.Event]:
     """An event set by Ctrl-C or SIGTERM, installed first so a signal during start-up is not lost."""
-    stop = asyncio.Event()
+    stop = StopEvent(asyncio.current_task())
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, stop.signal)
     try:
         yield stop
+    except asyncio.CancelledError:
+        if not stop.cancelled_startup:
+            raise
+        task = asyncio.current_task()
+        if task is not None:
+            task.uncancel()
+        raise StoppedDuringStartup(
+            "stopped by a signal before start-up finished; nothing was left running"
+        ) from None
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)

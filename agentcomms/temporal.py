@@ -76,26 +76,41 @@ def server_answers(address: str, timeout: float = 0.5) -> bool:
         return False
 
 
-async def connect(cfg: TemporalConfig, *, attempts: int = 1) -> Client:
-    """A client with the pydantic data converter, or a `TemporalUnavailable` that says what to do."""
-    last: Exception | None = None
-    for attempt in range(attempts):
+# A listener that accepts TCP but never answers gRPC (another program on the port, a TLS server
+# spoken to in plain text) would otherwise hold the client's connect for minutes.
+CONNECT_TIMEOUT_S = 15.0
+
+
+async def connect(cfg: TemporalConfig, *, patience_s: float = 0.0) -> Client:
+    """A client with the pydantic data converter, or a `TemporalUnavailable` that says what to do.
+
+    Refused connections are retried for ``patience_s`` (a dev server that is still starting).
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + patience_s
+    while True:
         try:
-            return await Client.connect(
-                cfg.address,
-                namespace=cfg.namespace,
-                data_converter=pydantic_data_converter,
-                api_key=cfg.api_key.get_secret_value() if cfg.api_key else None,
-                tls=cfg.tls,
-            )
+            async with asyncio.timeout(CONNECT_TIMEOUT_S):
+                return await Client.connect(
+                    cfg.address,
+                    namespace=cfg.namespace,
+                    data_converter=pydantic_data_converter,
+                    api_key=cfg.api_key.get_secret_value() if cfg.api_key else None,
+                    tls=cfg.tls,
+                )
+        except TimeoutError:
+            raise TemporalUnavailable(
+                f"Something at {cfg.address} accepts connections but did not answer as a "
+                f"Temporal server within {CONNECT_TIMEOUT_S:.0f} s. Check temporal.address (is "
+                "another program on that port?) and temporal.tls."
+            ) from None
         except RuntimeError as exc:  # the SDK raises RuntimeError for connection failures
-            last = exc
-            if attempt + 1 < attempts:
-                await asyncio.sleep(0.2)
-    raise TemporalUnavailable(
-        f"No Temporal server answers at {cfg.address} ({last}). Start everything with "
-        "`agentcomms up`, or set temporal.address to a running server."
-    )
+            if loop.time() >= deadline:
+                raise TemporalUnavailable(
+                    f"No Temporal server answers at {cfg.address} ({exc}). Start everything "
+                    "with `agentcomms up`, or set temporal.address to a running server."
+                ) from None
+            await asyncio.sleep(0.2)
 
 
 async def ensure_search_attributes(client: Client) -> None:

@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -195,3 +196,55 @@ def test_every_command_has_help_that_teaches():
         "db",
     ):
         assert command in top
+
+
+@pytest.fixture
+def silent_listener() -> Iterator[socket.socket]:
+    """A socket that accepts TCP connections and never answers: another program on the port."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(16)
+        listener.settimeout(30)
+        yield listener
+
+
+def address_of(listener: socket.socket) -> str:
+    host, port = listener.getsockname()
+    return f"{host}:{port}"
+
+
+async def test_connect_to_something_that_is_not_temporal_gives_up_with_a_reason(
+    silent_listener: socket.socket, monkeypatch: pytest.MonkeyPatch
+):
+    from agentcomms import temporal
+    from agentcomms.config import TemporalConfig
+    from agentcomms.errors import TemporalUnavailable
+
+    monkeypatch.setattr(temporal, "CONNECT_TIMEOUT_S", 1.0)
+    with pytest.raises(TemporalUnavailable, match="did not answer as a Temporal server"):
+        await temporal.connect(TemporalConfig(address=address_of(silent_listener)))
+
+
+@pytest.mark.timeout(60)
+def test_a_signal_during_start_up_stops_it_at_once(silent_listener: socket.socket, tmp_path: Path):
+    # Before: `up` sat in the client's connect, deaf to Ctrl-C, for as long as the port held.
+    home = tmp_path / "home"
+    proc = start_up(env_for(home, AGENTCOMMS_TEMPORAL__ADDRESS=address_of(silent_listener)))
+    connections: list[socket.socket] = []
+    try:
+        # The first connection is the "does anything answer" probe (signal handlers are in
+        # place by then); the second is the Temporal client, now waiting for an answer.
+        connections.extend(silent_listener.accept()[0] for _ in range(2))
+        assert proc.poll() is None
+        started = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=15)
+        took = time.monotonic() - started
+        output = proc.stdout.read() if proc.stdout else ""
+    finally:
+        stop(proc)
+        for connection in connections:
+            connection.close()
+    assert proc.returncode == 1 and "before start-up finished" in output, output
+    assert took < 5
+    assert not (home / "daemon.sock").exists() and not (home / "up.json").exists()
