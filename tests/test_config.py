@@ -325,6 +325,29 @@ def test_a_file_that_is_not_an_object_is_an_error(home: Path, text: str) -> None
         load_config()
 
 
+def test_json_nested_beyond_the_parser_is_an_error_not_a_traceback(home: Path) -> None:
+    write_config(home, "[" * 100_000 + "]" * 100_000)
+    with pytest.raises(ConfigError, match="nested too deeply"):
+        load_config()
+
+
+@pytest.mark.parametrize("kind", ["directory", "fifo", "huge"])
+def test_a_path_that_is_not_a_config_file_is_named_for_what_it_is(home: Path, kind: str) -> None:
+    home.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path = home / "config.json"
+    if kind == "directory":
+        path.mkdir(mode=0o700)
+        expected = "is a directory"
+    elif kind == "fifo":
+        os.mkfifo(path, 0o600)  # reading it would wait for a writer forever
+        expected = "not a regular file"
+    else:
+        write_config(home, "{}" + " " * 2_000_000)
+        expected = "2,000,002 bytes"
+    with pytest.raises(ConfigError, match=expected):
+        load_config()
+
+
 def test_wrong_type_names_the_key_and_the_expected_type(home: Path) -> None:
     path = write_config(home, {"temporal": {"ui_port": "abc"}})
     with pytest.raises(ConfigError) as excinfo:

@@ -60,6 +60,7 @@ def resolve_config(path: Path | None = None) -> ResolvedConfig:
     data: dict[str, Any] = {}
     exists = path.exists()
     if exists:
+        _check_regular_file(path)
         _check_private(path)
         data = _parse(_read(path), label)
     elif explicit:
@@ -87,6 +88,30 @@ def resolve_config(path: Path | None = None) -> ResolvedConfig:
     if problems:
         raise ConfigError("\n".join(problems))
     return ResolvedConfig(config, path, exists, file_keys, env)
+
+
+# A configuration is a few kilobytes; a bigger file is a mistake that should not fill memory.
+MAX_CONFIG_BYTES = 1_000_000
+
+
+def _check_regular_file(path: Path) -> None:
+    """Refuse what is not a config file at all: a directory, a FIFO (reading it would hang)."""
+    try:
+        info = path.stat()
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise ConfigError(
+            f"{path} is a directory; the configuration is one JSON file. Move the directory "
+            "away, then run `agentcomms config init`"
+        )
+    if not stat.S_ISREG(info.st_mode):
+        raise ConfigError(f"{path} is not a regular file; the configuration is one JSON file")
+    if info.st_size > MAX_CONFIG_BYTES:
+        raise ConfigError(
+            f"{path} is {info.st_size:,} bytes; a configuration is a few kilobytes "
+            f"(limit {MAX_CONFIG_BYTES:,}). Is it the right file?"
+        )
 
 
 def _check_private(path: Path) -> None:
@@ -149,6 +174,8 @@ def _parse(text: str, label: str) -> dict[str, Any]:
         )
     try:
         value = json.loads(text, object_pairs_hook=_object)
+    except RecursionError:
+        raise ConfigError(f"{label}: the JSON is nested too deeply to be a configuration") from None
     except json.JSONDecodeError as exc:
         # Only the parser's own words and the position: echoing the line could echo a secret.
         hint = ""
