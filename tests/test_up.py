@@ -196,6 +196,16 @@ def test_every_command_has_help_that_teaches():
         "db",
     ):
         assert command in top
+    # Docstrings are wrapped at 100 columns in the source; help reflows them to the terminal
+    # instead of keeping those breaks (which left a ragged "for a local" line at 80 columns).
+    wide = subprocess.run(
+        [AGENTCOMMS, "up", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**os.environ, "COLUMNS": "300"},
+    ).stdout
+    assert "otherwise, for a local address, starts" in wide
 
 
 @pytest.fixture
