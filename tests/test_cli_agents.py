@@ -33,13 +33,44 @@ def cli_home(tmp_path: Path, stack: Stack) -> Path:
     return home
 
 
-async def cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+async def cli(home: Path, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTCOMMS_")}
     env["AGENTCOMMS_HOME"] = str(home)
     env["COLUMNS"] = "200"
     return await asyncio.to_thread(
-        subprocess.run, [AGENTCOMMS, *args], env=env, capture_output=True, text=True, timeout=60
+        subprocess.run,
+        [AGENTCOMMS, *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        input=stdin,
     )
+
+
+async def test_send_reads_a_piped_message(stack: Stack, tmux: Tmux, tmp_path: Path):
+    home = cli_home(tmp_path, stack)
+    agent = stack.agent_id("piped")
+    target, out = recorder(tmux, tmp_path, "rec")
+    registered = await cli(
+        home,
+        "agents",
+        "register",
+        agent,
+        "--tmux",
+        target,
+        "--socket",
+        tmux.socket,
+        "--submit-delay-ms",
+        "0",
+    )
+    assert registered.returncode == 0, registered.stderr
+    sent = await cli(home, "send", agent, "--wait", stdin='diff --git a/x\n+ "$y"\n')
+    assert sent.returncode == 0 and "delivered" in sent.stdout, sent.stderr
+    # Pasted with its newline kept; the one trailing newline from the pipe is not a second Enter.
+    assert out.read_bytes() == b'diff --git a/x\n+ "$y"\r'
+    empty = await cli(home, "send", agent, stdin="\n")
+    assert empty.returncode == 1 and "message on stdin is empty" in empty.stderr
 
 
 async def test_register_send_events_interrupt_inbox(stack: Stack, tmux: Tmux, tmp_path: Path):

@@ -13,7 +13,7 @@ import typer
 from rich.table import Table
 
 from agentcomms.cli import app
-from agentcomms.cli.common import console, fail, print_json, run_async
+from agentcomms.cli.common import console, fail, message_or_stdin, print_json, run_async
 from agentcomms.client import GatewayClient, call
 from agentcomms.config import load_config
 
@@ -137,7 +137,10 @@ def _print_post(result: dict[str, Any], as_json: bool, what: str) -> None:
 @app.command()
 def send(
     agent: Annotated[str, typer.Argument(help="The agent's id.")],
-    message: Annotated[str, typer.Argument(help="Text typed into the agent's pane.")],
+    message: Annotated[
+        str | None,
+        typer.Argument(help="Text typed into the agent's pane; left out, it is read from stdin."),
+    ] = None,
     wait: WaitOption = False,
     timeout: TimeoutOption = 10,
     event_id: Annotated[
@@ -153,11 +156,12 @@ def send(
     """Send a message to an agent; it is typed into the agent's pane, once, in order.
 
     Without --wait this returns once the message is durable (it survives crashes). A script that
-    retries after an error passes the same --event-id each time.
+    retries after an error passes the same --event-id each time. Long or multi-line text can be
+    piped in: `git diff | agentcomms send reviewer`.
     """
     params: dict[str, Any] = {
         "agent_id": agent,
-        "message": message,
+        "message": message_or_stdin(message, "echo text | agentcomms send AGENT"),
         "wait": wait,
         "timeout": timeout,
     }
@@ -237,12 +241,16 @@ def _print_event(e: dict[str, Any], as_json: bool) -> None:
 @app.command()
 def reply(
     channel: Annotated[str, typer.Argument(help="Channel id, e.g. cli:local.")],
-    message: Annotated[str, typer.Argument(help="The agent's message to the human.")],
+    message: Annotated[
+        str | None,
+        typer.Argument(help="The agent's message to the human; left out, it is read from stdin."),
+    ] = None,
     agent: Annotated[str | None, typer.Option("--agent", "-a", help="Replying agent.")] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Send an agent's message to a human channel (cli:local shows up in `agentcomms inbox`)."""
-    params: dict[str, Any] = {"channel_id": channel, "message": message}
+    text = message_or_stdin(message, "echo text | agentcomms reply cli:local -a AGENT")
+    params: dict[str, Any] = {"channel_id": channel, "message": text}
     if agent:
         params["agent_id"] = agent
     result = _gateway("reply", **params)

@@ -32,6 +32,27 @@ def user_errors() -> Iterator[None]:
         fail(str(exc))
 
 
+# What the gateway accepts in one message (gateway.params.MessageText).
+MAX_MESSAGE_CHARS = 100_000
+
+
+def message_or_stdin(message: str | None, example: str) -> str:
+    """The message argument, or, when it is left out, the text piped into the command.
+
+    One trailing newline (from `echo` or a file) is dropped: it would press Enter twice.
+    """
+    if message is not None:
+        return message
+    if sys.stdin.isatty():
+        fail(f"no message: give it as an argument, or pipe it in ({example})")
+    text = sys.stdin.read(MAX_MESSAGE_CHARS + 2).removesuffix("\n")
+    if len(text) > MAX_MESSAGE_CHARS:
+        fail(f"the message on stdin is longer than {MAX_MESSAGE_CHARS:,} characters")
+    if not text.strip():
+        fail("the message on stdin is empty")
+    return text
+
+
 def print_fields(rows: list[tuple[str, str | None]]) -> None:
     """Label/value lines, never truncated (paths must survive a narrow or piped terminal)."""
     width = max(len(label) for label, _ in rows)
