@@ -13,6 +13,7 @@ from functools import cached_property
 from typing import Any
 
 from pydantic import ValidationError
+from temporalio.service import RPCError
 
 from agentcomms.config import Config, host_name
 from agentcomms.ids import new_event_id
@@ -37,6 +38,7 @@ from gateway.params import (
     WaitMessagesParams,
 )
 from gateway.protocol import (
+    INTERNAL_ERROR,
     INVALID_PARAMS,
     METHOD_NOT_FOUND,
     NOT_FOUND,
@@ -102,7 +104,10 @@ class Methods:
             parsed = model.model_validate(params)
         except ValidationError as exc:
             raise RpcError(INVALID_PARAMS, describe_validation(exc)) from None
-        return await handler(parsed)
+        try:
+            return await handler(parsed)
+        except RPCError as exc:  # Temporal itself (a handler that can say more has said it)
+            raise RpcError(INTERNAL_ERROR, self._temporal_trouble(exc)) from None
 
     # ---- the seed's nine -----------------------------------------------------------------------
 
@@ -253,8 +258,21 @@ class Methods:
 
     # ---- helpers ---------------------------------------------------------------------------------
 
+    def _temporal_trouble(self, exc: RPCError) -> str:
+        return (
+            f"Temporal at {self._cfg.temporal.address} did not answer ({exc.status.name}: "
+            f"{exc.message}); `agentcomms status` shows what is running"
+        )
+
     async def _post(self, event: Event, *, wait: bool, wait_s: float) -> dict[str, Any]:
-        await self._mailbox.post(event)
+        try:
+            await self._mailbox.post(event)
+        except RPCError as exc:
+            raise RpcError(
+                INTERNAL_ERROR,
+                f"{event.id} was not accepted, nothing was queued: {self._temporal_trouble(exc)}. "
+                "Send it again (with the same event id) once Temporal answers.",
+            ) from None
         result: dict[str, Any] = {"event_id": event.id, "delivered": False, "status": "queued"}
         if wait:
             outcome = await self._mailbox.wait_delivered(event.agent_id, event.id, wait_s)
