@@ -6,9 +6,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import signal
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +29,8 @@ from agentcomms.temporal import (
     is_local,
     server_answers,
 )
+
+log = logging.getLogger(__name__)
 
 
 def state_path() -> Path:
@@ -55,18 +59,59 @@ async def temporal_and_store(
                 "dev server) or set temporal.address to a running server."
             )
         dev = await _start_dev_server(cfg, headless)
+    rt: Runtime | None = None
     try:
         client = await connect(cfg.temporal, patience_s=5.0)
         if dev is None:
             await ensure_search_attributes(client)
         store = await Store.open(cfg.database.resolved_url())
         try:
-            yield Runtime(cfg=cfg, client=client, store=store, dev_server=dev)
+            rt = Runtime(cfg=cfg, client=client, store=store, dev_server=dev)
+            yield rt
         finally:
             await store.close()
     finally:
-        if dev is not None:
-            await asyncio.to_thread(dev.stop)
+        # The supervisor may have replaced the server we started.
+        running = rt.dev_server if rt is not None else dev
+        if running is not None:
+            await asyncio.to_thread(running.stop)
+
+
+# A dev server that dies this soon after (re)starting is failing, not crashing once.
+DEV_SERVER_MIN_UPTIME_S = 30.0
+DEV_SERVER_MAX_QUICK_DEATHS = 3
+
+
+async def keep_dev_server_running(
+    rt: Runtime, on_restart: Callable[[DevServer], None] = lambda _: None
+) -> None:
+    """Restart the embedded Temporal server when it dies under `up` (killed, out of memory).
+
+    Its database file keeps every mailbox, and the worker and clients reconnect by themselves,
+    so a restart loses nothing. A server that keeps dying right after starting is given up on:
+    this raises, and `up` stops with the reason instead of looping.
+    """
+    quick_deaths = 0
+    while (dev := rt.dev_server) is not None:
+        started = time.monotonic()
+        code = await asyncio.to_thread(dev.process.wait)
+        quick_deaths = (
+            quick_deaths + 1 if time.monotonic() - started < DEV_SERVER_MIN_UPTIME_S else 0
+        )
+        if quick_deaths >= DEV_SERVER_MAX_QUICK_DEATHS:
+            raise TemporalUnavailable(
+                f"The embedded Temporal server exited (code {code}) {quick_deaths} times in a row "
+                f"soon after starting; see {dev.log_path}."
+            )
+        log.warning(
+            "the embedded Temporal server exited (code %s); restarting it (log: %s)",
+            code,
+            dev.log_path,
+        )
+        rt.dev_server = await asyncio.to_thread(
+            DevServer.start, rt.cfg.temporal, headless=dev.ui_url is None
+        )
+        on_restart(rt.dev_server)
 
 
 async def _start_dev_server(cfg: Config, headless: bool) -> DevServer:

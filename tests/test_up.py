@@ -15,6 +15,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.conftest import Tmux
+
 AGENTCOMMS = str(Path(sys.executable).parent / "agentcomms")
 
 
@@ -258,3 +260,70 @@ def test_a_signal_during_start_up_stops_it_at_once(silent_listener: socket.socke
     assert proc.returncode == 1 and "before start-up finished" in output, output
     assert took < 5
     assert not (home / "daemon.sock").exists() and not (home / "up.json").exists()
+
+
+@pytest.mark.timeout(120)
+def test_up_restarts_its_temporal_server_when_it_dies_and_loses_nothing(
+    up_env: dict[str, str], tmux: Tmux
+):
+    home = Path(up_env["AGENTCOMMS_HOME"])
+    target = tmux.new_session("agent")
+    proc = start_up(up_env)
+    try:
+        wait_for_line(proc, "Database")
+        registered = run(
+            up_env, "agents", "register", "backend", "--tmux", target, "--socket", tmux.socket
+        )
+        assert registered.returncode == 0, registered.stderr
+        first_pid = json.loads((home / "up.json").read_text())["temporal_pid"]
+        os.kill(first_pid, signal.SIGKILL)  # the OOM killer, a stray `pkill temporal`
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            pid = json.loads((home / "up.json").read_text())["temporal_pid"]
+            if pid != first_pid:
+                break
+            time.sleep(0.2)
+        assert pid != first_pid and pid_alive(pid)
+        # The mailbox survived in the server's database; the worker found the new server.
+        sent = run(up_env, "send", "backend", "echo back again", "--wait", "--timeout", "30")
+        assert sent.returncode == 0 and "delivered" in sent.stdout, sent.stdout + sent.stderr
+        assert "back again" in tmux.capture(target)
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=15)
+        printed = proc.stdout.read() if proc.stdout else ""
+    finally:
+        stop(proc)
+    assert proc.returncode == 0
+    assert "restarting it" in printed
+    assert not pid_alive(pid)  # the replacement is stopped too
+
+
+@pytest.mark.timeout(90)
+def test_a_send_while_temporal_is_down_says_it_was_not_accepted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    from agentcomms.config import TemporalConfig
+    from agentcomms.temporal import DevServer
+
+    home = tmp_path / "home"
+    monkeypatch.setenv("AGENTCOMMS_HOME", str(home))
+    temporal = TemporalConfig(address=f"127.0.0.1:{free_port()}", ui_port=free_port())
+    server = DevServer.start(temporal, headless=True)
+    env = env_for(home, AGENTCOMMS_TEMPORAL__ADDRESS=temporal.address)
+    gateway = subprocess.Popen(
+        [AGENTCOMMS, "gateway"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        wait_for_line(gateway, "gateway listening")
+        server.stop()
+        sent = run(env, "send", "backend", "hello")
+    finally:
+        server.stop()
+        stop(gateway)
+    assert sent.returncode == 1
+    assert "was not accepted, nothing was queued" in sent.stderr, sent.stderr
+    assert f"Temporal at {temporal.address} did not answer" in sent.stderr

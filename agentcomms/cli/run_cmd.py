@@ -18,6 +18,7 @@ from agentcomms.config import Config, ensure_home, load_config
 from agentcomms.runtime import (
     cancel_and_wait,
     clear_state,
+    keep_dev_server_running,
     read_state,
     stop_signals,
     temporal_and_store,
@@ -25,6 +26,7 @@ from agentcomms.runtime import (
     write_state,
 )
 from agentcomms.store.engine import display_url
+from agentcomms.temporal import DevServer
 
 HeadlessOption = Annotated[
     bool, typer.Option("--headless", help="Start the embedded Temporal server without its web UI.")
@@ -73,6 +75,14 @@ async def _up(cfg: Config, headless: bool) -> None:
             "database": display_url(cfg.database.resolved_url()),
         }
         write_state(info)
+
+        def restarted(server: DevServer) -> None:
+            info["temporal_pid"] = server.process.pid
+            write_state(info)
+
+        watched = [workers]
+        if dev is not None:
+            watched.append(asyncio.create_task(keep_dev_server_running(rt, restarted)))
         where = "embedded dev server" if dev else "existing server"
         console.print("[bold green]agentcomms is up[/] — Ctrl-C stops everything")
         print_fields(
@@ -84,12 +94,13 @@ async def _up(cfg: Config, headless: bool) -> None:
             ]
         )
         try:
-            await until_stopped(stop, workers)
+            await until_stopped(stop, *watched)
         finally:
             console.print("stopping…")
             clear_state()
             await gateway.close()
-            await cancel_and_wait(workers)
+            for task in reversed(watched):
+                await cancel_and_wait(task)
 
 
 @app.command()
