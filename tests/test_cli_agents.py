@@ -218,3 +218,19 @@ async def test_events_follow_prints_new_events_as_they_come(
     finally:
         follow.kill()
         await follow.wait()
+
+
+async def test_register_notes_a_pane_that_does_not_exist_yet(
+    stack: Stack, tmux: Tmux, tmp_path: Path
+):
+    home = cli_home(tmp_path, stack)
+    agent = stack.agent_id("early")
+    early = await cli(
+        home, "agents", "register", agent, "--tmux", "later:0.0", "--socket", tmux.socket
+    )
+    assert early.returncode == 0, early.stderr
+    assert f"note: error connecting to {tmux.socket}" in early.stdout  # no server there yet
+    assert "messages wait until the pane exists" in early.stdout
+    target = tmux.new_session("later")
+    again = await cli(home, "agents", "register", agent, "--tmux", target, "--socket", tmux.socket)
+    assert again.returncode == 0 and "note:" not in again.stdout, again.stdout

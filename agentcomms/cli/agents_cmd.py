@@ -12,10 +12,12 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from agentcomms.bridge import BridgeError, TmuxAdapter
 from agentcomms.cli import app
 from agentcomms.cli.common import console, fail, message_or_stdin, print_json, run_async
 from agentcomms.client import GatewayClient, call
-from agentcomms.config import load_config
+from agentcomms.config import host_name, load_config
+from agentcomms.models import PaneTarget
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 WaitOption = Annotated[
@@ -111,7 +113,22 @@ def register(
     if host:
         params["host"] = host
     result = _gateway("register", **params)
-    _print_result(result, as_json, f"registered {agent_id} → {tmux} on {result['host']}")
+    summary = f"registered {agent_id} → {tmux} on {result['host']}"
+    # The gateway's socket is local, so without --host the pane is on this machine: look at it.
+    if host is None or host == host_name():
+        missing = run_async(_pane_problem, PaneTarget(target=tmux, socket=socket))
+        if missing:
+            summary += f"\n  note: {missing}; messages wait until the pane exists"
+    _print_result(result, as_json, summary)
+
+
+async def _pane_problem(pane: PaneTarget) -> str | None:
+    """Why the pane cannot be typed into from here, or None when it is there."""
+    try:
+        await TmuxAdapter().pane_info(pane)
+    except BridgeError as exc:  # no such pane, no tmux server, tmux not installed
+        return str(exc)
+    return None
 
 
 @agents_app.command("unregister")
