@@ -138,10 +138,8 @@ async def test_wait_for_messages_returns_when_a_message_arrives(stack: Stack):
     waiting = asyncio.create_task(call(server, "wait_for_messages", timeout_s=20))
     await asyncio.sleep(0.3)
     assert not waiting.done()
-    started = time.monotonic()
     sent = await stack.call("send", agent_id=agent, message="your answer")
-    result = await asyncio.wait_for(waiting, 10)
-    assert time.monotonic() - started < 5
+    result = await asyncio.wait_for(waiting, 10)  # long before its own 20 s
     assert result["timed_out"] is False
     assert [m["id"] for m in result["messages"]] == [sent["event_id"]]
     # It consumed the message like check_messages does.
@@ -151,7 +149,7 @@ async def test_wait_for_messages_returns_when_a_message_arrives(stack: Stack):
 async def test_wait_for_messages_times_out_empty(stack: Stack):
     started = time.monotonic()
     result = await call(server_for(stack, stack.agent_id()), "wait_for_messages", timeout_s=0.3)
-    assert 0.25 < time.monotonic() - started < 3
+    assert time.monotonic() - started > 0.25  # it waited (a hang is the test timeout's job)
     assert result["timed_out"] is True and result["messages"] == []
 
 

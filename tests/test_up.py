@@ -249,17 +249,15 @@ def test_a_signal_during_start_up_stops_it_at_once(silent_listener: socket.socke
         # place by then); the second is the Temporal client, now waiting for an answer.
         connections.extend(silent_listener.accept()[0] for _ in range(2))
         assert proc.poll() is None
-        started = time.monotonic()
         proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=15)
-        took = time.monotonic() - started
+        proc.wait(timeout=14)  # before the client's own 15 s connect limit could end it
         output = proc.stdout.read() if proc.stdout else ""
     finally:
         stop(proc)
         for connection in connections:
             connection.close()
     assert proc.returncode == 1 and "before start-up finished" in output, output
-    assert took < 5
+    assert "did not answer" not in output  # the signal ended it, not the connect limit
     assert not (home / "daemon.sock").exists() and not (home / "up.json").exists()
 
 
