@@ -47,4 +47,11 @@ async def serve(
     server = build_server(socket, default_agent=default_agent, auth=tokens)
     who = f"tokens of {', '.join(tokens.agents)}" if tokens else f"no token, agent {default_agent}"
     log.info("MCP over HTTP at http://%s:%d%s (%s)", host, port, MCP_PATH, who)
+    if tokens is None:
+        # Loopback is not private on a shared machine: every local user can reach the port.
+        log.warning(
+            "no agent has a token, so any user of this machine can call these tools as any "
+            "agent (and type into its pane); on a shared machine give each agent a token "
+            "(agents.<id>.token)"
+        )
     await server.run_http_async(host=host, port=port, path=MCP_PATH, show_banner=False)

@@ -199,6 +199,8 @@ async def test_http_on_loopback_needs_no_token(stack: Stack, tmp_path: Path):
         assert sent["success"] is True
     event = await stack.store.get_event(sent["message_id"])
     assert event is not None and event.source_agent_id == agent and event.text == "hi"
+    # Loopback is reachable by every user of a shared machine: the log says so.
+    assert "any user of this machine can call these tools" in (tmp_path / "http.log").read_text()
 
 
 async def test_http_tokens_fix_who_is_calling(stack: Stack, tmux: Tmux, tmp_path: Path):
@@ -233,6 +235,7 @@ async def test_http_tokens_fix_who_is_calling(stack: Stack, tmux: Tmux, tmp_path
             assert ok.status_code == 200
     logged = log.read_text()
     assert "401" in logged  # the log is there, and no token is in it
+    assert "any user of this machine" not in logged
     assert not any(token in logged for token in tokens.values())
 
 
