@@ -48,23 +48,23 @@ async def cli(home: Path, *args: str, stdin: str = "") -> subprocess.CompletedPr
     )
 
 
+async def register_recorder_cli(
+    home: Path, tmux: Tmux, tmp_path: Path, agent: str, *options: str
+) -> tuple[Path, str]:
+    """Register a recording pane for `agent` with the CLI; its file, and what the CLI printed."""
+    target, out = recorder(tmux, tmp_path, "rec")
+    registered = await cli(
+        home, "agents", "register", agent, "--tmux", target, "--socket", tmux.socket,
+        "--submit-delay-ms", "0", *options,
+    )  # fmt: skip
+    assert registered.returncode == 0, registered.stderr
+    return out, registered.stdout
+
+
 async def test_send_reads_a_piped_message(stack: Stack, tmux: Tmux, tmp_path: Path):
     home = cli_home(tmp_path, stack)
     agent = stack.agent_id("piped")
-    target, out = recorder(tmux, tmp_path, "rec")
-    registered = await cli(
-        home,
-        "agents",
-        "register",
-        agent,
-        "--tmux",
-        target,
-        "--socket",
-        tmux.socket,
-        "--submit-delay-ms",
-        "0",
-    )
-    assert registered.returncode == 0, registered.stderr
+    out, _ = await register_recorder_cli(home, tmux, tmp_path, agent)
     sent = await cli(home, "send", agent, "--wait", stdin='diff --git a/x\n+ "$y"\n')
     assert sent.returncode == 0 and "delivered" in sent.stdout, sent.stderr
     # Pasted with its newline kept; the one trailing newline from the pipe is not a second Enter.
@@ -76,24 +76,10 @@ async def test_send_reads_a_piped_message(stack: Stack, tmux: Tmux, tmp_path: Pa
 async def test_register_send_events_interrupt_inbox(stack: Stack, tmux: Tmux, tmp_path: Path):
     home = cli_home(tmp_path, stack)
     agent = stack.agent_id("backend")
-    target, out = recorder(tmux, tmp_path, "rec")
-
-    registered = await cli(
-        home,
-        "agents",
-        "register",
-        agent,
-        "--tmux",
-        target,
-        "--socket",
-        tmux.socket,
-        "--submit-delay-ms",
-        "0",
-        "--interrupt-key",
-        "Escape",
+    out, printed = await register_recorder_cli(
+        home, tmux, tmp_path, agent, "--interrupt-key", "Escape"
     )
-    assert registered.returncode == 0, registered.stderr
-    assert f"registered {agent}" in registered.stdout
+    assert f"registered {agent}" in printed
 
     # `--` lets a message start with a dash, as with any command-line tool.
     retry_id = new_event_id()
