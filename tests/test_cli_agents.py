@@ -220,3 +220,14 @@ async def test_register_notes_a_pane_that_does_not_exist_yet(
     target = tmux.new_session("later")
     again = await cli(home, "agents", "register", agent, "--tmux", target, "--socket", tmux.socket)
     assert again.returncode == 0 and "note:" not in again.stdout, again.stdout
+
+
+async def test_send_to_an_agent_without_a_pane_says_why_it_waits(stack: Stack, tmp_path: Path):
+    home = cli_home(tmp_path, stack)
+    typo = stack.agent_id("backnd")
+    sent = await cli(home, "send", typo, "hello")
+    assert sent.returncode == 0 and "queued" in sent.stdout, sent.stderr
+    assert f"no pane is registered for '{typo}'" in sent.stdout
+    assert f"agentcomms agents register {typo} --tmux" in sent.stdout
+    scripted = await cli(home, "send", typo, "hello", "--json")
+    assert json.loads(scripted.stdout)["status"] == "queued"  # JSON stays pure

@@ -141,7 +141,7 @@ def unregister(
     _print_result(result, as_json, f"unregistered {agent_id}; its messages will wait")
 
 
-def _print_post(result: dict[str, Any], as_json: bool, what: str) -> None:
+def _print_post(result: dict[str, Any], as_json: bool, what: str, agent: str) -> None:
     if as_json:
         print_json(result)
         return
@@ -149,6 +149,22 @@ def _print_post(result: dict[str, Any], as_json: bool, what: str) -> None:
     console.print(f"{what} {result['event_id']}: {state}")
     if state == "failed":
         fail(f"{what} failed: {result.get('error')}")
+    if state == "queued" and (why := _why_it_waits(agent)):
+        console.print(f"  note: {why}", soft_wrap=True)
+
+
+def _why_it_waits(agent_id: str) -> str | None:
+    """Why a queued message will not be typed soon, so a typo in the agent id shows at once."""
+    agents = _gateway("agents", include_offline=True)["agents"]
+    agent = next((a for a in agents if a["id"] == agent_id), None)
+    if agent is None or agent["status"] == "offline":
+        return (
+            f"no pane is registered for {agent_id!r}; the message waits until "
+            f"`agentcomms agents register {agent_id} --tmux SESSION:WINDOW.PANE`"
+        )
+    if agent["status"] == "unreachable":
+        return f"the pane of {agent_id!r} is unreachable ({agent['last_error']}); the message waits"
+    return None
 
 
 @app.command()
@@ -185,7 +201,7 @@ def send(
     if event_id:
         params["event_id"] = event_id
     result = _gateway("send", **params)
-    _print_post(result, as_json, "message")
+    _print_post(result, as_json, "message", agent)
 
 
 @app.command()
@@ -200,7 +216,7 @@ def interrupt(
     params: dict[str, Any] = {"agent_id": agent, "wait": wait, "timeout": timeout}
     if reason:
         params["reason"] = reason
-    _print_post(_gateway("interrupt", **params), as_json, "interrupt")
+    _print_post(_gateway("interrupt", **params), as_json, "interrupt", agent)
 
 
 @app.command()
