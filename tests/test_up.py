@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -15,7 +16,11 @@ from pathlib import Path
 import httpx
 import pytest
 
+from agentcomms.client import GatewayClient, call
+from agentcomms.errors import GatewayUnavailable
 from tests.conftest import Tmux
+from tests.stack import eventually
+from tests.test_mailbox import recorder
 
 AGENTCOMMS = str(Path(sys.executable).parent / "agentcomms")
 
@@ -340,3 +345,50 @@ def test_up_without_tmux_says_so(up_env: dict[str, str]):
         stop(proc)
     assert "apt-get install tmux" in printed
     assert proc.returncode == 0
+
+
+@pytest.mark.timeout(180)
+async def test_up_killed_mid_stream_then_restarted_loses_and_repeats_nothing(
+    up_env: dict[str, str], tmux: Tmux, tmp_path: Path
+):
+    home = Path(up_env["AGENTCOMMS_HOME"])
+    target, out = recorder(tmux, tmp_path, "rec")
+    proc = start_up(up_env)
+    replacement: subprocess.Popen[str] | None = None
+    count = 60
+    try:
+        await asyncio.to_thread(wait_for_line, proc, "Database")
+        temporal_pid = json.loads((home / "up.json").read_text())["temporal_pid"]
+        async with GatewayClient(home / "daemon.sock") as gateway:
+            # A pause before each Enter keeps the stream going long enough to be cut.
+            await gateway.call(
+                "register", agent_id="kill", target=target, socket=tmux.socket,
+                submit_delay_ms=100,
+            )  # fmt: skip
+            for i in range(count):  # each is durable once its send returns
+                await gateway.call("send", agent_id="kill", message=f"m{i}")
+        await eventually(lambda: out.read_bytes().count(b"\r") >= 5, timeout=60)
+        proc.kill()  # everything at once: gateway, worker, and (by PDEATHSIG) Temporal
+        proc.wait()
+        typed_before = out.read_bytes().count(b"\r")
+        assert typed_before < count, "the kill should land mid-stream"
+        await eventually(lambda: not pid_alive(temporal_pid), timeout=30)
+        with pytest.raises(GatewayUnavailable):  # nothing is accepted while it is down
+            await call(home / "daemon.sock", "send", agent_id="kill", message="lost")
+
+        replacement = start_up(up_env)
+        await asyncio.to_thread(wait_for_line, replacement, "Database")
+        expected = b"".join(f"m{i}\r".encode() for i in range(count))
+        await eventually(lambda: len(out.read_bytes()) >= len(expected), timeout=120)
+        assert out.read_bytes() == expected  # all, once each, in order
+
+        async def all_delivered() -> bool:
+            events = await call(home / "daemon.sock", "events", agent_id="kill", limit=100)
+            return [e["status"] for e in events["events"]] == ["delivered"] * count
+
+        # The projection is written just after the text lands in the pane.
+        await eventually(all_delivered)
+    finally:
+        for p in (proc, replacement):
+            if p is not None:
+                stop(p)
