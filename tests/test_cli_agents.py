@@ -33,8 +33,12 @@ def cli_home(tmp_path: Path, stack: Stack) -> Path:
     return home
 
 
-async def cli(home: Path, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTCOMMS_")}
+async def cli(
+    home: Path, *args: str, stdin: str = "", inside_tmux: Tmux | None = None
+) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTCOMMS_", "TMUX"))}
+    if inside_tmux is not None:  # as a shell in a pane of that server sees it
+        env["TMUX"] = f"{inside_tmux.socket},1,0"
     env["AGENTCOMMS_HOME"] = str(home)
     env["COLUMNS"] = "200"
     return await asyncio.to_thread(
@@ -231,3 +235,22 @@ async def test_send_to_an_agent_without_a_pane_says_why_it_waits(stack: Stack, t
     assert f"agentcomms agents register {typo} --tmux" in sent.stdout
     scripted = await cli(home, "send", typo, "hello", "--json")
     assert json.loads(scripted.stdout)["status"] == "queued"  # JSON stays pure
+
+
+async def test_register_inside_tmux_pins_that_server_for_the_worker(
+    stack: Stack, tmux: Tmux, tmp_path: Path
+):
+    # A shell inside `tmux -L work` names panes of that server; the worker, started elsewhere,
+    # would look for them on the default server unless registration records which one.
+    home = cli_home(tmp_path, stack)
+    agent = stack.agent_id("inside")
+    target, out = recorder(tmux, tmp_path, "rec")
+    registered = await cli(
+        home, "agents", "register", agent, "--tmux", target, "--submit-delay-ms", "0",
+        inside_tmux=tmux,
+    )  # fmt: skip
+    assert registered.returncode == 0, registered.stderr
+    assert f"(tmux server {tmux.socket})" in registered.stdout
+    sent = await cli(home, "send", agent, "found you", "--wait")
+    assert "delivered" in sent.stdout, sent.stdout + sent.stderr
+    assert out.read_bytes() == b"found you\r"

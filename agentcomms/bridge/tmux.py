@@ -53,7 +53,7 @@ import re
 import uuid
 from dataclasses import dataclass
 
-from agentcomms.bridge.base import InvalidTarget, PaneNotFound, TmuxError
+from agentcomms.bridge.base import BridgeError, InvalidTarget, PaneNotFound, TmuxError
 from agentcomms.bridge.sanitize import sanitize
 from agentcomms.models import DeliverRequest, DeliveryOutcome, InterruptRequest, PaneTarget
 
@@ -227,6 +227,15 @@ class TmuxAdapter:
             # The last piece is "" or a fragment cut by the trim: never a whole id.
             recent_events=tuple(recent.split(" ")[:-1]),
         )
+
+    async def default_server_socket(self) -> str | None:
+        """The socket of the server a bare `tmux` reaches from this process: the one in $TMUX
+        when run inside tmux, else the default one. None when no server answers there."""
+        try:
+            out = await self._run(None, ["display-message", "-p", "#{socket_path}"])
+        except BridgeError:
+            return None
+        return out.strip() or None
 
     async def _run(
         self,

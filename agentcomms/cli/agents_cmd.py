@@ -85,7 +85,12 @@ def register(
     tmux: Annotated[str, typer.Option("--tmux", "-t", help="tmux target session:window.pane.")],
     socket: Annotated[
         str | None,
-        typer.Option("--socket", "-S", help="tmux socket path (default server if unset)."),
+        typer.Option(
+            "--socket",
+            "-S",
+            help="tmux socket path. Unset: the server `tmux` reaches from this shell "
+            "(the one you are in, inside tmux), recorded so the worker types into that one.",
+        ),
     ] = None,
     interrupt_key: Annotated[
         str, typer.Option("--interrupt-key", help="Key `interrupt` presses: C-c, Escape…")
@@ -102,6 +107,12 @@ def register(
 
     Example: agentcomms agents register backend --tmux dev:0.1 --interrupt-key Escape
     """
+    # The gateway's socket is local, so without --host the pane is on this machine: look at it.
+    local = host is None or host == host_name()
+    if socket is None and local:
+        # Pin the server this shell means: the worker's environment may reach another one (a
+        # worker started outside tmux does not see this shell's $TMUX, e.g. `tmux -L work`).
+        socket = run_async(TmuxAdapter().default_server_socket)
     params: dict[str, Any] = {
         "agent_id": agent_id,
         "target": tmux,
@@ -114,8 +125,9 @@ def register(
         params["host"] = host
     result = _gateway("register", **params)
     summary = f"registered {agent_id} → {tmux} on {result['host']}"
-    # The gateway's socket is local, so without --host the pane is on this machine: look at it.
-    if host is None or host == host_name():
+    if socket:
+        summary += f" (tmux server {socket})"
+    if local:
         missing = run_async(_pane_problem, PaneTarget(target=tmux, socket=socket))
         if missing:
             summary += f"\n  note: {missing}; messages wait until the pane exists"
