@@ -173,6 +173,16 @@ def _die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
+# The dev server logs every poll error while a worker is away; one old copy is kept.
+MAX_LOG_BYTES = 10_000_000
+
+
+def _rotate(log_path: Path) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        if log_path.stat().st_size > MAX_LOG_BYTES:
+            log_path.replace(log_path.with_name(log_path.name + ".1"))
+
+
 @dataclass
 class DevServer:
     """A `temporal server start-dev` child process that we started and must stop."""
@@ -189,6 +199,7 @@ class DevServer:
         home = agentcomms_home()
         cfg.dev_db_path().parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         log_path = home / "temporal.log"
+        _rotate(log_path)
         log_file = open(log_path, "ab")
         os.chmod(log_path, 0o600)
         process = subprocess.Popen(

@@ -392,3 +392,20 @@ async def test_up_killed_mid_stream_then_restarted_loses_and_repeats_nothing(
         for p in (proc, replacement):
             if p is not None:
                 stop(p)
+
+
+def test_the_embedded_servers_log_is_rotated_when_large(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    from agentcomms.config import TemporalConfig
+    from agentcomms.temporal import MAX_LOG_BYTES, DevServer
+
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    monkeypatch.setenv("AGENTCOMMS_HOME", str(home))
+    (home / "temporal.log").write_bytes(b"x" * (MAX_LOG_BYTES + 1))
+    temporal = TemporalConfig(address=f"127.0.0.1:{free_port()}", ui_port=free_port())
+    server = DevServer.start(temporal, headless=True)
+    server.stop()
+    assert (home / "temporal.log.1").stat().st_size == MAX_LOG_BYTES + 1  # one old copy kept
+    assert 0 < (home / "temporal.log").stat().st_size < MAX_LOG_BYTES  # a fresh one in use
