@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 
 from ulid import ULID
 
@@ -40,6 +41,20 @@ def provider_event_id(provider: str, chat_id: str | int, message_id: str | int) 
     )
     digest = hashlib.sha256(canonical.encode("utf-8")).digest()
     return f"{EVENT_ID_PREFIX}{ULID.from_bytes(digest[:16])}"
+
+
+# Agent ids appear in workflow ids (agent-<id>), channel ids (agent:<id>) and pane text.
+AGENT_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+
+
+def check_agent_id(value: str) -> str:
+    """``value`` when it is a valid agent id; a ValueError that says the rule otherwise."""
+    if not re.fullmatch(AGENT_ID_PATTERN, value):
+        raise ValueError(
+            f"agent id {value!r} is not valid: use letters, digits, '.', '_' or '-' "
+            "(at most 64, starting with a letter or digit)"
+        )
+    return value
 
 
 def is_event_id(value: object) -> bool:

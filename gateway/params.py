@@ -7,24 +7,16 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
-from agentcomms.bridge import InvalidTarget, check_interrupt_key
-from agentcomms.ids import is_event_id
+from agentcomms.bridge.fields import InterruptKey, TmuxSocket, TmuxTarget
+from agentcomms.ids import check_agent_id, is_event_id
 
 AgentId = Annotated[
     str,
-    StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"),
+    AfterValidator(check_agent_id),
     Field(description="letters, digits, '.', '_' or '-'; at most 64"),
 ]
 MessageText = Annotated[str, StringConstraints(min_length=1, max_length=100_000)]
 WaitSeconds = Annotated[float, Field(gt=0, le=300)]
-
-
-def _interrupt_key(key: str) -> str:
-    try:
-        check_interrupt_key(key)
-    except InvalidTarget as exc:
-        raise ValueError(str(exc)) from None
-    return key
 
 
 def _event_id(value: str) -> str:
@@ -33,7 +25,6 @@ def _event_id(value: str) -> str:
     return value
 
 
-InterruptKey = Annotated[str, AfterValidator(_interrupt_key)]
 ClientEventId = Annotated[str, AfterValidator(_event_id)]
 
 
@@ -86,9 +77,9 @@ class AgentMessageParams(Params):
 
 class RegisterParams(Params):
     agent_id: AgentId
-    target: Annotated[str, StringConstraints(min_length=1, max_length=200)]
+    target: TmuxTarget
     type: str = "tmux"
-    socket: str | None = None
+    socket: TmuxSocket | None = None
     host: str | None = None
     interrupt_key: InterruptKey = "C-c"
     submit_delay_ms: Annotated[int, Field(ge=0, le=10_000)] = 150

@@ -53,7 +53,8 @@ def describe_validation(exc: ValidationError) -> str:
     parts = []
     for err in exc.errors():
         where = ".".join(str(p) for p in err["loc"]) or "params"
-        parts.append(f"{where}: {err['msg']}")
+        # A validator's own sentence needs no "Value error, " before it.
+        parts.append(f"{where}: {err['msg'].removeprefix('Value error, ')}")
     return "; ".join(parts)
 
 

@@ -12,17 +12,15 @@ import hashlib
 import hmac
 import ipaddress
 import os
-import re
 from collections.abc import Mapping
 
 from fastmcp.server.auth import AccessToken, TokenVerifier
 from fastmcp.server.dependencies import get_access_token
 
 from agentcomms.config import Config
+from agentcomms.ids import check_agent_id
 from mcp_server.errors import NotYourIdentity, ServeRefused
 
-# The gateway's rule for agent ids (gateway.methods.AgentId), checked here to fail early.
-AGENT_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 AGENT_ENV = "AGENTCOMMS_AGENT_ID"
 LEGACY_AGENT_ENV = "AGENTCALL_AGENT_ID"  # the seed's name; AGENTCOMMS_AGENT_ID wins
 FALLBACK_AGENT = "default"
@@ -37,12 +35,10 @@ def default_agent_id(cli_agent: str | None, environ: Mapping[str, str] | None = 
         (LEGACY_AGENT_ENV, environ.get(LEGACY_AGENT_ENV)),
     ]
     source, agent = next(((s, v) for s, v in sources if v), ("default", FALLBACK_AGENT))
-    if not re.fullmatch(AGENT_ID_PATTERN, agent):
-        raise ServeRefused(
-            f"{source}: agent id {agent!r} is not valid: use letters, digits, '.', '_' or '-' "
-            "(at most 64, starting with a letter or digit)."
-        )
-    return agent
+    try:
+        return check_agent_id(agent)
+    except ValueError as exc:
+        raise ServeRefused(f"{source}: {exc}.") from None
 
 
 def is_loopback(host: str) -> bool:

@@ -7,7 +7,7 @@ from typing import Annotated
 
 from pydantic import Field
 
-from mcp_server.identity import AGENT_ID_PATTERN
+from agentcomms.ids import AGENT_ID_PATTERN
 from mcp_server.shapes import Provider
 
 # The gateway's caps (gateway.methods): checked here so the error names the tool's argument.

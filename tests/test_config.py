@@ -527,3 +527,18 @@ def test_an_interrupt_key_tmux_could_misread_is_refused(home: Path) -> None:
     path.chmod(0o600)
     with pytest.raises(ConfigError, match=r"agents\.backend\.interrupt_key"):
         load_config()
+
+
+def test_agent_ids_and_targets_follow_the_same_rules_as_registration(home: Path) -> None:
+    write_config(
+        home,
+        {"agents": {"bad id": {"target": "a:0.0"}, "ok": {"target": "x;", "socket": "a\x07"}}},
+    )
+    with pytest.raises(ConfigError) as caught:
+        load_config()
+    assert problems(caught) == [
+        f"{home / 'config.json'}: agents.bad id: agent id 'bad id' is not valid: use letters, "
+        "digits, '.', '_' or '-' (at most 64, starting with a letter or digit)",
+        f"{home / 'config.json'}: agents.ok.target: a tmux target cannot end with ';': 'x;'",
+        f"{home / 'config.json'}: agents.ok.socket: not a usable tmux socket path: 'a\\x07'",
+    ]

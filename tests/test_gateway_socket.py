@@ -103,6 +103,16 @@ async def test_bad_inputs_get_errors_and_the_connection_lives(raw: RawConnection
         {"id": 7, "method": "send", "params": {"agent_id": "../etc; rm -rf", "message": "hi"}}
     )
     assert error_code(hostile_id) == INVALID_PARAMS
+    assert "agent id '../etc; rm -rf' is not valid" in hostile_id["error"]["message"]
+    for target, says in (
+        ("s:0.0;", "cannot end with ';'"),
+        ("s\x1b:0", "not a usable tmux target"),
+    ):
+        # Refused when registered, not later when every delivery to it would fail.
+        bad_target = await raw.request(
+            {"id": 11, "method": "register", "params": {"agent_id": "a", "target": target}}
+        )
+        assert error_code(bad_target) == INVALID_PARAMS and says in bad_target["error"]["message"]
     bad_key = await raw.request(
         {
             "id": 9,

@@ -9,7 +9,13 @@ from collections.abc import Callable
 
 from agentcomms.bridge.base import Adapter, BridgeError, InvalidTarget, PaneNotFound, TmuxError
 from agentcomms.bridge.sanitize import CleanText, sanitize
-from agentcomms.bridge.tmux import PaneInfo, TmuxAdapter, check_interrupt_key
+from agentcomms.bridge.tmux import (
+    PaneInfo,
+    TmuxAdapter,
+    check_interrupt_key,
+    check_socket,
+    check_target,
+)
 
 # A new endpoint kind (say a process's stdin) adds one entry here and one module beside tmux.py.
 _ADAPTERS: dict[str, Callable[[], Adapter]] = {"tmux": TmuxAdapter}
@@ -36,5 +42,7 @@ __all__ = [
     "TmuxError",
     "adapter_for",
     "check_interrupt_key",
+    "check_socket",
+    "check_target",
     "sanitize",
 ]

@@ -309,13 +309,25 @@ def _sequence(commands: list[list[str]]) -> list[str]:
 
 
 def _check_pane(pane: PaneTarget) -> None:
-    target = pane.target
+    check_target(pane.target)
+    if pane.socket is not None:
+        check_socket(pane.socket)
+
+
+def check_target(target: str) -> None:
+    """Raise InvalidTarget unless `target` can be handed to tmux as one -t argument."""
     if not target.strip() or len(target) > 256 or _CONTROL.search(target):
-        raise InvalidTarget(f"not a usable tmux target: {target!r}")
-    if target.endswith(";"):
+        raise InvalidTarget(
+            f"not a usable tmux target: {target!r} (expected session:window.pane, e.g. dev:0.1)"
+        )
+    if target.endswith(";"):  # tmux would read it as a command separator
         raise InvalidTarget(f"a tmux target cannot end with ';': {target!r}")
-    if pane.socket is not None and (not pane.socket or _CONTROL.search(pane.socket)):
-        raise InvalidTarget(f"not a usable tmux socket path: {pane.socket!r}")
+
+
+def check_socket(socket: str) -> None:
+    """Raise InvalidTarget unless `socket` can be handed to tmux as its -S path."""
+    if not socket or _CONTROL.search(socket):
+        raise InvalidTarget(f"not a usable tmux socket path: {socket!r}")
 
 
 def _check_event_id(event_id: str) -> None:

@@ -22,6 +22,8 @@ def dotted(loc: Loc) -> str:
     """``("agents", "x", "tags", 0)`` -> ``agents.x.tags[0]``; the empty path is ``(top level)``."""
     out = ""
     for part in loc:
+        if part == "[key]":  # pydantic's marker for "the key itself", already named
+            continue
         out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else part)
     return out or "(top level)"
 

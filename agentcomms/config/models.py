@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import typing
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -19,8 +20,9 @@ from pydantic import (
     model_validator,
 )
 
-from agentcomms.bridge import InvalidTarget, check_interrupt_key
+from agentcomms.bridge.fields import InterruptKey, TmuxSocket, TmuxTarget
 from agentcomms.config.home import agentcomms_home
+from agentcomms.ids import check_agent_id
 
 
 class Section(BaseModel):
@@ -83,28 +85,24 @@ class DatabaseConfig(Section):
         return self.url or f"sqlite+aiosqlite:///{agentcomms_home() / 'agentcomms.db'}"
 
 
+AgentIdKey = Annotated[str, AfterValidator(check_agent_id)]
+
+
 class AgentConfig(Section):
     """An agent registered when agentcomms starts."""
 
     type: Literal["tmux"] = "tmux"
-    target: str = Field(description="tmux target session:window.pane")
-    socket: str | None = Field(default=None, description="tmux socket path (-S); default server")
+    # Checked with the bridge's own rules, so `config validate` catches what typing would refuse.
+    target: TmuxTarget = Field(description="tmux target session:window.pane")
+    socket: TmuxSocket | None = Field(
+        default=None, description="tmux socket path (-S); default server"
+    )
     host: str | None = Field(default=None, description="host whose worker types into the pane")
-    interrupt_key: str = Field(
+    interrupt_key: InterruptKey = Field(
         default="C-c", description="C-a … C-z, M-a … M-z, Escape, Enter, Tab, F1 … F12"
     )
     submit_delay_ms: int = Field(default=150, ge=0, le=10_000)
     token: SecretStr | None = Field(default=None, description="bearer token for MCP over HTTP")
-
-    @field_validator("interrupt_key")
-    @classmethod
-    def _one_allowed_key(cls, key: str) -> str:
-        # Checked here too, so `config validate` catches it before any interrupt fails.
-        try:
-            check_interrupt_key(key)
-        except InvalidTarget as exc:
-            raise ValueError(str(exc)) from None
-        return key
 
 
 class DiscordConfig(Section):
@@ -203,7 +201,7 @@ class Config(Section):
     server: ServerConfig = ServerConfig()
     temporal: TemporalConfig = TemporalConfig()
     database: DatabaseConfig = DatabaseConfig()
-    agents: dict[str, AgentConfig] = Field(default_factory=dict)
+    agents: dict[AgentIdKey, AgentConfig] = Field(default_factory=dict)
     chat: ChatConfig = ChatConfig()
     voice: VoiceConfig = VoiceConfig()
     logging: LoggingConfig = LoggingConfig()

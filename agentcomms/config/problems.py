@@ -41,6 +41,8 @@ def describe(err: Any, loc: Loc) -> str:
         return "unknown key" + _suggest(loc)
     if kind == "missing":
         return "required key is missing"
+    if kind == "value_error":  # our validators' own sentences name the value already
+        return str(err["msg"]).removeprefix("Value error, ")
     if kind in _EXPECTED:
         expected = _EXPECTED[kind]
     elif kind == "literal_error":
