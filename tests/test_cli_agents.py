@@ -254,3 +254,22 @@ async def test_register_inside_tmux_pins_that_server_for_the_worker(
     sent = await cli(home, "send", agent, "found you", "--wait")
     assert "delivered" in sent.stdout, sent.stdout + sent.stderr
     assert out.read_bytes() == b"found you\r"
+
+
+async def test_text_from_outside_prints_as_itself_and_never_as_terminal_codes(
+    stack: Stack, tmp_path: Path
+):
+    home = cli_home(tmp_path, stack)
+    agent = stack.agent_id("loud")
+    # Rich markup and a terminal escape (set the window title) in both directions.
+    hostile = "see [/] and [red]x[/red] \x1b]0;owned\x07done"
+    assert (await cli(home, "send", agent, hostile)).returncode == 0
+    assert (await cli(home, "reply", "cli:local", hostile, "-a", agent)).returncode == 0
+    events = await cli(home, "events", agent)
+    inbox = await cli(home, "inbox")
+    for shown in (events, inbox):
+        assert shown.returncode == 0, shown.stderr
+        assert "see [/] and [red]x[/red] done" in shown.stdout
+        assert "\x1b" not in shown.stdout and "\x07" not in shown.stdout
+    refused = await cli(home, "send", "[/]", "hi")  # the error names the bad id, as it is
+    assert refused.returncode == 1 and "agent id '[/]' is not valid" in refused.stderr

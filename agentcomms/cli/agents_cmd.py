@@ -14,7 +14,15 @@ from rich.table import Table
 
 from agentcomms.bridge import BridgeError, TmuxAdapter
 from agentcomms.cli import app
-from agentcomms.cli.common import console, fail, message_or_stdin, print_json, run_async
+from agentcomms.cli.common import (
+    console,
+    fail,
+    message_or_stdin,
+    print_json,
+    run_async,
+    shown,
+    styled,
+)
 from agentcomms.client import GatewayClient, call
 from agentcomms.config import host_name, load_config
 from agentcomms.models import PaneTarget
@@ -67,10 +75,10 @@ def agents(
         table.add_row(
             a["id"],
             a["type"],
-            a["target"] or "-",
+            shown(a["target"] or "-"),
             a["status"],
             str(a["pending"]),
-            a.get("last_error") or "",
+            shown(a.get("last_error") or ""),
         )
     if not result["agents"]:
         hint = "" if show_all else " (try --all)"
@@ -277,9 +285,11 @@ def _print_event(e: dict[str, Any], as_json: bool) -> None:
     text = e["payload"].get("text") or e["payload"].get("reason") or ""
     when = e["created_at"][11:19]
     console.print(
-        f"{when} {e['id']} [bold]{e['type']}[/] {e['channel_id']} {e['status']}: {text}",
-        highlight=False,
-        markup=True,
+        styled(
+            f"{when} {e['id']} ",
+            (e["type"], "bold"),
+            f" {shown(e['channel_id'])} {e['status']}: {shown(text)}",
+        )
     )
 
 
@@ -330,6 +340,9 @@ def inbox(
     for m in result["messages"]:
         who = m.get("source_agent_id") or m["agent_id"]
         console.print(
-            f"{m['created_at'][:19]} [bold]{who}[/]: {m['payload'].get('text', '')}",
-            highlight=False,
+            styled(
+                f"{m['created_at'][:19]} ",
+                (shown(who), "bold"),
+                f": {shown(m['payload'].get('text', ''))}",
+            )
         )

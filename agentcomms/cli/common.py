@@ -10,16 +10,31 @@ from typing import Any, NoReturn
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
+from agentcomms.bridge.sanitize import strip_unsafe
 from agentcomms.errors import AgentcommsError
 
-console = Console()
-err_console = Console(stderr=True)
+# No markup: what we print holds text from agents, chats and users, and "[/]" in a message must
+# print as itself, not raise MarkupError. Styling is explicit (rich Text), see `styled`.
+console = Console(markup=False, highlight=False)
+err_console = Console(stderr=True, markup=False, highlight=False)
+
+
+def shown(text: str) -> str:
+    """Text from outside, fit for the human's terminal: no escape sequences or control
+    characters (an agent's message must not retitle the window or write the clipboard)."""
+    return strip_unsafe(text)
+
+
+def styled(*parts: str | tuple[str, str]) -> Text:
+    """A line of plain strings and (text, style) pairs, e.g. styled(("error:", "bold red"), " x")."""
+    return Text.assemble(*parts)
 
 
 def fail(message: str, *, code: int = 1) -> NoReturn:
     """Print one sentence to stderr and exit non-zero: no traceback for a user's mistake."""
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    err_console.print(styled(("error:", "bold red"), " ", shown(message)), soft_wrap=True)
     raise typer.Exit(code)
 
 

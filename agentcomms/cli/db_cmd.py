@@ -58,9 +58,7 @@ def upgrade(url: UrlOption = None) -> None:
     target = _database_url(url)
     run_async(upgrade_database, target)
     status = run_async(schema_status, target)
-    console.print(
-        f"Database {status.url} is at revision {status.current}.", highlight=False, soft_wrap=True
-    )
+    console.print(f"Database {status.url} is at revision {status.current}.", soft_wrap=True)
 
 
 @db_app.command("info")
@@ -85,13 +83,12 @@ def info(
             }
         )
     else:
-        console.print(f"database:  {status.url}", highlight=False, soft_wrap=True)
+        console.print(f"database:  {status.url}", soft_wrap=True)
         console.print(
             f"revision:  {status.current or 'none (no tables yet)'}",
-            highlight=False,
             soft_wrap=True,
         )
-        console.print(f"expected:  {status.head}", highlight=False, soft_wrap=True)
+        console.print(f"expected:  {status.head}", soft_wrap=True)
         if not status.up_to_date:
             console.print(
                 "Run `agentcomms db upgrade` to bring the tables up to date.", soft_wrap=True

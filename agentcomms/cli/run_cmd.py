@@ -14,7 +14,7 @@ import typer
 from temporalio.service import RPCError
 
 from agentcomms.cli import app
-from agentcomms.cli.common import console, print_fields, print_json, run_async
+from agentcomms.cli.common import console, print_fields, print_json, run_async, styled
 from agentcomms.config import Config, ensure_home, load_config
 from agentcomms.runtime import (
     cancel_and_wait,
@@ -85,7 +85,7 @@ async def _up(cfg: Config, headless: bool) -> None:
         if dev is not None:
             watched.append(asyncio.create_task(keep_dev_server_running(rt, restarted)))
         where = "embedded dev server" if dev else "existing server"
-        console.print("[bold green]agentcomms is up[/] — Ctrl-C stops everything")
+        console.print(styled(("agentcomms is up", "bold green"), " — Ctrl-C stops everything"))
         print_fields(
             [
                 ("Temporal", f"{cfg.temporal.address} ({where})"),
@@ -108,8 +108,11 @@ async def _up(cfg: Config, headless: bool) -> None:
 def _note_missing_tmux() -> None:
     if shutil.which("tmux") is None:
         console.print(
-            "[yellow]note:[/] tmux is not on PATH, so nothing can be typed into panes; messages "
-            "wait (agents show as unreachable) until it is installed: apt-get install tmux",
+            styled(
+                ("note:", "yellow"),
+                " tmux is not on PATH, so nothing can be typed into panes; messages wait (agents "
+                "show as unreachable) until it is installed: apt-get install tmux",
+            ),
             soft_wrap=True,
         )
 
