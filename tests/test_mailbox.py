@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import text
+from temporalio.client import WorkflowHandle
 
 from agentcomms.ids import new_event_id
+from agentcomms.search_attributes import AGENT_STATUS
 from tests.conftest import Tmux
 from tests.stack import Stack, eventually, running_stack
 from workers.main import build_workers
@@ -121,11 +123,27 @@ async def test_missing_pane_keeps_messages_until_it_appears(
     # `agentcomms agents` shows the agent unreachable with all three waiting.
     listed = await eventually(lambda: _listed_if(stack, agent, "unreachable", pending=3))
     assert "late:0.0" in listed["last_error"]
+    handle = stack.client.get_workflow_handle(f"agent-{agent}")
+    assert await _indexed_status(handle) == "unreachable"  # the UI filter says so too
     tmux.new_session("late", f"stty raw -echo; exec cat >> {out}")
     await eventually(lambda: out.read_bytes() == b"late 0\rlate 1\rlate 2\r", timeout=40)
     await eventually(lambda: _agent_if(stack, agent, "online"))
     first = (await stack.store.events_after(agent, None, 1))[0]
     assert first.status == "delivered" and first.attempts >= 2  # failed tries are counted
+    assert await _indexed_status(handle) == "online"
+    for i in range(3):  # each one drains the queue again
+        await stack.call("send", agent_id=agent, message=f"more {i}", wait=True)
+    # The search attributes are written when the status changes, not at every retry or message.
+    upserts = [
+        e async for e in handle.fetch_history_events()
+        if e.HasField("upsert_workflow_search_attributes_event_attributes")
+    ]  # fmt: skip
+    assert len(upserts) == 4  # offline at start, online when registered, unreachable, online
+
+
+async def _indexed_status(handle: WorkflowHandle) -> str:
+    description = await handle.describe()
+    return str(description.typed_search_attributes.get(AGENT_STATUS))
 
 
 async def _snapshot_if(stack: Stack, agent: str, cond):

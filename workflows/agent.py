@@ -42,6 +42,10 @@ RETRY_CAP = timedelta(seconds=30)
 # time, each ended by a 1 ms timer; measured before: an interrupt waited 6.9 s behind 39 messages.
 BATCH_BUDGET_MS = 500
 DELIVERY_COST_MS = 20  # a delivery's own time, beside its submit delay
+# Patch: search attributes are upserted only when the status changes (each upsert is a history
+# event and a visibility write; before, one was made every time the queue drained). Histories
+# recorded before it replay on the old path.
+PATCH_INDEX_ON_CHANGE = "index-status-on-change"
 
 DELIVERY_RETRY = RetryPolicy(
     initial_interval=timedelta(milliseconds=200),
@@ -143,6 +147,7 @@ class AgentWorkflow:
         # The status and pending count the projection last saw; kept current while messages
         # cannot move (while they flow, the row is written when the queue drains).
         self._published: tuple[str, int] | None = None
+        self._indexed_status: str | None = None  # AgentStatus as last upserted in this run
         self._batch_ms = 0  # typing time spent in the current workflow task
         # Settled events not yet in the projection: written once per batch, not once per message.
         self._unsettled: list[Event] = []
@@ -393,9 +398,11 @@ class AgentWorkflow:
         if s.last_error:
             details += f"\nlast error: {s.last_error}"
         workflow.set_current_details(details)
-        workflow.upsert_search_attributes(
-            [AGENT_ID.value_set(s.agent_id), AGENT_STATUS.value_set(s.status)]
-        )
+        if s.status != self._indexed_status or not workflow.patched(PATCH_INDEX_ON_CHANGE):
+            workflow.upsert_search_attributes(
+                [AGENT_ID.value_set(s.agent_id), AGENT_STATUS.value_set(s.status)]
+            )
+            self._indexed_status = s.status
         await self._write_projection(
             Agent(
                 id=s.agent_id,
