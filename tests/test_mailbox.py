@@ -123,6 +123,7 @@ async def test_missing_pane_keeps_messages_until_it_appears(
     # `agentcomms agents` shows the agent unreachable with all three waiting.
     listed = await eventually(lambda: _listed_if(stack, agent, "unreachable", pending=3))
     assert "late:0.0" in listed["last_error"]
+    assert listed["last_error"].startswith("no such pane")  # a sentence, no exception type name
     handle = stack.client.get_workflow_handle(f"agent-{agent}")
     assert await _indexed_status(handle) == "unreachable"  # the UI filter says so too
     tmux.new_session("late", f"stty raw -echo; exec cat >> {out}")

@@ -254,7 +254,10 @@ class AgentWorkflow:
                 # A local activity's failure may arrive bare or wrapped in an ActivityError.
                 cause = exc.cause if isinstance(exc, ActivityError) else exc
                 kind = cause.type if isinstance(cause, ApplicationError) else None
-                message = str(cause or exc)
+                # The sentence alone: the kind is in `kind`, and people read this in `agents`.
+                message = (
+                    cause.message if isinstance(cause, ApplicationError) else str(cause or exc)
+                )
                 if kind in (errors.PANE_NOT_FOUND, errors.TMUX_FAILED):
                     event.attempts += 1  # the projection shows how hard we tried
                     await self._mark_unreachable(message)
