@@ -253,8 +253,8 @@ class Methods:
         return {"agent_id": p.agent_id, "registered": False}
 
     async def inbox(self, p: InboxParams) -> dict[str, Any]:
-        history = await self._store.channel_history(LOCAL_CHANNEL, p.limit)
-        return {"messages": [event_json(e) for e in history if e.direction == "out"]}
+        history = await self._store.channel_history(LOCAL_CHANNEL, p.limit, direction="out")
+        return {"messages": [event_json(e) for e in history]}
 
     # ---- helpers ---------------------------------------------------------------------------------
 

@@ -273,3 +273,31 @@ async def test_text_from_outside_prints_as_itself_and_never_as_terminal_codes(
         assert "\x1b" not in shown.stdout and "\x07" not in shown.stdout
     refused = await cli(home, "send", "[/]", "hi")  # the error names the bad id, as it is
     assert refused.returncode == 1 and "agent id '[/]' is not valid" in refused.stderr
+
+
+async def test_inbox_counts_agent_messages_and_follows_new_ones(stack: Stack, tmp_path: Path):
+    home = cli_home(tmp_path, stack)
+    agent = stack.agent_id("asker")
+    for i in range(3):  # the human's messages share the channel; -n counts the agent's only
+        await stack.call("reply", channel_id="cli:local", message=f"question {i}", agent_id=agent)
+        await stack.call("send", agent_id=agent, message=f"answer {i}")
+    latest = await cli(home, "inbox", "-n", "2", "--json")
+    texts = [m["payload"]["text"] for m in json.loads(latest.stdout)["messages"]]
+    assert texts[-2:] == ["question 1", "question 2"] and len(texts) == 2
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTCOMMS_")}
+    following = await asyncio.create_subprocess_exec(
+        AGENTCOMMS, "inbox", "--follow", "-n", "1",
+        env={**env, "AGENTCOMMS_HOME": str(home), "COLUMNS": "200"},
+        stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert following.stdout is not None
+    try:
+        first = await asyncio.wait_for(following.stdout.readline(), 30)
+        assert first.decode().rstrip().endswith(f"{agent}: question 2")
+        await stack.call("reply", channel_id="cli:local", message="are you there?", agent_id=agent)
+        later = await asyncio.wait_for(following.stdout.readline(), 30)
+        assert later.decode().rstrip().endswith(f"{agent}: are you there?")
+    finally:
+        following.terminate()
+        await following.wait()

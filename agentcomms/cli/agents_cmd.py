@@ -328,21 +328,54 @@ def channels(as_json: JsonOption = False) -> None:
 @app.command()
 def inbox(
     limit: Annotated[int, typer.Option("-n", "--limit", min=1, max=1000, help="How many.")] = 20,
+    follow: Annotated[
+        bool, typer.Option("--follow", "-f", help="Keep printing new messages as they come.")
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Messages your agents sent you on the local channel (cli:local), oldest first."""
-    result = _gateway("inbox", limit=limit)
-    if as_json:
-        print_json(result)
+    """Messages your agents sent you on the local channel (cli:local), oldest first.
+
+    With --follow, leave it open in a terminal: each new question from an agent appears as it
+    is sent; answer with `agentcomms send AGENT …`.
+    """
+    socket = load_config().server.socket()
+    run_async(_inbox, socket, limit, follow, as_json)
+
+
+async def _inbox(socket: Any, limit: int, follow: bool, as_json: bool) -> None:
+    async with GatewayClient(socket) as gw:
+        if not follow:
+            messages = (await gw.call("inbox", limit=limit))["messages"]
+            if as_json:
+                print_json({"messages": messages})
+            elif not messages:
+                console.print("inbox is empty")
+            for m in [] if as_json else messages:
+                _print_inbox_message(m, as_json=False)
+            return
+        # Following: always ask for the most there can be, so a burst between polls is not cut,
+        # and remember what was seen; at the start only the newest `limit` are shown.
+        seen: set[str] = set()
+        first = True
+        while True:
+            batch = (await gw.call("inbox", limit=1000))["messages"]
+            new = [m for m in batch if m["id"] not in seen]
+            for m in new[-limit:] if first else new:
+                _print_inbox_message(m, as_json)
+            seen.update(m["id"] for m in new)
+            first = False
+            await asyncio.sleep(0.5)
+
+
+def _print_inbox_message(m: dict[str, Any], as_json: bool) -> None:
+    if as_json:  # one object per line, as `events --follow --json` prints events
+        print_json(m)
         return
-    if not result["messages"]:
-        console.print("inbox is empty")
-    for m in result["messages"]:
-        who = m.get("source_agent_id") or m["agent_id"]
-        console.print(
-            styled(
-                f"{m['created_at'][:19]} ",
-                (shown(who), "bold"),
-                f": {shown(m['payload'].get('text', ''))}",
-            )
+    who = m.get("source_agent_id") or m["agent_id"]
+    console.print(
+        styled(
+            f"{m['created_at'][:19]} ",
+            (shown(who), "bold"),
+            f": {shown(m['payload'].get('text', ''))}",
         )
+    )

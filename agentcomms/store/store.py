@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from datetime import datetime
 from types import TracebackType
-from typing import Any, get_args
+from typing import Any, Literal, get_args
 
 from sqlalchemy import ColumnElement, case, func, or_, select, text, update
 from sqlalchemy.dialects import postgresql, sqlite
@@ -224,11 +224,16 @@ class Store:
             return [from_row(Event, row) for row in await conn.execute(stmt)]
 
     async def channel_history(
-        self, channel_id: str, limit: int, agent_id: str | None = None
+        self,
+        channel_id: str,
+        limit: int,
+        agent_id: str | None = None,
+        direction: Literal["in", "out"] | None = None,
     ) -> list[Event]:
         """The newest ``limit`` messages of a channel, both directions, returned oldest first.
 
-        ``agent_id`` narrows it to one agent's side of the channel (its messages in and out).
+        ``agent_id`` narrows it to one agent's side of the channel (its messages in and out);
+        ``direction`` to messages towards agents ("in") or from them ("out").
         """
         _check_limit(limit)
         stmt = (
@@ -238,6 +243,7 @@ class Store:
                 EventRow.type.in_(MESSAGE_TYPES),
                 _shown_to_agent(),
                 *([EventRow.agent_id == agent_id] if agent_id is not None else []),
+                *([EventRow.direction == direction] if direction is not None else []),
             )
             .order_by(EventRow.seq.desc())
             .limit(limit)
