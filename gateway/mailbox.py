@@ -42,10 +42,25 @@ def workflow_id(agent_id: str) -> str:
     return f"agent-{agent_id}"
 
 
+class Arrivals:
+    """Wakes those waiting for an agent's messages when one is posted through this process."""
+
+    def __init__(self) -> None:
+        self._events: dict[str, asyncio.Event] = {}
+
+    def event(self, agent_id: str) -> asyncio.Event:
+        return self._events.setdefault(agent_id, asyncio.Event())
+
+    def notify(self, agent_id: str) -> None:
+        if (event := self._events.get(agent_id)) is not None:
+            event.set()
+
+
 class Mailbox:
     def __init__(self, client: Client, store: Store, *, host: str | None = None) -> None:
         self._client = client
         self._store = store
+        self.arrivals = Arrivals()
         # A workflow starts on this host's queue; registration moves it to its pane's host.
         self._task_queue = host_task_queue(host or host_name())
 
@@ -71,6 +86,8 @@ class Mailbox:
             await self._store.record_event(event)
         except (AgentcommsError, SQLAlchemyError, OSError) as exc:  # e.g. "database is locked"
             log.warning("%s accepted; its projection row waits for delivery: %s", event.id, exc)
+        else:
+            self.arrivals.notify(event.agent_id)  # the row is there for them to read
         return event.id
 
     async def register(self, agent_id: str, registration: Registration) -> None:

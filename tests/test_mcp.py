@@ -14,6 +14,7 @@ import pytest
 from fastmcp import Client, FastMCP
 from fastmcp.exceptions import ToolError
 
+import gateway.methods
 from mcp_server import build_server
 from tests.conftest import Tmux
 from tests.stack import Stack, eventually, running_stack
@@ -132,7 +133,11 @@ async def test_the_agent_id_argument_reads_another_mailbox(stack: Stack):
     assert result["agent_id"] == other and [m["text"] for m in result["messages"]] == ["for other"]
 
 
-async def test_wait_for_messages_returns_when_a_message_arrives(stack: Stack):
+async def test_wait_for_messages_returns_when_a_message_arrives(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+):
+    # The post wakes the wait; the projection's fallback poll is pushed out of reach.
+    monkeypatch.setattr(gateway.methods, "WAIT_POLL_S", 60.0)
     agent = stack.agent_id()
     server = server_for(stack, agent)
     waiting = asyncio.create_task(call(server, "wait_for_messages", timeout_s=20))
