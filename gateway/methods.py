@@ -255,7 +255,12 @@ class Methods:
         return {"agent_id": p.agent_id, "registered": False}
 
     async def inbox(self, p: InboxParams) -> dict[str, Any]:
-        history = await self._store.channel_history(LOCAL_CHANNEL, p.limit, direction="out")
+        try:
+            history = await self._store.channel_history(
+                LOCAL_CHANNEL, p.limit, direction="out", after_id=p.since
+            )
+        except EventNotFound:
+            raise RpcError(NOT_FOUND, f"no event {p.since!r}; `since` takes an event id") from None
         return {"messages": [event_json(e) for e in history]}
 
     # ---- helpers ---------------------------------------------------------------------------------

@@ -91,6 +91,7 @@ class UnregisterParams(Params):
 
 class InboxParams(Params):
     limit: Annotated[int, Field(ge=1, le=1000)] = 20
+    since: str | None = Field(default=None, description="only messages after this event id")
 
 
 class AgentsParams(Params):

@@ -377,6 +377,15 @@ async def test_channel_history_both_directions_newest_oldest_first(store: Store)
     assert ids(await store.channel_history(channel, 10)) == ids([q1, a1, q2, a2])
     assert ids(await store.channel_history(channel, 3)) == ids([a1, q2, a2])
     assert await store.channel_history("whatsapp:0", 10) == []
+    # One direction, and following: what came after a given message, oldest first.
+    assert ids(await store.channel_history(channel, 10, direction="out")) == ids([a1, a2])
+    assert ids(await store.channel_history(channel, 2, after_id=q1.id)) == ids([a1, q2])
+    assert ids(await store.channel_history(channel, 10, direction="out", after_id=a1.id)) == ids(
+        [a2]
+    )
+    assert await store.channel_history(channel, 10, after_id=a2.id) == []
+    with pytest.raises(EventNotFound):
+        await store.channel_history(channel, 10, after_id=new_event_id())
 
 
 # -- read cursor -----------------------------------------------------------------------------

@@ -353,17 +353,16 @@ async def _inbox(socket: Any, limit: int, follow: bool, as_json: bool) -> None:
             for m in [] if as_json else messages:
                 _print_inbox_message(m, as_json=False)
             return
-        # Following: always ask for the most there can be, so a burst between polls is not cut,
-        # and remember what was seen; at the start only the newest `limit` are shown.
-        seen: set[str] = set()
-        first = True
+        # Following: the newest `limit` first, then whatever comes after the last one shown.
+        params: dict[str, Any] = {"limit": limit}
         while True:
-            batch = (await gw.call("inbox", limit=1000))["messages"]
-            new = [m for m in batch if m["id"] not in seen]
-            for m in new[-limit:] if first else new:
+            batch = (await gw.call("inbox", **params))["messages"]
+            for m in batch:
                 _print_inbox_message(m, as_json)
-            seen.update(m["id"] for m in new)
-            first = False
+            if batch:
+                params = {"limit": 1000, "since": batch[-1]["id"]}
+            elif "since" not in params:
+                params = {"limit": 1000}  # empty so far: everything that arrives is new
             await asyncio.sleep(0.5)
 
 

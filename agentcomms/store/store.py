@@ -229,27 +229,34 @@ class Store:
         limit: int,
         agent_id: str | None = None,
         direction: Literal["in", "out"] | None = None,
+        after_id: str | None = None,
     ) -> list[Event]:
         """The newest ``limit`` messages of a channel, both directions, returned oldest first.
 
         ``agent_id`` narrows it to one agent's side of the channel (its messages in and out);
-        ``direction`` to messages towards agents ("in") or from them ("out").
+        ``direction`` to messages towards agents ("in") or from them ("out"). With ``after_id``:
+        the first ``limit`` messages after that event instead (to follow a channel cheaply).
         """
         _check_limit(limit)
-        stmt = (
-            select(EventRow)
-            .where(
+        async with self._engine.connect() as conn:
+            after = None if after_id is None else await self._seq_of(conn, after_id)
+            stmt = select(EventRow).where(
                 EventRow.channel_id == channel_id,
                 EventRow.type.in_(MESSAGE_TYPES),
                 _shown_to_agent(),
                 *([EventRow.agent_id == agent_id] if agent_id is not None else []),
                 *([EventRow.direction == direction] if direction is not None else []),
+                *([EventRow.seq > after] if after is not None else []),
             )
-            .order_by(EventRow.seq.desc())
-            .limit(limit)
-        )
-        async with self._engine.connect() as conn:
-            newest_first = [from_row(Event, row) for row in await conn.execute(stmt)]
+            if after is not None:
+                return [
+                    from_row(Event, row)
+                    for row in await conn.execute(stmt.order_by(EventRow.seq).limit(limit))
+                ]
+            newest_first = [
+                from_row(Event, row)
+                for row in await conn.execute(stmt.order_by(EventRow.seq.desc()).limit(limit))
+            ]
         return newest_first[::-1]
 
     # -- the read cursor (check_messages) ------------------------------------------------------
