@@ -348,9 +348,10 @@ async def _inbox(socket: Any, limit: int, follow: bool, as_json: bool) -> None:
             messages = (await gw.call("inbox", limit=limit))["messages"]
             if as_json:
                 print_json({"messages": messages})
-            elif not messages:
+                return
+            if not messages:
                 console.print("inbox is empty")
-            for m in [] if as_json else messages:
+            for m in messages:
                 _print_inbox_message(m, as_json=False)
             return
         # Following: the newest `limit` first, then whatever comes after the last one shown.
@@ -367,7 +368,7 @@ async def _inbox(socket: Any, limit: int, follow: bool, as_json: bool) -> None:
 
 
 def _print_inbox_message(m: dict[str, Any], as_json: bool) -> None:
-    if as_json:  # one object per line, as `events --follow --json` prints events
+    if as_json:  # each message its own JSON object, as `events --json` prints events
         print_json(m)
         return
     who = m.get("source_agent_id") or m["agent_id"]
