@@ -18,6 +18,9 @@ Direction = Literal["in", "out"]
 AgentStatus = Literal["online", "offline", "unreachable"]
 
 LOCAL_CHANNEL = "cli:local"
+# The longest message accepted from anyone (socket, MCP tool, CLI stdin); the pane's own cap
+# (`max_chars` of a registration) may cut it further, with a visible marker.
+MAX_MESSAGE_CHARS = 100_000
 
 
 def utcnow() -> datetime:

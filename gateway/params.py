@@ -9,13 +9,14 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstra
 
 from agentcomms.bridge.fields import InterruptKey, TmuxSocket, TmuxTarget
 from agentcomms.ids import check_agent_id, is_event_id
+from agentcomms.models import MAX_MESSAGE_CHARS
 
 AgentId = Annotated[
     str,
     AfterValidator(check_agent_id),
     Field(description="letters, digits, '.', '_' or '-'; at most 64"),
 ]
-MessageText = Annotated[str, StringConstraints(min_length=1, max_length=100_000)]
+MessageText = Annotated[str, StringConstraints(min_length=1, max_length=MAX_MESSAGE_CHARS)]
 WaitSeconds = Annotated[float, Field(gt=0, le=300)]
 
 

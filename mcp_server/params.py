@@ -8,10 +8,10 @@ from typing import Annotated
 from pydantic import Field
 
 from agentcomms.ids import AGENT_ID_PATTERN
+from agentcomms.models import MAX_MESSAGE_CHARS
 from mcp_server.shapes import Provider
 
-# The gateway's caps (gateway.methods): checked here so the error names the tool's argument.
-MAX_MESSAGE_CHARS = 100_000
+# The gateway's caps (gateway.params), checked here too so the error names the tool's argument.
 MAX_WAIT_S = 300
 
 OwnAgentId = Annotated[

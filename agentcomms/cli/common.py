@@ -14,6 +14,7 @@ from rich.text import Text
 
 from agentcomms.bridge.sanitize import strip_unsafe
 from agentcomms.errors import AgentcommsError
+from agentcomms.models import MAX_MESSAGE_CHARS
 
 # No markup: what we print holds text from agents, chats and users, and "[/]" in a message must
 # print as itself, not raise MarkupError. Styling is explicit (rich Text), see `styled`.
@@ -45,10 +46,6 @@ def user_errors() -> Iterator[None]:
         yield
     except AgentcommsError as exc:
         fail(str(exc))
-
-
-# What the gateway accepts in one message (gateway.params.MessageText).
-MAX_MESSAGE_CHARS = 100_000
 
 
 def message_or_stdin(message: str | None, example: str) -> str:
