@@ -116,11 +116,9 @@ def register(
     Example: agentcomms agents register backend --tmux dev:0.1 --interrupt-key Escape
     """
     # The gateway's socket is local, so without --host the pane is on this machine: look at it.
-    local = host is None or host == host_name()
-    if socket is None and local:
-        # Pin the server this shell means: the worker's environment may reach another one (a
-        # worker started outside tmux does not see this shell's $TMUX, e.g. `tmux -L work`).
-        socket = run_async(TmuxAdapter().default_server_socket)
+    missing = None
+    if host is None or host == host_name():
+        socket, missing = run_async(_look_at_pane, tmux, socket)
     params: dict[str, Any] = {
         "agent_id": agent_id,
         "target": tmux,
@@ -135,20 +133,25 @@ def register(
     summary = f"registered {agent_id} → {tmux} on {result['host']}"
     if socket:
         summary += f" (tmux server {socket})"
-    if local:
-        missing = run_async(_pane_problem, PaneTarget(target=tmux, socket=socket))
-        if missing:
-            summary += f"\n  note: {missing}; messages wait until the pane exists"
+    if missing:
+        summary += f"\n  note: {missing}; messages wait until the pane exists"
     _print_result(result, as_json, summary)
 
 
-async def _pane_problem(pane: PaneTarget) -> str | None:
-    """Why the pane cannot be typed into from here, or None when it is there."""
+async def _look_at_pane(target: str, socket: str | None) -> tuple[str | None, str | None]:
+    """The socket to record, and why the pane cannot be typed into from here (None: it can).
+
+    Without --socket, pin the server this shell means: the worker's environment may reach
+    another one (a worker started outside tmux does not see this shell's $TMUX, `tmux -L work`).
+    """
+    adapter = TmuxAdapter()
+    if socket is None:
+        socket = await adapter.default_server_socket()
     try:
-        await TmuxAdapter().pane_info(pane)
+        await adapter.pane_info(PaneTarget(target=target, socket=socket))
     except BridgeError as exc:  # no such pane, no tmux server, tmux not installed
-        return str(exc)
-    return None
+        return socket, str(exc)
+    return socket, None
 
 
 @agents_app.command("unregister")
