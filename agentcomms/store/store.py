@@ -248,16 +248,11 @@ class Store:
                 *([EventRow.direction == direction] if direction is not None else []),
                 *([EventRow.seq > after] if after is not None else []),
             )
-            if after is not None:
-                return [
-                    from_row(Event, row)
-                    for row in await conn.execute(stmt.order_by(EventRow.seq).limit(limit))
-                ]
-            newest_first = [
-                from_row(Event, row)
-                for row in await conn.execute(stmt.order_by(EventRow.seq.desc()).limit(limit))
-            ]
-        return newest_first[::-1]
+            # Following: the first `limit` after it; otherwise the newest `limit`, read backwards.
+            order = EventRow.seq if after is not None else EventRow.seq.desc()
+            rows = await conn.execute(stmt.order_by(order).limit(limit))
+            events = [from_row(Event, row) for row in rows]
+        return events if after is not None else events[::-1]
 
     # -- the read cursor (check_messages) ------------------------------------------------------
 
