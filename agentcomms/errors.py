@@ -23,6 +23,10 @@ class GatewayUnavailable(AgentcommsError):
     """The gateway socket does not answer."""
 
 
+class MailboxFull(AgentcommsError):
+    """An agent's mailbox holds as much as its limits allow; the message was not accepted."""
+
+
 # ApplicationError type names raised by activities (non-retryable unless said otherwise).
 PANE_NOT_FOUND = "PaneNotFound"  # retryable: the pane may come back
 TMUX_FAILED = "TmuxFailed"  # retryable: a transient tmux error
