@@ -43,6 +43,8 @@ class Event(BaseModel):
     created_at: datetime = Field(default_factory=utcnow)
     delivered_at: datetime | None = None
     error: str | None = None
+    # What typing changed, e.g. that the agent's max_chars cut the text.
+    note: str | None = None
 
     @property
     def text(self) -> str:
@@ -88,14 +90,15 @@ class DeliverRequest(BaseModel):
     event_id: str
     text: str
     submit_delay_ms: int = 150
-    max_chars: int = 8000
+    max_chars: int = MAX_MESSAGE_CHARS
 
 
 class DeliveryOutcome(BaseModel):
     event_id: str
     typed: bool  # False when the pane shows it was already typed by an earlier attempt
     truncated: bool = False
-    chars: int = 0
+    chars: int = 0  # characters typed (after sanitizing and the cap)
+    removed: int = 0  # characters the cap cut
 
 
 class InterruptRequest(BaseModel):
@@ -105,7 +108,22 @@ class InterruptRequest(BaseModel):
 
 
 class ProjectionUpdate(BaseModel):
-    """What a mailbox writes to the projection in one go: settled events and its agent row."""
+    """What a mailbox writes to the projection in one go: settled events and its agent row, or
+    the texts of waiting events it is about to stop carrying (inserted where absent)."""
 
     events: list[Event] = Field(default_factory=list)
     agent: Agent | None = None
+    waiting: list[Event] = Field(default_factory=list)
+
+
+class LoadRequest(BaseModel):
+    """Read waiting events back from the projection, in order, up to about `max_chars` of text."""
+
+    agent_id: str
+    event_ids: list[str]
+    max_chars: int
+
+
+class LoadedEvents(BaseModel):
+    events: list[Event] = Field(default_factory=list)
+    missing: list[str] = Field(default_factory=list)  # ids the projection does not have

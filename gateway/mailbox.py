@@ -1,7 +1,9 @@
 """The client side of AgentWorkflow: post events, register panes, wait for delivery.
 
 A message is durable once ``post`` returns: Temporal has accepted the signal (signal-with-start, so
-an agent that has no workflow yet gets one and the message waits there for it).
+an agent that has no workflow yet gets one and the message waits there for it). Before that, the
+agent's limits are checked against what already waits for it (the projection counts it): past a
+limit ``post`` raises ``MailboxFull`` and nothing is queued.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from datetime import timedelta
 
 from sqlalchemy.exc import SQLAlchemyError
@@ -21,7 +24,7 @@ from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
 from agentcomms.config import host_name
-from agentcomms.errors import AgentcommsError
+from agentcomms.errors import AgentcommsError, MailboxFull
 from agentcomms.models import Event
 from agentcomms.store import Store
 from workflows.agent import (
@@ -56,10 +59,25 @@ class Arrivals:
             event.set()
 
 
+Limits = Callable[[str], tuple[int, int]]  # agent id -> (messages, bytes) that may wait
+
+
+def _no_limits(_: str) -> tuple[int, int]:
+    return (10_000, 10**9)
+
+
 class Mailbox:
-    def __init__(self, client: Client, store: Store, *, host: str | None = None) -> None:
+    def __init__(
+        self,
+        client: Client,
+        store: Store,
+        *,
+        host: str | None = None,
+        limits: Limits = _no_limits,
+    ) -> None:
         self._client = client
         self._store = store
+        self._limits = limits
         self.arrivals = Arrivals()
         # A workflow starts on this host's queue; registration moves it to its pane's host.
         self._task_queue = host_task_queue(host or host_name())
@@ -77,7 +95,13 @@ class Mailbox:
         )
 
     async def post(self, event: Event) -> str:
-        """Make the event durable in the agent's mailbox, then show it in the projection."""
+        """Make the event durable in the agent's mailbox, then show it in the projection.
+
+        Raises ``MailboxFull`` (nothing queued) when a message would pass the agent's limits;
+        an interrupt is never refused.
+        """
+        if event.direction == "in" and event.type != "interrupt":
+            await self._check_room(event)
         await self._signal(event.agent_id, "enqueue", event)
         # After the signal: the projection never shows a message Temporal does not hold. The
         # message is durable now, so a failing projection must not make it look lost (a client
@@ -90,11 +114,34 @@ class Mailbox:
             self.arrivals.notify(event.agent_id)  # the row is there for them to read
         return event.id
 
+    async def _check_room(self, event: Event) -> None:
+        max_count, max_bytes = self._limits(event.agent_id)
+        try:
+            count, size = await self._store.waiting_for(event.agent_id)
+        except (AgentcommsError, SQLAlchemyError, OSError) as exc:
+            # The mailbox itself stops at a hard cap; a projection hiccup must not refuse sends.
+            log.warning("could not count what waits for %s, accepting: %s", event.agent_id, exc)
+            return
+        this = len(event.text.encode("utf-8", "replace"))
+        if count + 1 <= max_count and size + this <= max_bytes:
+            return
+        limit = (
+            f"its limit is {max_count:,} messages"
+            if count + 1 > max_count
+            else f"its limit is {max_bytes:,} bytes and this message has {this:,}"
+        )
+        raise MailboxFull(
+            f"{event.agent_id}'s mailbox is full: {count:,} messages ({size:,} bytes) wait to be "
+            f"typed and {limit}. Nothing was queued. They are typed once its pane can take them "
+            "(`agentcomms agents` says why it cannot); send again then, or raise "
+            f"mailbox.max_pending / max_pending_bytes in the config."
+        )
+
     async def register(self, agent_id: str, registration: Registration) -> None:
         await self._signal(agent_id, "register", registration)
 
-    async def unregister(self, agent_id: str, reason: str | None = None) -> None:
-        await self._signal(agent_id, "unregister", Unregister(reason=reason))
+    async def unregister(self, agent_id: str) -> None:
+        await self._signal(agent_id, "unregister", Unregister())
 
     async def snapshot(self, agent_id: str) -> AgentSnapshot | None:
         handle = self._client.get_workflow_handle(workflow_id(agent_id))

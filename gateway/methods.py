@@ -1,4 +1,5 @@
-"""The socket methods: the seed's nine (same names and parameters) plus register/unregister/inbox.
+"""The socket methods: the ones scripts and existing MCP setups already call (same names and
+parameters), agent registration and the human's inbox, and what the MCP tools need.
 
 Each method takes its params model (`gateway.params`) and returns plain JSON-able data.
 """
@@ -17,6 +18,7 @@ from pydantic import ValidationError
 from temporalio.service import RPCError
 
 from agentcomms.config import Config, host_name
+from agentcomms.errors import MailboxFull
 from agentcomms.ids import new_event_id
 from agentcomms.models import LOCAL_CHANNEL, Event, utcnow
 from agentcomms.store import EventNotFound, Store
@@ -41,6 +43,7 @@ from gateway.params import (
 from gateway.protocol import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
+    MAILBOX_FULL,
     METHOD_NOT_FOUND,
     NOT_FOUND,
     RpcError,
@@ -56,7 +59,7 @@ WAIT_POLL_S = 2.0
 
 def event_json(event: Event) -> dict[str, Any]:
     data = event.model_dump(mode="json")
-    data["timestamp"] = data["created_at"]  # the seed's name for it
+    data["timestamp"] = data["created_at"]  # the name existing clients read
     return data
 
 
@@ -90,7 +93,7 @@ class Methods:
             "register": (RegisterParams, self.register),
             "unregister": (UnregisterParams, self.unregister),
             "inbox": (InboxParams, self.inbox),
-            # for the MCP server (issue 4)
+            # what the MCP tools need
             "check_messages": (CheckMessagesParams, self.check_messages),
             "wait_messages": (WaitMessagesParams, self.wait_messages),
             "history": (HistoryParams, self.history),
@@ -111,7 +114,7 @@ class Methods:
         except RPCError as exc:  # Temporal itself (a handler that can say more has said it)
             raise RpcError(INTERNAL_ERROR, self._temporal_trouble(exc)) from None
 
-    # ---- the seed's nine -----------------------------------------------------------------------
+    # ---- what scripts and existing MCP setups call ---------------------------------------------
 
     async def ping(self, _: NoParams) -> dict[str, Any]:
         return {"pong": True}
@@ -234,7 +237,7 @@ class Methods:
         result = await self._post(event, wait=p.wait, wait_s=p.timeout)
         return result | {"to_agent_id": p.to_agent_id}
 
-    # ---- beyond the seed -----------------------------------------------------------------------
+    # ---- registration and the human's inbox ----------------------------------------------------
 
     async def register(self, p: RegisterParams) -> dict[str, Any]:
         if p.type != "tmux":
@@ -245,6 +248,7 @@ class Methods:
             host=p.host or self._host,
             interrupt_key=p.interrupt_key,
             submit_delay_ms=p.submit_delay_ms,
+            max_chars=p.max_chars,
         )
         await self._mailbox.register(p.agent_id, registration)
         return {"agent_id": p.agent_id, "registered": True, "host": registration.host}
@@ -274,6 +278,8 @@ class Methods:
     async def _post(self, event: Event, *, wait: bool, wait_s: float) -> dict[str, Any]:
         try:
             await self._mailbox.post(event)
+        except MailboxFull as exc:
+            raise RpcError(MAILBOX_FULL, str(exc)) from None
         except RPCError as exc:
             raise RpcError(
                 INTERNAL_ERROR,
@@ -287,6 +293,8 @@ class Methods:
             result["delivered"] = outcome.status == "delivered"
             if outcome.error:
                 result["error"] = outcome.error
+            if outcome.note:
+                result["note"] = outcome.note
         return result
 
     async def _known_agent(self, agent_id: str) -> None:
@@ -301,13 +309,13 @@ class Methods:
         providers = [{"name": "local", "status": "connected" if chat.local.enabled else "disabled"}]
         for name in ("discord", "telegram", "whatsapp", "sms"):
             section = getattr(chat, name)
-            # Transports arrive with the transports issue; until then an enabled one is not served.
+            # An enabled provider without a transport to run it is not served.
             providers.append(
                 {"name": name, "status": "not available" if section.enabled else "disabled"}
             )
         return providers
 
-    # ---- for the MCP server (issue 4): the read cursor, waiting, chat history --------------------
+    # ---- for the MCP tools: the read cursor, waiting, chat history -------------------------------
 
     @cached_property
     def _read_locks(self) -> defaultdict[str, asyncio.Lock]:

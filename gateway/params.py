@@ -84,6 +84,9 @@ class RegisterParams(Params):
     host: str | None = None
     interrupt_key: InterruptKey = "C-c"
     submit_delay_ms: Annotated[int, Field(ge=0, le=10_000)] = 150
+    max_chars: Annotated[int, Field(ge=100, le=MAX_MESSAGE_CHARS)] = Field(
+        default=MAX_MESSAGE_CHARS, description="longest text typed; longer text is cut, visibly"
+    )
 
 
 class UnregisterParams(Params):
@@ -99,7 +102,7 @@ class AgentsParams(Params):
     include_offline: bool = True
 
 
-# ---- params of the MCP server's methods (issue 4) ------------------------------------------------
+# ---- params of the methods the MCP tools need ------------------------------------------------------
 
 
 class CheckMessagesParams(Params):

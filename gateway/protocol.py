@@ -13,6 +13,7 @@ METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
 NOT_FOUND = -32604
+MAILBOX_FULL = -32605  # nothing was queued: the agent's limits say so
 
 # A request line longer than this is answered with an error and skipped, not buffered.
 MAX_LINE_BYTES = 1024 * 1024

@@ -26,7 +26,7 @@ class Gateway:
         self.cfg = cfg
         self.host = host or host_name()
         self.started_at: datetime = utcnow()
-        self.mailbox = Mailbox(client, store, host=self.host)
+        self.mailbox = Mailbox(client, store, host=self.host, limits=cfg.mailbox_limits)
         self.methods = Methods(cfg, store, self.mailbox, self.started_at, host=self.host)
         self.server = SocketServer(cfg.server.socket(), self.methods.dispatch)
 
@@ -44,6 +44,7 @@ class Gateway:
                     host=agent.host or self.host,
                     interrupt_key=agent.interrupt_key,
                     submit_delay_ms=agent.submit_delay_ms,
+                    max_chars=agent.max_chars,
                 ),
             )
 

@@ -19,7 +19,6 @@ from sqlalchemy.engine import Connection
 from agentcomms.ids import new_event_id, provider_event_id
 from agentcomms.models import Agent, Channel, Event
 from agentcomms.store import (
-    CallRecord,
     DatabaseUnavailable,
     EventNotFound,
     SchemaOutdated,
@@ -250,7 +249,7 @@ async def test_get_event_unknown_is_none(store: Store) -> None:
 async def test_retried_record_event_changes_nothing(store: Store) -> None:
     event = message(text="original")
     assert await store.record_event(event) is True
-    await store.update_event_status(event.id, "delivered", attempts=1)
+    await store.settle_events([event.model_copy(update={"status": "delivered", "attempts": 1})])
     retried = event.model_copy(update={"payload": {"text": "changed"}, "status": "new"})
     assert await store.record_event(retried) is False
     stored = await store.get_event(event.id)
@@ -265,32 +264,20 @@ async def test_concurrent_duplicate_records_insert_once(store: Store) -> None:
     assert sorted(results) == [False] * 7 + [True]
 
 
-async def test_update_event_status(store: Store) -> None:
-    event = message()
-    await store.record_event(event)
-    await store.update_event_status(event.id, "failed", attempts=2, error="pane missing")
-    stored = await store.get_event(event.id)
-    assert stored is not None
-    assert (stored.status, stored.attempts, stored.error) == ("failed", 2, "pane missing")
-
-    delivered_at = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
-    await store.update_event_status(event.id, "delivered", attempts=3, delivered_at=delivered_at)
-    stored = await store.get_event(event.id)
-    assert stored is not None
-    assert (stored.status, stored.attempts, stored.delivered_at) == ("delivered", 3, delivered_at)
-    assert stored.error == "pane missing"  # None leaves a field as it was
-
-
 async def test_delivered_is_final(store: Store) -> None:
     event = message()
     await store.record_event(event)
     delivered_at = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
-    await store.update_event_status(event.id, "delivered", attempts=2, delivered_at=delivered_at)
+    done = event.model_copy(
+        update={"status": "delivered", "attempts": 2, "delivered_at": delivered_at}
+    )
+    await store.settle_events([done])
     # A late report from an earlier attempt, and a retried "delivered" with other values.
-    await store.update_event_status(event.id, "failed", attempts=1, error="timeout")
-    await store.update_event_status(event.id, "new")
-    await store.update_event_status(
-        event.id, "delivered", attempts=1, delivered_at=datetime.now(UTC)
+    await store.settle_events(
+        [event.model_copy(update={"status": "failed", "attempts": 1, "error": "timeout"})]
+    )
+    await store.settle_events(
+        [done.model_copy(update={"attempts": 1, "delivered_at": datetime.now(UTC)})]
     )
     stored = await store.get_event(event.id)
     assert stored is not None
@@ -305,19 +292,15 @@ async def test_delivered_is_final(store: Store) -> None:
 async def test_attempts_never_decrease(store: Store) -> None:
     event = message()
     await store.record_event(event)
-    await store.update_event_status(event.id, "failed", attempts=3)
-    await store.update_event_status(event.id, "failed", attempts=2)
+    await store.settle_events([event.model_copy(update={"status": "failed", "attempts": 3})])
+    await store.settle_events([event.model_copy(update={"status": "failed", "attempts": 2})])
     stored = await store.get_event(event.id)
     assert stored is not None and stored.attempts == 3
 
 
-async def test_update_event_status_of_unknown_event(store: Store) -> None:
-    with pytest.raises(EventNotFound) as caught:
-        await store.update_event_status("evt_01ARZ3NDEKTSV4RRFFQ69G5FAV", "delivered")
-    assert isinstance(caught.value, LookupError)
-    assert caught.value.event_id == "evt_01ARZ3NDEKTSV4RRFFQ69G5FAV"
+async def test_settle_refuses_an_unknown_status(store: Store) -> None:
     with pytest.raises(ValueError, match="status must be one of"):
-        await store.update_event_status("evt_01ARZ3NDEKTSV4RRFFQ69G5FAV", "gone")  # type: ignore[arg-type]
+        await store.settle_events([message().model_copy(update={"status": "gone"})])
 
 
 async def test_events_after_means_strictly_after_in_seq_order(store: Store) -> None:
@@ -442,7 +425,7 @@ async def test_read_cursor_of_an_unregistered_agent_survives_registration(store:
     created = await store.get_agent("backend")
     assert created is not None and created.status == "offline"
 
-    await store.upsert_agent(Agent(id="backend", target="work:0.0", status="online"))
+    await store.settle_events([], agent=Agent(id="backend", target="work:0.0", status="online"))
     assert ids((await store.unread_messages("backend", 10))[0]) == [m2.id]
 
 
@@ -467,9 +450,11 @@ async def test_upsert_and_list_agents(store: Store) -> None:
         interrupt_key="Escape",
         pending=2,
     )
-    await store.upsert_agent(backend)
-    await store.upsert_agent(Agent(id="away", status="offline"))
-    await store.upsert_agent(Agent(id="lost", status="unreachable", last_error="pane gone"))
+    await store.settle_events([], agent=backend)
+    await store.settle_events([], agent=Agent(id="away", status="offline"))
+    await store.settle_events(
+        [], agent=Agent(id="lost", status="unreachable", last_error="pane gone")
+    )
 
     assert await store.get_agent("backend") == backend
     assert await store.get_agent("nobody") is None
@@ -481,18 +466,18 @@ async def test_upsert_and_list_agents(store: Store) -> None:
     ]
 
     moved = backend.model_copy(update={"target": "work:1.0", "status": "offline", "pending": 0})
-    await store.upsert_agent(moved)
+    await store.settle_events([], agent=moved)
     assert await store.get_agent("backend") == moved
     assert [a.id for a in await store.list_agents()] == ["lost"]
 
 
 async def test_upsert_agent_keeps_registration_time(store: Store) -> None:
-    await store.upsert_agent(Agent(id="backend"))
+    await store.settle_events([], agent=Agent(id="backend"))
     query = text("SELECT registered_at FROM agents WHERE id = 'backend'")
     async with store.engine.connect() as conn:
         first = (await conn.execute(query)).scalar()
     await asyncio.sleep(0.01)
-    await store.upsert_agent(Agent(id="backend", status="online"))
+    await store.settle_events([], agent=Agent(id="backend", status="online"))
     async with store.engine.connect() as conn:
         assert (await conn.execute(query)).scalar() == first
 
@@ -513,29 +498,6 @@ async def test_channels(store: Store) -> None:
     assert await store.agent_for_channel("telegram:42") == "frontend"
     assert await store.agent_for_channel("discord:7") is None
     assert await store.agent_for_channel("sms:+15550100") is None
-
-
-async def test_calls(store: Store) -> None:
-    call = CallRecord(
-        id="call_1",
-        agent_id="backend",
-        status="ringing",
-        phone_number="+15550100",
-        started_at=datetime(2025, 1, 1, 9, 0, tzinfo=UTC),
-    )
-    await store.upsert_call(call)
-    assert await store.get_call("call_1") == call
-    ended = call.model_copy(
-        update={
-            "status": "completed",
-            "ended_at": datetime(2025, 1, 1, 9, 2, 30, tzinfo=UTC),
-            "duration_seconds": 150.0,
-            "transcript_ref": "transcripts/call_1.jsonl",
-        }
-    )
-    await store.upsert_call(ended)
-    assert await store.get_call("call_1") == ended
-    assert await store.get_call("call_2") is None
 
 
 async def test_settle_events_inserts_a_missing_row_and_updates_an_existing_one(

@@ -33,6 +33,7 @@ def build_workers(
         deliver_to_pane,
         interrupt_pane,
         projection.record_projection,
+        projection.load_waiting_events,
     ]
     queues = [host_task_queue(host or host_name())]
     if shared:

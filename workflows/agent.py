@@ -4,14 +4,22 @@ The workflow runs on its agent's host task queue (``agentcomms-host-<host>``) an
 local activity, because the pane lives on that host; an agent registered on another host moves
 there by continuing-as-new onto that host's queue. A message for an agent that is not registered,
 or whose pane is missing, waits here, in order, until it can be typed.
+
+What the workflow carries stays small whatever waits: its state holds each waiting message's id
+and kind, not its text. A text lives in the history of the run that received it (so in memory,
+and again after a replay) and in the projection; before continuing-as-new the mailbox makes sure
+every waiting text is in the projection, and the next run reads them back from there in bounded
+batches as it types them. Projection writes go in bounded chunks too, so no payload grows with
+a backlog (Temporal fails a workflow task whose payload passes its limit, 2 MB on the dev server,
+and keeps failing it).
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
@@ -19,12 +27,16 @@ from temporalio.exceptions import ActivityError, ApplicationError
 with workflow.unsafe.imports_passed_through():
     from agentcomms import errors
     from agentcomms.models import (
+        MAX_MESSAGE_CHARS,
         Agent,
         AgentStatus,
         DeliverRequest,
         DeliveryOutcome,
         Event,
+        EventType,
         InterruptRequest,
+        LoadedEvents,
+        LoadRequest,
         PaneTarget,
         ProjectionUpdate,
     )
@@ -46,6 +58,23 @@ DELIVERY_COST_MS = 20  # a delivery's own time, beside its submit delay
 # event and a visibility write; before, one was made every time the queue drained). Histories
 # recorded before it replay on the old path.
 PATCH_INDEX_ON_CHANGE = "index-status-on-change"
+# Patch: waiting texts are written to the projection before continuing-as-new, since the state
+# no longer carries them.
+PATCH_TEXTS_OUT_OF_STATE = "texts-out-of-state"
+# Patch: the agent row is written when the queue drains only if what it shows changed (before,
+# on every drain: one more write per message when messages come one at a time).
+PATCH_ROW_ON_CHANGE = "agent-row-on-change"
+
+# A projection write or read carries at most about this many characters of message text; with
+# JSON's worst case (6 bytes for an escaped character) and one whole message at the cap, a
+# payload stays well under the server's 2 MB.
+CHUNK_CHARS = 150_000
+# Past this many waiting messages the mailbox refuses more (recorded as rejected, never typed).
+# The gateway refuses far earlier, at the configured per-agent limit; this is the backstop for
+# signals that went around it, and keeps the continue-as-new input under the payload limit.
+HARD_WAITING_CAP = 20_000
+# How many waiting texts a run reads back from the projection at a time (fewer when long).
+LOAD_BATCH = 50
 
 DELIVERY_RETRY = RetryPolicy(
     initial_interval=timedelta(milliseconds=200),
@@ -75,7 +104,16 @@ class Registration(BaseModel):
     host: str
     interrupt_key: str = "C-c"
     submit_delay_ms: int = 150
-    max_chars: int = 8000
+    max_chars: int = MAX_MESSAGE_CHARS
+
+
+class Waiting(BaseModel):
+    """A message in the queue as the state carries it: its text is elsewhere (memory, projection)."""
+
+    id: str
+    type: EventType
+    # Runs that carried whole events in their state hand them over here; newer runs never do.
+    event: Event | None = None
 
 
 class AgentInput(BaseModel):
@@ -93,17 +131,29 @@ class AgentState(BaseModel):
     task_queue: str | None = None
     registration: Registration | None = None
     status: AgentStatus = "offline"
-    pending: list[Event] = Field(default_factory=list)
+    waiting: list[Waiting] = Field(default_factory=list)
     seen_ids: list[str] = Field(default_factory=list)
     outcomes: dict[str, str] = Field(default_factory=dict)  # event id -> delivered | failed
+    notes: dict[str, str] = Field(default_factory=dict)  # event id -> what typing it changed
     last_delivered_event_id: str | None = None
     last_error: str | None = None
     unreachable_since: datetime | None = None
     delivered_count: int = 0
 
+    @model_validator(mode="before")
+    @classmethod
+    def _from_runs_that_carried_texts(cls, data: Any) -> Any:
+        # Older runs continued-as-new with every waiting event, text included, under "pending".
+        if isinstance(data, dict) and "pending" in data:
+            data = dict(data)
+            data["waiting"] = [
+                {"id": e["id"], "type": e["type"], "event": e} for e in data.pop("pending")
+            ]
+        return data
+
 
 class Unregister(BaseModel):
-    reason: str | None = None
+    pass
 
 
 class WaitForDelivery(BaseModel):
@@ -115,6 +165,7 @@ class DeliveryStatus(BaseModel):
     event_id: str
     status: Literal["delivered", "failed", "queued", "unknown", "moved"]
     error: str | None = None
+    note: str | None = None  # e.g. that the agent's max_chars cut the text
 
 
 class AgentSnapshot(BaseModel):
@@ -141,10 +192,17 @@ class AgentWorkflow:
             agent_id=input.agent_id, task_queue=input.task_queue or workflow.info().task_queue
         )
         self._seen = set(self._s.seen_ids)
+        # The texts of waiting messages this run holds: those it received (its history has them
+        # too) and those read back from the projection. The state carries only ids.
+        self._texts: dict[str, Event] = {}
+        for entry in self._s.waiting:
+            if entry.event is not None:
+                self._texts[entry.id] = entry.event
+                entry.event = None
         # Wakes the delivery loop early from a backoff sleep (new registration, new message).
         self._nudged = False
         self._continuing = False
-        # The status and pending count the projection last saw; kept current while messages
+        # The status and waiting count the projection last saw; kept current while messages
         # cannot move (while they flow, the row is written when the queue drains).
         self._published: tuple[str, int] | None = None
         self._indexed_status: str | None = None  # AgentStatus as last upserted in this run
@@ -160,16 +218,28 @@ class AgentWorkflow:
         if event.id in self._seen:
             return
         self._remember(event.id)
+        self._nudged = True
+        if len(self._s.waiting) >= HARD_WAITING_CAP:
+            self._unsettled.append(
+                event.model_copy(
+                    update={
+                        "status": "rejected",
+                        "error": f"mailbox full: {len(self._s.waiting)} messages wait already",
+                    }
+                )
+            )
+            return
+        self._texts[event.id] = event
+        entry = Waiting(id=event.id, type=event.type)
         if event.type == "interrupt":
             # An interrupt overtakes queued messages, but not earlier interrupts.
             index = next(
-                (i for i, e in enumerate(self._s.pending) if e.type != "interrupt"),
-                len(self._s.pending),
+                (i for i, w in enumerate(self._s.waiting) if w.type != "interrupt"),
+                len(self._s.waiting),
             )
-            self._s.pending.insert(index, event)
+            self._s.waiting.insert(index, entry)
         else:
-            self._s.pending.append(event)
-        self._nudged = True
+            self._s.waiting.append(entry)
 
     @workflow.signal
     def register(self, registration: Registration) -> None:
@@ -180,7 +250,7 @@ class AgentWorkflow:
         self._nudged = True
 
     @workflow.signal
-    def unregister(self, request: Unregister) -> None:
+    def unregister(self, _: Unregister) -> None:
         self._s.registration = None
         self._s.status = "offline"
         self._s.unreachable_since = None
@@ -200,11 +270,16 @@ class AgentWorkflow:
         outcome = self._s.outcomes.get(request.event_id)
         if outcome is not None:
             error = self._s.last_error if outcome == "failed" else None
-            return DeliveryStatus(event_id=request.event_id, status=outcome, error=error)
+            return DeliveryStatus(
+                event_id=request.event_id,
+                status=outcome,
+                error=error,
+                note=self._s.notes.get(request.event_id),
+            )
         if self._continuing:
             # The caller asks the next run (same workflow id) again.
             return DeliveryStatus(event_id=request.event_id, status="moved")
-        queued = any(e.id == request.event_id for e in self._s.pending)
+        queued = any(w.id == request.event_id for w in self._s.waiting)
         return DeliveryStatus(event_id=request.event_id, status="queued" if queued else "unknown")
 
     @workflow.query
@@ -214,7 +289,7 @@ class AgentWorkflow:
             agent_id=s.agent_id,
             status=s.status,
             registration=s.registration,
-            pending=len(s.pending),
+            pending=len(s.waiting),
             last_delivered_event_id=s.last_delivered_event_id,
             last_error=s.last_error,
             unreachable_since=s.unreachable_since,
@@ -233,6 +308,7 @@ class AgentWorkflow:
                     self._deliverable()
                     or self._continue_as_new_suggested()
                     or self._stale_projection()
+                    or bool(self._unsettled)  # e.g. a message refused past the hard cap
                 )
             )
             if self._continue_as_new_suggested():
@@ -246,10 +322,12 @@ class AgentWorkflow:
                 # The pane lives on another host: continue there, where typing is local.
                 self._s.task_queue = host_task_queue(reg.host)
                 await self._continue_as_new(task_queue=self._s.task_queue)
-            event = self._s.pending[0]
+            event = await self._next_event()
+            if event is None:
+                continue
             self._nudged = False
             try:
-                await self._deliver(event, reg)
+                outcome = await self._deliver(event, reg)
             except (ActivityError, ApplicationError) as exc:
                 # A local activity's failure may arrive bare or wrapped in an ActivityError.
                 cause = exc.cause if isinstance(exc, ActivityError) else exc
@@ -272,12 +350,47 @@ class AgentWorkflow:
                 await self._settle(event, "failed", error=message)
                 continue
             backoff = RETRY_FIRST
-            await self._settle(event, "delivered")
+            await self._settle(event, "delivered", note=self._cut_note(outcome, reg))
             await self._end_batch_if_due(reg)
         await self._continue_as_new()
 
+    async def _next_event(self) -> Event | None:
+        """The first waiting event with its text; reads a batch back from the projection when
+        this run does not hold it (it arrived before the last continue-as-new)."""
+        first = self._s.waiting[0]
+        if first.id not in self._texts:
+            await self._load_texts()
+        event = self._texts.get(first.id)
+        if event is None:
+            # Never expected: the text was in the projection before the state let go of it.
+            gone = Event(
+                id=first.id,
+                agent_id=self._s.agent_id,
+                channel_id="",
+                type=first.type,
+                role="system",
+            )
+            await self._settle(gone, "failed", error="its text is missing from the projection")
+            return None
+        return event
+
+    async def _load_texts(self) -> None:
+        ids = [w.id for w in self._s.waiting if w.id not in self._texts][:LOAD_BATCH]
+        loaded = await workflow.execute_local_activity(
+            "load_waiting_events",
+            LoadRequest(agent_id=self._s.agent_id, event_ids=ids, max_chars=CHUNK_CHARS),
+            result_type=LoadedEvents,
+            start_to_close_timeout=timedelta(seconds=10),
+            retry_policy=PROJECTION_RETRY,
+            summary=f"read {len(ids)} waiting texts",
+        )
+        for event in loaded.events:
+            self._texts[event.id] = event
+        for event_id in loaded.missing:
+            self._texts.pop(event_id, None)
+
     async def _end_batch_if_due(self, reg: Registration) -> None:
-        if not self._s.pending:
+        if not self._s.waiting:
             self._batch_ms = 0  # the loop now waits, which ends the workflow task anyway
             return
         self._batch_ms += reg.submit_delay_ms + DELIVERY_COST_MS
@@ -287,16 +400,18 @@ class AgentWorkflow:
             await workflow.sleep(timedelta(milliseconds=1), summary="let new signals in")
 
     def _stale_projection(self) -> bool:
-        return self._published != (self._s.status, len(self._s.pending))
+        return self._published != (self._s.status, len(self._s.waiting))
 
     def _deliverable(self) -> bool:
-        return bool(self._s.pending) and self._s.registration is not None
+        return bool(self._s.waiting) and self._s.registration is not None
 
     def _continue_as_new_suggested(self) -> bool:
         return workflow.info().is_continue_as_new_suggested()
 
     async def _continue_as_new(self, *, task_queue: str | None = None) -> None:
         self._continuing = True
+        if workflow.patched(PATCH_TEXTS_OUT_OF_STATE):
+            await self._store_waiting_texts()
         await self._write_projection()
         # Let waiting updates answer "moved" before this run ends.
         await workflow.wait_condition(workflow.all_handlers_finished)
@@ -305,7 +420,19 @@ class AgentWorkflow:
             AgentInput(agent_id=self._s.agent_id, state=self._s), task_queue=task_queue
         )
 
-    async def _deliver(self, event: Event, reg: Registration) -> None:
+    async def _store_waiting_texts(self) -> None:
+        """Make sure every waiting text is in the projection: the next run reads them there."""
+        held = [self._texts[w.id] for w in self._s.waiting if w.id in self._texts]
+        for chunk in _chunks(held):
+            await workflow.execute_local_activity(
+                "record_projection",
+                ProjectionUpdate(waiting=chunk),
+                start_to_close_timeout=timedelta(seconds=10),
+                retry_policy=PROJECTION_RETRY,
+                summary=f"keep {len(chunk)} waiting texts",
+            )
+
+    async def _deliver(self, event: Event, reg: Registration) -> DeliveryOutcome | None:
         pane = PaneTarget(target=reg.target, socket=reg.socket)
         if event.type == "interrupt":
             await workflow.execute_local_activity(
@@ -316,10 +443,10 @@ class AgentWorkflow:
                 retry_policy=DELIVERY_RETRY,
                 summary=f"press {reg.interrupt_key} in {reg.target}",
             )
-            return
+            return None
         # The outcome says whether an earlier attempt had typed it already; the pane's record of
         # recent events makes either case a delivery.
-        await workflow.execute_local_activity(
+        return await workflow.execute_local_activity(
             "deliver_to_pane",
             DeliverRequest(
                 pane=pane,
@@ -340,19 +467,38 @@ class AgentWorkflow:
             return f"[from: {event.source_agent_id}] {event.text}"
         return event.text
 
+    @staticmethod
+    def _cut_note(outcome: DeliveryOutcome | None, reg: Registration) -> str | None:
+        if outcome is None or not outcome.truncated:
+            return None
+        return (
+            f"cut at the agent's max_chars ({reg.max_chars:,}): "
+            f"{outcome.removed:,} characters were not typed"
+        )
+
     async def _settle(
         self,
         event: Event,
         status: Literal["delivered", "failed"],
         *,
         error: str | None = None,
+        note: str | None = None,
     ) -> None:
         # By id, not position: an interrupt may have been queued ahead of it meanwhile.
-        self._s.pending = [e for e in self._s.pending if e.id != event.id]
+        waiting = self._s.waiting
+        if waiting and waiting[0].id == event.id:
+            waiting.pop(0)
+        else:
+            self._s.waiting = [w for w in waiting if w.id != event.id]
+        self._texts.pop(event.id, None)
         now = workflow.now()
         self._s.outcomes[event.id] = status
         while len(self._s.outcomes) > OUTCOMES_KEPT:
             self._s.outcomes.pop(next(iter(self._s.outcomes)))
+        if note is not None:
+            self._s.notes[event.id] = note
+            while len(self._s.notes) > OUTCOMES_KEPT:
+                self._s.notes.pop(next(iter(self._s.notes)))
         if status == "delivered":
             self._s.last_delivered_event_id = event.id
             self._s.delivered_count += 1
@@ -370,17 +516,29 @@ class AgentWorkflow:
                     "attempts": event.attempts + 1,
                     "delivered_at": now if status == "delivered" else None,
                     "error": error,
+                    "note": note,
                 }
             )
         )
-        # The agent row changes when its status does and whenever the queue drains.
-        if status_changed or not self._s.pending or status == "failed":
+        # The agent row is written when what it shows changes (status, error, the count that
+        # waits once the queue drains); the settled events go in the same write, or alone.
+        drained = not self._s.waiting
+        if (
+            status_changed
+            or status == "failed"
+            or (
+                drained
+                and (self._stale_projection() or not workflow.patched(PATCH_ROW_ON_CHANGE))
+            )
+        ):
             await self._publish()
+        elif drained:
+            await self._write_projection()
 
     async def _mark_unreachable(self, error: str) -> None:
         changed = self._s.last_error != error or self._published != (
             "unreachable",
-            len(self._s.pending),
+            len(self._s.waiting),
         )
         if self._s.unreachable_since is None:
             self._s.unreachable_since = workflow.now()
@@ -393,9 +551,9 @@ class AgentWorkflow:
         """Show the agent's state in the Temporal UI and write it (and settled events) to the
         projection."""
         s, reg = self._s, self._s.registration
-        self._published = (s.status, len(s.pending))
+        self._published = (s.status, len(s.waiting))
         where = reg.target if reg else "no pane"
-        details = f"{s.status}: {len(s.pending)} pending, pane {where}"
+        details = f"{s.status}: {len(s.waiting)} pending, pane {where}"
         if s.status == "unreachable" and s.unreachable_since:
             details += f" missing since {s.unreachable_since.isoformat(timespec='seconds')}"
         if s.last_error:
@@ -415,7 +573,7 @@ class AgentWorkflow:
                 interrupt_key=reg.interrupt_key if reg else "C-c",
                 submit_delay_ms=reg.submit_delay_ms if reg else 150,
                 status=s.status,
-                pending=len(s.pending),
+                pending=len(s.waiting),
                 last_delivered_event_id=s.last_delivered_event_id,
                 last_error=s.last_error,
                 updated_at=workflow.now(),
@@ -423,20 +581,24 @@ class AgentWorkflow:
         )
 
     async def _write_projection(self, agent: Agent | None = None) -> None:
-        """Write the settled events (and the agent row, when given) in one local activity."""
+        """Write the settled events (and the agent row, when given), in chunks of bounded size:
+        usually one local activity per batch instead of one per message."""
         if not self._unsettled and agent is None:
             return
         events, self._unsettled = self._unsettled, []
-        what = [f"{len(events)} events"] if events else []
-        if agent is not None:
-            what.append(f"agent {agent.status}")
-        await workflow.execute_local_activity(
-            "record_projection",
-            ProjectionUpdate(events=events, agent=agent),
-            start_to_close_timeout=timedelta(seconds=10),
-            retry_policy=PROJECTION_RETRY,
-            summary="record " + ", ".join(what),
-        )
+        chunks = list(_chunks(events)) or [[]]
+        for i, chunk in enumerate(chunks):
+            row = agent if i == len(chunks) - 1 else None
+            what = [f"{len(chunk)} events"] if chunk else []
+            if row is not None:
+                what.append(f"agent {row.status}")
+            await workflow.execute_local_activity(
+                "record_projection",
+                ProjectionUpdate(events=chunk, agent=row),
+                start_to_close_timeout=timedelta(seconds=10),
+                retry_policy=PROJECTION_RETRY,
+                summary="record " + ", ".join(what),
+            )
 
     # ---- de-duplication memory -------------------------------------------------------------------
 
@@ -448,3 +610,17 @@ class AgentWorkflow:
             drop = self._s.seen_ids[: len(self._s.seen_ids) - SEEN_IDS_KEPT]
             self._s.seen_ids = self._s.seen_ids[-SEEN_IDS_KEPT:]
             self._seen.difference_update(drop)
+
+
+def _chunks(events: list[Event]) -> list[list[Event]]:
+    """Split events into runs whose texts add up to about CHUNK_CHARS (one event at least)."""
+    chunks: list[list[Event]] = []
+    size = 0
+    for event in events:
+        cost = len(event.text) + 500  # the rest of the row, roughly
+        if not chunks or size + cost > CHUNK_CHARS:
+            chunks.append([])
+            size = 0
+        chunks[-1].append(event)
+        size += cost
+    return chunks

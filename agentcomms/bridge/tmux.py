@@ -135,7 +135,11 @@ class TmuxAdapter:
             raise InvalidTarget(f"max_chars must be at least 1, not {req.max_chars}")
         clean = sanitize(req.text, max_chars=req.max_chars)
         outcome = DeliveryOutcome(
-            event_id=req.event_id, typed=True, truncated=clean.truncated, chars=len(clean.text)
+            event_id=req.event_id,
+            typed=True,
+            truncated=clean.truncated,
+            chars=len(clean.text),
+            removed=clean.removed,
         )
 
         info = await self.pane_info(req.pane)

@@ -25,7 +25,7 @@ from agentcomms.cli.common import (
 )
 from agentcomms.client import GatewayClient, call
 from agentcomms.config import host_name, load_config
-from agentcomms.models import PaneTarget
+from agentcomms.models import MAX_MESSAGE_CHARS, PaneTarget
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 WaitOption = Annotated[
@@ -109,6 +109,16 @@ def register(
     host: Annotated[
         str | None, typer.Option("--host", help="Host whose worker types into the pane.")
     ] = None,
+    max_chars: Annotated[
+        int | None,
+        typer.Option(
+            "--max-chars",
+            min=100,
+            max=MAX_MESSAGE_CHARS,
+            help="Longest text typed into the pane; longer text is cut with a visible marker "
+            "and the event says so. Default: whole messages (up to 100,000 characters).",
+        ),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Register an agent's tmux pane; messages waiting for it are typed in order.
@@ -129,6 +139,8 @@ def register(
         params["socket"] = socket
     if host:
         params["host"] = host
+    if max_chars:
+        params["max_chars"] = max_chars
     result = _gateway("register", **params)
     summary = f"registered {agent_id} → {tmux} on {result['host']}"
     if socket:
@@ -170,6 +182,8 @@ def _print_post(result: dict[str, Any], as_json: bool, what: str, agent: str) ->
         return
     state = result.get("status", "queued")
     console.print(f"{what} {result['event_id']}: {state}")
+    if note := result.get("note"):
+        console.print(f"  note: {note}", soft_wrap=True)
     if state == "failed":
         fail(f"{what} failed: {result.get('error')}")
     if state == "queued" and (why := _why_it_waits(agent)):
@@ -292,6 +306,7 @@ def _print_event(e: dict[str, Any], as_json: bool) -> None:
             f"{when} {e['id']} ",
             (e["type"], "bold"),
             f" {shown(e['channel_id'])} {e['status']}: {shown(text)}",
+            *([(f" ({e['note']})", "yellow")] if e.get("note") else []),
         )
     )
 

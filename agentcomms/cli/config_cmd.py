@@ -46,7 +46,7 @@ underscore between levels, e.g.
   AGENTCOMMS_CHAT__ALLOWED_SENDERS__TELEGRAM='["42"]'
 Values are read as JSON when they parse (9000, true, a list), else as text;
 string keys always take the text. Only names whose first part is a section
-(server, temporal, database, agents, chat, voice, logging) count, so
+(server, temporal, database, mailbox, agents, chat, voice, logging) count, so
 AGENTCOMMS_HOME and the like are not keys. The older AGENTCALL_* names work
 too; AGENTCOMMS_* wins.""",
 )
@@ -88,8 +88,11 @@ _COMMENTS: dict[tuple[str, ...], str] = {
     "is started when none answers (its database: <home>/temporal.db when db_filename is null).",
     ("database",): "url null: a SQLite file in the home. PostgreSQL: "
     '"postgresql+asyncpg://user:${PGPASSWORD}@host/agentcomms".',
+    ("mailbox",): "What may wait for one agent whose pane cannot take it yet; past a limit a "
+    "send is refused with the reason (an accepted message is never dropped).",
     ("agents",): "Agents registered at start, by id, e.g. "
-    '"backend": {"target": "dev:0.1"} types into tmux pane dev:0.1.',
+    '"backend": {"target": "dev:0.1"} types into tmux pane dev:0.1. max_chars cuts longer '
+    "text (visibly); max_pending and max_pending_bytes override the mailbox limits.",
     ("chat",): "Only enabled providers connect; base_url null means the provider's own API. "
     'channels maps a channel id to an agent id, e.g. "telegram:42": "backend"; '
     "allowed_senders maps a provider to the sender ids allowed to reach agents.",

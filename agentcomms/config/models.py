@@ -23,6 +23,7 @@ from pydantic import (
 from agentcomms.bridge.fields import InterruptKey, TmuxSocket, TmuxTarget
 from agentcomms.config.home import agentcomms_home
 from agentcomms.ids import check_agent_id
+from agentcomms.models import MAX_MESSAGE_CHARS
 
 
 class Section(BaseModel):
@@ -86,6 +87,20 @@ class DatabaseConfig(Section):
 
 
 AgentIdKey = Annotated[str, AfterValidator(check_agent_id)]
+# The mailbox itself refuses past 20,000 waiting messages; a configured limit stays below that.
+MaxPending = Annotated[int, Field(ge=1, le=10_000)]
+MaxPendingBytes = Annotated[int, Field(ge=MAX_MESSAGE_CHARS * 4, le=1_000_000_000)]
+MaxChars = Annotated[int, Field(ge=100, le=MAX_MESSAGE_CHARS)]
+
+
+class MailboxConfig(Section):
+    """What may wait for one agent whose pane cannot take it yet. Past a limit a send is
+    refused, with the reason; a message once accepted is never dropped."""
+
+    max_pending: MaxPending = Field(default=1000, description="messages waiting per agent")
+    max_pending_bytes: MaxPendingBytes = Field(
+        default=8_000_000, description="bytes of text waiting per agent"
+    )
 
 
 class AgentConfig(Section):
@@ -102,6 +117,16 @@ class AgentConfig(Section):
         default="C-c", description="C-a … C-z, M-a … M-z, Escape, Enter, Tab, F1 … F12"
     )
     submit_delay_ms: int = Field(default=150, ge=0, le=10_000)
+    max_chars: MaxChars = Field(
+        default=MAX_MESSAGE_CHARS,
+        description="longest text typed into the pane; longer text is cut, visibly",
+    )
+    max_pending: MaxPending | None = Field(
+        default=None, description="overrides mailbox.max_pending"
+    )
+    max_pending_bytes: MaxPendingBytes | None = Field(
+        default=None, description="overrides mailbox.max_pending_bytes"
+    )
     token: SecretStr | None = Field(default=None, description="bearer token for MCP over HTTP")
 
 
@@ -201,7 +226,16 @@ class Config(Section):
     server: ServerConfig = ServerConfig()
     temporal: TemporalConfig = TemporalConfig()
     database: DatabaseConfig = DatabaseConfig()
+    mailbox: MailboxConfig = MailboxConfig()
     agents: dict[AgentIdKey, AgentConfig] = Field(default_factory=dict)
     chat: ChatConfig = ChatConfig()
     voice: VoiceConfig = VoiceConfig()
     logging: LoggingConfig = LoggingConfig()
+
+    def mailbox_limits(self, agent_id: str) -> tuple[int, int]:
+        """(messages, bytes) that may wait for `agent_id`: its own limits, else the defaults."""
+        agent = self.agents.get(agent_id)
+        return (
+            (agent and agent.max_pending) or self.mailbox.max_pending,
+            (agent and agent.max_pending_bytes) or self.mailbox.max_pending_bytes,
+        )

@@ -8,12 +8,10 @@ from __future__ import annotations
 
 from agentcomms.store.errors import DatabaseUnavailable, EventNotFound, SchemaOutdated, StoreError
 from agentcomms.store.migrate import SchemaStatus, head_revision, schema_status, upgrade_database
-from agentcomms.store.records import CallRecord
 from agentcomms.store.store import MESSAGE_TYPES, Store
 
 __all__ = [
     "MESSAGE_TYPES",
-    "CallRecord",
     "DatabaseUnavailable",
     "EventNotFound",
     "SchemaOutdated",

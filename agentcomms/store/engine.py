@@ -18,10 +18,11 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 from agentcomms.store.errors import DatabaseUnavailable
 
 SQLITE_BUSY_TIMEOUT_MS = 10_000
-# pg_advisory_xact_lock(class, object) classes, "acms" and "acmt" in ASCII, so locks that other
+# pg_advisory_xact_lock(class, object) classes, "acms", "acmt" and "acmu" in ASCII, so locks that other
 # applications take on a shared server cannot collide with ours.
 PG_LOCK_MIGRATIONS = 0x61636D73
 PG_LOCK_AGENT_EVENTS = 0x61636D74
+PG_LOCK_CHANNEL_EVENTS = 0x61636D75
 # Execution option that makes a SQLite transaction take the write lock at BEGIN.
 _IMMEDIATE = "agentcomms_sqlite_immediate"
 

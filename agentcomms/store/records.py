@@ -2,30 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 from sqlalchemy.engine import Row
 
-from agentcomms.models import Direction, Event, utcnow
+from agentcomms.models import Event
 
 M = TypeVar("M", bound=BaseModel)
-
-
-class CallRecord(BaseModel):
-    """One phone call as the projection knows it; the transcript stays elsewhere (a reference)."""
-
-    id: str
-    agent_id: str
-    status: str  # the call workflow owns the vocabulary (ringing, in_progress, completed…)
-    direction: Direction = "out"  # "out": the agent phoned a human
-    phone_number: str | None = None
-    started_at: datetime = Field(default_factory=utcnow)
-    ended_at: datetime | None = None
-    duration_seconds: float | None = None
-    transcript_ref: str | None = None
-    error: str | None = None
 
 
 def row_values(model: BaseModel) -> dict[str, Any]:

@@ -63,6 +63,7 @@ class EventRow(Base):
         Index("ix_events_agent_seq", "agent_id", "seq"),
         Index("ix_events_channel_seq", "channel_id", "seq"),
         Index("ix_events_agent_direction_seq", "agent_id", "direction", "seq"),
+        Index("ix_events_agent_status", "agent_id", "status"),
         # AUTOINCREMENT: a seq is never handed out twice, so read cursors never point at a reused one.
         {"sqlite_autoincrement": True},
     )
@@ -82,6 +83,7 @@ class EventRow(Base):
     created_at: Mapped[datetime]
     delivered_at: Mapped[datetime | None]
     error: Mapped[str | None] = mapped_column(Text)
+    note: Mapped[str | None] = mapped_column(Text)
 
 
 class AgentRow(Base):

@@ -9,20 +9,24 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from datetime import datetime
 from types import TracebackType
 from typing import Any, Literal, get_args
 
-from sqlalchemy import ColumnElement, case, func, or_, select, text, update
+from sqlalchemy import ColumnElement, LargeBinary, case, cast, func, or_, select, text
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from agentcomms.models import Agent, Channel, Event, EventStatus, utcnow
-from agentcomms.store.engine import PG_LOCK_AGENT_EVENTS, create_engine, write_transaction
+from agentcomms.store.engine import (
+    PG_LOCK_AGENT_EVENTS,
+    PG_LOCK_CHANNEL_EVENTS,
+    create_engine,
+    write_transaction,
+)
 from agentcomms.store.errors import EventNotFound
 from agentcomms.store.migrate import database_errors, ensure_schema_current, upgrade_engine
-from agentcomms.store.records import CallRecord, from_row, row_values
-from agentcomms.store.schema import AgentRow, Base, CallRow, ChannelRow, EventRow
+from agentcomms.store.records import from_row, row_values
+from agentcomms.store.schema import AgentRow, Base, ChannelRow, EventRow
 
 # What check_messages and chat history show an agent; interrupts and system events are not messages.
 MESSAGE_TYPES = ("human_message", "agent_message")
@@ -53,6 +57,9 @@ class Store:
         # single writes wait 0.75 s (bench/bench_mailbox.py); other processes still use the
         # busy timeout.
         self._sqlite_writes = asyncio.Lock() if self._dialect == "sqlite" else None
+        # Events the gateway records, waiting for the next group commit (see record_event).
+        self._queued_inserts: list[tuple[Event, asyncio.Future[bool]]] = []
+        self._inserter: asyncio.Task[None] | None = None
 
     @asynccontextmanager
     async def _write(self) -> AsyncIterator[AsyncConnection]:
@@ -83,6 +90,8 @@ class Store:
         return cls(engine)
 
     async def close(self) -> None:
+        if self._inserter is not None:
+            await asyncio.gather(self._inserter, return_exceptions=True)
         await self._engine.dispose()
 
     async def __aenter__(self) -> Store:
@@ -106,33 +115,66 @@ class Store:
         """Insert ``event`` unless an event with its id exists; True when it was inserted.
 
         A retried or re-sent write changes nothing, not even the status of the stored event.
+        Concurrent calls share one transaction: while one commit runs, the events that arrive
+        queue up and go in the next (a group commit: one fsync for many sends).
         """
-        async with self._write() as conn:
-            await self._serialize_agent_inserts(conn, event.agent_id)
-            stmt = (
-                self._insert(EventRow)
-                .values(row_values(event))
-                .on_conflict_do_nothing(index_elements=[EventRow.id])
-                .returning(EventRow.seq)
-            )
-            return (await conn.execute(stmt)).first() is not None
+        done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._queued_inserts.append((event, done))
+        if self._inserter is None or self._inserter.done():
+            # A task of its own: a caller that gives up must not take the others' write with it.
+            self._inserter = asyncio.create_task(self._insert_queued())
+        return await done
 
-    async def _serialize_agent_inserts(self, conn: AsyncConnection, agent_id: str) -> None:
-        if self._dialect == "postgresql":
-            # Without this, seq 11 could commit before seq 10, and a reader paging "after 11"
-            # would never see 10. Serialising one agent's inserts makes seq order commit order.
-            await conn.execute(
-                text("SELECT pg_advisory_xact_lock(:cls, hashtext(:agent))"),
-                {"cls": PG_LOCK_AGENT_EVENTS, "agent": agent_id},
-            )
+    async def _insert_queued(self) -> None:
+        while self._queued_inserts:
+            batch, self._queued_inserts = self._queued_inserts, []
+            try:
+                inserted = await self.record_events([event for event, _ in batch])
+            except Exception as exc:
+                for _, done in batch:
+                    if not done.done():
+                        done.set_exception(exc)
+            else:
+                for event, done in batch:
+                    # The same event twice in one batch: the first one inserted it.
+                    fresh = event.id in inserted
+                    inserted.discard(event.id)
+                    if not done.done():
+                        done.set_result(fresh)
 
-    async def settle_events(self, events: list[Event]) -> None:
-        """Write events as their mailbox settled them, in one transaction: each inserted when
-        absent (the gateway's early write may have been lost), otherwise its status, attempts,
-        delivery time and error updated. A delivered event stays delivered.
-        """
+    async def record_events(self, events: list[Event]) -> set[str]:
+        """Insert the events whose ids are not stored yet, in one transaction; the ids inserted."""
         if not events:
-            return
+            return set()
+        stmt = (
+            self._insert(EventRow)
+            .on_conflict_do_nothing(index_elements=[EventRow.id])
+            .returning(EventRow.id)
+        )
+        async with self._write() as conn:
+            await self._serialize_inserts(conn, events)
+            rows = await conn.execute(stmt, [row_values(e) for e in events])
+            return {row.id for row in rows}
+
+    async def _serialize_inserts(self, conn: AsyncConnection, events: list[Event]) -> None:
+        if self._dialect != "postgresql":
+            return  # SQLite has one writer at a time: seq order is commit order already
+        # Without this, seq 11 could commit before seq 10, and a reader paging "after 11" would
+        # never see 10. Serialising the inserts of one agent, and of one channel (two agents
+        # answering in the local inbox at once), makes seq order commit order for both readers.
+        # Always agents first, then channels, each sorted: no two writers can deadlock.
+        lock = text("SELECT pg_advisory_xact_lock(:cls, hashtext(:key))")
+        for agent_id in sorted({e.agent_id for e in events}):
+            await conn.execute(lock, {"cls": PG_LOCK_AGENT_EVENTS, "key": agent_id})
+        for channel_id in sorted({e.channel_id for e in events}):
+            await conn.execute(lock, {"cls": PG_LOCK_CHANNEL_EVENTS, "key": channel_id})
+
+    async def settle_events(self, events: list[Event], *, agent: Agent | None = None) -> None:
+        """Write events as their mailbox settled them, and its agent row, in one transaction:
+        each event inserted when absent (the gateway's early write may have been lost),
+        otherwise its status, attempts, delivery time, error and note updated. A delivered
+        event stays delivered. The agent row keeps its read cursor and registration time.
+        """
         for event in events:
             if event.status not in _STATUSES:
                 raise ValueError(f"status must be one of {sorted(_STATUSES)}, not {event.status!r}")
@@ -147,47 +189,48 @@ class Store:
                 ),
                 "delivered_at": insert.excluded.delivered_at,
                 "error": insert.excluded.error,
+                "note": insert.excluded.note,
             },
             where=EventRow.status != "delivered",
         )
+        if not events and agent is None:
+            return
         async with self._write() as conn:
-            for agent_id in sorted({e.agent_id for e in events}):
-                await self._serialize_agent_inserts(conn, agent_id)
-            await conn.execute(stmt, [row_values(e) for e in events])
+            if events:
+                await self._serialize_inserts(conn, events)
+                await conn.execute(stmt, [row_values(e) for e in events])
+            if agent is not None:
+                await conn.execute(
+                    self._upsert_stmt(
+                        AgentRow, row_values(agent), key="id", on_insert={"registered_at": utcnow()}
+                    )
+                )
 
-    async def update_event_status(
-        self,
-        event_id: str,
-        status: EventStatus,
-        *,
-        attempts: int | None = None,
-        delivered_at: datetime | None = None,
-        error: str | None = None,
-    ) -> None:
-        """Set an event's status; ``None`` leaves a field as it is.
-
-        Idempotent: a delivered event stays delivered (a late "failed" from an earlier attempt
-        cannot undo it) and ``attempts`` never decreases. Raises ``EventNotFound``.
-        """
-        if status not in _STATUSES:
-            raise ValueError(f"status must be one of {sorted(_STATUSES)}, not {status!r}")
-        values: dict[str, Any] = {"status": status}
-        if attempts is not None:
-            values["attempts"] = case(
-                (EventRow.attempts < attempts, attempts), else_=EventRow.attempts
-            )
-        if delivered_at is not None:
-            values["delivered_at"] = delivered_at
-        if error is not None:
-            values["error"] = error
-        stmt = (
-            update(EventRow)
-            .where(EventRow.id == event_id, EventRow.status != "delivered")
-            .values(values)
+    async def waiting_for(self, agent_id: str) -> tuple[int, int]:
+        """How many messages to the agent wait to be typed, and the UTF-8 bytes of their text."""
+        text_of = EventRow.payload["text"].as_string()
+        size = (
+            func.octet_length(text_of)
+            if self._dialect == "postgresql"
+            else func.length(cast(text_of, LargeBinary))
         )
-        async with self._write() as conn:
-            if (await conn.execute(stmt)).rowcount == 0:
-                await self._seq_of(conn, event_id)  # raises EventNotFound; else it was delivered
+        stmt = select(func.count(), func.coalesce(func.sum(size), 0)).where(
+            EventRow.agent_id == agent_id,
+            EventRow.status == "new",
+            EventRow.direction == "in",
+            EventRow.type.in_(MESSAGE_TYPES),
+        )
+        async with self._engine.connect() as conn:
+            count, size_total = (await conn.execute(stmt)).one()
+        return int(count), int(size_total)
+
+    async def events_by_id(self, agent_id: str, event_ids: list[str]) -> dict[str, Event]:
+        """The agent's events with these ids (those that exist), by id."""
+        if not event_ids:
+            return {}
+        stmt = select(EventRow).where(EventRow.agent_id == agent_id, EventRow.id.in_(event_ids))
+        async with self._engine.connect() as conn:
+            return {row.id: from_row(Event, row) for row in await conn.execute(stmt)}
 
     async def get_event(self, event_id: str) -> Event | None:
         async with self._engine.connect() as conn:
@@ -301,12 +344,6 @@ class Store:
 
     # -- agents --------------------------------------------------------------------------------
 
-    async def upsert_agent(self, agent: Agent) -> None:
-        """Insert or replace the agent's fields; its read cursor and registration time stay."""
-        await self._upsert(
-            AgentRow, row_values(agent), key="id", on_insert={"registered_at": utcnow()}
-        )
-
     async def get_agent(self, agent_id: str) -> Agent | None:
         async with self._engine.connect() as conn:
             row = (await conn.execute(select(AgentRow).where(AgentRow.id == agent_id))).first()
@@ -338,22 +375,27 @@ class Store:
         async with self._engine.connect() as conn:
             return (await conn.execute(stmt)).scalar_one_or_none()
 
-    # -- calls ---------------------------------------------------------------------------------
-
-    async def upsert_call(self, call: CallRecord) -> None:
-        await self._upsert(CallRow, row_values(call), key="id")
-
-    async def get_call(self, call_id: str) -> CallRecord | None:
-        async with self._engine.connect() as conn:
-            row = (await conn.execute(select(CallRow).where(CallRow.id == call_id))).first()
-        return from_row(CallRecord, row) if row else None
-
     # -- helpers -------------------------------------------------------------------------------
 
     def _insert(self, entity: type[Base]) -> Any:
         # ON CONFLICT is dialect-specific in SQLAlchemy; both dialects spell it the same way.
         dialect = postgresql if self._dialect == "postgresql" else sqlite
         return dialect.insert(entity)
+
+    def _upsert_stmt(
+        self,
+        entity: type[Base],
+        values: Mapping[str, Any],
+        *,
+        key: str,
+        on_insert: Mapping[str, Any] | None = None,
+    ) -> Any:
+        """Insert ``values`` (plus ``on_insert``), or update the existing row with ``values``."""
+        stmt = self._insert(entity).values({**values, **(on_insert or {})})
+        return stmt.on_conflict_do_update(
+            index_elements=[key],
+            set_={name: stmt.excluded[name] for name in values if name != key},
+        )
 
     async def _upsert(
         self,
@@ -363,14 +405,8 @@ class Store:
         key: str,
         on_insert: Mapping[str, Any] | None = None,
     ) -> None:
-        """Insert ``values`` (plus ``on_insert``), or update the existing row with ``values``."""
-        stmt = self._insert(entity).values({**values, **(on_insert or {})})
-        stmt = stmt.on_conflict_do_update(
-            index_elements=[key],
-            set_={name: stmt.excluded[name] for name in values if name != key},
-        )
         async with self._write() as conn:
-            await conn.execute(stmt)
+            await conn.execute(self._upsert_stmt(entity, values, key=key, on_insert=on_insert))
 
     @staticmethod
     async def _seq_of(conn: AsyncConnection, event_id: str, agent_id: str | None = None) -> int:
