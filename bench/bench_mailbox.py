@@ -1,255 +1,495 @@
-"""Benchmark the durable mailbox against a bare Temporal pipeline and a direct tmux send-keys.
+"""Send→pane latency, throughput and CPU per message of the mailbox, beside bare pipelines.
 
-    .venv/bin/python -m bench.bench_mailbox [--messages 40] [--agents 20] [--latency-messages 300]
+    .venv/bin/python -m bench.bench_mailbox [--agents 5] [--messages 20] [--latency-messages 100]
 
-Everything runs in this process (client, gateway and worker, as in FIELD-NOTES' figures) except
-the Temporal dev server (one fresh server per Temporal pipeline, on a database file), the tmux
-server, and the arrival watcher. Figures are printed and written to ``bench/results/``; see
-``bench/README.md`` for what each one means.
+Each pipeline types into tmux panes running ``stty raw -echo; exec cat >> FILE``:
+
+- ``tmux``: one ``tmux send-keys -l -- TEXT ; send-keys Enter`` subprocess per message (the floor);
+- ``bridge``: the product's ``TmuxAdapter.deliver`` alone, no Temporal;
+- ``bare-activity`` / ``bare-local``: one minimal workflow per agent; a signal queues the text and
+  its loop types it through ONE ordinary / ONE local activity doing the direct send-keys;
+- ``mailbox``: the product: ``send`` on the gateway socket → AgentWorkflow → local activity.
+
+Exits non-zero when a throughput run lost, duplicated or reordered a message. See bench/README.md.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime as dt
-import json
-import logging
-import os
-import re
 import shutil
 import sys
 import tempfile
 import time
+import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from temporalio.runtime import Runtime
+from pydantic import BaseModel, Field
+from temporalio import activity, workflow
+from temporalio.client import Client, WorkflowHandle
+from temporalio.worker import Worker
 
-from agentcomms.temporal import temporal_binary
-from bench.measure import Recorder, measure_latency, measure_throughput
-from bench.pipelines import (
-    BareTemporal,
-    Bridge,
-    DirectTmux,
-    Mailbox,
-    Pipeline,
-    TmuxServer,
-    bench_runtime,
-    dev_server,
-)
-from bench.report import aims, markdown
-from bench.system import CpuMeter, machine_info, summarize
-from bench.watch import Watcher
+with workflow.unsafe.imports_passed_through():
+    from agentcomms.bridge import TmuxAdapter
+    from agentcomms.client import GatewayClient
+    from agentcomms.ids import new_event_id
+    from agentcomms.models import DeliverRequest, PaneTarget
+    from bench.common import (
+        Pane,
+        Tmux,
+        WarningCounter,
+        Watcher,
+        count_warnings,
+        cpu_seconds,
+        machine,
+        profiled,
+        rss_mb,
+        server_pids,
+        summarize,
+        temporal,
+        write_results,
+    )
 
-_VARYING = re.compile(r"[0-9a-f]{8}-[0-9a-f-]{27}[:0-9]*|\b\d+(\.\d+)?\b")
-_CORE_TARGET = re.compile(r"\[[\w:]+::[\w:]+\]\s*")
-_TASK_DURATION = re.compile(r"workflow_task_duration\W+(\d+)")
-RESULTS = Path(__file__).resolve().parent / "results"
 PIPELINES = ("tmux", "bridge", "bare-activity", "bare-local", "mailbox")
+TIMEOUT_S = 120
+
+# ---- the bare Temporal pipeline ----------------------------------------------------------------
 
 
-class WarningCounter(logging.Handler):
-    """Counts warnings and errors (the worker's "Workflow task not found" among them) per phase."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.counts: Counter[str] = Counter()
-        self.longest_task_ms = 0
-
-    def emit(self, record: logging.LogRecord) -> None:
-        # Ids and durations differ in every record; the kind of warning is what is counted.
-        # Core warnings end in a dict of fields, in no fixed order.
-        text = _CORE_TARGET.sub("", record.getMessage().split("\n", 1)[0]).split(" {", 1)[0]
-        text = _VARYING.sub("#", text)[:100]
-        if record.exc_info and record.exc_info[1] is not None:
-            exc = record.exc_info[1]
-            text += f" [{type(exc).__name__}: {str(exc).splitlines()[0][:120]}]"
-        self.counts[f"{record.levelname} {record.name.split('-')[0]}: {text}"] += 1
-        if duration := _TASK_DURATION.search(record.getMessage()):
-            self.longest_task_ms = max(self.longest_task_ms, int(duration.group(1)))
-
-    def take(self) -> dict[str, int]:
-        counts, self.counts = dict(self.counts), Counter()
-        if self.longest_task_ms:
-            counts[f"(longest workflow task reported: {self.longest_task_ms} ms)"] = 1
-        self.longest_task_ms = 0
-        return counts
+class TypeText(BaseModel):
+    target: str
+    socket: str
+    text: str
 
 
+class BareInput(BaseModel):
+    target: str
+    socket: str
+    local: bool
+    pending: list[str] = Field(default_factory=list)  # carried across continue-as-new
+
+
+async def send_keys(target: str, socket: str, text: str) -> None:
+    """One tmux invocation: type `text` literally, press Enter (`text` must not end in ';')."""
+    proc = await asyncio.create_subprocess_exec(
+        "tmux", "-S", socket, "send-keys", "-t", target, "-l", "--", text,
+        ";", "send-keys", "-t", target, "Enter",
+        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    _, err = await proc.communicate()
+    if proc.returncode:
+        raise RuntimeError(f"tmux send-keys failed: {err.decode(errors='replace').strip()}")
+
+
+@activity.defn(name="bench_type_text")
+async def type_text(req: TypeText) -> None:
+    await send_keys(req.target, req.socket, req.text)
+
+
+@workflow.defn(name="BarePipeline")
+class BarePipeline:
+    """The least Temporal can do per message: no projection, no probe, no de-duplication."""
+
+    @workflow.init
+    def __init__(self, input: BareInput) -> None:
+        self._pending = list(input.pending)
+
+    @workflow.signal
+    def enqueue(self, text: str) -> None:
+        self._pending.append(text)
+
+    @workflow.run
+    async def run(self, input: BareInput) -> None:
+        info = workflow.info()
+        while True:
+            await workflow.wait_condition(
+                lambda: bool(self._pending) or info.is_continue_as_new_suggested()
+            )
+            if info.is_continue_as_new_suggested():
+                break
+            req = TypeText(target=input.target, socket=input.socket, text=self._pending[0])
+            timeout = timedelta(seconds=10)
+            if input.local:
+                await workflow.execute_local_activity(
+                    type_text, req, start_to_close_timeout=timeout
+                )
+            else:
+                await workflow.execute_activity(type_text, req, start_to_close_timeout=timeout)
+            self._pending.pop(0)
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        workflow.continue_as_new(input.model_copy(update={"pending": self._pending}))
+
+
+# ---- the pipelines, behind one interface -------------------------------------------------------
+
+
+class Pipeline(Protocol):
+    name: str
+    server_pids: list[int]
+
+    async def add_agent(self, key: str, pane: Pane) -> None: ...
+
+    async def send(self, key: str, text: str) -> None:
+        """Submit one message; returns when the pipeline has accepted it."""
+
+
+@dataclass
+class DirectTmux:
+    name: str = "direct tmux send-keys"
+    server_pids: list[int] = field(default_factory=list)
+    panes: dict[str, Pane] = field(default_factory=dict)
+
+    async def add_agent(self, key: str, pane: Pane) -> None:
+        self.panes[key] = pane
+
+    async def send(self, key: str, text: str) -> None:
+        await send_keys(self.panes[key].target, self.panes[key].socket, text)
+
+
+@dataclass
+class Bridge:
+    name: str = "bridge: TmuxAdapter.deliver"
+    server_pids: list[int] = field(default_factory=list)
+    panes: dict[str, PaneTarget] = field(default_factory=dict)
+    adapter: TmuxAdapter = field(default_factory=TmuxAdapter)
+
+    async def add_agent(self, key: str, pane: Pane) -> None:
+        self.panes[key] = PaneTarget(target=pane.target, socket=pane.socket)
+
+    async def send(self, key: str, text: str) -> None:
+        request = DeliverRequest(
+            pane=self.panes[key], event_id=new_event_id(), text=text, submit_delay_ms=0
+        )
+        await self.adapter.deliver(request)
+
+
+@dataclass
+class Bare:
+    client: Client
+    local: bool
+    name: str
+    server_pids: list[int]
+    queue: str = field(default_factory=lambda: f"bench-bare-{uuid.uuid4().hex[:8]}")
+    handles: dict[str, WorkflowHandle[Any, Any]] = field(default_factory=dict)
+
+    def worker(self) -> Worker:
+        return Worker(
+            self.client, task_queue=self.queue, workflows=[BarePipeline], activities=[type_text]
+        )
+
+    async def add_agent(self, key: str, pane: Pane) -> None:
+        self.handles[key] = await self.client.start_workflow(
+            BarePipeline.run,
+            BareInput(target=pane.target, socket=pane.socket, local=self.local),
+            id=f"bare-{key}",
+            task_queue=self.queue,
+        )
+
+    async def send(self, key: str, text: str) -> None:
+        await self.handles[key].signal(BarePipeline.enqueue, text)
+
+
+@dataclass
+class Mailbox:
+    """The product, through its socket: one connection per agent, as each agent's CLI would."""
+
+    socket: Path
+    server_pids: list[int]
+    name: str = "agentcomms mailbox"
+    rpc: dict[str, GatewayClient] = field(default_factory=dict)
+
+    async def connection(self, key: str) -> GatewayClient:
+        if key not in self.rpc:
+            self.rpc[key] = GatewayClient(self.socket)
+            await self.rpc[key].connect()
+        return self.rpc[key]
+
+    async def add_agent(self, key: str, pane: Pane) -> None:
+        rpc = await self.connection(key)
+        await rpc.call(
+            "register", agent_id=key, target=pane.target, socket=pane.socket, submit_delay_ms=0
+        )
+
+    async def send(self, key: str, text: str) -> None:
+        await self.rpc[key].call("send", agent_id=key, message=text)
+
+    async def close(self) -> None:
+        for rpc in self.rpc.values():
+            await rpc.close()
+
+
+# ---- the measurements --------------------------------------------------------------------------
+
+
+def message(prefix: str, index: int, size: int) -> str:
+    """Exactly `size` characters (at least the prefix and index), unique per index."""
+    head = f"{prefix}-{index:05d}-"
+    return head + "x" * max(0, size - len(head))
+
+
+@dataclass
 class Bench:
-    def __init__(self, args: argparse.Namespace, workdir: Path) -> None:
-        self.args = args
-        self.workdir = workdir
-        self.tmux = TmuxServer(workdir / "tmux.sock")
-        self.warnings = WarningCounter()
-        logging.getLogger().addHandler(self.warnings)
-        self.watcher: Watcher
+    args: argparse.Namespace
+    workdir: Path
+    tmux: Tmux
+    watcher: Watcher
+    warnings: WarningCounter
 
-    def recorder(self, slug: str, name: str) -> Recorder:
-        key = f"{slug}-{name}"
+    async def recorder(self, pipeline: Pipeline, key: str) -> str:
         file = self.workdir / f"{key}.bytes"
-        return Recorder(key=key, pane=self.tmux.recorder(key, file), file=file)
+        pane = self.tmux.recorder(key, file)
+        await self.watcher.add(key, file)
+        await pipeline.add_agent(key, pane)
+        return key
 
-    async def phase(
-        self, slug: str, pipeline: Pipeline, temporal_pids: list[int]
-    ) -> dict[str, Any]:
+    async def send_and_wait(self, pipeline: Pipeline, key: str, text: str) -> tuple[float, float]:
+        """One message, until it is in the pane: (ms until accepted, ms until in the pane)."""
+        seen = len(self.watcher.arrivals(key))
+        sent = time.monotonic_ns()
+        await pipeline.send(key, text)
+        accepted = time.monotonic_ns()
+        if not await self.watcher.wait_for(key, seen + 1, 30):
+            raise AssertionError(f"{pipeline.name}: {text[:20]!r} not in the pane after 30 s")
+        arrived, got = self.watcher.arrivals(key)[seen]
+        if got != text:
+            raise AssertionError(f"{pipeline.name}: expected {text!r} in the pane, got {got!r}")
+        return (accepted - sent) / 1e6, (arrived - sent) / 1e6
+
+    async def latency(self, pipeline: Pipeline, key: str, count: int) -> dict[str, Any]:
+        """`count` messages one at a time, each sent when the previous one is in the pane."""
         a = self.args
-        print(f"  {pipeline.name}: latency ({a.latency_messages} messages)…", flush=True)
+        for i in range(a.warmup):
+            await self.send_and_wait(pipeline, key, message("warm", i, a.size))
+        times = [
+            await self.send_and_wait(pipeline, key, message("lat", i, a.size)) for i in range(count)
+        ]
+        return {
+            "visible_ms": summarize([v for _, v in times]),
+            "accepted_ms": summarize([acc for acc, _ in times]),
+        }
+
+    async def throughput(self, pipeline: Pipeline, keys: list[str]) -> dict[str, Any]:
+        """Every agent's sender submits its messages back to back, all agents at once."""
+        a = self.args
+        # One message each first: it starts the workflows and runs every code path once.
+        await asyncio.gather(*(pipeline.send(k, message("warm", 0, a.size)) for k in keys))
+        for k in keys:
+            if not await self.watcher.wait_for(k, 1, TIMEOUT_S):
+                raise AssertionError(f"{pipeline.name}: the warm-up message for {k} never arrived")
+        expected = {k: [message(k, i, a.size) for i in range(a.messages)] for k in keys}
+        errors: Counter[str] = Counter()
+
+        async def sender(key: str) -> None:
+            for text in expected[key]:
+                try:
+                    await pipeline.send(key, text)
+                except Exception as exc:  # counted and reported: an error reply is a finding
+                    errors[f"{type(exc).__name__}: {exc}"] += 1
+
+        others = {"temporal server": pipeline.server_pids, "tmux server": [self.tmux.server_pid()]}
+        cpu_before = cpu_seconds(others)
+        started = time.monotonic_ns()
+        with profiled(a.profile and pipeline.name == Mailbox.name):
+            await asyncio.gather(*(sender(k) for k in keys))
+            await asyncio.gather(
+                *(self.watcher.wait_for(k, 1 + a.messages, TIMEOUT_S) for k in keys)
+            )
+        finished = max(self.watcher.arrivals(k)[-1][0] for k in keys)
+        cpu = {n: v - cpu_before[n] for n, v in cpu_seconds(others).items()}
+        total = a.messages * len(keys)
+        seconds = (finished - started) / 1e9
+        got = {k: [text for _, text in self.watcher.arrivals(k)[1:]] for k in keys}
+        lost = sum(len(set(expected[k]) - set(got[k])) for k in keys)
+        duplicated = sum(len(got[k]) - len(set(got[k])) for k in keys)
+        disordered = sum(1 for k in keys if got[k] != expected[k])
+        return {
+            "messages": total,
+            "per_s": round(total / seconds, 1),
+            "lost": lost,
+            "duplicated": duplicated,
+            "disordered_agents": disordered,
+            "send_errors": dict(errors),
+            "verified": not errors and disordered == 0,
+            "cpu_ms_per_message": {n: round(v * 1000 / total, 2) for n, v in cpu.items()},
+        }
+
+    async def run(self, pipeline: Pipeline, slug: str) -> dict[str, Any]:
+        a = self.args
+        print(f"{pipeline.name}: latency, throughput…", flush=True)
         self.warnings.take()
-        lat_rec = self.recorder(slug, "lat")
-        latency = await measure_latency(
-            pipeline,
-            self.watcher,
-            lat_rec,
-            count=a.latency_messages,
-            warmup=a.warmup,
-            size=a.size,
-        )
-        print(f"  {pipeline.name}: throughput ({a.agents} x {a.messages})…", flush=True)
-        recs = [self.recorder(slug, f"a{i:02d}") for i in range(a.agents)]
-        cpu = CpuMeter(
-            pids={
-                "temporal server": temporal_pids,
-                "tmux server": [self.tmux.server_pid()],
-                "panes (cat)": self.tmux.pane_pids(),
-                "watcher": [self.watcher.pid],
-            }
-        )
-        throughput = await measure_throughput(
-            pipeline,
-            self.watcher,
-            recs,
-            per_agent=a.messages,
-            size=a.size,
-            cpu=cpu,
-            timeout_s=a.timeout,
-        )
-        for rec in [lat_rec, *recs]:
-            self.tmux.kill_session(rec.key)
+        lat_key = await self.recorder(pipeline, f"{slug}-lat")
         result = {
             "name": pipeline.name,
-            **latency,
-            "throughput": throughput,
-            "warnings": self.warnings.take(),
+            **await self.latency(pipeline, lat_key, a.latency_messages),
         }
-        _print_phase(result)
+        keys = [await self.recorder(pipeline, f"{slug}-a{i:02d}") for i in range(a.agents)]
+        result["throughput"] = await self.throughput(pipeline, keys)
+        if a.registered and isinstance(pipeline, Mailbox):
+            result["registered"] = await self.many_registered(pipeline, lat_key, a.registered)
+        result["warnings"] = self.warnings.take()
+        for key in [lat_key, *keys]:
+            self.tmux.kill_session(key)
+        v, t = result["visible_ms"], result["throughput"]
+        print(f"  p50 {v['p50']} ms, p99 {v['p99']} ms, {t['per_s']} msg/s, "
+              f"verified {t['verified']}", flush=True)  # fmt: skip
         return result
 
-    def contexts(self) -> dict[str, Callable[[], AbstractAsyncContextManager[Any]]]:
+    async def many_registered(self, mailbox: Mailbox, lat_key: str, extra: int) -> dict[str, Any]:
+        """Send→pane p50 to one agent with `extra` idle agents registered (all on one idle pane),
+        beside the figure measured before them, plus how long `agents` takes to answer."""
+        connections = [await mailbox.connection(f"reg-{i}") for i in range(8)]
+        registered = len((await connections[0].call("agents"))["agents"])
+        before = await self.latency(mailbox, lat_key, self.args.latency_messages)
+        rss_before = rss_mb()
+        idle = self.tmux.recorder("idle", self.workdir / "idle.bytes")
+        started = time.monotonic()
+
+        async def register(first: int) -> None:
+            for i in range(first, extra, len(connections)):
+                await connections[first].call(
+                    "register", agent_id=f"idle-{i:05d}", target=idle.target, socket=idle.socket
+                )
+
+        await asyncio.gather(*(register(i) for i in range(len(connections))))
+        registering_s = time.monotonic() - started
+        # Measure once every workflow has handled its registration and written its agent row.
+        deadline = time.monotonic() + max(60, extra / 20)
+        while time.monotonic() < deadline:
+            listed = (await connections[0].call("agents"))["agents"]
+            if sum(a["status"] == "online" for a in listed) >= registered + extra:
+                break
+            await asyncio.sleep(0.5)
+        settled_s = time.monotonic() - started
+        after = await self.latency(mailbox, lat_key, self.args.latency_messages)
+        agents_ms = []
+        for _ in range(5):
+            t = time.perf_counter()
+            listed = await connections[0].call("agents")
+            agents_ms.append((time.perf_counter() - t) * 1000)
         return {
-            "tmux": lambda: _plain(DirectTmux()),
-            "bridge": lambda: _plain(Bridge()),
-            "bare-activity": lambda: self._bare(local=False),
-            "bare-local": lambda: self._bare(local=True),
-            "mailbox": self._mailbox,
+            "agents_before": registered,
+            "extra_agents": extra,
+            "agents_listed": len(listed["agents"]),
+            "registering_s": round(registering_s, 1),
+            "settled_s": round(settled_s, 1),
+            "p50_ms_before": before["visible_ms"]["p50"],
+            "p50_ms_with_extra": after["visible_ms"]["p50"],
+            "agents_call_ms": summarize(agents_ms),
+            "rss_mb_before": rss_before,
+            "rss_mb_with_extra": rss_mb(),
         }
-
-    @asynccontextmanager
-    async def _bare(self, *, local: bool) -> AsyncIterator[tuple[Pipeline, list[int]]]:
-        slug = "bare-local" if local else "bare-activity"
-        async with dev_server(self.workdir / f"temporal-{slug}.db") as server:
-            pipeline = BareTemporal(server.client, local=local)
-            async with pipeline.worker:
-                yield pipeline, server.pids
-
-    @asynccontextmanager
-    async def _mailbox(self) -> AsyncIterator[tuple[Pipeline, list[int]]]:
-        async with (
-            dev_server(self.workdir / "temporal-mailbox.db") as server,
-            Mailbox.running(server.client, self.workdir / "mailbox") as pipeline,
-        ):
-            yield pipeline, server.pids
 
 
 @asynccontextmanager
-async def _plain(pipeline: Pipeline) -> AsyncIterator[tuple[Pipeline, list[int]]]:
-    yield pipeline, []
-
-
-def _print_phase(result: dict[str, Any]) -> None:
-    v, t = result["visible_ms"], result["throughput"]
-    print(
-        f"    p50 {v['p50']} ms, p99 {v['p99']} ms; {t['per_s']} msg/s; "
-        f"verified={t['verified']} (lost {t['lost']}, duplicated {t['duplicated']}, "
-        f"out of order {t['out_of_order_agents']} agents, send errors {t['send_errors']})",
-        flush=True,
-    )
+async def pipeline_for(slug: str, workdir: Path) -> AsyncIterator[Pipeline]:
+    """The pipeline and what it runs on: a fresh dev server (and home) for each Temporal one."""
+    if slug == "tmux":
+        yield DirectTmux()
+    elif slug == "bridge":
+        yield Bridge()
+    elif slug == "mailbox":
+        async with temporal(workdir / slug) as rt:
+            mailbox = Mailbox(socket=rt.cfg.server.socket(), server_pids=server_pids(rt))
+            try:
+                yield mailbox
+            finally:
+                await mailbox.close()
+    else:
+        async with temporal(workdir / slug, product=False) as rt:
+            local = slug == "bare-local"
+            name = f"bare Temporal, {'local' if local else 'ordinary'} activity"
+            bare = Bare(rt.client, local=local, name=name, server_pids=server_pids(rt))
+            async with bare.worker():
+                yield bare
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    # Short path: Unix socket paths are limited to 108 bytes.
-    workdir = Path(tempfile.mkdtemp(prefix="acbench-"))
-    Runtime.set_default(bench_runtime(), error_if_already_set=False)
-    os.environ["AGENTCOMMS_HOME"] = str(workdir / "home")  # never touch the user's ~/.agentcomms
-    bench = Bench(args, workdir)
-    results: dict[str, Any] = {
-        "machine": machine_info(temporal_binary()),
-        "parameters": {
-            "agents": args.agents,
-            "messages_per_agent": args.messages,
-            "latency_messages": args.latency_messages,
-            "warmup": args.warmup,
-            "message_chars": args.size,
-            "poll_ms": args.poll_ms,
-            "submit_delay_ms": 0,
-            "process_layout": "client, gateway and worker in the bench process; "
-            "dev server (database file, headless), tmux server and watcher are separate",
-        },
-        "pipelines": {},
-    }
-    started = time.monotonic()
-    bench.watcher = await Watcher.start(args.poll_ms / 1000)
+    workdir = Path(tempfile.mkdtemp(prefix="acb-"))  # short: a socket path has 108 bytes
+    warnings = count_warnings()
+    tmux = Tmux(workdir / "tmux.sock")
+    watcher = await Watcher.start()
+    bench = Bench(args, workdir, tmux, watcher, warnings)
+    results: dict[str, Any] = {"machine": machine(), "parameters": vars(args), "pipelines": {}}
     try:
-        before = await bench.watcher.stats()
-        delays = await bench.watcher.calibrate(workdir / "calibration.bytes")
-        steady = (await bench.watcher.stats()).since(before)
-        results["watcher"] = {
-            "detection_delay_ms": summarize(delays),
-            "poll_interval_ms": round(steady.poll_interval_ms, 3),
-            "cpu_percent_of_one_core": round(steady.cpu_percent, 1),
-        }
-        print(f"watcher: {results['watcher']}", flush=True)
-        contexts = bench.contexts()
-        for slug in args.only or PIPELINES:
-            async with contexts[slug]() as (pipeline, temporal_pids):
-                results["pipelines"][slug] = await bench.phase(slug, pipeline, temporal_pids)
-        if args.profile and "mailbox" in (args.only or PIPELINES):
-            from bench.profile import profile_mailbox
-
-            print("  profile: instrumented mailbox run…", flush=True)
-            results["profile"] = await profile_mailbox(bench)
+        for slug in args.only:
+            async with pipeline_for(slug, workdir) as pipeline:
+                results["pipelines"][slug] = await bench.run(pipeline, slug)
     finally:
-        await bench.watcher.close()
-        bench.tmux.kill_server()
+        await watcher.close()
+        tmux.kill_server()
         shutil.rmtree(workdir, ignore_errors=True)
-    results["machine"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
-    results["duration_s"] = round(time.monotonic() - started, 1)
-    results["aims"] = aims(results)
     return results
 
 
+def markdown(results: dict[str, Any]) -> str:
+    m, p, runs = results["machine"], results["parameters"], results["pipelines"]
+    base = runs.get("bare-local")
+    lines = [
+        f"# Mailbox benchmark, {m['date']}",
+        "",
+        f"{m['cpus']} CPUs, {m['tmux']}, Python {m['python']}, temporalio {m['temporalio']}, "
+        f"load average {m['load_average']} at start. Latency: {p['latency_messages']} messages "
+        f"one at a time. Throughput: {p['agents']} agents x {p['messages']} messages at once. "
+        f"{p['size']} characters per message.",
+        "",
+        "| pipeline | p50 ms | p95 ms | p99 ms | accepted p50 ms | msg/s | lost / dup / disordered "
+        "| CPU ms/msg, bench process | CPU ms/msg, all | p50, msg/s vs bare local |",
+        "|---|---:|---:|---:|---:|---:|---|---:|---:|---|",
+    ]
+    for r in runs.values():
+        v, t = r["visible_ms"], r["throughput"]
+        cpu = t["cpu_ms_per_message"]
+        vs = "-"
+        if base:
+            vs = (f"{v['p50'] / base['visible_ms']['p50']:.2f}x, "
+                  f"{t['per_s'] / base['throughput']['per_s']:.2f}x")  # fmt: skip
+        check = f"{t['lost']} / {t['duplicated']} / {t['disordered_agents']}"
+        check += " ✓" if t["verified"] else f" ✗ {t['send_errors'] or ''}"
+        lines.append(
+            f"| {r['name']} | {v['p50']} | {v['p95']} | {v['p99']} | {r['accepted_ms']['p50']} | "
+            f"{t['per_s']} | {check} | {cpu['bench process']} | {sum(cpu.values()):.2f} | {vs} |"
+        )
+    lines += [
+        "",
+        "CPU ms/msg, all: the bench process (client, worker, gateway), the tmux clients it "
+        "started, the tmux server and the Temporal server, during the throughput run.",
+    ]
+    reg = runs.get("mailbox", {}).get("registered")
+    if reg:
+        lines += [
+            "",
+            f"With {reg['extra_agents']} more agents registered ({reg['agents_listed']} listed, "
+            f"registered in {reg['registering_s']} s, all online after {reg['settled_s']} s): send→pane p50 {reg['p50_ms_with_extra']} "
+            f"ms, against {reg['p50_ms_before']} ms with {reg['agents_before']}; `agents` answers in "
+            f"{reg['agents_call_ms']['p50']} ms (p50); the bench process (worker, gateway) holds "
+            f"{reg['rss_mb_with_extra']} MB, against {reg['rss_mb_before']} MB before.",
+        ]
+    for slug, r in runs.items():
+        lines += [f"- {slug}: {n} x {text}" for text, n in r["warnings"].items()]
+    return "\n".join(lines) + "\n"
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m bench.bench_mailbox", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m bench.bench_mailbox", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     add = parser.add_argument
-    add("--messages", type=int, default=40, help="messages per agent in the throughput run")
-    add("--agents", type=int, default=20, help="agents (panes) in the throughput run")
-    add("--latency-messages", type=int, default=300, help="messages sent one at a time")
-    add("--warmup", type=int, default=10, help="latency warm-up messages, not counted")
+    add("--agents", type=int, default=5, help="agents (panes) in the throughput run")
+    add("--messages", type=int, default=20, help="messages per agent in the throughput run")
+    add("--latency-messages", type=int, default=100, help="messages sent one at a time")
+    add("--warmup", type=int, default=5, help="latency warm-up messages, not counted")
     add("--size", type=int, default=64, help="characters per message")
-    add("--poll-ms", type=float, default=1.0, help="the watcher's poll interval")
-    add("--timeout", type=float, default=120, help="seconds to wait for a throughput run")
-    add("--only", nargs="+", choices=PIPELINES, help="run only these pipelines")
-    add("--no-profile", dest="profile", action="store_false", help="skip the profile run")
-    add(
-        "--projection-lock",
-        action="store_true",
-        help="in the profile, also hold the projection's write lock for 12 s (adds ~15 s)",
-    )
-    add("--out", type=Path, default=RESULTS, help="where results are written")
+    add("--only", nargs="+", choices=PIPELINES, default=list(PIPELINES), help="these pipelines")
+    add("--registered", type=int, default=0, metavar="N",
+        help="mailbox: then register N idle agents and measure send→pane p50 again")  # fmt: skip
+    add("--profile", action="store_true",
+        help="print the mailbox throughput run's top functions (slows that run)")  # fmt: skip
     add("--no-save", dest="save", action="store_false", help="print only")
     return parser.parse_args(argv)
 
@@ -258,16 +498,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     results = asyncio.run(run(args))
     report = markdown(results)
-    print()
-    print(report)
+    print("\n" + report)
     if args.save:
-        args.out.mkdir(parents=True, exist_ok=True)
-        stamp = dt.datetime.now().strftime("%Y-%m-%d-%H%M%S")
-        path = args.out / f"mailbox-{stamp}.json"
-        path.write_text(json.dumps(results, indent=2) + "\n")
-        (args.out / "mailbox-latest.md").write_text(report)
-        print(f"written: {path} and {args.out / 'mailbox-latest.md'}")
-    failed = [slug for slug, r in results["pipelines"].items() if not r["throughput"]["verified"]]
+        write_results("mailbox", results, report)
+    failed = [s for s, r in results["pipelines"].items() if not r["throughput"]["verified"]]
     if failed:
         print(f"FAILED: messages lost, duplicated or out of order in {failed}", file=sys.stderr)
         return 1

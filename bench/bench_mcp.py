@@ -10,35 +10,27 @@ Both servers are real processes driven by the official `mcp` SDK client over std
   pane: gateway → Temporal → local activity → tmux, and back).
 The gateway socket's own ``check_messages`` round trip is measured too, to show where time goes.
 The stack (Temporal dev server on a database file, worker, gateway) runs in this process, as
-``agentcomms up`` runs it. Figures are printed and written to ``bench/results/mcp.json``.
+``agentcomms up`` runs it. Figures are printed and written to ``bench/results/mcp-latest.*``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
+import shutil
 import sys
 import tempfile
 import time
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
 from agentcomms.client import GatewayClient
-from agentcomms.config import Config, DatabaseConfig, ServerConfig, TemporalConfig
-from agentcomms.store import Store
-from agentcomms.temporal import temporal_binary
-from bench.pipelines import TmuxServer, dev_server
-from bench.system import machine_info, summarize
-from gateway.service import Gateway
-from workers.main import build_workers
+from bench.common import Tmux, machine, summarize, temporal, write_results
 
-RESULTS = Path(__file__).resolve().parent / "results"
 AGENTCOMMS = Path(sys.executable).parent / "agentcomms"
 SENDER, TARGET = "bench-sender", "bench-target"
 WARMUP = 10
@@ -91,61 +83,28 @@ def tool_call(
     return call
 
 
-@asynccontextmanager
-async def stack(tmp: Path) -> AsyncIterator[tuple[Config, GatewayClient]]:
-    """Temporal dev server, worker, gateway: everything `agentcomms up` runs."""
-    async with AsyncExitStack() as exits:
-        dev = await exits.enter_async_context(dev_server(tmp / "temporal.db"))
-        cfg = Config(
-            server=ServerConfig(socket_path=tmp / "daemon.sock"),
-            temporal=TemporalConfig(address=dev.address, task_queue=f"bench-{uuid.uuid4()}"),
-            database=DatabaseConfig(url=f"sqlite+aiosqlite:///{tmp / 'agentcomms.db'}"),
-        )
-        store = await Store.open(cfg.database.resolved_url())
-        exits.push_async_callback(store.close)
-        host = f"bench-{uuid.uuid4().hex[:8]}"
-        for worker in build_workers(dev.client, cfg, store, host=host):
-            await exits.enter_async_context(worker)
-        gateway = Gateway(cfg, dev.client, store, host=host)
-        await gateway.start()
-        exits.push_async_callback(gateway.close)
-        rpc = await exits.enter_async_context(GatewayClient(cfg.server.socket()))
-        yield cfg, rpc
-
-
-def private_home(tmp: Path, cfg: Config) -> Path:
-    home = tmp / "home"
-    home.mkdir(mode=0o700)
-    config = home / "config.json"
-    config.write_text(json.dumps({"server": {"socket_path": str(cfg.server.socket())}}))
-    config.chmod(0o600)
-    return home
-
-
 async def measure(calls: int) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory(prefix="bench-mcp-") as tmp_name:
-        tmp = Path(tmp_name)
-        tmux = TmuxServer(tmp / "tmux.sock")
-        try:
-            async with stack(tmp) as (cfg, rpc):
-                return await _measure(tmp, cfg, rpc, tmux, calls)
-        finally:
-            tmux.kill_server()
+    tmp = Path(tempfile.mkdtemp(prefix="acb-mcp-"))  # short: a socket path has 108 bytes
+    tmux = Tmux(tmp / "tmux.sock")
+    try:
+        home = tmp / "home"
+        async with temporal(home) as rt, GatewayClient(rt.cfg.server.socket()) as rpc:
+            return await _measure(home, rpc, tmux, calls)
+    finally:
+        tmux.kill_server()
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
-async def _measure(
-    tmp: Path, cfg: Config, rpc: GatewayClient, tmux: TmuxServer, calls: int
-) -> dict[str, Any]:
-    pane_file = tmp / "target.bytes"
+async def _measure(home: Path, rpc: GatewayClient, tmux: Tmux, calls: int) -> dict[str, Any]:
+    pane_file = home.parent / "target.bytes"
     pane = tmux.recorder(TARGET, pane_file)
     await rpc.call(
         "register", agent_id=TARGET, target=pane.target, socket=pane.socket, submit_delay_ms=0
     )
-    env = {"AGENTCOMMS_HOME": str(private_home(tmp, cfg))}
     figures: dict[str, list[float]] = {}
     async with (
         session(sys.executable, ["-m", "bench.bench_mcp", "--bare-server"], {}) as bare,
-        session(str(AGENTCOMMS), ["mcp", "--agent", SENDER], env) as mcp,
+        session(str(AGENTCOMMS), ["mcp", "--agent", SENDER], {"AGENTCOMMS_HOME": str(home)}) as mcp,
     ):
         figures["bare constant tool"] = await timed(
             tool_call(bare, "constant", {}, lambda r: r == {"ok": True}), calls
@@ -179,23 +138,37 @@ async def _measure(
     return {name: summarize(values) for name, values in figures.items()}
 
 
+def markdown(report: dict[str, Any]) -> str:
+    m = report["machine"]
+    lines = [
+        f"# MCP benchmark, {m['date']}",
+        "",
+        f"{m['cpus']} CPUs, Python {m['python']}, load average {m['load_average']} at start. "
+        f"{report['calls']} sequential calls per row, over stdio.",
+        "",
+        "| round trip | p50 ms | p99 ms | mean ms | max ms |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for name, s in report["results"].items():
+        lines.append(f"| {name} | {s['p50']} | {s['p99']} | {s['mean']} | {s['max']} |")
+    return "\n".join(lines) + "\n"
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--calls", type=int, default=200, help="timed calls per tool")
+    parser.add_argument("--no-save", dest="save", action="store_false", help="print only")
     parser.add_argument("--bare-server", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.bare_server:
         run_bare_server()
         return
-    results = asyncio.run(measure(args.calls))
-    print(f"{'round trip over stdio (ms)':40} {'p50':>8} {'p99':>8} {'mean':>8} {'max':>8}")
-    for name, s in results.items():
-        print(f"{name:40} {s['p50']:8.2f} {s['p99']:8.2f} {s['mean']:8.2f} {s['max']:8.2f}")
-    RESULTS.mkdir(exist_ok=True)
-    out = RESULTS / "mcp.json"
-    report = {"machine": machine_info(temporal_binary()), "calls": args.calls, "results": results}
-    out.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"written to {out}")
+    report = {"machine": machine(), "calls": args.calls}
+    report["results"] = asyncio.run(measure(args.calls))
+    text = markdown(report)
+    print(text)
+    if args.save:
+        write_results("mcp", report, text)
 
 
 if __name__ == "__main__":
