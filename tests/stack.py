@@ -18,7 +18,7 @@ from typing import Any
 from temporalio.client import Client
 
 from agentcomms.client import GatewayClient
-from agentcomms.config import Config, DatabaseConfig, ServerConfig, TemporalConfig
+from agentcomms.config import Config, DatabaseConfig, MailboxConfig, ServerConfig, TemporalConfig
 from agentcomms.store import Store
 from gateway.service import Gateway
 from workers.main import build_workers
@@ -41,8 +41,15 @@ class Stack:
         return f"{name}-{uuid.uuid4().hex[:8]}"
 
 
-def stack_config(tmp_path: Path, client: Client, *, socket_path: Path | None = None) -> Config:
+def stack_config(
+    tmp_path: Path,
+    client: Client,
+    *,
+    socket_path: Path | None = None,
+    mailbox: MailboxConfig | None = None,
+) -> Config:
     return Config(
+        mailbox=mailbox or MailboxConfig(),
         server=ServerConfig(socket_path=socket_path or tmp_path / "daemon.sock"),
         temporal=TemporalConfig(
             address=client.service_client.config.target_host,
@@ -60,8 +67,9 @@ async def running_stack(
     with_worker: bool = True,
     socket_path: Path | None = None,
     host: str | None = None,
+    mailbox: MailboxConfig | None = None,
 ) -> AsyncIterator[Stack]:
-    cfg = stack_config(tmp_path, client, socket_path=socket_path)
+    cfg = stack_config(tmp_path, client, socket_path=socket_path, mailbox=mailbox)
     host = host or f"test-{uuid.uuid4().hex[:8]}"
     async with AsyncExitStack() as stack:
         store = await Store.open(cfg.database.resolved_url())

@@ -526,10 +526,7 @@ class AgentWorkflow:
         if (
             status_changed
             or status == "failed"
-            or (
-                drained
-                and (self._stale_projection() or not workflow.patched(PATCH_ROW_ON_CHANGE))
-            )
+            or (drained and (self._stale_projection() or not workflow.patched(PATCH_ROW_ON_CHANGE)))
         ):
             await self._publish()
         elif drained:

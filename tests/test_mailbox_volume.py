@@ -1,0 +1,142 @@
+"""The mailbox under volume: a backlog bigger than any Temporal payload, long text, the limits.
+
+Everything goes through the gateway socket into a real dev server and a real tmux pane whose
+bytes land in a file; what arrived is compared byte for byte with what was accepted.
+"""
+
+from __future__ import annotations
+
+import random
+import string
+from pathlib import Path
+
+import pytest
+from temporalio.client import WorkflowHandle
+
+from agentcomms.client import GatewayError
+from agentcomms.config import MailboxConfig
+from gateway.protocol import MAILBOX_FULL
+from tests.conftest import Tmux
+from tests.stack import Stack, eventually, running_stack
+from tests.test_mailbox import recorder, register
+
+
+@pytest.fixture
+async def stack(temporal_env, tmp_path):
+    async with running_stack(temporal_env.client, tmp_path) as s:
+        yield s
+
+
+def long_text(seed: int, chars: int) -> str:
+    """`chars` characters of words and lines, different for every seed, with no final newline."""
+    rng = random.Random(seed)
+    alphabet = string.ascii_letters + string.digits + "      \n$`'\";"
+    body = "".join(rng.choice(alphabet) for _ in range(chars - 9))
+    return f"{seed:06d}: " + body.replace("\n\n", "\n ") + "."
+
+
+async def reported_problems(handle: WorkflowHandle) -> list[str]:
+    """What Temporal reports about the workflow's tasks failing (empty when all is well)."""
+    fields = (await handle.describe()).raw_description.workflow_execution_info
+    problems = fields.search_attributes.indexed_fields.get("TemporalReportedProblems")
+    return [problems.data.decode()] if problems is not None else []
+
+
+async def test_a_backlog_past_every_payload_limit_is_refused_at_its_limit_then_typed_whole(
+    stack: Stack, tmux: Tmux, tmp_path: Path
+):
+    agent = stack.agent_id()
+    limit = stack.cfg.mailbox.max_pending_bytes
+    texts = [long_text(i, 99_000) for i in range(110)]  # about 10.9 MB for an offline agent
+    accepted: list[tuple[str, str]] = []
+    refusals: list[str] = []
+    for text in texts:
+        try:
+            result = await stack.call("send", agent_id=agent, message=text)
+        except GatewayError as exc:
+            assert exc.code == MAILBOX_FULL
+            refusals.append(str(exc))
+        else:
+            accepted.append((result["event_id"], text))
+    assert len(accepted) == limit // 99_000 and len(refusals) == len(texts) - len(accepted)
+    assert f"{agent}'s mailbox is full: {len(accepted)} messages" in refusals[0]
+    assert f"limit is {limit:,} bytes" in refusals[0] and "Nothing was queued" in refusals[0]
+    refused_ids = {e.id for e in await stack.store.events_after(agent, None, 1000)} - {
+        i for i, _ in accepted
+    }
+    assert not refused_ids  # a refused message left nothing behind
+
+    handle = stack.client.get_workflow_handle(f"agent-{agent}")
+    snapshot = await eventually(lambda: stack.gateway.mailbox.snapshot(agent))
+    assert snapshot.pending == len(accepted)
+    # The history passed the size at which Temporal asks for a new run: the texts left with it.
+    runs = [w async for w in stack.client.list_workflows(f'WorkflowId = "agent-{agent}"')]
+    assert len(runs) >= 2
+
+    target, out = recorder(tmux, tmp_path, "rec")
+    await register(stack, agent, tmux, target, submit_delay_ms=0)
+    expected = b"".join(text.encode() + b"\r" for _, text in accepted)
+    await eventually(lambda: out.stat().st_size >= len(expected), timeout=90)
+    assert out.read_bytes() == expected  # each whole, once, in order
+
+    after = await stack.call("send", agent_id=agent, message="and one more", wait=True, timeout=30)
+    assert after["delivered"] is True
+    assert out.read_bytes() == expected + b"and one more\r"
+    events = await stack.store.events_after(agent, None, 1000)
+    assert [e.id for e in events] == [i for i, _ in accepted] + [after["event_id"]]
+    assert all(e.status == "delivered" and e.note is None for e in events)
+    assert await reported_problems(handle) == []
+
+
+async def test_a_long_message_is_typed_whole(stack: Stack, tmux: Tmux, tmp_path: Path):
+    agent = stack.agent_id()
+    target, out = recorder(tmux, tmp_path, "rec")
+    await register(stack, agent, tmux, target, submit_delay_ms=0)
+    text = long_text(7, 21_000)
+    result = await stack.call("send", agent_id=agent, message=text, wait=True, timeout=30)
+    assert result["delivered"] is True and "note" not in result
+    assert out.read_bytes() == text.encode() + b"\r"
+
+
+async def test_max_chars_cuts_visibly_and_says_so(stack: Stack, tmux: Tmux, tmp_path: Path):
+    agent = stack.agent_id()
+    target, out = recorder(tmux, tmp_path, "rec")
+    await register(stack, agent, tmux, target, submit_delay_ms=0, max_chars=1000)
+    text = long_text(8, 3000).replace("\n", " ")
+    result = await stack.call("send", agent_id=agent, message=text, wait=True, timeout=30)
+    assert result["delivered"] is True
+    typed = out.read_bytes().decode()
+    assert len(typed) == 1001 and typed.endswith(" chars]\r")
+    assert typed.startswith(text[:900])
+    removed = 3000 - (1000 - len("… [truncated 2037 chars]"))
+    assert f"[truncated {removed} chars]" in typed
+    note = f"cut at the agent's max_chars (1,000): {removed:,} characters were not typed"
+    assert result["note"] == note
+    event = await eventually(lambda: _delivered(stack, result["event_id"]))
+    assert event.note == note
+    listed = (await stack.call("events", agent_id=agent))["events"]
+    assert listed[-1]["note"] == note
+
+
+async def _delivered(stack: Stack, event_id: str):
+    event = await stack.store.get_event(event_id)
+    return event if event is not None and event.status == "delivered" else None
+
+
+async def test_the_message_count_limit_refuses_but_interrupts_pass(temporal_env, tmp_path: Path):
+    mailbox = MailboxConfig(max_pending=3)
+    async with running_stack(temporal_env.client, tmp_path, mailbox=mailbox) as stack:
+        agent = stack.agent_id()
+        for i in range(3):
+            await stack.call("send", agent_id=agent, message=f"m{i}")
+        with pytest.raises(GatewayError) as refused:
+            await stack.call("send", agent_id=agent, message="one too many")
+        assert refused.value.code == MAILBOX_FULL
+        assert "3 messages (6 bytes) wait" in str(refused.value)
+        assert "its limit is 3 messages" in str(refused.value)
+        # Other agents have room of their own; an interrupt is never refused.
+        await stack.call("send", agent_id=stack.agent_id("other"), message="fine")
+        result = await stack.call("interrupt", agent_id=agent)
+        assert result["status"] == "queued"
+        snapshot = await eventually(lambda: stack.gateway.mailbox.snapshot(agent))
+        assert snapshot.pending == 4  # three messages and the interrupt
