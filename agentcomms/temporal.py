@@ -63,7 +63,7 @@ def split_address(address: str) -> tuple[str, int]:
 
 def is_local(address: str) -> bool:
     host, _ = split_address(address)
-    return host in LOCAL_HOSTS or host == f"[{host}]"
+    return host in LOCAL_HOSTS
 
 
 def server_answers(address: str, timeout: float = 0.5) -> bool:

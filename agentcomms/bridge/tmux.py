@@ -82,15 +82,7 @@ _ENTER_MARGIN_S = 0.01
 
 _PROBE_TAG = "agentcomms-probe"
 _PROBE_FORMAT = "\t".join(
-    (
-        _PROBE_TAG,
-        "#{pane_id}",
-        "#{pane_dead}",
-        "#{pane_in_mode}",
-        "#{" + LAST_EVENT_OPTION + "}",
-        "#{" + RECENT_EVENTS_OPTION + "}",
-        "#{pane_current_command}",
-    )
+    (_PROBE_TAG, "#{pane_id}", "#{pane_dead}", "#{" + RECENT_EVENTS_OPTION + "}")
 )
 
 # tmux words it differently depending on the command ("can't find pane: 7", "no such pane: %9").
@@ -107,9 +99,6 @@ class PaneInfo:
     """What the probe learns about a live pane."""
 
     pane_id: str  # "%7": stable for the pane's life, unlike "session:window.pane"
-    in_mode: bool  # copy mode or another mode is showing
-    current_command: str
-    last_event: str | None  # the last event typed or pressed here
     recent_events: tuple[str, ...]  # newest first
 
     def has_seen(self, event_id: str) -> bool:
@@ -216,18 +205,15 @@ class TmuxAdapter:
         )
         # show-options lists the pane's options first; the probe's line is the tagged one.
         line = next((ln for ln in out.splitlines() if ln.startswith(_PROBE_TAG + "\t")), None)
-        fields = line.split("\t", 6) if line else []
-        if len(fields) != 7 or not _PANE_ID.fullmatch(fields[1]):
+        fields = line.split("\t", 3) if line else []
+        if len(fields) != 4 or not _PANE_ID.fullmatch(fields[1]):
             raise TmuxError(f"unexpected answer from tmux for pane {pane.target!r}: {out!r}")
-        _, pane_id, dead, in_mode, last_event, recent, command = fields
+        _, pane_id, dead, recent = fields
         if dead == "1":
             # remain-on-exit keeps a pane whose program has ended; text typed there is lost.
             raise PaneNotFound(f"tmux pane {pane.target!r} ({pane_id}) is dead: its program exited")
         return PaneInfo(
             pane_id=pane_id,
-            in_mode=in_mode == "1",
-            current_command=command,
-            last_event=last_event or None,
             # The last piece is "" or a fragment cut by the trim: never a whole id.
             recent_events=tuple(recent.split(" ")[:-1]),
         )
