@@ -556,3 +556,72 @@ async def test_settle_events_writes_a_batch_in_order(store: Store) -> None:
     stored = await store.events_after("backend", None, 10)
     assert [e.text for e in stored] == ["b0", "b1", "b2", "b3", "b4"]
     assert {e.status for e in stored} == {"delivered"}
+
+
+# -- following a channel while several writers add to it ---------------------------------------
+
+
+def reply(agent_id: str, n: int) -> Event:
+    return message(
+        agent_id=agent_id,
+        channel_id="cli:local",
+        text=f"{agent_id} {n}",
+        type="agent_message",
+        role="agent",
+        direction="out",
+    )
+
+
+async def test_following_a_channel_misses_no_reply_from_concurrent_writers(database_url: str):
+    """Agents answering in the local inbox at once, through two processes' stores (a gateway and
+    a worker, say): a reader paging the channel by `after_id` sees every reply."""
+    writers = [await Store.open(database_url) for _ in range(2)]
+    reader = await Store.open(database_url)
+    try:
+        agents = [f"agent{i}" for i in range(8)]
+        writing = asyncio.gather(
+            *(
+                writers[i % 2].record_event(reply(agent, n))
+                for n in range(25)
+                for i, agent in enumerate(agents)
+            )
+        )
+        seen: list[Event] = []
+        while not writing.done() or len(seen) < 200:
+            after = seen[-1].id if seen else None
+            if after is None:
+                page = await reader.channel_history("cli:local", 1000, direction="out")
+            else:
+                page = await reader.channel_history(
+                    "cli:local", 1000, direction="out", after_id=after
+                )
+            seen.extend(page)
+            if writing.done() and not page:
+                break
+            await asyncio.sleep(0)
+        await writing
+        assert len(seen) == len({e.id for e in seen}) == 200
+    finally:
+        for store in (*writers, reader):
+            await store.close()
+
+
+async def test_a_channel_insert_waits_for_an_earlier_uncommitted_one(database_url: str):
+    """On PostgreSQL a later seq could commit first; every insert takes its channel's lock, so
+    one that started later cannot overtake an open one and be read past it."""
+    if not database_url.startswith("postgresql"):
+        pytest.skip("SQLite has one writer at a time")
+    from agentcomms.store.engine import PG_LOCK_CHANNEL_EVENTS
+
+    async with await Store.open(database_url) as first, await Store.open(database_url) as second:
+        async with first.engine.connect() as conn:
+            # Another process's insert, open: it holds the channel as ours do.
+            await conn.execute(
+                text("SELECT pg_advisory_xact_lock(:cls, hashtext('cli:local'))"),
+                {"cls": PG_LOCK_CHANNEL_EVENTS},
+            )
+            later = asyncio.create_task(second.record_event(reply("other", 1)))
+            done, _ = await asyncio.wait([later], timeout=0.5)
+            assert not done  # waiting behind the open insert, not committed ahead of it
+            await conn.commit()
+        assert await later
