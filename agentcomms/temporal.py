@@ -139,6 +139,9 @@ async def pollers(client: Client, task_queue: str) -> list[str]:
     return sorted({p.identity for p in response.pollers})
 
 
+PROBLEMS_AFTER_FAILURES = "system.numConsecutiveWorkflowTaskProblemsToTriggerSearchAttribute"
+
+
 def dev_server_args(cfg: TemporalConfig, *, headless: bool = False) -> list[str]:
     host, port = split_address(cfg.address)
     args = [
@@ -155,6 +158,9 @@ def dev_server_args(cfg: TemporalConfig, *, headless: bool = False) -> list[str]
         "warn",
         "--ui-disable-news-fetch",
     ]
+    # A mailbox whose workflow tasks keep failing is shown as broken (`agents`) from the search
+    # attribute Temporal sets for it; by default only after five failures, about a minute.
+    args += ["--dynamic-config-value", f"{PROBLEMS_AFTER_FAILURES}=2"]
     if headless:
         args.append("--headless")
     else:

@@ -143,6 +143,24 @@ class Mailbox:
     async def unregister(self, agent_id: str) -> None:
         await self._signal(agent_id, "unregister", Unregister())
 
+    async def broken(self) -> dict[str, str]:
+        """Agents whose mailbox workflow keeps failing its tasks, with what Temporal reports:
+        their messages are safe in the history but nothing is typed until it is fixed."""
+        found: dict[str, str] = {}
+        query = (
+            'WorkflowType = "AgentWorkflow" AND ExecutionStatus = "Running" '
+            "AND TemporalReportedProblems IS NOT NULL"
+        )
+        async for wf in self._client.list_workflows(query, limit=1000):
+            problems = wf.search_attributes.get("TemporalReportedProblems") or []
+            causes = [str(p).partition("=")[2] for p in problems if str(p).startswith("cause=")]
+            agent_id = wf.id.removeprefix("agent-")
+            found[agent_id] = (
+                f"its workflow's tasks keep failing ({', '.join(causes) or 'see its history'}); "
+                f"messages are kept but not typed: `temporal workflow describe -w {wf.id}`"
+            )
+        return found
+
     async def snapshot(self, agent_id: str) -> AgentSnapshot | None:
         handle = self._client.get_workflow_handle(workflow_id(agent_id))
         try:

@@ -120,12 +120,13 @@ class Methods:
         return {"pong": True}
 
     async def status(self, _: NoParams) -> dict[str, Any]:
-        agents = await self._store.list_agents(include_offline=True)
+        agents = await self._listed_agents(include_offline=True)
         return {
             "running": True,
             "started_at": self._started_at.isoformat(),
             "agents": len(agents),
-            "agents_online": sum(1 for a in agents if a.status == "online"),
+            "agents_online": sum(1 for a in agents if a["status"] == "online"),
+            "agents_broken": {a["id"]: a["last_error"] for a in agents if a["status"] == "broken"},
             "providers": self._providers(),
             "host": self._host,
             "temporal": self._cfg.temporal.address,
@@ -133,21 +134,30 @@ class Methods:
         }
 
     async def agents(self, p: AgentsParams) -> dict[str, Any]:
-        agents = await self._store.list_agents(include_offline=p.include_offline)
-        return {
-            "agents": [
-                {
-                    "id": a.id,
-                    "type": a.type,
-                    "target": a.target,
-                    "status": a.status,
-                    "pending": a.pending,
-                    "host": a.host,
-                    "last_error": a.last_error,
-                }
-                for a in agents
-            ]
+        return {"agents": await self._listed_agents(include_offline=p.include_offline)}
+
+    async def _listed_agents(self, *, include_offline: bool) -> list[dict[str, Any]]:
+        """The projection's agents, with those whose workflow Temporal reports failing marked
+        broken (a broken mailbox cannot write its own row)."""
+        agents = {
+            a.id: {
+                "id": a.id,
+                "type": a.type,
+                "target": a.target,
+                "status": a.status,
+                "pending": a.pending,
+                "host": a.host,
+                "last_error": a.last_error,
+            }
+            for a in await self._store.list_agents(include_offline=include_offline)
         }
+        for agent_id, reason in (await self._mailbox.broken()).items():
+            row = agents.setdefault(
+                agent_id,
+                {"id": agent_id, "type": "tmux", "target": None, "pending": None, "host": None},
+            )
+            row |= {"status": "broken", "last_error": reason}
+        return sorted(agents.values(), key=lambda a: a["id"])
 
     async def send(self, p: SendParams) -> dict[str, Any]:
         event = Event(

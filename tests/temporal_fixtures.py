@@ -18,7 +18,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.search_attributes import ALL as SEARCH_ATTRIBUTES
-from agentcomms.temporal import ensure_search_attributes, temporal_binary
+from agentcomms.temporal import PROBLEMS_AFTER_FAILURES, ensure_search_attributes, temporal_binary
 
 __all__ = ["temporal_env", "temporal_env_low_can", "time_skipping_env"]
 
@@ -31,7 +31,12 @@ async def _dev_server(extra: list[str]) -> WorkflowEnvironment:
         dev_server_existing_path=str(temporal_binary()),
         data_converter=pydantic_data_converter,
         search_attributes=SEARCH_ATTRIBUTES,
-        dev_server_extra_args=["--headless", *extra],
+        dev_server_extra_args=[
+            "--headless",
+            "--dynamic-config-value",
+            f"{PROBLEMS_AFTER_FAILURES}=2",  # as `up` runs it
+            *extra,
+        ],
     )
 
 

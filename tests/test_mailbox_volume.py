@@ -140,3 +140,26 @@ async def test_the_message_count_limit_refuses_but_interrupts_pass(temporal_env,
         assert result["status"] == "queued"
         snapshot = await eventually(lambda: stack.gateway.mailbox.snapshot(agent))
         assert snapshot.pending == 4  # three messages and the interrupt
+
+
+async def test_a_mailbox_whose_tasks_keep_failing_is_shown_broken(stack: Stack):
+    """Whoever reaches Temporal can start a mailbox with an input it cannot read: its tasks fail
+    for good. `agents` and `status` say so instead of showing messages queued forever."""
+    agent = stack.agent_id("garbled")
+    await stack.client.start_workflow(
+        "AgentWorkflow",
+        {"agent_id": ["not", "a", "string"]},
+        id=f"agent-{agent}",
+        task_queue=f"agentcomms-host-{stack.host}",
+    )
+
+    async def listed_broken():
+        agents = (await stack.call("agents", include_offline=True))["agents"]
+        return next((a for a in agents if a["id"] == agent and a["status"] == "broken"), None)
+
+    row = await eventually(listed_broken, timeout=60, interval=0.5)
+    assert "tasks keep failing (WorkflowTaskFailedCause" in row["last_error"]
+    assert f"temporal workflow describe -w agent-{agent}" in row["last_error"]
+    status = await stack.call("status")
+    assert status["agents_broken"][agent] == row["last_error"]
+    await stack.client.get_workflow_handle(f"agent-{agent}").terminate("test over")

@@ -77,7 +77,7 @@ def agents(
             a["type"],
             shown(a["target"] or "-"),
             a["status"],
-            str(a["pending"]),
+            "?" if a["pending"] is None else str(a["pending"]),
             shown(a.get("last_error") or ""),
         )
     if not result["agents"]:
@@ -199,6 +199,8 @@ def _why_it_waits(agent_id: str) -> str | None:
             f"no pane is registered for {agent_id!r}; the message waits until "
             f"`agentcomms agents register {agent_id} --tmux SESSION:WINDOW.PANE`"
         )
+    if agent["status"] == "broken":
+        return f"the mailbox of {agent_id!r} is broken: {agent['last_error']}"
     if agent["status"] == "unreachable":
         return f"the pane of {agent_id!r} is unreachable ({agent['last_error']}); the message waits"
     return None

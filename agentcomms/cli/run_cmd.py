@@ -190,6 +190,10 @@ def status(
                     "Agents",
                     f"{gw['agents_online']} online of {gw['agents']}" if gw["running"] else None,
                 ),
+                *(
+                    (f"Broken: {agent}", reason)
+                    for agent, reason in gw.get("agents_broken", {}).items()
+                ),
                 ("Database", gw.get("database")),
             ]
         )
