@@ -78,6 +78,10 @@ class Mailbox:
         self._client = client
         self._store = store
         self._limits = limits
+        # Per agent, an upper bound on what waits: the last count plus everything posted since
+        # (deliveries only lower it). Every post goes through the deployment's one gateway, so
+        # the projection is counted again only when the bound nears a limit, not on every send.
+        self._bounds: dict[str, tuple[int, int]] = {}
         self.arrivals = Arrivals()
         # A workflow starts on this host's queue; registration moves it to its pane's host.
         self._task_queue = host_task_queue(host or host_name())
@@ -116,14 +120,19 @@ class Mailbox:
 
     async def _check_room(self, event: Event) -> None:
         max_count, max_bytes = self._limits(event.agent_id)
+        this = len(event.text.encode("utf-8", "replace"))
+        bound = self._bounds.get(event.agent_id)
+        if bound is not None and bound[0] < max_count // 2 and bound[1] + this <= max_bytes // 2:
+            self._bounds[event.agent_id] = (bound[0] + 1, bound[1] + this)
+            return
         try:
             count, size = await self._store.waiting_for(event.agent_id)
         except (AgentcommsError, SQLAlchemyError, OSError) as exc:
             # The mailbox itself stops at a hard cap; a projection hiccup must not refuse sends.
             log.warning("could not count what waits for %s, accepting: %s", event.agent_id, exc)
             return
-        this = len(event.text.encode("utf-8", "replace"))
         if count + 1 <= max_count and size + this <= max_bytes:
+            self._bounds[event.agent_id] = (count + 1, size + this)
             return
         limit = (
             f"its limit is {max_count:,} messages"
