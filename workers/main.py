@@ -23,6 +23,11 @@ from workflows.agent import AgentWorkflow, host_task_queue
 
 log = logging.getLogger(__name__)
 
+# Mailboxes kept in memory per worker; others are replayed from their history when a message
+# comes. This, not the number of agents, bounds a worker's memory: about 0.3 MB per cached
+# mailbox measured (1,000 idle agents: 424 MB against 113 MB with none).
+WORKFLOW_CACHE = 1000
+
 
 def build_workers(
     client: Client, cfg: Config, store: Store, *, host: str | None = None, shared: bool = True
@@ -39,7 +44,13 @@ def build_workers(
     if shared:
         queues.append(cfg.temporal.task_queue)
     return [
-        Worker(client, task_queue=queue, workflows=[AgentWorkflow], activities=activities)
+        Worker(
+            client,
+            task_queue=queue,
+            workflows=[AgentWorkflow],
+            activities=activities,
+            max_cached_workflows=WORKFLOW_CACHE,
+        )
         for queue in queues
     ]
 
