@@ -163,3 +163,25 @@ async def test_a_mailbox_whose_tasks_keep_failing_is_shown_broken(stack: Stack):
     status = await stack.call("status")
     assert status["agents_broken"][agent] == row["last_error"]
     await stack.client.get_workflow_handle(f"agent-{agent}").terminate("test over")
+
+
+async def test_hundreds_of_agents_register_list_and_each_get_their_message(
+    stack: Stack, tmux: Tmux, tmp_path: Path
+):
+    """Many mailboxes at once (the benchmark takes this to 10,000): every one registers, is
+    listed, and types its message exactly once."""
+    target, out = recorder(tmux, tmp_path, "shared")
+    agents = [stack.agent_id(f"many{i}") for i in range(300)]
+    for agent in agents:
+        await register(stack, agent, tmux, target, submit_delay_ms=0)
+
+    async def all_online() -> bool:
+        listed = (await stack.call("agents"))["agents"]
+        return {a["id"] for a in listed if a["status"] == "online"} >= set(agents)
+
+    await eventually(all_online, timeout=90, interval=0.5)
+    for agent in agents:
+        await stack.call("send", agent_id=agent, message=f"hello {agent}")
+    expected = sorted(f"hello {agent}".encode() for agent in agents)
+    await eventually(lambda: out.read_bytes().count(b"\r") >= len(agents), timeout=90)
+    assert sorted(out.read_bytes().split(b"\r")[:-1]) == expected
