@@ -66,6 +66,8 @@ class ReplyParams(Params):
     message: MessageText
     agent_id: AgentId | None = None
     reply_to: str | None = Field(default=None, description="the message id this answers")
+    wait: bool = Field(default=True, description="chat channels: return once the provider took it")
+    timeout: WaitSeconds = 10
 
 
 class AgentMessageParams(Params):
@@ -93,6 +95,15 @@ class UnregisterParams(Params):
 class InboxParams(Params):
     limit: Annotated[int, Field(ge=1, le=1000)] = 20
     since: str | None = Field(default=None, description="only messages after this event id")
+
+
+class PairParams(Params):
+    code: Annotated[str, StringConstraints(min_length=4, max_length=32)]
+
+
+class RevokeSenderParams(Params):
+    provider: Annotated[str, StringConstraints(min_length=1, max_length=32)]
+    sender_id: Annotated[str, StringConstraints(min_length=1, max_length=255)]
 
 
 class AgentsParams(Params):

@@ -28,6 +28,19 @@ class CallRecord(BaseModel):
     error: str | None = None
 
 
+class ChatSender(BaseModel):
+    """A chat sender admitted to reach agents (by pairing), or asked to pair (``code`` set)."""
+
+    provider: str
+    sender_id: str
+    sender_name: str | None = None
+    chat_id: str | None = None
+    admitted_at: datetime | None = None
+    revoked_at: datetime | None = None
+    code: str | None = None  # a pending pairing code
+    expires_at: datetime | None = None
+
+
 def row_values(model: BaseModel) -> dict[str, Any]:
     """The column values of a model (field names and column names are the same)."""
     values = model.model_dump()

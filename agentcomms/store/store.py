@@ -13,7 +13,7 @@ from datetime import datetime
 from types import TracebackType
 from typing import Any, Literal, get_args
 
-from sqlalchemy import ColumnElement, case, func, or_, select, text, update
+from sqlalchemy import ColumnElement, case, delete, func, or_, select, text, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -21,8 +21,16 @@ from agentcomms.models import Agent, Channel, Event, EventStatus, utcnow
 from agentcomms.store.engine import PG_LOCK_AGENT_EVENTS, create_engine, write_transaction
 from agentcomms.store.errors import EventNotFound
 from agentcomms.store.migrate import database_errors, ensure_schema_current, upgrade_engine
-from agentcomms.store.records import CallRecord, from_row, row_values
-from agentcomms.store.schema import AgentRow, Base, CallRow, ChannelRow, EventRow
+from agentcomms.store.records import CallRecord, ChatSender, from_row, row_values
+from agentcomms.store.schema import (
+    AgentRow,
+    Base,
+    CallRow,
+    ChannelRow,
+    ChatSenderRow,
+    EventRow,
+    PairingCodeRow,
+)
 
 # What check_messages and chat history show an agent; interrupts and system events are not messages.
 MESSAGE_TYPES = ("human_message", "agent_message")
@@ -347,6 +355,101 @@ class Store:
         async with self._engine.connect() as conn:
             row = (await conn.execute(select(CallRow).where(CallRow.id == call_id))).first()
         return from_row(CallRecord, row) if row else None
+
+    # -- chat senders and pairing ---------------------------------------------------------------
+
+    async def sender_admitted(self, provider: str, sender_id: str) -> bool:
+        """Whether the sender was admitted by pairing and not revoked since."""
+        stmt = select(ChatSenderRow.sender_id).where(
+            ChatSenderRow.provider == provider,
+            ChatSenderRow.sender_id == sender_id,
+            ChatSenderRow.revoked_at.is_(None),
+        )
+        async with self._engine.connect() as conn:
+            return (await conn.execute(stmt)).first() is not None
+
+    async def offer_pairing(self, sender: ChatSender, now: datetime) -> tuple[str, bool]:
+        """The sender's pending pairing code, and whether it is new.
+
+        An unexpired code is kept (so a stranger who writes ten times is answered once);
+        otherwise ``sender.code`` is stored until ``sender.expires_at``.
+        """
+        assert sender.code is not None and sender.expires_at is not None
+        mine = (PairingCodeRow.provider == sender.provider) & (
+            PairingCodeRow.sender_id == sender.sender_id
+        )
+        async with self._write() as conn:
+            row = (await conn.execute(select(PairingCodeRow).where(mine))).first()
+            if row is not None and row.expires_at > now:
+                return row.code, False
+            await conn.execute(delete(PairingCodeRow).where(mine))
+            await conn.execute(
+                self._insert(PairingCodeRow).values(
+                    code=sender.code,
+                    provider=sender.provider,
+                    sender_id=sender.sender_id,
+                    sender_name=sender.sender_name,
+                    chat_id=sender.chat_id,
+                    created_at=now,
+                    expires_at=sender.expires_at,
+                )
+            )
+        return sender.code, True
+
+    async def admit_by_code(self, code: str, now: datetime) -> ChatSender | None:
+        """Admit the sender a pairing code was given to; None for an unknown or expired code."""
+        async with self._write() as conn:
+            row = (
+                await conn.execute(select(PairingCodeRow).where(PairingCodeRow.code == code))
+            ).first()
+            if row is None:
+                return None
+            await conn.execute(delete(PairingCodeRow).where(PairingCodeRow.code == code))
+            if row.expires_at <= now:
+                return None
+            values = {
+                "provider": row.provider,
+                "sender_id": row.sender_id,
+                "sender_name": row.sender_name,
+                "chat_id": row.chat_id,
+                "admitted_at": now,
+                "revoked_at": None,
+            }
+            stmt = self._insert(ChatSenderRow).values(values)
+            await conn.execute(
+                stmt.on_conflict_do_update(
+                    index_elements=[ChatSenderRow.provider, ChatSenderRow.sender_id],
+                    set_={
+                        k: stmt.excluded[k] for k in values if k not in ("provider", "sender_id")
+                    },
+                )
+            )
+        return ChatSender.model_validate(values)
+
+    async def revoke_sender(self, provider: str, sender_id: str, now: datetime) -> bool:
+        """Revoke an admitted sender (kept, for the record); True when one was admitted."""
+        stmt = (
+            update(ChatSenderRow)
+            .where(
+                ChatSenderRow.provider == provider,
+                ChatSenderRow.sender_id == sender_id,
+                ChatSenderRow.revoked_at.is_(None),
+            )
+            .values(revoked_at=now)
+        )
+        async with self._write() as conn:
+            return (await conn.execute(stmt)).rowcount > 0
+
+    async def list_senders(self) -> list[ChatSender]:
+        """Admitted (and revoked) senders, then those holding a pairing code."""
+        async with self._engine.connect() as conn:
+            admitted = await conn.execute(
+                select(ChatSenderRow).order_by(ChatSenderRow.provider, ChatSenderRow.sender_id)
+            )
+            senders = [from_row(ChatSender, row) for row in admitted]
+            pending = await conn.execute(select(PairingCodeRow).order_by(PairingCodeRow.created_at))
+            senders += [from_row(ChatSender, row) for row in pending]
+        return senders
 
     # -- helpers -------------------------------------------------------------------------------
 
