@@ -54,12 +54,12 @@ class ChatActivities:
 
     @activity.defn(name="send_chat")
     async def send_chat(self, req: ChatSend) -> ChatSent:
-        """Send a text, or react to the human's message, through the request's provider."""
+        """Send a text, or a receipt for the human's message, through the request's provider."""
         sender = self._sender(req.provider)
         try:
-            if req.kind == "reaction":
-                assert req.message_id is not None and req.emoji is not None
-                await sender.react(req.chat_id, req.message_id, req.emoji)
+            if req.kind == "receipt":
+                assert req.message_id is not None and req.stage is not None
+                await sender.receipt(req.chat_id, req.message_id, req.stage)
                 return ChatSent()
             return ChatSent(
                 message_id=await sender.send_text(req.chat_id, req.text, reply_to=req.reply_to)

@@ -26,7 +26,13 @@ from agentcomms.ids import AGENT_ID_PATTERN, provider_event_id
 from agentcomms.models import Event, utcnow
 from agentcomms.store import Store
 from agentcomms.store.records import ChatSender
-from agentcomms.transports import InboundMessage, InboundResult, LinkStatus, Receiver
+from agentcomms.transports import (
+    InboundMessage,
+    InboundResult,
+    LinkStatus,
+    ReceiptStage,
+    Receiver,
+)
 from gateway.mailbox import Mailbox
 from gateway.outbox import Outbox
 from workflows.outbox import ChatSend, OutboxItem
@@ -37,9 +43,6 @@ PAIRING_TTL = timedelta(hours=24)
 # No 0/O, 1/I/L: a code read aloud or off a phone is typed right the first time.
 _CODE_ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"
 _CODE_LENGTH = 6
-# Receipts: a reaction on the human's message when it is queued, another when it is typed.
-RECEIPT_QUEUED = "👀"
-RECEIPT_TYPED = "✍"
 # How long the gateway watches for a queued message to be typed, to send the second receipt.
 TYPED_RECEIPT_WATCH = timedelta(hours=6)
 _MENTION = re.compile(r"@(" + AGENT_ID_PATTERN.strip("^$") + r")(?:\s+|$)")
@@ -123,7 +126,7 @@ class ChatInbox:
                 reply=f"{agent_id}'s mailbox is full, so this message was not queued. "
                 "Send it again later.",
             )
-        await self._receipt(agent_id, message, event_id, "queued", RECEIPT_QUEUED)
+        await self._receipt(agent_id, message, event_id, "queued")
         self._watch_typed(agent_id, message, event_id)
         return InboundResult("queued", event_id=event_id, agent_id=agent_id)
 
@@ -198,16 +201,16 @@ class ChatInbox:
         return InboundResult("rejected", event_id=event_id, agent_id=agent_id, reply=reply)
 
     async def _receipt(
-        self, agent_id: str, message: InboundMessage, event_id: str, stage: str, emoji: str
+        self, agent_id: str, message: InboundMessage, event_id: str, stage: ReceiptStage
     ) -> None:
         item = OutboxItem(
             id=f"{event_id}:{stage}",
             send=ChatSend(
                 provider=message.provider,
                 chat_id=message.chat_id,
-                kind="reaction",
+                kind="receipt",
                 message_id=message.message_id,
-                emoji=emoji,
+                stage=stage,
             ),
         )
         try:
@@ -227,7 +230,7 @@ class ChatInbox:
             agent_id, event_id, TYPED_RECEIPT_WATCH.total_seconds()
         )
         if status.status == "delivered":
-            await self._receipt(agent_id, message, event_id, "typed", RECEIPT_TYPED)
+            await self._receipt(agent_id, message, event_id, "typed")
 
     async def close(self) -> None:
         for task in list(self._watchers):

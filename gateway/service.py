@@ -12,6 +12,7 @@ from agentcomms.config import Config, host_name
 from agentcomms.models import Channel, utcnow
 from agentcomms.store import Store
 from gateway.chat import ChatInbox, ChatTransports
+from gateway.http import WebhookServer
 from gateway.mailbox import Mailbox
 from gateway.methods import Methods
 from gateway.outbox import Outbox
@@ -43,12 +44,16 @@ class Gateway:
             chat=self.chat,
         )
         self.server = SocketServer(cfg.server.socket(), self.methods.dispatch)
+        self.http: WebhookServer | None = None
 
     async def start(self) -> None:
         await self.server.start()
         await self.register_configured_agents()
         await self.record_configured_channels()
         await self.chat.start()
+        if routes := self.chat.routes():  # only when a provider receives by webhook
+            self.http = WebhookServer(self.cfg.server.http_host, self.cfg.server.http_port, routes)
+            await self.http.start()
 
     async def record_configured_channels(self) -> None:
         """`chat.channels` into the projection, so `channels` lists them beside the others."""
@@ -72,6 +77,8 @@ class Gateway:
             )
 
     async def close(self) -> None:
+        if self.http is not None:
+            await self.http.close()
         await self.chat.close()
         await self.inbox.close()
         await self.server.close()

@@ -9,12 +9,14 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from pydantic import SecretStr
 
 from agentcomms.config import Config
 from agentcomms.ids import provider_event_id
 from tests.conftest import Tmux
+from tests.fakes.serve import free_port
 from tests.fakes.telegram import FakeTelegram
 from tests.stack import Stack, eventually, running_stack
 
@@ -256,3 +258,44 @@ async def test_telegram_down_for_a_while_then_back(
         lambda: out.read_bytes() == b"[telegram:456 from Alice] written while the bot was away\r",
         timeout=60,
     )
+
+
+async def test_webhook_mode_checks_the_secret_token_and_answers_once_durable(
+    temporal_env, tmp_path: Path, telegram: FakeTelegram, agent: str, tmux: Tmux
+):
+    port = free_port()
+    public = "https://agents.example.test"
+
+    def configure(cfg: Config) -> Config:
+        cfg = with_telegram(
+            telegram, agent, mode="webhook", webhook_secret=SecretStr("s3cret-token")
+        )(cfg)
+        server = cfg.server.model_copy(update={"http_port": port, "public_url": public})
+        return cfg.model_copy(update={"server": server})
+
+    async with running_stack(temporal_env.client, tmp_path, configure=configure) as stack:
+        target, out = recorder(tmux, tmp_path, "rec")
+        await register(stack, agent, tmux, target)
+        await connected(stack)
+        assert telegram.webhook is not None
+        assert telegram.webhook["url"] == f"{public}/webhooks/telegram"
+        assert telegram.webhook["secret_token"] == "s3cret-token"
+
+        update = telegram.human_says(CHAT, "via webhook")
+        telegram.updates.clear()  # Telegram posts it instead of holding it for getUpdates
+        url = f"http://127.0.0.1:{port}/webhooks/telegram"
+        event_id = provider_event_id("telegram", CHAT, update["message"]["message_id"])
+        async with httpx.AsyncClient() as client:
+            for secret in (None, "wrong"):
+                headers = {"X-Telegram-Bot-Api-Secret-Token": secret} if secret else {}
+                forged = await client.post(url, json=update, headers=headers)
+                assert forged.status_code == 403
+            assert await stack.store.get_event(event_id) is None
+            good = {"X-Telegram-Bot-Api-Secret-Token": "s3cret-token"}
+            answer = await client.post(url, json=update, headers=good)
+            assert answer.status_code == 200
+            assert await stack.store.get_event(event_id) is not None  # durable before the 200
+            assert (await client.post(url, json=update, headers=good)).status_code == 200
+        await eventually(lambda: out.read_bytes() == b"[telegram:456 from Alice] via webhook\r")
+        await eventually(lambda: len(telegram.reactions) == 2)
+        assert out.read_bytes() == b"[telegram:456 from Alice] via webhook\r"

@@ -33,7 +33,7 @@ SEND_RETRY = RetryPolicy(
     non_retryable_error_types=[errors.CHAT_REFUSED, errors.CHAT_NOT_CONFIGURED],
 )
 SEND_GIVE_UP = timedelta(days=1)
-# A receipt (a reaction on the human's message) is worth little once late; it must not hold
+# A receipt (a reaction on the human's message, or a short reply) is worth little once late; it must not hold
 # the agent's answers back for long.
 RECEIPT_GIVE_UP = timedelta(minutes=10)
 PROJECTION_RETRY = RetryPolicy(
@@ -48,15 +48,15 @@ def outbox_workflow_id(agent_id: str, channel_id: str) -> str:
 
 
 class ChatSend(BaseModel):
-    """One call to a provider: a text message, or a reaction on a message the human sent."""
+    """One call to a provider: a text message, or a receipt for a message the human sent."""
 
     provider: str
     chat_id: str
-    kind: Literal["text", "reaction"] = "text"
+    kind: Literal["text", "receipt"] = "text"
     text: str = ""
     reply_to: str | None = None  # text: the provider message id it answers
-    message_id: str | None = None  # reaction: the human's message it marks
-    emoji: str | None = None
+    message_id: str | None = None  # receipt: the human's message it is for
+    stage: Literal["queued", "typed"] | None = None  # receipt: what became of that message
 
 
 class ChatSent(BaseModel):
@@ -165,7 +165,7 @@ class OutboxWorkflow:
 
     async def _send(self, item: OutboxItem) -> SendOutcome:
         send = item.send
-        what = f"react {send.emoji} to" if send.kind == "reaction" else "send"
+        what = f"receipt ({send.stage}) for" if send.kind == "receipt" else "send"
         try:
             sent = await workflow.execute_activity(
                 "send_chat",
@@ -173,7 +173,7 @@ class OutboxWorkflow:
                 result_type=ChatSent,
                 start_to_close_timeout=timedelta(seconds=30),
                 schedule_to_close_timeout=(
-                    RECEIPT_GIVE_UP if send.kind == "reaction" else SEND_GIVE_UP
+                    RECEIPT_GIVE_UP if send.kind == "receipt" else SEND_GIVE_UP
                 ),
                 retry_policy=SEND_RETRY,
                 summary=f"{what} {item.id} on {self._s.channel_id}",

@@ -35,6 +35,9 @@ if TYPE_CHECKING:
 ProviderName = Literal["local", "telegram", "discord", "whatsapp", "sms"]
 PROVIDERS: tuple[str, ...] = get_args(ProviderName)
 
+# A receipt tells the human their message was queued, then typed into the agent's pane.
+ReceiptStage = Literal["queued", "typed"]
+
 # What `status`, `channels` and MCP `list_channels` show for a provider.
 LinkState = Literal["connected", "connecting", "reconnecting", "disabled", "failed"]
 
@@ -123,8 +126,9 @@ class Sender(Protocol):
     async def send_text(self, chat_id: str, text: str, *, reply_to: str | None = None) -> str:
         """Send ``text``; the provider's id of the (last) message sent."""
 
-    async def react(self, chat_id: str, message_id: str, emoji: str) -> None:
-        """Mark a message the human sent (a reaction, or a short reply where there are none)."""
+    async def receipt(self, chat_id: str, message_id: str, stage: ReceiptStage) -> None:
+        """Tell the human what became of their message: a reaction where the provider has
+        them, otherwise a short reply."""
 
     async def close(self) -> None: ...
 

@@ -47,6 +47,7 @@ from agentcomms.transports import (
     LinkStatus,
     ProviderUnavailable,
     RateLimited,
+    ReceiptStage,
     SendRefused,
 )
 
@@ -60,6 +61,8 @@ MAX_TEXT = 4096
 POLL_TIMEOUT_S = 25
 RECONNECT_FIRST_S = 1.0
 RECONNECT_CAP_S = 30.0
+# Receipts, as reactions on the human's message (from the emoji Telegram allows for them).
+RECEIPTS: dict[ReceiptStage, str] = {"queued": "👀", "typed": "✍"}
 # The updates a bot needs: messages to it (and in groups it is in).
 ALLOWED_UPDATES = ("message",)
 
@@ -277,11 +280,12 @@ class TelegramSender:
                 last = str(sent.message_id)
         return last
 
-    async def react(self, chat_id: str, message_id: str, emoji: str) -> None:
+    async def receipt(self, chat_id: str, message_id: str, stage: ReceiptStage) -> None:
+        # A bot has one reaction per message: "typed" replaces "queued".
         async with self._bot() as bot:
             with telegram_errors(chat_id):
                 await bot.set_message_reaction(
-                    chat_id, int(message_id), reaction=[ReactionTypeEmoji(emoji)]
+                    chat_id, int(message_id), reaction=[ReactionTypeEmoji(RECEIPTS[stage])]
                 )
 
     async def close(self) -> None:
