@@ -13,8 +13,10 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
+from agentcomms.client import GatewayClient
 from agentcomms.config import Config
 from agentcomms.ids import provider_event_id
+from gateway.service import Gateway
 from tests.conftest import Tmux
 from tests.fakes.serve import free_port
 from tests.fakes.telegram import FakeTelegram
@@ -299,3 +301,39 @@ async def test_webhook_mode_checks_the_secret_token_and_answers_once_durable(
         await eventually(lambda: out.read_bytes() == b"[telegram:456 from Alice] via webhook\r")
         await eventually(lambda: len(telegram.reactions) == 2)
         assert out.read_bytes() == b"[telegram:456 from Alice] via webhook\r"
+
+
+async def test_gateway_restarted_with_messages_in_flight_loses_and_doubles_nothing(
+    stack: Stack, telegram: FakeTelegram, agent: str, tmux: Tmux, tmp_path: Path
+):
+    await connected(stack)
+    # Queued while the agent has no pane yet: durable in its mailbox, not typed.
+    before = [telegram.human_says(CHAT, f"before {i}") for i in range(3)]
+    await eventually(lambda: _count(stack, agent, 3))
+
+    await stack.gateway.close()
+    # While the gateway is down, Alice writes on; and an update the old gateway had kept but
+    # not yet confirmed (as when it dies between the two) comes again.
+    for i in range(2):
+        telegram.human_says(CHAT, f"during {i}")
+    telegram.deliver(before[-1])
+    restarted = Gateway(stack.cfg, stack.client, stack.store, host=stack.host)
+    await restarted.start()
+    try:
+        async with GatewayClient(stack.cfg.server.socket()) as rpc:
+            target, out = recorder(tmux, tmp_path, "rec")
+            await rpc.call(
+                "register", agent_id=agent, target=target, socket=tmux.socket, submit_delay_ms=0
+            )
+            texts = [f"before {i}" for i in range(3)] + [f"during {i}" for i in range(2)]
+            expected = b"".join(f"[telegram:456 from Alice] {t}\r".encode() for t in texts)
+            await eventually(lambda: len(out.read_bytes()) >= len(expected), timeout=60)
+            assert out.read_bytes() == expected
+            events = await stack.store.events_after(agent, None, 100)
+            assert [e.payload["body"] for e in events] == texts
+    finally:
+        await restarted.close()
+
+
+async def _count(stack: Stack, agent: str, n: int) -> bool:
+    return len(await stack.store.events_after(agent, None, 100)) == n
