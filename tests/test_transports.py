@@ -113,3 +113,21 @@ async def test_pairing_admits_once_expires_and_revokes(database_url: str):
         assert await store.admit_by_code("BBBBBB", later) is None
         fresh = offer.model_copy(update={"code": "CCCCCC", "expires_at": later + timedelta(1)})
         assert await store.offer_pairing(fresh, later) == ("CCCCCC", True)
+
+
+def test_a_bot_token_in_a_logged_url_is_masked():
+    import logging
+
+    from agentcomms.logs import RedactSecrets
+
+    record = logging.LogRecord(
+        "httpx",
+        logging.INFO,
+        __file__,
+        1,
+        "HTTP Request: %s %s",
+        ("POST", "https://api.telegram.org/bot123456:AAE-x_y/getUpdates"),
+        None,
+    )
+    assert RedactSecrets().filter(record)
+    assert record.getMessage() == "HTTP Request: POST https://api.telegram.org/bot***/getUpdates"
