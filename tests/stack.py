@@ -68,8 +68,12 @@ async def running_stack(
     socket_path: Path | None = None,
     host: str | None = None,
     mailbox: MailboxConfig | None = None,
+    configure: Callable[[Config], Config] | None = None,
 ) -> AsyncIterator[Stack]:
+    """``configure`` adjusts the stack's configuration (chat providers, channels) before start."""
     cfg = stack_config(tmp_path, client, socket_path=socket_path, mailbox=mailbox)
+    if configure is not None:
+        cfg = configure(cfg)
     host = host or f"test-{uuid.uuid4().hex[:8]}"
     async with AsyncExitStack() as stack:
         store = await Store.open(cfg.database.resolved_url())

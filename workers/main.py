@@ -15,11 +15,13 @@ from typing import Any
 from temporalio.client import Client
 from temporalio.worker import Worker
 
+from activities.chat import ChatActivities
 from activities.delivery import deliver_to_pane, interrupt_pane
 from activities.projection import ProjectionActivities
 from agentcomms.config import Config, host_name
 from agentcomms.store import Store
 from workflows.agent import AgentWorkflow, host_task_queue
+from workflows.outbox import OutboxWorkflow
 
 log = logging.getLogger(__name__)
 
@@ -40,19 +42,28 @@ def build_workers(
         projection.record_projection,
         projection.load_waiting_events,
     ]
-    queues = [host_task_queue(host or host_name())]
-    if shared:
-        queues.append(cfg.temporal.task_queue)
-    return [
+    workers = [
         Worker(
             client,
-            task_queue=queue,
+            task_queue=host_task_queue(host or host_name()),
             workflows=[AgentWorkflow],
             activities=activities,
             max_cached_workflows=WORKFLOW_CACHE,
         )
-        for queue in queues
     ]
+    if shared:
+        # Chat sends need no pane: any host's worker may send, with its own config's credentials.
+        chat = ChatActivities(cfg)
+        workers.append(
+            Worker(
+                client,
+                task_queue=cfg.temporal.task_queue,
+                workflows=[AgentWorkflow, OutboxWorkflow],
+                activities=[*activities, chat.send_chat],
+                max_cached_workflows=WORKFLOW_CACHE,
+            )
+        )
+    return workers
 
 
 async def run_workers(workers: list[Worker]) -> None:
