@@ -73,7 +73,7 @@ CHUNK_CHARS = 150_000
 # Past this many waiting messages the mailbox refuses more (recorded as rejected, never typed).
 # The gateway refuses far earlier, at the configured per-agent limit; this is the backstop for
 # signals that went around it, and keeps the continue-as-new input under the payload limit.
-HARD_WAITING_CAP = 20_000
+HARD_WAITING_CAP = 12_000  # about 60 bytes each in the state: under 1 MB
 # How many waiting texts a run reads back from the projection at a time (fewer when long).
 LOAD_BATCH = 50
 
@@ -113,8 +113,9 @@ class Waiting(BaseModel):
 
     id: str
     type: EventType
-    # Runs that carried whole events in their state hand them over here; newer runs never do.
-    event: Event | None = None
+    # Runs that carried whole events in their state hand them over here; newer runs never do
+    # (and never write the field: each byte here is paid once per waiting message).
+    event: Event | None = Field(default=None, exclude=True)
 
 
 class AgentInput(BaseModel):
