@@ -166,13 +166,14 @@ async def test_a_mailbox_whose_tasks_keep_failing_is_shown_broken(stack: Stack):
     await stack.client.get_workflow_handle(f"agent-{agent}").terminate("test over")
 
 
+@pytest.mark.timeout(300)  # a loaded machine (CI beside other jobs) makes 200 mailboxes slow
 async def test_hundreds_of_agents_register_list_and_each_get_their_message(
     stack: Stack, tmux: Tmux, tmp_path: Path
 ):
     """Many mailboxes at once (the benchmark takes this to 10,000): every one registers, is
     listed, and types its message exactly once."""
     target, out = recorder(tmux, tmp_path, "shared")
-    agents = [stack.agent_id(f"many{i}") for i in range(300)]
+    agents = [stack.agent_id(f"many{i}") for i in range(200)]
     for agent in agents:
         await register(stack, agent, tmux, target, submit_delay_ms=0)
 
