@@ -19,7 +19,6 @@ from temporalio.client import (
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
-from agentcomms.config import host_name
 from agentcomms.errors import AgentcommsError, MailboxFull
 from agentcomms.models import Event
 from agentcomms.store import Store
@@ -32,7 +31,6 @@ from workflows.agent import (
     Registration,
     Unregister,
     WaitForDelivery,
-    host_task_queue,
 )
 
 log = logging.getLogger(__name__)
@@ -69,7 +67,7 @@ class Mailbox:
         client: Client,
         store: Store,
         *,
-        host: str | None = None,
+        task_queue: str,
         limits: Limits = _no_limits,
     ) -> None:
         self._client = client
@@ -80,8 +78,9 @@ class Mailbox:
         # the projection is counted again only when the bound nears a limit, not on every send.
         self._bounds: dict[str, tuple[int, int]] = {}
         self.arrivals = Arrivals()
-        # A workflow starts on this host's queue; registration moves it to its pane's host.
-        self._task_queue = host_task_queue(host or host_name())
+        # A mailbox starts on the shared queue, which any worker polls (the gateway's machine
+        # may run none); registration moves it to its pane's host, where it types.
+        self._task_queue = task_queue
 
     async def _signal(self, agent_id: str, signal: str, arg: object) -> None:
         await self._client.start_workflow(

@@ -309,3 +309,24 @@ async def test_a_broken_projection_does_not_make_a_durable_send_look_lost(
 async def _delivered(stack: Stack, event_id: str):
     event = await stack.store.get_event(event_id)
     return event if event and event.status == "delivered" else None
+
+
+async def test_a_gateway_on_a_machine_without_a_worker_delivers_through_the_panes_host(
+    temporal_env, tmux: Tmux, tmp_path: Path
+):
+    """The gateway's machine runs no worker; the pane's host runs one. A mailbox starts on the
+    shared queue (which that worker polls) and moves to the pane's host when registered there."""
+    async with running_stack(temporal_env.client, tmp_path, with_worker=False) as stack:
+        pane_host = f"box-{stack.agent_id('h')}"
+        async with AsyncExitStack() as workers:
+            for worker in build_workers(stack.client, stack.cfg, stack.store, host=pane_host):
+                await workers.enter_async_context(worker)
+            agent = stack.agent_id()
+            await stack.call("send", agent_id=agent, message="waited for a pane")
+            target, out = recorder(tmux, tmp_path, "rec")
+            await register(stack, agent, tmux, target, submit_delay_ms=0, host=pane_host)
+            result = await stack.call("send", agent_id=agent, message="and this", wait=True)
+            assert result["delivered"] is True
+            await typed(out, b"waited for a pane\rand this\r")
+            description = await stack.client.get_workflow_handle(f"agent-{agent}").describe()
+            assert description.task_queue == f"agentcomms-host-{pane_host}"

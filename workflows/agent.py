@@ -65,6 +65,9 @@ PATCH_TEXTS_OUT_OF_STATE = "texts-out-of-state"
 # Patch: the agent row is written when the queue drains only if what it shows changed (before,
 # on every drain: one more write per message when messages come one at a time).
 PATCH_ROW_ON_CHANGE = "agent-row-on-change"
+# Patch: a mailbox moves to its pane's host when registered there, not at its first message
+# (it starts on the shared queue, which the gateway's machine may not poll).
+PATCH_MOVE_ON_REGISTER = "move-on-register"
 
 # A projection write or read carries at most about this many characters of message text; with
 # JSON's worst case (6 bytes for an escaped character) and one whole message at the cap, a
@@ -315,15 +318,19 @@ class AgentWorkflow:
             )
             if self._continue_as_new_suggested():
                 break
-            if not self._deliverable():
-                await self._publish()  # e.g. unregistered, or an offline agent's queue grew
-                continue
             reg = self._s.registration
-            assert reg is not None
-            if self._s.task_queue != host_task_queue(reg.host):
+            if (
+                reg is not None
+                and self._s.task_queue != host_task_queue(reg.host)
+                and (self._deliverable() or workflow.patched(PATCH_MOVE_ON_REGISTER))
+            ):
                 # The pane lives on another host: continue there, where typing is local.
                 self._s.task_queue = host_task_queue(reg.host)
                 await self._continue_as_new(task_queue=self._s.task_queue)
+            if not self._deliverable():
+                await self._publish()  # e.g. unregistered, or an offline agent's queue grew
+                continue
+            assert reg is not None
             event = await self._next_event()
             if event is None:
                 continue
