@@ -19,6 +19,7 @@ import sysconfig
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import quote
 
 from temporalio.api.enums.v1 import IndexedValueType, TaskQueueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
@@ -129,6 +130,16 @@ async def ensure_search_attributes(client: Client) -> None:
 
 async def pollers(client: Client, task_queue: str) -> list[str]:
     """The identities of workers polling `task_queue` for workflow tasks (seen in the last minute)."""
+    return sorted(await last_polls(client, task_queue))
+
+
+# A live, idle worker renews its long poll about once a minute; a poller the server has not
+# seen for longer than this has most likely stopped (the server lists it for minutes more).
+POLL_SILENCE_S = 75.0
+
+
+async def last_polls(client: Client, task_queue: str) -> dict[str, float]:
+    """Each worker polling `task_queue` for workflow tasks, with the seconds since its last poll."""
     response = await client.workflow_service.describe_task_queue(
         DescribeTaskQueueRequest(
             namespace=client.namespace,
@@ -136,7 +147,26 @@ async def pollers(client: Client, task_queue: str) -> list[str]:
             task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
         )
     )
-    return sorted({p.identity for p in response.pollers})
+    now = time.time()
+    ages: dict[str, float] = {}
+    for p in response.pollers:
+        age = max(0.0, now - p.last_access_time.ToMicroseconds() / 1e6)
+        ages[p.identity] = min(age, ages.get(p.identity, age))
+    return ages
+
+
+def ui_url(cfg: TemporalConfig, workflow_id: str | None = None) -> str | None:
+    """The Temporal UI page of a workflow (or the UI's start page); None when unknown."""
+    host, _ = split_address(cfg.address)
+    if host in LOCAL_HOSTS:
+        base = f"http://127.0.0.1:{cfg.ui_port}"
+    elif host.endswith(".tmprl.cloud"):
+        base = "https://cloud.temporal.io"
+    else:
+        return None
+    if workflow_id is None:
+        return base
+    return f"{base}/namespaces/{cfg.namespace}/workflows/{quote(workflow_id, safe='')}"
 
 
 PROBLEMS_AFTER_FAILURES = "system.numConsecutiveWorkflowTaskProblemsToTriggerSearchAttribute"

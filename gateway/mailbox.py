@@ -63,6 +63,25 @@ def _no_limits(_: str) -> tuple[int, int]:
     return (10_000, 10**9)
 
 
+async def broken_mailboxes(client: Client) -> dict[str, str]:
+    """Agents whose mailbox workflow keeps failing its tasks, with what Temporal reports:
+    their messages are safe in the history but nothing is typed until it is fixed."""
+    found: dict[str, str] = {}
+    query = (
+        'WorkflowType = "AgentWorkflow" AND ExecutionStatus = "Running" '
+        "AND TemporalReportedProblems IS NOT NULL"
+    )
+    async for wf in client.list_workflows(query, limit=1000):
+        problems = wf.search_attributes.get("TemporalReportedProblems") or []
+        causes = [str(p).partition("=")[2] for p in problems if str(p).startswith("cause=")]
+        agent_id = wf.id.removeprefix("agent-")
+        found[agent_id] = (
+            f"its workflow's tasks keep failing ({', '.join(causes) or 'see its history'}); "
+            f"messages are kept but not typed: `temporal workflow describe -w {wf.id}`"
+        )
+    return found
+
+
 class Mailbox:
     def __init__(
         self,
@@ -82,6 +101,10 @@ class Mailbox:
         self.arrivals = Arrivals()
         # A workflow starts on this host's queue; registration moves it to its pane's host.
         self._task_queue = host_task_queue(host or host_name())
+
+    @property
+    def client(self) -> Client:
+        return self._client
 
     async def _signal(self, agent_id: str, signal: str, arg: object) -> None:
         await self._client.start_workflow(
@@ -150,22 +173,8 @@ class Mailbox:
         await self._signal(agent_id, "unregister", Unregister())
 
     async def broken(self) -> dict[str, str]:
-        """Agents whose mailbox workflow keeps failing its tasks, with what Temporal reports:
-        their messages are safe in the history but nothing is typed until it is fixed."""
-        found: dict[str, str] = {}
-        query = (
-            'WorkflowType = "AgentWorkflow" AND ExecutionStatus = "Running" '
-            "AND TemporalReportedProblems IS NOT NULL"
-        )
-        async for wf in self._client.list_workflows(query, limit=1000):
-            problems = wf.search_attributes.get("TemporalReportedProblems") or []
-            causes = [str(p).partition("=")[2] for p in problems if str(p).startswith("cause=")]
-            agent_id = wf.id.removeprefix("agent-")
-            found[agent_id] = (
-                f"its workflow's tasks keep failing ({', '.join(causes) or 'see its history'}); "
-                f"messages are kept but not typed: `temporal workflow describe -w {wf.id}`"
-            )
-        return found
+        """Agents whose mailbox workflow keeps failing its tasks, with what Temporal reports."""
+        return await broken_mailboxes(self._client)
 
     async def snapshot(self, agent_id: str) -> AgentSnapshot | None:
         handle = self._client.get_workflow_handle(workflow_id(agent_id))

@@ -42,6 +42,7 @@ from gateway.params import (
     ReplyParams,
     RevokeSenderParams,
     SendParams,
+    TraceParams,
     UnregisterParams,
     WaitMessagesParams,
 )
@@ -54,6 +55,7 @@ from gateway.protocol import (
     RpcError,
     describe_validation,
 )
+from gateway.trace import TraceNotFound, Tracer
 from workflows.agent import Registration
 from workflows.outbox import ChatSend, OutboxItem
 
@@ -90,6 +92,7 @@ class Methods:
         self._store = store
         self._mailbox = mailbox
         self._started_at = started_at
+        self._tracer = Tracer(cfg, store, mailbox, self._host)
         self._table: dict[str, tuple[type[Params], Callable[[Any], Awaitable[Any]]]] = {
             "ping": (NoParams, self.ping),
             "status": (NoParams, self.status),
@@ -106,6 +109,7 @@ class Methods:
             "pair": (PairParams, self.pair),
             "senders": (NoParams, self.senders),
             "revoke_sender": (RevokeSenderParams, self.revoke_sender),
+            "trace": (TraceParams, self.trace),
             # what the MCP tools need
             "check_messages": (CheckMessagesParams, self.check_messages),
             "wait_messages": (WaitMessagesParams, self.wait_messages),
@@ -297,6 +301,13 @@ class Methods:
         except EventNotFound:
             raise RpcError(NOT_FOUND, f"no event {p.since!r}; `since` takes an event id") from None
         return {"messages": [event_json(e) for e in history]}
+
+    async def trace(self, p: TraceParams) -> dict[str, Any]:
+        """One message's life, oldest first, and why it waits if it does."""
+        try:
+            return await self._tracer.trace(p.event_id)
+        except TraceNotFound as exc:
+            raise RpcError(NOT_FOUND, str(exc)) from None
 
     # ---- chat: outbound, pairing ------------------------------------------------------------------
 
