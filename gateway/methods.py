@@ -24,6 +24,7 @@ from agentcomms.ids import new_event_id
 from agentcomms.models import LOCAL_CHANNEL, Event, utcnow
 from agentcomms.store import EventNotFound, Store
 from agentcomms.store.engine import display_url
+from agentcomms.temporal import pollers
 from gateway.chat import ChatTransports, normalise_code
 from gateway.mailbox import Mailbox
 from gateway.outbox import Outbox
@@ -56,7 +57,7 @@ from gateway.protocol import (
     describe_validation,
 )
 from gateway.trace import TraceNotFound, Tracer
-from workflows.agent import Registration
+from workflows.agent import Registration, host_task_queue
 from workflows.outbox import ChatSend, OutboxItem
 
 # A message posted through this gateway wakes `wait_messages` at once; this slow poll of the
@@ -145,6 +146,7 @@ class Methods:
             "agents_online": sum(1 for a in agents if a["status"] == "online"),
             "agents_broken": {a["id"]: a["last_error"] for a in agents if a["status"] == "broken"},
             "providers": self._providers(),
+            "workers": await self._workers(),
             "host": self._host,
             "temporal": self._cfg.temporal.address,
             "database": display_url(self._cfg.database.resolved_url()),
@@ -446,6 +448,14 @@ class Methods:
             await self._mailbox.snapshot(agent_id) is None
         ):
             raise RpcError(NOT_FOUND, f"unknown agent {agent_id!r}; see `agentcomms agents --all`")
+
+    async def _workers(self) -> dict[str, list[str]] | None:
+        """Who polls this host's queue and the shared one (None when Temporal cannot say)."""
+        queues = [host_task_queue(self._host), self._cfg.temporal.task_queue]
+        try:
+            return {q: await pollers(self._mailbox.client, q) for q in queues}
+        except RPCError:
+            return None
 
     def _providers(self) -> list[dict[str, Any]]:
         if self._chat is None:  # a gateway without chat (tests of the socket alone)

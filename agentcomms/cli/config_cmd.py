@@ -8,7 +8,6 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 from rich.text import Text
 
 from agentcomms.cli import app
@@ -234,6 +233,8 @@ def show(
         print_json(data)
         return
     origin = "" if resolved.file_exists else " (no such file: defaults)"
+    from rich.table import Table
+
     table = Table(title=f"{resolved.path}{origin}", title_justify="left")
     table.add_column("Key", no_wrap=True)
     table.add_column("Value", overflow="fold")

@@ -1,7 +1,9 @@
 """The long-running commands: `up` (everything), `worker`, `gateway`, and `status`.
 
 These are the top of the dependency stack, so they import the gateway and worker packages inside
-the command bodies; the rest of the `agentcomms` package never imports them.
+the command bodies; the rest of the `agentcomms` package never imports them. Temporal, SQLAlchemy
+and Alembic are imported there too: every `agentcomms` command loads this module to find its
+commands, and a quick one (`send`, from an agent's hook) must not pay for them.
 """
 
 from __future__ import annotations
@@ -11,23 +13,10 @@ import shutil
 from typing import Annotated, Any
 
 import typer
-from temporalio.service import RPCError
 
 from agentcomms.cli import app
 from agentcomms.cli.common import console, print_fields, print_json, run_async, styled
 from agentcomms.config import Config, ensure_home, load_config
-from agentcomms.runtime import (
-    cancel_and_wait,
-    clear_state,
-    keep_dev_server_running,
-    read_state,
-    stop_signals,
-    temporal_and_store,
-    until_stopped,
-    write_state,
-)
-from agentcomms.store.engine import display_url
-from agentcomms.temporal import DevServer
 
 HeadlessOption = Annotated[
     bool, typer.Option("--headless", help="Start the embedded Temporal server without its web UI.")
@@ -56,6 +45,16 @@ def up(headless: HeadlessOption = False) -> None:
 
 
 async def _up(cfg: Config, headless: bool) -> None:
+    from agentcomms.runtime import (
+        cancel_and_wait,
+        keep_dev_server_running,
+        stop_signals,
+        temporal_and_store,
+        until_stopped,
+    )
+    from agentcomms.state_file import clear_state, write_state
+    from agentcomms.store.engine import display_url
+    from agentcomms.temporal import DevServer
     from gateway.service import Gateway
     from workers.main import build_workers, run_workers
 
@@ -128,6 +127,7 @@ def worker() -> None:
 
 
 async def _worker(cfg: Config) -> None:
+    from agentcomms.runtime import cancel_and_wait, stop_signals, temporal_and_store, until_stopped
     from workers.main import build_workers, run_workers
 
     async with stop_signals() as stop, temporal_and_store(cfg, embed=False) as rt:
@@ -151,6 +151,7 @@ def gateway() -> None:
 
 
 async def _gateway(cfg: Config) -> None:
+    from agentcomms.runtime import stop_signals, temporal_and_store, until_stopped
     from gateway.service import Gateway
 
     async with stop_signals() as stop, temporal_and_store(cfg, embed=False) as rt:
@@ -227,6 +228,8 @@ def _describe_workers(workers: dict[str, list[str]] | None) -> str | None:
 
 async def _workers(cfg: Config) -> dict[str, list[str]] | None:
     """Who polls this host's queue and the shared one; None when Temporal cannot be asked."""
+    from temporalio.service import RPCError
+
     from agentcomms.config import host_name
     from agentcomms.errors import TemporalUnavailable
     from agentcomms.temporal import connect, pollers
@@ -241,9 +244,10 @@ async def _workers(cfg: Config) -> dict[str, list[str]] | None:
 
 
 async def _status(cfg: Config) -> dict[str, Any]:
+    from agentcomms.address import server_answers
     from agentcomms.client import call
     from agentcomms.errors import GatewayUnavailable
-    from agentcomms.temporal import server_answers
+    from agentcomms.state_file import read_state
 
     socket = cfg.server.socket()
     try:
@@ -262,5 +266,7 @@ async def _status(cfg: Config) -> dict[str, Any]:
         },
         "temporal_ui": state.get("temporal_ui"),
         "up_pid": state.get("pid"),
-        "workers": await _workers(cfg) if answering else None,
+        # The gateway says who polls (it holds a Temporal client); asking Temporal from here
+        # loads its SDK, so only when the gateway cannot say.
+        "workers": gw.get("workers") or (await _workers(cfg) if answering else None),
     }
