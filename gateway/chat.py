@@ -104,7 +104,13 @@ class ChatInbox:
         try:
             await self._mailbox.post(event)
         except MailboxFull as exc:
-            log.warning("%s refused for %s: %s", event_id, agent_id, exc)
+            log.warning(
+                "%s refused for %s: %s",
+                event_id,
+                agent_id,
+                exc,
+                extra={"event_id": event_id, "agent_id": agent_id},
+            )
             return InboundResult(
                 "refused",
                 event_id=event_id,

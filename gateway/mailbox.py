@@ -133,7 +133,12 @@ class Mailbox:
         try:
             await self._store.record_event(event)
         except (AgentcommsError, SQLAlchemyError, OSError) as exc:  # e.g. "database is locked"
-            log.warning("%s accepted; its projection row waits for delivery: %s", event.id, exc)
+            log.warning(
+                "%s accepted; its projection row waits for delivery: %s",
+                event.id,
+                exc,
+                extra={"event_id": event.id, "agent_id": event.agent_id},
+            )
         else:
             self.arrivals.notify(event.agent_id)  # the row is there for them to read
         return event.id
@@ -149,7 +154,12 @@ class Mailbox:
             count, size = await self._store.waiting_for(event.agent_id)
         except (AgentcommsError, SQLAlchemyError, OSError) as exc:
             # The mailbox itself stops at a hard cap; a projection hiccup must not refuse sends.
-            log.warning("could not count what waits for %s, accepting: %s", event.agent_id, exc)
+            log.warning(
+                "could not count what waits for %s, accepting: %s",
+                event.agent_id,
+                exc,
+                extra={"event_id": event.id, "agent_id": event.agent_id},
+            )
             return
         if count + 1 <= max_count and size + this <= max_bytes:
             self._bounds[event.agent_id] = (count + 1, size + this)

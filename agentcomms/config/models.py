@@ -275,6 +275,11 @@ class VoiceConfig(Section):
 class LoggingConfig(Section):
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     file: Path | None = None
+    format: Literal["text", "json"] = Field(
+        default="text",
+        description="text: one readable line per record; json: one JSON object per line (event, "
+        "agent and workflow ids as fields) for log shippers",
+    )
 
     @field_validator("level", mode="before")
     @classmethod
