@@ -18,6 +18,7 @@ from temporalio.client import Client
 from agentcomms.address import is_local, server_answers
 from agentcomms.config import Config
 from agentcomms.errors import AgentcommsError, TemporalUnavailable
+from agentcomms.metrics import MetricsServer, free_loopback_address, temporal_runtime
 from agentcomms.store import Store
 from agentcomms.temporal import DevServer, connect, ensure_search_attributes
 
@@ -30,6 +31,7 @@ class Runtime:
     client: Client
     store: Store
     dev_server: DevServer | None = None
+    metrics: MetricsServer | None = None
 
 
 @asynccontextmanager
@@ -47,17 +49,27 @@ async def temporal_and_store(
             )
         dev = await _start_dev_server(cfg, headless)
     rt: Runtime | None = None
+    metrics: MetricsServer | None = None
     try:
-        client = await connect(cfg.temporal, patience_s=5.0)
+        sdk_runtime = None
+        if cfg.metrics.address:
+            # The SDK serves its own metrics on a loopback port; ours appends them.
+            sdk_address = free_loopback_address()
+            sdk_runtime = temporal_runtime(sdk_address)
+            metrics = MetricsServer(cfg.metrics.address, sdk_address=sdk_address)
+            metrics.start()
+        client = await connect(cfg.temporal, patience_s=5.0, runtime=sdk_runtime)
         if dev is None:
             await ensure_search_attributes(client)
         store = await Store.open(cfg.database.resolved_url())
         try:
-            rt = Runtime(cfg=cfg, client=client, store=store, dev_server=dev)
+            rt = Runtime(cfg=cfg, client=client, store=store, dev_server=dev, metrics=metrics)
             yield rt
         finally:
             await store.close()
     finally:
+        if metrics is not None:
+            await metrics.close()
         # The supervisor may have replaced the server we started.
         running = rt.dev_server if rt is not None else dev
         if running is not None:

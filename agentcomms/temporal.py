@@ -29,6 +29,7 @@ from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.runtime import Runtime
 from temporalio.service import RPCError
 
 from agentcomms.address import LOCAL_HOSTS, server_answers, split_address
@@ -59,7 +60,9 @@ def temporal_binary() -> Path:
 CONNECT_TIMEOUT_S = 15.0
 
 
-async def connect(cfg: TemporalConfig, *, patience_s: float = 0.0) -> Client:
+async def connect(
+    cfg: TemporalConfig, *, patience_s: float = 0.0, runtime: Runtime | None = None
+) -> Client:
     """A client with the pydantic data converter, or a `TemporalUnavailable` that says what to do.
 
     Refused connections are retried for ``patience_s`` (a dev server that is still starting).
@@ -75,6 +78,7 @@ async def connect(cfg: TemporalConfig, *, patience_s: float = 0.0) -> Client:
                     data_converter=pydantic_data_converter,
                     api_key=cfg.api_key.get_secret_value() if cfg.api_key else None,
                     tls=cfg.tls,
+                    runtime=runtime,
                 )
         except TimeoutError:
             raise TemporalUnavailable(

@@ -19,6 +19,7 @@ from temporalio.client import (
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
+from agentcomms import metrics
 from agentcomms.config import host_name
 from agentcomms.errors import AgentcommsError, MailboxFull
 from agentcomms.models import Event
@@ -127,6 +128,7 @@ class Mailbox:
         if event.direction == "in" and event.type != "interrupt":
             await self._check_room(event)
         await self._signal(event.agent_id, "enqueue", event)
+        metrics.accepted(event)
         # After the signal: the projection never shows a message Temporal does not hold. The
         # message is durable now, so a failing projection must not make it look lost (a client
         # would retry and send it twice): the mailbox writes the row again when it settles.
@@ -169,6 +171,7 @@ class Mailbox:
             if count + 1 > max_count
             else f"its limit is {max_bytes:,} bytes and this message has {this:,}"
         )
+        metrics.refused("mailbox_full")
         raise MailboxFull(
             f"{event.agent_id}'s mailbox is full: {count:,} messages ({size:,} bytes) wait to be "
             f"typed and {limit}. Nothing was queued. They are typed once its pane can take them "

@@ -46,7 +46,7 @@ underscore between levels, e.g.
   AGENTCOMMS_CHAT__ALLOWED_SENDERS__TELEGRAM='["42"]'
 Values are read as JSON when they parse (9000, true, a list), else as text;
 string keys always take the text. Only names whose first part is a section
-(server, temporal, database, mailbox, agents, chat, voice, logging) count, so
+(server, temporal, database, mailbox, agents, chat, voice, logging, metrics) count, so
 AGENTCOMMS_HOME and the like are not keys. The older AGENTCALL_* names work
 too; AGENTCOMMS_* wins.""",
 )

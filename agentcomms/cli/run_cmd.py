@@ -64,6 +64,7 @@ async def _up(cfg: Config, headless: bool) -> None:
     ):
         gateway = Gateway(cfg, rt.client, rt.store)
         await gateway.start()
+        _watch_providers(rt, gateway)
         workers = asyncio.create_task(run_workers(build_workers(rt.client, cfg, rt.store)))
         dev = rt.dev_server
         info: dict[str, Any] = {
@@ -102,6 +103,14 @@ async def _up(cfg: Config, headless: bool) -> None:
             await gateway.close()
             for task in reversed(watched):
                 await cancel_and_wait(task)
+
+
+def _watch_providers(rt: Any, gateway: Any) -> None:
+    """With metrics on, each scrape reads the chat providers' connections."""
+    if rt.metrics is not None:
+        from agentcomms.metrics import providers_seen
+
+        rt.metrics.before_scrape(lambda: providers_seen(gateway.chat.statuses()))
 
 
 def _note_missing_tmux() -> None:
@@ -157,6 +166,7 @@ async def _gateway(cfg: Config) -> None:
     async with stop_signals() as stop, temporal_and_store(cfg, embed=False) as rt:
         gw = Gateway(cfg, rt.client, rt.store)
         await gw.start()
+        _watch_providers(rt, gw)
         console.print(f"gateway listening on {gw.server.path} — Ctrl-C stops it")
         try:
             await until_stopped(stop)
