@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from temporalio import activity
 
+from agentcomms import metrics
 from agentcomms.models import LoadedEvents, LoadRequest, ProjectionUpdate
 from agentcomms.store import Store
 
@@ -23,6 +24,7 @@ class ProjectionActivities:
         are inserted where the projection lacks them (a mailbox about to let go of them)."""
         await self._store.record_events(update.waiting)
         await self._store.settle_events(update.events, agent=update.agent)
+        metrics.settled(update.events, update.agent)
 
     @activity.defn(name="load_waiting_events")
     async def load_waiting_events(self, request: LoadRequest) -> LoadedEvents:

@@ -1,9 +1,13 @@
-"""Logging for the long-running processes: plain lines on stderr (and a file when configured)."""
+"""Logging for the long-running processes: on stderr (and a file when configured), as readable
+lines or, with ``logging.format: json``, one JSON object per line for log shippers."""
 
 from __future__ import annotations
 
+import json
 import logging
 import re
+from datetime import UTC, datetime
+from typing import Any
 
 from agentcomms.config import LoggingConfig
 
@@ -12,12 +16,58 @@ from agentcomms.config import LoggingConfig
 _BOT_TOKEN_IN_URL = re.compile(r"(/bot)\d+:[A-Za-z0-9_-]+")
 
 
+def redact(text: str) -> str:
+    """The text with every credential we know how to spot masked."""
+    return _BOT_TOKEN_IN_URL.sub(r"\1***", text)
+
+
+_EVENT_ID = re.compile(r"\bevt_[0-9A-Za-z_-]{10,60}")
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per record: time, level, logger, message, and where there is one the
+    event id, agent id and workflow id (from ``extra=``, the Temporal SDK's workflow and
+    activity loggers, or an event id named in the message)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        message = record.getMessage()
+        line: dict[str, Any] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": message,
+        }
+        temporal = getattr(record, "temporal_workflow", None) or getattr(
+            record, "temporal_activity", None
+        )
+        workflow_id = getattr(record, "workflow_id", None) or (
+            temporal.get("workflow_id") if isinstance(temporal, dict) else None
+        )
+        agent_id = getattr(record, "agent_id", None)
+        if agent_id is None and isinstance(workflow_id, str) and workflow_id.startswith("agent-"):
+            agent_id = workflow_id.removeprefix("agent-")
+        event_id = getattr(record, "event_id", None)
+        if event_id is None and (found := _EVENT_ID.search(message)):
+            event_id = found[0]
+        for key, value in (
+            ("event_id", event_id),
+            ("agent_id", agent_id),
+            ("workflow_id", workflow_id),
+        ):
+            if value is not None:
+                line[key] = value
+        if record.exc_info:
+            line["exception"] = self.formatException(record.exc_info)
+        # Tracebacks and extras are redacted too: the filter sees only the message.
+        return redact(json.dumps(line, default=str, ensure_ascii=False))
+
+
 class RedactSecrets(logging.Filter):
     """Masks credentials that libraries put in what they log (a bot token in a URL)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
-        redacted = _BOT_TOKEN_IN_URL.sub(r"\1***", message)
+        redacted = redact(message)
         if redacted != message:
             record.msg, record.args = redacted, None
         return True
@@ -30,6 +80,8 @@ def setup_logging(cfg: LoggingConfig) -> None:
         handlers.append(logging.FileHandler(cfg.file))
     for handler in handlers:
         handler.addFilter(RedactSecrets())
+        if cfg.format == "json":
+            handler.setFormatter(JsonFormatter())
     logging.basicConfig(
         level=cfg.level,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

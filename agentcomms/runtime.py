@@ -5,36 +5,24 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
-import os
 import signal
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal
 
 from temporalio.client import Client
 
-from agentcomms.config import Config, agentcomms_home
+from agentcomms.address import is_local, server_answers
+from agentcomms.config import Config
 from agentcomms.errors import AgentcommsError, TemporalUnavailable
-from agentcomms.models import utcnow
+from agentcomms.metrics import MetricsServer, free_loopback_address, temporal_runtime
 from agentcomms.store import Store
-from agentcomms.temporal import (
-    DevServer,
-    connect,
-    ensure_search_attributes,
-    is_local,
-    server_answers,
-)
+from agentcomms.temporal import DevServer, connect, ensure_search_attributes
 
 log = logging.getLogger(__name__)
-
-
-def state_path() -> Path:
-    return agentcomms_home() / "up.json"
 
 
 @dataclass
@@ -43,6 +31,7 @@ class Runtime:
     client: Client
     store: Store
     dev_server: DevServer | None = None
+    metrics: MetricsServer | None = None
 
 
 @asynccontextmanager
@@ -60,17 +49,27 @@ async def temporal_and_store(
             )
         dev = await _start_dev_server(cfg, headless)
     rt: Runtime | None = None
+    metrics: MetricsServer | None = None
     try:
-        client = await connect(cfg.temporal, patience_s=5.0)
+        sdk_runtime = None
+        if cfg.metrics.address:
+            # The SDK serves its own metrics on a loopback port; ours appends them.
+            sdk_address = free_loopback_address()
+            sdk_runtime = temporal_runtime(sdk_address)
+            metrics = MetricsServer(cfg.metrics.address, sdk_address=sdk_address)
+            metrics.start()
+        client = await connect(cfg.temporal, patience_s=5.0, runtime=sdk_runtime)
         if dev is None:
             await ensure_search_attributes(client)
         store = await Store.open(cfg.database.resolved_url())
         try:
-            rt = Runtime(cfg=cfg, client=client, store=store, dev_server=dev)
+            rt = Runtime(cfg=cfg, client=client, store=store, dev_server=dev, metrics=metrics)
             yield rt
         finally:
             await store.close()
     finally:
+        if metrics is not None:
+            await metrics.close()
         # The supervisor may have replaced the server we started.
         running = rt.dev_server if rt is not None else dev
         if running is not None:
@@ -194,31 +193,3 @@ async def cancel_and_wait(task: asyncio.Task[Any]) -> None:
     task.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await task
-
-
-def write_state(info: dict[str, Any]) -> None:
-    path = state_path()
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tmp = path.with_suffix(".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        json.dump(info | {"pid": os.getpid(), "started_at": utcnow().isoformat()}, f, indent=2)
-    os.replace(tmp, path)
-
-
-def read_state() -> dict[str, Any] | None:
-    """The state file of a running `up`, or None when absent or left by a dead process."""
-    try:
-        info: dict[str, Any] = json.loads(state_path().read_text())
-    except (OSError, ValueError):
-        return None
-    try:
-        os.kill(int(info["pid"]), 0)
-    except (OSError, KeyError, ValueError):
-        return None
-    return info
-
-
-def clear_state() -> None:
-    with contextlib.suppress(FileNotFoundError):
-        state_path().unlink()

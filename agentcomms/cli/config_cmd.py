@@ -8,7 +8,6 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 from rich.text import Text
 
 from agentcomms.cli import app
@@ -47,7 +46,7 @@ underscore between levels, e.g.
   AGENTCOMMS_CHAT__ALLOWED_SENDERS__TELEGRAM='["42"]'
 Values are read as JSON when they parse (9000, true, a list), else as text;
 string keys always take the text. Only names whose first part is a section
-(server, temporal, database, mailbox, agents, chat, voice, logging) count, so
+(server, temporal, database, mailbox, agents, chat, voice, logging, metrics) count, so
 AGENTCOMMS_HOME and the like are not keys. The older AGENTCALL_* names work
 too; AGENTCOMMS_* wins.""",
 )
@@ -234,6 +233,8 @@ def show(
         print_json(data)
         return
     origin = "" if resolved.file_exists else " (no such file: defaults)"
+    from rich.table import Table
+
     table = Table(title=f"{resolved.path}{origin}", title_justify="left")
     table.add_column("Key", no_wrap=True)
     table.add_column("Value", overflow="fold")

@@ -1,7 +1,9 @@
 """The long-running commands: `up` (everything), `worker`, `gateway`, and `status`.
 
 These are the top of the dependency stack, so they import the gateway and worker packages inside
-the command bodies; the rest of the `agentcomms` package never imports them.
+the command bodies; the rest of the `agentcomms` package never imports them. Temporal, SQLAlchemy
+and Alembic are imported there too: every `agentcomms` command loads this module to find its
+commands, and a quick one (`send`, from an agent's hook) must not pay for them.
 """
 
 from __future__ import annotations
@@ -11,23 +13,10 @@ import shutil
 from typing import Annotated, Any
 
 import typer
-from temporalio.service import RPCError
 
 from agentcomms.cli import app
 from agentcomms.cli.common import console, print_fields, print_json, run_async, styled
 from agentcomms.config import Config, ensure_home, load_config
-from agentcomms.runtime import (
-    cancel_and_wait,
-    clear_state,
-    keep_dev_server_running,
-    read_state,
-    stop_signals,
-    temporal_and_store,
-    until_stopped,
-    write_state,
-)
-from agentcomms.store.engine import display_url
-from agentcomms.temporal import DevServer
 
 HeadlessOption = Annotated[
     bool, typer.Option("--headless", help="Start the embedded Temporal server without its web UI.")
@@ -56,6 +45,16 @@ def up(headless: HeadlessOption = False) -> None:
 
 
 async def _up(cfg: Config, headless: bool) -> None:
+    from agentcomms.runtime import (
+        cancel_and_wait,
+        keep_dev_server_running,
+        stop_signals,
+        temporal_and_store,
+        until_stopped,
+    )
+    from agentcomms.state_file import clear_state, write_state
+    from agentcomms.store.engine import display_url
+    from agentcomms.temporal import DevServer
     from gateway.service import Gateway
     from workers.main import build_workers, run_workers
 
@@ -65,6 +64,7 @@ async def _up(cfg: Config, headless: bool) -> None:
     ):
         gateway = Gateway(cfg, rt.client, rt.store)
         await gateway.start()
+        _watch_providers(rt, gateway)
         workers = asyncio.create_task(run_workers(build_workers(rt.client, cfg, rt.store)))
         dev = rt.dev_server
         info: dict[str, Any] = {
@@ -105,6 +105,14 @@ async def _up(cfg: Config, headless: bool) -> None:
                 await cancel_and_wait(task)
 
 
+def _watch_providers(rt: Any, gateway: Any) -> None:
+    """With metrics on, each scrape reads the chat providers' connections."""
+    if rt.metrics is not None:
+        from agentcomms.metrics import providers_seen
+
+        rt.metrics.before_scrape(lambda: providers_seen(gateway.chat.statuses()))
+
+
 def _note_missing_tmux() -> None:
     if shutil.which("tmux") is None:
         console.print(
@@ -128,6 +136,7 @@ def worker() -> None:
 
 
 async def _worker(cfg: Config) -> None:
+    from agentcomms.runtime import cancel_and_wait, stop_signals, temporal_and_store, until_stopped
     from workers.main import build_workers, run_workers
 
     async with stop_signals() as stop, temporal_and_store(cfg, embed=False) as rt:
@@ -151,11 +160,13 @@ def gateway() -> None:
 
 
 async def _gateway(cfg: Config) -> None:
+    from agentcomms.runtime import stop_signals, temporal_and_store, until_stopped
     from gateway.service import Gateway
 
     async with stop_signals() as stop, temporal_and_store(cfg, embed=False) as rt:
         gw = Gateway(cfg, rt.client, rt.store)
         await gw.start()
+        _watch_providers(rt, gw)
         console.print(f"gateway listening on {gw.server.path} — Ctrl-C stops it")
         try:
             await until_stopped(stop)
@@ -227,6 +238,8 @@ def _describe_workers(workers: dict[str, list[str]] | None) -> str | None:
 
 async def _workers(cfg: Config) -> dict[str, list[str]] | None:
     """Who polls this host's queue and the shared one; None when Temporal cannot be asked."""
+    from temporalio.service import RPCError
+
     from agentcomms.config import host_name
     from agentcomms.errors import TemporalUnavailable
     from agentcomms.temporal import connect, pollers
@@ -241,9 +254,10 @@ async def _workers(cfg: Config) -> dict[str, list[str]] | None:
 
 
 async def _status(cfg: Config) -> dict[str, Any]:
+    from agentcomms.address import server_answers
     from agentcomms.client import call
     from agentcomms.errors import GatewayUnavailable
-    from agentcomms.temporal import server_answers
+    from agentcomms.state_file import read_state
 
     socket = cfg.server.socket()
     try:
@@ -262,5 +276,7 @@ async def _status(cfg: Config) -> dict[str, Any]:
         },
         "temporal_ui": state.get("temporal_ui"),
         "up_pid": state.get("pid"),
-        "workers": await _workers(cfg) if answering else None,
+        # The gateway says who polls (it holds a Temporal client); asking Temporal from here
+        # loads its SDK, so only when the gateway cannot say.
+        "workers": gw.get("workers") or (await _workers(cfg) if answering else None),
     }

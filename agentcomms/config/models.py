@@ -275,6 +275,11 @@ class VoiceConfig(Section):
 class LoggingConfig(Section):
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     file: Path | None = None
+    format: Literal["text", "json"] = Field(
+        default="text",
+        description="text: one readable line per record; json: one JSON object per line (event, "
+        "agent and workflow ids as fields) for log shippers",
+    )
 
     @field_validator("level", mode="before")
     @classmethod
@@ -287,6 +292,24 @@ class LoggingConfig(Section):
         return value
 
 
+class MetricsConfig(Section):
+    """Prometheus metrics (ours and the Temporal SDK's) served by the worker and the gateway."""
+
+    address: str | None = Field(
+        default=None,
+        description="HOST:PORT to serve /metrics on, e.g. 127.0.0.1:9464; unset: no metrics",
+    )
+
+    @field_validator("address")
+    @classmethod
+    def _host_port(cls, value: str | None) -> str | None:
+        if value is not None:
+            host, _, port = value.rpartition(":")
+            if not host or not port.isdigit() or not 0 < int(port) < 65536:
+                raise ValueError(f"expected HOST:PORT, e.g. 127.0.0.1:9464, not {value!r}")
+        return value
+
+
 class Config(Section):
     server: ServerConfig = ServerConfig()
     temporal: TemporalConfig = TemporalConfig()
@@ -296,6 +319,7 @@ class Config(Section):
     chat: ChatConfig = ChatConfig()
     voice: VoiceConfig = VoiceConfig()
     logging: LoggingConfig = LoggingConfig()
+    metrics: MetricsConfig = MetricsConfig()
 
     def mailbox_limits(self, agent_id: str) -> tuple[int, int]:
         """(messages, bytes) that may wait for `agent_id`: its own limits, else the defaults."""
