@@ -6,6 +6,9 @@ read back from the projection, state from the workflow's query.
 
 from __future__ import annotations
 
+import asyncio
+import os
+import sys
 from contextlib import AsyncExitStack
 from pathlib import Path
 
@@ -15,7 +18,7 @@ from temporalio.client import WorkflowHandle
 
 from agentcomms.ids import new_event_id
 from agentcomms.search_attributes import AGENT_STATUS
-from tests.conftest import Tmux
+from tests.conftest import Tmux, write_config
 from tests.stack import Stack, eventually, running_stack, typed
 from workers.main import build_workers
 
@@ -330,3 +333,41 @@ async def test_a_gateway_on_a_machine_without_a_worker_delivers_through_the_pane
             await typed(out, b"waited for a pane\rand this\r")
             description = await stack.client.get_workflow_handle(f"agent-{agent}").describe()
             assert description.task_queue == f"agentcomms-host-{pane_host}"
+
+
+async def test_agentcomms_worker_with_a_host_id_types_for_that_host(
+    temporal_env, tmux: Tmux, tmp_path: Path
+):
+    """`agentcomms worker --host-id build-2`, a process of its own, types for the agents
+    registered on build-2; the gateway's machine runs no worker at all."""
+    async with running_stack(temporal_env.client, tmp_path, with_worker=False) as stack:
+        home = tmp_path / "worker-home"
+        cfg = stack.cfg
+        write_config(
+            home,
+            {
+                "temporal": {
+                    "address": cfg.temporal.address,
+                    "task_queue": cfg.temporal.task_queue,
+                },
+                "database": {"url": cfg.database.resolved_url()},
+            },
+        )
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTCOMMS_", "TMUX"))}
+        host = f"build-{stack.agent_id('w')}"
+        worker = await asyncio.create_subprocess_exec(
+            str(Path(sys.executable).parent / "agentcomms"), "worker", "--host-id", host,
+            env={**env, "AGENTCOMMS_HOME": str(home)},
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+        )  # fmt: skip
+        try:
+            agent = stack.agent_id()
+            target, out = recorder(tmux, tmp_path, "rec")
+            await register(stack, agent, tmux, target, submit_delay_ms=0, host=host)
+            result = await stack.call("send", agent_id=agent, message="on build-2", wait=True)
+            assert result["delivered"] is True
+            await typed(out, b"on build-2\r")
+        finally:
+            worker.terminate()
+            printed, _ = await worker.communicate()
+        assert f"worker for host {host}" in printed.decode()

@@ -82,8 +82,9 @@ async def test_trace_and_doctor_say_what_is_wrong_until_it_is_mended(
         report = json.loads(doctor.stdout)
         failed = {c["name"]: c for c in report["checks"] if not c["ok"]}
         assert f"worker {stack.host}" in failed, report
-        assert f"host {stack.host} has no worker for its agents {agent}" in (
-            failed[f"worker {stack.host}"]["detail"]
+        assert (
+            f"host {stack.host} has no worker for its agents {agent}"
+            in (failed[f"worker {stack.host}"]["detail"])
         )
         assert "agentcomms worker" in failed[f"worker {stack.host}"]["fix"]
         traced = json.loads((await cli(home, "trace", event_id, "--json")).stdout)
@@ -124,9 +125,7 @@ async def test_trace_of_an_unknown_id_is_one_line(temporal_env, tmp_path: Path):
         )
 
 
-async def test_trace_of_a_delivered_message_and_a_reply(
-    temporal_env, tmux: Tmux, tmp_path: Path
-):
+async def test_trace_of_a_delivered_message_and_a_reply(temporal_env, tmux: Tmux, tmp_path: Path):
     async with running_stack(temporal_env.client, tmp_path) as stack:
         home = ops_home(tmp_path, stack)
         agent = stack.agent_id("front")

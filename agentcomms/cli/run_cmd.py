@@ -9,14 +9,15 @@ commands, and a quick one (`send`, from an agent's hook) must not pay for them.
 from __future__ import annotations
 
 import asyncio
+import re
 import shutil
 from typing import Annotated, Any
 
 import typer
 
 from agentcomms.cli import app
-from agentcomms.cli.common import console, print_fields, print_json, run_async, styled
-from agentcomms.config import Config, ensure_home, load_config
+from agentcomms.cli.common import console, fail, print_fields, print_json, run_async, styled
+from agentcomms.config import Config, ensure_home, host_name, load_config
 
 HeadlessOption = Annotated[
     bool, typer.Option("--headless", help="Start the embedded Temporal server without its web UI.")
@@ -126,22 +127,41 @@ def _note_missing_tmux() -> None:
 
 
 @app.command()
-def worker() -> None:
+def worker(
+    host_id: Annotated[
+        str | None,
+        typer.Option(
+            "--host-id",
+            help="Which host this worker types for (default: the hostname); agents registered "
+            "with `agents register … --host ID` are typed into by this worker only.",
+        ),
+    ] = None,
+) -> None:
     """Run only the Temporal worker of this host (for deployments spread over several hosts).
 
     It polls the shared task queue and this host's own queue, where the mailboxes of agents whose
     panes live on this host run. Needs a reachable Temporal server (`temporal.address`).
     """
-    run_async(_worker, _load())
+    if host_id is not None and not _HOST_ID.fullmatch(host_id):
+        fail(f"--host-id {host_id!r}: use 1-64 letters, digits, '.', '_' or '-'")
+    run_async(_worker, _load(), host_id)
 
 
-async def _worker(cfg: Config) -> None:
+# A host id names a task queue (agentcomms-host-<id>) and appears in `agents`.
+_HOST_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+async def _worker(cfg: Config, host_id: str | None = None) -> None:
     from agentcomms.runtime import cancel_and_wait, stop_signals, temporal_and_store, until_stopped
     from workers.main import build_workers, run_workers
 
     async with stop_signals() as stop, temporal_and_store(cfg, embed=False) as rt:
-        task = asyncio.create_task(run_workers(build_workers(rt.client, cfg, rt.store)))
-        console.print(f"worker running against {cfg.temporal.address} — Ctrl-C stops it")
+        workers = build_workers(rt.client, cfg, rt.store, host=host_id)
+        task = asyncio.create_task(run_workers(workers))
+        host = host_id or host_name()
+        console.print(
+            f"worker for host {host} running against {cfg.temporal.address} — Ctrl-C stops it"
+        )
         _note_missing_tmux()
         try:
             await until_stopped(stop, task)
