@@ -31,3 +31,8 @@ class MailboxFull(AgentcommsError):
 PANE_NOT_FOUND = "PaneNotFound"  # retryable: the pane may come back
 TMUX_FAILED = "TmuxFailed"  # retryable: a transient tmux error
 INVALID_TARGET = "InvalidTarget"  # non-retryable: the target cannot name a pane
+PROVIDER_UNAVAILABLE = "ProviderUnavailable"  # non-retryable: no credentials or tool; next provider
+AUDIO_MISSING = "AudioMissing"  # non-retryable: the audio file a reference names is gone
+SPEECH_FAILED = "SpeechFailed"  # retryable: a provider's error; after the retries, the next one
+CALL_ENDED = "CallEnded"  # non-retryable: a turn asked of a call that has ended
+MAILBOX_REFUSED = "MailboxFull"  # retryable: the agent's mailbox is at its limits for now

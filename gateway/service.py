@@ -11,6 +11,7 @@ from temporalio.client import Client
 from agentcomms.config import Config, host_name
 from agentcomms.models import utcnow
 from agentcomms.store import Store
+from gateway.calls import CallControl
 from gateway.mailbox import Mailbox
 from gateway.methods import Methods
 from gateway.server import SocketServer
@@ -28,6 +29,8 @@ class Gateway:
         self.started_at: datetime = utcnow()
         self.mailbox = Mailbox(client, store, host=self.host, limits=cfg.mailbox_limits)
         self.methods = Methods(cfg, store, self.mailbox, self.started_at, host=self.host)
+        self.calls = CallControl(cfg, client, store)
+        self.methods.extend(self.calls.methods())
         self.server = SocketServer(cfg.server.socket(), self.methods.dispatch)
 
     async def start(self) -> None:

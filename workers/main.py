@@ -17,9 +17,12 @@ from temporalio.worker import Worker
 
 from activities.delivery import deliver_to_pane, interrupt_pane
 from activities.projection import ProjectionActivities
+from activities.voice import VoiceActivities
 from agentcomms.config import Config, host_name
 from agentcomms.store import Store
+from gateway.mailbox import Mailbox
 from workflows.agent import AgentWorkflow, host_task_queue
+from workflows.call import CallWorkflow
 
 log = logging.getLogger(__name__)
 
@@ -40,19 +43,37 @@ def build_workers(
         projection.record_projection,
         projection.load_waiting_events,
     ]
-    queues = [host_task_queue(host or host_name())]
-    if shared:
-        queues.append(cfg.temporal.task_queue)
-    return [
+    workers = [
         Worker(
             client,
-            task_queue=queue,
+            task_queue=host_task_queue(host or host_name()),
             workflows=[AgentWorkflow],
             activities=activities,
             max_cached_workflows=WORKFLOW_CACHE,
         )
-        for queue in queues
     ]
+    if shared:
+        # Calls run on the shared queue: nothing of a call is tied to one host's panes. A call
+        # that is not answered blocking hands its answer to the agent's mailbox.
+        mailbox = Mailbox(client, store, host=host, limits=cfg.mailbox_limits)
+        voice = VoiceActivities(cfg, store, post=mailbox.post)
+        workers.append(
+            Worker(
+                client,
+                task_queue=cfg.temporal.task_queue,
+                workflows=[AgentWorkflow, CallWorkflow],
+                activities=[
+                    *activities,
+                    voice.synthesize_speech,
+                    voice.transcribe_speech,
+                    voice.record_call,
+                    voice.send_call_fallback,
+                    voice.post_call_answer,
+                ],
+                max_cached_workflows=WORKFLOW_CACHE,
+            )
+        )
+    return workers
 
 
 async def run_workers(workers: list[Worker]) -> None:

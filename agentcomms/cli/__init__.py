@@ -21,7 +21,14 @@ app = typer.Typer(
 )
 
 # Importing a module registers its commands on `app`.
-from agentcomms.cli import agents_cmd, config_cmd, db_cmd, mcp_cmd, run_cmd  # noqa: E402, F401
+from agentcomms.cli import (  # noqa: E402, F401
+    agents_cmd,
+    calls_cmd,
+    config_cmd,
+    db_cmd,
+    mcp_cmd,
+    run_cmd,
+)
 
 
 def main() -> None:

@@ -26,7 +26,8 @@ from agentcomms.store.engine import (
 from agentcomms.store.errors import EventNotFound
 from agentcomms.store.migrate import database_errors, ensure_schema_current, upgrade_engine
 from agentcomms.store.records import from_row, row_values
-from agentcomms.store.schema import AgentRow, Base, ChannelRow, EventRow
+from agentcomms.store.schema import AgentRow, Base, CallRow, ChannelRow, EventRow
+from agentcomms.voice.models import ACTIVE_STATUSES, CallRecord
 
 # What check_messages and chat history show an agent; interrupts and system events are not messages.
 MESSAGE_TYPES = ("human_message", "agent_message")
@@ -374,6 +375,37 @@ class Store:
         stmt = select(ChannelRow.agent_id).where(ChannelRow.channel_id == channel_id)
         async with self._engine.connect() as conn:
             return (await conn.execute(stmt)).scalar_one_or_none()
+
+    # -- calls ---------------------------------------------------------------------------------
+
+    async def upsert_call(self, call: CallRecord) -> None:
+        """Write a call's row as its workflow sees it now (a retry writes the same again)."""
+        await self._upsert(CallRow, call.model_dump(), key="id")
+
+    async def get_call(self, call_id: str) -> CallRecord | None:
+        async with self._engine.connect() as conn:
+            row = (await conn.execute(select(CallRow).where(CallRow.id == call_id))).first()
+        return from_row(CallRecord, row) if row else None
+
+    async def list_calls(
+        self,
+        *,
+        agent_id: str | None = None,
+        active: bool = False,
+        phone_number: str | None = None,
+        limit: int = 50,
+    ) -> list[CallRecord]:
+        """The newest calls first: an agent's, those still up, those to one number."""
+        _check_limit(limit)
+        stmt = select(CallRow).order_by(CallRow.started_at.desc(), CallRow.id.desc()).limit(limit)
+        if agent_id is not None:
+            stmt = stmt.where(CallRow.agent_id == agent_id)
+        if active:
+            stmt = stmt.where(CallRow.status.in_(ACTIVE_STATUSES))
+        if phone_number is not None:
+            stmt = stmt.where(CallRow.phone_number == phone_number)
+        async with self._engine.connect() as conn:
+            return [from_row(CallRecord, row) for row in await conn.execute(stmt)]
 
     # -- helpers -------------------------------------------------------------------------------
 

@@ -1,0 +1,158 @@
+"""A call's activities: speech in and out, the call's record, and what reaches the agent or the
+human when the call cannot.
+
+Providers fail in two ways: for good (no credentials, no tool installed: ``ProviderUnavailable``,
+not retried, the workflow tries the next provider of its chain) or for now (anything else:
+retried, then the next provider).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from agentcomms import errors
+from agentcomms.config import Config
+from agentcomms.errors import MailboxFull
+from agentcomms.ids import provider_event_id
+from agentcomms.models import LOCAL_CHANNEL, Event
+from agentcomms.store import Store
+from agentcomms.voice.audio import AudioStore
+from agentcomms.voice.models import (
+    AudioRef,
+    CallNotice,
+    CallUpdate,
+    FallbackRequest,
+    SpeechRequest,
+    TranscribeRequest,
+    Transcript,
+)
+from agentcomms.voice.stt import stt_provider
+from agentcomms.voice.tts import ProviderUnavailable, tts_provider
+
+# How a call's outcome reaches an agent's mailbox (`gateway.mailbox.Mailbox.post` in a worker).
+PostEvent = Callable[[Event], Awaitable[str]]
+
+
+def phone_channel(call_id: str) -> str:
+    return f"phone:{call_id}"
+
+
+class VoiceActivities:
+    def __init__(self, cfg: Config, store: Store, *, post: PostEvent | None = None) -> None:
+        self._cfg = cfg
+        self._store = store
+        self._post = post
+        self.audio = AudioStore(cfg.voice.audio_root())
+
+    @activity.defn(name="synthesize_speech")
+    async def synthesize_speech(self, req: SpeechRequest) -> AudioRef:
+        """Speak the text with one provider into the audio directory; its reference back."""
+        with _provider_errors(req.provider):
+            data, ext = await tts_provider(req.provider, self._cfg).synthesize(req.text)
+        return self.audio.write(f"{req.name}.{ext}", data, provider=req.provider)
+
+    @activity.defn(name="transcribe_speech")
+    async def transcribe_speech(self, req: TranscribeRequest) -> Transcript:
+        """What the human said in a recording, by one provider."""
+        try:
+            data = self.audio.read(req.audio.name)
+        except (OSError, ValueError) as exc:
+            raise ApplicationError(
+                f"the recording {req.audio.name} cannot be read: {exc}",
+                type=errors.AUDIO_MISSING,
+                non_retryable=True,
+            ) from exc
+        with _provider_errors(req.provider):
+            text = await stt_provider(req.provider, self._cfg).transcribe(
+                data, req.audio.content_type
+            )
+        activity.logger.info("heard %r in %s (%s)", text, req.audio.name, req.provider)
+        return Transcript(text=text, provider=req.provider)
+
+    @activity.defn(name="record_call")
+    async def record_call(self, update: CallUpdate) -> None:
+        """Write the call's row, and append its new turns to the call's transcript file.
+
+        A retry may append a turn twice; readers keep the last line of each (turn, speaker).
+        """
+        call = update.call
+        if update.turns:
+            path = self.audio.root / call.id / "transcript.jsonl"
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            with path.open("a", encoding="utf-8") as out:
+                for turn in update.turns:
+                    out.write(json.dumps(turn.model_dump(mode="json"), ensure_ascii=False) + "\n")
+        call.transcript_ref = f"{call.id}/transcript.jsonl"
+        await self._store.upsert_call(call)
+
+    @activity.defn(name="send_call_fallback")
+    async def send_call_fallback(self, req: FallbackRequest) -> str:
+        """The message of an unanswered call, left where the human will see it; says where."""
+        now = activity.info().current_attempt_scheduled_time
+        event = Event(
+            id=provider_event_id("call", req.call_id, "fallback"),
+            agent_id=req.agent_id,
+            channel_id=LOCAL_CHANNEL,
+            type="agent_message",
+            role="agent",
+            direction="out",
+            source_agent_id=req.agent_id,
+            payload={"text": req.text, "provider": "cli", "call_id": req.call_id},
+            status="delivered",
+            attempts=1,
+            created_at=now,
+            delivered_at=now,
+        )
+        await self._store.record_event(event)
+        return "to the terminal inbox (agentcomms inbox)"
+
+    @activity.defn(name="post_call_answer")
+    async def post_call_answer(self, notice: CallNotice) -> str:
+        """Put a call's outcome in the agent's mailbox: typed into its pane, kept for
+        check_messages. The same turn posted twice is one message."""
+        if self._post is None:
+            raise ApplicationError(
+                "this worker cannot reach mailboxes", type=errors.MAILBOX_REFUSED
+            )
+        event = Event(
+            id=provider_event_id("call", notice.call_id, f"turn-{notice.turn}"),
+            agent_id=notice.agent_id,
+            channel_id=phone_channel(notice.call_id),
+            type="human_message",
+            role="human",
+            payload={
+                "text": notice.text,
+                "provider": "phone",
+                "chat_id": notice.call_id,
+                "call_id": notice.call_id,
+                "response": notice.response,
+                "timed_out": notice.timed_out,
+                "status": notice.status,
+                "sender_name": "phone",
+            },
+        )
+        try:
+            return await self._post(event)
+        except MailboxFull as exc:
+            raise ApplicationError(str(exc), type=errors.MAILBOX_REFUSED) from exc
+
+
+@contextmanager
+def _provider_errors(provider: str) -> Iterator[None]:
+    try:
+        yield
+    except ProviderUnavailable as exc:
+        raise ApplicationError(
+            f"{provider}: {exc}", type=errors.PROVIDER_UNAVAILABLE, non_retryable=True
+        ) from exc
+    except ApplicationError:
+        raise
+    except Exception as exc:
+        raise ApplicationError(
+            f"{provider}: {type(exc).__name__}: {exc}", type=errors.SPEECH_FAILED
+        ) from exc
