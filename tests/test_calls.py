@@ -149,7 +149,7 @@ async def test_a_call_of_several_turns_through_the_tools(stack: Stack):
         error = await client.call_tool(
             "continue_call", {"call_id": call_id, "message": "still there?"}, raise_on_error=False
         )
-        assert error.is_error and "ended" in error.content[0].text  # type: ignore[union-attr]
+        assert error.is_error and "ended" in error.content[0].text
     assert transcript(stack, call_id) == [
         ("agent", "Deploy 0042 now?"),
         ("human", "yes go ahead"),
