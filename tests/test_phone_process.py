@@ -9,6 +9,7 @@ each answer with espeak-ng and sends the sound, so the call's own speech recogni
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
 from collections.abc import AsyncIterator
@@ -140,3 +141,28 @@ async def test_a_scripted_phone_hangs_up_when_its_input_ends(temporal_env, tmp_p
             await phone.until_shown("hung up")
             assert await asyncio.wait_for(phone.proc.wait(), 10) == 0
 
+
+
+@pytest.mark.timeout(60)
+async def test_call_and_calls_from_the_command_line(temporal_env, tmp_path: Path):
+    async with running_stack(temporal_env.client, tmp_path) as stack:
+        home = phone_home(tmp_path, stack)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTCOMMS_")}
+        env["AGENTCOMMS_HOME"] = str(home)
+        async with phone_process(home, "--once") as phone:
+            phone.type("sounds good")
+            placed = await asyncio.create_subprocess_exec(
+                AGENTCOMMS, "call", "ops", "Rotate the keys tonight?",
+                env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            )  # fmt: skip
+            out, err = await asyncio.wait_for(placed.communicate(), 30)
+            assert placed.returncode == 0, err
+            assert out.decode().strip() == "sounds good"
+            await phone.until_shown("call ended: the agent ended the call")
+        listed = await asyncio.create_subprocess_exec(
+            AGENTCOMMS, "calls", "--json", env=env, stdout=asyncio.subprocess.PIPE
+        )
+        out, _ = await listed.communicate()
+        [row] = json.loads(out)["calls"]
+        assert row["agent_id"] == "ops" and row["phone_number"] == "local"
+        assert row["status"] in ("in-progress", "completed")  # its last write may lag a moment
