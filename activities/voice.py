@@ -9,6 +9,7 @@ retried, then the next provider).
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 
@@ -52,9 +53,12 @@ class VoiceActivities:
     @activity.defn(name="synthesize_speech")
     async def synthesize_speech(self, req: SpeechRequest) -> AudioRef:
         """Speak the text with one provider into the audio directory; its reference back."""
+        started = time.perf_counter()
         with _provider_errors(req.provider):
             data, ext = await tts_provider(req.provider, self._cfg).synthesize(req.text)
-        return self.audio.write(f"{req.name}.{ext}", data, provider=req.provider)
+        took_ms = round((time.perf_counter() - started) * 1000, 2)
+        ref = self.audio.write(f"{req.name}.{ext}", data, provider=req.provider)
+        return ref.model_copy(update={"took_ms": took_ms})
 
     @activity.defn(name="transcribe_speech")
     async def transcribe_speech(self, req: TranscribeRequest) -> Transcript:
@@ -67,12 +71,14 @@ class VoiceActivities:
                 type=errors.AUDIO_MISSING,
                 non_retryable=True,
             ) from exc
+        started = time.perf_counter()
         with _provider_errors(req.provider):
             text = await stt_provider(req.provider, self._cfg).transcribe(
                 data, req.audio.content_type
             )
+        took_ms = round((time.perf_counter() - started) * 1000, 2)
         activity.logger.info("heard %r in %s (%s)", text, req.audio.name, req.provider)
-        return Transcript(text=text, provider=req.provider)
+        return Transcript(text=text, provider=req.provider, took_ms=took_ms)
 
     @activity.defn(name="record_call")
     async def record_call(self, update: CallUpdate) -> None:

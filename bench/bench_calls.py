@@ -1,6 +1,6 @@
 """Our own overhead per call turn on the local phone, beside the speech providers' own time.
 
-    .venv/bin/python -m bench.bench_calls [--turns 50]
+    .venv/bin/python -m bench.bench_calls [--turns 50] [--think-ms 0]
 
 One call placed by ``agentcomms mcp`` (a real process, driven by the official ``mcp`` client over
 stdio), answered by a phone speaking the gateway's phone protocol in this process; the stack
@@ -14,8 +14,10 @@ runs it. Each turn measures:
   (pocketsphinx with a grammar).
 - the same with a **typed** answer (no recording, no STT).
 
-Provider time is each speech activity's own time, read from the call's workflow history
-(started → completed); the overhead is the turn's time minus it. Figures are printed and written
+``--think-ms`` pauses between an answer and the next question, as an agent does while it
+thinks (the call's record of the last turn is written meanwhile). Provider time is what the
+speech activities measured around the provider call itself, read back from the call's workflow
+history; the overhead is the turn's time minus it. Figures are printed and written
 to ``bench/results/calls-latest.*``.
 """
 
@@ -24,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import json
 import shutil
 import sys
 import tempfile
@@ -72,7 +75,7 @@ async def tool(s: ClientSession, name: str, **args: Any) -> dict[str, Any]:
     return result.structured_content
 
 
-async def measure(turns: int) -> dict[str, Any]:
+async def measure(turns: int, think_s: float) -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix="acb-call-"))  # short: a socket path has 108 bytes
     try:
         grammar = tmp / "a.gram"
@@ -86,13 +89,13 @@ async def measure(turns: int) -> dict[str, Any]:
                 str(AGENTCOMMS), ["mcp", "--agent", AGENT], {"AGENTCOMMS_HOME": str(home)}
             ) as mcp,
         ):
-            return await _measure(rt.client, BenchPhone(rpc), mcp, turns)
+            return await _measure(rt.client, BenchPhone(rpc), mcp, turns, think_s)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
 async def _measure(
-    client: Client, phone: BenchPhone, mcp: ClientSession, turns: int
+    client: Client, phone: BenchPhone, mcp: ClientSession, turns: int, think_s: float
 ) -> dict[str, Any]:
     recording, _ = await EspeakSpeech().synthesize(ANSWER)
     audio_b64 = base64.b64encode(recording).decode("ascii")
@@ -107,8 +110,10 @@ async def _measure(
     told: dict[int, float] = {}
     answered: dict[int, float] = {}
     modes: dict[int, str] = {}
+    recorded: list[int] = []  # the turns answered with a recording, in order
     for i in range(2 * (turns + WARMUP)):
         mode = "recording" if i % 2 == 0 else "typed"
+        await asyncio.sleep(think_s)
         start = time.perf_counter()
         asked = asyncio.create_task(
             tool(mcp, "continue_call", call_id=call_id, message=f"Question {i}?")
@@ -120,6 +125,7 @@ async def _measure(
         told[turn] = time.perf_counter() - start
         start = time.perf_counter()
         if mode == "recording":
+            recorded.append(turn)
             await phone.event(call_id, "heard", turn=turn, audio_b64=audio_b64)
         else:
             await phone.event(call_id, "heard", turn=turn, text=ANSWER)
@@ -131,7 +137,8 @@ async def _measure(
             modes[turn] = mode
     await tool(mcp, "end_call", call_id=call_id)
 
-    tts_s, stt_s = await provider_times(client, f"call-{call_id}")
+    tts_s, stt_in_order = await provider_times(client, f"call-{call_id}")
+    stt_s = dict(zip(recorded, stt_in_order, strict=True))
     figures: dict[str, list[float]] = {k: [] for k in ROWS}
     for turn, mode in modes.items():
         figures["told what to play (total)"].append(told[turn] * 1000)
@@ -158,40 +165,26 @@ ROWS = (
 )
 
 
-async def provider_times(
-    client: Client, workflow_id: str
-) -> tuple[dict[int, float], dict[int, float]]:
-    """Per turn, the seconds the TTS and STT activities themselves took (started → completed),
-    from the call's history. Turns are read from the audio names the activities got."""
+async def provider_times(client: Client, workflow_id: str) -> tuple[dict[int, float], list[float]]:
+    """Per turn, the seconds the TTS and STT providers themselves took, as the speech activities
+    measured them around the provider call and recorded them in the call's history."""
     history = await client.get_workflow_handle(workflow_id).fetch_history()
-    scheduled: dict[int, tuple[str, int]] = {}
-    started: dict[int, float] = {}
     tts: dict[int, float] = {}
-    stt: dict[int, float] = {}
+    stt: list[float] = []
     for event in history.events:
-        at = event.event_time.ToDatetime().timestamp()
-        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-            attrs = event.activity_task_scheduled_event_attributes
-            payload = attrs.input.payloads[0].data.decode()
-            turn = _turn_of(payload)
-            scheduled[event.event_id] = (attrs.activity_type.name, turn)
-        elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
-            started[event.activity_task_started_event_attributes.scheduled_event_id] = at
-        elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
-            sched = event.activity_task_completed_event_attributes.scheduled_event_id
-            name, turn = scheduled[sched]
-            took = at - started[sched]
-            if name == "synthesize_speech":
-                tts[turn] = took
-            elif name == "transcribe_speech":
-                stt[turn] = took
+        if event.event_type != EventType.EVENT_TYPE_MARKER_RECORDED:
+            continue
+        payloads = event.marker_recorded_event_attributes.details["result"].payloads
+        if not payloads:
+            continue
+        result = json.loads(payloads[0].data)
+        if not isinstance(result, dict) or result.get("took_ms") is None:
+            continue
+        if "name" in result:  # an AudioRef: "<call id>/007-agent.wav" is turn 7's speech
+            tts[int(result["name"].split("/")[1][:3])] = result["took_ms"] / 1000
+        else:
+            stt.append(result["took_ms"] / 1000)
     return tts, stt
-
-
-def _turn_of(payload: str) -> int:
-    # "<call id>/007-agent" or "<call id>/007-human.wav": the turn is the number after the slash.
-    marker = payload.find("/", payload.find('"name"'))
-    return int(payload[marker + 1 : marker + 4]) if marker > 0 else -1
 
 
 def markdown(report: dict[str, Any]) -> str:
@@ -200,9 +193,10 @@ def markdown(report: dict[str, Any]) -> str:
         f"# Call turn benchmark, {m['date']}",
         "",
         f"{m['cpus']} CPUs, Python {m['python']}, load average {m['load_average']} at start. "
-        f"One call on the local phone, {report['turns']} turns of each kind, driven through "
-        "`agentcomms mcp` over stdio. Provider times are the speech activities' own "
-        "(started → completed in the workflow history); overhead = total - provider.",
+        f"One call on the local phone, {report['turns']} turns of each kind "
+        f"({report['think_ms']:g} ms between an answer and the next question), driven through "
+        "`agentcomms mcp` over stdio. Provider times are measured by the speech activities around "
+        "the provider call (read back from the workflow history); overhead = total - provider.",
         "",
         "| per turn | p50 ms | p99 ms | mean ms | max ms |",
         "|---|---:|---:|---:|---:|",
@@ -215,10 +209,13 @@ def markdown(report: dict[str, Any]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--turns", type=int, default=50, help="timed turns of each kind")
+    parser.add_argument(
+        "--think-ms", type=float, default=0, help="pause before each question, as an agent thinks"
+    )
     parser.add_argument("--no-save", dest="save", action="store_false", help="print only")
     args = parser.parse_args()
-    report = {"machine": machine(), "turns": args.turns}
-    report["results"] = asyncio.run(measure(args.turns))
+    report = {"machine": machine(), "turns": args.turns, "think_ms": args.think_ms}
+    report["results"] = asyncio.run(measure(args.turns, args.think_ms / 1000))
     text = markdown(report)
     print(text)
     if args.save:

@@ -272,8 +272,10 @@ class CallControl:
                 return {"calls": [self._shown(line) for line in lines]}
             live = [line for line in lines if line.state != "ended"]
             if live:
-                # A call in progress: the workflow answers when its line moves.
-                await self._wait_line(live[0], min(remaining, LINE_WAIT_S))
+                # A call in progress: the workflow answers when its line moves, with the line.
+                moved = await self._wait_line(live[0], min(remaining, LINE_WAIT_S))
+                if moved is not None and moved.version != live[0].version:
+                    return {"calls": [self._shown(moved)]}
             else:
                 await asyncio.sleep(min(remaining, RING_POLL_S))
 
@@ -335,10 +337,10 @@ class CallControl:
             log.warning("line query of %s failed: %s", call_id, exc)
             return None
 
-    async def _wait_line(self, line: Line, timeout_s: float) -> None:
+    async def _wait_line(self, line: Line, timeout_s: float) -> Line | None:
         handle = self._client.get_workflow_handle(workflow_id(line.call_id))
         try:
-            await handle.execute_update(
+            return await handle.execute_update(
                 CallWorkflow.wait_line,
                 WaitLine(after_version=line.version, timeout_s=max(timeout_s, 0.1)),
                 rpc_timeout=timedelta(seconds=timeout_s + 5),
@@ -346,6 +348,7 @@ class CallControl:
         except (RPCError, WorkflowUpdateFailedError, WorkflowUpdateRPCTimeoutOrCancelledError):
             # No worker answered in time (or the call ended): look again.
             await asyncio.sleep(min(timeout_s, 0.5))
+            return None
 
     def _shown(self, line: Line) -> dict[str, Any]:
         data = line.model_dump(mode="json")

@@ -54,6 +54,8 @@ PROJECTION_RETRY = RetryPolicy(
 MAILBOX_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=60)
 )
+# Speech runs as local activities, in the worker that runs the call: a turn saves two round
+# trips through the server, and the audio is written where the call's worker can read it.
 SPEECH_TIMEOUT = timedelta(seconds=60)
 # How long after its audio ends a phone may take to say it played it.
 PLAY_SLACK_S = 10.0
@@ -168,6 +170,8 @@ class CallWorkflow:
         self._partial: dict[int, str] = {}
         self._played: set[int] = set()
         self._turns = asyncio.Lock()  # one turn at a time, in the order asked
+        # The last turn's record, still being written while the agent already has its answer.
+        self._recording: workflow.ActivityHandle[None] | None = None
 
     # ---- the run: place the call, the first turn, then wait for the end ---------------------------
 
@@ -363,7 +367,7 @@ class CallWorkflow:
             result.success = self._ended_at is None
             result.status = "played" if turn in self._played else result.status
             self._turn_done()
-            await self._record([spoken])
+            await self._record([spoken], wait=False)
             return result
         heard = self._heard.get(turn)
         note = None
@@ -391,7 +395,7 @@ class CallWorkflow:
             note=note,
         )
         self._turn_done()
-        await self._record([spoken, reply])
+        await self._record([spoken, reply], wait=False)
         return result
 
     def _turn_done(self) -> None:
@@ -406,7 +410,7 @@ class CallWorkflow:
         does (a phone still shows the words)."""
         for provider in self._in.tts:
             try:
-                return await workflow.execute_activity(
+                return await workflow.execute_local_activity(
                     "synthesize_speech",
                     SpeechRequest(
                         provider=provider,
@@ -425,7 +429,7 @@ class CallWorkflow:
     async def _transcribe(self, audio: AudioRef) -> tuple[str, str | None]:
         for provider in self._in.stt:
             try:
-                transcript = await workflow.execute_activity(
+                transcript = await workflow.execute_local_activity(
                     "transcribe_speech",
                     TranscribeRequest(provider=provider, audio=audio),
                     result_type=Transcript,
@@ -478,8 +482,12 @@ class CallWorkflow:
             details += f"\n{self._end_reason}"
         workflow.set_current_details(details)
 
-    async def _record(self, turns: list[TurnRecord] | None = None) -> None:
-        """Write the call's row (and append these turns to its transcript)."""
+    async def _record(self, turns: list[TurnRecord] | None = None, *, wait: bool = True) -> None:
+        """Write the call's row (and append these turns to its transcript), after the write
+        before it. Without `wait` the write goes on while the turn returns its answer."""
+        if self._recording is not None:
+            await self._recording
+            self._recording = None
         self._details()
         record = CallRecord(
             id=self._in.call_id,
@@ -492,13 +500,17 @@ class CallWorkflow:
             error=self._end_reason if self._status in ("failed",) else None,
         )
         what = [f'{t.speaker}: "{_short(t.text)}"' for t in turns or []]
-        await workflow.execute_activity(
+        writing = workflow.start_activity(
             "record_call",
             CallUpdate(call=record, turns=turns or []),
             start_to_close_timeout=timedelta(seconds=10),
             retry_policy=PROJECTION_RETRY,
             summary="; ".join(what) or f"call {self._status}",
         )
+        if wait:
+            await writing
+        else:
+            self._recording = writing
 
     async def _notify(self, result: TurnResult) -> None:
         """Hand a turn's outcome to the agent's mailbox (typed into its pane, check_messages)."""

@@ -43,6 +43,7 @@ class AudioRef(BaseModel):
     duration_s: float = 0.0
     content_type: str = "audio/wav"
     provider: str | None = None  # who made it: a TTS provider, "phone", "twilio"
+    took_ms: float | None = None  # how long the provider took to make it
 
     _check_name = field_validator("name")(check_audio_name)
 
@@ -65,6 +66,7 @@ class TranscribeRequest(BaseModel):
 class Transcript(BaseModel):
     text: str
     provider: str
+    took_ms: float | None = None  # how long the provider took to hear it
 
 
 class CallRecord(BaseModel):
