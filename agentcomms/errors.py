@@ -31,6 +31,10 @@ class MailboxFull(AgentcommsError):
 PANE_NOT_FOUND = "PaneNotFound"  # retryable: the pane may come back
 TMUX_FAILED = "TmuxFailed"  # retryable: a transient tmux error
 INVALID_TARGET = "InvalidTarget"  # non-retryable: the target cannot name a pane
+CHAT_RATE_LIMITED = "ChatRateLimited"  # retryable, after the delay the provider asked for
+CHAT_UNAVAILABLE = "ChatUnavailable"  # retryable: the provider's network or 5xx, with backoff
+CHAT_REFUSED = "ChatRefused"  # non-retryable: unknown chat, no permission, bad token
+CHAT_NOT_CONFIGURED = "ChatNotConfigured"  # non-retryable: the provider is off or lacks credentials
 PROVIDER_UNAVAILABLE = "ProviderUnavailable"  # non-retryable: no credentials or tool; next provider
 AUDIO_MISSING = "AudioMissing"  # non-retryable: the audio file a reference names is gone
 SPEECH_FAILED = "SpeechFailed"  # retryable: a provider's error; after the retries, the next one

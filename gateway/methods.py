@@ -17,13 +17,16 @@ from typing import Any
 from pydantic import ValidationError
 from temporalio.service import RPCError
 
+from agentcomms import transports
 from agentcomms.config import Config, host_name
 from agentcomms.errors import MailboxFull
 from agentcomms.ids import new_event_id
 from agentcomms.models import LOCAL_CHANNEL, Event, utcnow
 from agentcomms.store import EventNotFound, Store
 from agentcomms.store.engine import display_url
+from gateway.chat import ChatTransports, normalise_code
 from gateway.mailbox import Mailbox
+from gateway.outbox import Outbox
 from gateway.params import (
     AgentMessageParams,
     AgentsParams,
@@ -33,9 +36,11 @@ from gateway.params import (
     InboxParams,
     InterruptParams,
     NoParams,
+    PairParams,
     Params,
     RegisterParams,
     ReplyParams,
+    RevokeSenderParams,
     SendParams,
     UnregisterParams,
     WaitMessagesParams,
@@ -50,6 +55,7 @@ from gateway.protocol import (
     describe_validation,
 )
 from workflows.agent import Registration
+from workflows.outbox import ChatSend, OutboxItem
 
 # A message posted through this gateway wakes `wait_messages` at once; this slow poll of the
 # projection catches rows written elsewhere (a mailbox rewriting a row the gateway failed to
@@ -74,8 +80,12 @@ class Methods:
         started_at: datetime,
         *,
         host: str | None = None,
+        outbox: Outbox | None = None,
+        chat: ChatTransports | None = None,
     ) -> None:
         self._cfg = cfg
+        self._outbox = outbox
+        self._chat = chat
         self._host = host or host_name()
         self._store = store
         self._mailbox = mailbox
@@ -93,6 +103,9 @@ class Methods:
             "register": (RegisterParams, self.register),
             "unregister": (UnregisterParams, self.unregister),
             "inbox": (InboxParams, self.inbox),
+            "pair": (PairParams, self.pair),
+            "senders": (NoParams, self.senders),
+            "revoke_sender": (RevokeSenderParams, self.revoke_sender),
             # what the MCP tools need
             "check_messages": (CheckMessagesParams, self.check_messages),
             "wait_messages": (WaitMessagesParams, self.wait_messages),
@@ -193,10 +206,13 @@ class Methods:
             if not await self._store.latest_events(p.agent_id, 1):
                 raise RpcError(NOT_FOUND, f"unknown agent {p.agent_id!r}; see `agentcomms agents`")
         if p.tail and p.since is None:
-            events = list(reversed(await self._store.latest_events(p.agent_id, p.limit)))
+            latest = await self._store.latest_events(p.agent_id, p.limit, rejected=p.rejected)
+            events = list(reversed(latest))
         else:
             try:
-                events = await self._store.events_after(p.agent_id, p.since, p.limit)
+                events = await self._store.events_after(
+                    p.agent_id, p.since, p.limit, rejected=p.rejected
+                )
             except EventNotFound:
                 raise RpcError(
                     NOT_FOUND, f"event {p.since!r} is not one of {p.agent_id}'s events"
@@ -204,14 +220,11 @@ class Methods:
         return {"events": [event_json(e) for e in events], "agent_id": p.agent_id}
 
     async def reply(self, p: ReplyParams) -> dict[str, Any]:
-        provider, sep, _ = p.channel_id.partition(":")
-        if not sep:
+        provider, sep, chat_id = p.channel_id.partition(":")
+        if not sep or not chat_id:
             raise RpcError(INVALID_PARAMS, "channel_id: expected PROVIDER:ID, e.g. cli:local")
         if p.channel_id != LOCAL_CHANNEL:
-            raise RpcError(
-                NOT_FOUND,
-                f"channel {p.channel_id!r} has no transport yet; only {LOCAL_CHANNEL} is served",
-            )
+            return await self._chat_reply(p, provider, chat_id)
         now = utcnow()
         event = Event(
             id=new_event_id(),
@@ -236,6 +249,14 @@ class Methods:
         rows = [c.model_dump() for c in channels]
         if not any(c.channel_id == LOCAL_CHANNEL for c in channels):
             rows.insert(0, {"channel_id": LOCAL_CHANNEL, "agent_id": None, "provider": "cli"})
+        # Each channel with its provider's connection: a mapped chat on a provider that is
+        # reconnecting says so here.
+        status = {p["name"]: p for p in self._providers()}
+        for row in rows:
+            link = status.get("local" if row["provider"] == "cli" else row["provider"])
+            row["status"] = link["status"] if link else "unknown"
+            if link and link.get("error"):
+                row["error"] = link["error"]
         return {"channels": rows}
 
     async def agent_message(self, p: AgentMessageParams) -> dict[str, Any]:
@@ -281,6 +302,107 @@ class Methods:
             raise RpcError(NOT_FOUND, f"no event {p.since!r}; `since` takes an event id") from None
         return {"messages": [event_json(e) for e in history]}
 
+    # ---- chat: outbound, pairing ------------------------------------------------------------------
+
+    async def _chat_reply(self, p: ReplyParams, provider: str, chat_id: str) -> dict[str, Any]:
+        """An agent's message to a chat: recorded, queued in its (agent, chat) outbox, and
+        (with ``wait``) reported once the provider took it or refused it."""
+        if not transports.is_provider(provider) or provider == "local":
+            known = ", ".join(f"{n}:CHAT" for n in transports.PROVIDERS if n != "local")
+            raise RpcError(
+                INVALID_PARAMS,
+                f"channel_id: unknown provider {provider!r}; use {LOCAL_CHANNEL}, {known}",
+            )
+        if not self._cfg.chat.provider(provider).enabled:
+            raise RpcError(
+                NOT_FOUND,
+                f"cannot send to {p.channel_id}: {provider} is not enabled; set "
+                f"chat.{provider}.enabled (and its credentials) in the config, then restart "
+                "agentcomms",
+            )
+        assert self._outbox is not None, "a gateway serving chat has an outbox"
+        agent_id = p.agent_id or "default"
+        event = Event(
+            id=new_event_id(),
+            agent_id=agent_id,
+            channel_id=p.channel_id,
+            type="agent_message",
+            role="agent",
+            direction="out",
+            source_agent_id=p.agent_id,
+            payload={
+                "text": p.message,
+                "provider": provider,
+                "chat_id": chat_id,
+                "reply_to": p.reply_to,
+            },
+        )
+        item = OutboxItem(
+            id=event.id,
+            send=ChatSend(provider=provider, chat_id=chat_id, text=p.message, reply_to=p.reply_to),
+            event=event,
+        )
+        try:
+            await self._outbox.post(agent_id, p.channel_id, item)
+        except RPCError as exc:
+            raise RpcError(
+                INTERNAL_ERROR, f"nothing was sent or queued: {self._temporal_trouble(exc)}"
+            ) from None
+        # After the signal, as for inbound messages: the outbox writes the row again when it
+        # settles, so a lost write here loses nothing.
+        await self._store.record_event(event)
+        result: dict[str, Any] = {"event_id": event.id, "delivered": False, "status": "queued"}
+        if p.wait:
+            sent = await self._outbox.wait_sent(agent_id, p.channel_id, event.id, p.timeout)
+            result["delivered"] = sent.status == "sent"
+            result["status"] = "delivered" if sent.status == "sent" else sent.status
+            if sent.message_id:
+                result["message_id"] = sent.message_id
+            if sent.error:
+                result["error"] = sent.error
+        return result
+
+    async def pair(self, p: PairParams) -> dict[str, Any]:
+        sender = await self._store.admit_by_code(normalise_code(p.code), utcnow())
+        if sender is None:
+            raise RpcError(
+                NOT_FOUND,
+                f"no pairing code {p.code!r} is waiting (codes expire after a day; the sender "
+                "gets a new one by writing again)",
+            )
+        channel = f"{sender.provider}:{sender.chat_id}"
+        return {
+            "provider": sender.provider,
+            "sender_id": sender.sender_id,
+            "sender_name": sender.sender_name,
+            "channel_id": channel,
+            "agent_id": self._cfg.chat.channels.get(channel),
+        }
+
+    async def senders(self, _: NoParams) -> dict[str, Any]:
+        rows: list[dict[str, Any]] = [
+            {"provider": provider, "sender_id": sender_id, "source": "config", "state": "allowed"}
+            for provider, ids in sorted(self._cfg.chat.allowed_senders.items())
+            for sender_id in ids
+        ]
+        for s in await self._store.list_senders():
+            state = "pending" if s.code else ("revoked" if s.revoked_at else "allowed")
+            rows.append(
+                s.model_dump(mode="json", exclude_none=True) | {"source": "paired", "state": state}
+            )
+        return {"senders": rows}
+
+    async def revoke_sender(self, p: RevokeSenderParams) -> dict[str, Any]:
+        if p.sender_id in self._cfg.chat.allowed_senders.get(p.provider, []):
+            raise RpcError(
+                INVALID_PARAMS,
+                f"{p.provider}:{p.sender_id} is allowed by chat.allowed_senders in the config; "
+                "remove it there and restart",
+            )
+        if not await self._store.revoke_sender(p.provider, p.sender_id, utcnow()):
+            raise RpcError(NOT_FOUND, f"{p.provider}:{p.sender_id} is not an admitted sender")
+        return {"provider": p.provider, "sender_id": p.sender_id, "revoked": True}
+
     # ---- helpers ---------------------------------------------------------------------------------
 
     def _temporal_trouble(self, exc: RPCError) -> str:
@@ -318,16 +440,10 @@ class Methods:
         ):
             raise RpcError(NOT_FOUND, f"unknown agent {agent_id!r}; see `agentcomms agents --all`")
 
-    def _providers(self) -> list[dict[str, str]]:
-        chat = self._cfg.chat
-        providers = [{"name": "local", "status": "connected" if chat.local.enabled else "disabled"}]
-        for name in ("discord", "telegram", "whatsapp", "sms"):
-            section = getattr(chat, name)
-            # An enabled provider without a transport to run it is not served.
-            providers.append(
-                {"name": name, "status": "not available" if section.enabled else "disabled"}
-            )
-        return providers
+    def _providers(self) -> list[dict[str, Any]]:
+        if self._chat is None:  # a gateway without chat (tests of the socket alone)
+            return [{"name": n, "status": "disabled"} for n in transports.PROVIDERS if n != "local"]
+        return self._chat.statuses()
 
     # ---- for the MCP tools: the read cursor, waiting, chat history -------------------------------
 

@@ -59,6 +59,9 @@ class EventsParams(Params):
     limit: Annotated[int, Field(ge=1, le=1000)] = 50
     since: str | None = Field(default=None, description="only events after this id")
     tail: bool = Field(default=False, description="without since: the latest `limit` events")
+    rejected: bool = Field(
+        default=True, description="include messages the allowlist refused (kept for audit)"
+    )
 
 
 class ReplyParams(Params):
@@ -66,6 +69,8 @@ class ReplyParams(Params):
     message: MessageText
     agent_id: AgentId | None = None
     reply_to: str | None = Field(default=None, description="the message id this answers")
+    wait: bool = Field(default=True, description="chat channels: return once the provider took it")
+    timeout: WaitSeconds = 10
 
 
 class AgentMessageParams(Params):
@@ -96,6 +101,15 @@ class UnregisterParams(Params):
 class InboxParams(Params):
     limit: Annotated[int, Field(ge=1, le=1000)] = 20
     since: str | None = Field(default=None, description="only messages after this event id")
+
+
+class PairParams(Params):
+    code: Annotated[str, StringConstraints(min_length=4, max_length=32)]
+
+
+class RevokeSenderParams(Params):
+    provider: Annotated[str, StringConstraints(min_length=1, max_length=32)]
+    sender_id: Annotated[str, StringConstraints(min_length=1, max_length=255)]
 
 
 class AgentsParams(Params):

@@ -9,11 +9,14 @@ from datetime import datetime
 from temporalio.client import Client
 
 from agentcomms.config import Config, host_name
-from agentcomms.models import utcnow
+from agentcomms.models import Channel, utcnow
 from agentcomms.store import Store
 from gateway.calls import CallControl
+from gateway.chat import ChatInbox, ChatTransports
+from gateway.http import WebhookServer
 from gateway.mailbox import Mailbox
 from gateway.methods import Methods
+from gateway.outbox import Outbox
 from gateway.server import SocketServer
 from workflows.agent import Registration
 
@@ -27,15 +30,41 @@ class Gateway:
         self.cfg = cfg
         self.host = host or host_name()
         self.started_at: datetime = utcnow()
+        self.store = store
         self.mailbox = Mailbox(client, store, host=self.host, limits=cfg.mailbox_limits)
-        self.methods = Methods(cfg, store, self.mailbox, self.started_at, host=self.host)
+        self.outbox = Outbox(client, cfg.temporal.task_queue)
+        self.inbox = ChatInbox(cfg, store, self.mailbox, self.outbox)
+        self.chat = ChatTransports(cfg, self.inbox)
+        self.methods = Methods(
+            cfg,
+            store,
+            self.mailbox,
+            self.started_at,
+            host=self.host,
+            outbox=self.outbox,
+            chat=self.chat,
+        )
         self.calls = CallControl(cfg, client, store)
         self.methods.extend(self.calls.methods())
         self.server = SocketServer(cfg.server.socket(), self.methods.dispatch)
+        self.http: WebhookServer | None = None
 
     async def start(self) -> None:
         await self.server.start()
         await self.register_configured_agents()
+        await self.record_configured_channels()
+        await self.chat.start()
+        if routes := self.chat.routes():  # only when a provider receives by webhook
+            self.http = WebhookServer(self.cfg.server.http_host, self.cfg.server.http_port, routes)
+            await self.http.start()
+
+    async def record_configured_channels(self) -> None:
+        """`chat.channels` into the projection, so `channels` lists them beside the others."""
+        for channel_id, agent_id in self.cfg.chat.channels.items():
+            provider = channel_id.partition(":")[0]
+            await self.store.upsert_channel(
+                Channel(channel_id=channel_id, agent_id=agent_id, provider=provider)
+            )
 
     async def register_configured_agents(self) -> None:
         for agent_id, agent in self.cfg.agents.items():
@@ -52,6 +81,10 @@ class Gateway:
             )
 
     async def close(self) -> None:
+        if self.http is not None:
+            await self.http.close()
+        await self.chat.close()
+        await self.inbox.close()
         await self.server.close()
 
     async def serve_forever(self) -> None:

@@ -22,7 +22,7 @@ from agentcomms.ids import check_agent_id
 from mcp_server.errors import NotYourIdentity, ServeRefused
 
 AGENT_ENV = "AGENTCOMMS_AGENT_ID"
-LEGACY_AGENT_ENV = "AGENTCALL_AGENT_ID"  # the seed's name; AGENTCOMMS_AGENT_ID wins
+LEGACY_AGENT_ENV = "AGENTCALL_AGENT_ID"  # the older name; AGENTCOMMS_AGENT_ID wins
 FALLBACK_AGENT = "default"
 
 

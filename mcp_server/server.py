@@ -133,7 +133,10 @@ def build_server(socket: Path, *, default_agent: str, auth: AuthProvider | None 
         """
         agent = calling_agent(agent_id, default_agent)
         try:
-            result = await gateway.call("events", agent_id=agent, since=since_id, limit=limit)
+            # A stranger's refused message is kept for the human's audit, never shown to agents.
+            result = await gateway.call(
+                "events", agent_id=agent, since=since_id, limit=limit, rejected=False
+            )
         except GatewayRefused as exc:
             # An agent that has neither registered nor received anything has no events yet;
             # for yourself that is an empty list, for an agent you named it is a likely typo.
@@ -210,7 +213,9 @@ def build_server(socket: Path, *, default_agent: str, auth: AuthProvider | None 
         provider: ChatProvider, chat_id: ChatId, message: MessageText, reply_to: ReplyTo = None
     ) -> SendMessageResult:
         """Send a chat message to your human: provider 'local' with chat_id 'local' reaches the
-        terminal (`agentcomms inbox`); other providers work once their transport is configured.
+        terminal (`agentcomms inbox`); telegram with the chat_id a message came from answers
+        there. success is true once the provider took it; status 'queued' means it waits and
+        is sent in order (do not send it again); 'failed' comes with an error saying what to fix.
         """
         sender = calling_agent(None, default_agent)
         _not_blank(message)
@@ -219,15 +224,22 @@ def build_server(socket: Path, *, default_agent: str, auth: AuthProvider | None 
         if reply_to:
             params["reply_to"] = reply_to
         result = await gateway.call("reply", **params)
-        return {
+        sent: SendMessageResult = {
             "success": bool(result["delivered"]),
             "message_id": result["event_id"],
             "channel_id": channel,
+            # delivered: the provider took it; queued: it waits (a provider down, rate limits)
+            # and goes out in order; failed: the provider refused it, error says what to fix.
+            "status": result.get("status", "delivered"),
         }
+        if result.get("error"):
+            sent["error"] = result["error"]
+        return sent
 
     @mcp.tool
     async def list_channels() -> ChannelsResult:
-        """The chat providers and their real status (connected, disabled, not available)."""
+        """The chat providers and their real status: connected, connecting, reconnecting (with
+        the last error), failed (with what to fix) or disabled."""
         status = await gateway.call("status")
         return {"channels": [channel_status(p) for p in status["providers"]]}
 

@@ -1,16 +1,17 @@
-"""The tools' results: the seed's shapes (kept exactly, extended only by extra keys), and the
+"""The tools' results: the shapes existing clients read (kept exactly, extended only by extra keys), and the
 conversions from the gateway's event JSON into them."""
 
 from __future__ import annotations
 
-from typing import Any, Literal, NotRequired
+from typing import Any, NotRequired
 
 from typing_extensions import TypedDict
 
 from agentcomms.models import LOCAL_CHANNEL
+from agentcomms.transports import ProviderName
 from mcp_server.errors import InvalidArgument
 
-Provider = Literal["discord", "telegram", "whatsapp", "sms", "local"]
+Provider = ProviderName
 LOCAL_CHAT = "local"
 
 
@@ -21,7 +22,7 @@ class InboxMessage(TypedDict):
     text: str
     timestamp: str
     type: str
-    # Beyond the seed: enough to answer (send_message(provider, chat_id) or send_agent_message).
+    # Added: enough to answer (send_message(provider, chat_id) or send_agent_message).
     chat_id: str
     sender_id: str
     sender_name: str
@@ -81,11 +82,14 @@ class SendMessageResult(TypedDict):
     success: bool
     message_id: str
     channel_id: str
+    status: NotRequired[str]
+    error: NotRequired[str]
 
 
 class ChannelStatus(TypedDict):
     provider_name: str
-    status: str
+    status: str  # connected, connecting, reconnecting, failed, disabled
+    error: NotRequired[str]  # why it is reconnecting or failed
 
 
 class ChannelsResult(TypedDict):
@@ -134,6 +138,11 @@ def _sender(event: dict[str, Any]) -> tuple[str, str]:
     return str(sender), str(payload.get("sender_name") or sender)
 
 
+def _words(event: dict[str, Any]) -> str:
+    """What the person wrote (the sender and channel are fields of their own here)."""
+    return str((event.get("payload") or {}).get("text", ""))
+
+
 def inbox_message(event: dict[str, Any]) -> InboxMessage:
     provider, chat = provider_and_chat(event["channel_id"])
     sender_id, sender_name = _sender(event)
@@ -141,7 +150,7 @@ def inbox_message(event: dict[str, Any]) -> InboxMessage:
         "id": event["id"],
         "channel_id": event["channel_id"],
         "provider": provider,
-        "text": str((event.get("payload") or {}).get("text", "")),
+        "text": _words(event),
         "timestamp": event["timestamp"],
         "type": event["type"],
         "chat_id": chat,
@@ -157,7 +166,7 @@ def history_message(event: dict[str, Any]) -> HistoryMessage:
         "id": event["id"],
         "sender_id": sender_id,
         "sender_name": sender_name,
-        "content": str((event.get("payload") or {}).get("text", "")),
+        "content": _words(event),
         "timestamp": event["timestamp"],
         "direction": event.get("direction", "in"),
     }
@@ -175,4 +184,7 @@ def agent_info(agent: dict[str, Any]) -> AgentInfo:
 
 
 def channel_status(provider: dict[str, str]) -> ChannelStatus:
-    return {"provider_name": provider["name"], "status": provider["status"]}
+    status: ChannelStatus = {"provider_name": provider["name"], "status": provider["status"]}
+    if provider.get("error"):
+        status["error"] = provider["error"]
+    return status

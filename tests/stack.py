@@ -79,8 +79,12 @@ async def running_stack(
     host: str | None = None,
     mailbox: MailboxConfig | None = None,
     voice: VoiceConfig | None = None,
+    configure: Callable[[Config], Config] | None = None,
 ) -> AsyncIterator[Stack]:
+    """``configure`` adjusts the stack's configuration (chat providers, channels) before start."""
     cfg = stack_config(tmp_path, client, socket_path=socket_path, mailbox=mailbox, voice=voice)
+    if configure is not None:
+        cfg = configure(cfg)
     host = host or f"test-{uuid.uuid4().hex[:8]}"
     async with AsyncExitStack() as stack:
         store = await Store.open(cfg.database.resolved_url())

@@ -167,9 +167,9 @@ def test_double_dollar_brace_is_a_literal_and_a_lone_dollar_is_kept(home: Path) 
 
 
 def test_keys_are_not_expanded(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("CHAN", "telegram:1")
-    write_config(home, {"chat": {"channels": {"${CHAN}": "backend"}}})
-    assert load_config().chat.channels == {"${CHAN}": "backend"}
+    monkeypatch.setenv("CHAN", "1")
+    write_config(home, {"chat": {"channels": {"telegram:${CHAN}": "backend"}}})
+    assert load_config().chat.channels == {"telegram:${CHAN}": "backend"}
 
 
 def test_unset_variable_names_the_key_and_the_fix(home: Path) -> None:

@@ -190,7 +190,13 @@ def test_show_json_is_the_effective_config_with_secrets_redacted(home: Path) -> 
     data = json.loads(result.stdout)
     assert data["temporal"]["ui_port"] == 9999  # env override
     assert data["temporal"]["address"] == "127.0.0.1:7233"  # default
-    assert data["chat"]["telegram"] == {"enabled": True, "token": "***", "base_url": None}
+    assert data["chat"]["telegram"] == {
+        "enabled": True,
+        "token": "***",
+        "base_url": None,
+        "mode": "polling",
+        "webhook_secret": None,
+    }
     assert data["voice"]["tts"]["api_key"] == "***"
     assert data["agents"]["backend"]["token"] == "***"
     assert data["database"]["url"] == "postgresql+asyncpg://bob:***@db/agentcomms"

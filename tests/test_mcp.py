@@ -247,25 +247,27 @@ async def test_send_message_local_reaches_the_human_and_get_messages_shows_the_t
     assert stored is not None and stored.payload["reply_to"] == answer["event_id"]
 
 
-async def test_send_message_to_a_provider_without_transport_says_so(stack: Stack):
+async def test_send_message_to_a_provider_not_enabled_says_so(stack: Stack):
     error = await error_of(
         server_for(stack, "me"), "send_message", provider="telegram", chat_id=42, message="x"
     )
-    assert "telegram:42" in error and "no transport" in error
+    assert "telegram:42" in error and "chat.telegram.enabled" in error
 
 
 async def test_list_channels_reports_real_provider_status(stack: Stack):
-    # The gateway reads its (shared) config on every status: enable one provider without transport.
+    # A provider switched on after the gateway started is not connected, and says why.
     stack.cfg.chat.telegram.enabled = True
     result = await call(server_for(stack, "me"), "list_channels")
     status = {c["provider_name"]: c["status"] for c in result["channels"]}
     assert status == {
         "local": "connected",
         "discord": "disabled",
-        "telegram": "not available",
+        "telegram": "failed",
         "whatsapp": "disabled",
         "sms": "disabled",
     }
+    telegram = next(c for c in result["channels"] if c["provider_name"] == "telegram")
+    assert "restart" in telegram["error"]
 
 
 async def test_list_agents_hides_offline_agents_unless_asked(

@@ -15,6 +15,7 @@ from typing import Any
 from temporalio.client import Client
 from temporalio.worker import Worker
 
+from activities.chat import ChatActivities
 from activities.delivery import deliver_to_pane, interrupt_pane
 from activities.projection import ProjectionActivities
 from activities.voice import VoiceActivities
@@ -23,6 +24,7 @@ from agentcomms.store import Store
 from gateway.mailbox import Mailbox
 from workflows.agent import AgentWorkflow, host_task_queue
 from workflows.call import CallWorkflow
+from workflows.outbox import OutboxWorkflow
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +55,8 @@ def build_workers(
         )
     ]
     if shared:
+        # Chat sends need no pane: any host's worker may send, with its own config's credentials.
+        chat = ChatActivities(cfg)
         # Calls run on the shared queue: nothing of a call is tied to one host's panes. A call
         # that is not answered blocking hands its answer to the agent's mailbox.
         mailbox = Mailbox(client, store, host=host, limits=cfg.mailbox_limits)
@@ -61,9 +65,10 @@ def build_workers(
             Worker(
                 client,
                 task_queue=cfg.temporal.task_queue,
-                workflows=[AgentWorkflow, CallWorkflow],
+                workflows=[AgentWorkflow, OutboxWorkflow, CallWorkflow],
                 activities=[
                     *activities,
+                    chat.send_chat,
                     voice.synthesize_speech,
                     voice.transcribe_speech,
                     voice.record_call,

@@ -26,6 +26,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from agentcomms import errors
+    from agentcomms.bridge.sanitize import pane_text
     from agentcomms.models import (
         MAX_MESSAGE_CHARS,
         Agent,
@@ -451,7 +452,7 @@ class AgentWorkflow:
             DeliverRequest(
                 pane=pane,
                 event_id=event.id,
-                text=self._pane_text(event),
+                text=pane_text(event),
                 submit_delay_ms=reg.submit_delay_ms,
                 max_chars=reg.max_chars,
             ),
@@ -460,12 +461,6 @@ class AgentWorkflow:
             retry_policy=DELIVERY_RETRY,
             summary=f"type {event.id} into {reg.target}",
         )
-
-    @staticmethod
-    def _pane_text(event: Event) -> str:
-        if event.type == "agent_message" and event.source_agent_id:
-            return f"[from: {event.source_agent_id}] {event.text}"
-        return event.text
 
     @staticmethod
     def _cut_note(outcome: DeliveryOutcome | None, reg: Registration) -> str | None:

@@ -26,6 +26,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agentcomms.models import Event
 
 TRUNCATION_MARKER = "… [truncated {removed} chars]"
 
@@ -86,3 +90,25 @@ def truncate(text: str, max_chars: int) -> CleanText:
 def sanitize(text: str, *, max_chars: int) -> CleanText:
     """Make untrusted `text` safe to type: strip what a terminal would obey, then cap its size."""
     return truncate(strip_unsafe(text).rstrip("\n"), max_chars)
+
+
+# A sender's display name in the pane's "[telegram:456 from Alice]" prefix is cut to this.
+SENDER_NAME_MAX = 64
+
+
+def pane_text(event: Event) -> str:
+    """What the agent reads in its pane: who wrote and from where, then the text.
+
+    Another agent's message reads ``[from: backend] …``; a human's chat message
+    ``[telegram:456 from Alice] …``. The sender's name is the provider's display name, chosen by
+    a stranger: it loses control characters and brackets, so it cannot close the prefix and
+    forge another one. A message typed at this machine (``agentcomms send``) has no prefix.
+    """
+    if event.type == "agent_message" and event.source_agent_id:
+        return f"[from: {event.source_agent_id}] {event.text}"
+    payload = event.payload
+    if event.role != "human" or not payload.get("provider") or not payload.get("sender_id"):
+        return event.text
+    name = strip_unsafe(str(payload.get("sender_name") or "")).replace("[", "(").replace("]", ")")
+    name = " ".join(name.split())[:SENDER_NAME_MAX] or str(payload["sender_id"])
+    return f"[{event.channel_id} from {name}] {event.text}"

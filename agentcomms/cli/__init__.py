@@ -24,6 +24,7 @@ app = typer.Typer(
 from agentcomms.cli import (  # noqa: E402, F401
     agents_cmd,
     calls_cmd,
+    chat_cmd,
     config_cmd,
     db_cmd,
     mcp_cmd,

@@ -339,9 +339,12 @@ def channels(as_json: JsonOption = False) -> None:
     if as_json:
         print_json(result)
         return
-    table = Table("channel", "provider", "agent")
+    table = Table("channel", "provider", "agent", "status")
     for c in result["channels"]:
-        table.add_row(c["channel_id"], c["provider"], c["agent_id"] or "-")
+        status = c.get("status", "")
+        if c.get("error"):
+            status += f" ({shown(c['error'])})"
+        table.add_row(c["channel_id"], c["provider"], c["agent_id"] or "-", status)
     console.print(table)
 
 

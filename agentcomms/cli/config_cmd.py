@@ -23,6 +23,7 @@ from agentcomms.config import (
     write_private_file,
 )
 from agentcomms.errors import ConfigError
+from agentcomms.transports import PROVIDERS
 
 config_app = typer.Typer(
     name="config",
@@ -67,6 +68,7 @@ _SECRET_REFERENCES: dict[tuple[str, ...], str] = {
     ("temporal", "api_key"): "TEMPORAL_API_KEY",
     ("chat", "discord", "token"): "DISCORD_BOT_TOKEN",
     ("chat", "telegram", "token"): "TELEGRAM_BOT_TOKEN",
+    ("chat", "telegram", "webhook_secret"): "TELEGRAM_WEBHOOK_SECRET",
     ("chat", "whatsapp", "account_sid"): "TWILIO_ACCOUNT_SID",
     ("chat", "whatsapp", "auth_token"): "TWILIO_AUTH_TOKEN",
     ("chat", "sms", "account_sid"): "TWILIO_ACCOUNT_SID",
@@ -83,7 +85,9 @@ _COMMENTS: dict[tuple[str, ...], str] = {
     "not set. AGENTCOMMS_SECTION__KEY=value overrides any key. Check with: "
     "agentcomms config validate",
     ("server",): "The gateway: a Unix socket for local processes (null: <home>/daemon.sock) "
-    "and an HTTP listener for provider webhooks.",
+    "and an HTTP listener for provider webhooks on http_host:http_port; public_url is where "
+    "providers reach that listener (a tunnel or proxy), and webhook signatures are checked "
+    "against it.",
     ("temporal",): "The Temporal server. With embedded true and a local address, a dev server "
     "is started when none answers (its database: <home>/temporal.db when db_filename is null).",
     ("database",): "url null: a SQLite file in the home. PostgreSQL: "
@@ -97,7 +101,8 @@ _COMMENTS: dict[tuple[str, ...], str] = {
     'channels maps a channel id to an agent id, e.g. "telegram:42": "backend"; '
     "allowed_senders maps a provider to the sender ids allowed to reach agents.",
     ("chat", "local"): "The offline channel on this machine (channel id cli:local).",
-    ("chat", "telegram"): "Bot token from @BotFather, in the TELEGRAM_BOT_TOKEN variable.",
+    ("chat", "telegram"): "Bot token from @BotFather, in the TELEGRAM_BOT_TOKEN variable. mode "
+    "polling needs no public URL; mode webhook needs server.public_url and a webhook_secret.",
     ("chat", "discord"): "Bot token from the Discord developer portal, in DISCORD_BOT_TOKEN.",
     ("chat", "whatsapp"): "Twilio credentials in TWILIO_ACCOUNT_SID and TWILIO_AUTH_TOKEN.",
     ("chat", "sms"): "Twilio credentials in TWILIO_ACCOUNT_SID and TWILIO_AUTH_TOKEN.",
@@ -260,36 +265,31 @@ def _leaves(value: Any, loc: tuple[str, ...]) -> list[tuple[tuple[str, ...], Any
 
 def _warnings(config: Config) -> list[str]:
     """Providers switched on without the credentials they need: valid, but they cannot connect."""
-    chat = config.chat
-    needs: dict[str, tuple[bool, dict[str, object]]] = {
-        "chat.telegram": (chat.telegram.enabled, {"token": chat.telegram.token}),
-        "chat.discord": (chat.discord.enabled, {"token": chat.discord.token}),
-        "chat.whatsapp": (
-            chat.whatsapp.enabled,
-            {"account_sid": chat.whatsapp.account_sid, "auth_token": chat.whatsapp.auth_token},
-        ),
-        "chat.sms": (
-            chat.sms.enabled,
-            {"account_sid": chat.sms.account_sid, "auth_token": chat.sms.auth_token},
-        ),
-    }
-    return [
-        f"{section} is enabled but {section}.{key} is not set, so it cannot connect"
-        for section, (enabled, values) in needs.items()
-        if enabled
-        for key, value in values.items()
-        if value is None
+    warnings = [
+        f"chat.{name} is enabled but chat.{name}.{key} is not set, so it cannot connect"
+        for name in PROVIDERS
+        if config.chat.provider(name).enabled
+        for key in config.chat.provider(name).missing_credentials()
     ]
+    telegram = config.chat.telegram
+    if telegram.enabled and telegram.mode == "webhook":
+        if config.server.public_url is None:
+            warnings.append(
+                "chat.telegram.mode is webhook but server.public_url is not set, so Telegram "
+                "cannot reach the gateway"
+            )
+        if telegram.webhook_secret is None:
+            warnings.append(
+                "chat.telegram.mode is webhook but chat.telegram.webhook_secret is not set, so "
+                "every webhook call would be refused"
+            )
+    return warnings
 
 
 def _summary(resolved: ResolvedConfig) -> str:
     config = resolved.config
     agents = ", ".join(config.agents) or "none"
-    chat = [
-        name
-        for name in ("local", "telegram", "discord", "whatsapp", "sms")
-        if getattr(config.chat, name).enabled
-    ]
+    chat = [name for name in PROVIDERS if config.chat.provider(name).enabled]
     temporal = config.temporal.address + (
         " (embedded dev server)" if config.temporal.embedded else ""
     )

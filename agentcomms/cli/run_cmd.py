@@ -195,10 +195,25 @@ def status(
                     for agent, reason in gw.get("agents_broken", {}).items()
                 ),
                 ("Database", gw.get("database")),
+                ("Chat", _describe_providers(gw.get("providers"))),
             ]
         )
     if not gw["running"]:
         raise typer.Exit(1)
+
+
+def _describe_providers(providers: list[dict[str, str]] | None) -> str | None:
+    """Enabled providers and their connection, e.g. "telegram reconnecting (…)"."""
+    if providers is None:
+        return None
+    enabled = [p for p in providers if p["status"] != "disabled"]
+    return (
+        "; ".join(
+            f"{p['name']} {p['status']}" + (f" ({p['error']})" if p.get("error") else "")
+            for p in enabled
+        )
+        or "none enabled"
+    )
 
 
 def _describe_workers(workers: dict[str, list[str]] | None) -> str | None:

@@ -11,7 +11,7 @@ How a file becomes a :class:`Config`, in order (:mod:`.loading` runs the steps):
 3. ``${VAR}`` and ``${VAR:-default}`` are expanded inside string values (never keys), after parsing
    (:mod:`.expand`).
 4. ``AGENTCOMMS_<SECTION>__<KEY>[__<KEY>…]`` environment variables override keys (see
-   :func:`env_overrides`); the seed's ``AGENTCALL_*`` names work too, with lower precedence.
+   :func:`env_overrides`); the older ``AGENTCALL_*`` names work too, with lower precedence.
 5. The result is validated against :mod:`.models`; an empty string in a key whose default is
    ``null`` means "not set".
 

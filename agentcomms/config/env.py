@@ -1,4 +1,4 @@
-"""``AGENTCOMMS_<SECTION>__<KEY>`` environment overrides (and the seed's ``AGENTCALL_*`` names).
+"""``AGENTCOMMS_<SECTION>__<KEY>`` environment overrides (and the older ``AGENTCALL_*`` names).
 
 A variable overrides one key of the file; a string key takes the text as is, any other key parses
 it as JSON when it can. Names that look like overrides but are not get a hint.
@@ -19,7 +19,7 @@ from agentcomms.config.keys import Loc, annotation_at
 from agentcomms.config.models import Config
 
 ENV_PREFIX = "AGENTCOMMS_"
-LEGACY_ENV_PREFIX = "AGENTCALL_"  # the seed's names; read, but AGENTCOMMS_* wins
+LEGACY_ENV_PREFIX = "AGENTCALL_"  # the older names; read, but AGENTCOMMS_* wins
 
 
 def env_overrides(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import typing
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     AfterValidator,
@@ -53,6 +53,18 @@ class ServerConfig(Section):
     )
     http_host: str = "127.0.0.1"
     http_port: int = Field(default=8765, ge=0, le=65535)
+    public_url: str | None = Field(
+        default=None,
+        description="Where providers reach the HTTP listener (e.g. a tunnel or proxy, "
+        "https://agents.example.com); webhook signatures are checked against it",
+    )
+
+    @field_validator("public_url")
+    @classmethod
+    def _no_trailing_slash(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError(f"expected an http:// or https:// URL, not {value!r}")
+        return value.rstrip("/") if value else value
 
     def socket(self) -> Path:
         return (self.socket_path or agentcomms_home() / "daemon.sock").expanduser()
@@ -130,27 +142,53 @@ class AgentConfig(Section):
     token: SecretStr | None = Field(default=None, description="bearer token for MCP over HTTP")
 
 
-class DiscordConfig(Section):
+class ProviderSection(Section):
+    """A chat provider's section: switched on by ``enabled``, reached at ``base_url``."""
+
+    # The keys a provider cannot connect without (`config validate` warns when one is unset).
+    credentials: ClassVar[tuple[str, ...]] = ()
+
     enabled: bool = False
+
+    def missing_credentials(self) -> list[str]:
+        return [key for key in self.credentials if getattr(self, key) is None]
+
+
+class DiscordConfig(ProviderSection):
+    credentials: ClassVar[tuple[str, ...]] = ("token",)
+
     token: SecretStr | None = None
     base_url: str | None = None
 
 
-class TelegramConfig(Section):
-    enabled: bool = False
+class TelegramConfig(ProviderSection):
+    credentials: ClassVar[tuple[str, ...]] = ("token",)
+
     token: SecretStr | None = None
-    base_url: str | None = None
+    base_url: str | None = Field(
+        default=None, description="Bot API server (self-hosted, proxy, tests); null: Telegram's"
+    )
+    mode: Literal["polling", "webhook"] = Field(
+        default="polling",
+        description="polling: long-poll getUpdates (no public URL needed); webhook: Telegram "
+        "posts to server.public_url + /webhooks/telegram",
+    )
+    webhook_secret: SecretStr | None = Field(
+        default=None,
+        description="webhook mode: the secret Telegram sends in X-Telegram-Bot-Api-Secret-Token",
+    )
 
 
-class TwilioMessagingConfig(Section):
-    enabled: bool = False
+class TwilioMessagingConfig(ProviderSection):
+    credentials: ClassVar[tuple[str, ...]] = ("account_sid", "auth_token")
+
     account_sid: str | None = None
     auth_token: SecretStr | None = None
     from_number: str | None = None
     base_url: str | None = None
 
 
-class LocalChatConfig(Section):
+class LocalChatConfig(ProviderSection):
     enabled: bool = True
 
 
@@ -160,13 +198,40 @@ class ChatConfig(Section):
     whatsapp: TwilioMessagingConfig = TwilioMessagingConfig()
     sms: TwilioMessagingConfig = TwilioMessagingConfig()
     local: LocalChatConfig = LocalChatConfig()
-    channels: dict[str, str] = Field(
+    channels: dict[str, AgentIdKey] = Field(
         default_factory=dict, description='channel id -> agent id, e.g. "telegram:42": "backend"'
     )
     allowed_senders: dict[str, list[str]] = Field(
         default_factory=dict,
         description="provider -> sender ids allowed to reach agents; everyone else is rejected",
     )
+
+    @field_validator("channels")
+    @classmethod
+    def _channel_ids(cls, value: dict[str, str]) -> dict[str, str]:
+        for channel in value:
+            provider, sep, chat = channel.partition(":")
+            if not sep or not chat or provider not in cls.provider_names():
+                raise ValueError(
+                    f"{channel!r} is not a channel id: expected PROVIDER:CHAT, e.g. "
+                    '"telegram:456" (the chat id Telegram gives)'
+                )
+        return value
+
+    @classmethod
+    def provider_names(cls) -> list[str]:
+        """The providers with a section here (agentcomms.transports.PROVIDERS, in its order)."""
+        return [
+            name
+            for name, info in cls.model_fields.items()
+            if isinstance(info.default, ProviderSection)
+        ]
+
+    def provider(self, name: str) -> ProviderSection:
+        """The section of provider ``name`` (one of ``agentcomms.transports.PROVIDERS``)."""
+        section = getattr(self, name)
+        assert isinstance(section, ProviderSection), name
+        return section
 
 
 class PhoneConfig(Section):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
@@ -10,6 +11,19 @@ from sqlalchemy.engine import Row
 from agentcomms.models import Event
 
 M = TypeVar("M", bound=BaseModel)
+
+
+class ChatSender(BaseModel):
+    """A chat sender admitted to reach agents (by pairing), or asked to pair (``code`` set)."""
+
+    provider: str
+    sender_id: str
+    sender_name: str | None = None
+    chat_id: str | None = None
+    admitted_at: datetime | None = None
+    revoked_at: datetime | None = None
+    code: str | None = None  # a pending pairing code
+    expires_at: datetime | None = None
 
 
 def row_values(model: BaseModel) -> dict[str, Any]:

@@ -132,4 +132,32 @@ class CallRow(Base):
     error: Mapped[str | None] = mapped_column(Text)
 
 
+class ChatSenderRow(Base):
+    """A sender admitted to reach agents through a provider (by pairing); revocable."""
+
+    __tablename__ = "chat_senders"
+
+    provider: Mapped[str] = mapped_column(String(32), primary_key=True)
+    sender_id: Mapped[str] = mapped_column(String(255), primary_key=True)
+    sender_name: Mapped[str | None] = mapped_column(Text)
+    chat_id: Mapped[str | None] = mapped_column(String(255))
+    admitted_at: Mapped[datetime]
+    revoked_at: Mapped[datetime | None]
+
+
+class PairingCodeRow(Base):
+    """A code an unknown sender was given; `agentcomms pair CODE` admits them. One per sender."""
+
+    __tablename__ = "pairing_codes"
+    __table_args__ = (UniqueConstraint("provider", "sender_id", name="uq_pairing_codes_sender"),)
+
+    code: Mapped[str] = mapped_column(String(16), primary_key=True)
+    provider: Mapped[str] = mapped_column(String(32))
+    sender_id: Mapped[str] = mapped_column(String(255))
+    sender_name: Mapped[str | None] = mapped_column(Text)
+    chat_id: Mapped[str | None] = mapped_column(String(255))
+    created_at: Mapped[datetime]
+    expires_at: Mapped[datetime]
+
+
 metadata = Base.metadata

@@ -9,10 +9,22 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
+from datetime import datetime
 from types import TracebackType
 from typing import Any, Literal, get_args
 
-from sqlalchemy import ColumnElement, LargeBinary, case, cast, func, or_, select, text
+from sqlalchemy import (
+    ColumnElement,
+    LargeBinary,
+    case,
+    cast,
+    delete,
+    func,
+    or_,
+    select,
+    text,
+    update,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -25,8 +37,16 @@ from agentcomms.store.engine import (
 )
 from agentcomms.store.errors import EventNotFound
 from agentcomms.store.migrate import database_errors, ensure_schema_current, upgrade_engine
-from agentcomms.store.records import from_row, row_values
-from agentcomms.store.schema import AgentRow, Base, CallRow, ChannelRow, EventRow
+from agentcomms.store.records import ChatSender, from_row, row_values
+from agentcomms.store.schema import (
+    AgentRow,
+    Base,
+    CallRow,
+    ChannelRow,
+    ChatSenderRow,
+    EventRow,
+    PairingCodeRow,
+)
 from agentcomms.voice.models import ACTIVE_STATUSES, CallRecord
 
 # What check_messages and chat history show an agent; interrupts and system events are not messages.
@@ -238,29 +258,38 @@ class Store:
             row = (await conn.execute(select(EventRow).where(EventRow.id == event_id))).first()
         return from_row(Event, row) if row else None
 
-    async def events_after(self, agent_id: str, since_id: str | None, limit: int) -> list[Event]:
+    async def events_after(
+        self, agent_id: str, since_id: str | None, limit: int, *, rejected: bool = True
+    ) -> list[Event]:
         """Up to ``limit`` of the agent's events that came strictly after ``since_id``, oldest first.
 
         ``since_id=None`` starts at the agent's first event. An id that is not one of this agent's
-        events raises ``EventNotFound`` (rather than silently starting over).
+        events raises ``EventNotFound`` (rather than silently starting over). ``rejected=False``
+        leaves out messages the allowlist refused (what the agent itself may see).
         """
         _check_limit(limit)
         async with self._engine.connect() as conn:
             after = 0 if since_id is None else await self._seq_of(conn, since_id, agent_id)
             stmt = (
                 select(EventRow)
-                .where(EventRow.agent_id == agent_id, EventRow.seq > after)
+                .where(
+                    EventRow.agent_id == agent_id,
+                    EventRow.seq > after,
+                    *([] if rejected else [_shown_to_agent()]),
+                )
                 .order_by(EventRow.seq)
                 .limit(limit)
             )
             return [from_row(Event, row) for row in await conn.execute(stmt)]
 
-    async def latest_events(self, agent_id: str, limit: int) -> list[Event]:
-        """The agent's ``limit`` most recent events, newest first."""
+    async def latest_events(
+        self, agent_id: str, limit: int, *, rejected: bool = True
+    ) -> list[Event]:
+        """The agent's ``limit`` most recent events, newest first (``rejected``: as above)."""
         _check_limit(limit)
         stmt = (
             select(EventRow)
-            .where(EventRow.agent_id == agent_id)
+            .where(EventRow.agent_id == agent_id, *([] if rejected else [_shown_to_agent()]))
             .order_by(EventRow.seq.desc())
             .limit(limit)
         )
@@ -375,6 +404,101 @@ class Store:
         stmt = select(ChannelRow.agent_id).where(ChannelRow.channel_id == channel_id)
         async with self._engine.connect() as conn:
             return (await conn.execute(stmt)).scalar_one_or_none()
+
+    # -- chat senders and pairing ---------------------------------------------------------------
+
+    async def sender_admitted(self, provider: str, sender_id: str) -> bool:
+        """Whether the sender was admitted by pairing and not revoked since."""
+        stmt = select(ChatSenderRow.sender_id).where(
+            ChatSenderRow.provider == provider,
+            ChatSenderRow.sender_id == sender_id,
+            ChatSenderRow.revoked_at.is_(None),
+        )
+        async with self._engine.connect() as conn:
+            return (await conn.execute(stmt)).first() is not None
+
+    async def offer_pairing(self, sender: ChatSender, now: datetime) -> tuple[str, bool]:
+        """The sender's pending pairing code, and whether it is new.
+
+        An unexpired code is kept (so a stranger who writes ten times is answered once);
+        otherwise ``sender.code`` is stored until ``sender.expires_at``.
+        """
+        assert sender.code is not None and sender.expires_at is not None
+        mine = (PairingCodeRow.provider == sender.provider) & (
+            PairingCodeRow.sender_id == sender.sender_id
+        )
+        async with self._write() as conn:
+            row = (await conn.execute(select(PairingCodeRow).where(mine))).first()
+            if row is not None and row.expires_at > now:
+                return row.code, False
+            await conn.execute(delete(PairingCodeRow).where(mine))
+            await conn.execute(
+                self._insert(PairingCodeRow).values(
+                    code=sender.code,
+                    provider=sender.provider,
+                    sender_id=sender.sender_id,
+                    sender_name=sender.sender_name,
+                    chat_id=sender.chat_id,
+                    created_at=now,
+                    expires_at=sender.expires_at,
+                )
+            )
+        return sender.code, True
+
+    async def admit_by_code(self, code: str, now: datetime) -> ChatSender | None:
+        """Admit the sender a pairing code was given to; None for an unknown or expired code."""
+        async with self._write() as conn:
+            row = (
+                await conn.execute(select(PairingCodeRow).where(PairingCodeRow.code == code))
+            ).first()
+            if row is None:
+                return None
+            await conn.execute(delete(PairingCodeRow).where(PairingCodeRow.code == code))
+            if row.expires_at <= now:
+                return None
+            values = {
+                "provider": row.provider,
+                "sender_id": row.sender_id,
+                "sender_name": row.sender_name,
+                "chat_id": row.chat_id,
+                "admitted_at": now,
+                "revoked_at": None,
+            }
+            stmt = self._insert(ChatSenderRow).values(values)
+            await conn.execute(
+                stmt.on_conflict_do_update(
+                    index_elements=[ChatSenderRow.provider, ChatSenderRow.sender_id],
+                    set_={
+                        k: stmt.excluded[k] for k in values if k not in ("provider", "sender_id")
+                    },
+                )
+            )
+        return ChatSender.model_validate(values)
+
+    async def revoke_sender(self, provider: str, sender_id: str, now: datetime) -> bool:
+        """Revoke an admitted sender (kept, for the record); True when one was admitted."""
+        stmt = (
+            update(ChatSenderRow)
+            .where(
+                ChatSenderRow.provider == provider,
+                ChatSenderRow.sender_id == sender_id,
+                ChatSenderRow.revoked_at.is_(None),
+            )
+            .values(revoked_at=now)
+        )
+        async with self._write() as conn:
+            return (await conn.execute(stmt)).rowcount > 0
+
+    async def list_senders(self) -> list[ChatSender]:
+        """Admitted (and revoked) senders, then those holding a pairing code."""
+        async with self._engine.connect() as conn:
+            admitted = await conn.execute(
+                select(ChatSenderRow).order_by(ChatSenderRow.provider, ChatSenderRow.sender_id)
+            )
+            senders = [from_row(ChatSender, row) for row in admitted]
+            pending = await conn.execute(select(PairingCodeRow).order_by(PairingCodeRow.created_at))
+            senders += [from_row(ChatSender, row) for row in pending]
+        return senders
 
     # -- calls ---------------------------------------------------------------------------------
 

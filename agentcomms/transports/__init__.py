@@ -1,0 +1,179 @@
+"""The seam between agentcomms and the chat providers: one module per provider, one registry.
+
+A provider module ``agentcomms/transports/<name>.py`` holds both sides of a provider:
+
+- its receiving side, a :class:`Receiver` the gateway runs (long polling, a bot connection, or
+  webhook routes on the gateway's HTTP server). It turns what the provider delivers into
+  :class:`InboundMessage` and hands each one to an :class:`InboundSink`, acknowledging the
+  provider only once the sink returns (the message is then durable, or refused with a reply);
+- its sending side, a :class:`Sender` run inside a Temporal activity. It raises the
+  :class:`SendError` subclasses below, which the activity turns into retry decisions.
+
+and two module-level factories, ``receiver(cfg, sink)`` and ``sender(cfg)``. Provider SDKs are
+imported by the provider module only, so importing this package stays cheap (the CLI and the MCP
+server read :data:`PROVIDERS`).
+
+Provider names are written once, in :data:`ProviderName`; the configuration has one
+``chat.<name>`` section per provider.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args
+
+from pydantic import BaseModel
+
+if TYPE_CHECKING:
+    from starlette.routing import BaseRoute
+
+    from agentcomms.config import Config
+
+ProviderName = Literal["local", "telegram", "discord", "whatsapp", "sms"]
+PROVIDERS: tuple[str, ...] = get_args(ProviderName)
+
+# A receipt tells the human their message was queued, then typed into the agent's pane.
+ReceiptStage = Literal["queued", "typed"]
+
+# What `status`, `channels` and MCP `list_channels` show for a provider.
+LinkState = Literal["connected", "connecting", "reconnecting", "disabled", "failed"]
+
+
+def is_provider(name: str) -> bool:
+    return name in PROVIDERS
+
+
+def channel_id(provider: str, chat_id: str | int) -> str:
+    """``telegram:456``: the channel of a provider's chat."""
+    return f"{provider}:{chat_id}"
+
+
+class InboundMessage(BaseModel):
+    """One message a human sent through a provider, as the receiving side understood it."""
+
+    provider: str
+    chat_id: str
+    message_id: str
+    sender_id: str
+    sender_name: str
+    text: str
+    chat_type: str | None = None  # private, group, channel…
+    reply_to: str | None = None  # the provider message id this one answers
+
+    @property
+    def channel_id(self) -> str:
+        return channel_id(self.provider, self.chat_id)
+
+
+@dataclass(frozen=True)
+class InboundResult:
+    """What became of an inbound message; ``reply`` is a short answer for the sender, if any."""
+
+    outcome: Literal["queued", "duplicate", "rejected", "unrouted", "refused"]
+    event_id: str | None = None
+    agent_id: str | None = None
+    reply: str | None = None
+
+
+class InboundSink(Protocol):
+    """Where a receiver hands each message (the gateway's chat inbox).
+
+    Every result is final: the receiver acknowledges the provider and sends ``reply`` when set.
+    An exception means nothing was kept: the receiver must not acknowledge, so the provider
+    delivers the message again (with the same message id, hence the same event id).
+    """
+
+    async def accept(self, message: InboundMessage) -> InboundResult: ...
+
+
+@dataclass
+class LinkStatus:
+    """A receiver's connection, as a person reading `agentcomms status` needs to see it."""
+
+    state: LinkState
+    error: str | None = None
+    since: datetime | None = None
+
+    def as_json(self) -> dict[str, str]:
+        out: dict[str, str] = {"status": self.state}
+        if self.error:
+            out["error"] = self.error
+        if self.since:
+            out["since"] = self.since.isoformat(timespec="seconds")
+        return out
+
+
+class Receiver(Protocol):
+    """The receiving side of a provider, run by the gateway."""
+
+    status: LinkStatus
+
+    async def start(self) -> None:
+        """Begin receiving (return promptly; long polls run in a task of their own)."""
+
+    async def close(self) -> None: ...
+
+    def routes(self) -> list[BaseRoute]:
+        """The webhook routes this receiver serves on the gateway's HTTP server (maybe none)."""
+
+
+class Sender(Protocol):
+    """The sending side of a provider, run in an activity; raises :class:`SendError`."""
+
+    async def send_text(self, chat_id: str, text: str, *, reply_to: str | None = None) -> str:
+        """Send ``text``; the provider's id of the (last) message sent."""
+
+    async def receipt(self, chat_id: str, message_id: str, stage: ReceiptStage) -> None:
+        """Tell the human what became of their message: a reaction where the provider has
+        them, otherwise a short reply."""
+
+    async def close(self) -> None: ...
+
+
+class SendError(Exception):
+    """A send failed; the subclass says whether and when to try again."""
+
+
+class RateLimited(SendError):
+    """The provider asked us to wait ``retry_after`` seconds before trying again."""
+
+    def __init__(self, message: str, retry_after: float) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class ProviderUnavailable(SendError):
+    """A transient failure (network, the provider's 5xx): try again with backoff."""
+
+
+class SendRefused(SendError):
+    """A permanent failure (unknown chat, no permission, bad token): its message says what to fix."""
+
+
+@dataclass(frozen=True)
+class ProviderModule:
+    """A provider module's two factories."""
+
+    name: str
+    receiver: Callable[[Config, InboundSink], Receiver | None]
+    sender: Callable[[Config], Sender]
+
+
+class NoTransport(LookupError):
+    """The provider is named in the configuration but has no transport module yet."""
+
+
+def load(name: str) -> ProviderModule:
+    """The provider module of ``name`` (imported on first use: it brings its SDK)."""
+    if name not in PROVIDERS:
+        raise ValueError(f"unknown provider {name!r}; known: {', '.join(PROVIDERS)}")
+    try:
+        module: Any = importlib.import_module(f"{__name__}.{name}")
+    except ModuleNotFoundError as exc:
+        if exc.name != f"{__name__}.{name}":
+            raise
+        raise NoTransport(f"{name} has no transport in this version of agentcomms") from None
+    return ProviderModule(name=name, receiver=module.receiver, sender=module.sender)

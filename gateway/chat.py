@@ -1,0 +1,277 @@
+"""Chat in the gateway: what happens to a human's message between a provider and a mailbox.
+
+Inbound, in order: the same message seen before is a duplicate (its event id is derived from the
+provider's message id); a sender who is neither in ``chat.allowed_senders`` nor admitted by
+pairing is rejected (recorded, answered once with a pairing code, never shown to an agent); the
+channel (``telegram:456``) or an ``@agent`` prefix picks the agent; the message is posted to the
+agent's mailbox, durable when ``post`` returns; receipts go out through the outbox.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import secrets
+from datetime import timedelta
+from typing import Any
+
+from temporalio.service import RPCError
+
+from agentcomms import transports
+from agentcomms.config import Config
+from agentcomms.errors import MailboxFull
+from agentcomms.ids import AGENT_ID_PATTERN, provider_event_id
+from agentcomms.models import Event, utcnow
+from agentcomms.store import Store
+from agentcomms.store.records import ChatSender
+from agentcomms.transports import (
+    InboundMessage,
+    InboundResult,
+    LinkStatus,
+    ReceiptStage,
+    Receiver,
+)
+from gateway.mailbox import Mailbox
+from gateway.outbox import Outbox
+from workflows.outbox import ChatSend, OutboxItem
+
+log = logging.getLogger(__name__)
+
+PAIRING_TTL = timedelta(hours=24)
+# No 0/O, 1/I/L: a code read aloud or off a phone is typed right the first time.
+_CODE_ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"
+_CODE_LENGTH = 6
+# How long the gateway watches for a queued message to be typed, to send the second receipt.
+TYPED_RECEIPT_WATCH = timedelta(hours=6)
+_MENTION = re.compile(r"@(" + AGENT_ID_PATTERN.strip("^$") + r")(?:\s+|$)")
+
+
+def new_pairing_code() -> str:
+    return "".join(secrets.choice(_CODE_ALPHABET) for _ in range(_CODE_LENGTH))
+
+
+def normalise_code(code: str) -> str:
+    return code.strip().upper().replace("-", "").replace(" ", "")
+
+
+class ChatInbox:
+    """The gateway's :class:`~agentcomms.transports.InboundSink`: allowlist, route, post, receipt."""
+
+    def __init__(self, cfg: Config, store: Store, mailbox: Mailbox, outbox: Outbox) -> None:
+        self._cfg = cfg
+        self._store = store
+        self._mailbox = mailbox
+        self._outbox = outbox
+        self._watchers: set[asyncio.Task[None]] = set()
+
+    async def accept(self, message: InboundMessage) -> InboundResult:
+        event_id = provider_event_id(message.provider, message.chat_id, message.message_id)
+        # The projection row is written only after Temporal accepted the message (or it was
+        # rejected): a row means this message was handled, and a re-sent one needs nothing.
+        seen = await self._store.get_event(event_id)
+        if seen is not None:
+            return InboundResult("duplicate", event_id=event_id, agent_id=seen.agent_id)
+        agent_id, text = await self._route(message)
+        if not await self._allowed(message):
+            return await self._reject(message, event_id, agent_id)
+        if agent_id is None:
+            log.info("%s: not mapped to an agent; message %s dropped", message.channel_id, event_id)
+            return InboundResult(
+                "unrouted",
+                reply=(
+                    f"This chat ({message.channel_id}) is not connected to an agent. The "
+                    f'operator maps it in chat.channels, e.g. "{message.channel_id}": "backend".'
+                ),
+            )
+        event = Event(
+            id=event_id,
+            agent_id=agent_id,
+            channel_id=message.channel_id,
+            type="human_message",
+            role="human",
+            payload={
+                "text": text,  # the pane shows who wrote it and where (sanitize.pane_text)
+                "sender_id": message.sender_id,
+                "sender_name": message.sender_name,
+                "message_id": message.message_id,
+                "provider": message.provider,
+                "chat_id": message.chat_id,
+                "chat_type": message.chat_type,
+                "reply_to": message.reply_to,
+            },
+        )
+        try:
+            await self._mailbox.post(event)
+        except MailboxFull as exc:
+            log.warning("%s refused for %s: %s", event_id, agent_id, exc)
+            return InboundResult(
+                "refused",
+                event_id=event_id,
+                agent_id=agent_id,
+                reply=f"{agent_id}'s mailbox is full, so this message was not queued. "
+                "Send it again later.",
+            )
+        await self._receipt(agent_id, message, event_id, "queued")
+        self._watch_typed(agent_id, message, event_id)
+        return InboundResult("queued", event_id=event_id, agent_id=agent_id)
+
+    async def _route(self, message: InboundMessage) -> tuple[str | None, str]:
+        """The agent a message goes to and the text it gets: ``@agent`` first, then the channel."""
+        mapped = self._cfg.chat.channels.get(message.channel_id)
+        if mapped is None:
+            return None, message.text  # "@agent" works from mapped channels only
+        mention = _MENTION.match(message.text)
+        if mention and await self._is_agent(mention[1]):
+            return mention[1], message.text[mention.end() :]
+        return mapped, message.text
+
+    async def _is_agent(self, agent_id: str) -> bool:
+        # "@alice" may be a person in a group chat: only a known agent's name routes.
+        return (
+            agent_id in self._cfg.agents
+            or agent_id in self._cfg.chat.channels.values()
+            or await self._store.get_agent(agent_id) is not None
+        )
+
+    async def _allowed(self, message: InboundMessage) -> bool:
+        listed = self._cfg.chat.allowed_senders.get(message.provider, [])
+        return message.sender_id in listed or await self._store.sender_admitted(
+            message.provider, message.sender_id
+        )
+
+    async def _reject(
+        self, message: InboundMessage, event_id: str, agent_id: str | None
+    ) -> InboundResult:
+        """Record a stranger's message for audit (never for an agent) and offer a pairing code."""
+        now = utcnow()
+        await self._store.record_event(
+            Event(
+                id=event_id,
+                agent_id=agent_id or "default",
+                channel_id=message.channel_id,
+                type="human_message",
+                role="human",
+                status="rejected",
+                error=f"sender {message.provider}:{message.sender_id} is not allowed",
+                payload={
+                    "text": message.text,
+                    "sender_id": message.sender_id,
+                    "sender_name": message.sender_name,
+                    "message_id": message.message_id,
+                    "provider": message.provider,
+                    "chat_id": message.chat_id,
+                    "chat_type": message.chat_type,
+                },
+                created_at=now,
+            )
+        )
+        code, new = await self._store.offer_pairing(
+            ChatSender(
+                provider=message.provider,
+                sender_id=message.sender_id,
+                sender_name=message.sender_name,
+                chat_id=message.chat_id,
+                code=new_pairing_code(),
+                expires_at=now + PAIRING_TTL,
+            ),
+            now,
+        )
+        log.info("rejected %s from %s:%s", event_id, message.provider, message.sender_id)
+        # One answer per stranger while the code is valid: writing again gets silence.
+        reply = (
+            f"Your messages do not reach anyone yet. Ask the operator to run: agentcomms pair {code}"
+            if new
+            else None
+        )
+        return InboundResult("rejected", event_id=event_id, agent_id=agent_id, reply=reply)
+
+    async def _receipt(
+        self, agent_id: str, message: InboundMessage, event_id: str, stage: ReceiptStage
+    ) -> None:
+        item = OutboxItem(
+            id=f"{event_id}:{stage}",
+            send=ChatSend(
+                provider=message.provider,
+                chat_id=message.chat_id,
+                kind="receipt",
+                message_id=message.message_id,
+                stage=stage,
+            ),
+        )
+        try:
+            await self._outbox.post(agent_id, message.channel_id, item)
+        except RPCError as exc:  # the message itself is durable; only the receipt is lost
+            log.warning("receipt %s not queued: %s", item.id, exc)
+
+    def _watch_typed(self, agent_id: str, message: InboundMessage, event_id: str) -> None:
+        task = asyncio.create_task(self._typed_receipt(agent_id, message, event_id))
+        self._watchers.add(task)
+        task.add_done_callback(self._watchers.discard)
+
+    async def _typed_receipt(self, agent_id: str, message: InboundMessage, event_id: str) -> None:
+        # Watched from this process: a gateway restarted meanwhile sends no "typed" receipt
+        # for the messages it was watching (they are typed all the same).
+        status = await self._mailbox.wait_delivered(
+            agent_id, event_id, TYPED_RECEIPT_WATCH.total_seconds()
+        )
+        if status.status == "delivered":
+            await self._receipt(agent_id, message, event_id, "typed")
+
+    async def close(self) -> None:
+        for task in list(self._watchers):
+            task.cancel()
+        await asyncio.gather(*self._watchers, return_exceptions=True)
+
+
+class ChatTransports:
+    """The receivers of the enabled providers, and every provider's status."""
+
+    def __init__(self, cfg: Config, sink: transports.InboundSink) -> None:
+        self._cfg = cfg
+        self._sink = sink
+        self.receivers: dict[str, Receiver] = {}
+        self._problems: dict[str, str] = {}
+
+    async def start(self) -> None:
+        for name in transports.PROVIDERS:
+            section = self._cfg.chat.provider(name)
+            if name == "local" or not section.enabled:
+                continue
+            if missing := section.missing_credentials():
+                unset = ", ".join(f"chat.{name}.{key}" for key in missing)
+                self._problems[name] = f"{unset} not set"
+                continue
+            try:
+                receiver = transports.load(name).receiver(self._cfg, self._sink)
+            except transports.NoTransport as exc:
+                self._problems[name] = str(exc)
+                continue
+            if receiver is not None:
+                await receiver.start()
+                self.receivers[name] = receiver
+
+    def statuses(self) -> list[dict[str, Any]]:
+        """Each provider: connected, connecting, reconnecting (with the last error), failed, disabled."""
+        rows: list[dict[str, Any]] = []
+        for name in transports.PROVIDERS:
+            section = self._cfg.chat.provider(name)
+            if not section.enabled:
+                status = LinkStatus("disabled")
+            elif name == "local":
+                status = LinkStatus("connected")
+            elif name in self._problems:
+                status = LinkStatus("failed", self._problems[name])
+            elif name in self.receivers:
+                status = self.receivers[name].status
+            else:
+                status = LinkStatus("failed", "enabled after the gateway started: restart it")
+            rows.append({"name": name, **status.as_json()})
+        return rows
+
+    def routes(self) -> list[Any]:
+        return [route for r in self.receivers.values() for route in r.routes()]
+
+    async def close(self) -> None:
+        for receiver in self.receivers.values():
+            await receiver.close()

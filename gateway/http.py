@@ -1,0 +1,69 @@
+"""The gateway's HTTP listener for provider webhooks (Starlette on uvicorn).
+
+It listens on ``server.http_host:server.http_port`` and only when an enabled provider receives
+by webhook; each receiver brings its routes. Providers reach it at ``server.public_url`` (a
+tunnel or a proxy), and that URL, not the local one, is what webhook signatures are checked
+against.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import uvicorn
+from starlette.applications import Starlette
+
+from agentcomms.errors import AgentcommsError
+
+log = logging.getLogger(__name__)
+
+
+class _Server(uvicorn.Server):
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        # `agentcomms up` owns Ctrl-C and SIGTERM and stops the listener itself, in order.
+        yield
+
+
+class WebhookServer:
+    def __init__(self, host: str, port: int, routes: list[Any]) -> None:
+        self.host = host
+        self.port = port
+        self.app = Starlette(routes=routes)
+        self._server: _Server | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        config = uvicorn.Config(
+            self.app,
+            host=self.host,
+            port=self.port,
+            lifespan="off",
+            log_level="warning",
+            access_log=False,  # a webhook URL may carry a provider's token
+            proxy_headers=False,  # signatures are checked against server.public_url instead
+        )
+        self._server = _Server(config)
+        self._task = asyncio.create_task(self._server.serve(), name="webhook server")
+        while not self._server.started:
+            if self._task.done():
+                self._task = None
+                raise AgentcommsError(
+                    f"Cannot listen for webhooks on {self.host}:{self.port} (in use, or not "
+                    "an address of this machine); set server.http_host / server.http_port"
+                )
+            await asyncio.sleep(0.01)
+        if self.port == 0:  # tests: the port the system chose
+            self.port = self._server.servers[0].sockets[0].getsockname()[1]
+        log.info("webhooks on http://%s:%s", self.host, self.port)
+
+    async def close(self) -> None:
+        if self._server is None or self._task is None:
+            return
+        self._server.should_exit = True
+        await self._task
+        self._server = self._task = None

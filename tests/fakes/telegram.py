@@ -1,0 +1,209 @@
+"""A Telegram Bot API server for tests: ``/bot<token>/<method>``, as python-telegram-bot calls it.
+
+Speaks getMe, getUpdates (long polling with offsets: an update stays until a later offset
+confirms it), sendMessage, setMessageReaction, setWebhook and deleteWebhook, with Telegram's
+answer shapes: ``{"ok": true, "result": …}`` or ``{"ok": false, "error_code", "description",
+"parameters": {"retry_after"}}``. A test plays the human (``human_says``), scripts failures
+(``fail_next("sendMessage", 429, 500)``), and reads what the bot sent (``sent``, ``reactions``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from tests.fakes.serve import LocalServer
+
+BOT_USER = {"id": 777000111, "is_bot": True, "first_name": "agentcomms", "username": "ac_bot"}
+# Values python-telegram-bot sends JSON-encoded; text stays text ("42" is not a number).
+_JSON_KEYS = {
+    "chat_id",
+    "message_id",
+    "offset",
+    "limit",
+    "timeout",
+    "allowed_updates",
+    "reaction",
+    "reply_parameters",
+    "drop_pending_updates",
+    "is_big",
+}
+
+
+def _error(code: int, description: str, **parameters: Any) -> JSONResponse:
+    body: dict[str, Any] = {"ok": False, "error_code": code, "description": description}
+    if parameters:
+        body["parameters"] = parameters
+    return JSONResponse(body, status_code=code)
+
+
+class FakeTelegram:
+    def __init__(self, token: str = "123456:TEST-token") -> None:
+        self.token = token
+        self.updates: list[dict[str, Any]] = []  # delivered but not yet confirmed by an offset
+        self.sent: list[dict[str, Any]] = []
+        self.reactions: list[dict[str, Any]] = []
+        self.calls: list[str] = []
+        self.webhook: dict[str, Any] | None = None
+        self.known_chats: set[int] = set()
+        self._failures: dict[str, list[JSONResponse]] = {}
+        self._next_update_id = 1000
+        self._next_message_id = 1
+        self._arrived = asyncio.Event()
+        app = Starlette(routes=[Route("/bot{token}/{method}", self._call, methods=["GET", "POST"])])
+        self.server = LocalServer(app)
+
+    # ---- the test's side -------------------------------------------------------------------------
+
+    @property
+    def base_url(self) -> str:
+        """What chat.telegram.base_url is set to (the SDK appends /bot<token>/<method>)."""
+        return self.server.url
+
+    def human_says(
+        self,
+        chat_id: int,
+        text: str,
+        *,
+        user_id: int | None = None,
+        first_name: str = "Alice",
+        chat_type: str = "private",
+    ) -> dict[str, Any]:
+        """A person writes to the bot; returns the update Telegram will deliver."""
+        user_id = user_id or chat_id
+        self.known_chats.add(chat_id)
+        chat: dict[str, Any] = {"id": chat_id, "type": chat_type}
+        if chat_type == "private":
+            chat["first_name"] = first_name
+        else:
+            chat["title"] = "a group"
+        update = {
+            "update_id": self._next_update_id,
+            "message": {
+                "message_id": self._next_message_id,
+                "date": int(time.time()),
+                "chat": chat,
+                "from": {"id": user_id, "is_bot": False, "first_name": first_name},
+                "text": text,
+            },
+        }
+        self._next_update_id += 1
+        self._next_message_id += 1
+        self.deliver(update)
+        return update
+
+    def deliver(self, update: dict[str, Any]) -> None:
+        """Queue an update for getUpdates (again, for a re-sent one: a new update id)."""
+        if any(u["update_id"] == update["update_id"] for u in self.updates):
+            update = {**update, "update_id": self._next_update_id}
+            self._next_update_id += 1
+        self.updates.append(update)
+        self._arrived.set()
+
+    def fail_next(self, method: str, *codes: int, retry_after: int = 1) -> None:
+        """The next calls of ``method`` fail with these HTTP codes, in order (429: flood control)."""
+        for code in codes:
+            if code == 429:
+                response = _error(
+                    429, f"Too Many Requests: retry after {retry_after}", retry_after=retry_after
+                )
+            elif code == 403:
+                response = _error(403, "Forbidden: bot was blocked by the user")
+            elif code == 400:
+                response = _error(400, "Bad Request: chat not found")
+            else:
+                response = _error(code, "Internal Server Error")
+            self._failures.setdefault(method, []).append(response)
+
+    def texts_to(self, chat_id: int) -> list[str]:
+        return [m["text"] for m in self.sent if m["chat"]["id"] == chat_id]
+
+    # ---- the Bot API ---------------------------------------------------------------------------
+
+    async def _call(self, request: Request) -> JSONResponse:
+        if request.path_params["token"] != self.token:
+            return _error(401, "Unauthorized")
+        method = request.path_params["method"]
+        self.calls.append(method)
+        if self._failures.get(method):
+            return self._failures[method].pop(0)
+        params = await self._params(request)
+        handler = getattr(self, f"_api_{method}", None)
+        if handler is None:
+            return _error(404, "Not Found: method not found")
+        result = await handler(params)
+        if isinstance(result, JSONResponse):
+            return result
+        return JSONResponse({"ok": True, "result": result})
+
+    @staticmethod
+    async def _params(request: Request) -> dict[str, Any]:
+        if request.headers.get("content-type", "").startswith("application/json"):
+            data: dict[str, Any] = await request.json()
+            return data
+        form = await request.form()
+        params: dict[str, Any] = {}
+        for key, value in form.items():
+            text = str(value)
+            params[key] = json.loads(text) if key in _JSON_KEYS else text
+        return params
+
+    async def _api_getMe(self, params: dict[str, Any]) -> Any:
+        return {**BOT_USER, "can_join_groups": True, "can_read_all_group_messages": False}
+
+    async def _api_deleteWebhook(self, params: dict[str, Any]) -> Any:
+        self.webhook = None
+        return True
+
+    async def _api_setWebhook(self, params: dict[str, Any]) -> Any:
+        self.webhook = params
+        return True
+
+    async def _api_getUpdates(self, params: dict[str, Any]) -> Any:
+        if self.webhook is not None:
+            return _error(409, "Conflict: can't use getUpdates method while webhook is active")
+        offset = params.get("offset")
+        if offset is not None:  # confirms every update before it
+            self.updates = [u for u in self.updates if u["update_id"] >= offset]
+        deadline = time.monotonic() + float(params.get("timeout") or 0)
+        while not self.updates and (remaining := deadline - time.monotonic()) > 0:
+            self._arrived.clear()
+            try:
+                await asyncio.wait_for(self._arrived.wait(), remaining)
+            except TimeoutError:
+                break
+        return self.updates[: int(params.get("limit") or 100)]
+
+    async def _api_sendMessage(self, params: dict[str, Any]) -> Any:
+        chat_id = int(params["chat_id"])
+        if chat_id not in self.known_chats:
+            return _error(400, "Bad Request: chat not found")
+        message = {
+            "message_id": self._next_message_id,
+            "date": int(time.time()),
+            "chat": {"id": chat_id, "type": "private"},
+            "from": BOT_USER,
+            "text": params["text"],
+        }
+        if "reply_parameters" in params:
+            message["reply_to_message_id"] = params["reply_parameters"]["message_id"]
+        self._next_message_id += 1
+        self.sent.append(message)
+        return message
+
+    async def _api_setMessageReaction(self, params: dict[str, Any]) -> Any:
+        self.reactions.append(
+            {
+                "chat_id": int(params["chat_id"]),
+                "message_id": int(params["message_id"]),
+                "emoji": [r["emoji"] for r in params.get("reaction") or []],
+            }
+        )
+        return True

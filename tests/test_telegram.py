@@ -1,0 +1,344 @@
+"""Telegram end to end: the real python-telegram-bot against a local Bot API server (tests/fakes),
+our gateway, worker and outbox on a real Temporal dev server, real tmux panes, real SQLite."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from pydantic import SecretStr
+
+from agentcomms.client import GatewayClient
+from agentcomms.config import Config
+from agentcomms.ids import provider_event_id
+from gateway.service import Gateway
+from tests.conftest import Tmux
+from tests.fakes.serve import free_port
+from tests.fakes.telegram import FakeTelegram
+from tests.stack import Stack, eventually, running_stack
+
+CHAT = 456  # Alice's private chat with the bot (its id is her user id)
+
+
+def recorder(tmux: Tmux, tmp_path: Path, name: str) -> tuple[str, Path]:
+    """A pane that appends every byte typed into it to a file (raw mode: Enter arrives as CR)."""
+    out = tmp_path / f"{name}.bytes"
+    out.touch()
+    return tmux.new_session(name, f"stty raw -echo; exec cat >> {out}"), out
+
+
+@pytest.fixture
+async def telegram() -> AsyncIterator[FakeTelegram]:
+    fake = FakeTelegram()
+    await fake.server.start()
+    yield fake
+    await fake.server.stop()
+
+
+def with_telegram(
+    fake: FakeTelegram, agent: str, *, channels: dict[str, str] | None = None, **extra: Any
+) -> Any:
+    def configure(cfg: Config) -> Config:
+        chat = cfg.chat.model_copy(
+            update={
+                "telegram": cfg.chat.telegram.model_copy(
+                    update={
+                        "enabled": True,
+                        "token": SecretStr(fake.token),
+                        "base_url": fake.base_url,
+                        **extra,
+                    }
+                ),
+                "channels": channels or {f"telegram:{CHAT}": agent},
+                "allowed_senders": {"telegram": [str(CHAT)]},
+            }
+        )
+        return cfg.model_copy(update={"chat": chat})
+
+    return configure
+
+
+@pytest.fixture
+def agent() -> str:
+    return f"backend-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+async def stack(temporal_env, tmp_path, telegram, agent) -> AsyncIterator[Stack]:
+    async with running_stack(
+        temporal_env.client, tmp_path, configure=with_telegram(telegram, agent)
+    ) as s:
+        yield s
+
+
+async def provider_status(stack: Stack, name: str = "telegram") -> dict[str, Any]:
+    status = await stack.call("status")
+    return next(p for p in status["providers"] if p["name"] == name)
+
+
+async def connected(stack: Stack) -> None:
+    await eventually(lambda: _is(provider_status(stack), "connected"), timeout=20, interval=0.1)
+
+
+async def _is(status: Any, state: str) -> bool:
+    return (await status)["status"] == state
+
+
+async def register(stack: Stack, agent: str, tmux: Tmux, target: str) -> None:
+    await stack.call(
+        "register", agent_id=agent, target=target, socket=tmux.socket, submit_delay_ms=0
+    )
+
+
+async def test_a_message_from_telegram_is_typed_into_the_agent_pane_with_receipts(
+    stack: Stack, telegram: FakeTelegram, agent: str, tmux: Tmux, tmp_path: Path
+):
+    target, out = recorder(tmux, tmp_path, "rec")
+    await register(stack, agent, tmux, target)
+    await connected(stack)
+
+    update = telegram.human_says(CHAT, "deploy to staging?\nthanks", first_name="Alice")
+
+    expected = b"[telegram:456 from Alice] deploy to staging?\nthanks\r"
+    await eventually(lambda: out.read_bytes() == expected)
+    message_id = update["message"]["message_id"]
+    event = await stack.store.get_event(provider_event_id("telegram", CHAT, message_id))
+    assert event is not None and event.agent_id == agent and event.channel_id == "telegram:456"
+    assert event.payload["text"] == "deploy to staging?\nthanks"
+    assert event.payload["sender_id"] == "456" and event.payload["sender_name"] == "Alice"
+    # Receipts: a reaction when it was queued, another once typed.
+    await eventually(lambda: len(telegram.reactions) == 2)
+    assert [r["emoji"] for r in telegram.reactions] == [["👀"], ["✍"]]
+    assert {r["message_id"] for r in telegram.reactions} == {message_id}
+    # The agent reads it without the pane prefix, with who and where as fields.
+    await eventually(lambda: _delivered(stack, event.id))
+    history = await stack.call("history", channel_id="telegram:456", limit=10)
+    assert [m["payload"]["text"] for m in history["messages"]] == ["deploy to staging?\nthanks"]
+
+
+async def _delivered(stack: Stack, event_id: str) -> bool:
+    event = await stack.store.get_event(event_id)
+    return event is not None and event.status == "delivered"
+
+
+async def test_the_same_update_delivered_twice_is_one_event_typed_once(
+    stack: Stack, telegram: FakeTelegram, agent: str, tmux: Tmux, tmp_path: Path
+):
+    target, out = recorder(tmux, tmp_path, "rec")
+    await register(stack, agent, tmux, target)
+    await connected(stack)
+
+    first = telegram.human_says(CHAT, "once")
+    await eventually(lambda: out.read_bytes() == b"[telegram:456 from Alice] once\r")
+    telegram.deliver(first)  # Telegram re-sends it (as after a restart, unconfirmed)
+    telegram.deliver(first)
+    telegram.human_says(CHAT, "after")
+    await eventually(lambda: out.read_bytes().endswith(b"after\r"))
+
+    assert out.read_bytes() == (
+        b"[telegram:456 from Alice] once\r[telegram:456 from Alice] after\r"
+    )
+    events = await stack.store.events_after(agent, None, 100)
+    assert [e.payload["text"] for e in events] == ["once", "after"]
+
+
+async def test_a_stranger_is_rejected_and_recorded_until_paired_and_again_once_revoked(
+    temporal_env, tmp_path: Path, telegram: FakeTelegram, agent: str, tmux: Tmux
+):
+    stranger = 999
+    channels = {f"telegram:{CHAT}": agent, f"telegram:{stranger}": agent}
+    async with running_stack(
+        temporal_env.client, tmp_path, configure=with_telegram(telegram, agent, channels=channels)
+    ) as stack:
+        target, out = recorder(tmux, tmp_path, "rec")
+        await register(stack, agent, tmux, target)
+        await connected(stack)
+
+        first = telegram.human_says(stranger, "let me in", first_name="Mallory")
+        await eventually(lambda: telegram.texts_to(stranger))
+        [answer] = telegram.texts_to(stranger)
+        code = re.search(r"agentcomms pair (\w+)", answer)
+        assert code, answer
+        rejected = await stack.store.get_event(
+            provider_event_id("telegram", stranger, first["message"]["message_id"])
+        )
+        assert rejected is not None and rejected.status == "rejected"
+        assert rejected.payload["text"] == "let me in"
+
+        # Writing again is recorded, but answered no more, and nothing reaches the agent.
+        again = telegram.human_says(stranger, "hello??", first_name="Mallory")
+        again_id = provider_event_id("telegram", stranger, again["message"]["message_id"])
+        await eventually(lambda: stack.store.get_event(again_id))
+        assert telegram.texts_to(stranger) == [answer]
+        assert out.read_bytes() == b""
+        assert (await stack.call("check_messages", agent_id=agent))["messages"] == []
+        # The human's audit shows the refused messages; what the agent may read does not.
+        audit = (await stack.call("events", agent_id=agent))["events"]
+        assert {e["id"] for e in audit} >= {rejected.id, again_id}
+        shown = (await stack.call("events", agent_id=agent, rejected=False))["events"]
+        assert not {e["id"] for e in shown} & {rejected.id, again_id}
+        senders = (await stack.call("senders"))["senders"]
+        assert {"provider": "telegram", "sender_id": "999", "state": "pending"}.items() <= next(
+            s for s in senders if s["sender_id"] == "999"
+        ).items()
+
+        paired = await stack.call("pair", code=code[1].lower())  # codes are case-insensitive
+        assert paired["sender_id"] == "999" and paired["agent_id"] == agent
+        telegram.human_says(stranger, "thanks", first_name="Mallory")
+        await eventually(lambda: out.read_bytes() == b"[telegram:999 from Mallory] thanks\r")
+        senders = (await stack.call("senders"))["senders"]
+        assert [s["state"] for s in senders if s["sender_id"] == "999"] == ["allowed"]
+
+        await stack.call("revoke_sender", provider="telegram", sender_id="999")
+        late = telegram.human_says(stranger, "still here", first_name="Mallory")
+        late_id = provider_event_id("telegram", stranger, late["message"]["message_id"])
+        await eventually(lambda: stack.store.get_event(late_id))
+        assert (await stack.store.get_event(late_id)).status == "rejected"  # type: ignore[union-attr]
+        await eventually(lambda: len(telegram.texts_to(stranger)) == 2)  # a new code
+        assert out.read_bytes() == b"[telegram:999 from Mallory] thanks\r"
+
+
+async def test_reply_goes_out_after_429_and_500_honouring_retry_after(
+    stack: Stack, telegram: FakeTelegram, agent: str
+):
+    await connected(stack)
+    telegram.known_chats.add(CHAT)
+    telegram.fail_next("sendMessage", 429, 500, retry_after=1)
+
+    result = await stack.call(
+        "reply", channel_id="telegram:456", message="done: 3 tests fixed", agent_id=agent
+    )
+
+    assert result["delivered"] is True and result["status"] == "delivered", result
+    assert telegram.texts_to(CHAT) == ["done: 3 tests fixed"]
+    assert telegram.calls.count("sendMessage") == 3
+    event = await stack.store.get_event(result["event_id"])
+    assert event is not None and event.status == "delivered" and event.direction == "out"
+    history = await stack.call("history", channel_id="telegram:456", limit=10)
+    assert [m["payload"]["text"] for m in history["messages"]] == ["done: 3 tests fixed"]
+
+
+async def test_a_permanent_refusal_fails_at_once_saying_what_to_fix(
+    stack: Stack, telegram: FakeTelegram, agent: str
+):
+    await connected(stack)
+    result = await stack.call("reply", channel_id="telegram:555", message="hi", agent_id=agent)
+
+    assert result["delivered"] is False and result["status"] == "failed", result
+    assert "does not know chat 555" in result["error"]
+    assert telegram.calls.count("sendMessage") == 1
+    event = await stack.store.get_event(result["event_id"])
+    assert event is not None and event.status == "failed" and "555" in (event.error or "")
+
+
+async def test_telegram_down_for_a_while_then_back(
+    stack: Stack, telegram: FakeTelegram, agent: str, tmux: Tmux, tmp_path: Path
+):
+    target, out = recorder(tmux, tmp_path, "rec")
+    await register(stack, agent, tmux, target)
+    await connected(stack)
+    telegram.known_chats.add(CHAT)
+
+    await telegram.server.stop()
+    await eventually(lambda: _is(provider_status(stack), "reconnecting"), timeout=30)
+    status = await provider_status(stack)
+    assert status["error"], status
+    channels = (await stack.call("channels"))["channels"]
+    assert (
+        next(c for c in channels if c["channel_id"] == "telegram:456")["status"] == "reconnecting"
+    )
+    reply = await stack.call(
+        "reply", channel_id="telegram:456", message="are you there?", agent_id=agent, timeout=1
+    )
+    assert reply["status"] == "queued" and reply["delivered"] is False
+    telegram.human_says(CHAT, "written while the bot was away")
+
+    await telegram.server.start()
+    await connected(stack)
+    await eventually(lambda: telegram.texts_to(CHAT) == ["are you there?"], timeout=60)
+    await eventually(
+        lambda: out.read_bytes() == b"[telegram:456 from Alice] written while the bot was away\r",
+        timeout=60,
+    )
+
+
+async def test_webhook_mode_checks_the_secret_token_and_answers_once_durable(
+    temporal_env, tmp_path: Path, telegram: FakeTelegram, agent: str, tmux: Tmux
+):
+    port = free_port()
+    public = "https://agents.example.test"
+
+    def configure(cfg: Config) -> Config:
+        cfg = with_telegram(
+            telegram, agent, mode="webhook", webhook_secret=SecretStr("s3cret-token")
+        )(cfg)
+        server = cfg.server.model_copy(update={"http_port": port, "public_url": public})
+        return cfg.model_copy(update={"server": server})
+
+    async with running_stack(temporal_env.client, tmp_path, configure=configure) as stack:
+        target, out = recorder(tmux, tmp_path, "rec")
+        await register(stack, agent, tmux, target)
+        await connected(stack)
+        assert telegram.webhook is not None
+        assert telegram.webhook["url"] == f"{public}/webhooks/telegram"
+        assert telegram.webhook["secret_token"] == "s3cret-token"
+
+        update = telegram.human_says(CHAT, "via webhook")
+        telegram.updates.clear()  # Telegram posts it instead of holding it for getUpdates
+        url = f"http://127.0.0.1:{port}/webhooks/telegram"
+        event_id = provider_event_id("telegram", CHAT, update["message"]["message_id"])
+        async with httpx.AsyncClient() as client:
+            for secret in (None, "wrong"):
+                headers = {"X-Telegram-Bot-Api-Secret-Token": secret} if secret else {}
+                forged = await client.post(url, json=update, headers=headers)
+                assert forged.status_code == 403
+            assert await stack.store.get_event(event_id) is None
+            good = {"X-Telegram-Bot-Api-Secret-Token": "s3cret-token"}
+            answer = await client.post(url, json=update, headers=good)
+            assert answer.status_code == 200
+            assert await stack.store.get_event(event_id) is not None  # durable before the 200
+            assert (await client.post(url, json=update, headers=good)).status_code == 200
+        await eventually(lambda: out.read_bytes() == b"[telegram:456 from Alice] via webhook\r")
+        await eventually(lambda: len(telegram.reactions) == 2)
+        assert out.read_bytes() == b"[telegram:456 from Alice] via webhook\r"
+
+
+async def test_gateway_restarted_with_messages_in_flight_loses_and_doubles_nothing(
+    stack: Stack, telegram: FakeTelegram, agent: str, tmux: Tmux, tmp_path: Path
+):
+    await connected(stack)
+    # Queued while the agent has no pane yet: durable in its mailbox, not typed.
+    before = [telegram.human_says(CHAT, f"before {i}") for i in range(3)]
+    await eventually(lambda: _count(stack, agent, 3))
+
+    await stack.gateway.close()
+    # While the gateway is down, Alice writes on; and an update the old gateway had kept but
+    # not yet confirmed (as when it dies between the two) comes again.
+    for i in range(2):
+        telegram.human_says(CHAT, f"during {i}")
+    telegram.deliver(before[-1])
+    restarted = Gateway(stack.cfg, stack.client, stack.store, host=stack.host)
+    await restarted.start()
+    try:
+        async with GatewayClient(stack.cfg.server.socket()) as rpc:
+            target, out = recorder(tmux, tmp_path, "rec")
+            await rpc.call(
+                "register", agent_id=agent, target=target, socket=tmux.socket, submit_delay_ms=0
+            )
+            texts = [f"before {i}" for i in range(3)] + [f"during {i}" for i in range(2)]
+            expected = b"".join(f"[telegram:456 from Alice] {t}\r".encode() for t in texts)
+            await eventually(lambda: len(out.read_bytes()) >= len(expected), timeout=60)
+            assert out.read_bytes() == expected
+            events = await stack.store.events_after(agent, None, 100)
+            assert [e.payload["text"] for e in events] == texts
+    finally:
+        await restarted.close()
+
+
+async def _count(stack: Stack, agent: str, n: int) -> bool:
+    return len(await stack.store.events_after(agent, None, 100)) == n

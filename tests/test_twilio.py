@@ -1,0 +1,200 @@
+"""SMS and WhatsApp through Twilio end to end: webhooks signed as Twilio signs them (for the
+public URL, which differs from where the gateway listens), the real `twilio` SDK sending to a
+local Messages API, real Temporal, tmux and SQLite."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import SecretStr
+
+from agentcomms.config import Config
+from agentcomms.ids import provider_event_id
+from tests.conftest import Tmux
+from tests.fakes.serve import free_port
+from tests.fakes.twilio import OUR_NUMBER, FakeTwilio
+from tests.stack import Stack, eventually, running_stack
+
+ALICE = "+15551234567"
+PUBLIC_URL = "https://agents.example.test/relay"  # a tunnel: not where the gateway listens
+
+
+def recorder(tmux: Tmux, tmp_path: Path, name: str) -> tuple[str, Path]:
+    out = tmp_path / f"{name}.bytes"
+    out.touch()
+    return tmux.new_session(name, f"stty raw -echo; exec cat >> {out}"), out
+
+
+@pytest.fixture
+async def twilio() -> AsyncIterator[FakeTwilio]:
+    fake = FakeTwilio()
+    await fake.server.start()
+    yield fake
+    await fake.server.stop()
+
+
+@pytest.fixture
+def agent() -> str:
+    return f"phone-{uuid.uuid4().hex[:8]}"
+
+
+def with_twilio(fake: FakeTwilio, agent: str, port: int) -> Any:
+    def configure(cfg: Config) -> Config:
+        section = {
+            "enabled": True,
+            "account_sid": fake.account_sid,
+            "auth_token": SecretStr(fake.auth_token),
+            "from_number": OUR_NUMBER,
+            "base_url": fake.base_url,
+        }
+        chat = cfg.chat.model_copy(
+            update={
+                "sms": cfg.chat.sms.model_copy(update=section),
+                "whatsapp": cfg.chat.whatsapp.model_copy(update=section),
+                "channels": {f"sms:{ALICE}": agent, f"whatsapp:{ALICE}": agent},
+                "allowed_senders": {"sms": [ALICE], "whatsapp": [ALICE]},
+            }
+        )
+        server = cfg.server.model_copy(update={"http_port": port, "public_url": PUBLIC_URL})
+        return cfg.model_copy(update={"chat": chat, "server": server})
+
+    return configure
+
+
+class Hooks:
+    """Twilio's side of the webhooks: where it posts (local) and what it signs (public)."""
+
+    def __init__(self, fake: FakeTwilio, port: int) -> None:
+        self.fake = fake
+        self.port = port
+
+    async def post(self, flavour: str, form: dict[str, str], **kw: Any) -> Any:
+        path = f"/webhooks/twilio/{flavour}"
+        return await self.fake.post_webhook(
+            f"http://127.0.0.1:{self.port}{path}", PUBLIC_URL + path, form, **kw
+        )
+
+
+@pytest.fixture
+async def stack_and_hooks(
+    temporal_env, tmp_path, twilio, agent
+) -> AsyncIterator[tuple[Stack, Hooks]]:
+    port = free_port()
+    async with running_stack(
+        temporal_env.client, tmp_path, configure=with_twilio(twilio, agent, port)
+    ) as s:
+        yield s, Hooks(twilio, port)
+
+
+async def register(stack: Stack, agent: str, tmux: Tmux, target: str) -> None:
+    await stack.call(
+        "register", agent_id=agent, target=target, socket=tmux.socket, submit_delay_ms=0
+    )
+
+
+async def test_an_sms_is_typed_once_even_when_twilio_retries_the_webhook(
+    stack_and_hooks, twilio: FakeTwilio, agent: str, tmux: Tmux, tmp_path: Path
+):
+    stack, hooks = stack_and_hooks
+    target, out = recorder(tmux, tmp_path, "rec")
+    await register(stack, agent, tmux, target)
+
+    form = twilio.incoming(ALICE, "ship it")
+    answer = await hooks.post("sms", form)
+    assert answer.status_code == 200 and "<Message>" not in answer.text
+    # Answered only once durable: the event is already in the mailbox's projection.
+    event_id = provider_event_id("sms", ALICE, form["MessageSid"])
+    assert await stack.store.get_event(event_id) is not None
+    again = await hooks.post("sms", form)  # Twilio retries (it saw a timeout)
+    assert again.status_code == 200
+
+    await eventually(lambda: out.read_bytes() == f"[sms:{ALICE} from {ALICE}] ship it\r".encode())
+    # No reactions over SMS: the receipts are short replies, queued then typed.
+    await eventually(lambda: len(twilio.bodies_to(ALICE)) == 2)
+    assert twilio.bodies_to(ALICE) == [
+        "✓ queued for the agent",
+        "✓ typed into the agent's terminal",
+    ]
+    assert [e.id for e in await stack.store.events_after(agent, None, 10)] == [event_id]
+    assert out.read_bytes() == f"[sms:{ALICE} from {ALICE}] ship it\r".encode()
+
+
+async def test_a_forged_or_unsigned_webhook_gets_403_and_nothing_is_queued(
+    stack_and_hooks, twilio: FakeTwilio, agent: str
+):
+    stack, hooks = stack_and_hooks
+    forms = [twilio.incoming(ALICE, f"attempt {i}") for i in range(4)]
+    local_path_url = f"http://127.0.0.1:{hooks.port}/webhooks/twilio/sms"
+    attempts = [
+        await hooks.post("sms", forms[0], signature=None),
+        await hooks.post("sms", forms[1], signature="bm90IGEgc2lnbmF0dXJl"),
+        # Signed with the wrong token, and signed for the local URL instead of the public one.
+        await hooks.post("sms", forms[2], signature=twilio.signature(PUBLIC_URL, forms[2], "x")),
+        await hooks.post("sms", forms[3], signature=twilio.signature(local_path_url, forms[3])),
+    ]
+    assert [a.status_code for a in attempts] == [403, 403, 403, 403]
+    # A body changed after signing is forged too.
+    signed = twilio.incoming(ALICE, "harmless")
+    signature = twilio.signature(PUBLIC_URL + "/webhooks/twilio/sms", signed)
+    tampered = await hooks.post("sms", {**signed, "Body": "rm -rf /"}, signature=signature)
+    assert tampered.status_code == 403
+    for form in [*forms, signed]:
+        assert (
+            await stack.store.get_event(provider_event_id("sms", ALICE, form["MessageSid"])) is None
+        )
+    assert await stack.store.events_after(agent, None, 10) == []
+    assert twilio.sent == []
+
+
+async def test_a_stranger_gets_a_pairing_code_in_the_answer(stack_and_hooks, twilio: FakeTwilio):
+    stack, hooks = stack_and_hooks
+    stranger = "+15559990000"
+    form = twilio.incoming(stranger, "who is this?")
+    answer = await hooks.post("sms", form)
+    assert answer.status_code == 200 and "agentcomms pair " in answer.text
+    event = await stack.store.get_event(provider_event_id("sms", stranger, form["MessageSid"]))
+    assert event is not None and event.status == "rejected"
+    second = await hooks.post("sms", twilio.incoming(stranger, "hello?"))
+    assert "<Message>" not in second.text  # answered once
+
+
+async def test_an_agent_reply_reaches_sms_after_429_and_500(
+    stack_and_hooks, twilio: FakeTwilio, agent: str
+):
+    stack, _ = stack_and_hooks
+    twilio.fail_next(429, 500)
+    result = await stack.call(
+        "reply", channel_id=f"sms:{ALICE}", message="deployed", agent_id=agent
+    )
+    assert result["delivered"] is True, result
+    assert twilio.bodies_to(ALICE) == ["deployed"] and twilio.calls == 3
+    assert twilio.sent[0]["from"] == OUR_NUMBER
+
+    twilio.fail_next(400)  # Twilio: not a valid phone number
+    refused = await stack.call("reply", channel_id="sms:12", message="x", agent_id=agent, timeout=5)
+    assert refused["status"] == "failed" and "21211" in refused["error"], refused
+
+
+async def test_whatsapp_both_ways(
+    stack_and_hooks, twilio: FakeTwilio, agent: str, tmux: Tmux, tmp_path: Path
+):
+    stack, hooks = stack_and_hooks
+    target, out = recorder(tmux, tmp_path, "rec")
+    await register(stack, agent, tmux, target)
+    form = twilio.incoming(ALICE, "status?", whatsapp=True, profile_name="Alice")
+    assert (await hooks.post("whatsapp", form)).status_code == 200
+    await eventually(
+        lambda: out.read_bytes() == f"[whatsapp:{ALICE} from Alice] status?\r".encode()
+    )
+    result = await stack.call(
+        "reply", channel_id=f"whatsapp:{ALICE}", message="all green", agent_id=agent
+    )
+    assert result["delivered"] is True, result
+    assert "all green" in twilio.bodies_to(f"whatsapp:{ALICE}")
+    assert (
+        next(m for m in twilio.sent if m["body"] == "all green")["from"] == f"whatsapp:{OUR_NUMBER}"
+    )

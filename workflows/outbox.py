@@ -1,0 +1,227 @@
+"""OutboxWorkflow: an agent's messages to one chat (``outbox-<agent_id>-<channel_id>``), in order.
+
+One workflow per (agent, channel) keeps an agent's answers to a chat in the order it sent them,
+while a slow or rate-limited chat holds up nobody else. It runs on the shared task queue: sending
+needs no pane. Each item is one activity with an explicit retry policy (a provider's rate limit
+sets the next delay, network trouble backs off, a permanent refusal fails at once). The activity
+reads the provider's credentials from the worker's configuration: none travel in this history.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Literal
+
+from pydantic import BaseModel, Field
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from agentcomms import errors
+    from agentcomms.models import Event, ProjectionUpdate
+
+SEEN_IDS_KEPT = 1000
+OUTCOMES_KEPT = 200
+
+# A provider that is down for a while is waited for (its messages keep their order); after a
+# day the message is given up on and marked failed, with the last error.
+SEND_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(minutes=1),
+    non_retryable_error_types=[errors.CHAT_REFUSED, errors.CHAT_NOT_CONFIGURED],
+)
+SEND_GIVE_UP = timedelta(days=1)
+# A receipt (a reaction on the human's message, or a short reply) is worth little once late; it must not hold
+# the agent's answers back for long.
+RECEIPT_GIVE_UP = timedelta(minutes=10)
+PROJECTION_RETRY = RetryPolicy(
+    initial_interval=timedelta(milliseconds=100),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=10),
+)
+
+
+def outbox_workflow_id(agent_id: str, channel_id: str) -> str:
+    return f"outbox-{agent_id}-{channel_id}"
+
+
+class ChatSend(BaseModel):
+    """One call to a provider: a text message, or a receipt for a message the human sent."""
+
+    provider: str
+    chat_id: str
+    kind: Literal["text", "receipt"] = "text"
+    text: str = ""
+    reply_to: str | None = None  # text: the provider message id it answers
+    message_id: str | None = None  # receipt: the human's message it is for
+    stage: Literal["queued", "typed"] | None = None  # receipt: what became of that message
+
+
+class ChatSent(BaseModel):
+    message_id: str | None = None  # the provider's id of what was sent (None for a reaction)
+
+
+class OutboxItem(BaseModel):
+    id: str  # the outbound event's id, or "<event id>:<stage>" for a receipt
+    send: ChatSend
+    event: Event | None = None  # the outbound message, settled in the projection once sent
+
+
+class SendOutcome(BaseModel):
+    status: Literal["sent", "failed"]
+    message_id: str | None = None
+    error: str | None = None
+
+
+class OutboxState(BaseModel):
+    agent_id: str
+    channel_id: str
+    pending: list[OutboxItem] = Field(default_factory=list)
+    # Carried across continue-as-new: a gateway that re-posts an item must not send it twice.
+    seen_ids: list[str] = Field(default_factory=list)
+    outcomes: dict[str, SendOutcome] = Field(default_factory=dict)
+    sent_count: int = 0
+
+
+class OutboxInput(BaseModel):
+    agent_id: str
+    channel_id: str
+    state: OutboxState | None = None
+
+
+class WaitSent(BaseModel):
+    item_id: str
+    timeout_s: float = Field(default=10, gt=0, le=300)
+
+
+class SendStatus(BaseModel):
+    item_id: str
+    status: Literal["sent", "failed", "queued", "unknown", "moved"]
+    message_id: str | None = None
+    error: str | None = None
+
+
+@workflow.defn(name="OutboxWorkflow")
+class OutboxWorkflow:
+    @workflow.init
+    def __init__(self, input: OutboxInput) -> None:
+        self._s = input.state or OutboxState(agent_id=input.agent_id, channel_id=input.channel_id)
+        self._seen = set(self._s.seen_ids)
+        self._continuing = False
+
+    @workflow.signal
+    def enqueue(self, item: OutboxItem) -> None:
+        """Queue a send; an item whose id was seen before is ignored."""
+        if item.id in self._seen:
+            return
+        self._seen.add(item.id)
+        self._s.seen_ids.append(item.id)
+        self._s.pending.append(item)
+
+    @workflow.update
+    async def wait_sent(self, request: WaitSent) -> SendStatus:
+        """Answer once the item is sent (or failed), or say it is still queued at the timeout."""
+        try:
+            await workflow.wait_condition(
+                lambda: request.item_id in self._s.outcomes or self._continuing,
+                timeout=timedelta(seconds=request.timeout_s),
+            )
+        except TimeoutError:
+            pass
+        outcome = self._s.outcomes.get(request.item_id)
+        if outcome is not None:
+            return SendStatus(item_id=request.item_id, **outcome.model_dump())
+        if self._continuing:
+            return SendStatus(item_id=request.item_id, status="moved")
+        queued = any(i.id == request.item_id for i in self._s.pending)
+        return SendStatus(item_id=request.item_id, status="queued" if queued else "unknown")
+
+    @workflow.query
+    def pending(self) -> int:
+        return len(self._s.pending)
+
+    @workflow.run
+    async def run(self, input: OutboxInput) -> None:
+        while True:
+            await workflow.wait_condition(
+                lambda: bool(self._s.pending) or workflow.info().is_continue_as_new_suggested()
+            )
+            if workflow.info().is_continue_as_new_suggested():
+                break
+            item = self._s.pending[0]
+            outcome = await self._send(item)
+            self._s.pending.pop(0)
+            self._remember(item.id, outcome)
+            if item.event is not None:
+                await self._settle(item.event, outcome)
+        self._continuing = True
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        self._s.seen_ids = self._s.seen_ids[-SEEN_IDS_KEPT:]
+        workflow.continue_as_new(
+            OutboxInput(agent_id=self._s.agent_id, channel_id=self._s.channel_id, state=self._s)
+        )
+
+    async def _send(self, item: OutboxItem) -> SendOutcome:
+        send = item.send
+        what = f"receipt ({send.stage}) for" if send.kind == "receipt" else "send"
+        try:
+            sent = await workflow.execute_activity(
+                "send_chat",
+                send,
+                result_type=ChatSent,
+                start_to_close_timeout=timedelta(seconds=30),
+                schedule_to_close_timeout=(
+                    RECEIPT_GIVE_UP if send.kind == "receipt" else SEND_GIVE_UP
+                ),
+                retry_policy=SEND_RETRY,
+                summary=f"{what} {item.id} on {self._s.channel_id}",
+            )
+        except ActivityError as exc:
+            message = _reason(exc)
+            workflow.logger.warning("%s on %s failed: %s", item.id, self._s.channel_id, message)
+            return SendOutcome(status="failed", error=message)
+        self._s.sent_count += 1
+        return SendOutcome(status="sent", message_id=sent.message_id)
+
+    def _remember(self, item_id: str, outcome: SendOutcome) -> None:
+        self._s.outcomes[item_id] = outcome
+        while len(self._s.outcomes) > OUTCOMES_KEPT:
+            self._s.outcomes.pop(next(iter(self._s.outcomes)))
+        if len(self._s.seen_ids) > SEEN_IDS_KEPT * 2:
+            drop = self._s.seen_ids[: len(self._s.seen_ids) - SEEN_IDS_KEPT]
+            self._s.seen_ids = self._s.seen_ids[-SEEN_IDS_KEPT:]
+            self._seen.difference_update(drop)
+
+    async def _settle(self, event: Event, outcome: SendOutcome) -> None:
+        sent = outcome.status == "sent"
+        payload = dict(event.payload)
+        if outcome.message_id:
+            payload["message_id"] = outcome.message_id
+        settled = event.model_copy(
+            update={
+                "status": "delivered" if sent else "failed",
+                "attempts": event.attempts + 1,
+                "delivered_at": workflow.now() if sent else None,
+                "error": outcome.error,
+                "payload": payload,
+            }
+        )
+        await workflow.execute_local_activity(
+            "record_projection",
+            ProjectionUpdate(events=[settled]),
+            start_to_close_timeout=timedelta(seconds=10),
+            retry_policy=PROJECTION_RETRY,
+            summary=f"record {event.id} {settled.status}",
+        )
+
+
+def _reason(exc: ActivityError) -> str:
+    """The sentence that says why: the activity's own error, also behind a give-up timeout."""
+    cause: BaseException | None = exc.cause
+    while cause is not None:
+        if isinstance(cause, ApplicationError):
+            return cause.message
+        cause = cause.__cause__
+    return str(exc.cause or exc)
