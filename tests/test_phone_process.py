@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from agentcomms.client import GatewayClient
 from agentcomms.config import STTConfig, VoiceConfig
 from tests.conftest import write_config
 from tests.stack import Stack, running_stack
@@ -166,3 +167,26 @@ async def test_call_and_calls_from_the_command_line(temporal_env, tmp_path: Path
         [row] = json.loads(out)["calls"]
         assert row["agent_id"] == "ops" and row["phone_number"] == "local"
         assert row["status"] in ("in-progress", "completed")  # its last write may lag a moment
+
+
+@pytest.mark.timeout(90)
+async def test_the_phone_holds_the_line_while_the_gateway_restarts(temporal_env, tmp_path: Path):
+    from gateway.service import Gateway
+
+    async with running_stack(temporal_env.client, tmp_path) as stack:
+        async with phone_process(phone_home(tmp_path, stack), "--once") as phone:
+            phone.type("before", "after")
+            first = await stack.call("call", agent_id="a", message="Restart test?")
+            assert first["response"] == "before"
+            await stack.rpc.close()
+            await stack.gateway.close()  # as `agentcomms up` stopping, mid-call
+            await asyncio.sleep(1)
+            stack.gateway = Gateway(stack.cfg, stack.client, stack.store, host=stack.host)
+            await stack.gateway.start()
+            async with GatewayClient(stack.cfg.server.socket()) as rpc:
+                second = await rpc.call("call_say", call_id=first["call_id"], message="Still on?")
+                assert second["response"] == "after"
+                await rpc.call("call_end", call_id=first["call_id"])
+            await phone.until_shown("call ended")
+            assert "gateway unreachable" in "\n".join(phone.shown)
+        await stack.gateway.close()

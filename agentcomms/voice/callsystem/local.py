@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from agentcomms.bridge.sanitize import strip_unsafe
-from agentcomms.client import GatewayClient
+from agentcomms.client import GatewayClient, GatewayError
 from agentcomms.errors import AgentcommsError
 
 # Players tried in order when the phone plays what the agent says.
@@ -33,6 +33,9 @@ PLAYERS: tuple[tuple[str, ...], ...] = (
     ("afplay",),
 )
 POLL_S = 20.0
+# A gateway that went away (restarted) is looked for again after these delays, doubling.
+RECONNECT_FIRST_S = 0.25
+RECONNECT_MAX_S = 5.0
 HANGUP_WORDS = ("/hangup", "/bye")
 
 
@@ -109,8 +112,9 @@ class LocalPhone:
     async def run(self, lines: StdinLines) -> None:
         """Serve calls until the input ends with no call up (or, with `once`, one call ends)."""
         self._lines = lines
-        async with GatewayClient(self.socket) as gateway:
-            self._gateway = gateway
+        self._gateway = GatewayClient(self.socket)
+        await self._gateway.connect()
+        try:
             self.say("local phone ready: waiting for calls (Ctrl-C to quit)")
             poll = asyncio.create_task(self._wait())
             try:
@@ -137,16 +141,42 @@ class LocalPhone:
                     self._ask_task.cancel()
                 if self._current is not None:
                     # Ctrl-C or an error mid-call: the human put the phone down.
+                    with contextlib.suppress(AgentcommsError, OSError, TimeoutError):
+                        hangup = {"call_id": self._current, "kind": "hangup"}
+                        await asyncio.wait_for(
+                            self._gateway.call("phone_event", phone_id=self.phone_id, **hangup), 2
+                        )
+        finally:
+            await self._gateway.close()
+
+    async def _rpc(self, method: str, **params: Any) -> Any:
+        """A gateway call that outlives a gateway restart: the call is on hold meanwhile (every
+        phone request may be repeated: the call ignores what it has already heard)."""
+        delay = RECONNECT_FIRST_S
+        while True:
+            used = self._gateway
+            try:
+                return await used.call(method, **params)
+            except GatewayError:
+                raise
+            except (AgentcommsError, OSError) as exc:
+                if delay == RECONNECT_FIRST_S:
+                    self.say(f"gateway unreachable ({exc}); retrying")
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, RECONNECT_MAX_S)
+                if self._gateway is used:  # else another request reconnected already
+                    await used.close()
+                    self._gateway = GatewayClient(self.socket)
                     with contextlib.suppress(AgentcommsError, OSError):
-                        await self._event(self._current, "hangup")
+                        await self._gateway.connect()
 
     async def _wait(self) -> list[dict[str, Any]]:
         known = dict(self._known)
-        result = await self._gateway.call("phone_wait", known=known, timeout=POLL_S)
+        result = await self._rpc("phone_wait", known=known, timeout=POLL_S)
         return list(result["calls"])
 
     async def _event(self, call_id: str, kind: str, **fields: Any) -> bool:
-        result = await self._gateway.call(
+        result = await self._rpc(
             "phone_event", call_id=call_id, kind=kind, phone_id=self.phone_id, **fields
         )
         return bool(result.get("accepted"))
