@@ -98,7 +98,26 @@ class VoiceActivities:
 
     @activity.defn(name="send_call_fallback")
     async def send_call_fallback(self, req: FallbackRequest) -> str:
-        """The message of an unanswered call, left where the human will see it; says where."""
+        """The message of an unanswered call, left where the human will see it; says where:
+        by SMS when Twilio SMS is set up and the human has a number, else the terminal inbox."""
+        number = req.to_number or self._cfg.voice.phone.to_number
+        sms = self._cfg.chat.sms
+        refused = None
+        if number and sms.enabled and not sms.missing_credentials() and sms.from_number:
+            from agentcomms.transports import SendRefused
+            from agentcomms.transports.sms import sender
+
+            try:
+                await sender(self._cfg).send_text(number, req.text)
+            except SendRefused as exc:  # for good: the inbox still has it
+                refused = str(exc)
+            else:
+                return f"by SMS to {number}"
+        await self._to_inbox(req)
+        where = "to the terminal inbox (agentcomms inbox)"
+        return f"{where}; the SMS was refused: {refused}" if refused else where
+
+    async def _to_inbox(self, req: FallbackRequest) -> None:
         now = activity.info().current_attempt_scheduled_time
         event = Event(
             id=provider_event_id("call", req.call_id, "fallback"),
@@ -115,7 +134,6 @@ class VoiceActivities:
             delivered_at=now,
         )
         await self._store.record_event(event)
-        return "to the terminal inbox (agentcomms inbox)"
 
     @activity.defn(name="post_call_answer")
     async def post_call_answer(self, notice: CallNotice) -> str:

@@ -327,3 +327,47 @@ async def test_a_worker_killed_between_two_turns_and_the_call_goes_on(
             ("human", "one"),
             ("human", "two"),
         ]
+
+
+async def test_nobody_answers_and_the_message_goes_out_by_sms(temporal_env, tmp_path: Path):
+    from pydantic import SecretStr
+
+    from agentcomms.config import Config, PhoneConfig
+    from tests.fakes.twilio import OUR_NUMBER, FakeTwilio
+
+    human = "+15551230000"
+    twilio = FakeTwilio()
+    await twilio.server.start()
+
+    def with_sms(cfg: Config) -> Config:
+        sms = cfg.chat.sms.model_copy(
+            update={
+                "enabled": True,
+                "account_sid": twilio.account_sid,
+                "auth_token": SecretStr(twilio.auth_token),
+                "from_number": OUR_NUMBER,
+                "base_url": twilio.base_url,
+            }
+        )
+        return cfg.model_copy(update={"chat": cfg.chat.model_copy(update={"sms": sms})})
+
+    voice = VoiceConfig(
+        audio_dir=tmp_path / "audio",
+        ring_timeout_s=0.5,
+        phone=PhoneConfig(provider="local", to_number=human),
+    )
+    try:
+        async with running_stack(
+            temporal_env.client, tmp_path, voice=voice, configure=with_sms
+        ) as stack:
+            result = await stack.call("call", agent_id="a", message="Prod is down.")
+            assert result["status"] == "no-answer"
+            assert result["note"] == (
+                f"no answer within 0.5 s; the message was sent by SMS to {human} instead"
+            )
+            assert twilio.bodies_to(human) == [
+                "I tried calling but couldn't reach you. Here's my message: Prod is down."
+            ]
+            assert (await stack.call("inbox"))["messages"] == []
+    finally:
+        await twilio.server.stop()
