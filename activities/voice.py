@@ -28,6 +28,8 @@ from agentcomms.voice.models import (
     CallNotice,
     CallUpdate,
     FallbackRequest,
+    LiveCall,
+    PlaceCall,
     SpeechRequest,
     TranscribeRequest,
     Transcript,
@@ -164,6 +166,53 @@ class VoiceActivities:
             return await self._post(event)
         except MailboxFull as exc:
             raise ApplicationError(str(exc), type=errors.MAILBOX_REFUSED) from exc
+
+
+class TwilioCallActivities:
+    """Placing, steering and hanging up calls through Twilio's REST API."""
+
+    def __init__(self, cfg: Config) -> None:
+        self._cfg = cfg
+
+    @activity.defn(name="place_twilio_call")
+    async def place_twilio_call(self, req: PlaceCall) -> LiveCall:
+        from agentcomms.voice.callsystem.twilio import TwilioCalls
+
+        with _call_system_errors():
+            sid = await TwilioCalls(self._cfg).place(req)
+        return LiveCall(call_id=req.call_id, sid=sid)
+
+    @activity.defn(name="update_twilio_call")
+    async def update_twilio_call(self, live: LiveCall) -> None:
+        """Have the live call fetch the next turn's TwiML now."""
+        from agentcomms.voice.callsystem.twilio import TwilioCalls
+
+        with _call_system_errors():
+            await TwilioCalls(self._cfg).play_next(live)
+
+    @activity.defn(name="end_twilio_call")
+    async def end_twilio_call(self, live: LiveCall) -> None:
+        """Hang up (or stop the ringing of) a call."""
+        from agentcomms.voice.callsystem.twilio import TwilioCalls
+
+        with _call_system_errors():
+            await TwilioCalls(self._cfg).hang_up(live, answered=live.answered)
+
+
+@contextmanager
+def _call_system_errors() -> Iterator[None]:
+    from agentcomms.transports import RateLimited, SendRefused
+
+    try:
+        yield
+    except SendRefused as exc:
+        raise ApplicationError(str(exc), type=errors.CALL_REFUSED, non_retryable=True) from exc
+    except RateLimited as exc:
+        raise ApplicationError(str(exc), type=errors.CALL_SYSTEM_UNAVAILABLE) from exc
+    except Exception as exc:  # network, 5xx: retried
+        raise ApplicationError(
+            f"{type(exc).__name__}: {exc}", type=errors.CALL_SYSTEM_UNAVAILABLE
+        ) from exc
 
 
 @contextmanager

@@ -40,3 +40,5 @@ AUDIO_MISSING = "AudioMissing"  # non-retryable: the audio file a reference name
 SPEECH_FAILED = "SpeechFailed"  # retryable: a provider's error; after the retries, the next one
 CALL_ENDED = "CallEnded"  # non-retryable: a turn asked of a call that has ended
 MAILBOX_REFUSED = "MailboxFull"  # retryable: the agent's mailbox is at its limits for now
+CALL_REFUSED = "CallRefused"  # non-retryable: the call system refused (number, account, config)
+CALL_SYSTEM_UNAVAILABLE = "CallSystemUnavailable"  # retryable: the call system's network or 5xx

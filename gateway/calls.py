@@ -33,20 +33,12 @@ from agentcomms.config import Config
 from agentcomms.store import Store
 from agentcomms.voice.audio import AudioStore, turn_audio_name
 from agentcomms.voice.callsystem import LOCAL_NUMBER, call_system
-from agentcomms.voice.models import ACTIVE_STATUSES
+from agentcomms.voice.models import ACTIVE_STATUSES, Line, LineEvent
 from agentcomms.voice.stt import stt_chain
 from agentcomms.voice.tts import tts_chain
 from gateway.params import AgentId, MessageText, Params
 from gateway.protocol import INVALID_PARAMS, NOT_FOUND, RpcError
-from workflows.call import (
-    CallInput,
-    CallWorkflow,
-    End,
-    Line,
-    LineEvent,
-    Say,
-    WaitLine,
-)
+from workflows.call import CallInput, CallWorkflow, End, Say, WaitLine
 
 log = logging.getLogger(__name__)
 
@@ -295,14 +287,35 @@ class CallControl:
                 turn_audio_name(p.call_id, p.turn, "human"), data, provider="phone"
             )
         event = LineEvent(kind=p.kind, turn=p.turn, text=p.text, audio=audio, phone_id=p.phone_id)
-        handle = self._client.get_workflow_handle(workflow_id(p.call_id))
+        if not await self.line_event(p.call_id, event):
+            return {"accepted": False, "reason": await self._gone(p.call_id)}
+        return {"accepted": True}
+
+    # ---- for the call systems' webhooks (and the local phone) -------------------------------------
+
+    async def line_event(self, call_id: str, event: LineEvent) -> bool:
+        """Hand what happened on the line to the call: durable once this returns True; False
+        when the call is over."""
+        handle = self._client.get_workflow_handle(workflow_id(call_id))
         try:
             await handle.signal(CallWorkflow.line_event, event)
         except RPCError as exc:
             if exc.status == RPCStatusCode.NOT_FOUND:
-                return {"accepted": False, "reason": await self._gone(p.call_id)}
+                return False
             raise
-        return {"accepted": True}
+        return True
+
+    async def current_line(self, call_id: str, *, ready_within_s: float = 0) -> Line | None:
+        """The call's line; with `ready_within_s`, waits that long for a turn to be asked."""
+        line = await self._line(call_id)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + ready_within_s
+        while line is not None and line.state != "ended" and not line.expect:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                break
+            line = await self._wait_line(line, remaining) or line
+        return line
 
     async def _local_lines(self, known: dict[str, int]) -> list[Line]:
         """The lines of the calls ringing or up on the local phone, and of the calls the phone

@@ -18,7 +18,7 @@ from temporalio.worker import Worker
 from activities.chat import ChatActivities
 from activities.delivery import deliver_to_pane, interrupt_pane
 from activities.projection import ProjectionActivities
-from activities.voice import VoiceActivities
+from activities.voice import TwilioCallActivities, VoiceActivities
 from agentcomms.config import Config, host_name
 from agentcomms.store import Store
 from gateway.mailbox import Mailbox
@@ -61,6 +61,7 @@ def build_workers(
         # that is not answered blocking hands its answer to the agent's mailbox.
         mailbox = Mailbox(client, store, host=host, limits=cfg.mailbox_limits)
         voice = VoiceActivities(cfg, store, post=mailbox.post)
+        twilio_calls = TwilioCallActivities(cfg)
         workers.append(
             Worker(
                 client,
@@ -74,6 +75,9 @@ def build_workers(
                     voice.record_call,
                     voice.send_call_fallback,
                     voice.post_call_answer,
+                    twilio_calls.place_twilio_call,
+                    twilio_calls.update_twilio_call,
+                    twilio_calls.end_twilio_call,
                 ],
                 max_cached_workflows=WORKFLOW_CACHE,
             )

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 from datetime import datetime, timedelta
-from typing import Literal
 
 from pydantic import BaseModel, Field
 from temporalio import workflow
@@ -33,6 +32,10 @@ with workflow.unsafe.imports_passed_through():
         CallSystem,
         CallUpdate,
         FallbackRequest,
+        Line,
+        LineEvent,
+        LiveCall,
+        PlaceCall,
         SpeechRequest,
         TranscribeRequest,
         Transcript,
@@ -57,6 +60,14 @@ MAILBOX_RETRY = RetryPolicy(
 # Speech runs as local activities, in the worker that runs the call: a turn saves two round
 # trips through the server, and the audio is written where the call's worker can read it.
 SPEECH_TIMEOUT = timedelta(seconds=60)
+CALL_SYSTEM_RETRY = RetryPolicy(
+    initial_interval=timedelta(milliseconds=500),
+    maximum_interval=timedelta(seconds=5),
+    maximum_attempts=5,
+    non_retryable_error_types=[errors.CALL_REFUSED],
+)
+# Past the ring timeout the call system says no-answer itself; our own timer is the backstop.
+CALL_SYSTEM_RING_SLACK_S = 15.0
 # How long after its audio ends a phone may take to say it played it.
 PLAY_SLACK_S = 10.0
 # A wait_line caller asks again after at most this long.
@@ -86,40 +97,6 @@ class CallInput(BaseModel):
     fallback_message: str = "I tried calling but couldn't reach you. Here's my message: {message}"
     # Non-blocking: the first answer goes to the agent's mailbox instead of a waiting caller.
     notify_mailbox: bool = False
-
-
-LineState = Literal["dialing", "ringing", "connected", "ended"]
-
-
-class Line(BaseModel):
-    """What a phone needs to know now; `version` grows with every change."""
-
-    call_id: str
-    agent_id: str
-    version: int = 0
-    state: LineState = "dialing"
-    turn: int = 0
-    say: str | None = None
-    audio: AudioRef | None = None
-    # What the call waits for from the phone in this turn: the human's answer, or word that
-    # the words were played (then nothing is listened to).
-    expect: Literal["answer", "played"] | None = None
-    answered_by: str | None = None
-    ended_reason: str | None = None
-
-
-class LineEvent(BaseModel):
-    """Something that happened on the line, reported by the phone or the call system."""
-
-    kind: Literal[
-        "ringing", "answered", "declined", "busy", "no-answer", "failed", "machine",
-        "played", "heard", "partial", "hangup",
-    ]  # fmt: skip
-    turn: int | None = None  # for played / heard / partial: the turn it belongs to
-    text: str | None = None  # heard / partial: what was said, when it came as text
-    audio: AudioRef | None = None  # heard: the recording, when it came as sound
-    phone_id: str | None = None  # which phone answered (several may ring)
-    detail: str | None = None
 
 
 class Say(BaseModel):
@@ -170,6 +147,7 @@ class CallWorkflow:
         self._partial: dict[int, str] = {}
         self._played: set[int] = set()
         self._turns = asyncio.Lock()  # one turn at a time, in the order asked
+        self._live: LiveCall | None = None  # the call system's call, once placed (Twilio)
         # The last turn's record, still being written while the agent already has its answer.
         self._recording: workflow.ActivityHandle[None] | None = None
 
@@ -181,17 +159,23 @@ class CallWorkflow:
         self._details()
         await self._record()
         first_audio = await self._synthesize(input.message, 1)
-        self._set_line(state="ringing")
+        # The line shows what will be said: a phone (or an answering machine) may play it.
+        self._set_line(state="ringing", say=input.message, audio=first_audio)
         self._status = "ringing"
+        ring_s = input.ring_timeout_s
+        if input.system == "twilio":
+            ring_s += CALL_SYSTEM_RING_SLACK_S  # Twilio reports no-answer itself
+            await self._place_remote()
         await self._record()
         try:
             await workflow.wait_condition(
                 lambda: self._ring_outcome is not None,
-                timeout=timedelta(seconds=input.ring_timeout_s),
+                timeout=timedelta(seconds=ring_s),
                 timeout_summary="ring timeout",
             )
         except TimeoutError:
             self._ring_outcome = LineEvent(kind="no-answer")
+            await self._end_remote()
         outcome = self._ring_outcome
         assert outcome is not None
         if outcome.kind != "answered":
@@ -211,6 +195,7 @@ class CallWorkflow:
             except TimeoutError:
                 async with self._turns:
                     self._hang_up("completed", "the call reached its maximum duration")
+                    await self._end_remote()
         # Let turns that were waiting (and phones waiting for the line) see the end.
         await workflow.wait_condition(workflow.all_handlers_finished)
         await self._record()
@@ -291,6 +276,7 @@ class CallWorkflow:
                     await self._exchange(request.message, audio, listen=False)
                 if self._ended_at is None:
                     self._hang_up("completed", "the agent ended the call")
+                    await self._end_remote()
         return self._ended()
 
     @workflow.signal
@@ -339,6 +325,10 @@ class CallWorkflow:
         """One turn: the phone is told what to play; then the answer (or the played word)."""
         turn = self._line.turn + 1
         self._set_line(turn=turn, say=text, audio=audio, expect="answer" if listen else "played")
+        if self._live is not None and turn > 1:
+            # The call holds the line between turns; have it fetch this turn now. (The first
+            # turn is in the answer's own TwiML.)
+            await self._remote("update_twilio_call", self._live, f"play turn {turn}")
         spoken = TurnRecord(
             turn=turn,
             speaker="agent",
@@ -441,6 +431,49 @@ class CallWorkflow:
             except ActivityError as exc:
                 workflow.logger.warning("STT %s failed: %s", provider, exc.cause or exc)
         return "", "the answer could not be transcribed"
+
+    # ---- the call system ----------------------------------------------------------------------------
+
+    async def _place_remote(self) -> None:
+        assert self._in.to_number is not None
+        try:
+            self._live = await workflow.execute_activity(
+                "place_twilio_call",
+                PlaceCall(
+                    call_id=self._in.call_id,
+                    to_number=self._in.to_number,
+                    ring_timeout_s=self._in.ring_timeout_s,
+                ),
+                result_type=LiveCall,
+                start_to_close_timeout=timedelta(seconds=30),
+                retry_policy=CALL_SYSTEM_RETRY,
+                summary=f"ring {self._in.to_number}",
+            )
+        except ActivityError as exc:
+            cause = exc.cause if isinstance(exc.cause, ApplicationError) else exc
+            detail = cause.message if isinstance(cause, ApplicationError) else str(cause)
+            self._ring_outcome = LineEvent(kind="failed", detail=detail)
+
+    async def _end_remote(self) -> None:
+        """Hang up at the call system (the line may still ring, or be connected)."""
+        if self._live is None:
+            return
+        live = self._live.model_copy(update={"answered": self._answered_at is not None})
+        await self._remote("end_twilio_call", live, "hang up")
+
+    async def _remote(self, activity: str, live: LiveCall, summary: str) -> None:
+        try:
+            await workflow.execute_activity(
+                activity,
+                live,
+                start_to_close_timeout=timedelta(seconds=30),
+                retry_policy=CALL_SYSTEM_RETRY,
+                summary=summary,
+            )
+        except ActivityError as exc:
+            # The call goes on as far as it can; a turn the call system never hears of times
+            # out like any unanswered one.
+            workflow.logger.warning("%s failed: %s", activity, exc.cause or exc)
 
     # ---- the line, the record, the mailbox ----------------------------------------------------------
 

@@ -121,3 +121,54 @@ class FallbackRequest(BaseModel):
     agent_id: str
     text: str
     to_number: str | None = None
+
+
+LineState = Literal["dialing", "ringing", "connected", "ended"]
+LineEventKind = Literal[
+    "ringing", "answered", "declined", "busy", "no-answer", "failed", "machine",
+    "played", "heard", "partial", "hangup",
+]  # fmt: skip
+
+
+class Line(BaseModel):
+    """What a phone needs to know now; `version` grows with every change."""
+
+    call_id: str
+    agent_id: str
+    version: int = 0
+    state: LineState = "dialing"
+    turn: int = 0
+    say: str | None = None
+    audio: AudioRef | None = None
+    # What the call waits for from the phone in this turn: the human's answer, or word that
+    # the words were played (then nothing is listened to).
+    expect: Literal["answer", "played"] | None = None
+    answered_by: str | None = None
+    ended_reason: str | None = None
+
+
+class LineEvent(BaseModel):
+    """Something that happened on the line, reported by the phone or the call system."""
+
+    kind: LineEventKind
+    turn: int | None = None  # for played / heard / partial: the turn it belongs to
+    text: str | None = None  # heard / partial: what was said, when it came as text
+    audio: AudioRef | None = None  # heard: the recording, when it came as sound
+    phone_id: str | None = None  # which phone answered (several may ring)
+    detail: str | None = None
+
+
+class PlaceCall(BaseModel):
+    """Ask the call system to ring `to_number`; its webhooks carry `call_id` in their paths."""
+
+    call_id: str
+    to_number: str
+    ring_timeout_s: float = 30
+
+
+class LiveCall(BaseModel):
+    """A call the call system has placed (its own id, e.g. Twilio's CA…)."""
+
+    call_id: str
+    sid: str
+    answered: bool = False  # hanging up: an answered call is completed, a ringing one canceled

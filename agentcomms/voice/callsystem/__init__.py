@@ -30,7 +30,9 @@ def call_system(cfg: Config) -> tuple[CallSystem, str | None]:
     if not twilio_configured(cfg):
         # No account: the call rings the local phone (`agentcomms phone`).
         return "local", None
-    raise ConfigError(
-        "voice.phone: Twilio calls are not available in this version; set "
-        'voice.phone.provider to "local" to ring `agentcomms phone`'
-    )
+    if not cfg.server.public_url:
+        raise ConfigError(
+            "server.public_url is not set: Twilio must reach the gateway's webhooks to place "
+            'a call (or set voice.phone.provider to "local" to ring `agentcomms phone`)'
+        )
+    return "twilio", cfg.voice.phone.to_number
