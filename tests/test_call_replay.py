@@ -1,5 +1,5 @@
 """Determinism of CallWorkflow: a whole call's history replays, live and as recorded
-(tests/histories/call-*.json), so a change that breaks the calls in flight fails here."""
+(tests/histories/calls/), so a change that breaks the calls in flight fails here."""
 
 from __future__ import annotations
 
@@ -16,8 +16,9 @@ from tests.stack import eventually, running_stack
 from tests.test_calls import Phone
 from workflows.call import CallWorkflow
 
-HISTORIES = Path(__file__).parent / "histories"
-RECORDED = {path.name: path.read_text() for path in sorted(HISTORIES.glob("call-*.json"))}
+# Apart from the mailbox's histories, which another test replays as AgentWorkflow's.
+HISTORIES = Path(__file__).parent / "histories" / "calls"
+RECORDED = {path.name: path.read_text() for path in sorted(HISTORIES.glob("*.json"))}
 
 
 def replayer() -> Replayer:
@@ -49,7 +50,7 @@ async def test_a_whole_call_replays(temporal_env, tmp_path: Path):
     # To keep this call's history (after a change that must go on replaying it):
     # AGENTCOMMS_RECORD_HISTORIES=tests/histories pytest tests/test_call_replay.py
     if record_to := os.environ.get("AGENTCOMMS_RECORD_HISTORIES"):
-        (Path(record_to) / "call-local-phone.json").write_text(history.to_json())
+        (Path(record_to) / "calls" / "local-phone.json").write_text(history.to_json())
 
 
 @pytest.mark.parametrize("name", RECORDED)
