@@ -412,7 +412,8 @@ class CallWorkflow:
                     retry_policy=SPEECH_RETRY,
                     summary=f'say ({provider}): "{_short(text)}"',
                 )
-            except ActivityError as exc:
+            except (ActivityError, ApplicationError) as exc:
+                # A local activity's failure may arrive bare or wrapped in an ActivityError.
                 workflow.logger.warning("TTS %s failed: %s", provider, exc.cause or exc)
         return None
 
@@ -428,7 +429,7 @@ class CallWorkflow:
                     summary=f"transcribe {audio.name} ({provider})",
                 )
                 return transcript.text, None
-            except ActivityError as exc:
+            except (ActivityError, ApplicationError) as exc:
                 workflow.logger.warning("STT %s failed: %s", provider, exc.cause or exc)
         return "", "the answer could not be transcribed"
 

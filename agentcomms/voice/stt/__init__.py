@@ -9,7 +9,7 @@ from agentcomms.config import Config
 from agentcomms.voice.tts import ProviderUnavailable
 
 LOCAL = "local"
-KNOWN: tuple[str, ...] = (LOCAL,)
+KNOWN: tuple[str, ...] = (LOCAL, "openai")
 
 
 class Recognizer(Protocol):
@@ -32,4 +32,8 @@ def stt_provider(name: str, cfg: Config) -> Recognizer:
         from agentcomms.voice.stt.local import SphinxRecognizer
 
         return SphinxRecognizer(grammar=cfg.voice.stt.grammar)
+    if name == "openai":
+        from agentcomms.voice.stt.openai import OpenAIRecognizer
+
+        return OpenAIRecognizer.from_config(cfg)
     raise ProviderUnavailable(f"no speech-to-text provider {name!r}; known: {', '.join(KNOWN)}")

@@ -22,7 +22,7 @@ class ProviderUnavailable(AgentcommsError):
 
 
 # Providers with a module here; a configured one without a module is skipped, not fatal.
-KNOWN: tuple[str, ...] = (LOCAL,)
+KNOWN: tuple[str, ...] = (LOCAL, "openai")
 
 
 def tts_chain(cfg: Config) -> list[str]:
@@ -41,4 +41,8 @@ def tts_provider(name: str, cfg: Config) -> Speech:
         from agentcomms.voice.tts.local import EspeakSpeech
 
         return EspeakSpeech.from_config(cfg)
+    if name == "openai":
+        from agentcomms.voice.tts.openai import OpenAISpeech
+
+        return OpenAISpeech.from_config(cfg)
     raise ProviderUnavailable(f"no text-to-speech provider {name!r}; known: {', '.join(KNOWN)}")
