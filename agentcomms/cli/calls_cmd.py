@@ -10,7 +10,7 @@ import uuid
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
+from rich.table import Column, Table
 
 from agentcomms.cli import app
 from agentcomms.cli.common import console, fail, print_json, run_async, shown
@@ -100,7 +100,8 @@ def calls(
     if as_json:
         print_json(result)
         return
-    table = Table("call", "agent", "phone", "status", "started", "duration")
+    # Call ids are copied whole into continue/end commands: never wrapped.
+    table = Table(Column("call", no_wrap=True), "agent", "phone", "status", "started", "duration")
     for c in result["calls"]:
         duration = c["duration_seconds"]
         table.add_row(
