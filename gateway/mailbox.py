@@ -10,23 +10,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable
-from datetime import timedelta
 
 from sqlalchemy.exc import SQLAlchemyError
 from temporalio.client import (
     Client,
-    WorkflowUpdateFailedError,
-    WorkflowUpdateRPCTimeoutOrCancelledError,
 )
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
-from agentcomms.config import host_name
 from agentcomms.errors import AgentcommsError, MailboxFull
 from agentcomms.models import Event
 from agentcomms.store import Store
+from gateway.waiting import wait_update
 from workflows.agent import (
     AgentInput,
     AgentSnapshot,
@@ -35,7 +31,6 @@ from workflows.agent import (
     Registration,
     Unregister,
     WaitForDelivery,
-    host_task_queue,
 )
 
 log = logging.getLogger(__name__)
@@ -72,7 +67,7 @@ class Mailbox:
         client: Client,
         store: Store,
         *,
-        host: str | None = None,
+        task_queue: str,
         limits: Limits = _no_limits,
     ) -> None:
         self._client = client
@@ -83,8 +78,9 @@ class Mailbox:
         # the projection is counted again only when the bound nears a limit, not on every send.
         self._bounds: dict[str, tuple[int, int]] = {}
         self.arrivals = Arrivals()
-        # A workflow starts on this host's queue; registration moves it to its pane's host.
-        self._task_queue = host_task_queue(host or host_name())
+        # A mailbox starts on the shared queue, which any worker polls (the gateway's machine
+        # may run none); registration moves it to its pane's host, where it types.
+        self._task_queue = task_queue
 
     async def _signal(self, agent_id: str, signal: str, arg: object) -> None:
         await self._client.start_workflow(
@@ -183,28 +179,11 @@ class Mailbox:
         self, agent_id: str, event_id: str, timeout_s: float
     ) -> DeliveryStatus:
         """Wait until the event is typed or failed, or the timeout passes (then: still queued)."""
-        handle = self._client.get_workflow_handle(workflow_id(agent_id))
-        deadline = time.monotonic() + timeout_s
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return DeliveryStatus(event_id=event_id, status="queued")
-            try:
-                status = await asyncio.wait_for(
-                    handle.execute_update(
-                        AgentWorkflow.wait_for_delivery,
-                        WaitForDelivery(event_id=event_id, timeout_s=min(remaining, 300)),
-                        rpc_timeout=timedelta(seconds=remaining + 5),
-                    ),
-                    timeout=remaining + 1,
-                )
-            except (
-                TimeoutError,
-                RPCError,
-                WorkflowUpdateFailedError,
-                WorkflowUpdateRPCTimeoutOrCancelledError,
-            ):
-                # No worker picked the update up in time: the message is durable, not typed.
-                return DeliveryStatus(event_id=event_id, status="queued")
-            if status.status != "moved":  # the workflow continued-as-new: ask the new run
-                return status
+        status: DeliveryStatus | None = await wait_update(
+            self._client.get_workflow_handle(workflow_id(agent_id)),
+            AgentWorkflow.wait_for_delivery,
+            lambda seconds: WaitForDelivery(event_id=event_id, timeout_s=seconds),
+            timeout_s,
+            moved=lambda s: s.status == "moved",
+        )
+        return status or DeliveryStatus(event_id=event_id, status="queued")

@@ -5,23 +5,17 @@ An item is durable once ``post`` returns (signal-with-start on the shared task q
 
 from __future__ import annotations
 
-import asyncio
-import time
-from datetime import timedelta
-
 from temporalio.client import (
     Client,
-    WorkflowUpdateFailedError,
-    WorkflowUpdateRPCTimeoutOrCancelledError,
 )
 from temporalio.common import (
     SearchAttributePair,
     TypedSearchAttributes,
     WorkflowIDConflictPolicy,
 )
-from temporalio.service import RPCError
 
 from agentcomms.search_attributes import AGENT_ID
+from gateway.waiting import wait_update
 from workflows.outbox import (
     OutboxInput,
     OutboxItem,
@@ -55,25 +49,11 @@ class Outbox:
         self, agent_id: str, channel_id: str, item_id: str, timeout_s: float
     ) -> SendStatus:
         """Wait until the item was sent or failed, or the timeout passes (then: still queued)."""
-        handle = self._client.get_workflow_handle(outbox_workflow_id(agent_id, channel_id))
-        deadline = time.monotonic() + timeout_s
-        while (remaining := deadline - time.monotonic()) > 0:
-            try:
-                status = await asyncio.wait_for(
-                    handle.execute_update(
-                        OutboxWorkflow.wait_sent,
-                        WaitSent(item_id=item_id, timeout_s=min(remaining, 300)),
-                        rpc_timeout=timedelta(seconds=remaining + 5),
-                    ),
-                    timeout=remaining + 1,
-                )
-            except (
-                TimeoutError,
-                RPCError,
-                WorkflowUpdateFailedError,
-                WorkflowUpdateRPCTimeoutOrCancelledError,
-            ):
-                break  # no worker answered in time: the send is durable, not done
-            if status.status != "moved":  # continued-as-new: ask the new run
-                return status
-        return SendStatus(item_id=item_id, status="queued")
+        status: SendStatus | None = await wait_update(
+            self._client.get_workflow_handle(outbox_workflow_id(agent_id, channel_id)),
+            OutboxWorkflow.wait_sent,
+            lambda seconds: WaitSent(item_id=item_id, timeout_s=seconds),
+            timeout_s,
+            moved=lambda s: s.status == "moved",
+        )
+        return status or SendStatus(item_id=item_id, status="queued")

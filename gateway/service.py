@@ -32,7 +32,9 @@ class Gateway:
         self.host = host or host_name()
         self.started_at: datetime = utcnow()
         self.store = store
-        self.mailbox = Mailbox(client, store, host=self.host, limits=cfg.mailbox_limits)
+        self.mailbox = Mailbox(
+            client, store, task_queue=cfg.temporal.task_queue, limits=cfg.mailbox_limits
+        )
         self.outbox = Outbox(client, cfg.temporal.task_queue)
         self.inbox = ChatInbox(cfg, store, self.mailbox, self.outbox)
         self.chat = ChatTransports(cfg, self.inbox)

@@ -115,3 +115,10 @@ async def eventually(
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not met within {timeout} s; last value: {value!r}")
         await asyncio.sleep(interval)
+
+
+async def typed(out: Path, expected: bytes, *, timeout: float = 20) -> None:
+    """The recorder pane's file holds exactly `expected`, once the program in the pane caught up:
+    "delivered" means tmux took the keys; `cat` writes them to the file a moment later."""
+    await eventually(lambda: len(out.read_bytes()) >= len(expected), timeout=timeout)
+    assert await asyncio.to_thread(out.read_bytes) == expected

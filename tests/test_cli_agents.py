@@ -15,7 +15,7 @@ from temporalio.client import WorkflowExecutionStatus
 from agentcomms.config import AgentConfig
 from agentcomms.ids import new_event_id
 from tests.conftest import Tmux, write_config
-from tests.stack import Stack, eventually, running_stack
+from tests.stack import Stack, eventually, running_stack, typed
 from tests.test_mailbox import recorder
 
 AGENTCOMMS = str(Path(sys.executable).parent / "agentcomms")
@@ -72,7 +72,7 @@ async def test_send_reads_a_piped_message(stack: Stack, tmux: Tmux, tmp_path: Pa
     sent = await cli(home, "send", agent, "--wait", stdin='diff --git a/x\n+ "$y"\n')
     assert sent.returncode == 0 and "delivered" in sent.stdout, sent.stderr
     # Pasted with its newline kept; the one trailing newline from the pipe is not a second Enter.
-    assert out.read_bytes() == b'diff --git a/x\n+ "$y"\r'
+    await typed(out, b'diff --git a/x\n+ "$y"\r')
     empty = await cli(home, "send", agent, stdin="\n")
     assert empty.returncode == 1 and "message on stdin is empty" in empty.stderr
 
@@ -94,11 +94,11 @@ async def test_register_send_events_interrupt_inbox(stack: Stack, tmux: Tmux, tm
         assert sent.returncode == 0, sent.stderr
     result = json.loads(sent.stdout)
     assert result["delivered"] is True and result["event_id"] == retry_id
-    assert out.read_bytes() == b"-rf; C-c Enter\r"
+    await typed(out, b"-rf; C-c Enter\r")
 
     interrupted = await cli(home, "interrupt", agent, "-r", "wrong branch", "--wait")
     assert interrupted.returncode == 0 and "delivered" in interrupted.stdout
-    assert out.read_bytes() == b"-rf; C-c Enter\r\x1b"
+    await typed(out, b"-rf; C-c Enter\r\x1b")
 
     events = await cli(home, "events", agent, "--json")
     lines = [json.loads(chunk) for chunk in _json_objects(events.stdout)]
@@ -253,7 +253,7 @@ async def test_register_inside_tmux_pins_that_server_for_the_worker(
     assert f"(tmux server {tmux.socket})" in registered.stdout
     sent = await cli(home, "send", agent, "found you", "--wait")
     assert "delivered" in sent.stdout, sent.stdout + sent.stderr
-    assert out.read_bytes() == b"found you\r"
+    await typed(out, b"found you\r")
 
 
 async def test_text_from_outside_prints_as_itself_and_never_as_terminal_codes(

@@ -16,7 +16,7 @@ from temporalio.client import WorkflowHandle
 from agentcomms.ids import new_event_id
 from agentcomms.search_attributes import AGENT_STATUS
 from tests.conftest import Tmux
-from tests.stack import Stack, eventually, running_stack
+from tests.stack import Stack, eventually, running_stack, typed
 from workers.main import build_workers
 
 
@@ -46,7 +46,7 @@ async def test_send_is_typed_into_the_pane_and_recorded(stack: Stack, tmux: Tmux
         "send", agent_id=agent, message="hello $HOME `x` 'q' \"dq\"", wait=True
     )
     assert result["delivered"] is True and result["status"] == "delivered"
-    assert out.read_bytes() == b"hello $HOME `x` 'q' \"dq\"\r"
+    await typed(out, b"hello $HOME `x` 'q' \"dq\"\r")
     event = await stack.store.get_event(result["event_id"])
     assert event is not None and event.status == "delivered" and event.delivered_at is not None
     assert event.channel_id == "cli:local" and event.payload["source"] == "cli"
@@ -173,13 +173,14 @@ async def test_reregistering_to_a_new_pane_delivers_there(stack: Stack, tmux: Tm
     first, first_out = recorder(tmux, tmp_path, "first")
     await register(stack, agent, tmux, first, submit_delay_ms=0)
     assert (await stack.call("send", agent_id=agent, message="one", wait=True))["delivered"]
+    await typed(first_out, b"one\r")  # in the file before its program is killed
     tmux.kill_session("first")
     await stack.call("send", agent_id=agent, message="two")
     await eventually(lambda: _snapshot_if(stack, agent, lambda s: s.status == "unreachable"))
     second, second_out = recorder(tmux, tmp_path, "second")
     await register(stack, agent, tmux, second, submit_delay_ms=0)
     await eventually(lambda: second_out.read_bytes() == b"two\r")
-    assert first_out.read_bytes() == b"one\r"
+    assert first_out.read_bytes() == b"one\r"  # nothing more typed into the old pane
 
 
 async def test_a_repeated_event_id_is_typed_once(stack: Stack, tmux: Tmux, tmp_path: Path):
@@ -191,7 +192,7 @@ async def test_a_repeated_event_id_is_typed_once(stack: Stack, tmux: Tmux, tmp_p
     again = await stack.call("send", agent_id=agent, message="once", event_id=retried)
     assert first["event_id"] == again["event_id"] == retried
     await stack.call("send", agent_id=agent, message="after", wait=True)
-    assert out.read_bytes() == b"once\rafter\r"
+    await typed(out, b"once\rafter\r")
 
 
 async def test_agent_message_is_prefixed_with_its_sender(stack: Stack, tmux: Tmux, tmp_path: Path):
@@ -206,7 +207,7 @@ async def test_agent_message_is_prefixed_with_its_sender(stack: Stack, tmux: Tmu
         wait=True,
     )
     assert result["delivered"] and result["to_agent_id"] == receiver
-    assert out.read_bytes() == f"[from: {sender}] API is ready\r".encode()
+    await typed(out, f"[from: {sender}] API is ready\r".encode())
     event = await stack.store.get_event(result["event_id"])
     assert event is not None
     assert event.source_agent_id == sender and event.channel_id == f"agent:{sender}"
@@ -308,3 +309,24 @@ async def test_a_broken_projection_does_not_make_a_durable_send_look_lost(
 async def _delivered(stack: Stack, event_id: str):
     event = await stack.store.get_event(event_id)
     return event if event and event.status == "delivered" else None
+
+
+async def test_a_gateway_on_a_machine_without_a_worker_delivers_through_the_panes_host(
+    temporal_env, tmux: Tmux, tmp_path: Path
+):
+    """The gateway's machine runs no worker; the pane's host runs one. A mailbox starts on the
+    shared queue (which that worker polls) and moves to the pane's host when registered there."""
+    async with running_stack(temporal_env.client, tmp_path, with_worker=False) as stack:
+        pane_host = f"box-{stack.agent_id('h')}"
+        async with AsyncExitStack() as workers:
+            for worker in build_workers(stack.client, stack.cfg, stack.store, host=pane_host):
+                await workers.enter_async_context(worker)
+            agent = stack.agent_id()
+            await stack.call("send", agent_id=agent, message="waited for a pane")
+            target, out = recorder(tmux, tmp_path, "rec")
+            await register(stack, agent, tmux, target, submit_delay_ms=0, host=pane_host)
+            result = await stack.call("send", agent_id=agent, message="and this", wait=True)
+            assert result["delivered"] is True
+            await typed(out, b"waited for a pane\rand this\r")
+            description = await stack.client.get_workflow_handle(f"agent-{agent}").describe()
+            assert description.task_queue == f"agentcomms-host-{pane_host}"

@@ -14,22 +14,16 @@ import pytest
 from pydantic import SecretStr
 
 from agentcomms.client import GatewayClient
-from agentcomms.config import Config
+from agentcomms.config import Config, MailboxConfig
 from agentcomms.ids import provider_event_id
 from gateway.service import Gateway
 from tests.conftest import Tmux
 from tests.fakes.serve import free_port
 from tests.fakes.telegram import FakeTelegram
 from tests.stack import Stack, eventually, running_stack
+from tests.test_mailbox import recorder
 
 CHAT = 456  # Alice's private chat with the bot (its id is her user id)
-
-
-def recorder(tmux: Tmux, tmp_path: Path, name: str) -> tuple[str, Path]:
-    """A pane that appends every byte typed into it to a file (raw mode: Enter arrives as CR)."""
-    out = tmp_path / f"{name}.bytes"
-    out.touch()
-    return tmux.new_session(name, f"stty raw -echo; exec cat >> {out}"), out
 
 
 @pytest.fixture
@@ -342,3 +336,23 @@ async def test_gateway_restarted_with_messages_in_flight_loses_and_doubles_nothi
 
 async def _count(stack: Stack, agent: str, n: int) -> bool:
     return len(await stack.store.events_after(agent, None, 100)) == n
+
+
+async def test_a_full_mailbox_refuses_a_chat_message_and_tells_the_sender(
+    temporal_env, tmp_path: Path, telegram: FakeTelegram, agent: str
+):
+    async with running_stack(
+        temporal_env.client,
+        tmp_path,
+        mailbox=MailboxConfig(max_pending=1),
+        configure=with_telegram(telegram, agent),
+    ) as stack:
+        await connected(stack)
+        await stack.call("send", agent_id=agent, message="already waiting")  # no pane yet
+        sent = telegram.human_says(CHAT, "one more")
+        [reply] = await eventually(lambda: telegram.texts_to(CHAT))
+        assert reply.startswith(f"{agent}'s mailbox is full") and "not queued" in reply
+        refused = provider_event_id("telegram", CHAT, sent["message"]["message_id"])
+        assert await stack.store.get_event(refused) is None  # nothing accepted, nothing kept
+        snapshot = await stack.gateway.mailbox.snapshot(agent)
+        assert snapshot is not None and snapshot.pending == 1

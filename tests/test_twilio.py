@@ -18,15 +18,10 @@ from tests.conftest import Tmux
 from tests.fakes.serve import free_port
 from tests.fakes.twilio import OUR_NUMBER, FakeTwilio
 from tests.stack import Stack, eventually, running_stack
+from tests.test_mailbox import recorder
 
 ALICE = "+15551234567"
 PUBLIC_URL = "https://agents.example.test/relay"  # a tunnel: not where the gateway listens
-
-
-def recorder(tmux: Tmux, tmp_path: Path, name: str) -> tuple[str, Path]:
-    out = tmp_path / f"{name}.bytes"
-    out.touch()
-    return tmux.new_session(name, f"stty raw -echo; exec cat >> {out}"), out
 
 
 @pytest.fixture

@@ -65,6 +65,14 @@ PATCH_TEXTS_OUT_OF_STATE = "texts-out-of-state"
 # Patch: the agent row is written when the queue drains only if what it shows changed (before,
 # on every drain: one more write per message when messages come one at a time).
 PATCH_ROW_ON_CHANGE = "agent-row-on-change"
+# Patch: a mailbox moves to its pane's host when registered there, not at its first message
+# (it starts on the shared queue, which the gateway's machine may not poll).
+PATCH_MOVE_ON_REGISTER = "move-on-register"
+# Patch: a few short waiting texts travel in the continue-as-new state instead of through the
+# projection, so moving to another host (or a new run) does not wait for the database.
+PATCH_SMALL_TEXTS_IN_STATE = "small-texts-in-state"
+INLINE_TEXT_CHARS = 50_000  # with JSON's worst case, about 300 KB of state
+INLINE_WAITING = 200
 
 # A projection write or read carries at most about this many characters of message text; with
 # JSON's worst case (6 bytes for an escaped character) and one whole message at the cap, a
@@ -73,7 +81,7 @@ CHUNK_CHARS = 150_000
 # Past this many waiting messages the mailbox refuses more (recorded as rejected, never typed).
 # The gateway refuses far earlier, at the configured per-agent limit; this is the backstop for
 # signals that went around it, and keeps the continue-as-new input under the payload limit.
-HARD_WAITING_CAP = 20_000
+HARD_WAITING_CAP = 12_000  # about 75 bytes each in the state: under 1 MB
 # How many waiting texts a run reads back from the projection at a time (fewer when long).
 LOAD_BATCH = 50
 
@@ -113,7 +121,8 @@ class Waiting(BaseModel):
 
     id: str
     type: EventType
-    # Runs that carried whole events in their state hand them over here; newer runs never do.
+    # The whole event, when the run that continued-as-new handed the text over in its state
+    # (a few short messages) rather than through the projection.
     event: Event | None = None
 
 
@@ -314,15 +323,19 @@ class AgentWorkflow:
             )
             if self._continue_as_new_suggested():
                 break
-            if not self._deliverable():
-                await self._publish()  # e.g. unregistered, or an offline agent's queue grew
-                continue
             reg = self._s.registration
-            assert reg is not None
-            if self._s.task_queue != host_task_queue(reg.host):
+            if (
+                reg is not None
+                and self._s.task_queue != host_task_queue(reg.host)
+                and (self._deliverable() or workflow.patched(PATCH_MOVE_ON_REGISTER))
+            ):
                 # The pane lives on another host: continue there, where typing is local.
                 self._s.task_queue = host_task_queue(reg.host)
                 await self._continue_as_new(task_queue=self._s.task_queue)
+            if not self._deliverable():
+                await self._publish()  # e.g. unregistered, or an offline agent's queue grew
+                continue
+            assert reg is not None
             event = await self._next_event()
             if event is None:
                 continue
@@ -412,7 +425,7 @@ class AgentWorkflow:
     async def _continue_as_new(self, *, task_queue: str | None = None) -> None:
         self._continuing = True
         if workflow.patched(PATCH_TEXTS_OUT_OF_STATE):
-            await self._store_waiting_texts()
+            await self._hand_over_waiting_texts()
         await self._write_projection()
         # Let waiting updates answer "moved" before this run ends.
         await workflow.wait_condition(workflow.all_handlers_finished)
@@ -421,9 +434,18 @@ class AgentWorkflow:
             AgentInput(agent_id=self._s.agent_id, state=self._s), task_queue=task_queue
         )
 
-    async def _store_waiting_texts(self) -> None:
-        """Make sure every waiting text is in the projection: the next run reads them there."""
+    async def _hand_over_waiting_texts(self) -> None:
+        """Give the next run the waiting texts this run holds: in its state when they are few
+        and short, otherwise written to the projection, where the next run reads them."""
         held = [self._texts[w.id] for w in self._s.waiting if w.id in self._texts]
+        if (
+            len(held) <= INLINE_WAITING
+            and sum(len(e.text) for e in held) <= INLINE_TEXT_CHARS
+            and workflow.patched(PATCH_SMALL_TEXTS_IN_STATE)
+        ):
+            for entry in self._s.waiting:
+                entry.event = self._texts.get(entry.id)
+            return
         for chunk in _chunks(held):
             await workflow.execute_local_activity(
                 "record_projection",

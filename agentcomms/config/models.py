@@ -99,7 +99,7 @@ class DatabaseConfig(Section):
 
 
 AgentIdKey = Annotated[str, AfterValidator(check_agent_id)]
-# The mailbox itself refuses past 20,000 waiting messages; a configured limit stays below that.
+# The mailbox itself refuses past 12,000 waiting messages; a configured limit stays below that.
 MaxPending = Annotated[int, Field(ge=1, le=10_000)]
 MaxPendingBytes = Annotated[int, Field(ge=MAX_MESSAGE_CHARS * 4, le=1_000_000_000)]
 MaxChars = Annotated[int, Field(ge=100, le=MAX_MESSAGE_CHARS)]
