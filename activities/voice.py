@@ -12,6 +12,7 @@ import json
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -86,14 +87,20 @@ class VoiceActivities:
     async def record_call(self, update: CallUpdate) -> None:
         """Write the call's row, and append its new turns to the call's transcript file.
 
-        A retry may append a turn twice; readers keep the last line of each (turn, speaker).
+        Idempotent: a retry (the worker died after writing, before reporting it) appends
+        nothing twice, each (turn, speaker) is written once.
         """
         call = update.call
         if update.turns:
             path = self.audio.root / call.id / "transcript.jsonl"
             path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            written = _transcript_keys(path)
             with path.open("a", encoding="utf-8") as out:
+                if out.tell() and not path.read_bytes().endswith(b"\n"):
+                    out.write("\n")  # after a line a crash cut short
                 for turn in update.turns:
+                    if (turn.turn, turn.speaker) in written:
+                        continue
                     out.write(json.dumps(turn.model_dump(mode="json"), ensure_ascii=False) + "\n")
         call.transcript_ref = f"{call.id}/transcript.jsonl"
         await self._store.upsert_call(call)
@@ -197,6 +204,22 @@ class TwilioCallActivities:
 
         with _call_system_errors():
             await TwilioCalls(self._cfg).hang_up(live, answered=live.answered)
+
+
+def _transcript_keys(path: Path) -> set[tuple[int, str]]:
+    """The (turn, speaker) of every complete line of a transcript file."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return set()
+    keys = set()
+    for line in lines:
+        try:
+            entry = json.loads(line)
+        except ValueError:  # a line cut short by a crash mid-write
+            continue
+        keys.add((entry.get("turn"), entry.get("speaker")))
+    return keys
 
 
 @contextmanager

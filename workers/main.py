@@ -59,7 +59,9 @@ def build_workers(
         chat = ChatActivities(cfg)
         # Calls run on the shared queue: nothing of a call is tied to one host's panes. A call
         # that is not answered blocking hands its answer to the agent's mailbox.
-        mailbox = Mailbox(client, store, host=host, limits=cfg.mailbox_limits)
+        mailbox = Mailbox(
+            client, store, task_queue=cfg.temporal.task_queue, limits=cfg.mailbox_limits
+        )
         voice = VoiceActivities(cfg, store, post=mailbox.post)
         twilio_calls = TwilioCallActivities(cfg)
         workers.append(
