@@ -42,7 +42,7 @@ from temporalio.runtime import (
     TelemetryFilter,
 )
 
-from agentcomms.config import Config, TemporalConfig
+from agentcomms.config import Config, TemporalConfig, VoiceConfig
 from agentcomms.runtime import Runtime as Stack
 from agentcomms.runtime import temporal_and_store
 from gateway.service import Gateway
@@ -83,21 +83,25 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _config_in(home: Path) -> Config:
+def _config_in(home: Path, voice: VoiceConfig | None = None) -> Config:
     """The default configuration, rooted in `home`, with the dev server on a free port."""
     os.environ["AGENTCOMMS_HOME"] = str(home)
     home.mkdir(mode=0o700, parents=True, exist_ok=True)
-    return Config(temporal=TemporalConfig(address=f"127.0.0.1:{free_port()}"))
+    return Config(
+        temporal=TemporalConfig(address=f"127.0.0.1:{free_port()}"), voice=voice or VoiceConfig()
+    )
 
 
 @asynccontextmanager
-async def temporal(home: Path, *, product: bool = True) -> AsyncIterator[Stack]:
+async def temporal(
+    home: Path, *, product: bool = True, voice: VoiceConfig | None = None
+) -> AsyncIterator[Stack]:
     """A fresh home with its own embedded dev server; with `product`, the worker and gateway too.
 
     The home holds the Temporal database, the projection, the gateway socket (``daemon.sock``)
     and the dev server's log. A Unix socket path is limited to 108 bytes: keep `home` short.
     """
-    cfg = _config_in(home)
+    cfg = _config_in(home, voice)
     async with temporal_and_store(cfg, embed=True, headless=True) as rt, AsyncExitStack() as stack:
         if product:
             for worker in build_workers(rt.client, cfg, rt.store):

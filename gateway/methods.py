@@ -117,6 +117,10 @@ class Methods:
             "history": (HistoryParams, self.history),
         }
 
+    def extend(self, table: dict[str, tuple[type[Params], Callable[[Any], Awaitable[Any]]]]) -> None:
+        """Serve the methods of another room too (calls: `gateway.calls`)."""
+        self._table.update(table)
+
     async def dispatch(self, method: str, params: dict[str, Any]) -> Any:
         entry = self._table.get(method)
         if entry is None:

@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from datetime import datetime
+from typing import Any
 
 from temporalio.client import Client
 
 from agentcomms.config import Config, host_name
 from agentcomms.models import Channel, utcnow
 from agentcomms.store import Store
+from gateway.calls import CallControl
 from gateway.chat import ChatInbox, ChatTransports
 from gateway.http import WebhookServer
 from gateway.mailbox import Mailbox
@@ -45,6 +47,8 @@ class Gateway:
             outbox=self.outbox,
             chat=self.chat,
         )
+        self.calls = CallControl(cfg, client, store)
+        self.methods.extend(self.calls.methods())
         self.server = SocketServer(cfg.server.socket(), self.methods.dispatch)
         self.http: WebhookServer | None = None
 
@@ -53,9 +57,20 @@ class Gateway:
         await self.register_configured_agents()
         await self.record_configured_channels()
         await self.chat.start()
-        if routes := self.chat.routes():  # only when a provider receives by webhook
+        routes = self.chat.routes() + self._call_routes()
+        if routes:  # only when a provider receives by webhook
             self.http = WebhookServer(self.cfg.server.http_host, self.cfg.server.http_port, routes)
             await self.http.start()
+
+    def _call_routes(self) -> list[Any]:
+        """Twilio's voice webhooks and our signed audio, when calls go through Twilio."""
+        from agentcomms.voice.callsystem import twilio_configured
+
+        if not twilio_configured(self.cfg):
+            return []
+        from agentcomms.voice.callsystem.twilio import TwilioVoiceReceiver
+
+        return TwilioVoiceReceiver(self.cfg, self.calls).routes()
 
     async def record_configured_channels(self) -> None:
         """`chat.channels` into the projection, so `channels` lists them beside the others."""

@@ -1,5 +1,5 @@
-"""The agent-facing MCP tools: the seed's set (minus voice, which arrives with its issue) plus
-``wait_for_messages``. Every tool is a thin call to the gateway socket; nothing here holds provider
+"""The agent-facing MCP tools: the seed's set (the voice tools in ``mcp_server.voice``) plus
+``wait_for_messages`` and ``list_active_calls``. Every tool is a thin call to the gateway socket; nothing here holds provider
 credentials or talks to Temporal.
 """
 
@@ -46,6 +46,7 @@ from mcp_server.shapes import (
     history_message,
     inbox_message,
 )
+from mcp_server.voice import add_voice_tools
 
 # How long send_agent_message waits to see its text in the target's pane. Long enough for a live
 # pane (typing takes tens of milliseconds), short enough not to stall an agent whose peer is away.
@@ -60,6 +61,8 @@ agentcomms connects you with your human and with other agents.
   human's terminal). Message another agent with send_agent_message; it is typed into its pane as
   "[from: <you>] <message>".
 - list_agents, list_channels, daemon_status, get_agent_events and get_messages look around.
+- initiate_call phones your human (it returns what they say; with wait=false the answer comes
+  later as a message); continue_call, speak_to_user and end_call carry the call on.
 """
 
 
@@ -258,6 +261,7 @@ def build_server(socket: Path, *, default_agent: str, auth: AuthProvider | None 
             "channel_id": channel,
         }
 
+    add_voice_tools(mcp, gateway, default_agent=default_agent)
     return mcp
 
 

@@ -18,7 +18,14 @@ from typing import Any
 from temporalio.client import Client
 
 from agentcomms.client import GatewayClient
-from agentcomms.config import Config, DatabaseConfig, MailboxConfig, ServerConfig, TemporalConfig
+from agentcomms.config import (
+    Config,
+    DatabaseConfig,
+    MailboxConfig,
+    ServerConfig,
+    TemporalConfig,
+    VoiceConfig,
+)
 from agentcomms.store import Store
 from gateway.service import Gateway
 from workers.main import build_workers
@@ -47,9 +54,12 @@ def stack_config(
     *,
     socket_path: Path | None = None,
     mailbox: MailboxConfig | None = None,
+    voice: VoiceConfig | None = None,
 ) -> Config:
     return Config(
         mailbox=mailbox or MailboxConfig(),
+        # Calls keep their audio beside the test's database, not in a shared home.
+        voice=voice or VoiceConfig(audio_dir=tmp_path / "audio"),
         server=ServerConfig(socket_path=socket_path or tmp_path / "daemon.sock"),
         temporal=TemporalConfig(
             address=client.service_client.config.target_host,
@@ -68,10 +78,11 @@ async def running_stack(
     socket_path: Path | None = None,
     host: str | None = None,
     mailbox: MailboxConfig | None = None,
+    voice: VoiceConfig | None = None,
     configure: Callable[[Config], Config] | None = None,
 ) -> AsyncIterator[Stack]:
     """``configure`` adjusts the stack's configuration (chat providers, channels) before start."""
-    cfg = stack_config(tmp_path, client, socket_path=socket_path, mailbox=mailbox)
+    cfg = stack_config(tmp_path, client, socket_path=socket_path, mailbox=mailbox, voice=voice)
     if configure is not None:
         cfg = configure(cfg)
     host = host or f"test-{uuid.uuid4().hex[:8]}"

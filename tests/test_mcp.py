@@ -30,6 +30,11 @@ TOOLS = {
     "send_message",
     "list_channels",
     "get_messages",
+    "initiate_call",
+    "continue_call",
+    "speak_to_user",
+    "end_call",
+    "list_active_calls",
 }
 
 
@@ -80,7 +85,7 @@ def _pane_command(tmux: Tmux, target: str) -> str:
 async def test_the_tools_are_the_seeds_typed_and_described(stack: Stack):
     async with Client(server_for(stack, "me")) as client:
         tools = {t.name: t for t in await client.list_tools()}
-    assert set(tools) == TOOLS  # voice tools arrive with the voice issue: no stubs
+    assert set(tools) == TOOLS
     for tool in tools.values():
         assert tool.description
         for name, schema in tool.input_schema["properties"].items():
@@ -369,6 +374,11 @@ async def test_with_the_gateway_down_tools_say_how_to_start_it(tmp_path: Path):
         ("send_message", {"provider": "local", "chat_id": "local", "message": "hi"}),
         ("list_channels", {}),
         ("get_messages", {"provider": "local", "chat_id": "local"}),
+        ("initiate_call", {"message": "hi"}),
+        ("continue_call", {"call_id": "c_" + "0" * 26, "message": "hi"}),
+        ("speak_to_user", {"call_id": "c_" + "0" * 26, "message": "hi"}),
+        ("end_call", {"call_id": "c_" + "0" * 26}),
+        ("list_active_calls", {}),
     ]
     assert {name for name, _ in calls} | {"daemon_status"} == TOOLS
     for tool, args in calls:

@@ -18,9 +18,12 @@ from temporalio.worker import Worker
 from activities.chat import ChatActivities
 from activities.delivery import deliver_to_pane, interrupt_pane
 from activities.projection import ProjectionActivities
+from activities.voice import TwilioCallActivities, VoiceActivities
 from agentcomms.config import Config, host_name
 from agentcomms.store import Store
+from gateway.mailbox import Mailbox
 from workflows.agent import AgentWorkflow, host_task_queue
+from workflows.call import CallWorkflow
 from workflows.outbox import OutboxWorkflow
 
 log = logging.getLogger(__name__)
@@ -54,12 +57,30 @@ def build_workers(
     if shared:
         # Chat sends need no pane: any host's worker may send, with its own config's credentials.
         chat = ChatActivities(cfg)
+        # Calls run on the shared queue: nothing of a call is tied to one host's panes. A call
+        # that is not answered blocking hands its answer to the agent's mailbox.
+        mailbox = Mailbox(
+            client, store, task_queue=cfg.temporal.task_queue, limits=cfg.mailbox_limits
+        )
+        voice = VoiceActivities(cfg, store, post=mailbox.post)
+        twilio_calls = TwilioCallActivities(cfg)
         workers.append(
             Worker(
                 client,
                 task_queue=cfg.temporal.task_queue,
-                workflows=[AgentWorkflow, OutboxWorkflow],
-                activities=[*activities, chat.send_chat],
+                workflows=[AgentWorkflow, OutboxWorkflow, CallWorkflow],
+                activities=[
+                    *activities,
+                    chat.send_chat,
+                    voice.synthesize_speech,
+                    voice.transcribe_speech,
+                    voice.record_call,
+                    voice.send_call_fallback,
+                    voice.post_call_answer,
+                    twilio_calls.place_twilio_call,
+                    twilio_calls.update_twilio_call,
+                    twilio_calls.end_twilio_call,
+                ],
                 max_cached_workflows=WORKFLOW_CACHE,
             )
         )

@@ -23,6 +23,7 @@ app = typer.Typer(
 # Importing a module registers its commands on `app`.
 from agentcomms.cli import (  # noqa: E402, F401
     agents_cmd,
+    calls_cmd,
     chat_cmd,
     config_cmd,
     db_cmd,

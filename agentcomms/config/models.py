@@ -235,7 +235,12 @@ class ChatConfig(Section):
 
 
 class PhoneConfig(Section):
-    provider: str = "twilio"
+    """Where calls go: Twilio once its account is set, else the local phone (`agentcomms phone`)."""
+
+    provider: Literal["twilio", "local"] = Field(
+        default="twilio",
+        description="twilio (used once account_sid, auth_token and numbers are set) or local",
+    )
     account_sid: str | None = None
     auth_token: SecretStr | None = None
     from_number: str | None = None
@@ -258,6 +263,11 @@ class STTConfig(Section):
     language: str = "en-US"
     silence_ms: int = Field(default=800, ge=0)
     base_url: str | None = None
+    grammar: Path | None = Field(
+        default=None,
+        description="local recognizer only: a JSGF grammar of the answers expected "
+        "(recognition is exact within it); open vocabulary when unset",
+    )
 
 
 class VoiceConfig(Section):
@@ -265,11 +275,27 @@ class VoiceConfig(Section):
     tts: TTSConfig = TTSConfig()
     stt: STTConfig = STTConfig()
     public_url: str | None = None
+    audio_dir: Path | None = Field(
+        default=None,
+        description="where call audio is kept (shared by the worker and the gateway); "
+        "<home>/audio when unset",
+    )
     transcript_timeout_s: float = Field(default=180, gt=0)
     ring_timeout_s: float = Field(default=30, gt=0)
+    max_call_duration_s: float = Field(
+        default=1800, gt=0, description="a call still up after this long is hung up"
+    )
+    sms_fallback: bool = Field(
+        default=True,
+        description="when nobody answers, send the message as an SMS (with Twilio SMS set "
+        "up) or to the terminal inbox (`agentcomms inbox`)",
+    )
     sms_fallback_message: str = (
         "I tried calling but couldn't reach you. Here's my message: {message}"
     )
+
+    def audio_root(self) -> Path:
+        return (self.audio_dir or agentcomms_home() / "audio").expanduser()
 
 
 class LoggingConfig(Section):

@@ -41,11 +41,13 @@ from agentcomms.store.records import ChatSender, from_row, row_values
 from agentcomms.store.schema import (
     AgentRow,
     Base,
+    CallRow,
     ChannelRow,
     ChatSenderRow,
     EventRow,
     PairingCodeRow,
 )
+from agentcomms.voice.models import ACTIVE_STATUSES, CallRecord
 
 # What check_messages and chat history show an agent; interrupts and system events are not messages.
 MESSAGE_TYPES = ("human_message", "agent_message")
@@ -497,6 +499,37 @@ class Store:
             pending = await conn.execute(select(PairingCodeRow).order_by(PairingCodeRow.created_at))
             senders += [from_row(ChatSender, row) for row in pending]
         return senders
+
+    # -- calls ---------------------------------------------------------------------------------
+
+    async def upsert_call(self, call: CallRecord) -> None:
+        """Write a call's row as its workflow sees it now (a retry writes the same again)."""
+        await self._upsert(CallRow, call.model_dump(), key="id")
+
+    async def get_call(self, call_id: str) -> CallRecord | None:
+        async with self._engine.connect() as conn:
+            row = (await conn.execute(select(CallRow).where(CallRow.id == call_id))).first()
+        return from_row(CallRecord, row) if row else None
+
+    async def list_calls(
+        self,
+        *,
+        agent_id: str | None = None,
+        active: bool = False,
+        phone_number: str | None = None,
+        limit: int = 50,
+    ) -> list[CallRecord]:
+        """The newest calls first: an agent's, those still up, those to one number."""
+        _check_limit(limit)
+        stmt = select(CallRow).order_by(CallRow.started_at.desc(), CallRow.id.desc()).limit(limit)
+        if agent_id is not None:
+            stmt = stmt.where(CallRow.agent_id == agent_id)
+        if active:
+            stmt = stmt.where(CallRow.status.in_(ACTIVE_STATUSES))
+        if phone_number is not None:
+            stmt = stmt.where(CallRow.phone_number == phone_number)
+        async with self._engine.connect() as conn:
+            return [from_row(CallRecord, row) for row in await conn.execute(stmt)]
 
     # -- helpers -------------------------------------------------------------------------------
 

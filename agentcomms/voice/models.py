@@ -1,0 +1,174 @@
+"""What the call workflow and the voice activities hand each other: references, never audio.
+
+Workflows import this module, so it holds only pydantic models and the standard library.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, Field, field_validator
+
+# An audio reference names a file under the audio directory: "<call id>/<file>". Nothing else
+# (no "..", no absolute path) can be named, whoever sends the reference.
+AUDIO_NAME_PATTERN = r"^[A-Za-z0-9_-]{1,80}/[A-Za-z0-9_-]{1,80}\.(wav|mp3)$"
+
+CallSystem = Literal["local", "twilio"]
+CallStatus = Literal[
+    "dialing",  # synthesizing the first words, placing the call
+    "ringing",
+    "in-progress",
+    "completed",  # answered, then hung up by either side
+    "no-answer",
+    "declined",
+    "busy",
+    "voicemail",  # an answering machine took the message
+    "failed",
+]
+ACTIVE_STATUSES: tuple[CallStatus, ...] = ("dialing", "ringing", "in-progress")
+
+
+def check_audio_name(value: str) -> str:
+    if not re.fullmatch(AUDIO_NAME_PATTERN, value):
+        raise ValueError(f"{value!r} is not an audio reference (<call id>/<name>.wav)")
+    return value
+
+
+class AudioRef(BaseModel):
+    """A sound file in the audio directory, by name; workflows carry this, not the audio."""
+
+    name: str
+    duration_s: float = 0.0
+    content_type: str = "audio/wav"
+    provider: str | None = None  # who made it: a TTS provider, "phone", "twilio"
+    took_ms: float | None = None  # how long the provider took to make it
+
+    _check_name = field_validator("name")(check_audio_name)
+
+
+class SpeechRequest(BaseModel):
+    """Synthesize `text` with one provider into the audio file `name`."""
+
+    provider: str
+    text: str
+    name: str
+
+
+class TranscribeRequest(BaseModel):
+    """Transcribe the audio file with one provider."""
+
+    provider: str
+    audio: AudioRef
+
+
+class Transcript(BaseModel):
+    text: str
+    provider: str
+    took_ms: float | None = None  # how long the provider took to hear it
+
+
+class CallRecord(BaseModel):
+    """A call as the projection shows it (`agentcomms calls`); the workflow is the truth."""
+
+    id: str
+    agent_id: str
+    status: CallStatus
+    direction: Literal["out", "in"] = "out"
+    phone_number: str | None = None  # "local" for the local phone
+    started_at: datetime
+    ended_at: datetime | None = None
+    duration_seconds: float | None = None
+    transcript_ref: str | None = None
+    error: str | None = None
+
+
+class TurnRecord(BaseModel):
+    """One side of one turn, appended to the call's transcript file."""
+
+    turn: int
+    speaker: Literal["agent", "human"]
+    text: str
+    at: datetime
+    audio: str | None = None
+    note: str | None = None
+
+
+class CallUpdate(BaseModel):
+    """A projection write of a call: its row, and the turn lines to append to its transcript."""
+
+    call: CallRecord
+    turns: list[TurnRecord] = Field(default_factory=list)
+
+
+class CallNotice(BaseModel):
+    """A call's outcome for the agent's mailbox (non-blocking calls)."""
+
+    call_id: str
+    agent_id: str
+    turn: int
+    text: str
+    response: str = ""
+    timed_out: bool = False
+    status: str = "answered"
+
+
+class FallbackRequest(BaseModel):
+    """The message of a call nobody answered, sent another way."""
+
+    call_id: str
+    agent_id: str
+    text: str
+    to_number: str | None = None
+
+
+LineState = Literal["dialing", "ringing", "connected", "ended"]
+LineEventKind = Literal[
+    "ringing", "answered", "declined", "busy", "no-answer", "failed", "machine",
+    "played", "heard", "partial", "hangup",
+]  # fmt: skip
+
+
+class Line(BaseModel):
+    """What a phone needs to know now; `version` grows with every change."""
+
+    call_id: str
+    agent_id: str
+    version: int = 0
+    state: LineState = "dialing"
+    turn: int = 0
+    say: str | None = None
+    audio: AudioRef | None = None
+    # What the call waits for from the phone in this turn: the human's answer, or word that
+    # the words were played (then nothing is listened to).
+    expect: Literal["answer", "played"] | None = None
+    answered_by: str | None = None
+    ended_reason: str | None = None
+
+
+class LineEvent(BaseModel):
+    """Something that happened on the line, reported by the phone or the call system."""
+
+    kind: LineEventKind
+    turn: int | None = None  # for played / heard / partial: the turn it belongs to
+    text: str | None = None  # heard / partial: what was said, when it came as text
+    audio: AudioRef | None = None  # heard: the recording, when it came as sound
+    phone_id: str | None = None  # which phone answered (several may ring)
+    detail: str | None = None
+
+
+class PlaceCall(BaseModel):
+    """Ask the call system to ring `to_number`; its webhooks carry `call_id` in their paths."""
+
+    call_id: str
+    to_number: str
+    ring_timeout_s: float = 30
+
+
+class LiveCall(BaseModel):
+    """A call the call system has placed (its own id, e.g. Twilio's CA…)."""
+
+    call_id: str
+    sid: str
+    answered: bool = False  # hanging up: an answered call is completed, a ringing one canceled

@@ -1,0 +1,268 @@
+"""Twilio Programmable Voice for tests: the Calls REST API the `twilio` SDK calls, and a phone
+network behind it that behaves like Twilio's.
+
+A created call rings, then (as the scenario says) is answered by the human or a machine, is busy,
+or is not answered. It sends signed status callbacks, fetches our TwiML and carries it out:
+``<Play>`` downloads the audio and checks it is a WAV, ``<Record>`` answers with a recording
+(the scripted human's words said by espeak-ng, served under the account's Recordings with basic
+auth), ``<Pause>`` holds until the time is up or the call is updated with a new URL,
+``<Redirect>`` fetches the next TwiML, ``<Hangup>`` ends the call. Every request it makes to us
+is signed exactly as Twilio signs (``RequestValidator.compute_signature`` over the URL given).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import secrets
+import time
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from typing import Literal
+
+import httpx
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from twilio.request_validator import RequestValidator
+
+from agentcomms.voice.tts.local import EspeakSpeech
+from tests.fakes.serve import LocalServer
+from tests.fakes.twilio import ACCOUNT_SID, AUTH_TOKEN
+
+Scenario = Literal["human", "machine", "busy", "no-answer"]
+
+
+@dataclass
+class FakeCall:
+    sid: str
+    to: str
+    from_: str
+    url: str
+    status_callback: str
+    timeout_s: float
+    answers: list[str | None]  # what the human says at each <Record>; None: hangs up
+    status: str = "queued"
+    started: float = 0.0
+    statuses: list[str] = field(default_factory=list)
+    played: list[str] = field(default_factory=list)  # media URLs fetched, each a WAV
+    said: list[str] = field(default_factory=list)
+    twiml: list[str] = field(default_factory=list)  # every document we were given
+    redirect_to: str | None = None
+    hangup_requested: bool = False
+    woken: asyncio.Event = field(default_factory=asyncio.Event)
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class FakeTwilioCalls:
+    def __init__(self, account_sid: str = ACCOUNT_SID, auth_token: str = AUTH_TOKEN) -> None:
+        self.account_sid = account_sid
+        self.auth_token = auth_token
+        self.scenario: Scenario = "human"
+        self.answers: list[str | None] = []
+        self.calls: dict[str, FakeCall] = {}
+        self.recordings: dict[str, bytes] = {}
+        self.problems: list[str] = []  # what a real Twilio would have refused or failed at
+        self._tasks: set[asyncio.Task[None]] = set()
+        base = "/2010-04-01/Accounts/{account}"
+        self.server = LocalServer(
+            Starlette(
+                routes=[
+                    Route(f"{base}/Calls.json", self._create, methods=["POST"]),
+                    Route(f"{base}/Calls/{{sid}}.json", self._update, methods=["POST"]),
+                    Route(f"{base}/Recordings/{{sid}}.wav", self._recording, methods=["GET"]),
+                ]
+            )
+        )
+
+    @property
+    def base_url(self) -> str:
+        return self.server.url
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.server.stop()
+
+    # ---- REST ---------------------------------------------------------------------------------
+
+    def _authorized(self, request: Request) -> bool:
+        credentials = f"{self.account_sid}:{self.auth_token}".encode()
+        expected = "Basic " + base64.b64encode(credentials).decode()
+        return (
+            request.path_params["account"] == self.account_sid
+            and request.headers.get("authorization") == expected
+        )
+
+    def _resource(self, call: FakeCall) -> JSONResponse:
+        return JSONResponse(
+            {
+                "sid": call.sid,
+                "account_sid": self.account_sid,
+                "to": call.to,
+                "from": call.from_,
+                "status": call.status,
+                "direction": "outbound-api",
+            },
+            status_code=201,
+        )
+
+    async def _create(self, request: Request) -> Response:
+        if not self._authorized(request):
+            return JSONResponse({"code": 20003, "message": "Authenticate", "status": 401}, 401)
+        form = await request.form()
+        call = FakeCall(
+            sid="CA" + secrets.token_hex(16),
+            to=str(form["To"]),
+            from_=str(form["From"]),
+            url=str(form["Url"]),
+            status_callback=str(form.get("StatusCallback", "")),
+            timeout_s=float(str(form.get("Timeout", "60"))),
+            answers=list(self.answers),
+        )
+        self.calls[call.sid] = call
+        task = asyncio.create_task(self._dial(call))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return self._resource(call)
+
+    async def _update(self, request: Request) -> Response:
+        if not self._authorized(request):
+            return JSONResponse({"code": 20003, "message": "Authenticate", "status": 401}, 401)
+        call = self.calls.get(request.path_params["sid"])
+        if call is None:
+            return JSONResponse({"code": 20404, "message": "Not found", "status": 404}, 404)
+        form = await request.form()
+        if form.get("Status") in ("completed", "canceled"):
+            call.hangup_requested = True
+        if form.get("Url"):
+            call.redirect_to = str(form["Url"])
+        call.woken.set()
+        return self._resource(call)
+
+    async def _recording(self, request: Request) -> Response:
+        if not self._authorized(request):
+            return Response(status_code=401)
+        data = self.recordings.get(request.path_params["sid"])
+        return Response(data, media_type="audio/x-wav") if data else Response(status_code=404)
+
+    # ---- the phone network --------------------------------------------------------------------
+
+    async def _status(self, call: FakeCall, status: str, **extra: str) -> None:
+        call.status = status
+        call.statuses.append(status)
+        if call.status_callback:
+            await self._post(call, call.status_callback, {"CallStatus": status, **extra})
+
+    async def _post(self, call: FakeCall, url: str, params: dict[str, str]) -> str:
+        form = {
+            "AccountSid": self.account_sid,
+            "CallSid": call.sid,
+            "From": call.from_,
+            "To": call.to,
+            "Direction": "outbound-api",
+            "CallStatus": call.status,
+            **params,
+        }
+        signature = RequestValidator(self.auth_token).compute_signature(url, form)
+        async with httpx.AsyncClient(timeout=30) as client:
+            response = await client.post(url, data=form, headers={"X-Twilio-Signature": signature})
+        if response.status_code >= 400:
+            self.problems.append(f"{url}: HTTP {response.status_code} {response.text}")
+        return response.text
+
+    async def _dial(self, call: FakeCall) -> None:
+        try:
+            await self._status(call, "initiated")
+            await self._status(call, "ringing")
+            if self.scenario == "busy":
+                await self._status(call, "busy")
+                return
+            if self.scenario == "no-answer":
+                await self._wait(call, call.timeout_s)
+                if not call.hangup_requested:
+                    await self._status(call, "no-answer")
+                return
+            call.status = "in-progress"
+            call.started = time.monotonic()
+            answered_by = "machine_start" if self.scenario == "machine" else "human"
+            document = await self._post(call, call.url, {"AnsweredBy": answered_by})
+            await self._carry_out(call, document)
+            duration = str(round(time.monotonic() - call.started))
+            await self._status(call, "completed", CallDuration=duration)
+        except Exception as exc:  # a test reads problems; the fake itself must not die silently
+            self.problems.append(f"{call.sid}: {type(exc).__name__}: {exc}")
+            raise
+        finally:
+            call.done.set()
+
+    async def _wait(self, call: FakeCall, seconds: float) -> bool:
+        """Wait `seconds`, or less when the call is updated; True when woken."""
+        call.woken.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(call.woken.wait(), seconds)
+            return True
+        return False
+
+    async def _carry_out(self, call: FakeCall, document: str) -> None:
+        while document is not None and not call.hangup_requested:
+            call.twiml.append(document)
+            next_document: str | None = None
+            for verb in ET.fromstring(document):
+                if call.hangup_requested:
+                    return
+                if verb.tag == "Play":
+                    await self._play(call, (verb.text or "").strip())
+                elif verb.tag == "Say":
+                    call.said.append(verb.text or "")
+                elif verb.tag == "Hangup":
+                    return
+                elif verb.tag == "Redirect":
+                    next_document = await self._post(call, (verb.text or "").strip(), {})
+                    break
+                elif verb.tag == "Pause":
+                    if await self._wait(call, float(verb.get("length", "1"))):
+                        if call.hangup_requested:
+                            return
+                        if call.redirect_to:  # an update points the call elsewhere
+                            url, call.redirect_to = call.redirect_to, None
+                            next_document = await self._post(call, url, {})
+                            break
+                elif verb.tag == "Record":
+                    if not call.answers:
+                        continue  # silence: Twilio goes on to the next verb
+                    answer = call.answers.pop(0)
+                    if answer is None:  # the human hangs up
+                        return
+                    next_document = await self._record(call, verb, answer)
+                    break
+            if next_document is None:
+                return
+            document = next_document
+
+    async def _play(self, call: FakeCall, url: str) -> None:
+        async with httpx.AsyncClient(timeout=30) as client:
+            response = await client.get(url)
+        if response.status_code != 200 or response.content[:4] != b"RIFF":
+            self.problems.append(f"<Play> {url}: HTTP {response.status_code}, not a WAV")
+            return
+        call.played.append(url)
+
+    async def _record(self, call: FakeCall, verb: ET.Element, answer: str) -> str:
+        audio, _ = await EspeakSpeech().synthesize(answer)
+        sid = "RE" + secrets.token_hex(16)
+        self.recordings[sid] = audio
+        recording_url = f"{self.base_url}/2010-04-01/Accounts/{self.account_sid}/Recordings/{sid}"
+        return await self._post(
+            call,
+            verb.get("action", ""),
+            {
+                "RecordingSid": sid,
+                "RecordingUrl": recording_url,
+                "RecordingDuration": "2",
+                "RecordingStatus": "completed",
+            },
+        )

@@ -1,0 +1,192 @@
+"""The real `agentcomms phone` and `agentcomms mcp` processes on a call: the agent drives it with
+the official MCP client over stdio, the human is a script piped into the phone.
+
+The gateway and worker run in the test (real Temporal dev server). With `--speak` the phone says
+each answer with espeak-ng and sends the sound, so the call's own speech recognition
+(pocketsphinx, with a small grammar) decides what the human said.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+
+from agentcomms.client import GatewayClient
+from agentcomms.config import STTConfig, VoiceConfig
+from tests.conftest import write_config
+from tests.stack import Stack, running_stack
+from tests.test_mcp_process import make_home, stdio_session, tool
+
+AGENTCOMMS = str(Path(sys.executable).parent / "agentcomms")
+GRAMMAR = """#JSGF V1.0;
+grammar answers;
+public <answer> = yes go ahead | no wait | call me later | ship it on friday;
+"""
+
+
+class PhoneProcess:
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+        self.shown: list[str] = []
+
+    def type(self, *lines: str) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write("".join(f"{line}\n" for line in lines).encode())
+
+    def hang_up_the_script(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+
+    async def until_shown(self, text: str, timeout: float = 20) -> None:
+        assert self.proc.stdout is not None
+        async with asyncio.timeout(timeout):
+            while not any(text in line for line in self.shown):
+                line = await self.proc.stdout.readline()
+                if not line:
+                    raise AssertionError(f"the phone exited without showing {text!r}: {self.shown}")
+                self.shown.append(line.decode().rstrip("\n"))
+
+
+@asynccontextmanager
+async def phone_process(home: Path, *args: str) -> AsyncIterator[PhoneProcess]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTCOMMS_")}
+    env["AGENTCOMMS_HOME"] = str(home)
+    proc = await asyncio.create_subprocess_exec(
+        AGENTCOMMS,
+        "phone",
+        *args,
+        env=env,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    phone = PhoneProcess(proc)
+    try:
+        yield phone
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+        await proc.wait()
+
+
+@pytest.fixture
+async def spoken_stack(temporal_env, tmp_path: Path) -> AsyncIterator[Stack]:
+    grammar = tmp_path / "answers.gram"
+    grammar.write_text(GRAMMAR)
+    voice = VoiceConfig(
+        audio_dir=tmp_path / "audio",
+        stt=STTConfig(provider="local", grammar=grammar),
+    )
+    async with running_stack(temporal_env.client, tmp_path, voice=voice) as stack:
+        yield stack
+
+
+def phone_home(tmp_path: Path, stack: Stack) -> Path:
+    home = tmp_path / "phone-home"
+    write_config(home, {"server": {"socket_path": str(stack.cfg.server.socket())}})
+    return home
+
+
+@pytest.mark.timeout(90)
+async def test_a_spoken_call_end_to_end_through_the_official_mcp_client(
+    spoken_stack: Stack, tmp_path: Path
+):
+    stack = spoken_stack
+    mcp_home = make_home(tmp_path, stack.cfg.server.socket())
+    async with (
+        phone_process(phone_home(tmp_path, stack), "--speak", "--once") as phone,
+        stdio_session(mcp_home, tmp_path / "mcp.err", agent="backend") as session,
+    ):
+        phone.type("yes go ahead", "no wait")
+        first = await tool(session, "initiate_call", message="Shall I deploy release 42?")
+        # espeak-ng said it, pocketsphinx heard it: exactly, within the grammar.
+        assert first["response"] == "yes go ahead" and first["status"] == "answered"
+        call_id = first["call_id"]
+        await phone.until_shown("backend: Shall I deploy release 42?")
+
+        second = await tool(session, "continue_call", call_id=call_id, message="Now?")
+        assert second["response"] == "no wait"
+        third = await tool(session, "speak_to_user", call_id=call_id, message="Holding.")
+        assert third == {"success": True}
+        await asyncio.sleep(0.2)
+        ended = await tool(session, "end_call", call_id=call_id, message="Bye for now.")
+        assert ended["status"] == "completed" and ended["duration_seconds"] > 0.2
+        await phone.until_shown("call ended: the agent ended the call")
+        assert await asyncio.wait_for(phone.proc.wait(), 10) == 0  # --once
+    shown = "\n".join(phone.shown)
+    for words in ("incoming call from backend", "backend: Now?", "backend: Holding.",
+                  "backend: Bye for now.", "you: yes go ahead"):  # fmt: skip
+        assert words in shown
+    recording = stack.cfg.voice.audio_root() / call_id / "001-human.wav"
+    assert recording.read_bytes()[:4] == b"RIFF"
+
+
+@pytest.mark.timeout(60)
+async def test_a_scripted_phone_hangs_up_when_its_input_ends(temporal_env, tmp_path: Path):
+    async with running_stack(temporal_env.client, tmp_path) as stack:
+        async with phone_process(phone_home(tmp_path, stack)) as phone:
+            phone.type("typed answer")
+            phone.hang_up_the_script()
+            first = await stack.call("call", agent_id="a", message="First question?")
+            assert first["response"] == "typed answer"
+            second = await stack.call("call_say", call_id=first["call_id"], message="And?")
+            assert second["status"] == "hung-up" and second["success"] is False
+            assert "the human hung up" in second["note"]
+            await phone.until_shown("hung up")
+            assert await asyncio.wait_for(phone.proc.wait(), 10) == 0
+
+
+
+@pytest.mark.timeout(60)
+async def test_call_and_calls_from_the_command_line(temporal_env, tmp_path: Path):
+    async with running_stack(temporal_env.client, tmp_path) as stack:
+        home = phone_home(tmp_path, stack)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTCOMMS_")}
+        env["AGENTCOMMS_HOME"] = str(home)
+        async with phone_process(home, "--once") as phone:
+            phone.type("sounds good")
+            placed = await asyncio.create_subprocess_exec(
+                AGENTCOMMS, "call", "ops", "Rotate the keys tonight?",
+                env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            )  # fmt: skip
+            out, err = await asyncio.wait_for(placed.communicate(), 30)
+            assert placed.returncode == 0, err
+            assert out.decode().strip() == "sounds good"
+            await phone.until_shown("call ended: the agent ended the call")
+        listed = await asyncio.create_subprocess_exec(
+            AGENTCOMMS, "calls", "--json", env=env, stdout=asyncio.subprocess.PIPE
+        )
+        out, _ = await listed.communicate()
+        [row] = json.loads(out)["calls"]
+        assert row["agent_id"] == "ops" and row["phone_number"] == "local"
+        assert row["status"] in ("in-progress", "completed")  # its last write may lag a moment
+
+
+@pytest.mark.timeout(90)
+async def test_the_phone_holds_the_line_while_the_gateway_restarts(temporal_env, tmp_path: Path):
+    from gateway.service import Gateway
+
+    async with running_stack(temporal_env.client, tmp_path) as stack:
+        async with phone_process(phone_home(tmp_path, stack), "--once") as phone:
+            phone.type("before", "after")
+            first = await stack.call("call", agent_id="a", message="Restart test?")
+            assert first["response"] == "before"
+            await stack.rpc.close()
+            await stack.gateway.close()  # as `agentcomms up` stopping, mid-call
+            await asyncio.sleep(1)
+            stack.gateway = Gateway(stack.cfg, stack.client, stack.store, host=stack.host)
+            await stack.gateway.start()
+            async with GatewayClient(stack.cfg.server.socket()) as rpc:
+                second = await rpc.call("call_say", call_id=first["call_id"], message="Still on?")
+                assert second["response"] == "after"
+                await rpc.call("call_end", call_id=first["call_id"])
+            await phone.until_shown("call ended")
+            assert "gateway unreachable" in "\n".join(phone.shown)
+        await stack.gateway.close()

@@ -1,0 +1,101 @@
+"""Cloud speech in a call, through the real `openai` SDK pointed at a fake of OpenAI's audio
+endpoints; and the chain falling back to local speech when the provider fails."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from pydantic import SecretStr
+
+from agentcomms.config import Config, STTConfig, TTSConfig, VoiceConfig
+from agentcomms.voice.stt import stt_chain
+from agentcomms.voice.tts import tts_chain
+from agentcomms.voice.tts.local import EspeakSpeech
+from tests.fakes.openai_audio import API_KEY, FakeOpenAIAudio
+from tests.stack import Stack, running_stack
+from tests.test_calls import Phone
+
+
+@pytest.fixture
+async def openai_fake() -> AsyncIterator[FakeOpenAIAudio]:
+    fake = FakeOpenAIAudio()
+    await fake.server.start()
+    yield fake
+    await fake.server.stop()
+
+
+def openai_voice(tmp_path: Path, fake: FakeOpenAIAudio, key: str = API_KEY) -> VoiceConfig:
+    return VoiceConfig(
+        audio_dir=tmp_path / "audio",
+        tts=TTSConfig(provider="openai", api_key=SecretStr(key), base_url=fake.base_url),
+        stt=STTConfig(provider="openai", api_key=SecretStr(key), base_url=fake.base_url),
+    )
+
+
+def test_a_provider_with_a_key_comes_first_and_local_ends_the_chain(tmp_path: Path):
+    cfg = Config(voice=openai_voice(tmp_path, FakeOpenAIAudio()))
+    assert tts_chain(cfg) == ["openai", "local"] and stt_chain(cfg) == ["openai", "local"]
+
+
+async def _answer_aloud(stack: Stack, phone: Phone, call_id: str, words: str) -> dict:
+    line = await phone.prompt(call_id)
+    audio, _ = await EspeakSpeech().synthesize(words)
+    await phone.event(
+        call_id, "heard", turn=line["turn"], audio_b64=base64.b64encode(audio).decode()
+    )
+    return line
+
+
+async def test_a_call_speaks_and_hears_through_openai(
+    temporal_env, tmp_path: Path, openai_fake: FakeOpenAIAudio
+):
+    openai_fake.transcripts = ["Yes, go ahead."]
+    voice = openai_voice(tmp_path, openai_fake)
+    async with running_stack(temporal_env.client, tmp_path, voice=voice) as stack:
+        phone = Phone(stack)
+        first = asyncio.create_task(stack.call("call", agent_id="a", message="Deploy?"))
+        call_id = await phone.answer()
+        line = await _answer_aloud(stack, phone, call_id, "yes go ahead")
+        assert line["audio"]["provider"] == "openai"
+        assert (await first)["response"] == "Yes, go ahead."
+        await stack.call("call_end", call_id=call_id)
+    # The seed's defaults name ElevenLabs' voice and Deepgram's model: OpenAI gets its own.
+    assert openai_fake.spoken == [{"model": "gpt-4o-mini-tts", "voice": "alloy", "input": "Deploy?"}]
+    assert openai_fake.heard == [{"model": "whisper-1", "language": "en"}]
+
+
+async def test_a_failing_provider_falls_back_to_local_speech(
+    temporal_env, tmp_path: Path, openai_fake: FakeOpenAIAudio
+):
+    openai_fake.fail_next(500, 500, 500)  # every retry of the first TTS fails
+    voice = openai_voice(tmp_path, openai_fake)
+    voice = voice.model_copy(update={"stt": STTConfig(provider="local")})
+    async with running_stack(temporal_env.client, tmp_path, voice=voice) as stack:
+        phone = Phone(stack)
+        first = asyncio.create_task(stack.call("call", agent_id="a", message="Still there?"))
+        call_id = await phone.answer()
+        line = await phone.reply(call_id, "typed")
+        assert line["audio"]["provider"] == "local"
+        await first
+        await stack.call("call_end", call_id=call_id)
+
+
+async def test_a_refused_key_goes_straight_to_the_next_provider(
+    temporal_env, tmp_path: Path, openai_fake: FakeOpenAIAudio
+):
+    voice = openai_voice(tmp_path, openai_fake, key="sk-wrong")
+    async with running_stack(temporal_env.client, tmp_path, voice=voice) as stack:
+        phone = Phone(stack)
+        first = asyncio.create_task(stack.call("call", agent_id="a", message="Key?"))
+        call_id = await phone.answer()
+        line = await _answer_aloud(stack, phone, call_id, "no wait")
+        assert line["audio"]["provider"] == "local"
+        result = await first
+        # Local STT heard it (open vocabulary: something, not necessarily these words).
+        assert result["status"] == "answered" and result["note"] is None
+        await stack.call("call_end", call_id=call_id)
+    assert openai_fake.spoken == []

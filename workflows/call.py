@@ -1,0 +1,570 @@
+"""CallWorkflow: one phone call (``call-<call_id>``) between an agent and its human.
+
+The run places the call and carries out the first turn; every later turn is an update
+(``say`` to speak and maybe listen, ``end`` to say goodbye and hang up). What happens on the
+line (answered, played, heard, hung up) arrives as ``line_event`` signals, from the local phone
+through the gateway or from the call system's webhooks. The ``line`` query (and the ``wait_line``
+update, which waits for it to change) tells a phone what to play.
+
+Audio never travels in a payload: activities write it to the audio directory and the workflow
+carries names (``AudioRef``). The transcript goes to a file beside the projection's call row; the
+workflow keeps only the turn at hand.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime, timedelta
+
+from pydantic import BaseModel, Field
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from agentcomms import errors
+    from agentcomms.search_attributes import AGENT_ID
+    from agentcomms.voice.models import (
+        AudioRef,
+        CallNotice,
+        CallRecord,
+        CallStatus,
+        CallSystem,
+        CallUpdate,
+        FallbackRequest,
+        Line,
+        LineEvent,
+        LiveCall,
+        PlaceCall,
+        SpeechRequest,
+        TranscribeRequest,
+        Transcript,
+        TurnRecord,
+    )
+
+# A provider is tried this many times before the next in the chain is.
+SPEECH_RETRY = RetryPolicy(
+    initial_interval=timedelta(milliseconds=200),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=2),
+    maximum_attempts=3,
+    non_retryable_error_types=[errors.PROVIDER_UNAVAILABLE, errors.AUDIO_MISSING],
+)
+PROJECTION_RETRY = RetryPolicy(
+    initial_interval=timedelta(milliseconds=100), maximum_interval=timedelta(seconds=10)
+)
+# A full mailbox empties as the agent reads; the answer waits here meanwhile.
+MAILBOX_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=60)
+)
+# Speech runs as local activities, in the worker that runs the call: a turn saves two round
+# trips through the server, and the audio is written where the call's worker can read it.
+SPEECH_TIMEOUT = timedelta(seconds=60)
+CALL_SYSTEM_RETRY = RetryPolicy(
+    initial_interval=timedelta(milliseconds=500),
+    maximum_interval=timedelta(seconds=5),
+    maximum_attempts=5,
+    non_retryable_error_types=[errors.CALL_REFUSED],
+)
+# Past the ring timeout the call system says no-answer itself; our own timer is the backstop.
+CALL_SYSTEM_RING_SLACK_S = 15.0
+# How long after its audio ends a phone may take to say it played it.
+PLAY_SLACK_S = 10.0
+# A wait_line caller asks again after at most this long.
+MAX_LINE_WAIT_S = 60.0
+SUMMARY_CHARS = 80
+
+
+def _short(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= SUMMARY_CHARS else flat[: SUMMARY_CHARS - 1] + "…"
+
+
+class CallInput(BaseModel):
+    """Everything a call needs, decided when it is placed (the workflow reads no config)."""
+
+    call_id: str
+    agent_id: str
+    message: str
+    system: CallSystem = "local"
+    to_number: str | None = None
+    tts: list[str] = Field(default_factory=lambda: ["local"])
+    stt: list[str] = Field(default_factory=lambda: ["local"])
+    ring_timeout_s: float = 30
+    transcript_timeout_s: float = 180
+    max_duration_s: float = 1800
+    fallback: bool = True  # nobody answered: send the message another way
+    fallback_message: str = "I tried calling but couldn't reach you. Here's my message: {message}"
+    # Non-blocking: the first answer goes to the agent's mailbox instead of a waiting caller.
+    notify_mailbox: bool = False
+
+
+class Say(BaseModel):
+    message: str
+    listen: bool = True
+
+
+class TurnResult(BaseModel):
+    call_id: str
+    turn: int = 0
+    response: str = ""
+    status: str = "answered"  # answered | timed-out | hung-up | no-answer | declined | ...
+    timed_out: bool = False
+    success: bool = True
+    note: str | None = None
+
+
+class End(BaseModel):
+    message: str | None = None
+
+
+class Ended(BaseModel):
+    call_id: str
+    duration_seconds: float
+    status: CallStatus
+    reason: str | None = None
+
+
+class WaitLine(BaseModel):
+    after_version: int
+    timeout_s: float = Field(default=20, gt=0, le=MAX_LINE_WAIT_S)
+
+
+@workflow.defn(name="CallWorkflow")
+class CallWorkflow:
+    @workflow.init
+    def __init__(self, input: CallInput) -> None:
+        self._in = input
+        self._line = Line(call_id=input.call_id, agent_id=input.agent_id)
+        self._status: CallStatus = "dialing"
+        self._started_at: datetime = workflow.now()
+        self._answered_at: datetime | None = None
+        self._ended_at: datetime | None = None
+        self._end_reason: str | None = None
+        self._ring_outcome: LineEvent | None = None
+        self._first: TurnResult | None = None
+        self._heard: dict[int, LineEvent] = {}
+        self._partial: dict[int, str] = {}
+        self._played: set[int] = set()
+        self._turns = asyncio.Lock()  # one turn at a time, in the order asked
+        self._live: LiveCall | None = None  # the call system's call, once placed (Twilio)
+        # The last turn's record, still being written while the agent already has its answer.
+        self._recording: workflow.ActivityHandle[None] | None = None
+
+    # ---- the run: place the call, the first turn, then wait for the end ---------------------------
+
+    @workflow.run
+    async def run(self, input: CallInput) -> Ended:
+        workflow.upsert_search_attributes([AGENT_ID.value_set(input.agent_id)])
+        self._details()
+        await self._record()
+        first_audio = await self._synthesize(input.message, 1)
+        # The line shows what will be said: a phone (or an answering machine) may play it.
+        self._set_line(state="ringing", say=input.message, audio=first_audio)
+        self._status = "ringing"
+        ring_s = input.ring_timeout_s
+        if input.system == "twilio":
+            ring_s += CALL_SYSTEM_RING_SLACK_S  # Twilio reports no-answer itself
+            await self._place_remote()
+        await self._record()
+        try:
+            await workflow.wait_condition(
+                lambda: self._ring_outcome is not None,
+                timeout=timedelta(seconds=ring_s),
+                timeout_summary="ring timeout",
+            )
+        except TimeoutError:
+            self._ring_outcome = LineEvent(kind="no-answer")
+            await self._end_remote()
+        outcome = self._ring_outcome
+        assert outcome is not None
+        if outcome.kind != "answered":
+            self._first = await self._missed(outcome)
+        else:
+            async with self._turns:
+                self._first = await self._exchange(input.message, first_audio, listen=True)
+            if input.notify_mailbox:
+                await self._notify(self._first)
+            remaining = input.max_duration_s - self._elapsed()
+            try:
+                await workflow.wait_condition(
+                    lambda: self._ended_at is not None,
+                    timeout=timedelta(seconds=max(remaining, 0.001)),
+                    timeout_summary="maximum call duration",
+                )
+            except TimeoutError:
+                async with self._turns:
+                    self._hang_up("completed", "the call reached its maximum duration")
+                    await self._end_remote()
+        # Let turns that were waiting (and phones waiting for the line) see the end.
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        await self._record()
+        return self._ended()
+
+    async def _missed(self, outcome: LineEvent) -> TurnResult:
+        """Nobody took the call: leave the message another way, and say so."""
+        status: CallStatus = {
+            "declined": "declined",
+            "busy": "busy",
+            "failed": "failed",
+            "machine": "voicemail",
+        }.get(outcome.kind, "no-answer")  # type: ignore[assignment]
+        reason = {
+            "no-answer": f"no answer within {self._in.ring_timeout_s:g} s",
+            "declined": "the call was declined",
+            "busy": "the line was busy",
+            "failed": f"the call failed: {outcome.detail or 'no reason given'}",
+            "machine": "an answering machine picked up",
+        }.get(outcome.kind, outcome.kind)
+        self._hang_up(status, reason)
+        note = reason
+        if self._in.fallback:
+            text = self._in.fallback_message.replace("{message}", self._in.message)
+            where = await workflow.execute_activity(
+                "send_call_fallback",
+                FallbackRequest(
+                    call_id=self._in.call_id,
+                    agent_id=self._in.agent_id,
+                    text=text,
+                    to_number=self._in.to_number,
+                ),
+                result_type=str,
+                start_to_close_timeout=timedelta(seconds=30),
+                retry_policy=PROJECTION_RETRY,
+                summary=f"{reason}: message sent another way",
+            )
+            note = f"{reason}; the message was sent {where} instead"
+        result = TurnResult(
+            call_id=self._in.call_id, status=status, success=False, timed_out=False, note=note
+        )
+        if self._in.notify_mailbox:
+            await self._notify(result)
+        return result
+
+    # ---- turns ------------------------------------------------------------------------------------
+
+    @workflow.update
+    async def initiate(self) -> TurnResult:
+        """The first turn's outcome: what the human said, or why nobody did."""
+        await workflow.wait_condition(lambda: self._first is not None)
+        assert self._first is not None
+        return self._first
+
+    @workflow.update
+    async def say(self, request: Say) -> TurnResult:
+        """Speak to the human; with `listen`, return what they answer."""
+        await workflow.wait_condition(lambda: self._first is not None)
+        async with self._turns:
+            if self._ended_at is not None:
+                raise ApplicationError(self._ended_sentence(), type=errors.CALL_ENDED)
+            audio = await self._synthesize(request.message, self._line.turn + 1)
+            return await self._exchange(request.message, audio, listen=request.listen)
+
+    @say.validator
+    def _say_while_up(self, request: Say) -> None:
+        if self._ended_at is not None:
+            raise ValueError(self._ended_sentence())
+
+    @workflow.update
+    async def end(self, request: End) -> Ended:
+        """Say goodbye (when there is a message), hang up once it has played, give the duration."""
+        await workflow.wait_condition(lambda: self._first is not None)
+        async with self._turns:
+            if self._ended_at is None:
+                if request.message:
+                    audio = await self._synthesize(request.message, self._line.turn + 1)
+                    await self._exchange(request.message, audio, listen=False)
+                if self._ended_at is None:
+                    self._hang_up("completed", "the agent ended the call")
+                    await self._end_remote()
+        return self._ended()
+
+    @workflow.signal
+    def line_event(self, event: LineEvent) -> None:
+        """What happened on the line. Events of another turn, or after the end, are ignored."""
+        if self._ended_at is not None:
+            return
+        if self._ring_outcome is None and self._line.state == "ringing":
+            if event.kind == "answered":
+                self._ring_outcome = event
+                self._answered_at = workflow.now()
+                self._status = "in-progress"
+                self._set_line(state="connected", answered_by=event.phone_id)
+            elif event.kind in ("declined", "busy", "no-answer", "failed", "machine", "hangup"):
+                self._ring_outcome = event if event.kind != "hangup" else LineEvent(kind="declined")
+            return
+        if self._line.state != "connected":
+            return
+        if event.kind == "hangup":
+            self._hang_up("completed", "the human hung up")
+        elif event.turn == self._line.turn:
+            if event.kind == "heard":
+                self._heard.setdefault(event.turn, event)
+            elif event.kind == "partial" and event.text:
+                self._partial[event.turn] = event.text
+            elif event.kind == "played":
+                self._played.add(event.turn)
+
+    @workflow.query
+    def line(self) -> Line:
+        return self._line
+
+    @workflow.update
+    async def wait_line(self, request: WaitLine) -> Line:
+        """The line once its version passes `after_version` (or as it is at the timeout)."""
+        try:
+            await workflow.wait_condition(
+                lambda: self._line.version > request.after_version or self._line.state == "ended",
+                timeout=timedelta(seconds=request.timeout_s),
+            )
+        except TimeoutError:
+            pass
+        return self._line
+
+    async def _exchange(self, text: str, audio: AudioRef | None, *, listen: bool) -> TurnResult:
+        """One turn: the phone is told what to play; then the answer (or the played word)."""
+        turn = self._line.turn + 1
+        self._set_line(turn=turn, say=text, audio=audio, expect="answer" if listen else "played")
+        if self._live is not None and turn > 1:
+            # The call holds the line between turns; have it fetch this turn now. (The first
+            # turn is in the answer's own TwiML.)
+            await self._remote("update_twilio_call", self._live, f"play turn {turn}")
+        spoken = TurnRecord(
+            turn=turn,
+            speaker="agent",
+            text=text,
+            at=workflow.now(),
+            audio=audio.name if audio else None,
+        )
+        played_s = audio.duration_s if audio else 0.0
+        wait_s = played_s + (self._in.transcript_timeout_s if listen else PLAY_SLACK_S)
+
+        def answered() -> bool:
+            done = turn in self._heard if listen else turn in self._played
+            return done or self._ended_at is not None
+
+        try:
+            await workflow.wait_condition(
+                answered,
+                timeout=timedelta(seconds=wait_s),
+                timeout_summary=f"turn {turn}: transcript timeout" if listen else None,
+            )
+            timed_out = False
+        except TimeoutError:
+            timed_out = True
+        result = TurnResult(call_id=self._in.call_id, turn=turn)
+        if not listen:
+            result.success = self._ended_at is None
+            result.status = "played" if turn in self._played else result.status
+            self._turn_done()
+            await self._record([spoken], wait=False)
+            return result
+        heard = self._heard.get(turn)
+        note = None
+        if heard is not None:
+            result.response = heard.text or ""
+            if heard.audio is not None:
+                result.response, note = await self._transcribe(heard.audio)
+        else:
+            result.response = self._partial.get(turn, "")
+            if timed_out:
+                result.status, result.timed_out = "timed-out", True
+                note = f"no answer within {self._in.transcript_timeout_s:g} s; " + (
+                    "this is what was heard so far" if result.response else "nothing was heard"
+                )
+            else:
+                result.status, result.success = "hung-up", False
+                note = f"{self._end_reason} before answering"
+        result.note = note
+        reply = TurnRecord(
+            turn=turn,
+            speaker="human",
+            text=result.response,
+            at=workflow.now(),
+            audio=heard.audio.name if heard and heard.audio else None,
+            note=note,
+        )
+        self._turn_done()
+        await self._record([spoken, reply], wait=False)
+        return result
+
+    def _turn_done(self) -> None:
+        # A phone that asks again (restarted, reconnected) must not be asked for this turn.
+        if self._ended_at is None:
+            self._set_line(expect=None)
+
+    # ---- providers ----------------------------------------------------------------------------------
+
+    async def _synthesize(self, text: str, turn: int) -> AudioRef | None:
+        """The words as audio, from the first provider of the chain that manages; None when none
+        does (a phone still shows the words)."""
+        for provider in self._in.tts:
+            try:
+                return await workflow.execute_local_activity(
+                    "synthesize_speech",
+                    SpeechRequest(
+                        provider=provider,
+                        text=text,
+                        name=f"{self._in.call_id}/{turn:03d}-agent",
+                    ),
+                    result_type=AudioRef,
+                    start_to_close_timeout=SPEECH_TIMEOUT,
+                    retry_policy=SPEECH_RETRY,
+                    summary=f'say ({provider}): "{_short(text)}"',
+                )
+            except (ActivityError, ApplicationError) as exc:
+                # A local activity's failure may arrive bare or wrapped in an ActivityError.
+                workflow.logger.warning("TTS %s failed: %s", provider, exc.cause or exc)
+        return None
+
+    async def _transcribe(self, audio: AudioRef) -> tuple[str, str | None]:
+        for provider in self._in.stt:
+            try:
+                transcript = await workflow.execute_local_activity(
+                    "transcribe_speech",
+                    TranscribeRequest(provider=provider, audio=audio),
+                    result_type=Transcript,
+                    start_to_close_timeout=SPEECH_TIMEOUT,
+                    retry_policy=SPEECH_RETRY,
+                    summary=f"transcribe {audio.name} ({provider})",
+                )
+                return transcript.text, None
+            except (ActivityError, ApplicationError) as exc:
+                workflow.logger.warning("STT %s failed: %s", provider, exc.cause or exc)
+        return "", "the answer could not be transcribed"
+
+    # ---- the call system ----------------------------------------------------------------------------
+
+    async def _place_remote(self) -> None:
+        assert self._in.to_number is not None
+        try:
+            self._live = await workflow.execute_activity(
+                "place_twilio_call",
+                PlaceCall(
+                    call_id=self._in.call_id,
+                    to_number=self._in.to_number,
+                    ring_timeout_s=self._in.ring_timeout_s,
+                ),
+                result_type=LiveCall,
+                start_to_close_timeout=timedelta(seconds=30),
+                retry_policy=CALL_SYSTEM_RETRY,
+                summary=f"ring {self._in.to_number}",
+            )
+        except ActivityError as exc:
+            cause = exc.cause if isinstance(exc.cause, ApplicationError) else exc
+            detail = cause.message if isinstance(cause, ApplicationError) else str(cause)
+            self._ring_outcome = LineEvent(kind="failed", detail=detail)
+
+    async def _end_remote(self) -> None:
+        """Hang up at the call system (the line may still ring, or be connected)."""
+        if self._live is None:
+            return
+        live = self._live.model_copy(update={"answered": self._answered_at is not None})
+        await self._remote("end_twilio_call", live, "hang up")
+
+    async def _remote(self, activity: str, live: LiveCall, summary: str) -> None:
+        try:
+            await workflow.execute_activity(
+                activity,
+                live,
+                start_to_close_timeout=timedelta(seconds=30),
+                retry_policy=CALL_SYSTEM_RETRY,
+                summary=summary,
+            )
+        except ActivityError as exc:
+            # The call goes on as far as it can; a turn the call system never hears of times
+            # out like any unanswered one.
+            workflow.logger.warning("%s failed: %s", activity, exc.cause or exc)
+
+    # ---- the line, the record, the mailbox ----------------------------------------------------------
+
+    def _set_line(self, **changes: object) -> None:
+        self._line = self._line.model_copy(update={**changes, "version": self._line.version + 1})
+
+    def _hang_up(self, status: CallStatus, reason: str) -> None:
+        if self._ended_at is not None:
+            return
+        self._ended_at = workflow.now()
+        self._status = status
+        self._end_reason = reason
+        self._set_line(state="ended", expect=None, ended_reason=reason)
+        self._details()
+
+    def _elapsed(self) -> float:
+        return (workflow.now() - self._started_at).total_seconds()
+
+    def _duration(self) -> float:
+        if self._answered_at is None:
+            return 0.0
+        end = self._ended_at or workflow.now()
+        return round((end - self._answered_at).total_seconds(), 3)
+
+    def _ended(self) -> Ended:
+        return Ended(
+            call_id=self._in.call_id,
+            duration_seconds=self._duration(),
+            status=self._status,
+            reason=self._end_reason,
+        )
+
+    def _ended_sentence(self) -> str:
+        return f"call {self._in.call_id} has ended ({self._end_reason})"
+
+    def _details(self) -> None:
+        details = f"{self._status}: call to the {self._in.system} phone of {self._in.agent_id}"
+        if self._end_reason:
+            details += f"\n{self._end_reason}"
+        workflow.set_current_details(details)
+
+    async def _record(self, turns: list[TurnRecord] | None = None, *, wait: bool = True) -> None:
+        """Write the call's row (and append these turns to its transcript), after the write
+        before it. Without `wait` the write goes on while the turn returns its answer."""
+        if self._recording is not None:
+            await self._recording
+            self._recording = None
+        self._details()
+        record = CallRecord(
+            id=self._in.call_id,
+            agent_id=self._in.agent_id,
+            status=self._status,
+            phone_number=self._in.to_number or self._in.system,
+            started_at=self._started_at,
+            ended_at=self._ended_at,
+            duration_seconds=self._duration() if self._ended_at else None,
+            error=self._end_reason if self._status in ("failed",) else None,
+        )
+        what = [f'{t.speaker}: "{_short(t.text)}"' for t in turns or []]
+        writing = workflow.start_activity(
+            "record_call",
+            CallUpdate(call=record, turns=turns or []),
+            start_to_close_timeout=timedelta(seconds=10),
+            retry_policy=PROJECTION_RETRY,
+            summary="; ".join(what) or f"call {self._status}",
+        )
+        if wait:
+            await writing
+        else:
+            self._recording = writing
+
+    async def _notify(self, result: TurnResult) -> None:
+        """Hand a turn's outcome to the agent's mailbox (typed into its pane, check_messages)."""
+        prefix = f"[phone call {self._in.call_id}]"
+        if result.status in ("answered", "timed-out") and result.response:
+            text = f"{prefix} {result.response}"
+        else:
+            text = f"{prefix} ({result.note or result.status})"
+        await workflow.execute_activity(
+            "post_call_answer",
+            CallNotice(
+                call_id=self._in.call_id,
+                agent_id=self._in.agent_id,
+                turn=result.turn,
+                text=text,
+                response=result.response,
+                timed_out=result.timed_out,
+                status=result.status,
+            ),
+            start_to_close_timeout=timedelta(seconds=30),
+            retry_policy=MAILBOX_RETRY,
+            summary=f'to {self._in.agent_id}\'s mailbox: "{_short(text)}"',
+        )
