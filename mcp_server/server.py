@@ -1,6 +1,6 @@
-"""The agent-facing MCP tools: the seed's set (the voice tools in ``mcp_server.voice``) plus
-``wait_for_messages`` and ``list_active_calls``. Every tool is a thin call to the gateway socket; nothing here holds provider
-credentials or talks to Temporal.
+"""The agent-facing MCP tools: the twelve that existing MCP setups call (the voice ones in
+``mcp_server.voice``) plus ``wait_for_messages`` and ``list_active_calls``. Every tool is a thin
+call to the gateway socket; nothing here holds provider credentials or talks to Temporal.
 """
 
 from __future__ import annotations

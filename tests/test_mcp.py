@@ -82,7 +82,7 @@ def _pane_command(tmux: Tmux, target: str) -> str:
     return tmux.run("display-message", "-p", "-t", target, "#{pane_current_command}").stdout.strip()
 
 
-async def test_the_tools_are_the_seeds_typed_and_described(stack: Stack):
+async def test_the_tools_existing_setups_call_are_typed_and_described(stack: Stack):
     async with Client(server_for(stack, "me")) as client:
         tools = {t.name: t for t in await client.list_tools()}
     assert set(tools) == TOOLS
