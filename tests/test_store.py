@@ -587,7 +587,8 @@ async def test_following_a_channel_misses_no_reply_from_concurrent_writers(datab
             )
         )
         seen: list[Event] = []
-        while not writing.done() or len(seen) < 200:
+        while True:
+            finished = writing.done()  # before reading: a read after the last commit ends it
             after = seen[-1].id if seen else None
             if after is None:
                 page = await reader.channel_history("cli:local", 1000, direction="out")
@@ -596,7 +597,7 @@ async def test_following_a_channel_misses_no_reply_from_concurrent_writers(datab
                     "cli:local", 1000, direction="out", after_id=after
                 )
             seen.extend(page)
-            if writing.done() and not page:
+            if finished and not page:
                 break
             await asyncio.sleep(0)
         await writing
