@@ -31,7 +31,7 @@ class ProjectionActivities:
         """Read waiting events back, in the order asked, until about `max_chars` of text (at
         least one): the mailbox carries their ids, the projection their texts."""
         found = await self._store.events_by_id(request.agent_id, request.event_ids)
-        loaded = LoadedEvents(missing=[i for i in request.event_ids if i not in found])
+        loaded = LoadedEvents()
         chars = 0
         for event_id in request.event_ids:
             event = found.get(event_id)

@@ -126,4 +126,3 @@ class LoadRequest(BaseModel):
 
 class LoadedEvents(BaseModel):
     events: list[Event] = Field(default_factory=list)
-    missing: list[str] = Field(default_factory=list)  # ids the projection does not have

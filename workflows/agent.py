@@ -419,10 +419,9 @@ class AgentWorkflow:
             retry_policy=PROJECTION_RETRY,
             summary=f"read {len(ids)} waiting texts",
         )
+        # A text the projection lost is settled as failed by _next_event when its turn comes.
         for event in loaded.events:
             self._texts[event.id] = event
-        for event_id in loaded.missing:
-            self._texts.pop(event_id, None)
 
     async def _end_batch_if_due(self, reg: Registration) -> None:
         if not self._s.waiting:
@@ -530,13 +529,9 @@ class AgentWorkflow:
             self._s.waiting = [w for w in waiting if w.id != event.id]
         self._texts.pop(event.id, None)
         now = workflow.now()
-        self._s.outcomes[event.id] = status
-        while len(self._s.outcomes) > OUTCOMES_KEPT:
-            self._s.outcomes.pop(next(iter(self._s.outcomes)))
+        _keep_recent(self._s.outcomes, event.id, status)
         if note is not None:
-            self._s.notes[event.id] = note
-            while len(self._s.notes) > OUTCOMES_KEPT:
-                self._s.notes.pop(next(iter(self._s.notes)))
+            _keep_recent(self._s.notes, event.id, note)
         if status == "delivered":
             self._s.last_delivered_event_id = event.id
             self._s.delivered_count += 1
@@ -645,6 +640,13 @@ class AgentWorkflow:
             drop = self._s.seen_ids[: len(self._s.seen_ids) - SEEN_IDS_KEPT]
             self._s.seen_ids = self._s.seen_ids[-SEEN_IDS_KEPT:]
             self._seen.difference_update(drop)
+
+
+def _keep_recent(memory: dict[str, str], event_id: str, value: str) -> None:
+    """Remember `value` for `event_id`, forgetting the oldest past OUTCOMES_KEPT."""
+    memory[event_id] = value
+    while len(memory) > OUTCOMES_KEPT:
+        memory.pop(next(iter(memory)))
 
 
 def _chunks(events: list[Event]) -> list[list[Event]]:
