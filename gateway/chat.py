@@ -55,6 +55,19 @@ def normalise_code(code: str) -> str:
     return code.strip().upper().replace("-", "").replace(" ", "")
 
 
+def _payload(message: InboundMessage, text: str) -> dict[str, str | None]:
+    """An inbound chat message's event payload: the words, and who sent them from where."""
+    return {
+        "text": text,
+        "sender_id": message.sender_id,
+        "sender_name": message.sender_name,
+        "message_id": message.message_id,
+        "provider": message.provider,
+        "chat_id": message.chat_id,
+        "chat_type": message.chat_type,
+    }
+
+
 class ChatInbox:
     """The gateway's :class:`~agentcomms.transports.InboundSink`: allowlist, route, post, receipt."""
 
@@ -90,16 +103,8 @@ class ChatInbox:
             channel_id=message.channel_id,
             type="human_message",
             role="human",
-            payload={
-                "text": text,  # the pane shows who wrote it and where (sanitize.pane_text)
-                "sender_id": message.sender_id,
-                "sender_name": message.sender_name,
-                "message_id": message.message_id,
-                "provider": message.provider,
-                "chat_id": message.chat_id,
-                "chat_type": message.chat_type,
-                "reply_to": message.reply_to,
-            },
+            # The pane shows who wrote it and where (sanitize.pane_text).
+            payload={**_payload(message, text), "reply_to": message.reply_to},
         )
         try:
             await self._mailbox.post(event)
@@ -161,15 +166,7 @@ class ChatInbox:
                 role="human",
                 status="rejected",
                 error=f"sender {message.provider}:{message.sender_id} is not allowed",
-                payload={
-                    "text": message.text,
-                    "sender_id": message.sender_id,
-                    "sender_name": message.sender_name,
-                    "message_id": message.message_id,
-                    "provider": message.provider,
-                    "chat_id": message.chat_id,
-                    "chat_type": message.chat_type,
-                },
+                payload=_payload(message, message.text),
                 created_at=now,
             )
         )
