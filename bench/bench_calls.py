@@ -42,7 +42,7 @@ from agentcomms.client import GatewayClient
 from agentcomms.config import STTConfig, VoiceConfig
 from agentcomms.voice.tts.local import EspeakSpeech
 from bench.bench_mcp import session
-from bench.common import machine, summarize, temporal, write_results
+from bench.common import latency_page, machine, summarize, temporal, write_results
 
 AGENTCOMMS = Path(sys.executable).parent / "agentcomms"
 AGENT = "bench-caller"
@@ -188,22 +188,13 @@ async def provider_times(client: Client, workflow_id: str) -> tuple[dict[int, fl
 
 
 def markdown(report: dict[str, Any]) -> str:
-    m = report["machine"]
-    lines = [
-        f"# Call turn benchmark, {m['date']}",
-        "",
-        f"{m['cpus']} CPUs, Python {m['python']}, load average {m['load_average']} at start. "
+    about = (
         f"One call on the local phone, {report['turns']} turns of each kind "
         f"({report['think_ms']:g} ms between an answer and the next question), driven through "
         "`agentcomms mcp` over stdio. Provider times are measured by the speech activities around "
-        "the provider call (read back from the workflow history); overhead = total - provider.",
-        "",
-        "| per turn | p50 ms | p99 ms | mean ms | max ms |",
-        "|---|---:|---:|---:|---:|",
-    ]
-    for name, s in report["results"].items():
-        lines.append(f"| {name} | {s['p50']} | {s['p99']} | {s['mean']} | {s['max']} |")
-    return "\n".join(lines) + "\n"
+        "the provider call (read back from the workflow history); overhead = total - provider."
+    )
+    return latency_page("Call turn benchmark", report, about, "per turn")
 
 
 def main() -> None:

@@ -29,7 +29,7 @@ from typing import Any
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
 from agentcomms.client import GatewayClient
-from bench.common import Tmux, machine, summarize, temporal, write_results
+from bench.common import Tmux, latency_page, machine, summarize, temporal, write_results
 
 AGENTCOMMS = Path(sys.executable).parent / "agentcomms"
 SENDER, TARGET = "bench-sender", "bench-target"
@@ -139,19 +139,8 @@ async def _measure(home: Path, rpc: GatewayClient, tmux: Tmux, calls: int) -> di
 
 
 def markdown(report: dict[str, Any]) -> str:
-    m = report["machine"]
-    lines = [
-        f"# MCP benchmark, {m['date']}",
-        "",
-        f"{m['cpus']} CPUs, Python {m['python']}, load average {m['load_average']} at start. "
-        f"{report['calls']} sequential calls per row, over stdio.",
-        "",
-        "| round trip | p50 ms | p99 ms | mean ms | max ms |",
-        "|---|---:|---:|---:|---:|",
-    ]
-    for name, s in report["results"].items():
-        lines.append(f"| {name} | {s['p50']} | {s['p99']} | {s['mean']} | {s['max']} |")
-    return "\n".join(lines) + "\n"
+    about = f"{report['calls']} sequential calls per row, over stdio."
+    return latency_page("MCP benchmark", report, about, "round trip")
 
 
 def main() -> None:

@@ -352,6 +352,23 @@ def machine() -> dict[str, Any]:
     }
 
 
+def latency_page(title: str, report: dict[str, Any], about: str, row_name: str) -> str:
+    """A results page: the machine, what was measured, then one row of figures per result."""
+    m = report["machine"]
+    lines = [
+        f"# {title}, {m['date']}",
+        "",
+        f"{m['cpus']} CPUs, Python {m['python']}, load average {m['load_average']} at start. "
+        + about,
+        "",
+        f"| {row_name} | p50 ms | p99 ms | mean ms | max ms |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for name, s in report["results"].items():
+        lines.append(f"| {name} | {s['p50']} | {s['p99']} | {s['mean']} | {s['max']} |")
+    return "\n".join(lines) + "\n"
+
+
 def write_results(name: str, results: dict[str, Any], markdown: str) -> None:
     """``results/<name>-latest.json`` and ``.md``: only the latest run is kept."""
     RESULTS.mkdir(exist_ok=True)
