@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from agentcomms.config import Config
-from agentcomms.voice.tts import ProviderUnavailable
+from agentcomms.voice.tts import ProviderUnavailable, provider_chain
 
 LOCAL = "local"
 KNOWN: tuple[str, ...] = (LOCAL, "openai")
@@ -17,14 +17,8 @@ class Recognizer(Protocol):
 
 
 def stt_chain(cfg: Config) -> list[str]:
-    """The providers a call tries, in order: the configured one when it can be used, then local."""
     stt = cfg.voice.stt
-    chain = []
-    if stt.provider in KNOWN and (stt.provider == LOCAL or stt.api_key is not None):
-        chain.append(stt.provider)
-    if LOCAL not in chain:
-        chain.append(LOCAL)
-    return chain
+    return provider_chain(stt.provider, stt.api_key is not None, KNOWN)
 
 
 def stt_provider(name: str, cfg: Config) -> Recognizer:

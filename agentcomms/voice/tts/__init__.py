@@ -25,15 +25,16 @@ class ProviderUnavailable(AgentcommsError):
 KNOWN: tuple[str, ...] = (LOCAL, "openai")
 
 
+def provider_chain(provider: str, has_key: bool, known: tuple[str, ...]) -> list[str]:
+    """The providers a call tries, in order: the configured one when it can be used, then local
+    (speech and hearing alike)."""
+    usable = provider in known and provider != LOCAL and has_key
+    return [provider, LOCAL] if usable else [LOCAL]
+
+
 def tts_chain(cfg: Config) -> list[str]:
-    """The providers a call tries, in order: the configured one when it can be used, then local."""
     tts = cfg.voice.tts
-    chain = []
-    if tts.provider in KNOWN and (tts.provider == LOCAL or tts.api_key is not None):
-        chain.append(tts.provider)
-    if LOCAL not in chain:
-        chain.append(LOCAL)
-    return chain
+    return provider_chain(tts.provider, tts.api_key is not None, KNOWN)
 
 
 def tts_provider(name: str, cfg: Config) -> Speech:
