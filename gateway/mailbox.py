@@ -107,6 +107,14 @@ class Mailbox:
         return self._client
 
     async def _signal(self, agent_id: str, signal: str, arg: object) -> None:
+        # Most mailboxes are running: a plain signal costs the server (and this process) less
+        # than a signal-with-start. One that is not running yet is started by the second call.
+        try:
+            await self._client.get_workflow_handle(workflow_id(agent_id)).signal(signal, arg)
+            return
+        except RPCError as exc:
+            if exc.status != RPCStatusCode.NOT_FOUND:
+                raise
         await self._client.start_workflow(
             AgentWorkflow.run,
             AgentInput(agent_id=agent_id, task_queue=self._task_queue),
