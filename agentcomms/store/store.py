@@ -541,6 +541,7 @@ class Store:
                 "delivered_at": insert.excluded.delivered_at,
                 "error": insert.excluded.error,
                 "note": insert.excluded.note,
+                "tries": insert.excluded.tries,
             },
             where=EventRow.status != "delivered",
         )
