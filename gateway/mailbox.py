@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Callable
 
 from sqlalchemy.exc import SQLAlchemyError
@@ -20,6 +21,7 @@ from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
 from agentcomms import metrics
+from agentcomms.config import host_name
 from agentcomms.errors import AgentcommsError, MailboxFull
 from agentcomms.models import Event
 from agentcomms.store import Store
@@ -89,8 +91,12 @@ class Mailbox:
         *,
         task_queue: str,
         limits: Limits = _no_limits,
+        accepted_by: str = "",
     ) -> None:
         self._client = client
+        # Which process made a message durable, for `trace` (the gateway, or a worker posting a
+        # call's answer).
+        self._accepted_by = accepted_by or f"process {os.getpid()} on {host_name()}"
         self._store = store
         self._limits = limits
         # Per agent, an upper bound on what waits: the last count plus everything posted since
@@ -134,6 +140,9 @@ class Mailbox:
         """
         if event.direction == "in" and event.type != "interrupt":
             await self._check_room(event)
+        event = event.model_copy(
+            update={"payload": {**event.payload, "accepted_by": self._accepted_by}}
+        )
         await self._signal(event.agent_id, "enqueue", event)
         metrics.accepted(event)
         # After the signal: the projection never shows a message Temporal does not hold. The

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from datetime import datetime
 from typing import Any
 
@@ -33,7 +34,11 @@ class Gateway:
         self.started_at: datetime = utcnow()
         self.store = store
         self.mailbox = Mailbox(
-            client, store, task_queue=cfg.temporal.task_queue, limits=cfg.mailbox_limits
+            client,
+            store,
+            task_queue=cfg.temporal.task_queue,
+            limits=cfg.mailbox_limits,
+            accepted_by=f"the gateway on {self.host} (pid {os.getpid()})",
         )
         self.outbox = Outbox(client, cfg.temporal.task_queue)
         self.inbox = ChatInbox(cfg, store, self.mailbox, self.outbox)

@@ -113,7 +113,8 @@ class Tracer:
             _step(
                 event.created_at,
                 "accepted",
-                f"{what} from {event.channel_id}, {_sender(event)}, by the gateway on {self._host}",
+                f"{what} from {event.channel_id}, {_sender(event)}, by "
+                + event.payload.get("accepted_by", f"the gateway on {self._host}"),
             )
         ]
         out["steps"] = steps

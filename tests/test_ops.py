@@ -4,6 +4,7 @@ a stopped worker; then both mended. Real Temporal, real tmux, real SQLite, the C
 from __future__ import annotations
 
 import json
+import os
 from contextlib import AsyncExitStack
 from pathlib import Path
 
@@ -65,6 +66,7 @@ async def test_trace_and_doctor_say_what_is_wrong_until_it_is_mended(
         assert traced.returncode == 0, traced.stderr
         out = traced.stdout
         assert "accepted" in out and "`agentcomms send`" in out
+        assert f"by the gateway on {stack.host} (pid {os.getpid()})" in out, out
         assert f"in agent-{agent}, position 1 of 1" in out
         assert f"pane rec:0.0 on host {stack.host} is missing since" in out, out
         assert "try 1 failed: " in out and "rec" in out.partition("try 1 failed: ")[2], out

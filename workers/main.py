@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from contextlib import AsyncExitStack
 from typing import Any
 
@@ -60,7 +61,11 @@ def build_workers(
         # Calls run on the shared queue: nothing of a call is tied to one host's panes. A call
         # that is not answered blocking hands its answer to the agent's mailbox.
         mailbox = Mailbox(
-            client, store, task_queue=cfg.temporal.task_queue, limits=cfg.mailbox_limits
+            client,
+            store,
+            task_queue=cfg.temporal.task_queue,
+            limits=cfg.mailbox_limits,
+            accepted_by=f"the worker on {host or host_name()} (pid {os.getpid()})",
         )
         voice = VoiceActivities(cfg, store, post=mailbox.post)
         twilio_calls = TwilioCallActivities(cfg)
