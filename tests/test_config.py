@@ -368,6 +368,11 @@ def test_wrong_type_names_the_key_and_the_expected_type(home: Path) -> None:
             "chat.allowed_senders.telegram: expected a list [...]",
         ),
         (
+            {"chat": {"allowed_senders": {"telgram": ["42"]}}},
+            "chat.allowed_senders: 'telgram' is not a provider (did you mean 'telegram'? "
+            "known: discord, telegram, whatsapp, sms, local)",
+        ),
+        (
             {"server": {"http_port": 70000}},
             "server.http_port: expected a number <= 65535, got 70000",
         ),

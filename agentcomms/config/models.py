@@ -6,6 +6,7 @@ in a key whose default is ``null`` reads as "not set".
 
 from __future__ import annotations
 
+import difflib
 import typing
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
@@ -215,6 +216,20 @@ class ChatConfig(Section):
                 raise ValueError(
                     f"{channel!r} is not a channel id: expected PROVIDER:CHAT, e.g. "
                     '"telegram:456" (the chat id Telegram gives)'
+                )
+        return value
+
+    @field_validator("allowed_senders")
+    @classmethod
+    def _allowed_providers(cls, value: dict[str, list[str]]) -> dict[str, list[str]]:
+        # A misspelt provider would otherwise leave its senders shut out, silently.
+        known = cls.provider_names()
+        for provider in value:
+            if provider not in known:
+                close = difflib.get_close_matches(provider, known, n=1)
+                hint = f"did you mean {close[0]!r}? " if close else ""
+                raise ValueError(
+                    f"{provider!r} is not a provider ({hint}known: {', '.join(known)})"
                 )
         return value
 
