@@ -133,6 +133,17 @@ class Sender(Protocol):
     async def close(self) -> None: ...
 
 
+def split_text(text: str, limit: int) -> list[str]:
+    """Pieces of at most ``limit`` characters, cut at a line break where there is one."""
+    pieces: list[str] = []
+    while len(text) > limit:
+        cut = text.rfind("\n", 0, limit)
+        cut = cut + 1 if cut > limit // 2 else limit
+        pieces.append(text[:cut])
+        text = text[cut:]
+    return [*pieces, text] if text or not pieces else pieces
+
+
 class SendError(Exception):
     """A send failed; the subclass says whether and when to try again."""
 
