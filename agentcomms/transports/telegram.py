@@ -50,6 +50,7 @@ from agentcomms.transports import (
     ReceiptStage,
     SendRefused,
     split_text,
+    typed_with_note,
 )
 
 log = logging.getLogger(__name__)
@@ -281,13 +282,17 @@ class TelegramSender:
                 last = str(sent.message_id)
         return last
 
-    async def receipt(self, chat_id: str, message_id: str, stage: ReceiptStage) -> None:
+    async def receipt(
+        self, chat_id: str, message_id: str, stage: ReceiptStage, *, note: str | None = None
+    ) -> None:
         # A bot has one reaction per message: "typed" replaces "queued".
         async with self._bot() as bot:
             with telegram_errors(chat_id):
                 await bot.set_message_reaction(
                     chat_id, int(message_id), reaction=[ReactionTypeEmoji(RECEIPTS[stage])]
                 )
+        if note:
+            await self.send_text(chat_id, typed_with_note(note), reply_to=message_id)
 
     async def close(self) -> None:
         pass
