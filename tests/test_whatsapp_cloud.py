@@ -3,19 +3,26 @@ sender posting to a local Graph API messages endpoint, real Temporal, tmux and S
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from pydantic import SecretStr
+from starlette.applications import Starlette
 
 from agentcomms.config import Config
 from agentcomms.ids import provider_event_id
 from agentcomms.transports import RateLimited, SendRefused
-from agentcomms.transports._whatsapp_cloud import DEFAULT_RETRY_AFTER_S, CloudSender
+from agentcomms.transports._whatsapp_cloud import (
+    DEFAULT_RETRY_AFTER_S,
+    SIGNATURE_HEADER,
+    CloudSender,
+)
 from gateway.chat import ChatTransports
 from tests.conftest import Tmux
 from tests.fakes.serve import free_port
@@ -237,6 +244,19 @@ async def test_an_agent_reply_quotes_its_message_and_is_split_after_429_and_500(
     assert result["message_id"].startswith("wamid.")
 
 
+async def test_a_reply_waits_while_the_graph_api_is_down_and_goes_out_once_it_is_back(
+    stack_and_hook, meta: FakeWhatsAppCloud, agent: str
+):
+    stack, _ = stack_and_hook
+    await meta.server.stop()
+    result = await stack.call(
+        "reply", channel_id=f"whatsapp:{ALICE}", message="still there?", agent_id=agent, timeout=2
+    )
+    assert result["status"] == "queued", result  # durable, and not given up on
+    await meta.server.start()
+    await eventually(lambda: meta.texts_to(ALICE) == ["still there?"], timeout=30)
+
+
 async def test_a_closed_24_hour_window_fails_at_once_saying_so(
     stack_and_hook, meta: FakeWhatsAppCloud, agent: str
 ):
@@ -335,7 +355,18 @@ async def test_status_says_what_to_fix_when_the_webhook_cannot_work(meta: FakeWh
     assert row["status"] == "failed"
     for key in ("chat.whatsapp.app_secret", "chat.whatsapp.verify_token", "server.public_url"):
         assert key in row["error"]
-    assert [r.path for r in chat.routes()] == ["/webhooks/whatsapp", "/webhooks/whatsapp"]
+    # Served all the same, and refusing everyone: nothing can be checked without the keys.
+    app = Starlette(routes=chat.routes())
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app)) as client:
+        url = "http://gateway/webhooks/whatsapp"
+        handshake = await client.get(
+            url, params={"hub.mode": "subscribe", "hub.verify_token": "", "hub.challenge": "1"}
+        )
+        body = json.dumps(meta.incoming(ALICE, "hi")).encode()
+        unsigned = await client.post(
+            url, content=body, headers={SIGNATURE_HEADER: meta.sign(body, "")}
+        )
+    assert (handshake.status_code, unsigned.status_code) == (403, 403)
 
     complete = cfg.model_copy(
         update={
