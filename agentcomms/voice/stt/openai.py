@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
-from agentcomms.config import Config, STTConfig
-from agentcomms.voice.tts import ProviderUnavailable
+from agentcomms.config import Config
+from agentcomms.voice.providers import (
+    ProviderUnavailable,
+    language_code,
+    require_account,
+    setting,
+)
 
+NAME = "openai"
 DEFAULT_MODEL = "whisper-1"
 
 
@@ -20,16 +26,12 @@ class OpenAIRecognizer:
     @classmethod
     def from_config(cls, cfg: Config) -> OpenAIRecognizer:
         stt = cfg.voice.stt
-        if stt.api_key is None:
-            raise ProviderUnavailable("voice.stt.api_key is not set")
-        # The section's default model is Deepgram's; OpenAI has its own.
-        default = STTConfig.model_fields["model"].default
-        model = DEFAULT_MODEL if stt.model == default else stt.model
+        account = require_account(cfg, "stt", NAME)
         return cls(
-            stt.api_key.get_secret_value(),
-            model=model,
-            language=stt.language.split("-")[0],  # "en-US" -> "en" (ISO-639-1)
-            base_url=stt.base_url,
+            account.api_key,
+            model=setting(stt, "model", NAME, DEFAULT_MODEL),
+            language=language_code(stt.language),
+            base_url=account.base_url,
         )
 
     async def transcribe(self, audio: bytes, content_type: str) -> str:

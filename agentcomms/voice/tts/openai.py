@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from agentcomms.config import Config, TTSConfig
-from agentcomms.voice.tts import ProviderUnavailable
+from agentcomms.config import Config
+from agentcomms.voice.providers import ProviderUnavailable, require_account, setting
 
+NAME = "openai"
 DEFAULT_MODEL = "gpt-4o-mini-tts"
 DEFAULT_VOICE = "alloy"
 
@@ -21,13 +22,10 @@ class OpenAISpeech:
     @classmethod
     def from_config(cls, cfg: Config) -> OpenAISpeech:
         tts = cfg.voice.tts
-        if tts.api_key is None:
-            raise ProviderUnavailable("voice.tts.api_key is not set")
-        # The section's defaults name ElevenLabs' model and voice; OpenAI has its own.
-        defaults = TTSConfig.model_fields
-        model = DEFAULT_MODEL if tts.model == defaults["model"].default else tts.model
-        voice = DEFAULT_VOICE if tts.voice == defaults["voice"].default else tts.voice
-        return cls(tts.api_key.get_secret_value(), model=model, voice=voice, base_url=tts.base_url)
+        account = require_account(cfg, "tts", NAME)
+        model = setting(tts, "model", NAME, DEFAULT_MODEL)
+        voice = setting(tts, "voice", NAME, DEFAULT_VOICE)
+        return cls(account.api_key, model=model, voice=voice, base_url=account.base_url)
 
     async def synthesize(self, text: str) -> tuple[bytes, str]:
         import openai

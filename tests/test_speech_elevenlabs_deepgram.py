@@ -1,0 +1,171 @@
+"""ElevenLabs and Deepgram speech through their real SDKs, pointed at fakes of their HTTP APIs;
+the chain that names them, and what their refusals and failures mean for it."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+from pydantic import SecretStr
+
+from agentcomms.config import Config, SpeechAccount, STTConfig, TTSConfig, VoiceConfig
+from agentcomms.voice.stt import stt_chain
+from agentcomms.voice.tts import ProviderUnavailable, tts_chain, tts_provider
+from tests.fakes import deepgram as dg
+from tests.fakes import elevenlabs as xi
+from tests.fakes.deepgram import FakeDeepgram
+from tests.fakes.elevenlabs import FakeElevenLabs
+
+
+@pytest.fixture
+async def elevenlabs() -> AsyncIterator[FakeElevenLabs]:
+    fake = FakeElevenLabs()
+    await fake.server.start()
+    yield fake
+    await fake.server.stop()
+
+
+@pytest.fixture
+async def deepgram() -> AsyncIterator[FakeDeepgram]:
+    fake = FakeDeepgram()
+    await fake.server.start()
+    yield fake
+    await fake.server.stop()
+
+
+def accounts(
+    elevenlabs: FakeElevenLabs,
+    deepgram: FakeDeepgram,
+    *,
+    tts: TTSConfig | None = None,
+    stt: STTConfig | None = None,
+    elevenlabs_key: str = xi.API_KEY,
+    deepgram_key: str = dg.API_KEY,
+) -> VoiceConfig:
+    """Both accounts set up, the seed's provider choices unless told otherwise."""
+    return VoiceConfig(
+        tts=tts or TTSConfig(),
+        stt=stt or STTConfig(),
+        elevenlabs=SpeechAccount(api_key=SecretStr(elevenlabs_key), base_url=elevenlabs.base_url),
+        deepgram=SpeechAccount(api_key=SecretStr(deepgram_key), base_url=deepgram.base_url),
+    )
+
+
+# ---- the chain ---------------------------------------------------------------------------------
+
+
+def test_the_seed_defaults_use_elevenlabs_and_deepgram_once_their_accounts_have_keys():
+    voice = VoiceConfig(
+        elevenlabs=SpeechAccount(api_key=SecretStr("k1")),
+        deepgram=SpeechAccount(api_key=SecretStr("k2")),
+    )
+    assert tts_chain(Config(voice=voice)) == ["elevenlabs", "local"]
+    assert stt_chain(Config(voice=voice)) == ["deepgram", "local"]
+
+
+def test_the_fallback_list_names_the_providers_tried_next_and_those_without_keys_are_skipped():
+    voice = VoiceConfig(
+        tts=TTSConfig(provider="elevenlabs", fallback=["openai", "deepgram", "elevenlabs"]),
+        stt=STTConfig(provider="deepgram", fallback=["nobody", "elevenlabs", "local", "openai"]),
+        elevenlabs=SpeechAccount(api_key=SecretStr("k1")),
+        deepgram=SpeechAccount(api_key=SecretStr("k2")),
+    )
+    # openai has no key; an unknown name is skipped; nothing after local is reached.
+    assert tts_chain(Config(voice=voice)) == ["elevenlabs", "deepgram", "local"]
+    assert stt_chain(Config(voice=voice)) == ["deepgram", "elevenlabs", "local"]
+
+
+def test_a_sections_own_key_serves_its_provider_only():
+    voice = VoiceConfig(tts=TTSConfig(provider="deepgram", api_key=SecretStr("k")))
+    assert tts_chain(Config(voice=voice)) == ["deepgram", "local"]
+    assert stt_chain(Config(voice=voice)) == ["local"]
+
+
+# ---- speaking ----------------------------------------------------------------------------------
+
+
+async def test_elevenlabs_speaks_the_text_in_rachels_voice_with_the_configured_model(
+    elevenlabs: FakeElevenLabs, deepgram: FakeDeepgram
+):
+    cfg = Config(voice=accounts(elevenlabs, deepgram))
+    audio, ext = await tts_provider("elevenlabs", cfg).synthesize("Deploy to staging?")
+    assert elevenlabs.spoken == [
+        {
+            "voice_id": xi.RACHEL,  # "Rachel", the default, is a premade voice
+            "model_id": "eleven_turbo_v2_5",
+            "text": "Deploy to staging?",
+            "output_format": "wav_22050",
+        }
+    ]
+    assert elevenlabs.keys == [xi.API_KEY]
+    assert (audio, ext) == (elevenlabs.audio[0], "wav")
+
+
+async def test_an_elevenlabs_voice_name_is_looked_up_among_the_accounts_voices(
+    elevenlabs: FakeElevenLabs, deepgram: FakeDeepgram
+):
+    elevenlabs.voices["Ada Lovelace"] = "AdaVoiceId0000000001"
+    tts = TTSConfig(voice="ada lovelace", model="eleven_multilingual_v2")
+    cfg = Config(voice=accounts(elevenlabs, deepgram, tts=tts))
+    await tts_provider("elevenlabs", cfg).synthesize("one")
+    await tts_provider("elevenlabs", cfg).synthesize("two")  # the id is remembered
+    assert [s["voice_id"] for s in elevenlabs.spoken] == ["AdaVoiceId0000000001"] * 2
+    assert elevenlabs.spoken[0]["model_id"] == "eleven_multilingual_v2"
+    assert len(elevenlabs.keys) == 3  # one search, two syntheses
+
+    cfg = Config(voice=accounts(elevenlabs, deepgram, tts=TTSConfig(voice="Nobody")))
+    with pytest.raises(ProviderUnavailable, match="no voice named 'Nobody'"):
+        await tts_provider("elevenlabs", cfg).synthesize("three")
+
+
+async def test_deepgram_speaks_with_aura_as_wav(elevenlabs: FakeElevenLabs, deepgram: FakeDeepgram):
+    # In a fallback, Deepgram uses its own voice: the section's voice and model are ElevenLabs'.
+    tts = TTSConfig(provider="elevenlabs", fallback=["deepgram"])
+    cfg = Config(voice=accounts(elevenlabs, deepgram, tts=tts))
+    audio, ext = await tts_provider("deepgram", cfg).synthesize("Still there?")
+    assert deepgram.spoken == [
+        {
+            "model": "aura-2-thalia-en",
+            "encoding": "linear16",
+            "container": "wav",
+            "text": "Still there?",
+        }
+    ]
+    assert deepgram.authorizations == [f"Token {dg.API_KEY}"]
+    assert (audio, ext) == (deepgram.audio[0], "wav")
+
+    tts = TTSConfig(provider="deepgram", model="aura-asteria-en")
+    await tts_provider(
+        "deepgram", Config(voice=accounts(elevenlabs, deepgram, tts=tts))
+    ).synthesize("Asteria")
+    assert deepgram.spoken[-1]["model"] == "aura-asteria-en"
+
+
+@pytest.mark.parametrize("provider", ["elevenlabs", "deepgram"])
+async def test_a_refused_key_is_permanent_and_names_the_key_to_fix_without_showing_it(
+    provider: str, elevenlabs: FakeElevenLabs, deepgram: FakeDeepgram
+):
+    wrong = "wrong-key-1234567890"
+    cfg = Config(voice=accounts(elevenlabs, deepgram, elevenlabs_key=wrong, deepgram_key=wrong))
+    with pytest.raises(ProviderUnavailable) as refused:
+        await tts_provider(provider, cfg).synthesize("hello")
+    message = str(refused.value)
+    assert f"voice.{provider}.api_key (401)" in message and wrong not in message
+
+
+@pytest.mark.parametrize("status", [429, 500, 503])
+@pytest.mark.parametrize("provider", ["elevenlabs", "deepgram"])
+async def test_a_busy_or_failing_provider_is_worth_retrying_and_the_next_try_speaks(
+    provider: str, status: int, elevenlabs: FakeElevenLabs, deepgram: FakeDeepgram
+):
+    fake = elevenlabs if provider == "elevenlabs" else deepgram
+    fake.fail_next(status)
+    cfg = Config(voice=accounts(elevenlabs, deepgram))
+    speech = tts_provider(provider, cfg)
+    with pytest.raises(Exception) as failed:
+        await speech.synthesize("hello")
+    # Not ProviderUnavailable: the activity retries it (the SDK itself does not).
+    assert not isinstance(failed.value, ProviderUnavailable)
+    assert str(status) in str(failed.value)
+    audio, _ = await speech.synthesize("hello")
+    assert audio == fake.audio[-1] and len(fake.audio) == 1
