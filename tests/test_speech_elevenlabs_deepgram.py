@@ -9,8 +9,9 @@ import pytest
 from pydantic import SecretStr
 
 from agentcomms.config import Config, SpeechAccount, STTConfig, TTSConfig, VoiceConfig
-from agentcomms.voice.stt import stt_chain
+from agentcomms.voice.stt import stt_chain, stt_provider
 from agentcomms.voice.tts import ProviderUnavailable, tts_chain, tts_provider
+from agentcomms.voice.tts.local import EspeakSpeech
 from tests.fakes import deepgram as dg
 from tests.fakes import elevenlabs as xi
 from tests.fakes.deepgram import FakeDeepgram
@@ -31,6 +32,13 @@ async def deepgram() -> AsyncIterator[FakeDeepgram]:
     await fake.server.start()
     yield fake
     await fake.server.stop()
+
+
+@pytest.fixture(scope="module")
+async def answer() -> bytes:
+    """A recording of the human's answer (what the fakes check is a WAV)."""
+    audio, _ = await EspeakSpeech().synthesize("yes go ahead")
+    return audio
 
 
 def accounts(
@@ -141,31 +149,81 @@ async def test_deepgram_speaks_with_aura_as_wav(elevenlabs: FakeElevenLabs, deep
     assert deepgram.spoken[-1]["model"] == "aura-asteria-en"
 
 
-@pytest.mark.parametrize("provider", ["elevenlabs", "deepgram"])
+# ---- hearing ----------------------------------------------------------------------------------
+
+
+async def test_deepgram_hears_the_recording_with_the_configured_model_and_language(
+    elevenlabs: FakeElevenLabs, deepgram: FakeDeepgram, answer: bytes
+):
+    deepgram.transcripts = ["Yes, go ahead."]
+    cfg = Config(voice=accounts(elevenlabs, deepgram))
+    assert await stt_provider("deepgram", cfg).transcribe(answer, "audio/wav") == "Yes, go ahead."
+    assert deepgram.heard == [{"model": "nova-2", "language": "en-US"}]
+    assert deepgram.authorizations == [f"Token {dg.API_KEY}"]
+
+
+async def test_elevenlabs_hears_with_scribe(
+    elevenlabs: FakeElevenLabs, deepgram: FakeDeepgram, answer: bytes
+):
+    elevenlabs.transcripts = ["No, wait."]
+    # In a fallback, ElevenLabs uses Scribe: the section's default model is Deepgram's.
+    stt = STTConfig(provider="deepgram", fallback=["elevenlabs"], language="en-GB")
+    cfg = Config(voice=accounts(elevenlabs, deepgram, stt=stt))
+    assert await stt_provider("elevenlabs", cfg).transcribe(answer, "audio/wav") == "No, wait."
+    assert elevenlabs.heard == [{"model_id": "scribe_v1", "language_code": "en"}]
+    assert elevenlabs.keys == [xi.API_KEY]
+
+
+# ---- refusals and failures ---------------------------------------------------------------------
+
+PROVIDERS_BOTH_WAYS = [
+    ("elevenlabs", "tts"),
+    ("deepgram", "tts"),
+    ("elevenlabs", "stt"),
+    ("deepgram", "stt"),
+]
+
+
+async def use(provider: str, direction: str, cfg: Config, answer: bytes) -> bytes | str:
+    if direction == "tts":
+        audio, _ = await tts_provider(provider, cfg).synthesize("hello")
+        return audio
+    return await stt_provider(provider, cfg).transcribe(answer, "audio/wav")
+
+
+@pytest.mark.parametrize(("provider", "direction"), PROVIDERS_BOTH_WAYS)
 async def test_a_refused_key_is_permanent_and_names_the_key_to_fix_without_showing_it(
-    provider: str, elevenlabs: FakeElevenLabs, deepgram: FakeDeepgram
+    provider: str, direction: str, elevenlabs: FakeElevenLabs, deepgram: FakeDeepgram, answer: bytes
 ):
     wrong = "wrong-key-1234567890"
     cfg = Config(voice=accounts(elevenlabs, deepgram, elevenlabs_key=wrong, deepgram_key=wrong))
     with pytest.raises(ProviderUnavailable) as refused:
-        await tts_provider(provider, cfg).synthesize("hello")
+        await use(provider, direction, cfg, answer)
     message = str(refused.value)
     assert f"voice.{provider}.api_key (401)" in message and wrong not in message
 
 
 @pytest.mark.parametrize("status", [429, 500, 503])
-@pytest.mark.parametrize("provider", ["elevenlabs", "deepgram"])
-async def test_a_busy_or_failing_provider_is_worth_retrying_and_the_next_try_speaks(
-    provider: str, status: int, elevenlabs: FakeElevenLabs, deepgram: FakeDeepgram
+@pytest.mark.parametrize(("provider", "direction"), PROVIDERS_BOTH_WAYS)
+async def test_a_busy_or_failing_provider_is_worth_retrying_and_the_next_try_works(
+    provider: str,
+    direction: str,
+    status: int,
+    elevenlabs: FakeElevenLabs,
+    deepgram: FakeDeepgram,
+    answer: bytes,
 ):
     fake = elevenlabs if provider == "elevenlabs" else deepgram
     fake.fail_next(status)
+    fake.transcripts = ["after the failure"]
     cfg = Config(voice=accounts(elevenlabs, deepgram))
-    speech = tts_provider(provider, cfg)
     with pytest.raises(Exception) as failed:
-        await speech.synthesize("hello")
+        await use(provider, direction, cfg, answer)
     # Not ProviderUnavailable: the activity retries it (the SDK itself does not).
     assert not isinstance(failed.value, ProviderUnavailable)
     assert str(status) in str(failed.value)
-    audio, _ = await speech.synthesize("hello")
-    assert audio == fake.audio[-1] and len(fake.audio) == 1
+    result = await use(provider, direction, cfg, answer)
+    if direction == "tts":
+        assert result == fake.audio[-1] and len(fake.audio) == 1
+    else:
+        assert result == "after the failure" and len(fake.heard) == 1

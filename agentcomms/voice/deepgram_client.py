@@ -22,6 +22,7 @@ def deepgram_client(account: Account, http: httpx.AsyncClient) -> AsyncDeepgramC
         base = account.base_url.rstrip("/")
         ws = "ws" + base.removeprefix("http")  # http->ws, https->wss
         environment = DeepgramClientEnvironment(base=base, production=ws, agent=ws, agent_rest=base)
+    # Retries are the activity's (and then the next provider's), not the SDK's.
     return AsyncDeepgramClient(
         api_key=account.api_key, environment=environment, httpx_client=http, max_retries=0
     )

@@ -22,8 +22,6 @@ KNOWN: tuple[str, ...] = (*CLOUD, LOCAL)
 Direction = Literal["tts", "stt"]
 
 HTTP_TIMEOUT_S = 50.0  # a provider's answer, inside the speech activity's 60 s
-# Retries are the activity's (and then the next provider's), not the SDK's.
-NO_SDK_RETRIES = {"max_retries": 0}
 
 
 class ProviderUnavailable(AgentcommsError):

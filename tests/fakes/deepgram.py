@@ -27,7 +27,7 @@ class FakeDeepgram:
         self.api_key = api_key
         self.spoken: list[dict[str, str]] = []  # each speak request: model, text, encoding…
         self.audio: list[bytes] = []  # the audio each speak answer carried
-        self.heard: list[dict[str, str]] = []  # each listen request's query and content type
+        self.heard: list[dict[str, str]] = []  # each listen request's model, language
         self.transcripts: list[str] = []  # what the next transcriptions answer
         self.authorizations: list[str | None] = []  # the Authorization header of every request
         self._failures: list[int] = []
@@ -89,7 +89,6 @@ class FakeDeepgram:
             {
                 "model": query.get("model", "base"),
                 "language": query.get("language", "en"),
-                "content_type": request.headers.get("content-type", ""),
             }
         )
         text = self.transcripts.pop(0) if self.transcripts else ""

@@ -22,6 +22,14 @@ def stt_provider(name: str, cfg: Config) -> Recognizer:
         from agentcomms.voice.stt.local import SphinxRecognizer
 
         return SphinxRecognizer(grammar=cfg.voice.stt.grammar)
+    if name == "deepgram":
+        from agentcomms.voice.stt.deepgram import DeepgramRecognizer
+
+        return DeepgramRecognizer.from_config(cfg)
+    if name == "elevenlabs":
+        from agentcomms.voice.stt.elevenlabs import ElevenLabsRecognizer
+
+        return ElevenLabsRecognizer.from_config(cfg)
     if name == "openai":
         from agentcomms.voice.stt.openai import OpenAIRecognizer
 

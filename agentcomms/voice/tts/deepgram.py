@@ -9,7 +9,6 @@ from agentcomms.config import Config
 from agentcomms.voice.deepgram_client import deepgram_client
 from agentcomms.voice.providers import (
     HTTP_TIMEOUT_S,
-    NO_SDK_RETRIES,
     Account,
     refusal,
     require_account,
@@ -46,7 +45,6 @@ class DeepgramSpeech:
                         model=self.model,
                         encoding="linear16",
                         container="wav",
-                        request_options=NO_SDK_RETRIES,
                     )
                 ]
             except ApiError as exc:

@@ -15,7 +15,6 @@ import httpx
 from agentcomms.config import Config
 from agentcomms.voice.providers import (
     HTTP_TIMEOUT_S,
-    NO_SDK_RETRIES,
     Account,
     ProviderUnavailable,
     refusal,
@@ -58,6 +57,8 @@ class ElevenLabsSpeech:
         from elevenlabs.core.api_error import ApiError
 
         async with httpx.AsyncClient(timeout=HTTP_TIMEOUT_S) as http:
+            # Retries are the activity's (then the next provider's), not the SDK's: each request
+            # says max_retries 0.
             client = AsyncElevenLabs(
                 api_key=self.account.api_key, base_url=self.account.base_url, httpx_client=http
             )
@@ -70,7 +71,7 @@ class ElevenLabsSpeech:
                         text=text,
                         model_id=self.model,
                         output_format=OUTPUT_FORMAT,
-                        request_options=NO_SDK_RETRIES,
+                        request_options={"max_retries": 0},
                     )
                 ]
             except ApiError as exc:
@@ -84,7 +85,9 @@ class ElevenLabsSpeech:
             return premade
         key = (self.account.api_key, self.account.base_url, self.voice.lower())
         if key not in _voice_ids:
-            found = await client.voices.search(search=self.voice, request_options=NO_SDK_RETRIES)
+            found = await client.voices.search(
+                search=self.voice, request_options={"max_retries": 0}
+            )
             named = [v for v in found.voices if (v.name or "").lower() == self.voice.lower()]
             if not named:
                 raise ProviderUnavailable(
