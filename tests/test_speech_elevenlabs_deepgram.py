@@ -3,12 +3,17 @@ the chain that names them, and what their refusals and failures mean for it."""
 
 from __future__ import annotations
 
+import asyncio
+import base64
+import json
 from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import SecretStr
 
-from agentcomms.config import Config, SpeechAccount, STTConfig, TTSConfig, VoiceConfig
+from agentcomms.config import Config, SpeechAccount, STTConfig, TTSConfig, VoiceConfig, redacted
 from agentcomms.voice.stt import stt_chain, stt_provider
 from agentcomms.voice.tts import ProviderUnavailable, tts_chain, tts_provider
 from agentcomms.voice.tts.local import EspeakSpeech
@@ -16,6 +21,9 @@ from tests.fakes import deepgram as dg
 from tests.fakes import elevenlabs as xi
 from tests.fakes.deepgram import FakeDeepgram
 from tests.fakes.elevenlabs import FakeElevenLabs
+from tests.stack import running_stack
+from tests.test_calls import Phone
+from tests.test_speech_providers import _answer_aloud
 
 
 @pytest.fixture
@@ -227,3 +235,70 @@ async def test_a_busy_or_failing_provider_is_worth_retrying_and_the_next_try_wor
         assert result == fake.audio[-1] and len(fake.audio) == 1
     else:
         assert result == "after the failure" and len(fake.heard) == 1
+
+
+# ---- in a call -----------------------------------------------------------------------------------
+
+
+def _history_text(history: Any) -> str:
+    """A workflow history as text, its payloads decoded (a key in one would show)."""
+    parts = [history.to_json()]
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key == "data" and isinstance(value, str):
+                    parts.append(base64.b64decode(value).decode("utf-8", "replace"))
+                else:
+                    walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(json.loads(parts[0]))
+    return "\n".join(parts)
+
+
+async def test_a_call_through_elevenlabs_then_deepgram_then_local(
+    temporal_env, tmp_path: Path, elevenlabs: FakeElevenLabs, deepgram: FakeDeepgram
+):
+    wrong = "xi-wrong-0123456789"
+    deepgram.transcripts = ["Yes, ship it."]
+    deepgram.fail_next(429, 500)  # busy, then down, then it hears
+    voice = accounts(
+        elevenlabs,
+        deepgram,
+        tts=TTSConfig(provider="elevenlabs", fallback=["deepgram"]),
+        stt=STTConfig(provider="deepgram", fallback=["elevenlabs"]),
+        elevenlabs_key=wrong,
+    ).model_copy(update={"audio_dir": tmp_path / "audio"})
+    async with running_stack(temporal_env.client, tmp_path, voice=voice) as stack:
+        phone = Phone(stack)
+        first = asyncio.create_task(stack.call("call", agent_id="a", message="Ship 0042?"))
+        call_id = await phone.answer()
+        line = await _answer_aloud(stack, phone, call_id, "yes ship it")
+        # ElevenLabs refused its key: Deepgram spoke, the first time it was asked.
+        assert line["audio"]["provider"] == "deepgram"
+        assert [s["text"] for s in deepgram.spoken] == ["Ship 0042?"]
+        assert (await first)["response"] == "Yes, ship it."
+        await stack.call("call_end", call_id=call_id)
+        history = await stack.client.get_workflow_handle(f"call-{call_id}").fetch_history()
+    assert elevenlabs.spoken == [] and elevenlabs.keys == [wrong]  # once: a refusal is not retried
+    assert deepgram.heard == [{"model": "nova-2", "language": "en-US"}]
+    assert deepgram.authorizations.count(f"Token {dg.API_KEY}") == 1 + 3  # speak; listen x3
+    recorded = _history_text(history)
+    assert "ElevenLabs refused the key in voice.elevenlabs.api_key (401)" in recorded
+    assert wrong not in recorded and dg.API_KEY not in recorded
+
+
+def test_config_show_hides_the_accounts_keys():
+    voice = VoiceConfig(
+        elevenlabs=SpeechAccount(api_key=SecretStr("xi-secret-1"), base_url="http://proxy"),
+        deepgram=SpeechAccount(api_key=SecretStr("dg-secret-2")),
+    )
+    shown = json.dumps(redacted(Config(voice=voice)))
+    assert "xi-secret-1" not in shown and "dg-secret-2" not in shown
+    assert redacted(Config(voice=voice))["voice"]["elevenlabs"] == {
+        "api_key": "***",
+        "base_url": "http://proxy",
+    }
