@@ -94,7 +94,8 @@ def test_full_starter_has_every_key_and_no_literal_secret(home: Path) -> None:
     assert leaves(without_comments) == leaves(defaults)  # every section, every key
     telegram = data["chat"]["telegram"]
     assert telegram["token"] == "${TELEGRAM_BOT_TOKEN:-}"
-    assert data["voice"]["tts"]["api_key"] == "${ELEVENLABS_API_KEY:-}"
+    assert data["voice"]["elevenlabs"]["api_key"] == "${ELEVENLABS_API_KEY:-}"
+    assert data["voice"]["deepgram"]["api_key"] == "${DEEPGRAM_API_KEY:-}"
     assert all("//" in data[s] for s in ("server", "temporal", "chat", "voice"))
 
 

@@ -77,8 +77,10 @@ _SECRET_REFERENCES: dict[tuple[str, ...], str] = {
     ("chat", "sms", "auth_token"): "TWILIO_AUTH_TOKEN",
     ("voice", "phone", "account_sid"): "TWILIO_ACCOUNT_SID",
     ("voice", "phone", "auth_token"): "TWILIO_AUTH_TOKEN",
-    ("voice", "tts", "api_key"): "ELEVENLABS_API_KEY",
-    ("voice", "stt", "api_key"): "DEEPGRAM_API_KEY",
+    # One key per speech account serves speaking and hearing, whichever chain names it.
+    ("voice", "elevenlabs", "api_key"): "ELEVENLABS_API_KEY",
+    ("voice", "deepgram", "api_key"): "DEEPGRAM_API_KEY",
+    ("voice", "openai", "api_key"): "OPENAI_API_KEY",
 }
 
 _COMMENTS: dict[tuple[str, ...], str] = {
@@ -112,6 +114,12 @@ _COMMENTS: dict[tuple[str, ...], str] = {
     ("chat", "sms"): "Twilio credentials in TWILIO_ACCOUNT_SID and TWILIO_AUTH_TOKEN.",
     ("voice",): "Phone calls: the phone provider places them, TTS speaks, STT listens; "
     "public_url is where the provider reaches this machine's webhooks.",
+    ("voice", "tts"): "provider (elevenlabs, deepgram, openai or local), then fallback in order; "
+    "a provider without a key is skipped and local ends the chain. voice and model are the "
+    "provider's own.",
+    ("voice", "stt"): "provider and fallback as for tts; grammar limits local recognition.",
+    ("voice", "elevenlabs"): "An account's key serves speaking and hearing (likewise deepgram "
+    "and openai); a section's own api_key overrides it for its provider.",
     ("logging",): "level: DEBUG, INFO, WARNING or ERROR.",
 }
 

@@ -321,21 +321,49 @@ class PhoneConfig(Section):
     base_url: str | None = None
 
 
-class TTSConfig(Section):
-    provider: str = "elevenlabs"
+SPEECH_PROVIDERS_HELP = "elevenlabs, deepgram, openai or local"
+
+
+class SpeechAccount(Section):
+    """One speech provider's account, shared by speaking and hearing (one key serves both)."""
+
     api_key: SecretStr | None = None
-    voice: str = "Rachel"
+    base_url: str | None = Field(
+        default=None, description="the provider's API elsewhere (a proxy, a test); null: its own"
+    )
+
+
+class TTSConfig(Section):
+    provider: str = Field(default="elevenlabs", description=SPEECH_PROVIDERS_HELP)
+    api_key: SecretStr | None = Field(
+        default=None, description="the provider's key; null: voice.<provider>.api_key"
+    )
+    voice: str = Field(
+        default="Rachel",
+        description="the provider's voice: an ElevenLabs voice name or id, an OpenAI voice, "
+        "an espeak-ng voice (Deepgram's voice is its model, e.g. aura-2-thalia-en)",
+    )
     model: str = "eleven_turbo_v2_5"
     base_url: str | None = None
+    fallback: list[str] = Field(
+        default=[],
+        description="providers tried, in order, when the provider fails; local ends the chain",
+    )
 
 
 class STTConfig(Section):
-    provider: str = "deepgram"
-    api_key: SecretStr | None = None
+    provider: str = Field(default="deepgram", description=SPEECH_PROVIDERS_HELP)
+    api_key: SecretStr | None = Field(
+        default=None, description="the provider's key; null: voice.<provider>.api_key"
+    )
     model: str = "nova-2"
     language: str = "en-US"
     silence_ms: int = Field(default=800, ge=0)
     base_url: str | None = None
+    fallback: list[str] = Field(
+        default=[],
+        description="providers tried, in order, when the provider fails; local ends the chain",
+    )
     grammar: Path | None = Field(
         default=None,
         description="local recognizer only: a JSGF grammar of the answers expected "
@@ -347,6 +375,9 @@ class VoiceConfig(Section):
     phone: PhoneConfig = PhoneConfig()
     tts: TTSConfig = TTSConfig()
     stt: STTConfig = STTConfig()
+    elevenlabs: SpeechAccount = SpeechAccount()
+    deepgram: SpeechAccount = SpeechAccount()
+    openai: SpeechAccount = SpeechAccount()
     public_url: str | None = None
     audio_dir: Path | None = Field(
         default=None,
