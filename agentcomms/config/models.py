@@ -336,6 +336,31 @@ class MetricsConfig(Section):
         return value
 
 
+# An HMAC key shorter than this is guessable; a generated one has 43 characters.
+MIN_DEPLOYMENT_KEY_CHARS = 32
+
+
+class SecurityConfig(Section):
+    """What makes agentcomms, and no one else who reaches Temporal, able to make a pane type."""
+
+    deployment_key: SecretStr | None = Field(
+        default=None,
+        description="signs every message and registration before Temporal sees it; the pane's "
+        "host types only what it can verify. null: generated into <home>/deployment.key at "
+        'first start. Hosts of one deployment share one: "${DEPLOYMENT_KEY}"',
+    )
+
+    @field_validator("deployment_key")
+    @classmethod
+    def _long_enough(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and len(value.get_secret_value()) < MIN_DEPLOYMENT_KEY_CHARS:
+            raise ValueError(
+                f"expected at least {MIN_DEPLOYMENT_KEY_CHARS} characters (a short key can be "
+                "guessed); make one with: python3 -c 'import secrets; print(secrets.token_urlsafe(32))'"
+            )
+        return value
+
+
 class Config(Section):
     server: ServerConfig = ServerConfig()
     temporal: TemporalConfig = TemporalConfig()
@@ -346,6 +371,7 @@ class Config(Section):
     voice: VoiceConfig = VoiceConfig()
     logging: LoggingConfig = LoggingConfig()
     metrics: MetricsConfig = MetricsConfig()
+    security: SecurityConfig = SecurityConfig()
 
     def mailbox_limits(self, agent_id: str) -> tuple[int, int]:
         """(messages, bytes) that may wait for `agent_id`: its own limits, else the defaults."""
