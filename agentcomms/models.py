@@ -45,6 +45,9 @@ class Event(BaseModel):
     error: str | None = None
     # What typing changed, e.g. that the agent's max_chars cut the text.
     note: str | None = None
+    # The deployment's tag over what the event says (agentcomms.trust): the pane's host types
+    # only events it can verify, since anyone who reaches Temporal can signal a mailbox.
+    signature: str | None = None
 
     @property
     def text(self) -> str:
@@ -83,6 +86,21 @@ class PaneTarget(BaseModel):
     socket: str | None = None  # tmux -S path; None means the default server
 
 
+class Registration(BaseModel):
+    """Where and how an agent is reached."""
+
+    type: Literal["tmux"] = "tmux"
+    target: str
+    socket: str | None = None
+    host: str
+    interrupt_key: str = "C-c"
+    submit_delay_ms: int = 150
+    max_chars: int = MAX_MESSAGE_CHARS
+    # The deployment's tag over the fields above and the agent's id (agentcomms.trust): a
+    # registration signalled by anyone else never makes a pane type.
+    signature: str | None = None
+
+
 class DeliverRequest(BaseModel):
     """Type one event's text into a pane, at most once."""
 
@@ -91,6 +109,10 @@ class DeliverRequest(BaseModel):
     text: str
     submit_delay_ms: int = 150
     max_chars: int = MAX_MESSAGE_CHARS
+    # What the pane's host checks against the deployment key before typing (the text above is
+    # made from the event, the pane from the registration).
+    event: Event | None = None
+    registration: Registration | None = None
 
 
 class DeliveryOutcome(BaseModel):
@@ -105,6 +127,8 @@ class InterruptRequest(BaseModel):
     pane: PaneTarget
     event_id: str
     key: str = "C-c"
+    event: Event | None = None  # checked like DeliverRequest's
+    registration: Registration | None = None
 
 
 class ProjectionUpdate(BaseModel):

@@ -4,6 +4,9 @@ A message is durable once ``post`` returns: Temporal has accepted the signal (si
 an agent that has no workflow yet gets one and the message waits there for it). Before that, the
 agent's limits are checked against what already waits for it (the projection counts it): past a
 limit ``post`` raises ``MailboxFull`` and nothing is queued.
+
+Every event and registration leaves here signed with the deployment key: the pane's host types
+nothing it cannot verify (:mod:`agentcomms.trust`).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from agentcomms import metrics
 from agentcomms.errors import AgentcommsError, MailboxFull
 from agentcomms.models import Event
 from agentcomms.store import Store
+from agentcomms.trust import DeploymentKey
 from gateway.waiting import wait_update
 from workflows.agent import (
     AgentInput,
@@ -88,9 +92,11 @@ class Mailbox:
         store: Store,
         *,
         task_queue: str,
+        key: DeploymentKey,
         limits: Limits = _no_limits,
     ) -> None:
         self._client = client
+        self._key = key
         self._store = store
         self._limits = limits
         # Per agent, an upper bound on what waits: the last count plus everything posted since
@@ -126,6 +132,7 @@ class Mailbox:
         """
         if event.direction == "in" and event.type != "interrupt":
             await self._check_room(event)
+        event = self._key.sign_event(event)
         await self._signal(event.agent_id, "enqueue", event)
         metrics.accepted(event)
         # After the signal: the projection never shows a message Temporal does not hold. The
@@ -179,7 +186,9 @@ class Mailbox:
         )
 
     async def register(self, agent_id: str, registration: Registration) -> None:
-        await self._signal(agent_id, "register", registration)
+        await self._signal(
+            agent_id, "register", self._key.sign_registration(agent_id, registration)
+        )
 
     async def unregister(self, agent_id: str) -> None:
         await self._signal(agent_id, "unregister", Unregister())

@@ -12,6 +12,7 @@ from temporalio.client import Client
 from agentcomms.config import Config, host_name
 from agentcomms.models import Channel, utcnow
 from agentcomms.store import Store
+from agentcomms.trust import DeploymentKey
 from gateway.calls import CallControl
 from gateway.chat import ChatInbox, ChatTransports
 from gateway.http import WebhookServer
@@ -33,7 +34,11 @@ class Gateway:
         self.started_at: datetime = utcnow()
         self.store = store
         self.mailbox = Mailbox(
-            client, store, task_queue=cfg.temporal.task_queue, limits=cfg.mailbox_limits
+            client,
+            store,
+            task_queue=cfg.temporal.task_queue,
+            key=DeploymentKey.load(cfg.security),
+            limits=cfg.mailbox_limits,
         )
         self.outbox = Outbox(client, cfg.temporal.task_queue)
         self.inbox = ChatInbox(cfg, store, self.mailbox, self.outbox)
