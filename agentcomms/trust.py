@@ -14,23 +14,17 @@ every process on the host.
 from __future__ import annotations
 
 import base64
-import contextlib
 import hashlib
 import hmac
 import json
-import os
-import secrets
-import stat
-import tempfile
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from pydantic_core import to_jsonable_python
 
-from agentcomms.config.home import agentcomms_home, ensure_home
+from agentcomms.config.home import agentcomms_home, private_secret
 from agentcomms.config.models import SecurityConfig
-from agentcomms.errors import ConfigError
 from agentcomms.models import Event, Registration
 
 KEY_FILENAME = "deployment.key"
@@ -57,7 +51,7 @@ class DeploymentKey:
         """The configured key, else this host's key file (made at first start)."""
         if security.deployment_key is not None:
             return cls(security.deployment_key.get_secret_value().encode("utf-8"))
-        return cls(_read_or_create(key_path()))
+        return cls(private_secret(key_path(), "the deployment key").encode("ascii"))
 
     # ---- events ---------------------------------------------------------------------------------
 
@@ -131,43 +125,3 @@ def _microseconds(moment: datetime) -> int:
     # Not isoformat: the projection hands a time back in UTC, whatever offset it was made with.
     aware = moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
     return (aware - _EPOCH) // timedelta(microseconds=1)
-
-
-def _read_or_create(path: Path) -> bytes:
-    if not path.exists():
-        _create(path)
-    try:
-        info = path.stat()
-        secret = path.read_bytes().strip()
-    except OSError as exc:
-        raise ConfigError(f"cannot read the deployment key {path}: {exc.strerror or exc}") from None
-    if os.name == "posix" and stat.S_IMODE(info.st_mode) & 0o077:
-        raise ConfigError(
-            f"{path} is readable by other users; whoever holds it can make agents' panes type. "
-            f"Make it private with: chmod 600 {path}"
-        )
-    if not secret:
-        raise ConfigError(f"{path} is empty; delete it and a new key is made at the next start")
-    return secret
-
-
-def _create(path: Path) -> None:
-    """Write a new random key, unless another process on this host got there first."""
-    if path.parent.resolve() == agentcomms_home().resolve():
-        ensure_home()
-    # Written aside (mkstemp makes it 0600), then linked into place: link refuses to replace an
-    # existing file, so two processes starting at once end up reading the same key.
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="ascii") as f:
-            f.write(secrets.token_urlsafe(32) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-        with contextlib.suppress(FileExistsError):
-            os.link(tmp, path)
-    except OSError as exc:
-        raise ConfigError(
-            f"cannot write the deployment key {path}: {exc.strerror or exc}"
-        ) from None
-    finally:
-        Path(tmp).unlink(missing_ok=True)
