@@ -280,6 +280,7 @@ async def test_a_worker_with_a_key_of_its_own_refuses_the_deployments_messages(
             await gateway_only.call("register", agent_id=agent, target=pane, socket=tmux.socket)
             sent = await gateway_only.call("send", agent_id=agent, message="NOT OURS", wait=True)
         assert sent["delivered"] is False and sent["status"] == "rejected"
+        assert "not signed by this deployment" in sent["note"]
         assert "NOT OURS" not in tmux.capture(pane)
 
 

@@ -539,6 +539,8 @@ class AgentWorkflow:
         _keep_recent(self._s.outcomes, event.id, status)
         if note is not None:
             _keep_recent(self._s.notes, event.id, note)
+        elif status == "rejected" and error is not None:
+            _keep_recent(self._s.notes, event.id, error)  # what a waiting `send --wait` shows
         if status == "delivered":
             self._s.last_delivered_event_id = event.id
             self._s.delivered_count += 1
