@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 EventType = Literal["human_message", "agent_message", "interrupt", "system"]
 Role = Literal["human", "agent", "system"]
@@ -25,6 +25,13 @@ MAX_MESSAGE_CHARS = 100_000
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+class Try(BaseModel):
+    """One failed attempt to type a message into its pane: when, and what went wrong."""
+
+    at: datetime
+    error: str
 
 
 class Event(BaseModel):
@@ -45,9 +52,16 @@ class Event(BaseModel):
     error: str | None = None
     # What typing changed, e.g. that the agent's max_chars cut the text.
     note: str | None = None
+    # The latest failed attempts before it was typed or given up on (the pane was missing…).
+    tries: list[Try] = Field(default_factory=list)
     # The deployment's tag over what the event says (agentcomms.trust): the pane's host types
     # only events it can verify, since anyone who reaches Temporal can signal a mailbox.
     signature: str | None = None
+
+    @field_validator("tries", mode="before")
+    @classmethod
+    def _no_tries_recorded(cls, value: Any) -> Any:
+        return [] if value is None else value  # rows written before tries were kept
 
     @property
     def text(self) -> str:

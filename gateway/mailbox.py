@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Callable
 
 from sqlalchemy.exc import SQLAlchemyError
@@ -23,6 +24,7 @@ from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
 from agentcomms import metrics
+from agentcomms.config import host_name
 from agentcomms.errors import AgentcommsError, MailboxFull
 from agentcomms.models import Event
 from agentcomms.store import Store
@@ -94,9 +96,13 @@ class Mailbox:
         task_queue: str,
         key: DeploymentKey,
         limits: Limits = _no_limits,
+        accepted_by: str = "",
     ) -> None:
         self._client = client
         self._key = key
+        # Which process made a message durable, for `trace` (the gateway, or a worker posting a
+        # call's answer).
+        self._accepted_by = accepted_by or f"process {os.getpid()} on {host_name()}"
         self._store = store
         self._limits = limits
         # Per agent, an upper bound on what waits: the last count plus everything posted since
@@ -113,6 +119,14 @@ class Mailbox:
         return self._client
 
     async def _signal(self, agent_id: str, signal: str, arg: object) -> None:
+        # Most mailboxes are running: a plain signal costs the server (and this process) less
+        # than a signal-with-start. One that is not running yet is started by the second call.
+        try:
+            await self._client.get_workflow_handle(workflow_id(agent_id)).signal(signal, arg)
+            return
+        except RPCError as exc:
+            if exc.status != RPCStatusCode.NOT_FOUND:
+                raise
         await self._client.start_workflow(
             AgentWorkflow.run,
             AgentInput(agent_id=agent_id, task_queue=self._task_queue),
@@ -132,6 +146,10 @@ class Mailbox:
         """
         if event.direction == "in" and event.type != "interrupt":
             await self._check_room(event)
+        event = event.model_copy(
+            update={"payload": {**event.payload, "accepted_by": self._accepted_by}}
+        )
+        # Signed last: the tag covers the payload exactly as the mailbox will hold it.
         event = self._key.sign_event(event)
         await self._signal(event.agent_id, "enqueue", event)
         metrics.accepted(event)

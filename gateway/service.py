@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from datetime import datetime
 from typing import Any
 
@@ -39,6 +40,7 @@ class Gateway:
             task_queue=cfg.temporal.task_queue,
             key=DeploymentKey.load(cfg.security),
             limits=cfg.mailbox_limits,
+            accepted_by=f"the gateway on {self.host} (pid {os.getpid()})",
         )
         self.outbox = Outbox(client, cfg.temporal.task_queue)
         self.inbox = ChatInbox(cfg, store, self.mailbox, self.outbox)

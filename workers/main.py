@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from contextlib import AsyncExitStack
 from typing import Any
 
@@ -68,6 +69,7 @@ def build_workers(
             task_queue=cfg.temporal.task_queue,
             key=key,
             limits=cfg.mailbox_limits,
+            accepted_by=f"the worker on {host or host_name()} (pid {os.getpid()})",
         )
         voice = VoiceActivities(cfg, store, post=mailbox.post)
         twilio_calls = TwilioCallActivities(cfg)

@@ -72,6 +72,9 @@ _SECRET_REFERENCES: dict[tuple[str, ...], str] = {
     ("chat", "telegram", "webhook_secret"): "TELEGRAM_WEBHOOK_SECRET",
     ("chat", "whatsapp", "account_sid"): "TWILIO_ACCOUNT_SID",
     ("chat", "whatsapp", "auth_token"): "TWILIO_AUTH_TOKEN",
+    ("chat", "whatsapp", "access_token"): "WHATSAPP_ACCESS_TOKEN",
+    ("chat", "whatsapp", "app_secret"): "WHATSAPP_APP_SECRET",
+    ("chat", "whatsapp", "verify_token"): "WHATSAPP_VERIFY_TOKEN",
     ("chat", "sms", "account_sid"): "TWILIO_ACCOUNT_SID",
     ("chat", "sms", "auth_token"): "TWILIO_AUTH_TOKEN",
     ("voice", "phone", "account_sid"): "TWILIO_ACCOUNT_SID",
@@ -105,7 +108,9 @@ _COMMENTS: dict[tuple[str, ...], str] = {
     ("chat", "telegram"): "Bot token from @BotFather, in the TELEGRAM_BOT_TOKEN variable. mode "
     "polling needs no public URL; mode webhook needs server.public_url and a webhook_secret.",
     ("chat", "discord"): "Bot token from the Discord developer portal, in DISCORD_BOT_TOKEN.",
-    ("chat", "whatsapp"): "Twilio credentials in TWILIO_ACCOUNT_SID and TWILIO_AUTH_TOKEN.",
+    ("chat", "whatsapp"): "api twilio: Twilio credentials in TWILIO_ACCOUNT_SID and "
+    "TWILIO_AUTH_TOKEN. api cloud: Meta's Cloud API, with access_token, phone_number_id, "
+    "app_secret and verify_token; its webhook is server.public_url + /webhooks/whatsapp.",
     ("chat", "sms"): "Twilio credentials in TWILIO_ACCOUNT_SID and TWILIO_AUTH_TOKEN.",
     ("voice",): "Phone calls: the phone provider places them, TTS speaks, STT listens; "
     "public_url is where the provider reaches this machine's webhooks.",
@@ -289,6 +294,8 @@ def _warnings(config: Config) -> list[str]:
                 "chat.telegram.mode is webhook but chat.telegram.webhook_secret is not set, so "
                 "every webhook call would be refused"
             )
+    if config.chat.whatsapp.enabled:
+        warnings.extend(config.chat.whatsapp.webhook_problems(config.server.public_url))
     return warnings
 
 

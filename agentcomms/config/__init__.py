@@ -63,6 +63,7 @@ from agentcomms.config.models import (
     TTSConfig,
     TwilioMessagingConfig,
     VoiceConfig,
+    WhatsAppConfig,
 )
 from agentcomms.config.redact import REDACTED, is_secret_key, mask_url_password, redacted
 
@@ -97,6 +98,7 @@ __all__ = [
     "TemporalConfig",
     "TwilioMessagingConfig",
     "VoiceConfig",
+    "WhatsAppConfig",
     "agentcomms_home",
     "default_config_path",
     "ensure_home",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import difflib
 import typing
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
@@ -252,6 +253,64 @@ class TwilioMessagingConfig(ProviderSection):
     base_url: str | None = None
 
 
+class WhatsAppConfig(TwilioMessagingConfig):
+    """WhatsApp through Twilio (the keys above) or through Meta's WhatsApp Business Cloud API.
+
+    One provider either way: channels are ``whatsapp:+15551234567`` and the allowlist holds phone
+    numbers, so switching ``api`` keeps every mapping and every admitted sender.
+    """
+
+    api: Literal["twilio", "cloud"] = Field(
+        default="twilio",
+        description="twilio: Twilio's Messaging API (account_sid, auth_token, from_number); "
+        "cloud: Meta's WhatsApp Business Cloud API (access_token, phone_number_id, app_secret, "
+        "verify_token), webhook at server.public_url + /webhooks/whatsapp",
+    )
+    access_token: SecretStr | None = Field(
+        default=None,
+        description="cloud: a system user's access token with whatsapp_business_messaging",
+    )
+    phone_number_id: str | None = Field(
+        default=None, description="cloud: the id of the business phone number (not the number)"
+    )
+    app_secret: SecretStr | None = Field(
+        default=None, description="cloud: the Meta app's secret, which signs every webhook call"
+    )
+    verify_token: SecretStr | None = Field(
+        default=None,
+        description="cloud: any string you choose, given again in the app's webhook settings",
+    )
+    api_version: str = Field(default="v23.0", description="cloud: the Graph API version")
+
+    def missing_credentials(self) -> list[str]:
+        # The keys a sender needs; the webhook's own (app_secret, verify_token) are
+        # webhook_problems, since sending works without them.
+        keys = ("access_token", "phone_number_id") if self.api == "cloud" else self.credentials
+        return [key for key in keys if getattr(self, key) is None]
+
+    def webhook_problems(self, public_url: str | None) -> list[str]:
+        """What keeps the Cloud API's webhook from working, each with what to set."""
+        if self.api != "cloud":
+            return []
+        problems = []
+        if self.app_secret is None:
+            problems.append(
+                "chat.whatsapp.app_secret is not set, so no webhook call can be verified "
+                "(the App secret under App settings > Basic)"
+            )
+        if self.verify_token is None:
+            problems.append(
+                "chat.whatsapp.verify_token is not set, so Meta cannot verify the webhook "
+                "(choose one and give it again in the app's webhook settings)"
+            )
+        if public_url is None:
+            problems.append(
+                "server.public_url is not set: Meta must reach "
+                "<public_url>/webhooks/whatsapp over HTTPS"
+            )
+        return problems
+
+
 class LocalChatConfig(ProviderSection):
     enabled: bool = True
 
@@ -259,7 +318,7 @@ class LocalChatConfig(ProviderSection):
 class ChatConfig(Section):
     discord: DiscordConfig = DiscordConfig()
     telegram: TelegramConfig = TelegramConfig()
-    whatsapp: TwilioMessagingConfig = TwilioMessagingConfig()
+    whatsapp: WhatsAppConfig = WhatsAppConfig()
     sms: TwilioMessagingConfig = TwilioMessagingConfig()
     local: LocalChatConfig = LocalChatConfig()
     channels: dict[str, AgentIdKey] = Field(
@@ -279,6 +338,20 @@ class ChatConfig(Section):
                 raise ValueError(
                     f"{channel!r} is not a channel id: expected PROVIDER:CHAT, e.g. "
                     '"telegram:456" (the chat id Telegram gives)'
+                )
+        return value
+
+    @field_validator("allowed_senders")
+    @classmethod
+    def _allowed_providers(cls, value: dict[str, list[str]]) -> dict[str, list[str]]:
+        # A misspelt provider would otherwise leave its senders shut out, silently.
+        known = cls.provider_names()
+        for provider in value:
+            if provider not in known:
+                close = difflib.get_close_matches(provider, known, n=1)
+                hint = f"did you mean {close[0]!r}? " if close else ""
+                raise ValueError(
+                    f"{provider!r} is not a provider ({hint}known: {', '.join(known)})"
                 )
         return value
 
