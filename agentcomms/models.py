@@ -54,6 +54,9 @@ class Event(BaseModel):
     note: str | None = None
     # The latest failed attempts before it was typed or given up on (the pane was missing…).
     tries: list[Try] = Field(default_factory=list)
+    # The deployment's tag over what the event says (agentcomms.trust): the pane's host types
+    # only events it can verify, since anyone who reaches Temporal can signal a mailbox.
+    signature: str | None = None
 
     @field_validator("tries", mode="before")
     @classmethod
@@ -97,6 +100,21 @@ class PaneTarget(BaseModel):
     socket: str | None = None  # tmux -S path; None means the default server
 
 
+class Registration(BaseModel):
+    """Where and how an agent is reached."""
+
+    type: Literal["tmux"] = "tmux"
+    target: str
+    socket: str | None = None
+    host: str
+    interrupt_key: str = "C-c"
+    submit_delay_ms: int = 150
+    max_chars: int = MAX_MESSAGE_CHARS
+    # The deployment's tag over the fields above and the agent's id (agentcomms.trust): a
+    # registration signalled by anyone else never makes a pane type.
+    signature: str | None = None
+
+
 class DeliverRequest(BaseModel):
     """Type one event's text into a pane, at most once."""
 
@@ -105,6 +123,10 @@ class DeliverRequest(BaseModel):
     text: str
     submit_delay_ms: int = 150
     max_chars: int = MAX_MESSAGE_CHARS
+    # What the pane's host checks against the deployment key before typing (the text above is
+    # made from the event, the pane from the registration).
+    event: Event | None = None
+    registration: Registration | None = None
 
 
 class DeliveryOutcome(BaseModel):
@@ -119,6 +141,8 @@ class InterruptRequest(BaseModel):
     pane: PaneTarget
     event_id: str
     key: str = "C-c"
+    event: Event | None = None  # checked like DeliverRequest's
+    registration: Registration | None = None
 
 
 class ProjectionUpdate(BaseModel):

@@ -4,6 +4,9 @@ A message is durable once ``post`` returns: Temporal has accepted the signal (si
 an agent that has no workflow yet gets one and the message waits there for it). Before that, the
 agent's limits are checked against what already waits for it (the projection counts it): past a
 limit ``post`` raises ``MailboxFull`` and nothing is queued.
+
+Every event and registration leaves here signed with the deployment key: the pane's host types
+nothing it cannot verify (:mod:`agentcomms.trust`).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from agentcomms.config import host_name
 from agentcomms.errors import AgentcommsError, MailboxFull
 from agentcomms.models import Event
 from agentcomms.store import Store
+from agentcomms.trust import DeploymentKey
 from gateway.waiting import wait_update
 from workflows.agent import (
     AgentInput,
@@ -90,10 +94,12 @@ class Mailbox:
         store: Store,
         *,
         task_queue: str,
+        key: DeploymentKey,
         limits: Limits = _no_limits,
         accepted_by: str = "",
     ) -> None:
         self._client = client
+        self._key = key
         # Which process made a message durable, for `trace` (the gateway, or a worker posting a
         # call's answer).
         self._accepted_by = accepted_by or f"process {os.getpid()} on {host_name()}"
@@ -143,6 +149,8 @@ class Mailbox:
         event = event.model_copy(
             update={"payload": {**event.payload, "accepted_by": self._accepted_by}}
         )
+        # Signed last: the tag covers the payload exactly as the mailbox will hold it.
+        event = self._key.sign_event(event)
         await self._signal(event.agent_id, "enqueue", event)
         metrics.accepted(event)
         # After the signal: the projection never shows a message Temporal does not hold. The
@@ -196,7 +204,9 @@ class Mailbox:
         )
 
     async def register(self, agent_id: str, registration: Registration) -> None:
-        await self._signal(agent_id, "register", registration)
+        await self._signal(
+            agent_id, "register", self._key.sign_registration(agent_id, registration)
+        )
 
     async def unregister(self, agent_id: str) -> None:
         await self._signal(agent_id, "unregister", Unregister())

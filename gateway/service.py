@@ -13,6 +13,7 @@ from temporalio.client import Client
 from agentcomms.config import Config, host_name
 from agentcomms.models import Channel, utcnow
 from agentcomms.store import Store
+from agentcomms.trust import DeploymentKey
 from gateway.calls import CallControl
 from gateway.chat import ChatInbox, ChatTransports
 from gateway.http import WebhookServer
@@ -37,6 +38,7 @@ class Gateway:
             client,
             store,
             task_queue=cfg.temporal.task_queue,
+            key=DeploymentKey.load(cfg.security),
             limits=cfg.mailbox_limits,
             accepted_by=f"the gateway on {self.host} (pid {os.getpid()})",
         )

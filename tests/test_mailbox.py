@@ -19,7 +19,7 @@ from temporalio.client import WorkflowHandle
 from agentcomms.ids import new_event_id
 from agentcomms.search_attributes import AGENT_STATUS
 from tests.conftest import Tmux, write_config
-from tests.stack import Stack, eventually, running_stack, typed
+from tests.stack import STACK_KEY, Stack, eventually, running_stack, typed
 from workers.main import build_workers
 
 
@@ -352,9 +352,13 @@ async def test_agentcomms_worker_with_a_host_id_types_for_that_host(
                     "task_queue": cfg.temporal.task_queue,
                 },
                 "database": {"url": cfg.database.resolved_url()},
+                # Hosts of one deployment share its key; with a key of its own, this worker
+                # would refuse every message the gateway signed.
+                "security": {"deployment_key": "${SHARED_DEPLOYMENT_KEY}"},
             },
         )
         env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTCOMMS_", "TMUX"))}
+        env["SHARED_DEPLOYMENT_KEY"] = STACK_KEY
         host = f"build-{stack.agent_id('w')}"
         worker = await asyncio.create_subprocess_exec(
             str(Path(sys.executable).parent / "agentcomms"), "worker", "--host-id", host,

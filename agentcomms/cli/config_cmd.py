@@ -46,7 +46,8 @@ underscore between levels, e.g.
   AGENTCOMMS_CHAT__ALLOWED_SENDERS__TELEGRAM='["42"]'
 Values are read as JSON when they parse (9000, true, a list), else as text;
 string keys always take the text. Only names whose first part is a section
-(server, temporal, database, mailbox, agents, chat, voice, logging, metrics) count, so
+(server, temporal, database, mailbox, agents, chat, voice, logging, metrics,
+security) count, so
 AGENTCOMMS_HOME and the like are not keys. The older AGENTCALL_* names work
 too; AGENTCOMMS_* wins.""",
 )
@@ -65,6 +66,7 @@ ConfigOption = Annotated[
 # Where each secret comes from in the full starter file: never a literal, always the environment.
 _SECRET_REFERENCES: dict[tuple[str, ...], str] = {
     ("temporal", "api_key"): "TEMPORAL_API_KEY",
+    ("security", "deployment_key"): "DEPLOYMENT_KEY",
     ("chat", "discord", "token"): "DISCORD_BOT_TOKEN",
     ("chat", "telegram", "token"): "TELEGRAM_BOT_TOKEN",
     ("chat", "telegram", "webhook_secret"): "TELEGRAM_WEBHOOK_SECRET",
@@ -121,6 +123,9 @@ _COMMENTS: dict[tuple[str, ...], str] = {
     ("voice", "elevenlabs"): "An account's key serves speaking and hearing (likewise deepgram "
     "and openai); a section's own api_key overrides it for its provider.",
     ("logging",): "level: DEBUG, INFO, WARNING or ERROR.",
+    ("security",): "deployment_key signs every message and registration; a pane's host types "
+    "only what it can verify. Unset: generated into <home>/deployment.key at first start. "
+    "Several hosts of one deployment share one (32 characters or more).",
 }
 
 _MINIMAL: dict[str, Any] = {

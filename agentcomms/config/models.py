@@ -6,6 +6,8 @@ in a key whose default is ``null`` reads as "not set".
 
 from __future__ import annotations
 
+import base64
+import binascii
 import difflib
 import typing
 from pathlib import Path
@@ -71,6 +73,53 @@ class ServerConfig(Section):
         return (self.socket_path or agentcomms_home() / "daemon.sock").expanduser()
 
 
+AES_KEY_BYTES = 32
+_KEY_ID = r"^[A-Za-z0-9._-]{1,64}$"
+
+
+class EncryptionKey(Section):
+    """One AES-256 key for Temporal payloads, named so a payload says which key sealed it."""
+
+    id: str = Field(pattern=_KEY_ID, description="a name for the key, kept in each payload")
+    key: SecretStr = Field(description='32 random bytes in base64, normally "${VAR}"')
+
+    @field_validator("key")
+    @classmethod
+    def _thirty_two_bytes(cls, value: SecretStr) -> SecretStr:
+        try:
+            raw = base64.b64decode(value.get_secret_value(), validate=True)
+        except (binascii.Error, ValueError):
+            raw = None
+        if raw is None or len(raw) != AES_KEY_BYTES:
+            got = "not base64" if raw is None else f"{len(raw)} bytes"
+            raise ValueError(
+                f"expected {AES_KEY_BYTES} bytes in base64 ({got}); make one with: "
+                "python3 -c 'import base64, os; print(base64.b64encode(os.urandom(32)).decode())'"
+            )
+        return value
+
+    def secret(self) -> bytes:
+        return base64.b64decode(self.key.get_secret_value())
+
+
+class CodecServerConfig(Section):
+    """`agentcomms codec-server`: decrypts payloads for the Temporal UI, for whoever has its token."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8234, ge=0, le=65535)
+    token: SecretStr | None = Field(
+        default=None,
+        description="required of every request (Authorization: Bearer, or as the URL's first "
+        "path segment for a UI that sends no header); null: generated into "
+        "<home>/codec-server.token",
+    )
+    origins: list[str] = Field(
+        default_factory=list,
+        description="browser origins allowed to call it (CORS); empty: the embedded UI's, "
+        "http://127.0.0.1:<ui_port> and http://localhost:<ui_port>",
+    )
+
+
 class TemporalConfig(Section):
     address: str = "127.0.0.1:7233"
     namespace: str = "default"
@@ -85,6 +134,21 @@ class TemporalConfig(Section):
     )
     api_key: SecretStr | None = None
     tls: bool = False
+    encryption_keys: list[EncryptionKey] = Field(
+        default_factory=list,
+        description="with keys, every payload is encrypted (AES-GCM) before Temporal sees it; "
+        "the first key encrypts, all decrypt, so a new key goes first and old ones stay "
+        "until their histories are gone",
+    )
+    codec_server: CodecServerConfig = CodecServerConfig()
+
+    @field_validator("encryption_keys")
+    @classmethod
+    def _distinct_ids(cls, value: list[EncryptionKey]) -> list[EncryptionKey]:
+        ids = [k.id for k in value]
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"each key needs an id of its own, got {ids}")
+        return value
 
     def dev_db_path(self) -> Path:
         return (self.db_filename or agentcomms_home() / "temporal.db").expanduser()
@@ -440,6 +504,31 @@ class MetricsConfig(Section):
         return value
 
 
+# An HMAC key shorter than this is guessable; a generated one has 43 characters.
+MIN_DEPLOYMENT_KEY_CHARS = 32
+
+
+class SecurityConfig(Section):
+    """What makes agentcomms, and no one else who reaches Temporal, able to make a pane type."""
+
+    deployment_key: SecretStr | None = Field(
+        default=None,
+        description="signs every message and registration before Temporal sees it; the pane's "
+        "host types only what it can verify. null: generated into <home>/deployment.key at "
+        'first start. Hosts of one deployment share one: "${DEPLOYMENT_KEY}"',
+    )
+
+    @field_validator("deployment_key")
+    @classmethod
+    def _long_enough(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and len(value.get_secret_value()) < MIN_DEPLOYMENT_KEY_CHARS:
+            raise ValueError(
+                f"expected at least {MIN_DEPLOYMENT_KEY_CHARS} characters (a short key can be "
+                "guessed); make one with: python3 -c 'import secrets; print(secrets.token_urlsafe(32))'"
+            )
+        return value
+
+
 class Config(Section):
     server: ServerConfig = ServerConfig()
     temporal: TemporalConfig = TemporalConfig()
@@ -450,6 +539,7 @@ class Config(Section):
     voice: VoiceConfig = VoiceConfig()
     logging: LoggingConfig = LoggingConfig()
     metrics: MetricsConfig = MetricsConfig()
+    security: SecurityConfig = SecurityConfig()
 
     def mailbox_limits(self, agent_id: str) -> tuple[int, int]:
         """(messages, bytes) that may wait for `agent_id`: its own limits, else the defaults."""
