@@ -113,13 +113,18 @@ def test_up_embeds_temporal_reports_status_and_stops_everything(up_env: dict[str
         assert "embedded dev server" in printed
         assert httpx.get(ui, timeout=10).status_code == 200  # the Temporal UI, served offline
 
-        status = run(up_env, "status", "--json")
-        assert status.returncode == 0, status.stderr
-        report = json.loads(status.stdout)
+        # The worker that `up` runs shows as a poller of this host's queue and the shared one,
+        # once each queue's first poll has reached the server (a loaded machine takes seconds).
+        for _ in range(60):
+            status = run(up_env, "status", "--json")
+            assert status.returncode == 0, status.stderr
+            report = json.loads(status.stdout)
+            if all(len(ids) == 1 for ids in report["workers"].values()):
+                break
+            time.sleep(0.5)
+        assert all(len(ids) == 1 for ids in report["workers"].values()), report["workers"]
         assert report["gateway"]["running"] is True
         assert report["temporal"]["answering"] is True and report["temporal_ui"] == ui
-        # The worker that `up` runs shows as a poller of this host's queue and the shared one.
-        assert all(len(ids) == 1 for ids in report["workers"].values()), report["workers"]
         assert "Workers" in run(up_env, "status").stdout
         # A finished command that used a Temporal client must not abort while the interpreter
         # finalizes (temporalio/sdk-python#300): about one `status` in three did, with 134.
