@@ -178,6 +178,12 @@ async def test_own_and_bots_messages_and_other_servers_are_ignored_direct_messag
             assert await stack.store.get_event(event_id) is None
         assert discord.sent == []
 
+        # A direct message in a chat nobody mapped is answered with the id to map.
+        unmapped = discord.dm_channel(ALICE)
+        discord.human_says(unmapped, "hello?")
+        [answer] = await eventually(lambda: discord.texts_to(unmapped))
+        assert f'"discord:{unmapped}": "backend"' in answer
+
 
 async def test_a_stranger_is_rejected_and_recorded_until_paired(
     stack: Stack, discord: FakeDiscord, agent: str, tmux: Tmux, tmp_path: Path
