@@ -26,6 +26,7 @@ from agentcomms.transports import (
     SendRefused,
 )
 from agentcomms.transports import discord as transport
+from gateway.service import Gateway
 from mcp_server import build_server
 from tests.conftest import Tmux
 from tests.fakes.discord import DIRECT_MESSAGES, GUILD_MESSAGES, MESSAGE_CONTENT, SEND, FakeDiscord
@@ -310,6 +311,39 @@ async def test_discord_down_for_a_while_then_back_resumes_and_loses_nothing(
     assert discord.resumes and len(discord.identifies) == 1  # resumed, not a new session
     await typed(out, line(discord.general, "written while the bot was away"), timeout=60)
     await eventually(lambda: discord.texts_to(discord.general) == ["are you there?"], timeout=60)
+
+
+async def test_a_restarted_gateway_reads_what_was_written_while_it_was_down(
+    stack: Stack, discord: FakeDiscord, agent: str, tmux: Tmux, tmp_path: Path
+):
+    out = await with_pane(stack, agent, tmux, tmp_path)
+    discord.human_says(discord.general, "before")
+    await typed(out, line(discord.general, "before"))
+
+    await stack.gateway.close()
+    # The old session is gone with the gateway: Discord replays nothing to a new one.
+    discord.human_says(discord.general, "while the gateway was down")
+    discord.human_says(discord.general, "sorry, one more", user_id=999, name="Mallory")
+    restarted = Gateway(stack.cfg, stack.client, stack.store, host=stack.host)
+    await restarted.start()
+    try:
+        await typed(
+            out,
+            line(discord.general, "before") + line(discord.general, "while the gateway was down"),
+            timeout=30,
+        )
+        assert len(discord.identifies) == 2 and not discord.resumes
+        [answer] = await eventually(lambda: discord.sent)  # the stranger's, after the record
+        assert "agentcomms pair" in answer["content"]
+        events = await stack.store.events_after(agent, None, 100)
+        assert [e.payload["text"] for e in events if e.status != "rejected"] == [
+            "before",
+            "while the gateway was down",
+        ]
+        # The stranger written to meanwhile is recorded and answered like any other.
+        assert [e.payload["text"] for e in events if e.status == "rejected"] == ["sorry, one more"]
+    finally:
+        await restarted.close()
 
 
 async def _error_says(stack: Stack, words: str) -> bool:

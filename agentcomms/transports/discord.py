@@ -3,7 +3,10 @@
 Receiving: the bot keeps a gateway connection with the message-content intent. discord.py
 resumes a dropped session itself, and Discord then replays what the bot missed; when the
 connection cannot be resumed (a refused token, the gateway closing for good), a new client
-connects after a backoff. Messages are handled one at a time, in the order Discord sent them.
+connects after a backoff. A new session replays nothing, so on each one the bot reads what its
+mapped channels received since the last message it handled (at first start, since a few minutes
+before it): a gateway restarted meanwhile loses nothing, and what it had handled already is
+the same event again. Messages are handled one at a time, in the order Discord sent them.
 The gateway delivers a message once and never again, so one that the gateway could not keep
 (Temporal unreachable) is retried here until it is kept, holding later ones back. Its event id
 comes from the channel and message id: a message seen twice is one event.
@@ -23,6 +26,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Iterator
+from datetime import timedelta
 from types import SimpleNamespace
 from typing import Any
 
@@ -63,6 +67,9 @@ RATE_LIMIT_WAIT_S = 30.0
 # A send gives up before the activity's 30 s start-to-close timeout, so the failure says why.
 SEND_DEADLINE_S = 25.0
 RECONNECT_FIRST_S = 1.0
+# How far back a gateway that starts reads its mapped channels for what it missed meanwhile.
+CATCH_UP_WINDOW = timedelta(minutes=15)
+CATCH_UP_LIMIT = 100  # messages per channel
 RECONNECT_CAP_S = 60.0
 NO_MENTIONS = discord.AllowedMentions.none()  # an agent's "@everyone" pings no one
 TAKEN_TYPES = (discord.MessageType.default, discord.MessageType.reply)
@@ -134,12 +141,17 @@ def _guild_id(message: discord.Message) -> int | None:
 class DiscordReceiver:
     def __init__(self, cfg: Config, sink: InboundSink) -> None:
         self._section = cfg.chat.discord
+        self._cfg_channels = list(cfg.chat.channels)
         self._sink = sink
         self._queue: asyncio.Queue[discord.Message] = asyncio.Queue()
         self._tasks: list[asyncio.Task[None]] = []
         self._client: _Bot | None = None
         self._backoff = RECONNECT_FIRST_S
         self._last_error: str | None = None
+        # The newest message handled per channel: a new session reads on from there.
+        self._newest: dict[int, int] = {}
+        self._first_since = discord.utils.time_snowflake(utcnow() - CATCH_UP_WINDOW)
+        self._held: list[discord.Message] | None = None  # live ones, while catching up
         self.status = LinkStatus("connecting")
 
     async def start(self) -> None:
@@ -195,6 +207,41 @@ class DiscordReceiver:
             await asyncio.sleep(self._backoff)
             self._backoff = min(self._backoff * 2, RECONNECT_CAP_S)
 
+    def _new_session(self, client: _Bot) -> None:
+        self._connected()
+        self._held = []
+        self._tasks.append(asyncio.create_task(self._catch_up(client), name="discord catch-up"))
+
+    async def _catch_up(self, client: _Bot) -> None:
+        """Queue what the mapped channels received while no session was there, then what
+        arrived live meanwhile (in that order: oldest first)."""
+        missed: list[discord.Message] = []
+        for channel_id in self._mapped_channels():
+            after = discord.Object(self._newest.get(channel_id, self._first_since))
+            try:
+                # The channel itself, not a partial one: its messages must say which server.
+                channel = client.get_channel(channel_id) or await client.fetch_channel(channel_id)
+                if not isinstance(channel, discord.abc.Messageable):
+                    continue
+                history = channel.history(limit=CATCH_UP_LIMIT, after=after, oldest_first=True)
+                missed.extend([m async for m in history])
+            except (discord.DiscordException, aiohttp.ClientError, OSError) as exc:
+                log.warning("discord: could not read what channel %s missed: %s", channel_id, exc)
+        held, self._held = self._held or [], None
+        seen: set[int] = set()
+        for message in [*sorted(missed, key=lambda m: m.id), *held]:
+            if message.id not in seen:
+                seen.add(message.id)
+                self._queue.put_nowait(message)
+
+    def _mapped_channels(self) -> list[int]:
+        prefix = f"{NAME}:"
+        return [
+            int(channel[len(prefix) :])
+            for channel in self._cfg_channels
+            if channel.startswith(prefix) and channel[len(prefix) :].isdigit()
+        ]
+
     def _connected(self) -> None:
         self._last_error = None
         self._backoff = RECONNECT_FIRST_S
@@ -216,11 +263,16 @@ class DiscordReceiver:
     # ---- receiving -------------------------------------------------------------------------------
 
     def _arrived(self, message: discord.Message) -> None:
-        self._queue.put_nowait(message)
+        if self._held is not None:
+            self._held.append(message)
+        else:
+            self._queue.put_nowait(message)
 
     async def _keep_messages(self) -> None:
         while True:
             message = await self._queue.get()
+            channel_id = message.channel.id
+            self._newest[channel_id] = max(self._newest.get(channel_id, 0), message.id)
             own = self._client.user if self._client is not None else None
             received = inbound(
                 message, own_id=own.id if own else None, guild_id=self._section.guild_id
@@ -261,7 +313,7 @@ class _Bot(discord.Client):
         self._receiver._request_failed(params.exception)
 
     async def on_ready(self) -> None:
-        self._receiver._connected()
+        self._receiver._new_session(self)
 
     async def on_resumed(self) -> None:
         self._receiver._connected()

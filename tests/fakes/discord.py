@@ -1,8 +1,9 @@
 """Discord for tests: its REST API (``/api/v10/…``) and its gateway WebSocket, as discord.py uses them.
 
 REST: ``GET /gateway/bot`` (where the gateway is), ``GET /users/@me`` and
-``GET /oauth2/applications/@me`` (login), ``POST /channels/{id}/messages`` (send, replies as
-``message_reference``), ``PUT``/``DELETE`` ``…/reactions/{emoji}/@me``. Answers have Discord's
+``GET /oauth2/applications/@me`` (login), ``GET /channels/{id}`` and ``GET
+/channels/{id}/messages?after=`` (a channel's history), ``POST /channels/{id}/messages`` (send,
+replies as ``message_reference``), ``PUT``/``DELETE`` ``…/reactions/{emoji}/@me``. Answers have Discord's
 shapes: JSON objects, errors as ``{"message", "code"}``, 429s with ``retry_after`` and the ``Via``
 header Discord's edge adds (discord.py takes a 429 without it for a Cloudflare ban).
 
@@ -91,6 +92,7 @@ class FakeDiscord:
         self.sent: list[dict[str, Any]] = []  # messages the bot posted
         self.reactions: list[dict[str, Any]] = []  # what the bot reacted, and took back
         self.requests: list[tuple[float, str]] = []  # (monotonic time, "METHOD route")
+        self.history: dict[int, list[dict[str, Any]]] = {}  # every channel's messages, oldest first
         self.identifies: list[dict[str, Any]] = []
         self.resumes: list[dict[str, Any]] = []
         self._failures: dict[str, list[int]] = {}
@@ -130,7 +132,8 @@ class FakeDiscord:
 
     def dm_channel(self, user_id: int) -> int:
         channel_id = self.snowflake()
-        self.channels[channel_id] = {"id": str(channel_id), "type": DM, "recipient": user_id}
+        recipient = self._user(user_id, f"user{user_id}")
+        self.channels[channel_id] = {"id": str(channel_id), "type": DM, "recipients": [recipient]}
         return channel_id
 
     def human_says(
@@ -195,6 +198,8 @@ class FakeDiscord:
         app.router.add_get(f"{api}/gateway", self._gateway)
         app.router.add_get(f"{api}/users/@me", self._me)
         app.router.add_get(f"{api}/oauth2/applications/@me", self._application)
+        app.router.add_get(f"{api}/channels/{{channel_id}}", self._get_channel)
+        app.router.add_get(f"{api}/channels/{{channel_id}}/messages", self._read)
         app.router.add_post(f"{api}/channels/{{channel_id}}/messages", self._send)
         reaction = f"{api}/channels/{{channel_id}}/messages/{{message_id}}/reactions/{{emoji}}/@me"
         app.router.add_put(reaction, self._react)
@@ -279,6 +284,24 @@ class FakeDiscord:
         if channel_id in self.forbidden:
             return channel_id, self._error(403)
         return channel_id, None
+
+    async def _get_channel(self, request: web.Request) -> web.Response:
+        if failed := self._check(request, "GET /channels/{channel_id}"):
+            return failed
+        channel_id, refused = self._channel(request)
+        return refused or _json(self.channels[channel_id])
+
+    async def _read(self, request: web.Request) -> web.Response:
+        """A channel's messages after ``after``: the ``limit`` oldest of them, newest first."""
+        if failed := self._check(request, "GET /channels/{channel_id}/messages"):
+            return failed
+        channel_id, refused = self._channel(request)
+        if refused:
+            return refused
+        after = int(request.query.get("after", 0))
+        limit = int(request.query.get("limit", 50))
+        later = [m for m in self.history.get(channel_id, []) if int(m["id"]) > after][:limit]
+        return _json(list(reversed(later)))
 
     async def _send(self, request: web.Request) -> web.Response:
         if failed := self._check(request, SEND):
@@ -449,6 +472,7 @@ class FakeDiscord:
             "type": 19 if reply_to else 0,  # REPLY or DEFAULT
             "flags": 0,
         }
+        self.history.setdefault(channel_id, []).append(message)
         if reply_to:
             message["message_reference"] = {
                 "message_id": str(reply_to),
