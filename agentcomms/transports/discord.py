@@ -40,6 +40,7 @@ from agentcomms.config import Config, DiscordConfig
 from agentcomms.models import utcnow
 from agentcomms.transports import (
     InboundMessage,
+    InboundResult,
     InboundSink,
     LinkState,
     LinkStatus,
@@ -274,9 +275,13 @@ class DiscordReceiver:
             channel_id = message.channel.id
             self._newest[channel_id] = max(self._newest.get(channel_id, 0), message.id)
             own = self._client.user if self._client is not None else None
-            received = inbound(
-                message, own_id=own.id if own else None, guild_id=self._section.guild_id
-            )
+            try:
+                received = inbound(
+                    message, own_id=own.id if own else None, guild_id=self._section.guild_id
+                )
+            except Exception:  # one odd message must not stop the ones behind it
+                log.exception("discord: message %s in %s not understood", message.id, channel_id)
+                continue
             if received is None:
                 continue
             result = await self._accept(received)
@@ -287,7 +292,7 @@ class DiscordReceiver:
                     # The message was handled; only the answer is lost.
                     log.warning("discord: could not answer %s: %s", received.channel_id, exc)
 
-    async def _accept(self, received: InboundMessage) -> Any:
+    async def _accept(self, received: InboundMessage) -> InboundResult:
         delay = RECONNECT_FIRST_S
         while True:
             try:
