@@ -137,6 +137,28 @@ async def test_a_message_from_discord_is_typed_into_the_agent_pane_with_receipts
     assert {r["message_id"] for r in discord.reactions} == {int(message["id"])}
 
 
+async def test_when_max_chars_cuts_the_text_the_typed_receipt_says_so_in_a_reply(
+    stack: Stack, discord: FakeDiscord, agent: str, tmux: Tmux, tmp_path: Path
+):
+    target, _ = recorder(tmux, tmp_path, "rec")
+    await stack.call(
+        "register",
+        agent_id=agent,
+        target=target,
+        socket=tmux.socket,
+        submit_delay_ms=0,
+        max_chars=100,
+    )
+    await connected(stack)
+
+    message = discord.human_says(discord.general, "y" * 300)
+
+    [note] = await eventually(lambda: discord.sent)
+    assert "cut at the agent's max_chars (100)" in note["content"], note
+    assert note["message_reference"]["message_id"] == message["id"]
+    assert [r["emoji"] for r in discord.reactions if r["action"] == "add"] == ["👀", "✍️"]
+
+
 async def test_the_same_message_create_delivered_twice_is_one_event_typed_once(
     stack: Stack, discord: FakeDiscord, agent: str, tmux: Tmux, tmp_path: Path
 ):

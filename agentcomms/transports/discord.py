@@ -49,6 +49,7 @@ from agentcomms.transports import (
     ReceiptStage,
     SendRefused,
     split_text,
+    typed_with_note,
 )
 
 log = logging.getLogger(__name__)
@@ -373,7 +374,9 @@ class DiscordSender:
                 last = str(sent.id)
         return last
 
-    async def receipt(self, chat_id: str, message_id: str, stage: ReceiptStage) -> None:
+    async def receipt(
+        self, chat_id: str, message_id: str, stage: ReceiptStage, *, note: str | None = None
+    ) -> None:
         channel_id = _channel_id(chat_id)
         async with self._client(chat_id) as client:
             message = client.get_partial_messageable(channel_id).get_partial_message(
@@ -382,6 +385,8 @@ class DiscordSender:
             await message.add_reaction(RECEIPTS[stage])
             if stage == "typed" and client.user is not None:
                 await message.remove_reaction(RECEIPTS["queued"], client.user)
+        if note:  # a reaction cannot say what typing changed
+            await self.send_text(chat_id, typed_with_note(note), reply_to=message_id)
 
     async def close(self) -> None:
         pass
