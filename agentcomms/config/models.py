@@ -222,8 +222,24 @@ class ProviderSection(Section):
 class DiscordConfig(ProviderSection):
     credentials: ClassVar[tuple[str, ...]] = ("token",)
 
-    token: SecretStr | None = None
-    base_url: str | None = None
+    token: SecretStr | None = Field(
+        default=None, description="bot token (developer portal: your application, Bot, Token)"
+    )
+    guild_id: str | None = Field(
+        default=None,
+        pattern=r"^[0-9]+$",
+        description="the server (guild) whose channels reach agents; messages from other "
+        "servers are ignored (direct messages always count); null: every server the bot is in",
+    )
+    base_url: str | None = Field(
+        default=None, description="Discord's API root (a proxy, tests); null: https://discord.com"
+    )
+
+    @field_validator("guild_id", mode="before")
+    @classmethod
+    def _id_as_text(cls, value: Any) -> Any:
+        # Discord ids are 64-bit: written as a JSON number they still mean the same server.
+        return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
 
 class TelegramConfig(ProviderSection):
