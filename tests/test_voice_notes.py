@@ -20,11 +20,15 @@ from mcp_server import build_server
 from tests.conftest import Tmux
 from tests.fakes import deepgram as dg
 from tests.fakes.deepgram import FakeDeepgram
+from tests.fakes.serve import free_port
 from tests.fakes.telegram import FakeTelegram
-from tests.stack import Stack, eventually, running_stack
+from tests.fakes.whatsapp_cloud import FakeWhatsAppCloud
+from tests.stack import Stack, eventually, running_stack, typed
 from tests.test_mailbox import recorder
 from tests.test_mcp import call
 from tests.test_telegram import CHAT, connected, register, with_telegram
+from tests.test_whatsapp_cloud import ALICE, STRANGER, Hook, wamid_of, with_cloud
+from tests.test_whatsapp_cloud import register as wa_register
 from tests.voice_audio import voice_note
 
 PHRASES = ["ship it on friday", "run the tests", "deploy to staging"]
@@ -94,6 +98,11 @@ def telegram_stack(
     )
 
 
+async def call_tool(stack: Stack, agent: str, tool: str, **args: Any) -> Any:
+    """An MCP tool, called as ``agent`` through the in-memory client."""
+    return await call(build_server(stack.cfg.server.socket(), default_agent=agent), tool, **args)
+
+
 async def _event(stack: Stack, chat: int, update: dict[str, Any]) -> Any:
     event_id = provider_event_id("telegram", chat, update["message"]["message_id"])
     return await eventually(lambda: stack.store.get_event(event_id))
@@ -140,8 +149,7 @@ async def test_a_telegram_voice_note_is_heard_by_deepgram_and_typed_marked_as_tr
         # Receipts as for text: queued, then typed.
         await eventually(lambda: len(telegram.reactions) == 2)
         # check_messages (MCP) says the words were heard, not typed.
-        server = build_server(stack.cfg.server.socket(), default_agent=agent)
-        [message] = (await call(server, "check_messages"))["messages"]
+        [message] = (await call_tool(stack, agent, "check_messages"))["messages"]
         assert message["text"] == "Ship it on Friday." and message["transcribed"] is True
 
 
@@ -288,3 +296,141 @@ async def test_a_voice_note_over_ten_minutes_is_refused_before_download(
         event = await _event(stack, CHAT, update)
         assert event.status == "rejected"
         assert telegram.downloads == [] and deepgram.heard == []
+
+
+# ---- WhatsApp (Meta's Cloud API) -----------------------------------------------------------------
+
+
+@pytest.fixture
+async def meta() -> AsyncIterator[FakeWhatsAppCloud]:
+    fake = FakeWhatsAppCloud()
+    await fake.server.start()
+    yield fake
+    await fake.server.stop()
+
+
+def whatsapp_stack(
+    temporal_env: Any, tmp_path: Path, meta: FakeWhatsAppCloud, agent: str, voice: VoiceConfig
+) -> tuple[Any, Hook]:
+    port = free_port()
+    stack = running_stack(
+        temporal_env.client, tmp_path, voice=voice, configure=with_cloud(meta, agent, port)
+    )
+    return stack, Hook(meta, port)
+
+
+async def test_a_whatsapp_voice_note_is_fetched_from_the_graph_api_and_typed_as_transcribed(
+    temporal_env,
+    tmp_path: Path,
+    meta: FakeWhatsAppCloud,
+    deepgram: FakeDeepgram,
+    agent: str,
+    tmux: Tmux,
+    ship_it: bytes,
+):
+    running, hook = whatsapp_stack(
+        temporal_env, tmp_path, meta, agent, with_deepgram(tmp_path, deepgram)
+    )
+    async with running as stack:
+        target, out = recorder(tmux, tmp_path, "rec")
+        await wa_register(stack, agent, tmux, target)
+        deepgram.transcripts.append("Ship it on Friday.")
+
+        call = meta.voice_note(ALICE, ship_it, name="Alice")
+        answer = await hook.post(call)
+
+        # Answered only once heard and durable.
+        assert answer.status_code == 200
+        event = await stack.store.get_event(provider_event_id("whatsapp", ALICE, wamid_of(call)))
+        assert event is not None and event.payload["transcribed"] is True
+        [media_id] = meta.media
+        assert meta.media_asked == [media_id] and meta.downloads == [media_id]
+        assert [h["container"] for h in deepgram.heard] == ["wav"]
+        await typed(
+            out,
+            f"[whatsapp:{ALICE} from Alice, voice note transcribed] Ship it on Friday.\r".encode(),
+        )
+        # Meta sends the call again: one event, not heard twice.
+        assert (await hook.post(call)).status_code == 200
+        assert len(deepgram.heard) == 1 and meta.downloads == [media_id]
+        assert [e.id for e in await stack.store.events_after(agent, None, 10)] == [event.id]
+        [message] = (await call_tool(stack, agent, "check_messages"))["messages"]
+        assert message["transcribed"] is True and message["provider"] == "whatsapp"
+
+
+async def test_offline_a_whatsapp_voice_note_is_heard_by_the_local_recognizer(
+    temporal_env, tmp_path: Path, meta: FakeWhatsAppCloud, agent: str, tmux: Tmux, grammar: Path
+):
+    running, hook = whatsapp_stack(temporal_env, tmp_path, meta, agent, offline(tmp_path, grammar))
+    async with running as stack:
+        target, out = recorder(tmux, tmp_path, "rec")
+        await wa_register(stack, agent, tmux, target)
+
+        call = meta.voice_note(ALICE, await voice_note("deploy to staging"), name="Alice")
+        assert (await hook.post(call)).status_code == 200
+
+        await typed(
+            out,
+            f"[whatsapp:{ALICE} from Alice, voice note transcribed] deploy to staging\r".encode(),
+        )
+
+
+async def test_a_whatsapp_strangers_voice_note_is_never_fetched_nor_heard(
+    temporal_env,
+    tmp_path: Path,
+    meta: FakeWhatsAppCloud,
+    deepgram: FakeDeepgram,
+    agent: str,
+    ship_it: bytes,
+):
+    running, hook = whatsapp_stack(
+        temporal_env, tmp_path, meta, agent, with_deepgram(tmp_path, deepgram)
+    )
+    async with running as stack:
+        call = meta.voice_note(STRANGER, ship_it, name="Mallory")
+        assert (await hook.post(call)).status_code == 200
+
+        event = await stack.store.get_event(provider_event_id("whatsapp", STRANGER, wamid_of(call)))
+        assert event is not None and event.status == "rejected"
+        await eventually(lambda: meta.texts_to(STRANGER))
+        assert "agentcomms pair" in meta.texts_to(STRANGER)[0]
+        assert meta.media_asked == [] and meta.downloads == []
+        assert deepgram.heard == [] and deepgram.authorizations == []
+
+
+async def test_a_whatsapp_voice_note_meta_cannot_serve_now_is_not_acknowledged(
+    temporal_env,
+    tmp_path: Path,
+    meta: FakeWhatsAppCloud,
+    deepgram: FakeDeepgram,
+    agent: str,
+    tmux: Tmux,
+    ship_it: bytes,
+):
+    running, hook = whatsapp_stack(
+        temporal_env, tmp_path, meta, agent, with_deepgram(tmp_path, deepgram)
+    )
+    async with running as stack:
+        target, out = recorder(tmux, tmp_path, "rec")
+        await wa_register(stack, agent, tmux, target)
+        deepgram.transcripts.append("ship it on friday")
+        call = meta.voice_note(ALICE, ship_it, name="Alice")
+        [media_id] = meta.media
+        audio = meta.media.pop(media_id)
+        meta.fail_media = True
+
+        # The media lookup fails for now (Meta's 5xx): not kept, so Meta sends the call again.
+        answer = await hook.post(call)
+        assert answer.status_code == 503
+        assert (
+            await stack.store.get_event(provider_event_id("whatsapp", ALICE, wamid_of(call)))
+            is None
+        )
+
+        meta.fail_media = False
+        meta.media[media_id] = audio
+        assert (await hook.post(call)).status_code == 200
+        await typed(
+            out,
+            f"[whatsapp:{ALICE} from Alice, voice note transcribed] ship it on friday\r".encode(),
+        )
