@@ -4,7 +4,9 @@ Inbound, in order: the same message seen before is a duplicate (its event id is 
 provider's message id); a sender who is neither in ``chat.allowed_senders`` nor admitted by
 pairing is rejected (recorded, answered once with a pairing code, never shown to an agent); the
 channel (``telegram:456``) or an ``@agent`` prefix picks the agent; the message is posted to the
-agent's mailbox, durable when ``post`` returns; receipts go out through the outbox.
+agent's mailbox, durable when ``post`` returns; receipts go out through the outbox. A voice
+note is transcribed after the allowlist and routing (a stranger's audio is never fetched) and
+before the post, and reaches the agent as text marked ``transcribed``.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from agentcomms.transports import (
 )
 from gateway.mailbox import Mailbox
 from gateway.outbox import Outbox
+from gateway.voice_notes import NotTranscribed, VoiceNotes
 from workflows.outbox import ChatSend, OutboxItem
 
 log = logging.getLogger(__name__)
@@ -45,6 +48,9 @@ _CODE_LENGTH = 6
 # How long the gateway watches for a queued message to be typed, to send the second receipt.
 TYPED_RECEIPT_WATCH = timedelta(hours=6)
 _MENTION = re.compile(r"@(" + AGENT_ID_PATTERN.strip("^$") + r")(?:\s+|$)")
+# What a voice note that was not heard shows where its words would be.
+NOT_TRANSCRIBED_TEXT = "[voice note, not transcribed]"
+_REASON_MAX = 400
 
 
 def new_pairing_code() -> str:
@@ -55,9 +61,9 @@ def normalise_code(code: str) -> str:
     return code.strip().upper().replace("-", "").replace(" ", "")
 
 
-def _payload(message: InboundMessage, text: str) -> dict[str, str | None]:
+def _payload(message: InboundMessage, text: str) -> dict[str, Any]:
     """An inbound chat message's event payload: the words, and who sent them from where."""
-    return {
+    payload: dict[str, Any] = {
         "text": text,
         "sender_id": message.sender_id,
         "sender_name": message.sender_name,
@@ -66,6 +72,9 @@ def _payload(message: InboundMessage, text: str) -> dict[str, str | None]:
         "chat_id": message.chat_id,
         "chat_type": message.chat_type,
     }
+    if message.voice is not None:
+        payload["voice_note"] = True
+    return payload
 
 
 class ChatInbox:
@@ -76,6 +85,7 @@ class ChatInbox:
         self._store = store
         self._mailbox = mailbox
         self._outbox = outbox
+        self._voice_notes = VoiceNotes(cfg)
         self._watchers: set[asyncio.Task[None]] = set()
 
     async def accept(self, message: InboundMessage) -> InboundResult:
@@ -97,6 +107,20 @@ class ChatInbox:
                     f'operator maps it in chat.channels, e.g. "{message.channel_id}": "backend".'
                 ),
             )
+        heard: dict[str, Any] = {}
+        if message.voice is not None:
+            try:
+                note = await self._voice_notes.transcribe(event_id, message.voice)
+            except NotTranscribed as exc:
+                return await self._not_heard(message, event_id, agent_id, exc)
+            text = "\n".join(part for part in (note.text, text.strip()) if part)  # then a caption
+            # The agent learns these are a recognizer's words, not the human's typing.
+            heard = {
+                "transcribed": True,
+                "audio": note.audio,
+                "stt_provider": note.provider,
+                "duration_s": note.duration_s,
+            }
         event = Event(
             id=event_id,
             agent_id=agent_id,
@@ -104,7 +128,7 @@ class ChatInbox:
             type="human_message",
             role="human",
             # The pane shows who wrote it and where (sanitize.pane_text).
-            payload={**_payload(message, text), "reply_to": message.reply_to},
+            payload={**_payload(message, text), "reply_to": message.reply_to, **heard},
         )
         try:
             await self._mailbox.post(event)
@@ -189,6 +213,39 @@ class ChatInbox:
             else None
         )
         return InboundResult("rejected", event_id=event_id, agent_id=agent_id, reply=reply)
+
+    async def _not_heard(
+        self, message: InboundMessage, event_id: str, agent_id: str, exc: NotTranscribed
+    ) -> InboundResult:
+        """Record a voice note no recognizer could hear (never typed) and tell the human why."""
+        metrics.refused("voice_note_not_transcribed")
+        reason = str(exc)
+        if len(reason) > _REASON_MAX:
+            reason = reason[: _REASON_MAX - 1] + "…"
+        payload = _payload(message, NOT_TRANSCRIBED_TEXT)
+        if exc.audio:
+            payload["audio"] = exc.audio
+        # "rejected": kept for the operator (events, history), not shown to the agent as words.
+        await self._store.record_event(
+            Event(
+                id=event_id,
+                agent_id=agent_id,
+                channel_id=message.channel_id,
+                type="human_message",
+                role="human",
+                status="rejected",
+                error=f"voice note not transcribed: {reason}",
+                payload=payload,
+                created_at=utcnow(),
+            )
+        )
+        log.warning("%s: voice note %s not transcribed: %s", message.channel_id, event_id, reason)
+        return InboundResult(
+            "rejected",
+            event_id=event_id,
+            agent_id=agent_id,
+            reply=f"Could not transcribe your voice note: {reason}. Please send it as text.",
+        )
 
     async def _receipt(
         self,

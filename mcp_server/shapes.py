@@ -27,6 +27,8 @@ class InboxMessage(TypedDict):
     sender_id: str
     sender_name: str
     from_agent_id: str | None
+    # Present, and true, for a voice note: the text is what a recognizer heard.
+    transcribed: NotRequired[bool]
 
 
 class CheckMessagesResult(TypedDict):
@@ -146,7 +148,7 @@ def _words(event: dict[str, Any]) -> str:
 def inbox_message(event: dict[str, Any]) -> InboxMessage:
     provider, chat = provider_and_chat(event["channel_id"])
     sender_id, sender_name = _sender(event)
-    return {
+    message: InboxMessage = {
         "id": event["id"],
         "channel_id": event["channel_id"],
         "provider": provider,
@@ -158,6 +160,9 @@ def inbox_message(event: dict[str, Any]) -> InboxMessage:
         "sender_name": sender_name,
         "from_agent_id": event.get("source_agent_id"),
     }
+    if (event.get("payload") or {}).get("transcribed"):
+        message["transcribed"] = True
+    return message
 
 
 def history_message(event: dict[str, Any]) -> HistoryMessage:

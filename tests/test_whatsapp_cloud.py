@@ -186,7 +186,8 @@ async def test_a_message_without_words_gets_a_short_reply_and_reaches_no_agent(
     assert (await hook.post(photo)).status_code == 200
     await eventually(lambda: meta.texts_to(ALICE))
     assert meta.texts_to(ALICE) == [
-        "Only text reaches the agent: this image was not passed on. Please send it as text."
+        "Only text and voice notes reach the agent: this image was not passed on. "
+        "Please send it as text."
     ]
     # The reply quotes the photo it is about.
     assert meta.sent[0]["context"] == {"message_id": wamid_of(photo)}

@@ -100,9 +100,10 @@ def pane_text(event: Event) -> str:
     """What the agent reads in its pane: who wrote and from where, then the text.
 
     Another agent's message reads ``[from: backend] …``; a human's chat message
-    ``[telegram:456 from Alice] …``. The sender's name is the provider's display name, chosen by
-    a stranger: it loses control characters and brackets, so it cannot close the prefix and
-    forge another one. A message typed at this machine (``agentcomms send``) has no prefix.
+    ``[telegram:456 from Alice] …``, and a voice note's transcript
+    ``[telegram:456 from Alice, voice note transcribed] …``. The sender's name is the provider's
+    display name, chosen by a stranger: it loses control characters and brackets, so it cannot
+    close the prefix and forge another one. A message typed at this machine (``agentcomms send``) has no prefix.
     """
     if event.type == "agent_message" and event.source_agent_id:
         return f"[from: {event.source_agent_id}] {event.text}"
@@ -111,4 +112,6 @@ def pane_text(event: Event) -> str:
         return event.text
     name = strip_unsafe(str(payload.get("sender_name") or "")).replace("[", "(").replace("]", ")")
     name = " ".join(name.split())[:SENDER_NAME_MAX] or str(payload["sender_id"])
-    return f"[{event.channel_id} from {name}] {event.text}"
+    # A recognizer's words may be wrong: the agent is told they were heard, not typed.
+    heard = ", voice note transcribed" if payload.get("transcribed") else ""
+    return f"[{event.channel_id} from {name}{heard}] {event.text}"

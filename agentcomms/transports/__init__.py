@@ -20,12 +20,12 @@ Provider names are written once, in :data:`ProviderName`; the configuration has 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 if TYPE_CHECKING:
     from starlette.routing import BaseRoute
@@ -51,8 +51,30 @@ def channel_id(provider: str, chat_id: str | int) -> str:
     return f"{provider}:{chat_id}"
 
 
+@dataclass(frozen=True)
+class VoiceNote:
+    """Audio a human sent in place of text, not fetched yet.
+
+    The gateway fetches it only for a sender it lets in, so a stranger's audio costs neither a
+    download nor a transcription. ``fetch(max_bytes)`` returns the audio through the provider's
+    API; it raises :class:`VoiceNoteRefused` when the provider will never give it (too large,
+    gone) and anything else when it may later (the message is then not kept, and comes again).
+    """
+
+    fetch: Callable[[int], Awaitable[bytes]]
+    content_type: str = "audio/ogg"
+    duration_s: float | None = None  # as the provider tells it before any download
+    size: int | None = None
+
+
+class VoiceNoteRefused(Exception):
+    """The provider will not hand over a voice note's audio; the message says why, for the human."""
+
+
 class InboundMessage(BaseModel):
     """One message a human sent through a provider, as the receiving side understood it."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
 
     provider: str
     chat_id: str
@@ -62,6 +84,8 @@ class InboundMessage(BaseModel):
     text: str
     chat_type: str | None = None  # private, group, channel…
     reply_to: str | None = None  # the provider message id this one answers
+    # A voice note: ``text`` is then its caption (often empty) until it is transcribed.
+    voice: VoiceNote | None = None
 
     @property
     def channel_id(self) -> str:

@@ -10,9 +10,13 @@ every message in the call was kept; otherwise Meta delivers the call again, and 
 already is a duplicate then (its event id comes from the ``wamid``). Status callbacks (sent,
 delivered, read) are acknowledged and ignored.
 
+An ``audio`` message (a voice note, or an audio file) carries a media id: the gateway fetches it
+only for a sender it lets in, with ``GET /{api_version}/{media-id}`` (its URL, type and size),
+then a GET of that URL; both carry the access token as a bearer token, as Meta requires.
+
 Unlike Twilio's, the answer to a webhook cannot carry a reply, so a reply for the sender (a
-pairing code, an unmapped chat, a full mailbox, "only text reaches the agent") is sent through
-the API after the answer, once, at best effort.
+pairing code, an unmapped chat, a full mailbox, a voice note not heard, a photo not passed on)
+is sent through the API after the answer, once, at best effort.
 
 Sending: ``POST {base_url}/{api_version}/{phone_number_id}/messages`` with the access token as a
 bearer token, split at 4096 characters; receipts are reactions on the human's message.
@@ -42,6 +46,8 @@ from agentcomms.transports import (
     ReceiptStage,
     SendError,
     SendRefused,
+    VoiceNote,
+    VoiceNoteRefused,
     split_text,
     typed_with_note,
 )
@@ -94,11 +100,20 @@ def _text_of(message: dict[str, Any]) -> str | None:
     return None
 
 
-def inbound(message: dict[str, Any], names: dict[str, str]) -> InboundMessage | None:
-    """A webhook's message as agentcomms sees it; None when it holds no words."""
+def inbound(
+    message: dict[str, Any], names: dict[str, str], section: WhatsAppConfig | None = None
+) -> InboundMessage | None:
+    """A webhook's message as agentcomms sees it; None when it holds no words (nor a voice
+    note: those need ``section`` to be fetched)."""
     text = _text_of(message)
     sender = str(message.get("from", ""))
-    if text is None or not sender or not message.get("id"):
+    audio = message.get("audio") if message.get("type") == "audio" else None
+    voice = (
+        voice_note(section, audio)
+        if section is not None and isinstance(audio, dict) and audio.get("id")
+        else None
+    )
+    if (text is None and voice is None) or not sender or not message.get("id"):
         return None
     context = message.get("context") or {}
     return InboundMessage(
@@ -107,10 +122,51 @@ def inbound(message: dict[str, Any], names: dict[str, str]) -> InboundMessage | 
         message_id=str(message["id"]),
         sender_id=number(sender),
         sender_name=names.get(sender) or number(sender),
-        text=text,
+        text=text or "",
         chat_type="private",
         reply_to=context.get("id"),
+        voice=voice,
     )
+
+
+def voice_note(section: WhatsAppConfig, audio: dict[str, Any]) -> VoiceNote:
+    """An audio message's media, to fetch through the Graph API when the gateway wants it."""
+    media_id = str(audio["id"])
+
+    async def fetch(max_bytes: int) -> bytes:
+        token = section.access_token
+        assert token is not None
+        headers = {"Authorization": f"Bearer {token.get_secret_value()}"}
+        base = (section.base_url or GRAPH_API).rstrip("/")
+        async with httpx.AsyncClient(timeout=30) as client:
+            found = await client.get(f"{base}/{section.api_version}/{media_id}", headers=headers)
+            _media_refusal(found)
+            media = found.json()
+            size = media.get("file_size")
+            if isinstance(size, int) and size > max_bytes:
+                raise VoiceNoteRefused(f"it is {size / 1e6:.0f} MB, too large")
+            # Meta's media URL wants the same bearer token (and expires within minutes).
+            async with client.stream("GET", str(media["url"]), headers=headers) as response:
+                _media_refusal(response)
+                data = bytearray()
+                async for chunk in response.aiter_bytes():
+                    data += chunk
+                    if len(data) > max_bytes:
+                        raise VoiceNoteRefused(f"it is more than {max_bytes / 1e6:.0f} MB")
+        return bytes(data)
+
+    return VoiceNote(fetch=fetch, content_type=str(audio.get("mime_type") or "audio/ogg"))
+
+
+def _media_refusal(response: httpx.Response) -> None:
+    """A 4xx means the media will never come (gone, not ours); a 5xx raises to be tried again."""
+    if response.is_success:
+        return
+    if 400 <= response.status_code < 500 and response.status_code not in (408, 429):
+        raise VoiceNoteRefused(
+            f"WhatsApp would not hand it over ({response.status_code}); please send it again"
+        )
+    response.raise_for_status()
 
 
 def _not_passed_on(message: dict[str, Any]) -> str | None:
@@ -118,7 +174,10 @@ def _not_passed_on(message: dict[str, Any]) -> str | None:
     kind = message.get("type") or "message"
     if kind in _IGNORED_TYPES:
         return None
-    return f"Only text reaches the agent: this {kind} was not passed on. Please send it as text."
+    return (
+        f"Only text and voice notes reach the agent: this {kind} was not passed on. "
+        "Please send it as text."
+    )
 
 
 class CloudReceiver:
@@ -186,7 +245,7 @@ class CloudReceiver:
                 for c in value.get("contacts") or []
             }
             for message in value.get("messages") or []:
-                received = inbound(message, names)
+                received = inbound(message, names, self._section)
                 if received is None:
                     notice = _not_passed_on(message)
                     if notice and message.get("from") and message.get("id"):

@@ -7,6 +7,9 @@ its event id (derived from the chat and message id) makes it the same event. In 
 Telegram posts each update to ``server.public_url`` + ``/webhooks/telegram`` with the secret
 token in ``X-Telegram-Bot-Api-Secret-Token``; the answer is 200 only once the update was kept.
 
+A voice note (``voice``, or an ``audio`` file) carries its file id; the gateway fetches it
+(``getFile``, then the file URL under ``base_file_url``) only for a sender it lets in.
+
 Sending: ``sendMessage`` (split at Telegram's 4096-character limit) and ``setMessageReaction``
 for receipts. Telegram's errors become :class:`~agentcomms.transports.SendError` subclasses.
 """
@@ -25,7 +28,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
-from telegram import Bot, Message, ReactionTypeEmoji, ReplyParameters, Update
+from telegram import Audio, Bot, Message, ReactionTypeEmoji, ReplyParameters, Update, Voice
 from telegram.error import (
     BadRequest,
     ChatMigrated,
@@ -49,6 +52,8 @@ from agentcomms.transports import (
     RateLimited,
     ReceiptStage,
     SendRefused,
+    VoiceNote,
+    VoiceNoteRefused,
     split_text,
     typed_with_note,
 )
@@ -85,18 +90,46 @@ def make_bot(section: TelegramConfig, *, request: HTTPXRequest | None = None) ->
     )
 
 
+def _seconds(value: Any) -> float:
+    return value.total_seconds() if isinstance(value, timedelta) else float(value)
+
+
 def retry_after_seconds(exc: RetryAfter) -> float:
     with warnings.catch_warnings():  # an int today, a timedelta in a later major version
         warnings.simplefilter("ignore", PTBDeprecationWarning)
         value: Any = exc.retry_after
-    return value.total_seconds() if isinstance(value, timedelta) else float(value)
+    return _seconds(value)
+
+
+def voice_note(medium: Voice | Audio) -> VoiceNote:
+    """A voice note (or audio file) to fetch through the Bot API when the gateway wants it."""
+
+    async def fetch(max_bytes: int) -> bytes:
+        try:
+            file = await medium.get_file()
+        except BadRequest as exc:  # "file is too big" (over the Bot API's 20 MB), or gone
+            raise VoiceNoteRefused(f"Telegram would not hand it over ({exc.message})") from exc
+        if file.file_size and file.file_size > max_bytes:
+            raise VoiceNoteRefused(f"it is {file.file_size / 1e6:.0f} MB, too large")
+        return bytes(await file.download_as_bytearray())
+
+    with warnings.catch_warnings():  # as retry_after: an int today, a timedelta later
+        warnings.simplefilter("ignore", PTBDeprecationWarning)
+        duration: Any = medium.duration
+    return VoiceNote(
+        fetch=fetch,
+        content_type=medium.mime_type or "audio/ogg",
+        duration_s=_seconds(duration) if duration is not None else None,
+        size=medium.file_size,
+    )
 
 
 def inbound(message: Message) -> InboundMessage | None:
-    """The message as agentcomms sees it; None for what no agent should get (bots, no text)."""
+    """The message as agentcomms sees it; None for what no agent should get (bots, no words)."""
     user = message.from_user
     text = message.text or message.caption
-    if user is None or user.is_bot or not text:
+    medium = message.voice or message.audio
+    if user is None or user.is_bot or not (text or medium):
         return None
     return InboundMessage(
         provider=NAME,
@@ -104,9 +137,10 @@ def inbound(message: Message) -> InboundMessage | None:
         message_id=str(message.message_id),
         sender_id=str(user.id),
         sender_name=user.full_name or user.username or str(user.id),
-        text=text,
+        text=text or "",
         chat_type=message.chat.type,
         reply_to=str(message.reply_to_message.message_id) if message.reply_to_message else None,
+        voice=voice_note(medium) if medium is not None and not message.text else None,
     )
 
 

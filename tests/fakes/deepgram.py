@@ -1,6 +1,6 @@
 """Deepgram's REST speech endpoints for tests, as the `deepgram-sdk` calls them: Aura text to
 speech (`/v1/speak`, a WAV said by espeak-ng so it is real audio) and prerecorded transcription
-(`/v1/listen`, the scripted words in Deepgram's response shape, for a WAV body)."""
+(`/v1/listen`, the scripted words in Deepgram's response shape, for a WAV or Ogg body)."""
 
 from __future__ import annotations
 
@@ -82,13 +82,15 @@ class FakeDeepgram:
         if (refused := self._refusal(request)) is not None:
             return refused
         audio = await request.body()
-        if audio[:4] != b"RIFF":
+        container = {b"RIFF": "wav", b"OggS": "ogg"}.get(audio[:4])
+        if container is None:
             return _error(400, "Bad Request", "Bad Request: failed to process audio")
         query = request.query_params
         self.heard.append(
             {
                 "model": query.get("model", "base"),
                 "language": query.get("language", "en"),
+                "container": container,
             }
         )
         text = self.transcripts.pop(0) if self.transcripts else ""

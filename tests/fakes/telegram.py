@@ -1,10 +1,12 @@
 """A Telegram Bot API server for tests: ``/bot<token>/<method>``, as python-telegram-bot calls it.
 
 Speaks getMe, getUpdates (long polling with offsets: an update stays until a later offset
-confirms it), sendMessage, setMessageReaction, setWebhook and deleteWebhook, with Telegram's
+confirms it), sendMessage, setMessageReaction, setWebhook, deleteWebhook, and getFile with
+its download URL ``/file/bot<token>/<file_path>`` (refused over 20 MB, as Telegram does), with Telegram's
 answer shapes: ``{"ok": true, "result": …}`` or ``{"ok": false, "error_code", "description",
 "parameters": {"retry_after"}}``. A test plays the human (``human_says``), scripts failures
-(``fail_next("sendMessage", 429, 500)``), and reads what the bot sent (``sent``, ``reactions``).
+(``fail_next("sendMessage", 429, 500)``), and reads what the bot sent (``sent``, ``reactions``)
+and which files it downloaded (``downloads``).
 """
 
 from __future__ import annotations
@@ -16,11 +18,13 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from tests.fakes.serve import LocalServer
 
+# The Bot API serves files up to this size; getFile refuses larger ones.
+MAX_DOWNLOAD = 20 * 1024 * 1024
 BOT_USER = {"id": 777000111, "is_bot": True, "first_name": "agentcomms", "username": "ac_bot"}
 # Values python-telegram-bot sends JSON-encoded; text stays text ("42" is not a number).
 _JSON_KEYS = {
@@ -53,11 +57,18 @@ class FakeTelegram:
         self.calls: list[str] = []
         self.webhook: dict[str, Any] | None = None
         self.known_chats: set[int] = set()
+        self.files: dict[str, bytes] = {}  # file_id -> content
+        self.downloads: list[str] = []  # the file paths fetched
         self._failures: dict[str, list[JSONResponse]] = {}
         self._next_update_id = 1000
         self._next_message_id = 1
         self._arrived = asyncio.Event()
-        app = Starlette(routes=[Route("/bot{token}/{method}", self._call, methods=["GET", "POST"])])
+        app = Starlette(
+            routes=[
+                Route("/bot{token}/{method}", self._call, methods=["GET", "POST"]),
+                Route("/file/bot{token}/{path:path}", self._download, methods=["GET"]),
+            ]
+        )
         self.server = LocalServer(app)
 
     # ---- the test's side -------------------------------------------------------------------------
@@ -97,6 +108,33 @@ class FakeTelegram:
         self._next_update_id += 1
         self._next_message_id += 1
         self.deliver(update)
+        return update
+
+    def human_sends_voice(
+        self,
+        chat_id: int,
+        audio: bytes,
+        *,
+        duration: int = 2,
+        mime_type: str = "audio/ogg",
+        user_id: int | None = None,
+        first_name: str = "Alice",
+        kind: str = "voice",
+        file_size: int | None = None,
+    ) -> dict[str, Any]:
+        """A person records a voice note (``kind="audio"``: sends an audio file)."""
+        file_id = f"AwACAgQ-{len(self.files) + 1}"
+        self.files[file_id] = audio
+        update = self.human_says(chat_id, "", user_id=user_id, first_name=first_name)
+        message = update["message"]
+        del message["text"]
+        message[kind] = {
+            "file_id": file_id,
+            "file_unique_id": f"u{file_id}",
+            "duration": duration,
+            "mime_type": mime_type,
+            "file_size": len(audio) if file_size is None else file_size,
+        }
         return update
 
     def deliver(self, update: dict[str, Any]) -> None:
@@ -197,6 +235,30 @@ class FakeTelegram:
         self._next_message_id += 1
         self.sent.append(message)
         return message
+
+    async def _api_getFile(self, params: dict[str, Any]) -> Any:
+        file_id = str(params.get("file_id"))
+        content = self.files.get(file_id)
+        if content is None:
+            return _error(400, "Bad Request: invalid file_id")
+        if len(content) > MAX_DOWNLOAD:
+            return _error(400, "Bad Request: file is too big")
+        return {
+            "file_id": file_id,
+            "file_unique_id": f"u{file_id}",
+            "file_size": len(content),
+            "file_path": f"voice/{file_id}.oga",
+        }
+
+    async def _download(self, request: Request) -> Response:
+        if request.path_params["token"] != self.token:
+            return Response("Unauthorized", status_code=401)
+        path = request.path_params["path"]
+        file_id = path.removeprefix("voice/").removesuffix(".oga")
+        if file_id not in self.files:
+            return Response("Not Found", status_code=404)
+        self.downloads.append(path)
+        return Response(self.files[file_id], media_type="application/octet-stream")
 
     async def _api_setMessageReaction(self, params: dict[str, Any]) -> Any:
         self.reactions.append(

@@ -1,7 +1,9 @@
 """The WhatsApp Business Cloud API for tests: the Graph API messages endpoint our sender posts to
 (``/{version}/{phone_number_id}/messages``, bearer token, Meta's error bodies), and a human whose
 messages arrive as webhook calls signed exactly as Meta signs them (``X-Hub-Signature-256``:
-``sha256=`` + HMAC-SHA256 of the raw body with the app secret)."""
+``sha256=`` + HMAC-SHA256 of the raw body with the app secret). A voice note's media is served
+as Meta serves it: ``GET /{version}/{media-id}`` gives its URL, type and size, and that URL
+gives the bytes; both want the bearer token."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from typing import Any
 import httpx
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from tests.fakes.serve import LocalServer
@@ -61,10 +63,16 @@ class FakeWhatsAppCloud:
         self.app_secret = app_secret
         self.sent: list[dict[str, Any]] = []  # request bodies accepted, in order
         self.calls = 0
+        self.media: dict[str, tuple[bytes, str]] = {}  # media id -> (content, mime type)
+        self.media_asked: list[str] = []  # media ids looked up
+        self.downloads: list[str] = []  # media ids whose bytes were fetched
+        self.fail_media = False  # media lookups answer 500 (Meta's "something went wrong")
         self._failures: list[tuple[JSONResponse, dict[str, str]]] = []
         app = Starlette(
             routes=[
-                Route("/{version}/{phone_number_id}/messages", self._messages, methods=["POST"])
+                Route("/{version}/{phone_number_id}/messages", self._messages, methods=["POST"]),
+                Route("/{version}/{media_id}", self._media_url, methods=["GET"]),
+                Route("/whatsapp_business/attachments/", self._download, methods=["GET"]),
             ]
         )
         self.server = LocalServer(app)
@@ -152,7 +160,65 @@ class FakeWhatsAppCloud:
             }
         )
 
+    def _authorized(self, request: Request) -> bool:
+        return request.headers.get("authorization") == f"Bearer {self.access_token}"
+
+    async def _media_url(self, request: Request) -> JSONResponse:
+        if not self._authorized(request):
+            return graph_error(401, 190, "Invalid OAuth access token - Cannot parse access token")
+        media_id = request.path_params["media_id"]
+        self.media_asked.append(media_id)
+        if self.fail_media:
+            return graph_error(500, 131000, "Something went wrong")
+        if media_id not in self.media:
+            return graph_error(
+                400, 100, f"Unsupported get request. Object with ID '{media_id}' does not exist"
+            )
+        content, mime_type = self.media[media_id]
+        return JSONResponse(
+            {
+                "messaging_product": "whatsapp",
+                "url": f"{self.base_url}/whatsapp_business/attachments/?mid={media_id}&ext=1",
+                "mime_type": mime_type,
+                "sha256": hashlib.sha256(content).hexdigest(),
+                "file_size": len(content),
+                "id": media_id,
+            }
+        )
+
+    async def _download(self, request: Request) -> Response:
+        if not self._authorized(request):  # Meta's media URL wants the token too
+            return Response(status_code=401)
+        media_id = request.query_params.get("mid", "")
+        if media_id not in self.media:
+            return Response(status_code=404)
+        self.downloads.append(media_id)
+        content, mime_type = self.media[media_id]
+        return Response(content, media_type=mime_type)
+
     # ---- the human's side: Meta calling the gateway's webhook -----------------------------------
+
+    def voice_note(
+        self,
+        sender: str,
+        audio: bytes,
+        *,
+        name: str | None = None,
+        mime_type: str = "audio/ogg; codecs=opus",
+        wamid: str | None = None,
+    ) -> dict[str, Any]:
+        """A webhook call carrying a voice note recorded by ``sender``; its media is served."""
+        media_id = str(1_000_000_000_000 + len(self.media))
+        self.media[media_id] = (audio, mime_type)
+        body = {
+            "id": media_id,
+            "mime_type": mime_type,
+            "sha256": hashlib.sha256(audio).hexdigest(),
+            "voice": True,
+        }
+        return self.incoming(
+            sender, None, name=name, wamid=wamid, message={"type": "audio", "audio": body}
+        )
 
     def _call(self, value: dict[str, Any]) -> dict[str, Any]:
         value = {

@@ -1,0 +1,436 @@
+"""Voice notes in chat, end to end: a phone's Ogg/Opus recording (espeak-ng's voice) sent on
+Telegram (the real python-telegram-bot against a local Bot API) or WhatsApp (Meta's Cloud API),
+fetched through the provider's file API, heard by the STT chain (Deepgram's real SDK against its
+fake, or pocketsphinx offline within a grammar), and typed into a real tmux pane marked as
+transcribed; on a real Temporal dev server and SQLite."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import SecretStr
+
+from agentcomms.config import Config, SpeechAccount, STTConfig, VoiceConfig
+from agentcomms.ids import provider_event_id
+from mcp_server import build_server
+from tests.conftest import Tmux
+from tests.fakes import deepgram as dg
+from tests.fakes.deepgram import FakeDeepgram
+from tests.fakes.serve import free_port
+from tests.fakes.telegram import FakeTelegram
+from tests.fakes.whatsapp_cloud import FakeWhatsAppCloud
+from tests.stack import Stack, eventually, running_stack, typed
+from tests.test_mailbox import recorder
+from tests.test_mcp import call
+from tests.test_telegram import CHAT, connected, register, with_telegram
+from tests.test_whatsapp_cloud import ALICE, STRANGER, Hook, wamid_of, with_cloud
+from tests.test_whatsapp_cloud import register as wa_register
+from tests.voice_audio import voice_note
+
+PHRASES = ["ship it on friday", "run the tests", "deploy to staging"]
+
+
+@pytest.fixture
+async def telegram() -> AsyncIterator[FakeTelegram]:
+    fake = FakeTelegram()
+    await fake.server.start()
+    yield fake
+    await fake.server.stop()
+
+
+@pytest.fixture
+async def deepgram() -> AsyncIterator[FakeDeepgram]:
+    fake = FakeDeepgram()
+    await fake.server.start()
+    yield fake
+    await fake.server.stop()
+
+
+@pytest.fixture
+def agent() -> str:
+    return f"backend-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def grammar(tmp_path: Path) -> Path:
+    path = tmp_path / "answers.gram"
+    path.write_text(
+        "#JSGF V1.0;\ngrammar answers;\npublic <answer> = " + " | ".join(PHRASES) + ";\n"
+    )
+    return path
+
+
+@pytest.fixture(scope="module")
+async def ship_it() -> bytes:
+    return await voice_note("ship it on friday")
+
+
+def with_deepgram(tmp_path: Path, deepgram: FakeDeepgram) -> VoiceConfig:
+    """Deepgram first (the seed's STT provider), local after it."""
+    return VoiceConfig(
+        audio_dir=tmp_path / "audio",
+        deepgram=SpeechAccount(api_key=SecretStr(dg.API_KEY), base_url=deepgram.base_url),
+    )
+
+
+def offline(tmp_path: Path, grammar: Path) -> VoiceConfig:
+    """No speech account at all: the local recognizer, within a grammar."""
+    return VoiceConfig(audio_dir=tmp_path / "audio", stt=STTConfig(grammar=grammar))
+
+
+def telegram_stack(
+    temporal_env: Any,
+    tmp_path: Path,
+    telegram: FakeTelegram,
+    agent: str,
+    voice: VoiceConfig,
+    configure: Callable[[Config], Config] | None = None,
+) -> Any:
+    return running_stack(
+        temporal_env.client,
+        tmp_path,
+        voice=voice,
+        configure=configure or with_telegram(telegram, agent),
+    )
+
+
+async def call_tool(stack: Stack, agent: str, tool: str, **args: Any) -> Any:
+    """An MCP tool, called as ``agent`` through the in-memory client."""
+    return await call(build_server(stack.cfg.server.socket(), default_agent=agent), tool, **args)
+
+
+async def _event(stack: Stack, chat: int, update: dict[str, Any]) -> Any:
+    event_id = provider_event_id("telegram", chat, update["message"]["message_id"])
+    return await eventually(lambda: stack.store.get_event(event_id))
+
+
+# ---- Telegram ------------------------------------------------------------------------------------
+
+
+async def test_a_telegram_voice_note_is_heard_by_deepgram_and_typed_marked_as_transcribed(
+    temporal_env,
+    tmp_path: Path,
+    telegram: FakeTelegram,
+    deepgram: FakeDeepgram,
+    agent: str,
+    tmux: Tmux,
+    ship_it: bytes,
+):
+    async with telegram_stack(
+        temporal_env, tmp_path, telegram, agent, with_deepgram(tmp_path, deepgram)
+    ) as stack:
+        target, out = recorder(tmux, tmp_path, "rec")
+        await register(stack, agent, tmux, target)
+        await connected(stack)
+        deepgram.transcripts.append("Ship it on Friday.")
+
+        update = telegram.human_sends_voice(CHAT, ship_it, duration=2)
+
+        await eventually(
+            lambda: (
+                out.read_bytes()
+                == b"[telegram:456 from Alice, voice note transcribed] Ship it on Friday.\r"
+            )
+        )
+        # Fetched through the Bot API's getFile and file URL, once; heard once, as a WAV.
+        assert telegram.calls.count("getFile") == 1 and len(telegram.downloads) == 1
+        assert [h["container"] for h in deepgram.heard] == ["wav"]
+        event = await _event(stack, CHAT, update)
+        assert event.payload["text"] == "Ship it on Friday."
+        assert event.payload["transcribed"] is True
+        assert event.payload["stt_provider"] == "deepgram"
+        # The recording is kept beside call audio, as it came.
+        kept = stack.cfg.voice.audio_root() / event.payload["audio"]
+        assert kept.read_bytes() == ship_it
+        # Receipts as for text: queued, then typed.
+        await eventually(lambda: len(telegram.reactions) == 2)
+        # check_messages (MCP) says the words were heard, not typed.
+        [message] = (await call_tool(stack, agent, "check_messages"))["messages"]
+        assert message["text"] == "Ship it on Friday." and message["transcribed"] is True
+
+
+async def test_offline_the_local_recognizer_hears_a_telegram_voice_note_within_a_grammar(
+    temporal_env, tmp_path: Path, telegram: FakeTelegram, agent: str, tmux: Tmux, grammar: Path
+):
+    async with telegram_stack(
+        temporal_env, tmp_path, telegram, agent, offline(tmp_path, grammar)
+    ) as stack:
+        target, out = recorder(tmux, tmp_path, "rec")
+        await register(stack, agent, tmux, target)
+        await connected(stack)
+
+        update = telegram.human_sends_voice(CHAT, await voice_note("run the tests"))
+
+        await eventually(
+            lambda: (
+                out.read_bytes()
+                == b"[telegram:456 from Alice, voice note transcribed] run the tests\r"
+            )
+        )
+        event = await _event(stack, CHAT, update)
+        assert event.payload["stt_provider"] == "local"
+        assert 0.5 < event.payload["duration_s"] < 5  # decoded from the Ogg/Opus itself
+
+
+async def test_a_strangers_voice_note_is_rejected_without_being_fetched_or_transcribed(
+    temporal_env,
+    tmp_path: Path,
+    telegram: FakeTelegram,
+    deepgram: FakeDeepgram,
+    agent: str,
+    ship_it: bytes,
+):
+    stranger = 999
+    channels = {f"telegram:{CHAT}": agent, f"telegram:{stranger}": agent}
+    async with telegram_stack(
+        temporal_env,
+        tmp_path,
+        telegram,
+        agent,
+        with_deepgram(tmp_path, deepgram),
+        with_telegram(telegram, agent, channels=channels),
+    ) as stack:
+        await connected(stack)
+
+        update = telegram.human_sends_voice(stranger, ship_it, first_name="Mallory")
+
+        event = await _event(stack, stranger, update)
+        assert event.status == "rejected" and "not allowed" in (event.error or "")
+        assert event.payload["voice_note"] is True
+        await eventually(lambda: telegram.texts_to(stranger))
+        assert "agentcomms pair" in telegram.texts_to(stranger)[0]
+        # No STT spent, not even a download.
+        assert deepgram.heard == [] and deepgram.authorizations == []
+        assert "getFile" not in telegram.calls and telegram.downloads == []
+        assert (await stack.call("check_messages", agent_id=agent))["messages"] == []
+
+
+async def test_a_voice_note_no_provider_can_hear_is_answered_and_recorded_not_typed(
+    temporal_env,
+    tmp_path: Path,
+    telegram: FakeTelegram,
+    deepgram: FakeDeepgram,
+    agent: str,
+    tmux: Tmux,
+    grammar: Path,
+):
+    voice = with_deepgram(tmp_path, deepgram).model_copy(
+        update={"stt": STTConfig(grammar=tmp_path / "missing.gram")}
+    )
+    async with telegram_stack(temporal_env, tmp_path, telegram, agent, voice) as stack:
+        target, out = recorder(tmux, tmp_path, "rec")
+        await register(stack, agent, tmux, target)
+        await connected(stack)
+        deepgram.fail_next(500)  # Deepgram is down; the local recognizer cannot start
+
+        update = telegram.human_sends_voice(CHAT, await voice_note("deploy to staging"))
+
+        await eventually(lambda: telegram.texts_to(CHAT))
+        [reply] = telegram.texts_to(CHAT)
+        assert reply.startswith("Could not transcribe your voice note: deepgram:"), reply
+        assert "voice.stt.grammar" in reply and reply.endswith("Please send it as text.")
+        assert dg.API_KEY not in reply
+        event = await _event(stack, CHAT, update)
+        assert event.status == "rejected" and event.agent_id == agent
+        assert (event.error or "").startswith("voice note not transcribed: deepgram:")
+        assert event.payload["text"] == "[voice note, not transcribed]"
+        # Kept to be listened to; never typed, never shown to the agent as words.
+        assert (stack.cfg.voice.audio_root() / event.payload["audio"]).is_file()
+        telegram.human_says(CHAT, "sent it as text")
+        await eventually(lambda: out.read_bytes() == b"[telegram:456 from Alice] sent it as text\r")
+        [message] = (await stack.call("check_messages", agent_id=agent))["messages"]
+        assert message["payload"]["text"] == "sent it as text"
+
+
+async def test_a_voice_note_delivered_twice_is_one_event_heard_once_and_typed_once(
+    temporal_env,
+    tmp_path: Path,
+    telegram: FakeTelegram,
+    deepgram: FakeDeepgram,
+    agent: str,
+    tmux: Tmux,
+    ship_it: bytes,
+):
+    async with telegram_stack(
+        temporal_env, tmp_path, telegram, agent, with_deepgram(tmp_path, deepgram)
+    ) as stack:
+        target, out = recorder(tmux, tmp_path, "rec")
+        await register(stack, agent, tmux, target)
+        await connected(stack)
+        deepgram.transcripts.extend(["ship it on friday", "again"])
+
+        update = telegram.human_sends_voice(CHAT, ship_it)
+        prefix = b"[telegram:456 from Alice, voice note transcribed] "
+        await eventually(lambda: out.read_bytes() == prefix + b"ship it on friday\r")
+        telegram.deliver(update)  # Telegram sends it again, as after a restart
+        telegram.human_says(CHAT, "after")
+        await eventually(lambda: out.read_bytes().endswith(b"after\r"))
+
+        assert out.read_bytes() == prefix + b"ship it on friday\r[telegram:456 from Alice] after\r"
+        assert len(deepgram.heard) == 1 and len(telegram.downloads) == 1
+        events = await stack.store.events_after(agent, None, 100)
+        assert [e.payload["text"] for e in events] == ["ship it on friday", "after"]
+
+
+async def test_a_voice_note_over_ten_minutes_is_refused_before_download(
+    temporal_env,
+    tmp_path: Path,
+    telegram: FakeTelegram,
+    deepgram: FakeDeepgram,
+    agent: str,
+    ship_it: bytes,
+):
+    async with telegram_stack(
+        temporal_env, tmp_path, telegram, agent, with_deepgram(tmp_path, deepgram)
+    ) as stack:
+        await connected(stack)
+
+        update = telegram.human_sends_voice(CHAT, ship_it, duration=11 * 60)
+
+        await eventually(lambda: telegram.texts_to(CHAT))
+        assert "more than the 10 minutes" in telegram.texts_to(CHAT)[0]
+        event = await _event(stack, CHAT, update)
+        assert event.status == "rejected"
+        assert telegram.downloads == [] and deepgram.heard == []
+
+
+# ---- WhatsApp (Meta's Cloud API) -----------------------------------------------------------------
+
+
+@pytest.fixture
+async def meta() -> AsyncIterator[FakeWhatsAppCloud]:
+    fake = FakeWhatsAppCloud()
+    await fake.server.start()
+    yield fake
+    await fake.server.stop()
+
+
+def whatsapp_stack(
+    temporal_env: Any, tmp_path: Path, meta: FakeWhatsAppCloud, agent: str, voice: VoiceConfig
+) -> tuple[Any, Hook]:
+    port = free_port()
+    stack = running_stack(
+        temporal_env.client, tmp_path, voice=voice, configure=with_cloud(meta, agent, port)
+    )
+    return stack, Hook(meta, port)
+
+
+async def test_a_whatsapp_voice_note_is_fetched_from_the_graph_api_and_typed_as_transcribed(
+    temporal_env,
+    tmp_path: Path,
+    meta: FakeWhatsAppCloud,
+    deepgram: FakeDeepgram,
+    agent: str,
+    tmux: Tmux,
+    ship_it: bytes,
+):
+    running, hook = whatsapp_stack(
+        temporal_env, tmp_path, meta, agent, with_deepgram(tmp_path, deepgram)
+    )
+    async with running as stack:
+        target, out = recorder(tmux, tmp_path, "rec")
+        await wa_register(stack, agent, tmux, target)
+        deepgram.transcripts.append("Ship it on Friday.")
+
+        call = meta.voice_note(ALICE, ship_it, name="Alice")
+        answer = await hook.post(call)
+
+        # Answered only once heard and durable.
+        assert answer.status_code == 200
+        event = await stack.store.get_event(provider_event_id("whatsapp", ALICE, wamid_of(call)))
+        assert event is not None and event.payload["transcribed"] is True
+        [media_id] = meta.media
+        assert meta.media_asked == [media_id] and meta.downloads == [media_id]
+        assert [h["container"] for h in deepgram.heard] == ["wav"]
+        await typed(
+            out,
+            f"[whatsapp:{ALICE} from Alice, voice note transcribed] Ship it on Friday.\r".encode(),
+        )
+        # Meta sends the call again: one event, not heard twice.
+        assert (await hook.post(call)).status_code == 200
+        assert len(deepgram.heard) == 1 and meta.downloads == [media_id]
+        assert [e.id for e in await stack.store.events_after(agent, None, 10)] == [event.id]
+        [message] = (await call_tool(stack, agent, "check_messages"))["messages"]
+        assert message["transcribed"] is True and message["provider"] == "whatsapp"
+
+
+async def test_offline_a_whatsapp_voice_note_is_heard_by_the_local_recognizer(
+    temporal_env, tmp_path: Path, meta: FakeWhatsAppCloud, agent: str, tmux: Tmux, grammar: Path
+):
+    running, hook = whatsapp_stack(temporal_env, tmp_path, meta, agent, offline(tmp_path, grammar))
+    async with running as stack:
+        target, out = recorder(tmux, tmp_path, "rec")
+        await wa_register(stack, agent, tmux, target)
+
+        call = meta.voice_note(ALICE, await voice_note("deploy to staging"), name="Alice")
+        assert (await hook.post(call)).status_code == 200
+
+        await typed(
+            out,
+            f"[whatsapp:{ALICE} from Alice, voice note transcribed] deploy to staging\r".encode(),
+        )
+
+
+async def test_a_whatsapp_strangers_voice_note_is_never_fetched_nor_heard(
+    temporal_env,
+    tmp_path: Path,
+    meta: FakeWhatsAppCloud,
+    deepgram: FakeDeepgram,
+    agent: str,
+    ship_it: bytes,
+):
+    running, hook = whatsapp_stack(
+        temporal_env, tmp_path, meta, agent, with_deepgram(tmp_path, deepgram)
+    )
+    async with running as stack:
+        call = meta.voice_note(STRANGER, ship_it, name="Mallory")
+        assert (await hook.post(call)).status_code == 200
+
+        event = await stack.store.get_event(provider_event_id("whatsapp", STRANGER, wamid_of(call)))
+        assert event is not None and event.status == "rejected"
+        await eventually(lambda: meta.texts_to(STRANGER))
+        assert "agentcomms pair" in meta.texts_to(STRANGER)[0]
+        assert meta.media_asked == [] and meta.downloads == []
+        assert deepgram.heard == [] and deepgram.authorizations == []
+
+
+async def test_a_whatsapp_voice_note_meta_cannot_serve_now_is_not_acknowledged(
+    temporal_env,
+    tmp_path: Path,
+    meta: FakeWhatsAppCloud,
+    deepgram: FakeDeepgram,
+    agent: str,
+    tmux: Tmux,
+    ship_it: bytes,
+):
+    running, hook = whatsapp_stack(
+        temporal_env, tmp_path, meta, agent, with_deepgram(tmp_path, deepgram)
+    )
+    async with running as stack:
+        target, out = recorder(tmux, tmp_path, "rec")
+        await wa_register(stack, agent, tmux, target)
+        deepgram.transcripts.append("ship it on friday")
+        call = meta.voice_note(ALICE, ship_it, name="Alice")
+        [media_id] = meta.media
+        audio = meta.media.pop(media_id)
+        meta.fail_media = True
+
+        # The media lookup fails for now (Meta's 5xx): not kept, so Meta sends the call again.
+        answer = await hook.post(call)
+        assert answer.status_code == 503
+        assert (
+            await stack.store.get_event(provider_event_id("whatsapp", ALICE, wamid_of(call)))
+            is None
+        )
+
+        meta.fail_media = False
+        meta.media[media_id] = audio
+        assert (await hook.post(call)).status_code == 200
+        await typed(
+            out,
+            f"[whatsapp:{ALICE} from Alice, voice note transcribed] ship it on friday\r".encode(),
+        )

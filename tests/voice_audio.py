@@ -1,0 +1,48 @@
+"""Voice notes as phones record them: espeak-ng's speech, encoded as Ogg/Opus at 48 kHz (what
+Telegram and WhatsApp send), with the system's libsndfile (the decoder's own library)."""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+
+from agentcomms.voice.sndfile import SFInfo, library
+from agentcomms.voice.tts.local import EspeakSpeech
+
+_SFM_WRITE = 0x20
+_OGG_OPUS = 0x200000 | 0x0064
+OPUS_RATE = 48_000
+
+
+def _encode(wav: bytes) -> bytes:
+    pcm = subprocess.run(
+        # Opus is coded at 48 kHz, as phones record it.
+        [
+            *("sox", "-q", "-t", "wav", "-", "-t", "raw", "-r", str(OPUS_RATE), "-c", "1"),
+            *("-b", "16", "-e", "signed-integer", "-"),
+        ],
+        input=wav,
+        capture_output=True,
+        check=True,
+    ).stdout
+    lib = library()
+    lib.sf_writef_short.restype = ctypes.c_int64
+    lib.sf_writef_short.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int64]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "note.opus"
+        info = SFInfo(0, OPUS_RATE, 1, _OGG_OPUS, 0, 0)
+        handle = lib.sf_open(os.fsencode(path), _SFM_WRITE, ctypes.byref(info))
+        assert handle, lib.sf_strerror(None)
+        lib.sf_writef_short(handle, pcm, len(pcm) // 2)
+        lib.sf_close(handle)
+        return path.read_bytes()
+
+
+async def voice_note(phrase: str) -> bytes:
+    """``phrase`` said by espeak-ng, as an Ogg/Opus voice note."""
+    wav, _ = await EspeakSpeech().synthesize(phrase)
+    return await asyncio.to_thread(_encode, wav)
