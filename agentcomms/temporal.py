@@ -36,6 +36,7 @@ from agentcomms.address import LOCAL_HOSTS, server_answers, split_address
 from agentcomms.config import TemporalConfig, agentcomms_home
 from agentcomms.errors import TemporalUnavailable
 from agentcomms.search_attributes import ALL as SEARCH_ATTRIBUTES
+from agentcomms.temporal_tls import tls_config, tls_problem
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +70,7 @@ async def connect(
     """
     loop = asyncio.get_running_loop()
     deadline = loop.time() + patience_s
+    tls = tls_config(cfg)  # reads the certificate files once, naming any that is missing
     while True:
         try:
             async with asyncio.timeout(CONNECT_TIMEOUT_S):
@@ -77,7 +79,7 @@ async def connect(
                     namespace=cfg.namespace,
                     data_converter=pydantic_data_converter,
                     api_key=cfg.api_key.get_secret_value() if cfg.api_key else None,
-                    tls=cfg.tls,
+                    tls=tls,
                     runtime=runtime,
                 )
         except TimeoutError:
@@ -87,6 +89,9 @@ async def connect(
                 "another program on that port?) and temporal.tls."
             ) from None
         except RuntimeError as exc:  # the SDK raises RuntimeError for connection failures
+            # A TLS failure does not mend by waiting: say at once what to set.
+            if problem := tls_problem(cfg, str(exc)):
+                raise TemporalUnavailable(problem) from None
             if loop.time() >= deadline:
                 raise TemporalUnavailable(
                     f"No Temporal server answers at {cfg.address} ({exc}). Start everything "

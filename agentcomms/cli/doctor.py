@@ -107,7 +107,15 @@ async def _check_temporal(cfg: Config, checks: list[Check]) -> Any:
             DescribeNamespaceRequest(namespace=t.namespace)
         )
     except AgentcommsError as exc:
-        checks.append(Check("temporal", False, str(exc), "check temporal.address and temporal.tls"))
+        checks.append(
+            Check(
+                "temporal",
+                False,
+                str(exc),
+                "check temporal.address and the TLS keys (temporal.tls, api_key, tls_server_ca, "
+                "tls_client_cert, tls_client_key, tls_server_name)",
+            )
+        )
         return None
     except RPCError as exc:
         checks.append(

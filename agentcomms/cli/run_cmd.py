@@ -261,7 +261,7 @@ async def _workers(cfg: Config) -> dict[str, list[str]] | None:
     from temporalio.service import RPCError
 
     from agentcomms.config import host_name
-    from agentcomms.errors import TemporalUnavailable
+    from agentcomms.errors import AgentcommsError
     from agentcomms.temporal import connect, pollers
     from workflows.agent import host_task_queue
 
@@ -269,7 +269,7 @@ async def _workers(cfg: Config) -> dict[str, list[str]] | None:
         client = await connect(cfg.temporal)
         queues = [host_task_queue(host_name()), cfg.temporal.task_queue]
         return {queue: await pollers(client, queue) for queue in queues}
-    except (TemporalUnavailable, RPCError):
+    except (AgentcommsError, RPCError):  # unreachable, or a TLS file unreadable: not known
         return None
 
 
