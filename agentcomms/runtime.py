@@ -68,7 +68,7 @@ async def temporal_and_store(
             metrics.start()
         client = await connect(cfg.temporal, patience_s=5.0, runtime=sdk_runtime)
         if dev is None:
-            await ensure_search_attributes(client)
+            await ensure_search_attributes(client, cfg.temporal)
         store = await Store.open(cfg.database.resolved_url())
         try:
             rt = Runtime(cfg=cfg, client=client, store=store, dev_server=dev, metrics=metrics)
