@@ -225,6 +225,14 @@ def status(
                     (f"Broken: {agent}", reason)
                     for agent, reason in gw.get("agents_broken", {}).items()
                 ),
+                *(
+                    (
+                        f"Host down: {down['host']}",
+                        f"no worker since {down['since']}; unreachable: "
+                        f"{', '.join(down['agents'])}; {down['pending']} messages wait",
+                    )
+                    for down in gw.get("hosts_down", [])
+                ),
                 ("Database", gw.get("database")),
                 ("Chat", _describe_providers(gw.get("providers"))),
             ]

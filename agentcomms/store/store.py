@@ -245,6 +245,26 @@ class Store:
             count, size_total = (await conn.execute(stmt)).one()
         return int(count), int(size_total)
 
+    async def waiting_counts(self, agent_ids: list[str]) -> dict[str, int]:
+        """How many messages wait to be typed, per agent (those with none are left out).
+
+        Counted from the events the gateway recorded, so it holds while an agent's mailbox
+        cannot run (its host's worker is down) and the agent's own row is not updated."""
+        if not agent_ids:
+            return {}
+        stmt = (
+            select(EventRow.agent_id, func.count())
+            .where(
+                EventRow.agent_id.in_(agent_ids),
+                EventRow.status == "new",
+                EventRow.direction == "in",
+                EventRow.type.in_(MESSAGE_TYPES),
+            )
+            .group_by(EventRow.agent_id)
+        )
+        async with self._engine.connect() as conn:
+            return {agent_id: int(n) for agent_id, n in await conn.execute(stmt)}
+
     async def events_by_id(self, agent_id: str, event_ids: list[str]) -> dict[str, Event]:
         """The agent's events with these ids (those that exist), by id."""
         if not event_ids:
