@@ -9,9 +9,11 @@ CA, TLS spoken to a plain-text server, and `up` asked to embed a dev server behi
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import subprocess
 import sys
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -22,7 +24,8 @@ from agentcomms.config import TemporalConfig
 from agentcomms.errors import ConfigError, TemporalUnavailable
 from agentcomms.temporal import connect
 from tests.conftest import Tmux, write_config
-from tests.stack import running_stack, typed
+from tests.stack import eventually, typed
+from tests.test_cli_agents import cli
 from tests.test_mailbox import recorder
 from tests.test_up import env_for, free_port
 from tests.tls_proxy import SERVER_NAME, Pki, TlsProxy, make_pki, tls_proxy
@@ -51,49 +54,62 @@ def mtls_keys(pki: Pki) -> dict[str, str]:
 
 
 @pytest.mark.timeout(120)
-async def test_a_worker_process_and_the_gateway_reach_temporal_only_through_mtls(
+async def test_a_gateway_and_a_worker_process_reach_temporal_only_through_mtls(
     mtls: TlsProxy, pki: Pki, tmux: Tmux, tmp_path: Path
 ):
-    cfg = TemporalConfig.model_validate({"address": mtls.address, **mtls_keys(pki)})
-    client = await connect(cfg)
-    async with running_stack(client, tmp_path, with_worker=False) as stack:
-        assert stack.cfg.temporal.address == mtls.address  # the gateway's client is the TLS one
-        home = tmp_path / "worker-home"
-        write_config(
-            home,
-            {
-                "temporal": {
-                    "address": mtls.address,
-                    "task_queue": stack.cfg.temporal.task_queue,
-                    **mtls_keys(pki),
-                },
-                "database": {"url": stack.cfg.database.resolved_url()},
+    """`agentcomms gateway` and `agentcomms worker --host-id …`, processes configured with the
+    certificates, type a message sent with `agentcomms send`; so does `doctor` find Temporal."""
+    home = tmp_path / "home"
+    socket = tmp_path / "daemon.sock"
+    write_config(
+        home,
+        {
+            "server": {"socket_path": str(socket)},
+            "temporal": {
+                "address": mtls.address,
+                "task_queue": f"tq-{uuid.uuid4()}",
+                **mtls_keys(pki),
             },
+            "database": {"url": f"sqlite+aiosqlite:///{tmp_path / 'agentcomms.db'}"},
+        },
+    )
+    host = f"tls-{uuid.uuid4().hex[:8]}"
+    processes = []
+    for argv in (["gateway"], ["worker", "--host-id", host]):
+        processes.append(
+            await asyncio.create_subprocess_exec(
+                AGENTCOMMS,
+                *argv,
+                env=env_for(home, COLUMNS="300"),
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT,
+            )
         )
-        host = f"tls-{stack.agent_id('h')}"
-        handshakes_before = mtls.connections
-        worker = await asyncio.create_subprocess_exec(
-            AGENTCOMMS, "worker", "--host-id", host, env=env_for(home),
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    try:
+        await eventually(lambda: socket.exists(), timeout=30)
+        target, out = recorder(tmux, tmp_path, "rec")
+        registered = await cli(
+            home, "agents", "register", "backend", "--tmux", target, "--socket", tmux.socket,
+            "--host", host, "--submit-delay-ms", "0",
         )  # fmt: skip
-        try:
-            agent = stack.agent_id()
-            target, out = recorder(tmux, tmp_path, "rec")
-            await stack.call(
-                "register", agent_id=agent, target=target, socket=tmux.socket,
-                submit_delay_ms=0, host=host,
-            )  # fmt: skip
-            result = await stack.call("send", agent_id=agent, message="over mTLS", wait=True)
-            assert result["delivered"] is True, result
-            await typed(out, b"over mTLS\r")
-        finally:
-            worker.terminate()
-            printed, _ = await worker.communicate()
-        assert f"worker for host {host} running against {mtls.address}" in printed.decode()
-        # The worker process had no other way to Temporal than through the proxy's handshake.
-        assert mtls.connections > handshakes_before
-        description = await client.get_workflow_handle(f"agent-{agent}").describe()
-        assert description.task_queue == f"agentcomms-host-{host}"
+        assert registered.returncode == 0, registered.stderr
+        sent = await cli(home, "send", "backend", "over mTLS", "--wait", "--timeout", "30")
+        assert sent.returncode == 0, sent.stdout + sent.stderr
+        await typed(out, b"over mTLS\r")
+
+        doctor = json.loads((await cli(home, "doctor", "--json")).stdout)
+        checks = {c["name"]: c for c in doctor["checks"]}
+        assert checks["temporal"]["ok"], checks["temporal"]
+        assert checks[f"worker {host}"]["ok"], checks
+    finally:
+        printed = []
+        for process in processes:
+            process.terminate()
+            printed.append((await process.communicate())[0].decode())
+    assert f"gateway listening on {socket}" in printed[0], printed[0]
+    assert f"worker for host {host} running against {mtls.address}" in printed[1], printed[1]
+    # Each process made its own connections, and the proxy is their only way to Temporal.
+    assert mtls.connections >= 3
 
 
 async def test_a_client_without_a_certificate_is_refused_with_what_to_set(
@@ -219,3 +235,21 @@ def test_up_does_not_embed_a_dev_server_behind_tls(tmp_path: Path):
     assert "does not start its embedded dev server, which has no TLS" in done.stderr
     assert "secret-key-x" not in done.stdout + done.stderr
     assert not (home / "temporal.db").exists()
+
+
+def test_config_show_hides_the_api_key_and_shows_the_certificate_paths(pki: Pki, tmp_path: Path):
+    home = tmp_path / "home"
+    write_config(
+        home,
+        {"temporal": {"api_key": "${TEMPORAL_API_KEY}", **mtls_keys(pki)}},
+    )
+    env = env_for(home, TEMPORAL_API_KEY="tk-very-secret-123")
+    shown = subprocess.run(
+        [AGENTCOMMS, "config", "show", "--json"], env=env, capture_output=True, text=True
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert "tk-very-secret-123" not in shown.stdout + shown.stderr
+    temporal = json.loads(shown.stdout)["temporal"]
+    assert temporal["api_key"] == "***"
+    assert temporal["tls_client_cert"] == str(pki.client_cert)
+    assert temporal["tls"] is None
