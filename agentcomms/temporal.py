@@ -94,7 +94,7 @@ async def connect(
             ) from None
         except RuntimeError as exc:  # the SDK raises RuntimeError for connection failures
             # A TLS failure does not mend by waiting: say at once what to set.
-            if problem := tls_problem(cfg, str(exc)):
+            if problem := tls_problem(cfg, str(exc), final=loop.time() >= deadline):
                 raise TemporalUnavailable(problem) from None
             if loop.time() >= deadline:
                 raise TemporalUnavailable(

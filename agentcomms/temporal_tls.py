@@ -58,11 +58,13 @@ def _read_pem(path: Path | None, key: str) -> bytes | None:
     return data
 
 
-def tls_problem(cfg: TemporalConfig, error: str) -> str | None:
+def tls_problem(cfg: TemporalConfig, error: str, *, final: bool = True) -> str | None:
     """A sentence saying what to fix when the SDK's connection `error` is a TLS failure; None
     when it is something else (nothing listening, a server still starting).
 
-    Read from rustls's and hyper's error names, which the SDK passes through as text.
+    Read from rustls's and hyper's error names, which the SDK passes through as text. A
+    plain-text connection cut short is only blamed on TLS when `final` (no more retries): a
+    server that is starting may cut one too.
     """
     at = f"Temporal at {cfg.address}"
     if "InvalidCertificate(UnknownIssuer)" in error or "InvalidCertificate(BadSignature)" in error:
@@ -104,7 +106,11 @@ def tls_problem(cfg: TemporalConfig, error: str) -> str | None:
             "that requires mTLS needs temporal.tls_client_cert and temporal.tls_client_key, "
             "a certificate signed by a CA that the server trusts."
         )
-    if not cfg.uses_tls() and ("broken pipe" in error or "connection reset" in error.lower()):
+    if (
+        final
+        and not cfg.uses_tls()
+        and ("broken pipe" in error or "connection reset" in error.lower())
+    ):
         return (
             f"{at} hung up on a plain-text connection; if it expects TLS (Temporal Cloud, "
             "most clusters), set temporal.tls to true (and temporal.api_key or the "
