@@ -6,8 +6,9 @@ not even to say so: the gateway finds out from Temporal instead, in two ways.
 - Silence: Temporal reports when each worker last polled the host's queue. A live worker renews
   its long poll about once a minute; none seen for longer than `POLL_SILENCE_S` is gone.
 - A task nobody takes: a message for a mailbox on that host makes a workflow task; a live worker
-  starts it within moments, so one left unstarted for `UNTAKEN_TASK_S` means nobody polls,
-  well before the silence shows.
+  starts it within moments, so one left unstarted for `UNTAKEN_TASK_S`, on a queue nobody has
+  polled for as long, means nobody polls, well before the silence shows. (A busy worker polls
+  again after every task, so its backlog is never mistaken for a host that is down.)
 
 "Since" is the host's last poll as Temporal reports it; once Temporal has forgotten the worker
 (after about five minutes), the time this gateway first saw the host silent, which it keeps until
@@ -90,7 +91,9 @@ class HostWatch:
         now = utcnow()
         last_poll = now - timedelta(seconds=min(polls.values())) if polls else None
         silent = not any(age <= POLL_SILENCE_S for age in polls.values())
-        if not silent and not await self._untaken_task(hosted, waiting, now):
+        # A worker that polled moments ago is alive, only busy: its tasks wait their turn.
+        quiet = not polls or min(polls.values()) >= UNTAKEN_TASK_S
+        if not silent and not (quiet and await self._untaken_task(hosted, waiting, now)):
             self._silent_since.pop(host, None)
             return None
         since = self._silent_since.setdefault(host, last_poll or now)
