@@ -2,23 +2,29 @@
 wait; nothing is lost, and all of it is typed in order when the worker comes back.
 
 Real Temporal, real tmux, real SQLite: the gateway's machine runs the shared worker, the pane's
-host ("build-…") a worker of its own, which the test stops and starts again.
+host ("build-…") a worker of its own: an `agentcomms worker --host-id` process that the test kills,
+as a machine that goes away would, and starts again.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from contextlib import AsyncExitStack
 from datetime import datetime, timedelta
+from pathlib import Path
 
 import pytest
 
 from agentcomms.models import utcnow
-from tests.conftest import Tmux
+from agentcomms.temporal import last_polls
+from tests.conftest import Tmux, write_config
 from tests.stack import Stack, eventually, running_stack, typed
 from tests.test_cli_agents import cli, cli_home
 from tests.test_mailbox import recorder
+from tests.test_up import AGENTCOMMS, env_for
 from workers.main import build_workers
+from workflows.agent import host_task_queue
 
 
 async def host_worker(stack: Stack, host: str) -> AsyncExitStack:
@@ -27,6 +33,32 @@ async def host_worker(stack: Stack, host: str) -> AsyncExitStack:
     for worker in build_workers(stack.client, stack.cfg, stack.store, host=host, shared=False):
         await workers.enter_async_context(worker)
     return workers
+
+
+async def worker_process(stack: Stack, host: str, home: Path) -> asyncio.subprocess.Process:
+    """`agentcomms worker --host-id HOST`, configured for the stack's Temporal and projection;
+    returns once it polls its host's queue."""
+    write_config(
+        home,
+        {
+            "temporal": {
+                "address": stack.cfg.temporal.address,
+                "task_queue": stack.cfg.temporal.task_queue,
+            },
+            "database": {"url": stack.cfg.database.resolved_url()},
+        },
+    )
+    process = await asyncio.create_subprocess_exec(
+        AGENTCOMMS, "worker", "--host-id", host, env=env_for(home),
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+
+    async def polling() -> bool:
+        polls = await last_polls(stack.client, host_task_queue(host))
+        return any(who.startswith(f"{process.pid}@") for who in polls)
+
+    await eventually(polling, timeout=30, interval=0.2)
+    return process
 
 
 async def listed(stack: Stack, agent: str) -> dict:
@@ -42,7 +74,8 @@ async def test_a_stopped_host_shows_its_agents_unreachable_then_types_everything
         host = f"build-{stack.agent_id('h')}"
         agent = stack.agent_id("backend")
         target, out = recorder(tmux, tmp_path, "rec")
-        workers = await host_worker(stack, host)
+        home = tmp_path / "build-home"
+        worker = await worker_process(stack, host, home)
         try:
             await stack.call(
                 "register", agent_id=agent, target=target, socket=tmux.socket,
@@ -52,7 +85,8 @@ async def test_a_stopped_host_shows_its_agents_unreachable_then_types_everything
             assert first["delivered"] is True
             assert (await listed(stack, agent))["status"] == "online"
         finally:
-            await workers.aclose()
+            worker.kill()  # the machine goes away: no goodbye to Temporal
+            await worker.wait()
         stopped_at = utcnow()
 
         for text in ("two", "three"):
@@ -86,7 +120,7 @@ async def test_a_stopped_host_shows_its_agents_unreachable_then_types_everything
         assert [(a["id"], a["status"], a["pending"]) for a in rows] == [(agent, "unreachable", 2)]
 
         # The worker comes back: everything waiting is typed, in order, once.
-        workers = await host_worker(stack, host)
+        worker = await worker_process(stack, host, home)
         try:
             await typed(out, b"one\rtwo\rthree\r", timeout=60)
 
@@ -98,7 +132,8 @@ async def test_a_stopped_host_shows_its_agents_unreachable_then_types_everything
             assert "unreachable_since" not in row
             assert (await stack.call("status"))["hosts_down"] == []
         finally:
-            await workers.aclose()
+            worker.terminate()
+            await worker.wait()
 
 
 @pytest.mark.timeout(240)
