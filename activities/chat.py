@@ -59,7 +59,7 @@ class ChatActivities:
         try:
             if req.kind == "receipt":
                 assert req.message_id is not None and req.stage is not None
-                await sender.receipt(req.chat_id, req.message_id, req.stage)
+                await sender.receipt(req.chat_id, req.message_id, req.stage, note=req.note)
                 return ChatSent()
             return ChatSent(
                 message_id=await sender.send_text(req.chat_id, req.text, reply_to=req.reply_to)

@@ -46,3 +46,5 @@ CALL_ENDED = "CallEnded"  # non-retryable: a turn asked of a call that has ended
 MAILBOX_REFUSED = "MailboxFull"  # retryable: the agent's mailbox is at its limits for now
 CALL_REFUSED = "CallRefused"  # non-retryable: the call system refused (number, account, config)
 CALL_SYSTEM_UNAVAILABLE = "CallSystemUnavailable"  # retryable: the call system's network or 5xx
+NOT_SIGNED = "NotSignedByDeployment"  # non-retryable: the event is rejected, never typed
+REGISTRATION_NOT_SIGNED = "RegistrationNotSigned"  # non-retryable: the pane waits for a real one

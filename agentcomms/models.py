@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 EventType = Literal["human_message", "agent_message", "interrupt", "system"]
 Role = Literal["human", "agent", "system"]
@@ -25,6 +25,13 @@ MAX_MESSAGE_CHARS = 100_000
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+class Try(BaseModel):
+    """One failed attempt to type a message into its pane: when, and what went wrong."""
+
+    at: datetime
+    error: str
 
 
 class Event(BaseModel):
@@ -45,6 +52,16 @@ class Event(BaseModel):
     error: str | None = None
     # What typing changed, e.g. that the agent's max_chars cut the text.
     note: str | None = None
+    # The latest failed attempts before it was typed or given up on (the pane was missing…).
+    tries: list[Try] = Field(default_factory=list)
+    # The deployment's tag over what the event says (agentcomms.trust): the pane's host types
+    # only events it can verify, since anyone who reaches Temporal can signal a mailbox.
+    signature: str | None = None
+
+    @field_validator("tries", mode="before")
+    @classmethod
+    def _no_tries_recorded(cls, value: Any) -> Any:
+        return [] if value is None else value  # rows written before tries were kept
 
     @property
     def text(self) -> str:
@@ -83,6 +100,21 @@ class PaneTarget(BaseModel):
     socket: str | None = None  # tmux -S path; None means the default server
 
 
+class Registration(BaseModel):
+    """Where and how an agent is reached."""
+
+    type: Literal["tmux"] = "tmux"
+    target: str
+    socket: str | None = None
+    host: str
+    interrupt_key: str = "C-c"
+    submit_delay_ms: int = 150
+    max_chars: int = MAX_MESSAGE_CHARS
+    # The deployment's tag over the fields above and the agent's id (agentcomms.trust): a
+    # registration signalled by anyone else never makes a pane type.
+    signature: str | None = None
+
+
 class DeliverRequest(BaseModel):
     """Type one event's text into a pane, at most once."""
 
@@ -91,6 +123,10 @@ class DeliverRequest(BaseModel):
     text: str
     submit_delay_ms: int = 150
     max_chars: int = MAX_MESSAGE_CHARS
+    # What the pane's host checks against the deployment key before typing (the text above is
+    # made from the event, the pane from the registration).
+    event: Event | None = None
+    registration: Registration | None = None
 
 
 class DeliveryOutcome(BaseModel):
@@ -105,6 +141,8 @@ class InterruptRequest(BaseModel):
     pane: PaneTarget
     event_id: str
     key: str = "C-c"
+    event: Event | None = None  # checked like DeliverRequest's
+    registration: Registration | None = None
 
 
 class ProjectionUpdate(BaseModel):

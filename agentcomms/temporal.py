@@ -31,11 +31,11 @@ from temporalio.api.operatorservice.v1 import (
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.runtime import Runtime
 from temporalio.service import RPCError
 
 from agentcomms.address import LOCAL_HOSTS, server_answers, split_address
+from agentcomms.codec import data_converter, ui_codec_endpoint
 from agentcomms.config import TemporalConfig, agentcomms_home
 from agentcomms.errors import SearchAttributesMissing, TemporalUnavailable
 from agentcomms.search_attributes import ALL as SEARCH_ATTRIBUTES
@@ -81,7 +81,8 @@ async def connect(
                 return await Client.connect(
                     cfg.address,
                     namespace=cfg.namespace,
-                    data_converter=pydantic_data_converter,
+                    # Every process seals and opens payloads alike (agentcomms.codec).
+                    data_converter=data_converter(cfg),
                     api_key=cfg.api_key.get_secret_value() if cfg.api_key else None,
                     tls=tls,
                     runtime=runtime,
@@ -207,6 +208,9 @@ def dev_server_args(cfg: TemporalConfig, *, headless: bool = False) -> list[str]
         args.append("--headless")
     else:
         args += ["--ui-port", str(cfg.ui_port)]
+        # With encrypted payloads the UI asks the codec server (`up` runs it) to show them.
+        if (endpoint := ui_codec_endpoint(cfg)) is not None:
+            args += ["--ui-codec-endpoint", endpoint]
     if cfg.namespace != "default":
         args += ["--namespace", cfg.namespace]
     for key in SEARCH_ATTRIBUTES:

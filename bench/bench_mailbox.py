@@ -93,7 +93,7 @@ async def type_text(req: TypeText) -> None:
     await send_keys(req.target, req.socket, req.text)
 
 
-@workflow.defn(name="BarePipeline")
+@workflow.defn(name="BarePipeline", sandboxed=False)  # as the mailbox runs
 class BarePipeline:
     """The least Temporal can do per message: no projection, no probe, no de-duplication."""
 

@@ -191,7 +191,13 @@ class ChatInbox:
         return InboundResult("rejected", event_id=event_id, agent_id=agent_id, reply=reply)
 
     async def _receipt(
-        self, agent_id: str, message: InboundMessage, event_id: str, stage: ReceiptStage
+        self,
+        agent_id: str,
+        message: InboundMessage,
+        event_id: str,
+        stage: ReceiptStage,
+        *,
+        note: str | None = None,
     ) -> None:
         item = OutboxItem(
             id=f"{event_id}:{stage}",
@@ -201,6 +207,7 @@ class ChatInbox:
                 kind="receipt",
                 message_id=message.message_id,
                 stage=stage,
+                note=note,
             ),
         )
         try:
@@ -220,7 +227,8 @@ class ChatInbox:
             agent_id, event_id, TYPED_RECEIPT_WATCH.total_seconds()
         )
         if status.status == "delivered":
-            await self._receipt(agent_id, message, event_id, "typed")
+            # The human learns when the agent's max_chars cut their text, not only the agent.
+            await self._receipt(agent_id, message, event_id, "typed", note=status.note)
 
     async def close(self) -> None:
         for task in list(self._watchers):

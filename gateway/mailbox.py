@@ -4,12 +4,16 @@ A message is durable once ``post`` returns: Temporal has accepted the signal (si
 an agent that has no workflow yet gets one and the message waits there for it). Before that, the
 agent's limits are checked against what already waits for it (the projection counts it): past a
 limit ``post`` raises ``MailboxFull`` and nothing is queued.
+
+Every event and registration leaves here signed with the deployment key: the pane's host types
+nothing it cannot verify (:mod:`agentcomms.trust`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Callable
 
 from sqlalchemy.exc import SQLAlchemyError
@@ -20,9 +24,11 @@ from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
 from agentcomms import metrics
+from agentcomms.config import host_name
 from agentcomms.errors import AgentcommsError, MailboxFull
 from agentcomms.models import Event
 from agentcomms.store import Store
+from agentcomms.trust import DeploymentKey
 from gateway.waiting import wait_update
 from workflows.agent import (
     AgentInput,
@@ -88,9 +94,15 @@ class Mailbox:
         store: Store,
         *,
         task_queue: str,
+        key: DeploymentKey,
         limits: Limits = _no_limits,
+        accepted_by: str = "",
     ) -> None:
         self._client = client
+        self._key = key
+        # Which process made a message durable, for `trace` (the gateway, or a worker posting a
+        # call's answer).
+        self._accepted_by = accepted_by or f"process {os.getpid()} on {host_name()}"
         self._store = store
         self._limits = limits
         # Per agent, an upper bound on what waits: the last count plus everything posted since
@@ -107,6 +119,14 @@ class Mailbox:
         return self._client
 
     async def _signal(self, agent_id: str, signal: str, arg: object) -> None:
+        # Most mailboxes are running: a plain signal costs the server (and this process) less
+        # than a signal-with-start. One that is not running yet is started by the second call.
+        try:
+            await self._client.get_workflow_handle(workflow_id(agent_id)).signal(signal, arg)
+            return
+        except RPCError as exc:
+            if exc.status != RPCStatusCode.NOT_FOUND:
+                raise
         await self._client.start_workflow(
             AgentWorkflow.run,
             AgentInput(agent_id=agent_id, task_queue=self._task_queue),
@@ -126,6 +146,11 @@ class Mailbox:
         """
         if event.direction == "in" and event.type != "interrupt":
             await self._check_room(event)
+        event = event.model_copy(
+            update={"payload": {**event.payload, "accepted_by": self._accepted_by}}
+        )
+        # Signed last: the tag covers the payload exactly as the mailbox will hold it.
+        event = self._key.sign_event(event)
         await self._signal(event.agent_id, "enqueue", event)
         metrics.accepted(event)
         # After the signal: the projection never shows a message Temporal does not hold. The
@@ -179,7 +204,9 @@ class Mailbox:
         )
 
     async def register(self, agent_id: str, registration: Registration) -> None:
-        await self._signal(agent_id, "register", registration)
+        await self._signal(
+            agent_id, "register", self._key.sign_registration(agent_id, registration)
+        )
 
     async def unregister(self, agent_id: str) -> None:
         await self._signal(agent_id, "unregister", Unregister())

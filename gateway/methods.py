@@ -68,7 +68,8 @@ WAIT_POLL_S = 2.0
 
 
 def event_json(event: Event) -> dict[str, Any]:
-    data = event.model_dump(mode="json")
+    # The deployment's tag is for the pane's host, not for readers.
+    data = event.model_dump(mode="json", exclude={"signature"})
     data["timestamp"] = data["created_at"]  # the name existing clients read
     return data
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from datetime import datetime
 from typing import Any
 
@@ -12,6 +13,7 @@ from temporalio.client import Client
 from agentcomms.config import Config, host_name
 from agentcomms.models import Channel, utcnow
 from agentcomms.store import Store
+from agentcomms.trust import DeploymentKey
 from gateway.calls import CallControl
 from gateway.chat import ChatInbox, ChatTransports
 from gateway.http import WebhookServer
@@ -33,7 +35,12 @@ class Gateway:
         self.started_at: datetime = utcnow()
         self.store = store
         self.mailbox = Mailbox(
-            client, store, task_queue=cfg.temporal.task_queue, limits=cfg.mailbox_limits
+            client,
+            store,
+            task_queue=cfg.temporal.task_queue,
+            key=DeploymentKey.load(cfg.security),
+            limits=cfg.mailbox_limits,
+            accepted_by=f"the gateway on {self.host} (pid {os.getpid()})",
         )
         self.outbox = Outbox(client, cfg.temporal.task_queue)
         self.inbox = ChatInbox(cfg, store, self.mailbox, self.outbox)

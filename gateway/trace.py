@@ -15,7 +15,7 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 
 from agentcomms.config import Config
-from agentcomms.models import LOCAL_CHANNEL, Agent, Event
+from agentcomms.models import LOCAL_CHANNEL, Agent, Event, Try
 from agentcomms.store import Store
 from agentcomms.temporal import POLL_SILENCE_S, last_polls, ui_url
 from gateway.mailbox import Mailbox, workflow_id
@@ -36,6 +36,20 @@ def _at(when: datetime | None) -> str | None:
 
 def _step(when: datetime | None, what: str, detail: str) -> dict[str, Any]:
     return {"at": _at(when), "step": what, "detail": detail}
+
+
+def _try_steps(tries: list[Try], failed: int) -> list[dict[str, Any]]:
+    """A step for each failed attempt kept (the latest `len(tries)` of `failed`), oldest first."""
+    first = max(failed - len(tries), 0) + 1
+    steps = []
+    if first > 1:
+        steps.append(
+            _step(None, "tries", f"tries 1 to {first - 1} failed (their errors are not kept)")
+        )
+    steps += [
+        _step(t.at, "try", f"try {n} failed: {t.error}") for n, t in enumerate(tries, start=first)
+    ]
+    return steps
 
 
 def _sender(event: Event) -> str:
@@ -99,7 +113,8 @@ class Tracer:
             _step(
                 event.created_at,
                 "accepted",
-                f"{what} from {event.channel_id}, {_sender(event)}, by the gateway on {self._host}",
+                f"{what} from {event.channel_id}, {_sender(event)}, by "
+                + event.payload.get("accepted_by", f"the gateway on {self._host}"),
             )
         ]
         out["steps"] = steps
@@ -107,17 +122,17 @@ class Tracer:
         if event.status == "rejected":
             steps.append(_step(event.created_at, "rejected", event.error or "refused"))
             return out
-        if event.status == "delivered":
+        if event.status in ("delivered", "failed"):
             steps.append(_step(event.created_at, "queued", f"in {wf_id}"))
-            if event.attempts > 1:
-                steps.append(
-                    _step(None, "attempts", f"typed on try {event.attempts} (the pane was missing)")
-                )
-            steps.append(_step(event.delivered_at, "typed", self._typed_into(agent, event)))
-            return out
-        if event.status == "failed":
-            steps.append(_step(event.created_at, "queued", f"in {wf_id}"))
-            steps.append(_step(None, "failed", event.error or "failed"))
+            # The settled attempt is counted too: all but the last one failed.
+            steps += _try_steps(event.tries, event.attempts - 1)
+            if event.status == "delivered":
+                typed = self._typed_into(agent, event)
+                if event.attempts > 1:
+                    typed += f", on try {event.attempts}"
+                steps.append(_step(event.delivered_at, "typed", typed))
+            else:
+                steps.append(_step(None, "failed", event.error or "failed"))
             return out
         await self._waiting(event, agent, out)
         return out
@@ -222,17 +237,10 @@ class Tracer:
                 f"{event.agent_id} --tmux SESSION:WINDOW.PANE`"
             )
             return
-        tries = queued.attempts if queued else 0
+        if queued is not None:
+            steps += _try_steps(queued.tries, queued.attempts)
         if snapshot.status == "unreachable":
             since = snapshot.unreachable_since
-            steps.append(
-                _step(
-                    since,
-                    "attempts",
-                    f"{tries} {'try' if tries == 1 else 'tries'} to type it into pane "
-                    f"{reg.target} on host {reg.host} failed; last error: {snapshot.last_error}",
-                )
-            )
             when = f" since {since.isoformat(timespec='seconds')}" if since else ""
             why.append(
                 f"pane {reg.target} on host {reg.host} is missing{when} ({snapshot.last_error}); "

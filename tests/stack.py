@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import SecretStr
 from temporalio.client import Client
 
 from agentcomms.client import GatewayClient
@@ -22,6 +23,7 @@ from agentcomms.config import (
     Config,
     DatabaseConfig,
     MailboxConfig,
+    SecurityConfig,
     ServerConfig,
     TemporalConfig,
     VoiceConfig,
@@ -29,6 +31,8 @@ from agentcomms.config import (
 from agentcomms.store import Store
 from gateway.service import Gateway
 from workers.main import build_workers
+
+STACK_KEY = "test-deployment-key-of-the-stacks-in-this-run"
 
 
 @dataclass
@@ -66,6 +70,8 @@ def stack_config(
             task_queue=f"tq-{uuid.uuid4()}",
         ),
         database=DatabaseConfig(url=f"sqlite+aiosqlite:///{tmp_path / 'agentcomms.db'}"),
+        # A stack's own key: none is generated into the home of whoever runs the tests.
+        security=SecurityConfig(deployment_key=SecretStr(STACK_KEY)),
     )
 
 

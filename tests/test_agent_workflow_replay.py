@@ -18,6 +18,7 @@ from temporalio.client import WorkflowHandle, WorkflowHistory
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer, Worker
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from activities.delivery import deliver_to_pane, interrupt_pane
 from activities.projection import ProjectionActivities
@@ -41,7 +42,13 @@ async def _settled_history(handle: WorkflowHandle) -> WorkflowHistory | None:
 
 
 def replayer() -> Replayer:
-    return Replayer(workflows=[AgentWorkflow], data_converter=pydantic_data_converter)
+    # Inside the sandbox, though the worker runs the mailbox outside it: a call that is not
+    # deterministic (the clock, randomness, I/O) raises here instead of forking a replay later.
+    return Replayer(
+        workflows=[AgentWorkflow],
+        data_converter=pydantic_data_converter,
+        unsandboxed_workflow_runner=SandboxedWorkflowRunner(),
+    )
 
 
 async def test_a_live_history_replays_deterministically(temporal_env, tmux: Tmux, tmp_path: Path):

@@ -23,7 +23,7 @@ from agentcomms.client import GatewayError
 from agentcomms.config import VoiceConfig
 from mcp_server import build_server
 from tests.conftest import Tmux, write_config
-from tests.stack import Stack, eventually, running_stack
+from tests.stack import STACK_KEY, Stack, eventually, running_stack
 from tests.test_mcp import register_recorder
 
 AGENTCOMMS = str(Path(sys.executable).parent / "agentcomms")
@@ -277,6 +277,7 @@ def _worker_home(tmp_path: Path, stack: Stack) -> Path:
             "database": {"url": stack.cfg.database.url},
             "server": {"socket_path": str(home / "unused.sock")},
             "voice": {"audio_dir": str(stack.cfg.voice.audio_root())},
+            "security": {"deployment_key": STACK_KEY},  # one deployment with the test's gateway
         },
     )
     return home

@@ -28,7 +28,11 @@ DOCKERFILE = ROOT / "Dockerfile"
 # Variables the compose file reads itself (ports, versions): not configuration keys.
 COMPOSE_ONLY = {"AGENTCOMMS_PUBLISH_IP"}
 AGENTCOMMS_SERVICES = {"gateway", "worker"}
-SECRETS = {"POSTGRES_PASSWORD": "pw-from-env", "TELEGRAM_BOT_TOKEN": "123:token-from-env"}
+SECRETS = {
+    "POSTGRES_PASSWORD": "pw-from-env",
+    "TELEGRAM_BOT_TOKEN": "123:token-from-env",
+    "DEPLOYMENT_KEY": "k" * 43,
+}
 
 _VARIABLE = re.compile(r"\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:(?P<op>:-|:\?)(?P<arg>[^}]*))?\}")
 
@@ -142,6 +146,10 @@ def test_every_variable_is_a_configuration_key_and_the_configuration_loads(
     cfg = load_config()  # no file: defaults and these variables, validated as every process does
 
     assert cfg.temporal.address == "temporal:7233"
+    # Every process of the deployment, in the stack or not, signs and checks with this one key.
+    assert cfg.security.deployment_key is not None
+    assert cfg.security.deployment_key.get_secret_value() == SECRETS["DEPLOYMENT_KEY"]
+    assert cfg.temporal.encryption_keys == []
     assert cfg.chat.telegram.token is not None
     assert cfg.chat.telegram.token.get_secret_value() == SECRETS["TELEGRAM_BOT_TOKEN"]
     postgres = compose["services"]["postgresql"]["environment"]
@@ -172,10 +180,11 @@ def test_every_agentcomms_variable_named_anywhere_in_the_file_is_a_key():
 
 def test_secrets_come_from_the_environment_only():
     raw = yaml.safe_load(COMPOSE.read_text())
-    with pytest.raises(KeyError, match="POSTGRES_PASSWORD"):
-        interpolate(raw, {})  # compose refuses to start without it
+    for required in ("POSTGRES_PASSWORD", "DEPLOYMENT_KEY"):
+        with pytest.raises(KeyError, match=required):  # compose refuses to start without it
+            interpolate(raw, {k: v for k, v in SECRETS.items() if k != required})
     text = COMPOSE.read_text()
-    for secret_key in ("PASSWORD", "PWD", "TOKEN"):
+    for secret_key in ("PASSWORD", "PWD", "TOKEN", "_KEY"):
         for line in text.splitlines():
             key, sep, value = line.strip().partition(":")
             if sep and secret_key in key and not line.strip().startswith("#"):

@@ -368,6 +368,15 @@ def test_wrong_type_names_the_key_and_the_expected_type(home: Path) -> None:
             "chat.allowed_senders.telegram: expected a list [...]",
         ),
         (
+            {"chat": {"allowed_senders": {"telgram": ["42"]}}},
+            "chat.allowed_senders: 'telgram' is not a provider (did you mean 'telegram'? "
+            "known: discord, telegram, whatsapp, sms, local)",
+        ),
+        (
+            {"chat": {"whatsapp": {"api": "meta"}}},
+            "chat.whatsapp.api: expected 'twilio' or 'cloud', got \"meta\"",
+        ),
+        (
             {"server": {"http_port": 70000}},
             "server.http_port: expected a number <= 65535, got 70000",
         ),
@@ -498,6 +507,27 @@ def test_redacted_hides_every_secret_and_keeps_null(home: Path) -> None:
     assert data["chat"]["discord"]["token"] is None  # unset stays visibly unset
     assert data["voice"]["phone"]["account_sid"] == "AC1"
     assert data["chat"]["channels"] == {"telegram:1": "a"}
+
+
+def test_whatsapp_cloud_secrets_are_redacted_and_its_keys_are_what_it_needs() -> None:
+    cloud = {
+        "enabled": True,
+        "api": "cloud",
+        "access_token": SECRET,
+        "phone_number_id": "106540352242922",
+        "app_secret": SECRET + "a",
+        "verify_token": SECRET + "v",
+    }
+    config = Config.model_validate({"chat": {"whatsapp": cloud}})
+    data = redacted(config)
+    assert SECRET not in json.dumps(data)
+    assert data["chat"]["whatsapp"]["phone_number_id"] == "106540352242922"
+    assert config.chat.whatsapp.missing_credentials() == []  # no Twilio keys asked for
+    assert config.chat.whatsapp.webhook_problems("https://agents.example") == []
+    bare = Config.model_validate({"chat": {"whatsapp": {"enabled": True, "api": "cloud"}}})
+    assert bare.chat.whatsapp.missing_credentials() == ["access_token", "phone_number_id"]
+    twilio = Config.model_validate({"chat": {"whatsapp": {"enabled": True}}})
+    assert twilio.chat.whatsapp.missing_credentials() == ["account_sid", "auth_token"]
 
 
 def test_redacted_goes_by_key_name_too_not_only_by_type() -> None:

@@ -94,7 +94,8 @@ def test_full_starter_has_every_key_and_no_literal_secret(home: Path) -> None:
     assert leaves(without_comments) == leaves(defaults)  # every section, every key
     telegram = data["chat"]["telegram"]
     assert telegram["token"] == "${TELEGRAM_BOT_TOKEN:-}"
-    assert data["voice"]["tts"]["api_key"] == "${ELEVENLABS_API_KEY:-}"
+    assert data["voice"]["elevenlabs"]["api_key"] == "${ELEVENLABS_API_KEY:-}"
+    assert data["voice"]["deepgram"]["api_key"] == "${DEEPGRAM_API_KEY:-}"
     assert all("//" in data[s] for s in ("server", "temporal", "chat", "voice"))
 
 
@@ -154,6 +155,27 @@ def test_validate_warns_about_an_enabled_provider_without_credentials(home: Path
     assert result.exit_code == 0
     assert "chat.telegram is enabled but chat.telegram.token is not set" in result.stderr
     assert "AGENTCOMMS_DATABASE_URL is ignored" in result.stderr
+
+
+def test_validate_says_what_the_whatsapp_cloud_webhook_lacks_and_show_hides_its_secrets(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cloud = {
+        "enabled": True,
+        "api": "cloud",
+        "access_token": "${WA_TOKEN}",
+        "phone_number_id": "106540352242922",
+    }
+    write_config(home, {"chat": {"whatsapp": cloud}})
+    monkeypatch.setenv("WA_TOKEN", SECRET)
+    result = run("validate")
+    assert result.exit_code == 0, result.output
+    for key in ("chat.whatsapp.app_secret", "chat.whatsapp.verify_token", "server.public_url"):
+        assert key in result.stderr
+    assert "account_sid" not in result.stderr  # Twilio's keys are not asked for
+    shown = run("show", "--json")
+    assert SECRET not in shown.stdout
+    assert json.loads(shown.stdout)["chat"]["whatsapp"]["access_token"] == "***"
 
 
 def test_validate_explicit_path(home: Path, tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ import pytest
 from agentcomms.models import utcnow
 from agentcomms.temporal import last_polls
 from tests.conftest import Tmux, write_config
-from tests.stack import Stack, eventually, running_stack, typed
+from tests.stack import STACK_KEY, Stack, eventually, running_stack, typed
 from tests.test_cli_agents import cli, cli_home
 from tests.test_mailbox import recorder
 from tests.test_up import AGENTCOMMS, env_for
@@ -46,6 +46,8 @@ async def worker_process(stack: Stack, host: str, home: Path) -> asyncio.subproc
                 "task_queue": stack.cfg.temporal.task_queue,
             },
             "database": {"url": stack.cfg.database.resolved_url()},
+            # One deployment, one key: the worker types what the test's gateway signed.
+            "security": {"deployment_key": STACK_KEY},
         },
     )
     process = await asyncio.create_subprocess_exec(

@@ -19,7 +19,7 @@ from temporalio.client import WorkflowHandle
 from agentcomms.ids import new_event_id
 from agentcomms.search_attributes import AGENT_STATUS
 from tests.conftest import Tmux, write_config
-from tests.stack import Stack, eventually, running_stack, typed
+from tests.stack import STACK_KEY, Stack, eventually, running_stack, typed
 from workers.main import build_workers
 
 
@@ -128,13 +128,14 @@ async def test_missing_pane_keeps_messages_until_it_appears(
     assert "late:0.0" in listed["last_error"]
     assert listed["last_error"].startswith("no such pane")  # a sentence, no exception type name
     handle = stack.client.get_workflow_handle(f"agent-{agent}")
-    assert await _indexed_status(handle) == "unreachable"  # the UI filter says so too
+    # The UI filter says so too, once the workflow task that wrote the row has completed.
+    await eventually(lambda: _indexed_is(handle, "unreachable"))
     tmux.new_session("late", f"stty raw -echo; exec cat >> {out}")
     await eventually(lambda: out.read_bytes() == b"late 0\rlate 1\rlate 2\r", timeout=40)
     await eventually(lambda: _agent_if(stack, agent, "online"))
     first = (await stack.store.events_after(agent, None, 1))[0]
     assert first.status == "delivered" and first.attempts >= 2  # failed tries are counted
-    assert await _indexed_status(handle) == "online"
+    await eventually(lambda: _indexed_is(handle, "online"))
     for i in range(3):  # each one drains the queue again
         await stack.call("send", agent_id=agent, message=f"more {i}", wait=True)
     # The search attributes are written when the status changes, not at every retry or message.
@@ -149,9 +150,9 @@ async def test_missing_pane_keeps_messages_until_it_appears(
     assert len(upserts) == 3
 
 
-async def _indexed_status(handle: WorkflowHandle) -> str:
+async def _indexed_is(handle: WorkflowHandle, status: str) -> bool:
     description = await handle.describe()
-    return str(description.typed_search_attributes.get(AGENT_STATUS))
+    return description.typed_search_attributes.get(AGENT_STATUS) == status
 
 
 async def _snapshot_if(stack: Stack, agent: str, cond):
@@ -351,9 +352,13 @@ async def test_agentcomms_worker_with_a_host_id_types_for_that_host(
                     "task_queue": cfg.temporal.task_queue,
                 },
                 "database": {"url": cfg.database.resolved_url()},
+                # Hosts of one deployment share its key; with a key of its own, this worker
+                # would refuse every message the gateway signed.
+                "security": {"deployment_key": "${SHARED_DEPLOYMENT_KEY}"},
             },
         )
         env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTCOMMS_", "TMUX"))}
+        env["SHARED_DEPLOYMENT_KEY"] = STACK_KEY
         host = f"build-{stack.agent_id('w')}"
         worker = await asyncio.create_subprocess_exec(
             str(Path(sys.executable).parent / "agentcomms"), "worker", "--host-id", host,

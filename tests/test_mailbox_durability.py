@@ -13,7 +13,7 @@ from temporalio.client import WorkflowExecutionStatus
 
 from agentcomms.config import host_name
 from tests.conftest import Tmux, write_config
-from tests.stack import Stack, eventually, running_stack
+from tests.stack import STACK_KEY, Stack, eventually, running_stack
 from tests.test_mailbox import recorder
 
 AGENTCOMMS = str(Path(sys.executable).parent / "agentcomms")
@@ -63,6 +63,8 @@ def write_worker_config(home: Path, stack: Stack) -> None:
         },
         "database": {"url": stack.cfg.database.url},
         "server": {"socket_path": str(home / "unused.sock")},
+        # One deployment, one key: the worker types what the test's gateway signed.
+        "security": {"deployment_key": STACK_KEY},
     }
     write_config(home, cfg)
 

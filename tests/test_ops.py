@@ -4,6 +4,7 @@ a stopped worker; then both mended. Real Temporal, real tmux, real SQLite, the C
 from __future__ import annotations
 
 import json
+import os
 from contextlib import AsyncExitStack
 from pathlib import Path
 
@@ -65,8 +66,10 @@ async def test_trace_and_doctor_say_what_is_wrong_until_it_is_mended(
         assert traced.returncode == 0, traced.stderr
         out = traced.stdout
         assert "accepted" in out and "`agentcomms send`" in out
+        assert f"by the gateway on {stack.host} (pid {os.getpid()})" in out, out
         assert f"in agent-{agent}, position 1 of 1" in out
         assert f"pane rec:0.0 on host {stack.host} is missing since" in out, out
+        assert "try 1 failed: " in out and "rec" in out.partition("try 1 failed: ")[2], out
         assert f"workflow     agent-{agent}" in out
         assert f"/namespaces/default/workflows/agent-{agent}" in out
 
@@ -104,6 +107,13 @@ async def test_trace_and_doctor_say_what_is_wrong_until_it_is_mended(
             await typed(recorded, b"hello\r")
             steps = {s["step"]: s for s in traced["steps"]}
             assert steps["typed"]["at"] == traced["delivered_at"] is not None
+            # Each failed attempt is a step of its own, with its time and error, before the last.
+            tries = [s for s in traced["steps"] if s["step"] == "try"]
+            failed = traced["attempts"] - 1
+            assert failed >= 1 and len(tries) == min(failed, 10), traced
+            assert tries[-1]["detail"].startswith(f"try {failed} failed: "), tries
+            assert all(t["at"] is not None for t in tries)
+            assert steps["typed"]["detail"].endswith(f"on try {traced['attempts']}")
             assert f"into pane rec:0.0 on host {stack.host}" in steps["typed"]["detail"]
             assert traced["workflow_id"] == f"agent-{agent}"
 

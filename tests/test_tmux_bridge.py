@@ -8,6 +8,7 @@ rendering of them.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +17,7 @@ import pytest
 
 from agentcomms.bridge import (
     Adapter,
+    BridgeError,
     InvalidTarget,
     PaneNotFound,
     TmuxAdapter,
@@ -26,7 +28,7 @@ from agentcomms.bridge import (
 from agentcomms.bridge import tmux as tmux_bridge
 from agentcomms.bridge.sanitize import TRUNCATION_MARKER, strip_unsafe, truncate
 from agentcomms.bridge.tmux import LAST_EVENT_OPTION, RECENT_EVENTS_OPTION, SEND_KEYS_MAX_CHARS
-from agentcomms.models import DeliverRequest, InterruptRequest, PaneTarget
+from agentcomms.models import DeliverRequest, DeliveryOutcome, InterruptRequest, PaneTarget
 from tests.conftest import Tmux
 
 ENTER = b"\r"
@@ -85,9 +87,19 @@ async def recorder(tmux: Tmux, tmp_path: Path) -> Recorder:
     return await start_recorder(tmux, tmp_path / "typed.bin")
 
 
-@pytest.fixture
-def adapter() -> TmuxAdapter:
-    return TmuxAdapter()
+class KnownPaneAdapter(TmuxAdapter):
+    """Probes a pane before typing into it, so every delivery takes the one-invocation path
+    that a pane already typed into gets."""
+
+    async def deliver(self, req: DeliverRequest) -> DeliveryOutcome:
+        with contextlib.suppress(BridgeError):
+            await self.pane_info(req.pane)
+        return await super().deliver(req)
+
+
+@pytest.fixture(params=["first delivery", "known pane"])
+def adapter(request: pytest.FixtureRequest) -> TmuxAdapter:
+    return KnownPaneAdapter() if request.param == "known pane" else TmuxAdapter()
 
 
 _counter = iter(range(1_000_000))
@@ -366,6 +378,33 @@ async def test_worker_dying_during_the_delay_still_submits_once(
     retry = await adapter.deliver(req)
     assert not retry.typed
     assert await recorder.settled() == b"half way" + ENTER
+
+
+async def test_a_new_pane_at_a_known_target_gets_the_next_message(
+    tmux: Tmux, tmp_path: Path
+) -> None:
+    """The pane an adapter typed into is replaced by another under the same name: the next
+    message goes to the new pane, once, and nothing to the old one."""
+    adapter = TmuxAdapter()
+    old = await start_recorder(tmux, tmp_path / "old.bin", name="agent")
+    await adapter.deliver(request(old.pane, "to the old pane"))
+    tmux.run("kill-session", "-t", "agent")
+    new = await start_recorder(tmux, tmp_path / "new.bin", name="agent")
+    assert new.pane == old.pane  # same socket and target, another pane behind them
+    req = request(new.pane, "to the new pane")
+    assert (await adapter.deliver(req)).typed
+    assert not (await adapter.deliver(req)).typed
+    assert await new.settled() == b"to the new pane" + ENTER
+    assert old.read() == b"to the old pane" + ENTER
+
+
+async def test_an_id_inside_another_is_not_mistaken_for_it(
+    adapter: TmuxAdapter, recorder: Recorder
+) -> None:
+    """Ids derived from provider message ids differ in length: "tg-1-2" is the tail of "tg-1-12"."""
+    for event_id, text in [("tg-1-12", "twelve"), ("tg-1-2", "two"), ("1-12", "tail")]:
+        assert (await adapter.deliver(request(recorder.pane, text, event_id=event_id))).typed
+    assert await recorder.settled() == b"twelve" + ENTER + b"two" + ENTER + b"tail" + ENTER
 
 
 # --- missing panes and tmux failures -------------------------------------------------------------

@@ -14,7 +14,7 @@ from agentcomms.config import ChatConfig
 from agentcomms.models import Event, utcnow
 from agentcomms.store import Store
 from agentcomms.store.records import ChatSender
-from agentcomms.transports.telegram import split_text
+from agentcomms.transports import split_text
 from gateway.chat import new_pairing_code, normalise_code
 from mcp_server.shapes import Provider
 

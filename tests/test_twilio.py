@@ -118,6 +118,28 @@ async def test_an_sms_is_typed_once_even_when_twilio_retries_the_webhook(
     assert out.read_bytes() == f"[sms:{ALICE} from {ALICE}] ship it\r".encode()
 
 
+async def test_the_typed_receipt_says_when_the_agents_max_chars_cut_the_text(
+    stack_and_hooks, twilio: FakeTwilio, agent: str, tmux: Tmux, tmp_path: Path
+):
+    stack, hooks = stack_and_hooks
+    target, _ = recorder(tmux, tmp_path, "rec")
+    await stack.call(
+        "register",
+        agent_id=agent,
+        target=target,
+        socket=tmux.socket,
+        submit_delay_ms=0,
+        max_chars=100,
+    )
+    assert (await hooks.post("sms", twilio.incoming(ALICE, "y" * 300))).status_code == 200
+    await eventually(lambda: len(twilio.bodies_to(ALICE)) == 2)
+    queued, typed = twilio.bodies_to(ALICE)
+    assert queued == "✓ queued for the agent"
+    assert typed.startswith(
+        "✓ typed into the agent's terminal, but cut at the agent's max_chars (100): "
+    ), typed
+
+
 async def test_a_forged_or_unsigned_webhook_gets_403_and_nothing_is_queued(
     stack_and_hooks, twilio: FakeTwilio, agent: str
 ):

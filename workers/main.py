@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from contextlib import AsyncExitStack
 from typing import Any
 
@@ -16,11 +17,12 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from activities.chat import ChatActivities
-from activities.delivery import deliver_to_pane, interrupt_pane
 from activities.projection import ProjectionActivities
+from activities.signed_delivery import SignedDelivery
 from activities.voice import TwilioCallActivities, VoiceActivities
 from agentcomms.config import Config, host_name
 from agentcomms.store import Store
+from agentcomms.trust import DeploymentKey
 from gateway.mailbox import Mailbox
 from workflows.agent import AgentWorkflow, host_task_queue
 from workflows.call import CallWorkflow
@@ -39,9 +41,11 @@ def build_workers(
 ) -> list[Worker]:
     """This host's workers; `shared=False` leaves the shared queue to another process."""
     projection = ProjectionActivities(store)
+    key = DeploymentKey.load(cfg.security)
+    panes = SignedDelivery(key)  # types only what the deployment signed
     activities: list[Any] = [
-        deliver_to_pane,
-        interrupt_pane,
+        panes.deliver_to_pane,
+        panes.interrupt_pane,
         projection.record_projection,
         projection.load_waiting_events,
     ]
@@ -60,7 +64,12 @@ def build_workers(
         # Calls run on the shared queue: nothing of a call is tied to one host's panes. A call
         # that is not answered blocking hands its answer to the agent's mailbox.
         mailbox = Mailbox(
-            client, store, task_queue=cfg.temporal.task_queue, limits=cfg.mailbox_limits
+            client,
+            store,
+            task_queue=cfg.temporal.task_queue,
+            key=key,
+            limits=cfg.mailbox_limits,
+            accepted_by=f"the worker on {host or host_name()} (pid {os.getpid()})",
         )
         voice = VoiceActivities(cfg, store, post=mailbox.post)
         twilio_calls = TwilioCallActivities(cfg)

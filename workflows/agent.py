@@ -28,7 +28,6 @@ with workflow.unsafe.imports_passed_through():
     from agentcomms import errors
     from agentcomms.bridge.sanitize import pane_text
     from agentcomms.models import (
-        MAX_MESSAGE_CHARS,
         Agent,
         AgentStatus,
         DeliverRequest,
@@ -40,6 +39,8 @@ with workflow.unsafe.imports_passed_through():
         LoadRequest,
         PaneTarget,
         ProjectionUpdate,
+        Registration,
+        Try,
     )
     from agentcomms.search_attributes import AGENT_ID, AGENT_STATUS
 
@@ -47,6 +48,9 @@ with workflow.unsafe.imports_passed_through():
 SEEN_IDS_KEPT = 2000
 # How many recent outcomes to remember so a waiting `send --wait` can learn what happened.
 OUTCOMES_KEPT = 500
+# The failed attempts kept per waiting message, latest last (`trace` shows them; the count of
+# all attempts is kept beside them).
+TRIES_KEPT = 10
 # A missing pane is retried with capped exponential backoff.
 RETRY_FIRST = timedelta(milliseconds=500)
 RETRY_CAP = timedelta(seconds=30)
@@ -104,18 +108,6 @@ def host_task_queue(host: str) -> str:
     return f"agentcomms-host-{host}"
 
 
-class Registration(BaseModel):
-    """Where and how an agent is reached."""
-
-    type: Literal["tmux"] = "tmux"
-    target: str
-    socket: str | None = None
-    host: str
-    interrupt_key: str = "C-c"
-    submit_delay_ms: int = 150
-    max_chars: int = MAX_MESSAGE_CHARS
-
-
 class Waiting(BaseModel):
     """A message in the queue as the state carries it: its text is elsewhere (memory, projection)."""
 
@@ -143,8 +135,10 @@ class AgentState(BaseModel):
     status: AgentStatus = "offline"
     waiting: list[Waiting] = Field(default_factory=list)
     seen_ids: list[str] = Field(default_factory=list)
-    outcomes: dict[str, str] = Field(default_factory=dict)  # event id -> delivered | failed
+    # event id -> delivered | failed | rejected
+    outcomes: dict[str, str] = Field(default_factory=dict)
     notes: dict[str, str] = Field(default_factory=dict)  # event id -> what typing it changed
+    tries: dict[str, list[Try]] = Field(default_factory=dict)  # waiting event id -> failed tries
     last_delivered_event_id: str | None = None
     last_error: str | None = None
     unreachable_since: datetime | None = None
@@ -173,7 +167,7 @@ class WaitForDelivery(BaseModel):
 
 class DeliveryStatus(BaseModel):
     event_id: str
-    status: Literal["delivered", "failed", "queued", "unknown", "moved"]
+    status: Literal["delivered", "failed", "rejected", "queued", "unknown", "moved"]
     error: str | None = None
     note: str | None = None  # e.g. that the agent's max_chars cut the text
 
@@ -197,12 +191,17 @@ class QueuedEvent(BaseModel):
     position: int  # 1: the next one typed
     waiting: int  # how many wait in all
     attempts: int  # failed tries to type it in this run (a missing pane)
+    tries: list[Try] = Field(default_factory=list)  # the latest of them, with their errors
 
 
 AgentInput.model_rebuild()
 
 
-@workflow.defn(name="AgentWorkflow")
+# Outside the sandbox: every message passes through this workflow, and the sandbox re-enters
+# itself for each payload a workflow task carries (measured: about 5 of 20 ms of CPU per message,
+# and the module copies it keeps per cached mailbox). Its determinism is checked instead by
+# replaying recorded histories inside the sandbox (tests/test_agent_workflow_replay.py).
+@workflow.defn(name="AgentWorkflow", sandboxed=False)
 class AgentWorkflow:
     @workflow.init
     def __init__(self, input: AgentInput) -> None:
@@ -324,6 +323,7 @@ class AgentWorkflow:
                     position=i + 1,
                     waiting=len(self._s.waiting),
                     attempts=held.attempts if held is not None else 0,
+                    tries=self._s.tries.get(event_id, []),
                 )
         return None
 
@@ -371,8 +371,19 @@ class AgentWorkflow:
                 message = (
                     cause.message if isinstance(cause, ApplicationError) else str(cause or exc)
                 )
-                if kind in (errors.PANE_NOT_FOUND, errors.TMUX_FAILED):
+                if kind == errors.NOT_SIGNED:
+                    # Not sent by this deployment (or altered since): never typed, never retried.
+                    await self._settle(event, "rejected", error=message)
+                    continue
+                # A pane whose registration the host cannot verify is no pane to type into: the
+                # messages wait, as for a missing pane, until the agent is registered again.
+                if kind in (
+                    errors.PANE_NOT_FOUND,
+                    errors.TMUX_FAILED,
+                    errors.REGISTRATION_NOT_SIGNED,
+                ):
                     event.attempts += 1  # the projection shows how hard we tried
+                    self._record_try(event.id, message)
                     await self._mark_unreachable(message)
                     await self._write_projection()
                     # Sleep, but wake at once for a re-registration or new work.
@@ -480,7 +491,13 @@ class AgentWorkflow:
         if event.type == "interrupt":
             await workflow.execute_local_activity(
                 "interrupt_pane",
-                InterruptRequest(pane=pane, event_id=event.id, key=reg.interrupt_key),
+                InterruptRequest(
+                    pane=pane,
+                    event_id=event.id,
+                    key=reg.interrupt_key,
+                    event=event,
+                    registration=reg,
+                ),
                 result_type=bool,
                 start_to_close_timeout=timedelta(seconds=10),
                 retry_policy=DELIVERY_RETRY,
@@ -497,6 +514,8 @@ class AgentWorkflow:
                 text=pane_text(event),
                 submit_delay_ms=reg.submit_delay_ms,
                 max_chars=reg.max_chars,
+                event=event,
+                registration=reg,
             ),
             result_type=DeliveryOutcome,
             start_to_close_timeout=timedelta(seconds=30),
@@ -516,7 +535,7 @@ class AgentWorkflow:
     async def _settle(
         self,
         event: Event,
-        status: Literal["delivered", "failed"],
+        status: Literal["delivered", "failed", "rejected"],
         *,
         error: str | None = None,
         note: str | None = None,
@@ -532,6 +551,8 @@ class AgentWorkflow:
         _keep_recent(self._s.outcomes, event.id, status)
         if note is not None:
             _keep_recent(self._s.notes, event.id, note)
+        elif status == "rejected" and error is not None:
+            _keep_recent(self._s.notes, event.id, error)  # what a waiting `send --wait` shows
         if status == "delivered":
             self._s.last_delivered_event_id = event.id
             self._s.delivered_count += 1
@@ -539,9 +560,11 @@ class AgentWorkflow:
             self._s.status = "online"
             self._s.unreachable_since = None
             self._s.last_error = None
-        else:
+        elif status == "failed":
             self._s.last_error = error
             status_changed = False
+        else:
+            status_changed = False  # a refused forgery says nothing about the agent's pane
         self._unsettled.append(
             event.model_copy(
                 update={
@@ -550,6 +573,7 @@ class AgentWorkflow:
                     "delivered_at": now if status == "delivered" else None,
                     "error": error,
                     "note": note,
+                    "tries": self._s.tries.pop(event.id, []),
                 }
             )
         )
@@ -558,12 +582,17 @@ class AgentWorkflow:
         drained = not self._s.waiting
         if (
             status_changed
-            or status == "failed"
+            or status != "delivered"
             or (drained and (self._stale_projection() or not workflow.patched(PATCH_ROW_ON_CHANGE)))
         ):
             await self._publish()
         elif drained:
             await self._write_projection()
+
+    def _record_try(self, event_id: str, error: str) -> None:
+        tries = self._s.tries.setdefault(event_id, [])
+        tries.append(Try(at=workflow.now(), error=error))
+        del tries[:-TRIES_KEPT]
 
     async def _mark_unreachable(self, error: str) -> None:
         changed = self._s.last_error != error or self._published != (

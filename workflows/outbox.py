@@ -57,6 +57,7 @@ class ChatSend(BaseModel):
     reply_to: str | None = None  # text: the provider message id it answers
     message_id: str | None = None  # receipt: the human's message it is for
     stage: Literal["queued", "typed"] | None = None  # receipt: what became of that message
+    note: str | None = None  # receipt: what typing changed (the agent's max_chars cut the text)
 
 
 class ChatSent(BaseModel):

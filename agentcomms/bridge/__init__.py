@@ -21,14 +21,22 @@ from agentcomms.bridge.tmux import (
 _ADAPTERS: dict[str, Callable[[], Adapter]] = {"tmux": TmuxAdapter}
 
 
+_shared: dict[str, Adapter] = {}
+
+
 def adapter_for(kind: str) -> Adapter:
-    """The adapter for endpoint kind `kind` ("tmux"); InvalidTarget for an unknown kind."""
-    try:
-        factory = _ADAPTERS[kind]
-    except KeyError:
-        known = ", ".join(sorted(_ADAPTERS))
-        raise InvalidTarget(f"no adapter for endpoint kind {kind!r} (known: {known})") from None
-    return factory()
+    """The adapter for endpoint kind `kind` ("tmux"), one per process (it remembers what it
+    learnt of the panes); InvalidTarget for an unknown kind."""
+    if kind not in _shared:
+        try:
+            factory = _ADAPTERS[kind]
+        except KeyError:
+            known = ", ".join(sorted(_ADAPTERS))
+            raise InvalidTarget(
+                f"no adapter for endpoint kind {kind!r} (known: {known})"
+            ) from None
+        _shared[kind] = factory()
+    return _shared[kind]
 
 
 __all__ = [

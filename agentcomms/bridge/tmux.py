@@ -1,6 +1,6 @@
 """Typing untrusted text into tmux panes, at most once per event.
 
-A delivery is two tmux invocations (no shell anywhere):
+A first delivery to a pane is two tmux invocations (no shell anywhere):
 
 1. a probe, ``show-options -p -t T ; display-message -p -t T FORMAT``, that resolves the target to a
    pane id (``%7``) and reads the pane's record of the events already typed there.
@@ -37,6 +37,20 @@ A delivery is two tmux invocations (no shell anywhere):
    the message would sit unsubmitted. A background command belongs to the server and fires anyway.
    The foreground ``run-shell -d`` (a little longer) keeps the client waiting until the Enter has
    gone, so the next delivery cannot type into the pane before this one is submitted.
+
+Once a target's pane id is known, a delivery is one invocation, the probe's checks made by the
+server in the same stretch as the typing (``if-shell -F``, no shell)::
+
+    show-options -p -t TARGET ;                strict: the target still exists
+    load-buffer -b NAME - ;                    the text, on stdin
+    if-shell -F -t TARGET "the target is still %7, alive, and EVT is not in its record"
+        "copy-mode … ; paste-buffer … -t %7 ; set-option … ; run-shell …"   (as above)
+        "delete-buffer -b NAME ; display-message -p agentcomms-not-typed"
+
+Untrusted text never enters a command string tmux parses: it travels in the buffer, and short
+single-line text is pasted without brackets, which gives the program the same bytes as typing
+it. When the second branch runs (a new pane at the target, a dead one, or an event typed
+already), the two-invocation path decides, as for a first delivery.
 
 tmux parses only one thing in an argument it is handed: a final ``;`` is a command separator, even
 after ``-l`` (``"a;"`` arrives as ``a``). A final ``;`` is therefore sent as ``\\;``, which tmux turns
@@ -81,6 +95,7 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _ENTER_MARGIN_S = 0.01
 
 _PROBE_TAG = "agentcomms-probe"
+_NOT_TYPED = "agentcomms-not-typed"
 _PROBE_FORMAT = "\t".join(
     (_PROBE_TAG, "#{pane_id}", "#{pane_dead}", "#{" + RECENT_EVENTS_OPTION + "}")
 )
@@ -113,6 +128,9 @@ class TmuxAdapter:
         self._tmux = tmux
         # On top of the submit delay. A wedged server must not hold a worker slot forever.
         self._timeout = timeout
+        # (socket, target) -> the pane id the last probe resolved it to: lets a delivery check
+        # and type in one invocation. A stale entry only sends a delivery the long way.
+        self._pane_ids: dict[tuple[str | None, str], str] = {}
 
     async def deliver(self, req: DeliverRequest) -> DeliveryOutcome:
         """Type `req.text` (sanitized, capped) and submit it with Enter, at most once per event."""
@@ -131,6 +149,10 @@ class TmuxAdapter:
             removed=clean.removed,
         )
 
+        known = self._pane_ids.get((req.pane.socket, req.pane.target))
+        if known is not None and clean.text and await self._type_if_new(req, known, clean.text):
+            return outcome
+
         info = await self.pane_info(req.pane)
         if info.has_seen(req.event_id):
             return outcome.model_copy(update={"typed": False})
@@ -145,25 +167,55 @@ class TmuxAdapter:
 
         stdin: bytes | None = None
         commands: list[list[str]] = [["copy-mode", "-q", "-t", pane]]
-        if len(clean.text) > SEND_KEYS_MAX_CHARS or "\n" in clean.text or "\t" in clean.text:
-            buffer = f"agentcomms-{uuid.uuid4().hex}"
+        if _pasted(clean.text):
+            buffer = _buffer_name()
             stdin = clean.text.encode("utf-8")
             commands.insert(0, ["load-buffer", "-b", buffer, "-"])
-            # -p: bracketed when the program asked for it; -r: keep LF (tmux makes it CR
-            # otherwise, i.e. Enter after every line); -d: delete the buffer afterwards.
-            commands.append(["paste-buffer", "-p", "-r", "-d", "-b", buffer, "-t", pane])
+            commands.append(_paste(buffer, pane, bracketed=True))
         else:
             commands.append(["send-keys", "-t", pane, "-l", "--", _literal(clean.text)])
         commands.extend(record)  # right after the text: the two must not be separable
+        commands.extend(_submit(pane, req.submit_delay_ms))
         delay = req.submit_delay_ms / 1000
-        if delay:
-            enter = f"send-keys -t {pane} Enter"  # pane is a checked "%N": safe to parse
-            commands.append(["run-shell", "-b", "-C", "-d", f"{delay:.3f}", enter])
-            commands.append(["run-shell", "-d", f"{delay + _ENTER_MARGIN_S:.3f}"])
-        else:
-            commands.append(["send-keys", "-t", pane, "Enter"])
         await self._run(req.pane.socket, _sequence(commands), stdin=stdin, extra_time=delay)
         return outcome
+
+    async def _type_if_new(self, req: DeliverRequest, pane: str, text: str) -> bool:
+        """Type `text` into `pane` in one invocation if the target still is that live pane and
+        the event is not in its record; False (nothing typed) otherwise."""
+        target = req.pane.target
+        buffer = _buffer_name()
+        typing = [
+            ["copy-mode", "-q", "-t", pane],
+            _paste(buffer, pane, bracketed=_pasted(text)),
+            *_record(pane, req.event_id),
+            *_submit(pane, req.submit_delay_ms),
+        ]
+        # pane_id and event id are checked ("%N", no '#', spaces or quotes): safe to parse.
+        new_here = (
+            f"#{{&&:#{{==:#{{pane_id}},{pane}}},#{{&&:#{{!=:#{{pane_dead}},1}},"
+            f"#{{?#{{m:* {req.event_id} *, #{{{RECENT_EVENTS_OPTION}}}}},0,1}}}}}}"
+        )
+        not_typed = f"delete-buffer -b {buffer} ; display-message -p {_NOT_TYPED}"
+        commands = [
+            ["show-options", "-p", "-t", target],
+            ["load-buffer", "-b", buffer, "-"],
+            ["if-shell", "-F", "-t", target, new_here, _command_string(typing), not_typed],
+        ]
+        try:
+            out = await self._run(
+                req.pane.socket,
+                _sequence(commands),
+                stdin=text.encode("utf-8"),
+                extra_time=req.submit_delay_ms / 1000,
+            )
+        except BridgeError:
+            self._pane_ids.pop((req.pane.socket, target), None)
+            raise
+        if _NOT_TYPED in out:
+            self._pane_ids.pop((req.pane.socket, target), None)
+            return False
+        return True
 
     async def interrupt(self, req: InterruptRequest) -> bool:
         """Press the agent's interrupt key once per event; False if this event already pressed it."""
@@ -209,7 +261,10 @@ class TmuxAdapter:
         if len(fields) != 4 or not _PANE_ID.fullmatch(fields[1]):
             raise TmuxError(f"unexpected answer from tmux for pane {pane.target!r}: {out!r}")
         _, pane_id, dead, recent = fields
+        key = (pane.socket, pane.target)
+        self._pane_ids[key] = pane_id
         if dead == "1":
+            del self._pane_ids[key]
             # remain-on-exit keeps a pane whose program has ended; text typed there is lost.
             raise PaneNotFound(f"tmux pane {pane.target!r} ({pane_id}) is dead: its program exited")
         return PaneInfo(
@@ -272,6 +327,39 @@ class TmuxAdapter:
                 returncode=proc.returncode,
             )
         return out.decode("utf-8", "replace")
+
+
+def _pasted(text: str) -> bool:
+    """Whether text goes in as a (bracketed, where asked) paste rather than as keystrokes."""
+    return len(text) > SEND_KEYS_MAX_CHARS or "\n" in text or "\t" in text
+
+
+def _buffer_name() -> str:
+    return f"agentcomms-{uuid.uuid4().hex}"
+
+
+def _paste(buffer: str, pane: str, *, bracketed: bool) -> list[str]:
+    # -p: bracketed when the program asked for it; -r: keep LF (tmux makes it CR otherwise,
+    # i.e. Enter after every line); -d: delete the buffer afterwards.
+    return ["paste-buffer", *(["-p"] if bracketed else []), "-r", "-d", "-b", buffer, "-t", pane]
+
+
+def _submit(pane: str, submit_delay_ms: int) -> list[list[str]]:
+    """Commands that press Enter in `pane` after the delay, and keep the client until then."""
+    delay = submit_delay_ms / 1000
+    if not delay:
+        return [["send-keys", "-t", pane, "Enter"]]
+    enter = f"send-keys -t {pane} Enter"  # pane is a checked "%N": safe to parse
+    return [
+        ["run-shell", "-b", "-C", "-d", f"{delay:.3f}", enter],
+        ["run-shell", "-d", f"{delay + _ENTER_MARGIN_S:.3f}"],
+    ]
+
+
+def _command_string(commands: list[list[str]]) -> str:
+    """Commands as one string for tmux to parse (if-shell's branches). Every word must be
+    checked to be safe to parse: this quotes, it does not escape."""
+    return " ; ".join(" ".join(f"'{word}'" if " " in word else word for word in c) for c in commands)
 
 
 def _literal(text: str) -> str:

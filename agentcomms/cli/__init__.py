@@ -25,6 +25,7 @@ from agentcomms.cli import (  # noqa: E402, F401
     agents_cmd,
     calls_cmd,
     chat_cmd,
+    codec_cmd,
     config_cmd,
     db_cmd,
     mcp_cmd,

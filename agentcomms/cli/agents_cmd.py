@@ -189,6 +189,8 @@ def _print_post(result: dict[str, Any], as_json: bool, what: str, agent: str) ->
         console.print(f"  note: {note}", soft_wrap=True)
     if state == "failed":
         fail(f"{what} failed: {result.get('error')}")
+    if state == "rejected":  # e.g. a worker whose deployment key is not the gateway's
+        fail(f"{what} was rejected and not typed (the note says why)")
     if state == "queued" and (why := _why_it_waits(agent)):
         console.print(f"  note: {why}", soft_wrap=True)
 

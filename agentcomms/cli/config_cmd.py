@@ -46,7 +46,8 @@ underscore between levels, e.g.
   AGENTCOMMS_CHAT__ALLOWED_SENDERS__TELEGRAM='["42"]'
 Values are read as JSON when they parse (9000, true, a list), else as text;
 string keys always take the text. Only names whose first part is a section
-(server, temporal, database, mailbox, agents, chat, voice, logging, metrics) count, so
+(server, temporal, database, mailbox, agents, chat, voice, logging, metrics,
+security) count, so
 AGENTCOMMS_HOME and the like are not keys. The older AGENTCALL_* names work
 too; AGENTCOMMS_* wins.""",
 )
@@ -65,17 +66,23 @@ ConfigOption = Annotated[
 # Where each secret comes from in the full starter file: never a literal, always the environment.
 _SECRET_REFERENCES: dict[tuple[str, ...], str] = {
     ("temporal", "api_key"): "TEMPORAL_API_KEY",
+    ("security", "deployment_key"): "DEPLOYMENT_KEY",
     ("chat", "discord", "token"): "DISCORD_BOT_TOKEN",
     ("chat", "telegram", "token"): "TELEGRAM_BOT_TOKEN",
     ("chat", "telegram", "webhook_secret"): "TELEGRAM_WEBHOOK_SECRET",
     ("chat", "whatsapp", "account_sid"): "TWILIO_ACCOUNT_SID",
     ("chat", "whatsapp", "auth_token"): "TWILIO_AUTH_TOKEN",
+    ("chat", "whatsapp", "access_token"): "WHATSAPP_ACCESS_TOKEN",
+    ("chat", "whatsapp", "app_secret"): "WHATSAPP_APP_SECRET",
+    ("chat", "whatsapp", "verify_token"): "WHATSAPP_VERIFY_TOKEN",
     ("chat", "sms", "account_sid"): "TWILIO_ACCOUNT_SID",
     ("chat", "sms", "auth_token"): "TWILIO_AUTH_TOKEN",
     ("voice", "phone", "account_sid"): "TWILIO_ACCOUNT_SID",
     ("voice", "phone", "auth_token"): "TWILIO_AUTH_TOKEN",
-    ("voice", "tts", "api_key"): "ELEVENLABS_API_KEY",
-    ("voice", "stt", "api_key"): "DEEPGRAM_API_KEY",
+    # One key per speech account serves speaking and hearing, whichever chain names it.
+    ("voice", "elevenlabs", "api_key"): "ELEVENLABS_API_KEY",
+    ("voice", "deepgram", "api_key"): "DEEPGRAM_API_KEY",
+    ("voice", "openai", "api_key"): "OPENAI_API_KEY",
 }
 
 _COMMENTS: dict[tuple[str, ...], str] = {
@@ -105,11 +112,22 @@ _COMMENTS: dict[tuple[str, ...], str] = {
     ("chat", "telegram"): "Bot token from @BotFather, in the TELEGRAM_BOT_TOKEN variable. mode "
     "polling needs no public URL; mode webhook needs server.public_url and a webhook_secret.",
     ("chat", "discord"): "Bot token from the Discord developer portal, in DISCORD_BOT_TOKEN.",
-    ("chat", "whatsapp"): "Twilio credentials in TWILIO_ACCOUNT_SID and TWILIO_AUTH_TOKEN.",
+    ("chat", "whatsapp"): "api twilio: Twilio credentials in TWILIO_ACCOUNT_SID and "
+    "TWILIO_AUTH_TOKEN. api cloud: Meta's Cloud API, with access_token, phone_number_id, "
+    "app_secret and verify_token; its webhook is server.public_url + /webhooks/whatsapp.",
     ("chat", "sms"): "Twilio credentials in TWILIO_ACCOUNT_SID and TWILIO_AUTH_TOKEN.",
     ("voice",): "Phone calls: the phone provider places them, TTS speaks, STT listens; "
     "public_url is where the provider reaches this machine's webhooks.",
+    ("voice", "tts"): "provider (elevenlabs, deepgram, openai or local), then fallback in order; "
+    "a provider without a key is skipped and local ends the chain. voice and model are the "
+    "provider's own.",
+    ("voice", "stt"): "provider and fallback as for tts; grammar limits local recognition.",
+    ("voice", "elevenlabs"): "An account's key serves speaking and hearing (likewise deepgram "
+    "and openai); a section's own api_key overrides it for its provider.",
     ("logging",): "level: DEBUG, INFO, WARNING or ERROR.",
+    ("security",): "deployment_key signs every message and registration; a pane's host types "
+    "only what it can verify. Unset: generated into <home>/deployment.key at first start. "
+    "Several hosts of one deployment share one (32 characters or more).",
 }
 
 _MINIMAL: dict[str, Any] = {
@@ -286,6 +304,8 @@ def _warnings(config: Config) -> list[str]:
                 "chat.telegram.mode is webhook but chat.telegram.webhook_secret is not set, so "
                 "every webhook call would be refused"
             )
+    if config.chat.whatsapp.enabled:
+        warnings.extend(config.chat.whatsapp.webhook_problems(config.server.public_url))
     return warnings
 
 

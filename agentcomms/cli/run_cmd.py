@@ -63,6 +63,7 @@ async def _up(cfg: Config, headless: bool) -> None:
         stop_signals() as stop,
         temporal_and_store(cfg, embed=True, headless=headless) as rt,
     ):
+        codec = await _start_codec_server(cfg)
         gateway = Gateway(cfg, rt.client, rt.store)
         await gateway.start()
         _watch_providers(rt, gateway)
@@ -91,6 +92,7 @@ async def _up(cfg: Config, headless: bool) -> None:
             [
                 ("Temporal", f"{cfg.temporal.address} ({where})"),
                 ("Temporal UI", info["temporal_ui"]),
+                ("Codec server", codec and f"http://{codec.host}:{codec.port}"),
                 ("Socket", info["socket"]),
                 ("Database", info["database"]),
             ]
@@ -102,8 +104,21 @@ async def _up(cfg: Config, headless: bool) -> None:
             console.print("stopping…")
             clear_state()
             await gateway.close()
+            if codec is not None:
+                await codec.close()
             for task in reversed(watched):
                 await cancel_and_wait(task)
+
+
+async def _start_codec_server(cfg: Config) -> Any:
+    """With encrypted payloads, the codec server the embedded UI was pointed at; else None."""
+    if not cfg.temporal.encryption_keys:
+        return None
+    from agentcomms.codec_server import CodecServer
+
+    server = CodecServer(cfg.temporal)
+    await server.start()
+    return server
 
 
 def _watch_providers(rt: Any, gateway: Any) -> None:

@@ -5,7 +5,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import secrets
 import socket
 import stat
 import tempfile
@@ -76,6 +78,50 @@ def write_private_file(path: Path, text: str, *, overwrite: bool = False) -> Non
             raise
     except OSError as exc:
         raise ConfigError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def private_secret(path: Path, what: str) -> str:
+    """A random secret kept in ``path`` (0600), made at first use; ``what`` names it in errors.
+
+    Several processes may start at once: the first to link its file into place wins and all
+    read that one.
+    """
+    if not path.exists():
+        _create_secret(path, what)
+    try:
+        info = path.stat()
+        secret = path.read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read {what} {path}: {exc}") from None
+    if os.name == "posix" and stat.S_IMODE(info.st_mode) & 0o077:
+        raise ConfigError(
+            f"{path} ({what}) is readable by other users; make it private with: chmod 600 {path}"
+        )
+    if not secret:
+        raise ConfigError(
+            f"{path} ({what}) is empty; delete it and a new one is made at next start"
+        )
+    return secret
+
+
+def _create_secret(path: Path, what: str) -> None:
+    if path.parent.resolve() == agentcomms_home().resolve():
+        ensure_home()
+    try:
+        # Written aside (mkstemp makes it 0600), then linked into place: link never replaces an
+        # existing file, so two processes starting at once end up reading the same secret.
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="ascii") as f:
+                f.write(secrets.token_urlsafe(32) + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+            with contextlib.suppress(FileExistsError):
+                os.link(tmp, path)
+        finally:
+            Path(tmp).unlink(missing_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot write {what} {path}: {exc.strerror or exc}") from None
 
 
 def host_name() -> str:

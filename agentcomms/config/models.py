@@ -6,6 +6,9 @@ in a key whose default is ``null`` reads as "not set".
 
 from __future__ import annotations
 
+import base64
+import binascii
+import difflib
 import typing
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
@@ -70,6 +73,53 @@ class ServerConfig(Section):
         return (self.socket_path or agentcomms_home() / "daemon.sock").expanduser()
 
 
+AES_KEY_BYTES = 32
+_KEY_ID = r"^[A-Za-z0-9._-]{1,64}$"
+
+
+class EncryptionKey(Section):
+    """One AES-256 key for Temporal payloads, named so a payload says which key sealed it."""
+
+    id: str = Field(pattern=_KEY_ID, description="a name for the key, kept in each payload")
+    key: SecretStr = Field(description='32 random bytes in base64, normally "${VAR}"')
+
+    @field_validator("key")
+    @classmethod
+    def _thirty_two_bytes(cls, value: SecretStr) -> SecretStr:
+        try:
+            raw = base64.b64decode(value.get_secret_value(), validate=True)
+        except (binascii.Error, ValueError):
+            raw = None
+        if raw is None or len(raw) != AES_KEY_BYTES:
+            got = "not base64" if raw is None else f"{len(raw)} bytes"
+            raise ValueError(
+                f"expected {AES_KEY_BYTES} bytes in base64 ({got}); make one with: "
+                "python3 -c 'import base64, os; print(base64.b64encode(os.urandom(32)).decode())'"
+            )
+        return value
+
+    def secret(self) -> bytes:
+        return base64.b64decode(self.key.get_secret_value())
+
+
+class CodecServerConfig(Section):
+    """`agentcomms codec-server`: decrypts payloads for the Temporal UI, for whoever has its token."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8234, ge=0, le=65535)
+    token: SecretStr | None = Field(
+        default=None,
+        description="required of every request (Authorization: Bearer, or as the URL's first "
+        "path segment for a UI that sends no header); null: generated into "
+        "<home>/codec-server.token",
+    )
+    origins: list[str] = Field(
+        default_factory=list,
+        description="browser origins allowed to call it (CORS); empty: the embedded UI's, "
+        "http://127.0.0.1:<ui_port> and http://localhost:<ui_port>",
+    )
+
+
 class TemporalConfig(Section):
     address: str = "127.0.0.1:7233"
     namespace: str = "default"
@@ -105,6 +155,21 @@ class TemporalConfig(Section):
         description="name the server's certificate is checked against (and sent as SNI) when "
         "it differs from the address's host",
     )
+    encryption_keys: list[EncryptionKey] = Field(
+        default_factory=list,
+        description="with keys, every payload is encrypted (AES-GCM) before Temporal sees it; "
+        "the first key encrypts, all decrypt, so a new key goes first and old ones stay "
+        "until their histories are gone",
+    )
+    codec_server: CodecServerConfig = CodecServerConfig()
+
+    @field_validator("encryption_keys")
+    @classmethod
+    def _distinct_ids(cls, value: list[EncryptionKey]) -> list[EncryptionKey]:
+        ids = [k.id for k in value]
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"each key needs an id of its own, got {ids}")
+        return value
 
     @model_validator(mode="after")
     def _tls_keys_agree(self) -> TemporalConfig:
@@ -241,6 +306,64 @@ class TwilioMessagingConfig(ProviderSection):
     base_url: str | None = None
 
 
+class WhatsAppConfig(TwilioMessagingConfig):
+    """WhatsApp through Twilio (the keys above) or through Meta's WhatsApp Business Cloud API.
+
+    One provider either way: channels are ``whatsapp:+15551234567`` and the allowlist holds phone
+    numbers, so switching ``api`` keeps every mapping and every admitted sender.
+    """
+
+    api: Literal["twilio", "cloud"] = Field(
+        default="twilio",
+        description="twilio: Twilio's Messaging API (account_sid, auth_token, from_number); "
+        "cloud: Meta's WhatsApp Business Cloud API (access_token, phone_number_id, app_secret, "
+        "verify_token), webhook at server.public_url + /webhooks/whatsapp",
+    )
+    access_token: SecretStr | None = Field(
+        default=None,
+        description="cloud: a system user's access token with whatsapp_business_messaging",
+    )
+    phone_number_id: str | None = Field(
+        default=None, description="cloud: the id of the business phone number (not the number)"
+    )
+    app_secret: SecretStr | None = Field(
+        default=None, description="cloud: the Meta app's secret, which signs every webhook call"
+    )
+    verify_token: SecretStr | None = Field(
+        default=None,
+        description="cloud: any string you choose, given again in the app's webhook settings",
+    )
+    api_version: str = Field(default="v23.0", description="cloud: the Graph API version")
+
+    def missing_credentials(self) -> list[str]:
+        # The keys a sender needs; the webhook's own (app_secret, verify_token) are
+        # webhook_problems, since sending works without them.
+        keys = ("access_token", "phone_number_id") if self.api == "cloud" else self.credentials
+        return [key for key in keys if getattr(self, key) is None]
+
+    def webhook_problems(self, public_url: str | None) -> list[str]:
+        """What keeps the Cloud API's webhook from working, each with what to set."""
+        if self.api != "cloud":
+            return []
+        problems = []
+        if self.app_secret is None:
+            problems.append(
+                "chat.whatsapp.app_secret is not set, so no webhook call can be verified "
+                "(the App secret under App settings > Basic)"
+            )
+        if self.verify_token is None:
+            problems.append(
+                "chat.whatsapp.verify_token is not set, so Meta cannot verify the webhook "
+                "(choose one and give it again in the app's webhook settings)"
+            )
+        if public_url is None:
+            problems.append(
+                "server.public_url is not set: Meta must reach "
+                "<public_url>/webhooks/whatsapp over HTTPS"
+            )
+        return problems
+
+
 class LocalChatConfig(ProviderSection):
     enabled: bool = True
 
@@ -248,7 +371,7 @@ class LocalChatConfig(ProviderSection):
 class ChatConfig(Section):
     discord: DiscordConfig = DiscordConfig()
     telegram: TelegramConfig = TelegramConfig()
-    whatsapp: TwilioMessagingConfig = TwilioMessagingConfig()
+    whatsapp: WhatsAppConfig = WhatsAppConfig()
     sms: TwilioMessagingConfig = TwilioMessagingConfig()
     local: LocalChatConfig = LocalChatConfig()
     channels: dict[str, AgentIdKey] = Field(
@@ -268,6 +391,20 @@ class ChatConfig(Section):
                 raise ValueError(
                     f"{channel!r} is not a channel id: expected PROVIDER:CHAT, e.g. "
                     '"telegram:456" (the chat id Telegram gives)'
+                )
+        return value
+
+    @field_validator("allowed_senders")
+    @classmethod
+    def _allowed_providers(cls, value: dict[str, list[str]]) -> dict[str, list[str]]:
+        # A misspelt provider would otherwise leave its senders shut out, silently.
+        known = cls.provider_names()
+        for provider in value:
+            if provider not in known:
+                close = difflib.get_close_matches(provider, known, n=1)
+                hint = f"did you mean {close[0]!r}? " if close else ""
+                raise ValueError(
+                    f"{provider!r} is not a provider ({hint}known: {', '.join(known)})"
                 )
         return value
 
@@ -301,21 +438,49 @@ class PhoneConfig(Section):
     base_url: str | None = None
 
 
-class TTSConfig(Section):
-    provider: str = "elevenlabs"
+SPEECH_PROVIDERS_HELP = "elevenlabs, deepgram, openai or local"
+
+
+class SpeechAccount(Section):
+    """One speech provider's account, shared by speaking and hearing (one key serves both)."""
+
     api_key: SecretStr | None = None
-    voice: str = "Rachel"
+    base_url: str | None = Field(
+        default=None, description="the provider's API elsewhere (a proxy, a test); null: its own"
+    )
+
+
+class TTSConfig(Section):
+    provider: str = Field(default="elevenlabs", description=SPEECH_PROVIDERS_HELP)
+    api_key: SecretStr | None = Field(
+        default=None, description="the provider's key; null: voice.<provider>.api_key"
+    )
+    voice: str = Field(
+        default="Rachel",
+        description="the provider's voice: an ElevenLabs voice name or id, an OpenAI voice, "
+        "an espeak-ng voice (Deepgram's voice is its model, e.g. aura-2-thalia-en)",
+    )
     model: str = "eleven_turbo_v2_5"
     base_url: str | None = None
+    fallback: list[str] = Field(
+        default=[],
+        description="providers tried, in order, when the provider fails; local ends the chain",
+    )
 
 
 class STTConfig(Section):
-    provider: str = "deepgram"
-    api_key: SecretStr | None = None
+    provider: str = Field(default="deepgram", description=SPEECH_PROVIDERS_HELP)
+    api_key: SecretStr | None = Field(
+        default=None, description="the provider's key; null: voice.<provider>.api_key"
+    )
     model: str = "nova-2"
     language: str = "en-US"
     silence_ms: int = Field(default=800, ge=0)
     base_url: str | None = None
+    fallback: list[str] = Field(
+        default=[],
+        description="providers tried, in order, when the provider fails; local ends the chain",
+    )
     grammar: Path | None = Field(
         default=None,
         description="local recognizer only: a JSGF grammar of the answers expected "
@@ -327,6 +492,9 @@ class VoiceConfig(Section):
     phone: PhoneConfig = PhoneConfig()
     tts: TTSConfig = TTSConfig()
     stt: STTConfig = STTConfig()
+    elevenlabs: SpeechAccount = SpeechAccount()
+    deepgram: SpeechAccount = SpeechAccount()
+    openai: SpeechAccount = SpeechAccount()
     public_url: str | None = None
     audio_dir: Path | None = Field(
         default=None,
@@ -389,6 +557,31 @@ class MetricsConfig(Section):
         return value
 
 
+# An HMAC key shorter than this is guessable; a generated one has 43 characters.
+MIN_DEPLOYMENT_KEY_CHARS = 32
+
+
+class SecurityConfig(Section):
+    """What makes agentcomms, and no one else who reaches Temporal, able to make a pane type."""
+
+    deployment_key: SecretStr | None = Field(
+        default=None,
+        description="signs every message and registration before Temporal sees it; the pane's "
+        "host types only what it can verify. null: generated into <home>/deployment.key at "
+        'first start. Hosts of one deployment share one: "${DEPLOYMENT_KEY}"',
+    )
+
+    @field_validator("deployment_key")
+    @classmethod
+    def _long_enough(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and len(value.get_secret_value()) < MIN_DEPLOYMENT_KEY_CHARS:
+            raise ValueError(
+                f"expected at least {MIN_DEPLOYMENT_KEY_CHARS} characters (a short key can be "
+                "guessed); make one with: python3 -c 'import secrets; print(secrets.token_urlsafe(32))'"
+            )
+        return value
+
+
 class Config(Section):
     server: ServerConfig = ServerConfig()
     temporal: TemporalConfig = TemporalConfig()
@@ -399,6 +592,7 @@ class Config(Section):
     voice: VoiceConfig = VoiceConfig()
     logging: LoggingConfig = LoggingConfig()
     metrics: MetricsConfig = MetricsConfig()
+    security: SecurityConfig = SecurityConfig()
 
     def mailbox_limits(self, agent_id: str) -> tuple[int, int]:
         """(messages, bytes) that may wait for `agent_id`: its own limits, else the defaults."""

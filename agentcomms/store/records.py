@@ -31,7 +31,9 @@ def row_values(model: BaseModel) -> dict[str, Any]:
     values = model.model_dump()
     if isinstance(model, Event):
         # The payload comes from providers and workflows: plain JSON before the driver sees it.
-        values["payload"] = model.model_dump(mode="json", include={"payload"})["payload"]
+        plain = model.model_dump(mode="json", include={"payload", "tries"})
+        values["payload"] = plain["payload"]
+        values["tries"] = plain["tries"]
     return values
 
 

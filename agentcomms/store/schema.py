@@ -84,6 +84,9 @@ class EventRow(Base):
     delivered_at: Mapped[datetime | None]
     error: Mapped[str | None] = mapped_column(Text)
     note: Mapped[str | None] = mapped_column(Text)
+    tries: Mapped[list[dict[str, Any]] | None] = mapped_column(JsonType)
+    # The deployment's tag: a waiting text read back from here is verified like any other.
+    signature: Mapped[str | None] = mapped_column(String(64))
 
 
 class AgentRow(Base):

@@ -7,6 +7,7 @@ again after it already succeeded. All ordering uses ``events.seq``, never ids or
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from datetime import datetime
@@ -167,14 +168,9 @@ class Store:
         """Insert the events whose ids are not stored yet, in one transaction; the ids inserted."""
         if not events:
             return set()
-        stmt = (
-            self._insert(EventRow)
-            .on_conflict_do_nothing(index_elements=[EventRow.id])
-            .returning(EventRow.id)
-        )
         async with self._write() as conn:
             await self._serialize_inserts(conn, events)
-            rows = await conn.execute(stmt, [row_values(e) for e in events])
+            rows = await conn.execute(self._insert_new_stmt, [row_values(e) for e in events])
             return {row.id for row in rows}
 
     async def _serialize_inserts(self, conn: AsyncConnection, events: list[Event]) -> None:
@@ -199,27 +195,12 @@ class Store:
         for event in events:
             if event.status not in _STATUSES:
                 raise ValueError(f"status must be one of {sorted(_STATUSES)}, not {event.status!r}")
-        insert = self._insert(EventRow)
-        stmt = insert.on_conflict_do_update(
-            index_elements=[EventRow.id],
-            set_={
-                "status": insert.excluded.status,
-                "attempts": case(
-                    (EventRow.attempts < insert.excluded.attempts, insert.excluded.attempts),
-                    else_=EventRow.attempts,
-                ),
-                "delivered_at": insert.excluded.delivered_at,
-                "error": insert.excluded.error,
-                "note": insert.excluded.note,
-            },
-            where=EventRow.status != "delivered",
-        )
         if not events and agent is None:
             return
         async with self._write() as conn:
             if events:
                 await self._serialize_inserts(conn, events)
-                await conn.execute(stmt, [row_values(e) for e in events])
+                await conn.execute(self._settle_stmt, [row_values(e) for e in events])
             if agent is not None:
                 await conn.execute(
                     self._upsert_stmt(
@@ -554,6 +535,38 @@ class Store:
             return [from_row(CallRecord, row) for row in await conn.execute(stmt)]
 
     # -- helpers -------------------------------------------------------------------------------
+
+    # The statements written on every message are built once: building one (its ON CONFLICT
+    # clause, its cache key) cost about as much CPU as SQLite took to run it.
+
+    @functools.cached_property
+    def _insert_new_stmt(self) -> Any:
+        """Insert events whose ids are not stored yet, returning the ids inserted."""
+        return (
+            self._insert(EventRow)
+            .on_conflict_do_nothing(index_elements=[EventRow.id])
+            .returning(EventRow.id)
+        )
+
+    @functools.cached_property
+    def _settle_stmt(self) -> Any:
+        """Insert a settled event, or update the stored one unless it was delivered already."""
+        insert = self._insert(EventRow)
+        return insert.on_conflict_do_update(
+            index_elements=[EventRow.id],
+            set_={
+                "status": insert.excluded.status,
+                "attempts": case(
+                    (EventRow.attempts < insert.excluded.attempts, insert.excluded.attempts),
+                    else_=EventRow.attempts,
+                ),
+                "delivered_at": insert.excluded.delivered_at,
+                "error": insert.excluded.error,
+                "note": insert.excluded.note,
+                "tries": insert.excluded.tries,
+            },
+            where=EventRow.status != "delivered",
+        )
 
     def _insert(self, entity: type[Base]) -> Any:
         # ON CONFLICT is dialect-specific in SQLAlchemy; both dialects spell it the same way.

@@ -126,11 +126,30 @@ class Sender(Protocol):
     async def send_text(self, chat_id: str, text: str, *, reply_to: str | None = None) -> str:
         """Send ``text``; the provider's id of the (last) message sent."""
 
-    async def receipt(self, chat_id: str, message_id: str, stage: ReceiptStage) -> None:
+    async def receipt(
+        self, chat_id: str, message_id: str, stage: ReceiptStage, *, note: str | None = None
+    ) -> None:
         """Tell the human what became of their message: a reaction where the provider has
-        them, otherwise a short reply."""
+        them, otherwise a short reply. ``note`` says what typing changed (the agent's
+        ``max_chars`` cut the text); a reaction cannot say it, so it goes as a reply."""
 
     async def close(self) -> None: ...
+
+
+def split_text(text: str, limit: int) -> list[str]:
+    """Pieces of at most ``limit`` characters, cut at a line break where there is one."""
+    pieces: list[str] = []
+    while len(text) > limit:
+        cut = text.rfind("\n", 0, limit)
+        cut = cut + 1 if cut > limit // 2 else limit
+        pieces.append(text[:cut])
+        text = text[cut:]
+    return [*pieces, text] if text or not pieces else pieces
+
+
+def typed_with_note(note: str) -> str:
+    """A short reply saying the message was typed, and what typing changed."""
+    return f"Typed into the agent's terminal, but {note}."
 
 
 class SendError(Exception):

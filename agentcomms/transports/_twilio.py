@@ -212,8 +212,10 @@ class TwilioSender:
             last = str(sent.sid)
         return last
 
-    async def receipt(self, chat_id: str, message_id: str, stage: ReceiptStage) -> None:
-        await self.send_text(chat_id, RECEIPTS[stage])
+    async def receipt(
+        self, chat_id: str, message_id: str, stage: ReceiptStage, *, note: str | None = None
+    ) -> None:
+        await self.send_text(chat_id, f"{RECEIPTS[stage]}, but {note}" if note else RECEIPTS[stage])
 
     async def close(self) -> None:
         pass

@@ -49,6 +49,8 @@ from agentcomms.transports import (
     RateLimited,
     ReceiptStage,
     SendRefused,
+    split_text,
+    typed_with_note,
 )
 
 log = logging.getLogger(__name__)
@@ -266,7 +268,7 @@ class TelegramSender:
     async def send_text(self, chat_id: str, text: str, *, reply_to: str | None = None) -> str:
         last = ""
         async with self._bot() as bot:
-            for i, chunk in enumerate(split_text(text)):
+            for i, chunk in enumerate(split_text(text, MAX_TEXT)):
                 with telegram_errors(chat_id):
                     sent = await bot.send_message(
                         chat_id,
@@ -280,27 +282,20 @@ class TelegramSender:
                 last = str(sent.message_id)
         return last
 
-    async def receipt(self, chat_id: str, message_id: str, stage: ReceiptStage) -> None:
+    async def receipt(
+        self, chat_id: str, message_id: str, stage: ReceiptStage, *, note: str | None = None
+    ) -> None:
         # A bot has one reaction per message: "typed" replaces "queued".
         async with self._bot() as bot:
             with telegram_errors(chat_id):
                 await bot.set_message_reaction(
                     chat_id, int(message_id), reaction=[ReactionTypeEmoji(RECEIPTS[stage])]
                 )
+        if note:
+            await self.send_text(chat_id, typed_with_note(note), reply_to=message_id)
 
     async def close(self) -> None:
         pass
-
-
-def split_text(text: str, limit: int = MAX_TEXT) -> list[str]:
-    """Pieces of at most ``limit`` characters, cut at a line break where there is one."""
-    pieces: list[str] = []
-    while len(text) > limit:
-        cut = text.rfind("\n", 0, limit)
-        cut = cut + 1 if cut > limit // 2 else limit
-        pieces.append(text[:cut])
-        text = text[cut:]
-    return [*pieces, text] if text or not pieces else pieces
 
 
 @contextlib.contextmanager

@@ -1,15 +1,12 @@
 """Speech to text: one module per provider behind one small interface, and the chain of them a
-call tries in order (the configured provider when it has credentials, then local pocketsphinx)."""
+call tries in order (see `agentcomms.voice.providers`; local pocketsphinx ends it)."""
 
 from __future__ import annotations
 
 from typing import Protocol
 
 from agentcomms.config import Config
-from agentcomms.voice.tts import ProviderUnavailable, provider_chain
-
-LOCAL = "local"
-KNOWN: tuple[str, ...] = (LOCAL, "openai")
+from agentcomms.voice.providers import KNOWN, LOCAL, ProviderUnavailable, provider_chain
 
 
 class Recognizer(Protocol):
@@ -17,8 +14,7 @@ class Recognizer(Protocol):
 
 
 def stt_chain(cfg: Config) -> list[str]:
-    stt = cfg.voice.stt
-    return provider_chain(stt.provider, stt.api_key is not None, KNOWN)
+    return provider_chain(cfg, "stt")
 
 
 def stt_provider(name: str, cfg: Config) -> Recognizer:
@@ -26,6 +22,14 @@ def stt_provider(name: str, cfg: Config) -> Recognizer:
         from agentcomms.voice.stt.local import SphinxRecognizer
 
         return SphinxRecognizer(grammar=cfg.voice.stt.grammar)
+    if name == "deepgram":
+        from agentcomms.voice.stt.deepgram import DeepgramRecognizer
+
+        return DeepgramRecognizer.from_config(cfg)
+    if name == "elevenlabs":
+        from agentcomms.voice.stt.elevenlabs import ElevenLabsRecognizer
+
+        return ElevenLabsRecognizer.from_config(cfg)
     if name == "openai":
         from agentcomms.voice.stt.openai import OpenAIRecognizer
 

@@ -2,47 +2,48 @@
 
 from __future__ import annotations
 
-from agentcomms.config import Config, STTConfig
-from agentcomms.voice.tts import ProviderUnavailable
+from agentcomms.config import Config
+from agentcomms.voice.providers import (
+    Account,
+    language_code,
+    refusal,
+    require_account,
+    setting,
+)
 
+NAME = "openai"
 DEFAULT_MODEL = "whisper-1"
 
 
 class OpenAIRecognizer:
-    def __init__(
-        self, api_key: str, *, model: str, language: str, base_url: str | None = None
-    ) -> None:
-        self.api_key = api_key
+    def __init__(self, account: Account, *, model: str, language: str) -> None:
+        self.account = account
         self.model = model
         self.language = language
-        self.base_url = base_url
 
     @classmethod
     def from_config(cls, cfg: Config) -> OpenAIRecognizer:
         stt = cfg.voice.stt
-        if stt.api_key is None:
-            raise ProviderUnavailable("voice.stt.api_key is not set")
-        # The section's default model is Deepgram's; OpenAI has its own.
-        default = STTConfig.model_fields["model"].default
-        model = DEFAULT_MODEL if stt.model == default else stt.model
         return cls(
-            stt.api_key.get_secret_value(),
-            model=model,
-            language=stt.language.split("-")[0],  # "en-US" -> "en" (ISO-639-1)
-            base_url=stt.base_url,
+            require_account(cfg, "stt", NAME),
+            model=setting(stt, "model", NAME, DEFAULT_MODEL),
+            language=language_code(stt.language),
         )
 
     async def transcribe(self, audio: bytes, content_type: str) -> str:
         import openai
 
         name = "answer.mp3" if "mpeg" in content_type else "answer.wav"
-        client = openai.AsyncOpenAI(api_key=self.api_key, base_url=self.base_url, max_retries=0)
+        client = openai.AsyncOpenAI(
+            api_key=self.account.api_key, base_url=self.account.base_url, max_retries=0
+        )
         try:
             result = await client.audio.transcriptions.create(
                 model=self.model, file=(name, audio, content_type), language=self.language
             )
         except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
-            raise ProviderUnavailable(f"OpenAI refused the key: {exc}") from exc
+            # Not OpenAI's message: it quotes part of the key.
+            raise refusal("OpenAI", self.account, exc.status_code, None) from None
         finally:
             await client.close()
         return result.text.strip()

@@ -1,14 +1,14 @@
 """Text to speech: one module per provider behind one small interface, and the chain of them a
-call tries in order (the configured provider when it has credentials, then local espeak-ng)."""
+call tries in order (see `agentcomms.voice.providers`; local espeak-ng ends it)."""
 
 from __future__ import annotations
 
 from typing import Protocol
 
 from agentcomms.config import Config
-from agentcomms.errors import AgentcommsError
+from agentcomms.voice.providers import KNOWN, LOCAL, ProviderUnavailable, provider_chain
 
-LOCAL = "local"
+__all__ = ["KNOWN", "LOCAL", "ProviderUnavailable", "Speech", "tts_chain", "tts_provider"]
 
 
 class Speech(Protocol):
@@ -17,31 +17,24 @@ class Speech(Protocol):
         ...
 
 
-class ProviderUnavailable(AgentcommsError):
-    """A speech provider that cannot be used as configured (no credentials, unknown name)."""
-
-
-# Providers with a module here; a configured one without a module is skipped, not fatal.
-KNOWN: tuple[str, ...] = (LOCAL, "openai")
-
-
-def provider_chain(provider: str, has_key: bool, known: tuple[str, ...]) -> list[str]:
-    """The providers a call tries, in order: the configured one when it can be used, then local
-    (speech and hearing alike)."""
-    usable = provider in known and provider != LOCAL and has_key
-    return [provider, LOCAL] if usable else [LOCAL]
-
-
 def tts_chain(cfg: Config) -> list[str]:
-    tts = cfg.voice.tts
-    return provider_chain(tts.provider, tts.api_key is not None, KNOWN)
+    return provider_chain(cfg, "tts")
 
 
 def tts_provider(name: str, cfg: Config) -> Speech:
+    # Each provider's module (and its SDK) is imported only when a call speaks through it.
     if name == LOCAL:
         from agentcomms.voice.tts.local import EspeakSpeech
 
         return EspeakSpeech.from_config(cfg)
+    if name == "elevenlabs":
+        from agentcomms.voice.tts.elevenlabs import ElevenLabsSpeech
+
+        return ElevenLabsSpeech.from_config(cfg)
+    if name == "deepgram":
+        from agentcomms.voice.tts.deepgram import DeepgramSpeech
+
+        return DeepgramSpeech.from_config(cfg)
     if name == "openai":
         from agentcomms.voice.tts.openai import OpenAISpeech
 

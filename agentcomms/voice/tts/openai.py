@@ -2,44 +2,43 @@
 
 from __future__ import annotations
 
-from agentcomms.config import Config, TTSConfig
-from agentcomms.voice.tts import ProviderUnavailable
+from agentcomms.config import Config
+from agentcomms.voice.providers import Account, refusal, require_account, setting
 
+NAME = "openai"
 DEFAULT_MODEL = "gpt-4o-mini-tts"
 DEFAULT_VOICE = "alloy"
 
 
 class OpenAISpeech:
-    def __init__(
-        self, api_key: str, *, model: str, voice: str, base_url: str | None = None
-    ) -> None:
-        self.api_key = api_key
+    def __init__(self, account: Account, *, model: str, voice: str) -> None:
+        self.account = account
         self.model = model
         self.voice = voice
-        self.base_url = base_url
 
     @classmethod
     def from_config(cls, cfg: Config) -> OpenAISpeech:
         tts = cfg.voice.tts
-        if tts.api_key is None:
-            raise ProviderUnavailable("voice.tts.api_key is not set")
-        # The section's defaults name ElevenLabs' model and voice; OpenAI has its own.
-        defaults = TTSConfig.model_fields
-        model = DEFAULT_MODEL if tts.model == defaults["model"].default else tts.model
-        voice = DEFAULT_VOICE if tts.voice == defaults["voice"].default else tts.voice
-        return cls(tts.api_key.get_secret_value(), model=model, voice=voice, base_url=tts.base_url)
+        return cls(
+            require_account(cfg, "tts", NAME),
+            model=setting(tts, "model", NAME, DEFAULT_MODEL),
+            voice=setting(tts, "voice", NAME, DEFAULT_VOICE),
+        )
 
     async def synthesize(self, text: str) -> tuple[bytes, str]:
         import openai
 
         # Retries are the activity's (and then the next provider's), not the SDK's.
-        client = openai.AsyncOpenAI(api_key=self.api_key, base_url=self.base_url, max_retries=0)
+        client = openai.AsyncOpenAI(
+            api_key=self.account.api_key, base_url=self.account.base_url, max_retries=0
+        )
         try:
             response = await client.audio.speech.create(
                 model=self.model, voice=self.voice, input=text, response_format="wav"
             )
             return await response.aread(), "wav"
         except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
-            raise ProviderUnavailable(f"OpenAI refused the key: {exc}") from exc
+            # Not OpenAI's message: it quotes part of the key.
+            raise refusal("OpenAI", self.account, exc.status_code, None) from None
         finally:
             await client.close()

@@ -1,0 +1,127 @@
+"""The deployment key: how a pane's host knows that agentcomms, and not just anyone, sent a message.
+
+Temporal authenticates no one: whoever reaches its port can signal ``enqueue`` to ``agent-<id>``,
+and typing into an agent's pane is running code as its owner. So the gateway (and any process
+that posts or registers) tags every event and registration with an HMAC-SHA256 over a canonical
+encoding of what it says, and the pane's host checks the tag where the text would be typed. The
+key never enters a workflow: workflows carry the tag, which reveals nothing of the key.
+
+The key is ``security.deployment_key`` in the config (``${VAR}``, so several hosts share one), or,
+when none is configured, ``<home>/deployment.key``, generated 0600 at first start and read by
+every process on the host.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from pydantic_core import to_jsonable_python
+
+from agentcomms.config.home import agentcomms_home, private_secret
+from agentcomms.config.models import SecurityConfig
+from agentcomms.models import Event, Registration
+
+KEY_FILENAME = "deployment.key"
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def key_path() -> Path:
+    return agentcomms_home() / KEY_FILENAME
+
+
+class DeploymentKey:
+    """Signs and verifies events and registrations; holds the key, never shows it."""
+
+    def __init__(self, secret: bytes) -> None:
+        if not secret:
+            raise ValueError("an empty deployment key signs nothing")
+        self._secret = secret
+
+    def __repr__(self) -> str:
+        return "DeploymentKey(***)"
+
+    @classmethod
+    def load(cls, security: SecurityConfig) -> DeploymentKey:
+        """The configured key, else this host's key file (made at first start)."""
+        if security.deployment_key is not None:
+            return cls(security.deployment_key.get_secret_value().encode("utf-8"))
+        return cls(private_secret(key_path(), "the deployment key").encode("ascii"))
+
+    # ---- events ---------------------------------------------------------------------------------
+
+    def sign_event(self, event: Event) -> Event:
+        """The event with its tag: what the gateway hands to Temporal."""
+        return event.model_copy(update={"signature": self._tag(_event_fields(event))})
+
+    def event_is_genuine(self, event: Event) -> bool:
+        return self._verify(_event_fields(event), event.signature)
+
+    # ---- registrations --------------------------------------------------------------------------
+
+    def sign_registration(self, agent_id: str, registration: Registration) -> Registration:
+        tag = self._tag(_registration_fields(agent_id, registration))
+        return registration.model_copy(update={"signature": tag})
+
+    def registration_is_genuine(self, agent_id: str, registration: Registration) -> bool:
+        return self._verify(_registration_fields(agent_id, registration), registration.signature)
+
+    # ---- the tag --------------------------------------------------------------------------------
+
+    def _tag(self, fields: list[Any]) -> str:
+        digest = hmac.new(self._secret, _canonical(fields), hashlib.sha256).digest()
+        return base64.urlsafe_b64encode(digest).decode("ascii").rstrip("=")
+
+    def _verify(self, fields: list[Any], signature: str | None) -> bool:
+        if not signature:
+            return False
+        return hmac.compare_digest(self._tag(fields), signature)
+
+
+def _canonical(fields: list[Any]) -> bytes:
+    # Sorted keys, no spaces, ASCII escapes: the same bytes whichever process encodes it, and
+    # after any round trip through Temporal's JSON or the projection.
+    return json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
+
+
+def _event_fields(event: Event) -> list[Any]:
+    """Everything that decides what is typed, where and as whom; not what the mailbox changes
+    as it goes (status, attempts, delivery time, error, note)."""
+    return [
+        "agentcomms-event/1",
+        event.id,
+        event.agent_id,
+        event.channel_id,
+        event.type,
+        event.role,
+        event.direction,
+        event.source_agent_id,
+        # As JSON sees it: a value the payload was built with (a datetime) reads back as text.
+        to_jsonable_python(event.payload),
+        _microseconds(event.created_at),
+    ]
+
+
+def _registration_fields(agent_id: str, r: Registration) -> list[Any]:
+    return [
+        "agentcomms-registration/1",
+        agent_id,
+        r.type,
+        r.target,
+        r.socket,
+        r.host,
+        r.interrupt_key,
+        r.submit_delay_ms,
+        r.max_chars,
+    ]
+
+
+def _microseconds(moment: datetime) -> int:
+    # Not isoformat: the projection hands a time back in UTC, whatever offset it was made with.
+    aware = moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+    return (aware - _EPOCH) // timedelta(microseconds=1)

@@ -1,0 +1,113 @@
+"""Which speech providers a call tries, in order, and how each one is reached: shared by
+speaking (``voice.tts``) and hearing (``voice.stt``).
+
+A chain is the section's ``provider`` then its ``fallback`` list, keeping only the providers
+that have a key, and local last. A provider's key is the section's ``api_key`` when it is the
+section's provider, else its account's (``voice.elevenlabs.api_key``…): one key serves both.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from agentcomms.config import Config, SpeechAccount, STTConfig, TTSConfig
+from agentcomms.errors import AgentcommsError
+
+LOCAL = "local"
+# Providers reached over the network with an account; each speaks and hears.
+CLOUD: tuple[str, ...] = ("elevenlabs", "deepgram", "openai")
+KNOWN: tuple[str, ...] = (*CLOUD, LOCAL)
+
+Direction = Literal["tts", "stt"]
+
+HTTP_TIMEOUT_S = 50.0  # a provider's answer, inside the speech activity's 60 s
+
+
+class ProviderUnavailable(AgentcommsError):
+    """A speech provider that cannot be used as configured (no key, a refused key, an unknown
+    name or voice): trying it again is pointless, the next provider is tried at once."""
+
+
+@dataclass(frozen=True)
+class Account:
+    api_key: str
+    base_url: str | None
+    key_name: str  # the configuration key the key came from, for telling the user
+
+    def __repr__(self) -> str:  # never the key itself
+        return f"Account(key_name={self.key_name!r}, base_url={self.base_url!r})"
+
+
+def _section(cfg: Config, direction: Direction) -> TTSConfig | STTConfig:
+    return cfg.voice.tts if direction == "tts" else cfg.voice.stt
+
+
+def account(cfg: Config, direction: Direction, name: str) -> Account | None:
+    """How to reach provider `name` for this direction, or None when it has no key."""
+    section = _section(cfg, direction)
+    shared = getattr(cfg.voice, name, None) if name in CLOUD else None
+    shared = shared if isinstance(shared, SpeechAccount) else SpeechAccount()
+    if name == section.provider and section.api_key is not None:
+        return Account(
+            section.api_key.get_secret_value(),
+            section.base_url or shared.base_url,
+            f"voice.{direction}.api_key",
+        )
+    if shared.api_key is not None:
+        base_url = shared.base_url or (section.base_url if name == section.provider else None)
+        return Account(shared.api_key.get_secret_value(), base_url, f"voice.{name}.api_key")
+    return None
+
+
+def require_account(cfg: Config, direction: Direction, name: str) -> Account:
+    found = account(cfg, direction, name)
+    if found is None:
+        raise ProviderUnavailable(
+            f"no key for {name}: set voice.{name}.api_key (or voice.{direction}.api_key)"
+        )
+    return found
+
+
+def provider_chain(cfg: Config, direction: Direction) -> list[str]:
+    """The providers a call tries, in order: those named that can be used, then local."""
+    section = _section(cfg, direction)
+    chain: list[str] = []
+    for name in (section.provider, *section.fallback):
+        if name == LOCAL:
+            break  # local is the end of every chain; nothing after it would be reached
+        if name in CLOUD and name not in chain and account(cfg, direction, name) is not None:
+            chain.append(name)
+    return [*chain, LOCAL]
+
+
+def setting(section: TTSConfig | STTConfig, field: str, name: str, own: str) -> str:
+    """A voice or model from the config, for provider `name`. The section's voice and model belong
+    to its provider, and its defaults name ElevenLabs' voice and Deepgram's model: any other
+    provider, or one in the fallback list, uses its own (`own`)."""
+    value = str(getattr(section, field))
+    if name == section.provider and value != type(section).model_fields[field].default:
+        return value
+    return own
+
+
+def refusal(provider: str, account: Account, status: int | None, body: Any) -> Exception:
+    """What a provider's HTTP error means for the chain.
+
+    401/403: a key to fix, and other 4xx a request the provider will never take: permanent
+    (``ProviderUnavailable``, the next provider is tried at once). 408, 429, 5xx and no answer are
+    worth retrying (a plain error: retried, then the next provider).
+    """
+    detail = str(body)[:200] if body else "no detail"
+    if status in (401, 403):
+        return ProviderUnavailable(
+            f"{provider} refused the key in {account.key_name} ({status}): fix that key"
+        )
+    if status is not None and 400 <= status < 500 and status not in (408, 409, 429):
+        return ProviderUnavailable(f"{provider} refused the request ({status}): {detail}")
+    return RuntimeError(f"{provider} answered {status}: {detail}")
+
+
+def language_code(language: str) -> str:
+    """The ISO-639-1 code the OpenAI and ElevenLabs APIs take: "en-US" -> "en"."""
+    return language.split("-")[0].lower()

@@ -1,0 +1,298 @@
+"""Only the deployment makes a pane type: events and registrations signed with its key.
+
+A forger here is what anyone who reaches the Temporal port is: a plain Temporal client, with the
+SDK's own data converter and no key, signalling ``agent-<id>`` directly. Panes are real tmux
+panes (a shell, so a forged command would run), the projection is a real SQLite file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import threading
+from contextlib import AsyncExitStack
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+from pydantic import SecretStr
+from temporalio.client import Client
+from temporalio.common import WorkflowIDConflictPolicy
+
+from agentcomms.config import SecurityConfig, load_config
+from agentcomms.errors import ConfigError
+from agentcomms.ids import new_event_id
+from agentcomms.models import Event, Registration
+from agentcomms.store import Store
+from agentcomms.trust import KEY_FILENAME, DeploymentKey
+from tests.conftest import Tmux, write_config
+from tests.stack import STACK_KEY, Stack, eventually, running_stack
+from workers.main import build_workers
+from workflows.agent import AgentInput, AgentWorkflow
+
+KEY = DeploymentKey(b"k" * 40)
+
+
+def message(agent_id: str, text: str, **fields: object) -> Event:
+    data: dict[str, object] = {
+        "id": new_event_id(),
+        "agent_id": agent_id,
+        "channel_id": "cli:local",
+        "type": "human_message",
+        "role": "human",
+        "payload": {"text": text, "source": "cli"},
+    }
+    return Event.model_validate(data | fields)
+
+
+# ---- the tag -------------------------------------------------------------------------------------
+
+
+def test_a_signed_event_verifies_and_an_altered_one_does_not():
+    signed = KEY.sign_event(message("a", "ls"))
+    assert KEY.event_is_genuine(signed)
+    for change in (
+        {"payload": {"text": "rm -rf ~", "source": "cli"}},
+        {"agent_id": "b"},
+        {"channel_id": "telegram:1"},
+        {"type": "interrupt"},
+        {"source_agent_id": "mallory"},
+        {"created_at": signed.created_at + timedelta(microseconds=1)},
+    ):
+        assert not KEY.event_is_genuine(signed.model_copy(update=change)), change
+    assert not KEY.event_is_genuine(message("a", "ls"))  # no tag at all
+    assert not DeploymentKey(b"another key of 32 characters....").event_is_genuine(signed)
+    # What the mailbox changes as it goes is not part of what was sent.
+    settled = signed.model_copy(update={"status": "delivered", "attempts": 3, "note": "cut"})
+    assert KEY.event_is_genuine(settled)
+
+
+async def test_the_tag_survives_temporal_json_and_the_projection(tmp_path: Path):
+    # Made at +02:00 with a payload value JSON turns into text: the projection gives the time
+    # back in UTC, Temporal gives the payload back as JSON.
+    event = message(
+        "a",
+        "héllo \x00 🙂",
+        created_at=datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=timezone(timedelta(hours=2))),
+    )
+    event.payload["sent"] = datetime(2026, 1, 1, tzinfo=UTC)
+    signed = KEY.sign_event(event)
+    assert KEY.event_is_genuine(Event.model_validate_json(signed.model_dump_json()))
+    async with await Store.open(f"sqlite+aiosqlite:///{tmp_path / 'p.db'}") as store:
+        await store.record_event(signed)
+        back = await store.get_event(signed.id)
+    assert back is not None and back.signature == signed.signature
+    assert back.created_at.utcoffset() == timedelta(0)
+    assert KEY.event_is_genuine(back)
+
+
+def test_a_registration_is_signed_for_one_agent():
+    reg = KEY.sign_registration("a", Registration(target="s:0.0", host="h"))
+    assert KEY.registration_is_genuine("a", reg)
+    assert not KEY.registration_is_genuine("b", reg)
+    assert not KEY.registration_is_genuine("a", reg.model_copy(update={"target": "evil:0.0"}))
+    assert not KEY.registration_is_genuine("a", reg.model_copy(update={"interrupt_key": "Enter"}))
+
+
+# ---- the key ---------------------------------------------------------------------------------------
+
+
+def test_a_key_is_generated_once_into_the_private_home(home: Path):
+    first = DeploymentKey.load(SecurityConfig())
+    path = home / KEY_FILENAME
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(home.stat().st_mode) == 0o700
+    assert len(path.read_text().strip()) >= 32
+    again = DeploymentKey.load(SecurityConfig())
+    assert again.event_is_genuine(first.sign_event(message("a", "x")))
+    assert "***" in repr(first) and path.read_text().strip() not in repr(first)
+
+
+def test_processes_starting_together_share_one_generated_key(home: Path):
+    keys: list[DeploymentKey] = []
+    threads = [
+        threading.Thread(target=lambda: keys.append(DeploymentKey.load(SecurityConfig())))
+        for _ in range(8)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    signed = keys[0].sign_event(message("a", "x"))
+    assert all(k.event_is_genuine(signed) for k in keys)
+    assert [p.name for p in home.iterdir() if p.name.startswith(".")] == []  # no temp left
+
+
+def test_a_key_file_others_can_read_is_refused(home: Path):
+    DeploymentKey.load(SecurityConfig())
+    (home / KEY_FILENAME).chmod(0o644)
+    with pytest.raises(ConfigError, match="chmod 600"):
+        DeploymentKey.load(SecurityConfig())
+
+
+def test_a_configured_key_wins_and_a_short_one_is_a_config_error(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setenv("SHARED_KEY", "s" * 40)
+    write_config(home, {"security": {"deployment_key": "${SHARED_KEY}"}})
+    cfg = load_config()
+    key = DeploymentKey.load(cfg.security)
+    assert not (home / KEY_FILENAME).exists()  # nothing generated beside a configured key
+    assert DeploymentKey(b"s" * 40).event_is_genuine(key.sign_event(message("a", "x")))
+    monkeypatch.setenv("SHARED_KEY", "short-secret")
+    with pytest.raises(ConfigError) as err:
+        load_config()
+    assert "security.deployment_key" in str(err.value) and "at least 32" in str(err.value)
+    assert "short-secret" not in str(err.value)
+
+
+# ---- end to end: a forger with a plain Temporal client ----------------------------------------------
+
+
+@pytest.fixture
+async def stack(temporal_env, tmp_path):
+    async with running_stack(temporal_env.client, tmp_path) as s:
+        yield s
+
+
+async def forge(client: Client, agent_id: str, signal: str, arg: object) -> None:
+    """What anyone who reaches the port can do: signal-with-start the agent's mailbox."""
+    await client.start_workflow(
+        AgentWorkflow.run,
+        AgentInput(agent_id=agent_id),
+        id=f"agent-{agent_id}",
+        task_queue="anything",
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        start_signal=signal,
+        start_signal_args=[arg],
+    )
+
+
+async def rejected(stack: Stack, event_id: str) -> Event:
+    event = await eventually(lambda: stack.store.get_event(event_id))
+    assert event.status == "rejected", event
+    assert "not signed by this deployment" in (event.error or "")
+    return event
+
+
+async def test_a_forged_message_is_never_typed_and_shows_rejected(
+    stack: Stack, tmux: Tmux, tmp_path: Path
+):
+    agent = stack.agent_id()
+    pane = tmux.new_session("sh", "sh")
+    await stack.call("register", agent_id=agent, target=pane, socket=tmux.socket)
+    proof = tmp_path / "forged-ran"
+    forged = message(agent, f"touch {proof} # FORGED")
+    await forge(stack.client, agent, "enqueue", forged)
+    # The same text, signed with a key that is not the deployment's.
+    other_key = message(agent, f"touch {proof} # OTHER KEY")
+    await forge(stack.client, agent, "enqueue", KEY.sign_event(other_key))
+    # A message the deployment signed, then altered in transit (or in the history).
+    altered = DeploymentKey(STACK_KEY.encode()).sign_event(message(agent, "echo fine"))
+    altered.payload["text"] = f"touch {proof} # ALTERED"
+    await forge(stack.client, agent, "enqueue", altered)
+    # A forged interrupt presses no key either.
+    interrupt = message(agent, "", type="interrupt", role="system")
+    await forge(stack.client, agent, "enqueue", interrupt)
+
+    genuine = await stack.call("send", agent_id=agent, message="echo $((6*7))", wait=True)
+    assert genuine["delivered"] is True
+    await eventually(lambda: "42" in tmux.capture(pane).splitlines())
+    for event in (forged, other_key, altered, interrupt):
+        await rejected(stack, event.id)
+    screen = tmux.capture(pane)
+    assert "FORGED" not in screen and "OTHER KEY" not in screen and "ALTERED" not in screen
+    assert "^C" not in screen
+    assert not proof.exists()
+    # `agentcomms events` (the socket's `events`) lists them as rejected, without any tag.
+    listed = (await stack.call("events", agent_id=agent, limit=10))["events"]
+    statuses = {e["id"]: e["status"] for e in listed}
+    assert statuses.get(forged.id) == "rejected" and statuses[genuine["event_id"]] == "delivered"
+    assert all("signature" not in e for e in listed)
+    # A refused forgery says nothing against the pane: the agent stays online.
+    state = await stack.gateway.mailbox.snapshot(agent)
+    assert state is not None and state.status == "online" and state.pending == 0
+
+
+async def test_an_event_signed_for_another_agent_is_rejected(stack: Stack, tmux: Tmux):
+    agent, other = stack.agent_id("a"), stack.agent_id("b")
+    pane = tmux.new_session("cat", "cat")
+    await stack.call("register", agent_id=agent, target=pane, socket=tmux.socket)
+    theirs = DeploymentKey(STACK_KEY.encode()).sign_event(message(other, "MEANT FOR B"))
+    await forge(stack.client, agent, "enqueue", theirs)
+    await rejected(stack, theirs.id)
+    assert "MEANT FOR B" not in tmux.capture(pane)
+
+
+async def test_a_forged_registration_types_nowhere_until_the_agent_registers_again(
+    stack: Stack, tmux: Tmux
+):
+    agent = stack.agent_id()
+    own = tmux.new_session("own", "cat")
+    trap = tmux.new_session("trap", "cat")
+    await stack.call("register", agent_id=agent, target=own, socket=tmux.socket)
+    await forge(
+        stack.client,
+        agent,
+        "register",
+        Registration(target=trap, socket=tmux.socket, host=stack.host, submit_delay_ms=0),
+    )
+    sent = await stack.call("send", agent_id=agent, message="KEEP ME", wait=True, timeout=3)
+    assert sent["delivered"] is False
+    state = await eventually(lambda: _unreachable(stack, agent))
+    assert "registration is not signed" in (state.last_error or "")
+    assert "KEEP ME" not in tmux.capture(trap) and "KEEP ME" not in tmux.capture(own)
+    # The message waited; a genuine registration delivers it, to the agent's own pane.
+    await stack.call("register", agent_id=agent, target=own, socket=tmux.socket)
+    await eventually(lambda: "KEEP ME" in tmux.capture(own))
+    assert "KEEP ME" not in tmux.capture(trap)
+    event = await eventually(lambda: _delivered(stack, sent["event_id"]))
+    assert event.status == "delivered"
+
+
+async def _unreachable(stack: Stack, agent: str):
+    state = await stack.gateway.mailbox.snapshot(agent)
+    return state if state is not None and state.status == "unreachable" else None
+
+
+async def _delivered(stack: Stack, event_id: str) -> Event | None:
+    event = await stack.store.get_event(event_id)
+    return event if event is not None and event.status == "delivered" else None
+
+
+async def test_a_worker_with_a_key_of_its_own_refuses_the_deployments_messages(
+    temporal_env, tmux: Tmux, tmp_path: Path
+):
+    """Hosts are one deployment only through one key (`security.deployment_key`, shared through
+    the config): a worker that made its own types nothing the gateway signed."""
+    async with running_stack(temporal_env.client, tmp_path, with_worker=False) as gateway_only:
+        cfg = gateway_only.cfg.model_copy(
+            update={"security": SecurityConfig(deployment_key=SecretStr("x" * 40))}
+        )
+        agent = gateway_only.agent_id()
+        pane = tmux.new_session("cat", "cat")
+        async with AsyncExitStack() as workers:
+            for worker in build_workers(
+                gateway_only.client, cfg, gateway_only.store, host=gateway_only.host
+            ):
+                await workers.enter_async_context(worker)
+            await gateway_only.call("register", agent_id=agent, target=pane, socket=tmux.socket)
+            sent = await gateway_only.call("send", agent_id=agent, message="NOT OURS", wait=True)
+        assert sent["delivered"] is False and sent["status"] == "rejected"
+        assert "not signed by this deployment" in sent["note"]
+        assert "NOT OURS" not in tmux.capture(pane)
+
+
+def test_the_key_never_reaches_config_show(home: Path, monkeypatch: pytest.MonkeyPatch):
+    from typer.testing import CliRunner
+
+    from agentcomms.cli import app
+
+    monkeypatch.setenv("SHARED_KEY", "s3cr3t-" * 8)
+    write_config(home, {"security": {"deployment_key": "${SHARED_KEY}"}})
+    shown = CliRunner().invoke(app, ["config", "show", "--json"])
+    assert shown.exit_code == 0, shown.output
+    assert "s3cr3t" not in shown.output
+    assert json.loads(shown.output)["security"]["deployment_key"] == "***"
+    assert os.environ["SHARED_KEY"] not in shown.output

@@ -1,0 +1,382 @@
+"""WhatsApp through Meta's Cloud API end to end: webhook calls signed as Meta signs them, our
+sender posting to a local Graph API messages endpoint, real Temporal, tmux and SQLite."""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from pydantic import SecretStr
+from starlette.applications import Starlette
+
+from agentcomms.config import Config
+from agentcomms.ids import provider_event_id
+from agentcomms.transports import RateLimited, SendRefused
+from agentcomms.transports._whatsapp_cloud import (
+    DEFAULT_RETRY_AFTER_S,
+    SIGNATURE_HEADER,
+    CloudSender,
+)
+from gateway.chat import ChatTransports
+from tests.conftest import Tmux
+from tests.fakes.serve import free_port
+from tests.fakes.whatsapp_cloud import (
+    ACCESS_TOKEN,
+    APP_SECRET,
+    VERIFY_TOKEN,
+    FakeWhatsAppCloud,
+    new_wamid,
+)
+from tests.stack import Stack, eventually, running_stack, typed
+from tests.test_mailbox import recorder
+
+ALICE = "+15551234567"
+STRANGER = "+15559990000"
+PUBLIC_URL = "https://agents.example.test/relay"  # a tunnel: not where the gateway listens
+
+
+@pytest.fixture
+async def meta() -> AsyncIterator[FakeWhatsAppCloud]:
+    fake = FakeWhatsAppCloud()
+    await fake.server.start()
+    yield fake
+    await fake.server.stop()
+
+
+@pytest.fixture
+def agent() -> str:
+    return f"wa-{uuid.uuid4().hex[:8]}"
+
+
+def cloud_section(fake: FakeWhatsAppCloud, **extra: Any) -> dict[str, Any]:
+    return {
+        "enabled": True,
+        "api": "cloud",
+        "access_token": SecretStr(fake.access_token),
+        "phone_number_id": fake.phone_number_id,
+        "app_secret": SecretStr(fake.app_secret),
+        "verify_token": SecretStr(VERIFY_TOKEN),
+        "base_url": fake.base_url,
+        **extra,
+    }
+
+
+def with_cloud(
+    fake: FakeWhatsAppCloud, agent: str, port: int, *, public_url: str | None = PUBLIC_URL
+) -> Any:
+    def configure(cfg: Config) -> Config:
+        chat = cfg.chat.model_copy(
+            update={
+                "whatsapp": cfg.chat.whatsapp.model_copy(update=cloud_section(fake)),
+                "channels": {f"whatsapp:{ALICE}": agent, f"whatsapp:{STRANGER}": agent},
+                "allowed_senders": {"whatsapp": [ALICE]},
+            }
+        )
+        server = cfg.server.model_copy(update={"http_port": port, "public_url": public_url})
+        return cfg.model_copy(update={"chat": chat, "server": server})
+
+    return configure
+
+
+class Hook:
+    """Meta's side of the webhook: it posts to where the gateway listens."""
+
+    def __init__(self, fake: FakeWhatsAppCloud, port: int) -> None:
+        self.fake = fake
+        self.url = f"http://127.0.0.1:{port}/webhooks/whatsapp"
+
+    async def post(self, call: dict[str, Any] | bytes, **kw: Any) -> Any:
+        return await self.fake.post_webhook(self.url, call, **kw)
+
+
+@pytest.fixture
+async def stack_and_hook(temporal_env, tmp_path, meta, agent) -> AsyncIterator[tuple[Stack, Hook]]:
+    port = free_port()
+    async with running_stack(
+        temporal_env.client, tmp_path, configure=with_cloud(meta, agent, port)
+    ) as s:
+        yield s, Hook(meta, port)
+
+
+async def register(stack: Stack, agent: str, tmux: Tmux, target: str, **extra: Any) -> None:
+    await stack.call(
+        "register", agent_id=agent, target=target, socket=tmux.socket, submit_delay_ms=0, **extra
+    )
+
+
+def wamid_of(call: dict[str, Any]) -> str:
+    return str(call["entry"][0]["changes"][0]["value"]["messages"][0]["id"])
+
+
+async def test_a_message_is_typed_once_even_when_meta_sends_the_webhook_again(
+    stack_and_hook, meta: FakeWhatsAppCloud, agent: str, tmux: Tmux, tmp_path: Path
+):
+    stack, hook = stack_and_hook
+    target, out = recorder(tmux, tmp_path, "rec")
+    await register(stack, agent, tmux, target)
+
+    call = meta.incoming(ALICE, "ship it", name="Alice")
+    answer = await hook.post(call)
+    assert answer.status_code == 200
+    # Answered only once durable: the event is already in the mailbox's projection.
+    event_id = provider_event_id("whatsapp", ALICE, wamid_of(call))
+    assert await stack.store.get_event(event_id) is not None
+    assert (await hook.post(call)).status_code == 200  # Meta sends the call again
+
+    await typed(out, f"[whatsapp:{ALICE} from Alice] ship it\r".encode())
+    # Receipts are reactions on Alice's message: queued, then typed.
+    await eventually(lambda: len(meta.reactions_to(ALICE)) == 2)
+    assert meta.reactions_to(ALICE) == [(wamid_of(call), "👀"), (wamid_of(call), "✍")]
+    assert [e.id for e in await stack.store.events_after(agent, None, 10)] == [event_id]
+    assert meta.texts_to(ALICE) == []
+
+
+async def test_the_verify_handshake_answers_only_the_right_token(stack_and_hook, meta):
+    _, hook = stack_and_hook
+    right = await meta.verify(hook.url, VERIFY_TOKEN)
+    assert right.status_code == 200 and right.text == "1158201444"
+    assert (await meta.verify(hook.url, "guess")).status_code == 403
+    assert (await meta.verify(hook.url, VERIFY_TOKEN, mode="unsubscribe")).status_code == 403
+
+
+async def test_a_forged_or_unsigned_webhook_gets_403_and_nothing_is_queued(
+    stack_and_hook, meta: FakeWhatsAppCloud, agent: str
+):
+    stack, hook = stack_and_hook
+    calls = [meta.incoming(ALICE, f"attempt {i}") for i in range(4)]
+    body = b'{"object": "whatsapp_business_account"}'
+    attempts = [
+        await hook.post(calls[0], signature=None),
+        await hook.post(calls[1], signature="sha256=" + "0" * 64),
+        await hook.post(calls[2], signature=meta.sign(body, "not-the-app-secret")),
+        # Signed right, but for another body: a call changed after Meta signed it.
+        await hook.post(calls[3], signature=meta.sign(body)),
+    ]
+    assert [a.status_code for a in attempts] == [403, 403, 403, 403]
+    for call in calls:
+        event_id = provider_event_id("whatsapp", ALICE, wamid_of(call))
+        assert await stack.store.get_event(event_id) is None
+    assert await stack.store.events_after(agent, None, 10) == []
+    assert meta.sent == []
+
+
+async def test_status_callbacks_are_acknowledged_and_ignored(
+    stack_and_hook, meta: FakeWhatsAppCloud, agent: str
+):
+    stack, hook = stack_and_hook
+    answer = await hook.post(meta.status_update(ALICE, new_wamid(), "read"))
+    assert answer.status_code == 200
+    assert await stack.store.events_after(agent, None, 10) == []
+    assert meta.sent == []
+
+
+async def test_a_message_without_words_gets_a_short_reply_and_reaches_no_agent(
+    stack_and_hook, meta: FakeWhatsAppCloud, agent: str
+):
+    stack, hook = stack_and_hook
+    photo = meta.incoming(
+        ALICE, None, message={"type": "image", "image": {"id": "1", "mime_type": "image/jpeg"}}
+    )
+    assert (await hook.post(photo)).status_code == 200
+    await eventually(lambda: meta.texts_to(ALICE))
+    assert meta.texts_to(ALICE) == [
+        "Only text reaches the agent: this image was not passed on. Please send it as text."
+    ]
+    # The reply quotes the photo it is about.
+    assert meta.sent[0]["context"] == {"message_id": wamid_of(photo)}
+    assert await stack.store.events_after(agent, None, 10) == []
+
+
+async def test_a_stranger_is_rejected_and_recorded_until_paired(
+    stack_and_hook, meta: FakeWhatsAppCloud, agent: str
+):
+    stack, hook = stack_and_hook
+    first = meta.incoming(STRANGER, "let me in", name="Mallory")
+    assert (await hook.post(first)).status_code == 200
+    rejected = await stack.store.get_event(provider_event_id("whatsapp", STRANGER, wamid_of(first)))
+    assert rejected is not None and rejected.status == "rejected"
+    await eventually(lambda: meta.texts_to(STRANGER))
+    [answer] = meta.texts_to(STRANGER)
+    code = re.search(r"agentcomms pair (\w+)", answer)
+    assert code, answer
+    # Recorded for audit under the agent the chat maps to, and never for it to read.
+    assert [e.status for e in await stack.store.events_after(agent, None, 10)] == ["rejected"]
+
+    paired = await stack.call("pair", code=code[1])
+    assert paired["sender_id"] == STRANGER and paired["agent_id"] == agent
+    welcome = meta.incoming(STRANGER, "thanks", name="Mallory")
+    assert (await hook.post(welcome)).status_code == 200
+    admitted = await stack.store.get_event(
+        provider_event_id("whatsapp", STRANGER, wamid_of(welcome))
+    )
+    assert admitted is not None and admitted.status != "rejected"
+    assert admitted.agent_id == agent
+
+
+async def test_an_agent_reply_quotes_its_message_and_is_split_after_429_and_500(
+    stack_and_hook, meta: FakeWhatsAppCloud, agent: str
+):
+    stack, _ = stack_and_hook
+    meta.fail_next(429, 500, retry_after=0.2)
+    asked = new_wamid()
+    long_text = "\n".join(f"line {i:04d}" for i in range(500))  # 5,499 characters
+    result = await stack.call(
+        "reply",
+        channel_id=f"whatsapp:{ALICE}",
+        message=long_text,
+        agent_id=agent,
+        reply_to=asked,
+        timeout=30,
+    )
+    assert result["delivered"] is True, result
+    pieces = meta.texts_to(ALICE)
+    assert len(pieces) == 2 and "".join(pieces) == long_text
+    assert meta.calls == 4  # 429, 500, then both pieces
+    assert meta.sent[0]["context"] == {"message_id": asked}
+    assert "context" not in meta.sent[1]
+    assert meta.sent[0]["to"] == ALICE.lstrip("+")
+    assert result["message_id"].startswith("wamid.")
+
+
+async def test_a_reply_waits_while_the_graph_api_is_down_and_goes_out_once_it_is_back(
+    stack_and_hook, meta: FakeWhatsAppCloud, agent: str
+):
+    stack, _ = stack_and_hook
+    await meta.server.stop()
+    result = await stack.call(
+        "reply", channel_id=f"whatsapp:{ALICE}", message="still there?", agent_id=agent, timeout=2
+    )
+    assert result["status"] == "queued", result  # durable, and not given up on
+    await meta.server.start()
+    await eventually(lambda: meta.texts_to(ALICE) == ["still there?"], timeout=30)
+
+
+async def test_a_closed_24_hour_window_fails_at_once_saying_so(
+    stack_and_hook, meta: FakeWhatsAppCloud, agent: str
+):
+    stack, _ = stack_and_hook
+    meta.refuse_next(
+        400,
+        131047,
+        "Re-engagement message",
+        details="Message failed to send because more than 24 hours have passed since the "
+        "customer last replied to this number.",
+    )
+    result = await stack.call(
+        "reply", channel_id=f"whatsapp:{ALICE}", message="hello?", agent_id=agent, timeout=10
+    )
+    assert result["status"] == "failed", result
+    assert "24-hour window closed" in result["error"] and "131047" in result["error"]
+    assert meta.calls == 1  # not retried
+    assert ACCESS_TOKEN not in result["error"]
+
+
+async def test_the_typed_receipt_says_when_max_chars_cut_the_text(
+    stack_and_hook, meta: FakeWhatsAppCloud, agent: str, tmux: Tmux, tmp_path: Path
+):
+    stack, hook = stack_and_hook
+    target, _ = recorder(tmux, tmp_path, "rec")
+    await register(stack, agent, tmux, target, max_chars=100)
+    call = meta.incoming(ALICE, "x" * 300, name="Alice")
+    assert (await hook.post(call)).status_code == 200
+    await eventually(lambda: meta.texts_to(ALICE))
+    [note] = meta.texts_to(ALICE)
+    assert note.startswith(
+        "Typed into the agent's terminal, but cut at the agent's max_chars (100)"
+    )
+    assert (wamid_of(call), "✍") in meta.reactions_to(ALICE)
+    assert next(m for m in meta.sent if m["type"] == "text")["context"] == {
+        "message_id": wamid_of(call)
+    }
+
+
+async def test_the_sender_maps_meta_errors_to_what_to_do(meta: FakeWhatsAppCloud, tmp_path: Path):
+    cfg = Config()
+    cfg = cfg.model_copy(
+        update={
+            "chat": cfg.chat.model_copy(
+                update={"whatsapp": cfg.chat.whatsapp.model_copy(update=cloud_section(meta))}
+            )
+        }
+    )
+    sender = CloudSender(cfg)
+    # Meta gives no Retry-After: a sane wait is assumed.
+    meta.fail_next(429)
+    with pytest.raises(RateLimited) as limited:
+        await sender.send_text(ALICE, "hi")
+    assert limited.value.retry_after == DEFAULT_RETRY_AFTER_S
+    meta.refuse_next(
+        400, 131056, "(#131056) (Business Account, Consumer Account) pair rate limit hit"
+    )
+    with pytest.raises(RateLimited):
+        await sender.send_text(ALICE, "hi")
+
+    meta.fail_next(401)
+    with pytest.raises(SendRefused, match="access_token") as expired:
+        await sender.send_text(ALICE, "hi")
+    meta.refuse_next(400, 131030, "Recipient phone number not in allowed list")
+    with pytest.raises(SendRefused, match="allowed list") as not_allowed:
+        await sender.send_text(ALICE, "hi")
+    wrong_id = CloudSender(
+        cfg.model_copy(
+            update={
+                "chat": cfg.chat.model_copy(
+                    update={
+                        "whatsapp": cfg.chat.whatsapp.model_copy(
+                            update=cloud_section(meta, phone_number_id="999")
+                        )
+                    }
+                )
+            }
+        )
+    )
+    with pytest.raises(SendRefused, match="phone_number_id"):
+        await wrong_id.send_text(ALICE, "hi")
+    for refusal in (expired.value, not_allowed.value):
+        assert ACCESS_TOKEN not in str(refusal) and APP_SECRET not in str(refusal)
+    assert meta.sent == []
+
+
+async def test_status_says_what_to_fix_when_the_webhook_cannot_work(meta: FakeWhatsAppCloud):
+    base = Config()
+    half = base.chat.whatsapp.model_copy(
+        update=cloud_section(meta, app_secret=None, verify_token=None)
+    )
+    cfg = base.model_copy(update={"chat": base.chat.model_copy(update={"whatsapp": half})})
+    chat = ChatTransports(cfg, sink=None)  # type: ignore[arg-type]  # nothing arrives here
+    await chat.start()
+    [row] = [r for r in chat.statuses() if r["name"] == "whatsapp"]
+    assert row["status"] == "failed"
+    for key in ("chat.whatsapp.app_secret", "chat.whatsapp.verify_token", "server.public_url"):
+        assert key in row["error"]
+    # Served all the same, and refusing everyone: nothing can be checked without the keys.
+    app = Starlette(routes=chat.routes())
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app)) as client:
+        url = "http://gateway/webhooks/whatsapp"
+        handshake = await client.get(
+            url, params={"hub.mode": "subscribe", "hub.verify_token": "", "hub.challenge": "1"}
+        )
+        body = json.dumps(meta.incoming(ALICE, "hi")).encode()
+        unsigned = await client.post(
+            url, content=body, headers={SIGNATURE_HEADER: meta.sign(body, "")}
+        )
+    assert (handshake.status_code, unsigned.status_code) == (403, 403)
+
+    complete = cfg.model_copy(
+        update={
+            "chat": cfg.chat.model_copy(
+                update={"whatsapp": half.model_copy(update=cloud_section(meta))}
+            ),
+            "server": cfg.server.model_copy(update={"public_url": PUBLIC_URL}),
+        }
+    )
+    chat = ChatTransports(complete, sink=None)  # type: ignore[arg-type]
+    await chat.start()
+    [row] = [r for r in chat.statuses() if r["name"] == "whatsapp"]
+    assert row == {"name": "whatsapp", "status": "connected"}
