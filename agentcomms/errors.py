@@ -19,6 +19,10 @@ class TemporalUnavailable(AgentcommsError):
     """No Temporal server answers and none could be started."""
 
 
+class SearchAttributesMissing(AgentcommsError):
+    """The namespace lacks agentcomms' search attributes and refused to add them."""
+
+
 class GatewayUnavailable(AgentcommsError):
     """The gateway socket does not answer."""
 

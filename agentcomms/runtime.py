@@ -42,6 +42,14 @@ async def temporal_and_store(
     dev: DevServer | None = None
     address = cfg.temporal.address
     if not server_answers(address):
+        if embed and cfg.temporal.uses_tls():
+            # The embedded dev server has no TLS: a TLS address names a cluster of its own.
+            raise TemporalUnavailable(
+                f"No Temporal server at {address}. With TLS configured (temporal.tls, "
+                "temporal.api_key or temporal.tls_*) agentcomms does not start its embedded dev "
+                "server, which has no TLS: start that cluster, or remove the TLS keys to run "
+                "the dev server."
+            )
         if not (embed and cfg.temporal.embedded and is_local(address)):
             raise TemporalUnavailable(
                 f"No Temporal server at {address}. Start one with `agentcomms up` (which embeds a "
@@ -60,7 +68,7 @@ async def temporal_and_store(
             metrics.start()
         client = await connect(cfg.temporal, patience_s=5.0, runtime=sdk_runtime)
         if dev is None:
-            await ensure_search_attributes(client)
+            await ensure_search_attributes(client, cfg.temporal)
         store = await Store.open(cfg.database.resolved_url())
         try:
             rt = Runtime(cfg=cfg, client=client, store=store, dev_server=dev, metrics=metrics)

@@ -24,7 +24,10 @@ from pathlib import Path
 from urllib.parse import quote
 
 from temporalio.api.enums.v1 import IndexedValueType, TaskQueueType
-from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
+from temporalio.api.operatorservice.v1 import (
+    AddSearchAttributesRequest,
+    ListSearchAttributesRequest,
+)
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
@@ -34,8 +37,10 @@ from temporalio.service import RPCError
 from agentcomms.address import LOCAL_HOSTS, server_answers, split_address
 from agentcomms.codec import data_converter, ui_codec_endpoint
 from agentcomms.config import TemporalConfig, agentcomms_home
-from agentcomms.errors import TemporalUnavailable
+from agentcomms.errors import SearchAttributesMissing, TemporalUnavailable
 from agentcomms.search_attributes import ALL as SEARCH_ATTRIBUTES
+from agentcomms.temporal_admin import search_attributes_missing
+from agentcomms.temporal_tls import tls_config, tls_problem
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +74,7 @@ async def connect(
     """
     loop = asyncio.get_running_loop()
     deadline = loop.time() + patience_s
+    tls = tls_config(cfg)  # reads the certificate files once, naming any that is missing
     while True:
         try:
             async with asyncio.timeout(CONNECT_TIMEOUT_S):
@@ -78,7 +84,7 @@ async def connect(
                     # Every process seals and opens payloads alike (agentcomms.codec).
                     data_converter=data_converter(cfg),
                     api_key=cfg.api_key.get_secret_value() if cfg.api_key else None,
-                    tls=cfg.tls,
+                    tls=tls,
                     runtime=runtime,
                 )
         except TimeoutError:
@@ -88,6 +94,9 @@ async def connect(
                 "another program on that port?) and temporal.tls."
             ) from None
         except RuntimeError as exc:  # the SDK raises RuntimeError for connection failures
+            # A TLS failure does not mend by waiting: say at once what to set.
+            if problem := tls_problem(cfg, str(exc), final=loop.time() >= deadline):
+                raise TemporalUnavailable(problem) from None
             if loop.time() >= deadline:
                 raise TemporalUnavailable(
                     f"No Temporal server answers at {cfg.address} ({exc}). Start everything "
@@ -96,18 +105,40 @@ async def connect(
             await asyncio.sleep(0.2)
 
 
-async def ensure_search_attributes(client: Client) -> None:
-    """Register our search attributes on a server that lacks them (an existing, non-embedded one)."""
-    wanted = {key.name: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD for key in SEARCH_ATTRIBUTES}
+async def ensure_search_attributes(client: Client, cfg: TemporalConfig | None = None) -> None:
+    """Add our search attributes to a namespace that lacks them (a server we did not start).
+
+    Mailboxes set them, and a workflow that sets one its namespace lacks fails every task. So a
+    namespace known to lack them that refuses to add them (Temporal Cloud, a key that is not an
+    admin's) stops the process with the commands that add them; one that cannot even be asked
+    is warned about with the same commands.
+    """
+    if cfg is None:
+        cfg = TemporalConfig(
+            address=client.service_client.config.target_host, namespace=client.namespace
+        )
+    names = [key.name for key in SEARCH_ATTRIBUTES]
+    try:
+        listed = await client.operator_service.list_search_attributes(
+            ListSearchAttributesRequest(namespace=client.namespace)
+        )
+        missing, known = [n for n in names if n not in listed.custom_attributes], True
+    except RPCError:  # Temporal Cloud lists them only to admins
+        missing, known = names, False
+    if not missing:
+        return
+    wanted = dict.fromkeys(missing, IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD)
     try:
         await client.operator_service.add_search_attributes(
             AddSearchAttributesRequest(namespace=client.namespace, search_attributes=wanted)
         )
     except RPCError as exc:
-        # Already registered is the normal case; a cloud namespace may refuse: the UI just
-        # loses its filters, delivery is unaffected.
-        if "already" not in str(exc).lower():
-            log.warning("could not register search attributes: %s", exc)
+        if "already" in str(exc).lower():  # another process added them meanwhile
+            return
+        message = search_attributes_missing(cfg, missing, why=exc.message, known=known)
+        if known:
+            raise SearchAttributesMissing(message) from None
+        log.warning("%s", message)
 
 
 async def pollers(client: Client, task_queue: str) -> list[str]:

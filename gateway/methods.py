@@ -26,6 +26,7 @@ from agentcomms.store import EventNotFound, Store
 from agentcomms.store.engine import display_url
 from agentcomms.temporal import pollers
 from gateway.chat import ChatTransports, normalise_code
+from gateway.hosts import HostWatch
 from gateway.mailbox import Mailbox
 from gateway.outbox import Outbox
 from gateway.params import (
@@ -95,6 +96,7 @@ class Methods:
         self._mailbox = mailbox
         self._started_at = started_at
         self._tracer = Tracer(cfg, store, mailbox, self._host)
+        self._hosts = HostWatch(mailbox.client, store)
         self._table: dict[str, tuple[type[Params], Callable[[Any], Awaitable[Any]]]] = {
             "ping": (NoParams, self.ping),
             "status": (NoParams, self.status),
@@ -118,7 +120,9 @@ class Methods:
             "history": (HistoryParams, self.history),
         }
 
-    def extend(self, table: dict[str, tuple[type[Params], Callable[[Any], Awaitable[Any]]]]) -> None:
+    def extend(
+        self, table: dict[str, tuple[type[Params], Callable[[Any], Awaitable[Any]]]]
+    ) -> None:
         """Serve the methods of another room too (calls: `gateway.calls`)."""
         self._table.update(table)
 
@@ -150,6 +154,7 @@ class Methods:
             "agents": len(agents),
             "agents_online": sum(1 for a in agents if a["status"] == "online"),
             "agents_broken": {a["id"]: a["last_error"] for a in agents if a["status"] == "broken"},
+            "hosts_down": _hosts_down(agents),
             "providers": self._providers(),
             "workers": await self._workers(),
             "host": self._host,
@@ -161,8 +166,11 @@ class Methods:
         return {"agents": await self._listed_agents(include_offline=p.include_offline)}
 
     async def _listed_agents(self, *, include_offline: bool) -> list[dict[str, Any]]:
-        """The projection's agents, with those whose workflow Temporal reports failing marked
-        broken (a broken mailbox cannot write its own row)."""
+        """The projection's agents, with those whose host's worker is down marked unreachable
+        and those whose workflow Temporal reports failing marked broken (neither mailbox can
+        write its own row)."""
+        listed = await self._store.list_agents(include_offline=include_offline)
+        down, waiting = await self._hosts.down(listed)
         agents = {
             a.id: {
                 "id": a.id,
@@ -173,8 +181,16 @@ class Methods:
                 "host": a.host,
                 "last_error": a.last_error,
             }
-            for a in await self._store.list_agents(include_offline=include_offline)
+            for a in listed
         }
+        for a in listed:
+            if (host_down := down.get(a.host or "")) and a.status != "offline":
+                agents[a.id] |= {
+                    "status": "unreachable",
+                    "unreachable_since": host_down.since.isoformat(timespec="seconds"),
+                    "pending": waiting[a.id],
+                    "last_error": host_down.reason(),
+                }
         for agent_id, reason in (await self._mailbox.broken()).items():
             row = agents.setdefault(
                 agent_id,
@@ -509,3 +525,17 @@ class Methods:
         """A channel's newest messages, both directions, oldest first (from the projection)."""
         events = await self._store.channel_history(p.channel_id, p.limit, p.agent_id)
         return {"channel_id": p.channel_id, "messages": [event_json(e) for e in events]}
+
+
+def _hosts_down(agents: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per host whose worker is down: since when, its agents, and how many messages wait."""
+    hosts: dict[str, dict[str, Any]] = {}
+    for a in agents:
+        if a["status"] == "unreachable" and a.get("unreachable_since") and a["host"]:
+            host = hosts.setdefault(
+                a["host"],
+                {"host": a["host"], "since": a["unreachable_since"], "agents": [], "pending": 0},
+            )
+            host["agents"].append(a["id"])
+            host["pending"] += a["pending"] or 0
+    return list(hosts.values())

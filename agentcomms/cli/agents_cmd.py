@@ -76,7 +76,8 @@ def agents(
             a["id"],
             a["type"],
             shown(a["target"] or "-"),
-            a["status"],
+            a["status"]
+            + (f" since {a['unreachable_since']}" if a.get("unreachable_since") else ""),
             "?" if a["pending"] is None else str(a["pending"]),
             shown(a.get("last_error") or ""),
         )

@@ -95,7 +95,9 @@ _COMMENTS: dict[tuple[str, ...], str] = {
     "providers reach that listener (a tunnel or proxy), and webhook signatures are checked "
     "against it.",
     ("temporal",): "The Temporal server. With embedded true and a local address, a dev server "
-    "is started when none answers (its database: <home>/temporal.db when db_filename is null).",
+    "is started when none answers (its database: <home>/temporal.db when db_filename is null). "
+    "Temporal Cloud: api_key (TLS follows). A cluster with its own CA: tls_server_ca; with mTLS: "
+    "tls_client_cert and tls_client_key (PEM files).",
     ("database",): "url null: a SQLite file in the home. PostgreSQL: "
     '"postgresql+asyncpg://user:${PGPASSWORD}@host/agentcomms".',
     ("mailbox",): "What may wait for one agent whose pane cannot take it yet; past a limit a "

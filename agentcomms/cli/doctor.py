@@ -88,6 +88,7 @@ async def _check_temporal(cfg: Config, checks: list[Check]) -> Any:
 
     from agentcomms.search_attributes import ALL as SEARCH_ATTRIBUTES
     from agentcomms.temporal import connect, server_answers
+    from agentcomms.temporal_admin import search_attribute_commands
 
     t = cfg.temporal
     if not await asyncio.to_thread(server_answers, t.address):
@@ -107,7 +108,15 @@ async def _check_temporal(cfg: Config, checks: list[Check]) -> Any:
             DescribeNamespaceRequest(namespace=t.namespace)
         )
     except AgentcommsError as exc:
-        checks.append(Check("temporal", False, str(exc), "check temporal.address and temporal.tls"))
+        checks.append(
+            Check(
+                "temporal",
+                False,
+                str(exc),
+                "check temporal.address and the TLS keys (temporal.tls, api_key, tls_server_ca, "
+                "tls_client_cert, tls_client_key, tls_server_name)",
+            )
+        )
         return None
     except RPCError as exc:
         checks.append(
@@ -137,15 +146,13 @@ async def _check_temporal(cfg: Config, checks: list[Check]) -> Any:
                 "search attributes",
                 False,
                 f"namespace {t.namespace} lacks the search attributes {', '.join(missing)}",
-                "`agentcomms up` or `agentcomms worker` registers them on start; or "
-                + "; ".join(
-                    f"`temporal operator search-attribute create --name {m} --type Keyword`"
-                    for m in missing
-                ),
+                "`agentcomms up` or `agentcomms worker` adds them on start where the server "
+                "allows it; else, as a namespace admin: "
+                + "; ".join(f"`{command}`" for command in search_attribute_commands(t, missing)),
             )
         )
     else:
-        detail = "search attributes AgentId, AgentStatus exist"
+        detail = f"search attributes {', '.join(k.name for k in SEARCH_ATTRIBUTES)} exist"
         checks.append(
             Check(
                 "search attributes", True, detail + (f" (not listed: {unknown})" if unknown else "")

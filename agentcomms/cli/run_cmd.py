@@ -240,6 +240,14 @@ def status(
                     (f"Broken: {agent}", reason)
                     for agent, reason in gw.get("agents_broken", {}).items()
                 ),
+                *(
+                    (
+                        f"Host down: {down['host']}",
+                        f"no worker since {down['since']}; unreachable: "
+                        f"{', '.join(down['agents'])}; {down['pending']} messages wait",
+                    )
+                    for down in gw.get("hosts_down", [])
+                ),
                 ("Database", gw.get("database")),
                 ("Chat", _describe_providers(gw.get("providers"))),
             ]
@@ -276,7 +284,7 @@ async def _workers(cfg: Config) -> dict[str, list[str]] | None:
     from temporalio.service import RPCError
 
     from agentcomms.config import host_name
-    from agentcomms.errors import TemporalUnavailable
+    from agentcomms.errors import AgentcommsError
     from agentcomms.temporal import connect, pollers
     from workflows.agent import host_task_queue
 
@@ -284,7 +292,7 @@ async def _workers(cfg: Config) -> dict[str, list[str]] | None:
         client = await connect(cfg.temporal)
         queues = [host_task_queue(host_name()), cfg.temporal.task_queue]
         return {queue: await pollers(client, queue) for queue in queues}
-    except (TemporalUnavailable, RPCError):
+    except (AgentcommsError, RPCError):  # unreachable, or a TLS file unreadable: not known
         return None
 
 

@@ -132,8 +132,29 @@ class TemporalConfig(Section):
     db_filename: Path | None = Field(
         default=None, description="Dev server database file; <home>/temporal.db when unset"
     )
-    api_key: SecretStr | None = None
-    tls: bool = False
+    api_key: SecretStr | None = Field(
+        default=None, description="Temporal Cloud API key (sent as a bearer token; implies TLS)"
+    )
+    tls: bool | None = Field(
+        default=None,
+        description="true: TLS to the server; null: TLS when an api_key or a tls_* key is set",
+    )
+    tls_server_ca: Path | None = Field(
+        default=None,
+        description="PEM file of the CA that signed the server's certificate; null: the "
+        "system's trusted CAs (enough for Temporal Cloud)",
+    )
+    tls_client_cert: Path | None = Field(
+        default=None, description="mTLS: PEM file of this process's client certificate"
+    )
+    tls_client_key: Path | None = Field(
+        default=None, description="mTLS: PEM file of the client certificate's private key"
+    )
+    tls_server_name: str | None = Field(
+        default=None,
+        description="name the server's certificate is checked against (and sent as SNI) when "
+        "it differs from the address's host",
+    )
     encryption_keys: list[EncryptionKey] = Field(
         default_factory=list,
         description="with keys, every payload is encrypted (AES-GCM) before Temporal sees it; "
@@ -150,8 +171,40 @@ class TemporalConfig(Section):
             raise ValueError(f"each key needs an id of its own, got {ids}")
         return value
 
+    @model_validator(mode="after")
+    def _tls_keys_agree(self) -> TemporalConfig:
+        if (self.tls_client_cert is None) != (self.tls_client_key is None):
+            given, missing = (
+                ("tls_client_cert", "tls_client_key")
+                if self.tls_client_key is None
+                else ("tls_client_key", "tls_client_cert")
+            )
+            raise ValueError(
+                f"{given} is set but {missing} is not: mTLS needs the certificate and its key"
+            )
+        if self.tls is False:
+            tls_keys = [k for k in _TLS_KEYS if getattr(self, k) is not None]
+            if tls_keys:
+                raise ValueError(
+                    f"tls is false but {', '.join(tls_keys)} is set: set tls to true (or "
+                    "null), or remove them"
+                )
+        return self
+
+    def uses_tls(self) -> bool:
+        """Whether to speak TLS: as `tls` says, else when anything TLS-only is configured
+        (Temporal Cloud takes an API key only over TLS)."""
+        if self.tls is not None:
+            return self.tls
+        return self.api_key is not None or any(
+            getattr(self, key) is not None for key in _TLS_KEYS
+        )
+
     def dev_db_path(self) -> Path:
         return (self.db_filename or agentcomms_home() / "temporal.db").expanduser()
+
+
+_TLS_KEYS = ("tls_server_ca", "tls_client_cert", "tls_client_key", "tls_server_name")
 
 
 class DatabaseConfig(Section):

@@ -226,6 +226,28 @@ class Store:
             count, size_total = (await conn.execute(stmt)).one()
         return int(count), int(size_total)
 
+    async def waiting_counts(self, agent_ids: list[str]) -> dict[str, int]:
+        """How many messages wait to be typed, per agent (those with none are left out).
+
+        Counted from the events the gateway recorded, so it holds while an agent's mailbox
+        cannot run (its host's worker is down) and the agent's own row is not updated."""
+        counts: dict[str, int] = {}
+        async with self._engine.connect() as conn:
+            # In chunks: a statement takes at most 32,767 parameters on PostgreSQL.
+            for start in range(0, len(agent_ids), 1000):
+                stmt = (
+                    select(EventRow.agent_id, func.count())
+                    .where(
+                        EventRow.agent_id.in_(agent_ids[start : start + 1000]),
+                        EventRow.status == "new",
+                        EventRow.direction == "in",
+                        EventRow.type.in_(MESSAGE_TYPES),
+                    )
+                    .group_by(EventRow.agent_id)
+                )
+                counts.update({a: int(n) for a, n in await conn.execute(stmt)})
+        return counts
+
     async def events_by_id(self, agent_id: str, event_ids: list[str]) -> dict[str, Event]:
         """The agent's events with these ids (those that exist), by id."""
         if not event_ids:

@@ -1,0 +1,127 @@
+"""Hosts whose worker is down: their agents are unreachable, since when, with what waits.
+
+A host's mailboxes run on its own task queue, so while its worker is down they cannot run at all,
+not even to say so: the gateway finds out from Temporal instead, in two ways.
+
+- Silence: Temporal reports when each worker last polled the host's queue. A live worker renews
+  its long poll about once a minute; none seen for longer than `POLL_SILENCE_S` is gone.
+- A task nobody takes: a message for a mailbox on that host makes a workflow task; a live worker
+  starts it within moments, so one left unstarted for `UNTAKEN_TASK_S`, on a queue nobody has
+  polled for as long, means nobody polls, well before the silence shows. (A busy worker polls
+  again after every task, so its backlog is never mistaken for a host that is down.)
+
+"Since" is the host's last poll as Temporal reports it; once Temporal has forgotten the worker
+(after about five minutes), the time this gateway first saw the host silent, which it keeps until
+a worker polls again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from temporalio.api.enums.v1 import PendingWorkflowTaskState
+from temporalio.client import Client
+from temporalio.service import RPCError
+
+from agentcomms.models import Agent, utcnow
+from agentcomms.store import Store
+from agentcomms.temporal import POLL_SILENCE_S, last_polls
+from workflows.agent import host_task_queue
+
+# Longer than a sticky queue's 5 s hand-back to the host's queue, plus a busy worker's delay.
+UNTAKEN_TASK_S = 20.0
+# Mailboxes asked per host for an untaken task: those with the most waiting.
+PROBED_PER_HOST = 3
+
+
+@dataclass(frozen=True)
+class HostDown:
+    host: str
+    since: datetime
+    last_poll: datetime | None  # None: Temporal reports no poll (never, or forgotten)
+
+    def reason(self) -> str:
+        seen = (
+            f"last poll {self.last_poll.isoformat(timespec='seconds')}"
+            if self.last_poll
+            else "no poll reported"
+        )
+        return (
+            f"host {self.host} has no worker ({seen}): its messages wait; start "
+            f"`agentcomms worker --host-id {self.host}` there"
+        )
+
+
+class HostWatch:
+    """Tells which hosts are down; remembers since when, for as long as this gateway runs."""
+
+    def __init__(self, client: Client, store: Store) -> None:
+        self._client = client
+        self._store = store
+        self._silent_since: dict[str, datetime] = {}
+
+    async def down(self, agents: Iterable[Agent]) -> tuple[dict[str, HostDown], dict[str, int]]:
+        """The hosts of these agents that are down, and how many messages wait for each agent
+        on such a host (from the projection's events, which the gateway writes)."""
+        by_host: dict[str, list[Agent]] = defaultdict(list)
+        for agent in agents:
+            if agent.host and agent.status != "offline":
+                by_host[agent.host].append(agent)
+        if not by_host:
+            return {}, {}
+        waiting = await self._store.waiting_counts([a.id for a in _flat(by_host.values())])
+        found = await asyncio.gather(
+            *(self._check(host, hosted, waiting) for host, hosted in by_host.items())
+        )
+        down = {d.host: d for d in found if d is not None}
+        counts = {a.id: waiting.get(a.id, 0) for h in down for a in by_host[h]}
+        return down, counts
+
+    async def _check(
+        self, host: str, hosted: list[Agent], waiting: dict[str, int]
+    ) -> HostDown | None:
+        try:
+            polls = await last_polls(self._client, host_task_queue(host))
+        except RPCError:
+            return None  # Temporal cannot say: claim nothing
+        now = utcnow()
+        last_poll = now - timedelta(seconds=min(polls.values())) if polls else None
+        silent = not any(age <= POLL_SILENCE_S for age in polls.values())
+        # A worker that polled moments ago is alive, only busy: its tasks wait their turn.
+        quiet = not polls or min(polls.values()) >= UNTAKEN_TASK_S
+        if not silent and not (quiet and await self._untaken_task(hosted, waiting, now)):
+            self._silent_since.pop(host, None)
+            return None
+        since = self._silent_since.setdefault(host, last_poll or now)
+        if last_poll is not None and last_poll < since:
+            since = self._silent_since[host] = last_poll
+        return HostDown(host=host, since=since, last_poll=last_poll)
+
+    async def _untaken_task(
+        self, hosted: list[Agent], waiting: dict[str, int], now: datetime
+    ) -> bool:
+        """Whether a mailbox with messages waiting has a workflow task no worker has taken."""
+        busiest = sorted((a for a in hosted if waiting.get(a.id)), key=lambda a: -waiting[a.id])
+        for agent in busiest[:PROBED_PER_HOST]:
+            try:
+                described = await self._client.get_workflow_handle(f"agent-{agent.id}").describe()
+            except RPCError:
+                continue
+            raw = described.raw_description
+            if not raw.HasField("pending_workflow_task"):
+                continue
+            task = raw.pending_workflow_task
+            if task.state != PendingWorkflowTaskState.PENDING_WORKFLOW_TASK_STATE_SCHEDULED:
+                continue
+            scheduled = task.scheduled_time.ToDatetime(tzinfo=now.tzinfo)
+            if (now - scheduled).total_seconds() >= UNTAKEN_TASK_S:
+                return True
+        return False
+
+
+def _flat(groups: Iterable[list[Agent]]) -> list[Agent]:
+    return [a for group in groups for a in group]

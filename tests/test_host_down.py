@@ -1,0 +1,196 @@
+"""A host whose worker stops: its agents show as unreachable, since when, with how many messages
+wait; nothing is lost, and all of it is typed in order when the worker comes back.
+
+Real Temporal, real tmux, real SQLite: the gateway's machine runs the shared worker, the pane's
+host ("build-…") a worker of its own: an `agentcomms worker --host-id` process that the test kills,
+as a machine that goes away would, and starts again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from contextlib import AsyncExitStack
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from agentcomms.models import utcnow
+from agentcomms.temporal import last_polls
+from tests.conftest import Tmux, write_config
+from tests.stack import STACK_KEY, Stack, eventually, running_stack, typed
+from tests.test_cli_agents import cli, cli_home
+from tests.test_mailbox import recorder
+from tests.test_up import AGENTCOMMS, env_for
+from workers.main import build_workers
+from workflows.agent import host_task_queue
+
+
+async def host_worker(stack: Stack, host: str) -> AsyncExitStack:
+    """The worker of the panes' host: it polls that host's queue only."""
+    workers = AsyncExitStack()
+    for worker in build_workers(stack.client, stack.cfg, stack.store, host=host, shared=False):
+        await workers.enter_async_context(worker)
+    return workers
+
+
+async def worker_process(stack: Stack, host: str, home: Path) -> asyncio.subprocess.Process:
+    """`agentcomms worker --host-id HOST`, configured for the stack's Temporal and projection;
+    returns once it polls its host's queue."""
+    write_config(
+        home,
+        {
+            "temporal": {
+                "address": stack.cfg.temporal.address,
+                "task_queue": stack.cfg.temporal.task_queue,
+            },
+            "database": {"url": stack.cfg.database.resolved_url()},
+            # One deployment, one key: the worker types what the test's gateway signed.
+            "security": {"deployment_key": STACK_KEY},
+        },
+    )
+    process = await asyncio.create_subprocess_exec(
+        AGENTCOMMS, "worker", "--host-id", host, env=env_for(home),
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+
+    async def polling() -> bool:
+        polls = await last_polls(stack.client, host_task_queue(host))
+        return any(who.startswith(f"{process.pid}@") for who in polls)
+
+    await eventually(polling, timeout=30, interval=0.2)
+    return process
+
+
+async def listed(stack: Stack, agent: str) -> dict:
+    rows = (await stack.call("agents"))["agents"]
+    return next((a for a in rows if a["id"] == agent), {"status": None})
+
+
+@pytest.mark.timeout(180)
+async def test_a_stopped_host_shows_its_agents_unreachable_then_types_everything_in_order(
+    temporal_env, tmux: Tmux, tmp_path
+):
+    async with running_stack(temporal_env.client, tmp_path) as stack:
+        host = f"build-{stack.agent_id('h')}"
+        agent = stack.agent_id("backend")
+        target, out = recorder(tmux, tmp_path, "rec")
+        home = tmp_path / "build-home"
+        worker = await worker_process(stack, host, home)
+        try:
+            await stack.call(
+                "register", agent_id=agent, target=target, socket=tmux.socket,
+                submit_delay_ms=0, host=host,
+            )  # fmt: skip
+            first = await stack.call("send", agent_id=agent, message="one", wait=True)
+            assert first["delivered"] is True
+            assert (await listed(stack, agent))["status"] == "online"
+        finally:
+            worker.kill()  # the machine goes away: no goodbye to Temporal
+            await worker.wait()
+        stopped_at = utcnow()
+
+        for text in ("two", "three"):
+            assert (await stack.call("send", agent_id=agent, message=text))["status"] == "queued"
+
+        async def unreachable() -> dict | None:
+            row = await listed(stack, agent)
+            return row if row["status"] == "unreachable" else None
+
+        # A message for the host makes a workflow task that no worker takes: seen within
+        # seconds, long before the host's silence would show.
+        row = await eventually(unreachable, timeout=60, interval=1)
+        assert row["pending"] == 2
+        since = datetime.fromisoformat(row["unreachable_since"])
+        # Since the worker's last poll, as Temporal reports it: before it stopped.
+        assert stopped_at - timedelta(seconds=90) <= since <= stopped_at
+        assert f"host {host} has no worker (last poll " in row["last_error"]
+        assert f"`agentcomms worker --host-id {host}`" in row["last_error"]
+
+        status = await stack.call("status")
+        assert status["hosts_down"] == [
+            {"host": host, "since": row["unreachable_since"], "agents": [agent], "pending": 2}
+        ]
+        home = cli_home(tmp_path, stack)
+        shown = await cli(home, "status")
+        assert f"Host down: {host}" in shown.stdout, shown.stdout
+        assert f"unreachable: {agent}; 2 messages wait" in shown.stdout
+        table = await cli(home, "agents")
+        assert f"unreachable since {row['unreachable_since']}" in table.stdout
+        rows = json.loads((await cli(home, "agents", "--json")).stdout)["agents"]
+        assert [(a["id"], a["status"], a["pending"]) for a in rows] == [(agent, "unreachable", 2)]
+
+        # The worker comes back: everything waiting is typed, in order, once.
+        worker = await worker_process(stack, host, home)
+        try:
+            await typed(out, b"one\rtwo\rthree\r", timeout=60)
+
+            async def online_again() -> dict | None:
+                row = await listed(stack, agent)
+                return row if row["status"] == "online" and row["pending"] == 0 else None
+
+            row = await eventually(online_again, timeout=60, interval=0.5)
+            assert "unreachable_since" not in row
+            assert (await stack.call("status"))["hosts_down"] == []
+        finally:
+            worker.terminate()
+            await worker.wait()
+
+
+@pytest.mark.timeout(240)
+async def test_an_idle_host_that_stops_polling_shows_unreachable_since_its_last_poll(
+    temporal_env, tmux: Tmux, tmp_path
+):
+    """No message waits, so no task betrays the host: its silence does, after a long poll's
+    length (about a minute and a quarter)."""
+    async with running_stack(temporal_env.client, tmp_path) as stack:
+        host = f"idle-{stack.agent_id('h')}"
+        agent = stack.agent_id("idle")
+        target, _ = recorder(tmux, tmp_path, "rec")
+        workers = await host_worker(stack, host)
+        try:
+            await stack.call(
+                "register", agent_id=agent, target=target, socket=tmux.socket,
+                submit_delay_ms=0, host=host,
+            )  # fmt: skip
+            await eventually(lambda: _status_is(stack, agent, "online"), timeout=30)
+        finally:
+            await workers.aclose()
+        stopped_at = utcnow()
+        assert (await listed(stack, agent))["status"] == "online"  # not yet known
+
+        row = await eventually(
+            lambda: _status_is(stack, agent, "unreachable"), timeout=150, interval=2
+        )
+        assert row["pending"] == 0
+        since = datetime.fromisoformat(row["unreachable_since"])
+        assert stopped_at - timedelta(seconds=90) <= since <= stopped_at
+
+
+async def _status_is(stack: Stack, agent: str, status: str) -> dict | None:
+    row = await listed(stack, agent)
+    return row if row["status"] == status else None  # the projection may not have it yet
+
+
+async def test_waiting_counts_are_per_agent_and_only_messages_not_yet_typed(database_url: str):
+    """What `agents` shows for a down host's agents, counted from the projection's events (on
+    PostgreSQL too when the suite has one)."""
+    from agentcomms.store import Store
+    from tests.test_store import message, record_all
+
+    store = await Store.open(database_url)
+    try:
+        await record_all(
+            store,
+            message("a"),
+            message("a"),
+            message("b"),
+            message("b", type="interrupt", role="human"),  # not a message that waits to be typed
+            message("b", status="delivered"),
+            message("c", direction="out", type="agent_message", role="agent"),
+        )
+        assert await store.waiting_counts(["a", "b", "c", "d"]) == {"a": 2, "b": 1}
+        assert await store.waiting_counts([]) == {}
+    finally:
+        await store.close()
