@@ -166,7 +166,7 @@ async def test_deepgram_hears_the_recording_with_the_configured_model_and_langua
     deepgram.transcripts = ["Yes, go ahead."]
     cfg = Config(voice=accounts(elevenlabs, deepgram))
     assert await stt_provider("deepgram", cfg).transcribe(answer, "audio/wav") == "Yes, go ahead."
-    assert deepgram.heard == [{"model": "nova-2", "language": "en-US"}]
+    assert deepgram.heard == [{"model": "nova-2", "language": "en-US", "container": "wav"}]
     assert deepgram.authorizations == [f"Token {dg.API_KEY}"]
 
 
@@ -284,7 +284,7 @@ async def test_a_call_through_elevenlabs_then_deepgram_then_local(
         await stack.call("call_end", call_id=call_id)
         history = await stack.client.get_workflow_handle(f"call-{call_id}").fetch_history()
     assert elevenlabs.spoken == [] and elevenlabs.keys == [wrong]  # once: a refusal is not retried
-    assert deepgram.heard == [{"model": "nova-2", "language": "en-US"}]
+    assert deepgram.heard == [{"model": "nova-2", "language": "en-US", "container": "wav"}]
     assert deepgram.authorizations.count(f"Token {dg.API_KEY}") == 1 + 3  # speak; listen x3
     recorded = _history_text(history)
     assert "ElevenLabs refused the key in voice.elevenlabs.api_key (401)" in recorded
