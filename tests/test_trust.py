@@ -14,6 +14,7 @@ import threading
 from contextlib import AsyncExitStack
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
+from uuid import uuid4
 
 import pytest
 from pydantic import SecretStr
@@ -25,9 +26,11 @@ from agentcomms.errors import ConfigError
 from agentcomms.ids import new_event_id
 from agentcomms.models import Event, Registration
 from agentcomms.store import Store
+from agentcomms.store.engine import create_engine
+from agentcomms.store.migrate import alembic_config
 from agentcomms.trust import KEY_FILENAME, DeploymentKey
 from tests.conftest import Tmux, write_config
-from tests.stack import STACK_KEY, Stack, eventually, running_stack
+from tests.stack import STACK_KEY, Stack, eventually, running_stack, stack_config
 from workers.main import build_workers
 from workflows.agent import AgentInput, AgentWorkflow
 
@@ -259,6 +262,76 @@ async def _unreachable(stack: Stack, agent: str):
 async def _delivered(stack: Stack, event_id: str) -> Event | None:
     event = await stack.store.get_event(event_id)
     return event if event is not None and event.status == "delivered" else None
+
+
+# ---- an upgrade from an agentcomms that did not sign ------------------------------------------------
+
+
+async def projection_before_signing(url: str, events: list[Event]) -> None:
+    """The projection as an agentcomms that did not sign left it: its last revision before the
+    list of messages waiting through the upgrade, and the untagged events its gateway recorded."""
+    from alembic import command
+
+    engine = create_engine(url)
+    async with engine.begin() as conn:
+        await conn.run_sync(lambda c: command.upgrade(alembic_config(c), "0005"))
+    old = Store(engine)  # not opened: opening would bring it up to date
+    for event in events:
+        assert await old.record_event(event)
+    await old.close()
+
+
+async def test_messages_waiting_through_the_upgrade_to_signing_are_typed(
+    temporal_env, tmux: Tmux, tmp_path: Path
+):
+    agent = f"upgraded-{uuid4().hex[:8]}"
+    proof = tmp_path / "forged-ran"
+    waited = message(agent, "echo WAITED-$((20+1))")
+    interrupt = message(agent, "", type="interrupt", role="system")
+    copied = message(agent, "echo its genuine text")
+    url = stack_config(tmp_path, temporal_env.client).database.resolved_url()
+    await projection_before_signing(url, [waited, interrupt, copied])
+
+    async with running_stack(temporal_env.client, tmp_path) as stack:  # the upgrade
+        pane = tmux.new_session("sh", "sh")
+        await stack.call("register", agent_id=agent, target=pane, socket=tmux.socket)
+        # What the old gateway had signalled, and what the mailbox still holds: untagged.
+        await forge(stack.client, agent, "enqueue", waited)
+        await eventually(lambda: "WAITED-21" in tmux.capture(pane).splitlines())
+        await forge(stack.client, agent, "enqueue", interrupt)
+        await eventually(lambda: _delivered(stack, interrupt.id))
+        # A forger copies a waiting message's id (readable in a history) with other text, ...
+        await forge(
+            stack.client,
+            agent,
+            "enqueue",
+            copied.model_copy(update={"payload": {"text": f"touch {proof} # COPIED"}}),
+        )
+        # ... sends an untagged message of its own, ...
+        new = message(agent, f"touch {proof} # NEW ID")
+        await forge(stack.client, agent, "enqueue", new)
+        # ... or one the projection holds only because a mailbox wrote it there after the
+        # upgrade (it hands waiting texts over before continuing-as-new, forged ones too).
+        handed_over = message(agent, f"touch {proof} # HANDED OVER")
+        assert await stack.store.record_event(handed_over)
+        await forge(stack.client, agent, "enqueue", handed_over)
+        genuine = await stack.call("send", agent_id=agent, message="echo $((6*7))", wait=True)
+        assert genuine["delivered"] is True
+        for event in (copied, new, handed_over):
+            await rejected(stack, event.id)
+        screen = tmux.capture(pane)
+        assert "COPIED" not in screen and "NEW ID" not in screen and "HANDED OVER" not in screen
+        assert not proof.exists()
+        assert (await eventually(lambda: _delivered(stack, waited.id))).status == "delivered"
+        # Typed once: a copy of it sent again later finds it no longer waiting.
+        assert await stack.store.waiting_since_before_signing(agent, waited.id) is None
+
+
+async def test_a_fresh_deployment_lists_no_message_from_before_signing(tmp_path: Path):
+    async with await Store.open(f"sqlite+aiosqlite:///{tmp_path / 'p.db'}") as store:
+        untagged = message("a", "x")
+        assert await store.record_event(untagged)
+        assert await store.waiting_since_before_signing("a", untagged.id) is None
 
 
 async def test_a_worker_with_a_key_of_its_own_refuses_the_deployments_messages(

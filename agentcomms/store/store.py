@@ -45,6 +45,7 @@ from agentcomms.store.schema import (
     CallRow,
     ChannelRow,
     ChatSenderRow,
+    EventBeforeSigningRow,
     EventRow,
     PairingCodeRow,
 )
@@ -255,6 +256,23 @@ class Store:
         stmt = select(EventRow).where(EventRow.agent_id == agent_id, EventRow.id.in_(event_ids))
         async with self._engine.connect() as conn:
             return {row.id: from_row(Event, row) for row in await conn.execute(stmt)}
+
+    async def waiting_since_before_signing(self, agent_id: str, event_id: str) -> Event | None:
+        """The agent's event with this id as recorded, if it was waiting untagged when the
+        deployment began to sign (listed by the upgrade) and waits still; else None."""
+        stmt = (
+            select(EventRow)
+            .join(EventBeforeSigningRow, EventBeforeSigningRow.id == EventRow.id)
+            .where(
+                EventRow.id == event_id,
+                EventRow.agent_id == agent_id,
+                EventRow.status == "new",
+                EventRow.signature.is_(None),
+            )
+        )
+        async with self._engine.connect() as conn:
+            row = (await conn.execute(stmt)).first()
+        return from_row(Event, row) if row else None
 
     async def get_event(self, event_id: str) -> Event | None:
         async with self._engine.connect() as conn:
