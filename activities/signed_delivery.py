@@ -13,6 +13,8 @@ fact; the workflow cannot check (its code must not hold the key), so it passes t
   such a message's id but not change what it says, and cannot add one to that list.
 - A registration that fails is refused as ``RegistrationNotSigned``: the pane it names is not the
   agent's, so its messages wait, as for a missing pane, until the agent is registered again.
+- An unregister is checked here too, before the mailbox obeys it: one that fails is ignored, so
+  nobody but the deployment can take an agent offline.
 """
 
 from __future__ import annotations
@@ -22,7 +24,14 @@ from temporalio.exceptions import ApplicationError
 
 from activities import delivery
 from agentcomms import errors
-from agentcomms.models import DeliverRequest, DeliveryOutcome, Event, InterruptRequest, Registration
+from agentcomms.models import (
+    DeliverRequest,
+    DeliveryOutcome,
+    Event,
+    InterruptRequest,
+    Registration,
+    Unregister,
+)
 from agentcomms.store import Store
 from agentcomms.trust import DeploymentKey, same_message
 
@@ -45,6 +54,18 @@ class SignedDelivery:
         """Press the agent's interrupt key, once the deployment's tags check out."""
         await self._check(req.event, req.registration)
         return await delivery.interrupt_pane(req)
+
+    @activity.defn(name="check_unregister")
+    async def check_unregister(self, request: Unregister) -> bool:
+        """Whether the deployment asked to unregister this mailbox's agent (the tag checks out)."""
+        agent_id = (activity.info().workflow_id or "").removeprefix(MAILBOX_PREFIX)
+        if self._key.unregister_is_genuine(agent_id, request):
+            return True
+        activity.logger.warning(
+            "ignored an unregister of %s: not signed by this deployment (it stays registered)",
+            agent_id,
+        )
+        return False
 
     async def _check(self, event: Event | None, registration: Registration | None) -> None:
         # Whose mailbox asks: an event signed for one agent must not be typed for another.

@@ -115,6 +115,18 @@ class Registration(BaseModel):
     signature: str | None = None
 
 
+class Unregister(BaseModel):
+    """Take an agent's pane away: its messages wait until it is registered again."""
+
+    # Fresh for each request, and the time it was made: two unregisters never carry the same
+    # tag, so a mailbox can tell a repeat of one it already obeyed.
+    id: str = ""
+    requested_at: datetime | None = None
+    # The deployment's tag over the fields above and the agent's id (agentcomms.trust): an
+    # unregister signalled by anyone else is ignored.
+    signature: str | None = None
+
+
 class DeliverRequest(BaseModel):
     """Type one event's text into a pane, at most once."""
 

@@ -24,13 +24,15 @@ from temporalio.common import WorkflowIDConflictPolicy
 from agentcomms.config import SecurityConfig, load_config
 from agentcomms.errors import ConfigError
 from agentcomms.ids import new_event_id
-from agentcomms.models import Event, Registration
+from agentcomms.models import Event, Registration, Unregister
 from agentcomms.store import Store
 from agentcomms.store.engine import create_engine
 from agentcomms.store.migrate import alembic_config
 from agentcomms.trust import KEY_FILENAME, DeploymentKey
 from tests.conftest import Tmux, write_config
 from tests.stack import STACK_KEY, Stack, eventually, running_stack, stack_config
+from tests.test_agent_workflow_replay import _settled_history, replayer
+from tests.test_mailbox import recorder
 from workers.main import build_workers
 from workflows.agent import AgentInput, AgentWorkflow
 
@@ -252,6 +254,63 @@ async def test_a_forged_registration_types_nowhere_until_the_agent_registers_aga
     assert "KEEP ME" not in tmux.capture(trap)
     event = await eventually(lambda: _delivered(stack, sent["event_id"]))
     assert event.status == "delivered"
+
+
+def test_an_unregister_is_signed_for_one_agent_and_one_request():
+    request = KEY.sign_unregister("a", Unregister(id="u1", requested_at=datetime.now(UTC)))
+    assert KEY.unregister_is_genuine("a", request)
+    assert not KEY.unregister_is_genuine("b", request)
+    assert not KEY.unregister_is_genuine("a", request.model_copy(update={"id": "u2"}))
+    assert not KEY.unregister_is_genuine("a", Unregister())  # what an unsigned signal carries
+    assert not KEY.unregister_is_genuine("a", KEY.sign_unregister("a", Unregister()))
+
+
+async def test_a_forged_unregister_leaves_the_agent_registered(
+    stack: Stack, tmux: Tmux, tmp_path: Path
+):
+    agent = stack.agent_id()
+    target, out = recorder(tmux, tmp_path, "rec")
+    registration = {"agent_id": agent, "target": target, "socket": tmux.socket}
+    await stack.call("register", **registration, submit_delay_ms=0)
+    deployment = DeploymentKey(STACK_KEY.encode())
+
+    def request() -> Unregister:
+        return Unregister(id=uuid4().hex, requested_at=datetime.now(UTC))
+
+    await forge(stack.client, agent, "unregister", Unregister())  # no tag
+    await forge(stack.client, agent, "unregister", KEY.sign_unregister(agent, request()))
+    await forge(stack.client, agent, "unregister", deployment.sign_unregister("other", request()))
+    for text in ("one", "two"):  # two in turn, as below
+        sent = await stack.call("send", agent_id=agent, message=text, wait=True)
+        assert sent["delivered"] is True, sent
+    state = await stack.gateway.mailbox.snapshot(agent)
+    assert state is not None and state.status == "online" and state.registration is not None
+
+    # One the deployment signed is obeyed, once: repeated from the history later, it is not.
+    genuine = deployment.sign_unregister(agent, request())
+    await forge(stack.client, agent, "unregister", genuine)
+    await eventually(lambda: _offline(stack, agent))
+    await stack.call("register", **registration, submit_delay_ms=0)
+    await forge(stack.client, agent, "unregister", genuine)
+    # Two in turn: the first may be typed while the unregister is still being checked.
+    for text in ("three", "four"):
+        sent = await stack.call("send", agent_id=agent, message=text, wait=True)
+        assert sent["delivered"] is True, sent
+    await stack.call("unregister", agent_id=agent)  # through agentcomms
+    await eventually(lambda: _offline(stack, agent))
+    sent = await stack.call("send", agent_id=agent, message="waits", wait=True, timeout=1)
+    assert sent["delivered"] is False
+    assert out.read_bytes() == b"one\rtwo\rthree\rfour\r"
+
+    handle = stack.client.get_workflow_handle(f"agent-{agent}")
+    history = await eventually(lambda: _settled_history(handle))
+    await handle.terminate("test over")
+    assert (await replayer().replay_workflow(history)).replay_failure is None
+
+
+async def _offline(stack: Stack, agent: str) -> bool:
+    state = await stack.gateway.mailbox.snapshot(agent)
+    return state is not None and state.status == "offline" and state.registration is None
 
 
 async def _unreachable(stack: Stack, agent: str):
