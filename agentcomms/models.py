@@ -12,6 +12,8 @@ from pydantic import BaseModel, Field, field_validator
 
 EventType = Literal["human_message", "agent_message", "interrupt", "system"]
 Role = Literal["human", "agent", "system"]
+# "rejected": refused for good and never typed (the allowlist, no deployment signature, a voice
+# note nobody could transcribe, a full mailbox); the event's error says which.
 EventStatus = Literal["new", "delivered", "failed", "rejected"]
 # "in": to the agent (typed into its pane); "out": from the agent to a human channel.
 Direction = Literal["in", "out"]

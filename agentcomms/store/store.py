@@ -62,7 +62,10 @@ def _check_limit(limit: int) -> None:
 
 
 def _shown_to_agent() -> ColumnElement[bool]:
-    # A rejected message came from a sender the allowlist refused: kept for audit, never shown.
+    # Rejected: never typed, and not for the agent's eyes either. The allowlist refused its
+    # sender, or the deployment did not sign it (a forgery: showing its text would do what
+    # typing it would), or it was a voice note nobody could transcribe, or it came past the
+    # mailbox's hard cap. Kept for the operator (`events`, `trace`, with the reason in error).
     return EventRow.status != "rejected"
 
 
@@ -286,7 +289,7 @@ class Store:
 
         ``since_id=None`` starts at the agent's first event. An id that is not one of this agent's
         events raises ``EventNotFound`` (rather than silently starting over). ``rejected=False``
-        leaves out messages the allowlist refused (what the agent itself may see).
+        leaves out rejected events, whatever refused them (what the agent itself may see).
         """
         _check_limit(limit)
         async with self._engine.connect() as conn:
