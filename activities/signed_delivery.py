@@ -7,8 +7,14 @@ fact; the workflow cannot check (its code must not hold the key), so it passes t
 
 - An event that fails is refused as ``NotSignedByDeployment``: the mailbox records it rejected
   and moves on.
+- An untagged event is typed only when it is a message that was already waiting when the
+  deployment began to sign (an upgrade from an agentcomms that did not), and the projection, which
+  listed it then, still holds it waiting with the same id, agent and content. A forger can copy
+  such a message's id but not change what it says, and cannot add one to that list.
 - A registration that fails is refused as ``RegistrationNotSigned``: the pane it names is not the
   agent's, so its messages wait, as for a missing pane, until the agent is registered again.
+- An unregister is checked here too, before the mailbox obeys it: one that fails is ignored, so
+  nobody but the deployment can take an agent offline.
 """
 
 from __future__ import annotations
@@ -18,33 +24,54 @@ from temporalio.exceptions import ApplicationError
 
 from activities import delivery
 from agentcomms import errors
-from agentcomms.models import DeliverRequest, DeliveryOutcome, Event, InterruptRequest, Registration
-from agentcomms.trust import DeploymentKey
+from agentcomms.models import (
+    DeliverRequest,
+    DeliveryOutcome,
+    Event,
+    InterruptRequest,
+    Registration,
+    Unregister,
+)
+from agentcomms.store import Store
+from agentcomms.trust import DeploymentKey, same_message
 
 MAILBOX_PREFIX = "agent-"
 
 
 class SignedDelivery:
-    def __init__(self, key: DeploymentKey) -> None:
+    def __init__(self, key: DeploymentKey, store: Store) -> None:
         self._key = key
+        self._store = store
 
     @activity.defn(name="deliver_to_pane")
     async def deliver_to_pane(self, req: DeliverRequest) -> DeliveryOutcome:
         """Type one event's text into its pane, once the deployment's tags check out."""
-        self._check(req.event, req.registration)
+        await self._check(req.event, req.registration)
         return await delivery.deliver_to_pane(req)
 
     @activity.defn(name="interrupt_pane")
     async def interrupt_pane(self, req: InterruptRequest) -> bool:
         """Press the agent's interrupt key, once the deployment's tags check out."""
-        self._check(req.event, req.registration)
+        await self._check(req.event, req.registration)
         return await delivery.interrupt_pane(req)
 
-    def _check(self, event: Event | None, registration: Registration | None) -> None:
+    @activity.defn(name="check_unregister")
+    async def check_unregister(self, request: Unregister) -> bool:
+        """Whether the deployment asked to unregister this mailbox's agent (the tag checks out)."""
+        agent_id = (activity.info().workflow_id or "").removeprefix(MAILBOX_PREFIX)
+        if self._key.unregister_is_genuine(agent_id, request):
+            return True
+        activity.logger.warning(
+            "ignored an unregister of %s: not signed by this deployment (it stays registered)",
+            agent_id,
+        )
+        return False
+
+    async def _check(self, event: Event | None, registration: Registration | None) -> None:
         # Whose mailbox asks: an event signed for one agent must not be typed for another.
         agent_id = activity.info().workflow_id or ""
         agent_id = agent_id.removeprefix(MAILBOX_PREFIX)
-        if event is None or not self._key.event_is_genuine(event) or event.agent_id != agent_id:
+        if event is None or not await self._event_is_genuine(agent_id, event):
             activity.logger.warning(
                 "refused %s for %s: not signed by this deployment",
                 event.id if event else "an event",
@@ -68,3 +95,14 @@ class SignedDelivery:
                 type=errors.REGISTRATION_NOT_SIGNED,
                 non_retryable=True,
             )
+
+    async def _event_is_genuine(self, agent_id: str, event: Event) -> bool:
+        if event.agent_id != agent_id:
+            return False
+        if event.signature is not None:
+            return self._key.event_is_genuine(event)
+        # Untagged: genuine only as a message that waited through the upgrade to signing. A
+        # projection that cannot be read refuses nothing for good: the activity fails and the
+        # mailbox tries again.
+        recorded = await self._store.waiting_since_before_signing(agent_id, event.id)
+        return recorded is not None and same_message(recorded, event)

@@ -12,6 +12,8 @@ from pydantic import BaseModel, Field, field_validator
 
 EventType = Literal["human_message", "agent_message", "interrupt", "system"]
 Role = Literal["human", "agent", "system"]
+# "rejected": refused for good and never typed (the allowlist, no deployment signature, a voice
+# note nobody could transcribe, a full mailbox); the event's error says which.
 EventStatus = Literal["new", "delivered", "failed", "rejected"]
 # "in": to the agent (typed into its pane); "out": from the agent to a human channel.
 Direction = Literal["in", "out"]
@@ -112,6 +114,18 @@ class Registration(BaseModel):
     max_chars: int = MAX_MESSAGE_CHARS
     # The deployment's tag over the fields above and the agent's id (agentcomms.trust): a
     # registration signalled by anyone else never makes a pane type.
+    signature: str | None = None
+
+
+class Unregister(BaseModel):
+    """Take an agent's pane away: its messages wait until it is registered again."""
+
+    # Fresh for each request, and the time it was made: two unregisters never carry the same
+    # tag, so a mailbox can tell a repeat of one it already obeyed.
+    id: str = ""
+    requested_at: datetime | None = None
+    # The deployment's tag over the fields above and the agent's id (agentcomms.trust): an
+    # unregister signalled by anyone else is ignored.
     signature: str | None = None
 
 

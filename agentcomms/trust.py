@@ -25,7 +25,7 @@ from pydantic_core import to_jsonable_python
 
 from agentcomms.config.home import agentcomms_home, private_secret
 from agentcomms.config.models import SecurityConfig
-from agentcomms.models import Event, Registration
+from agentcomms.models import Event, Registration, Unregister
 
 KEY_FILENAME = "deployment.key"
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -71,6 +71,17 @@ class DeploymentKey:
     def registration_is_genuine(self, agent_id: str, registration: Registration) -> bool:
         return self._verify(_registration_fields(agent_id, registration), registration.signature)
 
+    # ---- unregistering --------------------------------------------------------------------------
+
+    def sign_unregister(self, agent_id: str, request: Unregister) -> Unregister:
+        tag = self._tag(_unregister_fields(agent_id, request))
+        return request.model_copy(update={"signature": tag})
+
+    def unregister_is_genuine(self, agent_id: str, request: Unregister) -> bool:
+        if not request.id or request.requested_at is None:
+            return False
+        return self._verify(_unregister_fields(agent_id, request), request.signature)
+
     # ---- the tag --------------------------------------------------------------------------------
 
     def _tag(self, fields: list[Any]) -> str:
@@ -81,6 +92,11 @@ class DeploymentKey:
         if not signature:
             return False
         return hmac.compare_digest(self._tag(fields), signature)
+
+
+def same_message(a: Event, b: Event) -> bool:
+    """Whether two events say the same thing (what a tag covers), whatever became of them since."""
+    return _canonical(_event_fields(a)) == _canonical(_event_fields(b))
 
 
 def _canonical(fields: list[Any]) -> bytes:
@@ -119,6 +135,11 @@ def _registration_fields(agent_id: str, r: Registration) -> list[Any]:
         r.submit_delay_ms,
         r.max_chars,
     ]
+
+
+def _unregister_fields(agent_id: str, r: Unregister) -> list[Any]:
+    at = _microseconds(r.requested_at) if r.requested_at is not None else None
+    return ["agentcomms-unregister/1", agent_id, r.id, at]
 
 
 def _microseconds(moment: datetime) -> int:

@@ -15,6 +15,8 @@ import asyncio
 import logging
 import os
 from collections.abc import Callable
+from datetime import UTC, datetime
+from uuid import uuid4
 
 from sqlalchemy.exc import SQLAlchemyError
 from temporalio.client import (
@@ -26,7 +28,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from agentcomms import metrics
 from agentcomms.config import host_name
 from agentcomms.errors import AgentcommsError, MailboxFull
-from agentcomms.models import Event
+from agentcomms.models import Event, Unregister
 from agentcomms.store import Store
 from agentcomms.trust import DeploymentKey
 from gateway.waiting import wait_update
@@ -36,7 +38,6 @@ from workflows.agent import (
     AgentWorkflow,
     DeliveryStatus,
     Registration,
-    Unregister,
     WaitForDelivery,
 )
 
@@ -209,7 +210,8 @@ class Mailbox:
         )
 
     async def unregister(self, agent_id: str) -> None:
-        await self._signal(agent_id, "unregister", Unregister())
+        request = Unregister(id=uuid4().hex, requested_at=datetime.now(UTC))
+        await self._signal(agent_id, "unregister", self._key.sign_unregister(agent_id, request))
 
     async def broken(self) -> dict[str, str]:
         """Agents whose mailbox workflow keeps failing its tasks, with what Temporal reports."""

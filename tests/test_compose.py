@@ -1,6 +1,7 @@
 """docker-compose.yml and the Dockerfile, checked without a Docker engine (none runs here).
 
-The compose file is interpolated as compose does (`${VAR}`, `${VAR:-default}`, `${VAR:?error}`),
+The compose file is interpolated as compose does (`${VAR}`, `${VAR:-default}`, `${VAR:?error}`,
+`${VAR:+replacement}`, nested),
 then every agentcomms command it runs is parsed by the CLI's own parser, and every configuration
 variable it passes is loaded through the configuration's own loader. A renamed option or key
 breaks these tests before it breaks a deployment.
@@ -33,8 +34,16 @@ SECRETS = {
     "TELEGRAM_BOT_TOKEN": "123:token-from-env",
     "DEPLOYMENT_KEY": "k" * 43,
 }
+# Set only by a deployment that encrypts payloads (the codec server's profile).
+ENCRYPTED = {
+    "ENCRYPTION_KEYS": '[{"id": "k1", "key": "' + "A" * 43 + '="}]',
+    "CODEC_SERVER_TOKEN": "codec-token-from-env",
+}
 
-_VARIABLE = re.compile(r"\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:(?P<op>:-|:\?)(?P<arg>[^}]*))?\}")
+# Innermost first: an argument holds no `$`, `{` or `}` once the variables inside it are done.
+_VARIABLE = re.compile(
+    r"\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:(?P<op>:-|:\?|:\+)(?P<arg>[^${}]*))?\}"
+)
 
 
 def interpolate(value: Any, environ: dict[str, str]) -> Any:
@@ -48,13 +57,18 @@ def interpolate(value: Any, environ: dict[str, str]) -> Any:
 
     def substitute(m: re.Match[str]) -> str:
         name, op, arg = m["name"], m["op"], m["arg"]
+        if op == ":+":
+            return arg if environ.get(name) else ""
         if environ.get(name):
             return environ[name]
         if op == ":?":
             raise KeyError(f"{name}: {arg}")
         return arg if op == ":-" else ""
 
-    return _VARIABLE.sub(substitute, value.replace("$$", "\0")).replace("\0", "$")
+    text, done = value.replace("$$", "\0"), None
+    while text != done:
+        done, text = text, _VARIABLE.sub(substitute, text)
+    return text.replace("\0", "$")
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +102,13 @@ def parse_cli(argv: list[str]) -> Any:
 
 def test_the_stack_has_its_services_each_with_a_health_check(compose: dict[str, Any]):
     services = compose["services"]
-    assert set(services) == {"postgresql", "temporal", "temporal-ui", *AGENTCOMMS_SERVICES}
+    assert set(services) == {
+        "postgresql",
+        "temporal",
+        "temporal-ui",
+        "codec-server",
+        *AGENTCOMMS_SERVICES,
+    }
     for name, service in services.items():
         assert service.get("healthcheck", {}).get("test"), f"{name} has no health check"
     # Nothing starts before what it needs is healthy, not merely started.
@@ -189,6 +209,85 @@ def test_secrets_come_from_the_environment_only():
             key, sep, value = line.strip().partition(":")
             if sep and secret_key in key and not line.strip().startswith("#"):
                 assert value.strip().startswith("${"), line
+
+
+# ---- the codec server: the UI shows encrypted histories ----------------------------------------------
+
+
+def test_the_codec_server_runs_with_encryption_only_and_its_command_exists(
+    compose: dict[str, Any],
+):
+    service = compose["services"]["codec-server"]
+    # Without keys it refuses to start: only `docker compose --profile encryption` runs it.
+    assert service["profiles"] == ["encryption"]
+    assert service["build"] == "." and service["image"] == "agentcomms:local"
+    assert service["command"] == ["codec-server"]
+    parse_cli(service["command"])  # raises on an unknown command or option
+
+
+async def test_the_codec_server_loads_its_keys_and_token_and_answers_its_health_check(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+):
+    import asyncio
+    import subprocess
+    import sys
+
+    from agentcomms.codec import codec_token
+    from agentcomms.codec_server import CodecServer
+
+    compose = interpolate(yaml.safe_load(COMPOSE.read_text()), SECRETS | ENCRYPTED)
+    service = compose["services"]["codec-server"]
+    env = env_of(service)
+    passed = {
+        k: v for k, v in env.items() if k.startswith("AGENTCOMMS_") and k != "AGENTCOMMS_HOME"
+    }
+    assert {name for name, _, _ in env_overrides(passed)} == set(passed)
+    assert env_override_hints(passed) == []
+    # It decodes; it needs neither the deployment key nor the database's password.
+    assert not {"AGENTCOMMS_SECURITY__DEPLOYMENT_KEY", "AGENTCOMMS_DATABASE__URL"} & set(env)
+    assert SECRETS["POSTGRES_PASSWORD"] not in str(service)
+    for name, value in passed.items():
+        monkeypatch.setenv(name, value)
+    cfg = load_config()
+    assert [k.id for k in cfg.temporal.encryption_keys] == ["k1"]
+    assert codec_token(cfg.temporal) == ENCRYPTED["CODEC_SERVER_TOKEN"]
+    server = cfg.temporal.codec_server
+    assert (server.host, server.port) == ("0.0.0.0", 8234)
+    assert f"{server.port}:{server.port}" in service["ports"][0]
+    # The browser calls it from the UI's page: that origin is allowed.
+    ui = compose["services"]["temporal-ui"]
+    assert env_of(ui)["TEMPORAL_CORS_ORIGINS"] in server.origins
+    assert f":{urlsplit(env_of(ui)['TEMPORAL_CORS_ORIGINS']).port}:" in ui["ports"][0]
+
+    # Its health check, run against it (on a free port): passes with the token it was given.
+    cfg.temporal.codec_server.host, cfg.temporal.codec_server.port = "127.0.0.1", 0
+    running = CodecServer(cfg.temporal)
+    await running.start()
+    try:
+        check = service["healthcheck"]["test"]
+        assert check[:3] == ["CMD", "python", "-c"]
+        script = check[3].replace(":8234/", f":{running.port}/")
+
+        def health(token: str) -> int:
+            run_env = {"AGENTCOMMS_TEMPORAL__CODEC_SERVER__TOKEN": token, "PATH": "/usr/bin"}
+            done = subprocess.run([sys.executable, "-c", script], env=run_env, capture_output=True)
+            return done.returncode
+
+        assert await asyncio.to_thread(health, ENCRYPTED["CODEC_SERVER_TOKEN"]) == 0
+        assert await asyncio.to_thread(health, "wrong") != 0
+    finally:
+        await running.close()
+
+
+def test_the_ui_is_pointed_at_the_codec_server_with_its_token(compose: dict[str, Any]):
+    raw = yaml.safe_load(COMPOSE.read_text())
+    encrypted = interpolate(raw, SECRETS | ENCRYPTED)
+    endpoint = env_of(encrypted["services"]["temporal-ui"])["TEMPORAL_CODEC_ENDPOINT"]
+    published = encrypted["services"]["codec-server"]["ports"][0].rsplit(":", 2)
+    # Where the browser reaches the published port, the token as the first path segment.
+    assert endpoint == f"http://localhost:{published[1]}/{ENCRYPTED['CODEC_SERVER_TOKEN']}"
+    # Without a token (no encryption), no codec: the UI shows histories as stored.
+    assert env_of(compose["services"]["temporal-ui"])["TEMPORAL_CODEC_ENDPOINT"] == ""
 
 
 def test_the_dockerfile_installs_every_package_on_python_3_11_slim():

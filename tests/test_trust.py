@@ -14,6 +14,7 @@ import threading
 from contextlib import AsyncExitStack
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
+from uuid import uuid4
 
 import pytest
 from pydantic import SecretStr
@@ -23,11 +24,15 @@ from temporalio.common import WorkflowIDConflictPolicy
 from agentcomms.config import SecurityConfig, load_config
 from agentcomms.errors import ConfigError
 from agentcomms.ids import new_event_id
-from agentcomms.models import Event, Registration
+from agentcomms.models import Event, Registration, Unregister
 from agentcomms.store import Store
+from agentcomms.store.engine import create_engine
+from agentcomms.store.migrate import alembic_config
 from agentcomms.trust import KEY_FILENAME, DeploymentKey
 from tests.conftest import Tmux, write_config
-from tests.stack import STACK_KEY, Stack, eventually, running_stack
+from tests.stack import STACK_KEY, Stack, eventually, running_stack, stack_config
+from tests.test_agent_workflow_replay import _settled_history, replayer
+from tests.test_mailbox import recorder
 from workers.main import build_workers
 from workflows.agent import AgentInput, AgentWorkflow
 
@@ -251,6 +256,63 @@ async def test_a_forged_registration_types_nowhere_until_the_agent_registers_aga
     assert event.status == "delivered"
 
 
+def test_an_unregister_is_signed_for_one_agent_and_one_request():
+    request = KEY.sign_unregister("a", Unregister(id="u1", requested_at=datetime.now(UTC)))
+    assert KEY.unregister_is_genuine("a", request)
+    assert not KEY.unregister_is_genuine("b", request)
+    assert not KEY.unregister_is_genuine("a", request.model_copy(update={"id": "u2"}))
+    assert not KEY.unregister_is_genuine("a", Unregister())  # what an unsigned signal carries
+    assert not KEY.unregister_is_genuine("a", KEY.sign_unregister("a", Unregister()))
+
+
+async def test_a_forged_unregister_leaves_the_agent_registered(
+    stack: Stack, tmux: Tmux, tmp_path: Path
+):
+    agent = stack.agent_id()
+    target, out = recorder(tmux, tmp_path, "rec")
+    registration = {"agent_id": agent, "target": target, "socket": tmux.socket}
+    await stack.call("register", **registration, submit_delay_ms=0)
+    deployment = DeploymentKey(STACK_KEY.encode())
+
+    def request() -> Unregister:
+        return Unregister(id=uuid4().hex, requested_at=datetime.now(UTC))
+
+    await forge(stack.client, agent, "unregister", Unregister())  # no tag
+    await forge(stack.client, agent, "unregister", KEY.sign_unregister(agent, request()))
+    await forge(stack.client, agent, "unregister", deployment.sign_unregister("other", request()))
+    for text in ("one", "two"):  # two in turn, as below
+        sent = await stack.call("send", agent_id=agent, message=text, wait=True)
+        assert sent["delivered"] is True, sent
+    state = await stack.gateway.mailbox.snapshot(agent)
+    assert state is not None and state.status == "online" and state.registration is not None
+
+    # One the deployment signed is obeyed, once: repeated from the history later, it is not.
+    genuine = deployment.sign_unregister(agent, request())
+    await forge(stack.client, agent, "unregister", genuine)
+    await eventually(lambda: _offline(stack, agent))
+    await stack.call("register", **registration, submit_delay_ms=0)
+    await forge(stack.client, agent, "unregister", genuine)
+    # Two in turn: the first may be typed while the unregister is still being checked.
+    for text in ("three", "four"):
+        sent = await stack.call("send", agent_id=agent, message=text, wait=True)
+        assert sent["delivered"] is True, sent
+    await stack.call("unregister", agent_id=agent)  # through agentcomms
+    await eventually(lambda: _offline(stack, agent))
+    sent = await stack.call("send", agent_id=agent, message="waits", wait=True, timeout=1)
+    assert sent["delivered"] is False
+    assert out.read_bytes() == b"one\rtwo\rthree\rfour\r"
+
+    handle = stack.client.get_workflow_handle(f"agent-{agent}")
+    history = await eventually(lambda: _settled_history(handle))
+    await handle.terminate("test over")
+    assert (await replayer().replay_workflow(history)).replay_failure is None
+
+
+async def _offline(stack: Stack, agent: str) -> bool:
+    state = await stack.gateway.mailbox.snapshot(agent)
+    return state is not None and state.status == "offline" and state.registration is None
+
+
 async def _unreachable(stack: Stack, agent: str):
     state = await stack.gateway.mailbox.snapshot(agent)
     return state if state is not None and state.status == "unreachable" else None
@@ -259,6 +321,76 @@ async def _unreachable(stack: Stack, agent: str):
 async def _delivered(stack: Stack, event_id: str) -> Event | None:
     event = await stack.store.get_event(event_id)
     return event if event is not None and event.status == "delivered" else None
+
+
+# ---- an upgrade from an agentcomms that did not sign ------------------------------------------------
+
+
+async def projection_before_signing(url: str, events: list[Event]) -> None:
+    """The projection as an agentcomms that did not sign left it: its last revision before the
+    list of messages waiting through the upgrade, and the untagged events its gateway recorded."""
+    from alembic import command
+
+    engine = create_engine(url)
+    async with engine.begin() as conn:
+        await conn.run_sync(lambda c: command.upgrade(alembic_config(c), "0005"))
+    old = Store(engine)  # not opened: opening would bring it up to date
+    for event in events:
+        assert await old.record_event(event)
+    await old.close()
+
+
+async def test_messages_waiting_through_the_upgrade_to_signing_are_typed(
+    temporal_env, tmux: Tmux, tmp_path: Path
+):
+    agent = f"upgraded-{uuid4().hex[:8]}"
+    proof = tmp_path / "forged-ran"
+    waited = message(agent, "echo WAITED-$((20+1))")
+    interrupt = message(agent, "", type="interrupt", role="system")
+    copied = message(agent, "echo its genuine text")
+    url = stack_config(tmp_path, temporal_env.client).database.resolved_url()
+    await projection_before_signing(url, [waited, interrupt, copied])
+
+    async with running_stack(temporal_env.client, tmp_path) as stack:  # the upgrade
+        pane = tmux.new_session("sh", "sh")
+        await stack.call("register", agent_id=agent, target=pane, socket=tmux.socket)
+        # What the old gateway had signalled, and what the mailbox still holds: untagged.
+        await forge(stack.client, agent, "enqueue", waited)
+        await eventually(lambda: "WAITED-21" in tmux.capture(pane).splitlines())
+        await forge(stack.client, agent, "enqueue", interrupt)
+        await eventually(lambda: _delivered(stack, interrupt.id))
+        # A forger copies a waiting message's id (readable in a history) with other text, ...
+        await forge(
+            stack.client,
+            agent,
+            "enqueue",
+            copied.model_copy(update={"payload": {"text": f"touch {proof} # COPIED"}}),
+        )
+        # ... sends an untagged message of its own, ...
+        new = message(agent, f"touch {proof} # NEW ID")
+        await forge(stack.client, agent, "enqueue", new)
+        # ... or one the projection holds only because a mailbox wrote it there after the
+        # upgrade (it hands waiting texts over before continuing-as-new, forged ones too).
+        handed_over = message(agent, f"touch {proof} # HANDED OVER")
+        assert await stack.store.record_event(handed_over)
+        await forge(stack.client, agent, "enqueue", handed_over)
+        genuine = await stack.call("send", agent_id=agent, message="echo $((6*7))", wait=True)
+        assert genuine["delivered"] is True
+        for event in (copied, new, handed_over):
+            await rejected(stack, event.id)
+        screen = tmux.capture(pane)
+        assert "COPIED" not in screen and "NEW ID" not in screen and "HANDED OVER" not in screen
+        assert not proof.exists()
+        assert (await eventually(lambda: _delivered(stack, waited.id))).status == "delivered"
+        # Typed once: a copy of it sent again later finds it no longer waiting.
+        assert await stack.store.waiting_since_before_signing(agent, waited.id) is None
+
+
+async def test_a_fresh_deployment_lists_no_message_from_before_signing(tmp_path: Path):
+    async with await Store.open(f"sqlite+aiosqlite:///{tmp_path / 'p.db'}") as store:
+        untagged = message("a", "x")
+        assert await store.record_event(untagged)
+        assert await store.waiting_since_before_signing("a", untagged.id) is None
 
 
 async def test_a_worker_with_a_key_of_its_own_refuses_the_deployments_messages(

@@ -42,10 +42,11 @@ def build_workers(
     """This host's workers; `shared=False` leaves the shared queue to another process."""
     projection = ProjectionActivities(store)
     key = DeploymentKey.load(cfg.security)
-    panes = SignedDelivery(key)  # types only what the deployment signed
+    panes = SignedDelivery(key, store)  # types only what the deployment signed
     activities: list[Any] = [
         panes.deliver_to_pane,
         panes.interrupt_pane,
+        panes.check_unregister,
         projection.record_projection,
         projection.load_waiting_events,
     ]

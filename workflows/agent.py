@@ -41,6 +41,7 @@ with workflow.unsafe.imports_passed_through():
         ProjectionUpdate,
         Registration,
         Try,
+        Unregister,
     )
     from agentcomms.search_attributes import AGENT_ID, AGENT_STATUS
 
@@ -75,6 +76,9 @@ PATCH_MOVE_ON_REGISTER = "move-on-register"
 # Patch: a few short waiting texts travel in the continue-as-new state instead of through the
 # projection, so moving to another host (or a new run) does not wait for the database.
 PATCH_SMALL_TEXTS_IN_STATE = "small-texts-in-state"
+# Patch: an unregister takes effect only once the worker has checked its tag with the deployment
+# key (which a workflow must not hold); before, any unregister signal took the agent offline.
+PATCH_SIGNED_UNREGISTER = "signed-unregister"
 INLINE_TEXT_CHARS = 50_000  # with JSON's worst case, about 300 KB of state
 INLINE_WAITING = 200
 
@@ -97,6 +101,8 @@ DELIVERY_RETRY = RetryPolicy(
     # A missing pane is the workflow's business (it waits and marks the agent unreachable).
     non_retryable_error_types=[errors.PANE_NOT_FOUND, errors.INVALID_TARGET],
 )
+# A tag check is a computation: if it cannot run, the request it checks is ignored.
+CHECK_RETRY = RetryPolicy(maximum_attempts=3)
 PROJECTION_RETRY = RetryPolicy(
     initial_interval=timedelta(milliseconds=100),
     backoff_coefficient=2.0,
@@ -154,10 +160,6 @@ class AgentState(BaseModel):
                 {"id": e["id"], "type": e["type"], "event": e} for e in data.pop("pending")
             ]
         return data
-
-
-class Unregister(BaseModel):
-    pass
 
 
 class WaitForDelivery(BaseModel):
@@ -267,11 +269,41 @@ class AgentWorkflow:
         self._nudged = True
 
     @workflow.signal
-    def unregister(self, _: Unregister) -> None:
+    async def unregister(self, request: Unregister) -> None:
+        if workflow.patched(PATCH_SIGNED_UNREGISTER) and not await self._unregister_checked(
+            request
+        ):
+            return
         self._s.registration = None
         self._s.status = "offline"
         self._s.unreachable_since = None
         self._nudged = True
+
+    async def _unregister_checked(self, request: Unregister) -> bool:
+        """Whether to obey the unregister: the worker found it signed by the deployment, it is
+        not a repeat of one obeyed already, and no registration came while it was checked."""
+        if request.id and request.id in self._seen:
+            return False
+        registration = self._s.registration
+        try:
+            genuine = await workflow.execute_local_activity(
+                "check_unregister",
+                request,
+                result_type=bool,
+                start_to_close_timeout=timedelta(seconds=10),
+                retry_policy=CHECK_RETRY,
+                summary="check the unregister's tag",
+            )
+        except ActivityError:
+            genuine = False  # unchecked is unsigned: the agent stays as it is
+        if not genuine:
+            workflow.logger.warning(
+                "ignored an unregister not signed by this deployment; %s stays registered",
+                self._s.agent_id,
+            )
+            return False
+        self._remember(request.id)
+        return self._s.registration is registration
 
     @workflow.update
     async def wait_for_delivery(self, request: WaitForDelivery) -> DeliveryStatus:

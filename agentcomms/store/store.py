@@ -45,6 +45,7 @@ from agentcomms.store.schema import (
     CallRow,
     ChannelRow,
     ChatSenderRow,
+    EventBeforeSigningRow,
     EventRow,
     PairingCodeRow,
 )
@@ -61,7 +62,10 @@ def _check_limit(limit: int) -> None:
 
 
 def _shown_to_agent() -> ColumnElement[bool]:
-    # A rejected message came from a sender the allowlist refused: kept for audit, never shown.
+    # Rejected: never typed, and not for the agent's eyes either. The allowlist refused its
+    # sender, or the deployment did not sign it (a forgery: showing its text would do what
+    # typing it would), or it was a voice note nobody could transcribe, or it came past the
+    # mailbox's hard cap. Kept for the operator (`events`, `trace`, with the reason in error).
     return EventRow.status != "rejected"
 
 
@@ -256,6 +260,23 @@ class Store:
         async with self._engine.connect() as conn:
             return {row.id: from_row(Event, row) for row in await conn.execute(stmt)}
 
+    async def waiting_since_before_signing(self, agent_id: str, event_id: str) -> Event | None:
+        """The agent's event with this id as recorded, if it was waiting untagged when the
+        deployment began to sign (listed by the upgrade) and waits still; else None."""
+        stmt = (
+            select(EventRow)
+            .join(EventBeforeSigningRow, EventBeforeSigningRow.id == EventRow.id)
+            .where(
+                EventRow.id == event_id,
+                EventRow.agent_id == agent_id,
+                EventRow.status == "new",
+                EventRow.signature.is_(None),
+            )
+        )
+        async with self._engine.connect() as conn:
+            row = (await conn.execute(stmt)).first()
+        return from_row(Event, row) if row else None
+
     async def get_event(self, event_id: str) -> Event | None:
         async with self._engine.connect() as conn:
             row = (await conn.execute(select(EventRow).where(EventRow.id == event_id))).first()
@@ -268,7 +289,7 @@ class Store:
 
         ``since_id=None`` starts at the agent's first event. An id that is not one of this agent's
         events raises ``EventNotFound`` (rather than silently starting over). ``rejected=False``
-        leaves out messages the allowlist refused (what the agent itself may see).
+        leaves out rejected events, whatever refused them (what the agent itself may see).
         """
         _check_limit(limit)
         async with self._engine.connect() as conn:
