@@ -3,10 +3,17 @@
 The provider's credentials come from this worker's configuration when the activity runs; the
 request carries only the chat, the text and ids. A provider's :class:`~agentcomms.transports.SendError`
 becomes the ``ApplicationError`` type the retry policy branches on (names in :mod:`agentcomms.errors`).
+
+Temporal retries a failed send on its own, and its history keeps only the last failure: so each
+failed try of a message is recorded here, with the provider's answer, in the message's event
+(``agentcomms trace`` shows them).
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import traceback
 from datetime import timedelta
 
 from temporalio import activity
@@ -14,15 +21,32 @@ from temporalio.exceptions import ApplicationError
 
 from agentcomms import errors, transports
 from agentcomms.config import Config
-from agentcomms.transports import ProviderUnavailable, RateLimited, Sender, SendRefused
+from agentcomms.logs import redact
+from agentcomms.models import Try, utcnow
+from agentcomms.store import Store
+from agentcomms.transports import (
+    ProviderUnavailable,
+    RateLimited,
+    Sender,
+    SendError,
+    SendRefused,
+)
+from workflows.agent import TRIES_KEPT
 from workflows.outbox import ChatSend, ChatSent
+
+log = logging.getLogger(__name__)
+
+# Recording a try is bookkeeping: a projection that hangs must not pile up writes.
+RECORD_TRY_TIMEOUT_S = 10.0
 
 
 class ChatActivities:
-    def __init__(self, cfg: Config) -> None:
+    def __init__(self, cfg: Config, store: Store | None = None) -> None:
         self._cfg = cfg
+        self._store = store
         # One client per provider for the worker's life: its connection pool is reused.
         self._senders: dict[str, Sender] = {}
+        self._recording: set[asyncio.Task[None]] = set()
 
     def _sender(self, provider: str) -> Sender:
         if provider in self._senders:
@@ -55,27 +79,75 @@ class ChatActivities:
     @activity.defn(name="send_chat")
     async def send_chat(self, req: ChatSend) -> ChatSent:
         """Send a text, or a receipt for the human's message, through the request's provider."""
-        sender = self._sender(req.provider)
+        attempt = activity.info().attempt
         try:
+            sender = self._sender(req.provider)
             if req.kind == "receipt":
                 assert req.message_id is not None and req.stage is not None
                 await sender.receipt(req.chat_id, req.message_id, req.stage, note=req.note)
-                return ChatSent()
+                return ChatSent(attempt=attempt)
             return ChatSent(
-                message_id=await sender.send_text(req.chat_id, req.text, reply_to=req.reply_to)
+                message_id=await sender.send_text(req.chat_id, req.text, reply_to=req.reply_to),
+                attempt=attempt,
             )
-        except RateLimited as exc:
-            raise ApplicationError(
-                str(exc),
-                type=errors.CHAT_RATE_LIMITED,
-                next_retry_delay=timedelta(seconds=max(exc.retry_after, 0.1)),
-            ) from exc
-        except ProviderUnavailable as exc:
-            raise ApplicationError(str(exc), type=errors.CHAT_UNAVAILABLE) from exc
-        except SendRefused as exc:
-            raise ApplicationError(str(exc), type=errors.CHAT_REFUSED, non_retryable=True) from exc
+        except ApplicationError as exc:  # ours, saying what to configure
+            self._record_try(req, attempt, exc.message)
+            raise
+        except Exception as exc:
+            answer = _answer(exc)
+            self._record_try(req, attempt, answer)
+            if not isinstance(exc, SendError):  # a fault of ours, maybe: its traceback, redacted
+                trace = redact("".join(traceback.format_exception(exc)))
+                log.warning("%s on %s failed: %s", req.kind, req.provider, trace)
+            # Not chained: Temporal's history would keep the provider's own error, URL and all.
+            raise _retry_decision(exc, answer) from None
+        except asyncio.CancelledError:
+            # Temporal ends a try that outlived its time limit: the provider never answered.
+            limit = activity.info().start_to_close_timeout
+            within = f" within {limit.total_seconds():.0f} s" if limit else ""
+            self._record_try(req, attempt, f"no answer{within} (or the worker stopped)")
+            raise
+
+    def _record_try(self, req: ChatSend, attempt: int, answer: str) -> None:
+        """Record the failed try in the message's event, in the background: the failure goes
+        back to Temporal (and the next try comes) without waiting for the projection."""
+        if self._store is None or req.event_id is None:
+            return
+        failed = Try(at=utcnow(), error=answer)
+        task = asyncio.create_task(self._append_try(req.event_id, failed, attempt))
+        self._recording.add(task)
+        task.add_done_callback(self._recording.discard)
+
+    async def _append_try(self, event_id: str, failed: Try, attempt: int) -> None:
+        assert self._store is not None
+        try:
+            async with asyncio.timeout(RECORD_TRY_TIMEOUT_S):
+                await self._store.append_try(event_id, failed, attempt=attempt, keep=TRIES_KEPT)
+        except Exception as exc:  # the send goes on; only trace's account of it is shorter
+            log.warning("try %d of %s not recorded: %s", attempt, event_id, exc)
 
     async def close(self) -> None:
         for sender in self._senders.values():
             await sender.close()
         self._senders.clear()
+
+
+def _answer(exc: BaseException) -> str:
+    """What the provider answered, as kept in the projection and Temporal's history: a Bot API
+    URL holds the bot's token, so none of it is kept."""
+    return redact(str(exc) or type(exc).__name__)
+
+
+def _retry_decision(exc: Exception, answer: str) -> ApplicationError:
+    """The error Temporal's retry policy branches on; one it does not know is retried."""
+    if isinstance(exc, RateLimited):
+        return ApplicationError(
+            answer,
+            type=errors.CHAT_RATE_LIMITED,
+            next_retry_delay=timedelta(seconds=max(exc.retry_after, 0.1)),
+        )
+    if isinstance(exc, ProviderUnavailable):
+        return ApplicationError(answer, type=errors.CHAT_UNAVAILABLE)
+    if isinstance(exc, SendRefused):
+        return ApplicationError(answer, type=errors.CHAT_REFUSED, non_retryable=True)
+    return ApplicationError(answer, type=type(exc).__name__)

@@ -11,6 +11,7 @@ import asyncio
 from datetime import datetime, timedelta
 from typing import Any
 
+from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -282,7 +283,11 @@ class Tracer:
             _step(event.created_at, "queued", f"in {wf_id}, sent in order"),
         ]
         out["steps"] = steps
+        # The send's activity recorded each failed try with the provider's answer; `attempts`
+        # counts them too (the store keeps the most any writer saw), or the try that got through.
+        tries = event.tries
         if event.status == "delivered":
+            steps += _try_steps(tries, max(event.attempts - 1, len(tries)))
             sent_as = event.payload.get("message_id")
             detail = f"{provider} took it" + (f" as message {sent_as}" if sent_as else "")
             if event.attempts > 1:
@@ -290,8 +295,16 @@ class Tracer:
             steps.append(_step(event.delivered_at, "sent", detail))
             return out
         if event.status == "failed":
-            steps.append(_step(None, "failed", f"{provider} answered: {event.error}"))
+            # The try that failed last is the failure itself: one step, with its time.
+            last = tries[-1] if tries and tries[-1].error == event.error else None
+            before = tries[:-1] if last else tries
+            steps += _try_steps(before, max(event.attempts - 1, len(before)))
+            detail = f"{provider} answered: {event.error}"
+            if event.attempts > 1:
+                detail += f" (try {event.attempts})"
+            steps.append(_step(last.at if last else None, "failed", detail))
             return out
+        steps += _try_steps(tries, max(event.attempts, len(tries)))
         await self._outbox_attempts(out, provider)
         return out
 
@@ -311,11 +324,17 @@ class Tracer:
                 if activity.HasField("last_started_time")
                 else None
             )
-            detail = f"{activity.attempt} tries so far"
+            # `attempt` is the try under way, or the next one while Temporal backs off.
+            detail = f"{activity.attempt - 1} failed so far"
             if failure:
                 detail += f"; {provider} last answered: {failure}"
             if activity.HasField("next_attempt_schedule_time"):
-                detail += f"; next try at {activity.next_attempt_schedule_time.ToJsonString()}"
+                next_at = activity.next_attempt_schedule_time.ToJsonString()
+                detail += f"; try {activity.attempt} at {next_at}"
+            elif activity.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED:
+                detail += f"; try {activity.attempt} is under way"
+            else:
+                detail += f"; try {activity.attempt} waits for a worker to take it"
             out["steps"].append({"at": tried, "step": "send attempts", "detail": detail})
         polls = await last_polls(self._client, description.task_queue)
         if not any(age <= POLL_SILENCE_S for age in polls.values()):

@@ -17,7 +17,7 @@ from sqlalchemy import inspect, text
 from sqlalchemy.engine import Connection
 
 from agentcomms.ids import new_event_id, provider_event_id
-from agentcomms.models import Agent, Channel, Event
+from agentcomms.models import Agent, Channel, Event, Try
 from agentcomms.store import (
     DatabaseUnavailable,
     EventNotFound,
@@ -527,6 +527,46 @@ async def test_settle_events_never_undoes_a_delivery(store: Store) -> None:
     )
     got = await store.get_event(event.id)
     assert got is not None and got.status == "delivered" and got.attempts == 2 and got.error is None
+
+
+async def test_appended_tries_survive_the_settle_and_keep_the_latest(store: Store) -> None:
+    # A chat send: its activity records each failed attempt; the outbox settles it knowing none.
+    sent = reply("backend", 1)
+    await store.record_event(sent)
+    at = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
+    for n in range(1, 13):
+        failed = Try(at=at + timedelta(seconds=n), error=f"Telegram did not answer ({n})")
+        assert await store.append_try(sent.id, failed, attempt=n, keep=10)
+    waiting = await store.get_event(sent.id)
+    assert waiting is not None and waiting.status == "new" and waiting.attempts == 12
+    assert [t.error for t in waiting.tries] == [
+        f"Telegram did not answer ({n})" for n in range(3, 13)
+    ]
+    await store.settle_events(
+        [sent.model_copy(update={"status": "delivered", "attempts": 13, "delivered_at": at})]
+    )
+    settled = await store.get_event(sent.id)
+    assert settled is not None and settled.status == "delivered" and settled.attempts == 13
+    assert settled.tries == waiting.tries
+    assert settled.tries[0].at == at + timedelta(seconds=3)
+
+    # A settle that carries tries (a mailbox's) still writes them.
+    typed = message()
+    await store.record_event(typed)
+    assert await store.append_try(typed.id, Try(at=at, error="stale"), attempt=1, keep=10)
+    mine = [Try(at=at, error="can't find pane: dev:0.0")]
+    await store.settle_events(
+        [typed.model_copy(update={"status": "delivered", "attempts": 2, "tries": mine})]
+    )
+    got = await store.get_event(typed.id)
+    assert got is not None and got.tries == mine
+
+
+async def test_append_try_to_an_unknown_event_writes_nothing(store: Store) -> None:
+    missing = new_event_id()
+    failed = Try(at=datetime.now(UTC), error="Telegram did not answer")
+    assert not await store.append_try(missing, failed, attempt=1, keep=10)
+    assert await store.get_event(missing) is None
 
 
 async def test_concurrent_writers_of_one_process_all_land(store: Store) -> None:

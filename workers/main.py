@@ -61,7 +61,7 @@ def build_workers(
     ]
     if shared:
         # Chat sends need no pane: any host's worker may send, with its own config's credentials.
-        chat = ChatActivities(cfg)
+        chat = ChatActivities(cfg, store)
         # Calls run on the shared queue: nothing of a call is tied to one host's panes. A call
         # that is not answered blocking hands its answer to the agent's mailbox.
         mailbox = Mailbox(

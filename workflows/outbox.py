@@ -58,10 +58,14 @@ class ChatSend(BaseModel):
     message_id: str | None = None  # receipt: the human's message it is for
     stage: Literal["queued", "typed"] | None = None  # receipt: what became of that message
     note: str | None = None  # receipt: what typing changed (the agent's max_chars cut the text)
+    # text: the outbound event it sends, whose failed tries the activity records (receipts have none)
+    event_id: str | None = None
 
 
 class ChatSent(BaseModel):
     message_id: str | None = None  # the provider's id of what was sent (None for a reaction)
+    # Which try got through: Temporal retries the activity where this workflow cannot count.
+    attempt: int | None = None
 
 
 class OutboxItem(BaseModel):
@@ -74,6 +78,7 @@ class SendOutcome(BaseModel):
     status: Literal["sent", "failed"]
     message_id: str | None = None
     error: str | None = None
+    attempt: int | None = None  # the try that got through
 
 
 class OutboxState(BaseModel):
@@ -166,6 +171,8 @@ class OutboxWorkflow:
 
     async def _send(self, item: OutboxItem) -> SendOutcome:
         send = item.send
+        if item.event is not None and send.event_id is None:
+            send = send.model_copy(update={"event_id": item.event.id})
         what = f"receipt ({send.stage}) for" if send.kind == "receipt" else "send"
         try:
             sent = await workflow.execute_activity(
@@ -184,7 +191,7 @@ class OutboxWorkflow:
             workflow.logger.warning("%s on %s failed: %s", item.id, self._s.channel_id, message)
             return SendOutcome(status="failed", error=message)
         self._s.sent_count += 1
-        return SendOutcome(status="sent", message_id=sent.message_id)
+        return SendOutcome(status="sent", message_id=sent.message_id, attempt=sent.attempt)
 
     def _remember(self, item_id: str, outcome: SendOutcome) -> None:
         self._s.outcomes[item_id] = outcome
@@ -203,7 +210,8 @@ class OutboxWorkflow:
         settled = event.model_copy(
             update={
                 "status": "delivered" if sent else "failed",
-                "attempts": event.attempts + 1,
+                # A failed send's tries were counted by its activity (the store keeps the most).
+                "attempts": outcome.attempt or event.attempts + 1,
                 "delivered_at": workflow.now() if sent else None,
                 "error": outcome.error,
                 "payload": payload,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import itertools
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from datetime import datetime
@@ -29,7 +30,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from agentcomms.models import Agent, Channel, Event, EventStatus, utcnow
+from agentcomms.models import Agent, Channel, Event, EventStatus, Try, utcnow
 from agentcomms.store.engine import (
     PG_LOCK_AGENT_EVENTS,
     PG_LOCK_CHANNEL_EVENTS,
@@ -195,6 +196,7 @@ class Store:
         each event inserted when absent (the gateway's early write may have been lost),
         otherwise its status, attempts, delivery time, error and note updated. A delivered
         event stays delivered. The agent row keeps its read cursor and registration time.
+        An event that carries no tries keeps those stored (:meth:`append_try` wrote them).
         """
         for event in events:
             if event.status not in _STATUSES:
@@ -204,13 +206,39 @@ class Store:
         async with self._write() as conn:
             if events:
                 await self._serialize_inserts(conn, events)
-                await conn.execute(self._settle_stmt, [row_values(e) for e in events])
+                # In runs, so that events inserted here still take their seqs in list order.
+                for keep, run in itertools.groupby(events, key=lambda e: not e.tries):
+                    stmt = self._settle_keeping_tries_stmt if keep else self._settle_stmt
+                    await conn.execute(stmt, [row_values(e) for e in run])
             if agent is not None:
                 await conn.execute(
                     self._upsert_stmt(
                         AgentRow, row_values(agent), key="id", on_insert={"registered_at": utcnow()}
                     )
                 )
+
+    async def append_try(self, event_id: str, failed: Try, *, attempt: int, keep: int) -> bool:
+        """Add a failed attempt to a stored event's tries, keeping the latest ``keep``, and count
+        it: ``attempts`` becomes at least ``attempt``. False when no event has that id.
+
+        For a chat send, whose retries happen in Temporal where its workflow never sees them:
+        the sending activity records each failure itself.
+        """
+        mine = EventRow.id == event_id
+        async with self._write() as conn:
+            # FOR UPDATE (PostgreSQL; SQLite has one writer anyway): two appends must not both
+            # read the same list and each write back only their own try.
+            stmt = select(EventRow.tries, EventRow.attempts).where(mine).with_for_update()
+            row = (await conn.execute(stmt)).first()
+            if row is None:
+                return False
+            tries = [*(row.tries or []), failed.model_dump(mode="json")][-keep:]
+            await conn.execute(
+                update(EventRow)
+                .where(mine)
+                .values(tries=tries, attempts=max(row.attempts, attempt))
+            )
+        return True
 
     async def waiting_for(self, agent_id: str) -> tuple[int, int]:
         """How many messages to the agent wait to be typed, and the UTF-8 bytes of their text."""
@@ -572,21 +600,29 @@ class Store:
     @functools.cached_property
     def _settle_stmt(self) -> Any:
         """Insert a settled event, or update the stored one unless it was delivered already."""
+        return self._settle_stmt_writing(tries=True)
+
+    @functools.cached_property
+    def _settle_keeping_tries_stmt(self) -> Any:
+        """The same, for an event that carries no tries: the stored ones stay."""
+        return self._settle_stmt_writing(tries=False)
+
+    def _settle_stmt_writing(self, *, tries: bool) -> Any:
         insert = self._insert(EventRow)
+        columns = {
+            "status": insert.excluded.status,
+            "attempts": case(
+                (EventRow.attempts < insert.excluded.attempts, insert.excluded.attempts),
+                else_=EventRow.attempts,
+            ),
+            "delivered_at": insert.excluded.delivered_at,
+            "error": insert.excluded.error,
+            "note": insert.excluded.note,
+        }
+        if tries:
+            columns["tries"] = insert.excluded.tries
         return insert.on_conflict_do_update(
-            index_elements=[EventRow.id],
-            set_={
-                "status": insert.excluded.status,
-                "attempts": case(
-                    (EventRow.attempts < insert.excluded.attempts, insert.excluded.attempts),
-                    else_=EventRow.attempts,
-                ),
-                "delivered_at": insert.excluded.delivered_at,
-                "error": insert.excluded.error,
-                "note": insert.excluded.note,
-                "tries": insert.excluded.tries,
-            },
-            where=EventRow.status != "delivered",
+            index_elements=[EventRow.id], set_=columns, where=EventRow.status != "delivered"
         )
 
     def _insert(self, entity: type[Base]) -> Any:

@@ -145,8 +145,11 @@ class FakeTelegram:
         self.updates.append(update)
         self._arrived.set()
 
-    def fail_next(self, method: str, *codes: int, retry_after: int = 1) -> None:
-        """The next calls of ``method`` fail with these HTTP codes, in order (429: flood control)."""
+    def fail_next(
+        self, method: str, *codes: int, retry_after: int = 1, description: str | None = None
+    ) -> None:
+        """The next calls of ``method`` fail with these HTTP codes, in order (429: flood control);
+        ``description`` replaces "Internal Server Error" in the 5xx answers."""
         for code in codes:
             if code == 429:
                 response = _error(
@@ -157,7 +160,7 @@ class FakeTelegram:
             elif code == 400:
                 response = _error(400, "Bad Request: chat not found")
             else:
-                response = _error(code, "Internal Server Error")
+                response = _error(code, description or "Internal Server Error")
             self._failures.setdefault(method, []).append(response)
 
     def texts_to(self, chat_id: int) -> list[str]:
