@@ -1,0 +1,100 @@
+"""Several hosts on one machine: two hosts' workers, two tmux servers, and a gateway whose own
+machine runs no worker. Each host's worker types only for the agents registered on it; a host
+whose worker stops keeps its agents' messages until it is back; an agent moved to the other host
+in the middle of a stream loses and repeats nothing."""
+
+from __future__ import annotations
+
+import asyncio
+from contextlib import AsyncExitStack
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import Tmux
+from tests.stack import Stack, eventually, running_stack, typed
+from tests.test_mailbox import recorder
+from workers.main import build_workers
+
+
+async def start_host(stack: Stack, host: str, *, shared: bool = False) -> AsyncExitStack:
+    """The worker of `host` (and, with `shared`, of the shared queue), as `agentcomms worker
+    --host-id HOST` runs it on that machine."""
+    workers = AsyncExitStack()
+    for worker in build_workers(stack.client, stack.cfg, stack.store, host=host, shared=shared):
+        await workers.enter_async_context(worker)
+    return workers
+
+
+def lines(out: Path) -> list[str]:
+    return [line for line in out.read_bytes().decode().split("\r") if line]
+
+
+@pytest.mark.timeout(240)
+async def test_each_host_types_for_its_own_agents_and_a_moved_agent_loses_nothing(
+    temporal_env, tmux_socket_dir: Path, tmp_path: Path
+):
+    one, two = Tmux(tmux_socket_dir / "host-one"), Tmux(tmux_socket_dir / "host-two")
+    async with running_stack(temporal_env.client, tmp_path, with_worker=False) as stack:
+        h1, h2 = f"one-{stack.agent_id('h')}", f"two-{stack.agent_id('h')}"
+        # Host one's worker also polls the shared queue, where every mailbox starts.
+        host_one = await start_host(stack, h1, shared=True)
+        host_two = await start_host(stack, h2)
+        try:
+            a, b = stack.agent_id("a"), stack.agent_id("b")
+            pane_a, out_a = recorder(one, tmp_path, "a-on-one")
+            pane_b, out_b = recorder(two, tmp_path, "b-on-two")
+            await stack.call(
+                "register", agent_id=a, target=pane_a, socket=one.socket, host=h1,
+                submit_delay_ms=0,
+            )  # fmt: skip
+            await stack.call(
+                "register", agent_id=b, target=pane_b, socket=two.socket, host=h2,
+                submit_delay_ms=0,
+            )  # fmt: skip
+            for i in range(10):
+                await stack.call("send", agent_id=a, message=f"a{i}")
+                await stack.call("send", agent_id=b, message=f"b{i}")
+            await typed(out_a, "".join(f"a{i}\r" for i in range(10)).encode())
+            await typed(out_b, "".join(f"b{i}\r" for i in range(10)).encode())
+            for agent, host in ((a, h1), (b, h2)):
+                described = await stack.client.get_workflow_handle(f"agent-{agent}").describe()
+                assert described.task_queue == f"agentcomms-host-{host}"
+
+            # Host two's worker stops: host one's, though it could reach the pane from this
+            # machine, types nothing for b; everything waits, and comes in order once it is back.
+            await host_two.aclose()
+            for i in range(10, 15):
+                await stack.call("send", agent_id=b, message=f"b{i}")
+            await asyncio.sleep(3)
+            assert lines(out_b) == [f"b{i}" for i in range(10)]
+            host_two = await start_host(stack, h2)
+            await typed(out_b, "".join(f"b{i}\r" for i in range(15)).encode(), timeout=60)
+
+            # a moves to a pane on host two while its messages are being typed on host one.
+            await stack.call(
+                "register", agent_id=a, target=pane_a, socket=one.socket, host=h1,
+                submit_delay_ms=100,
+            )  # fmt: skip
+            for i in range(10, 40):
+                await stack.call("send", agent_id=a, message=f"a{i}")
+            await eventually(lambda: len(lines(out_a)) >= 15)
+            pane_moved, out_moved = recorder(two, tmp_path, "a-on-two")
+            await stack.call(
+                "register", agent_id=a, target=pane_moved, socket=two.socket, host=h2,
+                submit_delay_ms=0,
+            )  # fmt: skip
+            for i in range(40, 50):
+                await stack.call("send", agent_id=a, message=f"a{i}")
+            await eventually(lambda: len(lines(out_a)) + len(lines(out_moved)) >= 50, timeout=90)
+            await asyncio.sleep(0.5)  # a late duplicate would show up here
+            before, after = lines(out_a), lines(out_moved)
+            assert before + after == [f"a{i}" for i in range(50)], (before, after)
+            assert len(before) < 40 and after, "the move came after the backlog was typed"
+            described = await stack.client.get_workflow_handle(f"agent-{a}").describe()
+            assert described.task_queue == f"agentcomms-host-{h2}"
+        finally:
+            await host_two.aclose()
+            await host_one.aclose()
+            for server in (one, two):
+                server.run("kill-server", check=False)
