@@ -1,29 +1,25 @@
-"""Several hosts on one machine: two hosts' workers, two tmux servers, and a gateway whose own
-machine runs no worker. Each host's worker types only for the agents registered on it; a host
+"""Several hosts on one machine: two `agentcomms worker --host-id` processes, two tmux servers,
+and a gateway whose own machine runs no worker. Each host's worker types only for the agents registered on it; a host
 whose worker stops keeps its agents' messages until it is back; an agent moved to the other host
 in the middle of a stream loses and repeats nothing."""
 
 from __future__ import annotations
 
 import asyncio
-from contextlib import AsyncExitStack
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import Tmux
-from tests.stack import Stack, eventually, running_stack, typed
+from tests.stack import eventually, running_stack, typed
+from tests.test_host_down import worker_process
 from tests.test_mailbox import recorder
-from workers.main import build_workers
 
 
-async def start_host(stack: Stack, host: str, *, shared: bool = False) -> AsyncExitStack:
-    """The worker of `host` (and, with `shared`, of the shared queue), as `agentcomms worker
-    --host-id HOST` runs it on that machine."""
-    workers = AsyncExitStack()
-    for worker in build_workers(stack.client, stack.cfg, stack.store, host=host, shared=shared):
-        await workers.enter_async_context(worker)
-    return workers
+async def stop(worker: asyncio.subprocess.Process) -> None:
+    if worker.returncode is None:
+        worker.kill()  # as a machine that goes away
+        await worker.wait()
 
 
 def lines(out: Path) -> list[str]:
@@ -37,9 +33,9 @@ async def test_each_host_types_for_its_own_agents_and_a_moved_agent_loses_nothin
     one, two = Tmux(tmux_socket_dir / "host-one"), Tmux(tmux_socket_dir / "host-two")
     async with running_stack(temporal_env.client, tmp_path, with_worker=False) as stack:
         h1, h2 = f"one-{stack.agent_id('h')}", f"two-{stack.agent_id('h')}"
-        # Host one's worker also polls the shared queue, where every mailbox starts.
-        host_one = await start_host(stack, h1, shared=True)
-        host_two = await start_host(stack, h2)
+        # Each also polls the shared queue, where every mailbox starts.
+        host_one = await worker_process(stack, h1, tmp_path / "home-one")
+        host_two = await worker_process(stack, h2, tmp_path / "home-two")
         try:
             a, b = stack.agent_id("a"), stack.agent_id("b")
             pane_a, out_a = recorder(one, tmp_path, "a-on-one")
@@ -63,12 +59,12 @@ async def test_each_host_types_for_its_own_agents_and_a_moved_agent_loses_nothin
 
             # Host two's worker stops: host one's, though it could reach the pane from this
             # machine, types nothing for b; everything waits, and comes in order once it is back.
-            await host_two.aclose()
+            await stop(host_two)
             for i in range(10, 15):
                 await stack.call("send", agent_id=b, message=f"b{i}")
             await asyncio.sleep(3)
             assert lines(out_b) == [f"b{i}" for i in range(10)]
-            host_two = await start_host(stack, h2)
+            host_two = await worker_process(stack, h2, tmp_path / "home-two")
             await typed(out_b, "".join(f"b{i}\r" for i in range(15)).encode(), timeout=60)
 
             # a moves to a pane on host two while its messages are being typed on host one.
@@ -94,7 +90,7 @@ async def test_each_host_types_for_its_own_agents_and_a_moved_agent_loses_nothin
             described = await stack.client.get_workflow_handle(f"agent-{a}").describe()
             assert described.task_queue == f"agentcomms-host-{h2}"
         finally:
-            await host_two.aclose()
-            await host_one.aclose()
+            await stop(host_two)
+            await stop(host_one)
             for server in (one, two):
                 server.run("kill-server", check=False)
