@@ -19,11 +19,13 @@ fact; the workflow cannot check (its code must not hold the key), so it passes t
 
 from __future__ import annotations
 
+from sqlalchemy.exc import SQLAlchemyError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities import delivery
-from agentcomms import errors
+from agentcomms import errors, metrics
+from agentcomms.errors import AgentcommsError
 from agentcomms.models import (
     DeliverRequest,
     DeliveryOutcome,
@@ -31,6 +33,7 @@ from agentcomms.models import (
     InterruptRequest,
     Registration,
     Unregister,
+    utcnow,
 )
 from agentcomms.store import Store
 from agentcomms.trust import DeploymentKey, same_message
@@ -47,7 +50,25 @@ class SignedDelivery:
     async def deliver_to_pane(self, req: DeliverRequest) -> DeliveryOutcome:
         """Type one event's text into its pane, once the deployment's tags check out."""
         await self._check(req.event, req.registration)
-        return await delivery.deliver_to_pane(req)
+        outcome = await delivery.deliver_to_pane(req)
+        if req.settled is not None:
+            outcome.recorded = await self._record(req, outcome)
+        return outcome
+
+    async def _record(self, req: DeliverRequest, outcome: DeliveryOutcome) -> bool:
+        """Write the typed event to the projection; False (the mailbox writes it then) when the
+        projection cannot take it now: typing must never look failed for the projection's sake."""
+        assert req.settled is not None
+        settled = req.settled.model_copy(
+            update={"delivered_at": utcnow(), "note": outcome.cut_note(req.max_chars)}
+        )
+        try:
+            await self._store.settle_events([settled])
+        except (AgentcommsError, SQLAlchemyError, OSError) as exc:
+            activity.logger.warning("%s typed; the mailbox will record it: %s", req.event_id, exc)
+            return False
+        metrics.settled([settled])
+        return True
 
     @activity.defn(name="interrupt_pane")
     async def interrupt_pane(self, req: InterruptRequest) -> bool:

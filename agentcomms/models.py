@@ -141,6 +141,9 @@ class DeliverRequest(BaseModel):
     # made from the event, the pane from the registration).
     event: Event | None = None
     registration: Registration | None = None
+    # The event as the projection is to show it once typed (its time and note are filled in
+    # where it is typed): the delivery records itself, and the mailbox makes no write of its own.
+    settled: Event | None = None
 
 
 class DeliveryOutcome(BaseModel):
@@ -149,6 +152,16 @@ class DeliveryOutcome(BaseModel):
     truncated: bool = False
     chars: int = 0  # characters typed (after sanitizing and the cap)
     removed: int = 0  # characters the cap cut
+    recorded: bool = False  # the request's settled event is in the projection
+
+    def cut_note(self, max_chars: int) -> str | None:
+        """What a person reading the event is told when the agent's max_chars cut the text."""
+        if not self.truncated:
+            return None
+        return (
+            f"cut at the agent's max_chars ({max_chars:,}): "
+            f"{self.removed:,} characters were not typed"
+        )
 
 
 class InterruptRequest(BaseModel):

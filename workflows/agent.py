@@ -79,6 +79,9 @@ PATCH_SMALL_TEXTS_IN_STATE = "small-texts-in-state"
 # Patch: an unregister takes effect only once the worker has checked its tag with the deployment
 # key (which a workflow must not hold); before, any unregister signal took the agent offline.
 PATCH_SIGNED_UNREGISTER = "signed-unregister"
+# Patch: the delivery of the one message that waits writes it to the projection itself (the
+# mailbox wrote it with a local activity of its own after each delivery).
+PATCH_DELIVERY_RECORDS = "delivery-records-itself"
 INLINE_TEXT_CHARS = 50_000  # with JSON's worst case, about 300 KB of state
 INLINE_WAITING = 200
 
@@ -394,7 +397,7 @@ class AgentWorkflow:
                 continue
             self._nudged = False
             try:
-                outcome = await self._deliver(event, reg)
+                outcome = await self._deliver(event, reg, record=self._delivery_records(event))
             except (ActivityError, ApplicationError) as exc:
                 # A local activity's failure may arrive bare or wrapped in an ActivityError.
                 cause = exc.cause if isinstance(exc, ActivityError) else exc
@@ -428,7 +431,12 @@ class AgentWorkflow:
                 await self._settle(event, "failed", error=message)
                 continue
             backoff = RETRY_FIRST
-            await self._settle(event, "delivered", note=self._cut_note(outcome, reg))
+            await self._settle(
+                event,
+                "delivered",
+                note=outcome.cut_note(reg.max_chars) if outcome else None,
+                recorded=outcome is not None and outcome.recorded,
+            )
             await self._end_batch_if_due(reg)
         await self._continue_as_new()
 
@@ -476,6 +484,18 @@ class AgentWorkflow:
             await self._write_projection()
             await workflow.sleep(timedelta(milliseconds=1), summary="let new signals in")
 
+    def _delivery_records(self, event: Event) -> bool:
+        """Whether the delivery of `event` writes it to the projection itself: when it is the
+        last that waits and nothing else is to be written (messages that come one at a time),
+        so typing it takes one local activity instead of two."""
+        return (
+            event.type != "interrupt"
+            and len(self._s.waiting) == 1
+            and not self._unsettled
+            and self._s.status == "online"
+            and workflow.patched(PATCH_DELIVERY_RECORDS)
+        )
+
     def _stale_projection(self) -> bool:
         return self._published != (self._s.status, len(self._s.waiting))
 
@@ -518,7 +538,9 @@ class AgentWorkflow:
                 summary=f"keep {len(chunk)} waiting texts",
             )
 
-    async def _deliver(self, event: Event, reg: Registration) -> DeliveryOutcome | None:
+    async def _deliver(
+        self, event: Event, reg: Registration, *, record: bool = False
+    ) -> DeliveryOutcome | None:
         pane = PaneTarget(target=reg.target, socket=reg.socket)
         if event.type == "interrupt":
             await workflow.execute_local_activity(
@@ -548,6 +570,7 @@ class AgentWorkflow:
                 max_chars=reg.max_chars,
                 event=event,
                 registration=reg,
+                settled=self._settled(event, "delivered", keep_tries=True) if record else None,
             ),
             result_type=DeliveryOutcome,
             start_to_close_timeout=timedelta(seconds=30),
@@ -555,14 +578,6 @@ class AgentWorkflow:
             summary=f"type {event.id} into {reg.target}",
         )
 
-    @staticmethod
-    def _cut_note(outcome: DeliveryOutcome | None, reg: Registration) -> str | None:
-        if outcome is None or not outcome.truncated:
-            return None
-        return (
-            f"cut at the agent's max_chars ({reg.max_chars:,}): "
-            f"{outcome.removed:,} characters were not typed"
-        )
 
     async def _settle(
         self,
@@ -571,7 +586,10 @@ class AgentWorkflow:
         *,
         error: str | None = None,
         note: str | None = None,
+        recorded: bool = False,
     ) -> None:
+        """Take the event out of the queue and remember what became of it; `recorded` when its
+        delivery wrote it to the projection already."""
         # By id, not position: an interrupt may have been queued ahead of it meanwhile.
         waiting = self._s.waiting
         if waiting and waiting[0].id == event.id:
@@ -579,7 +597,6 @@ class AgentWorkflow:
         else:
             self._s.waiting = [w for w in waiting if w.id != event.id]
         self._texts.pop(event.id, None)
-        now = workflow.now()
         _keep_recent(self._s.outcomes, event.id, status)
         if note is not None:
             _keep_recent(self._s.notes, event.id, note)
@@ -597,18 +614,9 @@ class AgentWorkflow:
             status_changed = False
         else:
             status_changed = False  # a refused forgery says nothing about the agent's pane
-        self._unsettled.append(
-            event.model_copy(
-                update={
-                    "status": status,
-                    "attempts": event.attempts + 1,
-                    "delivered_at": now if status == "delivered" else None,
-                    "error": error,
-                    "note": note,
-                    "tries": self._s.tries.pop(event.id, []),
-                }
-            )
-        )
+        if not recorded:
+            self._unsettled.append(self._settled(event, status, error=error, note=note))
+        self._s.tries.pop(event.id, None)
         # The agent row is written when what it shows changes (status, error, the count that
         # waits once the queue drains); the settled events go in the same write, or alone.
         drained = not self._s.waiting
@@ -620,6 +628,28 @@ class AgentWorkflow:
             await self._publish()
         elif drained:
             await self._write_projection()
+
+    def _settled(
+        self,
+        event: Event,
+        status: Literal["delivered", "failed", "rejected"],
+        *,
+        error: str | None = None,
+        note: str | None = None,
+        keep_tries: bool = False,
+    ) -> Event:
+        """The event as the projection shows it once settled."""
+        tries = self._s.tries.get(event.id, []) if keep_tries else self._s.tries.pop(event.id, [])
+        return event.model_copy(
+            update={
+                "status": status,
+                "attempts": event.attempts + 1,
+                "delivered_at": workflow.now() if status == "delivered" else None,
+                "error": error,
+                "note": note,
+                "tries": tries,
+            }
+        )
 
     def _record_try(self, event_id: str, error: str) -> None:
         tries = self._s.tries.setdefault(event_id, [])
