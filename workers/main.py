@@ -18,12 +18,14 @@ from temporalio.worker import Worker
 
 from activities.chat import ChatActivities
 from activities.projection import ProjectionActivities
+from activities.receipts import ReceiptActivities
 from activities.signed_delivery import SignedDelivery
 from activities.voice import TwilioCallActivities, VoiceActivities
 from agentcomms.config import Config, host_name
 from agentcomms.store import Store
 from agentcomms.trust import DeploymentKey
 from gateway.mailbox import Mailbox
+from gateway.outbox import Outbox
 from workflows.agent import AgentWorkflow, host_task_queue
 from workflows.call import CallWorkflow
 from workflows.outbox import OutboxWorkflow
@@ -43,12 +45,15 @@ def build_workers(
     projection = ProjectionActivities(store)
     key = DeploymentKey.load(cfg.security)
     panes = SignedDelivery(key, store)  # types only what the deployment signed
+    # A mailbox that typed a chat message queues its receipt in the outbox, on the shared queue.
+    receipts = ReceiptActivities(Outbox(client, cfg.temporal.task_queue).post)
     activities: list[Any] = [
         panes.deliver_to_pane,
         panes.interrupt_pane,
         panes.check_unregister,
         projection.record_projection,
         projection.load_waiting_events,
+        receipts.queue_receipt,
     ]
     workers = [
         Worker(

@@ -44,6 +44,7 @@ with workflow.unsafe.imports_passed_through():
         Unregister,
     )
     from agentcomms.search_attributes import AGENT_ID, AGENT_STATUS
+    from workflows.outbox import QueueReceipt, receipt_item
 
 # How many recently seen event ids to remember for de-duplication (carried across continue-as-new).
 SEEN_IDS_KEPT = 2000
@@ -79,6 +80,9 @@ PATCH_SMALL_TEXTS_IN_STATE = "small-texts-in-state"
 # Patch: an unregister takes effect only once the worker has checked its tag with the deployment
 # key (which a workflow must not hold); before, any unregister signal took the agent offline.
 PATCH_SIGNED_UNREGISTER = "signed-unregister"
+# Patch: the mailbox that typed a chat message asks for its "typed" receipt (before, a gateway
+# watched for it, and one restarted meanwhile never sent it).
+PATCH_TYPED_RECEIPT = "typed-receipt-from-mailbox"
 INLINE_TEXT_CHARS = 50_000  # with JSON's worst case, about 300 KB of state
 INLINE_WAITING = 200
 
@@ -108,6 +112,7 @@ PROJECTION_RETRY = RetryPolicy(
     backoff_coefficient=2.0,
     maximum_interval=timedelta(seconds=10),
 )
+RECEIPT_QUEUE_GIVE_UP = timedelta(seconds=30)
 
 
 def host_task_queue(host: str) -> str:
@@ -428,7 +433,10 @@ class AgentWorkflow:
                 await self._settle(event, "failed", error=message)
                 continue
             backoff = RETRY_FIRST
-            await self._settle(event, "delivered", note=self._cut_note(outcome, reg))
+            note = self._cut_note(outcome, reg)
+            await self._settle(event, "delivered", note=note)
+            if _from_chat(event) and workflow.patched(PATCH_TYPED_RECEIPT):
+                await self._typed_receipt(event, note)
             await self._end_batch_if_due(reg)
         await self._continue_as_new()
 
@@ -554,6 +562,30 @@ class AgentWorkflow:
             retry_policy=DELIVERY_RETRY,
             summary=f"type {event.id} into {reg.target}",
         )
+
+    async def _typed_receipt(self, event: Event, note: str | None) -> None:
+        """Ask the chat's outbox to show the human their message was typed (and what typing cut)."""
+        payload = event.payload
+        item = receipt_item(
+            event.id,
+            provider=str(payload["provider"]),
+            chat_id=str(payload["chat_id"]),
+            message_id=str(payload["message_id"]),
+            stage="typed",
+            note=note,
+        )
+        try:
+            await workflow.execute_local_activity(
+                "queue_receipt",
+                QueueReceipt(agent_id=self._s.agent_id, channel_id=event.channel_id, item=item),
+                start_to_close_timeout=timedelta(seconds=10),
+                # A late receipt is worth little: it must not hold the next message back long.
+                schedule_to_close_timeout=RECEIPT_QUEUE_GIVE_UP,
+                retry_policy=PROJECTION_RETRY,
+                summary=f"receipt (typed) for {event.id}",
+            )
+        except ActivityError as exc:
+            workflow.logger.warning("typed receipt for %s not queued: %s", event.id, exc.cause)
 
     @staticmethod
     def _cut_note(outcome: DeliveryOutcome | None, reg: Registration) -> str | None:
@@ -701,6 +733,17 @@ class AgentWorkflow:
             drop = self._s.seen_ids[: len(self._s.seen_ids) - SEEN_IDS_KEPT]
             self._s.seen_ids = self._s.seen_ids[-SEEN_IDS_KEPT:]
             self._seen.difference_update(drop)
+
+
+def _from_chat(event: Event) -> bool:
+    """A human's message from a chat provider: it names the provider's message to answer."""
+    payload = event.payload
+    return (
+        event.type == "human_message"
+        and bool(payload.get("message_id"))
+        and bool(payload.get("chat_id"))
+        and bool(payload.get("provider"))
+    )
 
 
 def _keep_recent(memory: dict[str, str], event_id: str, value: str) -> None:
