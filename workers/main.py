@@ -10,10 +10,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 from temporalio.client import Client
+from temporalio.plugin import SimplePlugin
 from temporalio.worker import Worker
 
 from activities.chat import ChatActivities
@@ -97,9 +99,24 @@ def build_workers(
                     twilio_calls.end_twilio_call,
                 ],
                 max_cached_workflows=WORKFLOW_CACHE,
+                plugins=[_closed_at_shutdown(chat)],
             )
         )
     return workers
+
+
+def _closed_at_shutdown(chat: ChatActivities) -> SimplePlugin:
+    """The chat senders' connections (a logged-in Discord client) last as long as the worker
+    that sends with them, and are closed once it has shut down, however it is run."""
+
+    @asynccontextmanager
+    async def senders_open() -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            await chat.close()
+
+    return SimplePlugin("agentcomms-chat-senders", run_context=senders_open)
 
 
 async def run_workers(workers: list[Worker]) -> None:
