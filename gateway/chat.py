@@ -4,14 +4,14 @@ Inbound, in order: the same message seen before is a duplicate (its event id is 
 provider's message id); a sender who is neither in ``chat.allowed_senders`` nor admitted by
 pairing is rejected (recorded, answered once with a pairing code, never shown to an agent); the
 channel (``telegram:456``) or an ``@agent`` prefix picks the agent; the message is posted to the
-agent's mailbox, durable when ``post`` returns; receipts go out through the outbox. A voice
+agent's mailbox, durable when ``post`` returns; the "queued" receipt goes out through the
+outbox (the mailbox asks for the "typed" one when it types the message). A voice
 note is transcribed after the allowlist and routing (a stranger's audio is never fetched) and
 before the post, and reaches the agent as text marked ``transcribed``.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import re
 import secrets
@@ -31,13 +31,12 @@ from agentcomms.transports import (
     InboundMessage,
     InboundResult,
     LinkStatus,
-    ReceiptStage,
     Receiver,
 )
 from gateway.mailbox import Mailbox
 from gateway.outbox import Outbox
 from gateway.voice_notes import NotTranscribed, VoiceNotes
-from workflows.outbox import ChatSend, OutboxItem
+from workflows.outbox import receipt_item
 
 log = logging.getLogger(__name__)
 
@@ -45,8 +44,6 @@ PAIRING_TTL = timedelta(hours=24)
 # No 0/O, 1/I/L: a code read aloud or off a phone is typed right the first time.
 _CODE_ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"
 _CODE_LENGTH = 6
-# How long the gateway watches for a queued message to be typed, to send the second receipt.
-TYPED_RECEIPT_WATCH = timedelta(hours=6)
 _MENTION = re.compile(r"@(" + AGENT_ID_PATTERN.strip("^$") + r")(?:\s+|$)")
 # What a voice note that was not heard shows where its words would be.
 NOT_TRANSCRIBED_TEXT = "[voice note, not transcribed]"
@@ -86,7 +83,6 @@ class ChatInbox:
         self._mailbox = mailbox
         self._outbox = outbox
         self._voice_notes = VoiceNotes(cfg)
-        self._watchers: set[asyncio.Task[None]] = set()
 
     async def accept(self, message: InboundMessage) -> InboundResult:
         event_id = provider_event_id(message.provider, message.chat_id, message.message_id)
@@ -147,8 +143,7 @@ class ChatInbox:
                 reply=f"{agent_id}'s mailbox is full, so this message was not queued. "
                 "Send it again later.",
             )
-        await self._receipt(agent_id, message, event_id, "queued")
-        self._watch_typed(agent_id, message, event_id)
+        await self._queued_receipt(agent_id, message, event_id)
         return InboundResult("queued", event_id=event_id, agent_id=agent_id)
 
     async def _route(self, message: InboundMessage) -> tuple[str | None, str]:
@@ -247,50 +242,18 @@ class ChatInbox:
             reply=f"Could not transcribe your voice note: {reason}. Please send it as text.",
         )
 
-    async def _receipt(
-        self,
-        agent_id: str,
-        message: InboundMessage,
-        event_id: str,
-        stage: ReceiptStage,
-        *,
-        note: str | None = None,
-    ) -> None:
-        item = OutboxItem(
-            id=f"{event_id}:{stage}",
-            send=ChatSend(
-                provider=message.provider,
-                chat_id=message.chat_id,
-                kind="receipt",
-                message_id=message.message_id,
-                stage=stage,
-                note=note,
-            ),
+    async def _queued_receipt(self, agent_id: str, message: InboundMessage, event_id: str) -> None:
+        item = receipt_item(
+            event_id,
+            provider=message.provider,
+            chat_id=message.chat_id,
+            message_id=message.message_id,
+            stage="queued",
         )
         try:
             await self._outbox.post(agent_id, message.channel_id, item)
         except RPCError as exc:  # the message itself is durable; only the receipt is lost
             log.warning("receipt %s not queued: %s", item.id, exc)
-
-    def _watch_typed(self, agent_id: str, message: InboundMessage, event_id: str) -> None:
-        task = asyncio.create_task(self._typed_receipt(agent_id, message, event_id))
-        self._watchers.add(task)
-        task.add_done_callback(self._watchers.discard)
-
-    async def _typed_receipt(self, agent_id: str, message: InboundMessage, event_id: str) -> None:
-        # Watched from this process: a gateway restarted meanwhile sends no "typed" receipt
-        # for the messages it was watching (they are typed all the same).
-        status = await self._mailbox.wait_delivered(
-            agent_id, event_id, TYPED_RECEIPT_WATCH.total_seconds()
-        )
-        if status.status == "delivered":
-            # The human learns when the agent's max_chars cut their text, not only the agent.
-            await self._receipt(agent_id, message, event_id, "typed", note=status.note)
-
-    async def close(self) -> None:
-        for task in list(self._watchers):
-            task.cancel()
-        await asyncio.gather(*self._watchers, return_exceptions=True)
 
 
 class ChatTransports:

@@ -105,7 +105,6 @@ class Gateway:
         if self.http is not None:
             await self.http.close()
         await self.chat.close()
-        await self.inbox.close()
         await self.server.close()
 
     async def serve_forever(self) -> None:

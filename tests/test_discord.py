@@ -4,12 +4,14 @@ real SQLite."""
 
 from __future__ import annotations
 
+import gc
 import re
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import discord as discord_py
 import pytest
 from fastmcp import Client
 from pydantic import SecretStr
@@ -34,6 +36,7 @@ from tests.stack import Stack, eventually, running_stack, typed
 from tests.test_mailbox import recorder
 
 ALICE = 4242  # the allowed human (the fake's default author)
+LOGIN = "GET /users/@me"
 
 
 @pytest.fixture
@@ -386,8 +389,48 @@ class Keep:
         return InboundResult("queued")
 
 
+async def test_one_worker_logs_in_to_discord_once_and_logs_out_when_it_stops(
+    temporal_env, tmp_path: Path, discord: FakeDiscord, agent: str, tmux: Tmux
+):
+    async with running_stack(
+        temporal_env.client, tmp_path, configure=with_discord(discord, agent)
+    ) as stack:
+        out = await with_pane(stack, agent, tmux, tmp_path)
+        logins_by_the_gateway = discord.count(LOGIN)
+        channel = f"discord:{discord.general}"
+        for text in ("first", "second"):
+            result = await stack.call("reply", channel_id=channel, message=text, agent_id=agent)
+            assert result["status"] == "delivered", result
+        discord.human_says(discord.general, "thanks")
+        await typed(out, line(discord.general, "thanks"))
+        await eventually(lambda: len(discord.reactions) == 3)  # 👀, then ✍️ in its place
+
+        # Two replies and two receipts, one login by the worker (the gateway's bot has its own).
+        assert discord.count(LOGIN) - logins_by_the_gateway == 1
+        assert discord.count("GET /oauth2/applications/@me") == discord.count(LOGIN)
+        assert discord.count(SEND) == 2
+    # The stack's workers stopped, and the sender's client was closed with them: one left open
+    # keeps its HTTP session, and warns "Unclosed client session" whenever it is collected.
+    gc.collect()
+    left_open = [
+        o
+        for o in gc.get_objects()
+        # The sender's own client (the gateway's bot is a subclass), compared by identity: the
+        # workflow sandbox's proxies refuse isinstance's questions.
+        if type(o) is discord_py.Client and not o.is_closed()
+    ]
+    assert left_open == []
+
+
 async def test_send_errors_say_whether_to_wait_retry_or_fix(discord: FakeDiscord):
     sender = transport.sender(configured(discord))
+    try:
+        await _send_errors(discord, sender)
+    finally:
+        await sender.close()
+
+
+async def _send_errors(discord: FakeDiscord, sender: transport.DiscordSender) -> None:
     channel = str(discord.general)
 
     discord.fail_next(SEND, 429, retry_after=60.0)  # longer than discord.py waits itself
@@ -402,8 +445,10 @@ async def test_send_errors_say_whether_to_wait_retry_or_fix(discord: FakeDiscord
 
     bad = configured(discord)
     bad.chat.discord.token = SecretStr("not-the-token")
+    refusing = transport.sender(bad)
     with pytest.raises(SendRefused, match=r"chat\.discord\.token") as refused:
-        await transport.sender(bad).send_text(channel, "hi")
+        await refusing.send_text(channel, "hi")
+    await refusing.close()
     assert "not-the-token" not in str(refused.value)
 
     await discord.stop()

@@ -3,6 +3,7 @@ our gateway, worker and outbox on a real Temporal dev server, real tmux panes, r
 
 from __future__ import annotations
 
+import functools
 import re
 import uuid
 from collections.abc import AsyncIterator
@@ -21,7 +22,9 @@ from tests.conftest import Tmux
 from tests.fakes.serve import free_port
 from tests.fakes.telegram import FakeTelegram
 from tests.stack import Stack, eventually, running_stack
+from tests.test_agent_workflow_replay import _settled_history, replayer
 from tests.test_mailbox import recorder
+from workflows.outbox import receipt_item
 
 CHAT = 456  # Alice's private chat with the bot (its id is her user id)
 
@@ -332,6 +335,72 @@ async def test_gateway_restarted_with_messages_in_flight_loses_and_doubles_nothi
             assert [e.payload["text"] for e in events] == texts
     finally:
         await restarted.close()
+
+
+async def test_the_typed_receipt_comes_through_the_gateway_restarted_before_the_message_was_typed(
+    stack: Stack, telegram: FakeTelegram, agent: str, tmux: Tmux, tmp_path: Path
+):
+    await connected(stack)
+    tmux.new_session("keep")  # the tmux server runs; the agent's pane does not exist yet
+    await register(stack, agent, tmux, "late:0.0")
+    first = telegram.human_says(CHAT, "typed after a restart")
+    first_id = first["message"]["message_id"]
+    await eventually(lambda: [r["emoji"] for r in telegram.reactions] == [["👀"]])
+
+    # The gateway that queued it goes away before it is typed; a new one takes over.
+    await stack.gateway.close()
+    restarted = Gateway(stack.cfg, stack.client, stack.store, host=stack.host)
+    await restarted.start()
+    try:
+        out = tmp_path / "late.bytes"
+        out.touch()
+        tmux.new_session("late", f"stty raw -echo; exec cat >> {out}")
+        async with GatewayClient(stack.cfg.server.socket()) as rpc:
+            # Registering again wakes the mailbox from its backoff.
+            await rpc.call(
+                "register", agent_id=agent, target="late:0.0", socket=tmux.socket, submit_delay_ms=0
+            )
+            await eventually(
+                lambda: out.read_bytes() == b"[telegram:456 from Alice] typed after a restart\r"
+            )
+            await eventually(lambda: len(telegram.reactions) == 2)
+            # A later message's receipts go out behind the first one's, in the same outbox: by
+            # then a second "typed" receipt for the first would have arrived too.
+            second = telegram.human_says(CHAT, "and one more")
+            second_id = second["message"]["message_id"]
+            await eventually(lambda: out.read_bytes().endswith(b"and one more\r"))
+            await eventually(lambda: len(telegram.reactions) == 4)
+    finally:
+        await restarted.close()
+    assert [(r["message_id"], r["emoji"]) for r in telegram.reactions] == [
+        (first_id, ["👀"]),
+        (first_id, ["✍"]),
+        (second_id, ["👀"]),
+        (second_id, ["✍"]),
+    ]
+    # The mailbox that asked for them replays, inside the sandbox, as it ran.
+    mailbox = stack.client.get_workflow_handle(f"agent-{agent}")
+    history = await eventually(lambda: _settled_history(mailbox))
+    await mailbox.terminate("test over")
+    assert (await replayer().replay_workflow(history)).replay_failure is None
+
+
+async def test_a_queued_receipt_that_arrives_after_the_typed_one_is_not_sent(
+    stack: Stack, telegram: FakeTelegram, agent: str
+):
+    # The mailbox may type a message and ask for "typed" before the gateway's "queued" reaches
+    # the outbox; sent after it, 👀 would replace ✍ on the human's message.
+    await connected(stack)
+    telegram.known_chats.add(CHAT)
+    receipt = functools.partial(
+        receipt_item, "evt_early", provider="telegram", chat_id=str(CHAT), message_id="77"
+    )
+    await stack.gateway.outbox.post(agent, f"telegram:{CHAT}", receipt(stage="typed"))
+    await stack.gateway.outbox.post(agent, f"telegram:{CHAT}", receipt(stage="queued"))
+    # Sent in order behind both: once it is out, so is whatever was queued before it.
+    result = await stack.call("reply", channel_id=f"telegram:{CHAT}", message="ok", agent_id=agent)
+    assert result["status"] == "delivered", result
+    assert [r["emoji"] for r in telegram.reactions] == [["✍"]]
 
 
 async def _count(stack: Stack, agent: str, n: int) -> bool:

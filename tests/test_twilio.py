@@ -37,7 +37,11 @@ def agent() -> str:
     return f"phone-{uuid.uuid4().hex[:8]}"
 
 
-def with_twilio(fake: FakeTwilio, agent: str, port: int) -> Any:
+def with_twilio(
+    fake: FakeTwilio, agent: str, port: int, *, receipts: dict[str, str] | None = None
+) -> Any:
+    receipts = receipts or {}
+
     def configure(cfg: Config) -> Config:
         section = {
             "enabled": True,
@@ -48,8 +52,10 @@ def with_twilio(fake: FakeTwilio, agent: str, port: int) -> Any:
         }
         chat = cfg.chat.model_copy(
             update={
-                "sms": cfg.chat.sms.model_copy(update=section),
-                "whatsapp": cfg.chat.whatsapp.model_copy(update=section),
+                "sms": cfg.chat.sms.model_copy(update=section | _receipts(receipts, "sms")),
+                "whatsapp": cfg.chat.whatsapp.model_copy(
+                    update=section | _receipts(receipts, "whatsapp")
+                ),
                 "channels": {f"sms:{ALICE}": agent, f"whatsapp:{ALICE}": agent},
                 "allowed_senders": {"sms": [ALICE], "whatsapp": [ALICE]},
             }
@@ -58,6 +64,10 @@ def with_twilio(fake: FakeTwilio, agent: str, port: int) -> Any:
         return cfg.model_copy(update={"chat": chat, "server": server})
 
     return configure
+
+
+def _receipts(receipts: dict[str, str], provider: str) -> dict[str, str]:
+    return {"receipts": receipts[provider]} if provider in receipts else {}
 
 
 class Hooks:
@@ -108,12 +118,10 @@ async def test_an_sms_is_typed_once_even_when_twilio_retries_the_webhook(
     assert again.status_code == 200
 
     await eventually(lambda: out.read_bytes() == f"[sms:{ALICE} from {ALICE}] ship it\r".encode())
-    # No reactions over SMS: the receipts are short replies, queued then typed.
-    await eventually(lambda: len(twilio.bodies_to(ALICE)) == 2)
-    assert twilio.bodies_to(ALICE) == [
-        "✓ queued for the agent",
-        "✓ typed into the agent's terminal",
-    ]
+    # No reactions over SMS: a receipt is a text, and billed, so by default only "typed" goes
+    # (a "queued" one would have been sent before it, from the same outbox).
+    await eventually(lambda: twilio.bodies_to(ALICE))
+    assert twilio.bodies_to(ALICE) == ["✓ typed into the agent's terminal"]
     assert [e.id for e in await stack.store.events_after(agent, None, 10)] == [event_id]
     assert out.read_bytes() == f"[sms:{ALICE} from {ALICE}] ship it\r".encode()
 
@@ -132,12 +140,39 @@ async def test_the_typed_receipt_says_when_the_agents_max_chars_cut_the_text(
         max_chars=100,
     )
     assert (await hooks.post("sms", twilio.incoming(ALICE, "y" * 300))).status_code == 200
-    await eventually(lambda: len(twilio.bodies_to(ALICE)) == 2)
-    queued, typed = twilio.bodies_to(ALICE)
-    assert queued == "✓ queued for the agent"
+    [typed] = await eventually(lambda: twilio.bodies_to(ALICE))
     assert typed.startswith(
         "✓ typed into the agent's terminal, but cut at the agent's max_chars (100): "
     ), typed
+
+
+async def test_receipts_both_texts_queued_and_typed_and_none_texts_nothing(
+    temporal_env, tmp_path: Path, twilio: FakeTwilio, agent: str, tmux: Tmux
+):
+    port = free_port()
+    configure = with_twilio(twilio, agent, port, receipts={"sms": "both", "whatsapp": "none"})
+    async with running_stack(temporal_env.client, tmp_path, configure=configure) as stack:
+        hooks = Hooks(twilio, port)
+        # Both arrive before the agent has a pane: queued first, typed once it registers.
+        form = twilio.incoming(ALICE, "by whatsapp", whatsapp=True, profile_name="Alice")
+        assert (await hooks.post("whatsapp", form)).status_code == 200
+        assert (await hooks.post("sms", twilio.incoming(ALICE, "by sms"))).status_code == 200
+        await eventually(lambda: twilio.bodies_to(ALICE) == ["✓ queued for the agent"])
+        target, out = recorder(tmux, tmp_path, "rec")
+        await register(stack, agent, tmux, target)
+        await eventually(lambda: out.read_bytes().endswith(b"by sms\r"))
+        # The mailbox asks for receipts in the order it types: the WhatsApp one came first.
+        await eventually(lambda: len(twilio.bodies_to(ALICE)) == 2)
+        # A reply goes out behind whatever receipt was queued before it on its chat.
+        for channel in (f"sms:{ALICE}", f"whatsapp:{ALICE}"):
+            sent = await stack.call("reply", channel_id=channel, message="ok", agent_id=agent)
+            assert sent["status"] == "delivered", sent
+    assert twilio.bodies_to(ALICE) == [
+        "✓ queued for the agent",
+        "✓ typed into the agent's terminal",
+        "ok",
+    ]
+    assert twilio.bodies_to(f"whatsapp:{ALICE}") == ["ok"]
 
 
 async def test_a_forged_or_unsigned_webhook_gets_403_and_nothing_is_queued(

@@ -10,20 +10,24 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 from temporalio.client import Client
+from temporalio.plugin import SimplePlugin
 from temporalio.worker import Worker
 
 from activities.chat import ChatActivities
 from activities.projection import ProjectionActivities
+from activities.receipts import ReceiptActivities
 from activities.signed_delivery import SignedDelivery
 from activities.voice import TwilioCallActivities, VoiceActivities
 from agentcomms.config import Config, host_name
 from agentcomms.store import Store
 from agentcomms.trust import DeploymentKey
 from gateway.mailbox import Mailbox
+from gateway.outbox import Outbox
 from workflows.agent import AgentWorkflow, host_task_queue
 from workflows.call import CallWorkflow
 from workflows.outbox import OutboxWorkflow
@@ -43,12 +47,15 @@ def build_workers(
     projection = ProjectionActivities(store)
     key = DeploymentKey.load(cfg.security)
     panes = SignedDelivery(key, store)  # types only what the deployment signed
+    # A mailbox that typed a chat message queues its receipt in the outbox, on the shared queue.
+    receipts = ReceiptActivities(Outbox(client, cfg.temporal.task_queue).post)
     activities: list[Any] = [
         panes.deliver_to_pane,
         panes.interrupt_pane,
         panes.check_unregister,
         projection.record_projection,
         projection.load_waiting_events,
+        receipts.queue_receipt,
     ]
     workers = [
         Worker(
@@ -92,9 +99,24 @@ def build_workers(
                     twilio_calls.end_twilio_call,
                 ],
                 max_cached_workflows=WORKFLOW_CACHE,
+                plugins=[_closed_at_shutdown(chat)],
             )
         )
     return workers
+
+
+def _closed_at_shutdown(chat: ChatActivities) -> SimplePlugin:
+    """The chat senders' connections (a logged-in Discord client) last as long as the worker
+    that sends with them, and are closed once it has shut down, however it is run."""
+
+    @asynccontextmanager
+    async def senders_open() -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            await chat.close()
+
+    return SimplePlugin("agentcomms-chat-senders", run_context=senders_open)
 
 
 async def run_workers(workers: list[Worker]) -> None:

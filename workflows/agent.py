@@ -44,6 +44,7 @@ with workflow.unsafe.imports_passed_through():
         Unregister,
     )
     from agentcomms.search_attributes import AGENT_ID, AGENT_STATUS
+    from workflows.outbox import QueueReceipt, receipt_item
 
 # How many recently seen event ids to remember for de-duplication (carried across continue-as-new).
 SEEN_IDS_KEPT = 2000
@@ -82,6 +83,9 @@ PATCH_SIGNED_UNREGISTER = "signed-unregister"
 # Patch: the delivery of the one message that waits writes it to the projection itself (the
 # mailbox wrote it with a local activity of its own after each delivery).
 PATCH_DELIVERY_RECORDS = "delivery-records-itself"
+# Patch: the mailbox that typed a chat message asks for its "typed" receipt (before, a gateway
+# watched for it, and one restarted meanwhile never sent it).
+PATCH_TYPED_RECEIPT = "typed-receipt-from-mailbox"
 INLINE_TEXT_CHARS = 50_000  # with JSON's worst case, about 300 KB of state
 INLINE_WAITING = 200
 
@@ -111,6 +115,7 @@ PROJECTION_RETRY = RetryPolicy(
     backoff_coefficient=2.0,
     maximum_interval=timedelta(seconds=10),
 )
+RECEIPT_QUEUE_GIVE_UP = timedelta(seconds=30)
 
 
 def host_task_queue(host: str) -> str:
@@ -431,12 +436,12 @@ class AgentWorkflow:
                 await self._settle(event, "failed", error=message)
                 continue
             backoff = RETRY_FIRST
+            note = outcome.cut_note(reg.max_chars) if outcome else None
             await self._settle(
-                event,
-                "delivered",
-                note=outcome.cut_note(reg.max_chars) if outcome else None,
-                recorded=outcome is not None and outcome.recorded,
+                event, "delivered", note=note, recorded=outcome is not None and outcome.recorded
             )
+            if _from_chat(event) and workflow.patched(PATCH_TYPED_RECEIPT):
+                await self._typed_receipt(event, note)
             await self._end_batch_if_due(reg)
         await self._continue_as_new()
 
@@ -578,6 +583,29 @@ class AgentWorkflow:
             summary=f"type {event.id} into {reg.target}",
         )
 
+    async def _typed_receipt(self, event: Event, note: str | None) -> None:
+        """Ask the chat's outbox to show the human their message was typed (and what typing cut)."""
+        payload = event.payload
+        item = receipt_item(
+            event.id,
+            provider=str(payload["provider"]),
+            chat_id=str(payload["chat_id"]),
+            message_id=str(payload["message_id"]),
+            stage="typed",
+            note=note,
+        )
+        try:
+            await workflow.execute_local_activity(
+                "queue_receipt",
+                QueueReceipt(agent_id=self._s.agent_id, channel_id=event.channel_id, item=item),
+                start_to_close_timeout=timedelta(seconds=10),
+                # A late receipt is worth little: it must not hold the next message back long.
+                schedule_to_close_timeout=RECEIPT_QUEUE_GIVE_UP,
+                retry_policy=PROJECTION_RETRY,
+                summary=f"receipt (typed) for {event.id}",
+            )
+        except ActivityError as exc:
+            workflow.logger.warning("typed receipt for %s not queued: %s", event.id, exc.cause)
 
     async def _settle(
         self,
@@ -731,6 +759,17 @@ class AgentWorkflow:
             drop = self._s.seen_ids[: len(self._s.seen_ids) - SEEN_IDS_KEPT]
             self._s.seen_ids = self._s.seen_ids[-SEEN_IDS_KEPT:]
             self._seen.difference_update(drop)
+
+
+def _from_chat(event: Event) -> bool:
+    """A human's message from a chat provider: it names the provider's message to answer."""
+    payload = event.payload
+    return (
+        event.type == "human_message"
+        and bool(payload.get("message_id"))
+        and bool(payload.get("chat_id"))
+        and bool(payload.get("provider"))
+    )
 
 
 def _keep_recent(memory: dict[str, str], event_id: str, value: str) -> None:

@@ -74,6 +74,38 @@ class OutboxItem(BaseModel):
     event: Event | None = None  # the outbound message, settled in the projection once sent
 
 
+def receipt_item(
+    event_id: str,
+    *,
+    provider: str,
+    chat_id: str,
+    message_id: str,
+    stage: Literal["queued", "typed"],
+    note: str | None = None,
+) -> OutboxItem:
+    """The receipt for a human's message (``<event id>:<stage>``): whoever asks for it twice,
+    the gateway or a replayed mailbox, the outbox sends it once."""
+    return OutboxItem(
+        id=f"{event_id}:{stage}",
+        send=ChatSend(
+            provider=provider,
+            chat_id=chat_id,
+            kind="receipt",
+            message_id=message_id,
+            stage=stage,
+            note=note,
+        ),
+    )
+
+
+class QueueReceipt(BaseModel):
+    """A mailbox asks the outbox of (agent, channel) to send a receipt."""
+
+    agent_id: str
+    channel_id: str
+    item: OutboxItem
+
+
 class SendOutcome(BaseModel):
     status: Literal["sent", "failed"]
     message_id: str | None = None
@@ -120,11 +152,18 @@ class OutboxWorkflow:
     @workflow.signal
     def enqueue(self, item: OutboxItem) -> None:
         """Queue a send; an item whose id was seen before is ignored."""
-        if item.id in self._seen:
+        if item.id in self._seen or self._overtaken(item):
             return
         self._seen.add(item.id)
         self._s.seen_ids.append(item.id)
         self._s.pending.append(item)
+
+    def _overtaken(self, item: OutboxItem) -> bool:
+        # The mailbox asks for "typed" as soon as it typed the message, which may be before the
+        # gateway's "queued" arrives; sent after it, "queued" would take the place of "typed".
+        if item.send.kind != "receipt" or item.send.stage != "queued":
+            return False
+        return item.id.removesuffix(":queued") + ":typed" in self._seen
 
     @workflow.update
     async def wait_sent(self, request: WaitSent) -> SendStatus:

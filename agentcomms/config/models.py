@@ -320,6 +320,11 @@ class TwilioMessagingConfig(ProviderSection):
     auth_token: SecretStr | None = None
     from_number: str | None = None
     base_url: str | None = None
+    receipts: Literal["typed", "both", "none"] = Field(
+        default="typed",
+        description="through Twilio, receipts are texts, each one billed: typed (one, once the "
+        "message is typed into the pane), both (also one when it is queued), or none",
+    )
 
 
 class WhatsAppConfig(TwilioMessagingConfig):

@@ -9,7 +9,8 @@ the message is durable (or rejected and recorded); a reply for the sender (a pai
 mailbox) rides in the answer as TwiML. Anything else is a 503, and Twilio tries again.
 
 Sending: ``Messages.create`` from ``from_number``. SMS and WhatsApp have no reactions, so a
-receipt is a short reply.
+receipt is a short reply, and a billed message: ``receipts`` says which are sent (by default
+only "typed").
 """
 
 from __future__ import annotations
@@ -49,6 +50,12 @@ MAX_TEXT = 1600
 RECEIPTS: dict[ReceiptStage, str] = {
     "queued": "✓ queued for the agent",
     "typed": "✓ typed into the agent's terminal",
+}
+# Which receipts go out for each `receipts` setting: every one is a text the operator pays for.
+RECEIPTS_SENT: dict[str, tuple[ReceiptStage, ...]] = {
+    "typed": ("typed",),
+    "both": ("queued", "typed"),
+    "none": (),
 }
 SIGNATURE_HEADER = "X-Twilio-Signature"
 _EMPTY_TWIML = '<?xml version="1.0" encoding="UTF-8"?><Response></Response>'
@@ -215,6 +222,8 @@ class TwilioSender:
     async def receipt(
         self, chat_id: str, message_id: str, stage: ReceiptStage, *, note: str | None = None
     ) -> None:
+        if stage not in RECEIPTS_SENT[self._section.receipts]:
+            return
         await self.send_text(chat_id, f"{RECEIPTS[stage]}, but {note}" if note else RECEIPTS[stage])
 
     async def close(self) -> None:

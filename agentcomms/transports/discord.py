@@ -335,27 +335,40 @@ class _Bot(discord.Client):
 
 
 class DiscordSender:
-    """Sends with a client of its own per call, closed after it: an activity holds no
-    connection between sends, and a changed token is read at the next send."""
+    """Sends through one client, logged in at the first send and kept for the worker's life:
+    logging in costs two requests (``/users/@me``, ``/oauth2/applications/@me``), which
+    would double a reply and make a receipt four requests. No gateway connection is opened."""
 
     def __init__(self, cfg: Config) -> None:
         self._section = cfg.chat.discord
+        self._logged_in: discord.Client | None = None
+        self._login = asyncio.Lock()  # outboxes send at once; the first logs in for all
 
     @contextlib.asynccontextmanager
     async def _client(self, chat_id: str) -> Any:
-        assert self._section.token is not None
-        use_endpoint(self._section)
-        client = discord.Client(
-            # Sending needs no gateway events; guilds only keeps discord.py from warning.
-            intents=discord.Intents(guilds=True),
-            max_messages=None,
-            max_ratelimit_timeout=RATE_LIMIT_WAIT_S,
-        )
-        async with client:
-            with discord_errors(chat_id):
-                async with asyncio.timeout(SEND_DEADLINE_S):
-                    await client.login(self._section.token.get_secret_value())
-                    yield client
+        with discord_errors(chat_id):
+            async with asyncio.timeout(SEND_DEADLINE_S):
+                yield await self._client_logged_in()
+
+    async def _client_logged_in(self) -> discord.Client:
+        async with self._login:
+            if self._logged_in is not None:
+                return self._logged_in
+            assert self._section.token is not None
+            use_endpoint(self._section)
+            client = discord.Client(
+                # Sending needs no gateway events; guilds only keeps discord.py from warning.
+                intents=discord.Intents(guilds=True),
+                max_messages=None,
+                max_ratelimit_timeout=RATE_LIMIT_WAIT_S,
+            )
+            try:
+                await client.login(self._section.token.get_secret_value())
+            except BaseException:
+                await client.close()  # a refused token or Discord away: the next send tries anew
+                raise
+            self._logged_in = client
+            return client
 
     async def send_text(self, chat_id: str, text: str, *, reply_to: str | None = None) -> str:
         channel_id = _channel_id(chat_id)
@@ -389,7 +402,10 @@ class DiscordSender:
             await self.send_text(chat_id, typed_with_note(note), reply_to=message_id)
 
     async def close(self) -> None:
-        pass
+        async with self._login:
+            client, self._logged_in = self._logged_in, None
+        if client is not None:
+            await client.close()
 
 
 def _channel_id(chat_id: str) -> int:
