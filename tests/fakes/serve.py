@@ -1,4 +1,5 @@
-"""Running a Starlette app on a local port inside the test's event loop, stoppable and restartable."""
+"""Running a Starlette app on a local port inside the test's event loop, stoppable and restartable;
+and what fakes of providers' HTTP APIs share."""
 
 from __future__ import annotations
 
@@ -8,6 +9,10 @@ import socket
 from collections.abc import Iterator
 
 import uvicorn
+from starlette.applications import Starlette
+from starlette.datastructures import UploadFile
+from starlette.requests import Request
+from starlette.routing import BaseRoute
 from starlette.types import ASGIApp
 
 
@@ -57,3 +62,31 @@ class LocalServer:
         self._server.force_exit = True
         await self._task
         self._server = self._task = None
+
+
+class FakeAPI:
+    """A provider's HTTP API on a local port: ``server`` runs it, ``base_url`` reaches it, and
+    ``fail_next(500, …)`` scripts the statuses its next requests fail with, in order."""
+
+    def __init__(self, *routes: BaseRoute) -> None:
+        self.server = LocalServer(Starlette(routes=list(routes)))
+        self._failures: list[int] = []
+
+    @property
+    def base_url(self) -> str:
+        return self.server.url
+
+    def fail_next(self, *statuses: int) -> None:
+        self._failures.extend(statuses)
+
+    def _next_failure(self) -> int | None:
+        """The status the next request fails with, if a test scripted one."""
+        return self._failures.pop(0) if self._failures else None
+
+
+async def upload(request: Request, *fields: str) -> tuple[bytes, dict[str, str]]:
+    """A multipart request's ``file`` (empty when there is none) and its named fields, as text."""
+    async with request.form() as form:  # closes the uploaded file's spool
+        file = form.get("file")
+        data = await file.read() if isinstance(file, UploadFile) else b""
+        return data, {name: str(form.get(name)) for name in fields}
