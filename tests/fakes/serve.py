@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import socket
 from collections.abc import Iterator
+from typing import Self
 
 import uvicorn
 from starlette.applications import Starlette
@@ -31,7 +32,7 @@ def free_port() -> int:
 
 class LocalServer:
     """``await start()``, ``await stop()`` (the provider is down), ``await start()`` again (back,
-    on the same port)."""
+    on the same port); or ``async with server:`` to serve for a block (a fixture's test)."""
 
     def __init__(self, app: ASGIApp, port: int | None = None) -> None:
         self.app = app
@@ -62,6 +63,13 @@ class LocalServer:
         self._server.force_exit = True
         await self._task
         self._server = self._task = None
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
 
 
 class FakeAPI:
