@@ -23,23 +23,21 @@ from tests.fakes.deepgram import FakeDeepgram
 from tests.fakes.elevenlabs import FakeElevenLabs
 from tests.stack import running_stack
 from tests.test_calls import Phone
-from tests.test_speech_providers import _answer_aloud
+from tests.test_speech_providers import answer_aloud
 
 
 @pytest.fixture
 async def elevenlabs() -> AsyncIterator[FakeElevenLabs]:
     fake = FakeElevenLabs()
-    await fake.server.start()
-    yield fake
-    await fake.server.stop()
+    async with fake.server:
+        yield fake
 
 
 @pytest.fixture
 async def deepgram() -> AsyncIterator[FakeDeepgram]:
     fake = FakeDeepgram()
-    await fake.server.start()
-    yield fake
-    await fake.server.stop()
+    async with fake.server:
+        yield fake
 
 
 @pytest.fixture(scope="module")
@@ -276,7 +274,7 @@ async def test_a_call_through_elevenlabs_then_deepgram_then_local(
         phone = Phone(stack)
         first = asyncio.create_task(stack.call("call", agent_id="a", message="Ship 0042?"))
         call_id = await phone.answer()
-        line = await _answer_aloud(stack, phone, call_id, "yes ship it")
+        line = await answer_aloud(phone, call_id, "yes ship it")
         # ElevenLabs refused its key: Deepgram spoke, the first time it was asked.
         assert line["audio"]["provider"] == "deepgram"
         assert [s["text"] for s in deepgram.spoken] == ["Ship 0042?"]

@@ -16,16 +16,15 @@ from agentcomms.voice.stt import stt_chain
 from agentcomms.voice.tts import tts_chain
 from agentcomms.voice.tts.local import EspeakSpeech
 from tests.fakes.openai_audio import API_KEY, FakeOpenAIAudio
-from tests.stack import Stack, running_stack
+from tests.stack import running_stack
 from tests.test_calls import Phone
 
 
 @pytest.fixture
 async def openai_fake() -> AsyncIterator[FakeOpenAIAudio]:
     fake = FakeOpenAIAudio()
-    await fake.server.start()
-    yield fake
-    await fake.server.stop()
+    async with fake.server:
+        yield fake
 
 
 def openai_voice(tmp_path: Path, fake: FakeOpenAIAudio, key: str = API_KEY) -> VoiceConfig:
@@ -41,7 +40,8 @@ def test_a_provider_with_a_key_comes_first_and_local_ends_the_chain(tmp_path: Pa
     assert tts_chain(cfg) == ["openai", "local"] and stt_chain(cfg) == ["openai", "local"]
 
 
-async def _answer_aloud(stack: Stack, phone: Phone, call_id: str, words: str) -> dict:
+async def answer_aloud(phone: Phone, call_id: str, words: str) -> dict:
+    """The call's next prompt, answered with `words` said aloud (espeak-ng's voice)."""
     line = await phone.prompt(call_id)
     audio, _ = await EspeakSpeech().synthesize(words)
     await phone.event(
@@ -59,7 +59,7 @@ async def test_a_call_speaks_and_hears_through_openai(
         phone = Phone(stack)
         first = asyncio.create_task(stack.call("call", agent_id="a", message="Deploy?"))
         call_id = await phone.answer()
-        line = await _answer_aloud(stack, phone, call_id, "yes go ahead")
+        line = await answer_aloud(phone, call_id, "yes go ahead")
         assert line["audio"]["provider"] == "openai"
         assert (await first)["response"] == "Yes, go ahead."
         await stack.call("call_end", call_id=call_id)
@@ -92,7 +92,7 @@ async def test_a_refused_key_goes_straight_to_the_next_provider(
         phone = Phone(stack)
         first = asyncio.create_task(stack.call("call", agent_id="a", message="Key?"))
         call_id = await phone.answer()
-        line = await _answer_aloud(stack, phone, call_id, "no wait")
+        line = await answer_aloud(phone, call_id, "no wait")
         assert line["audio"]["provider"] == "local"
         result = await first
         # Local STT heard it (open vocabulary: something, not necessarily these words).

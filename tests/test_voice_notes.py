@@ -37,17 +37,15 @@ PHRASES = ["ship it on friday", "run the tests", "deploy to staging"]
 @pytest.fixture
 async def telegram() -> AsyncIterator[FakeTelegram]:
     fake = FakeTelegram()
-    await fake.server.start()
-    yield fake
-    await fake.server.stop()
+    async with fake.server:
+        yield fake
 
 
 @pytest.fixture
 async def deepgram() -> AsyncIterator[FakeDeepgram]:
     fake = FakeDeepgram()
-    await fake.server.start()
-    yield fake
-    await fake.server.stop()
+    async with fake.server:
+        yield fake
 
 
 @pytest.fixture
@@ -304,9 +302,8 @@ async def test_a_voice_note_over_ten_minutes_is_refused_before_download(
 @pytest.fixture
 async def meta() -> AsyncIterator[FakeWhatsAppCloud]:
     fake = FakeWhatsAppCloud()
-    await fake.server.start()
-    yield fake
-    await fake.server.stop()
+    async with fake.server:
+        yield fake
 
 
 def whatsapp_stack(

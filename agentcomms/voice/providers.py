@@ -9,7 +9,7 @@ section's provider, else its account's (``voice.elevenlabs.api_key``…): one ke
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal, Self
 
 from agentcomms.config import Config, SpeechAccount, STTConfig, TTSConfig
 from agentcomms.errors import AgentcommsError
@@ -89,6 +89,29 @@ def setting(section: TTSConfig | STTConfig, field: str, name: str, own: str) -> 
     if name == section.provider and value != type(section).model_fields[field].default:
         return value
     return own
+
+
+class CloudProvider:
+    """A provider reached with an account, in one direction: the account, and the model the config
+    gives it. Each subclass names its provider, direction and default model."""
+
+    name: ClassVar[str]  # as the config names it
+    direction: ClassVar[Direction]
+    default_model: ClassVar[str]
+
+    def __init__(self, account: Account, *, model: str) -> None:
+        self.account = account
+        self.model = model
+
+    @classmethod
+    def from_config(cls, cfg: Config) -> Self:
+        return cls(require_account(cfg, cls.direction, cls.name), **cls.settings(cfg))
+
+    @classmethod
+    def settings(cls, cfg: Config) -> dict[str, str]:
+        """The configured settings this provider is made with, beside its account."""
+        section = _section(cfg, cls.direction)
+        return {"model": setting(section, "model", cls.name, cls.default_model)}
 
 
 def refusal(provider: str, account: Account, status: int | None, body: Any) -> Exception:

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import uuid
 
-from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from agentcomms.voice.tts.local import EspeakSpeech
-from tests.fakes.serve import LocalServer
+from tests.fakes.serve import FakeAPI
 
 API_KEY = "dg-test-deepgram"
 
@@ -22,38 +21,25 @@ def _error(status: int, code: str, message: str) -> JSONResponse:
     return JSONResponse(body, status_code=status)
 
 
-class FakeDeepgram:
+class FakeDeepgram(FakeAPI):
     def __init__(self, api_key: str = API_KEY) -> None:
+        super().__init__(
+            Route("/v1/speak", self._speak, methods=["POST"]),
+            Route("/v1/listen", self._listen, methods=["POST"]),
+        )
         self.api_key = api_key
         self.spoken: list[dict[str, str]] = []  # each speak request: model, text, encoding…
         self.audio: list[bytes] = []  # the audio each speak answer carried
         self.heard: list[dict[str, str]] = []  # each listen request's model, language
         self.transcripts: list[str] = []  # what the next transcriptions answer
         self.authorizations: list[str | None] = []  # the Authorization header of every request
-        self._failures: list[int] = []
-        self.server = LocalServer(
-            Starlette(
-                routes=[
-                    Route("/v1/speak", self._speak, methods=["POST"]),
-                    Route("/v1/listen", self._listen, methods=["POST"]),
-                ]
-            )
-        )
-
-    @property
-    def base_url(self) -> str:
-        return self.server.url
-
-    def fail_next(self, *statuses: int) -> None:
-        self._failures.extend(statuses)
 
     def _refusal(self, request: Request) -> JSONResponse | None:
         authorization = request.headers.get("authorization")
         self.authorizations.append(authorization)
         if authorization != f"Token {self.api_key}":
             return _error(401, "INVALID_AUTH", "Invalid credentials.")
-        if self._failures:
-            status = self._failures.pop(0)
+        if (status := self._next_failure()) is not None:
             if status == 429:
                 return _error(429, "TOO_MANY_REQUESTS", "Too many requests.")
             return _error(status, "INTERNAL_SERVER_ERROR", "Something went wrong.")

@@ -4,14 +4,12 @@ and speech to text (the scripted words, for a WAV file)."""
 
 from __future__ import annotations
 
-from starlette.applications import Starlette
-from starlette.datastructures import UploadFile
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from agentcomms.voice.tts.local import EspeakSpeech
-from tests.fakes.serve import LocalServer
+from tests.fakes.serve import FakeAPI, upload
 
 API_KEY = "xi-test-elevenlabs"
 RACHEL = "21m00Tcm4TlvDq8EOaVB"
@@ -21,8 +19,13 @@ def _error(status: int, kind: str, message: str) -> JSONResponse:
     return JSONResponse({"detail": {"status": kind, "message": message}}, status_code=status)
 
 
-class FakeElevenLabs:
+class FakeElevenLabs(FakeAPI):
     def __init__(self, api_key: str = API_KEY) -> None:
+        super().__init__(
+            Route("/v1/text-to-speech/{voice_id}", self._speech, methods=["POST"]),
+            Route("/v2/voices", self._voices, methods=["GET"]),
+            Route("/v1/speech-to-text", self._transcribe, methods=["POST"]),
+        )
         self.api_key = api_key
         self.voices: dict[str, str] = {"Rachel": RACHEL}  # the account's voices, name -> id
         self.spoken: list[dict[str, str]] = []  # each TTS request: voice_id, model_id, text…
@@ -30,31 +33,13 @@ class FakeElevenLabs:
         self.heard: list[dict[str, str]] = []  # each STT request: model_id, language_code
         self.transcripts: list[str] = []  # what the next transcriptions answer
         self.keys: list[str | None] = []  # the xi-api-key header of every request
-        self._failures: list[int] = []
-        self.server = LocalServer(
-            Starlette(
-                routes=[
-                    Route("/v1/text-to-speech/{voice_id}", self._speech, methods=["POST"]),
-                    Route("/v2/voices", self._voices, methods=["GET"]),
-                    Route("/v1/speech-to-text", self._transcribe, methods=["POST"]),
-                ]
-            )
-        )
-
-    @property
-    def base_url(self) -> str:
-        return self.server.url
-
-    def fail_next(self, *statuses: int) -> None:
-        self._failures.extend(statuses)
 
     def _refusal(self, request: Request) -> JSONResponse | None:
         key = request.headers.get("xi-api-key")
         self.keys.append(key)
         if key != self.api_key:
             return _error(401, "invalid_api_key", "Invalid API key")
-        if self._failures:
-            status = self._failures.pop(0)
+        if (status := self._next_failure()) is not None:
             if status == 429:
                 return _error(429, "too_many_concurrent_requests", "Too many requests")
             return _error(status, "internal_error", "An internal error occurred")
@@ -102,14 +87,8 @@ class FakeElevenLabs:
     async def _transcribe(self, request: Request) -> Response:
         if (refused := self._refusal(request)) is not None:
             return refused
-        async with request.form() as form:  # closes the uploaded file's spool
-            upload = form.get("file")
-            wav = isinstance(upload, UploadFile) and (await upload.read())[:4] == b"RIFF"
-            fields = {
-                "model_id": str(form.get("model_id")),
-                "language_code": str(form.get("language_code")),
-            }
-        if not wav:
+        audio, fields = await upload(request, "model_id", "language_code")
+        if audio[:4] != b"RIFF":
             return _error(400, "invalid_file", "file: expected a WAV recording")
         self.heard.append(fields)
         text = self.transcripts.pop(0) if self.transcripts else ""

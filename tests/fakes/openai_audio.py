@@ -3,14 +3,12 @@ said by espeak-ng so it is real audio) and transcriptions (the scripted words, f
 
 from __future__ import annotations
 
-from starlette.applications import Starlette
-from starlette.datastructures import UploadFile
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from agentcomms.voice.tts.local import EspeakSpeech
-from tests.fakes.serve import LocalServer
+from tests.fakes.serve import FakeAPI, upload
 
 API_KEY = "sk-test-openai"
 
@@ -20,34 +18,25 @@ def _error(status: int, message: str, kind: str) -> JSONResponse:
     return JSONResponse(body, status_code=status)
 
 
-class FakeOpenAIAudio:
+class FakeOpenAIAudio(FakeAPI):
     def __init__(self, api_key: str = API_KEY) -> None:
+        super().__init__(
+            Route("/v1/audio/speech", self._speech, methods=["POST"]),
+            Route("/v1/audio/transcriptions", self._transcribe, methods=["POST"]),
+        )
         self.api_key = api_key
         self.spoken: list[dict[str, str]] = []  # each speech request's model, voice, input
         self.heard: list[dict[str, str]] = []  # each transcription's model, language
         self.transcripts: list[str] = []  # what the next transcriptions answer
-        self._failures: list[int] = []
-        self.server = LocalServer(
-            Starlette(
-                routes=[
-                    Route("/v1/audio/speech", self._speech, methods=["POST"]),
-                    Route("/v1/audio/transcriptions", self._transcribe, methods=["POST"]),
-                ]
-            )
-        )
 
     @property
     def base_url(self) -> str:
-        return f"{self.server.url}/v1"
-
-    def fail_next(self, *statuses: int) -> None:
-        self._failures.extend(statuses)
+        return f"{self.server.url}/v1"  # where the SDK's paths start
 
     def _refusal(self, request: Request) -> JSONResponse | None:
         if request.headers.get("authorization") != f"Bearer {self.api_key}":
             return _error(401, "Incorrect API key provided.", "invalid_request_error")
-        if self._failures:
-            status = self._failures.pop(0)
+        if (status := self._next_failure()) is not None:
             return _error(status, "The server had an error.", "server_error")
         return None
 
@@ -64,11 +53,8 @@ class FakeOpenAIAudio:
     async def _transcribe(self, request: Request) -> Response:
         if (refused := self._refusal(request)) is not None:
             return refused
-        async with request.form() as form:  # closes the uploaded file's spool
-            upload = form.get("file")
-            wav = isinstance(upload, UploadFile) and (await upload.read())[:4] == b"RIFF"
-            fields = {"model": str(form.get("model")), "language": str(form.get("language"))}
-        if not wav:
+        audio, fields = await upload(request, "model", "language")
+        if audio[:4] != b"RIFF":
             return _error(400, "file: expected a WAV recording", "invalid_request_error")
         self.heard.append(fields)
         text = self.transcripts.pop(0) if self.transcripts else ""

@@ -1,4 +1,5 @@
-"""Running a Starlette app on a local port inside the test's event loop, stoppable and restartable."""
+"""Running a Starlette app on a local port inside the test's event loop, stoppable and restartable;
+and what fakes of providers' HTTP APIs share."""
 
 from __future__ import annotations
 
@@ -6,8 +7,13 @@ import asyncio
 import contextlib
 import socket
 from collections.abc import Iterator
+from typing import Self
 
 import uvicorn
+from starlette.applications import Starlette
+from starlette.datastructures import UploadFile
+from starlette.requests import Request
+from starlette.routing import BaseRoute
 from starlette.types import ASGIApp
 
 
@@ -26,7 +32,7 @@ def free_port() -> int:
 
 class LocalServer:
     """``await start()``, ``await stop()`` (the provider is down), ``await start()`` again (back,
-    on the same port)."""
+    on the same port); or ``async with server:`` to serve for a block (a fixture's test)."""
 
     def __init__(self, app: ASGIApp, port: int | None = None) -> None:
         self.app = app
@@ -57,3 +63,38 @@ class LocalServer:
         self._server.force_exit = True
         await self._task
         self._server = self._task = None
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
+
+class FakeAPI:
+    """A provider's HTTP API on a local port: ``server`` runs it, ``base_url`` reaches it, and
+    ``fail_next(500, …)`` scripts the statuses its next requests fail with, in order."""
+
+    def __init__(self, *routes: BaseRoute) -> None:
+        self.server = LocalServer(Starlette(routes=list(routes)))
+        self._failures: list[int] = []
+
+    @property
+    def base_url(self) -> str:
+        return self.server.url
+
+    def fail_next(self, *statuses: int) -> None:
+        self._failures.extend(statuses)
+
+    def _next_failure(self) -> int | None:
+        """The status the next request fails with, if a test scripted one."""
+        return self._failures.pop(0) if self._failures else None
+
+
+async def upload(request: Request, *fields: str) -> tuple[bytes, dict[str, str]]:
+    """A multipart request's ``file`` (empty when there is none) and its named fields, as text."""
+    async with request.form() as form:  # closes the uploaded file's spool
+        file = form.get("file")
+        data = await file.read() if isinstance(file, UploadFile) else b""
+        return data, {name: str(form.get(name)) for name in fields}

@@ -12,6 +12,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from agentcomms.voice.stt import audio_kind
 from agentcomms.voice.tts import ProviderUnavailable
 
 SAMPLE_RATE = 16_000
@@ -28,7 +29,7 @@ class SphinxRecognizer:
         self.grammar = grammar.expanduser() if grammar else None
 
     async def transcribe(self, audio: bytes, content_type: str) -> str:
-        raw = await to_pcm16(audio, "mp3" if "mpeg" in content_type else "wav")
+        raw = await to_pcm16(audio, audio_kind(content_type))
         return await asyncio.to_thread(self._decode, raw)
 
     def _decode(self, raw: bytes) -> str:

@@ -3,18 +3,50 @@ call tries in order (see `agentcomms.voice.providers`; local espeak-ng ends it).
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import ClassVar, Protocol
 
 from agentcomms.config import Config
-from agentcomms.voice.providers import KNOWN, LOCAL, ProviderUnavailable, provider_chain
+from agentcomms.voice.providers import (
+    KNOWN,
+    LOCAL,
+    Account,
+    CloudProvider,
+    ProviderUnavailable,
+    provider_chain,
+    setting,
+)
 
-__all__ = ["KNOWN", "LOCAL", "ProviderUnavailable", "Speech", "tts_chain", "tts_provider"]
+__all__ = [
+    "KNOWN",
+    "LOCAL",
+    "CloudSpeech",
+    "ProviderUnavailable",
+    "Speech",
+    "tts_chain",
+    "tts_provider",
+]
 
 
 class Speech(Protocol):
     async def synthesize(self, text: str) -> tuple[bytes, str]:
         """The audio of `text` and its file extension ("wav", "mp3")."""
         ...
+
+
+class CloudSpeech(CloudProvider):
+    """A voice reached with an account: the model and voice the config gives it."""
+
+    direction = "tts"
+    default_voice: ClassVar[str]
+
+    def __init__(self, account: Account, *, model: str, voice: str) -> None:
+        super().__init__(account, model=model)
+        self.voice = voice
+
+    @classmethod
+    def settings(cls, cfg: Config) -> dict[str, str]:
+        voice = setting(cfg.voice.tts, "voice", cls.name, cls.default_voice)
+        return {**super().settings(cfg), "voice": voice}
 
 
 def tts_chain(cfg: Config) -> list[str]:

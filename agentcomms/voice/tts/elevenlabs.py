@@ -10,24 +10,13 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-import httpx
-
-from agentcomms.config import Config
-from agentcomms.voice.providers import (
-    HTTP_TIMEOUT_S,
-    Account,
-    ProviderUnavailable,
-    refusal,
-    require_account,
-    setting,
-)
+from agentcomms.voice.clients import elevenlabs_client
+from agentcomms.voice.providers import ProviderUnavailable
+from agentcomms.voice.tts import CloudSpeech
 
 if TYPE_CHECKING:  # the SDK is imported when a call speaks through it
     from elevenlabs import AsyncElevenLabs
 
-NAME = "elevenlabs"
-DEFAULT_MODEL = "eleven_turbo_v2_5"
-DEFAULT_VOICE = "Rachel"
 PREMADE_VOICES = {"rachel": "21m00Tcm4TlvDq8EOaVB"}
 # WAV: the local phone plays it (aplay), local STT reads it back, and Twilio plays it.
 OUTPUT_FORMAT = "wav_22050"
@@ -37,45 +26,24 @@ _VOICE_ID = re.compile(r"[A-Za-z0-9]{20}")
 _voice_ids: dict[tuple[str, str | None, str], str] = {}
 
 
-class ElevenLabsSpeech:
-    def __init__(self, account: Account, *, model: str, voice: str) -> None:
-        self.account = account
-        self.model = model
-        self.voice = voice
-
-    @classmethod
-    def from_config(cls, cfg: Config) -> ElevenLabsSpeech:
-        tts = cfg.voice.tts
-        return cls(
-            require_account(cfg, "tts", NAME),
-            model=setting(tts, "model", NAME, DEFAULT_MODEL),
-            voice=setting(tts, "voice", NAME, DEFAULT_VOICE),
-        )
+class ElevenLabsSpeech(CloudSpeech):
+    name = "elevenlabs"
+    default_model = "eleven_turbo_v2_5"
+    default_voice = "Rachel"
 
     async def synthesize(self, text: str) -> tuple[bytes, str]:
-        from elevenlabs import AsyncElevenLabs
-        from elevenlabs.core.api_error import ApiError
-
-        async with httpx.AsyncClient(timeout=HTTP_TIMEOUT_S) as http:
-            # Retries are the activity's (then the next provider's), not the SDK's: each request
-            # says max_retries 0.
-            client = AsyncElevenLabs(
-                api_key=self.account.api_key, base_url=self.account.base_url, httpx_client=http
-            )
-            try:
-                voice_id = await self._voice_id(client)
-                chunks = [
-                    chunk
-                    async for chunk in client.text_to_speech.convert(
-                        voice_id,
-                        text=text,
-                        model_id=self.model,
-                        output_format=OUTPUT_FORMAT,
-                        request_options={"max_retries": 0},
-                    )
-                ]
-            except ApiError as exc:
-                raise refusal("ElevenLabs", self.account, exc.status_code, exc.body) from None
+        async with elevenlabs_client(self.account) as client:
+            voice_id = await self._voice_id(client)
+            chunks = [
+                chunk
+                async for chunk in client.text_to_speech.convert(
+                    voice_id,
+                    text=text,
+                    model_id=self.model,
+                    output_format=OUTPUT_FORMAT,
+                    request_options={"max_retries": 0},
+                )
+            ]
         return b"".join(chunks), "wav"
 
     async def _voice_id(self, client: AsyncElevenLabs) -> str:
