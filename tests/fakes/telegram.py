@@ -59,7 +59,8 @@ class FakeTelegram:
         self.known_chats: set[int] = set()
         self.files: dict[str, bytes] = {}  # file_id -> content
         self.downloads: list[str] = []  # the file paths fetched
-        self._failures: dict[str, list[JSONResponse]] = {}
+        # None lets a call through: a failure scripted ``after`` calls that succeed.
+        self._failures: dict[str, list[JSONResponse | None]] = {}
         self._next_update_id = 1000
         self._next_message_id = 1
         self._arrived = asyncio.Event()
@@ -146,10 +147,17 @@ class FakeTelegram:
         self._arrived.set()
 
     def fail_next(
-        self, method: str, *codes: int, retry_after: int = 1, description: str | None = None
+        self,
+        method: str,
+        *codes: int,
+        retry_after: int = 1,
+        description: str | None = None,
+        after: int = 0,
     ) -> None:
-        """The next calls of ``method`` fail with these HTTP codes, in order (429: flood control);
-        ``description`` replaces "Internal Server Error" in the 5xx answers."""
+        """The next calls of ``method`` fail with these HTTP codes, in order (429: flood control),
+        once ``after`` calls have gone through; ``description`` replaces "Internal Server
+        Error" in the 5xx answers."""
+        self._failures.setdefault(method, []).extend([None] * after)
         for code in codes:
             if code == 429:
                 response = _error(
@@ -173,8 +181,8 @@ class FakeTelegram:
             return _error(401, "Unauthorized")
         method = request.path_params["method"]
         self.calls.append(method)
-        if self._failures.get(method):
-            return self._failures[method].pop(0)
+        if self._failures.get(method) and (failure := self._failures[method].pop(0)):
+            return failure
         params = await self._params(request)
         handler = getattr(self, f"_api_{method}", None)
         if handler is None:

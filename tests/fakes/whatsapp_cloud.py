@@ -61,13 +61,14 @@ class FakeWhatsAppCloud:
         self.phone_number_id = phone_number_id
         self.access_token = access_token
         self.app_secret = app_secret
-        self.sent: list[dict[str, Any]] = []  # request bodies accepted, in order
+        self.sent: list[dict[str, Any]] = []  # request bodies accepted, in order, with their "id"
         self.calls = 0
         self.media: dict[str, tuple[bytes, str]] = {}  # media id -> (content, mime type)
         self.media_asked: list[str] = []  # media ids looked up
         self.downloads: list[str] = []  # media ids whose bytes were fetched
         self.fail_media = False  # media lookups answer 500 (Meta's "something went wrong")
-        self._failures: list[tuple[JSONResponse, dict[str, str]]] = []
+        # None lets a call through: a failure scripted ``after`` calls that succeed.
+        self._failures: list[tuple[JSONResponse, dict[str, str]] | None] = []
         app = Starlette(
             routes=[
                 Route("/{version}/{phone_number_id}/messages", self._messages, methods=["POST"]),
@@ -83,9 +84,11 @@ class FakeWhatsAppCloud:
 
     # ---- what the fake answers -------------------------------------------------------------------
 
-    def fail_next(self, *statuses: int, retry_after: float | None = None) -> None:
-        """The next calls answer 429 (throughput reached), 500 (something went wrong) or 401
-        (the access token expired); ``retry_after`` adds that header to the 429s."""
+    def fail_next(self, *statuses: int, retry_after: float | None = None, after: int = 0) -> None:
+        """The next calls, once ``after`` calls have gone through, answer 429 (throughput
+        reached), 500 (something went wrong) or 401 (the access token expired); ``retry_after``
+        adds that header to the 429s."""
+        self._failures.extend([None] * after)
         for status in statuses:
             headers = {}
             if status == 429:
@@ -137,8 +140,8 @@ class FakeWhatsAppCloud:
                 subcode=33,
             )
         self.calls += 1
-        if self._failures:
-            answer, headers = self._failures.pop(0)
+        if self._failures and (failure := self._failures.pop(0)):
+            answer, headers = failure
             answer.headers.update(headers)
             return answer
         body = await request.json()
@@ -151,12 +154,13 @@ class FakeWhatsAppCloud:
             )
         if kind not in ("text", "reaction"):
             return graph_error(400, 100, f"(#100) type {kind} is not what this fake speaks")
-        self.sent.append({**body, "type": kind})
+        wamid = new_wamid()
+        self.sent.append({**body, "type": kind, "id": wamid})
         return JSONResponse(
             {
                 "messaging_product": "whatsapp",
                 "contacts": [{"input": body["to"], "wa_id": body["to"]}],
-                "messages": [{"id": new_wamid()}],
+                "messages": [{"id": wamid}],
             }
         )
 
