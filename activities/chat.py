@@ -86,10 +86,7 @@ class ChatActivities:
                 assert req.message_id is not None and req.stage is not None
                 await sender.receipt(req.chat_id, req.message_id, req.stage, note=req.note)
                 return ChatSent(attempt=attempt)
-            return ChatSent(
-                message_id=await sender.send_text(req.chat_id, req.text, reply_to=req.reply_to),
-                attempt=attempt,
-            )
+            return ChatSent(message_id=await _send_resuming(sender, req), attempt=attempt)
         except ApplicationError as exc:  # ours, saying what to configure
             self._record_try(req, attempt, exc.message)
             raise
@@ -130,6 +127,29 @@ class ChatActivities:
         for sender in self._senders.values():
             await sender.close()
         self._senders.clear()
+
+
+async def _send_resuming(sender: Sender, req: ChatSend) -> str:
+    """Send a text longer than the provider takes as pieces, each once, across tries.
+
+    Each piece sent is recorded as this activity's heartbeat (pieces sent, the last one's id),
+    and Temporal hands the last heartbeat to the next try, which starts after it: when piece 3
+    of 5 is refused (a 500, a 429), the retry sends pieces 3 to 5, not 1 and 2 again. The
+    worker throttles heartbeats, but it hands the last one to the server before it reports the
+    try as failed, so no heartbeat timeout is needed for that. What a try that timed out or a
+    worker that died had sent since its last heartbeat reached the server may be sent again.
+    """
+    details = activity.info().heartbeat_details
+    already_sent, last_id = (int(details[0]), str(details[1])) if len(details) == 2 else (0, "")
+    return await transports.send_pieces(
+        sender,
+        req.chat_id,
+        req.text,
+        reply_to=req.reply_to,
+        already_sent=already_sent,
+        last_id=last_id,
+        on_sent=activity.heartbeat,
+    )
 
 
 def _answer(exc: BaseException) -> str:

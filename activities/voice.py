@@ -113,11 +113,11 @@ class VoiceActivities:
         sms = self._cfg.chat.sms
         refused = None
         if number and sms.enabled and not sms.missing_credentials() and sms.from_number:
-            from agentcomms.transports import SendRefused
+            from agentcomms.transports import SendRefused, send_pieces
             from agentcomms.transports.sms import sender
 
             try:
-                await sender(self._cfg).send_text(number, req.text)
+                await send_pieces(sender(self._cfg), number, req.text)
             except SendRefused as exc:  # for good: the inbox still has it
                 refused = str(exc)
             else:

@@ -17,6 +17,7 @@ from pydantic import SecretStr
 from agentcomms.client import GatewayClient
 from agentcomms.config import Config, MailboxConfig
 from agentcomms.ids import provider_event_id
+from agentcomms.transports import split_text
 from gateway.service import Gateway
 from tests.conftest import Tmux
 from tests.fakes.serve import free_port
@@ -218,6 +219,34 @@ async def test_reply_goes_out_after_429_and_500_honouring_retry_after(
     assert event is not None and event.status == "delivered" and event.direction == "out"
     history = await stack.call("history", channel_id="telegram:456", limit=10)
     assert [m["payload"]["text"] for m in history["messages"]] == ["done: 3 tests fixed"]
+
+
+@pytest.mark.parametrize(
+    ("refused", "pieces", "failing"),
+    # With 4 pieces the try that fails had heartbeat twice, the second one held back by the
+    # worker's throttling: the retry must still resume from it.
+    [(500, 3, 2), (429, 3, 2), (500, 4, 3)],
+)
+async def test_a_long_reply_refused_half_way_arrives_with_each_piece_once_in_order(
+    stack: Stack, telegram: FakeTelegram, agent: str, refused: int, pieces: int, failing: int
+):
+    await connected(stack)
+    telegram.known_chats.add(CHAT)
+    text = "\n".join(f"line {i:05d}" for i in range(372 * pieces))
+    expected = split_text(text, 4096)
+    assert len(expected) == pieces
+    telegram.fail_next("sendMessage", refused, retry_after=1, after=failing - 1)
+
+    result = await stack.call(
+        "reply", channel_id="telegram:456", message=text, agent_id=agent, reply_to="41", timeout=30
+    )
+
+    assert result["delivered"] is True, result
+    assert telegram.texts_to(CHAT) == expected
+    assert telegram.calls.count("sendMessage") == pieces + 1
+    # Only the first piece answers the human's message; the message's id is the last piece's.
+    assert [m.get("reply_to_message_id") for m in telegram.sent] == [41] + [None] * (pieces - 1)
+    assert result["message_id"] == str(telegram.sent[-1]["message_id"])
 
 
 async def test_a_permanent_refusal_fails_at_once_saying_what_to_fix(

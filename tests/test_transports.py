@@ -65,6 +65,38 @@ def test_long_text_is_split_at_line_breaks_under_the_limit():
     assert split_text("", 4096) == [""]
 
 
+class RecordingSender:
+    """A provider that takes 10 characters a message and numbers what it was sent."""
+
+    max_chars = 10
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, str | None]] = []
+
+    async def send_text(self, chat_id: str, text: str, *, reply_to: str | None = None) -> str:
+        self.sent.append((text, reply_to))
+        return f"m{len(self.sent)}"
+
+
+async def test_a_resumed_send_skips_the_pieces_sent_and_refers_only_from_the_first():
+    text = "aaaaaaaaaabbbbbbbbbbccccc"
+    whole = RecordingSender()
+    progress: list[tuple[int, str]] = []
+    last = await transports.send_pieces(
+        whole, "1", text, reply_to="9", on_sent=lambda n, i: progress.append((n, i))
+    )
+    assert whole.sent == [("aaaaaaaaaa", "9"), ("bbbbbbbbbb", None), ("ccccc", None)]
+    assert progress == [(1, "m1"), (2, "m2"), (3, "m3")] and last == "m3"
+
+    resumed = RecordingSender()
+    last = await transports.send_pieces(resumed, "1", text, reply_to="9", already_sent=2)
+    assert resumed.sent == [("ccccc", None)] and last == "m1"
+    # Every piece went before the try failed: nothing is sent again, the id is the last one's.
+    done = RecordingSender()
+    assert await transports.send_pieces(done, "1", text, already_sent=3, last_id="m3") == "m3"
+    assert done.sent == []
+
+
 def test_pairing_codes_are_short_unambiguous_and_typed_loosely():
     code = new_pairing_code()
     assert len(code) == 6 and not set(code) & set("01OIL")

@@ -17,7 +17,7 @@ from starlette.applications import Starlette
 
 from agentcomms.config import Config
 from agentcomms.ids import provider_event_id
-from agentcomms.transports import RateLimited, SendRefused
+from agentcomms.transports import RateLimited, SendRefused, split_text
 from agentcomms.transports._whatsapp_cloud import (
     DEFAULT_RETRY_AFTER_S,
     SIGNATURE_HEADER,
@@ -243,6 +243,33 @@ async def test_an_agent_reply_quotes_its_message_and_is_split_after_429_and_500(
     assert "context" not in meta.sent[1]
     assert meta.sent[0]["to"] == ALICE.lstrip("+")
     assert result["message_id"].startswith("wamid.")
+
+
+@pytest.mark.parametrize("refused", [500, 429])
+async def test_a_long_reply_refused_at_its_second_piece_arrives_with_each_piece_once(
+    stack_and_hook, meta: FakeWhatsAppCloud, agent: str, refused: int
+):
+    stack, _ = stack_and_hook
+    text = "\n".join(f"line {i:05d}" for i in range(1000))
+    expected = split_text(text, 4096)
+    assert len(expected) == 3
+    meta.fail_next(refused, retry_after=0.2, after=1)
+    asked = new_wamid()
+
+    result = await stack.call(
+        "reply",
+        channel_id=f"whatsapp:{ALICE}",
+        message=text,
+        agent_id=agent,
+        reply_to=asked,
+        timeout=30,
+    )
+
+    assert result["delivered"] is True, result
+    assert meta.texts_to(ALICE) == expected
+    assert meta.calls == 4  # piece 1, the refusal, then pieces 2 and 3
+    assert [m.get("context") for m in meta.sent] == [{"message_id": asked}, None, None]
+    assert result["message_id"] == meta.sent[-1]["id"]
 
 
 async def test_a_reply_waits_while_the_graph_api_is_down_and_goes_out_once_it_is_back(

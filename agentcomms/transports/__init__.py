@@ -144,11 +144,18 @@ class Receiver(Protocol):
         """The webhook routes this receiver serves on the gateway's HTTP server (maybe none)."""
 
 
-class Sender(Protocol):
-    """The sending side of a provider, run in an activity; raises :class:`SendError`."""
+class TextSender(Protocol):
+    """What :func:`send_pieces` needs of a provider: one message at a time."""
+
+    # The longest text the provider takes in one message; a longer one goes as pieces.
+    max_chars: int
 
     async def send_text(self, chat_id: str, text: str, *, reply_to: str | None = None) -> str:
-        """Send ``text``; the provider's id of the (last) message sent."""
+        """Send ``text`` (at most :attr:`max_chars`) as one message; the provider's id of it."""
+
+
+class Sender(TextSender, Protocol):
+    """The sending side of a provider, run in an activity; raises :class:`SendError`."""
 
     async def receipt(
         self, chat_id: str, message_id: str, stage: ReceiptStage, *, note: str | None = None
@@ -169,6 +176,30 @@ def split_text(text: str, limit: int) -> list[str]:
         pieces.append(text[:cut])
         text = text[cut:]
     return [*pieces, text] if text or not pieces else pieces
+
+
+async def send_pieces(
+    sender: TextSender,
+    chat_id: str,
+    text: str,
+    *,
+    reply_to: str | None = None,
+    already_sent: int = 0,
+    last_id: str = "",
+    on_sent: Callable[[int, str], None] | None = None,
+) -> str:
+    """Send ``text`` as pieces the provider takes, one message each, skipping the first
+    ``already_sent`` (a retried send resumes where the failed one stopped: the human must not
+    see a piece twice). ``on_sent(pieces sent, id)`` follows each piece. Only the first piece
+    refers to ``reply_to``. Returns the provider's id of the last piece, which callers keep as
+    the message's id (``last_id`` when every piece had gone already)."""
+    for i, piece in enumerate(split_text(text, sender.max_chars)):
+        if i < already_sent:
+            continue
+        last_id = await sender.send_text(chat_id, piece, reply_to=reply_to if i == 0 else None)
+        if on_sent is not None:
+            on_sent(i + 1, last_id)
+    return last_id
 
 
 def typed_with_note(note: str) -> str:

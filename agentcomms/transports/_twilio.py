@@ -185,6 +185,8 @@ class HttpxTwilioClient(AsyncHttpClient):
 
 
 class TwilioSender:
+    max_chars = MAX_TEXT
+
     def __init__(self, flavour: Flavour, cfg: Config) -> None:
         self._flavour = flavour
         self._section = flavour.section(cfg)
@@ -207,17 +209,11 @@ class TwilioSender:
                 f"chat.{self._flavour.name}.from_number is not set: set it to your Twilio number"
             )
         prefix = self._flavour.address_prefix
-        client = self._client()
-        last = ""
-        for start in range(0, max(len(text), 1), MAX_TEXT):
-            with twilio_errors(self._flavour.name, chat_id):
-                sent = await client.messages.create_async(
-                    to=prefix + chat_id,
-                    from_=prefix + self._section.from_number,
-                    body=text[start : start + MAX_TEXT],
-                )
-            last = str(sent.sid)
-        return last
+        with twilio_errors(self._flavour.name, chat_id):
+            sent = await self._client().messages.create_async(
+                to=prefix + chat_id, from_=prefix + self._section.from_number, body=text
+            )
+        return str(sent.sid)
 
     async def receipt(
         self, chat_id: str, message_id: str, stage: ReceiptStage, *, note: str | None = None

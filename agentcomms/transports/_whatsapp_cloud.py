@@ -48,7 +48,6 @@ from agentcomms.transports import (
     SendRefused,
     VoiceNote,
     VoiceNoteRefused,
-    split_text,
     typed_with_note,
 )
 
@@ -284,6 +283,8 @@ class CloudSender:
     """Sends with a client of its own per call, closed after it: an activity holds no
     connection between sends, and a renewed access token is read at the next send."""
 
+    max_chars = MAX_TEXT
+
     def __init__(self, cfg: Config) -> None:
         self._section: WhatsAppConfig = cfg.chat.whatsapp
 
@@ -315,14 +316,11 @@ class CloudSender:
         raise graph_error(response, chat_id)
 
     async def send_text(self, chat_id: str, text: str, *, reply_to: str | None = None) -> str:
-        last = ""
+        body: dict[str, Any] = {"type": "text", "text": {"body": text}}
+        if reply_to:  # quoted above the text, in WhatsApp
+            body["context"] = {"message_id": reply_to}
         async with httpx.AsyncClient(timeout=20) as client:
-            for i, chunk in enumerate(split_text(text, MAX_TEXT)):
-                body: dict[str, Any] = {"type": "text", "text": {"body": chunk}}
-                if reply_to and i == 0:  # the first piece quotes the message it answers
-                    body["context"] = {"message_id": reply_to}
-                last = await self._post(client, chat_id, body)
-        return last
+            return await self._post(client, chat_id, body)
 
     async def receipt(
         self, chat_id: str, message_id: str, stage: ReceiptStage, *, note: str | None = None

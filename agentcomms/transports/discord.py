@@ -48,7 +48,6 @@ from agentcomms.transports import (
     RateLimited,
     ReceiptStage,
     SendRefused,
-    split_text,
     typed_with_note,
 )
 
@@ -339,6 +338,8 @@ class DiscordSender:
     logging in costs two requests (``/users/@me``, ``/oauth2/applications/@me``), which
     would double a reply and make a receipt four requests. No gateway connection is opened."""
 
+    max_chars = MAX_TEXT
+
     def __init__(self, cfg: Config) -> None:
         self._section = cfg.chat.discord
         self._logged_in: discord.Client | None = None
@@ -372,20 +373,18 @@ class DiscordSender:
 
     async def send_text(self, chat_id: str, text: str, *, reply_to: str | None = None) -> str:
         channel_id = _channel_id(chat_id)
-        last = ""
         async with self._client(chat_id) as client:
-            channel = client.get_partial_messageable(channel_id)
-            for i, chunk in enumerate(split_text(text, MAX_TEXT)):
-                reference = (
-                    discord.MessageReference(
-                        message_id=int(reply_to), channel_id=channel_id, fail_if_not_exists=False
-                    )
-                    if i == 0 and reply_to and reply_to.isdigit()
-                    else None
+            reference = (
+                discord.MessageReference(
+                    message_id=int(reply_to), channel_id=channel_id, fail_if_not_exists=False
                 )
-                sent = await channel.send(chunk, reference=reference, allowed_mentions=NO_MENTIONS)
-                last = str(sent.id)
-        return last
+                if reply_to and reply_to.isdigit()
+                else None
+            )
+            sent = await client.get_partial_messageable(channel_id).send(
+                text, reference=reference, allowed_mentions=NO_MENTIONS
+            )
+        return str(sent.id)
 
     async def receipt(
         self, chat_id: str, message_id: str, stage: ReceiptStage, *, note: str | None = None

@@ -54,7 +54,6 @@ from agentcomms.transports import (
     SendRefused,
     VoiceNote,
     VoiceNoteRefused,
-    split_text,
     typed_with_note,
 )
 
@@ -287,6 +286,8 @@ class TelegramSender:
     """Sends with a client of its own per call, closed after it: an activity holds no
     connection between sends, and a changed token is read at the next send."""
 
+    max_chars = MAX_TEXT
+
     def __init__(self, cfg: Config) -> None:
         self._section = cfg.chat.telegram
 
@@ -300,21 +301,18 @@ class TelegramSender:
             await request.shutdown()
 
     async def send_text(self, chat_id: str, text: str, *, reply_to: str | None = None) -> str:
-        last = ""
         async with self._bot() as bot:
-            for i, chunk in enumerate(split_text(text, MAX_TEXT)):
-                with telegram_errors(chat_id):
-                    sent = await bot.send_message(
-                        chat_id,
-                        chunk,
-                        reply_parameters=(
-                            ReplyParameters(int(reply_to), allow_sending_without_reply=True)
-                            if reply_to and reply_to.isdigit() and i == 0
-                            else None
-                        ),
-                    )
-                last = str(sent.message_id)
-        return last
+            with telegram_errors(chat_id):
+                sent = await bot.send_message(
+                    chat_id,
+                    text,
+                    reply_parameters=(
+                        ReplyParameters(int(reply_to), allow_sending_without_reply=True)
+                        if reply_to and reply_to.isdigit()
+                        else None
+                    ),
+                )
+        return str(sent.message_id)
 
     async def receipt(
         self, chat_id: str, message_id: str, stage: ReceiptStage, *, note: str | None = None
