@@ -19,6 +19,8 @@ fact; the workflow cannot check (its code must not hold the key), so it passes t
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from sqlalchemy.exc import SQLAlchemyError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -39,6 +41,11 @@ from agentcomms.store import Store
 from agentcomms.trust import DeploymentKey, same_message
 
 MAILBOX_PREFIX = "agent-"
+# The mailbox remembers the last 2,000 event ids and the pane about 1,000: a genuine event
+# signalled again once both have forgotten it (a copy taken from an old history) would be typed
+# twice. The projection remembers every delivery; it is asked about events older than this, which
+# only a backlog or such a copy brings, so a message that comes and goes costs no read.
+ASK_THE_PROJECTION_AFTER = timedelta(minutes=5)
 
 
 class SignedDelivery:
@@ -50,6 +57,8 @@ class SignedDelivery:
     async def deliver_to_pane(self, req: DeliverRequest) -> DeliveryOutcome:
         """Type one event's text into its pane, once the deployment's tags check out."""
         await self._check(req.event, req.registration)
+        if await self._typed_before(req.event):
+            return DeliveryOutcome(event_id=req.event_id, typed=False)
         outcome = await delivery.deliver_to_pane(req)
         if req.settled is not None:
             outcome.recorded = await self._record(req, outcome)
@@ -74,6 +83,8 @@ class SignedDelivery:
     async def interrupt_pane(self, req: InterruptRequest) -> bool:
         """Press the agent's interrupt key, once the deployment's tags check out."""
         await self._check(req.event, req.registration)
+        if await self._typed_before(req.event):
+            return False
         return await delivery.interrupt_pane(req)
 
     @activity.defn(name="check_unregister")
@@ -116,6 +127,25 @@ class SignedDelivery:
                 type=errors.REGISTRATION_NOT_SIGNED,
                 non_retryable=True,
             )
+
+    async def _typed_before(self, event: Event | None) -> bool:
+        """Whether the projection shows this (old) event typed already: then it is not again."""
+        if event is None or utcnow() - event.created_at < ASK_THE_PROJECTION_AFTER:
+            return False
+        try:
+            stored = await self._store.get_event(event.id)
+        except (AgentcommsError, SQLAlchemyError, OSError) as exc:
+            # The pane's own record still stands guard; a projection hiccup must not fail it.
+            activity.logger.warning("could not ask the projection about %s: %s", event.id, exc)
+            return False
+        if stored is None or stored.status != "delivered" or stored.agent_id != event.agent_id:
+            return False
+        activity.logger.warning(
+            "%s was typed on %s already (a copy signalled again?): not typed twice",
+            event.id,
+            stored.delivered_at,
+        )
+        return True
 
     async def _event_is_genuine(self, agent_id: str, event: Event) -> bool:
         if event.agent_id != agent_id:

@@ -7,6 +7,8 @@ panes (a shell, so a forged command would run), the projection is a real SQLite 
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import json
 import os
 import stat
@@ -20,11 +22,14 @@ import pytest
 from pydantic import SecretStr
 from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.testing import ActivityEnvironment
 
+from activities.signed_delivery import SignedDelivery
+from agentcomms.bridge.tmux import RECENT_EVENTS_OPTION
 from agentcomms.config import SecurityConfig, load_config
 from agentcomms.errors import ConfigError
 from agentcomms.ids import new_event_id
-from agentcomms.models import Event, Registration, Unregister
+from agentcomms.models import DeliverRequest, Event, PaneTarget, Registration, Unregister
 from agentcomms.store import Store
 from agentcomms.store.engine import create_engine
 from agentcomms.store.migrate import alembic_config
@@ -428,3 +433,38 @@ def test_the_key_never_reaches_config_show(home: Path, monkeypatch: pytest.Monke
     assert "s3cr3t" not in shown.output
     assert json.loads(shown.output)["security"]["deployment_key"] == "***"
     assert os.environ["SHARED_KEY"] not in shown.output
+
+
+async def test_an_old_message_signalled_again_is_not_typed_twice(tmux: Tmux, tmp_path: Path):
+    """A copy of a genuine, long-typed message, taken from an old history and signalled again
+    once the mailbox and the pane have both forgotten its id: the projection remembers."""
+    agent = f"agent-{uuid4().hex[:8]}"
+    target, out = recorder(tmux, tmp_path, "rec")
+    registration = KEY.sign_registration(
+        agent, Registration(target=target, socket=tmux.socket, host="h", submit_delay_ms=0)
+    )
+    old = datetime.now(UTC) - timedelta(hours=2)
+    event = KEY.sign_event(message(agent, "deploy to production", created_at=old))
+    request = DeliverRequest(
+        pane=PaneTarget(target=target, socket=tmux.socket),
+        event_id=event.id,
+        text=event.text,
+        submit_delay_ms=0,
+        event=event,
+        registration=registration,
+    )
+    env = ActivityEnvironment()
+    env.info = dataclasses.replace(env.info, workflow_id=f"agent-{agent}")
+    async with await Store.open(f"sqlite+aiosqlite:///{tmp_path / 'p.db'}") as store:
+        panes = SignedDelivery(KEY, store)
+        await store.record_event(event)
+        assert (await env.run(panes.deliver_to_pane, request)).typed  # waited two hours: typed
+        delivered = event.model_copy(update={"status": "delivered", "delivered_at": old})
+        await store.settle_events([delivered])
+        await eventually(lambda: out.read_bytes() == b"deploy to production\r")
+        # The pane forgets (a thousand messages later), the mailbox too: the copy arrives.
+        tmux.run("set-option", "-p", "-u", "-t", target, RECENT_EVENTS_OPTION)
+        again = await env.run(panes.deliver_to_pane, request)
+        assert not again.typed
+        await asyncio.sleep(0.3)
+        assert out.read_bytes() == b"deploy to production\r"
