@@ -84,6 +84,11 @@ class DeploymentKey:
 
     # ---- the tag --------------------------------------------------------------------------------
 
+    def derive(self, purpose: str) -> bytes:
+        """A key of its own for `purpose`, the same in every process of the deployment and
+        after every restart (e.g. the one that signs call audio URLs)."""
+        return hmac.new(self._secret, f"agentcomms {purpose}".encode(), hashlib.sha256).digest()
+
     def _tag(self, fields: list[Any]) -> str:
         digest = hmac.new(self._secret, _canonical(fields), hashlib.sha256).digest()
         return base64.urlsafe_b64encode(digest).decode("ascii").rstrip("=")

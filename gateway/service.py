@@ -6,7 +6,7 @@ import asyncio
 import logging
 import os
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from temporalio.client import Client
 
@@ -23,6 +23,9 @@ from gateway.outbox import Outbox
 from gateway.server import SocketServer
 from workflows.agent import Registration
 
+if TYPE_CHECKING:
+    from agentcomms.voice.callsystem.twilio import MediaSigner
+
 log = logging.getLogger(__name__)
 
 
@@ -34,11 +37,12 @@ class Gateway:
         self.host = host or host_name()
         self.started_at: datetime = utcnow()
         self.store = store
+        self.key = DeploymentKey.load(cfg.security)
         self.mailbox = Mailbox(
             client,
             store,
             task_queue=cfg.temporal.task_queue,
-            key=DeploymentKey.load(cfg.security),
+            key=self.key,
             limits=cfg.mailbox_limits,
             accepted_by=f"the gateway on {self.host} (pid {os.getpid()})",
         )
@@ -77,7 +81,14 @@ class Gateway:
             return []
         from agentcomms.voice.callsystem.twilio import TwilioVoiceReceiver
 
-        return TwilioVoiceReceiver(self.cfg, self.calls).routes()
+        return TwilioVoiceReceiver(self.cfg, self.calls, signer=self.media_signer()).routes()
+
+    def media_signer(self) -> MediaSigner:
+        """Signs the audio URLs Twilio fetches; its key comes from the deployment's, so a URL a
+        call was given still works after the gateway restarts (or on another gateway)."""
+        from agentcomms.voice.callsystem.twilio import MediaSigner
+
+        return MediaSigner(self.key.derive("call audio URLs"))
 
     async def record_configured_channels(self) -> None:
         """`chat.channels` into the projection, so `channels` lists them beside the others."""

@@ -13,8 +13,9 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
-from agentcomms.config import Config, PhoneConfig, STTConfig, VoiceConfig
+from agentcomms.config import Config, PhoneConfig, SecurityConfig, STTConfig, VoiceConfig
 from agentcomms.voice.callsystem.twilio import MediaSigner
+from gateway.service import Gateway
 from tests.fakes.serve import free_port
 from tests.fakes.twilio import OUR_NUMBER
 from tests.fakes.twilio_calls import FakeTwilioCalls
@@ -154,3 +155,26 @@ async def test_media_urls_expire_and_cannot_be_forged(stack: Stack, twilio: Fake
     query = dict(part.split("=") for part in signed.split("?")[1].split("&"))
     assert signer.check("c_1/001-agent.wav", query["exp"], query["sig"], now=1059.0)
     assert not signer.check("c_1/001-agent.wav", query["exp"], query["sig"], now=1061.0)
+
+
+async def test_media_urls_outlive_a_gateway_restart(stack: Stack, twilio: FakeTwilioCalls):
+    """Twilio may fetch a turn's audio after the gateway restarted (or from another gateway of
+    the deployment): the URL's key comes from the deployment's key, not from the process."""
+    twilio.answers = ["yes go ahead"]
+    first = await stack.call("call", agent_id="ops", message="Check the media.")
+    await stack.call("call_end", call_id=first["call_id"])
+    [url] = only_call(twilio).played
+    path, _, query_string = url.partition("?")
+    name = path.split("/voice/media/", 1)[1]
+    query = dict(part.split("=") for part in query_string.split("&"))
+    restarted = Gateway(stack.cfg, stack.client, stack.store)
+    assert restarted.media_signer().check(name, query["exp"], query["sig"])
+    other_deployment = stack.cfg.model_copy(
+        update={
+            "security": SecurityConfig(
+                deployment_key=SecretStr("another deployment's key, thirty-two or more")
+            )
+        }
+    )
+    stranger = Gateway(other_deployment, stack.client, stack.store)
+    assert not stranger.media_signer().check(name, query["exp"], query["sig"])

@@ -59,7 +59,12 @@ async def elevenlabs_client(account: Account) -> AsyncIterator[AsyncElevenLabs]:
 async def openai_client(account: Account) -> AsyncIterator[AsyncOpenAI]:
     import openai
 
-    client = openai.AsyncOpenAI(api_key=account.api_key, base_url=account.base_url, max_retries=0)
+    client = openai.AsyncOpenAI(
+        api_key=account.api_key,
+        base_url=account.base_url,
+        max_retries=0,
+        timeout=HTTP_TIMEOUT_S,  # as the other providers: the SDK's own default is 600 s
+    )
     try:
         yield client
     except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
