@@ -21,13 +21,11 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from sqlalchemy.exc import SQLAlchemyError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities import delivery
 from agentcomms import errors, metrics
-from agentcomms.errors import AgentcommsError
 from agentcomms.models import (
     DeliverRequest,
     DeliveryOutcome,
@@ -37,7 +35,7 @@ from agentcomms.models import (
     Unregister,
     utcnow,
 )
-from agentcomms.store import Store
+from agentcomms.store import PROJECTION_UNAVAILABLE, Store
 from agentcomms.trust import DeploymentKey, same_message
 
 MAILBOX_PREFIX = "agent-"
@@ -73,7 +71,7 @@ class SignedDelivery:
         )
         try:
             await self._store.settle_events([settled])
-        except (AgentcommsError, SQLAlchemyError, OSError) as exc:
+        except PROJECTION_UNAVAILABLE as exc:
             activity.logger.warning("%s typed; the mailbox will record it: %s", req.event_id, exc)
             return False
         metrics.settled([settled])
@@ -134,7 +132,7 @@ class SignedDelivery:
             return False
         try:
             stored = await self._store.get_event(event.id)
-        except (AgentcommsError, SQLAlchemyError, OSError) as exc:
+        except PROJECTION_UNAVAILABLE as exc:
             # The pane's own record still stands guard; a projection hiccup must not fail it.
             activity.logger.warning("could not ask the projection about %s: %s", event.id, exc)
             return False

@@ -18,7 +18,6 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from uuid import uuid4
 
-from sqlalchemy.exc import SQLAlchemyError
 from temporalio.client import (
     Client,
 )
@@ -27,9 +26,9 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from agentcomms import metrics
 from agentcomms.config import host_name
-from agentcomms.errors import AgentcommsError, MailboxFull
+from agentcomms.errors import MailboxFull
 from agentcomms.models import Event, Unregister
-from agentcomms.store import Store
+from agentcomms.store import PROJECTION_UNAVAILABLE, Store
 from agentcomms.trust import DeploymentKey
 from gateway.waiting import wait_update
 from workflows.agent import (
@@ -159,7 +158,7 @@ class Mailbox:
         # would retry and send it twice): the mailbox writes the row again when it settles.
         try:
             await self._store.record_event(event)
-        except (AgentcommsError, SQLAlchemyError, OSError) as exc:  # e.g. "database is locked"
+        except PROJECTION_UNAVAILABLE as exc:  # e.g. "database is locked"
             log.warning(
                 "%s accepted; its projection row waits for delivery: %s",
                 event.id,
@@ -179,7 +178,7 @@ class Mailbox:
             return
         try:
             count, size = await self._store.waiting_for(event.agent_id)
-        except (AgentcommsError, SQLAlchemyError, OSError) as exc:
+        except PROJECTION_UNAVAILABLE as exc:
             # The mailbox itself stops at a hard cap; a projection hiccup must not refuse sends.
             log.warning(
                 "could not count what waits for %s, accepting: %s",

@@ -575,7 +575,7 @@ class AgentWorkflow:
                 max_chars=reg.max_chars,
                 event=event,
                 registration=reg,
-                settled=self._settled(event, "delivered", keep_tries=True) if record else None,
+                settled=self._settled(event, "delivered") if record else None,
             ),
             result_type=DeliveryOutcome,
             start_to_close_timeout=timedelta(seconds=30),
@@ -664,10 +664,8 @@ class AgentWorkflow:
         *,
         error: str | None = None,
         note: str | None = None,
-        keep_tries: bool = False,
     ) -> Event:
         """The event as the projection shows it once settled."""
-        tries = self._s.tries.get(event.id, []) if keep_tries else self._s.tries.pop(event.id, [])
         return event.model_copy(
             update={
                 "status": status,
@@ -675,7 +673,7 @@ class AgentWorkflow:
                 "delivered_at": workflow.now() if status == "delivered" else None,
                 "error": error,
                 "note": note,
-                "tries": tries,
+                "tries": self._s.tries.get(event.id, []),
             }
         )
 

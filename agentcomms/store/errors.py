@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from sqlalchemy.exc import SQLAlchemyError
+
 from agentcomms.errors import AgentcommsError
 
 
@@ -15,6 +17,11 @@ class DatabaseUnavailable(StoreError):
 
 class SchemaOutdated(StoreError):
     """The database's tables are older (or newer) than this version of agentcomms expects."""
+
+
+# What a read or write raises when the projection cannot answer now ("database is locked", a
+# dropped connection). Where Temporal holds the truth, callers log it and carry on.
+PROJECTION_UNAVAILABLE = (AgentcommsError, SQLAlchemyError, OSError)
 
 
 class EventNotFound(StoreError, LookupError):
