@@ -21,7 +21,7 @@ import pytest
 from agentcomms.client import GatewayClient
 from agentcomms.config import STTConfig, VoiceConfig
 from tests.conftest import write_config
-from tests.stack import Stack, running_stack
+from tests.stack import Stack, eventually, running_stack
 from tests.test_mcp_process import make_home, stdio_session, tool
 
 AGENTCOMMS = str(Path(sys.executable).parent / "agentcomms")
@@ -55,8 +55,10 @@ class PhoneProcess:
 
 
 @asynccontextmanager
-async def phone_process(home: Path, *args: str) -> AsyncIterator[PhoneProcess]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTCOMMS_")}
+async def phone_process(
+    home: Path, *args: str, env: dict[str, str] | None = None
+) -> AsyncIterator[PhoneProcess]:
+    env = {k: v for k, v in (env or os.environ).items() if not k.startswith("AGENTCOMMS_")}
     env["AGENTCOMMS_HOME"] = str(home)
     proc = await asyncio.create_subprocess_exec(
         AGENTCOMMS,
@@ -128,6 +130,76 @@ async def test_a_spoken_call_end_to_end_through_the_official_mcp_client(
     assert recording.read_bytes()[:4] == b"RIFF"
 
 
+# The microphone, as the phone's recorder sees it: sox's `rec` first on the PATH "hears" a WAV
+# espeak-ng made, until the phone interrupts it, as it interrupts the real one when Enter is
+# pressed. It notes each start, with its arguments, so the test speaks only once it listens.
+FAKE_REC = """#!/bin/sh
+for last; do :; done
+cp "$MIC_WAV" "$last"
+echo "$@" >> "$MIC_LOG"
+trap 'exit 0' INT
+while :; do sleep 0.05; done
+"""
+
+
+@pytest.mark.timeout(90)
+async def test_an_answer_spoken_into_the_microphone_or_typed(spoken_stack: Stack, tmp_path: Path):
+    from agentcomms.voice.tts.local import EspeakSpeech
+
+    stack = spoken_stack
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "rec").write_text(FAKE_REC)
+    (bin_dir / "rec").chmod(0o755)
+    wav, _ = await EspeakSpeech().synthesize("call me later")
+    (tmp_path / "spoken.wav").write_bytes(wav)
+    log = tmp_path / "mic.log"
+    env = {
+        **os.environ,
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "MIC_WAV": str(tmp_path / "spoken.wav"),
+        "MIC_LOG": str(log),
+    }
+
+    async def listening(times: int) -> None:
+        await eventually(lambda: log.exists() and len(log.read_text().splitlines()) >= times)
+
+    async with phone_process(phone_home(tmp_path, stack), "--mic", "--once", env=env) as phone:
+        first = asyncio.create_task(stack.call("call", agent_id="ops", message="When?"))
+        await listening(1)
+        phone.type("")  # Enter: the recording is the answer
+        answered = await first
+        # Heard by the call's own speech recognition, not sent as text.
+        assert answered["response"] == "call me later"
+        second = asyncio.create_task(
+            stack.call("call_say", call_id=answered["call_id"], message="Which day?")
+        )
+        await listening(2)
+        phone.type("ship it on friday")  # typed words win over the recording
+        assert (await second)["response"] == "ship it on friday"
+        await phone.until_shown("you: ship it on friday")
+    assert "you: (spoken," in "\n".join(phone.shown)
+    # 16 kHz mono 16-bit, into a WAV file of its own each time.
+    starts = log.read_text().splitlines()
+    assert all(line.startswith("-q -c 1 -r 16000 -b 16 ") for line in starts)
+    assert all(line.endswith(".wav") for line in starts) and len(set(starts)) == 2
+    assert not _files_left([line.split()[-1] for line in starts])
+
+
+def _files_left(paths: list[str]) -> list[str]:
+    return [p for p in paths if Path(p).exists()]
+
+
+async def test_the_microphone_needs_a_recorder(tmp_path: Path):
+    env = {"PATH": str(tmp_path), "AGENTCOMMS_HOME": str(tmp_path / "home")}
+    proc = await asyncio.create_subprocess_exec(
+        AGENTCOMMS, "phone", "--mic", env=env, stderr=asyncio.subprocess.PIPE
+    )
+    _, err = await asyncio.wait_for(proc.communicate(), 30)
+    assert proc.returncode == 1
+    assert "--mic needs a recorder: install sox" in " ".join(err.decode().split())
+
+
 @pytest.mark.timeout(60)
 async def test_a_scripted_phone_hangs_up_when_its_input_ends(temporal_env, tmp_path: Path):
     async with running_stack(temporal_env.client, tmp_path) as stack:
@@ -141,7 +213,6 @@ async def test_a_scripted_phone_hangs_up_when_its_input_ends(temporal_env, tmp_p
             assert "the human hung up" in second["note"]
             await phone.until_shown("hung up")
             assert await asyncio.wait_for(phone.proc.wait(), 10) == 0
-
 
 
 @pytest.mark.timeout(60)
@@ -190,3 +261,17 @@ async def test_the_phone_holds_the_line_while_the_gateway_restarts(temporal_env,
             await phone.until_shown("call ended")
             assert "gateway unreachable" in "\n".join(phone.shown)
         await stack.gateway.close()
+
+
+async def test_a_microphone_that_cannot_record_says_why(tmp_path: Path):
+    from agentcomms.voice.callsystem.local import Microphone
+
+    broken = tmp_path / "rec"
+    broken.write_text(
+        '#!/bin/sh\necho "ALSA lib: noise" >&2\necho "rec FAIL sox: no device" >&2\nexit 2\n'
+    )
+    broken.chmod(0o755)
+    microphone = Microphone([str(broken)])
+    await microphone.start()
+    assert await microphone.stop() == b""
+    assert microphone.trouble == "rec FAIL sox: no device"

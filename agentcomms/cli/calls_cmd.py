@@ -37,18 +37,43 @@ def phone(
             "call's speech recognition hears it, as it would a microphone.",
         ),
     ] = False,
+    mic: Annotated[
+        bool,
+        typer.Option(
+            "--mic",
+            help="Answer aloud: each answer is recorded from the microphone (sox's `rec` or "
+            "`arecord`) until you press Enter; type words before Enter to send them instead.",
+        ),
+    ] = False,
     once: Annotated[bool, typer.Option("--once", help="Exit when the first call ends.")] = False,
 ) -> None:
     """The local phone: rings here when an agent calls with no phone service configured.
 
     In a terminal it asks before answering, shows the agent's words (and plays them when a
     player such as sox's `play` is installed) and reads your answer: type it and press Enter
-    (`/hangup` or Ctrl-D hangs up). With standard input not a terminal it answers every call
-    and says the next line it reads each time it is asked (an empty line: silence; the end of
-    the input: hang up), e.g. `printf 'yes\\nno\\n' | agentcomms phone --once`.
+    (`/hangup` or Ctrl-D hangs up); with `--mic`, speak and press Enter. With standard input
+    not a terminal it answers every call and says the next line it reads each time it is asked
+    (an empty line: silence, or with `--mic` what the microphone heard; the end of the input:
+    hang up), e.g. `printf 'yes\\nno\\n' | agentcomms phone --once`.
     """
-    from agentcomms.voice.callsystem.local import LocalPhone, find_player
+    from agentcomms.voice.callsystem.local import (
+        LocalPhone,
+        Microphone,
+        find_player,
+        find_recorder,
+    )
 
+    if speak and mic:
+        fail("--speak and --mic both answer aloud; choose one.")
+    microphone = None
+    if mic:
+        recorder = find_recorder()
+        if recorder is None:
+            fail(
+                "--mic needs a recorder: install sox (`apt install sox`, for `rec`) or "
+                "alsa-utils (`arecord`), or answer by typing."
+            )
+        microphone = Microphone(recorder)
     interactive = sys.stdin.isatty()
     player = None if mute or not (interactive or play) else find_player()
     cfg = load_config()
@@ -57,6 +82,7 @@ def phone(
         interactive=interactive,
         player=player,
         speak=_espeak(cfg) if speak else None,
+        microphone=microphone,
         once=once,
     )
     try:

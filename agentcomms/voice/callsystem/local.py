@@ -12,8 +12,11 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import os
 import shutil
+import signal
 import sys
+import tempfile
 import threading
 import uuid
 from collections.abc import Callable
@@ -32,6 +35,13 @@ PLAYERS: tuple[tuple[str, ...], ...] = (
     ("paplay",),
     ("afplay",),
 )
+# Recorders tried in order for `--mic`: 16 kHz mono 16-bit WAV, what every recognizer takes.
+RECORDERS: tuple[tuple[str, ...], ...] = (
+    ("rec", "-q", "-c", "1", "-r", "16000", "-b", "16"),  # sox: the file's extension says WAV
+    ("arecord", "-q", "-f", "S16_LE", "-c", "1", "-r", "16000", "-t", "wav"),
+)
+WAV_HEADER_BYTES = 44  # a recording no longer than its header heard nothing
+RECORDER_STOP_S = 5.0
 POLL_S = 20.0
 # A gateway that went away (restarted) is looked for again after these delays, doubling.
 RECONNECT_FIRST_S = 0.25
@@ -40,11 +50,68 @@ HANGUP_WORDS = ("/hangup", "/bye")
 
 
 def find_player() -> list[str] | None:
-    for command in PLAYERS:
+    return _first_installed(PLAYERS)
+
+
+def find_recorder() -> list[str] | None:
+    return _first_installed(RECORDERS)
+
+
+def _first_installed(commands: tuple[tuple[str, ...], ...]) -> list[str] | None:
+    for command in commands:
         path = shutil.which(command[0])
         if path:
             return [path, *command[1:]]
     return None
+
+
+class Microphone:
+    """The human's spoken answer: recorded from the moment it is asked for until the line
+    (Enter) that ends it."""
+
+    def __init__(self, recorder: list[str]) -> None:
+        self._recorder = recorder
+        self._proc: asyncio.subprocess.Process | None = None
+        self._file: Path | None = None
+        self.trouble: str | None = None  # why the last recording heard nothing, when known
+
+    async def start(self) -> None:
+        await self.stop()
+        fd, name = tempfile.mkstemp(prefix="agentcomms-answer-", suffix=".wav")
+        os.close(fd)
+        self._file = Path(name)
+        self._proc = await asyncio.create_subprocess_exec(
+            *self._recorder,
+            name,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.PIPE,
+        )
+
+    async def stop(self) -> bytes:
+        """End the recording; the WAV recorded (empty when it heard nothing)."""
+        proc, file, self._proc, self._file = self._proc, self._file, None, None
+        if proc is None or file is None:
+            return b""
+        self.trouble = None
+        if proc.returncode is None:
+            # Both recorders finish the file (its header's length) on an interrupt.
+            proc.send_signal(signal.SIGINT)
+        try:
+            _, err = await asyncio.wait_for(proc.communicate(), RECORDER_STOP_S)
+        except TimeoutError:
+            proc.kill()
+            _, err = await proc.communicate()
+        try:
+            audio = file.read_bytes()
+        finally:
+            file.unlink(missing_ok=True)
+        if len(audio) > WAV_HEADER_BYTES:
+            return audio
+        # The last line says why (sox: "rec FAIL sox: … no default audio device configured").
+        said = (err or b"").decode(errors="replace").strip().splitlines()
+        self.trouble = said[-1] if said else None
+        return b""
 
 
 class StdinLines:
@@ -92,6 +159,7 @@ class LocalPhone:
     interactive: bool
     player: list[str] | None = None
     speak: Callable[[str], Any] | None = None  # text -> WAV bytes (awaitable): answer aloud
+    microphone: Microphone | None = None  # answers recorded, unless typed
     once: bool = False
     out: TextIO = field(default_factory=lambda: sys.stdout)
     phone_id: str = field(default_factory=lambda: f"phone-{uuid.uuid4().hex[:8]}")
@@ -139,6 +207,8 @@ class LocalPhone:
                 poll.cancel()
                 if self._ask_task is not None:
                     self._ask_task.cancel()
+                if self.microphone is not None:
+                    await self.microphone.stop()
                 if self._current is not None:
                     # Ctrl-C or an error mid-call: the human put the phone down.
                     with contextlib.suppress(AgentcommsError, OSError, TimeoutError):
@@ -188,10 +258,12 @@ class LocalPhone:
         self._ask = ask
         self._ask_task = asyncio.create_task(self._lines.next())
 
-    def _drop_ask(self, call_id: str) -> None:
+    async def _drop_ask(self, call_id: str) -> None:
         if self._ask is not None and self._ask.call_id == call_id and self._ask_task:
             self._ask_task.cancel()
             self._ask = self._ask_task = None
+            if self.microphone is not None:
+                await self.microphone.stop()
             if self.interactive:
                 self.out.write("\n")
 
@@ -204,7 +276,7 @@ class LocalPhone:
         if state == "ended":
             self._finished.add(call_id)
             self._known.pop(call_id, None)
-            self._drop_ask(call_id)
+            await self._drop_ask(call_id)
             reason = line.get("ended_reason") or "ended"
             if call_id == self._current:
                 self._current = None
@@ -226,7 +298,7 @@ class LocalPhone:
             return
         if line.get("answered_by") != self.phone_id:
             if self._ask is not None and self._ask.call_id == call_id:
-                self._drop_ask(call_id)
+                await self._drop_ask(call_id)
                 self.say(f"call from {agent} answered on another phone")
             return
         turn, expect = line["turn"], line.get("expect")
@@ -237,6 +309,10 @@ class LocalPhone:
         await self._play(line.get("audio_path"))
         if expect == "played":
             await self._event(call_id, "played", turn=turn)
+        elif self.microphone is not None:
+            # Played first, then listened to: the recording does not hear the agent.
+            await self.microphone.start()
+            self._prompt(Ask("answer", call_id, turn), "you (speak, then Enter; or type)> ")
         else:
             self._prompt(Ask("answer", call_id, turn), "you> ")
 
@@ -253,6 +329,9 @@ class LocalPhone:
                 await self._event(ask.call_id, "declined")
                 self.say("declined")
             return
+        spoken = b""
+        if self.microphone is not None:
+            spoken = await self.microphone.stop()
         if ask.call_id != self._current:
             return
         if text is None or text.strip().lower() in HANGUP_WORDS:
@@ -264,20 +343,27 @@ class LocalPhone:
             if self.once:
                 self._done = True
             return
+        if not text.strip() and self.microphone is not None:
+            if not spoken:
+                trouble = self.microphone.trouble
+                self.say("the microphone recorded nothing" + (f" ({trouble})" if trouble else ""))
+                return  # silence: the call hears nothing this turn
+            self.say(f"you: (spoken, {len(spoken) - WAV_HEADER_BYTES:,} bytes of audio)")
+            await self._heard(ask, audio=spoken)
+            return
         if not text.strip():
             return  # silence: the call hears nothing this turn
         if not self.interactive:
             self.say(f"you: {text}")
         if self.speak is not None:
-            audio = await self.speak(text)
-            await self._event(
-                ask.call_id,
-                "heard",
-                turn=ask.turn,
-                audio_b64=base64.b64encode(audio).decode("ascii"),
-            )
+            await self._heard(ask, audio=await self.speak(text))
         else:
             await self._event(ask.call_id, "heard", turn=ask.turn, text=text)
+
+    async def _heard(self, ask: Ask, *, audio: bytes) -> None:
+        """Send the human's answer as sound: the call's speech recognition decides the words."""
+        audio_b64 = base64.b64encode(audio).decode("ascii")
+        await self._event(ask.call_id, "heard", turn=ask.turn, audio_b64=audio_b64)
 
     async def _play(self, path: str | None) -> None:
         if self.player is None or not path:
