@@ -33,7 +33,12 @@ from agentcomms.config import Config
 from agentcomms.store import Store
 from agentcomms.voice.audio import AudioStore, turn_audio_name
 from agentcomms.voice.callsystem import LOCAL_NUMBER, call_system
-from agentcomms.voice.models import ACTIVE_STATUSES, Line, LineEvent
+from agentcomms.voice.models import (
+    ACTIVE_STATUSES,
+    MAX_PHONE_RECORDING_BYTES,
+    Line,
+    LineEvent,
+)
 from agentcomms.voice.stt import stt_chain
 from agentcomms.voice.tts import tts_chain
 from gateway.params import AgentId, MessageText, Params
@@ -48,8 +53,6 @@ CALL_ID_PATTERN = r"^c_[0-9A-Z]{26}$"
 LINE_WAIT_S = 20.0
 RING_POLL_S = 0.1
 QUERY_TIMEOUT = timedelta(seconds=3)
-# A recording sent over the socket (base64 in one request line, under its 1 MB cap).
-MAX_RECORDING_BYTES = 700_000
 
 CallId = Annotated[str, StringConstraints(pattern=CALL_ID_PATTERN)]
 
@@ -281,8 +284,10 @@ class CallControl:
                 data = base64.b64decode(p.audio_b64, validate=True)
             except (binascii.Error, ValueError):
                 raise RpcError(INVALID_PARAMS, "audio_b64: not base64") from None
-            if len(data) > MAX_RECORDING_BYTES:
-                raise RpcError(INVALID_PARAMS, f"audio_b64: over {MAX_RECORDING_BYTES} bytes")
+            if len(data) > MAX_PHONE_RECORDING_BYTES:
+                raise RpcError(
+                    INVALID_PARAMS, f"audio_b64: over {MAX_PHONE_RECORDING_BYTES:,} bytes"
+                )
             audio = self._audio.write(
                 turn_audio_name(p.call_id, p.turn, "human"), data, provider="phone"
             )

@@ -9,9 +9,11 @@ each answer with espeak-ng and sends the sound, so the call's own speech recogni
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import os
 import sys
+import wave
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -142,31 +144,37 @@ while :; do sleep 0.05; done
 """
 
 
+def microphone_env(tmp_path: Path, wav: bytes) -> dict[str, str]:
+    """The environment of a phone whose microphone hears `wav` (see FAKE_REC)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "rec").write_text(FAKE_REC)
+    (bin_dir / "rec").chmod(0o755)
+    (tmp_path / "spoken.wav").write_bytes(wav)
+    return {
+        **os.environ,
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "MIC_WAV": str(tmp_path / "spoken.wav"),
+        "MIC_LOG": str(tmp_path / "mic.log"),
+    }
+
+
+async def listening(log: Path, times: int) -> None:
+    """Until the microphone has been started `times` times."""
+    await eventually(lambda: log.exists() and len(log.read_text().splitlines()) >= times)
+
+
 @pytest.mark.timeout(90)
 async def test_an_answer_spoken_into_the_microphone_or_typed(spoken_stack: Stack, tmp_path: Path):
     from agentcomms.voice.tts.local import EspeakSpeech
 
     stack = spoken_stack
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "rec").write_text(FAKE_REC)
-    (bin_dir / "rec").chmod(0o755)
     wav, _ = await EspeakSpeech().synthesize("call me later")
-    (tmp_path / "spoken.wav").write_bytes(wav)
+    env = microphone_env(tmp_path, wav)
     log = tmp_path / "mic.log"
-    env = {
-        **os.environ,
-        "PATH": f"{bin_dir}:{os.environ['PATH']}",
-        "MIC_WAV": str(tmp_path / "spoken.wav"),
-        "MIC_LOG": str(log),
-    }
-
-    async def listening(times: int) -> None:
-        await eventually(lambda: log.exists() and len(log.read_text().splitlines()) >= times)
-
     async with phone_process(phone_home(tmp_path, stack), "--mic", "--once", env=env) as phone:
         first = asyncio.create_task(stack.call("call", agent_id="ops", message="When?"))
-        await listening(1)
+        await listening(log, 1)
         phone.type("")  # Enter: the recording is the answer
         answered = await first
         # Heard by the call's own speech recognition, not sent as text.
@@ -174,7 +182,7 @@ async def test_an_answer_spoken_into_the_microphone_or_typed(spoken_stack: Stack
         second = asyncio.create_task(
             stack.call("call_say", call_id=answered["call_id"], message="Which day?")
         )
-        await listening(2)
+        await listening(log, 2)
         phone.type("ship it on friday")  # typed words win over the recording
         assert (await second)["response"] == "ship it on friday"
         await phone.until_shown("you: ship it on friday")
@@ -184,6 +192,28 @@ async def test_an_answer_spoken_into_the_microphone_or_typed(spoken_stack: Stack
     assert all(line.startswith("-q -c 1 -r 16000 -b 16 ") for line in starts)
     assert all(line.endswith(".wav") for line in starts) and len(set(starts)) == 2
     assert not _files_left([line.split()[-1] for line in starts])
+
+
+@pytest.mark.timeout(60)
+async def test_an_answer_too_long_to_send_is_asked_for_again(temporal_env, tmp_path: Path):
+    # 25 s of 16 kHz speech (silence will do): more than one socket request may carry.
+    long = io.BytesIO()
+    with wave.open(long, "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(16_000)
+        w.writeframes(b"\0\0" * 16_000 * 25)
+    env = microphone_env(tmp_path, long.getvalue())
+    async with running_stack(temporal_env.client, tmp_path) as stack:
+        home = phone_home(tmp_path, stack)
+        async with phone_process(home, "--mic", "--once", env=env) as phone:
+            answer = asyncio.create_task(stack.call("call", agent_id="ops", message="Why?"))
+            await listening(tmp_path / "mic.log", 1)
+            phone.type("")
+            await phone.until_shown("that answer is too long to send (25.0 s;")
+            await listening(tmp_path / "mic.log", 2)  # listening again, for the same turn
+            phone.type("because")
+            assert (await answer)["response"] == "because"
 
 
 def _files_left(paths: list[str]) -> list[str]:
@@ -273,5 +303,6 @@ async def test_a_microphone_that_cannot_record_says_why(tmp_path: Path):
     broken.chmod(0o755)
     microphone = Microphone([str(broken)])
     await microphone.start()
+    await asyncio.sleep(1)  # a human speaks a moment before pressing Enter
     assert await microphone.stop() == b""
     assert microphone.trouble == "rec FAIL sox: no device"

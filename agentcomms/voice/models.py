@@ -13,6 +13,9 @@ from pydantic import BaseModel, Field, field_validator
 
 # An audio reference names a file under the audio directory: "<call id>/<file>". Nothing else
 # (no "..", no absolute path) can be named, whoever sends the reference.
+# What the local phone may send of one answer: base64 in one socket request line, under the
+# gateway's 1 MB cap (about 21 s of 16 kHz mono speech).
+MAX_PHONE_RECORDING_BYTES = 700_000
 AUDIO_NAME_PATTERN = r"^[A-Za-z0-9_-]{1,80}/[A-Za-z0-9_-]{1,80}\.(wav|mp3)$"
 
 CallSystem = Literal["local", "twilio"]

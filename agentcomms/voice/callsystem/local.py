@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import io
 import os
 import shutil
 import signal
@@ -19,6 +20,7 @@ import sys
 import tempfile
 import threading
 import uuid
+import wave
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +29,7 @@ from typing import Any, TextIO
 from agentcomms.bridge.sanitize import strip_unsafe
 from agentcomms.client import GatewayClient, GatewayError
 from agentcomms.errors import AgentcommsError
+from agentcomms.voice.models import MAX_PHONE_RECORDING_BYTES
 
 # Players tried in order when the phone plays what the agent says.
 PLAYERS: tuple[tuple[str, ...], ...] = (
@@ -309,7 +312,11 @@ class LocalPhone:
         await self._play(line.get("audio_path"))
         if expect == "played":
             await self._event(call_id, "played", turn=turn)
-        elif self.microphone is not None:
+        else:
+            await self._ask_answer(call_id, turn)
+
+    async def _ask_answer(self, call_id: str, turn: int) -> None:
+        if self.microphone is not None:
             # Played first, then listened to: the recording does not hear the agent.
             await self.microphone.start()
             self._prompt(Ask("answer", call_id, turn), "you (speak, then Enter; or type)> ")
@@ -348,7 +355,7 @@ class LocalPhone:
                 trouble = self.microphone.trouble
                 self.say("the microphone recorded nothing" + (f" ({trouble})" if trouble else ""))
                 return  # silence: the call hears nothing this turn
-            self.say(f"you: (spoken, {len(spoken) - WAV_HEADER_BYTES:,} bytes of audio)")
+            self.say(f"you: (spoken, {_seconds(spoken)})")
             await self._heard(ask, audio=spoken)
             return
         if not text.strip():
@@ -362,6 +369,15 @@ class LocalPhone:
 
     async def _heard(self, ask: Ask, *, audio: bytes) -> None:
         """Send the human's answer as sound: the call's speech recognition decides the words."""
+        if len(audio) > MAX_PHONE_RECORDING_BYTES:
+            # Nothing is cut: the human says it again, shorter, or types it.
+            self.say(
+                f"that answer is too long to send ({_seconds(audio)}; the local phone sends "
+                f"{MAX_PHONE_RECORDING_BYTES:,} bytes of audio, about 21 s): say it shorter, "
+                "or type it"
+            )
+            await self._ask_answer(ask.call_id, ask.turn)
+            return
         audio_b64 = base64.b64encode(audio).decode("ascii")
         await self._event(ask.call_id, "heard", turn=ask.turn, audio_b64=audio_b64)
 
@@ -375,3 +391,12 @@ class LocalPhone:
             stderr=asyncio.subprocess.DEVNULL,
         )
         await proc.wait()
+
+
+def _seconds(wav: bytes) -> str:
+    """How long a WAV lasts, for the human; its size when the header cannot say."""
+    try:
+        with wave.open(io.BytesIO(wav)) as reader:
+            return f"{reader.getnframes() / reader.getframerate():.1f} s"
+    except (wave.Error, EOFError, ZeroDivisionError):
+        return f"{len(wav):,} bytes of audio"
