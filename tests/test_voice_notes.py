@@ -1,6 +1,7 @@
 """Voice notes in chat, end to end: a phone's Ogg/Opus recording (espeak-ng's voice) sent on
-Telegram (the real python-telegram-bot against a local Bot API) or WhatsApp (Meta's Cloud API),
-fetched through the provider's file API, heard by the STT chain (Deepgram's real SDK against its
+Telegram (the real python-telegram-bot against a local Bot API), WhatsApp (Meta's Cloud API), or
+WhatsApp and SMS through Twilio (a signed webhook listing the media, fetched with basic auth and
+a redirect), fetched through the provider's file API, heard by the STT chain (Deepgram's real SDK against its
 fake, or pocketsphinx offline within a grammar), and typed into a real tmux pane marked as
 transcribed; on a real Temporal dev server and SQLite."""
 
@@ -22,11 +23,14 @@ from tests.fakes import deepgram as dg
 from tests.fakes.deepgram import FakeDeepgram
 from tests.fakes.serve import free_port
 from tests.fakes.telegram import FakeTelegram
+from tests.fakes.twilio import FakeTwilio
 from tests.fakes.whatsapp_cloud import FakeWhatsAppCloud
 from tests.stack import Stack, eventually, running_stack, typed
 from tests.test_mailbox import recorder
 from tests.test_mcp import call
 from tests.test_telegram import CHAT, connected, register, with_telegram
+from tests.test_twilio import Hooks, with_twilio
+from tests.test_twilio import register as twilio_register
 from tests.test_whatsapp_cloud import ALICE, STRANGER, Hook, wamid_of, with_cloud
 from tests.test_whatsapp_cloud import register as wa_register
 from tests.voice_audio import voice_note
@@ -306,12 +310,23 @@ async def meta() -> AsyncIterator[FakeWhatsAppCloud]:
         yield fake
 
 
+def webhook_stack(
+    temporal_env: Any,
+    tmp_path: Path,
+    voice: VoiceConfig,
+    configure: Callable[[int], Callable[[Config], Config]],
+) -> tuple[Any, int]:
+    """A stack whose gateway takes webhooks on a free port (``configure(port)`` says so)."""
+    port = free_port()
+    stack = running_stack(temporal_env.client, tmp_path, voice=voice, configure=configure(port))
+    return stack, port
+
+
 def whatsapp_stack(
     temporal_env: Any, tmp_path: Path, meta: FakeWhatsAppCloud, agent: str, voice: VoiceConfig
 ) -> tuple[Any, Hook]:
-    port = free_port()
-    stack = running_stack(
-        temporal_env.client, tmp_path, voice=voice, configure=with_cloud(meta, agent, port)
+    stack, port = webhook_stack(
+        temporal_env, tmp_path, voice, lambda port: with_cloud(meta, agent, port)
     )
     return stack, Hook(meta, port)
 
@@ -431,3 +446,166 @@ async def test_a_whatsapp_voice_note_meta_cannot_serve_now_is_not_acknowledged(
             out,
             f"[whatsapp:{ALICE} from Alice, voice note transcribed] ship it on friday\r".encode(),
         )
+
+
+# ---- WhatsApp and SMS through Twilio -------------------------------------------------------------
+
+# A photo's first bytes: enough for a content type the webhook calls image/jpeg.
+PHOTO = b"\xff\xd8\xff\xe0" + b"\0" * 64
+
+
+@pytest.fixture
+async def twilio() -> AsyncIterator[FakeTwilio]:
+    fake = FakeTwilio()
+    async with fake.server:
+        yield fake
+
+
+def twilio_stack(
+    temporal_env: Any, tmp_path: Path, twilio: FakeTwilio, agent: str, voice: VoiceConfig
+) -> tuple[Any, Hooks]:
+    stack, port = webhook_stack(
+        temporal_env, tmp_path, voice, lambda port: with_twilio(twilio, agent, port)
+    )
+    return stack, Hooks(twilio, port)
+
+
+@pytest.mark.parametrize("flavour", ["whatsapp", "sms"])
+async def test_offline_a_voice_note_through_twilio_is_fetched_heard_and_typed_as_transcribed(
+    temporal_env,
+    tmp_path: Path,
+    twilio: FakeTwilio,
+    agent: str,
+    tmux: Tmux,
+    grammar: Path,
+    flavour: str,
+):
+    running, hooks = twilio_stack(temporal_env, tmp_path, twilio, agent, offline(tmp_path, grammar))
+    async with running as stack:
+        target, out = recorder(tmux, tmp_path, "rec")
+        await twilio_register(stack, agent, tmux, target)
+        note = await voice_note("deploy to staging")
+        form = twilio.incoming(
+            ALICE, "", whatsapp=flavour == "whatsapp", media=[(note, "audio/ogg")]
+        )
+        twilio.media_failures.append(503)  # Twilio stumbles once: asked again, not refused
+
+        answer = await hooks.post(flavour, form)
+
+        # Answered only once heard and durable, with nothing to say to the human.
+        assert answer.status_code == 200 and "<Message>" not in answer.text
+        event = await stack.store.get_event(provider_event_id(flavour, ALICE, form["MessageSid"]))
+        assert event is not None and event.status != "rejected", event
+        assert event.payload["transcribed"] is True and event.payload["stt_provider"] == "local"
+        # The media URL was asked with the account's credentials (twice: it failed once); the
+        # CDN it redirects to got the file's request without them.
+        [media_sid] = twilio.media
+        assert twilio.media_asked == [(media_sid, True), (media_sid, True)]
+        [download] = twilio.cdn_requests
+        assert "authorization" not in download
+        assert (stack.cfg.voice.audio_root() / event.payload["audio"]).read_bytes() == note
+        await typed(
+            out,
+            f"[{flavour}:{ALICE} from {ALICE}, voice note transcribed] deploy to staging\r".encode(),
+        )
+        [message] = (await stack.call("check_messages", agent_id=agent))["messages"]
+        assert message["payload"]["transcribed"] is True
+        assert message["payload"]["text"] == "deploy to staging"
+        # Twilio posts the webhook again: one event, not fetched nor heard twice.
+        assert (await hooks.post(flavour, form)).status_code == 200
+        assert len(twilio.media_asked) == 2 and len(twilio.cdn_requests) == 1
+        assert [e.id for e in await stack.store.events_after(agent, None, 10)] == [event.id]
+
+
+async def test_a_twilio_voice_note_that_cannot_be_fetched_or_heard_is_answered_and_recorded(
+    temporal_env, tmp_path: Path, twilio: FakeTwilio, agent: str, tmux: Tmux
+):
+    # The local recognizer cannot start (its grammar is missing): nothing can hear a note.
+    voice = VoiceConfig(audio_dir=tmp_path / "audio", stt=STTConfig(grammar=tmp_path / "no.gram"))
+    running, hooks = twilio_stack(temporal_env, tmp_path, twilio, agent, voice)
+    async with running as stack:
+        target, out = recorder(tmux, tmp_path, "rec")
+        await twilio_register(stack, agent, tmux, target)
+        note = await voice_note("run the tests")
+
+        gone = twilio.incoming(ALICE, "", whatsapp=True, media=[(note, "audio/ogg")])
+        twilio.media.clear()  # deleted from the account before we asked
+        down = twilio.incoming(ALICE, "", whatsapp=True, media=[(note, "audio/ogg")])
+        unheard = twilio.incoming(ALICE, "", whatsapp=True, media=[(note, "audio/ogg")])
+        answers = [await hooks.post("whatsapp", gone)]
+        twilio.media_failures.extend([500, 500, 500])  # Twilio keeps failing
+        answers.append(await hooks.post("whatsapp", down))
+        answers.append(await hooks.post("whatsapp", unheard))
+
+        reasons = [
+            "Twilio would not hand it over (404)",
+            "Twilio could not hand it over (Twilio answered 500)",
+            "local:",
+        ]
+        for form, answer, reason in zip([gone, down, unheard], answers, reasons, strict=True):
+            # Answered in the webhook's TwiML, with the reason.
+            assert answer.status_code == 200
+            assert f"Could not transcribe your voice note: {reason}" in answer.text, answer.text
+            assert "Please send it as text." in answer.text
+            assert twilio.auth_token not in answer.text
+            event = await stack.store.get_event(
+                provider_event_id("whatsapp", ALICE, form["MessageSid"])
+            )
+            assert event is not None and event.status == "rejected" and event.agent_id == agent
+            assert (event.error or "").startswith(f"voice note not transcribed: {reason}")
+            assert event.payload["text"] == "[voice note, not transcribed]"
+        # Gone is asked once; a failing Twilio three times; the third note was fetched and kept.
+        assert len(twilio.media_asked) == 1 + 3 + 1
+        kept = await stack.store.get_event(
+            provider_event_id("whatsapp", ALICE, unheard["MessageSid"])
+        )
+        assert kept is not None and (stack.cfg.voice.audio_root() / kept.payload["audio"]).is_file()
+        # Nothing was typed for them: the next text is the pane's first line.
+        await hooks.post("whatsapp", twilio.incoming(ALICE, "sent it as text", whatsapp=True))
+        await typed(out, f"[whatsapp:{ALICE} from {ALICE}] sent it as text\r".encode())
+
+
+async def test_a_photo_through_twilio_is_answered_and_not_typed_and_its_caption_is(
+    temporal_env, tmp_path: Path, twilio: FakeTwilio, agent: str, tmux: Tmux, grammar: Path
+):
+    running, hooks = twilio_stack(temporal_env, tmp_path, twilio, agent, offline(tmp_path, grammar))
+    async with running as stack:
+        target, out = recorder(tmux, tmp_path, "rec")
+        await twilio_register(stack, agent, tmux, target)
+
+        photo = twilio.incoming(ALICE, "", whatsapp=True, media=[(PHOTO, "image/jpeg")])
+        answer = await hooks.post("whatsapp", photo)
+
+        assert answer.status_code == 200
+        assert (
+            "<Message>Only text and voice notes reach the agent: this image was not passed on. "
+            "Please send it as text.</Message>"
+        ) in answer.text
+        assert (
+            await stack.store.get_event(provider_event_id("whatsapp", ALICE, photo["MessageSid"]))
+            is None
+        )
+        # With words, over MMS: the words reach the agent, which is told a photo came too.
+        captioned = twilio.incoming(ALICE, "the error on screen", media=[(PHOTO, "image/png")])
+        answer = await hooks.post("sms", captioned)
+        assert answer.status_code == 200 and "<Message>" not in answer.text
+        await typed(
+            out, f"[sms:{ALICE} from {ALICE}] [image not passed on] the error on screen\r".encode()
+        )
+        assert twilio.media_asked == []  # a photo is never downloaded
+
+
+async def test_a_strangers_voice_note_through_twilio_is_never_fetched(
+    temporal_env, tmp_path: Path, twilio: FakeTwilio, agent: str, grammar: Path, ship_it: bytes
+):
+    running, hooks = twilio_stack(temporal_env, tmp_path, twilio, agent, offline(tmp_path, grammar))
+    async with running as stack:
+        form = twilio.incoming(STRANGER, "", whatsapp=True, media=[(ship_it, "audio/ogg")])
+        answer = await hooks.post("whatsapp", form)
+
+        assert answer.status_code == 200 and "agentcomms pair " in answer.text
+        event = await stack.store.get_event(
+            provider_event_id("whatsapp", STRANGER, form["MessageSid"])
+        )
+        assert event is not None and event.status == "rejected"
+        assert twilio.media_asked == [] and twilio.cdn_requests == []
