@@ -7,6 +7,7 @@ transcribed; on a real Temporal dev server and SQLite."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -90,14 +91,39 @@ def telegram_stack(
     telegram: FakeTelegram,
     agent: str,
     voice: VoiceConfig,
-    configure: Callable[[Config], Config] | None = None,
+    *,
+    channels: dict[str, str] | None = None,
 ) -> Any:
+    """Telegram's chat ``CHAT`` (or ``channels``) mapped to ``agent``; Alice alone allowed."""
     return running_stack(
         temporal_env.client,
         tmp_path,
         voice=voice,
-        configure=configure or with_telegram(telegram, agent),
+        configure=with_telegram(telegram, agent, channels=channels),
     )
+
+
+async def telegram_pane(stack: Stack, agent: str, tmux: Tmux, tmp_path: Path) -> Path:
+    """The agent registered on a recorder pane, Telegram connected: the file the pane writes."""
+    target, out = recorder(tmux, tmp_path, "rec")
+    await register(stack, agent, tmux, target)
+    await connected(stack)
+    return out
+
+
+@pytest.fixture
+async def deepgram_chat(
+    temporal_env: Any,
+    tmp_path: Path,
+    telegram: FakeTelegram,
+    deepgram: FakeDeepgram,
+    agent: str,
+    tmux: Tmux,
+) -> AsyncIterator[tuple[Stack, Path]]:
+    """Telegram, Deepgram then local, the agent on a recorder pane: the stack, the pane's file."""
+    voice = with_deepgram(tmp_path, deepgram)
+    async with telegram_stack(temporal_env, tmp_path, telegram, agent, voice) as stack:
+        yield stack, await telegram_pane(stack, agent, tmux, tmp_path)
 
 
 async def call_tool(stack: Stack, agent: str, tool: str, **args: Any) -> Any:
@@ -105,54 +131,50 @@ async def call_tool(stack: Stack, agent: str, tool: str, **args: Any) -> Any:
     return await call(build_server(stack.cfg.server.socket(), default_agent=agent), tool, **args)
 
 
+def _event_id(chat: int, update: dict[str, Any]) -> str:
+    return provider_event_id("telegram", chat, update["message"]["message_id"])
+
+
 async def _event(stack: Stack, chat: int, update: dict[str, Any]) -> Any:
-    event_id = provider_event_id("telegram", chat, update["message"]["message_id"])
-    return await eventually(lambda: stack.store.get_event(event_id))
+    return await eventually(lambda: stack.store.get_event(_event_id(chat, update)))
 
 
 # ---- Telegram ------------------------------------------------------------------------------------
 
 
 async def test_a_telegram_voice_note_is_heard_by_deepgram_and_typed_marked_as_transcribed(
-    temporal_env,
-    tmp_path: Path,
+    deepgram_chat: tuple[Stack, Path],
     telegram: FakeTelegram,
     deepgram: FakeDeepgram,
     agent: str,
-    tmux: Tmux,
     ship_it: bytes,
 ):
-    async with telegram_stack(
-        temporal_env, tmp_path, telegram, agent, with_deepgram(tmp_path, deepgram)
-    ) as stack:
-        target, out = recorder(tmux, tmp_path, "rec")
-        await register(stack, agent, tmux, target)
-        await connected(stack)
-        deepgram.transcripts.append("Ship it on Friday.")
+    stack, out = deepgram_chat
+    deepgram.transcripts.append("Ship it on Friday.")
 
-        update = telegram.human_sends_voice(CHAT, ship_it, duration=2)
+    update = telegram.human_sends_voice(CHAT, ship_it, duration=2)
 
-        await eventually(
-            lambda: (
-                out.read_bytes()
-                == b"[telegram:456 from Alice, voice note transcribed] Ship it on Friday.\r"
-            )
+    await eventually(
+        lambda: (
+            out.read_bytes()
+            == b"[telegram:456 from Alice, voice note transcribed] Ship it on Friday.\r"
         )
-        # Fetched through the Bot API's getFile and file URL, once; heard once, as a WAV.
-        assert telegram.calls.count("getFile") == 1 and len(telegram.downloads) == 1
-        assert [h["container"] for h in deepgram.heard] == ["wav"]
-        event = await _event(stack, CHAT, update)
-        assert event.payload["text"] == "Ship it on Friday."
-        assert event.payload["transcribed"] is True
-        assert event.payload["stt_provider"] == "deepgram"
-        # The recording is kept beside call audio, as it came.
-        kept = stack.cfg.voice.audio_root() / event.payload["audio"]
-        assert kept.read_bytes() == ship_it
-        # Receipts as for text: queued, then typed.
-        await eventually(lambda: len(telegram.reactions) == 2)
-        # check_messages (MCP) says the words were heard, not typed.
-        [message] = (await call_tool(stack, agent, "check_messages"))["messages"]
-        assert message["text"] == "Ship it on Friday." and message["transcribed"] is True
+    )
+    # Fetched through the Bot API's getFile and file URL, once; heard once, as a WAV.
+    assert telegram.calls.count("getFile") == 1 and len(telegram.downloads) == 1
+    assert [h["container"] for h in deepgram.heard] == ["wav"]
+    event = await _event(stack, CHAT, update)
+    assert event.payload["text"] == "Ship it on Friday."
+    assert event.payload["transcribed"] is True
+    assert event.payload["stt_provider"] == "deepgram"
+    # The recording is kept beside call audio, as it came.
+    kept = stack.cfg.voice.audio_root() / event.payload["audio"]
+    assert kept.read_bytes() == ship_it
+    # Receipts as for text: queued, then typed.
+    await eventually(lambda: len(telegram.reactions) == 2)
+    # check_messages (MCP) says the words were heard, not typed.
+    [message] = (await call_tool(stack, agent, "check_messages"))["messages"]
+    assert message["text"] == "Ship it on Friday." and message["transcribed"] is True
 
 
 async def test_offline_the_local_recognizer_hears_a_telegram_voice_note_within_a_grammar(
@@ -161,9 +183,7 @@ async def test_offline_the_local_recognizer_hears_a_telegram_voice_note_within_a
     async with telegram_stack(
         temporal_env, tmp_path, telegram, agent, offline(tmp_path, grammar)
     ) as stack:
-        target, out = recorder(tmux, tmp_path, "rec")
-        await register(stack, agent, tmux, target)
-        await connected(stack)
+        out = await telegram_pane(stack, agent, tmux, tmp_path)
 
         update = telegram.human_sends_voice(CHAT, await voice_note("run the tests"))
 
@@ -188,13 +208,9 @@ async def test_a_strangers_voice_note_is_rejected_without_being_fetched_or_trans
 ):
     stranger = 999
     channels = {f"telegram:{CHAT}": agent, f"telegram:{stranger}": agent}
+    voice = with_deepgram(tmp_path, deepgram)
     async with telegram_stack(
-        temporal_env,
-        tmp_path,
-        telegram,
-        agent,
-        with_deepgram(tmp_path, deepgram),
-        with_telegram(telegram, agent, channels=channels),
+        temporal_env, tmp_path, telegram, agent, voice, channels=channels
     ) as stack:
         await connected(stack)
 
@@ -224,9 +240,7 @@ async def test_a_voice_note_no_provider_can_hear_is_answered_and_recorded_not_ty
         update={"stt": STTConfig(grammar=tmp_path / "missing.gram")}
     )
     async with telegram_stack(temporal_env, tmp_path, telegram, agent, voice) as stack:
-        target, out = recorder(tmux, tmp_path, "rec")
-        await register(stack, agent, tmux, target)
-        await connected(stack)
+        out = await telegram_pane(stack, agent, tmux, tmp_path)
         deepgram.fail_next(500)  # Deepgram is down; the local recognizer cannot start
 
         update = telegram.human_sends_voice(CHAT, await voice_note("deploy to staging"))
@@ -249,33 +263,26 @@ async def test_a_voice_note_no_provider_can_hear_is_answered_and_recorded_not_ty
 
 
 async def test_a_voice_note_delivered_twice_is_one_event_heard_once_and_typed_once(
-    temporal_env,
-    tmp_path: Path,
+    deepgram_chat: tuple[Stack, Path],
     telegram: FakeTelegram,
     deepgram: FakeDeepgram,
     agent: str,
-    tmux: Tmux,
     ship_it: bytes,
 ):
-    async with telegram_stack(
-        temporal_env, tmp_path, telegram, agent, with_deepgram(tmp_path, deepgram)
-    ) as stack:
-        target, out = recorder(tmux, tmp_path, "rec")
-        await register(stack, agent, tmux, target)
-        await connected(stack)
-        deepgram.transcripts.extend(["ship it on friday", "again"])
+    stack, out = deepgram_chat
+    deepgram.transcripts.extend(["ship it on friday", "again"])
 
-        update = telegram.human_sends_voice(CHAT, ship_it)
-        prefix = b"[telegram:456 from Alice, voice note transcribed] "
-        await eventually(lambda: out.read_bytes() == prefix + b"ship it on friday\r")
-        telegram.deliver(update)  # Telegram sends it again, as after a restart
-        telegram.human_says(CHAT, "after")
-        await eventually(lambda: out.read_bytes().endswith(b"after\r"))
+    update = telegram.human_sends_voice(CHAT, ship_it)
+    prefix = b"[telegram:456 from Alice, voice note transcribed] "
+    await eventually(lambda: out.read_bytes() == prefix + b"ship it on friday\r")
+    telegram.deliver(update)  # Telegram sends it again, as after a restart
+    telegram.human_says(CHAT, "after")
+    await eventually(lambda: out.read_bytes().endswith(b"after\r"))
 
-        assert out.read_bytes() == prefix + b"ship it on friday\r[telegram:456 from Alice] after\r"
-        assert len(deepgram.heard) == 1 and len(telegram.downloads) == 1
-        events = await stack.store.events_after(agent, None, 100)
-        assert [e.payload["text"] for e in events] == ["ship it on friday", "after"]
+    assert out.read_bytes() == prefix + b"ship it on friday\r[telegram:456 from Alice] after\r"
+    assert len(deepgram.heard) == 1 and len(telegram.downloads) == 1
+    events = await stack.store.events_after(agent, None, 100)
+    assert [e.payload["text"] for e in events] == ["ship it on friday", "after"]
 
 
 async def test_a_voice_note_over_ten_minutes_is_refused_before_download(
@@ -298,6 +305,77 @@ async def test_a_voice_note_over_ten_minutes_is_refused_before_download(
         event = await _event(stack, CHAT, update)
         assert event.status == "rejected"
         assert telegram.downloads == [] and deepgram.heard == []
+
+
+async def test_while_a_voice_note_is_heard_other_chats_go_on_and_telegram_keeps_it_until_kept(
+    temporal_env,
+    tmp_path: Path,
+    telegram: FakeTelegram,
+    deepgram: FakeDeepgram,
+    agent: str,
+    tmux: Tmux,
+    ship_it: bytes,
+):
+    group = -100123  # Alice writes in a group mapped to the same agent, too
+    channels = {f"telegram:{CHAT}": agent, f"telegram:{group}": agent}
+    voice = with_deepgram(tmp_path, deepgram)
+    async with telegram_stack(
+        temporal_env, tmp_path, telegram, agent, voice, channels=channels
+    ) as stack:
+        out = await telegram_pane(stack, agent, tmux, tmp_path)
+        deepgram.transcripts.append("ship it on friday")
+        deepgram.hold = asyncio.Event()  # Deepgram takes as long as the test likes
+        try:
+            note = telegram.human_sends_voice(CHAT, ship_it)
+            await eventually(lambda: deepgram.heard)  # being heard now
+            after = telegram.human_says(CHAT, "and tag it")
+            elsewhere = b"[telegram:-100123 from Alice] build is green\r"
+            telegram.human_says(group, "build is green", user_id=CHAT, chat_type="group")
+
+            # The poll went on: another chat's message is typed while the note is heard.
+            await typed(out, elsewhere)
+            # The note is not kept yet, so Telegram was never told to forget it, and the text
+            # after it in its chat waits behind it.
+            assert all(o is None or o <= note["update_id"] for o in telegram.offsets)
+            assert note["update_id"] in [u["update_id"] for u in telegram.updates]
+            assert await stack.store.get_event(_event_id(CHAT, note)) is None
+            assert await stack.store.get_event(_event_id(CHAT, after)) is None
+        finally:
+            deepgram.hold.set()
+
+        # Then the note and the text after it, in the order the human sent them.
+        await typed(
+            out,
+            elsewhere
+            + b"[telegram:456 from Alice, voice note transcribed] ship it on friday\r"
+            + b"[telegram:456 from Alice] and tag it\r",
+        )
+        # Kept, so confirmed: the poll's offset moves past both.
+        await eventually(lambda: (telegram.offsets[-1] or 0) > after["update_id"])
+
+
+async def test_a_voice_note_not_kept_comes_again_and_the_text_after_it_does_not_overtake_it(
+    deepgram_chat: tuple[Stack, Path],
+    telegram: FakeTelegram,
+    deepgram: FakeDeepgram,
+    agent: str,
+    ship_it: bytes,
+):
+    stack, out = deepgram_chat
+    deepgram.transcripts.append("ship it on friday")
+    telegram.fail_next("getFile", 500)  # the note cannot be fetched this time: not kept
+
+    telegram.human_sends_voice(CHAT, ship_it)
+    telegram.human_says(CHAT, "and tag it")
+
+    await typed(
+        out,
+        b"[telegram:456 from Alice, voice note transcribed] ship it on friday\r"
+        b"[telegram:456 from Alice] and tag it\r",
+    )
+    assert telegram.calls.count("getFile") == 2 and len(deepgram.heard) == 1
+    events = await stack.store.events_after(agent, None, 10)
+    assert [e.payload["text"] for e in events] == ["ship it on friday", "and tag it"]
 
 
 # ---- WhatsApp (Meta's Cloud API) -----------------------------------------------------------------
