@@ -12,6 +12,8 @@ import pytest
 from pydantic import SecretStr
 
 from agentcomms.config import Config, STTConfig, TTSConfig, VoiceConfig
+from agentcomms.voice import stt, tts
+from agentcomms.voice.providers import CLOUD, KNOWN, ProviderUnavailable
 from agentcomms.voice.stt import stt_chain
 from agentcomms.voice.tts import tts_chain
 from agentcomms.voice.tts.local import EspeakSpeech
@@ -40,6 +42,22 @@ def test_a_provider_with_a_key_comes_first_and_local_ends_the_chain(tmp_path: Pa
     assert tts_chain(cfg) == ["openai", "local"] and stt_chain(cfg) == ["openai", "local"]
 
 
+@pytest.mark.parametrize(
+    ("kind", "make"), [(tts, tts.tts_provider), (stt, stt.stt_provider)], ids=["tts", "stt"]
+)
+def test_every_known_provider_is_made_from_its_kinds_one_table(tmp_path: Path, kind, make):
+    cfg = Config(voice=openai_voice(tmp_path, FakeOpenAIAudio()))
+    assert sorted(kind.PROVIDERS) == sorted(KNOWN)
+    for name in CLOUD:
+        if name != "openai":  # the others have no key here: said at once, naming the key
+            with pytest.raises(ProviderUnavailable, match=f"voice.{name}.api_key"):
+                make(name, cfg)
+    assert make("openai", cfg).name == "openai"
+    assert type(make("local", cfg)).__module__.endswith(".local")
+    with pytest.raises(ProviderUnavailable, match=r"no .* provider 'whisper'; known: elevenlabs"):
+        make("whisper", cfg)
+
+
 async def answer_aloud(phone: Phone, call_id: str, words: str) -> dict:
     """The call's next prompt, answered with `words` said aloud (espeak-ng's voice)."""
     line = await phone.prompt(call_id)
@@ -64,7 +82,9 @@ async def test_a_call_speaks_and_hears_through_openai(
         assert (await first)["response"] == "Yes, go ahead."
         await stack.call("call_end", call_id=call_id)
     # The seed's defaults name ElevenLabs' voice and Deepgram's model: OpenAI gets its own.
-    assert openai_fake.spoken == [{"model": "gpt-4o-mini-tts", "voice": "alloy", "input": "Deploy?"}]
+    assert openai_fake.spoken == [
+        {"model": "gpt-4o-mini-tts", "voice": "alloy", "input": "Deploy?"}
+    ]
     assert openai_fake.heard == [{"model": "whisper-1", "language": "en"}]
 
 

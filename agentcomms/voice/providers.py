@@ -8,6 +8,8 @@ section's provider, else its account's (``voice.elevenlabs.api_key``…): one ke
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, Self
 
@@ -79,6 +81,16 @@ def provider_chain(cfg: Config, direction: Direction) -> list[str]:
         if name in CLOUD and name not in chain and account(cfg, direction, name) is not None:
             chain.append(name)
     return [*chain, LOCAL]
+
+
+def provider_class(table: Mapping[str, str], name: str, what: str) -> Any:
+    """The class ``table`` names for provider ``name`` (``"module:Class"``), its module (and so its
+    SDK) imported only now: a process that never speaks through a provider never loads it."""
+    where = table.get(name)
+    if where is None:
+        raise ProviderUnavailable(f"no {what} provider {name!r}; known: {', '.join(KNOWN)}")
+    module, _, cls = where.partition(":")
+    return getattr(importlib.import_module(module), cls)
 
 
 def setting(section: TTSConfig | STTConfig, field: str, name: str, own: str) -> str:
