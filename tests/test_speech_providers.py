@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -17,6 +19,7 @@ from agentcomms.voice.providers import CLOUD, KNOWN, ProviderUnavailable
 from agentcomms.voice.stt import stt_chain
 from agentcomms.voice.tts import tts_chain
 from agentcomms.voice.tts.local import EspeakSpeech
+from tests.fakes.deepgram import FakeDeepgram
 from tests.fakes.openai_audio import API_KEY, FakeOpenAIAudio
 from tests.stack import running_stack
 from tests.test_calls import Phone
@@ -56,6 +59,43 @@ def test_every_known_provider_is_made_from_its_kinds_one_table(tmp_path: Path, k
     assert type(make("local", cfg)).__module__.endswith(".local")
     with pytest.raises(ProviderUnavailable, match=r"no .* provider 'whisper'; known: elevenlabs"):
         make("whisper", cfg)
+
+
+WARM_UP = """
+import asyncio, json, sys
+from pydantic import SecretStr
+from agentcomms.config import Config, SpeechAccount, STTConfig, VoiceConfig
+from agentcomms.voice.stt import local
+from agentcomms.voice.warm import warm_speech
+
+grammar, base_url = sys.argv[1:]
+deepgram = SpeechAccount(api_key=SecretStr("dg-key"), base_url=base_url)
+voice = VoiceConfig(deepgram=deepgram, stt=STTConfig(grammar=grammar))
+asyncio.run(warm_speech(Config(voice=voice)))
+print(json.dumps({"modules": sorted(sys.modules), "decoders": list(local._decoders)}))
+"""
+
+
+async def test_warming_up_loads_the_configured_providers_and_sends_them_nothing(tmp_path: Path):
+    deepgram = FakeDeepgram()
+    grammar = tmp_path / "answers.gram"
+    grammar.write_text("#JSGF V1.0;\ngrammar a;\npublic <a> = yes | no;\n")
+    async with deepgram.server:
+        # A fresh process: nothing of any SDK loaded before.
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            *("-c", WARM_UP, str(grammar), deepgram.base_url),
+            stdout=asyncio.subprocess.PIPE,
+        )
+        out, _ = await proc.communicate()
+    assert proc.returncode == 0
+    loaded = json.loads(out)
+    # Deepgram (both chains) and the local recognizer's model for the grammar; not ElevenLabs
+    # or OpenAI, which have no key here and are in no chain.
+    assert "deepgram" in loaded["modules"] and "pocketsphinx" in loaded["modules"]
+    assert "elevenlabs" not in loaded["modules"] and "openai" not in loaded["modules"]
+    assert loaded["decoders"] == [str(grammar)]
+    assert deepgram.authorizations == []  # nothing was asked of the provider
 
 
 async def answer_aloud(phone: Phone, call_id: str, words: str) -> dict:

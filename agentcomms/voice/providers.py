@@ -8,6 +8,7 @@ section's provider, else its account's (``voice.elevenlabs.api_key``…): one ke
 
 from __future__ import annotations
 
+import functools
 import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -110,6 +111,9 @@ class CloudProvider:
     name: ClassVar[str]  # as the config names it
     direction: ClassVar[Direction]
     default_model: ClassVar[str]
+    # What a call reaches on the SDK's client ("speak.v1.audio"): the SDK builds these lazily,
+    # importing their modules, so warming up touches them once.
+    uses: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, account: Account, *, model: str) -> None:
         self.account = account
@@ -118,6 +122,14 @@ class CloudProvider:
     @classmethod
     def from_config(cls, cfg: Config) -> Self:
         return cls(require_account(cfg, cls.direction, cls.name), **cls.settings(cfg))
+
+    async def warm(self) -> None:
+        """Load the SDK and build its client as a call would, sending nothing."""
+        from agentcomms.voice.clients import CLIENTS
+
+        async with CLIENTS[self.name](self.account) as client:
+            for path in self.uses:
+                functools.reduce(getattr, path.split("."), client)
 
     @classmethod
     def settings(cls, cfg: Config) -> dict[str, str]:

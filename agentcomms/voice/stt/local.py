@@ -33,6 +33,10 @@ class SphinxRecognizer:
     def from_config(cls, cfg: Config) -> SphinxRecognizer:
         return cls(grammar=cfg.voice.stt.grammar)
 
+    async def warm(self) -> None:
+        """Load the model (and the grammar) now, which the first answer would wait for."""
+        await asyncio.to_thread(_decoder, str(self.grammar) if self.grammar else None)
+
     async def transcribe(self, audio: bytes, content_type: str) -> str:
         raw = await to_pcm16(audio, audio_kind(content_type))
         return await asyncio.to_thread(self._decode, raw)
