@@ -6,7 +6,9 @@ durable as text, the one thing a pane can type: so the note is fetched and heard
 posted like any text. Should the gateway stop mid-way, nothing was acknowledged and the provider
 delivers the note again (same message id, same event id). A note that no provider of the STT
 chain can hear is recorded with the reason and answered, never dropped in silence. The cost is
-a few seconds before the provider hears back, well inside what Telegram and Meta wait for.
+a few seconds before the provider hears back, well inside what Telegram and Meta wait for;
+Twilio waits 15 seconds for its webhook's answer, which the local recognizer and one answering
+cloud provider keep to, but a chain of failing providers may not.
 
 The chain is the one calls use (``voice.stt``, its fallback, the accounts), so with no account
 the local recognizer hears notes offline. Audio is decoded here once (libsndfile reads Ogg/Opus,

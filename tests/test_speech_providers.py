@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -12,9 +14,12 @@ import pytest
 from pydantic import SecretStr
 
 from agentcomms.config import Config, STTConfig, TTSConfig, VoiceConfig
+from agentcomms.voice import stt, tts
+from agentcomms.voice.providers import CLOUD, KNOWN, ProviderUnavailable
 from agentcomms.voice.stt import stt_chain
 from agentcomms.voice.tts import tts_chain
 from agentcomms.voice.tts.local import EspeakSpeech
+from tests.fakes.deepgram import FakeDeepgram
 from tests.fakes.openai_audio import API_KEY, FakeOpenAIAudio
 from tests.stack import running_stack
 from tests.test_calls import Phone
@@ -38,6 +43,59 @@ def openai_voice(tmp_path: Path, fake: FakeOpenAIAudio, key: str = API_KEY) -> V
 def test_a_provider_with_a_key_comes_first_and_local_ends_the_chain(tmp_path: Path):
     cfg = Config(voice=openai_voice(tmp_path, FakeOpenAIAudio()))
     assert tts_chain(cfg) == ["openai", "local"] and stt_chain(cfg) == ["openai", "local"]
+
+
+@pytest.mark.parametrize(
+    ("kind", "make"), [(tts, tts.tts_provider), (stt, stt.stt_provider)], ids=["tts", "stt"]
+)
+def test_every_known_provider_is_made_from_its_kinds_one_table(tmp_path: Path, kind, make):
+    cfg = Config(voice=openai_voice(tmp_path, FakeOpenAIAudio()))
+    assert sorted(kind.PROVIDERS) == sorted(KNOWN)
+    for name in CLOUD:
+        if name != "openai":  # the others have no key here: said at once, naming the key
+            with pytest.raises(ProviderUnavailable, match=f"voice.{name}.api_key"):
+                make(name, cfg)
+    assert make("openai", cfg).name == "openai"
+    assert type(make("local", cfg)).__module__.endswith(".local")
+    with pytest.raises(ProviderUnavailable, match=r"no .* provider 'whisper'; known: elevenlabs"):
+        make("whisper", cfg)
+
+
+WARM_UP = """
+import asyncio, json, sys
+from pydantic import SecretStr
+from agentcomms.config import Config, SpeechAccount, STTConfig, VoiceConfig
+from agentcomms.voice.stt import local
+from agentcomms.voice.warm import warm_speech
+
+grammar, base_url = sys.argv[1:]
+deepgram = SpeechAccount(api_key=SecretStr("dg-key"), base_url=base_url)
+voice = VoiceConfig(deepgram=deepgram, stt=STTConfig(grammar=grammar))
+asyncio.run(warm_speech(Config(voice=voice)))
+print(json.dumps({"modules": sorted(sys.modules), "decoders": list(local._decoders)}))
+"""
+
+
+async def test_warming_up_loads_the_configured_providers_and_sends_them_nothing(tmp_path: Path):
+    deepgram = FakeDeepgram()
+    grammar = tmp_path / "answers.gram"
+    grammar.write_text("#JSGF V1.0;\ngrammar a;\npublic <a> = yes | no;\n")
+    async with deepgram.server:
+        # A fresh process: nothing of any SDK loaded before.
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            *("-c", WARM_UP, str(grammar), deepgram.base_url),
+            stdout=asyncio.subprocess.PIPE,
+        )
+        out, _ = await proc.communicate()
+    assert proc.returncode == 0
+    loaded = json.loads(out)
+    # Deepgram (both chains) and the local recognizer's model for the grammar; not ElevenLabs
+    # or OpenAI, which have no key here and are in no chain.
+    assert "deepgram" in loaded["modules"] and "pocketsphinx" in loaded["modules"]
+    assert "elevenlabs" not in loaded["modules"] and "openai" not in loaded["modules"]
+    assert loaded["decoders"] == [str(grammar)]
+    assert deepgram.authorizations == []  # nothing was asked of the provider
 
 
 async def answer_aloud(phone: Phone, call_id: str, words: str) -> dict:
@@ -64,7 +122,9 @@ async def test_a_call_speaks_and_hears_through_openai(
         assert (await first)["response"] == "Yes, go ahead."
         await stack.call("call_end", call_id=call_id)
     # The seed's defaults name ElevenLabs' voice and Deepgram's model: OpenAI gets its own.
-    assert openai_fake.spoken == [{"model": "gpt-4o-mini-tts", "voice": "alloy", "input": "Deploy?"}]
+    assert openai_fake.spoken == [
+        {"model": "gpt-4o-mini-tts", "voice": "alloy", "input": "Deploy?"}
+    ]
     assert openai_fake.heard == [{"model": "whisper-1", "language": "en"}]
 
 

@@ -1,11 +1,13 @@
 """Voice notes in chat, end to end: a phone's Ogg/Opus recording (espeak-ng's voice) sent on
-Telegram (the real python-telegram-bot against a local Bot API) or WhatsApp (Meta's Cloud API),
-fetched through the provider's file API, heard by the STT chain (Deepgram's real SDK against its
+Telegram (the real python-telegram-bot against a local Bot API), WhatsApp (Meta's Cloud API), or
+WhatsApp and SMS through Twilio (a signed webhook listing the media, fetched with basic auth and
+a redirect), fetched through the provider's file API, heard by the STT chain (Deepgram's real SDK against its
 fake, or pocketsphinx offline within a grammar), and typed into a real tmux pane marked as
 transcribed; on a real Temporal dev server and SQLite."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -22,11 +24,14 @@ from tests.fakes import deepgram as dg
 from tests.fakes.deepgram import FakeDeepgram
 from tests.fakes.serve import free_port
 from tests.fakes.telegram import FakeTelegram
+from tests.fakes.twilio import FakeTwilio
 from tests.fakes.whatsapp_cloud import FakeWhatsAppCloud
 from tests.stack import Stack, eventually, running_stack, typed
 from tests.test_mailbox import recorder
 from tests.test_mcp import call
 from tests.test_telegram import CHAT, connected, register, with_telegram
+from tests.test_twilio import Hooks, with_twilio
+from tests.test_twilio import register as twilio_register
 from tests.test_whatsapp_cloud import ALICE, STRANGER, Hook, wamid_of, with_cloud
 from tests.test_whatsapp_cloud import register as wa_register
 from tests.voice_audio import voice_note
@@ -86,14 +91,39 @@ def telegram_stack(
     telegram: FakeTelegram,
     agent: str,
     voice: VoiceConfig,
-    configure: Callable[[Config], Config] | None = None,
+    *,
+    channels: dict[str, str] | None = None,
 ) -> Any:
+    """Telegram's chat ``CHAT`` (or ``channels``) mapped to ``agent``; Alice alone allowed."""
     return running_stack(
         temporal_env.client,
         tmp_path,
         voice=voice,
-        configure=configure or with_telegram(telegram, agent),
+        configure=with_telegram(telegram, agent, channels=channels),
     )
+
+
+async def telegram_pane(stack: Stack, agent: str, tmux: Tmux, tmp_path: Path) -> Path:
+    """The agent registered on a recorder pane, Telegram connected: the file the pane writes."""
+    target, out = recorder(tmux, tmp_path, "rec")
+    await register(stack, agent, tmux, target)
+    await connected(stack)
+    return out
+
+
+@pytest.fixture
+async def deepgram_chat(
+    temporal_env: Any,
+    tmp_path: Path,
+    telegram: FakeTelegram,
+    deepgram: FakeDeepgram,
+    agent: str,
+    tmux: Tmux,
+) -> AsyncIterator[tuple[Stack, Path]]:
+    """Telegram, Deepgram then local, the agent on a recorder pane: the stack, the pane's file."""
+    voice = with_deepgram(tmp_path, deepgram)
+    async with telegram_stack(temporal_env, tmp_path, telegram, agent, voice) as stack:
+        yield stack, await telegram_pane(stack, agent, tmux, tmp_path)
 
 
 async def call_tool(stack: Stack, agent: str, tool: str, **args: Any) -> Any:
@@ -101,54 +131,50 @@ async def call_tool(stack: Stack, agent: str, tool: str, **args: Any) -> Any:
     return await call(build_server(stack.cfg.server.socket(), default_agent=agent), tool, **args)
 
 
+def _event_id(chat: int, update: dict[str, Any]) -> str:
+    return provider_event_id("telegram", chat, update["message"]["message_id"])
+
+
 async def _event(stack: Stack, chat: int, update: dict[str, Any]) -> Any:
-    event_id = provider_event_id("telegram", chat, update["message"]["message_id"])
-    return await eventually(lambda: stack.store.get_event(event_id))
+    return await eventually(lambda: stack.store.get_event(_event_id(chat, update)))
 
 
 # ---- Telegram ------------------------------------------------------------------------------------
 
 
 async def test_a_telegram_voice_note_is_heard_by_deepgram_and_typed_marked_as_transcribed(
-    temporal_env,
-    tmp_path: Path,
+    deepgram_chat: tuple[Stack, Path],
     telegram: FakeTelegram,
     deepgram: FakeDeepgram,
     agent: str,
-    tmux: Tmux,
     ship_it: bytes,
 ):
-    async with telegram_stack(
-        temporal_env, tmp_path, telegram, agent, with_deepgram(tmp_path, deepgram)
-    ) as stack:
-        target, out = recorder(tmux, tmp_path, "rec")
-        await register(stack, agent, tmux, target)
-        await connected(stack)
-        deepgram.transcripts.append("Ship it on Friday.")
+    stack, out = deepgram_chat
+    deepgram.transcripts.append("Ship it on Friday.")
 
-        update = telegram.human_sends_voice(CHAT, ship_it, duration=2)
+    update = telegram.human_sends_voice(CHAT, ship_it, duration=2)
 
-        await eventually(
-            lambda: (
-                out.read_bytes()
-                == b"[telegram:456 from Alice, voice note transcribed] Ship it on Friday.\r"
-            )
+    await eventually(
+        lambda: (
+            out.read_bytes()
+            == b"[telegram:456 from Alice, voice note transcribed] Ship it on Friday.\r"
         )
-        # Fetched through the Bot API's getFile and file URL, once; heard once, as a WAV.
-        assert telegram.calls.count("getFile") == 1 and len(telegram.downloads) == 1
-        assert [h["container"] for h in deepgram.heard] == ["wav"]
-        event = await _event(stack, CHAT, update)
-        assert event.payload["text"] == "Ship it on Friday."
-        assert event.payload["transcribed"] is True
-        assert event.payload["stt_provider"] == "deepgram"
-        # The recording is kept beside call audio, as it came.
-        kept = stack.cfg.voice.audio_root() / event.payload["audio"]
-        assert kept.read_bytes() == ship_it
-        # Receipts as for text: queued, then typed.
-        await eventually(lambda: len(telegram.reactions) == 2)
-        # check_messages (MCP) says the words were heard, not typed.
-        [message] = (await call_tool(stack, agent, "check_messages"))["messages"]
-        assert message["text"] == "Ship it on Friday." and message["transcribed"] is True
+    )
+    # Fetched through the Bot API's getFile and file URL, once; heard once, as a WAV.
+    assert telegram.calls.count("getFile") == 1 and len(telegram.downloads) == 1
+    assert [h["container"] for h in deepgram.heard] == ["wav"]
+    event = await _event(stack, CHAT, update)
+    assert event.payload["text"] == "Ship it on Friday."
+    assert event.payload["transcribed"] is True
+    assert event.payload["stt_provider"] == "deepgram"
+    # The recording is kept beside call audio, as it came.
+    kept = stack.cfg.voice.audio_root() / event.payload["audio"]
+    assert kept.read_bytes() == ship_it
+    # Receipts as for text: queued, then typed.
+    await eventually(lambda: len(telegram.reactions) == 2)
+    # check_messages (MCP) says the words were heard, not typed.
+    [message] = (await call_tool(stack, agent, "check_messages"))["messages"]
+    assert message["text"] == "Ship it on Friday." and message["transcribed"] is True
 
 
 async def test_offline_the_local_recognizer_hears_a_telegram_voice_note_within_a_grammar(
@@ -157,9 +183,7 @@ async def test_offline_the_local_recognizer_hears_a_telegram_voice_note_within_a
     async with telegram_stack(
         temporal_env, tmp_path, telegram, agent, offline(tmp_path, grammar)
     ) as stack:
-        target, out = recorder(tmux, tmp_path, "rec")
-        await register(stack, agent, tmux, target)
-        await connected(stack)
+        out = await telegram_pane(stack, agent, tmux, tmp_path)
 
         update = telegram.human_sends_voice(CHAT, await voice_note("run the tests"))
 
@@ -184,13 +208,9 @@ async def test_a_strangers_voice_note_is_rejected_without_being_fetched_or_trans
 ):
     stranger = 999
     channels = {f"telegram:{CHAT}": agent, f"telegram:{stranger}": agent}
+    voice = with_deepgram(tmp_path, deepgram)
     async with telegram_stack(
-        temporal_env,
-        tmp_path,
-        telegram,
-        agent,
-        with_deepgram(tmp_path, deepgram),
-        with_telegram(telegram, agent, channels=channels),
+        temporal_env, tmp_path, telegram, agent, voice, channels=channels
     ) as stack:
         await connected(stack)
 
@@ -220,9 +240,7 @@ async def test_a_voice_note_no_provider_can_hear_is_answered_and_recorded_not_ty
         update={"stt": STTConfig(grammar=tmp_path / "missing.gram")}
     )
     async with telegram_stack(temporal_env, tmp_path, telegram, agent, voice) as stack:
-        target, out = recorder(tmux, tmp_path, "rec")
-        await register(stack, agent, tmux, target)
-        await connected(stack)
+        out = await telegram_pane(stack, agent, tmux, tmp_path)
         deepgram.fail_next(500)  # Deepgram is down; the local recognizer cannot start
 
         update = telegram.human_sends_voice(CHAT, await voice_note("deploy to staging"))
@@ -245,33 +263,26 @@ async def test_a_voice_note_no_provider_can_hear_is_answered_and_recorded_not_ty
 
 
 async def test_a_voice_note_delivered_twice_is_one_event_heard_once_and_typed_once(
-    temporal_env,
-    tmp_path: Path,
+    deepgram_chat: tuple[Stack, Path],
     telegram: FakeTelegram,
     deepgram: FakeDeepgram,
     agent: str,
-    tmux: Tmux,
     ship_it: bytes,
 ):
-    async with telegram_stack(
-        temporal_env, tmp_path, telegram, agent, with_deepgram(tmp_path, deepgram)
-    ) as stack:
-        target, out = recorder(tmux, tmp_path, "rec")
-        await register(stack, agent, tmux, target)
-        await connected(stack)
-        deepgram.transcripts.extend(["ship it on friday", "again"])
+    stack, out = deepgram_chat
+    deepgram.transcripts.extend(["ship it on friday", "again"])
 
-        update = telegram.human_sends_voice(CHAT, ship_it)
-        prefix = b"[telegram:456 from Alice, voice note transcribed] "
-        await eventually(lambda: out.read_bytes() == prefix + b"ship it on friday\r")
-        telegram.deliver(update)  # Telegram sends it again, as after a restart
-        telegram.human_says(CHAT, "after")
-        await eventually(lambda: out.read_bytes().endswith(b"after\r"))
+    update = telegram.human_sends_voice(CHAT, ship_it)
+    prefix = b"[telegram:456 from Alice, voice note transcribed] "
+    await eventually(lambda: out.read_bytes() == prefix + b"ship it on friday\r")
+    telegram.deliver(update)  # Telegram sends it again, as after a restart
+    telegram.human_says(CHAT, "after")
+    await eventually(lambda: out.read_bytes().endswith(b"after\r"))
 
-        assert out.read_bytes() == prefix + b"ship it on friday\r[telegram:456 from Alice] after\r"
-        assert len(deepgram.heard) == 1 and len(telegram.downloads) == 1
-        events = await stack.store.events_after(agent, None, 100)
-        assert [e.payload["text"] for e in events] == ["ship it on friday", "after"]
+    assert out.read_bytes() == prefix + b"ship it on friday\r[telegram:456 from Alice] after\r"
+    assert len(deepgram.heard) == 1 and len(telegram.downloads) == 1
+    events = await stack.store.events_after(agent, None, 100)
+    assert [e.payload["text"] for e in events] == ["ship it on friday", "after"]
 
 
 async def test_a_voice_note_over_ten_minutes_is_refused_before_download(
@@ -296,6 +307,77 @@ async def test_a_voice_note_over_ten_minutes_is_refused_before_download(
         assert telegram.downloads == [] and deepgram.heard == []
 
 
+async def test_while_a_voice_note_is_heard_other_chats_go_on_and_telegram_keeps_it_until_kept(
+    temporal_env,
+    tmp_path: Path,
+    telegram: FakeTelegram,
+    deepgram: FakeDeepgram,
+    agent: str,
+    tmux: Tmux,
+    ship_it: bytes,
+):
+    group = -100123  # Alice writes in a group mapped to the same agent, too
+    channels = {f"telegram:{CHAT}": agent, f"telegram:{group}": agent}
+    voice = with_deepgram(tmp_path, deepgram)
+    async with telegram_stack(
+        temporal_env, tmp_path, telegram, agent, voice, channels=channels
+    ) as stack:
+        out = await telegram_pane(stack, agent, tmux, tmp_path)
+        deepgram.transcripts.append("ship it on friday")
+        deepgram.hold = asyncio.Event()  # Deepgram takes as long as the test likes
+        try:
+            note = telegram.human_sends_voice(CHAT, ship_it)
+            await eventually(lambda: deepgram.heard)  # being heard now
+            after = telegram.human_says(CHAT, "and tag it")
+            elsewhere = b"[telegram:-100123 from Alice] build is green\r"
+            telegram.human_says(group, "build is green", user_id=CHAT, chat_type="group")
+
+            # The poll went on: another chat's message is typed while the note is heard.
+            await typed(out, elsewhere)
+            # The note is not kept yet, so Telegram was never told to forget it, and the text
+            # after it in its chat waits behind it.
+            assert all(o is None or o <= note["update_id"] for o in telegram.offsets)
+            assert note["update_id"] in [u["update_id"] for u in telegram.updates]
+            assert await stack.store.get_event(_event_id(CHAT, note)) is None
+            assert await stack.store.get_event(_event_id(CHAT, after)) is None
+        finally:
+            deepgram.hold.set()
+
+        # Then the note and the text after it, in the order the human sent them.
+        await typed(
+            out,
+            elsewhere
+            + b"[telegram:456 from Alice, voice note transcribed] ship it on friday\r"
+            + b"[telegram:456 from Alice] and tag it\r",
+        )
+        # Kept, so confirmed: the poll's offset moves past both.
+        await eventually(lambda: (telegram.offsets[-1] or 0) > after["update_id"])
+
+
+async def test_a_voice_note_not_kept_comes_again_and_the_text_after_it_does_not_overtake_it(
+    deepgram_chat: tuple[Stack, Path],
+    telegram: FakeTelegram,
+    deepgram: FakeDeepgram,
+    agent: str,
+    ship_it: bytes,
+):
+    stack, out = deepgram_chat
+    deepgram.transcripts.append("ship it on friday")
+    telegram.fail_next("getFile", 500)  # the note cannot be fetched this time: not kept
+
+    telegram.human_sends_voice(CHAT, ship_it)
+    telegram.human_says(CHAT, "and tag it")
+
+    await typed(
+        out,
+        b"[telegram:456 from Alice, voice note transcribed] ship it on friday\r"
+        b"[telegram:456 from Alice] and tag it\r",
+    )
+    assert telegram.calls.count("getFile") == 2 and len(deepgram.heard) == 1
+    events = await stack.store.events_after(agent, None, 10)
+    assert [e.payload["text"] for e in events] == ["ship it on friday", "and tag it"]
+
+
 # ---- WhatsApp (Meta's Cloud API) -----------------------------------------------------------------
 
 
@@ -306,12 +388,23 @@ async def meta() -> AsyncIterator[FakeWhatsAppCloud]:
         yield fake
 
 
+def webhook_stack(
+    temporal_env: Any,
+    tmp_path: Path,
+    voice: VoiceConfig,
+    configure: Callable[[int], Callable[[Config], Config]],
+) -> tuple[Any, int]:
+    """A stack whose gateway takes webhooks on a free port (``configure(port)`` says so)."""
+    port = free_port()
+    stack = running_stack(temporal_env.client, tmp_path, voice=voice, configure=configure(port))
+    return stack, port
+
+
 def whatsapp_stack(
     temporal_env: Any, tmp_path: Path, meta: FakeWhatsAppCloud, agent: str, voice: VoiceConfig
 ) -> tuple[Any, Hook]:
-    port = free_port()
-    stack = running_stack(
-        temporal_env.client, tmp_path, voice=voice, configure=with_cloud(meta, agent, port)
+    stack, port = webhook_stack(
+        temporal_env, tmp_path, voice, lambda port: with_cloud(meta, agent, port)
     )
     return stack, Hook(meta, port)
 
@@ -431,3 +524,166 @@ async def test_a_whatsapp_voice_note_meta_cannot_serve_now_is_not_acknowledged(
             out,
             f"[whatsapp:{ALICE} from Alice, voice note transcribed] ship it on friday\r".encode(),
         )
+
+
+# ---- WhatsApp and SMS through Twilio -------------------------------------------------------------
+
+# A photo's first bytes: enough for a content type the webhook calls image/jpeg.
+PHOTO = b"\xff\xd8\xff\xe0" + b"\0" * 64
+
+
+@pytest.fixture
+async def twilio() -> AsyncIterator[FakeTwilio]:
+    fake = FakeTwilio()
+    async with fake.server:
+        yield fake
+
+
+def twilio_stack(
+    temporal_env: Any, tmp_path: Path, twilio: FakeTwilio, agent: str, voice: VoiceConfig
+) -> tuple[Any, Hooks]:
+    stack, port = webhook_stack(
+        temporal_env, tmp_path, voice, lambda port: with_twilio(twilio, agent, port)
+    )
+    return stack, Hooks(twilio, port)
+
+
+@pytest.mark.parametrize("flavour", ["whatsapp", "sms"])
+async def test_offline_a_voice_note_through_twilio_is_fetched_heard_and_typed_as_transcribed(
+    temporal_env,
+    tmp_path: Path,
+    twilio: FakeTwilio,
+    agent: str,
+    tmux: Tmux,
+    grammar: Path,
+    flavour: str,
+):
+    running, hooks = twilio_stack(temporal_env, tmp_path, twilio, agent, offline(tmp_path, grammar))
+    async with running as stack:
+        target, out = recorder(tmux, tmp_path, "rec")
+        await twilio_register(stack, agent, tmux, target)
+        note = await voice_note("deploy to staging")
+        form = twilio.incoming(
+            ALICE, "", whatsapp=flavour == "whatsapp", media=[(note, "audio/ogg")]
+        )
+        twilio.media_failures.append(503)  # Twilio stumbles once: asked again, not refused
+
+        answer = await hooks.post(flavour, form)
+
+        # Answered only once heard and durable, with nothing to say to the human.
+        assert answer.status_code == 200 and "<Message>" not in answer.text
+        event = await stack.store.get_event(provider_event_id(flavour, ALICE, form["MessageSid"]))
+        assert event is not None and event.status != "rejected", event
+        assert event.payload["transcribed"] is True and event.payload["stt_provider"] == "local"
+        # The media URL was asked with the account's credentials (twice: it failed once); the
+        # CDN it redirects to got the file's request without them.
+        [media_sid] = twilio.media
+        assert twilio.media_asked == [(media_sid, True), (media_sid, True)]
+        [download] = twilio.cdn_requests
+        assert "authorization" not in download
+        assert (stack.cfg.voice.audio_root() / event.payload["audio"]).read_bytes() == note
+        await typed(
+            out,
+            f"[{flavour}:{ALICE} from {ALICE}, voice note transcribed] deploy to staging\r".encode(),
+        )
+        [message] = (await stack.call("check_messages", agent_id=agent))["messages"]
+        assert message["payload"]["transcribed"] is True
+        assert message["payload"]["text"] == "deploy to staging"
+        # Twilio posts the webhook again: one event, not fetched nor heard twice.
+        assert (await hooks.post(flavour, form)).status_code == 200
+        assert len(twilio.media_asked) == 2 and len(twilio.cdn_requests) == 1
+        assert [e.id for e in await stack.store.events_after(agent, None, 10)] == [event.id]
+
+
+async def test_a_twilio_voice_note_that_cannot_be_fetched_or_heard_is_answered_and_recorded(
+    temporal_env, tmp_path: Path, twilio: FakeTwilio, agent: str, tmux: Tmux
+):
+    # The local recognizer cannot start (its grammar is missing): nothing can hear a note.
+    voice = VoiceConfig(audio_dir=tmp_path / "audio", stt=STTConfig(grammar=tmp_path / "no.gram"))
+    running, hooks = twilio_stack(temporal_env, tmp_path, twilio, agent, voice)
+    async with running as stack:
+        target, out = recorder(tmux, tmp_path, "rec")
+        await twilio_register(stack, agent, tmux, target)
+        note = await voice_note("run the tests")
+
+        gone = twilio.incoming(ALICE, "", whatsapp=True, media=[(note, "audio/ogg")])
+        twilio.media.clear()  # deleted from the account before we asked
+        down = twilio.incoming(ALICE, "", whatsapp=True, media=[(note, "audio/ogg")])
+        unheard = twilio.incoming(ALICE, "", whatsapp=True, media=[(note, "audio/ogg")])
+        answers = [await hooks.post("whatsapp", gone)]
+        twilio.media_failures.extend([500, 500, 500])  # Twilio keeps failing
+        answers.append(await hooks.post("whatsapp", down))
+        answers.append(await hooks.post("whatsapp", unheard))
+
+        reasons = [
+            "Twilio would not hand it over (404)",
+            "Twilio could not hand it over (Twilio answered 500)",
+            "local:",
+        ]
+        for form, answer, reason in zip([gone, down, unheard], answers, reasons, strict=True):
+            # Answered in the webhook's TwiML, with the reason.
+            assert answer.status_code == 200
+            assert f"Could not transcribe your voice note: {reason}" in answer.text, answer.text
+            assert "Please send it as text." in answer.text
+            assert twilio.auth_token not in answer.text
+            event = await stack.store.get_event(
+                provider_event_id("whatsapp", ALICE, form["MessageSid"])
+            )
+            assert event is not None and event.status == "rejected" and event.agent_id == agent
+            assert (event.error or "").startswith(f"voice note not transcribed: {reason}")
+            assert event.payload["text"] == "[voice note, not transcribed]"
+        # Gone is asked once; a failing Twilio three times; the third note was fetched and kept.
+        assert len(twilio.media_asked) == 1 + 3 + 1
+        kept = await stack.store.get_event(
+            provider_event_id("whatsapp", ALICE, unheard["MessageSid"])
+        )
+        assert kept is not None and (stack.cfg.voice.audio_root() / kept.payload["audio"]).is_file()
+        # Nothing was typed for them: the next text is the pane's first line.
+        await hooks.post("whatsapp", twilio.incoming(ALICE, "sent it as text", whatsapp=True))
+        await typed(out, f"[whatsapp:{ALICE} from {ALICE}] sent it as text\r".encode())
+
+
+async def test_a_photo_through_twilio_is_answered_and_not_typed_and_its_caption_is(
+    temporal_env, tmp_path: Path, twilio: FakeTwilio, agent: str, tmux: Tmux, grammar: Path
+):
+    running, hooks = twilio_stack(temporal_env, tmp_path, twilio, agent, offline(tmp_path, grammar))
+    async with running as stack:
+        target, out = recorder(tmux, tmp_path, "rec")
+        await twilio_register(stack, agent, tmux, target)
+
+        photo = twilio.incoming(ALICE, "", whatsapp=True, media=[(PHOTO, "image/jpeg")])
+        answer = await hooks.post("whatsapp", photo)
+
+        assert answer.status_code == 200
+        assert (
+            "<Message>Only text and voice notes reach the agent: this image was not passed on. "
+            "Please send it as text.</Message>"
+        ) in answer.text
+        assert (
+            await stack.store.get_event(provider_event_id("whatsapp", ALICE, photo["MessageSid"]))
+            is None
+        )
+        # With words, over MMS: the words reach the agent, which is told a photo came too.
+        captioned = twilio.incoming(ALICE, "the error on screen", media=[(PHOTO, "image/png")])
+        answer = await hooks.post("sms", captioned)
+        assert answer.status_code == 200 and "<Message>" not in answer.text
+        await typed(
+            out, f"[sms:{ALICE} from {ALICE}] [image not passed on] the error on screen\r".encode()
+        )
+        assert twilio.media_asked == []  # a photo is never downloaded
+
+
+async def test_a_strangers_voice_note_through_twilio_is_never_fetched(
+    temporal_env, tmp_path: Path, twilio: FakeTwilio, agent: str, grammar: Path, ship_it: bytes
+):
+    running, hooks = twilio_stack(temporal_env, tmp_path, twilio, agent, offline(tmp_path, grammar))
+    async with running as stack:
+        form = twilio.incoming(STRANGER, "", whatsapp=True, media=[(ship_it, "audio/ogg")])
+        answer = await hooks.post("whatsapp", form)
+
+        assert answer.status_code == 200 and "agentcomms pair " in answer.text
+        event = await stack.store.get_event(
+            provider_event_id("whatsapp", STRANGER, form["MessageSid"])
+        )
+        assert event is not None and event.status == "rejected"
+        assert twilio.media_asked == [] and twilio.cdn_requests == []

@@ -26,6 +26,7 @@ from activities.voice import TwilioCallActivities, VoiceActivities
 from agentcomms.config import Config, host_name
 from agentcomms.store import Store
 from agentcomms.trust import DeploymentKey
+from agentcomms.voice.warm import speech_warmed
 from gateway.mailbox import Mailbox
 from gateway.outbox import Outbox
 from workflows.agent import AgentWorkflow, host_task_queue
@@ -99,7 +100,13 @@ def build_workers(
                     twilio_calls.end_twilio_call,
                 ],
                 max_cached_workflows=WORKFLOW_CACHE,
-                plugins=[_closed_at_shutdown(chat)],
+                plugins=[
+                    _closed_at_shutdown(chat),
+                    # The first call would wait for its speech SDKs to load: load them now.
+                    SimplePlugin(
+                        "agentcomms-speech-warm-up", run_context=lambda: speech_warmed(cfg)
+                    ),
+                ],
             )
         )
     return workers

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args
 from pydantic import BaseModel, ConfigDict
 
 if TYPE_CHECKING:
+    import httpx
     from starlette.routing import BaseRoute
 
     from agentcomms.config import Config
@@ -69,6 +70,31 @@ class VoiceNote:
 
 class VoiceNoteRefused(Exception):
     """The provider will not hand over a voice note's audio; the message says why, for the human."""
+
+
+async def read_at_most(response: httpx.Response, max_bytes: int) -> bytes:
+    """A streamed download's body, refused once it passes ``max_bytes`` (a provider's size
+    field may be missing or wrong, so the bytes themselves are counted)."""
+    data = bytearray()
+    async for chunk in response.aiter_bytes():
+        data += chunk
+        if len(data) > max_bytes:
+            raise VoiceNoteRefused(f"it is more than {max_bytes / 1e6:.0f} MB")
+    return bytes(data)
+
+
+def not_passed_on(kind: str) -> str:
+    """The reply to a message with nothing an agent can read (a photo without words)."""
+    return (
+        f"Only text and voice notes reach the agent: this {kind} was not passed on. "
+        "Please send it as text."
+    )
+
+
+def with_unread(kind: str, text: str) -> str:
+    """Words that came with something else (a photo's caption): the agent gets the words and is
+    told that something came with them, rather than it being hidden."""
+    return f"[{kind} not passed on] {text}"
 
 
 class InboundMessage(BaseModel):

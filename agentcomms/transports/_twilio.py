@@ -8,6 +8,12 @@ proxy; a forged or unsigned request gets 403 and nothing is queued. The answer i
 the message is durable (or rejected and recorded); a reply for the sender (a pairing code, a full
 mailbox) rides in the answer as TwiML. Anything else is a 503, and Twilio tries again.
 
+A message's attachments come as ``NumMedia``, ``MediaUrl0…`` and ``MediaContentType0…``. The
+first audio one is a voice note: the gateway fetches it (only for a sender it lets in) from its
+media URL with the account's credentials (HTTP basic auth); Twilio answers with a redirect to a
+short-lived URL of its CDN, which is fetched without them. Other attachments are not passed on:
+a message of nothing else gets a short reply saying only text and voice notes reach the agent.
+
 Sending: ``Messages.create`` from ``from_number``. SMS and WhatsApp have no reactions, so a
 receipt is a short reply, and a billed message: ``receipts`` says which are sent (by default
 only "typed").
@@ -15,6 +21,7 @@ only "typed").
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import Iterator
@@ -41,6 +48,11 @@ from agentcomms.transports import (
     RateLimited,
     ReceiptStage,
     SendRefused,
+    VoiceNote,
+    VoiceNoteRefused,
+    not_passed_on,
+    read_at_most,
+    with_unread,
 )
 
 log = logging.getLogger(__name__)
@@ -58,6 +70,15 @@ RECEIPTS_SENT: dict[str, tuple[ReceiptStage, ...]] = {
     "none": (),
 }
 SIGNATURE_HEADER = "X-Twilio-Signature"
+# A message carries at most ten attachments.
+MAX_MEDIA = 10
+# Twilio does not post a messaging webhook again after an error answer (by default it tries
+# again only when it could not connect), so a voice note Twilio cannot serve for a moment is
+# asked for again here, and one it still cannot serve is answered and recorded, not left to a
+# retry that will not come.
+MEDIA_TRIES = 3
+MEDIA_RETRY_S = 0.5
+MEDIA_TIMEOUT_S = 20.0
 _EMPTY_TWIML = '<?xml version="1.0" encoding="UTF-8"?><Response></Response>'
 
 
@@ -77,6 +98,109 @@ class Flavour:
     def number(self, address: str) -> str:
         """``whatsapp:+15551234567`` → ``+15551234567`` (our chat id); SMS numbers are as is."""
         return address.removeprefix(self.address_prefix)
+
+
+@dataclass(frozen=True)
+class Attachment:
+    """One of a message's media items, as the webhook lists it."""
+
+    url: str
+    content_type: str
+
+    @property
+    def kind(self) -> str:
+        """What the human would call it, in a reply: image, video, audio or file."""
+        major = self.content_type.partition("/")[0]
+        return major if major in ("image", "video", "audio") else "file"
+
+
+def attachments(form: dict[str, str]) -> list[Attachment]:
+    """``NumMedia`` items of ``MediaUrlN`` and ``MediaContentTypeN``."""
+    count = form.get("NumMedia", "0")
+    return [
+        Attachment(form[f"MediaUrl{i}"], form.get(f"MediaContentType{i}", "").lower())
+        for i in range(min(int(count), MAX_MEDIA) if count.isdigit() else 0)
+        if form.get(f"MediaUrl{i}")
+    ]
+
+
+def _kinds(unread: list[Attachment]) -> str:
+    return " and ".join(dict.fromkeys(a.kind for a in unread))
+
+
+class _NotNow(Exception):
+    """Twilio could not serve a medium this time; asking again may work."""
+
+
+def _credentials_go_to(url: str, base_url: str | None) -> bool:
+    """The account's credentials are sent to Twilio's API only (or to the configured base_url):
+    a media URL arrives in a signed webhook, but a secret goes only where it belongs."""
+    target = httpx.URL(url)
+    if base_url:
+        base = httpx.URL(base_url)
+        if (target.scheme, target.host, target.port) == (base.scheme, base.host, base.port):
+            return True
+    return target.scheme == "https" and (
+        target.host == "twilio.com" or target.host.endswith(".twilio.com")
+    )
+
+
+def _media_refusal(response: httpx.Response, provider: str, *, credentials: bool) -> None:
+    """Gone, or not ours, is for good; a 5xx, a timeout or a rate limit may pass."""
+    if response.is_success:
+        return
+    status = response.status_code
+    if status in (401, 403) and credentials:
+        log.warning(
+            "%s: Twilio refused the account's credentials for a voice note (%s): check "
+            "chat.%s.account_sid and chat.%s.auth_token",
+            provider,
+            status,
+            provider,
+            provider,
+        )
+    if 400 <= status < 500 and status not in (408, 429):
+        raise VoiceNoteRefused(f"Twilio would not hand it over ({status})")
+    raise _NotNow(f"Twilio answered {status}")
+
+
+async def _download(section: TwilioMessagingConfig, provider: str, url: str, limit: int) -> bytes:
+    if section.account_sid is None or section.auth_token is None:
+        log.warning("%s: a voice note came, but chat.%s.account_sid is not set", provider, provider)
+        raise VoiceNoteRefused("this gateway has no Twilio account to fetch it with")
+    if not _credentials_go_to(url, section.base_url):
+        raise VoiceNoteRefused(f"its address is not Twilio's ({httpx.URL(url).host})")
+    auth = (section.account_sid, section.auth_token.get_secret_value())
+    try:
+        async with httpx.AsyncClient(timeout=MEDIA_TIMEOUT_S) as client:
+            async with client.stream("GET", url, auth=auth) as asked:
+                if not asked.is_redirect:
+                    _media_refusal(asked, provider, credentials=True)
+                    return await read_at_most(asked, limit)
+                location = asked.url.join(asked.headers.get("location", ""))
+            # The redirect is to a short-lived, signed URL of Twilio's CDN: no credentials.
+            async with client.stream("GET", location) as served:
+                _media_refusal(served, provider, credentials=False)
+                return await read_at_most(served, limit)
+    except httpx.HTTPError as exc:
+        raise _NotNow(f"Twilio did not answer: {type(exc).__name__}") from exc
+
+
+def voice_note(section: TwilioMessagingConfig, provider: str, media: Attachment) -> VoiceNote:
+    """An audio attachment, to fetch from Twilio when the gateway wants it."""
+
+    async def fetch(max_bytes: int) -> bytes:
+        problem = ""
+        for attempt in range(MEDIA_TRIES):
+            if attempt:
+                await asyncio.sleep(MEDIA_RETRY_S * 2 ** (attempt - 1))
+            try:
+                return await _download(section, provider, media.url, max_bytes)
+            except _NotNow as exc:
+                problem = str(exc)
+        raise VoiceNoteRefused(f"Twilio could not hand it over ({problem})")
+
+    return VoiceNote(fetch=fetch, content_type=media.content_type or "audio/ogg")
 
 
 def twiml(reply: str | None) -> Response:
@@ -135,14 +259,26 @@ class TwilioReceiver:
         sender = self._flavour.number(form.get("From", ""))
         if not sender or "MessageSid" not in form:
             return PlainTextResponse("not a Twilio message", 400)
+        media = attachments(form)
+        audio = next((m for m in media if m.kind == "audio"), None)
+        unread = [m for m in media if m is not audio]
+        text = form.get("Body", "")
+        if unread:
+            if audio is None and not text.strip():
+                # Nothing an agent can read: the answer says so, and nothing is queued.
+                log.info("%s: %s had only %s", self._flavour.name, sender, _kinds(unread))
+                return twiml(not_passed_on(_kinds(unread)))
+            text = with_unread(_kinds(unread), text).rstrip()
+        name = self._flavour.name
         message = InboundMessage(
-            provider=self._flavour.name,
+            provider=name,
             chat_id=sender,
             message_id=form["MessageSid"],
             sender_id=sender,
             sender_name=form.get("ProfileName") or sender,
-            text=form.get("Body", ""),
+            text=text,
             chat_type="private",
+            voice=voice_note(self._section, name, audio) if audio is not None else None,
         )
         try:
             result = await self._sink.accept(message)

@@ -48,7 +48,10 @@ from agentcomms.transports import (
     SendRefused,
     VoiceNote,
     VoiceNoteRefused,
+    not_passed_on,
+    read_at_most,
     typed_with_note,
+    with_unread,
 )
 
 log = logging.getLogger(__name__)
@@ -94,8 +97,7 @@ def _text_of(message: dict[str, Any]) -> str | None:
         chosen = body.get("button_reply") or body.get("list_reply") or {}
         return chosen.get("title") or None
     if kind in _MEDIA_WITH_CAPTION and body.get("caption"):
-        # The words reach the agent; that something came with them is said, not hidden.
-        return f"[{kind} not passed on] {body['caption']}"
+        return with_unread(kind, body["caption"])
     return None
 
 
@@ -147,12 +149,7 @@ def voice_note(section: WhatsAppConfig, audio: dict[str, Any]) -> VoiceNote:
             # Meta's media URL wants the same bearer token (and expires within minutes).
             async with client.stream("GET", str(media["url"]), headers=headers) as response:
                 _media_refusal(response)
-                data = bytearray()
-                async for chunk in response.aiter_bytes():
-                    data += chunk
-                    if len(data) > max_bytes:
-                        raise VoiceNoteRefused(f"it is more than {max_bytes / 1e6:.0f} MB")
-        return bytes(data)
+                return await read_at_most(response, max_bytes)
 
     return VoiceNote(fetch=fetch, content_type=str(audio.get("mime_type") or "audio/ogg"))
 
@@ -173,10 +170,7 @@ def _not_passed_on(message: dict[str, Any]) -> str | None:
     kind = message.get("type") or "message"
     if kind in _IGNORED_TYPES:
         return None
-    return (
-        f"Only text and voice notes reach the agent: this {kind} was not passed on. "
-        "Please send it as text."
-    )
+    return not_passed_on(kind)
 
 
 class CloudReceiver:

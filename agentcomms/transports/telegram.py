@@ -3,7 +3,9 @@
 Receiving: ``getUpdates`` is asked for what came after the last update handled, and an update
 counts as handled only once the gateway kept it (posted to a mailbox, or rejected and recorded):
 an update in flight when the gateway stops is delivered again by Telegram after a restart, and
-its event id (derived from the chat and message id) makes it the same event. In webhook mode,
+its event id (derived from the chat and message id) makes it the same event. Updates are handled
+side by side, each chat's in order, so a voice note being heard holds up only its own chat, never
+the poll (see :mod:`agentcomms.transports._updates_in_hand`). In webhook mode,
 Telegram posts each update to ``server.public_url`` + ``/webhooks/telegram`` with the secret
 token in ``X-Telegram-Bot-Api-Secret-Token``; the answer is 200 only once the update was kept.
 
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hmac
 import logging
 import warnings
@@ -56,6 +59,7 @@ from agentcomms.transports import (
     VoiceNoteRefused,
     typed_with_note,
 )
+from agentcomms.transports._updates_in_hand import Item, UpdatesInHand
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +69,10 @@ SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 TELEGRAM_API = "https://api.telegram.org"
 MAX_TEXT = 4096
 POLL_TIMEOUT_S = 25
+# While updates are in hand, how often the poll asks again (each answer is immediate then).
+BUSY_POLL_S = 0.5
+# Updates handled at once; newer ones wait in Telegram and are sent again.
+MAX_IN_HAND = 100
 RECONNECT_FIRST_S = 1.0
 RECONNECT_CAP_S = 30.0
 # Receipts, as reactions on the human's message (from the emoji Telegram allows for them).
@@ -143,6 +151,11 @@ def inbound(message: Message) -> InboundMessage | None:
     )
 
 
+def _chat_of(update: Update) -> int | None:
+    """Whose order an update keeps: its chat's (updates of no chat need none)."""
+    return update.message.chat.id if update.message is not None else None
+
+
 class TelegramReceiver:
     def __init__(self, cfg: Config, sink: InboundSink) -> None:
         self._section = cfg.chat.telegram
@@ -150,7 +163,7 @@ class TelegramReceiver:
         self._sink = sink
         self._bot = make_bot(self._section)
         self._task: asyncio.Task[None] | None = None
-        self._offset: int | None = None
+        self._in_hand = UpdatesInHand(most=MAX_IN_HAND)
         self.status = LinkStatus("connecting")
 
     @property
@@ -225,15 +238,26 @@ class TelegramReceiver:
         # getUpdates is refused while a webhook is set; pending updates are kept.
         await self._bot.delete_webhook(drop_pending_updates=False)
         self._set("connected")
-        while True:
-            updates = await self._bot.get_updates(
-                offset=self._offset, timeout=POLL_TIMEOUT_S, allowed_updates=list(ALLOWED_UPDATES)
-            )
-            self._set("connected")
-            yield
-            for update in updates:
-                await self._handle(update)  # raises when not kept: the update comes again
-                self._offset = update.update_id + 1
+        try:
+            while True:
+                updates = await self._bot.get_updates(
+                    offset=self._in_hand.offset,
+                    timeout=POLL_TIMEOUT_S,
+                    allowed_updates=list(ALLOWED_UPDATES),
+                )
+                self._set("connected")
+                yield
+                self._in_hand.raise_failure()  # not kept: let go, and poll again from it
+                new = self._in_hand.take(
+                    Item(u.update_id, _chat_of(u), functools.partial(self._handle, u))
+                    for u in updates
+                )
+                if not new and self._in_hand.busy:
+                    # Telegram answers at once while an update is in hand (it sends it again),
+                    # so the poll waits a moment, or until one is kept, before asking again.
+                    await self._in_hand.settle(BUSY_POLL_S)
+        finally:
+            await self._in_hand.let_go()
 
     def _set(self, state: Any, error: str | None = None) -> None:
         if state != self.status.state or error != self.status.error:

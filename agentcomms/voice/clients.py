@@ -4,9 +4,9 @@ provider's), and turns the provider's HTTP errors into what they mean for the ch
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
@@ -72,3 +72,11 @@ async def openai_client(account: Account) -> AsyncIterator[AsyncOpenAI]:
         raise refusal("OpenAI", account, exc.status_code, None) from None
     finally:
         await client.close()
+
+
+# Each account's client, by the name the config gives the provider.
+CLIENTS: dict[str, Callable[[Account], AbstractAsyncContextManager[Any]]] = {
+    "deepgram": deepgram_client,
+    "elevenlabs": elevenlabs_client,
+    "openai": openai_client,
+}

@@ -8,6 +8,9 @@ section's provider, else its account's (``voice.elevenlabs.api_key``…): one ke
 
 from __future__ import annotations
 
+import functools
+import importlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, Self
 
@@ -81,6 +84,16 @@ def provider_chain(cfg: Config, direction: Direction) -> list[str]:
     return [*chain, LOCAL]
 
 
+def provider_class(table: Mapping[str, str], name: str, what: str) -> Any:
+    """The class ``table`` names for provider ``name`` (``"module:Class"``), its module (and so its
+    SDK) imported only now: a process that never speaks through a provider never loads it."""
+    where = table.get(name)
+    if where is None:
+        raise ProviderUnavailable(f"no {what} provider {name!r}; known: {', '.join(KNOWN)}")
+    module, _, cls = where.partition(":")
+    return getattr(importlib.import_module(module), cls)
+
+
 def setting(section: TTSConfig | STTConfig, field: str, name: str, own: str) -> str:
     """A voice or model from the config, for provider `name`. The section's voice and model belong
     to its provider, and its defaults name ElevenLabs' voice and Deepgram's model: any other
@@ -98,6 +111,9 @@ class CloudProvider:
     name: ClassVar[str]  # as the config names it
     direction: ClassVar[Direction]
     default_model: ClassVar[str]
+    # What a call reaches on the SDK's client ("speak.v1.audio"): the SDK builds these lazily,
+    # importing their modules, so warming up touches them once.
+    uses: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, account: Account, *, model: str) -> None:
         self.account = account
@@ -106,6 +122,14 @@ class CloudProvider:
     @classmethod
     def from_config(cls, cfg: Config) -> Self:
         return cls(require_account(cfg, cls.direction, cls.name), **cls.settings(cfg))
+
+    async def warm(self) -> None:
+        """Load the SDK and build its client as a call would, sending nothing."""
+        from agentcomms.voice.clients import CLIENTS
+
+        async with CLIENTS[self.name](self.account) as client:
+            for path in self.uses:
+                functools.reduce(getattr, path.split("."), client)
 
     @classmethod
     def settings(cls, cfg: Config) -> dict[str, str]:

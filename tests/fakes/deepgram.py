@@ -4,6 +4,7 @@ speech (`/v1/speak`, a WAV said by espeak-ng so it is real audio) and prerecorde
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 from starlette.requests import Request
@@ -33,6 +34,9 @@ class FakeDeepgram(FakeAPI):
         self.heard: list[dict[str, str]] = []  # each listen request's model, language
         self.transcripts: list[str] = []  # what the next transcriptions answer
         self.authorizations: list[str | None] = []  # the Authorization header of every request
+        # A slow Deepgram: with ``hold`` set to an unset event, each transcription answers only
+        # once the test sets it.
+        self.hold: asyncio.Event | None = None
 
     def _refusal(self, request: Request) -> JSONResponse | None:
         authorization = request.headers.get("authorization")
@@ -79,6 +83,8 @@ class FakeDeepgram(FakeAPI):
                 "container": container,
             }
         )
+        if self.hold is not None:
+            await self.hold.wait()
         text = self.transcripts.pop(0) if self.transcripts else ""
         words = [
             {

@@ -55,6 +55,7 @@ class FakeTelegram:
         self.sent: list[dict[str, Any]] = []
         self.reactions: list[dict[str, Any]] = []
         self.calls: list[str] = []
+        self.offsets: list[int | None] = []  # each getUpdates' offset, in order
         self.webhook: dict[str, Any] | None = None
         self.known_chats: set[int] = set()
         self.files: dict[str, bytes] = {}  # file_id -> content
@@ -219,6 +220,7 @@ class FakeTelegram:
         if self.webhook is not None:
             return _error(409, "Conflict: can't use getUpdates method while webhook is active")
         offset = params.get("offset")
+        self.offsets.append(offset)
         if offset is not None:  # confirms every update before it
             self.updates = [u for u in self.updates if u["update_id"] >= offset]
         deadline = time.monotonic() + float(params.get("timeout") or 0)

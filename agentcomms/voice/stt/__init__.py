@@ -7,13 +7,12 @@ from typing import Protocol
 
 from agentcomms.config import Config
 from agentcomms.voice.providers import (
-    KNOWN,
     LOCAL,
     Account,
     CloudProvider,
-    ProviderUnavailable,
     language_code,
     provider_chain,
+    provider_class,
 )
 
 
@@ -49,21 +48,15 @@ def stt_chain(cfg: Config) -> list[str]:
     return provider_chain(cfg, "stt")
 
 
+# Each provider's class, by the name the config gives it.
+PROVIDERS: dict[str, str] = {
+    LOCAL: "agentcomms.voice.stt.local:SphinxRecognizer",
+    "deepgram": "agentcomms.voice.stt.deepgram:DeepgramRecognizer",
+    "elevenlabs": "agentcomms.voice.stt.elevenlabs:ElevenLabsRecognizer",
+    "openai": "agentcomms.voice.stt.openai:OpenAIRecognizer",
+}
+
+
 def stt_provider(name: str, cfg: Config) -> Recognizer:
-    if name == LOCAL:
-        from agentcomms.voice.stt.local import SphinxRecognizer
-
-        return SphinxRecognizer(grammar=cfg.voice.stt.grammar)
-    if name == "deepgram":
-        from agentcomms.voice.stt.deepgram import DeepgramRecognizer
-
-        return DeepgramRecognizer.from_config(cfg)
-    if name == "elevenlabs":
-        from agentcomms.voice.stt.elevenlabs import ElevenLabsRecognizer
-
-        return ElevenLabsRecognizer.from_config(cfg)
-    if name == "openai":
-        from agentcomms.voice.stt.openai import OpenAIRecognizer
-
-        return OpenAIRecognizer.from_config(cfg)
-    raise ProviderUnavailable(f"no speech-to-text provider {name!r}; known: {', '.join(KNOWN)}")
+    recognizer: Recognizer = provider_class(PROVIDERS, name, "speech-to-text").from_config(cfg)
+    return recognizer

@@ -10,6 +10,7 @@ from agentcomms.voice.stt import CloudRecognizer
 class DeepgramRecognizer(CloudRecognizer):
     name = "deepgram"
     default_model = "nova-2"
+    uses = ("listen.v1.media",)
 
     @staticmethod
     def language_tag(language: str) -> str:

@@ -10,6 +10,7 @@ from agentcomms.voice.stt import CloudRecognizer, audio_kind
 class ElevenLabsRecognizer(CloudRecognizer):
     name = "elevenlabs"
     default_model = "scribe_v1"
+    uses = ("speech_to_text",)
 
     async def transcribe(self, audio: bytes, content_type: str) -> str:
         async with elevenlabs_client(self.account) as client:

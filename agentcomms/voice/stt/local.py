@@ -12,6 +12,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from agentcomms.config import Config
 from agentcomms.voice.stt import audio_kind
 from agentcomms.voice.tts import ProviderUnavailable
 
@@ -27,6 +28,14 @@ _decoders_lock = threading.Lock()
 class SphinxRecognizer:
     def __init__(self, *, grammar: Path | None = None) -> None:
         self.grammar = grammar.expanduser() if grammar else None
+
+    @classmethod
+    def from_config(cls, cfg: Config) -> SphinxRecognizer:
+        return cls(grammar=cfg.voice.stt.grammar)
+
+    async def warm(self) -> None:
+        """Load the model (and the grammar) now, which the first answer would wait for."""
+        await asyncio.to_thread(_decoder, str(self.grammar) if self.grammar else None)
 
     async def transcribe(self, audio: bytes, content_type: str) -> str:
         raw = await to_pcm16(audio, audio_kind(content_type))

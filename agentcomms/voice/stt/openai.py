@@ -9,6 +9,7 @@ from agentcomms.voice.stt import CloudRecognizer, audio_kind
 class OpenAIRecognizer(CloudRecognizer):
     name = "openai"
     default_model = "whisper-1"
+    uses = ("audio.transcriptions",)
 
     async def transcribe(self, audio: bytes, content_type: str) -> str:
         async with openai_client(self.account) as client:

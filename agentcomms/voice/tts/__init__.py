@@ -13,12 +13,14 @@ from agentcomms.voice.providers import (
     CloudProvider,
     ProviderUnavailable,
     provider_chain,
+    provider_class,
     setting,
 )
 
 __all__ = [
     "KNOWN",
     "LOCAL",
+    "PROVIDERS",
     "CloudSpeech",
     "ProviderUnavailable",
     "Speech",
@@ -53,22 +55,15 @@ def tts_chain(cfg: Config) -> list[str]:
     return provider_chain(cfg, "tts")
 
 
+# Each provider's class, by the name the config gives it.
+PROVIDERS: dict[str, str] = {
+    LOCAL: "agentcomms.voice.tts.local:EspeakSpeech",
+    "elevenlabs": "agentcomms.voice.tts.elevenlabs:ElevenLabsSpeech",
+    "deepgram": "agentcomms.voice.tts.deepgram:DeepgramSpeech",
+    "openai": "agentcomms.voice.tts.openai:OpenAISpeech",
+}
+
+
 def tts_provider(name: str, cfg: Config) -> Speech:
-    # Each provider's module (and its SDK) is imported only when a call speaks through it.
-    if name == LOCAL:
-        from agentcomms.voice.tts.local import EspeakSpeech
-
-        return EspeakSpeech.from_config(cfg)
-    if name == "elevenlabs":
-        from agentcomms.voice.tts.elevenlabs import ElevenLabsSpeech
-
-        return ElevenLabsSpeech.from_config(cfg)
-    if name == "deepgram":
-        from agentcomms.voice.tts.deepgram import DeepgramSpeech
-
-        return DeepgramSpeech.from_config(cfg)
-    if name == "openai":
-        from agentcomms.voice.tts.openai import OpenAISpeech
-
-        return OpenAISpeech.from_config(cfg)
-    raise ProviderUnavailable(f"no text-to-speech provider {name!r}; known: {', '.join(KNOWN)}")
+    speech: Speech = provider_class(PROVIDERS, name, "text-to-speech").from_config(cfg)
+    return speech

@@ -11,6 +11,7 @@ class DeepgramSpeech(CloudProvider):
     name = "deepgram"
     direction = "tts"
     default_model = "aura-2-thalia-en"
+    uses = ("speak.v1.audio",)
 
     async def synthesize(self, text: str) -> tuple[bytes, str]:
         async with deepgram_client(self.account) as client:

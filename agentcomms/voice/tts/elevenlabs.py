@@ -29,6 +29,7 @@ _voice_ids: dict[tuple[str, str | None, str], str] = {}
 class ElevenLabsSpeech(CloudSpeech):
     name = "elevenlabs"
     default_model = "eleven_turbo_v2_5"
+    uses = ("text_to_speech", "voices")
     default_voice = "Rachel"
 
     async def synthesize(self, text: str) -> tuple[bytes, str]:

@@ -9,6 +9,7 @@ from agentcomms.voice.tts import CloudSpeech
 class OpenAISpeech(CloudSpeech):
     name = "openai"
     default_model = "gpt-4o-mini-tts"
+    uses = ("audio.speech",)
     default_voice = "alloy"
 
     async def synthesize(self, text: str) -> tuple[bytes, str]:
