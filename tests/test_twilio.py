@@ -9,11 +9,14 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from pydantic import SecretStr
+from starlette.applications import Starlette
 
 from agentcomms.config import Config
 from agentcomms.ids import provider_event_id
+from agentcomms.transports import sms
 from tests.conftest import Tmux
 from tests.fakes.serve import free_port
 from tests.fakes.twilio import OUR_NUMBER, FakeTwilio
@@ -250,3 +253,32 @@ async def test_whatsapp_both_ways(
     assert (
         next(m for m in twilio.sent if m["body"] == "all green")["from"] == f"whatsapp:{OUR_NUMBER}"
     )
+
+
+class Unreachable:
+    """The gateway's intake while Temporal cannot be reached: nothing can be made durable."""
+
+    def __init__(self) -> None:
+        self.offered: list[str] = []
+
+    async def accept(self, message: Any) -> Any:
+        self.offered.append(message.text)
+        raise RuntimeError("Temporal at 127.0.0.1:7233 did not answer (UNAVAILABLE)")
+
+
+async def test_a_message_that_cannot_be_kept_is_answered_so_its_sender_sends_it_again(
+    twilio: FakeTwilio, agent: str
+):
+    # Twilio posts a message once: a 503 would lose it without anyone knowing.
+    cfg = with_twilio(twilio, agent, free_port())(Config())
+    intake = Unreachable()
+    app = Starlette(routes=sms.receiver(cfg, intake).routes())
+    form = twilio.incoming(ALICE, "deploy now")
+    path = "/webhooks/twilio/sms"
+    headers = {"X-Twilio-Signature": twilio.signature(PUBLIC_URL + path, form)}
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app)) as client:
+        answer = await client.post(f"http://gateway{path}", data=form, headers=headers)
+    assert intake.offered == ["deploy now"]
+    assert answer.status_code == 200
+    assert "<Message>Not delivered: agentcomms could not take your message" in answer.text
+    assert "send it again" in answer.text

@@ -6,7 +6,10 @@ Receiving: Twilio posts each message to ``server.public_url`` + the provider's p
 signature is checked against the public URL, not the local one, so it holds behind a tunnel or a
 proxy; a forged or unsigned request gets 403 and nothing is queued. The answer is 200 only once
 the message is durable (or rejected and recorded); a reply for the sender (a pairing code, a full
-mailbox) rides in the answer as TwiML. Anything else is a 503, and Twilio tries again.
+mailbox) rides in the answer as TwiML. Twilio does not post a message again after an error answer
+(by default it tries again only when it could not connect), so a message that could not be kept
+(Temporal unreachable) is answered too, asking the sender to send it again: nothing is lost
+without the sender knowing.
 
 A message's attachments come as ``NumMedia``, ``MediaUrl0…`` and ``MediaContentType0…``. The
 first audio one is a voice note: the gateway fetches it (only for a sender it lets in) from its
@@ -79,6 +82,10 @@ MAX_MEDIA = 10
 MEDIA_TRIES = 3
 MEDIA_RETRY_S = 0.5
 MEDIA_TIMEOUT_S = 20.0
+NOT_KEPT = (
+    "Not delivered: agentcomms could not take your message just now. Please send it again in a "
+    "minute."
+)
 _EMPTY_TWIML = '<?xml version="1.0" encoding="UTF-8"?><Response></Response>'
 
 
@@ -282,9 +289,9 @@ class TwilioReceiver:
         )
         try:
             result = await self._sink.accept(message)
-        except Exception:  # not kept: a non-2xx answer makes Twilio try again
+        except Exception:
             log.exception("%s webhook: %s not kept", self._flavour.name, message.message_id)
-            return PlainTextResponse("not kept, try again", 503)
+            return twiml(NOT_KEPT)
         return twiml(result.reply)
 
 
