@@ -35,7 +35,9 @@ async def host_worker(stack: Stack, host: str) -> AsyncExitStack:
     return workers
 
 
-async def worker_process(stack: Stack, host: str, home: Path) -> asyncio.subprocess.Process:
+async def worker_process(
+    stack: Stack, host: str, home: Path, *options: str
+) -> asyncio.subprocess.Process:
     """`agentcomms worker --host-id HOST`, configured for the stack's Temporal and projection;
     returns once it polls its host's queue."""
     write_config(
@@ -51,7 +53,7 @@ async def worker_process(stack: Stack, host: str, home: Path) -> asyncio.subproc
         },
     )
     process = await asyncio.create_subprocess_exec(
-        AGENTCOMMS, "worker", "--host-id", host, env=env_for(home),
+        AGENTCOMMS, "worker", "--host-id", host, *options, env=env_for(home),
         stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
     )  # fmt: skip
 

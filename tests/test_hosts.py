@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from agentcomms.temporal import last_polls
 from tests.conftest import Tmux
 from tests.stack import eventually, running_stack, typed
 from tests.test_host_down import worker_process
@@ -94,3 +95,29 @@ async def test_each_host_types_for_its_own_agents_and_a_moved_agent_loses_nothin
             await stop(host_one)
             for server in (one, two):
                 server.run("kill-server", check=False)
+
+
+@pytest.mark.timeout(120)
+async def test_a_worker_with_no_shared_types_for_its_host_and_leaves_the_shared_queue(
+    temporal_env, tmux_socket_dir: Path, tmp_path: Path
+):
+    # The stack's own worker (the gateway's machine) polls the shared queue, where calls and
+    # chat sends run and every mailbox starts; the remote machine's worker only its own queue.
+    remote = Tmux(tmux_socket_dir / "remote")
+    async with running_stack(temporal_env.client, tmp_path) as stack:
+        host = f"remote-{stack.agent_id('h')}"
+        worker = await worker_process(stack, host, tmp_path / "home-remote", "--no-shared")
+        try:
+            agent = stack.agent_id("a")
+            pane, out = recorder(remote, tmp_path, "remote")
+            await stack.call(
+                "register", agent_id=agent, target=pane, socket=remote.socket, host=host,
+                submit_delay_ms=0,
+            )  # fmt: skip
+            await stack.call("send", agent_id=agent, message="typed on the remote host")
+            await typed(out, b"typed on the remote host\r")
+            shared = await last_polls(stack.client, stack.cfg.temporal.task_queue)
+            assert shared, "the stack's worker polls the shared queue"
+            assert not [who for who in shared if who.startswith(f"{worker.pid}@")]
+        finally:
+            await stop(worker)

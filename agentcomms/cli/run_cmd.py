@@ -151,27 +151,37 @@ def worker(
             "with `agents register … --host ID` are typed into by this worker only.",
         ),
     ] = None,
+    shared: Annotated[
+        bool,
+        typer.Option(
+            "--shared/--no-shared",
+            help="Also poll the shared queue: phone calls and chat sends. A machine that does not "
+            "share the gateway's agentcomms home takes --no-shared: a call's audio is written "
+            "where the call runs, and the gateway serves it from its own home.",
+        ),
+    ] = True,
 ) -> None:
     """Run only the Temporal worker of this host (for deployments spread over several hosts).
 
-    It polls the shared task queue and this host's own queue, where the mailboxes of agents whose
-    panes live on this host run. Needs a reachable Temporal server (`temporal.address`).
+    It polls this host's own queue, where the mailboxes of agents whose panes live on this host
+    run, and (unless --no-shared) the shared task queue. Needs a reachable Temporal server
+    (`temporal.address`).
     """
     if host_id is not None and not _HOST_ID.fullmatch(host_id):
         fail(f"--host-id {host_id!r}: use 1-64 letters, digits, '.', '_' or '-'")
-    run_async(_worker, _load(), host_id)
+    run_async(_worker, _load(), host_id, shared)
 
 
 # A host id names a task queue (agentcomms-host-<id>) and appears in `agents`.
 _HOST_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 
-async def _worker(cfg: Config, host_id: str | None = None) -> None:
+async def _worker(cfg: Config, host_id: str | None = None, shared: bool = True) -> None:
     from agentcomms.runtime import cancel_and_wait, stop_signals, temporal_and_store, until_stopped
     from workers.main import build_workers, run_workers
 
     async with stop_signals() as stop, temporal_and_store(cfg, embed=False) as rt:
-        workers = build_workers(rt.client, cfg, rt.store, host=host_id)
+        workers = build_workers(rt.client, cfg, rt.store, host=host_id, shared=shared)
         task = asyncio.create_task(run_workers(workers))
         host = host_id or host_name()
         console.print(
