@@ -129,7 +129,7 @@ class Mailbox:
                 raise
         await self._client.start_workflow(
             AgentWorkflow.run,
-            AgentInput(agent_id=agent_id, task_queue=self._task_queue),
+            AgentInput(agent_id=agent_id, task_queue=self._task_queue, patches_first=True),
             id=workflow_id(agent_id),
             task_queue=self._task_queue,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,

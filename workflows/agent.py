@@ -86,6 +86,22 @@ PATCH_DELIVERY_RECORDS = "delivery-records-itself"
 # Patch: the mailbox that typed a chat message asks for its "typed" receipt (before, a gateway
 # watched for it, and one restarted meanwhile never sent it).
 PATCH_TYPED_RECEIPT = "typed-receipt-from-mailbox"
+# Every patch the mailbox checks. A run that says so in its input checks them all in its first
+# activation, before any local activity. Checked later, right after a local activity, a patch
+# can replay differently: a query answered while the activity runs makes the worker complete the
+# workflow task early, so the activity's result (and the check after it) comes in the next task,
+# while a replay, which reads the marker with the first task, sees the check in the first one,
+# before Temporal has told it of the patch (its markers are told per workflow task).
+PATCHES = (
+    PATCH_INDEX_ON_CHANGE,
+    PATCH_TEXTS_OUT_OF_STATE,
+    PATCH_ROW_ON_CHANGE,
+    PATCH_MOVE_ON_REGISTER,
+    PATCH_SMALL_TEXTS_IN_STATE,
+    PATCH_SIGNED_UNREGISTER,
+    PATCH_DELIVERY_RECORDS,
+    PATCH_TYPED_RECEIPT,
+)
 INLINE_TEXT_CHARS = 50_000  # with JSON's worst case, about 300 KB of state
 INLINE_WAITING = 200
 
@@ -136,6 +152,8 @@ class AgentInput(BaseModel):
     agent_id: str
     task_queue: str | None = None  # the queue the starter chose: this host's
     state: AgentState | None = None  # set when continuing-as-new
+    # Started by a starter that knows PATCHES are checked first (runs started before did not).
+    patches_first: bool = False
 
 
 class AgentState(BaseModel):
@@ -157,6 +175,7 @@ class AgentState(BaseModel):
     last_error: str | None = None
     unreachable_since: datetime | None = None
     delivered_count: int = 0
+    patches_first: bool = False  # this run checks every patch in its first activation
 
     @model_validator(mode="before")
     @classmethod
@@ -216,7 +235,12 @@ class AgentWorkflow:
     @workflow.init
     def __init__(self, input: AgentInput) -> None:
         self._s = input.state or AgentState(
-            agent_id=input.agent_id, task_queue=input.task_queue or workflow.info().task_queue
+            agent_id=input.agent_id,
+            task_queue=input.task_queue or workflow.info().task_queue,
+            patches_first=input.patches_first,
+        )
+        self._patches = (
+            {patch: workflow.patched(patch) for patch in PATCHES} if self._s.patches_first else None
         )
         self._seen = set(self._s.seen_ids)
         # The texts of waiting messages this run holds: those it received (its history has them
@@ -236,6 +260,13 @@ class AgentWorkflow:
         self._batch_ms = 0  # typing time spent in the current workflow task
         # Settled events not yet in the projection: written once per batch, not once per message.
         self._unsettled: list[Event] = []
+
+    def _patched(self, patch: str) -> bool:
+        """Whether this run takes the patched path: checked at its start (see PATCHES), or, in
+        runs started before that, where the path forks."""
+        if self._patches is not None:
+            return self._patches[patch]
+        return workflow.patched(patch)
 
     # ---- mailbox -------------------------------------------------------------------------------
 
@@ -278,7 +309,7 @@ class AgentWorkflow:
 
     @workflow.signal
     async def unregister(self, request: Unregister) -> None:
-        if workflow.patched(PATCH_SIGNED_UNREGISTER) and not await self._unregister_checked(
+        if self._patched(PATCH_SIGNED_UNREGISTER) and not await self._unregister_checked(
             request
         ):
             return
@@ -388,7 +419,7 @@ class AgentWorkflow:
             if (
                 reg is not None
                 and self._s.task_queue != host_task_queue(reg.host)
-                and (self._deliverable() or workflow.patched(PATCH_MOVE_ON_REGISTER))
+                and (self._deliverable() or self._patched(PATCH_MOVE_ON_REGISTER))
             ):
                 # The pane lives on another host: continue there, where typing is local.
                 self._s.task_queue = host_task_queue(reg.host)
@@ -440,7 +471,7 @@ class AgentWorkflow:
             await self._settle(
                 event, "delivered", note=note, recorded=outcome is not None and outcome.recorded
             )
-            if _from_chat(event) and workflow.patched(PATCH_TYPED_RECEIPT):
+            if _from_chat(event) and self._patched(PATCH_TYPED_RECEIPT):
                 await self._typed_receipt(event, note)
             await self._end_batch_if_due(reg)
         await self._continue_as_new()
@@ -498,7 +529,7 @@ class AgentWorkflow:
             and len(self._s.waiting) == 1
             and not self._unsettled
             and self._s.status == "online"
-            and workflow.patched(PATCH_DELIVERY_RECORDS)
+            and self._patched(PATCH_DELIVERY_RECORDS)
         )
 
     def _stale_projection(self) -> bool:
@@ -512,12 +543,13 @@ class AgentWorkflow:
 
     async def _continue_as_new(self, *, task_queue: str | None = None) -> None:
         self._continuing = True
-        if workflow.patched(PATCH_TEXTS_OUT_OF_STATE):
+        if self._patched(PATCH_TEXTS_OUT_OF_STATE):
             await self._hand_over_waiting_texts()
         await self._write_projection()
         # Let waiting updates answer "moved" before this run ends.
         await workflow.wait_condition(workflow.all_handlers_finished)
         self._s.seen_ids = self._s.seen_ids[-SEEN_IDS_KEPT:]
+        self._s.patches_first = True  # the next run checks every patch first
         workflow.continue_as_new(
             AgentInput(agent_id=self._s.agent_id, state=self._s), task_queue=task_queue
         )
@@ -529,7 +561,7 @@ class AgentWorkflow:
         if (
             len(held) <= INLINE_WAITING
             and sum(len(e.text) for e in held) <= INLINE_TEXT_CHARS
-            and workflow.patched(PATCH_SMALL_TEXTS_IN_STATE)
+            and self._patched(PATCH_SMALL_TEXTS_IN_STATE)
         ):
             for entry in self._s.waiting:
                 entry.event = self._texts.get(entry.id)
@@ -651,7 +683,7 @@ class AgentWorkflow:
         if (
             status_changed
             or status != "delivered"
-            or (drained and (self._stale_projection() or not workflow.patched(PATCH_ROW_ON_CHANGE)))
+            or (drained and (self._stale_projection() or not self._patched(PATCH_ROW_ON_CHANGE)))
         ):
             await self._publish()
         elif drained:
@@ -706,7 +738,7 @@ class AgentWorkflow:
         if s.last_error:
             details += f"\nlast error: {s.last_error}"
         workflow.set_current_details(details)
-        if s.status != self._indexed_status or not workflow.patched(PATCH_INDEX_ON_CHANGE):
+        if s.status != self._indexed_status or not self._patched(PATCH_INDEX_ON_CHANGE):
             workflow.upsert_search_attributes(
                 [AGENT_ID.value_set(s.agent_id), AGENT_STATUS.value_set(s.status)]
             )
