@@ -7,6 +7,7 @@ again after it already succeeded. All ordering uses ``events.seq``, never ids or
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import itertools
 from collections.abc import Callable, Mapping
@@ -90,7 +91,9 @@ class Store:
         self._writer_thread = (
             ThreadPoolExecutor(1, thread_name_prefix="sqlite-writer") if writer else None
         )
-        self._sqlite_writes = asyncio.Lock() if self._dialect == "sqlite" else None
+        self._sqlite_writes = (
+            asyncio.Lock() if self._dialect == "sqlite" and writer is None else None
+        )
         # Events the gateway records, waiting for the next group commit (see record_event).
         self._queued_inserts: list[tuple[Event, asyncio.Future[bool]]] = []
         self._inserter: asyncio.Task[None] | None = None
@@ -102,11 +105,9 @@ class Store:
             assert self._writer_thread is not None
             loop = asyncio.get_running_loop()
             return await loop.run_in_executor(self._writer_thread, self._run_in_writer, body)
-        if self._sqlite_writes is None:
+        async with self._sqlite_writes or contextlib.nullcontext():
             async with write_transaction(self._engine) as conn:
                 return await conn.run_sync(body)
-        async with self._sqlite_writes, write_transaction(self._engine) as conn:
-            return await conn.run_sync(body)
 
     def _run_in_writer(self, body: Callable[[Connection], T]) -> T:
         assert self._writer is not None
