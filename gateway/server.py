@@ -27,6 +27,8 @@ from gateway.protocol import (
 )
 
 log = logging.getLogger(__name__)
+# How long a closing connection waits for its cancelled requests to end.
+REQUESTS_END_S = 2.0
 
 Dispatch = Callable[[str, dict[str, Any]], Awaitable[Any]]
 
@@ -116,12 +118,17 @@ class SocketServer:
             # as an error, and nothing is wrong.
             pass
         finally:
-            for request_task in pending:
+            requests = list(pending)
+            for request_task in requests:
                 request_task.cancel()
             self._connections.discard(task)
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
+            # Waited for, briefly: a request still reading the projection when the gateway
+            # closes its store would leave that connection behind, never closed.
+            if requests:
+                await asyncio.wait(requests, timeout=REQUESTS_END_S)
 
     async def _handle(self, line: bytes, reply: Callable[[bytes], Awaitable[None]]) -> None:
         request_id: Any = None
