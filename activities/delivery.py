@@ -39,6 +39,22 @@ async def deliver_to_pane(req: DeliverRequest) -> DeliveryOutcome:
     return outcome
 
 
+async def deliver_batch_to_pane(reqs: list[DeliverRequest]) -> list[DeliveryOutcome]:
+    """Type several events' texts into one pane, in order; the outcomes of the first of them
+    (at least one: a failure there is raised)."""
+    with _as_application_errors():
+        outcomes = await adapter_for(_ENDPOINT_KIND).deliver_batch(reqs)
+    activity.logger.info(
+        "delivered %d of %d to %s: typed %d, found typed %d",
+        len(outcomes),
+        len(reqs),
+        reqs[0].pane.target,
+        sum(o.typed for o in outcomes),
+        sum(not o.typed for o in outcomes),
+    )
+    return outcomes
+
+
 @activity.defn
 async def interrupt_pane(req: InterruptRequest) -> bool:
     """Press the agent's interrupt key; False when this event's key was already pressed."""

@@ -27,6 +27,7 @@ from temporalio.exceptions import ApplicationError
 from activities import delivery
 from agentcomms import errors, metrics
 from agentcomms.models import (
+    DeliverBatch,
     DeliverRequest,
     DeliveryOutcome,
     Event,
@@ -61,6 +62,46 @@ class SignedDelivery:
         if req.settled is not None:
             outcome.recorded = await self._record(req, outcome)
         return outcome
+
+    @activity.defn(name="deliver_batch_to_pane")
+    async def deliver_batch_to_pane(self, batch: DeliverBatch) -> list[DeliveryOutcome]:
+        """Type a backlog's messages into their pane, in order: those whose tags check out, in
+        as few tmux clients as can carry them; the others are answered as rejected. Answers
+        for the first messages, in order, as many as it got through (a failure on the first is
+        raised; the mailbox sends the rest again)."""
+        answers: list[DeliveryOutcome | None] = []  # None: to be typed
+        to_type: list[DeliverRequest] = []
+        for req in batch.requests:
+            try:
+                await self._check(req.event, req.registration)
+            except ApplicationError as exc:
+                if exc.type != errors.NOT_SIGNED:
+                    raise  # the registration: the pane is not the agent's, for all of them
+                answers.append(
+                    DeliveryOutcome(event_id=req.event_id, typed=False, rejected=exc.message)
+                )
+                continue
+            if await self._typed_before(req.event):
+                answers.append(DeliveryOutcome(event_id=req.event_id, typed=False))
+                continue
+            answers.append(None)
+            to_type.append(req)
+        typed: list[DeliveryOutcome] = []
+        if to_type:
+            try:
+                typed = await delivery.deliver_batch_to_pane(to_type)
+            except ApplicationError:
+                if answers[0] is None:
+                    raise
+                # Those answered before it stand; the mailbox meets the failure again next.
+        typed_in_order = iter(typed)
+        outcomes: list[DeliveryOutcome] = []
+        for answer in answers:
+            answer = answer or next(typed_in_order, None)
+            if answer is None:
+                break
+            outcomes.append(answer)
+        return outcomes
 
     async def _record(self, req: DeliverRequest, outcome: DeliveryOutcome) -> bool:
         """Write the typed event to the projection; False (the mailbox writes it then) when the

@@ -146,9 +146,18 @@ class DeliverRequest(BaseModel):
     settled: Event | None = None
 
 
+class DeliverBatch(BaseModel):
+    """Type several waiting messages into one pane, in order, each at most once (a backlog)."""
+
+    requests: list[DeliverRequest]
+
+
 class DeliveryOutcome(BaseModel):
     event_id: str
     typed: bool  # False when the pane shows it was already typed by an earlier attempt
+    # Why it was not typed and never will be (in a batch, where one refusal must not stop the
+    # others): not signed by the deployment.
+    rejected: str | None = None
     truncated: bool = False
     chars: int = 0  # characters typed (after sanitizing and the cap)
     removed: int = 0  # characters the cap cut

@@ -7,6 +7,7 @@ read back from the projection, state from the workflow's query.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
 from contextlib import AsyncExitStack
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import text
-from temporalio.client import WorkflowHandle
+from temporalio.client import WorkflowHandle, WorkflowHistory
 
 from agentcomms.ids import new_event_id
 from agentcomms.search_attributes import AGENT_STATUS
@@ -84,6 +85,42 @@ async def test_hundreds_of_messages_arrive_once_in_order(stack: Stack, tmux: Tmu
 async def _all_delivered(stack: Stack, agent: str, count: int) -> bool:
     events = await stack.store.events_after(agent, None, 1000)
     return len(events) == count and all(e.status == "delivered" for e in events)
+
+
+def typing_activities(history: WorkflowHistory) -> list[str]:
+    """The typing local activities a mailbox's history records, by name, in order."""
+    names = []
+    for event in history.events:
+        if event.HasField("marker_recorded_event_attributes"):
+            data = event.marker_recorded_event_attributes.details.get("data")
+            for payload in data.payloads if data else []:
+                kind = json.loads(payload.data).get("activity_type", "")
+                if kind.startswith("deliver"):
+                    names.append(kind)
+    return names
+
+
+async def test_a_backlog_is_typed_several_messages_to_a_local_activity(
+    stack: Stack, tmux: Tmux, tmp_path: Path
+):
+    agent = stack.agent_id()
+    for i in range(60):
+        await stack.call("send", agent_id=agent, message=f"b{i}")
+    target, out = recorder(tmux, tmp_path, "rec")
+    await register(stack, agent, tmux, target, submit_delay_ms=0)
+    expected = b"".join(f"b{i}\r".encode() for i in range(60))
+    await eventually(lambda: out.read_bytes() == expected, timeout=30)
+    await eventually(lambda: _all_delivered(stack, agent, 60))
+    history = await stack.client.get_workflow_handle(f"agent-{agent}").fetch_history()
+    typing = typing_activities(history)
+    # Batches of about 500 ms of typing time: 25 messages of 20 ms each.
+    assert typing[:3] == ["deliver_batch_to_pane"] * 3, typing
+    assert len(typing) <= 4, typing
+    # `events` shows each message delivered once, in order.
+    listed = (await stack.call("events", agent_id=agent, limit=100))["events"]
+    assert [e["payload"]["text"] for e in listed if e["status"] == "delivered"] == [
+        f"b{i}" for i in range(60)
+    ]
 
 
 async def test_messages_wait_for_an_unregistered_agent(stack: Stack, tmux: Tmux, tmp_path: Path):

@@ -407,6 +407,105 @@ async def test_an_id_inside_another_is_not_mistaken_for_it(
     assert await recorder.settled() == b"twelve" + ENTER + b"two" + ENTER + b"tail" + ENTER
 
 
+# --- a backlog typed in batches ------------------------------------------------------------------
+
+
+def counting_adapter(tmp_path: Path) -> tuple[TmuxAdapter, Path]:
+    """An adapter whose every tmux client leaves a line in the returned log first."""
+    log = tmp_path / "clients.log"
+    wrapper = tmp_path / "tmux-counted"
+    wrapper.write_text(f'#!/bin/sh\necho client >> {shlex.quote(str(log))}\nexec tmux "$@"\n')
+    wrapper.chmod(0o755)
+    return TmuxAdapter(tmux=str(wrapper)), log
+
+
+def clients(log: Path) -> int:
+    return len(log.read_text().splitlines()) if log.exists() else 0
+
+
+async def test_a_backlog_is_typed_whole_in_order_in_one_client(
+    recorder: Recorder, tmp_path: Path
+) -> None:
+    adapter, log = counting_adapter(tmp_path)
+    await adapter.pane_info(recorder.pane)  # a pane typed into before: its id is known
+    texts = [*LITERAL_TEXTS.values(), "two\nlines;", "tab\there"]
+    texts = [t for t in texts if len(t) < 1000]
+    reqs = [request(recorder.pane, t, submit_delay_ms=0) for t in texts]
+    before = clients(log)
+    outcomes = await adapter.deliver_batch(reqs)
+    assert clients(log) - before == 1
+    assert [o.event_id for o in outcomes] == [r.event_id for r in reqs]
+    assert all(o.typed and o.chars == len(t) for o, t in zip(outcomes, texts, strict=True))
+    expected = b"".join(t.encode() + ENTER for t in texts)
+    assert await recorder.wait_for(expected) == expected
+    # Each is in the pane's record, as if typed alone: none is typed again.
+    again = await adapter.deliver_batch(reqs)
+    assert [o.typed for o in again] == [False] * len(reqs)
+    assert await recorder.settled() == expected
+
+
+async def test_a_batch_past_what_one_client_carries_still_arrives_whole(
+    recorder: Recorder, tmp_path: Path
+) -> None:
+    adapter, log = counting_adapter(tmp_path)
+    await adapter.pane_info(recorder.pane)
+    texts = [f"{i}:" + "q" * 3000 for i in range(6)] + ["x" * 20_000, "last"]
+    reqs = [request(recorder.pane, t, submit_delay_ms=0) for t in texts]
+    outcomes = await adapter.deliver_batch(reqs)
+    assert [o.typed for o in outcomes] == [True] * len(texts)
+    expected = b"".join(t.encode() + ENTER for t in texts)
+    assert await recorder.wait_for(expected) == expected
+    assert clients(log) < 1 + len(texts)  # the short ones went several together
+
+
+async def test_a_replayed_batch_types_only_what_it_had_not(
+    adapter: TmuxAdapter, recorder: Recorder
+) -> None:
+    """A batch cut short (a worker died during a submit delay) runs again whole."""
+    reqs = [request(recorder.pane, f"b{i}", submit_delay_ms=0) for i in range(5)]
+    await adapter.deliver(reqs[0])
+    await adapter.deliver(reqs[2])
+    outcomes = await adapter.deliver_batch(reqs)
+    assert [o.typed for o in outcomes] == [False, True, False, True, True]
+    assert await recorder.settled() == b"b0\rb2\rb1\rb3\rb4\r"
+
+
+async def test_a_batch_submits_each_text_after_its_delay(
+    adapter: TmuxAdapter, recorder: Recorder
+) -> None:
+    reqs = [request(recorder.pane, t, submit_delay_ms=80) for t in ("one", "two\nlines", "")]
+    await adapter.pane_info(recorder.pane)
+    outcomes = await adapter.deliver_batch(reqs)
+    # Nothing survived sanitizing in the last: recorded, but no bare Enter.
+    assert [(o.typed, o.chars) for o in outcomes] == [(True, 3), (True, 9), (True, 0)]
+    assert await recorder.settled() == b"one\rtwo\nlines\r"
+    assert (await adapter.pane_info(recorder.pane)).has_seen(reqs[2].event_id)
+
+
+async def test_a_batch_to_a_missing_pane_raises_and_types_nowhere(
+    adapter: TmuxAdapter, recorder: Recorder
+) -> None:
+    await adapter.deliver(request(recorder.pane, "first"))
+    recorder_target = recorder.pane.target
+    pane = PaneTarget(target="rec:0.5", socket=recorder.pane.socket)
+    with pytest.raises(PaneNotFound):
+        await adapter.deliver_batch([request(pane, "lost?"), request(pane, "lost too")])
+    assert recorder_target != pane.target
+    assert await recorder.settled() == b"first" + ENTER
+
+
+async def test_a_batch_stops_at_a_request_that_can_never_be_typed(
+    adapter: TmuxAdapter, recorder: Recorder
+) -> None:
+    good = request(recorder.pane, "good", submit_delay_ms=0)
+    bad = request(recorder.pane, "bad", event_id="evt with spaces")
+    outcomes = await adapter.deliver_batch([good, bad, request(recorder.pane, "after")])
+    assert [o.event_id for o in outcomes] == [good.event_id]
+    with pytest.raises(InvalidTarget):
+        await adapter.deliver_batch([bad])
+    assert await recorder.settled() == b"good" + ENTER
+
+
 # --- missing panes and tmux failures -------------------------------------------------------------
 
 

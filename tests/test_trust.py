@@ -225,6 +225,31 @@ async def test_a_forged_message_is_never_typed_and_shows_rejected(
     assert state is not None and state.status == "online" and state.pending == 0
 
 
+async def test_a_forgery_inside_a_backlog_is_refused_and_the_rest_typed_in_order(
+    stack: Stack, tmux: Tmux, tmp_path: Path
+):
+    """The backlog is typed several messages to a local activity: a forged one among them is
+    refused alone."""
+    agent = stack.agent_id()
+    sent = [(await stack.call("send", agent_id=agent, message="m0"))["event_id"]]
+    forged = message(agent, "FORGED")
+    await forge(stack.client, agent, "enqueue", forged)
+    for i in range(1, 6):
+        sent.append((await stack.call("send", agent_id=agent, message=f"m{i}"))["event_id"])
+    target, out = recorder(tmux, tmp_path, "rec")
+    await stack.call(
+        "register", agent_id=agent, target=target, socket=tmux.socket, submit_delay_ms=0
+    )
+    expected = b"".join(f"m{i}\r".encode() for i in range(6))
+    await eventually(lambda: out.read_bytes() == expected)
+    await rejected(stack, forged.id)
+    for event_id in sent:
+        event = await eventually(lambda event_id=event_id: stack.store.get_event(event_id))
+        assert event.status == "delivered", event
+    await asyncio.sleep(0.3)
+    assert out.read_bytes() == expected
+
+
 async def test_an_event_signed_for_another_agent_is_rejected(stack: Stack, tmux: Tmux):
     agent, other = stack.agent_id("a"), stack.agent_id("b")
     pane = tmux.new_session("cat", "cat")

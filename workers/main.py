@@ -52,6 +52,7 @@ def build_workers(
     receipts = ReceiptActivities(Outbox(client, cfg.temporal.task_queue).post)
     activities: list[Any] = [
         panes.deliver_to_pane,
+        panes.deliver_batch_to_pane,
         panes.interrupt_pane,
         panes.check_unregister,
         projection.record_projection,

@@ -30,6 +30,7 @@ with workflow.unsafe.imports_passed_through():
     from agentcomms.models import (
         Agent,
         AgentStatus,
+        DeliverBatch,
         DeliverRequest,
         DeliveryOutcome,
         Event,
@@ -92,6 +93,10 @@ PATCH_TYPED_RECEIPT = "typed-receipt-from-mailbox"
 # workflow task early, so the activity's result (and the check after it) comes in the next task,
 # while a replay, which reads the marker with the first task, sees the check in the first one,
 # before Temporal has told it of the patch (its markers are told per workflow task).
+# Patch: the messages that wait behind the one being typed go with it, in one local activity
+# (and as few tmux clients as can carry them), as many as the batch's typing time allows; before,
+# one local activity each. Only in runs that check their patches first (see PATCHES).
+PATCH_BACKLOG_IN_BATCHES = "backlog-typed-in-batches"
 PATCHES = (
     PATCH_INDEX_ON_CHANGE,
     PATCH_TEXTS_OUT_OF_STATE,
@@ -101,6 +106,7 @@ PATCHES = (
     PATCH_SIGNED_UNREGISTER,
     PATCH_DELIVERY_RECORDS,
     PATCH_TYPED_RECEIPT,
+    PATCH_BACKLOG_IN_BATCHES,
 )
 INLINE_TEXT_CHARS = 50_000  # with JSON's worst case, about 300 KB of state
 INLINE_WAITING = 200
@@ -115,6 +121,8 @@ CHUNK_CHARS = 150_000
 HARD_WAITING_CAP = 12_000  # about 75 bytes each in the state: under 1 MB
 # How many waiting texts a run reads back from the projection at a time (fewer when long).
 LOAD_BATCH = 50
+# At most this much text is typed in one local activity (its input carries each text twice).
+BATCH_TEXT_CHARS = 20_000
 
 DELIVERY_RETRY = RetryPolicy(
     initial_interval=timedelta(milliseconds=200),
@@ -432,8 +440,15 @@ class AgentWorkflow:
             if event is None:
                 continue
             self._nudged = False
+            batch = [event, *self._typed_with(event, reg)]
             try:
-                outcome = await self._deliver(event, reg, record=self._delivery_records(event))
+                outcomes: list[DeliveryOutcome | None]
+                if len(batch) > 1:
+                    outcomes = list(await self._deliver_batch(batch, reg))
+                else:
+                    outcomes = [
+                        await self._deliver(event, reg, record=self._delivery_records(event))
+                    ]
             except (ActivityError, ApplicationError) as exc:
                 # A local activity's failure may arrive bare or wrapped in an ActivityError.
                 cause = exc.cause if isinstance(exc, ActivityError) else exc
@@ -467,13 +482,21 @@ class AgentWorkflow:
                 await self._settle(event, "failed", error=message)
                 continue
             backoff = RETRY_FIRST
-            note = outcome.cut_note(reg.max_chars) if outcome else None
-            await self._settle(
-                event, "delivered", note=note, recorded=outcome is not None and outcome.recorded
-            )
-            if _from_chat(event) and self._patched(PATCH_TYPED_RECEIPT):
-                await self._typed_receipt(event, note)
-            await self._end_batch_if_due(reg)
+            # Fewer outcomes than messages: those left wait, and go first next time.
+            for typed, outcome in zip(batch, outcomes, strict=False):
+                if outcome is not None and outcome.rejected is not None:
+                    await self._settle(typed, "rejected", error=outcome.rejected)
+                    continue
+                note = outcome.cut_note(reg.max_chars) if outcome else None
+                await self._settle(
+                    typed,
+                    "delivered",
+                    note=note,
+                    recorded=outcome is not None and outcome.recorded,
+                )
+                if _from_chat(typed) and self._patched(PATCH_TYPED_RECEIPT):
+                    await self._typed_receipt(typed, note)
+            await self._end_batch_if_due(reg, typed=len(outcomes))
         await self._continue_as_new()
 
     async def _next_event(self) -> Event | None:
@@ -510,11 +533,34 @@ class AgentWorkflow:
         for event in loaded.events:
             self._texts[event.id] = event
 
-    async def _end_batch_if_due(self, reg: Registration) -> None:
+    def _typed_with(self, first: Event, reg: Registration) -> list[Event]:
+        """The messages that wait right behind `first`, to be typed in the same local activity:
+        those this run holds, within what is left of the batch's typing time."""
+        if first.type == "interrupt" or not self._batches_backlogs():
+            return []
+        room = (BATCH_BUDGET_MS - self._batch_ms) // (reg.submit_delay_ms + DELIVERY_COST_MS)
+        chars = len(first.text)
+        behind: list[Event] = []
+        for entry in self._s.waiting[1:room]:
+            event = self._texts.get(entry.id)
+            if event is None or event.type == "interrupt":
+                break
+            chars += len(event.text)
+            if chars > BATCH_TEXT_CHARS:
+                break
+            behind.append(event)
+        return behind
+
+    def _batches_backlogs(self) -> bool:
+        # Never checked mid-run: a run that checks its patches where they fork keeps typing one
+        # message per local activity, as it did when it started.
+        return self._patches is not None and self._patches[PATCH_BACKLOG_IN_BATCHES]
+
+    async def _end_batch_if_due(self, reg: Registration, *, typed: int = 1) -> None:
         if not self._s.waiting:
             self._batch_ms = 0  # the loop now waits, which ends the workflow task anyway
             return
-        self._batch_ms += reg.submit_delay_ms + DELIVERY_COST_MS
+        self._batch_ms += (reg.submit_delay_ms + DELIVERY_COST_MS) * typed
         if self._batch_ms >= BATCH_BUDGET_MS:
             self._batch_ms = 0
             await self._write_projection()
@@ -599,20 +645,26 @@ class AgentWorkflow:
         # recent events makes either case a delivery.
         return await workflow.execute_local_activity(
             "deliver_to_pane",
-            DeliverRequest(
-                pane=pane,
-                event_id=event.id,
-                text=pane_text(event),
-                submit_delay_ms=reg.submit_delay_ms,
-                max_chars=reg.max_chars,
-                event=event,
-                registration=reg,
-                settled=self._settled(event, "delivered") if record else None,
+            _deliver_request(
+                event, reg, settled=self._settled(event, "delivered") if record else None
             ),
             result_type=DeliveryOutcome,
             start_to_close_timeout=timedelta(seconds=30),
             retry_policy=DELIVERY_RETRY,
             summary=f"type {event.id} into {reg.target}",
+        )
+
+    async def _deliver_batch(
+        self, events: list[Event], reg: Registration
+    ) -> list[DeliveryOutcome]:
+        """Type the messages in order in one local activity; the outcomes of the first of them."""
+        return await workflow.execute_local_activity(
+            "deliver_batch_to_pane",
+            DeliverBatch(requests=[_deliver_request(event, reg) for event in events]),
+            result_type=list[DeliveryOutcome],
+            start_to_close_timeout=timedelta(seconds=30),
+            retry_policy=DELIVERY_RETRY,
+            summary=f"type {len(events)} messages ({events[0].id} …) into {reg.target}",
         )
 
     async def _typed_receipt(self, event: Event, note: str | None) -> None:
@@ -789,6 +841,22 @@ class AgentWorkflow:
             drop = self._s.seen_ids[: len(self._s.seen_ids) - SEEN_IDS_KEPT]
             self._s.seen_ids = self._s.seen_ids[-SEEN_IDS_KEPT:]
             self._seen.difference_update(drop)
+
+
+def _deliver_request(
+    event: Event, reg: Registration, *, settled: Event | None = None
+) -> DeliverRequest:
+    """What the pane's host needs to type `event`, and to check it is the deployment's."""
+    return DeliverRequest(
+        pane=PaneTarget(target=reg.target, socket=reg.socket),
+        event_id=event.id,
+        text=pane_text(event),
+        submit_delay_ms=reg.submit_delay_ms,
+        max_chars=reg.max_chars,
+        event=event,
+        registration=reg,
+        settled=settled,
+    )
 
 
 def _from_chat(event: Event) -> bool:

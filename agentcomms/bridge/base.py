@@ -42,6 +42,11 @@ class Adapter(Protocol):
         """Type `req.text` and submit it, at most once per `req.event_id`."""
         ...
 
+    async def deliver_batch(self, reqs: list[DeliverRequest]) -> list[DeliveryOutcome]:
+        """Deliver several requests to one endpoint, in order; the outcomes of the first of
+        them, as many as were typed or found typed (raises only when the first fails)."""
+        ...
+
     async def interrupt(self, req: InterruptRequest) -> bool:
         """Press the interrupt key; False when this event's key was already pressed."""
         ...

@@ -44,13 +44,20 @@ server in the same stretch as the typing (``if-shell -F``, no shell)::
     show-options -p -t TARGET ;                strict: the target still exists
     load-buffer -b NAME - ;                    the text, on stdin
     if-shell -F -t TARGET "the target is still %7, alive, and EVT is not in its record"
-        "copy-mode … ; paste-buffer … -t %7 ; set-option … ; run-shell …"   (as above)
-        "delete-buffer -b NAME ; display-message -p agentcomms-not-typed"
+        "copy-mode … ; paste-buffer … -t %7 ; set-option … ; run-shell … ;   (as above)
+         display-message -p 'agentcomms-typed EVT'"
+        "delete-buffer -b NAME"
 
 Untrusted text never enters a command string tmux parses: it travels in the buffer, and short
 single-line text is pasted without brackets, which gives the program the same bytes as typing
 it. When the second branch runs (a new pane at the target, a dead one, or an event typed
 already), the two-invocation path decides, as for a first delivery.
+
+A backlog types several short texts in one invocation: each is a ``set-buffer -b NAME -- TEXT``
+(an argument is not parsed either, bar a final ``;``) followed by its own ``if-shell`` as above,
+so each is checked, typed, recorded and submitted in turn, and the output names those typed. The
+whole invocation must stay under the 16 KB a tmux client may send its server (longer text goes
+alone, on stdin).
 
 tmux parses only one thing in an argument it is handed: a final ``;`` is a command separator, even
 after ``-l`` (``"a;"`` arrives as ``a``). A final ``;`` is therefore sent as ``\\;``, which tmux turns
@@ -68,7 +75,7 @@ import uuid
 from dataclasses import dataclass
 
 from agentcomms.bridge.base import BridgeError, InvalidTarget, PaneNotFound, TmuxError
-from agentcomms.bridge.sanitize import sanitize
+from agentcomms.bridge.sanitize import CleanText, sanitize
 from agentcomms.models import DeliverRequest, DeliveryOutcome, InterruptRequest, PaneTarget
 
 # The last event typed or pressed in the pane: for people and status displays.
@@ -90,12 +97,18 @@ _EVENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}")
 _PANE_ID = re.compile(r"%[0-9]+")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
+# What one invocation may carry, texts included: tmux sends a client's whole command to the
+# server in one message, and refuses one past 16 KB ("command too long", measured on tmux 3.3a).
+INVOCATION_BYTES = 14_000
+# Longer texts go one to an invocation, on stdin.
+SHARED_TEXT_BYTES = 4_000
+
 # How much longer the client waits than the background Enter: timers due at the same instant may
 # fire in either order, and the client must not return before the Enter is pressed.
 _ENTER_MARGIN_S = 0.01
 
 _PROBE_TAG = "agentcomms-probe"
-_NOT_TYPED = "agentcomms-not-typed"
+_TYPED = "agentcomms-typed"
 _PROBE_FORMAT = "\t".join(
     (_PROBE_TAG, "#{pane_id}", "#{pane_dead}", "#{" + RECENT_EVENTS_OPTION + "}")
 )
@@ -134,23 +147,13 @@ class TmuxAdapter:
 
     async def deliver(self, req: DeliverRequest) -> DeliveryOutcome:
         """Type `req.text` (sanitized, capped) and submit it with Enter, at most once per event."""
-        _check_pane(req.pane)
-        _check_event_id(req.event_id)
-        if req.submit_delay_ms < 0:
-            raise InvalidTarget(f"submit_delay_ms must be 0 or more, not {req.submit_delay_ms}")
-        if req.max_chars < 1:
-            raise InvalidTarget(f"max_chars must be at least 1, not {req.max_chars}")
-        clean = sanitize(req.text, max_chars=req.max_chars)
-        outcome = DeliveryOutcome(
-            event_id=req.event_id,
-            typed=True,
-            truncated=clean.truncated,
-            chars=len(clean.text),
-            removed=clean.removed,
-        )
-
+        clean, outcome = _prepared(req)
         known = self._pane_ids.get((req.pane.socket, req.pane.target))
-        if known is not None and clean.text and await self._type_if_new(req, known, clean.text):
+        if (
+            known is not None
+            and clean.text
+            and await self._type_if_new(req.pane, known, [(req, clean.text)])
+        ):
             return outcome
 
         info = await self.pane_info(req.pane)
@@ -180,42 +183,94 @@ class TmuxAdapter:
         await self._run(req.pane.socket, _sequence(commands), stdin=stdin, extra_time=delay)
         return outcome
 
-    async def _type_if_new(self, req: DeliverRequest, pane: str, text: str) -> bool:
-        """Type `text` into `pane` in one invocation if the target still is that live pane and
-        the event is not in its record; False (nothing typed) otherwise."""
-        target = req.pane.target
-        buffer = _buffer_name()
-        typing = [
-            ["copy-mode", "-q", "-t", pane],
-            _paste(buffer, pane, bracketed=_pasted(text)),
-            *_record(pane, req.event_id),
-            *_submit(pane, req.submit_delay_ms),
-        ]
-        # pane_id and event id are checked ("%N", no '#', spaces or quotes): safe to parse.
-        new_here = (
-            f"#{{&&:#{{==:#{{pane_id}},{pane}}},#{{&&:#{{!=:#{{pane_dead}},1}},"
-            f"#{{?#{{m:* {req.event_id} *, #{{{RECENT_EVENTS_OPTION}}}}},0,1}}}}}}"
-        )
-        not_typed = f"delete-buffer -b {buffer} ; display-message -p {_NOT_TYPED}"
-        commands = [
-            ["show-options", "-p", "-t", target],
-            ["load-buffer", "-b", buffer, "-"],
-            ["if-shell", "-F", "-t", target, new_here, _command_string(typing), not_typed],
-        ]
+    async def deliver_batch(self, reqs: list[DeliverRequest]) -> list[DeliveryOutcome]:
+        """Type several events into one pane, in order, each at most once.
+
+        Once the pane is known, as many short texts as one invocation carries are typed in it: a
+        backlog costs one tmux client, not one per message. The rest, and any that invocation
+        did not type, go one at a time. Answers for the first events, in order, as many as
+        were typed or found typed; raises only when the first one fails (whoever sends the rest
+        again meets that failure with its own message first)."""
+        prepared: list[tuple[DeliverRequest, CleanText, DeliveryOutcome]] = []
+        for req in reqs:
+            try:
+                if req.pane != reqs[0].pane:
+                    raise InvalidTarget("a batch is typed into one pane")
+                prepared.append((req, *_prepared(req)))
+            except InvalidTarget:
+                if not prepared:
+                    raise
+                break
+        typed: set[str] = set()
+        outcomes: list[DeliveryOutcome] = []
+        for i, (req, _, outcome) in enumerate(prepared):
+            known = self._pane_ids.get((req.pane.socket, req.pane.target))
+            short = _short_texts(prepared[i:])
+            if req.event_id not in typed and known is not None and len(short) > 1:
+                with contextlib.suppress(BridgeError):  # one at a time finds out what was typed
+                    typed |= await self._type_if_new(req.pane, known, short)
+            if req.event_id in typed:
+                outcomes.append(outcome)
+                continue
+            try:
+                outcomes.append(await self.deliver(req))
+            except BridgeError:
+                if not outcomes:
+                    raise
+                break
+        return outcomes
+
+    async def _type_if_new(
+        self, target: PaneTarget, pane: str, texts: list[tuple[DeliverRequest, str]]
+    ) -> set[str]:
+        """Type the texts into `pane`, in order, in one invocation (as many as it carries), each
+        if the target still is that live pane and the event is not in its record; the ids of
+        the events typed."""
+        commands = [["show-options", "-p", "-t", target.target]]
+        size = _size(commands)
+        stdin: bytes | None = None
+        delay_ms = 0
+        included = 0
+        for req, text in texts:
+            buffer = _buffer_name()
+            if len(texts) == 1:
+                # Any length: stdin carries what a command could not.
+                stdin = text.encode("utf-8")
+                load = ["load-buffer", "-b", buffer, "-"]
+            else:
+                load = ["set-buffer", "-b", buffer, "--", _literal(text)]
+            typing = [
+                ["copy-mode", "-q", "-t", pane],
+                _paste(buffer, pane, bracketed=_pasted(text)),
+                *_record(pane, req.event_id),
+                *_submit(pane, req.submit_delay_ms),
+                ["display-message", "-p", f"{_TYPED} {req.event_id}"],
+            ]
+            # pane_id and event id are checked ("%N", no '#', spaces or quotes): safe to parse.
+            new_here = (
+                f"#{{&&:#{{==:#{{pane_id}},{pane}}},#{{&&:#{{!=:#{{pane_dead}},1}},"
+                f"#{{?#{{m:* {req.event_id} *, #{{{RECENT_EVENTS_OPTION}}}}},0,1}}}}}}"
+            )
+            branches = [_command_string(typing), f"delete-buffer -b {buffer}"]
+            item = [load, ["if-shell", "-F", "-t", target.target, new_here, *branches]]
+            size += _size(item)
+            if included and size > INVOCATION_BYTES:
+                break
+            commands.extend(item)
+            delay_ms += req.submit_delay_ms
+            included += 1
         try:
             out = await self._run(
-                req.pane.socket,
-                _sequence(commands),
-                stdin=text.encode("utf-8"),
-                extra_time=req.submit_delay_ms / 1000,
+                target.socket, _sequence(commands), stdin=stdin, extra_time=delay_ms / 1000
             )
         except BridgeError:
-            self._pane_ids.pop((req.pane.socket, target), None)
+            self._pane_ids.pop((target.socket, target.target), None)
             raise
-        if _NOT_TYPED in out:
-            self._pane_ids.pop((req.pane.socket, target), None)
-            return False
-        return True
+        typed = {line.split(" ", 1)[1] for line in out.splitlines() if line.startswith(_TYPED)}
+        if len(typed) < included:
+            # A new pane at the target, a dead one, or an event typed already: the probe decides.
+            self._pane_ids.pop((target.socket, target.target), None)
+        return typed
 
     async def interrupt(self, req: InterruptRequest) -> bool:
         """Press the agent's interrupt key once per event; False if this event already pressed it."""
@@ -327,6 +382,43 @@ class TmuxAdapter:
                 returncode=proc.returncode,
             )
         return out.decode("utf-8", "replace")
+
+
+def _prepared(req: DeliverRequest) -> tuple[CleanText, DeliveryOutcome]:
+    """Check the request; the text as it will be typed, and the outcome of typing it."""
+    _check_pane(req.pane)
+    _check_event_id(req.event_id)
+    if req.submit_delay_ms < 0:
+        raise InvalidTarget(f"submit_delay_ms must be 0 or more, not {req.submit_delay_ms}")
+    if req.max_chars < 1:
+        raise InvalidTarget(f"max_chars must be at least 1, not {req.max_chars}")
+    clean = sanitize(req.text, max_chars=req.max_chars)
+    outcome = DeliveryOutcome(
+        event_id=req.event_id,
+        typed=True,
+        truncated=clean.truncated,
+        chars=len(clean.text),
+        removed=clean.removed,
+    )
+    return clean, outcome
+
+
+def _short_texts(
+    prepared: list[tuple[DeliverRequest, CleanText, DeliveryOutcome]],
+) -> list[tuple[DeliverRequest, str]]:
+    """The first texts short enough to share an invocation (an empty one is not typed at all:
+    it goes the one-at-a-time way, which only records it)."""
+    short: list[tuple[DeliverRequest, str]] = []
+    for req, clean, _ in prepared:
+        if not clean.text or len(clean.text.encode("utf-8")) > SHARED_TEXT_BYTES:
+            break
+        short.append((req, clean.text))
+    return short
+
+
+def _size(commands: list[list[str]]) -> int:
+    """About what the commands weigh in the message a tmux client sends its server."""
+    return sum(len(arg.encode("utf-8")) + 1 for command in commands for arg in [*command, ";"])
 
 
 def _pasted(text: str) -> bool:
