@@ -243,9 +243,11 @@ async def test_a_forgery_inside_a_backlog_is_refused_and_the_rest_typed_in_order
     expected = b"".join(f"m{i}\r".encode() for i in range(6))
     await eventually(lambda: out.read_bytes() == expected)
     await rejected(stack, forged.id)
+    await stack.call("send", agent_id=agent, message="after", wait=True)  # all settled by then
+    expected += b"after\r"
     for event_id in sent:
-        event = await eventually(lambda event_id=event_id: stack.store.get_event(event_id))
-        assert event.status == "delivered", event
+        event = await stack.store.get_event(event_id)
+        assert event is not None and event.status == "delivered", event
     await asyncio.sleep(0.3)
     assert out.read_bytes() == expected
 
