@@ -47,13 +47,6 @@ async def telegram() -> AsyncIterator[FakeTelegram]:
 
 
 @pytest.fixture
-async def deepgram() -> AsyncIterator[FakeDeepgram]:
-    fake = FakeDeepgram()
-    async with fake.server:
-        yield fake
-
-
-@pytest.fixture
 def agent() -> str:
     return f"backend-{uuid.uuid4().hex[:8]}"
 
