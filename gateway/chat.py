@@ -2,9 +2,10 @@
 
 Inbound, in order: the same message seen before is a duplicate (its event id is derived from the
 provider's message id); a sender who is neither in ``chat.allowed_senders`` nor admitted by
-pairing is rejected (recorded, answered once with a pairing code, never shown to an agent); the
-channel (``telegram:456``) or an ``@agent`` prefix picks the agent; the message is posted to the
-agent's mailbox, durable when ``post`` returns; the "queued" receipt goes out through the
+pairing is rejected (recorded, answered once with a pairing code, never shown to an agent),
+whatever the message holds; a message of nothing an agent can read (a photo) is answered saying
+so; the channel (``telegram:456``) or an ``@agent`` prefix picks the agent; the message is posted
+to the agent's mailbox, durable when ``post`` returns; the "queued" receipt goes out through the
 outbox (the mailbox asks for the "typed" one when it types the message). A voice
 note is transcribed after the allowlist and routing (a stranger's audio is never fetched) and
 before the post, and reaches the agent as text marked ``transcribed``.
@@ -94,6 +95,11 @@ class ChatInbox:
         agent_id, text = await self._route(message)
         if not await self._allowed(message):
             return await self._reject(message, event_id, agent_id)
+        if message.unreadable is not None:
+            # Nothing is queued. Only now is the sender told why: an answer is a message the
+            # operator may pay for, and a stranger has had theirs above.
+            log.info("%s: %s sent only %s", message.channel_id, event_id, message.unreadable)
+            return InboundResult("refused", reply=transports.not_passed_on(message.unreadable))
         if agent_id is None:
             log.info("%s: not mapped to an agent; message %s dropped", message.channel_id, event_id)
             return InboundResult(

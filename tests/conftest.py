@@ -1,4 +1,5 @@
-"""Shared fixtures: a private agentcomms home, a private tmux server, real databases.
+"""Shared fixtures: a private agentcomms home, a private tmux server, real databases, and the
+fakes of providers that more than one test module speaks to.
 
 Temporal fixtures live in ``tests/temporal_fixtures.py`` and are re-exported here.
 """
@@ -10,12 +11,13 @@ import os
 import shutil
 import subprocess
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.fakes.deepgram import FakeDeepgram
 from tests.temporal_fixtures import *  # noqa: F403  (session-scoped Temporal environments)
 
 PG_URL_ENV = "AGENTCOMMS_TEST_DATABASE_URL"
@@ -105,3 +107,11 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
 
     with temporary_database(os.environ[PG_URL_ENV]) as url:
         yield url
+
+
+@pytest.fixture
+async def deepgram() -> AsyncIterator[FakeDeepgram]:
+    """Deepgram's speech API on a local port (speech calls and voice notes both use it)."""
+    fake = FakeDeepgram()
+    async with fake.server:
+        yield fake

@@ -33,13 +33,6 @@ async def elevenlabs() -> AsyncIterator[FakeElevenLabs]:
         yield fake
 
 
-@pytest.fixture
-async def deepgram() -> AsyncIterator[FakeDeepgram]:
-    fake = FakeDeepgram()
-    async with fake.server:
-        yield fake
-
-
 @pytest.fixture(scope="module")
 async def answer() -> bytes:
     """A recording of the human's answer (what the fakes check is a WAV)."""

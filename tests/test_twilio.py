@@ -16,7 +16,7 @@ from starlette.applications import Starlette
 
 from agentcomms.config import Config
 from agentcomms.ids import provider_event_id
-from agentcomms.transports import sms
+from agentcomms.transports import not_passed_on, sms
 from tests.conftest import Tmux
 from tests.fakes.serve import free_port
 from tests.fakes.twilio import OUR_NUMBER, FakeTwilio
@@ -25,6 +25,8 @@ from tests.test_mailbox import recorder
 
 ALICE = "+15551234567"
 PUBLIC_URL = "https://agents.example.test/relay"  # a tunnel: not where the gateway listens
+# A photo's first bytes: enough for a content type the webhook calls image/jpeg.
+PHOTO = b"\xff\xd8\xff\xe0" + b"\0" * 64
 
 
 @pytest.fixture
@@ -215,6 +217,37 @@ async def test_a_stranger_gets_a_pairing_code_in_the_answer(stack_and_hooks, twi
     assert event is not None and event.status == "rejected"
     second = await hooks.post("sms", twilio.incoming(stranger, "hello?"))
     assert "<Message>" not in second.text  # answered once
+
+
+async def test_a_strangers_photo_gets_what_their_words_would_and_only_alice_is_told_why(
+    stack_and_hooks, twilio: FakeTwilio
+):
+    # Every answer is a text the operator pays for, and a stranger learns nothing of the agent:
+    # a photo from them is rejected and recorded as their words would be, answered once.
+    stack, hooks = stack_and_hooks
+    stranger = "+15559990000"
+    for flavour in ("sms", "whatsapp"):
+        photos = [
+            twilio.incoming(
+                stranger, "", whatsapp=flavour == "whatsapp", media=[(PHOTO, "image/jpeg")]
+            )
+            for _ in range(2)
+        ]
+        first, second = [await hooks.post(flavour, photo) for photo in photos]
+        assert first.status_code == 200 and second.status_code == 200
+        assert "agentcomms pair " in first.text and "Only text" not in first.text, first.text
+        assert "<Message>" not in second.text, second.text
+        for photo in photos:
+            event = await stack.store.get_event(
+                provider_event_id(flavour, stranger, photo["MessageSid"])
+            )
+            assert event is not None and event.status == "rejected"
+            assert event.payload["text"] == "[image not passed on]"
+
+    # A sender the gateway lets in is still told why their photo went nowhere.
+    answer = await hooks.post("sms", twilio.incoming(ALICE, "", media=[(PHOTO, "image/jpeg")]))
+    assert f"<Message>{not_passed_on('image')}</Message>" in answer.text
+    assert twilio.sent == [] and twilio.media_asked == []
 
 
 async def test_an_agent_reply_reaches_sms_after_429_and_500(

@@ -30,7 +30,7 @@ from tests.stack import Stack, eventually, running_stack, typed
 from tests.test_mailbox import recorder
 from tests.test_mcp import call
 from tests.test_telegram import CHAT, connected, register, with_telegram
-from tests.test_twilio import Hooks, with_twilio
+from tests.test_twilio import PHOTO, Hooks, with_twilio
 from tests.test_twilio import register as twilio_register
 from tests.test_whatsapp_cloud import ALICE, STRANGER, Hook, wamid_of, with_cloud
 from tests.test_whatsapp_cloud import register as wa_register
@@ -42,13 +42,6 @@ PHRASES = ["ship it on friday", "run the tests", "deploy to staging"]
 @pytest.fixture
 async def telegram() -> AsyncIterator[FakeTelegram]:
     fake = FakeTelegram()
-    async with fake.server:
-        yield fake
-
-
-@pytest.fixture
-async def deepgram() -> AsyncIterator[FakeDeepgram]:
-    fake = FakeDeepgram()
     async with fake.server:
         yield fake
 
@@ -527,10 +520,6 @@ async def test_a_whatsapp_voice_note_meta_cannot_serve_now_is_not_acknowledged(
 
 
 # ---- WhatsApp and SMS through Twilio -------------------------------------------------------------
-
-# A photo's first bytes: enough for a content type the webhook calls image/jpeg.
-PHOTO = b"\xff\xd8\xff\xe0" + b"\0" * 64
-
 
 @pytest.fixture
 async def twilio() -> AsyncIterator[FakeTwilio]:

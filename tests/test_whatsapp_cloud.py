@@ -17,7 +17,7 @@ from starlette.applications import Starlette
 
 from agentcomms.config import Config
 from agentcomms.ids import provider_event_id
-from agentcomms.transports import RateLimited, SendRefused, split_text
+from agentcomms.transports import RateLimited, SendRefused, not_passed_on, split_text
 from agentcomms.transports._whatsapp_cloud import (
     DEFAULT_RETRY_AFTER_S,
     SIGNATURE_HEADER,
@@ -192,6 +192,33 @@ async def test_a_message_without_words_gets_a_short_reply_and_reaches_no_agent(
     # The reply quotes the photo it is about.
     assert meta.sent[0]["context"] == {"message_id": wamid_of(photo)}
     assert await stack.store.events_after(agent, None, 10) == []
+
+
+async def test_a_strangers_photo_gets_what_their_words_would_and_no_word_of_the_agent(
+    stack_and_hook, meta: FakeWhatsAppCloud, agent: str
+):
+    stack, hook = stack_and_hook
+
+    def photo(sender: str) -> dict[str, Any]:
+        image = {"type": "image", "image": {"id": "1", "mime_type": "image/jpeg"}}
+        return meta.incoming(sender, None, message=image)
+
+    strangers = [photo(STRANGER), photo(STRANGER)]
+    for call in strangers:
+        assert (await hook.post(call)).status_code == 200
+    assert (await hook.post(photo(ALICE))).status_code == 200
+
+    # Alice, whom the gateway lets in, is told why her photo went nowhere; the stranger gets
+    # what their words would have got: one pairing code, then silence.
+    await eventually(lambda: meta.texts_to(ALICE) and meta.texts_to(STRANGER))
+    assert meta.texts_to(ALICE) == [not_passed_on("image")]
+    [answer] = meta.texts_to(STRANGER)
+    assert "agentcomms pair " in answer, answer
+    for call in strangers:
+        event = await stack.store.get_event(provider_event_id("whatsapp", STRANGER, wamid_of(call)))
+        assert event is not None and event.status == "rejected"
+        assert event.payload["text"] == "[image not passed on]"
+    assert [e.status for e in await stack.store.events_after(agent, None, 10)] == ["rejected"] * 2
 
 
 async def test_a_stranger_is_rejected_and_recorded_until_paired(

@@ -84,7 +84,8 @@ async def read_at_most(response: httpx.Response, max_bytes: int) -> bytes:
 
 
 def not_passed_on(kind: str) -> str:
-    """The reply to a message with nothing an agent can read (a photo without words)."""
+    """The reply to a message with nothing an agent can read (a photo without words), from a
+    sender the gateway lets in."""
     return (
         f"Only text and voice notes reach the agent: this {kind} was not passed on. "
         "Please send it as text."
@@ -112,6 +113,9 @@ class InboundMessage(BaseModel):
     reply_to: str | None = None  # the provider message id this one answers
     # A voice note: ``text`` is then its caption (often empty) until it is transcribed.
     voice: VoiceNote | None = None
+    # A message of nothing an agent can read (a photo without words): what it was ("image").
+    # The gateway checks its sender first, as for words: only a sender it lets in is told why.
+    unreadable: str | None = None
 
     @property
     def channel_id(self) -> str:

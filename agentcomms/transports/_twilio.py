@@ -15,7 +15,8 @@ A message's attachments come as ``NumMedia``, ``MediaUrl0…`` and ``MediaConten
 first audio one is a voice note: the gateway fetches it (only for a sender it lets in) from its
 media URL with the account's credentials (HTTP basic auth); Twilio answers with a redirect to a
 short-lived URL of its CDN, which is fetched without them. Other attachments are not passed on:
-a message of nothing else gets a short reply saying only text and voice notes reach the agent.
+a message of nothing else gets a short reply saying only text and voice notes reach the agent,
+once the gateway has let its sender in (a stranger's gets what their words would).
 
 Sending: ``Messages.create`` from ``from_number``. SMS and WhatsApp have no reactions, so a
 receipt is a short reply, and a billed message: ``receipts`` says which are sent (by default
@@ -53,7 +54,6 @@ from agentcomms.transports import (
     SendRefused,
     VoiceNote,
     VoiceNoteRefused,
-    not_passed_on,
     read_at_most,
     with_unread,
 )
@@ -270,11 +270,10 @@ class TwilioReceiver:
         audio = next((m for m in media if m.kind == "audio"), None)
         unread = [m for m in media if m is not audio]
         text = form.get("Body", "")
+        # Nothing an agent can read still goes to the gateway, which checks the sender first:
+        # a stranger's photo gets what their words would, and each answer is a billed message.
+        unreadable = _kinds(unread) if unread and audio is None and not text.strip() else None
         if unread:
-            if audio is None and not text.strip():
-                # Nothing an agent can read: the answer says so, and nothing is queued.
-                log.info("%s: %s had only %s", self._flavour.name, sender, _kinds(unread))
-                return twiml(not_passed_on(_kinds(unread)))
             text = with_unread(_kinds(unread), text).rstrip()
         name = self._flavour.name
         message = InboundMessage(
@@ -286,6 +285,7 @@ class TwilioReceiver:
             text=text,
             chat_type="private",
             voice=voice_note(self._section, name, audio) if audio is not None else None,
+            unreadable=unreadable,
         )
         try:
             result = await self._sink.accept(message)

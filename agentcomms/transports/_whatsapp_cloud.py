@@ -48,7 +48,6 @@ from agentcomms.transports import (
     SendRefused,
     VoiceNote,
     VoiceNoteRefused,
-    not_passed_on,
     read_at_most,
     typed_with_note,
     with_unread,
@@ -71,6 +70,7 @@ DEFAULT_RETRY_AFTER_S = 6.0
 TRANSIENT_CODES = frozenset({1, 2, 131000, 131016})
 # Messages with words the agent can read; others get a short reply instead.
 _MEDIA_WITH_CAPTION = ("image", "video", "document")
+# Nothing a human wrote to anyone: no answer, not even to a stranger.
 _IGNORED_TYPES = ("reaction", "system", "ephemeral")
 
 
@@ -104,18 +104,24 @@ def _text_of(message: dict[str, Any]) -> str | None:
 def inbound(
     message: dict[str, Any], names: dict[str, str], section: WhatsAppConfig | None = None
 ) -> InboundMessage | None:
-    """A webhook's message as agentcomms sees it; None when it holds no words (nor a voice
-    note: those need ``section`` to be fetched)."""
+    """A webhook's message as agentcomms sees it (a voice note needs ``section`` to be
+    fetched); None for what needs no answer (a reaction)."""
     text = _text_of(message)
     sender = str(message.get("from", ""))
-    audio = message.get("audio") if message.get("type") == "audio" else None
+    kind = str(message.get("type") or "message")
+    audio = message.get("audio") if kind == "audio" else None
     voice = (
         voice_note(section, audio)
         if section is not None and isinstance(audio, dict) and audio.get("id")
         else None
     )
-    if (text is None and voice is None) or not sender or not message.get("id"):
+    # No words and no voice note: still the gateway's to answer, once it has checked the
+    # sender (a stranger's photo gets what their words would).
+    unreadable = kind if text is None and voice is None else None
+    if unreadable in _IGNORED_TYPES or not sender or not message.get("id"):
         return None
+    if unreadable is not None:
+        text = with_unread(unreadable, "").rstrip()  # what a stranger's rejected record shows
     context = message.get("context") or {}
     return InboundMessage(
         provider=NAME,
@@ -127,6 +133,7 @@ def inbound(
         chat_type="private",
         reply_to=context.get("id"),
         voice=voice,
+        unreadable=unreadable,
     )
 
 
@@ -163,14 +170,6 @@ def _media_refusal(response: httpx.Response) -> None:
             f"WhatsApp would not hand it over ({response.status_code}); please send it again"
         )
     response.raise_for_status()
-
-
-def _not_passed_on(message: dict[str, Any]) -> str | None:
-    """The reply for a message no agent gets, or None when it needs none (a reaction)."""
-    kind = message.get("type") or "message"
-    if kind in _IGNORED_TYPES:
-        return None
-    return not_passed_on(kind)
 
 
 class CloudReceiver:
@@ -240,9 +239,6 @@ class CloudReceiver:
             for message in value.get("messages") or []:
                 received = inbound(message, names, self._section)
                 if received is None:
-                    notice = _not_passed_on(message)
-                    if notice and message.get("from") and message.get("id"):
-                        replies.append((number(str(message["from"])), str(message["id"]), notice))
                     continue
                 try:
                     result = await self._sink.accept(received)
