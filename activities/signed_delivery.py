@@ -59,8 +59,7 @@ class SignedDelivery:
         if await self._typed_before(req.event):
             return DeliveryOutcome(event_id=req.event_id, typed=False)
         outcome = await delivery.deliver_to_pane(req)
-        if req.settled is not None:
-            outcome.recorded = await self._record(req, outcome)
+        await self._record([(req, outcome)])
         return outcome
 
     @activity.defn(name="deliver_batch_to_pane")
@@ -101,22 +100,35 @@ class SignedDelivery:
             if answer is None:
                 break
             outcomes.append(answer)
+        answered = zip(batch.requests[: len(outcomes)], outcomes, strict=True)
+        await self._record([(req, o) for req, o in answered if o.rejected is None])
         return outcomes
 
-    async def _record(self, req: DeliverRequest, outcome: DeliveryOutcome) -> bool:
-        """Write the typed event to the projection; False (the mailbox writes it then) when the
-        projection cannot take it now: typing must never look failed for the projection's sake."""
-        assert req.settled is not None
-        settled = req.settled.model_copy(
-            update={"delivered_at": utcnow(), "note": outcome.cut_note(req.max_chars)}
-        )
+    async def _record(self, typed: list[tuple[DeliverRequest, DeliveryOutcome]]) -> None:
+        """Write the typed events the mailbox asked to have recorded (`settled`) to the
+        projection, and mark their outcomes recorded; when the projection cannot take them now,
+        the mailbox writes them: typing must never look failed for the projection's sake."""
+        now = utcnow()
+        pairs = [(req, outcome) for req, outcome in typed if req.settled is not None]
+        settled = [
+            req.settled.model_copy(
+                update={"delivered_at": now, "note": outcome.cut_note(req.max_chars)}
+            )
+            for req, outcome in pairs
+            if req.settled is not None
+        ]
+        if not settled:
+            return
         try:
-            await self._store.settle_events([settled])
+            await self._store.settle_events(settled)
         except PROJECTION_UNAVAILABLE as exc:
-            activity.logger.warning("%s typed; the mailbox will record it: %s", req.event_id, exc)
-            return False
-        metrics.settled([settled])
-        return True
+            activity.logger.warning(
+                "%s typed; the mailbox will record it: %s", pairs[0][0].event_id, exc
+            )
+            return
+        metrics.settled(settled)
+        for _, outcome in pairs:
+            outcome.recorded = True
 
     @activity.defn(name="interrupt_pane")
     async def interrupt_pane(self, req: InterruptRequest) -> bool:

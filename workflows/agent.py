@@ -443,12 +443,11 @@ class AgentWorkflow:
             batch = [event, *self._typed_with(event, reg)]
             try:
                 outcomes: list[DeliveryOutcome | None]
+                record = self._delivery_records(batch)
                 if len(batch) > 1:
-                    outcomes = list(await self._deliver_batch(batch, reg))
+                    outcomes = list(await self._deliver_batch(batch, reg, record=record))
                 else:
-                    outcomes = [
-                        await self._deliver(event, reg, record=self._delivery_records(event))
-                    ]
+                    outcomes = [await self._deliver(event, reg, record=record)]
             except (ActivityError, ApplicationError) as exc:
                 # A local activity's failure may arrive bare or wrapped in an ActivityError.
                 cause = exc.cause if isinstance(exc, ActivityError) else exc
@@ -566,13 +565,13 @@ class AgentWorkflow:
             await self._write_projection()
             await workflow.sleep(timedelta(milliseconds=1), summary="let new signals in")
 
-    def _delivery_records(self, event: Event) -> bool:
-        """Whether the delivery of `event` writes it to the projection itself: when it is the
-        last that waits and nothing else is to be written (messages that come one at a time),
-        so typing it takes one local activity instead of two."""
+    def _delivery_records(self, batch: list[Event]) -> bool:
+        """Whether the delivery of `batch` writes it to the projection itself: when it is all
+        that waits and nothing else is to be written (messages that come one at a time, or the
+        end of a backlog), so typing it takes one local activity instead of two."""
         return (
-            event.type != "interrupt"
-            and len(self._s.waiting) == 1
+            batch[0].type != "interrupt"
+            and len(self._s.waiting) == len(batch)
             and not self._unsettled
             and self._s.status == "online"
             and self._patched(PATCH_DELIVERY_RECORDS)
@@ -655,12 +654,18 @@ class AgentWorkflow:
         )
 
     async def _deliver_batch(
-        self, events: list[Event], reg: Registration
+        self, events: list[Event], reg: Registration, *, record: bool = False
     ) -> list[DeliveryOutcome]:
         """Type the messages in order in one local activity; the outcomes of the first of them."""
+        requests = [
+            _deliver_request(
+                event, reg, settled=self._settled(event, "delivered") if record else None
+            )
+            for event in events
+        ]
         return await workflow.execute_local_activity(
             "deliver_batch_to_pane",
-            DeliverBatch(requests=[_deliver_request(event, reg) for event in events]),
+            DeliverBatch(requests=requests),
             result_type=list[DeliveryOutcome],
             start_to_close_timeout=timedelta(seconds=30),
             retry_policy=DELIVERY_RETRY,
