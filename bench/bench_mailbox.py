@@ -329,8 +329,13 @@ class Bench:
             "name": pipeline.name,
             **await self.latency(pipeline, lat_key, a.latency_messages),
         }
-        keys = [await self.recorder(pipeline, f"{slug}-a{i:02d}") for i in range(a.agents)]
-        result["throughput"] = await self.throughput(pipeline, keys)
+        rounds = []
+        keys: list[str] = []
+        for r in range(a.rounds):
+            agents = [await self.recorder(pipeline, f"{slug}-r{r}-a{i:02d}") for i in range(a.agents)]
+            rounds.append(await self.throughput(pipeline, agents))
+            keys += agents
+        result["throughput"] = median_round(rounds)
         if a.registered and isinstance(pipeline, Mailbox):
             result["registered"] = await self.many_registered(pipeline, lat_key, a.registered)
         result["warnings"] = self.warnings.take()
@@ -430,6 +435,18 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     return results
 
 
+def median_round(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """The throughput round with the median rate (a short round swings with whatever else the
+    machine does), with every round's rate and every round's losses."""
+    median = dict(sorted(rounds, key=lambda t: t["per_s"])[len(rounds) // 2])
+    median["rounds_per_s"] = [t["per_s"] for t in rounds]
+    for count in ("lost", "duplicated", "disordered_agents"):
+        median[count] = sum(t[count] for t in rounds)
+    median["send_errors"] = dict(sum((Counter(t["send_errors"]) for t in rounds), Counter()))
+    median["verified"] = all(t["verified"] for t in rounds)
+    return median
+
+
 def markdown(results: dict[str, Any]) -> str:
     m, p, runs = results["machine"], results["parameters"], results["pipelines"]
     base = runs.get("bare-local")
@@ -438,7 +455,8 @@ def markdown(results: dict[str, Any]) -> str:
         "",
         f"{m['cpus']} CPUs, {m['tmux']}, Python {m['python']}, temporalio {m['temporalio']}, "
         f"load average {m['load_average']} at start. Latency: {p['latency_messages']} messages "
-        f"one at a time. Throughput: {p['agents']} agents x {p['messages']} messages at once. "
+        f"one at a time. Throughput: {p['agents']} agents x {p['messages']} messages at once, "
+        f"the median of {p.get('rounds', 1)} rounds. "
         f"{p['size']} characters per message.",
         "",
         "| pipeline | p50 ms | p95 ms | p99 ms | accepted p50 ms | msg/s | lost / dup / disordered "
@@ -461,7 +479,10 @@ def markdown(results: dict[str, Any]) -> str:
     lines += [
         "",
         "CPU ms/msg, all: the bench process (client, worker, gateway), the tmux clients it "
-        "started, the tmux server and the Temporal server, during the throughput run.",
+        "started, the tmux server and the Temporal server, during the median throughput round.",
+        "",
+        "msg/s of every round: "
+        + "; ".join(f"{r['name']} {r['throughput']['rounds_per_s']}" for r in runs.values()),
     ]
     reg = runs.get("mailbox", {}).get("registered")
     if reg:
@@ -486,6 +507,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add = parser.add_argument
     add("--agents", type=int, default=5, help="agents (panes) in the throughput run")
     add("--messages", type=int, default=20, help="messages per agent in the throughput run")
+    add("--rounds", type=int, default=5, help="throughput rounds; the median is shown")
     add("--latency-messages", type=int, default=100, help="messages sent one at a time")
     add("--warmup", type=int, default=5, help="latency warm-up messages, not counted")
     add("--size", type=int, default=64, help="characters per message")

@@ -45,6 +45,7 @@ from temporalio.runtime import (
 from agentcomms.config import Config, TemporalConfig, VoiceConfig
 from agentcomms.runtime import Runtime as Stack
 from agentcomms.runtime import temporal_and_store
+from agentcomms.voice.warm import WARM_UP_TASK
 from gateway.service import Gateway
 from workers.main import build_workers
 
@@ -109,7 +110,20 @@ async def temporal(
             gateway = Gateway(cfg, rt.client, rt.store)
             await gateway.start()
             stack.push_async_callback(gateway.close)
+            await _warmed_up()
         yield rt
+
+
+async def _warmed_up() -> None:
+    """Wait for the worker's background warm-up of the speech providers (the local recognizer's
+    model takes about half a second of CPU): figures are of a stack that has started, not of one
+    still loading models beside the first messages."""
+    for _ in range(100):  # the worker enters its warm-up once its run has begun
+        warming = [t for t in asyncio.all_tasks() if t.get_name() == WARM_UP_TASK]
+        if warming:
+            await asyncio.gather(*warming)
+            return
+        await asyncio.sleep(0.01)
 
 
 def server_pids(rt: Stack) -> list[int]:

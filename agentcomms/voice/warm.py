@@ -20,6 +20,8 @@ from agentcomms.voice.tts import tts_chain, tts_provider
 
 log = logging.getLogger(__name__)
 
+WARM_UP_TASK = "speech warm-up"  # the background task's name, for whoever waits for it
+
 
 async def warm_speech(cfg: Config) -> float:
     """Load every provider of both chains; the seconds it took. A provider that cannot be
@@ -43,7 +45,7 @@ async def warm_speech(cfg: Config) -> float:
 @asynccontextmanager
 async def speech_warmed(cfg: Config) -> AsyncIterator[None]:
     """Warm up in the background for as long as the block runs; stop it at the block's end."""
-    task = asyncio.create_task(warm_speech(cfg), name="speech warm-up")
+    task = asyncio.create_task(warm_speech(cfg), name=WARM_UP_TASK)
     try:
         yield
     finally:
