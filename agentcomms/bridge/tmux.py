@@ -205,10 +205,11 @@ class TmuxAdapter:
         outcomes: list[DeliveryOutcome] = []
         for i, (req, _, outcome) in enumerate(prepared):
             known = self._pane_ids.get((req.pane.socket, req.pane.target))
-            short = _short_texts(prepared[i:])
-            if req.event_id not in typed and known is not None and len(short) > 1:
-                with contextlib.suppress(BridgeError):  # one at a time finds out what was typed
-                    typed |= await self._type_if_new(req.pane, known, short)
+            if req.event_id not in typed and known is not None:
+                short = _short_texts(prepared[i:])
+                if len(short) > 1:
+                    with contextlib.suppress(BridgeError):  # one at a time finds out what was typed
+                        typed |= await self._type_if_new(req.pane, known, short)
             if req.event_id in typed:
                 outcomes.append(outcome)
                 continue
