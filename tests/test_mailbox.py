@@ -87,6 +87,19 @@ async def _all_delivered(stack: Stack, agent: str, count: int) -> bool:
     return len(events) == count and all(e.status == "delivered" for e in events)
 
 
+async def backlog_then_pane(
+    stack: Stack, tmux: Tmux, tmp_path: Path, count: int, *, submit_delay_ms: int
+) -> tuple[str, Path]:
+    """An agent with `count` messages ("b0", "b1"…) waiting, then registered on a recorder
+    pane: the agent's id and the pane's file."""
+    agent = stack.agent_id()
+    for i in range(count):
+        await stack.call("send", agent_id=agent, message=f"b{i}")
+    target, out = recorder(tmux, tmp_path, "rec")
+    await register(stack, agent, tmux, target, submit_delay_ms=submit_delay_ms)
+    return agent, out
+
+
 def typing_activities(history: WorkflowHistory) -> list[str]:
     """The typing local activities a mailbox's history records, by name, in order."""
     names = []
@@ -103,11 +116,7 @@ def typing_activities(history: WorkflowHistory) -> list[str]:
 async def test_a_backlog_is_typed_several_messages_to_a_local_activity(
     stack: Stack, tmux: Tmux, tmp_path: Path
 ):
-    agent = stack.agent_id()
-    for i in range(60):
-        await stack.call("send", agent_id=agent, message=f"b{i}")
-    target, out = recorder(tmux, tmp_path, "rec")
-    await register(stack, agent, tmux, target, submit_delay_ms=0)
+    agent, out = await backlog_then_pane(stack, tmux, tmp_path, 60, submit_delay_ms=0)
     expected = b"".join(f"b{i}\r".encode() for i in range(60))
     await eventually(lambda: out.read_bytes() == expected, timeout=30)
     await eventually(lambda: _all_delivered(stack, agent, 60))
@@ -316,11 +325,7 @@ async def test_an_agent_on_another_host_moves_its_mailbox_there(
 async def test_an_interrupt_overtakes_a_backlog_that_is_being_typed(
     stack: Stack, tmux: Tmux, tmp_path: Path
 ):
-    agent = stack.agent_id()
-    for i in range(20):
-        await stack.call("send", agent_id=agent, message=f"b{i}")
-    target, out = recorder(tmux, tmp_path, "rec")
-    await register(stack, agent, tmux, target, submit_delay_ms=100)
+    agent, out = await backlog_then_pane(stack, tmux, tmp_path, 20, submit_delay_ms=100)
     await eventually(lambda: b"\r" in out.read_bytes())  # typing has begun
     await stack.call("interrupt", agent_id=agent)
     await eventually(lambda: b"\x03" in out.read_bytes(), timeout=30)
