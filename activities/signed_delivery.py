@@ -109,25 +109,23 @@ class SignedDelivery:
         projection, and mark their outcomes recorded; when the projection cannot take them now,
         the mailbox writes them: typing must never look failed for the projection's sake."""
         now = utcnow()
-        pairs = [(req, outcome) for req, outcome in typed if req.settled is not None]
-        settled = [
-            req.settled.model_copy(
+        asked = [
+            (outcome, req.settled.model_copy(
                 update={"delivered_at": now, "note": outcome.cut_note(req.max_chars)}
-            )
-            for req, outcome in pairs
+            ))
+            for req, outcome in typed
             if req.settled is not None
-        ]
+        ]  # fmt: skip
+        settled = [event for _, event in asked]
         if not settled:
             return
         try:
             await self._store.settle_events(settled)
         except PROJECTION_UNAVAILABLE as exc:
-            activity.logger.warning(
-                "%s typed; the mailbox will record it: %s", pairs[0][0].event_id, exc
-            )
+            activity.logger.warning("%s typed; the mailbox will record it: %s", settled[0].id, exc)
             return
         metrics.settled(settled)
-        for _, outcome in pairs:
+        for outcome, _ in asked:
             outcome.recorded = True
 
     @activity.defn(name="interrupt_pane")

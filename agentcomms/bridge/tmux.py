@@ -193,9 +193,9 @@ class TmuxAdapter:
         again meets that failure with its own message first)."""
         prepared: list[tuple[DeliverRequest, CleanText, DeliveryOutcome]] = []
         for req in reqs:
+            if req.pane != reqs[0].pane:
+                break  # a batch is typed into one pane: the rest go with the next
             try:
-                if req.pane != reqs[0].pane:
-                    raise InvalidTarget("a batch is typed into one pane")
                 prepared.append((req, *_prepared(req)))
             except InvalidTarget:
                 if not prepared:
