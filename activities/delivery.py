@@ -1,70 +1,262 @@
-"""Typing into an agent's pane and interrupting it, as Temporal activities.
+"""Typing into an agent's pane and interrupting it: the pane activities, for the deployment only.
 
-The agent workflow runs these as local activities on the pane's host: they take milliseconds plus
-the submit delay, so they do not heartbeat. Errors become ``ApplicationError`` types the workflow
-branches on (names in :mod:`agentcomms.errors`): a missing pane and a tmux hiccup are retryable
-(the pane may come back; the workflow decides how long to wait), a target or key that can never
-work is not.
+Every door to a pane is here. They run only as local activities of the agent's own mailbox: a
+workflow anyone else starts, or an activity anyone schedules on a host's task queue, is refused
+(Temporal itself authenticates no one). Within the mailbox, each request is checked again where it
+is typed, because anyone who reaches Temporal can signal a mailbox and a history can be altered:
+
+- Every event must carry the deployment's tag (:mod:`agentcomms.trust`) and belong to the mailbox
+  that asks; one that does not is answered ``rejected``, never typed, and the others go on.
+- The pane's registration must carry the deployment's tag too; one that does not is refused as
+  ``RegistrationNotSigned``: the pane it names is not the agent's, so its messages wait, as for a
+  missing pane, until the agent is registered again.
+- What is typed (the text, the pane, the event id, the cap, the submit delay) is derived from the
+  event and registration so checked, never taken from a field beside them.
+- An unregister is checked here before the mailbox obeys it, so nobody but the deployment can take
+  an agent offline.
+
+Bridge errors become the ``ApplicationError`` types the mailbox branches on (names in
+:mod:`agentcomms.errors`): a missing pane and a tmux hiccup are retryable (the pane may come back;
+the mailbox decides how long to wait), a target or key that can never work is not.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from agentcomms import errors
+from agentcomms import errors, metrics
 from agentcomms.bridge import InvalidTarget, PaneNotFound, TmuxError, adapter_for
-from agentcomms.models import DeliverRequest, DeliveryOutcome, InterruptRequest
+from agentcomms.bridge.sanitize import pane_text
+from agentcomms.models import (
+    DeliverRequest,
+    DeliveryOutcome,
+    Event,
+    InterruptRequest,
+    Keypress,
+    PaneTarget,
+    Registration,
+    Typing,
+    Unregister,
+    utcnow,
+)
+from agentcomms.store import PROJECTION_UNAVAILABLE, Store
+from agentcomms.trust import DeploymentKey
+from agentcomms.workflow_ids import MAILBOX_WORKFLOW, agent_of_mailbox
 
-# Every agent is a tmux pane today; the request models will name the kind when a second one exists.
+# Every agent is a tmux pane today; the registration will name the kind when a second one exists.
 _ENDPOINT_KIND = "tmux"
+# The mailbox remembers the last 2,000 event ids and the pane about 1,000: a genuine event
+# signalled again once both have forgotten it (a copy taken from an old history) would be typed
+# twice. The projection remembers every delivery; it is asked about events older than this, which
+# only a backlog or such a copy brings, so a message that comes and goes costs no read.
+ASK_THE_PROJECTION_AFTER = timedelta(minutes=5)
+# How long a delivery waits to record what it typed: the mailbox writes the rows the projection
+# could not take, so a locked database must not hold the typing up for its busy timeout.
+RECORD_WAIT = timedelta(seconds=1)
 
 
-@activity.defn
-async def deliver_to_pane(req: DeliverRequest) -> DeliveryOutcome:
-    """Type one event's text into its pane and submit it, at most once per event id."""
-    with _as_application_errors():
-        outcome = await adapter_for(_ENDPOINT_KIND).deliver(req)
-    activity.logger.info(
-        "delivered %s to %s: typed=%s chars=%d truncated=%s",
-        req.event_id,
-        req.pane.target,
-        outcome.typed,
-        outcome.chars,
-        outcome.truncated,
+class PaneActivities:
+    def __init__(self, key: DeploymentKey, store: Store) -> None:
+        self._key = key
+        self._store = store
+
+    @activity.defn(name="deliver_to_pane")
+    async def deliver_to_pane(self, req: DeliverRequest) -> list[DeliveryOutcome]:
+        """Type the mailbox's messages into their pane, in order: those whose tags check out,
+        in as few tmux clients as can carry them; the others are answered as rejected. Answers
+        for the first messages, in order, as many as it got through (a failure on the first is
+        raised; the mailbox sends the rest again)."""
+        agent_id = _asking_mailbox()
+        pane = self._checked_pane(agent_id, req.registration, req.events[0].id)
+        answers: list[DeliveryOutcome | None] = []  # None: to be typed
+        to_type: list[Typing] = []
+        for event in req.events:
+            if not self._event_is_genuine(agent_id, event):
+                answers.append(DeliveryOutcome(event_id=event.id, typed=False, rejected=NOT_SIGNED))
+            elif await self._typed_before(event):
+                answers.append(DeliveryOutcome(event_id=event.id, typed=False))
+            else:
+                answers.append(None)
+                to_type.append(_typing(event, req.registration, pane))
+        typed: list[DeliveryOutcome] = []
+        if to_type:
+            try:
+                typed = await _typed(to_type)
+            except ApplicationError:
+                if answers[0] is None:
+                    raise
+                # Those answered before it stand; the mailbox meets the failure again next.
+        typed_in_order = iter(typed)
+        outcomes: list[DeliveryOutcome] = []
+        for answer in answers:
+            answer = answer or next(typed_in_order, None)
+            if answer is None:
+                break
+            outcomes.append(answer)
+        await self._record(req, outcomes)
+        return outcomes
+
+    @activity.defn(name="interrupt_pane")
+    async def interrupt_pane(self, req: InterruptRequest) -> bool:
+        """Press the agent's interrupt key, once the deployment's tags check out; False when
+        this event's key was pressed already."""
+        agent_id = _asking_mailbox()
+        pane = self._checked_pane(agent_id, req.registration, req.event.id)
+        if not self._event_is_genuine(agent_id, req.event):
+            raise ApplicationError(NOT_SIGNED, type=errors.NOT_SIGNED, non_retryable=True)
+        if await self._typed_before(req.event):
+            return False
+        keypress = Keypress(pane=pane, event_id=req.event.id, key=req.registration.interrupt_key)
+        with _as_application_errors():
+            return await adapter_for(_ENDPOINT_KIND).interrupt(keypress)
+
+    @activity.defn(name="check_unregister")
+    async def check_unregister(self, request: Unregister) -> bool:
+        """Whether the deployment asked to unregister this mailbox's agent (the tag checks out)."""
+        agent_id = _asking_mailbox()
+        if self._key.unregister_is_genuine(agent_id, request):
+            return True
+        activity.logger.warning(
+            "ignored an unregister of %s: not signed by this deployment (it stays registered)",
+            agent_id,
+        )
+        return False
+
+    def _checked_pane(self, agent_id: str, registration: Registration, event_id: str) -> PaneTarget:
+        if not self._key.registration_is_genuine(agent_id, registration):
+            activity.logger.warning(
+                "refused to type %s: the registration of %s is not signed by this deployment",
+                event_id,
+                agent_id,
+            )
+            raise ApplicationError(
+                f"its pane's registration is not signed by this deployment: register {agent_id} "
+                "again (`agentcomms agents register`), or, if this host's worker has a "
+                "security.deployment_key of its own, give it the deployment's",
+                type=errors.REGISTRATION_NOT_SIGNED,
+                non_retryable=True,
+            )
+        return PaneTarget(target=registration.target, socket=registration.socket)
+
+    def _event_is_genuine(self, agent_id: str, event: Event) -> bool:
+        # Whose mailbox asks: an event signed for one agent must not be typed for another.
+        if event.agent_id == agent_id and self._key.event_is_genuine(event):
+            return True
+        activity.logger.warning(
+            "refused %s for %s: not signed by this deployment", event.id, agent_id
+        )
+        return False
+
+    async def _typed_before(self, event: Event) -> bool:
+        """Whether the projection shows this (old) event typed already: then it is not again."""
+        if utcnow() - event.created_at < ASK_THE_PROJECTION_AFTER:
+            return False
+        try:
+            stored = await self._store.get_event(event.id)
+        except PROJECTION_UNAVAILABLE as exc:
+            # The pane's own record still stands guard; a projection hiccup must not fail it.
+            activity.logger.warning("could not ask the projection about %s: %s", event.id, exc)
+            return False
+        if stored is None or stored.status != "delivered" or stored.agent_id != event.agent_id:
+            return False
+        activity.logger.warning(
+            "%s was typed on %s already (a copy signalled again?): not typed twice",
+            event.id,
+            stored.delivered_at,
+        )
+        return True
+
+    async def _record(self, req: DeliverRequest, outcomes: list[DeliveryOutcome]) -> None:
+        """Write the typed events the mailbox asked to have recorded (`settled`) to the
+        projection, and mark their outcomes recorded; when the projection cannot take them now,
+        the mailbox writes them later: typing never waits for the projection, nor looks failed
+        for its sake."""
+        if not req.settled:
+            return
+        now = utcnow()
+        asked = [
+            (outcome, settled.model_copy(
+                update={"delivered_at": now, "note": outcome.cut_note(req.registration.max_chars)}
+            ))
+            for outcome, settled in zip(outcomes, req.settled, strict=False)
+            if outcome.rejected is None and settled.id == outcome.event_id
+        ]  # fmt: skip
+        if not asked:
+            return
+        events = [event for _, event in asked]
+        try:
+            await asyncio.wait_for(self._store.settle_events(events), RECORD_WAIT.total_seconds())
+        except (*PROJECTION_UNAVAILABLE, TimeoutError) as exc:
+            activity.logger.warning("%s typed; the mailbox will record it: %s", events[0].id, exc)
+            return
+        metrics.settled(events)
+        for outcome, _ in asked:
+            outcome.recorded = True
+
+
+NOT_SIGNED = (
+    "not signed by this deployment: it did not come through agentcomms (or was altered since), "
+    "so it was not typed"
+)
+
+
+def _asking_mailbox() -> str:
+    """The agent whose mailbox runs this activity; refused for any other caller."""
+    info = activity.info()
+    agent_id = agent_of_mailbox(info.workflow_id or "")
+    if not info.is_local or info.workflow_type != MAILBOX_WORKFLOW or agent_id is None:
+        activity.logger.warning(
+            "refused %s for %s (%s, %s): pane activities run only inside an agent's mailbox",
+            info.activity_type,
+            info.workflow_id,
+            info.workflow_type,
+            "local" if info.is_local else "scheduled on the task queue",
+        )
+        raise ApplicationError(
+            f"{info.activity_type} runs only as a local activity of an agent's mailbox",
+            type=errors.NOT_A_MAILBOX,
+            non_retryable=True,
+        )
+    return agent_id
+
+
+def _typing(event: Event, registration: Registration, pane: PaneTarget) -> Typing:
+    return Typing(
+        pane=pane,
+        event_id=event.id,
+        text=pane_text(event),
+        submit_delay_ms=registration.submit_delay_ms,
+        max_chars=registration.max_chars,
     )
-    return outcome
 
 
-async def deliver_batch_to_pane(reqs: list[DeliverRequest]) -> list[DeliveryOutcome]:
-    """Type several events' texts into one pane, in order; the outcomes of the first of them
-    (at least one: a failure there is raised)."""
+async def _typed(typings: list[Typing]) -> list[DeliveryOutcome]:
+    adapter = adapter_for(_ENDPOINT_KIND)
     with _as_application_errors():
-        outcomes = await adapter_for(_ENDPOINT_KIND).deliver_batch(reqs)
+        if len(typings) == 1:
+            outcomes = [await adapter.deliver(typings[0])]
+        else:
+            outcomes = await adapter.deliver_batch(typings)
     activity.logger.info(
         "delivered %d of %d to %s: typed %d, found typed %d",
         len(outcomes),
-        len(reqs),
-        reqs[0].pane.target,
+        len(typings),
+        typings[0].pane.target,
         sum(o.typed for o in outcomes),
         sum(not o.typed for o in outcomes),
     )
     return outcomes
 
 
-@activity.defn
-async def interrupt_pane(req: InterruptRequest) -> bool:
-    """Press the agent's interrupt key; False when this event's key was already pressed."""
-    with _as_application_errors():
-        return await adapter_for(_ENDPOINT_KIND).interrupt(req)
-
-
 @contextmanager
 def _as_application_errors() -> Iterator[None]:
-    """Translate bridge errors into the ApplicationError types the workflow branches on."""
+    """Translate bridge errors into the ApplicationError types the mailbox branches on."""
     try:
         yield
     except PaneNotFound as exc:

@@ -38,7 +38,7 @@ from agentcomms.voice.models import (
 from agentcomms.voice.stt import stt_provider
 from agentcomms.voice.tts import ProviderUnavailable, tts_provider
 
-# How a call's outcome reaches an agent's mailbox (`gateway.mailbox.Mailbox.post` in a worker).
+# How a call's outcome reaches an agent's mailbox (`workflows.mailbox.client.Mailbox.post` in a worker).
 PostEvent = Callable[[Event], Awaitable[str]]
 
 

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from agentcomms.config import LoggingConfig
+from agentcomms.workflow_ids import agent_of_mailbox
 
 # The Telegram Bot API takes the bot token in the URL path (/bot123456:ABC…/sendMessage), and
 # HTTP clients log URLs: no line leaves this process with one in it.
@@ -44,8 +45,8 @@ class JsonFormatter(logging.Formatter):
             temporal.get("workflow_id") if isinstance(temporal, dict) else None
         )
         agent_id = getattr(record, "agent_id", None)
-        if agent_id is None and isinstance(workflow_id, str) and workflow_id.startswith("agent-"):
-            agent_id = workflow_id.removeprefix("agent-")
+        if agent_id is None and isinstance(workflow_id, str):
+            agent_id = agent_of_mailbox(workflow_id)
         event_id = getattr(record, "event_id", None)
         if event_id is None and (found := _EVENT_ID.search(message)):
             event_id = found[0]

@@ -29,6 +29,11 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+# The failed attempts kept per message, latest last (`trace` shows them; the count of all attempts
+# is kept beside them): of typing it into its pane, or of sending it to a chat.
+TRIES_KEPT = 10
+
+
 class Try(BaseModel):
     """One failed attempt to type a message into its pane: when, and what went wrong."""
 
@@ -129,27 +134,36 @@ class Unregister(BaseModel):
     signature: str | None = None
 
 
-class DeliverRequest(BaseModel):
-    """Type one event's text into a pane, at most once."""
+class Typing(BaseModel):
+    """Type one text into a pane and submit it, at most once per event id: what the bridge is
+    asked, once the host has derived every field from what it verified."""
 
     pane: PaneTarget
     event_id: str
     text: str
     submit_delay_ms: int = 150
     max_chars: int = MAX_MESSAGE_CHARS
-    # What the pane's host checks against the deployment key before typing (the text above is
-    # made from the event, the pane from the registration).
-    event: Event | None = None
-    registration: Registration | None = None
-    # The event as the projection is to show it once typed (its time and note are filled in
-    # where it is typed): the delivery records itself, and the mailbox makes no write of its own.
-    settled: Event | None = None
 
 
-class DeliverBatch(BaseModel):
-    """Type several waiting messages into one pane, in order, each at most once (a backlog)."""
+class Keypress(BaseModel):
+    """Press a pane's interrupt key, at most once per event id."""
 
-    requests: list[DeliverRequest]
+    pane: PaneTarget
+    event_id: str
+    key: str = "C-c"
+
+
+class DeliverRequest(BaseModel):
+    """What a mailbox asks its pane's host to type: signed messages, oldest first, and the
+    signed registration of the pane. The host checks both against the deployment key and derives
+    all it types (the text, the pane, the event id, the cap, the submit delay) from them."""
+
+    registration: Registration
+    events: list[Event]
+    # The events as the projection is to show them once typed (the time and the note are filled
+    # in where they are typed), in the same order: the delivery records itself, and the mailbox
+    # makes no write of its own. Empty: the mailbox records them.
+    settled: list[Event] = Field(default_factory=list)
 
 
 class DeliveryOutcome(BaseModel):
@@ -174,11 +188,10 @@ class DeliveryOutcome(BaseModel):
 
 
 class InterruptRequest(BaseModel):
-    pane: PaneTarget
-    event_id: str
-    key: str = "C-c"
-    event: Event | None = None  # checked like DeliverRequest's
-    registration: Registration | None = None
+    """Press the interrupt key of the pane the signed registration names, for a signed event."""
+
+    registration: Registration
+    event: Event
 
 
 class ProjectionUpdate(BaseModel):

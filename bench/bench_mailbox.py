@@ -39,7 +39,7 @@ with workflow.unsafe.imports_passed_through():
     from agentcomms.bridge import TmuxAdapter
     from agentcomms.client import GatewayClient
     from agentcomms.ids import new_event_id
-    from agentcomms.models import DeliverRequest, PaneTarget
+    from agentcomms.models import PaneTarget, Typing
     from bench.common import (
         Pane,
         Tmux,
@@ -164,7 +164,7 @@ class Bridge:
         self.panes[key] = PaneTarget(target=pane.target, socket=pane.socket)
 
     async def send(self, key: str, text: str) -> None:
-        request = DeliverRequest(
+        request = Typing(
             pane=self.panes[key], event_id=new_event_id(), text=text, submit_delay_ms=0
         )
         await self.adapter.deliver(request)
@@ -332,7 +332,9 @@ class Bench:
         rounds = []
         keys: list[str] = []
         for r in range(a.rounds):
-            agents = [await self.recorder(pipeline, f"{slug}-r{r}-a{i:02d}") for i in range(a.agents)]
+            agents = [
+                await self.recorder(pipeline, f"{slug}-r{r}-a{i:02d}") for i in range(a.agents)
+            ]
             rounds.append(await self.throughput(pipeline, agents))
             keys += agents
         result["throughput"] = median_round(rounds)

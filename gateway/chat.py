@@ -34,9 +34,9 @@ from agentcomms.transports import (
     LinkStatus,
     Receiver,
 )
-from gateway.mailbox import Mailbox
 from gateway.outbox import Outbox
 from gateway.voice_notes import NotTranscribed, VoiceNotes
+from workflows.mailbox.client import Mailbox
 from workflows.outbox import receipt_item
 
 log = logging.getLogger(__name__)

@@ -30,7 +30,8 @@ from temporalio.service import RPCError
 from agentcomms.models import Agent, utcnow
 from agentcomms.store import Store
 from agentcomms.temporal import POLL_SILENCE_S, last_polls
-from workflows.agent import host_task_queue
+from agentcomms.workflow_ids import host_task_queue
+from workflows.mailbox.client import mailbox_handle
 
 # Longer than a sticky queue's 5 s hand-back to the host's queue, plus a busy worker's delay.
 UNTAKEN_TASK_S = 20.0
@@ -108,7 +109,7 @@ class HostWatch:
         busiest = sorted((a for a in hosted if waiting.get(a.id)), key=lambda a: -waiting[a.id])
         for agent in busiest[:PROBED_PER_HOST]:
             try:
-                described = await self._client.get_workflow_handle(f"agent-{agent.id}").describe()
+                described = await mailbox_handle(self._client, agent.id).describe()
             except RPCError:
                 continue
             raw = described.raw_description

@@ -21,13 +21,13 @@ from agentcomms import transports
 from agentcomms.config import Config, host_name
 from agentcomms.errors import MailboxFull
 from agentcomms.ids import new_event_id
-from agentcomms.models import LOCAL_CHANNEL, Event, utcnow
+from agentcomms.models import LOCAL_CHANNEL, Event, Registration, utcnow
 from agentcomms.store import EventNotFound, Store
 from agentcomms.store.engine import display_url
 from agentcomms.temporal import pollers
+from agentcomms.workflow_ids import host_task_queue
 from gateway.chat import ChatTransports, normalise_code
 from gateway.hosts import HostWatch
-from gateway.mailbox import Mailbox
 from gateway.outbox import Outbox
 from gateway.params import (
     AgentMessageParams,
@@ -58,7 +58,7 @@ from gateway.protocol import (
     describe_validation,
 )
 from gateway.trace import TraceNotFound, Tracer
-from workflows.agent import Registration, host_task_queue
+from workflows.mailbox.client import Mailbox
 from workflows.outbox import ChatSend, OutboxItem
 
 # A message posted through this gateway wakes `wait_messages` at once; this slow poll of the

@@ -15,7 +15,6 @@ from temporalio.common import (
 )
 
 from agentcomms.search_attributes import AGENT_ID
-from gateway.waiting import wait_update
 from workflows.outbox import (
     OutboxInput,
     OutboxItem,
@@ -24,6 +23,7 @@ from workflows.outbox import (
     WaitSent,
     outbox_workflow_id,
 )
+from workflows.updates import wait_update
 
 
 class Outbox:

@@ -11,17 +11,16 @@ from typing import TYPE_CHECKING, Any
 from temporalio.client import Client
 
 from agentcomms.config import Config, host_name
-from agentcomms.models import Channel, utcnow
+from agentcomms.models import Channel, Registration, utcnow
 from agentcomms.store import Store
 from agentcomms.trust import DeploymentKey
 from gateway.calls import CallControl
 from gateway.chat import ChatInbox, ChatTransports
 from gateway.http import WebhookServer
-from gateway.mailbox import Mailbox
 from gateway.methods import Methods
 from gateway.outbox import Outbox
 from gateway.server import SocketServer
-from workflows.agent import Registration
+from workflows.mailbox.client import Mailbox
 
 if TYPE_CHECKING:
     from agentcomms.voice.callsystem.twilio import MediaSigner

@@ -19,8 +19,10 @@ from agentcomms.config import Config
 from agentcomms.models import LOCAL_CHANNEL, Agent, Event, Try
 from agentcomms.store import Store
 from agentcomms.temporal import POLL_SILENCE_S, last_polls, ui_url
-from gateway.mailbox import Mailbox, workflow_id
-from workflows.agent import AgentSnapshot, AgentWorkflow, QueuedEvent
+from agentcomms.workflow_ids import host_of_task_queue, mailbox_id
+from workflows.mailbox.client import Mailbox
+from workflows.mailbox.models import AgentSnapshot, QueuedEvent
+from workflows.mailbox.workflow import AgentWorkflow
 from workflows.outbox import OutboxWorkflow, outbox_workflow_id
 
 # A query needs a worker on the workflow's queue; without one it would wait for the RPC deadline.
@@ -107,7 +109,7 @@ class Tracer:
     # ---- to an agent's pane --------------------------------------------------------------------
 
     async def _trace_inbound(self, event: Event) -> dict[str, Any]:
-        wf_id = workflow_id(event.agent_id)
+        wf_id = mailbox_id(event.agent_id)
         out = self._summary(event, wf_id)
         what = "interrupt" if event.type == "interrupt" else "message"
         steps = [
@@ -182,7 +184,7 @@ class Tracer:
             )
         else:
             steps.append(_step(event.created_at, "queued", f"in {wf_id}"))
-        host = queue.removeprefix("agentcomms-host-")
+        host = host_of_task_queue(queue)
         if broken:
             why.append(f"the mailbox is broken: {broken}")
         if not live:

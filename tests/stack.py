@@ -7,6 +7,7 @@ SQLite file and socket, on the session's Temporal dev server.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -17,6 +18,7 @@ from typing import Any
 
 from pydantic import SecretStr
 from temporalio.client import Client
+from temporalio.testing import ActivityEnvironment
 
 from agentcomms.client import GatewayClient
 from agentcomms.config import (
@@ -29,6 +31,7 @@ from agentcomms.config import (
     VoiceConfig,
 )
 from agentcomms.store import Store
+from agentcomms.workflow_ids import MAILBOX_WORKFLOW, mailbox_id
 from gateway.service import Gateway
 from workers.main import build_workers
 
@@ -128,3 +131,15 @@ async def typed(out: Path, expected: bytes, *, timeout: float = 20) -> None:
     "delivered" means tmux took the keys; `cat` writes them to the file a moment later."""
     await eventually(lambda: len(out.read_bytes()) >= len(expected), timeout=timeout)
     assert await asyncio.to_thread(out.read_bytes) == expected
+
+
+def in_mailbox_of(agent_id: str, **info: object) -> ActivityEnvironment:
+    """An activity environment as the agent's mailbox runs its pane activities: locally."""
+    env = ActivityEnvironment()
+    fields: dict[str, Any] = {
+        "is_local": True,
+        "workflow_id": mailbox_id(agent_id),
+        "workflow_type": MAILBOX_WORKFLOW,
+    }
+    env.info = dataclasses.replace(env.info, **(fields | info))
+    return env

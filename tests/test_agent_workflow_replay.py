@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import functools
+import json
 import os
 import uuid
 from datetime import timedelta
@@ -20,14 +21,17 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer, Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
-from activities.delivery import deliver_to_pane, interrupt_pane
+from activities.delivery import PaneActivities
 from activities.projection import ProjectionActivities
-from agentcomms.models import Event
+from agentcomms.models import Event, Registration
 from agentcomms.store import Store
+from agentcomms.trust import DeploymentKey
+from agentcomms.workflow_ids import host_task_queue, mailbox_id
 from tests.conftest import Tmux
-from tests.stack import eventually, running_stack
+from tests.stack import Stack, eventually, running_stack
 from tests.test_mailbox import recorder
-from workflows.agent import AgentInput, AgentWorkflow, Registration, host_task_queue
+from workflows.mailbox.models import AgentInput
+from workflows.mailbox.workflow import AgentWorkflow
 
 HISTORIES = Path(__file__).parent / "histories"
 
@@ -63,13 +67,22 @@ async def test_a_live_history_replays_deterministically(temporal_env, tmux: Tmux
         await stack.call("interrupt", agent_id=agent)
         # The interrupt overtakes whatever is still queued when it arrives.
         await eventually(lambda: sorted(out.read_bytes()) == sorted(b"\x03r0\rr1\rr2\r"))
-        handle = stack.client.get_workflow_handle(f"agent-{agent}")
+        # Unregistered, a message waits; registered again, it is typed.
+        await stack.call("unregister", agent_id=agent)
+        await eventually(lambda: _offline(stack, agent))
+        await stack.call("send", agent_id=agent, message="r3")
+        await stack.call(
+            "register", agent_id=agent, target=target, socket=tmux.socket, submit_delay_ms=0
+        )
+        await eventually(lambda: out.read_bytes().endswith(b"r3\r"))
+        handle = stack.client.get_workflow_handle(mailbox_id(agent))
         # Replay a history that ends between workflow tasks: one cut inside a task that is still
         # running (or force-closed by a terminate) is not a history the worker could produce.
         history = await eventually(lambda: _settled_history(handle))
         await handle.terminate("test over")
     result = await replayer().replay_workflow(history)
     assert result.replay_failure is None
+    _record([history], "agent-mailbox")
 
 
 async def test_recorded_histories_still_replay():
@@ -87,39 +100,45 @@ async def test_a_missing_pane_is_retried_with_capped_backoff(
 ):
     client = time_skipping_env.client
     host = f"ts-{uuid.uuid4().hex[:8]}"
+    agent = f"ts-{host}"
     async with await Store.open(f"sqlite+aiosqlite:///{tmp_path / 'p.db'}") as store:
         projection = ProjectionActivities(store)
+        key = DeploymentKey(b"t" * 40)
+        panes = PaneActivities(key, store)
         async with Worker(
             client,
             task_queue=host_task_queue(host),
             workflows=[AgentWorkflow],
-            activities=[
-                deliver_to_pane,
-                interrupt_pane,
-                projection.record_projection,
-            ],
+            activities=[panes.deliver_to_pane, projection.record_projection],
         ):
             tmux.new_session("keep")
             handle = await client.start_workflow(
                 AgentWorkflow.run,
-                AgentInput(agent_id="ts", task_queue=host_task_queue(host)),
-                id=f"agent-ts-{host}",
+                AgentInput(agent_id=agent, task_queue=host_task_queue(host)),
+                id=mailbox_id(agent),
                 task_queue=host_task_queue(host),
                 id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             )
             await handle.signal(
                 AgentWorkflow.register,
-                Registration(target="later:0.0", socket=tmux.socket, host=host, submit_delay_ms=0),
+                key.sign_registration(
+                    agent,
+                    Registration(
+                        target="later:0.0", socket=tmux.socket, host=host, submit_delay_ms=0
+                    ),
+                ),
             )
             await handle.signal(
                 AgentWorkflow.enqueue,
-                Event(
-                    id="evt_ts1",
-                    agent_id="ts",
-                    channel_id="cli:local",
-                    type="human_message",
-                    role="human",
-                    payload={"text": "patience"},
+                key.sign_event(
+                    Event(
+                        id="evt_ts1",
+                        agent_id=agent,
+                        channel_id="cli:local",
+                        type="human_message",
+                        role="human",
+                        payload={"text": "patience"},
+                    )
                 ),
             )
             await time_skipping_env.sleep(timedelta(minutes=20))
@@ -157,30 +176,81 @@ async def test_unreachable_and_continued_runs_replay(
         for i in range(1, 60):
             await stack.call("send", agent_id=agent, message=f"w{i}")
         await eventually(lambda: out.read_bytes().count(b"\r") == 60, timeout=90)
-        runs = [
-            wf.run_id async for wf in stack.client.list_workflows(f"WorkflowId = 'agent-{agent}'")
-        ]
-        assert len(runs) >= 2
-        histories = []
-        for run_id in runs:
-            handle = stack.client.get_workflow_handle(f"agent-{agent}", run_id=run_id)
-            histories.append(await eventually(functools.partial(_settled_history, handle)))
-        await stack.client.get_workflow_handle(f"agent-{agent}").terminate("test over")
+        histories = await _every_run(stack, agent)
+        assert len(histories) >= 2
+        await stack.client.get_workflow_handle(mailbox_id(agent)).terminate("test over")
     for history in histories:
         result = await replayer().replay_workflow(history, raise_on_replay_failure=False)
         assert result.replay_failure is None, result.replay_failure
-    # To add these runs to the recorded ones (after a change to the workflow that must keep
-    # replaying): AGENTCOMMS_RECORD_HISTORIES=tests/histories pytest -k continued_runs_replay
-    if record_to := os.environ.get("AGENTCOMMS_RECORD_HISTORIES"):
-        _record(histories, Path(record_to))
+    _record(histories, "agent-mailbox-unreachable-continued")
 
 
-def _record(histories: list[WorkflowHistory], folder: Path) -> None:
-    ordered = sorted(histories, key=lambda h: h.events[0].event_time.ToDatetime())
-    for i, history in enumerate(ordered):
-        (folder / f"agent-mailbox-continued-run{i + 1}.json").write_text(history.to_json())
+@pytest.mark.timeout(120)
+async def test_a_backlog_handed_over_through_the_projection_replays(
+    temporal_env_low_can, tmux: Tmux, tmp_path: Path
+):
+    """Too many waiting texts to carry in the state: each run writes them to the projection
+    before continuing-as-new, and the run that types them reads them back, in order."""
+    async with running_stack(temporal_env_low_can.client, tmp_path) as stack:
+        agent = stack.agent_id()
+        count = 260  # past the 200 a run hands over in its state
+        for i in range(count):
+            await stack.call("send", agent_id=agent, message=f"h{i}")
+        target, out = recorder(tmux, tmp_path, "rec")
+        await stack.call(
+            "register", agent_id=agent, target=target, socket=tmux.socket, submit_delay_ms=0
+        )
+        expected = b"".join(f"h{i}\r".encode() for i in range(count))
+        await eventually(lambda: out.read_bytes() == expected, timeout=90)
+        histories = await _every_run(stack, agent)
+        assert len(histories) >= 3
+        loaded = [h for h in histories if "load_waiting_events" in _local_activities(h)]
+        assert loaded, "a run read waiting texts back from the projection"
+        await stack.client.get_workflow_handle(mailbox_id(agent)).terminate("test over")
+    for history in histories:
+        result = await replayer().replay_workflow(history, raise_on_replay_failure=False)
+        assert result.replay_failure is None, result.replay_failure
+    _record(loaded, "agent-mailbox-texts-read-back")
 
 
-async def _unreachable(stack, agent: str) -> bool:
+async def _every_run(stack: Stack, agent: str) -> list[WorkflowHistory]:
+    """The histories of every run of the agent's mailbox, oldest first, each between tasks."""
+    query = f"WorkflowId = '{mailbox_id(agent)}'"
+    runs = [wf.run_id async for wf in stack.client.list_workflows(query)]
+    histories = []
+    for run_id in runs:
+        handle = stack.client.get_workflow_handle(mailbox_id(agent), run_id=run_id)
+        histories.append(await eventually(functools.partial(_settled_history, handle)))
+    return sorted(histories, key=lambda h: h.events[0].event_time.ToDatetime())
+
+
+def _local_activities(history: WorkflowHistory) -> list[str]:
+    """The types of the local activities a history ran, in order (from their markers)."""
+    kinds = []
+    for event in history.events:
+        if event.HasField("marker_recorded_event_attributes"):
+            data = event.marker_recorded_event_attributes.details.get("data")
+            for payload in data.payloads if data else []:
+                kinds.append(json.loads(payload.data).get("activity_type", ""))
+    return kinds
+
+
+def _record(histories: list[WorkflowHistory], name: str) -> None:
+    """Keep these histories among the recorded ones, which every later change must still replay:
+    AGENTCOMMS_RECORD_HISTORIES=tests/histories pytest tests/test_agent_workflow_replay.py"""
+    folder = os.environ.get("AGENTCOMMS_RECORD_HISTORIES")
+    if not folder:
+        return
+    for i, history in enumerate(histories):
+        suffix = f"-run{i + 1}" if len(histories) > 1 else ""
+        (Path(folder) / f"{name}{suffix}.json").write_text(history.to_json())
+
+
+async def _unreachable(stack: Stack, agent: str) -> bool:
     snapshot = await stack.gateway.mailbox.snapshot(agent)
     return bool(snapshot and snapshot.status == "unreachable")
+
+
+async def _offline(stack: Stack, agent: str) -> bool:
+    snapshot = await stack.gateway.mailbox.snapshot(agent)
+    return bool(snapshot and snapshot.status == "offline")

@@ -1,28 +1,36 @@
-"""The delivery activities: bridge errors become the ApplicationError types workflows branch on.
+"""The pane activities: bridge errors become the ApplicationError types the mailbox branches on,
+and what is typed is derived from the signed event and registration alone.
 
-Called through ``ActivityEnvironment``, and once as a local activity of a real workflow on the dev
-server (how the agent workflow runs them), so the pydantic payloads and error types survive Temporal.
+Called through ``ActivityEnvironment`` as the agent's mailbox calls them (a local activity of
+``agent-<id>``); the mailbox tests run them as local activities of the real workflow.
 """
 
 from __future__ import annotations
 
-import uuid
-from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from temporalio import workflow
-from temporalio.client import WorkflowFailureError
-from temporalio.common import RetryPolicy
 from temporalio.exceptions import ApplicationError
-from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
-from temporalio.worker import Worker
 
-from activities.delivery import deliver_to_pane, interrupt_pane
+from activities.delivery import PaneActivities
 from agentcomms import errors
-from agentcomms.models import DeliverRequest, DeliveryOutcome, InterruptRequest, PaneTarget
+from agentcomms.ids import new_event_id
+from agentcomms.models import (
+    DeliverRequest,
+    DeliveryOutcome,
+    Event,
+    InterruptRequest,
+    PaneTarget,
+    Registration,
+)
+from agentcomms.store import Store
+from agentcomms.trust import DeploymentKey
 from tests.conftest import Tmux
+from tests.stack import in_mailbox_of
 from tests.test_tmux_bridge import Recorder, start_recorder
+
+KEY = DeploymentKey(b"d" * 40)
+AGENT = "backend"
 
 
 @pytest.fixture
@@ -30,114 +38,117 @@ async def recorder(tmux: Tmux, tmp_path: Path) -> Recorder:
     return await start_recorder(tmux, tmp_path / "typed.bin")
 
 
-def deliver(pane: PaneTarget, text: str = "hello", event_id: str = "evt_a1") -> DeliverRequest:
-    return DeliverRequest(pane=pane, event_id=event_id, text=text, submit_delay_ms=20)
+@pytest.fixture
+async def panes(tmp_path: Path):
+    async with await Store.open(f"sqlite+aiosqlite:///{tmp_path / 'p.db'}") as store:
+        yield PaneActivities(KEY, store)
 
 
-async def test_deliver_types_once(recorder: Recorder) -> None:
-    env = ActivityEnvironment()
-    first = await env.run(deliver_to_pane, deliver(recorder.pane, "hi $HOME;"))
-    again = await env.run(deliver_to_pane, deliver(recorder.pane, "hi $HOME;"))
-    assert first == DeliveryOutcome(event_id="evt_a1", typed=True, chars=9)
+def registration(pane: PaneTarget, **fields: object) -> Registration:
+    data: dict[str, object] = {"target": pane.target, "socket": pane.socket, "host": "h"}
+    return KEY.sign_registration(AGENT, Registration.model_validate(data | fields))
+
+
+def signed(text: str = "hello", **fields: object) -> Event:
+    data: dict[str, object] = {
+        "id": new_event_id(),
+        "agent_id": AGENT,
+        "channel_id": "cli:local",
+        "type": "human_message",
+        "role": "human",
+        "payload": {"text": text},
+    }
+    return KEY.sign_event(Event.model_validate(data | fields))
+
+
+def deliver(pane: PaneTarget, *events: Event) -> DeliverRequest:
+    return DeliverRequest(
+        registration=registration(pane, submit_delay_ms=20), events=list(events) or [signed()]
+    )
+
+
+def interrupt(pane: PaneTarget, key: str = "Escape") -> InterruptRequest:
+    event = signed("", type="interrupt", role="system")
+    return InterruptRequest(registration=registration(pane, interrupt_key=key), event=event)
+
+
+async def test_deliver_types_once(recorder: Recorder, panes: PaneActivities) -> None:
+    env = in_mailbox_of(AGENT)
+    request = deliver(recorder.pane, signed("hi $HOME;"))
+    [first] = await env.run(panes.deliver_to_pane, request)
+    [again] = await env.run(panes.deliver_to_pane, request)
+    assert first == DeliveryOutcome(event_id=request.events[0].id, typed=True, chars=9)
     assert not again.typed
     assert await recorder.settled() == b"hi $HOME;\r"
 
 
-async def test_interrupt_presses_once(recorder: Recorder) -> None:
-    env = ActivityEnvironment()
-    req = InterruptRequest(pane=recorder.pane, event_id="evt_i1", key="Escape")
-    assert await env.run(interrupt_pane, req)
-    assert not await env.run(interrupt_pane, req)
+async def test_what_is_typed_is_the_signed_event_and_the_signed_pane(
+    recorder: Recorder, panes: PaneActivities, tmux: Tmux
+) -> None:
+    """An event altered after signing is rejected alone; a registration pointed at another
+    pane after signing types nowhere."""
+    env = in_mailbox_of(AGENT)
+    altered = signed("echo fine")
+    altered.payload["text"] = "rm -rf ~"
+    genuine = signed("echo genuine")
+    outcomes = await env.run(panes.deliver_to_pane, deliver(recorder.pane, altered, genuine))
+    assert outcomes[0].rejected and "not signed by this deployment" in outcomes[0].rejected
+    assert outcomes[1].typed
+    assert await recorder.settled() == b"echo genuine\r"
+    other = tmux.new_session("other", "cat")
+    moved = deliver(recorder.pane, signed("to the other pane"))
+    moved.registration = moved.registration.model_copy(update={"target": other})
+    with pytest.raises(ApplicationError) as refused:
+        await env.run(panes.deliver_to_pane, moved)
+    assert refused.value.type == errors.REGISTRATION_NOT_SIGNED
+    assert "to the other pane" not in tmux.capture(other)
+
+
+async def test_interrupt_presses_once(recorder: Recorder, panes: PaneActivities) -> None:
+    env = in_mailbox_of(AGENT)
+    req = interrupt(recorder.pane)
+    assert await env.run(panes.interrupt_pane, req)
+    assert not await env.run(panes.interrupt_pane, req)
     assert await recorder.settled() == b"\x1b"
 
 
-async def test_missing_pane_is_retryable_pane_not_found(tmux: Tmux, tmp_path: Path) -> None:
-    env = ActivityEnvironment()
+async def test_missing_pane_is_retryable_pane_not_found(
+    tmux: Tmux, tmp_path: Path, panes: PaneActivities
+) -> None:
+    env = in_mailbox_of(AGENT)
     tmux.new_session("other")
     for pane in (
         PaneTarget(target="gone:0.0", socket=tmux.socket),
         PaneTarget(target="main", socket=str(tmp_path / "no-server")),
     ):
         with pytest.raises(ApplicationError) as caught:
-            await env.run(deliver_to_pane, deliver(pane))
+            await env.run(panes.deliver_to_pane, deliver(pane))
         assert caught.value.type == errors.PANE_NOT_FOUND
         assert not caught.value.non_retryable
         with pytest.raises(ApplicationError) as caught:
-            await env.run(interrupt_pane, InterruptRequest(pane=pane, event_id="evt_i2"))
+            await env.run(panes.interrupt_pane, interrupt(pane))
         assert caught.value.type == errors.PANE_NOT_FOUND
 
 
-async def test_bad_key_or_target_is_non_retryable_invalid_target(recorder: Recorder) -> None:
-    env = ActivityEnvironment()
-    bad_key = InterruptRequest(pane=recorder.pane, event_id="evt_i3", key="C-c Enter")
+async def test_bad_key_or_target_is_non_retryable_invalid_target(
+    recorder: Recorder, panes: PaneActivities
+) -> None:
+    env = in_mailbox_of(AGENT)
+    bad_key = interrupt(recorder.pane, key="C-c Enter")
     bad_target = deliver(PaneTarget(target="main;", socket=recorder.pane.socket))
     with pytest.raises(ApplicationError) as key_error:
-        await env.run(interrupt_pane, bad_key)
+        await env.run(panes.interrupt_pane, bad_key)
     with pytest.raises(ApplicationError) as target_error:
-        await env.run(deliver_to_pane, bad_target)
+        await env.run(panes.deliver_to_pane, bad_target)
     for caught in (key_error, target_error):
         assert caught.value.type == errors.INVALID_TARGET
         assert caught.value.non_retryable
     assert await recorder.settled(0.1) == b""
 
 
-async def test_other_tmux_failure_is_tmux_failed(tmp_path: Path) -> None:
+async def test_other_tmux_failure_is_tmux_failed(tmp_path: Path, panes: PaneActivities) -> None:
     pane = PaneTarget(target="main", socket=str(tmp_path / ("s" * 200)))  # path too long for tmux
     with pytest.raises(ApplicationError, match="File name too long") as caught:
-        await ActivityEnvironment().run(deliver_to_pane, deliver(pane))
+        await in_mailbox_of(AGENT).run(panes.deliver_to_pane, deliver(pane))
     assert caught.value.type == errors.TMUX_FAILED
     assert not caught.value.non_retryable
-
-
-@workflow.defn(sandboxed=False)
-class DeliverOnce:
-    """Types one request through a local activity, as the agent workflow does."""
-
-    @workflow.run
-    async def run(self, req: DeliverRequest) -> DeliveryOutcome:
-        return await workflow.execute_local_activity(
-            deliver_to_pane,
-            req,
-            start_to_close_timeout=timedelta(seconds=10),
-            retry_policy=RetryPolicy(maximum_attempts=1),
-        )
-
-
-async def test_as_a_local_activity_on_a_real_server(
-    temporal_env: WorkflowEnvironment, recorder: Recorder
-) -> None:
-    queue = f"tq-{uuid.uuid4()}"
-    client = temporal_env.client
-    async with Worker(
-        client, task_queue=queue, workflows=[DeliverOnce], activities=[deliver_to_pane]
-    ):
-        outcome = await client.execute_workflow(
-            DeliverOnce.run,
-            deliver(recorder.pane, "via temporal 日本", event_id="evt_wf1"),
-            id=f"deliver-{uuid.uuid4()}",
-            task_queue=queue,
-        )
-        assert outcome == DeliveryOutcome(event_id="evt_wf1", typed=True, chars=15)
-        assert (
-            await recorder.wait_for("via temporal 日本\r".encode())
-            == "via temporal 日本\r".encode()
-        )
-
-        missing = PaneTarget(target="gone", socket=recorder.pane.socket)
-        with pytest.raises(WorkflowFailureError) as caught:
-            await client.execute_workflow(
-                DeliverOnce.run, deliver(missing), id=f"deliver-{uuid.uuid4()}", task_queue=queue
-            )
-    # temporalio 1.35 hands a failed *local* activity to the workflow as the activity's own
-    # ApplicationError, not wrapped in ActivityError as a normal activity's failure would be.
-    types = [getattr(c, "type", None) for c in _causes(caught.value)]
-    assert errors.PANE_NOT_FOUND in types
-
-
-def _causes(exc: BaseException) -> list[BaseException]:
-    chain: list[BaseException] = []
-    cause: BaseException | None = exc
-    while cause is not None:
-        chain.append(cause)
-        cause = cause.__cause__
-    return chain

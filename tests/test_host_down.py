@@ -18,13 +18,13 @@ import pytest
 
 from agentcomms.models import utcnow
 from agentcomms.temporal import last_polls
+from agentcomms.workflow_ids import host_task_queue
 from tests.conftest import Tmux, write_config
 from tests.stack import STACK_KEY, Stack, eventually, running_stack, typed
 from tests.test_cli_agents import cli, cli_home
 from tests.test_mailbox import recorder
 from tests.test_up import AGENTCOMMS, env_for
 from workers.main import build_workers
-from workflows.agent import host_task_queue
 
 
 async def host_worker(stack: Stack, host: str) -> AsyncExitStack:

@@ -123,7 +123,7 @@ async def test_a_backlog_is_typed_several_messages_to_a_local_activity(
     history = await stack.client.get_workflow_handle(f"agent-{agent}").fetch_history()
     typing = typing_activities(history)
     # Batches of about 500 ms of typing time: 25 messages of 20 ms each.
-    assert typing[:3] == ["deliver_batch_to_pane"] * 3, typing
+    assert typing[:3] == ["deliver_to_pane"] * 3, typing
     assert len(typing) <= 4, typing
     # `events` shows each message delivered once, in order.
     listed = (await stack.call("events", agent_id=agent, limit=100))["events"]

@@ -28,7 +28,7 @@ from agentcomms.bridge import (
 from agentcomms.bridge import tmux as tmux_bridge
 from agentcomms.bridge.sanitize import TRUNCATION_MARKER, strip_unsafe, truncate
 from agentcomms.bridge.tmux import LAST_EVENT_OPTION, RECENT_EVENTS_OPTION, SEND_KEYS_MAX_CHARS
-from agentcomms.models import DeliverRequest, DeliveryOutcome, InterruptRequest, PaneTarget
+from agentcomms.models import DeliveryOutcome, Keypress, PaneTarget, Typing
 from tests.conftest import Tmux
 
 ENTER = b"\r"
@@ -91,7 +91,7 @@ class KnownPaneAdapter(TmuxAdapter):
     """Probes a pane before typing into it, so every delivery takes the one-invocation path
     that a pane already typed into gets."""
 
-    async def deliver(self, req: DeliverRequest) -> DeliveryOutcome:
+    async def deliver(self, req: Typing) -> DeliveryOutcome:
         with contextlib.suppress(BridgeError):
             await self.pane_info(req.pane)
         return await super().deliver(req)
@@ -105,10 +105,10 @@ def adapter(request: pytest.FixtureRequest) -> TmuxAdapter:
 _counter = iter(range(1_000_000))
 
 
-def request(pane: PaneTarget, text: str, **kw: object) -> DeliverRequest:
+def request(pane: PaneTarget, text: str, **kw: object) -> Typing:
     fields: dict[str, object] = {"event_id": f"evt_test{next(_counter)}", "submit_delay_ms": 20}
     fields.update(kw)
-    return DeliverRequest(pane=pane, text=text, **fields)
+    return Typing(pane=pane, text=text, **fields)
 
 
 # --- sanitizing ----------------------------------------------------------------------------------
@@ -326,7 +326,7 @@ async def test_the_record_is_kept_in_pane_options(
     adapter: TmuxAdapter, tmux: Tmux, recorder: Recorder
 ) -> None:
     await adapter.deliver(request(recorder.pane, "x", event_id="evt_01J0FIRST"))
-    await adapter.interrupt(InterruptRequest(pane=recorder.pane, event_id="evt_01J0INT"))
+    await adapter.interrupt(Keypress(pane=recorder.pane, event_id="evt_01J0INT"))
     await adapter.deliver(request(recorder.pane, "y", event_id="evt_01J0LAST"))
 
     def option(name: str) -> str:
@@ -517,7 +517,7 @@ async def test_missing_pane_raises_and_types_nowhere(
     with pytest.raises(PaneNotFound):
         await adapter.deliver(request(pane, "lost?"))
     with pytest.raises(PaneNotFound):
-        await adapter.interrupt(InterruptRequest(pane=pane, event_id="evt_i"))
+        await adapter.interrupt(Keypress(pane=pane, event_id="evt_i"))
     assert not await adapter.exists(pane)
     # display-message alone would have resolved "rec:7.0" to the recorder: nothing may land there.
     assert await recorder.settled() == b""
@@ -594,7 +594,7 @@ async def test_ctrl_c_stops_a_running_command(adapter: TmuxAdapter, tmux: Tmux) 
         await asyncio.sleep(0.01)
     await adapter.deliver(request(pane, "sleep 100"))
     await wait_for_command(tmux, target, "sleep")
-    assert await adapter.interrupt(InterruptRequest(pane=pane, event_id="evt_int1"))
+    assert await adapter.interrupt(Keypress(pane=pane, event_id="evt_int1"))
     await wait_for_command(tmux, target, "sleep", present=False)
 
 
@@ -612,12 +612,12 @@ async def test_ctrl_c_stops_a_running_command(adapter: TmuxAdapter, tmux: Tmux) 
 async def test_interrupt_key_arrives(
     adapter: TmuxAdapter, recorder: Recorder, key: str, sent: bytes
 ) -> None:
-    assert await adapter.interrupt(InterruptRequest(pane=recorder.pane, event_id="evt_k", key=key))
+    assert await adapter.interrupt(Keypress(pane=recorder.pane, event_id="evt_k", key=key))
     assert await recorder.wait_for(sent) == sent
 
 
 async def test_same_interrupt_is_pressed_once(adapter: TmuxAdapter, recorder: Recorder) -> None:
-    req = InterruptRequest(pane=recorder.pane, event_id="evt_esc", key="Escape")
+    req = Keypress(pane=recorder.pane, event_id="evt_esc", key="Escape")
     assert await adapter.interrupt(req)
     assert not await adapter.interrupt(req)
     assert await recorder.settled() == b"\x1b"
@@ -629,7 +629,7 @@ async def test_interrupt_does_not_erase_the_delivery_marker(
     """A retried message after an interrupt must still be recognised as typed."""
     message = request(recorder.pane, "msg")
     await adapter.deliver(message)
-    await adapter.interrupt(InterruptRequest(pane=recorder.pane, event_id="evt_int9"))
+    await adapter.interrupt(Keypress(pane=recorder.pane, event_id="evt_int9"))
     assert not (await adapter.deliver(message)).typed
     assert await recorder.settled() == b"msg" + ENTER + b"\x03"
 
@@ -660,7 +660,7 @@ async def test_keys_outside_the_allowlist_are_refused(
     adapter: TmuxAdapter, recorder: Recorder, key: str
 ) -> None:
     with pytest.raises(ValueError, match="interrupt key"):
-        await adapter.interrupt(InterruptRequest(pane=recorder.pane, event_id="evt_bad", key=key))
+        await adapter.interrupt(Keypress(pane=recorder.pane, event_id="evt_bad", key=key))
     assert await recorder.settled(0.1) == b""
 
 

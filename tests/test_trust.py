@@ -8,7 +8,6 @@ panes (a shell, so a forged command would run), the projection is a real SQLite 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import os
 import stat
@@ -20,26 +19,36 @@ from uuid import uuid4
 
 import pytest
 from pydantic import SecretStr
-from temporalio.client import Client
-from temporalio.common import WorkflowIDConflictPolicy
-from temporalio.testing import ActivityEnvironment
+from temporalio import workflow
+from temporalio.client import Client, WorkflowFailureError
+from temporalio.common import RetryPolicy, WorkflowIDConflictPolicy
+from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.worker import Worker
 
-from activities.signed_delivery import SignedDelivery
+from activities.delivery import PaneActivities
+from agentcomms import errors
 from agentcomms.bridge.tmux import RECENT_EVENTS_OPTION
 from agentcomms.config import SecurityConfig, load_config
 from agentcomms.errors import ConfigError
 from agentcomms.ids import new_event_id
-from agentcomms.models import DeliverRequest, Event, PaneTarget, Registration, Unregister
+from agentcomms.models import (
+    DeliverRequest,
+    DeliveryOutcome,
+    Event,
+    InterruptRequest,
+    Registration,
+    Unregister,
+)
 from agentcomms.store import Store
-from agentcomms.store.engine import create_engine
-from agentcomms.store.migrate import alembic_config
 from agentcomms.trust import KEY_FILENAME, DeploymentKey
+from agentcomms.workflow_ids import host_task_queue, mailbox_id
 from tests.conftest import Tmux, write_config
-from tests.stack import STACK_KEY, Stack, eventually, running_stack, stack_config
+from tests.stack import STACK_KEY, Stack, eventually, in_mailbox_of, running_stack
 from tests.test_agent_workflow_replay import _settled_history, replayer
 from tests.test_mailbox import recorder
 from workers.main import build_workers
-from workflows.agent import AgentInput, AgentWorkflow
+from workflows.mailbox.models import AgentInput
+from workflows.mailbox.workflow import AgentWorkflow
 
 KEY = DeploymentKey(b"k" * 40)
 
@@ -171,7 +180,7 @@ async def forge(client: Client, agent_id: str, signal: str, arg: object) -> None
     await client.start_workflow(
         AgentWorkflow.run,
         AgentInput(agent_id=agent_id),
-        id=f"agent-{agent_id}",
+        id=mailbox_id(agent_id),
         task_queue="anything",
         id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
         start_signal=signal,
@@ -334,7 +343,7 @@ async def test_a_forged_unregister_leaves_the_agent_registered(
     assert sent["delivered"] is False
     assert out.read_bytes() == b"one\rtwo\rthree\rfour\r"
 
-    handle = stack.client.get_workflow_handle(f"agent-{agent}")
+    handle = stack.client.get_workflow_handle(mailbox_id(agent))
     history = await eventually(lambda: _settled_history(handle))
     await handle.terminate("test over")
     assert (await replayer().replay_workflow(history)).replay_failure is None
@@ -358,78 +367,12 @@ async def _delivered(stack: Stack, event_id: str) -> Event | None:
 # ---- an upgrade from an agentcomms that did not sign ------------------------------------------------
 
 
-async def projection_before_signing(url: str, events: list[Event]) -> None:
-    """The projection as an agentcomms that did not sign left it: its last revision before the
-    list of messages waiting through the upgrade, and the untagged events its gateway recorded."""
-    from alembic import command
-
-    engine = create_engine(url)
-    async with engine.begin() as conn:
-        await conn.run_sync(lambda c: command.upgrade(alembic_config(c), "0005"))
-    old = Store(engine)  # not opened: opening would bring it up to date
-    for event in events:
-        assert await old.record_event(event)
-    await old.close()
-
-
-async def test_messages_waiting_through_the_upgrade_to_signing_are_typed(
-    temporal_env, tmux: Tmux, tmp_path: Path
-):
-    agent = f"upgraded-{uuid4().hex[:8]}"
-    proof = tmp_path / "forged-ran"
-    waited = message(agent, "echo WAITED-$((20+1))")
-    interrupt = message(agent, "", type="interrupt", role="system")
-    copied = message(agent, "echo its genuine text")
-    url = stack_config(tmp_path, temporal_env.client).database.resolved_url()
-    await projection_before_signing(url, [waited, interrupt, copied])
-
-    async with running_stack(temporal_env.client, tmp_path) as stack:  # the upgrade
-        pane = tmux.new_session("sh", "sh")
-        await stack.call("register", agent_id=agent, target=pane, socket=tmux.socket)
-        # What the old gateway had signalled, and what the mailbox still holds: untagged.
-        await forge(stack.client, agent, "enqueue", waited)
-        await eventually(lambda: "WAITED-21" in tmux.capture(pane).splitlines())
-        await forge(stack.client, agent, "enqueue", interrupt)
-        await eventually(lambda: _delivered(stack, interrupt.id))
-        # A forger copies a waiting message's id (readable in a history) with other text, ...
-        await forge(
-            stack.client,
-            agent,
-            "enqueue",
-            copied.model_copy(update={"payload": {"text": f"touch {proof} # COPIED"}}),
-        )
-        # ... sends an untagged message of its own, ...
-        new = message(agent, f"touch {proof} # NEW ID")
-        await forge(stack.client, agent, "enqueue", new)
-        # ... or one the projection holds only because a mailbox wrote it there after the
-        # upgrade (it hands waiting texts over before continuing-as-new, forged ones too).
-        handed_over = message(agent, f"touch {proof} # HANDED OVER")
-        assert await stack.store.record_event(handed_over)
-        await forge(stack.client, agent, "enqueue", handed_over)
-        genuine = await stack.call("send", agent_id=agent, message="echo $((6*7))", wait=True)
-        assert genuine["delivered"] is True
-        for event in (copied, new, handed_over):
-            await rejected(stack, event.id)
-        screen = tmux.capture(pane)
-        assert "COPIED" not in screen and "NEW ID" not in screen and "HANDED OVER" not in screen
-        assert not proof.exists()
-        assert (await eventually(lambda: _delivered(stack, waited.id))).status == "delivered"
-        # Typed once: a copy of it sent again later finds it no longer waiting.
-        assert await stack.store.waiting_since_before_signing(agent, waited.id) is None
-
-
-async def test_a_fresh_deployment_lists_no_message_from_before_signing(tmp_path: Path):
-    async with await Store.open(f"sqlite+aiosqlite:///{tmp_path / 'p.db'}") as store:
-        untagged = message("a", "x")
-        assert await store.record_event(untagged)
-        assert await store.waiting_since_before_signing("a", untagged.id) is None
-
-
 async def test_a_worker_with_a_key_of_its_own_refuses_the_deployments_messages(
     temporal_env, tmux: Tmux, tmp_path: Path
 ):
     """Hosts are one deployment only through one key (`security.deployment_key`, shared through
-    the config): a worker that made its own types nothing the gateway signed."""
+    the config): a worker that made its own types nothing the gateway signed, and loses nothing
+    either: the messages wait, and the agent says why."""
     async with running_stack(temporal_env.client, tmp_path, with_worker=False) as gateway_only:
         cfg = gateway_only.cfg.model_copy(
             update={"security": SecurityConfig(deployment_key=SecretStr("x" * 40))}
@@ -442,9 +385,11 @@ async def test_a_worker_with_a_key_of_its_own_refuses_the_deployments_messages(
             ):
                 await workers.enter_async_context(worker)
             await gateway_only.call("register", agent_id=agent, target=pane, socket=tmux.socket)
-            sent = await gateway_only.call("send", agent_id=agent, message="NOT OURS", wait=True)
-        assert sent["delivered"] is False and sent["status"] == "rejected"
-        assert "not signed by this deployment" in sent["note"]
+            await gateway_only.call("send", agent_id=agent, message="NOT OURS")
+            state = await eventually(lambda: _unreachable(gateway_only, agent))
+        assert state.pending == 1
+        assert "not signed by this deployment" in (state.last_error or "")
+        assert "security.deployment_key" in (state.last_error or "")
         assert "NOT OURS" not in tmux.capture(pane)
 
 
@@ -472,26 +417,113 @@ async def test_an_old_message_signalled_again_is_not_typed_twice(tmux: Tmux, tmp
     )
     old = datetime.now(UTC) - timedelta(hours=2)
     event = KEY.sign_event(message(agent, "deploy to production", created_at=old))
-    request = DeliverRequest(
-        pane=PaneTarget(target=target, socket=tmux.socket),
-        event_id=event.id,
-        text=event.text,
-        submit_delay_ms=0,
-        event=event,
-        registration=registration,
-    )
-    env = ActivityEnvironment()
-    env.info = dataclasses.replace(env.info, workflow_id=f"agent-{agent}")
+    request = DeliverRequest(registration=registration, events=[event])
+    env = in_mailbox_of(agent)
     async with await Store.open(f"sqlite+aiosqlite:///{tmp_path / 'p.db'}") as store:
-        panes = SignedDelivery(KEY, store)
+        panes = PaneActivities(KEY, store)
         await store.record_event(event)
-        assert (await env.run(panes.deliver_to_pane, request)).typed  # waited two hours: typed
+        assert (await env.run(panes.deliver_to_pane, request))[0].typed  # waited two hours
         delivered = event.model_copy(update={"status": "delivered", "delivered_at": old})
         await store.settle_events([delivered])
         await eventually(lambda: out.read_bytes() == b"deploy to production\r")
         # The pane forgets (a thousand messages later), the mailbox too: the copy arrives.
         tmux.run("set-option", "-p", "-u", "-t", target, RECENT_EVENTS_OPTION)
-        again = await env.run(panes.deliver_to_pane, request)
+        [again] = await env.run(panes.deliver_to_pane, request)
         assert not again.typed
         await asyncio.sleep(0.3)
         assert out.read_bytes() == b"deploy to production\r"
+
+
+@pytest.mark.parametrize(
+    "caller",
+    [
+        {"is_local": False},  # scheduled on the host's task queue by anyone's workflow
+        {"workflow_type": "AttackersWorkflow"},  # a local activity of another workflow type
+        {"workflow_id": "attack-backend"},  # ... or of a workflow that is no agent's mailbox
+    ],
+)
+async def test_pane_activities_refuse_anyone_but_the_agents_own_mailbox(
+    tmux: Tmux, tmp_path: Path, caller: dict[str, object]
+):
+    """A genuine signed event and registration, copied from a history, do not make a pane type
+    for a caller other than the agent's mailbox, nor press its interrupt key."""
+    agent = "backend"
+    target, out = recorder(tmux, tmp_path, "rec")
+    registration = KEY.sign_registration(
+        agent, Registration(target=target, socket=tmux.socket, host="h", submit_delay_ms=0)
+    )
+    event = KEY.sign_event(message(agent, "COPIED FROM A HISTORY"))
+    interrupt = KEY.sign_event(message(agent, "", type="interrupt", role="system"))
+    env = in_mailbox_of(agent, **caller)
+    async with await Store.open(f"sqlite+aiosqlite:///{tmp_path / 'p.db'}") as store:
+        panes = PaneActivities(KEY, store)
+        with pytest.raises(ApplicationError) as refused:
+            await env.run(
+                panes.deliver_to_pane, DeliverRequest(registration=registration, events=[event])
+            )
+        with pytest.raises(ApplicationError) as refused_key:
+            await env.run(
+                panes.interrupt_pane, InterruptRequest(registration=registration, event=interrupt)
+            )
+        for caught in (refused, refused_key):
+            assert caught.value.type == errors.NOT_A_MAILBOX and caught.value.non_retryable
+        # The same requests, from the mailbox itself, type (so the refusal above is the caller).
+        typed = await in_mailbox_of(agent).run(
+            panes.deliver_to_pane, DeliverRequest(registration=registration, events=[event])
+        )
+        assert typed[0].typed
+    await eventually(lambda: out.read_bytes() == b"COPIED FROM A HISTORY\r")
+
+
+async def test_an_activity_scheduled_on_a_hosts_queue_by_an_attackers_workflow_types_nothing(
+    stack: Stack, tmux: Tmux, tmp_path: Path
+):
+    """An attacker's own worker and workflow, with the stock SDK and a genuine request copied
+    from a mailbox's history, schedule the pane activity on the host's queue that the
+    deployment's worker polls: it is refused there, and the pane stays as it was."""
+    agent = stack.agent_id()
+    target, out = recorder(tmux, tmp_path, "rec")
+    await stack.call(
+        "register", agent_id=agent, target=target, socket=tmux.socket, submit_delay_ms=0
+    )
+    sent = await stack.call("send", agent_id=agent, message="genuine", wait=True)
+    assert sent["delivered"] is True
+    # Both signed halves are readable by anyone: the registration in a query, the event in the
+    # mailbox's history (here read back from the projection).
+    snapshot = await stack.gateway.mailbox.snapshot(agent)
+    assert snapshot is not None and snapshot.registration is not None
+    event = await stack.store.get_event(sent["event_id"])
+    assert event is not None
+    forged = DeliverRequest(
+        registration=snapshot.registration,
+        events=[event.model_copy(update={"id": new_event_id(), "status": "new"})],
+    )
+    queue = f"attacker-{uuid4().hex[:8]}"
+    async with Worker(stack.client, task_queue=queue, workflows=[Attacker]):
+        with pytest.raises(WorkflowFailureError) as failed:
+            await stack.client.execute_workflow(
+                Attacker.run,
+                args=[host_task_queue(stack.host), forged],
+                id=f"attack-{uuid4().hex[:8]}",
+                task_queue=queue,
+            )
+    activity_failure = failed.value.cause
+    assert isinstance(activity_failure, ActivityError)
+    refusal = activity_failure.cause
+    assert isinstance(refusal, ApplicationError) and refusal.type == errors.NOT_A_MAILBOX
+    await asyncio.sleep(0.3)
+    assert out.read_bytes() == b"genuine\r"
+
+
+@workflow.defn(sandboxed=False)
+class Attacker:
+    @workflow.run
+    async def run(self, host_queue: str, request: DeliverRequest) -> list[DeliveryOutcome]:
+        return await workflow.execute_activity(
+            "deliver_to_pane",
+            request,
+            result_type=list[DeliveryOutcome],
+            task_queue=host_queue,
+            start_to_close_timeout=timedelta(seconds=10),
+            retry_policy=RetryPolicy(maximum_attempts=1),
+        )

@@ -19,18 +19,19 @@ from temporalio.plugin import SimplePlugin
 from temporalio.worker import Worker
 
 from activities.chat import ChatActivities
+from activities.delivery import PaneActivities
 from activities.projection import ProjectionActivities
 from activities.receipts import ReceiptActivities
-from activities.signed_delivery import SignedDelivery
 from activities.voice import TwilioCallActivities, VoiceActivities
 from agentcomms.config import Config, host_name
 from agentcomms.store import Store
 from agentcomms.trust import DeploymentKey
 from agentcomms.voice.warm import speech_warmed
-from gateway.mailbox import Mailbox
+from agentcomms.workflow_ids import host_task_queue
 from gateway.outbox import Outbox
-from workflows.agent import AgentWorkflow, host_task_queue
 from workflows.call import CallWorkflow
+from workflows.mailbox.client import Mailbox
+from workflows.mailbox.workflow import AgentWorkflow
 from workflows.outbox import OutboxWorkflow
 
 log = logging.getLogger(__name__)
@@ -47,12 +48,11 @@ def build_workers(
     """This host's workers; `shared=False` leaves the shared queue to another process."""
     projection = ProjectionActivities(store)
     key = DeploymentKey.load(cfg.security)
-    panes = SignedDelivery(key, store)  # types only what the deployment signed
+    panes = PaneActivities(key, store)  # types only what the deployment signed
     # A mailbox that typed a chat message queues its receipt in the outbox, on the shared queue.
     receipts = ReceiptActivities(Outbox(client, cfg.temporal.task_queue).post)
     activities: list[Any] = [
         panes.deliver_to_pane,
-        panes.deliver_batch_to_pane,
         panes.interrupt_pane,
         panes.check_unregister,
         projection.record_projection,

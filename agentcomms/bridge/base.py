@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Protocol, runtime_checkable
 
 from agentcomms.errors import AgentcommsError
-from agentcomms.models import DeliverRequest, DeliveryOutcome, InterruptRequest, PaneTarget
+from agentcomms.models import DeliveryOutcome, Keypress, PaneTarget, Typing
 
 
 class BridgeError(AgentcommsError):
@@ -38,16 +38,16 @@ class InvalidTarget(BridgeError, ValueError):
 class Adapter(Protocol):
     """One kind of endpoint that can be typed into and interrupted."""
 
-    async def deliver(self, req: DeliverRequest) -> DeliveryOutcome:
+    async def deliver(self, req: Typing) -> DeliveryOutcome:
         """Type `req.text` and submit it, at most once per `req.event_id`."""
         ...
 
-    async def deliver_batch(self, reqs: list[DeliverRequest]) -> list[DeliveryOutcome]:
+    async def deliver_batch(self, reqs: list[Typing]) -> list[DeliveryOutcome]:
         """Deliver several requests to one endpoint, in order; the outcomes of the first of
         them, as many as were typed or found typed (raises only when the first fails)."""
         ...
 
-    async def interrupt(self, req: InterruptRequest) -> bool:
+    async def interrupt(self, req: Keypress) -> bool:
         """Press the interrupt key; False when this event's key was already pressed."""
         ...
 

@@ -76,7 +76,7 @@ from dataclasses import dataclass
 
 from agentcomms.bridge.base import BridgeError, InvalidTarget, PaneNotFound, TmuxError
 from agentcomms.bridge.sanitize import CleanText, sanitize
-from agentcomms.models import DeliverRequest, DeliveryOutcome, InterruptRequest, PaneTarget
+from agentcomms.models import DeliveryOutcome, Keypress, PaneTarget, Typing
 
 # The last event typed or pressed in the pane: for people and status displays.
 LAST_EVENT_OPTION = "@agentcomms_last_event"
@@ -145,7 +145,7 @@ class TmuxAdapter:
         # and type in one invocation. A stale entry only sends a delivery the long way.
         self._pane_ids: dict[tuple[str | None, str], str] = {}
 
-    async def deliver(self, req: DeliverRequest) -> DeliveryOutcome:
+    async def deliver(self, req: Typing) -> DeliveryOutcome:
         """Type `req.text` (sanitized, capped) and submit it with Enter, at most once per event."""
         clean, outcome = _prepared(req)
         known = self._pane_ids.get((req.pane.socket, req.pane.target))
@@ -183,7 +183,7 @@ class TmuxAdapter:
         await self._run(req.pane.socket, _sequence(commands), stdin=stdin, extra_time=delay)
         return outcome
 
-    async def deliver_batch(self, reqs: list[DeliverRequest]) -> list[DeliveryOutcome]:
+    async def deliver_batch(self, reqs: list[Typing]) -> list[DeliveryOutcome]:
         """Type several events into one pane, in order, each at most once.
 
         Once the pane is known, as many short texts as one invocation carries are typed in it: a
@@ -191,7 +191,7 @@ class TmuxAdapter:
         did not type, go one at a time. Answers for the first events, in order, as many as
         were typed or found typed; raises only when the first one fails (whoever sends the rest
         again meets that failure with its own message first)."""
-        prepared: list[tuple[DeliverRequest, CleanText, DeliveryOutcome]] = []
+        prepared: list[tuple[Typing, CleanText, DeliveryOutcome]] = []
         for req in reqs:
             if req.pane != reqs[0].pane:
                 break  # a batch is typed into one pane: the rest go with the next
@@ -222,7 +222,7 @@ class TmuxAdapter:
         return outcomes
 
     async def _type_if_new(
-        self, target: PaneTarget, pane: str, texts: list[tuple[DeliverRequest, str]]
+        self, target: PaneTarget, pane: str, texts: list[tuple[Typing, str]]
     ) -> set[str]:
         """Type the texts into `pane`, in order, in one invocation (as many as it carries), each
         if the target still is that live pane and the event is not in its record; the ids of
@@ -273,7 +273,7 @@ class TmuxAdapter:
             self._pane_ids.pop((target.socket, target.target), None)
         return typed
 
-    async def interrupt(self, req: InterruptRequest) -> bool:
+    async def interrupt(self, req: Keypress) -> bool:
         """Press the agent's interrupt key once per event; False if this event already pressed it."""
         check_interrupt_key(req.key)
         _check_pane(req.pane)
@@ -385,7 +385,7 @@ class TmuxAdapter:
         return out.decode("utf-8", "replace")
 
 
-def _prepared(req: DeliverRequest) -> tuple[CleanText, DeliveryOutcome]:
+def _prepared(req: Typing) -> tuple[CleanText, DeliveryOutcome]:
     """Check the request; the text as it will be typed, and the outcome of typing it."""
     _check_pane(req.pane)
     _check_event_id(req.event_id)
@@ -405,11 +405,11 @@ def _prepared(req: DeliverRequest) -> tuple[CleanText, DeliveryOutcome]:
 
 
 def _short_texts(
-    prepared: list[tuple[DeliverRequest, CleanText, DeliveryOutcome]],
-) -> list[tuple[DeliverRequest, str]]:
+    prepared: list[tuple[Typing, CleanText, DeliveryOutcome]],
+) -> list[tuple[Typing, str]]:
     """The first texts short enough to share an invocation (an empty one is not typed at all:
     it goes the one-at-a-time way, which only records it)."""
-    short: list[tuple[DeliverRequest, str]] = []
+    short: list[tuple[Typing, str]] = []
     for req, clean, _ in prepared:
         if not clean.text or len(clean.text.encode("utf-8")) > SHARED_TEXT_BYTES:
             break

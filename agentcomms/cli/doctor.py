@@ -202,7 +202,7 @@ async def _check_workers(
     cfg: Config, client: Any, agents: list[Agent], checks: list[Check]
 ) -> None:
     from agentcomms.temporal import POLL_SILENCE_S, last_polls
-    from workflows.agent import host_task_queue
+    from agentcomms.workflow_ids import host_task_queue
 
     by_host: dict[str, list[Agent]] = defaultdict(list)
     for agent in agents:
@@ -250,9 +250,10 @@ async def _answers(client: Any, agent_id: str) -> bool:
     """True when the agent's mailbox answers a query: a worker polls its queue right now."""
     from temporalio.service import RPCError
 
-    from workflows.agent import AgentWorkflow
+    from workflows.mailbox.client import mailbox_handle
+    from workflows.mailbox.workflow import AgentWorkflow
 
-    handle = client.get_workflow_handle(f"agent-{agent_id}")
+    handle = mailbox_handle(client, agent_id)
     try:
         async with asyncio.timeout(PROBE_TIMEOUT.total_seconds() + 1):
             await handle.query(AgentWorkflow.state, rpc_timeout=PROBE_TIMEOUT)
@@ -302,7 +303,7 @@ async def _check_panes(agents: list[Agent], checks: list[Check]) -> None:
 async def _check_mailboxes(client: Any, agents: list[Agent], checks: list[Check]) -> None:
     from temporalio.service import RPCError
 
-    from gateway.mailbox import broken_mailboxes
+    from workflows.mailbox.client import broken_mailboxes
 
     try:
         broken = await broken_mailboxes(client)

@@ -296,7 +296,7 @@ async def _workers(cfg: Config) -> dict[str, list[str]] | None:
     from agentcomms.config import host_name
     from agentcomms.errors import AgentcommsError
     from agentcomms.temporal import connect, pollers
-    from workflows.agent import host_task_queue
+    from agentcomms.workflow_ids import host_task_queue
 
     try:
         client = await connect(cfg.temporal)

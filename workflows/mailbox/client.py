@@ -1,4 +1,7 @@
-"""The client side of AgentWorkflow: post events, register panes, wait for delivery.
+"""How everyone else reaches a mailbox: post events, register panes, ask, wait for delivery.
+
+The gateway and the workers use this one client; the mailbox's workflow id is spelled in
+:mod:`agentcomms.workflow_ids`, and its signals, queries and updates are called by reference.
 
 A message is durable once ``post`` returns: Temporal has accepted the signal (signal-with-start, so
 an agent that has no workflow yet gets one and the message waits there for it). Before that, the
@@ -16,35 +19,26 @@ import logging
 import os
 from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Any
 from uuid import uuid4
 
-from temporalio.client import (
-    Client,
-)
+from temporalio import workflow
+from temporalio.client import Client, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
 from agentcomms import metrics
 from agentcomms.config import host_name
 from agentcomms.errors import MailboxFull
-from agentcomms.models import Event, Unregister
+from agentcomms.models import Event, Registration, Unregister
 from agentcomms.store import PROJECTION_UNAVAILABLE, Store
 from agentcomms.trust import DeploymentKey
-from gateway.waiting import wait_update
-from workflows.agent import (
-    AgentInput,
-    AgentSnapshot,
-    AgentWorkflow,
-    DeliveryStatus,
-    Registration,
-    WaitForDelivery,
-)
+from agentcomms.workflow_ids import MAILBOX_WORKFLOW, agent_of_mailbox, mailbox_id
+from workflows.mailbox.models import AgentInput, AgentSnapshot, DeliveryStatus, WaitForDelivery
+from workflows.mailbox.workflow import AgentWorkflow
+from workflows.updates import wait_update
 
 log = logging.getLogger(__name__)
-
-
-def workflow_id(agent_id: str) -> str:
-    return f"agent-{agent_id}"
 
 
 class Arrivals:
@@ -61,6 +55,11 @@ class Arrivals:
             event.set()
 
 
+def mailbox_handle(client: Client, agent_id: str) -> WorkflowHandle[AgentWorkflow, None]:
+    """The agent's mailbox, to signal, query or describe (its latest run)."""
+    return client.get_workflow_handle_for(AgentWorkflow.run, mailbox_id(agent_id))
+
+
 Limits = Callable[[str], tuple[int, int]]  # agent id -> (messages, bytes) that may wait
 
 
@@ -73,13 +72,13 @@ async def broken_mailboxes(client: Client) -> dict[str, str]:
     their messages are safe in the history but nothing is typed until it is fixed."""
     found: dict[str, str] = {}
     query = (
-        'WorkflowType = "AgentWorkflow" AND ExecutionStatus = "Running" '
+        f'WorkflowType = "{MAILBOX_WORKFLOW}" AND ExecutionStatus = "Running" '
         "AND TemporalReportedProblems IS NOT NULL"
     )
     async for wf in client.list_workflows(query, limit=1000):
         problems = wf.search_attributes.get("TemporalReportedProblems") or []
         causes = [str(p).partition("=")[2] for p in problems if str(p).startswith("cause=")]
-        agent_id = wf.id.removeprefix("agent-")
+        agent_id = agent_of_mailbox(wf.id) or wf.id
         found[agent_id] = (
             f"its workflow's tasks keep failing ({', '.join(causes) or 'see its history'}); "
             f"messages are kept but not typed: `temporal workflow describe -w {wf.id}`"
@@ -118,22 +117,23 @@ class Mailbox:
     def client(self) -> Client:
         return self._client
 
-    async def _signal(self, agent_id: str, signal: str, arg: object) -> None:
+    async def _signal(self, agent_id: str, signal: Callable[..., Any], arg: object) -> None:
         # Most mailboxes are running: a plain signal costs the server (and this process) less
         # than a signal-with-start. One that is not running yet is started by the second call.
         try:
-            await self._client.get_workflow_handle(workflow_id(agent_id)).signal(signal, arg)
+            await mailbox_handle(self._client, agent_id).signal(signal, arg)
             return
         except RPCError as exc:
             if exc.status != RPCStatusCode.NOT_FOUND:
                 raise
         await self._client.start_workflow(
             AgentWorkflow.run,
-            AgentInput(agent_id=agent_id, task_queue=self._task_queue, patches_first=True),
-            id=workflow_id(agent_id),
+            AgentInput(agent_id=agent_id, task_queue=self._task_queue),
+            id=mailbox_id(agent_id),
             task_queue=self._task_queue,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-            start_signal=signal,
+            # Signal-with-start names its signal by string; the name is read off the handler.
+            start_signal=workflow._SignalDefinition.must_name_from_fn_or_str(signal),
             start_signal_args=[arg],
             static_summary=f"mailbox of agent {agent_id}",
         )
@@ -151,7 +151,7 @@ class Mailbox:
         )
         # Signed last: the tag covers the payload exactly as the mailbox will hold it.
         event = self._key.sign_event(event)
-        await self._signal(event.agent_id, "enqueue", event)
+        await self._signal(event.agent_id, AgentWorkflow.enqueue, event)
         metrics.accepted(event)
         # After the signal: the projection never shows a message Temporal does not hold. The
         # message is durable now, so a failing projection must not make it look lost (a client
@@ -205,19 +205,21 @@ class Mailbox:
 
     async def register(self, agent_id: str, registration: Registration) -> None:
         await self._signal(
-            agent_id, "register", self._key.sign_registration(agent_id, registration)
+            agent_id, AgentWorkflow.register, self._key.sign_registration(agent_id, registration)
         )
 
     async def unregister(self, agent_id: str) -> None:
         request = Unregister(id=uuid4().hex, requested_at=datetime.now(UTC))
-        await self._signal(agent_id, "unregister", self._key.sign_unregister(agent_id, request))
+        await self._signal(
+            agent_id, AgentWorkflow.unregister, self._key.sign_unregister(agent_id, request)
+        )
 
     async def broken(self) -> dict[str, str]:
         """Agents whose mailbox workflow keeps failing its tasks, with what Temporal reports."""
         return await broken_mailboxes(self._client)
 
     async def snapshot(self, agent_id: str) -> AgentSnapshot | None:
-        handle = self._client.get_workflow_handle(workflow_id(agent_id))
+        handle = mailbox_handle(self._client, agent_id)
         try:
             return await handle.query(AgentWorkflow.state)
         except RPCError as exc:
@@ -230,7 +232,7 @@ class Mailbox:
     ) -> DeliveryStatus:
         """Wait until the event is typed or failed, or the timeout passes (then: still queued)."""
         status: DeliveryStatus | None = await wait_update(
-            self._client.get_workflow_handle(workflow_id(agent_id)),
+            mailbox_handle(self._client, agent_id),
             AgentWorkflow.wait_for_delivery,
             lambda seconds: WaitForDelivery(event_id=event_id, timeout_s=seconds),
             timeout_s,

@@ -1,0 +1,34 @@
+"""What Temporal calls agentcomms' things: workflow ids, workflow types and task queues, spelled
+once. Ids carry meaning (``agent-backend``), so a person finds a mailbox in the Temporal UI by its
+agent's name; the workers, the gateway and the pane activities all read them from here.
+
+Standard library only: workflow code and quick commands import it.
+"""
+
+from __future__ import annotations
+
+MAILBOX_WORKFLOW = "AgentWorkflow"
+_MAILBOX_PREFIX = "agent-"
+_HOST_QUEUE_PREFIX = "agentcomms-host-"
+
+
+def mailbox_id(agent_id: str) -> str:
+    """The workflow id of an agent's mailbox."""
+    return f"{_MAILBOX_PREFIX}{agent_id}"
+
+
+def agent_of_mailbox(workflow_id: str) -> str | None:
+    """The agent whose mailbox has this workflow id; None for any other workflow."""
+    if not workflow_id.startswith(_MAILBOX_PREFIX) or workflow_id == _MAILBOX_PREFIX:
+        return None
+    return workflow_id.removeprefix(_MAILBOX_PREFIX)
+
+
+def host_task_queue(host: str) -> str:
+    """The task queue of one machine's worker: where the mailboxes of its panes run and type."""
+    return f"{_HOST_QUEUE_PREFIX}{host}"
+
+
+def host_of_task_queue(task_queue: str) -> str:
+    """The machine a host task queue belongs to (the queue itself when it is the shared one)."""
+    return task_queue.removeprefix(_HOST_QUEUE_PREFIX)

@@ -1,0 +1,90 @@
+"""The mailbox's inputs, its state carried through continue-as-new, and what it answers.
+
+Pass-through models (pydantic and the standard library only): the workflow, its client and the
+tests import them.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from agentcomms.models import AgentStatus, Event, EventType, Registration, Try
+
+Outcome = Literal["delivered", "failed", "rejected"]
+
+
+class Waiting(BaseModel):
+    """A message in the queue as the state carries it: its text is elsewhere (memory, projection)."""
+
+    id: str
+    type: EventType
+    # The whole event, when the run that continued-as-new handed the text over in its state
+    # (a few short messages) rather than through the projection.
+    event: Event | None = None
+
+
+class AgentState(BaseModel):
+    """Everything the mailbox must not forget, carried through continue-as-new."""
+
+    agent_id: str
+    # Where this run's tasks go. Kept in state rather than read from workflow.info(): a
+    # Replayer runs histories on a made-up queue, and this must replay exactly.
+    task_queue: str | None = None
+    registration: Registration | None = None
+    status: AgentStatus = "offline"
+    waiting: list[Waiting] = Field(default_factory=list)
+    seen_ids: list[str] = Field(default_factory=list)
+    outcomes: dict[str, Outcome] = Field(default_factory=dict)  # event id -> what became of it
+    notes: dict[str, str] = Field(default_factory=dict)  # event id -> what typing it changed
+    tries: dict[str, list[Try]] = Field(default_factory=dict)  # waiting event id -> failed tries
+    last_delivered_event_id: str | None = None
+    last_error: str | None = None
+    unreachable_since: datetime | None = None
+    delivered_count: int = 0
+    # Settled events the projection could not take yet (it was down): written by the next run.
+    unrecorded: list[Event] = Field(default_factory=list)
+
+
+class AgentInput(BaseModel):
+    agent_id: str
+    task_queue: str | None = None  # the queue the starter chose: this host's
+    state: AgentState | None = None  # set when continuing-as-new
+
+
+class WaitForDelivery(BaseModel):
+    event_id: str
+    timeout_s: float = Field(default=10, gt=0, le=300)
+
+
+class DeliveryStatus(BaseModel):
+    event_id: str
+    status: Literal["delivered", "failed", "rejected", "queued", "unknown", "moved"]
+    error: str | None = None
+    note: str | None = None  # e.g. that the agent's max_chars cut the text
+
+
+class AgentSnapshot(BaseModel):
+    """What the `state` query answers: enough to tell a human why a message has not arrived."""
+
+    agent_id: str
+    status: AgentStatus
+    registration: Registration | None
+    pending: int
+    last_delivered_event_id: str | None
+    last_error: str | None
+    unreachable_since: datetime | None
+    delivered_count: int
+    # Settled events the projection has not taken yet (it is down or locked): typing goes on.
+    unrecorded: int = 0
+
+
+class QueuedEvent(BaseModel):
+    """What the `queued` query answers about one waiting message (`agentcomms trace`)."""
+
+    position: int  # 1: the next one typed
+    waiting: int  # how many wait in all
+    attempts: int  # failed tries to type it in this run (a missing pane)
+    tries: list[Try] = Field(default_factory=list)  # the latest of them, with their errors

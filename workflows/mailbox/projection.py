@@ -1,0 +1,102 @@
+"""What a mailbox still owes the projection, in plain Python: settled events and its agent row.
+
+The rule: **typing never waits for the projection.** Temporal's history is the source of truth;
+the projection is a copy that may lag.
+- A write runs beside the typing, one at a time, so rows land in the order they settled; what
+  settles meanwhile goes in the next write (usually one write per batch, not one per message).
+- A write is a local activity given ``RECORD_TIMEOUT`` (a write takes milliseconds): a local
+  activity holds the workflow task open, and with it every signal that arrives meanwhile.
+- A write that fails (PostgreSQL down, a locked SQLite file) is kept, whole, and tried again after
+  a backoff (1 s, doubling to 60 s): an outage costs the history one failed write per backoff,
+  not one per message, holds new messages back at most ``RECORD_TIMEOUT`` per backoff, and the
+  rows catch up once the database is back. Every write is idempotent.
+- While writes fail, a delivery no longer records itself: the mailbox's writes carry its rows.
+- Before continuing-as-new the mailbox writes what it owes; what the projection still cannot take
+  travels in the next run's state, up to ``CARRIED_CHARS`` of text, and past that the mailbox waits
+  for the projection (only a long outage under a heavy flow gets there).
+- The one thing that does wait: a backlog too large to carry in the state is written to the
+  projection before continuing-as-new and read back from it by the next run as it types.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from agentcomms.models import Agent, Event
+
+# A projection write carries at most about this many characters of message text: with JSON's worst
+# case (6 bytes for an escaped character) and one whole message at the cap, a payload stays well
+# under the server's 2 MB.
+CHUNK_CHARS = 150_000
+# What the next run may carry of events the projection could not take yet.
+CARRIED_CHARS = 100_000
+RECORD_TIMEOUT = timedelta(seconds=2)
+RETRY_FIRST = timedelta(seconds=1)
+RETRY_CAP = timedelta(seconds=60)
+
+
+class Owed:
+    def __init__(self, carried: list[Event]) -> None:
+        self.events: list[Event] = list(carried)
+        self.agent: Agent | None = None
+        # The status and waiting count the agent row last showed (or will, once written).
+        self.shown: tuple[str, int] | None = None
+        self.backoff = RETRY_FIRST
+        self.failing = False  # the last write failed; the next waits for the backoff
+        self.writing: tuple[list[Event], Agent | None] | None = None  # the write under way
+
+    def __bool__(self) -> bool:
+        """Whether there is something to write (besides the write under way)."""
+        return bool(self.events) or self.agent is not None
+
+    def unrecorded(self) -> int:
+        """Settled events the projection has not taken yet, the write under way included."""
+        return len(self.events) + (len(self.writing[0]) if self.writing else 0)
+
+    def take(self) -> tuple[list[Event], Agent | None]:
+        """The next write: a chunk of the owed events, and the agent row with the last chunk."""
+        chunk = next(iter(chunks(self.events)), [])
+        self.events = self.events[len(chunk) :]
+        agent = None
+        if not self.events:
+            agent, self.agent = self.agent, None
+        self.writing = (chunk, agent)
+        return chunk, agent
+
+    def put_back(self) -> None:
+        """The write under way failed: its rows go first next time (a newer agent row wins)."""
+        assert self.writing is not None
+        events, agent = self.writing
+        self.writing = None
+        self.events[:0] = events
+        if self.agent is None:
+            self.agent = agent
+        self.failing = True
+
+    def written(self) -> None:
+        self.writing = None
+        self.failing = False
+        self.backoff = RETRY_FIRST
+
+    def next_backoff(self) -> timedelta:
+        backoff = self.backoff
+        self.backoff = min(self.backoff * 2, RETRY_CAP)
+        return backoff
+
+    def carried(self) -> list[Event]:
+        """What the next run takes along, when the projection could not take it now."""
+        return self.events if sum(len(e.text) for e in self.events) <= CARRIED_CHARS else []
+
+
+def chunks(events: list[Event]) -> list[list[Event]]:
+    """Split events into runs whose texts add up to about CHUNK_CHARS (one event at least)."""
+    runs: list[list[Event]] = []
+    size = 0
+    for event in events:
+        cost = len(event.text) + 500  # the rest of the row, roughly
+        if not runs or size + cost > CHUNK_CHARS:
+            runs.append([])
+            size = 0
+        runs[-1].append(event)
+        size += cost
+    return runs

@@ -1,0 +1,582 @@
+"""AgentWorkflow: one long-running workflow per agent; signals are its mailbox.
+
+The workflow runs on its agent's host task queue (``agentcomms-host-<host>``) and types through a
+local activity, because the pane lives on that host; an agent registered on another host moves
+there by continuing-as-new onto that host's queue. A message for an agent that is not registered,
+or whose pane is missing, waits here, in order, until it can be typed.
+
+What the workflow carries stays small whatever waits: its state holds each waiting message's id
+and kind, not its text (:mod:`.queue`). A text lives in the history of the run that received it
+and in the projection; a few short ones travel in the continue-as-new state, a larger backlog is
+written to the projection first and read back in bounded batches as it is typed. Projection
+writes run beside the typing and never hold it up (:mod:`.projection`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from agentcomms import errors
+    from agentcomms.models import (
+        Agent,
+        DeliverRequest,
+        DeliveryOutcome,
+        Event,
+        InterruptRequest,
+        LoadRequest,
+        ProjectionUpdate,
+        Registration,
+        Unregister,
+    )
+    from agentcomms.search_attributes import AGENT_ID, AGENT_STATUS
+    from agentcomms.workflow_ids import MAILBOX_WORKFLOW, host_task_queue
+    from workflows.mailbox import activities
+    from workflows.mailbox.models import (
+        AgentInput,
+        AgentSnapshot,
+        AgentState,
+        DeliveryStatus,
+        Outcome,
+        QueuedEvent,
+        WaitForDelivery,
+    )
+    from workflows.mailbox.projection import CHUNK_CHARS, RECORD_TIMEOUT, Owed, chunks
+    from workflows.mailbox.queue import Queue
+    from workflows.outbox import QueueReceipt, receipt_item
+
+# A missing pane is retried with capped exponential backoff.
+RETRY_FIRST = timedelta(milliseconds=500)
+RETRY_CAP = timedelta(seconds=30)
+# Local activities keep a workflow task open, and signals that arrive meanwhile (an interrupt)
+# are seen only when it ends. A backlog is therefore typed in batches of about this much typing
+# time, each ended by a 1 ms timer; measured before: an interrupt waited 6.9 s behind 39 messages.
+BATCH_BUDGET_MS = 500
+DELIVERY_COST_MS = 20  # a delivery's own time, beside its submit delay
+# How many waiting texts a run reads back from the projection at a time (fewer when long).
+LOAD_BATCH = 50
+
+DELIVERY_RETRY = RetryPolicy(
+    initial_interval=timedelta(milliseconds=200),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=2),
+    maximum_attempts=3,
+    # A missing pane is the workflow's business (it waits and marks the agent unreachable).
+    non_retryable_error_types=[errors.PANE_NOT_FOUND, errors.INVALID_TARGET],
+)
+# A tag check is a computation: if it cannot run, the request it checks is ignored.
+CHECK_RETRY = RetryPolicy(maximum_attempts=3)
+# A write the projection refuses is the mailbox's to try again later (see .projection): once.
+RECORD_RETRY = RetryPolicy(maximum_attempts=1)
+# What a run must have from the projection to go on (waiting texts it does not hold, or hands
+# over) it waits for.
+READ_RETRY = RetryPolicy(
+    initial_interval=timedelta(milliseconds=100),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=10),
+)
+RECEIPT_QUEUE_GIVE_UP = timedelta(seconds=30)
+
+
+# Outside the sandbox: every message passes through this workflow, and the sandbox re-enters
+# itself for each payload a workflow task carries (measured: about 5 of 20 ms of CPU per message,
+# and the module copies it keeps per cached mailbox). Its determinism is checked instead by
+# replaying recorded histories inside the sandbox (tests/test_agent_workflow_replay.py).
+@workflow.defn(name=MAILBOX_WORKFLOW, sandboxed=False)
+class AgentWorkflow:
+    @workflow.init
+    def __init__(self, input: AgentInput) -> None:
+        self._s = input.state or AgentState(
+            agent_id=input.agent_id, task_queue=input.task_queue or workflow.info().task_queue
+        )
+        self._queue = Queue(self._s)
+        self._owed = Owed(self._s.unrecorded)
+        self._s.unrecorded = []
+        # Wakes the delivery loop early from a backoff sleep (new registration, new message).
+        self._nudged = False
+        self._continuing = False
+        self._indexed_status: str | None = None  # the status last upserted in this run
+        self._batch_ms = 0  # typing time spent in the current workflow task
+
+    # ---- mailbox -------------------------------------------------------------------------------
+
+    @workflow.signal
+    def enqueue(self, event: Event) -> None:
+        """Accept a message or interrupt for this agent; duplicates (same event id) are ignored."""
+        if self._queue.seen(event.id):
+            return
+        self._queue.remember(event.id)
+        self._nudged = True
+        refused = self._queue.add(event)
+        if refused is not None:
+            self._owed.events.append(
+                event.model_copy(update={"status": "rejected", "error": refused})
+            )
+
+    @workflow.signal
+    def register(self, registration: Registration) -> None:
+        self._s.registration = registration
+        self._s.status = "online"
+        self._s.unreachable_since = None
+        self._s.last_error = None
+        self._nudged = True
+
+    @workflow.signal
+    async def unregister(self, request: Unregister) -> None:
+        if not await self._unregister_checked(request):
+            return
+        self._s.registration = None
+        self._s.status = "offline"
+        self._s.unreachable_since = None
+        self._nudged = True
+
+    async def _unregister_checked(self, request: Unregister) -> bool:
+        """Whether to obey the unregister: the worker found it signed by the deployment, it is
+        not a repeat of one obeyed already, and no registration came while it was checked."""
+        if not request.id or self._queue.seen(request.id):
+            return False
+        registration = self._s.registration
+        try:
+            genuine = await workflow.execute_local_activity(
+                activities.check_unregister,
+                request,
+                start_to_close_timeout=timedelta(seconds=10),
+                retry_policy=CHECK_RETRY,
+                summary="check the unregister's tag",
+            )
+        except (ActivityError, ApplicationError):
+            genuine = False  # unchecked is unsigned: the agent stays as it is
+        if not genuine:
+            workflow.logger.warning(
+                "ignored an unregister not signed by this deployment; %s stays registered",
+                self._s.agent_id,
+            )
+            return False
+        self._queue.remember(request.id)
+        return self._s.registration is registration
+
+    @workflow.update
+    async def wait_for_delivery(self, request: WaitForDelivery) -> DeliveryStatus:
+        """Answer once the event is typed (or failed), or say it is still queued at the timeout."""
+        event_id = request.event_id
+        try:
+            await workflow.wait_condition(
+                lambda: self._queue.outcome(event_id) is not None or self._continuing,
+                timeout=timedelta(seconds=request.timeout_s),
+            )
+        except TimeoutError:
+            pass
+        if (settled := self._queue.outcome(event_id)) is not None:
+            outcome, note = settled
+            error = self._s.last_error if outcome == "failed" else None
+            return DeliveryStatus(event_id=event_id, status=outcome, error=error, note=note)
+        if self._continuing:
+            # The caller asks the next run (same workflow id) again.
+            return DeliveryStatus(event_id=event_id, status="moved")
+        queued = self._queue.position(event_id) is not None
+        return DeliveryStatus(event_id=event_id, status="queued" if queued else "unknown")
+
+    @workflow.query
+    def state(self) -> AgentSnapshot:
+        s = self._s
+        return AgentSnapshot(
+            agent_id=s.agent_id,
+            status=s.status,
+            registration=s.registration,
+            pending=len(self._queue),
+            last_delivered_event_id=s.last_delivered_event_id,
+            last_error=s.last_error,
+            unreachable_since=s.unreachable_since,
+            delivered_count=s.delivered_count,
+            unrecorded=self._owed.unrecorded(),
+        )
+
+    @workflow.query
+    def queued(self, event_id: str) -> QueuedEvent | None:
+        """Where a message stands in the queue; None once it no longer waits."""
+        position = self._queue.position(event_id)
+        if position is None:
+            return None
+        held = self._queue.held(event_id)
+        return QueuedEvent(
+            position=position,
+            waiting=len(self._queue),
+            attempts=held.attempts if held is not None else 0,
+            tries=self._queue.tries(event_id),
+        )
+
+    # ---- the delivery loop -----------------------------------------------------------------------
+
+    @workflow.run
+    async def run(self, input: AgentInput) -> None:
+        writer = asyncio.create_task(self._write_projection())
+        self._publish()
+        backoff = RETRY_FIRST
+        while True:
+            await workflow.wait_condition(
+                lambda: (
+                    self._deliverable() or self._continue_as_new_suggested() or self._stale_row()
+                )
+            )
+            if self._continue_as_new_suggested():
+                break
+            reg = self._s.registration
+            if reg is not None and self._s.task_queue != host_task_queue(reg.host):
+                # The pane lives on another host: continue there, where typing is local.
+                self._s.task_queue = host_task_queue(reg.host)
+                break
+            if not self._deliverable():
+                self._publish()  # e.g. unregistered, or an offline agent's queue grew
+                continue
+            assert reg is not None
+            event = await self._next_event()
+            if event is None:
+                continue
+            self._nudged = False
+            room = (BATCH_BUDGET_MS - self._batch_ms) // (reg.submit_delay_ms + DELIVERY_COST_MS)
+            batch = [event, *self._queue.behind(event, room=room - 1)]
+            try:
+                outcomes = await self._deliver(batch, reg)
+            except (ActivityError, ApplicationError) as exc:
+                if await self._failed(event, exc):
+                    # Sleep, but wake at once for a re-registration or new work.
+                    try:
+                        await workflow.wait_condition(lambda: self._nudged, timeout=backoff)
+                    except TimeoutError:
+                        pass
+                    backoff = min(backoff * 2, RETRY_CAP)
+                continue
+            backoff = RETRY_FIRST
+            # Fewer outcomes than messages: those left wait, and go first next time.
+            for typed, outcome in zip(batch, outcomes, strict=False):
+                if outcome is not None and outcome.rejected is not None:
+                    self._settle(typed, "rejected", error=outcome.rejected)
+                    continue
+                note = outcome.cut_note(reg.max_chars) if outcome else None
+                recorded = outcome is not None and outcome.recorded
+                self._settle(typed, "delivered", note=note, recorded=recorded)
+                if _from_chat(typed):
+                    await self._typed_receipt(typed, note)
+            await self._end_batch_if_due(reg, typed=len(outcomes))
+        self._continuing = True
+        await writer  # it ends between writes
+        await self._continue_as_new()
+
+    async def _failed(self, event: Event, exc: ActivityError | ApplicationError) -> bool:
+        """Settle or keep the first message of a batch whose delivery failed; True when it
+        waits for its pane (the loop backs off)."""
+        cause = _cause(exc)
+        kind = cause.type if isinstance(cause, ApplicationError) else None
+        # The sentence alone: the kind is in `kind`, and people read this in `agents`.
+        message = cause.message if isinstance(cause, ApplicationError) else str(cause or exc)
+        if kind == errors.NOT_SIGNED:
+            # Not sent by this deployment (or altered since): never typed, never retried.
+            self._settle(event, "rejected", error=message)
+            return False
+        # A pane whose registration the host cannot verify is no pane to type into: the
+        # messages wait, as for a missing pane, until the agent is registered again.
+        if kind in (errors.PANE_NOT_FOUND, errors.TMUX_FAILED, errors.REGISTRATION_NOT_SIGNED):
+            event.attempts += 1  # the projection shows how hard we tried
+            self._queue.record_try(event.id, workflow.now(), message)
+            self._mark_unreachable(message)
+            return True
+        self._settle(event, "failed", error=message)
+        return False
+
+    async def _next_event(self) -> Event | None:
+        """The first waiting event with its text; reads a batch back from the projection when
+        this run does not hold it (it arrived before the last continue-as-new)."""
+        first = self._queue.first()
+        if self._queue.held(first.id) is None:
+            await self._load_texts()
+        event = self._queue.held(first.id)
+        if event is None:
+            # Never expected: the text was in the projection before the state let go of it.
+            gone = Event(
+                id=first.id,
+                agent_id=self._s.agent_id,
+                channel_id="",
+                type=first.type,
+                role="system",
+                created_at=workflow.now(),
+            )
+            self._settle(gone, "failed", error="its text is missing from the projection")
+            return None
+        return event
+
+    async def _load_texts(self) -> None:
+        ids = self._queue.without_text(LOAD_BATCH)
+        loaded = await workflow.execute_local_activity(
+            activities.load_waiting_events,
+            LoadRequest(agent_id=self._s.agent_id, event_ids=ids, max_chars=CHUNK_CHARS),
+            start_to_close_timeout=timedelta(seconds=10),
+            retry_policy=READ_RETRY,
+            summary=f"read {len(ids)} waiting texts",
+        )
+        # A text the projection lost is settled as failed by _next_event when its turn comes.
+        for event in loaded.events:
+            self._queue.hold(event)
+
+    async def _end_batch_if_due(self, reg: Registration, *, typed: int) -> None:
+        if not self._queue:
+            self._batch_ms = 0  # the loop now waits, which ends the workflow task anyway
+            return
+        self._batch_ms += (reg.submit_delay_ms + DELIVERY_COST_MS) * typed
+        if self._batch_ms >= BATCH_BUDGET_MS:
+            self._batch_ms = 0
+            await workflow.sleep(timedelta(milliseconds=1), summary="let new signals in")
+
+    def _deliverable(self) -> bool:
+        return bool(self._queue) and self._s.registration is not None
+
+    def _continue_as_new_suggested(self) -> bool:
+        return workflow.info().is_continue_as_new_suggested()
+
+    async def _continue_as_new(self) -> None:
+        for chunk in chunks(self._queue.hand_over()):
+            await workflow.execute_local_activity(
+                activities.record_projection,
+                ProjectionUpdate(waiting=chunk),
+                start_to_close_timeout=RECORD_TIMEOUT,
+                retry_policy=READ_RETRY,
+                summary=f"keep {len(chunk)} waiting texts",
+            )
+        await self._write_owed_once()
+        self._s.unrecorded = self._owed.carried()
+        if self._owed.events and not self._s.unrecorded:
+            # Too much to carry: the next run must not start without it, so wait for the
+            # projection (a long outage under a heavy flow).
+            while self._owed:
+                await workflow.sleep(self._owed.next_backoff(), summary="wait for the projection")
+                await self._write_owed_once()
+        # Let waiting updates answer "moved" before this run ends.
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        workflow.continue_as_new(
+            AgentInput(agent_id=self._s.agent_id, state=self._s), task_queue=self._s.task_queue
+        )
+
+    async def _deliver(self, batch: list[Event], reg: Registration) -> list[DeliveryOutcome | None]:
+        """Type the messages in order in one local activity; the outcomes of the first of them
+        (None for an interrupt, which has no text)."""
+        first = batch[0]
+        if first.type == "interrupt":
+            await workflow.execute_local_activity(
+                activities.interrupt_pane,
+                InterruptRequest(registration=reg, event=first),
+                start_to_close_timeout=timedelta(seconds=10),
+                retry_policy=DELIVERY_RETRY,
+                summary=f"press {reg.interrupt_key} in {reg.target}",
+            )
+            return [None]
+        # The delivery records itself when it is all that waits and nothing else is owed
+        # (messages that come one at a time, or the end of a backlog): one local activity, not two.
+        # Not while the projection is failing: the mailbox's own writes wait for it, typing not.
+        records = (
+            len(self._queue) == len(batch)
+            and not self._owed
+            and not self._owed.failing
+            and self._owed.writing is None
+            and self._s.status == "online"
+        )
+        settled = [self._settled(e, "delivered") for e in batch] if records else []
+        outcomes = await workflow.execute_local_activity(
+            activities.deliver_to_pane,
+            DeliverRequest(registration=reg, events=batch, settled=settled),
+            start_to_close_timeout=timedelta(seconds=30),
+            retry_policy=DELIVERY_RETRY,
+            summary=(
+                f"type {first.id} into {reg.target}"
+                if len(batch) == 1
+                else f"type {len(batch)} messages ({first.id} …) into {reg.target}"
+            ),
+        )
+        return list(outcomes)
+
+    async def _typed_receipt(self, event: Event, note: str | None) -> None:
+        """Ask the chat's outbox to show the human their message was typed (and what typing cut)."""
+        payload = event.payload
+        item = receipt_item(
+            event.id,
+            provider=str(payload["provider"]),
+            chat_id=str(payload["chat_id"]),
+            message_id=str(payload["message_id"]),
+            stage="typed",
+            note=note,
+        )
+        try:
+            await workflow.execute_local_activity(
+                activities.queue_receipt,
+                QueueReceipt(agent_id=self._s.agent_id, channel_id=event.channel_id, item=item),
+                start_to_close_timeout=timedelta(seconds=10),
+                # A late receipt is worth little: it must not hold the next message back long.
+                schedule_to_close_timeout=RECEIPT_QUEUE_GIVE_UP,
+                retry_policy=READ_RETRY,
+                summary=f"receipt (typed) for {event.id}",
+            )
+        except (ActivityError, ApplicationError) as exc:
+            workflow.logger.warning("typed receipt for %s not queued: %s", event.id, _cause(exc))
+
+    def _settle(
+        self,
+        event: Event,
+        outcome: Outcome,
+        *,
+        error: str | None = None,
+        note: str | None = None,
+        recorded: bool = False,
+    ) -> None:
+        """Take the event out of the queue and remember what became of it; `recorded` when its
+        delivery wrote it to the projection already."""
+        if not recorded:
+            self._owed.events.append(self._settled(event, outcome, error=error, note=note))
+        # What a waiting `send --wait` shows of a refusal.
+        self._queue.settle(
+            event.id, outcome, note=note or (error if outcome == "rejected" else None)
+        )
+        s = self._s
+        was = s.status
+        if outcome == "delivered":
+            s.last_delivered_event_id = event.id
+            s.delivered_count += 1
+            s.status = "online"
+            s.unreachable_since = None
+            s.last_error = None
+        elif outcome == "failed":
+            s.last_error = error
+        # The agent row is written when what it shows changes (status, error, and the count that
+        # waits once the queue drains): the loop sees a stale row and publishes it.
+        if outcome != "delivered" or s.status != was:
+            self._publish()
+
+    def _settled(
+        self, event: Event, outcome: Outcome, *, error: str | None = None, note: str | None = None
+    ) -> Event:
+        """The event as the projection shows it once settled."""
+        return event.model_copy(
+            update={
+                "status": outcome,
+                "attempts": event.attempts + 1,
+                "delivered_at": workflow.now() if outcome == "delivered" else None,
+                "error": error,
+                "note": note,
+                "tries": self._queue.tries(event.id),
+            }
+        )
+
+    def _mark_unreachable(self, error: str) -> None:
+        s = self._s
+        changed = s.last_error != error or self._owed.shown != ("unreachable", len(self._queue))
+        if s.unreachable_since is None:
+            s.unreachable_since = workflow.now()
+        s.status = "unreachable"
+        s.last_error = error
+        if changed:
+            self._publish()
+
+    def _stale_row(self) -> bool:
+        """The agent row shows another status, or (once the queue drained) another count."""
+        shown = self._owed.shown
+        waiting = len(self._queue)
+        if shown is None or shown[0] != self._s.status:
+            return True
+        return shown[1] != waiting and (waiting == 0 or not self._deliverable())
+
+    def _publish(self) -> None:
+        """Show the agent's state in the Temporal UI, and owe the projection its agent row."""
+        s, reg = self._s, self._s.registration
+        waiting = len(self._queue)
+        self._owed.shown = (s.status, waiting)
+        where = reg.target if reg else "no pane"
+        details = f"{s.status}: {waiting} pending, pane {where}"
+        if s.status == "unreachable" and s.unreachable_since:
+            details += f" missing since {s.unreachable_since.isoformat(timespec='seconds')}"
+        if s.last_error:
+            details += f"\nlast error: {s.last_error}"
+        workflow.set_current_details(details)
+        if s.status != self._indexed_status:
+            workflow.upsert_search_attributes(
+                [AGENT_ID.value_set(s.agent_id), AGENT_STATUS.value_set(s.status)]
+            )
+            self._indexed_status = s.status
+        self._owed.agent = Agent(
+            id=s.agent_id,
+            target=reg.target if reg else None,
+            tmux_socket=reg.socket if reg else None,
+            host=reg.host if reg else None,
+            interrupt_key=reg.interrupt_key if reg else "C-c",
+            submit_delay_ms=reg.submit_delay_ms if reg else 150,
+            status=s.status,
+            pending=waiting,
+            last_delivered_event_id=s.last_delivered_event_id,
+            last_error=s.last_error,
+            updated_at=workflow.now(),
+        )
+
+    # ---- the projection, beside the typing -------------------------------------------------------
+
+    async def _write_projection(self) -> None:
+        """Write what the mailbox owes the projection, one write at a time, for the whole run;
+        a failed write is kept and tried again after a backoff (see .projection)."""
+        while True:
+            await workflow.wait_condition(lambda: bool(self._owed) or self._continuing)
+            if self._continuing:
+                return  # the run writes what is left itself, before continuing-as-new
+            if not await self._write_owed_once():
+                try:
+                    await workflow.wait_condition(
+                        lambda: self._continuing, timeout=self._owed.next_backoff()
+                    )
+                except TimeoutError:
+                    pass
+
+    async def _write_owed_once(self) -> bool:
+        """One write of what is owed (a chunk, the row with the last one); False when the
+        projection refused it (it is owed still)."""
+        while self._owed.writing:  # the writer's, when the run continues-as-new meanwhile
+            await workflow.wait_condition(lambda: self._owed.writing is None)
+        if not self._owed:
+            return True
+        events, agent = self._owed.take()
+        what = [f"{len(events)} events"] if events else []
+        if agent is not None:
+            what.append(f"agent {agent.status}")
+        try:
+            await workflow.execute_local_activity(
+                activities.record_projection,
+                ProjectionUpdate(events=events, agent=agent),
+                start_to_close_timeout=RECORD_TIMEOUT,
+                retry_policy=RECORD_RETRY,
+                summary="record " + ", ".join(what),
+            )
+        except (ActivityError, ApplicationError) as exc:
+            self._owed.put_back()
+            workflow.logger.warning(
+                "the projection took nothing (%s); %d events owed, typing goes on",
+                _cause(exc),
+                self._owed.unrecorded(),
+            )
+            return False
+        self._owed.written()
+        return True
+
+
+def _cause(exc: ActivityError | ApplicationError) -> BaseException | None:
+    """Why a local activity failed: its failure arrives bare (the activity's own error) or
+    wrapped in an ActivityError (a timeout, a cancel)."""
+    return exc.cause if isinstance(exc, ActivityError) else exc
+
+
+def _from_chat(event: Event) -> bool:
+    """A human's message from a chat provider: it names the provider's message to answer."""
+    payload = event.payload
+    return (
+        event.type == "human_message"
+        and bool(payload.get("message_id"))
+        and bool(payload.get("chat_id"))
+        and bool(payload.get("provider"))
+    )
