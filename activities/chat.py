@@ -22,7 +22,8 @@ from temporalio.exceptions import ApplicationError
 from agentcomms import errors, transports
 from agentcomms.config import Config
 from agentcomms.logs import redact
-from agentcomms.models import Try, utcnow
+from agentcomms.models import TRIES_KEPT, Try, utcnow
+from agentcomms.outbox_models import ChatSend, ChatSent
 from agentcomms.store import Store
 from agentcomms.transports import (
     ProviderUnavailable,
@@ -31,8 +32,6 @@ from agentcomms.transports import (
     SendError,
     SendRefused,
 )
-from workflows.agent import TRIES_KEPT
-from workflows.outbox import ChatSend, ChatSent
 
 log = logging.getLogger(__name__)
 

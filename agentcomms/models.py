@@ -29,6 +29,11 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+# The failed attempts kept per message, latest last (`trace` shows them; the count of all
+# attempts is kept beside them).
+TRIES_KEPT = 10
+
+
 class Try(BaseModel):
     """One failed attempt to type a message into its pane: when, and what went wrong."""
 

@@ -26,6 +26,7 @@ from agentcomms.config import Config
 from agentcomms.errors import MailboxFull
 from agentcomms.ids import AGENT_ID_PATTERN, provider_event_id
 from agentcomms.models import Event, utcnow
+from agentcomms.outbox_models import receipt_item
 from agentcomms.store import Store
 from agentcomms.store.records import ChatSender
 from agentcomms.transports import (
@@ -37,7 +38,6 @@ from agentcomms.transports import (
 from gateway.mailbox import Mailbox
 from gateway.outbox import Outbox
 from gateway.voice_notes import NotTranscribed, VoiceNotes
-from workflows.outbox import receipt_item
 
 log = logging.getLogger(__name__)
 

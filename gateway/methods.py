@@ -21,7 +21,8 @@ from agentcomms import transports
 from agentcomms.config import Config, host_name
 from agentcomms.errors import MailboxFull
 from agentcomms.ids import new_event_id
-from agentcomms.models import LOCAL_CHANNEL, Event, utcnow
+from agentcomms.models import LOCAL_CHANNEL, Event, Registration, utcnow
+from agentcomms.outbox_models import ChatSend, OutboxItem
 from agentcomms.store import EventNotFound, Store
 from agentcomms.store.engine import display_url
 from agentcomms.temporal import pollers
@@ -58,8 +59,7 @@ from gateway.protocol import (
     describe_validation,
 )
 from gateway.trace import TraceNotFound, Tracer
-from workflows.agent import Registration, host_task_queue
-from workflows.outbox import ChatSend, OutboxItem
+from workflows.agent import host_task_queue
 
 # A message posted through this gateway wakes `wait_messages` at once; this slow poll of the
 # projection catches rows written elsewhere (a mailbox rewriting a row the gateway failed to

@@ -14,11 +14,11 @@ from temporalio.common import (
     WorkflowIDConflictPolicy,
 )
 
+from agentcomms.outbox_models import OutboxItem
 from agentcomms.search_attributes import AGENT_ID
 from gateway.waiting import wait_update
 from workflows.outbox import (
     OutboxInput,
-    OutboxItem,
     OutboxWorkflow,
     SendStatus,
     WaitSent,

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from temporalio.client import Client
 
 from agentcomms.config import Config, host_name
-from agentcomms.models import Channel, utcnow
+from agentcomms.models import Channel, Registration, utcnow
 from agentcomms.store import Store
 from agentcomms.trust import DeploymentKey
 from gateway.calls import CallControl
@@ -21,7 +21,6 @@ from gateway.mailbox import Mailbox
 from gateway.methods import Methods
 from gateway.outbox import Outbox
 from gateway.server import SocketServer
-from workflows.agent import Registration
 
 if TYPE_CHECKING:
     from agentcomms.voice.callsystem.twilio import MediaSigner
