@@ -129,7 +129,7 @@ class ChatInbox:
             channel_id=message.channel_id,
             type="human_message",
             role="human",
-            # The pane shows who wrote it and where (sanitize.pane_text).
+            # The pane shows who wrote it and where (framing.pane_text).
             payload={**_payload(message, text), "reply_to": message.reply_to, **heard},
         )
         try:

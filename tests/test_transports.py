@@ -9,8 +9,8 @@ import pytest
 from pydantic import ValidationError
 
 from agentcomms import transports
-from agentcomms.bridge.sanitize import pane_text
 from agentcomms.config import ChatConfig
+from agentcomms.framing import pane_text
 from agentcomms.models import Event, utcnow
 from agentcomms.store import Store
 from agentcomms.store.records import ChatSender
