@@ -30,11 +30,11 @@ from temporalio.service import RPCError, RPCStatusCode
 from ulid import ULID
 
 from agentcomms.config import Config
+from agentcomms.models import ACTIVE_STATUSES
 from agentcomms.store import Store
 from agentcomms.voice.audio import AudioStore, turn_audio_name
 from agentcomms.voice.callsystem import LOCAL_NUMBER, call_system
 from agentcomms.voice.models import (
-    ACTIVE_STATUSES,
     MAX_PHONE_RECORDING_BYTES,
     Line,
     LineEvent,

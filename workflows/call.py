@@ -23,12 +23,11 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from agentcomms import errors
+    from agentcomms.models import CallRecord, CallStatus
     from agentcomms.search_attributes import AGENT_ID
     from agentcomms.voice.models import (
         AudioRef,
         CallNotice,
-        CallRecord,
-        CallStatus,
         CallSystem,
         CallUpdate,
         FallbackRequest,

@@ -32,7 +32,16 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from agentcomms.models import Agent, Channel, Event, EventStatus, Try, utcnow
+from agentcomms.models import (
+    ACTIVE_STATUSES,
+    Agent,
+    CallRecord,
+    Channel,
+    Event,
+    EventStatus,
+    Try,
+    utcnow,
+)
 from agentcomms.store.engine import (
     PG_LOCK_AGENT_EVENTS,
     PG_LOCK_CHANNEL_EVENTS,
@@ -53,7 +62,6 @@ from agentcomms.store.schema import (
     EventRow,
     PairingCodeRow,
 )
-from agentcomms.voice.models import ACTIVE_STATUSES, CallRecord
 
 # What check_messages and chat history show an agent; interrupts and system events are not messages.
 MESSAGE_TYPES = ("human_message", "agent_message")

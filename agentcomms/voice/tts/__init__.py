@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import ClassVar, Protocol
 
 from agentcomms.config import Config
+from agentcomms.voice.accounts import Account
 from agentcomms.voice.providers import (
     KNOWN,
     LOCAL,
-    Account,
     CloudProvider,
     ProviderUnavailable,
     provider_chain,
