@@ -30,6 +30,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from ulid import ULID
 
 from agentcomms.config import Config
+from agentcomms.errors import RpcError
 from agentcomms.models import ACTIVE_STATUSES
 from agentcomms.store import Store
 from agentcomms.voice.audio import AudioStore, turn_audio_name
@@ -42,7 +43,7 @@ from agentcomms.voice.models import (
 from agentcomms.voice.stt import stt_chain
 from agentcomms.voice.tts import tts_chain
 from gateway.params import AgentId, MessageText, Params
-from gateway.protocol import INVALID_PARAMS, NOT_FOUND, RpcError
+from gateway.protocol import INVALID_PARAMS, NOT_FOUND
 from workflows.call import CallInput, CallWorkflow, End, Say, WaitLine
 
 log = logging.getLogger(__name__)

@@ -23,7 +23,7 @@ from temporalio.service import RPCError
 
 from agentcomms import metrics, transports
 from agentcomms.config import Config
-from agentcomms.errors import MailboxFull
+from agentcomms.errors import MailboxFull, NoTransport, NotTranscribed
 from agentcomms.ids import AGENT_ID_PATTERN, provider_event_id
 from agentcomms.models import Event, utcnow
 from agentcomms.outbox_models import receipt_item
@@ -37,7 +37,7 @@ from agentcomms.transports import (
 )
 from gateway.mailbox import Mailbox
 from gateway.outbox import Outbox
-from gateway.voice_notes import NotTranscribed, VoiceNotes
+from gateway.voice_notes import VoiceNotes
 
 log = logging.getLogger(__name__)
 
@@ -282,7 +282,7 @@ class ChatTransports:
                 continue
             try:
                 receiver = transports.load(name).receiver(self._cfg, self._sink)
-            except transports.NoTransport as exc:
+            except NoTransport as exc:
                 self._problems[name] = str(exc)
                 continue
             if receiver is not None:

@@ -19,11 +19,11 @@ from temporalio.service import RPCError
 
 from agentcomms import transports
 from agentcomms.config import Config, host_name
-from agentcomms.errors import MailboxFull
+from agentcomms.errors import EventNotFound, MailboxFull, RpcError, TraceNotFound
 from agentcomms.ids import new_event_id
 from agentcomms.models import LOCAL_CHANNEL, Event, Registration, utcnow
 from agentcomms.outbox_models import ChatSend, OutboxItem
-from agentcomms.store import EventNotFound, Store
+from agentcomms.store import Store
 from agentcomms.store.engine import display_url
 from agentcomms.temporal import pollers
 from gateway.chat import ChatTransports, normalise_code
@@ -55,10 +55,9 @@ from gateway.protocol import (
     MAILBOX_FULL,
     METHOD_NOT_FOUND,
     NOT_FOUND,
-    RpcError,
     describe_validation,
 )
-from gateway.trace import TraceNotFound, Tracer
+from gateway.trace import Tracer
 from workflows.agent import host_task_queue
 
 # A message posted through this gateway wakes `wait_messages` at once; this slow poll of the

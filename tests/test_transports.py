@@ -10,6 +10,7 @@ from pydantic import ValidationError
 
 from agentcomms import transports
 from agentcomms.config import ChatConfig
+from agentcomms.errors import NoTransport
 from agentcomms.framing import pane_text
 from agentcomms.models import Event, utcnow
 from agentcomms.store import Store
@@ -27,7 +28,7 @@ def test_provider_names_are_written_once():
     assert transports.load("telegram").name == "telegram"
     for name in transports.PROVIDERS:
         if not _has_module(name):  # a provider whose transport is still to come says so
-            with pytest.raises(transports.NoTransport, match=name):
+            with pytest.raises(NoTransport, match=name):
                 transports.load(name)
 
 

@@ -47,7 +47,7 @@ SPEECH_RETRY = RetryPolicy(
     backoff_coefficient=2.0,
     maximum_interval=timedelta(seconds=2),
     maximum_attempts=3,
-    non_retryable_error_types=[errors.PROVIDER_UNAVAILABLE, errors.AUDIO_MISSING],
+    non_retryable_error_types=[errors.SPEECH_PROVIDER_UNAVAILABLE, errors.AUDIO_MISSING],
 )
 PROJECTION_RETRY = RetryPolicy(
     initial_interval=timedelta(milliseconds=100), maximum_interval=timedelta(seconds=10)

@@ -32,6 +32,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from agentcomms.errors import EventNotFound
 from agentcomms.models import (
     ACTIVE_STATUSES,
     Agent,
@@ -49,7 +50,6 @@ from agentcomms.store.engine import (
     create_sqlite_writer,
     write_transaction,
 )
-from agentcomms.store.errors import EventNotFound
 from agentcomms.store.migrate import database_errors, ensure_schema_current, upgrade_engine
 from agentcomms.store.records import ChatSender, from_row, row_values
 from agentcomms.store.schema import (

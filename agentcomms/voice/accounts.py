@@ -9,14 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from agentcomms.errors import AgentcommsError
+from agentcomms.errors import SpeechProviderUnavailable
 
 HTTP_TIMEOUT_S = 50.0  # a provider's answer, inside the speech activity's 60 s
-
-
-class ProviderUnavailable(AgentcommsError):
-    """A speech provider that cannot be used as configured (no key, a refused key, an unknown
-    name or voice): trying it again is pointless, the next provider is tried at once."""
 
 
 @dataclass(frozen=True)
@@ -33,14 +28,14 @@ def refusal(provider: str, account: Account, status: int | None, body: Any) -> E
     """What a provider's HTTP error means for the chain.
 
     401/403: a key to fix, and other 4xx a request the provider will never take: permanent
-    (``ProviderUnavailable``, the next provider is tried at once). 408, 429, 5xx and no answer are
-    worth retrying (a plain error: retried, then the next provider).
+    (``SpeechProviderUnavailable``, the next provider is tried at once). 408, 429, 5xx and no
+    answer are worth retrying (a plain error: retried, then the next provider).
     """
     detail = str(body)[:200] if body else "no detail"
     if status in (401, 403):
-        return ProviderUnavailable(
+        return SpeechProviderUnavailable(
             f"{provider} refused the key in {account.key_name} ({status}): fix that key"
         )
     if status is not None and 400 <= status < 500 and status not in (408, 409, 429):
-        return ProviderUnavailable(f"{provider} refused the request ({status}): {detail}")
+        return SpeechProviderUnavailable(f"{provider} refused the request ({status}): {detail}")
     return RuntimeError(f"{provider} answered {status}: {detail}")

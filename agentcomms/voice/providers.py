@@ -15,7 +15,8 @@ from collections.abc import Mapping
 from typing import Any, ClassVar, Literal, Self
 
 from agentcomms.config import Config, SpeechAccount, STTConfig, TTSConfig
-from agentcomms.voice.accounts import Account, ProviderUnavailable
+from agentcomms.errors import SpeechProviderUnavailable
+from agentcomms.voice.accounts import Account
 
 LOCAL = "local"
 # Providers reached over the network with an account; each speaks and hears.
@@ -49,7 +50,7 @@ def account(cfg: Config, direction: Direction, name: str) -> Account | None:
 def require_account(cfg: Config, direction: Direction, name: str) -> Account:
     found = account(cfg, direction, name)
     if found is None:
-        raise ProviderUnavailable(
+        raise SpeechProviderUnavailable(
             f"no key for {name}: set voice.{name}.api_key (or voice.{direction}.api_key)"
         )
     return found
@@ -72,7 +73,7 @@ def provider_class(table: Mapping[str, str], name: str, what: str) -> Any:
     SDK) imported only now: a process that never speaks through a provider never loads it."""
     where = table.get(name)
     if where is None:
-        raise ProviderUnavailable(f"no {what} provider {name!r}; known: {', '.join(KNOWN)}")
+        raise SpeechProviderUnavailable(f"no {what} provider {name!r}; known: {', '.join(KNOWN)}")
     module, _, cls = where.partition(":")
     return getattr(importlib.import_module(module), cls)
 

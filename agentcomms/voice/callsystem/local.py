@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from agentcomms.client import GatewayClient, GatewayError
-from agentcomms.errors import AgentcommsError
+from agentcomms.client import GatewayClient
+from agentcomms.errors import AgentcommsError, GatewayError
 from agentcomms.framing import strip_unsafe
 from agentcomms.voice.models import MAX_PHONE_RECORDING_BYTES
 
