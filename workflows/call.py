@@ -18,11 +18,10 @@ from datetime import datetime, timedelta
 
 from pydantic import BaseModel, Field
 from temporalio import workflow
-from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from agentcomms import errors
+    from agentcomms import errors, policies
     from agentcomms.models import CallRecord, CallStatus
     from agentcomms.search_attributes import AGENT_ID
     from agentcomms.voice.models import (
@@ -41,30 +40,6 @@ with workflow.unsafe.imports_passed_through():
         TurnRecord,
     )
 
-# A provider is tried this many times before the next in the chain is.
-SPEECH_RETRY = RetryPolicy(
-    initial_interval=timedelta(milliseconds=200),
-    backoff_coefficient=2.0,
-    maximum_interval=timedelta(seconds=2),
-    maximum_attempts=3,
-    non_retryable_error_types=[errors.SPEECH_PROVIDER_UNAVAILABLE, errors.AUDIO_MISSING],
-)
-PROJECTION_RETRY = RetryPolicy(
-    initial_interval=timedelta(milliseconds=100), maximum_interval=timedelta(seconds=10)
-)
-# A full mailbox empties as the agent reads; the answer waits here meanwhile.
-MAILBOX_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=60)
-)
-# Speech runs as local activities, in the worker that runs the call: a turn saves two round
-# trips through the server, and the audio is written where the call's worker can read it.
-SPEECH_TIMEOUT = timedelta(seconds=60)
-CALL_SYSTEM_RETRY = RetryPolicy(
-    initial_interval=timedelta(milliseconds=500),
-    maximum_interval=timedelta(seconds=5),
-    maximum_attempts=5,
-    non_retryable_error_types=[errors.CALL_REFUSED],
-)
 # Past the ring timeout the call system says no-answer itself; our own timer is the backstop.
 CALL_SYSTEM_RING_SLACK_S = 15.0
 # How long after its audio ends a phone may take to say it played it.
@@ -228,8 +203,8 @@ class CallWorkflow:
                     to_number=self._in.to_number,
                 ),
                 result_type=str,
-                start_to_close_timeout=timedelta(seconds=30),
-                retry_policy=PROJECTION_RETRY,
+                start_to_close_timeout=policies.CALL_FALLBACK_TIMEOUT,
+                retry_policy=policies.CALL_FALLBACK_RETRY,
                 summary=f"{reason}: message sent another way",
             )
             note = f"{reason}; the message was sent {where} instead"
@@ -407,8 +382,8 @@ class CallWorkflow:
                         name=f"{self._in.call_id}/{turn:03d}-agent",
                     ),
                     result_type=AudioRef,
-                    start_to_close_timeout=SPEECH_TIMEOUT,
-                    retry_policy=SPEECH_RETRY,
+                    start_to_close_timeout=policies.SPEECH_TIMEOUT,
+                    retry_policy=policies.SPEECH_RETRY,
                     summary=f'say ({provider}): "{_short(text)}"',
                 )
             except (ActivityError, ApplicationError) as exc:
@@ -423,8 +398,8 @@ class CallWorkflow:
                     "transcribe_speech",
                     TranscribeRequest(provider=provider, audio=audio),
                     result_type=Transcript,
-                    start_to_close_timeout=SPEECH_TIMEOUT,
-                    retry_policy=SPEECH_RETRY,
+                    start_to_close_timeout=policies.SPEECH_TIMEOUT,
+                    retry_policy=policies.SPEECH_RETRY,
                     summary=f"transcribe {audio.name} ({provider})",
                 )
                 return transcript.text, None
@@ -445,8 +420,8 @@ class CallWorkflow:
                     ring_timeout_s=self._in.ring_timeout_s,
                 ),
                 result_type=LiveCall,
-                start_to_close_timeout=timedelta(seconds=30),
-                retry_policy=CALL_SYSTEM_RETRY,
+                start_to_close_timeout=policies.CALL_SYSTEM_TIMEOUT,
+                retry_policy=policies.CALL_SYSTEM_RETRY,
                 summary=f"ring {self._in.to_number}",
             )
         except ActivityError as exc:
@@ -466,8 +441,8 @@ class CallWorkflow:
             await workflow.execute_activity(
                 activity,
                 live,
-                start_to_close_timeout=timedelta(seconds=30),
-                retry_policy=CALL_SYSTEM_RETRY,
+                start_to_close_timeout=policies.CALL_SYSTEM_TIMEOUT,
+                retry_policy=policies.CALL_SYSTEM_RETRY,
                 summary=summary,
             )
         except ActivityError as exc:
@@ -536,8 +511,8 @@ class CallWorkflow:
         writing = workflow.start_activity(
             "record_call",
             CallUpdate(call=record, turns=turns or []),
-            start_to_close_timeout=timedelta(seconds=10),
-            retry_policy=PROJECTION_RETRY,
+            start_to_close_timeout=policies.PROJECTION_TIMEOUT,
+            retry_policy=policies.PROJECTION_RETRY,
             summary="; ".join(what) or f"call {self._status}",
         )
         if wait:
@@ -563,7 +538,7 @@ class CallWorkflow:
                 timed_out=result.timed_out,
                 status=result.status,
             ),
-            start_to_close_timeout=timedelta(seconds=30),
-            retry_policy=MAILBOX_RETRY,
+            start_to_close_timeout=policies.CALL_ANSWER_TIMEOUT,
+            retry_policy=policies.CALL_ANSWER_RETRY,
             summary=f'to {self._in.agent_id}\'s mailbox: "{_short(text)}"',
         )

@@ -14,11 +14,10 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 from temporalio import workflow
-from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from agentcomms import errors
+    from agentcomms import policies
     from agentcomms.models import Event, ProjectionUpdate
     from agentcomms.outbox_models import ChatSent, OutboxItem
 
@@ -28,24 +27,6 @@ with workflow.unsafe.imports_passed_through():
 
 SEEN_IDS_KEPT = 1000
 OUTCOMES_KEPT = 200
-
-# A provider that is down for a while is waited for (its messages keep their order); after a
-# day the message is given up on and marked failed, with the last error.
-SEND_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=1),
-    backoff_coefficient=2.0,
-    maximum_interval=timedelta(minutes=1),
-    non_retryable_error_types=[errors.CHAT_REFUSED, errors.CHAT_NOT_CONFIGURED],
-)
-SEND_GIVE_UP = timedelta(days=1)
-# A receipt (a reaction on the human's message, or a short reply) is worth little once late; it must not hold
-# the agent's answers back for long.
-RECEIPT_GIVE_UP = timedelta(minutes=10)
-PROJECTION_RETRY = RetryPolicy(
-    initial_interval=timedelta(milliseconds=100),
-    backoff_coefficient=2.0,
-    maximum_interval=timedelta(seconds=10),
-)
 
 
 def outbox_workflow_id(agent_id: str, channel_id: str) -> str:
@@ -164,11 +145,13 @@ class OutboxWorkflow:
                 "send_chat",
                 send,
                 result_type=ChatSent,
-                start_to_close_timeout=timedelta(seconds=30),
+                start_to_close_timeout=policies.CHAT_SEND_TIMEOUT,
                 schedule_to_close_timeout=(
-                    RECEIPT_GIVE_UP if send.kind == "receipt" else SEND_GIVE_UP
+                    policies.CHAT_RECEIPT_GIVE_UP
+                    if send.kind == "receipt"
+                    else policies.CHAT_SEND_GIVE_UP
                 ),
-                retry_policy=SEND_RETRY,
+                retry_policy=policies.CHAT_SEND_RETRY,
                 summary=f"{what} {item.id} on {self._s.channel_id}",
             )
         except ActivityError as exc:
@@ -205,8 +188,8 @@ class OutboxWorkflow:
         await workflow.execute_local_activity(
             "record_projection",
             ProjectionUpdate(events=[settled]),
-            start_to_close_timeout=timedelta(seconds=10),
-            retry_policy=PROJECTION_RETRY,
+            start_to_close_timeout=policies.PROJECTION_TIMEOUT,
+            retry_policy=policies.PROJECTION_RETRY,
             summary=f"record {event.id} {settled.status}",
         )
 
