@@ -14,8 +14,9 @@ import base64
 import binascii
 import hashlib
 import logging
+from collections.abc import Awaitable
 from datetime import timedelta
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import AfterValidator, Field, StringConstraints
 from temporalio.client import (
@@ -54,6 +55,8 @@ CALL_ID_PATTERN = r"^c_[0-9A-Z]{26}$"
 LINE_WAIT_S = 20.0
 RING_POLL_S = 0.1
 QUERY_TIMEOUT = timedelta(seconds=3)
+
+T = TypeVar("T")
 
 CallId = Annotated[str, StringConstraints(pattern=CALL_ID_PATTERN)]
 
@@ -219,7 +222,7 @@ class CallControl:
         rows = await self._store.list_calls(agent_id=p.agent_id, active=p.active, limit=p.limit)
         return {"calls": [r.model_dump(mode="json") for r in rows]}
 
-    async def _turn(self, call_id: str, update: Any) -> Any:
+    async def _turn(self, call_id: str, update: Awaitable[T]) -> T:
         try:
             return await update
         except WorkflowUpdateFailedError as exc:

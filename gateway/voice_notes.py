@@ -25,8 +25,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agentcomms.config import Config
-from agentcomms.errors import NotTranscribed, SpeechProviderUnavailable, Undecodable
-from agentcomms.transports import VoiceNote, VoiceNoteRefused
+from agentcomms.errors import (
+    NotTranscribed,
+    SpeechProviderUnavailable,
+    Undecodable,
+    VoiceNoteRefused,
+)
+from agentcomms.transports import VoiceNote
 from agentcomms.voice.providers import LOCAL
 from agentcomms.voice.sndfile import decode
 from agentcomms.voice.stt import stt_chain, stt_provider

@@ -22,12 +22,12 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from activities.delivery import deliver_to_pane, interrupt_pane
 from activities.projection import ProjectionActivities
-from agentcomms.models import Event
+from agentcomms.models import Event, Registration
 from agentcomms.store import Store
 from tests.conftest import Tmux
 from tests.stack import eventually, running_stack
 from tests.test_mailbox import recorder
-from workflows.agent import AgentInput, AgentWorkflow, Registration, host_task_queue
+from workflows.agent import AgentInput, AgentWorkflow, host_task_queue
 
 HISTORIES = Path(__file__).parent / "histories"
 

@@ -374,7 +374,7 @@ class CallWorkflow:
         does (a phone still shows the words)."""
         for provider in self._in.tts:
             try:
-                return await workflow.execute_local_activity(
+                audio: AudioRef = await workflow.execute_local_activity(
                     "synthesize_speech",
                     SpeechRequest(
                         provider=provider,
@@ -386,6 +386,7 @@ class CallWorkflow:
                     retry_policy=policies.SPEECH_RETRY,
                     summary=f'say ({provider}): "{_short(text)}"',
                 )
+                return audio
             except (ActivityError, ApplicationError) as exc:
                 # A local activity's failure may arrive bare or wrapped in an ActivityError.
                 workflow.logger.warning("TTS %s failed: %s", provider, exc.cause or exc)

@@ -710,7 +710,7 @@ class Store:
 
     @staticmethod
     async def _seq_of(conn: AsyncConnection, event_id: str, agent_id: str | None = None) -> int:
-        seq = (await conn.execute(_seq_stmt(event_id, agent_id))).scalar_one_or_none()
+        seq: int | None = (await conn.execute(_seq_stmt(event_id, agent_id))).scalar_one_or_none()
         if seq is None:
             raise EventNotFound(event_id, agent_id)
         return seq

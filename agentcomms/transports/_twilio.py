@@ -294,7 +294,8 @@ class TwilioReceiver:
         return twiml(result.reply)
 
 
-class HttpxTwilioClient(AsyncHttpClient):
+# twilio ships no types, so its AsyncHttpClient is Any to mypy.
+class HttpxTwilioClient(AsyncHttpClient):  # type: ignore[misc]
     """The SDK's HTTP seam, spoken with httpx: one short-lived client per request, so nothing
     stays open between activities (the SDK's own aiohttp client keeps a session, or opens one
     per request with a deprecated BasicAuth)."""
