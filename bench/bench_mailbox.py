@@ -332,7 +332,9 @@ class Bench:
         rounds = []
         keys: list[str] = []
         for r in range(a.rounds):
-            agents = [await self.recorder(pipeline, f"{slug}-r{r}-a{i:02d}") for i in range(a.agents)]
+            agents = [
+                await self.recorder(pipeline, f"{slug}-r{r}-a{i:02d}") for i in range(a.agents)
+            ]
             rounds.append(await self.throughput(pipeline, agents))
             keys += agents
         result["throughput"] = median_round(rounds)

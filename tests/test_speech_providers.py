@@ -58,7 +58,9 @@ def test_every_known_provider_is_made_from_its_kinds_one_table(tmp_path: Path, k
                 make(name, cfg)
     assert make("openai", cfg).name == "openai"
     assert type(make("local", cfg)).__module__.endswith(".local")
-    with pytest.raises(SpeechProviderUnavailable, match=r"no .* provider 'whisper'; known: elevenlabs"):
+    with pytest.raises(
+        SpeechProviderUnavailable, match=r"no .* provider 'whisper'; known: elevenlabs"
+    ):
         make("whisper", cfg)
 
 

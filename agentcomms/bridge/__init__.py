@@ -33,9 +33,7 @@ def adapter_for(kind: str) -> Adapter:
             factory = _ADAPTERS[kind]
         except KeyError:
             known = ", ".join(sorted(_ADAPTERS))
-            raise InvalidTarget(
-                f"no adapter for endpoint kind {kind!r} (known: {known})"
-            ) from None
+            raise InvalidTarget(f"no adapter for endpoint kind {kind!r} (known: {known})") from None
         _shared[kind] = factory()
     return _shared[kind]
 

@@ -196,9 +196,7 @@ class TemporalConfig(Section):
         (Temporal Cloud takes an API key only over TLS)."""
         if self.tls is not None:
             return self.tls
-        return self.api_key is not None or any(
-            getattr(self, key) is not None for key in _TLS_KEYS
-        )
+        return self.api_key is not None or any(getattr(self, key) is not None for key in _TLS_KEYS)
 
     def dev_db_path(self) -> Path:
         return (self.db_filename or agentcomms_home() / "temporal.db").expanduser()

@@ -301,7 +301,9 @@ class CloudSender:
                 headers={"Authorization": f"Bearer {token.get_secret_value()}"},
             )
         except httpx.HTTPError as exc:
-            raise ChatProviderUnavailable(f"the WhatsApp Cloud API did not answer: {exc!r}") from exc
+            raise ChatProviderUnavailable(
+                f"the WhatsApp Cloud API did not answer: {exc!r}"
+            ) from exc
         if response.is_success:
             messages = response.json().get("messages") or [{}]
             return str(messages[0].get("id", ""))

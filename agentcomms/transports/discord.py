@@ -448,7 +448,9 @@ def discord_errors(chat_id: str) -> Iterator[None]:
             f"Discord refused the message to channel {chat_id} ({exc.status}: {exc.text})"
         ) from exc
     except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-        raise ChatProviderUnavailable(f"Discord did not answer: {exc or type(exc).__name__}") from exc
+        raise ChatProviderUnavailable(
+            f"Discord did not answer: {exc or type(exc).__name__}"
+        ) from exc
 
 
 def receiver(cfg: Config, sink: InboundSink) -> DiscordReceiver:

@@ -73,7 +73,9 @@ async def to_pcm16(audio: bytes, kind: str = "wav") -> bytes:
     """Any audio sox reads, as 16 kHz mono signed 16-bit samples (what the model expects)."""
     sox = shutil.which("sox")
     if sox is None:
-        raise SpeechProviderUnavailable("sox is not installed (apt-get install sox); local STT needs it")
+        raise SpeechProviderUnavailable(
+            "sox is not installed (apt-get install sox); local STT needs it"
+        )
     proc = await asyncio.create_subprocess_exec(
         sox,
         "-q",
