@@ -26,7 +26,7 @@ from agentcomms.outbox_models import ChatSend, OutboxItem
 from agentcomms.store import Store
 from agentcomms.store.engine import display_url
 from agentcomms.temporal import pollers
-from gateway.chat import ChatTransports, normalise_code
+from gateway.chat import ChatTransports
 from gateway.hosts import HostWatch
 from gateway.mailbox import Mailbox
 from gateway.outbox import Outbox
@@ -39,11 +39,9 @@ from gateway.params import (
     InboxParams,
     InterruptParams,
     NoParams,
-    PairParams,
     Params,
     RegisterParams,
     ReplyParams,
-    RevokeSenderParams,
     SendParams,
     TraceParams,
     UnregisterParams,
@@ -109,9 +107,6 @@ class Methods:
             "register": (RegisterParams, self.register),
             "unregister": (UnregisterParams, self.unregister),
             "inbox": (InboxParams, self.inbox),
-            "pair": (PairParams, self.pair),
-            "senders": (NoParams, self.senders),
-            "revoke_sender": (RevokeSenderParams, self.revoke_sender),
             "trace": (TraceParams, self.trace),
             # what the MCP tools need
             "check_messages": (CheckMessagesParams, self.check_messages),
@@ -122,7 +117,8 @@ class Methods:
     def extend(
         self, table: dict[str, tuple[type[Params], Callable[[Any], Awaitable[Any]]]]
     ) -> None:
-        """Serve the methods of another room too (calls: `gateway.calls`)."""
+        """Serve the methods of another room too (calls: `gateway.calls`, the chat allowlist:
+        `gateway.senders`)."""
         self._table.update(table)
 
     async def dispatch(self, method: str, params: dict[str, Any]) -> Any:
@@ -331,7 +327,7 @@ class Methods:
         except TraceNotFound as exc:
             raise RpcError(NOT_FOUND, str(exc)) from None
 
-    # ---- chat: outbound, pairing ------------------------------------------------------------------
+    # ---- chat: outbound ------------------------------------------------------------------------
 
     async def _chat_reply(self, p: ReplyParams, provider: str, chat_id: str) -> dict[str, Any]:
         """An agent's message to a chat: recorded, queued in its (agent, chat) outbox, and
@@ -390,47 +386,6 @@ class Methods:
             if sent.error:
                 result["error"] = sent.error
         return result
-
-    async def pair(self, p: PairParams) -> dict[str, Any]:
-        sender = await self._store.admit_by_code(normalise_code(p.code), utcnow())
-        if sender is None:
-            raise RpcError(
-                NOT_FOUND,
-                f"no pairing code {p.code!r} is waiting (codes expire after a day; the sender "
-                "gets a new one by writing again)",
-            )
-        channel = f"{sender.provider}:{sender.chat_id}"
-        return {
-            "provider": sender.provider,
-            "sender_id": sender.sender_id,
-            "sender_name": sender.sender_name,
-            "channel_id": channel,
-            "agent_id": self._cfg.chat.channels.get(channel),
-        }
-
-    async def senders(self, _: NoParams) -> dict[str, Any]:
-        rows: list[dict[str, Any]] = [
-            {"provider": provider, "sender_id": sender_id, "source": "config", "state": "allowed"}
-            for provider, ids in sorted(self._cfg.chat.allowed_senders.items())
-            for sender_id in ids
-        ]
-        for s in await self._store.list_senders():
-            state = "pending" if s.code else ("revoked" if s.revoked_at else "allowed")
-            rows.append(
-                s.model_dump(mode="json", exclude_none=True) | {"source": "paired", "state": state}
-            )
-        return {"senders": rows}
-
-    async def revoke_sender(self, p: RevokeSenderParams) -> dict[str, Any]:
-        if p.sender_id in self._cfg.chat.allowed_senders.get(p.provider, []):
-            raise RpcError(
-                INVALID_PARAMS,
-                f"{p.provider}:{p.sender_id} is allowed by chat.allowed_senders in the config; "
-                "remove it there and restart",
-            )
-        if not await self._store.revoke_sender(p.provider, p.sender_id, utcnow()):
-            raise RpcError(NOT_FOUND, f"{p.provider}:{p.sender_id} is not an admitted sender")
-        return {"provider": p.provider, "sender_id": p.sender_id, "revoked": True}
 
     # ---- helpers ---------------------------------------------------------------------------------
 

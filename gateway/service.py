@@ -20,6 +20,7 @@ from gateway.http import WebhookServer
 from gateway.mailbox import Mailbox
 from gateway.methods import Methods
 from gateway.outbox import Outbox
+from gateway.senders import SenderMethods
 from gateway.server import SocketServer
 
 if TYPE_CHECKING:
@@ -59,6 +60,7 @@ class Gateway:
         )
         self.calls = CallControl(cfg, client, store)
         self.methods.extend(self.calls.methods())
+        self.methods.extend(SenderMethods(cfg, store).methods())
         self.server = SocketServer(cfg.server.socket(), self.methods.dispatch)
         self.http: WebhookServer | None = None
 
