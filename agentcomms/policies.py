@@ -42,7 +42,7 @@ CHAT_SEND_GIVE_UP = timedelta(days=1)
 # must not hold the agent's answers back for long.
 CHAT_RECEIPT_GIVE_UP = timedelta(minutes=10)
 
-# ---- a phone call (workflows/call.py) ------------------------------------------------------------
+# ---- a phone call (workflows/call/) -------------------------------------------------------------
 
 # A speech provider is tried this many times before the next in the chain is.
 SPEECH_RETRY = RetryPolicy(

@@ -1,14 +1,7 @@
-"""CallWorkflow: one phone call (``call-<call_id>``) between an agent and its human.
+"""CallWorkflow itself: the run, the turns, the speech chain, the call system, the record.
 
-The run places the call and carries out the first turn; every later turn is an update
-(``say`` to speak and maybe listen, ``end`` to say goodbye and hang up). What happens on the
-line (answered, played, heard, hung up) arrives as ``line_event`` signals, from the local phone
-through the gateway or from the call system's webhooks. The ``line`` query (and the ``wait_line``
-update, which waits for it to change) tells a phone what to play.
-
-Audio never travels in a payload: activities write it to the audio directory and the workflow
-carries names (``AudioRef``). The transcript goes to a file beside the projection's call row; the
-workflow keeps only the turn at hand.
+What it is asked and answers is ``workflows/call/models.py``; the package's docstring tells the
+call's life.
 """
 
 from __future__ import annotations
@@ -16,7 +9,6 @@ from __future__ import annotations
 import asyncio
 from datetime import datetime, timedelta
 
-from pydantic import BaseModel, Field
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
@@ -27,7 +19,6 @@ with workflow.unsafe.imports_passed_through():
     from agentcomms.voice.models import (
         AudioRef,
         CallNotice,
-        CallSystem,
         CallUpdate,
         FallbackRequest,
         Line,
@@ -39,69 +30,18 @@ with workflow.unsafe.imports_passed_through():
         Transcript,
         TurnRecord,
     )
+    from workflows.call.models import CallInput, End, Ended, Say, TurnResult, WaitLine
 
 # Past the ring timeout the call system says no-answer itself; our own timer is the backstop.
 CALL_SYSTEM_RING_SLACK_S = 15.0
 # How long after its audio ends a phone may take to say it played it.
 PLAY_SLACK_S = 10.0
-# A wait_line caller asks again after at most this long.
-MAX_LINE_WAIT_S = 60.0
 SUMMARY_CHARS = 80
 
 
 def _short(text: str) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= SUMMARY_CHARS else flat[: SUMMARY_CHARS - 1] + "…"
-
-
-class CallInput(BaseModel):
-    """Everything a call needs, decided when it is placed (the workflow reads no config)."""
-
-    call_id: str
-    agent_id: str
-    message: str
-    system: CallSystem = "local"
-    to_number: str | None = None
-    tts: list[str] = Field(default_factory=lambda: ["local"])
-    stt: list[str] = Field(default_factory=lambda: ["local"])
-    ring_timeout_s: float = 30
-    transcript_timeout_s: float = 180
-    max_duration_s: float = 1800
-    fallback: bool = True  # nobody answered: send the message another way
-    fallback_message: str = "I tried calling but couldn't reach you. Here's my message: {message}"
-    # Non-blocking: the first answer goes to the agent's mailbox instead of a waiting caller.
-    notify_mailbox: bool = False
-
-
-class Say(BaseModel):
-    message: str
-    listen: bool = True
-
-
-class TurnResult(BaseModel):
-    call_id: str
-    turn: int = 0
-    response: str = ""
-    status: str = "answered"  # answered | timed-out | hung-up | no-answer | declined | ...
-    timed_out: bool = False
-    success: bool = True
-    note: str | None = None
-
-
-class End(BaseModel):
-    message: str | None = None
-
-
-class Ended(BaseModel):
-    call_id: str
-    duration_seconds: float
-    status: CallStatus
-    reason: str | None = None
-
-
-class WaitLine(BaseModel):
-    after_version: int
-    timeout_s: float = Field(default=20, gt=0, le=MAX_LINE_WAIT_S)
 
 
 @workflow.defn(name="CallWorkflow")
