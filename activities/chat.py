@@ -1,7 +1,7 @@
 """Sending to chat providers, as Temporal activities run by the outbox workflow.
 
 The provider's credentials come from this worker's configuration when the activity runs; the
-request carries only the chat, the text and ids. A provider's :class:`~agentcomms.transports.SendError`
+request carries only the chat, the text and ids. A provider's :class:`~agentcomms.errors.SendError`
 becomes the ``ApplicationError`` type the retry policy branches on (names in :mod:`agentcomms.errors`).
 
 Temporal retries a failed send on its own, and its history keeps only the last failure: so each
@@ -21,17 +21,18 @@ from temporalio.exceptions import ApplicationError
 
 from agentcomms import errors, transports
 from agentcomms.config import Config
-from agentcomms.logs import redact
-from agentcomms.models import TRIES_KEPT, Try, utcnow
-from agentcomms.store import Store
-from agentcomms.transports import (
-    ProviderUnavailable,
+from agentcomms.errors import (
+    ChatProviderUnavailable,
+    NoTransport,
     RateLimited,
-    Sender,
     SendError,
     SendRefused,
 )
-from workflows.outbox import ChatSend, ChatSent
+from agentcomms.logs import redact
+from agentcomms.models import TRIES_KEPT, Try, utcnow
+from agentcomms.outbox_models import ChatSend, ChatSent
+from agentcomms.store import Store
+from agentcomms.transports import Sender
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +69,7 @@ class ChatActivities:
             )
         try:
             sender = transports.load(provider).sender(self._cfg)
-        except transports.NoTransport as exc:
+        except NoTransport as exc:
             raise ApplicationError(
                 str(exc), type=errors.CHAT_NOT_CONFIGURED, non_retryable=True
             ) from exc
@@ -165,7 +166,7 @@ def _retry_decision(exc: Exception, answer: str) -> ApplicationError:
             type=errors.CHAT_RATE_LIMITED,
             next_retry_delay=timedelta(seconds=max(exc.retry_after, 0.1)),
         )
-    if isinstance(exc, ProviderUnavailable):
+    if isinstance(exc, ChatProviderUnavailable):
         return ApplicationError(answer, type=errors.CHAT_UNAVAILABLE)
     if isinstance(exc, SendRefused):
         return ApplicationError(answer, type=errors.CHAT_REFUSED, non_retryable=True)

@@ -31,8 +31,9 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from agentcomms import errors, metrics
-from agentcomms.bridge import InvalidTarget, PaneNotFound, TmuxError, adapter_for
-from agentcomms.bridge.sanitize import pane_text
+from agentcomms.bridge import adapter_for
+from agentcomms.errors import InvalidTarget, PaneNotFound, TmuxError
+from agentcomms.framing import pane_text
 from agentcomms.models import (
     DeliverRequest,
     DeliveryOutcome,

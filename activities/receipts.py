@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 
 from temporalio import activity
 
-from workflows.outbox import OutboxItem, QueueReceipt
+from agentcomms.outbox_models import OutboxItem, QueueReceipt
 
 PostToOutbox = Callable[[str, str, OutboxItem], Awaitable[None]]
 

@@ -1,9 +1,9 @@
 """A call's activities: speech in and out, the call's record, and what reaches the agent or the
 human when the call cannot.
 
-Providers fail in two ways: for good (no credentials, no tool installed: ``ProviderUnavailable``,
-not retried, the workflow tries the next provider of its chain) or for now (anything else:
-retried, then the next provider).
+Providers fail in two ways: for good (no credentials, no tool installed:
+``SpeechProviderUnavailable``, not retried, the workflow tries the next provider of its chain) or
+for now (anything else: retried, then the next provider).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from temporalio.exceptions import ApplicationError
 
 from agentcomms import errors
 from agentcomms.config import Config
-from agentcomms.errors import MailboxFull
+from agentcomms.errors import MailboxFull, RateLimited, SendRefused, SpeechProviderUnavailable
 from agentcomms.ids import provider_event_id
 from agentcomms.models import LOCAL_CHANNEL, Event
 from agentcomms.store import Store
@@ -36,7 +36,7 @@ from agentcomms.voice.models import (
     Transcript,
 )
 from agentcomms.voice.stt import stt_provider
-from agentcomms.voice.tts import ProviderUnavailable, tts_provider
+from agentcomms.voice.tts import tts_provider
 
 # How a call's outcome reaches an agent's mailbox (`workflows.mailbox.client.Mailbox.post` in a worker).
 PostEvent = Callable[[Event], Awaitable[str]]
@@ -113,7 +113,7 @@ class VoiceActivities:
         sms = self._cfg.chat.sms
         refused = None
         if number and sms.enabled and not sms.missing_credentials() and sms.from_number:
-            from agentcomms.transports import SendRefused, send_pieces
+            from agentcomms.transports import send_pieces
             from agentcomms.transports.sms import sender
 
             try:
@@ -224,8 +224,6 @@ def _transcript_keys(path: Path) -> set[tuple[int, str]]:
 
 @contextmanager
 def _call_system_errors() -> Iterator[None]:
-    from agentcomms.transports import RateLimited, SendRefused
-
     try:
         yield
     except SendRefused as exc:
@@ -242,9 +240,9 @@ def _call_system_errors() -> Iterator[None]:
 def _provider_errors(provider: str) -> Iterator[None]:
     try:
         yield
-    except ProviderUnavailable as exc:
+    except SpeechProviderUnavailable as exc:
         raise ApplicationError(
-            f"{provider}: {exc}", type=errors.PROVIDER_UNAVAILABLE, non_retryable=True
+            f"{provider}: {exc}", type=errors.SPEECH_PROVIDER_UNAVAILABLE, non_retryable=True
         ) from exc
     except ApplicationError:
         raise

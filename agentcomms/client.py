@@ -8,15 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from agentcomms.errors import AgentcommsError, GatewayUnavailable
-
-
-class GatewayError(AgentcommsError):
-    """The gateway answered with an error reply."""
-
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
+from agentcomms.errors import GatewayError, GatewayUnavailable
 
 
 class GatewayClient:

@@ -25,15 +25,12 @@ from temporalio.converter import DataConverter, PayloadCodec
 
 from agentcomms.config import TemporalConfig, agentcomms_home
 from agentcomms.config.home import private_secret
+from agentcomms.errors import PayloadDecryptionError
 
 ENCODING = b"binary/encrypted"
 KEY_ID = "encryption-key-id"
 NONCE_BYTES = 12
 TOKEN_FILENAME = "codec-server.token"
-
-
-class PayloadDecryptionError(ValueError):
-    """A payload cannot be opened: its key is not configured, or it was altered."""
 
 
 class EncryptionCodec(PayloadCodec):

@@ -24,15 +24,9 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from temporalio.api.common.v1 import Payloads
 
-from agentcomms.codec import (
-    EncryptionCodec,
-    PayloadDecryptionError,
-    codec_for,
-    codec_origins,
-    codec_token,
-)
+from agentcomms.codec import EncryptionCodec, codec_for, codec_origins, codec_token
 from agentcomms.config import TemporalConfig
-from agentcomms.errors import AgentcommsError, ConfigError
+from agentcomms.errors import AgentcommsError, ConfigError, PayloadDecryptionError
 
 # Histories are read a page at a time; a payload is at most 2 MB on the dev server.
 MAX_BODY_BYTES = 16_000_000

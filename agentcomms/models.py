@@ -100,6 +100,35 @@ class Channel(BaseModel):
     provider: str
 
 
+CallStatus = Literal[
+    "dialing",  # synthesizing the first words, placing the call
+    "ringing",
+    "in-progress",
+    "completed",  # answered, then hung up by either side
+    "no-answer",
+    "declined",
+    "busy",
+    "voicemail",  # an answering machine took the message
+    "failed",
+]
+ACTIVE_STATUSES: tuple[CallStatus, ...] = ("dialing", "ringing", "in-progress")
+
+
+class CallRecord(BaseModel):
+    """A call as the projection shows it (`agentcomms calls`); the workflow is the truth."""
+
+    id: str
+    agent_id: str
+    status: CallStatus
+    direction: Literal["out", "in"] = "out"
+    phone_number: str | None = None  # "local" for the local phone
+    started_at: datetime
+    ended_at: datetime | None = None
+    duration_seconds: float | None = None
+    transcript_ref: str | None = None
+    error: str | None = None
+
+
 class PaneTarget(BaseModel):
     """Where an agent's text goes: a tmux pane on a tmux server on a host."""
 

@@ -17,7 +17,7 @@ from temporalio.client import Client
 
 from agentcomms.address import is_local, server_answers
 from agentcomms.config import Config
-from agentcomms.errors import AgentcommsError, TemporalUnavailable
+from agentcomms.errors import StoppedDuringStartup, TemporalUnavailable
 from agentcomms.metrics import MetricsServer, free_loopback_address, temporal_runtime
 from agentcomms.store import Store
 from agentcomms.temporal import DevServer, connect, ensure_search_attributes
@@ -158,10 +158,6 @@ class StopEvent(asyncio.Event):
     async def wait(self) -> Literal[True]:
         self._starting = None  # started: from now on the waiter stops things in order
         return await super().wait()
-
-
-class StoppedDuringStartup(AgentcommsError):
-    """Ctrl-C or SIGTERM arrived before start-up finished; what had started was stopped."""
 
 
 @asynccontextmanager

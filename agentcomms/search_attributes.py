@@ -9,4 +9,4 @@ from temporalio.common import SearchAttributeKey
 
 AGENT_ID = SearchAttributeKey.for_keyword("AgentId")
 AGENT_STATUS = SearchAttributeKey.for_keyword("AgentStatus")
-ALL: tuple[SearchAttributeKey, ...] = (AGENT_ID, AGENT_STATUS)
+ALL: tuple[SearchAttributeKey[str], ...] = (AGENT_ID, AGENT_STATUS)

@@ -99,11 +99,6 @@ class DeploymentKey:
         return hmac.compare_digest(self._tag(fields), signature)
 
 
-def same_message(a: Event, b: Event) -> bool:
-    """Whether two events say the same thing (what a tag covers), whatever became of them since."""
-    return _canonical(_event_fields(a)) == _canonical(_event_fields(b))
-
-
 def _canonical(fields: list[Any]) -> bytes:
     # Sorted keys, no spaces, ASCII escapes: the same bytes whichever process encodes it, and
     # after any round trip through Temporal's JSON or the projection.

@@ -72,7 +72,8 @@ async def tool(s: ClientSession, name: str, **args: Any) -> dict[str, Any]:
     result = await s.call_tool(name, args)
     if result.is_error or result.structured_content is None:
         raise AssertionError(f"{name}: {result.content}")
-    return result.structured_content
+    content: dict[str, Any] = result.structured_content
+    return content
 
 
 async def measure(turns: int, think_s: float) -> dict[str, Any]:

@@ -14,8 +14,9 @@ import base64
 import binascii
 import hashlib
 import logging
+from collections.abc import Awaitable
 from datetime import timedelta
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import AfterValidator, Field, StringConstraints
 from temporalio.client import (
@@ -30,11 +31,12 @@ from temporalio.service import RPCError, RPCStatusCode
 from ulid import ULID
 
 from agentcomms.config import Config
+from agentcomms.errors import RpcError
+from agentcomms.models import ACTIVE_STATUSES
 from agentcomms.store import Store
 from agentcomms.voice.audio import AudioStore, turn_audio_name
 from agentcomms.voice.callsystem import LOCAL_NUMBER, call_system
 from agentcomms.voice.models import (
-    ACTIVE_STATUSES,
     MAX_PHONE_RECORDING_BYTES,
     Line,
     LineEvent,
@@ -42,7 +44,7 @@ from agentcomms.voice.models import (
 from agentcomms.voice.stt import stt_chain
 from agentcomms.voice.tts import tts_chain
 from gateway.params import AgentId, MessageText, Params
-from gateway.protocol import INVALID_PARAMS, NOT_FOUND, RpcError
+from gateway.protocol import INVALID_PARAMS, NOT_FOUND
 from workflows.call import CallInput, CallWorkflow, End, Say, WaitLine
 
 log = logging.getLogger(__name__)
@@ -53,6 +55,8 @@ CALL_ID_PATTERN = r"^c_[0-9A-Z]{26}$"
 LINE_WAIT_S = 20.0
 RING_POLL_S = 0.1
 QUERY_TIMEOUT = timedelta(seconds=3)
+
+T = TypeVar("T")
 
 CallId = Annotated[str, StringConstraints(pattern=CALL_ID_PATTERN)]
 
@@ -218,7 +222,7 @@ class CallControl:
         rows = await self._store.list_calls(agent_id=p.agent_id, active=p.active, limit=p.limit)
         return {"calls": [r.model_dump(mode="json") for r in rows]}
 
-    async def _turn(self, call_id: str, update: Any) -> Any:
+    async def _turn(self, call_id: str, update: Awaitable[T]) -> T:
         try:
             return await update
         except WorkflowUpdateFailedError as exc:

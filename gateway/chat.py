@@ -23,9 +23,10 @@ from temporalio.service import RPCError
 
 from agentcomms import metrics, transports
 from agentcomms.config import Config
-from agentcomms.errors import MailboxFull
+from agentcomms.errors import MailboxFull, NoTransport, NotTranscribed
 from agentcomms.ids import AGENT_ID_PATTERN, provider_event_id
 from agentcomms.models import Event, utcnow
+from agentcomms.outbox_models import receipt_item
 from agentcomms.store import Store
 from agentcomms.store.records import ChatSender
 from agentcomms.transports import (
@@ -35,9 +36,8 @@ from agentcomms.transports import (
     Receiver,
 )
 from gateway.outbox import Outbox
-from gateway.voice_notes import NotTranscribed, VoiceNotes
+from gateway.voice_notes import VoiceNotes
 from workflows.mailbox.client import Mailbox
-from workflows.outbox import receipt_item
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +129,7 @@ class ChatInbox:
             channel_id=message.channel_id,
             type="human_message",
             role="human",
-            # The pane shows who wrote it and where (sanitize.pane_text).
+            # The pane shows who wrote it and where (framing.pane_text).
             payload={**_payload(message, text), "reply_to": message.reply_to, **heard},
         )
         try:
@@ -282,7 +282,7 @@ class ChatTransports:
                 continue
             try:
                 receiver = transports.load(name).receiver(self._cfg, self._sink)
-            except transports.NoTransport as exc:
+            except NoTransport as exc:
                 self._problems[name] = str(exc)
                 continue
             if receiver is not None:

@@ -19,14 +19,15 @@ from temporalio.service import RPCError
 
 from agentcomms import transports
 from agentcomms.config import Config, host_name
-from agentcomms.errors import MailboxFull
+from agentcomms.errors import EventNotFound, MailboxFull, RpcError, TraceNotFound
 from agentcomms.ids import new_event_id
 from agentcomms.models import LOCAL_CHANNEL, Event, Registration, utcnow
-from agentcomms.store import EventNotFound, Store
+from agentcomms.outbox_models import ChatSend, OutboxItem
+from agentcomms.store import Store
 from agentcomms.store.engine import display_url
 from agentcomms.temporal import pollers
 from agentcomms.workflow_ids import host_task_queue
-from gateway.chat import ChatTransports, normalise_code
+from gateway.chat import ChatTransports
 from gateway.hosts import HostWatch
 from gateway.outbox import Outbox
 from gateway.params import (
@@ -38,11 +39,9 @@ from gateway.params import (
     InboxParams,
     InterruptParams,
     NoParams,
-    PairParams,
     Params,
     RegisterParams,
     ReplyParams,
-    RevokeSenderParams,
     SendParams,
     TraceParams,
     UnregisterParams,
@@ -54,12 +53,10 @@ from gateway.protocol import (
     MAILBOX_FULL,
     METHOD_NOT_FOUND,
     NOT_FOUND,
-    RpcError,
     describe_validation,
 )
-from gateway.trace import TraceNotFound, Tracer
+from gateway.trace import Tracer
 from workflows.mailbox.client import Mailbox
-from workflows.outbox import ChatSend, OutboxItem
 
 # A message posted through this gateway wakes `wait_messages` at once; this slow poll of the
 # projection catches rows written elsewhere (a mailbox rewriting a row the gateway failed to
@@ -110,9 +107,6 @@ class Methods:
             "register": (RegisterParams, self.register),
             "unregister": (UnregisterParams, self.unregister),
             "inbox": (InboxParams, self.inbox),
-            "pair": (PairParams, self.pair),
-            "senders": (NoParams, self.senders),
-            "revoke_sender": (RevokeSenderParams, self.revoke_sender),
             "trace": (TraceParams, self.trace),
             # what the MCP tools need
             "check_messages": (CheckMessagesParams, self.check_messages),
@@ -123,7 +117,8 @@ class Methods:
     def extend(
         self, table: dict[str, tuple[type[Params], Callable[[Any], Awaitable[Any]]]]
     ) -> None:
-        """Serve the methods of another room too (calls: `gateway.calls`)."""
+        """Serve the methods of another room too (calls: `gateway.calls`, the chat allowlist:
+        `gateway.senders`)."""
         self._table.update(table)
 
     async def dispatch(self, method: str, params: dict[str, Any]) -> Any:
@@ -332,7 +327,7 @@ class Methods:
         except TraceNotFound as exc:
             raise RpcError(NOT_FOUND, str(exc)) from None
 
-    # ---- chat: outbound, pairing ------------------------------------------------------------------
+    # ---- chat: outbound ------------------------------------------------------------------------
 
     async def _chat_reply(self, p: ReplyParams, provider: str, chat_id: str) -> dict[str, Any]:
         """An agent's message to a chat: recorded, queued in its (agent, chat) outbox, and
@@ -391,47 +386,6 @@ class Methods:
             if sent.error:
                 result["error"] = sent.error
         return result
-
-    async def pair(self, p: PairParams) -> dict[str, Any]:
-        sender = await self._store.admit_by_code(normalise_code(p.code), utcnow())
-        if sender is None:
-            raise RpcError(
-                NOT_FOUND,
-                f"no pairing code {p.code!r} is waiting (codes expire after a day; the sender "
-                "gets a new one by writing again)",
-            )
-        channel = f"{sender.provider}:{sender.chat_id}"
-        return {
-            "provider": sender.provider,
-            "sender_id": sender.sender_id,
-            "sender_name": sender.sender_name,
-            "channel_id": channel,
-            "agent_id": self._cfg.chat.channels.get(channel),
-        }
-
-    async def senders(self, _: NoParams) -> dict[str, Any]:
-        rows: list[dict[str, Any]] = [
-            {"provider": provider, "sender_id": sender_id, "source": "config", "state": "allowed"}
-            for provider, ids in sorted(self._cfg.chat.allowed_senders.items())
-            for sender_id in ids
-        ]
-        for s in await self._store.list_senders():
-            state = "pending" if s.code else ("revoked" if s.revoked_at else "allowed")
-            rows.append(
-                s.model_dump(mode="json", exclude_none=True) | {"source": "paired", "state": state}
-            )
-        return {"senders": rows}
-
-    async def revoke_sender(self, p: RevokeSenderParams) -> dict[str, Any]:
-        if p.sender_id in self._cfg.chat.allowed_senders.get(p.provider, []):
-            raise RpcError(
-                INVALID_PARAMS,
-                f"{p.provider}:{p.sender_id} is allowed by chat.allowed_senders in the config; "
-                "remove it there and restart",
-            )
-        if not await self._store.revoke_sender(p.provider, p.sender_id, utcnow()):
-            raise RpcError(NOT_FOUND, f"{p.provider}:{p.sender_id} is not an admitted sender")
-        return {"provider": p.provider, "sender_id": p.sender_id, "revoked": True}
 
     # ---- helpers ---------------------------------------------------------------------------------
 

@@ -14,10 +14,10 @@ from temporalio.common import (
     WorkflowIDConflictPolicy,
 )
 
+from agentcomms.outbox_models import OutboxItem
 from agentcomms.search_attributes import AGENT_ID
 from workflows.outbox import (
     OutboxInput,
-    OutboxItem,
     OutboxWorkflow,
     SendStatus,
     WaitSent,

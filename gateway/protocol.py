@@ -7,6 +7,8 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from agentcomms.errors import RpcError
+
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
@@ -17,15 +19,6 @@ MAILBOX_FULL = -32605  # nothing was queued: the agent's limits say so
 
 # A request line longer than this is answered with an error and skipped, not buffered.
 MAX_LINE_BYTES = 1024 * 1024
-
-
-class RpcError(Exception):
-    """An error reply: its code is one of the constants above, its message says what to do."""
-
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
 
 
 class Request(BaseModel):

@@ -15,12 +15,11 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from agentcomms.errors import AgentcommsError
+from agentcomms.errors import AgentcommsError, GatewayAlreadyRunning, RpcError
 from gateway.protocol import (
     INTERNAL_ERROR,
     INVALID_REQUEST,
     MAX_LINE_BYTES,
-    RpcError,
     error_line,
     parse_request,
     result_line,
@@ -31,10 +30,6 @@ log = logging.getLogger(__name__)
 REQUESTS_END_S = 2.0
 
 Dispatch = Callable[[str, dict[str, Any]], Awaitable[Any]]
-
-
-class GatewayAlreadyRunning(AgentcommsError):
-    """Another gateway answers on the socket."""
 
 
 def socket_is_live(path: Path) -> bool:

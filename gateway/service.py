@@ -19,6 +19,7 @@ from gateway.chat import ChatInbox, ChatTransports
 from gateway.http import WebhookServer
 from gateway.methods import Methods
 from gateway.outbox import Outbox
+from gateway.senders import SenderMethods
 from gateway.server import SocketServer
 from workflows.mailbox.client import Mailbox
 
@@ -59,6 +60,7 @@ class Gateway:
         )
         self.calls = CallControl(cfg, client, store)
         self.methods.extend(self.calls.methods())
+        self.methods.extend(SenderMethods(cfg, store).methods())
         self.server = SocketServer(cfg.server.socket(), self.methods.dispatch)
         self.http: WebhookServer | None = None
 

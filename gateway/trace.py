@@ -16,6 +16,7 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 
 from agentcomms.config import Config
+from agentcomms.errors import TraceNotFound
 from agentcomms.models import LOCAL_CHANNEL, Agent, Event, Try
 from agentcomms.store import Store
 from agentcomms.temporal import POLL_SILENCE_S, last_polls, ui_url
@@ -27,10 +28,6 @@ from workflows.outbox import OutboxWorkflow, outbox_workflow_id
 
 # A query needs a worker on the workflow's queue; without one it would wait for the RPC deadline.
 QUERY_TIMEOUT = timedelta(seconds=3)
-
-
-class TraceNotFound(LookupError):
-    """No event has that id."""
 
 
 def _at(when: datetime | None) -> str | None:

@@ -25,9 +25,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agentcomms.config import Config
-from agentcomms.transports import VoiceNote, VoiceNoteRefused
-from agentcomms.voice.providers import LOCAL, ProviderUnavailable
-from agentcomms.voice.sndfile import Undecodable, decode
+from agentcomms.errors import (
+    NotTranscribed,
+    SpeechProviderUnavailable,
+    Undecodable,
+    VoiceNoteRefused,
+)
+from agentcomms.transports import VoiceNote
+from agentcomms.voice.providers import LOCAL
+from agentcomms.voice.sndfile import decode
 from agentcomms.voice.stt import stt_chain, stt_provider
 
 log = logging.getLogger(__name__)
@@ -46,14 +52,6 @@ class Heard:
     provider: str  # the STT provider that heard it
     audio: str  # the note's file, relative to the audio directory
     duration_s: float | None
-
-
-class NotTranscribed(Exception):
-    """A voice note no provider could hear; the message says why, in words for the human."""
-
-    def __init__(self, reason: str, *, audio: str | None = None) -> None:
-        super().__init__(reason)
-        self.audio = audio
 
 
 class VoiceNotes:
@@ -88,7 +86,7 @@ class VoiceNotes:
                 text = await asyncio.wait_for(
                     recognizer.transcribe(audio, content_type), STT_TIMEOUT_S
                 )
-            except ProviderUnavailable as exc:
+            except SpeechProviderUnavailable as exc:
                 problems.append(f"{name}: {exc}")
                 continue
             except Exception as exc:  # a provider's error or timeout: the next one may hear it

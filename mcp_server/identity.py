@@ -18,8 +18,8 @@ from fastmcp.server.auth import AccessToken, TokenVerifier
 from fastmcp.server.dependencies import get_access_token
 
 from agentcomms.config import Config
+from agentcomms.errors.mcp import NotYourIdentity, ServeRefused
 from agentcomms.ids import check_agent_id
-from mcp_server.errors import NotYourIdentity, ServeRefused
 
 AGENT_ENV = "AGENTCOMMS_AGENT_ID"
 LEGACY_AGENT_ENV = "AGENTCALL_AGENT_ID"  # the older name; AGENTCOMMS_AGENT_ID wins

@@ -9,9 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from agentcomms.client import GatewayError, call
-from agentcomms.errors import GatewayUnavailable
-from mcp_server.errors import GatewayDown, GatewayRefused
+from agentcomms.client import call
+from agentcomms.errors import GatewayError, GatewayUnavailable
+from agentcomms.errors.mcp import GatewayDown, GatewayRefused
 
 
 def down_message(socket: Path) -> str:

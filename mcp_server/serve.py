@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Literal
 
 from agentcomms.config import Config
-from mcp_server.errors import ServeRefused
+from agentcomms.errors.mcp import ServeRefused
 from mcp_server.identity import AgentTokens, default_agent_id, is_loopback
 from mcp_server.server import build_server
 

@@ -7,9 +7,9 @@ from typing import Any, NotRequired
 
 from typing_extensions import TypedDict
 
+from agentcomms.errors.mcp import InvalidArgument
 from agentcomms.models import LOCAL_CHANNEL
 from agentcomms.transports import ProviderName
-from mcp_server.errors import InvalidArgument
 
 Provider = ProviderName
 LOCAL_CHAT = "local"

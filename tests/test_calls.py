@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 from fastmcp import Client
 
-from agentcomms.client import GatewayError
 from agentcomms.config import VoiceConfig
+from agentcomms.errors import GatewayError
 from mcp_server import build_server
 from tests.conftest import Tmux, write_config
 from tests.stack import STACK_KEY, Stack, eventually, running_stack

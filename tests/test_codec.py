@@ -21,7 +21,7 @@ from pydantic import SecretStr
 from temporalio.api.common.v1 import Payload
 from temporalio.client import Client, WorkflowHistory
 
-from agentcomms.codec import ENCODING, EncryptionCodec, PayloadDecryptionError, codec_for
+from agentcomms.codec import ENCODING, EncryptionCodec, codec_for
 from agentcomms.codec_server import CodecServer
 from agentcomms.config import (
     CodecServerConfig,
@@ -30,7 +30,7 @@ from agentcomms.config import (
     TemporalConfig,
     load_config,
 )
-from agentcomms.errors import ConfigError
+from agentcomms.errors import ConfigError, PayloadDecryptionError
 from agentcomms.temporal import connect, dev_server_args, temporal_binary
 from tests.conftest import Tmux, write_config
 from tests.stack import eventually, running_stack

@@ -17,16 +17,9 @@ from fastmcp import Client
 from pydantic import SecretStr
 
 from agentcomms.config import Config, DiscordConfig
+from agentcomms.errors import ChatProviderUnavailable, RateLimited, SendError, SendRefused
 from agentcomms.ids import provider_event_id
-from agentcomms.transports import (
-    InboundMessage,
-    InboundResult,
-    LinkStatus,
-    ProviderUnavailable,
-    RateLimited,
-    SendError,
-    SendRefused,
-)
+from agentcomms.transports import InboundMessage, InboundResult, LinkStatus
 from agentcomms.transports import discord as transport
 from gateway.service import Gateway
 from mcp_server import build_server
@@ -452,7 +445,7 @@ async def _send_errors(discord: FakeDiscord, sender: transport.DiscordSender) ->
     assert "not-the-token" not in str(refused.value)
 
     await discord.stop()
-    with pytest.raises(ProviderUnavailable, match="did not answer"):
+    with pytest.raises(ChatProviderUnavailable, match="did not answer"):
         await sender.send_text(channel, "hi")
     assert all(isinstance(e, SendError) for e in (limited.value, refused.value))
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from agentcomms.errors import GatewayAlreadyRunning
 from gateway.protocol import (
     INVALID_PARAMS,
     INVALID_REQUEST,
@@ -18,7 +19,7 @@ from gateway.protocol import (
     NOT_FOUND,
     PARSE_ERROR,
 )
-from gateway.server import GatewayAlreadyRunning, SocketServer
+from gateway.server import SocketServer
 from tests.stack import Stack, running_stack
 
 

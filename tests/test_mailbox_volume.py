@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from temporalio.client import WorkflowHandle
 
-from agentcomms.client import GatewayError
 from agentcomms.config import MailboxConfig
+from agentcomms.errors import GatewayError
 from gateway.protocol import MAILBOX_FULL
 from tests.conftest import Tmux
 from tests.stack import Stack, eventually, running_stack, typed

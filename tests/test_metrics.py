@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from agentcomms.client import GatewayError
 from agentcomms.config import MailboxConfig, TemporalConfig
+from agentcomms.errors import GatewayError
 from agentcomms.metrics import MetricsServer, free_loopback_address, temporal_runtime
 from agentcomms.temporal import connect
 from tests.conftest import Tmux

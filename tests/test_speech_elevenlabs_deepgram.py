@@ -14,8 +14,9 @@ import pytest
 from pydantic import SecretStr
 
 from agentcomms.config import Config, SpeechAccount, STTConfig, TTSConfig, VoiceConfig, redacted
+from agentcomms.errors import SpeechProviderUnavailable
 from agentcomms.voice.stt import stt_chain, stt_provider
-from agentcomms.voice.tts import ProviderUnavailable, tts_chain, tts_provider
+from agentcomms.voice.tts import tts_chain, tts_provider
 from agentcomms.voice.tts.local import EspeakSpeech
 from tests.fakes import deepgram as dg
 from tests.fakes import elevenlabs as xi
@@ -121,7 +122,7 @@ async def test_an_elevenlabs_voice_name_is_looked_up_among_the_accounts_voices(
     assert len(elevenlabs.keys) == 3  # one search, two syntheses
 
     cfg = Config(voice=accounts(elevenlabs, deepgram, tts=TTSConfig(voice="Nobody")))
-    with pytest.raises(ProviderUnavailable, match="no voice named 'Nobody'"):
+    with pytest.raises(SpeechProviderUnavailable, match="no voice named 'Nobody'"):
         await tts_provider("elevenlabs", cfg).synthesize("three")
 
 
@@ -196,7 +197,7 @@ async def test_a_refused_key_is_permanent_and_names_the_key_to_fix_without_showi
 ):
     wrong = "wrong-key-1234567890"
     cfg = Config(voice=accounts(elevenlabs, deepgram, elevenlabs_key=wrong, deepgram_key=wrong))
-    with pytest.raises(ProviderUnavailable) as refused:
+    with pytest.raises(SpeechProviderUnavailable) as refused:
         await use(provider, direction, cfg, answer)
     message = str(refused.value)
     assert f"voice.{provider}.api_key (401)" in message and wrong not in message
@@ -218,8 +219,8 @@ async def test_a_busy_or_failing_provider_is_worth_retrying_and_the_next_try_wor
     cfg = Config(voice=accounts(elevenlabs, deepgram))
     with pytest.raises(Exception) as failed:
         await use(provider, direction, cfg, answer)
-    # Not ProviderUnavailable: the activity retries it (the SDK itself does not).
-    assert not isinstance(failed.value, ProviderUnavailable)
+    # Not SpeechProviderUnavailable: the activity retries it (the SDK itself does not).
+    assert not isinstance(failed.value, SpeechProviderUnavailable)
     assert str(status) in str(failed.value)
     result = await use(provider, direction, cfg, answer)
     if direction == "tts":

@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 
 from agentcomms.config import Config, STTConfig, TTSConfig, VoiceConfig
+from agentcomms.errors import SpeechProviderUnavailable
 from agentcomms.voice.stt import stt_chain
 from agentcomms.voice.stt.local import SphinxRecognizer
-from agentcomms.voice.tts import ProviderUnavailable, tts_chain
+from agentcomms.voice.tts import tts_chain
 from agentcomms.voice.tts.local import EspeakSpeech
 
 PHRASES = ["yes go ahead", "no wait", "call me later", "ship it on friday"]
@@ -40,7 +41,7 @@ async def test_text_that_looks_like_an_option_is_spoken_not_parsed():
 
 async def test_a_missing_grammar_file_is_a_provider_problem(tmp_path: Path):
     audio, _ = await EspeakSpeech().synthesize("hello")
-    with pytest.raises(ProviderUnavailable, match="grammar"):
+    with pytest.raises(SpeechProviderUnavailable, match="grammar"):
         await SphinxRecognizer(grammar=tmp_path / "nope.gram").transcribe(audio, "audio/wav")
 
 

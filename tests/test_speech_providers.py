@@ -14,8 +14,9 @@ import pytest
 from pydantic import SecretStr
 
 from agentcomms.config import Config, STTConfig, TTSConfig, VoiceConfig
+from agentcomms.errors import SpeechProviderUnavailable
 from agentcomms.voice import stt, tts
-from agentcomms.voice.providers import CLOUD, KNOWN, ProviderUnavailable
+from agentcomms.voice.providers import CLOUD, KNOWN
 from agentcomms.voice.stt import stt_chain
 from agentcomms.voice.tts import tts_chain
 from agentcomms.voice.tts.local import EspeakSpeech
@@ -53,11 +54,13 @@ def test_every_known_provider_is_made_from_its_kinds_one_table(tmp_path: Path, k
     assert sorted(kind.PROVIDERS) == sorted(KNOWN)
     for name in CLOUD:
         if name != "openai":  # the others have no key here: said at once, naming the key
-            with pytest.raises(ProviderUnavailable, match=f"voice.{name}.api_key"):
+            with pytest.raises(SpeechProviderUnavailable, match=f"voice.{name}.api_key"):
                 make(name, cfg)
     assert make("openai", cfg).name == "openai"
     assert type(make("local", cfg)).__module__.endswith(".local")
-    with pytest.raises(ProviderUnavailable, match=r"no .* provider 'whisper'; known: elevenlabs"):
+    with pytest.raises(
+        SpeechProviderUnavailable, match=r"no .* provider 'whisper'; known: elevenlabs"
+    ):
         make("whisper", cfg)
 
 

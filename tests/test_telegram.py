@@ -17,6 +17,7 @@ from pydantic import SecretStr
 from agentcomms.client import GatewayClient
 from agentcomms.config import Config, MailboxConfig
 from agentcomms.ids import provider_event_id
+from agentcomms.outbox_models import receipt_item
 from agentcomms.transports import split_text
 from gateway.service import Gateway
 from tests.conftest import Tmux
@@ -25,7 +26,6 @@ from tests.fakes.telegram import FakeTelegram
 from tests.stack import Stack, eventually, running_stack
 from tests.test_agent_workflow_replay import _settled_history, replayer
 from tests.test_mailbox import recorder
-from workflows.outbox import receipt_item
 
 CHAT = 456  # Alice's private chat with the bot (its id is her user id)
 

@@ -26,8 +26,9 @@ from agentcomms.bridge import (
     sanitize,
 )
 from agentcomms.bridge import tmux as tmux_bridge
-from agentcomms.bridge.sanitize import TRUNCATION_MARKER, strip_unsafe, truncate
+from agentcomms.bridge.sanitize import TRUNCATION_MARKER, truncate
 from agentcomms.bridge.tmux import LAST_EVENT_OPTION, RECENT_EVENTS_OPTION, SEND_KEYS_MAX_CHARS
+from agentcomms.framing import strip_unsafe
 from agentcomms.models import DeliveryOutcome, Keypress, PaneTarget, Typing
 from tests.conftest import Tmux
 

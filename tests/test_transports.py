@@ -9,8 +9,9 @@ import pytest
 from pydantic import ValidationError
 
 from agentcomms import transports
-from agentcomms.bridge.sanitize import pane_text
 from agentcomms.config import ChatConfig
+from agentcomms.errors import NoTransport
+from agentcomms.framing import pane_text
 from agentcomms.models import Event, utcnow
 from agentcomms.store import Store
 from agentcomms.store.records import ChatSender
@@ -27,7 +28,7 @@ def test_provider_names_are_written_once():
     assert transports.load("telegram").name == "telegram"
     for name in transports.PROVIDERS:
         if not _has_module(name):  # a provider whose transport is still to come says so
-            with pytest.raises(transports.NoTransport, match=name):
+            with pytest.raises(NoTransport, match=name):
                 transports.load(name)
 
 

@@ -16,8 +16,9 @@ from pydantic import SecretStr
 from starlette.applications import Starlette
 
 from agentcomms.config import Config
+from agentcomms.errors import RateLimited, SendRefused
 from agentcomms.ids import provider_event_id
-from agentcomms.transports import RateLimited, SendRefused, not_passed_on, split_text
+from agentcomms.transports import not_passed_on, split_text
 from agentcomms.transports._whatsapp_cloud import (
     DEFAULT_RETRY_AFTER_S,
     SIGNATURE_HEADER,

@@ -14,96 +14,19 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 from temporalio import workflow
-from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from agentcomms import errors
+    from agentcomms import policies
     from agentcomms.models import Event, ProjectionUpdate
+    from agentcomms.outbox_models import ChatSent, OutboxItem
 
 SEEN_IDS_KEPT = 1000
 OUTCOMES_KEPT = 200
 
-# A provider that is down for a while is waited for (its messages keep their order); after a
-# day the message is given up on and marked failed, with the last error.
-SEND_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=1),
-    backoff_coefficient=2.0,
-    maximum_interval=timedelta(minutes=1),
-    non_retryable_error_types=[errors.CHAT_REFUSED, errors.CHAT_NOT_CONFIGURED],
-)
-SEND_GIVE_UP = timedelta(days=1)
-# A receipt (a reaction on the human's message, or a short reply) is worth little once late; it must not hold
-# the agent's answers back for long.
-RECEIPT_GIVE_UP = timedelta(minutes=10)
-PROJECTION_RETRY = RetryPolicy(
-    initial_interval=timedelta(milliseconds=100),
-    backoff_coefficient=2.0,
-    maximum_interval=timedelta(seconds=10),
-)
-
 
 def outbox_workflow_id(agent_id: str, channel_id: str) -> str:
     return f"outbox-{agent_id}-{channel_id}"
-
-
-class ChatSend(BaseModel):
-    """One call to a provider: a text message, or a receipt for a message the human sent."""
-
-    provider: str
-    chat_id: str
-    kind: Literal["text", "receipt"] = "text"
-    text: str = ""
-    reply_to: str | None = None  # text: the provider message id it answers
-    message_id: str | None = None  # receipt: the human's message it is for
-    stage: Literal["queued", "typed"] | None = None  # receipt: what became of that message
-    note: str | None = None  # receipt: what typing changed (the agent's max_chars cut the text)
-    # text: the outbound event it sends, whose failed tries the activity records (receipts have none)
-    event_id: str | None = None
-
-
-class ChatSent(BaseModel):
-    message_id: str | None = None  # the provider's id of what was sent (None for a reaction)
-    # Which try got through: Temporal retries the activity where this workflow cannot count.
-    attempt: int | None = None
-
-
-class OutboxItem(BaseModel):
-    id: str  # the outbound event's id, or "<event id>:<stage>" for a receipt
-    send: ChatSend
-    event: Event | None = None  # the outbound message, settled in the projection once sent
-
-
-def receipt_item(
-    event_id: str,
-    *,
-    provider: str,
-    chat_id: str,
-    message_id: str,
-    stage: Literal["queued", "typed"],
-    note: str | None = None,
-) -> OutboxItem:
-    """The receipt for a human's message (``<event id>:<stage>``): whoever asks for it twice,
-    the gateway or a replayed mailbox, the outbox sends it once."""
-    return OutboxItem(
-        id=f"{event_id}:{stage}",
-        send=ChatSend(
-            provider=provider,
-            chat_id=chat_id,
-            kind="receipt",
-            message_id=message_id,
-            stage=stage,
-            note=note,
-        ),
-    )
-
-
-class QueueReceipt(BaseModel):
-    """A mailbox asks the outbox of (agent, channel) to send a receipt."""
-
-    agent_id: str
-    channel_id: str
-    item: OutboxItem
 
 
 class SendOutcome(BaseModel):
@@ -218,11 +141,13 @@ class OutboxWorkflow:
                 "send_chat",
                 send,
                 result_type=ChatSent,
-                start_to_close_timeout=timedelta(seconds=30),
+                start_to_close_timeout=policies.CHAT_SEND_TIMEOUT,
                 schedule_to_close_timeout=(
-                    RECEIPT_GIVE_UP if send.kind == "receipt" else SEND_GIVE_UP
+                    policies.CHAT_RECEIPT_GIVE_UP
+                    if send.kind == "receipt"
+                    else policies.CHAT_SEND_GIVE_UP
                 ),
-                retry_policy=SEND_RETRY,
+                retry_policy=policies.CHAT_SEND_RETRY,
                 summary=f"{what} {item.id} on {self._s.channel_id}",
             )
         except ActivityError as exc:
@@ -259,8 +184,8 @@ class OutboxWorkflow:
         await workflow.execute_local_activity(
             "record_projection",
             ProjectionUpdate(events=[settled]),
-            start_to_close_timeout=timedelta(seconds=10),
-            retry_policy=PROJECTION_RETRY,
+            start_to_close_timeout=policies.PROJECTION_TIMEOUT,
+            retry_policy=policies.PROJECTION_RETRY,
             summary=f"record {event.id} {settled.status}",
         )
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from agentcomms.bridge.base import Adapter, BridgeError, InvalidTarget, PaneNotFound, TmuxError
+from agentcomms.bridge.base import Adapter
 from agentcomms.bridge.sanitize import CleanText, sanitize
 from agentcomms.bridge.tmux import (
     PaneInfo,
@@ -16,6 +16,7 @@ from agentcomms.bridge.tmux import (
     check_socket,
     check_target,
 )
+from agentcomms.errors import BridgeError, InvalidTarget, PaneNotFound, TmuxError
 
 # A new endpoint kind (say a process's stdin) adds one entry here and one module beside tmux.py.
 _ADAPTERS: dict[str, Callable[[], Adapter]] = {"tmux": TmuxAdapter}
@@ -32,9 +33,7 @@ def adapter_for(kind: str) -> Adapter:
             factory = _ADAPTERS[kind]
         except KeyError:
             known = ", ".join(sorted(_ADAPTERS))
-            raise InvalidTarget(
-                f"no adapter for endpoint kind {kind!r} (known: {known})"
-            ) from None
+            raise InvalidTarget(f"no adapter for endpoint kind {kind!r} (known: {known})") from None
         _shared[kind] = factory()
     return _shared[kind]
 

@@ -1,4 +1,4 @@
-"""What every delivery endpoint offers, and the errors it raises.
+"""What every delivery endpoint offers.
 
 An endpoint kind (a tmux pane today; a process's stdin, say, tomorrow) is one module with one class
 that satisfies :class:`Adapter`, registered by name in :mod:`agentcomms.bridge`. Activities talk to
@@ -9,29 +9,7 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-from agentcomms.errors import AgentcommsError
 from agentcomms.models import DeliveryOutcome, Keypress, PaneTarget, Typing
-
-
-class BridgeError(AgentcommsError):
-    """An endpoint could not be reached or driven."""
-
-
-class PaneNotFound(BridgeError):
-    """The pane, its window or session, or the whole tmux server is not there (it may come back)."""
-
-
-class TmuxError(BridgeError):
-    """tmux failed for another reason; the message carries tmux's own stderr."""
-
-    def __init__(self, message: str, *, stderr: str = "", returncode: int | None = None) -> None:
-        super().__init__(message)
-        self.stderr = stderr
-        self.returncode = returncode
-
-
-class InvalidTarget(BridgeError, ValueError):
-    """A target, key, event id or option that no retry can make work."""
 
 
 @runtime_checkable

@@ -8,8 +8,8 @@ from typing import Annotated
 
 from pydantic import AfterValidator
 
-from agentcomms.bridge.base import InvalidTarget
 from agentcomms.bridge.tmux import check_interrupt_key, check_socket, check_target
+from agentcomms.errors import InvalidTarget
 
 
 def _passes(check: Callable[[str], None]) -> AfterValidator:

@@ -74,8 +74,8 @@ import re
 import uuid
 from dataclasses import dataclass
 
-from agentcomms.bridge.base import BridgeError, InvalidTarget, PaneNotFound, TmuxError
 from agentcomms.bridge.sanitize import CleanText, sanitize
+from agentcomms.errors import BridgeError, InvalidTarget, PaneNotFound, TmuxError
 from agentcomms.models import DeliveryOutcome, Keypress, PaneTarget, Typing
 
 # The last event typed or pressed in the pane: for people and status displays.
@@ -452,7 +452,9 @@ def _submit(pane: str, submit_delay_ms: int) -> list[list[str]]:
 def _command_string(commands: list[list[str]]) -> str:
     """Commands as one string for tmux to parse (if-shell's branches). Every word must be
     checked to be safe to parse: this quotes, it does not escape."""
-    return " ; ".join(" ".join(f"'{word}'" if " " in word else word for word in c) for c in commands)
+    return " ; ".join(
+        " ".join(f"'{word}'" if " " in word else word for word in c) for c in commands
+    )
 
 
 def _literal(text: str) -> str:

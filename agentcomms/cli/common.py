@@ -12,8 +12,8 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from agentcomms.bridge.sanitize import strip_unsafe
 from agentcomms.errors import AgentcommsError
+from agentcomms.framing import strip_unsafe
 from agentcomms.models import MAX_MESSAGE_CHARS
 
 # No markup: what we print holds text from agents, chats and users, and "[/]" in a message must

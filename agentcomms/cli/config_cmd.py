@@ -145,7 +145,8 @@ _MINIMAL: dict[str, Any] = {
 def starter_config(*, minimal: bool = False) -> dict[str, Any]:
     """The file ``config init`` writes: every key with its default, secrets as ``${VAR:-}``."""
     if minimal:
-        return json.loads(json.dumps(_MINIMAL))
+        copy: dict[str, Any] = json.loads(json.dumps(_MINIMAL))
+        return copy
     return _annotate(Config().model_dump(mode="json"), ())
 
 

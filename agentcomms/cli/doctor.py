@@ -86,8 +86,9 @@ async def _check_temporal(cfg: Config, checks: list[Check]) -> Any:
     from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
     from temporalio.service import RPCError
 
+    from agentcomms.address import server_answers
     from agentcomms.search_attributes import ALL as SEARCH_ATTRIBUTES
-    from agentcomms.temporal import connect, server_answers
+    from agentcomms.temporal import connect
     from agentcomms.temporal_admin import search_attribute_commands
 
     t = cfg.temporal

@@ -22,6 +22,14 @@ variable), the key path and what was expected — and never echoing a secret (:m
 
 from __future__ import annotations
 
+from agentcomms.config.chat import (
+    ChatConfig,
+    DiscordConfig,
+    LocalChatConfig,
+    TelegramConfig,
+    TwilioMessagingConfig,
+    WhatsAppConfig,
+)
 from agentcomms.config.env import (
     ENV_PREFIX,
     LEGACY_ENV_PREFIX,
@@ -43,30 +51,20 @@ from agentcomms.config.keys import Loc
 from agentcomms.config.loading import ResolvedConfig, load_config, resolve_config
 from agentcomms.config.models import (
     AgentConfig,
-    ChatConfig,
     CodecServerConfig,
     Config,
     DatabaseConfig,
-    DiscordConfig,
     EncryptionKey,
-    LocalChatConfig,
     LoggingConfig,
     MailboxConfig,
     MetricsConfig,
-    PhoneConfig,
-    Section,
     SecurityConfig,
     ServerConfig,
-    SpeechAccount,
-    STTConfig,
-    TelegramConfig,
     TemporalConfig,
-    TTSConfig,
-    TwilioMessagingConfig,
-    VoiceConfig,
-    WhatsAppConfig,
 )
 from agentcomms.config.redact import REDACTED, is_secret_key, mask_url_password, redacted
+from agentcomms.config.section import Section
+from agentcomms.config.voice import PhoneConfig, SpeechAccount, STTConfig, TTSConfig, VoiceConfig
 
 __all__ = [
     "COMMENT_PREFIX",

@@ -1,4 +1,5 @@
-"""The configuration's schema: one pydantic model per section, and :class:`Config` holding them.
+"""The configuration's schema: one pydantic model per section, and :class:`Config` holding them
+(the ``chat`` and ``voice`` sections are ``config/chat.py`` and ``config/voice.py``).
 
 Every section forbids unknown keys (a misspelt key is reported, not ignored), and an empty string
 in a key whose default is ``null`` reads as "not set".
@@ -8,15 +9,11 @@ from __future__ import annotations
 
 import base64
 import binascii
-import difflib
 import typing
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
-    AfterValidator,
-    BaseModel,
-    ConfigDict,
     Field,
     SecretStr,
     field_validator,
@@ -24,28 +21,11 @@ from pydantic import (
 )
 
 from agentcomms.bridge.fields import InterruptKey, TmuxSocket, TmuxTarget
+from agentcomms.config.chat import ChatConfig
 from agentcomms.config.home import agentcomms_home
-from agentcomms.ids import check_agent_id
+from agentcomms.config.section import AgentIdKey, Section
+from agentcomms.config.voice import VoiceConfig
 from agentcomms.models import MAX_MESSAGE_CHARS
-
-
-class Section(BaseModel):
-    # A misspelt key is a mistake the user wants to hear about, not a silently ignored one.
-    model_config = ConfigDict(extra="forbid")
-
-    @model_validator(mode="before")
-    @classmethod
-    def _empty_string_means_unset(cls, data: Any) -> Any:
-        # `"token": "${TELEGRAM_BOT_TOKEN:-}"` with the variable unset must read as "no token",
-        # not as a configured empty token (and an empty path must not become ".").
-        if not isinstance(data, dict):
-            return data
-        unset = [
-            name
-            for name, info in cls.model_fields.items()
-            if data.get(name) == "" and not info.is_required() and info.default is None
-        ]
-        return {**data, **dict.fromkeys(unset)} if unset else data
 
 
 class ServerConfig(Section):
@@ -196,9 +176,7 @@ class TemporalConfig(Section):
         (Temporal Cloud takes an API key only over TLS)."""
         if self.tls is not None:
             return self.tls
-        return self.api_key is not None or any(
-            getattr(self, key) is not None for key in _TLS_KEYS
-        )
+        return self.api_key is not None or any(getattr(self, key) is not None for key in _TLS_KEYS)
 
     def dev_db_path(self) -> Path:
         return (self.db_filename or agentcomms_home() / "temporal.db").expanduser()
@@ -216,7 +194,6 @@ class DatabaseConfig(Section):
         return self.url or f"sqlite+aiosqlite:///{agentcomms_home() / 'agentcomms.db'}"
 
 
-AgentIdKey = Annotated[str, AfterValidator(check_agent_id)]
 # The mailbox itself refuses past 12,000 waiting messages; a configured limit stays below that.
 MaxPending = Annotated[int, Field(ge=1, le=10_000)]
 MaxPendingBytes = Annotated[int, Field(ge=MAX_MESSAGE_CHARS * 4, le=1_000_000_000)]
@@ -258,286 +235,6 @@ class AgentConfig(Section):
         default=None, description="overrides mailbox.max_pending_bytes"
     )
     token: SecretStr | None = Field(default=None, description="bearer token for MCP over HTTP")
-
-
-class ProviderSection(Section):
-    """A chat provider's section: switched on by ``enabled``, reached at ``base_url``."""
-
-    # The keys a provider cannot connect without (`config validate` warns when one is unset).
-    credentials: ClassVar[tuple[str, ...]] = ()
-
-    enabled: bool = False
-
-    def missing_credentials(self) -> list[str]:
-        return [key for key in self.credentials if getattr(self, key) is None]
-
-
-class DiscordConfig(ProviderSection):
-    credentials: ClassVar[tuple[str, ...]] = ("token",)
-
-    token: SecretStr | None = Field(
-        default=None, description="bot token (developer portal: your application, Bot, Token)"
-    )
-    guild_id: str | None = Field(
-        default=None,
-        pattern=r"^[0-9]+$",
-        description="the server (guild) whose channels reach agents; messages from other "
-        "servers are ignored (direct messages always count); null: every server the bot is in",
-    )
-    base_url: str | None = Field(
-        default=None, description="Discord's API root (a proxy, tests); null: https://discord.com"
-    )
-
-    @field_validator("guild_id", mode="before")
-    @classmethod
-    def _id_as_text(cls, value: Any) -> Any:
-        # Discord ids are 64-bit: written as a JSON number they still mean the same server.
-        return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
-
-
-class TelegramConfig(ProviderSection):
-    credentials: ClassVar[tuple[str, ...]] = ("token",)
-
-    token: SecretStr | None = None
-    base_url: str | None = Field(
-        default=None, description="Bot API server (self-hosted, proxy, tests); null: Telegram's"
-    )
-    mode: Literal["polling", "webhook"] = Field(
-        default="polling",
-        description="polling: long-poll getUpdates (no public URL needed); webhook: Telegram "
-        "posts to server.public_url + /webhooks/telegram",
-    )
-    webhook_secret: SecretStr | None = Field(
-        default=None,
-        description="webhook mode: the secret Telegram sends in X-Telegram-Bot-Api-Secret-Token",
-    )
-
-
-class TwilioMessagingConfig(ProviderSection):
-    credentials: ClassVar[tuple[str, ...]] = ("account_sid", "auth_token")
-
-    account_sid: str | None = None
-    auth_token: SecretStr | None = None
-    from_number: str | None = None
-    base_url: str | None = None
-    receipts: Literal["typed", "both", "none"] = Field(
-        default="typed",
-        description="through Twilio, receipts are texts, each one billed: typed (one, once the "
-        "message is typed into the pane), both (also one when it is queued), or none",
-    )
-
-
-class WhatsAppConfig(TwilioMessagingConfig):
-    """WhatsApp through Twilio (the keys above) or through Meta's WhatsApp Business Cloud API.
-
-    One provider either way: channels are ``whatsapp:+15551234567`` and the allowlist holds phone
-    numbers, so switching ``api`` keeps every mapping and every admitted sender.
-    """
-
-    api: Literal["twilio", "cloud"] = Field(
-        default="twilio",
-        description="twilio: Twilio's Messaging API (account_sid, auth_token, from_number); "
-        "cloud: Meta's WhatsApp Business Cloud API (access_token, phone_number_id, app_secret, "
-        "verify_token), webhook at server.public_url + /webhooks/whatsapp",
-    )
-    access_token: SecretStr | None = Field(
-        default=None,
-        description="cloud: a system user's access token with whatsapp_business_messaging",
-    )
-    phone_number_id: str | None = Field(
-        default=None, description="cloud: the id of the business phone number (not the number)"
-    )
-    app_secret: SecretStr | None = Field(
-        default=None, description="cloud: the Meta app's secret, which signs every webhook call"
-    )
-    verify_token: SecretStr | None = Field(
-        default=None,
-        description="cloud: any string you choose, given again in the app's webhook settings",
-    )
-    api_version: str = Field(default="v23.0", description="cloud: the Graph API version")
-
-    def missing_credentials(self) -> list[str]:
-        # The keys a sender needs; the webhook's own (app_secret, verify_token) are
-        # webhook_problems, since sending works without them.
-        keys = ("access_token", "phone_number_id") if self.api == "cloud" else self.credentials
-        return [key for key in keys if getattr(self, key) is None]
-
-    def webhook_problems(self, public_url: str | None) -> list[str]:
-        """What keeps the Cloud API's webhook from working, each with what to set."""
-        if self.api != "cloud":
-            return []
-        problems = []
-        if self.app_secret is None:
-            problems.append(
-                "chat.whatsapp.app_secret is not set, so no webhook call can be verified "
-                "(the App secret under App settings > Basic)"
-            )
-        if self.verify_token is None:
-            problems.append(
-                "chat.whatsapp.verify_token is not set, so Meta cannot verify the webhook "
-                "(choose one and give it again in the app's webhook settings)"
-            )
-        if public_url is None:
-            problems.append(
-                "server.public_url is not set: Meta must reach "
-                "<public_url>/webhooks/whatsapp over HTTPS"
-            )
-        return problems
-
-
-class LocalChatConfig(ProviderSection):
-    enabled: bool = True
-
-
-class ChatConfig(Section):
-    discord: DiscordConfig = DiscordConfig()
-    telegram: TelegramConfig = TelegramConfig()
-    whatsapp: WhatsAppConfig = WhatsAppConfig()
-    sms: TwilioMessagingConfig = TwilioMessagingConfig()
-    local: LocalChatConfig = LocalChatConfig()
-    channels: dict[str, AgentIdKey] = Field(
-        default_factory=dict, description='channel id -> agent id, e.g. "telegram:42": "backend"'
-    )
-    allowed_senders: dict[str, list[str]] = Field(
-        default_factory=dict,
-        description="provider -> sender ids allowed to reach agents; everyone else is rejected",
-    )
-
-    @field_validator("channels")
-    @classmethod
-    def _channel_ids(cls, value: dict[str, str]) -> dict[str, str]:
-        for channel in value:
-            provider, sep, chat = channel.partition(":")
-            if not sep or not chat or provider not in cls.provider_names():
-                raise ValueError(
-                    f"{channel!r} is not a channel id: expected PROVIDER:CHAT, e.g. "
-                    '"telegram:456" (the chat id Telegram gives)'
-                )
-        return value
-
-    @field_validator("allowed_senders")
-    @classmethod
-    def _allowed_providers(cls, value: dict[str, list[str]]) -> dict[str, list[str]]:
-        # A misspelt provider would otherwise leave its senders shut out, silently.
-        known = cls.provider_names()
-        for provider in value:
-            if provider not in known:
-                close = difflib.get_close_matches(provider, known, n=1)
-                hint = f"did you mean {close[0]!r}? " if close else ""
-                raise ValueError(
-                    f"{provider!r} is not a provider ({hint}known: {', '.join(known)})"
-                )
-        return value
-
-    @classmethod
-    def provider_names(cls) -> list[str]:
-        """The providers with a section here (agentcomms.transports.PROVIDERS, in its order)."""
-        return [
-            name
-            for name, info in cls.model_fields.items()
-            if isinstance(info.default, ProviderSection)
-        ]
-
-    def provider(self, name: str) -> ProviderSection:
-        """The section of provider ``name`` (one of ``agentcomms.transports.PROVIDERS``)."""
-        section = getattr(self, name)
-        assert isinstance(section, ProviderSection), name
-        return section
-
-
-class PhoneConfig(Section):
-    """Where calls go: Twilio once its account is set, else the local phone (`agentcomms phone`)."""
-
-    provider: Literal["twilio", "local"] = Field(
-        default="twilio",
-        description="twilio (used once account_sid, auth_token and numbers are set) or local",
-    )
-    account_sid: str | None = None
-    auth_token: SecretStr | None = None
-    from_number: str | None = None
-    to_number: str | None = None
-    base_url: str | None = None
-
-
-SPEECH_PROVIDERS_HELP = "elevenlabs, deepgram, openai or local"
-
-
-class SpeechAccount(Section):
-    """One speech provider's account, shared by speaking and hearing (one key serves both)."""
-
-    api_key: SecretStr | None = None
-    base_url: str | None = Field(
-        default=None, description="the provider's API elsewhere (a proxy, a test); null: its own"
-    )
-
-
-class TTSConfig(Section):
-    provider: str = Field(default="elevenlabs", description=SPEECH_PROVIDERS_HELP)
-    api_key: SecretStr | None = Field(
-        default=None, description="the provider's key; null: voice.<provider>.api_key"
-    )
-    voice: str = Field(
-        default="Rachel",
-        description="the provider's voice: an ElevenLabs voice name or id, an OpenAI voice, "
-        "an espeak-ng voice (Deepgram's voice is its model, e.g. aura-2-thalia-en)",
-    )
-    model: str = "eleven_turbo_v2_5"
-    base_url: str | None = None
-    fallback: list[str] = Field(
-        default=[],
-        description="providers tried, in order, when the provider fails; local ends the chain",
-    )
-
-
-class STTConfig(Section):
-    provider: str = Field(default="deepgram", description=SPEECH_PROVIDERS_HELP)
-    api_key: SecretStr | None = Field(
-        default=None, description="the provider's key; null: voice.<provider>.api_key"
-    )
-    model: str = "nova-2"
-    language: str = "en-US"
-    silence_ms: int = Field(default=800, ge=0)
-    base_url: str | None = None
-    fallback: list[str] = Field(
-        default=[],
-        description="providers tried, in order, when the provider fails; local ends the chain",
-    )
-    grammar: Path | None = Field(
-        default=None,
-        description="local recognizer only: a JSGF grammar of the answers expected "
-        "(recognition is exact within it); open vocabulary when unset",
-    )
-
-
-class VoiceConfig(Section):
-    phone: PhoneConfig = PhoneConfig()
-    tts: TTSConfig = TTSConfig()
-    stt: STTConfig = STTConfig()
-    elevenlabs: SpeechAccount = SpeechAccount()
-    deepgram: SpeechAccount = SpeechAccount()
-    openai: SpeechAccount = SpeechAccount()
-    public_url: str | None = None
-    audio_dir: Path | None = Field(
-        default=None,
-        description="where call audio is kept (shared by the worker and the gateway); "
-        "<home>/audio when unset",
-    )
-    transcript_timeout_s: float = Field(default=180, gt=0)
-    ring_timeout_s: float = Field(default=30, gt=0)
-    max_call_duration_s: float = Field(
-        default=1800, gt=0, description="a call still up after this long is hung up"
-    )
-    sms_fallback: bool = Field(
-        default=True,
-        description="when nobody answers, send the message as an SMS (with Twilio SMS set "
-        "up) or to the terminal inbox (`agentcomms inbox`)",
-    )
-    sms_fallback_message: str = (
-        "I tried calling but couldn't reach you. Here's my message: {message}"
-    )
-
-    def audio_root(self) -> Path:
-        return (self.audio_dir or agentcomms_home() / "audio").expanduser()
 
 
 class LoggingConfig(Section):

@@ -6,13 +6,8 @@ chat history, ``agentcomms events``). SQLite by default, PostgreSQL when several
 
 from __future__ import annotations
 
-from agentcomms.store.errors import (
-    PROJECTION_UNAVAILABLE,
-    DatabaseUnavailable,
-    EventNotFound,
-    SchemaOutdated,
-    StoreError,
-)
+from agentcomms.errors import DatabaseUnavailable, EventNotFound, SchemaOutdated, StoreError
+from agentcomms.store.engine import PROJECTION_UNAVAILABLE
 from agentcomms.store.migrate import SchemaStatus, head_revision, schema_status, upgrade_database
 from agentcomms.store.store import MESSAGE_TYPES, Store
 

@@ -13,10 +13,14 @@ from typing import Any
 from sqlalchemy import create_engine as create_sync_engine
 from sqlalchemy import event
 from sqlalchemy.engine import URL, Connection, Engine, make_url
-from sqlalchemy.exc import ArgumentError
+from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
-from agentcomms.store.errors import DatabaseUnavailable
+from agentcomms.errors import AgentcommsError, DatabaseUnavailable
+
+# What a read or write raises when the projection cannot answer now ("database is locked", a
+# dropped connection). Where Temporal holds the truth, callers log it and carry on.
+PROJECTION_UNAVAILABLE = (AgentcommsError, SQLAlchemyError, OSError)
 
 SQLITE_BUSY_TIMEOUT_MS = 10_000
 # pg_advisory_xact_lock(class, object) classes, "acms", "acmt" and "acmu" in ASCII, so locks that other

@@ -18,6 +18,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from agentcomms.errors import DatabaseUnavailable, SchemaOutdated
 from agentcomms.store.engine import (
     PG_LOCK_MIGRATIONS,
     create_engine,
@@ -26,7 +27,6 @@ from agentcomms.store.engine import (
     sqlite_path,
     write_transaction,
 )
-from agentcomms.store.errors import DatabaseUnavailable, SchemaOutdated
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 

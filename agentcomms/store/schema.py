@@ -163,13 +163,4 @@ class PairingCodeRow(Base):
     expires_at: Mapped[datetime]
 
 
-class EventBeforeSigningRow(Base):
-    """A message that was waiting, untagged, when the deployment began to sign (listed once, by
-    the upgrade): the pane's host types it, untagged, if it still waits exactly as recorded."""
-
-    __tablename__ = "events_before_signing"
-
-    id: Mapped[str] = mapped_column(String(64), primary_key=True)
-
-
 metadata = Base.metadata

@@ -7,63 +7,48 @@ again after it already succeeded. All ordering uses ``events.seq``, never ids or
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import itertools
-from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime
-from types import TracebackType
-from typing import Any, Literal, TypeVar, get_args
+from typing import Any, Literal, get_args
 
 from sqlalchemy import (
     ColumnElement,
     LargeBinary,
     case,
     cast,
-    delete,
     func,
     or_,
     select,
     text,
     update,
 )
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from agentcomms.models import Agent, Channel, Event, EventStatus, Try, utcnow
+from agentcomms.errors import EventNotFound
+from agentcomms.models import (
+    Agent,
+    Event,
+    EventStatus,
+    Try,
+    utcnow,
+)
+from agentcomms.store.base import check_limit
+from agentcomms.store.directory import Directory
 from agentcomms.store.engine import (
     PG_LOCK_AGENT_EVENTS,
     PG_LOCK_CHANNEL_EVENTS,
-    create_engine,
-    create_sqlite_writer,
-    write_transaction,
 )
-from agentcomms.store.errors import EventNotFound
-from agentcomms.store.migrate import database_errors, ensure_schema_current, upgrade_engine
-from agentcomms.store.records import ChatSender, from_row, row_values
+from agentcomms.store.records import from_row, row_values
 from agentcomms.store.schema import (
     AgentRow,
-    Base,
-    CallRow,
-    ChannelRow,
-    ChatSenderRow,
-    EventBeforeSigningRow,
     EventRow,
-    PairingCodeRow,
 )
-from agentcomms.voice.models import ACTIVE_STATUSES, CallRecord
+from agentcomms.store.senders import ChatSenders
 
 # What check_messages and chat history show an agent; interrupts and system events are not messages.
 MESSAGE_TYPES = ("human_message", "agent_message")
 _STATUSES = frozenset(get_args(EventStatus))
-T = TypeVar("T")
-
-
-def _check_limit(limit: int) -> None:
-    if limit < 0:
-        raise ValueError(f"limit must be 0 or more, not {limit}")
 
 
 def _shown_to_agent() -> ColumnElement[bool]:
@@ -74,89 +59,24 @@ def _shown_to_agent() -> ColumnElement[bool]:
     return EventRow.status != "rejected"
 
 
-class Store:
+class Store(ChatSenders, Directory):
     """Events, agents, channels and calls in a SQL database (SQLite file or PostgreSQL).
 
-    ``store = await Store.open(url)`` (or ``async with await Store.open(url) as store``).
+    ``store = await Store.open(url)`` (or ``async with await Store.open(url) as store``). The
+    events are here; agents, channels and calls are :class:`Directory`'s, the chat allowlist
+    :class:`ChatSenders`', the connection :class:`StoreBase`'s.
     """
 
     def __init__(self, engine: AsyncEngine, writer: Engine | None = None) -> None:
-        self._engine = engine
-        self._dialect = engine.dialect.name
-        # SQLite has one writer at a time. Writers of this process queue for one thread (or,
-        # without it, one lock), in order, rather than in SQLite's busy-wait, which under 20
-        # concurrent writers halved throughput and let single writes wait 0.75 s
-        # (bench/bench_mailbox.py); other processes still use the busy timeout.
-        self._writer = writer  # see create_sqlite_writer
-        self._writer_thread = (
-            ThreadPoolExecutor(1, thread_name_prefix="sqlite-writer") if writer else None
-        )
-        self._sqlite_writes = (
-            asyncio.Lock() if self._dialect == "sqlite" and writer is None else None
-        )
+        super().__init__(engine, writer)
         # Events the gateway records, waiting for the next group commit (see record_event).
         self._queued_inserts: list[tuple[Event, asyncio.Future[bool]]] = []
         self._inserter: asyncio.Task[None] | None = None
 
-    async def _transact(self, body: Callable[[Connection], T]) -> T:
-        """Run ``body`` in one write transaction: on a SQLite file whole in the writer thread,
-        otherwise on the async engine's connection."""
-        if self._writer is not None:
-            assert self._writer_thread is not None
-            loop = asyncio.get_running_loop()
-            return await loop.run_in_executor(self._writer_thread, self._run_in_writer, body)
-        async with self._sqlite_writes or contextlib.nullcontext():
-            async with write_transaction(self._engine) as conn:
-                return await conn.run_sync(body)
-
-    def _run_in_writer(self, body: Callable[[Connection], T]) -> T:
-        assert self._writer is not None
-        with self._writer.begin() as conn:
-            return body(conn)
-
-    @classmethod
-    async def open(cls, url: str, *, migrate: bool = True) -> Store:
-        """Connect to ``url``; bring its tables up to date, or with ``migrate=False`` only check them.
-
-        Raises ``DatabaseUnavailable`` when the database cannot be reached and ``SchemaOutdated``
-        when ``migrate=False`` finds tables of another revision.
-        """
-        engine = create_engine(url)
-        try:
-            async with database_errors(url):
-                if migrate:
-                    await upgrade_engine(engine)
-                else:
-                    await ensure_schema_current(engine)
-        except BaseException:
-            await engine.dispose()
-            raise
-        return cls(engine, create_sqlite_writer(url))
-
     async def close(self) -> None:
         if self._inserter is not None:
             await asyncio.gather(self._inserter, return_exceptions=True)
-        if self._writer is not None and self._writer_thread is not None:
-            # Its connection closes in the thread that opened it.
-            loop = asyncio.get_running_loop()
-            await loop.run_in_executor(self._writer_thread, self._writer.dispose)
-            self._writer_thread.shutdown()
-        await self._engine.dispose()
-
-    async def __aenter__(self) -> Store:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
-
-    @property
-    def engine(self) -> AsyncEngine:
-        return self._engine
+        await super().close()
 
     # -- events --------------------------------------------------------------------------------
 
@@ -323,23 +243,6 @@ class Store:
         async with self._engine.connect() as conn:
             return {row.id: from_row(Event, row) for row in await conn.execute(stmt)}
 
-    async def waiting_since_before_signing(self, agent_id: str, event_id: str) -> Event | None:
-        """The agent's event with this id as recorded, if it was waiting untagged when the
-        deployment began to sign (listed by the upgrade) and waits still; else None."""
-        stmt = (
-            select(EventRow)
-            .join(EventBeforeSigningRow, EventBeforeSigningRow.id == EventRow.id)
-            .where(
-                EventRow.id == event_id,
-                EventRow.agent_id == agent_id,
-                EventRow.status == "new",
-                EventRow.signature.is_(None),
-            )
-        )
-        async with self._engine.connect() as conn:
-            row = (await conn.execute(stmt)).first()
-        return from_row(Event, row) if row else None
-
     async def get_event(self, event_id: str) -> Event | None:
         async with self._engine.connect() as conn:
             row = (await conn.execute(select(EventRow).where(EventRow.id == event_id))).first()
@@ -354,7 +257,7 @@ class Store:
         events raises ``EventNotFound`` (rather than silently starting over). ``rejected=False``
         leaves out rejected events, whatever refused them (what the agent itself may see).
         """
-        _check_limit(limit)
+        check_limit(limit)
         async with self._engine.connect() as conn:
             after = 0 if since_id is None else await self._seq_of(conn, since_id, agent_id)
             stmt = (
@@ -373,7 +276,7 @@ class Store:
         self, agent_id: str, limit: int, *, rejected: bool = True
     ) -> list[Event]:
         """The agent's ``limit`` most recent events, newest first (``rejected``: as above)."""
-        _check_limit(limit)
+        check_limit(limit)
         stmt = (
             select(EventRow)
             .where(EventRow.agent_id == agent_id, *([] if rejected else [_shown_to_agent()]))
@@ -397,7 +300,7 @@ class Store:
         ``direction`` to messages towards agents ("in") or from them ("out"). With ``after_id``:
         the first ``limit`` messages after that event instead (to follow a channel cheaply).
         """
-        _check_limit(limit)
+        check_limit(limit)
         async with self._engine.connect() as conn:
             after = None if after_id is None else await self._seq_of(conn, after_id)
             stmt = select(EventRow).where(
@@ -421,7 +324,7 @@ class Store:
 
         Reading does not move the cursor: :meth:`advance_read_cursor` does, once they were shown.
         """
-        _check_limit(limit)
+        check_limit(limit)
         cursor = select(AgentRow.read_cursor).where(AgentRow.id == agent_id).scalar_subquery()
         stmt = (
             select(EventRow)
@@ -463,169 +366,6 @@ class Store:
             return conn.execute(stmt).rowcount > 0
 
         return await self._transact(advance)
-
-    # -- agents --------------------------------------------------------------------------------
-
-    async def get_agent(self, agent_id: str) -> Agent | None:
-        async with self._engine.connect() as conn:
-            row = (await conn.execute(select(AgentRow).where(AgentRow.id == agent_id))).first()
-        return from_row(Agent, row) if row else None
-
-    async def list_agents(self, *, include_offline: bool = False) -> list[Agent]:
-        """Agents by id: online and unreachable ones, and offline ones too when asked."""
-        stmt = select(AgentRow).order_by(AgentRow.id)
-        if not include_offline:
-            stmt = stmt.where(AgentRow.status != "offline")
-        async with self._engine.connect() as conn:
-            return [from_row(Agent, row) for row in await conn.execute(stmt)]
-
-    # -- channels ------------------------------------------------------------------------------
-
-    async def upsert_channel(self, channel: Channel) -> None:
-        await self._upsert(
-            ChannelRow, row_values(channel), key="channel_id", on_insert={"created_at": utcnow()}
-        )
-
-    async def list_channels(self) -> list[Channel]:
-        async with self._engine.connect() as conn:
-            rows = await conn.execute(select(ChannelRow).order_by(ChannelRow.channel_id))
-            return [from_row(Channel, row) for row in rows]
-
-    async def agent_for_channel(self, channel_id: str) -> str | None:
-        """The agent a channel talks to; None for an unknown or unassigned channel."""
-        stmt = select(ChannelRow.agent_id).where(ChannelRow.channel_id == channel_id)
-        async with self._engine.connect() as conn:
-            return (await conn.execute(stmt)).scalar_one_or_none()
-
-    # -- chat senders and pairing ---------------------------------------------------------------
-
-    async def sender_admitted(self, provider: str, sender_id: str) -> bool:
-        """Whether the sender was admitted by pairing and not revoked since."""
-        stmt = select(ChatSenderRow.sender_id).where(
-            ChatSenderRow.provider == provider,
-            ChatSenderRow.sender_id == sender_id,
-            ChatSenderRow.revoked_at.is_(None),
-        )
-        async with self._engine.connect() as conn:
-            return (await conn.execute(stmt)).first() is not None
-
-    async def offer_pairing(self, sender: ChatSender, now: datetime) -> tuple[str, bool]:
-        """The sender's pending pairing code, and whether it is new.
-
-        An unexpired code is kept (so a stranger who writes ten times is answered once);
-        otherwise ``sender.code`` is stored until ``sender.expires_at``.
-        """
-        assert sender.code is not None and sender.expires_at is not None
-        mine = (PairingCodeRow.provider == sender.provider) & (
-            PairingCodeRow.sender_id == sender.sender_id
-        )
-        code, expires_at = sender.code, sender.expires_at
-
-        def offer(conn: Connection) -> tuple[str, bool]:
-            row = conn.execute(select(PairingCodeRow).where(mine)).first()
-            if row is not None and row.expires_at > now:
-                return row.code, False
-            conn.execute(delete(PairingCodeRow).where(mine))
-            conn.execute(
-                self._insert(PairingCodeRow).values(
-                    code=code,
-                    provider=sender.provider,
-                    sender_id=sender.sender_id,
-                    sender_name=sender.sender_name,
-                    chat_id=sender.chat_id,
-                    created_at=now,
-                    expires_at=expires_at,
-                )
-            )
-            return code, True
-
-        return await self._transact(offer)
-
-    async def admit_by_code(self, code: str, now: datetime) -> ChatSender | None:
-        """Admit the sender a pairing code was given to; None for an unknown or expired code."""
-
-        def admit(conn: Connection) -> ChatSender | None:
-            row = conn.execute(select(PairingCodeRow).where(PairingCodeRow.code == code)).first()
-            if row is None:
-                return None
-            conn.execute(delete(PairingCodeRow).where(PairingCodeRow.code == code))
-            if row.expires_at <= now:
-                return None
-            values = {
-                "provider": row.provider,
-                "sender_id": row.sender_id,
-                "sender_name": row.sender_name,
-                "chat_id": row.chat_id,
-                "admitted_at": now,
-                "revoked_at": None,
-            }
-            stmt = self._insert(ChatSenderRow).values(values)
-            conn.execute(
-                stmt.on_conflict_do_update(
-                    index_elements=[ChatSenderRow.provider, ChatSenderRow.sender_id],
-                    set_={
-                        k: stmt.excluded[k] for k in values if k not in ("provider", "sender_id")
-                    },
-                )
-            )
-            return ChatSender.model_validate(values)
-
-        return await self._transact(admit)
-
-    async def revoke_sender(self, provider: str, sender_id: str, now: datetime) -> bool:
-        """Revoke an admitted sender (kept, for the record); True when one was admitted."""
-        stmt = (
-            update(ChatSenderRow)
-            .where(
-                ChatSenderRow.provider == provider,
-                ChatSenderRow.sender_id == sender_id,
-                ChatSenderRow.revoked_at.is_(None),
-            )
-            .values(revoked_at=now)
-        )
-        return await self._transact(lambda conn: conn.execute(stmt).rowcount > 0)
-
-    async def list_senders(self) -> list[ChatSender]:
-        """Admitted (and revoked) senders, then those holding a pairing code."""
-        async with self._engine.connect() as conn:
-            admitted = await conn.execute(
-                select(ChatSenderRow).order_by(ChatSenderRow.provider, ChatSenderRow.sender_id)
-            )
-            senders = [from_row(ChatSender, row) for row in admitted]
-            pending = await conn.execute(select(PairingCodeRow).order_by(PairingCodeRow.created_at))
-            senders += [from_row(ChatSender, row) for row in pending]
-        return senders
-
-    # -- calls ---------------------------------------------------------------------------------
-
-    async def upsert_call(self, call: CallRecord) -> None:
-        """Write a call's row as its workflow sees it now (a retry writes the same again)."""
-        await self._upsert(CallRow, call.model_dump(), key="id")
-
-    async def get_call(self, call_id: str) -> CallRecord | None:
-        async with self._engine.connect() as conn:
-            row = (await conn.execute(select(CallRow).where(CallRow.id == call_id))).first()
-        return from_row(CallRecord, row) if row else None
-
-    async def list_calls(
-        self,
-        *,
-        agent_id: str | None = None,
-        active: bool = False,
-        phone_number: str | None = None,
-        limit: int = 50,
-    ) -> list[CallRecord]:
-        """The newest calls first: an agent's, those still up, those to one number."""
-        _check_limit(limit)
-        stmt = select(CallRow).order_by(CallRow.started_at.desc(), CallRow.id.desc()).limit(limit)
-        if agent_id is not None:
-            stmt = stmt.where(CallRow.agent_id == agent_id)
-        if active:
-            stmt = stmt.where(CallRow.status.in_(ACTIVE_STATUSES))
-        if phone_number is not None:
-            stmt = stmt.where(CallRow.phone_number == phone_number)
-        async with self._engine.connect() as conn:
-            return [from_row(CallRecord, row) for row in await conn.execute(stmt)]
 
     # -- helpers -------------------------------------------------------------------------------
 
@@ -669,40 +409,9 @@ class Store:
             index_elements=[EventRow.id], set_=columns, where=EventRow.status != "delivered"
         )
 
-    def _insert(self, entity: type[Base]) -> Any:
-        # ON CONFLICT is dialect-specific in SQLAlchemy; both dialects spell it the same way.
-        dialect = postgresql if self._dialect == "postgresql" else sqlite
-        return dialect.insert(entity)
-
-    def _upsert_stmt(
-        self,
-        entity: type[Base],
-        values: Mapping[str, Any],
-        *,
-        key: str,
-        on_insert: Mapping[str, Any] | None = None,
-    ) -> Any:
-        """Insert ``values`` (plus ``on_insert``), or update the existing row with ``values``."""
-        stmt = self._insert(entity).values({**values, **(on_insert or {})})
-        return stmt.on_conflict_do_update(
-            index_elements=[key],
-            set_={name: stmt.excluded[name] for name in values if name != key},
-        )
-
-    async def _upsert(
-        self,
-        entity: type[Base],
-        values: Mapping[str, Any],
-        *,
-        key: str,
-        on_insert: Mapping[str, Any] | None = None,
-    ) -> None:
-        stmt = self._upsert_stmt(entity, values, key=key, on_insert=on_insert)
-        await self._transact(lambda conn: conn.execute(stmt))
-
     @staticmethod
     async def _seq_of(conn: AsyncConnection, event_id: str, agent_id: str | None = None) -> int:
-        seq = (await conn.execute(_seq_stmt(event_id, agent_id))).scalar_one_or_none()
+        seq: int | None = (await conn.execute(_seq_stmt(event_id, agent_id))).scalar_one_or_none()
         if seq is None:
             raise EventNotFound(event_id, agent_id)
         return seq

@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args
 
 from pydantic import BaseModel, ConfigDict
 
+from agentcomms.errors import NoTransport, VoiceNoteRefused
+
 if TYPE_CHECKING:
     import httpx
     from starlette.routing import BaseRoute
@@ -66,10 +68,6 @@ class VoiceNote:
     content_type: str = "audio/ogg"
     duration_s: float | None = None  # as the provider tells it before any download
     size: int | None = None
-
-
-class VoiceNoteRefused(Exception):
-    """The provider will not hand over a voice note's audio; the message says why, for the human."""
 
 
 async def read_at_most(response: httpx.Response, max_bytes: int) -> bytes:
@@ -237,26 +235,6 @@ def typed_with_note(note: str) -> str:
     return f"Typed into the agent's terminal, but {note}."
 
 
-class SendError(Exception):
-    """A send failed; the subclass says whether and when to try again."""
-
-
-class RateLimited(SendError):
-    """The provider asked us to wait ``retry_after`` seconds before trying again."""
-
-    def __init__(self, message: str, retry_after: float) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
-
-
-class ProviderUnavailable(SendError):
-    """A transient failure (network, the provider's 5xx): try again with backoff."""
-
-
-class SendRefused(SendError):
-    """A permanent failure (unknown chat, no permission, bad token): its message says what to fix."""
-
-
 @dataclass(frozen=True)
 class ProviderModule:
     """A provider module's two factories."""
@@ -264,10 +242,6 @@ class ProviderModule:
     name: str
     receiver: Callable[[Config, InboundSink], Receiver | None]
     sender: Callable[[Config], Sender]
-
-
-class NoTransport(LookupError):
-    """The provider is named in the configuration but has no transport module yet."""
 
 
 def load(name: str) -> ProviderModule:

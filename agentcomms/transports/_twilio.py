@@ -44,16 +44,19 @@ from twilio.request_validator import RequestValidator
 from twilio.rest import Client
 
 from agentcomms.config import Config, TwilioMessagingConfig
+from agentcomms.errors import (
+    ChatProviderUnavailable,
+    RateLimited,
+    SendRefused,
+    VoiceNoteNotServed,
+    VoiceNoteRefused,
+)
 from agentcomms.transports import (
     InboundMessage,
     InboundSink,
     LinkStatus,
-    ProviderUnavailable,
-    RateLimited,
     ReceiptStage,
-    SendRefused,
     VoiceNote,
-    VoiceNoteRefused,
     read_at_most,
     with_unread,
 )
@@ -135,10 +138,6 @@ def _kinds(unread: list[Attachment]) -> str:
     return " and ".join(dict.fromkeys(a.kind for a in unread))
 
 
-class _NotNow(Exception):
-    """Twilio could not serve a medium this time; asking again may work."""
-
-
 def _credentials_go_to(url: str, base_url: str | None) -> bool:
     """The account's credentials are sent to Twilio's API only (or to the configured base_url):
     a media URL arrives in a signed webhook, but a secret goes only where it belongs."""
@@ -168,7 +167,7 @@ def _media_refusal(response: httpx.Response, provider: str, *, credentials: bool
         )
     if 400 <= status < 500 and status not in (408, 429):
         raise VoiceNoteRefused(f"Twilio would not hand it over ({status})")
-    raise _NotNow(f"Twilio answered {status}")
+    raise VoiceNoteNotServed(f"Twilio answered {status}")
 
 
 async def _download(section: TwilioMessagingConfig, provider: str, url: str, limit: int) -> bytes:
@@ -190,7 +189,7 @@ async def _download(section: TwilioMessagingConfig, provider: str, url: str, lim
                 _media_refusal(served, provider, credentials=False)
                 return await read_at_most(served, limit)
     except httpx.HTTPError as exc:
-        raise _NotNow(f"Twilio did not answer: {type(exc).__name__}") from exc
+        raise VoiceNoteNotServed(f"Twilio did not answer: {type(exc).__name__}") from exc
 
 
 def voice_note(section: TwilioMessagingConfig, provider: str, media: Attachment) -> VoiceNote:
@@ -203,7 +202,7 @@ def voice_note(section: TwilioMessagingConfig, provider: str, media: Attachment)
                 await asyncio.sleep(MEDIA_RETRY_S * 2 ** (attempt - 1))
             try:
                 return await _download(section, provider, media.url, max_bytes)
-            except _NotNow as exc:
+            except VoiceNoteNotServed as exc:
                 problem = str(exc)
         raise VoiceNoteRefused(f"Twilio could not hand it over ({problem})")
 
@@ -295,7 +294,8 @@ class TwilioReceiver:
         return twiml(result.reply)
 
 
-class HttpxTwilioClient(AsyncHttpClient):
+# twilio ships no types, so its AsyncHttpClient is Any to mypy.
+class HttpxTwilioClient(AsyncHttpClient):  # type: ignore[misc]
     """The SDK's HTTP seam, spoken with httpx: one short-lived client per request, so nothing
     stays open between activities (the SDK's own aiohttp client keeps a session, or opens one
     per request with a deprecated BasicAuth)."""
@@ -379,7 +379,7 @@ def twilio_errors(provider: str, chat_id: str) -> Iterator[None]:
         if exc.status == 429:
             raise RateLimited(what, retry_after=1.0) from exc
         if exc.status >= 500:
-            raise ProviderUnavailable(what) from exc
+            raise ChatProviderUnavailable(what) from exc
         if exc.status in (401, 403):
             raise SendRefused(
                 f"{what}: check chat.{provider}.account_sid and chat.{provider}.auth_token"
@@ -388,4 +388,4 @@ def twilio_errors(provider: str, chat_id: str) -> Iterator[None]:
             f"{what} (sending to {chat_id}: check the number, and chat.{provider}.from_number)"
         ) from exc
     except (httpx.HTTPError, OSError) as exc:
-        raise ProviderUnavailable(f"Twilio did not answer: {exc!r}") from exc
+        raise ChatProviderUnavailable(f"Twilio did not answer: {exc!r}") from exc

@@ -37,17 +37,19 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from agentcomms.config import Config, WhatsAppConfig
+from agentcomms.errors import (
+    ChatProviderUnavailable,
+    RateLimited,
+    SendError,
+    SendRefused,
+    VoiceNoteRefused,
+)
 from agentcomms.transports import (
     InboundMessage,
     InboundSink,
     LinkStatus,
-    ProviderUnavailable,
-    RateLimited,
     ReceiptStage,
-    SendError,
-    SendRefused,
     VoiceNote,
-    VoiceNoteRefused,
     read_at_most,
     typed_with_note,
     with_unread,
@@ -299,7 +301,9 @@ class CloudSender:
                 headers={"Authorization": f"Bearer {token.get_secret_value()}"},
             )
         except httpx.HTTPError as exc:
-            raise ProviderUnavailable(f"the WhatsApp Cloud API did not answer: {exc!r}") from exc
+            raise ChatProviderUnavailable(
+                f"the WhatsApp Cloud API did not answer: {exc!r}"
+            ) from exc
         if response.is_success:
             messages = response.json().get("messages") or [{}]
             return str(messages[0].get("id", ""))
@@ -347,7 +351,7 @@ def graph_error(response: httpx.Response, chat_id: str) -> SendError:
     if status == 429 or code in RATE_LIMIT_CODES:
         return RateLimited(what, retry_after=_retry_after(response))
     if status >= 500 or code in TRANSIENT_CODES:
-        return ProviderUnavailable(what)
+        return ChatProviderUnavailable(what)
     if code == 190 or status == 401:
         return SendRefused(
             f"{what}: the access token expired or was revoked; set chat.whatsapp.access_token "

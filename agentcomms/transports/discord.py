@@ -17,7 +17,7 @@ when ``chat.discord.guild_id`` is set, messages from other servers. Direct messa
 Sending: ``POST /channels/{id}/messages`` (split at Discord's 2000-character limit; an answer
 refers to the human's message), reactions for receipts. discord.py waits out short rate limits
 and retries Discord's 5xx answers itself; what it gives up on becomes a
-:class:`~agentcomms.transports.SendError`.
+:class:`~agentcomms.errors.SendError`.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from discord.gateway import DiscordWebSocket
 from discord.http import INTERNAL_API_VERSION, Route
 
 from agentcomms.config import Config, DiscordConfig
+from agentcomms.errors import ChatProviderUnavailable, RateLimited, SendRefused
 from agentcomms.models import utcnow
 from agentcomms.transports import (
     InboundMessage,
@@ -44,10 +45,7 @@ from agentcomms.transports import (
     InboundSink,
     LinkState,
     LinkStatus,
-    ProviderUnavailable,
-    RateLimited,
     ReceiptStage,
-    SendRefused,
     typed_with_note,
 )
 
@@ -438,7 +436,7 @@ def discord_errors(chat_id: str) -> Iterator[None]:
             "channel id (Developer Mode, Copy Channel ID) and that the bot is in its server"
         ) from exc
     except discord.DiscordServerError as exc:
-        raise ProviderUnavailable(f"Discord answered {exc.status}: {exc.text}") from exc
+        raise ChatProviderUnavailable(f"Discord answered {exc.status}: {exc.text}") from exc
     except discord.HTTPException as exc:
         if exc.status == 429:  # refused at Discord's edge, without a rate-limit body
             retry_after = exc.response.headers.get("Retry-After", "")
@@ -450,7 +448,9 @@ def discord_errors(chat_id: str) -> Iterator[None]:
             f"Discord refused the message to channel {chat_id} ({exc.status}: {exc.text})"
         ) from exc
     except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-        raise ProviderUnavailable(f"Discord did not answer: {exc or type(exc).__name__}") from exc
+        raise ChatProviderUnavailable(
+            f"Discord did not answer: {exc or type(exc).__name__}"
+        ) from exc
 
 
 def receiver(cfg: Config, sink: InboundSink) -> DiscordReceiver:

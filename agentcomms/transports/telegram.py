@@ -13,7 +13,7 @@ A voice note (``voice``, or an ``audio`` file) carries its file id; the gateway 
 (``getFile``, then the file URL under ``base_file_url``) only for a sender it lets in.
 
 Sending: ``sendMessage`` (split at Telegram's 4096-character limit) and ``setMessageReaction``
-for receipts. Telegram's errors become :class:`~agentcomms.transports.SendError` subclasses.
+for receipts. Telegram's errors become :class:`~agentcomms.errors.SendError` subclasses.
 """
 
 from __future__ import annotations
@@ -46,17 +46,14 @@ from telegram.request import HTTPXRequest
 from telegram.warnings import PTBDeprecationWarning
 
 from agentcomms.config import Config, TelegramConfig
+from agentcomms.errors import ChatProviderUnavailable, RateLimited, SendRefused, VoiceNoteRefused
 from agentcomms.models import utcnow
 from agentcomms.transports import (
     InboundMessage,
     InboundSink,
     LinkStatus,
-    ProviderUnavailable,
-    RateLimited,
     ReceiptStage,
-    SendRefused,
     VoiceNote,
-    VoiceNoteRefused,
     typed_with_note,
 )
 from agentcomms.transports._updates_in_hand import Item, UpdatesInHand
@@ -383,9 +380,9 @@ def telegram_errors(chat_id: str) -> Any:
             ) from exc
         raise SendRefused(f"Telegram refused the message to chat {chat_id}: {exc.message}") from exc
     except NetworkError as exc:  # also TimedOut and the provider's 5xx answers
-        raise ProviderUnavailable(f"Telegram did not answer: {exc.message}") from exc
+        raise ChatProviderUnavailable(f"Telegram did not answer: {exc.message}") from exc
     except (Conflict, TelegramError) as exc:
-        raise ProviderUnavailable(f"Telegram: {exc.message}") from exc
+        raise ChatProviderUnavailable(f"Telegram: {exc.message}") from exc
 
 
 def receiver(cfg: Config, sink: InboundSink) -> TelegramReceiver:

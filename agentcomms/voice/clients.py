@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from agentcomms.voice.providers import HTTP_TIMEOUT_S, Account, refusal
+from agentcomms.voice.accounts import HTTP_TIMEOUT_S, Account, refusal
 
 if TYPE_CHECKING:  # each SDK is imported when a call speaks or hears through it
     from deepgram import AsyncDeepgramClient

@@ -1,6 +1,7 @@
 """What the call workflow and the voice activities hand each other: references, never audio.
 
-Workflows import this module, so it holds only pydantic models and the standard library.
+Workflows import this module, so it holds only pydantic models, the standard library and core
+models. A call's projection row (``CallRecord``) is in ``agentcomms.models``, beside the other rows.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator
 
+from agentcomms.models import CallRecord
+
 # An audio reference names a file under the audio directory: "<call id>/<file>". Nothing else
 # (no "..", no absolute path) can be named, whoever sends the reference.
 # What the local phone may send of one answer: base64 in one socket request line, under the
@@ -19,18 +22,6 @@ MAX_PHONE_RECORDING_BYTES = 700_000
 AUDIO_NAME_PATTERN = r"^[A-Za-z0-9_-]{1,80}/[A-Za-z0-9_-]{1,80}\.(wav|mp3)$"
 
 CallSystem = Literal["local", "twilio"]
-CallStatus = Literal[
-    "dialing",  # synthesizing the first words, placing the call
-    "ringing",
-    "in-progress",
-    "completed",  # answered, then hung up by either side
-    "no-answer",
-    "declined",
-    "busy",
-    "voicemail",  # an answering machine took the message
-    "failed",
-]
-ACTIVE_STATUSES: tuple[CallStatus, ...] = ("dialing", "ringing", "in-progress")
 
 
 def check_audio_name(value: str) -> str:
@@ -70,21 +61,6 @@ class Transcript(BaseModel):
     text: str
     provider: str
     took_ms: float | None = None  # how long the provider took to hear it
-
-
-class CallRecord(BaseModel):
-    """A call as the projection shows it (`agentcomms calls`); the workflow is the truth."""
-
-    id: str
-    agent_id: str
-    status: CallStatus
-    direction: Literal["out", "in"] = "out"
-    phone_number: str | None = None  # "local" for the local phone
-    started_at: datetime
-    ended_at: datetime | None = None
-    duration_seconds: float | None = None
-    transcript_ref: str | None = None
-    error: str | None = None
 
 
 class TurnRecord(BaseModel):

@@ -1,5 +1,6 @@
-"""Which speech providers a call tries, in order, and how each one is reached: shared by
-speaking (``voice.tts``) and hearing (``voice.stt``).
+"""Which speech providers a call tries, in order, and with which key: shared by speaking
+(``voice.tts``) and hearing (``voice.stt``). The account itself is ``voice.accounts``; the SDK
+clients that reach it are ``voice.clients``.
 
 A chain is the section's ``provider`` then its ``fallback`` list, keeping only the providers
 that have a key, and local last. A provider's key is the section's ``api_key`` when it is the
@@ -11,11 +12,11 @@ from __future__ import annotations
 import functools
 import importlib
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, Self
 
 from agentcomms.config import Config, SpeechAccount, STTConfig, TTSConfig
-from agentcomms.errors import AgentcommsError
+from agentcomms.errors import SpeechProviderUnavailable
+from agentcomms.voice.accounts import Account
 
 LOCAL = "local"
 # Providers reached over the network with an account; each speaks and hears.
@@ -23,23 +24,6 @@ CLOUD: tuple[str, ...] = ("elevenlabs", "deepgram", "openai")
 KNOWN: tuple[str, ...] = (*CLOUD, LOCAL)
 
 Direction = Literal["tts", "stt"]
-
-HTTP_TIMEOUT_S = 50.0  # a provider's answer, inside the speech activity's 60 s
-
-
-class ProviderUnavailable(AgentcommsError):
-    """A speech provider that cannot be used as configured (no key, a refused key, an unknown
-    name or voice): trying it again is pointless, the next provider is tried at once."""
-
-
-@dataclass(frozen=True)
-class Account:
-    api_key: str
-    base_url: str | None
-    key_name: str  # the configuration key the key came from, for telling the user
-
-    def __repr__(self) -> str:  # never the key itself
-        return f"Account(key_name={self.key_name!r}, base_url={self.base_url!r})"
 
 
 def _section(cfg: Config, direction: Direction) -> TTSConfig | STTConfig:
@@ -66,7 +50,7 @@ def account(cfg: Config, direction: Direction, name: str) -> Account | None:
 def require_account(cfg: Config, direction: Direction, name: str) -> Account:
     found = account(cfg, direction, name)
     if found is None:
-        raise ProviderUnavailable(
+        raise SpeechProviderUnavailable(
             f"no key for {name}: set voice.{name}.api_key (or voice.{direction}.api_key)"
         )
     return found
@@ -89,7 +73,7 @@ def provider_class(table: Mapping[str, str], name: str, what: str) -> Any:
     SDK) imported only now: a process that never speaks through a provider never loads it."""
     where = table.get(name)
     if where is None:
-        raise ProviderUnavailable(f"no {what} provider {name!r}; known: {', '.join(KNOWN)}")
+        raise SpeechProviderUnavailable(f"no {what} provider {name!r}; known: {', '.join(KNOWN)}")
     module, _, cls = where.partition(":")
     return getattr(importlib.import_module(module), cls)
 
@@ -136,23 +120,6 @@ class CloudProvider:
         """The configured settings this provider is made with, beside its account."""
         section = _section(cfg, cls.direction)
         return {"model": setting(section, "model", cls.name, cls.default_model)}
-
-
-def refusal(provider: str, account: Account, status: int | None, body: Any) -> Exception:
-    """What a provider's HTTP error means for the chain.
-
-    401/403: a key to fix, and other 4xx a request the provider will never take: permanent
-    (``ProviderUnavailable``, the next provider is tried at once). 408, 429, 5xx and no answer are
-    worth retrying (a plain error: retried, then the next provider).
-    """
-    detail = str(body)[:200] if body else "no detail"
-    if status in (401, 403):
-        return ProviderUnavailable(
-            f"{provider} refused the key in {account.key_name} ({status}): fix that key"
-        )
-    if status is not None and 400 <= status < 500 and status not in (408, 409, 429):
-        return ProviderUnavailable(f"{provider} refused the request ({status}): {detail}")
-    return RuntimeError(f"{provider} answered {status}: {detail}")
 
 
 def language_code(language: str) -> str:

@@ -17,6 +17,8 @@ import tempfile
 import wave
 from dataclasses import dataclass
 
+from agentcomms.errors import Undecodable
+
 SFM_READ = 0x10
 
 
@@ -29,10 +31,6 @@ class SFInfo(ctypes.Structure):
         ("sections", ctypes.c_int),
         ("seekable", ctypes.c_int),
     ]
-
-
-class Undecodable(Exception):
-    """libsndfile is missing, or cannot read this audio."""
 
 
 @functools.cache

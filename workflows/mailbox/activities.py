@@ -22,7 +22,7 @@ from agentcomms.models import (
     ProjectionUpdate,
     Unregister,
 )
-from workflows.outbox import QueueReceipt
+from agentcomms.outbox_models import QueueReceipt
 
 
 def _declared() -> NotImplementedError:

@@ -4,11 +4,11 @@ The rule: **typing never waits for the projection.** Temporal's history is the s
 the projection is a copy that may lag.
 - A write runs beside the typing, one at a time, so rows land in the order they settled; what
   settles meanwhile goes in the next write (usually one write per batch, not one per message).
-- A write is a local activity given ``RECORD_TIMEOUT`` (a write takes milliseconds): a local
+- A write is a local activity given ``MAILBOX_RECORD_TIMEOUT`` (a write takes milliseconds): a local
   activity holds the workflow task open, and with it every signal that arrives meanwhile.
 - A write that fails (PostgreSQL down, a locked SQLite file) is kept, whole, and tried again after
   a backoff (1 s, doubling to 60 s): an outage costs the history one failed write per backoff,
-  not one per message, holds new messages back at most ``RECORD_TIMEOUT`` per backoff, and the
+  not one per message, holds new messages back at most that timeout per backoff, and the
   rows catch up once the database is back. Every write is idempotent.
 - While writes fail, a delivery no longer records itself: the mailbox's writes carry its rows.
 - Before continuing-as-new the mailbox writes what it owes; what the projection still cannot take
@@ -30,7 +30,6 @@ from agentcomms.models import Agent, Event
 CHUNK_CHARS = 150_000
 # What the next run may carry of events the projection could not take yet.
 CARRIED_CHARS = 100_000
-RECORD_TIMEOUT = timedelta(seconds=2)
 RETRY_FIRST = timedelta(seconds=1)
 RETRY_CAP = timedelta(seconds=60)
 

@@ -18,11 +18,10 @@ import asyncio
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from agentcomms import errors
+    from agentcomms import errors, policies
     from agentcomms.models import (
         Agent,
         DeliverRequest,
@@ -30,10 +29,10 @@ with workflow.unsafe.imports_passed_through():
         Event,
         InterruptRequest,
         LoadRequest,
-        ProjectionUpdate,
         Registration,
         Unregister,
     )
+    from agentcomms.outbox_models import QueueReceipt, receipt_item
     from agentcomms.search_attributes import AGENT_ID, AGENT_STATUS
     from agentcomms.workflow_ids import MAILBOX_WORKFLOW, host_task_queue
     from workflows.mailbox import activities
@@ -46,9 +45,9 @@ with workflow.unsafe.imports_passed_through():
         QueuedEvent,
         WaitForDelivery,
     )
-    from workflows.mailbox.projection import CHUNK_CHARS, RECORD_TIMEOUT, Owed, chunks
+    from workflows.mailbox.projection import CHUNK_CHARS, Owed
     from workflows.mailbox.queue import Queue
-    from workflows.outbox import QueueReceipt, receipt_item
+    from workflows.mailbox.writer import ProjectionWriter
 
 # A missing pane is retried with capped exponential backoff.
 RETRY_FIRST = timedelta(milliseconds=500)
@@ -60,27 +59,6 @@ BATCH_BUDGET_MS = 500
 DELIVERY_COST_MS = 20  # a delivery's own time, beside its submit delay
 # How many waiting texts a run reads back from the projection at a time (fewer when long).
 LOAD_BATCH = 50
-
-DELIVERY_RETRY = RetryPolicy(
-    initial_interval=timedelta(milliseconds=200),
-    backoff_coefficient=2.0,
-    maximum_interval=timedelta(seconds=2),
-    maximum_attempts=3,
-    # A missing pane is the workflow's business (it waits and marks the agent unreachable).
-    non_retryable_error_types=[errors.PANE_NOT_FOUND, errors.INVALID_TARGET],
-)
-# A tag check is a computation: if it cannot run, the request it checks is ignored.
-CHECK_RETRY = RetryPolicy(maximum_attempts=3)
-# A write the projection refuses is the mailbox's to try again later (see .projection): once.
-RECORD_RETRY = RetryPolicy(maximum_attempts=1)
-# What a run must have from the projection to go on (waiting texts it does not hold, or hands
-# over) it waits for.
-READ_RETRY = RetryPolicy(
-    initial_interval=timedelta(milliseconds=100),
-    backoff_coefficient=2.0,
-    maximum_interval=timedelta(seconds=10),
-)
-RECEIPT_QUEUE_GIVE_UP = timedelta(seconds=30)
 
 
 # Outside the sandbox: every message passes through this workflow, and the sandbox re-enters
@@ -96,6 +74,7 @@ class AgentWorkflow:
         )
         self._queue = Queue(self._s)
         self._owed = Owed(self._s.unrecorded)
+        self._writer = ProjectionWriter(self._owed)
         self._s.unrecorded = []
         # Wakes the delivery loop early from a backoff sleep (new registration, new message).
         self._nudged = False
@@ -145,8 +124,8 @@ class AgentWorkflow:
             genuine = await workflow.execute_local_activity(
                 activities.check_unregister,
                 request,
-                start_to_close_timeout=timedelta(seconds=10),
-                retry_policy=CHECK_RETRY,
+                start_to_close_timeout=policies.MAILBOX_CHECK_TIMEOUT,
+                retry_policy=policies.MAILBOX_CHECK_RETRY,
                 summary="check the unregister's tag",
             )
         except (ActivityError, ApplicationError):
@@ -214,7 +193,7 @@ class AgentWorkflow:
 
     @workflow.run
     async def run(self, input: AgentInput) -> None:
-        writer = asyncio.create_task(self._write_projection())
+        writer = asyncio.create_task(self._writer.run())
         self._publish()
         backoff = RETRY_FIRST
         while True:
@@ -263,9 +242,7 @@ class AgentWorkflow:
                 if _from_chat(typed):
                     await self._typed_receipt(typed, note)
             await self._end_batch_if_due(reg, typed=len(outcomes))
-        self._continuing = True
-        await writer  # it ends between writes
-        await self._continue_as_new()
+        await self._continue_as_new(writer)
 
     async def _failed(self, event: Event, exc: ActivityError | ApplicationError) -> bool:
         """Settle or keep the first message of a batch whose delivery failed; True when it
@@ -314,8 +291,8 @@ class AgentWorkflow:
         loaded = await workflow.execute_local_activity(
             activities.load_waiting_events,
             LoadRequest(agent_id=self._s.agent_id, event_ids=ids, max_chars=CHUNK_CHARS),
-            start_to_close_timeout=timedelta(seconds=10),
-            retry_policy=READ_RETRY,
+            start_to_close_timeout=policies.PROJECTION_TIMEOUT,
+            retry_policy=policies.PROJECTION_RETRY,
             summary=f"read {len(ids)} waiting texts",
         )
         # A text the projection lost is settled as failed by _next_event when its turn comes.
@@ -337,23 +314,10 @@ class AgentWorkflow:
     def _continue_as_new_suggested(self) -> bool:
         return workflow.info().is_continue_as_new_suggested()
 
-    async def _continue_as_new(self) -> None:
-        for chunk in chunks(self._queue.hand_over()):
-            await workflow.execute_local_activity(
-                activities.record_projection,
-                ProjectionUpdate(waiting=chunk),
-                start_to_close_timeout=RECORD_TIMEOUT,
-                retry_policy=READ_RETRY,
-                summary=f"keep {len(chunk)} waiting texts",
-            )
-        await self._write_owed_once()
-        self._s.unrecorded = self._owed.carried()
-        if self._owed.events and not self._s.unrecorded:
-            # Too much to carry: the next run must not start without it, so wait for the
-            # projection (a long outage under a heavy flow).
-            while self._owed:
-                await workflow.sleep(self._owed.next_backoff(), summary="wait for the projection")
-                await self._write_owed_once()
+    async def _continue_as_new(self, writer: asyncio.Task[None]) -> None:
+        self._continuing = True
+        self._s.unrecorded = await self._writer.before_continuing(self._queue.hand_over())
+        await writer  # it ended between writes
         # Let waiting updates answer "moved" before this run ends.
         await workflow.wait_condition(workflow.all_handlers_finished)
         workflow.continue_as_new(
@@ -368,8 +332,8 @@ class AgentWorkflow:
             await workflow.execute_local_activity(
                 activities.interrupt_pane,
                 InterruptRequest(registration=reg, event=first),
-                start_to_close_timeout=timedelta(seconds=10),
-                retry_policy=DELIVERY_RETRY,
+                start_to_close_timeout=policies.MAILBOX_INTERRUPT_TIMEOUT,
+                retry_policy=policies.MAILBOX_DELIVERY_RETRY,
                 summary=f"press {reg.interrupt_key} in {reg.target}",
             )
             return [None]
@@ -387,8 +351,8 @@ class AgentWorkflow:
         outcomes = await workflow.execute_local_activity(
             activities.deliver_to_pane,
             DeliverRequest(registration=reg, events=batch, settled=settled),
-            start_to_close_timeout=timedelta(seconds=30),
-            retry_policy=DELIVERY_RETRY,
+            start_to_close_timeout=policies.MAILBOX_DELIVERY_TIMEOUT,
+            retry_policy=policies.MAILBOX_DELIVERY_RETRY,
             summary=(
                 f"type {first.id} into {reg.target}"
                 if len(batch) == 1
@@ -412,10 +376,9 @@ class AgentWorkflow:
             await workflow.execute_local_activity(
                 activities.queue_receipt,
                 QueueReceipt(agent_id=self._s.agent_id, channel_id=event.channel_id, item=item),
-                start_to_close_timeout=timedelta(seconds=10),
-                # A late receipt is worth little: it must not hold the next message back long.
-                schedule_to_close_timeout=RECEIPT_QUEUE_GIVE_UP,
-                retry_policy=READ_RETRY,
+                start_to_close_timeout=policies.MAILBOX_RECEIPT_TIMEOUT,
+                schedule_to_close_timeout=policies.MAILBOX_RECEIPT_GIVE_UP,
+                retry_policy=policies.MAILBOX_RECEIPT_RETRY,
                 summary=f"receipt (typed) for {event.id}",
             )
         except (ActivityError, ApplicationError) as exc:
@@ -516,53 +479,6 @@ class AgentWorkflow:
             last_error=s.last_error,
             updated_at=workflow.now(),
         )
-
-    # ---- the projection, beside the typing -------------------------------------------------------
-
-    async def _write_projection(self) -> None:
-        """Write what the mailbox owes the projection, one write at a time, for the whole run;
-        a failed write is kept and tried again after a backoff (see .projection)."""
-        while True:
-            await workflow.wait_condition(lambda: bool(self._owed) or self._continuing)
-            if self._continuing:
-                return  # the run writes what is left itself, before continuing-as-new
-            if not await self._write_owed_once():
-                try:
-                    await workflow.wait_condition(
-                        lambda: self._continuing, timeout=self._owed.next_backoff()
-                    )
-                except TimeoutError:
-                    pass
-
-    async def _write_owed_once(self) -> bool:
-        """One write of what is owed (a chunk, the row with the last one); False when the
-        projection refused it (it is owed still)."""
-        while self._owed.writing:  # the writer's, when the run continues-as-new meanwhile
-            await workflow.wait_condition(lambda: self._owed.writing is None)
-        if not self._owed:
-            return True
-        events, agent = self._owed.take()
-        what = [f"{len(events)} events"] if events else []
-        if agent is not None:
-            what.append(f"agent {agent.status}")
-        try:
-            await workflow.execute_local_activity(
-                activities.record_projection,
-                ProjectionUpdate(events=events, agent=agent),
-                start_to_close_timeout=RECORD_TIMEOUT,
-                retry_policy=RECORD_RETRY,
-                summary="record " + ", ".join(what),
-            )
-        except (ActivityError, ApplicationError) as exc:
-            self._owed.put_back()
-            workflow.logger.warning(
-                "the projection took nothing (%s); %d events owed, typing goes on",
-                _cause(exc),
-                self._owed.unrecorded(),
-            )
-            return False
-        self._owed.written()
-        return True
 
 
 def _cause(exc: ActivityError | ApplicationError) -> BaseException | None:

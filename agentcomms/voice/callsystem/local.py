@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from agentcomms.bridge.sanitize import strip_unsafe
-from agentcomms.client import GatewayClient, GatewayError
-from agentcomms.errors import AgentcommsError
+from agentcomms.client import GatewayClient
+from agentcomms.errors import AgentcommsError, GatewayError
+from agentcomms.framing import strip_unsafe
 from agentcomms.voice.models import MAX_PHONE_RECORDING_BYTES
 
 # Players tried in order when the phone plays what the agent says.

@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import Protocol
 
 from agentcomms.config import Config
+from agentcomms.voice.accounts import Account
 from agentcomms.voice.providers import (
     LOCAL,
-    Account,
     CloudProvider,
     language_code,
     provider_chain,

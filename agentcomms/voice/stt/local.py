@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from agentcomms.config import Config
+from agentcomms.errors import SpeechProviderUnavailable
 from agentcomms.voice.stt import audio_kind
-from agentcomms.voice.tts import ProviderUnavailable
 
 SAMPLE_RATE = 16_000
 SOX_TIMEOUT_S = 60
@@ -58,11 +58,11 @@ def _decoder(grammar: str | None) -> tuple[Any, threading.Lock]:
             try:
                 from pocketsphinx import Decoder
             except ImportError as exc:  # pragma: no cover - a dependency of the package
-                raise ProviderUnavailable("pocketsphinx is not installed") from exc
+                raise SpeechProviderUnavailable("pocketsphinx is not installed") from exc
             options: dict[str, Any] = {"samprate": SAMPLE_RATE, "loglevel": "FATAL"}
             if grammar is not None:
                 if not Path(grammar).is_file():
-                    raise ProviderUnavailable(f"voice.stt.grammar: no file {grammar}")
+                    raise SpeechProviderUnavailable(f"voice.stt.grammar: no file {grammar}")
                 options["jsgf"] = grammar
             found = (Decoder(**options), threading.Lock())
             _decoders[grammar] = found
@@ -73,7 +73,9 @@ async def to_pcm16(audio: bytes, kind: str = "wav") -> bytes:
     """Any audio sox reads, as 16 kHz mono signed 16-bit samples (what the model expects)."""
     sox = shutil.which("sox")
     if sox is None:
-        raise ProviderUnavailable("sox is not installed (apt-get install sox); local STT needs it")
+        raise SpeechProviderUnavailable(
+            "sox is not installed (apt-get install sox); local STT needs it"
+        )
     proc = await asyncio.create_subprocess_exec(
         sox,
         "-q",

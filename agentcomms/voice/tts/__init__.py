@@ -6,12 +6,11 @@ from __future__ import annotations
 from typing import ClassVar, Protocol
 
 from agentcomms.config import Config
+from agentcomms.voice.accounts import Account
 from agentcomms.voice.providers import (
     KNOWN,
     LOCAL,
-    Account,
     CloudProvider,
-    ProviderUnavailable,
     provider_chain,
     provider_class,
     setting,
@@ -22,7 +21,6 @@ __all__ = [
     "LOCAL",
     "PROVIDERS",
     "CloudSpeech",
-    "ProviderUnavailable",
     "Speech",
     "tts_chain",
     "tts_provider",

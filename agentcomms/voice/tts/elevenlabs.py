@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from agentcomms.errors import SpeechProviderUnavailable
 from agentcomms.voice.clients import elevenlabs_client
-from agentcomms.voice.providers import ProviderUnavailable
 from agentcomms.voice.tts import CloudSpeech
 
 if TYPE_CHECKING:  # the SDK is imported when a call speaks through it
@@ -59,7 +59,7 @@ class ElevenLabsSpeech(CloudSpeech):
             )
             named = [v for v in found.voices if (v.name or "").lower() == self.voice.lower()]
             if not named:
-                raise ProviderUnavailable(
+                raise SpeechProviderUnavailable(
                     f"ElevenLabs has no voice named {self.voice!r} in this account: set "
                     "voice.tts.voice to one of its voices' names or ids"
                 )

@@ -8,7 +8,8 @@ import tempfile
 from pathlib import Path
 
 from agentcomms.config import Config, TTSConfig
-from agentcomms.voice.tts import LOCAL, ProviderUnavailable
+from agentcomms.errors import SpeechProviderUnavailable
+from agentcomms.voice.tts import LOCAL
 
 DEFAULT_VOICE = "en-us"
 ESPEAK_TIMEOUT_S = 60
@@ -31,7 +32,7 @@ class EspeakSpeech:
     async def synthesize(self, text: str) -> tuple[bytes, str]:
         binary = shutil.which(self.binary)
         if binary is None:
-            raise ProviderUnavailable(
+            raise SpeechProviderUnavailable(
                 "espeak-ng is not installed (apt-get install espeak-ng); local speech needs it"
             )
         with tempfile.TemporaryDirectory(prefix="agentcomms-tts-") as tmp:

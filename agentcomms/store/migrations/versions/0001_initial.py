@@ -6,6 +6,8 @@ Revises:
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
@@ -20,7 +22,7 @@ seq_type = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 json_type = sa.JSON().with_variant(postgresql.JSONB(), "postgresql")
 
 
-def timestamp(name: str, *, nullable: bool = False) -> sa.Column:
+def timestamp(name: str, *, nullable: bool = False) -> sa.Column[datetime]:
     return sa.Column(name, sa.DateTime(timezone=True), nullable=nullable)
 
 

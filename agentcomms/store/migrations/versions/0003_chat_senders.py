@@ -6,6 +6,8 @@ Revises: 0002
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import sqlalchemy as sa
 from alembic import op
 
@@ -15,7 +17,7 @@ branch_labels = None
 depends_on = None
 
 
-def timestamp(name: str, *, nullable: bool = False) -> sa.Column:
+def timestamp(name: str, *, nullable: bool = False) -> sa.Column[datetime]:
     return sa.Column(name, sa.DateTime(timezone=True), nullable=nullable)
 
 

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy.exc import SQLAlchemyError
-
-from agentcomms.errors import AgentcommsError
+from agentcomms.errors.base import AgentcommsError
 
 
 class StoreError(AgentcommsError):
@@ -17,11 +15,6 @@ class DatabaseUnavailable(StoreError):
 
 class SchemaOutdated(StoreError):
     """The database's tables are older (or newer) than this version of agentcomms expects."""
-
-
-# What a read or write raises when the projection cannot answer now ("database is locked", a
-# dropped connection). Where Temporal holds the truth, callers log it and carry on.
-PROJECTION_UNAVAILABLE = (AgentcommsError, SQLAlchemyError, OSError)
 
 
 class EventNotFound(StoreError, LookupError):

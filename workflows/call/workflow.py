@@ -1,14 +1,7 @@
-"""CallWorkflow: one phone call (``call-<call_id>``) between an agent and its human.
+"""CallWorkflow itself: the run, the turns, the speech chain, the call system, the record.
 
-The run places the call and carries out the first turn; every later turn is an update
-(``say`` to speak and maybe listen, ``end`` to say goodbye and hang up). What happens on the
-line (answered, played, heard, hung up) arrives as ``line_event`` signals, from the local phone
-through the gateway or from the call system's webhooks. The ``line`` query (and the ``wait_line``
-update, which waits for it to change) tells a phone what to play.
-
-Audio never travels in a payload: activities write it to the audio directory and the workflow
-carries names (``AudioRef``). The transcript goes to a file beside the projection's call row; the
-workflow keeps only the turn at hand.
+What it is asked and answers is ``workflows/call/models.py``; the package's docstring tells the
+call's life.
 """
 
 from __future__ import annotations
@@ -16,20 +9,16 @@ from __future__ import annotations
 import asyncio
 from datetime import datetime, timedelta
 
-from pydantic import BaseModel, Field
 from temporalio import workflow
-from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from agentcomms import errors
+    from agentcomms import errors, policies
+    from agentcomms.models import CallRecord, CallStatus
     from agentcomms.search_attributes import AGENT_ID
     from agentcomms.voice.models import (
         AudioRef,
         CallNotice,
-        CallRecord,
-        CallStatus,
-        CallSystem,
         CallUpdate,
         FallbackRequest,
         Line,
@@ -41,93 +30,18 @@ with workflow.unsafe.imports_passed_through():
         Transcript,
         TurnRecord,
     )
+    from workflows.call.models import CallInput, End, Ended, Say, TurnResult, WaitLine
 
-# A provider is tried this many times before the next in the chain is.
-SPEECH_RETRY = RetryPolicy(
-    initial_interval=timedelta(milliseconds=200),
-    backoff_coefficient=2.0,
-    maximum_interval=timedelta(seconds=2),
-    maximum_attempts=3,
-    non_retryable_error_types=[errors.PROVIDER_UNAVAILABLE, errors.AUDIO_MISSING],
-)
-PROJECTION_RETRY = RetryPolicy(
-    initial_interval=timedelta(milliseconds=100), maximum_interval=timedelta(seconds=10)
-)
-# A full mailbox empties as the agent reads; the answer waits here meanwhile.
-MAILBOX_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=60)
-)
-# Speech runs as local activities, in the worker that runs the call: a turn saves two round
-# trips through the server, and the audio is written where the call's worker can read it.
-SPEECH_TIMEOUT = timedelta(seconds=60)
-CALL_SYSTEM_RETRY = RetryPolicy(
-    initial_interval=timedelta(milliseconds=500),
-    maximum_interval=timedelta(seconds=5),
-    maximum_attempts=5,
-    non_retryable_error_types=[errors.CALL_REFUSED],
-)
 # Past the ring timeout the call system says no-answer itself; our own timer is the backstop.
 CALL_SYSTEM_RING_SLACK_S = 15.0
 # How long after its audio ends a phone may take to say it played it.
 PLAY_SLACK_S = 10.0
-# A wait_line caller asks again after at most this long.
-MAX_LINE_WAIT_S = 60.0
 SUMMARY_CHARS = 80
 
 
 def _short(text: str) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= SUMMARY_CHARS else flat[: SUMMARY_CHARS - 1] + "…"
-
-
-class CallInput(BaseModel):
-    """Everything a call needs, decided when it is placed (the workflow reads no config)."""
-
-    call_id: str
-    agent_id: str
-    message: str
-    system: CallSystem = "local"
-    to_number: str | None = None
-    tts: list[str] = Field(default_factory=lambda: ["local"])
-    stt: list[str] = Field(default_factory=lambda: ["local"])
-    ring_timeout_s: float = 30
-    transcript_timeout_s: float = 180
-    max_duration_s: float = 1800
-    fallback: bool = True  # nobody answered: send the message another way
-    fallback_message: str = "I tried calling but couldn't reach you. Here's my message: {message}"
-    # Non-blocking: the first answer goes to the agent's mailbox instead of a waiting caller.
-    notify_mailbox: bool = False
-
-
-class Say(BaseModel):
-    message: str
-    listen: bool = True
-
-
-class TurnResult(BaseModel):
-    call_id: str
-    turn: int = 0
-    response: str = ""
-    status: str = "answered"  # answered | timed-out | hung-up | no-answer | declined | ...
-    timed_out: bool = False
-    success: bool = True
-    note: str | None = None
-
-
-class End(BaseModel):
-    message: str | None = None
-
-
-class Ended(BaseModel):
-    call_id: str
-    duration_seconds: float
-    status: CallStatus
-    reason: str | None = None
-
-
-class WaitLine(BaseModel):
-    after_version: int
-    timeout_s: float = Field(default=20, gt=0, le=MAX_LINE_WAIT_S)
 
 
 @workflow.defn(name="CallWorkflow")
@@ -229,8 +143,8 @@ class CallWorkflow:
                     to_number=self._in.to_number,
                 ),
                 result_type=str,
-                start_to_close_timeout=timedelta(seconds=30),
-                retry_policy=PROJECTION_RETRY,
+                start_to_close_timeout=policies.CALL_FALLBACK_TIMEOUT,
+                retry_policy=policies.CALL_FALLBACK_RETRY,
                 summary=f"{reason}: message sent another way",
             )
             note = f"{reason}; the message was sent {where} instead"
@@ -400,7 +314,7 @@ class CallWorkflow:
         does (a phone still shows the words)."""
         for provider in self._in.tts:
             try:
-                return await workflow.execute_local_activity(
+                audio: AudioRef = await workflow.execute_local_activity(
                     "synthesize_speech",
                     SpeechRequest(
                         provider=provider,
@@ -408,10 +322,11 @@ class CallWorkflow:
                         name=f"{self._in.call_id}/{turn:03d}-agent",
                     ),
                     result_type=AudioRef,
-                    start_to_close_timeout=SPEECH_TIMEOUT,
-                    retry_policy=SPEECH_RETRY,
+                    start_to_close_timeout=policies.SPEECH_TIMEOUT,
+                    retry_policy=policies.SPEECH_RETRY,
                     summary=f'say ({provider}): "{_short(text)}"',
                 )
+                return audio
             except (ActivityError, ApplicationError) as exc:
                 # A local activity's failure may arrive bare or wrapped in an ActivityError.
                 workflow.logger.warning("TTS %s failed: %s", provider, exc.cause or exc)
@@ -424,8 +339,8 @@ class CallWorkflow:
                     "transcribe_speech",
                     TranscribeRequest(provider=provider, audio=audio),
                     result_type=Transcript,
-                    start_to_close_timeout=SPEECH_TIMEOUT,
-                    retry_policy=SPEECH_RETRY,
+                    start_to_close_timeout=policies.SPEECH_TIMEOUT,
+                    retry_policy=policies.SPEECH_RETRY,
                     summary=f"transcribe {audio.name} ({provider})",
                 )
                 return transcript.text, None
@@ -446,8 +361,8 @@ class CallWorkflow:
                     ring_timeout_s=self._in.ring_timeout_s,
                 ),
                 result_type=LiveCall,
-                start_to_close_timeout=timedelta(seconds=30),
-                retry_policy=CALL_SYSTEM_RETRY,
+                start_to_close_timeout=policies.CALL_SYSTEM_TIMEOUT,
+                retry_policy=policies.CALL_SYSTEM_RETRY,
                 summary=f"ring {self._in.to_number}",
             )
         except ActivityError as exc:
@@ -467,8 +382,8 @@ class CallWorkflow:
             await workflow.execute_activity(
                 activity,
                 live,
-                start_to_close_timeout=timedelta(seconds=30),
-                retry_policy=CALL_SYSTEM_RETRY,
+                start_to_close_timeout=policies.CALL_SYSTEM_TIMEOUT,
+                retry_policy=policies.CALL_SYSTEM_RETRY,
                 summary=summary,
             )
         except ActivityError as exc:
@@ -537,8 +452,8 @@ class CallWorkflow:
         writing = workflow.start_activity(
             "record_call",
             CallUpdate(call=record, turns=turns or []),
-            start_to_close_timeout=timedelta(seconds=10),
-            retry_policy=PROJECTION_RETRY,
+            start_to_close_timeout=policies.PROJECTION_TIMEOUT,
+            retry_policy=policies.PROJECTION_RETRY,
             summary="; ".join(what) or f"call {self._status}",
         )
         if wait:
@@ -564,7 +479,7 @@ class CallWorkflow:
                 timed_out=result.timed_out,
                 status=result.status,
             ),
-            start_to_close_timeout=timedelta(seconds=30),
-            retry_policy=MAILBOX_RETRY,
+            start_to_close_timeout=policies.CALL_ANSWER_TIMEOUT,
+            retry_policy=policies.CALL_ANSWER_RETRY,
             summary=f'to {self._in.agent_id}\'s mailbox: "{_short(text)}"',
         )

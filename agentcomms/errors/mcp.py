@@ -1,11 +1,15 @@
 """The MCP server's errors. The ``ToolError`` ones are what a tool answers instead of a result: the
-message reaches the agent as the tool's error text, so it says what was wrong and what to do."""
+message reaches the agent as the tool's error text, so it says what was wrong and what to do.
+
+Not re-exported by :mod:`agentcomms.errors`: they subclass fastmcp's ``ToolError``, and every
+other process (and every workflow sandbox) would load fastmcp to reach the rest.
+"""
 
 from __future__ import annotations
 
 from fastmcp.exceptions import ToolError
 
-from agentcomms.errors import AgentcommsError
+from agentcomms.errors.base import AgentcommsError
 
 
 class GatewayDown(ToolError):

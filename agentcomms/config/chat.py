@@ -1,0 +1,195 @@
+"""The ``chat`` section: one subsection per provider, each switched on by ``enabled``."""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field, SecretStr, field_validator
+
+from agentcomms.config.section import AgentIdKey, Section
+
+
+class ProviderSection(Section):
+    """A chat provider's section: switched on by ``enabled``, reached at ``base_url``."""
+
+    # The keys a provider cannot connect without (`config validate` warns when one is unset).
+    credentials: ClassVar[tuple[str, ...]] = ()
+
+    enabled: bool = False
+
+    def missing_credentials(self) -> list[str]:
+        return [key for key in self.credentials if getattr(self, key) is None]
+
+
+class DiscordConfig(ProviderSection):
+    credentials: ClassVar[tuple[str, ...]] = ("token",)
+
+    token: SecretStr | None = Field(
+        default=None, description="bot token (developer portal: your application, Bot, Token)"
+    )
+    guild_id: str | None = Field(
+        default=None,
+        pattern=r"^[0-9]+$",
+        description="the server (guild) whose channels reach agents; messages from other "
+        "servers are ignored (direct messages always count); null: every server the bot is in",
+    )
+    base_url: str | None = Field(
+        default=None, description="Discord's API root (a proxy, tests); null: https://discord.com"
+    )
+
+    @field_validator("guild_id", mode="before")
+    @classmethod
+    def _id_as_text(cls, value: Any) -> Any:
+        # Discord ids are 64-bit: written as a JSON number they still mean the same server.
+        return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+class TelegramConfig(ProviderSection):
+    credentials: ClassVar[tuple[str, ...]] = ("token",)
+
+    token: SecretStr | None = None
+    base_url: str | None = Field(
+        default=None, description="Bot API server (self-hosted, proxy, tests); null: Telegram's"
+    )
+    mode: Literal["polling", "webhook"] = Field(
+        default="polling",
+        description="polling: long-poll getUpdates (no public URL needed); webhook: Telegram "
+        "posts to server.public_url + /webhooks/telegram",
+    )
+    webhook_secret: SecretStr | None = Field(
+        default=None,
+        description="webhook mode: the secret Telegram sends in X-Telegram-Bot-Api-Secret-Token",
+    )
+
+
+class TwilioMessagingConfig(ProviderSection):
+    credentials: ClassVar[tuple[str, ...]] = ("account_sid", "auth_token")
+
+    account_sid: str | None = None
+    auth_token: SecretStr | None = None
+    from_number: str | None = None
+    base_url: str | None = None
+    receipts: Literal["typed", "both", "none"] = Field(
+        default="typed",
+        description="through Twilio, receipts are texts, each one billed: typed (one, once the "
+        "message is typed into the pane), both (also one when it is queued), or none",
+    )
+
+
+class WhatsAppConfig(TwilioMessagingConfig):
+    """WhatsApp through Twilio (the keys above) or through Meta's WhatsApp Business Cloud API.
+
+    One provider either way: channels are ``whatsapp:+15551234567`` and the allowlist holds phone
+    numbers, so switching ``api`` keeps every mapping and every admitted sender.
+    """
+
+    api: Literal["twilio", "cloud"] = Field(
+        default="twilio",
+        description="twilio: Twilio's Messaging API (account_sid, auth_token, from_number); "
+        "cloud: Meta's WhatsApp Business Cloud API (access_token, phone_number_id, app_secret, "
+        "verify_token), webhook at server.public_url + /webhooks/whatsapp",
+    )
+    access_token: SecretStr | None = Field(
+        default=None,
+        description="cloud: a system user's access token with whatsapp_business_messaging",
+    )
+    phone_number_id: str | None = Field(
+        default=None, description="cloud: the id of the business phone number (not the number)"
+    )
+    app_secret: SecretStr | None = Field(
+        default=None, description="cloud: the Meta app's secret, which signs every webhook call"
+    )
+    verify_token: SecretStr | None = Field(
+        default=None,
+        description="cloud: any string you choose, given again in the app's webhook settings",
+    )
+    api_version: str = Field(default="v23.0", description="cloud: the Graph API version")
+
+    def missing_credentials(self) -> list[str]:
+        # The keys a sender needs; the webhook's own (app_secret, verify_token) are
+        # webhook_problems, since sending works without them.
+        keys = ("access_token", "phone_number_id") if self.api == "cloud" else self.credentials
+        return [key for key in keys if getattr(self, key) is None]
+
+    def webhook_problems(self, public_url: str | None) -> list[str]:
+        """What keeps the Cloud API's webhook from working, each with what to set."""
+        if self.api != "cloud":
+            return []
+        problems = []
+        if self.app_secret is None:
+            problems.append(
+                "chat.whatsapp.app_secret is not set, so no webhook call can be verified "
+                "(the App secret under App settings > Basic)"
+            )
+        if self.verify_token is None:
+            problems.append(
+                "chat.whatsapp.verify_token is not set, so Meta cannot verify the webhook "
+                "(choose one and give it again in the app's webhook settings)"
+            )
+        if public_url is None:
+            problems.append(
+                "server.public_url is not set: Meta must reach "
+                "<public_url>/webhooks/whatsapp over HTTPS"
+            )
+        return problems
+
+
+class LocalChatConfig(ProviderSection):
+    enabled: bool = True
+
+
+class ChatConfig(Section):
+    discord: DiscordConfig = DiscordConfig()
+    telegram: TelegramConfig = TelegramConfig()
+    whatsapp: WhatsAppConfig = WhatsAppConfig()
+    sms: TwilioMessagingConfig = TwilioMessagingConfig()
+    local: LocalChatConfig = LocalChatConfig()
+    channels: dict[str, AgentIdKey] = Field(
+        default_factory=dict, description='channel id -> agent id, e.g. "telegram:42": "backend"'
+    )
+    allowed_senders: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="provider -> sender ids allowed to reach agents; everyone else is rejected",
+    )
+
+    @field_validator("channels")
+    @classmethod
+    def _channel_ids(cls, value: dict[str, str]) -> dict[str, str]:
+        for channel in value:
+            provider, sep, chat = channel.partition(":")
+            if not sep or not chat or provider not in cls.provider_names():
+                raise ValueError(
+                    f"{channel!r} is not a channel id: expected PROVIDER:CHAT, e.g. "
+                    '"telegram:456" (the chat id Telegram gives)'
+                )
+        return value
+
+    @field_validator("allowed_senders")
+    @classmethod
+    def _allowed_providers(cls, value: dict[str, list[str]]) -> dict[str, list[str]]:
+        # A misspelt provider would otherwise leave its senders shut out, silently.
+        known = cls.provider_names()
+        for provider in value:
+            if provider not in known:
+                close = difflib.get_close_matches(provider, known, n=1)
+                hint = f"did you mean {close[0]!r}? " if close else ""
+                raise ValueError(
+                    f"{provider!r} is not a provider ({hint}known: {', '.join(known)})"
+                )
+        return value
+
+    @classmethod
+    def provider_names(cls) -> list[str]:
+        """The providers with a section here (agentcomms.transports.PROVIDERS, in its order)."""
+        return [
+            name
+            for name, info in cls.model_fields.items()
+            if isinstance(info.default, ProviderSection)
+        ]
+
+    def provider(self, name: str) -> ProviderSection:
+        """The section of provider ``name`` (one of ``agentcomms.transports.PROVIDERS``)."""
+        section = getattr(self, name)
+        assert isinstance(section, ProviderSection), name
+        return section

@@ -1,0 +1,106 @@
+"""The ``voice`` section: the phone (call systems), speech accounts, text to speech, speech to text."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr
+
+from agentcomms.config.home import agentcomms_home
+from agentcomms.config.section import Section
+
+
+class PhoneConfig(Section):
+    """Where calls go: Twilio once its account is set, else the local phone (`agentcomms phone`)."""
+
+    provider: Literal["twilio", "local"] = Field(
+        default="twilio",
+        description="twilio (used once account_sid, auth_token and numbers are set) or local",
+    )
+    account_sid: str | None = None
+    auth_token: SecretStr | None = None
+    from_number: str | None = None
+    to_number: str | None = None
+    base_url: str | None = None
+
+
+SPEECH_PROVIDERS_HELP = "elevenlabs, deepgram, openai or local"
+
+
+class SpeechAccount(Section):
+    """One speech provider's account, shared by speaking and hearing (one key serves both)."""
+
+    api_key: SecretStr | None = None
+    base_url: str | None = Field(
+        default=None, description="the provider's API elsewhere (a proxy, a test); null: its own"
+    )
+
+
+class TTSConfig(Section):
+    provider: str = Field(default="elevenlabs", description=SPEECH_PROVIDERS_HELP)
+    api_key: SecretStr | None = Field(
+        default=None, description="the provider's key; null: voice.<provider>.api_key"
+    )
+    voice: str = Field(
+        default="Rachel",
+        description="the provider's voice: an ElevenLabs voice name or id, an OpenAI voice, "
+        "an espeak-ng voice (Deepgram's voice is its model, e.g. aura-2-thalia-en)",
+    )
+    model: str = "eleven_turbo_v2_5"
+    base_url: str | None = None
+    fallback: list[str] = Field(
+        default=[],
+        description="providers tried, in order, when the provider fails; local ends the chain",
+    )
+
+
+class STTConfig(Section):
+    provider: str = Field(default="deepgram", description=SPEECH_PROVIDERS_HELP)
+    api_key: SecretStr | None = Field(
+        default=None, description="the provider's key; null: voice.<provider>.api_key"
+    )
+    model: str = "nova-2"
+    language: str = "en-US"
+    silence_ms: int = Field(default=800, ge=0)
+    base_url: str | None = None
+    fallback: list[str] = Field(
+        default=[],
+        description="providers tried, in order, when the provider fails; local ends the chain",
+    )
+    grammar: Path | None = Field(
+        default=None,
+        description="local recognizer only: a JSGF grammar of the answers expected "
+        "(recognition is exact within it); open vocabulary when unset",
+    )
+
+
+class VoiceConfig(Section):
+    phone: PhoneConfig = PhoneConfig()
+    tts: TTSConfig = TTSConfig()
+    stt: STTConfig = STTConfig()
+    elevenlabs: SpeechAccount = SpeechAccount()
+    deepgram: SpeechAccount = SpeechAccount()
+    openai: SpeechAccount = SpeechAccount()
+    public_url: str | None = None
+    audio_dir: Path | None = Field(
+        default=None,
+        description="where call audio is kept (shared by the worker and the gateway); "
+        "<home>/audio when unset",
+    )
+    transcript_timeout_s: float = Field(default=180, gt=0)
+    ring_timeout_s: float = Field(default=30, gt=0)
+    max_call_duration_s: float = Field(
+        default=1800, gt=0, description="a call still up after this long is hung up"
+    )
+    sms_fallback: bool = Field(
+        default=True,
+        description="when nobody answers, send the message as an SMS (with Twilio SMS set "
+        "up) or to the terminal inbox (`agentcomms inbox`)",
+    )
+    sms_fallback_message: str = (
+        "I tried calling but couldn't reach you. Here's my message: {message}"
+    )
+
+    def audio_root(self) -> Path:
+        return (self.audio_dir or agentcomms_home() / "audio").expanduser()

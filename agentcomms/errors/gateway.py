@@ -1,0 +1,39 @@
+"""The gateway's errors: its socket's error replies, as the gateway raises them and as a client
+receives them, and the refusals a sender hears."""
+
+from __future__ import annotations
+
+from agentcomms.errors.base import AgentcommsError
+
+
+class GatewayUnavailable(AgentcommsError):
+    """The gateway socket does not answer."""
+
+
+class GatewayAlreadyRunning(AgentcommsError):
+    """Another gateway answers on the socket."""
+
+
+class GatewayError(AgentcommsError):
+    """The gateway answered with an error reply."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class MailboxFull(AgentcommsError):
+    """An agent's mailbox holds as much as its limits allow; the message was not accepted."""
+
+
+class RpcError(Exception):
+    """An error reply: its code is one of ``gateway.protocol``'s, its message says what to do."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class TraceNotFound(LookupError):
+    """No event has that id."""

@@ -1,0 +1,134 @@
+"""The store's connection: one write transaction at a time on SQLite, statements both dialects
+speak. :class:`~agentcomms.store.Store` is built on it, table by table."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from types import TracebackType
+from typing import Any, Self, TypeVar
+
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from agentcomms.store.engine import create_engine, create_sqlite_writer, write_transaction
+from agentcomms.store.migrate import database_errors, ensure_schema_current, upgrade_engine
+from agentcomms.store.schema import Base
+
+T = TypeVar("T")
+
+
+def check_limit(limit: int) -> None:
+    if limit < 0:
+        raise ValueError(f"limit must be 0 or more, not {limit}")
+
+
+class StoreBase:
+    """A database and how this process writes to it; the tables' methods are the subclasses'."""
+
+    def __init__(self, engine: AsyncEngine, writer: Engine | None = None) -> None:
+        self._engine = engine
+        self._dialect = engine.dialect.name
+        # SQLite has one writer at a time. Writers of this process queue for one thread (or,
+        # without it, one lock), in order, rather than in SQLite's busy-wait, which under 20
+        # concurrent writers halved throughput and let single writes wait 0.75 s
+        # (bench/bench_mailbox.py); other processes still use the busy timeout.
+        self._writer = writer  # see create_sqlite_writer
+        self._writer_thread = (
+            ThreadPoolExecutor(1, thread_name_prefix="sqlite-writer") if writer else None
+        )
+        self._sqlite_writes = (
+            asyncio.Lock() if self._dialect == "sqlite" and writer is None else None
+        )
+
+    async def _transact(self, body: Callable[[Connection], T]) -> T:
+        """Run ``body`` in one write transaction: on a SQLite file whole in the writer thread,
+        otherwise on the async engine's connection."""
+        if self._writer is not None:
+            assert self._writer_thread is not None
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(self._writer_thread, self._run_in_writer, body)
+        async with self._sqlite_writes or contextlib.nullcontext():
+            async with write_transaction(self._engine) as conn:
+                return await conn.run_sync(body)
+
+    def _run_in_writer(self, body: Callable[[Connection], T]) -> T:
+        assert self._writer is not None
+        with self._writer.begin() as conn:
+            return body(conn)
+
+    @classmethod
+    async def open(cls, url: str, *, migrate: bool = True) -> Self:
+        """Connect to ``url``; bring its tables up to date, or with ``migrate=False`` only check them.
+
+        Raises ``DatabaseUnavailable`` when the database cannot be reached and ``SchemaOutdated``
+        when ``migrate=False`` finds tables of another revision.
+        """
+        engine = create_engine(url)
+        try:
+            async with database_errors(url):
+                if migrate:
+                    await upgrade_engine(engine)
+                else:
+                    await ensure_schema_current(engine)
+        except BaseException:
+            await engine.dispose()
+            raise
+        return cls(engine, create_sqlite_writer(url))
+
+    async def close(self) -> None:
+        if self._writer is not None and self._writer_thread is not None:
+            # Its connection closes in the thread that opened it.
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(self._writer_thread, self._writer.dispose)
+            self._writer_thread.shutdown()
+        await self._engine.dispose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    @property
+    def engine(self) -> AsyncEngine:
+        return self._engine
+
+    def _insert(self, entity: type[Base]) -> Any:
+        # ON CONFLICT is dialect-specific in SQLAlchemy; both dialects spell it the same way.
+        dialect = postgresql if self._dialect == "postgresql" else sqlite
+        return dialect.insert(entity)
+
+    def _upsert_stmt(
+        self,
+        entity: type[Base],
+        values: Mapping[str, Any],
+        *,
+        key: str,
+        on_insert: Mapping[str, Any] | None = None,
+    ) -> Any:
+        """Insert ``values`` (plus ``on_insert``), or update the existing row with ``values``."""
+        stmt = self._insert(entity).values({**values, **(on_insert or {})})
+        return stmt.on_conflict_do_update(
+            index_elements=[key],
+            set_={name: stmt.excluded[name] for name in values if name != key},
+        )
+
+    async def _upsert(
+        self,
+        entity: type[Base],
+        values: Mapping[str, Any],
+        *,
+        key: str,
+        on_insert: Mapping[str, Any] | None = None,
+    ) -> None:
+        stmt = self._upsert_stmt(entity, values, key=key, on_insert=on_insert)
+        await self._transact(lambda conn: conn.execute(stmt))

@@ -1,0 +1,69 @@
+"""The socket methods of the chat allowlist: admitting a sender by the pairing code they were
+given, listing who may write, revoking a paired sender."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from agentcomms.config import Config
+from agentcomms.errors import RpcError
+from agentcomms.models import utcnow
+from agentcomms.store import Store
+from gateway.chat import normalise_code
+from gateway.params import NoParams, PairParams, Params, RevokeSenderParams
+from gateway.protocol import INVALID_PARAMS, NOT_FOUND
+
+
+class SenderMethods:
+    def __init__(self, cfg: Config, store: Store) -> None:
+        self._cfg = cfg
+        self._store = store
+
+    def methods(self) -> dict[str, tuple[type[Params], Callable[[Any], Awaitable[Any]]]]:
+        return {
+            "pair": (PairParams, self.pair),
+            "senders": (NoParams, self.senders),
+            "revoke_sender": (RevokeSenderParams, self.revoke_sender),
+        }
+
+    async def pair(self, p: PairParams) -> dict[str, Any]:
+        sender = await self._store.admit_by_code(normalise_code(p.code), utcnow())
+        if sender is None:
+            raise RpcError(
+                NOT_FOUND,
+                f"no pairing code {p.code!r} is waiting (codes expire after a day; the sender "
+                "gets a new one by writing again)",
+            )
+        channel = f"{sender.provider}:{sender.chat_id}"
+        return {
+            "provider": sender.provider,
+            "sender_id": sender.sender_id,
+            "sender_name": sender.sender_name,
+            "channel_id": channel,
+            "agent_id": self._cfg.chat.channels.get(channel),
+        }
+
+    async def senders(self, _: NoParams) -> dict[str, Any]:
+        rows: list[dict[str, Any]] = [
+            {"provider": provider, "sender_id": sender_id, "source": "config", "state": "allowed"}
+            for provider, ids in sorted(self._cfg.chat.allowed_senders.items())
+            for sender_id in ids
+        ]
+        for s in await self._store.list_senders():
+            state = "pending" if s.code else ("revoked" if s.revoked_at else "allowed")
+            rows.append(
+                s.model_dump(mode="json", exclude_none=True) | {"source": "paired", "state": state}
+            )
+        return {"senders": rows}
+
+    async def revoke_sender(self, p: RevokeSenderParams) -> dict[str, Any]:
+        if p.sender_id in self._cfg.chat.allowed_senders.get(p.provider, []):
+            raise RpcError(
+                INVALID_PARAMS,
+                f"{p.provider}:{p.sender_id} is allowed by chat.allowed_senders in the config; "
+                "remove it there and restart",
+            )
+        if not await self._store.revoke_sender(p.provider, p.sender_id, utcnow()):
+            raise RpcError(NOT_FOUND, f"{p.provider}:{p.sender_id} is not an admitted sender")
+        return {"provider": p.provider, "sender_id": p.sender_id, "revoked": True}
