@@ -24,8 +24,9 @@ from activities.delivery import deliver_to_pane, interrupt_pane
 from activities.projection import ProjectionActivities
 from agentcomms.models import Event
 from agentcomms.store import Store
-from tests.conftest import Tmux
-from tests.stack import eventually, running_stack
+from tests.support.stack import running_stack
+from tests.support.tmux import Tmux
+from tests.support.waiting import eventually
 from tests.test_mailbox import recorder
 from workflows.agent import AgentInput, AgentWorkflow, Registration, host_task_queue
 

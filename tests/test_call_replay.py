@@ -12,7 +12,8 @@ from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
-from tests.stack import eventually, running_stack
+from tests.support.stack import running_stack
+from tests.support.waiting import eventually
 from tests.test_calls import Phone
 from workflows.call import CallWorkflow
 

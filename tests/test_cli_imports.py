@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Tmux
-from tests.stack import Stack, running_stack
+from tests.support.stack import Stack, running_stack
+from tests.support.tmux import Tmux
 from tests.test_cli_agents import cli_home
 from tests.test_mailbox import recorder
 

@@ -32,8 +32,10 @@ from agentcomms.config import (
 )
 from agentcomms.errors import ConfigError
 from agentcomms.temporal import connect, dev_server_args, temporal_binary
-from tests.conftest import Tmux, write_config
-from tests.stack import eventually, running_stack
+from tests.support.home import write_config
+from tests.support.stack import running_stack
+from tests.support.tmux import Tmux
+from tests.support.waiting import eventually
 from tests.test_up import env_for, free_port, run, start_up, stop, wait_for_line
 
 SECRET_TEXT = "zebra-crossing-4711 the launch code"

@@ -21,7 +21,7 @@ from agentcomms.config import (
     write_private_file,
 )
 from agentcomms.errors import ConfigError
-from tests.conftest import write_config
+from tests.support.home import write_config
 
 SECRET = "s3cr3t-Value-4242"
 

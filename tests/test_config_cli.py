@@ -16,7 +16,7 @@ from typer.testing import CliRunner, Result
 from agentcomms.cli import app
 from agentcomms.cli.config_cmd import starter_config
 from agentcomms.config import Config, load_config
-from tests.conftest import write_config
+from tests.support.home import write_config
 
 SECRET = "s3cr3t-Value-4242"
 AGENTCOMMS = Path(sys.executable).parent / "agentcomms"

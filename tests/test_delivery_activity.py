@@ -21,7 +21,7 @@ from temporalio.worker import Worker
 from activities.delivery import deliver_to_pane, interrupt_pane
 from agentcomms import errors
 from agentcomms.models import DeliverRequest, DeliveryOutcome, InterruptRequest, PaneTarget
-from tests.conftest import Tmux
+from tests.support.tmux import Tmux
 from tests.test_tmux_bridge import Recorder, start_recorder
 
 

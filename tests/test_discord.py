@@ -30,9 +30,10 @@ from agentcomms.transports import (
 from agentcomms.transports import discord as transport
 from gateway.service import Gateway
 from mcp_server import build_server
-from tests.conftest import Tmux
 from tests.fakes.discord import DIRECT_MESSAGES, GUILD_MESSAGES, MESSAGE_CONTENT, SEND, FakeDiscord
-from tests.stack import Stack, eventually, running_stack, typed
+from tests.support.stack import Stack, running_stack
+from tests.support.tmux import Tmux
+from tests.support.waiting import eventually, typed
 from tests.test_mailbox import recorder
 
 ALICE = 4242  # the allowed human (the fake's default author)

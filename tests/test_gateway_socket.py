@@ -19,7 +19,7 @@ from gateway.protocol import (
     PARSE_ERROR,
 )
 from gateway.server import GatewayAlreadyRunning, SocketServer
-from tests.stack import Stack, running_stack
+from tests.support.stack import Stack, running_stack
 
 
 @pytest.fixture

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from agentcomms.temporal import last_polls
-from tests.conftest import Tmux
-from tests.stack import eventually, running_stack, typed
+from tests.support.stack import running_stack
+from tests.support.tmux import Tmux
+from tests.support.waiting import eventually, typed
 from tests.test_host_down import worker_process
 from tests.test_mailbox import recorder
 

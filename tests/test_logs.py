@@ -13,7 +13,7 @@ import pytest
 from agentcomms.config import LoggingConfig, load_config
 from agentcomms.errors import ConfigError
 from agentcomms.logs import setup_logging
-from tests.conftest import write_config
+from tests.support.home import write_config
 
 TOKEN = "123456:ABCdef_ghi-JKL"
 

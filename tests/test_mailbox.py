@@ -19,8 +19,10 @@ from temporalio.client import WorkflowHandle, WorkflowHistory
 
 from agentcomms.ids import new_event_id
 from agentcomms.search_attributes import AGENT_STATUS
-from tests.conftest import Tmux, write_config
-from tests.stack import STACK_KEY, Stack, eventually, running_stack, typed
+from tests.support.home import write_config
+from tests.support.stack import STACK_KEY, Stack, running_stack
+from tests.support.tmux import Tmux
+from tests.support.waiting import eventually, typed
 from workers.main import build_workers
 
 

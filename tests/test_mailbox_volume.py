@@ -16,8 +16,9 @@ from temporalio.client import WorkflowHandle
 from agentcomms.client import GatewayError
 from agentcomms.config import MailboxConfig
 from gateway.protocol import MAILBOX_FULL
-from tests.conftest import Tmux
-from tests.stack import Stack, eventually, running_stack, typed
+from tests.support.stack import Stack, running_stack
+from tests.support.tmux import Tmux
+from tests.support.waiting import eventually, typed
 from tests.test_mailbox import recorder, register
 
 

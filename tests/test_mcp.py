@@ -16,8 +16,9 @@ from fastmcp.exceptions import ToolError
 
 import gateway.methods
 from mcp_server import build_server
-from tests.conftest import Tmux
-from tests.stack import Stack, eventually, running_stack
+from tests.support.stack import Stack, running_stack
+from tests.support.tmux import Tmux
+from tests.support.waiting import eventually
 from tests.test_mailbox import recorder
 
 TOOLS = {

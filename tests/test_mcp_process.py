@@ -19,8 +19,10 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from tests.conftest import Tmux, write_config
-from tests.stack import Stack, eventually, running_stack
+from tests.support.home import write_config
+from tests.support.stack import Stack, running_stack
+from tests.support.tmux import Tmux
+from tests.support.waiting import eventually
 from tests.test_mcp import TOOLS, register_recorder
 
 AGENTCOMMS = Path(sys.executable).parent / "agentcomms"

@@ -14,8 +14,9 @@ from agentcomms.client import GatewayError
 from agentcomms.config import MailboxConfig, TemporalConfig
 from agentcomms.metrics import MetricsServer, free_loopback_address, temporal_runtime
 from agentcomms.temporal import connect
-from tests.conftest import Tmux
-from tests.stack import eventually, running_stack, typed
+from tests.support.stack import running_stack
+from tests.support.tmux import Tmux
+from tests.support.waiting import eventually, typed
 from tests.test_mailbox import recorder
 
 

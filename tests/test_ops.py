@@ -14,9 +14,11 @@ import pytest
 from agentcomms.config import Config, DatabaseConfig
 from agentcomms.ids import new_event_id
 from agentcomms.models import Event
-from tests.conftest import Tmux, write_config
 from tests.fakes.telegram import FakeTelegram
-from tests.stack import Stack, eventually, running_stack, typed
+from tests.support.home import write_config
+from tests.support.stack import Stack, running_stack
+from tests.support.tmux import Tmux
+from tests.support.waiting import eventually, typed
 from tests.test_cli_agents import cli
 from tests.test_mailbox import recorder
 from tests.test_telegram import CHAT, connected, with_telegram
@@ -67,9 +69,9 @@ async def test_trace_and_doctor_say_what_is_wrong_until_it_is_mended(
 
         await eventually(unreachable)
 
-        traced = await cli(home, "trace", event_id)
-        assert traced.returncode == 0, traced.stderr
-        out = traced.stdout
+        shown = await cli(home, "trace", event_id)
+        assert shown.returncode == 0, shown.stderr
+        out = shown.stdout
         assert "accepted" in out and "`agentcomms send`" in out
         assert f"by the gateway on {stack.host} (pid {os.getpid()})" in out, out
         assert f"in agent-{agent}, position 1 of 1" in out

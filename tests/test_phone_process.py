@@ -22,8 +22,9 @@ import pytest
 
 from agentcomms.client import GatewayClient
 from agentcomms.config import STTConfig, VoiceConfig
-from tests.conftest import write_config
-from tests.stack import Stack, eventually, running_stack
+from tests.support.home import write_config
+from tests.support.stack import Stack, running_stack
+from tests.support.waiting import eventually
 from tests.test_mcp_process import make_home, stdio_session, tool
 
 AGENTCOMMS = str(Path(sys.executable).parent / "agentcomms")

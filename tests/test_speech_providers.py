@@ -21,7 +21,7 @@ from agentcomms.voice.tts import tts_chain
 from agentcomms.voice.tts.local import EspeakSpeech
 from tests.fakes.deepgram import FakeDeepgram
 from tests.fakes.openai_audio import API_KEY, FakeOpenAIAudio
-from tests.stack import running_stack
+from tests.support.stack import running_stack
 from tests.test_calls import Phone
 
 

@@ -19,10 +19,11 @@ from agentcomms.config import Config, MailboxConfig
 from agentcomms.ids import provider_event_id
 from agentcomms.transports import split_text
 from gateway.service import Gateway
-from tests.conftest import Tmux
 from tests.fakes.serve import free_port
 from tests.fakes.telegram import FakeTelegram
-from tests.stack import Stack, eventually, running_stack
+from tests.support.stack import Stack, running_stack
+from tests.support.tmux import Tmux
+from tests.support.waiting import eventually
 from tests.test_agent_workflow_replay import _settled_history, replayer
 from tests.test_mailbox import recorder
 from workflows.outbox import receipt_item

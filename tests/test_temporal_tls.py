@@ -1,6 +1,6 @@
 """Connecting to Temporal over TLS, with an API key or with client certificates (mTLS).
 
-The dev server has no TLS of its own, so a TLS-terminating proxy (`tests/tls_proxy.py`) stands in
+The dev server has no TLS of its own, so a TLS-terminating proxy (`tests/support/tls_proxy.py`) stands in
 front of it with certificates made here. What is tried: a worker process and the gateway reaching
 Temporal only through that proxy and typing into a pane; a client without a certificate, a wrong
 CA, TLS spoken to a plain-text server, and `up` asked to embed a dev server behind TLS.
@@ -23,12 +23,13 @@ from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from agentcomms.config import TemporalConfig
 from agentcomms.errors import ConfigError, TemporalUnavailable
 from agentcomms.temporal import connect
-from tests.conftest import Tmux, write_config
-from tests.stack import eventually, typed
+from tests.support.home import write_config
+from tests.support.tls_proxy import SERVER_NAME, Pki, TlsProxy, make_pki, tls_proxy
+from tests.support.tmux import Tmux
+from tests.support.waiting import eventually, typed
 from tests.test_cli_agents import cli
 from tests.test_mailbox import recorder
 from tests.test_up import env_for, free_port
-from tests.tls_proxy import SERVER_NAME, Pki, TlsProxy, make_pki, tls_proxy
 
 AGENTCOMMS = str(Path(sys.executable).parent / "agentcomms")
 

@@ -29,7 +29,7 @@ from agentcomms.bridge import tmux as tmux_bridge
 from agentcomms.bridge.sanitize import TRUNCATION_MARKER, strip_unsafe, truncate
 from agentcomms.bridge.tmux import LAST_EVENT_OPTION, RECENT_EVENTS_OPTION, SEND_KEYS_MAX_CHARS
 from agentcomms.models import DeliverRequest, DeliveryOutcome, InterruptRequest, PaneTarget
-from tests.conftest import Tmux
+from tests.support.tmux import Tmux
 
 ENTER = b"\r"
 

@@ -17,10 +17,11 @@ from starlette.applications import Starlette
 from agentcomms.config import Config
 from agentcomms.ids import provider_event_id
 from agentcomms.transports import not_passed_on, sms
-from tests.conftest import Tmux
 from tests.fakes.serve import free_port
 from tests.fakes.twilio import OUR_NUMBER, FakeTwilio
-from tests.stack import Stack, eventually, running_stack
+from tests.support.stack import Stack, running_stack
+from tests.support.tmux import Tmux
+from tests.support.waiting import eventually
 from tests.test_mailbox import recorder
 
 ALICE = "+15551234567"

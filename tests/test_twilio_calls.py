@@ -19,7 +19,8 @@ from gateway.service import Gateway
 from tests.fakes.serve import free_port
 from tests.fakes.twilio import OUR_NUMBER
 from tests.fakes.twilio_calls import FakeTwilioCalls
-from tests.stack import Stack, eventually, running_stack
+from tests.support.stack import Stack, running_stack
+from tests.support.waiting import eventually
 from tests.test_phone_process import GRAMMAR
 
 HUMAN = "+15557654321"

@@ -19,14 +19,16 @@ from pydantic import SecretStr
 from agentcomms.config import Config, SpeechAccount, STTConfig, VoiceConfig
 from agentcomms.ids import provider_event_id
 from mcp_server import build_server
-from tests.conftest import Tmux
 from tests.fakes import deepgram as dg
 from tests.fakes.deepgram import FakeDeepgram
 from tests.fakes.serve import free_port
 from tests.fakes.telegram import FakeTelegram
 from tests.fakes.twilio import FakeTwilio
 from tests.fakes.whatsapp_cloud import FakeWhatsAppCloud
-from tests.stack import Stack, eventually, running_stack, typed
+from tests.support.stack import Stack, running_stack
+from tests.support.tmux import Tmux
+from tests.support.voice import voice_note
+from tests.support.waiting import eventually, typed
 from tests.test_mailbox import recorder
 from tests.test_mcp import call
 from tests.test_telegram import CHAT, connected, register, with_telegram
@@ -34,7 +36,6 @@ from tests.test_twilio import PHOTO, Hooks, with_twilio
 from tests.test_twilio import register as twilio_register
 from tests.test_whatsapp_cloud import ALICE, STRANGER, Hook, wamid_of, with_cloud
 from tests.test_whatsapp_cloud import register as wa_register
-from tests.voice_audio import voice_note
 
 PHRASES = ["ship it on friday", "run the tests", "deploy to staging"]
 

@@ -24,7 +24,6 @@ from agentcomms.transports._whatsapp_cloud import (
     CloudSender,
 )
 from gateway.chat import ChatTransports
-from tests.conftest import Tmux
 from tests.fakes.serve import free_port
 from tests.fakes.whatsapp_cloud import (
     ACCESS_TOKEN,
@@ -33,7 +32,9 @@ from tests.fakes.whatsapp_cloud import (
     FakeWhatsAppCloud,
     new_wamid,
 )
-from tests.stack import Stack, eventually, running_stack, typed
+from tests.support.stack import Stack, running_stack
+from tests.support.tmux import Tmux
+from tests.support.waiting import eventually, typed
 from tests.test_mailbox import recorder
 
 ALICE = "+15551234567"

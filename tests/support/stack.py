@@ -6,8 +6,6 @@ SQLite file and socket, on the session's Temporal dev server.
 
 from __future__ import annotations
 
-import asyncio
-import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -15,8 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
 from pydantic import SecretStr
 from temporalio.client import Client
+from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.client import GatewayClient
 from agentcomms.config import (
@@ -107,24 +107,8 @@ async def running_stack(
         yield Stack(cfg=cfg, client=client, store=store, gateway=gateway, host=host, rpc=rpc)
 
 
-async def eventually(
-    probe: Callable[[], Any], *, timeout: float = 20, interval: float = 0.05
-) -> Any:
-    """Poll `probe` until it returns something truthy; fail with its last value at the timeout."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if asyncio.iscoroutine(value) or isinstance(value, asyncio.Future):
-            value = await value
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout} s; last value: {value!r}")
-        await asyncio.sleep(interval)
-
-
-async def typed(out: Path, expected: bytes, *, timeout: float = 20) -> None:
-    """The recorder pane's file holds exactly `expected`, once the program in the pane caught up:
-    "delivered" means tmux took the keys; `cat` writes them to the file a moment later."""
-    await eventually(lambda: len(out.read_bytes()) >= len(expected), timeout=timeout)
-    assert await asyncio.to_thread(out.read_bytes) == expected
+@pytest.fixture
+async def stack(temporal_env: WorkflowEnvironment, tmp_path: Path) -> AsyncIterator[Stack]:
+    """A whole stack with its worker, on the session's dev server, as most tests use it."""
+    async with running_stack(temporal_env.client, tmp_path) as s:
+        yield s

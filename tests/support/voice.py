@@ -1,5 +1,6 @@
-"""Voice notes as phones record them: espeak-ng's speech, encoded as Ogg/Opus at 48 kHz (what
-Telegram and WhatsApp send), with the system's libsndfile (the decoder's own library)."""
+"""Speech for the tests: voice notes as phones record them (espeak-ng's speech, encoded as
+Ogg/Opus at 48 kHz, what Telegram and WhatsApp send, with the system's libsndfile, the decoder's
+own library), and Deepgram's speech API on a local port."""
 
 from __future__ import annotations
 
@@ -8,10 +9,14 @@ import ctypes
 import os
 import subprocess
 import tempfile
+from collections.abc import AsyncIterator
 from pathlib import Path
+
+import pytest
 
 from agentcomms.voice.sndfile import SFInfo, library
 from agentcomms.voice.tts.local import EspeakSpeech
+from tests.fakes.deepgram import FakeDeepgram
 
 _SFM_WRITE = 0x20
 _OGG_OPUS = 0x200000 | 0x0064
@@ -46,3 +51,11 @@ async def voice_note(phrase: str) -> bytes:
     """``phrase`` said by espeak-ng, as an Ogg/Opus voice note."""
     wav, _ = await EspeakSpeech().synthesize(phrase)
     return await asyncio.to_thread(_encode, wav)
+
+
+@pytest.fixture
+async def deepgram() -> AsyncIterator[FakeDeepgram]:
+    """Deepgram's speech API on a local port (speech calls and voice notes both use it)."""
+    fake = FakeDeepgram()
+    async with fake.server:
+        yield fake
