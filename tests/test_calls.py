@@ -77,12 +77,6 @@ class Phone:
         return line
 
 
-@pytest.fixture
-async def stack(temporal_env, tmp_path):
-    async with running_stack(temporal_env.client, tmp_path) as s:
-        yield s
-
-
 def mcp(stack: Stack, agent: str) -> Client:
     return Client(build_server(stack.cfg.server.socket(), default_agent=agent))
 

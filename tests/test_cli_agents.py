@@ -9,7 +9,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 from temporalio.client import WorkflowExecutionStatus
 
 from agentcomms.config import AgentConfig
@@ -21,12 +20,6 @@ from tests.support.waiting import eventually, typed
 from tests.test_mailbox import recorder
 
 AGENTCOMMS = str(Path(sys.executable).parent / "agentcomms")
-
-
-@pytest.fixture
-async def stack(temporal_env, tmp_path):
-    async with running_stack(temporal_env.client, tmp_path) as s:
-        yield s
 
 
 def cli_home(tmp_path: Path, stack: Stack) -> Path:

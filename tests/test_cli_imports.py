@@ -9,9 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
-from tests.support.stack import Stack, running_stack
+from tests.support.stack import Stack
 from tests.support.tmux import Tmux
 from tests.test_cli_agents import cli_home
 from tests.test_mailbox import recorder
@@ -53,12 +51,6 @@ def test_importing_the_cli_loads_no_heavy_package():
     loaded = loaded_modules(done.stderr)
     assert "typer" in loaded  # the parse saw the imports at all
     assert not loaded & set(HEAVY), sorted(loaded & set(HEAVY))
-
-
-@pytest.fixture
-async def stack(temporal_env, tmp_path):
-    async with running_stack(temporal_env.client, tmp_path) as s:
-        yield s
 
 
 async def test_socket_commands_load_no_heavy_package(stack: Stack, tmux: Tmux, tmp_path: Path):

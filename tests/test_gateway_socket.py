@@ -24,6 +24,7 @@ from tests.support.stack import Stack, running_stack
 
 @pytest.fixture
 async def stack(temporal_env, tmp_path):
+    """The gateway and its socket alone: no worker, since nothing here reaches a pane."""
     async with running_stack(temporal_env.client, tmp_path, with_worker=False) as s:
         yield s
 

@@ -13,7 +13,6 @@ import sys
 from contextlib import AsyncExitStack
 from pathlib import Path
 
-import pytest
 from sqlalchemy import text
 from temporalio.client import WorkflowHandle, WorkflowHistory
 
@@ -32,12 +31,6 @@ def recorder(tmux: Tmux, tmp_path: Path, name: str) -> tuple[str, Path]:
     out.touch()
     target = tmux.new_session(name, f"stty raw -echo; exec cat >> {out}")
     return target, out
-
-
-@pytest.fixture
-async def stack(temporal_env, tmp_path):
-    async with running_stack(temporal_env.client, tmp_path) as s:
-        yield s
 
 
 async def register(stack: Stack, agent: str, tmux: Tmux, target: str, **extra) -> None:

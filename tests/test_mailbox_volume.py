@@ -22,12 +22,6 @@ from tests.support.waiting import eventually, typed
 from tests.test_mailbox import recorder, register
 
 
-@pytest.fixture
-async def stack(temporal_env, tmp_path):
-    async with running_stack(temporal_env.client, tmp_path) as s:
-        yield s
-
-
 def long_text(seed: int, chars: int) -> str:
     """`chars` characters of words and lines, different for every seed, with no final newline."""
     rng = random.Random(seed)

@@ -16,7 +16,7 @@ from fastmcp.exceptions import ToolError
 
 import gateway.methods
 from mcp_server import build_server
-from tests.support.stack import Stack, running_stack
+from tests.support.stack import Stack
 from tests.support.tmux import Tmux
 from tests.support.waiting import eventually
 from tests.test_mailbox import recorder
@@ -37,12 +37,6 @@ TOOLS = {
     "end_call",
     "list_active_calls",
 }
-
-
-@pytest.fixture
-async def stack(temporal_env, tmp_path):
-    async with running_stack(temporal_env.client, tmp_path) as s:
-        yield s
 
 
 def server_for(stack: Stack, agent: str) -> FastMCP:

@@ -20,7 +20,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from tests.support.home import write_config
-from tests.support.stack import Stack, running_stack
+from tests.support.stack import Stack
 from tests.support.tmux import Tmux
 from tests.support.waiting import eventually
 from tests.test_mcp import TOOLS, register_recorder
@@ -36,12 +36,6 @@ INITIALIZE = {
         "clientInfo": {"name": "probe", "version": "1"},
     },
 }
-
-
-@pytest.fixture
-async def stack(temporal_env, tmp_path):
-    async with running_stack(temporal_env.client, tmp_path) as s:
-        yield s
 
 
 def make_home(tmp_path: Path, stack_socket: Path, agents: dict[str, Any] | None = None) -> Path:

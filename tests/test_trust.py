@@ -162,12 +162,6 @@ def test_a_configured_key_wins_and_a_short_one_is_a_config_error(
 # ---- end to end: a forger with a plain Temporal client ----------------------------------------------
 
 
-@pytest.fixture
-async def stack(temporal_env, tmp_path):
-    async with running_stack(temporal_env.client, tmp_path) as s:
-        yield s
-
-
 async def forge(client: Client, agent_id: str, signal: str, arg: object) -> None:
     """What anyone who reaches the port can do: signal-with-start the agent's mailbox."""
     await client.start_workflow(
