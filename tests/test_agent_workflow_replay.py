@@ -25,9 +25,8 @@ from activities.projection import ProjectionActivities
 from agentcomms.models import Event
 from agentcomms.store import Store
 from tests.support.stack import running_stack
-from tests.support.tmux import Tmux
+from tests.support.tmux import Tmux, recorder
 from tests.support.waiting import eventually
-from tests.test_mailbox import recorder
 from workflows.agent import AgentInput, AgentWorkflow, Registration, host_task_queue
 
 HISTORIES = Path(__file__).parent / "histories"

@@ -23,10 +23,9 @@ from agentcomms.client import GatewayError
 from agentcomms.config import VoiceConfig
 from mcp_server import build_server
 from tests.support.home import write_config
-from tests.support.stack import STACK_KEY, Stack, running_stack
+from tests.support.stack import STACK_KEY, Stack, register_recorder, running_stack
 from tests.support.tmux import Tmux
 from tests.support.waiting import eventually
-from tests.test_mcp import register_recorder
 
 AGENTCOMMS = str(Path(sys.executable).parent / "agentcomms")
 

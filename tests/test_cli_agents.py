@@ -15,9 +15,8 @@ from agentcomms.config import AgentConfig
 from agentcomms.ids import new_event_id
 from tests.support.home import write_config
 from tests.support.stack import Stack, running_stack
-from tests.support.tmux import Tmux
+from tests.support.tmux import Tmux, recorder
 from tests.support.waiting import eventually, typed
-from tests.test_mailbox import recorder
 
 AGENTCOMMS = str(Path(sys.executable).parent / "agentcomms")
 

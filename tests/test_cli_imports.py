@@ -10,9 +10,8 @@ import sys
 from pathlib import Path
 
 from tests.support.stack import Stack
-from tests.support.tmux import Tmux
+from tests.support.tmux import Tmux, recorder
 from tests.test_cli_agents import cli_home
-from tests.test_mailbox import recorder
 
 HEAVY = ("sqlalchemy", "alembic", "temporalio")
 

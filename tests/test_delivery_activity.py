@@ -21,13 +21,7 @@ from temporalio.worker import Worker
 from activities.delivery import deliver_to_pane, interrupt_pane
 from agentcomms import errors
 from agentcomms.models import DeliverRequest, DeliveryOutcome, InterruptRequest, PaneTarget
-from tests.support.tmux import Tmux
-from tests.test_tmux_bridge import Recorder, start_recorder
-
-
-@pytest.fixture
-async def recorder(tmux: Tmux, tmp_path: Path) -> Recorder:
-    return await start_recorder(tmux, tmp_path / "typed.bin")
+from tests.support.tmux import Recorder, Tmux
 
 
 def deliver(pane: PaneTarget, text: str = "hello", event_id: str = "evt_a1") -> DeliverRequest:

@@ -32,9 +32,8 @@ from gateway.service import Gateway
 from mcp_server import build_server
 from tests.fakes.discord import DIRECT_MESSAGES, GUILD_MESSAGES, MESSAGE_CONTENT, SEND, FakeDiscord
 from tests.support.stack import Stack, running_stack
-from tests.support.tmux import Tmux
+from tests.support.tmux import Tmux, recorder
 from tests.support.waiting import eventually, typed
-from tests.test_mailbox import recorder
 
 ALICE = 4242  # the allowed human (the fake's default author)
 LOGIN = "GET /users/@me"

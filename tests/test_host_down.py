@@ -20,10 +20,9 @@ from agentcomms.models import utcnow
 from agentcomms.temporal import last_polls
 from tests.support.home import write_config
 from tests.support.stack import STACK_KEY, Stack, running_stack
-from tests.support.tmux import Tmux
+from tests.support.tmux import Tmux, recorder
 from tests.support.waiting import eventually, typed
 from tests.test_cli_agents import cli, cli_home
-from tests.test_mailbox import recorder
 from tests.test_up import AGENTCOMMS, env_for
 from workers.main import build_workers
 from workflows.agent import host_task_queue

@@ -12,10 +12,9 @@ import pytest
 
 from agentcomms.temporal import last_polls
 from tests.support.stack import running_stack
-from tests.support.tmux import Tmux
+from tests.support.tmux import Tmux, recorder
 from tests.support.waiting import eventually, typed
 from tests.test_host_down import worker_process
-from tests.test_mailbox import recorder
 
 
 async def stop(worker: asyncio.subprocess.Process) -> None:

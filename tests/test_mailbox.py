@@ -19,22 +19,10 @@ from temporalio.client import WorkflowHandle, WorkflowHistory
 from agentcomms.ids import new_event_id
 from agentcomms.search_attributes import AGENT_STATUS
 from tests.support.home import write_config
-from tests.support.stack import STACK_KEY, Stack, running_stack
-from tests.support.tmux import Tmux
+from tests.support.stack import STACK_KEY, Stack, register, running_stack
+from tests.support.tmux import Tmux, recorder
 from tests.support.waiting import eventually, typed
 from workers.main import build_workers
-
-
-def recorder(tmux: Tmux, tmp_path: Path, name: str) -> tuple[str, Path]:
-    """A pane that appends every byte typed into it to a file (raw mode: Enter arrives as CR)."""
-    out = tmp_path / f"{name}.bytes"
-    out.touch()
-    target = tmux.new_session(name, f"stty raw -echo; exec cat >> {out}")
-    return target, out
-
-
-async def register(stack: Stack, agent: str, tmux: Tmux, target: str, **extra) -> None:
-    await stack.call("register", agent_id=agent, target=target, socket=tmux.socket, **extra)
 
 
 async def test_send_is_typed_into_the_pane_and_recorded(stack: Stack, tmux: Tmux, tmp_path: Path):

@@ -14,9 +14,8 @@ from temporalio.client import WorkflowExecutionStatus
 from agentcomms.config import host_name
 from tests.support.home import write_config
 from tests.support.stack import STACK_KEY, Stack, running_stack
-from tests.support.tmux import Tmux
+from tests.support.tmux import Tmux, recorder
 from tests.support.waiting import eventually
-from tests.test_mailbox import recorder
 
 AGENTCOMMS = str(Path(sys.executable).parent / "agentcomms")
 

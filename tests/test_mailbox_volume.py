@@ -16,10 +16,9 @@ from temporalio.client import WorkflowHandle
 from agentcomms.client import GatewayError
 from agentcomms.config import MailboxConfig
 from gateway.protocol import MAILBOX_FULL
-from tests.support.stack import Stack, running_stack
-from tests.support.tmux import Tmux
+from tests.support.stack import Stack, register, running_stack
+from tests.support.tmux import Tmux, recorder
 from tests.support.waiting import eventually, typed
-from tests.test_mailbox import recorder, register
 
 
 def long_text(seed: int, chars: int) -> str:

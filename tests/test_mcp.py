@@ -16,10 +16,9 @@ from fastmcp.exceptions import ToolError
 
 import gateway.methods
 from mcp_server import build_server
-from tests.support.stack import Stack
+from tests.support.stack import Stack, register_recorder
 from tests.support.tmux import Tmux
 from tests.support.waiting import eventually
-from tests.test_mailbox import recorder
 
 TOOLS = {
     "check_messages",
@@ -53,28 +52,6 @@ async def error_of(server: FastMCP, tool: str, **args: Any) -> str:
         with pytest.raises(ToolError) as caught:
             await client.call_tool(tool, args)
     return str(caught.value)
-
-
-async def register_recorder(stack: Stack, tmux: Tmux, tmp_path: Path, agent: str) -> Path:
-    """A recorder pane registered as `agent`'s; returns the file its bytes land in."""
-    target, out = recorder(tmux, tmp_path, agent)
-    # Text typed before `stty raw` runs would be cooked (CR read as LF): wait for cat first.
-    await eventually(lambda: _pane_command(tmux, target) == "cat", timeout=5)
-    await stack.call(
-        "register", agent_id=agent, target=target, socket=tmux.socket, submit_delay_ms=0
-    )
-    # send_agent_message waits for the pane only for a peer the projection shows online.
-    await eventually(lambda: _status_is(stack, agent, "online"), timeout=10)
-    return out
-
-
-async def _status_is(stack: Stack, agent: str, status: str) -> bool:
-    row = await stack.store.get_agent(agent)
-    return row is not None and row.status == status
-
-
-def _pane_command(tmux: Tmux, target: str) -> str:
-    return tmux.run("display-message", "-p", "-t", target, "#{pane_current_command}").stdout.strip()
 
 
 async def test_the_tools_existing_setups_call_are_typed_and_described(stack: Stack):

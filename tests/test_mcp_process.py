@@ -20,10 +20,10 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from tests.support.home import write_config
-from tests.support.stack import Stack
+from tests.support.stack import Stack, register_recorder
 from tests.support.tmux import Tmux
 from tests.support.waiting import eventually
-from tests.test_mcp import TOOLS, register_recorder
+from tests.test_mcp import TOOLS
 
 AGENTCOMMS = Path(sys.executable).parent / "agentcomms"
 INITIALIZE = {

@@ -15,9 +15,8 @@ from agentcomms.config import MailboxConfig, TemporalConfig
 from agentcomms.metrics import MetricsServer, free_loopback_address, temporal_runtime
 from agentcomms.temporal import connect
 from tests.support.stack import running_stack
-from tests.support.tmux import Tmux
+from tests.support.tmux import Tmux, recorder
 from tests.support.waiting import eventually, typed
-from tests.test_mailbox import recorder
 
 
 async def scrape(address: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

@@ -17,10 +17,9 @@ from agentcomms.models import Event
 from tests.fakes.telegram import FakeTelegram
 from tests.support.home import write_config
 from tests.support.stack import Stack, running_stack
-from tests.support.tmux import Tmux
+from tests.support.tmux import Tmux, recorder
 from tests.support.waiting import eventually, typed
 from tests.test_cli_agents import cli
-from tests.test_mailbox import recorder
 from tests.test_telegram import CHAT, connected, with_telegram
 from workers.main import build_workers
 

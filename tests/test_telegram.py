@@ -21,11 +21,10 @@ from agentcomms.transports import split_text
 from gateway.service import Gateway
 from tests.fakes.serve import free_port
 from tests.fakes.telegram import FakeTelegram
-from tests.support.stack import Stack, running_stack
-from tests.support.tmux import Tmux
+from tests.support.stack import Stack, register, running_stack
+from tests.support.tmux import Tmux, recorder
 from tests.support.waiting import eventually
 from tests.test_agent_workflow_replay import _settled_history, replayer
-from tests.test_mailbox import recorder
 from workflows.outbox import receipt_item
 
 CHAT = 456  # Alice's private chat with the bot (its id is her user id)
@@ -88,17 +87,11 @@ async def _is(status: Any, state: str) -> bool:
     return (await status)["status"] == state
 
 
-async def register(stack: Stack, agent: str, tmux: Tmux, target: str) -> None:
-    await stack.call(
-        "register", agent_id=agent, target=target, socket=tmux.socket, submit_delay_ms=0
-    )
-
-
 async def test_a_message_from_telegram_is_typed_into_the_agent_pane_with_receipts(
     stack: Stack, telegram: FakeTelegram, agent: str, tmux: Tmux, tmp_path: Path
 ):
     target, out = recorder(tmux, tmp_path, "rec")
-    await register(stack, agent, tmux, target)
+    await register(stack, agent, tmux, target, submit_delay_ms=0)
     await connected(stack)
 
     update = telegram.human_says(CHAT, "deploy to staging?\nthanks", first_name="Alice")
@@ -129,7 +122,7 @@ async def test_the_same_update_delivered_twice_is_one_event_typed_once(
     stack: Stack, telegram: FakeTelegram, agent: str, tmux: Tmux, tmp_path: Path
 ):
     target, out = recorder(tmux, tmp_path, "rec")
-    await register(stack, agent, tmux, target)
+    await register(stack, agent, tmux, target, submit_delay_ms=0)
     await connected(stack)
 
     first = telegram.human_says(CHAT, "once")
@@ -155,7 +148,7 @@ async def test_a_stranger_is_rejected_and_recorded_until_paired_and_again_once_r
         temporal_env.client, tmp_path, configure=with_telegram(telegram, agent, channels=channels)
     ) as stack:
         target, out = recorder(tmux, tmp_path, "rec")
-        await register(stack, agent, tmux, target)
+        await register(stack, agent, tmux, target, submit_delay_ms=0)
         await connected(stack)
 
         first = telegram.human_says(stranger, "let me in", first_name="Mallory")
@@ -267,7 +260,7 @@ async def test_telegram_down_for_a_while_then_back(
     stack: Stack, telegram: FakeTelegram, agent: str, tmux: Tmux, tmp_path: Path
 ):
     target, out = recorder(tmux, tmp_path, "rec")
-    await register(stack, agent, tmux, target)
+    await register(stack, agent, tmux, target, submit_delay_ms=0)
     await connected(stack)
     telegram.known_chats.add(CHAT)
 
@@ -309,7 +302,7 @@ async def test_webhook_mode_checks_the_secret_token_and_answers_once_durable(
 
     async with running_stack(temporal_env.client, tmp_path, configure=configure) as stack:
         target, out = recorder(tmux, tmp_path, "rec")
-        await register(stack, agent, tmux, target)
+        await register(stack, agent, tmux, target, submit_delay_ms=0)
         await connected(stack)
         assert telegram.webhook is not None
         assert telegram.webhook["url"] == f"{public}/webhooks/telegram"
@@ -372,7 +365,7 @@ async def test_the_typed_receipt_comes_through_the_gateway_restarted_before_the_
 ):
     await connected(stack)
     tmux.new_session("keep")  # the tmux server runs; the agent's pane does not exist yet
-    await register(stack, agent, tmux, "late:0.0")
+    await register(stack, agent, tmux, "late:0.0", submit_delay_ms=0)
     first = telegram.human_says(CHAT, "typed after a restart")
     first_id = first["message"]["message_id"]
     await eventually(lambda: [r["emoji"] for r in telegram.reactions] == [["👀"]])

@@ -25,10 +25,9 @@ from agentcomms.errors import ConfigError, TemporalUnavailable
 from agentcomms.temporal import connect
 from tests.support.home import write_config
 from tests.support.tls_proxy import SERVER_NAME, Pki, TlsProxy, make_pki, tls_proxy
-from tests.support.tmux import Tmux
+from tests.support.tmux import Tmux, recorder
 from tests.support.waiting import eventually, typed
 from tests.test_cli_agents import cli
-from tests.test_mailbox import recorder
 from tests.test_up import env_for, free_port
 
 AGENTCOMMS = str(Path(sys.executable).parent / "agentcomms")

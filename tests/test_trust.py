@@ -36,10 +36,9 @@ from agentcomms.store.migrate import alembic_config
 from agentcomms.trust import KEY_FILENAME, DeploymentKey
 from tests.support.home import write_config
 from tests.support.stack import STACK_KEY, Stack, running_stack, stack_config
-from tests.support.tmux import Tmux
+from tests.support.tmux import Tmux, recorder
 from tests.support.waiting import eventually
 from tests.test_agent_workflow_replay import _settled_history, replayer
-from tests.test_mailbox import recorder
 from workers.main import build_workers
 from workflows.agent import AgentInput, AgentWorkflow
 

@@ -19,10 +19,9 @@ from agentcomms.ids import provider_event_id
 from agentcomms.transports import not_passed_on, sms
 from tests.fakes.serve import free_port
 from tests.fakes.twilio import OUR_NUMBER, FakeTwilio
-from tests.support.stack import Stack, running_stack
-from tests.support.tmux import Tmux
+from tests.support.stack import Stack, register, running_stack
+from tests.support.tmux import Tmux, recorder
 from tests.support.waiting import eventually
-from tests.test_mailbox import recorder
 
 ALICE = "+15551234567"
 PUBLIC_URL = "https://agents.example.test/relay"  # a tunnel: not where the gateway listens
@@ -101,18 +100,12 @@ async def stack_and_hooks(
         yield s, Hooks(twilio, port)
 
 
-async def register(stack: Stack, agent: str, tmux: Tmux, target: str) -> None:
-    await stack.call(
-        "register", agent_id=agent, target=target, socket=tmux.socket, submit_delay_ms=0
-    )
-
-
 async def test_an_sms_is_typed_once_even_when_twilio_retries_the_webhook(
     stack_and_hooks, twilio: FakeTwilio, agent: str, tmux: Tmux, tmp_path: Path
 ):
     stack, hooks = stack_and_hooks
     target, out = recorder(tmux, tmp_path, "rec")
-    await register(stack, agent, tmux, target)
+    await register(stack, agent, tmux, target, submit_delay_ms=0)
 
     form = twilio.incoming(ALICE, "ship it")
     answer = await hooks.post("sms", form)
@@ -165,7 +158,7 @@ async def test_receipts_both_texts_queued_and_typed_and_none_texts_nothing(
         assert (await hooks.post("sms", twilio.incoming(ALICE, "by sms"))).status_code == 200
         await eventually(lambda: twilio.bodies_to(ALICE) == ["✓ queued for the agent"])
         target, out = recorder(tmux, tmp_path, "rec")
-        await register(stack, agent, tmux, target)
+        await register(stack, agent, tmux, target, submit_delay_ms=0)
         await eventually(lambda: out.read_bytes().endswith(b"by sms\r"))
         # The mailbox asks for receipts in the order it types: the WhatsApp one came first.
         await eventually(lambda: len(twilio.bodies_to(ALICE)) == 2)
@@ -273,7 +266,7 @@ async def test_whatsapp_both_ways(
 ):
     stack, hooks = stack_and_hooks
     target, out = recorder(tmux, tmp_path, "rec")
-    await register(stack, agent, tmux, target)
+    await register(stack, agent, tmux, target, submit_delay_ms=0)
     form = twilio.incoming(ALICE, "status?", whatsapp=True, profile_name="Alice")
     assert (await hooks.post("whatsapp", form)).status_code == 200
     await eventually(

@@ -18,9 +18,8 @@ import pytest
 
 from agentcomms.client import GatewayClient, call
 from agentcomms.errors import GatewayUnavailable
-from tests.support.tmux import Tmux
+from tests.support.tmux import Tmux, recorder
 from tests.support.waiting import eventually
-from tests.test_mailbox import recorder
 
 AGENTCOMMS = str(Path(sys.executable).parent / "agentcomms")
 

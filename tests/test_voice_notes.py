@@ -25,17 +25,14 @@ from tests.fakes.serve import free_port
 from tests.fakes.telegram import FakeTelegram
 from tests.fakes.twilio import FakeTwilio
 from tests.fakes.whatsapp_cloud import FakeWhatsAppCloud
-from tests.support.stack import Stack, running_stack
-from tests.support.tmux import Tmux
+from tests.support.stack import Stack, register, running_stack
+from tests.support.tmux import Tmux, recorder
 from tests.support.voice import voice_note
 from tests.support.waiting import eventually, typed
-from tests.test_mailbox import recorder
 from tests.test_mcp import call
-from tests.test_telegram import CHAT, connected, register, with_telegram
+from tests.test_telegram import CHAT, connected, with_telegram
 from tests.test_twilio import PHOTO, Hooks, with_twilio
-from tests.test_twilio import register as twilio_register
 from tests.test_whatsapp_cloud import ALICE, STRANGER, Hook, wamid_of, with_cloud
-from tests.test_whatsapp_cloud import register as wa_register
 
 PHRASES = ["ship it on friday", "run the tests", "deploy to staging"]
 
@@ -100,7 +97,7 @@ def telegram_stack(
 async def telegram_pane(stack: Stack, agent: str, tmux: Tmux, tmp_path: Path) -> Path:
     """The agent registered on a recorder pane, Telegram connected: the file the pane writes."""
     target, out = recorder(tmux, tmp_path, "rec")
-    await register(stack, agent, tmux, target)
+    await register(stack, agent, tmux, target, submit_delay_ms=0)
     await connected(stack)
     return out
 
@@ -417,7 +414,7 @@ async def test_a_whatsapp_voice_note_is_fetched_from_the_graph_api_and_typed_as_
     )
     async with running as stack:
         target, out = recorder(tmux, tmp_path, "rec")
-        await wa_register(stack, agent, tmux, target)
+        await register(stack, agent, tmux, target, submit_delay_ms=0)
         deepgram.transcripts.append("Ship it on Friday.")
 
         call = meta.voice_note(ALICE, ship_it, name="Alice")
@@ -448,7 +445,7 @@ async def test_offline_a_whatsapp_voice_note_is_heard_by_the_local_recognizer(
     running, hook = whatsapp_stack(temporal_env, tmp_path, meta, agent, offline(tmp_path, grammar))
     async with running as stack:
         target, out = recorder(tmux, tmp_path, "rec")
-        await wa_register(stack, agent, tmux, target)
+        await register(stack, agent, tmux, target, submit_delay_ms=0)
 
         call = meta.voice_note(ALICE, await voice_note("deploy to staging"), name="Alice")
         assert (await hook.post(call)).status_code == 200
@@ -496,7 +493,7 @@ async def test_a_whatsapp_voice_note_meta_cannot_serve_now_is_not_acknowledged(
     )
     async with running as stack:
         target, out = recorder(tmux, tmp_path, "rec")
-        await wa_register(stack, agent, tmux, target)
+        await register(stack, agent, tmux, target, submit_delay_ms=0)
         deepgram.transcripts.append("ship it on friday")
         call = meta.voice_note(ALICE, ship_it, name="Alice")
         [media_id] = meta.media
@@ -551,7 +548,7 @@ async def test_offline_a_voice_note_through_twilio_is_fetched_heard_and_typed_as
     running, hooks = twilio_stack(temporal_env, tmp_path, twilio, agent, offline(tmp_path, grammar))
     async with running as stack:
         target, out = recorder(tmux, tmp_path, "rec")
-        await twilio_register(stack, agent, tmux, target)
+        await register(stack, agent, tmux, target, submit_delay_ms=0)
         note = await voice_note("deploy to staging")
         form = twilio.incoming(
             ALICE, "", whatsapp=flavour == "whatsapp", media=[(note, "audio/ogg")]
@@ -593,7 +590,7 @@ async def test_a_twilio_voice_note_that_cannot_be_fetched_or_heard_is_answered_a
     running, hooks = twilio_stack(temporal_env, tmp_path, twilio, agent, voice)
     async with running as stack:
         target, out = recorder(tmux, tmp_path, "rec")
-        await twilio_register(stack, agent, tmux, target)
+        await register(stack, agent, tmux, target, submit_delay_ms=0)
         note = await voice_note("run the tests")
 
         gone = twilio.incoming(ALICE, "", whatsapp=True, media=[(note, "audio/ogg")])
@@ -639,7 +636,7 @@ async def test_a_photo_through_twilio_is_answered_and_not_typed_and_its_caption_
     running, hooks = twilio_stack(temporal_env, tmp_path, twilio, agent, offline(tmp_path, grammar))
     async with running as stack:
         target, out = recorder(tmux, tmp_path, "rec")
-        await twilio_register(stack, agent, tmux, target)
+        await register(stack, agent, tmux, target, submit_delay_ms=0)
 
         photo = twilio.incoming(ALICE, "", whatsapp=True, media=[(PHOTO, "image/jpeg")])
         answer = await hooks.post("whatsapp", photo)

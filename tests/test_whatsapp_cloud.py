@@ -32,10 +32,9 @@ from tests.fakes.whatsapp_cloud import (
     FakeWhatsAppCloud,
     new_wamid,
 )
-from tests.support.stack import Stack, running_stack
-from tests.support.tmux import Tmux
+from tests.support.stack import Stack, register, running_stack
+from tests.support.tmux import Tmux, recorder
 from tests.support.waiting import eventually, typed
-from tests.test_mailbox import recorder
 
 ALICE = "+15551234567"
 STRANGER = "+15559990000"
@@ -105,12 +104,6 @@ async def stack_and_hook(temporal_env, tmp_path, meta, agent) -> AsyncIterator[t
         yield s, Hook(meta, port)
 
 
-async def register(stack: Stack, agent: str, tmux: Tmux, target: str, **extra: Any) -> None:
-    await stack.call(
-        "register", agent_id=agent, target=target, socket=tmux.socket, submit_delay_ms=0, **extra
-    )
-
-
 def wamid_of(call: dict[str, Any]) -> str:
     return str(call["entry"][0]["changes"][0]["value"]["messages"][0]["id"])
 
@@ -120,7 +113,7 @@ async def test_a_message_is_typed_once_even_when_meta_sends_the_webhook_again(
 ):
     stack, hook = stack_and_hook
     target, out = recorder(tmux, tmp_path, "rec")
-    await register(stack, agent, tmux, target)
+    await register(stack, agent, tmux, target, submit_delay_ms=0)
 
     call = meta.incoming(ALICE, "ship it", name="Alice")
     answer = await hook.post(call)
@@ -338,7 +331,7 @@ async def test_the_typed_receipt_says_when_max_chars_cut_the_text(
 ):
     stack, hook = stack_and_hook
     target, _ = recorder(tmux, tmp_path, "rec")
-    await register(stack, agent, tmux, target, max_chars=100)
+    await register(stack, agent, tmux, target, submit_delay_ms=0, max_chars=100)
     call = meta.incoming(ALICE, "x" * 300, name="Alice")
     assert (await hook.post(call)).status_code == 200
     await eventually(lambda: meta.texts_to(ALICE))

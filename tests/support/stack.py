@@ -30,6 +30,8 @@ from agentcomms.config import (
 )
 from agentcomms.store import Store
 from gateway.service import Gateway
+from tests.support.tmux import Tmux, pane_command, recorder
+from tests.support.waiting import eventually
 from workers.main import build_workers
 
 STACK_KEY = "test-deployment-key-of-the-stacks-in-this-run"
@@ -112,3 +114,24 @@ async def stack(temporal_env: WorkflowEnvironment, tmp_path: Path) -> AsyncItera
     """A whole stack with its worker, on the session's dev server, as most tests use it."""
     async with running_stack(temporal_env.client, tmp_path) as s:
         yield s
+
+
+async def register(stack: Stack, agent: str, tmux: Tmux, target: str, **extra: Any) -> None:
+    """`agent` registered on the pane `target` of the test's tmux server."""
+    await stack.call("register", agent_id=agent, target=target, socket=tmux.socket, **extra)
+
+
+async def register_recorder(stack: Stack, tmux: Tmux, tmp_path: Path, agent: str) -> Path:
+    """A recorder pane registered as `agent`'s, the agent online; returns the file its bytes land in."""
+    target, out = recorder(tmux, tmp_path, agent)
+    # Text typed before `stty raw` runs would be cooked (CR read as LF): wait for cat first.
+    await eventually(lambda: pane_command(tmux, target) == "cat", timeout=5)
+    await register(stack, agent, tmux, target, submit_delay_ms=0)
+    # send_agent_message waits for the pane only for a peer the projection shows online.
+    await eventually(lambda: _status_is(stack, agent, "online"), timeout=10)
+    return out
+
+
+async def _status_is(stack: Stack, agent: str, status: str) -> bool:
+    row = await stack.store.get_agent(agent)
+    return row is not None and row.status == status
