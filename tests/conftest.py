@@ -16,4 +16,5 @@ pytest_plugins = [
     "tests.support.tmux",
     "tests.support.stack",
     "tests.support.voice",
+    "tests.support.chat",
 ]

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import gc
 import re
-import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -31,6 +30,7 @@ from agentcomms.transports import discord as transport
 from gateway.service import Gateway
 from mcp_server import build_server
 from tests.fakes.discord import DIRECT_MESSAGES, GUILD_MESSAGES, MESSAGE_CONTENT, SEND, FakeDiscord
+from tests.support.chat import connected, provider_is, provider_status
 from tests.support.stack import Stack, running_stack
 from tests.support.tmux import Tmux, recorder
 from tests.support.waiting import eventually, typed
@@ -45,11 +45,6 @@ async def discord() -> AsyncIterator[FakeDiscord]:
     await fake.start()
     yield fake
     await fake.stop()
-
-
-@pytest.fixture
-def agent() -> str:
-    return f"backend-{uuid.uuid4().hex[:8]}"
 
 
 def with_discord(fake: FakeDiscord, agent: str, *channels: int, **extra: Any) -> Any:
@@ -85,25 +80,12 @@ async def stack(temporal_env, tmp_path, discord, agent) -> AsyncIterator[Stack]:
         yield s
 
 
-async def provider_status(stack: Stack) -> dict[str, Any]:
-    status = await stack.call("status")
-    return next(p for p in status["providers"] if p["name"] == "discord")
-
-
-async def _is(stack: Stack, state: str) -> bool:
-    return (await provider_status(stack))["status"] == state
-
-
-async def connected(stack: Stack) -> None:
-    await eventually(lambda: _is(stack, "connected"), timeout=20, interval=0.1)
-
-
 async def with_pane(stack: Stack, agent: str, tmux: Tmux, tmp_path: Path) -> Path:
     target, out = recorder(tmux, tmp_path, "rec")
     await stack.call(
         "register", agent_id=agent, target=target, socket=tmux.socket, submit_delay_ms=0
     )
-    await connected(stack)
+    await connected(stack, "discord")
     return out
 
 
@@ -152,7 +134,7 @@ async def test_when_max_chars_cuts_the_text_the_typed_receipt_says_so_in_a_reply
         submit_delay_ms=0,
         max_chars=100,
     )
-    await connected(stack)
+    await connected(stack, "discord")
 
     message = discord.human_says(discord.general, "y" * 300)
 
@@ -240,7 +222,7 @@ async def test_a_stranger_is_rejected_and_recorded_until_paired(
 async def test_reply_and_send_message_arrive_as_references_split_at_2000_characters(
     stack: Stack, discord: FakeDiscord, agent: str
 ):
-    await connected(stack)
+    await connected(stack, "discord")
     asked = discord.human_says(discord.general, "what changed?")
     long = "\n".join(f"line {i:04d}: something changed" for i in range(100))  # ~3,000 chars
 
@@ -278,7 +260,7 @@ async def test_reply_and_send_message_arrive_as_references_split_at_2000_charact
 async def test_a_send_goes_out_after_429_and_500_honouring_retry_after(
     stack: Stack, discord: FakeDiscord, agent: str
 ):
-    await connected(stack)
+    await connected(stack, "discord")
     discord.fail_next(SEND, 429, 500, retry_after=1.0)
 
     result = await stack.call(
@@ -295,7 +277,7 @@ async def test_a_send_goes_out_after_429_and_500_honouring_retry_after(
 async def test_a_permanent_refusal_fails_at_once_saying_what_to_fix(
     stack: Stack, discord: FakeDiscord, agent: str
 ):
-    await connected(stack)
+    await connected(stack, "discord")
     unknown = await stack.call("reply", channel_id="discord:555", message="hi", agent_id=agent)
     discord.forbidden.add(discord.general)
     barred = await stack.call(
@@ -315,7 +297,7 @@ async def test_discord_down_for_a_while_then_back_resumes_and_loses_nothing(
     out = await with_pane(stack, agent, tmux, tmp_path)
 
     await discord.stop()
-    await eventually(lambda: _is(stack, "reconnecting"), timeout=30)
+    await eventually(lambda: provider_is(stack, "discord", "reconnecting"), timeout=30)
     await eventually(lambda: _error_says(stack, "could not reach Discord"), timeout=30)
     channels = (await stack.call("channels"))["channels"]
     mine = next(c for c in channels if c["channel_id"] == f"discord:{discord.general}")
@@ -332,7 +314,7 @@ async def test_discord_down_for_a_while_then_back_resumes_and_loses_nothing(
     discord.human_says(discord.general, "written while the bot was away")
 
     await discord.start()
-    await connected(stack)
+    await connected(stack, "discord")
     assert discord.resumes and len(discord.identifies) == 1  # resumed, not a new session
     await typed(out, line(discord.general, "written while the bot was away"), timeout=60)
     await eventually(lambda: discord.texts_to(discord.general) == ["are you there?"], timeout=60)
@@ -372,7 +354,7 @@ async def test_a_restarted_gateway_reads_what_was_written_while_it_was_down(
 
 
 async def _error_says(stack: Stack, words: str) -> bool:
-    return words in ((await provider_status(stack)).get("error") or "")
+    return words in ((await provider_status(stack, "discord")).get("error") or "")
 
 
 # ---- the transport on its own: what Discord's refusals become ------------------------------------

@@ -15,12 +15,12 @@ from agentcomms.config import Config, DatabaseConfig
 from agentcomms.ids import new_event_id
 from agentcomms.models import Event
 from tests.fakes.telegram import FakeTelegram
+from tests.support.chat import CHAT, connected, with_telegram
 from tests.support.home import write_config
 from tests.support.stack import Stack, running_stack
 from tests.support.tmux import Tmux, recorder
 from tests.support.waiting import eventually, typed
 from tests.test_cli_agents import cli
-from tests.test_telegram import CHAT, connected, with_telegram
 from workers.main import build_workers
 
 
@@ -188,7 +188,7 @@ async def test_trace_shows_each_send_try_and_the_providers_answer(
     try:
         async with running_stack(temporal_env.client, tmp_path, configure=configure) as stack:
             home = ops_home(tmp_path, stack)
-            await connected(stack)
+            await connected(stack, "telegram")
             telegram.known_chats.add(CHAT)
             # A proxy before the Bot API may quote the URL it was asked for, token and all. The
             # flood wait holds the third try back long enough to ask while it still fails.

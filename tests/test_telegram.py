@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import functools
 import re
-import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -21,49 +19,12 @@ from agentcomms.transports import split_text
 from gateway.service import Gateway
 from tests.fakes.serve import free_port
 from tests.fakes.telegram import FakeTelegram
+from tests.support.chat import CHAT, connected, provider_is, provider_status, with_telegram
 from tests.support.stack import Stack, register, running_stack
 from tests.support.tmux import Tmux, recorder
 from tests.support.waiting import eventually
 from tests.test_agent_workflow_replay import _settled_history, replayer
 from workflows.outbox import receipt_item
-
-CHAT = 456  # Alice's private chat with the bot (its id is her user id)
-
-
-@pytest.fixture
-async def telegram() -> AsyncIterator[FakeTelegram]:
-    fake = FakeTelegram()
-    await fake.server.start()
-    yield fake
-    await fake.server.stop()
-
-
-def with_telegram(
-    fake: FakeTelegram, agent: str, *, channels: dict[str, str] | None = None, **extra: Any
-) -> Any:
-    def configure(cfg: Config) -> Config:
-        chat = cfg.chat.model_copy(
-            update={
-                "telegram": cfg.chat.telegram.model_copy(
-                    update={
-                        "enabled": True,
-                        "token": SecretStr(fake.token),
-                        "base_url": fake.base_url,
-                        **extra,
-                    }
-                ),
-                "channels": channels or {f"telegram:{CHAT}": agent},
-                "allowed_senders": {"telegram": [str(CHAT)]},
-            }
-        )
-        return cfg.model_copy(update={"chat": chat})
-
-    return configure
-
-
-@pytest.fixture
-def agent() -> str:
-    return f"backend-{uuid.uuid4().hex[:8]}"
 
 
 @pytest.fixture
@@ -74,25 +35,12 @@ async def stack(temporal_env, tmp_path, telegram, agent) -> AsyncIterator[Stack]
         yield s
 
 
-async def provider_status(stack: Stack, name: str = "telegram") -> dict[str, Any]:
-    status = await stack.call("status")
-    return next(p for p in status["providers"] if p["name"] == name)
-
-
-async def connected(stack: Stack) -> None:
-    await eventually(lambda: _is(provider_status(stack), "connected"), timeout=20, interval=0.1)
-
-
-async def _is(status: Any, state: str) -> bool:
-    return (await status)["status"] == state
-
-
 async def test_a_message_from_telegram_is_typed_into_the_agent_pane_with_receipts(
     stack: Stack, telegram: FakeTelegram, agent: str, tmux: Tmux, tmp_path: Path
 ):
     target, out = recorder(tmux, tmp_path, "rec")
     await register(stack, agent, tmux, target, submit_delay_ms=0)
-    await connected(stack)
+    await connected(stack, "telegram")
 
     update = telegram.human_says(CHAT, "deploy to staging?\nthanks", first_name="Alice")
 
@@ -123,7 +71,7 @@ async def test_the_same_update_delivered_twice_is_one_event_typed_once(
 ):
     target, out = recorder(tmux, tmp_path, "rec")
     await register(stack, agent, tmux, target, submit_delay_ms=0)
-    await connected(stack)
+    await connected(stack, "telegram")
 
     first = telegram.human_says(CHAT, "once")
     await eventually(lambda: out.read_bytes() == b"[telegram:456 from Alice] once\r")
@@ -149,7 +97,7 @@ async def test_a_stranger_is_rejected_and_recorded_until_paired_and_again_once_r
     ) as stack:
         target, out = recorder(tmux, tmp_path, "rec")
         await register(stack, agent, tmux, target, submit_delay_ms=0)
-        await connected(stack)
+        await connected(stack, "telegram")
 
         first = telegram.human_says(stranger, "let me in", first_name="Mallory")
         await eventually(lambda: telegram.texts_to(stranger))
@@ -198,7 +146,7 @@ async def test_a_stranger_is_rejected_and_recorded_until_paired_and_again_once_r
 async def test_reply_goes_out_after_429_and_500_honouring_retry_after(
     stack: Stack, telegram: FakeTelegram, agent: str
 ):
-    await connected(stack)
+    await connected(stack, "telegram")
     telegram.known_chats.add(CHAT)
     telegram.fail_next("sendMessage", 429, 500, retry_after=1)
 
@@ -224,7 +172,7 @@ async def test_reply_goes_out_after_429_and_500_honouring_retry_after(
 async def test_a_long_reply_refused_half_way_arrives_with_each_piece_once_in_order(
     stack: Stack, telegram: FakeTelegram, agent: str, refused: int, pieces: int, failing: int
 ):
-    await connected(stack)
+    await connected(stack, "telegram")
     telegram.known_chats.add(CHAT)
     text = "\n".join(f"line {i:05d}" for i in range(372 * pieces))
     expected = split_text(text, 4096)
@@ -246,7 +194,7 @@ async def test_a_long_reply_refused_half_way_arrives_with_each_piece_once_in_ord
 async def test_a_permanent_refusal_fails_at_once_saying_what_to_fix(
     stack: Stack, telegram: FakeTelegram, agent: str
 ):
-    await connected(stack)
+    await connected(stack, "telegram")
     result = await stack.call("reply", channel_id="telegram:555", message="hi", agent_id=agent)
 
     assert result["delivered"] is False and result["status"] == "failed", result
@@ -261,12 +209,12 @@ async def test_telegram_down_for_a_while_then_back(
 ):
     target, out = recorder(tmux, tmp_path, "rec")
     await register(stack, agent, tmux, target, submit_delay_ms=0)
-    await connected(stack)
+    await connected(stack, "telegram")
     telegram.known_chats.add(CHAT)
 
     await telegram.server.stop()
-    await eventually(lambda: _is(provider_status(stack), "reconnecting"), timeout=30)
-    status = await provider_status(stack)
+    await eventually(lambda: provider_is(stack, "telegram", "reconnecting"), timeout=30)
+    status = await provider_status(stack, "telegram")
     assert status["error"], status
     channels = (await stack.call("channels"))["channels"]
     assert (
@@ -279,7 +227,7 @@ async def test_telegram_down_for_a_while_then_back(
     telegram.human_says(CHAT, "written while the bot was away")
 
     await telegram.server.start()
-    await connected(stack)
+    await connected(stack, "telegram")
     await eventually(lambda: telegram.texts_to(CHAT) == ["are you there?"], timeout=60)
     await eventually(
         lambda: out.read_bytes() == b"[telegram:456 from Alice] written while the bot was away\r",
@@ -303,7 +251,7 @@ async def test_webhook_mode_checks_the_secret_token_and_answers_once_durable(
     async with running_stack(temporal_env.client, tmp_path, configure=configure) as stack:
         target, out = recorder(tmux, tmp_path, "rec")
         await register(stack, agent, tmux, target, submit_delay_ms=0)
-        await connected(stack)
+        await connected(stack, "telegram")
         assert telegram.webhook is not None
         assert telegram.webhook["url"] == f"{public}/webhooks/telegram"
         assert telegram.webhook["secret_token"] == "s3cret-token"
@@ -331,7 +279,7 @@ async def test_webhook_mode_checks_the_secret_token_and_answers_once_durable(
 async def test_gateway_restarted_with_messages_in_flight_loses_and_doubles_nothing(
     stack: Stack, telegram: FakeTelegram, agent: str, tmux: Tmux, tmp_path: Path
 ):
-    await connected(stack)
+    await connected(stack, "telegram")
     # Queued while the agent has no pane yet: durable in its mailbox, not typed.
     before = [telegram.human_says(CHAT, f"before {i}") for i in range(3)]
     await eventually(lambda: _count(stack, agent, 3))
@@ -363,7 +311,7 @@ async def test_gateway_restarted_with_messages_in_flight_loses_and_doubles_nothi
 async def test_the_typed_receipt_comes_through_the_gateway_restarted_before_the_message_was_typed(
     stack: Stack, telegram: FakeTelegram, agent: str, tmux: Tmux, tmp_path: Path
 ):
-    await connected(stack)
+    await connected(stack, "telegram")
     tmux.new_session("keep")  # the tmux server runs; the agent's pane does not exist yet
     await register(stack, agent, tmux, "late:0.0", submit_delay_ms=0)
     first = telegram.human_says(CHAT, "typed after a restart")
@@ -413,7 +361,7 @@ async def test_a_queued_receipt_that_arrives_after_the_typed_one_is_not_sent(
 ):
     # The mailbox may type a message and ask for "typed" before the gateway's "queued" reaches
     # the outbox; sent after it, 👀 would replace ✍ on the human's message.
-    await connected(stack)
+    await connected(stack, "telegram")
     telegram.known_chats.add(CHAT)
     receipt = functools.partial(
         receipt_item, "evt_early", provider="telegram", chat_id=str(CHAT), message_id="77"
@@ -439,7 +387,7 @@ async def test_a_full_mailbox_refuses_a_chat_message_and_tells_the_sender(
         mailbox=MailboxConfig(max_pending=1),
         configure=with_telegram(telegram, agent),
     ) as stack:
-        await connected(stack)
+        await connected(stack, "telegram")
         await stack.call("send", agent_id=agent, message="already waiting")  # no pane yet
         sent = telegram.human_says(CHAT, "one more")
         [reply] = await eventually(lambda: telegram.texts_to(CHAT))

@@ -4,14 +4,12 @@ local Messages API, real Temporal, tmux and SQLite."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from pydantic import SecretStr
 from starlette.applications import Starlette
 
 from agentcomms.config import Config
@@ -19,74 +17,10 @@ from agentcomms.ids import provider_event_id
 from agentcomms.transports import not_passed_on, sms
 from tests.fakes.serve import free_port
 from tests.fakes.twilio import OUR_NUMBER, FakeTwilio
+from tests.support.chat import ALICE, PHOTO, PUBLIC_URL, Hooks, with_twilio
 from tests.support.stack import Stack, register, running_stack
 from tests.support.tmux import Tmux, recorder
 from tests.support.waiting import eventually
-
-ALICE = "+15551234567"
-PUBLIC_URL = "https://agents.example.test/relay"  # a tunnel: not where the gateway listens
-# A photo's first bytes: enough for a content type the webhook calls image/jpeg.
-PHOTO = b"\xff\xd8\xff\xe0" + b"\0" * 64
-
-
-@pytest.fixture
-async def twilio() -> AsyncIterator[FakeTwilio]:
-    fake = FakeTwilio()
-    await fake.server.start()
-    yield fake
-    await fake.server.stop()
-
-
-@pytest.fixture
-def agent() -> str:
-    return f"phone-{uuid.uuid4().hex[:8]}"
-
-
-def with_twilio(
-    fake: FakeTwilio, agent: str, port: int, *, receipts: dict[str, str] | None = None
-) -> Any:
-    receipts = receipts or {}
-
-    def configure(cfg: Config) -> Config:
-        section = {
-            "enabled": True,
-            "account_sid": fake.account_sid,
-            "auth_token": SecretStr(fake.auth_token),
-            "from_number": OUR_NUMBER,
-            "base_url": fake.base_url,
-        }
-        chat = cfg.chat.model_copy(
-            update={
-                "sms": cfg.chat.sms.model_copy(update=section | _receipts(receipts, "sms")),
-                "whatsapp": cfg.chat.whatsapp.model_copy(
-                    update=section | _receipts(receipts, "whatsapp")
-                ),
-                "channels": {f"sms:{ALICE}": agent, f"whatsapp:{ALICE}": agent},
-                "allowed_senders": {"sms": [ALICE], "whatsapp": [ALICE]},
-            }
-        )
-        server = cfg.server.model_copy(update={"http_port": port, "public_url": PUBLIC_URL})
-        return cfg.model_copy(update={"chat": chat, "server": server})
-
-    return configure
-
-
-def _receipts(receipts: dict[str, str], provider: str) -> dict[str, str]:
-    return {"receipts": receipts[provider]} if provider in receipts else {}
-
-
-class Hooks:
-    """Twilio's side of the webhooks: where it posts (local) and what it signs (public)."""
-
-    def __init__(self, fake: FakeTwilio, port: int) -> None:
-        self.fake = fake
-        self.port = port
-
-    async def post(self, flavour: str, form: dict[str, str], **kw: Any) -> Any:
-        path = f"/webhooks/twilio/{flavour}"
-        return await self.fake.post_webhook(
-            f"http://127.0.0.1:{self.port}{path}", PUBLIC_URL + path, form, **kw
-        )
 
 
 @pytest.fixture

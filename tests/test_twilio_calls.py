@@ -28,6 +28,7 @@ HUMAN = "+15557654321"
 
 @pytest.fixture
 async def twilio() -> AsyncIterator[FakeTwilioCalls]:
+    """Twilio's phone network, for calls: in this module it stands in for the Messages API fake."""
     fake = FakeTwilioCalls()
     await fake.server.start()
     yield fake

@@ -8,7 +8,6 @@ transcribed; on a real Temporal dev server and SQLite."""
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -25,28 +24,26 @@ from tests.fakes.serve import free_port
 from tests.fakes.telegram import FakeTelegram
 from tests.fakes.twilio import FakeTwilio
 from tests.fakes.whatsapp_cloud import FakeWhatsAppCloud
+from tests.support.chat import (
+    ALICE,
+    CHAT,
+    PHOTO,
+    STRANGER,
+    Hook,
+    Hooks,
+    connected,
+    wamid_of,
+    with_cloud,
+    with_telegram,
+    with_twilio,
+)
 from tests.support.stack import Stack, register, running_stack
 from tests.support.tmux import Tmux, recorder
 from tests.support.voice import voice_note
 from tests.support.waiting import eventually, typed
 from tests.test_mcp import call
-from tests.test_telegram import CHAT, connected, with_telegram
-from tests.test_twilio import PHOTO, Hooks, with_twilio
-from tests.test_whatsapp_cloud import ALICE, STRANGER, Hook, wamid_of, with_cloud
 
 PHRASES = ["ship it on friday", "run the tests", "deploy to staging"]
-
-
-@pytest.fixture
-async def telegram() -> AsyncIterator[FakeTelegram]:
-    fake = FakeTelegram()
-    async with fake.server:
-        yield fake
-
-
-@pytest.fixture
-def agent() -> str:
-    return f"backend-{uuid.uuid4().hex[:8]}"
 
 
 @pytest.fixture
@@ -98,7 +95,7 @@ async def telegram_pane(stack: Stack, agent: str, tmux: Tmux, tmp_path: Path) ->
     """The agent registered on a recorder pane, Telegram connected: the file the pane writes."""
     target, out = recorder(tmux, tmp_path, "rec")
     await register(stack, agent, tmux, target, submit_delay_ms=0)
-    await connected(stack)
+    await connected(stack, "telegram")
     return out
 
 
@@ -203,7 +200,7 @@ async def test_a_strangers_voice_note_is_rejected_without_being_fetched_or_trans
     async with telegram_stack(
         temporal_env, tmp_path, telegram, agent, voice, channels=channels
     ) as stack:
-        await connected(stack)
+        await connected(stack, "telegram")
 
         update = telegram.human_sends_voice(stranger, ship_it, first_name="Mallory")
 
@@ -287,7 +284,7 @@ async def test_a_voice_note_over_ten_minutes_is_refused_before_download(
     async with telegram_stack(
         temporal_env, tmp_path, telegram, agent, with_deepgram(tmp_path, deepgram)
     ) as stack:
-        await connected(stack)
+        await connected(stack, "telegram")
 
         update = telegram.human_sends_voice(CHAT, ship_it, duration=11 * 60)
 
@@ -370,13 +367,6 @@ async def test_a_voice_note_not_kept_comes_again_and_the_text_after_it_does_not_
 
 
 # ---- WhatsApp (Meta's Cloud API) -----------------------------------------------------------------
-
-
-@pytest.fixture
-async def meta() -> AsyncIterator[FakeWhatsAppCloud]:
-    fake = FakeWhatsAppCloud()
-    async with fake.server:
-        yield fake
 
 
 def webhook_stack(
@@ -518,12 +508,6 @@ async def test_a_whatsapp_voice_note_meta_cannot_serve_now_is_not_acknowledged(
 
 
 # ---- WhatsApp and SMS through Twilio -------------------------------------------------------------
-
-@pytest.fixture
-async def twilio() -> AsyncIterator[FakeTwilio]:
-    fake = FakeTwilio()
-    async with fake.server:
-        yield fake
 
 
 def twilio_stack(

@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import json
 import re
-import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from pydantic import SecretStr
 from starlette.applications import Starlette
 
 from agentcomms.config import Config
@@ -32,67 +30,18 @@ from tests.fakes.whatsapp_cloud import (
     FakeWhatsAppCloud,
     new_wamid,
 )
+from tests.support.chat import (
+    ALICE,
+    PUBLIC_URL,
+    STRANGER,
+    Hook,
+    cloud_section,
+    wamid_of,
+    with_cloud,
+)
 from tests.support.stack import Stack, register, running_stack
 from tests.support.tmux import Tmux, recorder
 from tests.support.waiting import eventually, typed
-
-ALICE = "+15551234567"
-STRANGER = "+15559990000"
-PUBLIC_URL = "https://agents.example.test/relay"  # a tunnel: not where the gateway listens
-
-
-@pytest.fixture
-async def meta() -> AsyncIterator[FakeWhatsAppCloud]:
-    fake = FakeWhatsAppCloud()
-    await fake.server.start()
-    yield fake
-    await fake.server.stop()
-
-
-@pytest.fixture
-def agent() -> str:
-    return f"wa-{uuid.uuid4().hex[:8]}"
-
-
-def cloud_section(fake: FakeWhatsAppCloud, **extra: Any) -> dict[str, Any]:
-    return {
-        "enabled": True,
-        "api": "cloud",
-        "access_token": SecretStr(fake.access_token),
-        "phone_number_id": fake.phone_number_id,
-        "app_secret": SecretStr(fake.app_secret),
-        "verify_token": SecretStr(VERIFY_TOKEN),
-        "base_url": fake.base_url,
-        **extra,
-    }
-
-
-def with_cloud(
-    fake: FakeWhatsAppCloud, agent: str, port: int, *, public_url: str | None = PUBLIC_URL
-) -> Any:
-    def configure(cfg: Config) -> Config:
-        chat = cfg.chat.model_copy(
-            update={
-                "whatsapp": cfg.chat.whatsapp.model_copy(update=cloud_section(fake)),
-                "channels": {f"whatsapp:{ALICE}": agent, f"whatsapp:{STRANGER}": agent},
-                "allowed_senders": {"whatsapp": [ALICE]},
-            }
-        )
-        server = cfg.server.model_copy(update={"http_port": port, "public_url": public_url})
-        return cfg.model_copy(update={"chat": chat, "server": server})
-
-    return configure
-
-
-class Hook:
-    """Meta's side of the webhook: it posts to where the gateway listens."""
-
-    def __init__(self, fake: FakeWhatsAppCloud, port: int) -> None:
-        self.fake = fake
-        self.url = f"http://127.0.0.1:{port}/webhooks/whatsapp"
-
-    async def post(self, call: dict[str, Any] | bytes, **kw: Any) -> Any:
-        return await self.fake.post_webhook(self.url, call, **kw)
 
 
 @pytest.fixture
@@ -102,10 +51,6 @@ async def stack_and_hook(temporal_env, tmp_path, meta, agent) -> AsyncIterator[t
         temporal_env.client, tmp_path, configure=with_cloud(meta, agent, port)
     ) as s:
         yield s, Hook(meta, port)
-
-
-def wamid_of(call: dict[str, Any]) -> str:
-    return str(call["entry"][0]["changes"][0]["value"]["messages"][0]["id"])
 
 
 async def test_a_message_is_typed_once_even_when_meta_sends_the_webhook_again(
