@@ -14,41 +14,21 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from temporalio.client import WorkflowHandle, WorkflowHistory
+from temporalio.client import WorkflowHistory
 from temporalio.common import WorkflowIDConflictPolicy
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.worker import Replayer, Worker
-from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
+from temporalio.worker import Worker
 
 from activities.delivery import deliver_to_pane, interrupt_pane
 from activities.projection import ProjectionActivities
 from agentcomms.models import Event
 from agentcomms.store import Store
+from tests.support.mailbox import mailbox_replayer, settled_history
 from tests.support.stack import running_stack
 from tests.support.tmux import Tmux, recorder
 from tests.support.waiting import eventually
 from workflows.agent import AgentInput, AgentWorkflow, Registration, host_task_queue
 
 HISTORIES = Path(__file__).parent / "histories"
-
-
-async def _settled_history(handle: WorkflowHandle) -> WorkflowHistory | None:
-    history = await handle.fetch_history()
-    last = history.events[-1]
-    busy = last.HasField("workflow_task_scheduled_event_attributes") or last.HasField(
-        "workflow_task_started_event_attributes"
-    )
-    return None if busy else history
-
-
-def replayer() -> Replayer:
-    # Inside the sandbox, though the worker runs the mailbox outside it: a call that is not
-    # deterministic (the clock, randomness, I/O) raises here instead of forking a replay later.
-    return Replayer(
-        workflows=[AgentWorkflow],
-        data_converter=pydantic_data_converter,
-        unsandboxed_workflow_runner=SandboxedWorkflowRunner(),
-    )
 
 
 async def test_a_live_history_replays_deterministically(temporal_env, tmux: Tmux, tmp_path: Path):
@@ -66,9 +46,9 @@ async def test_a_live_history_replays_deterministically(temporal_env, tmux: Tmux
         handle = stack.client.get_workflow_handle(f"agent-{agent}")
         # Replay a history that ends between workflow tasks: one cut inside a task that is still
         # running (or force-closed by a terminate) is not a history the worker could produce.
-        history = await eventually(lambda: _settled_history(handle))
+        history = await eventually(lambda: settled_history(handle))
         await handle.terminate("test over")
-    result = await replayer().replay_workflow(history)
+    result = await mailbox_replayer().replay_workflow(history)
     assert result.replay_failure is None
 
 
@@ -77,7 +57,7 @@ async def test_recorded_histories_still_replay():
     assert files, "tests/histories holds at least one recorded mailbox history"
     for path in files:
         history = WorkflowHistory.from_json(path.stem, path.read_text())
-        result = await replayer().replay_workflow(history, raise_on_replay_failure=False)
+        result = await mailbox_replayer().replay_workflow(history, raise_on_replay_failure=False)
         assert result.replay_failure is None, f"{path.name}: {result.replay_failure}"
 
 
@@ -164,10 +144,10 @@ async def test_unreachable_and_continued_runs_replay(
         histories = []
         for run_id in runs:
             handle = stack.client.get_workflow_handle(f"agent-{agent}", run_id=run_id)
-            histories.append(await eventually(functools.partial(_settled_history, handle)))
+            histories.append(await eventually(functools.partial(settled_history, handle)))
         await stack.client.get_workflow_handle(f"agent-{agent}").terminate("test over")
     for history in histories:
-        result = await replayer().replay_workflow(history, raise_on_replay_failure=False)
+        result = await mailbox_replayer().replay_workflow(history, raise_on_replay_failure=False)
         assert result.replay_failure is None, result.replay_failure
     # To add these runs to the recorded ones (after a change to the workflow that must keep
     # replaying): AGENTCOMMS_RECORD_HISTORIES=tests/histories pytest -k continued_runs_replay

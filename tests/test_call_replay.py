@@ -12,9 +12,9 @@ from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
+from tests.support.phone import Phone
 from tests.support.stack import running_stack
 from tests.support.waiting import eventually
-from tests.test_calls import Phone
 from workflows.call import CallWorkflow
 
 # Apart from the mailbox's histories, which another test replays as AgentWorkflow's.

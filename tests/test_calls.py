@@ -12,7 +12,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,58 +21,12 @@ from fastmcp import Client
 from agentcomms.client import GatewayError
 from agentcomms.config import VoiceConfig
 from mcp_server import build_server
+from tests.support.cli import AGENTCOMMS
 from tests.support.home import write_config
+from tests.support.phone import Phone
 from tests.support.stack import STACK_KEY, Stack, register_recorder, running_stack
 from tests.support.tmux import Tmux
 from tests.support.waiting import eventually
-
-AGENTCOMMS = str(Path(sys.executable).parent / "agentcomms")
-
-
-class Phone:
-    """The human's side of the local phone, one step at a time."""
-
-    def __init__(self, stack: Stack, phone_id: str = "test-phone") -> None:
-        self.stack = stack
-        self.phone_id = phone_id
-        self.known: dict[str, int] = {}
-
-    async def lines(self, timeout: float = 5) -> list[dict[str, Any]]:
-        result = await self.stack.call("phone_wait", known=self.known, timeout=timeout)
-        for line in result["calls"]:
-            self.known[line["call_id"]] = line["version"]
-        return result["calls"]
-
-    async def until(self, test: Any, timeout: float = 20) -> dict[str, Any]:
-        async def probe() -> dict[str, Any] | None:
-            return next((line for line in await self.lines(1) if test(line)), None)
-
-        return await eventually(probe, timeout=timeout)
-
-    async def ringing(self) -> str:
-        line = await self.until(lambda line: line["state"] == "ringing")
-        return str(line["call_id"])
-
-    async def answer(self) -> str:
-        call_id = await self.ringing()
-        await self.event(call_id, "answered")
-        return call_id
-
-    async def prompt(self, call_id: str, expect: str = "answer") -> dict[str, Any]:
-        """The turn in which the call waits for `expect` from this phone."""
-        return await self.until(
-            lambda line: line["call_id"] == call_id and line["expect"] == expect
-        )
-
-    async def event(self, call_id: str, kind: str, **fields: Any) -> dict[str, Any]:
-        return await self.stack.call(
-            "phone_event", call_id=call_id, kind=kind, phone_id=self.phone_id, **fields
-        )
-
-    async def reply(self, call_id: str, text: str) -> dict[str, Any]:
-        line = await self.prompt(call_id)
-        await self.event(call_id, "heard", turn=line["turn"], text=text)
-        return line
 
 
 def mcp(stack: Stack, agent: str) -> Client:
@@ -287,9 +240,7 @@ def _start_worker(home: Path) -> subprocess.Popen[bytes]:
 
 
 @pytest.mark.timeout(120)
-async def test_a_worker_killed_between_two_turns_and_the_call_goes_on(
-    temporal_env, tmp_path: Path
-):
+async def test_a_worker_killed_between_two_turns_and_the_call_goes_on(temporal_env, tmp_path: Path):
     async with running_stack(temporal_env.client, tmp_path, with_worker=False) as stack:
         home = _worker_home(tmp_path, stack)
         worker = _start_worker(home)

@@ -5,45 +5,16 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 from temporalio.client import WorkflowExecutionStatus
 
 from agentcomms.config import AgentConfig
 from agentcomms.ids import new_event_id
-from tests.support.home import write_config
+from tests.support.cli import AGENTCOMMS, cli, cli_home
 from tests.support.stack import Stack, running_stack
 from tests.support.tmux import Tmux, recorder
 from tests.support.waiting import eventually, typed
-
-AGENTCOMMS = str(Path(sys.executable).parent / "agentcomms")
-
-
-def cli_home(tmp_path: Path, stack: Stack) -> Path:
-    home = tmp_path / "cli-home"
-    write_config(home, {"server": {"socket_path": str(stack.cfg.server.socket())}})
-    return home
-
-
-async def cli(
-    home: Path, *args: str, stdin: str = "", inside_tmux: Tmux | None = None
-) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTCOMMS_", "TMUX"))}
-    if inside_tmux is not None:  # as a shell in a pane of that server sees it
-        env["TMUX"] = f"{inside_tmux.socket},1,0"
-    env["AGENTCOMMS_HOME"] = str(home)
-    env["COLUMNS"] = "200"
-    return await asyncio.to_thread(
-        subprocess.run,
-        [AGENTCOMMS, *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        input=stdin,
-    )
 
 
 async def register_recorder_cli(

@@ -9,9 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.support.cli import cli_home
 from tests.support.stack import Stack
 from tests.support.tmux import Tmux, recorder
-from tests.test_cli_agents import cli_home
 
 HEAVY = ("sqlalchemy", "alembic", "temporalio")
 

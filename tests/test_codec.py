@@ -32,11 +32,12 @@ from agentcomms.config import (
 )
 from agentcomms.errors import ConfigError
 from agentcomms.temporal import connect, dev_server_args, temporal_binary
+from tests.fakes.serve import free_port
+from tests.support.cli import env_for, run, start_up, stop, wait_for_line
 from tests.support.home import write_config
 from tests.support.stack import running_stack
 from tests.support.tmux import Tmux
 from tests.support.waiting import eventually
-from tests.test_up import env_for, free_port, run, start_up, stop, wait_for_line
 
 SECRET_TEXT = "zebra-crossing-4711 the launch code"
 K1 = base64.b64encode(b"1" * 32).decode()

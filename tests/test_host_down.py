@@ -8,24 +8,21 @@ as a machine that goes away would, and starts again.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from contextlib import AsyncExitStack
 from datetime import datetime, timedelta
-from pathlib import Path
 
 import pytest
 
 from agentcomms.models import utcnow
-from agentcomms.temporal import last_polls
-from tests.support.home import write_config
-from tests.support.stack import STACK_KEY, Stack, running_stack
+from agentcomms.store import Store
+from tests.support.cli import cli, cli_home
+from tests.support.events import message, record_all
+from tests.support.hosts import worker_process
+from tests.support.stack import Stack, running_stack
 from tests.support.tmux import Tmux, recorder
 from tests.support.waiting import eventually, typed
-from tests.test_cli_agents import cli, cli_home
-from tests.test_up import AGENTCOMMS, env_for
 from workers.main import build_workers
-from workflows.agent import host_task_queue
 
 
 async def host_worker(stack: Stack, host: str) -> AsyncExitStack:
@@ -34,36 +31,6 @@ async def host_worker(stack: Stack, host: str) -> AsyncExitStack:
     for worker in build_workers(stack.client, stack.cfg, stack.store, host=host, shared=False):
         await workers.enter_async_context(worker)
     return workers
-
-
-async def worker_process(
-    stack: Stack, host: str, home: Path, *options: str
-) -> asyncio.subprocess.Process:
-    """`agentcomms worker --host-id HOST`, configured for the stack's Temporal and projection;
-    returns once it polls its host's queue."""
-    write_config(
-        home,
-        {
-            "temporal": {
-                "address": stack.cfg.temporal.address,
-                "task_queue": stack.cfg.temporal.task_queue,
-            },
-            "database": {"url": stack.cfg.database.resolved_url()},
-            # One deployment, one key: the worker types what the test's gateway signed.
-            "security": {"deployment_key": STACK_KEY},
-        },
-    )
-    process = await asyncio.create_subprocess_exec(
-        AGENTCOMMS, "worker", "--host-id", host, *options, env=env_for(home),
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
-    )  # fmt: skip
-
-    async def polling() -> bool:
-        polls = await last_polls(stack.client, host_task_queue(host))
-        return any(who.startswith(f"{process.pid}@") for who in polls)
-
-    await eventually(polling, timeout=30, interval=0.2)
-    return process
 
 
 async def listed(stack: Stack, agent: str) -> dict:
@@ -179,9 +146,6 @@ async def _status_is(stack: Stack, agent: str, status: str) -> dict | None:
 async def test_waiting_counts_are_per_agent_and_only_messages_not_yet_typed(database_url: str):
     """What `agents` shows for a down host's agents, counted from the projection's events (on
     PostgreSQL too when the suite has one)."""
-    from agentcomms.store import Store
-    from tests.test_store import message, record_all
-
     store = await Store.open(database_url)
     try:
         await record_all(

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from agentcomms.temporal import last_polls
+from tests.support.hosts import worker_process
 from tests.support.stack import running_stack
 from tests.support.tmux import Tmux, recorder
 from tests.support.waiting import eventually, typed
-from tests.test_host_down import worker_process
 
 
 async def stop(worker: asyncio.subprocess.Process) -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import sys
 from contextlib import AsyncExitStack
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from temporalio.client import WorkflowHandle, WorkflowHistory
 
 from agentcomms.ids import new_event_id
 from agentcomms.search_attributes import AGENT_STATUS
+from tests.support.cli import AGENTCOMMS
 from tests.support.home import write_config
 from tests.support.stack import STACK_KEY, Stack, register, running_stack
 from tests.support.tmux import Tmux, recorder
@@ -386,7 +386,7 @@ async def test_agentcomms_worker_with_a_host_id_types_for_that_host(
         env["SHARED_DEPLOYMENT_KEY"] = STACK_KEY
         host = f"build-{stack.agent_id('w')}"
         worker = await asyncio.create_subprocess_exec(
-            str(Path(sys.executable).parent / "agentcomms"), "worker", "--host-id", host,
+            AGENTCOMMS, "worker", "--host-id", host,
             env={**env, "AGENTCOMMS_HOME": str(home)},
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
         )  # fmt: skip

@@ -5,19 +5,17 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from temporalio.client import WorkflowExecutionStatus
 
 from agentcomms.config import host_name
+from tests.support.cli import AGENTCOMMS
 from tests.support.home import write_config
 from tests.support.stack import STACK_KEY, Stack, running_stack
 from tests.support.tmux import Tmux, recorder
 from tests.support.waiting import eventually
-
-AGENTCOMMS = str(Path(sys.executable).parent / "agentcomms")
 
 
 def expected_bytes(prefix: str, count: int) -> bytes:

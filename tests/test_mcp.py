@@ -16,35 +16,14 @@ from fastmcp.exceptions import ToolError
 
 import gateway.methods
 from mcp_server import build_server
+from tests.support.mcp import TOOLS, call
 from tests.support.stack import Stack, register_recorder
 from tests.support.tmux import Tmux
 from tests.support.waiting import eventually
 
-TOOLS = {
-    "check_messages",
-    "wait_for_messages",
-    "get_agent_events",
-    "daemon_status",
-    "list_agents",
-    "send_agent_message",
-    "send_message",
-    "list_channels",
-    "get_messages",
-    "initiate_call",
-    "continue_call",
-    "speak_to_user",
-    "end_call",
-    "list_active_calls",
-}
-
 
 def server_for(stack: Stack, agent: str) -> FastMCP:
     return build_server(stack.cfg.server.socket(), default_agent=agent)
-
-
-async def call(server: FastMCP, tool: str, **args: Any) -> Any:
-    async with Client(server) as client:
-        return (await client.call_tool(tool, args)).structured_content
 
 
 async def error_of(server: FastMCP, tool: str, **args: Any) -> str:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -15,17 +14,17 @@ from typing import Any
 
 import httpx
 import pytest
-from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from tests.support.home import write_config
+from tests.fakes.serve import free_port
+from tests.support.cli import AGENTCOMMS
+from tests.support.mcp import TOOLS, make_home, stdio_session, tool
 from tests.support.stack import Stack, register_recorder
 from tests.support.tmux import Tmux
 from tests.support.waiting import eventually
-from tests.test_mcp import TOOLS
 
-AGENTCOMMS = Path(sys.executable).parent / "agentcomms"
 INITIALIZE = {
     "jsonrpc": "2.0",
     "id": 1,
@@ -38,46 +37,10 @@ INITIALIZE = {
 }
 
 
-def make_home(tmp_path: Path, stack_socket: Path, agents: dict[str, Any] | None = None) -> Path:
-    """An AGENTCOMMS_HOME whose config points the MCP server at the stack's gateway socket."""
-    home = tmp_path / "mcp-home"
-    write_config(home, {"server": {"socket_path": str(stack_socket)}, "agents": agents or {}})
-    return home
-
-
-@asynccontextmanager
-async def stdio_session(
-    home: Path, errlog: Path, *, agent: str | None = None, env: dict[str, str] | None = None
-) -> AsyncIterator[ClientSession]:
-    params = StdioServerParameters(
-        command=str(AGENTCOMMS),
-        args=["mcp", *(["--agent", agent] if agent else [])],
-        env={"AGENTCOMMS_HOME": str(home), **(env or {})},
-    )
-    with errlog.open("a") as err:
-        async with stdio_client(params, errlog=err) as (read, write):
-            async with ClientSession(read, write) as session:
-                await session.initialize()
-                yield session
-
-
-async def tool(session: ClientSession, name: str, **args: Any) -> dict[str, Any]:
-    result = await session.call_tool(name, args)
-    assert not result.is_error, result.content
-    assert result.structured_content is not None
-    return result.structured_content
-
-
 async def tool_error(session: ClientSession, name: str, **args: Any) -> str:
     result = await session.call_tool(name, args)
     assert result.is_error, result.structured_content
     return " ".join(getattr(c, "text", "") for c in result.content)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @asynccontextmanager
@@ -90,7 +53,7 @@ async def http_server(
     env = {"PATH": os.environ["PATH"], "AGENTCOMMS_HOME": str(home)}
     with log.open("a") as out:
         process = await asyncio.create_subprocess_exec(
-            str(AGENTCOMMS),
+            AGENTCOMMS,
             *args,
             *(["--agent", agent] if agent else []),
             stdout=out,
@@ -249,7 +212,7 @@ async def test_agentcomms_mcp_refuses_to_start_unsafe_or_malformed(
 ):
     home = make_home(tmp_path, tmp_path / "gateway.sock")
     process = await asyncio.create_subprocess_exec(
-        str(AGENTCOMMS), "mcp", *args, "--port", str(free_port()),
+        AGENTCOMMS, "mcp", *args, "--port", str(free_port()),
         env={"PATH": os.environ["PATH"], "AGENTCOMMS_HOME": str(home), "COLUMNS": "500"},
         stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,

@@ -16,11 +16,11 @@ from agentcomms.ids import new_event_id
 from agentcomms.models import Event
 from tests.fakes.telegram import FakeTelegram
 from tests.support.chat import CHAT, connected, with_telegram
+from tests.support.cli import cli
 from tests.support.home import write_config
 from tests.support.stack import Stack, running_stack
 from tests.support.tmux import Tmux, recorder
 from tests.support.waiting import eventually, typed
-from tests.test_cli_agents import cli
 from workers.main import build_workers
 
 

@@ -12,7 +12,6 @@ import asyncio
 import io
 import json
 import os
-import sys
 import wave
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -22,16 +21,12 @@ import pytest
 
 from agentcomms.client import GatewayClient
 from agentcomms.config import STTConfig, VoiceConfig
+from tests.support.cli import AGENTCOMMS
 from tests.support.home import write_config
+from tests.support.mcp import make_home, stdio_session, tool
 from tests.support.stack import Stack, running_stack
+from tests.support.voice import write_grammar
 from tests.support.waiting import eventually
-from tests.test_mcp_process import make_home, stdio_session, tool
-
-AGENTCOMMS = str(Path(sys.executable).parent / "agentcomms")
-GRAMMAR = """#JSGF V1.0;
-grammar answers;
-public <answer> = yes go ahead | no wait | call me later | ship it on friday;
-"""
 
 
 class PhoneProcess:
@@ -83,8 +78,7 @@ async def phone_process(
 
 @pytest.fixture
 async def spoken_stack(temporal_env, tmp_path: Path) -> AsyncIterator[Stack]:
-    grammar = tmp_path / "answers.gram"
-    grammar.write_text(GRAMMAR)
+    grammar = write_grammar(tmp_path / "answers.gram")
     voice = VoiceConfig(
         audio_dir=tmp_path / "audio",
         stt=STTConfig(provider="local", grammar=grammar),

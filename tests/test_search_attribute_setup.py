@@ -27,8 +27,8 @@ from agentcomms.config import TemporalConfig
 from agentcomms.errors import SearchAttributesMissing
 from agentcomms.temporal import ensure_search_attributes, temporal_binary
 from agentcomms.temporal_admin import search_attribute_commands
+from tests.support.cli import env_for
 from tests.support.home import write_config
-from tests.test_up import env_for
 
 AGENTCOMMS = str(Path(temporal_binary()).parent / "agentcomms")
 OURS = ["AgentId", "AgentStatus"]

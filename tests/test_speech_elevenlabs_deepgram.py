@@ -21,9 +21,8 @@ from tests.fakes import deepgram as dg
 from tests.fakes import elevenlabs as xi
 from tests.fakes.deepgram import FakeDeepgram
 from tests.fakes.elevenlabs import FakeElevenLabs
+from tests.support.phone import Phone, answer_aloud
 from tests.support.stack import running_stack
-from tests.test_calls import Phone
-from tests.test_speech_providers import answer_aloud
 
 
 @pytest.fixture

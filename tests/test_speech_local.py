@@ -11,23 +11,16 @@ from agentcomms.voice.stt import stt_chain
 from agentcomms.voice.stt.local import SphinxRecognizer
 from agentcomms.voice.tts import ProviderUnavailable, tts_chain
 from agentcomms.voice.tts.local import EspeakSpeech
-
-PHRASES = ["yes go ahead", "no wait", "call me later", "ship it on friday"]
+from tests.support.voice import ANSWERS, write_grammar
 
 
 @pytest.fixture(scope="module")
 def grammar(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("gram") / "answers.gram"
-    path.write_text(
-        "#JSGF V1.0;\ngrammar answers;\npublic <answer> = " + " | ".join(PHRASES) + ";\n"
-    )
-    return path
+    return write_grammar(tmp_path_factory.mktemp("gram") / "answers.gram", ANSWERS)
 
 
-@pytest.mark.parametrize("phrase", PHRASES)
-async def test_espeak_speaks_and_pocketsphinx_hears_it_within_a_grammar(
-    phrase: str, grammar: Path
-):
+@pytest.mark.parametrize("phrase", ANSWERS)
+async def test_espeak_speaks_and_pocketsphinx_hears_it_within_a_grammar(phrase: str, grammar: Path):
     audio, ext = await EspeakSpeech().synthesize(phrase)
     assert ext == "wav" and audio[:4] == b"RIFF"
     assert await SphinxRecognizer(grammar=grammar).transcribe(audio, "audio/wav") == phrase

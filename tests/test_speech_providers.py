@@ -4,7 +4,6 @@ endpoints; and the chain falling back to local speech when the provider fails.""
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
 import sys
 from collections.abc import AsyncIterator
@@ -18,11 +17,10 @@ from agentcomms.voice import stt, tts
 from agentcomms.voice.providers import CLOUD, KNOWN, ProviderUnavailable
 from agentcomms.voice.stt import stt_chain
 from agentcomms.voice.tts import tts_chain
-from agentcomms.voice.tts.local import EspeakSpeech
 from tests.fakes.deepgram import FakeDeepgram
 from tests.fakes.openai_audio import API_KEY, FakeOpenAIAudio
+from tests.support.phone import Phone, answer_aloud
 from tests.support.stack import running_stack
-from tests.test_calls import Phone
 
 
 @pytest.fixture
@@ -96,16 +94,6 @@ async def test_warming_up_loads_the_configured_providers_and_sends_them_nothing(
     assert "elevenlabs" not in loaded["modules"] and "openai" not in loaded["modules"]
     assert loaded["decoders"] == [str(grammar)]
     assert deepgram.authorizations == []  # nothing was asked of the provider
-
-
-async def answer_aloud(phone: Phone, call_id: str, words: str) -> dict:
-    """The call's next prompt, answered with `words` said aloud (espeak-ng's voice)."""
-    line = await phone.prompt(call_id)
-    audio, _ = await EspeakSpeech().synthesize(words)
-    await phone.event(
-        call_id, "heard", turn=line["turn"], audio_b64=base64.b64encode(audio).decode()
-    )
-    return line
 
 
 async def test_a_call_speaks_and_hears_through_openai(

@@ -29,6 +29,7 @@ from agentcomms.store import (
 )
 from agentcomms.store.engine import create_engine
 from agentcomms.store.schema import metadata
+from tests.support.events import message, record_all
 
 TABLES = {"events", "agents", "channels", "calls"}
 
@@ -38,32 +39,6 @@ async def store(database_url: str) -> AsyncIterator[Store]:
     opened = await Store.open(database_url)
     yield opened
     await opened.close()
-
-
-def message(
-    agent_id: str = "backend",
-    channel_id: str = "telegram:42",
-    text: str = "hello",
-    **fields: Any,
-) -> Event:
-    defaults: dict[str, Any] = {
-        "id": new_event_id(),
-        "type": "human_message",
-        "role": "human",
-        "direction": "in",
-    }
-    return Event(
-        agent_id=agent_id,
-        channel_id=channel_id,
-        payload={"text": text},
-        **{**defaults, **fields},
-    )
-
-
-async def record_all(store: Store, *events: Event) -> list[Event]:
-    for event in events:
-        assert await store.record_event(event)
-    return list(events)
 
 
 def ids(events: list[Event]) -> list[str]:

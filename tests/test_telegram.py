@@ -20,10 +20,10 @@ from gateway.service import Gateway
 from tests.fakes.serve import free_port
 from tests.fakes.telegram import FakeTelegram
 from tests.support.chat import CHAT, connected, provider_is, provider_status, with_telegram
+from tests.support.mailbox import mailbox_replayer, settled_history
 from tests.support.stack import Stack, register, running_stack
 from tests.support.tmux import Tmux, recorder
 from tests.support.waiting import eventually
-from tests.test_agent_workflow_replay import _settled_history, replayer
 from workflows.outbox import receipt_item
 
 
@@ -351,9 +351,9 @@ async def test_the_typed_receipt_comes_through_the_gateway_restarted_before_the_
     ]
     # The mailbox that asked for them replays, inside the sandbox, as it ran.
     mailbox = stack.client.get_workflow_handle(f"agent-{agent}")
-    history = await eventually(lambda: _settled_history(mailbox))
+    history = await eventually(lambda: settled_history(mailbox))
     await mailbox.terminate("test over")
-    assert (await replayer().replay_workflow(history)).replay_failure is None
+    assert (await mailbox_replayer().replay_workflow(history)).replay_failure is None
 
 
 async def test_a_queued_receipt_that_arrives_after_the_typed_one_is_not_sent(

@@ -12,7 +12,6 @@ import asyncio
 import json
 import re
 import subprocess
-import sys
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -23,14 +22,12 @@ from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from agentcomms.config import TemporalConfig
 from agentcomms.errors import ConfigError, TemporalUnavailable
 from agentcomms.temporal import connect
+from tests.fakes.serve import free_port
+from tests.support.cli import AGENTCOMMS, cli, env_for
 from tests.support.home import write_config
 from tests.support.tls_proxy import SERVER_NAME, Pki, TlsProxy, make_pki, tls_proxy
 from tests.support.tmux import Tmux, recorder
 from tests.support.waiting import eventually, typed
-from tests.test_cli_agents import cli
-from tests.test_up import env_for, free_port
-
-AGENTCOMMS = str(Path(sys.executable).parent / "agentcomms")
 
 
 @pytest.fixture

@@ -35,10 +35,10 @@ from agentcomms.store.engine import create_engine
 from agentcomms.store.migrate import alembic_config
 from agentcomms.trust import KEY_FILENAME, DeploymentKey
 from tests.support.home import write_config
+from tests.support.mailbox import mailbox_replayer, settled_history
 from tests.support.stack import STACK_KEY, Stack, running_stack, stack_config
 from tests.support.tmux import Tmux, recorder
 from tests.support.waiting import eventually
-from tests.test_agent_workflow_replay import _settled_history, replayer
 from workers.main import build_workers
 from workflows.agent import AgentInput, AgentWorkflow
 
@@ -330,9 +330,9 @@ async def test_a_forged_unregister_leaves_the_agent_registered(
     assert out.read_bytes() == b"one\rtwo\rthree\rfour\r"
 
     handle = stack.client.get_workflow_handle(f"agent-{agent}")
-    history = await eventually(lambda: _settled_history(handle))
+    history = await eventually(lambda: settled_history(handle))
     await handle.terminate("test over")
-    assert (await replayer().replay_workflow(history)).replay_failure is None
+    assert (await mailbox_replayer().replay_workflow(history)).replay_failure is None
 
 
 async def _offline(stack: Stack, agent: str) -> bool:

@@ -20,8 +20,8 @@ from tests.fakes.serve import free_port
 from tests.fakes.twilio import OUR_NUMBER
 from tests.fakes.twilio_calls import FakeTwilioCalls
 from tests.support.stack import Stack, running_stack
+from tests.support.voice import write_grammar
 from tests.support.waiting import eventually
-from tests.test_phone_process import GRAMMAR
 
 HUMAN = "+15557654321"
 
@@ -37,8 +37,7 @@ async def twilio() -> AsyncIterator[FakeTwilioCalls]:
 
 @pytest.fixture
 async def stack(temporal_env, tmp_path: Path, twilio: FakeTwilioCalls) -> AsyncIterator[Stack]:
-    grammar = tmp_path / "answers.gram"
-    grammar.write_text(GRAMMAR)
+    grammar = write_grammar(tmp_path / "answers.gram")
     voice = VoiceConfig(
         audio_dir=tmp_path / "audio",
         ring_timeout_s=2,

@@ -8,7 +8,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,45 +17,10 @@ import pytest
 
 from agentcomms.client import GatewayClient, call
 from agentcomms.errors import GatewayUnavailable
+from tests.fakes.serve import free_port
+from tests.support.cli import AGENTCOMMS, env_for, run, start_up, stop, wait_for_line
 from tests.support.tmux import Tmux, recorder
 from tests.support.waiting import eventually
-
-AGENTCOMMS = str(Path(sys.executable).parent / "agentcomms")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def env_for(home: Path, **overrides: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTCOMMS_", "AGENTCALL_"))}
-    env["AGENTCOMMS_HOME"] = str(home)
-    env.update(overrides)
-    return env
-
-
-def run(env: dict[str, str], *args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [AGENTCOMMS, *args], env=env, capture_output=True, text=True, timeout=timeout
-    )
-
-
-def wait_for_line(proc: subprocess.Popen[str], needle: str, timeout: float = 30) -> list[str]:
-    assert proc.stdout is not None
-    lines: list[str] = []
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            if proc.poll() is not None:
-                break
-            continue
-        lines.append(line)
-        if needle in line:
-            return lines
-    raise AssertionError(f"{needle!r} never printed; got {lines!r}; exit {proc.poll()}")
 
 
 def pid_alive(pid: int) -> bool:
@@ -78,27 +42,6 @@ def up_env(tmp_path: Path) -> dict[str, str]:
         AGENTCOMMS_TEMPORAL__ADDRESS=f"127.0.0.1:{free_port()}",
         AGENTCOMMS_TEMPORAL__UI_PORT=str(free_port()),
     )
-
-
-def start_up(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [AGENTCOMMS, "up", *args],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        # Wide enough that rich prints each row on one line.
-        bufsize=1,
-    )
-
-
-def stop(proc: subprocess.Popen[str]) -> None:
-    """Kill a process the test did not manage to stop, and close its pipe."""
-    if proc.poll() is None:
-        proc.kill()
-        proc.wait()
-    if proc.stdout:
-        proc.stdout.close()
 
 
 @pytest.mark.timeout(90)

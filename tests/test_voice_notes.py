@@ -37,22 +37,18 @@ from tests.support.chat import (
     with_telegram,
     with_twilio,
 )
+from tests.support.mcp import call
 from tests.support.stack import Stack, register, running_stack
 from tests.support.tmux import Tmux, recorder
-from tests.support.voice import voice_note
+from tests.support.voice import voice_note, write_grammar
 from tests.support.waiting import eventually, typed
-from tests.test_mcp import call
 
 PHRASES = ["ship it on friday", "run the tests", "deploy to staging"]
 
 
 @pytest.fixture
 def grammar(tmp_path: Path) -> Path:
-    path = tmp_path / "answers.gram"
-    path.write_text(
-        "#JSGF V1.0;\ngrammar answers;\npublic <answer> = " + " | ".join(PHRASES) + ";\n"
-    )
-    return path
+    return write_grammar(tmp_path / "answers.gram", PHRASES)
 
 
 @pytest.fixture(scope="module")

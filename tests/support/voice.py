@@ -9,7 +9,7 @@ import ctypes
 import os
 import subprocess
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
 
 import pytest
@@ -17,6 +17,10 @@ import pytest
 from agentcomms.voice.sndfile import SFInfo, library
 from agentcomms.voice.tts.local import EspeakSpeech
 from tests.fakes.deepgram import FakeDeepgram
+
+# What the human answers in the call tests: each phrase is one the local recognizer can hear
+# exactly, within a grammar of them.
+ANSWERS = ["yes go ahead", "no wait", "call me later", "ship it on friday"]
 
 _SFM_WRITE = 0x20
 _OGG_OPUS = 0x200000 | 0x0064
@@ -45,6 +49,14 @@ def _encode(wav: bytes) -> bytes:
         lib.sf_writef_short(handle, pcm, len(pcm) // 2)
         lib.sf_close(handle)
         return path.read_bytes()
+
+
+def write_grammar(path: Path, phrases: Iterable[str] = ANSWERS) -> Path:
+    """A JSGF grammar at `path` whose sentences are `phrases`: pocketsphinx hears one of them."""
+    path.write_text(
+        "#JSGF V1.0;\ngrammar answers;\npublic <answer> = " + " | ".join(phrases) + ";\n"
+    )
+    return path
 
 
 async def voice_note(phrase: str) -> bytes:
