@@ -16,22 +16,25 @@ from pathlib import Path
 import pytest
 from temporalio.client import WorkflowHistory
 from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from activities.delivery import deliver_to_pane, interrupt_pane
 from activities.projection import ProjectionActivities
-from agentcomms.models import Event
+from agentcomms.models import Event, Registration
 from agentcomms.store import Store
 from tests.support.mailbox import mailbox_replayer, settled_history
-from tests.support.stack import running_stack
+from tests.support.stack import Stack, running_stack
 from tests.support.tmux import Tmux, recorder
 from tests.support.waiting import eventually
-from workflows.agent import AgentInput, AgentWorkflow, Registration, host_task_queue
+from workflows.agent import AgentInput, AgentWorkflow, host_task_queue
 
 HISTORIES = Path(__file__).parent / "histories"
 
 
-async def test_a_live_history_replays_deterministically(temporal_env, tmux: Tmux, tmp_path: Path):
+async def test_a_live_history_replays_deterministically(
+    temporal_env: WorkflowEnvironment, tmux: Tmux, tmp_path: Path
+) -> None:
     async with running_stack(temporal_env.client, tmp_path) as stack:
         agent = stack.agent_id()
         for i in range(3):
@@ -52,7 +55,7 @@ async def test_a_live_history_replays_deterministically(temporal_env, tmux: Tmux
     assert result.replay_failure is None
 
 
-async def test_recorded_histories_still_replay():
+async def test_recorded_histories_still_replay() -> None:
     files = sorted(HISTORIES.glob("*.json"))
     assert files, "tests/histories holds at least one recorded mailbox history"
     for path in files:
@@ -63,8 +66,8 @@ async def test_recorded_histories_still_replay():
 
 @pytest.mark.timeout(120)
 async def test_a_missing_pane_is_retried_with_capped_backoff(
-    time_skipping_env, tmux: Tmux, tmp_path: Path
-):
+    time_skipping_env: WorkflowEnvironment, tmux: Tmux, tmp_path: Path
+) -> None:
     client = time_skipping_env.client
     host = f"ts-{uuid.uuid4().hex[:8]}"
     async with await Store.open(f"sqlite+aiosqlite:///{tmp_path / 'p.db'}") as store:
@@ -120,8 +123,8 @@ async def test_a_missing_pane_is_retried_with_capped_backoff(
 
 @pytest.mark.timeout(120)
 async def test_unreachable_and_continued_runs_replay(
-    temporal_env_low_can, tmux: Tmux, tmp_path: Path
-):
+    temporal_env_low_can: WorkflowEnvironment, tmux: Tmux, tmp_path: Path
+) -> None:
     """Every run of a mailbox that waited for a missing pane and continued-as-new replays."""
     async with running_stack(temporal_env_low_can.client, tmp_path) as stack:
         agent = stack.agent_id()
@@ -161,6 +164,6 @@ def _record(histories: list[WorkflowHistory], folder: Path) -> None:
         (folder / f"agent-mailbox-continued-run{i + 1}.json").write_text(history.to_json())
 
 
-async def _unreachable(stack, agent: str) -> bool:
+async def _unreachable(stack: Stack, agent: str) -> bool:
     snapshot = await stack.gateway.mailbox.snapshot(agent)
     return bool(snapshot and snapshot.status == "unreachable")

@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 from fastmcp import Client
+from fastmcp.client.transports import FastMCPTransport
+from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.client import GatewayError
 from agentcomms.config import VoiceConfig
@@ -29,11 +31,11 @@ from tests.support.tmux import Tmux
 from tests.support.waiting import eventually
 
 
-def mcp(stack: Stack, agent: str) -> Client:
+def mcp(stack: Stack, agent: str) -> Client[FastMCPTransport]:
     return Client(build_server(stack.cfg.server.socket(), default_agent=agent))
 
 
-async def tool(client: Client, name: str, **args: Any) -> dict[str, Any]:
+async def tool(client: Client[FastMCPTransport], name: str, **args: Any) -> dict[str, Any]:
     result = await client.call_tool(name, args)
     assert result.structured_content is not None
     return result.structured_content
@@ -44,7 +46,7 @@ def transcript(stack: Stack, call_id: str) -> list[tuple[str, str]]:
     return [(t["speaker"], t["text"]) for t in map(json.loads, path.read_text().splitlines())]
 
 
-async def test_a_call_of_several_turns_through_the_tools(stack: Stack):
+async def test_a_call_of_several_turns_through_the_tools(stack: Stack) -> None:
     agent = stack.agent_id("backend")
     phone = Phone(stack)
     async with mcp(stack, agent) as client:
@@ -114,7 +116,7 @@ async def _final_row(stack: Stack, call_id: str) -> dict[str, Any] | None:
     return row if row["status"] == "completed" else None
 
 
-async def test_another_agent_cannot_take_over_a_call(stack: Stack):
+async def test_another_agent_cannot_take_over_a_call(stack: Stack) -> None:
     phone = Phone(stack)
     owner = stack.agent_id("owner")
     first = asyncio.create_task(stack.call("call", agent_id=owner, message="Hello?"))
@@ -127,8 +129,8 @@ async def test_another_agent_cannot_take_over_a_call(stack: Stack):
 
 
 async def test_a_silent_human_times_the_turn_out_with_what_was_heard_so_far(
-    temporal_env, tmp_path: Path
-):
+    temporal_env: WorkflowEnvironment, tmp_path: Path
+) -> None:
     voice = VoiceConfig(audio_dir=tmp_path / "audio", transcript_timeout_s=1.0)
     async with running_stack(temporal_env.client, tmp_path, voice=voice) as stack:
         phone = Phone(stack)
@@ -151,7 +153,9 @@ async def test_a_silent_human_times_the_turn_out_with_what_was_heard_so_far(
         assert ended["duration_seconds"] > 2
 
 
-async def test_nobody_answers_and_the_message_reaches_the_inbox(temporal_env, tmp_path: Path):
+async def test_nobody_answers_and_the_message_reaches_the_inbox(
+    temporal_env: WorkflowEnvironment, tmp_path: Path
+) -> None:
     voice = VoiceConfig(audio_dir=tmp_path / "audio", ring_timeout_s=0.5)
     async with running_stack(temporal_env.client, tmp_path, voice=voice) as stack:
         result = await stack.call("call", agent_id="a", message="The build is red.")
@@ -165,7 +169,7 @@ async def test_nobody_answers_and_the_message_reaches_the_inbox(temporal_env, tm
             await stack.call("call_say", call_id=result["call_id"], message="hello?")
 
 
-async def test_a_declined_call_says_so(stack: Stack):
+async def test_a_declined_call_says_so(stack: Stack) -> None:
     phone = Phone(stack)
     first = asyncio.create_task(stack.call("call", agent_id="a", message="Quick question"))
     call_id = await phone.ringing()
@@ -174,7 +178,7 @@ async def test_a_declined_call_says_so(stack: Stack):
     assert result["status"] == "declined" and "declined" in result["note"]
 
 
-async def test_a_retried_request_places_one_call(stack: Stack):
+async def test_a_retried_request_places_one_call(stack: Stack) -> None:
     phone = Phone(stack)
     params = {"agent_id": "a", "message": "One call only", "request_id": "req-1"}
     first = asyncio.create_task(stack.call("call", **params))
@@ -188,7 +192,7 @@ async def test_a_retried_request_places_one_call(stack: Stack):
 
 async def test_non_blocking_the_answer_arrives_in_the_mailbox(
     stack: Stack, tmux: Tmux, tmp_path: Path
-):
+) -> None:
     agent = stack.agent_id("nb")
     out = await register_recorder(stack, tmux, tmp_path, agent)
     phone = Phone(stack)
@@ -240,7 +244,9 @@ def _start_worker(home: Path) -> subprocess.Popen[bytes]:
 
 
 @pytest.mark.timeout(120)
-async def test_a_worker_killed_between_two_turns_and_the_call_goes_on(temporal_env, tmp_path: Path):
+async def test_a_worker_killed_between_two_turns_and_the_call_goes_on(
+    temporal_env: WorkflowEnvironment, tmp_path: Path
+) -> None:
     async with running_stack(temporal_env.client, tmp_path, with_worker=False) as stack:
         home = _worker_home(tmp_path, stack)
         worker = _start_worker(home)
@@ -276,7 +282,9 @@ async def test_a_worker_killed_between_two_turns_and_the_call_goes_on(temporal_e
         ]
 
 
-async def test_nobody_answers_and_the_message_goes_out_by_sms(temporal_env, tmp_path: Path):
+async def test_nobody_answers_and_the_message_goes_out_by_sms(
+    temporal_env: WorkflowEnvironment, tmp_path: Path
+) -> None:
     from pydantic import SecretStr
 
     from agentcomms.config import Config, PhoneConfig

@@ -40,7 +40,7 @@ async def importtime(home: Path, *args: str, stdin: str = "") -> subprocess.Comp
     )
 
 
-def test_importing_the_cli_loads_no_heavy_package():
+def test_importing_the_cli_loads_no_heavy_package() -> None:
     done = subprocess.run(
         [sys.executable, "-X", "importtime", "-c", "import agentcomms.cli"],
         capture_output=True,
@@ -52,7 +52,9 @@ def test_importing_the_cli_loads_no_heavy_package():
     assert not loaded & set(HEAVY), sorted(loaded & set(HEAVY))
 
 
-async def test_socket_commands_load_no_heavy_package(stack: Stack, tmux: Tmux, tmp_path: Path):
+async def test_socket_commands_load_no_heavy_package(
+    stack: Stack, tmux: Tmux, tmp_path: Path
+) -> None:
     home = cli_home(tmp_path, stack)
     agent = stack.agent_id("quick")
     target, _ = recorder(tmux, tmp_path, "rec")

@@ -14,6 +14,7 @@ import discord as discord_py
 import pytest
 from fastmcp import Client
 from pydantic import SecretStr
+from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.config import Config, DiscordConfig
 from agentcomms.ids import provider_event_id
@@ -30,7 +31,7 @@ from agentcomms.transports import discord as transport
 from gateway.service import Gateway
 from mcp_server import build_server
 from tests.fakes.discord import DIRECT_MESSAGES, GUILD_MESSAGES, MESSAGE_CONTENT, SEND, FakeDiscord
-from tests.support.chat import connected, provider_is, provider_status
+from tests.support.chat import Configure, connected, provider_is, provider_status
 from tests.support.stack import Stack, running_stack
 from tests.support.tmux import Tmux, recorder
 from tests.support.waiting import eventually, typed
@@ -47,7 +48,7 @@ async def discord() -> AsyncIterator[FakeDiscord]:
     await fake.stop()
 
 
-def with_discord(fake: FakeDiscord, agent: str, *channels: int, **extra: Any) -> Any:
+def with_discord(fake: FakeDiscord, agent: str, *channels: int, **extra: Any) -> Configure:
     def configure(cfg: Config) -> Config:
         chat = cfg.chat.model_copy(
             update={
@@ -73,7 +74,9 @@ def configured(fake: FakeDiscord, **extra: Any) -> Config:
 
 
 @pytest.fixture
-async def stack(temporal_env, tmp_path, discord, agent) -> AsyncIterator[Stack]:
+async def stack(
+    temporal_env: WorkflowEnvironment, tmp_path: Path, discord: FakeDiscord, agent: str
+) -> AsyncIterator[Stack]:
     async with running_stack(
         temporal_env.client, tmp_path, configure=with_discord(discord, agent)
     ) as s:
@@ -95,7 +98,7 @@ def line(channel: int | str, text: str, name: str = "Alice") -> bytes:
 
 async def test_a_message_from_discord_is_typed_into_the_agent_pane_with_receipts(
     stack: Stack, discord: FakeDiscord, agent: str, tmux: Tmux, tmp_path: Path
-):
+) -> None:
     out = await with_pane(stack, agent, tmux, tmp_path)
     # The bot asked for what it needs to read people's messages, content included.
     wanted = GUILD_MESSAGES | DIRECT_MESSAGES | MESSAGE_CONTENT
@@ -124,7 +127,7 @@ async def test_a_message_from_discord_is_typed_into_the_agent_pane_with_receipts
 
 async def test_when_max_chars_cuts_the_text_the_typed_receipt_says_so_in_a_reply(
     stack: Stack, discord: FakeDiscord, agent: str, tmux: Tmux, tmp_path: Path
-):
+) -> None:
     target, _ = recorder(tmux, tmp_path, "rec")
     await stack.call(
         "register",
@@ -146,7 +149,7 @@ async def test_when_max_chars_cuts_the_text_the_typed_receipt_says_so_in_a_reply
 
 async def test_the_same_message_create_delivered_twice_is_one_event_typed_once(
     stack: Stack, discord: FakeDiscord, agent: str, tmux: Tmux, tmp_path: Path
-):
+) -> None:
     out = await with_pane(stack, agent, tmux, tmp_path)
 
     first = discord.human_says(discord.general, "once")
@@ -161,8 +164,8 @@ async def test_the_same_message_create_delivered_twice_is_one_event_typed_once(
 
 
 async def test_own_and_bots_messages_and_other_servers_are_ignored_direct_messages_taken(
-    temporal_env, tmp_path: Path, discord: FakeDiscord, agent: str, tmux: Tmux
-):
+    temporal_env: WorkflowEnvironment, tmp_path: Path, discord: FakeDiscord, agent: str, tmux: Tmux
+) -> None:
     elsewhere = discord.text_channel(guild_id=9990009)  # a server the bot is also in
     private = discord.dm_channel(ALICE)
     configure = with_discord(discord, agent, elsewhere, private)
@@ -195,7 +198,7 @@ async def test_own_and_bots_messages_and_other_servers_are_ignored_direct_messag
 
 async def test_a_stranger_is_rejected_and_recorded_until_paired(
     stack: Stack, discord: FakeDiscord, agent: str, tmux: Tmux, tmp_path: Path
-):
+) -> None:
     out = await with_pane(stack, agent, tmux, tmp_path)
 
     first = discord.human_says(discord.general, "let me in", user_id=999, name="Mallory")
@@ -221,7 +224,7 @@ async def test_a_stranger_is_rejected_and_recorded_until_paired(
 
 async def test_reply_and_send_message_arrive_as_references_split_at_2000_characters(
     stack: Stack, discord: FakeDiscord, agent: str
-):
+) -> None:
     await connected(stack, "discord")
     asked = discord.human_says(discord.general, "what changed?")
     long = "\n".join(f"line {i:04d}: something changed" for i in range(100))  # ~3,000 chars
@@ -259,7 +262,7 @@ async def test_reply_and_send_message_arrive_as_references_split_at_2000_charact
 
 async def test_a_send_goes_out_after_429_and_500_honouring_retry_after(
     stack: Stack, discord: FakeDiscord, agent: str
-):
+) -> None:
     await connected(stack, "discord")
     discord.fail_next(SEND, 429, 500, retry_after=1.0)
 
@@ -276,7 +279,7 @@ async def test_a_send_goes_out_after_429_and_500_honouring_retry_after(
 
 async def test_a_permanent_refusal_fails_at_once_saying_what_to_fix(
     stack: Stack, discord: FakeDiscord, agent: str
-):
+) -> None:
     await connected(stack, "discord")
     unknown = await stack.call("reply", channel_id="discord:555", message="hi", agent_id=agent)
     discord.forbidden.add(discord.general)
@@ -293,7 +296,7 @@ async def test_a_permanent_refusal_fails_at_once_saying_what_to_fix(
 
 async def test_discord_down_for_a_while_then_back_resumes_and_loses_nothing(
     stack: Stack, discord: FakeDiscord, agent: str, tmux: Tmux, tmp_path: Path
-):
+) -> None:
     out = await with_pane(stack, agent, tmux, tmp_path)
 
     await discord.stop()
@@ -322,7 +325,7 @@ async def test_discord_down_for_a_while_then_back_resumes_and_loses_nothing(
 
 async def test_a_restarted_gateway_reads_what_was_written_while_it_was_down(
     stack: Stack, discord: FakeDiscord, agent: str, tmux: Tmux, tmp_path: Path
-):
+) -> None:
     out = await with_pane(stack, agent, tmux, tmp_path)
     discord.human_says(discord.general, "before")
     await typed(out, line(discord.general, "before"))
@@ -372,8 +375,8 @@ class Keep:
 
 
 async def test_one_worker_logs_in_to_discord_once_and_logs_out_when_it_stops(
-    temporal_env, tmp_path: Path, discord: FakeDiscord, agent: str, tmux: Tmux
-):
+    temporal_env: WorkflowEnvironment, tmp_path: Path, discord: FakeDiscord, agent: str, tmux: Tmux
+) -> None:
     async with running_stack(
         temporal_env.client, tmp_path, configure=with_discord(discord, agent)
     ) as stack:
@@ -404,7 +407,7 @@ async def test_one_worker_logs_in_to_discord_once_and_logs_out_when_it_stops(
     assert left_open == []
 
 
-async def test_send_errors_say_whether_to_wait_retry_or_fix(discord: FakeDiscord):
+async def test_send_errors_say_whether_to_wait_retry_or_fix(discord: FakeDiscord) -> None:
     sender = transport.sender(configured(discord))
     try:
         await _send_errors(discord, sender)
@@ -449,7 +452,9 @@ async def _receiver_status(cfg: Config) -> LinkStatus:
         await receiver.close()
 
 
-async def test_a_refused_token_or_intent_fails_the_link_saying_what_to_fix(discord: FakeDiscord):
+async def test_a_refused_token_or_intent_fails_the_link_saying_what_to_fix(
+    discord: FakeDiscord,
+) -> None:
     bad = configured(discord)
     bad.chat.discord.token = SecretStr("not-the-token")
     status = await _receiver_status(bad)
@@ -461,7 +466,7 @@ async def test_a_refused_token_or_intent_fails_the_link_saying_what_to_fix(disco
     assert "Message Content Intent" in (status.error or ""), status
 
 
-def test_a_guild_id_may_be_written_as_a_number_or_text():
+def test_a_guild_id_may_be_written_as_a_number_or_text() -> None:
     assert DiscordConfig(guild_id=1110001000111000111).guild_id == "1110001000111000111"
     assert DiscordConfig(guild_id="42").guild_id == "42"
     with pytest.raises(ValueError):

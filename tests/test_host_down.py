@@ -11,8 +11,11 @@ from __future__ import annotations
 import json
 from contextlib import AsyncExitStack
 from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
 
 import pytest
+from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.models import utcnow
 from agentcomms.store import Store
@@ -33,15 +36,15 @@ async def host_worker(stack: Stack, host: str) -> AsyncExitStack:
     return workers
 
 
-async def listed(stack: Stack, agent: str) -> dict:
+async def listed(stack: Stack, agent: str) -> dict[str, Any]:
     rows = (await stack.call("agents"))["agents"]
     return next((a for a in rows if a["id"] == agent), {"status": None})
 
 
 @pytest.mark.timeout(180)
 async def test_a_stopped_host_shows_its_agents_unreachable_then_types_everything_in_order(
-    temporal_env, tmux: Tmux, tmp_path
-):
+    temporal_env: WorkflowEnvironment, tmux: Tmux, tmp_path: Path
+) -> None:
     async with running_stack(temporal_env.client, tmp_path) as stack:
         host = f"build-{stack.agent_id('h')}"
         agent = stack.agent_id("backend")
@@ -64,7 +67,7 @@ async def test_a_stopped_host_shows_its_agents_unreachable_then_types_everything
         for text in ("two", "three"):
             assert (await stack.call("send", agent_id=agent, message=text))["status"] == "queued"
 
-        async def unreachable() -> dict | None:
+        async def unreachable() -> dict[str, Any] | None:
             row = await listed(stack, agent)
             return row if row["status"] == "unreachable" else None
 
@@ -96,7 +99,7 @@ async def test_a_stopped_host_shows_its_agents_unreachable_then_types_everything
         try:
             await typed(out, b"one\rtwo\rthree\r", timeout=60)
 
-            async def online_again() -> dict | None:
+            async def online_again() -> dict[str, Any] | None:
                 row = await listed(stack, agent)
                 return row if row["status"] == "online" and row["pending"] == 0 else None
 
@@ -110,8 +113,8 @@ async def test_a_stopped_host_shows_its_agents_unreachable_then_types_everything
 
 @pytest.mark.timeout(240)
 async def test_an_idle_host_that_stops_polling_shows_unreachable_since_its_last_poll(
-    temporal_env, tmux: Tmux, tmp_path
-):
+    temporal_env: WorkflowEnvironment, tmux: Tmux, tmp_path: Path
+) -> None:
     """No message waits, so no task betrays the host: its silence does, after a long poll's
     length (about a minute and a quarter)."""
     async with running_stack(temporal_env.client, tmp_path) as stack:
@@ -138,12 +141,14 @@ async def test_an_idle_host_that_stops_polling_shows_unreachable_since_its_last_
         assert stopped_at - timedelta(seconds=90) <= since <= stopped_at
 
 
-async def _status_is(stack: Stack, agent: str, status: str) -> dict | None:
+async def _status_is(stack: Stack, agent: str, status: str) -> dict[str, Any] | None:
     row = await listed(stack, agent)
     return row if row["status"] == status else None  # the projection may not have it yet
 
 
-async def test_waiting_counts_are_per_agent_and_only_messages_not_yet_typed(database_url: str):
+async def test_waiting_counts_are_per_agent_and_only_messages_not_yet_typed(
+    database_url: str,
+) -> None:
     """What `agents` shows for a down host's agents, counted from the projection's events (on
     PostgreSQL too when the suite has one)."""
     store = await Store.open(database_url)

@@ -9,6 +9,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
+from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.temporal import last_polls
 from tests.support.hosts import worker_process
@@ -29,8 +30,8 @@ def lines(out: Path) -> list[str]:
 
 @pytest.mark.timeout(240)
 async def test_each_host_types_for_its_own_agents_and_a_moved_agent_loses_nothing(
-    temporal_env, tmux_socket_dir: Path, tmp_path: Path
-):
+    temporal_env: WorkflowEnvironment, tmux_socket_dir: Path, tmp_path: Path
+) -> None:
     one, two = Tmux(tmux_socket_dir / "host-one"), Tmux(tmux_socket_dir / "host-two")
     async with running_stack(temporal_env.client, tmp_path, with_worker=False) as stack:
         h1, h2 = f"one-{stack.agent_id('h')}", f"two-{stack.agent_id('h')}"
@@ -99,8 +100,8 @@ async def test_each_host_types_for_its_own_agents_and_a_moved_agent_loses_nothin
 
 @pytest.mark.timeout(120)
 async def test_a_worker_with_no_shared_types_for_its_host_and_leaves_the_shared_queue(
-    temporal_env, tmux_socket_dir: Path, tmp_path: Path
-):
+    temporal_env: WorkflowEnvironment, tmux_socket_dir: Path, tmp_path: Path
+) -> None:
     # The stack's own worker (the gateway's machine) polls the shared queue, where calls and
     # chat sends run and every mailbox starts; the remote machine's worker only its own queue.
     remote = Tmux(tmux_socket_dir / "remote")

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from temporalio.client import WorkflowExecutionStatus
+from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.config import host_name
 from tests.support.cli import AGENTCOMMS
@@ -24,8 +25,8 @@ def expected_bytes(prefix: str, count: int) -> bytes:
 
 @pytest.mark.timeout(180)
 async def test_continue_as_new_under_load_loses_and_repeats_nothing(
-    temporal_env_low_can, tmux: Tmux, tmp_path: Path
-):
+    temporal_env_low_can: WorkflowEnvironment, tmux: Tmux, tmp_path: Path
+) -> None:
     async with running_stack(temporal_env_low_can.client, tmp_path) as stack:
         agent = stack.agent_id()
         target, out = recorder(tmux, tmp_path, "rec")
@@ -78,8 +79,8 @@ def start_worker(home: Path) -> subprocess.Popen[bytes]:
 
 @pytest.mark.timeout(180)
 async def test_a_worker_killed_mid_stream_loses_nothing_and_types_nothing_twice(
-    temporal_env, tmux: Tmux, tmp_path: Path
-):
+    temporal_env: WorkflowEnvironment, tmux: Tmux, tmp_path: Path
+) -> None:
     # The worker runs as a real process on this host's queue; the gateway stays in the test.
     async with running_stack(
         temporal_env.client, tmp_path, with_worker=False, host=host_name()

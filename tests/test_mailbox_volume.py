@@ -9,12 +9,15 @@ from __future__ import annotations
 import random
 import string
 from pathlib import Path
+from typing import Any
 
 import pytest
 from temporalio.client import WorkflowHandle
+from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.client import GatewayError
 from agentcomms.config import MailboxConfig
+from agentcomms.models import Event
 from gateway.protocol import MAILBOX_FULL
 from tests.support.stack import Stack, register, running_stack
 from tests.support.tmux import Tmux, recorder
@@ -29,7 +32,7 @@ def long_text(seed: int, chars: int) -> str:
     return f"{seed:06d}: " + body.replace("\n\n", "\n ") + "."
 
 
-async def reported_problems(handle: WorkflowHandle) -> list[str]:
+async def reported_problems(handle: WorkflowHandle[Any, Any]) -> list[str]:
     """What Temporal reports about the workflow's tasks failing (empty when all is well)."""
     fields = (await handle.describe()).raw_description.workflow_execution_info
     problems = fields.search_attributes.indexed_fields.get("TemporalReportedProblems")
@@ -38,7 +41,7 @@ async def reported_problems(handle: WorkflowHandle) -> list[str]:
 
 async def test_a_backlog_past_every_payload_limit_is_refused_at_its_limit_then_typed_whole(
     stack: Stack, tmux: Tmux, tmp_path: Path
-):
+) -> None:
     agent = stack.agent_id()
     limit = stack.cfg.mailbox.max_pending_bytes
     texts = [long_text(i, 99_000) for i in range(110)]  # about 10.9 MB for an offline agent
@@ -82,7 +85,7 @@ async def test_a_backlog_past_every_payload_limit_is_refused_at_its_limit_then_t
     assert await reported_problems(handle) == []
 
 
-async def test_a_long_message_is_typed_whole(stack: Stack, tmux: Tmux, tmp_path: Path):
+async def test_a_long_message_is_typed_whole(stack: Stack, tmux: Tmux, tmp_path: Path) -> None:
     agent = stack.agent_id()
     target, out = recorder(tmux, tmp_path, "rec")
     await register(stack, agent, tmux, target, submit_delay_ms=0)
@@ -92,7 +95,7 @@ async def test_a_long_message_is_typed_whole(stack: Stack, tmux: Tmux, tmp_path:
     await typed(out, text.encode() + b"\r")
 
 
-async def test_max_chars_cuts_visibly_and_says_so(stack: Stack, tmux: Tmux, tmp_path: Path):
+async def test_max_chars_cuts_visibly_and_says_so(stack: Stack, tmux: Tmux, tmp_path: Path) -> None:
     agent = stack.agent_id()
     target, out = recorder(tmux, tmp_path, "rec")
     await register(stack, agent, tmux, target, submit_delay_ms=0, max_chars=1000)
@@ -113,12 +116,14 @@ async def test_max_chars_cuts_visibly_and_says_so(stack: Stack, tmux: Tmux, tmp_
     assert listed[-1]["note"] == note
 
 
-async def _delivered(stack: Stack, event_id: str):
+async def _delivered(stack: Stack, event_id: str) -> Event | None:
     event = await stack.store.get_event(event_id)
     return event if event is not None and event.status == "delivered" else None
 
 
-async def test_the_message_count_limit_refuses_but_interrupts_pass(temporal_env, tmp_path: Path):
+async def test_the_message_count_limit_refuses_but_interrupts_pass(
+    temporal_env: WorkflowEnvironment, tmp_path: Path
+) -> None:
     mailbox = MailboxConfig(max_pending=3)
     async with running_stack(temporal_env.client, tmp_path, mailbox=mailbox) as stack:
         agent = stack.agent_id()
@@ -137,7 +142,7 @@ async def test_the_message_count_limit_refuses_but_interrupts_pass(temporal_env,
         assert snapshot.pending == 4  # three messages and the interrupt
 
 
-async def test_a_mailbox_whose_tasks_keep_failing_is_shown_broken(stack: Stack):
+async def test_a_mailbox_whose_tasks_keep_failing_is_shown_broken(stack: Stack) -> None:
     """Whoever reaches Temporal can start a mailbox with an input it cannot read: its tasks fail
     for good. `agents` and `status` say so instead of showing messages queued forever."""
     agent = stack.agent_id("garbled")
@@ -148,8 +153,8 @@ async def test_a_mailbox_whose_tasks_keep_failing_is_shown_broken(stack: Stack):
         task_queue=f"agentcomms-host-{stack.host}",
     )
 
-    async def listed_broken():
-        agents = (await stack.call("agents", include_offline=True))["agents"]
+    async def listed_broken() -> dict[str, Any] | None:
+        agents: list[dict[str, Any]] = (await stack.call("agents", include_offline=True))["agents"]
         return next((a for a in agents if a["id"] == agent and a["status"] == "broken"), None)
 
     row = await eventually(listed_broken, timeout=60, interval=0.5)
@@ -163,7 +168,7 @@ async def test_a_mailbox_whose_tasks_keep_failing_is_shown_broken(stack: Stack):
 @pytest.mark.timeout(300)  # a loaded machine (CI beside other jobs) makes 200 mailboxes slow
 async def test_hundreds_of_agents_register_list_and_each_get_their_message(
     stack: Stack, tmux: Tmux, tmp_path: Path
-):
+) -> None:
     """Many mailboxes at once (the benchmark takes this to 10,000): every one registers, is
     listed, and types its message exactly once."""
     target, out = recorder(tmux, tmp_path, "shared")

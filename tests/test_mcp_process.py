@@ -90,7 +90,9 @@ async def typed(pane: Path, expected: bytes) -> None:
     await eventually(lambda: pane.read_bytes() == expected, timeout=5)
 
 
-async def test_stdio_a_humans_send_is_read_once_even_across_restarts(stack: Stack, tmp_path: Path):
+async def test_stdio_a_humans_send_is_read_once_even_across_restarts(
+    stack: Stack, tmp_path: Path
+) -> None:
     agent = stack.agent_id("backend")
     home = make_home(tmp_path, stack.cfg.server.socket())
     errlog = tmp_path / "mcp.err"
@@ -111,7 +113,7 @@ async def test_stdio_a_humans_send_is_read_once_even_across_restarts(stack: Stac
 
 async def test_stdio_two_agents_message_each_other_through_their_own_servers(
     stack: Stack, tmux: Tmux, tmp_path: Path
-):
+) -> None:
     alice, bob = stack.agent_id("alice"), stack.agent_id("bob")
     alice_pane = await register_recorder(stack, tmux, tmp_path, alice)
     bob_pane = await register_recorder(stack, tmux, tmp_path, bob)
@@ -134,7 +136,7 @@ async def test_stdio_two_agents_message_each_other_through_their_own_servers(
         assert reply["id"] == answer["event_id"] and reply["chat_id"] == bob
 
 
-async def test_stdio_with_the_gateway_down(tmp_path: Path):
+async def test_stdio_with_the_gateway_down(tmp_path: Path) -> None:
     socket_path = tmp_path / "no-gateway.sock"
     home = make_home(tmp_path, socket_path)
     async with stdio_session(home, tmp_path / "mcp.err", agent="lonely") as session:
@@ -145,7 +147,7 @@ async def test_stdio_with_the_gateway_down(tmp_path: Path):
         assert "agentcomms up" in error and str(socket_path) in error
 
 
-async def test_http_on_loopback_needs_no_token(stack: Stack, tmp_path: Path):
+async def test_http_on_loopback_needs_no_token(stack: Stack, tmp_path: Path) -> None:
     home = make_home(tmp_path, stack.cfg.server.socket())
     agent = stack.agent_id("carol")
     async with (
@@ -162,7 +164,7 @@ async def test_http_on_loopback_needs_no_token(stack: Stack, tmp_path: Path):
     assert "any user of this machine can call these tools" in (tmp_path / "http.log").read_text()
 
 
-async def test_http_tokens_fix_who_is_calling(stack: Stack, tmux: Tmux, tmp_path: Path):
+async def test_http_tokens_fix_who_is_calling(stack: Stack, tmux: Tmux, tmp_path: Path) -> None:
     alice, bob = stack.agent_id("alice"), stack.agent_id("bob")
     bob_pane = await register_recorder(stack, tmux, tmp_path, bob)
     tokens = {alice: "alice-secret-token-1", bob: "bob-secret-token-2"}
@@ -209,7 +211,7 @@ async def test_http_tokens_fix_who_is_calling(stack: Stack, tmux: Tmux, tmp_path
 )
 async def test_agentcomms_mcp_refuses_to_start_unsafe_or_malformed(
     tmp_path: Path, args: list[str], says: str
-):
+) -> None:
     home = make_home(tmp_path, tmp_path / "gateway.sock")
     process = await asyncio.create_subprocess_exec(
         AGENTCOMMS, "mcp", *args, "--port", str(free_port()),

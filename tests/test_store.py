@@ -587,7 +587,9 @@ def reply(agent_id: str, n: int) -> Event:
     )
 
 
-async def test_following_a_channel_misses_no_reply_from_concurrent_writers(database_url: str):
+async def test_following_a_channel_misses_no_reply_from_concurrent_writers(
+    database_url: str,
+) -> None:
     """Agents answering in the local inbox at once, through two processes' stores (a gateway and
     a worker, say): a reader paging the channel by `after_id` sees every reply."""
     writers = [await Store.open(database_url) for _ in range(2)]
@@ -622,7 +624,7 @@ async def test_following_a_channel_misses_no_reply_from_concurrent_writers(datab
             await store.close()
 
 
-async def test_a_channel_insert_waits_for_an_earlier_uncommitted_one(database_url: str):
+async def test_a_channel_insert_waits_for_an_earlier_uncommitted_one(database_url: str) -> None:
     """On PostgreSQL a later seq could commit first; every insert takes its channel's lock, so
     one that started later cannot overtake an open one and be read past it."""
     if not database_url.startswith("postgresql"):

@@ -11,6 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 from pydantic import SecretStr
+from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.client import GatewayClient
 from agentcomms.config import Config, MailboxConfig
@@ -28,7 +29,9 @@ from workflows.outbox import receipt_item
 
 
 @pytest.fixture
-async def stack(temporal_env, tmp_path, telegram, agent) -> AsyncIterator[Stack]:
+async def stack(
+    temporal_env: WorkflowEnvironment, tmp_path: Path, telegram: FakeTelegram, agent: str
+) -> AsyncIterator[Stack]:
     async with running_stack(
         temporal_env.client, tmp_path, configure=with_telegram(telegram, agent)
     ) as s:
@@ -37,7 +40,7 @@ async def stack(temporal_env, tmp_path, telegram, agent) -> AsyncIterator[Stack]
 
 async def test_a_message_from_telegram_is_typed_into_the_agent_pane_with_receipts(
     stack: Stack, telegram: FakeTelegram, agent: str, tmux: Tmux, tmp_path: Path
-):
+) -> None:
     target, out = recorder(tmux, tmp_path, "rec")
     await register(stack, agent, tmux, target, submit_delay_ms=0)
     await connected(stack, "telegram")
@@ -68,7 +71,7 @@ async def _delivered(stack: Stack, event_id: str) -> bool:
 
 async def test_the_same_update_delivered_twice_is_one_event_typed_once(
     stack: Stack, telegram: FakeTelegram, agent: str, tmux: Tmux, tmp_path: Path
-):
+) -> None:
     target, out = recorder(tmux, tmp_path, "rec")
     await register(stack, agent, tmux, target, submit_delay_ms=0)
     await connected(stack, "telegram")
@@ -88,8 +91,12 @@ async def test_the_same_update_delivered_twice_is_one_event_typed_once(
 
 
 async def test_a_stranger_is_rejected_and_recorded_until_paired_and_again_once_revoked(
-    temporal_env, tmp_path: Path, telegram: FakeTelegram, agent: str, tmux: Tmux
-):
+    temporal_env: WorkflowEnvironment,
+    tmp_path: Path,
+    telegram: FakeTelegram,
+    agent: str,
+    tmux: Tmux,
+) -> None:
     stranger = 999
     channels = {f"telegram:{CHAT}": agent, f"telegram:{stranger}": agent}
     async with running_stack(
@@ -145,7 +152,7 @@ async def test_a_stranger_is_rejected_and_recorded_until_paired_and_again_once_r
 
 async def test_reply_goes_out_after_429_and_500_honouring_retry_after(
     stack: Stack, telegram: FakeTelegram, agent: str
-):
+) -> None:
     await connected(stack, "telegram")
     telegram.known_chats.add(CHAT)
     telegram.fail_next("sendMessage", 429, 500, retry_after=1)
@@ -171,7 +178,7 @@ async def test_reply_goes_out_after_429_and_500_honouring_retry_after(
 )
 async def test_a_long_reply_refused_half_way_arrives_with_each_piece_once_in_order(
     stack: Stack, telegram: FakeTelegram, agent: str, refused: int, pieces: int, failing: int
-):
+) -> None:
     await connected(stack, "telegram")
     telegram.known_chats.add(CHAT)
     text = "\n".join(f"line {i:05d}" for i in range(372 * pieces))
@@ -193,7 +200,7 @@ async def test_a_long_reply_refused_half_way_arrives_with_each_piece_once_in_ord
 
 async def test_a_permanent_refusal_fails_at_once_saying_what_to_fix(
     stack: Stack, telegram: FakeTelegram, agent: str
-):
+) -> None:
     await connected(stack, "telegram")
     result = await stack.call("reply", channel_id="telegram:555", message="hi", agent_id=agent)
 
@@ -206,7 +213,7 @@ async def test_a_permanent_refusal_fails_at_once_saying_what_to_fix(
 
 async def test_telegram_down_for_a_while_then_back(
     stack: Stack, telegram: FakeTelegram, agent: str, tmux: Tmux, tmp_path: Path
-):
+) -> None:
     target, out = recorder(tmux, tmp_path, "rec")
     await register(stack, agent, tmux, target, submit_delay_ms=0)
     await connected(stack, "telegram")
@@ -236,8 +243,12 @@ async def test_telegram_down_for_a_while_then_back(
 
 
 async def test_webhook_mode_checks_the_secret_token_and_answers_once_durable(
-    temporal_env, tmp_path: Path, telegram: FakeTelegram, agent: str, tmux: Tmux
-):
+    temporal_env: WorkflowEnvironment,
+    tmp_path: Path,
+    telegram: FakeTelegram,
+    agent: str,
+    tmux: Tmux,
+) -> None:
     port = free_port()
     public = "https://agents.example.test"
 
@@ -278,7 +289,7 @@ async def test_webhook_mode_checks_the_secret_token_and_answers_once_durable(
 
 async def test_gateway_restarted_with_messages_in_flight_loses_and_doubles_nothing(
     stack: Stack, telegram: FakeTelegram, agent: str, tmux: Tmux, tmp_path: Path
-):
+) -> None:
     await connected(stack, "telegram")
     # Queued while the agent has no pane yet: durable in its mailbox, not typed.
     before = [telegram.human_says(CHAT, f"before {i}") for i in range(3)]
@@ -310,7 +321,7 @@ async def test_gateway_restarted_with_messages_in_flight_loses_and_doubles_nothi
 
 async def test_the_typed_receipt_comes_through_the_gateway_restarted_before_the_message_was_typed(
     stack: Stack, telegram: FakeTelegram, agent: str, tmux: Tmux, tmp_path: Path
-):
+) -> None:
     await connected(stack, "telegram")
     tmux.new_session("keep")  # the tmux server runs; the agent's pane does not exist yet
     await register(stack, agent, tmux, "late:0.0", submit_delay_ms=0)
@@ -358,7 +369,7 @@ async def test_the_typed_receipt_comes_through_the_gateway_restarted_before_the_
 
 async def test_a_queued_receipt_that_arrives_after_the_typed_one_is_not_sent(
     stack: Stack, telegram: FakeTelegram, agent: str
-):
+) -> None:
     # The mailbox may type a message and ask for "typed" before the gateway's "queued" reaches
     # the outbox; sent after it, 👀 would replace ✍ on the human's message.
     await connected(stack, "telegram")
@@ -379,8 +390,8 @@ async def _count(stack: Stack, agent: str, n: int) -> bool:
 
 
 async def test_a_full_mailbox_refuses_a_chat_message_and_tells_the_sender(
-    temporal_env, tmp_path: Path, telegram: FakeTelegram, agent: str
-):
+    temporal_env: WorkflowEnvironment, tmp_path: Path, telegram: FakeTelegram, agent: str
+) -> None:
     async with running_stack(
         temporal_env.client,
         tmp_path,

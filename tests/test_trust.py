@@ -22,7 +22,7 @@ import pytest
 from pydantic import SecretStr
 from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy
-from temporalio.testing import ActivityEnvironment
+from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 
 from activities.signed_delivery import SignedDelivery
 from agentcomms.bridge.tmux import RECENT_EVENTS_OPTION
@@ -40,7 +40,7 @@ from tests.support.stack import STACK_KEY, Stack, running_stack, stack_config
 from tests.support.tmux import Tmux, recorder
 from tests.support.waiting import eventually
 from workers.main import build_workers
-from workflows.agent import AgentInput, AgentWorkflow
+from workflows.agent import AgentInput, AgentSnapshot, AgentWorkflow
 
 KEY = DeploymentKey(b"k" * 40)
 
@@ -60,7 +60,7 @@ def message(agent_id: str, text: str, **fields: object) -> Event:
 # ---- the tag -------------------------------------------------------------------------------------
 
 
-def test_a_signed_event_verifies_and_an_altered_one_does_not():
+def test_a_signed_event_verifies_and_an_altered_one_does_not() -> None:
     signed = KEY.sign_event(message("a", "ls"))
     assert KEY.event_is_genuine(signed)
     for change in (
@@ -79,7 +79,7 @@ def test_a_signed_event_verifies_and_an_altered_one_does_not():
     assert KEY.event_is_genuine(settled)
 
 
-async def test_the_tag_survives_temporal_json_and_the_projection(tmp_path: Path):
+async def test_the_tag_survives_temporal_json_and_the_projection(tmp_path: Path) -> None:
     # Made at +02:00 with a payload value JSON turns into text: the projection gives the time
     # back in UTC, Temporal gives the payload back as JSON.
     event = message(
@@ -98,7 +98,7 @@ async def test_the_tag_survives_temporal_json_and_the_projection(tmp_path: Path)
     assert KEY.event_is_genuine(back)
 
 
-def test_a_registration_is_signed_for_one_agent():
+def test_a_registration_is_signed_for_one_agent() -> None:
     reg = KEY.sign_registration("a", Registration(target="s:0.0", host="h"))
     assert KEY.registration_is_genuine("a", reg)
     assert not KEY.registration_is_genuine("b", reg)
@@ -109,7 +109,7 @@ def test_a_registration_is_signed_for_one_agent():
 # ---- the key ---------------------------------------------------------------------------------------
 
 
-def test_a_key_is_generated_once_into_the_private_home(home: Path):
+def test_a_key_is_generated_once_into_the_private_home(home: Path) -> None:
     first = DeploymentKey.load(SecurityConfig())
     path = home / KEY_FILENAME
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
@@ -120,7 +120,7 @@ def test_a_key_is_generated_once_into_the_private_home(home: Path):
     assert "***" in repr(first) and path.read_text().strip() not in repr(first)
 
 
-def test_processes_starting_together_share_one_generated_key(home: Path):
+def test_processes_starting_together_share_one_generated_key(home: Path) -> None:
     keys: list[DeploymentKey] = []
     threads = [
         threading.Thread(target=lambda: keys.append(DeploymentKey.load(SecurityConfig())))
@@ -135,7 +135,7 @@ def test_processes_starting_together_share_one_generated_key(home: Path):
     assert [p.name for p in home.iterdir() if p.name.startswith(".")] == []  # no temp left
 
 
-def test_a_key_file_others_can_read_is_refused(home: Path):
+def test_a_key_file_others_can_read_is_refused(home: Path) -> None:
     DeploymentKey.load(SecurityConfig())
     (home / KEY_FILENAME).chmod(0o644)
     with pytest.raises(ConfigError, match="chmod 600"):
@@ -144,7 +144,7 @@ def test_a_key_file_others_can_read_is_refused(home: Path):
 
 def test_a_configured_key_wins_and_a_short_one_is_a_config_error(
     home: Path, monkeypatch: pytest.MonkeyPatch
-):
+) -> None:
     monkeypatch.setenv("SHARED_KEY", "s" * 40)
     write_config(home, {"security": {"deployment_key": "${SHARED_KEY}"}})
     cfg = load_config()
@@ -183,7 +183,7 @@ async def rejected(stack: Stack, event_id: str) -> Event:
 
 async def test_a_forged_message_is_never_typed_and_shows_rejected(
     stack: Stack, tmux: Tmux, tmp_path: Path
-):
+) -> None:
     agent = stack.agent_id()
     pane = tmux.new_session("sh", "sh")
     await stack.call("register", agent_id=agent, target=pane, socket=tmux.socket)
@@ -222,7 +222,7 @@ async def test_a_forged_message_is_never_typed_and_shows_rejected(
 
 async def test_a_forgery_inside_a_backlog_is_refused_and_the_rest_typed_in_order(
     stack: Stack, tmux: Tmux, tmp_path: Path
-):
+) -> None:
     """The backlog is typed several messages to a local activity: a forged one among them is
     refused alone."""
     agent = stack.agent_id()
@@ -247,7 +247,7 @@ async def test_a_forgery_inside_a_backlog_is_refused_and_the_rest_typed_in_order
     assert out.read_bytes() == expected
 
 
-async def test_an_event_signed_for_another_agent_is_rejected(stack: Stack, tmux: Tmux):
+async def test_an_event_signed_for_another_agent_is_rejected(stack: Stack, tmux: Tmux) -> None:
     agent, other = stack.agent_id("a"), stack.agent_id("b")
     pane = tmux.new_session("cat", "cat")
     await stack.call("register", agent_id=agent, target=pane, socket=tmux.socket)
@@ -259,7 +259,7 @@ async def test_an_event_signed_for_another_agent_is_rejected(stack: Stack, tmux:
 
 async def test_a_forged_registration_types_nowhere_until_the_agent_registers_again(
     stack: Stack, tmux: Tmux
-):
+) -> None:
     agent = stack.agent_id()
     own = tmux.new_session("own", "cat")
     trap = tmux.new_session("trap", "cat")
@@ -283,7 +283,7 @@ async def test_a_forged_registration_types_nowhere_until_the_agent_registers_aga
     assert event.status == "delivered"
 
 
-def test_an_unregister_is_signed_for_one_agent_and_one_request():
+def test_an_unregister_is_signed_for_one_agent_and_one_request() -> None:
     request = KEY.sign_unregister("a", Unregister(id="u1", requested_at=datetime.now(UTC)))
     assert KEY.unregister_is_genuine("a", request)
     assert not KEY.unregister_is_genuine("b", request)
@@ -294,7 +294,7 @@ def test_an_unregister_is_signed_for_one_agent_and_one_request():
 
 async def test_a_forged_unregister_leaves_the_agent_registered(
     stack: Stack, tmux: Tmux, tmp_path: Path
-):
+) -> None:
     agent = stack.agent_id()
     target, out = recorder(tmux, tmp_path, "rec")
     registration = {"agent_id": agent, "target": target, "socket": tmux.socket}
@@ -340,7 +340,7 @@ async def _offline(stack: Stack, agent: str) -> bool:
     return state is not None and state.status == "offline" and state.registration is None
 
 
-async def _unreachable(stack: Stack, agent: str):
+async def _unreachable(stack: Stack, agent: str) -> AgentSnapshot | None:
     state = await stack.gateway.mailbox.snapshot(agent)
     return state if state is not None and state.status == "unreachable" else None
 
@@ -368,8 +368,8 @@ async def projection_before_signing(url: str, events: list[Event]) -> None:
 
 
 async def test_messages_waiting_through_the_upgrade_to_signing_are_typed(
-    temporal_env, tmux: Tmux, tmp_path: Path
-):
+    temporal_env: WorkflowEnvironment, tmux: Tmux, tmp_path: Path
+) -> None:
     agent = f"upgraded-{uuid4().hex[:8]}"
     proof = tmp_path / "forged-ran"
     waited = message(agent, "echo WAITED-$((20+1))")
@@ -413,7 +413,7 @@ async def test_messages_waiting_through_the_upgrade_to_signing_are_typed(
         assert await stack.store.waiting_since_before_signing(agent, waited.id) is None
 
 
-async def test_a_fresh_deployment_lists_no_message_from_before_signing(tmp_path: Path):
+async def test_a_fresh_deployment_lists_no_message_from_before_signing(tmp_path: Path) -> None:
     async with await Store.open(f"sqlite+aiosqlite:///{tmp_path / 'p.db'}") as store:
         untagged = message("a", "x")
         assert await store.record_event(untagged)
@@ -421,8 +421,8 @@ async def test_a_fresh_deployment_lists_no_message_from_before_signing(tmp_path:
 
 
 async def test_a_worker_with_a_key_of_its_own_refuses_the_deployments_messages(
-    temporal_env, tmux: Tmux, tmp_path: Path
-):
+    temporal_env: WorkflowEnvironment, tmux: Tmux, tmp_path: Path
+) -> None:
     """Hosts are one deployment only through one key (`security.deployment_key`, shared through
     the config): a worker that made its own types nothing the gateway signed."""
     async with running_stack(temporal_env.client, tmp_path, with_worker=False) as gateway_only:
@@ -443,7 +443,7 @@ async def test_a_worker_with_a_key_of_its_own_refuses_the_deployments_messages(
         assert "NOT OURS" not in tmux.capture(pane)
 
 
-def test_the_key_never_reaches_config_show(home: Path, monkeypatch: pytest.MonkeyPatch):
+def test_the_key_never_reaches_config_show(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from typer.testing import CliRunner
 
     from agentcomms.cli import app
@@ -457,7 +457,9 @@ def test_the_key_never_reaches_config_show(home: Path, monkeypatch: pytest.Monke
     assert os.environ["SHARED_KEY"] not in shown.output
 
 
-async def test_an_old_message_signalled_again_is_not_typed_twice(tmux: Tmux, tmp_path: Path):
+async def test_an_old_message_signalled_again_is_not_typed_twice(
+    tmux: Tmux, tmp_path: Path
+) -> None:
     """A copy of a genuine, long-typed message, taken from an old history and signalled again
     once the mailbox and the pane have both forgotten its id: the projection remembers."""
     agent = f"agent-{uuid4().hex[:8]}"

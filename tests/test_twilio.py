@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import pytest
 from starlette.applications import Starlette
+from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.config import Config
 from agentcomms.ids import provider_event_id
@@ -25,7 +26,7 @@ from tests.support.waiting import eventually
 
 @pytest.fixture
 async def stack_and_hooks(
-    temporal_env, tmp_path, twilio, agent
+    temporal_env: WorkflowEnvironment, tmp_path: Path, twilio: FakeTwilio, agent: str
 ) -> AsyncIterator[tuple[Stack, Hooks]]:
     port = free_port()
     async with running_stack(
@@ -35,8 +36,8 @@ async def stack_and_hooks(
 
 
 async def test_an_sms_is_typed_once_even_when_twilio_retries_the_webhook(
-    stack_and_hooks, twilio: FakeTwilio, agent: str, tmux: Tmux, tmp_path: Path
-):
+    stack_and_hooks: tuple[Stack, Hooks], twilio: FakeTwilio, agent: str, tmux: Tmux, tmp_path: Path
+) -> None:
     stack, hooks = stack_and_hooks
     target, out = recorder(tmux, tmp_path, "rec")
     await register(stack, agent, tmux, target, submit_delay_ms=0)
@@ -60,8 +61,8 @@ async def test_an_sms_is_typed_once_even_when_twilio_retries_the_webhook(
 
 
 async def test_the_typed_receipt_says_when_the_agents_max_chars_cut_the_text(
-    stack_and_hooks, twilio: FakeTwilio, agent: str, tmux: Tmux, tmp_path: Path
-):
+    stack_and_hooks: tuple[Stack, Hooks], twilio: FakeTwilio, agent: str, tmux: Tmux, tmp_path: Path
+) -> None:
     stack, hooks = stack_and_hooks
     target, _ = recorder(tmux, tmp_path, "rec")
     await stack.call(
@@ -80,8 +81,8 @@ async def test_the_typed_receipt_says_when_the_agents_max_chars_cut_the_text(
 
 
 async def test_receipts_both_texts_queued_and_typed_and_none_texts_nothing(
-    temporal_env, tmp_path: Path, twilio: FakeTwilio, agent: str, tmux: Tmux
-):
+    temporal_env: WorkflowEnvironment, tmp_path: Path, twilio: FakeTwilio, agent: str, tmux: Tmux
+) -> None:
     port = free_port()
     configure = with_twilio(twilio, agent, port, receipts={"sms": "both", "whatsapp": "none"})
     async with running_stack(temporal_env.client, tmp_path, configure=configure) as stack:
@@ -109,8 +110,8 @@ async def test_receipts_both_texts_queued_and_typed_and_none_texts_nothing(
 
 
 async def test_a_forged_or_unsigned_webhook_gets_403_and_nothing_is_queued(
-    stack_and_hooks, twilio: FakeTwilio, agent: str
-):
+    stack_and_hooks: tuple[Stack, Hooks], twilio: FakeTwilio, agent: str
+) -> None:
     stack, hooks = stack_and_hooks
     forms = [twilio.incoming(ALICE, f"attempt {i}") for i in range(4)]
     local_path_url = f"http://127.0.0.1:{hooks.port}/webhooks/twilio/sms"
@@ -135,7 +136,9 @@ async def test_a_forged_or_unsigned_webhook_gets_403_and_nothing_is_queued(
     assert twilio.sent == []
 
 
-async def test_a_stranger_gets_a_pairing_code_in_the_answer(stack_and_hooks, twilio: FakeTwilio):
+async def test_a_stranger_gets_a_pairing_code_in_the_answer(
+    stack_and_hooks: tuple[Stack, Hooks], twilio: FakeTwilio
+) -> None:
     stack, hooks = stack_and_hooks
     stranger = "+15559990000"
     form = twilio.incoming(stranger, "who is this?")
@@ -148,8 +151,8 @@ async def test_a_stranger_gets_a_pairing_code_in_the_answer(stack_and_hooks, twi
 
 
 async def test_a_strangers_photo_gets_what_their_words_would_and_only_alice_is_told_why(
-    stack_and_hooks, twilio: FakeTwilio
-):
+    stack_and_hooks: tuple[Stack, Hooks], twilio: FakeTwilio
+) -> None:
     # Every answer is a text the operator pays for, and a stranger learns nothing of the agent:
     # a photo from them is rejected and recorded as their words would be, answered once.
     stack, hooks = stack_and_hooks
@@ -179,8 +182,8 @@ async def test_a_strangers_photo_gets_what_their_words_would_and_only_alice_is_t
 
 
 async def test_an_agent_reply_reaches_sms_after_429_and_500(
-    stack_and_hooks, twilio: FakeTwilio, agent: str
-):
+    stack_and_hooks: tuple[Stack, Hooks], twilio: FakeTwilio, agent: str
+) -> None:
     stack, _ = stack_and_hooks
     twilio.fail_next(429, 500)
     result = await stack.call(
@@ -196,8 +199,8 @@ async def test_an_agent_reply_reaches_sms_after_429_and_500(
 
 
 async def test_whatsapp_both_ways(
-    stack_and_hooks, twilio: FakeTwilio, agent: str, tmux: Tmux, tmp_path: Path
-):
+    stack_and_hooks: tuple[Stack, Hooks], twilio: FakeTwilio, agent: str, tmux: Tmux, tmp_path: Path
+) -> None:
     stack, hooks = stack_and_hooks
     target, out = recorder(tmux, tmp_path, "rec")
     await register(stack, agent, tmux, target, submit_delay_ms=0)
@@ -229,7 +232,7 @@ class Unreachable:
 
 async def test_a_message_that_cannot_be_kept_is_answered_so_its_sender_sends_it_again(
     twilio: FakeTwilio, agent: str
-):
+) -> None:
     # Twilio posts a message once: a 503 would lose it without anyone knowing.
     cfg = with_twilio(twilio, agent, free_port())(Config())
     intake = Unreachable()

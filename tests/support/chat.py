@@ -46,7 +46,8 @@ async def provider_status(stack: Stack, name: str) -> dict[str, Any]:
 
 
 async def provider_is(stack: Stack, name: str, state: str) -> bool:
-    return (await provider_status(stack, name))["status"] == state
+    status: str = (await provider_status(stack, name))["status"]
+    return status == state
 
 
 async def connected(stack: Stack, name: str) -> None:

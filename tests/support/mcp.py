@@ -67,5 +67,6 @@ async def tool(session: ClientSession, name: str, **args: Any) -> dict[str, Any]
     """`name` called over the session; its structured result, which must not be an error."""
     result = await session.call_tool(name, args)
     assert not result.is_error, result.content
-    assert result.structured_content is not None
-    return result.structured_content
+    content: dict[str, Any] | None = result.structured_content
+    assert content is not None
+    return content
