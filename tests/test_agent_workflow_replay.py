@@ -23,8 +23,8 @@ from activities.delivery import deliver_to_pane, interrupt_pane
 from activities.projection import ProjectionActivities
 from agentcomms.models import Event, Registration
 from agentcomms.store import Store
-from tests.support.mailbox import mailbox_replayer, settled_history
-from tests.support.stack import Stack, running_stack
+from tests.support.mailbox import mailbox_replayer, settled_history, unreachable
+from tests.support.stack import running_stack
 from tests.support.tmux import Tmux, recorder
 from tests.support.waiting import eventually
 from workflows.agent import AgentInput, AgentWorkflow, host_task_queue
@@ -133,7 +133,7 @@ async def test_unreachable_and_continued_runs_replay(
             "register", agent_id=agent, target="late:0.0", socket=tmux.socket, submit_delay_ms=0
         )
         await stack.call("send", agent_id=agent, message="w0")
-        await eventually(lambda: _unreachable(stack, agent))
+        await eventually(lambda: unreachable(stack, agent))
         out = tmp_path / "late.bytes"
         out.touch()
         tmux.new_session("late", f"stty raw -echo; exec cat >> {out}")
@@ -162,8 +162,3 @@ def _record(histories: list[WorkflowHistory], folder: Path) -> None:
     ordered = sorted(histories, key=lambda h: h.events[0].event_time.ToDatetime())
     for i, history in enumerate(ordered):
         (folder / f"agent-mailbox-continued-run{i + 1}.json").write_text(history.to_json())
-
-
-async def _unreachable(stack: Stack, agent: str) -> bool:
-    snapshot = await stack.gateway.mailbox.snapshot(agent)
-    return bool(snapshot and snapshot.status == "unreachable")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -16,13 +15,9 @@ from agentcomms.cli import app
 from agentcomms.cli.config_cmd import starter_config
 from agentcomms.config import Config, load_config
 from tests.support.cli import AGENTCOMMS
-from tests.support.home import write_config
+from tests.support.home import mode, write_config
 
 SECRET = "s3cr3t-Value-4242"
-
-
-def mode(path: Path) -> int:
-    return stat.S_IMODE(path.stat().st_mode)
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> Result:

@@ -19,11 +19,11 @@ from temporalio.client import WorkflowHandle, WorkflowHistory
 from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.ids import new_event_id
-from agentcomms.models import Agent, Event
+from agentcomms.models import Agent
 from agentcomms.search_attributes import AGENT_STATUS
 from tests.support.cli import AGENTCOMMS
 from tests.support.home import write_config
-from tests.support.stack import STACK_KEY, Stack, register, running_stack
+from tests.support.stack import STACK_KEY, Stack, delivered, register, running_stack
 from tests.support.tmux import Tmux, recorder
 from tests.support.waiting import eventually, typed
 from workers.main import build_workers
@@ -352,13 +352,8 @@ async def test_a_broken_projection_does_not_make_a_durable_send_look_lost(
     await eventually(lambda: out.read_bytes() == b"still typed\r")
     async with stack.store.engine.begin() as conn:  # the database recovers: the row is written
         await conn.execute(text("ALTER TABLE events_away RENAME TO events"))
-    row = await eventually(lambda: _delivered(stack, result["event_id"]), timeout=30)
+    row = await eventually(lambda: delivered(stack, result["event_id"]), timeout=30)
     assert row.payload["text"] == "still typed"
-
-
-async def _delivered(stack: Stack, event_id: str) -> Event | None:
-    event = await stack.store.get_event(event_id)
-    return event if event and event.status == "delivered" else None
 
 
 async def test_a_gateway_on_a_machine_without_a_worker_delivers_through_the_panes_host(

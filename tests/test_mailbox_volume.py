@@ -17,9 +17,8 @@ from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.client import GatewayError
 from agentcomms.config import MailboxConfig
-from agentcomms.models import Event
 from gateway.protocol import MAILBOX_FULL
-from tests.support.stack import Stack, register, running_stack
+from tests.support.stack import Stack, delivered, register, running_stack
 from tests.support.tmux import Tmux, recorder
 from tests.support.waiting import eventually, typed
 
@@ -110,15 +109,10 @@ async def test_max_chars_cuts_visibly_and_says_so(stack: Stack, tmux: Tmux, tmp_
     assert f"[truncated {removed} chars]" in typed
     note = f"cut at the agent's max_chars (1,000): {removed:,} characters were not typed"
     assert result["note"] == note
-    event = await eventually(lambda: _delivered(stack, result["event_id"]))
+    event = await eventually(lambda: delivered(stack, result["event_id"]))
     assert event.note == note
     listed = (await stack.call("events", agent_id=agent))["events"]
     assert listed[-1]["note"] == note
-
-
-async def _delivered(stack: Stack, event_id: str) -> Event | None:
-    event = await stack.store.get_event(event_id)
-    return event if event is not None and event.status == "delivered" else None
 
 
 async def test_the_message_count_limit_refuses_but_interrupts_pass(

@@ -22,7 +22,7 @@ from tests.fakes.serve import free_port
 from tests.fakes.telegram import FakeTelegram
 from tests.support.chat import CHAT, connected, provider_is, provider_status, with_telegram
 from tests.support.mailbox import mailbox_replayer, settled_history
-from tests.support.stack import Stack, register, running_stack
+from tests.support.stack import Stack, delivered, register, running_stack
 from tests.support.tmux import Tmux, recorder
 from tests.support.waiting import eventually
 from workflows.outbox import receipt_item
@@ -59,14 +59,9 @@ async def test_a_message_from_telegram_is_typed_into_the_agent_pane_with_receipt
     assert [r["emoji"] for r in telegram.reactions] == [["👀"], ["✍"]]
     assert {r["message_id"] for r in telegram.reactions} == {message_id}
     # The agent reads it without the pane prefix, with who and where as fields.
-    await eventually(lambda: _delivered(stack, event.id))
+    await eventually(lambda: delivered(stack, event.id))
     history = await stack.call("history", channel_id="telegram:456", limit=10)
     assert [m["payload"]["text"] for m in history["messages"]] == ["deploy to staging?\nthanks"]
-
-
-async def _delivered(stack: Stack, event_id: str) -> bool:
-    event = await stack.store.get_event(event_id)
-    return event is not None and event.status == "delivered"
 
 
 async def test_the_same_update_delivered_twice_is_one_event_typed_once(

@@ -35,12 +35,12 @@ from agentcomms.store.engine import create_engine
 from agentcomms.store.migrate import alembic_config
 from agentcomms.trust import KEY_FILENAME, DeploymentKey
 from tests.support.home import write_config
-from tests.support.mailbox import mailbox_replayer, settled_history
-from tests.support.stack import STACK_KEY, Stack, running_stack, stack_config
+from tests.support.mailbox import mailbox_replayer, settled_history, unreachable
+from tests.support.stack import STACK_KEY, Stack, delivered, running_stack, stack_config
 from tests.support.tmux import Tmux, recorder
 from tests.support.waiting import eventually
 from workers.main import build_workers
-from workflows.agent import AgentInput, AgentSnapshot, AgentWorkflow
+from workflows.agent import AgentInput, AgentWorkflow
 
 KEY = DeploymentKey(b"k" * 40)
 
@@ -272,14 +272,14 @@ async def test_a_forged_registration_types_nowhere_until_the_agent_registers_aga
     )
     sent = await stack.call("send", agent_id=agent, message="KEEP ME", wait=True, timeout=3)
     assert sent["delivered"] is False
-    state = await eventually(lambda: _unreachable(stack, agent))
+    state = await eventually(lambda: unreachable(stack, agent))
     assert "registration is not signed" in (state.last_error or "")
     assert "KEEP ME" not in tmux.capture(trap) and "KEEP ME" not in tmux.capture(own)
     # The message waited; a genuine registration delivers it, to the agent's own pane.
     await stack.call("register", agent_id=agent, target=own, socket=tmux.socket)
     await eventually(lambda: "KEEP ME" in tmux.capture(own))
     assert "KEEP ME" not in tmux.capture(trap)
-    event = await eventually(lambda: _delivered(stack, sent["event_id"]))
+    event = await eventually(lambda: delivered(stack, sent["event_id"]))
     assert event.status == "delivered"
 
 
@@ -340,16 +340,6 @@ async def _offline(stack: Stack, agent: str) -> bool:
     return state is not None and state.status == "offline" and state.registration is None
 
 
-async def _unreachable(stack: Stack, agent: str) -> AgentSnapshot | None:
-    state = await stack.gateway.mailbox.snapshot(agent)
-    return state if state is not None and state.status == "unreachable" else None
-
-
-async def _delivered(stack: Stack, event_id: str) -> Event | None:
-    event = await stack.store.get_event(event_id)
-    return event if event is not None and event.status == "delivered" else None
-
-
 # ---- an upgrade from an agentcomms that did not sign ------------------------------------------------
 
 
@@ -385,7 +375,7 @@ async def test_messages_waiting_through_the_upgrade_to_signing_are_typed(
         await forge(stack.client, agent, "enqueue", waited)
         await eventually(lambda: "WAITED-21" in tmux.capture(pane).splitlines())
         await forge(stack.client, agent, "enqueue", interrupt)
-        await eventually(lambda: _delivered(stack, interrupt.id))
+        await eventually(lambda: delivered(stack, interrupt.id))
         # A forger copies a waiting message's id (readable in a history) with other text, ...
         await forge(
             stack.client,
@@ -408,7 +398,7 @@ async def test_messages_waiting_through_the_upgrade_to_signing_are_typed(
         screen = tmux.capture(pane)
         assert "COPIED" not in screen and "NEW ID" not in screen and "HANDED OVER" not in screen
         assert not proof.exists()
-        assert (await eventually(lambda: _delivered(stack, waited.id))).status == "delivered"
+        assert (await eventually(lambda: delivered(stack, waited.id))).status == "delivered"
         # Typed once: a copy of it sent again later finds it no longer waiting.
         assert await stack.store.waiting_since_before_signing(agent, waited.id) is None
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -30,3 +31,8 @@ def write_config(home: Path, data: dict[str, Any] | str) -> Path:
     path.write_text(data if isinstance(data, str) else json.dumps(data))
     path.chmod(0o600)
     return path
+
+
+def mode(path: Path) -> int:
+    """A file's permission bits (0o600 for a config file as `config init` leaves it)."""
+    return stat.S_IMODE(path.stat().st_mode)

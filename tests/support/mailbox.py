@@ -10,7 +10,8 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
-from workflows.agent import AgentWorkflow
+from tests.support.stack import Stack
+from workflows.agent import AgentSnapshot, AgentWorkflow
 
 
 async def settled_history(handle: WorkflowHandle[Any, Any]) -> WorkflowHistory | None:
@@ -31,3 +32,9 @@ def mailbox_replayer() -> Replayer:
         data_converter=pydantic_data_converter,
         unsandboxed_workflow_runner=SandboxedWorkflowRunner(),
     )
+
+
+async def unreachable(stack: Stack, agent: str) -> AgentSnapshot | None:
+    """The mailbox's state, once it finds the agent's pane unreachable (for ``eventually``)."""
+    state = await stack.gateway.mailbox.snapshot(agent)
+    return state if state is not None and state.status == "unreachable" else None

@@ -28,6 +28,7 @@ from agentcomms.config import (
     TemporalConfig,
     VoiceConfig,
 )
+from agentcomms.models import Event
 from agentcomms.store import Store
 from gateway.service import Gateway
 from tests.support.tmux import Tmux, pane_command, recorder
@@ -39,6 +40,9 @@ STACK_KEY = "test-deployment-key-of-the-stacks-in-this-run"
 
 @dataclass
 class Stack:
+    """A running stack: its configuration, Temporal client, projection, gateway, host, and a
+    client of its gateway socket."""
+
     cfg: Config
     client: Client
     store: Store
@@ -47,6 +51,7 @@ class Stack:
     rpc: GatewayClient
 
     async def call(self, method: str, **params: Any) -> Any:
+        """A request on the gateway socket, as the CLI and MCP servers make them; its result."""
         return await self.rpc.call(method, **params)
 
     def agent_id(self, name: str = "agent") -> str:
@@ -130,6 +135,12 @@ async def register_recorder(stack: Stack, tmux: Tmux, tmp_path: Path, agent: str
     # send_agent_message waits for the pane only for a peer the projection shows online.
     await eventually(lambda: _status_is(stack, agent, "online"), timeout=10)
     return out
+
+
+async def delivered(stack: Stack, event_id: str) -> Event | None:
+    """The event, once the projection shows it delivered (for ``eventually``)."""
+    event = await stack.store.get_event(event_id)
+    return event if event is not None and event.status == "delivered" else None
 
 
 async def _status_is(stack: Stack, agent: str, status: str) -> bool:
