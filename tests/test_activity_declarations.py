@@ -32,7 +32,7 @@ def _signature(fn: Callable[..., Any]) -> tuple[list[Any], Any]:
     return list(hints.values()), returned
 
 
-def test_every_declared_mailbox_activity_is_implemented_with_the_same_signature():
+def test_every_declared_mailbox_activity_is_implemented_with_the_same_signature() -> None:
     implemented = {
         **_definitions(PaneActivities),
         **_definitions(ProjectionActivities),

@@ -15,11 +15,10 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from temporalio.client import WorkflowHandle, WorkflowHistory
+from temporalio.client import WorkflowHistory
 from temporalio.common import WorkflowIDConflictPolicy
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.worker import Replayer, Worker
-from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
 
 from activities.delivery import PaneActivities
 from activities.projection import ProjectionActivities
@@ -27,35 +26,19 @@ from agentcomms.models import Event, Registration
 from agentcomms.store import Store
 from agentcomms.trust import DeploymentKey
 from agentcomms.workflow_ids import host_task_queue, mailbox_id
-from tests.conftest import Tmux
-from tests.stack import Stack, eventually, running_stack
-from tests.test_mailbox import recorder
+from tests.support.mailbox import mailbox_replayer, offline, settled_history, unreachable
+from tests.support.stack import Stack, running_stack
+from tests.support.tmux import Tmux, recorder
+from tests.support.waiting import eventually
 from workflows.mailbox.models import AgentInput
 from workflows.mailbox.workflow import AgentWorkflow
 
 HISTORIES = Path(__file__).parent / "histories"
 
 
-async def _settled_history(handle: WorkflowHandle) -> WorkflowHistory | None:
-    history = await handle.fetch_history()
-    last = history.events[-1]
-    busy = last.HasField("workflow_task_scheduled_event_attributes") or last.HasField(
-        "workflow_task_started_event_attributes"
-    )
-    return None if busy else history
-
-
-def replayer() -> Replayer:
-    # Inside the sandbox, though the worker runs the mailbox outside it: a call that is not
-    # deterministic (the clock, randomness, I/O) raises here instead of forking a replay later.
-    return Replayer(
-        workflows=[AgentWorkflow],
-        data_converter=pydantic_data_converter,
-        unsandboxed_workflow_runner=SandboxedWorkflowRunner(),
-    )
-
-
-async def test_a_live_history_replays_deterministically(temporal_env, tmux: Tmux, tmp_path: Path):
+async def test_a_live_history_replays_deterministically(
+    temporal_env: WorkflowEnvironment, tmux: Tmux, tmp_path: Path
+) -> None:
     async with running_stack(temporal_env.client, tmp_path) as stack:
         agent = stack.agent_id()
         for i in range(3):
@@ -69,7 +52,7 @@ async def test_a_live_history_replays_deterministically(temporal_env, tmux: Tmux
         await eventually(lambda: sorted(out.read_bytes()) == sorted(b"\x03r0\rr1\rr2\r"))
         # Unregistered, a message waits; registered again, it is typed.
         await stack.call("unregister", agent_id=agent)
-        await eventually(lambda: _offline(stack, agent))
+        await eventually(lambda: offline(stack, agent))
         await stack.call("send", agent_id=agent, message="r3")
         await stack.call(
             "register", agent_id=agent, target=target, socket=tmux.socket, submit_delay_ms=0
@@ -78,26 +61,26 @@ async def test_a_live_history_replays_deterministically(temporal_env, tmux: Tmux
         handle = stack.client.get_workflow_handle(mailbox_id(agent))
         # Replay a history that ends between workflow tasks: one cut inside a task that is still
         # running (or force-closed by a terminate) is not a history the worker could produce.
-        history = await eventually(lambda: _settled_history(handle))
+        history = await eventually(lambda: settled_history(handle))
         await handle.terminate("test over")
-    result = await replayer().replay_workflow(history)
+    result = await mailbox_replayer().replay_workflow(history)
     assert result.replay_failure is None
     _record([history], "agent-mailbox")
 
 
-async def test_recorded_histories_still_replay():
+async def test_recorded_histories_still_replay() -> None:
     files = sorted(HISTORIES.glob("*.json"))
     assert files, "tests/histories holds at least one recorded mailbox history"
     for path in files:
         history = WorkflowHistory.from_json(path.stem, path.read_text())
-        result = await replayer().replay_workflow(history, raise_on_replay_failure=False)
+        result = await mailbox_replayer().replay_workflow(history, raise_on_replay_failure=False)
         assert result.replay_failure is None, f"{path.name}: {result.replay_failure}"
 
 
 @pytest.mark.timeout(120)
 async def test_a_missing_pane_is_retried_with_capped_backoff(
-    time_skipping_env, tmux: Tmux, tmp_path: Path
-):
+    time_skipping_env: WorkflowEnvironment, tmux: Tmux, tmp_path: Path
+) -> None:
     client = time_skipping_env.client
     host = f"ts-{uuid.uuid4().hex[:8]}"
     agent = f"ts-{host}"
@@ -159,8 +142,8 @@ async def test_a_missing_pane_is_retried_with_capped_backoff(
 
 @pytest.mark.timeout(120)
 async def test_unreachable_and_continued_runs_replay(
-    temporal_env_low_can, tmux: Tmux, tmp_path: Path
-):
+    temporal_env_low_can: WorkflowEnvironment, tmux: Tmux, tmp_path: Path
+) -> None:
     """Every run of a mailbox that waited for a missing pane and continued-as-new replays."""
     async with running_stack(temporal_env_low_can.client, tmp_path) as stack:
         agent = stack.agent_id()
@@ -169,7 +152,7 @@ async def test_unreachable_and_continued_runs_replay(
             "register", agent_id=agent, target="late:0.0", socket=tmux.socket, submit_delay_ms=0
         )
         await stack.call("send", agent_id=agent, message="w0")
-        await eventually(lambda: _unreachable(stack, agent))
+        await eventually(lambda: unreachable(stack, agent))
         out = tmp_path / "late.bytes"
         out.touch()
         tmux.new_session("late", f"stty raw -echo; exec cat >> {out}")
@@ -180,15 +163,15 @@ async def test_unreachable_and_continued_runs_replay(
         assert len(histories) >= 2
         await stack.client.get_workflow_handle(mailbox_id(agent)).terminate("test over")
     for history in histories:
-        result = await replayer().replay_workflow(history, raise_on_replay_failure=False)
+        result = await mailbox_replayer().replay_workflow(history, raise_on_replay_failure=False)
         assert result.replay_failure is None, result.replay_failure
     _record(histories, "agent-mailbox-unreachable-continued")
 
 
 @pytest.mark.timeout(120)
 async def test_a_backlog_handed_over_through_the_projection_replays(
-    temporal_env_low_can, tmux: Tmux, tmp_path: Path
-):
+    temporal_env_low_can: WorkflowEnvironment, tmux: Tmux, tmp_path: Path
+) -> None:
     """Too many waiting texts to carry in the state: each run writes them to the projection
     before continuing-as-new, and the run that types them reads them back, in order."""
     async with running_stack(temporal_env_low_can.client, tmp_path) as stack:
@@ -208,7 +191,7 @@ async def test_a_backlog_handed_over_through_the_projection_replays(
         assert loaded, "a run read waiting texts back from the projection"
         await stack.client.get_workflow_handle(mailbox_id(agent)).terminate("test over")
     for history in histories:
-        result = await replayer().replay_workflow(history, raise_on_replay_failure=False)
+        result = await mailbox_replayer().replay_workflow(history, raise_on_replay_failure=False)
         assert result.replay_failure is None, result.replay_failure
     _record(loaded, "agent-mailbox-texts-read-back")
 
@@ -220,7 +203,7 @@ async def _every_run(stack: Stack, agent: str) -> list[WorkflowHistory]:
     histories = []
     for run_id in runs:
         handle = stack.client.get_workflow_handle(mailbox_id(agent), run_id=run_id)
-        histories.append(await eventually(functools.partial(_settled_history, handle)))
+        histories.append(await eventually(functools.partial(settled_history, handle)))
     return sorted(histories, key=lambda h: h.events[0].event_time.ToDatetime())
 
 
@@ -244,13 +227,3 @@ def _record(histories: list[WorkflowHistory], name: str) -> None:
     for i, history in enumerate(histories):
         suffix = f"-run{i + 1}" if len(histories) > 1 else ""
         (Path(folder) / f"{name}{suffix}.json").write_text(history.to_json())
-
-
-async def _unreachable(stack: Stack, agent: str) -> bool:
-    snapshot = await stack.gateway.mailbox.snapshot(agent)
-    return bool(snapshot and snapshot.status == "unreachable")
-
-
-async def _offline(stack: Stack, agent: str) -> bool:
-    snapshot = await stack.gateway.mailbox.snapshot(agent)
-    return bool(snapshot and snapshot.status == "offline")

@@ -10,10 +10,12 @@ from pathlib import Path
 import pytest
 from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer
 
-from tests.stack import eventually, running_stack
-from tests.test_calls import Phone
+from tests.support.phone import Phone
+from tests.support.stack import running_stack
+from tests.support.waiting import eventually
 from workflows.call import CallWorkflow
 
 # Apart from the mailbox's histories, which another test replays as AgentWorkflow's.
@@ -25,7 +27,7 @@ def replayer() -> Replayer:
     return Replayer(workflows=[CallWorkflow], data_converter=pydantic_data_converter)
 
 
-async def test_a_whole_call_replays(temporal_env, tmp_path: Path):
+async def test_a_whole_call_replays(temporal_env: WorkflowEnvironment, tmp_path: Path) -> None:
     async with running_stack(temporal_env.client, tmp_path) as stack:
         phone = Phone(stack)
         first = asyncio.create_task(stack.call("call", agent_id="a", message="Replay me?"))
@@ -54,7 +56,7 @@ async def test_a_whole_call_replays(temporal_env, tmp_path: Path):
 
 
 @pytest.mark.parametrize("name", RECORDED)
-async def test_recorded_calls_replay(name: str):
+async def test_recorded_calls_replay(name: str) -> None:
     history = WorkflowHistory.from_json("call-recorded", RECORDED[name])
     result = await replayer().replay_workflow(history, raise_on_replay_failure=False)
     assert result.replay_failure is None, result.replay_failure

@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
+from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from activities.voice import VoiceActivities
@@ -14,8 +15,8 @@ from workflows.call import CallInput, CallWorkflow
 
 
 async def test_nobody_answers_for_30_s_and_the_message_goes_out_another_way(
-    time_skipping_env, tmp_path: Path
-):
+    time_skipping_env: WorkflowEnvironment, tmp_path: Path
+) -> None:
     cfg = Config(voice=VoiceConfig(audio_dir=tmp_path / "audio"))
     store = await Store.open(f"sqlite+aiosqlite:///{tmp_path / 'agentcomms.db'}")
     voice = VoiceActivities(cfg, store)

@@ -12,80 +12,30 @@ import json
 import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fastmcp import Client
+from fastmcp.client.transports import FastMCPTransport
+from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.config import VoiceConfig
 from agentcomms.errors import GatewayError
 from mcp_server import build_server
-from tests.conftest import Tmux, write_config
-from tests.stack import STACK_KEY, Stack, eventually, running_stack
-from tests.test_mcp import register_recorder
-
-AGENTCOMMS = str(Path(sys.executable).parent / "agentcomms")
-
-
-class Phone:
-    """The human's side of the local phone, one step at a time."""
-
-    def __init__(self, stack: Stack, phone_id: str = "test-phone") -> None:
-        self.stack = stack
-        self.phone_id = phone_id
-        self.known: dict[str, int] = {}
-
-    async def lines(self, timeout: float = 5) -> list[dict[str, Any]]:
-        result = await self.stack.call("phone_wait", known=self.known, timeout=timeout)
-        for line in result["calls"]:
-            self.known[line["call_id"]] = line["version"]
-        return result["calls"]
-
-    async def until(self, test: Any, timeout: float = 20) -> dict[str, Any]:
-        async def probe() -> dict[str, Any] | None:
-            return next((line for line in await self.lines(1) if test(line)), None)
-
-        return await eventually(probe, timeout=timeout)
-
-    async def ringing(self) -> str:
-        line = await self.until(lambda line: line["state"] == "ringing")
-        return str(line["call_id"])
-
-    async def answer(self) -> str:
-        call_id = await self.ringing()
-        await self.event(call_id, "answered")
-        return call_id
-
-    async def prompt(self, call_id: str, expect: str = "answer") -> dict[str, Any]:
-        """The turn in which the call waits for `expect` from this phone."""
-        return await self.until(
-            lambda line: line["call_id"] == call_id and line["expect"] == expect
-        )
-
-    async def event(self, call_id: str, kind: str, **fields: Any) -> dict[str, Any]:
-        return await self.stack.call(
-            "phone_event", call_id=call_id, kind=kind, phone_id=self.phone_id, **fields
-        )
-
-    async def reply(self, call_id: str, text: str) -> dict[str, Any]:
-        line = await self.prompt(call_id)
-        await self.event(call_id, "heard", turn=line["turn"], text=text)
-        return line
+from tests.support.cli import AGENTCOMMS
+from tests.support.home import write_config
+from tests.support.phone import Phone
+from tests.support.stack import STACK_KEY, Stack, register_recorder, running_stack
+from tests.support.tmux import Tmux
+from tests.support.waiting import eventually
 
 
-@pytest.fixture
-async def stack(temporal_env, tmp_path):
-    async with running_stack(temporal_env.client, tmp_path) as s:
-        yield s
-
-
-def mcp(stack: Stack, agent: str) -> Client:
+def mcp(stack: Stack, agent: str) -> Client[FastMCPTransport]:
     return Client(build_server(stack.cfg.server.socket(), default_agent=agent))
 
 
-async def tool(client: Client, name: str, **args: Any) -> dict[str, Any]:
+async def tool(client: Client[FastMCPTransport], name: str, **args: Any) -> dict[str, Any]:
     result = await client.call_tool(name, args)
     assert result.structured_content is not None
     return result.structured_content
@@ -96,7 +46,7 @@ def transcript(stack: Stack, call_id: str) -> list[tuple[str, str]]:
     return [(t["speaker"], t["text"]) for t in map(json.loads, path.read_text().splitlines())]
 
 
-async def test_a_call_of_several_turns_through_the_tools(stack: Stack):
+async def test_a_call_of_several_turns_through_the_tools(stack: Stack) -> None:
     agent = stack.agent_id("backend")
     phone = Phone(stack)
     async with mcp(stack, agent) as client:
@@ -166,7 +116,7 @@ async def _final_row(stack: Stack, call_id: str) -> dict[str, Any] | None:
     return row if row["status"] == "completed" else None
 
 
-async def test_another_agent_cannot_take_over_a_call(stack: Stack):
+async def test_another_agent_cannot_take_over_a_call(stack: Stack) -> None:
     phone = Phone(stack)
     owner = stack.agent_id("owner")
     first = asyncio.create_task(stack.call("call", agent_id=owner, message="Hello?"))
@@ -179,8 +129,8 @@ async def test_another_agent_cannot_take_over_a_call(stack: Stack):
 
 
 async def test_a_silent_human_times_the_turn_out_with_what_was_heard_so_far(
-    temporal_env, tmp_path: Path
-):
+    temporal_env: WorkflowEnvironment, tmp_path: Path
+) -> None:
     voice = VoiceConfig(audio_dir=tmp_path / "audio", transcript_timeout_s=1.0)
     async with running_stack(temporal_env.client, tmp_path, voice=voice) as stack:
         phone = Phone(stack)
@@ -203,7 +153,9 @@ async def test_a_silent_human_times_the_turn_out_with_what_was_heard_so_far(
         assert ended["duration_seconds"] > 2
 
 
-async def test_nobody_answers_and_the_message_reaches_the_inbox(temporal_env, tmp_path: Path):
+async def test_nobody_answers_and_the_message_reaches_the_inbox(
+    temporal_env: WorkflowEnvironment, tmp_path: Path
+) -> None:
     voice = VoiceConfig(audio_dir=tmp_path / "audio", ring_timeout_s=0.5)
     async with running_stack(temporal_env.client, tmp_path, voice=voice) as stack:
         result = await stack.call("call", agent_id="a", message="The build is red.")
@@ -217,7 +169,7 @@ async def test_nobody_answers_and_the_message_reaches_the_inbox(temporal_env, tm
             await stack.call("call_say", call_id=result["call_id"], message="hello?")
 
 
-async def test_a_declined_call_says_so(stack: Stack):
+async def test_a_declined_call_says_so(stack: Stack) -> None:
     phone = Phone(stack)
     first = asyncio.create_task(stack.call("call", agent_id="a", message="Quick question"))
     call_id = await phone.ringing()
@@ -226,7 +178,7 @@ async def test_a_declined_call_says_so(stack: Stack):
     assert result["status"] == "declined" and "declined" in result["note"]
 
 
-async def test_a_retried_request_places_one_call(stack: Stack):
+async def test_a_retried_request_places_one_call(stack: Stack) -> None:
     phone = Phone(stack)
     params = {"agent_id": "a", "message": "One call only", "request_id": "req-1"}
     first = asyncio.create_task(stack.call("call", **params))
@@ -240,7 +192,7 @@ async def test_a_retried_request_places_one_call(stack: Stack):
 
 async def test_non_blocking_the_answer_arrives_in_the_mailbox(
     stack: Stack, tmux: Tmux, tmp_path: Path
-):
+) -> None:
     agent = stack.agent_id("nb")
     out = await register_recorder(stack, tmux, tmp_path, agent)
     phone = Phone(stack)
@@ -293,8 +245,8 @@ def _start_worker(home: Path) -> subprocess.Popen[bytes]:
 
 @pytest.mark.timeout(120)
 async def test_a_worker_killed_between_two_turns_and_the_call_goes_on(
-    temporal_env, tmp_path: Path
-):
+    temporal_env: WorkflowEnvironment, tmp_path: Path
+) -> None:
     async with running_stack(temporal_env.client, tmp_path, with_worker=False) as stack:
         home = _worker_home(tmp_path, stack)
         worker = _start_worker(home)
@@ -330,7 +282,9 @@ async def test_a_worker_killed_between_two_turns_and_the_call_goes_on(
         ]
 
 
-async def test_nobody_answers_and_the_message_goes_out_by_sms(temporal_env, tmp_path: Path):
+async def test_nobody_answers_and_the_message_goes_out_by_sms(
+    temporal_env: WorkflowEnvironment, tmp_path: Path
+) -> None:
     from pydantic import SecretStr
 
     from agentcomms.config import Config, PhoneConfig

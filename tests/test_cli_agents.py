@@ -5,51 +5,19 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
+from typing import Any
 
-import pytest
 from temporalio.client import WorkflowExecutionStatus
+from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.config import AgentConfig
 from agentcomms.ids import new_event_id
-from tests.conftest import Tmux, write_config
-from tests.stack import Stack, eventually, running_stack, typed
-from tests.test_mailbox import recorder
-
-AGENTCOMMS = str(Path(sys.executable).parent / "agentcomms")
-
-
-@pytest.fixture
-async def stack(temporal_env, tmp_path):
-    async with running_stack(temporal_env.client, tmp_path) as s:
-        yield s
-
-
-def cli_home(tmp_path: Path, stack: Stack) -> Path:
-    home = tmp_path / "cli-home"
-    write_config(home, {"server": {"socket_path": str(stack.cfg.server.socket())}})
-    return home
-
-
-async def cli(
-    home: Path, *args: str, stdin: str = "", inside_tmux: Tmux | None = None
-) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTCOMMS_", "TMUX"))}
-    if inside_tmux is not None:  # as a shell in a pane of that server sees it
-        env["TMUX"] = f"{inside_tmux.socket},1,0"
-    env["AGENTCOMMS_HOME"] = str(home)
-    env["COLUMNS"] = "200"
-    return await asyncio.to_thread(
-        subprocess.run,
-        [AGENTCOMMS, *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        input=stdin,
-    )
+from agentcomms.workflow_ids import mailbox_id
+from tests.support.cli import AGENTCOMMS, cli, cli_home
+from tests.support.stack import Stack, running_stack
+from tests.support.tmux import Tmux, recorder
+from tests.support.waiting import eventually, typed
 
 
 async def register_recorder_cli(
@@ -65,7 +33,7 @@ async def register_recorder_cli(
     return out, registered.stdout
 
 
-async def test_send_reads_a_piped_message(stack: Stack, tmux: Tmux, tmp_path: Path):
+async def test_send_reads_a_piped_message(stack: Stack, tmux: Tmux, tmp_path: Path) -> None:
     home = cli_home(tmp_path, stack)
     agent = stack.agent_id("piped")
     out, _ = await register_recorder_cli(home, tmux, tmp_path, agent)
@@ -77,7 +45,9 @@ async def test_send_reads_a_piped_message(stack: Stack, tmux: Tmux, tmp_path: Pa
     assert empty.returncode == 1 and "message on stdin is empty" in empty.stderr
 
 
-async def test_register_send_events_interrupt_inbox(stack: Stack, tmux: Tmux, tmp_path: Path):
+async def test_register_send_events_interrupt_inbox(
+    stack: Stack, tmux: Tmux, tmp_path: Path
+) -> None:
     home = cli_home(tmp_path, stack)
     agent = stack.agent_id("backend")
     out, printed = await register_recorder_cli(
@@ -117,7 +87,9 @@ async def test_register_send_events_interrupt_inbox(stack: Stack, tmux: Tmux, tm
     assert f"{agent}: all green" in inbox.stdout
 
 
-async def test_agents_all_lists_offline_agents_with_their_queue(stack: Stack, tmp_path: Path):
+async def test_agents_all_lists_offline_agents_with_their_queue(
+    stack: Stack, tmp_path: Path
+) -> None:
     home = cli_home(tmp_path, stack)
     agent = stack.agent_id("offline")
     await cli(home, "send", agent, "hello?")
@@ -128,13 +100,13 @@ async def test_agents_all_lists_offline_agents_with_their_queue(stack: Stack, tm
     assert agent not in online_only.stdout
 
 
-async def _listed(home: Path, agent: str) -> dict | None:
+async def _listed(home: Path, agent: str) -> dict[str, Any] | None:
     result = json.loads((await cli(home, "agents", "--all", "--json")).stdout)
     rows = [a for a in result["agents"] if a["id"] == agent and a["pending"] == 2]
     return rows[0] if rows else None
 
 
-async def test_mistakes_are_one_line_errors(stack: Stack, tmp_path: Path):
+async def test_mistakes_are_one_line_errors(stack: Stack, tmp_path: Path) -> None:
     home = cli_home(tmp_path, stack)
     bad = await cli(home, "events", "no-such-agent")
     assert bad.returncode == 1 and "unknown agent 'no-such-agent'" in bad.stderr
@@ -144,8 +116,8 @@ async def test_mistakes_are_one_line_errors(stack: Stack, tmp_path: Path):
 
 
 async def test_agents_in_the_config_are_registered_at_start(
-    temporal_env, tmux: Tmux, tmp_path: Path
-):
+    temporal_env: WorkflowEnvironment, tmux: Tmux, tmp_path: Path
+) -> None:
     target, out = recorder(tmux, tmp_path, "configured")
     agent = f"configured-{os.getpid()}"
     async with running_stack(temporal_env.client, tmp_path) as stack:
@@ -153,7 +125,7 @@ async def test_agents_in_the_config_are_registered_at_start(
         await stack.gateway.register_configured_agents()
         result = await stack.call("send", agent_id=agent, message="from config", wait=True)
         assert result["delivered"] and out.read_bytes() == b"from config\r"
-        handle = stack.client.get_workflow_handle(f"agent-{agent}")
+        handle = stack.client.get_workflow_handle(mailbox_id(agent))
         description = await handle.describe()
         assert description.status == WorkflowExecutionStatus.RUNNING
         # The Temporal UI can find and read the mailbox without decoding payloads.
@@ -177,7 +149,7 @@ def _json_objects(text: str) -> list[str]:
 
 async def test_events_follow_prints_new_events_as_they_come(
     stack: Stack, tmux: Tmux, tmp_path: Path
-):
+) -> None:
     home = cli_home(tmp_path, stack)
     agent = stack.agent_id()
     target, _ = recorder(tmux, tmp_path, "rec")
@@ -212,7 +184,7 @@ async def test_events_follow_prints_new_events_as_they_come(
 
 async def test_register_notes_a_pane_that_does_not_exist_yet(
     stack: Stack, tmux: Tmux, tmp_path: Path
-):
+) -> None:
     home = cli_home(tmp_path, stack)
     agent = stack.agent_id("early")
     early = await cli(
@@ -226,7 +198,9 @@ async def test_register_notes_a_pane_that_does_not_exist_yet(
     assert again.returncode == 0 and "note:" not in again.stdout, again.stdout
 
 
-async def test_send_to_an_agent_without_a_pane_says_why_it_waits(stack: Stack, tmp_path: Path):
+async def test_send_to_an_agent_without_a_pane_says_why_it_waits(
+    stack: Stack, tmp_path: Path
+) -> None:
     home = cli_home(tmp_path, stack)
     typo = stack.agent_id("backnd")
     sent = await cli(home, "send", typo, "hello")
@@ -239,7 +213,7 @@ async def test_send_to_an_agent_without_a_pane_says_why_it_waits(stack: Stack, t
 
 async def test_register_inside_tmux_pins_that_server_for_the_worker(
     stack: Stack, tmux: Tmux, tmp_path: Path
-):
+) -> None:
     # A shell inside `tmux -L work` names panes of that server; the worker, started elsewhere,
     # would look for them on the default server unless registration records which one.
     home = cli_home(tmp_path, stack)
@@ -258,7 +232,7 @@ async def test_register_inside_tmux_pins_that_server_for_the_worker(
 
 async def test_text_from_outside_prints_as_itself_and_never_as_terminal_codes(
     stack: Stack, tmp_path: Path
-):
+) -> None:
     home = cli_home(tmp_path, stack)
     agent = stack.agent_id("loud")
     # Rich markup and a terminal escape (set the window title) in both directions.
@@ -275,7 +249,9 @@ async def test_text_from_outside_prints_as_itself_and_never_as_terminal_codes(
     assert refused.returncode == 1 and "agent id '[/]' is not valid" in refused.stderr
 
 
-async def test_inbox_counts_agent_messages_and_follows_new_ones(stack: Stack, tmp_path: Path):
+async def test_inbox_counts_agent_messages_and_follows_new_ones(
+    stack: Stack, tmp_path: Path
+) -> None:
     home = cli_home(tmp_path, stack)
     agent = stack.agent_id("asker")
     for i in range(3):  # the human's messages share the channel; -n counts the agent's only

@@ -9,12 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
-from tests.conftest import Tmux
-from tests.stack import Stack, running_stack
-from tests.test_cli_agents import cli_home
-from tests.test_mailbox import recorder
+from tests.support.cli import cli_home
+from tests.support.stack import Stack
+from tests.support.tmux import Tmux, recorder
 
 HEAVY = ("sqlalchemy", "alembic", "temporalio")
 
@@ -43,7 +40,7 @@ async def importtime(home: Path, *args: str, stdin: str = "") -> subprocess.Comp
     )
 
 
-def test_importing_the_cli_loads_no_heavy_package():
+def test_importing_the_cli_loads_no_heavy_package() -> None:
     done = subprocess.run(
         [sys.executable, "-X", "importtime", "-c", "import agentcomms.cli"],
         capture_output=True,
@@ -55,13 +52,9 @@ def test_importing_the_cli_loads_no_heavy_package():
     assert not loaded & set(HEAVY), sorted(loaded & set(HEAVY))
 
 
-@pytest.fixture
-async def stack(temporal_env, tmp_path):
-    async with running_stack(temporal_env.client, tmp_path) as s:
-        yield s
-
-
-async def test_socket_commands_load_no_heavy_package(stack: Stack, tmux: Tmux, tmp_path: Path):
+async def test_socket_commands_load_no_heavy_package(
+    stack: Stack, tmux: Tmux, tmp_path: Path
+) -> None:
     home = cli_home(tmp_path, stack)
     agent = stack.agent_id("quick")
     target, _ = recorder(tmux, tmp_path, "rec")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import subprocess
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import httpx
@@ -18,8 +18,9 @@ import pytest
 from google.protobuf import json_format
 from google.protobuf.message import Message
 from pydantic import SecretStr
-from temporalio.api.common.v1 import Payload
+from temporalio.api.common.v1 import Payload, Payloads
 from temporalio.client import Client, WorkflowHistory
+from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.codec import ENCODING, EncryptionCodec, codec_for
 from agentcomms.codec_server import CodecServer
@@ -32,9 +33,13 @@ from agentcomms.config import (
 )
 from agentcomms.errors import ConfigError, PayloadDecryptionError
 from agentcomms.temporal import connect, dev_server_args, temporal_binary
-from tests.conftest import Tmux, write_config
-from tests.stack import eventually, running_stack
-from tests.test_up import env_for, free_port, run, start_up, stop, wait_for_line
+from agentcomms.workflow_ids import mailbox_id
+from tests.fakes.serve import free_port
+from tests.support.cli import env_for, run, start_up, stop, wait_for_line
+from tests.support.home import write_config
+from tests.support.stack import Stack, running_stack
+from tests.support.tmux import Tmux
+from tests.support.waiting import eventually
 
 SECRET_TEXT = "zebra-crossing-4711 the launch code"
 K1 = base64.b64encode(b"1" * 32).decode()
@@ -82,7 +87,9 @@ def raw_bytes(history: WorkflowHistory) -> bytes:
 # ---- configuration --------------------------------------------------------------------------------
 
 
-def test_a_key_of_the_wrong_length_is_a_clear_config_error(home: Path, monkeypatch):
+def test_a_key_of_the_wrong_length_is_a_clear_config_error(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     short = base64.b64encode(b"s" * 16).decode()
     monkeypatch.setenv("OLD_KEY", short)
     write_config(home, {"temporal": {"encryption_keys": [{"id": "k1", "key": "${OLD_KEY}"}]}})
@@ -97,7 +104,7 @@ def test_a_key_of_the_wrong_length_is_a_clear_config_error(home: Path, monkeypat
         load_config()
 
 
-def test_two_keys_with_one_id_are_refused(home: Path):
+def test_two_keys_with_one_id_are_refused(home: Path) -> None:
     write_config(
         home,
         {"temporal": {"encryption_keys": [{"id": "k", "key": K1}, {"id": "k", "key": K2}]}},
@@ -106,7 +113,7 @@ def test_two_keys_with_one_id_are_refused(home: Path):
         load_config()
 
 
-def test_keys_never_reach_config_show(home: Path, monkeypatch):
+def test_keys_never_reach_config_show(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from typer.testing import CliRunner
 
     from agentcomms.cli import app
@@ -122,7 +129,7 @@ def test_keys_never_reach_config_show(home: Path, monkeypatch):
 # ---- the codec ------------------------------------------------------------------------------------
 
 
-async def test_rotation_old_keys_open_the_new_key_seals():
+async def test_rotation_old_keys_open_the_new_key_seals() -> None:
     plain = Payload(metadata={"encoding": b"json/plain"}, data=SECRET_TEXT.encode())
     before = EncryptionCodec([("k1", b"1" * 32)])
     sealed_k1 = (await before.encode([plain]))[0]
@@ -160,7 +167,7 @@ async def test_rotation_old_keys_open_the_new_key_seals():
 
 
 @pytest.fixture
-async def sealed_stack(temporal_env, tmp_path: Path):
+async def sealed_stack(temporal_env: WorkflowEnvironment, tmp_path: Path) -> AsyncIterator[Stack]:
     """A whole stack whose processes connect as `connect()` makes them: with the codec."""
 
     def configure(cfg: Config) -> Config:
@@ -179,8 +186,8 @@ async def sealed_stack(temporal_env, tmp_path: Path):
 
 
 async def test_message_text_is_unreadable_raw_and_readable_through_the_codec(
-    sealed_stack, temporal_env, tmux: Tmux
-):
+    sealed_stack: Stack, temporal_env: WorkflowEnvironment, tmux: Tmux
+) -> None:
     stack = sealed_stack
     agent = stack.agent_id()
     pane = tmux.new_session("cat", "cat")
@@ -190,7 +197,7 @@ async def test_message_text_is_unreadable_raw_and_readable_through_the_codec(
     await eventually(lambda: SECRET_TEXT in tmux.capture(pane))  # typed as ever
 
     plain: Client = temporal_env.client  # what anyone who reaches the port has
-    handle = plain.get_workflow_handle(f"agent-{agent}")
+    handle = plain.get_workflow_handle(mailbox_id(agent))
     history = await handle.fetch_history()
     assert SECRET_TEXT.encode() not in raw_bytes(history)
     found = [p for event in history.events for p in payloads_in(event)]
@@ -219,7 +226,9 @@ async def test_message_text_is_unreadable_raw_and_readable_through_the_codec(
         await server.close()
 
 
-async def _the_ui_reads_it_through_the_codec_server(server, cfg: Config, sealed: list[Payload]):
+async def _the_ui_reads_it_through_the_codec_server(
+    server: CodecServer, cfg: Config, sealed: list[Payload]
+) -> None:
     base = f"http://{server.host}:{server.port}"
     ui_origin = f"http://localhost:{cfg.temporal.ui_port}"
     body = json_format.MessageToJson(_payloads(sealed))
@@ -280,16 +289,14 @@ async def _the_ui_reads_it_through_the_codec_server(server, cfg: Config, sealed:
         assert base64.b64decode(meta["encoding"]) == ENCODING
 
 
-def _payloads(items: list[Payload]):
-    from temporalio.api.common.v1 import Payloads
-
+def _payloads(items: list[Payload]) -> Payloads:
     return Payloads(payloads=items)
 
 
 # ---- `up`: the embedded UI is pointed at the codec server it runs ---------------------------------
 
 
-def test_the_dev_server_is_told_of_the_codec_server_only_with_keys(home: Path):
+def test_the_dev_server_is_told_of_the_codec_server_only_with_keys(home: Path) -> None:
     cfg = Config().temporal.model_copy(
         update={
             "encryption_keys": keys(("k1", K1)),
@@ -303,7 +310,7 @@ def test_the_dev_server_is_told_of_the_codec_server_only_with_keys(home: Path):
 
 
 @pytest.mark.timeout(90)
-def test_up_runs_the_codec_server_and_the_embedded_ui_decodes_through_it(tmp_path: Path):
+def test_up_runs_the_codec_server_and_the_embedded_ui_decodes_through_it(tmp_path: Path) -> None:
     home = tmp_path / "home"
     ui_port, codec_port = free_port(), free_port()
     env = env_for(

@@ -73,7 +73,8 @@ def interpolate(value: Any, environ: dict[str, str]) -> Any:
 
 @pytest.fixture(scope="module")
 def compose() -> dict[str, Any]:
-    return interpolate(yaml.safe_load(COMPOSE.read_text()), SECRETS)
+    file: dict[str, Any] = interpolate(yaml.safe_load(COMPOSE.read_text()), SECRETS)
+    return file
 
 
 def env_of(service: dict[str, Any]) -> dict[str, str]:
@@ -100,7 +101,7 @@ def parse_cli(argv: list[str]) -> Any:
     return commands[argv[0]].make_context(argv[0], list(argv[1:]))
 
 
-def test_the_stack_has_its_services_each_with_a_health_check(compose: dict[str, Any]):
+def test_the_stack_has_its_services_each_with_a_health_check(compose: dict[str, Any]) -> None:
     services = compose["services"]
     assert set(services) == {
         "postgresql",
@@ -122,7 +123,7 @@ def test_the_stack_has_its_services_each_with_a_health_check(compose: dict[str, 
         assert services[name]["build"] == "."
 
 
-def test_what_must_persist_is_on_volumes(compose: dict[str, Any]):
+def test_what_must_persist_is_on_volumes(compose: dict[str, Any]) -> None:
     services = compose["services"]
     assert set(compose["volumes"]) == {"pgdata", "agentcomms-home"}
     assert "pgdata:/var/lib/postgresql/data" in services["postgresql"]["volumes"]
@@ -132,7 +133,7 @@ def test_what_must_persist_is_on_volumes(compose: dict[str, Any]):
 
 
 @pytest.mark.parametrize("service", sorted(AGENTCOMMS_SERVICES))
-def test_every_agentcomms_command_and_option_exists(compose: dict[str, Any], service: str):
+def test_every_agentcomms_command_and_option_exists(compose: dict[str, Any], service: str) -> None:
     argvs = agentcomms_argv(compose["services"][service])
     assert argvs[0][0] in {"gateway", "worker"}
     for argv in argvs:
@@ -142,7 +143,7 @@ def test_every_agentcomms_command_and_option_exists(compose: dict[str, Any], ser
         assert parse_cli(argvs[0]).params["host_id"] == "shared"
 
 
-def test_the_cli_parser_would_catch_a_renamed_option():
+def test_the_cli_parser_would_catch_a_renamed_option() -> None:
     with pytest.raises(Exception, match="No such option: --host"):
         parse_cli(["worker", "--host", "shared"])
     with pytest.raises(AssertionError, match="no command 'gatewy'"):
@@ -152,7 +153,7 @@ def test_the_cli_parser_would_catch_a_renamed_option():
 @pytest.mark.parametrize("service", sorted(AGENTCOMMS_SERVICES))
 def test_every_variable_is_a_configuration_key_and_the_configuration_loads(
     compose: dict[str, Any], service: str, home: Path, monkeypatch: pytest.MonkeyPatch
-):
+) -> None:
     env = env_of(compose["services"][service])
     passed = {
         k: v for k, v in env.items() if k.startswith("AGENTCOMMS_") and k != "AGENTCOMMS_HOME"
@@ -187,7 +188,7 @@ def test_every_variable_is_a_configuration_key_and_the_configuration_loads(
         assert cfg.server.http_host == "0.0.0.0"
 
 
-def test_every_agentcomms_variable_named_anywhere_in_the_file_is_a_key():
+def test_every_agentcomms_variable_named_anywhere_in_the_file_is_a_key() -> None:
     """The header's instructions for host workers included."""
     names = set(re.findall(r"\bAGENTCOMMS_[A-Z0-9_]+", COMPOSE.read_text()))
     names -= COMPOSE_ONLY | {"AGENTCOMMS_HOME"}
@@ -198,7 +199,7 @@ def test_every_agentcomms_variable_named_anywhere_in_the_file_is_a_key():
         assert annotation_at(loc) is not None, f"{name} names no key ({'.'.join(loc)})"
 
 
-def test_secrets_come_from_the_environment_only():
+def test_secrets_come_from_the_environment_only() -> None:
     raw = yaml.safe_load(COMPOSE.read_text())
     for required in ("POSTGRES_PASSWORD", "DEPLOYMENT_KEY"):
         with pytest.raises(KeyError, match=required):  # compose refuses to start without it
@@ -216,7 +217,7 @@ def test_secrets_come_from_the_environment_only():
 
 def test_the_codec_server_runs_with_encryption_only_and_its_command_exists(
     compose: dict[str, Any],
-):
+) -> None:
     service = compose["services"]["codec-server"]
     # Without keys it refuses to start: only `docker compose --profile encryption` runs it.
     assert service["profiles"] == ["encryption"]
@@ -227,7 +228,7 @@ def test_the_codec_server_runs_with_encryption_only_and_its_command_exists(
 
 async def test_the_codec_server_loads_its_keys_and_token_and_answers_its_health_check(
     home: Path, monkeypatch: pytest.MonkeyPatch
-):
+) -> None:
     import asyncio
     import subprocess
     import sys
@@ -279,7 +280,7 @@ async def test_the_codec_server_loads_its_keys_and_token_and_answers_its_health_
         await running.close()
 
 
-def test_the_ui_is_pointed_at_the_codec_server_with_its_token(compose: dict[str, Any]):
+def test_the_ui_is_pointed_at_the_codec_server_with_its_token(compose: dict[str, Any]) -> None:
     raw = yaml.safe_load(COMPOSE.read_text())
     encrypted = interpolate(raw, SECRETS | ENCRYPTED)
     endpoint = env_of(encrypted["services"]["temporal-ui"])["TEMPORAL_CODEC_ENDPOINT"]
@@ -290,7 +291,7 @@ def test_the_ui_is_pointed_at_the_codec_server_with_its_token(compose: dict[str,
     assert env_of(compose["services"]["temporal-ui"])["TEMPORAL_CODEC_ENDPOINT"] == ""
 
 
-def test_the_dockerfile_installs_every_package_on_python_3_11_slim():
+def test_the_dockerfile_installs_every_package_on_python_3_11_slim() -> None:
     text = DOCKERFILE.read_text()
     assert re.search(r"^FROM python:3\.11-slim$", text, re.MULTILINE)
     assert re.search(r"^RUN pip install \.", text, re.MULTILINE)

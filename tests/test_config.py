@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 from pathlib import Path
 from typing import Any
 
@@ -21,13 +20,9 @@ from agentcomms.config import (
     write_private_file,
 )
 from agentcomms.errors import ConfigError
-from tests.conftest import write_config
+from tests.support.home import mode, write_config
 
 SECRET = "s3cr3t-Value-4242"
-
-
-def mode(path: Path) -> int:
-    return stat.S_IMODE(path.stat().st_mode)
 
 
 def problems(excinfo: pytest.ExceptionInfo[ConfigError]) -> list[str]:

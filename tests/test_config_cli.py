@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,14 +14,10 @@ from typer.testing import CliRunner, Result
 from agentcomms.cli import app
 from agentcomms.cli.config_cmd import starter_config
 from agentcomms.config import Config, load_config
-from tests.conftest import write_config
+from tests.support.cli import AGENTCOMMS
+from tests.support.home import mode, write_config
 
 SECRET = "s3cr3t-Value-4242"
-AGENTCOMMS = Path(sys.executable).parent / "agentcomms"
-
-
-def mode(path: Path) -> int:
-    return stat.S_IMODE(path.stat().st_mode)
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> Result:
@@ -269,7 +263,7 @@ def test_help_teaches_the_file_the_references_and_the_overrides(home: Path) -> N
 def cli(home: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTCOMMS_", "AGENTCALL_"))}
     return subprocess.run(
-        [str(AGENTCOMMS), "config", *args],
+        [AGENTCOMMS, "config", *args],
         env={**clean, "AGENTCOMMS_HOME": str(home), "COLUMNS": "200", **env},
         capture_output=True,
         text=True,

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from agentcomms.cli import app
 from agentcomms.store import Store, head_revision
-from tests.conftest import write_config
+from tests.support.home import write_config
 
 runner = CliRunner()
 

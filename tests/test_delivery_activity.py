@@ -7,6 +7,7 @@ Called through ``ActivityEnvironment`` as the agent's mailbox calls them (a loca
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -25,21 +26,15 @@ from agentcomms.models import (
 )
 from agentcomms.store import Store
 from agentcomms.trust import DeploymentKey
-from tests.conftest import Tmux
-from tests.stack import in_mailbox_of
-from tests.test_tmux_bridge import Recorder, start_recorder
+from tests.support.stack import in_mailbox_of
+from tests.support.tmux import Recorder, Tmux
 
 KEY = DeploymentKey(b"d" * 40)
 AGENT = "backend"
 
 
 @pytest.fixture
-async def recorder(tmux: Tmux, tmp_path: Path) -> Recorder:
-    return await start_recorder(tmux, tmp_path / "typed.bin")
-
-
-@pytest.fixture
-async def panes(tmp_path: Path):
+async def panes(tmp_path: Path) -> AsyncIterator[PaneActivities]:
     async with await Store.open(f"sqlite+aiosqlite:///{tmp_path / 'p.db'}") as store:
         yield PaneActivities(KEY, store)
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import gc
 import re
-import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ import discord as discord_py
 import pytest
 from fastmcp import Client
 from pydantic import SecretStr
+from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.config import Config, DiscordConfig
 from agentcomms.errors import ChatProviderUnavailable, RateLimited, SendError, SendRefused
@@ -23,10 +23,11 @@ from agentcomms.transports import InboundMessage, InboundResult, LinkStatus
 from agentcomms.transports import discord as transport
 from gateway.service import Gateway
 from mcp_server import build_server
-from tests.conftest import Tmux
 from tests.fakes.discord import DIRECT_MESSAGES, GUILD_MESSAGES, MESSAGE_CONTENT, SEND, FakeDiscord
-from tests.stack import Stack, eventually, running_stack, typed
-from tests.test_mailbox import recorder
+from tests.support.chat import Configure, connected, provider_is, provider_status
+from tests.support.stack import Stack, running_stack
+from tests.support.tmux import Tmux, recorder
+from tests.support.waiting import eventually, typed
 
 ALICE = 4242  # the allowed human (the fake's default author)
 LOGIN = "GET /users/@me"
@@ -40,12 +41,7 @@ async def discord() -> AsyncIterator[FakeDiscord]:
     await fake.stop()
 
 
-@pytest.fixture
-def agent() -> str:
-    return f"backend-{uuid.uuid4().hex[:8]}"
-
-
-def with_discord(fake: FakeDiscord, agent: str, *channels: int, **extra: Any) -> Any:
+def with_discord(fake: FakeDiscord, agent: str, *channels: int, **extra: Any) -> Configure:
     def configure(cfg: Config) -> Config:
         chat = cfg.chat.model_copy(
             update={
@@ -71,24 +67,13 @@ def configured(fake: FakeDiscord, **extra: Any) -> Config:
 
 
 @pytest.fixture
-async def stack(temporal_env, tmp_path, discord, agent) -> AsyncIterator[Stack]:
+async def stack(
+    temporal_env: WorkflowEnvironment, tmp_path: Path, discord: FakeDiscord, agent: str
+) -> AsyncIterator[Stack]:
     async with running_stack(
         temporal_env.client, tmp_path, configure=with_discord(discord, agent)
     ) as s:
         yield s
-
-
-async def provider_status(stack: Stack) -> dict[str, Any]:
-    status = await stack.call("status")
-    return next(p for p in status["providers"] if p["name"] == "discord")
-
-
-async def _is(stack: Stack, state: str) -> bool:
-    return (await provider_status(stack))["status"] == state
-
-
-async def connected(stack: Stack) -> None:
-    await eventually(lambda: _is(stack, "connected"), timeout=20, interval=0.1)
 
 
 async def with_pane(stack: Stack, agent: str, tmux: Tmux, tmp_path: Path) -> Path:
@@ -96,7 +81,7 @@ async def with_pane(stack: Stack, agent: str, tmux: Tmux, tmp_path: Path) -> Pat
     await stack.call(
         "register", agent_id=agent, target=target, socket=tmux.socket, submit_delay_ms=0
     )
-    await connected(stack)
+    await connected(stack, "discord")
     return out
 
 
@@ -106,7 +91,7 @@ def line(channel: int | str, text: str, name: str = "Alice") -> bytes:
 
 async def test_a_message_from_discord_is_typed_into_the_agent_pane_with_receipts(
     stack: Stack, discord: FakeDiscord, agent: str, tmux: Tmux, tmp_path: Path
-):
+) -> None:
     out = await with_pane(stack, agent, tmux, tmp_path)
     # The bot asked for what it needs to read people's messages, content included.
     wanted = GUILD_MESSAGES | DIRECT_MESSAGES | MESSAGE_CONTENT
@@ -135,7 +120,7 @@ async def test_a_message_from_discord_is_typed_into_the_agent_pane_with_receipts
 
 async def test_when_max_chars_cuts_the_text_the_typed_receipt_says_so_in_a_reply(
     stack: Stack, discord: FakeDiscord, agent: str, tmux: Tmux, tmp_path: Path
-):
+) -> None:
     target, _ = recorder(tmux, tmp_path, "rec")
     await stack.call(
         "register",
@@ -145,7 +130,7 @@ async def test_when_max_chars_cuts_the_text_the_typed_receipt_says_so_in_a_reply
         submit_delay_ms=0,
         max_chars=100,
     )
-    await connected(stack)
+    await connected(stack, "discord")
 
     message = discord.human_says(discord.general, "y" * 300)
 
@@ -157,7 +142,7 @@ async def test_when_max_chars_cuts_the_text_the_typed_receipt_says_so_in_a_reply
 
 async def test_the_same_message_create_delivered_twice_is_one_event_typed_once(
     stack: Stack, discord: FakeDiscord, agent: str, tmux: Tmux, tmp_path: Path
-):
+) -> None:
     out = await with_pane(stack, agent, tmux, tmp_path)
 
     first = discord.human_says(discord.general, "once")
@@ -172,8 +157,8 @@ async def test_the_same_message_create_delivered_twice_is_one_event_typed_once(
 
 
 async def test_own_and_bots_messages_and_other_servers_are_ignored_direct_messages_taken(
-    temporal_env, tmp_path: Path, discord: FakeDiscord, agent: str, tmux: Tmux
-):
+    temporal_env: WorkflowEnvironment, tmp_path: Path, discord: FakeDiscord, agent: str, tmux: Tmux
+) -> None:
     elsewhere = discord.text_channel(guild_id=9990009)  # a server the bot is also in
     private = discord.dm_channel(ALICE)
     configure = with_discord(discord, agent, elsewhere, private)
@@ -206,7 +191,7 @@ async def test_own_and_bots_messages_and_other_servers_are_ignored_direct_messag
 
 async def test_a_stranger_is_rejected_and_recorded_until_paired(
     stack: Stack, discord: FakeDiscord, agent: str, tmux: Tmux, tmp_path: Path
-):
+) -> None:
     out = await with_pane(stack, agent, tmux, tmp_path)
 
     first = discord.human_says(discord.general, "let me in", user_id=999, name="Mallory")
@@ -232,8 +217,8 @@ async def test_a_stranger_is_rejected_and_recorded_until_paired(
 
 async def test_reply_and_send_message_arrive_as_references_split_at_2000_characters(
     stack: Stack, discord: FakeDiscord, agent: str
-):
-    await connected(stack)
+) -> None:
+    await connected(stack, "discord")
     asked = discord.human_says(discord.general, "what changed?")
     long = "\n".join(f"line {i:04d}: something changed" for i in range(100))  # ~3,000 chars
 
@@ -270,8 +255,8 @@ async def test_reply_and_send_message_arrive_as_references_split_at_2000_charact
 
 async def test_a_send_goes_out_after_429_and_500_honouring_retry_after(
     stack: Stack, discord: FakeDiscord, agent: str
-):
-    await connected(stack)
+) -> None:
+    await connected(stack, "discord")
     discord.fail_next(SEND, 429, 500, retry_after=1.0)
 
     result = await stack.call(
@@ -287,8 +272,8 @@ async def test_a_send_goes_out_after_429_and_500_honouring_retry_after(
 
 async def test_a_permanent_refusal_fails_at_once_saying_what_to_fix(
     stack: Stack, discord: FakeDiscord, agent: str
-):
-    await connected(stack)
+) -> None:
+    await connected(stack, "discord")
     unknown = await stack.call("reply", channel_id="discord:555", message="hi", agent_id=agent)
     discord.forbidden.add(discord.general)
     barred = await stack.call(
@@ -304,11 +289,11 @@ async def test_a_permanent_refusal_fails_at_once_saying_what_to_fix(
 
 async def test_discord_down_for_a_while_then_back_resumes_and_loses_nothing(
     stack: Stack, discord: FakeDiscord, agent: str, tmux: Tmux, tmp_path: Path
-):
+) -> None:
     out = await with_pane(stack, agent, tmux, tmp_path)
 
     await discord.stop()
-    await eventually(lambda: _is(stack, "reconnecting"), timeout=30)
+    await eventually(lambda: provider_is(stack, "discord", "reconnecting"), timeout=30)
     await eventually(lambda: _error_says(stack, "could not reach Discord"), timeout=30)
     channels = (await stack.call("channels"))["channels"]
     mine = next(c for c in channels if c["channel_id"] == f"discord:{discord.general}")
@@ -325,7 +310,7 @@ async def test_discord_down_for_a_while_then_back_resumes_and_loses_nothing(
     discord.human_says(discord.general, "written while the bot was away")
 
     await discord.start()
-    await connected(stack)
+    await connected(stack, "discord")
     assert discord.resumes and len(discord.identifies) == 1  # resumed, not a new session
     await typed(out, line(discord.general, "written while the bot was away"), timeout=60)
     await eventually(lambda: discord.texts_to(discord.general) == ["are you there?"], timeout=60)
@@ -333,7 +318,7 @@ async def test_discord_down_for_a_while_then_back_resumes_and_loses_nothing(
 
 async def test_a_restarted_gateway_reads_what_was_written_while_it_was_down(
     stack: Stack, discord: FakeDiscord, agent: str, tmux: Tmux, tmp_path: Path
-):
+) -> None:
     out = await with_pane(stack, agent, tmux, tmp_path)
     discord.human_says(discord.general, "before")
     await typed(out, line(discord.general, "before"))
@@ -365,7 +350,7 @@ async def test_a_restarted_gateway_reads_what_was_written_while_it_was_down(
 
 
 async def _error_says(stack: Stack, words: str) -> bool:
-    return words in ((await provider_status(stack)).get("error") or "")
+    return words in ((await provider_status(stack, "discord")).get("error") or "")
 
 
 # ---- the transport on its own: what Discord's refusals become ------------------------------------
@@ -383,8 +368,8 @@ class Keep:
 
 
 async def test_one_worker_logs_in_to_discord_once_and_logs_out_when_it_stops(
-    temporal_env, tmp_path: Path, discord: FakeDiscord, agent: str, tmux: Tmux
-):
+    temporal_env: WorkflowEnvironment, tmp_path: Path, discord: FakeDiscord, agent: str, tmux: Tmux
+) -> None:
     async with running_stack(
         temporal_env.client, tmp_path, configure=with_discord(discord, agent)
     ) as stack:
@@ -415,7 +400,7 @@ async def test_one_worker_logs_in_to_discord_once_and_logs_out_when_it_stops(
     assert left_open == []
 
 
-async def test_send_errors_say_whether_to_wait_retry_or_fix(discord: FakeDiscord):
+async def test_send_errors_say_whether_to_wait_retry_or_fix(discord: FakeDiscord) -> None:
     sender = transport.sender(configured(discord))
     try:
         await _send_errors(discord, sender)
@@ -460,7 +445,9 @@ async def _receiver_status(cfg: Config) -> LinkStatus:
         await receiver.close()
 
 
-async def test_a_refused_token_or_intent_fails_the_link_saying_what_to_fix(discord: FakeDiscord):
+async def test_a_refused_token_or_intent_fails_the_link_saying_what_to_fix(
+    discord: FakeDiscord,
+) -> None:
     bad = configured(discord)
     bad.chat.discord.token = SecretStr("not-the-token")
     status = await _receiver_status(bad)
@@ -472,7 +459,7 @@ async def test_a_refused_token_or_intent_fails_the_link_saying_what_to_fix(disco
     assert "Message Content Intent" in (status.error or ""), status
 
 
-def test_a_guild_id_may_be_written_as_a_number_or_text():
+def test_a_guild_id_may_be_written_as_a_number_or_text() -> None:
     assert DiscordConfig(guild_id=1110001000111000111).guild_id == "1110001000111000111"
     assert DiscordConfig(guild_id="42").guild_id == "42"
     with pytest.raises(ValueError):

@@ -6,10 +6,12 @@ import asyncio
 import json
 import socket
 import stat
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.errors import GatewayAlreadyRunning
 from gateway.protocol import (
@@ -20,11 +22,12 @@ from gateway.protocol import (
     PARSE_ERROR,
 )
 from gateway.server import SocketServer
-from tests.stack import Stack, running_stack
+from tests.support.stack import Stack, running_stack
 
 
 @pytest.fixture
-async def stack(temporal_env, tmp_path):
+async def stack(temporal_env: WorkflowEnvironment, tmp_path: Path) -> AsyncIterator[Stack]:
+    """The gateway and its socket alone: no worker, since nothing here reaches a pane."""
     async with running_stack(temporal_env.client, tmp_path, with_worker=False) as s:
         yield s
 
@@ -47,7 +50,8 @@ class RawConnection:
     async def reply(self) -> dict[str, Any]:
         line = await asyncio.wait_for(self.reader.readline(), 10)
         assert line, "the gateway closed the connection"
-        return json.loads(line)
+        parsed: dict[str, Any] = json.loads(line)
+        return parsed
 
     async def request(self, body: Any) -> dict[str, Any]:
         await self.send(json.dumps(body).encode() + b"\n")
@@ -59,7 +63,7 @@ class RawConnection:
 
 
 @pytest.fixture
-async def raw(stack: Stack):
+async def raw(stack: Stack) -> AsyncIterator[RawConnection]:
     conn = await RawConnection.open(stack.cfg.server.socket())
     yield conn
     await conn.close()
@@ -67,22 +71,23 @@ async def raw(stack: Stack):
 
 def error_code(reply: dict[str, Any]) -> int:
     assert "error" in reply, reply
-    return reply["error"]["code"]
+    code: int = reply["error"]["code"]
+    return code
 
 
-async def test_socket_is_owner_only(stack: Stack):
+async def test_socket_is_owner_only(stack: Stack) -> None:
     mode = stat.S_IMODE(stack.cfg.server.socket().stat().st_mode)
     assert mode == 0o600
 
 
-async def test_ping_and_status(raw: RawConnection):
+async def test_ping_and_status(raw: RawConnection) -> None:
     assert await raw.request({"id": 1, "method": "ping"}) == {"id": 1, "result": {"pong": True}}
     status = (await raw.request({"id": "s", "method": "status", "params": {}}))["result"]
     assert status["running"] is True and status["started_at"]
     assert {p["name"] for p in status["providers"]} >= {"local", "telegram", "discord"}
 
 
-async def test_bad_inputs_get_errors_and_the_connection_lives(raw: RawConnection):
+async def test_bad_inputs_get_errors_and_the_connection_lives(raw: RawConnection) -> None:
     await raw.send(b"{not json\n")
     assert error_code(await raw.reply()) == PARSE_ERROR
     assert error_code(await raw.request([1, 2, 3])) == INVALID_REQUEST
@@ -133,7 +138,7 @@ async def test_bad_inputs_get_errors_and_the_connection_lives(raw: RawConnection
     assert await raw.request({"id": 8, "method": "ping"}) == {"id": 8, "result": {"pong": True}}
 
 
-async def test_a_ten_megabyte_line_is_refused_without_killing_anything(raw: RawConnection):
+async def test_a_ten_megabyte_line_is_refused_without_killing_anything(raw: RawConnection) -> None:
     await raw.send(
         b'{"id": 1, "method": "send", "params": {"message": "' + b"x" * (10 << 20) + b'"}}\n'
     )
@@ -141,7 +146,7 @@ async def test_a_ten_megabyte_line_is_refused_without_killing_anything(raw: RawC
     assert (await raw.request({"id": 2, "method": "ping"}))["result"] == {"pong": True}
 
 
-async def test_unknown_agent_and_event_are_not_found(raw: RawConnection):
+async def test_unknown_agent_and_event_are_not_found(raw: RawConnection) -> None:
     events = await raw.request({"id": 1, "method": "events", "params": {"agent_id": "nobody"}})
     assert error_code(events) == NOT_FOUND and "nobody" in events["error"]["message"]
     since = await raw.request(
@@ -158,7 +163,7 @@ async def test_unknown_agent_and_event_are_not_found(raw: RawConnection):
     assert error_code(reply) == NOT_FOUND
 
 
-async def test_many_clients_at_once(stack: Stack):
+async def test_many_clients_at_once(stack: Stack) -> None:
     async def client(n: int) -> list[dict[str, Any]]:
         conn = await RawConnection.open(stack.cfg.server.socket())
         try:
@@ -173,14 +178,16 @@ async def test_many_clients_at_once(stack: Stack):
     }
 
 
-async def test_a_second_gateway_on_the_same_socket_refuses(stack: Stack):
+async def test_a_second_gateway_on_the_same_socket_refuses(stack: Stack) -> None:
     second = SocketServer(stack.cfg.server.socket(), stack.gateway.methods.dispatch)
     with pytest.raises(GatewayAlreadyRunning, match="already running"):
         await second.start()
     assert (await stack.call("ping")) == {"pong": True}
 
 
-async def test_a_stale_socket_file_is_replaced(temporal_env, tmp_path: Path):
+async def test_a_stale_socket_file_is_replaced(
+    temporal_env: WorkflowEnvironment, tmp_path: Path
+) -> None:
     path = tmp_path / "stale.sock"
     dead = socket.socket(socket.AF_UNIX)
     dead.bind(str(path))

@@ -8,22 +8,23 @@ as a machine that goes away would, and starts again.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from contextlib import AsyncExitStack
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
+from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.models import utcnow
-from agentcomms.temporal import last_polls
-from agentcomms.workflow_ids import host_task_queue
-from tests.conftest import Tmux, write_config
-from tests.stack import STACK_KEY, Stack, eventually, running_stack, typed
-from tests.test_cli_agents import cli, cli_home
-from tests.test_mailbox import recorder
-from tests.test_up import AGENTCOMMS, env_for
+from agentcomms.store import Store
+from tests.support.cli import cli, cli_home
+from tests.support.events import message, record_all
+from tests.support.hosts import worker_process
+from tests.support.stack import Stack, running_stack
+from tests.support.tmux import Tmux, recorder
+from tests.support.waiting import eventually, typed
 from workers.main import build_workers
 
 
@@ -35,45 +36,15 @@ async def host_worker(stack: Stack, host: str) -> AsyncExitStack:
     return workers
 
 
-async def worker_process(
-    stack: Stack, host: str, home: Path, *options: str
-) -> asyncio.subprocess.Process:
-    """`agentcomms worker --host-id HOST`, configured for the stack's Temporal and projection;
-    returns once it polls its host's queue."""
-    write_config(
-        home,
-        {
-            "temporal": {
-                "address": stack.cfg.temporal.address,
-                "task_queue": stack.cfg.temporal.task_queue,
-            },
-            "database": {"url": stack.cfg.database.resolved_url()},
-            # One deployment, one key: the worker types what the test's gateway signed.
-            "security": {"deployment_key": STACK_KEY},
-        },
-    )
-    process = await asyncio.create_subprocess_exec(
-        AGENTCOMMS, "worker", "--host-id", host, *options, env=env_for(home),
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
-    )  # fmt: skip
-
-    async def polling() -> bool:
-        polls = await last_polls(stack.client, host_task_queue(host))
-        return any(who.startswith(f"{process.pid}@") for who in polls)
-
-    await eventually(polling, timeout=30, interval=0.2)
-    return process
-
-
-async def listed(stack: Stack, agent: str) -> dict:
+async def listed(stack: Stack, agent: str) -> dict[str, Any]:
     rows = (await stack.call("agents"))["agents"]
     return next((a for a in rows if a["id"] == agent), {"status": None})
 
 
 @pytest.mark.timeout(180)
 async def test_a_stopped_host_shows_its_agents_unreachable_then_types_everything_in_order(
-    temporal_env, tmux: Tmux, tmp_path
-):
+    temporal_env: WorkflowEnvironment, tmux: Tmux, tmp_path: Path
+) -> None:
     async with running_stack(temporal_env.client, tmp_path) as stack:
         host = f"build-{stack.agent_id('h')}"
         agent = stack.agent_id("backend")
@@ -96,7 +67,7 @@ async def test_a_stopped_host_shows_its_agents_unreachable_then_types_everything
         for text in ("two", "three"):
             assert (await stack.call("send", agent_id=agent, message=text))["status"] == "queued"
 
-        async def unreachable() -> dict | None:
+        async def unreachable() -> dict[str, Any] | None:
             row = await listed(stack, agent)
             return row if row["status"] == "unreachable" else None
 
@@ -128,7 +99,7 @@ async def test_a_stopped_host_shows_its_agents_unreachable_then_types_everything
         try:
             await typed(out, b"one\rtwo\rthree\r", timeout=60)
 
-            async def online_again() -> dict | None:
+            async def online_again() -> dict[str, Any] | None:
                 row = await listed(stack, agent)
                 return row if row["status"] == "online" and row["pending"] == 0 else None
 
@@ -142,8 +113,8 @@ async def test_a_stopped_host_shows_its_agents_unreachable_then_types_everything
 
 @pytest.mark.timeout(240)
 async def test_an_idle_host_that_stops_polling_shows_unreachable_since_its_last_poll(
-    temporal_env, tmux: Tmux, tmp_path
-):
+    temporal_env: WorkflowEnvironment, tmux: Tmux, tmp_path: Path
+) -> None:
     """No message waits, so no task betrays the host: its silence does, after a long poll's
     length (about a minute and a quarter)."""
     async with running_stack(temporal_env.client, tmp_path) as stack:
@@ -170,17 +141,16 @@ async def test_an_idle_host_that_stops_polling_shows_unreachable_since_its_last_
         assert stopped_at - timedelta(seconds=90) <= since <= stopped_at
 
 
-async def _status_is(stack: Stack, agent: str, status: str) -> dict | None:
+async def _status_is(stack: Stack, agent: str, status: str) -> dict[str, Any] | None:
     row = await listed(stack, agent)
     return row if row["status"] == status else None  # the projection may not have it yet
 
 
-async def test_waiting_counts_are_per_agent_and_only_messages_not_yet_typed(database_url: str):
+async def test_waiting_counts_are_per_agent_and_only_messages_not_yet_typed(
+    database_url: str,
+) -> None:
     """What `agents` shows for a down host's agents, counted from the projection's events (on
     PostgreSQL too when the suite has one)."""
-    from agentcomms.store import Store
-    from tests.test_store import message, record_all
-
     store = await Store.open(database_url)
     try:
         await record_all(

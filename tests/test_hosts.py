@@ -9,12 +9,14 @@ import asyncio
 from pathlib import Path
 
 import pytest
+from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.temporal import last_polls
-from tests.conftest import Tmux
-from tests.stack import eventually, running_stack, typed
-from tests.test_host_down import worker_process
-from tests.test_mailbox import recorder
+from agentcomms.workflow_ids import mailbox_id
+from tests.support.hosts import worker_process
+from tests.support.stack import running_stack
+from tests.support.tmux import Tmux, recorder
+from tests.support.waiting import eventually, typed
 
 
 async def stop(worker: asyncio.subprocess.Process) -> None:
@@ -29,8 +31,8 @@ def lines(out: Path) -> list[str]:
 
 @pytest.mark.timeout(240)
 async def test_each_host_types_for_its_own_agents_and_a_moved_agent_loses_nothing(
-    temporal_env, tmux_socket_dir: Path, tmp_path: Path
-):
+    temporal_env: WorkflowEnvironment, tmux_socket_dir: Path, tmp_path: Path
+) -> None:
     one, two = Tmux(tmux_socket_dir / "host-one"), Tmux(tmux_socket_dir / "host-two")
     async with running_stack(temporal_env.client, tmp_path, with_worker=False) as stack:
         h1, h2 = f"one-{stack.agent_id('h')}", f"two-{stack.agent_id('h')}"
@@ -55,7 +57,7 @@ async def test_each_host_types_for_its_own_agents_and_a_moved_agent_loses_nothin
             await typed(out_a, "".join(f"a{i}\r" for i in range(10)).encode())
             await typed(out_b, "".join(f"b{i}\r" for i in range(10)).encode())
             for agent, host in ((a, h1), (b, h2)):
-                described = await stack.client.get_workflow_handle(f"agent-{agent}").describe()
+                described = await stack.client.get_workflow_handle(mailbox_id(agent)).describe()
                 assert described.task_queue == f"agentcomms-host-{host}"
 
             # Host two's worker stops: host one's, though it could reach the pane from this
@@ -88,7 +90,7 @@ async def test_each_host_types_for_its_own_agents_and_a_moved_agent_loses_nothin
             before, after = lines(out_a), lines(out_moved)
             assert before + after == [f"a{i}" for i in range(50)], (before, after)
             assert len(before) < 40 and after, "the move came after the backlog was typed"
-            described = await stack.client.get_workflow_handle(f"agent-{a}").describe()
+            described = await stack.client.get_workflow_handle(mailbox_id(a)).describe()
             assert described.task_queue == f"agentcomms-host-{h2}"
         finally:
             await stop(host_two)
@@ -99,8 +101,8 @@ async def test_each_host_types_for_its_own_agents_and_a_moved_agent_loses_nothin
 
 @pytest.mark.timeout(120)
 async def test_a_worker_with_no_shared_types_for_its_host_and_leaves_the_shared_queue(
-    temporal_env, tmux_socket_dir: Path, tmp_path: Path
-):
+    temporal_env: WorkflowEnvironment, tmux_socket_dir: Path, tmp_path: Path
+) -> None:
     # The stack's own worker (the gateway's machine) polls the shared queue, where calls and
     # chat sends run and every mailbox starts; the remote machine's worker only its own queue.
     remote = Tmux(tmux_socket_dir / "remote")

@@ -43,6 +43,7 @@ def _is_client(module: str) -> bool:
         _within(module, ("workflows",)) and module.endswith(".client")
     )
 
+
 # (importer, imported) pairs that break a rule below for now, and why.
 ALLOWED_IMPORTS: dict[tuple[str, str], str] = {}
 

@@ -13,7 +13,7 @@ import pytest
 from agentcomms.config import LoggingConfig, load_config
 from agentcomms.errors import ConfigError
 from agentcomms.logs import setup_logging
-from tests.conftest import write_config
+from tests.support.home import write_config
 
 TOKEN = "123456:ABCdef_ghi-JKL"
 
@@ -28,7 +28,7 @@ def restore_logging() -> Iterator[None]:
     root.handlers[:], root.level = handlers, level
 
 
-def test_json_lines_carry_the_ids_and_no_secret(tmp_path: Path, restore_logging: None):
+def test_json_lines_carry_the_ids_and_no_secret(tmp_path: Path, restore_logging: None) -> None:
     path = tmp_path / "agentcomms.log"
     setup_logging(LoggingConfig(format="json", file=path))
     log = logging.getLogger("gateway.test")
@@ -61,7 +61,7 @@ def test_json_lines_carry_the_ids_and_no_secret(tmp_path: Path, restore_logging:
     assert "RuntimeError" in fourth["exception"]
 
 
-def test_text_stays_the_default_and_a_wrong_format_is_named(home: Path):
+def test_text_stays_the_default_and_a_wrong_format_is_named(home: Path) -> None:
     assert load_config().logging.format == "text"
     write_config(home, {"logging": {"format": "xml"}})
     with pytest.raises(ConfigError, match=r"logging\.format"):

@@ -9,40 +9,31 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import sys
+from collections.abc import Callable
 from contextlib import AsyncExitStack
 from pathlib import Path
+from typing import Any
 
-import pytest
 from sqlalchemy import text
 from temporalio.client import WorkflowHandle, WorkflowHistory
+from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.ids import new_event_id
+from agentcomms.models import Agent
 from agentcomms.search_attributes import AGENT_STATUS
-from tests.conftest import Tmux, write_config
-from tests.stack import STACK_KEY, Stack, eventually, running_stack, typed
+from agentcomms.workflow_ids import mailbox_id
+from tests.support.cli import AGENTCOMMS
+from tests.support.home import write_config
+from tests.support.stack import STACK_KEY, Stack, delivered, register, running_stack
+from tests.support.tmux import Tmux, recorder
+from tests.support.waiting import eventually, typed
 from workers.main import build_workers
+from workflows.mailbox.models import AgentSnapshot
 
 
-def recorder(tmux: Tmux, tmp_path: Path, name: str) -> tuple[str, Path]:
-    """A pane that appends every byte typed into it to a file (raw mode: Enter arrives as CR)."""
-    out = tmp_path / f"{name}.bytes"
-    out.touch()
-    target = tmux.new_session(name, f"stty raw -echo; exec cat >> {out}")
-    return target, out
-
-
-@pytest.fixture
-async def stack(temporal_env, tmp_path):
-    async with running_stack(temporal_env.client, tmp_path) as s:
-        yield s
-
-
-async def register(stack: Stack, agent: str, tmux: Tmux, target: str, **extra) -> None:
-    await stack.call("register", agent_id=agent, target=target, socket=tmux.socket, **extra)
-
-
-async def test_send_is_typed_into_the_pane_and_recorded(stack: Stack, tmux: Tmux, tmp_path: Path):
+async def test_send_is_typed_into_the_pane_and_recorded(
+    stack: Stack, tmux: Tmux, tmp_path: Path
+) -> None:
     agent = stack.agent_id()
     target, out = recorder(tmux, tmp_path, "rec")
     await register(stack, agent, tmux, target, submit_delay_ms=0)
@@ -58,7 +49,7 @@ async def test_send_is_typed_into_the_pane_and_recorded(stack: Stack, tmux: Tmux
     assert agent_row.status == "online" and agent_row.target == target
 
 
-async def test_a_shell_pane_runs_the_sent_command(stack: Stack, tmux: Tmux):
+async def test_a_shell_pane_runs_the_sent_command(stack: Stack, tmux: Tmux) -> None:
     agent = stack.agent_id()
     target = tmux.new_session("sh", "sh")
     await register(stack, agent, tmux, target)
@@ -67,7 +58,9 @@ async def test_a_shell_pane_runs_the_sent_command(stack: Stack, tmux: Tmux):
     await eventually(lambda: "42" in tmux.capture(target).splitlines())
 
 
-async def test_hundreds_of_messages_arrive_once_in_order(stack: Stack, tmux: Tmux, tmp_path: Path):
+async def test_hundreds_of_messages_arrive_once_in_order(
+    stack: Stack, tmux: Tmux, tmp_path: Path
+) -> None:
     agent = stack.agent_id()
     target, out = recorder(tmux, tmp_path, "rec")
     await register(stack, agent, tmux, target, submit_delay_ms=0)
@@ -115,12 +108,12 @@ def typing_activities(history: WorkflowHistory) -> list[str]:
 
 async def test_a_backlog_is_typed_several_messages_to_a_local_activity(
     stack: Stack, tmux: Tmux, tmp_path: Path
-):
+) -> None:
     agent, out = await backlog_then_pane(stack, tmux, tmp_path, 60, submit_delay_ms=0)
     expected = b"".join(f"b{i}\r".encode() for i in range(60))
     await eventually(lambda: out.read_bytes() == expected, timeout=30)
     await eventually(lambda: _all_delivered(stack, agent, 60))
-    history = await stack.client.get_workflow_handle(f"agent-{agent}").fetch_history()
+    history = await stack.client.get_workflow_handle(mailbox_id(agent)).fetch_history()
     typing = typing_activities(history)
     # Batches of about 500 ms of typing time: 25 messages of 20 ms each.
     assert typing[:3] == ["deliver_to_pane"] * 3, typing
@@ -132,7 +125,9 @@ async def test_a_backlog_is_typed_several_messages_to_a_local_activity(
     ]
 
 
-async def test_messages_wait_for_an_unregistered_agent(stack: Stack, tmux: Tmux, tmp_path: Path):
+async def test_messages_wait_for_an_unregistered_agent(
+    stack: Stack, tmux: Tmux, tmp_path: Path
+) -> None:
     agent = stack.agent_id()
     for i in range(3):
         await stack.call("send", agent_id=agent, message=f"early {i}")
@@ -143,7 +138,9 @@ async def test_messages_wait_for_an_unregistered_agent(stack: Stack, tmux: Tmux,
     await eventually(lambda: out.read_bytes() == b"early 0\rearly 1\rearly 2\r")
 
 
-async def test_an_interrupt_overtakes_queued_messages(stack: Stack, tmux: Tmux, tmp_path: Path):
+async def test_an_interrupt_overtakes_queued_messages(
+    stack: Stack, tmux: Tmux, tmp_path: Path
+) -> None:
     agent = stack.agent_id()
     for i in range(3):
         await stack.call("send", agent_id=agent, message=f"q{i}")
@@ -156,7 +153,7 @@ async def test_an_interrupt_overtakes_queued_messages(stack: Stack, tmux: Tmux, 
 
 async def test_missing_pane_keeps_messages_until_it_appears(
     stack: Stack, tmux: Tmux, tmp_path: Path
-):
+) -> None:
     agent = stack.agent_id()
     out = tmp_path / "late.bytes"
     out.touch()
@@ -173,7 +170,7 @@ async def test_missing_pane_keeps_messages_until_it_appears(
     listed = await eventually(lambda: _listed_if(stack, agent, "unreachable", pending=3))
     assert "late:0.0" in listed["last_error"]
     assert listed["last_error"].startswith("no such pane")  # a sentence, no exception type name
-    handle = stack.client.get_workflow_handle(f"agent-{agent}")
+    handle = stack.client.get_workflow_handle(mailbox_id(agent))
     # The UI filter says so too, once the workflow task that wrote the row has completed.
     await eventually(lambda: _indexed_is(handle, "unreachable"))
     tmux.new_session("late", f"stty raw -echo; exec cat >> {out}")
@@ -196,29 +193,35 @@ async def test_missing_pane_keeps_messages_until_it_appears(
     assert len(upserts) == 3
 
 
-async def _indexed_is(handle: WorkflowHandle, status: str) -> bool:
+async def _indexed_is(handle: WorkflowHandle[Any, Any], status: str) -> bool:
     description = await handle.describe()
     return description.typed_search_attributes.get(AGENT_STATUS) == status
 
 
-async def _snapshot_if(stack: Stack, agent: str, cond):
+async def _snapshot_if(
+    stack: Stack, agent: str, cond: Callable[[AgentSnapshot], bool]
+) -> AgentSnapshot | None:
     snapshot = await stack.gateway.mailbox.snapshot(agent)
     return snapshot if snapshot and cond(snapshot) else None
 
 
-async def _listed_if(stack: Stack, agent: str, status: str, *, pending: int):
+async def _listed_if(
+    stack: Stack, agent: str, status: str, *, pending: int
+) -> dict[str, Any] | None:
     listed = await stack.call("agents", include_offline=True)
-    rows = [a for a in listed["agents"] if a["id"] == agent]
+    rows: list[dict[str, Any]] = [a for a in listed["agents"] if a["id"] == agent]
     ok = rows and rows[0]["status"] == status and rows[0]["pending"] == pending
     return rows[0] if ok else None
 
 
-async def _agent_if(stack: Stack, agent: str, status: str):
+async def _agent_if(stack: Stack, agent: str, status: str) -> Agent | None:
     row = await stack.store.get_agent(agent)
     return row if row and row.status == status else None
 
 
-async def test_reregistering_to_a_new_pane_delivers_there(stack: Stack, tmux: Tmux, tmp_path: Path):
+async def test_reregistering_to_a_new_pane_delivers_there(
+    stack: Stack, tmux: Tmux, tmp_path: Path
+) -> None:
     agent = stack.agent_id()
     first, first_out = recorder(tmux, tmp_path, "first")
     await register(stack, agent, tmux, first, submit_delay_ms=0)
@@ -233,7 +236,7 @@ async def test_reregistering_to_a_new_pane_delivers_there(stack: Stack, tmux: Tm
     assert first_out.read_bytes() == b"one\r"  # nothing more typed into the old pane
 
 
-async def test_a_repeated_event_id_is_typed_once(stack: Stack, tmux: Tmux, tmp_path: Path):
+async def test_a_repeated_event_id_is_typed_once(stack: Stack, tmux: Tmux, tmp_path: Path) -> None:
     agent = stack.agent_id()
     target, out = recorder(tmux, tmp_path, "rec")
     await register(stack, agent, tmux, target, submit_delay_ms=0)
@@ -245,7 +248,9 @@ async def test_a_repeated_event_id_is_typed_once(stack: Stack, tmux: Tmux, tmp_p
     await typed(out, b"once\rafter\r")
 
 
-async def test_agent_message_is_prefixed_with_its_sender(stack: Stack, tmux: Tmux, tmp_path: Path):
+async def test_agent_message_is_prefixed_with_its_sender(
+    stack: Stack, tmux: Tmux, tmp_path: Path
+) -> None:
     sender, receiver = stack.agent_id("frontend"), stack.agent_id("backend")
     target, out = recorder(tmux, tmp_path, "rec")
     await register(stack, receiver, tmux, target, submit_delay_ms=0)
@@ -266,7 +271,7 @@ async def test_agent_message_is_prefixed_with_its_sender(stack: Stack, tmux: Tmu
 
 async def test_unregister_keeps_messages_for_the_next_registration(
     stack: Stack, tmux: Tmux, tmp_path: Path
-):
+) -> None:
     agent = stack.agent_id()
     target, out = recorder(tmux, tmp_path, "rec")
     await register(stack, agent, tmux, target, submit_delay_ms=0)
@@ -283,7 +288,7 @@ async def test_unregister_keeps_messages_for_the_next_registration(
 
 async def test_events_page_forward_and_reply_reaches_the_inbox(
     stack: Stack, tmux: Tmux, tmp_path: Path
-):
+) -> None:
     agent = stack.agent_id()
     target, _ = recorder(tmux, tmp_path, "rec")
     await register(stack, agent, tmux, target, submit_delay_ms=0)
@@ -308,7 +313,7 @@ async def test_events_page_forward_and_reply_reaches_the_inbox(
 
 async def test_an_agent_on_another_host_moves_its_mailbox_there(
     stack: Stack, tmux: Tmux, tmp_path: Path
-):
+) -> None:
     other = f"other-{stack.host}"
     agent = stack.agent_id()
     target, out = recorder(tmux, tmp_path, "rec")
@@ -318,13 +323,13 @@ async def test_an_agent_on_another_host_moves_its_mailbox_there(
         await register(stack, agent, tmux, target, submit_delay_ms=0, host=other)
         result = await stack.call("send", agent_id=agent, message="over there", wait=True)
         assert result["delivered"] and out.read_bytes() == b"over there\r"
-        description = await stack.client.get_workflow_handle(f"agent-{agent}").describe()
+        description = await stack.client.get_workflow_handle(mailbox_id(agent)).describe()
         assert description.task_queue == f"agentcomms-host-{other}"
 
 
 async def test_an_interrupt_overtakes_a_backlog_that_is_being_typed(
     stack: Stack, tmux: Tmux, tmp_path: Path
-):
+) -> None:
     agent, out = await backlog_then_pane(stack, tmux, tmp_path, 20, submit_delay_ms=100)
     await eventually(lambda: b"\r" in out.read_bytes())  # typing has begun
     await stack.call("interrupt", agent_id=agent)
@@ -337,7 +342,7 @@ async def test_an_interrupt_overtakes_a_backlog_that_is_being_typed(
 
 async def test_a_broken_projection_does_not_make_a_durable_send_look_lost(
     stack: Stack, tmux: Tmux, tmp_path: Path
-):
+) -> None:
     agent = stack.agent_id()
     target, out = recorder(tmux, tmp_path, "rec")
     await register(stack, agent, tmux, target, submit_delay_ms=0)
@@ -348,18 +353,13 @@ async def test_a_broken_projection_does_not_make_a_durable_send_look_lost(
     await eventually(lambda: out.read_bytes() == b"still typed\r")
     async with stack.store.engine.begin() as conn:  # the database recovers: the row is written
         await conn.execute(text("ALTER TABLE events_away RENAME TO events"))
-    row = await eventually(lambda: _delivered(stack, result["event_id"]), timeout=30)
+    row = await eventually(lambda: delivered(stack, result["event_id"]), timeout=30)
     assert row.payload["text"] == "still typed"
 
 
-async def _delivered(stack: Stack, event_id: str):
-    event = await stack.store.get_event(event_id)
-    return event if event and event.status == "delivered" else None
-
-
 async def test_a_gateway_on_a_machine_without_a_worker_delivers_through_the_panes_host(
-    temporal_env, tmux: Tmux, tmp_path: Path
-):
+    temporal_env: WorkflowEnvironment, tmux: Tmux, tmp_path: Path
+) -> None:
     """The gateway's machine runs no worker; the pane's host runs one. A mailbox starts on the
     shared queue (which that worker polls) and moves to the pane's host when registered there."""
     async with running_stack(temporal_env.client, tmp_path, with_worker=False) as stack:
@@ -374,13 +374,13 @@ async def test_a_gateway_on_a_machine_without_a_worker_delivers_through_the_pane
             result = await stack.call("send", agent_id=agent, message="and this", wait=True)
             assert result["delivered"] is True
             await typed(out, b"waited for a pane\rand this\r")
-            description = await stack.client.get_workflow_handle(f"agent-{agent}").describe()
+            description = await stack.client.get_workflow_handle(mailbox_id(agent)).describe()
             assert description.task_queue == f"agentcomms-host-{pane_host}"
 
 
 async def test_agentcomms_worker_with_a_host_id_types_for_that_host(
-    temporal_env, tmux: Tmux, tmp_path: Path
-):
+    temporal_env: WorkflowEnvironment, tmux: Tmux, tmp_path: Path
+) -> None:
     """`agentcomms worker --host-id build-2`, a process of its own, types for the agents
     registered on build-2; the gateway's machine runs no worker at all."""
     async with running_stack(temporal_env.client, tmp_path, with_worker=False) as stack:
@@ -403,7 +403,7 @@ async def test_agentcomms_worker_with_a_host_id_types_for_that_host(
         env["SHARED_DEPLOYMENT_KEY"] = STACK_KEY
         host = f"build-{stack.agent_id('w')}"
         worker = await asyncio.create_subprocess_exec(
-            str(Path(sys.executable).parent / "agentcomms"), "worker", "--host-id", host,
+            AGENTCOMMS, "worker", "--host-id", host,
             env={**env, "AGENTCOMMS_HOME": str(home)},
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
         )  # fmt: skip

@@ -5,18 +5,19 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from temporalio.client import WorkflowExecutionStatus
+from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.config import host_name
-from tests.conftest import Tmux, write_config
-from tests.stack import STACK_KEY, Stack, eventually, running_stack
-from tests.test_mailbox import recorder
-
-AGENTCOMMS = str(Path(sys.executable).parent / "agentcomms")
+from agentcomms.workflow_ids import mailbox_id
+from tests.support.cli import AGENTCOMMS
+from tests.support.home import write_config
+from tests.support.stack import STACK_KEY, Stack, running_stack
+from tests.support.tmux import Tmux, recorder
+from tests.support.waiting import eventually
 
 
 def expected_bytes(prefix: str, count: int) -> bytes:
@@ -25,8 +26,8 @@ def expected_bytes(prefix: str, count: int) -> bytes:
 
 @pytest.mark.timeout(180)
 async def test_continue_as_new_under_load_loses_and_repeats_nothing(
-    temporal_env_low_can, tmux: Tmux, tmp_path: Path
-):
+    temporal_env_low_can: WorkflowEnvironment, tmux: Tmux, tmp_path: Path
+) -> None:
     async with running_stack(temporal_env_low_can.client, tmp_path) as stack:
         agent = stack.agent_id()
         target, out = recorder(tmux, tmp_path, "rec")
@@ -41,9 +42,10 @@ async def test_continue_as_new_under_load_loses_and_repeats_nothing(
         await eventually(lambda: len(out.read_bytes()) >= len(expected), timeout=150)
         assert out.read_bytes() == expected
 
-        handle = stack.client.get_workflow_handle(f"agent-{agent}")
+        handle = stack.client.get_workflow_handle(mailbox_id(agent))
         runs = [
-            wf.run_id async for wf in stack.client.list_workflows(f"WorkflowId = 'agent-{agent}'")
+            wf.run_id
+            async for wf in stack.client.list_workflows(f"WorkflowId = '{mailbox_id(agent)}'")
         ]
         assert len(runs) > 2, "the mailbox should have continued-as-new several times"
         # The set of seen ids crossed those boundaries: an early id sent again is not typed again.
@@ -79,8 +81,8 @@ def start_worker(home: Path) -> subprocess.Popen[bytes]:
 
 @pytest.mark.timeout(180)
 async def test_a_worker_killed_mid_stream_loses_nothing_and_types_nothing_twice(
-    temporal_env, tmux: Tmux, tmp_path: Path
-):
+    temporal_env: WorkflowEnvironment, tmux: Tmux, tmp_path: Path
+) -> None:
     # The worker runs as a real process on this host's queue; the gateway stays in the test.
     async with running_stack(
         temporal_env.client, tmp_path, with_worker=False, host=host_name()
@@ -112,4 +114,4 @@ async def test_a_worker_killed_mid_stream_loses_nothing_and_types_nothing_twice(
                 if proc and proc.poll() is None:
                     proc.kill()
                     proc.wait()
-            await stack.client.get_workflow_handle(f"agent-{agent}").terminate("test over")
+            await stack.client.get_workflow_handle(mailbox_id(agent)).terminate("test over")

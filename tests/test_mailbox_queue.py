@@ -48,7 +48,9 @@ def order(state: AgentState) -> list[str]:
     return [w.id for w in state.waiting]
 
 
-def test_messages_wait_in_order_and_an_interrupt_overtakes_them_but_not_earlier_interrupts():
+def test_messages_wait_in_order_and_an_interrupt_overtakes_them_but_not_earlier_interrupts() -> (
+    None
+):
     state = AgentState(agent_id="a")
     queue = Queue(state)
     for e in (event("m1"), event("m2"), event("i1", kind="interrupt"), event("m3")):
@@ -58,7 +60,7 @@ def test_messages_wait_in_order_and_an_interrupt_overtakes_them_but_not_earlier_
     assert queue.position("m1") == 3 and queue.position("gone") is None
 
 
-def test_an_id_seen_is_remembered_across_continue_as_new_and_trimmed_to_the_latest():
+def test_an_id_seen_is_remembered_across_continue_as_new_and_trimmed_to_the_latest() -> None:
     state = AgentState(agent_id="a")
     queue = Queue(state)
     for i in range(SEEN_IDS_KEPT * 2 + 1):
@@ -69,7 +71,7 @@ def test_an_id_seen_is_remembered_across_continue_as_new_and_trimmed_to_the_late
     assert next_run.seen(f"e{SEEN_IDS_KEPT * 2}")
 
 
-def test_past_the_hard_cap_a_message_is_refused_with_the_reason():
+def test_past_the_hard_cap_a_message_is_refused_with_the_reason() -> None:
     state = AgentState(agent_id="a")
     queue = Queue(state)
     for i in range(HARD_WAITING_CAP):
@@ -79,7 +81,7 @@ def test_past_the_hard_cap_a_message_is_refused_with_the_reason():
     assert len(queue) == HARD_WAITING_CAP and queue.position("one-too-many") is None
 
 
-def test_a_batch_takes_the_held_messages_behind_the_first_up_to_room_and_text():
+def test_a_batch_takes_the_held_messages_behind_the_first_up_to_room_and_text() -> None:
     queue = queue_of(*(event(f"m{i}") for i in range(10)), event("i1", kind="interrupt"))
     first = queue.held(queue.first().id)
     assert first is not None and first.id == "i1"
@@ -93,7 +95,7 @@ def test_a_batch_takes_the_held_messages_behind_the_first_up_to_room_and_text():
     assert held is not None and long.behind(held, room=5) == []  # past the text bound
 
 
-def test_a_batch_stops_at_a_message_whose_text_this_run_does_not_hold():
+def test_a_batch_stops_at_a_message_whose_text_this_run_does_not_hold() -> None:
     state = AgentState(agent_id="a")
     queue = Queue(state)
     queue.add(event("m0"))
@@ -107,7 +109,7 @@ def test_a_batch_stops_at_a_message_whose_text_this_run_does_not_hold():
     assert held is not None and next_run.behind(held, room=5) == []
 
 
-def test_settling_remembers_the_outcome_and_its_note_and_forgets_the_oldest():
+def test_settling_remembers_the_outcome_and_its_note_and_forgets_the_oldest() -> None:
     queue = queue_of(event("m0"), event("m1"))
     queue.record_try("m1", NOW, "pane gone")
     queue.settle("m1", "delivered", note="cut")  # by id, though not first
@@ -122,7 +124,7 @@ def test_settling_remembers_the_outcome_and_its_note_and_forgets_the_oldest():
     )
 
 
-def test_only_the_latest_tries_are_kept():
+def test_only_the_latest_tries_are_kept() -> None:
     queue = queue_of(event("m0"))
     for i in range(TRIES_KEPT + 5):
         queue.record_try("m0", NOW, f"try {i}")
@@ -130,7 +132,7 @@ def test_only_the_latest_tries_are_kept():
     assert len(tries) == TRIES_KEPT and tries[0].error == "try 5"
 
 
-def test_few_short_texts_are_handed_over_in_the_state_and_many_through_the_projection():
+def test_few_short_texts_are_handed_over_in_the_state_and_many_through_the_projection() -> None:
     few = queue_of(*(event(f"m{i}") for i in range(3)))
     assert few.hand_over() == []
     assert [w.event.id for w in few._s.waiting if w.event] == ["m0", "m1", "m2"]
@@ -139,7 +141,7 @@ def test_few_short_texts_are_handed_over_in_the_state_and_many_through_the_proje
     assert len(handed) == INLINE_WAITING + 1 and all(w.event is None for w in many._s.waiting)
 
 
-def test_what_is_owed_goes_in_bounded_chunks_with_the_agent_row_last():
+def test_what_is_owed_goes_in_bounded_chunks_with_the_agent_row_last() -> None:
     owed = Owed([])
     owed.events = [event(f"e{i}", "x" * 40_000) for i in range(8)]
     owed.agent = Agent(id="a", status="online")
@@ -153,7 +155,7 @@ def test_what_is_owed_goes_in_bounded_chunks_with_the_agent_row_last():
     assert all(sum(len(e.text) for e in c) <= CHUNK_CHARS for c in chunks(owed.events))
 
 
-def test_a_failed_write_is_kept_whole_and_retried_later_with_capped_backoff():
+def test_a_failed_write_is_kept_whole_and_retried_later_with_capped_backoff() -> None:
     owed = Owed([event("carried")])
     owed.events.append(event("e1"))
     owed.agent = Agent(id="a", status="unreachable")
@@ -170,7 +172,7 @@ def test_a_failed_write_is_kept_whole_and_retried_later_with_capped_backoff():
     assert owed.next_backoff().total_seconds() == 1
 
 
-def test_what_the_projection_could_not_take_is_carried_by_the_next_run_up_to_a_bound():
+def test_what_the_projection_could_not_take_is_carried_by_the_next_run_up_to_a_bound() -> None:
     owed = Owed([])
     owed.events = [event("e0", "x" * 100)]
     assert [e.id for e in owed.carried()] == ["e0"]

@@ -9,22 +9,19 @@ from __future__ import annotations
 import random
 import string
 from pathlib import Path
+from typing import Any
 
 import pytest
 from temporalio.client import WorkflowHandle
+from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.config import MailboxConfig
 from agentcomms.errors import GatewayError
+from agentcomms.workflow_ids import mailbox_id
 from gateway.protocol import MAILBOX_FULL
-from tests.conftest import Tmux
-from tests.stack import Stack, eventually, running_stack, typed
-from tests.test_mailbox import recorder, register
-
-
-@pytest.fixture
-async def stack(temporal_env, tmp_path):
-    async with running_stack(temporal_env.client, tmp_path) as s:
-        yield s
+from tests.support.stack import Stack, delivered, register, running_stack
+from tests.support.tmux import Tmux, recorder
+from tests.support.waiting import eventually, typed
 
 
 def long_text(seed: int, chars: int) -> str:
@@ -35,7 +32,7 @@ def long_text(seed: int, chars: int) -> str:
     return f"{seed:06d}: " + body.replace("\n\n", "\n ") + "."
 
 
-async def reported_problems(handle: WorkflowHandle) -> list[str]:
+async def reported_problems(handle: WorkflowHandle[Any, Any]) -> list[str]:
     """What Temporal reports about the workflow's tasks failing (empty when all is well)."""
     fields = (await handle.describe()).raw_description.workflow_execution_info
     problems = fields.search_attributes.indexed_fields.get("TemporalReportedProblems")
@@ -44,7 +41,7 @@ async def reported_problems(handle: WorkflowHandle) -> list[str]:
 
 async def test_a_backlog_past_every_payload_limit_is_refused_at_its_limit_then_typed_whole(
     stack: Stack, tmux: Tmux, tmp_path: Path
-):
+) -> None:
     agent = stack.agent_id()
     limit = stack.cfg.mailbox.max_pending_bytes
     texts = [long_text(i, 99_000) for i in range(110)]  # about 10.9 MB for an offline agent
@@ -66,11 +63,11 @@ async def test_a_backlog_past_every_payload_limit_is_refused_at_its_limit_then_t
     }
     assert not refused_ids  # a refused message left nothing behind
 
-    handle = stack.client.get_workflow_handle(f"agent-{agent}")
+    handle = stack.client.get_workflow_handle(mailbox_id(agent))
     snapshot = await eventually(lambda: stack.gateway.mailbox.snapshot(agent))
     assert snapshot.pending == len(accepted)
     # The history passed the size at which Temporal asks for a new run: the texts left with it.
-    runs = [w async for w in stack.client.list_workflows(f'WorkflowId = "agent-{agent}"')]
+    runs = [w async for w in stack.client.list_workflows(f'WorkflowId = "{mailbox_id(agent)}"')]
     assert len(runs) >= 2
 
     target, out = recorder(tmux, tmp_path, "rec")
@@ -88,7 +85,7 @@ async def test_a_backlog_past_every_payload_limit_is_refused_at_its_limit_then_t
     assert await reported_problems(handle) == []
 
 
-async def test_a_long_message_is_typed_whole(stack: Stack, tmux: Tmux, tmp_path: Path):
+async def test_a_long_message_is_typed_whole(stack: Stack, tmux: Tmux, tmp_path: Path) -> None:
     agent = stack.agent_id()
     target, out = recorder(tmux, tmp_path, "rec")
     await register(stack, agent, tmux, target, submit_delay_ms=0)
@@ -98,7 +95,7 @@ async def test_a_long_message_is_typed_whole(stack: Stack, tmux: Tmux, tmp_path:
     await typed(out, text.encode() + b"\r")
 
 
-async def test_max_chars_cuts_visibly_and_says_so(stack: Stack, tmux: Tmux, tmp_path: Path):
+async def test_max_chars_cuts_visibly_and_says_so(stack: Stack, tmux: Tmux, tmp_path: Path) -> None:
     agent = stack.agent_id()
     target, out = recorder(tmux, tmp_path, "rec")
     await register(stack, agent, tmux, target, submit_delay_ms=0, max_chars=1000)
@@ -113,18 +110,15 @@ async def test_max_chars_cuts_visibly_and_says_so(stack: Stack, tmux: Tmux, tmp_
     assert f"[truncated {removed} chars]" in typed
     note = f"cut at the agent's max_chars (1,000): {removed:,} characters were not typed"
     assert result["note"] == note
-    event = await eventually(lambda: _delivered(stack, result["event_id"]))
+    event = await eventually(lambda: delivered(stack, result["event_id"]))
     assert event.note == note
     listed = (await stack.call("events", agent_id=agent))["events"]
     assert listed[-1]["note"] == note
 
 
-async def _delivered(stack: Stack, event_id: str):
-    event = await stack.store.get_event(event_id)
-    return event if event is not None and event.status == "delivered" else None
-
-
-async def test_the_message_count_limit_refuses_but_interrupts_pass(temporal_env, tmp_path: Path):
+async def test_the_message_count_limit_refuses_but_interrupts_pass(
+    temporal_env: WorkflowEnvironment, tmp_path: Path
+) -> None:
     mailbox = MailboxConfig(max_pending=3)
     async with running_stack(temporal_env.client, tmp_path, mailbox=mailbox) as stack:
         agent = stack.agent_id()
@@ -143,19 +137,19 @@ async def test_the_message_count_limit_refuses_but_interrupts_pass(temporal_env,
         assert snapshot.pending == 4  # three messages and the interrupt
 
 
-async def test_a_mailbox_whose_tasks_keep_failing_is_shown_broken(stack: Stack):
+async def test_a_mailbox_whose_tasks_keep_failing_is_shown_broken(stack: Stack) -> None:
     """Whoever reaches Temporal can start a mailbox with an input it cannot read: its tasks fail
     for good. `agents` and `status` say so instead of showing messages queued forever."""
     agent = stack.agent_id("garbled")
     await stack.client.start_workflow(
         "AgentWorkflow",
         {"agent_id": ["not", "a", "string"]},
-        id=f"agent-{agent}",
+        id=mailbox_id(agent),
         task_queue=f"agentcomms-host-{stack.host}",
     )
 
-    async def listed_broken():
-        agents = (await stack.call("agents", include_offline=True))["agents"]
+    async def listed_broken() -> dict[str, Any] | None:
+        agents: list[dict[str, Any]] = (await stack.call("agents", include_offline=True))["agents"]
         return next((a for a in agents if a["id"] == agent and a["status"] == "broken"), None)
 
     row = await eventually(listed_broken, timeout=60, interval=0.5)
@@ -163,13 +157,13 @@ async def test_a_mailbox_whose_tasks_keep_failing_is_shown_broken(stack: Stack):
     assert f"temporal workflow describe -w agent-{agent}" in row["last_error"]
     status = await stack.call("status")
     assert status["agents_broken"][agent] == row["last_error"]
-    await stack.client.get_workflow_handle(f"agent-{agent}").terminate("test over")
+    await stack.client.get_workflow_handle(mailbox_id(agent)).terminate("test over")
 
 
 @pytest.mark.timeout(300)  # a loaded machine (CI beside other jobs) makes 200 mailboxes slow
 async def test_hundreds_of_agents_register_list_and_each_get_their_message(
     stack: Stack, tmux: Tmux, tmp_path: Path
-):
+) -> None:
     """Many mailboxes at once (the benchmark takes this to 10,000): every one registers, is
     listed, and types its message exactly once."""
     target, out = recorder(tmux, tmp_path, "shared")

@@ -16,41 +16,14 @@ from fastmcp.exceptions import ToolError
 
 import gateway.methods
 from mcp_server import build_server
-from tests.conftest import Tmux
-from tests.stack import Stack, eventually, running_stack
-from tests.test_mailbox import recorder
-
-TOOLS = {
-    "check_messages",
-    "wait_for_messages",
-    "get_agent_events",
-    "daemon_status",
-    "list_agents",
-    "send_agent_message",
-    "send_message",
-    "list_channels",
-    "get_messages",
-    "initiate_call",
-    "continue_call",
-    "speak_to_user",
-    "end_call",
-    "list_active_calls",
-}
-
-
-@pytest.fixture
-async def stack(temporal_env, tmp_path):
-    async with running_stack(temporal_env.client, tmp_path) as s:
-        yield s
+from tests.support.mcp import TOOLS, call
+from tests.support.stack import Stack, register_recorder
+from tests.support.tmux import Tmux
+from tests.support.waiting import eventually
 
 
 def server_for(stack: Stack, agent: str) -> FastMCP:
     return build_server(stack.cfg.server.socket(), default_agent=agent)
-
-
-async def call(server: FastMCP, tool: str, **args: Any) -> Any:
-    async with Client(server) as client:
-        return (await client.call_tool(tool, args)).structured_content
 
 
 async def error_of(server: FastMCP, tool: str, **args: Any) -> str:
@@ -60,29 +33,7 @@ async def error_of(server: FastMCP, tool: str, **args: Any) -> str:
     return str(caught.value)
 
 
-async def register_recorder(stack: Stack, tmux: Tmux, tmp_path: Path, agent: str) -> Path:
-    """A recorder pane registered as `agent`'s; returns the file its bytes land in."""
-    target, out = recorder(tmux, tmp_path, agent)
-    # Text typed before `stty raw` runs would be cooked (CR read as LF): wait for cat first.
-    await eventually(lambda: _pane_command(tmux, target) == "cat", timeout=5)
-    await stack.call(
-        "register", agent_id=agent, target=target, socket=tmux.socket, submit_delay_ms=0
-    )
-    # send_agent_message waits for the pane only for a peer the projection shows online.
-    await eventually(lambda: _status_is(stack, agent, "online"), timeout=10)
-    return out
-
-
-async def _status_is(stack: Stack, agent: str, status: str) -> bool:
-    row = await stack.store.get_agent(agent)
-    return row is not None and row.status == status
-
-
-def _pane_command(tmux: Tmux, target: str) -> str:
-    return tmux.run("display-message", "-p", "-t", target, "#{pane_current_command}").stdout.strip()
-
-
-async def test_the_tools_existing_setups_call_are_typed_and_described(stack: Stack):
+async def test_the_tools_existing_setups_call_are_typed_and_described(stack: Stack) -> None:
     async with Client(server_for(stack, "me")) as client:
         tools = {t.name: t for t in await client.list_tools()}
     assert set(tools) == TOOLS
@@ -99,7 +50,7 @@ async def test_the_tools_existing_setups_call_are_typed_and_described(stack: Sta
     assert set(tools["send_message"].input_schema["required"]) == {"provider", "chat_id", "message"}
 
 
-async def test_a_humans_send_shows_up_in_check_messages_exactly_once(stack: Stack):
+async def test_a_humans_send_shows_up_in_check_messages_exactly_once(stack: Stack) -> None:
     agent = stack.agent_id("backend")
     sent = [
         (await stack.call("send", agent_id=agent, message=f"hello {i}"))["event_id"]
@@ -121,7 +72,7 @@ async def test_a_humans_send_shows_up_in_check_messages_exactly_once(stack: Stac
     assert third == {"messages": [], "agent_id": agent, "has_more": False, "last_seen_id": None}
 
 
-async def test_concurrent_checks_never_return_a_message_twice(stack: Stack):
+async def test_concurrent_checks_never_return_a_message_twice(stack: Stack) -> None:
     agent = stack.agent_id()
     for i in range(20):
         await stack.call("send", agent_id=agent, message=f"m{i}")
@@ -131,7 +82,7 @@ async def test_concurrent_checks_never_return_a_message_twice(stack: Stack):
     assert sorted(texts) == sorted(f"m{i}" for i in range(20))
 
 
-async def test_the_agent_id_argument_reads_another_mailbox(stack: Stack):
+async def test_the_agent_id_argument_reads_another_mailbox(stack: Stack) -> None:
     other = stack.agent_id("other")
     await stack.call("send", agent_id=other, message="for other")
     result = await call(server_for(stack, "me"), "check_messages", agent_id=other)
@@ -140,7 +91,7 @@ async def test_the_agent_id_argument_reads_another_mailbox(stack: Stack):
 
 async def test_wait_for_messages_returns_when_a_message_arrives(
     stack: Stack, monkeypatch: pytest.MonkeyPatch
-):
+) -> None:
     # The post wakes the wait; the projection's fallback poll is pushed out of reach.
     monkeypatch.setattr(gateway.methods, "WAIT_POLL_S", 60.0)
     agent = stack.agent_id()
@@ -156,7 +107,7 @@ async def test_wait_for_messages_returns_when_a_message_arrives(
     assert (await call(server, "check_messages"))["messages"] == []
 
 
-async def test_wait_for_messages_times_out_empty(stack: Stack):
+async def test_wait_for_messages_times_out_empty(stack: Stack) -> None:
     started = time.monotonic()
     result = await call(server_for(stack, stack.agent_id()), "wait_for_messages", timeout_s=0.3)
     assert time.monotonic() - started > 0.25  # it waited (a hang is the test timeout's job)
@@ -165,7 +116,7 @@ async def test_wait_for_messages_times_out_empty(stack: Stack):
 
 async def test_send_agent_message_is_typed_into_the_targets_pane(
     stack: Stack, tmux: Tmux, tmp_path: Path
-):
+) -> None:
     sender, target = stack.agent_id("alice"), stack.agent_id("bob")
     out = await register_recorder(stack, tmux, tmp_path, target)
     result = await call(
@@ -182,7 +133,7 @@ async def test_send_agent_message_is_typed_into_the_targets_pane(
     assert message["from_agent_id"] == sender and message["text"] == "hi bob"
 
 
-async def test_send_agent_message_to_an_absent_agent_is_queued_not_delivered(stack: Stack):
+async def test_send_agent_message_to_an_absent_agent_is_queued_not_delivered(stack: Stack) -> None:
     result = await call(
         server_for(stack, "alice"),
         "send_agent_message",
@@ -192,7 +143,7 @@ async def test_send_agent_message_to_an_absent_agent_is_queued_not_delivered(sta
     assert result["delivered"] is False and result["status"] == "queued"
 
 
-async def test_get_messages_local_is_the_callers_own_talk_with_its_human(stack: Stack):
+async def test_get_messages_local_is_the_callers_own_talk_with_its_human(stack: Stack) -> None:
     mine, other = stack.agent_id("mine"), stack.agent_id("other")
     to_me = await stack.call("send", agent_id=mine, message="for mine")
     await stack.call("send", agent_id=other, message="for other")
@@ -213,7 +164,7 @@ async def test_get_messages_local_is_the_callers_own_talk_with_its_human(stack: 
 
 async def test_send_message_local_reaches_the_human_and_get_messages_shows_the_talk(
     stack: Stack,
-):
+) -> None:
     agent = stack.agent_id("backend")
     server = server_for(stack, agent)
     sent = await call(server, "send_message", provider="local", chat_id="local", message="Ready?")
@@ -247,14 +198,14 @@ async def test_send_message_local_reaches_the_human_and_get_messages_shows_the_t
     assert stored is not None and stored.payload["reply_to"] == answer["event_id"]
 
 
-async def test_send_message_to_a_provider_not_enabled_says_so(stack: Stack):
+async def test_send_message_to_a_provider_not_enabled_says_so(stack: Stack) -> None:
     error = await error_of(
         server_for(stack, "me"), "send_message", provider="telegram", chat_id=42, message="x"
     )
     assert "telegram:42" in error and "chat.telegram.enabled" in error
 
 
-async def test_list_channels_reports_real_provider_status(stack: Stack):
+async def test_list_channels_reports_real_provider_status(stack: Stack) -> None:
     # A provider switched on after the gateway started is not connected, and says why.
     stack.cfg.chat.telegram.enabled = True
     result = await call(server_for(stack, "me"), "list_channels")
@@ -272,7 +223,7 @@ async def test_list_channels_reports_real_provider_status(stack: Stack):
 
 async def test_list_agents_hides_offline_agents_unless_asked(
     stack: Stack, tmux: Tmux, tmp_path: Path
-):
+) -> None:
     online, gone = stack.agent_id("online"), stack.agent_id("gone")
     await register_recorder(stack, tmux, tmp_path, online)
     # A message to an agent that never registered creates it offline, the message waiting.
@@ -296,14 +247,14 @@ async def _has(listing: Any, agent: str, status: str) -> dict[str, Any] | None:
     return agents if agent in agents and agents[agent]["status"] == status else None
 
 
-async def test_daemon_status_while_running(stack: Stack):
+async def test_daemon_status_while_running(stack: Stack) -> None:
     status = await call(server_for(stack, "me"), "daemon_status")
     assert status["running"] is True and status["started_at"] and status["agent_id"] == "me"
     assert isinstance(status["agents"], int)
     assert {p["name"] for p in status["providers"]} >= {"local", "telegram"}
 
 
-async def test_get_agent_events_pages_forward_after_since_id(stack: Stack):
+async def test_get_agent_events_pages_forward_after_since_id(stack: Stack) -> None:
     agent = stack.agent_id()
     ids = [
         (await stack.call("send", agent_id=agent, message=f"e{i}"))["event_id"] for i in range(5)
@@ -356,11 +307,11 @@ async def test_get_agent_events_pages_forward_after_since_id(stack: Stack):
 )
 async def test_bad_arguments_are_tool_errors_naming_the_argument(
     stack: Stack, tool: str, args: dict[str, Any], says: str
-):
+) -> None:
     assert says in await error_of(server_for(stack, "me"), tool, **args)
 
 
-async def test_with_the_gateway_down_tools_say_how_to_start_it(tmp_path: Path):
+async def test_with_the_gateway_down_tools_say_how_to_start_it(tmp_path: Path) -> None:
     socket = tmp_path / "nobody-home.sock"
     server = build_server(socket, default_agent="me")
     status = await call(server, "daemon_status")

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -15,15 +14,17 @@ from typing import Any
 
 import httpx
 import pytest
-from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from tests.conftest import Tmux, write_config
-from tests.stack import Stack, eventually, running_stack
-from tests.test_mcp import TOOLS, register_recorder
+from tests.fakes.serve import free_port
+from tests.support.cli import AGENTCOMMS
+from tests.support.mcp import TOOLS, make_home, stdio_session, tool
+from tests.support.stack import Stack, register_recorder
+from tests.support.tmux import Tmux
+from tests.support.waiting import eventually
 
-AGENTCOMMS = Path(sys.executable).parent / "agentcomms"
 INITIALIZE = {
     "jsonrpc": "2.0",
     "id": 1,
@@ -36,52 +37,10 @@ INITIALIZE = {
 }
 
 
-@pytest.fixture
-async def stack(temporal_env, tmp_path):
-    async with running_stack(temporal_env.client, tmp_path) as s:
-        yield s
-
-
-def make_home(tmp_path: Path, stack_socket: Path, agents: dict[str, Any] | None = None) -> Path:
-    """An AGENTCOMMS_HOME whose config points the MCP server at the stack's gateway socket."""
-    home = tmp_path / "mcp-home"
-    write_config(home, {"server": {"socket_path": str(stack_socket)}, "agents": agents or {}})
-    return home
-
-
-@asynccontextmanager
-async def stdio_session(
-    home: Path, errlog: Path, *, agent: str | None = None, env: dict[str, str] | None = None
-) -> AsyncIterator[ClientSession]:
-    params = StdioServerParameters(
-        command=str(AGENTCOMMS),
-        args=["mcp", *(["--agent", agent] if agent else [])],
-        env={"AGENTCOMMS_HOME": str(home), **(env or {})},
-    )
-    with errlog.open("a") as err:
-        async with stdio_client(params, errlog=err) as (read, write):
-            async with ClientSession(read, write) as session:
-                await session.initialize()
-                yield session
-
-
-async def tool(session: ClientSession, name: str, **args: Any) -> dict[str, Any]:
-    result = await session.call_tool(name, args)
-    assert not result.is_error, result.content
-    assert result.structured_content is not None
-    return result.structured_content
-
-
 async def tool_error(session: ClientSession, name: str, **args: Any) -> str:
     result = await session.call_tool(name, args)
     assert result.is_error, result.structured_content
     return " ".join(getattr(c, "text", "") for c in result.content)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @asynccontextmanager
@@ -94,7 +53,7 @@ async def http_server(
     env = {"PATH": os.environ["PATH"], "AGENTCOMMS_HOME": str(home)}
     with log.open("a") as out:
         process = await asyncio.create_subprocess_exec(
-            str(AGENTCOMMS),
+            AGENTCOMMS,
             *args,
             *(["--agent", agent] if agent else []),
             stdout=out,
@@ -131,7 +90,9 @@ async def typed(pane: Path, expected: bytes) -> None:
     await eventually(lambda: pane.read_bytes() == expected, timeout=5)
 
 
-async def test_stdio_a_humans_send_is_read_once_even_across_restarts(stack: Stack, tmp_path: Path):
+async def test_stdio_a_humans_send_is_read_once_even_across_restarts(
+    stack: Stack, tmp_path: Path
+) -> None:
     agent = stack.agent_id("backend")
     home = make_home(tmp_path, stack.cfg.server.socket())
     errlog = tmp_path / "mcp.err"
@@ -152,7 +113,7 @@ async def test_stdio_a_humans_send_is_read_once_even_across_restarts(stack: Stac
 
 async def test_stdio_two_agents_message_each_other_through_their_own_servers(
     stack: Stack, tmux: Tmux, tmp_path: Path
-):
+) -> None:
     alice, bob = stack.agent_id("alice"), stack.agent_id("bob")
     alice_pane = await register_recorder(stack, tmux, tmp_path, alice)
     bob_pane = await register_recorder(stack, tmux, tmp_path, bob)
@@ -175,7 +136,7 @@ async def test_stdio_two_agents_message_each_other_through_their_own_servers(
         assert reply["id"] == answer["event_id"] and reply["chat_id"] == bob
 
 
-async def test_stdio_with_the_gateway_down(tmp_path: Path):
+async def test_stdio_with_the_gateway_down(tmp_path: Path) -> None:
     socket_path = tmp_path / "no-gateway.sock"
     home = make_home(tmp_path, socket_path)
     async with stdio_session(home, tmp_path / "mcp.err", agent="lonely") as session:
@@ -186,7 +147,7 @@ async def test_stdio_with_the_gateway_down(tmp_path: Path):
         assert "agentcomms up" in error and str(socket_path) in error
 
 
-async def test_http_on_loopback_needs_no_token(stack: Stack, tmp_path: Path):
+async def test_http_on_loopback_needs_no_token(stack: Stack, tmp_path: Path) -> None:
     home = make_home(tmp_path, stack.cfg.server.socket())
     agent = stack.agent_id("carol")
     async with (
@@ -203,7 +164,7 @@ async def test_http_on_loopback_needs_no_token(stack: Stack, tmp_path: Path):
     assert "any user of this machine can call these tools" in (tmp_path / "http.log").read_text()
 
 
-async def test_http_tokens_fix_who_is_calling(stack: Stack, tmux: Tmux, tmp_path: Path):
+async def test_http_tokens_fix_who_is_calling(stack: Stack, tmux: Tmux, tmp_path: Path) -> None:
     alice, bob = stack.agent_id("alice"), stack.agent_id("bob")
     bob_pane = await register_recorder(stack, tmux, tmp_path, bob)
     tokens = {alice: "alice-secret-token-1", bob: "bob-secret-token-2"}
@@ -250,10 +211,10 @@ async def test_http_tokens_fix_who_is_calling(stack: Stack, tmux: Tmux, tmp_path
 )
 async def test_agentcomms_mcp_refuses_to_start_unsafe_or_malformed(
     tmp_path: Path, args: list[str], says: str
-):
+) -> None:
     home = make_home(tmp_path, tmp_path / "gateway.sock")
     process = await asyncio.create_subprocess_exec(
-        str(AGENTCOMMS), "mcp", *args, "--port", str(free_port()),
+        AGENTCOMMS, "mcp", *args, "--port", str(free_port()),
         env={"PATH": os.environ["PATH"], "AGENTCOMMS_HOME": str(home), "COLUMNS": "500"},
         stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,

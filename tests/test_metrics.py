@@ -9,34 +9,41 @@ from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.config import MailboxConfig, TemporalConfig
 from agentcomms.errors import GatewayError
 from agentcomms.metrics import MetricsServer, free_loopback_address, temporal_runtime
 from agentcomms.temporal import connect
-from tests.conftest import Tmux
-from tests.stack import eventually, running_stack, typed
-from tests.test_mailbox import recorder
+from tests.support.stack import running_stack
+from tests.support.tmux import Tmux, recorder
+from tests.support.waiting import eventually, typed
+
+# A scrape's samples by name and labels.
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 
-async def scrape(address: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+async def scrape(address: str) -> Samples:
     def get() -> str:
         with urllib.request.urlopen(f"http://{address}/metrics", timeout=10) as r:
-            return r.read().decode()
+            text: str = r.read().decode()
+            return text
 
-    samples = {}
+    samples: Samples = {}
     for family in text_string_to_metric_families(await asyncio.to_thread(get)):
         for s in family.samples:
             samples[(s.name, tuple(sorted(s.labels.items())))] = s.value
     return samples
 
 
-def value(samples: dict, name: str, **labels: str) -> float:
+def value(samples: Samples, name: str, **labels: str) -> float:
     return samples.get((name, tuple(sorted(labels.items()))), 0.0)
 
 
 @pytest.mark.timeout(180)
-async def test_scraped_counters_match_what_was_sent(temporal_env, tmux: Tmux, tmp_path: Path):
+async def test_scraped_counters_match_what_was_sent(
+    temporal_env: WorkflowEnvironment, tmux: Tmux, tmp_path: Path
+) -> None:
     sdk_address = free_loopback_address()
     client = await connect(
         TemporalConfig(address=temporal_env.client.service_client.config.target_host),
@@ -61,7 +68,7 @@ async def test_scraped_counters_match_what_was_sent(temporal_env, tmux: Tmux, tm
             with pytest.raises(GatewayError, match="mailbox is full"):
                 await stack.call("send", agent_id=offline, message="refused")
 
-            async def settled() -> dict | None:
+            async def settled() -> Samples | None:
                 now = await scrape(server.address)
                 pending = value(now, "agentcomms_mailbox_pending", agent=offline)
                 return now if pending == 1 else None

@@ -7,19 +7,22 @@ import json
 import os
 from contextlib import AsyncExitStack
 from pathlib import Path
+from typing import Any
 from uuid import uuid4
 
 import pytest
+from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.config import Config, DatabaseConfig
 from agentcomms.ids import new_event_id
 from agentcomms.models import Event
-from tests.conftest import Tmux, write_config
 from tests.fakes.telegram import FakeTelegram
-from tests.stack import Stack, eventually, running_stack, typed
-from tests.test_cli_agents import cli
-from tests.test_mailbox import recorder
-from tests.test_telegram import CHAT, connected, with_telegram
+from tests.support.chat import CHAT, connected, with_telegram
+from tests.support.cli import cli
+from tests.support.home import write_config
+from tests.support.stack import Stack, running_stack
+from tests.support.tmux import Tmux, recorder
+from tests.support.waiting import eventually, typed
 from workers.main import build_workers
 
 
@@ -49,8 +52,8 @@ async def start_workers(stack: Stack) -> AsyncExitStack:
 
 @pytest.mark.timeout(300)
 async def test_trace_and_doctor_say_what_is_wrong_until_it_is_mended(
-    temporal_env, tmux: Tmux, tmp_path: Path
-):
+    temporal_env: WorkflowEnvironment, tmux: Tmux, tmp_path: Path
+) -> None:
     async with running_stack(temporal_env.client, tmp_path, with_worker=False) as stack:
         workers = await start_workers(stack)
         home = ops_home(tmp_path, stack)
@@ -67,9 +70,9 @@ async def test_trace_and_doctor_say_what_is_wrong_until_it_is_mended(
 
         await eventually(unreachable)
 
-        traced = await cli(home, "trace", event_id)
-        assert traced.returncode == 0, traced.stderr
-        out = traced.stdout
+        shown = await cli(home, "trace", event_id)
+        assert shown.returncode == 0, shown.stderr
+        out = shown.stdout
         assert "accepted" in out and "`agentcomms send`" in out
         assert f"by the gateway on {stack.host} (pid {os.getpid()})" in out, out
         assert f"in agent-{agent}, position 1 of 1" in out
@@ -104,7 +107,7 @@ async def test_trace_and_doctor_say_what_is_wrong_until_it_is_mended(
         workers = await start_workers(stack)
         try:
 
-            async def delivered() -> dict | None:
+            async def delivered() -> dict[str, Any] | None:
                 t = json.loads((await cli(home, "trace", event_id, "--json")).stdout)
                 return t if t["status"] == "delivered" else None
 
@@ -129,7 +132,9 @@ async def test_trace_and_doctor_say_what_is_wrong_until_it_is_mended(
             await workers.aclose()
 
 
-async def test_trace_of_an_unknown_id_is_one_line(temporal_env, tmp_path: Path):
+async def test_trace_of_an_unknown_id_is_one_line(
+    temporal_env: WorkflowEnvironment, tmp_path: Path
+) -> None:
     async with running_stack(temporal_env.client, tmp_path) as stack:
         home = ops_home(tmp_path, stack)
         missing = new_event_id()
@@ -140,7 +145,9 @@ async def test_trace_of_an_unknown_id_is_one_line(temporal_env, tmp_path: Path):
         )
 
 
-async def test_trace_of_a_delivered_message_and_a_reply(temporal_env, tmux: Tmux, tmp_path: Path):
+async def test_trace_of_a_delivered_message_and_a_reply(
+    temporal_env: WorkflowEnvironment, tmux: Tmux, tmp_path: Path
+) -> None:
     async with running_stack(temporal_env.client, tmp_path) as stack:
         home = ops_home(tmp_path, stack)
         agent = stack.agent_id("front")
@@ -160,22 +167,23 @@ async def test_trace_of_a_delivered_message_and_a_reply(temporal_env, tmux: Tmux
         assert [s["step"] for s in traced["steps"]] == ["accepted", "delivered"]
 
 
-async def trace_json(home: Path, event_id: str) -> dict:
+async def trace_json(home: Path, event_id: str) -> dict[str, Any]:
     run = await cli(home, "trace", event_id, "--json")
     assert run.returncode == 0, run.stderr
     # A Bot API URL holds the bot's token; what the provider answered may quote one.
     assert FakeTelegram().token not in run.stdout, run.stdout
-    return json.loads(run.stdout)
+    traced: dict[str, Any] = json.loads(run.stdout)
+    return traced
 
 
-def tries_of(traced: dict) -> list[str]:
+def tries_of(traced: dict[str, Any]) -> list[str]:
     return [s["detail"] for s in traced["steps"] if s["step"] == "try"]
 
 
 @pytest.mark.timeout(240)
 async def test_trace_shows_each_send_try_and_the_providers_answer(
-    temporal_env, tmp_path: Path, database_url: str
-):
+    temporal_env: WorkflowEnvironment, tmp_path: Path, database_url: str
+) -> None:
     telegram = FakeTelegram()
     await telegram.server.start()
     agent = f"backend-{uuid4().hex[:8]}"
@@ -187,7 +195,7 @@ async def test_trace_shows_each_send_try_and_the_providers_answer(
     try:
         async with running_stack(temporal_env.client, tmp_path, configure=configure) as stack:
             home = ops_home(tmp_path, stack)
-            await connected(stack)
+            await connected(stack, "telegram")
             telegram.known_chats.add(CHAT)
             # A proxy before the Bot API may quote the URL it was asked for, token and all. The
             # flood wait holds the third try back long enough to ask while it still fails.
@@ -218,7 +226,7 @@ async def test_trace_shows_each_send_try_and_the_providers_answer(
             assert waiting["detail"].startswith("2 failed so far; telegram last answered: ")
             assert "; try 3 at " in waiting["detail"], waiting
 
-            async def sent() -> dict | None:
+            async def sent() -> dict[str, Any] | None:
                 t = await trace_json(home, event_id)
                 return t if t["status"] == "delivered" else None
 

@@ -12,25 +12,22 @@ import asyncio
 import io
 import json
 import os
-import sys
 import wave
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
+from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.client import GatewayClient
 from agentcomms.config import STTConfig, VoiceConfig
-from tests.conftest import write_config
-from tests.stack import Stack, eventually, running_stack
-from tests.test_mcp_process import make_home, stdio_session, tool
-
-AGENTCOMMS = str(Path(sys.executable).parent / "agentcomms")
-GRAMMAR = """#JSGF V1.0;
-grammar answers;
-public <answer> = yes go ahead | no wait | call me later | ship it on friday;
-"""
+from tests.support.cli import AGENTCOMMS
+from tests.support.home import write_config
+from tests.support.mcp import make_home, stdio_session, tool
+from tests.support.stack import Stack, running_stack
+from tests.support.voice import write_grammar
+from tests.support.waiting import eventually
 
 
 class PhoneProcess:
@@ -81,9 +78,8 @@ async def phone_process(
 
 
 @pytest.fixture
-async def spoken_stack(temporal_env, tmp_path: Path) -> AsyncIterator[Stack]:
-    grammar = tmp_path / "answers.gram"
-    grammar.write_text(GRAMMAR)
+async def spoken_stack(temporal_env: WorkflowEnvironment, tmp_path: Path) -> AsyncIterator[Stack]:
+    grammar = write_grammar(tmp_path / "answers.gram")
     voice = VoiceConfig(
         audio_dir=tmp_path / "audio",
         stt=STTConfig(provider="local", grammar=grammar),
@@ -101,7 +97,7 @@ def phone_home(tmp_path: Path, stack: Stack) -> Path:
 @pytest.mark.timeout(90)
 async def test_a_spoken_call_end_to_end_through_the_official_mcp_client(
     spoken_stack: Stack, tmp_path: Path
-):
+) -> None:
     stack = spoken_stack
     mcp_home = make_home(tmp_path, stack.cfg.server.socket())
     async with (
@@ -165,7 +161,9 @@ async def listening(log: Path, times: int) -> None:
 
 
 @pytest.mark.timeout(90)
-async def test_an_answer_spoken_into_the_microphone_or_typed(spoken_stack: Stack, tmp_path: Path):
+async def test_an_answer_spoken_into_the_microphone_or_typed(
+    spoken_stack: Stack, tmp_path: Path
+) -> None:
     from agentcomms.voice.tts.local import EspeakSpeech
 
     stack = spoken_stack
@@ -195,7 +193,9 @@ async def test_an_answer_spoken_into_the_microphone_or_typed(spoken_stack: Stack
 
 
 @pytest.mark.timeout(60)
-async def test_an_answer_too_long_to_send_is_asked_for_again(temporal_env, tmp_path: Path):
+async def test_an_answer_too_long_to_send_is_asked_for_again(
+    temporal_env: WorkflowEnvironment, tmp_path: Path
+) -> None:
     # 25 s of 16 kHz speech (silence will do): more than one socket request may carry.
     long = io.BytesIO()
     with wave.open(long, "wb") as w:
@@ -220,7 +220,7 @@ def _files_left(paths: list[str]) -> list[str]:
     return [p for p in paths if Path(p).exists()]
 
 
-async def test_the_microphone_needs_a_recorder(tmp_path: Path):
+async def test_the_microphone_needs_a_recorder(tmp_path: Path) -> None:
     env = {"PATH": str(tmp_path), "AGENTCOMMS_HOME": str(tmp_path / "home")}
     proc = await asyncio.create_subprocess_exec(
         AGENTCOMMS, "phone", "--mic", env=env, stderr=asyncio.subprocess.PIPE
@@ -231,7 +231,9 @@ async def test_the_microphone_needs_a_recorder(tmp_path: Path):
 
 
 @pytest.mark.timeout(60)
-async def test_a_scripted_phone_hangs_up_when_its_input_ends(temporal_env, tmp_path: Path):
+async def test_a_scripted_phone_hangs_up_when_its_input_ends(
+    temporal_env: WorkflowEnvironment, tmp_path: Path
+) -> None:
     async with running_stack(temporal_env.client, tmp_path) as stack:
         async with phone_process(phone_home(tmp_path, stack)) as phone:
             phone.type("typed answer")
@@ -246,7 +248,9 @@ async def test_a_scripted_phone_hangs_up_when_its_input_ends(temporal_env, tmp_p
 
 
 @pytest.mark.timeout(60)
-async def test_call_and_calls_from_the_command_line(temporal_env, tmp_path: Path):
+async def test_call_and_calls_from_the_command_line(
+    temporal_env: WorkflowEnvironment, tmp_path: Path
+) -> None:
     async with running_stack(temporal_env.client, tmp_path) as stack:
         home = phone_home(tmp_path, stack)
         env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTCOMMS_")}
@@ -271,7 +275,9 @@ async def test_call_and_calls_from_the_command_line(temporal_env, tmp_path: Path
 
 
 @pytest.mark.timeout(90)
-async def test_the_phone_holds_the_line_while_the_gateway_restarts(temporal_env, tmp_path: Path):
+async def test_the_phone_holds_the_line_while_the_gateway_restarts(
+    temporal_env: WorkflowEnvironment, tmp_path: Path
+) -> None:
     from gateway.service import Gateway
 
     async with running_stack(temporal_env.client, tmp_path) as stack:
@@ -293,7 +299,7 @@ async def test_the_phone_holds_the_line_while_the_gateway_restarts(temporal_env,
         await stack.gateway.close()
 
 
-async def test_a_microphone_that_cannot_record_says_why(tmp_path: Path):
+async def test_a_microphone_that_cannot_record_says_why(tmp_path: Path) -> None:
     from agentcomms.voice.callsystem.local import Microphone
 
     broken = tmp_path / "rec"

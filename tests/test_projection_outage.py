@@ -14,11 +14,12 @@ from pathlib import Path
 import asyncpg
 import pytest
 from sqlalchemy.engine import make_url
+from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.config import Config, DatabaseConfig
-from tests.conftest import Tmux
-from tests.stack import Stack, eventually, running_stack
-from tests.test_mailbox import recorder
+from tests.support.stack import Stack, running_stack
+from tests.support.tmux import Tmux, recorder
+from tests.support.waiting import eventually
 
 
 @asynccontextmanager
@@ -59,8 +60,8 @@ async def _statuses(stack: Stack, agent: str) -> dict[str, str]:
 
 @pytest.mark.timeout(180)
 async def test_typing_goes_on_while_the_projection_is_down_and_its_rows_catch_up(
-    temporal_env, tmux: Tmux, tmp_path: Path, database_url: str
-):
+    temporal_env: WorkflowEnvironment, tmux: Tmux, tmp_path: Path, database_url: str
+) -> None:
     def on_the_database(cfg: Config) -> Config:
         return cfg.model_copy(update={"database": DatabaseConfig(url=database_url)})
 

@@ -12,6 +12,7 @@ import shlex
 import subprocess
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from google.protobuf.duration_pb2 import Duration
@@ -22,13 +23,14 @@ from temporalio.api.operatorservice.v1 import (
 )
 from temporalio.api.workflowservice.v1 import RegisterNamespaceRequest
 from temporalio.client import Client
+from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.config import TemporalConfig
 from agentcomms.errors import SearchAttributesMissing
 from agentcomms.temporal import ensure_search_attributes, temporal_binary
 from agentcomms.temporal_admin import search_attribute_commands
-from tests.conftest import write_config
-from tests.test_up import env_for
+from tests.support.cli import env_for
+from tests.support.home import write_config
 
 AGENTCOMMS = str(Path(temporal_binary()).parent / "agentcomms")
 OURS = ["AgentId", "AgentStatus"]
@@ -81,7 +83,9 @@ def cli_home(tmp_path: Path, address: str, namespace: str) -> Path:
     return home
 
 
-async def test_a_namespace_that_allows_it_gets_them_added(temporal_env):
+async def test_a_namespace_that_allows_it_gets_them_added(
+    temporal_env: WorkflowEnvironment,
+) -> None:
     client = temporal_env.client
     namespace = await new_namespace(client)
     assert not set(OURS) & await custom_attributes(client, namespace)
@@ -91,8 +95,8 @@ async def test_a_namespace_that_allows_it_gets_them_added(temporal_env):
 
 @pytest.mark.timeout(90)
 async def test_a_refusing_namespace_stops_the_worker_with_the_commands_that_work(
-    temporal_env, tmp_path: Path
-):
+    temporal_env: WorkflowEnvironment, tmp_path: Path
+) -> None:
     client = temporal_env.client
     address = client.service_client.config.target_host
     namespace = await new_namespace(client, fillers=10)
@@ -123,13 +127,15 @@ async def test_a_refusing_namespace_stops_the_worker_with_the_commands_that_work
     assert "--name AgentStatus --type Keyword" in check["fix"]
 
 
-async def test_the_commands_doctor_prints_add_them(temporal_env, tmp_path: Path):
+async def test_the_commands_doctor_prints_add_them(
+    temporal_env: WorkflowEnvironment, tmp_path: Path
+) -> None:
     client = temporal_env.client
     address = client.service_client.config.target_host
     namespace = await new_namespace(client)
     home = cli_home(tmp_path, address, namespace)
 
-    async def doctor_check() -> dict:
+    async def doctor_check() -> dict[str, Any]:
         done = await run(home, AGENTCOMMS, "doctor", "--json")
         checks = json.loads(done.stdout)["checks"]
         return next(c for c in checks if c["name"] == "search attributes")
@@ -152,7 +158,7 @@ async def test_the_commands_doctor_prints_add_them(temporal_env, tmp_path: Path)
     }
 
 
-def test_temporal_cloud_is_told_tcld_and_no_key_is_printed():
+def test_temporal_cloud_is_told_tcld_and_no_key_is_printed() -> None:
     cloud = TemporalConfig(
         address="my-ns.a1b2c.tmprl.cloud:7233", namespace="my-ns.a1b2c", api_key="s3cret-key"
     )
@@ -182,7 +188,7 @@ def test_temporal_cloud_is_told_tcld_and_no_key_is_printed():
     )
 
 
-async def test_the_error_type_is_raised_in_process(temporal_env):
+async def test_the_error_type_is_raised_in_process(temporal_env: WorkflowEnvironment) -> None:
     client = temporal_env.client
     namespace = await new_namespace(client, fillers=10)
     with pytest.raises(SearchAttributesMissing, match="--name AgentId --type Keyword"):

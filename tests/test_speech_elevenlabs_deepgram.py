@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from pydantic import SecretStr
+from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.config import Config, SpeechAccount, STTConfig, TTSConfig, VoiceConfig, redacted
 from agentcomms.errors import SpeechProviderUnavailable
@@ -22,9 +23,8 @@ from tests.fakes import deepgram as dg
 from tests.fakes import elevenlabs as xi
 from tests.fakes.deepgram import FakeDeepgram
 from tests.fakes.elevenlabs import FakeElevenLabs
-from tests.stack import running_stack
-from tests.test_calls import Phone
-from tests.test_speech_providers import answer_aloud
+from tests.support.phone import Phone, answer_aloud
+from tests.support.stack import running_stack
 
 
 @pytest.fixture
@@ -62,7 +62,7 @@ def accounts(
 # ---- the chain ---------------------------------------------------------------------------------
 
 
-def test_the_seed_defaults_use_elevenlabs_and_deepgram_once_their_accounts_have_keys():
+def test_the_seed_defaults_use_elevenlabs_and_deepgram_once_their_accounts_have_keys() -> None:
     voice = VoiceConfig(
         elevenlabs=SpeechAccount(api_key=SecretStr("k1")),
         deepgram=SpeechAccount(api_key=SecretStr("k2")),
@@ -71,7 +71,9 @@ def test_the_seed_defaults_use_elevenlabs_and_deepgram_once_their_accounts_have_
     assert stt_chain(Config(voice=voice)) == ["deepgram", "local"]
 
 
-def test_the_fallback_list_names_the_providers_tried_next_and_those_without_keys_are_skipped():
+def test_the_fallback_list_names_the_providers_tried_next_and_those_without_keys_are_skipped() -> (
+    None
+):
     voice = VoiceConfig(
         tts=TTSConfig(provider="elevenlabs", fallback=["openai", "deepgram", "elevenlabs"]),
         stt=STTConfig(provider="deepgram", fallback=["nobody", "elevenlabs", "local", "openai"]),
@@ -83,7 +85,7 @@ def test_the_fallback_list_names_the_providers_tried_next_and_those_without_keys
     assert stt_chain(Config(voice=voice)) == ["deepgram", "elevenlabs", "local"]
 
 
-def test_a_sections_own_key_serves_its_provider_only():
+def test_a_sections_own_key_serves_its_provider_only() -> None:
     voice = VoiceConfig(tts=TTSConfig(provider="deepgram", api_key=SecretStr("k")))
     assert tts_chain(Config(voice=voice)) == ["deepgram", "local"]
     assert stt_chain(Config(voice=voice)) == ["local"]
@@ -94,7 +96,7 @@ def test_a_sections_own_key_serves_its_provider_only():
 
 async def test_elevenlabs_speaks_the_text_in_rachels_voice_with_the_configured_model(
     elevenlabs: FakeElevenLabs, deepgram: FakeDeepgram
-):
+) -> None:
     cfg = Config(voice=accounts(elevenlabs, deepgram))
     audio, ext = await tts_provider("elevenlabs", cfg).synthesize("Deploy to staging?")
     assert elevenlabs.spoken == [
@@ -111,7 +113,7 @@ async def test_elevenlabs_speaks_the_text_in_rachels_voice_with_the_configured_m
 
 async def test_an_elevenlabs_voice_name_is_looked_up_among_the_accounts_voices(
     elevenlabs: FakeElevenLabs, deepgram: FakeDeepgram
-):
+) -> None:
     elevenlabs.voices["Ada Lovelace"] = "AdaVoiceId0000000001"
     tts = TTSConfig(voice="ada lovelace", model="eleven_multilingual_v2")
     cfg = Config(voice=accounts(elevenlabs, deepgram, tts=tts))
@@ -126,7 +128,9 @@ async def test_an_elevenlabs_voice_name_is_looked_up_among_the_accounts_voices(
         await tts_provider("elevenlabs", cfg).synthesize("three")
 
 
-async def test_deepgram_speaks_with_aura_as_wav(elevenlabs: FakeElevenLabs, deepgram: FakeDeepgram):
+async def test_deepgram_speaks_with_aura_as_wav(
+    elevenlabs: FakeElevenLabs, deepgram: FakeDeepgram
+) -> None:
     # In a fallback, Deepgram uses its own voice: the section's voice and model are ElevenLabs'.
     tts = TTSConfig(provider="elevenlabs", fallback=["deepgram"])
     cfg = Config(voice=accounts(elevenlabs, deepgram, tts=tts))
@@ -154,7 +158,7 @@ async def test_deepgram_speaks_with_aura_as_wav(elevenlabs: FakeElevenLabs, deep
 
 async def test_deepgram_hears_the_recording_with_the_configured_model_and_language(
     elevenlabs: FakeElevenLabs, deepgram: FakeDeepgram, answer: bytes
-):
+) -> None:
     deepgram.transcripts = ["Yes, go ahead."]
     cfg = Config(voice=accounts(elevenlabs, deepgram))
     assert await stt_provider("deepgram", cfg).transcribe(answer, "audio/wav") == "Yes, go ahead."
@@ -164,7 +168,7 @@ async def test_deepgram_hears_the_recording_with_the_configured_model_and_langua
 
 async def test_elevenlabs_hears_with_scribe(
     elevenlabs: FakeElevenLabs, deepgram: FakeDeepgram, answer: bytes
-):
+) -> None:
     elevenlabs.transcripts = ["No, wait."]
     # In a fallback, ElevenLabs uses Scribe: the section's default model is Deepgram's.
     stt = STTConfig(provider="deepgram", fallback=["elevenlabs"], language="en-GB")
@@ -194,7 +198,7 @@ async def use(provider: str, direction: str, cfg: Config, answer: bytes) -> byte
 @pytest.mark.parametrize(("provider", "direction"), PROVIDERS_BOTH_WAYS)
 async def test_a_refused_key_is_permanent_and_names_the_key_to_fix_without_showing_it(
     provider: str, direction: str, elevenlabs: FakeElevenLabs, deepgram: FakeDeepgram, answer: bytes
-):
+) -> None:
     wrong = "wrong-key-1234567890"
     cfg = Config(voice=accounts(elevenlabs, deepgram, elevenlabs_key=wrong, deepgram_key=wrong))
     with pytest.raises(SpeechProviderUnavailable) as refused:
@@ -212,7 +216,7 @@ async def test_a_busy_or_failing_provider_is_worth_retrying_and_the_next_try_wor
     elevenlabs: FakeElevenLabs,
     deepgram: FakeDeepgram,
     answer: bytes,
-):
+) -> None:
     fake = elevenlabs if provider == "elevenlabs" else deepgram
     fake.fail_next(status)
     fake.transcripts = ["after the failure"]
@@ -252,8 +256,11 @@ def _history_text(history: Any) -> str:
 
 
 async def test_a_call_through_elevenlabs_then_deepgram_then_local(
-    temporal_env, tmp_path: Path, elevenlabs: FakeElevenLabs, deepgram: FakeDeepgram
-):
+    temporal_env: WorkflowEnvironment,
+    tmp_path: Path,
+    elevenlabs: FakeElevenLabs,
+    deepgram: FakeDeepgram,
+) -> None:
     wrong = "xi-wrong-0123456789"
     deepgram.transcripts = ["Yes, ship it."]
     deepgram.fail_next(429, 500)  # busy, then down, then it hears
@@ -283,7 +290,7 @@ async def test_a_call_through_elevenlabs_then_deepgram_then_local(
     assert wrong not in recorded and dg.API_KEY not in recorded
 
 
-def test_config_show_hides_the_accounts_keys():
+def test_config_show_hides_the_accounts_keys() -> None:
     voice = VoiceConfig(
         elevenlabs=SpeechAccount(api_key=SecretStr("xi-secret-1"), base_url="http://proxy"),
         deepgram=SpeechAccount(api_key=SecretStr("dg-secret-2")),

@@ -4,14 +4,16 @@ endpoints; and the chain falling back to local speech when the provider fails.""
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 import pytest
 from pydantic import SecretStr
+from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.config import Config, STTConfig, TTSConfig, VoiceConfig
 from agentcomms.errors import SpeechProviderUnavailable
@@ -19,11 +21,10 @@ from agentcomms.voice import stt, tts
 from agentcomms.voice.providers import CLOUD, KNOWN
 from agentcomms.voice.stt import stt_chain
 from agentcomms.voice.tts import tts_chain
-from agentcomms.voice.tts.local import EspeakSpeech
 from tests.fakes.deepgram import FakeDeepgram
 from tests.fakes.openai_audio import API_KEY, FakeOpenAIAudio
-from tests.stack import running_stack
-from tests.test_calls import Phone
+from tests.support.phone import Phone, answer_aloud
+from tests.support.stack import running_stack
 
 
 @pytest.fixture
@@ -41,7 +42,7 @@ def openai_voice(tmp_path: Path, fake: FakeOpenAIAudio, key: str = API_KEY) -> V
     )
 
 
-def test_a_provider_with_a_key_comes_first_and_local_ends_the_chain(tmp_path: Path):
+def test_a_provider_with_a_key_comes_first_and_local_ends_the_chain(tmp_path: Path) -> None:
     cfg = Config(voice=openai_voice(tmp_path, FakeOpenAIAudio()))
     assert tts_chain(cfg) == ["openai", "local"] and stt_chain(cfg) == ["openai", "local"]
 
@@ -49,7 +50,9 @@ def test_a_provider_with_a_key_comes_first_and_local_ends_the_chain(tmp_path: Pa
 @pytest.mark.parametrize(
     ("kind", "make"), [(tts, tts.tts_provider), (stt, stt.stt_provider)], ids=["tts", "stt"]
 )
-def test_every_known_provider_is_made_from_its_kinds_one_table(tmp_path: Path, kind, make):
+def test_every_known_provider_is_made_from_its_kinds_one_table(
+    tmp_path: Path, kind: ModuleType, make: Callable[[str, Config], Any]
+) -> None:
     cfg = Config(voice=openai_voice(tmp_path, FakeOpenAIAudio()))
     assert sorted(kind.PROVIDERS) == sorted(KNOWN)
     for name in CLOUD:
@@ -79,7 +82,9 @@ print(json.dumps({"modules": sorted(sys.modules), "decoders": list(local._decode
 """
 
 
-async def test_warming_up_loads_the_configured_providers_and_sends_them_nothing(tmp_path: Path):
+async def test_warming_up_loads_the_configured_providers_and_sends_them_nothing(
+    tmp_path: Path,
+) -> None:
     deepgram = FakeDeepgram()
     grammar = tmp_path / "answers.gram"
     grammar.write_text("#JSGF V1.0;\ngrammar a;\npublic <a> = yes | no;\n")
@@ -101,19 +106,9 @@ async def test_warming_up_loads_the_configured_providers_and_sends_them_nothing(
     assert deepgram.authorizations == []  # nothing was asked of the provider
 
 
-async def answer_aloud(phone: Phone, call_id: str, words: str) -> dict:
-    """The call's next prompt, answered with `words` said aloud (espeak-ng's voice)."""
-    line = await phone.prompt(call_id)
-    audio, _ = await EspeakSpeech().synthesize(words)
-    await phone.event(
-        call_id, "heard", turn=line["turn"], audio_b64=base64.b64encode(audio).decode()
-    )
-    return line
-
-
 async def test_a_call_speaks_and_hears_through_openai(
-    temporal_env, tmp_path: Path, openai_fake: FakeOpenAIAudio
-):
+    temporal_env: WorkflowEnvironment, tmp_path: Path, openai_fake: FakeOpenAIAudio
+) -> None:
     openai_fake.transcripts = ["Yes, go ahead."]
     voice = openai_voice(tmp_path, openai_fake)
     async with running_stack(temporal_env.client, tmp_path, voice=voice) as stack:
@@ -132,8 +127,8 @@ async def test_a_call_speaks_and_hears_through_openai(
 
 
 async def test_a_failing_provider_falls_back_to_local_speech(
-    temporal_env, tmp_path: Path, openai_fake: FakeOpenAIAudio
-):
+    temporal_env: WorkflowEnvironment, tmp_path: Path, openai_fake: FakeOpenAIAudio
+) -> None:
     openai_fake.fail_next(500, 500, 500)  # every retry of the first TTS fails
     voice = openai_voice(tmp_path, openai_fake)
     voice = voice.model_copy(update={"stt": STTConfig(provider="local")})
@@ -148,8 +143,8 @@ async def test_a_failing_provider_falls_back_to_local_speech(
 
 
 async def test_a_refused_key_goes_straight_to_the_next_provider(
-    temporal_env, tmp_path: Path, openai_fake: FakeOpenAIAudio
-):
+    temporal_env: WorkflowEnvironment, tmp_path: Path, openai_fake: FakeOpenAIAudio
+) -> None:
     voice = openai_voice(tmp_path, openai_fake, key="sk-wrong")
     async with running_stack(temporal_env.client, tmp_path, voice=voice) as stack:
         phone = Phone(stack)

@@ -29,6 +29,7 @@ from agentcomms.store import (
 )
 from agentcomms.store.engine import create_engine
 from agentcomms.store.schema import metadata
+from tests.support.events import message, record_all
 
 TABLES = {"events", "agents", "channels", "calls"}
 
@@ -38,32 +39,6 @@ async def store(database_url: str) -> AsyncIterator[Store]:
     opened = await Store.open(database_url)
     yield opened
     await opened.close()
-
-
-def message(
-    agent_id: str = "backend",
-    channel_id: str = "telegram:42",
-    text: str = "hello",
-    **fields: Any,
-) -> Event:
-    defaults: dict[str, Any] = {
-        "id": new_event_id(),
-        "type": "human_message",
-        "role": "human",
-        "direction": "in",
-    }
-    return Event(
-        agent_id=agent_id,
-        channel_id=channel_id,
-        payload={"text": text},
-        **{**defaults, **fields},
-    )
-
-
-async def record_all(store: Store, *events: Event) -> list[Event]:
-    for event in events:
-        assert await store.record_event(event)
-    return list(events)
 
 
 def ids(events: list[Event]) -> list[str]:
@@ -612,7 +587,9 @@ def reply(agent_id: str, n: int) -> Event:
     )
 
 
-async def test_following_a_channel_misses_no_reply_from_concurrent_writers(database_url: str):
+async def test_following_a_channel_misses_no_reply_from_concurrent_writers(
+    database_url: str,
+) -> None:
     """Agents answering in the local inbox at once, through two processes' stores (a gateway and
     a worker, say): a reader paging the channel by `after_id` sees every reply."""
     writers = [await Store.open(database_url) for _ in range(2)]
@@ -647,7 +624,7 @@ async def test_following_a_channel_misses_no_reply_from_concurrent_writers(datab
             await store.close()
 
 
-async def test_a_channel_insert_waits_for_an_earlier_uncommitted_one(database_url: str):
+async def test_a_channel_insert_waits_for_an_earlier_uncommitted_one(database_url: str) -> None:
     """On PostgreSQL a later seq could commit first; every insert takes its channel's lock, so
     one that started later cannot overtake an open one and be read past it."""
     if not database_url.startswith("postgresql"):

@@ -5,100 +5,46 @@ from __future__ import annotations
 
 import functools
 import re
-import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 from pydantic import SecretStr
+from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.client import GatewayClient
 from agentcomms.config import Config, MailboxConfig
 from agentcomms.ids import provider_event_id
 from agentcomms.outbox_models import receipt_item
 from agentcomms.transports import split_text
+from agentcomms.workflow_ids import mailbox_id
 from gateway.service import Gateway
-from tests.conftest import Tmux
 from tests.fakes.serve import free_port
 from tests.fakes.telegram import FakeTelegram
-from tests.stack import Stack, eventually, running_stack
-from tests.test_agent_workflow_replay import _settled_history, replayer
-from tests.test_mailbox import recorder
-
-CHAT = 456  # Alice's private chat with the bot (its id is her user id)
-
-
-@pytest.fixture
-async def telegram() -> AsyncIterator[FakeTelegram]:
-    fake = FakeTelegram()
-    await fake.server.start()
-    yield fake
-    await fake.server.stop()
-
-
-def with_telegram(
-    fake: FakeTelegram, agent: str, *, channels: dict[str, str] | None = None, **extra: Any
-) -> Any:
-    def configure(cfg: Config) -> Config:
-        chat = cfg.chat.model_copy(
-            update={
-                "telegram": cfg.chat.telegram.model_copy(
-                    update={
-                        "enabled": True,
-                        "token": SecretStr(fake.token),
-                        "base_url": fake.base_url,
-                        **extra,
-                    }
-                ),
-                "channels": channels or {f"telegram:{CHAT}": agent},
-                "allowed_senders": {"telegram": [str(CHAT)]},
-            }
-        )
-        return cfg.model_copy(update={"chat": chat})
-
-    return configure
+from tests.support.chat import CHAT, connected, provider_is, provider_status, with_telegram
+from tests.support.mailbox import mailbox_replayer, settled_history
+from tests.support.stack import Stack, delivered, register, running_stack
+from tests.support.tmux import Tmux, recorder
+from tests.support.waiting import eventually
 
 
 @pytest.fixture
-def agent() -> str:
-    return f"backend-{uuid.uuid4().hex[:8]}"
-
-
-@pytest.fixture
-async def stack(temporal_env, tmp_path, telegram, agent) -> AsyncIterator[Stack]:
+async def stack(
+    temporal_env: WorkflowEnvironment, tmp_path: Path, telegram: FakeTelegram, agent: str
+) -> AsyncIterator[Stack]:
     async with running_stack(
         temporal_env.client, tmp_path, configure=with_telegram(telegram, agent)
     ) as s:
         yield s
 
 
-async def provider_status(stack: Stack, name: str = "telegram") -> dict[str, Any]:
-    status = await stack.call("status")
-    return next(p for p in status["providers"] if p["name"] == name)
-
-
-async def connected(stack: Stack) -> None:
-    await eventually(lambda: _is(provider_status(stack), "connected"), timeout=20, interval=0.1)
-
-
-async def _is(status: Any, state: str) -> bool:
-    return (await status)["status"] == state
-
-
-async def register(stack: Stack, agent: str, tmux: Tmux, target: str) -> None:
-    await stack.call(
-        "register", agent_id=agent, target=target, socket=tmux.socket, submit_delay_ms=0
-    )
-
-
 async def test_a_message_from_telegram_is_typed_into_the_agent_pane_with_receipts(
     stack: Stack, telegram: FakeTelegram, agent: str, tmux: Tmux, tmp_path: Path
-):
+) -> None:
     target, out = recorder(tmux, tmp_path, "rec")
-    await register(stack, agent, tmux, target)
-    await connected(stack)
+    await register(stack, agent, tmux, target, submit_delay_ms=0)
+    await connected(stack, "telegram")
 
     update = telegram.human_says(CHAT, "deploy to staging?\nthanks", first_name="Alice")
 
@@ -114,22 +60,17 @@ async def test_a_message_from_telegram_is_typed_into_the_agent_pane_with_receipt
     assert [r["emoji"] for r in telegram.reactions] == [["👀"], ["✍"]]
     assert {r["message_id"] for r in telegram.reactions} == {message_id}
     # The agent reads it without the pane prefix, with who and where as fields.
-    await eventually(lambda: _delivered(stack, event.id))
+    await eventually(lambda: delivered(stack, event.id))
     history = await stack.call("history", channel_id="telegram:456", limit=10)
     assert [m["payload"]["text"] for m in history["messages"]] == ["deploy to staging?\nthanks"]
 
 
-async def _delivered(stack: Stack, event_id: str) -> bool:
-    event = await stack.store.get_event(event_id)
-    return event is not None and event.status == "delivered"
-
-
 async def test_the_same_update_delivered_twice_is_one_event_typed_once(
     stack: Stack, telegram: FakeTelegram, agent: str, tmux: Tmux, tmp_path: Path
-):
+) -> None:
     target, out = recorder(tmux, tmp_path, "rec")
-    await register(stack, agent, tmux, target)
-    await connected(stack)
+    await register(stack, agent, tmux, target, submit_delay_ms=0)
+    await connected(stack, "telegram")
 
     first = telegram.human_says(CHAT, "once")
     await eventually(lambda: out.read_bytes() == b"[telegram:456 from Alice] once\r")
@@ -146,16 +87,20 @@ async def test_the_same_update_delivered_twice_is_one_event_typed_once(
 
 
 async def test_a_stranger_is_rejected_and_recorded_until_paired_and_again_once_revoked(
-    temporal_env, tmp_path: Path, telegram: FakeTelegram, agent: str, tmux: Tmux
-):
+    temporal_env: WorkflowEnvironment,
+    tmp_path: Path,
+    telegram: FakeTelegram,
+    agent: str,
+    tmux: Tmux,
+) -> None:
     stranger = 999
     channels = {f"telegram:{CHAT}": agent, f"telegram:{stranger}": agent}
     async with running_stack(
         temporal_env.client, tmp_path, configure=with_telegram(telegram, agent, channels=channels)
     ) as stack:
         target, out = recorder(tmux, tmp_path, "rec")
-        await register(stack, agent, tmux, target)
-        await connected(stack)
+        await register(stack, agent, tmux, target, submit_delay_ms=0)
+        await connected(stack, "telegram")
 
         first = telegram.human_says(stranger, "let me in", first_name="Mallory")
         await eventually(lambda: telegram.texts_to(stranger))
@@ -203,8 +148,8 @@ async def test_a_stranger_is_rejected_and_recorded_until_paired_and_again_once_r
 
 async def test_reply_goes_out_after_429_and_500_honouring_retry_after(
     stack: Stack, telegram: FakeTelegram, agent: str
-):
-    await connected(stack)
+) -> None:
+    await connected(stack, "telegram")
     telegram.known_chats.add(CHAT)
     telegram.fail_next("sendMessage", 429, 500, retry_after=1)
 
@@ -229,8 +174,8 @@ async def test_reply_goes_out_after_429_and_500_honouring_retry_after(
 )
 async def test_a_long_reply_refused_half_way_arrives_with_each_piece_once_in_order(
     stack: Stack, telegram: FakeTelegram, agent: str, refused: int, pieces: int, failing: int
-):
-    await connected(stack)
+) -> None:
+    await connected(stack, "telegram")
     telegram.known_chats.add(CHAT)
     text = "\n".join(f"line {i:05d}" for i in range(372 * pieces))
     expected = split_text(text, 4096)
@@ -251,8 +196,8 @@ async def test_a_long_reply_refused_half_way_arrives_with_each_piece_once_in_ord
 
 async def test_a_permanent_refusal_fails_at_once_saying_what_to_fix(
     stack: Stack, telegram: FakeTelegram, agent: str
-):
-    await connected(stack)
+) -> None:
+    await connected(stack, "telegram")
     result = await stack.call("reply", channel_id="telegram:555", message="hi", agent_id=agent)
 
     assert result["delivered"] is False and result["status"] == "failed", result
@@ -264,15 +209,15 @@ async def test_a_permanent_refusal_fails_at_once_saying_what_to_fix(
 
 async def test_telegram_down_for_a_while_then_back(
     stack: Stack, telegram: FakeTelegram, agent: str, tmux: Tmux, tmp_path: Path
-):
+) -> None:
     target, out = recorder(tmux, tmp_path, "rec")
-    await register(stack, agent, tmux, target)
-    await connected(stack)
+    await register(stack, agent, tmux, target, submit_delay_ms=0)
+    await connected(stack, "telegram")
     telegram.known_chats.add(CHAT)
 
     await telegram.server.stop()
-    await eventually(lambda: _is(provider_status(stack), "reconnecting"), timeout=30)
-    status = await provider_status(stack)
+    await eventually(lambda: provider_is(stack, "telegram", "reconnecting"), timeout=30)
+    status = await provider_status(stack, "telegram")
     assert status["error"], status
     channels = (await stack.call("channels"))["channels"]
     assert (
@@ -285,7 +230,7 @@ async def test_telegram_down_for_a_while_then_back(
     telegram.human_says(CHAT, "written while the bot was away")
 
     await telegram.server.start()
-    await connected(stack)
+    await connected(stack, "telegram")
     await eventually(lambda: telegram.texts_to(CHAT) == ["are you there?"], timeout=60)
     await eventually(
         lambda: out.read_bytes() == b"[telegram:456 from Alice] written while the bot was away\r",
@@ -294,8 +239,12 @@ async def test_telegram_down_for_a_while_then_back(
 
 
 async def test_webhook_mode_checks_the_secret_token_and_answers_once_durable(
-    temporal_env, tmp_path: Path, telegram: FakeTelegram, agent: str, tmux: Tmux
-):
+    temporal_env: WorkflowEnvironment,
+    tmp_path: Path,
+    telegram: FakeTelegram,
+    agent: str,
+    tmux: Tmux,
+) -> None:
     port = free_port()
     public = "https://agents.example.test"
 
@@ -308,8 +257,8 @@ async def test_webhook_mode_checks_the_secret_token_and_answers_once_durable(
 
     async with running_stack(temporal_env.client, tmp_path, configure=configure) as stack:
         target, out = recorder(tmux, tmp_path, "rec")
-        await register(stack, agent, tmux, target)
-        await connected(stack)
+        await register(stack, agent, tmux, target, submit_delay_ms=0)
+        await connected(stack, "telegram")
         assert telegram.webhook is not None
         assert telegram.webhook["url"] == f"{public}/webhooks/telegram"
         assert telegram.webhook["secret_token"] == "s3cret-token"
@@ -336,8 +285,8 @@ async def test_webhook_mode_checks_the_secret_token_and_answers_once_durable(
 
 async def test_gateway_restarted_with_messages_in_flight_loses_and_doubles_nothing(
     stack: Stack, telegram: FakeTelegram, agent: str, tmux: Tmux, tmp_path: Path
-):
-    await connected(stack)
+) -> None:
+    await connected(stack, "telegram")
     # Queued while the agent has no pane yet: durable in its mailbox, not typed.
     before = [telegram.human_says(CHAT, f"before {i}") for i in range(3)]
     await eventually(lambda: _count(stack, agent, 3))
@@ -368,10 +317,10 @@ async def test_gateway_restarted_with_messages_in_flight_loses_and_doubles_nothi
 
 async def test_the_typed_receipt_comes_through_the_gateway_restarted_before_the_message_was_typed(
     stack: Stack, telegram: FakeTelegram, agent: str, tmux: Tmux, tmp_path: Path
-):
-    await connected(stack)
+) -> None:
+    await connected(stack, "telegram")
     tmux.new_session("keep")  # the tmux server runs; the agent's pane does not exist yet
-    await register(stack, agent, tmux, "late:0.0")
+    await register(stack, agent, tmux, "late:0.0", submit_delay_ms=0)
     first = telegram.human_says(CHAT, "typed after a restart")
     first_id = first["message"]["message_id"]
     await eventually(lambda: [r["emoji"] for r in telegram.reactions] == [["👀"]])
@@ -408,18 +357,18 @@ async def test_the_typed_receipt_comes_through_the_gateway_restarted_before_the_
         (second_id, ["✍"]),
     ]
     # The mailbox that asked for them replays, inside the sandbox, as it ran.
-    mailbox = stack.client.get_workflow_handle(f"agent-{agent}")
-    history = await eventually(lambda: _settled_history(mailbox))
+    mailbox = stack.client.get_workflow_handle(mailbox_id(agent))
+    history = await eventually(lambda: settled_history(mailbox))
     await mailbox.terminate("test over")
-    assert (await replayer().replay_workflow(history)).replay_failure is None
+    assert (await mailbox_replayer().replay_workflow(history)).replay_failure is None
 
 
 async def test_a_queued_receipt_that_arrives_after_the_typed_one_is_not_sent(
     stack: Stack, telegram: FakeTelegram, agent: str
-):
+) -> None:
     # The mailbox may type a message and ask for "typed" before the gateway's "queued" reaches
     # the outbox; sent after it, 👀 would replace ✍ on the human's message.
-    await connected(stack)
+    await connected(stack, "telegram")
     telegram.known_chats.add(CHAT)
     receipt = functools.partial(
         receipt_item, "evt_early", provider="telegram", chat_id=str(CHAT), message_id="77"
@@ -437,15 +386,15 @@ async def _count(stack: Stack, agent: str, n: int) -> bool:
 
 
 async def test_a_full_mailbox_refuses_a_chat_message_and_tells_the_sender(
-    temporal_env, tmp_path: Path, telegram: FakeTelegram, agent: str
-):
+    temporal_env: WorkflowEnvironment, tmp_path: Path, telegram: FakeTelegram, agent: str
+) -> None:
     async with running_stack(
         temporal_env.client,
         tmp_path,
         mailbox=MailboxConfig(max_pending=1),
         configure=with_telegram(telegram, agent),
     ) as stack:
-        await connected(stack)
+        await connected(stack, "telegram")
         await stack.call("send", agent_id=agent, message="already waiting")  # no pane yet
         sent = telegram.human_says(CHAT, "one more")
         [reply] = await eventually(lambda: telegram.texts_to(CHAT))

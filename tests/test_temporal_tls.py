@@ -1,6 +1,6 @@
 """Connecting to Temporal over TLS, with an API key or with client certificates (mTLS).
 
-The dev server has no TLS of its own, so a TLS-terminating proxy (`tests/tls_proxy.py`) stands in
+The dev server has no TLS of its own, so a TLS-terminating proxy (`tests/support/tls_proxy.py`) stands in
 front of it with certificates made here. What is tried: a worker process and the gateway reaching
 Temporal only through that proxy and typing into a pane; a client without a certificate, a wrong
 CA, TLS spoken to a plain-text server, and `up` asked to embed a dev server behind TLS.
@@ -12,25 +12,23 @@ import asyncio
 import json
 import re
 import subprocess
-import sys
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
+from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.config import TemporalConfig
 from agentcomms.errors import ConfigError, TemporalUnavailable
 from agentcomms.temporal import connect
-from tests.conftest import Tmux, write_config
-from tests.stack import eventually, typed
-from tests.test_cli_agents import cli
-from tests.test_mailbox import recorder
-from tests.test_up import env_for, free_port
-from tests.tls_proxy import SERVER_NAME, Pki, TlsProxy, make_pki, tls_proxy
-
-AGENTCOMMS = str(Path(sys.executable).parent / "agentcomms")
+from tests.fakes.serve import free_port
+from tests.support.cli import AGENTCOMMS, cli, env_for
+from tests.support.home import write_config
+from tests.support.tls_proxy import SERVER_NAME, Pki, TlsProxy, make_pki, tls_proxy
+from tests.support.tmux import Tmux, recorder
+from tests.support.waiting import eventually, typed
 
 
 @pytest.fixture
@@ -39,7 +37,7 @@ def pki(tmp_path: Path) -> Pki:
 
 
 @pytest.fixture
-async def mtls(temporal_env, pki: Pki) -> AsyncIterator[TlsProxy]:
+async def mtls(temporal_env: WorkflowEnvironment, pki: Pki) -> AsyncIterator[TlsProxy]:
     upstream = temporal_env.client.service_client.config.target_host
     async with tls_proxy(upstream, pki, require_client_cert=True) as proxy:
         yield proxy
@@ -56,7 +54,7 @@ def mtls_keys(pki: Pki) -> dict[str, str]:
 @pytest.mark.timeout(120)
 async def test_a_gateway_and_a_worker_process_reach_temporal_only_through_mtls(
     mtls: TlsProxy, pki: Pki, tmux: Tmux, tmp_path: Path
-):
+) -> None:
     """`agentcomms gateway` and `agentcomms worker --host-id …`, processes configured with the
     certificates, type a message sent with `agentcomms send`; so does `doctor` find Temporal."""
     home = tmp_path / "home"
@@ -114,7 +112,7 @@ async def test_a_gateway_and_a_worker_process_reach_temporal_only_through_mtls(
 
 async def test_a_client_without_a_certificate_is_refused_with_what_to_set(
     mtls: TlsProxy, pki: Pki, tmp_path: Path
-):
+) -> None:
     cfg = TemporalConfig(address=mtls.address, tls_server_ca=pki.ca)
     with pytest.raises(TemporalUnavailable) as refused:
         await connect(cfg, patience_s=5)
@@ -138,7 +136,7 @@ async def test_a_client_without_a_certificate_is_refused_with_what_to_set(
 
 async def test_a_certificate_from_another_ca_is_refused_with_what_to_set(
     mtls: TlsProxy, pki: Pki, tmp_path: Path
-):
+) -> None:
     other = make_pki(tmp_path / "other", ca_name="someone else's CA")
     cfg = TemporalConfig.model_validate(
         {"address": mtls.address, **mtls_keys(pki), "tls_server_ca": str(other.ca)}
@@ -152,7 +150,9 @@ async def test_a_certificate_from_another_ca_is_refused_with_what_to_set(
     )
 
 
-async def test_an_api_key_alone_means_tls_and_a_server_name_can_be_set(temporal_env, pki: Pki):
+async def test_an_api_key_alone_means_tls_and_a_server_name_can_be_set(
+    temporal_env: WorkflowEnvironment, pki: Pki
+) -> None:
     upstream = temporal_env.client.service_client.config.target_host
     async with tls_proxy(upstream, pki) as proxy:
         # No `tls` key: an API key is only ever sent over TLS (as Temporal Cloud requires);
@@ -184,7 +184,9 @@ async def test_an_api_key_alone_means_tls_and_a_server_name_can_be_set(temporal_
             await connect(plain)
 
 
-async def test_tls_spoken_to_a_plain_text_server_says_so(temporal_env, pki: Pki):
+async def test_tls_spoken_to_a_plain_text_server_says_so(
+    temporal_env: WorkflowEnvironment, pki: Pki
+) -> None:
     address = temporal_env.client.service_client.config.target_host
     cfg = TemporalConfig(address=address, tls_server_ca=pki.ca)
     with pytest.raises(
@@ -193,7 +195,7 @@ async def test_tls_spoken_to_a_plain_text_server_says_so(temporal_env, pki: Pki)
         await connect(cfg, patience_s=5)
 
 
-async def test_a_certificate_file_that_cannot_be_read_is_named(pki: Pki, tmp_path: Path):
+async def test_a_certificate_file_that_cannot_be_read_is_named(pki: Pki, tmp_path: Path) -> None:
     missing = tmp_path / "nowhere" / "client.pem"
     cfg = TemporalConfig(
         address="127.0.0.1:1", tls_client_cert=missing, tls_client_key=pki.client_key
@@ -210,7 +212,7 @@ async def test_a_certificate_file_that_cannot_be_read_is_named(pki: Pki, tmp_pat
         await connect(TemporalConfig(address="127.0.0.1:1", tls_server_ca=not_pem))
 
 
-def test_tls_keys_that_contradict_each_other_are_refused():
+def test_tls_keys_that_contradict_each_other_are_refused() -> None:
     from pydantic import ValidationError
 
     with pytest.raises(ValidationError, match="tls_client_cert is set but tls_client_key is not"):
@@ -221,7 +223,7 @@ def test_tls_keys_that_contradict_each_other_are_refused():
     assert not TemporalConfig(api_key="k", tls=False).uses_tls()  # e.g. a local proxy adds TLS
 
 
-def test_up_does_not_embed_a_dev_server_behind_tls(tmp_path: Path):
+def test_up_does_not_embed_a_dev_server_behind_tls(tmp_path: Path) -> None:
     home = tmp_path / "home"
     address = f"127.0.0.1:{free_port()}"
     env = env_for(
@@ -237,7 +239,9 @@ def test_up_does_not_embed_a_dev_server_behind_tls(tmp_path: Path):
     assert not (home / "temporal.db").exists()
 
 
-def test_config_show_hides_the_api_key_and_shows_the_certificate_paths(pki: Pki, tmp_path: Path):
+def test_config_show_hides_the_api_key_and_shows_the_certificate_paths(
+    pki: Pki, tmp_path: Path
+) -> None:
     home = tmp_path / "home"
     write_config(
         home,

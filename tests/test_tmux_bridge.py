@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import shlex
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -30,62 +29,12 @@ from agentcomms.bridge.sanitize import TRUNCATION_MARKER, truncate
 from agentcomms.bridge.tmux import LAST_EVENT_OPTION, RECENT_EVENTS_OPTION, SEND_KEYS_MAX_CHARS
 from agentcomms.framing import strip_unsafe
 from agentcomms.models import DeliveryOutcome, Keypress, PaneTarget, Typing
-from tests.conftest import Tmux
+from tests.support.tmux import Recorder, Tmux, start_recorder, wait_for_command
 
 ENTER = b"\r"
 
 
 # --- helpers -------------------------------------------------------------------------------------
-
-
-@dataclass
-class Recorder:
-    """A pane whose every typed byte lands in `path`."""
-
-    pane: PaneTarget
-    path: Path
-
-    def read(self) -> bytes:
-        return self.path.read_bytes()
-
-    async def wait_for(self, expected: bytes, *, within: float = 10.0) -> bytes:
-        """Poll until the file holds exactly `expected`; return what it holds at the end."""
-        for _ in range(int(within / 0.01)):
-            if self.read() == expected:
-                break
-            await asyncio.sleep(0.01)
-        return self.read()
-
-    async def settled(self, quiet: float = 0.3) -> bytes:
-        """The file's content after a quiet spell, so a late duplicate would show up."""
-        await asyncio.sleep(quiet)
-        return self.read()
-
-
-async def wait_for_command(tmux: Tmux, target: str, command: str, *, present: bool = True) -> None:
-    """Wait until the pane's foreground program is (or, with present=False, is no longer) `command`."""
-    for _ in range(500):
-        current = tmux.run("display-message", "-p", "-t", target, "#{pane_current_command}")
-        if (current.stdout.strip() == command) == present:
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"pane {target} never {'ran' if present else 'left'} {command!r}")
-
-
-async def start_recorder(
-    tmux: Tmux, path: Path, *, name: str = "rec", bracketed: bool = False
-) -> Recorder:
-    path.touch()  # noqa: ASYNC240  (a test's own temporary file; instant)
-    # A program that turned bracketed paste on gets pastes wrapped in ESC[200~ … ESC[201~.
-    enable = r"printf '\033[?2004h'; " if bracketed else ""
-    target = tmux.new_session(name, f"{enable}stty raw -echo; exec cat >> {shlex.quote(str(path))}")
-    await wait_for_command(tmux, target, "cat")  # raw mode is on once the shell became cat
-    return Recorder(PaneTarget(target=target, socket=tmux.socket), path)
-
-
-@pytest.fixture
-async def recorder(tmux: Tmux, tmp_path: Path) -> Recorder:
-    return await start_recorder(tmux, tmp_path / "typed.bin")
 
 
 class KnownPaneAdapter(TmuxAdapter):

@@ -23,6 +23,7 @@ from temporalio import workflow
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.common import RetryPolicy, WorkflowIDConflictPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from activities.delivery import PaneActivities
@@ -42,10 +43,11 @@ from agentcomms.models import (
 from agentcomms.store import Store
 from agentcomms.trust import KEY_FILENAME, DeploymentKey
 from agentcomms.workflow_ids import host_task_queue, mailbox_id
-from tests.conftest import Tmux, write_config
-from tests.stack import STACK_KEY, Stack, eventually, in_mailbox_of, running_stack
-from tests.test_agent_workflow_replay import _settled_history, replayer
-from tests.test_mailbox import recorder
+from tests.support.home import write_config
+from tests.support.mailbox import mailbox_replayer, offline, settled_history, unreachable
+from tests.support.stack import STACK_KEY, Stack, delivered, in_mailbox_of, running_stack
+from tests.support.tmux import Tmux, recorder
+from tests.support.waiting import eventually
 from workers.main import build_workers
 from workflows.mailbox.models import AgentInput
 from workflows.mailbox.workflow import AgentWorkflow
@@ -68,7 +70,7 @@ def message(agent_id: str, text: str, **fields: object) -> Event:
 # ---- the tag -------------------------------------------------------------------------------------
 
 
-def test_a_signed_event_verifies_and_an_altered_one_does_not():
+def test_a_signed_event_verifies_and_an_altered_one_does_not() -> None:
     signed = KEY.sign_event(message("a", "ls"))
     assert KEY.event_is_genuine(signed)
     for change in (
@@ -87,7 +89,7 @@ def test_a_signed_event_verifies_and_an_altered_one_does_not():
     assert KEY.event_is_genuine(settled)
 
 
-async def test_the_tag_survives_temporal_json_and_the_projection(tmp_path: Path):
+async def test_the_tag_survives_temporal_json_and_the_projection(tmp_path: Path) -> None:
     # Made at +02:00 with a payload value JSON turns into text: the projection gives the time
     # back in UTC, Temporal gives the payload back as JSON.
     event = message(
@@ -106,7 +108,7 @@ async def test_the_tag_survives_temporal_json_and_the_projection(tmp_path: Path)
     assert KEY.event_is_genuine(back)
 
 
-def test_a_registration_is_signed_for_one_agent():
+def test_a_registration_is_signed_for_one_agent() -> None:
     reg = KEY.sign_registration("a", Registration(target="s:0.0", host="h"))
     assert KEY.registration_is_genuine("a", reg)
     assert not KEY.registration_is_genuine("b", reg)
@@ -117,7 +119,7 @@ def test_a_registration_is_signed_for_one_agent():
 # ---- the key ---------------------------------------------------------------------------------------
 
 
-def test_a_key_is_generated_once_into_the_private_home(home: Path):
+def test_a_key_is_generated_once_into_the_private_home(home: Path) -> None:
     first = DeploymentKey.load(SecurityConfig())
     path = home / KEY_FILENAME
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
@@ -128,7 +130,7 @@ def test_a_key_is_generated_once_into_the_private_home(home: Path):
     assert "***" in repr(first) and path.read_text().strip() not in repr(first)
 
 
-def test_processes_starting_together_share_one_generated_key(home: Path):
+def test_processes_starting_together_share_one_generated_key(home: Path) -> None:
     keys: list[DeploymentKey] = []
     threads = [
         threading.Thread(target=lambda: keys.append(DeploymentKey.load(SecurityConfig())))
@@ -143,7 +145,7 @@ def test_processes_starting_together_share_one_generated_key(home: Path):
     assert [p.name for p in home.iterdir() if p.name.startswith(".")] == []  # no temp left
 
 
-def test_a_key_file_others_can_read_is_refused(home: Path):
+def test_a_key_file_others_can_read_is_refused(home: Path) -> None:
     DeploymentKey.load(SecurityConfig())
     (home / KEY_FILENAME).chmod(0o644)
     with pytest.raises(ConfigError, match="chmod 600"):
@@ -152,7 +154,7 @@ def test_a_key_file_others_can_read_is_refused(home: Path):
 
 def test_a_configured_key_wins_and_a_short_one_is_a_config_error(
     home: Path, monkeypatch: pytest.MonkeyPatch
-):
+) -> None:
     monkeypatch.setenv("SHARED_KEY", "s" * 40)
     write_config(home, {"security": {"deployment_key": "${SHARED_KEY}"}})
     cfg = load_config()
@@ -167,12 +169,6 @@ def test_a_configured_key_wins_and_a_short_one_is_a_config_error(
 
 
 # ---- end to end: a forger with a plain Temporal client ----------------------------------------------
-
-
-@pytest.fixture
-async def stack(temporal_env, tmp_path):
-    async with running_stack(temporal_env.client, tmp_path) as s:
-        yield s
 
 
 async def forge(client: Client, agent_id: str, signal: str, arg: object) -> None:
@@ -197,7 +193,7 @@ async def rejected(stack: Stack, event_id: str) -> Event:
 
 async def test_a_forged_message_is_never_typed_and_shows_rejected(
     stack: Stack, tmux: Tmux, tmp_path: Path
-):
+) -> None:
     agent = stack.agent_id()
     pane = tmux.new_session("sh", "sh")
     await stack.call("register", agent_id=agent, target=pane, socket=tmux.socket)
@@ -236,7 +232,7 @@ async def test_a_forged_message_is_never_typed_and_shows_rejected(
 
 async def test_a_forgery_inside_a_backlog_is_refused_and_the_rest_typed_in_order(
     stack: Stack, tmux: Tmux, tmp_path: Path
-):
+) -> None:
     """The backlog is typed several messages to a local activity: a forged one among them is
     refused alone."""
     agent = stack.agent_id()
@@ -261,7 +257,7 @@ async def test_a_forgery_inside_a_backlog_is_refused_and_the_rest_typed_in_order
     assert out.read_bytes() == expected
 
 
-async def test_an_event_signed_for_another_agent_is_rejected(stack: Stack, tmux: Tmux):
+async def test_an_event_signed_for_another_agent_is_rejected(stack: Stack, tmux: Tmux) -> None:
     agent, other = stack.agent_id("a"), stack.agent_id("b")
     pane = tmux.new_session("cat", "cat")
     await stack.call("register", agent_id=agent, target=pane, socket=tmux.socket)
@@ -273,7 +269,7 @@ async def test_an_event_signed_for_another_agent_is_rejected(stack: Stack, tmux:
 
 async def test_a_forged_registration_types_nowhere_until_the_agent_registers_again(
     stack: Stack, tmux: Tmux
-):
+) -> None:
     agent = stack.agent_id()
     own = tmux.new_session("own", "cat")
     trap = tmux.new_session("trap", "cat")
@@ -286,18 +282,18 @@ async def test_a_forged_registration_types_nowhere_until_the_agent_registers_aga
     )
     sent = await stack.call("send", agent_id=agent, message="KEEP ME", wait=True, timeout=3)
     assert sent["delivered"] is False
-    state = await eventually(lambda: _unreachable(stack, agent))
+    state = await eventually(lambda: unreachable(stack, agent))
     assert "registration is not signed" in (state.last_error or "")
     assert "KEEP ME" not in tmux.capture(trap) and "KEEP ME" not in tmux.capture(own)
     # The message waited; a genuine registration delivers it, to the agent's own pane.
     await stack.call("register", agent_id=agent, target=own, socket=tmux.socket)
     await eventually(lambda: "KEEP ME" in tmux.capture(own))
     assert "KEEP ME" not in tmux.capture(trap)
-    event = await eventually(lambda: _delivered(stack, sent["event_id"]))
+    event = await eventually(lambda: delivered(stack, sent["event_id"]))
     assert event.status == "delivered"
 
 
-def test_an_unregister_is_signed_for_one_agent_and_one_request():
+def test_an_unregister_is_signed_for_one_agent_and_one_request() -> None:
     request = KEY.sign_unregister("a", Unregister(id="u1", requested_at=datetime.now(UTC)))
     assert KEY.unregister_is_genuine("a", request)
     assert not KEY.unregister_is_genuine("b", request)
@@ -308,7 +304,7 @@ def test_an_unregister_is_signed_for_one_agent_and_one_request():
 
 async def test_a_forged_unregister_leaves_the_agent_registered(
     stack: Stack, tmux: Tmux, tmp_path: Path
-):
+) -> None:
     agent = stack.agent_id()
     target, out = recorder(tmux, tmp_path, "rec")
     registration = {"agent_id": agent, "target": target, "socket": tmux.socket}
@@ -330,7 +326,7 @@ async def test_a_forged_unregister_leaves_the_agent_registered(
     # One the deployment signed is obeyed, once: repeated from the history later, it is not.
     genuine = deployment.sign_unregister(agent, request())
     await forge(stack.client, agent, "unregister", genuine)
-    await eventually(lambda: _offline(stack, agent))
+    await eventually(lambda: offline(stack, agent))
     await stack.call("register", **registration, submit_delay_ms=0)
     await forge(stack.client, agent, "unregister", genuine)
     # Two in turn: the first may be typed while the unregister is still being checked.
@@ -338,38 +334,23 @@ async def test_a_forged_unregister_leaves_the_agent_registered(
         sent = await stack.call("send", agent_id=agent, message=text, wait=True)
         assert sent["delivered"] is True, sent
     await stack.call("unregister", agent_id=agent)  # through agentcomms
-    await eventually(lambda: _offline(stack, agent))
+    await eventually(lambda: offline(stack, agent))
     sent = await stack.call("send", agent_id=agent, message="waits", wait=True, timeout=1)
     assert sent["delivered"] is False
     assert out.read_bytes() == b"one\rtwo\rthree\rfour\r"
 
     handle = stack.client.get_workflow_handle(mailbox_id(agent))
-    history = await eventually(lambda: _settled_history(handle))
+    history = await eventually(lambda: settled_history(handle))
     await handle.terminate("test over")
-    assert (await replayer().replay_workflow(history)).replay_failure is None
+    assert (await mailbox_replayer().replay_workflow(history)).replay_failure is None
 
 
-async def _offline(stack: Stack, agent: str) -> bool:
-    state = await stack.gateway.mailbox.snapshot(agent)
-    return state is not None and state.status == "offline" and state.registration is None
-
-
-async def _unreachable(stack: Stack, agent: str):
-    state = await stack.gateway.mailbox.snapshot(agent)
-    return state if state is not None and state.status == "unreachable" else None
-
-
-async def _delivered(stack: Stack, event_id: str) -> Event | None:
-    event = await stack.store.get_event(event_id)
-    return event if event is not None and event.status == "delivered" else None
-
-
-# ---- an upgrade from an agentcomms that did not sign ------------------------------------------------
+# ---- one deployment, one key ------------------------------------------------------------------------
 
 
 async def test_a_worker_with_a_key_of_its_own_refuses_the_deployments_messages(
-    temporal_env, tmux: Tmux, tmp_path: Path
-):
+    temporal_env: WorkflowEnvironment, tmux: Tmux, tmp_path: Path
+) -> None:
     """Hosts are one deployment only through one key (`security.deployment_key`, shared through
     the config): a worker that made its own types nothing the gateway signed, and loses nothing
     either: the messages wait, and the agent says why."""
@@ -386,14 +367,14 @@ async def test_a_worker_with_a_key_of_its_own_refuses_the_deployments_messages(
                 await workers.enter_async_context(worker)
             await gateway_only.call("register", agent_id=agent, target=pane, socket=tmux.socket)
             await gateway_only.call("send", agent_id=agent, message="NOT OURS")
-            state = await eventually(lambda: _unreachable(gateway_only, agent))
+            state = await eventually(lambda: unreachable(gateway_only, agent))
         assert state.pending == 1
         assert "not signed by this deployment" in (state.last_error or "")
         assert "security.deployment_key" in (state.last_error or "")
         assert "NOT OURS" not in tmux.capture(pane)
 
 
-def test_the_key_never_reaches_config_show(home: Path, monkeypatch: pytest.MonkeyPatch):
+def test_the_key_never_reaches_config_show(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from typer.testing import CliRunner
 
     from agentcomms.cli import app
@@ -407,7 +388,9 @@ def test_the_key_never_reaches_config_show(home: Path, monkeypatch: pytest.Monke
     assert os.environ["SHARED_KEY"] not in shown.output
 
 
-async def test_an_old_message_signalled_again_is_not_typed_twice(tmux: Tmux, tmp_path: Path):
+async def test_an_old_message_signalled_again_is_not_typed_twice(
+    tmux: Tmux, tmp_path: Path
+) -> None:
     """A copy of a genuine, long-typed message, taken from an old history and signalled again
     once the mailbox and the pane have both forgotten its id: the projection remembers."""
     agent = f"agent-{uuid4().hex[:8]}"
@@ -444,7 +427,7 @@ async def test_an_old_message_signalled_again_is_not_typed_twice(tmux: Tmux, tmp
 )
 async def test_pane_activities_refuse_anyone_but_the_agents_own_mailbox(
     tmux: Tmux, tmp_path: Path, caller: dict[str, object]
-):
+) -> None:
     """A genuine signed event and registration, copied from a history, do not make a pane type
     for a caller other than the agent's mailbox, nor press its interrupt key."""
     agent = "backend"
@@ -477,7 +460,7 @@ async def test_pane_activities_refuse_anyone_but_the_agents_own_mailbox(
 
 async def test_an_activity_scheduled_on_a_hosts_queue_by_an_attackers_workflow_types_nothing(
     stack: Stack, tmux: Tmux, tmp_path: Path
-):
+) -> None:
     """An attacker's own worker and workflow, with the stock SDK and a genuine request copied
     from a mailbox's history, schedule the pane activity on the host's queue that the
     deployment's worker polls: it is refused there, and the pane stays as it was."""
@@ -519,7 +502,7 @@ async def test_an_activity_scheduled_on_a_hosts_queue_by_an_attackers_workflow_t
 class Attacker:
     @workflow.run
     async def run(self, host_queue: str, request: DeliverRequest) -> list[DeliveryOutcome]:
-        return await workflow.execute_activity(
+        outcomes: list[DeliveryOutcome] = await workflow.execute_activity(
             "deliver_to_pane",
             request,
             result_type=list[DeliveryOutcome],
@@ -527,3 +510,4 @@ class Attacker:
             start_to_close_timeout=timedelta(seconds=10),
             retry_policy=RetryPolicy(maximum_attempts=1),
         )
+        return outcomes

@@ -4,94 +4,29 @@ local Messages API, real Temporal, tmux and SQLite."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from pydantic import SecretStr
 from starlette.applications import Starlette
+from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.config import Config
 from agentcomms.ids import provider_event_id
 from agentcomms.transports import not_passed_on, sms
-from tests.conftest import Tmux
 from tests.fakes.serve import free_port
 from tests.fakes.twilio import OUR_NUMBER, FakeTwilio
-from tests.stack import Stack, eventually, running_stack
-from tests.test_mailbox import recorder
-
-ALICE = "+15551234567"
-PUBLIC_URL = "https://agents.example.test/relay"  # a tunnel: not where the gateway listens
-# A photo's first bytes: enough for a content type the webhook calls image/jpeg.
-PHOTO = b"\xff\xd8\xff\xe0" + b"\0" * 64
-
-
-@pytest.fixture
-async def twilio() -> AsyncIterator[FakeTwilio]:
-    fake = FakeTwilio()
-    await fake.server.start()
-    yield fake
-    await fake.server.stop()
-
-
-@pytest.fixture
-def agent() -> str:
-    return f"phone-{uuid.uuid4().hex[:8]}"
-
-
-def with_twilio(
-    fake: FakeTwilio, agent: str, port: int, *, receipts: dict[str, str] | None = None
-) -> Any:
-    receipts = receipts or {}
-
-    def configure(cfg: Config) -> Config:
-        section = {
-            "enabled": True,
-            "account_sid": fake.account_sid,
-            "auth_token": SecretStr(fake.auth_token),
-            "from_number": OUR_NUMBER,
-            "base_url": fake.base_url,
-        }
-        chat = cfg.chat.model_copy(
-            update={
-                "sms": cfg.chat.sms.model_copy(update=section | _receipts(receipts, "sms")),
-                "whatsapp": cfg.chat.whatsapp.model_copy(
-                    update=section | _receipts(receipts, "whatsapp")
-                ),
-                "channels": {f"sms:{ALICE}": agent, f"whatsapp:{ALICE}": agent},
-                "allowed_senders": {"sms": [ALICE], "whatsapp": [ALICE]},
-            }
-        )
-        server = cfg.server.model_copy(update={"http_port": port, "public_url": PUBLIC_URL})
-        return cfg.model_copy(update={"chat": chat, "server": server})
-
-    return configure
-
-
-def _receipts(receipts: dict[str, str], provider: str) -> dict[str, str]:
-    return {"receipts": receipts[provider]} if provider in receipts else {}
-
-
-class Hooks:
-    """Twilio's side of the webhooks: where it posts (local) and what it signs (public)."""
-
-    def __init__(self, fake: FakeTwilio, port: int) -> None:
-        self.fake = fake
-        self.port = port
-
-    async def post(self, flavour: str, form: dict[str, str], **kw: Any) -> Any:
-        path = f"/webhooks/twilio/{flavour}"
-        return await self.fake.post_webhook(
-            f"http://127.0.0.1:{self.port}{path}", PUBLIC_URL + path, form, **kw
-        )
+from tests.support.chat import ALICE, PHOTO, PUBLIC_URL, Hooks, with_twilio
+from tests.support.stack import Stack, register, running_stack
+from tests.support.tmux import Tmux, recorder
+from tests.support.waiting import eventually
 
 
 @pytest.fixture
 async def stack_and_hooks(
-    temporal_env, tmp_path, twilio, agent
+    temporal_env: WorkflowEnvironment, tmp_path: Path, twilio: FakeTwilio, agent: str
 ) -> AsyncIterator[tuple[Stack, Hooks]]:
     port = free_port()
     async with running_stack(
@@ -100,18 +35,12 @@ async def stack_and_hooks(
         yield s, Hooks(twilio, port)
 
 
-async def register(stack: Stack, agent: str, tmux: Tmux, target: str) -> None:
-    await stack.call(
-        "register", agent_id=agent, target=target, socket=tmux.socket, submit_delay_ms=0
-    )
-
-
 async def test_an_sms_is_typed_once_even_when_twilio_retries_the_webhook(
-    stack_and_hooks, twilio: FakeTwilio, agent: str, tmux: Tmux, tmp_path: Path
-):
+    stack_and_hooks: tuple[Stack, Hooks], twilio: FakeTwilio, agent: str, tmux: Tmux, tmp_path: Path
+) -> None:
     stack, hooks = stack_and_hooks
     target, out = recorder(tmux, tmp_path, "rec")
-    await register(stack, agent, tmux, target)
+    await register(stack, agent, tmux, target, submit_delay_ms=0)
 
     form = twilio.incoming(ALICE, "ship it")
     answer = await hooks.post("sms", form)
@@ -132,8 +61,8 @@ async def test_an_sms_is_typed_once_even_when_twilio_retries_the_webhook(
 
 
 async def test_the_typed_receipt_says_when_the_agents_max_chars_cut_the_text(
-    stack_and_hooks, twilio: FakeTwilio, agent: str, tmux: Tmux, tmp_path: Path
-):
+    stack_and_hooks: tuple[Stack, Hooks], twilio: FakeTwilio, agent: str, tmux: Tmux, tmp_path: Path
+) -> None:
     stack, hooks = stack_and_hooks
     target, _ = recorder(tmux, tmp_path, "rec")
     await stack.call(
@@ -152,8 +81,8 @@ async def test_the_typed_receipt_says_when_the_agents_max_chars_cut_the_text(
 
 
 async def test_receipts_both_texts_queued_and_typed_and_none_texts_nothing(
-    temporal_env, tmp_path: Path, twilio: FakeTwilio, agent: str, tmux: Tmux
-):
+    temporal_env: WorkflowEnvironment, tmp_path: Path, twilio: FakeTwilio, agent: str, tmux: Tmux
+) -> None:
     port = free_port()
     configure = with_twilio(twilio, agent, port, receipts={"sms": "both", "whatsapp": "none"})
     async with running_stack(temporal_env.client, tmp_path, configure=configure) as stack:
@@ -164,7 +93,7 @@ async def test_receipts_both_texts_queued_and_typed_and_none_texts_nothing(
         assert (await hooks.post("sms", twilio.incoming(ALICE, "by sms"))).status_code == 200
         await eventually(lambda: twilio.bodies_to(ALICE) == ["✓ queued for the agent"])
         target, out = recorder(tmux, tmp_path, "rec")
-        await register(stack, agent, tmux, target)
+        await register(stack, agent, tmux, target, submit_delay_ms=0)
         await eventually(lambda: out.read_bytes().endswith(b"by sms\r"))
         # The mailbox asks for receipts in the order it types: the WhatsApp one came first.
         await eventually(lambda: len(twilio.bodies_to(ALICE)) == 2)
@@ -181,8 +110,8 @@ async def test_receipts_both_texts_queued_and_typed_and_none_texts_nothing(
 
 
 async def test_a_forged_or_unsigned_webhook_gets_403_and_nothing_is_queued(
-    stack_and_hooks, twilio: FakeTwilio, agent: str
-):
+    stack_and_hooks: tuple[Stack, Hooks], twilio: FakeTwilio, agent: str
+) -> None:
     stack, hooks = stack_and_hooks
     forms = [twilio.incoming(ALICE, f"attempt {i}") for i in range(4)]
     local_path_url = f"http://127.0.0.1:{hooks.port}/webhooks/twilio/sms"
@@ -207,7 +136,9 @@ async def test_a_forged_or_unsigned_webhook_gets_403_and_nothing_is_queued(
     assert twilio.sent == []
 
 
-async def test_a_stranger_gets_a_pairing_code_in_the_answer(stack_and_hooks, twilio: FakeTwilio):
+async def test_a_stranger_gets_a_pairing_code_in_the_answer(
+    stack_and_hooks: tuple[Stack, Hooks], twilio: FakeTwilio
+) -> None:
     stack, hooks = stack_and_hooks
     stranger = "+15559990000"
     form = twilio.incoming(stranger, "who is this?")
@@ -220,8 +151,8 @@ async def test_a_stranger_gets_a_pairing_code_in_the_answer(stack_and_hooks, twi
 
 
 async def test_a_strangers_photo_gets_what_their_words_would_and_only_alice_is_told_why(
-    stack_and_hooks, twilio: FakeTwilio
-):
+    stack_and_hooks: tuple[Stack, Hooks], twilio: FakeTwilio
+) -> None:
     # Every answer is a text the operator pays for, and a stranger learns nothing of the agent:
     # a photo from them is rejected and recorded as their words would be, answered once.
     stack, hooks = stack_and_hooks
@@ -251,8 +182,8 @@ async def test_a_strangers_photo_gets_what_their_words_would_and_only_alice_is_t
 
 
 async def test_an_agent_reply_reaches_sms_after_429_and_500(
-    stack_and_hooks, twilio: FakeTwilio, agent: str
-):
+    stack_and_hooks: tuple[Stack, Hooks], twilio: FakeTwilio, agent: str
+) -> None:
     stack, _ = stack_and_hooks
     twilio.fail_next(429, 500)
     result = await stack.call(
@@ -268,11 +199,11 @@ async def test_an_agent_reply_reaches_sms_after_429_and_500(
 
 
 async def test_whatsapp_both_ways(
-    stack_and_hooks, twilio: FakeTwilio, agent: str, tmux: Tmux, tmp_path: Path
-):
+    stack_and_hooks: tuple[Stack, Hooks], twilio: FakeTwilio, agent: str, tmux: Tmux, tmp_path: Path
+) -> None:
     stack, hooks = stack_and_hooks
     target, out = recorder(tmux, tmp_path, "rec")
-    await register(stack, agent, tmux, target)
+    await register(stack, agent, tmux, target, submit_delay_ms=0)
     form = twilio.incoming(ALICE, "status?", whatsapp=True, profile_name="Alice")
     assert (await hooks.post("whatsapp", form)).status_code == 200
     await eventually(
@@ -301,7 +232,7 @@ class Unreachable:
 
 async def test_a_message_that_cannot_be_kept_is_answered_so_its_sender_sends_it_again(
     twilio: FakeTwilio, agent: str
-):
+) -> None:
     # Twilio posts a message once: a 503 would lose it without anyone knowing.
     cfg = with_twilio(twilio, agent, free_port())(Config())
     intake = Unreachable()

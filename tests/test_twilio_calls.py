@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 import pytest
 from pydantic import SecretStr
+from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.config import Config, PhoneConfig, SecurityConfig, STTConfig, VoiceConfig
 from agentcomms.voice.callsystem.twilio import MediaSigner
@@ -19,14 +20,16 @@ from gateway.service import Gateway
 from tests.fakes.serve import free_port
 from tests.fakes.twilio import OUR_NUMBER
 from tests.fakes.twilio_calls import FakeTwilioCalls
-from tests.stack import Stack, eventually, running_stack
-from tests.test_phone_process import GRAMMAR
+from tests.support.stack import Stack, running_stack
+from tests.support.voice import write_grammar
+from tests.support.waiting import eventually
 
 HUMAN = "+15557654321"
 
 
 @pytest.fixture
 async def twilio() -> AsyncIterator[FakeTwilioCalls]:
+    """Twilio's phone network, for calls: in this module it stands in for the Messages API fake."""
     fake = FakeTwilioCalls()
     await fake.server.start()
     yield fake
@@ -34,9 +37,10 @@ async def twilio() -> AsyncIterator[FakeTwilioCalls]:
 
 
 @pytest.fixture
-async def stack(temporal_env, tmp_path: Path, twilio: FakeTwilioCalls) -> AsyncIterator[Stack]:
-    grammar = tmp_path / "answers.gram"
-    grammar.write_text(GRAMMAR)
+async def stack(
+    temporal_env: WorkflowEnvironment, tmp_path: Path, twilio: FakeTwilioCalls
+) -> AsyncIterator[Stack]:
+    grammar = write_grammar(tmp_path / "answers.gram")
     voice = VoiceConfig(
         audio_dir=tmp_path / "audio",
         ring_timeout_s=2,
@@ -67,7 +71,9 @@ def only_call(twilio: FakeTwilioCalls) -> Any:
     return call
 
 
-async def test_a_call_of_several_turns_through_twilio(stack: Stack, twilio: FakeTwilioCalls):
+async def test_a_call_of_several_turns_through_twilio(
+    stack: Stack, twilio: FakeTwilioCalls
+) -> None:
     twilio.answers = ["yes go ahead", "no wait"]
     first = await stack.call("call", agent_id="ops", message="Shall I deploy?")
     # The human's recording came back through the webhook and pocketsphinx heard it.
@@ -91,7 +97,7 @@ async def test_a_call_of_several_turns_through_twilio(stack: Stack, twilio: Fake
     assert row.phone_number == HUMAN
 
 
-async def test_the_human_hangs_up_mid_call(stack: Stack, twilio: FakeTwilioCalls):
+async def test_the_human_hangs_up_mid_call(stack: Stack, twilio: FakeTwilioCalls) -> None:
     twilio.answers = ["ship it on friday", None]
     first = await stack.call("call", agent_id="ops", message="When?")
     assert first["response"] == "ship it on friday"
@@ -99,7 +105,9 @@ async def test_the_human_hangs_up_mid_call(stack: Stack, twilio: FakeTwilioCalls
     assert second["status"] == "hung-up" and "the human hung up" in second["note"]
 
 
-async def test_no_answer_leaves_the_message_in_the_inbox(stack: Stack, twilio: FakeTwilioCalls):
+async def test_no_answer_leaves_the_message_in_the_inbox(
+    stack: Stack, twilio: FakeTwilioCalls
+) -> None:
     twilio.scenario = "no-answer"
     result = await stack.call("call", agent_id="ops", message="Disk almost full.")
     assert result["status"] == "no-answer" and "inbox" in result["note"]
@@ -107,7 +115,7 @@ async def test_no_answer_leaves_the_message_in_the_inbox(stack: Stack, twilio: F
     assert message["payload"]["text"].endswith("Here's my message: Disk almost full.")
 
 
-async def test_an_answering_machine_gets_a_voicemail(stack: Stack, twilio: FakeTwilioCalls):
+async def test_an_answering_machine_gets_a_voicemail(stack: Stack, twilio: FakeTwilioCalls) -> None:
     twilio.scenario = "machine"
     result = await stack.call("call", agent_id="ops", message="Backup failed.")
     assert result["status"] == "voicemail" and "answering machine" in result["note"]
@@ -118,13 +126,13 @@ async def test_an_answering_machine_gets_a_voicemail(stack: Stack, twilio: FakeT
     assert message["payload"]["text"].endswith("Backup failed.")
 
 
-async def test_a_busy_line(stack: Stack, twilio: FakeTwilioCalls):
+async def test_a_busy_line(stack: Stack, twilio: FakeTwilioCalls) -> None:
     twilio.scenario = "busy"
     result = await stack.call("call", agent_id="ops", message="Ping")
     assert result["status"] == "busy"
 
 
-async def test_forged_webhooks_are_refused(stack: Stack, twilio: FakeTwilioCalls):
+async def test_forged_webhooks_are_refused(stack: Stack, twilio: FakeTwilioCalls) -> None:
     public = stack.cfg.server.public_url
     assert public is not None
     form = {"AccountSid": twilio.account_sid, "CallSid": "CA1", "CallStatus": "completed"}
@@ -139,7 +147,9 @@ async def test_forged_webhooks_are_refused(stack: Stack, twilio: FakeTwilioCalls
     assert [r.status_code for r in (unsigned, forged, replayed)] == [403, 403, 403]
 
 
-async def test_media_urls_expire_and_cannot_be_forged(stack: Stack, twilio: FakeTwilioCalls):
+async def test_media_urls_expire_and_cannot_be_forged(
+    stack: Stack, twilio: FakeTwilioCalls
+) -> None:
     twilio.answers = ["yes go ahead"]
     first = await stack.call("call", agent_id="ops", message="Check the media.")
     await stack.call("call_end", call_id=first["call_id"])
@@ -157,7 +167,7 @@ async def test_media_urls_expire_and_cannot_be_forged(stack: Stack, twilio: Fake
     assert not signer.check("c_1/001-agent.wav", query["exp"], query["sig"], now=1061.0)
 
 
-async def test_media_urls_outlive_a_gateway_restart(stack: Stack, twilio: FakeTwilioCalls):
+async def test_media_urls_outlive_a_gateway_restart(stack: Stack, twilio: FakeTwilioCalls) -> None:
     """Twilio may fetch a turn's audio after the gateway restarted (or from another gateway of
     the deployment): the URL's key comes from the deployment's key, not from the process."""
     twilio.answers = ["yes go ahead"]

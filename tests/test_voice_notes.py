@@ -8,56 +8,48 @@ transcribed; on a real Temporal dev server and SQLite."""
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from pydantic import SecretStr
+from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.config import Config, SpeechAccount, STTConfig, VoiceConfig
 from agentcomms.ids import provider_event_id
 from mcp_server import build_server
-from tests.conftest import Tmux
 from tests.fakes import deepgram as dg
 from tests.fakes.deepgram import FakeDeepgram
 from tests.fakes.serve import free_port
 from tests.fakes.telegram import FakeTelegram
 from tests.fakes.twilio import FakeTwilio
 from tests.fakes.whatsapp_cloud import FakeWhatsAppCloud
-from tests.stack import Stack, eventually, running_stack, typed
-from tests.test_mailbox import recorder
-from tests.test_mcp import call
-from tests.test_telegram import CHAT, connected, register, with_telegram
-from tests.test_twilio import PHOTO, Hooks, with_twilio
-from tests.test_twilio import register as twilio_register
-from tests.test_whatsapp_cloud import ALICE, STRANGER, Hook, wamid_of, with_cloud
-from tests.test_whatsapp_cloud import register as wa_register
-from tests.voice_audio import voice_note
+from tests.support.chat import (
+    ALICE,
+    CHAT,
+    PHOTO,
+    STRANGER,
+    Hook,
+    Hooks,
+    connected,
+    wamid_of,
+    with_cloud,
+    with_telegram,
+    with_twilio,
+)
+from tests.support.mcp import call
+from tests.support.stack import Stack, register, running_stack
+from tests.support.tmux import Tmux, recorder
+from tests.support.voice import voice_note, write_grammar
+from tests.support.waiting import eventually, typed
 
 PHRASES = ["ship it on friday", "run the tests", "deploy to staging"]
 
 
 @pytest.fixture
-async def telegram() -> AsyncIterator[FakeTelegram]:
-    fake = FakeTelegram()
-    async with fake.server:
-        yield fake
-
-
-@pytest.fixture
-def agent() -> str:
-    return f"backend-{uuid.uuid4().hex[:8]}"
-
-
-@pytest.fixture
 def grammar(tmp_path: Path) -> Path:
-    path = tmp_path / "answers.gram"
-    path.write_text(
-        "#JSGF V1.0;\ngrammar answers;\npublic <answer> = " + " | ".join(PHRASES) + ";\n"
-    )
-    return path
+    return write_grammar(tmp_path / "answers.gram", PHRASES)
 
 
 @pytest.fixture(scope="module")
@@ -99,8 +91,8 @@ def telegram_stack(
 async def telegram_pane(stack: Stack, agent: str, tmux: Tmux, tmp_path: Path) -> Path:
     """The agent registered on a recorder pane, Telegram connected: the file the pane writes."""
     target, out = recorder(tmux, tmp_path, "rec")
-    await register(stack, agent, tmux, target)
-    await connected(stack)
+    await register(stack, agent, tmux, target, submit_delay_ms=0)
+    await connected(stack, "telegram")
     return out
 
 
@@ -141,7 +133,7 @@ async def test_a_telegram_voice_note_is_heard_by_deepgram_and_typed_marked_as_tr
     deepgram: FakeDeepgram,
     agent: str,
     ship_it: bytes,
-):
+) -> None:
     stack, out = deepgram_chat
     deepgram.transcripts.append("Ship it on Friday.")
 
@@ -171,8 +163,13 @@ async def test_a_telegram_voice_note_is_heard_by_deepgram_and_typed_marked_as_tr
 
 
 async def test_offline_the_local_recognizer_hears_a_telegram_voice_note_within_a_grammar(
-    temporal_env, tmp_path: Path, telegram: FakeTelegram, agent: str, tmux: Tmux, grammar: Path
-):
+    temporal_env: WorkflowEnvironment,
+    tmp_path: Path,
+    telegram: FakeTelegram,
+    agent: str,
+    tmux: Tmux,
+    grammar: Path,
+) -> None:
     async with telegram_stack(
         temporal_env, tmp_path, telegram, agent, offline(tmp_path, grammar)
     ) as stack:
@@ -192,20 +189,20 @@ async def test_offline_the_local_recognizer_hears_a_telegram_voice_note_within_a
 
 
 async def test_a_strangers_voice_note_is_rejected_without_being_fetched_or_transcribed(
-    temporal_env,
+    temporal_env: WorkflowEnvironment,
     tmp_path: Path,
     telegram: FakeTelegram,
     deepgram: FakeDeepgram,
     agent: str,
     ship_it: bytes,
-):
+) -> None:
     stranger = 999
     channels = {f"telegram:{CHAT}": agent, f"telegram:{stranger}": agent}
     voice = with_deepgram(tmp_path, deepgram)
     async with telegram_stack(
         temporal_env, tmp_path, telegram, agent, voice, channels=channels
     ) as stack:
-        await connected(stack)
+        await connected(stack, "telegram")
 
         update = telegram.human_sends_voice(stranger, ship_it, first_name="Mallory")
 
@@ -221,14 +218,14 @@ async def test_a_strangers_voice_note_is_rejected_without_being_fetched_or_trans
 
 
 async def test_a_voice_note_no_provider_can_hear_is_answered_and_recorded_not_typed(
-    temporal_env,
+    temporal_env: WorkflowEnvironment,
     tmp_path: Path,
     telegram: FakeTelegram,
     deepgram: FakeDeepgram,
     agent: str,
     tmux: Tmux,
     grammar: Path,
-):
+) -> None:
     voice = with_deepgram(tmp_path, deepgram).model_copy(
         update={"stt": STTConfig(grammar=tmp_path / "missing.gram")}
     )
@@ -261,7 +258,7 @@ async def test_a_voice_note_delivered_twice_is_one_event_heard_once_and_typed_on
     deepgram: FakeDeepgram,
     agent: str,
     ship_it: bytes,
-):
+) -> None:
     stack, out = deepgram_chat
     deepgram.transcripts.extend(["ship it on friday", "again"])
 
@@ -279,17 +276,17 @@ async def test_a_voice_note_delivered_twice_is_one_event_heard_once_and_typed_on
 
 
 async def test_a_voice_note_over_ten_minutes_is_refused_before_download(
-    temporal_env,
+    temporal_env: WorkflowEnvironment,
     tmp_path: Path,
     telegram: FakeTelegram,
     deepgram: FakeDeepgram,
     agent: str,
     ship_it: bytes,
-):
+) -> None:
     async with telegram_stack(
         temporal_env, tmp_path, telegram, agent, with_deepgram(tmp_path, deepgram)
     ) as stack:
-        await connected(stack)
+        await connected(stack, "telegram")
 
         update = telegram.human_sends_voice(CHAT, ship_it, duration=11 * 60)
 
@@ -301,14 +298,14 @@ async def test_a_voice_note_over_ten_minutes_is_refused_before_download(
 
 
 async def test_while_a_voice_note_is_heard_other_chats_go_on_and_telegram_keeps_it_until_kept(
-    temporal_env,
+    temporal_env: WorkflowEnvironment,
     tmp_path: Path,
     telegram: FakeTelegram,
     deepgram: FakeDeepgram,
     agent: str,
     tmux: Tmux,
     ship_it: bytes,
-):
+) -> None:
     group = -100123  # Alice writes in a group mapped to the same agent, too
     channels = {f"telegram:{CHAT}": agent, f"telegram:{group}": agent}
     voice = with_deepgram(tmp_path, deepgram)
@@ -353,7 +350,7 @@ async def test_a_voice_note_not_kept_comes_again_and_the_text_after_it_does_not_
     deepgram: FakeDeepgram,
     agent: str,
     ship_it: bytes,
-):
+) -> None:
     stack, out = deepgram_chat
     deepgram.transcripts.append("ship it on friday")
     telegram.fail_next("getFile", 500)  # the note cannot be fetched this time: not kept
@@ -372,13 +369,6 @@ async def test_a_voice_note_not_kept_comes_again_and_the_text_after_it_does_not_
 
 
 # ---- WhatsApp (Meta's Cloud API) -----------------------------------------------------------------
-
-
-@pytest.fixture
-async def meta() -> AsyncIterator[FakeWhatsAppCloud]:
-    fake = FakeWhatsAppCloud()
-    async with fake.server:
-        yield fake
 
 
 def webhook_stack(
@@ -403,20 +393,20 @@ def whatsapp_stack(
 
 
 async def test_a_whatsapp_voice_note_is_fetched_from_the_graph_api_and_typed_as_transcribed(
-    temporal_env,
+    temporal_env: WorkflowEnvironment,
     tmp_path: Path,
     meta: FakeWhatsAppCloud,
     deepgram: FakeDeepgram,
     agent: str,
     tmux: Tmux,
     ship_it: bytes,
-):
+) -> None:
     running, hook = whatsapp_stack(
         temporal_env, tmp_path, meta, agent, with_deepgram(tmp_path, deepgram)
     )
     async with running as stack:
         target, out = recorder(tmux, tmp_path, "rec")
-        await wa_register(stack, agent, tmux, target)
+        await register(stack, agent, tmux, target, submit_delay_ms=0)
         deepgram.transcripts.append("Ship it on Friday.")
 
         call = meta.voice_note(ALICE, ship_it, name="Alice")
@@ -442,12 +432,17 @@ async def test_a_whatsapp_voice_note_is_fetched_from_the_graph_api_and_typed_as_
 
 
 async def test_offline_a_whatsapp_voice_note_is_heard_by_the_local_recognizer(
-    temporal_env, tmp_path: Path, meta: FakeWhatsAppCloud, agent: str, tmux: Tmux, grammar: Path
-):
+    temporal_env: WorkflowEnvironment,
+    tmp_path: Path,
+    meta: FakeWhatsAppCloud,
+    agent: str,
+    tmux: Tmux,
+    grammar: Path,
+) -> None:
     running, hook = whatsapp_stack(temporal_env, tmp_path, meta, agent, offline(tmp_path, grammar))
     async with running as stack:
         target, out = recorder(tmux, tmp_path, "rec")
-        await wa_register(stack, agent, tmux, target)
+        await register(stack, agent, tmux, target, submit_delay_ms=0)
 
         call = meta.voice_note(ALICE, await voice_note("deploy to staging"), name="Alice")
         assert (await hook.post(call)).status_code == 200
@@ -459,13 +454,13 @@ async def test_offline_a_whatsapp_voice_note_is_heard_by_the_local_recognizer(
 
 
 async def test_a_whatsapp_strangers_voice_note_is_never_fetched_nor_heard(
-    temporal_env,
+    temporal_env: WorkflowEnvironment,
     tmp_path: Path,
     meta: FakeWhatsAppCloud,
     deepgram: FakeDeepgram,
     agent: str,
     ship_it: bytes,
-):
+) -> None:
     running, hook = whatsapp_stack(
         temporal_env, tmp_path, meta, agent, with_deepgram(tmp_path, deepgram)
     )
@@ -482,20 +477,20 @@ async def test_a_whatsapp_strangers_voice_note_is_never_fetched_nor_heard(
 
 
 async def test_a_whatsapp_voice_note_meta_cannot_serve_now_is_not_acknowledged(
-    temporal_env,
+    temporal_env: WorkflowEnvironment,
     tmp_path: Path,
     meta: FakeWhatsAppCloud,
     deepgram: FakeDeepgram,
     agent: str,
     tmux: Tmux,
     ship_it: bytes,
-):
+) -> None:
     running, hook = whatsapp_stack(
         temporal_env, tmp_path, meta, agent, with_deepgram(tmp_path, deepgram)
     )
     async with running as stack:
         target, out = recorder(tmux, tmp_path, "rec")
-        await wa_register(stack, agent, tmux, target)
+        await register(stack, agent, tmux, target, submit_delay_ms=0)
         deepgram.transcripts.append("ship it on friday")
         call = meta.voice_note(ALICE, ship_it, name="Alice")
         [media_id] = meta.media
@@ -521,12 +516,6 @@ async def test_a_whatsapp_voice_note_meta_cannot_serve_now_is_not_acknowledged(
 
 # ---- WhatsApp and SMS through Twilio -------------------------------------------------------------
 
-@pytest.fixture
-async def twilio() -> AsyncIterator[FakeTwilio]:
-    fake = FakeTwilio()
-    async with fake.server:
-        yield fake
-
 
 def twilio_stack(
     temporal_env: Any, tmp_path: Path, twilio: FakeTwilio, agent: str, voice: VoiceConfig
@@ -539,18 +528,18 @@ def twilio_stack(
 
 @pytest.mark.parametrize("flavour", ["whatsapp", "sms"])
 async def test_offline_a_voice_note_through_twilio_is_fetched_heard_and_typed_as_transcribed(
-    temporal_env,
+    temporal_env: WorkflowEnvironment,
     tmp_path: Path,
     twilio: FakeTwilio,
     agent: str,
     tmux: Tmux,
     grammar: Path,
     flavour: str,
-):
+) -> None:
     running, hooks = twilio_stack(temporal_env, tmp_path, twilio, agent, offline(tmp_path, grammar))
     async with running as stack:
         target, out = recorder(tmux, tmp_path, "rec")
-        await twilio_register(stack, agent, tmux, target)
+        await register(stack, agent, tmux, target, submit_delay_ms=0)
         note = await voice_note("deploy to staging")
         form = twilio.incoming(
             ALICE, "", whatsapp=flavour == "whatsapp", media=[(note, "audio/ogg")]
@@ -585,14 +574,14 @@ async def test_offline_a_voice_note_through_twilio_is_fetched_heard_and_typed_as
 
 
 async def test_a_twilio_voice_note_that_cannot_be_fetched_or_heard_is_answered_and_recorded(
-    temporal_env, tmp_path: Path, twilio: FakeTwilio, agent: str, tmux: Tmux
-):
+    temporal_env: WorkflowEnvironment, tmp_path: Path, twilio: FakeTwilio, agent: str, tmux: Tmux
+) -> None:
     # The local recognizer cannot start (its grammar is missing): nothing can hear a note.
     voice = VoiceConfig(audio_dir=tmp_path / "audio", stt=STTConfig(grammar=tmp_path / "no.gram"))
     running, hooks = twilio_stack(temporal_env, tmp_path, twilio, agent, voice)
     async with running as stack:
         target, out = recorder(tmux, tmp_path, "rec")
-        await twilio_register(stack, agent, tmux, target)
+        await register(stack, agent, tmux, target, submit_delay_ms=0)
         note = await voice_note("run the tests")
 
         gone = twilio.incoming(ALICE, "", whatsapp=True, media=[(note, "audio/ogg")])
@@ -633,12 +622,17 @@ async def test_a_twilio_voice_note_that_cannot_be_fetched_or_heard_is_answered_a
 
 
 async def test_a_photo_through_twilio_is_answered_and_not_typed_and_its_caption_is(
-    temporal_env, tmp_path: Path, twilio: FakeTwilio, agent: str, tmux: Tmux, grammar: Path
-):
+    temporal_env: WorkflowEnvironment,
+    tmp_path: Path,
+    twilio: FakeTwilio,
+    agent: str,
+    tmux: Tmux,
+    grammar: Path,
+) -> None:
     running, hooks = twilio_stack(temporal_env, tmp_path, twilio, agent, offline(tmp_path, grammar))
     async with running as stack:
         target, out = recorder(tmux, tmp_path, "rec")
-        await twilio_register(stack, agent, tmux, target)
+        await register(stack, agent, tmux, target, submit_delay_ms=0)
 
         photo = twilio.incoming(ALICE, "", whatsapp=True, media=[(PHOTO, "image/jpeg")])
         answer = await hooks.post("whatsapp", photo)
@@ -663,8 +657,13 @@ async def test_a_photo_through_twilio_is_answered_and_not_typed_and_its_caption_
 
 
 async def test_a_strangers_voice_note_through_twilio_is_never_fetched(
-    temporal_env, tmp_path: Path, twilio: FakeTwilio, agent: str, grammar: Path, ship_it: bytes
-):
+    temporal_env: WorkflowEnvironment,
+    tmp_path: Path,
+    twilio: FakeTwilio,
+    agent: str,
+    grammar: Path,
+    ship_it: bytes,
+) -> None:
     running, hooks = twilio_stack(temporal_env, tmp_path, twilio, agent, offline(tmp_path, grammar))
     async with running as stack:
         form = twilio.incoming(STRANGER, "", whatsapp=True, media=[(ship_it, "audio/ogg")])

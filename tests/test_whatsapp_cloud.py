@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import json
 import re
-import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from pydantic import SecretStr
 from starlette.applications import Starlette
+from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.config import Config
 from agentcomms.errors import RateLimited, SendRefused
@@ -25,7 +24,6 @@ from agentcomms.transports._whatsapp_cloud import (
     CloudSender,
 )
 from gateway.chat import ChatTransports
-from tests.conftest import Tmux
 from tests.fakes.serve import free_port
 from tests.fakes.whatsapp_cloud import (
     ACCESS_TOKEN,
@@ -34,70 +32,24 @@ from tests.fakes.whatsapp_cloud import (
     FakeWhatsAppCloud,
     new_wamid,
 )
-from tests.stack import Stack, eventually, running_stack, typed
-from tests.test_mailbox import recorder
-
-ALICE = "+15551234567"
-STRANGER = "+15559990000"
-PUBLIC_URL = "https://agents.example.test/relay"  # a tunnel: not where the gateway listens
-
-
-@pytest.fixture
-async def meta() -> AsyncIterator[FakeWhatsAppCloud]:
-    fake = FakeWhatsAppCloud()
-    await fake.server.start()
-    yield fake
-    await fake.server.stop()
+from tests.support.chat import (
+    ALICE,
+    PUBLIC_URL,
+    STRANGER,
+    Hook,
+    cloud_section,
+    wamid_of,
+    with_cloud,
+)
+from tests.support.stack import Stack, register, running_stack
+from tests.support.tmux import Tmux, recorder
+from tests.support.waiting import eventually, typed
 
 
 @pytest.fixture
-def agent() -> str:
-    return f"wa-{uuid.uuid4().hex[:8]}"
-
-
-def cloud_section(fake: FakeWhatsAppCloud, **extra: Any) -> dict[str, Any]:
-    return {
-        "enabled": True,
-        "api": "cloud",
-        "access_token": SecretStr(fake.access_token),
-        "phone_number_id": fake.phone_number_id,
-        "app_secret": SecretStr(fake.app_secret),
-        "verify_token": SecretStr(VERIFY_TOKEN),
-        "base_url": fake.base_url,
-        **extra,
-    }
-
-
-def with_cloud(
-    fake: FakeWhatsAppCloud, agent: str, port: int, *, public_url: str | None = PUBLIC_URL
-) -> Any:
-    def configure(cfg: Config) -> Config:
-        chat = cfg.chat.model_copy(
-            update={
-                "whatsapp": cfg.chat.whatsapp.model_copy(update=cloud_section(fake)),
-                "channels": {f"whatsapp:{ALICE}": agent, f"whatsapp:{STRANGER}": agent},
-                "allowed_senders": {"whatsapp": [ALICE]},
-            }
-        )
-        server = cfg.server.model_copy(update={"http_port": port, "public_url": public_url})
-        return cfg.model_copy(update={"chat": chat, "server": server})
-
-    return configure
-
-
-class Hook:
-    """Meta's side of the webhook: it posts to where the gateway listens."""
-
-    def __init__(self, fake: FakeWhatsAppCloud, port: int) -> None:
-        self.fake = fake
-        self.url = f"http://127.0.0.1:{port}/webhooks/whatsapp"
-
-    async def post(self, call: dict[str, Any] | bytes, **kw: Any) -> Any:
-        return await self.fake.post_webhook(self.url, call, **kw)
-
-
-@pytest.fixture
-async def stack_and_hook(temporal_env, tmp_path, meta, agent) -> AsyncIterator[tuple[Stack, Hook]]:
+async def stack_and_hook(
+    temporal_env: WorkflowEnvironment, tmp_path: Path, meta: FakeWhatsAppCloud, agent: str
+) -> AsyncIterator[tuple[Stack, Hook]]:
     port = free_port()
     async with running_stack(
         temporal_env.client, tmp_path, configure=with_cloud(meta, agent, port)
@@ -105,22 +57,16 @@ async def stack_and_hook(temporal_env, tmp_path, meta, agent) -> AsyncIterator[t
         yield s, Hook(meta, port)
 
 
-async def register(stack: Stack, agent: str, tmux: Tmux, target: str, **extra: Any) -> None:
-    await stack.call(
-        "register", agent_id=agent, target=target, socket=tmux.socket, submit_delay_ms=0, **extra
-    )
-
-
-def wamid_of(call: dict[str, Any]) -> str:
-    return str(call["entry"][0]["changes"][0]["value"]["messages"][0]["id"])
-
-
 async def test_a_message_is_typed_once_even_when_meta_sends_the_webhook_again(
-    stack_and_hook, meta: FakeWhatsAppCloud, agent: str, tmux: Tmux, tmp_path: Path
-):
+    stack_and_hook: tuple[Stack, Hook],
+    meta: FakeWhatsAppCloud,
+    agent: str,
+    tmux: Tmux,
+    tmp_path: Path,
+) -> None:
     stack, hook = stack_and_hook
     target, out = recorder(tmux, tmp_path, "rec")
-    await register(stack, agent, tmux, target)
+    await register(stack, agent, tmux, target, submit_delay_ms=0)
 
     call = meta.incoming(ALICE, "ship it", name="Alice")
     answer = await hook.post(call)
@@ -138,7 +84,9 @@ async def test_a_message_is_typed_once_even_when_meta_sends_the_webhook_again(
     assert meta.texts_to(ALICE) == []
 
 
-async def test_the_verify_handshake_answers_only_the_right_token(stack_and_hook, meta):
+async def test_the_verify_handshake_answers_only_the_right_token(
+    stack_and_hook: tuple[Stack, Hook], meta: FakeWhatsAppCloud
+) -> None:
     _, hook = stack_and_hook
     right = await meta.verify(hook.url, VERIFY_TOKEN)
     assert right.status_code == 200 and right.text == "1158201444"
@@ -147,8 +95,8 @@ async def test_the_verify_handshake_answers_only_the_right_token(stack_and_hook,
 
 
 async def test_a_forged_or_unsigned_webhook_gets_403_and_nothing_is_queued(
-    stack_and_hook, meta: FakeWhatsAppCloud, agent: str
-):
+    stack_and_hook: tuple[Stack, Hook], meta: FakeWhatsAppCloud, agent: str
+) -> None:
     stack, hook = stack_and_hook
     calls = [meta.incoming(ALICE, f"attempt {i}") for i in range(4)]
     body = b'{"object": "whatsapp_business_account"}'
@@ -168,8 +116,8 @@ async def test_a_forged_or_unsigned_webhook_gets_403_and_nothing_is_queued(
 
 
 async def test_status_callbacks_are_acknowledged_and_ignored(
-    stack_and_hook, meta: FakeWhatsAppCloud, agent: str
-):
+    stack_and_hook: tuple[Stack, Hook], meta: FakeWhatsAppCloud, agent: str
+) -> None:
     stack, hook = stack_and_hook
     answer = await hook.post(meta.status_update(ALICE, new_wamid(), "read"))
     assert answer.status_code == 200
@@ -178,8 +126,8 @@ async def test_status_callbacks_are_acknowledged_and_ignored(
 
 
 async def test_a_message_without_words_gets_a_short_reply_and_reaches_no_agent(
-    stack_and_hook, meta: FakeWhatsAppCloud, agent: str
-):
+    stack_and_hook: tuple[Stack, Hook], meta: FakeWhatsAppCloud, agent: str
+) -> None:
     stack, hook = stack_and_hook
     photo = meta.incoming(
         ALICE, None, message={"type": "image", "image": {"id": "1", "mime_type": "image/jpeg"}}
@@ -196,8 +144,8 @@ async def test_a_message_without_words_gets_a_short_reply_and_reaches_no_agent(
 
 
 async def test_a_strangers_photo_gets_what_their_words_would_and_no_word_of_the_agent(
-    stack_and_hook, meta: FakeWhatsAppCloud, agent: str
-):
+    stack_and_hook: tuple[Stack, Hook], meta: FakeWhatsAppCloud, agent: str
+) -> None:
     stack, hook = stack_and_hook
 
     def photo(sender: str) -> dict[str, Any]:
@@ -223,8 +171,8 @@ async def test_a_strangers_photo_gets_what_their_words_would_and_no_word_of_the_
 
 
 async def test_a_stranger_is_rejected_and_recorded_until_paired(
-    stack_and_hook, meta: FakeWhatsAppCloud, agent: str
-):
+    stack_and_hook: tuple[Stack, Hook], meta: FakeWhatsAppCloud, agent: str
+) -> None:
     stack, hook = stack_and_hook
     first = meta.incoming(STRANGER, "let me in", name="Mallory")
     assert (await hook.post(first)).status_code == 200
@@ -249,8 +197,8 @@ async def test_a_stranger_is_rejected_and_recorded_until_paired(
 
 
 async def test_an_agent_reply_quotes_its_message_and_is_split_after_429_and_500(
-    stack_and_hook, meta: FakeWhatsAppCloud, agent: str
-):
+    stack_and_hook: tuple[Stack, Hook], meta: FakeWhatsAppCloud, agent: str
+) -> None:
     stack, _ = stack_and_hook
     meta.fail_next(429, 500, retry_after=0.2)
     asked = new_wamid()
@@ -275,8 +223,8 @@ async def test_an_agent_reply_quotes_its_message_and_is_split_after_429_and_500(
 
 @pytest.mark.parametrize("refused", [500, 429])
 async def test_a_long_reply_refused_at_its_second_piece_arrives_with_each_piece_once(
-    stack_and_hook, meta: FakeWhatsAppCloud, agent: str, refused: int
-):
+    stack_and_hook: tuple[Stack, Hook], meta: FakeWhatsAppCloud, agent: str, refused: int
+) -> None:
     stack, _ = stack_and_hook
     text = "\n".join(f"line {i:05d}" for i in range(1000))
     expected = split_text(text, 4096)
@@ -301,8 +249,8 @@ async def test_a_long_reply_refused_at_its_second_piece_arrives_with_each_piece_
 
 
 async def test_a_reply_waits_while_the_graph_api_is_down_and_goes_out_once_it_is_back(
-    stack_and_hook, meta: FakeWhatsAppCloud, agent: str
-):
+    stack_and_hook: tuple[Stack, Hook], meta: FakeWhatsAppCloud, agent: str
+) -> None:
     stack, _ = stack_and_hook
     await meta.server.stop()
     result = await stack.call(
@@ -314,8 +262,8 @@ async def test_a_reply_waits_while_the_graph_api_is_down_and_goes_out_once_it_is
 
 
 async def test_a_closed_24_hour_window_fails_at_once_saying_so(
-    stack_and_hook, meta: FakeWhatsAppCloud, agent: str
-):
+    stack_and_hook: tuple[Stack, Hook], meta: FakeWhatsAppCloud, agent: str
+) -> None:
     stack, _ = stack_and_hook
     meta.refuse_next(
         400,
@@ -334,11 +282,15 @@ async def test_a_closed_24_hour_window_fails_at_once_saying_so(
 
 
 async def test_the_typed_receipt_says_when_max_chars_cut_the_text(
-    stack_and_hook, meta: FakeWhatsAppCloud, agent: str, tmux: Tmux, tmp_path: Path
-):
+    stack_and_hook: tuple[Stack, Hook],
+    meta: FakeWhatsAppCloud,
+    agent: str,
+    tmux: Tmux,
+    tmp_path: Path,
+) -> None:
     stack, hook = stack_and_hook
     target, _ = recorder(tmux, tmp_path, "rec")
-    await register(stack, agent, tmux, target, max_chars=100)
+    await register(stack, agent, tmux, target, submit_delay_ms=0, max_chars=100)
     call = meta.incoming(ALICE, "x" * 300, name="Alice")
     assert (await hook.post(call)).status_code == 200
     await eventually(lambda: meta.texts_to(ALICE))
@@ -352,7 +304,9 @@ async def test_the_typed_receipt_says_when_max_chars_cut_the_text(
     }
 
 
-async def test_the_sender_maps_meta_errors_to_what_to_do(meta: FakeWhatsAppCloud, tmp_path: Path):
+async def test_the_sender_maps_meta_errors_to_what_to_do(
+    meta: FakeWhatsAppCloud, tmp_path: Path
+) -> None:
     cfg = Config()
     cfg = cfg.model_copy(
         update={
@@ -399,7 +353,9 @@ async def test_the_sender_maps_meta_errors_to_what_to_do(meta: FakeWhatsAppCloud
     assert meta.sent == []
 
 
-async def test_status_says_what_to_fix_when_the_webhook_cannot_work(meta: FakeWhatsAppCloud):
+async def test_status_says_what_to_fix_when_the_webhook_cannot_work(
+    meta: FakeWhatsAppCloud,
+) -> None:
     base = Config()
     half = base.chat.whatsapp.model_copy(
         update=cloud_section(meta, app_secret=None, verify_token=None)

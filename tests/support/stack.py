@@ -6,9 +6,7 @@ SQLite file and socket, on the session's Temporal dev server.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
-import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -16,9 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
 from pydantic import SecretStr
 from temporalio.client import Client
-from temporalio.testing import ActivityEnvironment
+from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 
 from agentcomms.client import GatewayClient
 from agentcomms.config import (
@@ -30,9 +29,12 @@ from agentcomms.config import (
     TemporalConfig,
     VoiceConfig,
 )
+from agentcomms.models import Event
 from agentcomms.store import Store
 from agentcomms.workflow_ids import MAILBOX_WORKFLOW, mailbox_id
 from gateway.service import Gateway
+from tests.support.tmux import Tmux, pane_command, recorder
+from tests.support.waiting import eventually
 from workers.main import build_workers
 
 STACK_KEY = "test-deployment-key-of-the-stacks-in-this-run"
@@ -40,6 +42,9 @@ STACK_KEY = "test-deployment-key-of-the-stacks-in-this-run"
 
 @dataclass
 class Stack:
+    """A running stack: its configuration, Temporal client, projection, gateway, host, and a
+    client of its gateway socket."""
+
     cfg: Config
     client: Client
     store: Store
@@ -48,6 +53,7 @@ class Stack:
     rpc: GatewayClient
 
     async def call(self, method: str, **params: Any) -> Any:
+        """A request on the gateway socket, as the CLI and MCP servers make them; its result."""
         return await self.rpc.call(method, **params)
 
     def agent_id(self, name: str = "agent") -> str:
@@ -110,27 +116,38 @@ async def running_stack(
         yield Stack(cfg=cfg, client=client, store=store, gateway=gateway, host=host, rpc=rpc)
 
 
-async def eventually(
-    probe: Callable[[], Any], *, timeout: float = 20, interval: float = 0.05
-) -> Any:
-    """Poll `probe` until it returns something truthy; fail with its last value at the timeout."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if asyncio.iscoroutine(value) or isinstance(value, asyncio.Future):
-            value = await value
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout} s; last value: {value!r}")
-        await asyncio.sleep(interval)
+@pytest.fixture
+async def stack(temporal_env: WorkflowEnvironment, tmp_path: Path) -> AsyncIterator[Stack]:
+    """A whole stack with its worker, on the session's dev server, as most tests use it."""
+    async with running_stack(temporal_env.client, tmp_path) as s:
+        yield s
 
 
-async def typed(out: Path, expected: bytes, *, timeout: float = 20) -> None:
-    """The recorder pane's file holds exactly `expected`, once the program in the pane caught up:
-    "delivered" means tmux took the keys; `cat` writes them to the file a moment later."""
-    await eventually(lambda: len(out.read_bytes()) >= len(expected), timeout=timeout)
-    assert await asyncio.to_thread(out.read_bytes) == expected
+async def register(stack: Stack, agent: str, tmux: Tmux, target: str, **extra: Any) -> None:
+    """`agent` registered on the pane `target` of the test's tmux server."""
+    await stack.call("register", agent_id=agent, target=target, socket=tmux.socket, **extra)
+
+
+async def register_recorder(stack: Stack, tmux: Tmux, tmp_path: Path, agent: str) -> Path:
+    """A recorder pane registered as `agent`'s, the agent online; returns the file its bytes land in."""
+    target, out = recorder(tmux, tmp_path, agent)
+    # Text typed before `stty raw` runs would be cooked (CR read as LF): wait for cat first.
+    await eventually(lambda: pane_command(tmux, target) == "cat", timeout=5)
+    await register(stack, agent, tmux, target, submit_delay_ms=0)
+    # send_agent_message waits for the pane only for a peer the projection shows online.
+    await eventually(lambda: _status_is(stack, agent, "online"), timeout=10)
+    return out
+
+
+async def delivered(stack: Stack, event_id: str) -> Event | None:
+    """The event, once the projection shows it delivered (for ``eventually``)."""
+    event = await stack.store.get_event(event_id)
+    return event if event is not None and event.status == "delivered" else None
+
+
+async def _status_is(stack: Stack, agent: str, status: str) -> bool:
+    row = await stack.store.get_agent(agent)
+    return row is not None and row.status == status
 
 
 def in_mailbox_of(agent_id: str, **info: object) -> ActivityEnvironment:

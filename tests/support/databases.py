@@ -1,5 +1,4 @@
-"""Throwaway PostgreSQL databases for tests.
-
+"""Real, empty databases for the projection's tests: a SQLite file, and PostgreSQL too when
 ``AGENTCOMMS_TEST_DATABASE_URL`` names a server and an administrative database, e.g.
 ``postgresql+asyncpg://postgres@127.0.0.1:5432/postgres``; each test gets a database of its own
 on that server, dropped afterwards.
@@ -8,14 +7,19 @@ on that server, dropped afterwards.
 from __future__ import annotations
 
 import asyncio
+import os
 import uuid
 from collections.abc import Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, TypeVar
 
 import asyncpg
+import pytest
 from sqlalchemy.engine import URL, make_url
+
+PG_URL_ENV = "AGENTCOMMS_TEST_DATABASE_URL"
 
 T = TypeVar("T")
 
@@ -52,3 +56,23 @@ def temporary_database(admin_url: str) -> Iterator[str]:
     finally:
         # FORCE: a connection a failed test leaked must not keep the database alive.
         _run(_execute(admin, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+def _database_params() -> list[str]:
+    params = ["sqlite"]
+    if os.environ.get(PG_URL_ENV):
+        params.append("postgresql")
+    return params
+
+
+@pytest.fixture(params=_database_params())
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A real, empty database: a SQLite file, and PostgreSQL when AGENTCOMMS_TEST_DATABASE_URL is set.
+
+    Each PostgreSQL test gets its own freshly created database so tests cannot see each other's rows.
+    """
+    if request.param == "sqlite":
+        yield f"sqlite+aiosqlite:///{tmp_path / 'agentcomms.db'}"
+        return
+    with temporary_database(os.environ[PG_URL_ENV]) as url:
+        yield url

@@ -1,5 +1,6 @@
-"""Voice notes as phones record them: espeak-ng's speech, encoded as Ogg/Opus at 48 kHz (what
-Telegram and WhatsApp send), with the system's libsndfile (the decoder's own library)."""
+"""Speech for the tests: voice notes as phones record them (espeak-ng's speech, encoded as
+Ogg/Opus at 48 kHz, what Telegram and WhatsApp send, with the system's libsndfile, the decoder's
+own library), and Deepgram's speech API on a local port."""
 
 from __future__ import annotations
 
@@ -8,10 +9,18 @@ import ctypes
 import os
 import subprocess
 import tempfile
+from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
+
+import pytest
 
 from agentcomms.voice.sndfile import SFInfo, library
 from agentcomms.voice.tts.local import EspeakSpeech
+from tests.fakes.deepgram import FakeDeepgram
+
+# What the human answers in the call tests: each phrase is one the local recognizer can hear
+# exactly, within a grammar of them.
+ANSWERS = ["yes go ahead", "no wait", "call me later", "ship it on friday"]
 
 _SFM_WRITE = 0x20
 _OGG_OPUS = 0x200000 | 0x0064
@@ -42,7 +51,23 @@ def _encode(wav: bytes) -> bytes:
         return path.read_bytes()
 
 
+def write_grammar(path: Path, phrases: Iterable[str] = ANSWERS) -> Path:
+    """A JSGF grammar at `path` whose sentences are `phrases`: pocketsphinx hears one of them."""
+    path.write_text(
+        "#JSGF V1.0;\ngrammar answers;\npublic <answer> = " + " | ".join(phrases) + ";\n"
+    )
+    return path
+
+
 async def voice_note(phrase: str) -> bytes:
     """``phrase`` said by espeak-ng, as an Ogg/Opus voice note."""
     wav, _ = await EspeakSpeech().synthesize(phrase)
     return await asyncio.to_thread(_encode, wav)
+
+
+@pytest.fixture
+async def deepgram() -> AsyncIterator[FakeDeepgram]:
+    """Deepgram's speech API on a local port (speech calls and voice notes both use it)."""
+    fake = FakeDeepgram()
+    async with fake.server:
+        yield fake

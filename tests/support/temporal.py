@@ -20,8 +20,6 @@ from temporalio.testing import WorkflowEnvironment
 from agentcomms.search_attributes import ALL as SEARCH_ATTRIBUTES
 from agentcomms.temporal import PROBLEMS_AFTER_FAILURES, ensure_search_attributes, temporal_binary
 
-__all__ = ["temporal_env", "temporal_env_low_can", "time_skipping_env"]
-
 # Low enough that a test with a few hundred messages crosses several continue-as-new boundaries.
 LOW_CONTINUE_AS_NEW = 60
 

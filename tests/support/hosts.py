@@ -1,0 +1,44 @@
+"""Hosts of one deployment: an `agentcomms worker --host-id` process for the panes of a host
+other than the gateway's, as a second machine runs it."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from agentcomms.temporal import last_polls
+from agentcomms.workflow_ids import host_task_queue
+from tests.support.cli import AGENTCOMMS, env_for
+from tests.support.home import write_config
+from tests.support.stack import STACK_KEY, Stack
+from tests.support.waiting import eventually
+
+
+async def worker_process(
+    stack: Stack, host: str, home: Path, *options: str
+) -> asyncio.subprocess.Process:
+    """`agentcomms worker --host-id HOST`, configured for the stack's Temporal and projection;
+    returns once it polls its host's queue."""
+    write_config(
+        home,
+        {
+            "temporal": {
+                "address": stack.cfg.temporal.address,
+                "task_queue": stack.cfg.temporal.task_queue,
+            },
+            "database": {"url": stack.cfg.database.resolved_url()},
+            # One deployment, one key: the worker types what the test's gateway signed.
+            "security": {"deployment_key": STACK_KEY},
+        },
+    )
+    process = await asyncio.create_subprocess_exec(
+        AGENTCOMMS, "worker", "--host-id", host, *options, env=env_for(home),
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+
+    async def polling() -> bool:
+        polls = await last_polls(stack.client, host_task_queue(host))
+        return any(who.startswith(f"{process.pid}@") for who in polls)
+
+    await eventually(polling, timeout=30, interval=0.2)
+    return process

@@ -1,0 +1,51 @@
+"""Replaying an agent's mailbox: its histories, taken between workflow tasks, replayed inside the
+sandbox, so a change that makes a running mailbox non-deterministic fails a test first."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from temporalio.client import WorkflowHandle, WorkflowHistory
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Replayer
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
+
+from tests.support.stack import Stack
+from workflows.mailbox.models import AgentSnapshot
+from workflows.mailbox.workflow import AgentWorkflow
+
+
+async def settled_history(handle: WorkflowHandle[Any, Any]) -> WorkflowHistory | None:
+    """The mailbox's history, or None while it ends inside a workflow task."""
+    history = await handle.fetch_history()
+    last = history.events[-1]
+    busy = last.HasField("workflow_task_scheduled_event_attributes") or last.HasField(
+        "workflow_task_started_event_attributes"
+    )
+    return None if busy else history
+
+
+def mailbox_replayer() -> Replayer:
+    # Inside the sandbox, though the worker runs the mailbox outside it: a call that is not
+    # deterministic (the clock, randomness, I/O) raises here instead of forking a replay later.
+    return Replayer(
+        workflows=[AgentWorkflow],
+        data_converter=pydantic_data_converter,
+        unsandboxed_workflow_runner=SandboxedWorkflowRunner(),
+    )
+
+
+async def unreachable(stack: Stack, agent: str) -> AgentSnapshot | None:
+    """The mailbox's state, once it finds the agent's pane unreachable (for ``eventually``)."""
+    state = await stack.gateway.mailbox.snapshot(agent)
+    return state if state is not None and state.status == "unreachable" else None
+
+
+async def offline(stack: Stack, agent: str) -> AgentSnapshot | None:
+    """The mailbox's state, once its agent has no pane (unregistered; for ``eventually``)."""
+    state = await stack.gateway.mailbox.snapshot(agent)
+    return (
+        state
+        if state is not None and state.status == "offline" and not state.registration
+        else None
+    )
