@@ -8,7 +8,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator
 
-from agentcomms.bridge.tmux import check_interrupt_key, check_socket, check_target
+from agentcomms.bridge.checks import check_interrupt_key, check_socket, check_target
 from agentcomms.errors import InvalidTarget
 
 

@@ -74,6 +74,7 @@ import re
 import uuid
 from dataclasses import dataclass
 
+from agentcomms.bridge.checks import check_event_id, check_interrupt_key, check_pane
 from agentcomms.bridge.sanitize import CleanText, sanitize
 from agentcomms.errors import BridgeError, InvalidTarget, PaneNotFound, TmuxError
 from agentcomms.models import DeliveryOutcome, Keypress, PaneTarget, Typing
@@ -91,11 +92,7 @@ RECENT_EVENTS_CHARS = 32_000
 # event to the program where a thousand keystrokes are a thousand.
 SEND_KEYS_MAX_CHARS = 1000
 
-# Keys an agent may be interrupted with. Anything else could be a sequence of tmux key names.
-INTERRUPT_KEY = re.compile(r"C-[a-z]|M-[a-z]|Escape|Enter|Tab|F(?:[1-9]|1[0-2])")
-_EVENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}")
 _PANE_ID = re.compile(r"%[0-9]+")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 # What one invocation may carry, texts included: tmux sends a client's whole command to the
 # server in one message, and refuses one past 16 KB ("command too long", measured on tmux 3.3a).
@@ -276,8 +273,8 @@ class TmuxAdapter:
     async def interrupt(self, req: Keypress) -> bool:
         """Press the agent's interrupt key once per event; False if this event already pressed it."""
         check_interrupt_key(req.key)
-        _check_pane(req.pane)
-        _check_event_id(req.event_id)
+        check_pane(req.pane)
+        check_event_id(req.event_id)
         info = await self.pane_info(req.pane)
         if info.has_seen(req.event_id):
             return False
@@ -301,7 +298,7 @@ class TmuxAdapter:
 
     async def pane_info(self, pane: PaneTarget) -> PaneInfo:
         """Resolve `pane` strictly and read its markers; PaneNotFound if it is gone or dead."""
-        _check_pane(pane)
+        check_pane(pane)
         out = await self._run(
             pane.socket,
             _sequence(
@@ -387,8 +384,8 @@ class TmuxAdapter:
 
 def _prepared(req: Typing) -> tuple[CleanText, DeliveryOutcome]:
     """Check the request; the text as it will be typed, and the outcome of typing it."""
-    _check_pane(req.pane)
-    _check_event_id(req.event_id)
+    check_pane(req.pane)
+    check_event_id(req.event_id)
     if req.submit_delay_ms < 0:
         raise InvalidTarget(f"submit_delay_ms must be 0 or more, not {req.submit_delay_ms}")
     if req.max_chars < 1:
@@ -479,43 +476,3 @@ def _sequence(commands: list[list[str]]) -> list[str]:
             args.append(";")
         args.extend(command)
     return args
-
-
-def _check_pane(pane: PaneTarget) -> None:
-    check_target(pane.target)
-    if pane.socket is not None:
-        check_socket(pane.socket)
-
-
-def check_target(target: str) -> None:
-    """Raise InvalidTarget unless `target` can be handed to tmux as one -t argument."""
-    if not target.strip() or len(target) > 256 or _CONTROL.search(target):
-        raise InvalidTarget(
-            f"not a usable tmux target: {target!r} (expected session:window.pane, e.g. dev:0.1)"
-        )
-    if target.endswith(";"):  # tmux would read it as a command separator
-        raise InvalidTarget(f"a tmux target cannot end with ';': {target!r}")
-
-
-def check_socket(socket: str) -> None:
-    """Raise InvalidTarget unless `socket` can be handed to tmux as its -S path."""
-    if not socket or _CONTROL.search(socket):
-        raise InvalidTarget(f"not a usable tmux socket path: {socket!r}")
-
-
-def _check_event_id(event_id: str) -> None:
-    # The id goes into a pane option through a tmux format and is compared on retry, so it must
-    # hold nothing tmux expands ('#') and nothing that separates entries (spaces).
-    if not _EVENT_ID.fullmatch(event_id):
-        raise InvalidTarget(
-            f"event id {event_id!r} must be 1-200 letters, digits, '_', '.', ':' or '-'"
-        )
-
-
-def check_interrupt_key(key: str) -> None:
-    """Raise InvalidTarget unless `key` is one tmux key an agent may be interrupted with."""
-    if not INTERRUPT_KEY.fullmatch(key):
-        raise InvalidTarget(
-            f"interrupt key {key!r} is not allowed; use C-a … C-z, M-a … M-z, Escape, Enter, "
-            "Tab or F1 … F12"
-        )

@@ -1,0 +1,58 @@
+"""What the tmux bridge may hand to tmux: a target, a socket path, an event id and an interrupt
+key, each checked before any tmux client runs, so untrusted input can never spell a tmux
+command, a key name or a format. The config file and the gateway use the same checks
+(:mod:`agentcomms.bridge.fields`), so a bad value is refused when it is given.
+"""
+
+from __future__ import annotations
+
+import re
+
+from agentcomms.errors import InvalidTarget
+from agentcomms.models import PaneTarget
+
+# Keys an agent may be interrupted with. Anything else could be a sequence of tmux key names.
+INTERRUPT_KEY = re.compile(r"C-[a-z]|M-[a-z]|Escape|Enter|Tab|F(?:[1-9]|1[0-2])")
+_EVENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def check_pane(pane: PaneTarget) -> None:
+    check_target(pane.target)
+    if pane.socket is not None:
+        check_socket(pane.socket)
+
+
+def check_target(target: str) -> None:
+    """Raise InvalidTarget unless `target` can be handed to tmux as one -t argument."""
+    if not target.strip() or len(target) > 256 or _CONTROL.search(target):
+        raise InvalidTarget(
+            f"not a usable tmux target: {target!r} (expected session:window.pane, e.g. dev:0.1)"
+        )
+    if target.endswith(";"):  # tmux would read it as a command separator
+        raise InvalidTarget(f"a tmux target cannot end with ';': {target!r}")
+
+
+def check_socket(socket: str) -> None:
+    """Raise InvalidTarget unless `socket` can be handed to tmux as its -S path."""
+    if not socket or _CONTROL.search(socket):
+        raise InvalidTarget(f"not a usable tmux socket path: {socket!r}")
+
+
+def check_event_id(event_id: str) -> None:
+    """Raise InvalidTarget unless `event_id` can be recorded in a pane option."""
+    # The id goes into a pane option through a tmux format and is compared on retry, so it must
+    # hold nothing tmux expands ('#') and nothing that separates entries (spaces).
+    if not _EVENT_ID.fullmatch(event_id):
+        raise InvalidTarget(
+            f"event id {event_id!r} must be 1-200 letters, digits, '_', '.', ':' or '-'"
+        )
+
+
+def check_interrupt_key(key: str) -> None:
+    """Raise InvalidTarget unless `key` is one tmux key an agent may be interrupted with."""
+    if not INTERRUPT_KEY.fullmatch(key):
+        raise InvalidTarget(
+            f"interrupt key {key!r} is not allowed; use C-a … C-z, M-a … M-z, Escape, Enter, "
+            "Tab or F1 … F12"
+        )
