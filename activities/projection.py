@@ -1,35 +1,62 @@
-"""Projection writes: the workflow's account of each event and agent, written to the SQL store.
+"""Projection writes: the workflows' account of each event and agent, written to the SQL store.
 
 Run as local activities beside the delivery, on the agent's host worker. Every write is idempotent,
 so a retried activity (or a replayed workflow task) changes nothing the second time.
+
+People and agents read what is written here (`events`, `check_messages`), and Temporal
+authenticates no one, so the writes run only as local activities of agentcomms' own workflows;
+and what a mailbox writes of its messages must be what the deployment signed: a message whose tag
+does not check out (a forgery its state or a signal carried in) is written only as rejected, and
+only for the mailbox's own agent.
 """
 
 from __future__ import annotations
 
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
-from agentcomms import metrics
-from agentcomms.models import LoadedEvents, LoadRequest, ProjectionUpdate
+from agentcomms import errors, metrics
+from agentcomms.models import Event, LoadedEvents, LoadRequest, ProjectionUpdate
 from agentcomms.store import Store
+from agentcomms.trust import DeploymentKey
+from agentcomms.workflow_ids import MAILBOX_WORKFLOW, agent_of_mailbox
+
+NOT_SIGNED = (
+    "not signed by this deployment: it did not come through agentcomms, so it was not typed"
+)
 
 
 class ProjectionActivities:
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, key: DeploymentKey) -> None:
         self._store = store
+        self._key = key
 
     @activity.defn(name="record_projection")
     async def record_projection(self, update: ProjectionUpdate) -> None:
-        """Write the events a mailbox settled (inserted when the gateway's write was lost) and
+        """Write the events a workflow settled (inserted when the gateway's write was lost) and
         its agent row: one local activity per batch instead of one per message. Waiting texts
         are inserted where the projection lacks them (a mailbox about to let go of them)."""
-        await self._store.record_events(update.waiting)
-        await self._store.settle_events(update.events, agent=update.agent)
-        metrics.settled(update.events, update.agent)
+        info = _local_only()
+        waiting, events = update.waiting, update.events
+        if info.workflow_type == MAILBOX_WORKFLOW:
+            agent_id = agent_of_mailbox(info.workflow_id or "")
+            waiting = [self._as_signed(e) for e in waiting if e.agent_id == agent_id]
+            events = [self._as_signed(e) for e in events if e.agent_id == agent_id]
+        await self._store.record_events(waiting)
+        await self._store.settle_events(events, agent=update.agent)
+        metrics.settled(events, update.agent)
+
+    def _as_signed(self, event: Event) -> Event:
+        if event.direction == "in" and self._key.event_is_genuine(event):
+            return event
+        error = event.error if event.status in ("failed", "rejected") else NOT_SIGNED
+        return event.model_copy(update={"status": "rejected", "error": error, "delivered_at": None})
 
     @activity.defn(name="load_waiting_events")
     async def load_waiting_events(self, request: LoadRequest) -> LoadedEvents:
         """Read waiting events back, in the order asked, until about `max_chars` of text (at
         least one): the mailbox carries their ids, the projection their texts."""
+        _local_only()
         found = await self._store.events_by_id(request.agent_id, request.event_ids)
         loaded = LoadedEvents()
         chars = 0
@@ -42,3 +69,20 @@ class ProjectionActivities:
             loaded.events.append(event)
             chars += len(event.text)
         return loaded
+
+
+def _local_only() -> activity.Info:
+    info = activity.info()
+    if not info.is_local:
+        activity.logger.warning(
+            "refused %s scheduled by %s (%s): it runs only inside agentcomms' own workflows",
+            info.activity_type,
+            info.workflow_id,
+            info.workflow_type,
+        )
+        raise ApplicationError(
+            f"{info.activity_type} runs only as a local activity of agentcomms' own workflows",
+            type=errors.NOT_LOCAL,
+            non_retryable=True,
+        )
+    return info

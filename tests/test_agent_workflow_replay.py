@@ -85,8 +85,8 @@ async def test_a_missing_pane_is_retried_with_capped_backoff(
     host = f"ts-{uuid.uuid4().hex[:8]}"
     agent = f"ts-{host}"
     async with await Store.open(f"sqlite+aiosqlite:///{tmp_path / 'p.db'}") as store:
-        projection = ProjectionActivities(store)
         key = DeploymentKey(b"t" * 40)
+        projection = ProjectionActivities(store, key)
         panes = PaneActivities(key, store)
         async with Worker(
             client,

@@ -27,6 +27,7 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from activities.delivery import PaneActivities
+from activities.projection import ProjectionActivities
 from agentcomms import errors
 from agentcomms.bridge.tmux import RECENT_EVENTS_OPTION
 from agentcomms.config import SecurityConfig, load_config
@@ -37,6 +38,7 @@ from agentcomms.models import (
     DeliveryOutcome,
     Event,
     InterruptRequest,
+    ProjectionUpdate,
     Registration,
     Unregister,
 )
@@ -511,3 +513,34 @@ class Attacker:
             retry_policy=RetryPolicy(maximum_attempts=1),
         )
         return outcomes
+
+
+async def test_a_mailbox_writes_to_the_projection_only_what_the_deployment_signed(
+    tmp_path: Path,
+) -> None:
+    """What a mailbox's state or a signal carries in (a forgery) never reaches the projection as
+    a message: it is written as rejected, only for the mailbox's own agent, and the projection
+    writes refuse anyone but agentcomms' own workflows."""
+    agent = "backend"
+    genuine = KEY.sign_event(message(agent, "genuine")).model_copy(update={"status": "delivered"})
+    forged = message(agent, "FORGED, as if Alice said it").model_copy(
+        update={"status": "delivered"}
+    )
+    elsewhere = message("frontend", "for another agent")
+    update = ProjectionUpdate(events=[genuine, forged, elsewhere], waiting=[message(agent, "W")])
+    async with await Store.open(f"sqlite+aiosqlite:///{tmp_path / 'p.db'}") as store:
+        projection = ProjectionActivities(store, KEY)
+        scheduled = in_mailbox_of(agent, is_local=False)
+        with pytest.raises(ApplicationError) as refused:
+            await scheduled.run(projection.record_projection, update)
+        assert refused.value.type == errors.NOT_LOCAL and refused.value.non_retryable
+        assert await store.get_event(genuine.id) is None
+        await in_mailbox_of(agent).run(projection.record_projection, update)
+        stored = await store.get_event(genuine.id)
+        assert stored is not None and stored.status == "delivered"
+        shown = await store.get_event(forged.id)
+        assert shown is not None and shown.status == "rejected"
+        assert "not signed by this deployment" in (shown.error or "")
+        waiting = await store.get_event(update.waiting[0].id)
+        assert waiting is not None and waiting.status == "rejected"
+        assert await store.get_event(elsewhere.id) is None

@@ -46,8 +46,8 @@ def build_workers(
     client: Client, cfg: Config, store: Store, *, host: str | None = None, shared: bool = True
 ) -> list[Worker]:
     """This host's workers; `shared=False` leaves the shared queue to another process."""
-    projection = ProjectionActivities(store)
     key = DeploymentKey.load(cfg.security)
+    projection = ProjectionActivities(store, key)
     panes = PaneActivities(key, store)  # types only what the deployment signed
     # A mailbox that typed a chat message queues its receipt in the outbox, on the shared queue.
     receipts = ReceiptActivities(Outbox(client, cfg.temporal.task_queue).post)

@@ -59,6 +59,7 @@ CALL_REFUSED = "CallRefused"  # non-retryable: the call system refused (number, 
 CALL_SYSTEM_UNAVAILABLE = "CallSystemUnavailable"  # retryable: the call system's network or 5xx
 NOT_SIGNED = "NotSignedByDeployment"  # non-retryable: the event is rejected, never typed
 NOT_A_MAILBOX = "NotAnAgentMailbox"  # non-retryable: a pane activity asked for by anyone else
+NOT_LOCAL = "NotALocalActivity"  # non-retryable: a projection write scheduled by anyone
 REGISTRATION_NOT_SIGNED = "RegistrationNotSigned"  # non-retryable: the pane waits for a real one
 
 __all__ = [
