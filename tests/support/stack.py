@@ -6,9 +6,12 @@ SQLite file and socket, on the session's Temporal dev server.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import functools
+import sys
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -103,17 +106,43 @@ async def running_stack(
     host = host or f"test-{uuid.uuid4().hex[:8]}"
     async with AsyncExitStack() as stack:
         store = await Store.open(cfg.database.resolved_url())
-        stack.push_async_callback(store.close)
+        stack.push_async_callback(_bounded, "the store's close", store.close)
         if with_worker:
             for worker in build_workers(client, cfg, store, host=host):
-                await stack.enter_async_context(worker)
+                await worker.__aenter__()
+                stack.push_async_callback(
+                    _bounded,
+                    f"the worker of {worker.task_queue}'s shutdown",
+                    functools.partial(worker.__aexit__, None, None, None),
+                )
         gateway = Gateway(cfg, client, store, host=host)
         await gateway.start()
-        stack.push_async_callback(gateway.close)
+        stack.push_async_callback(_bounded, "the gateway's close", gateway.close)
         rpc = GatewayClient(cfg.server.socket())
         await rpc.connect()
-        stack.push_async_callback(rpc.close)
+        stack.push_async_callback(_bounded, "the socket client's close", rpc.close)
         yield Stack(cfg=cfg, client=client, store=store, gateway=gateway, host=host, rpc=rpc)
+
+
+# A stack's parts close in milliseconds. Rarely (about one full run in several), a teardown never
+# ended and the per-test timeout ended the whole run: a worker's shutdown waiting for a local
+# activity the SDK's core stopped tracking (temporalio PR #1837 describes it) is the suspect.
+# Past this, what is still pending is printed, for the next person to read, and the test goes on.
+TEARDOWN_S = 45
+
+
+async def _bounded(what: str, close: Callable[[], Awaitable[object]]) -> None:
+    try:
+        async with asyncio.timeout(TEARDOWN_S):
+            await close()
+    except TimeoutError:
+        pending = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        print(
+            f"\n{what} did not end in {TEARDOWN_S} s; {len(pending)} tasks pending:",
+            file=sys.stderr,
+        )
+        for task in pending:
+            task.print_stack(limit=8, file=sys.stderr)
 
 
 @pytest.fixture
