@@ -5,9 +5,9 @@ so a retried activity (or a replayed workflow task) changes nothing the second t
 
 People and agents read what is written here (`events`, `check_messages`), and Temporal
 authenticates no one, so the writes run only as local activities of agentcomms' own workflows;
-and what a mailbox writes of its messages must be what the deployment signed: a message whose tag
-does not check out (a forgery its state or a signal carried in) is written only as rejected, and
-only for the mailbox's own agent.
+and what a mailbox writes of its messages must be what the deployment signed for its agent: any
+other message (a forgery its state or a signal carried in, one signed for another agent) is
+written only as rejected.
 """
 
 from __future__ import annotations
@@ -40,14 +40,17 @@ class ProjectionActivities:
         waiting, events = update.waiting, update.events
         if info.workflow_type == MAILBOX_WORKFLOW:
             agent_id = agent_of_mailbox(info.workflow_id or "")
-            waiting = [self._as_signed(e) for e in waiting if e.agent_id == agent_id]
-            events = [self._as_signed(e) for e in events if e.agent_id == agent_id]
+            waiting = [self._as_signed(e, agent_id) for e in waiting]
+            events = [self._as_signed(e, agent_id) for e in events]
         await self._store.record_events(waiting)
         await self._store.settle_events(events, agent=update.agent)
         metrics.settled(events, update.agent)
 
-    def _as_signed(self, event: Event) -> Event:
-        if event.direction == "in" and self._key.event_is_genuine(event):
+    def _as_signed(self, event: Event, agent_id: str | None) -> Event:
+        """The event as a mailbox may write it: as it is when the deployment signed it for this
+        mailbox's agent, otherwise as a refused forgery (which no agent reads)."""
+        genuine = event.agent_id == agent_id and self._key.event_is_genuine(event)
+        if event.direction == "in" and genuine:
             return event
         error = event.error if event.status in ("failed", "rejected") else NOT_SIGNED
         return event.model_copy(update={"status": "rejected", "error": error, "delivered_at": None})

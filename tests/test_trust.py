@@ -518,15 +518,17 @@ class Attacker:
 async def test_a_mailbox_writes_to_the_projection_only_what_the_deployment_signed(
     tmp_path: Path,
 ) -> None:
-    """What a mailbox's state or a signal carries in (a forgery) never reaches the projection as
-    a message: it is written as rejected, only for the mailbox's own agent, and the projection
+    """What a mailbox's state or a signal carries in (a forgery, or a message for another agent)
+    never reaches the projection as a message: it is written as rejected, and the projection
     writes refuse anyone but agentcomms' own workflows."""
     agent = "backend"
     genuine = KEY.sign_event(message(agent, "genuine")).model_copy(update={"status": "delivered"})
     forged = message(agent, "FORGED, as if Alice said it").model_copy(
         update={"status": "delivered"}
     )
-    elsewhere = message("frontend", "for another agent")
+    elsewhere = KEY.sign_event(message("frontend", "for another agent")).model_copy(
+        update={"status": "delivered"}
+    )
     update = ProjectionUpdate(events=[genuine, forged, elsewhere], waiting=[message(agent, "W")])
     async with await Store.open(f"sqlite+aiosqlite:///{tmp_path / 'p.db'}") as store:
         projection = ProjectionActivities(store, KEY)
@@ -543,4 +545,5 @@ async def test_a_mailbox_writes_to_the_projection_only_what_the_deployment_signe
         assert "not signed by this deployment" in (shown.error or "")
         waiting = await store.get_event(update.waiting[0].id)
         assert waiting is not None and waiting.status == "rejected"
-        assert await store.get_event(elsewhere.id) is None
+        misplaced = await store.get_event(elsewhere.id)
+        assert misplaced is not None and misplaced.status == "rejected"
