@@ -17,8 +17,9 @@ from temporalio.exceptions import ActivityError, ApplicationError
 with workflow.unsafe.imports_passed_through():
     from agentcomms import policies
     from agentcomms.models import Event, ProjectionUpdate
-    from agentcomms.outbox_models import ChatSent, OutboxItem
+    from agentcomms.outbox_models import OutboxItem
     from agentcomms.workflow_ids import OUTBOX_WORKFLOW
+    from workflows.outbox import activities
     from workflows.outbox.models import OutboxInput, OutboxState, SendOutcome, SendStatus, WaitSent
 
 SEEN_IDS_KEPT = 1000
@@ -99,9 +100,8 @@ class OutboxWorkflow:
         what = f"receipt ({send.stage}) for" if send.kind == "receipt" else "send"
         try:
             sent = await workflow.execute_activity(
-                "send_chat",
+                activities.send_chat,
                 send,
-                result_type=ChatSent,
                 start_to_close_timeout=policies.CHAT_SEND_TIMEOUT,
                 schedule_to_close_timeout=(
                     policies.CHAT_RECEIPT_GIVE_UP
@@ -143,7 +143,7 @@ class OutboxWorkflow:
             }
         )
         await workflow.execute_local_activity(
-            "record_projection",
+            activities.record_projection,
             ProjectionUpdate(events=[settled]),
             start_to_close_timeout=policies.PROJECTION_TIMEOUT,
             retry_policy=policies.PROJECTION_RETRY,
