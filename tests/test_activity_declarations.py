@@ -19,6 +19,8 @@ from activities.chat import ChatActivities
 from activities.delivery import PaneActivities
 from activities.projection import ProjectionActivities
 from activities.receipts import ReceiptActivities
+from activities.voice import TwilioCallActivities, VoiceActivities
+from workflows.call import activities as call
 from workflows.mailbox import activities as mailbox
 from workflows.outbox import activities as outbox
 
@@ -27,6 +29,8 @@ IMPLEMENTATIONS = (
     ProjectionActivities,
     ReceiptActivities,
     ChatActivities,
+    VoiceActivities,
+    TwilioCallActivities,
 )
 
 # Each workflow's declarations: everything it runs, shared declarations included.
@@ -43,6 +47,19 @@ DECLARED: dict[str, tuple[ModuleType, set[str]]] = {
         },
     ),
     "outbox": (outbox, {"send_chat", "record_projection"}),
+    "call": (
+        call,
+        {
+            "synthesize_speech",
+            "transcribe_speech",
+            "record_call",
+            "send_call_fallback",
+            "post_call_answer",
+            "place_twilio_call",
+            "update_twilio_call",
+            "end_twilio_call",
+        },
+    ),
 }
 
 
