@@ -2,7 +2,7 @@
 
 ``ChatSend``/``ChatSent`` are the ``send_chat`` activity's input and result, ``OutboxItem`` is one
 entry of an outbox's queue (posted by the gateway and by the mailbox), ``QueueReceipt`` the
-``queue_receipt`` activity's input. They live here, not in ``workflows/outbox.py``, so the
+``queue_receipt`` activity's input. They live here, not in ``workflows/outbox/``, so the
 activities and the gateway depend on core models rather than on a workflow module.
 
 Workflows import this module, so it holds only pydantic models and the standard library: no I/O.

@@ -26,7 +26,7 @@ PROJECTION_RETRY = RetryPolicy(
 )
 PROJECTION_TIMEOUT = timedelta(seconds=10)
 
-# ---- the outbox (workflows/outbox.py): send_chat -------------------------------------------------
+# ---- the outbox (workflows/outbox/): send_chat ---------------------------------------------------
 
 # A provider that is down for a while is waited for (its messages keep their order); after a
 # day the message is given up on and marked failed, with the last error.

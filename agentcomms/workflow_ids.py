@@ -8,7 +8,11 @@ Standard library only: workflow code and quick commands import it.
 from __future__ import annotations
 
 MAILBOX_WORKFLOW = "AgentWorkflow"
+OUTBOX_WORKFLOW = "OutboxWorkflow"
+CALL_WORKFLOW = "CallWorkflow"
 _MAILBOX_PREFIX = "agent-"
+_OUTBOX_PREFIX = "outbox-"
+_CALL_PREFIX = "call-"
 _HOST_QUEUE_PREFIX = "agentcomms-host-"
 
 
@@ -22,6 +26,16 @@ def agent_of_mailbox(workflow_id: str) -> str | None:
     if not workflow_id.startswith(_MAILBOX_PREFIX) or workflow_id == _MAILBOX_PREFIX:
         return None
     return workflow_id.removeprefix(_MAILBOX_PREFIX)
+
+
+def outbox_workflow_id(agent_id: str, channel_id: str) -> str:
+    """The workflow id of an agent's outbox to one chat (``outbox-backend-telegram:456``)."""
+    return f"{_OUTBOX_PREFIX}{agent_id}-{channel_id}"
+
+
+def call_workflow_id(call_id: str) -> str:
+    """The workflow id of one phone call (``call-c_01J…``)."""
+    return f"{_CALL_PREFIX}{call_id}"
 
 
 def host_task_queue(host: str) -> str:

@@ -41,6 +41,7 @@ from temporalio.client import Client
 from agentcomms.client import GatewayClient
 from agentcomms.config import STTConfig, VoiceConfig
 from agentcomms.voice.tts.local import EspeakSpeech
+from agentcomms.workflow_ids import call_workflow_id
 from bench.bench_mcp import session
 from bench.common import latency_page, machine, summarize, temporal, write_results
 
@@ -138,7 +139,7 @@ async def _measure(
             modes[turn] = mode
     await tool(mcp, "end_call", call_id=call_id)
 
-    tts_s, stt_in_order = await provider_times(client, f"call-{call_id}")
+    tts_s, stt_in_order = await provider_times(client, call_workflow_id(call_id))
     stt_s = dict(zip(recorded, stt_in_order, strict=True))
     figures: dict[str, list[float]] = {k: [] for k in ROWS}
     for turn, mode in modes.items():

@@ -22,6 +22,7 @@ from pydantic import AfterValidator, Field, StringConstraints
 from temporalio.client import (
     Client,
     WithStartWorkflowOperation,
+    WorkflowHandle,
     WorkflowUpdateFailedError,
     WorkflowUpdateRPCTimeoutOrCancelledError,
 )
@@ -43,9 +44,10 @@ from agentcomms.voice.models import (
 )
 from agentcomms.voice.stt import stt_chain
 from agentcomms.voice.tts import tts_chain
+from agentcomms.workflow_ids import call_workflow_id
 from gateway.params import AgentId, MessageText, Params
 from gateway.protocol import INVALID_PARAMS, NOT_FOUND
-from workflows.call import CallInput, CallWorkflow, End, Say, WaitLine
+from workflows.call import CallInput, CallWorkflow, End, Ended, Say, WaitLine
 
 log = logging.getLogger(__name__)
 
@@ -111,10 +113,6 @@ class PhoneEventParams(Params):
     phone_id: Annotated[str, StringConstraints(max_length=100)] | None = None
 
 
-def workflow_id(call_id: str) -> str:
-    return f"call-{call_id}"
-
-
 def new_call_id(agent_id: str, request_id: str | None) -> str:
     """A fresh call id, or for a request id always the same one (a retried request finds its
     call instead of placing another)."""
@@ -141,6 +139,9 @@ class CallControl:
             "phone_event": (PhoneEventParams, self.phone_event),
         }
 
+    def _handle(self, call_id: str) -> WorkflowHandle[CallWorkflow, Ended]:
+        return self._client.get_workflow_handle_for(CallWorkflow.run, call_workflow_id(call_id))
+
     # ---- for agents ----------------------------------------------------------------------------
 
     async def call(self, p: CallParams) -> dict[str, Any]:
@@ -150,7 +151,7 @@ class CallControl:
         voice = self._cfg.voice
         call_id = new_call_id(p.agent_id, p.request_id)
         start: dict[str, Any] = {
-            "id": workflow_id(call_id),
+            "id": call_workflow_id(call_id),
             "task_queue": self._cfg.temporal.task_queue,
             "id_conflict_policy": WorkflowIDConflictPolicy.USE_EXISTING,
             # A retried request after the call ended must not ring again.
@@ -191,7 +192,7 @@ class CallControl:
 
     async def call_say(self, p: CallSayParams) -> dict[str, Any]:
         await self._check_owner(p.call_id, p.agent_id)
-        handle = self._client.get_workflow_handle(workflow_id(p.call_id))
+        handle = self._handle(p.call_id)
         result = await self._turn(
             p.call_id,
             handle.execute_update(CallWorkflow.say, Say(message=p.message, listen=p.listen)),
@@ -200,7 +201,7 @@ class CallControl:
 
     async def call_end(self, p: CallEndParams) -> dict[str, Any]:
         await self._check_owner(p.call_id, p.agent_id)
-        handle = self._client.get_workflow_handle(workflow_id(p.call_id))
+        handle = self._handle(p.call_id)
         try:
             ended = await self._turn(
                 p.call_id, handle.execute_update(CallWorkflow.end, End(message=p.message or None))
@@ -305,7 +306,7 @@ class CallControl:
     async def line_event(self, call_id: str, event: LineEvent) -> bool:
         """Hand what happened on the line to the call: durable once this returns True; False
         when the call is over."""
-        handle = self._client.get_workflow_handle(workflow_id(call_id))
+        handle = self._handle(call_id)
         try:
             await handle.signal(CallWorkflow.line_event, event)
         except RPCError as exc:
@@ -349,7 +350,7 @@ class CallControl:
         return sorted(lines, key=lambda line: line.call_id)
 
     async def _line(self, call_id: str) -> Line | None:
-        handle = self._client.get_workflow_handle(workflow_id(call_id))
+        handle = self._handle(call_id)
         try:
             return await handle.query(CallWorkflow.line, rpc_timeout=QUERY_TIMEOUT)
         except (RPCError, WorkflowUpdateRPCTimeoutOrCancelledError) as exc:
@@ -360,7 +361,7 @@ class CallControl:
             return None
 
     async def _wait_line(self, line: Line, timeout_s: float) -> Line | None:
-        handle = self._client.get_workflow_handle(workflow_id(line.call_id))
+        handle = self._handle(line.call_id)
         try:
             return await handle.execute_update(
                 CallWorkflow.wait_line,

@@ -35,9 +35,9 @@ from agentcomms.transports import (
     LinkStatus,
     Receiver,
 )
-from gateway.outbox import Outbox
 from gateway.voice_notes import VoiceNotes
 from workflows.mailbox.client import Mailbox
+from workflows.outbox.client import Outbox
 
 log = logging.getLogger(__name__)
 

@@ -29,7 +29,6 @@ from agentcomms.temporal import pollers
 from agentcomms.workflow_ids import host_task_queue
 from gateway.chat import ChatTransports
 from gateway.hosts import HostWatch
-from gateway.outbox import Outbox
 from gateway.params import (
     AgentMessageParams,
     AgentsParams,
@@ -57,6 +56,7 @@ from gateway.protocol import (
 )
 from gateway.trace import Tracer
 from workflows.mailbox.client import Mailbox
+from workflows.outbox.client import Outbox
 
 # A message posted through this gateway wakes `wait_messages` at once; this slow poll of the
 # projection catches rows written elsewhere (a mailbox rewriting a row the gateway failed to

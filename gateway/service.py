@@ -18,10 +18,10 @@ from gateway.calls import CallControl
 from gateway.chat import ChatInbox, ChatTransports
 from gateway.http import WebhookServer
 from gateway.methods import Methods
-from gateway.outbox import Outbox
 from gateway.senders import SenderMethods
 from gateway.server import SocketServer
 from workflows.mailbox.client import Mailbox
+from workflows.outbox.client import Outbox
 
 if TYPE_CHECKING:
     from agentcomms.voice.callsystem.twilio import MediaSigner

@@ -20,11 +20,11 @@ from agentcomms.errors import TraceNotFound
 from agentcomms.models import LOCAL_CHANNEL, Agent, Event, Try
 from agentcomms.store import Store
 from agentcomms.temporal import POLL_SILENCE_S, last_polls, ui_url
-from agentcomms.workflow_ids import host_of_task_queue, mailbox_id
+from agentcomms.workflow_ids import host_of_task_queue, mailbox_id, outbox_workflow_id
 from workflows.mailbox.client import Mailbox
 from workflows.mailbox.models import AgentSnapshot, QueuedEvent
 from workflows.mailbox.workflow import AgentWorkflow
-from workflows.outbox import OutboxWorkflow, outbox_workflow_id
+from workflows.outbox.workflow import OutboxWorkflow
 
 # A query needs a worker on the workflow's queue; without one it would wait for the RPC deadline.
 QUERY_TIMEOUT = timedelta(seconds=3)

@@ -1,20 +1,66 @@
-"""The mailbox calls its activities by reference, through declarations of their signatures
-(workflows/mailbox/activities.py): each must have an implementation with the same name, input and
-result, or the worker would run something else than the workflow was type-checked against."""
+"""Workflows call their activities by reference, through declarations of their signatures
+(``workflows/<workflow>/activities.py``, and ``workflows/activities.py`` for those more than one
+workflow runs): each must have an implementation with the same name, input and result, or the
+worker would run something else than the workflow was type-checked against."""
 
 from __future__ import annotations
 
 import inspect
 import typing
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
+import pytest
 from temporalio import activity
 
+import workflows.activities
+from activities.chat import ChatActivities
 from activities.delivery import PaneActivities
 from activities.projection import ProjectionActivities
 from activities.receipts import ReceiptActivities
-from workflows.mailbox import activities as declared
+from activities.voice import TwilioCallActivities, VoiceActivities
+from workflows.call import activities as call
+from workflows.mailbox import activities as mailbox
+from workflows.outbox import activities as outbox
+
+IMPLEMENTATIONS = (
+    PaneActivities,
+    ProjectionActivities,
+    ReceiptActivities,
+    ChatActivities,
+    VoiceActivities,
+    TwilioCallActivities,
+)
+
+# Each workflow's declarations: everything it runs, shared declarations included.
+DECLARED: dict[str, tuple[ModuleType, set[str]]] = {
+    "mailbox": (
+        mailbox,
+        {
+            "deliver_to_pane",
+            "interrupt_pane",
+            "check_unregister",
+            "record_projection",
+            "load_waiting_events",
+            "queue_receipt",
+        },
+    ),
+    "outbox": (outbox, {"send_chat", "record_projection"}),
+    "call": (
+        call,
+        {
+            "synthesize_speech",
+            "transcribe_speech",
+            "record_call",
+            "send_call_fallback",
+            "post_call_answer",
+            "place_twilio_call",
+            "update_twilio_call",
+            "end_twilio_call",
+        },
+    ),
+}
 
 
 def _definitions(owner: object) -> dict[str, Callable[..., Any]]:
@@ -32,21 +78,25 @@ def _signature(fn: Callable[..., Any]) -> tuple[list[Any], Any]:
     return list(hints.values()), returned
 
 
-def test_every_declared_mailbox_activity_is_implemented_with_the_same_signature() -> None:
-    implemented = {
-        **_definitions(PaneActivities),
-        **_definitions(ProjectionActivities),
-        **_definitions(ReceiptActivities),
-    }
-    declarations = _definitions(declared)
-    assert set(declarations) == {
-        "deliver_to_pane",
-        "interrupt_pane",
-        "check_unregister",
-        "record_projection",
-        "load_waiting_events",
-        "queue_receipt",
-    }
-    for name, declaration in declarations.items():
-        assert name in implemented, f"{name} is declared for the mailbox but not implemented"
-        assert _signature(declaration) == _signature(implemented[name]), name
+@pytest.mark.parametrize("name", DECLARED)
+def test_every_declared_activity_is_implemented_with_the_same_signature(name: str) -> None:
+    module, expected = DECLARED[name]
+    implemented: dict[str, Callable[..., Any]] = {}
+    for owner in IMPLEMENTATIONS:
+        implemented.update(_definitions(owner))
+    declarations = _definitions(module)
+    assert set(declarations) == expected
+    for activity_name, declaration in declarations.items():
+        assert activity_name in implemented, f"{activity_name} is declared but not implemented"
+        assert _signature(declaration) == _signature(implemented[activity_name]), activity_name
+
+
+def test_each_activity_is_declared_once() -> None:
+    """A workflow package names a shared declaration (re-exports it); it never writes its own."""
+    modules = [workflows.activities, *(module for module, _ in DECLARED.values())]
+    declared: dict[str, set[int]] = {}
+    for module in modules:
+        for activity_name, fn in _definitions(module).items():
+            declared.setdefault(activity_name, set()).add(id(fn))
+    twice = sorted(name for name, fns in declared.items() if len(fns) > 1)
+    assert not twice, f"declared more than once: {twice}"

@@ -13,6 +13,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer
 
+from agentcomms.workflow_ids import call_workflow_id
 from tests.support.phone import Phone
 from tests.support.stack import running_stack
 from tests.support.waiting import eventually
@@ -44,7 +45,7 @@ async def test_a_whole_call_replays(temporal_env: WorkflowEnvironment, tmp_path:
         await phone.reply(call_id, "no")
         await asked
         await stack.call("call_end", call_id=call_id)
-        handle = stack.client.get_workflow_handle(f"call-{call_id}")
+        handle = stack.client.get_workflow_handle(call_workflow_id(call_id))
         await eventually(handle.result)
         history = await handle.fetch_history()
     result = await replayer().replay_workflow(history, raise_on_replay_failure=False)

@@ -11,6 +11,7 @@ from temporalio.worker import Worker
 from activities.voice import VoiceActivities
 from agentcomms.config import Config, VoiceConfig
 from agentcomms.store import Store
+from agentcomms.workflow_ids import call_workflow_id
 from workflows.call import CallInput, CallWorkflow
 
 
@@ -39,7 +40,7 @@ async def test_nobody_answers_for_30_s_and_the_message_goes_out_another_way(
                     ring_timeout_s=cfg.voice.ring_timeout_s,
                     fallback_message=cfg.voice.sms_fallback_message,
                 ),
-                id=f"call-{call_id}",
+                id=call_workflow_id(call_id),
                 task_queue=queue,
             )
         assert ended.status == "no-answer" and ended.duration_seconds == 0

@@ -19,6 +19,7 @@ from agentcomms.errors import SpeechProviderUnavailable
 from agentcomms.voice.stt import stt_chain, stt_provider
 from agentcomms.voice.tts import tts_chain, tts_provider
 from agentcomms.voice.tts.local import EspeakSpeech
+from agentcomms.workflow_ids import call_workflow_id
 from tests.fakes import deepgram as dg
 from tests.fakes import elevenlabs as xi
 from tests.fakes.deepgram import FakeDeepgram
@@ -281,7 +282,7 @@ async def test_a_call_through_elevenlabs_then_deepgram_then_local(
         assert [s["text"] for s in deepgram.spoken] == ["Ship 0042?"]
         assert (await first)["response"] == "Yes, ship it."
         await stack.call("call_end", call_id=call_id)
-        history = await stack.client.get_workflow_handle(f"call-{call_id}").fetch_history()
+        history = await stack.client.get_workflow_handle(call_workflow_id(call_id)).fetch_history()
     assert elevenlabs.spoken == [] and elevenlabs.keys == [wrong]  # once: a refusal is not retried
     assert deepgram.heard == [{"model": "nova-2", "language": "en-US", "container": "wav"}]
     assert deepgram.authorizations.count(f"Token {dg.API_KEY}") == 1 + 3  # speak; listen x3

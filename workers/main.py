@@ -28,11 +28,11 @@ from agentcomms.store import Store
 from agentcomms.trust import DeploymentKey
 from agentcomms.voice.warm import speech_warmed
 from agentcomms.workflow_ids import host_task_queue
-from gateway.outbox import Outbox
 from workflows.call import CallWorkflow
 from workflows.mailbox.client import Mailbox
 from workflows.mailbox.workflow import AgentWorkflow
-from workflows.outbox import OutboxWorkflow
+from workflows.outbox.client import Outbox
+from workflows.outbox.workflow import OutboxWorkflow
 
 log = logging.getLogger(__name__)
 

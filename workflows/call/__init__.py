@@ -9,6 +9,9 @@ update, which waits for it to change) tells a phone what to play.
 Audio never travels in a payload: activities write it to the audio directory and the workflow
 carries names (``AudioRef``). The transcript goes to a file beside the projection's call row; the
 workflow keeps only the turn at hand.
+
+The activities it runs are declared by signature in :mod:`.activities`, so it calls them by
+reference; the gateway's side of the call is ``gateway/calls.py``.
 """
 
 from workflows.call.models import CallInput, End, Ended, Say, TurnResult, WaitLine

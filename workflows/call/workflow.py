@@ -7,6 +7,7 @@ call's life.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 
 from temporalio import workflow
@@ -27,9 +28,10 @@ with workflow.unsafe.imports_passed_through():
         PlaceCall,
         SpeechRequest,
         TranscribeRequest,
-        Transcript,
         TurnRecord,
     )
+    from agentcomms.workflow_ids import CALL_WORKFLOW
+    from workflows.call import activities
     from workflows.call.models import CallInput, End, Ended, Say, TurnResult, WaitLine
 
 # Past the ring timeout the call system says no-answer itself; our own timer is the backstop.
@@ -44,7 +46,7 @@ def _short(text: str) -> str:
     return flat if len(flat) <= SUMMARY_CHARS else flat[: SUMMARY_CHARS - 1] + "…"
 
 
-@workflow.defn(name="CallWorkflow")
+@workflow.defn(name=CALL_WORKFLOW)
 class CallWorkflow:
     @workflow.init
     def __init__(self, input: CallInput) -> None:
@@ -135,14 +137,13 @@ class CallWorkflow:
         if self._in.fallback:
             text = self._in.fallback_message.replace("{message}", self._in.message)
             where = await workflow.execute_activity(
-                "send_call_fallback",
+                activities.send_call_fallback,
                 FallbackRequest(
                     call_id=self._in.call_id,
                     agent_id=self._in.agent_id,
                     text=text,
                     to_number=self._in.to_number,
                 ),
-                result_type=str,
                 start_to_close_timeout=policies.CALL_FALLBACK_TIMEOUT,
                 retry_policy=policies.CALL_FALLBACK_RETRY,
                 summary=f"{reason}: message sent another way",
@@ -242,7 +243,7 @@ class CallWorkflow:
         if self._live is not None and turn > 1:
             # The call holds the line between turns; have it fetch this turn now. (The first
             # turn is in the answer's own TwiML.)
-            await self._remote("update_twilio_call", self._live, f"play turn {turn}")
+            await self._remote(activities.update_twilio_call, self._live, f"play turn {turn}")
         spoken = TurnRecord(
             turn=turn,
             speaker="agent",
@@ -314,14 +315,13 @@ class CallWorkflow:
         does (a phone still shows the words)."""
         for provider in self._in.tts:
             try:
-                audio: AudioRef = await workflow.execute_local_activity(
-                    "synthesize_speech",
+                audio = await workflow.execute_local_activity(
+                    activities.synthesize_speech,
                     SpeechRequest(
                         provider=provider,
                         text=text,
                         name=f"{self._in.call_id}/{turn:03d}-agent",
                     ),
-                    result_type=AudioRef,
                     start_to_close_timeout=policies.SPEECH_TIMEOUT,
                     retry_policy=policies.SPEECH_RETRY,
                     summary=f'say ({provider}): "{_short(text)}"',
@@ -336,9 +336,8 @@ class CallWorkflow:
         for provider in self._in.stt:
             try:
                 transcript = await workflow.execute_local_activity(
-                    "transcribe_speech",
+                    activities.transcribe_speech,
                     TranscribeRequest(provider=provider, audio=audio),
-                    result_type=Transcript,
                     start_to_close_timeout=policies.SPEECH_TIMEOUT,
                     retry_policy=policies.SPEECH_RETRY,
                     summary=f"transcribe {audio.name} ({provider})",
@@ -354,13 +353,12 @@ class CallWorkflow:
         assert self._in.to_number is not None
         try:
             self._live = await workflow.execute_activity(
-                "place_twilio_call",
+                activities.place_twilio_call,
                 PlaceCall(
                     call_id=self._in.call_id,
                     to_number=self._in.to_number,
                     ring_timeout_s=self._in.ring_timeout_s,
                 ),
-                result_type=LiveCall,
                 start_to_close_timeout=policies.CALL_SYSTEM_TIMEOUT,
                 retry_policy=policies.CALL_SYSTEM_RETRY,
                 summary=f"ring {self._in.to_number}",
@@ -375,9 +373,11 @@ class CallWorkflow:
         if self._live is None:
             return
         live = self._live.model_copy(update={"answered": self._answered_at is not None})
-        await self._remote("end_twilio_call", live, "hang up")
+        await self._remote(activities.end_twilio_call, live, "hang up")
 
-    async def _remote(self, activity: str, live: LiveCall, summary: str) -> None:
+    async def _remote(
+        self, activity: Callable[[LiveCall], Awaitable[None]], live: LiveCall, summary: str
+    ) -> None:
         try:
             await workflow.execute_activity(
                 activity,
@@ -389,7 +389,7 @@ class CallWorkflow:
         except ActivityError as exc:
             # The call goes on as far as it can; a turn the call system never hears of times
             # out like any unanswered one.
-            workflow.logger.warning("%s failed: %s", activity, exc.cause or exc)
+            workflow.logger.warning("%s failed: %s", activity.__name__, exc.cause or exc)
 
     # ---- the line, the record, the mailbox ----------------------------------------------------------
 
@@ -450,7 +450,7 @@ class CallWorkflow:
         )
         what = [f'{t.speaker}: "{_short(t.text)}"' for t in turns or []]
         writing = workflow.start_activity(
-            "record_call",
+            activities.record_call,
             CallUpdate(call=record, turns=turns or []),
             start_to_close_timeout=policies.PROJECTION_TIMEOUT,
             retry_policy=policies.PROJECTION_RETRY,
@@ -469,7 +469,7 @@ class CallWorkflow:
         else:
             text = f"{prefix} ({result.note or result.status})"
         await workflow.execute_activity(
-            "post_call_answer",
+            activities.post_call_answer,
             CallNotice(
                 call_id=self._in.call_id,
                 agent_id=self._in.agent_id,

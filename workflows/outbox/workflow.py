@@ -1,4 +1,4 @@
-"""OutboxWorkflow: an agent's messages to one chat (``outbox-<agent_id>-<channel_id>``), in order.
+"""OutboxWorkflow: an agent's messages to one chat, in order.
 
 One workflow per (agent, channel) keeps an agent's answers to a chat in the order it sent them,
 while a slow or rate-limited chat holds up nobody else. It runs on the shared task queue: sending
@@ -10,61 +10,23 @@ reads the provider's credentials from the worker's configuration: none travel in
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Literal
 
-from pydantic import BaseModel, Field
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from agentcomms import policies
     from agentcomms.models import Event, ProjectionUpdate
-    from agentcomms.outbox_models import ChatSent, OutboxItem
+    from agentcomms.outbox_models import OutboxItem
+    from agentcomms.workflow_ids import OUTBOX_WORKFLOW
+    from workflows.outbox import activities
+    from workflows.outbox.models import OutboxInput, OutboxState, SendOutcome, SendStatus, WaitSent
 
 SEEN_IDS_KEPT = 1000
 OUTCOMES_KEPT = 200
 
 
-def outbox_workflow_id(agent_id: str, channel_id: str) -> str:
-    return f"outbox-{agent_id}-{channel_id}"
-
-
-class SendOutcome(BaseModel):
-    status: Literal["sent", "failed"]
-    message_id: str | None = None
-    error: str | None = None
-    attempt: int | None = None  # the try that got through
-
-
-class OutboxState(BaseModel):
-    agent_id: str
-    channel_id: str
-    pending: list[OutboxItem] = Field(default_factory=list)
-    # Carried across continue-as-new: a gateway that re-posts an item must not send it twice.
-    seen_ids: list[str] = Field(default_factory=list)
-    outcomes: dict[str, SendOutcome] = Field(default_factory=dict)
-    sent_count: int = 0
-
-
-class OutboxInput(BaseModel):
-    agent_id: str
-    channel_id: str
-    state: OutboxState | None = None
-
-
-class WaitSent(BaseModel):
-    item_id: str
-    timeout_s: float = Field(default=10, gt=0, le=300)
-
-
-class SendStatus(BaseModel):
-    item_id: str
-    status: Literal["sent", "failed", "queued", "unknown", "moved"]
-    message_id: str | None = None
-    error: str | None = None
-
-
-@workflow.defn(name="OutboxWorkflow")
+@workflow.defn(name=OUTBOX_WORKFLOW)
 class OutboxWorkflow:
     @workflow.init
     def __init__(self, input: OutboxInput) -> None:
@@ -138,9 +100,8 @@ class OutboxWorkflow:
         what = f"receipt ({send.stage}) for" if send.kind == "receipt" else "send"
         try:
             sent = await workflow.execute_activity(
-                "send_chat",
+                activities.send_chat,
                 send,
-                result_type=ChatSent,
                 start_to_close_timeout=policies.CHAT_SEND_TIMEOUT,
                 schedule_to_close_timeout=(
                     policies.CHAT_RECEIPT_GIVE_UP
@@ -182,7 +143,7 @@ class OutboxWorkflow:
             }
         )
         await workflow.execute_local_activity(
-            "record_projection",
+            activities.record_projection,
             ProjectionUpdate(events=[settled]),
             start_to_close_timeout=policies.PROJECTION_TIMEOUT,
             retry_policy=policies.PROJECTION_RETRY,

@@ -1,29 +1,33 @@
-"""The client side of OutboxWorkflow: queue a send for an (agent, chat), wait to hear it went.
+"""How everyone else reaches an outbox: queue a send for an (agent, chat), wait to hear it went.
+
+The gateway and the mailbox's receipts (through the workers) use this one client; the outbox's
+workflow id is spelled in :mod:`agentcomms.workflow_ids`, and its signal and update are called by
+reference.
 
 An item is durable once ``post`` returns (signal-with-start on the shared task queue).
 """
 
 from __future__ import annotations
 
-from temporalio.client import (
-    Client,
-)
-from temporalio.common import (
-    SearchAttributePair,
-    TypedSearchAttributes,
-    WorkflowIDConflictPolicy,
-)
+from temporalio import workflow
+from temporalio.client import Client, WorkflowHandle
+from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy
 
 from agentcomms.outbox_models import OutboxItem
 from agentcomms.search_attributes import AGENT_ID
-from workflows.outbox import (
-    OutboxInput,
-    OutboxWorkflow,
-    SendStatus,
-    WaitSent,
-    outbox_workflow_id,
-)
+from agentcomms.workflow_ids import outbox_workflow_id
+from workflows.outbox.models import OutboxInput, SendStatus, WaitSent
+from workflows.outbox.workflow import OutboxWorkflow
 from workflows.updates import wait_update
+
+
+def outbox_handle(
+    client: Client, agent_id: str, channel_id: str
+) -> WorkflowHandle[OutboxWorkflow, None]:
+    """The outbox of (agent, chat), to signal, query or describe (its latest run)."""
+    return client.get_workflow_handle_for(
+        OutboxWorkflow.run, outbox_workflow_id(agent_id, channel_id)
+    )
 
 
 class Outbox:
@@ -38,7 +42,10 @@ class Outbox:
             id=outbox_workflow_id(agent_id, channel_id),
             task_queue=self._task_queue,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-            start_signal="enqueue",
+            # Signal-with-start names its signal by string; the name is read off the handler.
+            start_signal=workflow._SignalDefinition.must_name_from_fn_or_str(
+                OutboxWorkflow.enqueue
+            ),
             start_signal_args=[item],
             static_summary=f"messages of agent {agent_id} to {channel_id}",
             # Found beside the agent's mailbox in the Temporal UI (AgentId = "backend").
@@ -50,7 +57,7 @@ class Outbox:
     ) -> SendStatus:
         """Wait until the item was sent or failed, or the timeout passes (then: still queued)."""
         status: SendStatus | None = await wait_update(
-            self._client.get_workflow_handle(outbox_workflow_id(agent_id, channel_id)),
+            outbox_handle(self._client, agent_id, channel_id),
             OutboxWorkflow.wait_sent,
             lambda seconds: WaitSent(item_id=item_id, timeout_s=seconds),
             timeout_s,

@@ -1,0 +1,26 @@
+"""The activities an outbox runs, declared by their signatures so the workflow calls them by
+reference without importing the code that talks to chat providers or writes the database.
+
+``send_chat`` runs as a retried activity on the shared task queue; ``record_projection`` (the
+mailbox's too, declared once in :mod:`workflows.activities`) as a local activity beside it. The
+worker registers :class:`activities.chat.ChatActivities` and
+:class:`activities.projection.ProjectionActivities` under the same names;
+``tests/test_activity_declarations.py`` checks that each declaration has an implementation with
+the same name, input and result.
+"""
+
+from __future__ import annotations
+
+from temporalio import activity
+
+from agentcomms.outbox_models import ChatSend, ChatSent
+from workflows.activities import declared
+
+# Re-exported: the outbox runs it as activities.record_projection like its own.
+from workflows.activities import record_projection as record_projection
+
+
+@activity.defn(name="send_chat")
+async def send_chat(req: ChatSend) -> ChatSent:
+    """Send a text, or a receipt for the human's message, through the request's provider."""
+    raise declared()
