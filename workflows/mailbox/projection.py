@@ -2,8 +2,10 @@
 
 The rule: **typing never waits for the projection.** Temporal's history is the source of truth;
 the projection is a copy that may lag.
-- A write runs beside the typing, one at a time, so rows land in the order they settled; what
-  settles meanwhile goes in the next write (usually one write per batch, not one per message).
+- A write runs beside the typing, one at a time, so rows land in the order they settled. It
+  starts when the mailbox says the owed rows are due: after about half a second of typing, when
+  the queue drains, when what the agent row shows changes. So a backlog costs about one write
+  per batch, not one per message.
 - A write is a local activity given ``MAILBOX_RECORD_TIMEOUT`` (a write takes milliseconds): a local
   activity holds the workflow task open, and with it every signal that arrives meanwhile.
 - A write that fails (PostgreSQL down, a locked SQLite file) is kept, whole, and tried again after
@@ -20,9 +22,10 @@ the projection is a copy that may lag.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from agentcomms.models import Agent, Event
+from workflows.mailbox.models import AgentState
 
 # A projection write carries at most about this many characters of message text: with JSON's worst
 # case (6 bytes for an escaped character) and one whole message at the cap, a payload stays well
@@ -43,10 +46,18 @@ class Owed:
         self.backoff = RETRY_FIRST
         self.failing = False  # the last write failed; the next waits for the backoff
         self.writing: tuple[list[Event], Agent | None] | None = None  # the write under way
+        self.due = bool(carried)  # what is owed is to be written now
 
     def __bool__(self) -> bool:
         """Whether there is something to write (besides the write under way)."""
         return bool(self.events) or self.agent is not None
+
+    def owe(self, event: Event) -> None:
+        self.events.append(event)
+
+    def flush(self) -> None:
+        """Write what is owed now (it waits, otherwise, for the next flush)."""
+        self.due = True
 
     def unrecorded(self) -> int:
         """Settled events the projection has not taken yet, the write under way included."""
@@ -59,6 +70,7 @@ class Owed:
         agent = None
         if not self.events:
             agent, self.agent = self.agent, None
+            self.due = False
         self.writing = (chunk, agent)
         return chunk, agent
 
@@ -71,6 +83,7 @@ class Owed:
         if self.agent is None:
             self.agent = agent
         self.failing = True
+        self.due = True
 
     def written(self) -> None:
         self.writing = None
@@ -99,3 +112,21 @@ def chunks(events: list[Event]) -> list[list[Event]]:
         runs[-1].append(event)
         size += cost
     return runs
+
+
+def agent_row(state: AgentState, waiting: int, now: datetime) -> Agent:
+    """The agent as the projection shows it (`agents`): the mailbox's state, summed up."""
+    reg = state.registration
+    return Agent(
+        id=state.agent_id,
+        target=reg.target if reg else None,
+        tmux_socket=reg.socket if reg else None,
+        host=reg.host if reg else None,
+        interrupt_key=reg.interrupt_key if reg else "C-c",
+        submit_delay_ms=reg.submit_delay_ms if reg else 150,
+        status=state.status,
+        pending=waiting,
+        last_delivered_event_id=state.last_delivered_event_id,
+        last_error=state.last_error,
+        updated_at=now,
+    )

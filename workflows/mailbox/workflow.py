@@ -23,7 +23,6 @@ from temporalio.exceptions import ActivityError, ApplicationError
 with workflow.unsafe.imports_passed_through():
     from agentcomms import errors, policies
     from agentcomms.models import (
-        Agent,
         DeliverRequest,
         DeliveryOutcome,
         Event,
@@ -45,7 +44,7 @@ with workflow.unsafe.imports_passed_through():
         QueuedEvent,
         WaitForDelivery,
     )
-    from workflows.mailbox.projection import CHUNK_CHARS, Owed
+    from workflows.mailbox.projection import CHUNK_CHARS, Owed, agent_row
     from workflows.mailbox.queue import Queue
     from workflows.mailbox.writer import ProjectionWriter
 
@@ -93,9 +92,8 @@ class AgentWorkflow:
         self._nudged = True
         refused = self._queue.add(event)
         if refused is not None:
-            self._owed.events.append(
-                event.model_copy(update={"status": "rejected", "error": refused})
-            )
+            self._owed.owe(event.model_copy(update={"status": "rejected", "error": refused}))
+            self._owed.flush()
 
     @workflow.signal
     def register(self, registration: Registration) -> None:
@@ -261,6 +259,7 @@ class AgentWorkflow:
             event.attempts += 1  # the projection shows how hard we tried
             self._queue.record_try(event.id, workflow.now(), message)
             self._mark_unreachable(message)
+            self._owed.flush()
             return True
         self._settle(event, "failed", error=message)
         return False
@@ -302,10 +301,12 @@ class AgentWorkflow:
     async def _end_batch_if_due(self, reg: Registration, *, typed: int) -> None:
         if not self._queue:
             self._batch_ms = 0  # the loop now waits, which ends the workflow task anyway
+            self._owed.flush()
             return
         self._batch_ms += (reg.submit_delay_ms + DELIVERY_COST_MS) * typed
         if self._batch_ms >= BATCH_BUDGET_MS:
             self._batch_ms = 0
+            self._owed.flush()
             await workflow.sleep(timedelta(milliseconds=1), summary="let new signals in")
 
     def _deliverable(self) -> bool:
@@ -396,7 +397,7 @@ class AgentWorkflow:
         """Take the event out of the queue and remember what became of it; `recorded` when its
         delivery wrote it to the projection already."""
         if not recorded:
-            self._owed.events.append(self._settled(event, outcome, error=error, note=note))
+            self._owed.owe(self._settled(event, outcome, error=error, note=note))
         # What a waiting `send --wait` shows of a refusal.
         self._queue.settle(
             event.id, outcome, note=note or (error if outcome == "rejected" else None)
@@ -466,19 +467,8 @@ class AgentWorkflow:
                 [AGENT_ID.value_set(s.agent_id), AGENT_STATUS.value_set(s.status)]
             )
             self._indexed_status = s.status
-        self._owed.agent = Agent(
-            id=s.agent_id,
-            target=reg.target if reg else None,
-            tmux_socket=reg.socket if reg else None,
-            host=reg.host if reg else None,
-            interrupt_key=reg.interrupt_key if reg else "C-c",
-            submit_delay_ms=reg.submit_delay_ms if reg else 150,
-            status=s.status,
-            pending=waiting,
-            last_delivered_event_id=s.last_delivered_event_id,
-            last_error=s.last_error,
-            updated_at=workflow.now(),
-        )
+        self._owed.agent = agent_row(s, waiting, workflow.now())
+        self._owed.flush()
 
 
 def _cause(exc: ActivityError | ApplicationError) -> BaseException | None:

@@ -23,7 +23,9 @@ class ProjectionWriter:
         """Write what is owed, one write at a time, until the run continues-as-new; a failed
         write is kept and tried again after a backoff."""
         while True:
-            await workflow.wait_condition(lambda: bool(self.owed) or self._stopping)
+            await workflow.wait_condition(
+                lambda: (bool(self.owed) and self.owed.due) or self._stopping
+            )
             if self._stopping:
                 return  # the run writes what is left itself, before continuing-as-new
             if not await self.write_once():
