@@ -79,7 +79,11 @@ class PaneActivities:
         to_type: list[Typing] = []
         for event in req.events:
             if not self._event_is_genuine(agent_id, event):
-                answers.append(DeliveryOutcome(event_id=event.id, typed=False, rejected=NOT_SIGNED))
+                answers.append(
+                    DeliveryOutcome(
+                        event_id=event.id, typed=False, rejected=errors.NOT_SIGNED_SENTENCE
+                    )
+                )
             elif await self._typed_before(event):
                 answers.append(DeliveryOutcome(event_id=event.id, typed=False))
             else:
@@ -110,7 +114,9 @@ class PaneActivities:
         agent_id = _asking_mailbox()
         pane = self._checked_pane(agent_id, req.registration, req.event.id)
         if not self._event_is_genuine(agent_id, req.event):
-            raise ApplicationError(NOT_SIGNED, type=errors.NOT_SIGNED, non_retryable=True)
+            raise ApplicationError(
+                errors.NOT_SIGNED_SENTENCE, type=errors.NOT_SIGNED, non_retryable=True
+            )
         if await self._typed_before(req.event):
             return False
         keypress = Keypress(pane=pane, event_id=req.event.id, key=req.registration.interrupt_key)
@@ -199,12 +205,6 @@ class PaneActivities:
         metrics.settled(events)
         for outcome, _ in asked:
             outcome.recorded = True
-
-
-NOT_SIGNED = (
-    "not signed by this deployment: it did not come through agentcomms (or was altered since), "
-    "so it was not typed"
-)
 
 
 def _asking_mailbox() -> str:

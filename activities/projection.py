@@ -21,10 +21,6 @@ from agentcomms.store import Store
 from agentcomms.trust import DeploymentKey
 from agentcomms.workflow_ids import MAILBOX_WORKFLOW, agent_of_mailbox
 
-NOT_SIGNED = (
-    "not signed by this deployment: it did not come through agentcomms, so it was not typed"
-)
-
 
 class ProjectionActivities:
     def __init__(self, store: Store, key: DeploymentKey) -> None:
@@ -52,7 +48,9 @@ class ProjectionActivities:
         genuine = event.agent_id == agent_id and self._key.event_is_genuine(event)
         if event.direction == "in" and genuine:
             return event
-        error = event.error if event.status in ("failed", "rejected") else NOT_SIGNED
+        error = (
+            event.error if event.status in ("failed", "rejected") else errors.NOT_SIGNED_SENTENCE
+        )
         return event.model_copy(update={"status": "rejected", "error": error, "delivered_at": None})
 
     @activity.defn(name="load_waiting_events")

@@ -58,6 +58,11 @@ MAILBOX_REFUSED = "MailboxFull"  # retryable: the agent's mailbox is at its limi
 CALL_REFUSED = "CallRefused"  # non-retryable: the call system refused (number, account, config)
 CALL_SYSTEM_UNAVAILABLE = "CallSystemUnavailable"  # retryable: the call system's network or 5xx
 NOT_SIGNED = "NotSignedByDeployment"  # non-retryable: the event is rejected, never typed
+# What a person reading a refused message is told (`events`, `trace`, `send --wait`).
+NOT_SIGNED_SENTENCE = (
+    "not signed by this deployment: it did not come through agentcomms (or was altered since), "
+    "so it was not typed"
+)
 NOT_A_MAILBOX = "NotAnAgentMailbox"  # non-retryable: a pane activity asked for by anyone else
 NOT_LOCAL = "NotALocalActivity"  # non-retryable: a projection write scheduled by anyone
 REGISTRATION_NOT_SIGNED = "RegistrationNotSigned"  # non-retryable: the pane waits for a real one
@@ -74,6 +79,7 @@ __all__ = [
     "INVALID_TARGET",
     "MAILBOX_REFUSED",
     "NOT_SIGNED",
+    "NOT_SIGNED_SENTENCE",
     "PANE_NOT_FOUND",
     "REGISTRATION_NOT_SIGNED",
     "SPEECH_FAILED",
