@@ -10,8 +10,15 @@ outbox (a sent or failed message's row); the worker registers
 from __future__ import annotations
 
 from temporalio import activity
+from temporalio.exceptions import ActivityError, ApplicationError
 
 from agentcomms.models import ProjectionUpdate
+
+
+def failure_cause(exc: ActivityError | ApplicationError) -> BaseException | None:
+    """Why a local activity failed: its failure arrives bare (the activity's own error) or
+    wrapped in an ActivityError (a timeout, a cancel)."""
+    return exc.cause if isinstance(exc, ActivityError) else exc
 
 
 def declared() -> NotImplementedError:

@@ -34,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
     from agentcomms.outbox_models import QueueReceipt, receipt_item
     from agentcomms.search_attributes import AGENT_ID, AGENT_STATUS
     from agentcomms.workflow_ids import MAILBOX_WORKFLOW, host_task_queue
+    from workflows.activities import failure_cause
     from workflows.mailbox import activities
     from workflows.mailbox.models import (
         AgentInput,
@@ -220,7 +221,7 @@ class AgentWorkflow:
             try:
                 outcomes = await self._deliver(batch, reg)
             except (ActivityError, ApplicationError) as exc:
-                if await self._failed(event, exc):
+                if self._failed(event, exc):
                     # Sleep, but wake at once for a re-registration or new work.
                     try:
                         await workflow.wait_condition(lambda: self._nudged, timeout=backoff)
@@ -242,10 +243,10 @@ class AgentWorkflow:
             await self._end_batch_if_due(reg, typed=len(outcomes))
         await self._continue_as_new(writer)
 
-    async def _failed(self, event: Event, exc: ActivityError | ApplicationError) -> bool:
+    def _failed(self, event: Event, exc: ActivityError | ApplicationError) -> bool:
         """Settle or keep the first message of a batch whose delivery failed; True when it
         waits for its pane (the loop backs off)."""
-        cause = _cause(exc)
+        cause = failure_cause(exc)
         kind = cause.type if isinstance(cause, ApplicationError) else None
         # The sentence alone: the kind is in `kind`, and people read this in `agents`.
         message = cause.message if isinstance(cause, ApplicationError) else str(cause or exc)
@@ -383,7 +384,9 @@ class AgentWorkflow:
                 summary=f"receipt (typed) for {event.id}",
             )
         except (ActivityError, ApplicationError) as exc:
-            workflow.logger.warning("typed receipt for %s not queued: %s", event.id, _cause(exc))
+            workflow.logger.warning(
+                "typed receipt for %s not queued: %s", event.id, failure_cause(exc)
+            )
 
     def _settle(
         self,
@@ -469,12 +472,6 @@ class AgentWorkflow:
             self._indexed_status = s.status
         self._owed.agent = agent_row(s, waiting, workflow.now())
         self._owed.flush()
-
-
-def _cause(exc: ActivityError | ApplicationError) -> BaseException | None:
-    """Why a local activity failed: its failure arrives bare (the activity's own error) or
-    wrapped in an ActivityError (a timeout, a cancel)."""
-    return exc.cause if isinstance(exc, ActivityError) else exc
 
 
 def _from_chat(event: Event) -> bool:

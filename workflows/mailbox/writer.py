@@ -10,6 +10,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 with workflow.unsafe.imports_passed_through():
     from agentcomms import policies
     from agentcomms.models import Event, ProjectionUpdate
+    from workflows.activities import failure_cause
     from workflows.mailbox import activities
     from workflows.mailbox.projection import Owed, chunks
 
@@ -59,7 +60,7 @@ class ProjectionWriter:
             self.owed.put_back()
             workflow.logger.warning(
                 "the projection took nothing (%s); %d events owed, typing goes on",
-                exc.cause if isinstance(exc, ActivityError) else exc,
+                failure_cause(exc),
                 self.owed.unrecorded(),
             )
             return False
