@@ -8,7 +8,6 @@
 from __future__ import annotations
 
 import functools
-import json
 import os
 import uuid
 from datetime import timedelta
@@ -26,7 +25,13 @@ from agentcomms.models import Event, Registration
 from agentcomms.store import Store
 from agentcomms.trust import DeploymentKey
 from agentcomms.workflow_ids import host_task_queue, mailbox_id
-from tests.support.mailbox import mailbox_replayer, offline, settled_history, unreachable
+from tests.support.mailbox import (
+    local_activities,
+    mailbox_replayer,
+    offline,
+    settled_history,
+    unreachable,
+)
 from tests.support.stack import Stack, running_stack
 from tests.support.tmux import Tmux, recorder
 from tests.support.waiting import eventually
@@ -187,7 +192,7 @@ async def test_a_backlog_handed_over_through_the_projection_replays(
         await eventually(lambda: out.read_bytes() == expected, timeout=90)
         histories = await _every_run(stack, agent)
         assert len(histories) >= 3
-        loaded = [h for h in histories if "load_waiting_events" in _local_activities(h)]
+        loaded = [h for h in histories if "load_waiting_events" in local_activities(h)]
         assert loaded, "a run read waiting texts back from the projection"
         await stack.client.get_workflow_handle(mailbox_id(agent)).terminate("test over")
     for history in histories:
@@ -205,17 +210,6 @@ async def _every_run(stack: Stack, agent: str) -> list[WorkflowHistory]:
         handle = stack.client.get_workflow_handle(mailbox_id(agent), run_id=run_id)
         histories.append(await eventually(functools.partial(settled_history, handle)))
     return sorted(histories, key=lambda h: h.events[0].event_time.ToDatetime())
-
-
-def _local_activities(history: WorkflowHistory) -> list[str]:
-    """The types of the local activities a history ran, in order (from their markers)."""
-    kinds = []
-    for event in history.events:
-        if event.HasField("marker_recorded_event_attributes"):
-            data = event.marker_recorded_event_attributes.details.get("data")
-            for payload in data.payloads if data else []:
-                kinds.append(json.loads(payload.data).get("activity_type", ""))
-    return kinds
 
 
 def _record(histories: list[WorkflowHistory], name: str) -> None:

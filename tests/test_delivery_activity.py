@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from temporalio.exceptions import ApplicationError
 
 from activities.delivery import PaneActivities
 from agentcomms import errors
-from agentcomms.ids import new_event_id
 from agentcomms.models import (
     DeliverRequest,
     DeliveryOutcome,
@@ -26,6 +26,7 @@ from agentcomms.models import (
 )
 from agentcomms.store import Store
 from agentcomms.trust import DeploymentKey
+from tests.support.events import message
 from tests.support.stack import in_mailbox_of
 from tests.support.tmux import Recorder, Tmux
 
@@ -44,16 +45,8 @@ def registration(pane: PaneTarget, **fields: object) -> Registration:
     return KEY.sign_registration(AGENT, Registration.model_validate(data | fields))
 
 
-def signed(text: str = "hello", **fields: object) -> Event:
-    data: dict[str, object] = {
-        "id": new_event_id(),
-        "agent_id": AGENT,
-        "channel_id": "cli:local",
-        "type": "human_message",
-        "role": "human",
-        "payload": {"text": text},
-    }
-    return KEY.sign_event(Event.model_validate(data | fields))
+def signed(text: str = "hello", **fields: Any) -> Event:
+    return KEY.sign_event(message(AGENT, "cli:local", text, **fields))
 
 
 def deliver(pane: PaneTarget, *events: Event) -> DeliverRequest:

@@ -7,7 +7,6 @@ read back from the projection, state from the workflow's query.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 from collections.abc import Callable
 from contextlib import AsyncExitStack
@@ -15,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import text
-from temporalio.client import WorkflowHandle, WorkflowHistory
+from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.ids import new_event_id
@@ -24,6 +23,7 @@ from agentcomms.search_attributes import AGENT_STATUS
 from agentcomms.workflow_ids import mailbox_id
 from tests.support.cli import AGENTCOMMS
 from tests.support.home import write_config
+from tests.support.mailbox import local_activities
 from tests.support.stack import STACK_KEY, Stack, delivered, register, running_stack
 from tests.support.tmux import Tmux, recorder
 from tests.support.waiting import eventually, typed
@@ -93,19 +93,6 @@ async def backlog_then_pane(
     return agent, out
 
 
-def typing_activities(history: WorkflowHistory) -> list[str]:
-    """The typing local activities a mailbox's history records, by name, in order."""
-    names = []
-    for event in history.events:
-        if event.HasField("marker_recorded_event_attributes"):
-            data = event.marker_recorded_event_attributes.details.get("data")
-            for payload in data.payloads if data else []:
-                kind = json.loads(payload.data).get("activity_type", "")
-                if kind.startswith("deliver"):
-                    names.append(kind)
-    return names
-
-
 async def test_a_backlog_is_typed_several_messages_to_a_local_activity(
     stack: Stack, tmux: Tmux, tmp_path: Path
 ) -> None:
@@ -114,7 +101,7 @@ async def test_a_backlog_is_typed_several_messages_to_a_local_activity(
     await eventually(lambda: out.read_bytes() == expected, timeout=30)
     await eventually(lambda: _all_delivered(stack, agent, 60))
     history = await stack.client.get_workflow_handle(mailbox_id(agent)).fetch_history()
-    typing = typing_activities(history)
+    typing = [kind for kind in local_activities(history) if kind.startswith("deliver")]
     # Batches of about 500 ms of typing time: 25 messages of 20 ms each.
     assert typing[:3] == ["deliver_to_pane"] * 3, typing
     assert len(typing) <= 4, typing

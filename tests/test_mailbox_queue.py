@@ -9,6 +9,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from agentcomms.models import TRIES_KEPT, Agent, Event
+from tests.support.events import message
 from workflows.mailbox.models import AgentState
 from workflows.mailbox.projection import CARRIED_CHARS, CHUNK_CHARS, RETRY_CAP, Owed, chunks
 from workflows.mailbox.queue import (
@@ -24,17 +25,8 @@ NOW = datetime(2026, 12, 1, tzinfo=UTC)
 
 
 def event(event_id: str, text: str = "hi", kind: str = "human_message") -> Event:
-    return Event.model_validate(
-        {
-            "id": event_id,
-            "agent_id": "a",
-            "channel_id": "cli:local",
-            "type": kind,
-            "role": "human" if kind == "human_message" else "system",
-            "payload": {"text": text},
-            "created_at": NOW,
-        }
-    )
+    role = "human" if kind == "human_message" else "system"
+    return message("a", "cli:local", text, id=event_id, type=kind, role=role, created_at=NOW)
 
 
 def queue_of(*events: Event) -> Queue:

@@ -3,6 +3,7 @@ sandbox, so a change that makes a running mailbox non-deterministic fails a test
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from temporalio.client import WorkflowHandle, WorkflowHistory
@@ -23,6 +24,17 @@ async def settled_history(handle: WorkflowHandle[Any, Any]) -> WorkflowHistory |
         "workflow_task_started_event_attributes"
     )
     return None if busy else history
+
+
+def local_activities(history: WorkflowHistory) -> list[str]:
+    """The types of the local activities a history ran, in order (read from their markers)."""
+    kinds = []
+    for event in history.events:
+        if event.HasField("marker_recorded_event_attributes"):
+            data = event.marker_recorded_event_attributes.details.get("data")
+            for payload in data.payloads if data else []:
+                kinds.append(json.loads(payload.data).get("activity_type", ""))
+    return kinds
 
 
 def mailbox_replayer() -> Replayer:
