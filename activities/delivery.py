@@ -198,7 +198,8 @@ class PaneActivities:
             return
         events = [event for _, event in asked]
         try:
-            await asyncio.wait_for(self._store.settle_events(events), RECORD_WAIT.total_seconds())
+            async with asyncio.timeout(RECORD_WAIT.total_seconds()):
+                await self._store.settle_events(events)
         except (*PROJECTION_UNAVAILABLE, TimeoutError) as exc:
             activity.logger.warning("%s typed; the mailbox will record it: %s", events[0].id, exc)
             return
