@@ -4,6 +4,11 @@ The provider's credentials come from this worker's configuration when the activi
 request carries only the chat, the text and ids. A provider's :class:`~agentcomms.errors.SendError`
 becomes the ``ApplicationError`` type the retry policy branches on (names in :mod:`agentcomms.errors`).
 
+Only the deployment's items are sent: each carries the deployment's tag, bound to its outbox's
+agent and chat, and the send checks it and takes what it sends from the item so checked (anyone
+who reaches Temporal can signal an outbox, or schedule ``send_chat`` from a workflow of their
+own). A genuine message the projection shows sent already is not sent again.
+
 Temporal retries a failed send on its own, and its history keeps only the last failure: so each
 failed try of a message is recorded here, with the provider's answer, in the message's event
 (``agentcomms trace`` shows them).
@@ -30,9 +35,10 @@ from agentcomms.errors import (
 )
 from agentcomms.logs import redact
 from agentcomms.models import TRIES_KEPT, Try, utcnow
-from agentcomms.outbox_models import ChatSend, ChatSent
-from agentcomms.store import Store
+from agentcomms.outbox_models import ChatSend, ChatSent, SendItem
+from agentcomms.store import PROJECTION_UNAVAILABLE, Store
 from agentcomms.transports import Sender
+from agentcomms.trust import DeploymentKey
 
 log = logging.getLogger(__name__)
 
@@ -41,8 +47,9 @@ RECORD_TRY_TIMEOUT_S = 10.0
 
 
 class ChatActivities:
-    def __init__(self, cfg: Config, store: Store | None = None) -> None:
+    def __init__(self, cfg: Config, key: DeploymentKey, store: Store | None = None) -> None:
         self._cfg = cfg
+        self._key = key
         self._store = store
         # One client per provider for the worker's life: its connection pool is reused.
         self._senders: dict[str, Sender] = {}
@@ -77,8 +84,9 @@ class ChatActivities:
         return sender
 
     @activity.defn(name="send_chat")
-    async def send_chat(self, req: ChatSend) -> ChatSent:
-        """Send a text, or a receipt for the human's message, through the request's provider."""
+    async def send_chat(self, signed: SendItem) -> ChatSent:
+        """Send a signed item of the outbox: a text, or a receipt for the human's message."""
+        req = await self._checked(signed)
         attempt = activity.info().attempt
         try:
             sender = self._sender(req.provider)
@@ -104,6 +112,43 @@ class ChatActivities:
             within = f" within {limit.total_seconds():.0f} s" if limit else ""
             self._record_try(req, attempt, f"no answer{within} (or the worker stopped)")
             raise
+
+    async def _checked(self, signed: SendItem) -> ChatSend:
+        """What to send, from an item the deployment signed for this outbox; refused otherwise."""
+        item = signed.item
+        if not self._key.outbox_item_is_genuine(signed.agent_id, signed.channel_id, item):
+            activity.logger.warning(
+                "refused to send %s to %s for %s: not signed by this deployment",
+                item.id,
+                signed.channel_id,
+                signed.agent_id,
+            )
+            raise ApplicationError(
+                f"{item.id} is not signed by this deployment: it did not come through "
+                "agentcomms (or was altered since), so it was not sent",
+                type=errors.NOT_SIGNED,
+                non_retryable=True,
+            )
+        if item.event is None:
+            return item.send
+        if await self._sent_before(item.event.id):
+            raise ApplicationError(
+                f"{item.event.id} was sent already (a copy asked again?): not sent twice",
+                type=errors.NOT_SIGNED,
+                non_retryable=True,
+            )
+        # A text's failed tries are recorded in its event.
+        return item.send.model_copy(update={"event_id": item.event.id})
+
+    async def _sent_before(self, event_id: str) -> bool:
+        if self._store is None:
+            return False
+        try:
+            stored = await self._store.get_event(event_id)
+        except PROJECTION_UNAVAILABLE as exc:
+            log.warning("could not ask the projection about %s: %s", event_id, exc)
+            return False
+        return stored is not None and stored.status == "delivered"
 
     def _record_try(self, req: ChatSend, attempt: int, answer: str) -> None:
         """Record the failed try in the message's event, in the background: the failure goes

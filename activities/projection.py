@@ -7,7 +7,9 @@ People and agents read what is written here (`events`, `check_messages`), and Te
 authenticates no one, so the writes run only as local activities of agentcomms' own workflows;
 and what a mailbox writes of its messages must be what the deployment signed for its agent: any
 other message (a forgery its state or a signal carried in, one signed for another agent) is
-written only as rejected.
+written only as rejected. What an outbox writes must be an outbound message the deployment signed
+for that outbox: any other (a forged item signalled to an outbox) is not written at all, so it
+never shows as someone's message.
 """
 
 from __future__ import annotations
@@ -19,7 +21,12 @@ from agentcomms import errors, metrics
 from agentcomms.models import Event, LoadedEvents, LoadRequest, ProjectionUpdate
 from agentcomms.store import Store
 from agentcomms.trust import DeploymentKey
-from agentcomms.workflow_ids import MAILBOX_WORKFLOW, agent_of_mailbox
+from agentcomms.workflow_ids import (
+    MAILBOX_WORKFLOW,
+    OUTBOX_WORKFLOW,
+    agent_of_mailbox,
+    outbox_workflow_id,
+)
 
 
 class ProjectionActivities:
@@ -38,6 +45,8 @@ class ProjectionActivities:
             agent_id = agent_of_mailbox(info.workflow_id or "")
             waiting = [self._as_signed(e, agent_id) for e in waiting]
             events = [self._as_signed(e, agent_id) for e in events]
+        elif info.workflow_type == OUTBOX_WORKFLOW:
+            events = [e for e in events if self._sent_by(e, info.workflow_id or "")]
         await self._store.record_events(waiting)
         await self._store.settle_events(events, agent=update.agent)
         metrics.settled(events, update.agent)
@@ -52,6 +61,23 @@ class ProjectionActivities:
             event.error if event.status in ("failed", "rejected") else errors.NOT_SIGNED_SENTENCE
         )
         return event.model_copy(update={"status": "rejected", "error": error, "delivered_at": None})
+
+    def _sent_by(self, event: Event, outbox_id: str) -> bool:
+        """Whether an outbox may write this event: an outbound message the deployment signed
+        for this outbox's agent and chat (its tag predates the provider's message id)."""
+        asked = event.model_copy(
+            update={"payload": {k: v for k, v in event.payload.items() if k != "message_id"}}
+        )
+        if (
+            event.direction == "out"
+            and outbox_workflow_id(event.agent_id, event.channel_id) == outbox_id
+            and self._key.event_is_genuine(asked)
+        ):
+            return True
+        activity.logger.warning(
+            "did not write %s for %s: not signed by this deployment", event.id, outbox_id
+        )
+        return False
 
     @activity.defn(name="load_waiting_events")
     async def load_waiting_events(self, request: LoadRequest) -> LoadedEvents:

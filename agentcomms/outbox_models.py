@@ -1,8 +1,8 @@
 """What the outbox workflow, its activities and its clients hand each other.
 
-``ChatSend``/``ChatSent`` are the ``send_chat`` activity's input and result, ``OutboxItem`` is one
-entry of an outbox's queue (posted by the gateway and by the mailbox), ``QueueReceipt`` the
-``queue_receipt`` activity's input. They live here, not in ``workflows/outbox/``, so the
+``ChatSend`` is what one item sends, ``SendItem``/``ChatSent`` the ``send_chat`` activity's input
+and result, ``OutboxItem`` one entry of an outbox's queue (posted, signed, by the gateway and by
+the mailbox's receipts), ``QueueReceipt`` the ``queue_receipt`` activity's input. They live here, not in ``workflows/outbox/``, so the
 activities and the gateway depend on core models rather than on a workflow module.
 
 Workflows import this module, so it holds only pydantic models and the standard library: no I/O.
@@ -42,6 +42,18 @@ class OutboxItem(BaseModel):
     id: str  # the outbound event's id, or "<event id>:<stage>" for a receipt
     send: ChatSend
     event: Event | None = None  # the outbound message, settled in the projection once sent
+    # The deployment's tag, bound to the outbox's agent and chat (:mod:`agentcomms.trust`):
+    # anyone can signal an outbox, and nothing else is sent or written.
+    signature: str | None = None
+
+
+class SendItem(BaseModel):
+    """The ``send_chat`` activity's input: one item of the outbox of (agent, chat), which the
+    activity checks against the deployment's tag and sends as signed."""
+
+    agent_id: str
+    channel_id: str
+    item: OutboxItem
 
 
 def receipt_item(

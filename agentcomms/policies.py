@@ -72,6 +72,11 @@ CALL_ANSWER_RETRY = RetryPolicy(
 )
 CALL_ANSWER_TIMEOUT = timedelta(seconds=30)
 
+# Checking the deployment's tag on a call's input or a line event: a local HMAC, so a failure
+# is the worker's, tried again briefly; a tag that does not check out is not retried.
+TRUST_CHECK_RETRY = RetryPolicy(maximum_attempts=3, non_retryable_error_types=[errors.NOT_SIGNED])
+TRUST_CHECK_TIMEOUT = timedelta(seconds=5)
+
 # ---- the mailbox (workflows/mailbox/) ------------------------------------------------------------
 
 MAILBOX_DELIVERY_RETRY = RetryPolicy(

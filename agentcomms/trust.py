@@ -26,6 +26,8 @@ from pydantic_core import to_jsonable_python
 from agentcomms.config.home import agentcomms_home, private_secret
 from agentcomms.config.models import SecurityConfig
 from agentcomms.models import Event, Registration, Unregister
+from agentcomms.outbox_models import OutboxItem
+from agentcomms.voice.models import CallInput, LineEvent
 
 KEY_FILENAME = "deployment.key"
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -81,6 +83,31 @@ class DeploymentKey:
         if not request.id or request.requested_at is None:
             return False
         return self._verify(_unregister_fields(agent_id, request), request.signature)
+
+    # ---- calls: what a call is asked, and what its line said ------------------------------------
+
+    def sign_call(self, call: CallInput) -> CallInput:
+        """The call's input with its tag: what the gateway starts a call with."""
+        return call.model_copy(update={"signature": self._tag(_call_fields(call))})
+
+    def call_is_genuine(self, call: CallInput) -> bool:
+        return self._verify(_call_fields(call), call.signature)
+
+    def sign_line_event(self, call_id: str, event: LineEvent) -> LineEvent:
+        """What the phone or the call system said happened on one call's line, tagged."""
+        return event.model_copy(update={"signature": self._tag(_line_fields(call_id, event))})
+
+    def line_event_is_genuine(self, call_id: str, event: LineEvent) -> bool:
+        return self._verify(_line_fields(call_id, event), event.signature)
+
+    # ---- outboxes: what an agent's outbox to one chat sends ------------------------------------
+
+    def sign_outbox_item(self, agent_id: str, channel_id: str, item: OutboxItem) -> OutboxItem:
+        tag = self._tag(_outbox_fields(agent_id, channel_id, item))
+        return item.model_copy(update={"signature": tag})
+
+    def outbox_item_is_genuine(self, agent_id: str, channel_id: str, item: OutboxItem) -> bool:
+        return self._verify(_outbox_fields(agent_id, channel_id, item), item.signature)
 
     # ---- the tag --------------------------------------------------------------------------------
 
@@ -146,3 +173,42 @@ def _microseconds(moment: datetime) -> int:
     # Not isoformat: the projection hands a time back in UTC, whatever offset it was made with.
     aware = moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
     return (aware - _EPOCH) // timedelta(microseconds=1)
+
+
+def _call_fields(call: CallInput) -> list[Any]:
+    """All of the call's input: who is called about what, how, and for how long."""
+    return ["agentcomms-call/1", _as_read_back(call.model_dump(exclude={"signature"}))]
+
+
+def _line_fields(call_id: str, event: LineEvent) -> list[Any]:
+    # Bound to one call: a genuine event copied into another call is not that call's.
+    return [
+        "agentcomms-line-event/1",
+        call_id,
+        _as_read_back(event.model_dump(exclude={"signature"})),
+    ]
+
+
+def _outbox_fields(agent_id: str, channel_id: str, item: OutboxItem) -> list[Any]:
+    # The event's own fields, not its tag: what is settled is what was asked to be sent.
+    return [
+        "agentcomms-outbox-item/1",
+        agent_id,
+        channel_id,
+        item.id,
+        _as_read_back(item.send.model_dump()),
+        _event_fields(item.event) if item.event is not None else None,
+    ]
+
+
+def _as_read_back(value: Any) -> Any:
+    """A model's fields as they read back from JSON, whatever they were built with: a default
+    of 30 for a float field comes back as 30.0, so whole numbers are written as integers."""
+    plain = to_jsonable_python(value)
+    if isinstance(plain, float) and plain.is_integer():
+        return int(plain)
+    if isinstance(plain, dict):
+        return {k: _as_read_back(v) for k, v in plain.items()}
+    if isinstance(plain, list):
+        return [_as_read_back(v) for v in plain]
+    return plain

@@ -5,6 +5,10 @@
 A call is its workflow (``call-<call_id>``): a turn is an update, the phone's news a signal
 (durable before the phone hears "accepted"), and what the phone should play is the workflow's
 line, which `phone_wait` long-polls.
+
+Temporal authenticates no one, so the call's input and every line event (the local phone's and
+the call system's webhooks') leave here tagged with the deployment key: the call acts on
+nothing else (:mod:`agentcomms.trust`).
 """
 
 from __future__ import annotations
@@ -33,8 +37,9 @@ from ulid import ULID
 
 from agentcomms.config import Config
 from agentcomms.errors import RpcError
-from agentcomms.models import ACTIVE_STATUSES
+from agentcomms.models import ACTIVE_STATUSES, utcnow
 from agentcomms.store import Store
+from agentcomms.trust import DeploymentKey
 from agentcomms.voice.audio import AudioStore, turn_audio_name
 from agentcomms.voice.callsystem import LOCAL_NUMBER, call_system
 from agentcomms.voice.models import (
@@ -123,10 +128,11 @@ def new_call_id(agent_id: str, request_id: str | None) -> str:
 
 
 class CallControl:
-    def __init__(self, cfg: Config, client: Client, store: Store) -> None:
+    def __init__(self, cfg: Config, client: Client, store: Store, key: DeploymentKey) -> None:
         self._cfg = cfg
         self._client = client
         self._store = store
+        self._key = key
         self._audio = AudioStore(cfg.voice.audio_root())
 
     def methods(self) -> dict[str, tuple[type[Params], Any]]:
@@ -158,20 +164,23 @@ class CallControl:
             "id_reuse_policy": WorkflowIDReusePolicy.REJECT_DUPLICATE,
             "static_summary": f"call from {p.agent_id} to the {number or system} phone",
         }
-        call_input = CallInput(
-            call_id=call_id,
-            agent_id=p.agent_id,
-            message=p.message,
-            system=system,
-            to_number=number,
-            tts=tts_chain(self._cfg),
-            stt=stt_chain(self._cfg),
-            ring_timeout_s=voice.ring_timeout_s,
-            transcript_timeout_s=voice.transcript_timeout_s,
-            max_duration_s=voice.max_call_duration_s,
-            fallback=voice.sms_fallback,
-            fallback_message=voice.sms_fallback_message,
-            notify_mailbox=not p.wait,
+        call_input = self._key.sign_call(
+            CallInput(
+                call_id=call_id,
+                agent_id=p.agent_id,
+                message=p.message,
+                system=system,
+                to_number=number,
+                tts=tts_chain(self._cfg),
+                stt=stt_chain(self._cfg),
+                ring_timeout_s=voice.ring_timeout_s,
+                transcript_timeout_s=voice.transcript_timeout_s,
+                max_duration_s=voice.max_call_duration_s,
+                fallback=voice.sms_fallback,
+                fallback_message=voice.sms_fallback_message,
+                notify_mailbox=not p.wait,
+                placed_at=utcnow(),
+            )
         )
         if not p.wait:
             try:
@@ -308,7 +317,7 @@ class CallControl:
         when the call is over."""
         handle = self._handle(call_id)
         try:
-            await handle.signal(CallWorkflow.line_event, event)
+            await handle.signal(CallWorkflow.line_event, self._key.sign_line_event(call_id, event))
         except RPCError as exc:
             if exc.status == RPCStatusCode.NOT_FOUND:
                 return False

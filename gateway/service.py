@@ -46,7 +46,7 @@ class Gateway:
             limits=cfg.mailbox_limits,
             accepted_by=f"the gateway on {self.host} (pid {os.getpid()})",
         )
-        self.outbox = Outbox(client, cfg.temporal.task_queue)
+        self.outbox = Outbox(client, cfg.temporal.task_queue, key=self.key)
         self.inbox = ChatInbox(cfg, store, self.mailbox, self.outbox)
         self.chat = ChatTransports(cfg, self.inbox)
         self.methods = Methods(
@@ -58,7 +58,7 @@ class Gateway:
             outbox=self.outbox,
             chat=self.chat,
         )
-        self.calls = CallControl(cfg, client, store)
+        self.calls = CallControl(cfg, client, store, self.key)
         self.methods.extend(self.calls.methods())
         self.methods.extend(SenderMethods(cfg, store).methods())
         self.server = SocketServer(cfg.server.socket(), self.methods.dispatch)

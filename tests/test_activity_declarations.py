@@ -50,6 +50,8 @@ DECLARED: dict[str, tuple[ModuleType, set[str]]] = {
     "call": (
         call,
         {
+            "check_call",
+            "check_line_event",
             "synthesize_speech",
             "transcribe_speech",
             "record_call",

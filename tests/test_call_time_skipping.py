@@ -10,7 +10,9 @@ from temporalio.worker import Worker
 
 from activities.voice import VoiceActivities
 from agentcomms.config import Config, VoiceConfig
+from agentcomms.models import utcnow
 from agentcomms.store import Store
+from agentcomms.trust import DeploymentKey
 from agentcomms.workflow_ids import call_workflow_id
 from workflows.call import CallInput, CallWorkflow
 
@@ -20,7 +22,8 @@ async def test_nobody_answers_for_30_s_and_the_message_goes_out_another_way(
 ) -> None:
     cfg = Config(voice=VoiceConfig(audio_dir=tmp_path / "audio"))
     store = await Store.open(f"sqlite+aiosqlite:///{tmp_path / 'agentcomms.db'}")
-    voice = VoiceActivities(cfg, store)
+    key = DeploymentKey(b"k" * 40)
+    voice = VoiceActivities(cfg, store, key)
     queue = f"tq-{uuid.uuid4()}"
     client = time_skipping_env.client
     try:
@@ -28,17 +31,25 @@ async def test_nobody_answers_for_30_s_and_the_message_goes_out_another_way(
             client,
             task_queue=queue,
             workflows=[CallWorkflow],
-            activities=[voice.synthesize_speech, voice.record_call, voice.send_call_fallback],
+            activities=[
+                voice.check_call,
+                voice.synthesize_speech,
+                voice.record_call,
+                voice.send_call_fallback,
+            ],
         ):
             call_id = f"c_{uuid.uuid4().hex[:26].upper()}"
             ended = await client.execute_workflow(
                 CallWorkflow.run,
-                CallInput(
-                    call_id=call_id,
-                    agent_id="a",
-                    message="The build is red.",
-                    ring_timeout_s=cfg.voice.ring_timeout_s,
-                    fallback_message=cfg.voice.sms_fallback_message,
+                key.sign_call(
+                    CallInput(
+                        call_id=call_id,
+                        agent_id="a",
+                        message="The build is red.",
+                        ring_timeout_s=cfg.voice.ring_timeout_s,
+                        fallback_message=cfg.voice.sms_fallback_message,
+                        placed_at=utcnow(),
+                    )
                 ),
                 id=call_workflow_id(call_id),
                 task_queue=queue,

@@ -50,7 +50,7 @@ def build_workers(
     projection = ProjectionActivities(store, key)
     panes = PaneActivities(key, store)  # types only what the deployment signed
     # A mailbox that typed a chat message queues its receipt in the outbox, on the shared queue.
-    receipts = ReceiptActivities(Outbox(client, cfg.temporal.task_queue).post)
+    receipts = ReceiptActivities(Outbox(client, cfg.temporal.task_queue, key=key).post)
     activities: list[Any] = [
         panes.deliver_to_pane,
         panes.interrupt_pane,
@@ -70,7 +70,7 @@ def build_workers(
     ]
     if shared:
         # Chat sends need no pane: any host's worker may send, with its own config's credentials.
-        chat = ChatActivities(cfg, store)
+        chat = ChatActivities(cfg, key, store)
         # Calls run on the shared queue: nothing of a call is tied to one host's panes. A call
         # that is not answered blocking hands its answer to the agent's mailbox.
         mailbox = Mailbox(
@@ -81,8 +81,8 @@ def build_workers(
             limits=cfg.mailbox_limits,
             accepted_by=f"the worker on {host or host_name()} (pid {os.getpid()})",
         )
-        voice = VoiceActivities(cfg, store, post=mailbox.post)
-        twilio_calls = TwilioCallActivities(cfg)
+        voice = VoiceActivities(cfg, store, key, post=mailbox.post)
+        twilio_calls = TwilioCallActivities(cfg, key)
         workers.append(
             Worker(
                 client,
@@ -91,6 +91,8 @@ def build_workers(
                 activities=[
                     *activities,
                     chat.send_chat,
+                    voice.check_call,
+                    voice.check_line_event,
                     voice.synthesize_speech,
                     voice.transcribe_speech,
                     voice.record_call,

@@ -64,6 +64,7 @@ NOT_SIGNED_SENTENCE = (
     "so it was not typed"
 )
 NOT_A_MAILBOX = "NotAnAgentMailbox"  # non-retryable: a pane activity asked for by anyone else
+NOT_A_CALL = "NotTheCallsWorkflow"  # non-retryable: a call's activity asked for by anyone else
 NOT_LOCAL = "NotALocalActivity"  # non-retryable: a projection write scheduled by anyone
 REGISTRATION_NOT_SIGNED = "RegistrationNotSigned"  # non-retryable: the pane waits for a real one
 
@@ -78,6 +79,7 @@ __all__ = [
     "CHAT_UNAVAILABLE",
     "INVALID_TARGET",
     "MAILBOX_REFUSED",
+    "NOT_A_CALL",
     "NOT_SIGNED",
     "NOT_SIGNED_SENTENCE",
     "PANE_NOT_FOUND",

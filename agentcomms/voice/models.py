@@ -24,6 +24,36 @@ AUDIO_NAME_PATTERN = r"^[A-Za-z0-9_-]{1,80}/[A-Za-z0-9_-]{1,80}\.(wav|mp3)$"
 CallSystem = Literal["local", "twilio"]
 
 
+class CallInput(BaseModel):
+    """Everything a call needs, decided when it is placed (the workflow reads no config), and
+    tagged by the gateway that placed it: a call anyone else starts is refused."""
+
+    call_id: str
+    agent_id: str
+    message: str
+    system: CallSystem = "local"
+    to_number: str | None = None  # shown in the call's row; what is dialled is the config's
+    tts: list[str] = Field(default_factory=lambda: ["local"])
+    stt: list[str] = Field(default_factory=lambda: ["local"])
+    ring_timeout_s: float = 30
+    transcript_timeout_s: float = 180
+    max_duration_s: float = 1800
+    fallback: bool = True  # nobody answered: send the message another way
+    fallback_message: str = "I tried calling but couldn't reach you. Here's my message: {message}"
+    # Non-blocking: the first answer goes to the agent's mailbox instead of a waiting caller.
+    notify_mailbox: bool = False
+    # When the gateway placed it: a copy of a genuine input started long after is refused.
+    placed_at: datetime | None = None
+    signature: str | None = None  # the deployment's tag over everything above
+
+
+class CallCheck(BaseModel):
+    """A call's input, checked against the deployment's tag as its workflow starts."""
+
+    call: CallInput
+    started_at: datetime  # the workflow's start, as the server recorded it
+
+
 def check_audio_name(value: str) -> str:
     if not re.fullmatch(AUDIO_NAME_PATTERN, value):
         raise ValueError(f"{value!r} is not an audio reference (<call id>/<name>.wav)")
@@ -82,24 +112,29 @@ class CallUpdate(BaseModel):
 
 
 class CallNotice(BaseModel):
-    """A call's outcome for the agent's mailbox (non-blocking calls)."""
+    """A call's outcome for the agent's mailbox (non-blocking calls); whose call it is, the
+    activity reads from the signed call itself."""
 
-    call_id: str
-    agent_id: str
+    call: CallInput
     turn: int
-    text: str
     response: str = ""
+    note: str | None = None
     timed_out: bool = False
     status: str = "answered"
 
+    def text(self) -> str:
+        """What the agent reads: ``[phone call <id>] <the answer>``, or why there is none."""
+        prefix = f"[phone call {self.call.call_id}]"
+        if self.status in ("answered", "timed-out") and self.response:
+            return f"{prefix} {self.response}"
+        return f"{prefix} ({self.note or self.status})"
+
 
 class FallbackRequest(BaseModel):
-    """The message of a call nobody answered, sent another way."""
+    """The message of a call nobody answered, sent another way: the text is the signed call's,
+    the number the config's."""
 
-    call_id: str
-    agent_id: str
-    text: str
-    to_number: str | None = None
+    call: CallInput
 
 
 LineState = Literal["dialing", "ringing", "connected", "ended"]
@@ -127,7 +162,9 @@ class Line(BaseModel):
 
 
 class LineEvent(BaseModel):
-    """Something that happened on the line, reported by the phone or the call system."""
+    """Something that happened on the line, reported by the phone or the call system, and
+    tagged by the gateway that heard it (:mod:`agentcomms.trust`): the call acts on nothing
+    else."""
 
     kind: LineEventKind
     turn: int | None = None  # for played / heard / partial: the turn it belongs to
@@ -135,14 +172,21 @@ class LineEvent(BaseModel):
     audio: AudioRef | None = None  # heard: the recording, when it came as sound
     phone_id: str | None = None  # which phone answered (several may ring)
     detail: str | None = None
+    signature: str | None = None  # the deployment's tag, bound to the call
+
+
+class LineCheck(BaseModel):
+    """A line event for one call, to be checked against the deployment's tag."""
+
+    call_id: str
+    event: LineEvent
 
 
 class PlaceCall(BaseModel):
-    """Ask the call system to ring `to_number`; its webhooks carry `call_id` in their paths."""
+    """Ask the call system to ring the human's number (the config's) for this signed call; its
+    webhooks carry the call's id in their paths."""
 
-    call_id: str
-    to_number: str
-    ring_timeout_s: float = 30
+    call: CallInput
 
 
 class LiveCall(BaseModel):

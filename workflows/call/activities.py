@@ -1,8 +1,10 @@
 """The activities a call runs, declared by their signatures so the workflow calls them by
 reference without importing the code that speaks, listens, dials or writes the database.
 
-Speech (``synthesize_speech``, ``transcribe_speech``) runs as local activities: a turn waits on
-them. The rest are retried activities on the shared task queue. The worker registers
+All run as local activities of the call's own workflow, and refuse any other caller: Temporal
+authenticates no one, so a workflow or worker anyone runs must not make a worker ring, speak,
+text or write. The call starts by checking the deployment's tag on its input (``check_call``)
+and checks every line event's (``check_line_event``) before it counts. The worker registers
 :class:`activities.voice.VoiceActivities` and :class:`activities.voice.TwilioCallActivities`
 under the same names; ``tests/test_activity_declarations.py`` checks that each declaration has an
 implementation with the same name, input and result.
@@ -14,9 +16,13 @@ from temporalio import activity
 
 from agentcomms.voice.models import (
     AudioRef,
+    CallCheck,
+    CallInput,
     CallNotice,
     CallUpdate,
     FallbackRequest,
+    LineCheck,
+    LineEvent,
     LiveCall,
     PlaceCall,
     SpeechRequest,
@@ -24,6 +30,18 @@ from agentcomms.voice.models import (
     Transcript,
 )
 from workflows.activities import declared
+
+
+@activity.defn(name="check_call")
+async def check_call(req: CallCheck) -> CallInput:
+    """The call's input, once the deployment's tag on it checks out (refused otherwise)."""
+    raise declared()
+
+
+@activity.defn(name="check_line_event")
+async def check_line_event(req: LineCheck) -> LineEvent:
+    """The line event, once the gateway's tag on it for this call checks out."""
+    raise declared()
 
 
 @activity.defn(name="synthesize_speech")

@@ -1,6 +1,6 @@
 """What the gateway asks a call and what it answers: the workflow's input, its updates' requests
-and results. The gateway imports these; the call's activities' models are
-``agentcomms.voice.models``."""
+and results. The gateway imports these; the call's activities' models (and the input, which
+they check) are ``agentcomms.voice.models``."""
 
 from __future__ import annotations
 
@@ -9,29 +9,12 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from agentcomms.models import CallStatus
-    from agentcomms.voice.models import CallSystem
+
+    # The input lives beside the call's activities' models: they check its tag.
+    from agentcomms.voice.models import CallInput as CallInput
 
 # A wait_line caller asks again after at most this long.
 MAX_LINE_WAIT_S = 60.0
-
-
-class CallInput(BaseModel):
-    """Everything a call needs, decided when it is placed (the workflow reads no config)."""
-
-    call_id: str
-    agent_id: str
-    message: str
-    system: CallSystem = "local"
-    to_number: str | None = None
-    tts: list[str] = Field(default_factory=lambda: ["local"])
-    stt: list[str] = Field(default_factory=lambda: ["local"])
-    ring_timeout_s: float = 30
-    transcript_timeout_s: float = 180
-    max_duration_s: float = 1800
-    fallback: bool = True  # nobody answered: send the message another way
-    fallback_message: str = "I tried calling but couldn't reach you. Here's my message: {message}"
-    # Non-blocking: the first answer goes to the agent's mailbox instead of a waiting caller.
-    notify_mailbox: bool = False
 
 
 class Say(BaseModel):

@@ -31,7 +31,9 @@ with workflow.unsafe.imports_passed_through():
         TurnRecord,
     )
     from agentcomms.workflow_ids import CALL_WORKFLOW
+    from workflows.activities import failure_cause
     from workflows.call import activities
+    from workflows.call.checks import CallRefused, checked_call, checked_line_event
     from workflows.call.models import CallInput, End, Ended, Say, TurnResult, WaitLine
 
 # Past the ring timeout the call system says no-answer itself; our own timer is the backstop.
@@ -66,11 +68,22 @@ class CallWorkflow:
         self._live: LiveCall | None = None  # the call system's call, once placed (Twilio)
         # The last turn's record, still being written while the agent already has its answer.
         self._recording: workflow.ActivityHandle[None] | None = None
+        self._checked = False  # nothing is acted on before the input's tag checks out
+        self._refused: str | None = None  # why the call was refused
+        self._checking = asyncio.Lock()  # line events are checked in the order they came
 
     # ---- the run: place the call, the first turn, then wait for the end ---------------------------
 
     @workflow.run
     async def run(self, input: CallInput) -> Ended:
+        try:  # a call the deployment did not sign rings, says, writes and posts nothing
+            input = self._in = await checked_call(input)
+        except CallRefused as refused:
+            workflow.set_current_details(reason := str(refused))
+            self._refused = reason
+            await workflow.wait_condition(workflow.all_handlers_finished)
+            raise ApplicationError(reason, type=errors.NOT_SIGNED, non_retryable=True) from None
+        self._checked = True
         workflow.upsert_search_attributes([AGENT_ID.value_set(input.agent_id)])
         self._details()
         await self._record()
@@ -114,6 +127,9 @@ class CallWorkflow:
                     await self._end_remote()
         # Let turns that were waiting (and phones waiting for the line) see the end.
         await workflow.wait_condition(workflow.all_handlers_finished)
+        # End this task before the one that completes the call: a line event arriving then fails
+        # that task, and would take with it an `end` this task accepted (its caller gets an error).
+        await workflow.sleep(timedelta(milliseconds=1))
         await self._record()
         return self._ended()
 
@@ -135,15 +151,9 @@ class CallWorkflow:
         self._hang_up(status, reason)
         note = reason
         if self._in.fallback:
-            text = self._in.fallback_message.replace("{message}", self._in.message)
-            where = await workflow.execute_activity(
+            where = await workflow.execute_local_activity(
                 activities.send_call_fallback,
-                FallbackRequest(
-                    call_id=self._in.call_id,
-                    agent_id=self._in.agent_id,
-                    text=text,
-                    to_number=self._in.to_number,
-                ),
+                FallbackRequest(call=self._in),
                 start_to_close_timeout=policies.CALL_FALLBACK_TIMEOUT,
                 retry_policy=policies.CALL_FALLBACK_RETRY,
                 summary=f"{reason}: message sent another way",
@@ -161,14 +171,14 @@ class CallWorkflow:
     @workflow.update
     async def initiate(self) -> TurnResult:
         """The first turn's outcome: what the human said, or why nobody did."""
-        await workflow.wait_condition(lambda: self._first is not None)
+        await self._first_turn()
         assert self._first is not None
         return self._first
 
     @workflow.update
     async def say(self, request: Say) -> TurnResult:
         """Speak to the human; with `listen`, return what they answer."""
-        await workflow.wait_condition(lambda: self._first is not None)
+        await self._first_turn()
         async with self._turns:
             if self._ended_at is not None:
                 raise ApplicationError(self._ended_sentence(), type=errors.CALL_ENDED)
@@ -183,7 +193,7 @@ class CallWorkflow:
     @workflow.update
     async def end(self, request: End) -> Ended:
         """Say goodbye (when there is a message), hang up once it has played, give the duration."""
-        await workflow.wait_condition(lambda: self._first is not None)
+        await self._first_turn()
         async with self._turns:
             if self._ended_at is None:
                 if request.message:
@@ -195,8 +205,20 @@ class CallWorkflow:
         return self._ended()
 
     @workflow.signal
-    def line_event(self, event: LineEvent) -> None:
-        """What happened on the line. Events of another turn, or after the end, are ignored."""
+    async def line_event(self, event: LineEvent) -> None:
+        """What happened on the line, once the gateway's tag on it checks out: anyone can
+        signal, and a forged "heard" would be taken for the human's answer. A refused event
+        changes nothing (its check's failure in the history says why)."""
+        async with self._checking:
+            await workflow.wait_condition(lambda: self._checked or self._refused is not None)
+            if self._refused is not None or self._ended_at is not None:
+                return
+            checked = await checked_line_event(self._in.call_id, event)
+            if checked is not None:
+                self._on_line(checked)
+
+    def _on_line(self, event: LineEvent) -> None:
+        """A checked event. Events of another turn, or after the end, are ignored."""
         if self._ended_at is not None:
             return
         if self._ring_outcome is None and self._line.state == "ringing":
@@ -229,7 +251,11 @@ class CallWorkflow:
         """The line once its version passes `after_version` (or as it is at the timeout)."""
         try:
             await workflow.wait_condition(
-                lambda: self._line.version > request.after_version or self._line.state == "ended",
+                lambda: (
+                    self._line.version > request.after_version
+                    or self._line.state == "ended"
+                    or self._refused is not None
+                ),
                 timeout=timedelta(seconds=request.timeout_s),
             )
         except TimeoutError:
@@ -350,22 +376,17 @@ class CallWorkflow:
     # ---- the call system ----------------------------------------------------------------------------
 
     async def _place_remote(self) -> None:
-        assert self._in.to_number is not None
         try:
-            self._live = await workflow.execute_activity(
+            self._live = await workflow.execute_local_activity(
                 activities.place_twilio_call,
-                PlaceCall(
-                    call_id=self._in.call_id,
-                    to_number=self._in.to_number,
-                    ring_timeout_s=self._in.ring_timeout_s,
-                ),
+                PlaceCall(call=self._in),
                 start_to_close_timeout=policies.CALL_SYSTEM_TIMEOUT,
                 retry_policy=policies.CALL_SYSTEM_RETRY,
-                summary=f"ring {self._in.to_number}",
+                summary=f"ring {self._in.to_number or 'the human'}",
             )
-        except ActivityError as exc:
-            cause = exc.cause if isinstance(exc.cause, ApplicationError) else exc
-            detail = cause.message if isinstance(cause, ApplicationError) else str(cause)
+        except (ActivityError, ApplicationError) as exc:
+            cause = failure_cause(exc)
+            detail = cause.message if isinstance(cause, ApplicationError) else str(cause or exc)
             self._ring_outcome = LineEvent(kind="failed", detail=detail)
 
     async def _end_remote(self) -> None:
@@ -379,17 +400,17 @@ class CallWorkflow:
         self, activity: Callable[[LiveCall], Awaitable[None]], live: LiveCall, summary: str
     ) -> None:
         try:
-            await workflow.execute_activity(
+            await workflow.execute_local_activity(
                 activity,
                 live,
                 start_to_close_timeout=policies.CALL_SYSTEM_TIMEOUT,
                 retry_policy=policies.CALL_SYSTEM_RETRY,
                 summary=summary,
             )
-        except ActivityError as exc:
+        except (ActivityError, ApplicationError) as exc:
             # The call goes on as far as it can; a turn the call system never hears of times
             # out like any unanswered one.
-            workflow.logger.warning("%s failed: %s", activity.__name__, exc.cause or exc)
+            workflow.logger.warning("%s failed: %s", activity.__name__, failure_cause(exc))
 
     # ---- the line, the record, the mailbox ----------------------------------------------------------
 
@@ -449,7 +470,7 @@ class CallWorkflow:
             error=self._end_reason if self._status in ("failed",) else None,
         )
         what = [f'{t.speaker}: "{_short(t.text)}"' for t in turns or []]
-        writing = workflow.start_activity(
+        writing = workflow.start_local_activity(
             activities.record_call,
             CallUpdate(call=record, turns=turns or []),
             start_to_close_timeout=policies.PROJECTION_TIMEOUT,
@@ -463,23 +484,17 @@ class CallWorkflow:
 
     async def _notify(self, result: TurnResult) -> None:
         """Hand a turn's outcome to the agent's mailbox (typed into its pane, check_messages)."""
-        prefix = f"[phone call {self._in.call_id}]"
-        if result.status in ("answered", "timed-out") and result.response:
-            text = f"{prefix} {result.response}"
-        else:
-            text = f"{prefix} ({result.note or result.status})"
-        await workflow.execute_activity(
+        told = result.model_dump(include={"turn", "response", "note", "timed_out", "status"})
+        notice = CallNotice(call=self._in, **told)
+        await workflow.execute_local_activity(
             activities.post_call_answer,
-            CallNotice(
-                call_id=self._in.call_id,
-                agent_id=self._in.agent_id,
-                turn=result.turn,
-                text=text,
-                response=result.response,
-                timed_out=result.timed_out,
-                status=result.status,
-            ),
+            notice,
             start_to_close_timeout=policies.CALL_ANSWER_TIMEOUT,
             retry_policy=policies.CALL_ANSWER_RETRY,
-            summary=f'to {self._in.agent_id}\'s mailbox: "{_short(text)}"',
+            summary=f'to {self._in.agent_id}\'s mailbox: "{_short(notice.text())}"',
         )
+
+    async def _first_turn(self) -> None:
+        await workflow.wait_condition(lambda: self._first is not None or self._refused is not None)
+        if self._refused is not None:
+            raise ApplicationError(self._refused, type=errors.NOT_SIGNED, non_retryable=True)

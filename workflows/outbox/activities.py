@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from temporalio import activity
 
-from agentcomms.outbox_models import ChatSend, ChatSent
+from agentcomms.outbox_models import ChatSent, SendItem
 from workflows.activities import declared
 
 # Re-exported: the outbox runs it as activities.record_projection like its own.
@@ -21,6 +21,6 @@ from workflows.activities import record_projection as record_projection
 
 
 @activity.defn(name="send_chat")
-async def send_chat(req: ChatSend) -> ChatSent:
-    """Send a text, or a receipt for the human's message, through the request's provider."""
+async def send_chat(req: SendItem) -> ChatSent:
+    """Send a signed item of the outbox: a text, or a receipt for the human's message."""
     raise declared()

@@ -4,7 +4,9 @@ The gateway and the mailbox's receipts (through the workers) use this one client
 workflow id is spelled in :mod:`agentcomms.workflow_ids`, and its signal and update are called by
 reference.
 
-An item is durable once ``post`` returns (signal-with-start on the shared task queue).
+An item is durable once ``post`` returns (signal-with-start on the shared task queue). Every
+item (and the message it settles) leaves here signed with the deployment key, bound to its
+outbox: the send and the projection write refuse anything else (:mod:`agentcomms.trust`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes, Workfl
 
 from agentcomms.outbox_models import OutboxItem
 from agentcomms.search_attributes import AGENT_ID
+from agentcomms.trust import DeploymentKey
 from agentcomms.workflow_ids import outbox_workflow_id
 from workflows.outbox.models import OutboxInput, SendStatus, WaitSent
 from workflows.outbox.workflow import OutboxWorkflow
@@ -31,11 +34,15 @@ def outbox_handle(
 
 
 class Outbox:
-    def __init__(self, client: Client, task_queue: str) -> None:
+    def __init__(self, client: Client, task_queue: str, *, key: DeploymentKey) -> None:
         self._client = client
         self._task_queue = task_queue
+        self._key = key
 
     async def post(self, agent_id: str, channel_id: str, item: OutboxItem) -> None:
+        if item.event is not None:
+            item = item.model_copy(update={"event": self._key.sign_event(item.event)})
+        item = self._key.sign_outbox_item(agent_id, channel_id, item)
         await self._client.start_workflow(
             OutboxWorkflow.run,
             OutboxInput(agent_id=agent_id, channel_id=channel_id),

@@ -5,6 +5,8 @@ while a slow or rate-limited chat holds up nobody else. It runs on the shared ta
 needs no pane. Each item is one activity with an explicit retry policy (a provider's rate limit
 sets the next delay, network trouble backs off, a permanent refusal fails at once). The activity
 reads the provider's credentials from the worker's configuration: none travel in this history.
+The workflow cannot check the deployment's tag on an item (it holds no key): the send and the
+projection write do, and refuse a forged item whoever signalled it.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 with workflow.unsafe.imports_passed_through():
     from agentcomms import policies
     from agentcomms.models import Event, ProjectionUpdate
-    from agentcomms.outbox_models import OutboxItem
+    from agentcomms.outbox_models import OutboxItem, SendItem
     from agentcomms.workflow_ids import OUTBOX_WORKFLOW
     from workflows.outbox import activities
     from workflows.outbox.models import OutboxInput, OutboxState, SendOutcome, SendStatus, WaitSent
@@ -95,13 +97,11 @@ class OutboxWorkflow:
 
     async def _send(self, item: OutboxItem) -> SendOutcome:
         send = item.send
-        if item.event is not None and send.event_id is None:
-            send = send.model_copy(update={"event_id": item.event.id})
         what = f"receipt ({send.stage}) for" if send.kind == "receipt" else "send"
         try:
             sent = await workflow.execute_activity(
                 activities.send_chat,
-                send,
+                SendItem(agent_id=self._s.agent_id, channel_id=self._s.channel_id, item=item),
                 start_to_close_timeout=policies.CHAT_SEND_TIMEOUT,
                 schedule_to_close_timeout=(
                     policies.CHAT_RECEIPT_GIVE_UP

@@ -35,14 +35,15 @@ from twilio.request_validator import RequestValidator
 from twilio.rest import Client
 
 from agentcomms.config import Config
+from agentcomms.errors import SendRefused
 from agentcomms.transports._twilio import SIGNATURE_HEADER, HttpxTwilioClient, twilio_errors
 from agentcomms.voice.audio import AudioStore, turn_audio_name
 from agentcomms.voice.models import (
+    CallInput,
     Line,
     LineEvent,
     LineEventKind,
     LiveCall,
-    PlaceCall,
     check_audio_name,
 )
 
@@ -91,10 +92,14 @@ class TwilioCalls:
             client.api.base_url = phone.base_url.rstrip("/")
         return client
 
-    async def place(self, req: PlaceCall) -> str:
-        with twilio_errors("voice", req.to_number):
+    async def place(self, req: CallInput) -> str:
+        """Ring the human's number, the config's (whatever the request names)."""
+        number = self._phone.to_number
+        if not number:
+            raise SendRefused("voice.phone.to_number is not set: set the human's number to call")
+        with twilio_errors("voice", number):
             call = await self._client().calls.create_async(
-                to=req.to_number,
+                to=number,
                 from_=self._phone.from_number,
                 url=call_url(self._public_url, req.call_id, "answer"),
                 method="POST",
