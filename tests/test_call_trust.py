@@ -10,7 +10,6 @@ phone spoken through the gateway's socket.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 from datetime import timedelta
 from pathlib import Path
@@ -18,13 +17,9 @@ from typing import Any
 from uuid import uuid4
 
 import pytest
-from temporalio import workflow
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import WorkflowFailureError, WorkflowHistory
-from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError
-from temporalio.testing import ActivityEnvironment
-from temporalio.worker import Worker
+from temporalio.exceptions import ApplicationError
 
 from activities.voice import TwilioCallActivities, VoiceActivities
 from agentcomms import errors
@@ -45,10 +40,11 @@ from agentcomms.voice.models import (
     PlaceCall,
     SpeechRequest,
 )
-from agentcomms.workflow_ids import CALL_WORKFLOW, call_workflow_id
+from agentcomms.workflow_ids import call_workflow_id
+from tests.support.attacker import refusals_of_attacks
 from tests.support.mailbox import local_activities
 from tests.support.phone import Phone
-from tests.support.stack import STACK_KEY, Stack
+from tests.support.stack import STACK_KEY, Stack, in_call
 from tests.support.tmux import Tmux, recorder
 
 KEY = DeploymentKey(STACK_KEY.encode())
@@ -194,52 +190,21 @@ async def test_call_activities_scheduled_by_an_attackers_workflow_act_for_nobody
         ("check_call", CallCheck(call=call, started_at=utcnow())),
         ("check_line_event", LineCheck(call_id=call.call_id, event=LineEvent(kind="answered"))),
     ]
-    queue = f"attacker-{uuid4().hex[:8]}"
-    async with Worker(stack.client, task_queue=queue, workflows=[Attacker]):
-        for name, request in asks:
-            with pytest.raises(WorkflowFailureError) as failed:
-                await stack.client.execute_workflow(
-                    Attacker.run,
-                    args=[stack.cfg.temporal.task_queue, name, request.model_dump(mode="json")],
-                    id=call_workflow_id(call.call_id) + f"-{uuid4().hex[:4]}",
-                    task_queue=queue,
-                )
-            activity_failure = failed.value.cause
-            assert isinstance(activity_failure, ActivityError), name
-            refusal = activity_failure.cause
-            assert isinstance(refusal, ApplicationError) and refusal.type == errors.NOT_A_CALL
+    refused = await refusals_of_attacks(
+        stack.client,
+        stack.cfg.temporal.task_queue,
+        [(name, request.model_dump(mode="json")) for name, request in asks],
+        # Even named as the call's workflow: it is not, and does not run on the deployment's worker.
+        workflow_id=call_workflow_id(call.call_id),
+    )
+    assert [r.type for r in refused] == [errors.NOT_A_CALL] * len(asks)
     await asyncio.sleep(0.3)
     assert out.read_bytes() == b""
     assert await stack.store.get_call(call.call_id) is None
     assert (await stack.call("check_messages", agent_id=agent))["messages"] == []
 
 
-@workflow.defn(sandboxed=False)
-class Attacker:
-    @workflow.run
-    async def run(self, queue: str, activity: str, request: dict[str, Any]) -> None:
-        await workflow.execute_activity(
-            activity,
-            request,
-            task_queue=queue,
-            start_to_close_timeout=timedelta(seconds=10),
-            retry_policy=RetryPolicy(maximum_attempts=1),
-        )
-
-
 # ---- each activity, alone --------------------------------------------------------------------------
-
-
-def in_call(call_id: str, **info: object) -> ActivityEnvironment:
-    """An activity environment as a call's own workflow runs its activities: locally."""
-    env = ActivityEnvironment()
-    fields: dict[str, Any] = {
-        "is_local": True,
-        "workflow_id": call_workflow_id(call_id),
-        "workflow_type": CALL_WORKFLOW,
-    }
-    env.info = dataclasses.replace(env.info, **(fields | info))
-    return env
 
 
 @pytest.mark.parametrize(

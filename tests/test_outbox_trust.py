@@ -9,18 +9,12 @@ file.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from datetime import timedelta
 from pathlib import Path
-from typing import Any
-from uuid import uuid4
 
 import pytest
-from temporalio import workflow
-from temporalio.client import WorkflowFailureError
-from temporalio.common import RetryPolicy, WorkflowIDConflictPolicy
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Worker
 
 from activities.projection import ProjectionActivities
 from activities.receipts import ReceiptActivities
@@ -32,6 +26,7 @@ from agentcomms.store import Store
 from agentcomms.trust import DeploymentKey
 from agentcomms.workflow_ids import OUTBOX_WORKFLOW, outbox_workflow_id
 from tests.fakes.telegram import FakeTelegram
+from tests.support.attacker import refusals_of_attacks
 from tests.support.chat import CHAT, connected, with_telegram
 from tests.support.stack import STACK_KEY, Stack, in_mailbox_of, running_stack
 from workflows.outbox.models import OutboxInput
@@ -149,35 +144,20 @@ async def test_send_chat_scheduled_by_an_attackers_workflow_sends_nothing(
     forged = OutboxItem(
         id=new_event_id(), send=ChatSend(provider="telegram", chat_id="999", text="FORGED")
     )
-    queue = f"attacker-{uuid4().hex[:8]}"
-    async with Worker(stack.client, task_queue=queue, workflows=[Attacker]):
-        for item in (forged, copied):
-            request = SendItem(agent_id=agent, channel_id=CHANNEL, item=item)
-            with pytest.raises(WorkflowFailureError) as failed:
-                await stack.client.execute_workflow(
-                    Attacker.run,
-                    args=[stack.cfg.temporal.task_queue, request.model_dump(mode="json")],
-                    id=f"attack-{uuid4().hex[:8]}",
-                    task_queue=queue,
-                )
-            activity_failure = failed.value.cause
-            assert isinstance(activity_failure, ActivityError)
-            refusal = activity_failure.cause
-            assert isinstance(refusal, ApplicationError) and refusal.type == errors.NOT_SIGNED
+    refused = await refusals_of_attacks(
+        stack.client,
+        stack.cfg.temporal.task_queue,
+        [
+            (
+                "send_chat",
+                SendItem(agent_id=agent, channel_id=CHANNEL, item=item).model_dump(mode="json"),
+            )
+            for item in (forged, copied)
+        ],
+    )
+    assert [r.type for r in refused] == [errors.NOT_SIGNED] * 2
+    assert "sent already" in refused[1].message
     assert [m["text"] for m in telegram.sent] == ["genuine"]
-
-
-@workflow.defn(sandboxed=False)
-class Attacker:
-    @workflow.run
-    async def run(self, queue: str, request: dict[str, Any]) -> None:
-        await workflow.execute_activity(
-            "send_chat",
-            request,
-            task_queue=queue,
-            start_to_close_timeout=timedelta(seconds=10),
-            retry_policy=RetryPolicy(maximum_attempts=1),
-        )
 
 
 async def test_an_outbox_writes_only_the_outbound_messages_the_deployment_signed_for_it(

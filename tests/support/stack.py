@@ -34,7 +34,7 @@ from agentcomms.config import (
 )
 from agentcomms.models import Event
 from agentcomms.store import Store
-from agentcomms.workflow_ids import MAILBOX_WORKFLOW, mailbox_id
+from agentcomms.workflow_ids import CALL_WORKFLOW, MAILBOX_WORKFLOW, call_workflow_id, mailbox_id
 from gateway.service import Gateway
 from tests.support.tmux import Tmux, pane_command, recorder
 from tests.support.waiting import eventually
@@ -186,6 +186,18 @@ def in_mailbox_of(agent_id: str, **info: object) -> ActivityEnvironment:
         "is_local": True,
         "workflow_id": mailbox_id(agent_id),
         "workflow_type": MAILBOX_WORKFLOW,
+    }
+    env.info = dataclasses.replace(env.info, **(fields | info))
+    return env
+
+
+def in_call(call_id: str, **info: object) -> ActivityEnvironment:
+    """An activity environment as a call's own workflow runs its activities: locally."""
+    env = ActivityEnvironment()
+    fields: dict[str, Any] = {
+        "is_local": True,
+        "workflow_id": call_workflow_id(call_id),
+        "workflow_type": CALL_WORKFLOW,
     }
     env.info = dataclasses.replace(env.info, **(fields | info))
     return env
