@@ -290,7 +290,7 @@ class TelegramReceiver:
         if secret is None or not hmac.compare_digest(
             given.encode(), secret.get_secret_value().encode()
         ):
-            return PlainTextResponse("forbidden", status_code=403)
+            return PlainTextResponse(f"forbidden: bad or missing {SECRET_HEADER}", 403)
         try:
             update = Update.de_json(await request.json(), self._bot)
         except (ValueError, KeyError, TypeError):
