@@ -58,7 +58,7 @@ class Doorman:
     ``host``/``port`` are where it is bound: the host itself and ``localhost`` (and the loopback
     addresses) at that port are its names; bound to every address (``0.0.0.0``), any address of
     the machine and its host name are, at any port. ``public_url`` adds the host providers are told to post
-    to. ``origins`` are other sites allowed to call it from a browser (the Temporal UI, for the
+    to, and ``names`` more names at that port (``server.allowed_hosts``). ``origins`` are other sites allowed to call it from a browser (the Temporal UI, for the
     codec server); otherwise a request that carries an ``Origin`` must come from the listener's
     own.
     """
@@ -69,6 +69,7 @@ class Doorman:
         port: int,
         *,
         public_url: str | None = None,
+        names: Iterable[str] = (),
         origins: Iterable[str] = (),
     ) -> None:
         self.port = port
@@ -83,6 +84,8 @@ class Doorman:
                 name = parts.hostname.lower()
                 port_given = parts.port or _DEFAULT_PORTS.get(parts.scheme)
                 self._public |= {(name, None), (name, port_given)}
+        # Names the operator added: a DNS alias of this machine, a proxy's upstream name.
+        self._extra = {n.strip().lower() for n in names}
         self._origins = {o.rstrip("/").lower() for o in origins}
 
     def host_refusal(self, host: str | None) -> str | None:
@@ -94,7 +97,9 @@ class Doorman:
             name, port = split
             if (name, port) in self._public:
                 return None
-            if name in self._names and port == self.port:
+            if (name in self._names or name in self._extra) and port == self.port:
+                return None
+            if name in self._extra and port is None:  # behind a proxy on the default port
                 return None
             # Bound to every address (a container, behind a published port that may differ):
             # any address or name of this machine, at any port. A rebinding page's Host is its

@@ -6,7 +6,8 @@ tunnel or a proxy), and that URL, not the local one, is what webhook signatures 
 against.
 
 Every request is checked first (``agentcomms.http_guard``): its Host must be this listener's
-(the bound address, ``localhost``, or ``server.public_url``'s host), a browser's ``Origin`` must
+(the bound address, ``localhost``, ``server.public_url``'s host, or one of
+``server.allowed_hosts``), a browser's ``Origin`` must
 be its own, and a body may not pass ``MAX_WEBHOOK_BODY``.
 """
 
@@ -37,11 +38,17 @@ class _Server(uvicorn.Server):
 
 class WebhookServer:
     def __init__(
-        self, host: str, port: int, routes: list[Any], *, public_url: str | None = None
+        self,
+        host: str,
+        port: int,
+        routes: list[Any],
+        *,
+        public_url: str | None = None,
+        names: list[str] | None = None,
     ) -> None:
         self.host = host
         self.port = port
-        self.doorman = Doorman(host, port, public_url=public_url)
+        self.doorman = Doorman(host, port, public_url=public_url, names=names or [])
         guard = Middleware(Guard, doorman=self.doorman, max_body=MAX_WEBHOOK_BODY)
         self.app = Starlette(routes=routes, middleware=[guard])
         self._server: _Server | None = None

@@ -73,7 +73,11 @@ class Gateway:
         if routes:  # only when a provider receives by webhook
             server = self.cfg.server
             self.http = WebhookServer(
-                server.http_host, server.http_port, routes, public_url=server.public_url
+                server.http_host,
+                server.http_port,
+                routes,
+                public_url=server.public_url,
+                names=server.allowed_hosts,
             )
             await self.http.start()
 

@@ -60,7 +60,7 @@ async def serve(
             "agent (and type into its pane); on a shared machine give each agent a token "
             "(agents.<id>.token)"
         )
-    guard = Middleware(Guard, doorman=Doorman(host, port))
+    guard = Middleware(Guard, doorman=Doorman(host, port, names=cfg.server.allowed_hosts))
     await server.run_http_async(
         host=host, port=port, path=MCP_PATH, show_banner=False, middleware=[guard]
     )

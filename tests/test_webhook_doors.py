@@ -31,6 +31,7 @@ from tests.support.waiting import eventually
 PUBLIC_HOST = urlsplit(PUBLIC_URL).netloc
 FIFTY_MB = 50_000_000
 TELEGRAM_SECRET = "s3cret-token"
+ALIAS = "relay.internal"  # a reverse proxy's name for the gateway (server.allowed_hosts)
 
 
 @dataclass
@@ -62,7 +63,9 @@ def with_twilio_and_telegram(fake: FakeTwilio, agent: str, port: int) -> Configu
                 "webhook_secret": SecretStr(TELEGRAM_SECRET),
             }
         )
-        return cfg.model_copy(update={"chat": cfg.chat.model_copy(update={"telegram": telegram})})
+        server = cfg.server.model_copy(update={"allowed_hosts": [ALIAS]})
+        chat = cfg.chat.model_copy(update={"telegram": telegram})
+        return cfg.model_copy(update={"chat": chat, "server": server})
 
     return configure
 
@@ -146,23 +149,25 @@ async def test_strangers_at_twilio_and_telegram_doors_are_refused_and_alice_stil
         await _attacks_refused(port, door)
     assert [e for e in await stack.store.events_after(agent, None, 10)] == []
 
-    # Twilio posts to the public URL: its Host is the public one, and it is served.
-    form = twilio.incoming(ALICE, "still here")
-    async with httpx.AsyncClient() as http:
-        answer = await http.post(
-            f"http://127.0.0.1:{port}{SMS.path}",
-            content=urlencode(form),
-            headers={
-                "Host": PUBLIC_HOST,
-                "Content-Type": SMS.content_type,
-                SMS.signature_header: twilio.signature(PUBLIC_URL + SMS.path, form),
-            },
-        )
-    assert answer.status_code == 200, answer.text
-    await eventually(
-        lambda: pane.read_bytes() == f"[sms:{ALICE} from {ALICE}] still here\r".encode()
-    )
-    assert await stack.store.get_event(provider_event_id("sms", ALICE, form["MessageSid"]))
+    # Twilio posts to the public URL: its Host is the public one, and it is served; so is a
+    # name the operator allowed (a proxy in front of the gateway).
+    typed: list[bytes] = []
+    for host in (PUBLIC_HOST, f"{ALIAS}:{port}"):
+        form = twilio.incoming(ALICE, f"still here via {host}")
+        async with httpx.AsyncClient() as http:
+            answer = await http.post(
+                f"http://127.0.0.1:{port}{SMS.path}",
+                content=urlencode(form),
+                headers={
+                    "Host": host,
+                    "Content-Type": SMS.content_type,
+                    SMS.signature_header: twilio.signature(PUBLIC_URL + SMS.path, form),
+                },
+            )
+        assert answer.status_code == 200, answer.text
+        typed.append(f"[sms:{ALICE} from {ALICE}] still here via {host}\r".encode())
+        await eventually(lambda: pane.read_bytes() == b"".join(typed))
+        assert await stack.store.get_event(provider_event_id("sms", ALICE, form["MessageSid"]))
 
 
 async def test_strangers_at_the_cloud_api_door_are_refused_and_alice_still_gets_through(
