@@ -76,7 +76,9 @@ class Doorman:
         self._bound = host.strip("[]").lower()
         self._names = {"localhost", "127.0.0.1", "::1", self._bound} - _WILDCARDS
         if self._bound in _WILDCARDS:
-            self._names |= {socket.gethostname().lower(), socket.getfqdn().lower()}
+            # Not getfqdn(): a reverse lookup can hang for seconds offline. Other names of the
+            # machine go in server.allowed_hosts.
+            self._names.add(socket.gethostname().lower())
         self._public: set[tuple[str, int | None]] = set()
         if public_url:
             parts = urlsplit(public_url)
