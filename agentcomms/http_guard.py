@@ -57,8 +57,9 @@ class Doorman:
 
     ``host``/``port`` are where it is bound: the host itself and ``localhost`` (and the loopback
     addresses) at that port are its names; bound to every address (``0.0.0.0``), any address of
-    the machine and its host name are, at any port. ``public_url`` adds the host providers are told to post
-    to, and ``names`` more names at that port (``server.allowed_hosts``). ``origins`` are other sites allowed to call it from a browser (the Temporal UI, for the
+    the machine and its host name are, at any port. ``public_url`` adds the host providers are
+    told to post to, and ``names`` more names at that port (``server.allowed_hosts``).
+    ``origins`` are other sites allowed to call it from a browser (the Temporal UI, for the
     codec server); otherwise a request that carries an ``Origin`` must come from the listener's
     own.
     """
