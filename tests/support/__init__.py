@@ -17,6 +17,7 @@ another test module. ``tests/conftest.py`` registers the modules that define fix
 - ``mailbox``: replaying a mailbox's histories.
 - ``events``: made-up events recorded straight into a projection.
 - ``tls_proxy``: a TLS endpoint, with its certificates, in front of the dev server.
+- ``raw_http``: HTTP written by hand, for bodies that lie about their length or never end.
 
 The fakes of the providers' own APIs are in ``tests/fakes``.
 """
