@@ -5,7 +5,7 @@ to show a history, and to ``/encode`` to send a signal typed in the UI. Every re
 the token, as ``Authorization: Bearer <token>`` or as the first path segment
 (``/<token>/decode``): the embedded UI is given a URL and sends no header of its own. Browsers
 may call it only from the configured origins (CORS); a preflight needs no token, as browsers
-send none.
+send none. Like every HTTP door, it answers only to its own Host (``agentcomms.http_guard``).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import Any
 import uvicorn
 from google.protobuf import json_format
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -27,13 +28,16 @@ from temporalio.api.common.v1 import Payloads
 from agentcomms.codec import EncryptionCodec, codec_for, codec_origins, codec_token
 from agentcomms.config import TemporalConfig
 from agentcomms.errors import AgentcommsError, ConfigError, PayloadDecryptionError
+from agentcomms.http_guard import Doorman, Guard
 
 # Histories are read a page at a time; a payload is at most 2 MB on the dev server.
 MAX_BODY_BYTES = 16_000_000
 ALLOWED_HEADERS = "authorization, content-type, x-namespace"
 
 
-def codec_app(codec: EncryptionCodec, *, token: str, origins: list[str]) -> Starlette:
+def codec_app(
+    codec: EncryptionCodec, *, token: str, origins: list[str], doorman: Doorman
+) -> Starlette:
     """The codec server's ASGI app: ``/encode`` and ``/decode``, with or without a token prefix."""
     allowed = set(origins)
 
@@ -74,9 +78,7 @@ def codec_app(codec: EncryptionCodec, *, token: str, origins: list[str]) -> Star
             return refused(request, 403, "wrong token")
         if request.headers.get("origin") and not cors(request):
             return refused(request, 403, "this origin may not call the codec server")
-        body = await request.body()
-        if len(body) > MAX_BODY_BYTES:
-            return refused(request, 413, f"at most {MAX_BODY_BYTES:,} bytes per request")
+        body = await request.body()  # at most MAX_BODY_BYTES: the guard refuses more
         try:
             payloads = json_format.Parse(body, Payloads(), ignore_unknown_fields=True)
         except json_format.ParseError as exc:
@@ -97,7 +99,8 @@ def codec_app(codec: EncryptionCodec, *, token: str, origins: list[str]) -> Star
             Route("/decode", handle, methods=methods),
             Route("/{token}/encode", handle, methods=methods),
             Route("/{token}/decode", handle, methods=methods),
-        ]
+        ],
+        middleware=[Middleware(Guard, doorman=doorman, max_body=MAX_BODY_BYTES)],
     )
 
 
@@ -119,7 +122,9 @@ class CodecServer:
                 "server has nothing to do. Add a key first (see the README, Security)."
             )
         self.host, self.port = cfg.codec_server.host, cfg.codec_server.port
-        app = codec_app(codec, token=codec_token(cfg), origins=codec_origins(cfg))
+        origins = codec_origins(cfg)
+        self._doorman = Doorman(self.host, self.port, origins=origins)
+        app = codec_app(codec, token=codec_token(cfg), origins=origins, doorman=self._doorman)
         config = uvicorn.Config(
             app,
             host=self.host,
@@ -142,7 +147,7 @@ class CodecServer:
                 )
             await asyncio.sleep(0.01)
         if self.port == 0:  # tests: the port the system chose
-            self.port = self._server.servers[0].sockets[0].getsockname()[1]
+            self.port = self._doorman.port = self._server.servers[0].sockets[0].getsockname()[1]
 
     async def close(self) -> None:
         if self._task is None:

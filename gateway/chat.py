@@ -2,8 +2,8 @@
 
 Inbound, in order: the same message seen before is a duplicate (its event id is derived from the
 provider's message id); a sender who is neither in ``chat.allowed_senders`` nor admitted by
-pairing is rejected (recorded, answered once with a pairing code, never shown to an agent),
-whatever the message holds; a message of nothing an agent can read (a photo) is answered saying
+pairing is rejected (recorded, answered once with a pairing code, never shown to an agent,
+within the bounds of ``gateway.strangers``), whatever the message holds; a message of nothing an agent can read (a photo) is answered saying
 so; the channel (``telegram:456``) or an ``@agent`` prefix picks the agent; the message is posted
 to the agent's mailbox, durable when ``post`` returns; the "queued" receipt goes out through the
 outbox (the mailbox asks for the "typed" one when it types the message). A voice
@@ -35,6 +35,7 @@ from agentcomms.transports import (
     LinkStatus,
     Receiver,
 )
+from gateway.strangers import GROUP_CHAT_TYPES, StrangerLimits, cut
 from gateway.voice_notes import VoiceNotes
 from workflows.mailbox.client import Mailbox
 from workflows.outbox.client import Outbox
@@ -84,6 +85,7 @@ class ChatInbox:
         self._mailbox = mailbox
         self._outbox = outbox
         self._voice_notes = VoiceNotes(cfg)
+        self._strangers = StrangerLimits()
 
     async def accept(self, message: InboundMessage) -> InboundResult:
         event_id = provider_event_id(message.provider, message.chat_id, message.message_id)
@@ -179,7 +181,14 @@ class ChatInbox:
     async def _reject(
         self, message: InboundMessage, event_id: str, agent_id: str | None
     ) -> InboundResult:
-        """Record a stranger's message for audit (never for an agent) and offer a pairing code."""
+        """Record a stranger's message for audit (never for an agent) and offer a pairing code,
+        within the bounds of ``gateway.strangers``."""
+        if agent_id is None and message.chat_type in GROUP_CHAT_TYPES:
+            metrics.refused("sender_not_allowed_unmapped_group")
+            return InboundResult("rejected")  # a group that is not the operator's: ignored
+        if not self._strangers.take_row(message.provider, message.sender_id):
+            metrics.refused("sender_not_allowed_over_limit")
+            return InboundResult("rejected")  # neither written nor answered
         metrics.refused("sender_not_allowed")
         now = utcnow()
         await self._store.record_event(
@@ -191,10 +200,13 @@ class ChatInbox:
                 role="human",
                 status="rejected",
                 error=f"sender {message.provider}:{message.sender_id} is not allowed",
-                payload=_payload(message, message.text),
+                payload=_payload(message, cut(message.text)),
                 created_at=now,
             )
         )
+        log.info("rejected %s from %s:%s", event_id, message.provider, message.sender_id)
+        if not self._strangers.take_reply():
+            return InboundResult("rejected", event_id=event_id, agent_id=agent_id)
         code, new = await self._store.offer_pairing(
             ChatSender(
                 provider=message.provider,
@@ -206,7 +218,8 @@ class ChatInbox:
             ),
             now,
         )
-        log.info("rejected %s from %s:%s", event_id, message.provider, message.sender_id)
+        if not new:
+            self._strangers.give_back_reply()
         # One answer per stranger while the code is valid: writing again gets silence.
         reply = (
             f"Your messages do not reach anyone yet. Ask the operator to run: agentcomms pair {code}"

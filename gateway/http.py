@@ -4,6 +4,11 @@ It listens on ``server.http_host:server.http_port`` and only when an enabled pro
 by webhook; each receiver brings its routes. Providers reach it at ``server.public_url`` (a
 tunnel or a proxy), and that URL, not the local one, is what webhook signatures are checked
 against.
+
+Every request is checked first (``agentcomms.http_guard``): its Host must be this listener's
+(the bound address, ``localhost``, ``server.public_url``'s host, or one of
+``server.allowed_hosts``), a browser's ``Origin`` must
+be its own, and a body may not pass ``MAX_WEBHOOK_BODY``.
 """
 
 from __future__ import annotations
@@ -16,8 +21,10 @@ from typing import Any
 
 import uvicorn
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 
 from agentcomms.errors import AgentcommsError
+from agentcomms.http_guard import MAX_WEBHOOK_BODY, Doorman, Guard
 
 log = logging.getLogger(__name__)
 
@@ -30,10 +37,20 @@ class _Server(uvicorn.Server):
 
 
 class WebhookServer:
-    def __init__(self, host: str, port: int, routes: list[Any]) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        routes: list[Any],
+        *,
+        public_url: str | None = None,
+        names: list[str] | None = None,
+    ) -> None:
         self.host = host
         self.port = port
-        self.app = Starlette(routes=routes)
+        self.doorman = Doorman(host, port, public_url=public_url, names=names or [])
+        guard = Middleware(Guard, doorman=self.doorman, max_body=MAX_WEBHOOK_BODY)
+        self.app = Starlette(routes=routes, middleware=[guard])
         self._server: _Server | None = None
         self._task: asyncio.Task[None] | None = None
 
@@ -58,7 +75,7 @@ class WebhookServer:
                 )
             await asyncio.sleep(0.01)
         if self.port == 0:  # tests: the port the system chose
-            self.port = self._server.servers[0].sockets[0].getsockname()[1]
+            self.port = self.doorman.port = self._server.servers[0].sockets[0].getsockname()[1]
         log.info("webhooks on http://%s:%s", self.host, self.port)
 
     async def close(self) -> None:

@@ -71,7 +71,14 @@ class Gateway:
         await self.chat.start()
         routes = self.chat.routes() + self._call_routes()
         if routes:  # only when a provider receives by webhook
-            self.http = WebhookServer(self.cfg.server.http_host, self.cfg.server.http_port, routes)
+            server = self.cfg.server
+            self.http = WebhookServer(
+                server.http_host,
+                server.http_port,
+                routes,
+                public_url=server.public_url,
+                names=server.allowed_hosts,
+            )
             await self.http.start()
 
     def _call_routes(self) -> list[Any]:

@@ -1,7 +1,10 @@
 """Run the MCP server: stdio (how Claude Code and Codex start servers) or streamable HTTP.
 
 Over HTTP, configured tokens (``agents.<id>.token``) are always required and each fixes its
-agent's identity; without any token the server only binds to loopback.
+agent's identity; without any token the server only binds to loopback. Either way it answers only
+to its own Host and to requests that carry no other site's Origin (``agentcomms.http_guard``): a
+web page the user visits cannot reach it through DNS rebinding, and a browser cannot send it
+anything from another site.
 """
 
 from __future__ import annotations
@@ -10,8 +13,11 @@ import logging
 from pathlib import Path
 from typing import Literal
 
+from starlette.middleware import Middleware
+
 from agentcomms.config import Config
 from agentcomms.errors.mcp import ServeRefused
+from agentcomms.http_guard import Doorman, Guard
 from mcp_server.identity import AgentTokens, default_agent_id, is_loopback
 from mcp_server.server import build_server
 
@@ -54,4 +60,7 @@ async def serve(
             "agent (and type into its pane); on a shared machine give each agent a token "
             "(agents.<id>.token)"
         )
-    await server.run_http_async(host=host, port=port, path=MCP_PATH, show_banner=False)
+    guard = Middleware(Guard, doorman=Doorman(host, port, names=cfg.server.allowed_hosts))
+    await server.run_http_async(
+        host=host, port=port, path=MCP_PATH, show_banner=False, middleware=[guard]
+    )

@@ -23,7 +23,7 @@ from temporalio.client import Client, WorkflowHistory
 from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.codec import ENCODING, EncryptionCodec, codec_for
-from agentcomms.codec_server import CodecServer
+from agentcomms.codec_server import MAX_BODY_BYTES, CodecServer
 from agentcomms.config import (
     CodecServerConfig,
     Config,
@@ -37,6 +37,7 @@ from agentcomms.workflow_ids import mailbox_id
 from tests.fakes.serve import free_port
 from tests.support.cli import env_for, run, start_up, stop, wait_for_line
 from tests.support.home import write_config
+from tests.support.raw_http import knock
 from tests.support.stack import Stack, running_stack
 from tests.support.tmux import Tmux
 from tests.support.waiting import eventually
@@ -265,6 +266,14 @@ async def _the_ui_reads_it_through_the_codec_server(
         assert wrong.status_code == 403 and SECRET_TEXT not in wrong.text
         wrong_path = await http.post("/nope/decode", content=body, headers=ui_headers)
         assert wrong_path.status_code == 403
+        # A page that rebinds its own name to this address is refused, token or not.
+        for rebinding in (
+            {"Host": f"evil.example:{server.port}"},
+            {"Origin": "http://evil.example"},
+        ):
+            headers = ui_headers | rebinding | {"Authorization": f"Bearer {TOKEN}"}
+            refused = await http.post("/decode", content=body, headers=headers)
+            assert refused.status_code == 403 and SECRET_TEXT not in refused.text
 
         for path, extra in (
             ("/decode", {"Authorization": f"Bearer {TOKEN}"}),
@@ -287,6 +296,13 @@ async def _the_ui_reads_it_through_the_codec_server(
         assert encoded.status_code == 200
         meta = encoded.json()["payloads"][0]["metadata"]
         assert base64.b64decode(meta["encoding"]) == ENCODING
+    # A body past the cap is refused by its declared length, before the rest of it comes.
+    too_big = {
+        "Host": f"{server.host}:{server.port}",
+        "Content-Length": str(MAX_BODY_BYTES + 1),
+        "Authorization": f"Bearer {TOKEN}",
+    }
+    assert (await knock(server.port, "/decode", too_big, body=b'{"payloads"')).status == 413
 
 
 def _payloads(items: list[Payload]) -> Payloads:

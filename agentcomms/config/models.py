@@ -41,6 +41,12 @@ class ServerConfig(Section):
         description="Where providers reach the HTTP listener (e.g. a tunnel or proxy, "
         "https://agents.example.com); webhook signatures are checked against it",
     )
+    allowed_hosts: list[str] = Field(
+        default_factory=list,
+        description="More names the HTTP listeners (webhooks, MCP over HTTP) answer to in the "
+        "Host header, e.g. a DNS alias of this machine (build-box.lan); the bound address, "
+        "localhost and public_url's host are always allowed",
+    )
 
     @field_validator("public_url")
     @classmethod

@@ -257,9 +257,12 @@ class TwilioReceiver:
         return bool(RequestValidator(token.get_secret_value()).validate(url, form, signature))
 
     async def _webhook(self, request: Request) -> Response:
+        forbidden = PlainTextResponse("forbidden: bad or missing X-Twilio-Signature", 403)
+        if SIGNATURE_HEADER not in request.headers:
+            return forbidden  # before the body is read: an unsigned caller costs nothing
         form = {k: str(v) for k, v in (await request.form()).items()}
         if not self._signed(request, form):
-            return PlainTextResponse("forbidden: bad or missing X-Twilio-Signature", 403)
+            return forbidden
         if self._section.account_sid and form.get("AccountSid") != self._section.account_sid:
             return PlainTextResponse("forbidden: another account", 403)
         sender = self._flavour.number(form.get("From", ""))

@@ -17,7 +17,6 @@ oldest not kept, so the same update comes again with the same event id.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 from collections.abc import Awaitable, Callable, Hashable, Iterable
 from dataclasses import dataclass
@@ -67,13 +66,31 @@ class UpdatesInHand:
             new += 1
         return new
 
+    @property
+    def crowded(self) -> bool:
+        """Half the room or more is in hand: a poll now would bring few new updates."""
+        return len(self._tasks) >= max(1, self._most // 2)
+
     async def settle(self, seconds: float) -> None:
-        """Wait until an update in hand is kept or fails, or ``seconds`` pass; then raise the
-        failure of one that was not kept, if any."""
-        self._changed.clear()
-        if self._failure is None and self._tasks:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), seconds)
+        """Wait until an update in hand is kept or fails (when crowded: until half the room is
+        free, or one fails), or ``seconds`` pass; then raise the failure of one that was not
+        kept, if any.
+
+        Telegram sends again, with each poll, every update from the oldest not kept, up to a
+        hundred: polling again each time one is kept drains a burst one update per poll, so a
+        human behind a thousand strangers waited minutes. Waiting for room takes many at a time.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + seconds
+        until_room = self.crowded
+        while self._failure is None and self._tasks and (self.crowded or not until_room):
+            self._changed.clear()
+            try:
+                await asyncio.wait_for(self._changed.wait(), deadline - loop.time())
+            except TimeoutError:
+                break
+            if not until_room:
+                break
         self.raise_failure()
 
     def raise_failure(self) -> None:

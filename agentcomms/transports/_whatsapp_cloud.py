@@ -220,9 +220,12 @@ class CloudReceiver:
         )
 
     async def _webhook(self, request: Request) -> Response:
-        body = await request.body()
+        forbidden = PlainTextResponse(f"forbidden: bad or missing {SIGNATURE_HEADER}", 403)
+        if SIGNATURE_HEADER not in request.headers:
+            return forbidden  # before the body is read: an unsigned caller costs nothing
+        body = await request.body()  # at most MAX_WEBHOOK_BODY: the gateway's guard refuses more
         if not self._signed(body, request.headers.get(SIGNATURE_HEADER)):
-            return PlainTextResponse(f"forbidden: bad or missing {SIGNATURE_HEADER}", 403)
+            return forbidden
         try:
             payload = json.loads(body)
             values = _message_values(payload)

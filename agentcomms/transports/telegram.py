@@ -249,9 +249,10 @@ class TelegramReceiver:
                     Item(u.update_id, _chat_of(u), functools.partial(self._handle, u))
                     for u in updates
                 )
-                if not new and self._in_hand.busy:
+                if self._in_hand.busy and (not new or self._in_hand.crowded):
                     # Telegram answers at once while an update is in hand (it sends it again),
-                    # so the poll waits a moment, or until one is kept, before asking again.
+                    # so the poll waits a moment, or until one is kept (or, with many in hand,
+                    # until there is room for many), before asking again.
                     await self._in_hand.settle(BUSY_POLL_S)
         finally:
             await self._in_hand.let_go()
@@ -290,7 +291,7 @@ class TelegramReceiver:
         if secret is None or not hmac.compare_digest(
             given.encode(), secret.get_secret_value().encode()
         ):
-            return PlainTextResponse("forbidden", status_code=403)
+            return PlainTextResponse(f"forbidden: bad or missing {SECRET_HEADER}", 403)
         try:
             update = Update.de_json(await request.json(), self._bot)
         except (ValueError, KeyError, TypeError):

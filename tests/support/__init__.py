@@ -18,6 +18,7 @@ another test module. ``tests/conftest.py`` registers the modules that define fix
 - ``events``: made-up events recorded straight into a projection.
 - ``attacker``: a worker and workflow of an attacker's own, scheduling our activities by name.
 - ``tls_proxy``: a TLS endpoint, with its certificates, in front of the dev server.
+- ``raw_http``: HTTP written by hand, for bodies that lie about their length or never end.
 
 The fakes of the providers' own APIs are in ``tests/fakes``.
 """

@@ -194,11 +194,11 @@ class TwilioVoiceReceiver:
 
     async def _form(self, request: Request) -> dict[str, str] | None:
         """The request's form when Twilio signed it for our public URL (and our account)."""
-        form = {k: str(v) for k, v in (await request.form()).items()}
         token = self._phone.auth_token
         signature = request.headers.get(SIGNATURE_HEADER)
         if token is None or signature is None or not self._public_url:
-            return None
+            return None  # before the body is read: an unsigned caller costs nothing
+        form = {k: str(v) for k, v in (await request.form()).items()}
         url = self._public_url + request.url.path
         if request.url.query:
             url += "?" + request.url.query
