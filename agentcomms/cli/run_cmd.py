@@ -1,9 +1,10 @@
-"""The long-running commands: `up` (everything), `worker`, `gateway`, and `status`.
+"""The long-running commands: `up` (everything), `worker`, `gateway`, and `status` (whose report
+is :mod:`agentcomms.cli.status`, which the quick path runs without typer).
 
 These are the top of the dependency stack, so they import the gateway and worker packages inside
 the command bodies; the rest of the `agentcomms` package never imports them. Temporal, SQLAlchemy
-and Alembic are imported there too: every `agentcomms` command loads this module to find its
-commands, and a quick one (`send`, from an agent's hook) must not pay for them.
+and Alembic are imported there too: every typer command loads this module to find its commands,
+and `--help` or `doctor` must not pay for them.
 """
 
 from __future__ import annotations
