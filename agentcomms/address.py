@@ -9,9 +9,11 @@ import socket
 
 from agentcomms.errors import TemporalUnavailable
 
+# Where `temporal.address` points when the config says nothing (the embedded dev server's port).
+DEFAULT_ADDRESS = "127.0.0.1:7233"
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", "[::1]", "0.0.0.0"}
 
-__all__ = ["LOCAL_HOSTS", "is_local", "server_answers", "split_address"]
+__all__ = ["DEFAULT_ADDRESS", "LOCAL_HOSTS", "is_local", "server_answers", "split_address"]
 
 
 def split_address(address: str) -> tuple[str, int]:

@@ -10,6 +10,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
+from agentcomms import limits
+
 EventType = Literal["human_message", "agent_message", "interrupt", "system"]
 Role = Literal["human", "agent", "system"]
 # "rejected": refused for good and never typed (the allowlist, no deployment signature, a voice
@@ -20,9 +22,7 @@ Direction = Literal["in", "out"]
 AgentStatus = Literal["online", "offline", "unreachable"]
 
 LOCAL_CHANNEL = "cli:local"
-# The longest message accepted from anyone (socket, MCP tool, CLI stdin); the pane's own cap
-# (`max_chars` of a registration) may cut it further, with a visible marker.
-MAX_MESSAGE_CHARS = 100_000
+MAX_MESSAGE_CHARS = limits.MAX_MESSAGE_CHARS
 
 
 def utcnow() -> datetime:

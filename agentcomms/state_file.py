@@ -11,8 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from agentcomms.config import agentcomms_home
-from agentcomms.models import utcnow
+from agentcomms.config.home import agentcomms_home
 
 __all__ = ["clear_state", "read_state", "state_path", "write_state"]
 
@@ -22,6 +21,8 @@ def state_path() -> Path:
 
 
 def write_state(info: dict[str, Any]) -> None:
+    from agentcomms.models import utcnow  # pydantic's models: only `up` writes this file
+
     path = state_path()
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     tmp = path.with_suffix(".tmp")

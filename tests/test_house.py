@@ -24,6 +24,7 @@ LONG_MODULES: dict[str, str] = {}
 PASS_THROUGH = (
     "agentcomms.errors",  # and its area modules, but not agentcomms.errors.mcp (fastmcp)
     "agentcomms.framing",
+    "agentcomms.limits",
     "agentcomms.models",
     "agentcomms.outbox_models",
     "agentcomms.policies",

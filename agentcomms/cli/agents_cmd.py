@@ -1,29 +1,22 @@
 """Talking to agents from the terminal: list, register, send, interrupt, read events, reply, inbox.
 
 Every command is a client of the gateway socket (`agentcomms up` must be running); `--json` prints
-the gateway's answer for scripts.
+the gateway's answer for scripts. What the quick ones do is :mod:`agentcomms.cli.talk`, which
+`agentcomms send …` reaches without typer (:mod:`agentcomms.cli.quick`); here are their
+arguments and help.
 """
 
 from __future__ import annotations
 
-import asyncio
 from typing import Annotated, Any
 
 import typer
 
-from agentcomms.cli import app
-from agentcomms.cli.common import (
-    console,
-    fail,
-    message_or_stdin,
-    print_json,
-    run_async,
-    shown,
-    styled,
-)
-from agentcomms.client import GatewayClient, call
-from agentcomms.config import host_name, load_config
-from agentcomms.models import MAX_MESSAGE_CHARS, PaneTarget
+from agentcomms.cli import app, talk
+from agentcomms.cli.common import console, print_json, run_async
+from agentcomms.cli.output import ask
+from agentcomms.config import host_name
+from agentcomms.limits import MAX_MESSAGE_CHARS
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 WaitOption = Annotated[
@@ -48,11 +41,6 @@ def _print_result(result: Any, as_json: bool, summary: str) -> None:
         console.print(summary)
 
 
-def _gateway(method: str, **params: Any) -> Any:
-    socket = load_config().server.socket()
-    return run_async(call, socket, method, **params)
-
-
 @agents_app.callback()
 def agents(
     ctx: typer.Context,
@@ -62,30 +50,8 @@ def agents(
     as_json: JsonOption = False,
 ) -> None:
     """List agents: id, pane, status and how many messages wait for each."""
-    if ctx.invoked_subcommand is not None:
-        return
-    result = _gateway("agents", include_offline=show_all)
-    if as_json:
-        print_json(result)
-        return
-    from rich.table import Table
-
-    table = Table("agent", "type", "target", "status", "pending", "last error")
-    for a in result["agents"]:
-        table.add_row(
-            a["id"],
-            a["type"],
-            shown(a["target"] or "-"),
-            a["status"]
-            + (f" since {a['unreachable_since']}" if a.get("unreachable_since") else ""),
-            "?" if a["pending"] is None else str(a["pending"]),
-            shown(a.get("last_error") or ""),
-        )
-    if not result["agents"]:
-        hint = "" if show_all else " (try --all)"
-        console.print(f"no agents{hint}; register one with `agentcomms agents register`")
-        return
-    console.print(table)
+    if ctx.invoked_subcommand is None:
+        talk.agents(show_all, as_json)
 
 
 @agents_app.command("register")
@@ -142,7 +108,7 @@ def register(
         params["host"] = host
     if max_chars:
         params["max_chars"] = max_chars
-    result = _gateway("register", **params)
+    result = ask("register", **params)
     summary = f"registered {agent_id} → {tmux} on {result['host']}"
     if socket:
         summary += f" (tmux server {socket})"
@@ -158,6 +124,7 @@ async def _look_at_pane(target: str, socket: str | None) -> tuple[str | None, st
     another one (a worker started outside tmux does not see this shell's $TMUX, `tmux -L work`).
     """
     from agentcomms.bridge import BridgeError, TmuxAdapter
+    from agentcomms.models import PaneTarget
 
     adapter = TmuxAdapter()
     if socket is None:
@@ -175,40 +142,8 @@ def unregister(
     as_json: JsonOption = False,
 ) -> None:
     """Unregister an agent's pane; new messages wait for it until it registers again."""
-    result = _gateway("unregister", agent_id=agent_id)
+    result = ask("unregister", agent_id=agent_id)
     _print_result(result, as_json, f"unregistered {agent_id}; its messages will wait")
-
-
-def _print_post(result: dict[str, Any], as_json: bool, what: str, agent: str) -> None:
-    if as_json:
-        print_json(result)
-        return
-    state = result.get("status", "queued")
-    console.print(f"{what} {result['event_id']}: {state}")
-    if note := result.get("note"):
-        console.print(f"  note: {note}", soft_wrap=True)
-    if state == "failed":
-        fail(f"{what} failed: {result.get('error')}")
-    if state == "rejected":  # e.g. a worker whose deployment key is not the gateway's
-        fail(f"{what} was rejected and not typed (the note says why)")
-    if state == "queued" and (why := _why_it_waits(agent)):
-        console.print(f"  note: {why}", soft_wrap=True)
-
-
-def _why_it_waits(agent_id: str) -> str | None:
-    """Why a queued message will not be typed soon, so a typo in the agent id shows at once."""
-    agents = _gateway("agents", include_offline=True)["agents"]
-    agent = next((a for a in agents if a["id"] == agent_id), None)
-    if agent is None or agent["status"] == "offline":
-        return (
-            f"no pane is registered for {agent_id!r}; the message waits until "
-            f"`agentcomms agents register {agent_id} --tmux SESSION:WINDOW.PANE`"
-        )
-    if agent["status"] == "broken":
-        return f"the mailbox of {agent_id!r} is broken: {agent['last_error']}"
-    if agent["status"] == "unreachable":
-        return f"the pane of {agent_id!r} is unreachable ({agent['last_error']}); the message waits"
-    return None
 
 
 @app.command()
@@ -236,16 +171,7 @@ def send(
     retries after an error passes the same --event-id each time. Long or multi-line text can be
     piped in: `git diff | agentcomms send reviewer`.
     """
-    params: dict[str, Any] = {
-        "agent_id": agent,
-        "message": message_or_stdin(message, "echo text | agentcomms send AGENT"),
-        "wait": wait,
-        "timeout": timeout,
-    }
-    if event_id:
-        params["event_id"] = event_id
-    result = _gateway("send", **params)
-    _print_post(result, as_json, "message", agent)
+    talk.send(agent, message, wait=wait, timeout=timeout, event_id=event_id, as_json=as_json)
 
 
 @app.command()
@@ -257,10 +183,7 @@ def interrupt(
     as_json: JsonOption = False,
 ) -> None:
     """Press the agent's interrupt key (C-c unless registered otherwise), ahead of queued text."""
-    params: dict[str, Any] = {"agent_id": agent, "wait": wait, "timeout": timeout}
-    if reason:
-        params["reason"] = reason
-    _print_post(_gateway("interrupt", **params), as_json, "interrupt", agent)
+    talk.interrupt(agent, reason, wait=wait, timeout=timeout, as_json=as_json)
 
 
 @app.command()
@@ -276,46 +199,7 @@ def events(
     as_json: JsonOption = False,
 ) -> None:
     """Show an agent's latest events, oldest first; with --since, the events after that id."""
-    socket = load_config().server.socket()
-    run_async(_events, socket, agent, limit, since, follow, as_json)
-
-
-async def _events(
-    socket: Any, agent: str, limit: int, since: str | None, follow: bool, as_json: bool
-) -> None:
-    async with GatewayClient(socket) as gw:
-        # Without --since, start from the latest `limit` events, as a person expects.
-        tail = since is None
-        while True:
-            params: dict[str, Any] = {"agent_id": agent, "limit": limit, "tail": tail}
-            if since:
-                params["since"] = since
-            tail = False
-            batch = (await gw.call("events", **params))["events"]
-            for e in batch:
-                _print_event(e, as_json)
-            if batch:
-                since = batch[-1]["id"]
-            if not follow:
-                return
-            if len(batch) < limit:
-                await asyncio.sleep(0.5)
-
-
-def _print_event(e: dict[str, Any], as_json: bool) -> None:
-    if as_json:
-        print_json(e)
-        return
-    text = e["payload"].get("text") or e["payload"].get("reason") or ""
-    when = e["created_at"][11:19]
-    console.print(
-        styled(
-            f"{when} {e['id']} ",
-            (e["type"], "bold"),
-            f" {shown(e['channel_id'])} {e['status']}: {shown(text)}",
-            *([(f" ({e['note']})", "yellow")] if e.get("note") else []),
-        )
-    )
+    talk.events(agent, limit, since, follow, as_json)
 
 
 @app.command()
@@ -329,30 +213,13 @@ def reply(
     as_json: JsonOption = False,
 ) -> None:
     """Send an agent's message to a human channel (cli:local shows up in `agentcomms inbox`)."""
-    text = message_or_stdin(message, "echo text | agentcomms reply cli:local -a AGENT")
-    params: dict[str, Any] = {"channel_id": channel, "message": text}
-    if agent:
-        params["agent_id"] = agent
-    result = _gateway("reply", **params)
-    _print_result(result, as_json, f"sent {result['event_id']}")
+    talk.reply(channel, message, agent, as_json)
 
 
 @app.command()
 def channels(as_json: JsonOption = False) -> None:
     """List channels and the agent each one talks to."""
-    result = _gateway("channels")
-    if as_json:
-        print_json(result)
-        return
-    from rich.table import Table
-
-    table = Table("channel", "provider", "agent", "status")
-    for c in result["channels"]:
-        status = c.get("status", "")
-        if c.get("error"):
-            status += f" ({shown(c['error'])})"
-        table.add_row(c["channel_id"], c["provider"], c["agent_id"] or "-", status)
-    console.print(table)
+    talk.channels(as_json)
 
 
 @app.command()
@@ -368,44 +235,4 @@ def inbox(
     With --follow, leave it open in a terminal: each new question from an agent appears as it
     is sent; answer with `agentcomms send AGENT …`.
     """
-    socket = load_config().server.socket()
-    run_async(_inbox, socket, limit, follow, as_json)
-
-
-async def _inbox(socket: Any, limit: int, follow: bool, as_json: bool) -> None:
-    async with GatewayClient(socket) as gw:
-        if not follow:
-            messages = (await gw.call("inbox", limit=limit))["messages"]
-            if as_json:
-                print_json({"messages": messages})
-                return
-            if not messages:
-                console.print("inbox is empty")
-            for m in messages:
-                _print_inbox_message(m, as_json=False)
-            return
-        # Following: the newest `limit` first, then whatever comes after the last one shown.
-        params: dict[str, Any] = {"limit": limit}
-        while True:
-            batch = (await gw.call("inbox", **params))["messages"]
-            for m in batch:
-                _print_inbox_message(m, as_json)
-            if batch:
-                params = {"limit": 1000, "since": batch[-1]["id"]}
-            elif "since" not in params:
-                params = {"limit": 1000}  # empty so far: everything that arrives is new
-            await asyncio.sleep(0.5)
-
-
-def _print_inbox_message(m: dict[str, Any], as_json: bool) -> None:
-    if as_json:  # each message its own JSON object, as `events --json` prints events
-        print_json(m)
-        return
-    who = m.get("source_agent_id") or m["agent_id"]
-    console.print(
-        styled(
-            f"{m['created_at'][:19]} ",
-            (shown(who), "bold"),
-            f": {shown(m['payload'].get('text', ''))}",
-        )
-    )
+    talk.inbox(limit, follow, as_json)

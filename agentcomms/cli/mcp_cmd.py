@@ -9,7 +9,7 @@ import typer
 
 from agentcomms.cli import app
 from agentcomms.cli.common import run_async, user_errors
-from agentcomms.config import load_config
+from agentcomms.config import load_sections
 
 
 class Transport(StrEnum):
@@ -45,7 +45,11 @@ def mcp(
     from agentcomms.logs import setup_logging
     from mcp_server.serve import serve
 
+    # Only what the server uses: the gateway's socket, its logging, and over HTTP the agents'
+    # tokens. The provider credentials and the deployment key are the gateway's, and need not
+    # be set (`${TELEGRAM_BOT_TOKEN}`) where the agents run.
+    sections = ["server", "logging"] + (["agents"] if transport == Transport.http else [])
     with user_errors():
-        cfg = load_config()
+        cfg = load_sections(sections)
     setup_logging(cfg.logging)  # stderr (and a file): stdout belongs to the stdio protocol
     run_async(serve, cfg, transport=transport.value, host=host, port=port, agent=agent)

@@ -1,9 +1,10 @@
-"""The long-running commands: `up` (everything), `worker`, `gateway`, and `status`.
+"""The long-running commands: `up` (everything), `worker`, `gateway`, and `status` (whose report
+is :mod:`agentcomms.cli.status`, which the quick path runs without typer).
 
 These are the top of the dependency stack, so they import the gateway and worker packages inside
 the command bodies; the rest of the `agentcomms` package never imports them. Temporal, SQLAlchemy
-and Alembic are imported there too: every `agentcomms` command loads this module to find its
-commands, and a quick one (`send`, from an agent's hook) must not pay for them.
+and Alembic are imported there too: every typer command loads this module to find its commands,
+and `--help` or `doctor` must not pay for them.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Annotated, Any
 import typer
 
 from agentcomms.cli import app
-from agentcomms.cli.common import console, fail, print_fields, print_json, run_async, styled
+from agentcomms.cli.common import console, fail, print_fields, run_async, styled, user_errors
 from agentcomms.config import Config, ensure_home, host_name, load_config
 
 HeadlessOption = Annotated[
@@ -27,8 +28,9 @@ HeadlessOption = Annotated[
 def _load() -> Config:
     from agentcomms.logs import setup_logging
 
-    ensure_home()
-    cfg = load_config()
+    with user_errors():  # an unset ${VAR} is one line naming the key, not a traceback
+        ensure_home()
+        cfg = load_config()
     setup_logging(cfg.logging)
     return cfg
 
@@ -225,111 +227,6 @@ def status(
 ) -> None:
     """Say what is running: the gateway, Temporal (and its UI), workers, agents. Exits 1 when the
     gateway is down."""
-    report = run_async(_status, load_config())
-    gw = report["gateway"]
-    if as_json:
-        print_json(report)
-    else:
-        temporal = report["temporal"]
-        answering = "answering" if temporal["answering"] else "not answering"
-        print_fields(
-            [
-                (
-                    "Gateway",
-                    f"running since {gw['started_at']}" if gw["running"] else "not running",
-                ),
-                ("Socket", report["socket"]),
-                ("Temporal", f"{temporal['address']} ({answering})"),
-                ("Temporal UI", report.get("temporal_ui")),
-                ("Workers", _describe_workers(report["workers"])),
-                (
-                    "Agents",
-                    f"{gw['agents_online']} online of {gw['agents']}" if gw["running"] else None,
-                ),
-                *(
-                    (f"Broken: {agent}", reason)
-                    for agent, reason in gw.get("agents_broken", {}).items()
-                ),
-                *(
-                    (
-                        f"Host down: {down['host']}",
-                        f"no worker since {down['since']}; unreachable: "
-                        f"{', '.join(down['agents'])}; {down['pending']} messages wait",
-                    )
-                    for down in gw.get("hosts_down", [])
-                ),
-                ("Database", gw.get("database")),
-                ("Chat", _describe_providers(gw.get("providers"))),
-            ]
-        )
-    if not gw["running"]:
-        raise typer.Exit(1)
+    from agentcomms.cli import status as status_report
 
-
-def _describe_providers(providers: list[dict[str, str]] | None) -> str | None:
-    """Enabled providers and their connection, e.g. "telegram reconnecting (…)"."""
-    if providers is None:
-        return None
-    enabled = [p for p in providers if p["status"] != "disabled"]
-    return (
-        "; ".join(
-            f"{p['name']} {p['status']}" + (f" ({p['error']})" if p.get("error") else "")
-            for p in enabled
-        )
-        or "none enabled"
-    )
-
-
-def _describe_workers(workers: dict[str, list[str]] | None) -> str | None:
-    if workers is None:
-        return None
-    return "; ".join(
-        f"{len(ids)} polling {queue}" if ids else f"none polling {queue}"
-        for queue, ids in workers.items()
-    )
-
-
-async def _workers(cfg: Config) -> dict[str, list[str]] | None:
-    """Who polls this host's queue and the shared one; None when Temporal cannot be asked."""
-    from temporalio.service import RPCError
-
-    from agentcomms.config import host_name
-    from agentcomms.errors import AgentcommsError
-    from agentcomms.temporal import connect, pollers
-    from agentcomms.workflow_ids import host_task_queue
-
-    try:
-        client = await connect(cfg.temporal)
-        queues = [host_task_queue(host_name()), cfg.temporal.task_queue]
-        return {queue: await pollers(client, queue) for queue in queues}
-    except (AgentcommsError, RPCError):  # unreachable, or a TLS file unreadable: not known
-        return None
-
-
-async def _status(cfg: Config) -> dict[str, Any]:
-    from agentcomms.address import server_answers
-    from agentcomms.client import call
-    from agentcomms.errors import GatewayUnavailable
-    from agentcomms.state_file import read_state
-
-    socket = cfg.server.socket()
-    try:
-        gw: dict[str, Any] = await asyncio.wait_for(call(socket, "status"), timeout=5)
-    except (GatewayUnavailable, TimeoutError):
-        gw = {"running": False}
-    state = read_state() or {}
-    answering = server_answers(cfg.temporal.address)
-    return {
-        "gateway": gw,
-        "socket": str(socket),
-        "temporal": {
-            "address": cfg.temporal.address,
-            "answering": answering,
-            "embedded": state.get("temporal_embedded", False),
-        },
-        "temporal_ui": state.get("temporal_ui"),
-        "up_pid": state.get("pid"),
-        # The gateway says who polls (it holds a Temporal client); asking Temporal from here
-        # loads its SDK, so only when the gateway cannot say.
-        "workers": gw.get("workers") or (await _workers(cfg) if answering else None),
-    }
+    status_report.show(as_json)

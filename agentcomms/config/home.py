@@ -7,10 +7,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
 import socket
 import stat
-import tempfile
 from pathlib import Path
 
 from agentcomms.errors import ConfigError
@@ -27,6 +25,11 @@ def agentcomms_home() -> Path:
 
 def default_config_path() -> Path:
     return agentcomms_home() / CONFIG_FILENAME
+
+
+def default_socket() -> Path:
+    """The gateway's socket when ``server.socket_path`` is not set."""
+    return agentcomms_home() / "daemon.sock"
 
 
 def ensure_home() -> Path:
@@ -54,6 +57,8 @@ def write_private_file(path: Path, text: str, *, overwrite: bool = False) -> Non
     The directory is created 0700 when missing (the home through :func:`ensure_home`). Without
     ``overwrite`` an existing file is left alone and :class:`ConfigError` is raised.
     """
+    import tempfile  # here: a client that only reads the config never writes a file
+
     path = path.expanduser()
     if path.exists() and not overwrite:
         raise ConfigError(f"{path} already exists; pass --force to overwrite it")
@@ -105,6 +110,9 @@ def private_secret(path: Path, what: str) -> str:
 
 
 def _create_secret(path: Path, what: str) -> None:
+    import secrets
+    import tempfile
+
     if path.parent.resolve() == agentcomms_home().resolve():
         ensure_home()
     try:

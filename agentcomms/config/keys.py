@@ -1,7 +1,8 @@
 """Key paths: how a place in the configuration is named, shown and typed.
 
 A key path is a tuple such as ``("agents", "backend", "target")``; it is shown as
-``agents.backend.target`` and its declared type is read from :class:`Config`.
+``agents.backend.target`` and its declared type is read from :class:`Config` (imported only by
+:func:`annotation_at`, so naming and walking keys costs no pydantic).
 """
 
 from __future__ import annotations
@@ -10,10 +11,6 @@ import types
 import typing
 from collections.abc import Iterator
 from typing import Any
-
-from pydantic import BaseModel
-
-from agentcomms.config.models import Config
 
 Loc = tuple[str | int, ...]
 
@@ -30,6 +27,11 @@ def dotted(loc: Loc) -> str:
 
 def annotation_at(loc: Loc) -> Any:
     """The declared type at a key path, or None where the path leaves the schema."""
+    # The schema is imported here, not above: reading the file's keys needs no pydantic.
+    from pydantic import BaseModel
+
+    from agentcomms.config.models import Config
+
     annotation: Any = Config
     for part in loc:
         annotation = _unwrap_optional(annotation)

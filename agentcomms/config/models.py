@@ -20,9 +20,10 @@ from pydantic import (
     model_validator,
 )
 
+from agentcomms.address import DEFAULT_ADDRESS
 from agentcomms.bridge.fields import InterruptKey, TmuxSocket, TmuxTarget
 from agentcomms.config.chat import ChatConfig
-from agentcomms.config.home import agentcomms_home
+from agentcomms.config.home import agentcomms_home, default_socket
 from agentcomms.config.section import AgentIdKey, Section
 from agentcomms.config.voice import VoiceConfig
 from agentcomms.models import MAX_MESSAGE_CHARS
@@ -56,7 +57,7 @@ class ServerConfig(Section):
         return value.rstrip("/") if value else value
 
     def socket(self) -> Path:
-        return (self.socket_path or agentcomms_home() / "daemon.sock").expanduser()
+        return (self.socket_path or default_socket()).expanduser()
 
 
 AES_KEY_BYTES = 32
@@ -107,7 +108,7 @@ class CodecServerConfig(Section):
 
 
 class TemporalConfig(Section):
-    address: str = "127.0.0.1:7233"
+    address: str = DEFAULT_ADDRESS
     namespace: str = "default"
     task_queue: str = "agentcomms"
     embedded: bool = Field(

@@ -1,0 +1,8 @@
+"""Limits every door agrees on, in a module of constants only (the CLI's quick commands read them
+without loading the models)."""
+
+from __future__ import annotations
+
+# The longest message accepted from anyone (socket, MCP tool, CLI stdin); the pane's own cap
+# (`max_chars` of a registration) may cut it further, with a visible marker.
+MAX_MESSAGE_CHARS = 100_000
