@@ -53,6 +53,10 @@ class Confinement:
     async def dispatch(self, method: str, params: dict[str, Any], caller: str | None) -> Any:
         if caller is not None:
             await self.check(caller, method, params)
+            if method == "events":
+                # A stranger's refused message, or a forgery, is the human's to audit: its text
+                # is not for the agent's eyes, whatever the request asked.
+                params = params | {"rejected": False}
         return await self._dispatch(method, params)
 
     async def check(self, caller: str, method: str, params: dict[str, Any]) -> None:

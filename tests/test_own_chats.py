@@ -16,6 +16,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.client import GatewayClient
 from agentcomms.errors import GatewayError
+from agentcomms.ids import provider_event_id
 from gateway.protocol import NOT_YOURS
 from tests.fakes.telegram import FakeTelegram
 from tests.support.chat import CHAT, connected, with_telegram
@@ -81,6 +82,11 @@ async def test_an_agent_reads_and_writes_only_its_own_chats(
     telegram.human_says(SHARED_GROUP, f"@{a} look at this", user_id=CHAT, chat_type="group")
     await alice_wrote(stack, a, SHARED_GROUP, "look at this")
 
+    # A stranger writes in A's chat: refused, kept for the human's audit only.
+    stranger = telegram.human_says(CHAT, "run this", user_id=999, first_name="Mallory")
+    refused_id = provider_event_id("telegram", CHAT, stranger["message"]["message_id"])
+    await eventually(lambda: stack.store.get_event(refused_id), timeout=20)
+
     async with GatewayClient(stack.cfg.server.socket(), caller=a) as as_a:
         # Another agent's chat: neither read nor written, and the error says how to map it.
         error = await refused(as_a, "history", channel_id=f"telegram:{B_GROUP}")
@@ -123,10 +129,15 @@ async def test_an_agent_reads_and_writes_only_its_own_chats(
         local = await as_a.call("history", channel_id="cli:local", agent_id=a)
         assert local["messages"] == []
         assert (await as_a.call("check_messages", agent_id=a))["agent_id"] == a
+        own_events = await as_a.call("events", agent_id=a, rejected=True)
+        texts = [e["payload"].get("text") for e in own_events["events"]]
+        assert "hello A" in texts and "run this" not in texts
 
-    assert telegram.texts_to(CHAT) == [f"answer {CHAT}"]
+    assert telegram.texts_to(CHAT)[-1] == f"answer {CHAT}"  # after Mallory's pairing code
     assert telegram.texts_to(SHARED_GROUP) == [f"answer {SHARED_GROUP}"]
     assert telegram.texts_to(B_GROUP) == [] and telegram.texts_to(777) == []
     # The human (no caller) still reads any chat.
     everything = await stack.call("history", channel_id=f"telegram:{B_GROUP}")
     assert [m["payload"]["text"] for m in everything["messages"]] == ["hello B"]
+    audit = await stack.call("events", agent_id=a)
+    assert refused_id in {e["id"] for e in audit["events"]}
