@@ -73,8 +73,8 @@ class Confinement:
         if field is not None and (named := params.get(field)) != caller:
             raise RpcError(
                 NOT_YOURS,
-                f"{field}: {named!r} refused: this request acts for agent {caller!r}, and an "
-                f"agent acts only for itself. Pass {field}={caller!r}.",
+                f"{field}: {repr(named)[:80]} refused: this request acts for agent "
+                f"{caller!r}, and an agent acts only for itself. Pass {field}={caller!r}.",
             )
         if method == "reply":
             channel = _channel(params)
