@@ -12,10 +12,15 @@ from agentcomms.errors import GatewayError, GatewayUnavailable
 
 
 class GatewayClient:
-    """One persistent connection; requests may be issued concurrently."""
+    """One persistent connection; requests may be issued concurrently.
 
-    def __init__(self, path: Path) -> None:
+    With ``caller``, every request acts for that agent, and the gateway serves only what is
+    that agent's own (its mailbox, its chats, its calls).
+    """
+
+    def __init__(self, path: Path, *, caller: str | None = None) -> None:
         self.path = path
+        self.caller = caller
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._ids = itertools.count(1)
@@ -58,7 +63,10 @@ class GatewayClient:
         request_id = next(self._ids)
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._waiting[request_id] = future
-        line = json.dumps({"id": request_id, "method": method, "params": params}) + "\n"
+        request: dict[str, Any] = {"id": request_id, "method": method, "params": params}
+        if self.caller is not None:
+            request["caller"] = self.caller
+        line = json.dumps(request) + "\n"
         self._writer.write(line.encode())
         await self._writer.drain()
         reply = await future
@@ -82,7 +90,7 @@ class GatewayClient:
             self._waiting.clear()
 
 
-async def call(path: Path, method: str, **params: Any) -> Any:
-    """One request on a fresh connection."""
-    async with GatewayClient(path) as client:
+async def call(path: Path, method: str, *, caller: str | None = None, **params: Any) -> Any:
+    """One request on a fresh connection (acting for agent ``caller``, when given)."""
+    async with GatewayClient(path, caller=caller) as client:
         return await client.call(method, **params)

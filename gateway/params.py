@@ -105,6 +105,10 @@ class InboxParams(Params):
 
 class PairParams(Params):
     code: Annotated[str, StringConstraints(min_length=4, max_length=32)]
+    confirm: bool = Field(
+        default=False,
+        description="admit the sender; without it, only who the code would admit is shown",
+    )
 
 
 class RevokeSenderParams(Params):

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import AfterValidator, BaseModel, ValidationError
 
 from agentcomms.errors import RpcError
+from agentcomms.ids import check_agent_id
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -16,6 +17,7 @@ INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
 NOT_FOUND = -32604
 MAILBOX_FULL = -32605  # nothing was queued: the agent's limits say so
+NOT_YOURS = -32606  # the request acts for an agent, and what it asks for is not that agent's
 
 # A request line longer than this is answered with an error and skipped, not buffered.
 MAX_LINE_BYTES = 1024 * 1024
@@ -25,6 +27,9 @@ class Request(BaseModel):
     id: int | str | None = None
     method: str
     params: dict[str, Any] = {}
+    # The agent this request acts for (the MCP server names the agent a bearer token belongs
+    # to): the gateway then serves only what is that agent's own (gateway.confine).
+    caller: Annotated[str, AfterValidator(check_agent_id)] | None = None
 
 
 def parse_request(line: bytes) -> Request:

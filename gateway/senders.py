@@ -28,7 +28,17 @@ class SenderMethods:
         }
 
     async def pair(self, p: PairParams) -> dict[str, Any]:
-        sender = await self._store.admit_by_code(normalise_code(p.code), utcnow())
+        """Who the code would admit; with ``confirm``, admit them.
+
+        Two steps, so that admitting is always something the human saw first: the CLI shows
+        the first answer and asks on the terminal before it confirms.
+        """
+        code, now = normalise_code(p.code), utcnow()
+        sender = await (
+            self._store.admit_by_code(code, now)
+            if p.confirm
+            else self._store.pending_by_code(code, now)
+        )
         if sender is None:
             raise RpcError(
                 NOT_FOUND,
@@ -40,11 +50,16 @@ class SenderMethods:
             "provider": sender.provider,
             "sender_id": sender.sender_id,
             "sender_name": sender.sender_name,
+            "chat_id": sender.chat_id,
             "channel_id": channel,
             "agent_id": self._cfg.chat.channels.get(channel),
+            "wrote_at": sender.created_at.isoformat() if sender.created_at else None,
+            "admitted": p.confirm,
         }
 
     async def senders(self, _: NoParams) -> dict[str, Any]:
+        """Who may write, who was revoked, and who waits: never a pending code, which is the
+        proof a sender talked to the human and would let whoever reads it admit them."""
         rows: list[dict[str, Any]] = [
             {"provider": provider, "sender_id": sender_id, "source": "config", "state": "allowed"}
             for provider, ids in sorted(self._cfg.chat.allowed_senders.items())
@@ -52,10 +67,9 @@ class SenderMethods:
         ]
         for s in await self._store.list_senders():
             state = "pending" if s.code else ("revoked" if s.revoked_at else "allowed")
-            rows.append(
-                s.model_dump(mode="json", exclude_none=True) | {"source": "paired", "state": state}
-            )
-        return {"senders": rows}
+            row = s.model_dump(mode="json", exclude_none=True, exclude={"code"})
+            rows.append(row | {"source": "paired", "state": state})
+        return {"senders": rows, "pending": sum(r["state"] == "pending" for r in rows)}
 
     async def revoke_sender(self, p: RevokeSenderParams) -> dict[str, Any]:
         if p.sender_id in self._cfg.chat.allowed_senders.get(p.provider, []):

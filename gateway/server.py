@@ -29,7 +29,8 @@ log = logging.getLogger(__name__)
 # How long a closing connection waits for its cancelled requests to end.
 REQUESTS_END_S = 2.0
 
-Dispatch = Callable[[str, dict[str, Any]], Awaitable[Any]]
+# (method, params, caller): the caller is the agent a request acts for, None for the human's.
+Dispatch = Callable[[str, dict[str, Any], str | None], Awaitable[Any]]
 
 
 def socket_is_live(path: Path) -> bool:
@@ -130,7 +131,7 @@ class SocketServer:
         try:
             request = parse_request(line)
             request_id = request.id
-            result = await self._dispatch(request.method, request.params)
+            result = await self._dispatch(request.method, request.params, request.caller)
             data = result_line(request_id, result)
         except RpcError as exc:
             data = error_line(request_id, exc.code, exc.message)

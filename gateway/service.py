@@ -16,6 +16,7 @@ from agentcomms.store import Store
 from agentcomms.trust import DeploymentKey
 from gateway.calls import CallControl
 from gateway.chat import ChatInbox, ChatTransports
+from gateway.confine import Confinement
 from gateway.http import WebhookServer
 from gateway.methods import Methods
 from gateway.senders import SenderMethods
@@ -61,7 +62,9 @@ class Gateway:
         self.calls = CallControl(cfg, client, store, self.key)
         self.methods.extend(self.calls.methods())
         self.methods.extend(SenderMethods(cfg, store).methods())
-        self.server = SocketServer(cfg.server.socket(), self.methods.dispatch)
+        # A request that acts for an agent gets only what is that agent's own.
+        self.confinement = Confinement(cfg, store, self.methods.dispatch)
+        self.server = SocketServer(cfg.server.socket(), self.confinement.dispatch)
         self.http: WebhookServer | None = None
 
     async def start(self) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 from agentcomms.client import call
 from agentcomms.errors import GatewayError, GatewayUnavailable
 from agentcomms.errors.mcp import GatewayDown, GatewayRefused
+from mcp_server.identity import token_agent
 
 
 def down_message(socket: Path) -> str:
@@ -26,9 +27,13 @@ class GatewayLink:
         self.socket = socket
 
     async def call(self, method: str, **params: Any) -> Any:
-        """The method's result; :class:`GatewayDown` or :class:`GatewayRefused` otherwise."""
+        """The method's result; :class:`GatewayDown` or :class:`GatewayRefused` otherwise.
+
+        A request whose bearer token names an agent acts for that agent: the gateway itself
+        confines it to what is that agent's own, whichever tool asked.
+        """
         try:
-            return await call(self.socket, method, **params)
+            return await call(self.socket, method, caller=token_agent(), **params)
         except GatewayError as exc:
             raise GatewayRefused(exc.code, str(exc)) from None
         except (GatewayUnavailable, OSError):

@@ -214,8 +214,10 @@ def build_server(socket: Path, *, default_agent: str, auth: AuthProvider | None 
     ) -> SendMessageResult:
         """Send a chat message to your human: provider 'local' with chat_id 'local' reaches the
         terminal (`agentcomms inbox`); telegram with the chat_id a message came from answers
-        there. success is true once the provider took it; status 'queued' means it waits and
-        is sent in order (do not send it again); 'failed' comes with an error saying what to fix.
+        there. With a token you write only to your own chats: those mapped to you and those your
+        messages came from. success is true once the provider took it; status 'queued' means it
+        waits and is sent in order (do not send it again); 'failed' comes with an error saying
+        what to fix.
         """
         sender = calling_agent(None, default_agent)
         _not_blank(message)
@@ -250,6 +252,8 @@ def build_server(socket: Path, *, default_agent: str, auth: AuthProvider | None 
         """A chat's newest messages, both directions, oldest first (from the durable store).
 
         For provider 'local' that is your own conversation with your human in the terminal.
+        With a token you read only your own chats: those mapped to you and those your messages
+        came from.
         """
         channel = channel_for(provider, _chat(chat_id))
         params: dict[str, object] = {"channel_id": channel, "limit": limit}

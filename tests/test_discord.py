@@ -208,7 +208,7 @@ async def test_a_stranger_is_rejected_and_recorded_until_paired(
     assert rejected.payload["text"] == "let me in" and rejected.payload["sender_id"] == "999"
     assert (await stack.call("check_messages", agent_id=agent))["messages"] == []
 
-    paired = await stack.call("pair", code=code[1])
+    paired = await stack.call("pair", code=code[1], confirm=True)
     assert paired["provider"] == "discord" and paired["sender_id"] == "999"
     discord.human_says(discord.general, "thanks", user_id=999, name="Mallory")
     await typed(out, line(discord.general, "thanks", "Mallory"))

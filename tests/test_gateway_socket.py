@@ -19,6 +19,7 @@ from gateway.protocol import (
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
     NOT_FOUND,
+    NOT_YOURS,
     PARSE_ERROR,
 )
 from gateway.server import SocketServer
@@ -85,6 +86,15 @@ async def test_ping_and_status(raw: RawConnection) -> None:
     status = (await raw.request({"id": "s", "method": "status", "params": {}}))["result"]
     assert status["running"] is True and status["started_at"]
     assert {p["name"] for p in status["providers"]} >= {"local", "telegram", "discord"}
+
+
+async def test_a_request_acting_for_an_agent_names_a_valid_one(raw: RawConnection) -> None:
+    bad = await raw.request({"id": 1, "method": "ping", "caller": "../b; rm"})
+    assert error_code(bad) == INVALID_REQUEST and "caller" in bad["error"]["message"]
+    assert (await raw.request({"id": 2, "method": "ping", "caller": "a"}))["result"]["pong"]
+    # What only the human asks for (the local inbox holds every agent's talk) is refused.
+    inbox = await raw.request({"id": 3, "method": "inbox", "caller": "a"})
+    assert error_code(inbox) == NOT_YOURS and "not open to agents" in inbox["error"]["message"]
 
 
 async def test_bad_inputs_get_errors_and_the_connection_lives(raw: RawConnection) -> None:
@@ -179,7 +189,7 @@ async def test_many_clients_at_once(stack: Stack) -> None:
 
 
 async def test_a_second_gateway_on_the_same_socket_refuses(stack: Stack) -> None:
-    second = SocketServer(stack.cfg.server.socket(), stack.gateway.methods.dispatch)
+    second = SocketServer(stack.cfg.server.socket(), stack.gateway.confinement.dispatch)
     with pytest.raises(GatewayAlreadyRunning, match="already running"):
         await second.start()
     assert (await stack.call("ping")) == {"pong": True}

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -18,11 +19,14 @@ import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
+from temporalio.testing import WorkflowEnvironment
 
 from tests.fakes.serve import free_port
+from tests.fakes.telegram import FakeTelegram
+from tests.support.chat import CHAT, connected, with_telegram
 from tests.support.cli import AGENTCOMMS
 from tests.support.mcp import TOOLS, make_home, stdio_session, tool
-from tests.support.stack import Stack, register_recorder
+from tests.support.stack import Stack, register_recorder, running_stack
 from tests.support.tmux import Tmux
 from tests.support.waiting import eventually
 
@@ -199,6 +203,51 @@ async def test_http_tokens_fix_who_is_calling(stack: Stack, tmux: Tmux, tmp_path
     assert "401" in logged  # the log is there, and no token is in it
     assert "any user of this machine" not in logged
     assert not any(token in logged for token in tokens.values())
+
+
+async def test_a_token_confines_its_agent_to_its_own_chats(
+    temporal_env: WorkflowEnvironment, tmp_path: Path, telegram: FakeTelegram
+) -> None:
+    suffix = uuid.uuid4().hex[:8]
+    alice, bob = f"alice-{suffix}", f"bob-{suffix}"
+    bobs_group = -200
+    channels = {f"telegram:{CHAT}": alice, f"telegram:{bobs_group}": bob}
+    configure = with_telegram(telegram, alice, channels=channels)
+    async with running_stack(temporal_env.client, tmp_path, configure=configure) as stack:
+        await connected(stack, "telegram")
+        telegram.human_says(bobs_group, "for bob", user_id=CHAT, chat_type="group")
+        telegram.human_says(CHAT, "for alice")
+        await eventually(lambda: stack.store.came_from(alice, f"telegram:{CHAT}"), timeout=20)
+        await eventually(lambda: stack.store.came_from(bob, f"telegram:{bobs_group}"), timeout=20)
+        tokens = {alice: "alice-secret-token-1", bob: "bob-secret-token-2"}
+        home = make_home(
+            tmp_path,
+            stack.cfg.server.socket(),
+            {agent: {"target": f"{agent}:0.0", "token": token} for agent, token in tokens.items()},
+        )
+        async with (
+            http_server(home, tmp_path / "http.log", host="127.0.0.1") as url,
+            http_session(url, tokens[alice]) as session,
+        ):
+            theirs = {"provider": "telegram", "chat_id": str(bobs_group)}
+            error = await tool_error(session, "get_messages", **theirs)
+            assert f"telegram:{bobs_group}" in error and "chat.channels" in error, error
+            error = await tool_error(session, "send_message", **theirs, message="psst")
+            assert f"may not write to telegram:{bobs_group}" in error, error
+            number = {"provider": "sms", "chat_id": "+15550001111"}
+            assert "chat.channels" in await tool_error(
+                session, "send_message", **number, message="x"
+            )
+            assert "token belongs" in await tool_error(session, "check_messages", agent_id=bob)
+            assert "token belongs" in await tool_error(session, "get_agent_events", agent_id=bob)
+
+            mine = {"provider": "telegram", "chat_id": str(CHAT)}
+            read = await tool(session, "get_messages", **mine)
+            assert [m["content"] for m in read["messages"]] == ["for alice"]
+            sent = await tool(session, "send_message", **mine, message="on it")
+            assert sent["success"] is True, sent
+    assert telegram.texts_to(CHAT) == ["on it"]
+    assert telegram.texts_to(bobs_group) == []
 
 
 @pytest.mark.parametrize(

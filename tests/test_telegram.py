@@ -130,7 +130,7 @@ async def test_a_stranger_is_rejected_and_recorded_until_paired_and_again_once_r
             s for s in senders if s["sender_id"] == "999"
         ).items()
 
-        paired = await stack.call("pair", code=code[1].lower())  # codes are case-insensitive
+        paired = await stack.call("pair", code=code[1].lower(), confirm=True)  # any case
         assert paired["sender_id"] == "999" and paired["agent_id"] == agent
         telegram.human_says(stranger, "thanks", first_name="Mallory")
         await eventually(lambda: out.read_bytes() == b"[telegram:999 from Mallory] thanks\r")

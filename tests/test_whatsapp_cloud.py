@@ -185,7 +185,7 @@ async def test_a_stranger_is_rejected_and_recorded_until_paired(
     # Recorded for audit under the agent the chat maps to, and never for it to read.
     assert [e.status for e in await stack.store.events_after(agent, None, 10)] == ["rejected"]
 
-    paired = await stack.call("pair", code=code[1])
+    paired = await stack.call("pair", code=code[1], confirm=True)
     assert paired["sender_id"] == STRANGER and paired["agent_id"] == agent
     welcome = meta.incoming(STRANGER, "thanks", name="Mallory")
     assert (await hook.post(welcome)).status_code == 200

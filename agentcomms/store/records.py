@@ -24,6 +24,7 @@ class ChatSender(BaseModel):
     revoked_at: datetime | None = None
     code: str | None = None  # a pending pairing code
     expires_at: datetime | None = None
+    created_at: datetime | None = None  # pending: when the sender first wrote
 
 
 def row_values(model: BaseModel) -> dict[str, Any]:

@@ -56,6 +56,16 @@ class ChatSenders(StoreBase):
 
         return await self._transact(offer)
 
+    async def pending_by_code(self, code: str, now: datetime) -> ChatSender | None:
+        """The sender an unexpired pairing code was given to, not admitted (for the human to
+        see who they would admit); None for an unknown or expired code."""
+        stmt = select(PairingCodeRow).where(
+            PairingCodeRow.code == code, PairingCodeRow.expires_at > now
+        )
+        async with self._engine.connect() as conn:
+            row = (await conn.execute(stmt)).first()
+        return from_row(ChatSender, row) if row else None
+
     async def admit_by_code(self, code: str, now: datetime) -> ChatSender | None:
         """Admit the sender a pairing code was given to; None for an unknown or expired code."""
 
@@ -83,7 +93,7 @@ class ChatSenders(StoreBase):
                     },
                 )
             )
-            return ChatSender.model_validate(values)
+            return ChatSender.model_validate(values | {"created_at": row.created_at})
 
         return await self._transact(admit)
 

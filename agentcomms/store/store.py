@@ -317,6 +317,22 @@ class Store(ChatSenders, Directory):
             events = [from_row(Event, row) for row in rows]
         return events if after is not None else events[::-1]
 
+    async def came_from(self, agent_id: str, channel_id: str) -> bool:
+        """Whether a message the agent was given (not a rejected one) came from this channel."""
+        stmt = (
+            select(EventRow.id)
+            .where(
+                EventRow.agent_id == agent_id,
+                EventRow.direction == "in",
+                EventRow.channel_id == channel_id,
+                EventRow.type.in_(MESSAGE_TYPES),
+                _shown_to_agent(),
+            )
+            .limit(1)
+        )
+        async with self._engine.connect() as conn:
+            return (await conn.execute(stmt)).first() is not None
+
     # -- the read cursor (check_messages) ------------------------------------------------------
 
     async def unread_messages(self, agent_id: str, limit: int) -> tuple[list[Event], bool]:

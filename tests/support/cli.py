@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import select
 import subprocess
 import sys
 import time
@@ -77,15 +78,20 @@ def cli_home(tmp_path: Path, stack: Stack) -> Path:
     return home
 
 
-async def cli(
-    home: Path, *args: str, stdin: str = "", inside_tmux: Tmux | None = None
-) -> subprocess.CompletedProcess[str]:
-    """`agentcomms ARGS` run from `home`, in a thread (the stack it talks to runs on this loop)."""
+def _cli_env(home: Path, inside_tmux: Tmux | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTCOMMS_", "TMUX"))}
     if inside_tmux is not None:  # as a shell in a pane of that server sees it
         env["TMUX"] = f"{inside_tmux.socket},1,0"
     env["AGENTCOMMS_HOME"] = str(home)
     env["COLUMNS"] = "200"
+    return env
+
+
+async def cli(
+    home: Path, *args: str, stdin: str = "", inside_tmux: Tmux | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`agentcomms ARGS` run from `home`, in a thread (the stack it talks to runs on this loop)."""
+    env = _cli_env(home, inside_tmux)
     return await asyncio.to_thread(
         subprocess.run,
         [AGENTCOMMS, *args],
@@ -95,3 +101,51 @@ async def cli(
         timeout=60,
         input=stdin,
     )
+
+
+async def cli_on_terminal(
+    home: Path, *args: str, prompt: str, answer: str, timeout: float = 30
+) -> tuple[int, str]:
+    """`agentcomms ARGS` on a real pseudo-terminal, as a person at a terminal runs it: once it
+    prints `prompt`, `answer` is typed and Enter pressed. Its exit code and all it printed."""
+    return await asyncio.to_thread(_on_terminal, home, args, prompt, answer, timeout)
+
+
+def _on_terminal(
+    home: Path, args: tuple[str, ...], prompt: str, answer: str, timeout: float
+) -> tuple[int, str]:
+    leader, follower = os.openpty()
+    proc = subprocess.Popen(
+        [AGENTCOMMS, *args],
+        stdin=follower,
+        stdout=follower,
+        stderr=follower,
+        env=_cli_env(home),
+        start_new_session=True,
+    )
+    os.close(follower)
+    printed, answered = b"", False
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([leader], [], [], 0.1)
+            if ready:
+                try:
+                    chunk = os.read(leader, 4096)
+                except OSError:  # EIO: the command ended and closed the terminal
+                    break
+                if not chunk:
+                    break
+                printed += chunk
+            elif proc.poll() is not None:
+                break
+            if not answered and prompt.encode() in printed:
+                os.write(leader, answer.encode() + b"\r")
+                answered = True
+        code = proc.wait(timeout=5)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(leader)
+    return code, printed.decode(errors="replace")
