@@ -19,7 +19,13 @@ from agentcomms.errors.base import (
     StoppedDuringStartup,
     TemporalUnavailable,
 )
-from agentcomms.errors.bridge import BridgeError, InvalidTarget, PaneNotFound, TmuxError
+from agentcomms.errors.bridge import (
+    BridgeError,
+    InvalidTarget,
+    PaneNotFound,
+    PaneNotReady,
+    TmuxError,
+)
 from agentcomms.errors.chat import (
     ChatProviderUnavailable,
     NoTransport,
@@ -44,6 +50,8 @@ from agentcomms.errors.voice import NotTranscribed, SpeechProviderUnavailable, U
 # strings are in histories and retry policies already recorded: they do not change.
 PANE_NOT_FOUND = "PaneNotFound"  # retryable: the pane may come back
 TMUX_FAILED = "TmuxFailed"  # retryable: a transient tmux error
+# non-retryable: nothing typed, the pane is not ready; the mailbox waits for the agent
+PANE_NOT_READY = "PaneNotReady"
 INVALID_TARGET = "InvalidTarget"  # non-retryable: the target cannot name a pane
 CHAT_RATE_LIMITED = "ChatRateLimited"  # retryable, after the delay the provider asked for
 CHAT_UNAVAILABLE = "ChatUnavailable"  # retryable: the provider's network or 5xx, with backoff
@@ -81,6 +89,7 @@ __all__ = [
     "NOT_SIGNED",
     "NOT_SIGNED_SENTENCE",
     "PANE_NOT_FOUND",
+    "PANE_NOT_READY",
     "REGISTRATION_NOT_SIGNED",
     "SPEECH_FAILED",
     "SPEECH_PROVIDER_UNAVAILABLE",
@@ -99,6 +108,7 @@ __all__ = [
     "NoTransport",
     "NotTranscribed",
     "PaneNotFound",
+    "PaneNotReady",
     "PayloadDecryptionError",
     "RateLimited",
     "RpcError",
