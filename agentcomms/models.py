@@ -90,6 +90,11 @@ class Agent(BaseModel):
     last_delivered_event_id: str | None = None
     last_error: str | None = None
     updated_at: datetime = Field(default_factory=utcnow)
+    # What the agent is doing, from its hooks (agentcomms.agents.state): ready, busy, waiting
+    # (for what), offline, or unknown when no hook has spoken.
+    state: str = "unknown"
+    waiting_for: str | None = None
+    state_since: datetime | None = None
 
 
 class Channel(BaseModel):
@@ -136,7 +141,7 @@ class PaneTarget(BaseModel):
     socket: str | None = None  # tmux -S path; None means the default server
 
 
-PaneLook = Literal["none", "dialogs", "ready"]
+PaneLook = Literal["none", "dialogs", "idle", "ready"]
 DeliverMode = Literal["when-ready", "now"]
 
 
@@ -181,7 +186,7 @@ class Typing(BaseModel):
     max_chars: int = MAX_MESSAGE_CHARS
     # How the pane must look for the text to be typed, checked by tmux in the same command
     # stretch as the typing: "none" types whatever it shows; "dialogs" not into a dialog or copy
-    # mode; "ready" also not while the agent is busy or after it exited to a shell.
+    # mode; "idle" nor while a turn runs; "ready" nor after the agent exited to a shell.
     look: PaneLook = "none"
     # Events typed together in this one text (several waiting messages as one prompt): recorded
     # with `event_id`, and none of them typed again.

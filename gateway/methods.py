@@ -175,6 +175,9 @@ class Methods:
                 "pending": a.pending,
                 "host": a.host,
                 "last_error": a.last_error,
+                "state": a.state,
+                "waiting_for": a.waiting_for,
+                "state_since": a.state_since and a.state_since.isoformat(timespec="seconds"),
             }
             for a in listed
         }
@@ -302,6 +305,7 @@ class Methods:
             interrupt_key=p.interrupt_key,
             submit_delay_ms=p.submit_delay_ms,
             max_chars=p.max_chars,
+            deliver=p.deliver,
         )
         await self._mailbox.register(p.agent_id, registration)
         return {"agent_id": p.agent_id, "registered": True, "host": registration.host}

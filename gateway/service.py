@@ -14,6 +14,7 @@ from agentcomms.config import Config, host_name
 from agentcomms.models import Channel, Registration, utcnow
 from agentcomms.store import Store
 from agentcomms.trust import DeploymentKey
+from gateway.agent_hooks import AgentHookMethods
 from gateway.calls import CallControl
 from gateway.chat import ChatInbox, ChatTransports
 from gateway.http import WebhookServer
@@ -61,6 +62,7 @@ class Gateway:
         self.calls = CallControl(cfg, client, store)
         self.methods.extend(self.calls.methods())
         self.methods.extend(SenderMethods(cfg, store).methods())
+        self.methods.extend(AgentHookMethods(store, self.mailbox, self.host).methods())
         self.server = SocketServer(cfg.server.socket(), self.methods.dispatch)
         self.http: WebhookServer | None = None
 
@@ -110,6 +112,7 @@ class Gateway:
                     interrupt_key=agent.interrupt_key,
                     submit_delay_ms=agent.submit_delay_ms,
                     max_chars=agent.max_chars,
+                    deliver=agent.deliver,
                 ),
             )
 

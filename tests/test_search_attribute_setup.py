@@ -33,7 +33,7 @@ from tests.support.cli import env_for
 from tests.support.home import write_config
 
 AGENTCOMMS = str(Path(temporal_binary()).parent / "agentcomms")
-OURS = ["AgentId", "AgentStatus"]
+OURS = ["AgentId", "AgentStatus", "AgentState"]
 
 
 async def new_namespace(client: Client, *, fillers: int = 0) -> str:

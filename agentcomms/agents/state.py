@@ -60,6 +60,7 @@ class Readiness(BaseModel):
     at_ns: int = 0  # the order of the last report applied
     reported_at: datetime | None = None  # when the last report was applied
     prompts: list[str] = []  # the latest submitted prompts, to match typed messages against
+    pane: str | None = None  # why the pane's last look found it not ready (cleared when typed)
 
     def describe(self) -> str:
         """`busy`, `waiting (permission for Bash: ls)`…: what people read."""

@@ -64,14 +64,14 @@ def refusal(
     look: str, *, in_mode: bool, command: str, dialog: bool, busy: bool
 ) -> PaneNotReady | None:
     """Why a pane that looks like this may not be typed into under `look` ("none": anything
-    goes; "dialogs": no dialog or copy mode; "ready": nor a running turn or a shell)."""
+    goes; "dialogs": no dialog or copy mode; "idle": nor a running turn; "ready": nor a shell)."""
     if look == "none":
         return None
     if in_mode:
         return PaneNotReady("the pane is in copy mode", reason="copy-mode")
     if dialog:
         return PaneNotReady("a dialog or menu is open in the pane", reason="dialog")
-    if look == "ready" and busy:
+    if look in ("idle", "ready") and busy:
         return PaneNotReady("the agent is working on a turn", reason="busy")
     if look == "ready" and re.fullmatch(SHELLS, command):
         return PaneNotReady(f"the pane runs a shell ({command}): the agent exited", reason="exited")
@@ -83,8 +83,9 @@ def ready_conditions(look: str) -> list[str]:
     if look == "none":
         return []
     conditions = ["#{?#{pane_in_mode},0,1}", "#{?#{C/r:" + DIALOG_MARKERS + "},0,1}"]
-    if look == "ready":
+    if look in ("idle", "ready"):
         conditions.append("#{?#{C/r:" + BUSY_MARKERS + "},0,1}")
+    if look == "ready":
         conditions.append("#{?#{m/r:" + SHELLS + ",#{pane_current_command}},0,1}")
     return conditions
 

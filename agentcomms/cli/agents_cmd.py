@@ -7,6 +7,7 @@ the gateway's answer for scripts.
 from __future__ import annotations
 
 import asyncio
+from enum import StrEnum
 from typing import Annotated, Any
 
 import typer
@@ -32,6 +33,12 @@ WaitOption = Annotated[
 TimeoutOption = Annotated[
     float, typer.Option("--timeout", min=0.1, max=300, help="Seconds --wait waits at most.")
 ]
+
+
+class DeliverChoice(StrEnum):
+    when_ready = "when-ready"
+    now = "now"
+
 
 agents_app = typer.Typer(
     help="List agents (`agentcomms agents [--all]`), register or unregister their panes.",
@@ -70,7 +77,7 @@ def agents(
         return
     from rich.table import Table
 
-    table = Table("agent", "type", "target", "status", "pending", "last error")
+    table = Table("agent", "type", "target", "status", "state", "pending", "last error")
     for a in result["agents"]:
         table.add_row(
             a["id"],
@@ -78,6 +85,7 @@ def agents(
             shown(a["target"] or "-"),
             a["status"]
             + (f" since {a['unreachable_since']}" if a.get("unreachable_since") else ""),
+            shown(_state(a)),
             "?" if a["pending"] is None else str(a["pending"]),
             shown(a.get("last_error") or ""),
         )
@@ -86,6 +94,18 @@ def agents(
         console.print(f"no agents{hint}; register one with `agentcomms agents register`")
         return
     console.print(table)
+
+
+def _state(agent: dict[str, Any]) -> str:
+    """`busy since 19:07:18`, `waiting (permission for Bash: ls)`, `unknown (no hooks)`."""
+    state = str(agent.get("state") or "unknown")
+    if state == "unknown":
+        return "unknown (no hooks)"
+    if agent.get("waiting_for"):
+        state += f" ({agent['waiting_for']})"
+    if since := agent.get("state_since"):
+        state += f" since {str(since)[11:19]}"
+    return state
 
 
 @agents_app.command("register")
@@ -120,6 +140,14 @@ def register(
             "and the event says so. Default: whole messages (up to 100,000 characters).",
         ),
     ] = None,
+    deliver: Annotated[
+        DeliverChoice,
+        typer.Option(
+            "--deliver",
+            help="when-ready: type once the agent is at its prompt (its hooks and its pane say "
+            "so); now: whenever its pane shows no dialog.",
+        ),
+    ] = DeliverChoice.when_ready,
     as_json: JsonOption = False,
 ) -> None:
     """Register an agent's tmux pane; messages waiting for it are typed in order.
@@ -136,6 +164,8 @@ def register(
         "interrupt_key": interrupt_key,
         "submit_delay_ms": submit_delay_ms,
     }
+    if deliver is not DeliverChoice.when_ready:
+        params["deliver"] = deliver.value
     if socket:
         params["socket"] = socket
     if host:
