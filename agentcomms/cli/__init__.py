@@ -28,6 +28,7 @@ from agentcomms.cli import (  # noqa: E402, F401
     codec_cmd,
     config_cmd,
     db_cmd,
+    install_cmd,
     mcp_cmd,
     ops_cmd,
     run_cmd,
