@@ -20,7 +20,7 @@ import shlex
 import shutil
 import subprocess
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -192,13 +192,17 @@ async def start_claude(
     skip_auto_dialog: bool = True,
     settings: Mapping[str, Any] | None = None,
     env: Mapping[str, str] | None = None,
+    setup: Callable[[Path, Path], None] | None = None,
 ) -> ClaudePane:
     """Claude Code in session `name` of `tmux`, its HOME and project under `root`, returned at
     its prompt; or, with ``skip_auto_dialog=False``, showing the first-start auto-mode dialog.
-    When Claude exits the pane keeps a shell, as a person's terminal does."""
+    When Claude exits the pane keeps a shell, as a person's terminal does. `setup(home, project)`
+    runs once both are prepared, before Claude starts and reads them."""
     claude = await agent_binary("claude")
     home, project = root / "home", root / "project"
     prepare_claude_home(home, project, skip_auto_dialog=skip_auto_dialog, settings=settings)
+    if setup is not None:
+        setup(home, project)
     variables = " ".join(f"{k}={shlex.quote(v)}" for k, v in claude_env(home, model, env).items())
     # `env -i` keeps the test machine's environment out; the pane's own TMUX and TMUX_PANE stay.
     command = f'env -i TMUX="$TMUX" TMUX_PANE="$TMUX_PANE" {variables} {claude}; exec sh'
