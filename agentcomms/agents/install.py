@@ -101,7 +101,7 @@ def agentcomms_argv() -> list[str]:
     return [sys.executable, "-m", "agentcomms"]
 
 
-def _runs_agentcomms(tokens: list[str]) -> list[str] | None:
+def runs_agentcomms(tokens: list[str]) -> list[str] | None:
     """The arguments after the agentcomms executable in `tokens`, or None when `tokens` (after
     any ``env VAR=value``) do not run agentcomms."""
     while tokens and (tokens[0] == "env" or _ASSIGNMENT.match(tokens[0])):
@@ -125,7 +125,7 @@ def is_our_hook(command: object, kind: AgentKind) -> bool:
         tokens = list(command)
     else:
         return False
-    args = _runs_agentcomms(tokens)
+    args = runs_agentcomms(tokens)
     return args is not None and args[:2] == ["hook", kind]
 
 
@@ -135,7 +135,7 @@ def is_our_server(server: object) -> bool:
     command, args = server.get("command"), server.get("args") or []
     if not isinstance(command, str) or not isinstance(args, list):
         return False
-    rest = _runs_agentcomms([command, *[str(a) for a in args]])
+    rest = runs_agentcomms([command, *[str(a) for a in args]])
     return rest is not None and rest[:1] == ["mcp"]
 
 
