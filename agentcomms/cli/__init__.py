@@ -29,6 +29,7 @@ from agentcomms.cli import (  # noqa: E402, F401
     config_cmd,
     db_cmd,
     hook_cmd,
+    install_cmd,
     mcp_cmd,
     ops_cmd,
     run_cmd,

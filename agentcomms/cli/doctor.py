@@ -1,8 +1,8 @@
 """The checks behind `agentcomms doctor`: each says what it found, and for a problem what to do.
 
 It looks from outside, as a user would: the config file, Temporal, the projection, the gateway's
-socket, and each host's worker (asked through a query to one of its mailboxes, which only a
-polling worker can answer). It changes nothing.
+socket, each host's worker (asked through a query to one of its mailboxes, which only a polling
+worker can answer), and agentcomms' hooks in each agent's own configuration. It changes nothing.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ async def run_checks() -> list[Check]:
     checks: list[Check] = []
     cfg = _check_config(checks)
     if cfg is None:
+        await _check_agents(checks)
         return checks
     client = await _check_temporal(cfg, checks)
     agents = await _check_projection(cfg, checks)
@@ -47,6 +48,7 @@ async def run_checks() -> list[Check]:
     if client is not None:
         await _check_mailboxes(client, agents, checks)
     await _check_gateway(cfg, checks)
+    await _check_agents(checks)
     return checks
 
 
@@ -376,6 +378,21 @@ async def _check_gateway(cfg: Config, checks: list[Check]) -> None:
                 None if answered else "is another program on that port? see the gateway's log",
             )
         )
+
+
+async def _check_agents(checks: list[Check]) -> None:
+    """agentcomms in each agent's own configuration (`agentcomms install`), where installed."""
+    import os
+    from pathlib import Path
+
+    from agentcomms.agents.install import Target
+    from agentcomms.agents.installed import inspect_all
+
+    codex_home = os.environ.get("CODEX_HOME")
+    target = Target("claude-code", codex_home=Path(codex_home) if codex_home else None)
+    for f in await asyncio.to_thread(inspect_all, target):
+        where = f.name.rpartition(" ")[0]
+        checks.append(Check(f"agent {f.name}", f.ok, f"{where}: {f.detail}", f.fix))
 
 
 def _webhooks_used(cfg: Config) -> bool:

@@ -43,6 +43,7 @@ from agentcomms.errors.gateway import (
     RpcError,
     TraceNotFound,
 )
+from agentcomms.errors.install import AgentConfigError
 from agentcomms.errors.store import DatabaseUnavailable, EventNotFound, SchemaOutdated, StoreError
 from agentcomms.errors.voice import NotTranscribed, SpeechProviderUnavailable, Undecodable
 
@@ -94,6 +95,7 @@ __all__ = [
     "SPEECH_FAILED",
     "SPEECH_PROVIDER_UNAVAILABLE",
     "TMUX_FAILED",
+    "AgentConfigError",
     "AgentcommsError",
     "BridgeError",
     "ChatProviderUnavailable",
