@@ -113,6 +113,8 @@ def typed(current: Readiness, now: datetime) -> Readiness:
             "since": now,
             "event": "typed",
             "at_ns": at_ns,
+            # Hooks missing or a prompt never submitted: the pane is looked at in STALE_AFTER.
+            "reported_at": now,
         }
     )
 

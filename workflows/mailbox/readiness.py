@@ -22,9 +22,10 @@ from workflows.mailbox.models import AgentState
 NOT_READY_CAP = timedelta(seconds=5)
 # At most this many waiting messages typed as one prompt (the queue bounds their text too).
 TOGETHER_MAX = 50
-# What the state shows when the pane refused a known agent's message, by the bridge's reason.
+# What the state shows when the pane refused a known agent's message, by the bridge's reason. A
+# busy marker is not among them: Claude Code's status line lags its Stop hook by a moment, so
+# the hook's word stands and the pane is looked at again shortly.
 _PANE_SAYS: dict[str, tuple[State, str | None]] = {
-    "busy": ("busy", None),
     "exited": ("offline", None),
     "copy-mode": ("waiting", "the human (copy mode in the pane)"),
     "dialog": ("waiting", "a dialog in the pane"),
@@ -60,11 +61,13 @@ class Watch:
         return max(stale_in(self._s.readiness, now), timedelta(milliseconds=1))
 
     def look(self, reg: Registration) -> PaneLook:
-        """How the pane must look to be typed into. Without hooks, a plain shell in the pane may
-        be what was registered: only a known agent's pane is refused for running one."""
+        """How the pane must look to be typed into. A shell in the foreground is taken for an
+        exited agent only once its hooks said it ended: an agent started by `bash -c` keeps
+        bash in the pane's foreground all its life (measured with Claude Code), and without
+        hooks a plain shell may be what was registered."""
         if reg.deliver == "now":
             return "dialogs"
-        return "idle" if self._s.readiness.state == "unknown" else "ready"
+        return "ready" if self._s.readiness.state == "offline" else "idle"
 
     def together(self, reg: Registration) -> bool:
         """Whether what waited is typed as one prompt: an agent whose hooks speak reads it in
@@ -85,12 +88,13 @@ class Watch:
         details = cause.details if isinstance(cause, ApplicationError) else ()
         reason = str(details[0]) if details else "dialog"
         r = self._s.readiness
-        update: dict[str, object] = {"pane": message, "reported_at": now}
-        if r.state != "unknown":
-            state, waiting_for = _PANE_SAYS.get(reason, _PANE_SAYS["dialog"])
+        # The time of the last report stays: the pane is looked at again as it would have been.
+        update: dict[str, object] = {"pane": message}
+        if r.state != "unknown" and reason in _PANE_SAYS:
+            state, waiting_for = _PANE_SAYS[reason]
             if (state, waiting_for) != (r.state, r.waiting_for):
                 update |= {"state": state, "waiting_for": waiting_for, "since": now}
-            update["event"] = "pane"
+                update["event"] = "pane"
         self._s.readiness = r.model_copy(update=update)
         return r.pane != message or self._s.readiness.state != r.state
 
