@@ -148,6 +148,7 @@ class Methods:
             "started_at": self._started_at.isoformat(),
             "agents": len(agents),
             "agents_online": sum(1 for a in agents if a["status"] == "online"),
+            "agent_states": {a["id"]: a.get("state", "unknown") for a in agents},
             "agents_broken": {a["id"]: a["last_error"] for a in agents if a["status"] == "broken"},
             "hosts_down": _hosts_down(agents),
             "providers": self._providers(),

@@ -52,10 +52,13 @@ async def test_a_message_sent_mid_turn_waits_and_is_typed_after_stop(
     await fake.showing(BUSY)
     busy = await eventually(lambda: state_is(stack, agent_id, "busy"))
     assert busy["state_since"] is not None
+    assert (await stack.call("status"))["agent_states"][agent_id] == "busy"
 
-    await stack.call("send", agent_id=agent_id, message="also check the tests")
+    sent = await stack.call("send", agent_id=agent_id, message="also check the tests")
     await asyncio.sleep(QUIET_S)
     assert fake.typed() == b""  # the agent is busy: the message waits
+    traced = await stack.call("trace", event_id=sent["event_id"])
+    assert any(f"waits because {agent_id} is busy since" in why for why in traced["why"]), traced
 
     await fake.showing(PROMPT)
     # Through the command the agent's settings run, JSON on stdin.

@@ -45,6 +45,7 @@ async def run_checks() -> list[Check]:
     if client is not None:
         await _check_workers(cfg, client, agents, checks)
     await _check_panes(agents, checks)
+    _check_states(agents, checks)
     if client is not None:
         await _check_mailboxes(client, agents, checks)
     await _check_gateway(cfg, checks)
@@ -301,6 +302,21 @@ async def _check_panes(agents: list[Agent], checks: list[Check]) -> None:
     if not problems:
         count = sum(1 for a in agents if a.target)
         checks.append(Check("panes", True, f"all {count} registered panes are there"))
+
+
+def _check_states(agents: list[Agent], checks: list[Check]) -> None:
+    """Which agents' hooks report their state. Not a failure: a pane without an agent of a kind
+    with hooks (a shell) is typed into on its look alone."""
+    silent = [a.id for a in agents if a.target and a.state == "unknown"]
+    known = [f"{a.id} {a.state}" for a in agents if a.target and a.state != "unknown"]
+    detail = f"agents' states from their hooks: {', '.join(known) or 'none'}"
+    if silent:
+        detail += (
+            f"; no hook has reported for {', '.join(silent)} (hooks missing?): their messages "
+            "are typed on the pane's look alone"
+        )
+    fix = "`agentcomms install claude-code` (or codex, gemini), then restart the agent"
+    checks.append(Check("agent states", True, detail, fix if silent else None))
 
 
 async def _check_mailboxes(client: Any, agents: list[Agent], checks: list[Check]) -> None:
