@@ -48,7 +48,7 @@ def main(argv: list[str]) -> int:
         "kind": argv[0],
         "event": event,
         "at_ns": at_ns,
-        "payload": _trimmed(payload),
+        "payload": trimmed(payload),
     }
     if isinstance(payload.get("session_id"), str):
         params["session_id"] = payload["session_id"]
@@ -94,7 +94,8 @@ def _payload(rest: list[str]) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def _trimmed(payload: dict[str, Any]) -> dict[str, Any]:
+def trimmed(payload: dict[str, Any]) -> dict[str, Any]:
+    """The payload's fields the state needs, long strings cut: never files or transcripts."""
     kept: dict[str, Any] = {}
     for key in SENT_FIELDS:
         if key not in payload:
