@@ -151,3 +151,17 @@ async def test_a_hook_from_a_pane_nobody_registered_is_refused(
         )
     # The hook itself stays silent and succeeds: the agent must never notice.
     await stranger.hook("Stop")
+
+
+async def test_a_turn_ended_by_esc_without_a_hook_is_noticed_from_the_pane(
+    stack: Stack, agent: tuple[str, FakeAgent]
+) -> None:
+    agent_id, fake = agent
+    await fake.hook("UserPromptSubmit", prompt="work")
+    await fake.showing(BUSY)
+    await eventually(lambda: state_is(stack, agent_id, "busy"))
+    await stack.call("send", agent_id=agent_id, message="are you there?")
+    # The human pressed Esc: Claude Code is at its prompt again and sends no hook. Once the
+    # state is older than STALE_AFTER, the pane decides, and it shows the prompt.
+    await fake.showing("Interrupted · What should Claude do instead?\n\n" + PROMPT)
+    await eventually(lambda: fake.typed() == b"are you there?\r", timeout=40)
