@@ -11,8 +11,10 @@ from typing import Any
 import pytest
 
 from agentcomms.errors import GatewayError
+from agentcomms.workflow_ids import mailbox_id
 from tests.support.cli import AGENTCOMMS
 from tests.support.fake_agent import BUSY, DIALOG, PROMPT, FakeAgent, start_fake_agent
+from tests.support.mailbox import mailbox_replayer, record_histories, settled_history
 from tests.support.stack import Stack, register
 from tests.support.tmux import Tmux
 from tests.support.waiting import eventually
@@ -98,6 +100,14 @@ async def test_nothing_is_typed_into_a_permission_dialog(
     await fake.hook("PostToolUse", tool_name="Bash", tool_input={"command": "touch /tmp/x"})
     await fake.hook("Stop")
     await eventually(lambda: fake.typed() == b"stop, do not run anything\r")
+
+    # The mailbox's history with hooks and a pane that said no replays (and is kept, recorded).
+    handle = stack.client.get_workflow_handle(mailbox_id(agent_id))
+    history = await eventually(lambda: settled_history(handle))
+    await handle.terminate("test over")
+    result = await mailbox_replayer().replay_workflow(history)
+    assert result.replay_failure is None
+    record_histories([history], "agent-mailbox-readiness")
 
 
 async def test_messages_that_waited_are_typed_as_one_prompt_oldest_first(
