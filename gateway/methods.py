@@ -414,7 +414,7 @@ class Methods:
         result: dict[str, Any] = {"event_id": event.id, "delivered": False, "status": "queued"}
         if wait:
             outcome = await self._mailbox.wait_delivered(event.agent_id, event.id, wait_s)
-            result["status"] = outcome.status
+            result["status"] = "submitted" if outcome.submitted else outcome.status
             result["delivered"] = outcome.status == "delivered"
             if outcome.error:
                 result["error"] = outcome.error

@@ -122,3 +122,12 @@ async def test_a_message_during_a_permission_dialog_is_not_typed_into_it(setup: 
     assert (claude.project / "gate.txt").exists()
     # The turn ended: now the human's words reach the model, as a prompt of their own.
     assert await model.wait_for_human("do not run") == "stop, do not run anything"
+
+
+async def test_send_wait_reports_the_message_submitted_by_claude(setup: Setup) -> None:
+    await eventually(lambda: setup.state_is("ready"), timeout=30)
+    result = await setup.stack.call(
+        "send", agent_id=setup.agent_id, message="say hello", wait=True, timeout=30
+    )
+    assert (result["status"], result["delivered"]) == ("submitted", True)
+    assert await setup.claude.model.wait_for_human("say hello") == "say hello"

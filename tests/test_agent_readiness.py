@@ -175,3 +175,17 @@ async def test_a_turn_ended_by_esc_without_a_hook_is_noticed_from_the_pane(
     # state is older than STALE_AFTER, the pane decides, and it shows the prompt.
     await fake.showing("Interrupted · What should Claude do instead?\n\n" + PROMPT)
     await eventually(lambda: fake.typed() == b"are you there?\r", timeout=40)
+
+
+async def test_send_wait_reports_submitted_once_the_agents_prompt_carries_the_text(
+    stack: Stack, agent: tuple[str, FakeAgent]
+) -> None:
+    agent_id, fake = agent
+    sending = asyncio.create_task(
+        stack.call("send", agent_id=agent_id, message="run the tests", wait=True, timeout=30)
+    )
+    await eventually(lambda: fake.typed() == b"run the tests\r")
+    assert not sending.done()  # typed is not yet taken: the agent's prompt must carry it
+    await fake.hook("UserPromptSubmit", prompt="run the tests")
+    result = await sending
+    assert (result["status"], result["delivered"]) == ("submitted", True)

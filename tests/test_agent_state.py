@@ -34,7 +34,6 @@ def test_a_turn_goes_ready_busy_ready() -> None:
     assert r.state == "ready"
     r = run(hook("UserPromptSubmit", 2, prompt="please run ls"), start=r)
     assert r.state == "busy"
-    assert r.prompts == ["please run ls"]
     r = run(hook("Stop", 3), start=r)
     assert r.state == "ready"
     assert r.event == "Stop"
@@ -65,7 +64,6 @@ def test_a_late_hook_of_an_old_session_never_moves_the_state_back() -> None:
     )
     assert r.state == "ready"
     assert r.session_id == "new"
-    assert r.prompts == []
 
 
 def test_questions_and_plans_and_notifications() -> None:
@@ -133,7 +131,16 @@ def test_the_payload_is_reduced_and_bounded() -> None:
     assert "\x1b" not in long.summary
 
 
-def test_submitted_matches_a_prompt_that_carried_the_text() -> None:
-    r = run(hook("UserPromptSubmit", 1, prompt="[from: cli] stop, do not run anything"))
-    assert submitted(r, "stop, do not run anything")
-    assert not submitted(r, "something else")
+def test_a_typed_message_is_submitted_once_a_prompt_carries_its_text() -> None:
+    r = typed(run(hook("Stop", 1)), T0, {"evt_a": "stop,\ndo not run anything", "evt_b": "later"})
+    assert (submitted(r, "evt_a"), submitted(r, "evt_b"), submitted(r, "evt_c")) == (
+        False,
+        False,
+        None,
+    )
+    # Claude Code's prompt holds what was typed, several messages as one, header and all.
+    prompt = "[from: ops] stop,\ndo not run anything\n[from: ops] another"
+    r = apply(r, hook("UserPromptSubmit", 2**62, prompt=prompt), T0) or r
+    assert (submitted(r, "evt_a"), submitted(r, "evt_b")) == (True, False)
+    # Without hooks nothing can be known.
+    assert submitted(typed(Readiness(), T0, {"evt_a": "x"}), "evt_a") is None

@@ -32,9 +32,13 @@ DeliverMode = Literal["when-ready", "now"]
 STALE_AFTER = timedelta(seconds=10)
 # What a report keeps of the agent's payload: enough to say what it waits for, never its files.
 SUMMARY_CHARS = 160
-PROMPT_CHARS = 2_000
-# Prompts remembered to tell a message was submitted (UserPromptSubmit carried its text).
-PROMPTS_KEPT = 20
+PROMPT_CHARS = 4_000
+# Messages typed and not yet carried by a UserPromptSubmit, and those that were: remembered so a
+# waiting `send --wait` can tell "submitted" (the agent took the prompt) from merely typed.
+AWAITING_KEPT = 100
+SUBMITTED_KEPT = 500
+# How much of a message's text is looked for in the agent's prompt.
+NEEDLE_CHARS = 120
 
 
 class HookReport(BaseModel):
@@ -59,7 +63,8 @@ class Readiness(BaseModel):
     session_id: str | None = None
     at_ns: int = 0  # the order of the last report applied
     reported_at: datetime | None = None  # when the last report was applied
-    prompts: list[str] = []  # the latest submitted prompts, to match typed messages against
+    awaiting: dict[str, str] = {}  # event id -> its text's start, typed, not yet submitted
+    submitted: list[str] = []  # event ids a UserPromptSubmit carried, newest last
     pane: str | None = None  # why the pane's last look found it not ready (cleared when typed)
 
     def describe(self) -> str:
@@ -82,9 +87,12 @@ def apply(current: Readiness, report: HookReport, now: datetime) -> Readiness | 
         waiting_for = current.waiting_for  # a late notification of the dialog already known
     if state == "waiting" and waiting_for is None:
         waiting_for = "a permission prompt"
-    prompts = current.prompts
+    awaiting, submitted = current.awaiting, current.submitted
     if report.prompt:
-        prompts = [*prompts, report.prompt][-PROMPTS_KEPT:]
+        prompt = " ".join(report.prompt.split())
+        carried = [i for i, needle in awaiting.items() if needle in prompt]
+        awaiting = {i: n for i, n in awaiting.items() if i not in carried}
+        submitted = [*submitted, *carried][-SUBMITTED_KEPT:]
     same = state == current.state and waiting_for == current.waiting_for
     return current.model_copy(
         update={
@@ -95,19 +103,26 @@ def apply(current: Readiness, report: HookReport, now: datetime) -> Readiness | 
             "session_id": report.session_id or current.session_id,
             "at_ns": report.at_ns,
             "reported_at": now,
-            "prompts": prompts,
+            "awaiting": awaiting,
+            "submitted": submitted,
         }
     )
 
 
-def typed(current: Readiness, now: datetime) -> Readiness:
-    """The state once the mailbox typed a prompt: busy until the agent's hooks say otherwise
-    (its UserPromptSubmit takes a moment), so the next message waits for this turn to end."""
+def typed(current: Readiness, now: datetime, texts: dict[str, str] | None = None) -> Readiness:
+    """The state once the mailbox typed a prompt (`texts`: event id -> text): busy until the
+    agent's hooks say otherwise (its UserPromptSubmit takes a moment), so the next message waits
+    for this turn to end; each text awaits the UserPromptSubmit that carries it."""
     if current.state == "unknown":
         return current
     at_ns = max(current.at_ns, int(now.timestamp() * 1_000_000_000))
+    awaiting = dict(current.awaiting)
+    for event_id, text in (texts or {}).items():
+        if needle := " ".join(text.split())[:NEEDLE_CHARS]:
+            awaiting[event_id] = needle
     return current.model_copy(
         update={
+            "awaiting": dict(list(awaiting.items())[-AWAITING_KEPT:]),
             "state": "busy",
             "waiting_for": None,
             "since": now,
@@ -134,10 +149,12 @@ def stale_in(current: Readiness, now: datetime) -> timedelta:
     return last + STALE_AFTER - now
 
 
-def submitted(current: Readiness, text: str) -> bool:
-    """Whether a prompt the agent submitted carried `text` (a message's words, header aside)."""
-    needle = text.strip()[:200]
-    return bool(needle) and any(needle in prompt for prompt in current.prompts)
+def submitted(current: Readiness, event_id: str) -> bool | None:
+    """Whether the agent's UserPromptSubmit carried the message: None when that cannot be known
+    (the agent's hooks do not report, or the message was not typed while they did)."""
+    if event_id in current.submitted:
+        return True
+    return False if event_id in current.awaiting else None
 
 
 # ---- what each agent's hooks mean ------------------------------------------------------------

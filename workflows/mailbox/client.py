@@ -246,7 +246,7 @@ class Mailbox:
         status: DeliveryStatus | None = await wait_update(
             mailbox_handle(self._client, agent_id),
             AgentWorkflow.wait_for_delivery,
-            lambda seconds: WaitForDelivery(event_id=event_id, timeout_s=seconds),
+            lambda seconds: WaitForDelivery(event_id=event_id, timeout_s=seconds, submitted=True),
             timeout_s,
             moved=lambda s: s.status == "moved",
         )

@@ -60,6 +60,8 @@ class AgentInput(BaseModel):
 class WaitForDelivery(BaseModel):
     event_id: str
     timeout_s: float = Field(default=10, gt=0, le=300)
+    # Wait, too, for the agent's UserPromptSubmit to carry the text (where its hooks report).
+    submitted: bool = False
 
 
 class DeliveryStatus(BaseModel):
@@ -67,6 +69,8 @@ class DeliveryStatus(BaseModel):
     status: Literal["delivered", "failed", "rejected", "queued", "unknown", "moved"]
     error: str | None = None
     note: str | None = None  # e.g. that the agent's max_chars cut the text
+    # The agent's UserPromptSubmit carried the text; None when that cannot be known (no hooks).
+    submitted: bool | None = None
 
 
 class AgentSnapshot(BaseModel):

@@ -13,8 +13,9 @@ from temporalio.exceptions import ApplicationError
 
 from agentcomms.agents.state import HookReport, Readiness, State, may_type, stale_in
 from agentcomms.agents.state import apply as apply_report
+from agentcomms.agents.state import submitted as submitted_state
 from agentcomms.agents.state import typed as typed_state
-from agentcomms.models import EventType, PaneLook, Registration
+from agentcomms.models import Event, EventType, PaneLook, Registration
 from workflows.mailbox.models import AgentState
 
 # A pane that did not look ready is looked at again at least this often (a dialog answered, copy
@@ -74,11 +75,14 @@ class Watch:
         one turn instead of one turn each."""
         return reg.deliver == "when-ready" and self._s.readiness.state != "unknown"
 
-    def typed(self, now: datetime) -> bool:
-        """A prompt was typed: a known agent is busy until its hooks say otherwise. True when
-        what people see changed."""
+    def typed(self, now: datetime, events: list[Event]) -> bool:
+        """Messages were typed: a known agent is busy until its hooks say otherwise, and each
+        text awaits its UserPromptSubmit. True when what people see changed."""
+        texts = {e.id: e.text for e in events if e.type != "interrupt"}
+        if not texts:
+            return False
         r = self._s.readiness
-        self._s.readiness = typed_state(r, now).model_copy(update={"pane": None})
+        self._s.readiness = typed_state(r, now, texts).model_copy(update={"pane": None})
         return self._s.readiness.state != r.state or r.pane is not None
 
     def pane_refused(self, message: str, cause: BaseException | None, now: datetime) -> bool:
@@ -97,6 +101,16 @@ class Watch:
                 update["event"] = "pane"
         self._s.readiness = r.model_copy(update=update)
         return r.pane != message or self._s.readiness.state != r.state
+
+    def settled(self, event_id: str, outcome: tuple[str, str | None] | None, asked: bool) -> bool:
+        """Whether a `send --wait` has its answer: the message was typed or failed, and when
+        `asked`, the agent's prompt carried it too (or that cannot be known)."""
+        if outcome is None:
+            return False
+        return outcome[0] != "delivered" or not asked or self.submitted(event_id) is not False
+
+    def submitted(self, event_id: str) -> bool | None:
+        return submitted_state(self._s.readiness, event_id)
 
     def details(self) -> str:
         """Lines for the Temporal UI's current details."""

@@ -152,19 +152,22 @@ class AgentWorkflow:
 
     @workflow.update
     async def wait_for_delivery(self, request: WaitForDelivery) -> DeliveryStatus:
-        """Answer once the event is typed (or failed), or say it is still queued at the timeout."""
-        event_id = request.event_id
+        """Answer once the event is typed (or failed, or also submitted if asked), or queued."""
+        event_id, done, asked = request.event_id, self._queue.outcome, request.submitted
         try:
             await workflow.wait_condition(
-                lambda: self._queue.outcome(event_id) is not None or self._continuing,
+                lambda: self._continuing or self._watch.settled(event_id, done(event_id), asked),
                 timeout=timedelta(seconds=request.timeout_s),
             )
         except TimeoutError:
             pass
-        if (settled := self._queue.outcome(event_id)) is not None:
+        if (settled := done(event_id)) is not None:
             outcome, note = settled
             error = self._s.last_error if outcome == "failed" else None
-            return DeliveryStatus(event_id=event_id, status=outcome, error=error, note=note)
+            return DeliveryStatus(
+                event_id=event_id, status=outcome, error=error, note=note,
+                submitted=self._watch.submitted(event_id),
+            )  # fmt: skip
         if self._continuing:
             # The caller asks the next run (same workflow id) again.
             return DeliveryStatus(event_id=event_id, status="moved")
@@ -249,7 +252,7 @@ class AgentWorkflow:
                     backoff = min(backoff * 2, cap)
                 continue
             backoff = RETRY_FIRST
-            if event.type != "interrupt" and self._watch.typed(workflow.now()):
+            if self._watch.typed(workflow.now(), batch[: len(outcomes)]):
                 self._publish()
             # Fewer outcomes than messages: those left wait, and go first next time.
             for typed, outcome in zip(batch, outcomes, strict=False):
