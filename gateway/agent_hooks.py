@@ -43,6 +43,9 @@ class AgentHookMethods:
         self._store = store
         self._mailbox = mailbox
         self._host = host
+        # (tmux socket, pane id) -> the agent last found there: a hook runs around every tool
+        # call, so the registrations are not asked of tmux one by one each time.
+        self._found: dict[tuple[str, str], str] = {}
 
     def methods(self) -> dict[str, tuple[type[Params], Callable[[Any], Awaitable[Any]]]]:
         return {"agent_hook": (AgentHookParams, self.agent_hook)}
@@ -65,23 +68,38 @@ class AgentHookMethods:
                 "the hook names no agent: set AGENTCOMMS_AGENT_ID, or run the agent in a tmux "
                 "pane registered with `agentcomms agents register`",
             )
-        adapter = adapter_for("tmux")
-        assert isinstance(adapter, TmuxAdapter)
-        for agent in await self._store.list_agents():
-            if agent.target is None or (agent.host or self._host) != self._host:
-                continue
-            if agent.tmux_socket is not None and agent.tmux_socket != socket:
-                continue
-            if agent.tmux_socket is None and not socket.endswith("/default"):
-                continue  # registered on the default server; the hook runs on another
-            try:
-                info = await adapter.pane_info(PaneTarget(target=agent.target, socket=socket))
-            except (PaneNotFound, TmuxError):
-                continue
-            if info.pane_id == pane:
+        agents = [
+            a
+            for a in await self._store.list_agents()
+            if a.target is not None
+            and (a.host or self._host) == self._host
+            and (a.tmux_socket == socket or (a.tmux_socket is None and _default(socket)))
+        ]
+        # The agent found in this pane before first, checked again: a target may move.
+        known = self._found.get((socket, pane))
+        agents.sort(key=lambda a: a.id != known)
+        for agent in agents:
+            assert agent.target is not None
+            if await _pane_of(agent.target, socket) == pane:
+                self._found[(socket, pane)] = agent.id
                 return agent.id
+        self._found.pop((socket, pane), None)
         raise RpcError(
             NOT_FOUND,
             f"no registered agent runs in tmux pane {pane} (server {socket}); register it with "
             f"`agentcomms agents register NAME --target {pane}`, or set AGENTCOMMS_AGENT_ID",
         )
+
+
+def _default(socket: str) -> bool:
+    """Whether the hook's server is the default one, where a registration without a socket is."""
+    return socket.endswith("/default")
+
+
+async def _pane_of(target: str, socket: str) -> str | None:
+    adapter = adapter_for("tmux")
+    assert isinstance(adapter, TmuxAdapter)
+    try:
+        return (await adapter.pane_info(PaneTarget(target=target, socket=socket))).pane_id
+    except (PaneNotFound, TmuxError):
+        return None
