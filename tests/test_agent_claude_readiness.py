@@ -19,7 +19,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.agents.install import Target, plan
 from tests.fakes.anthropic import FakeAnthropic, bash, text
-from tests.support.agents import PROCEED_DIALOG, ClaudePane, start_claude
+from tests.support.agents import AUTO_MODE_DIALOG, PROCEED_DIALOG, ClaudePane, start_claude
 from tests.support.cli import AGENTCOMMS
 from tests.support.stack import Stack, register, running_stack
 from tests.support.tmux import Tmux
@@ -131,3 +131,39 @@ async def test_send_wait_reports_the_message_submitted_by_claude(setup: Setup) -
     )
     assert (result["status"], result["delivered"]) == ("submitted", True)
     assert await setup.claude.model.wait_for_human("say hello") == "say hello"
+
+
+async def test_nothing_is_typed_into_the_first_start_dialog(
+    setup: Setup, tmux: Tmux, tmp_path: Path
+) -> None:
+    """Claude Code's SessionStart fires while its first-start dialog is open: the hook says
+    ready, the pane says otherwise, and the pane wins."""
+    agent_id = f"first-{uuid.uuid4().hex[:6]}"
+    # Registered before Claude starts, so its SessionStart finds the agent.
+    await register(setup.stack, agent_id, tmux, "first:0.0", submit_delay_ms=300)
+    first = Setup(setup.stack, setup.claude, agent_id)
+    await eventually(first.state)
+    model = FakeAnthropic()
+    async with model.server:
+
+        def install(home: Path, project: Path) -> None:
+            plan(Target("claude-code", home=home, project=project, argv=(AGENTCOMMS,))).apply()
+
+        socket = str(setup.stack.cfg.server.socket())
+        claude = await start_claude(
+            tmux, tmp_path / "first", model, name="first", skip_auto_dialog=False,
+            setup=install, env={"AGENTCOMMS_SOCKET": socket},
+        )  # fmt: skip
+        await eventually(lambda: first.state_is("ready"))  # SessionStart, under the dialog
+        await setup.stack.call("send", agent_id=agent_id, message="hello after the dialog")
+        waiting = await eventually(lambda: first.state_is("waiting"))
+        assert waiting["waiting_for"] == "a dialog in the pane"
+        await asyncio.sleep(QUIET_S)
+        assert AUTO_MODE_DIALOG in claude.screen()  # nothing answered it
+        assert model.human_texts == []
+
+        await claude.answer(AUTO_MODE_DIALOG, "Enter")
+        # No hook follows the dialog: the pane, looked at again, now shows the prompt.
+        assert await model.wait_for_human("after the dialog", timeout=60) == (
+            "hello after the dialog"
+        )
