@@ -28,7 +28,12 @@ from agentcomms.models import MAX_MESSAGE_CHARS, PaneTarget
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 WaitOption = Annotated[
-    bool, typer.Option("--wait", help="Return only once the text is in the pane (or the timeout).")
+    bool,
+    typer.Option(
+        "--wait",
+        help="Return only once the text is in the pane, and submitted where the agent's hooks "
+        "report (or the timeout).",
+    ),
 ]
 TimeoutOption = Annotated[
     float, typer.Option("--timeout", min=0.1, max=300, help="Seconds --wait waits at most.")
