@@ -31,8 +31,8 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from agentcomms import errors, metrics
-from agentcomms.bridge import adapter_for
-from agentcomms.errors import InvalidTarget, PaneNotFound, TmuxError
+from agentcomms.bridge import adapter_for, sanitize
+from agentcomms.errors import InvalidTarget, PaneNotFound, PaneNotReady, TmuxError
 from agentcomms.framing import pane_text
 from agentcomms.models import (
     DeliverRequest,
@@ -40,6 +40,7 @@ from agentcomms.models import (
     Event,
     InterruptRequest,
     Keypress,
+    PaneLook,
     PaneTarget,
     Registration,
     Typing,
@@ -88,11 +89,11 @@ class PaneActivities:
                 answers.append(DeliveryOutcome(event_id=event.id, typed=False))
             else:
                 answers.append(None)
-                to_type.append(_typing(event, req.registration, pane))
+                to_type.append(_typing(event, req.registration, pane, look=req.look))
         typed: list[DeliveryOutcome] = []
         if to_type:
             try:
-                typed = await _typed(to_type)
+                typed = await (_typed_together(to_type) if req.together else _typed(to_type))
             except ApplicationError:
                 if answers[0] is None:
                     raise
@@ -228,14 +229,49 @@ def _asking_mailbox() -> str:
     return agent_id
 
 
-def _typing(event: Event, registration: Registration, pane: PaneTarget) -> Typing:
+def _typing(
+    event: Event, registration: Registration, pane: PaneTarget, *, look: PaneLook
+) -> Typing:
     return Typing(
         pane=pane,
         event_id=event.id,
         text=pane_text(event),
         submit_delay_ms=registration.submit_delay_ms,
         max_chars=registration.max_chars,
+        look=look,
     )
+
+
+async def _typed_together(typings: list[Typing]) -> list[DeliveryOutcome]:
+    """Type the texts as one prompt, each with its header, oldest first: an agent that was busy
+    reads what waited in one turn instead of one turn each."""
+    if len(typings) == 1:
+        return await _typed(typings)
+    cleaned = [sanitize(t.text, max_chars=t.max_chars) for t in typings]
+    kept = [(t, c) for t, c in zip(typings, cleaned, strict=True) if c.text]
+    if not kept:
+        return await _typed(typings)  # nothing to type: each is only recorded
+    first = kept[0][0]
+    text = "\n".join(c.text for _, c in kept)
+    together = first.model_copy(
+        update={
+            "text": text,
+            "max_chars": len(text),  # each text was cut at the cap already
+            "also_ids": [t.event_id for t, _ in kept[1:]],
+        }
+    )
+    [outcome] = await _typed([together])
+    by_id = {t.event_id: c for t, c in kept}
+    return [
+        DeliveryOutcome(
+            event_id=t.event_id,
+            typed=outcome.typed and t.event_id in by_id,
+            truncated=c.truncated,
+            chars=len(c.text),
+            removed=c.removed,
+        )
+        for t, c in zip(typings, cleaned, strict=True)
+    ]
 
 
 async def _typed(typings: list[Typing]) -> list[DeliveryOutcome]:
@@ -263,6 +299,11 @@ def _as_application_errors() -> Iterator[None]:
         yield
     except PaneNotFound as exc:
         raise ApplicationError(str(exc), type=errors.PANE_NOT_FOUND) from exc
+    except PaneNotReady as exc:
+        # Nothing typed; the mailbox waits for the agent (its hooks, or another look).
+        raise ApplicationError(
+            str(exc), exc.reason, type=errors.PANE_NOT_READY, non_retryable=True
+        ) from exc
     except InvalidTarget as exc:
         raise ApplicationError(str(exc), type=errors.INVALID_TARGET, non_retryable=True) from exc
     except TmuxError as exc:

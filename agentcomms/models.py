@@ -90,6 +90,11 @@ class Agent(BaseModel):
     last_delivered_event_id: str | None = None
     last_error: str | None = None
     updated_at: datetime = Field(default_factory=utcnow)
+    # What the agent is doing, from its hooks (agentcomms.agents.state): ready, busy, waiting
+    # (for what), offline, or unknown when no hook has spoken.
+    state: str = "unknown"
+    waiting_for: str | None = None
+    state_since: datetime | None = None
 
 
 class Channel(BaseModel):
@@ -136,6 +141,10 @@ class PaneTarget(BaseModel):
     socket: str | None = None  # tmux -S path; None means the default server
 
 
+PaneLook = Literal["none", "dialogs", "idle", "ready"]
+DeliverMode = Literal["when-ready", "now"]
+
+
 class Registration(BaseModel):
     """Where and how an agent is reached."""
 
@@ -149,6 +158,9 @@ class Registration(BaseModel):
     # The deployment's tag over the fields above and the agent's id (agentcomms.trust): a
     # registration signalled by anyone else never makes a pane type.
     signature: str | None = None
+    # Type only once the agent is ready (its hooks and its pane say so), or whenever its pane
+    # shows no dialog. Outside the tag: it only chooses when the pane's own look is taken.
+    deliver: DeliverMode = "when-ready"
 
 
 class Unregister(BaseModel):
@@ -172,6 +184,13 @@ class Typing(BaseModel):
     text: str
     submit_delay_ms: int = 150
     max_chars: int = MAX_MESSAGE_CHARS
+    # How the pane must look for the text to be typed, checked by tmux in the same command
+    # stretch as the typing: "none" types whatever it shows; "dialogs" not into a dialog or copy
+    # mode; "idle" nor while a turn runs; "ready" nor after the agent exited to a shell.
+    look: PaneLook = "none"
+    # Events typed together in this one text (several waiting messages as one prompt): recorded
+    # with `event_id`, and none of them typed again.
+    also_ids: list[str] = Field(default_factory=list)
 
 
 class Keypress(BaseModel):
@@ -193,6 +212,10 @@ class DeliverRequest(BaseModel):
     # in where they are typed), in the same order: the delivery records itself, and the mailbox
     # makes no write of its own. Empty: the mailbox records them.
     settled: list[Event] = Field(default_factory=list)
+    # How the pane must look to be typed into (see Typing.look), and whether the messages go as
+    # one prompt, each with its header: the mailbox's choice from the agent's state.
+    look: PaneLook = "none"
+    together: bool = False
 
 
 class DeliveryOutcome(BaseModel):

@@ -9,4 +9,6 @@ from temporalio.common import SearchAttributeKey
 
 AGENT_ID = SearchAttributeKey.for_keyword("AgentId")
 AGENT_STATUS = SearchAttributeKey.for_keyword("AgentStatus")
-ALL: tuple[SearchAttributeKey[str], ...] = (AGENT_ID, AGENT_STATUS)
+# What the agent is doing, from its hooks: ready, busy, waiting, offline, unknown.
+AGENT_STATE = SearchAttributeKey.for_keyword("AgentState")
+ALL: tuple[SearchAttributeKey[str], ...] = (AGENT_ID, AGENT_STATUS, AGENT_STATE)

@@ -148,6 +148,7 @@ class Methods:
             "started_at": self._started_at.isoformat(),
             "agents": len(agents),
             "agents_online": sum(1 for a in agents if a["status"] == "online"),
+            "agent_states": {a["id"]: a.get("state", "unknown") for a in agents},
             "agents_broken": {a["id"]: a["last_error"] for a in agents if a["status"] == "broken"},
             "hosts_down": _hosts_down(agents),
             "providers": self._providers(),
@@ -175,6 +176,9 @@ class Methods:
                 "pending": a.pending,
                 "host": a.host,
                 "last_error": a.last_error,
+                "state": a.state,
+                "waiting_for": a.waiting_for,
+                "state_since": a.state_since and a.state_since.isoformat(timespec="seconds"),
             }
             for a in listed
         }
@@ -302,6 +306,7 @@ class Methods:
             interrupt_key=p.interrupt_key,
             submit_delay_ms=p.submit_delay_ms,
             max_chars=p.max_chars,
+            deliver=p.deliver,
         )
         await self._mailbox.register(p.agent_id, registration)
         return {"agent_id": p.agent_id, "registered": True, "host": registration.host}
@@ -409,7 +414,7 @@ class Methods:
         result: dict[str, Any] = {"event_id": event.id, "delivered": False, "status": "queued"}
         if wait:
             outcome = await self._mailbox.wait_delivered(event.agent_id, event.id, wait_s)
-            result["status"] = outcome.status
+            result["status"] = "submitted" if outcome.submitted else outcome.status
             result["delivered"] = outcome.status == "delivered"
             if outcome.error:
                 result["error"] = outcome.error

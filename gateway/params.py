@@ -9,7 +9,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstra
 
 from agentcomms.bridge.fields import InterruptKey, TmuxSocket, TmuxTarget
 from agentcomms.ids import check_agent_id, is_event_id
-from agentcomms.models import MAX_MESSAGE_CHARS
+from agentcomms.models import MAX_MESSAGE_CHARS, DeliverMode
 
 AgentId = Annotated[
     str,
@@ -91,6 +91,9 @@ class RegisterParams(Params):
     submit_delay_ms: Annotated[int, Field(ge=0, le=10_000)] = 150
     max_chars: Annotated[int, Field(ge=100, le=MAX_MESSAGE_CHARS)] = Field(
         default=MAX_MESSAGE_CHARS, description="longest text typed; longer text is cut, visibly"
+    )
+    deliver: DeliverMode = Field(
+        default="when-ready", description="when-ready: only when the agent is at its prompt"
     )
 
 

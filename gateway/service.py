@@ -14,6 +14,7 @@ from agentcomms.config import Config, host_name
 from agentcomms.models import Channel, Registration, utcnow
 from agentcomms.store import Store
 from agentcomms.trust import DeploymentKey
+from gateway.agent_hooks import AgentHookMethods
 from gateway.calls import CallControl
 from gateway.chat import ChatInbox, ChatTransports
 from gateway.confine import Confinement
@@ -62,6 +63,7 @@ class Gateway:
         self.calls = CallControl(cfg, client, store, self.key)
         self.methods.extend(self.calls.methods())
         self.methods.extend(SenderMethods(cfg, store).methods())
+        self.methods.extend(AgentHookMethods(store, self.mailbox, self.host).methods())
         # A request that acts for an agent gets only what is that agent's own.
         self.confinement = Confinement(cfg, store, self.methods.dispatch)
         self.server = SocketServer(cfg.server.socket(), self.confinement.dispatch)
@@ -120,6 +122,7 @@ class Gateway:
                     interrupt_key=agent.interrupt_key,
                     submit_delay_ms=agent.submit_delay_ms,
                     max_chars=agent.max_chars,
+                    deliver=agent.deliver,
                 ),
             )
 

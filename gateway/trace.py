@@ -246,6 +246,20 @@ class Tracer:
                 f"pane {reg.target} on host {reg.host} is missing{when} ({snapshot.last_error}); "
                 "it is tried again with backoff, and typed as soon as the pane exists"
             )
+        r = snapshot.readiness
+        at = f" since {r.since.strftime('%H:%M:%S')}" if r.since else ""
+        if r.state in ("busy", "waiting", "offline") and reg.deliver == "when-ready":
+            why.append(
+                f"waits because {event.agent_id} is {r.describe()}{at}: it is typed once the "
+                "agent is at its prompt"
+            )
+        elif r.pane:
+            why.append(f"waits because its pane is not ready: {r.pane}")
+        if r.state == "unknown":
+            why.append(
+                f"{event.agent_id}'s state is unknown: no hook has reported (hooks missing? "
+                "`agentcomms install claude-code`); the pane's look alone decides"
+            )
 
     async def _ask(self, handle: WorkflowHandle[Any, Any], event_id: str) -> tuple[Any, Any]:
         """The workflow's snapshot and the event's place in the queue; (None, None) when no

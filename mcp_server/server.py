@@ -173,7 +173,9 @@ def build_server(socket: Path, *, default_agent: str, auth: AuthProvider | None 
 
     @mcp.tool
     async def list_agents(include_offline: IncludeOffline = False) -> AgentsResult:
-        """The agents you can message: id, type, status (online/unreachable/offline), pane."""
+        """The agents you can message: id, type, status (online/unreachable/offline), pane, and
+        what each is doing (state: ready, busy, waiting and for what, offline, unknown); a
+        message to a busy agent waits until its turn ends."""
         result = await gateway.call("agents", include_offline=include_offline)
         return {"agents": [agent_info(a) for a in result["agents"]]}
 

@@ -66,6 +66,10 @@ class AgentInfo(TypedDict):
     target: str | None
     pending: int
     host: str | None
+    # What the agent is doing, from its hooks: ready, busy, waiting, offline, unknown (no hooks).
+    state: str
+    waiting_for: str | None
+    state_since: str | None
 
 
 class AgentsResult(TypedDict):
@@ -185,6 +189,9 @@ def agent_info(agent: dict[str, Any]) -> AgentInfo:
         "target": agent.get("target"),
         "pending": agent.get("pending", 0),
         "host": agent.get("host"),
+        "state": agent.get("state") or "unknown",
+        "waiting_for": agent.get("waiting_for"),
+        "state_since": agent.get("state_since"),
     }
 
 

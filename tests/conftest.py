@@ -17,4 +17,5 @@ pytest_plugins = [
     "tests.support.stack",
     "tests.support.voice",
     "tests.support.chat",
+    "tests.support.agents",
 ]

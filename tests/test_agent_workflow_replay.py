@@ -8,7 +8,6 @@
 from __future__ import annotations
 
 import functools
-import os
 import uuid
 from datetime import timedelta
 from pathlib import Path
@@ -29,6 +28,7 @@ from tests.support.mailbox import (
     local_activities,
     mailbox_replayer,
     offline,
+    record_histories,
     settled_history,
     unreachable,
 )
@@ -70,7 +70,7 @@ async def test_a_live_history_replays_deterministically(
         await handle.terminate("test over")
     result = await mailbox_replayer().replay_workflow(history)
     assert result.replay_failure is None
-    _record([history], "agent-mailbox")
+    record_histories([history], "agent-mailbox")
 
 
 async def test_recorded_histories_still_replay() -> None:
@@ -170,7 +170,7 @@ async def test_unreachable_and_continued_runs_replay(
     for history in histories:
         result = await mailbox_replayer().replay_workflow(history, raise_on_replay_failure=False)
         assert result.replay_failure is None, result.replay_failure
-    _record(histories, "agent-mailbox-unreachable-continued")
+    record_histories(histories, "agent-mailbox-unreachable-continued")
 
 
 @pytest.mark.timeout(120)
@@ -198,7 +198,7 @@ async def test_a_backlog_handed_over_through_the_projection_replays(
     for history in histories:
         result = await mailbox_replayer().replay_workflow(history, raise_on_replay_failure=False)
         assert result.replay_failure is None, result.replay_failure
-    _record(loaded, "agent-mailbox-texts-read-back")
+    record_histories(loaded, "agent-mailbox-texts-read-back")
 
 
 async def _every_run(stack: Stack, agent: str) -> list[WorkflowHistory]:
@@ -210,14 +210,3 @@ async def _every_run(stack: Stack, agent: str) -> list[WorkflowHistory]:
         handle = stack.client.get_workflow_handle(mailbox_id(agent), run_id=run_id)
         histories.append(await eventually(functools.partial(settled_history, handle)))
     return sorted(histories, key=lambda h: h.events[0].event_time.ToDatetime())
-
-
-def _record(histories: list[WorkflowHistory], name: str) -> None:
-    """Keep these histories among the recorded ones, which every later change must still replay:
-    AGENTCOMMS_RECORD_HISTORIES=tests/histories pytest tests/test_agent_workflow_replay.py"""
-    folder = os.environ.get("AGENTCOMMS_RECORD_HISTORIES")
-    if not folder:
-        return
-    for i, history in enumerate(histories):
-        suffix = f"-run{i + 1}" if len(histories) > 1 else ""
-        (Path(folder) / f"{name}{suffix}.json").write_text(history.to_json())

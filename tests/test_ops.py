@@ -85,6 +85,8 @@ async def test_trace_and_doctor_say_what_is_wrong_until_it_is_mended(
         assert doctor.returncode == 1, doctor.stdout
         assert f"✗ agent {agent}: pane rec:0.0 on host {stack.host} is missing" in doctor.stdout
         assert f"✓ host {stack.host}: a worker polls" in doctor.stdout
+        # No hook has reported for it: said, without failing (a shell pane has none).
+        assert f"no hook has reported for {agent} (hooks missing?)" in doctor.stdout
 
         # The worker stops: doctor names the host whose agents have nobody to type for them.
         await workers.aclose()

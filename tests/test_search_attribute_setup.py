@@ -33,7 +33,7 @@ from tests.support.cli import env_for
 from tests.support.home import write_config
 
 AGENTCOMMS = str(Path(temporal_binary()).parent / "agentcomms")
-OURS = ["AgentId", "AgentStatus"]
+OURS = ["AgentId", "AgentStatus", "AgentState"]
 
 
 async def new_namespace(client: Client, *, fillers: int = 0) -> str:
@@ -106,7 +106,7 @@ async def test_a_refusing_namespace_stops_the_worker_with_the_commands_that_work
     assert worker.returncode == 1, worker.stdout
     said = worker.stderr
     assert (
-        f"Namespace {namespace} at {address} lacks the search attributes AgentId, AgentStatus"
+        f"Namespace {namespace} at {address} lacks the search attributes AgentId, AgentStatus, AgentState"
     ) in said
     assert "refused to add them (Unable to create search attributes: cannot have more than 10" in (
         said
@@ -122,7 +122,8 @@ async def test_a_refusing_namespace_stops_the_worker_with_the_commands_that_work
     check = next(c for c in json.loads(doctor.stdout)["checks"] if c["name"] == "search attributes")
     assert not check["ok"]
     assert (
-        check["detail"] == f"namespace {namespace} lacks the search attributes AgentId, AgentStatus"
+        check["detail"]
+        == f"namespace {namespace} lacks the search attributes AgentId, AgentStatus, AgentState"
     )
     assert "--name AgentStatus --type Keyword" in check["fix"]
 
@@ -143,7 +144,7 @@ async def test_the_commands_doctor_prints_add_them(
     check = await doctor_check()
     assert not check["ok"]
     commands = [part for part in check["fix"].split("`")[1::2] if part.startswith("temporal ")]
-    assert len(commands) == 2, check["fix"]
+    assert len(commands) == len(OURS), check["fix"]
     for command in commands:  # run exactly what a user would paste
         argv = shlex.split(command)
         assert argv[0] == "temporal"
@@ -153,7 +154,7 @@ async def test_the_commands_doctor_prints_add_them(
     assert await doctor_check() == {
         "name": "search attributes",
         "ok": True,
-        "detail": "search attributes AgentId, AgentStatus exist",
+        "detail": "search attributes AgentId, AgentStatus, AgentState exist",
         "fix": None,
     }
 
@@ -164,10 +165,11 @@ def test_temporal_cloud_is_told_tcld_and_no_key_is_printed() -> None:
     )
     assert search_attribute_commands(cloud, OURS) == [
         "tcld namespace search-attributes add --namespace my-ns.a1b2c "
-        "--search-attribute AgentId=Keyword --search-attribute AgentStatus=Keyword"
+        "--search-attribute AgentId=Keyword --search-attribute AgentStatus=Keyword "
+        "--search-attribute AgentState=Keyword"
     ]
     with_key = TemporalConfig(address="temporal.internal:7233", api_key="s3cret-key")
-    [first, _] = search_attribute_commands(with_key, OURS)
+    [first, _, _] = search_attribute_commands(with_key, OURS)
     assert first == (
         "temporal operator search-attribute create --address temporal.internal:7233 "
         '--namespace default --api-key "$TEMPORAL_API_KEY" --name AgentId --type Keyword'
@@ -179,7 +181,7 @@ def test_temporal_cloud_is_told_tcld_and_no_key_is_printed() -> None:
         tls_client_key=Path("/etc/ac/key.pem"),
         tls_server_name="temporal.internal",
     )
-    [first, _] = search_attribute_commands(mtls, OURS)
+    [first, _, _] = search_attribute_commands(mtls, OURS)
     assert first == (
         "temporal operator search-attribute create --address temporal.internal:7233 "
         "--namespace default --tls-ca-path /etc/ac/ca.pem --tls-cert-path '/etc/ac/my cert.pem' "

@@ -9,8 +9,9 @@ from collections.abc import Callable
 
 from agentcomms.bridge.base import Adapter
 from agentcomms.bridge.checks import check_interrupt_key, check_socket, check_target
+from agentcomms.bridge.look import PaneInfo
 from agentcomms.bridge.sanitize import CleanText, sanitize
-from agentcomms.bridge.tmux import PaneInfo, TmuxAdapter
+from agentcomms.bridge.tmux import TmuxAdapter
 from agentcomms.errors import BridgeError, InvalidTarget, PaneNotFound, TmuxError
 
 # A new endpoint kind (say a process's stdin) adds one entry here and one module beside tmux.py.

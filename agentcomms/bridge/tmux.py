@@ -48,6 +48,10 @@ server in the same stretch as the typing (``if-shell -F``, no shell)::
          display-message -p 'agentcomms-typed EVT'"
         "delete-buffer -b NAME"
 
+A delivery that asks for a look (``Typing.look``) adds to that condition the checks of
+:mod:`.look` (no dialog, copy mode, running turn or shell), so a pane that is not ready types
+nothing and the delivery raises ``PaneNotReady``: the message waits.
+
 Untrusted text never enters a command string tmux parses: it travels in the buffer, and short
 single-line text is pasted without brackets, which gives the program the same bytes as typing
 it. When the second branch runs (a new pane at the target, a dead one, or an event typed
@@ -72,11 +76,12 @@ import asyncio
 import contextlib
 import re
 import uuid
-from dataclasses import dataclass
 
 from agentcomms.bridge.checks import check_event_id, check_interrupt_key, check_pane
+from agentcomms.bridge.commands import command_string, literal, sequence, weight
+from agentcomms.bridge.look import LOOK_FORMATS, PaneInfo, all_of, ready_conditions
 from agentcomms.bridge.sanitize import CleanText, sanitize
-from agentcomms.errors import BridgeError, InvalidTarget, PaneNotFound, TmuxError
+from agentcomms.errors import BridgeError, InvalidTarget, PaneNotFound, PaneNotReady, TmuxError
 from agentcomms.models import DeliveryOutcome, Keypress, PaneTarget, Typing
 
 # The last event typed or pressed in the pane: for people and status displays.
@@ -107,7 +112,13 @@ _ENTER_MARGIN_S = 0.01
 _PROBE_TAG = "agentcomms-probe"
 _TYPED = "agentcomms-typed"
 _PROBE_FORMAT = "\t".join(
-    (_PROBE_TAG, "#{pane_id}", "#{pane_dead}", "#{" + RECENT_EVENTS_OPTION + "}")
+    (
+        _PROBE_TAG,
+        "#{pane_id}",
+        "#{pane_dead}",
+        *LOOK_FORMATS,
+        "#{" + RECENT_EVENTS_OPTION + "}",
+    )
 )
 
 # tmux words it differently depending on the command ("can't find pane: 7", "no such pane: %9").
@@ -117,18 +128,6 @@ _NOT_FOUND = re.compile(
     r"|no server running on"
     r"|error connecting to .*\((?:No such file or directory|Connection refused)\)"
 )
-
-
-@dataclass(frozen=True)
-class PaneInfo:
-    """What the probe learns about a live pane."""
-
-    pane_id: str  # "%7": stable for the pane's life, unlike "session:window.pane"
-    recent_events: tuple[str, ...]  # newest first
-
-    def has_seen(self, event_id: str) -> bool:
-        """True when an earlier attempt already typed or pressed `event_id` in this pane."""
-        return event_id in self.recent_events
 
 
 class TmuxAdapter:
@@ -145,6 +144,8 @@ class TmuxAdapter:
     async def deliver(self, req: Typing) -> DeliveryOutcome:
         """Type `req.text` (sanitized, capped) and submit it with Enter, at most once per event."""
         clean, outcome = _prepared(req)
+        if req.look != "none" and clean.text:
+            return await self._deliver_looking(req, clean.text, outcome)
         known = self._pane_ids.get((req.pane.socket, req.pane.target))
         if (
             known is not None
@@ -162,7 +163,7 @@ class TmuxAdapter:
         if not clean.text:
             # Nothing survived sanitizing. A bare Enter could answer a prompt the human never
             # saw, so press nothing; only record that the event is done.
-            await self._run(req.pane.socket, _sequence(record))
+            await self._run(req.pane.socket, sequence(record))
             return outcome
 
         stdin: bytes | None = None
@@ -173,12 +174,31 @@ class TmuxAdapter:
             commands.insert(0, ["load-buffer", "-b", buffer, "-"])
             commands.append(_paste(buffer, pane, bracketed=True))
         else:
-            commands.append(["send-keys", "-t", pane, "-l", "--", _literal(clean.text)])
+            commands.append(["send-keys", "-t", pane, "-l", "--", literal(clean.text)])
         commands.extend(record)  # right after the text: the two must not be separable
         commands.extend(_submit(pane, req.submit_delay_ms))
         delay = req.submit_delay_ms / 1000
-        await self._run(req.pane.socket, _sequence(commands), stdin=stdin, extra_time=delay)
+        await self._run(req.pane.socket, sequence(commands), stdin=stdin, extra_time=delay)
         return outcome
+
+    async def _deliver_looking(
+        self, req: Typing, text: str, outcome: DeliveryOutcome
+    ) -> DeliveryOutcome:
+        """Type only if the pane looks ready, tmux checking the look in the same stretch as the
+        typing; PaneNotReady (nothing typed) when it does not."""
+        for _ in range(2):
+            known = self._pane_ids.get((req.pane.socket, req.pane.target))
+            if known is not None and await self._type_if_new(req.pane, known, [(req, text)]):
+                return outcome
+            # Not typed, or the pane not known yet: the probe says why (or learns the pane).
+            info = await self.pane_info(req.pane)
+            if info.has_seen(req.event_id):
+                return outcome.model_copy(update={"typed": False})
+            if (refused := info.not_ready(req.look)) is not None:
+                raise refused
+        raise PaneNotReady(
+            "the pane changed while it was being typed into; trying again", reason="dialog"
+        )
 
     async def deliver_batch(self, reqs: list[Typing]) -> list[DeliveryOutcome]:
         """Type several events into one pane, in order, each at most once.
@@ -225,7 +245,7 @@ class TmuxAdapter:
         if the target still is that live pane and the event is not in its record; the ids of
         the events typed."""
         commands = [["show-options", "-p", "-t", target.target]]
-        size = _size(commands)
+        size = weight(commands)
         stdin: bytes | None = None
         delay_ms = 0
         included = 0
@@ -236,22 +256,28 @@ class TmuxAdapter:
                 stdin = text.encode("utf-8")
                 load = ["load-buffer", "-b", buffer, "-"]
             else:
-                load = ["set-buffer", "-b", buffer, "--", _literal(text)]
+                load = ["set-buffer", "-b", buffer, "--", literal(text)]
+            ids = [req.event_id, *req.also_ids]
             typing = [
                 ["copy-mode", "-q", "-t", pane],
                 _paste(buffer, pane, bracketed=_pasted(text)),
-                *_record(pane, req.event_id),
+                *(command for event_id in ids for command in _record(pane, event_id)),
                 *_submit(pane, req.submit_delay_ms),
                 ["display-message", "-p", f"{_TYPED} {req.event_id}"],
             ]
             # pane_id and event id are checked ("%N", no '#', spaces or quotes): safe to parse.
-            new_here = (
-                f"#{{&&:#{{==:#{{pane_id}},{pane}}},#{{&&:#{{!=:#{{pane_dead}},1}},"
-                f"#{{?#{{m:* {req.event_id} *, #{{{RECENT_EVENTS_OPTION}}}}},0,1}}}}}}"
+            new_here = all_of(
+                f"#{{==:#{{pane_id}},{pane}}}",
+                "#{!=:#{pane_dead},1}",
+                *(
+                    f"#{{?#{{m:* {event_id} *, #{{{RECENT_EVENTS_OPTION}}}}},0,1}}"
+                    for event_id in ids
+                ),
+                *ready_conditions(req.look),
             )
-            branches = [_command_string(typing), f"delete-buffer -b {buffer}"]
+            branches = [command_string(typing), f"delete-buffer -b {buffer}"]
             item = [load, ["if-shell", "-F", "-t", target.target, new_here, *branches]]
-            size += _size(item)
+            size += weight(item)
             if included and size > INVOCATION_BYTES:
                 break
             commands.extend(item)
@@ -259,7 +285,7 @@ class TmuxAdapter:
             included += 1
         try:
             out = await self._run(
-                target.socket, _sequence(commands), stdin=stdin, extra_time=delay_ms / 1000
+                target.socket, sequence(commands), stdin=stdin, extra_time=delay_ms / 1000
             )
         except BridgeError:
             self._pane_ids.pop((target.socket, target.target), None)
@@ -285,7 +311,7 @@ class TmuxAdapter:
             ["send-keys", "-t", pane, req.key],
             *_record(pane, req.event_id),
         ]
-        await self._run(req.pane.socket, _sequence(commands))
+        await self._run(req.pane.socket, sequence(commands))
         return True
 
     async def exists(self, pane: PaneTarget) -> bool:
@@ -301,7 +327,7 @@ class TmuxAdapter:
         check_pane(pane)
         out = await self._run(
             pane.socket,
-            _sequence(
+            sequence(
                 [
                     ["show-options", "-p", "-t", pane.target],
                     ["display-message", "-p", "-t", pane.target, _PROBE_FORMAT],
@@ -310,10 +336,10 @@ class TmuxAdapter:
         )
         # show-options lists the pane's options first; the probe's line is the tagged one.
         line = next((ln for ln in out.splitlines() if ln.startswith(_PROBE_TAG + "\t")), None)
-        fields = line.split("\t", 3) if line else []
-        if len(fields) != 4 or not _PANE_ID.fullmatch(fields[1]):
+        fields = line.split("\t", 7) if line else []
+        if len(fields) != 8 or not _PANE_ID.fullmatch(fields[1]):
             raise TmuxError(f"unexpected answer from tmux for pane {pane.target!r}: {out!r}")
-        _, pane_id, dead, recent = fields
+        _, pane_id, dead, in_mode, command, dialog, busy, recent = fields
         key = (pane.socket, pane.target)
         self._pane_ids[key] = pane_id
         if dead == "1":
@@ -324,6 +350,10 @@ class TmuxAdapter:
             pane_id=pane_id,
             # The last piece is "" or a fragment cut by the trim: never a whole id.
             recent_events=tuple(recent.split(" ")[:-1]),
+            in_mode=in_mode not in ("", "0"),
+            command=command,
+            dialog=dialog not in ("", "0"),
+            busy=busy not in ("", "0"),
         )
 
     async def default_server_socket(self) -> str | None:
@@ -414,11 +444,6 @@ def _short_texts(
     return short
 
 
-def _size(commands: list[list[str]]) -> int:
-    """About what the commands weigh in the message a tmux client sends its server."""
-    return sum(len(arg.encode("utf-8")) + 1 for command in commands for arg in [*command, ";"])
-
-
 def _pasted(text: str) -> bool:
     """Whether text goes in as a (bracketed, where asked) paste rather than as keystrokes."""
     return len(text) > SEND_KEYS_MAX_CHARS or "\n" in text or "\t" in text
@@ -446,19 +471,6 @@ def _submit(pane: str, submit_delay_ms: int) -> list[list[str]]:
     ]
 
 
-def _command_string(commands: list[list[str]]) -> str:
-    """Commands as one string for tmux to parse (if-shell's branches). Every word must be
-    checked to be safe to parse: this quotes, it does not escape."""
-    return " ; ".join(
-        " ".join(f"'{word}'" if " " in word else word for word in c) for c in commands
-    )
-
-
-def _literal(text: str) -> str:
-    """Spell `text` so tmux passes it through unchanged: a final ';' would end the command."""
-    return text[:-1] + "\\;" if text.endswith(";") else text
-
-
 def _record(pane: str, event_id: str) -> list[list[str]]:
     """Commands that record `event_id` as done in `pane` (the id is checked: no '#', no spaces)."""
     window = f"{event_id} #{{={RECENT_EVENTS_CHARS}:{RECENT_EVENTS_OPTION}}}"
@@ -466,13 +478,3 @@ def _record(pane: str, event_id: str) -> list[list[str]]:
         ["set-option", "-p", "-t", pane, LAST_EVENT_OPTION, event_id],
         ["set-option", "-F", "-p", "-t", pane, RECENT_EVENTS_OPTION, window],
     ]
-
-
-def _sequence(commands: list[list[str]]) -> list[str]:
-    """Join commands into one invocation's arguments, separated by standalone ';'."""
-    args: list[str] = []
-    for command in commands:
-        if args:
-            args.append(";")
-        args.extend(command)
-    return args

@@ -8,6 +8,7 @@ arguments and help.
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Annotated, Any
 
 import typer
@@ -20,11 +21,22 @@ from agentcomms.limits import MAX_MESSAGE_CHARS
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 WaitOption = Annotated[
-    bool, typer.Option("--wait", help="Return only once the text is in the pane (or the timeout).")
+    bool,
+    typer.Option(
+        "--wait",
+        help="Return only once the text is in the pane, and submitted where the agent's hooks "
+        "report (or the timeout).",
+    ),
 ]
 TimeoutOption = Annotated[
     float, typer.Option("--timeout", min=0.1, max=300, help="Seconds --wait waits at most.")
 ]
+
+
+class DeliverChoice(StrEnum):
+    when_ready = "when-ready"
+    now = "now"
+
 
 agents_app = typer.Typer(
     help="List agents (`agentcomms agents [--all]`), register or unregister their panes.",
@@ -86,6 +98,14 @@ def register(
             "and the event says so. Default: whole messages (up to 100,000 characters).",
         ),
     ] = None,
+    deliver: Annotated[
+        DeliverChoice,
+        typer.Option(
+            "--deliver",
+            help="when-ready: type once the agent is at its prompt (its hooks and its pane say "
+            "so); now: whenever its pane shows no dialog.",
+        ),
+    ] = DeliverChoice.when_ready,
     as_json: JsonOption = False,
 ) -> None:
     """Register an agent's tmux pane; messages waiting for it are typed in order.
@@ -102,6 +122,8 @@ def register(
         "interrupt_key": interrupt_key,
         "submit_delay_ms": submit_delay_ms,
     }
+    if deliver is not DeliverChoice.when_ready:
+        params["deliver"] = deliver.value
     if socket:
         params["socket"] = socket
     if host:

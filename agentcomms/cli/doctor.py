@@ -1,8 +1,8 @@
 """The checks behind `agentcomms doctor`: each says what it found, and for a problem what to do.
 
 It looks from outside, as a user would: the config file, Temporal, the projection, the gateway's
-socket, and each host's worker (asked through a query to one of its mailboxes, which only a
-polling worker can answer). It changes nothing.
+socket, each host's worker (asked through a query to one of its mailboxes, which only a polling
+worker can answer), and agentcomms' hooks in each agent's own configuration. It changes nothing.
 """
 
 from __future__ import annotations
@@ -38,15 +38,18 @@ async def run_checks() -> list[Check]:
     checks: list[Check] = []
     cfg = _check_config(checks)
     if cfg is None:
+        await _check_agents(checks)
         return checks
     client = await _check_temporal(cfg, checks)
     agents = await _check_projection(cfg, checks)
     if client is not None:
         await _check_workers(cfg, client, agents, checks)
     await _check_panes(agents, checks)
+    _check_states(agents, checks)
     if client is not None:
         await _check_mailboxes(client, agents, checks)
     await _check_gateway(cfg, checks)
+    await _check_agents(checks)
     return checks
 
 
@@ -301,6 +304,21 @@ async def _check_panes(agents: list[Agent], checks: list[Check]) -> None:
         checks.append(Check("panes", True, f"all {count} registered panes are there"))
 
 
+def _check_states(agents: list[Agent], checks: list[Check]) -> None:
+    """Which agents' hooks report their state. Not a failure: a pane without an agent of a kind
+    with hooks (a shell) is typed into on its look alone."""
+    silent = [a.id for a in agents if a.target and a.state == "unknown"]
+    known = [f"{a.id} {a.state}" for a in agents if a.target and a.state != "unknown"]
+    detail = f"agents' states from their hooks: {', '.join(known) or 'none'}"
+    if silent:
+        detail += (
+            f"; no hook has reported for {', '.join(silent)} (hooks missing?): their messages "
+            "are typed on the pane's look alone"
+        )
+    fix = "`agentcomms install claude-code` (or codex, gemini), then restart the agent"
+    checks.append(Check("agent states", True, detail, fix if silent else None))
+
+
 async def _check_mailboxes(client: Any, agents: list[Agent], checks: list[Check]) -> None:
     from temporalio.service import RPCError
 
@@ -376,6 +394,21 @@ async def _check_gateway(cfg: Config, checks: list[Check]) -> None:
                 None if answered else "is another program on that port? see the gateway's log",
             )
         )
+
+
+async def _check_agents(checks: list[Check]) -> None:
+    """agentcomms in each agent's own configuration (`agentcomms install`), where installed."""
+    import os
+    from pathlib import Path
+
+    from agentcomms.agents.install import Target
+    from agentcomms.agents.installed import inspect_all
+
+    codex_home = os.environ.get("CODEX_HOME")
+    target = Target("claude-code", codex_home=Path(codex_home) if codex_home else None)
+    for f in await asyncio.to_thread(inspect_all, target):
+        where = f.name.rpartition(" ")[0]
+        checks.append(Check(f"agent {f.name}", f.ok, f"{where}: {f.detail}", f.fix))
 
 
 def _webhooks_used(cfg: Config) -> bool:

@@ -61,7 +61,8 @@ def _print_trace(t: dict[str, Any]) -> None:
 @app.command()
 def doctor(as_json: JsonOption = False) -> None:
     """Check the whole deployment, one line each: config, Temporal, workers, panes, mailboxes,
-    chat providers, the projection, the gateway. Exits 0 only when all is well."""
+    chat providers, the projection, the gateway, and the hooks in each agent where `agentcomms
+    install` put them. Exits 0 only when all is well."""
     from agentcomms.cli.doctor import run_checks
 
     checks = run_async(run_checks)

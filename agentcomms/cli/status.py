@@ -44,6 +44,10 @@ def show(as_json: bool) -> None:
                     "Agents",
                     f"{gw['agents_online']} online of {gw['agents']}" if gw["running"] else None,
                 ),
+                (
+                    "Agent states",
+                    ", ".join(f"{a} {st}" for a, st in gw.get("agent_states", {}).items()) or None,
+                ),
                 *(
                     (f"Broken: {agent}", reason)
                     for agent, reason in gw.get("agents_broken", {}).items()

@@ -39,7 +39,7 @@ def agents(show_all: bool, as_json: bool) -> None:
         return
     from rich.table import Table
 
-    table = Table("agent", "type", "target", "status", "pending", "last error")
+    table = Table("agent", "type", "target", "status", "state", "pending", "last error")
     for a in result["agents"]:
         table.add_row(
             a["id"],
@@ -47,10 +47,23 @@ def agents(show_all: bool, as_json: bool) -> None:
             shown(a["target"] or "-"),
             a["status"]
             + (f" since {a['unreachable_since']}" if a.get("unreachable_since") else ""),
+            shown(_state(a)),
             "?" if a["pending"] is None else str(a["pending"]),
             shown(a.get("last_error") or ""),
         )
     stdout().print(table)
+
+
+def _state(agent: dict[str, Any]) -> str:
+    """`busy since 19:07:18`, `waiting (permission for Bash: ls)`, `unknown (no hooks)`."""
+    state = str(agent.get("state") or "unknown")
+    if state == "unknown":
+        return "unknown (no hooks)"
+    if agent.get("waiting_for"):
+        state += f" ({agent['waiting_for']})"
+    if since := agent.get("state_since"):
+        state += f" since {str(since)[11:19]}"
+    return state
 
 
 def send(

@@ -231,6 +231,11 @@ class AgentConfig(Section):
         default="C-c", description="C-a … C-z, M-a … M-z, Escape, Enter, Tab, F1 … F12"
     )
     submit_delay_ms: int = Field(default=150, ge=0, le=10_000)
+    deliver: Literal["when-ready", "now"] = Field(
+        default="when-ready",
+        description="when-ready: type once the agent is at its prompt (its hooks and its pane "
+        "say so); now: whenever its pane shows no dialog",
+    )
     max_chars: MaxChars = Field(
         default=MAX_MESSAGE_CHARS,
         description="longest text typed into the pane; longer text is cut, visibly",

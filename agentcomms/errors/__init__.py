@@ -19,7 +19,13 @@ from agentcomms.errors.base import (
     StoppedDuringStartup,
     TemporalUnavailable,
 )
-from agentcomms.errors.bridge import BridgeError, InvalidTarget, PaneNotFound, TmuxError
+from agentcomms.errors.bridge import (
+    BridgeError,
+    InvalidTarget,
+    PaneNotFound,
+    PaneNotReady,
+    TmuxError,
+)
 from agentcomms.errors.chat import (
     ChatProviderUnavailable,
     NoTransport,
@@ -37,6 +43,7 @@ from agentcomms.errors.gateway import (
     RpcError,
     TraceNotFound,
 )
+from agentcomms.errors.install import AgentConfigError
 from agentcomms.errors.store import DatabaseUnavailable, EventNotFound, SchemaOutdated, StoreError
 from agentcomms.errors.voice import NotTranscribed, SpeechProviderUnavailable, Undecodable
 
@@ -44,6 +51,8 @@ from agentcomms.errors.voice import NotTranscribed, SpeechProviderUnavailable, U
 # strings are in histories and retry policies already recorded: they do not change.
 PANE_NOT_FOUND = "PaneNotFound"  # retryable: the pane may come back
 TMUX_FAILED = "TmuxFailed"  # retryable: a transient tmux error
+# non-retryable: nothing typed, the pane is not ready; the mailbox waits for the agent
+PANE_NOT_READY = "PaneNotReady"
 INVALID_TARGET = "InvalidTarget"  # non-retryable: the target cannot name a pane
 CHAT_RATE_LIMITED = "ChatRateLimited"  # retryable, after the delay the provider asked for
 CHAT_UNAVAILABLE = "ChatUnavailable"  # retryable: the provider's network or 5xx, with backoff
@@ -83,10 +92,12 @@ __all__ = [
     "NOT_SIGNED",
     "NOT_SIGNED_SENTENCE",
     "PANE_NOT_FOUND",
+    "PANE_NOT_READY",
     "REGISTRATION_NOT_SIGNED",
     "SPEECH_FAILED",
     "SPEECH_PROVIDER_UNAVAILABLE",
     "TMUX_FAILED",
+    "AgentConfigError",
     "AgentcommsError",
     "BridgeError",
     "ChatProviderUnavailable",
@@ -101,6 +112,7 @@ __all__ = [
     "NoTransport",
     "NotTranscribed",
     "PaneNotFound",
+    "PaneNotReady",
     "PayloadDecryptionError",
     "RateLimited",
     "RpcError",

@@ -13,6 +13,15 @@ class PaneNotFound(BridgeError):
     """The pane, its window or session, or the whole tmux server is not there (it may come back)."""
 
 
+class PaneNotReady(BridgeError):
+    """The pane does not show the agent at its prompt (a dialog, copy mode, a turn running, a
+    shell): nothing was typed, and the message waits for the agent to be ready."""
+
+    def __init__(self, message: str, *, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason  # "dialog", "copy-mode", "busy" or "exited"
+
+
 class TmuxError(BridgeError):
     """tmux failed for another reason; the message carries tmux's own stderr."""
 

@@ -104,6 +104,9 @@ class AgentRow(Base):
     last_delivered_event_id: Mapped[str | None] = mapped_column(String(64))
     last_error: Mapped[str | None] = mapped_column(Text)
     updated_at: Mapped[datetime]
+    state: Mapped[str] = mapped_column(String(16), default="unknown", server_default="unknown")
+    waiting_for: Mapped[str | None] = mapped_column(Text)
+    state_since: Mapped[datetime | None]
     # Seq of the last message check_messages returned; a row, so it outlives every process.
     read_cursor: Mapped[int | None] = mapped_column(SeqType)
     registered_at: Mapped[datetime]

@@ -4,6 +4,8 @@ sandbox, so a change that makes a running mailbox non-deterministic fails a test
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 from typing import Any
 
 from temporalio.client import WorkflowHandle, WorkflowHistory
@@ -61,3 +63,14 @@ async def offline(stack: Stack, agent: str) -> AgentSnapshot | None:
         if state is not None and state.status == "offline" and not state.registration
         else None
     )
+
+
+def record_histories(histories: list[WorkflowHistory], name: str) -> None:
+    """Keep these histories among the recorded ones, which every later change must still replay:
+    AGENTCOMMS_RECORD_HISTORIES=tests/histories pytest tests/test_agent_workflow_replay.py"""
+    folder = os.environ.get("AGENTCOMMS_RECORD_HISTORIES")
+    if not folder:
+        return
+    for i, history in enumerate(histories):
+        suffix = f"-run{i + 1}" if len(histories) > 1 else ""
+        (Path(folder) / f"{name}{suffix}.json").write_text(history.to_json())

@@ -28,6 +28,7 @@ from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
 from agentcomms import metrics
+from agentcomms.agents.state import HookReport
 from agentcomms.config import host_name
 from agentcomms.errors import MailboxFull
 from agentcomms.models import Event, Registration, Unregister
@@ -208,6 +209,17 @@ class Mailbox:
             agent_id, AgentWorkflow.register, self._key.sign_registration(agent_id, registration)
         )
 
+    async def report(self, agent_id: str, report: HookReport) -> bool:
+        """Tell the agent's mailbox what its hooks said; False when it has no mailbox (a hook
+        of an agent never registered starts nothing)."""
+        try:
+            await mailbox_handle(self._client, agent_id).signal(AgentWorkflow.report, report)
+        except RPCError as exc:
+            if exc.status == RPCStatusCode.NOT_FOUND:
+                return False
+            raise
+        return True
+
     async def unregister(self, agent_id: str) -> None:
         request = Unregister(id=uuid4().hex, requested_at=datetime.now(UTC))
         await self._signal(
@@ -234,7 +246,7 @@ class Mailbox:
         status: DeliveryStatus | None = await wait_update(
             mailbox_handle(self._client, agent_id),
             AgentWorkflow.wait_for_delivery,
-            lambda seconds: WaitForDelivery(event_id=event_id, timeout_s=seconds),
+            lambda seconds: WaitForDelivery(event_id=event_id, timeout_s=seconds, submitted=True),
             timeout_s,
             moved=lambda s: s.status == "moved",
         )

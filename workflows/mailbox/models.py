@@ -11,6 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from agentcomms.agents.state import Readiness
 from agentcomms.models import AgentStatus, Event, EventType, Registration, Try
 
 Outcome = Literal["delivered", "failed", "rejected"]
@@ -46,6 +47,8 @@ class AgentState(BaseModel):
     delivered_count: int = 0
     # Settled events the projection could not take yet (it was down): written by the next run.
     unrecorded: list[Event] = Field(default_factory=list)
+    # What the agent is doing, from its hooks and the pane's last look.
+    readiness: Readiness = Field(default_factory=Readiness)
 
 
 class AgentInput(BaseModel):
@@ -57,6 +60,8 @@ class AgentInput(BaseModel):
 class WaitForDelivery(BaseModel):
     event_id: str
     timeout_s: float = Field(default=10, gt=0, le=300)
+    # Wait, too, for the agent's UserPromptSubmit to carry the text (where its hooks report).
+    submitted: bool = False
 
 
 class DeliveryStatus(BaseModel):
@@ -64,6 +69,8 @@ class DeliveryStatus(BaseModel):
     status: Literal["delivered", "failed", "rejected", "queued", "unknown", "moved"]
     error: str | None = None
     note: str | None = None  # e.g. that the agent's max_chars cut the text
+    # The agent's UserPromptSubmit carried the text; None when that cannot be known (no hooks).
+    submitted: bool | None = None
 
 
 class AgentSnapshot(BaseModel):
@@ -79,6 +86,7 @@ class AgentSnapshot(BaseModel):
     delivered_count: int
     # Settled events the projection has not taken yet (it is down or locked): typing goes on.
     unrecorded: int = 0
+    readiness: Readiness = Field(default_factory=Readiness)
 
 
 class QueuedEvent(BaseModel):

@@ -129,4 +129,7 @@ def agent_row(state: AgentState, waiting: int, now: datetime) -> Agent:
         last_delivered_event_id=state.last_delivered_event_id,
         last_error=state.last_error,
         updated_at=now,
+        state=state.readiness.state,
+        waiting_for=state.readiness.waiting_for,
+        state_since=state.readiness.since,
     )

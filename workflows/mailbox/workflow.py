@@ -22,6 +22,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from agentcomms import errors, policies
+    from agentcomms.agents.state import HookReport
     from agentcomms.models import (
         DeliverRequest,
         DeliveryOutcome,
@@ -31,8 +32,7 @@ with workflow.unsafe.imports_passed_through():
         Registration,
         Unregister,
     )
-    from agentcomms.outbox_models import QueueReceipt, receipt_item
-    from agentcomms.search_attributes import AGENT_ID, AGENT_STATUS
+    from agentcomms.search_attributes import AGENT_ID, AGENT_STATE, AGENT_STATUS
     from agentcomms.workflow_ids import MAILBOX_WORKFLOW, host_task_queue
     from workflows.activities import failure_cause
     from workflows.mailbox import activities
@@ -47,6 +47,8 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows.mailbox.projection import CHUNK_CHARS, Owed, agent_row
     from workflows.mailbox.queue import Queue
+    from workflows.mailbox.readiness import NOT_READY_CAP, TOGETHER_MAX, Watch
+    from workflows.mailbox.receipts import from_chat, typed_receipt
     from workflows.mailbox.writer import ProjectionWriter
 
 # A missing pane is retried with capped exponential backoff.
@@ -75,11 +77,13 @@ class AgentWorkflow:
         self._queue = Queue(self._s)
         self._owed = Owed(self._s.unrecorded)
         self._writer = ProjectionWriter(self._owed)
+        self._watch = Watch(self._s)
         self._s.unrecorded = []
         # Wakes the delivery loop early from a backoff sleep (new registration, new message).
         self._nudged = False
         self._continuing = False
-        self._indexed_status: str | None = None  # the status last upserted in this run
+        # The status and agent's state last upserted as search attributes in this run.
+        self._indexed: tuple[str, str] | None = None
         self._batch_ms = 0  # typing time spent in the current workflow task
 
     # ---- mailbox -------------------------------------------------------------------------------
@@ -95,6 +99,14 @@ class AgentWorkflow:
         if refused is not None:
             self._owed.owe(event.model_copy(update={"status": "rejected", "error": refused}))
             self._owed.flush()
+
+    @workflow.signal
+    def report(self, report: HookReport) -> None:
+        """What the agent's own hooks say it does (through the gateway): its state, in order."""
+        applied, shown = self._watch.report(report, workflow.now())
+        self._nudged = self._nudged or applied
+        if shown:
+            self._publish()
 
     @workflow.signal
     def register(self, registration: Registration) -> None:
@@ -140,19 +152,22 @@ class AgentWorkflow:
 
     @workflow.update
     async def wait_for_delivery(self, request: WaitForDelivery) -> DeliveryStatus:
-        """Answer once the event is typed (or failed), or say it is still queued at the timeout."""
-        event_id = request.event_id
+        """Answer once the event is typed (or failed, or also submitted if asked), or queued."""
+        event_id, done, asked = request.event_id, self._queue.outcome, request.submitted
         try:
             await workflow.wait_condition(
-                lambda: self._queue.outcome(event_id) is not None or self._continuing,
+                lambda: self._continuing or self._watch.settled(event_id, done(event_id), asked),
                 timeout=timedelta(seconds=request.timeout_s),
             )
         except TimeoutError:
             pass
-        if (settled := self._queue.outcome(event_id)) is not None:
+        if (settled := done(event_id)) is not None:
             outcome, note = settled
             error = self._s.last_error if outcome == "failed" else None
-            return DeliveryStatus(event_id=event_id, status=outcome, error=error, note=note)
+            return DeliveryStatus(
+                event_id=event_id, status=outcome, error=error, note=note,
+                submitted=self._watch.submitted(event_id),
+            )  # fmt: skip
         if self._continuing:
             # The caller asks the next run (same workflow id) again.
             return DeliveryStatus(event_id=event_id, status="moved")
@@ -172,6 +187,7 @@ class AgentWorkflow:
             unreachable_since=s.unreachable_since,
             delivered_count=s.delivered_count,
             unrecorded=self._owed.unrecorded(),
+            readiness=s.readiness,
         )
 
     @workflow.query
@@ -212,24 +228,32 @@ class AgentWorkflow:
                 self._publish()  # e.g. unregistered, or an offline agent's queue grew
                 continue
             assert reg is not None
+            if not self._watch.may_type(self._queue.first().type, reg, workflow.now()):
+                await self._wait_for_readiness()
+                continue
             event = await self._next_event()
             if event is None:
                 continue
             self._nudged = False
             room = (BATCH_BUDGET_MS - self._batch_ms) // (reg.submit_delay_ms + DELIVERY_COST_MS)
+            if self._watch.together(reg):
+                room = TOGETHER_MAX  # one prompt, one submit
             batch = [event, *self._queue.behind(event, room=room - 1)]
             try:
                 outcomes = await self._deliver(batch, reg)
             except (ActivityError, ApplicationError) as exc:
                 if self._failed(event, exc):
-                    # Sleep, but wake at once for a re-registration or new work.
+                    # Sleep, but wake at once for a re-registration, new work or a hook.
                     try:
                         await workflow.wait_condition(lambda: self._nudged, timeout=backoff)
                     except TimeoutError:
                         pass
-                    backoff = min(backoff * 2, RETRY_CAP)
+                    cap = NOT_READY_CAP if self._s.readiness.pane else RETRY_CAP
+                    backoff = min(backoff * 2, cap)
                 continue
             backoff = RETRY_FIRST
+            if self._watch.typed(workflow.now(), batch[: len(outcomes)]):
+                self._publish()
             # Fewer outcomes than messages: those left wait, and go first next time.
             for typed, outcome in zip(batch, outcomes, strict=False):
                 if outcome is not None and outcome.rejected is not None:
@@ -238,8 +262,8 @@ class AgentWorkflow:
                 note = outcome.cut_note(reg.max_chars) if outcome else None
                 recorded = outcome is not None and outcome.recorded
                 self._settle(typed, "delivered", note=note, recorded=recorded)
-                if _from_chat(typed):
-                    await self._typed_receipt(typed, note)
+                if from_chat(typed):
+                    await typed_receipt(self._s.agent_id, typed, note)
             await self._end_batch_if_due(reg, typed=len(outcomes))
         await self._continue_as_new(writer)
 
@@ -250,6 +274,12 @@ class AgentWorkflow:
         kind = cause.type if isinstance(cause, ApplicationError) else None
         # The sentence alone: the kind is in `kind`, and people read this in `agents`.
         message = cause.message if isinstance(cause, ApplicationError) else str(cause or exc)
+        if kind == errors.PANE_NOT_READY:
+            # Nothing typed: the pane showed a dialog, copy mode, a running turn or a shell.
+            # Not a failure: the message waits for the agent, and a hook or another look ends it.
+            if self._watch.pane_refused(message, cause, workflow.now()):
+                self._publish()
+            return True
         if kind == errors.NOT_SIGNED:
             # Not sent by this deployment (or altered since): never typed, never retried.
             self._settle(event, "rejected", error=message)
@@ -310,6 +340,20 @@ class AgentWorkflow:
             self._owed.flush()
             await workflow.sleep(timedelta(milliseconds=1), summary="let new signals in")
 
+    async def _wait_for_readiness(self) -> None:
+        """Wait for a hook, new work, or the state old enough for the pane to decide."""
+        if self._stale_row():
+            self._publish()
+        self._nudged = False
+        try:
+            await workflow.wait_condition(
+                lambda: self._nudged or self._continue_as_new_suggested(),
+                timeout=self._watch.stale_in(workflow.now()),
+                timeout_summary="the agent's state is stale: look at its pane",
+            )
+        except TimeoutError:
+            pass
+
     def _deliverable(self) -> bool:
         return bool(self._queue) and self._s.registration is not None
 
@@ -352,7 +396,13 @@ class AgentWorkflow:
         settled = [self._settled(e, "delivered") for e in batch] if records else []
         outcomes = await workflow.execute_local_activity(
             activities.deliver_to_pane,
-            DeliverRequest(registration=reg, events=batch, settled=settled),
+            DeliverRequest(
+                registration=reg,
+                events=batch,
+                settled=settled,
+                look=self._watch.look(reg),
+                together=self._watch.together(reg),
+            ),
             start_to_close_timeout=policies.MAILBOX_DELIVERY_TIMEOUT,
             retry_policy=policies.MAILBOX_DELIVERY_RETRY,
             summary=(
@@ -362,31 +412,6 @@ class AgentWorkflow:
             ),
         )
         return list(outcomes)
-
-    async def _typed_receipt(self, event: Event, note: str | None) -> None:
-        """Ask the chat's outbox to show the human their message was typed (and what typing cut)."""
-        payload = event.payload
-        item = receipt_item(
-            event.id,
-            provider=str(payload["provider"]),
-            chat_id=str(payload["chat_id"]),
-            message_id=str(payload["message_id"]),
-            stage="typed",
-            note=note,
-        )
-        try:
-            await workflow.execute_local_activity(
-                activities.queue_receipt,
-                QueueReceipt(agent_id=self._s.agent_id, channel_id=event.channel_id, item=item),
-                start_to_close_timeout=policies.MAILBOX_RECEIPT_TIMEOUT,
-                schedule_to_close_timeout=policies.MAILBOX_RECEIPT_GIVE_UP,
-                retry_policy=policies.MAILBOX_RECEIPT_RETRY,
-                summary=f"receipt (typed) for {event.id}",
-            )
-        except (ActivityError, ApplicationError) as exc:
-            workflow.logger.warning(
-                "typed receipt for %s not queued: %s", event.id, failure_cause(exc)
-            )
 
     def _settle(
         self,
@@ -462,24 +487,13 @@ class AgentWorkflow:
         details = f"{s.status}: {waiting} pending, pane {where}"
         if s.status == "unreachable" and s.unreachable_since:
             details += f" missing since {s.unreachable_since.isoformat(timespec='seconds')}"
+        details += "\n" + self._watch.details()
         if s.last_error:
             details += f"\nlast error: {s.last_error}"
         workflow.set_current_details(details)
-        if s.status != self._indexed_status:
-            workflow.upsert_search_attributes(
-                [AGENT_ID.value_set(s.agent_id), AGENT_STATUS.value_set(s.status)]
-            )
-            self._indexed_status = s.status
+        if (indexed := (s.status, s.readiness.state)) != self._indexed:
+            status, state = AGENT_STATUS.value_set(s.status), AGENT_STATE.value_set(indexed[1])
+            workflow.upsert_search_attributes([AGENT_ID.value_set(s.agent_id), status, state])
+            self._indexed = indexed
         self._owed.agent = agent_row(s, waiting, workflow.now())
         self._owed.flush()
-
-
-def _from_chat(event: Event) -> bool:
-    """A human's message from a chat provider: it names the provider's message to answer."""
-    payload = event.payload
-    return (
-        event.type == "human_message"
-        and bool(payload.get("message_id"))
-        and bool(payload.get("chat_id"))
-        and bool(payload.get("provider"))
-    )

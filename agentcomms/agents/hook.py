@@ -1,0 +1,134 @@
+"""``agentcomms hook <kind>``: what an agent's hooks run, to tell the gateway what the agent does.
+
+It runs around every tool call, inside the agent's loop, so it costs the agent as little as a
+process can: the standard library only (no pydantic, no configuration models), one JSON line to
+the gateway's socket, at most about a second waiting for the answer, and nothing printed. With
+the gateway down it exits 0 at once, and the agent behaves as if agentcomms were not installed.
+
+The agent is found by ``AGENTCOMMS_AGENT_ID``, else by the pane the hook runs in (``$TMUX_PANE``
+on the tmux server named by ``$TMUX``), which the gateway matches against the registrations.
+
+Claude Code, Codex and Gemini CLI pass the hook's JSON on stdin; Codex's ``notify`` passes it as
+the last argument instead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import time
+from typing import Any
+
+KINDS = ("claude-code", "codex", "gemini")
+# How long the hook waits for the gateway's answer: a report needs none to be useful.
+REPLY_WAIT_S = 1.0
+# What the hook sends of a tool's input: the gateway keeps a short summary, never the content.
+SENT_STRING_CHARS = 500
+SENT_PROMPT_CHARS = 4_000
+# Fields the state needs; the rest of a payload (transcripts, tool responses) stays here.
+SENT_FIELDS = ("session_id", "tool_name", "tool_input", "notification_type", "prompt", "type")
+
+
+def main(argv: list[str]) -> int:
+    """`argv`: the arguments after ``hook``: the agent kind, then (Codex ``notify``) the JSON.
+    Always 0, and never a word on stdout: the agent reads a hook's output as its answer."""
+    at_ns = time.time_ns()  # first: the order of the agent's events is the order hooks start
+    if not argv or argv[0] not in KINDS:
+        sys.stderr.write(f"agentcomms hook: name the agent kind, one of {', '.join(KINDS)}\n")
+        return 0
+    payload = _payload(argv[1:])
+    if payload is None:
+        return 0
+    event = payload.get("hook_event_name") or payload.get("type")
+    if not isinstance(event, str) or not event:
+        return 0
+    params: dict[str, Any] = {
+        "kind": argv[0],
+        "event": event,
+        "at_ns": at_ns,
+        "payload": trimmed(payload),
+    }
+    if isinstance(payload.get("session_id"), str):
+        params["session_id"] = payload["session_id"]
+    agent_id = os.environ.get("AGENTCOMMS_AGENT_ID")
+    if agent_id:
+        params["agent_id"] = agent_id
+    else:
+        pane = os.environ.get("TMUX_PANE")
+        tmux = os.environ.get("TMUX")
+        if not pane or not tmux:
+            return 0  # not in tmux and not named: no agent to report for
+        params["pane"] = pane
+        params["tmux_socket"] = tmux.split(",", 1)[0]
+    _send({"id": 1, "method": "agent_hook", "params": params})
+    return 0
+
+
+def socket_path() -> str:
+    """The gateway's socket, by the rule the other commands use: the configured
+    ``server.socket_path`` (environment, then the config file), else ``<home>/daemon.sock``."""
+    explicit = os.environ.get("AGENTCOMMS_SOCKET") or os.environ.get(
+        "AGENTCOMMS_SERVER__SOCKET_PATH"
+    )
+    if explicit:
+        return os.path.expanduser(explicit)
+    home = os.path.expanduser(os.environ.get("AGENTCOMMS_HOME") or "~/.agentcomms")
+    try:
+        with open(os.path.join(home, "config.json"), encoding="utf-8") as f:
+            configured = json.load(f).get("server", {}).get("socket_path")
+    except (OSError, ValueError, AttributeError):
+        configured = None
+    if isinstance(configured, str) and configured:
+        return os.path.expanduser(configured)
+    return os.path.join(home, "daemon.sock")
+
+
+def _payload(rest: list[str]) -> dict[str, Any] | None:
+    try:
+        raw = rest[-1] if rest else sys.stdin.read()
+        data = json.loads(raw)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def trimmed(payload: dict[str, Any]) -> dict[str, Any]:
+    """The payload's fields the state needs, long strings cut: never files or transcripts."""
+    kept: dict[str, Any] = {}
+    for key in SENT_FIELDS:
+        if key not in payload:
+            continue
+        value = payload[key]
+        if key == "prompt" and isinstance(value, str):
+            kept[key] = value[:SENT_PROMPT_CHARS]
+        elif key == "tool_input" and isinstance(value, dict):
+            kept[key] = {k: _short(v) for k, v in list(value.items())[:20]}
+        else:
+            kept[key] = _short(value)
+    return kept
+
+
+def _short(value: Any) -> Any:
+    if isinstance(value, str):
+        return value[:SENT_STRING_CHARS]
+    if isinstance(value, (int, float, bool)) or value is None:
+        return value
+    if isinstance(value, list):
+        return [_short(v) for v in value[:4]]
+    if isinstance(value, dict):
+        return {str(k): _short(v) for k, v in list(value.items())[:10]}
+    return None
+
+
+def _send(request: dict[str, Any]) -> None:
+    """One line to the gateway and, briefly, its answer; silence when it is not there."""
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(REPLY_WAIT_S)
+            sock.connect(socket_path())
+            sock.sendall(json.dumps(request).encode("utf-8") + b"\n")
+            sock.recv(65536)
+    except (OSError, ValueError):
+        pass

@@ -1,0 +1,192 @@
+"""Where each agent reads its MCP servers and hooks, and how agentcomms' entries look there.
+
+- Claude Code: hooks in ``settings.json`` (``~/.claude/`` or the project's ``.claude/``); the MCP
+  server in ``~/.claude.json`` (user scope) or the project's ``.mcp.json``.
+- Codex: ``config.toml`` (``[mcp_servers.agentcomms]`` and ``notify``) and ``hooks.json`` beside
+  it (``~/.codex/``, or ``$CODEX_HOME``, or the project's ``.codex/``). Codex runs a new hook only
+  once the user trusted it, which only the user may do.
+- Gemini CLI: ``settings.json`` (``~/.gemini/`` or the project's ``.gemini/``) holds both; its
+  hook timeouts are in milliseconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import tomlkit
+import tomlkit.exceptions
+from tomlkit.items import Table
+
+from agentcomms.agents.install import (
+    CLAUDE_EVENTS,
+    CODEX_EVENTS,
+    CODEX_TRUST_STEP,
+    GEMINI_EVENTS,
+    HOOK_TIMEOUT_S,
+    SERVER_NAME,
+    Plan,
+    command_hook,
+    edit_json,
+    is_our_hook,
+    is_our_server,
+    merge_hooks,
+    merge_server,
+    our_hook,
+    read_text,
+)
+from agentcomms.errors import AgentConfigError
+
+
+def claude_files(plan: Plan) -> tuple[Path, Path]:
+    """Claude Code's hooks file and MCP servers file for the plan's scope."""
+    target = plan.target
+    if target.scope == "user":
+        return target.base(".claude") / "settings.json", target.home / ".claude.json"
+    return target.base(".claude") / "settings.json", target.project / ".mcp.json"
+
+
+def _claude(plan: Plan) -> None:
+    target = plan.target
+    settings, servers = claude_files(plan)
+    entries: dict[str, dict[str, Any]] = {}
+    if not plan.uninstall:
+        for event, run_beside in CLAUDE_EVENTS.items():
+            extra = {"async": True} if run_beside else {}
+            entries[event] = command_hook(target, timeout=HOOK_TIMEOUT_S, **extra)
+    edit_json(
+        plan, settings, lambda doc: merge_hooks(doc, settings, entries, our_hook("claude-code"))
+    )
+    server = None if plan.uninstall else {"type": "stdio", **target.server()}
+    edit_json(plan, servers, lambda doc: merge_server(doc, servers, "mcpServers", server))
+    if target.scope == "project" and not plan.uninstall:
+        plan.notes.append(
+            "Claude Code asks once before it starts the MCP servers of a project's .mcp.json: "
+            f"approve {SERVER_NAME!r} when it does."
+        )
+
+
+def codex_files(plan: Plan) -> tuple[Path, Path]:
+    base = plan.target.base(".codex")
+    return base / "config.toml", base / "hooks.json"
+
+
+def _codex(plan: Plan) -> None:
+    target = plan.target
+    config, hooks = codex_files(plan)
+    _codex_config(plan, config)
+    entries: dict[str, dict[str, Any]] = {}
+    if not plan.uninstall:
+        entries = {e: command_hook(target, timeout=HOOK_TIMEOUT_S) for e in CODEX_EVENTS}
+    edit_json(plan, hooks, lambda doc: merge_hooks(doc, hooks, entries, our_hook("codex")))
+    if not plan.uninstall and any(c.path == hooks for c in plan.changes):
+        plan.notes.append(CODEX_TRUST_STEP)
+    if target.scope == "project" and not plan.uninstall:
+        plan.notes.append(
+            f"Codex reads {config.parent} only for a trusted project: trust {target.project} "
+            "when Codex asks."
+        )
+
+
+def _codex_config(plan: Plan, path: Path) -> None:
+    """``[mcp_servers.agentcomms]`` and ``notify`` in Codex's config.toml, through tomlkit so
+    that the user's comments and layout stay as they were."""
+    before = read_text(path)
+    try:
+        doc = tomlkit.parse(before or "")
+    except tomlkit.exceptions.ParseError as exc:
+        raise AgentConfigError(
+            f"{path} line {exc.line}, column {exc.col}: it is not valid TOML ({exc}). Fix the "
+            "file (or move it away) and run again; nothing was changed"
+        ) from None
+    original = doc.unwrap()
+    target = plan.target
+    servers = doc.get("mcp_servers")
+    if servers is not None and not isinstance(servers, Table):
+        raise AgentConfigError(f"{path}: mcp_servers is not a table; nothing was changed")
+    current = servers.get(SERVER_NAME) if servers is not None else None
+    if plan.uninstall:
+        if servers is not None and current is not None and is_our_server(_plain(current)):
+            del servers[SERVER_NAME]
+            if not servers:
+                del doc["mcp_servers"]
+    else:
+        if current is not None and not is_our_server(_plain(current)):
+            raise AgentConfigError(
+                f"{path} already has an MCP server named {SERVER_NAME!r} that is not "
+                "agentcomms; rename or remove it, then run again; nothing was changed"
+            )
+        wanted = target.server()
+        if current is None or _plain(current) != wanted:
+            table = tomlkit.table()
+            for key, value in wanted.items():
+                table[key] = _inline(value) if isinstance(value, dict) else value
+            if servers is None:
+                servers = tomlkit.table(is_super_table=True)
+                doc["mcp_servers"] = servers
+            servers[SERVER_NAME] = table
+    _codex_notify(plan, path, doc)
+    if doc.unwrap() != original:
+        # tomlkit parts tables with a blank line; one left at the end by a removed table goes.
+        after = tomlkit.dumps(doc).rstrip("\n")
+        plan.add(path, before, after + "\n" if after.strip() else None)
+
+
+def _codex_notify(plan: Plan, path: Path, doc: tomlkit.TOMLDocument) -> None:
+    """Codex runs one ``notify`` program at the end of each turn: agentcomms' when the slot is
+    free; a user's own is never replaced (the Stop hook tells the same)."""
+    notify = doc.get("notify")
+    current = _plain(notify) if notify is not None else None
+    ours = current is not None and is_our_hook(current, "codex")
+    if plan.uninstall:
+        if ours:
+            del doc["notify"]
+    elif current is None or ours:
+        wanted = plan.target.hook_argv()
+        if current != wanted:
+            doc["notify"] = wanted
+    else:
+        plan.notes.append(
+            f"{path} already has notify = {current!r}; agentcomms left it as it is (its Stop "
+            "hook tells the end of a turn)."
+        )
+
+
+def _plain(item: Any) -> Any:
+    return item.unwrap() if hasattr(item, "unwrap") else item
+
+
+def _inline(value: dict[str, Any]) -> Any:
+    table = tomlkit.inline_table()
+    table.update(value)
+    return table
+
+
+def gemini_file(plan: Plan) -> Path:
+    return plan.target.base(".gemini") / "settings.json"
+
+
+def _gemini(plan: Plan) -> None:
+    target = plan.target
+    path = gemini_file(plan)
+    entries: dict[str, dict[str, Any]] = {}
+    if not plan.uninstall:
+        entries = {
+            e: {"name": SERVER_NAME, **command_hook(target, timeout=HOOK_TIMEOUT_S * 1000)}
+            for e in GEMINI_EVENTS
+        }
+    server = None if plan.uninstall else target.server()
+
+    def edit(doc: dict[str, Any]) -> None:
+        merge_server(doc, path, "mcpServers", server)
+        merge_hooks(doc, path, entries, our_hook("gemini"))
+
+    edit_json(plan, path, edit)
+
+
+PLANNERS: dict[str, Callable[[Plan], None]] = {
+    "claude-code": _claude,
+    "codex": _codex,
+    "gemini": _gemini,
+}

@@ -1,0 +1,157 @@
+"""What `doctor` finds of agentcomms in each agent's own configuration: its hooks there once for
+every event, the agentcomms they run still there, the MCP server, and the agent at or above the
+version the hooks were written for. It reads; it changes nothing."""
+
+from __future__ import annotations
+
+import dataclasses
+import shlex
+import tomllib
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agentcomms.agents.install import (
+    AGENT_KINDS,
+    AGENT_NAMES,
+    BINARIES,
+    CLAUDE_EVENTS,
+    CODEX_EVENTS,
+    GEMINI_EVENTS,
+    MIN_VERSIONS,
+    SERVER_NAME,
+    AgentKind,
+    Plan,
+    Target,
+    format_version,
+    is_our_hook,
+    is_our_server,
+    load_json,
+    read_text,
+    runs_agentcomms,
+    version_of,
+)
+from agentcomms.agents.install_agents import claude_files, codex_files, gemini_file
+from agentcomms.errors import AgentConfigError
+
+EVENTS: dict[AgentKind, tuple[str, ...]] = {
+    "claude-code": tuple(CLAUDE_EVENTS),
+    "codex": CODEX_EVENTS,
+    "gemini": GEMINI_EVENTS,
+}
+
+
+@dataclass(frozen=True)
+class Finding:
+    name: str
+    ok: bool
+    detail: str
+    fix: str | None = None
+
+
+def inspect_all(target: Target) -> list[Finding]:
+    """Findings for every agent at both scopes (`target` says where home and project are)."""
+    findings: list[Finding] = []
+    for kind in AGENT_KINDS:
+        for scope in ("user", "project"):
+            findings += inspect(dataclasses.replace(target, kind=kind, scope=scope))
+    return findings
+
+
+def inspect(target: Target) -> list[Finding]:
+    kind, name = target.kind, f"{target.kind} ({target.scope})"
+    install = f"agentcomms install {kind}" + (
+        " --scope project" if target.scope == "project" else ""
+    )
+    try:
+        hooks, servers, files = _read(target)
+    except AgentConfigError as exc:
+        return [Finding(f"{name} hooks", False, str(exc), f"fix the file, then `{install}`")]
+    if not hooks and not servers:
+        return []  # not installed here
+    findings = []
+    counts = Counter(event for event, _ in hooks)
+    missing = [e for e in EVENTS[kind] if not counts[e]]
+    doubled = [e for e in EVENTS[kind] if counts[e] > 1]
+    where = ", ".join(str(f) for f in files)
+    if missing or doubled or not servers:
+        problems = [f"hooks missing for {', '.join(missing)}"] if missing else []
+        problems += [f"hooks present more than once for {', '.join(doubled)}"] if doubled else []
+        problems += [] if servers else [f"no MCP server {SERVER_NAME!r}"]
+        findings.append(
+            Finding(f"{name} hooks", False, f"{'; '.join(problems)} in {where}", f"`{install}`")
+        )
+    else:
+        detail = f"{len(EVENTS[kind])} hooks, each once, and the MCP server in {where}"
+        if kind == "codex":
+            detail += "; Codex runs them once you trusted them (`/hooks`)"
+        findings.append(Finding(f"{name} hooks", True, detail))
+    gone = sorted({exe for _, exe in hooks if not Path(exe).exists()})
+    if gone:
+        findings.append(
+            Finding(
+                f"{name} agentcomms",
+                False,
+                f"the hooks run {', '.join(gone)}, which is gone",
+                f"`{install}`",
+            )
+        )
+    findings.append(_version(kind, f"{name} version"))
+    return findings
+
+
+def _version(kind: AgentKind, name: str) -> Finding:
+    needed = MIN_VERSIONS[kind]
+    found = version_of(kind)
+    if found is None:
+        return Finding(name, True, f"`{BINARIES[kind]}` is not on PATH: its version is unknown")
+    if found < needed:
+        return Finding(
+            name,
+            False,
+            f"{AGENT_NAMES[kind]} {format_version(found)} is older than "
+            f"{format_version(needed)}, which the hooks were written for",
+            f"update {AGENT_NAMES[kind]}",
+        )
+    return Finding(name, True, f"{AGENT_NAMES[kind]} {format_version(found)}")
+
+
+def _read(target: Target) -> tuple[list[tuple[str, str]], bool, list[Path]]:
+    """agentcomms' hooks as (event, the agentcomms it runs), whether its MCP server is there, and
+    the files read."""
+    plan = Plan(target, uninstall=False)
+    kind = target.kind
+    if kind == "claude-code":
+        hooks_file, servers_file = claude_files(plan)
+    elif kind == "codex":
+        servers_file, hooks_file = codex_files(plan)
+    else:
+        hooks_file = servers_file = gemini_file(plan)
+    hooks_doc = load_json(hooks_file, read_text(hooks_file))
+    if kind == "codex":
+        text = read_text(servers_file) or ""
+        try:
+            servers_doc: dict[str, Any] = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise AgentConfigError(f"{servers_file}: not valid TOML ({exc})") from None
+        servers = servers_doc.get("mcp_servers", {})
+    else:
+        servers = load_json(servers_file, read_text(servers_file)).get("mcpServers", {})
+    found: list[tuple[str, str]] = []
+    events = hooks_doc.get("hooks", {})
+    for event, groups in events.items() if isinstance(events, dict) else []:
+        for group in groups if isinstance(groups, list) else []:
+            for handler in group.get("hooks", []) if isinstance(group, dict) else []:
+                command = handler.get("command") if isinstance(handler, dict) else None
+                if is_our_hook(command, kind) and isinstance(command, str):
+                    found.append((event, _executable(command)))
+    ours = isinstance(servers, dict) and is_our_server(servers.get(SERVER_NAME))
+    return found, ours, sorted({hooks_file, servers_file})
+
+
+def _executable(command: str) -> str:
+    """The program a hook's command line starts (agentcomms, or the Python of ``-m agentcomms``)."""
+    tokens = shlex.split(command)
+    start = len(tokens) - len(runs_agentcomms(tokens) or []) - 1
+    return tokens[start - 2] if tokens[start - 1 : start] == ["-m"] else tokens[start]

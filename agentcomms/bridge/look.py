@@ -1,0 +1,98 @@
+"""How a pane looks when the agent in it is not at its prompt, as tmux formats.
+
+Hooks do not tell everything (Claude Code sends none on Esc, and its first-start dialog is open
+while ``SessionStart`` fires), and a dialog can open between any look and the typing. So the
+look is taken by the tmux server itself, in the same stretch of its command queue as the paste
+(``if-shell -F``, no shell): ``#{C/r:…}`` searches the pane's visible text and is the matching
+line (0 for none), ``#{pane_in_mode}`` is copy mode, ``#{pane_current_command}`` the program.
+
+The markers are Claude Code's (2.1.x): its permission prompt ("Do you want to proceed?", a numbered
+menu, "Esc to cancel"), its questions and menus ("Enter to select"), its first-start nudge ("Make auto
+mode your default permission mode?"), and the status line of a running turn ("esc to
+interrupt"). The dialog lines are anchored at the start of a line, where a quoted message in the
+transcript ("> Do you want…") does not match.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from agentcomms.errors import PaneNotReady
+
+# No ',', '}' or '#' in these: they would end the format they sit in.
+DIALOG_MARKERS = (
+    r"^[ │]*(Do you want to proceed\?|Make auto mode your default permission mode\?)"
+    "|^[ │]*\u276f [0-9]+\\.|Enter to select|Esc to cancel"  # \u276f: the menu's pointer
+)
+BUSY_MARKERS = r"esc to interrupt"
+# A pane whose program is a shell: the agent has exited.
+SHELLS = r"^-?(ba|z|fi|da|k|tc|c)?sh$"
+
+# What the probe reads of the look, in this order (see PaneInfo).
+LOOK_FORMATS = (
+    "#{pane_in_mode}",
+    "#{pane_current_command}",
+    "#{C/r:" + DIALOG_MARKERS + "}",
+    "#{C/r:" + BUSY_MARKERS + "}",
+)
+
+
+@dataclass(frozen=True)
+class PaneInfo:
+    """What the probe learns about a live pane."""
+
+    pane_id: str  # "%7": stable for the pane's life, unlike "session:window.pane"
+    recent_events: tuple[str, ...]  # newest first
+    in_mode: bool = False  # copy mode (or another mode) is on
+    command: str = ""  # the program in the pane's foreground
+    dialog: bool = False  # a dialog or menu is on screen
+    busy: bool = False  # the agent shows a turn running
+
+    def has_seen(self, event_id: str) -> bool:
+        """True when an earlier attempt already typed or pressed `event_id` in this pane."""
+        return event_id in self.recent_events
+
+    def not_ready(self, look: str) -> PaneNotReady | None:
+        """Why the pane may not be typed into under `look`, or None when it may."""
+        return refusal(
+            look, in_mode=self.in_mode, command=self.command, dialog=self.dialog, busy=self.busy
+        )
+
+
+def refusal(
+    look: str, *, in_mode: bool, command: str, dialog: bool, busy: bool
+) -> PaneNotReady | None:
+    """Why a pane that looks like this may not be typed into under `look` ("none": anything
+    goes; "dialogs": no dialog or copy mode; "idle": nor a running turn; "ready": nor a shell)."""
+    if look == "none":
+        return None
+    if in_mode:
+        return PaneNotReady("the pane is in copy mode", reason="copy-mode")
+    if dialog:
+        return PaneNotReady("a dialog or menu is open in the pane", reason="dialog")
+    if look in ("idle", "ready") and busy:
+        return PaneNotReady("the agent is working on a turn", reason="busy")
+    if look == "ready" and re.fullmatch(SHELLS, command):
+        return PaneNotReady(f"the pane runs a shell ({command}): the agent exited", reason="exited")
+    return None
+
+
+def ready_conditions(look: str) -> list[str]:
+    """Format conditions, each true when the pane passes one check of `look`."""
+    if look == "none":
+        return []
+    conditions = ["#{?#{pane_in_mode},0,1}", "#{?#{C/r:" + DIALOG_MARKERS + "},0,1}"]
+    if look in ("idle", "ready"):
+        conditions.append("#{?#{C/r:" + BUSY_MARKERS + "},0,1}")
+    if look == "ready":
+        conditions.append("#{?#{m/r:" + SHELLS + ",#{pane_current_command}},0,1}")
+    return conditions
+
+
+def all_of(*conditions: str) -> str:
+    """A tmux format true when every condition is (nested #{&&:…})."""
+    joined = conditions[-1]
+    for condition in reversed(conditions[:-1]):
+        joined = f"#{{&&:{condition},{joined}}}"
+    return joined

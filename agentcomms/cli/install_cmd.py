@@ -1,0 +1,98 @@
+"""`agentcomms install AGENT`: the MCP server and the hooks, merged into the agent's own files."""
+
+from __future__ import annotations
+
+import os
+import sys
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from agentcomms.cli import app
+from agentcomms.cli.common import fail, user_errors
+
+
+class AgentKindOption(StrEnum):
+    claude_code = "claude-code"
+    codex = "codex"
+    gemini = "gemini"
+
+
+class ScopeOption(StrEnum):
+    user = "user"
+    project = "project"
+
+
+@app.command()
+def install(
+    agent: Annotated[
+        AgentKindOption,
+        typer.Argument(help="The agent to install into: claude-code, codex, gemini."),
+    ],
+    agent_id: Annotated[
+        str | None,
+        typer.Option(
+            "--agent",
+            "-a",
+            help="The agentcomms agent it is (sets AGENTCOMMS_AGENT_ID); else found by its pane.",
+        ),
+    ] = None,
+    scope: Annotated[
+        ScopeOption,
+        typer.Option(
+            "--scope", help="user (your home, every project) or project (this directory)."
+        ),
+    ] = ScopeOption.user,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print what would change; write nothing.")
+    ] = False,
+    uninstall: Annotated[
+        bool, typer.Option("--uninstall", help="Remove exactly what install added.")
+    ] = False,
+) -> None:
+    """Install agentcomms into an agent: its MCP server (`agentcomms mcp`) and its hooks, which
+    tell agentcomms when the agent is ready, busy or waiting on a dialog.
+
+    Merges into the agent's own configuration (Claude Code: settings.json and ~/.claude.json or
+    .mcp.json; Codex: config.toml and hooks.json; Gemini CLI: settings.json): your own hooks and
+    servers stay, a second run changes nothing, and `--uninstall` removes only what it added.
+    The hooks run this agentcomms by its absolute path, so a virtualenv works unactivated.
+    """
+    from agentcomms.agents.install import AGENT_NAMES, Target, plan
+    from agentcomms.ids import check_agent_id
+
+    if agent_id is not None:
+        try:
+            check_agent_id(agent_id)
+        except ValueError as exc:
+            fail(str(exc))
+    codex_home = os.environ.get("CODEX_HOME")
+    target = Target(
+        kind=agent.value,
+        scope=scope.value,
+        agent_id=agent_id,
+        codex_home=Path(codex_home) if codex_home else None,
+    )
+    with user_errors():
+        result = plan(target, uninstall=uninstall)
+        if not dry_run:
+            result.apply()
+    name = AGENT_NAMES[target.kind]
+    where = f"{name} ({scope.value} scope)"
+    files = ", ".join(str(c.path) for c in result.changes)
+    if dry_run:
+        for change in result.changes:
+            sys.stdout.write(change.diff())
+    if not result.changes:
+        state = "not installed" if uninstall else "installed"
+        print(f"{where}: nothing to change, agentcomms is {state}")
+    elif dry_run:
+        print(f"dry run, nothing written: {where} would change in {files}")
+    elif uninstall:
+        print(f"removed agentcomms from {where}: {files}")
+    else:
+        print(f"installed agentcomms into {where}: {files}")
+    for note in result.notes:
+        print(f"note: {note}")

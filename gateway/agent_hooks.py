@@ -1,0 +1,105 @@
+"""The socket method an agent's hooks call (`agentcomms hook <kind>`): what the agent does.
+
+The hook names its agent (``AGENTCOMMS_AGENT_ID``) or the tmux pane it runs in; a pane is matched
+against the registrations on this host, by asking its tmux server which pane each registered
+target is now. The report is reduced to what the state needs (:func:`report_from`) and signalled
+to the agent's mailbox, which keeps the state in order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, StringConstraints
+
+from agentcomms.agents.state import report_from
+from agentcomms.bridge import PaneNotFound, TmuxError, adapter_for
+from agentcomms.bridge.fields import TmuxSocket
+from agentcomms.bridge.tmux import TmuxAdapter
+from agentcomms.errors import RpcError
+from agentcomms.models import PaneTarget
+from agentcomms.store import Store
+from gateway.params import AgentId, Params
+from gateway.protocol import NOT_FOUND
+from workflows.mailbox.client import Mailbox
+
+PaneId = Annotated[str, StringConstraints(pattern=r"^%[0-9]{1,9}$")]
+
+
+class AgentHookParams(Params):
+    kind: Literal["claude-code", "codex", "gemini"]
+    event: Annotated[str, StringConstraints(min_length=1, max_length=64)]
+    agent_id: AgentId | None = None
+    pane: PaneId | None = Field(default=None, description="$TMUX_PANE of the hook, e.g. %7")
+    tmux_socket: TmuxSocket | None = Field(default=None, description="first field of $TMUX")
+    session_id: Annotated[str, StringConstraints(max_length=128)] | None = None
+    at_ns: Annotated[int, Field(ge=0)] = Field(description="the hook's time.time_ns() at start")
+    payload: dict[str, Any] = Field(default_factory=dict)
+
+
+class AgentHookMethods:
+    def __init__(self, store: Store, mailbox: Mailbox, host: str) -> None:
+        self._store = store
+        self._mailbox = mailbox
+        self._host = host
+        # (tmux socket, pane id) -> the agent last found there: a hook runs around every tool
+        # call, so the registrations are not asked of tmux one by one each time.
+        self._found: dict[tuple[str, str], str] = {}
+
+    def methods(self) -> dict[str, tuple[type[Params], Callable[[Any], Awaitable[Any]]]]:
+        return {"agent_hook": (AgentHookParams, self.agent_hook)}
+
+    async def agent_hook(self, p: AgentHookParams) -> dict[str, Any]:
+        agent_id = p.agent_id or await self._agent_in_pane(p.pane, p.tmux_socket)
+        report = report_from(p.kind, p.event, p.at_ns, p.session_id, p.payload)
+        if not await self._mailbox.report(agent_id, report):
+            raise RpcError(
+                NOT_FOUND,
+                f"no agent {agent_id!r} is registered; register its pane first "
+                "(`agentcomms agents register`)",
+            )
+        return {"agent_id": agent_id, "event": report.event}
+
+    async def _agent_in_pane(self, pane: str | None, socket: str | None) -> str:
+        if pane is None or socket is None:
+            raise RpcError(
+                NOT_FOUND,
+                "the hook names no agent: set AGENTCOMMS_AGENT_ID, or run the agent in a tmux "
+                "pane registered with `agentcomms agents register`",
+            )
+        agents = [
+            a
+            for a in await self._store.list_agents()
+            if a.target is not None
+            and (a.host or self._host) == self._host
+            and (a.tmux_socket == socket or (a.tmux_socket is None and _default(socket)))
+        ]
+        # The agent found in this pane before first, checked again: a target may move.
+        known = self._found.get((socket, pane))
+        agents.sort(key=lambda a: a.id != known)
+        for agent in agents:
+            assert agent.target is not None
+            if await _pane_of(agent.target, socket) == pane:
+                self._found[(socket, pane)] = agent.id
+                return agent.id
+        self._found.pop((socket, pane), None)
+        raise RpcError(
+            NOT_FOUND,
+            f"no registered agent runs in tmux pane {pane} (server {socket}); register it with "
+            f"`agentcomms agents register NAME --target {pane}`, or set AGENTCOMMS_AGENT_ID",
+        )
+
+
+def _default(socket: str) -> bool:
+    """Whether the hook's server is the default one, where a registration without a socket is."""
+    return socket.endswith("/default")
+
+
+async def _pane_of(target: str, socket: str) -> str | None:
+    adapter = adapter_for("tmux")
+    assert isinstance(adapter, TmuxAdapter)
+    try:
+        return (await adapter.pane_info(PaneTarget(target=target, socket=socket))).pane_id
+    except (PaneNotFound, TmuxError):
+        return None

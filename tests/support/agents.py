@@ -1,0 +1,258 @@
+"""The real agent CLIs in tmux panes, their models replaced by the scripted fakes in ``tests/fakes``.
+
+Claude Code runs from npm (pinned below), installed into ``~/.cache/agentcomms-agents`` when it
+is missing there. Each Claude gets a private ``HOME`` prepared so that it starts straight at its
+prompt, unattended: onboarding done, the project trusted, the API key approved, manual permission
+mode (tools ask "Do you want to proceed?"), and, unless a test asks for it, the first-start
+dialog "Make auto mode your default permission mode?" already seen. Its model is a
+``FakeAnthropic`` behind ``ANTHROPIC_BASE_URL``; telemetry, error reports and updates are off.
+
+Starting Claude takes seconds, so a module may share one (``module_claude``); its fake keeps the
+rules of every test in the module, so each test scripts its own words.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import uuid
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentcomms.models import PaneTarget
+from tests.fakes.anthropic import FakeAnthropic
+from tests.support.tmux import Tmux
+
+CLAUDE_CODE_VERSION = "2.1.328"
+CODEX_VERSION = "0.169.0"
+# Where `.ci/run` and the fixtures install the agents (one npm prefix for both).
+AGENTS_PREFIX = Path.home() / ".cache" / "agentcomms-agents"
+_PACKAGES = {
+    "claude": f"@anthropic-ai/claude-code@{CLAUDE_CODE_VERSION}",
+    "codex": f"@openai/codex@{CODEX_VERSION}",
+}
+API_KEY = "sk-ant-test-agentcomms-0123456789abcdef"
+# Claude Code's prompt line, under its input box, when nothing is open over it.
+PROMPT_HINT = "? for shortcuts"
+AUTO_MODE_DIALOG = "Make auto mode your default permission mode?"
+PROCEED_DIALOG = "Do you want to proceed?"
+_install_lock = asyncio.Lock()
+
+
+async def agent_binary(name: str) -> Path:
+    """The agent's executable (`claude`, `codex`), installed from npm at its pinned version when
+    missing, so the README's test command works on a fresh machine."""
+    path = AGENTS_PREFIX / "node_modules" / ".bin" / name
+    async with _install_lock:
+        if not path.exists():
+            npm = shutil.which("npm")
+            if npm is None:
+                pytest.fail(
+                    f"{name} is not installed in {AGENTS_PREFIX} and npm is missing: "
+                    "`apt-get install nodejs npm` (or run `.ci/run`, which installs both)"
+                )
+            done = await asyncio.to_thread(
+                subprocess.run,
+                [
+                    npm,
+                    "install",
+                    "--no-fund",
+                    "--no-audit",
+                    "--prefix",
+                    str(AGENTS_PREFIX),
+                    _PACKAGES[name],
+                ],
+                capture_output=True,
+                text=True,
+            )
+            if done.returncode != 0 or not path.exists():
+                pytest.fail(f"npm could not install {_PACKAGES[name]}: {done.stderr[-2000:]}")
+    return path
+
+
+def prepare_claude_home(
+    home: Path,
+    project: Path,
+    *,
+    skip_auto_dialog: bool = True,
+    settings: Mapping[str, Any] | None = None,
+) -> None:
+    """A `HOME` in which Claude Code starts at its prompt in `project`, in manual mode.
+
+    `settings` are merged over the manual-mode settings (``~/.claude/settings.json``)."""
+    (home / ".claude").mkdir(parents=True, exist_ok=True)
+    project.mkdir(parents=True, exist_ok=True)
+    state: dict[str, Any] = {
+        "hasCompletedOnboarding": True,
+        "customApiKeyResponses": {"approved": [API_KEY[-20:]], "rejected": []},
+        "projects": {str(project): {"hasTrustDialogAccepted": True}},
+    }
+    if skip_auto_dialog:
+        state |= {"hasSeenAutoDefaultNudge": True, "hasSeenAutoDefaultNotice": True}
+    (home / ".claude.json").write_text(json.dumps(state, indent=2))
+    user_settings = {"permissions": {"defaultMode": "default"}, **(settings or {})}
+    (home / ".claude" / "settings.json").write_text(json.dumps(user_settings, indent=2))
+
+
+def claude_env(
+    home: Path, model: FakeAnthropic, extra: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """What Claude Code runs with: only these, so the test machine's own keys and settings
+    cannot leak in (the pane adds TMUX and TMUX_PANE, which hooks read)."""
+    return {
+        "HOME": str(home),
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "TERM": "xterm-256color",
+        "LANG": "C.UTF-8",
+        "ANTHROPIC_BASE_URL": model.base_url,
+        "ANTHROPIC_API_KEY": API_KEY,
+        "DISABLE_TELEMETRY": "1",
+        "DISABLE_ERROR_REPORTING": "1",
+        "DISABLE_AUTOUPDATER": "1",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        **(extra or {}),
+    }
+
+
+@dataclass
+class ClaudePane:
+    """The real Claude Code in a pane of a private tmux server, and the fake model it talks to."""
+
+    tmux: Tmux
+    target: str
+    home: Path
+    project: Path
+    model: FakeAnthropic
+
+    @property
+    def pane(self) -> PaneTarget:
+        return PaneTarget(target=self.target, socket=self.tmux.socket)
+
+    def screen(self) -> str:
+        return self.tmux.capture(self.target)
+
+    async def wait_for_screen(self, text: str, *, timeout: float = 30) -> str:
+        """The screen, once it shows `text`; fails with the last screen otherwise."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            screen = await asyncio.to_thread(self.screen)
+            if text in screen:
+                return screen
+            if loop.time() > deadline:
+                raise AssertionError(f"{text!r} never showed in the pane; it shows:\n{screen}")
+            await asyncio.sleep(0.1)
+
+    async def wait_ready(self, *, timeout: float = 30) -> str:
+        """The screen, once Claude is at its prompt with nothing open over it."""
+        return await self.wait_for_screen(PROMPT_HINT, timeout=timeout)
+
+    async def type(self, words: str) -> None:
+        """Type `words` as a person does, and press Enter once they show in the input box
+        (keys sent in one burst read as a paste, and the Enter would join the text)."""
+        await asyncio.to_thread(self.tmux.run, "send-keys", "-t", self.target, "-l", words)
+        await self.wait_for_screen(words[-40:])
+        await asyncio.to_thread(self.tmux.run, "send-keys", "-t", self.target, "Enter")
+
+    async def keys(self, *keys: str) -> None:
+        """Press keys by tmux's names (`Enter`, `Escape`, `1`…)."""
+        await asyncio.to_thread(self.tmux.run, "send-keys", "-t", self.target, *keys)
+
+    async def answer(self, dialog: str, *keys: str, timeout: float = 30) -> str:
+        """Answer the open `dialog` with `keys`; the screen once it closed. Measured: an Enter
+        pressed as the dialog appeared was lost, so the keys are pressed again, once a second,
+        until the dialog is gone."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            await self.keys(*keys)
+            for _ in range(10):
+                await asyncio.sleep(0.1)
+                screen = await asyncio.to_thread(self.screen)
+                if dialog not in screen:
+                    return screen
+            if loop.time() > deadline:
+                raise AssertionError(f"{keys} never closed {dialog!r}; the pane shows:\n{screen}")
+
+
+async def start_claude(
+    tmux: Tmux,
+    root: Path,
+    model: FakeAnthropic,
+    *,
+    name: str = "claude",
+    skip_auto_dialog: bool = True,
+    settings: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+    setup: Callable[[Path, Path], None] | None = None,
+) -> ClaudePane:
+    """Claude Code in session `name` of `tmux`, its HOME and project under `root`, returned at
+    its prompt; or, with ``skip_auto_dialog=False``, showing the first-start auto-mode dialog.
+    When Claude exits the pane keeps a shell, as a person's terminal does. `setup(home, project)`
+    runs once both are prepared, before Claude starts and reads them."""
+    claude = await agent_binary("claude")
+    home, project = root / "home", root / "project"
+    prepare_claude_home(home, project, skip_auto_dialog=skip_auto_dialog, settings=settings)
+    if setup is not None:
+        setup(home, project)
+    variables = " ".join(f"{k}={shlex.quote(v)}" for k, v in claude_env(home, model, env).items())
+    # `env -i` keeps the test machine's environment out; the pane's own TMUX and TMUX_PANE stay.
+    command = f'env -i TMUX="$TMUX" TMUX_PANE="$TMUX_PANE" {variables} {claude}; exec sh'
+    await asyncio.to_thread(
+        tmux.run,
+        "new-session",
+        "-d",
+        "-s",
+        name,
+        "-x",
+        "200",
+        "-y",
+        "50",
+        "-c",
+        str(project),
+        command,
+    )
+    pane = ClaudePane(tmux, f"{name}:0.0", home, project, model)
+    await pane.wait_for_screen(PROMPT_HINT if skip_auto_dialog else AUTO_MODE_DIALOG, timeout=60)
+    return pane
+
+
+@pytest.fixture
+async def anthropic() -> AsyncIterator[FakeAnthropic]:
+    """A scripted Anthropic model on a local port, for one test."""
+    model = FakeAnthropic()
+    async with model.server:
+        yield model
+
+
+@pytest.fixture
+async def claude(tmux: Tmux, tmp_path: Path, anthropic: FakeAnthropic) -> ClaudePane:
+    """The real Claude Code at its prompt, in manual mode, for one test."""
+    return await start_claude(tmux, tmp_path / "claude", anthropic)
+
+
+@pytest.fixture(scope="module")
+async def module_anthropic() -> AsyncIterator[FakeAnthropic]:
+    model = FakeAnthropic()
+    async with model.server:
+        yield model
+
+
+@pytest.fixture(scope="module")
+async def module_claude(
+    tmux_socket_dir: Path, tmp_path_factory: pytest.TempPathFactory, module_anthropic: FakeAnthropic
+) -> AsyncIterator[ClaudePane]:
+    """One real Claude Code shared by a module's tests, on its own tmux server."""
+    server = Tmux(tmux_socket_dir / f"m-{uuid.uuid4().hex[:8]}")
+    try:
+        yield await start_claude(server, tmp_path_factory.mktemp("claude"), module_anthropic)
+    finally:
+        server.run("kill-server", check=False)

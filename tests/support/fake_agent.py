@@ -1,0 +1,119 @@
+"""An agent whose screen the test writes and whose hooks the test fires, in a tmux pane.
+
+The pane runs ``tests/fakes/agent_tui.py``: it shows the test's screen text (a prompt, Claude
+Code's permission dialog, a running turn) and records every byte typed into it. Its hooks go
+through the real hook command (:func:`agentcomms.agents.hook.main`, the code `agentcomms hook`
+runs) with the pane's own ``TMUX`` and ``TMUX_PANE``, to the stack's gateway socket.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shlex
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agentcomms.agents import hook
+from tests.support.tmux import Tmux
+
+TUI = Path(__file__).resolve().parent.parent / "fakes" / "agent_tui.py"
+
+PROMPT = "> \n  ? for shortcuts"
+BUSY = "* Working... (3s · esc to interrupt)\n\n> "
+DIALOG = (
+    "Bash command\n\n  touch /tmp/x\n\n Do you want to proceed?\n \u276f 1. Yes\n"
+    "   2. No\n\n Esc to cancel · Tab to amend"
+)
+
+
+@dataclass
+class FakeAgent:
+    tmux: Tmux
+    target: str
+    pane_id: str
+    screen: Path
+    record: Path
+    socket: Path  # the gateway's
+
+    def show(self, text: str) -> None:
+        """Put `text` on the agent's screen (the TUI redraws within a few ms)."""
+        tmp = self.screen.with_suffix(".tmp")
+        tmp.write_text(text)
+        tmp.replace(self.screen)
+
+    async def showing(self, text: str) -> None:
+        """Show `text` and wait until the pane does."""
+        self.show(text)
+        first = text.splitlines()[0]
+        for _ in range(500):
+            if first in self.tmux.capture(self.target):
+                return
+            await asyncio.sleep(0.01)
+        raise AssertionError(f"the pane never showed {first!r}: {self.tmux.capture(self.target)}")
+
+    def typed(self) -> bytes:
+        return self.record.read_bytes()
+
+    async def hook(self, event: str, **payload: Any) -> None:
+        """Fire one Claude Code hook, as the agent would, from inside its pane."""
+        body = {"session_id": "s-1", "hook_event_name": event, **payload}
+        env = {
+            "TMUX": f"{self.tmux.socket},1,0",
+            "TMUX_PANE": self.pane_id,
+            "AGENTCOMMS_SOCKET": str(self.socket),
+        }
+        await asyncio.to_thread(_run_hook, env, ["claude-code", json.dumps(body)])
+
+    async def hook_process(self, event: str, agentcomms: str, **payload: Any) -> None:
+        """The same, through the `agentcomms hook claude-code` command with JSON on stdin."""
+        body = {"session_id": "s-1", "hook_event_name": event, **payload}
+        env = {k: v for k, v in os.environ.items() if k != "AGENTCOMMS_AGENT_ID"}
+        env |= {
+            "TMUX": f"{self.tmux.socket},1,0",
+            "TMUX_PANE": self.pane_id,
+            "AGENTCOMMS_SOCKET": str(self.socket),
+        }
+        proc = await asyncio.create_subprocess_exec(
+            agentcomms, "hook", "claude-code",
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE, env=env,
+        )  # fmt: skip
+        out, err = await proc.communicate(json.dumps(body).encode())
+        assert (proc.returncode, out) == (0, b""), err
+
+
+_hook_lock = threading.Lock()
+
+
+def _run_hook(env: dict[str, str], argv: list[str]) -> None:
+    # The hook reads its agent from the environment: one at a time in this process.
+    with _hook_lock:
+        saved = {k: os.environ.get(k) for k in [*env, "AGENTCOMMS_AGENT_ID"]}
+        os.environ.pop("AGENTCOMMS_AGENT_ID", None)
+        os.environ.update(env)
+        try:
+            assert hook.main(argv) == 0
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+
+
+async def start_fake_agent(tmux: Tmux, tmp_path: Path, socket: Path, name: str) -> FakeAgent:
+    screen = tmp_path / f"{name}.screen"
+    record = tmp_path / f"{name}.typed"
+    screen.write_text(PROMPT)
+    record.touch()
+    command = " ".join(shlex.quote(a) for a in (sys.executable, str(TUI), str(screen), str(record)))
+    target = tmux.new_session(name, command)
+    pane_id = tmux.run("display-message", "-p", "-t", target, "#{pane_id}").stdout.strip()
+    agent = FakeAgent(tmux, target, pane_id, screen, record, socket)
+    await agent.showing(PROMPT)  # drawn: raw mode is on
+    return agent

@@ -1,0 +1,169 @@
+"""The real Claude Code, its hooks installed by `agentcomms install claude-code`, reporting through
+the gateway to a real mailbox: a message sent mid-turn waits for the turn to end, and a message
+sent while a permission dialog is open is not typed into it (the tool is not approved by it, the
+model does not see it) and is typed once the human answered the dialog.
+
+One Claude, on its own tmux server, serves the module; its hooks find the agent by their pane."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.testing import WorkflowEnvironment
+
+from agentcomms.agents.install import Target, plan
+from tests.fakes.anthropic import FakeAnthropic, bash, text
+from tests.support.agents import AUTO_MODE_DIALOG, PROCEED_DIALOG, ClaudePane, start_claude
+from tests.support.cli import AGENTCOMMS
+from tests.support.stack import Stack, register, running_stack
+from tests.support.tmux import Tmux
+from tests.support.waiting import eventually
+
+# Long enough for a message that was going to be typed to have reached the model.
+QUIET_S = 3.0
+
+
+@dataclass
+class Setup:
+    stack: Stack
+    claude: ClaudePane
+    agent_id: str
+
+    async def state(self) -> dict[str, Any] | None:
+        listed = await self.stack.call("agents")
+        return next((a for a in listed["agents"] if a["id"] == self.agent_id), None)
+
+    async def state_is(self, state: str) -> dict[str, Any] | None:
+        row = await self.state()
+        return row if row is not None and row["state"] == state else None
+
+
+@pytest.fixture(scope="module")
+async def setup(
+    temporal_env: WorkflowEnvironment,
+    tmux_socket_dir: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> AsyncIterator[Setup]:
+    root = tmp_path_factory.mktemp("claude-ready")
+    server = Tmux(tmux_socket_dir / f"r-{uuid.uuid4().hex[:8]}")
+    model = FakeAnthropic()
+    async with running_stack(temporal_env.client, root / "stack") as stack, model.server:
+        socket = stack.cfg.server.socket()
+
+        def install(home: Path, project: Path) -> None:
+            target = Target("claude-code", home=home, project=project, argv=(AGENTCOMMS,))
+            plan(target).apply()
+
+        try:
+            claude = await start_claude(
+                server,
+                root / "claude",
+                model,
+                setup=install,
+                env={"AGENTCOMMS_SOCKET": str(socket)},
+            )
+            agent_id = f"claude-{uuid.uuid4().hex[:6]}"
+            await register(stack, agent_id, server, claude.target, submit_delay_ms=300)
+            ready = Setup(stack, claude, agent_id)
+            await eventually(ready.state)  # the gateway matches hooks to registered panes
+            yield ready
+        finally:
+            server.run("kill-server", check=False)
+
+
+async def turn_running(setup: Setup, words: str, release: asyncio.Event) -> None:
+    """The human types `words` in the terminal; the model holds its answer until `release`."""
+    setup.claude.model.on(words, text(f"Answered: {words}", hold=release))
+    await setup.claude.type(words)
+    await setup.claude.model.wait_for_human(words)
+    await eventually(lambda: setup.state_is("busy"))
+
+
+async def test_a_message_sent_mid_turn_waits_and_is_typed_after_stop(setup: Setup) -> None:
+    model = setup.claude.model
+    release = asyncio.Event()
+    await turn_running(setup, "summarise the repository", release)
+
+    await setup.stack.call("send", agent_id=setup.agent_id, message="then list the open issues")
+    await asyncio.sleep(QUIET_S)
+    assert not any("open issues" in t for t in model.human_texts)  # it waits for the turn
+
+    release.set()
+    await setup.claude.wait_for_screen("Answered: summarise the repository")
+    # After Stop: typed, submitted, and read by the model in a turn of its own.
+    assert await model.wait_for_human("open issues") == "then list the open issues"
+    event = await eventually(lambda: setup.state_is("ready"), timeout=30)
+    assert event["waiting_for"] is None
+
+
+async def test_a_message_during_a_permission_dialog_is_not_typed_into_it(setup: Setup) -> None:
+    claude, model = setup.claude, setup.claude.model
+    model.on("make the gate file", bash("touch gate.txt"), text("Gate made."))
+    await claude.type("make the gate file")
+    await claude.wait_for_screen(PROCEED_DIALOG)
+    waiting = await eventually(lambda: setup.state_is("waiting"))
+    assert waiting["waiting_for"] == "permission for Bash: touch gate.txt"
+
+    await setup.stack.call("send", agent_id=setup.agent_id, message="stop, do not run anything")
+    await asyncio.sleep(QUIET_S)
+    # Not typed into the dialog: it is still open, the tool did not run, the model saw nothing.
+    assert PROCEED_DIALOG in claude.screen()
+    assert not (claude.project / "gate.txt").exists()
+    assert not any("do not run" in t for t in model.human_texts)
+
+    await claude.answer(PROCEED_DIALOG, "Enter")  # the human approves, in the terminal
+    await claude.wait_for_screen("Gate made.")
+    assert (claude.project / "gate.txt").exists()
+    # The turn ended: now the human's words reach the model, as a prompt of their own.
+    assert await model.wait_for_human("do not run") == "stop, do not run anything"
+
+
+async def test_send_wait_reports_the_message_submitted_by_claude(setup: Setup) -> None:
+    await eventually(lambda: setup.state_is("ready"), timeout=30)
+    result = await setup.stack.call(
+        "send", agent_id=setup.agent_id, message="say hello", wait=True, timeout=30
+    )
+    assert (result["status"], result["delivered"]) == ("submitted", True)
+    assert await setup.claude.model.wait_for_human("say hello") == "say hello"
+
+
+async def test_nothing_is_typed_into_the_first_start_dialog(
+    setup: Setup, tmux: Tmux, tmp_path: Path
+) -> None:
+    """Claude Code's SessionStart fires while its first-start dialog is open: the hook says
+    ready, the pane says otherwise, and the pane wins."""
+    agent_id = f"first-{uuid.uuid4().hex[:6]}"
+    # Registered before Claude starts, so its SessionStart finds the agent.
+    await register(setup.stack, agent_id, tmux, "first:0.0", submit_delay_ms=300)
+    first = Setup(setup.stack, setup.claude, agent_id)
+    await eventually(first.state)
+    model = FakeAnthropic()
+    async with model.server:
+
+        def install(home: Path, project: Path) -> None:
+            plan(Target("claude-code", home=home, project=project, argv=(AGENTCOMMS,))).apply()
+
+        socket = str(setup.stack.cfg.server.socket())
+        claude = await start_claude(
+            tmux, tmp_path / "first", model, name="first", skip_auto_dialog=False,
+            setup=install, env={"AGENTCOMMS_SOCKET": socket},
+        )  # fmt: skip
+        await eventually(lambda: first.state_is("ready"))  # SessionStart, under the dialog
+        await setup.stack.call("send", agent_id=agent_id, message="hello after the dialog")
+        waiting = await eventually(lambda: first.state_is("waiting"))
+        assert waiting["waiting_for"] == "a dialog in the pane"
+        await asyncio.sleep(QUIET_S)
+        assert AUTO_MODE_DIALOG in claude.screen()  # nothing answered it
+        assert model.human_texts == []
+
+        await claude.answer(AUTO_MODE_DIALOG, "Enter")
+        # No hook follows the dialog: the pane, looked at again, now shows the prompt.
+        assert await model.wait_for_human("after the dialog", timeout=60) == (
+            "hello after the dialog"
+        )

@@ -1,0 +1,191 @@
+"""Messages wait until the agent is ready, and nothing is typed into a dialog: a stand-in agent's
+screen in a real tmux pane, its hooks through the hook command and the gateway's socket, a real
+Temporal mailbox."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentcomms.errors import GatewayError
+from agentcomms.workflow_ids import mailbox_id
+from tests.support.cli import AGENTCOMMS
+from tests.support.fake_agent import BUSY, DIALOG, PROMPT, FakeAgent, start_fake_agent
+from tests.support.mailbox import mailbox_replayer, record_histories, settled_history
+from tests.support.stack import Stack, register
+from tests.support.tmux import Tmux
+from tests.support.waiting import eventually
+
+# Long enough for a message that was going to be typed to have been (a delivery takes ms).
+QUIET_S = 1.5
+
+
+async def agent_row(stack: Stack, agent_id: str) -> dict[str, Any] | None:
+    """The agent as `agents --json` shows it."""
+    listed = await stack.call("agents")
+    return next((a for a in listed["agents"] if a["id"] == agent_id), None)
+
+
+async def state_is(stack: Stack, agent_id: str, state: str) -> dict[str, Any] | None:
+    row = await agent_row(stack, agent_id)
+    return row if row is not None and row["state"] == state else None
+
+
+@pytest.fixture
+async def agent(stack: Stack, tmux: Tmux, tmp_path: Path) -> tuple[str, FakeAgent]:
+    agent_id = stack.agent_id("claude")
+    fake = await start_fake_agent(tmux, tmp_path, stack.cfg.server.socket(), "claude")
+    await register(stack, agent_id, tmux, fake.target, submit_delay_ms=0)
+    # The gateway finds a hook's agent among the registrations the projection shows.
+    await eventually(lambda: state_is(stack, agent_id, "unknown"))
+    await fake.hook("SessionStart", source="startup")
+    await eventually(lambda: state_is(stack, agent_id, "ready"))
+    return agent_id, fake
+
+
+async def test_a_message_sent_mid_turn_waits_and_is_typed_after_stop(
+    stack: Stack, agent: tuple[str, FakeAgent]
+) -> None:
+    agent_id, fake = agent
+    await fake.hook("UserPromptSubmit", prompt="please run ls")
+    await fake.showing(BUSY)
+    busy = await eventually(lambda: state_is(stack, agent_id, "busy"))
+    assert busy["state_since"] is not None
+    assert (await stack.call("status"))["agent_states"][agent_id] == "busy"
+
+    sent = await stack.call("send", agent_id=agent_id, message="also check the tests")
+    await asyncio.sleep(QUIET_S)
+    assert fake.typed() == b""  # the agent is busy: the message waits
+    traced = await stack.call("trace", event_id=sent["event_id"])
+    assert any(f"waits because {agent_id} is busy since" in why for why in traced["why"]), traced
+
+    await fake.showing(PROMPT)
+    # Through the command the agent's settings run, JSON on stdin.
+    await fake.hook_process("Stop", AGENTCOMMS, last_assistant_message="done")
+    await eventually(lambda: fake.typed() == b"also check the tests\r")
+    # Typed, the agent is busy with it until its own hooks say otherwise.
+    await eventually(lambda: state_is(stack, agent_id, "busy"))
+
+
+async def test_nothing_is_typed_into_a_permission_dialog(
+    stack: Stack, agent: tuple[str, FakeAgent]
+) -> None:
+    agent_id, fake = agent
+    await fake.hook("UserPromptSubmit", prompt="touch /tmp/x")
+    await fake.showing(DIALOG)
+    await fake.hook("PermissionRequest", tool_name="Bash", tool_input={"command": "touch /tmp/x"})
+    waiting = await eventually(lambda: state_is(stack, agent_id, "waiting"))
+    assert waiting["waiting_for"] == "permission for Bash: touch /tmp/x"
+
+    sent = await stack.call(
+        "send", agent_id=agent_id, message="stop, do not run anything", wait=True, timeout=1
+    )
+    assert sent["delivered"] is False
+    await asyncio.sleep(QUIET_S)
+    assert fake.typed() == b""  # the dialog took no Enter: the tool was not approved
+
+    # A hook that says "ready" while the dialog still shows (as SessionStart does under
+    # Claude Code's first-start dialog) does not make the pane typed into: tmux looks first.
+    await fake.hook("Stop")
+    row = await eventually(lambda: state_is(stack, agent_id, "waiting"))
+    assert row["waiting_for"] in ("a dialog in the pane", "permission for Bash: touch /tmp/x")
+    await asyncio.sleep(QUIET_S)
+    assert fake.typed() == b""
+
+    # The human answers the dialog in the terminal; the turn ends.
+    await fake.showing(PROMPT)
+    await fake.hook("PostToolUse", tool_name="Bash", tool_input={"command": "touch /tmp/x"})
+    await fake.hook("Stop")
+    await eventually(lambda: fake.typed() == b"stop, do not run anything\r")
+
+    # The mailbox's history with hooks and a pane that said no replays (and is kept, recorded).
+    handle = stack.client.get_workflow_handle(mailbox_id(agent_id))
+    history = await eventually(lambda: settled_history(handle))
+    await handle.terminate("test over")
+    result = await mailbox_replayer().replay_workflow(history)
+    assert result.replay_failure is None
+    record_histories([history], "agent-mailbox-readiness")
+
+
+async def test_messages_that_waited_are_typed_as_one_prompt_oldest_first(
+    stack: Stack, agent: tuple[str, FakeAgent]
+) -> None:
+    agent_id, fake = agent
+    await fake.hook("UserPromptSubmit", prompt="work")
+    await fake.showing(BUSY)
+    await eventually(lambda: state_is(stack, agent_id, "busy"))
+    for text in ("first", "second", "third"):
+        await stack.call("agent_message", from_agent_id="ops", to_agent_id=agent_id, message=text)
+    await asyncio.sleep(QUIET_S)
+    assert fake.typed() == b""
+
+    await fake.showing(PROMPT)
+    await fake.hook("Stop")
+    expected = b"[from: ops] first\n[from: ops] second\n[from: ops] third\r"
+    await eventually(lambda: fake.typed() == expected)
+    await asyncio.sleep(QUIET_S)
+    assert fake.typed() == expected  # one prompt, one Enter
+
+
+async def test_an_interrupt_goes_at_once_while_the_agent_is_busy(
+    stack: Stack, agent: tuple[str, FakeAgent]
+) -> None:
+    agent_id, fake = agent
+    await fake.hook("UserPromptSubmit", prompt="work")
+    await fake.showing(BUSY)
+    await eventually(lambda: state_is(stack, agent_id, "busy"))
+    await stack.call("send", agent_id=agent_id, message="after the interrupt")
+    await stack.call("interrupt", agent_id=agent_id)
+    await eventually(lambda: fake.typed() == b"\x03")
+    await asyncio.sleep(QUIET_S)
+    assert fake.typed() == b"\x03"  # the message still waits for the turn to end
+
+
+async def test_a_hook_from_a_pane_nobody_registered_is_refused(
+    stack: Stack, tmux: Tmux, tmp_path: Path
+) -> None:
+    stranger = await start_fake_agent(tmux, tmp_path, stack.cfg.server.socket(), "stranger")
+    with pytest.raises(
+        GatewayError, match=f"no registered agent runs in tmux pane {stranger.pane_id}"
+    ):
+        await stack.call(
+            "agent_hook",
+            kind="claude-code",
+            event="Stop",
+            pane=stranger.pane_id,
+            tmux_socket=tmux.socket,
+            at_ns=1,
+        )
+    # The hook itself stays silent and succeeds: the agent must never notice.
+    await stranger.hook("Stop")
+
+
+async def test_a_turn_ended_by_esc_without_a_hook_is_noticed_from_the_pane(
+    stack: Stack, agent: tuple[str, FakeAgent]
+) -> None:
+    agent_id, fake = agent
+    await fake.hook("UserPromptSubmit", prompt="work")
+    await fake.showing(BUSY)
+    await eventually(lambda: state_is(stack, agent_id, "busy"))
+    await stack.call("send", agent_id=agent_id, message="are you there?")
+    # The human pressed Esc: Claude Code is at its prompt again and sends no hook. Once the
+    # state is older than STALE_AFTER, the pane decides, and it shows the prompt.
+    await fake.showing("Interrupted · What should Claude do instead?\n\n" + PROMPT)
+    await eventually(lambda: fake.typed() == b"are you there?\r", timeout=40)
+
+
+async def test_send_wait_reports_submitted_once_the_agents_prompt_carries_the_text(
+    stack: Stack, agent: tuple[str, FakeAgent]
+) -> None:
+    agent_id, fake = agent
+    sending = asyncio.create_task(
+        stack.call("send", agent_id=agent_id, message="run the tests", wait=True, timeout=30)
+    )
+    await eventually(lambda: fake.typed() == b"run the tests\r")
+    assert not sending.done()  # typed is not yet taken: the agent's prompt must carry it
+    await fake.hook("UserPromptSubmit", prompt="run the tests")
+    result = await sending
+    assert (result["status"], result["delivered"]) == ("submitted", True)

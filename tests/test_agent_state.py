@@ -1,0 +1,146 @@
+"""The agent's state machine, in plain Python: what each hook means, and order."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from agentcomms.agents.state import (
+    STALE_AFTER,
+    HookReport,
+    Readiness,
+    apply,
+    may_type,
+    report_from,
+    submitted,
+    typed,
+)
+
+T0 = datetime(2026, 12, 2, 1, 0, tzinfo=UTC)
+
+
+def hook(event: str, at_ns: int, **payload: object) -> HookReport:
+    return report_from("claude-code", event, at_ns, "s1", dict(payload))
+
+
+def run(*reports: HookReport, start: Readiness | None = None) -> Readiness:
+    r = start or Readiness()
+    for i, report in enumerate(reports):
+        r = apply(r, report, T0 + timedelta(seconds=i)) or r
+    return r
+
+
+def test_a_turn_goes_ready_busy_ready() -> None:
+    r = run(hook("SessionStart", 1))
+    assert r.state == "ready"
+    r = run(hook("UserPromptSubmit", 2, prompt="please run ls"), start=r)
+    assert r.state == "busy"
+    r = run(hook("Stop", 3), start=r)
+    assert r.state == "ready"
+    assert r.event == "Stop"
+
+
+def test_a_permission_request_says_for_which_tool() -> None:
+    r = run(
+        hook("UserPromptSubmit", 1, prompt="x"),
+        hook("PermissionRequest", 3, tool_name="Bash", tool_input={"command": "touch f"}),
+    )
+    assert r.state == "waiting"
+    assert r.waiting_for == "permission for Bash: touch f"
+    assert r.describe() == "waiting (permission for Bash: touch f)"
+
+
+def test_a_concurrent_pre_tool_use_that_finishes_late_does_not_undo_the_dialog() -> None:
+    r = run(
+        hook("PermissionRequest", 20, tool_name="Bash", tool_input={"command": "ls /"}),
+        hook("PreToolUse", 10, tool_name="Bash", tool_input={"command": "ls /"}),
+    )
+    assert r.state == "waiting"
+
+
+def test_a_late_hook_of_an_old_session_never_moves_the_state_back() -> None:
+    r = run(
+        report_from("claude-code", "SessionStart", 50, "new", {}),
+        report_from("claude-code", "UserPromptSubmit", 40, "old", {"prompt": "old"}),
+    )
+    assert r.state == "ready"
+    assert r.session_id == "new"
+
+
+def test_questions_and_plans_and_notifications() -> None:
+    question = {"questions": [{"question": "Which colour?", "header": "Colour", "options": []}]}
+    r = run(hook("PermissionRequest", 1, tool_name="AskUserQuestion", tool_input=question))
+    assert r.waiting_for == "a question: Which colour?"
+    assert run(hook("PermissionRequest", 1, tool_name="ExitPlanMode")).waiting_for == (
+        "plan approval"
+    )
+    # The permission notification comes seconds after the request: it keeps what was known.
+    r = run(hook("Notification", 2, notification_type="permission_prompt"), start=r)
+    assert r.waiting_for == "a question: Which colour?"
+    assert run(hook("Notification", 1, notification_type="idle_prompt")).state == "ready"
+    assert run(hook("Notification", 1, notification_type="auth_success")).state == "unknown"
+
+
+def test_session_end_is_offline_and_other_agents_speak_their_own_words() -> None:
+    assert run(hook("SessionEnd", 1)).state == "offline"
+    gemini = [report_from("gemini", "BeforeAgent", 1, None, {})]
+    assert run(*gemini).state == "busy"
+    assert run(*gemini, report_from("gemini", "AfterAgent", 2, None, {})).state == "ready"
+    codex = report_from("codex", "agent-turn-complete", 3, None, {})
+    assert run(report_from("codex", "UserPromptSubmit", 1, None, {}), codex).state == "ready"
+
+
+def test_since_is_kept_while_the_state_stays() -> None:
+    r = run(hook("UserPromptSubmit", 1), hook("PreToolUse", 2), hook("PostToolUse", 3))
+    assert r.state == "busy"
+    assert r.since == T0
+    assert r.reported_at == T0 + timedelta(seconds=2)
+
+
+def test_typing_makes_a_known_agent_busy_until_its_hooks_speak() -> None:
+    r = run(hook("Stop", 1))
+    after = typed(r, T0)
+    assert after.state == "busy"
+    assert after.event == "typed"
+    # A Stop that began before the typing is older than it: it does not make the agent ready.
+    assert apply(after, hook("Stop", 2), T0) is None
+    assert typed(Readiness(), T0).state == "unknown"
+
+
+def test_when_a_message_may_be_tried() -> None:
+    busy = run(hook("UserPromptSubmit", 1))
+    assert not may_type(busy, T0, "when-ready")
+    assert may_type(busy, T0, "now")
+    # Esc sends no hook: once the state is stale, the pane decides.
+    assert may_type(busy, T0 + STALE_AFTER, "when-ready")
+    assert may_type(Readiness(), T0, "when-ready")
+    assert may_type(run(hook("Stop", 1)), T0, "when-ready")
+
+
+def test_the_payload_is_reduced_and_bounded() -> None:
+    report = hook(
+        "PermissionRequest",
+        1,
+        tool_name="Write",
+        tool_input={"file_path": "/tmp/x", "content": "y" * 100_000},
+        transcript_path="/secret",
+    )
+    assert report.summary == "/tmp/x"
+    long = hook("PreToolUse", 1, tool_name="Bash", tool_input={"command": "a\x1b" * 500})
+    assert long.summary is not None
+    assert len(long.summary) <= 160
+    assert "\x1b" not in long.summary
+
+
+def test_a_typed_message_is_submitted_once_a_prompt_carries_its_text() -> None:
+    r = typed(run(hook("Stop", 1)), T0, {"evt_a": "stop,\ndo not run anything", "evt_b": "later"})
+    assert (submitted(r, "evt_a"), submitted(r, "evt_b"), submitted(r, "evt_c")) == (
+        False,
+        False,
+        None,
+    )
+    # Claude Code's prompt holds what was typed, several messages as one, header and all.
+    prompt = "[from: ops] stop,\ndo not run anything\n[from: ops] another"
+    r = apply(r, hook("UserPromptSubmit", 2**62, prompt=prompt), T0) or r
+    assert (submitted(r, "evt_a"), submitted(r, "evt_b")) == (True, False)
+    # Without hooks nothing can be known.
+    assert submitted(typed(Readiness(), T0, {"evt_a": "x"}), "evt_a") is None

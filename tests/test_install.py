@@ -1,0 +1,300 @@
+"""`agentcomms install`: agentcomms' MCP server and hooks merged into each agent's own files, with
+the user's own hooks and servers kept, twice the same as once, and `--uninstall` giving back what
+was there. The files are real files in a private HOME; the agents themselves read them in
+test_install_claude_code.py."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentcomms.agents.install import (
+    CLAUDE_EVENTS,
+    CODEX_EVENTS,
+    GEMINI_EVENTS,
+    AgentKind,
+    Target,
+    plan,
+)
+from agentcomms.errors import AgentConfigError
+from tests.support.cli import AGENTCOMMS, env_for, run
+
+EXE = ("/opt/venv/bin/agentcomms",)
+HOOK = "/opt/venv/bin/agentcomms hook claude-code"
+
+USER_SETTINGS: dict[str, Any] = {
+    "model": "opus",
+    "permissions": {"allow": ["Bash(ls:*)"]},
+    "hooks": {
+        "PreToolUse": [
+            {"matcher": "Bash", "hooks": [{"type": "command", "command": "~/bin/guard.sh"}]}
+        ],
+        "Stop": [{"hooks": [{"type": "command", "command": "notify-send done"}]}],
+    },
+}
+USER_STATE: dict[str, Any] = {
+    "hasCompletedOnboarding": True,
+    "mcpServers": {"github": {"type": "stdio", "command": "npx", "args": ["gh-mcp"]}},
+    "projects": {"/src/app": {"hasTrustDialogAccepted": True}},
+}
+
+
+def _write(path: Path, text: str) -> str:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return text
+
+
+def _install(
+    home: Path, kind: AgentKind = "claude-code", *, uninstall: bool = False, **target: Any
+) -> list[Path]:
+    """Install (or uninstall) for real; the files it changed."""
+    result = plan(
+        Target(kind, home=home, project=home / "project", argv=EXE, **target), uninstall=uninstall
+    )
+    result.apply()
+    return [c.path for c in result.changes]
+
+
+def _ours(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [h for g in groups for h in g["hooks"] if "agentcomms hook" in h["command"]]
+
+
+def test_claude_code_keeps_the_users_hooks_and_servers_and_adds_each_hook_once(
+    tmp_path: Path,
+) -> None:
+    settings = tmp_path / ".claude" / "settings.json"
+    state = tmp_path / ".claude.json"
+    _write(settings, json.dumps(USER_SETTINGS, indent=4))
+    _write(state, json.dumps(USER_STATE))
+
+    assert _install(tmp_path, agent_id="backend") == [settings, state]
+
+    merged = json.loads(settings.read_text())
+    assert merged["model"] == "opus" and merged["permissions"] == USER_SETTINGS["permissions"]
+    assert set(merged["hooks"]) == set(CLAUDE_EVENTS)
+    # The user's hooks stay first, as they were; ours follow, once per event.
+    assert merged["hooks"]["PreToolUse"][0] == USER_SETTINGS["hooks"]["PreToolUse"][0]
+    assert merged["hooks"]["Stop"][0] == USER_SETTINGS["hooks"]["Stop"][0]
+    for event, run_beside in CLAUDE_EVENTS.items():
+        (hook,) = _ours(merged["hooks"][event])
+        assert hook["command"] == f"AGENTCOMMS_AGENT_ID=backend {HOOK}"
+        assert hook.get("async", False) is run_beside
+    assert {e for e, beside in CLAUDE_EVENTS.items() if beside} == {
+        "PreToolUse",
+        "PostToolUse",
+        "PostToolUseFailure",
+    }
+    servers = json.loads(state.read_text())["mcpServers"]
+    assert servers["github"] == USER_STATE["mcpServers"]["github"]
+    assert servers["agentcomms"] == {
+        "type": "stdio",
+        "command": EXE[0],
+        "args": ["mcp"],
+        "env": {"AGENTCOMMS_AGENT_ID": "backend"},
+    }
+    assert json.loads(state.read_text())["projects"] == USER_STATE["projects"]
+    assert settings.stat().st_mode & 0o777 == 0o600
+
+
+def test_a_second_install_changes_nothing(tmp_path: Path) -> None:
+    _write(tmp_path / ".claude" / "settings.json", json.dumps(USER_SETTINGS))
+    _install(tmp_path)
+    first = {p: p.read_bytes() for p in tmp_path.rglob("*.json")}
+
+    assert _install(tmp_path) == []
+
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*.json")} == first
+
+
+def test_an_install_from_a_moved_virtualenv_replaces_the_old_hooks(tmp_path: Path) -> None:
+    settings = tmp_path / ".claude" / "settings.json"
+    _install(tmp_path)
+
+    plan(Target("claude-code", home=tmp_path, argv=("/new/venv/bin/agentcomms",))).apply()
+
+    hooks = json.loads(settings.read_text())["hooks"]
+    for event in CLAUDE_EVENTS:
+        assert [h["command"] for h in _ours(hooks[event])] == [
+            "/new/venv/bin/agentcomms hook claude-code"
+        ]
+
+
+def test_uninstall_gives_back_what_was_there(tmp_path: Path) -> None:
+    settings = tmp_path / ".claude" / "settings.json"
+    state = tmp_path / ".claude.json"
+    _write(settings, json.dumps(USER_SETTINGS))
+    _write(state, json.dumps(USER_STATE))
+    _install(tmp_path, agent_id="backend")
+
+    assert _install(tmp_path, uninstall=True) == [settings, state]
+
+    assert json.loads(settings.read_text()) == USER_SETTINGS
+    assert json.loads(state.read_text()) == USER_STATE
+    assert _install(tmp_path, uninstall=True) == []
+
+
+def test_uninstall_removes_files_that_only_agentcomms_filled(tmp_path: Path) -> None:
+    _install(tmp_path, scope="project")
+    project = tmp_path / "project"
+    assert (project / ".mcp.json").exists() and (project / ".claude" / "settings.json").exists()
+
+    _install(tmp_path, scope="project", uninstall=True)
+
+    assert not (project / ".mcp.json").exists()
+    assert not (project / ".claude" / "settings.json").exists()
+
+
+def test_a_server_of_the_same_name_that_is_not_agentcomms_is_never_replaced(
+    tmp_path: Path,
+) -> None:
+    theirs = {"mcpServers": {"agentcomms": {"command": "/usr/bin/someone-else", "args": []}}}
+    state = tmp_path / ".claude.json"
+    text = _write(state, json.dumps(theirs))
+
+    with pytest.raises(AgentConfigError, match="not agentcomms"):
+        plan(Target("claude-code", home=tmp_path, argv=EXE))
+
+    assert state.read_text() == text
+    assert not (tmp_path / ".claude" / "settings.json").exists()
+
+
+def test_a_broken_file_is_named_with_its_line_and_nothing_changes(tmp_path: Path) -> None:
+    settings = tmp_path / ".claude" / "settings.json"
+    text = _write(settings, '{\n  "model": "opus",\n  "hooks": {,\n}\n')
+    home = tmp_path / "ac"
+
+    done = run(env_for(home, HOME=str(tmp_path)), "install", "claude-code")
+
+    assert done.returncode == 1
+    assert f"{settings} line 3, column" in done.stderr
+    assert "nothing was changed" in done.stderr
+    assert settings.read_text() == text
+    assert not (tmp_path / ".claude.json").exists()  # checked before any file is written
+
+
+def test_dry_run_prints_the_change_and_writes_nothing(tmp_path: Path) -> None:
+    settings = tmp_path / ".claude" / "settings.json"
+    text = _write(settings, json.dumps(USER_SETTINGS, indent=2) + "\n")
+
+    done = run(env_for(tmp_path / "ac", HOME=str(tmp_path)), "install", "claude-code", "--dry-run")
+
+    assert done.returncode == 0, done.stderr
+    assert f"--- {settings}" in done.stdout and "+++ /" in done.stdout
+    assert f'"command": "{AGENTCOMMS} hook claude-code"' in done.stdout
+    assert "dry run, nothing written" in done.stdout
+    assert settings.read_text() == text
+    assert not (tmp_path / ".claude.json").exists()
+
+
+CODEX_CONFIG = """\
+# my Codex
+model = "o4-mini"
+notify = ["notify-send", "codex"]
+
+[mcp_servers.docs]
+command = "docs-mcp"  # the team's
+"""
+
+
+def test_codex_config_keeps_comments_and_the_users_notify_and_says_how_to_trust(
+    tmp_path: Path,
+) -> None:
+    config = tmp_path / ".codex" / "config.toml"
+    _write(config, CODEX_CONFIG)
+
+    result = plan(Target("codex", home=tmp_path, argv=EXE, agent_id="api"))
+    result.apply()
+
+    text = config.read_text()
+    assert text.startswith("# my Codex\n") and 'command = "docs-mcp"  # the team\'s' in text
+    parsed = tomllib.loads(text)
+    assert parsed["notify"] == ["notify-send", "codex"]  # the user's own, left alone
+    assert parsed["mcp_servers"]["agentcomms"] == {
+        "command": EXE[0],
+        "args": ["mcp"],
+        "env": {"AGENTCOMMS_AGENT_ID": "api"},
+    }
+    hooks = json.loads((tmp_path / ".codex" / "hooks.json").read_text())["hooks"]
+    assert set(hooks) == set(CODEX_EVENTS)
+    for event in CODEX_EVENTS:
+        (hook,) = _ours(hooks[event])
+        assert hook == {
+            "type": "command",
+            "command": f"AGENTCOMMS_AGENT_ID=api {EXE[0]} hook codex",
+            "timeout": 10,
+        }
+    assert any("notify" in n for n in result.notes)
+    assert any("Trust all and continue" in n for n in result.notes)
+
+    plan(Target("codex", home=tmp_path, argv=EXE), uninstall=True).apply()
+
+    assert config.read_text() == CODEX_CONFIG
+    assert not (tmp_path / ".codex" / "hooks.json").exists()
+
+
+def test_codex_notify_is_taken_when_free_and_given_back(tmp_path: Path) -> None:
+    config = tmp_path / ".codex" / "config.toml"
+    _write(config, 'model = "o4-mini"\n')
+
+    _install(tmp_path, "codex")
+
+    assert tomllib.loads(config.read_text())["notify"] == [EXE[0], "hook", "codex"]
+    assert _install(tmp_path, "codex") == []
+    _install(tmp_path, "codex", uninstall=True)
+    assert config.read_text() == 'model = "o4-mini"\n'
+
+
+def test_a_broken_codex_config_is_named_with_its_line(tmp_path: Path) -> None:
+    config = tmp_path / ".codex" / "config.toml"
+    text = _write(config, 'model = "o4-mini"\n[mcp_servers\n')
+
+    with pytest.raises(AgentConfigError, match=rf"{config} line 2, column"):
+        plan(Target("codex", home=tmp_path, argv=EXE))
+
+    assert config.read_text() == text
+
+
+def test_gemini_gets_its_server_and_hooks_with_timeouts_in_milliseconds(tmp_path: Path) -> None:
+    settings = tmp_path / ".gemini" / "settings.json"
+    theirs: dict[str, Any] = {
+        "theme": "GitHub",
+        "hooks": {"AfterAgent": [{"matcher": "*", "hooks": [{"type": "command", "command": "x"}]}]},
+    }
+    _write(settings, json.dumps(theirs))
+
+    _install(tmp_path, "gemini")
+
+    merged = json.loads(settings.read_text())
+    assert merged["theme"] == "GitHub"
+    assert merged["mcpServers"]["agentcomms"] == {"command": EXE[0], "args": ["mcp"]}
+    assert merged["hooks"]["AfterAgent"][0] == theirs["hooks"]["AfterAgent"][0]
+    for event in GEMINI_EVENTS:
+        (hook,) = _ours(merged["hooks"][event])
+        assert hook["timeout"] == 10_000 and hook["name"] == "agentcomms"
+    _install(tmp_path, "gemini", uninstall=True)
+    assert json.loads(settings.read_text()) == theirs
+
+
+def test_the_cli_installs_this_agentcomms_by_its_absolute_path(tmp_path: Path) -> None:
+    done = run(env_for(tmp_path / "ac", HOME=str(tmp_path)), "install", "gemini", "--agent", "ui")
+
+    assert done.returncode == 0, done.stderr
+    assert "installed agentcomms into Gemini CLI (user scope)" in done.stdout
+    merged = json.loads((tmp_path / ".gemini" / "settings.json").read_text())
+    assert merged["mcpServers"]["agentcomms"]["command"] == AGENTCOMMS
+    assert _ours(merged["hooks"]["BeforeAgent"])[0]["command"] == (
+        f"AGENTCOMMS_AGENT_ID=ui {AGENTCOMMS} hook gemini"
+    )
+
+
+def test_a_bad_agent_id_is_refused(tmp_path: Path) -> None:
+    done = run(env_for(tmp_path / "ac", HOME=str(tmp_path)), "install", "codex", "--agent", "a b")
+
+    assert done.returncode == 1
+    assert "agent id 'a b' is not valid" in done.stderr
+    assert not (tmp_path / ".codex").exists()

@@ -1,0 +1,97 @@
+"""`doctor` on agentcomms in the agents' own configuration: each hook there once, the agentcomms
+the hooks run still there, the MCP server, and the agent's version (the real Claude Code's, and
+one too old for the hooks)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from agentcomms.agents.install import Target, plan
+from agentcomms.agents.installed import Finding, inspect_all
+from tests.support.agents import CLAUDE_CODE_VERSION, agent_binary
+from tests.support.cli import env_for, run
+
+
+def _exe(tmp_path: Path) -> str:
+    """An agentcomms that exists, for the hooks to run."""
+    exe = tmp_path / "venv" / "bin" / "agentcomms"
+    exe.parent.mkdir(parents=True)
+    exe.write_text("#!/bin/sh\n")
+    return str(exe)
+
+
+def _findings(tmp_path: Path, **target: object) -> list[Finding]:
+    return inspect_all(Target("claude-code", home=tmp_path, project=tmp_path / "p", **target))  # type: ignore[arg-type]
+
+
+async def test_an_install_is_found_whole_with_the_real_claudes_version(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    claude = await agent_binary("claude")
+    monkeypatch.setenv("PATH", f"{claude.parent}:/usr/bin:/bin")
+    plan(Target("claude-code", home=tmp_path, argv=(_exe(tmp_path),))).apply()
+
+    findings = _findings(tmp_path)
+
+    assert [(f.name, f.ok) for f in findings] == [
+        ("claude-code (user) hooks", True),
+        ("claude-code (user) version", True),
+    ]
+    assert findings[0].detail.startswith("11 hooks, each once, and the MCP server in ")
+    assert findings[1].detail == f"Claude Code {CLAUDE_CODE_VERSION}"
+
+
+def test_a_hook_missing_or_doubled_and_a_gone_agentcomms_are_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    exe = _exe(tmp_path)
+    plan(Target("claude-code", home=tmp_path, argv=(exe,))).apply()
+    settings = tmp_path / ".claude" / "settings.json"
+    doc = json.loads(settings.read_text())
+    del doc["hooks"]["Notification"]
+    doc["hooks"]["Stop"].append(doc["hooks"]["Stop"][0])  # copied by hand
+    settings.write_text(json.dumps(doc))
+    Path(exe).unlink()  # the virtualenv was removed
+
+    problems = [f for f in _findings(tmp_path) if not f.ok]
+
+    assert [f.detail.partition(" in ")[0] for f in problems] == [
+        "hooks missing for Notification; hooks present more than once for Stop",
+        f"the hooks run {exe}, which is gone",
+    ]
+    assert {f.fix for f in problems} == {"`agentcomms install claude-code`"}
+
+
+def test_an_agent_older_than_the_hooks_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    old = tmp_path / "old-bin" / "codex"
+    old.parent.mkdir()
+    old.write_text("#!/bin/sh\necho 'codex-cli 0.98.0'\n")
+    old.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{old.parent}:/usr/bin:/bin")
+    plan(Target("codex", home=tmp_path, argv=(_exe(tmp_path),))).apply()
+
+    findings = _findings(tmp_path)
+
+    assert findings[0].ok and "Codex runs them once you trusted them" in findings[0].detail
+    assert not findings[1].ok
+    assert (
+        findings[1].detail == "Codex 0.98.0 is older than 0.169.0, which the hooks were written for"
+    )
+
+
+def test_doctor_reports_the_agents_checks(tmp_path: Path) -> None:
+    env = env_for(tmp_path / "ac", HOME=str(tmp_path), PATH="/usr/bin:/bin")
+    assert run(env, "install", "gemini", "--scope", "user").returncode == 0
+
+    done = run(env, "doctor", "--json", timeout=60)
+
+    checks = {c["name"]: c for c in json.loads(done.stdout)["checks"]}
+    gemini = checks["agent gemini (user) hooks"]
+    assert gemini["ok"], gemini
+    assert gemini["detail"].startswith("gemini (user): 8 hooks, each once, and the MCP server in ")

@@ -1,0 +1,107 @@
+"""The pane's look, checked by tmux in the same command as the typing: a dialog, copy mode or a
+running turn on screen means nothing is typed (a real tmux server, a pane that shows the text
+and records what is typed into it)."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import pytest
+
+from agentcomms.bridge import TmuxAdapter
+from agentcomms.errors import PaneNotReady
+from agentcomms.models import PaneLook, PaneTarget, Typing
+from tests.support.tmux import Recorder, Tmux, wait_for_command
+
+DIALOG = " Do you want to proceed?\n \u276f 1. Yes\n   2. No\n\n Esc to cancel"
+BUSY = "* Thinking... (esc to interrupt)"
+QUOTED = "> Do you want to proceed? was what it asked"
+
+
+async def showing(tmux: Tmux, tmp_path: Path, screen: str) -> Recorder:
+    """A pane that shows `screen`, then records what is typed into it."""
+    path = tmp_path / "typed.bin"
+    path.touch()
+    shown = tmp_path / "screen.txt"
+    shown.write_text(screen + "\n")
+    command = f"cat {shlex.quote(str(shown))}; stty raw -echo; exec cat >> {shlex.quote(str(path))}"
+    target = tmux.new_session("look", command)
+    await wait_for_command(tmux, target, "cat")
+    return Recorder(PaneTarget(target=target, socket=tmux.socket), path)
+
+
+def typing(pane: PaneTarget, look: PaneLook, event_id: str = "evt_look1") -> Typing:
+    return Typing(pane=pane, event_id=event_id, text="stop, do not run anything", look=look,
+                  submit_delay_ms=0)  # fmt: skip
+
+
+@pytest.mark.parametrize("known", [False, True], ids=["first delivery", "known pane"])
+async def test_nothing_is_typed_into_a_dialog(tmux: Tmux, tmp_path: Path, known: bool) -> None:
+    pane = await showing(tmux, tmp_path, DIALOG)
+    adapter = TmuxAdapter()
+    if known:
+        await adapter.pane_info(pane.pane)  # the one-invocation path: tmux looks as it types
+    with pytest.raises(PaneNotReady) as refused:
+        await adapter.deliver(typing(pane.pane, "dialogs"))
+    assert refused.value.reason == "dialog"
+    assert await pane.settled() == b""
+    # Asked to type whatever the pane shows, it types (the look is the delivery's choice).
+    await adapter.deliver(typing(pane.pane, "none", "evt_look2"))
+    assert await pane.wait_for(b"stop, do not run anything\r") == b"stop, do not run anything\r"
+
+
+async def test_a_running_turn_holds_the_text_unless_only_dialogs_count(
+    tmux: Tmux, tmp_path: Path
+) -> None:
+    pane = await showing(tmux, tmp_path, BUSY)
+    adapter = TmuxAdapter()
+    with pytest.raises(PaneNotReady) as refused:
+        await adapter.deliver(typing(pane.pane, "idle"))
+    assert refused.value.reason == "busy"
+    assert await pane.settled() == b""
+    await adapter.deliver(typing(pane.pane, "dialogs", "evt_look2"))
+    assert await pane.wait_for(b"stop, do not run anything\r") == b"stop, do not run anything\r"
+
+
+async def test_copy_mode_holds_the_text(tmux: Tmux, tmp_path: Path) -> None:
+    pane = await showing(tmux, tmp_path, "> ")
+    tmux.run("copy-mode", "-t", pane.pane.target)
+    with pytest.raises(PaneNotReady) as refused:
+        await TmuxAdapter().deliver(typing(pane.pane, "dialogs"))
+    assert refused.value.reason == "copy-mode"
+    assert await pane.settled() == b""
+
+
+async def test_a_quoted_dialog_line_in_the_transcript_is_not_a_dialog(
+    tmux: Tmux, tmp_path: Path
+) -> None:
+    pane = await showing(tmux, tmp_path, QUOTED)
+    await TmuxAdapter().deliver(typing(pane.pane, "idle"))
+    assert await pane.wait_for(b"stop, do not run anything\r") == b"stop, do not run anything\r"
+
+
+async def test_a_shell_counts_as_exited_only_for_the_ready_look(tmux: Tmux, tmp_path: Path) -> None:
+    target = tmux.new_session("shell")  # sh, at its prompt
+    await wait_for_command(tmux, target, "sh")
+    pane = PaneTarget(target=target, socket=tmux.socket)
+    with pytest.raises(PaneNotReady) as refused:
+        await TmuxAdapter().deliver(typing(pane, "ready"))
+    assert refused.value.reason == "exited"
+
+
+async def test_messages_typed_together_are_each_recorded_once(tmux: Tmux, tmp_path: Path) -> None:
+    pane = await showing(tmux, tmp_path, "> ")
+    adapter = TmuxAdapter()
+    together = Typing(
+        pane=pane.pane, event_id="evt_one", also_ids=["evt_two"], text="one\ntwo",
+        submit_delay_ms=0, look="idle",
+    )  # fmt: skip
+    await adapter.deliver(together)
+    assert await pane.wait_for(b"one\ntwo\r") == b"one\ntwo\r"
+    info = await adapter.pane_info(pane.pane)
+    assert info.has_seen("evt_one") and info.has_seen("evt_two")
+    # Sent again (a retried delivery), nothing is typed twice.
+    again = await adapter.deliver(together)
+    assert again.typed is False
+    assert await pane.settled() == b"one\ntwo\r"
