@@ -16,7 +16,7 @@ another test module. ``tests/conftest.py`` registers the modules that define fix
 - ``hosts``: a worker process for another host of the deployment.
 - ``mailbox``: replaying a mailbox's histories.
 - ``events``: made-up events recorded straight into a projection.
-- ``agents``: the real agent CLIs (Claude Code) in tmux panes, talking to scripted models.
+- ``agents``: the real agent CLIs (Claude Code, Codex) in tmux panes, talking to scripted models.
 - ``tls_proxy``: a TLS endpoint, with its certificates, in front of the dev server.
 
 The fakes of the providers' own APIs are in ``tests/fakes``.
