@@ -15,6 +15,7 @@ every new one (``human_texts``, ``tool_results``) for the test's asserts.
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,6 +74,8 @@ class ScriptedModel:
         self.tool_results: list[ToolResult] = []
         self.requests: list[dict[str, Any]] = []  # every body, side requests included
         self.other_paths: list[str] = []  # requests to paths the fake does not speak
+        # When each request of the main conversation arrived (perf_counter), for benchmarks.
+        self.arrivals: list[float] = []
         self._rules: list[_Rule] = []
         self._seen_humans: list[str] = []  # the main conversation's human texts, as last seen
         self._seen_results: set[str] = set()
@@ -100,6 +103,7 @@ class ScriptedModel:
 
     async def next_step(self, humans: list[str], results: list[ToolResult]) -> Step:
         """The answer to a request of the main conversation, from what is new in it."""
+        self.arrivals.append(time.perf_counter())
         shared = 0
         for seen, now in zip(self._seen_humans, humans, strict=False):
             if seen != now:

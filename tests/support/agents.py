@@ -46,6 +46,8 @@ _PACKAGES = {
 API_KEY = "sk-ant-test-agentcomms-0123456789abcdef"
 # Claude Code's prompt line, under its input box, when nothing is open over it.
 PROMPT_HINT = "? for shortcuts"
+# What starts an input line: Claude Code's and Codex's prompt marks.
+PROMPT_MARKS = ("\u276f", "\u203a")
 AUTO_MODE_DIALOG = "Make auto mode your default permission mode?"
 PROCEED_DIALOG = "Do you want to proceed?"
 # Codex, at start, when hooks are new or changed since the user last trusted them.
@@ -160,12 +162,29 @@ class AgentPane:
         """The screen, once Claude is at its prompt with nothing open over it."""
         return await self.wait_for_screen(PROMPT_HINT, timeout=timeout)
 
-    async def type(self, words: str) -> None:
-        """Type `words` as a person does, and press Enter once they show in the input box
-        (keys sent in one burst read as a paste, and the Enter would join the text)."""
+    async def type(self, words: str, *, timeout: float = 30) -> None:
+        """Type `words` as a person does, press Enter once they show in the input box (keys
+        sent in one burst read as a paste, and the Enter would join the text), and press it
+        again while they are still there: measured, an Enter right after the text can be lost."""
         await asyncio.to_thread(self.tmux.run, "send-keys", "-t", self.target, "-l", words)
         await self.wait_for_screen(words[-40:])
-        await asyncio.to_thread(self.tmux.run, "send-keys", "-t", self.target, "Enter")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            await self.keys("Enter")
+            for _ in range(10):
+                await asyncio.sleep(0.1)
+                if words[-40:] not in self.input_line(await asyncio.to_thread(self.screen)):
+                    return
+            if loop.time() > deadline:
+                raise AssertionError(f"{words!r} never left the input box:\n{self.screen()}")
+
+    @staticmethod
+    def input_line(screen: str) -> str:
+        """The agent's input box: the last line that starts with its prompt mark (both Claude
+        Code and Codex show the prompts already sent above it with the same mark)."""
+        marked = [line for line in screen.splitlines() if line.lstrip().startswith(PROMPT_MARKS)]
+        return marked[-1] if marked else ""
 
     async def keys(self, *keys: str) -> None:
         """Press keys by tmux's names (`Enter`, `Escape`, `1`…)."""
