@@ -37,11 +37,13 @@ from tests.support.tmux import Tmux
 
 CLAUDE_CODE_VERSION = "2.1.328"
 CODEX_VERSION = "0.169.0"
+GEMINI_VERSION = "0.61.0"
 # Where `.ci/run` and the fixtures install the agents (one npm prefix for both).
 AGENTS_PREFIX = Path.home() / ".cache" / "agentcomms-agents"
 _PACKAGES = {
     "claude": f"@anthropic-ai/claude-code@{CLAUDE_CODE_VERSION}",
     "codex": f"@openai/codex@{CODEX_VERSION}",
+    "gemini": f"@google/gemini-cli@{GEMINI_VERSION}",
 }
 API_KEY = "sk-ant-test-agentcomms-0123456789abcdef"
 # Claude Code's prompt line, under its input box, when nothing is open over it.
@@ -56,7 +58,7 @@ _install_lock = asyncio.Lock()
 
 
 async def agent_binary(name: str) -> Path:
-    """The agent's executable (`claude`, `codex`), installed from npm at its pinned version when
+    """The agent's executable (`claude`, `codex`, `gemini`), installed from npm at its pinned version when
     missing, so the README's test command works on a fresh machine."""
     path = AGENTS_PREFIX / "node_modules" / ".bin" / name
     async with _install_lock:
