@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from agentcomms.agents.install import CODEX_EVENTS, Target, plan
+from agentcomms.agents.installed import Finding, inspect_all
 from tests.fakes.openai_responses import FakeResponses, text
 from tests.support.agents import CODEX_HOOKS_REVIEW, PROMPT_HINT, agent_binary, start_codex
 from tests.support.tmux import Tmux
@@ -32,6 +33,11 @@ def _recorder(root: Path) -> tuple[Path, Path]:
     exe.write_text(RECORDER.format(runs=runs))
     exe.chmod(0o755)
     return exe, runs
+
+
+def _doctor(home: Path, project: Path) -> dict[str, Finding]:
+    """What doctor finds of the install, by name."""
+    return {f.name: f for f in inspect_all(Target("codex", home=home, project=project))}
 
 
 def _hook_runs(runs: Path) -> list[dict[str, Any]]:
@@ -75,8 +81,11 @@ async def test_installed_hooks_wait_for_trust_then_run_in_the_agents_pane(
     assert f"{len(CODEX_EVENTS)} hooks are new or changed" in codex.screen()
     pane_id = tmux.run("display-message", "-p", "-t", codex.target, "#{pane_id}").stdout.strip()
 
+    assert "codex (user) trust" in _doctor(codex.home, codex.project)
     await codex.answer(CODEX_HOOKS_REVIEW, "2", "Enter")  # "Trust all and continue"
     await codex.wait_for_screen(PROMPT_HINT)
+    found = _doctor(codex.home, codex.project)
+    assert found["codex (user) hooks"].ok and "codex (user) trust" not in found  # Codex kept it
     await codex.type("report your hooks")
     await codex.wait_for_screen("Hooks reported.")
 
