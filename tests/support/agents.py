@@ -52,6 +52,8 @@ PROMPT_HINT = "? for shortcuts"
 PROMPT_MARKS = ("\u276f", "\u203a")
 AUTO_MODE_DIALOG = "Make auto mode your default permission mode?"
 PROCEED_DIALOG = "Do you want to proceed?"
+# Claude Code, under its input box, while a turn runs.
+BUSY_HINT = "esc to interrupt"
 # Codex, at start, when hooks are new or changed since the user last trusted them.
 CODEX_HOOKS_REVIEW = "Hooks need review"
 _install_lock = asyncio.Lock()
