@@ -5,11 +5,13 @@ asked for."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from tests.fakes.anthropic import FakeAnthropic, bash, text
 from tests.support.agents import (
     AUTO_MODE_DIALOG,
+    BUSY_HINT,
     PROCEED_DIALOG,
     PROMPT_HINT,
     ClaudePane,
@@ -70,3 +72,18 @@ async def test_the_first_start_dialog_shows_when_asked_for(
     assert AUTO_MODE_DIALOG in screen
     assert PROMPT_HINT not in screen
     assert anthropic.human_texts == []
+
+
+async def test_a_held_turn_keeps_claude_busy_until_released(module_claude: ClaudePane) -> None:
+    model = module_claude.model
+    release = asyncio.Event()
+    model.on("take your time", text("Took my time.", hold=release))
+
+    await module_claude.type("take your time")
+    await model.wait_for_human("take your time")
+    busy = await module_claude.wait_for_screen(BUSY_HINT)
+    assert PROMPT_HINT not in busy
+
+    release.set()
+    await module_claude.wait_for_screen("Took my time.")
+    assert BUSY_HINT not in await module_claude.wait_ready()

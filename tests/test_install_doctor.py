@@ -78,10 +78,15 @@ def test_an_agent_older_than_the_hooks_is_named(
 
     findings = _findings(tmp_path)
 
-    assert findings[0].ok and "Codex runs them once you trusted them" in findings[0].detail
-    assert not findings[1].ok
-    assert (
-        findings[1].detail == "Codex 0.98.0 is older than 0.169.0, which the hooks were written for"
+    assert [(f.name, f.ok) for f in findings] == [
+        ("codex (user) hooks", True),
+        ("codex (user) trust", False),  # Codex itself writes the user's trust (test_agent_codex)
+        ("codex (user) version", False),
+    ]
+    assert findings[1].detail.startswith("Codex will not run the hooks for SessionStart, ")
+    assert "Trust all and continue" in str(findings[1].fix)
+    assert findings[2].detail == (
+        "Codex 0.98.0 is older than 0.169.0, which the hooks were written for"
     )
 
 

@@ -5,6 +5,7 @@ version the hooks were written for. It reads; it changes nothing."""
 from __future__ import annotations
 
 import dataclasses
+import re
 import shlex
 import tomllib
 from collections import Counter
@@ -18,6 +19,7 @@ from agentcomms.agents.install import (
     BINARIES,
     CLAUDE_EVENTS,
     CODEX_EVENTS,
+    CODEX_TRUST_STEP,
     GEMINI_EVENTS,
     MIN_VERSIONS,
     SERVER_NAME,
@@ -65,7 +67,7 @@ def inspect(target: Target) -> list[Finding]:
         " --scope project" if target.scope == "project" else ""
     )
     try:
-        hooks, servers, files = _read(target)
+        hooks, servers, files, untrusted = _read(target)
     except AgentConfigError as exc:
         return [Finding(f"{name} hooks", False, str(exc), f"fix the file, then `{install}`")]
     if not hooks and not servers:
@@ -84,9 +86,16 @@ def inspect(target: Target) -> list[Finding]:
         )
     else:
         detail = f"{len(EVENTS[kind])} hooks, each once, and the MCP server in {where}"
-        if kind == "codex":
-            detail += "; Codex runs them once you trusted them (`/hooks`)"
         findings.append(Finding(f"{name} hooks", True, detail))
+    if untrusted:
+        findings.append(
+            Finding(
+                f"{name} trust",
+                False,
+                f"Codex will not run the hooks for {', '.join(untrusted)} until you trust them",
+                CODEX_TRUST_STEP,
+            )
+        )
     gone = sorted({exe for _, exe in hooks if not Path(exe).exists()})
     if gone:
         findings.append(
@@ -117,9 +126,9 @@ def _version(kind: AgentKind, name: str) -> Finding:
     return Finding(name, True, f"{AGENT_NAMES[kind]} {format_version(found)}")
 
 
-def _read(target: Target) -> tuple[list[tuple[str, str]], bool, list[Path]]:
-    """agentcomms' hooks as (event, the agentcomms it runs), whether its MCP server is there, and
-    the files read."""
+def _read(target: Target) -> tuple[list[tuple[str, str]], bool, list[Path], list[str]]:
+    """agentcomms' hooks as (event, the agentcomms it runs), whether its MCP server is there, the
+    files read, and (Codex) the events whose hook the user never trusted."""
     plan = Plan(target, uninstall=False)
     kind = target.kind
     if kind == "claude-code":
@@ -136,18 +145,29 @@ def _read(target: Target) -> tuple[list[tuple[str, str]], bool, list[Path]]:
         except tomllib.TOMLDecodeError as exc:
             raise AgentConfigError(f"{servers_file}: not valid TOML ({exc})") from None
         servers = servers_doc.get("mcp_servers", {})
+        trust = servers_doc.get("hooks", {}).get("state", {})
     else:
         servers = load_json(servers_file, read_text(servers_file)).get("mcpServers", {})
+        trust = None
     found: list[tuple[str, str]] = []
+    untrusted: list[str] = []
     events = hooks_doc.get("hooks", {})
     for event, groups in events.items() if isinstance(events, dict) else []:
-        for group in groups if isinstance(groups, list) else []:
-            for handler in group.get("hooks", []) if isinstance(group, dict) else []:
+        for g, group in enumerate(groups if isinstance(groups, list) else []):
+            for h, handler in enumerate(group.get("hooks", []) if isinstance(group, dict) else []):
                 command = handler.get("command") if isinstance(handler, dict) else None
                 if is_our_hook(command, kind) and isinstance(command, str):
                     found.append((event, _executable(command)))
+                    # Codex keeps the user's trust per hook, keyed by file, event and place.
+                    key = f"{hooks_file}:{_snake(event)}:{g}:{h}"
+                    if trust is not None and "trusted_hash" not in trust.get(key, {}):
+                        untrusted.append(event)
     ours = isinstance(servers, dict) and is_our_server(servers.get(SERVER_NAME))
-    return found, ours, sorted({hooks_file, servers_file})
+    return found, ours, sorted({hooks_file, servers_file}), untrusted
+
+
+def _snake(event: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", event).lower()
 
 
 def _executable(command: str) -> str:

@@ -1,20 +1,13 @@
-"""Anthropic's Messages API for tests, as Claude Code calls it: a scripted model.
+"""Anthropic's Messages API for tests, as Claude Code calls it: a scripted model
+(``tests/fakes/scripted.py`` says how a test scripts its turns).
 
 ``POST /v1/messages`` (Claude Code adds ``?beta=true``) answers with Messages SSE when the
 request says ``stream: true`` (``message_start``, ``content_block_start/delta/stop`` with
 ``text_delta`` or ``input_json_delta``, ``message_delta`` with the ``stop_reason``,
 ``message_stop``) and with one JSON message otherwise; ``/v1/messages/count_tokens`` counts.
-
-A test scripts the model's turns: ``on("please run ls", bash("ls"), text("done"))`` answers the
-first request whose *new* human text contains "please run ls" with a Bash tool call, and the
-request that carries that call's result with "done". Requests without ``tools`` are Claude Code's
-side requests (a session's title…): they get a short text and touch no script. A step may hold
-its turn busy, for a delay or until the test releases it (``hold``), so a test can act mid-turn.
-
-Claude Code rearranges its conversation (the last tool result and the next prompt share one user
-message, assistant turns are merged), so "the last message" is not "the new prompt": the fake
-counts the human texts and the tool results it has already seen. It records every human text
-(``human_texts``) and tool result (``tool_results``) the model saw, for the test's asserts.
+Requests without ``tools`` are Claude Code's side requests (a session's title…): they get a short
+text and touch no script. In a request, the human's words are the user messages' ``text`` blocks
+that are not a ``<system-reminder>``; tool results are ``tool_result`` blocks.
 """
 
 from __future__ import annotations
@@ -23,7 +16,6 @@ import asyncio
 import itertools
 import json
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from typing import Any
 
 from starlette.applications import Starlette
@@ -31,68 +23,26 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from tests.fakes.scripted import ScriptedModel, Step, ToolResult, text, tool
 from tests.fakes.serve import LocalServer
+
+# The scripting is shared with the other models' fakes; a test imports it from here too.
+__all__ = ["FakeAnthropic", "Step", "ToolResult", "bash", "text", "tool"]
 
 # Claude Code adds context to a user message as text blocks in this wrapper; not the human's.
 _REMINDER = "<system-reminder>"
 _ids = itertools.count(1)
 
 
-@dataclass(frozen=True)
-class Step:
-    """One answer of the model: text, or one tool call (then the turn goes on with its result).
-
-    ``delay`` seconds, or until ``hold`` is set, pass before the answer streams (pings keep the
-    stream alive), so the agent is busy meanwhile."""
-
-    text: str | None = None
-    tool: str | None = None
-    input: dict[str, Any] = field(default_factory=dict)
-    delay: float = 0.0
-    hold: asyncio.Event | None = None
-
-
-def text(words: str, *, delay: float = 0.0, hold: asyncio.Event | None = None) -> Step:
-    return Step(text=words, delay=delay, hold=hold)
-
-
-def tool(
-    name: str, *, delay: float = 0.0, hold: asyncio.Event | None = None, **tool_input: Any
-) -> Step:
-    return Step(tool=name, input=tool_input, delay=delay, hold=hold)
-
-
 def bash(command: str, *, delay: float = 0.0, hold: asyncio.Event | None = None) -> Step:
+    """Claude Code's Bash tool running `command`."""
     return tool("Bash", command=command, description="Run a command", delay=delay, hold=hold)
 
 
-@dataclass(frozen=True)
-class ToolResult:
-    tool_use_id: str
-    content: str
-    is_error: bool
-
-
-@dataclass
-class _Rule:
-    contains: str
-    steps: list[Step]
-    once: bool
-
-
-class FakeAnthropic:
+class FakeAnthropic(ScriptedModel):
     def __init__(self, *, default: Step | None = None, side_answer: str = "Chat") -> None:
-        self.default = default or text("OK.")
+        super().__init__(default=default)
         self.side_answer = side_answer
-        self.human_texts: list[str] = []  # every new human text the model saw, in order
-        self.tool_results: list[ToolResult] = []
-        self.requests: list[dict[str, Any]] = []  # every body, side requests included
-        self.other_paths: list[str] = []  # requests to paths this fake does not speak
-        self._rules: list[_Rule] = []
-        self._seen_humans: list[str] = []  # the main conversation's human texts, as last seen
-        self._seen_results: set[str] = set()
-        self._pending: list[Step] = []  # the running turn's next steps
-        self._turns = asyncio.Condition()
         app = Starlette(
             routes=[
                 Route("/v1/messages", self._messages, methods=["POST"]),
@@ -102,33 +52,10 @@ class FakeAnthropic:
         )
         self.server = LocalServer(app)
 
-    # ---- the test's side -------------------------------------------------------------------------
-
     @property
     def base_url(self) -> str:
         """What ``ANTHROPIC_BASE_URL`` is set to."""
         return self.server.url
-
-    def on(self, contains: str, *steps: Step, once: bool = True) -> None:
-        """When a new human text contains `contains`, play `steps` as the turn: each tool call's
-        result brings the next step; a turn whose steps ran out ends with the default text.
-        Rules are tried in the order given; a ``once`` rule is used up by its first match."""
-        self._rules.append(_Rule(contains, list(steps), once))
-
-    async def wait_for_human(self, contains: str, *, timeout: float = 30) -> str:
-        """The first human text the model saw containing `contains`, once it saw it."""
-        async with self._turns:
-            await asyncio.wait_for(
-                self._turns.wait_for(lambda: self._human_with(contains) is not None), timeout
-            )
-            found = self._human_with(contains)
-            assert found is not None
-            return found
-
-    def _human_with(self, contains: str) -> str | None:
-        return next((t for t in self.human_texts if contains in t), None)
-
-    # ---- reading Claude Code's conversation ------------------------------------------------------
 
     @staticmethod
     def _human_and_results(messages: list[dict[str, Any]]) -> tuple[list[str], list[ToolResult]]:
@@ -155,36 +82,6 @@ class FakeAnthropic:
                     )
         return humans, results
 
-    async def _next_step(self, body: dict[str, Any]) -> Step:
-        """The answer to a request of the main conversation, from what is new in it."""
-        humans, results = self._human_and_results(body.get("messages", []))
-        shared = 0
-        for seen, now in zip(self._seen_humans, humans, strict=False):
-            if seen != now:
-                break
-            shared += 1
-        new_humans = humans[shared:]  # a conversation that started over is new from its start
-        self._seen_humans = humans
-        new_results = [r for r in results if r.tool_use_id not in self._seen_results]
-        self._seen_results.update(r.tool_use_id for r in new_results)
-        async with self._turns:
-            self.human_texts.extend(new_humans)
-            self.tool_results.extend(new_results)
-            self._turns.notify_all()
-        for words in new_humans:
-            rule = next((r for r in self._rules if r.contains in words), None)
-            if rule is not None:
-                if rule.once:
-                    self._rules.remove(rule)
-                self._pending = list(rule.steps)
-                break
-        else:
-            if new_humans and not new_results:
-                self._pending = []  # a new prompt no rule knows: the default answers it
-        if self._pending:
-            return self._pending.pop(0)
-        return self.default if new_humans else text("Done.")
-
     # ---- the API ---------------------------------------------------------------------------------
 
     async def _messages(self, request: Request) -> Response:
@@ -192,7 +89,7 @@ class FakeAnthropic:
         self.requests.append(body)
         model = str(body.get("model", "claude"))
         if body.get("tools"):
-            step = await self._next_step(body)
+            step = await self.next_step(*self._human_and_results(body.get("messages", [])))
         else:
             step = text(self.side_answer)
         if body.get("stream"):
@@ -201,7 +98,7 @@ class FakeAnthropic:
                 media_type="text/event-stream",
                 headers={"cache-control": "no-cache"},
             )
-        await _wait(step)
+        await step.wait()
         return JSONResponse(_message(step, model))
 
     async def _count_tokens(self, request: Request) -> Response:
@@ -217,13 +114,6 @@ def _result_text(content: Any) -> str:
     if isinstance(content, str):
         return content
     return "\n".join(b.get("text", "") for b in content or [] if b.get("type") == "text")
-
-
-async def _wait(step: Step) -> None:
-    if step.delay:
-        await asyncio.sleep(step.delay)
-    if step.hold is not None:
-        await step.hold.wait()
 
 
 def _blocks(step: Step) -> tuple[dict[str, Any], str]:
@@ -256,7 +146,7 @@ async def _stream(step: Step, model: str) -> AsyncIterator[bytes]:
     message = _message(step, model)
     block = message["content"][0]
     yield _event("message_start", {"message": {**message, "content": [], "stop_reason": None}})
-    waiting = asyncio.ensure_future(_wait(step))
+    waiting = asyncio.ensure_future(step.wait())
     try:
         while not waiting.done():
             # A long-held turn stays an open, live stream: Claude Code gives up on a silent one.

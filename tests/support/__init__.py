@@ -17,7 +17,7 @@ another test module. ``tests/conftest.py`` registers the modules that define fix
 - ``mailbox``: replaying a mailbox's histories.
 - ``events``: made-up events recorded straight into a projection.
 - ``attacker``: a worker and workflow of an attacker's own, scheduling our activities by name.
-- ``agents``: the real agent CLIs (Claude Code) in tmux panes, talking to scripted models.
+- ``agents``: the real agent CLIs (Claude Code, Codex) in tmux panes, talking to scripted models.
 - ``tls_proxy``: a TLS endpoint, with its certificates, in front of the dev server.
 - ``raw_http``: HTTP written by hand, for bodies that lie about their length or never end.
 

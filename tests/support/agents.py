@@ -7,6 +7,9 @@ mode (tools ask "Do you want to proceed?"), and, unless a test asks for it, the 
 dialog "Make auto mode your default permission mode?" already seen. Its model is a
 ``FakeAnthropic`` behind ``ANTHROPIC_BASE_URL``; telemetry, error reports and updates are off.
 
+Codex (pinned too) gets a HOME whose config.toml makes a ``FakeResponses`` its model provider and
+trusts the project; it starts at its prompt (``start_codex``).
+
 Starting Claude takes seconds, so a module may share one (``module_claude``); its fake keeps the
 rules of every test in the module, so each test scripts its own words.
 """
@@ -29,26 +32,35 @@ import pytest
 
 from agentcomms.models import PaneTarget
 from tests.fakes.anthropic import FakeAnthropic
+from tests.fakes.openai_responses import FakeResponses
 from tests.support.tmux import Tmux
 
 CLAUDE_CODE_VERSION = "2.1.328"
 CODEX_VERSION = "0.169.0"
+GEMINI_VERSION = "0.61.0"
 # Where `.ci/run` and the fixtures install the agents (one npm prefix for both).
 AGENTS_PREFIX = Path.home() / ".cache" / "agentcomms-agents"
 _PACKAGES = {
     "claude": f"@anthropic-ai/claude-code@{CLAUDE_CODE_VERSION}",
     "codex": f"@openai/codex@{CODEX_VERSION}",
+    "gemini": f"@google/gemini-cli@{GEMINI_VERSION}",
 }
 API_KEY = "sk-ant-test-agentcomms-0123456789abcdef"
 # Claude Code's prompt line, under its input box, when nothing is open over it.
 PROMPT_HINT = "? for shortcuts"
+# What starts an input line: Claude Code's and Codex's prompt marks.
+PROMPT_MARKS = ("\u276f", "\u203a")
 AUTO_MODE_DIALOG = "Make auto mode your default permission mode?"
 PROCEED_DIALOG = "Do you want to proceed?"
+# Claude Code, under its input box, while a turn runs.
+BUSY_HINT = "esc to interrupt"
+# Codex, at start, when hooks are new or changed since the user last trusted them.
+CODEX_HOOKS_REVIEW = "Hooks need review"
 _install_lock = asyncio.Lock()
 
 
 async def agent_binary(name: str) -> Path:
-    """The agent's executable (`claude`, `codex`), installed from npm at its pinned version when
+    """The agent's executable (`claude`, `codex`, `gemini`), installed from npm at its pinned version when
     missing, so the README's test command works on a fresh machine."""
     path = AGENTS_PREFIX / "node_modules" / ".bin" / name
     async with _install_lock:
@@ -123,14 +135,13 @@ def claude_env(
 
 
 @dataclass
-class ClaudePane:
-    """The real Claude Code in a pane of a private tmux server, and the fake model it talks to."""
+class AgentPane:
+    """A real agent in a pane of a private tmux server (its HOME and project beside it)."""
 
     tmux: Tmux
     target: str
     home: Path
     project: Path
-    model: FakeAnthropic
 
     @property
     def pane(self) -> PaneTarget:
@@ -155,12 +166,29 @@ class ClaudePane:
         """The screen, once Claude is at its prompt with nothing open over it."""
         return await self.wait_for_screen(PROMPT_HINT, timeout=timeout)
 
-    async def type(self, words: str) -> None:
-        """Type `words` as a person does, and press Enter once they show in the input box
-        (keys sent in one burst read as a paste, and the Enter would join the text)."""
+    async def type(self, words: str, *, timeout: float = 30) -> None:
+        """Type `words` as a person does, press Enter once they show in the input box (keys
+        sent in one burst read as a paste, and the Enter would join the text), and press it
+        again while they are still there: measured, an Enter right after the text can be lost."""
         await asyncio.to_thread(self.tmux.run, "send-keys", "-t", self.target, "-l", words)
         await self.wait_for_screen(words[-40:])
-        await asyncio.to_thread(self.tmux.run, "send-keys", "-t", self.target, "Enter")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            await self.keys("Enter")
+            for _ in range(10):
+                await asyncio.sleep(0.1)
+                if words[-40:] not in self.input_line(await asyncio.to_thread(self.screen)):
+                    return
+            if loop.time() > deadline:
+                raise AssertionError(f"{words!r} never left the input box:\n{self.screen()}")
+
+    @staticmethod
+    def input_line(screen: str) -> str:
+        """The agent's input box: the last line that starts with its prompt mark (both Claude
+        Code and Codex show the prompts already sent above it with the same mark)."""
+        marked = [line for line in screen.splitlines() if line.lstrip().startswith(PROMPT_MARKS)]
+        return marked[-1] if marked else ""
 
     async def keys(self, *keys: str) -> None:
         """Press keys by tmux's names (`Enter`, `Escape`, `1`…)."""
@@ -183,6 +211,35 @@ class ClaudePane:
                 raise AssertionError(f"{keys} never closed {dialog!r}; the pane shows:\n{screen}")
 
 
+@dataclass
+class ClaudePane(AgentPane):
+    """The real Claude Code, and the fake model it talks to."""
+
+    model: FakeAnthropic
+
+
+@dataclass
+class CodexPane(AgentPane):
+    """The real Codex, and the fake model it talks to."""
+
+    model: FakeResponses
+
+
+async def _open_pane(
+    tmux: Tmux, name: str, project: Path, variables: Mapping[str, str], argv: list[str]
+) -> str:
+    """Run `argv` with exactly `variables` (and the pane's TMUX, TMUX_PANE) in a new session's
+    pane at `project`, a shell after it exits, as a person's terminal; the pane's target."""
+    assigned = " ".join(f"{k}={shlex.quote(v)}" for k, v in variables.items())
+    # `env -i` keeps the test machine's environment out; the pane's own TMUX and TMUX_PANE stay.
+    command = f'env -i TMUX="$TMUX" TMUX_PANE="$TMUX_PANE" {assigned} {shlex.join(argv)}; exec sh'
+    size = ("-x", "200", "-y", "50")
+    await asyncio.to_thread(
+        tmux.run, "new-session", "-d", "-s", name, *size, "-c", str(project), command
+    )
+    return f"{name}:0.0"
+
+
 async def start_claude(
     tmux: Tmux,
     root: Path,
@@ -203,25 +260,64 @@ async def start_claude(
     prepare_claude_home(home, project, skip_auto_dialog=skip_auto_dialog, settings=settings)
     if setup is not None:
         setup(home, project)
-    variables = " ".join(f"{k}={shlex.quote(v)}" for k, v in claude_env(home, model, env).items())
-    # `env -i` keeps the test machine's environment out; the pane's own TMUX and TMUX_PANE stay.
-    command = f'env -i TMUX="$TMUX" TMUX_PANE="$TMUX_PANE" {variables} {claude}; exec sh'
-    await asyncio.to_thread(
-        tmux.run,
-        "new-session",
-        "-d",
-        "-s",
-        name,
-        "-x",
-        "200",
-        "-y",
-        "50",
-        "-c",
-        str(project),
-        command,
-    )
-    pane = ClaudePane(tmux, f"{name}:0.0", home, project, model)
+    target = await _open_pane(tmux, name, project, claude_env(home, model, env), [str(claude)])
+    pane = ClaudePane(tmux, target, home, project, model)
     await pane.wait_for_screen(PROMPT_HINT if skip_auto_dialog else AUTO_MODE_DIALOG, timeout=60)
+    return pane
+
+
+def prepare_codex_home(home: Path, project: Path, model: FakeResponses) -> None:
+    """A `HOME` in which Codex starts at its prompt in `project`, trusted, its model the fake
+    (a provider of its own needs no login)."""
+    import tomlkit
+
+    (home / ".codex").mkdir(parents=True, exist_ok=True)
+    project.mkdir(parents=True, exist_ok=True)
+    config = tomlkit.document()
+    config["model"] = "gpt-test"
+    config["model_provider"] = "scripted"
+    config["tui"] = {"screen_reader_detection_done": True}
+    config["model_providers"] = {
+        "scripted": {
+            "name": "scripted",
+            "base_url": model.base_url,
+            "env_key": "SCRIPTED_OPENAI_KEY",
+            "wire_api": "responses",
+        }
+    }
+    config["projects"] = {str(project): {"trust_level": "trusted"}}
+    (home / ".codex" / "config.toml").write_text(tomlkit.dumps(config))
+
+
+async def start_codex(
+    tmux: Tmux,
+    root: Path,
+    model: FakeResponses,
+    *,
+    name: str = "codex",
+    setup: Callable[[Path, Path], None] | None = None,
+    until: str = PROMPT_HINT,
+) -> CodexPane:
+    """Codex in session `name` of `tmux`, its HOME and project under `root`, returned once the
+    pane shows `until` (its prompt; ``CODEX_HOOKS_REVIEW`` when new hooks await trust).
+
+    ``--no-daemon``: otherwise Codex leaves an app-server daemon of its own running after the
+    pane is gone (measured), with the environment of the first Codex that started it."""
+    codex = await agent_binary("codex")
+    home, project = root / "home", root / "project"
+    prepare_codex_home(home, project, model)
+    if setup is not None:
+        setup(home, project)
+    variables = {
+        "HOME": str(home),
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "TERM": "xterm-256color",
+        "LANG": "C.UTF-8",
+        "SCRIPTED_OPENAI_KEY": "sk-test-agentcomms",
+    }
+    target = await _open_pane(tmux, name, project, variables, [str(codex), "--no-daemon"])
+    pane = CodexPane(tmux, target, home, project, model)
+    await pane.wait_for_screen(until, timeout=60)
     return pane
 
 
@@ -237,6 +333,14 @@ async def anthropic() -> AsyncIterator[FakeAnthropic]:
 async def claude(tmux: Tmux, tmp_path: Path, anthropic: FakeAnthropic) -> ClaudePane:
     """The real Claude Code at its prompt, in manual mode, for one test."""
     return await start_claude(tmux, tmp_path / "claude", anthropic)
+
+
+@pytest.fixture
+async def responses() -> AsyncIterator[FakeResponses]:
+    """A scripted OpenAI Responses model on a local port, for one test."""
+    model = FakeResponses()
+    async with model.server:
+        yield model
 
 
 @pytest.fixture(scope="module")

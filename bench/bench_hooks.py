@@ -1,0 +1,155 @@
+"""What agentcomms' hooks cost the agent: the time per tool call of the real Claude Code, with and
+without the hooks `agentcomms install claude-code` writes, in the same run.
+
+    .venv/bin/python -m bench.bench_hooks [--rounds 3] [--calls 20]
+
+Each configuration gets its own Claude Code (npm, pinned; installed like the tests do) in a
+private tmux server and HOME, in manual mode, its model the scripted fake of the tests: a prompt
+answered with `--calls` Bash tool calls (`echo`, which manual mode runs without asking) and then
+a text. A tool call's time is measured at the model's side: from the request that asked for it to
+the request that brings its result back (the tool, Claude Code's own work, and the hooks around
+it). Configurations take turns, one round each, so a busy moment hits each alike.
+
+- ``none``: no hooks.
+- ``trivial``: the same hooks, each running a script that reads its stdin and exits: the floor
+  any hook costs.
+- ``agentcomms``: the hooks as installed, running this agentcomms (`agentcomms hook claude-code`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import sys
+import tempfile
+import uuid
+from pathlib import Path
+from typing import Any
+
+from agentcomms.agents.install import Target, plan
+from bench.common import machine, summarize, write_results
+from tests.fakes.anthropic import FakeAnthropic, bash, text
+from tests.support.agents import ClaudePane, start_claude
+from tests.support.tmux import Tmux
+
+AGENTCOMMS = str(Path(sys.executable).parent / "agentcomms")
+CONFIGS = ("none", "trivial", "agentcomms")
+
+
+def _hooks(config: str, root: Path) -> tuple[str, ...] | None:
+    """The agentcomms the hooks run in `config` (None: no hooks)."""
+    if config == "none":
+        return None
+    if config == "agentcomms":
+        return (AGENTCOMMS,)
+    trivial = root / "bin" / "agentcomms"
+    trivial.parent.mkdir(parents=True)
+    trivial.write_text("#!/bin/sh\nexec cat > /dev/null\n")
+    trivial.chmod(0o755)
+    return (str(trivial),)
+
+
+async def _start(config: str, root: Path, socket_dir: Path) -> tuple[ClaudePane, Tmux]:
+    argv = _hooks(config, root)
+
+    def install(home: Path, project: Path) -> None:
+        if argv is not None:
+            plan(Target("claude-code", home=home, project=project, argv=argv)).apply()
+
+    tmux = Tmux(socket_dir / f"b-{uuid.uuid4().hex[:8]}")
+    model = FakeAnthropic()
+    await model.server.start()
+    return await start_claude(tmux, root / "claude", model, setup=install), tmux
+
+
+async def _round(claude: ClaudePane, round_no: int, calls: int) -> list[float]:
+    """One prompt of `calls` tool calls; each call's milliseconds."""
+    words = f"bench round {round_no}"
+    steps = [bash(f"echo bench-{round_no}-{i}") for i in range(calls)]
+    claude.model.on(words, *steps, text(f"Round {round_no} done."))
+    first = len(claude.model.arrivals)
+    await claude.type(words)
+    await claude.wait_for_screen(f"Round {round_no} done.", timeout=300)
+    await claude.wait_ready()
+    arrivals = claude.model.arrivals[first : first + calls + 1]
+    if len(arrivals) != calls + 1:
+        raise AssertionError(f"expected {calls + 1} requests, got {len(arrivals)}")
+    return [(b - a) * 1000 for a, b in itertools.pairwise(arrivals)]
+
+
+def _configs() -> tuple[str, ...]:
+    """The configurations this agentcomms can run: without a `hook` command (an agentcomms
+    older than its hooks) a hook fails, and UserPromptSubmit's failure blocks every prompt."""
+    import subprocess
+
+    done = subprocess.run([AGENTCOMMS, "hook", "--help"], capture_output=True, check=False)
+    if done.returncode != 0:
+        print("this agentcomms has no `hook` command: measuring without it", file=sys.stderr)
+        return CONFIGS[:2]
+    return CONFIGS
+
+
+async def run(rounds: int, calls: int) -> dict[str, Any]:
+    configs = _configs()
+    times: dict[str, list[float]] = {c: [] for c in configs}
+    with tempfile.TemporaryDirectory(prefix="ach-") as tmp:
+        started = [await _start(c, Path(tmp) / c, Path(tmp)) for c in configs]
+        try:
+            await _round(started[0][0], 0, 2)  # warm the machine's caches up, not measured
+            for round_no in range(1, rounds + 1):
+                for config, (claude, _) in zip(configs, started, strict=True):
+                    times[config] += await _round(claude, round_no, calls)
+        finally:
+            for claude, tmux in started:
+                tmux.run("kill-server", check=False)
+                await claude.model.server.stop()
+    results = {c: summarize(t) for c, t in times.items()}
+    base = results["none"]
+    added = {
+        c: {
+            "p50": round(results[c]["p50"] - base["p50"], 1),
+            "p99": round(results[c]["p99"] - base["p99"], 1),
+        }
+        for c in configs
+    }
+    return {
+        "machine": machine(),
+        "rounds": rounds,
+        "calls": calls,
+        "results": results,
+        "added": added,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--calls", type=int, default=20)
+    parser.add_argument("--no-save", action="store_true")
+    args = parser.parse_args()
+    report = asyncio.run(run(args.rounds, args.calls))
+    m = report["machine"]
+    lines = [
+        f"# Hooks benchmark, {m['date']}",
+        "",
+        f"{m['cpus']} CPUs, Python {m['python']}, load average {m['load_average']} at start; "
+        f"Claude Code per tool call, {args.rounds} rounds of {args.calls} calls per configuration.",
+        "",
+        "| hooks | p50 ms | p99 ms | mean ms | added p50 ms | added p99 ms |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for config in report["results"]:
+        s, a = report["results"][config], report["added"][config]
+        lines.append(
+            f"| {config} | {s['p50']} | {s['p99']} | {s['mean']} | {a['p50']} | {a['p99']} |"
+        )
+    markdown = "\n".join(lines) + "\n"
+    print(markdown)
+    if not args.no_save:
+        write_results("hooks", report, markdown)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
