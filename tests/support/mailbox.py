@@ -61,3 +61,9 @@ async def offline(stack: Stack, agent: str) -> AgentSnapshot | None:
         if state is not None and state.status == "offline" and not state.registration
         else None
     )
+
+
+async def online(stack: Stack, agent: str) -> AgentSnapshot | None:
+    """The mailbox's state, once it took a registration (it has the worker check it first)."""
+    state = await stack.gateway.mailbox.snapshot(agent)
+    return state if state is not None and state.registration is not None else None
