@@ -33,7 +33,7 @@ from temporalio.exceptions import ApplicationError
 from agentcomms import errors, metrics
 from agentcomms.bridge import adapter_for
 from agentcomms.errors import InvalidTarget, PaneNotFound, TmuxError
-from agentcomms.framing import framing_chars, pane_text
+from agentcomms.framing import framed
 from agentcomms.models import (
     DeliverRequest,
     DeliveryOutcome,
@@ -244,7 +244,7 @@ def _unsigned_registration(registration: Registration) -> str:
 
 
 def _typing(event: Event, registration: Registration, pane: PaneTarget) -> Typing:
-    text = pane_text(event)
+    text, framing = framed(event)
     return Typing(
         pane=pane,
         event_id=event.id,
@@ -252,7 +252,7 @@ def _typing(event: Event, registration: Registration, pane: PaneTarget) -> Typin
         submit_delay_ms=registration.submit_delay_ms,
         # The agent's cap bounds the sender's words; the header and the gutters come on top,
         # so a message within the cap is typed whole, and a cut one says how much of it was cut.
-        max_chars=registration.max_chars + framing_chars(event, text),
+        max_chars=registration.max_chars + framing,
     )
 
 

@@ -75,21 +75,19 @@ def strip_unsafe(text: str) -> str:
 def pane_text(event: Event) -> str:
     """What the agent reads in its pane: a header that says who wrote and from where, then the
     text, every line after the first marked as its continuation (:data:`CONTINUATION`)."""
-    return framed(_header(event), _body(event))
+    return framed(event)[0]
 
 
-def framing_chars(event: Event, text: str) -> int:
-    """How many characters of `text`, the event's :func:`pane_text`, are the header and the
-    gutters rather than the sender's words: the agent's cap on what is typed bounds the words."""
-    return len(text) - len(_safe(_body(event)))
-
-
-def framed(header: str, text: str) -> str:
-    """`header`, then `text` made safe, each of its lines after the first behind the gutter."""
-    first, *rest = _safe(text).split("\n")
+def framed(event: Event) -> tuple[str, int]:
+    """The event's :func:`pane_text`, and how many of its characters are the header and the
+    gutters rather than the sender's words (the agent's cap on what is typed bounds the words)."""
+    words = strip_unsafe(_body(event)).rstrip("\n")
+    first, *rest = words.split("\n")
+    header = _header(event)
     lines = [f"{header} {first}" if first else header]
     lines += [f"{CONTINUATION}{line}" if line else CONTINUATION.rstrip() for line in rest]
-    return "\n".join(lines)
+    text = "\n".join(lines)
+    return text, len(text) - len(words)
 
 
 def _header(event: Event) -> str:
@@ -126,10 +124,6 @@ def _body(event: Event) -> str:
     if event.payload.get("provider") == "phone":
         return event.text.removeprefix(_phone_header(event)).removeprefix(" ")
     return event.text
-
-
-def _safe(text: str) -> str:
-    return strip_unsafe(text).rstrip("\n")
 
 
 def _phone_header(event: Event) -> str:
