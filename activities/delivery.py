@@ -33,7 +33,7 @@ from temporalio.exceptions import ApplicationError
 from agentcomms import errors, metrics
 from agentcomms.bridge import adapter_for, sanitize
 from agentcomms.errors import InvalidTarget, PaneNotFound, PaneNotReady, TmuxError
-from agentcomms.framing import pane_text
+from agentcomms.framing import framed
 from agentcomms.models import (
     DeliverRequest,
     DeliveryOutcome,
@@ -124,6 +124,13 @@ class PaneActivities:
         with _as_application_errors():
             return await adapter_for(_ENDPOINT_KIND).interrupt(keypress)
 
+    @activity.defn(name="check_registration")
+    async def check_registration(self, registration: Registration) -> bool:
+        """True when the deployment registered this pane for this mailbox's agent (the tag checks
+        out): only then does the mailbox take it. Otherwise ``RegistrationNotSigned`` says why."""
+        self._checked_pane(_asking_mailbox(), registration, "nothing")
+        return True
+
     @activity.defn(name="check_unregister")
     async def check_unregister(self, request: Unregister) -> bool:
         """Whether the deployment asked to unregister this mailbox's agent (the tag checks out)."""
@@ -139,14 +146,15 @@ class PaneActivities:
     def _checked_pane(self, agent_id: str, registration: Registration, event_id: str) -> PaneTarget:
         if not self._key.registration_is_genuine(agent_id, registration):
             activity.logger.warning(
-                "refused to type %s: the registration of %s is not signed by this deployment",
+                "refused to type %s: the registration of %s %s",
                 event_id,
                 agent_id,
+                _unsigned_registration(registration),
             )
             raise ApplicationError(
-                f"its pane's registration is not signed by this deployment: register {agent_id} "
-                "again (`agentcomms agents register`), or, if this host's worker has a "
-                "security.deployment_key of its own, give it the deployment's",
+                f"its pane's registration {_unsigned_registration(registration)}: register "
+                f"{agent_id} again (`agentcomms agents register`), or, if this host's worker has "
+                "a security.deployment_key of its own, give it the deployment's",
                 type=errors.REGISTRATION_NOT_SIGNED,
                 non_retryable=True,
             )
@@ -229,15 +237,25 @@ def _asking_mailbox() -> str:
     return agent_id
 
 
+def _unsigned_registration(registration: Registration) -> str:
+    """Why a registration's tag does not check out, as the agent's last error says it."""
+    if not registration.id or registration.registered_at is None:
+        return "was made before registrations carried an id and a time"
+    return "is not signed by this deployment"
+
+
 def _typing(
     event: Event, registration: Registration, pane: PaneTarget, *, look: PaneLook
 ) -> Typing:
+    text, framing = framed(event)
     return Typing(
         pane=pane,
         event_id=event.id,
-        text=pane_text(event),
+        text=text,
         submit_delay_ms=registration.submit_delay_ms,
-        max_chars=registration.max_chars,
+        # The agent's cap bounds the sender's words; the header and the gutters come on top,
+        # so a message within the cap is typed whole, and a cut one says how much of it was cut.
+        max_chars=registration.max_chars + framing,
         look=look,
     )
 

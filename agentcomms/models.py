@@ -155,6 +155,11 @@ class Registration(BaseModel):
     interrupt_key: str = "C-c"
     submit_delay_ms: int = 150
     max_chars: int = MAX_MESSAGE_CHARS
+    # Fresh for each registration, and when the deployment made it: the mailbox obeys only the
+    # newest, so a genuine registration copied from a history and signalled again later points
+    # nothing back at a pane the agent has left.
+    id: str = ""
+    registered_at: datetime | None = None
     # The deployment's tag over the fields above and the agent's id (agentcomms.trust): a
     # registration signalled by anyone else never makes a pane type.
     signature: str | None = None
@@ -166,8 +171,8 @@ class Registration(BaseModel):
 class Unregister(BaseModel):
     """Take an agent's pane away: its messages wait until it is registered again."""
 
-    # Fresh for each request, and the time it was made: two unregisters never carry the same
-    # tag, so a mailbox can tell a repeat of one it already obeyed.
+    # Fresh for each request, and the time it was made: the mailbox obeys it only when it is
+    # newer than the registration it would end (and any unregister obeyed before).
     id: str = ""
     requested_at: datetime | None = None
     # The deployment's tag over the fields above and the agent's id (agentcomms.trust): an

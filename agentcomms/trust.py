@@ -20,6 +20,7 @@ import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from uuid import uuid4
 
 from pydantic_core import to_jsonable_python
 
@@ -67,10 +68,18 @@ class DeploymentKey:
     # ---- registrations --------------------------------------------------------------------------
 
     def sign_registration(self, agent_id: str, registration: Registration) -> Registration:
+        """The registration with its tag, and a fresh id and the time when it has none yet: the
+        mailbox obeys only the newest registration it was sent."""
+        if not registration.id or registration.registered_at is None:
+            registration = registration.model_copy(
+                update={"id": uuid4().hex, "registered_at": datetime.now(UTC)}
+            )
         tag = self._tag(_registration_fields(agent_id, registration))
         return registration.model_copy(update={"signature": tag})
 
     def registration_is_genuine(self, agent_id: str, registration: Registration) -> bool:
+        if not registration.id or registration.registered_at is None:
+            return False  # made before registrations carried their id and time: register again
         return self._verify(_registration_fields(agent_id, registration), registration.signature)
 
     # ---- unregistering --------------------------------------------------------------------------
@@ -152,7 +161,7 @@ def _event_fields(event: Event) -> list[Any]:
 
 def _registration_fields(agent_id: str, r: Registration) -> list[Any]:
     return [
-        "agentcomms-registration/1",
+        "agentcomms-registration/2",
         agent_id,
         r.type,
         r.target,
@@ -161,6 +170,8 @@ def _registration_fields(agent_id: str, r: Registration) -> list[Any]:
         r.interrupt_key,
         r.submit_delay_ms,
         r.max_chars,
+        r.id,
+        _microseconds(r.registered_at) if r.registered_at is not None else None,
     ]
 
 

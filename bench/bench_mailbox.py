@@ -75,6 +75,11 @@ class BareInput(BaseModel):
     pending: list[str] = Field(default_factory=list)  # carried across continue-as-new
 
 
+def words(typed: str) -> str:
+    """What was sent, from what a pane shows: `agentcomms send` puts its header first."""
+    return typed.split("] ", 1)[1] if typed.startswith("[cli:local") else typed
+
+
 async def send_keys(target: str, socket: str, text: str) -> None:
     """One tmux invocation: type `text` literally, press Enter (`text` must not end in ';')."""
     proc = await asyncio.create_subprocess_exec(
@@ -258,7 +263,7 @@ class Bench:
         if not await self.watcher.wait_for(key, seen + 1, 30):
             raise AssertionError(f"{pipeline.name}: {text[:20]!r} not in the pane after 30 s")
         arrived, got = self.watcher.arrivals(key)[seen]
-        if got != text:
+        if words(got) != text:
             raise AssertionError(f"{pipeline.name}: expected {text!r} in the pane, got {got!r}")
         return (accepted - sent) / 1e6, (arrived - sent) / 1e6
 
@@ -305,7 +310,7 @@ class Bench:
         cpu = {n: v - cpu_before[n] for n, v in cpu_seconds(others).items()}
         total = a.messages * len(keys)
         seconds = (finished - started) / 1e9
-        got = {k: [text for _, text in self.watcher.arrivals(k)[1:]] for k in keys}
+        got = {k: [words(text) for _, text in self.watcher.arrivals(k)[1:]] for k in keys}
         lost = sum(len(set(expected[k]) - set(got[k])) for k in keys)
         duplicated = sum(len(got[k]) - len(set(got[k])) for k in keys)
         disordered = sum(1 for k in keys if got[k] != expected[k])

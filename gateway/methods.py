@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import getpass
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from datetime import datetime
@@ -205,7 +206,8 @@ class Methods:
             channel_id=LOCAL_CHANNEL,
             type="human_message",
             role="human",
-            payload={"text": p.message, "source": "cli"},
+            # Only this user reaches the socket (0600): the pane's header names them.
+            payload={"text": p.message, "source": "cli", "sender_name": getpass.getuser()},
         )
         return await self._post(event, wait=p.wait, wait_s=p.timeout)
 

@@ -56,12 +56,12 @@ def _sender(event: Event) -> str:
     p = event.payload
     if event.channel_id.startswith("agent:"):
         return f"agent {event.source_agent_id or event.channel_id.removeprefix('agent:')}"
+    if p.get("source") == "cli":
+        return "`agentcomms send`" if event.type != "interrupt" else "`agentcomms interrupt`"
     if p.get("sender_name") or p.get("sender_id"):
         name = p.get("sender_name") or ""
         ident = p.get("sender_id") or ""
         return f"{name} ({ident})" if name and ident else str(name or ident)
-    if p.get("source") == "cli":
-        return "`agentcomms send`" if event.type != "interrupt" else "`agentcomms interrupt`"
     return "unknown sender"
 
 

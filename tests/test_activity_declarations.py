@@ -40,6 +40,7 @@ DECLARED: dict[str, tuple[ModuleType, set[str]]] = {
         {
             "deliver_to_pane",
             "interrupt_pane",
+            "check_registration",
             "check_unregister",
             "record_projection",
             "load_waiting_events",

@@ -33,7 +33,7 @@ from tests.support.mailbox import (
     unreachable,
 )
 from tests.support.stack import Stack, running_stack
-from tests.support.tmux import Tmux, recorder
+from tests.support.tmux import Tmux, as_sent, recorder
 from tests.support.waiting import eventually
 from workflows.mailbox.models import AgentInput
 from workflows.mailbox.workflow import AgentWorkflow
@@ -54,7 +54,9 @@ async def test_a_live_history_replays_deterministically(
         )
         await stack.call("interrupt", agent_id=agent)
         # The interrupt overtakes whatever is still queued when it arrives.
-        await eventually(lambda: sorted(out.read_bytes()) == sorted(b"\x03r0\rr1\rr2\r"))
+        await eventually(
+            lambda: sorted(out.read_bytes()) == sorted(b"\x03" + as_sent("r0", "r1", "r2"))
+        )
         # Unregistered, a message waits; registered again, it is typed.
         await stack.call("unregister", agent_id=agent)
         await eventually(lambda: offline(stack, agent))
@@ -62,7 +64,7 @@ async def test_a_live_history_replays_deterministically(
         await stack.call(
             "register", agent_id=agent, target=target, socket=tmux.socket, submit_delay_ms=0
         )
-        await eventually(lambda: out.read_bytes().endswith(b"r3\r"))
+        await eventually(lambda: out.read_bytes().endswith(as_sent("r3")))
         handle = stack.client.get_workflow_handle(mailbox_id(agent))
         # Replay a history that ends between workflow tasks: one cut inside a task that is still
         # running (or force-closed by a terminate) is not a history the worker could produce.
@@ -97,7 +99,11 @@ async def test_a_missing_pane_is_retried_with_capped_backoff(
             client,
             task_queue=host_task_queue(host),
             workflows=[AgentWorkflow],
-            activities=[panes.deliver_to_pane, projection.record_projection],
+            activities=[
+                panes.deliver_to_pane,
+                panes.check_registration,
+                projection.record_projection,
+            ],
         ):
             tmux.new_session("keep")
             handle = await client.start_workflow(
@@ -141,7 +147,7 @@ async def test_a_missing_pane_is_retried_with_capped_backoff(
             out.touch()
             tmux.new_session("later", f"stty raw -echo; exec cat >> {out}")
             await time_skipping_env.sleep(timedelta(seconds=31))
-            await eventually(lambda: out.read_bytes() == b"patience\r")
+            await eventually(lambda: out.read_bytes() == b"[cli:local] patience\r")
             await handle.terminate("test over")
 
 
@@ -188,7 +194,7 @@ async def test_a_backlog_handed_over_through_the_projection_replays(
         await stack.call(
             "register", agent_id=agent, target=target, socket=tmux.socket, submit_delay_ms=0
         )
-        expected = b"".join(f"h{i}\r".encode() for i in range(count))
+        expected = as_sent(*(f"h{i}" for i in range(count)))
         await eventually(lambda: out.read_bytes() == expected, timeout=90)
         histories = await _every_run(stack, agent)
         assert len(histories) >= 3

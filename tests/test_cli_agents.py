@@ -16,7 +16,7 @@ from agentcomms.ids import new_event_id
 from agentcomms.workflow_ids import mailbox_id
 from tests.support.cli import AGENTCOMMS, cli, cli_home
 from tests.support.stack import Stack, running_stack
-from tests.support.tmux import Tmux, recorder
+from tests.support.tmux import Tmux, as_sent, recorder
 from tests.support.waiting import eventually, typed
 
 
@@ -40,7 +40,7 @@ async def test_send_reads_a_piped_message(stack: Stack, tmux: Tmux, tmp_path: Pa
     sent = await cli(home, "send", agent, "--wait", stdin='diff --git a/x\n+ "$y"\n')
     assert sent.returncode == 0 and "delivered" in sent.stdout, sent.stderr
     # Pasted with its newline kept; the one trailing newline from the pipe is not a second Enter.
-    await typed(out, b'diff --git a/x\n+ "$y"\r')
+    await typed(out, as_sent('diff --git a/x\n+ "$y"'))
     empty = await cli(home, "send", agent, stdin="\n")
     assert empty.returncode == 1 and "message on stdin is empty" in empty.stderr
 
@@ -64,11 +64,11 @@ async def test_register_send_events_interrupt_inbox(
         assert sent.returncode == 0, sent.stderr
     result = json.loads(sent.stdout)
     assert result["delivered"] is True and result["event_id"] == retry_id
-    await typed(out, b"-rf; C-c Enter\r")
+    await typed(out, as_sent("-rf; C-c Enter"))
 
     interrupted = await cli(home, "interrupt", agent, "-r", "wrong branch", "--wait")
     assert interrupted.returncode == 0 and "delivered" in interrupted.stdout
-    await typed(out, b"-rf; C-c Enter\r\x1b")
+    await typed(out, as_sent("-rf; C-c Enter") + b"\x1b")
 
     events = await cli(home, "events", agent, "--json")
     lines = [json.loads(chunk) for chunk in _json_objects(events.stdout)]
@@ -124,7 +124,7 @@ async def test_agents_in_the_config_are_registered_at_start(
         stack.cfg.agents[agent] = AgentConfig(target=target, socket=tmux.socket, submit_delay_ms=0)
         await stack.gateway.register_configured_agents()
         result = await stack.call("send", agent_id=agent, message="from config", wait=True)
-        assert result["delivered"] and out.read_bytes() == b"from config\r"
+        assert result["delivered"] and out.read_bytes() == as_sent("from config")
         handle = stack.client.get_workflow_handle(mailbox_id(agent))
         description = await handle.describe()
         assert description.status == WorkflowExecutionStatus.RUNNING
@@ -227,7 +227,7 @@ async def test_register_inside_tmux_pins_that_server_for_the_worker(
     assert f"(tmux server {tmux.socket})" in registered.stdout
     sent = await cli(home, "send", agent, "found you", "--wait")
     assert "delivered" in sent.stdout, sent.stdout + sent.stderr
-    await typed(out, b"found you\r")
+    await typed(out, as_sent("found you"))
 
 
 async def test_text_from_outside_prints_as_itself_and_never_as_terminal_codes(

@@ -65,9 +65,10 @@ async def test_deliver_types_once(recorder: Recorder, panes: PaneActivities) -> 
     request = deliver(recorder.pane, signed("hi $HOME;"))
     [first] = await env.run(panes.deliver_to_pane, request)
     [again] = await env.run(panes.deliver_to_pane, request)
-    assert first == DeliveryOutcome(event_id=request.events[0].id, typed=True, chars=9)
+    typed = "[cli:local] hi $HOME;"  # the header from the signed event, then its text
+    assert first == DeliveryOutcome(event_id=request.events[0].id, typed=True, chars=len(typed))
     assert not again.typed
-    assert await recorder.settled() == b"hi $HOME;\r"
+    assert await recorder.settled() == typed.encode() + b"\r"
 
 
 async def test_what_is_typed_is_the_signed_event_and_the_signed_pane(
@@ -82,7 +83,7 @@ async def test_what_is_typed_is_the_signed_event_and_the_signed_pane(
     outcomes = await env.run(panes.deliver_to_pane, deliver(recorder.pane, altered, genuine))
     assert outcomes[0].rejected and "not signed by this deployment" in outcomes[0].rejected
     assert outcomes[1].typed
-    assert await recorder.settled() == b"echo genuine\r"
+    assert await recorder.settled() == b"[cli:local] echo genuine\r"
     other = tmux.new_session("other", "cat")
     moved = deliver(recorder.pane, signed("to the other pane"))
     moved.registration = moved.registration.model_copy(update={"target": other})

@@ -99,7 +99,7 @@ async def test_a_message_from_discord_is_typed_into_the_agent_pane_with_receipts
 
     message = discord.human_says(discord.general, "deploy to staging?\nthanks")
 
-    await typed(out, line(discord.general, "deploy to staging?\nthanks"))
+    await typed(out, line(discord.general, "deploy to staging?\n| thanks"))
     event = await stack.store.get_event(
         provider_event_id("discord", discord.general, message["id"])
     )

@@ -23,7 +23,7 @@ from tests.support.cli import cli, cli_home
 from tests.support.events import message, record_all
 from tests.support.hosts import worker_process
 from tests.support.stack import Stack, running_stack
-from tests.support.tmux import Tmux, recorder
+from tests.support.tmux import Tmux, as_sent, recorder
 from tests.support.waiting import eventually, typed
 from workers.main import build_workers
 
@@ -97,7 +97,7 @@ async def test_a_stopped_host_shows_its_agents_unreachable_then_types_everything
         # The worker comes back: everything waiting is typed, in order, once.
         worker = await worker_process(stack, host, home)
         try:
-            await typed(out, b"one\rtwo\rthree\r", timeout=60)
+            await typed(out, as_sent("one", "two", "three"), timeout=60)
 
             async def online_again() -> dict[str, Any] | None:
                 row = await listed(stack, agent)

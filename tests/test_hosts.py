@@ -15,7 +15,7 @@ from agentcomms.temporal import last_polls
 from agentcomms.workflow_ids import mailbox_id
 from tests.support.hosts import worker_process
 from tests.support.stack import running_stack
-from tests.support.tmux import Tmux, recorder
+from tests.support.tmux import SENT_HEADER, Tmux, as_sent, recorder
 from tests.support.waiting import eventually, typed
 
 
@@ -26,7 +26,9 @@ async def stop(worker: asyncio.subprocess.Process) -> None:
 
 
 def lines(out: Path) -> list[str]:
-    return [line for line in out.read_bytes().decode().split("\r") if line]
+    return [
+        line.removeprefix(SENT_HEADER) for line in out.read_bytes().decode().split("\r") if line
+    ]
 
 
 @pytest.mark.timeout(240)
@@ -54,8 +56,8 @@ async def test_each_host_types_for_its_own_agents_and_a_moved_agent_loses_nothin
             for i in range(10):
                 await stack.call("send", agent_id=a, message=f"a{i}")
                 await stack.call("send", agent_id=b, message=f"b{i}")
-            await typed(out_a, "".join(f"a{i}\r" for i in range(10)).encode())
-            await typed(out_b, "".join(f"b{i}\r" for i in range(10)).encode())
+            await typed(out_a, as_sent(*(f"a{i}" for i in range(10))))
+            await typed(out_b, as_sent(*(f"b{i}" for i in range(10))))
             for agent, host in ((a, h1), (b, h2)):
                 described = await stack.client.get_workflow_handle(mailbox_id(agent)).describe()
                 assert described.task_queue == f"agentcomms-host-{host}"
@@ -68,7 +70,7 @@ async def test_each_host_types_for_its_own_agents_and_a_moved_agent_loses_nothin
             await asyncio.sleep(3)
             assert lines(out_b) == [f"b{i}" for i in range(10)]
             host_two = await worker_process(stack, h2, tmp_path / "home-two")
-            await typed(out_b, "".join(f"b{i}\r" for i in range(15)).encode(), timeout=60)
+            await typed(out_b, as_sent(*(f"b{i}" for i in range(15))), timeout=60)
 
             # a moves to a pane on host two while its messages are being typed on host one.
             await stack.call(
@@ -117,7 +119,7 @@ async def test_a_worker_with_no_shared_types_for_its_host_and_leaves_the_shared_
                 submit_delay_ms=0,
             )  # fmt: skip
             await stack.call("send", agent_id=agent, message="typed on the remote host")
-            await typed(out, b"typed on the remote host\r")
+            await typed(out, as_sent("typed on the remote host"))
             shared = await last_polls(stack.client, stack.cfg.temporal.task_queue)
             assert shared, "the stack's worker polls the shared queue"
             assert not [who for who in shared if who.startswith(f"{worker.pid}@")]

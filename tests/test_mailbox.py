@@ -25,7 +25,7 @@ from tests.support.cli import AGENTCOMMS
 from tests.support.home import write_config
 from tests.support.mailbox import local_activities
 from tests.support.stack import STACK_KEY, Stack, delivered, register, running_stack
-from tests.support.tmux import Tmux, recorder
+from tests.support.tmux import SENT_HEADER, Tmux, as_sent, recorder
 from tests.support.waiting import eventually, typed
 from workers.main import build_workers
 from workflows.mailbox.models import AgentSnapshot
@@ -41,7 +41,7 @@ async def test_send_is_typed_into_the_pane_and_recorded(
         "send", agent_id=agent, message="hello $HOME `x` 'q' \"dq\"", wait=True
     )
     assert result["delivered"] is True and result["status"] == "delivered"
-    await typed(out, b"hello $HOME `x` 'q' \"dq\"\r")
+    await typed(out, as_sent("hello $HOME `x` 'q' \"dq\""))
     event = await stack.store.get_event(result["event_id"])
     assert event is not None and event.status == "delivered" and event.delivered_at is not None
     assert event.channel_id == "cli:local" and event.payload["source"] == "cli"
@@ -49,13 +49,19 @@ async def test_send_is_typed_into_the_pane_and_recorded(
     assert agent_row.status == "online" and agent_row.target == target
 
 
-async def test_a_shell_pane_runs_the_sent_command(stack: Stack, tmux: Tmux) -> None:
+async def test_a_sent_command_reaches_a_shell_pane_behind_its_header(
+    stack: Stack, tmux: Tmux
+) -> None:
+    """Every message starts with its header, `agentcomms send` too: a shell in the pane reads
+    the header as the command, so the text never runs as one typed alone."""
     agent = stack.agent_id()
     target = tmux.new_session("sh", "sh")
     await register(stack, agent, tmux, target)
     result = await stack.call("send", agent_id=agent, message="echo $((6*7))", wait=True)
     assert result["delivered"]
-    await eventually(lambda: "42" in tmux.capture(target).splitlines())
+    await eventually(lambda: f"{SENT_HEADER}echo $((6*7))" in tmux.capture(target))
+    await asyncio.sleep(0.3)
+    assert "42" not in tmux.capture(target).splitlines()
 
 
 async def test_hundreds_of_messages_arrive_once_in_order(
@@ -67,7 +73,7 @@ async def test_hundreds_of_messages_arrive_once_in_order(
     ids = [
         (await stack.call("send", agent_id=agent, message=f"m{i}"))["event_id"] for i in range(300)
     ]
-    expected = b"".join(f"m{i}\r".encode() for i in range(300))
+    expected = as_sent(*(f"m{i}" for i in range(300)))
     await eventually(lambda: len(out.read_bytes()) >= len(expected), timeout=90)
     assert out.read_bytes().split(b"\r") == expected.split(b"\r")
     events = await stack.store.events_after(agent, None, 1000)
@@ -97,7 +103,7 @@ async def test_a_backlog_is_typed_several_messages_to_a_local_activity(
     stack: Stack, tmux: Tmux, tmp_path: Path
 ) -> None:
     agent, out = await backlog_then_pane(stack, tmux, tmp_path, 60, submit_delay_ms=0)
-    expected = b"".join(f"b{i}\r".encode() for i in range(60))
+    expected = as_sent(*(f"b{i}" for i in range(60)))
     await eventually(lambda: out.read_bytes() == expected, timeout=30)
     await eventually(lambda: _all_delivered(stack, agent, 60))
     history = await stack.client.get_workflow_handle(mailbox_id(agent)).fetch_history()
@@ -122,7 +128,7 @@ async def test_messages_wait_for_an_unregistered_agent(
     assert snapshot.status == "offline" and snapshot.pending == 3
     target, out = recorder(tmux, tmp_path, "rec")
     await register(stack, agent, tmux, target, submit_delay_ms=0)
-    await eventually(lambda: out.read_bytes() == b"early 0\rearly 1\rearly 2\r")
+    await eventually(lambda: out.read_bytes() == as_sent("early 0", "early 1", "early 2"))
 
 
 async def test_an_interrupt_overtakes_queued_messages(
@@ -135,7 +141,7 @@ async def test_an_interrupt_overtakes_queued_messages(
     await stack.call("interrupt", agent_id=agent, reason="stop")
     target, out = recorder(tmux, tmp_path, "rec")
     await register(stack, agent, tmux, target, submit_delay_ms=0, interrupt_key="C-c")
-    await eventually(lambda: out.read_bytes() == b"\x03q0\rq1\rq2\r")
+    await eventually(lambda: out.read_bytes() == b"\x03" + as_sent("q0", "q1", "q2"))
 
 
 async def test_missing_pane_keeps_messages_until_it_appears(
@@ -161,7 +167,7 @@ async def test_missing_pane_keeps_messages_until_it_appears(
     # The UI filter says so too, once the workflow task that wrote the row has completed.
     await eventually(lambda: _indexed_is(handle, "unreachable"))
     tmux.new_session("late", f"stty raw -echo; exec cat >> {out}")
-    await eventually(lambda: out.read_bytes() == b"late 0\rlate 1\rlate 2\r", timeout=40)
+    await eventually(lambda: out.read_bytes() == as_sent("late 0", "late 1", "late 2"), timeout=40)
     await eventually(lambda: _agent_if(stack, agent, "online"))
     first = (await stack.store.events_after(agent, None, 1))[0]
     assert first.status == "delivered" and first.attempts >= 2  # failed tries are counted
@@ -213,14 +219,14 @@ async def test_reregistering_to_a_new_pane_delivers_there(
     first, first_out = recorder(tmux, tmp_path, "first")
     await register(stack, agent, tmux, first, submit_delay_ms=0)
     assert (await stack.call("send", agent_id=agent, message="one", wait=True))["delivered"]
-    await typed(first_out, b"one\r")  # in the file before its program is killed
+    await typed(first_out, as_sent("one"))  # in the file before its program is killed
     tmux.kill_session("first")
     await stack.call("send", agent_id=agent, message="two")
     await eventually(lambda: _snapshot_if(stack, agent, lambda s: s.status == "unreachable"))
     second, second_out = recorder(tmux, tmp_path, "second")
     await register(stack, agent, tmux, second, submit_delay_ms=0)
-    await eventually(lambda: second_out.read_bytes() == b"two\r")
-    assert first_out.read_bytes() == b"one\r"  # nothing more typed into the old pane
+    await eventually(lambda: second_out.read_bytes() == as_sent("two"))
+    assert first_out.read_bytes() == as_sent("one")  # nothing more typed into the old pane
 
 
 async def test_a_repeated_event_id_is_typed_once(stack: Stack, tmux: Tmux, tmp_path: Path) -> None:
@@ -232,7 +238,7 @@ async def test_a_repeated_event_id_is_typed_once(stack: Stack, tmux: Tmux, tmp_p
     again = await stack.call("send", agent_id=agent, message="once", event_id=retried)
     assert first["event_id"] == again["event_id"] == retried
     await stack.call("send", agent_id=agent, message="after", wait=True)
-    await typed(out, b"once\rafter\r")
+    await typed(out, as_sent("once", "after"))
 
 
 async def test_agent_message_is_prefixed_with_its_sender(
@@ -268,9 +274,9 @@ async def test_unregister_keeps_messages_for_the_next_registration(
     queued = await stack.call("send", agent_id=agent, message="b", wait=True, timeout=1)
     assert queued == {"event_id": queued["event_id"], "delivered": False, "status": "queued"}
     await eventually(lambda: _listed_if(stack, agent, "offline", pending=1))
-    assert out.read_bytes() == b"a\r"
+    assert out.read_bytes() == as_sent("a")
     await register(stack, agent, tmux, target, submit_delay_ms=0)
-    await eventually(lambda: out.read_bytes() == b"a\rb\r")
+    await eventually(lambda: out.read_bytes() == as_sent("a", "b"))
 
 
 async def test_events_page_forward_and_reply_reaches_the_inbox(
@@ -309,7 +315,7 @@ async def test_an_agent_on_another_host_moves_its_mailbox_there(
             await workers.enter_async_context(worker)
         await register(stack, agent, tmux, target, submit_delay_ms=0, host=other)
         result = await stack.call("send", agent_id=agent, message="over there", wait=True)
-        assert result["delivered"] and out.read_bytes() == b"over there\r"
+        assert result["delivered"] and out.read_bytes() == as_sent("over there")
         description = await stack.client.get_workflow_handle(mailbox_id(agent)).describe()
         assert description.task_queue == f"agentcomms-host-{other}"
 
@@ -337,7 +343,7 @@ async def test_a_broken_projection_does_not_make_a_durable_send_look_lost(
         await conn.execute(text("ALTER TABLE events RENAME TO events_away"))
     result = await stack.call("send", agent_id=agent, message="still typed")
     assert result["event_id"].startswith("evt_") and result["status"] == "queued"
-    await eventually(lambda: out.read_bytes() == b"still typed\r")
+    await eventually(lambda: out.read_bytes() == as_sent("still typed"))
     async with stack.store.engine.begin() as conn:  # the database recovers: the row is written
         await conn.execute(text("ALTER TABLE events_away RENAME TO events"))
     row = await eventually(lambda: delivered(stack, result["event_id"]), timeout=30)
@@ -360,7 +366,7 @@ async def test_a_gateway_on_a_machine_without_a_worker_delivers_through_the_pane
             await register(stack, agent, tmux, target, submit_delay_ms=0, host=pane_host)
             result = await stack.call("send", agent_id=agent, message="and this", wait=True)
             assert result["delivered"] is True
-            await typed(out, b"waited for a pane\rand this\r")
+            await typed(out, as_sent("waited for a pane", "and this"))
             description = await stack.client.get_workflow_handle(mailbox_id(agent)).describe()
             assert description.task_queue == f"agentcomms-host-{pane_host}"
 
@@ -400,7 +406,7 @@ async def test_agentcomms_worker_with_a_host_id_types_for_that_host(
             await register(stack, agent, tmux, target, submit_delay_ms=0, host=host)
             result = await stack.call("send", agent_id=agent, message="on build-2", wait=True)
             assert result["delivered"] is True
-            await typed(out, b"on build-2\r")
+            await typed(out, as_sent("on build-2"))
         finally:
             worker.terminate()
             printed, _ = await worker.communicate()

@@ -16,12 +16,12 @@ from agentcomms.workflow_ids import mailbox_id
 from tests.support.cli import AGENTCOMMS
 from tests.support.home import write_config
 from tests.support.stack import STACK_KEY, Stack, running_stack
-from tests.support.tmux import Tmux, recorder
-from tests.support.waiting import eventually
+from tests.support.tmux import Tmux, as_sent, recorder
+from tests.support.waiting import eventually, typed
 
 
 def expected_bytes(prefix: str, count: int) -> bytes:
-    return b"".join(f"{prefix}{i}\r".encode() for i in range(count))
+    return as_sent(*(f"{prefix}{i}" for i in range(count)))
 
 
 @pytest.mark.timeout(180)
@@ -52,7 +52,7 @@ async def test_continue_as_new_under_load_loses_and_repeats_nothing(
         await stack.call("send", agent_id=agent, message="c0", event_id=ids[0])
         result = await stack.call("send", agent_id=agent, message="after", wait=True)
         assert result["delivered"]
-        assert out.read_bytes() == expected + b"after\r"
+        await typed(out, expected + as_sent("after"))
         assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
         await handle.terminate("test over")
 

@@ -20,7 +20,7 @@ from agentcomms.errors import GatewayError
 from agentcomms.workflow_ids import mailbox_id
 from gateway.protocol import MAILBOX_FULL
 from tests.support.stack import Stack, delivered, register, running_stack
-from tests.support.tmux import Tmux, recorder
+from tests.support.tmux import SENT_HEADER, Tmux, as_sent, recorder
 from tests.support.waiting import eventually, typed
 
 
@@ -72,13 +72,13 @@ async def test_a_backlog_past_every_payload_limit_is_refused_at_its_limit_then_t
 
     target, out = recorder(tmux, tmp_path, "rec")
     await register(stack, agent, tmux, target, submit_delay_ms=0)
-    expected = b"".join(text.encode() + b"\r" for _, text in accepted)
+    expected = as_sent(*(text for _, text in accepted))
     await eventually(lambda: out.stat().st_size >= len(expected), timeout=90)
     assert out.read_bytes() == expected  # each whole, once, in order
 
     after = await stack.call("send", agent_id=agent, message="and one more", wait=True, timeout=30)
     assert after["delivered"] is True
-    await typed(out, expected + b"and one more\r")
+    await typed(out, expected + as_sent("and one more"))
     events = await stack.store.events_after(agent, None, 1000)
     assert [e.id for e in events] == [i for i, _ in accepted] + [after["event_id"]]
     assert all(e.status == "delivered" and e.note is None for e in events)
@@ -92,7 +92,7 @@ async def test_a_long_message_is_typed_whole(stack: Stack, tmux: Tmux, tmp_path:
     text = long_text(7, 21_000)
     result = await stack.call("send", agent_id=agent, message=text, wait=True, timeout=30)
     assert result["delivered"] is True and "note" not in result
-    await typed(out, text.encode() + b"\r")
+    await typed(out, as_sent(text))
 
 
 async def test_max_chars_cuts_visibly_and_says_so(stack: Stack, tmux: Tmux, tmp_path: Path) -> None:
@@ -104,8 +104,9 @@ async def test_max_chars_cuts_visibly_and_says_so(stack: Stack, tmux: Tmux, tmp_
     assert result["delivered"] is True
     await eventually(lambda: out.read_bytes().endswith(b"\r"))
     typed = out.read_bytes().decode()
-    assert len(typed) == 1001 and typed.endswith(" chars]\r")
-    assert typed.startswith(text[:900])
+    # The cap bounds the sender's words: the header comes on top.
+    assert len(typed) == len(SENT_HEADER) + 1001 and typed.endswith(" chars]\r")
+    assert typed.startswith(SENT_HEADER + text[:900])
     removed = 3000 - (1000 - len("… [truncated 2037 chars]"))
     assert f"[truncated {removed} chars]" in typed
     note = f"cut at the agent's max_chars (1,000): {removed:,} characters were not typed"
@@ -178,6 +179,6 @@ async def test_hundreds_of_agents_register_list_and_each_get_their_message(
     await eventually(all_online, timeout=90, interval=0.5)
     for agent in agents:
         await stack.call("send", agent_id=agent, message=f"hello {agent}")
-    expected = sorted(f"hello {agent}".encode() for agent in agents)
+    expected = sorted(as_sent(f"hello {agent}")[:-1] for agent in agents)
     await eventually(lambda: out.read_bytes().count(b"\r") >= len(agents), timeout=90)
     assert sorted(out.read_bytes().split(b"\r")[:-1]) == expected

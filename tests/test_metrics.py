@@ -16,7 +16,7 @@ from agentcomms.errors import GatewayError
 from agentcomms.metrics import MetricsServer, free_loopback_address, temporal_runtime
 from agentcomms.temporal import connect
 from tests.support.stack import running_stack
-from tests.support.tmux import Tmux, recorder
+from tests.support.tmux import Tmux, as_sent, recorder
 from tests.support.waiting import eventually, typed
 
 # A scrape's samples by name and labels.
@@ -62,7 +62,7 @@ async def test_scraped_counters_match_what_was_sent(
             for text in ("one", "two", "three"):
                 sent = await stack.call("send", agent_id=online, message=text, wait=True)
                 assert sent["delivered"], sent
-            await typed(out, b"one\rtwo\rthree\r")
+            await typed(out, as_sent("one", "two", "three"))
             offline = stack.agent_id("offline")
             await stack.call("send", agent_id=offline, message="waits")
             with pytest.raises(GatewayError, match="mailbox is full"):

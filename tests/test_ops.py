@@ -21,7 +21,7 @@ from tests.support.chat import CHAT, connected, with_telegram
 from tests.support.cli import cli
 from tests.support.home import write_config
 from tests.support.stack import Stack, running_stack
-from tests.support.tmux import Tmux, recorder
+from tests.support.tmux import Tmux, as_sent, recorder
 from tests.support.waiting import eventually, typed
 from workers.main import build_workers
 
@@ -114,7 +114,7 @@ async def test_trace_and_doctor_say_what_is_wrong_until_it_is_mended(
                 return t if t["status"] == "delivered" else None
 
             traced = await eventually(delivered, timeout=90, interval=1)
-            await typed(recorded, b"hello\r")
+            await typed(recorded, as_sent("hello"))
             steps = {s["step"]: s for s in traced["steps"]}
             assert steps["typed"]["at"] == traced["delivered_at"] is not None
             # Each failed attempt is a step of its own, with its time and error, before the last.
@@ -159,7 +159,7 @@ async def test_trace_of_a_delivered_message_and_a_reply(
         )
         sent = await stack.call("send", agent_id=agent, message="hi", wait=True)
         assert sent["delivered"]
-        await typed(out, b"hi\r")
+        await typed(out, as_sent("hi"))
         traced = json.loads((await cli(home, "trace", sent["event_id"], "--json")).stdout)
         assert [s["step"] for s in traced["steps"]] == ["accepted", "queued", "typed"]
         assert traced["why"] == []

@@ -18,7 +18,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.config import Config, DatabaseConfig
 from tests.support.stack import Stack, running_stack
-from tests.support.tmux import Tmux, recorder
+from tests.support.tmux import Tmux, as_sent, recorder
 from tests.support.waiting import eventually
 
 
@@ -74,7 +74,7 @@ async def test_typing_goes_on_while_the_projection_is_down_and_its_rows_catch_up
         before = [f"before{i}" for i in range(5)]
         for text in before:
             await stack.call("send", agent_id=agent, message=text)
-        await eventually(lambda: out.read_bytes() == b"".join(f"{t}\r".encode() for t in before))
+        await eventually(lambda: out.read_bytes() == as_sent(*before))
         # A locked SQLite file holds each write for its busy timeout: fewer messages there.
         during = [f"during{i}" for i in range(3 if "sqlite" in database_url else 20)]
         async with projection_down(database_url):
@@ -83,7 +83,7 @@ async def test_typing_goes_on_while_the_projection_is_down_and_its_rows_catch_up
                 *(stack.call("send", agent_id=agent, message=text) for text in during)
             )
             assert all(s["event_id"] for s in sent)
-            typed = b"".join(f"{t}\r".encode() for t in before)
+            typed = as_sent(*before)
 
             async def all_typed() -> bool:
                 got = out.read_bytes()
@@ -97,7 +97,7 @@ async def test_typing_goes_on_while_the_projection_is_down_and_its_rows_catch_up
             assert snapshot.unrecorded > 0
         # Every message typed once; sent together, they arrive in the order Temporal took them.
         lines = out.read_bytes().split(b"\r")[:-1]
-        assert sorted(lines[len(before) :]) == sorted(t.encode() for t in during)
+        assert sorted(lines[len(before) :]) == sorted(as_sent(t)[:-1] for t in during)
         assert len(set(lines)) == len(lines)
 
         async def caught_up() -> bool:

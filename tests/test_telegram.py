@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
@@ -30,13 +29,8 @@ from tests.support.waiting import eventually
 
 
 @pytest.fixture
-async def stack(
-    temporal_env: WorkflowEnvironment, tmp_path: Path, telegram: FakeTelegram, agent: str
-) -> AsyncIterator[Stack]:
-    async with running_stack(
-        temporal_env.client, tmp_path, configure=with_telegram(telegram, agent)
-    ) as s:
-        yield s
+def stack(telegram_stack: Stack) -> Stack:
+    return telegram_stack
 
 
 async def test_a_message_from_telegram_is_typed_into_the_agent_pane_with_receipts(
@@ -48,7 +42,7 @@ async def test_a_message_from_telegram_is_typed_into_the_agent_pane_with_receipt
 
     update = telegram.human_says(CHAT, "deploy to staging?\nthanks", first_name="Alice")
 
-    expected = b"[telegram:456 from Alice] deploy to staging?\nthanks\r"
+    expected = b"[telegram:456 from Alice] deploy to staging?\n| thanks\r"
     await eventually(lambda: out.read_bytes() == expected)
     message_id = update["message"]["message_id"]
     event = await stack.store.get_event(provider_event_id("telegram", CHAT, message_id))

@@ -27,7 +27,7 @@ from tests.fakes.serve import free_port
 from tests.support.cli import AGENTCOMMS, cli, env_for
 from tests.support.home import write_config
 from tests.support.tls_proxy import SERVER_NAME, Pki, TlsProxy, make_pki, tls_proxy
-from tests.support.tmux import Tmux, recorder
+from tests.support.tmux import Tmux, as_sent, recorder
 from tests.support.waiting import eventually, typed
 
 
@@ -93,7 +93,7 @@ async def test_a_gateway_and_a_worker_process_reach_temporal_only_through_mtls(
         assert registered.returncode == 0, registered.stderr
         sent = await cli(home, "send", "backend", "over mTLS", "--wait", "--timeout", "30")
         assert sent.returncode == 0, sent.stdout + sent.stderr
-        await typed(out, b"over mTLS\r")
+        await typed(out, as_sent("over mTLS"))
 
         doctor = json.loads((await cli(home, "doctor", "--json")).stdout)
         checks = {c["name"]: c for c in doctor["checks"]}

@@ -46,12 +46,12 @@ from agentcomms.store import Store
 from agentcomms.trust import KEY_FILENAME, DeploymentKey
 from agentcomms.workflow_ids import host_task_queue, mailbox_id
 from tests.support.home import write_config
-from tests.support.mailbox import mailbox_replayer, offline, settled_history, unreachable
-from tests.support.stack import STACK_KEY, Stack, delivered, in_mailbox_of, running_stack
-from tests.support.tmux import Tmux, recorder
+from tests.support.mailbox import mailbox_replayer, offline, settled_history
+from tests.support.stack import STACK_KEY, Stack, in_mailbox_of, running_stack
+from tests.support.tmux import SENT_HEADER, Tmux, as_sent, recorder
 from tests.support.waiting import eventually
 from workers.main import build_workers
-from workflows.mailbox.models import AgentInput
+from workflows.mailbox.models import AgentInput, AgentSnapshot
 from workflows.mailbox.workflow import AgentWorkflow
 
 KEY = DeploymentKey(b"k" * 40)
@@ -116,6 +116,14 @@ def test_a_registration_is_signed_for_one_agent() -> None:
     assert not KEY.registration_is_genuine("b", reg)
     assert not KEY.registration_is_genuine("a", reg.model_copy(update={"target": "evil:0.0"}))
     assert not KEY.registration_is_genuine("a", reg.model_copy(update={"interrupt_key": "Enter"}))
+    # Its id and time are signed too: a registration cannot be made newer than it was.
+    later = reg.registered_at + timedelta(hours=1) if reg.registered_at else None
+    assert not KEY.registration_is_genuine("a", reg.model_copy(update={"registered_at": later}))
+    assert not KEY.registration_is_genuine("a", reg.model_copy(update={"id": "another"}))
+    # One signed before registrations carried an id and a time is refused: register again.
+    old = Registration(target="s:0.0", host="h")
+    old.signature = KEY._tag(["agentcomms-registration/1", "a", "tmux", "s:0.0", None, "h"])
+    assert not KEY.registration_is_genuine("a", old)
 
 
 # ---- the key ---------------------------------------------------------------------------------------
@@ -215,7 +223,7 @@ async def test_a_forged_message_is_never_typed_and_shows_rejected(
 
     genuine = await stack.call("send", agent_id=agent, message="echo $((6*7))", wait=True)
     assert genuine["delivered"] is True
-    await eventually(lambda: "42" in tmux.capture(pane).splitlines())
+    await eventually(lambda: f"{SENT_HEADER}echo $((6*7))" in tmux.capture(pane))
     for event in (forged, other_key, altered, interrupt):
         await rejected(stack, event.id)
     screen = tmux.capture(pane)
@@ -247,11 +255,11 @@ async def test_a_forgery_inside_a_backlog_is_refused_and_the_rest_typed_in_order
     await stack.call(
         "register", agent_id=agent, target=target, socket=tmux.socket, submit_delay_ms=0
     )
-    expected = b"".join(f"m{i}\r".encode() for i in range(6))
+    expected = as_sent(*(f"m{i}" for i in range(6)))
     await eventually(lambda: out.read_bytes() == expected)
     await rejected(stack, forged.id)
     await stack.call("send", agent_id=agent, message="after", wait=True)  # all settled by then
-    expected += b"after\r"
+    expected += as_sent("after")
     for event_id in sent:
         event = await stack.store.get_event(event_id)
         assert event is not None and event.status == "delivered", event
@@ -269,7 +277,7 @@ async def test_an_event_signed_for_another_agent_is_rejected(stack: Stack, tmux:
     assert "MEANT FOR B" not in tmux.capture(pane)
 
 
-async def test_a_forged_registration_types_nowhere_until_the_agent_registers_again(
+async def test_a_forged_registration_is_ignored_and_messages_go_to_the_agents_pane(
     stack: Stack, tmux: Tmux
 ) -> None:
     agent = stack.agent_id()
@@ -282,17 +290,13 @@ async def test_a_forged_registration_types_nowhere_until_the_agent_registers_aga
         "register",
         Registration(target=trap, socket=tmux.socket, host=stack.host, submit_delay_ms=0),
     )
-    sent = await stack.call("send", agent_id=agent, message="KEEP ME", wait=True, timeout=3)
-    assert sent["delivered"] is False
-    state = await eventually(lambda: unreachable(stack, agent))
-    assert "registration is not signed" in (state.last_error or "")
-    assert "KEEP ME" not in tmux.capture(trap) and "KEEP ME" not in tmux.capture(own)
-    # The message waited; a genuine registration delivers it, to the agent's own pane.
-    await stack.call("register", agent_id=agent, target=own, socket=tmux.socket)
-    await eventually(lambda: "KEEP ME" in tmux.capture(own))
-    assert "KEEP ME" not in tmux.capture(trap)
-    event = await eventually(lambda: delivered(stack, sent["event_id"]))
-    assert event.status == "delivered"
+    # The mailbox has the worker check a registration's tag before it takes it.
+    sent = await stack.call("send", agent_id=agent, message="KEEP ME", wait=True)
+    assert sent["delivered"] is True
+    assert "KEEP ME" in tmux.capture(own) and "KEEP ME" not in tmux.capture(trap)
+    state = await stack.gateway.mailbox.snapshot(agent)
+    assert state is not None and state.registration is not None
+    assert state.registration.target == own and state.status == "online"
 
 
 def test_an_unregister_is_signed_for_one_agent_and_one_request() -> None:
@@ -339,7 +343,7 @@ async def test_a_forged_unregister_leaves_the_agent_registered(
     await eventually(lambda: offline(stack, agent))
     sent = await stack.call("send", agent_id=agent, message="waits", wait=True, timeout=1)
     assert sent["delivered"] is False
-    assert out.read_bytes() == b"one\rtwo\rthree\rfour\r"
+    assert out.read_bytes() == as_sent("one", "two", "three", "four")
 
     handle = stack.client.get_workflow_handle(mailbox_id(agent))
     history = await eventually(lambda: settled_history(handle))
@@ -369,11 +373,17 @@ async def test_a_worker_with_a_key_of_its_own_refuses_the_deployments_messages(
                 await workers.enter_async_context(worker)
             await gateway_only.call("register", agent_id=agent, target=pane, socket=tmux.socket)
             await gateway_only.call("send", agent_id=agent, message="NOT OURS")
-            state = await eventually(lambda: unreachable(gateway_only, agent))
-        assert state.pending == 1
+            state = await eventually(lambda: refused_registration(gateway_only, agent))
+        assert state.pending == 1 and state.status == "offline"
         assert "not signed by this deployment" in (state.last_error or "")
         assert "security.deployment_key" in (state.last_error or "")
         assert "NOT OURS" not in tmux.capture(pane)
+
+
+async def refused_registration(stack: Stack, agent: str) -> AgentSnapshot | None:
+    """The mailbox's state once a registration was refused and says why, for ``eventually``."""
+    state = await stack.gateway.mailbox.snapshot(agent)
+    return state if state is not None and state.pending and state.last_error else None
 
 
 def test_the_key_never_reaches_config_show(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -410,13 +420,13 @@ async def test_an_old_message_signalled_again_is_not_typed_twice(
         assert (await env.run(panes.deliver_to_pane, request))[0].typed  # waited two hours
         delivered = event.model_copy(update={"status": "delivered", "delivered_at": old})
         await store.settle_events([delivered])
-        await eventually(lambda: out.read_bytes() == b"deploy to production\r")
+        await eventually(lambda: out.read_bytes() == b"[cli:local] deploy to production\r")
         # The pane forgets (a thousand messages later), the mailbox too: the copy arrives.
         tmux.run("set-option", "-p", "-u", "-t", target, RECENT_EVENTS_OPTION)
         [again] = await env.run(panes.deliver_to_pane, request)
         assert not again.typed
         await asyncio.sleep(0.3)
-        assert out.read_bytes() == b"deploy to production\r"
+        assert out.read_bytes() == b"[cli:local] deploy to production\r"
 
 
 @pytest.mark.parametrize(
@@ -457,7 +467,7 @@ async def test_pane_activities_refuse_anyone_but_the_agents_own_mailbox(
             panes.deliver_to_pane, DeliverRequest(registration=registration, events=[event])
         )
         assert typed[0].typed
-    await eventually(lambda: out.read_bytes() == b"COPIED FROM A HISTORY\r")
+    await eventually(lambda: out.read_bytes() == b"[cli:local] COPIED FROM A HISTORY\r")
 
 
 async def test_an_activity_scheduled_on_a_hosts_queue_by_an_attackers_workflow_types_nothing(
@@ -497,7 +507,7 @@ async def test_an_activity_scheduled_on_a_hosts_queue_by_an_attackers_workflow_t
     refusal = activity_failure.cause
     assert isinstance(refusal, ApplicationError) and refusal.type == errors.NOT_A_MAILBOX
     await asyncio.sleep(0.3)
-    assert out.read_bytes() == b"genuine\r"
+    assert out.read_bytes() == as_sent("genuine")
 
 
 @workflow.defn(sandboxed=False)

@@ -20,7 +20,7 @@ from agentcomms.client import GatewayClient, call
 from agentcomms.errors import GatewayUnavailable
 from tests.fakes.serve import free_port
 from tests.support.cli import AGENTCOMMS, env_for, run, start_up, stop, wait_for_line
-from tests.support.tmux import Tmux, recorder
+from tests.support.tmux import Tmux, as_sent, recorder
 from tests.support.waiting import eventually
 
 
@@ -330,7 +330,7 @@ async def test_up_killed_mid_stream_then_restarted_loses_and_repeats_nothing(
 
         replacement = start_up(up_env)
         await asyncio.to_thread(wait_for_line, replacement, "Database")
-        expected = b"".join(f"m{i}\r".encode() for i in range(count))
+        expected = as_sent(*(f"m{i}" for i in range(count)))
         await eventually(lambda: len(out.read_bytes()) >= len(expected), timeout=120)
         assert out.read_bytes() == expected  # all, once each, in order
 

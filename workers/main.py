@@ -54,6 +54,7 @@ def build_workers(
     activities: list[Any] = [
         panes.deliver_to_pane,
         panes.interrupt_pane,
+        panes.check_registration,
         panes.check_unregister,
         projection.record_projection,
         projection.load_waiting_events,

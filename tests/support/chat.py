@@ -10,17 +10,19 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from pydantic import SecretStr
+from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.config import Config
 from tests.fakes.telegram import FakeTelegram
 from tests.fakes.twilio import OUR_NUMBER, FakeTwilio
 from tests.fakes.whatsapp_cloud import VERIFY_TOKEN, FakeWhatsAppCloud
-from tests.support.stack import Stack
+from tests.support.stack import Stack, running_stack
 from tests.support.waiting import eventually
 
 CHAT = 456  # Alice's private chat with the Telegram bot (its id is her user id)
@@ -89,6 +91,17 @@ def with_telegram(
         return cfg.model_copy(update={"chat": chat})
 
     return configure
+
+
+@pytest.fixture
+async def telegram_stack(
+    temporal_env: WorkflowEnvironment, tmp_path: Path, telegram: FakeTelegram, agent: str
+) -> AsyncIterator[Stack]:
+    """A whole stack with Telegram on its fake, Alice's chat mapped to `agent`."""
+    async with running_stack(
+        temporal_env.client, tmp_path, configure=with_telegram(telegram, agent)
+    ) as s:
+        yield s
 
 
 # ---- SMS and WhatsApp through Twilio -------------------------------------------------------------

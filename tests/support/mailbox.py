@@ -74,3 +74,9 @@ def record_histories(histories: list[WorkflowHistory], name: str) -> None:
     for i, history in enumerate(histories):
         suffix = f"-run{i + 1}" if len(histories) > 1 else ""
         (Path(folder) / f"{name}{suffix}.json").write_text(history.to_json())
+
+
+async def online(stack: Stack, agent: str) -> AgentSnapshot | None:
+    """The mailbox's state, once it took a registration (it has the worker check it first)."""
+    state = await stack.gateway.mailbox.snapshot(agent)
+    return state if state is not None and state.registration is not None else None

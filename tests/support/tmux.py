@@ -8,6 +8,7 @@ rendering of them.
 from __future__ import annotations
 
 import asyncio
+import getpass
 import shlex
 import shutil
 import subprocess
@@ -19,6 +20,20 @@ from pathlib import Path
 import pytest
 
 from agentcomms.models import PaneTarget
+
+# What `agentcomms send` puts before its text in the pane: the gateway names its user.
+SENT_HEADER = f"[cli:local from {getpass.getuser()}] "
+
+
+def as_sent(*texts: str) -> bytes:
+    """What a recorder pane holds once `agentcomms send` typed each of `texts`, in order: each
+    behind its header, every line after its first behind the gutter, then Enter."""
+    return b"".join(f"{SENT_HEADER}{_guttered(text)}\r".encode() for text in texts)
+
+
+def _guttered(text: str) -> str:
+    first, *rest = text.split("\n")
+    return "\n".join([first, *(f"| {line}" if line else "|" for line in rest)])
 
 
 class Tmux:

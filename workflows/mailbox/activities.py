@@ -20,6 +20,7 @@ from agentcomms.models import (
     InterruptRequest,
     LoadedEvents,
     LoadRequest,
+    Registration,
     Unregister,
 )
 from agentcomms.outbox_models import QueueReceipt
@@ -38,6 +39,12 @@ async def deliver_to_pane(req: DeliverRequest) -> list[DeliveryOutcome]:
 @activity.defn(name="interrupt_pane")
 async def interrupt_pane(req: InterruptRequest) -> bool:
     """Press the pane's interrupt key for a signed interrupt."""
+    raise declared()
+
+
+@activity.defn(name="check_registration")
+async def check_registration(registration: Registration) -> bool:
+    """Whether the deployment signed this registration of the mailbox's agent."""
     raise declared()
 
 

@@ -35,6 +35,8 @@ class AgentState(BaseModel):
     # Replayer runs histories on a made-up queue, and this must replay exactly.
     task_queue: str | None = None
     registration: Registration | None = None
+    # When the newest registration or unregister obeyed was made: an older one is a replay.
+    pane_changed_at: datetime | None = None
     status: AgentStatus = "offline"
     waiting: list[Waiting] = Field(default_factory=list)
     seen_ids: list[str] = Field(default_factory=list)

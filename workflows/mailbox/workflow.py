@@ -15,6 +15,7 @@ writes run beside the typing and never hold it up (:mod:`.projection`).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
 from temporalio import workflow
@@ -36,6 +37,7 @@ with workflow.unsafe.imports_passed_through():
     from agentcomms.workflow_ids import MAILBOX_WORKFLOW, host_task_queue
     from workflows.activities import failure_cause
     from workflows.mailbox import activities
+    from workflows.mailbox.checks import Change, newest
     from workflows.mailbox.models import (
         AgentInput,
         AgentSnapshot,
@@ -85,6 +87,7 @@ class AgentWorkflow:
         # The status and agent's state last upserted as search attributes in this run.
         self._indexed: tuple[str, str] | None = None
         self._batch_ms = 0  # typing time spent in the current workflow task
+        self._checking = 0  # registrations and unregisters being checked
 
     # ---- mailbox -------------------------------------------------------------------------------
 
@@ -109,7 +112,12 @@ class AgentWorkflow:
             self._publish()
 
     @workflow.signal
-    def register(self, registration: Registration) -> None:
+    async def register(self, registration: Registration) -> None:
+        error = self._s.last_error
+        if not await self._newest(activities.check_registration, registration):
+            if self._s.last_error != error:
+                self._publish()  # why it was refused, for `agentcomms agents`
+            return
         self._s.registration = registration
         self._s.status = "online"
         self._s.unreachable_since = None
@@ -118,37 +126,21 @@ class AgentWorkflow:
 
     @workflow.signal
     async def unregister(self, request: Unregister) -> None:
-        if not await self._unregister_checked(request):
+        if not await self._newest(activities.check_unregister, request):
             return
         self._s.registration = None
         self._s.status = "offline"
         self._s.unreachable_since = None
         self._nudged = True
 
-    async def _unregister_checked(self, request: Unregister) -> bool:
-        """Whether to obey the unregister: the worker found it signed by the deployment, it is
-        not a repeat of one obeyed already, and no registration came while it was checked."""
-        if not request.id or self._queue.seen(request.id):
-            return False
-        registration = self._s.registration
+    async def _newest(self, check: Callable[[Change], Awaitable[bool]], change: Change) -> bool:
+        """Whether to obey a registration or unregister (:mod:`.checks`). Messages wait while it
+        is checked: one sent after it must not be typed into the pane it replaces."""
+        self._checking += 1
         try:
-            genuine = await workflow.execute_local_activity(
-                activities.check_unregister,
-                request,
-                start_to_close_timeout=policies.MAILBOX_CHECK_TIMEOUT,
-                retry_policy=policies.MAILBOX_CHECK_RETRY,
-                summary="check the unregister's tag",
-            )
-        except (ActivityError, ApplicationError):
-            genuine = False  # unchecked is unsigned: the agent stays as it is
-        if not genuine:
-            workflow.logger.warning(
-                "ignored an unregister not signed by this deployment; %s stays registered",
-                self._s.agent_id,
-            )
-            return False
-        self._queue.remember(request.id)
-        return self._s.registration is registration
+            return await newest(self._s, check, change)
+        finally:
+            self._checking -= 1
 
     @workflow.update
     async def wait_for_delivery(self, request: WaitForDelivery) -> DeliveryStatus:
@@ -355,7 +347,7 @@ class AgentWorkflow:
             pass
 
     def _deliverable(self) -> bool:
-        return bool(self._queue) and self._s.registration is not None
+        return bool(self._queue) and self._s.registration is not None and not self._checking
 
     def _continue_as_new_suggested(self) -> bool:
         return workflow.info().is_continue_as_new_suggested()

@@ -1,0 +1,146 @@
+"""Replays are refused: a genuine registration or unregister, copied from a mailbox's history and
+signalled again later with the stock `temporal` CLI, changes nothing.
+
+The attack: the agent moved from one pane to another; the pane it left now holds a shell. A
+registration of the old pane is still in the history, with the deployment's genuine tag. Before
+registrations carried an id and a time, signalling it again pointed the agent's messages back at
+the shell. Panes here are real tmux panes (recorders), Temporal a real dev server.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from temporalio.testing import WorkflowEnvironment
+
+from agentcomms.temporal import temporal_binary
+from agentcomms.workflow_ids import mailbox_id
+from tests.support.mailbox import offline, online
+from tests.support.stack import Stack, register
+from tests.support.tmux import Tmux, as_sent, recorder
+from tests.support.waiting import eventually
+from workflows.mailbox.workflow import AgentWorkflow
+
+
+async def signalled(stack: Stack, agent: str, name: str) -> list[str]:
+    """The JSON of every `name` signal in the mailbox's histories, oldest first: what anyone who
+    can read a history (the UI, `temporal workflow show`) can copy. Every run: registered on its
+    host, a mailbox continues there as a new run. (The signal that started the mailbox is in its
+    start event instead: each test starts it with a message.)"""
+    found: list[str] = []
+    run_id: str | None = None
+    while True:
+        handle = stack.client.get_workflow_handle(mailbox_id(agent), run_id=run_id)
+        in_run = []
+        previous = ""
+        async for event in handle.fetch_history_events():
+            if event.HasField("workflow_execution_started_event_attributes"):
+                previous = (
+                    event.workflow_execution_started_event_attributes.continued_execution_run_id
+                )
+            if event.HasField("workflow_execution_signaled_event_attributes"):
+                attributes = event.workflow_execution_signaled_event_attributes
+                if attributes.signal_name == name:
+                    in_run.append(attributes.input.payloads[0].data.decode())
+        found = in_run + found
+        if not previous:
+            return found
+        run_id = previous
+
+
+def signal_with_the_cli(env: WorkflowEnvironment, agent: str, name: str, payload: str) -> None:
+    address = env.client.service_client.config.target_host
+    command = [str(temporal_binary()), "workflow", "signal", "--address", address]
+    subprocess.run(
+        [*command, "-w", mailbox_id(agent), "--name", name, "--input", payload],
+        check=True,
+        capture_output=True,
+    )
+
+
+async def test_an_old_registration_signalled_again_points_nothing_back(
+    temporal_env: WorkflowEnvironment, stack: Stack, tmux: Tmux, tmp_path: Path
+) -> None:
+    agent = stack.agent_id()
+    old, old_out = recorder(tmux, tmp_path, "old")
+    new, new_out = recorder(tmux, tmp_path, "new")
+    await stack.call("send", agent_id=agent, message="one")  # starts the mailbox
+    await register(stack, agent, tmux, old, submit_delay_ms=0)
+    await eventually(lambda: old_out.read_bytes() == as_sent("one"))
+    handle = stack.client.get_workflow_handle_for(AgentWorkflow.run, mailbox_id(agent))
+    # The genuine registration of the old pane, as the query shows it to anyone.
+    before = await handle.query(AgentWorkflow.state)
+    assert before.registration is not None and before.registration.target == old
+    copied = before.registration.model_dump_json()
+    await register(stack, agent, tmux, new, submit_delay_ms=0)
+    assert (await stack.call("send", agent_id=agent, message="two", wait=True))["delivered"]
+
+    # The attack: the old registration, from the query and from the history, signalled again.
+    [from_history, _] = await signalled(stack, agent, "register")
+    assert json.loads(from_history)["target"] == old
+    for payload in (copied, from_history):
+        signal_with_the_cli(temporal_env, agent, "register", payload)
+    for text in ("three", "four"):  # in turn: each one typed where the mailbox points then
+        assert (await stack.call("send", agent_id=agent, message=text, wait=True))["delivered"]
+    after = await handle.query(AgentWorkflow.state)
+    assert after.registration is not None and after.registration.target == new
+    assert after.status == "online"
+    await eventually(lambda: new_out.read_bytes() == as_sent("two", "three", "four"))
+    assert old_out.read_bytes() == as_sent("one")
+
+
+async def test_old_registrations_and_unregisters_signalled_again_change_nothing(
+    temporal_env: WorkflowEnvironment, stack: Stack, tmux: Tmux, tmp_path: Path
+) -> None:
+    """The newest of an agent's registrations and unregisters wins, whatever arrives later."""
+    agent = stack.agent_id()
+    target, out = recorder(tmux, tmp_path, "rec")
+    await stack.call("send", agent_id=agent, message="first")  # starts the mailbox
+    await register(stack, agent, tmux, target, submit_delay_ms=0)
+    await eventually(lambda: out.read_bytes() == as_sent("first"))
+    await stack.call("unregister", agent_id=agent)
+    await eventually(lambda: offline(stack, agent))
+    handle = stack.client.get_workflow_handle_for(AgentWorkflow.run, mailbox_id(agent))
+    [registration] = await signalled(stack, agent, "register")
+    [unregister] = await signalled(stack, agent, "unregister")
+
+    # A registration older than the unregister does not bring the agent back online.
+    signal_with_the_cli(temporal_env, agent, "register", registration)
+    waits = await stack.call("send", agent_id=agent, message="waits", wait=True, timeout=1)
+    assert waits["delivered"] is False
+    assert await offline(stack, agent)
+    # Registered again, the agent gets it; an unregister older than that takes it offline no more.
+    await register(stack, agent, tmux, target, submit_delay_ms=0)
+    await eventually(lambda: out.read_bytes() == as_sent("first", "waits"))
+    signal_with_the_cli(temporal_env, agent, "unregister", unregister)
+    for text in ("still", "here"):
+        assert (await stack.call("send", agent_id=agent, message=text, wait=True))["delivered"]
+    state = await handle.query(AgentWorkflow.state)
+    assert state.status == "online" and state.registration is not None
+    await eventually(lambda: out.read_bytes() == as_sent("first", "waits", "still", "here"))
+
+
+async def test_a_registration_made_before_they_carried_a_time_is_refused_with_a_clear_error(
+    temporal_env: WorkflowEnvironment, stack: Stack, tmux: Tmux, tmp_path: Path
+) -> None:
+    agent = stack.agent_id()
+    target, out = recorder(tmux, tmp_path, "rec")
+    await register(stack, agent, tmux, target, submit_delay_ms=0)
+    handle = stack.client.get_workflow_handle_for(AgentWorkflow.run, mailbox_id(agent))
+    state = await eventually(lambda: online(stack, agent))
+    assert state.registration is not None
+    # As a registration looked before: no id, no time (its tag cannot check out either way).
+    old = state.registration.model_dump(mode="json", exclude={"id", "registered_at"})
+    signal_with_the_cli(temporal_env, agent, "register", json.dumps(old))
+
+    async def refused() -> str | None:
+        error = (await handle.query(AgentWorkflow.state)).last_error
+        return error if error and "before registrations carried" in error else None
+
+    error = await eventually(refused)
+    assert "agentcomms agents register" in error
+    # The registration it had stands: messages are typed as before.
+    assert (await stack.call("send", agent_id=agent, message="fine", wait=True))["delivered"]
+    await eventually(lambda: out.read_bytes() == as_sent("fine"))
