@@ -22,6 +22,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from temporalio.api.enums.v1 import PendingWorkflowTaskState
 from temporalio.client import Client
@@ -126,3 +127,17 @@ class HostWatch:
 
 def _flat(groups: Iterable[list[Agent]]) -> list[Agent]:
     return [a for group in groups for a in group]
+
+
+def hosts_down(agents: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per host whose worker is down: since when, its agents, and how many messages wait."""
+    hosts: dict[str, dict[str, Any]] = {}
+    for a in agents:
+        if a["status"] == "unreachable" and a.get("unreachable_since") and a["host"]:
+            host = hosts.setdefault(
+                a["host"],
+                {"host": a["host"], "since": a["unreachable_since"], "agents": [], "pending": 0},
+            )
+            host["agents"].append(a["id"])
+            host["pending"] += a["pending"] or 0
+    return list(hosts.values())

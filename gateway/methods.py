@@ -29,7 +29,7 @@ from agentcomms.store.engine import display_url
 from agentcomms.temporal import pollers
 from agentcomms.workflow_ids import host_task_queue
 from gateway.chat import ChatTransports
-from gateway.hosts import HostWatch
+from gateway.hosts import HostWatch, hosts_down
 from gateway.params import (
     AgentMessageParams,
     AgentsParams,
@@ -151,7 +151,7 @@ class Methods:
             "agents_online": sum(1 for a in agents if a["status"] == "online"),
             "agent_states": {a["id"]: a.get("state", "unknown") for a in agents},
             "agents_broken": {a["id"]: a["last_error"] for a in agents if a["status"] == "broken"},
-            "hosts_down": _hosts_down(agents),
+            "hosts_down": hosts_down(agents),
             "providers": self._providers(),
             "workers": await self._workers(),
             "host": self._host,
@@ -486,17 +486,3 @@ class Methods:
         """A channel's newest messages, both directions, oldest first (from the projection)."""
         events = await self._store.channel_history(p.channel_id, p.limit, p.agent_id)
         return {"channel_id": p.channel_id, "messages": [event_json(e) for e in events]}
-
-
-def _hosts_down(agents: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per host whose worker is down: since when, its agents, and how many messages wait."""
-    hosts: dict[str, dict[str, Any]] = {}
-    for a in agents:
-        if a["status"] == "unreachable" and a.get("unreachable_since") and a["host"]:
-            host = hosts.setdefault(
-                a["host"],
-                {"host": a["host"], "since": a["unreachable_since"], "agents": [], "pending": 0},
-            )
-            host["agents"].append(a["id"])
-            host["pending"] += a["pending"] or 0
-    return list(hosts.values())

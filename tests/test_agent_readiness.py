@@ -16,7 +16,7 @@ from tests.support.cli import AGENTCOMMS
 from tests.support.fake_agent import BUSY, DIALOG, PROMPT, FakeAgent, start_fake_agent
 from tests.support.mailbox import mailbox_replayer, record_histories, settled_history
 from tests.support.stack import Stack, register
-from tests.support.tmux import Tmux
+from tests.support.tmux import SENT_HEADER, Tmux, as_sent
 from tests.support.waiting import eventually
 
 # Long enough for a message that was going to be typed to have been (a delivery takes ms).
@@ -34,13 +34,20 @@ async def state_is(stack: Stack, agent_id: str, state: str) -> dict[str, Any] | 
     return row if row is not None and row["state"] == state else None
 
 
+async def registered(stack: Stack, agent_id: str) -> dict[str, Any] | None:
+    """The agent's row once it shows the pane (the mailbox checked the registration)."""
+    row = await agent_row(stack, agent_id)
+    return row if row is not None and row["target"] is not None else None
+
+
 @pytest.fixture
 async def agent(stack: Stack, tmux: Tmux, tmp_path: Path) -> tuple[str, FakeAgent]:
     agent_id = stack.agent_id("claude")
     fake = await start_fake_agent(tmux, tmp_path, stack.cfg.server.socket(), "claude")
     await register(stack, agent_id, tmux, fake.target, submit_delay_ms=0)
     # The gateway finds a hook's agent among the registrations the projection shows.
-    await eventually(lambda: state_is(stack, agent_id, "unknown"))
+    row = await eventually(lambda: registered(stack, agent_id))
+    assert row["state"] == "unknown"  # no hook yet
     await fake.hook("SessionStart", source="startup")
     await eventually(lambda: state_is(stack, agent_id, "ready"))
     return agent_id, fake
@@ -65,7 +72,7 @@ async def test_a_message_sent_mid_turn_waits_and_is_typed_after_stop(
     await fake.showing(PROMPT)
     # Through the command the agent's settings run, JSON on stdin.
     await fake.hook_process("Stop", AGENTCOMMS, last_assistant_message="done")
-    await eventually(lambda: fake.typed() == b"also check the tests\r")
+    await eventually(lambda: fake.typed() == as_sent("also check the tests"))
     # Typed, the agent is busy with it until its own hooks say otherwise.
     await eventually(lambda: state_is(stack, agent_id, "busy"))
 
@@ -99,7 +106,7 @@ async def test_nothing_is_typed_into_a_permission_dialog(
     await fake.showing(PROMPT)
     await fake.hook("PostToolUse", tool_name="Bash", tool_input={"command": "touch /tmp/x"})
     await fake.hook("Stop")
-    await eventually(lambda: fake.typed() == b"stop, do not run anything\r")
+    await eventually(lambda: fake.typed() == as_sent("stop, do not run anything"))
 
     # The mailbox's history with hooks and a pane that said no replays (and is kept, recorded).
     handle = stack.client.get_workflow_handle(mailbox_id(agent_id))
@@ -174,7 +181,7 @@ async def test_a_turn_ended_by_esc_without_a_hook_is_noticed_from_the_pane(
     # The human pressed Esc: Claude Code is at its prompt again and sends no hook. Once the
     # state is older than STALE_AFTER, the pane decides, and it shows the prompt.
     await fake.showing("Interrupted · What should Claude do instead?\n\n" + PROMPT)
-    await eventually(lambda: fake.typed() == b"are you there?\r", timeout=40)
+    await eventually(lambda: fake.typed() == as_sent("are you there?"), timeout=40)
 
 
 async def test_send_wait_reports_submitted_once_the_agents_prompt_carries_the_text(
@@ -184,8 +191,8 @@ async def test_send_wait_reports_submitted_once_the_agents_prompt_carries_the_te
     sending = asyncio.create_task(
         stack.call("send", agent_id=agent_id, message="run the tests", wait=True, timeout=30)
     )
-    await eventually(lambda: fake.typed() == b"run the tests\r")
+    await eventually(lambda: fake.typed() == as_sent("run the tests"))
     assert not sending.done()  # typed is not yet taken: the agent's prompt must carry it
-    await fake.hook("UserPromptSubmit", prompt="run the tests")
+    await fake.hook("UserPromptSubmit", prompt=f"{SENT_HEADER}run the tests")
     result = await sending
     assert (result["status"], result["delivered"]) == ("submitted", True)

@@ -302,6 +302,7 @@ def test_end_to_end_init_validate_show(home: Path) -> None:
             "max_pending": None,
             "max_pending_bytes": None,
             "token": None,
+            "deliver": "when-ready",
         }
     }
     assert SECRET not in show.stdout + show.stderr

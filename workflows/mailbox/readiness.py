@@ -15,6 +15,7 @@ from agentcomms.agents.state import HookReport, Readiness, State, may_type, stal
 from agentcomms.agents.state import apply as apply_report
 from agentcomms.agents.state import submitted as submitted_state
 from agentcomms.agents.state import typed as typed_state
+from agentcomms.framing import pane_text
 from agentcomms.models import Event, EventType, PaneLook, Registration
 from workflows.mailbox.models import AgentState
 
@@ -78,7 +79,8 @@ class Watch:
     def typed(self, now: datetime, events: list[Event]) -> bool:
         """Messages were typed: a known agent is busy until its hooks say otherwise, and each
         text awaits its UserPromptSubmit. True when what people see changed."""
-        texts = {e.id: e.text for e in events if e.type != "interrupt"}
+        # The agent's prompt carries what was typed: the header and the guttered lines too.
+        texts = {e.id: pane_text(e) for e in events if e.type != "interrupt"}
         if not texts:
             return False
         r = self._s.readiness
