@@ -22,7 +22,7 @@ from tests.fakes.anthropic import FakeAnthropic, bash, text
 from tests.support.agents import AUTO_MODE_DIALOG, PROCEED_DIALOG, ClaudePane, start_claude
 from tests.support.cli import AGENTCOMMS
 from tests.support.stack import Stack, register, running_stack
-from tests.support.tmux import Tmux
+from tests.support.tmux import SENT_HEADER, Tmux
 from tests.support.waiting import eventually
 
 # Long enough for a message that was going to be typed to have reached the model.
@@ -38,6 +38,10 @@ class Setup:
     async def state(self) -> dict[str, Any] | None:
         listed = await self.stack.call("agents")
         return next((a for a in listed["agents"] if a["id"] == self.agent_id), None)
+
+    async def registered(self) -> dict[str, Any] | None:
+        row = await self.state()
+        return row if row is not None and row["target"] is not None else None
 
     async def state_is(self, state: str) -> dict[str, Any] | None:
         row = await self.state()
@@ -71,7 +75,8 @@ async def setup(
             agent_id = f"claude-{uuid.uuid4().hex[:6]}"
             await register(stack, agent_id, server, claude.target, submit_delay_ms=300)
             ready = Setup(stack, claude, agent_id)
-            await eventually(ready.state)  # the gateway matches hooks to registered panes
+            # The gateway matches hooks to the panes the projection shows registered.
+            await eventually(ready.registered)
             yield ready
         finally:
             server.run("kill-server", check=False)
@@ -97,7 +102,7 @@ async def test_a_message_sent_mid_turn_waits_and_is_typed_after_stop(setup: Setu
     release.set()
     await setup.claude.wait_for_screen("Answered: summarise the repository")
     # After Stop: typed, submitted, and read by the model in a turn of its own.
-    assert await model.wait_for_human("open issues") == "then list the open issues"
+    assert await model.wait_for_human("open issues") == f"{SENT_HEADER}then list the open issues"
     event = await eventually(lambda: setup.state_is("ready"), timeout=30)
     assert event["waiting_for"] is None
 
@@ -121,7 +126,7 @@ async def test_a_message_during_a_permission_dialog_is_not_typed_into_it(setup: 
     await claude.wait_for_screen("Gate made.")
     assert (claude.project / "gate.txt").exists()
     # The turn ended: now the human's words reach the model, as a prompt of their own.
-    assert await model.wait_for_human("do not run") == "stop, do not run anything"
+    assert await model.wait_for_human("do not run") == f"{SENT_HEADER}stop, do not run anything"
 
 
 async def test_send_wait_reports_the_message_submitted_by_claude(setup: Setup) -> None:
@@ -130,7 +135,7 @@ async def test_send_wait_reports_the_message_submitted_by_claude(setup: Setup) -
         "send", agent_id=setup.agent_id, message="say hello", wait=True, timeout=30
     )
     assert (result["status"], result["delivered"]) == ("submitted", True)
-    assert await setup.claude.model.wait_for_human("say hello") == "say hello"
+    assert await setup.claude.model.wait_for_human("say hello") == f"{SENT_HEADER}say hello"
 
 
 async def test_nothing_is_typed_into_the_first_start_dialog(
@@ -142,7 +147,7 @@ async def test_nothing_is_typed_into_the_first_start_dialog(
     # Registered before Claude starts, so its SessionStart finds the agent.
     await register(setup.stack, agent_id, tmux, "first:0.0", submit_delay_ms=300)
     first = Setup(setup.stack, setup.claude, agent_id)
-    await eventually(first.state)
+    await eventually(first.registered)
     model = FakeAnthropic()
     async with model.server:
 
@@ -165,5 +170,5 @@ async def test_nothing_is_typed_into_the_first_start_dialog(
         await claude.answer(AUTO_MODE_DIALOG, "Enter")
         # No hook follows the dialog: the pane, looked at again, now shows the prompt.
         assert await model.wait_for_human("after the dialog", timeout=60) == (
-            "hello after the dialog"
+            f"{SENT_HEADER}hello after the dialog"
         )
