@@ -15,6 +15,7 @@ from agentcomms.models import Channel, Registration, utcnow
 from agentcomms.store import Store
 from agentcomms.trust import DeploymentKey
 from gateway.agent_hooks import AgentHookMethods
+from gateway.approvals import ApprovalMethods
 from gateway.calls import CallControl
 from gateway.chat import ChatInbox, ChatTransports
 from gateway.confine import Confinement
@@ -63,7 +64,9 @@ class Gateway:
         self.calls = CallControl(cfg, client, store, self.key)
         self.methods.extend(self.calls.methods())
         self.methods.extend(SenderMethods(cfg, store).methods())
-        self.methods.extend(AgentHookMethods(store, self.mailbox, self.host).methods())
+        hooks = AgentHookMethods(store, self.mailbox, self.host)
+        self.methods.extend(hooks.methods())
+        self.methods.extend(ApprovalMethods(cfg, client, self.key, hooks).methods())
         # A request that acts for an agent gets only what is that agent's own.
         self.confinement = Confinement(cfg, store, self.methods.dispatch)
         self.server = SocketServer(cfg.server.socket(), self.confinement.dispatch)

@@ -33,7 +33,8 @@ SENT_FIELDS = ("session_id", "tool_name", "tool_input", "notification_type", "pr
 
 def main(argv: list[str]) -> int:
     """`argv`: the arguments after ``hook``: the agent kind, then (Codex ``notify``) the JSON.
-    Always 0, and never a word on stdout: the agent reads a hook's output as its answer."""
+    Always 0, and nothing on stdout but a permission decision the human made: the agent reads a
+    hook's output as its answer."""
     at_ns = time.time_ns()  # first: the order of the agent's events is the order hooks start
     if not argv or argv[0] not in KINDS:
         sys.stderr.write(f"agentcomms hook: name the agent kind, one of {', '.join(KINDS)}\n")
@@ -63,6 +64,11 @@ def main(argv: list[str]) -> int:
         params["pane"] = pane
         params["tmux_socket"] = tmux.split(",", 1)[0]
     _send({"id": 1, "method": "agent_hook", "params": params})
+    if event == "PermissionRequest" and argv[0] == "claude-code":
+        # The one hook whose output matters: it waits for the human's answer through agentcomms.
+        from agentcomms.agents.hook_approval import wait_for_decision
+
+        wait_for_decision(socket_path(), params, payload)
     return 0
 
 
