@@ -17,6 +17,7 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from agentcomms.approval_models import ApprovalRequest, Decision, OnTimeout
+from agentcomms.client import GatewayClient
 from agentcomms.trust import DeploymentKey
 from gateway.approvals import hook_decision
 from tests.support.cli import AGENTCOMMS
@@ -252,3 +253,23 @@ async def test_no_answer_in_time_denies_for_an_agent_set_to_deny(
     decision = await _timed_out(time_skipping_env, "deny")
     assert decision is not None and decision["behavior"] == "deny"
     assert "No one answered" in decision["message"]
+
+
+async def test_the_hook_still_gets_the_decision_across_a_gateway_restart(
+    stack: Stack, tmp_path: Path
+) -> None:
+    agent = stack.agent_id()
+    proc = _hook(stack, PERMISSION, agent, tmp_path)
+    try:
+        approval = await eventually(lambda: _open_of(stack, agent), timeout=30)
+        await stack.gateway.server.close()  # the hook's long wait is cut
+        await asyncio.sleep(1.5)  # it knocks, and finds no one
+        assert proc.poll() is None
+        await stack.gateway.server.start()
+        async with GatewayClient(stack.cfg.server.socket()) as again:
+            await again.call("approval_decide", id=approval, behavior="allow")
+        out, err = await asyncio.to_thread(proc.communicate, timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    assert json.loads(out)["hookSpecificOutput"]["decision"] == {"behavior": "allow"}

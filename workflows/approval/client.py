@@ -8,7 +8,6 @@ and is told who decided.
 
 from __future__ import annotations
 
-import asyncio
 import secrets
 from datetime import timedelta
 
@@ -17,6 +16,7 @@ from temporalio.client import (
     WorkflowFailureError,
     WorkflowHandle,
     WorkflowUpdateFailedError,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
 )
 from temporalio.common import (
     SearchAttributePair,
@@ -105,12 +105,13 @@ class Approvals:
         """The approval once decided (its run ended), or None while it is still open."""
         handle = self.handle(approval_id)
         try:
-            return await asyncio.wait_for(
-                handle.execute_update(ApprovalWorkflow.wait, WaitDecided(timeout_s=timeout_s)),
-                timeout=timeout_s + 5,
+            return await handle.execute_update(
+                ApprovalWorkflow.wait,
+                WaitDecided(timeout_s=timeout_s),
+                rpc_timeout=timedelta(seconds=timeout_s + 5),
             )
-        except TimeoutError:
-            return None
+        except WorkflowUpdateRPCTimeoutOrCancelledError:
+            return None  # no worker answered in time: still open, as far as anyone knows
         except (WorkflowUpdateFailedError, RPCError):
             # Its run ended: decided long ago (or there is none).
             view = await self.view(approval_id)
