@@ -273,3 +273,26 @@ async def test_the_hook_still_gets_the_decision_across_a_gateway_restart(
         proc.kill()
     assert proc.returncode == 0, err
     assert json.loads(out)["hookSpecificOutput"]["decision"] == {"behavior": "allow"}
+
+
+async def test_an_agent_may_not_list_or_answer_approvals(stack: Stack) -> None:
+    """Approving is the human's: through MCP an agent could otherwise approve itself."""
+    from agentcomms.errors import GatewayError
+    from gateway.protocol import NOT_YOURS
+
+    agent = stack.agent_id()
+    approval = await _open(stack, agent)
+    async with GatewayClient(stack.cfg.server.socket(), caller=agent) as as_agent:
+        for method, params in (
+            ("approvals", {}),
+            ("approval_decide", {"id": approval, "behavior": "allow"}),
+            ("approval_open", {"kind": "claude-code", "agent_id": agent, "tool_name": "Bash"}),
+        ):
+            try:
+                await as_agent.call(method, **params)
+            except GatewayError as exc:
+                assert exc.code == NOT_YOURS, exc
+            else:
+                raise AssertionError(f"an agent called {method}")
+    waited = await stack.call("approval_wait", id=approval, wait_s=0.5)
+    assert waited == {"status": "open"}
