@@ -46,6 +46,8 @@ class AgentHookMethods:
         # (tmux socket, pane id) -> the agent last found there: a hook runs around every tool
         # call, so the registrations are not asked of tmux one by one each time.
         self._found: dict[tuple[str, str], str] = {}
+        # Who else hears what the agent does (the approvals: a tool that ran was answered).
+        self.observers: list[Callable[[str, str, dict[str, Any]], Awaitable[None]]] = []
 
     def methods(self) -> dict[str, tuple[type[Params], Callable[[Any], Awaitable[Any]]]]:
         return {"agent_hook": (AgentHookParams, self.agent_hook)}
@@ -53,6 +55,8 @@ class AgentHookMethods:
     async def agent_hook(self, p: AgentHookParams) -> dict[str, Any]:
         agent_id = await self.agent_of(p.agent_id, p.pane, p.tmux_socket)
         report = report_from(p.kind, p.event, p.at_ns, p.session_id, p.payload)
+        for observer in self.observers:
+            await observer(agent_id, p.event, p.payload)
         if not await self._mailbox.report(agent_id, report):
             raise RpcError(
                 NOT_FOUND,

@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, StringConstraints
 from temporalio.client import Client
 
+from agentcomms.agents.hook import trimmed
 from agentcomms.approval_models import ApprovalRequest, ApprovalView, Decision
 from agentcomms.bridge.fields import TmuxSocket
 from agentcomms.bridge.sanitize import sanitize
@@ -74,6 +75,10 @@ class ApprovalMethods:
         self._key = key
         self._hooks = hooks
         self._approvals = Approvals(client, cfg.temporal.task_queue)
+        # The approvals this gateway opened that may still be open, each with the agent, tool
+        # and input (as the hook reports them) whose run or end means it was answered elsewhere.
+        self._waiting: dict[str, tuple[str, str, Any]] = {}
+        hooks.observers.append(self.agent_did)
 
     def methods(self) -> dict[str, tuple[type[Params], Callable[[Any], Awaitable[Any]]]]:
         return {
@@ -105,6 +110,7 @@ class ApprovalMethods:
                 await self._approvals.open(request)
             except WorkflowAlreadyStartedError:
                 continue  # a short id is taken now and then: draw another
+            self._waiting[request.id] = (agent_id, p.tool_name, _as_reported(p.tool_input))
             log.info(
                 "approval %s opened: agent %s asks to use %s", request.id, agent_id, p.tool_name
             )
@@ -117,6 +123,7 @@ class ApprovalMethods:
         view = await self._approvals.wait(p.id.upper(), p.wait_s)
         if view is None:
             return {"status": "open"}
+        self._waiting.pop(view.request.id, None)
         return {"status": "decided", "decision": hook_decision(self._key, view), **_summary(view)}
 
     async def approval_decide(self, p: ApprovalDecideParams) -> dict[str, Any]:
@@ -138,11 +145,32 @@ class ApprovalMethods:
             )
         )
         decided = await self._approvals.decide(decision)
+        self._waiting.pop(decision.approval_id, None)
         if decided is None:
             raise RpcError(
                 NOT_FOUND, f"no approval {p.id!r}; `agentcomms approvals` lists the open ones"
             )
         return {"accepted": decided.accepted, **_summary(decided.view)}
+
+    async def agent_did(self, agent_id: str, event: str, payload: dict[str, Any]) -> None:
+        """Answered in the agent's own dialog, Claude leaves the hook waiting: the tool's run
+        (or failure) says so, and a turn's end or the session's leaves nothing to ask."""
+        if event in ("PostToolUse", "PostToolUseFailure"):
+            done = (agent_id, payload.get("tool_name"), payload.get("tool_input"))
+            answered = [i for i, w in self._waiting.items() if w == done]
+        elif event in ("Stop", "StopFailure", "SessionEnd"):
+            answered = [i for i, w in self._waiting.items() if w[0] == agent_id]
+        else:
+            return
+        for approval_id in answered:
+            self._waiting.pop(approval_id, None)
+            decision = Decision(
+                approval_id=approval_id, behavior="terminal", by="the terminal", via="terminal"
+            )
+            try:
+                await self._approvals.decide(self._key.sign_decision(decision))
+            except Exception:
+                log.exception("approval %s: could not close it as answered", approval_id)
 
     async def approvals(self, p: ApprovalsListParams) -> dict[str, Any]:
         views = []
@@ -181,6 +209,11 @@ def hook_decision(key: DeploymentKey, view: ApprovalView) -> dict[str, Any] | No
             "message": decision.message or f"Denied by {decision.by}.",
         }
     return None  # answered in the terminal
+
+
+def _as_reported(tool_input: dict[str, Any]) -> Any:
+    """The tool's input as the hook reports it after the tool ran (cut the same way)."""
+    return trimmed({"tool_input": tool_input}).get("tool_input")
 
 
 def _shown(text: str, chars: int) -> str:

@@ -112,6 +112,24 @@ def _error_result(model: FakeAnthropic, words: str) -> bool | None:
     return any(r.is_error and words in r.content for r in model.tool_results) or None
 
 
+async def test_answered_in_claudes_own_dialog_the_approval_closes(setup: Setup) -> None:
+    claude, model = setup.claude, setup.claude.model
+    await claude.wait_ready()
+    model.on("make the dialog file", bash("touch dialog.txt"), text("Dialog made."))
+    await claude.type("make the dialog file")
+    approval = await eventually(setup.approval, timeout=30)
+    await claude.answer(PROCEED_DIALOG, "Enter")  # the human, at the pane
+    await claude.wait_for_screen("Dialog made.")
+    assert (claude.project / "dialog.txt").exists()
+
+    async def closed() -> bool:
+        return await setup.approval() is None
+
+    await eventually(closed, timeout=30)
+    late = await cli(setup.home, "approve", approval["id"])
+    assert "was answered already: answered in the terminal" in late.stdout
+
+
 async def test_with_the_gateway_stopped_claudes_own_dialog_shows(setup: Setup) -> None:
     claude, model = setup.claude, setup.claude.model
     await claude.wait_ready()
