@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import uuid
 from pathlib import Path
@@ -20,7 +21,7 @@ from agentcomms.approval_models import ApprovalRequest, Decision, OnTimeout
 from agentcomms.client import GatewayClient
 from agentcomms.trust import DeploymentKey
 from gateway.approvals import hook_decision
-from tests.support.cli import AGENTCOMMS
+from tests.support.cli import AGENTCOMMS, cli_home
 from tests.support.stack import STACK_KEY, Stack
 from tests.support.waiting import eventually
 from workflows.approval.client import Approvals
@@ -296,3 +297,23 @@ async def test_an_agent_may_not_list_or_answer_approvals(stack: Stack) -> None:
                 raise AssertionError(f"an agent called {method}")
     waited = await stack.call("approval_wait", id=approval, wait_s=0.5)
     assert waited == {"status": "open"}
+
+
+async def test_inbox_follow_shows_a_new_approval_as_it_comes(stack: Stack, tmp_path: Path) -> None:
+    home = cli_home(tmp_path, stack)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTCOMMS_")}
+    following = await asyncio.create_subprocess_exec(
+        AGENTCOMMS, "inbox", "--follow",
+        env={**env, "AGENTCOMMS_HOME": str(home), "COLUMNS": "200"},
+        stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert following.stdout is not None
+    try:
+        agent = stack.agent_id()
+        approval = await _open(stack, agent)
+        line = (await asyncio.wait_for(following.stdout.readline(), 30)).decode()
+        assert f"{agent} asks to use Bash: touch done.txt" in line
+        assert f"agentcomms approve {approval}" in line
+    finally:
+        following.terminate()
+        await following.wait()
