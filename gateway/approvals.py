@@ -26,11 +26,14 @@ from agentcomms.config import Config
 from agentcomms.config.redact import mask_secrets
 from agentcomms.errors import RpcError
 from agentcomms.logs import redact
+from agentcomms.transports import ButtonPress
 from agentcomms.trust import DeploymentKey
 from gateway.agent_hooks import AgentHookMethods, PaneId
+from gateway.approval_chats import ApprovalChats, pressed, said
 from gateway.params import AgentId, Params
 from gateway.protocol import INVALID_PARAMS, NOT_FOUND
 from workflows.approval.client import Approvals, WorkflowAlreadyStartedError, new_approval_id
+from workflows.approval.models import Decided
 
 log = logging.getLogger(__name__)
 
@@ -69,9 +72,15 @@ class ApprovalsListParams(Params):
 
 class ApprovalMethods:
     def __init__(
-        self, cfg: Config, client: Client, key: DeploymentKey, hooks: AgentHookMethods
+        self,
+        cfg: Config,
+        client: Client,
+        key: DeploymentKey,
+        hooks: AgentHookMethods,
+        chats: ApprovalChats,
     ) -> None:
         self._cfg = cfg
+        self._chats = chats
         self._key = key
         self._hooks = hooks
         self._approvals = Approvals(client, cfg.temporal.task_queue)
@@ -111,6 +120,7 @@ class ApprovalMethods:
             except WorkflowAlreadyStartedError:
                 continue  # a short id is taken now and then: draw another
             self._waiting[request.id] = (agent_id, p.tool_name, _as_reported(p.tool_input))
+            self._chats.announce(request)
             log.info(
                 "approval %s opened: agent %s asks to use %s", request.id, agent_id, p.tool_name
             )
@@ -124,6 +134,7 @@ class ApprovalMethods:
         if view is None:
             return {"status": "open"}
         self._waiting.pop(view.request.id, None)
+        self._chats.settle(view)
         return {"status": "decided", "decision": hook_decision(self._key, view), **_summary(view)}
 
     async def approval_decide(self, p: ApprovalDecideParams) -> dict[str, Any]:
@@ -135,7 +146,7 @@ class ApprovalMethods:
                     f"approval {view.request.id} offers nothing for the session; "
                     "approve it without --session",
                 )
-        decision = self._key.sign_decision(
+        decided = await self._decide(
             Decision(
                 approval_id=p.id.upper(),
                 behavior=p.behavior,
@@ -144,13 +155,39 @@ class ApprovalMethods:
                 via=p.via,
             )
         )
-        decided = await self._approvals.decide(decision)
-        self._waiting.pop(decision.approval_id, None)
         if decided is None:
             raise RpcError(
                 NOT_FOUND, f"no approval {p.id!r}; `agentcomms approvals` lists the open ones"
             )
         return {"accepted": decided.accepted, **_summary(decided.view)}
+
+    async def button(self, press: ButtonPress) -> str:
+        """An allowed sender pressed Allow, Allow for this session or Deny in a chat."""
+        wanted = pressed(press)
+        if wanted is None:
+            return "This button is not agentcomms'."
+        approval_id, behavior = wanted
+        decided = await self._decide(
+            Decision(
+                approval_id=approval_id,
+                behavior=behavior,
+                by=_shown(press.sender_name or press.sender_id, 100),
+                via=press.provider,
+            )
+        )
+        if decided is None:
+            return f"No approval {approval_id} any more."
+        if decided.accepted:
+            return f"{approval_id}: {said(decided.view)}"
+        return f"{approval_id} was answered already: {said(decided.view)}"
+
+    async def _decide(self, decision: Decision) -> Decided | None:
+        """Sign the answer and give it to the approval; the chats hear how it was decided."""
+        decided = await self._approvals.decide(self._key.sign_decision(decision))
+        self._waiting.pop(decision.approval_id, None)
+        if decided is not None and decided.view.decision is not None:
+            self._chats.settle(decided.view)
+        return decided
 
     async def agent_did(self, agent_id: str, event: str, payload: dict[str, Any]) -> None:
         """Answered in the agent's own dialog, Claude leaves the hook waiting: the tool's run
@@ -168,7 +205,7 @@ class ApprovalMethods:
                 approval_id=approval_id, behavior="terminal", by="the terminal", via="terminal"
             )
             try:
-                await self._approvals.decide(self._key.sign_decision(decision))
+                await self._decide(decision)
             except Exception:
                 log.exception("approval %s: could not close it as answered", approval_id)
 

@@ -15,6 +15,7 @@ from agentcomms.models import Channel, Registration, utcnow
 from agentcomms.store import Store
 from agentcomms.trust import DeploymentKey
 from gateway.agent_hooks import AgentHookMethods
+from gateway.approval_chats import ApprovalChats
 from gateway.approvals import ApprovalMethods
 from gateway.calls import CallControl
 from gateway.chat import ChatInbox, ChatTransports
@@ -66,7 +67,10 @@ class Gateway:
         self.methods.extend(SenderMethods(cfg, store).methods())
         hooks = AgentHookMethods(store, self.mailbox, self.host)
         self.methods.extend(hooks.methods())
-        self.methods.extend(ApprovalMethods(cfg, client, self.key, hooks).methods())
+        self.approval_chats = ApprovalChats(cfg)
+        approvals = ApprovalMethods(cfg, client, self.key, hooks, self.approval_chats)
+        self.methods.extend(approvals.methods())
+        self.inbox.on_button = approvals.button
         # A request that acts for an agent gets only what is that agent's own.
         self.confinement = Confinement(cfg, store, self.methods.dispatch)
         self.server = SocketServer(cfg.server.socket(), self.confinement.dispatch)
@@ -134,6 +138,7 @@ class Gateway:
             await self.http.close()
         await self.chat.close()
         await self.server.close()
+        await self.approval_chats.drain()
 
     async def serve_forever(self) -> None:
         await self.start()
