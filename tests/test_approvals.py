@@ -317,3 +317,30 @@ async def test_inbox_follow_shows_a_new_approval_as_it_comes(stack: Stack, tmp_p
     finally:
         following.terminate()
         await following.wait()
+
+
+async def test_an_answer_after_the_approval_ended_is_told_how_it_ended(
+    time_skipping_env: WorkflowEnvironment,
+) -> None:
+    key = DeploymentKey(STACK_KEY.encode())
+    queue = f"tq-{uuid.uuid4()}"
+    approvals = Approvals(time_skipping_env.client, queue)
+    request = key.sign_approval(
+        ApprovalRequest(
+            id=uuid.uuid4().hex[:4].upper(),
+            agent_id="backend",
+            tool="Bash",
+            input_text="touch x",
+            timeout_s=60,
+        )
+    )
+    async with Worker(time_skipping_env.client, task_queue=queue, workflows=[ApprovalWorkflow]):
+        await approvals.open(request)
+        # Past the timeout and the late answers: the run has ended.
+        await time_skipping_env.sleep(request.timeout_s + 400)
+        ended = await approvals.handle(request.id).result()
+        late = Decision(approval_id=request.id, behavior="allow", by="alice", via="cli")
+        decided = await approvals.decide(key.sign_decision(late))
+    assert ended.decision is not None and ended.decision.behavior == "timeout"
+    assert decided is not None and decided.accepted is False
+    assert decided.view.decision is not None and decided.view.decision.behavior == "timeout"
