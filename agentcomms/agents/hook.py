@@ -4,6 +4,8 @@ It runs around every tool call, inside the agent's loop, so it costs the agent a
 process can: the standard library only (no pydantic, no configuration models), one JSON line to
 the gateway's socket, at most about a second waiting for the answer, and nothing printed. With
 the gateway down it exits 0 at once, and the agent behaves as if agentcomms were not installed.
+The one exception is Claude Code's ``PermissionRequest``: that hook waits for the human's answer
+and prints it (:mod:`agentcomms.agents.hook_approval`).
 
 The agent is found by ``AGENTCOMMS_AGENT_ID``, else by the pane the hook runs in (``$TMUX_PANE``
 on the tmux server named by ``$TMUX``), which the gateway matches against the registrations.
