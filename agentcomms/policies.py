@@ -101,3 +101,8 @@ MAILBOX_RECEIPT_GIVE_UP = timedelta(seconds=30)
 # again after a backoff of its own (workflows/mailbox/projection.py), so typing goes on.
 MAILBOX_RECORD_RETRY = RetryPolicy(maximum_attempts=1)
 MAILBOX_RECORD_TIMEOUT = timedelta(seconds=2)
+
+# ---- approvals ----------------------------------------------------------------------------------
+# A decided approval stays open this long to hear the answers that raced it (a second approver,
+# the agent's own dialog), tell each it came late and keep it in the history.
+APPROVAL_LATE_ANSWERS = timedelta(minutes=5)

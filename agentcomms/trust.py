@@ -24,6 +24,7 @@ from uuid import uuid4
 
 from pydantic_core import to_jsonable_python
 
+from agentcomms.approval_models import ApprovalRequest, Decision
 from agentcomms.config.home import agentcomms_home, private_secret
 from agentcomms.config.models import SecurityConfig
 from agentcomms.models import Event, Registration, Unregister
@@ -117,6 +118,20 @@ class DeploymentKey:
 
     def outbox_item_is_genuine(self, agent_id: str, channel_id: str, item: OutboxItem) -> bool:
         return self._verify(_outbox_fields(agent_id, channel_id, item), item.signature)
+
+    # ---- approvals: what the agent asked, and the human's answer to it -------------------------
+
+    def sign_approval(self, request: ApprovalRequest) -> ApprovalRequest:
+        return request.model_copy(update={"signature": self._tag(_approval_fields(request))})
+
+    def approval_is_genuine(self, request: ApprovalRequest) -> bool:
+        return self._verify(_approval_fields(request), request.signature)
+
+    def sign_decision(self, decision: Decision) -> Decision:
+        return decision.model_copy(update={"signature": self._tag(_decision_fields(decision))})
+
+    def decision_is_genuine(self, decision: Decision) -> bool:
+        return self._verify(_decision_fields(decision), decision.signature)
 
     # ---- the tag --------------------------------------------------------------------------------
 
@@ -223,3 +238,13 @@ def _as_read_back(value: Any) -> Any:
     if isinstance(plain, list):
         return [_as_read_back(v) for v in plain]
     return plain
+
+
+def _approval_fields(request: ApprovalRequest) -> list[Any]:
+    return ["agentcomms-approval/1", _as_read_back(request.model_dump(exclude={"signature"}))]
+
+
+def _decision_fields(decision: Decision) -> list[Any]:
+    # Not `at`: the workflow stamps it when it takes the answer, after the gateway signed it.
+    fields = decision.model_dump(exclude={"signature", "at"})
+    return ["agentcomms-decision/1", _as_read_back(fields)]

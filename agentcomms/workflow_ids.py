@@ -10,9 +10,11 @@ from __future__ import annotations
 MAILBOX_WORKFLOW = "AgentWorkflow"
 OUTBOX_WORKFLOW = "OutboxWorkflow"
 CALL_WORKFLOW = "CallWorkflow"
+APPROVAL_WORKFLOW = "ApprovalWorkflow"
 _MAILBOX_PREFIX = "agent-"
 _OUTBOX_PREFIX = "outbox-"
 _CALL_PREFIX = "call-"
+_APPROVAL_PREFIX = "approval-"
 _HOST_QUEUE_PREFIX = "agentcomms-host-"
 
 
@@ -36,6 +38,11 @@ def outbox_workflow_id(agent_id: str, channel_id: str) -> str:
 def call_workflow_id(call_id: str) -> str:
     """The workflow id of one phone call (``call-c_01J…``)."""
     return f"{_CALL_PREFIX}{call_id}"
+
+
+def approval_workflow_id(approval_id: str) -> str:
+    """The workflow id of one permission request waiting for its human (``approval-K7QF``)."""
+    return f"{_APPROVAL_PREFIX}{approval_id}"
 
 
 def host_task_queue(host: str) -> str:

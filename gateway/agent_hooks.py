@@ -46,13 +46,17 @@ class AgentHookMethods:
         # (tmux socket, pane id) -> the agent last found there: a hook runs around every tool
         # call, so the registrations are not asked of tmux one by one each time.
         self._found: dict[tuple[str, str], str] = {}
+        # Who else hears what the agent does (the approvals: a tool that ran was answered).
+        self.observers: list[Callable[[str, str, dict[str, Any]], Awaitable[None]]] = []
 
     def methods(self) -> dict[str, tuple[type[Params], Callable[[Any], Awaitable[Any]]]]:
         return {"agent_hook": (AgentHookParams, self.agent_hook)}
 
     async def agent_hook(self, p: AgentHookParams) -> dict[str, Any]:
-        agent_id = p.agent_id or await self._agent_in_pane(p.pane, p.tmux_socket)
+        agent_id = await self.agent_of(p.agent_id, p.pane, p.tmux_socket)
         report = report_from(p.kind, p.event, p.at_ns, p.session_id, p.payload)
+        for observer in self.observers:
+            await observer(agent_id, p.event, p.payload)
         if not await self._mailbox.report(agent_id, report):
             raise RpcError(
                 NOT_FOUND,
@@ -60,6 +64,10 @@ class AgentHookMethods:
                 "(`agentcomms agents register`)",
             )
         return {"agent_id": agent_id, "event": report.event}
+
+    async def agent_of(self, agent_id: str | None, pane: str | None, socket: str | None) -> str:
+        """The agent a hook names, else the one registered in the hook's pane."""
+        return agent_id or await self._agent_in_pane(pane, socket)
 
     async def _agent_in_pane(self, pane: str | None, socket: str | None) -> str:
         if pane is None or socket is None:

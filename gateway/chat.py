@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import re
 import secrets
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any
 
@@ -30,6 +31,7 @@ from agentcomms.outbox_models import receipt_item
 from agentcomms.store import Store
 from agentcomms.store.records import ChatSender
 from agentcomms.transports import (
+    ButtonPress,
     InboundMessage,
     InboundResult,
     LinkStatus,
@@ -86,6 +88,8 @@ class ChatInbox:
         self._outbox = outbox
         self._voice_notes = VoiceNotes(cfg)
         self._strangers = StrangerLimits()
+        # Who takes a button press from an allowed sender (the approvals), once there is one.
+        self.on_button: Callable[[ButtonPress], Awaitable[str]] | None = None
 
     async def accept(self, message: InboundMessage) -> InboundResult:
         event_id = provider_event_id(message.provider, message.chat_id, message.message_id)
@@ -172,11 +176,27 @@ class ChatInbox:
             or await self._store.get_agent(agent_id) is not None
         )
 
+    async def button(self, press: ButtonPress) -> str:
+        """A button under one of our messages: only an allowed sender's press counts."""
+        if not await self._sender_allowed(press.provider, press.sender_id):
+            log.warning(
+                "%s:%s, not an allowed sender, pressed a button in %s: ignored",
+                press.provider,
+                press.sender_id,
+                press.channel_id,
+            )
+            metrics.refused("sender_not_allowed")
+            return "Only the agent's allowed senders may answer this."
+        if self.on_button is None:
+            return "Nothing here takes an answer now."
+        return await self.on_button(press)
+
     async def _allowed(self, message: InboundMessage) -> bool:
-        listed = self._cfg.chat.allowed_senders.get(message.provider, [])
-        return message.sender_id in listed or await self._store.sender_admitted(
-            message.provider, message.sender_id
-        )
+        return await self._sender_allowed(message.provider, message.sender_id)
+
+    async def _sender_allowed(self, provider: str, sender_id: str) -> bool:
+        listed = self._cfg.chat.allowed_senders.get(provider, [])
+        return sender_id in listed or await self._store.sender_admitted(provider, sender_id)
 
     async def _reject(
         self, message: InboundMessage, event_id: str, agent_id: str | None

@@ -15,6 +15,8 @@ from agentcomms.models import Channel, Registration, utcnow
 from agentcomms.store import Store
 from agentcomms.trust import DeploymentKey
 from gateway.agent_hooks import AgentHookMethods
+from gateway.approval_chats import ApprovalChats
+from gateway.approvals import ApprovalMethods
 from gateway.calls import CallControl
 from gateway.chat import ChatInbox, ChatTransports
 from gateway.confine import Confinement
@@ -63,7 +65,12 @@ class Gateway:
         self.calls = CallControl(cfg, client, store, self.key)
         self.methods.extend(self.calls.methods())
         self.methods.extend(SenderMethods(cfg, store).methods())
-        self.methods.extend(AgentHookMethods(store, self.mailbox, self.host).methods())
+        hooks = AgentHookMethods(store, self.mailbox, self.host)
+        self.methods.extend(hooks.methods())
+        self.approval_chats = ApprovalChats(cfg)
+        approvals = ApprovalMethods(cfg, client, self.key, hooks, self.approval_chats)
+        self.methods.extend(approvals.methods())
+        self.inbox.on_button = approvals.button
         # A request that acts for an agent gets only what is that agent's own.
         self.confinement = Confinement(cfg, store, self.methods.dispatch)
         self.server = SocketServer(cfg.server.socket(), self.confinement.dispatch)
@@ -131,6 +138,7 @@ class Gateway:
             await self.http.close()
         await self.chat.close()
         await self.server.close()
+        await self.approval_chats.drain()
 
     async def serve_forever(self) -> None:
         await self.start()

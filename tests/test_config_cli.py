@@ -298,11 +298,12 @@ def test_end_to_end_init_validate_show(home: Path) -> None:
             "host": None,
             "interrupt_key": "C-c",
             "submit_delay_ms": 150,
+            "deliver": "when-ready",
             "max_chars": 100_000,
             "max_pending": None,
             "max_pending_bytes": None,
             "token": None,
-            "deliver": "when-ready",
+            "approvals": {"on_timeout": None},
         }
     }
     assert SECRET not in show.stdout + show.stderr

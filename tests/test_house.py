@@ -22,6 +22,7 @@ LONG_MODULES: dict[str, str] = {}
 # What workflow code may import besides the standard library, temporalio, pydantic and its own
 # package: modules of data and constants only, passed through the sandbox.
 PASS_THROUGH = (
+    "agentcomms.approval_models",
     "agentcomms.agents.state",  # the agent's state machine: pydantic and plain Python
     "agentcomms.errors",  # and its area modules, but not agentcomms.errors.mcp (fastmcp)
     "agentcomms.framing",

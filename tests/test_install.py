@@ -298,3 +298,28 @@ def test_a_bad_agent_id_is_refused(tmp_path: Path) -> None:
     assert done.returncode == 1
     assert "agent id 'a b' is not valid" in done.stderr
     assert not (tmp_path / ".codex").exists()
+
+
+def test_the_permission_hook_waits_as_long_as_an_approval_does(tmp_path: Path) -> None:
+    """Claude Code kills a hook at its `timeout`: the one that waits for the human's answer
+    outlives the configured approvals.timeout_s, the others stay short."""
+    target = Target("claude-code", home=tmp_path, argv=EXE, approval_timeout_s=900)
+    plan(target).apply()
+    hooks = json.loads((tmp_path / ".claude" / "settings.json").read_text())["hooks"]
+    (permission,) = _ours(hooks["PermissionRequest"])
+    (pre,) = _ours(hooks["PreToolUse"])
+    assert permission["timeout"] > 900
+    assert pre["timeout"] == 10
+
+
+def test_install_reads_the_configured_approval_timeout(tmp_path: Path) -> None:
+    home = tmp_path / "ac"
+    home.mkdir(mode=0o700)
+    (home / "config.json").write_text(json.dumps({"approvals": {"timeout_s": 1200}}))
+    (home / "config.json").chmod(0o600)
+    env = env_for(home, HOME=str(tmp_path))
+    done = run(env, "install", "claude-code")
+    assert done.returncode == 0, done.stderr
+    hooks = json.loads((tmp_path / ".claude" / "settings.json").read_text())["hooks"]
+    (permission,) = _ours(hooks["PermissionRequest"])
+    assert permission["timeout"] > 1200

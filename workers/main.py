@@ -28,6 +28,7 @@ from agentcomms.store import Store
 from agentcomms.trust import DeploymentKey
 from agentcomms.voice.warm import speech_warmed
 from agentcomms.workflow_ids import host_task_queue
+from workflows.approval.workflow import ApprovalWorkflow
 from workflows.call import CallWorkflow
 from workflows.mailbox.client import Mailbox
 from workflows.mailbox.workflow import AgentWorkflow
@@ -88,7 +89,7 @@ def build_workers(
             Worker(
                 client,
                 task_queue=cfg.temporal.task_queue,
-                workflows=[AgentWorkflow, OutboxWorkflow, CallWorkflow],
+                workflows=[AgentWorkflow, OutboxWorkflow, CallWorkflow, ApprovalWorkflow],
                 activities=[
                     *activities,
                     chat.send_chat,

@@ -4,6 +4,8 @@ It runs around every tool call, inside the agent's loop, so it costs the agent a
 process can: the standard library only (no pydantic, no configuration models), one JSON line to
 the gateway's socket, at most about a second waiting for the answer, and nothing printed. With
 the gateway down it exits 0 at once, and the agent behaves as if agentcomms were not installed.
+The one exception is Claude Code's ``PermissionRequest``: that hook waits for the human's answer
+and prints it (:mod:`agentcomms.agents.hook_approval`).
 
 The agent is found by ``AGENTCOMMS_AGENT_ID``, else by the pane the hook runs in (``$TMUX_PANE``
 on the tmux server named by ``$TMUX``), which the gateway matches against the registrations.
@@ -33,7 +35,8 @@ SENT_FIELDS = ("session_id", "tool_name", "tool_input", "notification_type", "pr
 
 def main(argv: list[str]) -> int:
     """`argv`: the arguments after ``hook``: the agent kind, then (Codex ``notify``) the JSON.
-    Always 0, and never a word on stdout: the agent reads a hook's output as its answer."""
+    Always 0, and nothing on stdout but a permission decision the human made: the agent reads a
+    hook's output as its answer."""
     at_ns = time.time_ns()  # first: the order of the agent's events is the order hooks start
     if not argv or argv[0] not in KINDS:
         sys.stderr.write(f"agentcomms hook: name the agent kind, one of {', '.join(KINDS)}\n")
@@ -63,6 +66,11 @@ def main(argv: list[str]) -> int:
         params["pane"] = pane
         params["tmux_socket"] = tmux.split(",", 1)[0]
     _send({"id": 1, "method": "agent_hook", "params": params})
+    if event == "PermissionRequest" and argv[0] == "claude-code":
+        # The one hook whose output matters: it waits for the human's answer through agentcomms.
+        from agentcomms.agents.hook_approval import wait_for_decision
+
+        wait_for_decision(socket_path(), params, payload)
     return 0
 
 

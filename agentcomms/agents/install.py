@@ -36,6 +36,9 @@ AGENT_NAMES: dict[AgentKind, str] = {
 SERVER_NAME = "agentcomms"
 # A hook reports and returns at once; a hook stuck on a dead gateway must not hold the agent.
 HOOK_TIMEOUT_S = 10
+# The permission hook outlives its approval by this much, so the approval's own timeout (leave
+# the dialog to the terminal, or deny) is what the agent sees, not the hook's being killed.
+APPROVAL_HOOK_MARGIN_S = 60
 
 # Claude Code's events, and whether the hook may run beside the agent ("async"): around every
 # tool call a synchronous hook costs 30 ms or more of the agent's time (measured).
@@ -150,6 +153,8 @@ class Target:
     project: Path = field(default_factory=Path.cwd)
     argv: tuple[str, ...] = field(default_factory=lambda: tuple(agentcomms_argv()))
     codex_home: Path | None = None  # $CODEX_HOME, where Codex keeps its user configuration
+    # The configured approvals.timeout_s: the permission hook waits that long for the human.
+    approval_timeout_s: float = 600
 
     def hook_argv(self) -> list[str]:
         prefix = ["env", f"AGENTCOMMS_AGENT_ID={self.agent_id}"] if self.agent_id else []

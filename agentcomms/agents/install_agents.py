@@ -20,6 +20,7 @@ import tomlkit.exceptions
 from tomlkit.items import Table
 
 from agentcomms.agents.install import (
+    APPROVAL_HOOK_MARGIN_S,
     CLAUDE_EVENTS,
     CODEX_EVENTS,
     CODEX_TRUST_STEP,
@@ -54,7 +55,10 @@ def _claude(plan: Plan) -> None:
     if not plan.uninstall:
         for event, run_beside in CLAUDE_EVENTS.items():
             extra = {"async": True} if run_beside else {}
-            entries[event] = command_hook(target, timeout=HOOK_TIMEOUT_S, **extra)
+            timeout = HOOK_TIMEOUT_S
+            if event == "PermissionRequest":  # it waits for the human's answer
+                timeout = int(target.approval_timeout_s) + APPROVAL_HOOK_MARGIN_S
+            entries[event] = command_hook(target, timeout=timeout, **extra)
     edit_json(
         plan, settings, lambda doc: merge_hooks(doc, settings, entries, our_hook("claude-code"))
     )

@@ -74,6 +74,7 @@ def install(
         scope=scope.value,
         agent_id=agent_id,
         codex_home=Path(codex_home) if codex_home else None,
+        approval_timeout_s=_approval_timeout_s(),
     )
     with user_errors():
         result = plan(target, uninstall=uninstall)
@@ -96,3 +97,15 @@ def install(
         print(f"installed agentcomms into {where}: {files}")
     for note in result.notes:
         print(f"note: {note}")
+
+
+def _approval_timeout_s() -> float:
+    """The configured ``approvals.timeout_s``, for the permission hook's own timeout."""
+    from agentcomms.config.models import ApprovalsConfig
+    from agentcomms.config.reading import read_keys
+
+    default = ApprovalsConfig.model_fields["timeout_s"].default
+    with user_errors():
+        _, picked, _ = read_keys([("approvals", "timeout_s")])
+    value = picked.get("approvals", {}).get("timeout_s", default)
+    return float(value) if isinstance(value, int | float) else float(default)

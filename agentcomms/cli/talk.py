@@ -9,6 +9,7 @@ the two answer alike. Standard library only at import, like :mod:`agentcomms.cli
 from __future__ import annotations
 
 import asyncio
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -217,7 +218,8 @@ async def _inbox(socket: Path, limit: int, follow: bool, as_json: bool) -> None:
             return
         # Following: the newest `limit` first, then whatever comes after the last one shown.
         params: dict[str, Any] = {"limit": limit}
-        while True:
+        shown_approvals: set[str] = set()
+        for turn in itertools.count():
             batch = (await gw.call("inbox", **params))["messages"]
             for m in batch:
                 _print_inbox_message(m, as_json)
@@ -225,7 +227,30 @@ async def _inbox(socket: Path, limit: int, follow: bool, as_json: bool) -> None:
                 params = {"limit": 1000, "since": batch[-1]["id"]}
             elif "since" not in params:
                 params = {"limit": 1000}  # empty so far: everything that arrives is new
+            if turn % APPROVALS_EVERY == 0:  # asking Temporal costs more than the inbox
+                for a in (await gw.call("approvals"))["approvals"]:
+                    if a["id"] not in shown_approvals:
+                        shown_approvals.add(a["id"])
+                        _print_approval(a, as_json)
             await asyncio.sleep(0.5)
+
+
+# `inbox -f` looks for new permission requests every this many turns (of 0.5 s).
+APPROVALS_EVERY = 4
+
+
+def _print_approval(a: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        print_json({"approval": a})
+        return
+    stdout().print(
+        styled(
+            f"{a['opened_at'][:19]} ",
+            (shown(a["agent_id"]), "bold"),
+            f" asks to use {shown(a['tool'])}: {shown(a['input'])}",
+            (f"  (agentcomms approve {a['id']} / deny {a['id']})", "yellow"),
+        )
+    )
 
 
 def _print_inbox_message(m: dict[str, Any], as_json: bool) -> None:

@@ -217,6 +217,28 @@ class MailboxConfig(Section):
     )
 
 
+class ApprovalsConfig(Section):
+    """An agent's permission requests, answered from the terminal (`agentcomms approve`)."""
+
+    timeout_s: float = Field(
+        default=600,
+        ge=5,
+        le=86_400,
+        description="how long a permission request waits for an answer through agentcomms",
+    )
+    on_timeout: Literal["terminal", "deny"] = Field(
+        default="terminal",
+        description="terminal: leave the agent's own dialog to whoever is at its pane; deny: "
+        "deny with a message, so an unattended agent moves on",
+    )
+
+
+class AgentApprovals(Section):
+    on_timeout: Literal["terminal", "deny"] | None = Field(
+        default=None, description="overrides approvals.on_timeout for this agent"
+    )
+
+
 class AgentConfig(Section):
     """An agent registered when agentcomms starts."""
 
@@ -247,6 +269,7 @@ class AgentConfig(Section):
         default=None, description="overrides mailbox.max_pending_bytes"
     )
     token: SecretStr | None = Field(default=None, description="bearer token for MCP over HTTP")
+    approvals: AgentApprovals = AgentApprovals()
 
 
 class LoggingConfig(Section):
@@ -317,12 +340,18 @@ class Config(Section):
     temporal: TemporalConfig = TemporalConfig()
     database: DatabaseConfig = DatabaseConfig()
     mailbox: MailboxConfig = MailboxConfig()
+    approvals: ApprovalsConfig = ApprovalsConfig()
     agents: dict[AgentIdKey, AgentConfig] = Field(default_factory=dict)
     chat: ChatConfig = ChatConfig()
     voice: VoiceConfig = VoiceConfig()
     logging: LoggingConfig = LoggingConfig()
     metrics: MetricsConfig = MetricsConfig()
     security: SecurityConfig = SecurityConfig()
+
+    def approval_on_timeout(self, agent_id: str) -> Literal["terminal", "deny"]:
+        """What a permission request of `agent_id` comes to when no one answers in time."""
+        agent = self.agents.get(agent_id)
+        return (agent and agent.approvals.on_timeout) or self.approvals.on_timeout
 
     def mailbox_limits(self, agent_id: str) -> tuple[int, int]:
         """(messages, bytes) that may wait for `agent_id`: its own limits, else the defaults."""

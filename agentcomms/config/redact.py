@@ -24,6 +24,29 @@ def mask_url_password(text: str) -> str:
     return _URL_PASSWORD.sub(lambda m: f"{m[1]}:{REDACTED}@", text)
 
 
+# `NAME=value`, `"name": "value"`, `--name value` where the name looks secret, and the shapes of
+# well-known API keys and tokens, wherever they stand.
+_SECRET_ASSIGNMENT = re.compile(
+    r"""(?P<name>[\w.-]*(?:token|api_?key|passw(?:or)?d|secret|credential|private_key)[\w.-]*)"""
+    r"""(?P<sep>["']?\s*[:=]\s*["']?|["']?\s+)(?P<value>[^\s"',;&|]{3,})""",
+    re.IGNORECASE,
+)
+_KNOWN_TOKEN = re.compile(
+    r"\b(?:sk-[A-Za-z0-9_-]{16,}|gh[pousr]_[A-Za-z0-9]{20,}|xox[abposr]-[A-Za-z0-9-]{10,}"
+    r"|AKIA[0-9A-Z]{16}|AIza[0-9A-Za-z_-]{30,}|\d{6,}:[A-Za-z0-9_-]{30,})\b"
+)
+_BEARER = re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/-]{8,}=*")
+
+
+def mask_secrets(text: str) -> str:
+    """Free text (a command an agent wants to run) with the secrets we can spot masked: values
+    named like secrets, bearer tokens, URL passwords and well-known key shapes."""
+    text = mask_url_password(text)
+    text = _BEARER.sub(lambda m: m[1] + REDACTED, text)
+    text = _KNOWN_TOKEN.sub(REDACTED, text)
+    return _SECRET_ASSIGNMENT.sub(lambda m: m["name"] + m["sep"] + REDACTED, text)
+
+
 def redacted(config: BaseModel) -> dict[str, Any]:
     """The configuration as plain JSON data with every secret replaced by ``"***"``.
 

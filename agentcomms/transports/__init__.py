@@ -130,6 +130,21 @@ class InboundResult:
     reply: str | None = None
 
 
+@dataclass(frozen=True)
+class ButtonPress:
+    """A person pressed a button under one of our messages (an approval's Allow / Deny)."""
+
+    provider: str
+    chat_id: str
+    sender_id: str
+    sender_name: str | None
+    data: str  # what the button was sent with
+
+    @property
+    def channel_id(self) -> str:
+        return f"{self.provider}:{self.chat_id}"
+
+
 class InboundSink(Protocol):
     """Where a receiver hands each message (the gateway's chat inbox).
 
@@ -139,6 +154,14 @@ class InboundSink(Protocol):
     """
 
     async def accept(self, message: InboundMessage) -> InboundResult: ...
+
+
+class ButtonSink(Protocol):
+    """A sink that also takes button presses (the gateway's chat inbox does)."""
+
+    async def button(self, press: ButtonPress) -> str:
+        """What the presser is told (a short toast): taken, already answered, or not theirs."""
+        ...
 
 
 @dataclass

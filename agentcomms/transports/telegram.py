@@ -26,12 +26,22 @@ import logging
 import warnings
 from collections.abc import AsyncIterator
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
-from telegram import Audio, Bot, Message, ReactionTypeEmoji, ReplyParameters, Update, Voice
+from telegram import (
+    Audio,
+    Bot,
+    InlineKeyboardButton,
+    InlineKeyboardMarkup,
+    Message,
+    ReactionTypeEmoji,
+    ReplyParameters,
+    Update,
+    Voice,
+)
 from telegram.error import (
     BadRequest,
     ChatMigrated,
@@ -49,6 +59,8 @@ from agentcomms.config import Config, TelegramConfig
 from agentcomms.errors import ChatProviderUnavailable, RateLimited, SendRefused, VoiceNoteRefused
 from agentcomms.models import utcnow
 from agentcomms.transports import (
+    ButtonPress,
+    ButtonSink,
     InboundMessage,
     InboundSink,
     LinkStatus,
@@ -75,7 +87,7 @@ RECONNECT_CAP_S = 30.0
 # Receipts, as reactions on the human's message (from the emoji Telegram allows for them).
 RECEIPTS: dict[ReceiptStage, str] = {"queued": "👀", "typed": "✍"}
 # The updates a bot needs: messages to it (and in groups it is in).
-ALLOWED_UPDATES = ("message",)
+ALLOWED_UPDATES = ("message", "callback_query")
 
 
 def make_bot(section: TelegramConfig, *, request: HTTPXRequest | None = None) -> Bot:
@@ -266,6 +278,9 @@ class TelegramReceiver:
     # ---- receiving -------------------------------------------------------------------------------
 
     async def _handle(self, update: Update) -> None:
+        if update.callback_query is not None:
+            await self._pressed(update)
+            return
         message = update.message
         if message is None:
             return
@@ -284,6 +299,27 @@ class TelegramReceiver:
                 )
             except TelegramError as exc:  # the message was handled; only the answer is lost
                 log.warning("telegram: could not answer %s: %s", received.channel_id, exc)
+
+    async def _pressed(self, update: Update) -> None:
+        query = update.callback_query
+        assert query is not None
+        chat = query.message.chat.id if query.message is not None else None
+        if chat is None or not query.data or not hasattr(self._sink, "button"):
+            return
+        sink = cast(ButtonSink, self._sink)
+        told = await sink.button(
+            ButtonPress(
+                provider="telegram",
+                chat_id=str(chat),
+                sender_id=str(query.from_user.id),
+                sender_name=query.from_user.full_name,
+                data=query.data,
+            )
+        )
+        try:
+            await self._bot.answer_callback_query(query.id, text=told[:200])
+        except TelegramError as exc:  # the press was handled; only the toast is lost
+            log.warning("telegram: could not answer a button press: %s", exc)
 
     async def _webhook(self, request: Request) -> Response:
         secret = self._section.webhook_secret
@@ -335,6 +371,22 @@ class TelegramSender:
                     ),
                 )
         return str(sent.message_id)
+
+    async def send_buttons(self, chat_id: str, text: str, buttons: list[tuple[str, str]]) -> str:
+        """`text` with one row of buttons, each (label, what a press sends back)."""
+        keyboard = InlineKeyboardMarkup(
+            [[InlineKeyboardButton(label, callback_data=data) for label, data in buttons]]
+        )
+        async with self._bot() as bot:
+            with telegram_errors(chat_id):
+                sent = await bot.send_message(chat_id, text[:MAX_TEXT], reply_markup=keyboard)
+        return str(sent.message_id)
+
+    async def edit_text(self, chat_id: str, message_id: str, text: str) -> None:
+        """Replace a message's text; its buttons go."""
+        async with self._bot() as bot:
+            with telegram_errors(chat_id):
+                await bot.edit_message_text(text[:MAX_TEXT], chat_id, int(message_id))
 
     async def receipt(
         self, chat_id: str, message_id: str, stage: ReceiptStage, *, note: str | None = None

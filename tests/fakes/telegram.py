@@ -38,6 +38,7 @@ _JSON_KEYS = {
     "reply_parameters",
     "drop_pending_updates",
     "is_big",
+    "reply_markup",
 }
 
 
@@ -54,6 +55,8 @@ class FakeTelegram:
         self.updates: list[dict[str, Any]] = []  # delivered but not yet confirmed by an offset
         self.sent: list[dict[str, Any]] = []
         self.reactions: list[dict[str, Any]] = []
+        self.edits: list[dict[str, Any]] = []  # editMessageText, in order
+        self.answered_presses: list[dict[str, Any]] = []  # answerCallbackQuery, in order
         self.calls: list[str] = []
         self.offsets: list[int | None] = []  # each getUpdates' offset, in order
         self.webhook: dict[str, Any] | None = None
@@ -111,6 +114,24 @@ class FakeTelegram:
         self._next_message_id += 1
         self.deliver(update)
         return update
+
+    def human_presses(
+        self, message: dict[str, Any], data: str, *, user_id: int, first_name: str = "Alice"
+    ) -> None:
+        """A person presses the button `data` under the bot's `message`."""
+        self.deliver(
+            {
+                "update_id": self._next_update_id,
+                "callback_query": {
+                    "id": f"cq-{self._next_update_id}",
+                    "from": {"id": user_id, "is_bot": False, "first_name": first_name},
+                    "chat_instance": "1",
+                    "message": message,
+                    "data": data,
+                },
+            }
+        )
+        self._next_update_id += 1
 
     def human_sends_voice(
         self,
@@ -245,9 +266,25 @@ class FakeTelegram:
         }
         if "reply_parameters" in params:
             message["reply_to_message_id"] = params["reply_parameters"]["message_id"]
+        if "reply_markup" in params:
+            message["reply_markup"] = params["reply_markup"]
         self._next_message_id += 1
         self.sent.append(message)
         return message
+
+    async def _api_editMessageText(self, params: dict[str, Any]) -> Any:
+        chat_id, message_id = int(params["chat_id"]), int(params["message_id"])
+        for message in self.sent:
+            if message["chat"]["id"] == chat_id and message["message_id"] == message_id:
+                message["text"] = params["text"]
+                message.pop("reply_markup", None)  # no markup given: the buttons go
+                self.edits.append({"chat_id": chat_id, "message_id": message_id, **params})
+                return message
+        return _error(400, "Bad Request: message to edit not found")
+
+    async def _api_answerCallbackQuery(self, params: dict[str, Any]) -> Any:
+        self.answered_presses.append(params)
+        return True
 
     async def _api_getFile(self, params: dict[str, Any]) -> Any:
         file_id = str(params.get("file_id"))

@@ -1,0 +1,118 @@
+"""The ``PermissionRequest`` hook waits for the human's answer through agentcomms.
+
+Standard library only, like the rest of the hook. It asks the gateway to open an approval, then
+long-polls for its decision and prints it in Claude Code's own format: the agent acts on it as on
+an answer in its own dialog. **Never keystrokes.** Claude shows its own dialog beside the waiting
+hook after a few seconds, and the first answer wins.
+
+- The gateway down or unreachable when asked to open: nothing printed, at once; Claude's own
+  dialog stays. Nothing is ever allowed by default.
+- The gateway restarted while the hook waits: it connects again and still gets the decision.
+- SIGTERM (Esc in the pane, or Claude done with the hook): the approval closes as "answered in
+  the terminal", and nothing is printed.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import sys
+import time
+from types import FrameType
+from typing import Any
+
+# Opening must be quick: the agent's own dialog waits behind it.
+OPEN_WAIT_S = 3.0
+# One long-poll; the gateway answers "open" after it and the hook asks again.
+POLL_S = 25.0
+# A gateway that is restarting: how often to knock again.
+RECONNECT_PAUSE_S = 0.5
+# Past the approval's own timeout: time for the workflow to record it.
+DEADLINE_MARGIN_S = 30.0
+
+
+class _Terminated(Exception):
+    """SIGTERM: the agent ended the wait (answered or cancelled in its own dialog)."""
+
+
+def wait_for_decision(path: str, params: dict[str, Any], payload: dict[str, Any]) -> None:
+    """Open the approval for this request and print its decision, or nothing."""
+    tool_input = payload.get("tool_input")
+    suggestions = payload.get("permission_suggestions")
+    request = {
+        **{k: v for k, v in params.items() if k in ("kind", "agent_id", "pane", "tmux_socket")},
+        "tool_name": payload.get("tool_name") or "?",
+        "tool_input": tool_input if isinstance(tool_input, dict) else {},
+        "permission_suggestions": suggestions if isinstance(suggestions, list) else [],
+    }
+    approval_id: str | None = None
+
+    def terminated(signum: int, frame: FrameType | None) -> None:
+        raise _Terminated
+
+    previous = signal.signal(signal.SIGTERM, terminated)
+    try:
+        opened = _call(path, "approval_open", request, OPEN_WAIT_S)
+        if not isinstance(opened, dict) or not isinstance(opened.get("id"), str):
+            return
+        approval_id = opened["id"]
+        deadline = time.monotonic() + float(opened.get("timeout_s") or 600) + DEADLINE_MARGIN_S
+        while time.monotonic() < deadline:
+            try:
+                answer = _call(
+                    path, "approval_wait", {"id": approval_id, "wait_s": POLL_S}, POLL_S + 10
+                )
+            except OSError:
+                time.sleep(RECONNECT_PAUSE_S)
+                continue
+            if isinstance(answer, dict) and answer.get("status") == "decided":
+                decision = answer.get("decision")
+                if isinstance(decision, dict):
+                    _print_decision(decision)
+                return
+            if answer is None:  # the gateway refused the question: nothing to wait for
+                return
+    except _Terminated:
+        if approval_id is not None:
+            _answered_in_terminal(path, approval_id)
+    except (OSError, ValueError):
+        return
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _print_decision(decision: dict[str, Any]) -> None:
+    output = {"hookSpecificOutput": {"hookEventName": "PermissionRequest", "decision": decision}}
+    sys.stdout.write(json.dumps(output) + "\n")
+    sys.stdout.flush()
+
+
+def _answered_in_terminal(path: str, approval_id: str) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not cut this short
+    try:
+        _call(
+            path,
+            "approval_decide",
+            {"id": approval_id, "behavior": "terminal", "by": "the terminal", "via": "terminal"},
+            OPEN_WAIT_S,
+        )
+    except (OSError, ValueError):
+        pass
+
+
+def _call(path: str, method: str, params: dict[str, Any], wait_s: float) -> Any:
+    """One request, its result; None when the gateway answered with an error. Raises OSError
+    when the gateway is not there or went away."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(wait_s)
+        sock.connect(path)
+        sock.sendall(json.dumps({"id": 1, "method": method, "params": params}).encode() + b"\n")
+        data = b""
+        while not data.endswith(b"\n"):
+            chunk = sock.recv(65536)
+            if not chunk:
+                raise ConnectionResetError("the gateway closed the connection")
+            data += chunk
+    reply = json.loads(data)
+    return reply.get("result") if isinstance(reply, dict) else None

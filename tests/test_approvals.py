@@ -1,0 +1,346 @@
+"""Approvals against the real dev server: opened through the gateway socket as the hook opens
+them, answered from the terminal's socket methods; the first answer wins and a later one is told;
+the hook's answer comes from signed requests and answers only; the timeout leaves the dialog to
+the terminal or denies, per agent (time-skipping)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import uuid
+from pathlib import Path
+from typing import Any
+
+from pydantic import SecretStr
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+from agentcomms.approval_models import ApprovalRequest, Decision, OnTimeout
+from agentcomms.client import GatewayClient
+from agentcomms.trust import DeploymentKey
+from gateway.approvals import hook_decision
+from tests.support.cli import AGENTCOMMS, cli_home
+from tests.support.stack import STACK_KEY, Stack
+from tests.support.waiting import eventually
+from workflows.approval.client import Approvals
+from workflows.approval.models import Decide
+from workflows.approval.workflow import ApprovalWorkflow
+
+SUGGESTIONS = [
+    {"type": "addDirectories", "directories": ["/p"], "destination": "session"},
+    {"type": "addRules", "rules": [{"toolName": "Bash"}], "destination": "localSettings"},
+]
+
+
+async def _open(stack: Stack, agent: str, command: str = "touch done.txt") -> str:
+    opened = await stack.call(
+        "approval_open",
+        kind="claude-code",
+        agent_id=agent,
+        tool_name="Bash",
+        tool_input={"command": command, "description": "make a file"},
+        permission_suggestions=SUGGESTIONS,
+    )
+    assert opened["agent_id"] == agent
+    return str(opened["id"])
+
+
+async def test_the_first_answer_wins_and_a_later_one_is_told(stack: Stack) -> None:
+    agent = stack.agent_id()
+    approval = await _open(stack, agent)
+    assert (await stack.call("approval_wait", id=approval, wait_s=0.5)) == {"status": "open"}
+
+    async def listed() -> dict[str, Any] | None:
+        rows = (await stack.call("approvals"))["approvals"]
+        return next((r for r in rows if r["id"] == approval), None)
+
+    row = await eventually(listed)
+    assert (row["agent_id"], row["tool"], row["input"]) == (agent, "Bash", "touch done.txt")
+    assert row["session_offered"] is True
+
+    first = await stack.call("approval_decide", id=approval, behavior="allow", by="alice")
+    assert (first["accepted"], first["decided_by"]) == (True, "alice")
+    second = await stack.call(
+        "approval_decide", id=approval, behavior="deny", message="no", by="bob"
+    )
+    assert second["accepted"] is False
+    assert (second["behavior"], second["decided_by"]) == ("allow", "alice")
+
+    waited = await stack.call("approval_wait", id=approval, wait_s=10)
+    assert waited["status"] == "decided"
+    assert waited["decision"] == {"behavior": "allow"}
+    view = await Approvals(stack.client, stack.cfg.temporal.task_queue).view(approval)
+    assert view is not None
+    assert [(d.by, d.behavior) for d in view.history] == [("alice", "allow"), ("bob", "deny")]
+    assert approval not in [r["id"] for r in (await stack.call("approvals"))["approvals"]]
+
+
+async def test_a_denial_carries_the_message_and_session_the_offered_permissions(
+    stack: Stack,
+) -> None:
+    denied = await _open(stack, stack.agent_id())
+    await stack.call("approval_decide", id=denied, behavior="deny", message="not now")
+    waited = await stack.call("approval_wait", id=denied, wait_s=10)
+    assert waited["decision"] == {"behavior": "deny", "message": "not now"}
+
+    session = await _open(stack, stack.agent_id())
+    await stack.call("approval_decide", id=session, behavior="allow_session")
+    waited = await stack.call("approval_wait", id=session, wait_s=10)
+    # Only what was offered for the session: never the rule for the settings on disk.
+    assert waited["decision"] == {"behavior": "allow", "updatedPermissions": SUGGESTIONS[:1]}
+
+
+async def test_the_input_is_shown_safe_with_secrets_masked(stack: Stack) -> None:
+    approval = await _open(
+        stack, stack.agent_id(), "API_KEY=sk-abcdefghijklmnopqrstuvwx curl \x1b[31mhttp://x"
+    )
+    view = await Approvals(stack.client, stack.cfg.temporal.task_queue).view(approval)
+    assert view is not None
+    assert view.request.input_text == "API_KEY=*** curl http://x"
+
+
+async def test_an_unknown_approval_is_named(stack: Stack) -> None:
+    from agentcomms.errors import GatewayError
+
+    try:
+        await stack.call("approval_decide", id="ZZZZ", behavior="allow")
+    except GatewayError as exc:
+        assert "no approval 'ZZZZ'" in str(exc)
+    else:
+        raise AssertionError("an unknown approval was answered")
+
+
+async def test_an_answer_put_into_temporal_by_anyone_else_allows_nothing(stack: Stack) -> None:
+    approval = await _open(stack, stack.agent_id())
+    handle = Approvals(stack.client, stack.cfg.temporal.task_queue).handle(approval)
+    forged = Decision(approval_id=approval, behavior="allow", by="mallory", via="cli")
+    await handle.execute_update(ApprovalWorkflow.decide, Decide(decision=forged))
+    waited = await stack.call("approval_wait", id=approval, wait_s=10)
+    assert (waited["status"], waited["decided_by"], waited["decision"]) == (
+        "decided",
+        "mallory",
+        None,
+    )
+
+
+def _hook(
+    stack: Stack, payload: dict[str, Any], agent: str, tmp_path: Path
+) -> subprocess.Popen[str]:
+    """The hook as Claude Code runs it, in the background: the gateway runs in this loop."""
+    given = tmp_path / f"payload-{uuid.uuid4().hex[:6]}.json"
+    given.write_text(json.dumps(payload))
+    with given.open() as stdin:
+        return subprocess.Popen(
+            [AGENTCOMMS, "hook", "claude-code"],
+            stdin=stdin,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={
+                "PATH": "/usr/bin:/bin",
+                "AGENTCOMMS_SOCKET": str(stack.cfg.server.socket()),
+                "AGENTCOMMS_AGENT_ID": agent,
+            },
+        )
+
+
+PERMISSION = {
+    "session_id": "s",
+    "hook_event_name": "PermissionRequest",
+    "tool_name": "Bash",
+    "tool_input": {"command": "touch hook.txt"},
+    "permission_suggestions": SUGGESTIONS,
+}
+
+
+async def _open_of(stack: Stack, agent: str) -> str | None:
+    rows = (await stack.call("approvals"))["approvals"]
+    return next((r["id"] for r in rows if r["agent_id"] == agent), None)
+
+
+async def test_the_hook_waits_and_prints_the_decision_in_claude_codes_format(
+    stack: Stack, tmp_path: Path
+) -> None:
+    agent = stack.agent_id()
+    proc = _hook(stack, PERMISSION, agent, tmp_path)
+    try:
+        approval = await eventually(lambda: _open_of(stack, agent), timeout=30)
+        await stack.call("approval_decide", id=approval, behavior="deny", message="not now")
+        out, err = await asyncio.to_thread(proc.communicate, timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    assert json.loads(out) == {
+        "hookSpecificOutput": {
+            "hookEventName": "PermissionRequest",
+            "decision": {"behavior": "deny", "message": "not now"},
+        }
+    }
+
+
+async def test_sigterm_closes_the_approval_as_answered_in_the_terminal(
+    stack: Stack, tmp_path: Path
+) -> None:
+    agent = stack.agent_id()
+    proc = _hook(stack, PERMISSION, agent, tmp_path)
+    try:
+        approval = await eventually(lambda: _open_of(stack, agent), timeout=30)
+        proc.terminate()
+        out, _ = await asyncio.to_thread(proc.communicate, timeout=30)
+    finally:
+        proc.kill()
+    assert (proc.returncode, out) == (0, "")
+    late = await stack.call("approval_decide", id=approval, behavior="allow")
+    assert (late["accepted"], late["behavior"], late["decided_via"]) == (
+        False,
+        "terminal",
+        "terminal",
+    )
+
+
+def test_with_the_gateway_down_the_permission_hook_says_nothing_at_once(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [AGENTCOMMS, "hook", "claude-code"],
+        input=json.dumps(PERMISSION),
+        capture_output=True,
+        text=True,
+        env={
+            "PATH": "/usr/bin:/bin",
+            "AGENTCOMMS_SOCKET": str(tmp_path / "nobody.sock"),
+            "AGENTCOMMS_AGENT_ID": "backend",
+        },
+        timeout=10,
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+
+
+async def _timed_out(env: WorkflowEnvironment, on_timeout: OnTimeout) -> dict[str, Any] | None:
+    key = DeploymentKey(SecretStr(STACK_KEY).get_secret_value().encode())
+    queue = f"tq-{uuid.uuid4()}"
+    approvals = Approvals(env.client, queue)
+    request = key.sign_approval(
+        ApprovalRequest(
+            id=uuid.uuid4().hex[:4].upper(),
+            agent_id="backend",
+            tool="Bash",
+            input_text="touch x",
+            timeout_s=600,
+            on_timeout=on_timeout,
+        )
+    )
+    async with Worker(env.client, task_queue=queue, workflows=[ApprovalWorkflow]):
+        await approvals.open(request)
+        await env.sleep(request.timeout_s + 60)
+        view = await approvals.view(request.id)
+        # Not left for the late answers: the next test's timers would wait behind its own.
+        await approvals.handle(request.id).terminate()
+    assert view is not None
+    assert view.decision is not None
+    assert (view.decision.behavior, view.decision.via) == ("timeout", "timeout")
+    return hook_decision(key, view)
+
+
+async def test_no_answer_in_time_leaves_the_dialog_to_the_terminal_by_default(
+    time_skipping_env: WorkflowEnvironment,
+) -> None:
+    assert await _timed_out(time_skipping_env, "terminal") is None
+
+
+async def test_no_answer_in_time_denies_for_an_agent_set_to_deny(
+    time_skipping_env: WorkflowEnvironment,
+) -> None:
+    decision = await _timed_out(time_skipping_env, "deny")
+    assert decision is not None and decision["behavior"] == "deny"
+    assert "No one answered" in decision["message"]
+
+
+async def test_the_hook_still_gets_the_decision_across_a_gateway_restart(
+    stack: Stack, tmp_path: Path
+) -> None:
+    agent = stack.agent_id()
+    proc = _hook(stack, PERMISSION, agent, tmp_path)
+    try:
+        approval = await eventually(lambda: _open_of(stack, agent), timeout=30)
+        await stack.gateway.server.close()  # the hook's long wait is cut
+        await asyncio.sleep(1.5)  # it knocks, and finds no one
+        assert proc.poll() is None
+        await stack.gateway.server.start()
+        async with GatewayClient(stack.cfg.server.socket()) as again:
+            await again.call("approval_decide", id=approval, behavior="allow")
+        out, err = await asyncio.to_thread(proc.communicate, timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    assert json.loads(out)["hookSpecificOutput"]["decision"] == {"behavior": "allow"}
+
+
+async def test_an_agent_may_not_list_or_answer_approvals(stack: Stack) -> None:
+    """Approving is the human's: through MCP an agent could otherwise approve itself."""
+    from agentcomms.errors import GatewayError
+    from gateway.protocol import NOT_YOURS
+
+    agent = stack.agent_id()
+    approval = await _open(stack, agent)
+    async with GatewayClient(stack.cfg.server.socket(), caller=agent) as as_agent:
+        for method, params in (
+            ("approvals", {}),
+            ("approval_decide", {"id": approval, "behavior": "allow"}),
+            ("approval_open", {"kind": "claude-code", "agent_id": agent, "tool_name": "Bash"}),
+        ):
+            try:
+                await as_agent.call(method, **params)
+            except GatewayError as exc:
+                assert exc.code == NOT_YOURS, exc
+            else:
+                raise AssertionError(f"an agent called {method}")
+    waited = await stack.call("approval_wait", id=approval, wait_s=0.5)
+    assert waited == {"status": "open"}
+
+
+async def test_inbox_follow_shows_a_new_approval_as_it_comes(stack: Stack, tmp_path: Path) -> None:
+    home = cli_home(tmp_path, stack)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTCOMMS_")}
+    following = await asyncio.create_subprocess_exec(
+        AGENTCOMMS, "inbox", "--follow",
+        env={**env, "AGENTCOMMS_HOME": str(home), "COLUMNS": "200"},
+        stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert following.stdout is not None
+    try:
+        agent = stack.agent_id()
+        approval = await _open(stack, agent)
+        line = (await asyncio.wait_for(following.stdout.readline(), 30)).decode()
+        assert f"{agent} asks to use Bash: touch done.txt" in line
+        assert f"agentcomms approve {approval}" in line
+    finally:
+        following.terminate()
+        await following.wait()
+
+
+async def test_an_answer_after_the_approval_ended_is_told_how_it_ended(
+    time_skipping_env: WorkflowEnvironment,
+) -> None:
+    key = DeploymentKey(STACK_KEY.encode())
+    queue = f"tq-{uuid.uuid4()}"
+    approvals = Approvals(time_skipping_env.client, queue)
+    request = key.sign_approval(
+        ApprovalRequest(
+            id=uuid.uuid4().hex[:4].upper(),
+            agent_id="backend",
+            tool="Bash",
+            input_text="touch x",
+            timeout_s=60,
+        )
+    )
+    async with Worker(time_skipping_env.client, task_queue=queue, workflows=[ApprovalWorkflow]):
+        await approvals.open(request)
+        # Past the timeout and the late answers: the run has ended.
+        await time_skipping_env.sleep(request.timeout_s + 400)
+        ended = await approvals.handle(request.id).result()
+        late = Decision(approval_id=request.id, behavior="allow", by="alice", via="cli")
+        decided = await approvals.decide(key.sign_decision(late))
+    assert ended.decision is not None and ended.decision.behavior == "timeout"
+    assert decided is not None and decided.accepted is False
+    assert decided.view.decision is not None and decided.view.decision.behavior == "timeout"

@@ -1,0 +1,92 @@
+"""An approval in the agent's Telegram chat: the request with Allow / Allow for this session /
+Deny buttons; an allowed sender's press decides it and the message is edited to say who
+answered, its buttons gone; a stranger's press changes nothing; an answer from the terminal
+edits the chat too."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.testing import WorkflowEnvironment
+
+from tests.fakes.telegram import FakeTelegram
+from tests.support.chat import CHAT, connected, with_telegram
+from tests.support.stack import Stack, running_stack
+from tests.support.waiting import eventually
+
+SUGGESTION = {"type": "addDirectories", "directories": ["/p"], "destination": "session"}
+
+
+@pytest.fixture
+async def stack(
+    temporal_env: WorkflowEnvironment, tmp_path: Path, telegram: FakeTelegram, agent: str
+) -> AsyncIterator[Stack]:
+    configure = with_telegram(telegram, agent)
+    telegram.known_chats.add(CHAT)  # Alice has written to the bot before
+    async with running_stack(temporal_env.client, tmp_path, configure=configure) as s:
+        await connected(s, "telegram")
+        yield s
+
+
+async def _open(stack: Stack, agent: str) -> str:
+    opened = await stack.call(
+        "approval_open",
+        kind="claude-code",
+        agent_id=agent,
+        tool_name="Bash",
+        tool_input={"command": "touch done.txt"},
+        permission_suggestions=[SUGGESTION],
+    )
+    return str(opened["id"])
+
+
+def _request_in_chat(telegram: FakeTelegram, approval: str) -> dict[str, Any] | None:
+    return next((m for m in telegram.sent if f"approval {approval}" in m["text"]), None)
+
+
+def _labels(message: dict[str, Any]) -> list[str]:
+    return [b["text"] for row in message["reply_markup"]["inline_keyboard"] for b in row]
+
+
+async def test_an_allowed_sender_answers_with_a_button(
+    stack: Stack, telegram: FakeTelegram, agent: str
+) -> None:
+    approval = await _open(stack, agent)
+    message = await eventually(lambda: _request_in_chat(telegram, approval))
+    assert message["chat"]["id"] == CHAT
+    assert "asks to use Bash:\ntouch done.txt" in message["text"]
+    assert _labels(message) == ["Allow", "Allow for this session", "Deny"]
+
+    stranger = {**message}
+    telegram.human_presses(stranger, f"ap:{approval}:a", user_id=666, first_name="Mallory")
+    await eventually(lambda: len(telegram.answered_presses) == 1 or None)
+    assert "allowed senders" in telegram.answered_presses[0]["text"]
+    assert (await stack.call("approval_wait", id=approval, wait_s=0.5)) == {"status": "open"}
+
+    telegram.human_presses(message, f"ap:{approval}:s", user_id=CHAT, first_name="Alice")
+    waited = await stack.call("approval_wait", id=approval, wait_s=10)
+    assert waited["decision"] == {"behavior": "allow", "updatedPermissions": [SUGGESTION]}
+    assert (waited["decided_by"], waited["decided_via"]) == ("Alice", "telegram")
+    edited = await eventually(lambda: telegram.edits or None)
+    assert edited[0]["message_id"] == message["message_id"]
+    assert f"{approval}: allowed for the session by Alice on telegram" in edited[0]["text"]
+    assert "reply_markup" not in next(
+        m for m in telegram.sent if m["message_id"] == message["message_id"]
+    )
+
+    telegram.human_presses(message, f"ap:{approval}:d", user_id=CHAT, first_name="Alice")
+    await eventually(lambda: len(telegram.answered_presses) == 3 or None)
+    assert "was answered already" in telegram.answered_presses[-1]["text"]
+
+
+async def test_an_answer_from_the_terminal_edits_the_chat(
+    stack: Stack, telegram: FakeTelegram, agent: str
+) -> None:
+    approval = await _open(stack, agent)
+    await eventually(lambda: _request_in_chat(telegram, approval))
+    await stack.call("approval_decide", id=approval, behavior="deny", by="bob", message="no")
+    edited = await eventually(lambda: telegram.edits or None)
+    assert f"{approval}: denied by bob on cli" in edited[0]["text"]

@@ -1,0 +1,130 @@
+"""How the gateway reaches approvals: open one, answer it, wait for its answer, list the open ones.
+
+An approval runs on the shared task queue (it needs no pane) under ``approval-<id>``, the id
+spelled in :mod:`agentcomms.workflow_ids`; its update and query are called by reference. Once
+decided the workflow has ended, and its result is its view: an answer that comes later reads it
+and is told who decided.
+"""
+
+from __future__ import annotations
+
+import secrets
+from datetime import timedelta
+
+from temporalio.client import (
+    Client,
+    WorkflowFailureError,
+    WorkflowHandle,
+    WorkflowUpdateFailedError,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
+)
+from temporalio.common import (
+    SearchAttributePair,
+    TypedSearchAttributes,
+    WorkflowIDReusePolicy,
+)
+from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.service import RPCError, RPCStatusCode
+
+from agentcomms import policies
+from agentcomms.approval_models import ApprovalRequest, ApprovalView, Decision
+from agentcomms.search_attributes import AGENT_ID
+from agentcomms.workflow_ids import APPROVAL_WORKFLOW, approval_workflow_id
+from workflows.approval.models import ApprovalInput, Decide, Decided, WaitDecided
+from workflows.approval.workflow import ApprovalWorkflow
+
+# Short enough to type from a phone ("YES K7QF"); no 0/O or 1/I to misread.
+ID_ALPHABET = "23456789ABCDEFGHJKLMNPQRSTUVWXYZ"
+ID_LENGTH = 4
+# How long a run outlives its timeout, for the workflow to record the timeout and end.
+RUN_MARGIN_S = 60
+
+
+def new_approval_id() -> str:
+    return "".join(secrets.choice(ID_ALPHABET) for _ in range(ID_LENGTH))
+
+
+class Approvals:
+    def __init__(self, client: Client, task_queue: str) -> None:
+        self._client = client
+        self._task_queue = task_queue
+
+    def handle(self, approval_id: str) -> WorkflowHandle[ApprovalWorkflow, ApprovalView]:
+        return self._client.get_workflow_handle_for(
+            ApprovalWorkflow.run, approval_workflow_id(approval_id)
+        )
+
+    async def open(self, request: ApprovalRequest) -> None:
+        """Start the approval; the request must be signed already. Raises
+        ``WorkflowAlreadyStartedError`` when its id is taken: pick another."""
+        await self._client.start_workflow(
+            ApprovalWorkflow.run,
+            ApprovalInput(request=request),
+            id=approval_workflow_id(request.id),
+            task_queue=self._task_queue,
+            # An id is a person's handle on one request: never two runs under it.
+            id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+            execution_timeout=timedelta(seconds=request.timeout_s + RUN_MARGIN_S)
+            + policies.APPROVAL_LATE_ANSWERS,
+            static_summary=f"agent {request.agent_id} asks to use {request.tool}",
+            search_attributes=TypedSearchAttributes(
+                [SearchAttributePair(AGENT_ID, request.agent_id)]
+            ),
+        )
+
+    async def decide(self, decision: Decision) -> Decided | None:
+        """Answer it (signed already); None when there is no such approval."""
+        handle = self.handle(decision.approval_id)
+        try:
+            return await handle.execute_update(ApprovalWorkflow.decide, Decide(decision=decision))
+        except (WorkflowUpdateFailedError, RPCError):
+            # Its run ended (decided, or timed out) or never was: read what decided it.
+            view = await self.view(decision.approval_id)
+            if view is None:
+                return None
+            if view.decision is None:
+                raise
+            return Decided(accepted=False, view=view)
+
+    async def view(self, approval_id: str) -> ApprovalView | None:
+        """The approval as it stands, running or ended; None when there is none."""
+        handle = self.handle(approval_id)
+        try:
+            return await handle.query(ApprovalWorkflow.view)
+        except RPCError as exc:
+            if exc.status == RPCStatusCode.NOT_FOUND:
+                return None
+            raise
+        except Exception:
+            try:
+                return await handle.result()
+            except (WorkflowFailureError, RPCError):
+                return None
+
+    async def wait(self, approval_id: str, timeout_s: float) -> ApprovalView | None:
+        """The approval once decided (its run ended), or None while it is still open."""
+        handle = self.handle(approval_id)
+        try:
+            return await handle.execute_update(
+                ApprovalWorkflow.wait,
+                WaitDecided(timeout_s=timeout_s),
+                rpc_timeout=timedelta(seconds=timeout_s + 5),
+            )
+        except WorkflowUpdateRPCTimeoutOrCancelledError:
+            return None  # no worker answered in time: still open, as far as anyone knows
+        except (WorkflowUpdateFailedError, RPCError):
+            # Its run ended: decided long ago (or there is none).
+            view = await self.view(approval_id)
+            return view if view is not None and view.decision is not None else None
+
+    async def open_ids(self) -> list[str]:
+        """The ids of the approvals still waiting on this deployment's task queue."""
+        query = (
+            f"WorkflowType = '{APPROVAL_WORKFLOW}' AND ExecutionStatus = 'Running' "
+            f"AND TaskQueue = '{self._task_queue}'"
+        )
+        prefix = approval_workflow_id("")
+        return [w.id.removeprefix(prefix) async for w in self._client.list_workflows(query)]
+
+
+__all__ = ["Approvals", "WorkflowAlreadyStartedError", "new_approval_id"]

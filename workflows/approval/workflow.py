@@ -1,0 +1,86 @@
+"""ApprovalWorkflow: one permission request waiting for its human; the first answer wins.
+
+An answer is an update (`decide`), so whoever answers hears at once whether theirs decided it or
+another came first: a human who pressed Allow after the terminal denied is told so. Every answer
+tried is kept in the history with who, how, where and when. With no answer within the request's
+``timeout_s`` the workflow records a timeout; what the hook then does (leave the dialog to the
+terminal, or deny) follows the request's signed ``on_timeout``, read by the gateway. Once
+decided it stays a while for the answers that raced it (``APPROVAL_LATE_ANSWERS``), then ends
+with its view as its result, which later readers and answers read.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from agentcomms import policies
+    from agentcomms.approval_models import ApprovalView, Decision
+    from agentcomms.workflow_ids import APPROVAL_WORKFLOW
+    from workflows.approval.models import ApprovalInput, Decide, Decided, WaitDecided
+
+
+@workflow.defn(name=APPROVAL_WORKFLOW)
+class ApprovalWorkflow:
+    @workflow.init
+    def __init__(self, input: ApprovalInput) -> None:
+        self._view = ApprovalView(request=input.request, opened_at=workflow.now())
+
+    @workflow.update
+    def decide(self, request: Decide) -> Decided:
+        """The first answer decides; a later one is recorded and told which one did."""
+        return self._take(request.decision)
+
+    def _take(self, decision: Decision) -> Decided:
+        answer = decision.model_copy(update={"at": workflow.now()})
+        self._view.history.append(answer)
+        if self._view.decision is not None:
+            return Decided(accepted=False, view=self._view)
+        self._view.decision = answer
+        return Decided(accepted=True, view=self._view)
+
+    @workflow.update
+    async def wait(self, request: WaitDecided) -> ApprovalView | None:
+        """The approval once decided; None when `timeout_s` passed first (ask again)."""
+        try:
+            await workflow.wait_condition(
+                lambda: self._view.decision is not None,
+                timeout=timedelta(seconds=request.timeout_s),
+            )
+        except TimeoutError:
+            return None
+        return self._view
+
+    @workflow.query
+    def view(self) -> ApprovalView:
+        return self._view
+
+    @workflow.run
+    async def run(self, input: ApprovalInput) -> ApprovalView:
+        request = input.request
+        try:
+            await workflow.wait_condition(
+                lambda: self._view.decision is not None,
+                timeout=timedelta(seconds=request.timeout_s),
+                timeout_summary="no answer in time",
+            )
+        except TimeoutError:
+            self._take(
+                Decision(
+                    approval_id=request.id,
+                    behavior="timeout",
+                    message=(
+                        "denied: no answer in time"
+                        if request.on_timeout == "deny"
+                        else "left to the terminal: no answer in time"
+                    ),
+                    by="agentcomms",
+                    via="timeout",
+                )
+            )
+        # Only the late answers keep it: a waiting hook has its answer already.
+        await workflow.sleep(policies.APPROVAL_LATE_ANSWERS, summary="hear late answers")
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        return self._view
