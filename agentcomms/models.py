@@ -246,6 +246,21 @@ class InterruptRequest(BaseModel):
     event: Event
 
 
+class FollowUpRequest(BaseModel):
+    """Look at the input box of the pane the signed registration names, for a prompt typed there
+    that no UserPromptSubmit carried; with `press`, press Enter once more if it is still there."""
+
+    registration: Registration
+    event_ids: list[str]  # the prompt's messages: the pane's record must show them typed
+    needle: str  # the start of the first one's text, as the input box would show it
+    press: bool = True
+
+
+class FollowUpLook(BaseModel):
+    in_box: bool  # the text is still in the agent's input box
+    pressed: bool = False  # Enter was pressed once more (never twice for one message)
+
+
 class ProjectionUpdate(BaseModel):
     """What a mailbox writes to the projection in one go: settled events and its agent row, or
     the texts of waiting events it is about to stop carrying (inserted where absent)."""

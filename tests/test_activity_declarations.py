@@ -41,6 +41,7 @@ DECLARED: dict[str, tuple[ModuleType, set[str]]] = {
             "deliver_to_pane",
             "interrupt_pane",
             "check_unregister",
+            "follow_up_prompt",
             "record_projection",
             "load_waiting_events",
             "queue_receipt",

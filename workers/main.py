@@ -55,6 +55,7 @@ def build_workers(
         panes.deliver_to_pane,
         panes.interrupt_pane,
         panes.check_unregister,
+        panes.follow_up_prompt,
         projection.record_projection,
         projection.load_waiting_events,
         receipts.queue_receipt,

@@ -356,6 +356,10 @@ class TmuxAdapter:
             busy=busy not in ("", "0"),
         )
 
+    async def run_commands(self, socket: str | None, commands: list[list[str]]) -> str:
+        """Run commands as one invocation on the server at `socket`; their output."""
+        return await self._run(socket, sequence(commands))
+
     async def default_server_socket(self) -> str | None:
         """The socket of the server a bare `tmux` reaches from this process: the one in $TMUX
         when run inside tmux, else the default one. None when no server answers there."""

@@ -17,6 +17,8 @@ from temporalio import activity
 from agentcomms.models import (
     DeliverRequest,
     DeliveryOutcome,
+    FollowUpLook,
+    FollowUpRequest,
     InterruptRequest,
     LoadedEvents,
     LoadRequest,
@@ -38,6 +40,12 @@ async def deliver_to_pane(req: DeliverRequest) -> list[DeliveryOutcome]:
 @activity.defn(name="interrupt_pane")
 async def interrupt_pane(req: InterruptRequest) -> bool:
     """Press the pane's interrupt key for a signed interrupt."""
+    raise declared()
+
+
+@activity.defn(name="follow_up_prompt")
+async def follow_up_prompt(req: FollowUpRequest) -> FollowUpLook:
+    """Look at the input box for a prompt not submitted; press Enter once more if it is there."""
     raise declared()
 
 

@@ -36,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
     from agentcomms.workflow_ids import MAILBOX_WORKFLOW, host_task_queue
     from workflows.activities import failure_cause
     from workflows.mailbox import activities
+    from workflows.mailbox.follow_ups import FollowUps
     from workflows.mailbox.models import (
         AgentInput,
         AgentSnapshot,
@@ -45,7 +46,7 @@ with workflow.unsafe.imports_passed_through():
         QueuedEvent,
         WaitForDelivery,
     )
-    from workflows.mailbox.projection import CHUNK_CHARS, Owed, agent_row
+    from workflows.mailbox.projection import CHUNK_CHARS, Owed, agent_row, settled_event
     from workflows.mailbox.queue import Queue
     from workflows.mailbox.readiness import NOT_READY_CAP, TOGETHER_MAX, Watch
     from workflows.mailbox.receipts import from_chat, typed_receipt
@@ -78,6 +79,7 @@ class AgentWorkflow:
         self._owed = Owed(self._s.unrecorded)
         self._writer = ProjectionWriter(self._owed)
         self._watch = Watch(self._s)
+        self._follow_ups = FollowUps(self._s, self._publish)
         self._s.unrecorded = []
         # Wakes the delivery loop early from a backoff sleep (new registration, new message).
         self._nudged = False
@@ -209,6 +211,7 @@ class AgentWorkflow:
     @workflow.run
     async def run(self, input: AgentInput) -> None:
         writer = asyncio.create_task(self._writer.run())
+        follow_ups = asyncio.create_task(self._follow_ups.run())
         self._publish()
         backoff = RETRY_FIRST
         while True:
@@ -265,6 +268,8 @@ class AgentWorkflow:
                 if from_chat(typed):
                     await typed_receipt(self._s.agent_id, typed, note)
             await self._end_batch_if_due(reg, typed=len(outcomes))
+        self._follow_ups.stopping = True
+        await follow_ups
         await self._continue_as_new(writer)
 
     def _failed(self, event: Event, exc: ActivityError | ApplicationError) -> bool:
@@ -448,16 +453,8 @@ class AgentWorkflow:
     def _settled(
         self, event: Event, outcome: Outcome, *, error: str | None = None, note: str | None = None
     ) -> Event:
-        """The event as the projection shows it once settled."""
-        return event.model_copy(
-            update={
-                "status": outcome,
-                "attempts": event.attempts + 1,
-                "delivered_at": workflow.now() if outcome == "delivered" else None,
-                "error": error,
-                "note": note,
-                "tries": self._queue.tries(event.id),
-            }
+        return settled_event(
+            event, outcome, workflow.now(), self._queue.tries(event.id), error, note
         )
 
     def _mark_unreachable(self, error: str) -> None:
