@@ -141,7 +141,7 @@ class PaneTarget(BaseModel):
     socket: str | None = None  # tmux -S path; None means the default server
 
 
-PaneLook = Literal["none", "dialogs", "idle", "ready"]
+PaneLook = Literal["none", "dialogs", "idle", "alive", "ready"]
 DeliverMode = Literal["when-ready", "now"]
 
 
@@ -186,7 +186,8 @@ class Typing(BaseModel):
     max_chars: int = MAX_MESSAGE_CHARS
     # How the pane must look for the text to be typed, checked by tmux in the same command
     # stretch as the typing: "none" types whatever it shows; "dialogs" not into a dialog or copy
-    # mode; "idle" nor while a turn runs; "ready" nor after the agent exited to a shell.
+    # mode; "idle" nor while a turn runs; "alive" nor when a shell is left with no program under
+    # it (the agent crashed to its shell); "ready" nor whenever a shell is in the foreground.
     look: PaneLook = "none"
     # Events typed together in this one text (several waiting messages as one prompt): recorded
     # with `event_id`, and none of them typed again.

@@ -405,7 +405,7 @@ class AgentWorkflow:
                 registration=reg,
                 events=batch,
                 settled=settled,
-                look=self._watch.look(reg),
+                look=self._watch.look(reg, workflow.now()),
                 together=self._watch.together(reg),
             ),
             start_to_close_timeout=policies.MAILBOX_DELIVERY_TIMEOUT,
