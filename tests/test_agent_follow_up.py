@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from agentcomms.workflow_ids import mailbox_id
-from tests.support.fake_agent import PROMPT, FakeAgent, start_fake_agent, state_is
+from tests.support.fake_agent import PROMPT, FakeAgent, agent_row, start_fake_agent, state_is
 from tests.support.mailbox import (
     local_activities,
     mailbox_replayer,
@@ -31,7 +31,9 @@ async def agent(stack: Stack, tmux: Tmux, tmp_path: Path) -> tuple[str, FakeAgen
     agent_id = stack.agent_id("claude")
     fake = await start_fake_agent(tmux, tmp_path, stack.cfg.server.socket(), "claude")
     await register(stack, agent_id, tmux, fake.target, submit_delay_ms=0)
-    await eventually(lambda: state_is(stack, agent_id, "unknown"))
+    # The gateway finds a hook's agent among the registrations the projection shows (the look
+    # at registration may find it at its prompt already).
+    await eventually(lambda: agent_row(stack, agent_id))
     await fake.hook("SessionStart", source="startup")
     await eventually(lambda: state_is(stack, agent_id, "ready"))
     return agent_id, fake

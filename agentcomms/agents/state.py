@@ -248,7 +248,13 @@ _NOTIFICATIONS: dict[str, Step] = {
 }
 
 
+# Not a hook: the gateway's look at a pane as it is registered found the agent at its prompt.
+AT_PROMPT = "registered-at-prompt"
+
+
 def _step(report: HookReport) -> tuple[State, str | None] | None:
+    if report.event == AT_PROMPT:
+        return _READY
     if report.event == "PermissionRequest":
         return ("waiting", _waiting_for(report.tool, report.summary))
     if report.event == "Notification":

@@ -49,6 +49,11 @@ def input_box(screen: str) -> str:
     return text[1:].strip() if text[:1] in (">", "\u276f") else text
 
 
+def at_prompt(screen: str) -> bool:
+    """Whether the pane shows an agent's input box (a shell's prompt is not one)."""
+    return any(_PROMPT_LINE.match(line) for line in screen.splitlines())
+
+
 def holds(box: str, needle: str) -> bool:
     """Whether the box shows the text whose start is `needle`."""
     start = " ".join(needle.split())[:NEEDLE_SHOWN]
