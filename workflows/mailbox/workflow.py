@@ -49,7 +49,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.mailbox.projection import CHUNK_CHARS, Owed, agent_row, settled_event
     from workflows.mailbox.queue import Queue
     from workflows.mailbox.readiness import NOT_READY_CAP, TOGETHER_MAX, Watch
-    from workflows.mailbox.receipts import from_chat, typed_receipt
+    from workflows.mailbox.receipts import Receipts, from_chat
     from workflows.mailbox.writer import ProjectionWriter
 
 # A missing pane is retried with capped exponential backoff.
@@ -80,6 +80,7 @@ class AgentWorkflow:
         self._writer = ProjectionWriter(self._owed)
         self._watch = Watch(self._s)
         self._follow_ups = FollowUps(self._s, self._publish)
+        self._receipts = Receipts(self._s)
         self._s.unrecorded = []
         # Wakes the delivery loop early from a backoff sleep (new registration, new message).
         self._nudged = False
@@ -211,7 +212,7 @@ class AgentWorkflow:
     @workflow.run
     async def run(self, input: AgentInput) -> None:
         writer = asyncio.create_task(self._writer.run())
-        follow_ups = asyncio.create_task(self._follow_ups.run())
+        beside = [asyncio.create_task(t.run()) for t in (self._follow_ups, self._receipts)]
         self._publish()
         backoff = RETRY_FIRST
         while True:
@@ -266,10 +267,10 @@ class AgentWorkflow:
                 recorded = outcome is not None and outcome.recorded
                 self._settle(typed, "delivered", note=note, recorded=recorded)
                 if from_chat(typed):
-                    await typed_receipt(self._s.agent_id, typed, note)
+                    await self._receipts.typed(typed, note)
             await self._end_batch_if_due(reg, typed=len(outcomes))
-        self._follow_ups.stopping = True
-        await follow_ups
+        self._follow_ups.stopping = self._receipts.stopping = True
+        await asyncio.gather(*beside)
         await self._continue_as_new(writer)
 
     def _failed(self, event: Event, exc: ActivityError | ApplicationError) -> bool:
