@@ -93,7 +93,10 @@ def crashed_to_shell(command: str, pid: int) -> PaneNotReady | None:
 
 
 def _has_children(pid: int) -> bool:
-    """Whether process `pid` has a child (True where /proc cannot say)."""
+    """Whether process `pid` has a child (True where /proc cannot say: another machine's or
+    another namespace's tmux server, whose processes this one does not see)."""
+    if not os.path.exists(f"/proc/{pid}"):
+        return True
     try:
         entries = os.listdir("/proc")
     except OSError:
