@@ -31,13 +31,16 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from agentcomms import errors, metrics
-from agentcomms.bridge import adapter_for, sanitize
+from agentcomms.bridge import TmuxAdapter, adapter_for, sanitize
+from agentcomms.bridge.prompt import follow_up
 from agentcomms.errors import InvalidTarget, PaneNotFound, PaneNotReady, TmuxError
 from agentcomms.framing import framed
 from agentcomms.models import (
     DeliverRequest,
     DeliveryOutcome,
     Event,
+    FollowUpLook,
+    FollowUpRequest,
     InterruptRequest,
     Keypress,
     PaneLook,
@@ -130,6 +133,23 @@ class PaneActivities:
         out): only then does the mailbox take it. Otherwise ``RegistrationNotSigned`` says why."""
         self._checked_pane(_asking_mailbox(), registration, "nothing")
         return True
+
+    @activity.defn(name="follow_up_prompt")
+    async def follow_up_prompt(self, req: FollowUpRequest) -> FollowUpLook:
+        """Look at the input box for a prompt no UserPromptSubmit carried, and press Enter once
+        more if it is still there: only for messages this pane's record shows typed."""
+        agent_id = _asking_mailbox()
+        first = req.event_ids[0]
+        pane = self._checked_pane(agent_id, req.registration, first)
+        adapter = adapter_for(_ENDPOINT_KIND)
+        assert isinstance(adapter, TmuxAdapter)
+        with _as_application_errors():
+            if not (await adapter.pane_info(pane)).has_seen(first):
+                return FollowUpLook(in_box=False)  # not typed by us: nothing to press for
+            in_box, pressed = await follow_up(adapter, pane, first, req.needle, press=req.press)
+        if pressed:
+            activity.logger.info("pressed Enter again for %s in %s", first, pane.target)
+        return FollowUpLook(in_box=in_box, pressed=pressed)
 
     @activity.defn(name="check_unregister")
     async def check_unregister(self, request: Unregister) -> bool:

@@ -141,7 +141,7 @@ class PaneTarget(BaseModel):
     socket: str | None = None  # tmux -S path; None means the default server
 
 
-PaneLook = Literal["none", "dialogs", "idle", "ready"]
+PaneLook = Literal["none", "dialogs", "idle", "alive", "ready"]
 DeliverMode = Literal["when-ready", "now"]
 
 
@@ -191,7 +191,8 @@ class Typing(BaseModel):
     max_chars: int = MAX_MESSAGE_CHARS
     # How the pane must look for the text to be typed, checked by tmux in the same command
     # stretch as the typing: "none" types whatever it shows; "dialogs" not into a dialog or copy
-    # mode; "idle" nor while a turn runs; "ready" nor after the agent exited to a shell.
+    # mode; "idle" nor while a turn runs; "alive" nor when a shell is left with no program under
+    # it (the agent crashed to its shell); "ready" nor whenever a shell is in the foreground.
     look: PaneLook = "none"
     # Events typed together in this one text (several waiting messages as one prompt): recorded
     # with `event_id`, and none of them typed again.
@@ -249,6 +250,21 @@ class InterruptRequest(BaseModel):
 
     registration: Registration
     event: Event
+
+
+class FollowUpRequest(BaseModel):
+    """Look at the input box of the pane the signed registration names, for a prompt typed there
+    that no UserPromptSubmit carried; with `press`, press Enter once more if it is still there."""
+
+    registration: Registration
+    event_ids: list[str]  # the prompt's messages: the pane's record must show them typed
+    needle: str  # the start of the first one's text, as the input box would show it
+    press: bool = True
+
+
+class FollowUpLook(BaseModel):
+    in_box: bool  # the text is still in the agent's input box
+    pressed: bool = False  # Enter was pressed once more (never twice for one message)
 
 
 class ProjectionUpdate(BaseModel):

@@ -8,20 +8,22 @@ to the agent's mailbox, which keeps the state in order.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, StringConstraints
 
-from agentcomms.agents.state import report_from
-from agentcomms.bridge import PaneNotFound, TmuxError, adapter_for
+from agentcomms.agents.state import AT_PROMPT, HookReport, report_from
+from agentcomms.bridge import BridgeError, PaneNotFound, TmuxError, adapter_for
 from agentcomms.bridge.fields import TmuxSocket
+from agentcomms.bridge.prompt import at_prompt
 from agentcomms.bridge.tmux import TmuxAdapter
 from agentcomms.errors import RpcError
-from agentcomms.models import PaneTarget
+from agentcomms.models import PaneTarget, Registration
 from agentcomms.store import Store
-from gateway.params import AgentId, Params
-from gateway.protocol import NOT_FOUND
+from gateway.params import AgentId, Params, RegisterParams
+from gateway.protocol import INVALID_PARAMS, NOT_FOUND
 from workflows.mailbox.client import Mailbox
 
 PaneId = Annotated[str, StringConstraints(pattern=r"^%[0-9]{1,9}$")]
@@ -50,7 +52,48 @@ class AgentHookMethods:
         self.observers: list[Callable[[str, str, dict[str, Any]], Awaitable[None]]] = []
 
     def methods(self) -> dict[str, tuple[type[Params], Callable[[Any], Awaitable[Any]]]]:
-        return {"agent_hook": (AgentHookParams, self.agent_hook)}
+        return {
+            "agent_hook": (AgentHookParams, self.agent_hook),
+            "register": (RegisterParams, self.register),
+        }
+
+    async def register(self, p: RegisterParams) -> dict[str, Any]:
+        if p.type != "tmux":
+            raise RpcError(INVALID_PARAMS, f"type: unknown agent type {p.type!r}; known: tmux")
+        registration = Registration(
+            target=p.target,
+            socket=p.socket,
+            host=p.host or self._host,
+            interrupt_key=p.interrupt_key,
+            submit_delay_ms=p.submit_delay_ms,
+            max_chars=p.max_chars,
+            deliver=p.deliver,
+        )
+        await self._mailbox.register(p.agent_id, registration)
+        if registration.host == self._host:
+            await self._look_at_registered(p.agent_id, registration)
+        return {"agent_id": p.agent_id, "registered": True, "host": registration.host}
+
+    async def _look_at_registered(self, agent_id: str, registration: Registration) -> None:
+        """An agent started before its pane was registered has no hook left to say it is at its
+        prompt: one look at the pane says it, where it shows an agent's input box with nothing
+        open over it (a plain shell shows none, and stays `unknown`). The agent's next hook,
+        later in order, has the last word. Only on the gateway's own host, where tmux is."""
+        adapter = adapter_for("tmux")
+        assert isinstance(adapter, TmuxAdapter)
+        pane = PaneTarget(target=registration.target, socket=registration.socket)
+        try:
+            info = await adapter.pane_info(pane)
+            screen = await adapter.run_commands(
+                pane.socket, [["capture-pane", "-p", "-J", "-t", info.pane_id]]
+            )
+        except BridgeError:
+            return  # no pane yet: the agent's hooks will say
+        if info.not_ready("idle") is None and at_prompt(screen):
+            at_ns = time.time_ns()
+            await self._mailbox.report(
+                agent_id, HookReport(kind="any", event=AT_PROMPT, at_ns=at_ns)
+            )
 
     async def agent_hook(self, p: AgentHookParams) -> dict[str, Any]:
         agent_id = await self.agent_of(p.agent_id, p.pane, p.tmux_socket)

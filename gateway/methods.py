@@ -22,7 +22,7 @@ from agentcomms import transports
 from agentcomms.config import Config, host_name
 from agentcomms.errors import EventNotFound, MailboxFull, RpcError, TraceNotFound
 from agentcomms.ids import new_event_id
-from agentcomms.models import LOCAL_CHANNEL, Event, Registration, utcnow
+from agentcomms.models import LOCAL_CHANNEL, Event, utcnow
 from agentcomms.outbox_models import ChatSend, OutboxItem
 from agentcomms.store import Store
 from agentcomms.store.engine import display_url
@@ -40,7 +40,6 @@ from gateway.params import (
     InterruptParams,
     NoParams,
     Params,
-    RegisterParams,
     ReplyParams,
     SendParams,
     TraceParams,
@@ -105,7 +104,6 @@ class Methods:
             "reply": (ReplyParams, self.reply),
             "channels": (NoParams, self.channels),
             "agent_message": (AgentMessageParams, self.agent_message),
-            "register": (RegisterParams, self.register),
             "unregister": (UnregisterParams, self.unregister),
             "inbox": (InboxParams, self.inbox),
             "trace": (TraceParams, self.trace),
@@ -297,21 +295,6 @@ class Methods:
         return result | {"to_agent_id": p.to_agent_id}
 
     # ---- registration and the human's inbox ----------------------------------------------------
-
-    async def register(self, p: RegisterParams) -> dict[str, Any]:
-        if p.type != "tmux":
-            raise RpcError(INVALID_PARAMS, f"type: unknown agent type {p.type!r}; known: tmux")
-        registration = Registration(
-            target=p.target,
-            socket=p.socket,
-            host=p.host or self._host,
-            interrupt_key=p.interrupt_key,
-            submit_delay_ms=p.submit_delay_ms,
-            max_chars=p.max_chars,
-            deliver=p.deliver,
-        )
-        await self._mailbox.register(p.agent_id, registration)
-        return {"agent_id": p.agent_id, "registered": True, "host": registration.host}
 
     async def unregister(self, p: UnregisterParams) -> dict[str, Any]:
         await self._known_agent(p.agent_id)

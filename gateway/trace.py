@@ -131,11 +131,29 @@ class Tracer:
                 if event.attempts > 1:
                     typed += f", on try {event.attempts}"
                 steps.append(_step(event.delivered_at, "typed", typed))
+                steps += await self._submitted_steps(event)
             else:
                 steps.append(_step(None, "failed", event.error or "failed"))
             return out
         await self._waiting(event, agent, out)
         return out
+
+    async def _submitted_steps(self, event: Event) -> list[dict[str, Any]]:
+        """Whether the agent's own prompt carried the typed message (where its hooks report)."""
+        if event.type == "interrupt":
+            return []
+        handle = self._client.get_workflow_handle(mailbox_id(event.agent_id))
+        try:
+            async with asyncio.timeout(QUERY_TIMEOUT.total_seconds() + 1):
+                snapshot = await handle.query(AgentWorkflow.state, rpc_timeout=QUERY_TIMEOUT)
+        except (RPCError, TimeoutError):
+            return []
+        r = snapshot.readiness
+        if event.id in r.submitted:
+            return [_step(None, "submitted", "the agent's UserPromptSubmit carried it")]
+        if event.id in r.awaiting:
+            return [_step(None, "not submitted", "no UserPromptSubmit has carried it yet")]
+        return []
 
     @staticmethod
     def _typed_into(agent: Agent | None, event: Event) -> str:
@@ -255,7 +273,13 @@ class Tracer:
             )
         elif r.pane:
             why.append(f"waits because its pane is not ready: {r.pane}")
-        if r.state == "unknown":
+        if r.state == "unknown" and r.hooks_missing:
+            why.append(
+                f"{event.agent_id}'s hooks are missing: a message typed there left its input box "
+                "and no UserPromptSubmit carried it (`agentcomms install claude-code`, then "
+                "restart the agent); the pane's look alone decides"
+            )
+        elif r.state == "unknown":
             why.append(
                 f"{event.agent_id}'s state is unknown: no hook has reported (hooks missing? "
                 "`agentcomms install claude-code`); the pane's look alone decides"

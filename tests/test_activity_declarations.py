@@ -42,6 +42,7 @@ DECLARED: dict[str, tuple[ModuleType, set[str]]] = {
             "interrupt_pane",
             "check_registration",
             "check_unregister",
+            "follow_up_prompt",
             "record_projection",
             "load_waiting_events",
             "queue_receipt",

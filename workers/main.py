@@ -57,6 +57,7 @@ def build_workers(
         panes.interrupt_pane,
         panes.check_registration,
         panes.check_unregister,
+        panes.follow_up_prompt,
         projection.record_projection,
         projection.load_waiting_events,
         receipts.queue_receipt,

@@ -39,6 +39,8 @@ AWAITING_KEPT = 100
 SUBMITTED_KEPT = 500
 # How much of a message's text is looked for in the agent's prompt.
 NEEDLE_CHARS = 120
+# A typed prompt no UserPromptSubmit carried after this long: the pane's input box is read.
+FOLLOW_UP_AFTER = timedelta(seconds=3)
 
 
 class HookReport(BaseModel):
@@ -51,6 +53,15 @@ class HookReport(BaseModel):
     tool: str | None = None
     summary: str | None = None  # a short summary of the tool input, question or notification
     prompt: str | None = None  # the human's text, for UserPromptSubmit
+
+
+class FollowUp(BaseModel):
+    """The prompt typed last, to be looked for in the input box if no hook carries it."""
+
+    ids: list[str]
+    at: datetime  # when to look
+    at_ns: int  # the order of the state when it was typed: a hook since has a later one
+    pressed: bool = False  # Enter was pressed once more: the next look only judges
 
 
 class Readiness(BaseModel):
@@ -66,6 +77,10 @@ class Readiness(BaseModel):
     awaiting: dict[str, str] = {}  # event id -> its text's start, typed, not yet submitted
     submitted: list[str] = []  # event ids a UserPromptSubmit carried, newest last
     pane: str | None = None  # why the pane's last look found it not ready (cleared when typed)
+    follow_up: FollowUp | None = None
+    # A typed prompt left the input box and no hook carried it: the hooks do not report (the
+    # state is unknown until one does).
+    hooks_missing: bool = False
 
     def describe(self) -> str:
         """`busy`, `waiting (permission for Bash: ls)`…: what people read."""
@@ -105,6 +120,7 @@ def apply(current: Readiness, report: HookReport, now: datetime) -> Readiness | 
             "reported_at": now,
             "awaiting": awaiting,
             "submitted": submitted,
+            "hooks_missing": False,
         }
     )
 
@@ -130,8 +146,43 @@ def typed(current: Readiness, now: datetime, texts: dict[str, str] | None = None
             "at_ns": at_ns,
             # Hooks missing or a prompt never submitted: the pane is looked at in STALE_AFTER.
             "reported_at": now,
+            "follow_up": FollowUp(ids=list(texts or {}), at=now + FOLLOW_UP_AFTER, at_ns=at_ns)
+            if texts
+            else current.follow_up,
         }
     )
+
+
+def to_follow_up(current: Readiness) -> list[str]:
+    """The messages of the prompt typed last that no UserPromptSubmit carried yet."""
+    follow_up = current.follow_up
+    return [i for i in follow_up.ids if i in current.awaiting] if follow_up else []
+
+
+def looked(current: Readiness, in_box: bool, pressed: bool, now: datetime) -> Readiness:
+    """The state once the mailbox read the input box of a prompt no hook carried: Enter pressed
+    once more is looked at again; text gone with no hook since means the hooks are missing."""
+    follow_up = current.follow_up
+    assert follow_up is not None
+    if pressed:
+        again = follow_up.model_copy(update={"pressed": True, "at": now + FOLLOW_UP_AFTER})
+        return current.model_copy(update={"follow_up": again})
+    update: dict[str, Any] = {"follow_up": None}
+    if in_box:
+        update["pane"] = "the typed text stays in the agent's input box, not submitted"
+    elif current.at_ns == follow_up.at_ns:
+        # Gone, and not a word from the hooks since: they do not report. The pane alone decides
+        # from now on, and the next hook makes the state known again.
+        gone = set(follow_up.ids)
+        update |= {
+            "state": "unknown",
+            "waiting_for": None,
+            "since": now,
+            "event": "follow-up",
+            "hooks_missing": True,
+            "awaiting": {i: n for i, n in current.awaiting.items() if i not in gone},
+        }
+    return current.model_copy(update=update)
 
 
 def may_type(current: Readiness, now: datetime, mode: DeliverMode) -> bool:
@@ -197,7 +248,13 @@ _NOTIFICATIONS: dict[str, Step] = {
 }
 
 
+# Not a hook: the gateway's look at a pane as it is registered found the agent at its prompt.
+AT_PROMPT = "registered-at-prompt"
+
+
 def _step(report: HookReport) -> tuple[State, str | None] | None:
+    if report.event == AT_PROMPT:
+        return _READY
     if report.event == "PermissionRequest":
         return ("waiting", _waiting_for(report.tool, report.summary))
     if report.event == "Notification":

@@ -15,6 +15,7 @@ transcript ("> Do you want…") does not match.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 
@@ -48,6 +49,7 @@ class PaneInfo:
     command: str = ""  # the program in the pane's foreground
     dialog: bool = False  # a dialog or menu is on screen
     busy: bool = False  # the agent shows a turn running
+    pid: int = 0  # the pane's first process (its shell, or the agent itself)
 
     def has_seen(self, event_id: str) -> bool:
         """True when an earlier attempt already typed or pressed `event_id` in this pane."""
@@ -71,11 +73,48 @@ def refusal(
         return PaneNotReady("the pane is in copy mode", reason="copy-mode")
     if dialog:
         return PaneNotReady("a dialog or menu is open in the pane", reason="dialog")
-    if look in ("idle", "ready") and busy:
+    if look in ("idle", "alive", "ready") and busy:
         return PaneNotReady("the agent is working on a turn", reason="busy")
     if look == "ready" and re.fullmatch(SHELLS, command):
         return PaneNotReady(f"the pane runs a shell ({command}): the agent exited", reason="exited")
     return None
+
+
+def crashed_to_shell(command: str, pid: int) -> PaneNotReady | None:
+    """Why a pane whose agent left only its shell may not be typed into, or None. A shell in
+    the foreground alone says nothing (an agent started by `bash -c` keeps bash there all its
+    life): the shell with no program left under it does. Read from /proc: the delivery runs on
+    the pane's own host."""
+    if not re.fullmatch(SHELLS, command) or pid <= 0 or _has_children(pid):
+        return None
+    return PaneNotReady(
+        f"the pane runs only a shell ({command}): the agent exited", reason="exited"
+    )
+
+
+def _has_children(pid: int) -> bool:
+    """Whether process `pid` has a child (True where /proc cannot say: another machine's or
+    another namespace's tmux server, whose processes this one does not see)."""
+    if not os.path.exists(f"/proc/{pid}"):
+        return True
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return True
+    parent = str(pid).encode()
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        # After the command's closing parenthesis: state, then the parent's pid.
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        if len(fields) > 1 and fields[1] == parent:
+            return True
+    return False
 
 
 def ready_conditions(look: str) -> list[str]:
@@ -83,7 +122,7 @@ def ready_conditions(look: str) -> list[str]:
     if look == "none":
         return []
     conditions = ["#{?#{pane_in_mode},0,1}", "#{?#{C/r:" + DIALOG_MARKERS + "},0,1}"]
-    if look in ("idle", "ready"):
+    if look in ("idle", "alive", "ready"):
         conditions.append("#{?#{C/r:" + BUSY_MARKERS + "},0,1}")
     if look == "ready":
         conditions.append("#{?#{m/r:" + SHELLS + ",#{pane_current_command}},0,1}")

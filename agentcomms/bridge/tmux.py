@@ -79,7 +79,13 @@ import uuid
 
 from agentcomms.bridge.checks import check_event_id, check_interrupt_key, check_pane
 from agentcomms.bridge.commands import command_string, literal, sequence, weight
-from agentcomms.bridge.look import LOOK_FORMATS, PaneInfo, all_of, ready_conditions
+from agentcomms.bridge.look import (
+    LOOK_FORMATS,
+    PaneInfo,
+    all_of,
+    crashed_to_shell,
+    ready_conditions,
+)
 from agentcomms.bridge.sanitize import CleanText, sanitize
 from agentcomms.errors import BridgeError, InvalidTarget, PaneNotFound, PaneNotReady, TmuxError
 from agentcomms.models import DeliveryOutcome, Keypress, PaneTarget, Typing
@@ -117,6 +123,7 @@ _PROBE_FORMAT = "\t".join(
         "#{pane_id}",
         "#{pane_dead}",
         *LOOK_FORMATS,
+        "#{pane_pid}",
         "#{" + RECENT_EVENTS_OPTION + "}",
     )
 )
@@ -186,6 +193,13 @@ class TmuxAdapter:
     ) -> DeliveryOutcome:
         """Type only if the pane looks ready, tmux checking the look in the same stretch as the
         typing; PaneNotReady (nothing typed) when it does not."""
+        if req.look == "alive":
+            # Not a tmux format: whether the shell has a program left under it is read first.
+            info = await self.pane_info(req.pane)
+            if not info.has_seen(req.event_id) and (
+                refused := await asyncio.to_thread(crashed_to_shell, info.command, info.pid)
+            ):
+                raise refused
         for _ in range(2):
             known = self._pane_ids.get((req.pane.socket, req.pane.target))
             if known is not None and await self._type_if_new(req.pane, known, [(req, text)]):
@@ -336,10 +350,10 @@ class TmuxAdapter:
         )
         # show-options lists the pane's options first; the probe's line is the tagged one.
         line = next((ln for ln in out.splitlines() if ln.startswith(_PROBE_TAG + "\t")), None)
-        fields = line.split("\t", 7) if line else []
-        if len(fields) != 8 or not _PANE_ID.fullmatch(fields[1]):
+        fields = line.split("\t", 8) if line else []
+        if len(fields) != 9 or not _PANE_ID.fullmatch(fields[1]):
             raise TmuxError(f"unexpected answer from tmux for pane {pane.target!r}: {out!r}")
-        _, pane_id, dead, in_mode, command, dialog, busy, recent = fields
+        _, pane_id, dead, in_mode, command, dialog, busy, pid, recent = fields
         key = (pane.socket, pane.target)
         self._pane_ids[key] = pane_id
         if dead == "1":
@@ -354,7 +368,12 @@ class TmuxAdapter:
             command=command,
             dialog=dialog not in ("", "0"),
             busy=busy not in ("", "0"),
+            pid=int(pid) if pid.isdigit() else 0,
         )
+
+    async def run_commands(self, socket: str | None, commands: list[list[str]]) -> str:
+        """Run commands as one invocation on the server at `socket`; their output."""
+        return await self._run(socket, sequence(commands))
 
     async def default_server_socket(self) -> str | None:
         """The socket of the server a bare `tmux` reaches from this process: the one in $TMUX

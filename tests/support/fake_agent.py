@@ -12,6 +12,8 @@ import asyncio
 import json
 import os
 import shlex
+import signal
+import subprocess
 import sys
 import threading
 from dataclasses import dataclass
@@ -55,6 +57,20 @@ class FakeAgent:
                 return
             await asyncio.sleep(0.01)
         raise AssertionError(f"the pane never showed {first!r}: {self.tmux.capture(self.target)}")
+
+    def crash(self) -> None:
+        """The agent's program dies without a word (no SessionEnd): its shell is left."""
+        pid = self.tmux.run("display-message", "-p", "-t", self.target, "#{pane_pid}").stdout
+        children = subprocess.run(
+            ["pgrep", "-P", pid.strip()], capture_output=True, text=True
+        ).stdout.split()
+        for child in children:
+            os.kill(int(child), signal.SIGKILL)
+
+    def restart(self) -> None:
+        """The human starts the agent again in the same pane."""
+        command = tui_command(self.screen, self.record, shell_after=True)
+        self.tmux.run("respawn-pane", "-k", "-t", self.target, command)
 
     def typed(self) -> bytes:
         return self.record.read_bytes()
@@ -106,14 +122,34 @@ def _run_hook(env: dict[str, str], argv: list[str]) -> None:
                     os.environ[k] = v
 
 
-async def start_fake_agent(tmux: Tmux, tmp_path: Path, socket: Path, name: str) -> FakeAgent:
+def tui_command(screen: Path, record: Path, *, shell_after: bool = False) -> str:
+    """The stand-in agent's command; with `shell_after`, run as a person's terminal runs an
+    agent: `sh -c "agent; exec sh"`, the shell in the foreground all along, a shell left after."""
+    command = " ".join(shlex.quote(a) for a in (sys.executable, str(TUI), str(screen), str(record)))
+    return f"{command}; exec sh" if shell_after else command
+
+
+async def start_fake_agent(
+    tmux: Tmux, tmp_path: Path, socket: Path, name: str, *, shell_after: bool = False
+) -> FakeAgent:
     screen = tmp_path / f"{name}.screen"
     record = tmp_path / f"{name}.typed"
     screen.write_text(PROMPT)
     record.touch()
-    command = " ".join(shlex.quote(a) for a in (sys.executable, str(TUI), str(screen), str(record)))
-    target = tmux.new_session(name, command)
+    target = tmux.new_session(name, tui_command(screen, record, shell_after=shell_after))
     pane_id = tmux.run("display-message", "-p", "-t", target, "#{pane_id}").stdout.strip()
     agent = FakeAgent(tmux, target, pane_id, screen, record, socket)
     await agent.showing(PROMPT)  # drawn: raw mode is on
     return agent
+
+
+async def agent_row(stack: Any, agent_id: str) -> dict[str, Any] | None:
+    """The agent as `agents --json` shows it (`stack`: a tests.support.stack.Stack)."""
+    listed = await stack.call("agents")
+    return next((a for a in listed["agents"] if a["id"] == agent_id), None)
+
+
+async def state_is(stack: Any, agent_id: str, state: str) -> dict[str, Any] | None:
+    """The agent's row once its state is `state` (for ``eventually``)."""
+    row = await agent_row(stack, agent_id)
+    return row if row is not None and row["state"] == state else None

@@ -17,6 +17,8 @@ from temporalio import activity
 from agentcomms.models import (
     DeliverRequest,
     DeliveryOutcome,
+    FollowUpLook,
+    FollowUpRequest,
     InterruptRequest,
     LoadedEvents,
     LoadRequest,
@@ -45,6 +47,12 @@ async def interrupt_pane(req: InterruptRequest) -> bool:
 @activity.defn(name="check_registration")
 async def check_registration(registration: Registration) -> bool:
     """Whether the deployment signed this registration of the mailbox's agent."""
+    raise declared()
+
+
+@activity.defn(name="follow_up_prompt")
+async def follow_up_prompt(req: FollowUpRequest) -> FollowUpLook:
+    """Look at the input box for a prompt not submitted; press Enter once more if it is there."""
     raise declared()
 
 

@@ -27,6 +27,13 @@ class Waiting(BaseModel):
     event: Event | None = None
 
 
+class HeldReceipt(BaseModel):
+    """A chat message typed for an agent whose hooks report: its ✍ waits for the agent's prompt."""
+
+    event: Event  # its payload names the chat and the message to answer; its text is not sent
+    note: str | None = None
+
+
 class AgentState(BaseModel):
     """Everything the mailbox must not forget, carried through continue-as-new."""
 
@@ -51,6 +58,8 @@ class AgentState(BaseModel):
     unrecorded: list[Event] = Field(default_factory=list)
     # What the agent is doing, from its hooks and the pane's last look.
     readiness: Readiness = Field(default_factory=Readiness)
+    # Chat receipts held until the agent's UserPromptSubmit carries their message (event id ->).
+    receipts: dict[str, HeldReceipt] = Field(default_factory=dict)
 
 
 class AgentInput(BaseModel):

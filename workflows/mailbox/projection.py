@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from agentcomms.models import Agent, Event
+from agentcomms.models import Agent, Event, Try
 from workflows.mailbox.models import AgentState
 
 # A projection write carries at most about this many characters of message text: with JSON's worst
@@ -132,4 +132,25 @@ def agent_row(state: AgentState, waiting: int, now: datetime) -> Agent:
         state=state.readiness.state,
         waiting_for=state.readiness.waiting_for,
         state_since=state.readiness.since,
+    )
+
+
+def settled_event(
+    event: Event,
+    outcome: str,
+    now: datetime,
+    tries: list[Try],
+    error: str | None = None,
+    note: str | None = None,
+) -> Event:
+    """The event as the projection shows it once settled."""
+    return event.model_copy(
+        update={
+            "status": outcome,
+            "attempts": event.attempts + 1,
+            "delivered_at": now if outcome == "delivered" else None,
+            "error": error,
+            "note": note,
+            "tries": tries,
+        }
     )

@@ -62,14 +62,21 @@ class Watch:
     def stale_in(self, now: datetime) -> timedelta:
         return max(stale_in(self._s.readiness, now), timedelta(milliseconds=1))
 
-    def look(self, reg: Registration) -> PaneLook:
+    def look(self, reg: Registration, now: datetime) -> PaneLook:
         """How the pane must look to be typed into. A shell in the foreground is taken for an
         exited agent only once its hooks said it ended: an agent started by `bash -c` keeps
         bash in the pane's foreground all its life (measured with Claude Code), and without
         hooks a plain shell may be what was registered."""
         if reg.deliver == "now":
             return "dialogs"
-        return "ready" if self._s.readiness.state == "offline" else "idle"
+        r = self._s.readiness
+        if r.state == "offline":
+            return "ready"
+        # A known agent silent for long may have crashed to its shell, with no SessionEnd: the
+        # look then asks whether the shell has a program left under it.
+        if r.state != "unknown" and stale_in(r, now) <= timedelta(0):
+            return "alive"
+        return "idle"
 
     def together(self, reg: Registration) -> bool:
         """Whether what waited is typed as one prompt: an agent whose hooks speak reads it in

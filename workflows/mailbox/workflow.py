@@ -38,6 +38,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.activities import failure_cause
     from workflows.mailbox import activities
     from workflows.mailbox.checks import Change, newest
+    from workflows.mailbox.follow_ups import FollowUps
     from workflows.mailbox.models import (
         AgentInput,
         AgentSnapshot,
@@ -47,10 +48,10 @@ with workflow.unsafe.imports_passed_through():
         QueuedEvent,
         WaitForDelivery,
     )
-    from workflows.mailbox.projection import CHUNK_CHARS, Owed, agent_row
+    from workflows.mailbox.projection import CHUNK_CHARS, Owed, agent_row, settled_event
     from workflows.mailbox.queue import Queue
     from workflows.mailbox.readiness import NOT_READY_CAP, TOGETHER_MAX, Watch
-    from workflows.mailbox.receipts import from_chat, typed_receipt
+    from workflows.mailbox.receipts import Receipts, from_chat
     from workflows.mailbox.writer import ProjectionWriter
 
 # A missing pane is retried with capped exponential backoff.
@@ -80,6 +81,8 @@ class AgentWorkflow:
         self._owed = Owed(self._s.unrecorded)
         self._writer = ProjectionWriter(self._owed)
         self._watch = Watch(self._s)
+        self._follow_ups = FollowUps(self._s, self._publish)
+        self._receipts = Receipts(self._s)
         self._s.unrecorded = []
         # Wakes the delivery loop early from a backoff sleep (new registration, new message).
         self._nudged = False
@@ -201,6 +204,7 @@ class AgentWorkflow:
     @workflow.run
     async def run(self, input: AgentInput) -> None:
         writer = asyncio.create_task(self._writer.run())
+        beside = [asyncio.create_task(t.run()) for t in (self._follow_ups, self._receipts)]
         self._publish()
         backoff = RETRY_FIRST
         while True:
@@ -255,8 +259,10 @@ class AgentWorkflow:
                 recorded = outcome is not None and outcome.recorded
                 self._settle(typed, "delivered", note=note, recorded=recorded)
                 if from_chat(typed):
-                    await typed_receipt(self._s.agent_id, typed, note)
+                    await self._receipts.typed(typed, note)
             await self._end_batch_if_due(reg, typed=len(outcomes))
+        self._follow_ups.stopping = self._receipts.stopping = True
+        await asyncio.gather(*beside)
         await self._continue_as_new(writer)
 
     def _failed(self, event: Event, exc: ActivityError | ApplicationError) -> bool:
@@ -392,7 +398,7 @@ class AgentWorkflow:
                 registration=reg,
                 events=batch,
                 settled=settled,
-                look=self._watch.look(reg),
+                look=self._watch.look(reg, workflow.now()),
                 together=self._watch.together(reg),
             ),
             start_to_close_timeout=policies.MAILBOX_DELIVERY_TIMEOUT,
@@ -440,16 +446,8 @@ class AgentWorkflow:
     def _settled(
         self, event: Event, outcome: Outcome, *, error: str | None = None, note: str | None = None
     ) -> Event:
-        """The event as the projection shows it once settled."""
-        return event.model_copy(
-            update={
-                "status": outcome,
-                "attempts": event.attempts + 1,
-                "delivered_at": workflow.now() if outcome == "delivered" else None,
-                "error": error,
-                "note": note,
-                "tries": self._queue.tries(event.id),
-            }
+        return settled_event(
+            event, outcome, workflow.now(), self._queue.tries(event.id), error, note
         )
 
     def _mark_unreachable(self, error: str) -> None:

@@ -1,0 +1,49 @@
+"""The agent's input box read from its screen, as Claude Code 2.1.328 draws it (screens captured
+from the real one with `capture-pane -p -J`): the transcript repeats earlier prompts behind the
+same marker, the box is the lowest one, between two rules."""
+
+from __future__ import annotations
+
+from agentcomms.bridge.prompt import at_prompt, holds, input_box
+
+RULE = "\u2500" * 60
+TYPED_NOT_SUBMITTED = "\n".join(
+    [
+        " \u2590\u259b\u2588\u2588\u2588\u259c\u258c   Claude Code v2.1.328",
+        RULE,
+        "\u276f\u00a0run the tests please",
+        RULE,
+        "  \u23f8 manual mode on \u00b7 ? for shortcuts",
+    ]
+)
+SUBMITTED = "\n".join(
+    [
+        "\u276f run the tests please",
+        "\u273b Connection refused \u00b7 retrying in 2s \u00b7 attempt 3/10",
+        RULE,
+        "\u276f\u00a0",
+        RULE,
+        "  \u23f8 manual mode on \u00b7 esc to interrupt",
+    ]
+)
+PASTED = "\n".join([RULE, "\u276f\u00a0first line", "  second line", RULE, "  ? for shortcuts"])
+
+
+def test_text_still_in_the_box_is_found() -> None:
+    assert input_box(TYPED_NOT_SUBMITTED) == "run the tests please"
+    assert holds(input_box(TYPED_NOT_SUBMITTED), "run the tests please")
+
+
+def test_a_submitted_prompt_in_the_transcript_is_not_the_box() -> None:
+    assert input_box(SUBMITTED) == ""
+    assert not holds(input_box(SUBMITTED), "run the tests please")
+
+
+def test_several_lines_in_the_box_are_read_together() -> None:
+    assert input_box(PASTED) == "first line second line"
+    assert holds(input_box(PASTED), "first line\nsecond line")
+
+
+def test_a_shell_shows_no_agent_prompt() -> None:
+    assert at_prompt(TYPED_NOT_SUBMITTED) and at_prompt(SUBMITTED)
+    assert not at_prompt("root@host:~# \n$ ls\nREADME.md")
