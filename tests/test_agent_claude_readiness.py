@@ -19,9 +19,15 @@ from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.agents.install import Target, plan
 from tests.fakes.anthropic import FakeAnthropic, bash, text
-from tests.support.agents import AUTO_MODE_DIALOG, PROCEED_DIALOG, ClaudePane, start_claude
+from tests.support.agents import (
+    AUTO_MODE_DIALOG,
+    PROCEED_DIALOG,
+    ClaudePane,
+    claude_with_agentcomms,
+    start_claude,
+)
 from tests.support.cli import AGENTCOMMS
-from tests.support.stack import Stack, register, running_stack
+from tests.support.stack import Stack, register
 from tests.support.tmux import SENT_HEADER, Tmux
 from tests.support.waiting import eventually
 
@@ -56,30 +62,8 @@ async def setup(
 ) -> AsyncIterator[Setup]:
     root = tmp_path_factory.mktemp("claude-ready")
     server = Tmux(tmux_socket_dir / f"r-{uuid.uuid4().hex[:8]}")
-    model = FakeAnthropic()
-    async with running_stack(temporal_env.client, root / "stack") as stack, model.server:
-        socket = stack.cfg.server.socket()
-
-        def install(home: Path, project: Path) -> None:
-            target = Target("claude-code", home=home, project=project, argv=(AGENTCOMMS,))
-            plan(target).apply()
-
-        try:
-            claude = await start_claude(
-                server,
-                root / "claude",
-                model,
-                setup=install,
-                env={"AGENTCOMMS_SOCKET": str(socket)},
-            )
-            agent_id = f"claude-{uuid.uuid4().hex[:6]}"
-            await register(stack, agent_id, server, claude.target, submit_delay_ms=300)
-            ready = Setup(stack, claude, agent_id)
-            # The gateway matches hooks to the panes the projection shows registered.
-            await eventually(ready.registered)
-            yield ready
-        finally:
-            server.run("kill-server", check=False)
+    async with claude_with_agentcomms(temporal_env.client, root, server) as (stack, claude, agent):
+        yield Setup(stack, claude, agent)
 
 
 async def turn_running(setup: Setup, words: str, release: asyncio.Event) -> None:

@@ -18,11 +18,10 @@ from typing import Any
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
-from agentcomms.agents.install import Target, plan
 from tests.fakes.anthropic import FakeAnthropic, bash, text
-from tests.support.agents import PROCEED_DIALOG, ClaudePane, start_claude
-from tests.support.cli import AGENTCOMMS, cli, cli_home
-from tests.support.stack import Stack, register, running_stack
+from tests.support.agents import PROCEED_DIALOG, ClaudePane, claude_with_agentcomms
+from tests.support.cli import cli, cli_home
+from tests.support.stack import Stack
 from tests.support.tmux import Tmux
 from tests.support.waiting import eventually
 
@@ -52,27 +51,8 @@ async def setup(
 ) -> AsyncIterator[Setup]:
     root = tmp_path_factory.mktemp("claude-approvals")
     server = Tmux(tmux_socket_dir / f"a-{uuid.uuid4().hex[:8]}")
-    model = FakeAnthropic()
-    async with running_stack(temporal_env.client, root / "stack") as stack, model.server:
-        socket = stack.cfg.server.socket()
-
-        def install(home: Path, project: Path) -> None:
-            target = Target("claude-code", home=home, project=project, argv=(AGENTCOMMS,))
-            plan(target).apply()
-
-        try:
-            claude = await start_claude(
-                server,
-                root / "claude",
-                model,
-                setup=install,
-                env={"AGENTCOMMS_SOCKET": str(socket)},
-            )
-            agent_id = f"claude-{uuid.uuid4().hex[:6]}"
-            await register(stack, agent_id, server, claude.target, submit_delay_ms=300)
-            yield Setup(stack, claude, agent_id, cli_home(root, stack))
-        finally:
-            server.run("kill-server", check=False)
+    async with claude_with_agentcomms(temporal_env.client, root, server) as (stack, claude, agent):
+        yield Setup(stack, claude, agent, cli_home(root, stack))
 
 
 async def test_approved_from_the_terminal_the_tool_runs(setup: Setup) -> None:

@@ -24,16 +24,21 @@ import shutil
 import subprocess
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio.client import Client
 
+from agentcomms.agents.install import Target, plan
 from agentcomms.models import PaneTarget
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.openai_responses import FakeResponses
+from tests.support.stack import Stack, register, running_stack
 from tests.support.tmux import Tmux
+from tests.support.waiting import eventually
 
 CLAUDE_CODE_VERSION = "2.1.328"
 CODEX_VERSION = "0.169.0"
@@ -264,6 +269,42 @@ async def start_claude(
     pane = ClaudePane(tmux, target, home, project, model)
     await pane.wait_for_screen(PROMPT_HINT if skip_auto_dialog else AUTO_MODE_DIALOG, timeout=60)
     return pane
+
+
+@asynccontextmanager
+async def claude_with_agentcomms(
+    client: Client, root: Path, tmux: Tmux
+) -> AsyncIterator[tuple[Stack, ClaudePane, str]]:
+    """A stack, and the real Claude Code with `agentcomms install claude-code` in its home and
+    its pane registered as an agent (the id given): its hooks report to that stack."""
+    from tests.support.cli import AGENTCOMMS  # cli imports the stack, as this module does
+
+    model = FakeAnthropic()
+    async with running_stack(client, root / "stack") as stack, model.server:
+
+        def install(home: Path, project: Path) -> None:
+            plan(Target("claude-code", home=home, project=project, argv=(AGENTCOMMS,))).apply()
+
+        try:
+            claude = await start_claude(
+                tmux,
+                root / "claude",
+                model,
+                setup=install,
+                env={"AGENTCOMMS_SOCKET": str(stack.cfg.server.socket())},
+            )
+            agent_id = f"claude-{uuid.uuid4().hex[:6]}"
+            await register(stack, agent_id, tmux, claude.target, submit_delay_ms=300)
+            # The gateway matches a hook to the pane the projection shows registered.
+            await eventually(lambda: _registered(stack, agent_id))
+            yield stack, claude, agent_id
+        finally:
+            tmux.run("kill-server", check=False)
+
+
+async def _registered(stack: Stack, agent_id: str) -> bool:
+    listed = await stack.call("agents")
+    return any(a["id"] == agent_id and a["target"] is not None for a in listed["agents"])
 
 
 def prepare_codex_home(home: Path, project: Path, model: FakeResponses) -> None:
