@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.fake_agent import PROMPT, agent_row, start_fake_agent, state_is
+from tests.support.fake_agent import PROMPT, registered, start_fake_agent, state_is
 from tests.support.stack import Stack, register
-from tests.support.tmux import Tmux, wait_for_command
+from tests.support.tmux import Tmux, as_sent, wait_for_command
 from tests.support.waiting import eventually
 
 QUIET_S = 1.5
@@ -29,7 +29,7 @@ async def test_an_agent_that_crashed_to_its_shell_is_offline_and_its_messages_wa
     await register(stack, agent_id, tmux, fake.target, submit_delay_ms=0)
     # The gateway finds a hook's agent among the registrations the projection shows (the look
     # at registration may find it at its prompt already).
-    await eventually(lambda: agent_row(stack, agent_id))
+    await eventually(lambda: registered(stack, agent_id))
     await fake.hook("SessionStart", source="startup")
     await eventually(lambda: state_is(stack, agent_id, "ready"))
 
@@ -52,6 +52,6 @@ async def test_an_agent_that_crashed_to_its_shell_is_offline_and_its_messages_wa
     fake.restart()
     await fake.showing("(started again)\n" + PROMPT)
     await register(stack, agent_id, tmux, fake.target, submit_delay_ms=0)
-    await eventually(lambda: fake.typed() == b"echo typed into the shell\r")
+    await eventually(lambda: fake.typed() == as_sent("echo typed into the shell"))
     await asyncio.sleep(QUIET_S)
-    assert fake.typed() == b"echo typed into the shell\r"  # once
+    assert fake.typed() == as_sent("echo typed into the shell")  # once

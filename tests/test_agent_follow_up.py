@@ -11,7 +11,13 @@ from pathlib import Path
 import pytest
 
 from agentcomms.workflow_ids import mailbox_id
-from tests.support.fake_agent import PROMPT, FakeAgent, agent_row, start_fake_agent, state_is
+from tests.support.fake_agent import (
+    PROMPT,
+    FakeAgent,
+    registered,
+    start_fake_agent,
+    state_is,
+)
 from tests.support.mailbox import (
     local_activities,
     mailbox_replayer,
@@ -19,7 +25,7 @@ from tests.support.mailbox import (
     settled_history,
 )
 from tests.support.stack import Stack, register
-from tests.support.tmux import Tmux
+from tests.support.tmux import SENT_HEADER, Tmux, as_sent
 from tests.support.waiting import eventually
 
 # Longer than a follow-up's wait (FOLLOW_UP_AFTER) and its look.
@@ -33,7 +39,7 @@ async def agent(stack: Stack, tmux: Tmux, tmp_path: Path) -> tuple[str, FakeAgen
     await register(stack, agent_id, tmux, fake.target, submit_delay_ms=0)
     # The gateway finds a hook's agent among the registrations the projection shows (the look
     # at registration may find it at its prompt already).
-    await eventually(lambda: agent_row(stack, agent_id))
+    await eventually(lambda: registered(stack, agent_id))
     await fake.hook("SessionStart", source="startup")
     await eventually(lambda: state_is(stack, agent_id, "ready"))
     return agent_id, fake
@@ -45,25 +51,25 @@ async def test_enter_is_pressed_once_more_when_the_text_stays_in_the_input_box(
 ) -> None:
     agent_id, fake = agent
     # The agent's screen keeps the text in its input box: its Enter was lost.
-    await fake.showing("> please run the tests\n  ? for shortcuts")
+    await fake.showing(f"> {SENT_HEADER}please run the tests\n  ? for shortcuts")
     sending = asyncio.create_task(
         stack.call("send", agent_id=agent_id, message="please run the tests", wait=True, timeout=60)
     )
-    await eventually(lambda: fake.typed() == b"please run the tests\r")
-    await eventually(lambda: fake.typed() == b"please run the tests\r\r", timeout=15)
+    await eventually(lambda: fake.typed() == as_sent("please run the tests"))
+    await eventually(lambda: fake.typed() == as_sent("please run the tests") + b"\r", timeout=15)
     assert "please run the tests" in fake.tmux.capture(fake.target)
     # Still there after a second look: no third Enter, ever.
     await asyncio.sleep(PAST_A_FOLLOW_UP_S)
-    assert fake.typed() == b"please run the tests\r\r"
+    assert fake.typed() == as_sent("please run the tests") + b"\r"
     assert not sending.done()
 
     await fake.showing(PROMPT)
-    await fake.hook("UserPromptSubmit", prompt="please run the tests")
+    await fake.hook("UserPromptSubmit", prompt=f"{SENT_HEADER}please run the tests")
     result = await sending
     assert (result["status"], result["delivered"]) == ("submitted", True)
     traced = await stack.call("trace", event_id=result["event_id"])
     assert [s["step"] for s in traced["steps"]][-2:] == ["typed", "submitted"], traced
-    assert fake.typed() == b"please run the tests\r\r"
+    assert fake.typed() == as_sent("please run the tests") + b"\r"
 
     # The mailbox's history with its follow-ups replays (and is kept, recorded).
     handle = stack.client.get_workflow_handle(mailbox_id(agent_id))
@@ -81,11 +87,11 @@ async def test_a_prompt_gone_without_a_hook_means_the_hooks_are_missing(
 ) -> None:
     agent_id, fake = agent
     sent = await stack.call("send", agent_id=agent_id, message="hello there")
-    await eventually(lambda: fake.typed() == b"hello there\r")
+    await eventually(lambda: fake.typed() == as_sent("hello there"))
     assert fake.tmux.capture(fake.target).startswith("> \n")  # the input box is empty
     row = await eventually(lambda: state_is(stack, agent_id, "unknown"), timeout=15)
     assert row["waiting_for"] is None
-    assert fake.typed() == b"hello there\r"  # nothing pressed: the text left the box
+    assert fake.typed() == as_sent("hello there")  # nothing pressed: the text left the box
     traced = await stack.call("trace", event_id=sent["event_id"])
     assert "submitted" not in [s["step"] for s in traced["steps"]]
     snapshot = await stack.call("agents")

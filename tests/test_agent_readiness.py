@@ -6,14 +6,21 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from agentcomms.errors import GatewayError
 from agentcomms.workflow_ids import mailbox_id
 from tests.support.cli import AGENTCOMMS
-from tests.support.fake_agent import BUSY, DIALOG, PROMPT, FakeAgent, start_fake_agent
+from tests.support.fake_agent import (
+    BUSY,
+    DIALOG,
+    PROMPT,
+    FakeAgent,
+    registered,
+    start_fake_agent,
+    state_is,
+)
 from tests.support.mailbox import mailbox_replayer, record_histories, settled_history
 from tests.support.stack import Stack, register
 from tests.support.tmux import SENT_HEADER, Tmux, as_sent
@@ -21,23 +28,6 @@ from tests.support.waiting import eventually
 
 # Long enough for a message that was going to be typed to have been (a delivery takes ms).
 QUIET_S = 1.5
-
-
-async def agent_row(stack: Stack, agent_id: str) -> dict[str, Any] | None:
-    """The agent as `agents --json` shows it."""
-    listed = await stack.call("agents")
-    return next((a for a in listed["agents"] if a["id"] == agent_id), None)
-
-
-async def state_is(stack: Stack, agent_id: str, state: str) -> dict[str, Any] | None:
-    row = await agent_row(stack, agent_id)
-    return row if row is not None and row["state"] == state else None
-
-
-async def registered(stack: Stack, agent_id: str) -> dict[str, Any] | None:
-    """The agent's row once it shows the pane (the mailbox checked the registration)."""
-    row = await agent_row(stack, agent_id)
-    return row if row is not None and row["target"] is not None else None
 
 
 @pytest.fixture
@@ -83,7 +73,15 @@ async def test_nothing_is_typed_into_a_permission_dialog(
     agent_id, fake = agent
     await fake.hook("UserPromptSubmit", prompt="touch /tmp/x")
     await fake.showing(DIALOG)
-    await fake.hook("PermissionRequest", tool_name="Bash", tool_input={"command": "touch /tmp/x"})
+    # Its hook waits for the human's answer through agentcomms (an approval), beside the dialog.
+    asking = asyncio.create_task(
+        fake.hook_process(
+            "PermissionRequest",
+            AGENTCOMMS,
+            tool_name="Bash",
+            tool_input={"command": "touch /tmp/x"},
+        )
+    )
     waiting = await eventually(lambda: state_is(stack, agent_id, "waiting"))
     assert waiting["waiting_for"] == "permission for Bash: touch /tmp/x"
 
@@ -107,6 +105,8 @@ async def test_nothing_is_typed_into_a_permission_dialog(
     await fake.hook("PostToolUse", tool_name="Bash", tool_input={"command": "touch /tmp/x"})
     await fake.hook("Stop")
     await eventually(lambda: fake.typed() == as_sent("stop, do not run anything"))
+    # Answered in the terminal: the waiting hook ends with no decision of its own.
+    await asyncio.wait_for(asking, timeout=30)
 
     # The mailbox's history with hooks and a pane that said no replays (and is kept, recorded).
     handle = stack.client.get_workflow_handle(mailbox_id(agent_id))

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tests.support.fake_agent import agent_row, start_fake_agent, state_is
 from tests.support.stack import Stack, register
-from tests.support.tmux import Tmux, wait_for_command
+from tests.support.tmux import SENT_HEADER, Tmux, as_sent, wait_for_command
 from tests.support.waiting import eventually
 
 
@@ -25,8 +25,8 @@ async def test_an_agent_at_its_prompt_registered_late_is_ready_without_a_hook(
     sending = asyncio.create_task(
         stack.call("send", agent_id=agent_id, message="hello", wait=True, timeout=30)
     )
-    await eventually(lambda: fake.typed() == b"hello\r")
-    await fake.hook("UserPromptSubmit", prompt="hello")
+    await eventually(lambda: fake.typed() == as_sent("hello"))
+    await fake.hook("UserPromptSubmit", prompt=f"{SENT_HEADER}hello")
     assert (await sending)["status"] == "submitted"
 
 

@@ -16,10 +16,17 @@ from temporalio.testing import WorkflowEnvironment
 from agentcomms.client import GatewayClient
 from gateway.service import Gateway
 from tests.support.cli import AGENTCOMMS
-from tests.support.fake_agent import BUSY, PROMPT, FakeAgent, agent_row, start_fake_agent, state_is
+from tests.support.fake_agent import (
+    BUSY,
+    PROMPT,
+    FakeAgent,
+    registered,
+    start_fake_agent,
+    state_is,
+)
 from tests.support.hosts import worker_process
 from tests.support.stack import Stack, register, running_stack
-from tests.support.tmux import Tmux
+from tests.support.tmux import Tmux, as_sent
 from tests.support.waiting import eventually
 
 # Long enough for a message that was going to be typed to have been.
@@ -31,7 +38,7 @@ async def busy_agent(stack: Stack, tmux: Tmux, tmp_path: Path) -> tuple[str, Fak
     agent_id = stack.agent_id("claude")
     fake = await start_fake_agent(tmux, tmp_path, stack.cfg.server.socket(), "claude")
     await register(stack, agent_id, tmux, fake.target, submit_delay_ms=0)
-    await eventually(lambda: agent_row(stack, agent_id))
+    await eventually(lambda: registered(stack, agent_id))
     await fake.hook("SessionStart", source="startup")
     await fake.showing(BUSY)
     await fake.hook("UserPromptSubmit", prompt="work")
@@ -69,9 +76,9 @@ async def test_the_gateway_restarted_while_hooks_report_loses_neither_state_nor_
         # The new gateway finds the hook's agent by its pane, and the turn's end types it.
         await fake.showing(PROMPT)
         await fake.hook_process("Stop", AGENTCOMMS, last_assistant_message="done")
-        await eventually(lambda: fake.typed() == b"after the restart\r")
+        await eventually(lambda: fake.typed() == as_sent("after the restart"))
         await asyncio.sleep(QUIET_S)
-        assert fake.typed() == b"after the restart\r"
+        assert fake.typed() == as_sent("after the restart")
     finally:
         await rpc.close()
         await gateway.close()
@@ -96,9 +103,9 @@ async def test_a_worker_killed_while_a_message_waits_for_readiness_types_it_once
             replacement = await worker_process(stack, host, tmp_path / "worker-home")
             await fake.showing(PROMPT)
             await fake.hook("Stop")
-            await eventually(lambda: fake.typed() == b"typed once\r", timeout=60)
+            await eventually(lambda: fake.typed() == as_sent("typed once"), timeout=60)
             await asyncio.sleep(QUIET_S)
-            assert fake.typed() == b"typed once\r"
+            assert fake.typed() == as_sent("typed once")
             await eventually(lambda: state_is(stack, agent_id, "busy"))  # typed: its turn now
         finally:
             for proc in (worker, replacement):

@@ -153,3 +153,10 @@ async def state_is(stack: Any, agent_id: str, state: str) -> dict[str, Any] | No
     """The agent's row once its state is `state` (for ``eventually``)."""
     row = await agent_row(stack, agent_id)
     return row if row is not None and row["state"] == state else None
+
+
+async def registered(stack: Any, agent_id: str) -> dict[str, Any] | None:
+    """The agent's row once it shows its pane: the mailbox checked the registration, and the
+    gateway can match the agent's hooks to it (a hook from a pane not yet shown finds no agent)."""
+    row = await agent_row(stack, agent_id)
+    return row if row is not None and row["target"] is not None else None
