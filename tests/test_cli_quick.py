@@ -22,7 +22,7 @@ from tests.support.cli import AGENTCOMMS, cli, cli_home, env_for
 from tests.support.home import write_config
 from tests.support.mcp import stdio_session, tool
 from tests.support.stack import Stack
-from tests.support.tmux import Tmux, recorder
+from tests.support.tmux import Tmux, as_sent, recorder
 from tests.support.waiting import typed
 
 # Argument lists the quick path parses itself: it must read them as typer does.
@@ -133,7 +133,7 @@ async def test_agents_need_no_provider_secret(stack: Stack, tmux: Tmux, tmp_path
     sent = await cli(home, "send", agent, "no secrets here", "--wait", "--json")
     assert sent.returncode == 0, sent.stderr
     assert json.loads(sent.stdout)["delivered"] is True
-    await typed(out, b"no secrets here\r")
+    await typed(out, as_sent("no secrets here"))
 
     status = await cli(home, "status", "--json")
     assert status.returncode == 0, status.stderr
@@ -144,7 +144,7 @@ async def test_agents_need_no_provider_secret(stack: Stack, tmux: Tmux, tmp_path
     async with stdio_session(home, tmp_path / "mcp.log", agent=agent) as session:
         answer = await tool(session, "send_agent_message", to_agent_id=agent, message="from mcp")
     assert answer["to_agent_id"] == agent
-    await typed(out, f"no secrets here\r[from: {agent}] from mcp\r".encode())
+    await typed(out, as_sent("no secrets here") + f"[from: {agent}] from mcp\r".encode())
 
 
 @pytest.mark.parametrize("command", ["gateway", "up"])
