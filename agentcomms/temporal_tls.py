@@ -93,9 +93,14 @@ def tls_problem(cfg: TemporalConfig, error: str, *, final: bool = True) -> str |
             f"{at} does not speak TLS, but temporal.tls is on. Set temporal.tls to false for "
             "a server without TLS (such as the dev server), or check temporal.address."
         )
-    if cfg.uses_tls() and "close_notify" in error:
+    # A hang-up reads "Connection reset by peer", "Kind(ConnectionReset)" or "broken pipe",
+    # depending on where in the client's stack it was seen.
+    spaceless = error.lower().replace(" ", "")
+    hung_up = "brokenpipe" in spaceless or "connectionreset" in spaceless
+    if cfg.uses_tls() and ("close_notify" in error or (final and hung_up)):
         # With TLS 1.3 a server that refuses the client's certificate (or its absence) hangs
-        # up right after the handshake, so the first call sees only a closed connection.
+        # up right after the handshake, so the first call sees only a closed connection (or,
+        # racing it, a reset).
         held = (
             f"the client certificate {cfg.tls_client_cert}"
             if cfg.tls_client_cert
@@ -106,11 +111,7 @@ def tls_problem(cfg: TemporalConfig, error: str, *, final: bool = True) -> str |
             "that requires mTLS needs temporal.tls_client_cert and temporal.tls_client_key, "
             "a certificate signed by a CA that the server trusts."
         )
-    if (
-        final
-        and not cfg.uses_tls()
-        and ("broken pipe" in error or "connection reset" in error.lower())
-    ):
+    if final and not cfg.uses_tls() and hung_up:
         return (
             f"{at} hung up on a plain-text connection; if it expects TLS (Temporal Cloud, "
             "most clusters), set temporal.tls to true (and temporal.api_key or the "
