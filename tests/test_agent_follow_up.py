@@ -14,8 +14,7 @@ from agentcomms.workflow_ids import mailbox_id
 from tests.support.fake_agent import (
     PROMPT,
     FakeAgent,
-    registered,
-    start_fake_agent,
+    ready_agent,
     state_is,
 )
 from tests.support.mailbox import (
@@ -24,7 +23,7 @@ from tests.support.mailbox import (
     record_histories,
     settled_history,
 )
-from tests.support.stack import Stack, register
+from tests.support.stack import Stack
 from tests.support.tmux import SENT_HEADER, Tmux, as_sent
 from tests.support.waiting import eventually
 
@@ -34,15 +33,7 @@ PAST_A_FOLLOW_UP_S = 4.5
 
 @pytest.fixture
 async def agent(stack: Stack, tmux: Tmux, tmp_path: Path) -> tuple[str, FakeAgent]:
-    agent_id = stack.agent_id("claude")
-    fake = await start_fake_agent(tmux, tmp_path, stack.cfg.server.socket(), "claude")
-    await register(stack, agent_id, tmux, fake.target, submit_delay_ms=0)
-    # The gateway finds a hook's agent among the registrations the projection shows (the look
-    # at registration may find it at its prompt already).
-    await eventually(lambda: registered(stack, agent_id))
-    await fake.hook("SessionStart", source="startup")
-    await eventually(lambda: state_is(stack, agent_id, "ready"))
-    return agent_id, fake
+    return await ready_agent(stack, tmux, tmp_path)
 
 
 @pytest.mark.timeout(90)

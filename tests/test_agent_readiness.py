@@ -17,12 +17,12 @@ from tests.support.fake_agent import (
     DIALOG,
     PROMPT,
     FakeAgent,
-    registered,
+    ready_agent,
     start_fake_agent,
     state_is,
 )
 from tests.support.mailbox import mailbox_replayer, record_histories, settled_history
-from tests.support.stack import Stack, register
+from tests.support.stack import Stack
 from tests.support.tmux import SENT_HEADER, Tmux, as_sent
 from tests.support.waiting import eventually
 
@@ -32,15 +32,7 @@ QUIET_S = 1.5
 
 @pytest.fixture
 async def agent(stack: Stack, tmux: Tmux, tmp_path: Path) -> tuple[str, FakeAgent]:
-    agent_id = stack.agent_id("claude")
-    fake = await start_fake_agent(tmux, tmp_path, stack.cfg.server.socket(), "claude")
-    await register(stack, agent_id, tmux, fake.target, submit_delay_ms=0)
-    # The gateway finds a hook's agent among the registrations the projection shows (the look
-    # at registration may find it at its prompt already).
-    await eventually(lambda: registered(stack, agent_id))
-    await fake.hook("SessionStart", source="startup")
-    await eventually(lambda: state_is(stack, agent_id, "ready"))
-    return agent_id, fake
+    return await ready_agent(stack, tmux, tmp_path)
 
 
 async def test_a_message_sent_mid_turn_waits_and_is_typed_after_stop(

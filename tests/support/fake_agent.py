@@ -21,7 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from agentcomms.agents import hook
+from tests.support.stack import Stack, register
 from tests.support.tmux import Tmux
+from tests.support.waiting import eventually
 
 TUI = Path(__file__).resolve().parent.parent / "fakes" / "agent_tui.py"
 
@@ -160,3 +162,17 @@ async def registered(stack: Any, agent_id: str) -> dict[str, Any] | None:
     gateway can match the agent's hooks to it (a hook from a pane not yet shown finds no agent)."""
     row = await agent_row(stack, agent_id)
     return row if row is not None and row["target"] is not None else None
+
+
+async def ready_agent(stack: Stack, tmux: Tmux, root: Path) -> tuple[str, FakeAgent]:
+    """A stand-in agent registered in `stack`, its SessionStart reported and its state `ready`:
+    the agent id, and the agent."""
+    agent_id = stack.agent_id("claude")
+    fake = await start_fake_agent(tmux, root, stack.cfg.server.socket(), "claude")
+    await register(stack, agent_id, tmux, fake.target, submit_delay_ms=0)
+    # The gateway finds a hook's agent among the registrations the projection shows (the look
+    # at registration may find it at its prompt already).
+    await eventually(lambda: registered(stack, agent_id))
+    await fake.hook("SessionStart", source="startup")
+    await eventually(lambda: state_is(stack, agent_id, "ready"))
+    return agent_id, fake
