@@ -13,7 +13,12 @@ it). Configurations take turns, one round each, so a busy moment hits each alike
 - ``none``: no hooks.
 - ``trivial``: the same hooks, each running a script that reads its stdin and exits: the floor
   any hook costs.
-- ``agentcomms``: the hooks as installed, running this agentcomms (`agentcomms hook claude-code`).
+- ``agentcomms``: the hooks as installed, running `agentcomms hook claude-code` of this checkout
+  installed as the README installs it (``pip install .`` into a fresh virtualenv: a hook process
+  starts as it does on a user's machine).
+- ``agentcomms-editable``: the same hooks running this checkout's own virtualenv, an editable
+  install, whose import finder every Python process of that virtualenv loads at start: what a
+  developer's agent pays.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
+import subprocess
 import sys
 import tempfile
 import uuid
@@ -33,8 +39,22 @@ from tests.fakes.anthropic import FakeAnthropic, bash, text
 from tests.support.agents import ClaudePane, start_claude
 from tests.support.tmux import Tmux
 
-AGENTCOMMS = str(Path(sys.executable).parent / "agentcomms")
-CONFIGS = ("none", "trivial", "agentcomms")
+EDITABLE = str(Path(sys.executable).parent / "agentcomms")
+CHECKOUT = Path(__file__).resolve().parent.parent
+CONFIGS = ("none", "trivial", "agentcomms", "agentcomms-editable")
+
+
+def _user_install(root: Path) -> str:
+    """This checkout installed the README's way into a fresh virtualenv; its `agentcomms`. The
+    hook needs the standard library only, so the package goes in without its dependencies."""
+    venv = root / "user-venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run(
+        [str(venv / "bin" / "pip"), "install", "-q", "--no-deps", str(CHECKOUT)],
+        check=True,
+        capture_output=True,
+    )
+    return str(venv / "bin" / "agentcomms")
 
 
 def _hooks(config: str, root: Path) -> tuple[str, ...] | None:
@@ -42,7 +62,9 @@ def _hooks(config: str, root: Path) -> tuple[str, ...] | None:
     if config == "none":
         return None
     if config == "agentcomms":
-        return (AGENTCOMMS,)
+        return (_user_install(root),)
+    if config == "agentcomms-editable":
+        return (EDITABLE,)
     trivial = root / "bin" / "agentcomms"
     trivial.parent.mkdir(parents=True)
     trivial.write_text("#!/bin/sh\nexec cat > /dev/null\n")
@@ -81,9 +103,7 @@ async def _round(claude: ClaudePane, round_no: int, calls: int) -> list[float]:
 def _configs() -> tuple[str, ...]:
     """The configurations this agentcomms can run: without a `hook` command (an agentcomms
     older than its hooks) a hook fails, and UserPromptSubmit's failure blocks every prompt."""
-    import subprocess
-
-    done = subprocess.run([AGENTCOMMS, "hook", "--help"], capture_output=True, check=False)
+    done = subprocess.run([EDITABLE, "hook", "--help"], capture_output=True, check=False)
     if done.returncode != 0:
         print("this agentcomms has no `hook` command: measuring without it", file=sys.stderr)
         return CONFIGS[:2]
@@ -93,7 +113,7 @@ def _configs() -> tuple[str, ...]:
 async def run(rounds: int, calls: int) -> dict[str, Any]:
     configs = _configs()
     times: dict[str, list[float]] = {c: [] for c in configs}
-    with tempfile.TemporaryDirectory(prefix="ach-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="ach-", ignore_cleanup_errors=True) as tmp:
         started = [await _start(c, Path(tmp) / c, Path(tmp)) for c in configs]
         try:
             await _round(started[0][0], 0, 2)  # warm the machine's caches up, not measured
