@@ -176,3 +176,14 @@ async def ready_agent(stack: Stack, tmux: Tmux, root: Path) -> tuple[str, FakeAg
     await fake.hook("SessionStart", source="startup")
     await eventually(lambda: state_is(stack, agent_id, "ready"))
     return agent_id, fake
+
+
+async def working(
+    stack: Stack, agent_id: str, fake: FakeAgent, prompt: str = "work"
+) -> dict[str, Any]:
+    """Put a ready stand-in agent on a turn: its UserPromptSubmit reported, its pane showing the
+    busy marker, and its state `busy`; the agent's row then."""
+    await fake.hook("UserPromptSubmit", prompt=prompt)
+    await fake.showing(BUSY)
+    row: dict[str, Any] = await eventually(lambda: state_is(stack, agent_id, "busy"))
+    return row
