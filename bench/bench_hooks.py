@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
+import resource
 import subprocess
 import sys
 import tempfile
@@ -72,9 +73,9 @@ def _hooks(config: str, root: Path) -> tuple[str, ...] | None:
     return (str(trivial),)
 
 
-async def _start(config: str, root: Path, socket_dir: Path) -> tuple[ClaudePane, Tmux]:
-    argv = _hooks(config, root)
-
+async def _start(
+    argv: tuple[str, ...] | None, root: Path, socket_dir: Path
+) -> tuple[ClaudePane, Tmux]:
     def install(home: Path, project: Path) -> None:
         if argv is not None:
             plan(Target("claude-code", home=home, project=project, argv=argv)).apply()
@@ -114,7 +115,9 @@ async def run(rounds: int, calls: int) -> dict[str, Any]:
     configs = _configs()
     times: dict[str, list[float]] = {c: [] for c in configs}
     with tempfile.TemporaryDirectory(prefix="ach-", ignore_cleanup_errors=True) as tmp:
-        started = [await _start(c, Path(tmp) / c, Path(tmp)) for c in configs]
+        argvs = {c: _hooks(c, Path(tmp) / c) for c in configs}
+        cpu = {c: _hook_cpu(argv, Path(tmp)) for c, argv in argvs.items() if argv is not None}
+        started = [await _start(argvs[c], Path(tmp) / c, Path(tmp)) for c in configs]
         try:
             await _round(started[0][0], 0, 2)  # warm the machine's caches up, not measured
             for round_no in range(1, rounds + 1):
@@ -139,7 +142,37 @@ async def run(rounds: int, calls: int) -> dict[str, Any]:
         "calls": calls,
         "results": results,
         "added": added,
+        "hook_cpu": cpu,
     }
+
+
+# What Claude Code passes a PostToolUse hook, short: the hook reads and trims it.
+POST_TOOL_USE = (
+    b'{"session_id":"s","hook_event_name":"PostToolUse","tool_name":"Bash",'
+    b'"tool_input":{"command":"echo bench"},"tool_response":{"stdout":"bench"}}'
+)
+
+
+def _hook_cpu(argv: tuple[str, ...], root: Path, runs: int = 30) -> dict[str, float]:
+    """The CPU (user + system) of one hook process, as each tool call starts two: it swings far
+    less with the machine's load than the agent's wall time does. The gateway is down, so the
+    hook starts, reads, finds no socket and exits, as every report-only hook does at most."""
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "AGENTCOMMS_SOCKET": str(root / "no-gateway.sock"),
+        "TMUX": "/tmp/bench-tmux,1,0",
+        "TMUX_PANE": "%1",
+    }
+    spent = []
+    for _ in range(runs):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        subprocess.run(
+            [*argv, "hook", "claude-code"], input=POST_TOOL_USE, env=env, capture_output=True
+        )
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        used = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+        spent.append(used * 1000)
+    return summarize(spent)
 
 
 def main() -> int:
@@ -164,6 +197,15 @@ def main() -> int:
         lines.append(
             f"| {config} | {s['p50']} | {s['p99']} | {s['mean']} | {a['p50']} | {a['p99']} |"
         )
+    lines += [
+        "",
+        "CPU of one hook process (user + system, the gateway down; two run around each tool call):",
+        "",
+        "| hooks | p50 ms | p95 ms |",
+        "|---|---:|---:|",
+    ]
+    for config, spent in report["hook_cpu"].items():
+        lines.append(f"| {config} | {spent['p50']} | {spent['p95']} |")
     markdown = "\n".join(lines) + "\n"
     print(markdown)
     if not args.no_save:
