@@ -84,6 +84,7 @@ from agentcomms.bridge.look import (
     PaneInfo,
     all_of,
     crashed_to_shell,
+    draft_in_box,
     ready_conditions,
 )
 from agentcomms.bridge.sanitize import CleanText, sanitize
@@ -194,12 +195,18 @@ class TmuxAdapter:
         """Type only if the pane looks ready, tmux checking the look in the same stretch as the
         typing; PaneNotReady (nothing typed) when it does not."""
         if req.look == "alive":
-            # Not a tmux format: whether the shell has a program left under it is read first.
+            # Not tmux formats, read first: whether the shell has a program left under it, and
+            # whether the input box holds a draft (an agent silent this long may have been
+            # stopped by Esc, which sends no hook and puts the cancelled prompt back in the box).
             info = await self.pane_info(req.pane)
-            if not info.has_seen(req.event_id) and (
-                refused := await asyncio.to_thread(crashed_to_shell, info.command, info.pid)
-            ):
-                raise refused
+            if not info.has_seen(req.event_id):
+                if refused := await asyncio.to_thread(crashed_to_shell, info.command, info.pid):
+                    raise refused
+                screen = await self.run_commands(
+                    req.pane.socket, [["capture-pane", "-p", "-J", "-t", info.pane_id]]
+                )
+                if refused := draft_in_box(screen):
+                    raise refused
         for _ in range(2):
             known = self._pane_ids.get((req.pane.socket, req.pane.target))
             if known is not None and await self._type_if_new(req.pane, known, [(req, text)]):

@@ -27,7 +27,9 @@ from tests.support.waiting import eventually
 
 TUI = Path(__file__).resolve().parent.parent / "fakes" / "agent_tui.py"
 
-PROMPT = "> \n  ? for shortcuts"
+# Claude Code's input box: the prompt's marker between two rules, its hints under them.
+RULE = "\u2500" * 40
+PROMPT = f"{RULE}\n\u276f \n{RULE}\n  ? for shortcuts"
 BUSY = "* Working... (3s · esc to interrupt)\n\n> "
 DIALOG = (
     "Bash command\n\n  touch /tmp/x\n\n Do you want to proceed?\n \u276f 1. Yes\n"
