@@ -29,7 +29,8 @@ from agentcomms.logs import redact
 from agentcomms.transports import ButtonPress
 from agentcomms.trust import DeploymentKey
 from gateway.agent_hooks import AgentHookMethods, PaneId
-from gateway.approval_chats import ApprovalChats, pressed, said
+from gateway.approval_chats import ApprovalChats
+from gateway.approval_surfaces.words import pressed, said
 from gateway.params import AgentId, Params
 from gateway.protocol import INVALID_PARAMS, NOT_FOUND
 from workflows.approval.client import Approvals, WorkflowAlreadyStartedError, new_approval_id
@@ -163,7 +164,7 @@ class ApprovalMethods:
 
     async def button(self, press: ButtonPress) -> str:
         """An allowed sender pressed Allow, Allow for this session or Deny in a chat."""
-        wanted = pressed(press)
+        wanted = pressed(press.data)
         if wanted is None:
             return "This button is not agentcomms'."
         approval_id, behavior = wanted

@@ -138,7 +138,7 @@ class Gateway:
             await self.http.close()
         await self.chat.close()
         await self.server.close()
-        await self.approval_chats.drain()
+        await self.approval_chats.close()
 
     async def serve_forever(self) -> None:
         await self.start()
