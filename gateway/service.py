@@ -16,6 +16,7 @@ from agentcomms.store import Store
 from agentcomms.trust import DeploymentKey
 from gateway.agent_hooks import AgentHookMethods
 from gateway.approval_chats import ApprovalChats
+from gateway.approval_surfaces.answers import ChatAnswers
 from gateway.approvals import ApprovalMethods
 from gateway.calls import CallControl
 from gateway.chat import ChatInbox, ChatTransports
@@ -24,6 +25,7 @@ from gateway.http import WebhookServer
 from gateway.methods import Methods
 from gateway.senders import SenderMethods
 from gateway.server import SocketServer
+from workflows.approval.client import Approvals
 from workflows.mailbox.client import Mailbox
 from workflows.outbox.client import Outbox
 
@@ -70,7 +72,15 @@ class Gateway:
         self.approval_chats = ApprovalChats(cfg)
         approvals = ApprovalMethods(cfg, client, self.key, hooks, self.approval_chats)
         self.methods.extend(approvals.methods())
-        self.inbox.on_button = approvals.button
+        answers = ChatAnswers(
+            cfg,
+            store,
+            Approvals(client, cfg.temporal.task_queue),
+            approvals.decide,
+            self.approval_chats,
+        )
+        self.inbox.on_button = answers.button
+        self.inbox.on_reply = answers.reply
         # A request that acts for an agent gets only what is that agent's own.
         self.confinement = Confinement(cfg, store, self.methods.dispatch)
         self.server = SocketServer(cfg.server.socket(), self.confinement.dispatch)

@@ -80,6 +80,11 @@ def coded(text: str) -> CodedAnswer | None:
     )
 
 
+def refused_answer(approval_id: str) -> str:
+    """What someone who may not answer an approval is told."""
+    return f"Only the agent's approvers may answer {approval_id}: nothing changed."
+
+
 def reply_with(request: ApprovalRequest) -> str:
     """How to answer by text."""
     line = f"Reply YES {request.id} or NO {request.id}"
