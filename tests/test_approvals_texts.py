@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
+from agentcomms.config import AgentConfig, Config
 from agentcomms.ids import provider_event_id
 from tests.fakes.serve import free_port
 from tests.fakes.twilio import FakeTwilio
@@ -138,3 +139,27 @@ async def test_a_strangers_code_changes_nothing_and_is_recorded(
     recorded = await stack.store.get_event(provider_event_id("sms", STRANGER, sid))
     assert recorded is not None and recorded.status == "rejected"
     assert recorded.payload["text"] == f"YES {approval}"
+
+
+async def test_approvers_narrow_who_may_answer_by_text(
+    temporal_env: WorkflowEnvironment, tmp_path: Path, twilio: FakeTwilio, agent: str
+) -> None:
+    port = free_port()
+
+    def configure(cfg: Config) -> Config:
+        cfg = with_twilio(twilio, agent, port)(cfg)
+        only = AgentConfig(target="nowhere:0.0", approvers=[WHATSAPP_ALICE])
+        return cfg.model_copy(update={"agents": {agent: only}})
+
+    async with running_stack(temporal_env.client, tmp_path, configure=configure) as stack:
+        hooks = Hooks(twilio, port)
+        approval = await _open(stack, agent)
+        await eventually(lambda: _request_to(twilio, ALICE, approval))
+        by_sms, sid = await _replies(hooks, twilio, f"YES {approval}")
+        assert f"Only the agent's approvers may answer {approval}" in by_sms
+        refused = await stack.store.get_event(provider_event_id("sms", ALICE, sid))
+        assert refused is not None and refused.status == "rejected"
+        assert refused.error == f"sms:{ALICE} is not one of {agent}'s approvers"
+        assert (await stack.call("approval_wait", id=approval, wait_s=0.5)) == {"status": "open"}
+        by_whatsapp, _ = await _replies(hooks, twilio, f"YES {approval}", whatsapp=True)
+        assert f"{approval}: allowed by {ALICE} on WhatsApp" in by_whatsapp
