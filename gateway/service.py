@@ -23,6 +23,7 @@ from gateway.chat import ChatInbox, ChatTransports
 from gateway.confine import Confinement
 from gateway.http import WebhookServer
 from gateway.methods import Methods
+from gateway.mirror import ReplyMirror
 from gateway.senders import SenderMethods
 from gateway.server import SocketServer
 from workflows.approval.client import Approvals
@@ -69,6 +70,7 @@ class Gateway:
         self.methods.extend(SenderMethods(cfg, store).methods())
         hooks = AgentHookMethods(store, self.mailbox, self.host)
         self.methods.extend(hooks.methods())
+        hooks.observers.append(ReplyMirror(cfg, store, self.outbox).agent_did)
         self.approval_chats = ApprovalChats(cfg)
         approvals = ApprovalMethods(cfg, client, self.key, hooks, self.approval_chats)
         self.methods.extend(approvals.methods())

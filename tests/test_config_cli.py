@@ -305,6 +305,7 @@ def test_end_to_end_init_validate_show(home: Path) -> None:
             "token": None,
             "approvals": {"on_timeout": None},
             "approvers": None,
+            "mirror": "replies",
         }
     }
     assert SECRET not in show.stdout + show.stderr

@@ -277,6 +277,12 @@ class AgentConfig(Section):
         "null: every allowed sender in a chat mapped to the agent; []: the terminal alone",
     )
 
+    mirror: Literal["replies", "all", "off"] = Field(
+        default="replies",
+        description="the last words of the agent's turns sent back to chat: replies: to the chat "
+        "whose message started the turn; all: every turn, the others to the agent's chats; off",
+    )
+
     @field_validator("approvers")
     @classmethod
     def _approvers_are_senders(cls, value: list[str] | None) -> list[str] | None:
@@ -378,6 +384,11 @@ class Config(Section):
         allowed sender in a chat mapped to it."""
         agent = self.agents.get(agent_id)
         return agent.approvers if agent is not None else None
+
+    def mirror(self, agent_id: str) -> Literal["replies", "all", "off"]:
+        """Which of `agent_id`'s turns end with its last words sent back to chat."""
+        agent = self.agents.get(agent_id)
+        return agent.mirror if agent is not None else "replies"
 
     def mailbox_limits(self, agent_id: str) -> tuple[int, int]:
         """(messages, bytes) that may wait for `agent_id`: its own limits, else the defaults."""
