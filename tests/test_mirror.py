@@ -1,7 +1,8 @@
 """The agent's reply comes back: a stand-in agent's hooks (through the hook command, from its
 real tmux pane) report a turn that a Telegram message started and its last words, which go to
 that chat as an answer to the human's message, once; a turn the chat did not start, or one in
-which the agent wrote to the chat itself, sends nothing."""
+which the agent wrote to the chat itself, sends nothing. Then the real Claude Code, with
+agentcomms installed, answers a Telegram message and its answer comes back."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.config import AgentConfig, Config
+from tests.fakes.anthropic import text
 from tests.fakes.telegram import FakeTelegram
+from tests.support.agents import claude_with_agentcomms
 from tests.support.chat import CHAT, connected, with_telegram
 from tests.support.fake_agent import FakeAgent, registered, start_fake_agent, state_is
 from tests.support.stack import Stack, register, running_stack
@@ -128,3 +131,27 @@ async def test_mirror_all_sends_every_turn_and_off_none(
             ("Tidied.", False),
             ("It is 4.", True),
         ]
+
+
+async def test_the_real_claude_codes_answer_to_a_telegram_message_comes_back(
+    temporal_env: WorkflowEnvironment,
+    tmux_socket_dir: Path,
+    tmp_path: Path,
+    telegram: FakeTelegram,
+    agent: str,
+) -> None:
+    telegram.known_chats.add(CHAT)
+    server = Tmux(tmux_socket_dir / f"m-{agent[-8:]}")
+    async with claude_with_agentcomms(
+        temporal_env.client,
+        tmp_path,
+        server,
+        agent_id=agent,
+        configure=with_telegram(telegram, agent),
+    ) as (stack, claude, _):
+        await connected(stack, "telegram")
+        await claude.wait_ready()
+        claude.model.on("two plus two", text("It is 4."))
+        asked = telegram.human_says(CHAT, "what is two plus two?\nbe brief")
+        [reply] = await eventually(lambda: _replies(telegram, "It is 4.") or None, timeout=60)
+    assert reply["reply_to_message_id"] == asked["message"]["message_id"]
