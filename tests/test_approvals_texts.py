@@ -26,6 +26,7 @@ from tests.support.waiting import eventually
 
 SUGGESTION = {"type": "addDirectories", "directories": ["/p"], "destination": "session"}
 WHATSAPP_ALICE = f"whatsapp:{ALICE}"
+BOB = "+15557654321"
 
 
 @pytest.fixture
@@ -148,8 +149,11 @@ async def test_approvers_narrow_who_may_answer_by_text(
 
     def configure(cfg: Config) -> Config:
         cfg = with_twilio(twilio, agent, port)(cfg)
-        only = AgentConfig(target="nowhere:0.0", approvers=[WHATSAPP_ALICE])
-        return cfg.model_copy(update={"agents": {agent: only}})
+        # Bob's number is allowed and listed, but mapped to no agent: his own chat.
+        allowed = {**cfg.chat.allowed_senders, "sms": [ALICE, BOB]}
+        chat = cfg.chat.model_copy(update={"allowed_senders": allowed})
+        only = AgentConfig(target="nowhere:0.0", approvers=[WHATSAPP_ALICE, f"sms:{BOB}"])
+        return cfg.model_copy(update={"agents": {agent: only}, "chat": chat})
 
     async with running_stack(temporal_env.client, tmp_path, configure=configure) as stack:
         hooks = Hooks(twilio, port)
@@ -161,5 +165,7 @@ async def test_approvers_narrow_who_may_answer_by_text(
         assert refused is not None and refused.status == "rejected"
         assert refused.error == f"sms:{ALICE} is not one of {agent}'s approvers"
         assert (await stack.call("approval_wait", id=approval, wait_s=0.5)) == {"status": "open"}
-        by_whatsapp, _ = await _replies(hooks, twilio, f"YES {approval}", whatsapp=True)
-        assert f"{approval}: allowed by {ALICE} on WhatsApp" in by_whatsapp
+        by_bob, _ = await _replies(hooks, twilio, f"YES {approval}", sender=BOB)
+        assert f"{approval}: allowed by {BOB} on SMS" in by_bob
+        by_whatsapp, _ = await _replies(hooks, twilio, f"NO {approval}", whatsapp=True)
+        assert f"{approval} was answered already: allowed by {BOB} on SMS" in by_whatsapp

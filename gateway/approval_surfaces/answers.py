@@ -4,7 +4,8 @@ and WhatsApp). A reply with a code is the answer and never reaches the agent's p
 
 Who may answer: an allowed sender (``chat.allowed_senders`` or admitted by pairing) answering
 from a chat mapped to the approval's agent, and, when ``agents.ID.approvers`` is set, listed
-there too (it narrows, never widens). Anyone else's answer changes nothing: they are told so
+there too (it narrows who may answer); a listed approver may also answer from their own private
+chat (their number, their chat with the bot). Anyone else's answer changes nothing: they are told so
 and it is recorded with the strangers (the events projection, status ``rejected``, with the
 reason; ``agentcomms events AGENT``). A stranger's is turned away before this, by the inbox
 (:class:`gateway.chat.ChatInbox`), which records it the same way within its bounds.
@@ -148,14 +149,18 @@ class ChatAnswers:
         """Why this sender may not answer this approval from this chat; None when they may."""
         agent_id = view.request.agent_id
         channel = f"{provider}:{chat_id}"
-        if self._cfg.chat.channels.get(channel) != agent_id:
+        sender = f"{provider}:{sender_id}"
+        approvers = self._cfg.approvers(agent_id)
+        # A listed approver may also answer from their own private chat (their phone number,
+        # their chat with the bot), where the request may have reached them some other way.
+        own_chat = approvers is not None and sender in approvers and chat_id == sender_id
+        if self._cfg.chat.channels.get(channel) != agent_id and not own_chat:
             return f"{channel} is not a chat of {agent_id}"
         listed = self._cfg.chat.allowed_senders.get(provider, [])
         if sender_id not in listed and not await self._store.sender_admitted(provider, sender_id):
-            return f"{provider}:{sender_id} is not an allowed sender"
-        approvers = self._cfg.approvers(agent_id)
-        if approvers is not None and f"{provider}:{sender_id}" not in approvers:
-            return f"{provider}:{sender_id} is not one of {agent_id}'s approvers"
+            return f"{sender} is not an allowed sender"
+        if approvers is not None and sender not in approvers:
+            return f"{sender} is not one of {agent_id}'s approvers"
         return None
 
     async def _answer(self, decision: Decision) -> str:
