@@ -26,10 +26,9 @@ from agentcomms.config import Config
 from agentcomms.config.redact import mask_secrets
 from agentcomms.errors import RpcError
 from agentcomms.logs import redact
-from agentcomms.transports import ButtonPress
 from agentcomms.trust import DeploymentKey
 from gateway.agent_hooks import AgentHookMethods, PaneId
-from gateway.approval_chats import ApprovalChats, pressed, said
+from gateway.approval_chats import ApprovalChats
 from gateway.params import AgentId, Params
 from gateway.protocol import INVALID_PARAMS, NOT_FOUND
 from workflows.approval.client import Approvals, WorkflowAlreadyStartedError, new_approval_id
@@ -146,7 +145,7 @@ class ApprovalMethods:
                     f"approval {view.request.id} offers nothing for the session; "
                     "approve it without --session",
                 )
-        decided = await self._decide(
+        decided = await self.decide(
             Decision(
                 approval_id=p.id.upper(),
                 behavior=p.behavior,
@@ -161,28 +160,9 @@ class ApprovalMethods:
             )
         return {"accepted": decided.accepted, **_summary(decided.view)}
 
-    async def button(self, press: ButtonPress) -> str:
-        """An allowed sender pressed Allow, Allow for this session or Deny in a chat."""
-        wanted = pressed(press)
-        if wanted is None:
-            return "This button is not agentcomms'."
-        approval_id, behavior = wanted
-        decided = await self._decide(
-            Decision(
-                approval_id=approval_id,
-                behavior=behavior,
-                by=_shown(press.sender_name or press.sender_id, 100),
-                via=press.provider,
-            )
-        )
-        if decided is None:
-            return f"No approval {approval_id} any more."
-        if decided.accepted:
-            return f"{approval_id}: {said(decided.view)}"
-        return f"{approval_id} was answered already: {said(decided.view)}"
-
-    async def _decide(self, decision: Decision) -> Decided | None:
-        """Sign the answer and give it to the approval; the chats hear how it was decided."""
+    async def decide(self, decision: Decision) -> Decided | None:
+        """Sign the answer and give it to the approval; the chats hear how it was decided.
+        Every surface's answer comes through here (a chat's: :mod:`gateway.approval_surfaces`)."""
         decided = await self._approvals.decide(self._key.sign_decision(decision))
         self._waiting.pop(decision.approval_id, None)
         if decided is not None and decided.view.decision is not None:
@@ -205,7 +185,7 @@ class ApprovalMethods:
                 approval_id=approval_id, behavior="terminal", by="the terminal", via="terminal"
             )
             try:
-                await self._decide(decision)
+                await self.decide(decision)
             except Exception:
                 log.exception("approval %s: could not close it as answered", approval_id)
 

@@ -72,7 +72,7 @@ async def test_an_allowed_sender_answers_with_a_button(
     assert (waited["decided_by"], waited["decided_via"]) == ("Alice", "telegram")
     edited = await eventually(lambda: telegram.edits or None)
     assert edited[0]["message_id"] == message["message_id"]
-    assert f"{approval}: allowed for the session by Alice on telegram" in edited[0]["text"]
+    assert f"{approval}: allowed for the session by Alice on Telegram" in edited[0]["text"]
     assert "reply_markup" not in next(
         m for m in telegram.sent if m["message_id"] == message["message_id"]
     )

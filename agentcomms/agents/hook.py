@@ -34,8 +34,19 @@ REPLY_WAIT_S = 1.0
 # What the hook sends of a tool's input: the gateway keeps a short summary, never the content.
 SENT_STRING_CHARS = 500
 SENT_PROMPT_CHARS = 4_000
-# Fields the state needs; the rest of a payload (transcripts, tool responses) stays here.
-SENT_FIELDS = ("session_id", "tool_name", "tool_input", "notification_type", "prompt", "type")
+# A turn's last words, which go back to the chat that started the turn.
+SENT_REPLY_CHARS = 16_000
+# Fields the state needs, and the turn's reply; the rest of a payload (transcripts, tool
+# responses) stays here.
+SENT_FIELDS = (
+    "session_id",
+    "tool_name",
+    "tool_input",
+    "notification_type",
+    "prompt",
+    "type",
+    "last_assistant_message",
+)
 
 
 def main(argv: list[str]) -> int:
@@ -116,6 +127,8 @@ def trimmed(payload: dict[str, Any]) -> dict[str, Any]:
         value = payload[key]
         if key == "prompt" and isinstance(value, str):
             kept[key] = value[:SENT_PROMPT_CHARS]
+        elif key == "last_assistant_message" and isinstance(value, str):
+            kept[key] = value[:SENT_REPLY_CHARS]
         elif key == "tool_input" and isinstance(value, dict):
             kept[key] = {k: _short(v) for k, v in list(value.items())[:20]}
         else:
