@@ -66,11 +66,11 @@ class Guards(StoreBase):
 
     # ---- what strangers cost --------------------------------------------------------------------
 
-    async def take_stranger_cost(self, hour: int, limits: dict[str, int]) -> bool:
-        """Count one more against each key's limit for `hour`, when every key is under it;
-        False (and nothing counted) when one is not."""
+    async def take_stranger_cost(self, hour: int, limits: dict[str, int]) -> str | None:
+        """Count one more against each key's limit for `hour`, when every key is under it
+        (None); otherwise count nothing and name a key that reached its limit."""
 
-        def take(conn: Connection) -> bool:
+        def take(conn: Connection) -> str | None:
             conn.execute(
                 delete(StrangerCountRow).where(StrangerCountRow.hour <= hour - _HOURS_KEPT)
             )
@@ -81,8 +81,9 @@ class Guards(StoreBase):
                     select(StrangerCountRow.key, StrangerCountRow.count).where(mine)
                 )
             }
-            if any(counts.get(key, 0) >= most for key, most in limits.items()):
-                return False
+            for key, most in limits.items():
+                if counts.get(key, 0) >= most:
+                    return key
             for key in limits:
                 stmt = self._insert(StrangerCountRow).values(hour=hour, key=key, count=1)
                 conn.execute(
@@ -91,7 +92,7 @@ class Guards(StoreBase):
                         set_={"count": StrangerCountRow.count + 1},
                     )
                 )
-            return True
+            return None
 
         return await self._transact(take)
 
