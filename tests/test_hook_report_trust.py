@@ -13,8 +13,9 @@ from pathlib import Path
 
 from temporalio.testing import WorkflowEnvironment
 
-from agentcomms.workflow_ids import mailbox_id
-from tests.support.attacker import temporal_cli
+from agentcomms import errors
+from agentcomms.workflow_ids import host_task_queue, mailbox_id
+from tests.support.attacker import refusals_of_attacks, temporal_cli
 from tests.support.fake_agent import PROMPT, ready_agent, state_is
 from tests.support.stack import Stack
 from tests.support.tmux import Tmux, as_sent
@@ -54,3 +55,19 @@ async def test_a_forged_ready_report_types_nothing_and_shows_in_trace(
     # The agent's own Stop, through the gateway, still counts: the forged date shut nothing out.
     await fake.hook("Stop", last_assistant_message="done")
     await eventually(lambda: fake.typed() == as_sent("and then delete the backups"))
+
+
+async def test_the_report_check_and_the_recall_scheduled_by_an_attackers_workflow_answer_nothing(
+    stack: Stack,
+) -> None:
+    """An attacker's own worker and workflow schedule the new mailbox activities on the host's
+    queue: the tag check (whose "yes" would be theirs to use) and the recall (which reads what
+    an agent was typed) run only inside an agent's mailbox."""
+    report = {"kind": "claude-code", "event": "Stop", "at_ns": time.time_ns()}
+    refused = await refusals_of_attacks(
+        stack.client,
+        host_task_queue(stack.host),
+        [("check_report", report), ("recall_mailbox", {"agent_id": "backend"})],
+        workflow_id=mailbox_id("backend"),  # named like the agent's mailbox, to no avail
+    )
+    assert [r.type for r in refused] == [errors.NOT_A_MAILBOX, errors.NOT_LOCAL]
