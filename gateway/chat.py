@@ -88,7 +88,7 @@ class ChatInbox:
         self._mailbox = mailbox
         self._outbox = outbox
         self._voice_notes = VoiceNotes(cfg)
-        self._strangers = StrangerLimits()
+        self._strangers = StrangerLimits(store)
         # Who takes a button press from an allowed sender (the approvals), once there is one.
         self.on_button: Callable[[ButtonPress], Awaitable[str]] | None = None
         # Who takes an allowed sender's message carrying an approval's code ("YES K7QF") as
@@ -236,7 +236,7 @@ class ChatInbox:
         if agent_id is None and message.chat_type in GROUP_CHAT_TYPES:
             metrics.refused("sender_not_allowed_unmapped_group")
             return InboundResult("rejected")  # a group that is not the operator's: ignored
-        if not self._strangers.take_row(message.provider, message.sender_id):
+        if not await self._strangers.take_row(message.provider, message.sender_id):
             metrics.refused("sender_not_allowed_over_limit")
             return InboundResult("rejected")  # neither written nor answered
         metrics.refused("sender_not_allowed")
@@ -255,7 +255,7 @@ class ChatInbox:
             )
         )
         log.info("rejected %s from %s:%s", event_id, message.provider, message.sender_id)
-        if not self._strangers.take_reply():
+        if not await self._strangers.take_reply():
             return InboundResult("rejected", event_id=event_id, agent_id=agent_id)
         code, new = await self._store.offer_pairing(
             ChatSender(
@@ -269,7 +269,7 @@ class ChatInbox:
             now,
         )
         if not new:
-            self._strangers.give_back_reply()
+            await self._strangers.give_back_reply()
         # One answer per stranger while the code is valid: writing again gets silence.
         reply = (
             f"Your messages do not reach anyone yet. Ask the operator to run: agentcomms pair {code}"

@@ -44,7 +44,7 @@ class ServerConfig(Section):
     )
     allowed_hosts: list[str] = Field(
         default_factory=list,
-        description="More names the HTTP listeners (webhooks, MCP over HTTP) answer to in the "
+        description="More names the HTTP listeners (webhooks, MCP over HTTP, metrics) answer to in the "
         "Host header, e.g. a DNS alias of this machine (build-box.lan); the bound address, "
         "localhost and public_url's host are always allowed",
     )
