@@ -1,0 +1,48 @@
+"""Who may use the console: whoever holds its token.
+
+The token is random, made at first use and kept owner-only in the agentcomms home
+(``console.token``), like the codec server's. It arrives once in the address `up` prints
+(``/?t=TOKEN``), becomes an HttpOnly, SameSite=Strict cookie, and leaves the address at once (a
+redirect), so it is in no page, history entry or log. Every change is a POST carrying a form
+field derived from the token (a page of another site can neither read nor guess it); the
+cookie's SameSite and the Origin check of :mod:`agentcomms.http_guard` stop a cross-site POST
+before that.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+
+from starlette.requests import Request
+
+from agentcomms.config.home import agentcomms_home, private_secret
+
+TOKEN_FILENAME = "console.token"
+COOKIE = "agentcomms_console"
+CSRF_FIELD = "csrf"
+
+
+def console_token() -> str:
+    """This host's console token (made at first use, 0600 in the agentcomms home)."""
+    return private_secret(agentcomms_home() / TOKEN_FILENAME, "the console's token")
+
+
+class Access:
+    def __init__(self, token: str) -> None:
+        self._token = token.encode()
+        # Derived, so a page may carry it: it opens nothing without the cookie, and the token
+        # cannot be read back from it.
+        self.csrf = hmac.new(self._token, b"console form", hashlib.sha256).hexdigest()[:32]
+
+    def matches(self, given: str | None) -> bool:
+        return given is not None and hmac.compare_digest(given.encode(), self._token)
+
+    def admitted(self, request: Request) -> bool:
+        return self.matches(request.cookies.get(COOKIE))
+
+    def cookie_value(self) -> str:
+        return self._token.decode()
+
+    def form_is_ours(self, given: object) -> bool:
+        return isinstance(given, str) and hmac.compare_digest(given.encode(), self.csrf.encode())

@@ -1,0 +1,202 @@
+"""The console in a real browser (Debian's Chromium through Playwright), served by a real stack's
+gateway: the token, live agent states, an approval answered from the page, the composer typing
+into the pane, and a cross-site POST refused."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from playwright.async_api import Browser, Page, expect
+from temporalio.testing import WorkflowEnvironment
+
+from tests.support.browser import console_address, console_stack, launched, serving
+from tests.support.cli import AGENTCOMMS
+from tests.support.fake_agent import FakeAgent, ready_agent, state_is
+from tests.support.stack import Stack
+from tests.support.tmux import SENT_HEADER, Tmux
+from tests.support.waiting import eventually
+from workflows.approval.client import Approvals
+
+# A state change must reach an open page within a second; the browser gets a margin for a busy
+# machine, and the assertion is on what the page shows.
+SHOWN_S = 10_000
+
+
+@pytest.fixture(scope="module")
+async def browser() -> AsyncIterator[Browser]:
+    async for b in launched():
+        yield b
+
+
+@pytest.fixture
+async def stack(
+    temporal_env: WorkflowEnvironment, tmp_path: Path, home: Path
+) -> AsyncIterator[Stack]:
+    async for s in console_stack(temporal_env.client, tmp_path):
+        yield s
+
+
+@pytest.fixture
+async def page(browser: Browser) -> AsyncIterator[Page]:
+    context = await browser.new_context()
+    try:
+        yield await context.new_page()
+    finally:
+        await context.close()
+
+
+async def _opened(page: Page, stack: Stack, path: str = "") -> None:
+    """The console opened from the address printed with its token, then `path`."""
+    await page.goto(console_address(stack))
+    assert "?t=" not in page.url, "the token stays in the address bar"
+    if path:
+        await page.goto(console_address(stack, token=False).rstrip("/") + path)
+    await expect(page.locator("#live")).to_have_text("live", timeout=SHOWN_S)
+
+
+async def test_without_the_token_only_the_way_to_it(stack: Stack, page: Page) -> None:
+    agent_id, _ = stack.agent_id("hidden"), None
+    await stack.call("register", agent_id=agent_id, target="nowhere:0.0")
+    bare = console_address(stack, token=False)
+    for address in (bare, f"{bare}?t=wrong", f"{bare}agents/{agent_id}", f"{bare}stream"):
+        answer = await page.goto(address)
+        assert answer is not None and answer.status == 401, address
+        await expect(page.get_by_role("heading")).to_have_text("The console needs its token")
+        assert agent_id not in await page.content()
+    # A change without the cookie is refused as well, whatever its form says.
+    async with httpx.AsyncClient() as http:
+        refused = await http.post(
+            f"{bare}agents/{agent_id}/send", data={"message": "hi", "csrf": "x"}
+        )
+    assert refused.status_code == 401
+    assert await stack.store.latest_events(agent_id, 5) == []
+
+
+async def test_an_agent_turning_busy_then_ready_shows_on_the_page(
+    stack: Stack, tmux: Tmux, tmp_path: Path, page: Page
+) -> None:
+    agent_id, fake = await ready_agent(stack, tmux, tmp_path)
+    await _opened(page, stack)
+    state = page.locator(f'[data-agent="{agent_id}"] [data-field="state"]')
+    await expect(state).to_have_text("ready")
+    await fake.hook("UserPromptSubmit", prompt="work")
+    await expect(state).to_have_text("busy", timeout=SHOWN_S)
+    await fake.hook("Stop", last_assistant_message="done")
+    await expect(state).to_have_text("ready", timeout=SHOWN_S)
+    await expect(page.locator("#live")).to_have_text("live")  # the same page all along
+
+
+def _permission_hook(stack: Stack, agent_id: str, tmp_path: Path) -> subprocess.Popen[str]:
+    """The agent's PermissionRequest hook, as Claude Code runs it, waiting for the answer."""
+    payload = tmp_path / "permission.json"
+    payload.write_text(
+        json.dumps(
+            {
+                "session_id": "s",
+                "hook_event_name": "PermissionRequest",
+                "tool_name": "Bash",
+                "tool_input": {"command": "touch console.txt"},
+                "permission_suggestions": [],
+            }
+        )
+    )
+    with payload.open() as stdin:
+        return subprocess.Popen(
+            [AGENTCOMMS, "hook", "claude-code"],
+            stdin=stdin,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={
+                "PATH": os.environ["PATH"],
+                "AGENTCOMMS_SOCKET": str(stack.cfg.server.socket()),
+                "AGENTCOMMS_AGENT_ID": agent_id,
+            },
+        )
+
+
+async def _open_approval(stack: Stack, agent_id: str) -> str | None:
+    rows = (await stack.call("approvals"))["approvals"]
+    return next((r["id"] for r in rows if r["agent_id"] == agent_id), None)
+
+
+async def test_allow_clicked_on_a_pending_approval_reaches_the_hook(
+    stack: Stack, page: Page, tmp_path: Path
+) -> None:
+    agent_id = stack.agent_id("asking")
+    await _opened(page, stack)  # open before the request: it arrives live
+    hook = _permission_hook(stack, agent_id, tmp_path)
+    try:
+        approval = await eventually(lambda: _open_approval(stack, agent_id), timeout=30)
+        card = page.locator(f"#approval-{approval}")
+        await expect(card).to_contain_text("touch console.txt", timeout=SHOWN_S)
+        # Nothing was offered for the session, so that button is not there.
+        assert await card.get_by_role("button", name="Allow for this session").count() == 0
+        await card.get_by_role("button", name="Allow", exact=True).click()
+        out, err = await asyncio.to_thread(hook.communicate, timeout=30)
+    finally:
+        hook.kill()
+    assert hook.returncode == 0, err
+    decision = json.loads(out)["hookSpecificOutput"]["decision"]
+    assert decision == {"behavior": "allow"}
+    view = await Approvals(stack.client, stack.cfg.temporal.task_queue).view(approval)
+    assert view is not None and view.decision is not None
+    assert (view.decision.behavior, view.decision.via) == ("allow", "console")
+    # Every surface hears it: a later answer from the terminal is told who answered.
+    late = await stack.call("approval_decide", id=approval, behavior="deny")
+    assert (late["accepted"], late["decided_via"]) == (False, "console")
+    await expect(page.locator(f"#approval-{approval} .outcome")).to_contain_text(
+        "allowed by", timeout=SHOWN_S
+    )
+
+
+def _typed(fake: FakeAgent, text: str) -> bool:
+    """Whether the pane received `text` and Enter (the stand-in records every byte typed)."""
+    return f"{text}\r".encode() in fake.typed()
+
+
+async def test_a_message_from_the_composer_is_typed_into_the_pane(
+    stack: Stack, tmux: Tmux, tmp_path: Path, page: Page
+) -> None:
+    agent_id, fake = await ready_agent(stack, tmux, tmp_path)
+    await _opened(page, stack, f"/agents/{agent_id}")
+    await page.get_by_label(f"Message to {agent_id}").fill("hello from the console")
+    await page.get_by_role("button", name="Send").click()
+    sent = page.locator("#sent")
+    await expect(sent).to_contain_text("evt_", timeout=SHOWN_S)
+    typed = f"{SENT_HEADER}hello from the console"
+    await eventually(lambda: _typed(fake, typed), timeout=20)
+    # The agent takes the prompt: the page says so without being reloaded.
+    await fake.hook("UserPromptSubmit", prompt=typed)
+    await expect(sent).to_contain_text("submitted", timeout=SHOWN_S)
+    item = page.locator("#timeline .item", has_text="hello from the console")
+    await expect(item).to_have_count(1, timeout=SHOWN_S)
+    await eventually(lambda: state_is(stack, agent_id, "busy"))
+
+
+async def test_a_cross_site_post_is_refused(
+    stack: Stack, tmux: Tmux, tmp_path: Path, page: Page
+) -> None:
+    agent_id, fake = await ready_agent(stack, tmux, tmp_path)
+    await _opened(page, stack)  # the browser holds the console's cookie
+    target = f"{console_address(stack, token=False)}agents/{agent_id}/send"
+    attack = (
+        f'<form method="post" action="{target}"><input name="message" value="rm -rf ~">'
+        '<input name="csrf" value="guessed"></form><script>document.forms[0].submit()</script>'
+    )
+    with serving(attack) as evil:
+        async with page.expect_response(target) as answered:
+            await page.goto(evil)
+        answer = await answered.value
+    assert answer.status in (401, 403)
+    events: list[Any] = await stack.store.latest_events(agent_id, 10)
+    assert [e for e in events if e.type == "human_message"] == []
+    assert b"rm -rf" not in fake.typed()
