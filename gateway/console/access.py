@@ -16,16 +16,12 @@ import hmac
 
 from starlette.requests import Request
 
-from agentcomms.config.home import agentcomms_home, private_secret
+from agentcomms.console_token import console_token
 
-TOKEN_FILENAME = "console.token"
+__all__ = ["COOKIE", "CSRF_FIELD", "Access", "console_token"]
+
 COOKIE = "agentcomms_console"
 CSRF_FIELD = "csrf"
-
-
-def console_token() -> str:
-    """This host's console token (made at first use, 0600 in the agentcomms home)."""
-    return private_secret(agentcomms_home() / TOKEN_FILENAME, "the console's token")
 
 
 class Access:
