@@ -112,6 +112,8 @@ async def _serve(app: Starlette) -> tuple[uvicorn.Server, asyncio.Task[None], in
     )
     task = asyncio.create_task(server.serve())
     while not server.started:
+        if task.done():
+            raise RuntimeError(f"the bare server did not start on port {port}")
         await asyncio.sleep(0.01)
     return server, task, port
 

@@ -200,3 +200,46 @@ async def test_a_cross_site_post_is_refused(
     events: list[Any] = await stack.store.latest_events(agent_id, 10)
     assert [e for e in events if e.type == "human_message"] == []
     assert b"rm -rf" not in fake.typed()
+
+
+async def test_a_change_needs_the_pages_field_and_the_consoles_own_host(stack: Stack) -> None:
+    agent_id = stack.agent_id("quiet")
+    await stack.call("register", agent_id=agent_id, target="nowhere:0.0")
+    await eventually(lambda: stack.store.get_agent(agent_id))  # its page lists its row
+    console = stack.gateway.console
+    assert console is not None
+    bare = console_address(stack, token=False)
+    cookies = {"agentcomms_console": console.access.cookie_value()}
+    send = f"{bare}agents/{agent_id}/send"
+    async with httpx.AsyncClient(cookies=cookies) as http:
+        page = await http.get(f"{bare}agents/{agent_id}")
+        assert page.status_code == 200 and console.access.cookie_value() not in page.text
+        field = console.access.csrf
+        assert field in page.text  # the form's field, which is not the token
+        no_field = await http.post(send, data={"message": "no field"})
+        rebound = await http.post(
+            send,
+            data={"message": "rebound", "csrf": field},
+            headers={"Host": f"evil.example:{console.server.port}"},
+        )
+        ours = await http.post(send, data={"message": "from the page", "csrf": field})
+    assert (no_field.status_code, rebound.status_code, ours.status_code) == (403, 403, 303)
+    texts = [e.payload.get("text") for e in await stack.store.latest_events(agent_id, 10)]
+    assert texts == ["from the page"]
+    # Agents may ask the gateway's status (MCP daemon_status): the address, never the token.
+    status = await stack.call("status")
+    assert status["console"] == bare
+    assert console.access.cookie_value() not in json.dumps(status)
+
+
+async def test_the_inbox_shows_what_an_agent_says_to_the_human_as_it_says_it(
+    stack: Stack, page: Page
+) -> None:
+    agent_id = stack.agent_id("talker")
+    await stack.call("reply", channel_id="cli:local", agent_id=agent_id, message="first words")
+    await _opened(page, stack, "/inbox")
+    items = page.locator("#timeline .item")
+    await expect(items).to_have_count(1)
+    await stack.call("reply", channel_id="cli:local", agent_id=agent_id, message="migration ready?")
+    await expect(items.first).to_contain_text("migration ready?", timeout=SHOWN_S)
+    await expect(items).to_have_count(2)

@@ -13,6 +13,7 @@ import asyncio
 import getpass
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -27,11 +28,13 @@ from starlette.staticfiles import StaticFiles
 from agentcomms.approval_models import Behavior
 from agentcomms.errors import RpcError
 from agentcomms.ids import check_agent_id
+from agentcomms.models import LOCAL_CHANNEL, Event
 from agentcomms.store import Store
 from gateway.approvals import ApprovalMethods
 from gateway.console import pages
 from gateway.console.access import COOKIE, CSRF_FIELD, Access
 from gateway.console.feed import Change, Feed
+from gateway.hosts import hosts_down
 from gateway.methods import Methods, agent_json
 from gateway.protocol import INVALID_PARAMS
 from workflows.mailbox.client import Mailbox
@@ -81,6 +84,7 @@ class ConsoleApp:
         return [
             Route("/", self.home),
             Route("/agents/{agent_id}", guarded(self.agent_page)),
+            Route("/inbox", guarded(self.inbox_page)),
             Route("/trace/{event_id}", guarded(self.trace_page)),
             Route("/stream", guarded(self.stream)),
             Route("/approvals/{approval_id}", self._changes(self.decide), methods=["POST"]),
@@ -146,6 +150,7 @@ class ConsoleApp:
         html = pages.render(
             "agents.html",
             agents=listed,
+            hosts_down=hosts_down(listed),
             last_events={a: pages.clock(t) for a, t in last.items()},
             approvals=await self._approvals.open_views(),
             **self._page_context(seq),
@@ -170,6 +175,18 @@ class ConsoleApp:
         )
         return _page(html)
 
+    async def inbox_page(self, request: Request) -> Response:
+        """What agents said to the human here (the local channel), newest first."""
+        seq = await self._store.last_seq()
+        said = (await self._methods.dispatch("inbox", {"limit": TIMELINE}))["messages"]
+        events = [Event.model_validate(m) for m in reversed(said)]
+        html = pages.render(
+            "inbox.html",
+            timeline=[(e, pages.clock(e.created_at)) for e in events],
+            **self._page_context(seq, inbox=True),
+        )
+        return _page(html)
+
     async def trace_page(self, request: Request) -> Response:
         event_id = request.path_params["event_id"]
         try:
@@ -178,10 +195,14 @@ class ConsoleApp:
             return _page(exc.message, 404)
         return _page(pages.render("trace.html", trace=trace, **self._page_context(None)))
 
-    def _page_context(self, seq: int | None, agent_id: str | None = None) -> dict[str, Any]:
+    def _page_context(
+        self, seq: int | None, agent_id: str | None = None, *, inbox: bool = False
+    ) -> dict[str, Any]:
         stream = "" if seq is None else f"/stream?seq={seq}&since={_now().isoformat()}"
         if agent_id and stream:
             stream += f"&agent={agent_id}"
+        if inbox and stream:
+            stream += "&inbox=1"
         return {"csrf": self._access.csrf, "stream": stream}
 
     # ---- changes ----------------------------------------------------------------------------
@@ -228,25 +249,26 @@ class ConsoleApp:
     # ---- the live stream --------------------------------------------------------------------
 
     async def stream(self, request: Request) -> Response:
-        agent_id = request.query_params.get("agent")
+        page = Shown(
+            agent_id=request.query_params.get("agent"),
+            inbox=request.query_params.get("inbox") == "1",
+        )
         seq = _int(request.query_params.get("seq"))
         since = _time(request.query_params.get("since"))
         return Streaming(
-            self._messages(agent_id, seq, since),
+            self._messages(page, seq, since),
             media_type="text/event-stream",
             headers={**HEADERS, "X-Accel-Buffering": "no"},
         )
 
-    async def _messages(
-        self, agent_id: str | None, seq: int, since: datetime
-    ) -> AsyncIterator[str]:
+    async def _messages(self, page: Shown, seq: int, since: datetime) -> AsyncIterator[str]:
         async with self._feed.listen() as changes:
             yield "retry: 1000\n\n"
             # What changed between the page's render and this stream: told again, harmlessly.
             for agent in await self._store.agents_changed_since(since - timedelta(seconds=1)):
-                yield self._message(Change("agent", agent.id, agent=agent), agent_id)
+                yield self._message(Change("agent", agent.id, agent=agent), page)
             for at, event in await self._store.events_after_seq(seq, 200):
-                yield self._message(Change("event", event.agent_id, event=event, seq=at), agent_id)
+                yield self._message(Change("event", event.agent_id, event=event, seq=at), page)
             while True:
                 try:
                     change = await asyncio.wait_for(changes.get(), KEEPALIVE_S)
@@ -256,9 +278,10 @@ class ConsoleApp:
                 if change is None:  # the gateway is closing, or the page fell behind
                     yield "event: again\ndata: {}\n\n"
                     return
-                yield self._message(change, agent_id)
+                yield self._message(change, page)
 
-    def _message(self, change: Change, page_agent: str | None) -> str:
+    def _message(self, change: Change, page: Shown) -> str:
+        page_agent = page.agent_id
         mine = page_agent is None or change.agent_id == page_agent
         data: dict[str, Any]
         if change.agent is not None:
@@ -266,7 +289,7 @@ class ConsoleApp:
         elif change.event is not None:
             e = change.event
             data = {"agent": e.agent_id, "at": pages.clock(e.created_at), "id": f"event-{e.id}"}
-            if page_agent == e.agent_id:
+            if page_agent == e.agent_id or (page.inbox and _to_the_human(e)):
                 data["html"] = pages.item(e)
         elif change.approval is not None and mine:
             view = change.approval
@@ -278,6 +301,19 @@ class ConsoleApp:
         else:
             return ""
         return f"event: {change.kind}\ndata: {json.dumps(data)}\n\n"
+
+
+@dataclass(frozen=True)
+class Shown:
+    """What a page shows, so its stream carries what it needs: one agent's timeline, or the
+    inbox (neither: the agents page)."""
+
+    agent_id: str | None = None
+    inbox: bool = False
+
+
+def _to_the_human(event: Event) -> bool:
+    return event.channel_id == LOCAL_CHANNEL and event.direction == "out"
 
 
 def _page(html: str, status: int = 200) -> HTMLResponse:

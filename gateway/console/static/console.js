@@ -76,12 +76,17 @@
 
   async function follow(output, agent, eventId) {
     // queued → typed → submitted, as the mailbox says; each ask waits until it moves on.
+    // Typed and asked again with no change: the agent's hooks do not report, or it has not
+    // taken the prompt yet; either way the page has said all it can.
+    let last = "";
     for (let asks = 0; asks < 30; asks++) {
       const answer = await fetch("/agents/" + encodeURIComponent(agent) + "/sent/" +
         encodeURIComponent(eventId), { credentials: "same-origin" });
       const data = await answer.json();
       output.textContent = eventId + ": " + data.status + (data.error ? " (" + data.error + ")" : "");
       if (data.status !== "queued" && data.status !== "delivered") return;
+      if (data.status === "delivered" && last === "delivered") return;
+      last = data.status;
     }
   }
 
