@@ -20,6 +20,7 @@ from temporalio.testing import WorkflowEnvironment
 from tests.support.browser import console_address, console_stack, launched, serving
 from tests.support.cli import AGENTCOMMS
 from tests.support.fake_agent import FakeAgent, ready_agent, state_is
+from tests.support.home import write_config
 from tests.support.stack import Stack
 from tests.support.tmux import SENT_HEADER, Tmux
 from tests.support.waiting import eventually
@@ -243,3 +244,20 @@ async def test_the_inbox_shows_what_an_agent_says_to_the_human_as_it_says_it(
     await stack.call("reply", channel_id="cli:local", agent_id=agent_id, message="migration ready?")
     await expect(items.first).to_contain_text("migration ready?", timeout=SHOWN_S)
     await expect(items).to_have_count(2)
+
+
+async def test_the_doctor_page_lists_doctors_checks(stack: Stack, page: Page, home: Path) -> None:
+    cfg = stack.cfg
+    write_config(
+        home,
+        {
+            "server": {"socket_path": str(cfg.server.socket())},
+            "temporal": {"address": cfg.temporal.address, "task_queue": cfg.temporal.task_queue},
+            "database": {"url": cfg.database.url},
+        },
+    )
+    await _opened(page, stack)
+    await page.get_by_role("link", name="Doctor").click()
+    gateway = page.locator(".checks li", has_text="the gateway answers on")
+    await expect(gateway).to_contain_text(str(cfg.server.socket()), timeout=30_000)
+    await expect(page.locator(".checks li", has_text="Temporal answers at")).to_have_count(1)

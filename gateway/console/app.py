@@ -85,6 +85,7 @@ class ConsoleApp:
             Route("/", self.home),
             Route("/agents/{agent_id}", guarded(self.agent_page)),
             Route("/inbox", guarded(self.inbox_page)),
+            Route("/doctor", guarded(self.doctor_page)),
             Route("/trace/{event_id}", guarded(self.trace_page)),
             Route("/stream", guarded(self.stream)),
             Route("/approvals/{approval_id}", self._changes(self.decide), methods=["POST"]),
@@ -186,6 +187,13 @@ class ConsoleApp:
             **self._page_context(seq, inbox=True),
         )
         return _page(html)
+
+    async def doctor_page(self, request: Request) -> Response:
+        """`agentcomms doctor`'s checks, run now, one line each with what to do."""
+        from agentcomms.cli.doctor import run_checks
+
+        checks = await run_checks()
+        return _page(pages.render("doctor.html", checks=checks, **self._page_context(None)))
 
     async def trace_page(self, request: Request) -> Response:
         event_id = request.path_params["event_id"]
