@@ -159,6 +159,43 @@ async def test_allow_clicked_on_a_pending_approval_reaches_the_hook(
     )
 
 
+async def test_allow_for_this_session_gives_what_the_agent_offered(
+    stack: Stack, page: Page
+) -> None:
+    agent_id = stack.agent_id("offering")
+    offered = [{"type": "addDirectories", "directories": ["/p"], "destination": "session"}]
+    await _opened(page, stack, "/")
+    opened = await stack.call(
+        "approval_open",
+        kind="claude-code",
+        agent_id=agent_id,
+        tool_name="Bash",
+        tool_input={"command": "ls /p"},
+        permission_suggestions=offered,
+    )
+    card = page.locator(f"#approval-{opened['id']}")
+    await card.get_by_role("button", name="Allow for this session").click(timeout=SHOWN_S)
+    waited = await stack.call("approval_wait", id=opened["id"], wait_s=20)
+    assert waited["decision"] == {"behavior": "allow", "updatedPermissions": offered}
+    await expect(card).to_contain_text("allowed for the session by", timeout=SHOWN_S)
+
+
+def test_the_pages_templates_and_script_are_installed_with_the_package() -> None:
+    import fnmatch
+    import tomllib
+
+    root = Path(__file__).resolve().parent.parent
+    data = tomllib.loads((root / "pyproject.toml").read_text())
+    globs = data["tool"]["setuptools"]["package-data"]["gateway.console"]
+    folder = root / "gateway" / "console"
+    shipped = [
+        p.relative_to(folder).as_posix()
+        for p in folder.rglob("*")
+        if p.is_file() and p.suffix != ".py" and "__pycache__" not in p.parts
+    ]
+    assert shipped and all(any(fnmatch.fnmatch(f, g) for g in globs) for f in shipped), shipped
+
+
 def _typed(fake: FakeAgent, text: str) -> bool:
     """Whether the pane received `text` and Enter (the stand-in records every byte typed)."""
     return f"{text}\r".encode() in fake.typed()
@@ -181,6 +218,12 @@ async def test_a_message_from_the_composer_is_typed_into_the_pane(
     item = page.locator("#timeline .item", has_text="hello from the console")
     await expect(item).to_have_count(1, timeout=SHOWN_S)
     await eventually(lambda: state_is(stack, agent_id, "busy"))
+    # Busy: the interrupt button presses the agent's interrupt key (C-c) at once.
+    await page.get_by_role("button", name="Interrupt").click()
+    await eventually(lambda: b"\x03" in fake.typed(), timeout=20)
+    # Each item opens its trace.
+    await item.get_by_role("link", name="trace").click()
+    await expect(page.locator("ol.trace")).to_contain_text("accepted", timeout=SHOWN_S)
 
 
 async def test_a_cross_site_post_is_refused(
