@@ -280,6 +280,8 @@ async def test_the_inbox_shows_what_an_agent_says_to_the_human_as_it_says_it(
     stack: Stack, page: Page
 ) -> None:
     agent_id = stack.agent_id("talker")
+    await stack.call("register", agent_id=agent_id, target="nowhere:0.0")
+    await eventually(lambda: stack.store.get_agent(agent_id))
     await stack.call("reply", channel_id="cli:local", agent_id=agent_id, message="first words")
     await _opened(page, stack, "/inbox")
     items = page.locator("#timeline .item")
@@ -287,6 +289,12 @@ async def test_the_inbox_shows_what_an_agent_says_to_the_human_as_it_says_it(
     await stack.call("reply", channel_id="cli:local", agent_id=agent_id, message="migration ready?")
     await expect(items.first).to_contain_text("migration ready?", timeout=SHOWN_S)
     await expect(items).to_have_count(2)
+    # The agents page shows it as the agent's last reply.
+    await page.get_by_role("link", name="Agents").click()
+    reply = page.locator(f'[data-agent="{agent_id}"] [data-field="last_reply"]')
+    await expect(reply).to_have_text("migration ready?")
+    await stack.call("reply", channel_id="cli:local", agent_id=agent_id, message="done  now")
+    await expect(reply).to_have_text("done now", timeout=SHOWN_S)
 
 
 async def test_the_doctor_page_lists_doctors_checks(stack: Stack, page: Page, home: Path) -> None:

@@ -47,3 +47,15 @@ async def test_events_after_a_place_and_each_agents_newest(store: Store) -> None
     assert await store.events_after_seq(seq, 1) == after[:1]
     newest = await store.last_event_times()
     assert newest == {"backend": later[0].created_at, "frontend": later[1].created_at}
+
+
+async def test_each_agents_newest_message_out(store: Store) -> None:
+    said = [
+        message("backend", "cli:local", "first", direction="out", type="agent_message"),
+        message("backend", "cli:local", "second", direction="out", type="agent_message"),
+        message("backend", "cli:local", "a human's", direction="in"),
+    ]
+    for event in said:
+        await store.record_event(event)
+    replies = await store.last_replies()
+    assert {a: e.payload["text"] for a, e in replies.items()} == {"backend": "second"}

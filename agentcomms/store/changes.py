@@ -39,3 +39,14 @@ class Changes(StoreBase):
         stmt = select(EventRow.agent_id, EventRow.created_at).where(EventRow.seq.in_(newest))
         async with self._engine.connect() as conn:
             return {agent_id: at for agent_id, at in await conn.execute(stmt)}
+
+    async def last_replies(self) -> dict[str, Event]:
+        """Each agent's newest message out (to a human or a chat), by agent (one read)."""
+        newest = (
+            select(func.max(EventRow.seq))
+            .where(EventRow.direction == "out", EventRow.type == "agent_message")
+            .group_by(EventRow.agent_id)
+        )
+        stmt = select(EventRow).where(EventRow.seq.in_(newest))
+        async with self._engine.connect() as conn:
+            return {row.agent_id: from_row(Event, row) for row in await conn.execute(stmt)}

@@ -148,11 +148,13 @@ class ConsoleApp:
         seq = await self._store.last_seq()
         listed = (await self._methods.dispatch("agents", {"include_offline": True}))["agents"]
         last = await self._store.last_event_times()
+        replies = await self._store.last_replies()
         html = pages.render(
             "agents.html",
             agents=listed,
             hosts_down=hosts_down(listed),
             last_events={a: pages.clock(t) for a, t in last.items()},
+            last_replies={a: pages.reply_text(e) for a, e in replies.items()},
             approvals=await self._approvals.open_views(),
             **self._page_context(seq),
         )
@@ -296,7 +298,12 @@ class ConsoleApp:
             data = pages.agent_fields(change.agent)
         elif change.event is not None:
             e = change.event
-            data = {"agent": e.agent_id, "at": pages.clock(e.created_at), "id": f"event-{e.id}"}
+            data = {
+                "agent": e.agent_id,
+                "at": pages.clock(e.created_at),
+                "id": f"event-{e.id}",
+                "reply": pages.reply_text(e),
+            }
             if page_agent == e.agent_id or (page.inbox and _to_the_human(e)):
                 data["html"] = pages.item(e)
         elif change.approval is not None and mine:

@@ -13,6 +13,9 @@ from agentcomms.models import Agent, Event
 from gateway.approval_chats import said
 from gateway.methods import agent_json
 
+# How much of an agent's last reply the agents page shows.
+REPLY_CHARS = 80
+
 _env = Environment(
     loader=PackageLoader("gateway.console", "templates"),
     autoescape=select_autoescape(default=True, default_for_string=True),
@@ -42,8 +45,16 @@ def state_text(agent: dict[str, Any]) -> str:
     return str(_part("state_text")(agent))
 
 
-def agent_row(agent: dict[str, Any], last_event: str | None) -> str:
-    return str(_part("agent_row")(agent, last_event))
+def agent_row(agent: dict[str, Any], last_event: str | None, last_reply: str | None) -> str:
+    return str(_part("agent_row")(agent, last_event, last_reply))
+
+
+def reply_text(event: Event) -> str | None:
+    """An agent's message out, as a list shows it: its first words; None for anything else."""
+    if event.direction != "out" or event.type != "agent_message":
+        return None
+    text = " ".join(str(event.payload.get("text") or "").split())
+    return text if len(text) <= REPLY_CHARS else text[: REPLY_CHARS - 1] + "…"
 
 
 def approval(view: ApprovalView, csrf: str, back: str) -> str:
@@ -66,5 +77,5 @@ def agent_fields(agent: Agent) -> dict[str, Any]:
             "pending": str(row["pending"]),
         },
         "state": row["state"],
-        "row": agent_row(row, None),
+        "row": agent_row(row, None, None),
     }

@@ -31,6 +31,8 @@
     for (const place of within(d.agent)) {
       const at = place.querySelector('[data-field="last_event"]');
       if (at) at.textContent = d.at;
+      const reply = place.querySelector('[data-field="last_reply"]');
+      if (reply && d.reply) reply.textContent = d.reply;
     }
     const timeline = document.getElementById("timeline");
     if (d.html && timeline && !document.getElementById(d.id)) {
