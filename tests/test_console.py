@@ -217,6 +217,7 @@ async def test_a_message_from_the_composer_is_typed_into_the_pane(
     await expect(sent).to_contain_text("submitted", timeout=SHOWN_S)
     item = page.locator("#timeline .item", has_text="hello from the console")
     await expect(item).to_have_count(1, timeout=SHOWN_S)
+    await expect(item.locator(".status")).to_have_text("delivered", timeout=SHOWN_S)
     await eventually(lambda: state_is(stack, agent_id, "busy"))
     # Busy: the interrupt button presses the agent's interrupt key (C-c) at once.
     await page.get_by_role("button", name="Interrupt").click()
@@ -312,3 +313,19 @@ async def test_the_doctor_page_lists_doctors_checks(stack: Stack, page: Page, ho
     gateway = page.locator(".checks li", has_text="the gateway answers on")
     await expect(gateway).to_contain_text(str(cfg.server.socket()), timeout=30_000)
     await expect(page.locator(".checks li", has_text="Temporal answers at")).to_have_count(1)
+
+
+async def test_a_timeline_items_status_moves_on_in_the_open_page(
+    stack: Stack, tmux: Tmux, tmp_path: Path, page: Page
+) -> None:
+    agent_id, fake = await ready_agent(stack, tmux, tmp_path)
+    await fake.hook("UserPromptSubmit", prompt="a long task")
+    await eventually(lambda: state_is(stack, agent_id, "busy"))
+    await _opened(page, stack, f"/agents/{agent_id}")
+    await page.get_by_label(f"Message to {agent_id}").fill("when you are done")
+    await page.get_by_role("button", name="Send").click()
+    status = page.locator("#timeline .item", has_text="when you are done").locator(".status")
+    await expect(status).to_have_text("new", timeout=SHOWN_S)  # it waits: the agent is busy
+    await fake.hook("Stop", last_assistant_message="finished")
+    await eventually(lambda: _typed(fake, f"{SENT_HEADER}when you are done"), timeout=20)
+    await expect(status).to_have_text("delivered", timeout=SHOWN_S)

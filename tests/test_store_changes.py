@@ -45,6 +45,9 @@ async def test_events_after_a_place_and_each_agents_newest(store: Store) -> None
     assert [e.id for _, e in after] == [e.id for e in later]
     assert [s for s, _ in after] == sorted(s for s, _ in after) and after[0][0] > seq
     assert await store.events_after_seq(seq, 1) == after[:1]
+    assert sorted(await store.statuses_after_seq(seq)) == sorted(
+        (e.id, e.agent_id, "new") for e in later
+    )
     newest = await store.last_event_times()
     assert newest == {"backend": later[0].created_at, "frontend": later[1].created_at}
 

@@ -33,6 +33,13 @@ class Changes(StoreBase):
         async with self._engine.connect() as conn:
             return [(row.seq, from_row(Event, row)) for row in await conn.execute(stmt)]
 
+    async def statuses_after_seq(self, seq: int) -> list[tuple[str, str, str]]:
+        """(id, agent, status) of every event after ``seq``: the recent ones a live page shows,
+        whose status moves on (typed, failed) without a new row."""
+        stmt = select(EventRow.id, EventRow.agent_id, EventRow.status).where(EventRow.seq > seq)
+        async with self._engine.connect() as conn:
+            return [(i, a, st) for i, a, st in await conn.execute(stmt)]
+
     async def last_event_times(self) -> dict[str, datetime]:
         """When each agent's newest event was made, by agent (one read for all of them)."""
         newest = select(func.max(EventRow.seq)).group_by(EventRow.agent_id)

@@ -306,6 +306,8 @@ class ConsoleApp:
             }
             if page_agent == e.agent_id or (page.inbox and _to_the_human(e)):
                 data["html"] = pages.item(e)
+        elif change.status is not None:
+            data = {"id": f"event-{change.event_id}", "status": change.status}
         elif change.approval is not None and mine:
             view = change.approval
             back = f"/agents/{page_agent}" if page_agent else "/"

@@ -28,18 +28,22 @@ TICK_S = 0.25
 # Rows are written at their writer's time, a moment before they land: read back this far.
 SETTLE = timedelta(seconds=5)
 EVENTS_PER_TICK = 200
+# The newest events whose status a page may show moving on (queued → delivered, failed).
+WATCHED_STATUSES = 500
 # A page that stops reading (a sleeping laptop) is dropped past this; its browser connects again.
 BACKLOG = 2_000
 
 
 @dataclass(frozen=True)
 class Change:
-    kind: Literal["agent", "event", "approval"]
+    kind: Literal["agent", "event", "status", "approval"]
     agent_id: str
     agent: Agent | None = None
     event: Event | None = None
     seq: int = 0
     approval: ApprovalView | None = None
+    event_id: str | None = None
+    status: str | None = None
 
 
 def _shown(a: Agent) -> tuple[Any, ...]:
@@ -96,6 +100,7 @@ class Feed:
 
     async def _watch(self) -> None:
         known: dict[str, tuple[Any, ...]] = {}
+        statuses: dict[str, str] = {}
         newest: datetime | None = None
         seq: int | None = None
         while self._pages:
@@ -107,6 +112,7 @@ class Feed:
                 if seq is None:
                     seq = await self._store.last_seq()
                 events = await self._store.events_after_seq(seq, EVENTS_PER_TICK)
+                recent = await self._store.statuses_after_seq(seq - WATCHED_STATUSES)
             except Exception as exc:  # the database away for a moment: look again
                 log.warning("console: cannot read the projection: %s", exc)
                 await asyncio.sleep(1)
@@ -121,4 +127,8 @@ class Feed:
                         self.publish(Change("agent", agent.id, agent=agent))
             for seq, event in events:
                 self.publish(Change("event", event.agent_id, event=event, seq=seq))
+            for event_id, agent_id, status in recent:
+                if statuses.get(event_id, status) != status:
+                    self.publish(Change("status", agent_id, event_id=event_id, status=status))
+            statuses = {event_id: status for event_id, _, status in recent}
             await asyncio.sleep(self._tick_s)

@@ -40,6 +40,11 @@
     }
   }
 
+  function onStatus(d) {
+    const status = document.querySelector("#" + CSS.escape(d.id) + " .status");
+    if (status) status.textContent = d.status;
+  }
+
   function onApproval(d) {
     const shown = document.getElementById(d.id);
     if (shown) { shown.outerHTML = d.html; return; }
@@ -57,7 +62,7 @@
       say("live");
     };
     source.onerror = function () { broken = true; say("reconnecting…"); };
-    const handlers = { agent: onAgent, event: onEvent, approval: onApproval };
+    const handlers = { agent: onAgent, event: onEvent, status: onStatus, approval: onApproval };
     for (const [kind, handle] of Object.entries(handlers)) {
       source.addEventListener(kind, function (e) { handle(JSON.parse(e.data)); });
     }
