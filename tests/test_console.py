@@ -329,3 +329,15 @@ async def test_a_timeline_items_status_moves_on_in_the_open_page(
     await fake.hook("Stop", last_assistant_message="finished")
     await eventually(lambda: _typed(fake, f"{SENT_HEADER}when you are done"), timeout=20)
     await expect(status).to_have_text("delivered", timeout=SHOWN_S)
+
+
+async def test_what_a_request_names_is_never_markup(stack: Stack) -> None:
+    console = stack.gateway.console
+    assert console is not None
+    cookies = {"agentcomms_console": console.access.cookie_value()}
+    named = "<img src=x onerror=alert(1)>"
+    async with httpx.AsyncClient(cookies=cookies) as http:
+        missing = await http.get(f"{console_address(stack, token=False)}agents/{named}")
+    assert missing.status_code == 404
+    assert missing.headers["content-type"].startswith("text/plain")
+    assert "default-src 'self'" in missing.headers["content-security-policy"]

@@ -20,7 +20,13 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.responses import (
+    HTMLResponse,
+    JSONResponse,
+    PlainTextResponse,
+    RedirectResponse,
+    Response,
+)
 from starlette.responses import StreamingResponse as Streaming
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
@@ -117,13 +123,13 @@ class ConsoleApp:
             form = {k: v[0] for k, v in parse_qs(body, keep_blank_values=True).items()}
             given = form.get(CSRF_FIELD) or request.headers.get("x-csrf-token")
             if not self._access.form_is_ours(given):
-                return _page("forbidden: this form did not come from the console", 403)
+                return _said("forbidden: this form did not come from the console", 403)
             try:
                 return await handler(request, form)
             except RpcError as exc:
                 if _wants_json(request):
                     return JSONResponse({"error": exc.message}, 400, headers=HEADERS)
-                return _page(f"{exc.message}", 400)
+                return _said(exc.message, 400)
 
         return checked
 
@@ -165,7 +171,7 @@ class ConsoleApp:
         seq = await self._store.last_seq()
         row = await self._store.get_agent(agent_id)
         if row is None:
-            return _page(f"no agent {agent_id!r}; the agents page lists them", 404)
+            return _said(f"no agent {agent_id!r}; the agents page lists them", 404)
         events = await self._store.latest_events(agent_id, TIMELINE)
         views = [v for v in await self._approvals.open_views() if v.request.agent_id == agent_id]
         html = pages.render(
@@ -202,7 +208,7 @@ class ConsoleApp:
         try:
             trace = await self._methods.dispatch("trace", {"event_id": event_id})
         except RpcError as exc:
-            return _page(exc.message, 404)
+            return _said(exc.message, 404)
         return _page(pages.render("trace.html", trace=trace, **self._page_context(None)))
 
     def _page_context(
@@ -220,7 +226,7 @@ class ConsoleApp:
     async def decide(self, request: Request, form: dict[str, str]) -> Response:
         behavior = BEHAVIORS.get(form.get("behavior", ""))
         if behavior is None:
-            return _page("behavior: expected allow, allow_session or deny", 400)
+            return _said("behavior: expected allow, allow_session or deny", 400)
         result = await self._approvals.decide(
             request.path_params["approval_id"],
             behavior,
@@ -335,6 +341,11 @@ def _to_the_human(event: Event) -> bool:
 
 def _page(html: str, status: int = 200) -> HTMLResponse:
     return HTMLResponse(html, status, headers=HEADERS)
+
+
+def _said(message: str, status: int) -> PlainTextResponse:
+    """An error in words, as text: what it names (an agent id, a path) is never markup."""
+    return PlainTextResponse(message, status, headers=HEADERS)
 
 
 def _locked() -> HTMLResponse:
