@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -18,7 +19,7 @@ from playwright.async_api import Browser, Page, expect
 from temporalio.testing import WorkflowEnvironment
 
 from tests.support.browser import console_address, console_stack, launched, serving
-from tests.support.cli import AGENTCOMMS
+from tests.support.cli import AGENTCOMMS, env_for, run, stop, wait_for_line
 from tests.support.fake_agent import FakeAgent, ready_agent, state_is
 from tests.support.home import write_config
 from tests.support.stack import Stack
@@ -341,3 +342,38 @@ async def test_what_a_request_names_is_never_markup(stack: Stack) -> None:
     assert missing.status_code == 404
     assert missing.headers["content-type"].startswith("text/plain")
     assert "default-src 'self'" in missing.headers["content-security-policy"]
+
+
+def _console_process(env: dict[str, str]) -> subprocess.Popen[str]:
+    """`agentcomms console` as a person runs it, its output a line-buffered pipe."""
+    return subprocess.Popen(
+        [AGENTCOMMS, "console"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True, bufsize=1,
+    )  # fmt: skip
+
+
+async def test_agentcomms_console_alone_runs_the_gateway_that_serves_it(
+    temporal_env: WorkflowEnvironment, tmp_path: Path
+) -> None:
+    address = temporal_env.client.service_client.config.target_host
+    env = env_for(
+        tmp_path / "alone",
+        AGENTCOMMS_TEMPORAL__ADDRESS=address,
+        AGENTCOMMS_TEMPORAL__TASK_QUEUE=f"tq-{tmp_path.name}",
+        AGENTCOMMS_SECURITY__DEPLOYMENT_KEY="a-deployment-key-for-this-test-only-000",
+    )
+    proc = _console_process(env)
+    try:
+        printed = "".join(await asyncio.to_thread(wait_for_line, proc, "Console"))
+        line = re.search(r"Console\s+(http://127\.0\.0\.1:\d+/\?t=\S+)", printed)
+        assert line is not None, printed
+        async with httpx.AsyncClient() as http:
+            opened = await http.get(line[1])
+        assert opened.status_code == 303 and "agentcomms_console" in opened.cookies
+        # Asked again while that gateway runs, it only prints the address.
+        again = await asyncio.to_thread(run, env, "console")
+        assert (again.returncode, line[1] in again.stdout) == (0, True), again.stdout
+    finally:
+        proc.terminate()
+        await asyncio.to_thread(proc.wait, 15)
+        stop(proc)
