@@ -42,7 +42,7 @@ from temporalio.runtime import (
     TelemetryFilter,
 )
 
-from agentcomms.config import Config, TemporalConfig, VoiceConfig
+from agentcomms.config import Config, ConsoleConfig, TemporalConfig, VoiceConfig
 from agentcomms.runtime import Runtime as Stack
 from agentcomms.runtime import temporal_and_store
 from agentcomms.voice.warm import WARM_UP_TASK
@@ -89,7 +89,9 @@ def _config_in(home: Path, voice: VoiceConfig | None = None) -> Config:
     os.environ["AGENTCOMMS_HOME"] = str(home)
     home.mkdir(mode=0o700, parents=True, exist_ok=True)
     return Config(
-        temporal=TemporalConfig(address=f"127.0.0.1:{free_port()}"), voice=voice or VoiceConfig()
+        temporal=TemporalConfig(address=f"127.0.0.1:{free_port()}"),
+        voice=voice or VoiceConfig(),
+        console=ConsoleConfig(enabled=False),  # bench_console serves one on a port of its own
     )
 
 

@@ -19,13 +19,14 @@ from pydantic import Field, StringConstraints
 from temporalio.client import Client
 
 from agentcomms.agents.hook import trimmed
-from agentcomms.approval_models import ApprovalRequest, ApprovalView, Decision
+from agentcomms.approval_models import ApprovalRequest, ApprovalView, Behavior, Decision
 from agentcomms.bridge.fields import TmuxSocket
 from agentcomms.bridge.sanitize import sanitize
 from agentcomms.config import Config
 from agentcomms.config.redact import mask_secrets
 from agentcomms.errors import RpcError
 from agentcomms.logs import redact
+from agentcomms.models import utcnow
 from agentcomms.trust import DeploymentKey
 from gateway.agent_hooks import AgentHookMethods, PaneId
 from gateway.approval_chats import ApprovalChats
@@ -86,6 +87,9 @@ class ApprovalMethods:
         # The approvals this gateway opened that may still be open, each with the agent, tool
         # and input (as the hook reports them) whose run or end means it was answered elsewhere.
         self._waiting: dict[str, tuple[str, str, Any]] = {}
+        # Who else shows approvals (the console): told of each one opened here and of each
+        # decision recorded here, whatever surface gave it.
+        self.observers: list[Callable[[ApprovalView], None]] = []
         hooks.observers.append(self.agent_did)
 
     def methods(self) -> dict[str, tuple[type[Params], Callable[[Any], Awaitable[Any]]]]:
@@ -120,6 +124,7 @@ class ApprovalMethods:
                 continue  # a short id is taken now and then: draw another
             self._waiting[request.id] = (agent_id, p.tool_name, _as_reported(p.tool_input))
             self._chats.announce(request)
+            self._tell(ApprovalView(request=request, opened_at=utcnow()))
             log.info(
                 "approval %s opened: agent %s asks to use %s", request.id, agent_id, p.tool_name
             )
@@ -132,13 +137,20 @@ class ApprovalMethods:
         view = await self._approvals.wait(p.id.upper(), p.wait_s)
         if view is None:
             return {"status": "open"}
-        self._waiting.pop(view.request.id, None)
+        if self._waiting.pop(view.request.id, None) is not None:
+            self._tell(view)  # decided where this gateway did not hear it (a timeout)
         self._chats.settle(view)
         return {"status": "decided", "decision": hook_decision(self._key, view), **_summary(view)}
 
     async def approval_decide(self, p: ApprovalDecideParams) -> dict[str, Any]:
-        if p.behavior == "allow_session":
-            view = await self._approvals.view(p.id.upper())
+        return await self.answer(p.id, p.behavior, by=p.by, via=p.via, message=p.message)
+
+    async def answer(
+        self, approval_id: str, behavior: Behavior, *, by: str, via: str, message: str | None
+    ) -> dict[str, Any]:
+        """A person's answer from the terminal or the console; the first answer wins."""
+        if behavior == "allow_session":
+            view = await self._approvals.view(approval_id.upper())
             if view is not None and view.open and not view.request.suggestions:
                 raise RpcError(
                     INVALID_PARAMS,
@@ -147,16 +159,17 @@ class ApprovalMethods:
                 )
         decided = await self.decide(
             Decision(
-                approval_id=p.id.upper(),
-                behavior=p.behavior,
-                message=_shown(p.message, 2_000) if p.message else None,
-                by=_shown(p.by, 100),
-                via=p.via,
+                approval_id=approval_id.upper(),
+                behavior=behavior,
+                message=_shown(message, 2_000) if message else None,
+                by=_shown(by, 100),
+                via=via,
             )
         )
         if decided is None:
             raise RpcError(
-                NOT_FOUND, f"no approval {p.id!r}; `agentcomms approvals` lists the open ones"
+                NOT_FOUND,
+                f"no approval {approval_id!r}; `agentcomms approvals` lists the open ones",
             )
         return {"accepted": decided.accepted, **_summary(decided.view)}
 
@@ -167,7 +180,16 @@ class ApprovalMethods:
         self._waiting.pop(decision.approval_id, None)
         if decided is not None and decided.view.decision is not None:
             self._chats.settle(decided.view)
+            if decided.accepted:
+                self._tell(decided.view)
         return decided
+
+    def _tell(self, view: ApprovalView) -> None:
+        for observer in self.observers:
+            try:
+                observer(view)
+            except Exception:
+                log.exception("approval %s: an observer failed", view.request.id)
 
     async def agent_did(self, agent_id: str, event: str, payload: dict[str, Any]) -> None:
         """Answered in the agent's own dialog, Claude leaves the hook waiting: the tool's run
@@ -190,13 +212,16 @@ class ApprovalMethods:
                 log.exception("approval %s: could not close it as answered", approval_id)
 
     async def approvals(self, p: ApprovalsListParams) -> dict[str, Any]:
+        return {"approvals": [_listed(view) for view in await self.open_views()]}
+
+    async def open_views(self) -> list[ApprovalView]:
+        """The approvals still waiting for an answer, oldest first."""
         views = []
         for approval_id in await self._approvals.open_ids():
             view = await self._approvals.view(approval_id)
             if view is not None and view.open:
-                views.append(_listed(view))
-        views.sort(key=lambda v: v["opened_at"])
-        return {"approvals": views}
+                views.append(view)
+        return sorted(views, key=lambda v: v.opened_at)
 
 
 def hook_decision(key: DeploymentKey, view: ApprovalView) -> dict[str, Any] | None:

@@ -45,8 +45,12 @@ class WebhookServer:
         *,
         public_url: str | None = None,
         names: list[str] | None = None,
+        what: str = "webhooks",
+        settings: str = "server.http_host / server.http_port",
     ) -> None:
         self.host = host
+        self.what = what
+        self._settings = settings
         self.port = port
         self.doorman = Doorman(host, port, public_url=public_url, names=names or [])
         guard = Middleware(Guard, doorman=self.doorman, max_body=MAX_WEBHOOK_BODY)
@@ -63,20 +67,22 @@ class WebhookServer:
             log_level="warning",
             access_log=False,  # a webhook URL may carry a provider's token
             proxy_headers=False,  # signatures are checked against server.public_url instead
+            # A page's open event stream ends when the gateway closes, and nothing waits longer.
+            timeout_graceful_shutdown=3,
         )
         self._server = _Server(config)
-        self._task = asyncio.create_task(self._server.serve(), name="webhook server")
+        self._task = asyncio.create_task(self._server.serve(), name=self.what)
         while not self._server.started:
             if self._task.done():
                 self._task = None
                 raise AgentcommsError(
-                    f"Cannot listen for webhooks on {self.host}:{self.port} (in use, or not "
-                    "an address of this machine); set server.http_host / server.http_port"
+                    f"Cannot listen for {self.what} on {self.host}:{self.port} (in use, or not "
+                    f"an address of this machine); set {self._settings}"
                 )
             await asyncio.sleep(0.01)
         if self.port == 0:  # tests: the port the system chose
             self.port = self.doorman.port = self._server.servers[0].sockets[0].getsockname()[1]
-        log.info("webhooks on http://%s:%s", self.host, self.port)
+        log.info("%s on http://%s:%s", self.what, self.host, self.port)
 
     async def close(self) -> None:
         if self._server is None or self._task is None:

@@ -22,7 +22,7 @@ from agentcomms import transports
 from agentcomms.config import Config, host_name
 from agentcomms.errors import EventNotFound, MailboxFull, RpcError, TraceNotFound
 from agentcomms.ids import new_event_id
-from agentcomms.models import LOCAL_CHANNEL, Event, utcnow
+from agentcomms.models import LOCAL_CHANNEL, Agent, Event, utcnow
 from agentcomms.outbox_models import ChatSend, OutboxItem
 from agentcomms.store import Store
 from agentcomms.store.engine import display_url
@@ -71,6 +71,22 @@ def event_json(event: Event) -> dict[str, Any]:
     return data
 
 
+def agent_json(a: Agent) -> dict[str, Any]:
+    """An agent as `agents --json` shows it, from its projection row."""
+    return {
+        "id": a.id,
+        "type": a.type,
+        "target": a.target,
+        "status": a.status,
+        "pending": a.pending,
+        "host": a.host,
+        "last_error": a.last_error,
+        "state": a.state,
+        "waiting_for": a.waiting_for,
+        "state_since": a.state_since and a.state_since.isoformat(timespec="seconds"),
+    }
+
+
 class Methods:
     """Everything the socket can be asked; `dispatch` validates params and calls the method."""
 
@@ -94,6 +110,9 @@ class Methods:
         self._started_at = started_at
         self._tracer = Tracer(cfg, store, mailbox, self._host)
         self._hosts = HostWatch(mailbox.client, store)
+        # Where the console listens, once it does (its token is never said here: an agent's
+        # MCP server asks `status` too).
+        self.console_address: str | None = None
         self._table: dict[str, tuple[type[Params], Callable[[Any], Awaitable[Any]]]] = {
             "ping": (NoParams, self.ping),
             "status": (NoParams, self.status),
@@ -155,6 +174,7 @@ class Methods:
             "host": self._host,
             "temporal": self._cfg.temporal.address,
             "database": display_url(self._cfg.database.resolved_url()),
+            "console": self.console_address,
         }
 
     async def agents(self, p: AgentsParams) -> dict[str, Any]:
@@ -166,21 +186,7 @@ class Methods:
         write its own row)."""
         listed = await self._store.list_agents(include_offline=include_offline)
         down, waiting = await self._hosts.down(listed)
-        agents = {
-            a.id: {
-                "id": a.id,
-                "type": a.type,
-                "target": a.target,
-                "status": a.status,
-                "pending": a.pending,
-                "host": a.host,
-                "last_error": a.last_error,
-                "state": a.state,
-                "waiting_for": a.waiting_for,
-                "state_since": a.state_since and a.state_since.isoformat(timespec="seconds"),
-            }
-            for a in listed
-        }
+        agents = {a.id: agent_json(a) for a in listed}
         for a in listed:
             if (host_down := down.get(a.host or "")) and a.status != "offline":
                 agents[a.id] |= {

@@ -32,6 +32,7 @@ from workflows.outbox.client import Outbox
 
 if TYPE_CHECKING:
     from agentcomms.voice.callsystem.twilio import MediaSigner
+    from gateway.console import Console
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +73,9 @@ class Gateway:
         self.methods.extend(hooks.methods())
         hooks.observers.append(ReplyMirror(cfg, store, self.outbox).agent_did)
         self.approval_chats = ApprovalChats(cfg)
-        approvals = ApprovalMethods(cfg, client, self.key, hooks, self.approval_chats)
+        self.approvals = approvals = ApprovalMethods(
+            cfg, client, self.key, hooks, self.approval_chats
+        )
         self.methods.extend(approvals.methods())
         answers = ChatAnswers(
             cfg,
@@ -87,6 +90,7 @@ class Gateway:
         self.confinement = Confinement(cfg, store, self.methods.dispatch)
         self.server = SocketServer(cfg.server.socket(), self.confinement.dispatch)
         self.http: WebhookServer | None = None
+        self.console: Console | None = None
 
     async def start(self) -> None:
         await self.server.start()
@@ -104,6 +108,17 @@ class Gateway:
                 names=server.allowed_hosts,
             )
             await self.http.start()
+        if self.cfg.console.enabled:
+            await self.start_console()
+
+    async def start_console(self) -> None:
+        """The local web console, on loopback (`console.port`)."""
+        from gateway.console import Console
+
+        console = Console(self.cfg.console, self.store, self.methods, self.approvals, self.mailbox)
+        await console.start()
+        self.console = console
+        self.methods.console_address = console.address
 
     def _call_routes(self) -> list[Any]:
         """Twilio's voice webhooks and our signed audio, when calls go through Twilio."""
@@ -146,6 +161,8 @@ class Gateway:
             )
 
     async def close(self) -> None:
+        if self.console is not None:
+            await self.console.close()
         if self.http is not None:
             await self.http.close()
         await self.chat.close()

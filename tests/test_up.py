@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -55,6 +56,12 @@ def test_up_embeds_temporal_reports_status_and_stops_everything(up_env: dict[str
         assert ui in printed and str(home / "daemon.sock") in printed
         assert "embedded dev server" in printed
         assert httpx.get(ui, timeout=10).status_code == 200  # the Temporal UI, served offline
+        # The console's address with its token, which opens it (a cookie, the token gone).
+        console = re.search(r"Console\s+(http://127\.0\.0\.1:\d+/\?t=\S+)", printed)
+        assert console is not None, printed
+        opened = httpx.get(console[1], timeout=10)
+        assert opened.status_code == 303 and "agentcomms_console" in opened.cookies
+        assert httpx.get(console[1].partition("?")[0], timeout=10).status_code == 401
 
         # The worker that `up` runs shows as a poller of this host's queue and the shared one,
         # once each queue's first poll has reached the server (a loaded machine takes seconds).
@@ -68,7 +75,9 @@ def test_up_embeds_temporal_reports_status_and_stops_everything(up_env: dict[str
         assert all(len(ids) == 1 for ids in report["workers"].values()), report["workers"]
         assert report["gateway"]["running"] is True
         assert report["temporal"]["answering"] is True and report["temporal_ui"] == ui
-        assert "Workers" in run(up_env, "status").stdout
+        shown = run(up_env, "status").stdout
+        assert "Workers" in shown and console[1] in shown
+        assert console[1] in run(up_env, "console").stdout
         # A finished command that used a Temporal client must not abort while the interpreter
         # finalizes (temporalio/sdk-python#300): about one `status` in three did, with 134.
         for _ in range(10):

@@ -95,6 +95,7 @@ async def _up(cfg: Config, headless: bool) -> None:
                 ("Temporal", f"{cfg.temporal.address} ({where})"),
                 ("Temporal UI", info["temporal_ui"]),
                 ("Codec server", codec and f"http://{codec.host}:{codec.port}"),
+                ("Console", gateway.console.address_with_token() if gateway.console else None),
                 ("Socket", info["socket"]),
                 ("Database", info["database"]),
             ]
@@ -215,6 +216,8 @@ async def _gateway(cfg: Config) -> None:
         await gw.start()
         _watch_providers(rt, gw)
         console.print(f"gateway listening on {gw.server.path} — Ctrl-C stops it")
+        if gw.console is not None:
+            print_fields([("Console", gw.console.address_with_token())])
         try:
             await until_stopped(stop)
         finally:

@@ -18,6 +18,7 @@ from agentcomms.errors import AgentcommsError
 def show(as_json: bool) -> None:
     """Print the report; exit 1 when the gateway is down."""
     from agentcomms.config.reading import gateway_socket, temporal_address
+    from agentcomms.console_token import with_token
 
     try:
         socket, address = gateway_socket(), temporal_address()
@@ -39,6 +40,7 @@ def show(as_json: bool) -> None:
                 ("Socket", report["socket"]),
                 ("Temporal", f"{temporal['address']} ({answering})"),
                 ("Temporal UI", report.get("temporal_ui")),
+                ("Console", gw.get("console") and with_token(gw["console"])),
                 ("Workers", _describe_workers(report["workers"])),
                 (
                     "Agents",

@@ -336,6 +336,17 @@ class MetricsConfig(Section):
         return value
 
 
+class ConsoleConfig(Section):
+    """The local web console the gateway serves: agents, approvals, an agent's story."""
+
+    enabled: bool = Field(default=True, description="serve the console beside the gateway")
+    host: Literal["127.0.0.1", "localhost", "::1"] = Field(
+        default="127.0.0.1",
+        description="loopback only: whoever holds the token may answer approvals and type",
+    )
+    port: int = Field(default=8235, ge=0, le=65535)
+
+
 # An HMAC key shorter than this is guessable; a generated one has 43 characters.
 MIN_DEPLOYMENT_KEY_CHARS = 32
 
@@ -372,6 +383,7 @@ class Config(Section):
     voice: VoiceConfig = VoiceConfig()
     logging: LoggingConfig = LoggingConfig()
     metrics: MetricsConfig = MetricsConfig()
+    console: ConsoleConfig = ConsoleConfig()
     security: SecurityConfig = SecurityConfig()
 
     def approval_on_timeout(self, agent_id: str) -> Literal["terminal", "deny"]:

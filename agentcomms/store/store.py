@@ -34,6 +34,7 @@ from agentcomms.models import (
     utcnow,
 )
 from agentcomms.store.base import check_limit
+from agentcomms.store.changes import Changes
 from agentcomms.store.directory import Directory
 from agentcomms.store.engine import (
     PG_LOCK_AGENT_EVENTS,
@@ -60,12 +61,13 @@ def _shown_to_agent() -> ColumnElement[bool]:
     return EventRow.status != "rejected"
 
 
-class Store(ChatSenders, Directory, Guards):
+class Store(ChatSenders, Changes, Directory, Guards):
     """Events, agents, channels and calls in a SQL database (SQLite file or PostgreSQL).
 
     ``store = await Store.open(url)`` (or ``async with await Store.open(url) as store``). The
     events are here; agents, channels and calls are :class:`Directory`'s, the chat allowlist
-    :class:`ChatSenders`', the connection :class:`StoreBase`'s.
+    :class:`ChatSenders`', what changed for live views :class:`Changes`', the connection
+    :class:`StoreBase`'s.
     """
 
     def __init__(self, engine: AsyncEngine, writer: Engine | None = None) -> None:

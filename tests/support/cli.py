@@ -22,6 +22,8 @@ def env_for(home: Path, **overrides: str) -> dict[str, str]:
     """This process's environment without its AGENTCOMMS_* settings, at home in `home`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTCOMMS_", "AGENTCALL_"))}
     env["AGENTCOMMS_HOME"] = str(home)
+    # The console on a port the system picks: runs side by side never collide on 8235.
+    env["AGENTCOMMS_CONSOLE__PORT"] = "0"
     env.update(overrides)
     return env
 

@@ -25,6 +25,7 @@ from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 from agentcomms.client import GatewayClient
 from agentcomms.config import (
     Config,
+    ConsoleConfig,
     DatabaseConfig,
     MailboxConfig,
     SecurityConfig,
@@ -84,6 +85,8 @@ def stack_config(
         database=DatabaseConfig(url=f"sqlite+aiosqlite:///{tmp_path / 'agentcomms.db'}"),
         # A stack's own key: none is generated into the home of whoever runs the tests.
         security=SecurityConfig(deployment_key=SecretStr(STACK_KEY)),
+        # Only the console's own tests serve it (on a port the system picks).
+        console=ConsoleConfig(enabled=False, port=0),
     )
 
 

@@ -1,0 +1,46 @@
+"""`agentcomms console`: the local web console's address, with its token; with no gateway running,
+the gateway itself (which serves the console) in the foreground."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from agentcomms.cli import app
+from agentcomms.cli.common import fail, print_fields, run_async
+
+
+@app.command("console")
+def console_command() -> None:
+    """Print the local web console's address with its token (open it in a browser).
+
+    The gateway serves the console on loopback (`console.port`, 8235). With no gateway
+    running, this runs one in the foreground (Ctrl-C stops it), as `agentcomms gateway` does;
+    `agentcomms up` serves the console too.
+    """
+    from agentcomms.config.reading import gateway_socket
+    from agentcomms.console_token import with_token
+
+    status = run_async(_gateway_status, gateway_socket())
+    if status is None:
+        from agentcomms.cli.run_cmd import _gateway, _load
+
+        run_async(_gateway, _load())
+        return
+    if not status.get("console"):
+        fail(
+            "the running gateway serves no console: set console.enabled to true in the config "
+            "(`agentcomms config show` shows it), then restart agentcomms"
+        )
+    print_fields([("Console", with_token(status["console"]))])
+
+
+async def _gateway_status(socket: Any) -> dict[str, Any] | None:
+    from agentcomms.client import call
+    from agentcomms.errors import GatewayUnavailable
+
+    try:
+        status: dict[str, Any] = await asyncio.wait_for(call(socket, "status"), timeout=5)
+    except (GatewayUnavailable, TimeoutError):
+        return None
+    return status

@@ -1,0 +1,61 @@
+"""The local web console: every agent's live state, its pending approvals and its story, in a
+browser on this machine, served by the gateway (Starlette on uvicorn, loopback only).
+
+:mod:`access` (the token, its cookie, the forms' field), :mod:`feed` (what changed, for every
+open page at once), :mod:`app` (the routes), :mod:`pages` (HTML from ``templates/``); the
+script and styles it ships are in ``static/`` (plain JavaScript, no build step).
+"""
+
+from __future__ import annotations
+
+from agentcomms.config import ConsoleConfig
+from agentcomms.store import Store
+from gateway.approvals import ApprovalMethods
+from gateway.console.access import Access, console_token
+from gateway.console.app import ConsoleApp
+from gateway.console.feed import Feed
+from gateway.http import WebhookServer
+from gateway.methods import Methods
+from workflows.mailbox.client import Mailbox
+
+__all__ = ["Console", "console_token"]
+
+
+class Console:
+    def __init__(
+        self,
+        cfg: ConsoleConfig,
+        store: Store,
+        methods: Methods,
+        approvals: ApprovalMethods,
+        mailbox: Mailbox,
+        *,
+        token: str | None = None,
+    ) -> None:
+        self.access = Access(token or console_token())
+        self.feed = Feed(store)
+        approvals.observers.append(self.feed.approval)
+        app = ConsoleApp(self.access, self.feed, store, methods, approvals, mailbox)
+        self.server = WebhookServer(
+            cfg.host,
+            cfg.port,
+            app.routes(),
+            what="the console",
+            settings="console.port (or console.enabled: false)",
+        )
+
+    @property
+    def address(self) -> str:
+        host = f"[{self.server.host}]" if ":" in self.server.host else self.server.host
+        return f"http://{host}:{self.server.port}/"
+
+    def address_with_token(self) -> str:
+        """What a person opens; printed to their terminal, never logged."""
+        return f"{self.address}?t={self.access.cookie_value()}"
+
+    async def start(self) -> None:
+        await self.server.start()
+
+    async def close(self) -> None:
+        await self.feed.close()
+        await self.server.close()

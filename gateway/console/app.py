@@ -1,0 +1,387 @@
+"""The console's routes: the agents page, an agent's page, a trace, a page's event stream, and
+the POSTs that answer an approval, send a message or interrupt.
+
+Each change goes through the gateway's own path: a message and an interrupt through the socket
+methods `agentcomms send` and `interrupt` call (:class:`gateway.methods.Methods`), an answer
+through the approvals' one decide path (:class:`gateway.approvals.ApprovalMethods`, via
+``console``), so the first answer wins and every other surface hears of it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs
+
+from starlette.requests import Request
+from starlette.responses import (
+    HTMLResponse,
+    JSONResponse,
+    PlainTextResponse,
+    RedirectResponse,
+    Response,
+)
+from starlette.responses import StreamingResponse as Streaming
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from agentcomms.approval_models import Behavior
+from agentcomms.errors import RpcError
+from agentcomms.ids import check_agent_id
+from agentcomms.models import LOCAL_CHANNEL, Event
+from agentcomms.store import Store
+from gateway.approvals import ApprovalMethods
+from gateway.console import pages
+from gateway.console.access import COOKIE, CSRF_FIELD, Access
+from gateway.console.feed import Change, Feed
+from gateway.hosts import hosts_down
+from gateway.methods import Methods, agent_json
+from gateway.protocol import INVALID_PARAMS
+from workflows.mailbox.client import Mailbox
+
+STATIC = Path(__file__).parent / "static"
+HEADERS = {
+    # Only this console's own script and styles run in its pages; no other site frames them.
+    "Content-Security-Policy": "default-src 'self'; frame-ancestors 'none'; form-action 'self'",
+    "X-Frame-Options": "DENY",
+    # "no-referrer" would make a browser send `Origin: null` with the page's own forms.
+    "Referrer-Policy": "same-origin",
+    "Cache-Control": "no-store",
+    "X-Content-Type-Options": "nosniff",
+}
+BEHAVIORS: dict[str, Behavior] = {
+    "allow": "allow",
+    "allow_session": "allow_session",
+    "deny": "deny",
+}
+TIMELINE = 100
+# A page's stream says it is alive this often, so proxies and browsers keep it open for days.
+KEEPALIVE_S = 15.0
+SENT_WAIT_S = 20.0
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+class ConsoleApp:
+    def __init__(
+        self,
+        access: Access,
+        feed: Feed,
+        store: Store,
+        methods: Methods,
+        approvals: ApprovalMethods,
+        mailbox: Mailbox,
+    ) -> None:
+        self._access = access
+        self._feed = feed
+        self._methods = methods
+        self._approvals = approvals
+        self._mailbox = mailbox
+        self._store = store
+
+    def routes(self) -> list[BaseRoute]:
+        guarded = self._admitted
+        return [
+            Route("/", self.home),
+            Route("/agents/{agent_id}", guarded(self.agent_page)),
+            Route("/inbox", guarded(self.inbox_page)),
+            Route("/doctor", guarded(self.doctor_page)),
+            Route("/trace/{event_id}", guarded(self.trace_page)),
+            Route("/stream", guarded(self.stream)),
+            Route("/approvals/{approval_id}", self._changes(self.decide), methods=["POST"]),
+            Route("/agents/{agent_id}/send", self._changes(self.send), methods=["POST"]),
+            Route("/agents/{agent_id}/interrupt", self._changes(self.interrupt), methods=["POST"]),
+            Route("/agents/{agent_id}/sent/{event_id}", guarded(self.sent)),
+            Mount("/static", StaticFiles(directory=STATIC), name="static"),
+        ]
+
+    # ---- who may ----------------------------------------------------------------------------
+
+    def _admitted(self, handler: Handler) -> Handler:
+        async def checked(request: Request) -> Response:
+            if not self._access.admitted(request):
+                return _locked()
+            return await handler(request)
+
+        return checked
+
+    def _changes(
+        self, handler: Callable[[Request, dict[str, str]], Awaitable[Response]]
+    ) -> Handler:
+        """A POST from one of the console's own pages: the cookie and the form's field."""
+
+        async def checked(request: Request) -> Response:
+            if not self._access.admitted(request):
+                return _locked()
+            body = (await request.body()).decode("utf-8", "replace")
+            form = {k: v[0] for k, v in parse_qs(body, keep_blank_values=True).items()}
+            given = form.get(CSRF_FIELD) or request.headers.get("x-csrf-token")
+            if not self._access.form_is_ours(given):
+                return _said("forbidden: this form did not come from the console", 403)
+            try:
+                return await handler(request, form)
+            except RpcError as exc:
+                if _wants_json(request):
+                    return JSONResponse({"error": exc.message}, 400, headers=HEADERS)
+                return _said(exc.message, 400)
+
+        return checked
+
+    async def home(self, request: Request) -> Response:
+        given = request.query_params.get("t")
+        if given is not None:
+            if not self._access.matches(given):
+                return _locked()
+            # The token leaves the address at once: no history entry or page keeps it.
+            moved = RedirectResponse("/", 303, headers=HEADERS)
+            moved.set_cookie(
+                COOKIE, self._access.cookie_value(), httponly=True, samesite="strict", path="/"
+            )
+            return moved
+        if not self._access.admitted(request):
+            return _locked()
+        return await self.agents_page(request)
+
+    # ---- pages ------------------------------------------------------------------------------
+
+    async def agents_page(self, request: Request) -> Response:
+        seq = await self._store.last_seq()
+        listed = (await self._methods.dispatch("agents", {"include_offline": True}))["agents"]
+        last = await self._store.last_event_times()
+        replies = await self._store.last_replies()
+        html = pages.render(
+            "agents.html",
+            agents=listed,
+            hosts_down=hosts_down(listed),
+            last_events={a: pages.clock(t) for a, t in last.items()},
+            last_replies={a: pages.reply_text(e) for a, e in replies.items()},
+            approvals=await self._approvals.open_views(),
+            **self._page_context(seq),
+        )
+        return _page(html)
+
+    async def agent_page(self, request: Request) -> Response:
+        agent_id = request.path_params["agent_id"]
+        seq = await self._store.last_seq()
+        row = await self._store.get_agent(agent_id)
+        if row is None:
+            return _said(f"no agent {agent_id!r}; the agents page lists them", 404)
+        events = await self._store.latest_events(agent_id, TIMELINE)
+        views = [v for v in await self._approvals.open_views() if v.request.agent_id == agent_id]
+        html = pages.render(
+            "agent.html",
+            agent=agent_json(row),
+            approvals=views,
+            timeline=[(e, pages.clock(e.created_at)) for e in events],
+            back=f"/agents/{agent_id}",
+            **self._page_context(seq, agent_id),
+        )
+        return _page(html)
+
+    async def inbox_page(self, request: Request) -> Response:
+        """What agents said to the human here (the local channel), newest first."""
+        seq = await self._store.last_seq()
+        said = (await self._methods.dispatch("inbox", {"limit": TIMELINE}))["messages"]
+        events = [Event.model_validate(m) for m in reversed(said)]
+        html = pages.render(
+            "inbox.html",
+            timeline=[(e, pages.clock(e.created_at)) for e in events],
+            **self._page_context(seq, inbox=True),
+        )
+        return _page(html)
+
+    async def doctor_page(self, request: Request) -> Response:
+        """`agentcomms doctor`'s checks, run now, one line each with what to do."""
+        from agentcomms.cli.doctor import run_checks
+
+        checks = await run_checks()
+        return _page(pages.render("doctor.html", checks=checks, **self._page_context(None)))
+
+    async def trace_page(self, request: Request) -> Response:
+        event_id = request.path_params["event_id"]
+        try:
+            trace = await self._methods.dispatch("trace", {"event_id": event_id})
+        except RpcError as exc:
+            return _said(exc.message, 404)
+        return _page(pages.render("trace.html", trace=trace, **self._page_context(None)))
+
+    def _page_context(
+        self, seq: int | None, agent_id: str | None = None, *, inbox: bool = False
+    ) -> dict[str, Any]:
+        stream = "" if seq is None else f"/stream?seq={seq}&since={_now().isoformat()}"
+        if agent_id and stream:
+            stream += f"&agent={agent_id}"
+        if inbox and stream:
+            stream += "&inbox=1"
+        return {"csrf": self._access.csrf, "stream": stream}
+
+    # ---- changes ----------------------------------------------------------------------------
+
+    async def decide(self, request: Request, form: dict[str, str]) -> Response:
+        behavior = BEHAVIORS.get(form.get("behavior", ""))
+        if behavior is None:
+            return _said("behavior: expected allow, allow_session or deny", 400)
+        result = await self._approvals.answer(
+            request.path_params["approval_id"],
+            behavior,
+            by=getpass.getuser(),
+            via="console",
+            message=form.get("message") or None,
+        )
+        if _wants_json(request):
+            return JSONResponse(result, headers=HEADERS)
+        return RedirectResponse(_back(form), 303, headers=HEADERS)
+
+    async def send(self, request: Request, form: dict[str, str]) -> Response:
+        agent_id = _agent(request)
+        params = {"agent_id": agent_id, "message": form.get("message", "")}
+        result = await self._methods.dispatch("send", params)
+        if _wants_json(request):
+            return JSONResponse(result, headers=HEADERS)
+        return RedirectResponse(f"/agents/{agent_id}", 303, headers=HEADERS)
+
+    async def interrupt(self, request: Request, form: dict[str, str]) -> Response:
+        agent_id = _agent(request)
+        result = await self._methods.dispatch("interrupt", {"agent_id": agent_id})
+        if _wants_json(request):
+            return JSONResponse(result, headers=HEADERS)
+        return RedirectResponse(f"/agents/{agent_id}", 303, headers=HEADERS)
+
+    async def sent(self, request: Request) -> Response:
+        """Where a message sent from the composer is now: waits until it moves on (typed,
+        submitted or failed), or answers `queued` after a while for the page to ask again."""
+        outcome = await self._mailbox.wait_delivered(
+            _agent(request), request.path_params["event_id"], SENT_WAIT_S
+        )
+        status = "submitted" if outcome.submitted else outcome.status
+        return JSONResponse({"status": status, "error": outcome.error}, headers=HEADERS)
+
+    # ---- the live stream --------------------------------------------------------------------
+
+    async def stream(self, request: Request) -> Response:
+        page = Shown(
+            agent_id=request.query_params.get("agent"),
+            inbox=request.query_params.get("inbox") == "1",
+        )
+        seq = _int(request.query_params.get("seq"))
+        since = _time(request.query_params.get("since"))
+        return Streaming(
+            self._messages(page, seq, since),
+            media_type="text/event-stream",
+            headers={**HEADERS, "X-Accel-Buffering": "no"},
+        )
+
+    async def _messages(self, page: Shown, seq: int, since: datetime) -> AsyncIterator[str]:
+        async with self._feed.listen() as changes:
+            yield "retry: 1000\n\n"
+            # What changed between the page's render and this stream: told again, harmlessly.
+            for agent in await self._store.agents_changed_since(since - timedelta(seconds=1)):
+                yield self._message(Change("agent", agent.id, agent=agent), page)
+            for at, event in await self._store.events_after_seq(seq, 200):
+                yield self._message(Change("event", event.agent_id, event=event, seq=at), page)
+            while True:
+                try:
+                    change = await asyncio.wait_for(changes.get(), KEEPALIVE_S)
+                except TimeoutError:
+                    yield ": still here\n\n"
+                    continue
+                if change is None:  # the gateway is closing, or the page fell behind
+                    yield "event: again\ndata: {}\n\n"
+                    return
+                yield self._message(change, page)
+
+    def _message(self, change: Change, page: Shown) -> str:
+        page_agent = page.agent_id
+        mine = page_agent is None or change.agent_id == page_agent
+        data: dict[str, Any]
+        if change.agent is not None:
+            data = pages.agent_fields(change.agent)
+        elif change.event is not None:
+            e = change.event
+            data = {
+                "agent": e.agent_id,
+                "at": pages.clock(e.created_at),
+                "id": f"event-{e.id}",
+                "reply": pages.reply_text(e),
+            }
+            if page_agent == e.agent_id or (page.inbox and _to_the_human(e)):
+                data["html"] = pages.item(e)
+        elif change.status is not None:
+            data = {"id": f"event-{change.event_id}", "status": change.status}
+        elif change.approval is not None and mine:
+            view = change.approval
+            back = f"/agents/{page_agent}" if page_agent else "/"
+            data = {
+                "id": f"approval-{view.request.id}",
+                "html": pages.approval(view, self._access.csrf, back),
+            }
+        else:
+            return ""
+        return f"event: {change.kind}\ndata: {json.dumps(data)}\n\n"
+
+
+@dataclass(frozen=True)
+class Shown:
+    """What a page shows, so its stream carries what it needs: one agent's timeline, or the
+    inbox (neither: the agents page)."""
+
+    agent_id: str | None = None
+    inbox: bool = False
+
+
+def _to_the_human(event: Event) -> bool:
+    return event.channel_id == LOCAL_CHANNEL and event.direction == "out"
+
+
+def _page(html: str, status: int = 200) -> HTMLResponse:
+    return HTMLResponse(html, status, headers=HEADERS)
+
+
+def _said(message: str, status: int) -> PlainTextResponse:
+    """An error in words, as text: what it names (an agent id, a path) is never markup."""
+    return PlainTextResponse(message, status, headers=HEADERS)
+
+
+def _locked() -> HTMLResponse:
+    return _page(pages.render("locked.html"), 401)
+
+
+def _wants_json(request: Request) -> bool:
+    return "application/json" in request.headers.get("accept", "")
+
+
+def _agent(request: Request) -> str:
+    agent_id: str = request.path_params["agent_id"]
+    try:
+        check_agent_id(agent_id)
+    except ValueError as exc:
+        raise RpcError(INVALID_PARAMS, f"agent: {exc}") from None
+    return agent_id
+
+
+def _back(form: dict[str, str]) -> str:
+    back = form.get("back", "/")
+    return back if back.startswith("/") and not back.startswith("//") else "/"
+
+
+def _int(value: str | None) -> int:
+    return int(value) if value and value.isdigit() else 0
+
+
+def _now() -> datetime:
+    from agentcomms.models import utcnow
+
+    return utcnow()
+
+
+def _time(value: str | None) -> datetime:
+    try:
+        return datetime.fromisoformat(value) if value else _now()
+    except ValueError:
+        return _now()

@@ -1,0 +1,134 @@
+"""What changes while a console page is open: agents' rows, new events, approvals.
+
+One watcher reads the projection for every open page (agents written since it last looked, and
+events inserted after the last it saw), a few times a second and only while a page listens; an
+approval opened or decided is told by the gateway itself. Each page's stream gets every change
+and picks what it shows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from agentcomms.approval_models import ApprovalView
+from agentcomms.models import Agent, Event
+from agentcomms.store import Store
+
+log = logging.getLogger(__name__)
+
+# How often the projection is read while a page listens: a state change shows within this and
+# the writer's own delay.
+TICK_S = 0.25
+# Rows are written at their writer's time, a moment before they land: read back this far.
+SETTLE = timedelta(seconds=5)
+EVENTS_PER_TICK = 200
+# The newest events whose status a page may show moving on (queued → delivered, failed).
+WATCHED_STATUSES = 500
+# A page that stops reading (a sleeping laptop) is dropped past this; its browser connects again.
+BACKLOG = 2_000
+
+
+@dataclass(frozen=True)
+class Change:
+    kind: Literal["agent", "event", "status", "approval"]
+    agent_id: str
+    agent: Agent | None = None
+    event: Event | None = None
+    seq: int = 0
+    approval: ApprovalView | None = None
+    event_id: str | None = None
+    status: str | None = None
+
+
+def _shown(a: Agent) -> tuple[Any, ...]:
+    return (a.state, a.waiting_for, a.state_since, a.status, a.pending, a.host, a.target)
+
+
+class Feed:
+    def __init__(self, store: Store, *, tick_s: float = TICK_S) -> None:
+        self._store = store
+        self._tick_s = tick_s
+        self._pages: set[asyncio.Queue[Change | None]] = set()
+        self._watcher: asyncio.Task[None] | None = None
+        self._closed = False
+
+    def publish(self, change: Change) -> None:
+        for page in list(self._pages):
+            try:
+                page.put_nowait(change)
+            except asyncio.QueueFull:
+                self._drop(page)
+
+    def approval(self, view: ApprovalView) -> None:
+        """An approval opened or decided (an observer of the gateway's approvals)."""
+        self.publish(Change("approval", view.request.agent_id, approval=view))
+
+    @contextlib.asynccontextmanager
+    async def listen(self) -> AsyncIterator[asyncio.Queue[Change | None]]:
+        """A page's queue of changes; None in it means the page must connect again."""
+        page: asyncio.Queue[Change | None] = asyncio.Queue(BACKLOG)
+        if self._closed:
+            page.put_nowait(None)
+        self._pages.add(page)
+        if self._watcher is None or self._watcher.done():
+            self._watcher = asyncio.create_task(self._watch(), name="console feed")
+        try:
+            yield page
+        finally:
+            self._pages.discard(page)
+
+    async def close(self) -> None:
+        self._closed = True
+        for page in list(self._pages):
+            self._drop(page)
+        if self._watcher is not None:
+            self._watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watcher
+
+    def _drop(self, page: asyncio.Queue[Change | None]) -> None:
+        self._pages.discard(page)
+        while not page.empty():
+            page.get_nowait()
+        page.put_nowait(None)
+
+    async def _watch(self) -> None:
+        known: dict[str, tuple[Any, ...]] = {}
+        statuses: dict[str, str] = {}
+        newest: datetime | None = None
+        seq: int | None = None
+        while self._pages:
+            try:
+                agents = await self._store.agents_changed_since(
+                    (newest - SETTLE) if newest else datetime.min
+                )
+                first = seq is None
+                if seq is None:
+                    seq = await self._store.last_seq()
+                events = await self._store.events_after_seq(seq, EVENTS_PER_TICK)
+                recent = await self._store.statuses_after_seq(seq - WATCHED_STATUSES)
+            except Exception as exc:  # the database away for a moment: look again
+                log.warning("console: cannot read the projection: %s", exc)
+                await asyncio.sleep(1)
+                continue
+            for agent in agents:
+                newest = max(newest or agent.updated_at, agent.updated_at)
+                shown = _shown(agent)
+                if known.get(agent.id) != shown:
+                    was_known = agent.id in known
+                    known[agent.id] = shown
+                    if was_known or not first:
+                        self.publish(Change("agent", agent.id, agent=agent))
+            for seq, event in events:
+                self.publish(Change("event", event.agent_id, event=event, seq=seq))
+            for event_id, agent_id, status in recent:
+                if statuses.get(event_id, status) != status:
+                    self.publish(Change("status", agent_id, event_id=event_id, status=status))
+            statuses = {event_id: status for event_id, _, status in recent}
+            await asyncio.sleep(self._tick_s)

@@ -1,0 +1,121 @@
+// The console's one script: a page's live stream (server-sent events) and the composer.
+// Plain JavaScript, shipped with the package: no build step, works offline. Every text from the
+// server goes in as text; only the server's own rendered fragments go in as HTML.
+"use strict";
+
+(function () {
+  const live = document.getElementById("live");
+  const csrf = document.querySelector('meta[name="csrf"]')?.content || "";
+
+  function say(text) { if (live) live.textContent = text; }
+
+  function within(agent) {
+    return document.querySelectorAll('[data-agent="' + CSS.escape(agent) + '"]');
+  }
+
+  function onAgent(d) {
+    const places = within(d.agent);
+    const rows = document.querySelector("#agents tbody");
+    if (!places.length && rows) rows.insertAdjacentHTML("beforeend", d.row);
+    for (const place of places) {
+      for (const [name, text] of Object.entries(d.fields)) {
+        const field = place.querySelector('[data-field="' + name + '"]');
+        if (!field) continue;
+        field.textContent = text;
+        if (name === "state") field.className = "state state-" + d.state;
+      }
+    }
+  }
+
+  function onEvent(d) {
+    for (const place of within(d.agent)) {
+      const at = place.querySelector('[data-field="last_event"]');
+      if (at) at.textContent = d.at;
+      const reply = place.querySelector('[data-field="last_reply"]');
+      if (reply && d.reply) reply.textContent = d.reply;
+    }
+    const timeline = document.getElementById("timeline");
+    if (d.html && timeline && !document.getElementById(d.id)) {
+      timeline.insertAdjacentHTML("afterbegin", d.html);
+    }
+  }
+
+  function onStatus(d) {
+    const status = document.querySelector("#" + CSS.escape(d.id) + " .status");
+    if (status) status.textContent = d.status;
+  }
+
+  function onApproval(d) {
+    const shown = document.getElementById(d.id);
+    if (shown) { shown.outerHTML = d.html; return; }
+    const list = document.getElementById("approvals");
+    if (list && d.html.includes("<form")) list.insertAdjacentHTML("beforeend", d.html);
+  }
+
+  function listen(url) {
+    const source = new EventSource(url);
+    let broken = false;
+    source.onopen = function () {
+      // Back after a break (a sleeping laptop, a restarted gateway): what was missed is
+      // read again whole.
+      if (broken) { location.reload(); return; }
+      say("live");
+    };
+    source.onerror = function () { broken = true; say("reconnecting…"); };
+    const handlers = { agent: onAgent, event: onEvent, status: onStatus, approval: onApproval };
+    for (const [kind, handle] of Object.entries(handlers)) {
+      source.addEventListener(kind, function (e) { handle(JSON.parse(e.data)); });
+    }
+    source.addEventListener("again", function () { source.close(); location.reload(); });
+  }
+
+  async function post(form, button) {
+    const answer = await fetch(form.action, {
+      method: "POST",
+      headers: { "Accept": "application/json", "X-CSRF-Token": csrf },
+      body: new URLSearchParams(new FormData(form, button)),
+      credentials: "same-origin",
+    });
+    const data = await answer.json();
+    if (!answer.ok) throw new Error(data.error || answer.statusText);
+    return data;
+  }
+
+  async function follow(output, agent, eventId) {
+    // queued → typed → submitted, as the mailbox says; each ask waits until it moves on.
+    // Typed and asked again with no change: the agent's hooks do not report, or it has not
+    // taken the prompt yet; either way the page has said all it can.
+    let last = "";
+    for (let asks = 0; asks < 30; asks++) {
+      const answer = await fetch("/agents/" + encodeURIComponent(agent) + "/sent/" +
+        encodeURIComponent(eventId), { credentials: "same-origin" });
+      const data = await answer.json();
+      output.textContent = eventId + ": " + data.status + (data.error ? " (" + data.error + ")" : "");
+      if (data.status !== "queued" && data.status !== "delivered") return;
+      if (data.status === "delivered" && last === "delivered") return;
+      last = data.status;
+    }
+  }
+
+  // One listener for every form, those a stream adds later (an approval) included.
+  document.addEventListener("submit", async function (e) {
+    const form = e.target.closest("form[data-fetch]");
+    if (!form) return;
+    e.preventDefault();
+    const output = form.querySelector("output");
+    try {
+      const data = await post(form, e.submitter);
+      if (output && data.event_id) output.textContent = data.event_id + ": " + data.status;
+      const message = form.querySelector("textarea");
+      if (message) message.value = "";
+      const agent = form.closest("main").querySelector("[data-agent]")?.dataset.agent;
+      if (output && agent && data.event_id) await follow(output, agent, data.event_id);
+    } catch (err) {
+      if (output) output.textContent = "not sent: " + err.message;
+      else alert(err.message);
+    }
+  });
+
+  const stream = document.body.dataset.stream;
+  if (stream) listen(stream); else say("");
+})();

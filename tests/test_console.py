@@ -1,0 +1,379 @@
+"""The console in a real browser (Debian's Chromium through Playwright), served by a real stack's
+gateway: the token, live agent states, an approval answered from the page, the composer typing
+into the pane, and a cross-site POST refused."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import subprocess
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from playwright.async_api import Browser, Page, expect
+from temporalio.testing import WorkflowEnvironment
+
+from tests.support.browser import console_address, console_stack, launched, serving
+from tests.support.cli import AGENTCOMMS, env_for, run, stop, wait_for_line
+from tests.support.fake_agent import FakeAgent, ready_agent, state_is
+from tests.support.home import write_config
+from tests.support.stack import Stack
+from tests.support.tmux import SENT_HEADER, Tmux
+from tests.support.waiting import eventually
+from workflows.approval.client import Approvals
+
+# A state change must reach an open page within a second; the browser gets a margin for a busy
+# machine, and the assertion is on what the page shows.
+SHOWN_S = 10_000
+
+
+@pytest.fixture(scope="module")
+async def browser() -> AsyncIterator[Browser]:
+    async for b in launched():
+        yield b
+
+
+@pytest.fixture
+async def stack(
+    temporal_env: WorkflowEnvironment, tmp_path: Path, home: Path
+) -> AsyncIterator[Stack]:
+    async for s in console_stack(temporal_env.client, tmp_path):
+        yield s
+
+
+@pytest.fixture
+async def page(browser: Browser) -> AsyncIterator[Page]:
+    context = await browser.new_context()
+    try:
+        yield await context.new_page()
+    finally:
+        await context.close()
+
+
+async def _opened(page: Page, stack: Stack, path: str = "") -> None:
+    """The console opened from the address printed with its token, then `path`."""
+    await page.goto(console_address(stack))
+    assert "?t=" not in page.url, "the token stays in the address bar"
+    if path:
+        await page.goto(console_address(stack, token=False).rstrip("/") + path)
+    await expect(page.locator("#live")).to_have_text("live", timeout=SHOWN_S)
+
+
+async def test_without_the_token_only_the_way_to_it(stack: Stack, page: Page) -> None:
+    agent_id, _ = stack.agent_id("hidden"), None
+    await stack.call("register", agent_id=agent_id, target="nowhere:0.0")
+    bare = console_address(stack, token=False)
+    for address in (bare, f"{bare}?t=wrong", f"{bare}agents/{agent_id}", f"{bare}stream"):
+        answer = await page.goto(address)
+        assert answer is not None and answer.status == 401, address
+        await expect(page.get_by_role("heading")).to_have_text("The console needs its token")
+        assert agent_id not in await page.content()
+    # A change without the cookie is refused as well, whatever its form says.
+    async with httpx.AsyncClient() as http:
+        refused = await http.post(
+            f"{bare}agents/{agent_id}/send", data={"message": "hi", "csrf": "x"}
+        )
+    assert refused.status_code == 401
+    assert await stack.store.latest_events(agent_id, 5) == []
+
+
+async def test_an_agent_turning_busy_then_ready_shows_on_the_page(
+    stack: Stack, tmux: Tmux, tmp_path: Path, page: Page
+) -> None:
+    agent_id, fake = await ready_agent(stack, tmux, tmp_path)
+    await _opened(page, stack)
+    state = page.locator(f'[data-agent="{agent_id}"] [data-field="state"]')
+    await expect(state).to_have_text("ready")
+    await fake.hook("UserPromptSubmit", prompt="work")
+    await expect(state).to_have_text("busy", timeout=SHOWN_S)
+    await fake.hook("Stop", last_assistant_message="done")
+    await expect(state).to_have_text("ready", timeout=SHOWN_S)
+    await expect(page.locator("#live")).to_have_text("live")  # the same page all along
+
+
+def _permission_hook(stack: Stack, agent_id: str, tmp_path: Path) -> subprocess.Popen[str]:
+    """The agent's PermissionRequest hook, as Claude Code runs it, waiting for the answer."""
+    payload = tmp_path / "permission.json"
+    payload.write_text(
+        json.dumps(
+            {
+                "session_id": "s",
+                "hook_event_name": "PermissionRequest",
+                "tool_name": "Bash",
+                "tool_input": {"command": "touch console.txt"},
+                "permission_suggestions": [],
+            }
+        )
+    )
+    with payload.open() as stdin:
+        return subprocess.Popen(
+            [AGENTCOMMS, "hook", "claude-code"],
+            stdin=stdin,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={
+                "PATH": os.environ["PATH"],
+                "AGENTCOMMS_SOCKET": str(stack.cfg.server.socket()),
+                "AGENTCOMMS_AGENT_ID": agent_id,
+            },
+        )
+
+
+async def _open_approval(stack: Stack, agent_id: str) -> str | None:
+    rows = (await stack.call("approvals"))["approvals"]
+    return next((r["id"] for r in rows if r["agent_id"] == agent_id), None)
+
+
+async def test_allow_clicked_on_a_pending_approval_reaches_the_hook(
+    stack: Stack, page: Page, tmp_path: Path
+) -> None:
+    agent_id = stack.agent_id("asking")
+    await _opened(page, stack)  # open before the request: it arrives live
+    hook = _permission_hook(stack, agent_id, tmp_path)
+    try:
+        approval = await eventually(lambda: _open_approval(stack, agent_id), timeout=30)
+        card = page.locator(f"#approval-{approval}")
+        await expect(card).to_contain_text("touch console.txt", timeout=SHOWN_S)
+        # Nothing was offered for the session, so that button is not there.
+        assert await card.get_by_role("button", name="Allow for this session").count() == 0
+        await card.get_by_role("button", name="Allow", exact=True).click()
+        out, err = await asyncio.to_thread(hook.communicate, timeout=30)
+    finally:
+        hook.kill()
+    assert hook.returncode == 0, err
+    decision = json.loads(out)["hookSpecificOutput"]["decision"]
+    assert decision == {"behavior": "allow"}
+    view = await Approvals(stack.client, stack.cfg.temporal.task_queue).view(approval)
+    assert view is not None and view.decision is not None
+    assert (view.decision.behavior, view.decision.via) == ("allow", "console")
+    # Every surface hears it: a later answer from the terminal is told who answered.
+    late = await stack.call("approval_decide", id=approval, behavior="deny")
+    assert (late["accepted"], late["decided_via"]) == (False, "console")
+    await expect(page.locator(f"#approval-{approval} .outcome")).to_contain_text(
+        "allowed by", timeout=SHOWN_S
+    )
+
+
+async def test_allow_for_this_session_gives_what_the_agent_offered(
+    stack: Stack, page: Page
+) -> None:
+    agent_id = stack.agent_id("offering")
+    offered = [{"type": "addDirectories", "directories": ["/p"], "destination": "session"}]
+    await _opened(page, stack, "/")
+    opened = await stack.call(
+        "approval_open",
+        kind="claude-code",
+        agent_id=agent_id,
+        tool_name="Bash",
+        tool_input={"command": "ls /p"},
+        permission_suggestions=offered,
+    )
+    card = page.locator(f"#approval-{opened['id']}")
+    await card.get_by_role("button", name="Allow for this session").click(timeout=SHOWN_S)
+    waited = await stack.call("approval_wait", id=opened["id"], wait_s=20)
+    assert waited["decision"] == {"behavior": "allow", "updatedPermissions": offered}
+    await expect(card).to_contain_text("allowed for the session by", timeout=SHOWN_S)
+
+
+def test_the_pages_templates_and_script_are_installed_with_the_package() -> None:
+    import fnmatch
+    import tomllib
+
+    root = Path(__file__).resolve().parent.parent
+    data = tomllib.loads((root / "pyproject.toml").read_text())
+    globs = data["tool"]["setuptools"]["package-data"]["gateway.console"]
+    folder = root / "gateway" / "console"
+    shipped = [
+        p.relative_to(folder).as_posix()
+        for p in folder.rglob("*")
+        if p.is_file() and p.suffix != ".py" and "__pycache__" not in p.parts
+    ]
+    assert shipped and all(any(fnmatch.fnmatch(f, g) for g in globs) for f in shipped), shipped
+
+
+def _typed(fake: FakeAgent, text: str) -> bool:
+    """Whether the pane received `text` and Enter (the stand-in records every byte typed)."""
+    return f"{text}\r".encode() in fake.typed()
+
+
+async def test_a_message_from_the_composer_is_typed_into_the_pane(
+    stack: Stack, tmux: Tmux, tmp_path: Path, page: Page
+) -> None:
+    agent_id, fake = await ready_agent(stack, tmux, tmp_path)
+    await _opened(page, stack, f"/agents/{agent_id}")
+    await page.get_by_label(f"Message to {agent_id}").fill("hello from the console")
+    await page.get_by_role("button", name="Send").click()
+    sent = page.locator("#sent")
+    await expect(sent).to_contain_text("evt_", timeout=SHOWN_S)
+    typed = f"{SENT_HEADER}hello from the console"
+    await eventually(lambda: _typed(fake, typed), timeout=20)
+    # The agent takes the prompt: the page says so without being reloaded.
+    await fake.hook("UserPromptSubmit", prompt=typed)
+    await expect(sent).to_contain_text("submitted", timeout=SHOWN_S)
+    item = page.locator("#timeline .item", has_text="hello from the console")
+    await expect(item).to_have_count(1, timeout=SHOWN_S)
+    await expect(item.locator(".status")).to_have_text("delivered", timeout=SHOWN_S)
+    await eventually(lambda: state_is(stack, agent_id, "busy"))
+    # Busy: the interrupt button presses the agent's interrupt key (C-c) at once.
+    await page.get_by_role("button", name="Interrupt").click()
+    await eventually(lambda: b"\x03" in fake.typed(), timeout=20)
+    # Each item opens its trace.
+    await item.get_by_role("link", name="trace").click()
+    await expect(page.locator("ol.trace")).to_contain_text("accepted", timeout=SHOWN_S)
+
+
+async def test_a_cross_site_post_is_refused(
+    stack: Stack, tmux: Tmux, tmp_path: Path, page: Page
+) -> None:
+    agent_id, fake = await ready_agent(stack, tmux, tmp_path)
+    await _opened(page, stack)  # the browser holds the console's cookie
+    target = f"{console_address(stack, token=False)}agents/{agent_id}/send"
+    attack = (
+        f'<form method="post" action="{target}"><input name="message" value="rm -rf ~">'
+        '<input name="csrf" value="guessed"></form><script>document.forms[0].submit()</script>'
+    )
+    with serving(attack) as evil:
+        async with page.expect_response(target) as answered:
+            await page.goto(evil)
+        answer = await answered.value
+    assert answer.status in (401, 403)
+    events: list[Any] = await stack.store.latest_events(agent_id, 10)
+    assert [e for e in events if e.type == "human_message"] == []
+    assert b"rm -rf" not in fake.typed()
+
+
+async def test_a_change_needs_the_pages_field_and_the_consoles_own_host(stack: Stack) -> None:
+    agent_id = stack.agent_id("quiet")
+    await stack.call("register", agent_id=agent_id, target="nowhere:0.0")
+    await eventually(lambda: stack.store.get_agent(agent_id))  # its page lists its row
+    console = stack.gateway.console
+    assert console is not None
+    bare = console_address(stack, token=False)
+    cookies = {"agentcomms_console": console.access.cookie_value()}
+    send = f"{bare}agents/{agent_id}/send"
+    async with httpx.AsyncClient(cookies=cookies) as http:
+        page = await http.get(f"{bare}agents/{agent_id}")
+        assert page.status_code == 200 and console.access.cookie_value() not in page.text
+        field = console.access.csrf
+        assert field in page.text  # the form's field, which is not the token
+        no_field = await http.post(send, data={"message": "no field"})
+        rebound = await http.post(
+            send,
+            data={"message": "rebound", "csrf": field},
+            headers={"Host": f"evil.example:{console.server.port}"},
+        )
+        ours = await http.post(send, data={"message": "from the page", "csrf": field})
+    assert (no_field.status_code, rebound.status_code, ours.status_code) == (403, 403, 303)
+    texts = [e.payload.get("text") for e in await stack.store.latest_events(agent_id, 10)]
+    assert texts == ["from the page"]
+    # Agents may ask the gateway's status (MCP daemon_status): the address, never the token.
+    status = await stack.call("status")
+    assert status["console"] == bare
+    assert console.access.cookie_value() not in json.dumps(status)
+
+
+async def test_the_inbox_shows_what_an_agent_says_to_the_human_as_it_says_it(
+    stack: Stack, page: Page
+) -> None:
+    agent_id = stack.agent_id("talker")
+    await stack.call("register", agent_id=agent_id, target="nowhere:0.0")
+    await eventually(lambda: stack.store.get_agent(agent_id))
+    await stack.call("reply", channel_id="cli:local", agent_id=agent_id, message="first words")
+    await _opened(page, stack, "/inbox")
+    items = page.locator("#timeline .item")
+    await expect(items).to_have_count(1)
+    await stack.call("reply", channel_id="cli:local", agent_id=agent_id, message="migration ready?")
+    await expect(items.first).to_contain_text("migration ready?", timeout=SHOWN_S)
+    await expect(items).to_have_count(2)
+    # The agents page shows it as the agent's last reply.
+    await page.get_by_role("link", name="Agents").click()
+    reply = page.locator(f'[data-agent="{agent_id}"] [data-field="last_reply"]')
+    await expect(reply).to_have_text("migration ready?")
+    await stack.call("reply", channel_id="cli:local", agent_id=agent_id, message="done  now")
+    await expect(reply).to_have_text("done now", timeout=SHOWN_S)
+
+
+async def test_the_doctor_page_lists_doctors_checks(stack: Stack, page: Page, home: Path) -> None:
+    cfg = stack.cfg
+    write_config(
+        home,
+        {
+            "server": {"socket_path": str(cfg.server.socket())},
+            "temporal": {"address": cfg.temporal.address, "task_queue": cfg.temporal.task_queue},
+            "database": {"url": cfg.database.url},
+        },
+    )
+    await _opened(page, stack)
+    await page.get_by_role("link", name="Doctor").click()
+    gateway = page.locator(".checks li", has_text="the gateway answers on")
+    await expect(gateway).to_contain_text(str(cfg.server.socket()), timeout=30_000)
+    await expect(page.locator(".checks li", has_text="Temporal answers at")).to_have_count(1)
+
+
+async def test_a_timeline_items_status_moves_on_in_the_open_page(
+    stack: Stack, tmux: Tmux, tmp_path: Path, page: Page
+) -> None:
+    agent_id, fake = await ready_agent(stack, tmux, tmp_path)
+    await fake.hook("UserPromptSubmit", prompt="a long task")
+    await eventually(lambda: state_is(stack, agent_id, "busy"))
+    await _opened(page, stack, f"/agents/{agent_id}")
+    await page.get_by_label(f"Message to {agent_id}").fill("when you are done")
+    await page.get_by_role("button", name="Send").click()
+    status = page.locator("#timeline .item", has_text="when you are done").locator(".status")
+    await expect(status).to_have_text("new", timeout=SHOWN_S)  # it waits: the agent is busy
+    await fake.hook("Stop", last_assistant_message="finished")
+    await eventually(lambda: _typed(fake, f"{SENT_HEADER}when you are done"), timeout=20)
+    await expect(status).to_have_text("delivered", timeout=SHOWN_S)
+
+
+async def test_what_a_request_names_is_never_markup(stack: Stack) -> None:
+    console = stack.gateway.console
+    assert console is not None
+    cookies = {"agentcomms_console": console.access.cookie_value()}
+    named = "<img src=x onerror=alert(1)>"
+    async with httpx.AsyncClient(cookies=cookies) as http:
+        missing = await http.get(f"{console_address(stack, token=False)}agents/{named}")
+    assert missing.status_code == 404
+    assert missing.headers["content-type"].startswith("text/plain")
+    assert "default-src 'self'" in missing.headers["content-security-policy"]
+
+
+def _console_process(env: dict[str, str]) -> subprocess.Popen[str]:
+    """`agentcomms console` as a person runs it, its output a line-buffered pipe."""
+    return subprocess.Popen(
+        [AGENTCOMMS, "console"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True, bufsize=1,
+    )  # fmt: skip
+
+
+async def test_agentcomms_console_alone_runs_the_gateway_that_serves_it(
+    temporal_env: WorkflowEnvironment, tmp_path: Path
+) -> None:
+    address = temporal_env.client.service_client.config.target_host
+    env = env_for(
+        tmp_path / "alone",
+        AGENTCOMMS_TEMPORAL__ADDRESS=address,
+        AGENTCOMMS_TEMPORAL__TASK_QUEUE=f"tq-{tmp_path.name}",
+        AGENTCOMMS_SECURITY__DEPLOYMENT_KEY="a-deployment-key-for-this-test-only-000",
+    )
+    proc = _console_process(env)
+    try:
+        printed = "".join(await asyncio.to_thread(wait_for_line, proc, "Console"))
+        line = re.search(r"Console\s+(http://127\.0\.0\.1:\d+/\?t=\S+)", printed)
+        assert line is not None, printed
+        async with httpx.AsyncClient() as http:
+            opened = await http.get(line[1])
+        assert opened.status_code == 303 and "agentcomms_console" in opened.cookies
+        # Asked again while that gateway runs, it only prints the address.
+        again = await asyncio.to_thread(run, env, "console")
+        assert (again.returncode, line[1] in again.stdout) == (0, True), again.stdout
+    finally:
+        proc.terminate()
+        await asyncio.to_thread(proc.wait, 15)
+        stop(proc)
