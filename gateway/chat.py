@@ -197,7 +197,7 @@ class ChatInbox:
                 press.channel_id,
             )
             metrics.refused("sender_not_allowed")
-            if self._strangers.take_row(press.provider, press.sender_id):
+            if await self._strangers.take_row(press.provider, press.sender_id):
                 await self._store.record_event(
                     Event(
                         id=new_event_id(),
