@@ -4,12 +4,17 @@ and records what is typed into it)."""
 
 from __future__ import annotations
 
+import os
 import shlex
+import subprocess
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
 from agentcomms.bridge import TmuxAdapter
+from agentcomms.bridge.look import crashed_to_shell
 from agentcomms.errors import PaneNotReady
 from agentcomms.models import PaneLook, PaneTarget, Typing
 from tests.support.tmux import Recorder, Tmux, wait_for_command
@@ -105,3 +110,44 @@ async def test_messages_typed_together_are_each_recorded_once(tmux: Tmux, tmp_pa
     again = await adapter.deliver(together)
     assert again.typed is False
     assert await pane.settled() == b"one\ntwo\r"
+
+
+def test_a_shell_with_a_program_under_it_is_alive() -> None:
+    with subprocess.Popen(["sh", "-c", "sleep 30; true"]) as shell:
+        try:
+            wait_until_parent_of(shell.pid)
+            assert crashed_to_shell("sh", shell.pid) is None
+        finally:
+            shell.kill()
+
+
+def test_a_shell_with_nothing_under_it_is_an_exited_agent() -> None:
+    with subprocess.Popen(["sh"], stdin=subprocess.PIPE) as shell:
+        try:
+            refused = crashed_to_shell("sh", shell.pid)
+            assert refused is not None and refused.reason == "exited"
+        finally:
+            shell.kill()
+
+
+def test_a_child_started_by_another_thread_counts() -> None:
+    """The pane's first process may be the agent itself, with threads that start programs."""
+    started: list[subprocess.Popen[bytes]] = []
+    thread = threading.Thread(target=lambda: started.append(subprocess.Popen(["sleep", "30"])))
+    thread.start()
+    thread.join()
+    try:
+        assert crashed_to_shell("bash", os.getpid()) is None
+    finally:
+        started[0].kill()
+        started[0].wait()
+
+
+def wait_until_parent_of(pid: int) -> None:
+    """Until `pid` has started its child (sh forks `sleep` a moment after it starts)."""
+    for _ in range(500):
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            if f.read().strip():
+                return
+        time.sleep(0.01)
+    raise AssertionError(f"{pid} started no child")

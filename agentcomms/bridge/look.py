@@ -109,6 +109,15 @@ def _has_children(pid: int) -> bool:
     another namespace's tmux server, whose processes this one does not see)."""
     if not os.path.exists(f"/proc/{pid}"):
         return True
+    # Each of its threads lists its own children: a few reads, where walking every process's
+    # stat costs a millisecond per hundred processes, on each delivery to a quiet agent.
+    try:
+        return any(
+            _read(f"/proc/{pid}/task/{task}/children").strip()
+            for task in os.listdir(f"/proc/{pid}/task")
+        )
+    except OSError:
+        pass  # a kernel without those lists: ask every process who its parent is
     try:
         entries = os.listdir("/proc")
     except OSError:
@@ -127,6 +136,11 @@ def _has_children(pid: int) -> bool:
         if len(fields) > 1 and fields[1] == parent:
             return True
     return False
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
 
 
 def ready_conditions(look: str) -> list[str]:

@@ -78,6 +78,7 @@ import re
 import uuid
 
 from agentcomms.bridge.checks import check_event_id, check_interrupt_key, check_pane
+from agentcomms.bridge.client import run_client
 from agentcomms.bridge.commands import command_string, literal, sequence, weight
 from agentcomms.bridge.look import (
     LOOK_FORMATS,
@@ -126,14 +127,6 @@ _PROBE_FORMAT = "\t".join(
         "#{pane_pid}",
         "#{" + RECENT_EVENTS_OPTION + "}",
     )
-)
-
-# tmux words it differently depending on the command ("can't find pane: 7", "no such pane: %9").
-_NOT_FOUND = re.compile(
-    r"can't find (?:session|window|pane)"
-    r"|no such (?:session|window|pane)"
-    r"|no server running on"
-    r"|error connecting to .*\((?:No such file or directory|Connection refused)\)"
 )
 
 
@@ -393,42 +386,9 @@ class TmuxAdapter:
         extra_time: float = 0.0,
     ) -> str:
         """Run one tmux client; return its stdout, or raise PaneNotFound / TmuxError."""
-        argv = [self._tmux, *(["-S", socket] if socket is not None else []), *args]
-        try:
-            proc = await asyncio.create_subprocess_exec(
-                *argv,
-                stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-            )
-        except FileNotFoundError as exc:
-            raise TmuxError(f"tmux is not installed (no {self._tmux!r} on PATH)") from exc
-        try:
-            async with asyncio.timeout(self._timeout + extra_time):
-                out, err = await proc.communicate(stdin)
-        except TimeoutError as exc:
-            raise TmuxError(
-                f"tmux did not answer within {self._timeout + extra_time:.1f} s"
-            ) from exc
-        finally:
-            # Cancelled or timed out: end our own client. Anything it already handed the server
-            # (text, marker, the background Enter) still happens; nothing else will.
-            if proc.returncode is None:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.kill()
-                await asyncio.shield(proc.wait())
-        stderr = err.decode("utf-8", "replace").strip()
-        if proc.returncode != 0:
-            where = f"tmux server at {socket}" if socket else "default tmux server"
-            if _NOT_FOUND.search(stderr):
-                # "no server running on /path" already names the server; others do not.
-                raise PaneNotFound(stderr if socket and socket in stderr else f"{stderr} ({where})")
-            raise TmuxError(
-                f"tmux failed ({where}): {stderr or f'exit status {proc.returncode}'}",
-                stderr=stderr,
-                returncode=proc.returncode,
-            )
-        return out.decode("utf-8", "replace")
+        return await run_client(
+            self._tmux, socket, args, stdin=stdin, timeout=self._timeout + extra_time
+        )
 
 
 def _prepared(req: Typing) -> tuple[CleanText, DeliveryOutcome]:
