@@ -47,8 +47,12 @@ def said(view: ApprovalView) -> str:
     if d.behavior == "timeout":
         on = view.request.on_timeout
         return "no answer in time: " + ("denied" if on == "deny" else "left to the terminal")
+    if d.behavior == "answer":
+        return f"answered {d.answer!r} by {d.by} on {d.via}"
     how = {"allow": "allowed", "allow_session": "allowed for the session", "deny": "denied"}
-    return f"{how[d.behavior]} by {d.by} on {d.via}"
+    if view.request.ask == "plan":
+        how = {"allow": "approved", "deny": "sent back to planning"}
+    return f"{how.get(d.behavior, d.behavior)} by {d.by} on {d.via}"
 
 
 class ApprovalChats:
