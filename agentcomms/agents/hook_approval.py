@@ -32,6 +32,8 @@ POLL_S = 25.0
 RECONNECT_PAUSE_S = 0.5
 # Past the approval's own timeout: time for the workflow to record it.
 DEADLINE_MARGIN_S = 30.0
+# Claude Code's tools whose own dialog is the human's answer (not a permission to act).
+ASKS_THE_HUMAN = ("AskUserQuestion", "ExitPlanMode")
 
 
 class _Terminated(Exception):
@@ -111,8 +113,14 @@ def _output(
         return None
     first = decisions[0]
     assert first is not None
+    if first.get("behavior") != "allow":
+        return first
     answers = [d.get("answer") for d in decisions if d is not None]
-    if first.get("behavior") != "allow" or not any(isinstance(a, str) for a in answers):
+    if not any(isinstance(a, str) for a in answers):
+        if tool_name in ASKS_THE_HUMAN:
+            # Measured: Claude Code takes a hook's allow for a tool whose dialog is the
+            # human's answer only with the input that answers it; without, its dialog stays.
+            return {**first, "updatedInput": tool_input}
         return first
     questions = [q for q in tool_input.get("questions") or [] if isinstance(q, dict)]
     keyed = {

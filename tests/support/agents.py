@@ -57,6 +57,8 @@ PROMPT_HINT = "? for shortcuts"
 PROMPT_MARKS = ("\u276f", "\u203a")
 AUTO_MODE_DIALOG = "Make auto mode your default permission mode?"
 PROCEED_DIALOG = "Do you want to proceed?"
+# Claude Code's status line in plan mode.
+PLAN_MODE = "plan mode on"
 # Claude Code, under its input box, while a turn runs.
 BUSY_HINT = "esc to interrupt"
 # Codex, at start, when hooks are new or changed since the user last trusted them.
@@ -221,6 +223,17 @@ class ClaudePane(AgentPane):
     """The real Claude Code, and the fake model it talks to."""
 
     model: FakeAnthropic
+
+    async def plan_mode(self, *, timeout: float = 30) -> None:
+        """Switch Claude to plan mode as a person does: Shift+Tab until its status line says so
+        (each press moves one mode on)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while PLAN_MODE not in await asyncio.to_thread(self.screen):
+            if loop.time() > deadline:
+                raise AssertionError(f"plan mode never came on:\n{self.screen()}")
+            await self.keys("BTab")
+            await asyncio.sleep(0.5)
 
 
 @dataclass
