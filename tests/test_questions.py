@@ -127,7 +127,8 @@ async def test_a_plan_is_listed_and_approved_or_sent_back(stack: Stack, tmp_path
     home = cli_home(tmp_path, stack)
     tool_input = {"plan": PLAN, "planFilePath": "/home/me/.claude/plans/p.md"}
     for verb, expected in (
-        (["approve"], {"behavior": "allow"}),
+        # Claude Code's plan dialog takes an allow only with the input it answers.
+        (["approve"], {"behavior": "allow", "updatedInput": tool_input}),
         (["deny", "-m", "split step 1"], {"behavior": "deny", "message": "split step 1"}),
     ):
         hook = start_hook(stack, permission_request("ExitPlanMode", tool_input), agent, tmp_path)
