@@ -4,8 +4,9 @@ It runs around every tool call, inside the agent's loop, so it costs the agent a
 process can: the standard library only (no pydantic, no configuration models), one JSON line to
 the gateway's socket, at most about a second waiting for the answer, and nothing printed. With
 the gateway down it exits 0 at once, and the agent behaves as if agentcomms were not installed.
-The one exception is Claude Code's ``PermissionRequest``: that hook waits for the human's answer
-and prints it (:mod:`agentcomms.agents.hook_approval`).
+The one exception is ``PermissionRequest`` (Claude Code's and Codex's, which read the same
+decision): that hook waits for the human's answer and prints it
+(:mod:`agentcomms.agents.hook_approval`).
 
 The agent is found by ``AGENTCOMMS_AGENT_ID``, else by the pane the hook runs in (``$TMUX_PANE``
 on the tmux server named by ``$TMUX``), which the gateway matches against the registrations.
@@ -66,7 +67,7 @@ def main(argv: list[str]) -> int:
         params["pane"] = pane
         params["tmux_socket"] = tmux.split(",", 1)[0]
     _send({"id": 1, "method": "agent_hook", "params": params})
-    if event == "PermissionRequest" and argv[0] == "claude-code":
+    if event == "PermissionRequest" and argv[0] in ("claude-code", "codex"):
         # The one hook whose output matters: it waits for the human's answer through agentcomms.
         from agentcomms.agents.hook_approval import wait_for_decision
 

@@ -83,6 +83,10 @@ def _codex(plan: Plan) -> None:
     entries: dict[str, dict[str, Any]] = {}
     if not plan.uninstall:
         entries = {e: command_hook(target, timeout=HOOK_TIMEOUT_S) for e in CODEX_EVENTS}
+        # Codex's permission hook waits for the human's answer, as Claude Code's does.
+        entries["PermissionRequest"] = command_hook(
+            target, timeout=int(target.approval_timeout_s) + APPROVAL_HOOK_MARGIN_S
+        )
     edit_json(plan, hooks, lambda doc: merge_hooks(doc, hooks, entries, our_hook("codex")))
     if not plan.uninstall and any(c.path == hooks for c in plan.changes):
         plan.notes.append(CODEX_TRUST_STEP)

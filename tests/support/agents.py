@@ -320,9 +320,11 @@ async def _registered(stack: Stack, agent_id: str) -> bool:
     return any(a["id"] == agent_id and a["target"] is not None for a in listed["agents"])
 
 
-def prepare_codex_home(home: Path, project: Path, model: FakeResponses) -> None:
+def prepare_codex_home(
+    home: Path, project: Path, model: FakeResponses, settings: Mapping[str, Any] | None = None
+) -> None:
     """A `HOME` in which Codex starts at its prompt in `project`, trusted, its model the fake
-    (a provider of its own needs no login)."""
+    (a provider of its own needs no login); `settings` are set over it (config.toml's keys)."""
     import tomlkit
 
     (home / ".codex").mkdir(parents=True, exist_ok=True)
@@ -340,6 +342,8 @@ def prepare_codex_home(home: Path, project: Path, model: FakeResponses) -> None:
         }
     }
     config["projects"] = {str(project): {"trust_level": "trusted"}}
+    for key, value in (settings or {}).items():
+        config[key] = value
     (home / ".codex" / "config.toml").write_text(tomlkit.dumps(config))
 
 
@@ -351,15 +355,18 @@ async def start_codex(
     name: str = "codex",
     setup: Callable[[Path, Path], None] | None = None,
     until: str = PROMPT_HINT,
+    settings: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> CodexPane:
     """Codex in session `name` of `tmux`, its HOME and project under `root`, returned once the
     pane shows `until` (its prompt; ``CODEX_HOOKS_REVIEW`` when new hooks await trust).
+    `settings` go into its config.toml, `env` into its environment.
 
     ``--no-daemon``: otherwise Codex leaves an app-server daemon of its own running after the
     pane is gone (measured), with the environment of the first Codex that started it."""
     codex = await agent_binary("codex")
     home, project = root / "home", root / "project"
-    prepare_codex_home(home, project, model)
+    prepare_codex_home(home, project, model, settings)
     if setup is not None:
         setup(home, project)
     variables = {
@@ -368,6 +375,7 @@ async def start_codex(
         "TERM": "xterm-256color",
         "LANG": "C.UTF-8",
         "SCRIPTED_OPENAI_KEY": "sk-test-agentcomms",
+        **(env or {}),
     }
     target = await _open_pane(tmux, name, project, variables, [str(codex), "--no-daemon"])
     pane = CodexPane(tmux, target, home, project, model)
