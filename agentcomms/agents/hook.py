@@ -35,19 +35,33 @@ SENT_FIELDS = ("session_id", "tool_name", "tool_input", "notification_type", "pr
 
 
 def main(argv: list[str]) -> int:
-    """`argv`: the arguments after ``hook``: the agent kind, then (Codex ``notify``) the JSON.
-    Always 0, and nothing on stdout but a permission decision the human made: the agent reads a
-    hook's output as its answer."""
+    """`argv`: the arguments after ``hook``: the agent kind, then ``--never RULE`` for each
+    never-listed call, then (Codex ``notify``) the JSON. Always 0, and nothing on stdout but a
+    decision: the human's, or the never-list's refusal (the agent reads a hook's output as its
+    answer)."""
     at_ns = time.time_ns()  # first: the order of the agent's events is the order hooks start
     if not argv or argv[0] not in KINDS:
         sys.stderr.write(f"agentcomms hook: name the agent kind, one of {', '.join(KINDS)}\n")
         return 0
-    payload = _payload(argv[1:])
+    never, rest = _never_rules(argv[1:])
+    payload = _payload(rest)
     if payload is None:
         return 0
     event = payload.get("hook_event_name") or payload.get("type")
     if not isinstance(event, str) or not event:
         return 0
+    if never and event == "PreToolUse":
+        from agentcomms.agents.never import decide
+
+        # Claude Code runs a never-list handler of its own (beside the report) only for a call
+        # its rule matched; Codex's one PreToolUse hook reports and refuses.
+        claude = argv[0] == "claude-code"
+        refused = decide(argv[0], never, payload, matched_by_agent=claude)
+        if refused is not None:
+            sys.stdout.write(json.dumps(refused) + "\n")
+            sys.stdout.flush()
+        if claude:
+            return 0
     params: dict[str, Any] = {
         "kind": argv[0],
         "event": event,
@@ -92,6 +106,21 @@ def socket_path() -> str:
     if isinstance(configured, str) and configured:
         return os.path.expanduser(configured)
     return os.path.join(home, "daemon.sock")
+
+
+def _never_rules(args: list[str]) -> tuple[list[str], list[str]]:
+    """The ``--never RULE`` pairs, and the arguments left."""
+    rules: list[str] = []
+    rest: list[str] = []
+    given = iter(args)
+    for arg in given:
+        if arg == "--never":
+            rule = next(given, None)
+            if rule:
+                rules.append(rule)
+        else:
+            rest.append(arg)
+    return rules, rest
 
 
 def _payload(rest: list[str]) -> dict[str, Any] | None:

@@ -25,7 +25,7 @@ import subprocess
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -286,17 +286,19 @@ async def start_claude(
 
 @asynccontextmanager
 async def claude_with_agentcomms(
-    client: Client, root: Path, tmux: Tmux
+    client: Client, root: Path, tmux: Tmux, *, never: tuple[str, ...] = ()
 ) -> AsyncIterator[tuple[Stack, ClaudePane, str]]:
     """A stack, and the real Claude Code with `agentcomms install claude-code` in its home and
-    its pane registered as an agent (the id given): its hooks report to that stack."""
+    its pane registered as an agent (the id given): its hooks report to that stack. `never`:
+    the never-list installed with them."""
     from tests.support.cli import AGENTCOMMS  # cli imports the stack, as this module does
 
     model = FakeAnthropic()
     async with running_stack(client, root / "stack") as stack, model.server:
 
         def install(home: Path, project: Path) -> None:
-            plan(Target("claude-code", home=home, project=project, argv=(AGENTCOMMS,))).apply()
+            target = Target("claude-code", home=home, project=project, argv=(AGENTCOMMS,))
+            plan(replace(target, never=never)).apply()
 
         try:
             claude = await start_claude(
