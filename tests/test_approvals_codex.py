@@ -2,6 +2,7 @@
 `agentcomms install codex` and trusted in Codex's own review, and the human answers with
 `agentcomms approve` / `deny`: the hook prints the decision in Codex's format (the same
 ``hookSpecificOutput.decision`` as Claude Code's) and the command runs, or the model reads why.
+A never-listed command is refused by its PreToolUse hook without asking anyone.
 
 One Codex, on its own tmux server, serves the module, in ``on-request`` approval mode; the
 scripted model asks to run its command outside the sandbox, which Codex asks the human about
@@ -26,6 +27,8 @@ from tests.support.cli import AGENTCOMMS, cli, cli_home
 from tests.support.stack import Stack, register, running_stack
 from tests.support.tmux import Tmux
 from tests.support.waiting import eventually
+
+RM = "Bash(rm -rf *)"
 
 
 @dataclass
@@ -54,7 +57,8 @@ async def setup(
     async with running_stack(temporal_env.client, root / "stack") as stack, model.server:
 
         def install(home: Path, project: Path) -> None:
-            plan(Target("codex", home=home, project=project, argv=(AGENTCOMMS,))).apply()
+            target = Target("codex", home=home, project=project, argv=(AGENTCOMMS,), never=(RM,))
+            plan(target).apply()
 
         try:
             codex = await start_codex(
@@ -115,3 +119,18 @@ async def test_denied_from_the_terminal_the_model_reads_why(setup: Setup) -> Non
     assert "not in this folder" in result.content
     await codex.wait_for_screen("Understood.")
     assert not (codex.project / "denied.txt").exists()
+
+
+async def test_a_never_listed_command_is_refused_without_asking(setup: Setup) -> None:
+    codex, model = setup.codex, setup.codex.model
+    await codex.wait_for_screen(PROMPT_HINT)
+    (codex.project / "build").mkdir()
+    model.on("clean the build", escalated("rm -rf build"), text("Could not clean."))
+    seen = len(model.tool_results)
+    await codex.type("clean the build")
+    await codex.wait_for_screen("Could not clean.")
+    (result,) = model.tool_results[seen:]
+    print(f"the model read: {result.content!r}")
+    assert f"never-list has {RM}" in result.content
+    assert (codex.project / "build").exists()
+    assert await setup.approval() is None  # no one was asked
