@@ -22,10 +22,14 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# What a button sends back: "ap:K7QF:a" (allow), "s" (for the session), "d" (deny).
+# What a button sends back: "ap:K7QF:a" (allow), "s" (for the session), "d" (deny); a
+# question's options "o1" … "o4" (answer with that option).
 BUTTON_PREFIX = "ap"
 BUTTON_BEHAVIOR: dict[str, Behavior] = {"a": "allow", "s": "allow_session", "d": "deny"}
+OPTION_BUTTON = "o"
 PROVIDERS = ("telegram",)
+# A plan is posted up to this much (Telegram's limit is 4,096); the terminal lists it whole.
+PLAN_SHOWN_CHARS = 3_000
 
 
 def pressed(press: ButtonPress) -> tuple[str, Behavior] | None:
@@ -35,6 +39,42 @@ def pressed(press: ButtonPress) -> tuple[str, Behavior] | None:
     if prefix != BUTTON_PREFIX or short not in BUTTON_BEHAVIOR or len(approval_id) != 4:
         return None
     return approval_id, BUTTON_BEHAVIOR[short]
+
+
+def chosen_option(press: ButtonPress) -> tuple[str, int] | None:
+    """(approval id, option number) a question's option button stands for; None otherwise."""
+    prefix, _, rest = press.data.partition(":")
+    approval_id, _, short = rest.partition(":")
+    number = short.removeprefix(OPTION_BUTTON)
+    if prefix != BUTTON_PREFIX or not short.startswith(OPTION_BUTTON) or not number.isdigit():
+        return None
+    return (approval_id, int(number)) if len(approval_id) == 4 else None
+
+
+def asked(request: ApprovalRequest) -> str:
+    """What the agent asks, for a chat: the tool and its input, the question, or the plan."""
+    if request.ask == "question":
+        return f"{request.agent_id} asks: {request.question}"
+    if request.ask == "plan":
+        plan = request.question or request.input_text
+        if len(plan) > PLAN_SHOWN_CHARS:
+            plan = plan[:PLAN_SHOWN_CHARS] + "\n… (the whole plan: agentcomms approvals)"
+        return f"{request.agent_id} asks to carry out its plan:\n{plan}"
+    return f"{request.agent_id} asks to use {request.tool}:\n{request.input_text}"
+
+
+def _buttons(request: ApprovalRequest) -> list[tuple[str, str]]:
+    def data(short: str) -> str:
+        return f"{BUTTON_PREFIX}:{request.id}:{short}"
+
+    if request.ask == "question":
+        return [(o, data(f"{OPTION_BUTTON}{n}")) for n, o in enumerate(request.options, 1)]
+    if request.ask == "plan":
+        return [("Approve", data("a")), ("Keep planning", data("d"))]
+    buttons = [("Allow", data("a"))]
+    if request.suggestions:
+        buttons.append(("Allow for this session", data("s")))
+    return [*buttons, ("Deny", data("d"))]
 
 
 def said(view: ApprovalView) -> str:
@@ -95,14 +135,8 @@ class ApprovalChats:
         return chats
 
     async def _announce(self, request: ApprovalRequest) -> None:
-        text = (
-            f"{request.agent_id} asks to use {request.tool}:\n{request.input_text}\n\n"
-            f"(approval {request.id})"
-        )
-        buttons = [("Allow", f"{BUTTON_PREFIX}:{request.id}:a")]
-        if request.suggestions:
-            buttons.append(("Allow for this session", f"{BUTTON_PREFIX}:{request.id}:s"))
-        buttons.append(("Deny", f"{BUTTON_PREFIX}:{request.id}:d"))
+        text = f"{asked(request)}\n\n(approval {request.id})"
+        buttons = _buttons(request)
         for provider, chat in self._chats(request.agent_id):
             try:
                 message_id = await self._sender().send_buttons(chat, text, buttons)
@@ -113,7 +147,7 @@ class ApprovalChats:
 
     async def _settle(self, view: ApprovalView, posted: list[tuple[str, str, str]]) -> None:
         r = view.request
-        text = f"{r.agent_id} asked to use {r.tool}:\n{r.input_text}\n\n{r.id}: {said(view)}"
+        text = f"{asked(r)}\n\n{r.id}: {said(view)}"
         for provider, chat, message_id in posted:
             try:
                 await self._sender().edit_text(chat, message_id, text)

@@ -33,7 +33,7 @@ from agentcomms.logs import redact
 from agentcomms.transports import ButtonPress
 from agentcomms.trust import DeploymentKey
 from gateway.agent_hooks import AgentHookMethods, PaneId
-from gateway.approval_chats import ApprovalChats, pressed, said
+from gateway.approval_chats import ApprovalChats, chosen_option, pressed, said
 from gateway.params import AgentId, Params
 from gateway.protocol import INVALID_PARAMS, NOT_FOUND
 from workflows.approval.client import Approvals, WorkflowAlreadyStartedError, new_approval_id
@@ -189,15 +189,25 @@ class ApprovalMethods:
         return {"accepted": decided.accepted, **_summary(decided.view)}
 
     async def button(self, press: ButtonPress) -> str:
-        """An allowed sender pressed Allow, Allow for this session or Deny in a chat."""
-        wanted = pressed(press)
+        """An allowed sender pressed Allow, Allow for this session, Deny, or one of a
+        question's options in a chat."""
+        option = chosen_option(press)
+        wanted = pressed(press) if option is None else (option[0], "answer")
         if wanted is None:
             return "This button is not agentcomms'."
         approval_id, behavior = wanted
+        answer = None
+        if option is not None:
+            view = await self._approvals.view(approval_id)
+            if view is not None and view.open:
+                if view.request.ask != "question":
+                    return "This button is not agentcomms'."
+                answer = chosen(view.request.options, str(option[1]))
         decided = await self._decide(
             Decision(
                 approval_id=approval_id,
                 behavior=behavior,
+                answer=answer,
                 by=_shown(press.sender_name or press.sender_id, 100),
                 via=press.provider,
             )
