@@ -128,3 +128,28 @@ async def test_a_plan_sent_back_keeps_claude_planning_with_the_reason(setup: Set
     assert result.is_error and "write the tests first" in result.content
     screen = await claude.wait_for_screen("On it.")
     assert PLAN_MODE in screen
+
+
+async def test_a_question_answered_in_claudes_own_dialog_closes_its_approval(
+    setup: Setup,
+) -> None:
+    claude, model = setup.claude, setup.claude.model
+    await claude.wait_for_screen("On it.")  # the last test's turn is over
+    size = {
+        "question": "Which size?",
+        "header": "Size",
+        "options": [{"label": "small", "description": ""}, {"label": "large", "description": ""}],
+        "multiSelect": False,
+    }
+    model.on("ask me the size", tool("AskUserQuestion", questions=[size]), text("Sized."))
+    await claude.type("ask me the size")
+    asked = await eventually(lambda: setup.asked("question"), timeout=30)
+    await claude.answer("Which size?", "Enter")  # the human, at the pane: the first option
+    await claude.wait_for_screen("Sized.")
+
+    async def closed() -> bool:
+        return await setup.asked("question") is None
+
+    await eventually(closed, timeout=30)
+    late = await cli(setup.home, "answer", asked["id"], "large")
+    assert "was answered already: answered in the terminal" in late.stdout
