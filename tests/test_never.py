@@ -19,6 +19,7 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.agents.install import Target, plan
+from agentcomms.agents.installed import inspect
 from agentcomms.agents.never import matches
 from tests.fakes.anthropic import bash, text
 from tests.support.agents import ClaudePane, claude_with_agentcomms
@@ -95,6 +96,8 @@ def test_install_writes_one_handler_per_rule_for_claude_and_the_rules_into_codex
     ]
     again = plan(Target("claude-code", home=tmp_path, argv=EXE, never=(RM, "WebFetch")))
     assert again.changes == []
+    found = {f.name: f for f in inspect(Target("claude-code", home=tmp_path))}
+    assert found["claude-code (user) hooks"].ok, found  # the refusals are no second report
     plan(Target("claude-code", home=tmp_path, argv=EXE)).apply()  # the list emptied
     settings = json.loads((tmp_path / ".claude" / "settings.json").read_text())
     assert len(settings["hooks"]["PreToolUse"]) == 1

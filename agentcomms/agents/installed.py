@@ -157,7 +157,9 @@ def _read(target: Target) -> tuple[list[tuple[str, str]], bool, list[Path], list
             for h, handler in enumerate(group.get("hooks", []) if isinstance(group, dict) else []):
                 command = handler.get("command") if isinstance(handler, dict) else None
                 if is_our_hook(command, kind) and isinstance(command, str):
-                    found.append((event, _executable(command)))
+                    # A never-list handler beside the event's report is not a second report.
+                    refuses = "if" in handler and "--never" in shlex.split(command)
+                    found.append((f"{event} (never)" if refuses else event, _executable(command)))
                     # Codex keeps the user's trust per hook, keyed by file, event and place.
                     key = f"{hooks_file}:{_snake(event)}:{g}:{h}"
                     if trust is not None and "trusted_hash" not in trust.get(key, {}):
