@@ -268,7 +268,7 @@ def hook_decision(key: DeploymentKey, view: ApprovalView) -> dict[str, Any] | No
             return None
         return {
             "behavior": "deny",
-            "message": f"No one answered this permission request within "
+            "message": f"No one answered this {_ASKED[request.ask]} within "
             f"{request.timeout_s:g} s, so it was denied. Go on without it, or ask again later.",
         }
     if not key.decision_is_genuine(decision):
@@ -284,6 +284,9 @@ def hook_decision(key: DeploymentKey, view: ApprovalView) -> dict[str, Any] | No
     if decision.behavior == "deny":
         return {"behavior": "deny", "message": decision.message or _denied(request, decision)}
     return None  # answered in the terminal
+
+
+_ASKED = {"permission": "permission request", "question": "question", "plan": "plan"}
 
 
 def _denied(request: ApprovalRequest, decision: Decision) -> str:
