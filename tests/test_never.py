@@ -73,6 +73,10 @@ def test_codexs_hook_lets_any_other_call_go_on_and_says_nothing() -> None:
     assert (done.returncode, done.stdout) == (0, "")
 
 
+def _configured(agent_id: str | None) -> list[str]:
+    return ["WebFetch", RM]
+
+
 def test_install_writes_one_handler_per_rule_for_claude_and_the_rules_into_codexs_hook(
     tmp_path: Path,
 ) -> None:
@@ -96,8 +100,13 @@ def test_install_writes_one_handler_per_rule_for_claude_and_the_rules_into_codex
     ]
     again = plan(Target("claude-code", home=tmp_path, argv=EXE, never=(RM, "WebFetch")))
     assert again.changes == []
-    found = {f.name: f for f in inspect(Target("claude-code", home=tmp_path))}
+    found = {f.name: f for f in inspect(Target("claude-code", home=tmp_path), _configured)}
     assert found["claude-code (user) hooks"].ok, found  # the refusals are no second report
+    assert "claude-code (user) never-list" not in found  # as configured
+    found = {f.name: f for f in inspect(Target("claude-code", home=tmp_path), lambda _: [RM])}
+    drift = found["claude-code (user) never-list"]
+    assert not drift.ok and "the hooks refuse Bash(rm -rf *), WebFetch" in drift.detail
+    assert drift.fix == "`agentcomms install claude-code` again"
     plan(Target("claude-code", home=tmp_path, argv=EXE)).apply()  # the list emptied
     settings = json.loads((tmp_path / ".claude" / "settings.json").read_text())
     assert len(settings["hooks"]["PreToolUse"]) == 1
