@@ -26,6 +26,8 @@ from tests.support.tmux import Tmux
 from tests.support.waiting import eventually
 
 PLAN = "# Plan\n1. Add the endpoint\n2. Test it"
+# Claude Code's question dialog, under its options.
+QUESTION_DIALOG = "Enter to select"
 
 
 @dataclass
@@ -144,7 +146,9 @@ async def test_a_question_answered_in_claudes_own_dialog_closes_its_approval(
     model.on("ask me the size", tool("AskUserQuestion", questions=[size]), text("Sized."))
     await claude.type("ask me the size")
     asked = await eventually(lambda: setup.asked("question"), timeout=30)
-    await claude.answer("Which size?", "Enter")  # the human, at the pane: the first option
+    await claude.wait_for_screen("Which size?")
+    # The human, at the pane, picks the first option (the dialog's own hint goes with it).
+    await claude.answer(QUESTION_DIALOG, "Enter")
     await claude.wait_for_screen("Sized.")
 
     async def closed() -> bool:
