@@ -7,7 +7,10 @@ becomes the ``ApplicationError`` type the retry policy branches on (names in :mo
 Only the deployment's items are sent: each carries the deployment's tag, bound to its outbox's
 agent and chat, and the send checks it and takes what it sends from the item so checked (anyone
 who reaches Temporal can signal an outbox, or schedule ``send_chat`` from a workflow of their
-own). A genuine message the projection shows sent already is not sent again.
+own). A genuine message the projection shows sent already is not sent again, and each item is
+sent by one activity only, the first to ask (the projection records which): a copy signalled to
+another outbox, or to one started afresh, while the original waits, or a receipt asked for twice,
+sends nothing.
 
 Temporal retries a failed send on its own, and its history keeps only the last failure: so each
 failed try of a message is recorded here, with the provider's answer, in the message's event
@@ -17,6 +20,7 @@ failed try of a message is recorded here, with the provider's answer, in the mes
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import traceback
 from datetime import timedelta
@@ -129,16 +133,51 @@ class ChatActivities:
                 type=errors.NOT_SIGNED,
                 non_retryable=True,
             )
-        if item.event is None:
-            return item.send
-        if await self._sent_before(item.event.id):
+        if item.event is not None and await self._sent_before(item.event.id):
             raise ApplicationError(
                 f"{item.event.id} was sent already (a copy asked again?): not sent twice",
                 type=errors.NOT_SIGNED,
                 non_retryable=True,
             )
+        if not await self._first_to_send(signed):
+            raise ApplicationError(
+                f"{item.id} was sent, or is being sent, by another run of an outbox (a copy "
+                "signalled again?): not sent twice",
+                type=errors.NOT_SIGNED,
+                non_retryable=True,
+            )
+        if item.event is None:
+            return item.send
         # A text's failed tries are recorded in its event.
         return item.send.model_copy(update={"event_id": item.event.id})
+
+    async def _first_to_send(self, signed: SendItem) -> bool:
+        """Whether this try may send the item: the first activity to ask for it (its own
+        retries ask again). A genuine item copied from a history and signalled to an outbox of
+        the attacker's, or to the outbox started afresh, while the original waits to be sent
+        (or after a receipt went) finds it taken: nothing is sent twice."""
+        if self._store is None:
+            return True
+        info = activity.info()
+        me = f"{info.workflow_run_id}/{info.activity_id}"
+        whose = hashlib.sha256(
+            f"{signed.agent_id}\0{signed.channel_id}\0{signed.item.id}".encode()
+        ).hexdigest()
+        try:
+            first = await self._store.spend("outbox-item", whose, me, utcnow())
+        except PROJECTION_UNAVAILABLE as exc:
+            # The outbox's own memory of ids still stands guard; a hiccup must not stop sends.
+            log.warning("could not ask the projection about %s: %s", signed.item.id, exc)
+            return True
+        if first == me:
+            return True
+        activity.logger.warning(
+            "refused to send %s to %s again: %s took it first",
+            signed.item.id,
+            signed.channel_id,
+            first,
+        )
+        return False
 
     async def _sent_before(self, event_id: str) -> bool:
         if self._store is None:

@@ -12,8 +12,8 @@ is typed, because anyone who reaches Temporal can signal a mailbox and a history
   missing pane, until the agent is registered again.
 - What is typed (the text, the pane, the event id, the cap, the submit delay) is derived from the
   event and registration so checked, never taken from a field beside them.
-- An unregister is checked here before the mailbox obeys it, so nobody but the deployment can take
-  an agent offline.
+- An unregister, and each report of the agent's hooks, is checked here before the mailbox obeys
+  it, so nobody but the deployment can take an agent offline or make it look ready.
 
 Bridge errors become the ``ApplicationError`` types the mailbox branches on (names in
 :mod:`agentcomms.errors`): a missing pane and a tmux hiccup are retryable (the pane may come back;
@@ -31,6 +31,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from agentcomms import errors, metrics
+from agentcomms.agents.state import HookReport
 from agentcomms.bridge import TmuxAdapter, adapter_for, sanitize
 from agentcomms.bridge.prompt import follow_up
 from agentcomms.errors import InvalidTarget, PaneNotFound, PaneNotReady, TmuxError
@@ -160,6 +161,18 @@ class PaneActivities:
         activity.logger.warning(
             "ignored an unregister of %s: not signed by this deployment (it stays registered)",
             agent_id,
+        )
+        return False
+
+    @activity.defn(name="check_report")
+    async def check_report(self, report: HookReport) -> bool:
+        """Whether the gateway signed this report of the mailbox's agent's hooks: a forged
+        "ready" would have messages typed into a dialog, a forged "busy" would hold them."""
+        agent_id = _asking_mailbox()
+        if self._key.report_is_genuine(agent_id, report):
+            return True
+        activity.logger.warning(
+            "ignored a %s hook report of %s: not signed by this deployment", report.event, agent_id
         )
         return False
 

@@ -17,8 +17,17 @@ from __future__ import annotations
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.delivery import ASK_THE_PROJECTION_AFTER
 from agentcomms import errors, metrics
-from agentcomms.models import Event, LoadedEvents, LoadRequest, ProjectionUpdate
+from agentcomms.models import (
+    Event,
+    LoadedEvents,
+    LoadRequest,
+    ProjectionUpdate,
+    Recalled,
+    RecallRequest,
+    utcnow,
+)
 from agentcomms.store import Store
 from agentcomms.trust import DeploymentKey
 from agentcomms.workflow_ids import (
@@ -27,6 +36,11 @@ from agentcomms.workflow_ids import (
     agent_of_mailbox,
     outbox_workflow_id,
 )
+
+# A mailbox started afresh remembers the messages typed within this while as seen; an older copy
+# signalled again is caught where it would be typed, which asks the projection about old events.
+RECALL_TYPED_WITHIN = 2 * ASK_THE_PROJECTION_AFTER
+RECALL_TYPED_MOST = 2000
 
 
 class ProjectionActivities:
@@ -96,6 +110,18 @@ class ProjectionActivities:
             loaded.events.append(event)
             chars += len(event.text)
         return loaded
+
+    @activity.defn(name="recall_mailbox")
+    async def recall_mailbox(self, request: RecallRequest) -> Recalled:
+        """What the agent's earlier runs obeyed and typed, for a mailbox started afresh (its
+        workflow terminated and started again): the newest registration's time, and the ids
+        of the messages typed lately."""
+        _local_only()
+        since = utcnow() - RECALL_TYPED_WITHIN
+        return Recalled(
+            pane_changed_at=await self._store.pane_changed_at(request.agent_id),
+            typed_ids=await self._store.typed_since(request.agent_id, since, RECALL_TYPED_MOST),
+        )
 
 
 def _local_only() -> activity.Info:

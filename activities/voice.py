@@ -4,7 +4,8 @@ human when the call cannot.
 They act only for the deployment. Each runs only as a local activity of its own call's workflow
 (``call-<id>``), which checks the deployment's tag on its input before anything else
 (``check_call``) and on every line event before it counts (``check_line_event``): a call anyone
-else starts, or an activity anyone schedules on the shared queue, is refused. Those that ring,
+else starts, one started again with a copy of a genuine input (each input rings in one run, as
+the projection records), or an activity anyone schedules on the shared queue, is refused. Those that ring,
 text or reach a mailbox check the call's tag again and take what they do from it (the number
 from the config, never from the request).
 
@@ -29,7 +30,7 @@ from agentcomms import errors
 from agentcomms.config import Config
 from agentcomms.errors import MailboxFull, RateLimited, SendRefused, SpeechProviderUnavailable
 from agentcomms.ids import provider_event_id
-from agentcomms.models import LOCAL_CHANNEL, Event
+from agentcomms.models import LOCAL_CHANNEL, Event, utcnow
 from agentcomms.store import Store
 from agentcomms.trust import DeploymentKey
 from agentcomms.voice.audio import AudioStore
@@ -88,6 +89,20 @@ class VoiceActivities:
             raise ApplicationError(
                 f"call {call.call_id} was placed at {placed} but started at {req.started_at}: "
                 "a call is started when it is placed, so this is a copy and rings nobody",
+                type=errors.NOT_SIGNED,
+                non_retryable=True,
+            )
+        # Within its window a copy could still be started again (the first run terminated, or
+        # over): each call's input rings in one run only, whichever asks first.
+        run = activity.info().workflow_run_id or ""
+        first = await self._store.spend("call", call.call_id, run, utcnow())
+        if first != run:
+            activity.logger.warning(
+                "refused call %s in run %s: its input was used by run %s", call.call_id, run, first
+            )
+            raise ApplicationError(
+                f"call {call.call_id} was started already (run {first}): its input rings once, "
+                "so this copy started again rings nobody",
                 type=errors.NOT_SIGNED,
                 non_retryable=True,
             )

@@ -18,7 +18,7 @@ import logging
 import socket
 import urllib.request
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from threading import Lock, Thread
 from typing import Any
@@ -26,6 +26,7 @@ from typing import Any
 from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, generate_latest
 
 from agentcomms.address import split_address
+from agentcomms.http_guard import Doorman
 from agentcomms.models import Agent, Event
 
 log = logging.getLogger(__name__)
@@ -138,9 +139,12 @@ def temporal_runtime(sdk_address: str) -> Any:
 class MetricsServer:
     """`GET /metrics` at `address`: our metrics, then the SDK's (when it serves any)."""
 
-    def __init__(self, address: str, *, sdk_address: str | None = None) -> None:
+    def __init__(
+        self, address: str, *, sdk_address: str | None = None, names: Iterable[str] = ()
+    ) -> None:
         self.address = address
         self._sdk_address = sdk_address
+        self._names = list(names)  # server.allowed_hosts: more names it answers to
         self._before_scrape: list[Callable[[], None]] = []
         self._server: ThreadingHTTPServer | None = None
 
@@ -164,9 +168,20 @@ class MetricsServer:
     def start(self) -> None:
         host, port = split_address(self.address)
         outer = self
+        doorman: Doorman | None = None
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
+                # Like every HTTP door: a web page rebinding its name to this port reads nothing
+                # (the agents' names, their queues, the providers in use).
+                assert doorman is not None
+                named = self.headers.get("Host")
+                why = doorman.host_refusal(named) or doorman.origin_refusal(
+                    self.headers.get("Origin"), named or ""
+                )
+                if why is not None:
+                    self.send_error(403, why)
+                    return
                 if self.path.split("?")[0] not in ("/metrics", "/"):
                     self.send_error(404)
                     return
@@ -181,6 +196,7 @@ class MetricsServer:
                 pass  # a scrape every 15 s is not news
 
         self._server = ThreadingHTTPServer((host, port), Handler)
+        doorman = Doorman(host, self._server.server_address[1], names=self._names)
         self._server.daemon_threads = True
         Thread(target=self._server.serve_forever, name="metrics", daemon=True).start()
         log.info("metrics on http://%s/metrics", self.address)

@@ -95,6 +95,8 @@ class Agent(BaseModel):
     state: str = "unknown"
     waiting_for: str | None = None
     state_since: datetime | None = None
+    # When the newest registration or unregister its mailbox obeyed was made.
+    pane_changed_at: datetime | None = None
 
 
 class Channel(BaseModel):
@@ -286,3 +288,16 @@ class LoadRequest(BaseModel):
 
 class LoadedEvents(BaseModel):
     events: list[Event] = Field(default_factory=list)
+
+
+class RecallRequest(BaseModel):
+    agent_id: str
+
+
+class Recalled(BaseModel):
+    """What a mailbox started afresh learns from the projection about the agent's earlier runs:
+    the newest registration's time, and the messages typed lately (older ones the delivery asks
+    the projection about itself)."""
+
+    pane_changed_at: datetime | None = None
+    typed_ids: list[str] = Field(default_factory=list)

@@ -64,7 +64,9 @@ async def temporal_and_store(
             # The SDK serves its own metrics on a loopback port; ours appends them.
             sdk_address = free_loopback_address()
             sdk_runtime = temporal_runtime(sdk_address)
-            metrics = MetricsServer(cfg.metrics.address, sdk_address=sdk_address)
+            metrics = MetricsServer(
+                cfg.metrics.address, sdk_address=sdk_address, names=cfg.server.allowed_hosts
+            )
             metrics.start()
         client = await connect(cfg.temporal, patience_s=5.0, runtime=sdk_runtime)
         if dev is None:

@@ -24,6 +24,7 @@ from uuid import uuid4
 
 from pydantic_core import to_jsonable_python
 
+from agentcomms.agents.state import HookReport
 from agentcomms.approval_models import ApprovalRequest, Decision
 from agentcomms.config.home import agentcomms_home, private_secret
 from agentcomms.config.models import SecurityConfig
@@ -93,6 +94,14 @@ class DeploymentKey:
         if not request.id or request.requested_at is None:
             return False
         return self._verify(_unregister_fields(agent_id, request), request.signature)
+
+    # ---- hook reports: what an agent's hooks said it does ----------------------------------------
+
+    def sign_report(self, agent_id: str, report: HookReport) -> HookReport:
+        return report.model_copy(update={"signature": self._tag(_report_fields(agent_id, report))})
+
+    def report_is_genuine(self, agent_id: str, report: HookReport) -> bool:
+        return self._verify(_report_fields(agent_id, report), report.signature)
 
     # ---- calls: what a call is asked, and what its line said ------------------------------------
 
@@ -193,6 +202,15 @@ def _registration_fields(agent_id: str, r: Registration) -> list[Any]:
 def _unregister_fields(agent_id: str, r: Unregister) -> list[Any]:
     at = _microseconds(r.requested_at) if r.requested_at is not None else None
     return ["agentcomms-unregister/1", agent_id, r.id, at]
+
+
+def _report_fields(agent_id: str, report: HookReport) -> list[Any]:
+    # Bound to one agent: a genuine "ready" of one agent copied into another's mailbox is not its.
+    return [
+        "agentcomms-hook-report/1",
+        agent_id,
+        _as_read_back(report.model_dump(exclude={"signature"})),
+    ]
 
 
 def _microseconds(moment: datetime) -> int:

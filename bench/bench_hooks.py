@@ -13,7 +13,12 @@ it). Configurations take turns, one round each, so a busy moment hits each alike
 - ``none``: no hooks.
 - ``trivial``: the same hooks, each running a script that reads its stdin and exits: the floor
   any hook costs.
-- ``agentcomms``: the hooks as installed, running this agentcomms (`agentcomms hook claude-code`).
+- ``agentcomms``: the hooks as installed, running `agentcomms hook claude-code` of this checkout
+  installed as the README installs it (``pip install .`` into a fresh virtualenv: a hook process
+  starts as it does on a user's machine).
+- ``agentcomms-editable``: the same hooks running this checkout's own virtualenv, an editable
+  install, whose import finder every Python process of that virtualenv loads at start: what a
+  developer's agent pays.
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
+import resource
+import subprocess
 import sys
 import tempfile
 import uuid
@@ -33,8 +40,22 @@ from tests.fakes.anthropic import FakeAnthropic, bash, text
 from tests.support.agents import ClaudePane, start_claude
 from tests.support.tmux import Tmux
 
-AGENTCOMMS = str(Path(sys.executable).parent / "agentcomms")
-CONFIGS = ("none", "trivial", "agentcomms")
+EDITABLE = str(Path(sys.executable).parent / "agentcomms")
+CHECKOUT = Path(__file__).resolve().parent.parent
+CONFIGS = ("none", "trivial", "agentcomms", "agentcomms-editable")
+
+
+def _user_install(root: Path) -> str:
+    """This checkout installed the README's way into a fresh virtualenv; its `agentcomms`. The
+    hook needs the standard library only, so the package goes in without its dependencies."""
+    venv = root / "user-venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run(
+        [str(venv / "bin" / "pip"), "install", "-q", "--no-deps", str(CHECKOUT)],
+        check=True,
+        capture_output=True,
+    )
+    return str(venv / "bin" / "agentcomms")
 
 
 def _hooks(config: str, root: Path) -> tuple[str, ...] | None:
@@ -42,7 +63,9 @@ def _hooks(config: str, root: Path) -> tuple[str, ...] | None:
     if config == "none":
         return None
     if config == "agentcomms":
-        return (AGENTCOMMS,)
+        return (_user_install(root),)
+    if config == "agentcomms-editable":
+        return (EDITABLE,)
     trivial = root / "bin" / "agentcomms"
     trivial.parent.mkdir(parents=True)
     trivial.write_text("#!/bin/sh\nexec cat > /dev/null\n")
@@ -50,9 +73,9 @@ def _hooks(config: str, root: Path) -> tuple[str, ...] | None:
     return (str(trivial),)
 
 
-async def _start(config: str, root: Path, socket_dir: Path) -> tuple[ClaudePane, Tmux]:
-    argv = _hooks(config, root)
-
+async def _start(
+    argv: tuple[str, ...] | None, root: Path, socket_dir: Path
+) -> tuple[ClaudePane, Tmux]:
     def install(home: Path, project: Path) -> None:
         if argv is not None:
             plan(Target("claude-code", home=home, project=project, argv=argv)).apply()
@@ -81,9 +104,7 @@ async def _round(claude: ClaudePane, round_no: int, calls: int) -> list[float]:
 def _configs() -> tuple[str, ...]:
     """The configurations this agentcomms can run: without a `hook` command (an agentcomms
     older than its hooks) a hook fails, and UserPromptSubmit's failure blocks every prompt."""
-    import subprocess
-
-    done = subprocess.run([AGENTCOMMS, "hook", "--help"], capture_output=True, check=False)
+    done = subprocess.run([EDITABLE, "hook", "--help"], capture_output=True, check=False)
     if done.returncode != 0:
         print("this agentcomms has no `hook` command: measuring without it", file=sys.stderr)
         return CONFIGS[:2]
@@ -93,8 +114,10 @@ def _configs() -> tuple[str, ...]:
 async def run(rounds: int, calls: int) -> dict[str, Any]:
     configs = _configs()
     times: dict[str, list[float]] = {c: [] for c in configs}
-    with tempfile.TemporaryDirectory(prefix="ach-") as tmp:
-        started = [await _start(c, Path(tmp) / c, Path(tmp)) for c in configs]
+    with tempfile.TemporaryDirectory(prefix="ach-", ignore_cleanup_errors=True) as tmp:
+        argvs = {c: _hooks(c, Path(tmp) / c) for c in configs}
+        cpu = {c: _hook_cpu(argv, Path(tmp)) for c, argv in argvs.items() if argv is not None}
+        started = [await _start(argvs[c], Path(tmp) / c, Path(tmp)) for c in configs]
         try:
             await _round(started[0][0], 0, 2)  # warm the machine's caches up, not measured
             for round_no in range(1, rounds + 1):
@@ -119,7 +142,37 @@ async def run(rounds: int, calls: int) -> dict[str, Any]:
         "calls": calls,
         "results": results,
         "added": added,
+        "hook_cpu": cpu,
     }
+
+
+# What Claude Code passes a PostToolUse hook, short: the hook reads and trims it.
+POST_TOOL_USE = (
+    b'{"session_id":"s","hook_event_name":"PostToolUse","tool_name":"Bash",'
+    b'"tool_input":{"command":"echo bench"},"tool_response":{"stdout":"bench"}}'
+)
+
+
+def _hook_cpu(argv: tuple[str, ...], root: Path, runs: int = 30) -> dict[str, float]:
+    """The CPU (user + system) of one hook process, as each tool call starts two: it swings far
+    less with the machine's load than the agent's wall time does. The gateway is down, so the
+    hook starts, reads, finds no socket and exits, as every report-only hook does at most."""
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "AGENTCOMMS_SOCKET": str(root / "no-gateway.sock"),
+        "TMUX": "/tmp/bench-tmux,1,0",
+        "TMUX_PANE": "%1",
+    }
+    spent = []
+    for _ in range(runs):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        subprocess.run(
+            [*argv, "hook", "claude-code"], input=POST_TOOL_USE, env=env, capture_output=True
+        )
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        used = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+        spent.append(used * 1000)
+    return summarize(spent)
 
 
 def main() -> int:
@@ -144,6 +197,15 @@ def main() -> int:
         lines.append(
             f"| {config} | {s['p50']} | {s['p99']} | {s['mean']} | {a['p50']} | {a['p99']} |"
         )
+    lines += [
+        "",
+        "CPU of one hook process (user + system, the gateway down; two run around each tool call):",
+        "",
+        "| hooks | p50 ms | p95 ms |",
+        "|---|---:|---:|",
+    ]
+    for config, spent in report["hook_cpu"].items():
+        lines.append(f"| {config} | {spent['p50']} | {spent['p95']} |")
     markdown = "\n".join(lines) + "\n"
     print(markdown)
     if not args.no_save:

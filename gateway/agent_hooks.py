@@ -17,7 +17,7 @@ from pydantic import Field, StringConstraints
 from agentcomms.agents.state import AT_PROMPT, HookReport, report_from
 from agentcomms.bridge import BridgeError, PaneNotFound, TmuxError, adapter_for
 from agentcomms.bridge.fields import TmuxSocket
-from agentcomms.bridge.prompt import at_prompt
+from agentcomms.bridge.look import at_prompt
 from agentcomms.bridge.tmux import TmuxAdapter
 from agentcomms.errors import RpcError
 from agentcomms.models import PaneTarget, Registration

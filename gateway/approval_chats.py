@@ -1,104 +1,53 @@
-"""An approval in the agent's chats: the request with its buttons in each Telegram chat mapped to
-the agent, and, once decided, each message edited to say who answered, how and where (its
-buttons gone).
+"""An approval in the agent's chats: the request posted to each chat mapped to the agent, and,
+once decided, each chat told how (:mod:`gateway.approval_surfaces.words` holds the words).
+
+- Telegram and Discord: the request with buttons (Allow, Allow for this session where offered,
+  Deny); once decided, the message is edited to say who answered, how and where, its buttons
+  gone.
+- SMS and WhatsApp: the request with a code to reply with ("Reply YES K7QF or NO K7QF"); once
+  decided, each of these chats gets one line saying how, except the one whose reply decided it
+  (that reply was answered already).
 
 Which messages were posted for which approval is kept in this gateway's memory: after a restart
-a press on an old message is still answered by the approval itself (it knows who decided), only
-the edit is lost.
+an answer to an old request is still answered by the approval itself (it knows who decided),
+only the edits are lost.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, cast
 
-from agentcomms.approval_models import ApprovalRequest, ApprovalView, Behavior
+from agentcomms.approval_models import ApprovalRequest, ApprovalView
 from agentcomms.config import Config
-from agentcomms.transports import ButtonPress
-
-if TYPE_CHECKING:
-    from agentcomms.transports.telegram import TelegramSender
+from agentcomms.transports import Sender, TextSender, load
+from gateway.approval_surfaces.words import asks, buttons, outcome, reply_with, settled
 
 log = logging.getLogger(__name__)
 
-# What a button sends back: "ap:K7QF:a" (allow), "s" (for the session), "d" (deny); a
-# question's options "o1" … "o4" (answer with that option).
-BUTTON_PREFIX = "ap"
-BUTTON_BEHAVIOR: dict[str, Behavior] = {"a": "allow", "s": "allow_session", "d": "deny"}
-OPTION_BUTTON = "o"
-PROVIDERS = ("telegram",)
-# A plan is posted up to this much (Telegram's limit is 4,096); the terminal lists it whole.
-PLAN_SHOWN_CHARS = 3_000
+BUTTON_PROVIDERS = ("telegram", "discord")
+CODE_PROVIDERS = ("sms", "whatsapp")
+# Of the tool's input, what a text message shows (the whole request stays one message).
+TEXT_INPUT_CHARS = 600
 
 
-def pressed(press: ButtonPress) -> tuple[str, Behavior] | None:
-    """(approval id, behavior) a button press stands for; None for any other button."""
-    prefix, _, rest = press.data.partition(":")
-    approval_id, _, short = rest.partition(":")
-    if prefix != BUTTON_PREFIX or short not in BUTTON_BEHAVIOR or len(approval_id) != 4:
-        return None
-    return approval_id, BUTTON_BEHAVIOR[short]
+class ButtonSender(TextSender, Protocol):
+    """A provider whose messages carry buttons and can be edited."""
 
+    async def send_buttons(
+        self, chat_id: str, text: str, buttons: list[tuple[str, str]]
+    ) -> str: ...
 
-def chosen_option(press: ButtonPress) -> tuple[str, int] | None:
-    """(approval id, option number) a question's option button stands for; None otherwise."""
-    prefix, _, rest = press.data.partition(":")
-    approval_id, _, short = rest.partition(":")
-    number = short.removeprefix(OPTION_BUTTON)
-    if prefix != BUTTON_PREFIX or not short.startswith(OPTION_BUTTON) or not number.isdigit():
-        return None
-    return (approval_id, int(number)) if len(approval_id) == 4 else None
-
-
-def asked(request: ApprovalRequest) -> str:
-    """What the agent asks, for a chat: the tool and its input, the question, or the plan."""
-    if request.ask == "question":
-        return f"{request.agent_id} asks: {request.question}"
-    if request.ask == "plan":
-        plan = request.question or request.input_text
-        if len(plan) > PLAN_SHOWN_CHARS:
-            plan = plan[:PLAN_SHOWN_CHARS] + "\n… (the whole plan: agentcomms approvals)"
-        return f"{request.agent_id} asks to carry out its plan:\n{plan}"
-    return f"{request.agent_id} asks to use {request.tool}:\n{request.input_text}"
-
-
-def _buttons(request: ApprovalRequest) -> list[tuple[str, str]]:
-    def data(short: str) -> str:
-        return f"{BUTTON_PREFIX}:{request.id}:{short}"
-
-    if request.ask == "question":
-        return [(o, data(f"{OPTION_BUTTON}{n}")) for n, o in enumerate(request.options, 1)]
-    if request.ask == "plan":
-        return [("Approve", data("a")), ("Keep planning", data("d"))]
-    buttons = [("Allow", data("a"))]
-    if request.suggestions:
-        buttons.append(("Allow for this session", data("s")))
-    return [*buttons, ("Deny", data("d"))]
-
-
-def said(view: ApprovalView) -> str:
-    """How it was decided, for people: "allowed by Alice on telegram"."""
-    d = view.decision
-    if d is None:
-        return "still open"
-    if d.behavior == "terminal":
-        return "answered in the terminal"
-    if d.behavior == "timeout":
-        on = view.request.on_timeout
-        return "no answer in time: " + ("denied" if on == "deny" else "left to the terminal")
-    if d.behavior == "answer":
-        return f"answered {d.answer!r} by {d.by} on {d.via}"
-    how = {"allow": "allowed", "allow_session": "allowed for the session", "deny": "denied"}
-    if view.request.ask == "plan":
-        how = {"allow": "approved", "deny": "sent back to planning"}
-    return f"{how.get(d.behavior, d.behavior)} by {d.by} on {d.via}"
+    async def edit_text(self, chat_id: str, message_id: str, text: str) -> None: ...
 
 
 class ApprovalChats:
     def __init__(self, cfg: Config) -> None:
         self._cfg = cfg
-        self._posted: dict[str, list[tuple[str, str, str]]] = {}  # id -> (provider, chat, msg)
+        # approval id -> (provider, chat, message id) of each request posted
+        self._posted: dict[str, list[tuple[str, str, str]]] = {}
+        self._senders: dict[str, Sender] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
 
     def announce(self, request: ApprovalRequest) -> None:
@@ -106,50 +55,78 @@ class ApprovalChats:
         self._spawn(self._announce(request))
 
     def settle(self, view: ApprovalView) -> None:
-        """Edit the request's messages to say how it was decided; once."""
+        """Tell each chat that was shown the request how it was decided; once."""
         posted = self._posted.pop(view.request.id, [])
         if posted:
             self._spawn(self._settle(view, posted))
+
+    def answered_in(self, approval_id: str, provider: str, chat_id: str) -> None:
+        """A chat of plain text answered: its reply is answered there, so `settle` skips it."""
+        if provider in CODE_PROVIDERS and approval_id in self._posted:
+            self._posted[approval_id] = [
+                p for p in self._posted[approval_id] if (p[0], p[1]) != (provider, chat_id)
+            ]
 
     async def drain(self) -> None:
         """Wait for the posts and edits under way (a test, or the gateway closing)."""
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
+    async def close(self) -> None:
+        await self.drain()
+        senders, self._senders = self._senders, {}
+        for sender in senders.values():
+            try:
+                await sender.close()
+            except Exception as exc:
+                log.warning("approvals: a chat sender did not close: %s", exc)
+
     def _spawn(self, work: Any) -> None:
         task = asyncio.create_task(work)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    def _sender(self) -> TelegramSender:
-        from agentcomms.transports.telegram import TelegramSender
-
-        return TelegramSender(self._cfg)
+    def _sender(self, provider: str) -> Sender:
+        # One per provider for the gateway's life: Discord's logs in once.
+        if provider not in self._senders:
+            self._senders[provider] = load(provider).sender(self._cfg)
+        return self._senders[provider]
 
     def _chats(self, agent_id: str) -> list[tuple[str, str]]:
         chats = []
         for channel_id, agent in self._cfg.chat.channels.items():
             provider, _, chat = channel_id.partition(":")
-            if agent == agent_id and provider in PROVIDERS:
+            if agent != agent_id or provider not in (*BUTTON_PROVIDERS, *CODE_PROVIDERS):
+                continue
+            if self._cfg.chat.provider(provider).enabled:
                 chats.append((provider, chat))
         return chats
 
     async def _announce(self, request: ApprovalRequest) -> None:
-        text = f"{asked(request)}\n\n(approval {request.id})"
-        buttons = _buttons(request)
         for provider, chat in self._chats(request.agent_id):
             try:
-                message_id = await self._sender().send_buttons(chat, text, buttons)
+                message_id = await self._post(provider, chat, request)
             except Exception as exc:
                 log.warning("approval %s: not posted to %s:%s: %s", request.id, provider, chat, exc)
                 continue
             self._posted.setdefault(request.id, []).append((provider, chat, message_id))
 
+    async def _post(self, provider: str, chat: str, request: ApprovalRequest) -> str:
+        sender = self._sender(provider)
+        if provider in BUTTON_PROVIDERS:
+            text = f"{asks(request)}\n\n(approval {request.id})"
+            return await cast(ButtonSender, sender).send_buttons(chat, text, buttons(request))
+        text = f"{asks(request, input_chars=TEXT_INPUT_CHARS)}\n\n{reply_with(request)}"
+        return await sender.send_text(chat, text)
+
     async def _settle(self, view: ApprovalView, posted: list[tuple[str, str, str]]) -> None:
         r = view.request
-        text = f"{asked(r)}\n\n{r.id}: {said(view)}"
         for provider, chat, message_id in posted:
+            sender = self._sender(provider)
             try:
-                await self._sender().edit_text(chat, message_id, text)
+                if provider in BUTTON_PROVIDERS:
+                    await cast(ButtonSender, sender).edit_text(chat, message_id, settled(view))
+                else:
+                    await sender.send_text(chat, outcome(view))
             except Exception as exc:
-                log.warning("approval %s: %s:%s not edited: %s", r.id, provider, chat, exc)
+                log.warning("approval %s: %s:%s not told: %s", r.id, provider, chat, exc)

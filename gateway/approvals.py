@@ -30,10 +30,9 @@ from agentcomms.config import Config
 from agentcomms.config.redact import mask_secrets
 from agentcomms.errors import RpcError
 from agentcomms.logs import redact
-from agentcomms.transports import ButtonPress
 from agentcomms.trust import DeploymentKey
 from gateway.agent_hooks import AgentHookMethods, PaneId
-from gateway.approval_chats import ApprovalChats, chosen_option, pressed, said
+from gateway.approval_chats import ApprovalChats
 from gateway.params import AgentId, Params
 from gateway.protocol import INVALID_PARAMS, NOT_FOUND
 from workflows.approval.client import Approvals, WorkflowAlreadyStartedError, new_approval_id
@@ -172,7 +171,7 @@ class ApprovalMethods:
             view = await self._approvals.view(approval_id)
             if view is not None and view.open:
                 answer = _checked_answer(view.request, p.behavior, p.answer)
-        decided = await self._decide(
+        decided = await self.decide(
             Decision(
                 approval_id=approval_id,
                 behavior=p.behavior,
@@ -188,38 +187,9 @@ class ApprovalMethods:
             )
         return {"accepted": decided.accepted, **_summary(decided.view)}
 
-    async def button(self, press: ButtonPress) -> str:
-        """An allowed sender pressed Allow, Allow for this session, Deny, or one of a
-        question's options in a chat."""
-        option = chosen_option(press)
-        wanted = pressed(press) if option is None else (option[0], "answer")
-        if wanted is None:
-            return "This button is not agentcomms'."
-        approval_id, behavior = wanted
-        answer = None
-        if option is not None:
-            view = await self._approvals.view(approval_id)
-            if view is not None and view.open:
-                if view.request.ask != "question":
-                    return "This button is not agentcomms'."
-                answer = chosen(view.request.options, str(option[1]))
-        decided = await self._decide(
-            Decision(
-                approval_id=approval_id,
-                behavior=behavior,
-                answer=answer,
-                by=_shown(press.sender_name or press.sender_id, 100),
-                via=press.provider,
-            )
-        )
-        if decided is None:
-            return f"No approval {approval_id} any more."
-        if decided.accepted:
-            return f"{approval_id}: {said(decided.view)}"
-        return f"{approval_id} was answered already: {said(decided.view)}"
-
-    async def _decide(self, decision: Decision) -> Decided | None:
-        """Sign the answer and give it to the approval; the chats hear how it was decided."""
+    async def decide(self, decision: Decision) -> Decided | None:
+        """Sign the answer and give it to the approval; the chats hear how it was decided.
+        Every surface's answer comes through here (a chat's: :mod:`gateway.approval_surfaces`)."""
         decided = await self._approvals.decide(self._key.sign_decision(decision))
         self._waiting.pop(decision.approval_id, None)
         if decided is not None and decided.view.decision is not None:
@@ -243,7 +213,7 @@ class ApprovalMethods:
                 approval_id=approval_id, behavior="terminal", by="the terminal", via="terminal"
             )
             try:
-                await self._decide(decision)
+                await self.decide(decision)
             except Exception:
                 log.exception("approval %s: could not close it as answered", approval_id)
 

@@ -25,7 +25,7 @@ from temporalio.service import RPCError
 from agentcomms import metrics, transports
 from agentcomms.config import Config
 from agentcomms.errors import MailboxFull, NoTransport, NotTranscribed
-from agentcomms.ids import AGENT_ID_PATTERN, provider_event_id
+from agentcomms.ids import AGENT_ID_PATTERN, new_event_id, provider_event_id
 from agentcomms.models import Event, utcnow
 from agentcomms.outbox_models import receipt_item
 from agentcomms.store import Store
@@ -37,6 +37,7 @@ from agentcomms.transports import (
     LinkStatus,
     Receiver,
 )
+from gateway.approval_surfaces.words import coded, refused_answer
 from gateway.strangers import GROUP_CHAT_TYPES, StrangerLimits, cut
 from gateway.voice_notes import VoiceNotes
 from workflows.mailbox.client import Mailbox
@@ -87,9 +88,14 @@ class ChatInbox:
         self._mailbox = mailbox
         self._outbox = outbox
         self._voice_notes = VoiceNotes(cfg)
-        self._strangers = StrangerLimits()
+        self._strangers = StrangerLimits(store)
         # Who takes a button press from an allowed sender (the approvals), once there is one.
         self.on_button: Callable[[ButtonPress], Awaitable[str]] | None = None
+        # Who takes an allowed sender's message carrying an approval's code ("YES K7QF") as
+        # its answer (never typed into a pane); None from it: an ordinary message.
+        self.on_reply: Callable[[InboundMessage, str], Awaitable[InboundResult | None]] | None = (
+            None
+        )
 
     async def accept(self, message: InboundMessage) -> InboundResult:
         event_id = provider_event_id(message.provider, message.chat_id, message.message_id)
@@ -101,6 +107,10 @@ class ChatInbox:
         agent_id, text = await self._route(message)
         if not await self._allowed(message):
             return await self._reject(message, event_id, agent_id)
+        if self.on_reply is not None and message.voice is None:
+            answered = await self.on_reply(message, event_id)
+            if answered is not None:
+                return answered
         if message.unreadable is not None:
             # Nothing is queued. Only now is the sender told why: an answer is a message the
             # operator may pay for, and a stranger has had theirs above.
@@ -177,7 +187,8 @@ class ChatInbox:
         )
 
     async def button(self, press: ButtonPress) -> str:
-        """A button under one of our messages: only an allowed sender's press counts."""
+        """A button under one of our messages: only an allowed sender's press counts; a
+        stranger's is recorded like their messages (within the same bounds)."""
         if not await self._sender_allowed(press.provider, press.sender_id):
             log.warning(
                 "%s:%s, not an allowed sender, pressed a button in %s: ignored",
@@ -186,7 +197,26 @@ class ChatInbox:
                 press.channel_id,
             )
             metrics.refused("sender_not_allowed")
-            return "Only the agent's allowed senders may answer this."
+            if await self._strangers.take_row(press.provider, press.sender_id):
+                await self._store.record_event(
+                    Event(
+                        id=new_event_id(),
+                        agent_id=self._cfg.chat.channels.get(press.channel_id) or "default",
+                        channel_id=press.channel_id,
+                        type="system",
+                        role="human",
+                        status="rejected",
+                        error=f"sender {press.provider}:{press.sender_id} is not allowed",
+                        payload={
+                            "text": cut(f"pressed a button: {press.data}"),
+                            "sender_id": press.sender_id,
+                            "sender_name": press.sender_name,
+                            "provider": press.provider,
+                            "chat_id": press.chat_id,
+                        },
+                    )
+                )
+            return "Only the agent's allowed senders may answer this: nothing changed."
         if self.on_button is None:
             return "Nothing here takes an answer now."
         return await self.on_button(press)
@@ -206,7 +236,7 @@ class ChatInbox:
         if agent_id is None and message.chat_type in GROUP_CHAT_TYPES:
             metrics.refused("sender_not_allowed_unmapped_group")
             return InboundResult("rejected")  # a group that is not the operator's: ignored
-        if not self._strangers.take_row(message.provider, message.sender_id):
+        if not await self._strangers.take_row(message.provider, message.sender_id):
             metrics.refused("sender_not_allowed_over_limit")
             return InboundResult("rejected")  # neither written nor answered
         metrics.refused("sender_not_allowed")
@@ -225,7 +255,7 @@ class ChatInbox:
             )
         )
         log.info("rejected %s from %s:%s", event_id, message.provider, message.sender_id)
-        if not self._strangers.take_reply():
+        if not await self._strangers.take_reply():
             return InboundResult("rejected", event_id=event_id, agent_id=agent_id)
         code, new = await self._store.offer_pairing(
             ChatSender(
@@ -239,13 +269,16 @@ class ChatInbox:
             now,
         )
         if not new:
-            self._strangers.give_back_reply()
+            await self._strangers.give_back_reply()
         # One answer per stranger while the code is valid: writing again gets silence.
         reply = (
             f"Your messages do not reach anyone yet. Ask the operator to run: agentcomms pair {code}"
             if new
             else None
         )
+        answer = coded(message.text)
+        if reply is not None and answer is not None:
+            reply = f"{refused_answer(answer.approval_id)} {reply}"
         return InboundResult("rejected", event_id=event_id, agent_id=agent_id, reply=reply)
 
     async def _not_heard(

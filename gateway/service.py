@@ -16,14 +16,17 @@ from agentcomms.store import Store
 from agentcomms.trust import DeploymentKey
 from gateway.agent_hooks import AgentHookMethods
 from gateway.approval_chats import ApprovalChats
+from gateway.approval_surfaces.answers import ChatAnswers
 from gateway.approvals import ApprovalMethods
 from gateway.calls import CallControl
 from gateway.chat import ChatInbox, ChatTransports
 from gateway.confine import Confinement
 from gateway.http import WebhookServer
 from gateway.methods import Methods
+from gateway.mirror import ReplyMirror
 from gateway.senders import SenderMethods
 from gateway.server import SocketServer
+from workflows.approval.client import Approvals
 from workflows.mailbox.client import Mailbox
 from workflows.outbox.client import Outbox
 
@@ -67,10 +70,19 @@ class Gateway:
         self.methods.extend(SenderMethods(cfg, store).methods())
         hooks = AgentHookMethods(store, self.mailbox, self.host)
         self.methods.extend(hooks.methods())
+        hooks.observers.append(ReplyMirror(cfg, store, self.outbox).agent_did)
         self.approval_chats = ApprovalChats(cfg)
         approvals = ApprovalMethods(cfg, client, self.key, hooks, self.approval_chats)
         self.methods.extend(approvals.methods())
-        self.inbox.on_button = approvals.button
+        answers = ChatAnswers(
+            cfg,
+            store,
+            Approvals(client, cfg.temporal.task_queue),
+            approvals.decide,
+            self.approval_chats,
+        )
+        self.inbox.on_button = answers.button
+        self.inbox.on_reply = answers.reply
         # A request that acts for an agent gets only what is that agent's own.
         self.confinement = Confinement(cfg, store, self.methods.dispatch)
         self.server = SocketServer(cfg.server.socket(), self.confinement.dispatch)
@@ -138,7 +150,7 @@ class Gateway:
             await self.http.close()
         await self.chat.close()
         await self.server.close()
-        await self.approval_chats.drain()
+        await self.approval_chats.close()
 
     async def serve_forever(self) -> None:
         await self.start()

@@ -8,14 +8,17 @@ hour, and each recorded text cut short. Past a bound a stranger's message is dro
 write or an answer (counted in the ``sender_not_allowed_over_limit`` metric). A group chat that
 is mapped to no agent is not the operator's: strangers there are ignored, not recorded.
 
-The counts live in the gateway's memory, in windows of an hour: a restarted gateway starts
-them again, which costs at most one more window's worth.
+The counts live in the projection, by clock hour (``stranger_counts``): a gateway restarted, as
+often as a stranger can make it restart, starts none of them again.
 """
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable
+
+from agentcomms.store.guards import Guards
 
 # Recorded (rejected) messages of one stranger per hour: enough to see what they wanted.
 STRANGER_ROWS_PER_SENDER = 5
@@ -36,42 +39,48 @@ def cut(text: str, most: int = STRANGER_TEXT_MAX) -> str:
 
 
 class StrangerLimits:
-    """The hour's counts of strangers' recorded messages and pairing answers."""
+    """The hour's counts of strangers' recorded messages and pairing answers, in the store."""
 
-    def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, store: Guards, *, clock: Callable[[], float] = time.time) -> None:
+        self._store = store
         self._clock = clock
-        self._window = clock()
-        self._rows_of: dict[tuple[str, str], int] = {}  # at most STRANGER_ROWS_PER_HOUR keys
-        self._rows = 0
-        self._replies = 0
+        # The hours whose total of rows, or of answers, is spent: the rest of such an hour
+        # costs the store nothing (a thousand strangers, one write each, would).
+        self._rows_spent: int | None = None
+        self._replies_spent: int | None = None
 
-    def _roll(self) -> None:
-        now = self._clock()
-        if now - self._window >= WINDOW_S:
-            self._window = now
-            self._rows_of.clear()
-            self._rows = self._replies = 0
+    def _hour(self) -> int:
+        return int(self._clock() // WINDOW_S)
 
-    def take_row(self, provider: str, sender_id: str) -> bool:
+    async def take_row(self, provider: str, sender_id: str) -> bool:
         """Whether one more message of this stranger may be recorded this hour (and count it)."""
-        self._roll()
-        key = (provider, sender_id)
-        if self._rows >= STRANGER_ROWS_PER_HOUR or self._rows_of.get(key, 0) >= (
-            STRANGER_ROWS_PER_SENDER
-        ):
+        hour = self._hour()
+        if self._rows_spent == hour:
             return False
-        self._rows_of[key] = self._rows_of.get(key, 0) + 1
-        self._rows += 1
-        return True
+        sender = _key("row", provider, sender_id)
+        full = await self._store.take_stranger_cost(
+            hour, {"rows": STRANGER_ROWS_PER_HOUR, sender: STRANGER_ROWS_PER_SENDER}
+        )
+        if full == "rows":
+            self._rows_spent = hour
+        return full is None
 
-    def take_reply(self) -> bool:
+    async def take_reply(self) -> bool:
         """Whether one more pairing code may be offered this hour (and count it)."""
-        self._roll()
-        if self._replies >= PAIRING_REPLIES_PER_HOUR:
+        hour = self._hour()
+        if self._replies_spent == hour:
             return False
-        self._replies += 1
+        if await self._store.take_stranger_cost(hour, {"replies": PAIRING_REPLIES_PER_HOUR}):
+            self._replies_spent = hour
+            return False
         return True
 
-    def give_back_reply(self) -> None:
+    async def give_back_reply(self) -> None:
         """A reply counted by :meth:`take_reply` was not sent (the sender holds a code already)."""
-        self._replies = max(0, self._replies - 1)
+        await self._store.give_back_stranger_cost(self._hour(), "replies")
+
+
+def _key(kind: str, provider: str, sender_id: str) -> str:
+    # Sender ids are the provider's (up to 255 characters): long ones by digest.
+    key = f"{kind}:{provider}:{sender_id}"
+    return key if len(key) <= 300 else f"{kind}:{hashlib.sha256(key.encode()).hexdigest()}"

@@ -248,6 +248,13 @@ class Tracer:
         steps: list[dict[str, Any]],
         why: list[str],
     ) -> None:
+        if snapshot.refused_reports:
+            why.append(
+                f"{snapshot.refused_reports} hook report(s) for {event.agent_id} not signed by "
+                f"this deployment were ignored (the last: {snapshot.last_refused_report}): "
+                "someone who reaches Temporal signalled them; the agent's state is what its own "
+                "hooks said through the gateway"
+            )
         reg = snapshot.registration
         if reg is None:
             why.append(

@@ -46,6 +46,8 @@ DECLARED: dict[str, tuple[ModuleType, set[str]]] = {
             "record_projection",
             "load_waiting_events",
             "queue_receipt",
+            "recall_mailbox",
+            "check_report",
         },
     ),
     "outbox": (outbox, {"send_chat", "record_projection"}),

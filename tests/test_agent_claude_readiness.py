@@ -91,6 +91,50 @@ async def test_a_message_sent_mid_turn_waits_and_is_typed_after_stop(setup: Setu
     assert event["waiting_for"] is None
 
 
+async def test_messages_that_waited_reach_claude_as_one_prompt_oldest_first(setup: Setup) -> None:
+    model = setup.claude.model
+    release = asyncio.Event()
+    await turn_running(setup, "refactor the parser", release)
+    for words in ("first, the tests", "second, the docs", "third, the changelog"):
+        await setup.stack.call("send", agent_id=setup.agent_id, message=words)
+    await asyncio.sleep(QUIET_S)
+    assert not any("the docs" in t for t in model.human_texts)
+
+    release.set()
+    # One turn reads all three, in the order they were sent, each behind its own header.
+    prompt = await model.wait_for_human("the docs")
+    assert prompt == "\n".join(
+        f"{SENT_HEADER}{words}"
+        for words in ("first, the tests", "second, the docs", "third, the changelog")
+    )
+    await eventually(lambda: setup.state_is("ready"), timeout=30)
+    assert sum("the changelog" in t for t in model.human_texts) == 1
+
+
+async def test_a_turn_ended_by_esc_is_noticed_and_the_humans_draft_is_not_joined(
+    setup: Setup,
+) -> None:
+    """Claude Code sends no hook when the human presses Esc mid-turn, and puts the cancelled
+    prompt back in its input box: the pane, looked at once the state is old, shows the human's
+    draft there, so the message waits until the box is empty, then goes as a prompt of its own."""
+    model = setup.claude.model
+    release = asyncio.Event()
+    await turn_running(setup, "index the whole monorepo", release)
+    await setup.stack.call("send", agent_id=setup.agent_id, message="are you still there?")
+
+    await setup.claude.keys("Escape")
+    try:
+        drafted = await eventually(lambda: setup.state_is("waiting"), timeout=60)
+    finally:
+        release.set()  # the cancelled request's stream ends
+    assert drafted["waiting_for"] == "the human (a draft in the input box)"
+    assert not any("still there" in t for t in model.human_texts)
+
+    await setup.claude.keys("C-u")  # the human clears the box
+    typed = await model.wait_for_human("still there", timeout=60)
+    assert typed == f"{SENT_HEADER}are you still there?"
+
+
 async def test_a_message_during_a_permission_dialog_is_not_typed_into_it(setup: Setup) -> None:
     claude, model = setup.claude, setup.claude.model
     model.on("make the gate file", bash("touch gate.txt"), text("Gate made."))

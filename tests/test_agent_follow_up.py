@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from agentcomms.bridge.look import input_box
 from agentcomms.workflow_ids import mailbox_id
 from tests.support.fake_agent import (
     PROMPT,
@@ -79,7 +80,7 @@ async def test_a_prompt_gone_without_a_hook_means_the_hooks_are_missing(
     agent_id, fake = agent
     sent = await stack.call("send", agent_id=agent_id, message="hello there")
     await eventually(lambda: fake.typed() == as_sent("hello there"))
-    assert fake.tmux.capture(fake.target).startswith("> \n")  # the input box is empty
+    assert input_box(fake.tmux.capture(fake.target)) == ""  # the input box is empty
     row = await eventually(lambda: state_is(stack, agent_id, "unknown"), timeout=15)
     assert row["waiting_for"] is None
     assert fake.typed() == as_sent("hello there")  # nothing pressed: the text left the box

@@ -13,13 +13,13 @@ from agentcomms.errors import GatewayError
 from agentcomms.workflow_ids import mailbox_id
 from tests.support.cli import AGENTCOMMS
 from tests.support.fake_agent import (
-    BUSY,
     DIALOG,
     PROMPT,
     FakeAgent,
     ready_agent,
     start_fake_agent,
     state_is,
+    working,
 )
 from tests.support.mailbox import mailbox_replayer, record_histories, settled_history
 from tests.support.stack import Stack
@@ -39,9 +39,7 @@ async def test_a_message_sent_mid_turn_waits_and_is_typed_after_stop(
     stack: Stack, agent: tuple[str, FakeAgent]
 ) -> None:
     agent_id, fake = agent
-    await fake.hook("UserPromptSubmit", prompt="please run ls")
-    await fake.showing(BUSY)
-    busy = await eventually(lambda: state_is(stack, agent_id, "busy"))
+    busy = await working(stack, agent_id, fake, prompt="please run ls")
     assert busy["state_since"] is not None
     assert (await stack.call("status"))["agent_states"][agent_id] == "busy"
 
@@ -113,9 +111,7 @@ async def test_messages_that_waited_are_typed_as_one_prompt_oldest_first(
     stack: Stack, agent: tuple[str, FakeAgent]
 ) -> None:
     agent_id, fake = agent
-    await fake.hook("UserPromptSubmit", prompt="work")
-    await fake.showing(BUSY)
-    await eventually(lambda: state_is(stack, agent_id, "busy"))
+    await working(stack, agent_id, fake)
     for text in ("first", "second", "third"):
         await stack.call("agent_message", from_agent_id="ops", to_agent_id=agent_id, message=text)
     await asyncio.sleep(QUIET_S)
@@ -133,9 +129,7 @@ async def test_an_interrupt_goes_at_once_while_the_agent_is_busy(
     stack: Stack, agent: tuple[str, FakeAgent]
 ) -> None:
     agent_id, fake = agent
-    await fake.hook("UserPromptSubmit", prompt="work")
-    await fake.showing(BUSY)
-    await eventually(lambda: state_is(stack, agent_id, "busy"))
+    await working(stack, agent_id, fake)
     await stack.call("send", agent_id=agent_id, message="after the interrupt")
     await stack.call("interrupt", agent_id=agent_id)
     await eventually(lambda: fake.typed() == b"\x03")
@@ -166,9 +160,7 @@ async def test_a_turn_ended_by_esc_without_a_hook_is_noticed_from_the_pane(
     stack: Stack, agent: tuple[str, FakeAgent]
 ) -> None:
     agent_id, fake = agent
-    await fake.hook("UserPromptSubmit", prompt="work")
-    await fake.showing(BUSY)
-    await eventually(lambda: state_is(stack, agent_id, "busy"))
+    await working(stack, agent_id, fake)
     await stack.call("send", agent_id=agent_id, message="are you there?")
     # The human pressed Esc: Claude Code is at its prompt again and sends no hook. Once the
     # state is older than STALE_AFTER, the pane decides, and it shows the prompt.

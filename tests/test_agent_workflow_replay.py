@@ -103,6 +103,7 @@ async def test_a_missing_pane_is_retried_with_capped_backoff(
                 panes.deliver_to_pane,
                 panes.check_registration,
                 projection.record_projection,
+                projection.recall_mailbox,
             ],
         ):
             tmux.new_session("keep")

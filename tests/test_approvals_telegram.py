@@ -72,7 +72,7 @@ async def test_an_allowed_sender_answers_with_a_button(
     assert (waited["decided_by"], waited["decided_via"]) == ("Alice", "telegram")
     edited = await eventually(lambda: telegram.edits or None)
     assert edited[0]["message_id"] == message["message_id"]
-    assert f"{approval}: allowed for the session by Alice on telegram" in edited[0]["text"]
+    assert f"{approval}: allowed for the session by Alice on Telegram" in edited[0]["text"]
     assert "reply_markup" not in next(
         m for m in telegram.sent if m["message_id"] == message["message_id"]
     )
@@ -117,7 +117,7 @@ async def test_a_questions_options_are_buttons_and_a_press_answers_it(
     waited = await stack.call("approval_wait", id=approval, wait_s=10)
     assert waited["decision"] == {"behavior": "allow", "answer": "blue"}
     edited = await eventually(lambda: telegram.edits or None)
-    assert f"{approval}: answered 'blue' by Alice on telegram" in edited[0]["text"]
+    assert f"{approval}: answered 'blue' by Alice on Telegram" in edited[0]["text"]
 
 
 async def test_a_plan_is_posted_with_approve_and_keep_planning(
@@ -138,4 +138,4 @@ async def test_a_plan_is_posted_with_approve_and_keep_planning(
     waited = await stack.call("approval_wait", id=approval, wait_s=10)
     assert waited["decision"] == {"behavior": "deny", "message": "Alice asks you to keep planning."}
     edited = await eventually(lambda: telegram.edits or None)
-    assert f"{approval}: sent back to planning by Alice on telegram" in edited[0]["text"]
+    assert f"{approval}: sent back to planning by Alice on Telegram" in edited[0]["text"]

@@ -24,6 +24,7 @@ from temporalio.exceptions import ApplicationError
 from activities.voice import TwilioCallActivities, VoiceActivities
 from agentcomms import errors
 from agentcomms.config import Config, VoiceConfig
+from agentcomms.errors import GatewayError
 from agentcomms.models import CallRecord, utcnow
 from agentcomms.store import Store
 from agentcomms.temporal import temporal_binary
@@ -290,3 +291,34 @@ async def test_inside_its_own_workflow_a_call_acts_only_on_what_the_deployment_s
         assert await env.run(voice.check_line_event, LineCheck(call_id="c_1", event=signed))
         assert posted == []
         assert await store.channel_history("cli:local", 10, direction="out") == []
+
+
+async def test_a_genuine_call_terminated_and_started_again_rings_nobody(stack: Stack) -> None:
+    """The attack: copy a genuine call's signed input from its history, terminate the call with
+    the stock CLI and start it again with the copy within its window, to ring the human again
+    with the agent's words (and take a forged answer, if one were ever signed)."""
+    phone = Phone(stack)
+    asking = asyncio.create_task(stack.call("call", agent_id="a", message="Deploy 0042 now?"))
+    call_id = await phone.ringing()
+    workflow_id = call_workflow_id(call_id)
+    handle = stack.client.get_workflow_handle(workflow_id)
+    started = (await handle.fetch_history()).events[0]
+    copied = started.workflow_execution_started_event_attributes.input.payloads[0].data.decode()
+    code, out = await temporal_cli(stack, "workflow", "terminate", "-w", workflow_id)
+    assert code == 0, out
+    with pytest.raises(GatewayError):  # the call the agent was waiting on ended
+        await asking
+    code, out = await temporal_cli(
+        stack,
+        "workflow", "start", "--task-queue", stack.cfg.temporal.task_queue,
+        "--type", "CallWorkflow", "-w", workflow_id, "--input", copied,
+    )  # fmt: skip
+    assert code == 0, out
+    again = stack.client.get_workflow_handle(workflow_id)
+    with pytest.raises(WorkflowFailureError) as failed:
+        await asyncio.wait_for(again.result(), timeout=30)
+    assert "was started already" in str(failed.value.cause)
+    history = await again.fetch_history()
+    assert local_activities(history) == ["check_call"]
+    assert scheduled(history) == []
+    assert not [line for line in await phone.lines(1) if line["state"] == "ringing"]

@@ -304,6 +304,8 @@ def test_end_to_end_init_validate_show(home: Path) -> None:
             "max_pending_bytes": None,
             "token": None,
             "approvals": {"on_timeout": None, "never": []},
+            "approvers": None,
+            "mirror": "replies",
         }
     }
     assert SECRET not in show.stdout + show.stderr

@@ -24,41 +24,19 @@ from agentcomms.transports import discord as transport
 from gateway.service import Gateway
 from mcp_server import build_server
 from tests.fakes.discord import DIRECT_MESSAGES, GUILD_MESSAGES, MESSAGE_CONTENT, SEND, FakeDiscord
-from tests.support.chat import Configure, connected, provider_is, provider_status
+from tests.support.chat import (
+    DISCORD_ALICE,
+    connected,
+    provider_is,
+    provider_status,
+    with_discord,
+)
 from tests.support.stack import Stack, running_stack
 from tests.support.tmux import Tmux, recorder
 from tests.support.waiting import eventually, typed
 
-ALICE = 4242  # the allowed human (the fake's default author)
+ALICE = DISCORD_ALICE  # the allowed human (the fake's default author)
 LOGIN = "GET /users/@me"
-
-
-@pytest.fixture
-async def discord() -> AsyncIterator[FakeDiscord]:
-    fake = FakeDiscord()
-    await fake.start()
-    yield fake
-    await fake.stop()
-
-
-def with_discord(fake: FakeDiscord, agent: str, *channels: int, **extra: Any) -> Configure:
-    def configure(cfg: Config) -> Config:
-        chat = cfg.chat.model_copy(
-            update={
-                "discord": DiscordConfig(
-                    enabled=True,
-                    token=SecretStr(fake.token),
-                    base_url=fake.base_url,
-                    guild_id=str(fake.guild_id),
-                    **extra,
-                ),
-                "channels": {f"discord:{c}": agent for c in (fake.general, *channels)},
-                "allowed_senders": {"discord": [str(ALICE)]},
-            }
-        )
-        return cfg.model_copy(update={"chat": chat})
-
-    return configure
 
 
 def configured(fake: FakeDiscord, **extra: Any) -> Config:

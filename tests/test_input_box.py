@@ -4,7 +4,8 @@ same marker, the box is the lowest one, between two rules."""
 
 from __future__ import annotations
 
-from agentcomms.bridge.prompt import at_prompt, holds, input_box
+from agentcomms.bridge.look import at_prompt, draft_in_box, input_box
+from agentcomms.bridge.prompt import holds
 
 RULE = "\u2500" * 60
 TYPED_NOT_SUBMITTED = "\n".join(
@@ -47,3 +48,9 @@ def test_several_lines_in_the_box_are_read_together() -> None:
 def test_a_shell_shows_no_agent_prompt() -> None:
     assert at_prompt(TYPED_NOT_SUBMITTED) and at_prompt(SUBMITTED)
     assert not at_prompt("root@host:~# \n$ ls\nREADME.md")
+
+
+def test_a_draft_in_the_box_refuses_typing_and_an_empty_box_does_not() -> None:
+    refused = draft_in_box(TYPED_NOT_SUBMITTED)
+    assert refused is not None and refused.reason == "draft"
+    assert draft_in_box(SUBMITTED) is None

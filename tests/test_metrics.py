@@ -15,6 +15,7 @@ from agentcomms.config import MailboxConfig, TemporalConfig
 from agentcomms.errors import GatewayError
 from agentcomms.metrics import MetricsServer, free_loopback_address, temporal_runtime
 from agentcomms.temporal import connect
+from tests.support.raw_http import knock
 from tests.support.stack import running_stack
 from tests.support.tmux import Tmux, as_sent, recorder
 from tests.support.waiting import eventually, typed
@@ -86,5 +87,28 @@ async def test_scraped_counters_match_what_was_sent(
             assert value(after, "agentcomms_mailbox_pending", agent=online) == 0
             # The Temporal SDK's own metrics, from the same endpoint.
             assert any(name.startswith("temporal_") for name, _ in after), sorted(after)[:20]
+    finally:
+        await server.close()
+
+
+async def test_a_rebinding_page_reads_no_metrics() -> None:
+    """The agents' names and queues are on `/metrics`: a web page that rebinds its own name to
+    this port (its Host is its own) gets 403, a scraper naming the listener gets the metrics."""
+    server = MetricsServer(free_loopback_address(), names=["scraper.lan"])
+    server.start()
+    port = int(server.address.rsplit(":", 1)[1])
+    try:
+        for headers in (
+            {"Host": f"evil.example:{port}"},
+            {"Host": "evil.example"},
+            {"Host": f"127.0.0.1:{port}", "Origin": "http://evil.example"},
+        ):
+            answer = await knock(port, "/metrics", headers, method="GET")
+            assert answer.status == 403, headers
+            assert "agentcomms_" not in answer.text
+        for host in (f"127.0.0.1:{port}", f"localhost:{port}", f"scraper.lan:{port}"):
+            answer = await knock(port, "/metrics", {"Host": host}, method="GET")
+            assert answer.status == 200, host
+            assert "agentcomms_messages_accepted" in answer.text
     finally:
         await server.close()

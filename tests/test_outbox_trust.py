@@ -8,12 +8,18 @@ file.
 
 from __future__ import annotations
 
+import asyncio
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
+from uuid import uuid4
 
 import pytest
+from temporalio.client import WorkflowHistory
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
 from activities.projection import ProjectionActivities
@@ -29,7 +35,8 @@ from tests.fakes.telegram import FakeTelegram
 from tests.support.attacker import refusals_of_attacks
 from tests.support.chat import CHAT, connected, with_telegram
 from tests.support.stack import STACK_KEY, Stack, in_mailbox_of, running_stack
-from workflows.outbox.models import OutboxInput
+from tests.support.waiting import eventually
+from workflows.outbox.models import OutboxInput, WaitSent
 from workflows.outbox.workflow import OutboxWorkflow
 
 KEY = DeploymentKey(STACK_KEY.encode())
@@ -224,3 +231,78 @@ async def test_only_the_agents_own_mailbox_queues_receipts_and_only_receipts() -
         receipts.queue_receipt, QueueReceipt(agent_id="backend", channel_id=CHANNEL, item=receipt)
     )
     assert posted == [receipt]
+
+
+def enqueued(history: WorkflowHistory) -> list[dict[str, Any]]:
+    """Every item signalled to an outbox, as anyone who reads its history can copy it."""
+    items = []
+    for event in history.events:
+        if event.HasField("workflow_execution_signaled_event_attributes"):
+            signal = event.workflow_execution_signaled_event_attributes
+            if signal.signal_name == "enqueue":
+                items.append(json.loads(signal.input.payloads[0].data))
+    return items
+
+
+async def test_a_genuine_item_or_receipt_signalled_again_elsewhere_is_not_sent_twice(
+    stack: Stack, telegram: FakeTelegram, agent: str
+) -> None:
+    """The attack: copy a genuine item and a receipt from an outbox's history while the chat
+    holds them back (flood control), and signal them to an outbox of the attacker's own for the
+    same agent and chat. Each is sent once, by whichever outbox asked first."""
+    telegram.fail_next("sendMessage", 429, retry_after=5)
+    replying = asyncio.create_task(
+        stack.call("reply", channel_id=CHANNEL, message="deploying now", agent_id=agent)
+    )
+    genuine = outbox_workflow_id(agent, CHANNEL)
+
+    async def copied() -> dict[str, Any] | None:
+        try:
+            history = await stack.client.get_workflow_handle(genuine).fetch_history()
+        except RPCError:
+            return None  # not started yet
+        return next(iter(enqueued(history)), None)
+
+    item = await eventually(copied)
+    # A receipt for one of Alice's messages, waiting behind the reply.
+    receipt = KEY.sign_outbox_item(
+        agent,
+        CHANNEL,
+        receipt_item(
+            "e-receipt", provider="telegram", chat_id=str(CHAT), message_id="77", stage="typed"
+        ),
+    )
+    await stack.client.start_workflow(
+        OutboxWorkflow.run,
+        OutboxInput(agent_id=agent, channel_id=CHANNEL),
+        id=genuine,
+        task_queue=stack.cfg.temporal.task_queue,
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        start_signal="enqueue",
+        start_signal_args=[receipt],
+    )
+    # The attacker's outbox: any id, the same agent and chat, the copies signalled to it.
+    theirs = f"attack-{uuid4().hex[:8]}"
+    for copy in (item, receipt.model_dump(mode="json")):
+        await stack.client.start_workflow(
+            "OutboxWorkflow",
+            OutboxInput(agent_id=agent, channel_id=CHANNEL),
+            id=theirs,
+            task_queue=stack.cfg.temporal.task_queue,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            start_signal="enqueue",
+            start_signal_args=[copy],
+        )
+    await replying
+    outcomes = [
+        await stack.client.get_workflow_handle_for(OutboxWorkflow.run, name).execute_update(
+            OutboxWorkflow.wait_sent, WaitSent(item_id=item_id, timeout_s=30)
+        )
+        for name in (genuine, theirs)
+        for item_id in (item["id"], receipt.id)
+    ]
+    assert all(o.status in ("sent", "failed") for o in outcomes), outcomes
+    refused = [o.error for o in outcomes if o.status == "failed"]
+    assert len(refused) == 2 and all("not sent twice" in (r or "") for r in refused), outcomes
+    assert telegram.texts_to(CHAT) == ["deploying now"]
+    assert len(telegram.reactions) == 1

@@ -16,7 +16,8 @@ from pathlib import Path
 from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.temporal import temporal_binary
-from agentcomms.workflow_ids import mailbox_id
+from agentcomms.workflow_ids import host_task_queue, mailbox_id
+from tests.support.attacker import temporal_cli
 from tests.support.mailbox import offline, online
 from tests.support.stack import Stack, register
 from tests.support.tmux import Tmux, as_sent, recorder
@@ -144,3 +145,54 @@ async def test_a_registration_made_before_they_carried_a_time_is_refused_with_a_
     # The registration it had stands: messages are typed as before.
     assert (await stack.call("send", agent_id=agent, message="fine", wait=True))["delivered"]
     await eventually(lambda: out.read_bytes() == as_sent("fine"))
+
+
+async def test_a_mailbox_terminated_and_started_afresh_obeys_and_types_nothing_old(
+    temporal_env: WorkflowEnvironment, stack: Stack, tmux: Tmux, tmp_path: Path
+) -> None:
+    """The attack: terminate the mailbox and start it afresh with the stock CLI, so that a run
+    that remembers nothing takes a registration of the pane the agent left (now a shell) and a
+    message already typed, both genuine, copied from the old run's history."""
+    agent = stack.agent_id()
+    old, old_out = recorder(tmux, tmp_path, "old")
+    new, new_out = recorder(tmux, tmp_path, "new")
+    await stack.call("send", agent_id=agent, message="one")  # starts the mailbox
+    await register(stack, agent, tmux, old, submit_delay_ms=0)
+    await eventually(lambda: old_out.read_bytes() == as_sent("one"))
+    await register(stack, agent, tmux, new, submit_delay_ms=0)
+    assert (await stack.call("send", agent_id=agent, message="two", wait=True))["delivered"]
+    await eventually(lambda: new_out.read_bytes() == as_sent("two"))
+    [old_registration, _] = await signalled(stack, agent, "register")
+    [two] = [e for e in await signalled(stack, agent, "enqueue") if '"two"' in e]
+
+    async def newest_registration_recorded() -> bool:
+        row = await stack.store.get_agent(agent)
+        return row is not None and row.target == new
+
+    await eventually(newest_registration_recorded)
+    host = json.loads(old_registration)["host"]
+    temporal_cli(temporal_env, "terminate", "-w", mailbox_id(agent), "--reason", "attack")
+    temporal_cli(
+        temporal_env,
+        "signal-with-start",
+        "--workflow-id", mailbox_id(agent),
+        "--type", "AgentWorkflow",
+        "--task-queue", host_task_queue(host),
+        "--input", json.dumps({"agent_id": agent}),
+        "--signal-name", "register",
+        "--signal-input", old_registration,
+    )  # fmt: skip
+    # A message sent now waits for a pane the deployment registered after the one it left.
+    await stack.call("send", agent_id=agent, message="meanwhile")
+    # The agent itself comes back in a pane of its own (its hooks register it again).
+    newer, newer_out = recorder(tmux, tmp_path, "newer")
+    await register(stack, agent, tmux, newer, submit_delay_ms=0)
+    handle = stack.client.get_workflow_handle_for(AgentWorkflow.run, mailbox_id(agent))
+    signal_with_the_cli(temporal_env, agent, "register", old_registration)
+    signal_with_the_cli(temporal_env, agent, "enqueue", two)
+    assert (await stack.call("send", agent_id=agent, message="three", wait=True))["delivered"]
+    state = await handle.query(AgentWorkflow.state)
+    assert state.registration is not None and state.registration.target == newer
+    await eventually(lambda: newer_out.read_bytes() == as_sent("meanwhile", "three"))
+    assert old_out.read_bytes() == as_sent("one")
+    assert new_out.read_bytes() == as_sent("two")

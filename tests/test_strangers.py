@@ -100,3 +100,23 @@ async def test_a_stranger_texting_again_and_again_is_recorded_a_few_times_and_an
     assert [e.payload["text"] for e in rows] == [
         f"let me in {n}" for n in range(STRANGER_ROWS_PER_SENDER)
     ]
+
+
+async def test_a_restarted_gateway_keeps_counting_a_strangers_messages(
+    temporal_env: WorkflowEnvironment, tmp_path: Path, twilio: FakeTwilio, agent: str
+) -> None:
+    """A stranger who can make the gateway restart (or who waits for one) gets no fresh
+    allowance: the hour's counts are in the projection, not the gateway's memory."""
+    for turn in range(2):
+        port = free_port()
+        configure = with_twilio(twilio, agent, port)
+        async with running_stack(temporal_env.client, tmp_path, configure=configure) as stack:
+            hooks = Hooks(twilio, port)
+            for n in range(STRANGER_ROWS_PER_SENDER - 1):
+                answer = await hooks.post("sms", twilio.incoming(STRANGER, f"turn {turn} #{n}"))
+                assert answer.status_code == 200
+                # Answered with a code once, the first time, whichever gateway took it.
+                assert ("agentcomms pair " in answer.text) == (turn == 0 and n == 0)
+            rows = await stack.store.events_after("default", None, 100)
+    assert len(rows) == STRANGER_ROWS_PER_SENDER
+    assert [e.payload["text"] for e in rows][-1] == "turn 1 #0"

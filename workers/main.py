@@ -58,8 +58,10 @@ def build_workers(
         panes.check_registration,
         panes.check_unregister,
         panes.follow_up_prompt,
+        panes.check_report,
         projection.record_projection,
         projection.load_waiting_events,
+        projection.recall_mailbox,
         receipts.queue_receipt,
     ]
     workers = [

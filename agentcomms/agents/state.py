@@ -53,6 +53,9 @@ class HookReport(BaseModel):
     tool: str | None = None
     summary: str | None = None  # a short summary of the tool input, question or notification
     prompt: str | None = None  # the human's text, for UserPromptSubmit
+    # The deployment's tag (the gateway signs what the agent's hooks said): anyone can signal a
+    # mailbox, and a forged "ready" would have messages typed into a dialog.
+    signature: str | None = None
 
 
 class FollowUp(BaseModel):

@@ -27,6 +27,11 @@ DIALOG_MARKERS = (
     "|^[ │]*\u276f [0-9]+\\.|Enter to select|Esc to cancel"  # \u276f: the menu's pointer
 )
 BUSY_MARKERS = r"esc to interrupt"
+# The input box: the last line that starts with the prompt's marker (Claude Code's U+276F, or
+# ">") down to the rule under it. The transcript above repeats earlier prompts behind the same
+# marker; the box is always the lowest one.
+_PROMPT_LINE = re.compile(r"^\s*[>\u276f](?:[\s\u00a0]|$)")
+_RULE = re.compile(r"^\s*[\u2500\u2501\u2550-]{8,}\s*$")
 # A pane whose program is a shell: the agent has exited.
 SHELLS = r"^-?(ba|z|fi|da|k|tc|c)?sh$"
 
@@ -78,6 +83,13 @@ def refusal(
     if look == "ready" and re.fullmatch(SHELLS, command):
         return PaneNotReady(f"the pane runs a shell ({command}): the agent exited", reason="exited")
     return None
+
+
+def after_silence(info: PaneInfo, screen: str) -> PaneNotReady | None:
+    """Why the pane of an agent whose hooks have been silent for long may not be typed into,
+    or None: it may have crashed to its shell (read from /proc), or been stopped by Esc, which
+    sends no hook and puts the cancelled prompt back in the input box."""
+    return crashed_to_shell(info.command, info.pid) or draft_in_box(screen)
 
 
 def crashed_to_shell(command: str, pid: int) -> PaneNotReady | None:
@@ -135,3 +147,32 @@ def all_of(*conditions: str) -> str:
     for condition in reversed(conditions[:-1]):
         joined = f"#{{&&:{condition},{joined}}}"
     return joined
+
+
+def input_box(screen: str) -> str:
+    """The text in the agent's input box, whitespace folded; "" when it is empty or not found."""
+    lines = screen.splitlines()
+    starts = [i for i, line in enumerate(lines) if _PROMPT_LINE.match(line)]
+    if not starts:
+        return ""
+    box: list[str] = []
+    for line in lines[starts[-1] :]:
+        if box and _RULE.match(line):
+            break
+        box.append(line)
+    text = " ".join(" ".join(box).split())
+    return text[1:].strip() if text[:1] in (">", "\u276f") else text
+
+
+def draft_in_box(screen: str) -> PaneNotReady | None:
+    """Why an agent whose input box holds text may not be typed into, or None. Claude Code puts
+    a prompt cancelled by Esc back into its box, and a human at the terminal may be writing one:
+    a message typed there would join the human's words into one prompt they did not mean."""
+    if not input_box(screen):
+        return None
+    return PaneNotReady("the human's draft is in the agent's input box", reason="draft")
+
+
+def at_prompt(screen: str) -> bool:
+    """Whether the pane shows an agent's input box (a shell's prompt is not one)."""
+    return any(_PROMPT_LINE.match(line) for line in screen.splitlines())

@@ -5,9 +5,8 @@ moment. When none comes, the pane tells which of two things happened: the text i
 input box (the Enter was lost: a key read as part of a paste, a redraw) and one more Enter
 submits it; or the box is empty and no hook spoke, so the agent's hooks are missing.
 
-The input box is the last line that starts with the prompt's marker (Claude Code's ``U+276F``,
-or ``>``) down to the rule under it: the transcript above repeats earlier prompts with the same
-marker, the box is always the lowest one. A long paste shows there as ``[Pasted text #1 …]``.
+The input box is read by :func:`agentcomms.bridge.look.input_box`. A long paste shows there as
+``[Pasted text #1 …]``.
 
 The Enter is pressed by the tmux server in one invocation with its checks: still the pane the
 prompt was typed into, no dialog or copy mode (an Enter would answer a dialog), and this message
@@ -17,41 +16,17 @@ never presses twice.
 
 from __future__ import annotations
 
-import re
-
 from agentcomms.bridge.checks import check_event_id
 from agentcomms.bridge.commands import command_string
-from agentcomms.bridge.look import all_of, ready_conditions
+from agentcomms.bridge.look import all_of, input_box, ready_conditions
 from agentcomms.bridge.tmux import TmuxAdapter
 from agentcomms.models import PaneTarget
 
 ENTERED_AGAIN_OPTION = "@agentcomms_entered_again"
 ENTERED_AGAIN_CHARS = 4_000
-_PROMPT_LINE = re.compile(r"^\s*[>\u276f](?:[\s\u00a0]|$)")
-_RULE = re.compile(r"^\s*[\u2500\u2501\u2550-]{8,}\s*$")
 _PRESSED = "agentcomms-entered-again"
 # How much of the needle must show in the box: the start of the text, before any wrap or cut.
 NEEDLE_SHOWN = 40
-
-
-def input_box(screen: str) -> str:
-    """The text in the agent's input box, whitespace folded; "" when it is empty or not found."""
-    lines = screen.splitlines()
-    starts = [i for i, line in enumerate(lines) if _PROMPT_LINE.match(line)]
-    if not starts:
-        return ""
-    box: list[str] = []
-    for line in lines[starts[-1] :]:
-        if box and _RULE.match(line):
-            break
-        box.append(line)
-    text = " ".join(" ".join(box).split())
-    return text[1:].strip() if text[:1] in (">", "\u276f") else text
-
-
-def at_prompt(screen: str) -> bool:
-    """Whether the pane shows an agent's input box (a shell's prompt is not one)."""
-    return any(_PROMPT_LINE.match(line) for line in screen.splitlines())
 
 
 def holds(box: str, needle: str) -> bool:

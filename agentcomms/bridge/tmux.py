@@ -82,8 +82,8 @@ from agentcomms.bridge.commands import command_string, literal, sequence, weight
 from agentcomms.bridge.look import (
     LOOK_FORMATS,
     PaneInfo,
+    after_silence,
     all_of,
-    crashed_to_shell,
     ready_conditions,
 )
 from agentcomms.bridge.sanitize import CleanText, sanitize
@@ -193,13 +193,13 @@ class TmuxAdapter:
     ) -> DeliveryOutcome:
         """Type only if the pane looks ready, tmux checking the look in the same stretch as the
         typing; PaneNotReady (nothing typed) when it does not."""
-        if req.look == "alive":
-            # Not a tmux format: whether the shell has a program left under it is read first.
+        if req.look == "alive":  # not tmux formats: read first (see look.after_silence)
             info = await self.pane_info(req.pane)
-            if not info.has_seen(req.event_id) and (
-                refused := await asyncio.to_thread(crashed_to_shell, info.command, info.pid)
-            ):
-                raise refused
+            if not info.has_seen(req.event_id):
+                capture = [["capture-pane", "-p", "-J", "-t", info.pane_id]]
+                screen = await self.run_commands(req.pane.socket, capture)
+                if refused := await asyncio.to_thread(after_silence, info, screen):
+                    raise refused
         for _ in range(2):
             known = self._pane_ids.get((req.pane.socket, req.pane.target))
             if known is not None and await self._type_if_new(req.pane, known, [(req, text)]):

@@ -46,7 +46,7 @@ class ServerConfig(Section):
     )
     allowed_hosts: list[str] = Field(
         default_factory=list,
-        description="More names the HTTP listeners (webhooks, MCP over HTTP) answer to in the "
+        description="More names the HTTP listeners (webhooks, MCP over HTTP, metrics) answer to in the "
         "Host header, e.g. a DNS alias of this machine (build-box.lan); the bound address, "
         "localhost and public_url's host are always allowed",
     )
@@ -290,6 +290,32 @@ class AgentConfig(Section):
     )
     token: SecretStr | None = Field(default=None, description="bearer token for MCP over HTTP")
     approvals: AgentApprovals = AgentApprovals()
+    approvers: list[str] | None = Field(
+        default=None,
+        description="who may answer this agent's approvals from a chat, as PROVIDER:SENDER "
+        '(e.g. "telegram:456", "sms:+15551234567"); each must also be an allowed sender. '
+        "null: every allowed sender in a chat mapped to the agent; []: the terminal alone",
+    )
+
+    mirror: Literal["replies", "all", "off"] = Field(
+        default="replies",
+        description="the last words of the agent's turns sent back to chat: replies: to the chat "
+        "whose message started the turn; all: every turn, the others to the agent's chats; off",
+    )
+
+    @field_validator("approvers")
+    @classmethod
+    def _approvers_are_senders(cls, value: list[str] | None) -> list[str] | None:
+        known = [name for name in ChatConfig.provider_names() if name != "local"]
+        for approver in value or []:
+            provider, sep, sender = approver.partition(":")
+            if not sep or not sender.strip() or provider not in known:
+                raise ValueError(
+                    f"{approver!r} is not an approver: expected PROVIDER:SENDER with PROVIDER one "
+                    f"of {', '.join(known)} and SENDER as in chat.allowed_senders, e.g. "
+                    '"telegram:456" or "sms:+15551234567"'
+                )
+        return value
 
 
 class LoggingConfig(Section):
@@ -378,6 +404,17 @@ class Config(Section):
         """What a permission request of `agent_id` comes to when no one answers in time."""
         agent = self.agents.get(agent_id)
         return (agent and agent.approvals.on_timeout) or self.approvals.on_timeout
+
+    def approvers(self, agent_id: str) -> list[str] | None:
+        """Who may answer `agent_id`'s approvals from a chat (PROVIDER:SENDER); None: every
+        allowed sender in a chat mapped to it."""
+        agent = self.agents.get(agent_id)
+        return agent.approvers if agent is not None else None
+
+    def mirror(self, agent_id: str) -> Literal["replies", "all", "off"]:
+        """Which of `agent_id`'s turns end with its last words sent back to chat."""
+        agent = self.agents.get(agent_id)
+        return agent.mirror if agent is not None else "replies"
 
     def mailbox_limits(self, agent_id: str) -> tuple[int, int]:
         """(messages, bytes) that may wait for `agent_id`: its own limits, else the defaults."""

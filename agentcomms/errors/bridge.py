@@ -19,7 +19,7 @@ class PaneNotReady(BridgeError):
 
     def __init__(self, message: str, *, reason: str) -> None:
         super().__init__(message)
-        self.reason = reason  # "dialog", "copy-mode", "busy" or "exited"
+        self.reason = reason  # "dialog", "copy-mode", "busy", "exited" or "draft"
 
 
 class TmuxError(BridgeError):

@@ -110,6 +110,9 @@ class AgentRow(Base):
     # Seq of the last message check_messages returned; a row, so it outlives every process.
     read_cursor: Mapped[int | None] = mapped_column(SeqType)
     registered_at: Mapped[datetime]
+    # When the newest registration or unregister its mailbox obeyed was made: a mailbox started
+    # afresh (its workflow terminated) reads it back, so an older one signalled again is a replay.
+    pane_changed_at: Mapped[datetime | None]
 
 
 class ChannelRow(Base):
@@ -164,6 +167,29 @@ class PairingCodeRow(Base):
     chat_id: Mapped[str | None] = mapped_column(String(255))
     created_at: Mapped[datetime]
     expires_at: Mapped[datetime]
+
+
+class SpentRow(Base):
+    """A signed input that may act once (a call's input, an outbox item), and who used it: a
+    copy started or signalled again elsewhere (another run, another outbox) is refused."""
+
+    __tablename__ = "spent"
+
+    kind: Mapped[str] = mapped_column(String(32), primary_key=True)
+    id: Mapped[str] = mapped_column(String(255), primary_key=True)
+    by: Mapped[str] = mapped_column(String(255))
+    at: Mapped[datetime]
+
+
+class StrangerCountRow(Base):
+    """How much the strangers of one hour cost so far (recorded rows, pairing answers), by key:
+    kept here so a restarted gateway does not start them again."""
+
+    __tablename__ = "stranger_counts"
+
+    hour: Mapped[int] = mapped_column(Integer, primary_key=True)  # hours since the epoch
+    key: Mapped[str] = mapped_column(String(320), primary_key=True)
+    count: Mapped[int] = mapped_column(Integer)
 
 
 metadata = Base.metadata

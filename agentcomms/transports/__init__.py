@@ -124,7 +124,8 @@ class InboundMessage(BaseModel):
 class InboundResult:
     """What became of an inbound message; ``reply`` is a short answer for the sender, if any."""
 
-    outcome: Literal["queued", "duplicate", "rejected", "unrouted", "refused"]
+    # answered: it carried an approval's code and was taken as the answer (never typed).
+    outcome: Literal["queued", "duplicate", "rejected", "unrouted", "refused", "answered"]
     event_id: str | None = None
     agent_id: str | None = None
     reply: str | None = None

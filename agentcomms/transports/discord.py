@@ -14,10 +14,13 @@ comes from the channel and message id: a message seen twice is one event.
 Kept out: the bot's own messages, other bots' and webhooks', system messages (pins, joins), and,
 when ``chat.discord.guild_id`` is set, messages from other servers. Direct messages count.
 
-Sending: ``POST /channels/{id}/messages`` (split at Discord's 2000-character limit; an answer
-refers to the human's message), reactions for receipts. discord.py waits out short rate limits
-and retries Discord's 5xx answers itself; what it gives up on becomes a
-:class:`~agentcomms.errors.SendError`.
+A press on one of the bot's buttons (an approval's Allow / Deny) arrives on the same connection
+as an interaction (``INTERACTION_CREATE``). Discord forgets an interaction not acknowledged
+within 3 s, so it is acknowledged first (deferred, with an answer only the presser sees), then
+handed to the sink, whose answer then replaces the deferred one. An interaction that is not a
+press on one of this bot's own messages, for this bot's application, is refused unanswered.
+
+Sending: :mod:`agentcomms.transports._discord_sender`.
 """
 
 from __future__ import annotations
@@ -25,28 +28,33 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterator
 from datetime import timedelta
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, cast
 
 import aiohttp
 import discord
 import yarl
 from discord.gateway import DiscordWebSocket
-from discord.http import INTERNAL_API_VERSION, Route
 
-from agentcomms.config import Config, DiscordConfig
-from agentcomms.errors import ChatProviderUnavailable, RateLimited, SendRefused
+from agentcomms.config import Config
 from agentcomms.models import utcnow
 from agentcomms.transports import (
+    ButtonPress,
+    ButtonSink,
     InboundMessage,
     InboundResult,
     InboundSink,
     LinkState,
     LinkStatus,
-    ReceiptStage,
-    typed_with_note,
+)
+from agentcomms.transports._discord_sender import (
+    MAX_TEXT,
+    NO_MENTIONS,
+    TOKEN_FIX,
+    DiscordSender,
+    discord_errors,
+    use_endpoint,
 )
 
 log = logging.getLogger(__name__)
@@ -56,23 +64,12 @@ log = logging.getLogger(__name__)
 discord.VoiceClient.warn_nacl = discord.VoiceClient.warn_dave = False
 
 NAME = "discord"
-DISCORD_API = "https://discord.com"
-MAX_TEXT = 2000
-# Receipts, as reactions on the human's message; "typed" takes the place of "queued".
-RECEIPTS: dict[ReceiptStage, str] = {"queued": "👀", "typed": "✍️"}
-# discord.py waits out a rate limit up to this long itself (30 s is the least it accepts); a
-# longer one becomes RateLimited, and the outbox waits for it instead of holding the activity.
-RATE_LIMIT_WAIT_S = 30.0
-# A send gives up before the activity's 30 s start-to-close timeout, so the failure says why.
-SEND_DEADLINE_S = 25.0
 RECONNECT_FIRST_S = 1.0
 # How far back a gateway that starts reads its mapped channels for what it missed meanwhile.
 CATCH_UP_WINDOW = timedelta(minutes=15)
 CATCH_UP_LIMIT = 100  # messages per channel
 RECONNECT_CAP_S = 60.0
-NO_MENTIONS = discord.AllowedMentions.none()  # an agent's "@everyone" pings no one
 TAKEN_TYPES = (discord.MessageType.default, discord.MessageType.reply)
-TOKEN_FIX = "check chat.discord.token (developer portal: your application, Bot, Reset Token)"
 INTENT_FIX = (
     "Discord refused the Message Content intent: enable it in the developer portal (your "
     "application, Bot, Privileged Gateway Intents, Message Content Intent), then restart the "
@@ -87,16 +84,6 @@ def intents() -> discord.Intents:
     wanted.dm_messages = True
     wanted.message_content = True  # without it, Discord sends server messages with no text
     return wanted
-
-
-def use_endpoint(section: DiscordConfig) -> None:
-    """Point discord.py's REST routes at ``base_url`` (or Discord).
-
-    discord.py keeps its API root in a class attribute, so this holds for the whole process:
-    a deployment has one Discord configuration, and the gateway and the worker read the same.
-    """
-    base = (section.base_url or DISCORD_API).rstrip("/")
-    Route.BASE = f"{base}/api/v{INTERNAL_API_VERSION}"
 
 
 def inbound(
@@ -300,6 +287,53 @@ class DiscordReceiver:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, RECONNECT_CAP_S)
 
+    async def _pressed(self, client: discord.Client, interaction: discord.Interaction) -> None:
+        """A press on a button under one of the bot's messages: acknowledged at once, then
+        decided by the sink, whose answer the presser alone sees."""
+        if interaction.type is not discord.InteractionType.component:
+            return
+        data: dict[str, Any] = dict(interaction.data or {})
+        custom_id = data.get("custom_id")
+        message = interaction.message
+        own = client.user
+        if (
+            not isinstance(custom_id, str)
+            or own is None
+            or interaction.application_id != client.application_id
+            or message is None
+            or message.author.id != own.id
+        ):
+            log.warning(
+                "discord: interaction %s is not a press on one of our messages: refused",
+                interaction.id,
+            )
+            return
+        if not hasattr(self._sink, "button"):
+            return
+        try:
+            await interaction.response.defer(ephemeral=True, thinking=True)
+        except (discord.DiscordException, aiohttp.ClientError, OSError) as exc:
+            # Not acknowledged in time: Discord told the presser it failed, so nothing counts.
+            log.warning("discord: a button press not acknowledged, so not taken: %s", exc)
+            return
+        sink = cast(ButtonSink, self._sink)
+        press = ButtonPress(
+            provider=NAME,
+            chat_id=str(interaction.channel_id),
+            sender_id=str(interaction.user.id),
+            sender_name=interaction.user.display_name,
+            data=custom_id,
+        )
+        try:
+            told = await sink.button(press)
+        except Exception:
+            log.exception("discord: a button press in %s not taken", press.channel_id)
+            told = "Your answer could not be recorded just now: press the button again."
+        try:
+            await interaction.edit_original_response(content=told[:MAX_TEXT])
+        except (discord.DiscordException, aiohttp.ClientError, OSError) as exc:
+            log.warning("discord: could not answer a button press: %s", exc)  # it was taken
+
 
 class _Bot(discord.Client):
     """The gateway client; its events go to the receiver."""
@@ -330,127 +364,11 @@ class _Bot(discord.Client):
         # Synchronous: discord.py starts one task per event, in order; this keeps that order.
         self._receiver._arrived(message)
 
-
-class DiscordSender:
-    """Sends through one client, logged in at the first send and kept for the worker's life:
-    logging in costs two requests (``/users/@me``, ``/oauth2/applications/@me``), which
-    would double a reply and make a receipt four requests. No gateway connection is opened."""
-
-    max_chars = MAX_TEXT
-
-    def __init__(self, cfg: Config) -> None:
-        self._section = cfg.chat.discord
-        self._logged_in: discord.Client | None = None
-        self._login = asyncio.Lock()  # outboxes send at once; the first logs in for all
-
-    @contextlib.asynccontextmanager
-    async def _client(self, chat_id: str) -> Any:
-        with discord_errors(chat_id):
-            async with asyncio.timeout(SEND_DEADLINE_S):
-                yield await self._client_logged_in()
-
-    async def _client_logged_in(self) -> discord.Client:
-        async with self._login:
-            if self._logged_in is not None:
-                return self._logged_in
-            assert self._section.token is not None
-            use_endpoint(self._section)
-            client = discord.Client(
-                # Sending needs no gateway events; guilds only keeps discord.py from warning.
-                intents=discord.Intents(guilds=True),
-                max_messages=None,
-                max_ratelimit_timeout=RATE_LIMIT_WAIT_S,
-            )
-            try:
-                await client.login(self._section.token.get_secret_value())
-            except BaseException:
-                await client.close()  # a refused token or Discord away: the next send tries anew
-                raise
-            self._logged_in = client
-            return client
-
-    async def send_text(self, chat_id: str, text: str, *, reply_to: str | None = None) -> str:
-        channel_id = _channel_id(chat_id)
-        async with self._client(chat_id) as client:
-            reference = (
-                discord.MessageReference(
-                    message_id=int(reply_to), channel_id=channel_id, fail_if_not_exists=False
-                )
-                if reply_to and reply_to.isdigit()
-                else None
-            )
-            sent = await client.get_partial_messageable(channel_id).send(
-                text, reference=reference, allowed_mentions=NO_MENTIONS
-            )
-        return str(sent.id)
-
-    async def receipt(
-        self, chat_id: str, message_id: str, stage: ReceiptStage, *, note: str | None = None
-    ) -> None:
-        channel_id = _channel_id(chat_id)
-        async with self._client(chat_id) as client:
-            message = client.get_partial_messageable(channel_id).get_partial_message(
-                int(message_id)
-            )
-            await message.add_reaction(RECEIPTS[stage])
-            if stage == "typed" and client.user is not None:
-                await message.remove_reaction(RECEIPTS["queued"], client.user)
-        if note:  # a reaction cannot say what typing changed
-            await self.send_text(chat_id, typed_with_note(note), reply_to=message_id)
-
-    async def close(self) -> None:
-        async with self._login:
-            client, self._logged_in = self._logged_in, None
-        if client is not None:
-            await client.close()
+    async def on_interaction(self, interaction: discord.Interaction) -> None:
+        await self._receiver._pressed(self, interaction)
 
 
-def _channel_id(chat_id: str) -> int:
-    if not chat_id.isdigit():
-        raise SendRefused(
-            f"{chat_id!r} is not a Discord channel id (a number: Developer Mode, right-click "
-            "the channel, Copy Channel ID)"
-        )
-    return int(chat_id)
-
-
-@contextlib.contextmanager
-def discord_errors(chat_id: str) -> Iterator[None]:
-    """Discord's errors as SendError: wait, retry with backoff, or fail with what to fix."""
-    try:
-        yield
-    except discord.RateLimited as exc:
-        raise RateLimited(f"Discord: {exc}", exc.retry_after) from exc
-    except discord.LoginFailure as exc:
-        raise SendRefused(f"Discord refused the bot token: {TOKEN_FIX}") from exc
-    except discord.Forbidden as exc:
-        raise SendRefused(
-            f"Discord does not let the bot write in channel {chat_id} ({exc.text}): invite the "
-            "bot to that server and give it View Channel, Send Messages, Read Message History "
-            "and Add Reactions there (a person must share a server with the bot to be sent a "
-            "direct message)"
-        ) from exc
-    except discord.NotFound as exc:
-        raise SendRefused(
-            f"Discord does not know channel {chat_id} or its message ({exc.text}): check the "
-            "channel id (Developer Mode, Copy Channel ID) and that the bot is in its server"
-        ) from exc
-    except discord.DiscordServerError as exc:
-        raise ChatProviderUnavailable(f"Discord answered {exc.status}: {exc.text}") from exc
-    except discord.HTTPException as exc:
-        if exc.status == 429:  # refused at Discord's edge, without a rate-limit body
-            retry_after = exc.response.headers.get("Retry-After", "")
-            wait = float(retry_after) if retry_after.replace(".", "", 1).isdigit() else 5.0
-            raise RateLimited(f"Discord: too many requests ({exc.text})", wait) from exc
-        if exc.status == 401:
-            raise SendRefused(f"Discord refused the bot token: {TOKEN_FIX}") from exc
-        raise SendRefused(
-            f"Discord refused the message to channel {chat_id} ({exc.status}: {exc.text})"
-        ) from exc
-    except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-        raise ChatProviderUnavailable(
-            f"Discord did not answer: {exc or type(exc).__name__}"
-        ) from exc
+__all__ = ["DiscordReceiver", "DiscordSender", "discord_errors", "receiver", "sender"]
 
 
 def receiver(cfg: Config, sink: InboundSink) -> DiscordReceiver:

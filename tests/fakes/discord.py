@@ -3,20 +3,25 @@
 REST: ``GET /gateway/bot`` (where the gateway is), ``GET /users/@me`` and
 ``GET /oauth2/applications/@me`` (login), ``GET /channels/{id}`` and ``GET
 /channels/{id}/messages?after=`` (a channel's history), ``POST /channels/{id}/messages`` (send,
-replies as ``message_reference``), ``PUT``/``DELETE`` ``…/reactions/{emoji}/@me``. Answers have Discord's
+replies as ``message_reference``, buttons as ``components``), ``PATCH /channels/{id}/messages/{id}``
+(an edit), ``PUT``/``DELETE`` ``…/reactions/{emoji}/@me``, and an interaction's answers: ``POST
+/interactions/{id}/{token}/callback`` (refused past Discord's 3 s, as Discord does) and ``PATCH
+/webhooks/{application}/{token}/messages/@original``. Answers have Discord's
 shapes: JSON objects, errors as ``{"message", "code"}``, 429s with ``retry_after`` and the ``Via``
 header Discord's edge adds (discord.py takes a 429 without it for a Cloudflare ban).
 
 Gateway (plain JSON text frames; discord.py asks for zlib but reads text as it comes): HELLO
 (op 10), IDENTIFY (op 2) answered by READY and a GUILD_CREATE, heartbeats (op 1 → op 11), RESUME
-(op 6) replaying what the session missed then RESUMED, or INVALID_SESSION (op 9). Dispatches
+(op 6) replaying what the session missed then RESUMED, or INVALID_SESSION (op 9), and
+INTERACTION_CREATE when a human presses a button (whatever the intents, as Discord). Dispatches
 follow the intents IDENTIFY asked for, as Discord's do: no guild messages without
 GUILD_MESSAGES, empty guild message content without MESSAGE_CONTENT, and close code 4014 when
 the bot asks for a privileged intent the developer portal has not enabled.
 
-A test plays the humans (``human_says``), scripts failures (``fail_next``), takes Discord away
-and back (``stop``/``start``, same port), and reads what the bot did (``sent``, ``reactions``,
-``requests``, ``identifies``, ``resumes``).
+A test plays the humans (``human_says``, ``human_presses``), scripts failures (``fail_next``),
+takes Discord away and back (``stop``/``start``, same port), and reads what the bot did
+(``sent``, ``edits``, ``reactions``, ``interaction_answers``, ``requests``, ``identifies``,
+``resumes``).
 """
 
 from __future__ import annotations
@@ -43,6 +48,11 @@ MESSAGE_CONTENT = 1 << 15
 PRIVILEGED = MESSAGE_CONTENT | (1 << 1) | (1 << 8)  # content, members, presences
 GUILD_TEXT, DM = 0, 1
 SEND = "POST /channels/{channel_id}/messages"
+EDIT = "PATCH /channels/{channel_id}/messages/{message_id}"
+COMPONENT = 3  # an interaction's type: a press on a message component
+# Discord forgets an interaction that was not acknowledged within this long.
+INTERACTION_ANSWER_S = 3.0
+EPHEMERAL = 1 << 6
 REACT = "PUT /channels/{channel_id}/messages/{message_id}/reactions/{emoji}/@me"
 _ERRORS = {
     400: (50035, "Invalid Form Body"),
@@ -89,7 +99,12 @@ class FakeDiscord:
         self.channels: dict[int, dict[str, Any]] = {}
         self.forbidden: set[int] = set()  # channels the bot may see but not write in
         self.privileged_intents_enabled = True  # the developer portal's switches
-        self.sent: list[dict[str, Any]] = []  # messages the bot posted
+        self.sent: list[dict[str, Any]] = []  # messages the bot posted (as they are now)
+        self.edits: list[dict[str, Any]] = []  # each edit the bot made: the message after it
+        # Each answer to an interaction: its callback ({"interaction", "type", "flags"}) or the
+        # edit of its deferred reply ({"interaction", "content"}).
+        self.interaction_answers: list[dict[str, Any]] = []
+        self._interactions: dict[str, tuple[float, dict[str, Any]]] = {}  # by token
         self.reactions: list[dict[str, Any]] = []  # what the bot reacted, and took back
         self.requests: list[tuple[float, str]] = []  # (monotonic time, "METHOD route")
         self.history: dict[int, list[dict[str, Any]]] = {}  # every channel's messages, oldest first
@@ -165,6 +180,64 @@ class FakeDiscord:
         self.deliver(message)
         return message
 
+    def human_presses(
+        self,
+        message: dict[str, Any],
+        custom_id: str,
+        *,
+        user_id: int = 4242,
+        name: str = "Alice",
+        application_id: int | None = None,
+    ) -> dict[str, Any]:
+        """Someone presses a button under ``message``; returns the INTERACTION_CREATE payload.
+        ``application_id`` other than the bot's is an interaction meant for another app."""
+        session = self._session
+        if session is None:
+            raise RuntimeError("no bot is connected to the gateway")
+        channel_id = int(message["channel_id"])
+        channel = self.channels[channel_id]
+        user = self._user(user_id, name.lower(), name)
+        token = f"interaction-token-{uuid.uuid4().hex}"
+        current = next((m for m in self.sent if m["id"] == message["id"]), message)
+        interaction: dict[str, Any] = {
+            "id": str(self.snowflake()),
+            "application_id": str(application_id or self.application_id),
+            "type": COMPONENT,
+            "data": {"custom_id": custom_id, "component_type": 2},
+            "channel_id": str(channel_id),
+            "channel": channel,
+            "token": token,
+            "version": 1,
+            "message": current,
+            "locale": "en-US",
+            "app_permissions": "0",
+            "entitlements": [],
+            "authorizing_integration_owners": {},
+            "attachment_size_limit": 8 * 1024 * 1024,
+        }
+        if "guild_id" in channel:
+            interaction["guild_id"] = channel["guild_id"]
+            interaction["guild_locale"] = "en-US"
+            interaction["member"] = {
+                "user": user,
+                "roles": [],
+                "joined_at": _now(),
+                "deaf": False,
+                "mute": False,
+                "flags": 0,
+                "nick": None,
+                "avatar": None,
+                "permissions": "0",
+            }
+        else:
+            interaction["user"] = user
+        self._interactions[token] = (time.monotonic(), interaction)
+        self._dispatch(session, "INTERACTION_CREATE", interaction)
+        return interaction
+
+    def answers_to(self, interaction: dict[str, Any]) -> list[dict[str, Any]]:
+        return [a for a in self.interaction_answers if a["interaction"] == interaction["id"]]
+
     def deliver(self, message: dict[str, Any]) -> None:
         """Dispatch MESSAGE_CREATE to the bot's session (again, for a message seen before)."""
         session = self._session
@@ -201,6 +274,10 @@ class FakeDiscord:
         app.router.add_get(f"{api}/channels/{{channel_id}}", self._get_channel)
         app.router.add_get(f"{api}/channels/{{channel_id}}/messages", self._read)
         app.router.add_post(f"{api}/channels/{{channel_id}}/messages", self._send)
+        app.router.add_patch(f"{api}/channels/{{channel_id}}/messages/{{message_id}}", self._edit)
+        app.router.add_post(f"{api}/interactions/{{id}}/{{token}}/callback", self._callback)
+        original = f"{api}/webhooks/{{application_id}}/{{token}}/messages/@original"
+        app.router.add_patch(original, self._edit_original)
         reaction = f"{api}/channels/{{channel_id}}/messages/{{message_id}}/reactions/{{emoji}}/@me"
         app.router.add_put(reaction, self._react)
         app.router.add_delete(reaction, self._unreact)
@@ -329,8 +406,81 @@ class FakeDiscord:
         )
         if guild := self.channels[channel_id].get("guild_id"):
             message["guild_id"] = guild
+        if body.get("components"):
+            message["components"] = body["components"]
         self.sent.append({**message, "allowed_mentions": body.get("allowed_mentions")})
         return _json(message)
+
+    async def _edit(self, request: web.Request) -> web.Response:
+        if failed := self._check(request, EDIT):
+            return failed
+        channel_id, refused = self._channel(request)
+        if refused:
+            return refused
+        message_id = request.match_info["message_id"]
+        message = next(
+            (m for m in self.sent if m["id"] == message_id and m["channel_id"] == str(channel_id)),
+            None,
+        )
+        if message is None:
+            return _json({"message": "Unknown Message", "code": 10008}, 404)
+        body = await request.json()
+        if "content" in body:
+            message["content"] = body["content"] or ""
+        if "components" in body:
+            message["components"] = body["components"]
+        message["edited_timestamp"] = _now()
+        self.edits.append(dict(message))
+        return _json(message)
+
+    async def _callback(self, request: web.Request) -> web.Response:
+        """An interaction's first answer: Discord takes it only within 3 s, and only once."""
+        self.requests.append((time.monotonic(), "POST /interactions/{id}/{token}/callback"))
+        known = self._interactions.get(request.match_info["token"])
+        if known is None or known[1]["id"] != request.match_info["id"]:
+            return _json({"message": "Unknown interaction", "code": 10062}, 404)
+        created, interaction = known
+        if time.monotonic() - created > INTERACTION_ANSWER_S:
+            return _json({"message": "Unknown interaction", "code": 10062}, 404)
+        if any(a.get("type") for a in self.answers_to(interaction)):
+            return _json(
+                {"message": "Interaction has already been acknowledged.", "code": 40060}, 400
+            )
+        body = await request.json()
+        kind = int(body["type"])
+        flags = int((body.get("data") or {}).get("flags") or 0)
+        self.interaction_answers.append(
+            {"interaction": interaction["id"], "type": kind, "flags": flags}
+        )
+        return _json(
+            {
+                "interaction": {
+                    "id": interaction["id"],
+                    "type": interaction["type"],
+                    "response_message_loading": kind == 5,
+                    "response_message_ephemeral": bool(flags & EPHEMERAL),
+                },
+                "resource": {"type": kind},
+            }
+        )
+
+    async def _edit_original(self, request: web.Request) -> web.Response:
+        """The deferred reply to an interaction, written (within the token's 15 minutes)."""
+        self.requests.append((time.monotonic(), "PATCH /webhooks/{id}/{token}/messages/@original"))
+        known = self._interactions.get(request.match_info["token"])
+        if known is None or request.match_info["application_id"] != str(self.application_id):
+            return _json({"message": "Unknown Webhook", "code": 10015}, 404)
+        _, interaction = known
+        if not self.answers_to(interaction):
+            return _json({"message": "Unknown Message", "code": 10008}, 404)
+        body = await request.json()
+        self.interaction_answers.append(
+            {"interaction": interaction["id"], "content": body.get("content")}
+        )
+        channel_id = int(interaction["channel_id"])
+        reply = self._message(channel_id, body.get("content") or "", self.bot_user, None)
+        self.history[channel_id].remove(reply)  # seen by the presser alone, never in the channel
+        return _json({**reply, "flags": EPHEMERAL, "webhook_id": str(self.application_id)})
 
     async def _react(self, request: web.Request) -> web.Response:
         if failed := self._check(request, REACT):

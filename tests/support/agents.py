@@ -33,6 +33,7 @@ import pytest
 from temporalio.client import Client
 
 from agentcomms.agents.install import Target, plan
+from agentcomms.config import Config
 from agentcomms.models import PaneTarget
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.openai_responses import FakeResponses
@@ -286,15 +287,22 @@ async def start_claude(
 
 @asynccontextmanager
 async def claude_with_agentcomms(
-    client: Client, root: Path, tmux: Tmux, *, never: tuple[str, ...] = ()
+    client: Client,
+    root: Path,
+    tmux: Tmux,
+    *,
+    agent_id: str | None = None,
+    configure: Callable[[Config], Config] | None = None,
+    never: tuple[str, ...] = (),
 ) -> AsyncIterator[tuple[Stack, ClaudePane, str]]:
-    """A stack, and the real Claude Code with `agentcomms install claude-code` in its home and
-    its pane registered as an agent (the id given): its hooks report to that stack. `never`:
-    the never-list installed with them."""
+    """A stack (`configure` adjusts its configuration), and the real Claude Code with
+    `agentcomms install claude-code` in its home and its pane registered as an agent
+    (`agent_id`, or one made up; the id given): its hooks report to that stack. `never`: the
+    never-list installed with them."""
     from tests.support.cli import AGENTCOMMS  # cli imports the stack, as this module does
 
     model = FakeAnthropic()
-    async with running_stack(client, root / "stack") as stack, model.server:
+    async with running_stack(client, root / "stack", configure=configure) as stack, model.server:
 
         def install(home: Path, project: Path) -> None:
             target = Target("claude-code", home=home, project=project, argv=(AGENTCOMMS,))
@@ -308,7 +316,7 @@ async def claude_with_agentcomms(
                 setup=install,
                 env={"AGENTCOMMS_SOCKET": str(stack.cfg.server.socket())},
             )
-            agent_id = f"claude-{uuid.uuid4().hex[:6]}"
+            agent_id = agent_id or f"claude-{uuid.uuid4().hex[:6]}"
             await register(stack, agent_id, tmux, claude.target, submit_delay_ms=300)
             # The gateway matches a hook to the pane the projection shows registered.
             await eventually(lambda: _registered(stack, agent_id))

@@ -3,6 +3,7 @@ own and schedule agentcomms' activities, by name, on a queue the deployment's wo
 
 from __future__ import annotations
 
+import subprocess
 from datetime import timedelta
 from typing import Any
 from uuid import uuid4
@@ -12,7 +13,10 @@ from temporalio import workflow
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
+
+from agentcomms.temporal import temporal_binary
 
 
 @workflow.defn(sandboxed=False)
@@ -54,3 +58,10 @@ async def refusals_of_attacks(
             assert isinstance(refusal, ApplicationError), activity
             refused.append(refusal)
     return refused
+
+
+def temporal_cli(env: WorkflowEnvironment, *args: str) -> None:
+    """Run ``temporal workflow ARGS`` against the test's dev server, as anyone who reaches it can."""
+    address = env.client.service_client.config.target_host
+    command = [str(temporal_binary()), "workflow", *args, "--address", address]
+    subprocess.run(command, check=True, capture_output=True)

@@ -3,7 +3,8 @@ configuration that points a provider at its fake and maps its chats to an agent,
 providers' side of the webhooks.
 
 Alice is the allowed human everywhere: her Telegram chat is ``CHAT``, her phone number
-``ALICE`` (SMS and WhatsApp); ``STRANGER`` is a number nobody allowed.
+``ALICE`` (SMS and WhatsApp), her Discord user ``DISCORD_ALICE``; ``STRANGER`` is a number
+nobody allowed.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ import pytest
 from pydantic import SecretStr
 from temporalio.testing import WorkflowEnvironment
 
-from agentcomms.config import Config
+from agentcomms.config import Config, DiscordConfig
+from tests.fakes.discord import FakeDiscord
 from tests.fakes.telegram import FakeTelegram
 from tests.fakes.twilio import OUR_NUMBER, FakeTwilio
 from tests.fakes.whatsapp_cloud import VERIFY_TOKEN, FakeWhatsAppCloud
@@ -28,6 +30,7 @@ from tests.support.waiting import eventually
 CHAT = 456  # Alice's private chat with the Telegram bot (its id is her user id)
 ALICE = "+15551234567"
 STRANGER = "+15559990000"
+DISCORD_ALICE = 4242  # the fake Discord's default author
 PUBLIC_URL = "https://agents.example.test/relay"  # a tunnel: not where the gateway listens
 # A photo's first bytes: enough for a content type the webhook calls image/jpeg.
 PHOTO = b"\xff\xd8\xff\xe0" + b"\0" * 64
@@ -102,6 +105,40 @@ async def telegram_stack(
         temporal_env.client, tmp_path, configure=with_telegram(telegram, agent)
     ) as s:
         yield s
+
+
+# ---- Discord ------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+async def discord() -> AsyncIterator[FakeDiscord]:
+    """Discord's REST API and gateway WebSocket on a local port."""
+    fake = FakeDiscord()
+    await fake.start()
+    yield fake
+    await fake.stop()
+
+
+def with_discord(fake: FakeDiscord, agent: str, *channels: int, **extra: Any) -> Configure:
+    """Discord on `fake`, its general channel (and `channels`) mapped to `agent`; Alice allowed."""
+
+    def configure(cfg: Config) -> Config:
+        chat = cfg.chat.model_copy(
+            update={
+                "discord": DiscordConfig(
+                    enabled=True,
+                    token=SecretStr(fake.token),
+                    base_url=fake.base_url,
+                    guild_id=str(fake.guild_id),
+                    **extra,
+                ),
+                "channels": {f"discord:{c}": agent for c in (fake.general, *channels)},
+                "allowed_senders": {"discord": [str(DISCORD_ALICE)]},
+            }
+        )
+        return cfg.model_copy(update={"chat": chat})
+
+    return configure
 
 
 # ---- SMS and WhatsApp through Twilio -------------------------------------------------------------

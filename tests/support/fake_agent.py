@@ -27,7 +27,9 @@ from tests.support.waiting import eventually
 
 TUI = Path(__file__).resolve().parent.parent / "fakes" / "agent_tui.py"
 
-PROMPT = "> \n  ? for shortcuts"
+# Claude Code's input box: the prompt's marker between two rules, its hints under them.
+RULE = "\u2500" * 40
+PROMPT = f"{RULE}\n\u276f \n{RULE}\n  ? for shortcuts"
 BUSY = "* Working... (3s · esc to interrupt)\n\n> "
 DIALOG = (
     "Bash command\n\n  touch /tmp/x\n\n Do you want to proceed?\n \u276f 1. Yes\n"
@@ -176,3 +178,14 @@ async def ready_agent(stack: Stack, tmux: Tmux, root: Path) -> tuple[str, FakeAg
     await fake.hook("SessionStart", source="startup")
     await eventually(lambda: state_is(stack, agent_id, "ready"))
     return agent_id, fake
+
+
+async def working(
+    stack: Stack, agent_id: str, fake: FakeAgent, prompt: str = "work"
+) -> dict[str, Any]:
+    """Put a ready stand-in agent on a turn: its UserPromptSubmit reported, its pane showing the
+    busy marker, and its state `busy`; the agent's row then."""
+    await fake.hook("UserPromptSubmit", prompt=prompt)
+    await fake.showing(BUSY)
+    row: dict[str, Any] = await eventually(lambda: state_is(stack, agent_id, "busy"))
+    return row

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from temporalio import activity
 
+from agentcomms.agents.state import HookReport
 from agentcomms.models import (
     DeliverRequest,
     DeliveryOutcome,
@@ -22,6 +23,8 @@ from agentcomms.models import (
     InterruptRequest,
     LoadedEvents,
     LoadRequest,
+    Recalled,
+    RecallRequest,
     Registration,
     Unregister,
 )
@@ -71,4 +74,17 @@ async def load_waiting_events(request: LoadRequest) -> LoadedEvents:
 @activity.defn(name="queue_receipt")
 async def queue_receipt(request: QueueReceipt) -> None:
     """Ask the chat's outbox to show the human their message was typed."""
+    raise declared()
+
+
+@activity.defn(name="recall_mailbox")
+async def recall_mailbox(request: RecallRequest) -> Recalled:
+    """What the agent's earlier runs obeyed and typed, from the projection (a run started
+    afresh)."""
+    raise declared()
+
+
+@activity.defn(name="check_report")
+async def check_report(report: HookReport) -> bool:
+    """Whether the deployment (the gateway, for the agent's hooks) signed this hook report."""
     raise declared()

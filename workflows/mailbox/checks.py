@@ -1,4 +1,5 @@
-"""Which registrations and unregisters a mailbox obeys: those the deployment signed, newest only.
+"""What a mailbox obeys: registrations and unregisters the deployment signed, newest only; hook
+reports the gateway signed; and nothing a run started afresh forgot.
 
 Anyone who reaches Temporal can signal a mailbox, and a genuine registration can be copied from a
 history and signalled again once the agent has moved on, pointing its messages back at a pane
@@ -6,33 +7,121 @@ that now holds a shell. So each registration and unregister carries the time the
 it (inside what it signs), and the mailbox obeys one only when it is newer than every one obeyed
 before: an older one, or one obeyed already, changes nothing. The tag is checked by the worker
 (a local activity) before the time counts, so a forgery dated far ahead cannot shut out the
-genuine registrations after it. Workflow code: runs inside the mailbox's handlers.
+genuine registrations after it.
+
+A hook report ("ready", "busy", "waiting for a dialog") decides when messages are typed, so the
+gateway signs it too and the mailbox applies only one whose tag the worker checked: a forged
+"ready" would have messages typed into a dialog. It is counted, for `agentcomms trace`.
+
+A mailbox's workflow can be terminated and started afresh, and the fresh run would remember
+neither the newest registration it obeyed nor the messages it typed: a genuine old registration
+or message signalled into it would be obeyed, or typed, again. So a run that did not come from
+continue-as-new first asks the projection (:class:`Recall`) before it obeys a registration or
+types anything. Workflow code: runs inside the mailbox's handlers and at the start of its run.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from agentcomms import errors, policies
-    from agentcomms.models import Registration, Unregister
+    from agentcomms.agents.state import HookReport
+    from agentcomms.models import RecallRequest, Registration, Unregister
     from workflows.activities import failure_cause
+    from workflows.mailbox import activities
     from workflows.mailbox.models import AgentState
+
+if TYPE_CHECKING:
+    from workflows.mailbox.queue import Queue
 
 Change = TypeVar("Change", Registration, Unregister)
 
 
+class Recall:
+    """What a run started afresh learns from the projection before it obeys or types anything:
+    the time of the newest registration or unregister the agent's earlier runs obeyed, and the
+    messages they typed lately (an older copy is caught where it would be typed)."""
+
+    def __init__(self, state: AgentState, queue: Queue, *, fresh: bool) -> None:
+        self._s = state
+        self._queue = queue
+        # A run that continued-as-new carries all of it in its state.
+        self.done = not fresh
+
+    async def run(self) -> None:
+        if self.done:
+            return
+        # Until the projection answers, nothing is obeyed or typed: it is the only memory of a
+        # terminated run outside Temporal's history.
+        recalled = await workflow.execute_local_activity(
+            activities.recall_mailbox,
+            RecallRequest(agent_id=self._s.agent_id),
+            start_to_close_timeout=policies.PROJECTION_TIMEOUT,
+            retry_policy=policies.PROJECTION_RETRY,
+            summary="recall what the agent's earlier runs obeyed and typed",
+        )
+        at = recalled.pane_changed_at
+        if at is not None and not _newer(self._s, at):
+            at = None
+        if at is not None:
+            self._s.pane_changed_at = at
+        for event_id in reversed(recalled.typed_ids):  # oldest first, as they were seen
+            if self._queue.position(event_id) is not None:
+                workflow.logger.warning(
+                    "%s was typed for %s by an earlier run: not typed twice",
+                    event_id,
+                    self._s.agent_id,
+                )
+                self._queue.settle(event_id, "delivered")
+            if not self._queue.seen(event_id):
+                self._queue.remember(event_id)
+        self.done = True
+
+
+async def genuine_report(state: AgentState, report: HookReport) -> bool:
+    """Whether to apply a hook report: the gateway signed it for this agent (the worker checks
+    the tag). One the agent's state has passed already is not checked (applying it changes
+    nothing); a forged one is counted and named for `agentcomms trace`."""
+    if report.at_ns <= state.readiness.at_ns:
+        return False
+    try:
+        genuine = await workflow.execute_local_activity(
+            activities.check_report,
+            report,
+            start_to_close_timeout=policies.MAILBOX_CHECK_TIMEOUT,
+            retry_policy=policies.MAILBOX_CHECK_RETRY,
+            summary=f"check the tag of a hook report ({report.event})",
+        )
+    except (ActivityError, ApplicationError):
+        genuine = False  # unchecked is unsigned: the agent's state stays as it is
+    if not genuine:
+        workflow.logger.warning(
+            "ignored a %s hook report not signed by this deployment; %s stays as it is",
+            report.event,
+            state.agent_id,
+        )
+        state.refused_reports += 1
+        state.last_refused_report = f"{report.event} at {workflow.now().isoformat('T', 'seconds')}"
+    return genuine
+
+
 async def newest(
-    state: AgentState, check: Callable[[Change], Awaitable[bool]], change: Change
+    state: AgentState,
+    check: Callable[[Change], Awaitable[bool]],
+    change: Change,
+    recall: Recall,
 ) -> bool:
     """Whether to obey `change`: signed by the deployment (`check` asks the worker), and newer
-    than every registration or unregister obeyed so far, also one that came while it was checked.
-    When it is, it becomes the newest."""
+    than every registration or unregister obeyed so far (by this run, by earlier runs as the
+    projection recalls them), also one that came while it was checked. When it is, it becomes
+    the newest."""
+    await workflow.wait_condition(lambda: recall.done)
     what = "registration" if isinstance(change, Registration) else "unregister"
     at = change.registered_at if isinstance(change, Registration) else change.requested_at
     # One without a time is the worker's to refuse: it says why (made before they had one).

@@ -213,7 +213,8 @@ class Mailbox:
         """Tell the agent's mailbox what its hooks said; False when it has no mailbox (a hook
         of an agent never registered starts nothing)."""
         try:
-            await mailbox_handle(self._client, agent_id).signal(AgentWorkflow.report, report)
+            signed = self._key.sign_report(agent_id, report)
+            await mailbox_handle(self._client, agent_id).signal(AgentWorkflow.report, signed)
         except RPCError as exc:
             if exc.status == RPCStatusCode.NOT_FOUND:
                 return False

@@ -60,6 +60,9 @@ class AgentState(BaseModel):
     readiness: Readiness = Field(default_factory=Readiness)
     # Chat receipts held until the agent's UserPromptSubmit carries their message (event id ->).
     receipts: dict[str, HeldReceipt] = Field(default_factory=dict)
+    # Hook reports ignored because the deployment did not sign them, and the last of them.
+    refused_reports: int = 0
+    last_refused_report: str | None = None
 
 
 class AgentInput(BaseModel):
@@ -98,6 +101,9 @@ class AgentSnapshot(BaseModel):
     # Settled events the projection has not taken yet (it is down or locked): typing goes on.
     unrecorded: int = 0
     readiness: Readiness = Field(default_factory=Readiness)
+    # Hook reports ignored as not signed by this deployment (someone else signalled them).
+    refused_reports: int = 0
+    last_refused_report: str | None = None
 
 
 class QueuedEvent(BaseModel):

@@ -132,6 +132,7 @@ def agent_row(state: AgentState, waiting: int, now: datetime) -> Agent:
         state=state.readiness.state,
         waiting_for=state.readiness.waiting_for,
         state_since=state.readiness.since,
+        pane_changed_at=state.pane_changed_at,
     )
 
 

@@ -31,6 +31,7 @@ _PANE_SAYS: dict[str, tuple[State, str | None]] = {
     "exited": ("offline", None),
     "copy-mode": ("waiting", "the human (copy mode in the pane)"),
     "dialog": ("waiting", "a dialog in the pane"),
+    "draft": ("waiting", "the human (a draft in the input box)"),
 }
 
 

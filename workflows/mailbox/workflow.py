@@ -37,7 +37,7 @@ with workflow.unsafe.imports_passed_through():
     from agentcomms.workflow_ids import MAILBOX_WORKFLOW, host_task_queue
     from workflows.activities import failure_cause
     from workflows.mailbox import activities
-    from workflows.mailbox.checks import Change, newest
+    from workflows.mailbox.checks import Change, Recall, genuine_report, newest
     from workflows.mailbox.follow_ups import FollowUps
     from workflows.mailbox.models import (
         AgentInput,
@@ -91,6 +91,9 @@ class AgentWorkflow:
         self._indexed: tuple[str, str] | None = None
         self._batch_ms = 0  # typing time spent in the current workflow task
         self._checking = 0  # registrations and unregisters being checked
+        # What a run started afresh must learn first (:mod:`.checks`): nothing a terminated run
+        # obeyed or typed is obeyed or typed again.
+        self._recall = Recall(self._s, self._queue, fresh=input.state is None)
 
     # ---- mailbox -------------------------------------------------------------------------------
 
@@ -107,8 +110,10 @@ class AgentWorkflow:
             self._owed.flush()
 
     @workflow.signal
-    def report(self, report: HookReport) -> None:
+    async def report(self, report: HookReport) -> None:
         """What the agent's own hooks say it does (through the gateway): its state, in order."""
+        if not await genuine_report(self._s, report):
+            return
         applied, shown = self._watch.report(report, workflow.now())
         self._nudged = self._nudged or applied
         if shown:
@@ -126,6 +131,7 @@ class AgentWorkflow:
         self._s.unreachable_since = None
         self._s.last_error = None
         self._nudged = True
+        self._publish()  # the projection keeps the newest pane, and when it was registered
 
     @workflow.signal
     async def unregister(self, request: Unregister) -> None:
@@ -141,7 +147,7 @@ class AgentWorkflow:
         is checked: one sent after it must not be typed into the pane it replaces."""
         self._checking += 1
         try:
-            return await newest(self._s, check, change)
+            return await newest(self._s, check, change, self._recall)
         finally:
             self._checking -= 1
 
@@ -183,6 +189,8 @@ class AgentWorkflow:
             delivered_count=s.delivered_count,
             unrecorded=self._owed.unrecorded(),
             readiness=s.readiness,
+            refused_reports=s.refused_reports,
+            last_refused_report=s.last_refused_report,
         )
 
     @workflow.query
@@ -203,6 +211,7 @@ class AgentWorkflow:
 
     @workflow.run
     async def run(self, input: AgentInput) -> None:
+        await self._recall.run()
         writer = asyncio.create_task(self._writer.run())
         beside = [asyncio.create_task(t.run()) for t in (self._follow_ups, self._receipts)]
         self._publish()

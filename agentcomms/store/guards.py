@@ -1,0 +1,113 @@
+"""What the projection remembers so that a restart forgets nothing an attacker could use again.
+
+Temporal authenticates no one: a workflow can be terminated and started afresh, and a fresh run
+remembers nothing of the last one. So the projection keeps, outside any workflow: the time of the
+newest registration a mailbox obeyed and the messages it typed (read back by a mailbox started
+afresh), the signed inputs already used once (a call's input, an outbox item: a copy used again
+elsewhere is refused), and the hour's counts of what strangers cost (kept across a restart of the
+gateway).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import delete, select, update
+from sqlalchemy.engine import Connection
+
+from agentcomms.store.base import StoreBase
+from agentcomms.store.schema import AgentRow, EventRow, SpentRow, StrangerCountRow
+
+# Stranger counts older than this many hours are dropped as new hours start.
+_HOURS_KEPT = 2
+
+
+class Guards(StoreBase):
+    # ---- a mailbox started afresh ---------------------------------------------------------------
+
+    async def pane_changed_at(self, agent_id: str) -> datetime | None:
+        """When the newest registration or unregister the agent's mailbox obeyed was made."""
+        stmt = select(AgentRow.pane_changed_at).where(AgentRow.id == agent_id)
+        async with self._engine.connect() as conn:
+            return (await conn.execute(stmt)).scalar_one_or_none()
+
+    async def typed_since(self, agent_id: str, since: datetime, limit: int) -> list[str]:
+        """The ids of the agent's messages typed that were made since `since`, newest first."""
+        stmt = (
+            select(EventRow.id)
+            .where(
+                EventRow.agent_id == agent_id,
+                EventRow.status == "delivered",
+                EventRow.direction == "in",
+                EventRow.created_at >= since,
+            )
+            .order_by(EventRow.seq.desc())
+            .limit(limit)
+        )
+        async with self._engine.connect() as conn:
+            return list((await conn.execute(stmt)).scalars())
+
+    # ---- signed inputs that act once ------------------------------------------------------------
+
+    async def spend(self, kind: str, input_id: str, by: str, now: datetime) -> str:
+        """Mark the input `kind`/`input_id` used by `by`, unless someone used it first: who did
+        (`by` itself when it was the first, or asks again)."""
+
+        def take(conn: Connection) -> str:
+            conn.execute(
+                self._insert(SpentRow)
+                .values(kind=kind, id=input_id, by=by, at=now)
+                .on_conflict_do_nothing(index_elements=["kind", "id"])
+            )
+            first = select(SpentRow.by).where(SpentRow.kind == kind, SpentRow.id == input_id)
+            return str(conn.execute(first).scalar_one())
+
+        return await self._transact(take)
+
+    # ---- what strangers cost --------------------------------------------------------------------
+
+    async def take_stranger_cost(self, hour: int, limits: dict[str, int]) -> str | None:
+        """Count one more against each key's limit for `hour`, when every key is under it
+        (None); otherwise count nothing and name a key that reached its limit."""
+
+        def take(conn: Connection) -> str | None:
+            conn.execute(
+                delete(StrangerCountRow).where(StrangerCountRow.hour <= hour - _HOURS_KEPT)
+            )
+            mine = (StrangerCountRow.hour == hour) & StrangerCountRow.key.in_(list(limits))
+            counts = {
+                key: count
+                for key, count in conn.execute(
+                    select(StrangerCountRow.key, StrangerCountRow.count).where(mine)
+                )
+            }
+            for key, most in limits.items():
+                if counts.get(key, 0) >= most:
+                    return key
+            for key in limits:
+                stmt = self._insert(StrangerCountRow).values(hour=hour, key=key, count=1)
+                conn.execute(
+                    stmt.on_conflict_do_update(
+                        index_elements=["hour", "key"],
+                        set_={"count": StrangerCountRow.count + 1},
+                    )
+                )
+            return None
+
+        return await self._transact(take)
+
+    async def give_back_stranger_cost(self, hour: int, key: str) -> None:
+        """Count one less for `key` in `hour` (what was taken was not spent)."""
+
+        def give(conn: Connection) -> None:
+            conn.execute(
+                update(StrangerCountRow)
+                .where(
+                    StrangerCountRow.hour == hour,
+                    StrangerCountRow.key == key,
+                    StrangerCountRow.count > 0,
+                )
+                .values(count=StrangerCountRow.count - 1)
+            )
+
+        await self._transact(give)

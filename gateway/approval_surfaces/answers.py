@@ -1,0 +1,248 @@
+"""An answer to an approval from a chat: a button press (Telegram, Discord), or a reply carrying
+the approval's code ("YES K7QF", "ALWAYS K7QF", "NO K7QF not now"; any provider, made for SMS
+and WhatsApp). A reply with a code is the answer and never reaches the agent's pane.
+
+Who may answer: an allowed sender (``chat.allowed_senders`` or admitted by pairing) answering
+from a chat mapped to the approval's agent, and, when ``agents.ID.approvers`` is set, listed
+there too (it narrows who may answer); a listed approver may also answer from their own private
+chat (their number, their chat with the bot). Anyone else's answer changes nothing: they are told so
+and it is recorded with the strangers (the events projection, status ``rejected``, with the
+reason; ``agentcomms events AGENT``). A stranger's is turned away before this, by the inbox
+(:class:`gateway.chat.ChatInbox`), which records it the same way within its bounds.
+
+Every answer taken goes through the approvals' one decide path (signed there, first answer
+wins); the approval's history keeps each answer tried.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from agentcomms.approval_models import ApprovalView, Decision, chosen
+from agentcomms.bridge.sanitize import sanitize
+from agentcomms.config import Config
+from agentcomms.ids import new_event_id
+from agentcomms.models import Event, EventStatus
+from agentcomms.store import Store
+from agentcomms.transports import ButtonPress, InboundMessage, InboundResult
+from gateway.approval_chats import ApprovalChats
+from gateway.approval_surfaces.words import (
+    chosen_option,
+    coded,
+    pressed,
+    refused_answer,
+    reply_with,
+    said,
+)
+from workflows.approval.client import Approvals
+from workflows.approval.models import Decided
+
+log = logging.getLogger(__name__)
+
+Decide = Callable[[Decision], Awaitable[Decided | None]]
+PRESS_WORDS = {"allow": "Allow", "allow_session": "Allow for this session", "deny": "Deny"}
+
+
+class ChatAnswers:
+    def __init__(
+        self,
+        cfg: Config,
+        store: Store,
+        approvals: Approvals,
+        decide: Decide,
+        chats: ApprovalChats,
+    ) -> None:
+        self._cfg = cfg
+        self._store = store
+        self._approvals = approvals
+        self._decide = decide
+        self._chats = chats
+
+    async def button(self, press: ButtonPress) -> str:
+        """An allowed sender pressed Allow, Allow for this session, Deny, or one of a question's
+        options: what they are told."""
+        option = chosen_option(press.data)
+        wanted = pressed(press.data) if option is None else (option[0], "answer")
+        if wanted is None:
+            return "This button is not agentcomms'."
+        approval_id, behavior = wanted
+        view = await self._approvals.view(approval_id)
+        if view is None:
+            return f"No approval {approval_id} any more."
+        answer = None
+        if option is not None:
+            if view.request.ask != "question":
+                return "This button is not agentcomms'."
+            answer = chosen(view.request.options, str(option[1]))
+        who = _who(press.sender_name or press.sender_id)
+        refusal = await self.refusal(view, press.provider, press.chat_id, press.sender_id)
+        if refusal is not None:
+            await self._record(
+                new_event_id(),
+                view,
+                press.provider,
+                press.chat_id,
+                press.sender_id,
+                who,
+                f"pressed {PRESS_WORDS.get(behavior, answer or behavior)} on approval {approval_id}",
+                status="rejected",
+                error=refusal,
+            )
+            return refused_answer(approval_id)
+        decision = Decision(
+            approval_id=approval_id, behavior=behavior, answer=answer, by=who, via=press.provider
+        )
+        return await self._answer(decision)
+
+    async def reply(self, message: InboundMessage, event_id: str) -> InboundResult | None:
+        """An allowed sender's message that carries an approval's code, taken as the answer;
+        None for any other message (it goes on to the agent)."""
+        answer = coded(message.text)
+        if answer is None:
+            return None
+        approval_id = answer.approval_id
+        view = await self._approvals.view(approval_id)
+        who = _who(message.sender_name or message.sender_id)
+
+        async def record(status: EventStatus, error: str | None = None) -> None:
+            await self._record(
+                event_id,
+                view,
+                message.provider,
+                message.chat_id,
+                message.sender_id,
+                who,
+                message.text,
+                status=status,
+                error=error,
+            )
+
+        if view is None:
+            if not answer.typed_as_code:
+                return None  # "no more tests": words for the agent, not a code
+            await record("rejected", f"no approval {approval_id}")
+            return InboundResult(
+                "refused",
+                event_id=event_id,
+                reply=f"There is no approval {approval_id}: check the code in the request. "
+                "Nothing was passed to the agent.",
+            )
+        agent_id = view.request.agent_id
+        refusal = await self.refusal(view, message.provider, message.chat_id, message.sender_id)
+        if refusal is not None:
+            await record("rejected", refusal)
+            return InboundResult(
+                "rejected", event_id=event_id, agent_id=agent_id, reply=refused_answer(approval_id)
+            )
+        if view.request.ask == "question" and view.open:
+            await record("rejected", f"approval {approval_id} is a question")
+            return InboundResult(
+                "refused",
+                event_id=event_id,
+                agent_id=agent_id,
+                reply=f"{approval_id} is a question: {reply_with(view.request)}",
+            )
+        if answer.behavior == "allow_session" and not view.request.suggestions and view.open:
+            await record("rejected", f"approval {approval_id} offers nothing for the session")
+            return InboundResult(
+                "refused",
+                event_id=event_id,
+                agent_id=agent_id,
+                reply=f"{approval_id} offers nothing for the session: reply YES {approval_id} "
+                f"or NO {approval_id}.",
+            )
+        # This chat hears the outcome as the answer to its reply, not again with the others.
+        self._chats.answered_in(approval_id, message.provider, message.chat_id)
+        told = await self._answer(
+            Decision(
+                approval_id=approval_id,
+                behavior=answer.behavior,
+                message=_shown(answer.reason, 2_000) if answer.reason else None,
+                by=who,
+                via=message.provider,
+            )
+        )
+        await record("delivered")
+        return InboundResult("answered", event_id=event_id, agent_id=agent_id, reply=told)
+
+    async def refusal(
+        self, view: ApprovalView, provider: str, chat_id: str, sender_id: str
+    ) -> str | None:
+        """Why this sender may not answer this approval from this chat; None when they may."""
+        agent_id = view.request.agent_id
+        channel = f"{provider}:{chat_id}"
+        sender = f"{provider}:{sender_id}"
+        approvers = self._cfg.approvers(agent_id)
+        # A listed approver may also answer from their own private chat (their phone number,
+        # their chat with the bot), where the request may have reached them some other way.
+        own_chat = approvers is not None and sender in approvers and chat_id == sender_id
+        if self._cfg.chat.channels.get(channel) != agent_id and not own_chat:
+            return f"{channel} is not a chat of {agent_id}"
+        listed = self._cfg.chat.allowed_senders.get(provider, [])
+        if sender_id not in listed and not await self._store.sender_admitted(provider, sender_id):
+            return f"{sender} is not an allowed sender"
+        if approvers is not None and sender not in approvers:
+            return f"{sender} is not one of {agent_id}'s approvers"
+        return None
+
+    async def _answer(self, decision: Decision) -> str:
+        decided = await self._decide(decision)
+        approval_id = decision.approval_id
+        if decided is None:
+            return f"No approval {approval_id} any more."
+        if decided.accepted:
+            return f"{approval_id}: {said(decided.view)}"
+        return f"{approval_id} was answered already: {said(decided.view)}"
+
+    async def _record(
+        self,
+        event_id: str,
+        view: ApprovalView | None,
+        provider: str,
+        chat_id: str,
+        sender_id: str,
+        sender_name: str,
+        text: str,
+        *,
+        status: EventStatus,
+        error: str | None = None,
+    ) -> None:
+        """An answer from a chat in the events projection: never a message for the agent (a
+        system event), kept for the operator, and a provider's re-sent reply is seen again."""
+        channel = f"{provider}:{chat_id}"
+        agent_id = view.request.agent_id if view else self._cfg.chat.channels.get(channel)
+        payload: dict[str, Any] = {
+            "text": _shown(text, 500),
+            "sender_id": sender_id,
+            "sender_name": sender_name,
+            "provider": provider,
+            "chat_id": chat_id,
+            "approval_id": view.request.id if view else None,
+        }
+        if status == "rejected":
+            log.warning("approval answer from %s in %s refused: %s", sender_id, channel, error)
+        try:
+            await self._store.record_event(
+                Event(
+                    id=event_id,
+                    agent_id=agent_id or "default",
+                    channel_id=channel,
+                    type="system",
+                    role="human",
+                    status=status,
+                    error=error,
+                    payload=payload,
+                )
+            )
+        except Exception:  # the answer itself stands; only its row is missing
+            log.exception("approval answer from %s in %s not recorded", sender_id, channel)
+
+
+def _who(name: str) -> str:
+    return _shown(name, 100)
+
+
+def _shown(text: str, chars: int) -> str:
+    return sanitize(text, max_chars=chars).text

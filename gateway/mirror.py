@@ -1,0 +1,124 @@
+"""The agent's reply comes back: the last words of a turn that a chat message started are sent
+to that chat, as an answer to the human's message.
+
+The agent's hooks say when a turn starts (``UserPromptSubmit``, with the prompt as typed) and
+ends (``Stop``, with Claude Code's and Codex's ``last_assistant_message``). The prompt begins
+with the header agentcomms typed for the first message in it (``[telegram:456 from Alice] …``;
+a body's own lines all begin with ``| ``, so no line of the human's words reads as a header), so
+the chat that started the turn is known; only a chat whose message reached this agent through
+agentcomms is answered, and the answer refers to the newest such message. Each turn is answered
+once (a second ``Stop`` finds it taken), and not at all when the agent sent that chat something
+itself (``send_message``) during the turn. A turn a chat did not start is mirrored only with the
+agent's ``mirror: "all"``, to each chat mapped to it; ``mirror: "off"`` mirrors nothing.
+
+What is remembered lives in this gateway's memory: a turn that started before a restart ends
+without a mirrored reply.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from datetime import datetime
+
+from temporalio.service import RPCError
+
+from agentcomms.config import Config
+from agentcomms.ids import new_event_id
+from agentcomms.models import Event, utcnow
+from agentcomms.outbox_models import ChatSend, OutboxItem
+from agentcomms.store import Store
+from agentcomms.transports import PROVIDERS
+from workflows.outbox.client import Outbox
+
+log = logging.getLogger(__name__)
+
+_CHATS = "|".join(p for p in PROVIDERS if p != "local")
+_HEADER = re.compile(rf"^\[((?:{_CHATS}):[^\s\]]+) from ", re.MULTILINE)
+# The longest reply sent back; the outbox splits it at the provider's limit.
+MIRRORED_CHARS = 16_000
+# How far back a chat's history is read for the human's message and the agent's own sends.
+LOOK_BACK = 20
+
+
+@dataclass(frozen=True)
+class Turn:
+    channel_id: str | None  # the chat whose message started it; None: the terminal, a peer…
+    started_at: datetime
+
+
+def chat_of(prompt: object) -> str | None:
+    """The chat whose message begins a prompt agentcomms typed; None for any other prompt."""
+    if not isinstance(prompt, str):
+        return None
+    found = _HEADER.match(prompt)
+    return found[1] if found else None
+
+
+class ReplyMirror:
+    def __init__(self, cfg: Config, store: Store, outbox: Outbox) -> None:
+        self._cfg = cfg
+        self._store = store
+        self._outbox = outbox
+        self._turns: dict[str, Turn] = {}  # agent -> the turn a chat started, until it ends
+
+    async def agent_did(self, agent_id: str, event: str, payload: dict[str, object]) -> None:
+        """An observer of the agent's hooks (:class:`gateway.agent_hooks.AgentHookMethods`)."""
+        if event == "UserPromptSubmit":
+            self._turns[agent_id] = Turn(chat_of(payload.get("prompt")), utcnow())
+        elif event == "Stop":
+            turn = self._turns.pop(agent_id, None)  # taken: a second Stop sends nothing
+            reply = payload.get("last_assistant_message")
+            if turn is None or not isinstance(reply, str) or not reply.strip():
+                return
+            mode = self._cfg.mirror(agent_id)
+            if turn.channel_id is not None and mode != "off":
+                chats = [turn.channel_id]
+            elif mode == "all":
+                chats = [c for c, a in self._cfg.chat.channels.items() if a == agent_id]
+            else:
+                return
+            for channel_id in chats:
+                try:
+                    await self._mirror(agent_id, channel_id, turn, reply[:MIRRORED_CHARS])
+                except (RPCError, OSError) as exc:  # the turn is over either way
+                    log.warning("%s: reply not mirrored to %s: %s", agent_id, channel_id, exc)
+        elif event in ("StopFailure", "SessionEnd"):
+            self._turns.pop(agent_id, None)
+
+    async def _mirror(self, agent_id: str, channel_id: str, turn: Turn, reply: str) -> None:
+        provider, _, chat_id = channel_id.partition(":")
+        if provider == "local" or not self._cfg.chat.provider(provider).enabled:
+            return
+        history = await self._store.channel_history(channel_id, LOOK_BACK, agent_id=agent_id)
+        if any(e.direction == "out" and e.created_at >= turn.started_at for e in history):
+            return  # the agent wrote to the chat itself during the turn
+        reply_to: str | None = None
+        if channel_id == turn.channel_id:
+            asked = [e for e in history if e.direction == "in" and e.type == "human_message"]
+            if not asked:
+                return  # no message of this chat reached the agent through agentcomms
+            reply_to = str(asked[-1].payload.get("message_id") or "") or None
+        event = Event(
+            id=new_event_id(),
+            agent_id=agent_id,
+            channel_id=channel_id,
+            type="agent_message",
+            role="agent",
+            direction="out",
+            source_agent_id=agent_id,
+            payload={
+                "text": reply,
+                "provider": provider,
+                "chat_id": chat_id,
+                "reply_to": reply_to,
+                "mirrored": True,
+            },
+        )
+        send = ChatSend(provider=provider, chat_id=chat_id, text=reply, reply_to=reply_to)
+        await self._outbox.post(
+            agent_id, channel_id, OutboxItem(id=event.id, send=send, event=event)
+        )
+        await self._store.record_event(event)
+        log.info("%s: turn's reply mirrored to %s", agent_id, channel_id)

@@ -1,0 +1,102 @@
+"""Who may answer an approval from a chat: by default every allowed sender in a chat mapped to
+the agent; `agents.ID.approvers` narrows that. Anyone else's press changes nothing, is told so,
+and is recorded with the strangers (a rejected system event naming why)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+from temporalio.testing import WorkflowEnvironment
+
+from agentcomms.config import AgentConfig, Config
+from agentcomms.models import Event
+from tests.fakes.telegram import FakeTelegram
+from tests.support.chat import CHAT, connected, with_telegram
+from tests.support.stack import Stack, running_stack
+from tests.support.waiting import eventually
+
+BOB = 789  # allowed to write to the agent, not one of its approvers
+MALLORY = 666  # allowed nothing
+ELSEWHERE = 999  # a chat mapped to no agent
+
+
+@pytest.fixture
+async def stack(
+    temporal_env: WorkflowEnvironment, tmp_path: Path, telegram: FakeTelegram, agent: str
+) -> AsyncIterator[Stack]:
+    def configure(cfg: Config) -> Config:
+        cfg = with_telegram(telegram, agent)(cfg)
+        chat = cfg.chat.model_copy(update={"allowed_senders": {"telegram": [str(CHAT), str(BOB)]}})
+        approver = AgentConfig(target="nowhere:0.0", approvers=[f"telegram:{CHAT}"])
+        return cfg.model_copy(update={"chat": chat, "agents": {agent: approver}})
+
+    telegram.known_chats.update({CHAT, ELSEWHERE})
+    async with running_stack(temporal_env.client, tmp_path, configure=configure) as s:
+        await connected(s, "telegram")
+        yield s
+
+
+def _request_in(telegram: FakeTelegram, approval: str) -> dict[str, Any] | None:
+    return next((m for m in telegram.sent if f"approval {approval}" in m["text"]), None)
+
+
+async def _press(telegram: FakeTelegram, message: dict[str, Any], data: str, user: int) -> str:
+    before = len(telegram.answered_presses)
+    telegram.human_presses(message, data, user_id=user, first_name=f"user{user}")
+    await eventually(lambda: len(telegram.answered_presses) > before or None)
+    return str(telegram.answered_presses[before]["text"])
+
+
+async def _refusals(stack: Stack, agent: str) -> list[Event]:
+    events = await stack.store.events_after(agent, None, 50)
+    return [e for e in events if e.type == "system" and e.status == "rejected"]
+
+
+async def test_only_the_listed_approver_answering_from_the_agents_chat_decides(
+    stack: Stack, telegram: FakeTelegram, agent: str
+) -> None:
+    opened = await stack.call(
+        "approval_open",
+        kind="claude-code",
+        agent_id=agent,
+        tool_name="Bash",
+        tool_input={"command": "touch done.txt"},
+    )
+    approval = str(opened["id"])
+    message = await eventually(lambda: _request_in(telegram, approval))
+    allow = f"ap:{approval}:a"
+
+    refused = f"Only the agent's approvers may answer {approval}: nothing changed."
+    assert await _press(telegram, message, allow, BOB) == refused
+    told = await _press(telegram, message, allow, MALLORY)
+    assert "Only the agent's allowed senders may answer this" in told
+    # The approver, but in a chat that is not the agent's.
+    elsewhere = {**message, "chat": {"id": ELSEWHERE, "type": "private", "first_name": "A"}}
+    assert await _press(telegram, elsewhere, allow, CHAT) == refused
+    assert (await stack.call("approval_wait", id=approval, wait_s=0.5)) == {"status": "open"}
+
+    reasons = {e.error for e in await _refusals(stack, agent)}
+    assert reasons == {
+        f"telegram:{BOB} is not one of {agent}'s approvers",
+        f"telegram:{ELSEWHERE} is not a chat of {agent}",
+        f"sender telegram:{MALLORY} is not allowed",
+    }
+
+    assert (
+        await _press(telegram, message, allow, CHAT)
+        == f"{approval}: allowed by user{CHAT} on Telegram"
+    )
+    waited = await stack.call("approval_wait", id=approval, wait_s=10)
+    assert waited["decision"] == {"behavior": "allow"}
+
+
+def test_approvers_are_checked_when_the_config_is_read() -> None:
+    with pytest.raises(ValidationError, match="'telegrm:456' is not an approver: expected"):
+        AgentConfig(target="dev:0.1", approvers=["telegrm:456"])
+    with pytest.raises(ValidationError, match="'sms' is not an approver"):
+        AgentConfig(target="dev:0.1", approvers=["sms"])
+    assert AgentConfig(target="dev:0.1", approvers=[]).approvers == []

@@ -1,0 +1,126 @@
+"""An approval in the agent's Discord channel, through the real discord.py: the request with
+Allow / Allow for this session / Deny buttons (message components); a press arrives as an
+interaction on the bot's gateway connection, is acknowledged within Discord's 3 s (the fake
+refuses a later answer, as Discord does), decides the approval when an allowed sender pressed,
+and the message is edited to say who answered, its buttons gone. A stranger's press, or an
+interaction that is not a press on the bot's own message, changes nothing."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.testing import WorkflowEnvironment
+
+from tests.fakes.discord import FakeDiscord
+from tests.support.chat import connected, with_discord
+from tests.support.stack import Stack, running_stack
+from tests.support.waiting import eventually
+
+SUGGESTION = {"type": "addDirectories", "directories": ["/p"], "destination": "session"}
+DEFERRED_REPLY, EPHEMERAL = 5, 1 << 6
+
+
+@pytest.fixture
+async def stack(
+    temporal_env: WorkflowEnvironment, tmp_path: Path, discord: FakeDiscord, agent: str
+) -> AsyncIterator[Stack]:
+    async with running_stack(
+        temporal_env.client, tmp_path, configure=with_discord(discord, agent)
+    ) as s:
+        await connected(s, "discord")
+        yield s
+
+
+async def _open(stack: Stack, agent: str) -> str:
+    opened = await stack.call(
+        "approval_open",
+        kind="claude-code",
+        agent_id=agent,
+        tool_name="Bash",
+        tool_input={"command": "touch done.txt"},
+        permission_suggestions=[SUGGESTION],
+    )
+    return str(opened["id"])
+
+
+def _request_in(discord: FakeDiscord, approval: str) -> dict[str, Any] | None:
+    return next((m for m in discord.sent if f"approval {approval}" in m["content"]), None)
+
+
+def _buttons(message: dict[str, Any]) -> list[tuple[str, str]]:
+    return [
+        (b["label"], b["custom_id"])
+        for row in message.get("components", [])
+        for b in row["components"]
+    ]
+
+
+async def _told(discord: FakeDiscord, interaction: dict[str, Any]) -> str:
+    """What the presser alone was answered, once the deferred reply was written."""
+    answers = await eventually(lambda: len(discord.answers_to(interaction)) == 2 or None)
+    first, then = discord.answers_to(interaction)
+    # Acknowledged first (deferred, only the presser sees it), then the answer written.
+    assert (first["type"], first["flags"] & EPHEMERAL) == (DEFERRED_REPLY, EPHEMERAL)
+    assert answers
+    return str(then["content"])
+
+
+async def test_an_allowed_sender_answers_with_a_button(
+    stack: Stack, discord: FakeDiscord, agent: str
+) -> None:
+    approval = await _open(stack, agent)
+    message = await eventually(lambda: _request_in(discord, approval))
+    assert message["channel_id"] == str(discord.general)
+    assert "asks to use Bash:\ntouch done.txt" in message["content"]
+    assert _buttons(message) == [
+        ("Allow", f"ap:{approval}:a"),
+        ("Allow for this session", f"ap:{approval}:s"),
+        ("Deny", f"ap:{approval}:d"),
+    ]
+
+    mallory = discord.human_presses(message, f"ap:{approval}:a", user_id=666, name="Mallory")
+    assert "allowed senders" in await _told(discord, mallory)
+    assert (await stack.call("approval_wait", id=approval, wait_s=0.5)) == {"status": "open"}
+
+    alice = discord.human_presses(message, f"ap:{approval}:s")
+    waited = await stack.call("approval_wait", id=approval, wait_s=10)
+    assert waited["decision"] == {"behavior": "allow", "updatedPermissions": [SUGGESTION]}
+    assert (waited["decided_by"], waited["decided_via"]) == ("Alice", "discord")
+    assert f"{approval}: allowed for the session by Alice on Discord" in await _told(discord, alice)
+    edited = await eventually(lambda: discord.edits or None)
+    assert edited[0]["id"] == message["id"]
+    assert f"{approval}: allowed for the session by Alice on Discord" in edited[0]["content"]
+    assert _buttons(edited[0]) == []
+
+    late = discord.human_presses(message, f"ap:{approval}:d")
+    assert "was answered already" in await _told(discord, late)
+
+
+async def test_an_interaction_not_on_the_bots_own_message_changes_nothing(
+    stack: Stack, discord: FakeDiscord, agent: str
+) -> None:
+    approval = await _open(stack, agent)
+    message = await eventually(lambda: _request_in(discord, approval))
+    # Meant for another application, or a press on a message the bot never posted.
+    elsewhere = discord.human_presses(message, f"ap:{approval}:a", application_id=99)
+    someone_elses = discord.human_says(discord.general, f"approval {approval}", user_id=777)
+    not_ours = discord.human_presses(someone_elses, f"ap:{approval}:a")
+    # A genuine press behind them is answered, so the two before it were handled by then.
+    probe = discord.human_presses(message, "something-else")
+    assert "not agentcomms'" in await _told(discord, probe)
+    assert discord.answers_to(elsewhere) == [] and discord.answers_to(not_ours) == []
+    assert (await stack.call("approval_wait", id=approval, wait_s=0.5)) == {"status": "open"}
+
+
+async def test_an_answer_from_the_terminal_takes_the_buttons_away(
+    stack: Stack, discord: FakeDiscord, agent: str
+) -> None:
+    approval = await _open(stack, agent)
+    message = await eventually(lambda: _request_in(discord, approval))
+    await stack.call("approval_decide", id=approval, behavior="deny", by="bob", message="no")
+    edited = await eventually(lambda: discord.edits or None)
+    assert edited[0]["id"] == message["id"] and _buttons(edited[0]) == []
+    assert f"{approval}: denied by bob on cli" in edited[0]["content"]

@@ -1,0 +1,164 @@
+"""One approval shown on every surface at once (Telegram and Discord with buttons, SMS and
+WhatsApp with a code): the first answer wins wherever it came from, every surface is then told
+who answered and where, and a later answer is told it was decided already; answered in the
+terminal, every chat's buttons go."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.testing import WorkflowEnvironment
+
+from agentcomms.config import Config
+from tests.fakes.discord import FakeDiscord
+from tests.fakes.serve import free_port
+from tests.fakes.telegram import FakeTelegram
+from tests.fakes.twilio import FakeTwilio
+from tests.support.chat import (
+    ALICE,
+    CHAT,
+    Hooks,
+    connected,
+    with_discord,
+    with_telegram,
+    with_twilio,
+)
+from tests.support.stack import Stack, running_stack
+from tests.support.waiting import eventually
+from workflows.approval.client import Approvals
+
+WHATSAPP_ALICE = f"whatsapp:{ALICE}"
+
+
+@pytest.fixture
+async def stack_and_hooks(
+    temporal_env: WorkflowEnvironment,
+    tmp_path: Path,
+    telegram: FakeTelegram,
+    discord: FakeDiscord,
+    twilio: FakeTwilio,
+    agent: str,
+) -> AsyncIterator[tuple[Stack, Hooks]]:
+    port = free_port()
+    each = [with_telegram(telegram, agent), with_discord(discord, agent)]
+    each.append(with_twilio(twilio, agent, port))
+
+    def configure(cfg: Config) -> Config:
+        channels: dict[str, str] = {}
+        allowed: dict[str, list[str]] = {}
+        for provider in each:
+            cfg = provider(cfg)
+            channels |= cfg.chat.channels
+            allowed |= cfg.chat.allowed_senders
+        chat = cfg.chat.model_copy(update={"channels": channels, "allowed_senders": allowed})
+        return cfg.model_copy(update={"chat": chat})
+
+    telegram.known_chats.add(CHAT)
+    async with running_stack(temporal_env.client, tmp_path, configure=configure) as s:
+        await connected(s, "telegram")
+        await connected(s, "discord")
+        yield s, Hooks(twilio, port)
+
+
+async def _texted(twilio: FakeTwilio, number: str, words: str) -> None:
+    await eventually(lambda: any(words in body for body in twilio.bodies_to(number)))
+
+
+async def _shown_everywhere(
+    stack: Stack, agent: str, telegram: FakeTelegram, discord: FakeDiscord, twilio: FakeTwilio
+) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """An approval opened, once its request is in every chat: (id, Telegram's, Discord's)."""
+    opened = await stack.call(
+        "approval_open",
+        kind="claude-code",
+        agent_id=agent,
+        tool_name="Bash",
+        tool_input={"command": "touch done.txt"},
+    )
+    approval = str(opened["id"])
+    marker = f"approval {approval}"
+    in_telegram = await eventually(
+        lambda: next((m for m in telegram.sent if marker in m["text"]), None)
+    )
+    in_discord = await eventually(
+        lambda: next((m for m in discord.sent if marker in m["content"]), None)
+    )
+    for number in (ALICE, WHATSAPP_ALICE):
+        await _texted(twilio, number, f"YES {approval}")
+    return approval, in_telegram, in_discord
+
+
+async def test_the_first_answer_wins_and_every_surface_says_whose(
+    stack_and_hooks: tuple[Stack, Hooks],
+    telegram: FakeTelegram,
+    discord: FakeDiscord,
+    twilio: FakeTwilio,
+    agent: str,
+) -> None:
+    stack, hooks = stack_and_hooks
+    approval, in_telegram, in_discord = await _shown_everywhere(
+        stack, agent, telegram, discord, twilio
+    )
+    # Alice allows in Telegram and, at the same time, denies by SMS: a race.
+    telegram.human_presses(in_telegram, f"ap:{approval}:a", user_id=CHAT, first_name="Alice")
+    form = twilio.incoming(ALICE, f"NO {approval}", profile_name="Alice")
+    by_sms = (await hooks.post("sms", form)).text
+    waited = await stack.call("approval_wait", id=approval, wait_s=10)
+    winner = {"telegram": "allowed by Alice on Telegram", "sms": "denied by Alice on SMS"}[
+        waited["decided_via"]
+    ]
+    await eventually(lambda: telegram.answered_presses or None)
+    told = [telegram.answered_presses[0]["text"], by_sms]
+    # One of the two decided it, and the other was told it came second.
+    assert sorted("was answered already" in t for t in told) == [False, True]
+    assert all(winner in t for t in told)
+    view = await Approvals(stack.client, stack.cfg.temporal.task_queue).view(approval)
+    assert view is not None
+    assert sorted(d.via for d in view.history) == ["sms", "telegram"]  # both kept, in order
+
+    # Every surface says who answered and where, the buttons gone.
+    edited = await eventually(lambda: telegram.edits or None)
+    assert f"{approval}: {winner}" in edited[0]["text"]
+    in_discord_now = await eventually(lambda: discord.edits or None)
+    assert f"{approval}: {winner}" in in_discord_now[0]["content"]
+    assert in_discord_now[0]["components"] == []
+    line = f"{approval} ({agent}, Bash): {winner}"
+    await eventually(lambda: line in twilio.bodies_to(WHATSAPP_ALICE))
+
+    # Later, in Discord: told it was decided, and nothing changes.
+    late = discord.human_presses(in_discord, f"ap:{approval}:d")
+    await eventually(lambda: len(discord.answers_to(late)) == 2 or None)
+    assert f"was answered already: {winner}" in discord.answers_to(late)[1]["content"]
+    assert (await stack.call("approval_wait", id=approval, wait_s=1))["decided_via"] == (
+        waited["decided_via"]
+    )
+
+
+async def test_answered_in_the_terminal_every_chats_buttons_go(
+    stack_and_hooks: tuple[Stack, Hooks],
+    telegram: FakeTelegram,
+    discord: FakeDiscord,
+    twilio: FakeTwilio,
+    agent: str,
+) -> None:
+    stack, _ = stack_and_hooks
+    approval, in_telegram, in_discord = await _shown_everywhere(
+        stack, agent, telegram, discord, twilio
+    )
+    await stack.call(
+        "approval_decide", id=approval, behavior="terminal", by="the terminal", via="terminal"
+    )
+    edited = await eventually(lambda: telegram.edits or None)
+    assert edited[0]["message_id"] == in_telegram["message_id"]
+    assert f"{approval}: answered in the terminal" in edited[0]["text"]
+    assert "reply_markup" not in next(
+        m for m in telegram.sent if m["message_id"] == in_telegram["message_id"]
+    )
+    in_discord_now = await eventually(lambda: discord.edits or None)
+    assert in_discord_now[0]["id"] == in_discord["id"] and in_discord_now[0]["components"] == []
+    line = f"{approval} ({agent}, Bash): answered in the terminal"
+    for number in (ALICE, WHATSAPP_ALICE):
+        await _texted(twilio, number, line)

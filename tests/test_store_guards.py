@@ -1,0 +1,61 @@
+"""What the projection remembers against restarts, on a real database (SQLite, and PostgreSQL
+when one is configured): signed inputs used once, strangers' hourly counts, and what a mailbox
+started afresh reads back."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from agentcomms.models import Agent
+from agentcomms.store import Store
+from tests.support.events import message
+
+NOW = datetime(2026, 12, 2, 5, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+async def store(database_url: str) -> AsyncIterator[Store]:
+    opened = await Store.open(database_url)
+    yield opened
+    await opened.close()
+
+
+async def test_an_input_is_spent_by_the_first_to_ask_and_by_no_one_else(store: Store) -> None:
+    assert await store.spend("call", "c_1", "run-a", NOW) == "run-a"
+    assert await store.spend("call", "c_1", "run-a", NOW) == "run-a"  # its own retry
+    assert await store.spend("call", "c_1", "run-b", NOW) == "run-a"  # a copy, refused
+    assert await store.spend("outbox-item", "c_1", "run-b", NOW) == "run-b"  # another kind
+
+
+async def test_stranger_counts_stop_at_the_first_limit_and_count_nothing_then(
+    store: Store,
+) -> None:
+    limits = {"rows": 3, "row:sms:+1": 2}
+    taken = [await store.take_stranger_cost(7, limits) for _ in range(3)]
+    assert taken == [None, None, "row:sms:+1"]
+    # The sender's refusal counted nothing: another sender still has the hour's third row.
+    assert await store.take_stranger_cost(7, {"rows": 3, "row:sms:+2": 2}) is None
+    assert await store.take_stranger_cost(7, {"rows": 3, "row:sms:+3": 2}) == "rows"
+    await store.give_back_stranger_cost(7, "rows")
+    assert await store.take_stranger_cost(7, {"rows": 3}) is None
+    # A new hour starts again, and the hours long gone are dropped.
+    assert await store.take_stranger_cost(9, limits) is None
+
+
+async def test_a_mailbox_started_afresh_reads_back_the_newest_pane_and_recent_deliveries(
+    store: Store,
+) -> None:
+    assert await store.pane_changed_at("backend") is None
+    agent = Agent(id="backend", status="online", pane_changed_at=NOW)
+    now = datetime.now(UTC)
+    typed = message("backend", text="typed", status="delivered", created_at=now)
+    old = message("backend", text="old", status="delivered", created_at=now - timedelta(hours=1))
+    waiting = message("backend", text="waiting", created_at=now)
+    other = message("frontend", text="theirs", status="delivered", created_at=now)
+    await store.settle_events([typed, old, other], agent=agent)
+    await store.record_event(waiting)
+    assert await store.pane_changed_at("backend") == NOW
+    assert await store.typed_since("backend", now - timedelta(minutes=10), 100) == [typed.id]
