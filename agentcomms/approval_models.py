@@ -10,9 +10,14 @@ from pydantic import BaseModel, Field
 
 # allow: this once; allow_session: and what the agent offered for the rest of its session;
 # deny: with the human's message to the model; terminal: answered in the agent's own dialog;
-# timeout: no answer in time (then the request's on_timeout says what the hook does).
-Behavior = Literal["allow", "allow_session", "deny", "terminal", "timeout"]
+# timeout: no answer in time (then the request's on_timeout says what the hook does);
+# answer: a question answered, with the chosen label or the human's own words.
+Behavior = Literal["allow", "allow_session", "deny", "terminal", "timeout", "answer"]
 OnTimeout = Literal["terminal", "deny"]
+# permission: may the agent use a tool; question: the agent asks the human something (Claude
+# Code's AskUserQuestion), with options to choose from; plan: may the agent stop planning and
+# carry out its plan (ExitPlanMode).
+Ask = Literal["permission", "question", "plan"]
 
 
 class ApprovalRequest(BaseModel):
@@ -28,6 +33,9 @@ class ApprovalRequest(BaseModel):
     suggestions: list[dict[str, Any]] = Field(default_factory=list)
     timeout_s: float
     on_timeout: OnTimeout = "terminal"
+    ask: Ask = "permission"
+    question: str | None = None  # a question's text, or the plan's text
+    options: list[str] = Field(default_factory=list)  # a question's option labels
     signature: str | None = None
 
 
@@ -37,6 +45,7 @@ class Decision(BaseModel):
     approval_id: str
     behavior: Behavior
     message: str | None = None  # a denial's reason, which the model reads word for word
+    answer: str | None = None  # a question's answer: the chosen label(s), or the human's words
     by: str  # who answered: the terminal's user, "the terminal", "agentcomms"
     via: str  # where: "cli", "terminal", "timeout"
     at: datetime | None = None  # set by the workflow when it took the answer
@@ -55,3 +64,25 @@ class ApprovalView(BaseModel):
     @property
     def open(self) -> bool:
         return self.decision is None
+
+
+def chosen(options: list[str], text: str) -> str:
+    """What a person's answer to a question stands for: an option's label when the text names
+    one (its words in any case, or its number), several labels joined by ", " when each
+    comma-separated part names one (how Claude Code reads a multi-select answer), else the
+    text itself as the person's own answer ("Other")."""
+    words = text.strip()
+
+    def label(part: str) -> str | None:
+        part = part.strip()
+        if part.isdigit() and 1 <= int(part) <= len(options):
+            return options[int(part) - 1]
+        return next((o for o in options if o.casefold() == part.casefold()), None)
+
+    whole = label(words)
+    if whole is not None:
+        return whole
+    parts = [label(p) for p in words.split(",")]
+    if len(parts) > 1 and all(p is not None for p in parts):
+        return ", ".join(dict.fromkeys(p for p in parts if p is not None))
+    return words

@@ -1,5 +1,9 @@
 """The socket methods of approvals: an agent's hook opens one and waits for its answer; the human
-lists them and answers (`agentcomms approvals`, `approve`, `deny`).
+lists them and answers (`agentcomms approvals`, `approve`, `deny`, `answer`).
+
+What the agent asks comes in three kinds: a permission to use a tool, a question with options
+(Claude Code's ``AskUserQuestion``: one approval per question), and a plan to carry out
+(``ExitPlanMode``: approved, or sent back with the human's reason).
 
 The request is opened as the agent sent it, its input made safe to show and its secrets masked,
 and signed with the deployment key; so is every answer the gateway records. The decision handed
@@ -19,7 +23,14 @@ from pydantic import Field, StringConstraints
 from temporalio.client import Client
 
 from agentcomms.agents.hook import trimmed
-from agentcomms.approval_models import ApprovalRequest, ApprovalView, Behavior, Decision
+from agentcomms.approval_models import (
+    ApprovalRequest,
+    ApprovalView,
+    Ask,
+    Behavior,
+    Decision,
+    chosen,
+)
 from agentcomms.bridge.fields import TmuxSocket
 from agentcomms.bridge.sanitize import sanitize
 from agentcomms.config import Config
@@ -40,6 +51,12 @@ log = logging.getLogger(__name__)
 ApprovalId = Annotated[str, StringConstraints(pattern=r"^[2-9A-Za-z]{4}$")]
 # What a person reads of a tool's input; longer is cut, visibly.
 INPUT_CHARS = 4_000
+# A plan is read whole where it can be (a surface splits it to its own limit).
+PLAN_CHARS = 40_000
+QUESTION_CHARS = 2_000
+# Claude Code's tools that ask the human rather than act.
+QUESTION_TOOL = "AskUserQuestion"
+PLAN_TOOL = "ExitPlanMode"
 ID_TRIES = 8
 
 
@@ -60,8 +77,10 @@ class ApprovalWaitParams(Params):
 
 class ApprovalDecideParams(Params):
     id: ApprovalId
-    behavior: Literal["allow", "allow_session", "deny", "terminal"]
+    behavior: Literal["allow", "allow_session", "deny", "terminal", "answer"]
     message: Annotated[str, StringConstraints(max_length=2_000)] | None = None
+    # A question's answer: an option's label or number (several, comma-separated), or words.
+    answer: Annotated[str, StringConstraints(min_length=1, max_length=2_000)] | None = None
     by: Annotated[str, StringConstraints(min_length=1, max_length=100)] = "the terminal's user"
     via: Literal["cli", "terminal"] = "cli"
 
@@ -101,34 +120,50 @@ class ApprovalMethods:
         }
 
     async def approval_open(self, p: ApprovalOpenParams) -> dict[str, Any]:
+        """One approval for a permission or a plan, one per question for a tool that asks
+        several: `ids` in the order asked (`id` is the first)."""
         agent_id = await self._hooks.agent_of(p.agent_id, p.pane, p.tmux_socket)
         # Only what the agent offered for this session: "allow for this session" never widens
         # the agent's settings on disk.
         session = [s for s in p.permission_suggestions if s.get("destination") == "session"]
-        for _ in range(ID_TRIES):
-            request = self._key.sign_approval(
-                ApprovalRequest(
-                    id=new_approval_id(),
-                    agent_id=agent_id,
-                    kind=p.kind,
-                    tool=_shown(p.tool_name, 200),
-                    input_text=_input_text(p.tool_input),
-                    suggestions=session,
-                    timeout_s=self._cfg.approvals.timeout_s,
-                    on_timeout=self._cfg.approval_on_timeout(agent_id),
-                )
+        ids = []
+        for ask, question, options, input_text in _asks(p.tool_name, p.tool_input):
+            request = ApprovalRequest(
+                id="",
+                agent_id=agent_id,
+                kind=p.kind,
+                tool=_shown(p.tool_name, 200),
+                input_text=input_text,
+                suggestions=session if ask == "permission" else [],
+                timeout_s=self._cfg.approvals.timeout_s,
+                on_timeout=self._cfg.approval_on_timeout(agent_id),
+                ask=ask,
+                question=question,
+                options=options,
             )
+            ids.append(await self._open(request))
+        asked = (agent_id, p.tool_name, _as_reported(p.tool_name, p.tool_input))
+        self._waiting.update(dict.fromkeys(ids, asked))
+        timeout_s = self._cfg.approvals.timeout_s
+        return {"id": ids[0], "ids": ids, "agent_id": agent_id, "timeout_s": timeout_s}
+
+    async def _open(self, unsigned: ApprovalRequest) -> str:
+        for _ in range(ID_TRIES):
+            request = self._key.sign_approval(unsigned.model_copy(update={"id": new_approval_id()}))
             try:
                 await self._approvals.open(request)
             except WorkflowAlreadyStartedError:
                 continue  # a short id is taken now and then: draw another
-            self._waiting[request.id] = (agent_id, p.tool_name, _as_reported(p.tool_input))
             self._chats.announce(request)
             self._tell(ApprovalView(request=request, opened_at=utcnow()))
             log.info(
-                "approval %s opened: agent %s asks to use %s", request.id, agent_id, p.tool_name
+                "approval %s opened: agent %s asks (%s) %s",
+                request.id,
+                request.agent_id,
+                request.ask,
+                request.tool,
             )
-            return {"id": request.id, "agent_id": agent_id, "timeout_s": request.timeout_s}
+            return request.id
         raise RpcError(NOT_FOUND, "no free approval id after several tries; try again")
 
     async def approval_wait(self, p: ApprovalWaitParams) -> dict[str, Any]:
@@ -143,25 +178,34 @@ class ApprovalMethods:
         return {"status": "decided", "decision": hook_decision(self._key, view), **_summary(view)}
 
     async def approval_decide(self, p: ApprovalDecideParams) -> dict[str, Any]:
-        return await self.answer(p.id, p.behavior, by=p.by, via=p.via, message=p.message)
+        return await self.answer(
+            p.id, p.behavior, by=p.by, via=p.via, message=p.message, answer=p.answer
+        )
 
     async def answer(
-        self, approval_id: str, behavior: Behavior, *, by: str, via: str, message: str | None
+        self,
+        approval_id: str,
+        behavior: Behavior,
+        *,
+        by: str,
+        via: str,
+        message: str | None,
+        answer: str | None = None,
     ) -> dict[str, Any]:
-        """A person's answer from the terminal or the console; the first answer wins."""
-        if behavior == "allow_session":
-            view = await self._approvals.view(approval_id.upper())
-            if view is not None and view.open and not view.request.suggestions:
-                raise RpcError(
-                    INVALID_PARAMS,
-                    f"approval {view.request.id} offers nothing for the session; "
-                    "approve it without --session",
-                )
+        """A person's answer from the terminal or the console; the first answer wins. A
+        question's `answer` is checked against its options here."""
+        approval_id = approval_id.upper()
+        checked = None
+        if behavior in ("allow", "allow_session", "answer"):
+            view = await self._approvals.view(approval_id)
+            if view is not None and view.open:
+                checked = _checked_answer(view.request, behavior, answer)
         decided = await self.decide(
             Decision(
-                approval_id=approval_id.upper(),
+                approval_id=approval_id,
                 behavior=behavior,
                 message=_shown(message, 2_000) if message else None,
+                answer=checked,
                 by=_shown(by, 100),
                 via=via,
             )
@@ -195,7 +239,8 @@ class ApprovalMethods:
         """Answered in the agent's own dialog, Claude leaves the hook waiting: the tool's run
         (or failure) says so, and a turn's end or the session's leaves nothing to ask."""
         if event in ("PostToolUse", "PostToolUseFailure"):
-            done = (agent_id, payload.get("tool_name"), payload.get("tool_input"))
+            tool, tool_input = payload.get("tool_name"), payload.get("tool_input")
+            done = (agent_id, tool, _as_reported(str(tool), tool_input, trim=False))
             answered = [i for i, w in self._waiting.items() if w == done]
         elif event in ("Stop", "StopFailure", "SessionEnd"):
             answered = [i for i, w in self._waiting.items() if w[0] == agent_id]
@@ -235,27 +280,92 @@ def hook_decision(key: DeploymentKey, view: ApprovalView) -> dict[str, Any] | No
             return None
         return {
             "behavior": "deny",
-            "message": f"No one answered this permission request within "
+            "message": f"No one answered this {_ASKED[request.ask]} within "
             f"{request.timeout_s:g} s, so it was denied. Go on without it, or ask again later.",
         }
     if not key.decision_is_genuine(decision):
         log.warning("approval %s: an answer without the deployment's tag, ignored", request.id)
         return None
-    if decision.behavior == "allow":
+    if decision.behavior == "answer" and request.ask == "question" and decision.answer:
+        # The hook puts the answer into the tool's input, keyed by the agent's own question.
+        return {"behavior": "allow", "answer": decision.answer}
+    if decision.behavior == "allow" and request.ask != "question":
         return {"behavior": "allow"}
-    if decision.behavior == "allow_session":
+    if decision.behavior == "allow_session" and request.ask == "permission":
         return {"behavior": "allow", "updatedPermissions": request.suggestions}
     if decision.behavior == "deny":
-        return {
-            "behavior": "deny",
-            "message": decision.message or f"Denied by {decision.by}.",
-        }
+        return {"behavior": "deny", "message": decision.message or _denied(request, decision)}
     return None  # answered in the terminal
 
 
-def _as_reported(tool_input: dict[str, Any]) -> Any:
-    """The tool's input as the hook reports it after the tool ran (cut the same way)."""
-    return trimmed({"tool_input": tool_input}).get("tool_input")
+_ASKED = {"permission": "permission request", "question": "question", "plan": "plan"}
+
+
+def _denied(request: ApprovalRequest, decision: Decision) -> str:
+    if request.ask == "plan":
+        return f"{decision.by} asks you to keep planning."
+    if request.ask == "question":
+        return f"{decision.by} declined to answer."
+    return f"Denied by {decision.by}."
+
+
+def _checked_answer(request: ApprovalRequest, behavior: str, answer: str | None) -> str | None:
+    """The answer to record for `behavior`, or a clear error when it does not fit the ask."""
+    if request.ask == "question":
+        if behavior != "answer" or not answer:
+            raise RpcError(
+                INVALID_PARAMS,
+                f"approval {request.id} is a question: answer it with "
+                f'`agentcomms answer {request.id} "LABEL or your words"` (or deny it)',
+            )
+        return chosen(request.options, _shown(answer, QUESTION_CHARS))
+    if behavior == "answer":
+        what = "a plan" if request.ask == "plan" else "a permission request"
+        raise RpcError(
+            INVALID_PARAMS,
+            f"approval {request.id} is {what}, not a question: approve or deny it",
+        )
+    if behavior == "allow_session" and not request.suggestions:
+        raise RpcError(
+            INVALID_PARAMS,
+            f"approval {request.id} offers nothing for the session; approve it without --session",
+        )
+    return None
+
+
+def _asks(
+    tool_name: str, tool_input: dict[str, Any]
+) -> list[tuple[Ask, str | None, list[str], str]]:
+    """What the agent asks with this tool: (ask, question or plan, options, input as shown)."""
+    if tool_name == QUESTION_TOOL and isinstance(tool_input.get("questions"), list):
+        asks: list[tuple[Ask, str | None, list[str], str]] = []
+        for q in tool_input["questions"]:
+            if not isinstance(q, dict):
+                continue
+            text = _shown(str(q.get("question") or q.get("header") or "?"), QUESTION_CHARS)
+            labels = [
+                _shown(str(o.get("label")), 200)
+                for o in q.get("options") or []
+                if isinstance(o, dict) and o.get("label")
+            ]
+            asks.append(("question", text, labels, text))
+        if asks:
+            return asks
+    if tool_name == PLAN_TOOL:
+        given = tool_input.get("plan")
+        plan = _shown(redact(mask_secrets(given)), PLAN_CHARS) if isinstance(given, str) else None
+        return [("plan", plan, [], _shown(plan or "(no plan text)", INPUT_CHARS))]
+    return [("permission", None, [], _input_text(tool_input))]
+
+
+def _as_reported(tool_name: str, tool_input: Any, *, trim: bool = True) -> Any:
+    """The tool's input as the hook reports it after the tool ran (cut the same way); of a
+    question, only the questions (the input that ran carries the answers too)."""
+    if trim:
+        tool_input = trimmed({"tool_input": tool_input}).get("tool_input")
+    if tool_name == QUESTION_TOOL and isinstance(tool_input, dict):
+        return tool_input.get("questions")
+    return tool_input
 
 
 def _shown(text: str, chars: int) -> str:
@@ -280,6 +390,7 @@ def _summary(view: ApprovalView) -> dict[str, Any]:
         "decided_by": d.by if d else None,
         "decided_via": d.via if d else None,
         "message": d.message if d else None,
+        "answer": d.answer if d else None,
     }
 
 
@@ -290,6 +401,9 @@ def _listed(view: ApprovalView) -> dict[str, Any]:
         "agent_id": r.agent_id,
         "tool": r.tool,
         "input": r.input_text,
+        "ask": r.ask,
+        "question": r.question,
+        "options": r.options,
         "session_offered": bool(r.suggestions),
         "opened_at": view.opened_at.isoformat(),
         "timeout_s": r.timeout_s,

@@ -90,3 +90,52 @@ async def test_an_answer_from_the_terminal_edits_the_chat(
     await stack.call("approval_decide", id=approval, behavior="deny", by="bob", message="no")
     edited = await eventually(lambda: telegram.edits or None)
     assert f"{approval}: denied by bob on cli" in edited[0]["text"]
+
+
+async def test_a_questions_options_are_buttons_and_a_press_answers_it(
+    stack: Stack, telegram: FakeTelegram, agent: str
+) -> None:
+    question = {
+        "question": "Which colour?",
+        "header": "Colour",
+        "options": [{"label": "red", "description": ""}, {"label": "blue", "description": ""}],
+        "multiSelect": False,
+    }
+    opened = await stack.call(
+        "approval_open",
+        kind="claude-code",
+        agent_id=agent,
+        tool_name="AskUserQuestion",
+        tool_input={"questions": [question]},
+    )
+    approval = opened["id"]
+    message = await eventually(lambda: _request_in_chat(telegram, approval))
+    assert f"{agent} asks: Which colour?" in message["text"]
+    assert _labels(message) == ["red", "blue"]
+
+    telegram.human_presses(message, f"ap:{approval}:o2", user_id=CHAT, first_name="Alice")
+    waited = await stack.call("approval_wait", id=approval, wait_s=10)
+    assert waited["decision"] == {"behavior": "allow", "answer": "blue"}
+    edited = await eventually(lambda: telegram.edits or None)
+    assert f"{approval}: answered 'blue' by Alice on Telegram" in edited[0]["text"]
+
+
+async def test_a_plan_is_posted_with_approve_and_keep_planning(
+    stack: Stack, telegram: FakeTelegram, agent: str
+) -> None:
+    opened = await stack.call(
+        "approval_open",
+        kind="claude-code",
+        agent_id=agent,
+        tool_name="ExitPlanMode",
+        tool_input={"plan": "# Plan\n1. Add the endpoint"},
+    )
+    approval = opened["id"]
+    message = await eventually(lambda: _request_in_chat(telegram, approval))
+    assert "asks to carry out its plan:\n# Plan\n1. Add the endpoint" in message["text"]
+    assert _labels(message) == ["Approve", "Keep planning"]
+    telegram.human_presses(message, f"ap:{approval}:d", user_id=CHAT, first_name="Alice")
+    waited = await stack.call("approval_wait", id=approval, wait_s=10)
+    assert waited["decision"] == {"behavior": "deny", "message": "Alice asks you to keep planning."}
+    edited = await eventually(lambda: telegram.edits or None)
+    assert f"{approval}: sent back to planning by Alice on Telegram" in edited[0]["text"]

@@ -169,3 +169,39 @@ async def test_approvers_narrow_who_may_answer_by_text(
         assert f"{approval}: allowed by {BOB} on SMS" in by_bob
         by_whatsapp, _ = await _replies(hooks, twilio, f"NO {approval}", whatsapp=True)
         assert f"{approval} was answered already: allowed by {BOB} on SMS" in by_whatsapp
+
+
+async def test_a_plan_by_text_and_a_question_sent_to_the_terminal(
+    stack_and_hooks: tuple[Stack, Hooks], twilio: FakeTwilio, agent: str
+) -> None:
+    stack, hooks = stack_and_hooks
+    plan = await stack.call(
+        "approval_open",
+        kind="claude-code",
+        agent_id=agent,
+        tool_name="ExitPlanMode",
+        tool_input={"plan": "# Plan\n1. Add the endpoint"},
+    )
+    request = await eventually(lambda: _request_to(twilio, ALICE, plan["id"]))
+    assert request.startswith(f"{agent} asks to carry out its plan:\n# Plan\n1. Add the endpoint")
+    answer, _ = await _replies(hooks, twilio, f"NO {plan['id']} tests first", profile_name="Alice")
+    assert f"{plan['id']}: sent back to planning by Alice on SMS" in answer
+    waited = await stack.call("approval_wait", id=plan["id"], wait_s=10)
+    assert waited["decision"] == {"behavior": "deny", "message": "tests first"}
+
+    question = {"question": "Which colour?", "header": "Colour", "multiSelect": False}
+    options = [{"label": "red", "description": ""}, {"label": "blue", "description": ""}]
+    asked = await stack.call(
+        "approval_open",
+        kind="claude-code",
+        agent_id=agent,
+        tool_name="AskUserQuestion",
+        tool_input={"questions": [{**question, "options": options}]},
+    )
+    texted = await eventually(
+        lambda: next((b for b in twilio.bodies_to(ALICE) if asked["id"] in b), None)
+    )
+    assert texted.startswith(f"{agent} asks: Which colour?\n1. red\n2. blue")
+    answer, _ = await _replies(hooks, twilio, f"YES {asked['id']}")
+    assert f"{asked['id']} is a question: Answer it from the terminal" in answer
+    assert (await stack.call("approval_wait", id=asked["id"], wait_s=0.5)) == {"status": "open"}

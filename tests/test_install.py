@@ -226,7 +226,8 @@ def test_codex_config_keeps_comments_and_the_users_notify_and_says_how_to_trust(
         assert hook == {
             "type": "command",
             "command": f"AGENTCOMMS_AGENT_ID=api {EXE[0]} hook codex",
-            "timeout": 10,
+            # The permission hook waits for the human's answer, past the approval's timeout.
+            "timeout": 660 if event == "PermissionRequest" else 10,
         }
     assert any("notify" in n for n in result.notes)
     assert any("Trust all and continue" in n for n in result.notes)

@@ -4,8 +4,9 @@ It runs around every tool call, inside the agent's loop, so it costs the agent a
 process can: the standard library only (no pydantic, no configuration models), one JSON line to
 the gateway's socket, at most about a second waiting for the answer, and nothing printed. With
 the gateway down it exits 0 at once, and the agent behaves as if agentcomms were not installed.
-The one exception is Claude Code's ``PermissionRequest``: that hook waits for the human's answer
-and prints it (:mod:`agentcomms.agents.hook_approval`).
+The one exception is ``PermissionRequest`` (Claude Code's and Codex's, which read the same
+decision): that hook waits for the human's answer and prints it
+(:mod:`agentcomms.agents.hook_approval`).
 
 The agent is found by ``AGENTCOMMS_AGENT_ID``, else by the pane the hook runs in (``$TMUX_PANE``
 on the tmux server named by ``$TMUX``), which the gateway matches against the registrations.
@@ -50,19 +51,33 @@ SENT_FIELDS = (
 
 
 def main(argv: list[str]) -> int:
-    """`argv`: the arguments after ``hook``: the agent kind, then (Codex ``notify``) the JSON.
-    Always 0, and nothing on stdout but a permission decision the human made: the agent reads a
-    hook's output as its answer."""
+    """`argv`: the arguments after ``hook``: the agent kind, then ``--never RULE`` for each
+    never-listed call, then (Codex ``notify``) the JSON. Always 0, and nothing on stdout but a
+    decision: the human's, or the never-list's refusal (the agent reads a hook's output as its
+    answer)."""
     at_ns = time.time_ns()  # first: the order of the agent's events is the order hooks start
     if not argv or argv[0] not in KINDS:
         sys.stderr.write(f"agentcomms hook: name the agent kind, one of {', '.join(KINDS)}\n")
         return 0
-    payload = _payload(argv[1:])
+    never, rest = _never_rules(argv[1:])
+    payload = _payload(rest)
     if payload is None:
         return 0
     event = payload.get("hook_event_name") or payload.get("type")
     if not isinstance(event, str) or not event:
         return 0
+    if never and event == "PreToolUse":
+        from agentcomms.agents.never import decide
+
+        # Claude Code runs a never-list handler of its own (beside the report) only for a call
+        # its rule matched; Codex's one PreToolUse hook reports and refuses.
+        claude = argv[0] == "claude-code"
+        refused = decide(argv[0], never, payload, matched_by_agent=claude)
+        if refused is not None:
+            sys.stdout.write(json.dumps(refused) + "\n")
+            sys.stdout.flush()
+        if claude:
+            return 0
     params: dict[str, Any] = {
         "kind": argv[0],
         "event": event,
@@ -82,7 +97,7 @@ def main(argv: list[str]) -> int:
         params["pane"] = pane
         params["tmux_socket"] = tmux.split(",", 1)[0]
     _send({"id": 1, "method": "agent_hook", "params": params})
-    if event == "PermissionRequest" and argv[0] == "claude-code":
+    if event == "PermissionRequest" and argv[0] in ("claude-code", "codex"):
         # The one hook whose output matters: it waits for the human's answer through agentcomms.
         from agentcomms.agents.hook_approval import wait_for_decision
 
@@ -107,6 +122,21 @@ def socket_path() -> str:
     if isinstance(configured, str) and configured:
         return os.path.expanduser(configured)
     return os.path.join(home, "daemon.sock")
+
+
+def _never_rules(args: list[str]) -> tuple[list[str], list[str]]:
+    """The ``--never RULE`` pairs, and the arguments left."""
+    rules: list[str] = []
+    rest: list[str] = []
+    given = iter(args)
+    for arg in given:
+        if arg == "--never":
+            rule = next(given, None)
+            if rule:
+                rules.append(rule)
+        else:
+            rest.append(arg)
+    return rules, rest
 
 
 def _payload(rest: list[str]) -> dict[str, Any] | None:

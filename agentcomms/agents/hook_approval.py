@@ -1,4 +1,6 @@
-"""The ``PermissionRequest`` hook waits for the human's answer through agentcomms.
+"""The ``PermissionRequest`` hook waits for the human's answer through agentcomms: a
+permission, a question (Claude Code's ``AskUserQuestion``: the answers go back in the tool's
+``updatedInput``) or a plan (``ExitPlanMode``: allowed, or denied with the human's reason).
 
 Standard library only, like the rest of the hook. It asks the gateway to open an approval, then
 long-polls for its decision and prints it in Claude Code's own format: the agent acts on it as on
@@ -30,6 +32,8 @@ POLL_S = 25.0
 RECONNECT_PAUSE_S = 0.5
 # Past the approval's own timeout: time for the workflow to record it.
 DEADLINE_MARGIN_S = 30.0
+# Claude Code's tools whose own dialog is the human's answer (not a permission to act).
+ASKS_THE_HUMAN = ("AskUserQuestion", "ExitPlanMode")
 
 
 class _Terminated(Exception):
@@ -38,15 +42,17 @@ class _Terminated(Exception):
 
 def wait_for_decision(path: str, params: dict[str, Any], payload: dict[str, Any]) -> None:
     """Open the approval for this request and print its decision, or nothing."""
-    tool_input = payload.get("tool_input")
+    tool_name = payload.get("tool_name") or "?"
+    given = payload.get("tool_input")
+    tool_input: dict[str, Any] = given if isinstance(given, dict) else {}
     suggestions = payload.get("permission_suggestions")
     request = {
         **{k: v for k, v in params.items() if k in ("kind", "agent_id", "pane", "tmux_socket")},
-        "tool_name": payload.get("tool_name") or "?",
-        "tool_input": tool_input if isinstance(tool_input, dict) else {},
+        "tool_name": tool_name,
+        "tool_input": tool_input,
         "permission_suggestions": suggestions if isinstance(suggestions, list) else [],
     }
-    approval_id: str | None = None
+    ids: list[str] = []
 
     def terminated(signum: int, frame: FrameType | None) -> None:
         raise _Terminated
@@ -56,30 +62,73 @@ def wait_for_decision(path: str, params: dict[str, Any], payload: dict[str, Any]
         opened = _call(path, "approval_open", request, OPEN_WAIT_S)
         if not isinstance(opened, dict) or not isinstance(opened.get("id"), str):
             return
-        approval_id = opened["id"]
+        listed = opened.get("ids")
+        ids = [i for i in listed if isinstance(i, str)] if isinstance(listed, list) else []
+        ids = ids or [opened["id"]]
         deadline = time.monotonic() + float(opened.get("timeout_s") or 600) + DEADLINE_MARGIN_S
-        while time.monotonic() < deadline:
-            try:
-                answer = _call(
-                    path, "approval_wait", {"id": approval_id, "wait_s": POLL_S}, POLL_S + 10
-                )
-            except OSError:
-                time.sleep(RECONNECT_PAUSE_S)
-                continue
-            if isinstance(answer, dict) and answer.get("status") == "decided":
-                decision = answer.get("decision")
-                if isinstance(decision, dict):
-                    _print_decision(decision)
-                return
-            if answer is None:  # the gateway refused the question: nothing to wait for
-                return
+        # A tool that asks several questions has one approval each: every one must be answered.
+        decisions = []
+        for approval_id in ids:
+            decision = _wait(path, approval_id, deadline)
+            if decision is None or decision.get("behavior") == "deny":
+                decisions = [decision]
+                break
+            decisions.append(decision)
+        output = _output(tool_name, tool_input, decisions)
+        if output is not None:
+            _print_decision(output)
     except _Terminated:
-        if approval_id is not None:
+        for approval_id in ids:
             _answered_in_terminal(path, approval_id)
     except (OSError, ValueError):
         return
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def _wait(path: str, approval_id: str, deadline: float) -> dict[str, Any] | None:
+    """The hook's decision for one approval; None to leave the agent's own dialog."""
+    while time.monotonic() < deadline:
+        try:
+            answer = _call(
+                path, "approval_wait", {"id": approval_id, "wait_s": POLL_S}, POLL_S + 10
+            )
+        except OSError:
+            time.sleep(RECONNECT_PAUSE_S)
+            continue
+        if isinstance(answer, dict) and answer.get("status") == "decided":
+            decision = answer.get("decision")
+            return decision if isinstance(decision, dict) else None
+        if answer is None:  # the gateway refused the question: nothing to wait for
+            return None
+    return None
+
+
+def _output(
+    tool_name: str, tool_input: dict[str, Any], decisions: list[dict[str, Any] | None]
+) -> dict[str, Any] | None:
+    """The decision in Claude Code's shape: a question's answers go into the tool's input
+    (``answers``, keyed by each question's own text), which is how its dialog answers it."""
+    if not decisions or any(d is None for d in decisions):
+        return None
+    first = decisions[0]
+    assert first is not None
+    if first.get("behavior") != "allow":
+        return first
+    answers = [d.get("answer") for d in decisions if d is not None]
+    if not any(isinstance(a, str) for a in answers):
+        if tool_name in ASKS_THE_HUMAN:
+            # Measured: Claude Code takes a hook's allow for a tool whose dialog is the
+            # human's answer only with the input that answers it; without, its dialog stays.
+            return {**first, "updatedInput": tool_input}
+        return first
+    questions = [q for q in tool_input.get("questions") or [] if isinstance(q, dict)]
+    keyed = {
+        str(q.get("question")): a
+        for q, a in zip(questions, answers, strict=False)
+        if isinstance(a, str)
+    }
+    return {"behavior": "allow", "updatedInput": {**tool_input, "answers": keyed}}
 
 
 def _print_decision(decision: dict[str, Any]) -> None:

@@ -19,7 +19,7 @@ import re
 import shlex
 import shutil
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -155,15 +155,19 @@ class Target:
     codex_home: Path | None = None  # $CODEX_HOME, where Codex keeps its user configuration
     # The configured approvals.timeout_s: the permission hook waits that long for the human.
     approval_timeout_s: float = 600
+    # The configured never-list (approvals.never and the agent's own): refused without asking.
+    never: tuple[str, ...] = ()
 
     def hook_argv(self) -> list[str]:
         prefix = ["env", f"AGENTCOMMS_AGENT_ID={self.agent_id}"] if self.agent_id else []
         return [*prefix, *self.argv, "hook", self.kind]
 
-    def hook_command(self) -> str:
-        """The hook's shell line; the agent id, when given, overrides finding it by the pane."""
+    def hook_command(self, never: Sequence[str] = ()) -> str:
+        """The hook's shell line; the agent id, when given, overrides finding it by the pane;
+        `never`: the rules this hook refuses."""
         prefix = f"AGENTCOMMS_AGENT_ID={shlex.quote(self.agent_id)} " if self.agent_id else ""
-        return prefix + shlex.join([*self.argv, "hook", self.kind])
+        rules = [a for rule in never for a in ("--never", rule)]
+        return prefix + shlex.join([*self.argv, "hook", self.kind, *rules])
 
     def server(self) -> dict[str, Any]:
         server: dict[str, Any] = {"command": self.argv[0], "args": [*self.argv[1:], "mcp"]}
@@ -278,11 +282,12 @@ def _shape(path: Path, where: str, value: object, kind: type) -> None:
 def merge_hooks(
     doc: dict[str, Any],
     path: Path,
-    entries: dict[str, dict[str, Any]],
+    given: Mapping[str, dict[str, Any] | list[dict[str, Any]]],
     ours: Callable[[object], bool],
 ) -> None:
-    """Make agentcomms' hook entry for each event in `entries` be there once (none when
-    `entries` is empty), leaving every other hook as it is."""
+    """Make agentcomms' hook entries for each event in `given` (one, or a list) be there once
+    each (none when `given` is empty), leaving every other hook as it is."""
+    entries = {e: v if isinstance(v, list) else [v] for e, v in given.items()}
     hooks = doc.get("hooks")
     if hooks is None:
         if not entries:
@@ -294,8 +299,7 @@ def merge_hooks(
         groups = hooks[event]
         _shape(path, f'"hooks.{event}"', groups, list)
         mine = [h for g in groups if isinstance(g, dict) for h in _handlers(g) if ours(h)]
-        wanted = entries.get(event)
-        if mine == ([wanted] if wanted else []):
+        if mine == entries.get(event, []):
             continue
         kept = _without(groups, ours)
         if kept:
@@ -303,10 +307,10 @@ def merge_hooks(
         else:
             del hooks[event]
             emptied = True
-    for event, entry in entries.items():
+    for event, wanted in entries.items():
         groups = hooks.setdefault(event, [])
         if not any(ours(h) for g in groups if isinstance(g, dict) for h in _handlers(g)):
-            groups.append({"hooks": [entry]})
+            groups.extend({"hooks": [entry]} for entry in wanted)
     if emptied and not hooks:
         del doc["hooks"]
 

@@ -51,7 +51,7 @@ def claude_files(plan: Plan) -> tuple[Path, Path]:
 def _claude(plan: Plan) -> None:
     target = plan.target
     settings, servers = claude_files(plan)
-    entries: dict[str, dict[str, Any]] = {}
+    entries: dict[str, dict[str, Any] | list[dict[str, Any]]] = {}
     if not plan.uninstall:
         for event, run_beside in CLAUDE_EVENTS.items():
             extra = {"async": True} if run_beside else {}
@@ -59,6 +59,20 @@ def _claude(plan: Plan) -> None:
             if event == "PermissionRequest":  # it waits for the human's answer
                 timeout = int(target.approval_timeout_s) + APPROVAL_HOOK_MARGIN_S
             entries[event] = command_hook(target, timeout=timeout, **extra)
+        if target.never:
+            # One blocking handler per never-listed rule, which Claude Code runs only for a
+            # call its own rule matching finds ("if"): every other call costs nothing.
+            report = command_hook(target, timeout=HOOK_TIMEOUT_S, **{"async": True})
+            refusals = [
+                {
+                    "type": "command",
+                    "command": target.hook_command([r]),
+                    "if": r,
+                    "timeout": HOOK_TIMEOUT_S,
+                }
+                for r in target.never
+            ]
+            entries["PreToolUse"] = [report, *refusals]
     edit_json(
         plan, settings, lambda doc: merge_hooks(doc, settings, entries, our_hook("claude-code"))
     )
@@ -83,6 +97,17 @@ def _codex(plan: Plan) -> None:
     entries: dict[str, dict[str, Any]] = {}
     if not plan.uninstall:
         entries = {e: command_hook(target, timeout=HOOK_TIMEOUT_S) for e in CODEX_EVENTS}
+        # Codex runs its hooks one after the other anyway: its one PreToolUse hook also refuses
+        # the never-listed calls.
+        entries["PreToolUse"] = {
+            "type": "command",
+            "command": target.hook_command(target.never),
+            "timeout": HOOK_TIMEOUT_S,
+        }
+        # Codex's permission hook waits for the human's answer, as Claude Code's does.
+        entries["PermissionRequest"] = command_hook(
+            target, timeout=int(target.approval_timeout_s) + APPROVAL_HOOK_MARGIN_S
+        )
     edit_json(plan, hooks, lambda doc: merge_hooks(doc, hooks, entries, our_hook("codex")))
     if not plan.uninstall and any(c.path == hooks for c in plan.changes):
         plan.notes.append(CODEX_TRUST_STEP)

@@ -1,14 +1,17 @@
 """What `doctor` finds of agentcomms in each agent's own configuration: its hooks there once for
-every event, the agentcomms they run still there, the MCP server, and the agent at or above the
-version the hooks were written for. It reads; it changes nothing."""
+every event, the agentcomms they run still there, the MCP server, the never-list they refuse the
+same as the configured one, and the agent at or above the version the hooks were written for. It
+reads; it changes nothing."""
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import re
 import shlex
 import tomllib
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,16 +55,22 @@ class Finding:
     fix: str | None = None
 
 
-def inspect_all(target: Target) -> list[Finding]:
-    """Findings for every agent at both scopes (`target` says where home and project are)."""
+# The configured never-list for an agent (None: the hooks name no agent): `Config.never_rules`.
+NeverFor = Callable[[str | None], list[str]]
+
+
+def inspect_all(target: Target, never_for: NeverFor | None = None) -> list[Finding]:
+    """Findings for every agent at both scopes (`target` says where home and project are);
+    with `never_for`, whether the hooks refuse what the configuration lists."""
     findings: list[Finding] = []
     for kind in AGENT_KINDS:
         for scope in ("user", "project"):
-            findings += inspect(dataclasses.replace(target, kind=kind, scope=scope))
+            where = dataclasses.replace(target, kind=kind, scope=scope)
+            findings += inspect(where, never_for)
     return findings
 
 
-def inspect(target: Target) -> list[Finding]:
+def inspect(target: Target, never_for: NeverFor | None = None) -> list[Finding]:
     kind, name = target.kind, f"{target.kind} ({target.scope})"
     install = f"agentcomms install {kind}" + (
         " --scope project" if target.scope == "project" else ""
@@ -96,6 +105,8 @@ def inspect(target: Target) -> list[Finding]:
                 CODEX_TRUST_STEP,
             )
         )
+    if never_for is not None and kind != "gemini":
+        findings += _never_list(target, name, install, never_for)
     gone = sorted({exe for _, exe in hooks if not Path(exe).exists()})
     if gone:
         findings.append(
@@ -157,13 +168,52 @@ def _read(target: Target) -> tuple[list[tuple[str, str]], bool, list[Path], list
             for h, handler in enumerate(group.get("hooks", []) if isinstance(group, dict) else []):
                 command = handler.get("command") if isinstance(handler, dict) else None
                 if is_our_hook(command, kind) and isinstance(command, str):
-                    found.append((event, _executable(command)))
+                    # A never-list handler beside the event's report is not a second report.
+                    refuses = "if" in handler and "--never" in shlex.split(command)
+                    found.append((f"{event} (never)" if refuses else event, _executable(command)))
                     # Codex keeps the user's trust per hook, keyed by file, event and place.
                     key = f"{hooks_file}:{_snake(event)}:{g}:{h}"
                     if trust is not None and "trusted_hash" not in trust.get(key, {}):
                         untrusted.append(event)
     ours = isinstance(servers, dict) and is_our_server(servers.get(SERVER_NAME))
     return found, ours, sorted({hooks_file, servers_file}), untrusted
+
+
+def _never_list(target: Target, name: str, install: str, never_for: NeverFor) -> list[Finding]:
+    """The rules the installed hooks refuse against the configured ones for their agent."""
+    installed, agent_id = _installed_never(target)
+    wanted = never_for(agent_id)
+    if set(installed) == set(wanted):
+        return []
+    said = ", ".join(installed) or "nothing"
+    return [
+        Finding(
+            f"{name} never-list",
+            False,
+            f"the hooks refuse {said}, the configuration lists {', '.join(wanted) or 'nothing'}",
+            f"`{install}` again" + (f" --agent {agent_id}" if agent_id else ""),
+        )
+    ]
+
+
+def _installed_never(target: Target) -> tuple[list[str], str | None]:
+    """The never-listed rules in agentcomms' PreToolUse hooks, and the agent they name."""
+    plan = Plan(target, uninstall=False)
+    path = claude_files(plan)[0] if target.kind == "claude-code" else codex_files(plan)[1]
+    events = load_json(path, read_text(path)).get("hooks", {})
+    groups = events.get("PreToolUse", []) if isinstance(events, dict) else []
+    rules: list[str] = []
+    agent_id = None
+    for group in groups if isinstance(groups, list) else []:
+        for handler in group.get("hooks", []) if isinstance(group, dict) else []:
+            command = handler.get("command") if isinstance(handler, dict) else None
+            if not (isinstance(command, str) and is_our_hook(command, target.kind)):
+                continue
+            tokens = shlex.split(command)
+            named = [t.split("=", 1)[1] for t in tokens if t.startswith("AGENTCOMMS_AGENT_ID=")]
+            agent_id = named[0] if named else agent_id
+            rules += [r for flag, r in itertools.pairwise(tokens) if flag == "--never"]
+    return rules, agent_id
 
 
 def _snake(event: str) -> str:

@@ -1,4 +1,5 @@
-"""Answering an agent's permission requests from the terminal: list them, approve, deny.
+"""Answering an agent's permission requests, questions and plans from the terminal: list them,
+approve, deny, answer.
 
 Each is a client of the gateway socket (`agentcomms up` must be running). The first answer wins,
 from any surface, the agent's own dialog included; a later one is told who answered first.
@@ -21,27 +22,51 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable
 
 @app.command("approvals")
 def approvals(as_json: JsonOption = False) -> None:
-    """List the permission requests waiting for an answer."""
+    """List what waits for your answer: permission requests (approve or deny), questions with
+    their options (answer), plans (approve, or deny to send the agent back to planning)."""
     result = ask("approvals")
     if as_json:
         print_json(result)
         return
     if not result["approvals"]:
-        stdout().print("no permission requests wait for an answer")
+        stdout().print("no permission requests, questions or plans wait for an answer")
         return
     from rich.table import Table
 
-    table = Table("id", "agent", "tool", "input", "since", "for the session")
+    table = Table("id", "agent", "asks", "what", "since", "answer with")
     for a in result["approvals"]:
         table.add_row(
             a["id"],
             a["agent_id"],
-            shown(a["tool"]),
-            shown(a["input"]),
+            _asks(a),
+            _what(a),
             a["opened_at"][11:19],
-            "offered (--session)" if a["session_offered"] else "-",
+            _answer_with(a),
         )
     stdout().print(table)
+
+
+def _asks(a: dict[str, Any]) -> str:
+    ask = a.get("ask", "permission")
+    return shown(a["tool"]) if ask == "permission" else str(ask)
+
+
+def _what(a: dict[str, Any]) -> str:
+    """The input, the question with its numbered options, or the plan."""
+    if a.get("ask") == "question":
+        options = "\n".join(f"{n}. {shown(o)}" for n, o in enumerate(a.get("options") or [], 1))
+        return f"{shown(a.get('question') or '')}\n{options}".strip()
+    return shown(a["input"])
+
+
+def _answer_with(a: dict[str, Any]) -> str:
+    ask, approval_id = a.get("ask", "permission"), a["id"]
+    if ask == "question":
+        return f'answer {approval_id} "LABEL, NUMBER or words"'
+    if ask == "plan":
+        return f"approve {approval_id} / deny {approval_id} -m WHY"
+    session = " [--session]" if a["session_offered"] else ""
+    return f"approve {approval_id}{session} / deny {approval_id}"
 
 
 @app.command("approve")
@@ -55,7 +80,8 @@ def approve(
     ] = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Allow an agent's permission request: the tool runs."""
+    """Allow an agent's permission request (the tool runs), or approve its plan (it stops
+    planning and carries it out)."""
     _answer(approval_id, "allow_session" if session else "allow", None, as_json)
 
 
@@ -68,14 +94,43 @@ def deny(
     ] = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Deny an agent's permission request: the tool does not run, and the model hears why."""
+    """Deny an agent's permission request (the tool does not run), send its plan back (it
+    keeps planning), or decline its question; the model hears why."""
     _answer(approval_id, "deny", message, as_json)
 
 
-def _answer(approval_id: str, behavior: str, message: str | None, as_json: bool) -> None:
+@app.command("answer")
+def answer(
+    approval_id: IdArgument,
+    text: Annotated[
+        str,
+        typer.Argument(
+            help='An option\'s label or number; several comma-separated ("1, 3") where the '
+            "question takes more than one; or your own words, which the agent reads as typed."
+        ),
+    ],
+    as_json: JsonOption = False,
+) -> None:
+    """Answer an agent's question (`agentcomms approvals` lists it with its options).
+
+    For example `agentcomms answer K7QF blue`, `agentcomms answer K7QF 2`, or
+    `agentcomms answer K7QF "neither: use green"`. To refuse to answer, `deny` it."""
+    _answer(approval_id, "answer", None, as_json, text=text)
+
+
+def _answer(
+    approval_id: str,
+    behavior: str,
+    message: str | None,
+    as_json: bool,
+    *,
+    text: str | None = None,
+) -> None:
     params: dict[str, Any] = {"id": approval_id, "behavior": behavior, "by": _who(), "via": "cli"}
     if message:
         params["message"] = message
+    if text is not None:
+        params["answer"] = text
     result = ask("approval_decide", **params)
     if as_json:
         print_json(result)
@@ -93,6 +148,7 @@ def _said(result: dict[str, Any]) -> str:
         "deny": "denied",
         "terminal": "answered in the terminal",
         "timeout": "no answer in time",
+        "answer": f"answered {result.get('answer')!r}",
     }.get(result["behavior"], str(result["behavior"]))
     by = "" if result["behavior"] in ("terminal", "timeout") else f" by {result['decided_by']}"
     return f"{how}{by} ({result['decided_via']})"

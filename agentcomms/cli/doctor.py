@@ -38,7 +38,7 @@ async def run_checks() -> list[Check]:
     checks: list[Check] = []
     cfg = _check_config(checks)
     if cfg is None:
-        await _check_agents(checks)
+        await _check_agents(checks, None)
         return checks
     client = await _check_temporal(cfg, checks)
     agents = await _check_projection(cfg, checks)
@@ -49,7 +49,7 @@ async def run_checks() -> list[Check]:
     if client is not None:
         await _check_mailboxes(client, agents, checks)
     await _check_gateway(cfg, checks)
-    await _check_agents(checks)
+    await _check_agents(checks, cfg)
     return checks
 
 
@@ -396,8 +396,9 @@ async def _check_gateway(cfg: Config, checks: list[Check]) -> None:
         )
 
 
-async def _check_agents(checks: list[Check]) -> None:
-    """agentcomms in each agent's own configuration (`agentcomms install`), where installed."""
+async def _check_agents(checks: list[Check], cfg: Config | None) -> None:
+    """agentcomms in each agent's own configuration (`agentcomms install`), where installed;
+    with the configuration, whether its hooks refuse the never-list it lists."""
     import os
     from pathlib import Path
 
@@ -406,7 +407,8 @@ async def _check_agents(checks: list[Check]) -> None:
 
     codex_home = os.environ.get("CODEX_HOME")
     target = Target("claude-code", codex_home=Path(codex_home) if codex_home else None)
-    for f in await asyncio.to_thread(inspect_all, target):
+    never_for = cfg.never_rules if cfg is not None else None
+    for f in await asyncio.to_thread(inspect_all, target, never_for):
         where = f.name.rpartition(" ")[0]
         checks.append(Check(f"agent {f.name}", f.ok, f"{where}: {f.detail}", f.fix))
 

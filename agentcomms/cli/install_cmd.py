@@ -75,6 +75,7 @@ def install(
         agent_id=agent_id,
         codex_home=Path(codex_home) if codex_home else None,
         approval_timeout_s=_approval_timeout_s(),
+        never=_never(agent_id),
     )
     with user_errors():
         result = plan(target, uninstall=uninstall)
@@ -109,3 +110,28 @@ def _approval_timeout_s() -> float:
         _, picked, _ = read_keys([("approvals", "timeout_s")])
     value = picked.get("approvals", {}).get("timeout_s", default)
     return float(value) if isinstance(value, int | float) else float(default)
+
+
+def _never(agent_id: str | None) -> tuple[str, ...]:
+    """The configured never-list for this agent (everyone's, then its own), checked as the
+    config checks it: a rule that is not one stops the install, named."""
+    from agentcomms.agents.never import rule_problem
+    from agentcomms.config.reading import read_keys
+
+    wanted: list[tuple[str | int, ...]] = [("approvals", "never")]
+    if agent_id is not None:
+        wanted.append(("agents", agent_id, "approvals", "never"))
+    with user_errors():
+        _, picked, _ = read_keys(wanted)
+    everyone = picked.get("approvals", {}).get("never", [])
+    own = picked.get("agents", {}).get(agent_id, {}).get("approvals", {}).get("never", [])
+    rules: list[str] = []
+    for key, given in (("approvals.never", everyone), (f"agents.{agent_id}.approvals.never", own)):
+        if not isinstance(given, list):
+            fail(f'{key} must be a list of rules, e.g. ["Bash(rm -rf *)"]')
+        for rule in given:
+            problem = rule_problem(rule) if isinstance(rule, str) else f"{rule!r} is not text"
+            if problem is not None:
+                fail(f"{key}: {problem}")
+            rules.append(rule.strip())
+    return tuple(dict.fromkeys(rules))

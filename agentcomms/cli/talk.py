@@ -243,13 +243,19 @@ def _print_approval(a: dict[str, Any], as_json: bool) -> None:
     if as_json:
         print_json({"approval": a})
         return
+    ask, approval_id = a.get("ask", "permission"), a["id"]
+    if ask == "question":
+        options = " / ".join(f"{n}. {o}" for n, o in enumerate(a.get("options") or [], 1))
+        asked = f" asks: {shown(a.get('question') or '')} ({shown(options)})"
+        how = f"  (agentcomms answer {approval_id} LABEL)"
+    elif ask == "plan":
+        asked = f" asks to carry out its plan: {shown(a['input'])}"
+        how = f"  (agentcomms approve {approval_id} / deny {approval_id} -m WHY)"
+    else:
+        asked = f" asks to use {shown(a['tool'])}: {shown(a['input'])}"
+        how = f"  (agentcomms approve {approval_id} / deny {approval_id})"
     stdout().print(
-        styled(
-            f"{a['opened_at'][:19]} ",
-            (shown(a["agent_id"]), "bold"),
-            f" asks to use {shown(a['tool'])}: {shown(a['input'])}",
-            (f"  (agentcomms approve {a['id']} / deny {a['id']})", "yellow"),
-        )
+        styled(f"{a['opened_at'][:19]} ", (shown(a["agent_id"]), "bold"), asked, (how, "yellow"))
     )
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     Field,
     SecretStr,
     field_validator,
@@ -21,6 +22,7 @@ from pydantic import (
 )
 
 from agentcomms.address import DEFAULT_ADDRESS
+from agentcomms.agents.never import rule_problem
 from agentcomms.bridge.fields import InterruptKey, TmuxSocket, TmuxTarget
 from agentcomms.config.chat import ChatConfig
 from agentcomms.config.home import agentcomms_home, default_socket
@@ -217,6 +219,16 @@ class MailboxConfig(Section):
     )
 
 
+def _never_rule(rule: str) -> str:
+    problem = rule_problem(rule)
+    if problem is not None:
+        raise ValueError(problem)
+    return rule.strip()
+
+
+NeverRule = Annotated[str, AfterValidator(_never_rule)]
+
+
 class ApprovalsConfig(Section):
     """An agent's permission requests, answered from the terminal (`agentcomms approve`)."""
 
@@ -231,11 +243,19 @@ class ApprovalsConfig(Section):
         description="terminal: leave the agent's own dialog to whoever is at its pane; deny: "
         "deny with a message, so an unattended agent moves on",
     )
+    never: list[NeverRule] = Field(
+        default_factory=list,
+        description="tool calls refused at once without asking anyone, in the agents' rule "
+        "syntax, e.g. 'Bash(rm -rf *)'; `agentcomms install` writes them into the agent's hooks",
+    )
 
 
 class AgentApprovals(Section):
     on_timeout: Literal["terminal", "deny"] | None = Field(
         default=None, description="overrides approvals.on_timeout for this agent"
+    )
+    never: list[NeverRule] = Field(
+        default_factory=list, description="refused for this agent too, beside approvals.never"
     )
 
 
@@ -385,6 +405,12 @@ class Config(Section):
     metrics: MetricsConfig = MetricsConfig()
     console: ConsoleConfig = ConsoleConfig()
     security: SecurityConfig = SecurityConfig()
+
+    def never_rules(self, agent_id: str | None) -> list[str]:
+        """The calls `agent_id`'s hooks refuse without asking: everyone's, then its own."""
+        agent = self.agents.get(agent_id) if agent_id else None
+        own = agent.approvals.never if agent else []
+        return list(dict.fromkeys([*self.approvals.never, *own]))
 
     def approval_on_timeout(self, agent_id: str) -> Literal["terminal", "deny"]:
         """What a permission request of `agent_id` comes to when no one answers in time."""

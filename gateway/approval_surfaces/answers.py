@@ -20,7 +20,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from agentcomms.approval_models import ApprovalView, Decision
+from agentcomms.approval_models import ApprovalView, Decision, chosen
 from agentcomms.bridge.sanitize import sanitize
 from agentcomms.config import Config
 from agentcomms.ids import new_event_id
@@ -28,7 +28,14 @@ from agentcomms.models import Event, EventStatus
 from agentcomms.store import Store
 from agentcomms.transports import ButtonPress, InboundMessage, InboundResult
 from gateway.approval_chats import ApprovalChats
-from gateway.approval_surfaces.words import coded, pressed, refused_answer, said
+from gateway.approval_surfaces.words import (
+    chosen_option,
+    coded,
+    pressed,
+    refused_answer,
+    reply_with,
+    said,
+)
 from workflows.approval.client import Approvals
 from workflows.approval.models import Decided
 
@@ -54,14 +61,21 @@ class ChatAnswers:
         self._chats = chats
 
     async def button(self, press: ButtonPress) -> str:
-        """An allowed sender pressed Allow, Allow for this session or Deny: what they are told."""
-        wanted = pressed(press.data)
+        """An allowed sender pressed Allow, Allow for this session, Deny, or one of a question's
+        options: what they are told."""
+        option = chosen_option(press.data)
+        wanted = pressed(press.data) if option is None else (option[0], "answer")
         if wanted is None:
             return "This button is not agentcomms'."
         approval_id, behavior = wanted
         view = await self._approvals.view(approval_id)
         if view is None:
             return f"No approval {approval_id} any more."
+        answer = None
+        if option is not None:
+            if view.request.ask != "question":
+                return "This button is not agentcomms'."
+            answer = chosen(view.request.options, str(option[1]))
         who = _who(press.sender_name or press.sender_id)
         refusal = await self.refusal(view, press.provider, press.chat_id, press.sender_id)
         if refusal is not None:
@@ -72,12 +86,14 @@ class ChatAnswers:
                 press.chat_id,
                 press.sender_id,
                 who,
-                f"pressed {PRESS_WORDS[behavior]} on approval {approval_id}",
+                f"pressed {PRESS_WORDS.get(behavior, answer or behavior)} on approval {approval_id}",
                 status="rejected",
                 error=refusal,
             )
             return refused_answer(approval_id)
-        decision = Decision(approval_id=approval_id, behavior=behavior, by=who, via=press.provider)
+        decision = Decision(
+            approval_id=approval_id, behavior=behavior, answer=answer, by=who, via=press.provider
+        )
         return await self._answer(decision)
 
     async def reply(self, message: InboundMessage, event_id: str) -> InboundResult | None:
@@ -119,6 +135,14 @@ class ChatAnswers:
             await record("rejected", refusal)
             return InboundResult(
                 "rejected", event_id=event_id, agent_id=agent_id, reply=refused_answer(approval_id)
+            )
+        if view.request.ask == "question" and view.open:
+            await record("rejected", f"approval {approval_id} is a question")
+            return InboundResult(
+                "refused",
+                event_id=event_id,
+                agent_id=agent_id,
+                reply=f"{approval_id} is a question: {reply_with(view.request)}",
             )
         if answer.behavior == "allow_session" and not view.request.suggestions and view.open:
             await record("rejected", f"approval {approval_id} offers nothing for the session")

@@ -2,7 +2,8 @@
 
 Chats with buttons (Telegram, Discord) get Allow, Allow for this session (where the agent
 offered it) and Deny; a press sends back ``ap:K7QF:a`` (allow), ``s`` (for the session) or ``d``
-(deny). Chats of plain text (SMS, WhatsApp) get a code to reply with: "Reply YES K7QF or NO
+(deny). A question gets one button per option (``o1`` … ``o4``: answer with that option), a
+plan Approve (``a``) and Keep planning (``d``). Chats of plain text (SMS, WhatsApp) get a code to reply with: "Reply YES K7QF or NO
 K7QF", ``ALWAYS K7QF`` for the session where offered, and ``NO K7QF`` followed by words that
 the agent reads as the reason. Replies are read in any case.
 """
@@ -16,6 +17,9 @@ from agentcomms.approval_models import ApprovalRequest, ApprovalView, Behavior
 
 BUTTON_PREFIX = "ap"
 BUTTON_BEHAVIOR: dict[str, Behavior] = {"a": "allow", "s": "allow_session", "d": "deny"}
+OPTION_BUTTON = "o"
+# A plan is posted up to this much (Telegram's limit is 4,096); the terminal lists it whole.
+PLAN_SHOWN_CHARS = 3_000
 # Where an answer came from, as people name it ("allowed by Alice on Telegram").
 SURFACE_NAMES = {
     "telegram": "Telegram",
@@ -26,6 +30,7 @@ SURFACE_NAMES = {
     "call": "a phone call",
 }
 HOW = {"allow": "allowed", "allow_session": "allowed for the session", "deny": "denied"}
+PLAN_HOW = {"allow": "approved", "deny": "sent back to planning"}
 CODE_WORDS: dict[str, Behavior] = {"yes": "allow", "always": "allow_session", "no": "deny"}
 # An approval id as typed back: four of its letters and digits (no 0/O, 1/I), any case.
 _CODED = re.compile(
@@ -38,11 +43,29 @@ REASON_CHARS = 2_000
 
 def buttons(request: ApprovalRequest) -> list[tuple[str, str]]:
     """The request's buttons, each (label, what a press sends back)."""
-    row = [("Allow", f"{BUTTON_PREFIX}:{request.id}:a")]
+
+    def data(short: str) -> str:
+        return f"{BUTTON_PREFIX}:{request.id}:{short}"
+
+    if request.ask == "question":
+        return [(o, data(f"{OPTION_BUTTON}{n}")) for n, o in enumerate(request.options, 1)]
+    if request.ask == "plan":
+        return [("Approve", data("a")), ("Keep planning", data("d"))]
+    row = [("Allow", data("a"))]
     if request.suggestions:
-        row.append(("Allow for this session", f"{BUTTON_PREFIX}:{request.id}:s"))
-    row.append(("Deny", f"{BUTTON_PREFIX}:{request.id}:d"))
+        row.append(("Allow for this session", data("s")))
+    row.append(("Deny", data("d")))
     return row
+
+
+def chosen_option(data: str) -> tuple[str, int] | None:
+    """(approval id, option number) a question's option button stands for; None otherwise."""
+    prefix, _, rest = data.partition(":")
+    approval_id, _, short = rest.partition(":")
+    number = short.removeprefix(OPTION_BUTTON)
+    if prefix != BUTTON_PREFIX or not short.startswith(OPTION_BUTTON) or not number.isdigit():
+        return None
+    return (approval_id.upper(), int(number)) if len(approval_id) == 4 else None
 
 
 def pressed(data: str) -> tuple[str, Behavior] | None:
@@ -87,6 +110,13 @@ def refused_answer(approval_id: str) -> str:
 
 def reply_with(request: ApprovalRequest) -> str:
     """How to answer by text."""
+    if request.ask == "question":
+        return f'Answer it from the terminal: agentcomms answer {request.id} "LABEL or words".'
+    if request.ask == "plan":
+        return (
+            f"Reply YES {request.id} to approve it, or NO {request.id} followed by what to "
+            "change to keep it planning."
+        )
     line = f"Reply YES {request.id} or NO {request.id}"
     if request.suggestions:
         line += f" (ALWAYS {request.id}: allow for the rest of this session)"
@@ -94,10 +124,21 @@ def reply_with(request: ApprovalRequest) -> str:
 
 
 def asks(request: ApprovalRequest, *, input_chars: int | None = None) -> str:
-    """The request's first lines: who asks to use what, with its input (cut, visibly)."""
+    """The request's first lines: who asks to use what, with its input (cut, visibly); the
+    question with its options; or the plan."""
+    if request.ask == "question":
+        options = "\n".join(f"{n}. {o}" for n, o in enumerate(request.options, 1))
+        return f"{request.agent_id} asks: {request.question}\n{options}".rstrip()
+    limit = input_chars if input_chars is not None else None
+    if request.ask == "plan":
+        shown = request.question or request.input_text
+        limit = min(limit or PLAN_SHOWN_CHARS, PLAN_SHOWN_CHARS)
+        if len(shown) > limit:
+            shown = shown[: max(limit - 1, 0)] + "… (the whole plan: agentcomms approvals)"
+        return f"{request.agent_id} asks to carry out its plan:\n{shown}"
     shown = request.input_text
-    if input_chars is not None and len(shown) > input_chars:
-        shown = shown[: max(input_chars - 1, 0)] + "…"
+    if limit is not None and len(shown) > limit:
+        shown = shown[: max(limit - 1, 0)] + "…"
     return f"{request.agent_id} asks to use {request.tool}:\n{shown}"
 
 
@@ -111,14 +152,17 @@ def said(view: ApprovalView) -> str:
     if d.behavior == "timeout":
         on = view.request.on_timeout
         return "no answer in time: " + ("denied" if on == "deny" else "left to the terminal")
-    how = HOW.get(d.behavior, d.behavior)
-    return f"{how} by {d.by} on {SURFACE_NAMES.get(d.via, d.via)}"
+    where = SURFACE_NAMES.get(d.via, d.via)
+    if d.behavior == "answer":
+        return f"answered {d.answer!r} by {d.by} on {where}"
+    how = PLAN_HOW if view.request.ask == "plan" else HOW
+    return f"{how.get(d.behavior, d.behavior)} by {d.by} on {where}"
 
 
 def settled(view: ApprovalView) -> str:
     """A request's message once decided (its buttons gone)."""
     r = view.request
-    return f"{r.agent_id} asked to use {r.tool}:\n{r.input_text}\n\n{r.id}: {said(view)}"
+    return f"{asks(r)}\n\n{r.id}: {said(view)}"
 
 
 def outcome(view: ApprovalView) -> str:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -27,7 +28,7 @@ from tests.fakes.scripted import ScriptedModel, Step, ToolResult, text, tool
 from tests.fakes.serve import LocalServer
 
 # The scripting is shared with the other models' fakes; a test imports it from here too.
-__all__ = ["FakeAnthropic", "Step", "ToolResult", "bash", "text", "tool"]
+__all__ = ["FakeAnthropic", "Step", "ToolResult", "bash", "text", "tool", "write_plan"]
 
 # Claude Code adds context to a user message as text blocks in this wrapper; not the human's.
 _REMINDER = "<system-reminder>"
@@ -37,6 +38,22 @@ _ids = itertools.count(1)
 def bash(command: str, *, delay: float = 0.0, hold: asyncio.Event | None = None) -> Step:
     """Claude Code's Bash tool running `command`."""
     return tool("Bash", command=command, description="Run a command", delay=delay, hold=hold)
+
+
+# In plan mode Claude Code tells the model where to write its plan (a new name each session).
+_PLAN_FILE = re.compile(r"create your plan at (\S+) using the Write tool")
+
+
+def write_plan(plan: str) -> Step:
+    """In plan mode, Claude Code's Write tool writing `plan` to the plan file Claude named; its
+    ``ExitPlanMode`` then reads the plan from there."""
+
+    def into_plan_file(request: dict[str, Any]) -> dict[str, Any]:
+        found = _PLAN_FILE.findall(json.dumps(request))
+        assert found, "Claude Code named no plan file: is it in plan mode?"
+        return {"file_path": found[-1], "content": plan}
+
+    return Step(tool="Write", input_from=into_plan_file)
 
 
 class FakeAnthropic(ScriptedModel):
@@ -90,6 +107,7 @@ class FakeAnthropic(ScriptedModel):
         model = str(body.get("model", "claude"))
         if body.get("tools"):
             step = await self.next_step(*self._human_and_results(body.get("messages", [])))
+            step = step.answering(body)
         else:
             step = text(self.side_answer)
         if body.get("stream"):

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 
@@ -25,13 +26,21 @@ class Step:
     """One answer of the model: text, or one tool call (then the turn goes on with its result).
 
     ``delay`` seconds, or until ``hold`` is set, pass before the answer streams (the stream
-    stays alive meanwhile), so the agent is busy."""
+    stays alive meanwhile), so the agent is busy. ``input_from`` makes a tool call's input from
+    the request it answers, for what only the agent knows (a path it told the model)."""
 
     text: str | None = None
     tool: str | None = None
     input: dict[str, Any] = field(default_factory=dict)
     delay: float = 0.0
     hold: asyncio.Event | None = None
+    input_from: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+
+    def answering(self, request: dict[str, Any]) -> Step:
+        """This step with its input made from `request`, where it is made so."""
+        if self.input_from is None:
+            return self
+        return replace(self, input=self.input_from(request), input_from=None)
 
     async def wait(self) -> None:
         if self.delay:

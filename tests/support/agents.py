@@ -25,7 +25,7 @@ import subprocess
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +58,8 @@ PROMPT_HINT = "? for shortcuts"
 PROMPT_MARKS = ("\u276f", "\u203a")
 AUTO_MODE_DIALOG = "Make auto mode your default permission mode?"
 PROCEED_DIALOG = "Do you want to proceed?"
+# Claude Code's status line in plan mode.
+PLAN_MODE = "plan mode on"
 # Claude Code, under its input box, while a turn runs.
 BUSY_HINT = "esc to interrupt"
 # Codex, at start, when hooks are new or changed since the user last trusted them.
@@ -223,6 +225,17 @@ class ClaudePane(AgentPane):
 
     model: FakeAnthropic
 
+    async def plan_mode(self, *, timeout: float = 30) -> None:
+        """Switch Claude to plan mode as a person does: Shift+Tab until its status line says so
+        (each press moves one mode on)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while PLAN_MODE not in await asyncio.to_thread(self.screen):
+            if loop.time() > deadline:
+                raise AssertionError(f"plan mode never came on:\n{self.screen()}")
+            await self.keys("BTab")
+            await asyncio.sleep(0.5)
+
 
 @dataclass
 class CodexPane(AgentPane):
@@ -280,17 +293,20 @@ async def claude_with_agentcomms(
     *,
     agent_id: str | None = None,
     configure: Callable[[Config], Config] | None = None,
+    never: tuple[str, ...] = (),
 ) -> AsyncIterator[tuple[Stack, ClaudePane, str]]:
     """A stack (`configure` adjusts its configuration), and the real Claude Code with
     `agentcomms install claude-code` in its home and its pane registered as an agent
-    (`agent_id`, or one made up; the id given): its hooks report to that stack."""
+    (`agent_id`, or one made up; the id given): its hooks report to that stack. `never`: the
+    never-list installed with them."""
     from tests.support.cli import AGENTCOMMS  # cli imports the stack, as this module does
 
     model = FakeAnthropic()
     async with running_stack(client, root / "stack", configure=configure) as stack, model.server:
 
         def install(home: Path, project: Path) -> None:
-            plan(Target("claude-code", home=home, project=project, argv=(AGENTCOMMS,))).apply()
+            target = Target("claude-code", home=home, project=project, argv=(AGENTCOMMS,))
+            plan(replace(target, never=never)).apply()
 
         try:
             claude = await start_claude(
@@ -314,9 +330,11 @@ async def _registered(stack: Stack, agent_id: str) -> bool:
     return any(a["id"] == agent_id and a["target"] is not None for a in listed["agents"])
 
 
-def prepare_codex_home(home: Path, project: Path, model: FakeResponses) -> None:
+def prepare_codex_home(
+    home: Path, project: Path, model: FakeResponses, settings: Mapping[str, Any] | None = None
+) -> None:
     """A `HOME` in which Codex starts at its prompt in `project`, trusted, its model the fake
-    (a provider of its own needs no login)."""
+    (a provider of its own needs no login); `settings` are set over it (config.toml's keys)."""
     import tomlkit
 
     (home / ".codex").mkdir(parents=True, exist_ok=True)
@@ -334,6 +352,8 @@ def prepare_codex_home(home: Path, project: Path, model: FakeResponses) -> None:
         }
     }
     config["projects"] = {str(project): {"trust_level": "trusted"}}
+    for key, value in (settings or {}).items():
+        config[key] = value
     (home / ".codex" / "config.toml").write_text(tomlkit.dumps(config))
 
 
@@ -345,15 +365,18 @@ async def start_codex(
     name: str = "codex",
     setup: Callable[[Path, Path], None] | None = None,
     until: str = PROMPT_HINT,
+    settings: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> CodexPane:
     """Codex in session `name` of `tmux`, its HOME and project under `root`, returned once the
     pane shows `until` (its prompt; ``CODEX_HOOKS_REVIEW`` when new hooks await trust).
+    `settings` go into its config.toml, `env` into its environment.
 
     ``--no-daemon``: otherwise Codex leaves an app-server daemon of its own running after the
     pane is gone (measured), with the environment of the first Codex that started it."""
     codex = await agent_binary("codex")
     home, project = root / "home", root / "project"
-    prepare_codex_home(home, project, model)
+    prepare_codex_home(home, project, model, settings)
     if setup is not None:
         setup(home, project)
     variables = {
@@ -362,6 +385,7 @@ async def start_codex(
         "TERM": "xterm-256color",
         "LANG": "C.UTF-8",
         "SCRIPTED_OPENAI_KEY": "sk-test-agentcomms",
+        **(env or {}),
     }
     target = await _open_pane(tmux, name, project, variables, [str(codex), "--no-daemon"])
     pane = CodexPane(tmux, target, home, project, model)

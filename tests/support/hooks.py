@@ -1,0 +1,44 @@
+"""An agent's hook run as the agent runs it: ``agentcomms hook KIND`` with the event's JSON on
+stdin, in the background (a test's gateway runs in the test's own loop), found by its agent id."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import uuid
+from pathlib import Path
+from typing import Any
+
+from tests.support.cli import AGENTCOMMS
+from tests.support.stack import Stack
+
+
+def start_hook(
+    stack: Stack, payload: dict[str, Any], agent: str, tmp_path: Path, kind: str = "claude-code"
+) -> subprocess.Popen[str]:
+    given = tmp_path / f"payload-{uuid.uuid4().hex[:6]}.json"
+    given.write_text(json.dumps(payload))
+    with given.open() as stdin:
+        return subprocess.Popen(
+            [AGENTCOMMS, "hook", kind],
+            stdin=stdin,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={
+                "PATH": "/usr/bin:/bin",
+                "AGENTCOMMS_SOCKET": str(stack.cfg.server.socket()),
+                "AGENTCOMMS_AGENT_ID": agent,
+            },
+        )
+
+
+def permission_request(tool_name: str, tool_input: dict[str, Any]) -> dict[str, Any]:
+    """What Claude Code's PermissionRequest hook reads on stdin for this tool call."""
+    return {
+        "session_id": "s",
+        "hook_event_name": "PermissionRequest",
+        "tool_name": tool_name,
+        "tool_input": tool_input,
+        "permission_suggestions": [],
+    }

@@ -1,0 +1,169 @@
+"""The never-list: calls refused at once, without asking anyone, by a blocking `PreToolUse`
+hook that `agentcomms install` writes from `approvals.never` and the agent's own list.
+
+The rules' matching, the hook process as each agent runs it, the install (Claude Code: one
+handler per rule that Claude runs only for a call its own rule matching finds; Codex: its one
+PreToolUse hook), the config's check of a rule, and the real Claude Code refusing a
+never-listed command while an ordinary one still runs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.testing import WorkflowEnvironment
+
+from agentcomms.agents.install import Target, plan
+from agentcomms.agents.installed import inspect
+from agentcomms.agents.never import matches
+from tests.fakes.anthropic import bash, text
+from tests.support.agents import ClaudePane, claude_with_agentcomms
+from tests.support.cli import AGENTCOMMS, env_for, run
+from tests.support.home import write_config
+from tests.support.stack import Stack
+from tests.support.tmux import Tmux
+
+RM = "Bash(rm -rf *)"
+EXE = ("/opt/venv/bin/agentcomms",)
+
+
+def _pre_tool_use(tool_name: str, **tool_input: Any) -> dict[str, Any]:
+    return {"hook_event_name": "PreToolUse", "tool_name": tool_name, "tool_input": tool_input}
+
+
+def test_a_rule_matches_its_tool_and_pattern_and_any_chained_command() -> None:
+    assert matches(RM, "Bash", {"command": "rm -rf build"})
+    assert matches(RM, "Bash", {"command": "make && rm -rf / ; ls"})
+    assert not matches(RM, "Bash", {"command": "rm build"})
+    assert not matches(RM, "Write", {"file_path": "rm -rf x"})
+    assert matches("Write(/etc/*)", "Write", {"file_path": "/etc/passwd", "content": "x"})
+    assert matches("WebFetch", "WebFetch", {"url": "https://x"})
+    assert matches("Bash(git push:*)", "Bash", {"command": "git push --force"})
+
+
+def _hook(kind: str, payload: dict[str, Any], *rules: str) -> subprocess.CompletedProcess[str]:
+    never = [a for r in rules for a in ("--never", r)]
+    return subprocess.run(
+        [AGENTCOMMS, "hook", kind, *never],
+        input=json.dumps(payload),
+        capture_output=True,
+        text=True,
+        # No gateway at all: the refusal needs none.
+        env={"PATH": "/usr/bin:/bin", "AGENTCOMMS_SOCKET": "/nonexistent/agentcomms.sock"},
+        timeout=30,
+    )
+
+
+@pytest.mark.parametrize("kind", ["claude-code", "codex"])
+def test_the_hook_refuses_a_never_listed_call_with_a_message(kind: str) -> None:
+    done = _hook(kind, _pre_tool_use("Bash", command="rm -rf /srv"), "Write(/etc/*)", RM)
+    assert done.returncode == 0, done.stderr
+    output = json.loads(done.stdout)["hookSpecificOutput"]
+    assert (output["hookEventName"], output["permissionDecision"]) == ("PreToolUse", "deny")
+    assert f"never-list has {RM}" in output["permissionDecisionReason"]
+
+
+def test_codexs_hook_lets_any_other_call_go_on_and_says_nothing() -> None:
+    done = _hook("codex", _pre_tool_use("Bash", command="ls -la"), RM)
+    assert (done.returncode, done.stdout) == (0, "")
+
+
+def _configured(agent_id: str | None) -> list[str]:
+    return ["WebFetch", RM]
+
+
+def test_install_writes_one_handler_per_rule_for_claude_and_the_rules_into_codexs_hook(
+    tmp_path: Path,
+) -> None:
+    plan(Target("claude-code", home=tmp_path, argv=EXE, never=(RM, "WebFetch"))).apply()
+    settings = json.loads((tmp_path / ".claude" / "settings.json").read_text())
+    handlers = [h for g in settings["hooks"]["PreToolUse"] for h in g["hooks"]]
+    assert handlers == [
+        {"type": "command", "command": f"{EXE[0]} hook claude-code", "timeout": 10, "async": True},
+        {
+            "type": "command",
+            "command": f"{EXE[0]} hook claude-code --never 'Bash(rm -rf *)'",
+            "if": RM,
+            "timeout": 10,
+        },
+        {
+            "type": "command",
+            "command": f"{EXE[0]} hook claude-code --never WebFetch",
+            "if": "WebFetch",
+            "timeout": 10,
+        },
+    ]
+    again = plan(Target("claude-code", home=tmp_path, argv=EXE, never=(RM, "WebFetch")))
+    assert again.changes == []
+    found = {f.name: f for f in inspect(Target("claude-code", home=tmp_path), _configured)}
+    assert found["claude-code (user) hooks"].ok, found  # the refusals are no second report
+    assert "claude-code (user) never-list" not in found  # as configured
+    found = {f.name: f for f in inspect(Target("claude-code", home=tmp_path), lambda _: [RM])}
+    drift = found["claude-code (user) never-list"]
+    assert not drift.ok and "the hooks refuse Bash(rm -rf *), WebFetch" in drift.detail
+    assert drift.fix == "`agentcomms install claude-code` again"
+    plan(Target("claude-code", home=tmp_path, argv=EXE)).apply()  # the list emptied
+    settings = json.loads((tmp_path / ".claude" / "settings.json").read_text())
+    assert len(settings["hooks"]["PreToolUse"]) == 1
+
+    plan(Target("codex", home=tmp_path, argv=EXE, never=(RM,))).apply()
+    hooks = json.loads((tmp_path / ".codex" / "hooks.json").read_text())["hooks"]
+    (group,) = hooks["PreToolUse"]
+    assert group["hooks"][0]["command"] == f"{EXE[0]} hook codex --never 'Bash(rm -rf *)'"
+
+
+def test_a_rule_that_is_not_one_is_named_by_config_and_install(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    write_config(home, {"approvals": {"never": ["rm -rf *"]}})
+    env = env_for(home, HOME=str(tmp_path))
+    checked = run(env, "config", "validate")
+    assert checked.returncode != 0
+    assert "approvals.never" in checked.stderr and "'rm -rf *' is not a rule" in checked.stderr
+    installed = run(env, "install", "claude-code")
+    assert installed.returncode != 0
+    assert "approvals.never: 'rm -rf *' is not a rule" in installed.stderr
+    assert not (tmp_path / ".claude" / "settings.json").exists()
+
+
+@pytest.fixture(scope="module")
+async def claude(
+    temporal_env: WorkflowEnvironment,
+    tmux_socket_dir: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> AsyncIterator[tuple[Stack, ClaudePane]]:
+    root = tmp_path_factory.mktemp("claude-never")
+    server = Tmux(tmux_socket_dir / f"n-{uuid.uuid4().hex[:8]}")
+    async with claude_with_agentcomms(temporal_env.client, root, server, never=(RM,)) as (
+        stack,
+        pane,
+        _,
+    ):
+        yield stack, pane
+
+
+async def test_claude_refuses_a_never_listed_command_without_asking(
+    claude: tuple[Stack, ClaudePane],
+) -> None:
+    stack, pane = claude
+    model = pane.model
+    (pane.project / "build").mkdir()
+    model.on("clean up", bash("rm -rf build"), text("Could not clean."))
+    seen = len(model.tool_results)
+    await pane.type("clean up")
+    await pane.wait_for_screen("Could not clean.")
+    (result,) = model.tool_results[seen:]
+    print(f"the model read: {result.content!r}")
+    assert result.is_error and f"never-list has {RM}" in result.content
+    assert (pane.project / "build").exists()
+    assert (await stack.call("approvals"))["approvals"] == []  # no one was asked
+
+    # Any other command goes on as before (echo runs without asking in manual mode).
+    model.on("say hello", bash("echo hello-from-bash"), text("Said hello."))
+    await pane.type("say hello")
+    await pane.wait_for_screen("Said hello.")
+    assert any("hello-from-bash" in r.content for r in model.tool_results[seen + 1 :])
