@@ -22,6 +22,7 @@ from agentcomms.client import GatewayClient
 from agentcomms.trust import DeploymentKey
 from gateway.approvals import hook_decision
 from tests.support.cli import AGENTCOMMS, cli_home
+from tests.support.hooks import start_hook
 from tests.support.stack import STACK_KEY, Stack
 from tests.support.waiting import eventually
 from workflows.approval.client import Approvals
@@ -125,27 +126,6 @@ async def test_an_answer_put_into_temporal_by_anyone_else_allows_nothing(stack: 
     )
 
 
-def _hook(
-    stack: Stack, payload: dict[str, Any], agent: str, tmp_path: Path
-) -> subprocess.Popen[str]:
-    """The hook as Claude Code runs it, in the background: the gateway runs in this loop."""
-    given = tmp_path / f"payload-{uuid.uuid4().hex[:6]}.json"
-    given.write_text(json.dumps(payload))
-    with given.open() as stdin:
-        return subprocess.Popen(
-            [AGENTCOMMS, "hook", "claude-code"],
-            stdin=stdin,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env={
-                "PATH": "/usr/bin:/bin",
-                "AGENTCOMMS_SOCKET": str(stack.cfg.server.socket()),
-                "AGENTCOMMS_AGENT_ID": agent,
-            },
-        )
-
-
 PERMISSION = {
     "session_id": "s",
     "hook_event_name": "PermissionRequest",
@@ -164,7 +144,7 @@ async def test_the_hook_waits_and_prints_the_decision_in_claude_codes_format(
     stack: Stack, tmp_path: Path
 ) -> None:
     agent = stack.agent_id()
-    proc = _hook(stack, PERMISSION, agent, tmp_path)
+    proc = start_hook(stack, PERMISSION, agent, tmp_path)
     try:
         approval = await eventually(lambda: _open_of(stack, agent), timeout=30)
         await stack.call("approval_decide", id=approval, behavior="deny", message="not now")
@@ -184,7 +164,7 @@ async def test_sigterm_closes_the_approval_as_answered_in_the_terminal(
     stack: Stack, tmp_path: Path
 ) -> None:
     agent = stack.agent_id()
-    proc = _hook(stack, PERMISSION, agent, tmp_path)
+    proc = start_hook(stack, PERMISSION, agent, tmp_path)
     try:
         approval = await eventually(lambda: _open_of(stack, agent), timeout=30)
         proc.terminate()
@@ -260,7 +240,7 @@ async def test_the_hook_still_gets_the_decision_across_a_gateway_restart(
     stack: Stack, tmp_path: Path
 ) -> None:
     agent = stack.agent_id()
-    proc = _hook(stack, PERMISSION, agent, tmp_path)
+    proc = start_hook(stack, PERMISSION, agent, tmp_path)
     try:
         approval = await eventually(lambda: _open_of(stack, agent), timeout=30)
         await stack.gateway.server.close()  # the hook's long wait is cut

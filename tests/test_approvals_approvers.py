@@ -16,6 +16,7 @@ from agentcomms.config import AgentConfig, Config
 from agentcomms.models import Event
 from tests.fakes.telegram import FakeTelegram
 from tests.support.chat import CHAT, connected, with_telegram
+from tests.support.hooks import open_approval
 from tests.support.stack import Stack, running_stack
 from tests.support.waiting import eventually
 
@@ -59,14 +60,7 @@ async def _refusals(stack: Stack, agent: str) -> list[Event]:
 async def test_only_the_listed_approver_answering_from_the_agents_chat_decides(
     stack: Stack, telegram: FakeTelegram, agent: str
 ) -> None:
-    opened = await stack.call(
-        "approval_open",
-        kind="claude-code",
-        agent_id=agent,
-        tool_name="Bash",
-        tool_input={"command": "touch done.txt"},
-    )
-    approval = str(opened["id"])
+    approval = await open_approval(stack, agent, session=False)
     message = await eventually(lambda: _request_in(telegram, approval))
     allow = f"ap:{approval}:a"
 

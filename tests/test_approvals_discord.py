@@ -16,10 +16,10 @@ from temporalio.testing import WorkflowEnvironment
 
 from tests.fakes.discord import FakeDiscord
 from tests.support.chat import connected, with_discord
+from tests.support.hooks import SESSION_SUGGESTION, open_approval
 from tests.support.stack import Stack, running_stack
 from tests.support.waiting import eventually
 
-SUGGESTION = {"type": "addDirectories", "directories": ["/p"], "destination": "session"}
 DEFERRED_REPLY, EPHEMERAL = 5, 1 << 6
 
 
@@ -32,18 +32,6 @@ async def stack(
     ) as s:
         await connected(s, "discord")
         yield s
-
-
-async def _open(stack: Stack, agent: str) -> str:
-    opened = await stack.call(
-        "approval_open",
-        kind="claude-code",
-        agent_id=agent,
-        tool_name="Bash",
-        tool_input={"command": "touch done.txt"},
-        permission_suggestions=[SUGGESTION],
-    )
-    return str(opened["id"])
 
 
 def _request_in(discord: FakeDiscord, approval: str) -> dict[str, Any] | None:
@@ -71,7 +59,7 @@ async def _told(discord: FakeDiscord, interaction: dict[str, Any]) -> str:
 async def test_an_allowed_sender_answers_with_a_button(
     stack: Stack, discord: FakeDiscord, agent: str
 ) -> None:
-    approval = await _open(stack, agent)
+    approval = await open_approval(stack, agent)
     message = await eventually(lambda: _request_in(discord, approval))
     assert message["channel_id"] == str(discord.general)
     assert "asks to use Bash:\ntouch done.txt" in message["content"]
@@ -87,7 +75,7 @@ async def test_an_allowed_sender_answers_with_a_button(
 
     alice = discord.human_presses(message, f"ap:{approval}:s")
     waited = await stack.call("approval_wait", id=approval, wait_s=10)
-    assert waited["decision"] == {"behavior": "allow", "updatedPermissions": [SUGGESTION]}
+    assert waited["decision"] == {"behavior": "allow", "updatedPermissions": [SESSION_SUGGESTION]}
     assert (waited["decided_by"], waited["decided_via"]) == ("Alice", "discord")
     assert f"{approval}: allowed for the session by Alice on Discord" in await _told(discord, alice)
     edited = await eventually(lambda: discord.edits or None)
@@ -102,7 +90,7 @@ async def test_an_allowed_sender_answers_with_a_button(
 async def test_an_interaction_not_on_the_bots_own_message_changes_nothing(
     stack: Stack, discord: FakeDiscord, agent: str
 ) -> None:
-    approval = await _open(stack, agent)
+    approval = await open_approval(stack, agent)
     message = await eventually(lambda: _request_in(discord, approval))
     # Meant for another application, or a press on a message the bot never posted.
     elsewhere = discord.human_presses(message, f"ap:{approval}:a", application_id=99)
@@ -118,7 +106,7 @@ async def test_an_interaction_not_on_the_bots_own_message_changes_nothing(
 async def test_an_answer_from_the_terminal_takes_the_buttons_away(
     stack: Stack, discord: FakeDiscord, agent: str
 ) -> None:
-    approval = await _open(stack, agent)
+    approval = await open_approval(stack, agent)
     message = await eventually(lambda: _request_in(discord, approval))
     await stack.call("approval_decide", id=approval, behavior="deny", by="bob", message="no")
     edited = await eventually(lambda: discord.edits or None)

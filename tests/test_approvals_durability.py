@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
 from pathlib import Path
 
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from tests.support.cli import AGENTCOMMS
+from tests.support.hooks import start_hook
 from tests.support.stack import running_stack
 from tests.support.waiting import eventually
 from workers.main import build_workers
@@ -23,25 +22,6 @@ PERMISSION = {
     "tool_input": {"command": "touch durable.txt"},
     "permission_suggestions": [],
 }
-
-
-def _hook(tmp_path: Path, socket: Path, agent: str) -> subprocess.Popen[str]:
-    """The hook as Claude Code runs it, in the background: the gateway runs in this loop."""
-    given = tmp_path / "payload.json"
-    given.write_text(json.dumps(PERMISSION))
-    with given.open() as stdin:
-        return subprocess.Popen(
-            [AGENTCOMMS, "hook", "claude-code"],
-            stdin=stdin,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env={
-                "PATH": "/usr/bin:/bin",
-                "AGENTCOMMS_SOCKET": str(socket),
-                "AGENTCOMMS_AGENT_ID": agent,
-            },
-        )
 
 
 async def _started(workers: list[Worker]) -> list[Worker]:
@@ -61,7 +41,7 @@ async def test_the_hook_gets_the_decision_across_a_worker_restart(
     async with running_stack(temporal_env.client, tmp_path, with_worker=False) as stack:
         workers = await _started(build_workers(stack.client, stack.cfg, stack.store))
         agent = stack.agent_id()
-        proc = _hook(tmp_path, stack.cfg.server.socket(), agent)
+        proc = start_hook(stack, PERMISSION, agent, tmp_path)
         try:
 
             async def opened() -> str | None:

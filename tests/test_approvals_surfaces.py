@@ -26,6 +26,7 @@ from tests.support.chat import (
     with_telegram,
     with_twilio,
 )
+from tests.support.hooks import open_approval
 from tests.support.stack import Stack, running_stack
 from tests.support.waiting import eventually
 from workflows.approval.client import Approvals
@@ -71,14 +72,7 @@ async def _shown_everywhere(
     stack: Stack, agent: str, telegram: FakeTelegram, discord: FakeDiscord, twilio: FakeTwilio
 ) -> tuple[str, dict[str, Any], dict[str, Any]]:
     """An approval opened, once its request is in every chat: (id, Telegram's, Discord's)."""
-    opened = await stack.call(
-        "approval_open",
-        kind="claude-code",
-        agent_id=agent,
-        tool_name="Bash",
-        tool_input={"command": "touch done.txt"},
-    )
-    approval = str(opened["id"])
+    approval = await open_approval(stack, agent, session=False)
     marker = f"approval {approval}"
     in_telegram = await eventually(
         lambda: next((m for m in telegram.sent if marker in m["text"]), None)

@@ -14,10 +14,9 @@ from temporalio.testing import WorkflowEnvironment
 
 from tests.fakes.telegram import FakeTelegram
 from tests.support.chat import CHAT, connected, with_telegram
+from tests.support.hooks import SESSION_SUGGESTION, open_approval
 from tests.support.stack import Stack, running_stack
 from tests.support.waiting import eventually
-
-SUGGESTION = {"type": "addDirectories", "directories": ["/p"], "destination": "session"}
 
 
 @pytest.fixture
@@ -31,18 +30,6 @@ async def stack(
         yield s
 
 
-async def _open(stack: Stack, agent: str) -> str:
-    opened = await stack.call(
-        "approval_open",
-        kind="claude-code",
-        agent_id=agent,
-        tool_name="Bash",
-        tool_input={"command": "touch done.txt"},
-        permission_suggestions=[SUGGESTION],
-    )
-    return str(opened["id"])
-
-
 def _request_in_chat(telegram: FakeTelegram, approval: str) -> dict[str, Any] | None:
     return next((m for m in telegram.sent if f"approval {approval}" in m["text"]), None)
 
@@ -54,7 +41,7 @@ def _labels(message: dict[str, Any]) -> list[str]:
 async def test_an_allowed_sender_answers_with_a_button(
     stack: Stack, telegram: FakeTelegram, agent: str
 ) -> None:
-    approval = await _open(stack, agent)
+    approval = await open_approval(stack, agent)
     message = await eventually(lambda: _request_in_chat(telegram, approval))
     assert message["chat"]["id"] == CHAT
     assert "asks to use Bash:\ntouch done.txt" in message["text"]
@@ -68,7 +55,7 @@ async def test_an_allowed_sender_answers_with_a_button(
 
     telegram.human_presses(message, f"ap:{approval}:s", user_id=CHAT, first_name="Alice")
     waited = await stack.call("approval_wait", id=approval, wait_s=10)
-    assert waited["decision"] == {"behavior": "allow", "updatedPermissions": [SUGGESTION]}
+    assert waited["decision"] == {"behavior": "allow", "updatedPermissions": [SESSION_SUGGESTION]}
     assert (waited["decided_by"], waited["decided_via"]) == ("Alice", "telegram")
     edited = await eventually(lambda: telegram.edits or None)
     assert edited[0]["message_id"] == message["message_id"]
@@ -85,7 +72,7 @@ async def test_an_allowed_sender_answers_with_a_button(
 async def test_an_answer_from_the_terminal_edits_the_chat(
     stack: Stack, telegram: FakeTelegram, agent: str
 ) -> None:
-    approval = await _open(stack, agent)
+    approval = await open_approval(stack, agent)
     await eventually(lambda: _request_in_chat(telegram, approval))
     await stack.call("approval_decide", id=approval, behavior="deny", by="bob", message="no")
     edited = await eventually(lambda: telegram.edits or None)

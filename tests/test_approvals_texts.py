@@ -20,11 +20,11 @@ from agentcomms.ids import provider_event_id
 from tests.fakes.serve import free_port
 from tests.fakes.twilio import FakeTwilio
 from tests.support.chat import ALICE, STRANGER, Hooks, with_twilio
+from tests.support.hooks import SESSION_SUGGESTION, open_approval
 from tests.support.stack import Stack, register_recorder, running_stack
 from tests.support.tmux import Tmux
 from tests.support.waiting import eventually
 
-SUGGESTION = {"type": "addDirectories", "directories": ["/p"], "destination": "session"}
 WHATSAPP_ALICE = f"whatsapp:{ALICE}"
 BOB = "+15557654321"
 
@@ -38,18 +38,6 @@ async def stack_and_hooks(
         temporal_env.client, tmp_path, configure=with_twilio(twilio, agent, port)
     ) as s:
         yield s, Hooks(twilio, port)
-
-
-async def _open(stack: Stack, agent: str, *, session: bool = True) -> str:
-    opened = await stack.call(
-        "approval_open",
-        kind="claude-code",
-        agent_id=agent,
-        tool_name="Bash",
-        tool_input={"command": "touch done.txt"},
-        permission_suggestions=[SUGGESTION] if session else [],
-    )
-    return str(opened["id"])
 
 
 def _request_to(twilio: FakeTwilio, to: str, approval: str) -> str | None:
@@ -71,7 +59,7 @@ async def test_a_reply_with_the_code_decides_and_never_reaches_the_pane(
 ) -> None:
     stack, hooks = stack_and_hooks
     out = await register_recorder(stack, tmux, tmp_path, agent)
-    approval = await _open(stack, agent)
+    approval = await open_approval(stack, agent)
     request = await eventually(lambda: _request_to(twilio, ALICE, approval))
     assert request.startswith(f"{agent} asks to use Bash:\ntouch done.txt\n\n")
     assert f"Reply YES {approval} or NO {approval}" in request
@@ -108,21 +96,21 @@ async def test_always_allows_for_the_session_where_offered(
     stack_and_hooks: tuple[Stack, Hooks], twilio: FakeTwilio, agent: str
 ) -> None:
     stack, hooks = stack_and_hooks
-    plain = await _open(stack, agent, session=False)
+    plain = await open_approval(stack, agent, session=False)
     request = await eventually(lambda: _request_to(twilio, ALICE, plain))
     assert "ALWAYS" not in request
     refused, _ = await _replies(hooks, twilio, f"ALWAYS {plain}")
     assert f"{plain} offers nothing for the session" in refused
     assert (await stack.call("approval_wait", id=plain, wait_s=0.5)) == {"status": "open"}
 
-    approval = await _open(stack, agent)
+    approval = await open_approval(stack, agent)
     await eventually(lambda: _request_to(twilio, WHATSAPP_ALICE, approval))
     answer, _ = await _replies(
         hooks, twilio, f"Always {approval}", whatsapp=True, profile_name="Alice"
     )
     assert f"{approval}: allowed for the session by Alice on WhatsApp" in answer
     waited = await stack.call("approval_wait", id=approval, wait_s=10)
-    assert waited["decision"] == {"behavior": "allow", "updatedPermissions": [SUGGESTION]}
+    assert waited["decision"] == {"behavior": "allow", "updatedPermissions": [SESSION_SUGGESTION]}
     told = f"{approval} ({agent}, Bash): allowed for the session by Alice on WhatsApp"
     await eventually(lambda: told in twilio.bodies_to(ALICE))
     assert told not in twilio.bodies_to(WHATSAPP_ALICE)
@@ -132,7 +120,7 @@ async def test_a_strangers_code_changes_nothing_and_is_recorded(
     stack_and_hooks: tuple[Stack, Hooks], twilio: FakeTwilio, agent: str
 ) -> None:
     stack, hooks = stack_and_hooks
-    approval = await _open(stack, agent)
+    approval = await open_approval(stack, agent)
     await eventually(lambda: _request_to(twilio, ALICE, approval))
     answer, sid = await _replies(hooks, twilio, f"YES {approval}", sender=STRANGER)
     assert f"Only the agent's approvers may answer {approval}: nothing changed." in answer
@@ -157,7 +145,7 @@ async def test_approvers_narrow_who_may_answer_by_text(
 
     async with running_stack(temporal_env.client, tmp_path, configure=configure) as stack:
         hooks = Hooks(twilio, port)
-        approval = await _open(stack, agent)
+        approval = await open_approval(stack, agent)
         await eventually(lambda: _request_to(twilio, ALICE, approval))
         by_sms, sid = await _replies(hooks, twilio, f"YES {approval}")
         assert f"Only the agent's approvers may answer {approval}" in by_sms

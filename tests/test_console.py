@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 import subprocess
 from collections.abc import AsyncIterator
@@ -22,6 +21,7 @@ from tests.support.browser import console_address, console_stack, launched, serv
 from tests.support.cli import AGENTCOMMS, env_for, run, stop, wait_for_line
 from tests.support.fake_agent import FakeAgent, ready_agent, state_is
 from tests.support.home import write_config
+from tests.support.hooks import permission_request, start_hook
 from tests.support.stack import Stack
 from tests.support.tmux import SENT_HEADER, Tmux
 from tests.support.waiting import eventually
@@ -96,35 +96,6 @@ async def test_an_agent_turning_busy_then_ready_shows_on_the_page(
     await expect(page.locator("#live")).to_have_text("live")  # the same page all along
 
 
-def _permission_hook(stack: Stack, agent_id: str, tmp_path: Path) -> subprocess.Popen[str]:
-    """The agent's PermissionRequest hook, as Claude Code runs it, waiting for the answer."""
-    payload = tmp_path / "permission.json"
-    payload.write_text(
-        json.dumps(
-            {
-                "session_id": "s",
-                "hook_event_name": "PermissionRequest",
-                "tool_name": "Bash",
-                "tool_input": {"command": "touch console.txt"},
-                "permission_suggestions": [],
-            }
-        )
-    )
-    with payload.open() as stdin:
-        return subprocess.Popen(
-            [AGENTCOMMS, "hook", "claude-code"],
-            stdin=stdin,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env={
-                "PATH": os.environ["PATH"],
-                "AGENTCOMMS_SOCKET": str(stack.cfg.server.socket()),
-                "AGENTCOMMS_AGENT_ID": agent_id,
-            },
-        )
-
-
 async def _open_approval(stack: Stack, agent_id: str) -> str | None:
     rows = (await stack.call("approvals"))["approvals"]
     return next((r["id"] for r in rows if r["agent_id"] == agent_id), None)
@@ -135,7 +106,9 @@ async def test_allow_clicked_on_a_pending_approval_reaches_the_hook(
 ) -> None:
     agent_id = stack.agent_id("asking")
     await _opened(page, stack)  # open before the request: it arrives live
-    hook = _permission_hook(stack, agent_id, tmp_path)
+    hook = start_hook(
+        stack, permission_request("Bash", {"command": "touch console.txt"}), agent_id, tmp_path
+    )
     try:
         approval = await eventually(lambda: _open_approval(stack, agent_id), timeout=30)
         card = page.locator(f"#approval-{approval}")

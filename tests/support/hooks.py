@@ -42,3 +42,21 @@ def permission_request(tool_name: str, tool_input: dict[str, Any]) -> dict[str, 
         "tool_input": tool_input,
         "permission_suggestions": [],
     }
+
+
+# What Claude Code offers for "allow for this session" (a permission suggestion for the session).
+SESSION_SUGGESTION = {"type": "addDirectories", "directories": ["/p"], "destination": "session"}
+
+
+async def open_approval(stack: Stack, agent: str, *, session: bool = True) -> str:
+    """An approval opened as the agent's PermissionRequest hook opens it, for `touch done.txt`,
+    offering "allow for this session" when `session`; its id."""
+    opened = await stack.call(
+        "approval_open",
+        kind="claude-code",
+        agent_id=agent,
+        tool_name="Bash",
+        tool_input={"command": "touch done.txt"},
+        permission_suggestions=[SESSION_SUGGESTION] if session else [],
+    )
+    return str(opened["id"])
