@@ -154,6 +154,29 @@ async def test_allow_for_this_session_gives_what_the_agent_offered(
     await expect(card).to_contain_text("allowed for the session by", timeout=SHOWN_S)
 
 
+async def test_a_question_is_answered_with_its_options_label(stack: Stack, page: Page) -> None:
+    agent_id = stack.agent_id("wondering")
+    await _opened(page, stack, "/")
+    question = {"question": "Which colour?", "header": "Colour", "multiSelect": False}
+    options = [{"label": "red", "description": ""}, {"label": "blue", "description": ""}]
+    opened = await stack.call(
+        "approval_open",
+        kind="claude-code",
+        agent_id=agent_id,
+        tool_name="AskUserQuestion",
+        tool_input={"questions": [{**question, "options": options}]},
+    )
+    card = page.locator(f"#approval-{opened['id']}")
+    await expect(card).to_contain_text("Which colour?", timeout=SHOWN_S)
+    assert await card.get_by_role("button", name="Allow", exact=True).count() == 0
+    await card.get_by_role("button", name="blue", exact=True).click()
+    await expect(card.locator(".outcome")).to_contain_text("answered 'blue' by", timeout=SHOWN_S)
+    decided = await Approvals(stack.client, stack.cfg.temporal.task_queue).view(opened["id"])
+    assert decided is not None and decided.decision is not None
+    assert (decided.decision.behavior, decided.decision.answer) == ("answer", "blue")
+    assert decided.decision.via == "console"
+
+
 def test_the_pages_templates_and_script_are_installed_with_the_package() -> None:
     import fnmatch
     import tomllib

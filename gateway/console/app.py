@@ -59,6 +59,7 @@ BEHAVIORS: dict[str, Behavior] = {
     "allow": "allow",
     "allow_session": "allow_session",
     "deny": "deny",
+    "answer": "answer",
 }
 TIMELINE = 100
 # A page's stream says it is alive this often, so proxies and browsers keep it open for days.
@@ -226,13 +227,16 @@ class ConsoleApp:
     async def decide(self, request: Request, form: dict[str, str]) -> Response:
         behavior = BEHAVIORS.get(form.get("behavior", ""))
         if behavior is None:
-            return _said("behavior: expected allow, allow_session or deny", 400)
+            return _said("behavior: expected allow, allow_session, deny or answer", 400)
+        # A question's answer: the option pressed, or the human's own words.
+        answer = form.get("answer_words") if form.get("answer_own") else form.get("answer")
         result = await self._approvals.answer(
             request.path_params["approval_id"],
             behavior,
             by=getpass.getuser(),
             via="console",
             message=form.get("message") or None,
+            answer=answer or None,
         )
         if _wants_json(request):
             return JSONResponse(result, headers=HEADERS)
