@@ -2,7 +2,8 @@
 to that chat, as an answer to the human's message.
 
 The agent's hooks say when a turn starts (``UserPromptSubmit``, with the prompt as typed) and
-ends (``Stop``, with Claude Code's and Codex's ``last_assistant_message``). The prompt begins
+ends (``Stop``, with Claude Code's and Codex's ``last_assistant_message``; ``StopFailure``, with
+its error, which the human is told in one line). The prompt begins
 with the header agentcomms typed for the first message in it (``[telegram:456 from Alice] …``;
 a body's own lines all begin with ``| ``, so no line of the human's words reads as a header), so
 the chat that started the turn is known; only a chat whose message reached this agent through
@@ -38,6 +39,8 @@ _CHATS = "|".join(p for p in PROVIDERS if p != "local")
 _HEADER = re.compile(rf"^\[((?:{_CHATS}):[^\s\]]+) from ", re.MULTILINE)
 # The longest reply sent back; the outbox splits it at the provider's limit.
 MIRRORED_CHARS = 16_000
+# A turn's error is told in one line, at most this long.
+ERROR_LINE_CHARS = 300
 # How far back a chat's history is read for the human's message and the agent's own sends.
 LOOK_BACK = 20
 
@@ -56,6 +59,19 @@ def chat_of(prompt: object) -> str | None:
     return found[1] if found else None
 
 
+def last_words(event: str, payload: dict[str, object]) -> str | None:
+    """What the human is sent at a turn's end: the agent's reply, or, for a turn that ended in an
+    error (Claude Code's ``StopFailure``: a rate limit, a failed login), one line saying so."""
+    if event == "Stop":
+        reply = payload.get("last_assistant_message")
+        return reply[:MIRRORED_CHARS] if isinstance(reply, str) and reply.strip() else None
+    error, details = payload.get("error"), payload.get("error_details")
+    line = f"The agent's turn stopped on an error: {error if isinstance(error, str) else 'unknown'}"
+    if isinstance(details, str) and details.strip():
+        line += f" ({details})"
+    return " ".join(line.split())[:ERROR_LINE_CHARS]
+
+
 class ReplyMirror:
     def __init__(self, cfg: Config, store: Store, outbox: Outbox) -> None:
         self._cfg = cfg
@@ -67,10 +83,10 @@ class ReplyMirror:
         """An observer of the agent's hooks (:class:`gateway.agent_hooks.AgentHookMethods`)."""
         if event == "UserPromptSubmit":
             self._turns[agent_id] = Turn(chat_of(payload.get("prompt")), utcnow())
-        elif event == "Stop":
+        elif event in ("Stop", "StopFailure"):
             turn = self._turns.pop(agent_id, None)  # taken: a second Stop sends nothing
-            reply = payload.get("last_assistant_message")
-            if turn is None or not isinstance(reply, str) or not reply.strip():
+            reply = last_words(event, payload)
+            if turn is None or reply is None:
                 return
             mode = self._cfg.mirror(agent_id)
             if turn.channel_id is not None and mode != "off":
@@ -81,10 +97,10 @@ class ReplyMirror:
                 return
             for channel_id in chats:
                 try:
-                    await self._mirror(agent_id, channel_id, turn, reply[:MIRRORED_CHARS])
+                    await self._mirror(agent_id, channel_id, turn, reply)
                 except (RPCError, OSError) as exc:  # the turn is over either way
                     log.warning("%s: reply not mirrored to %s: %s", agent_id, channel_id, exc)
-        elif event in ("StopFailure", "SessionEnd"):
+        elif event == "SessionEnd":
             self._turns.pop(agent_id, None)
 
     async def _mirror(self, agent_id: str, channel_id: str, turn: Turn, reply: str) -> None:

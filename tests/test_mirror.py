@@ -90,6 +90,17 @@ async def test_the_turns_last_words_answer_the_chat_that_started_it_once(
     assert _replies(telegram, "Tidied.") == _replies(telegram, "I told Alice: six.") == []
 
 
+async def test_a_turn_that_ends_in_an_error_tells_the_chat_in_one_line(
+    stack: Stack, telegram: FakeTelegram, fake: FakeAgent, agent: str
+) -> None:
+    asked = await _asks(stack, telegram, agent, "summarise the logs")
+    await fake.hook("UserPromptSubmit", prompt=f"[telegram:{CHAT} from Alice] summarise the logs")
+    await fake.hook("StopFailure", error="rate_limit", error_details="429: try again\nin a minute")
+    told = "The agent's turn stopped on an error: rate_limit (429: try again in a minute)"
+    [reply] = await eventually(lambda: _replies(telegram, told) or None)
+    assert reply["reply_to_message_id"] == asked["message_id"]
+
+
 @pytest.mark.parametrize("mode", ["all", "off"])
 async def test_mirror_all_sends_every_turn_and_off_none(
     temporal_env: WorkflowEnvironment,

@@ -37,7 +37,7 @@ SENT_STRING_CHARS = 500
 SENT_PROMPT_CHARS = 4_000
 # A turn's last words, which go back to the chat that started the turn.
 SENT_REPLY_CHARS = 16_000
-# Fields the state needs, and the turn's reply; the rest of a payload (transcripts, tool
+# Fields the state needs, and the turn's reply or error; the rest of a payload (transcripts, tool
 # responses) stays here.
 SENT_FIELDS = (
     "session_id",
@@ -47,6 +47,8 @@ SENT_FIELDS = (
     "prompt",
     "type",
     "last_assistant_message",
+    "error",
+    "error_details",
 )
 
 
