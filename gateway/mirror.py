@@ -39,6 +39,10 @@ _CHATS = "|".join(p for p in PROVIDERS if p != "local")
 _HEADER = re.compile(rf"^\[((?:{_CHATS}):[^\s\]]+) from ", re.MULTILINE)
 # The longest reply sent back; the outbox splits it at the provider's limit.
 MIRRORED_CHARS = 16_000
+# What one SMS carries of a long reply (Twilio's 1,600 characters is ten billed segments), and
+# where the rest is.
+SMS_FIRST_PART = 600
+SMS_THE_REST = " […] (the whole reply: `agentcomms inbox`, or the console)"
 # A turn's error is told in one line, at most this long.
 ERROR_LINE_CHARS = 300
 # How far back a chat's history is read for the human's message and the agent's own sends.
@@ -132,7 +136,12 @@ class ReplyMirror:
                 "mirrored": True,
             },
         )
-        send = ChatSend(provider=provider, chat_id=chat_id, text=reply, reply_to=reply_to)
+        sent = reply
+        if provider == "sms" and len(reply) > SMS_FIRST_PART:
+            # Each SMS is billed and a phone may show the parts out of order: the start, and
+            # where the whole reply is (kept in the projection, shown by `inbox` and the console).
+            sent = reply[:SMS_FIRST_PART].rstrip() + SMS_THE_REST
+        send = ChatSend(provider=provider, chat_id=chat_id, text=sent, reply_to=reply_to)
         await self._outbox.post(
             agent_id, channel_id, OutboxItem(id=event.id, send=send, event=event)
         )

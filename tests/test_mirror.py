@@ -14,10 +14,13 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.config import AgentConfig, Config
+from gateway.mirror import SMS_FIRST_PART, SMS_THE_REST
 from tests.fakes.anthropic import text
+from tests.fakes.serve import free_port
 from tests.fakes.telegram import FakeTelegram
+from tests.fakes.twilio import FakeTwilio
 from tests.support.agents import claude_with_agentcomms
-from tests.support.chat import CHAT, connected, with_telegram
+from tests.support.chat import ALICE, CHAT, Hooks, connected, with_telegram, with_twilio
 from tests.support.fake_agent import FakeAgent, registered, start_fake_agent, state_is
 from tests.support.stack import Stack, register, running_stack
 from tests.support.tmux import Tmux
@@ -166,3 +169,27 @@ async def test_the_real_claude_codes_answer_to_a_telegram_message_comes_back(
         asked = telegram.human_says(CHAT, "what is two plus two?\nbe brief")
         [reply] = await eventually(lambda: _replies(telegram, "It is 4.") or None, timeout=60)
     assert reply["reply_to_message_id"] == asked["message"]["message_id"]
+
+
+async def test_a_long_reply_by_sms_sends_its_start_and_where_the_rest_is(
+    temporal_env: WorkflowEnvironment, tmp_path: Path, twilio: FakeTwilio, tmux: Tmux, agent: str
+) -> None:
+    port = free_port()
+    configure = with_twilio(twilio, agent, port)
+    async with running_stack(temporal_env.client, tmp_path, configure=configure) as stack:
+        fake = await _ready(stack, tmux, tmp_path, agent)
+        answered = await Hooks(twilio, port).post("sms", twilio.incoming(ALICE, "status?"))
+        assert answered.status_code == 200, answered.text
+        await eventually(lambda: stack.store.channel_history(f"sms:{ALICE}", 10, agent_id=agent))
+        reply = "All green. " + "Details follow. " * 150  # 2,411 characters
+        await fake.hook("UserPromptSubmit", prompt=f"[sms:{ALICE} from {ALICE}] status?")
+        await fake.hook("Stop", last_assistant_message=reply)
+
+        [sent] = await eventually(
+            lambda: [b for b in twilio.bodies_to(ALICE) if b.startswith("All green.")] or None
+        )
+        assert sent == reply[:SMS_FIRST_PART].rstrip() + SMS_THE_REST
+        # The whole reply is kept where the message says it is.
+        history = await stack.store.channel_history(f"sms:{ALICE}", 10, agent_id=agent)
+        [kept] = [e for e in history if e.direction == "out" and e.payload.get("mirrored")]
+        assert kept.payload["text"] == reply
