@@ -27,7 +27,7 @@ import subprocess
 import sys
 import time
 from collections import Counter, defaultdict
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from importlib.metadata import version
@@ -97,14 +97,21 @@ def _config_in(home: Path, voice: VoiceConfig | None = None) -> Config:
 
 @asynccontextmanager
 async def temporal(
-    home: Path, *, product: bool = True, voice: VoiceConfig | None = None
+    home: Path,
+    *,
+    product: bool = True,
+    voice: VoiceConfig | None = None,
+    configure: Callable[[Config], Config] | None = None,
 ) -> AsyncIterator[Stack]:
-    """A fresh home with its own embedded dev server; with `product`, the worker and gateway too.
+    """A fresh home with its own embedded dev server; with `product`, the worker and gateway too;
+    `configure` changes the default configuration first (e.g. a chat provider on its fake).
 
     The home holds the Temporal database, the projection, the gateway socket (``daemon.sock``)
     and the dev server's log. A Unix socket path is limited to 108 bytes: keep `home` short.
     """
     cfg = _config_in(home, voice)
+    if configure is not None:
+        cfg = configure(cfg)
     async with temporal_and_store(cfg, embed=True, headless=True) as rt, AsyncExitStack() as stack:
         if product:
             for worker in build_workers(rt.client, cfg, rt.store):
