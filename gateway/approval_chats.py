@@ -115,6 +115,8 @@ class ApprovalChats:
         sender = self._sender(provider)
         if provider in BUTTON_PROVIDERS:
             text = f"{asks(request)}\n\n(approval {request.id})"
+            if request.ask == "question":  # several options, or words of one's own, by reply
+                text += f"\n{reply_with(request)}"
             return await cast(ButtonSender, sender).send_buttons(chat, text, buttons(request))
         text = f"{asks(request, input_chars=TEXT_INPUT_CHARS)}\n\n{reply_with(request)}"
         return await sender.send_text(chat, text)

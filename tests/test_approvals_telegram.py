@@ -107,6 +107,34 @@ async def test_a_questions_options_are_buttons_and_a_press_answers_it(
     assert f"{approval}: answered 'blue' by Alice on Telegram" in edited[0]["text"]
 
 
+async def test_several_options_or_own_words_are_answered_by_reply(
+    stack: Stack, telegram: FakeTelegram, agent: str
+) -> None:
+    labels = ["lint", "tests", "docs"]
+    question = {
+        "question": "Which checks should run?",
+        "header": "Checks",
+        "options": [{"label": label, "description": ""} for label in labels],
+        "multiSelect": True,
+    }
+    opened = await stack.call(
+        "approval_open",
+        kind="claude-code",
+        agent_id=agent,
+        tool_name="AskUserQuestion",
+        tool_input={"questions": [question]},
+    )
+    approval = opened["id"]
+    message = await eventually(lambda: _request_in_chat(telegram, approval))
+    assert f"Reply ANSWER {approval} followed by an option's number or label" in message["text"]
+
+    telegram.human_says(CHAT, f"ANSWER {approval} 1, tests", first_name="Alice")
+    waited = await stack.call("approval_wait", id=approval, wait_s=10)
+    assert waited["decision"] == {"behavior": "allow", "answer": "lint, tests"}
+    told = await eventually(lambda: [t for t in telegram.texts_to(CHAT) if "lint, tests" in t])
+    assert f"{approval}: answered 'lint, tests' by Alice on Telegram" in told[0]
+
+
 async def test_a_plan_is_posted_with_approve_and_keep_planning(
     stack: Stack, telegram: FakeTelegram, agent: str
 ) -> None:

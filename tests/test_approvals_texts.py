@@ -24,6 +24,7 @@ from tests.support.hooks import SESSION_SUGGESTION, open_approval
 from tests.support.stack import Stack, register_recorder, running_stack
 from tests.support.tmux import Tmux
 from tests.support.waiting import eventually
+from workflows.approval.client import Approvals
 
 WHATSAPP_ALICE = f"whatsapp:{ALICE}"
 BOB = "+15557654321"
@@ -190,6 +191,13 @@ async def test_a_plan_by_text_and_a_question_sent_to_the_terminal(
         lambda: next((b for b in twilio.bodies_to(ALICE) if asked["id"] in b), None)
     )
     assert texted.startswith(f"{agent} asks: Which colour?\n1. red\n2. blue")
+    assert f"Reply ANSWER {asked['id']} followed by an option's number or label" in texted
     answer, _ = await _replies(hooks, twilio, f"YES {asked['id']}")
-    assert f"{asked['id']} is a question: Answer it from the terminal" in answer
+    assert f"{asked['id']} is a question: Reply ANSWER {asked['id']}" in answer
     assert (await stack.call("approval_wait", id=asked["id"], wait_s=0.5)) == {"status": "open"}
+    # By the option's number; a question's own words would be taken as they are.
+    answer, _ = await _replies(hooks, twilio, f"answer {asked['id']} 2", profile_name="Alice")
+    assert f"{asked['id']}: answered 'blue' by Alice on SMS" in answer
+    view = await Approvals(stack.client, stack.cfg.temporal.task_queue).view(asked["id"])
+    assert view is not None and view.decision is not None
+    assert (view.decision.behavior, view.decision.answer) == ("answer", "blue")

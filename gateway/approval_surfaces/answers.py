@@ -136,13 +136,15 @@ class ChatAnswers:
             return InboundResult(
                 "rejected", event_id=event_id, agent_id=agent_id, reply=refused_answer(approval_id)
             )
-        if view.request.ask == "question" and view.open:
-            await record("rejected", f"approval {approval_id} is a question")
+        is_question = view.request.ask == "question"
+        if view.open and is_question != (answer.behavior == "answer" and bool(answer.reason)):
+            what = "a question" if is_question else "not a question"
+            await record("rejected", f"approval {approval_id} is {what}")
             return InboundResult(
                 "refused",
                 event_id=event_id,
                 agent_id=agent_id,
-                reply=f"{approval_id} is a question: {reply_with(view.request)}",
+                reply=f"{approval_id} is {what}: {reply_with(view.request)}",
             )
         if answer.behavior == "allow_session" and not view.request.suggestions and view.open:
             await record("rejected", f"approval {approval_id} offers nothing for the session")
@@ -159,7 +161,10 @@ class ChatAnswers:
             Decision(
                 approval_id=approval_id,
                 behavior=answer.behavior,
-                message=_shown(answer.reason, 2_000) if answer.reason else None,
+                message=_shown(answer.reason, 2_000) if answer.reason and not is_question else None,
+                answer=chosen(view.request.options, answer.reason)
+                if is_question and answer.reason
+                else None,
                 by=who,
                 via=message.provider,
             )

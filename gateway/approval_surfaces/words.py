@@ -31,10 +31,15 @@ SURFACE_NAMES = {
 }
 HOW = {"allow": "allowed", "allow_session": "allowed for the session", "deny": "denied"}
 PLAN_HOW = {"allow": "approved", "deny": "sent back to planning"}
-CODE_WORDS: dict[str, Behavior] = {"yes": "allow", "always": "allow_session", "no": "deny"}
+CODE_WORDS: dict[str, Behavior] = {
+    "yes": "allow",
+    "always": "allow_session",
+    "no": "deny",
+    "answer": "answer",  # a question's: option numbers or labels (comma-separated), or words
+}
 # An approval id as typed back: four of its letters and digits (no 0/O, 1/I), any case.
 _CODED = re.compile(
-    r"\s*(yes|no|always)\s+([2-9a-hj-np-z]{4})(?![0-9a-z])[\s.,:;!-]*(.*)",
+    r"\s*(yes|no|always|answer)\s+([2-9a-hj-np-z]{4})(?![0-9a-z])[\s.,:;!-]*(.*)",
     re.IGNORECASE | re.DOTALL,
 )
 # The longest reason a denial by code carries (the agent reads it word for word).
@@ -83,7 +88,7 @@ class CodedAnswer:
 
     approval_id: str
     behavior: Behavior
-    reason: str | None  # a denial's words after the code
+    reason: str | None  # a denial's words after the code, or a question's answer
     typed_as_code: bool  # the code in capitals or with a digit, as the request spelled it
 
 
@@ -94,7 +99,7 @@ def coded(text: str) -> CodedAnswer | None:
         return None
     word, code, rest = found[1].lower(), found[2], found[3].strip()
     behavior = CODE_WORDS[word]
-    reason = rest[:REASON_CHARS] if behavior == "deny" and rest else None
+    reason = rest[:REASON_CHARS] if behavior in ("deny", "answer") and rest else None
     return CodedAnswer(
         approval_id=code.upper(),
         behavior=behavior,
@@ -111,7 +116,10 @@ def refused_answer(approval_id: str) -> str:
 def reply_with(request: ApprovalRequest) -> str:
     """How to answer by text."""
     if request.ask == "question":
-        return f'Answer it from the terminal: agentcomms answer {request.id} "LABEL or words".'
+        return (
+            f"Reply ANSWER {request.id} followed by an option's number or label (several: "
+            "comma-separated) or your own words."
+        )
     if request.ask == "plan":
         return (
             f"Reply YES {request.id} to approve it, or NO {request.id} followed by what to "
