@@ -25,7 +25,9 @@ from agentcomms.bridge.sanitize import sanitize
 from agentcomms.config import Config
 from agentcomms.config.redact import mask_secrets
 from agentcomms.errors import RpcError
+from agentcomms.escalation_models import Escalation
 from agentcomms.logs import redact
+from agentcomms.models import utcnow
 from agentcomms.transports import ButtonPress
 from agentcomms.trust import DeploymentKey
 from gateway.agent_hooks import AgentHookMethods, PaneId
@@ -116,7 +118,7 @@ class ApprovalMethods:
                 )
             )
             try:
-                await self._approvals.open(request)
+                await self._approvals.open(request, self._escalation(request))
             except WorkflowAlreadyStartedError:
                 continue  # a short id is taken now and then: draw another
             self._waiting[request.id] = (agent_id, p.tool_name, _as_reported(p.tool_input))
@@ -126,6 +128,23 @@ class ApprovalMethods:
             )
             return {"id": request.id, "agent_id": agent_id, "timeout_s": request.timeout_s}
         raise RpcError(NOT_FOUND, "no free approval id after several tries; try again")
+
+    def _escalation(self, request: ApprovalRequest) -> Escalation | None:
+        """The agent's ladder for this request, signed; None when the config has none."""
+        rungs, quiet, never_sleeps = self._cfg.escalation_for(request.agent_id)
+        if not rungs:
+            return None
+        return self._key.sign_escalation(
+            Escalation(
+                subject_id=request.id,
+                agent_id=request.agent_id,
+                text=asks(request),
+                rungs=rungs,
+                quiet_hours=quiet,
+                overrides_quiet=never_sleeps,
+                opened_at=utcnow(),
+            )
+        )
 
     async def approval_wait(self, p: ApprovalWaitParams) -> dict[str, Any]:
         """Long-polls: `decided` with the hook's answer (None: leave it to the terminal), or
@@ -246,6 +265,13 @@ def hook_decision(key: DeploymentKey, view: ApprovalView) -> dict[str, Any] | No
             "message": decision.message or f"Denied by {decision.by}.",
         }
     return None  # answered in the terminal
+
+
+def asks(request: ApprovalRequest) -> str:
+    """What the agent wants, as a person hears it: "backend asks to run: rm -rf build"."""
+    if request.tool == "Bash":
+        return f"{request.agent_id} asks to run: {request.input_text}"
+    return f"{request.agent_id} asks to use {request.tool}: {request.input_text}"
 
 
 def _as_reported(tool_input: dict[str, Any]) -> Any:

@@ -21,6 +21,7 @@ from agentcomms.models import LOCAL_CHANNEL, Agent, Event, Try
 from agentcomms.store import Store
 from agentcomms.temporal import POLL_SILENCE_S, last_polls, ui_url
 from agentcomms.workflow_ids import host_of_task_queue, mailbox_id, outbox_workflow_id
+from gateway.approval_trace import is_approval_id, trace_approval
 from workflows.mailbox.client import Mailbox
 from workflows.mailbox.models import AgentSnapshot, QueuedEvent
 from workflows.mailbox.workflow import AgentWorkflow
@@ -74,6 +75,10 @@ class Tracer:
         self._host = host
 
     async def trace(self, event_id: str) -> dict[str, Any]:
+        if is_approval_id(event_id):
+            traced = await trace_approval(self._client, self._cfg, event_id)
+            if traced is not None:
+                return traced
         event = await self._store.get_event(event_id)
         if event is None:
             raise TraceNotFound(

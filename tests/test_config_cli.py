@@ -304,6 +304,9 @@ def test_end_to_end_init_validate_show(home: Path) -> None:
             "max_pending_bytes": None,
             "token": None,
             "approvals": {"on_timeout": None},
+            "escalation": None,
+            "quiet_hours": None,
+            "never_sleep": False,
         }
     }
     assert SECRET not in show.stdout + show.stderr

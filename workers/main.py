@@ -20,6 +20,7 @@ from temporalio.worker import Worker
 
 from activities.chat import ChatActivities
 from activities.delivery import PaneActivities
+from activities.escalation import EscalationActivities
 from activities.projection import ProjectionActivities
 from activities.receipts import ReceiptActivities
 from activities.voice import TwilioCallActivities, VoiceActivities
@@ -86,6 +87,7 @@ def build_workers(
         )
         voice = VoiceActivities(cfg, store, key, post=mailbox.post)
         twilio_calls = TwilioCallActivities(cfg, key)
+        rungs = EscalationActivities(cfg, key)
         workers.append(
             Worker(
                 client,
@@ -104,6 +106,7 @@ def build_workers(
                     twilio_calls.place_twilio_call,
                     twilio_calls.update_twilio_call,
                     twilio_calls.end_twilio_call,
+                    rungs.fire_rung,
                 ],
                 max_cached_workflows=WORKFLOW_CACHE,
                 plugins=[
