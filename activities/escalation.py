@@ -25,7 +25,12 @@ from agentcomms.voice.callsystem import call_system
 from agentcomms.voice.models import CallInput
 from agentcomms.voice.stt import stt_chain
 from agentcomms.voice.tts import tts_chain
-from agentcomms.workflow_ids import APPROVAL_WORKFLOW, approval_workflow_id
+from agentcomms.workflow_ids import (
+    APPROVAL_WORKFLOW,
+    ESCALATION_WORKFLOW,
+    approval_workflow_id,
+    escalation_workflow_id,
+)
 
 # How long after the gateway opened a request its workflow may start: a genuine ladder copied
 # from an old history and started again later (a replay) reaches nobody.
@@ -132,9 +137,11 @@ class EscalationActivities:
         opened the request; refused otherwise."""
         escalation = step.escalation
         info = activity.info()
-        own = info.workflow_type == APPROVAL_WORKFLOW and info.workflow_id == (
-            approval_workflow_id(escalation.subject_id)
-        )
+        if escalation.kind == "approval":
+            own_type, own_id = APPROVAL_WORKFLOW, approval_workflow_id(escalation.subject_id)
+        else:
+            own_type, own_id = ESCALATION_WORKFLOW, escalation_workflow_id(escalation.agent_id)
+        own = info.workflow_type == own_type and info.workflow_id == own_id
         if not (info.is_local and own):
             raise _refused(
                 f"fire_rung runs only as a local activity of {escalation.kind} "

@@ -32,7 +32,7 @@ async def trace_approval(client: Client, cfg: Config, approval_id: str) -> dict[
     rungs = await approvals.rungs(view.request.id)
     r = view.request
     steps = [_step(view.opened_at, "opened", f"{r.agent_id} asks to use {r.tool}: {r.input_text}")]
-    steps += [_rung_step(rung) for rung in rungs]
+    steps += [rung_step(rung) for rung in rungs]
     steps += [_answer_step(view, d) for d in view.history]
     steps.sort(key=lambda s: s["at"] or "")
     wf_id = approval_workflow_id(r.id)
@@ -54,7 +54,7 @@ def _step(at: Any, what: str, detail: str) -> dict[str, Any]:
     return {"at": at.isoformat() if at else None, "step": what, "detail": detail}
 
 
-def _rung_step(rung: RungRecord) -> dict[str, Any]:
+def rung_step(rung: RungRecord) -> dict[str, Any]:
     detail = rung.detail
     if rung.held_until is not None:
         detail += f" (held by quiet hours until {rung.held_until.isoformat()})"

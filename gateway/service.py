@@ -24,6 +24,7 @@ from gateway.http import WebhookServer
 from gateway.methods import Methods
 from gateway.senders import SenderMethods
 from gateway.server import SocketServer
+from gateway.urgent import UrgentMessages
 from workflows.mailbox.client import Mailbox
 from workflows.outbox.client import Outbox
 
@@ -71,6 +72,9 @@ class Gateway:
         approvals = ApprovalMethods(cfg, client, self.key, hooks, self.approval_chats)
         self.methods.extend(approvals.methods())
         self.inbox.on_button = approvals.button
+        urgent = UrgentMessages(cfg, client, self.key)
+        self.methods.on_urgent = urgent.sent
+        self.mailbox.observers.append(urgent.heard)
         # A request that acts for an agent gets only what is that agent's own.
         self.confinement = Confinement(cfg, store, self.methods.dispatch)
         self.server = SocketServer(cfg.server.socket(), self.confinement.dispatch)

@@ -31,6 +31,7 @@ from agentcomms.voice.warm import speech_warmed
 from agentcomms.workflow_ids import host_task_queue
 from workflows.approval.workflow import ApprovalWorkflow
 from workflows.call import CallWorkflow
+from workflows.escalation.workflow import EscalationWorkflow
 from workflows.mailbox.client import Mailbox
 from workflows.mailbox.workflow import AgentWorkflow
 from workflows.outbox.client import Outbox
@@ -92,7 +93,13 @@ def build_workers(
             Worker(
                 client,
                 task_queue=cfg.temporal.task_queue,
-                workflows=[AgentWorkflow, OutboxWorkflow, CallWorkflow, ApprovalWorkflow],
+                workflows=[
+                    AgentWorkflow,
+                    OutboxWorkflow,
+                    CallWorkflow,
+                    ApprovalWorkflow,
+                    EscalationWorkflow,
+                ],
                 activities=[
                     *activities,
                     chat.send_chat,
