@@ -19,7 +19,7 @@ from pydantic import Field, StringConstraints
 from temporalio.client import Client
 
 from agentcomms.agents.hook import trimmed
-from agentcomms.approval_models import ApprovalRequest, ApprovalView, Decision
+from agentcomms.approval_models import ApprovalRequest, ApprovalView, Behavior, Decision
 from agentcomms.bridge.fields import TmuxSocket
 from agentcomms.bridge.sanitize import sanitize
 from agentcomms.config import Config
@@ -199,6 +199,12 @@ class ApprovalMethods:
         if decided.accepted:
             return f"{approval_id}: {said(decided.view)}"
         return f"{approval_id} was answered already: {said(decided.view)}"
+
+    async def by_call(self, approval_id: str, behavior: Behavior, by: str) -> Decided | None:
+        """Answered on the phone (a key or a word): decided like any other answer."""
+        return await self._decide(
+            Decision(approval_id=approval_id, behavior=behavior, by=by, via="call")
+        )
 
     async def _decide(self, decision: Decision) -> Decided | None:
         """Sign the answer and give it to the approval; the chats hear how it was decided."""

@@ -15,6 +15,7 @@ from agentcomms.models import Channel, Registration, utcnow
 from agentcomms.store import Store
 from agentcomms.trust import DeploymentKey
 from gateway.agent_hooks import AgentHookMethods
+from gateway.approval_calls import ApprovalCalls
 from gateway.approval_chats import ApprovalChats
 from gateway.approvals import ApprovalMethods
 from gateway.calls import CallControl
@@ -72,6 +73,8 @@ class Gateway:
         approvals = ApprovalMethods(cfg, client, self.key, hooks, self.approval_chats)
         self.methods.extend(approvals.methods())
         self.inbox.on_button = approvals.button
+        self.approval_calls = ApprovalCalls(cfg, client, self.calls.current_line, approvals.by_call)
+        self.calls.line_observers.append(self.approval_calls.line_event)
         urgent = UrgentMessages(cfg, client, self.key)
         self.methods.on_urgent = urgent.sent
         self.mailbox.observers.append(urgent.heard)
@@ -143,6 +146,7 @@ class Gateway:
         await self.chat.close()
         await self.server.close()
         await self.approval_chats.drain()
+        await self.approval_calls.close()
 
     async def serve_forever(self) -> None:
         await self.start()

@@ -161,6 +161,8 @@ class Line(BaseModel):
     expect: Literal["answer", "played"] | None = None
     answered_by: str | None = None
     ended_reason: str | None = None
+    # A ladder's call about a permission request: the phone takes a key for the answer.
+    approval_id: str | None = None
 
 
 class LineEvent(BaseModel):

@@ -6,7 +6,9 @@ or is not answered. It sends signed status callbacks, fetches our TwiML and carr
 ``<Play>`` downloads the audio and checks it is a WAV, ``<Record>`` answers with a recording
 (the scripted human's words said by espeak-ng, served under the account's Recordings with basic
 auth), ``<Pause>`` holds until the time is up or the call is updated with a new URL,
-``<Redirect>`` fetches the next TwiML, ``<Hangup>`` ends the call. Every request it makes to us
+``<Redirect>`` fetches the next TwiML, ``<Hangup>`` ends the call. ``<Gather>`` plays what it
+holds, then, when the scripted human's next answer is a :class:`Press`, posts its digits to the
+action as Twilio does (``Digits``); otherwise it times out and the call goes on to the next verb. Every request it makes to us
 is signed exactly as Twilio signs (``RequestValidator.compute_signature`` over the URL given).
 """
 
@@ -35,6 +37,13 @@ from tests.fakes.twilio import ACCOUNT_SID, AUTH_TOKEN
 Scenario = Literal["human", "machine", "busy", "no-answer"]
 
 
+@dataclass(frozen=True)
+class Press:
+    """The human keys digits at a <Gather> instead of speaking."""
+
+    digits: str
+
+
 @dataclass
 class FakeCall:
     sid: str
@@ -43,7 +52,8 @@ class FakeCall:
     url: str
     status_callback: str
     timeout_s: float
-    answers: list[str | None]  # what the human says at each <Record>; None: hangs up
+    # What the human says at each <Record> (or keys at a <Gather>); None: hangs up.
+    answers: list[str | Press | None]
     status: str = "queued"
     started: float = 0.0
     statuses: list[str] = field(default_factory=list)
@@ -61,7 +71,7 @@ class FakeTwilioCalls:
         self.account_sid = account_sid
         self.auth_token = auth_token
         self.scenario: Scenario = "human"
-        self.answers: list[str | None] = []
+        self.answers: list[str | Press | None] = []
         self.calls: dict[str, FakeCall] = {}
         self.recordings: dict[str, bytes] = {}
         self.problems: list[str] = []  # what a real Twilio would have refused or failed at
@@ -231,12 +241,25 @@ class FakeTwilioCalls:
                             url, call.redirect_to = call.redirect_to, None
                             next_document = await self._post(call, url, {})
                             break
+                elif verb.tag == "Gather":
+                    for inner in verb:
+                        if inner.tag == "Play":
+                            await self._play(call, (inner.text or "").strip())
+                        elif inner.tag == "Say":
+                            call.said.append(inner.text or "")
+                    if call.answers and isinstance(call.answers[0], Press):
+                        press = call.answers.pop(0)
+                        assert isinstance(press, Press)
+                        action = verb.get("action", "")
+                        next_document = await self._post(call, action, {"Digits": press.digits})
+                        break
                 elif verb.tag == "Record":
-                    if not call.answers:
+                    if not call.answers or isinstance(call.answers[0], Press):
                         continue  # silence: Twilio goes on to the next verb
                     answer = call.answers.pop(0)
                     if answer is None:  # the human hangs up
                         return
+                    assert isinstance(answer, str)
                     next_document = await self._record(call, verb, answer)
                     break
             if next_document is None:

@@ -55,6 +55,7 @@ TWILIO_API = "https://api.twilio.com"
 HOLD_S = 60  # a held line asks for TwiML again after this long
 MEDIA_TTL_S = 600
 ANSWER_READY_S = 10.0  # how long the answer webhook waits for the first turn's words
+KEY_WAIT_S = 3  # how long a call about a request waits for a key after its words
 MACHINE = ("machine_start", "machine_end_beep", "machine_end_silence", "machine_end_other", "fax")
 STATUS_EVENTS: dict[str, LineEventKind] = {
     "busy": "busy",
@@ -185,6 +186,7 @@ class TwilioVoiceReceiver:
             Route(f"{VOICE_PATH}/{{call_id}}/answer", self._answer, methods=["POST"]),
             Route(f"{VOICE_PATH}/{{call_id}}/twiml", self._twiml, methods=["POST"]),
             Route(f"{VOICE_PATH}/{{call_id}}/recording", self._recording, methods=["POST"]),
+            Route(f"{VOICE_PATH}/{{call_id}}/digits", self._digits, methods=["POST"]),
             Route(f"{VOICE_PATH}/{{call_id}}/played", self._played, methods=["POST"]),
             Route(f"{VOICE_PATH}/{{call_id}}/status", self._status, methods=["POST"]),
             Route(f"{MEDIA_PATH}/{{call_id}}/{{file}}", self._media, methods=["GET"]),
@@ -227,8 +229,17 @@ class TwilioVoiceReceiver:
             served.add(line.turn)
             if line.expect == "answer":
                 record = call_url(self._public_url, call_id, "recording", turn=line.turn)
+                words = self._words(line)
+                if line.approval_id is not None:
+                    # A key pressed while (or just after) the words play is the answer; with
+                    # none, the spoken answer is recorded as in any turn.
+                    digits = call_url(self._public_url, call_id, "digits", turn=line.turn)
+                    words = (
+                        f'<Gather input="dtmf" numDigits="1" timeout="{KEY_WAIT_S}" '
+                        f'action={quoteattr(digits)} method="POST">{words}</Gather>'
+                    )
                 return _xml(
-                    self._words(line),
+                    words,
                     f'<Record action={quoteattr(record)} method="POST" '
                     f'maxLength="{self._record_max_s}" timeout="{self._silence_s}" '
                     'playBeep="false" trim="trim-silence"/>',
@@ -288,6 +299,19 @@ class TwilioVoiceReceiver:
             turn_audio_name(call_id, turn, "human"), got.content, provider="twilio"
         )
         await self._lines.line_event(call_id, LineEvent(kind="heard", turn=turn, audio=audio))
+        return _xml(self._hold(call_id))
+
+    async def _digits(self, request: Request) -> Response:
+        """A key pressed at a <Gather>: the turn's answer, as its digit."""
+        call_id = request.path_params["call_id"]
+        form = await self._form(request)
+        if form is None:
+            return self._forbidden()
+        turn = int(request.query_params.get("turn", "0"))
+        digits = form.get("Digits", "")
+        if turn > 0 and digits:
+            event = LineEvent(kind="heard", turn=turn, text=digits, detail="keypad")
+            await self._lines.line_event(call_id, event)
         return _xml(self._hold(call_id))
 
     async def _played(self, request: Request) -> Response:
