@@ -17,7 +17,7 @@ from agentcomms.trust import DeploymentKey
 from gateway.agent_hooks import AgentHookMethods
 from gateway.approval_calls import ApprovalCalls
 from gateway.approval_chats import ApprovalChats
-from gateway.approvals import ApprovalMethods
+from gateway.approvals import ApprovalMethods, ApprovalsListParams
 from gateway.calls import CallControl
 from gateway.chat import ChatInbox, ChatTransports
 from gateway.confine import Confinement
@@ -70,7 +70,9 @@ class Gateway:
         hooks = AgentHookMethods(store, self.mailbox, self.host)
         self.methods.extend(hooks.methods())
         self.approval_chats = ApprovalChats(cfg)
-        approvals = ApprovalMethods(cfg, client, self.key, hooks, self.approval_chats)
+        approvals = self.approvals = ApprovalMethods(
+            cfg, client, self.key, hooks, self.approval_chats
+        )
         self.methods.extend(approvals.methods())
         self.inbox.on_button = approvals.button
         self.approval_calls = ApprovalCalls(cfg, client, self.calls.current_line, approvals.by_call)
@@ -108,7 +110,23 @@ class Gateway:
             return []
         from agentcomms.voice.callsystem.twilio import TwilioVoiceReceiver
 
-        return TwilioVoiceReceiver(self.cfg, self.calls, signer=self.media_signer()).routes()
+        routes = TwilioVoiceReceiver(self.cfg, self.calls, signer=self.media_signer()).routes()
+        if self.cfg.voice.inbound.allowed_callers:
+            from gateway.inbound_calls import InboundCalls
+
+            async def pending() -> list[dict[str, Any]]:
+                listed = await self.approvals.approvals(ApprovalsListParams())
+                return list(listed["approvals"])
+
+            inbound = InboundCalls(
+                self.cfg,
+                self.store,
+                pending=pending,
+                decide=self.approvals.by_call,
+                post=self.mailbox.post,
+            )
+            routes += inbound.routes()
+        return routes
 
     def media_signer(self) -> MediaSigner:
         """Signs the audio URLs Twilio fetches; its key comes from the deployment's, so a URL a

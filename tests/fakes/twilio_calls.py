@@ -228,7 +228,8 @@ class FakeTwilioCalls:
                     await self._play(call, (verb.text or "").strip())
                 elif verb.tag == "Say":
                     call.said.append(verb.text or "")
-                elif verb.tag == "Hangup":
+                elif verb.tag in ("Hangup", "Reject"):
+                    call.statuses.append(verb.tag.lower())
                     return
                 elif verb.tag == "Redirect":
                     next_document = await self._post(call, (verb.text or "").strip(), {})
@@ -247,11 +248,17 @@ class FakeTwilioCalls:
                             await self._play(call, (inner.text or "").strip())
                         elif inner.tag == "Say":
                             call.said.append(inner.text or "")
+                    action = verb.get("action", "")
                     if call.answers and isinstance(call.answers[0], Press):
                         press = call.answers.pop(0)
                         assert isinstance(press, Press)
-                        action = verb.get("action", "")
                         next_document = await self._post(call, action, {"Digits": press.digits})
+                        break
+                    spoken = "speech" in verb.get("input", "")
+                    if spoken and call.answers and isinstance(call.answers[0], str):
+                        # Twilio's own recognizer heard it: exactly, in the fake.
+                        said = {"SpeechResult": str(call.answers.pop(0)), "Confidence": "0.9"}
+                        next_document = await self._post(call, action, said)
                         break
                 elif verb.tag == "Record":
                     if not call.answers or isinstance(call.answers[0], Press):
@@ -265,6 +272,30 @@ class FakeTwilioCalls:
             if next_document is None:
                 return
             document = next_document
+
+    async def incoming(
+        self, from_: str, url: str, answers: list[str | Press | None], to: str = ""
+    ) -> FakeCall:
+        """A call from `from_` to our number: Twilio asks `url` (the "A call comes in"
+        webhook) what to do and carries it out, the caller answering as `answers` say."""
+        call = FakeCall(
+            sid="CA" + secrets.token_hex(16),
+            to=to,
+            from_=from_,
+            url=url,
+            status_callback="",
+            timeout_s=60,
+            answers=list(answers),
+        )
+        self.calls[call.sid] = call
+        call.status = "ringing"
+        try:
+            document = await self._post(call, url, {"Direction": "inbound"})
+            call.status = "in-progress"
+            await self._carry_out(call, document)
+        finally:
+            call.done.set()
+        return call
 
     async def _play(self, call: FakeCall, url: str) -> None:
         async with httpx.AsyncClient(timeout=30) as client:

@@ -34,7 +34,7 @@ from starlette.routing import BaseRoute, Route
 from twilio.request_validator import RequestValidator
 from twilio.rest import Client
 
-from agentcomms.config import Config
+from agentcomms.config import Config, PhoneConfig
 from agentcomms.errors import SendRefused
 from agentcomms.transports._twilio import SIGNATURE_HEADER, HttpxTwilioClient, twilio_errors
 from agentcomms.voice.audio import AudioStore, turn_audio_name
@@ -156,6 +156,25 @@ class MediaSigner:
         return hmac.compare_digest(self._sign(name, when), signature)
 
 
+async def signed_form(
+    request: Request, phone: PhoneConfig, public_url: str
+) -> dict[str, str] | None:
+    """The request's form when Twilio signed it for our public URL (and our account)."""
+    token = phone.auth_token
+    signature = request.headers.get(SIGNATURE_HEADER)
+    if token is None or signature is None or not public_url:
+        return None  # before the body is read: an unsigned caller costs nothing
+    form = {k: str(v) for k, v in (await request.form()).items()}
+    url = public_url + request.url.path
+    if request.url.query:
+        url += "?" + request.url.query
+    if not RequestValidator(token.get_secret_value()).validate(url, form, signature):
+        return None
+    if form.get("AccountSid") != phone.account_sid:
+        return None
+    return form
+
+
 class CallLines(Protocol):
     """What the webhooks need of the gateway: report line events, read a call's line."""
 
@@ -195,20 +214,7 @@ class TwilioVoiceReceiver:
     # ---- checks ---------------------------------------------------------------------------------
 
     async def _form(self, request: Request) -> dict[str, str] | None:
-        """The request's form when Twilio signed it for our public URL (and our account)."""
-        token = self._phone.auth_token
-        signature = request.headers.get(SIGNATURE_HEADER)
-        if token is None or signature is None or not self._public_url:
-            return None  # before the body is read: an unsigned caller costs nothing
-        form = {k: str(v) for k, v in (await request.form()).items()}
-        url = self._public_url + request.url.path
-        if request.url.query:
-            url += "?" + request.url.query
-        if not RequestValidator(token.get_secret_value()).validate(url, form, signature):
-            return None
-        if form.get("AccountSid") != self._phone.account_sid:
-            return None
-        return form
+        return await signed_form(request, self._phone, self._public_url)
 
     @staticmethod
     def _forbidden() -> Response:
