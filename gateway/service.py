@@ -23,6 +23,7 @@ from gateway.chat import ChatInbox, ChatTransports
 from gateway.confine import Confinement
 from gateway.http import WebhookServer
 from gateway.methods import Methods
+from gateway.phone_menu import LocalDial, PhoneMenu
 from gateway.senders import SenderMethods
 from gateway.server import SocketServer
 from gateway.urgent import UrgentMessages
@@ -77,6 +78,11 @@ class Gateway:
         self.inbox.on_button = approvals.button
         self.approval_calls = ApprovalCalls(cfg, client, self.calls.current_line, approvals.by_call)
         self.calls.line_observers.append(self.approval_calls.line_event)
+        # What a human who calls in hears: through Twilio, or the local phone's --dial.
+        self.phone_menu = PhoneMenu(
+            cfg, store, pending=self._pending, decide=approvals.by_call, post=self.mailbox.post
+        )
+        self.methods.extend(LocalDial(self.phone_menu).methods())
         urgent = UrgentMessages(cfg, client, self.key)
         self.methods.on_urgent = urgent.sent
         self.mailbox.observers.append(urgent.heard)
@@ -84,6 +90,10 @@ class Gateway:
         self.confinement = Confinement(cfg, store, self.methods.dispatch)
         self.server = SocketServer(cfg.server.socket(), self.confinement.dispatch)
         self.http: WebhookServer | None = None
+
+    async def _pending(self) -> list[dict[str, Any]]:
+        listed = await self.approvals.approvals(ApprovalsListParams())
+        return list(listed["approvals"])
 
     async def start(self) -> None:
         await self.server.start()
@@ -114,18 +124,7 @@ class Gateway:
         if self.cfg.voice.inbound.allowed_callers:
             from gateway.inbound_calls import InboundCalls
 
-            async def pending() -> list[dict[str, Any]]:
-                listed = await self.approvals.approvals(ApprovalsListParams())
-                return list(listed["approvals"])
-
-            inbound = InboundCalls(
-                self.cfg,
-                self.store,
-                pending=pending,
-                decide=self.approvals.by_call,
-                post=self.mailbox.post,
-            )
-            routes += inbound.routes()
+            routes += InboundCalls(self.cfg, self.phone_menu).routes()
         return routes
 
     def media_signer(self) -> MediaSigner:

@@ -1,8 +1,12 @@
-"""A permission request's call rung on the local phone (`agentcomms phone`, spoken here through
-its protocol one step at a time): a digit typed at its prompt decides the request."""
+"""The local phone and permission requests: a ladder's call (the phone's protocol spoken one step
+at a time), where a digit typed at its prompt decides the request; and `agentcomms phone --dial`
+(the real process), which calls in as the human would call the Twilio number."""
 
 from __future__ import annotations
 
+import asyncio
+import os
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -10,8 +14,10 @@ from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.config import Config, VoiceConfig
 from agentcomms.escalation_models import Rung
+from tests.support.cli import AGENTCOMMS
+from tests.support.home import write_config
 from tests.support.phone import Phone
-from tests.support.stack import running_stack
+from tests.support.stack import Stack, running_stack
 from tests.support.waiting import eventually
 
 
@@ -57,3 +63,61 @@ async def test_a_digit_typed_at_the_local_phone_decides(
         # The call says how it was decided, then hangs up.
         goodbye = await phone.until(lambda line: line["expect"] == "played")
         assert goodbye["say"] == "Done: allowed. Goodbye."
+
+
+async def _dial(stack: Stack, tmp_path: Path, typed: str) -> str:
+    """`agentcomms phone --dial` with `typed` as its input; what it showed."""
+    home = tmp_path / "phone-home"
+    write_config(home, {"server": {"socket_path": str(stack.cfg.server.socket())}})
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTCOMMS_")}
+    env["AGENTCOMMS_HOME"] = str(home)
+    proc = await asyncio.create_subprocess_exec(
+        AGENTCOMMS,
+        "phone",
+        "--dial",
+        env=env,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    out, _ = await asyncio.wait_for(proc.communicate(typed.encode()), 60)
+    assert proc.returncode == 0, out.decode()
+    return out.decode()
+
+
+async def test_dialling_in_from_the_local_phone(
+    temporal_env: WorkflowEnvironment, tmp_path: Path
+) -> None:
+    agent = f"backend-{uuid.uuid4().hex[:8]}"
+
+    def configure(cfg: Config) -> Config:
+        chat = cfg.chat.model_copy(update={"channels": {"telegram:42": agent}})
+        return cfg.model_copy(update={"chat": chat})
+
+    async with running_stack(temporal_env.client, tmp_path, configure=configure) as stack:
+        opened = await stack.call(
+            "approval_open",
+            kind="claude-code",
+            agent_id=agent,
+            tool_name="Bash",
+            tool_input={"command": "rm -rf build"},
+        )
+
+        async def listed() -> list[Any] | None:
+            return (await stack.call("approvals"))["approvals"] or None
+
+        await eventually(listed)
+        shown = await _dial(stack, tmp_path, "1\n2\n3\n1\nship it on friday\n")
+        assert f"{agent} asks to run rm -rf build. Press 1 to allow, 2 to deny" in shown
+        assert "Denied. No more requests." in shown
+        assert f"Your message for {agent} was sent." in shown
+        assert shown.rstrip().endswith("hung up")  # the input ended
+        waited = await stack.call("approval_wait", id=opened["id"], wait_s=5)
+        assert (waited["behavior"], waited["decided_via"]) == ("deny", "call")
+
+        async def posted() -> Any:
+            rows = await stack.store.latest_events(agent, 10)
+            return next((e for e in rows if e.channel_id.startswith("phone:")), None)
+
+        message = await eventually(posted)
+        assert message.text == "[phone call from the local phone] ship it on friday"
