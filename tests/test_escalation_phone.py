@@ -121,3 +121,29 @@ async def test_dialling_in_from_the_local_phone(
 
         message = await eventually(posted)
         assert message.text == "[phone call from the local phone] ship it on friday"
+
+
+async def test_an_urgent_reply_rings_the_local_phone(
+    temporal_env: WorkflowEnvironment, tmp_path: Path
+) -> None:
+    def configure(cfg: Config) -> Config:
+        return cfg.model_copy(update={"escalation": [Rung(after_s=0, via="call")]})
+
+    async with running_stack(temporal_env.client, tmp_path, configure=configure) as stack:
+        agent = stack.agent_id("backend")
+        sent = await stack.call(
+            "reply", channel_id="cli:local", message="Prod is down.", agent_id=agent, urgent=True
+        )
+        assert sent["escalation"] == f"escalation-{agent}"
+        phone = Phone(stack)
+        line = await phone.until(lambda line: line["state"] == "ringing")
+        assert line["say"] == f"{agent} says: Prod is down."
+        assert line["approval_id"] is None
+
+        async def rung_in_trace() -> list[str] | None:
+            traced = await stack.call("trace", event_id=sent["event_id"])
+            steps = [s["step"] for s in traced["steps"]]
+            return steps if "rung 1: call" in steps else None
+
+        await eventually(rung_in_trace)
+        await phone.event(line["call_id"], "declined")
