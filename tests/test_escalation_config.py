@@ -95,3 +95,21 @@ def test_quiet_hours_in_a_time_zone() -> None:
     # 11:30 UTC is 12:30 in Berlin in December: quiet until 13:00 there, 12:00 UTC.
     assert lunch.over_at(_at(11, 30)) == _at(12)
     assert lunch.over_at(_at(12, 30)) is None
+
+
+@pytest.mark.parametrize(
+    ("inbound", "problem"),
+    [
+        ({"allowed_callers": ["+15551234567"]}, "allowed_callers needs a pin as well"),
+        ({"allowed_callers": ["5551234"], "pin": "2468"}, "expected a number as +15551234567"),
+        ({"allowed_callers": ["+15551234567"], "pin": "12ab"}, "expected 4 to 12 digits"),
+    ],
+)
+def test_calling_in_needs_listed_numbers_and_a_pin(
+    home: Path, inbound: dict[str, object], problem: str
+) -> None:
+    write_config(home, {"voice": {"inbound": inbound}})
+    with pytest.raises(ConfigError) as excinfo:
+        load_config()
+    assert problem in str(excinfo.value)
+    assert "12ab" not in str(excinfo.value)  # a PIN is a secret, even a wrong one

@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 
 from agentcomms.config.home import agentcomms_home
 from agentcomms.config.section import Section
@@ -53,6 +53,15 @@ class InboundConfig(Section):
         if value is not None and not re.fullmatch(r"\d{4,12}", value.get_secret_value()):
             raise ValueError("expected 4 to 12 digits (value hidden), keyed or said on the phone")
         return value
+
+    @model_validator(mode="after")
+    def _pin_for_callers(self) -> InboundConfig:
+        if self.allowed_callers and self.pin is None:
+            raise ValueError(
+                "allowed_callers needs a pin as well (a caller id can be spoofed): set "
+                'voice.inbound.pin, e.g. "${AGENTCOMMS_PIN}"'
+            )
+        return self
 
 
 SPEECH_PROVIDERS_HELP = "elevenlabs, deepgram, openai or local"
