@@ -125,6 +125,9 @@ class EscalationActivities:
                 max_duration_s=voice.max_call_duration_s,
                 # The ladder's earlier rungs left the request where the human sees it.
                 fallback=False,
+                # An urgent message's call: what the human says goes to the agent. A request's
+                # answer decides it instead (gateway/approval_calls.py).
+                notify_mailbox=escalation.kind == "message",
                 approval_id=escalation.subject_id if escalation.kind == "approval" else None,
                 placed_at=step.now,
             )

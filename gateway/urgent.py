@@ -73,7 +73,13 @@ class UrgentMessages:
             id=escalation_workflow_id(agent_id),
             task_queue=self._cfg.temporal.task_queue,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-            execution_timeout=timedelta(seconds=rungs[-1].after_s) + RUN_MARGIN,
+            # Its last rung's call may ring, then talk, before the ladder ends.
+            execution_timeout=timedelta(
+                seconds=rungs[-1].after_s
+                + self._cfg.voice.ring_timeout_s
+                + self._cfg.voice.max_call_duration_s
+            )
+            + RUN_MARGIN,
             static_summary=f"urgent message {event_id} of {agent_id} finding its human",
         )
         self._climbing.add(agent_id)

@@ -29,7 +29,7 @@ HUMAN = "+15551230000"
 @pytest.fixture
 async def urgent(
     time_skipping_env: WorkflowEnvironment, tmp_path: Path
-) -> AsyncIterator[tuple[UrgentMessages, FakeTwilio]]:
+) -> AsyncIterator[tuple[UrgentMessages, FakeTwilio, list[Event]]]:
     twilio = FakeTwilio()
     await twilio.server.start()
     queue = f"tq-{uuid.uuid4()}"
@@ -66,7 +66,13 @@ async def urgent(
     )
     store = await Store.open(f"sqlite+aiosqlite:///{tmp_path / 'agentcomms.db'}")
     key = DeploymentKey(b"k" * 40)
-    voice = VoiceActivities(cfg, store, key)
+    told: list[Event] = []
+
+    async def post(event: Event) -> str:  # the agent's mailbox, for what a call heard
+        told.append(event)
+        return event.id
+
+    voice = VoiceActivities(cfg, store, key, post=post)
     client = time_skipping_env.client
     try:
         async with Worker(
@@ -78,11 +84,15 @@ async def urgent(
                 voice.check_call,
                 voice.synthesize_speech,
                 voice.record_call,
+                voice.post_call_answer,
             ],
         ):
             # Stamped with the test server's clock, which earlier tests skipped ahead.
             clock = await time_skipping_env.get_current_time()
-            yield UrgentMessages(cfg, client, key, clock=lambda: clock), twilio
+            yield UrgentMessages(cfg, client, key, clock=lambda: clock), twilio, told
+            # Let every run end while its worker is here (a call a rung placed rings on): the
+            # test server's clock stalls behind a workflow task nobody polls for.
+            await time_skipping_env.sleep(3600)
     finally:
         await store.close()
         await twilio.server.stop()
@@ -100,9 +110,9 @@ def _human(text: str) -> Event:
 
 
 async def test_an_urgent_message_texts_until_the_human_writes_back(
-    urgent: tuple[UrgentMessages, FakeTwilio], time_skipping_env: WorkflowEnvironment
+    urgent: tuple[UrgentMessages, FakeTwilio, list[Event]], time_skipping_env: WorkflowEnvironment
 ) -> None:
-    messages, twilio = urgent
+    messages, twilio, _ = urgent
     started = await messages.sent("backend", "evt_1", "Prod is down, may I roll back?")
     assert started == {"escalation": "escalation-backend"}
     await time_skipping_env.sleep(130)
@@ -119,12 +129,14 @@ async def test_an_urgent_message_texts_until_the_human_writes_back(
 
 
 async def test_an_agents_message_does_not_stop_its_ladder(
-    urgent: tuple[UrgentMessages, FakeTwilio], time_skipping_env: WorkflowEnvironment
+    urgent: tuple[UrgentMessages, FakeTwilio, list[Event]], time_skipping_env: WorkflowEnvironment
 ) -> None:
-    messages, _ = urgent
+    messages, _, told = urgent
     await messages.sent("backend", "evt_2", "Disk is full.")
     await messages.heard(_human("x").model_copy(update={"role": "agent"}))
     await time_skipping_env.sleep(310)
     rungs = await messages.rungs("backend")
     assert [r.outcome for r in rungs][1:] == ["fired", "fired"]
     assert rungs[2].detail.endswith("to the local phone (agentcomms phone)")
+    await time_skipping_env.sleep(60)  # nobody takes the local phone
+    assert [e.payload["status"] for e in told] == ["no-answer"]  # and the agent is told

@@ -21,7 +21,7 @@ with workflow.unsafe.imports_passed_through():
     from agentcomms.escalation_models import Escalation, RungRecord, RungStep
     from agentcomms.workflow_ids import call_workflow_id
     from workflows.activities import failure_cause
-    from workflows.call import CallWorkflow
+    from workflows.call import CallWorkflow, Ended
     from workflows.escalation import activities
 
 
@@ -31,8 +31,10 @@ async def climb(
     opened_at: datetime,
     answered: Callable[[], bool],
     records: list[RungRecord],
+    calls: list[workflow.ChildWorkflowHandle[CallWorkflow, Ended]] | None = None,
 ) -> None:
-    """Fire the ladder's rungs in turn until one is answered; `records` grows as it goes."""
+    """Fire the ladder's rungs in turn until one is answered; `records` grows as it goes, and
+    `calls` with the calls its rungs placed."""
     for n, rung in enumerate(escalation.rungs):
         due = opened_at + timedelta(seconds=rung.after_s)
         held = None
@@ -62,11 +64,16 @@ async def climb(
                     )
                 )
             return
-        records.append(await _fire(escalation, n, due=due, held=held))
+        records.append(await _fire(escalation, n, due=due, held=held, calls=calls))
 
 
 async def _fire(
-    escalation: Escalation, n: int, *, due: datetime, held: datetime | None
+    escalation: Escalation,
+    n: int,
+    *,
+    due: datetime,
+    held: datetime | None,
+    calls: list[workflow.ChildWorkflowHandle[CallWorkflow, Ended]] | None,
 ) -> RungRecord:
     rung = escalation.rungs[n]
     record = RungRecord(
@@ -99,7 +106,7 @@ async def _fire(
     elif result.call is not None:
         # The call is a child of this workflow: its history is beside the request's, and it
         # outlives the request (the human may still be talking when the answer comes).
-        await workflow.start_child_workflow(
+        placed = await workflow.start_child_workflow(
             CallWorkflow.run,
             result.call,
             id=call_workflow_id(result.call.call_id),
@@ -107,4 +114,6 @@ async def _fire(
             parent_close_policy=workflow.ParentClosePolicy.ABANDON,
             static_summary=f"escalation call for {escalation.kind} {escalation.subject_id}",
         )
+        if calls is not None:
+            calls.append(placed)
     return record

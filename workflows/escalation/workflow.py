@@ -8,11 +8,14 @@ signals only stops the ladder early: nothing is typed or decided by it. Its resu
 
 from __future__ import annotations
 
+import asyncio
+
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from agentcomms.escalation_models import RungRecord
     from agentcomms.workflow_ids import ESCALATION_WORKFLOW
+    from workflows.call import CallWorkflow, Ended
     from workflows.escalation.ladder import climb
     from workflows.escalation.models import Answered, EscalationInput
 
@@ -35,11 +38,15 @@ class EscalationWorkflow:
 
     @workflow.run
     async def run(self, input: EscalationInput) -> list[RungRecord]:
+        calls: list[workflow.ChildWorkflowHandle[CallWorkflow, Ended]] = []
         await climb(
             input.escalation,
             opened_at=workflow.now(),
             answered=lambda: self._answered is not None,
             records=self._rungs,
+            calls=calls,
         )
+        # The ladder ends with the call its last rung placed (whose answer reaches the agent).
+        await asyncio.gather(*calls, return_exceptions=True)
         await workflow.wait_condition(workflow.all_handlers_finished)
         return self._rungs
