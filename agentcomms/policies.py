@@ -106,3 +106,12 @@ MAILBOX_RECORD_TIMEOUT = timedelta(seconds=2)
 # A decided approval stays open this long to hear the answers that raced it (a second approver,
 # the agent's own dialog), tell each it came late and keep it in the history.
 APPROVAL_LATE_ANSWERS = timedelta(minutes=5)
+# A ladder's rung (an SMS, a call placed): a rung that fails for now is tried again for a few
+# minutes, then recorded as failed and the ladder climbs on; one that cannot be used is skipped.
+ESCALATION_RUNG_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    maximum_interval=timedelta(seconds=30),
+    maximum_attempts=8,
+    non_retryable_error_types=[errors.NOT_SIGNED],
+)
+ESCALATION_RUNG_TIMEOUT = timedelta(seconds=30)

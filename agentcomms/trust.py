@@ -28,6 +28,7 @@ from agentcomms.agents.state import HookReport
 from agentcomms.approval_models import ApprovalRequest, Decision
 from agentcomms.config.home import agentcomms_home, private_secret
 from agentcomms.config.models import SecurityConfig
+from agentcomms.escalation_models import Escalation
 from agentcomms.models import Event, Registration, Unregister
 from agentcomms.outbox_models import OutboxItem
 from agentcomms.voice.models import CallInput, LineEvent
@@ -141,6 +142,16 @@ class DeploymentKey:
 
     def decision_is_genuine(self, decision: Decision) -> bool:
         return self._verify(_decision_fields(decision), decision.signature)
+
+    # ---- escalations: a request's ladder, whose rungs text and ring the human ------------------
+
+    def sign_escalation(self, escalation: Escalation) -> Escalation:
+        return escalation.model_copy(
+            update={"signature": self._tag(_escalation_fields(escalation))}
+        )
+
+    def escalation_is_genuine(self, escalation: Escalation) -> bool:
+        return self._verify(_escalation_fields(escalation), escalation.signature)
 
     # ---- the tag --------------------------------------------------------------------------------
 
@@ -266,3 +277,8 @@ def _decision_fields(decision: Decision) -> list[Any]:
     # Not `at`: the workflow stamps it when it takes the answer, after the gateway signed it.
     fields = decision.model_dump(exclude={"signature", "at"})
     return ["agentcomms-decision/1", _as_read_back(fields)]
+
+
+def _escalation_fields(escalation: Escalation) -> list[Any]:
+    fields = escalation.model_dump(exclude={"signature"}, by_alias=True)
+    return ["agentcomms-escalation/1", _as_read_back(fields)]

@@ -11,10 +11,12 @@ MAILBOX_WORKFLOW = "AgentWorkflow"
 OUTBOX_WORKFLOW = "OutboxWorkflow"
 CALL_WORKFLOW = "CallWorkflow"
 APPROVAL_WORKFLOW = "ApprovalWorkflow"
+ESCALATION_WORKFLOW = "EscalationWorkflow"
 _MAILBOX_PREFIX = "agent-"
 _OUTBOX_PREFIX = "outbox-"
 _CALL_PREFIX = "call-"
 _APPROVAL_PREFIX = "approval-"
+_ESCALATION_PREFIX = "escalation-"
 _HOST_QUEUE_PREFIX = "agentcomms-host-"
 
 
@@ -43,6 +45,12 @@ def call_workflow_id(call_id: str) -> str:
 def approval_workflow_id(approval_id: str) -> str:
     """The workflow id of one permission request waiting for its human (``approval-K7QF``)."""
     return f"{_APPROVAL_PREFIX}{approval_id}"
+
+
+def escalation_workflow_id(agent_id: str) -> str:
+    """The workflow id of an agent's urgent message finding its human (``escalation-backend``):
+    one at a time per agent, so a second urgent message does not ring twice."""
+    return f"{_ESCALATION_PREFIX}{agent_id}"
 
 
 def host_task_queue(host: str) -> str:

@@ -36,6 +36,7 @@ from agentcomms.bridge.sanitize import sanitize
 from agentcomms.config import Config
 from agentcomms.config.redact import mask_secrets
 from agentcomms.errors import RpcError
+from agentcomms.escalation_models import Escalation
 from agentcomms.logs import redact
 from agentcomms.models import utcnow
 from agentcomms.trust import DeploymentKey
@@ -151,7 +152,7 @@ class ApprovalMethods:
         for _ in range(ID_TRIES):
             request = self._key.sign_approval(unsigned.model_copy(update={"id": new_approval_id()}))
             try:
-                await self._approvals.open(request)
+                await self._approvals.open(request, self._escalation(request))
             except WorkflowAlreadyStartedError:
                 continue  # a short id is taken now and then: draw another
             self._chats.announce(request)
@@ -165,6 +166,25 @@ class ApprovalMethods:
             )
             return request.id
         raise RpcError(NOT_FOUND, "no free approval id after several tries; try again")
+
+    def _escalation(self, request: ApprovalRequest) -> Escalation | None:
+        """The agent's ladder for this request, signed; None when the config has none."""
+        rungs, quiet, never_sleeps = self._cfg.escalation_for(request.agent_id)
+        if not rungs or request.ask == "question":
+            # A call's keys allow or deny; a question's options are not read out on a call yet,
+            # so a question stays in the chats, the console and the terminal.
+            return None
+        return self._key.sign_escalation(
+            Escalation(
+                subject_id=request.id,
+                agent_id=request.agent_id,
+                text=asks(request),
+                rungs=rungs,
+                quiet_hours=quiet,
+                overrides_quiet=never_sleeps,
+                opened_at=utcnow(),
+            )
+        )
 
     async def approval_wait(self, p: ApprovalWaitParams) -> dict[str, Any]:
         """Long-polls: `decided` with the hook's answer (None: leave it to the terminal), or
@@ -216,6 +236,12 @@ class ApprovalMethods:
                 f"no approval {approval_id!r}; `agentcomms approvals` lists the open ones",
             )
         return {"accepted": decided.accepted, **_summary(decided.view)}
+
+    async def by_call(self, approval_id: str, behavior: Behavior, by: str) -> Decided | None:
+        """Answered on the phone (a key or a word): decided like any other answer."""
+        return await self.decide(
+            Decision(approval_id=approval_id, behavior=behavior, by=by, via="call")
+        )
 
     async def decide(self, decision: Decision) -> Decided | None:
         """Sign the answer and give it to the approval; the chats hear how it was decided.
@@ -366,6 +392,15 @@ def _as_reported(tool_name: str, tool_input: Any, *, trim: bool = True) -> Any:
     if tool_name == QUESTION_TOOL and isinstance(tool_input, dict):
         return tool_input.get("questions")
     return tool_input
+
+
+def asks(request: ApprovalRequest) -> str:
+    """What the agent wants, as a person hears it: "backend asks to run: rm -rf build"."""
+    if request.ask == "plan":
+        return f"{request.agent_id} asks to carry out its plan: {request.question or ''}".strip()
+    if request.tool == "Bash":
+        return f"{request.agent_id} asks to run: {request.input_text}"
+    return f"{request.agent_id} asks to use {request.tool}: {request.input_text}"
 
 
 def _shown(text: str, chars: int) -> str:

@@ -18,7 +18,7 @@ import base64
 import binascii
 import hashlib
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -134,6 +134,8 @@ class CallControl:
         self._store = store
         self._key = key
         self._audio = AudioStore(cfg.voice.audio_root())
+        # Who hears each line event once the call holds it (a request's call is answered).
+        self.line_observers: list[Callable[[str, LineEvent], Awaitable[None]]] = []
 
     def methods(self) -> dict[str, tuple[type[Params], Any]]:
         return {
@@ -322,6 +324,8 @@ class CallControl:
             if exc.status == RPCStatusCode.NOT_FOUND:
                 return False
             raise
+        for observer in self.line_observers:
+            await observer(call_id, event)
         return True
 
     async def current_line(self, call_id: str, *, ready_within_s: float = 0) -> Line | None:

@@ -109,6 +109,8 @@ class Methods:
         self._mailbox = mailbox
         self._started_at = started_at
         self._tracer = Tracer(cfg, store, mailbox, self._host)
+        # An urgent message's ladder (gateway/urgent.py), started once the message is sent.
+        self.on_urgent: Callable[[str, str, str], Awaitable[dict[str, Any]]] | None = None
         self._hosts = HostWatch(mailbox.client, store)
         # Where the console listens, once it does (its token is never said here: an agent's
         # MCP server asks `status` too).
@@ -248,6 +250,12 @@ class Methods:
         return {"events": [event_json(e) for e in events], "agent_id": p.agent_id}
 
     async def reply(self, p: ReplyParams) -> dict[str, Any]:
+        sent = await self._reply(p)
+        if p.urgent and self.on_urgent is not None:
+            sent |= await self.on_urgent(p.agent_id or "default", sent["event_id"], p.message)
+        return sent
+
+    async def _reply(self, p: ReplyParams) -> dict[str, Any]:
         provider, sep, chat_id = p.channel_id.partition(":")
         if not sep or not chat_id:
             raise RpcError(INVALID_PARAMS, "channel_id: expected PROVIDER:ID, e.g. cli:local")
@@ -262,7 +270,12 @@ class Methods:
             role="agent",
             direction="out",
             source_agent_id=p.agent_id,
-            payload={"text": p.message, "provider": provider, "reply_to": p.reply_to},
+            payload={
+                "text": p.message,
+                "provider": provider,
+                "reply_to": p.reply_to,
+                **({"urgent": True} if p.urgent else {}),
+            },
             # The local inbox is the store itself: written is delivered.
             status="delivered",
             attempts=1,
@@ -356,6 +369,7 @@ class Methods:
                 "provider": provider,
                 "chat_id": chat_id,
                 "reply_to": p.reply_to,
+                **({"urgent": True} if p.urgent else {}),
             },
         )
         item = OutboxItem(

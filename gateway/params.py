@@ -70,6 +70,10 @@ class ReplyParams(Params):
     agent_id: AgentId | None = None
     reply_to: str | None = Field(default=None, description="the message id this answers")
     wait: bool = Field(default=True, description="chat channels: return once the provider took it")
+    urgent: bool = Field(
+        default=False,
+        description="climb the agent's escalation ladder (SMS, call) until the human answers",
+    )
     timeout: WaitSeconds = 10
 
 

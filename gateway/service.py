@@ -15,17 +15,20 @@ from agentcomms.models import Channel, Registration, utcnow
 from agentcomms.store import Store
 from agentcomms.trust import DeploymentKey
 from gateway.agent_hooks import AgentHookMethods
+from gateway.approval_calls import ApprovalCalls
 from gateway.approval_chats import ApprovalChats
 from gateway.approval_surfaces.answers import ChatAnswers
-from gateway.approvals import ApprovalMethods
+from gateway.approvals import ApprovalMethods, ApprovalsListParams
 from gateway.calls import CallControl
 from gateway.chat import ChatInbox, ChatTransports
 from gateway.confine import Confinement
 from gateway.http import WebhookServer
 from gateway.methods import Methods
 from gateway.mirror import ReplyMirror
+from gateway.phone_menu import LocalDial, PhoneMenu
 from gateway.senders import SenderMethods
 from gateway.server import SocketServer
+from gateway.urgent import UrgentMessages
 from workflows.approval.client import Approvals
 from workflows.mailbox.client import Mailbox
 from workflows.outbox.client import Outbox
@@ -86,11 +89,25 @@ class Gateway:
         )
         self.inbox.on_button = answers.button
         self.inbox.on_reply = answers.reply
+        self.approval_calls = ApprovalCalls(cfg, client, self.calls.current_line, approvals.by_call)
+        self.calls.line_observers.append(self.approval_calls.line_event)
+        # What a human who calls in hears: through Twilio, or the local phone's --dial.
+        self.phone_menu = PhoneMenu(
+            cfg, store, pending=self._pending, decide=approvals.by_call, post=self.mailbox.post
+        )
+        self.methods.extend(LocalDial(self.phone_menu).methods())
+        urgent = UrgentMessages(cfg, client, self.key)
+        self.methods.on_urgent = urgent.sent
+        self.mailbox.observers.append(urgent.heard)
         # A request that acts for an agent gets only what is that agent's own.
         self.confinement = Confinement(cfg, store, self.methods.dispatch)
         self.server = SocketServer(cfg.server.socket(), self.confinement.dispatch)
         self.http: WebhookServer | None = None
         self.console: Console | None = None
+
+    async def _pending(self) -> list[dict[str, Any]]:
+        listed = await self.approvals.approvals(ApprovalsListParams())
+        return list(listed["approvals"])
 
     async def start(self) -> None:
         await self.server.start()
@@ -128,7 +145,12 @@ class Gateway:
             return []
         from agentcomms.voice.callsystem.twilio import TwilioVoiceReceiver
 
-        return TwilioVoiceReceiver(self.cfg, self.calls, signer=self.media_signer()).routes()
+        routes = TwilioVoiceReceiver(self.cfg, self.calls, signer=self.media_signer()).routes()
+        if self.cfg.voice.inbound.allowed_callers:
+            from gateway.inbound_calls import InboundCalls
+
+            routes += InboundCalls(self.cfg, self.phone_menu).routes()
+        return routes
 
     def media_signer(self) -> MediaSigner:
         """Signs the audio URLs Twilio fetches; its key comes from the deployment's, so a URL a
@@ -168,6 +190,7 @@ class Gateway:
         await self.chat.close()
         await self.server.close()
         await self.approval_chats.close()
+        await self.approval_calls.close()
 
     async def serve_forever(self) -> None:
         await self.start()

@@ -20,7 +20,14 @@ from agentcomms.errors import TraceNotFound
 from agentcomms.models import LOCAL_CHANNEL, Agent, Event, Try
 from agentcomms.store import Store
 from agentcomms.temporal import POLL_SILENCE_S, last_polls, ui_url
-from agentcomms.workflow_ids import host_of_task_queue, mailbox_id, outbox_workflow_id
+from agentcomms.workflow_ids import (
+    escalation_workflow_id,
+    host_of_task_queue,
+    mailbox_id,
+    outbox_workflow_id,
+)
+from gateway.approval_trace import is_approval_id, rung_step, trace_approval
+from workflows.escalation.workflow import EscalationWorkflow
 from workflows.mailbox.client import Mailbox
 from workflows.mailbox.models import AgentSnapshot, QueuedEvent
 from workflows.mailbox.workflow import AgentWorkflow
@@ -74,13 +81,28 @@ class Tracer:
         self._host = host
 
     async def trace(self, event_id: str) -> dict[str, Any]:
+        if is_approval_id(event_id):
+            traced = await trace_approval(self._client, self._cfg, event_id)
+            if traced is not None:
+                return traced
         event = await self._store.get_event(event_id)
         if event is None:
             raise TraceNotFound(
                 f"no event {event_id!r}; `agentcomms events AGENT` lists an agent's event ids"
             )
         if event.direction == "out":
-            return await self._trace_outbound(event)
+            traced = await self._trace_outbound(event)
+            if event.payload.get("urgent"):
+                # Marked urgent: its agent's ladder, rung by rung (gateway/urgent.py).
+                handle = self._client.get_workflow_handle_for(
+                    EscalationWorkflow.run, escalation_workflow_id(event.agent_id)
+                )
+                try:
+                    rungs = await handle.query(EscalationWorkflow.rungs, rpc_timeout=QUERY_TIMEOUT)
+                except RPCError:
+                    rungs = []
+                traced["steps"] += [rung_step(rung) for rung in rungs]
+            return traced
         return await self._trace_inbound(event)
 
     def _summary(self, event: Event, wf_id: str | None) -> dict[str, Any]:

@@ -73,6 +73,13 @@ ReplyTo = Annotated[
     str | None,
     Field(min_length=1, max_length=200, description="Id of the message this answers (optional)."),
 ]
+Urgent = Annotated[
+    bool,
+    Field(
+        description="True for what cannot wait: unanswered, it escalates to an SMS and a call "
+        "(as configured) until your human writes to you."
+    ),
+]
 WaitTimeout = Annotated[
     float,
     Field(gt=0, le=MAX_WAIT_S, description="Seconds to wait at most (up to 300)."),

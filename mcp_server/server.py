@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 from fastmcp import FastMCP
 from fastmcp.server.auth import AuthProvider
@@ -28,6 +29,7 @@ from mcp_server.params import (
     ReplyTo,
     SinceId,
     ToAgentId,
+    Urgent,
     WaitTimeout,
 )
 from mcp_server.shapes import (
@@ -216,21 +218,28 @@ def build_server(socket: Path, *, default_agent: str, auth: AuthProvider | None 
 
     @mcp.tool
     async def send_message(
-        provider: ChatProvider, chat_id: ChatId, message: MessageText, reply_to: ReplyTo = None
+        provider: ChatProvider,
+        chat_id: ChatId,
+        message: MessageText,
+        reply_to: ReplyTo = None,
+        urgent: Urgent = False,
     ) -> SendMessageResult:
         """Send a chat message to your human: provider 'local' with chat_id 'local' reaches the
         terminal (`agentcomms inbox`); telegram with the chat_id a message came from answers
         there. With a token you write only to your own chats: those mapped to you and those your
         messages came from. success is true once the provider took it; status 'queued' means it
         waits and is sent in order (do not send it again); 'failed' comes with an error saying
-        what to fix.
+        what to fix. urgent: if your human does not answer, the configured escalation ladder
+        follows (an SMS, a call) until they write to you; for what cannot wait.
         """
         sender = calling_agent(None, default_agent)
         _not_blank(message)
         channel = channel_for(provider, _chat(chat_id))
-        params = {"channel_id": channel, "message": message, "agent_id": sender}
+        params: dict[str, Any] = {"channel_id": channel, "message": message, "agent_id": sender}
         if reply_to:
             params["reply_to"] = reply_to
+        if urgent:
+            params["urgent"] = True
         result = await gateway.call("reply", **params)
         sent: SendMessageResult = {
             "success": bool(result["delivered"]),

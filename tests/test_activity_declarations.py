@@ -17,10 +17,12 @@ from temporalio import activity
 import workflows.activities
 from activities.chat import ChatActivities
 from activities.delivery import PaneActivities
+from activities.escalation import EscalationActivities
 from activities.projection import ProjectionActivities
 from activities.receipts import ReceiptActivities
 from activities.voice import TwilioCallActivities, VoiceActivities
 from workflows.call import activities as call
+from workflows.escalation import activities as escalation
 from workflows.mailbox import activities as mailbox
 from workflows.outbox import activities as outbox
 
@@ -31,6 +33,7 @@ IMPLEMENTATIONS = (
     ChatActivities,
     VoiceActivities,
     TwilioCallActivities,
+    EscalationActivities,
 )
 
 # Each workflow's declarations: everything it runs, shared declarations included.
@@ -66,6 +69,7 @@ DECLARED: dict[str, tuple[ModuleType, set[str]]] = {
             "end_twilio_call",
         },
     ),
+    "escalation": (escalation, {"fire_rung"}),
 }
 
 

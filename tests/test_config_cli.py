@@ -306,6 +306,9 @@ def test_end_to_end_init_validate_show(home: Path) -> None:
             "approvals": {"on_timeout": None, "never": []},
             "approvers": None,
             "mirror": "replies",
+            "escalation": None,
+            "quiet_hours": None,
+            "never_sleep": False,
         }
     }
     assert SECRET not in show.stdout + show.stderr

@@ -23,6 +23,7 @@ LONG_MODULES: dict[str, str] = {}
 # package: modules of data and constants only, passed through the sandbox.
 PASS_THROUGH = (
     "agentcomms.approval_models",
+    "agentcomms.escalation_models",
     "agentcomms.agents.state",  # the agent's state machine: pydantic and plain Python
     "agentcomms.errors",  # and its area modules, but not agentcomms.errors.mcp (fastmcp)
     "agentcomms.framing",
@@ -36,8 +37,9 @@ PASS_THROUGH = (
 )
 THIRD_PARTY_FOR_WORKFLOWS = ("temporalio", "pydantic")
 # Workflow code any workflow package may import besides its own: declarations of the activities
-# more than one workflow runs, each declared once.
-SHARED_WORKFLOW_CODE = ("workflows.activities",)
+# more than one workflow runs, each declared once; the escalation ladder, which a request climbs
+# inside its own workflow; and the call, which a ladder places as a child workflow (by reference).
+SHARED_WORKFLOW_CODE = ("workflows.activities", "workflows.escalation.ladder", "workflows.call")
 
 
 def _is_client(module: str) -> bool:

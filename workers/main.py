@@ -20,6 +20,7 @@ from temporalio.worker import Worker
 
 from activities.chat import ChatActivities
 from activities.delivery import PaneActivities
+from activities.escalation import EscalationActivities
 from activities.projection import ProjectionActivities
 from activities.receipts import ReceiptActivities
 from activities.voice import TwilioCallActivities, VoiceActivities
@@ -30,6 +31,7 @@ from agentcomms.voice.warm import speech_warmed
 from agentcomms.workflow_ids import host_task_queue
 from workflows.approval.workflow import ApprovalWorkflow
 from workflows.call import CallWorkflow
+from workflows.escalation.workflow import EscalationWorkflow
 from workflows.mailbox.client import Mailbox
 from workflows.mailbox.workflow import AgentWorkflow
 from workflows.outbox.client import Outbox
@@ -88,11 +90,18 @@ def build_workers(
         )
         voice = VoiceActivities(cfg, store, key, post=mailbox.post)
         twilio_calls = TwilioCallActivities(cfg, key)
+        rungs = EscalationActivities(cfg, key)
         workers.append(
             Worker(
                 client,
                 task_queue=cfg.temporal.task_queue,
-                workflows=[AgentWorkflow, OutboxWorkflow, CallWorkflow, ApprovalWorkflow],
+                workflows=[
+                    AgentWorkflow,
+                    OutboxWorkflow,
+                    CallWorkflow,
+                    ApprovalWorkflow,
+                    EscalationWorkflow,
+                ],
                 activities=[
                     *activities,
                     chat.send_chat,
@@ -106,6 +115,7 @@ def build_workers(
                     twilio_calls.place_twilio_call,
                     twilio_calls.update_twilio_call,
                     twilio_calls.end_twilio_call,
+                    rungs.fire_rung,
                 ],
                 max_cached_workflows=WORKFLOW_CACHE,
                 plugins=[

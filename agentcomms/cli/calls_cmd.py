@@ -47,6 +47,15 @@ def phone(
         ),
     ] = False,
     once: Annotated[bool, typer.Option("--once", help="Exit when the first call ends.")] = False,
+    dial: Annotated[
+        bool,
+        typer.Option(
+            "--dial",
+            help="Call the deployment instead of waiting for a call: hear the pending "
+            "permission requests one by one (type 1 to allow, 2 to deny, 3 to skip), the "
+            "agents' last replies, or leave a message for an agent.",
+        ),
+    ] = False,
 ) -> None:
     """The local phone: rings here when an agent calls with no phone service configured.
 
@@ -64,6 +73,9 @@ def phone(
         find_recorder,
     )
 
+    if dial:
+        run_async(_dial, load_config().server.socket())
+        return
     if speak and mic:
         fail("--speak and --mic both answer aloud; choose one.")
     microphone = None
@@ -90,6 +102,16 @@ def phone(
         run_async(_run_phone, phone)
     except KeyboardInterrupt:
         console.print("\nphone off")
+
+
+async def _dial(socket: Any) -> None:
+    import asyncio
+
+    from agentcomms.voice.callsystem.dial import dial
+    from agentcomms.voice.callsystem.local import StdinLines
+
+    lines = StdinLines(sys.stdin, asyncio.get_running_loop())
+    await dial(socket, lines, interactive=sys.stdin.isatty())
 
 
 async def _run_phone(phone: Any) -> None:

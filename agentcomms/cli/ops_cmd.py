@@ -14,13 +14,19 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable
 
 @app.command()
 def trace(
-    event_id: Annotated[str, typer.Argument(help="The event's id, e.g. evt_01J… (from `send`).")],
+    event_id: Annotated[
+        str,
+        typer.Argument(
+            help="The event's id, e.g. evt_01J… (from `send`), or an approval's (K7QF)."
+        ),
+    ],
     as_json: JsonOption = False,
 ) -> None:
     """Tell one message's life, oldest first: accepted, queued, each try, typed (or why it waits).
 
     Ends with the workflow that holds it and its Temporal UI page. Works for messages to agents
-    and for agents' messages to chats.
+    and for agents' messages to chats. For a permission request (its id, K7QF): opened, each
+    rung of its escalation ladder (when it fired, where, or why not) and every answer.
     """
     from agentcomms.cli.common import ask_gateway
 

@@ -28,6 +28,7 @@ from agentcomms.config.chat import ChatConfig
 from agentcomms.config.home import agentcomms_home, default_socket
 from agentcomms.config.section import AgentIdKey, Section
 from agentcomms.config.voice import VoiceConfig
+from agentcomms.escalation_models import QuietHours, Rung, check_ladder
 from agentcomms.models import MAX_MESSAGE_CHARS
 
 
@@ -259,6 +260,10 @@ class AgentApprovals(Section):
     )
 
 
+# Checked as a whole: a ladder whose rungs are out of order is refused with the rung named.
+Ladder = Annotated[list[Rung], AfterValidator(check_ladder)]
+
+
 class AgentConfig(Section):
     """An agent registered when agentcomms starts."""
 
@@ -316,6 +321,12 @@ class AgentConfig(Section):
                     '"telegram:456" or "sms:+15551234567"'
                 )
         return value
+
+    escalation: Ladder | None = Field(default=None, description="overrides escalation")
+    quiet_hours: QuietHours | None = Field(default=None, description="overrides quiet_hours")
+    never_sleep: bool = Field(
+        default=False, description="quiet hours hold none of this agent's escalations"
+    )
 
 
 class LoggingConfig(Section):
@@ -398,6 +409,16 @@ class Config(Section):
     database: DatabaseConfig = DatabaseConfig()
     mailbox: MailboxConfig = MailboxConfig()
     approvals: ApprovalsConfig = ApprovalsConfig()
+    escalation: Ladder = Field(
+        default_factory=list,
+        description="how a request nobody answers finds its human: rungs of {after_s, via} "
+        "(via chat, sms or call); empty: the chat only, as always",
+    )
+    quiet_hours: QuietHours | None = Field(
+        default=None,
+        description="{from, to, tz}: a ladder's rungs past the first wait for the end of these "
+        "hours (an urgent message and a never_sleep agent excepted)",
+    )
     agents: dict[AgentIdKey, AgentConfig] = Field(default_factory=dict)
     chat: ChatConfig = ChatConfig()
     voice: VoiceConfig = VoiceConfig()
@@ -427,6 +448,13 @@ class Config(Section):
         """Which of `agent_id`'s turns end with its last words sent back to chat."""
         agent = self.agents.get(agent_id)
         return agent.mirror if agent is not None else "replies"
+
+    def escalation_for(self, agent_id: str) -> tuple[list[Rung], QuietHours | None, bool]:
+        """(rungs, quiet hours, never sleeps) of `agent_id`'s ladder: its own, else everyone's."""
+        agent = self.agents.get(agent_id)
+        rungs = agent.escalation if agent and agent.escalation is not None else self.escalation
+        quiet = (agent and agent.quiet_hours) or self.quiet_hours
+        return rungs, quiet, bool(agent and agent.never_sleep)
 
     def mailbox_limits(self, agent_id: str) -> tuple[int, int]:
         """(messages, bytes) that may wait for `agent_id`: its own limits, else the defaults."""

@@ -78,7 +78,8 @@ def _suggest(loc: Loc) -> str:
     parent = annotation_at(loc[:-1])
     if not (isinstance(parent, type) and issubclass(parent, BaseModel)):
         return ""
-    known = list(parent.model_fields)
+    # A key spelt differently from its field (quiet_hours' "from") is known by its spelling.
+    known = [info.alias or name for name, info in parent.model_fields.items()]
     close = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.6)
     return f" (did you mean {close[0]!r}?)" if close else f" (known keys: {', '.join(known)})"
 

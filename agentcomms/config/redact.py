@@ -54,7 +54,8 @@ def redacted(config: BaseModel) -> dict[str, Any]:
     auth_token, api_key, password, secret…) and the password in a URL. ``null`` stays ``null``,
     so an unset secret reads as unset.
     """
-    result: dict[str, Any] = _redact(config.model_dump(), None)
+    # By alias: a key is shown as it is written in the file (quiet_hours.from).
+    result: dict[str, Any] = _redact(config.model_dump(by_alias=True), None)
     return result
 
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator, model_validator
 
 from agentcomms.config.home import agentcomms_home
 from agentcomms.config.section import Section
@@ -23,6 +24,44 @@ class PhoneConfig(Section):
     from_number: str | None = None
     to_number: str | None = None
     base_url: str | None = None
+
+
+class InboundConfig(Section):
+    """Calls you place to the deployment's Twilio number (its "A call comes in" webhook:
+    server.public_url + /webhooks/twilio/voice). A caller id can be spoofed, so a caller must be
+    listed and key or say the PIN."""
+
+    allowed_callers: list[str] = Field(
+        default_factory=list,
+        description="numbers (E.164, +15551234567) that may call in; empty: nobody may",
+    )
+    pin: SecretStr | None = Field(
+        default=None, description='4 to 12 digits, from the environment: "${AGENTCOMMS_PIN}"'
+    )
+
+    @field_validator("allowed_callers")
+    @classmethod
+    def _e164(cls, value: list[str]) -> list[str]:
+        for number in value:
+            if not re.fullmatch(r"\+[1-9]\d{6,14}", number):
+                raise ValueError(f"expected a number as +15551234567 (E.164), not {number!r}")
+        return value
+
+    @field_validator("pin")
+    @classmethod
+    def _digits(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and not re.fullmatch(r"\d{4,12}", value.get_secret_value()):
+            raise ValueError("expected 4 to 12 digits (value hidden), keyed or said on the phone")
+        return value
+
+    @model_validator(mode="after")
+    def _pin_for_callers(self) -> InboundConfig:
+        if self.allowed_callers and self.pin is None:
+            raise ValueError(
+                "allowed_callers needs a pin as well (a caller id can be spoofed): set "
+                'voice.inbound.pin, e.g. "${AGENTCOMMS_PIN}"'
+            )
+        return self
 
 
 SPEECH_PROVIDERS_HELP = "elevenlabs, deepgram, openai or local"
@@ -77,6 +116,7 @@ class STTConfig(Section):
 
 class VoiceConfig(Section):
     phone: PhoneConfig = PhoneConfig()
+    inbound: InboundConfig = InboundConfig()
     tts: TTSConfig = TTSConfig()
     stt: STTConfig = STTConfig()
     elevenlabs: SpeechAccount = SpeechAccount()

@@ -74,6 +74,7 @@ NOT_SIGNED_SENTENCE = (
 )
 NOT_A_MAILBOX = "NotAnAgentMailbox"  # non-retryable: a pane activity asked for by anyone else
 NOT_A_CALL = "NotTheCallsWorkflow"  # non-retryable: a call's activity asked for by anyone else
+NOT_A_LADDER = "NotTheRequestsWorkflow"  # non-retryable: a rung asked for by anyone else
 NOT_LOCAL = "NotALocalActivity"  # non-retryable: a projection write scheduled by anyone
 REGISTRATION_NOT_SIGNED = "RegistrationNotSigned"  # non-retryable: the pane waits for a real one
 
@@ -89,6 +90,7 @@ __all__ = [
     "INVALID_TARGET",
     "MAILBOX_REFUSED",
     "NOT_A_CALL",
+    "NOT_A_LADDER",
     "NOT_SIGNED",
     "NOT_SIGNED_SENTENCE",
     "PANE_NOT_FOUND",

@@ -42,6 +42,8 @@ class CallInput(BaseModel):
     fallback_message: str = "I tried calling but couldn't reach you. Here's my message: {message}"
     # Non-blocking: the first answer goes to the agent's mailbox instead of a waiting caller.
     notify_mailbox: bool = False
+    # A ladder's call about a permission request: a key pressed (or an answer said) decides it.
+    approval_id: str | None = None
     # When the gateway placed it: a copy of a genuine input started long after is refused.
     placed_at: datetime | None = None
     signature: str | None = None  # the deployment's tag over everything above
@@ -159,6 +161,8 @@ class Line(BaseModel):
     expect: Literal["answer", "played"] | None = None
     answered_by: str | None = None
     ended_reason: str | None = None
+    # A ladder's call about a permission request: the phone takes a key for the answer.
+    approval_id: str | None = None
 
 
 class LineEvent(BaseModel):

@@ -6,7 +6,9 @@ or is not answered. It sends signed status callbacks, fetches our TwiML and carr
 ``<Play>`` downloads the audio and checks it is a WAV, ``<Record>`` answers with a recording
 (the scripted human's words said by espeak-ng, served under the account's Recordings with basic
 auth), ``<Pause>`` holds until the time is up or the call is updated with a new URL,
-``<Redirect>`` fetches the next TwiML, ``<Hangup>`` ends the call. Every request it makes to us
+``<Redirect>`` fetches the next TwiML, ``<Hangup>`` ends the call. ``<Gather>`` plays what it
+holds, then, when the scripted human's next answer is a :class:`Press`, posts its digits to the
+action as Twilio does (``Digits``); otherwise it times out and the call goes on to the next verb. Every request it makes to us
 is signed exactly as Twilio signs (``RequestValidator.compute_signature`` over the URL given).
 """
 
@@ -35,6 +37,13 @@ from tests.fakes.twilio import ACCOUNT_SID, AUTH_TOKEN
 Scenario = Literal["human", "machine", "busy", "no-answer"]
 
 
+@dataclass(frozen=True)
+class Press:
+    """The human keys digits at a <Gather> instead of speaking."""
+
+    digits: str
+
+
 @dataclass
 class FakeCall:
     sid: str
@@ -43,7 +52,8 @@ class FakeCall:
     url: str
     status_callback: str
     timeout_s: float
-    answers: list[str | None]  # what the human says at each <Record>; None: hangs up
+    # What the human says at each <Record> (or keys at a <Gather>); None: hangs up.
+    answers: list[str | Press | None]
     status: str = "queued"
     started: float = 0.0
     statuses: list[str] = field(default_factory=list)
@@ -61,7 +71,7 @@ class FakeTwilioCalls:
         self.account_sid = account_sid
         self.auth_token = auth_token
         self.scenario: Scenario = "human"
-        self.answers: list[str | None] = []
+        self.answers: list[str | Press | None] = []
         self.calls: dict[str, FakeCall] = {}
         self.recordings: dict[str, bytes] = {}
         self.problems: list[str] = []  # what a real Twilio would have refused or failed at
@@ -218,7 +228,8 @@ class FakeTwilioCalls:
                     await self._play(call, (verb.text or "").strip())
                 elif verb.tag == "Say":
                     call.said.append(verb.text or "")
-                elif verb.tag == "Hangup":
+                elif verb.tag in ("Hangup", "Reject"):
+                    call.statuses.append(verb.tag.lower())
                     return
                 elif verb.tag == "Redirect":
                     next_document = await self._post(call, (verb.text or "").strip(), {})
@@ -231,17 +242,60 @@ class FakeTwilioCalls:
                             url, call.redirect_to = call.redirect_to, None
                             next_document = await self._post(call, url, {})
                             break
+                elif verb.tag == "Gather":
+                    for inner in verb:
+                        if inner.tag == "Play":
+                            await self._play(call, (inner.text or "").strip())
+                        elif inner.tag == "Say":
+                            call.said.append(inner.text or "")
+                    action = verb.get("action", "")
+                    if call.answers and isinstance(call.answers[0], Press):
+                        press = call.answers.pop(0)
+                        assert isinstance(press, Press)
+                        next_document = await self._post(call, action, {"Digits": press.digits})
+                        break
+                    spoken = "speech" in verb.get("input", "")
+                    if spoken and call.answers and isinstance(call.answers[0], str):
+                        # Twilio's own recognizer heard it: exactly, in the fake.
+                        said = {"SpeechResult": str(call.answers.pop(0)), "Confidence": "0.9"}
+                        next_document = await self._post(call, action, said)
+                        break
                 elif verb.tag == "Record":
-                    if not call.answers:
+                    if not call.answers or isinstance(call.answers[0], Press):
                         continue  # silence: Twilio goes on to the next verb
                     answer = call.answers.pop(0)
                     if answer is None:  # the human hangs up
                         return
+                    assert isinstance(answer, str)
                     next_document = await self._record(call, verb, answer)
                     break
             if next_document is None:
                 return
             document = next_document
+
+    async def incoming(
+        self, from_: str, url: str, answers: list[str | Press | None], to: str = ""
+    ) -> FakeCall:
+        """A call from `from_` to our number: Twilio asks `url` (the "A call comes in"
+        webhook) what to do and carries it out, the caller answering as `answers` say."""
+        call = FakeCall(
+            sid="CA" + secrets.token_hex(16),
+            to=to,
+            from_=from_,
+            url=url,
+            status_callback="",
+            timeout_s=60,
+            answers=list(answers),
+        )
+        self.calls[call.sid] = call
+        call.status = "ringing"
+        try:
+            document = await self._post(call, url, {"Direction": "inbound"})
+            call.status = "in-progress"
+            await self._carry_out(call, document)
+        finally:
+            call.done.set()
+        return call
 
     async def _play(self, call: FakeCall, url: str) -> None:
         async with httpx.AsyncClient(timeout=30) as client:

@@ -28,6 +28,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from agentcomms import policies
 from agentcomms.approval_models import ApprovalRequest, ApprovalView, Decision
+from agentcomms.escalation_models import Escalation, RungRecord
 from agentcomms.search_attributes import AGENT_ID
 from agentcomms.workflow_ids import APPROVAL_WORKFLOW, approval_workflow_id
 from workflows.approval.models import ApprovalInput, Decide, Decided, WaitDecided
@@ -54,12 +55,12 @@ class Approvals:
             ApprovalWorkflow.run, approval_workflow_id(approval_id)
         )
 
-    async def open(self, request: ApprovalRequest) -> None:
-        """Start the approval; the request must be signed already. Raises
+    async def open(self, request: ApprovalRequest, escalation: Escalation | None = None) -> None:
+        """Start the approval (with its ladder); both must be signed already. Raises
         ``WorkflowAlreadyStartedError`` when its id is taken: pick another."""
         await self._client.start_workflow(
             ApprovalWorkflow.run,
-            ApprovalInput(request=request),
+            ApprovalInput(request=request, escalation=escalation),
             id=approval_workflow_id(request.id),
             task_queue=self._task_queue,
             # An id is a person's handle on one request: never two runs under it.
@@ -100,6 +101,15 @@ class Approvals:
                 return await handle.result()
             except (WorkflowFailureError, RPCError):
                 return None
+
+    async def rungs(self, approval_id: str) -> list[RungRecord]:
+        """What its escalation ladder did so far (empty without one, or with no such approval)."""
+        try:
+            return await self.handle(approval_id).query(ApprovalWorkflow.escalation)
+        except RPCError as exc:
+            if exc.status == RPCStatusCode.NOT_FOUND:
+                return []
+            raise
 
     async def wait(self, approval_id: str, timeout_s: float) -> ApprovalView | None:
         """The approval once decided (its run ended), or None while it is still open."""

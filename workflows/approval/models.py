@@ -7,10 +7,13 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from agentcomms.approval_models import ApprovalRequest, ApprovalView, Decision
+    from agentcomms.escalation_models import Escalation
 
 
 class ApprovalInput(BaseModel):
     request: ApprovalRequest
+    # Its ladder (signed by the gateway), when the agent's config has one.
+    escalation: Escalation | None = None
 
 
 class Decide(BaseModel):

@@ -7,10 +7,14 @@ tried is kept in the history with who, how, where and when. With no answer withi
 terminal, or deny) follows the request's signed ``on_timeout``, read by the gateway. Once
 decided it stays a while for the answers that raced it (``APPROVAL_LATE_ANSWERS``), then ends
 with its view as its result, which later readers and answers read.
+
+With an escalation ladder, the request climbs it beside the wait (:mod:`workflows.escalation`):
+each rung fires only while nobody has answered, and the `escalation` query lists what each did.
 """
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 
 from temporalio import workflow
@@ -18,8 +22,10 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from agentcomms import policies
     from agentcomms.approval_models import ApprovalView, Decision
+    from agentcomms.escalation_models import RungRecord
     from agentcomms.workflow_ids import APPROVAL_WORKFLOW
     from workflows.approval.models import ApprovalInput, Decide, Decided, WaitDecided
+    from workflows.escalation.ladder import climb
 
 
 @workflow.defn(name=APPROVAL_WORKFLOW)
@@ -27,6 +33,7 @@ class ApprovalWorkflow:
     @workflow.init
     def __init__(self, input: ApprovalInput) -> None:
         self._view = ApprovalView(request=input.request, opened_at=workflow.now())
+        self._rungs: list[RungRecord] = []
 
     @workflow.update
     def decide(self, request: Decide) -> Decided:
@@ -57,9 +64,24 @@ class ApprovalWorkflow:
     def view(self) -> ApprovalView:
         return self._view
 
+    @workflow.query
+    def escalation(self) -> list[RungRecord]:
+        """The ladder's rungs so far: when each fired (or why not), where."""
+        return self._rungs
+
     @workflow.run
     async def run(self, input: ApprovalInput) -> ApprovalView:
         request = input.request
+        ladder = None
+        if input.escalation is not None:
+            ladder = asyncio.create_task(
+                climb(
+                    input.escalation,
+                    opened_at=self._view.opened_at,
+                    answered=lambda: self._view.decision is not None,
+                    records=self._rungs,
+                )
+            )
         try:
             await workflow.wait_condition(
                 lambda: self._view.decision is not None,
@@ -80,6 +102,8 @@ class ApprovalWorkflow:
                     via="timeout",
                 )
             )
+        if ladder is not None:
+            await ladder  # it stops at once: the request is decided
         # Only the late answers keep it: a waiting hook has its answer already.
         await workflow.sleep(policies.APPROVAL_LATE_ANSWERS, summary="hear late answers")
         await workflow.wait_condition(workflow.all_handlers_finished)

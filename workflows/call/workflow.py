@@ -53,7 +53,7 @@ class CallWorkflow:
     @workflow.init
     def __init__(self, input: CallInput) -> None:
         self._in = input
-        self._line = Line(call_id=input.call_id, agent_id=input.agent_id)
+        self._line = Line(**input.model_dump(include={"call_id", "agent_id", "approval_id"}))
         self._status: CallStatus = "dialing"
         self._started_at: datetime = workflow.now()
         self._answered_at: datetime | None = None

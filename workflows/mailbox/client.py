@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 from uuid import uuid4
@@ -110,6 +110,9 @@ class Mailbox:
         # the projection is counted again only when the bound nears a limit, not on every send.
         self._bounds: dict[str, tuple[int, int]] = {}
         self.arrivals = Arrivals()
+        # Who hears each message once it is durable (an urgent message's ladder stops at the
+        # human's next one); each must be quick and never raise.
+        self.observers: list[Callable[[Event], Awaitable[None]]] = []
         # A mailbox starts on the shared queue, which any worker polls (the gateway's machine
         # may run none); registration moves it to its pane's host, where it types.
         self._task_queue = task_queue
@@ -154,6 +157,8 @@ class Mailbox:
         event = self._key.sign_event(event)
         await self._signal(event.agent_id, AgentWorkflow.enqueue, event)
         metrics.accepted(event)
+        for observer in self.observers:
+            await observer(event)
         # After the signal: the projection never shows a message Temporal does not hold. The
         # message is durable now, so a failing projection must not make it look lost (a client
         # would retry and send it twice): the mailbox writes the row again when it settles.

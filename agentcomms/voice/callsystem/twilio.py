@@ -34,7 +34,7 @@ from starlette.routing import BaseRoute, Route
 from twilio.request_validator import RequestValidator
 from twilio.rest import Client
 
-from agentcomms.config import Config
+from agentcomms.config import Config, PhoneConfig
 from agentcomms.errors import SendRefused
 from agentcomms.transports._twilio import SIGNATURE_HEADER, HttpxTwilioClient, twilio_errors
 from agentcomms.voice.audio import AudioStore, turn_audio_name
@@ -55,6 +55,7 @@ TWILIO_API = "https://api.twilio.com"
 HOLD_S = 60  # a held line asks for TwiML again after this long
 MEDIA_TTL_S = 600
 ANSWER_READY_S = 10.0  # how long the answer webhook waits for the first turn's words
+KEY_WAIT_S = 3  # how long a call about a request waits for a key after its words
 MACHINE = ("machine_start", "machine_end_beep", "machine_end_silence", "machine_end_other", "fax")
 STATUS_EVENTS: dict[str, LineEventKind] = {
     "busy": "busy",
@@ -155,6 +156,25 @@ class MediaSigner:
         return hmac.compare_digest(self._sign(name, when), signature)
 
 
+async def signed_form(
+    request: Request, phone: PhoneConfig, public_url: str
+) -> dict[str, str] | None:
+    """The request's form when Twilio signed it for our public URL (and our account)."""
+    token = phone.auth_token
+    signature = request.headers.get(SIGNATURE_HEADER)
+    if token is None or signature is None or not public_url:
+        return None  # before the body is read: an unsigned caller costs nothing
+    form = {k: str(v) for k, v in (await request.form()).items()}
+    url = public_url + request.url.path
+    if request.url.query:
+        url += "?" + request.url.query
+    if not RequestValidator(token.get_secret_value()).validate(url, form, signature):
+        return None
+    if form.get("AccountSid") != phone.account_sid:
+        return None
+    return form
+
+
 class CallLines(Protocol):
     """What the webhooks need of the gateway: report line events, read a call's line."""
 
@@ -185,6 +205,7 @@ class TwilioVoiceReceiver:
             Route(f"{VOICE_PATH}/{{call_id}}/answer", self._answer, methods=["POST"]),
             Route(f"{VOICE_PATH}/{{call_id}}/twiml", self._twiml, methods=["POST"]),
             Route(f"{VOICE_PATH}/{{call_id}}/recording", self._recording, methods=["POST"]),
+            Route(f"{VOICE_PATH}/{{call_id}}/digits", self._digits, methods=["POST"]),
             Route(f"{VOICE_PATH}/{{call_id}}/played", self._played, methods=["POST"]),
             Route(f"{VOICE_PATH}/{{call_id}}/status", self._status, methods=["POST"]),
             Route(f"{MEDIA_PATH}/{{call_id}}/{{file}}", self._media, methods=["GET"]),
@@ -193,20 +214,7 @@ class TwilioVoiceReceiver:
     # ---- checks ---------------------------------------------------------------------------------
 
     async def _form(self, request: Request) -> dict[str, str] | None:
-        """The request's form when Twilio signed it for our public URL (and our account)."""
-        token = self._phone.auth_token
-        signature = request.headers.get(SIGNATURE_HEADER)
-        if token is None or signature is None or not self._public_url:
-            return None  # before the body is read: an unsigned caller costs nothing
-        form = {k: str(v) for k, v in (await request.form()).items()}
-        url = self._public_url + request.url.path
-        if request.url.query:
-            url += "?" + request.url.query
-        if not RequestValidator(token.get_secret_value()).validate(url, form, signature):
-            return None
-        if form.get("AccountSid") != self._phone.account_sid:
-            return None
-        return form
+        return await signed_form(request, self._phone, self._public_url)
 
     @staticmethod
     def _forbidden() -> Response:
@@ -227,8 +235,17 @@ class TwilioVoiceReceiver:
             served.add(line.turn)
             if line.expect == "answer":
                 record = call_url(self._public_url, call_id, "recording", turn=line.turn)
+                words = self._words(line)
+                if line.approval_id is not None:
+                    # A key pressed while (or just after) the words play is the answer; with
+                    # none, the spoken answer is recorded as in any turn.
+                    digits = call_url(self._public_url, call_id, "digits", turn=line.turn)
+                    words = (
+                        f'<Gather input="dtmf" numDigits="1" timeout="{KEY_WAIT_S}" '
+                        f'action={quoteattr(digits)} method="POST">{words}</Gather>'
+                    )
                 return _xml(
-                    self._words(line),
+                    words,
                     f'<Record action={quoteattr(record)} method="POST" '
                     f'maxLength="{self._record_max_s}" timeout="{self._silence_s}" '
                     'playBeep="false" trim="trim-silence"/>',
@@ -288,6 +305,19 @@ class TwilioVoiceReceiver:
             turn_audio_name(call_id, turn, "human"), got.content, provider="twilio"
         )
         await self._lines.line_event(call_id, LineEvent(kind="heard", turn=turn, audio=audio))
+        return _xml(self._hold(call_id))
+
+    async def _digits(self, request: Request) -> Response:
+        """A key pressed at a <Gather>: the turn's answer, as its digit."""
+        call_id = request.path_params["call_id"]
+        form = await self._form(request)
+        if form is None:
+            return self._forbidden()
+        turn = int(request.query_params.get("turn", "0"))
+        digits = form.get("Digits", "")
+        if turn > 0 and digits:
+            event = LineEvent(kind="heard", turn=turn, text=digits, detail="keypad")
+            await self._lines.line_event(call_id, event)
         return _xml(self._hold(call_id))
 
     async def _played(self, request: Request) -> Response:

@@ -1,0 +1,174 @@
+"""A ladder's rungs: what reaching the human by chat, SMS or call does, for the deployment only.
+
+``fire_rung`` runs only as a local activity of the request's own workflow, on a ladder the
+gateway signed, started when the gateway opened it: anyone else's workflow, an altered ladder or
+a copy started again later texts and rings nobody. What it sends and where come from the signed
+ladder and the config (the human's number is the config's, never the request's). A rung the
+config cannot serve (no SMS set up, no chat mapped) is skipped, with the reason, for `trace`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import timedelta
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+from ulid import ULID
+
+from agentcomms import errors
+from agentcomms.config import Config
+from agentcomms.errors import ConfigError, SendRefused
+from agentcomms.escalation_models import Escalation, RungResult, RungStep
+from agentcomms.trust import DeploymentKey
+from agentcomms.voice.callsystem import call_system
+from agentcomms.voice.models import CallInput
+from agentcomms.voice.stt import stt_chain
+from agentcomms.voice.tts import tts_chain
+from agentcomms.workflow_ids import (
+    APPROVAL_WORKFLOW,
+    ESCALATION_WORKFLOW,
+    approval_workflow_id,
+    escalation_workflow_id,
+)
+
+# How long after the gateway opened a request its workflow may start: a genuine ladder copied
+# from an old history and started again later (a replay) reaches nobody.
+LADDER_START_WINDOW = timedelta(minutes=10)
+KEYPAD = "Press 1 to allow, 2 to deny, 3 to hear it again."
+
+
+def sms_text(escalation: Escalation) -> str:
+    """The SMS of a rung: the request, and for a permission request how to answer it by reply."""
+    if escalation.kind != "approval":
+        return escalation.text
+    code = escalation.subject_id
+    return f"{escalation.text}\nReply YES {code} or NO {code}"
+
+
+def call_text(escalation: Escalation) -> str:
+    """What a call rung says first: the request, and for a permission request the keys."""
+    if escalation.kind != "approval":
+        return escalation.text
+    return f"{escalation.text.rstrip('.')}. {KEYPAD}"
+
+
+class EscalationActivities:
+    def __init__(self, cfg: Config, key: DeploymentKey) -> None:
+        self._cfg = cfg
+        self._key = key
+
+    @activity.defn(name="fire_rung")
+    async def fire_rung(self, step: RungStep) -> RungResult:
+        """Reach the human by the rung's way (or say why it cannot); a call rung hands back the
+        signed call for the workflow to place."""
+        escalation = self._signed(step)
+        via = escalation.rungs[step.rung].via
+        if via == "chat":
+            return self._chat(escalation)
+        if via == "sms":
+            return await self._sms(escalation)
+        return self._call(escalation, step)
+
+    def _chat(self, escalation: Escalation) -> RungResult:
+        chats = sorted(
+            channel
+            for channel, agent in self._cfg.chat.channels.items()
+            if agent == escalation.agent_id
+        )
+        if not chats:
+            return RungResult(
+                fired=False,
+                detail=f"skipped: no chat is mapped to {escalation.agent_id} (chat.channels)",
+            )
+        return RungResult(fired=True, detail="in the agent's chats: " + ", ".join(chats))
+
+    async def _sms(self, escalation: Escalation) -> RungResult:
+        number = self._cfg.voice.phone.to_number
+        sms = self._cfg.chat.sms
+        if not (number and sms.enabled and sms.from_number and not sms.missing_credentials()):
+            return RungResult(
+                fired=False,
+                detail="skipped: no SMS set up (chat.sms with its Twilio account and "
+                "from_number, and the human's number in voice.phone.to_number)",
+            )
+        from agentcomms.transports import send_pieces
+        from agentcomms.transports.sms import sender
+
+        try:
+            await send_pieces(sender(self._cfg), number, sms_text(escalation))
+        except SendRefused as exc:  # for good: the next rung still comes
+            return RungResult(fired=False, detail=f"skipped: the SMS was refused: {exc}")
+        return RungResult(fired=True, detail=f"SMS to {number}")
+
+    def _call(self, escalation: Escalation, step: RungStep) -> RungResult:
+        try:
+            system, number = call_system(self._cfg)
+        except ConfigError as exc:
+            return RungResult(fired=False, detail=f"skipped: {exc}")
+        voice = self._cfg.voice
+        digest = hashlib.sha256(
+            f"agentcomms/rung/v1\0{escalation.kind}\0{escalation.subject_id}\0{step.rung}".encode()
+        ).digest()
+        call_id = f"c_{ULID.from_bytes(digest[:16])}"  # the same call however often it is tried
+        call = self._key.sign_call(
+            CallInput(
+                call_id=call_id,
+                agent_id=escalation.agent_id,
+                message=call_text(escalation),
+                system=system,
+                to_number=number,
+                tts=tts_chain(self._cfg),
+                stt=stt_chain(self._cfg),
+                ring_timeout_s=voice.ring_timeout_s,
+                transcript_timeout_s=voice.transcript_timeout_s,
+                max_duration_s=voice.max_call_duration_s,
+                # The ladder's earlier rungs left the request where the human sees it.
+                fallback=False,
+                # An urgent message's call: what the human says goes to the agent. A request's
+                # answer decides it instead (gateway/approval_calls.py).
+                notify_mailbox=escalation.kind == "message",
+                approval_id=escalation.subject_id if escalation.kind == "approval" else None,
+                placed_at=step.now,
+            )
+        )
+        where = f"{number}" if number else "the local phone (agentcomms phone)"
+        return RungResult(fired=True, detail=f"call {call_id} to {where}", call=call)
+
+    def _signed(self, step: RungStep) -> Escalation:
+        """The ladder, asked by its request's own workflow and signed by the deployment when it
+        opened the request; refused otherwise."""
+        escalation = step.escalation
+        info = activity.info()
+        if escalation.kind == "approval":
+            own_type, own_id = APPROVAL_WORKFLOW, approval_workflow_id(escalation.subject_id)
+        else:
+            own_type, own_id = ESCALATION_WORKFLOW, escalation_workflow_id(escalation.agent_id)
+        own = info.workflow_type == own_type and info.workflow_id == own_id
+        if not (info.is_local and own):
+            raise _refused(
+                f"fire_rung runs only as a local activity of {escalation.kind} "
+                f"{escalation.subject_id}'s own workflow, not {info.workflow_id}",
+                errors.NOT_A_LADDER,
+            )
+        if not self._key.escalation_is_genuine(escalation):
+            raise _refused(
+                f"the ladder of {escalation.kind} {escalation.subject_id} is not signed by this "
+                "deployment (or was altered since): it texts and rings nobody",
+                errors.NOT_SIGNED,
+            )
+        if abs(step.started_at - escalation.opened_at) > LADDER_START_WINDOW:
+            raise _refused(
+                f"the ladder of {escalation.kind} {escalation.subject_id} was opened at "
+                f"{escalation.opened_at} but started at {step.started_at}: a copy, which "
+                "reaches nobody",
+                errors.NOT_SIGNED,
+            )
+        if not 0 <= step.rung < len(escalation.rungs):
+            raise _refused(f"the ladder has no rung {step.rung + 1}", errors.NOT_A_LADDER)
+        return escalation
+
+
+def _refused(reason: str, kind: str) -> ApplicationError:
+    activity.logger.warning("refused a rung: %s", reason)
+    return ApplicationError(reason, type=kind, non_retryable=True)

@@ -1,0 +1,122 @@
+"""Calling in through Twilio: the deployment's number's "A call comes in" webhook is
+``server.public_url`` + ``/webhooks/twilio/voice``, and every step of the call is a webhook of its
+own, each checked against Twilio's signature for our public URL (a forged one gets 403).
+
+A caller id can be spoofed, so the caller must be in ``voice.inbound.allowed_callers`` and key or
+say ``voice.inbound.pin``: anyone else is rejected before the call is answered (they hear
+nothing, and pay nothing), a wrong PIN is hung up on, and both are recorded. What the caller then
+hears and does is :mod:`gateway.phone_menu`'s; here each of its prompts becomes TwiML (a
+``<Gather>`` of keys or words, a ``<Record>`` for a message, transcribed by the STT chain).
+"""
+
+from __future__ import annotations
+
+import logging
+from xml.sax.saxutils import escape, quoteattr
+
+import httpx
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from agentcomms.config import Config
+from agentcomms.voice.callsystem.twilio import TWILIO_API, signed_form
+from agentcomms.voice.stt import stt_chain, stt_provider
+from gateway.phone_menu import PhoneMenu, Prompt
+
+log = logging.getLogger(__name__)
+
+INBOUND_PATH = "/webhooks/twilio/voice"
+MESSAGE_MAX_S = 120
+
+
+def _xml(*verbs: str) -> Response:
+    body = '<?xml version="1.0" encoding="UTF-8"?><Response>' + "".join(verbs) + "</Response>"
+    return Response(body, media_type="application/xml")
+
+
+def _say(text: str) -> str:
+    return f"<Say>{escape(text)}</Say>"
+
+
+class InboundCalls:
+    def __init__(self, cfg: Config, menu: PhoneMenu) -> None:
+        self._cfg = cfg
+        self._phone = cfg.voice.phone
+        self._inbound = cfg.voice.inbound
+        self._public_url = cfg.server.public_url or ""
+        self._menu = menu
+
+    def routes(self) -> list[BaseRoute]:
+        return [
+            Route(INBOUND_PATH, self._incoming, methods=["POST"]),
+            Route(f"{INBOUND_PATH}/{{step}}", self._step, methods=["POST"]),
+        ]
+
+    async def _incoming(self, request: Request) -> Response:
+        form = await signed_form(request, self._phone, self._public_url)
+        if form is None:
+            return PlainTextResponse("forbidden: bad or missing X-Twilio-Signature", 403)
+        number, sid = form.get("From", ""), form.get("CallSid", "")
+        if number not in self._inbound.allowed_callers or self._inbound.pin is None:
+            log.info("refused an inbound call from %s", number or "an unknown number")
+            await self._menu.record_refusal(number, sid, "not in voice.inbound.allowed_callers")
+            return _xml('<Reject reason="rejected"/>')
+        return self._twiml(await self._menu.start(sid, number))
+
+    async def _step(self, request: Request) -> Response:
+        form = await signed_form(request, self._phone, self._public_url)
+        if form is None:
+            return PlainTextResponse("forbidden: bad or missing X-Twilio-Signature", 403)
+        step = request.path_params["step"]
+        query = dict(request.query_params)
+        if step == "message":
+            heard = await self._transcribe(form.get("RecordingUrl", ""))
+        else:
+            heard = form.get("Digits") or form.get("SpeechResult") or ""
+        return self._twiml(
+            await self._menu.answer(form.get("CallSid", ""), step, heard, query=query)
+        )
+
+    def _twiml(self, prompt: Prompt) -> Response:
+        if prompt.expect == "end":
+            return _xml(_say(prompt.words), "<Hangup/>")
+        url = f"{self._public_url}{INBOUND_PATH}/{prompt.step}"
+        if prompt.query:
+            url += "?" + "&".join(f"{k}={v}" for k, v in prompt.query.items())
+        action = quoteattr(url)
+        if prompt.expect == "message":
+            return _xml(
+                _say(prompt.words),
+                f'<Record action={action} method="POST" maxLength="{MESSAGE_MAX_S}" '
+                'finishOnKey="#" playBeep="true" trim="trim-silence"/>',
+                "<Hangup/>",
+            )
+        digits, finish = (12, ' finishOnKey="#"') if prompt.expect == "pin" else (1, "")
+        return _xml(
+            f'<Gather input="dtmf speech" numDigits="{digits}" timeout="6"{finish} '
+            f'action={action} method="POST">{_say(prompt.words)}</Gather>',
+            "<Hangup/>",
+        )
+
+    async def _transcribe(self, url: str) -> str:
+        """The recording's words, by the STT chain (the first provider that hears them)."""
+        phone = self._phone
+        if not url.startswith((phone.base_url or TWILIO_API).rstrip("/")):
+            return ""
+        assert phone.account_sid is not None and phone.auth_token is not None
+        async with httpx.AsyncClient(timeout=30) as client:
+            got = await client.get(
+                url + ".wav", auth=(phone.account_sid, phone.auth_token.get_secret_value())
+            )
+        if got.status_code != 200:
+            return ""
+        for provider in stt_chain(self._cfg):
+            try:
+                text = await stt_provider(provider, self._cfg).transcribe(got.content, "audio/wav")
+            except Exception as exc:  # the next provider of the chain
+                log.warning("inbound message: %s did not hear it: %s", provider, exc)
+                continue
+            if text.strip():
+                return text.strip()
+        return ""

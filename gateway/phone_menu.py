@@ -1,0 +1,273 @@
+"""What a human who calls in hears and can do, whatever the phone: the pending permission
+requests one by one (1 allow, 2 deny, 3 skip, by key or word, decided through the gateway's one
+decide path, `via` call), the agents' last replies, and a message for an agent, posted to its
+mailbox like a chat message (``[phone call from +1555…] …``).
+
+Each step is a :class:`Prompt` (the words, and what answer it waits for); the phone (Twilio's
+webhooks in :mod:`gateway.inbound_calls`, the local phone's `agentcomms phone --dial` through the
+socket) says it and hands back the answer. A call's progress (who called, whether the PIN was
+right) lives in this gateway's memory, by the phone's call id: a gateway restarted mid-call hangs
+up on the next step.
+"""
+
+from __future__ import annotations
+
+import hmac
+import re
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict, dataclass, field
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, StringConstraints
+
+from agentcomms.approval_models import Behavior
+from agentcomms.config import Config
+from agentcomms.ids import new_event_id
+from agentcomms.models import Event, utcnow
+from agentcomms.store import Store
+from gateway.approval_calls import heard_answer
+from gateway.params import Params
+from workflows.approval.models import Decided
+
+Pending = Callable[[], Awaitable[list[dict[str, Any]]]]
+DecideByCall = Callable[[str, Behavior, str], Awaitable[Decided | None]]
+Post = Callable[[Event], Awaitable[str]]
+Expect = Literal["pin", "key", "message", "end"]
+
+
+@dataclass
+class Prompt:
+    """What to say, and what the phone waits for next: a PIN, a key (or word), a message, or
+    nothing (hang up). The answer goes back to `step` with `query`."""
+
+    words: str
+    expect: Expect
+    step: str = ""
+    query: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Caller:
+    number: str
+    admitted: bool = False
+    pending: list[str] = field(default_factory=list)  # approval ids still to offer
+
+
+def _end(words: str = "Goodbye.") -> Prompt:
+    return Prompt(words, "end")
+
+
+class PhoneMenu:
+    def __init__(
+        self, cfg: Config, store: Store, *, pending: Pending, decide: DecideByCall, post: Post
+    ) -> None:
+        self._cfg = cfg
+        self._store = store
+        self._pending = pending
+        self._decide = decide
+        self._post = post
+        self._calls: dict[str, Caller] = {}
+
+    async def start(self, call: str, number: str, *, admitted: bool = False) -> Prompt:
+        """A call from `number` comes in: the PIN first, unless the phone admitted it already
+        (the local phone is the machine's own)."""
+        caller = self._calls[call] = Caller(number=number)
+        if not admitted:
+            return Prompt("Enter your PIN, then press the pound key.", "pin", "pin")
+        return await self._admit(caller)
+
+    async def answer(
+        self, call: str, step: str, heard: str, *, query: dict[str, str] | None = None
+    ) -> Prompt:
+        """The answer to the prompt of `step`: the next prompt."""
+        caller = self._calls.get(call)
+        if caller is None:
+            return _end("This call is not known here any more. Goodbye.")
+        query = query or {}
+        if step == "pin":
+            return await self._pin(call, caller, heard)
+        if not caller.admitted:
+            return _end()
+        if step == "menu":
+            return await self._menu(caller, heard)
+        if step == "approval":
+            return await self._approval(caller, query.get("id", ""), heard)
+        if step == "agent":
+            return self._agent(heard)
+        if step == "message":
+            return await self._message(caller, query.get("agent", ""), heard)
+        return _end()
+
+    def hung_up(self, call: str) -> None:
+        self._calls.pop(call, None)
+
+    # ---- steps ----------------------------------------------------------------------------------
+
+    async def _pin(self, call: str, caller: Caller, heard: str) -> Prompt:
+        entered = "".join(re.findall(r"\d", heard))
+        pin = self._cfg.voice.inbound.pin
+        if pin is None or not hmac.compare_digest(
+            entered.encode(), pin.get_secret_value().encode()
+        ):
+            self._calls.pop(call, None)
+            await self.record_refusal(caller.number, call, "a wrong PIN")
+            return _end()
+        return await self._admit(caller)
+
+    async def _admit(self, caller: Caller) -> Prompt:
+        caller.admitted = True
+        caller.pending = [a["id"] for a in await self._pending()]
+        return self._menu_prompt(caller, "")
+
+    def _menu_prompt(self, caller: Caller, before: str) -> Prompt:
+        count = len(caller.pending)
+        waiting = f"{count} request{'s' if count != 1 else ''} waiting for you. "
+        words = (
+            before + waiting + "Press 1 to hear them, 2 for the agents' last replies, "
+            "3 to leave a message for an agent."
+        )
+        return Prompt(words, "key", "menu")
+
+    async def _menu(self, caller: Caller, heard: str) -> Prompt:
+        choice = _first_digit(heard)
+        if choice == "1":
+            return await self._offer(caller, "")
+        if choice == "2":
+            return self._menu_prompt(caller, await self._replies())
+        if choice == "3":
+            names = ", ".join(f"{n} for {a}" for n, a in enumerate(self._agents(), start=1))
+            return Prompt(f"Which agent? Press {names}.", "key", "agent")
+        return self._menu_prompt(caller, "")
+
+    async def _offer(self, caller: Caller, before: str) -> Prompt:
+        """The next pending request, or the menu when none is left."""
+        pending = {a["id"]: a for a in await self._pending()}
+        caller.pending = [i for i in caller.pending if i in pending]
+        if not caller.pending:
+            return self._menu_prompt(caller, before + "No more requests. ")
+        request = pending[caller.pending[0]]
+        verb = "run" if request["tool"] == "Bash" else f"use {request['tool']}:"
+        words = (
+            f"{before}{request['agent_id']} asks to {verb} {request['input']}. "
+            "Press 1 to allow, 2 to deny, 3 to skip."
+        )
+        return Prompt(words, "key", "approval", {"id": request["id"]})
+
+    async def _approval(self, caller: Caller, approval_id: str, heard: str) -> Prompt:
+        if approval_id in caller.pending:
+            caller.pending.remove(approval_id)
+        behavior = heard_answer(heard)
+        if behavior is None:
+            return await self._offer(caller, "Skipped. ")
+        decided = await self._decide(approval_id, behavior, caller.number)
+        if decided is None or not decided.accepted:
+            return await self._offer(caller, "That one was answered already. ")
+        return await self._offer(caller, "Allowed. " if behavior == "allow" else "Denied. ")
+
+    def _agents(self) -> list[str]:
+        return sorted(set(self._cfg.agents) | set(self._cfg.chat.channels.values()))
+
+    def _agent(self, heard: str) -> Prompt:
+        agents = self._agents()
+        choice = _first_digit(heard)
+        if not choice.isdigit() or not 1 <= int(choice) <= len(agents):
+            return _end("No such agent. Goodbye.")
+        agent = agents[int(choice) - 1]
+        return Prompt(
+            f"Leave your message for {agent} after the tone, then press pound.",
+            "message",
+            "message",
+            {"agent": agent},
+        )
+
+    async def _message(self, caller: Caller, agent: str, text: str) -> Prompt:
+        if agent not in self._agents():
+            return _end()
+        if not text.strip():
+            return self._menu_prompt(caller, "Your message could not be heard. ")
+        event = Event(
+            id=new_event_id(),
+            agent_id=agent,
+            channel_id=f"phone:{caller.number}",
+            type="human_message",
+            role="human",
+            payload={
+                "text": f"[phone call from {caller.number}] {text.strip()}",
+                "provider": "phone",
+                "sender_id": caller.number,
+                "sender_name": caller.number,
+            },
+        )
+        await self._post(event)
+        return self._menu_prompt(caller, f"Your message for {agent} was sent. ")
+
+    async def _replies(self) -> str:
+        said = []
+        for agent in self._agents():
+            for event in await self._store.latest_events(agent, 50):
+                if event.direction == "out" and event.type == "agent_message":
+                    said.append(f"{agent} said: {event.text}.")
+                    break
+        return " ".join(said) + " " if said else "No agent has replied yet. "
+
+    async def record_refusal(self, number: str, call: str, why: str) -> None:
+        """A caller who may not in: recorded for the operator's audit, never for an agent."""
+        await self._store.record_event(
+            Event(
+                id=new_event_id(),
+                agent_id="default",
+                channel_id=f"phone:{number or 'unknown'}",
+                type="human_message",
+                role="human",
+                status="rejected",
+                error=f"inbound call from {number or 'an unknown number'} refused: {why}",
+                payload={"text": "", "provider": "phone", "sender_id": number, "call_sid": call},
+                created_at=utcnow(),
+            )
+        )
+
+
+def _first_digit(heard: str) -> str:
+    words = {"one": "1", "two": "2", "three": "3", "four": "4", "five": "5"}
+    found = re.findall(r"[a-z]+|\d", heard.lower())
+    return words.get(found[0], found[0]) if found else ""
+
+
+class DialParams(Params):
+    pass
+
+
+class DialAnswerParams(Params):
+    call: Annotated[str, StringConstraints(pattern=r"^local-[0-9a-f]{32}$")]
+    step: Annotated[str, StringConstraints(max_length=20)]
+    query: dict[str, Annotated[str, StringConstraints(max_length=40)]] = Field(
+        default_factory=dict, max_length=4
+    )
+    text: Annotated[str, StringConstraints(max_length=10_000)] = ""
+
+
+class LocalDial:
+    """`agentcomms phone --dial`: the same call on the local phone, through the socket. The
+    socket is the machine owner's (0600), so the local phone needs no PIN; like approving, it is
+    closed to agents' requests (:mod:`gateway.confine`)."""
+
+    def __init__(self, menu: PhoneMenu) -> None:
+        self._menu = menu
+
+    def methods(self) -> dict[str, tuple[type[Params], Any]]:
+        return {
+            "phone_dial": (DialParams, self.phone_dial),
+            "phone_dial_answer": (DialAnswerParams, self.phone_dial_answer),
+        }
+
+    async def phone_dial(self, _: DialParams) -> dict[str, Any]:
+        call = f"local-{uuid.uuid4().hex}"
+        prompt = await self._menu.start(call, "the local phone", admitted=True)
+        return {"call": call, **asdict(prompt)}
+
+    async def phone_dial_answer(self, p: DialAnswerParams) -> dict[str, Any]:
+        prompt = await self._menu.answer(p.call, p.step, p.text, query=p.query)
+        if prompt.expect == "end":
+            self._menu.hung_up(p.call)
+        return {"call": p.call, **asdict(prompt)}

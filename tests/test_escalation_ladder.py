@@ -1,0 +1,290 @@
+"""A permission request's escalation ladder on the time-skipping test server: each rung fires only
+while nobody has answered (chat, then an SMS through the Twilio stand-in, then a call), an answer
+anywhere stops it, quiet hours hold the rungs past the first, and a ladder the deployment did not
+sign reaches nobody."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+from temporalio.client import Client, WorkflowHandle
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+from activities.escalation import EscalationActivities
+from activities.voice import VoiceActivities
+from agentcomms.approval_models import ApprovalRequest, ApprovalView, Decision
+from agentcomms.config import Config, PhoneConfig, TemporalConfig, VoiceConfig
+from agentcomms.escalation_models import Escalation, QuietHours, Rung, RungRecord
+from agentcomms.store import Store
+from agentcomms.trust import DeploymentKey
+from agentcomms.workflow_ids import call_workflow_id
+from gateway.approval_trace import trace_approval
+from gateway.approvals import asks
+from tests.fakes.twilio import OUR_NUMBER, FakeTwilio
+from workflows.approval.client import Approvals, new_approval_id
+from workflows.approval.workflow import ApprovalWorkflow
+from workflows.call import CallWorkflow
+
+HUMAN = "+15551230000"
+LADDER = [Rung(after_s=0, via="chat"), Rung(after_s=120, via="sms"), Rung(after_s=300, via="call")]
+
+
+@dataclass
+class Ladders:
+    env: WorkflowEnvironment
+    client: Client
+    approvals: Approvals
+    key: DeploymentKey
+    twilio: FakeTwilio
+    store: Store
+    cfg: Config
+
+    async def open(
+        self,
+        rungs: list[Rung] = LADDER,
+        *,
+        quiet: QuietHours | None = None,
+        overrides_quiet: bool = False,
+        signed: bool = True,
+        timeout_s: float = 900,
+    ) -> tuple[ApprovalRequest, WorkflowHandle[ApprovalWorkflow, ApprovalView]]:
+        request = self.key.sign_approval(
+            ApprovalRequest(
+                id=new_approval_id(),
+                agent_id="backend",
+                tool="Bash",
+                input_text="rm -rf build",
+                timeout_s=timeout_s,
+                on_timeout="deny",
+            )
+        )
+        escalation = Escalation(
+            subject_id=request.id,
+            agent_id="backend",
+            text=asks(request),
+            rungs=rungs,
+            quiet_hours=quiet,
+            overrides_quiet=overrides_quiet,
+            # The test server's clock has skipped ahead of ours: the ladder is checked against
+            # the time Temporal started its workflow.
+            opened_at=await self.env.get_current_time(),
+        )
+        if signed:
+            escalation = self.key.sign_escalation(escalation)
+        await self.approvals.open(request, escalation)
+        return request, self.approvals.handle(request.id)
+
+    async def answer(
+        self, request: ApprovalRequest, behavior: str = "deny", via: str = "sms"
+    ) -> None:
+        decision = Decision(
+            approval_id=request.id,
+            behavior=behavior,
+            by="Alice",
+            via=via,
+        )
+        decided = await self.approvals.decide(self.key.sign_decision(decision))
+        assert decided is not None and decided.accepted
+
+    async def ended(self, handle: WorkflowHandle[ApprovalWorkflow, ApprovalView]) -> ApprovalView:
+        """The approval's result, once the test server's clock has run past its end (a handle
+        not made by starting the workflow does not skip time by itself)."""
+        await self.env.sleep(900 + 300 + 60)
+        return await handle.result()
+
+    async def rungs(self, request: ApprovalRequest) -> list[RungRecord]:
+        return await self.approvals.rungs(request.id)
+
+    def texts(self) -> list[str]:
+        return self.twilio.bodies_to(HUMAN)
+
+
+@pytest.fixture
+async def ladders(time_skipping_env: WorkflowEnvironment, tmp_path: Path) -> AsyncIterator[Ladders]:
+    twilio = FakeTwilio()
+    await twilio.server.start()
+    cfg = Config.model_validate(
+        {
+            "chat": {
+                "channels": {"telegram:42": "backend"},
+                "sms": {
+                    "enabled": True,
+                    "account_sid": twilio.account_sid,
+                    "auth_token": twilio.auth_token,
+                    "from_number": OUR_NUMBER,
+                    "base_url": twilio.base_url,
+                },
+            },
+        }
+    ).model_copy(
+        update={
+            "voice": VoiceConfig(
+                audio_dir=tmp_path / "audio",
+                phone=PhoneConfig(provider="local", to_number=HUMAN),
+                tts={"provider": "local"},
+            )
+        }
+    )
+    store = await Store.open(f"sqlite+aiosqlite:///{tmp_path / 'agentcomms.db'}")
+    key = DeploymentKey(b"k" * 40)
+    voice = VoiceActivities(cfg, store, key)
+    rungs = EscalationActivities(cfg, key)
+    queue = f"tq-{uuid.uuid4()}"
+    client = time_skipping_env.client
+    try:
+        async with Worker(
+            client,
+            task_queue=queue,
+            workflows=[ApprovalWorkflow, CallWorkflow],
+            activities=[
+                rungs.fire_rung,
+                voice.check_call,
+                voice.check_line_event,
+                voice.synthesize_speech,
+                voice.record_call,
+                voice.send_call_fallback,
+            ],
+        ):
+            yield Ladders(
+                time_skipping_env,
+                client,
+                Approvals(client, queue),
+                key,
+                twilio,
+                store,
+                cfg.model_copy(update={"temporal": TemporalConfig(task_queue=queue)}),
+            )
+            # Let every run end while its worker is here (a call a rung placed rings on): the
+            # test server's clock stalls behind a workflow task nobody polls for.
+            await time_skipping_env.sleep(6 * 3600)
+    finally:
+        await store.close()
+        await twilio.server.stop()
+
+
+def _sms(request: ApprovalRequest) -> str:
+    return f"backend asks to run: rm -rf build\nReply YES {request.id} or NO {request.id}"
+
+
+async def test_nobody_answers_and_every_rung_fires_in_turn(ladders: Ladders) -> None:
+    request, handle = await ladders.open()
+    view = await ladders.ended(handle)
+    assert view.decision is not None and view.decision.behavior == "timeout"
+    chat, sms, call = await ladders.rungs(request)
+    assert [r.outcome for r in (chat, sms, call)] == ["fired"] * 3
+    assert chat.detail == "in the agent's chats: telegram:42"
+    assert sms.detail == f"SMS to {HUMAN}"
+    assert ladders.texts() == [_sms(request)]
+    # Each fired when due, after the request opened.
+    assert sms.at is not None and sms.at - view.opened_at >= timedelta(seconds=120)
+    assert call.at is not None and call.at - view.opened_at >= timedelta(seconds=300)
+    call_id = call.detail.split()[1]
+    assert call.detail == f"call {call_id} to the local phone (agentcomms phone)"
+    placed = ladders.client.get_workflow_handle_for(CallWorkflow.run, call_workflow_id(call_id))
+    ended = await placed.result()  # ended long ago
+    assert ended.status == "no-answer"  # nobody took the local phone
+    line = await placed.query(CallWorkflow.line)
+    assert line.say == (
+        "backend asks to run: rm -rf build. Press 1 to allow, 2 to deny, 3 to hear it again."
+    )
+
+
+@pytest.mark.parametrize(("answered_after_s", "fired"), [(10, 1), (130, 2), (310, 3)])
+async def test_an_answer_stops_the_ladder_at_the_rung_it_came(
+    ladders: Ladders, answered_after_s: int, fired: int
+) -> None:
+    request, handle = await ladders.open()
+    await ladders.env.sleep(answered_after_s)
+    await ladders.answer(request)
+    view = await ladders.ended(handle)
+    assert view.decision is not None and view.decision.via == "sms"
+    records = await ladders.rungs(request)
+    assert [r.outcome for r in records] == ["fired"] * fired + ["stopped"] * (3 - fired)
+    assert all(r.detail == "not fired: answered before it was due" for r in records[fired:])
+    assert ladders.texts() == ([_sms(request)] if fired >= 2 else [])
+    # `trace` shows every rung, and the answer after the last one that fired.
+    traced = await trace_approval(ladders.client, ladders.cfg, request.id.lower())
+    assert traced is not None and traced["status"] == "denied by Alice on sms"
+    steps = [s["step"] for s in traced["steps"]]
+    assert steps[0] == "opened" and steps[fired + 1] == "answer"
+    assert steps[1 : fired + 1] == ["rung 1: chat", "rung 2: sms", "rung 3: call"][:fired]
+    assert (
+        sorted(steps[fired + 2 :])
+        == [f"rung {n}: {v} stopped" for n, v in ((2, "sms"), (3, "call"))][fired - 1 :]
+    )
+
+
+async def test_an_answer_in_the_terminal_stops_the_ladder(ladders: Ladders) -> None:
+    request, handle = await ladders.open()
+    await ladders.env.sleep(30)
+    await ladders.answer(request, behavior="terminal", via="terminal")
+    await ladders.env.sleep(600)
+    await ladders.ended(handle)
+    records = await ladders.rungs(request)
+    assert [r.outcome for r in records] == ["fired", "stopped", "stopped"]
+    assert ladders.texts() == []
+
+
+def _quiet_around(now: datetime) -> QuietHours:
+    """Quiet hours from an hour before `now` to an hour after it (UTC)."""
+    start, end = now - timedelta(hours=1), now + timedelta(hours=1)
+    return QuietHours.model_validate(
+        {"from": start.strftime("%H:%M"), "to": end.strftime("%H:%M"), "tz": "UTC"}
+    )
+
+
+async def test_quiet_hours_hold_every_rung_but_the_first(ladders: Ladders) -> None:
+    quiet = _quiet_around(await ladders.env.get_current_time())
+    rungs = [Rung(after_s=0, via="chat"), Rung(after_s=120, via="sms")]
+    request, handle = await ladders.open(rungs, quiet=quiet, timeout_s=4 * 3600)
+    await ladders.env.sleep(600)
+    assert ladders.texts() == []  # well past its 120 s, but the hours are quiet
+    [chat] = await ladders.rungs(request)
+    assert chat.outcome == "fired"
+    await ladders.env.sleep(3_700)  # the quiet hours are over
+    chat, sms = await ladders.rungs(request)
+    assert sms.outcome == "fired" and sms.held_until is not None
+    assert sms.at is not None and sms.at >= sms.held_until
+    assert ladders.texts() == [_sms(request)]
+    await ladders.answer(request)
+    await ladders.ended(handle)
+
+
+async def test_an_urgent_request_is_not_held_by_quiet_hours(ladders: Ladders) -> None:
+    quiet = _quiet_around(await ladders.env.get_current_time())
+    rungs = [Rung(after_s=0, via="chat"), Rung(after_s=120, via="sms")]
+    request, handle = await ladders.open(rungs, quiet=quiet, overrides_quiet=True)
+    await ladders.env.sleep(130)
+    _chat, sms = await ladders.rungs(request)
+    assert sms.outcome == "fired" and sms.held_until is None
+    assert ladders.texts() == [_sms(request)]
+    await ladders.answer(request)
+    await ladders.ended(handle)
+
+
+async def test_a_rung_that_cannot_be_used_is_skipped_and_said_so(ladders: Ladders) -> None:
+    request, handle = await ladders.open(
+        [Rung(after_s=0, via="chat"), Rung(after_s=0, via="sms")], signed=True
+    )
+    ladders.twilio.fail_next(400)  # Twilio refuses the number: the SMS cannot go
+    await ladders.env.sleep(5)
+    _chat, sms = await ladders.rungs(request)
+    assert sms.outcome == "skipped" and sms.detail.startswith("skipped: the SMS was refused")
+    await ladders.answer(request)
+    await ladders.ended(handle)
+
+
+async def test_a_ladder_the_deployment_did_not_sign_reaches_nobody(ladders: Ladders) -> None:
+    request, handle = await ladders.open(signed=False)
+    view = await ladders.ended(handle)
+    assert view.decision is not None and view.decision.behavior == "timeout"
+    records = await ladders.rungs(request)
+    assert [r.outcome for r in records] == ["failed"] * 3
+    assert "not signed by this deployment" in records[1].detail
+    assert ladders.texts() == []

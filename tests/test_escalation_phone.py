@@ -1,0 +1,149 @@
+"""The local phone and permission requests: a ladder's call (the phone's protocol spoken one step
+at a time), where a digit typed at its prompt decides the request; and `agentcomms phone --dial`
+(the real process), which calls in as the human would call the Twilio number."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from pathlib import Path
+from typing import Any
+
+from temporalio.testing import WorkflowEnvironment
+
+from agentcomms.config import Config, VoiceConfig
+from agentcomms.escalation_models import Rung
+from tests.support.cli import AGENTCOMMS
+from tests.support.home import write_config
+from tests.support.phone import Phone
+from tests.support.stack import Stack, running_stack
+from tests.support.waiting import eventually
+
+
+async def test_a_digit_typed_at_the_local_phone_decides(
+    temporal_env: WorkflowEnvironment, tmp_path: Path
+) -> None:
+    def configure(cfg: Config) -> Config:
+        return cfg.model_copy(update={"escalation": [Rung(after_s=0, via="call")]})
+
+    voice = VoiceConfig(audio_dir=tmp_path / "audio")
+    async with running_stack(
+        temporal_env.client, tmp_path, voice=voice, configure=configure
+    ) as stack:
+        agent = stack.agent_id("backend")
+        opened = await stack.call(
+            "approval_open",
+            kind="claude-code",
+            agent_id=agent,
+            tool_name="Bash",
+            tool_input={"command": "rm -rf build"},
+        )
+        phone = Phone(stack)
+        call_id = await phone.answer()
+        asked = await phone.prompt(call_id)
+        assert asked["say"] == (
+            f"{agent} asks to run: rm -rf build. Press 1 to allow, 2 to deny, 3 to hear it again."
+        )
+        assert asked["approval_id"] == opened["id"]
+        await phone.event(call_id, "heard", turn=asked["turn"], text="3")
+        again = await phone.until(
+            lambda line: line["expect"] == "answer" and line["turn"] > asked["turn"]
+        )
+        assert again["say"] == asked["say"]
+        await phone.event(call_id, "heard", turn=again["turn"], text="1")
+
+        async def decided() -> dict[str, Any] | None:
+            waited: dict[str, Any] = await stack.call("approval_wait", id=opened["id"], wait_s=5)
+            return waited if waited["status"] == "decided" else None
+
+        waited = await eventually(decided, timeout=30)
+        assert (waited["behavior"], waited["decided_via"]) == ("allow", "call")
+        assert waited["decided_by"] == "the local phone"
+        # The call says how it was decided, then hangs up.
+        goodbye = await phone.until(lambda line: line["expect"] == "played")
+        assert goodbye["say"] == "Done: allowed. Goodbye."
+
+
+async def _dial(stack: Stack, tmp_path: Path, typed: str) -> str:
+    """`agentcomms phone --dial` with `typed` as its input; what it showed."""
+    home = tmp_path / "phone-home"
+    write_config(home, {"server": {"socket_path": str(stack.cfg.server.socket())}})
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTCOMMS_")}
+    env["AGENTCOMMS_HOME"] = str(home)
+    proc = await asyncio.create_subprocess_exec(
+        AGENTCOMMS,
+        "phone",
+        "--dial",
+        env=env,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    out, _ = await asyncio.wait_for(proc.communicate(typed.encode()), 60)
+    assert proc.returncode == 0, out.decode()
+    return out.decode()
+
+
+async def test_dialling_in_from_the_local_phone(
+    temporal_env: WorkflowEnvironment, tmp_path: Path
+) -> None:
+    agent = f"backend-{uuid.uuid4().hex[:8]}"
+
+    def configure(cfg: Config) -> Config:
+        chat = cfg.chat.model_copy(update={"channels": {"telegram:42": agent}})
+        return cfg.model_copy(update={"chat": chat})
+
+    async with running_stack(temporal_env.client, tmp_path, configure=configure) as stack:
+        opened = await stack.call(
+            "approval_open",
+            kind="claude-code",
+            agent_id=agent,
+            tool_name="Bash",
+            tool_input={"command": "rm -rf build"},
+        )
+
+        async def listed() -> list[Any] | None:
+            return (await stack.call("approvals"))["approvals"] or None
+
+        await eventually(listed)
+        shown = await _dial(stack, tmp_path, "1\n2\n3\n1\nship it on friday\n")
+        assert f"{agent} asks to run rm -rf build. Press 1 to allow, 2 to deny" in shown
+        assert "Denied. No more requests." in shown
+        assert f"Your message for {agent} was sent." in shown
+        assert shown.rstrip().endswith("hung up")  # the input ended
+        waited = await stack.call("approval_wait", id=opened["id"], wait_s=5)
+        assert (waited["behavior"], waited["decided_via"]) == ("deny", "call")
+
+        async def posted() -> Any:
+            rows = await stack.store.latest_events(agent, 10)
+            return next((e for e in rows if e.channel_id.startswith("phone:")), None)
+
+        message = await eventually(posted)
+        assert message.text == "[phone call from the local phone] ship it on friday"
+
+
+async def test_an_urgent_reply_rings_the_local_phone(
+    temporal_env: WorkflowEnvironment, tmp_path: Path
+) -> None:
+    def configure(cfg: Config) -> Config:
+        return cfg.model_copy(update={"escalation": [Rung(after_s=0, via="call")]})
+
+    async with running_stack(temporal_env.client, tmp_path, configure=configure) as stack:
+        agent = stack.agent_id("backend")
+        sent = await stack.call(
+            "reply", channel_id="cli:local", message="Prod is down.", agent_id=agent, urgent=True
+        )
+        assert sent["escalation"] == f"escalation-{agent}"
+        phone = Phone(stack)
+        line = await phone.until(lambda line: line["state"] == "ringing")
+        assert line["say"] == f"{agent} says: Prod is down."
+        assert line["approval_id"] is None
+
+        async def rung_in_trace() -> list[str] | None:
+            traced = await stack.call("trace", event_id=sent["event_id"])
+            steps = [s["step"] for s in traced["steps"]]
+            return steps if "rung 1: call" in steps else None
+
+        await eventually(rung_in_trace)
+        await phone.event(line["call_id"], "declined")

@@ -1,0 +1,142 @@
+"""An agent's urgent message climbs its ladder on the time-skipping test server until the human
+writes to the agent; quiet hours do not hold it."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+from activities.escalation import EscalationActivities
+from activities.voice import VoiceActivities
+from agentcomms.config import Config
+from agentcomms.models import Event
+from agentcomms.store import Store
+from agentcomms.trust import DeploymentKey
+from gateway.urgent import UrgentMessages
+from tests.fakes.twilio import OUR_NUMBER, FakeTwilio
+from workflows.call import CallWorkflow
+from workflows.escalation.workflow import EscalationWorkflow
+
+HUMAN = "+15551230000"
+
+
+@pytest.fixture
+async def urgent(
+    time_skipping_env: WorkflowEnvironment, tmp_path: Path
+) -> AsyncIterator[tuple[UrgentMessages, FakeTwilio, list[Event]]]:
+    twilio = FakeTwilio()
+    await twilio.server.start()
+    queue = f"tq-{uuid.uuid4()}"
+    now = await time_skipping_env.get_current_time()
+    # Quiet hours right now: an urgent message is not held by them.
+    quiet = {
+        "from": (now - timedelta(hours=1)).strftime("%H:%M"),
+        "to": (now + timedelta(hours=1)).strftime("%H:%M"),
+    }
+    cfg = Config.model_validate(
+        {
+            "temporal": {"task_queue": queue},
+            "escalation": [
+                {"after_s": 0, "via": "chat"},
+                {"after_s": 120, "via": "sms"},
+                {"after_s": 300, "via": "call"},
+            ],
+            "quiet_hours": quiet,
+            "chat": {
+                "sms": {
+                    "enabled": True,
+                    "account_sid": twilio.account_sid,
+                    "auth_token": twilio.auth_token,
+                    "from_number": OUR_NUMBER,
+                    "base_url": twilio.base_url,
+                },
+            },
+            "voice": {
+                "audio_dir": str(tmp_path / "audio"),
+                "phone": {"provider": "local", "to_number": HUMAN},
+                "tts": {"provider": "local"},
+            },
+        }
+    )
+    store = await Store.open(f"sqlite+aiosqlite:///{tmp_path / 'agentcomms.db'}")
+    key = DeploymentKey(b"k" * 40)
+    told: list[Event] = []
+
+    async def post(event: Event) -> str:  # the agent's mailbox, for what a call heard
+        told.append(event)
+        return event.id
+
+    voice = VoiceActivities(cfg, store, key, post=post)
+    client = time_skipping_env.client
+    try:
+        async with Worker(
+            client,
+            task_queue=queue,
+            workflows=[EscalationWorkflow, CallWorkflow],
+            activities=[
+                EscalationActivities(cfg, key).fire_rung,
+                voice.check_call,
+                voice.synthesize_speech,
+                voice.record_call,
+                voice.post_call_answer,
+            ],
+        ):
+            # Stamped with the test server's clock, which earlier tests skipped ahead.
+            clock = await time_skipping_env.get_current_time()
+            yield UrgentMessages(cfg, client, key, clock=lambda: clock), twilio, told
+            # Let every run end while its worker is here (a call a rung placed rings on): the
+            # test server's clock stalls behind a workflow task nobody polls for.
+            await time_skipping_env.sleep(3600)
+    finally:
+        await store.close()
+        await twilio.server.stop()
+
+
+def _human(text: str) -> Event:
+    return Event(
+        id=f"evt_{uuid.uuid4().hex}",
+        agent_id="backend",
+        channel_id="telegram:42",
+        type="human_message",
+        role="human",
+        payload={"text": text, "provider": "telegram"},
+    )
+
+
+async def test_an_urgent_message_texts_until_the_human_writes_back(
+    urgent: tuple[UrgentMessages, FakeTwilio, list[Event]], time_skipping_env: WorkflowEnvironment
+) -> None:
+    messages, twilio, _ = urgent
+    started = await messages.sent("backend", "evt_1", "Prod is down, may I roll back?")
+    assert started == {"escalation": "escalation-backend"}
+    await time_skipping_env.sleep(130)
+    assert twilio.bodies_to(HUMAN) == ["backend says: Prod is down, may I roll back?"]
+    await messages.heard(_human("yes, roll back"))
+    await time_skipping_env.sleep(600)
+    rungs = await messages.rungs("backend")
+    assert [(r.via, r.outcome) for r in rungs] == [
+        ("chat", "skipped"),  # no chat is mapped to backend
+        ("sms", "fired"),
+        ("call", "stopped"),
+    ]
+    assert twilio.bodies_to(HUMAN) == ["backend says: Prod is down, may I roll back?"]
+
+
+async def test_an_agents_message_does_not_stop_its_ladder(
+    urgent: tuple[UrgentMessages, FakeTwilio, list[Event]], time_skipping_env: WorkflowEnvironment
+) -> None:
+    messages, _, told = urgent
+    await messages.sent("backend", "evt_2", "Disk is full.")
+    await messages.heard(_human("x").model_copy(update={"role": "agent"}))
+    await time_skipping_env.sleep(310)
+    rungs = await messages.rungs("backend")
+    assert [r.outcome for r in rungs][1:] == ["fired", "fired"]
+    assert rungs[2].detail.endswith("to the local phone (agentcomms phone)")
+    await time_skipping_env.sleep(60)  # nobody takes the local phone
+    assert [e.payload["status"] for e in told] == ["no-answer"]  # and the agent is told

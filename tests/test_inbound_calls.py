@@ -1,0 +1,162 @@
+"""Calling in through Twilio (the stand-in phone network, the gateway's real webhooks): a listed
+caller with the PIN hears the pending requests and answers them, and leaves a message for an
+agent; a wrong PIN, a stranger and a forged webhook get nothing."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from pydantic import SecretStr
+from temporalio.testing import WorkflowEnvironment
+
+from agentcomms.config import Config, PhoneConfig, STTConfig, VoiceConfig
+from agentcomms.config.voice import InboundConfig
+from agentcomms.models import Event
+from tests.fakes.serve import free_port
+from tests.fakes.twilio import OUR_NUMBER
+from tests.fakes.twilio_calls import FakeTwilioCalls, Press
+from tests.support.stack import Stack, running_stack
+from tests.support.voice import write_grammar
+from tests.support.waiting import eventually
+
+HUMAN = "+15557654321"
+STRANGER = "+15550001111"
+PIN = "2468"
+
+
+@pytest.fixture
+async def twilio() -> AsyncIterator[FakeTwilioCalls]:
+    fake = FakeTwilioCalls()
+    await fake.server.start()
+    yield fake
+    await fake.stop()
+
+
+@pytest.fixture
+async def stack(
+    temporal_env: WorkflowEnvironment, tmp_path: Path, twilio: FakeTwilioCalls
+) -> AsyncIterator[Stack]:
+    voice = VoiceConfig(
+        audio_dir=tmp_path / "audio",
+        phone=PhoneConfig(
+            provider="twilio",
+            account_sid=twilio.account_sid,
+            auth_token=SecretStr(twilio.auth_token),
+            from_number=OUR_NUMBER,
+            to_number=HUMAN,
+            base_url=twilio.base_url,
+        ),
+        inbound=InboundConfig(allowed_callers=[HUMAN], pin=SecretStr(PIN)),
+        stt=STTConfig(provider="local", grammar=write_grammar(tmp_path / "answers.gram")),
+    )
+    port = free_port()
+
+    def configure(cfg: Config) -> Config:
+        server = cfg.server.model_copy(
+            update={"http_port": port, "public_url": f"http://127.0.0.1:{port}"}
+        )
+        chat = cfg.chat.model_copy(update={"channels": {"telegram:42": "backend"}})
+        return cfg.model_copy(update={"server": server, "chat": chat})
+
+    async with running_stack(temporal_env.client, tmp_path, voice=voice, configure=configure) as s:
+        yield s
+
+
+def _webhook(stack: Stack) -> str:
+    return f"{stack.cfg.server.public_url}/webhooks/twilio/voice"
+
+
+async def _ask(stack: Stack) -> str:
+    opened = await stack.call(
+        "approval_open",
+        kind="claude-code",
+        agent_id="backend",
+        tool_name="Bash",
+        tool_input={"command": "rm -rf build"},
+    )
+    return str(opened["id"])
+
+
+async def _refusals(stack: Stack, number: str) -> list[Event]:
+    rows = await stack.store.latest_events("default", 20)
+    return [e for e in rows if e.channel_id == f"phone:{number}" and e.status == "rejected"]
+
+
+async def test_the_pin_then_a_pending_request_answered_by_key(
+    stack: Stack, twilio: FakeTwilioCalls
+) -> None:
+    approval = await _ask(stack)
+
+    async def listed() -> list[Any] | None:
+        return (await stack.call("approvals"))["approvals"] or None
+
+    await eventually(listed)
+    call = await twilio.incoming(HUMAN, _webhook(stack), [Press(PIN), Press("1"), Press("2")])
+    said = " ".join(call.said)
+    assert "Enter your PIN" in said
+    assert "1 request waiting for you" in said
+    assert "backend asks to run rm -rf build. Press 1 to allow, 2 to deny, 3 to skip." in said
+    assert "Denied. No more requests." in said
+    waited = await stack.call("approval_wait", id=approval, wait_s=5)
+    assert (waited["behavior"], waited["decided_via"], waited["decided_by"]) == (
+        "deny",
+        "call",
+        HUMAN,
+    )
+    assert twilio.problems == []
+
+
+async def test_a_spoken_pin_and_a_message_left_for_an_agent(
+    stack: Stack, twilio: FakeTwilioCalls
+) -> None:
+    call = await twilio.incoming(
+        HUMAN, _webhook(stack), [PIN, Press("3"), Press("1"), "ship it on friday"]
+    )
+    said = " ".join(call.said)
+    assert "Which agent? Press 1 for backend." in said
+    assert "Leave your message for backend" in said
+    assert "Your message for backend was sent." in said
+
+    async def posted() -> Event | None:
+        rows = await stack.store.latest_events("backend", 10)
+        return next((e for e in rows if e.channel_id == f"phone:{HUMAN}"), None)
+
+    message = await eventually(posted)
+    assert message.text == f"[phone call from {HUMAN}] ship it on friday"
+    assert message.role == "human" and message.status != "rejected"
+
+
+async def test_a_wrong_pin_hears_goodbye_and_is_recorded(
+    stack: Stack, twilio: FakeTwilioCalls
+) -> None:
+    approval = await _ask(stack)
+    call = await twilio.incoming(HUMAN, _webhook(stack), [Press("1111"), Press("1"), Press("1")])
+    assert call.said == ["Enter your PIN, then press the pound key.", "Goodbye."]
+    assert "hangup" in call.statuses
+    [refused] = await _refusals(stack, HUMAN)
+    assert refused.error == f"inbound call from {HUMAN} refused: a wrong PIN"
+    still = await stack.call("approval_wait", id=approval, wait_s=0.5)
+    assert still == {"status": "open"}
+
+
+async def test_a_stranger_hears_nothing_and_is_recorded(
+    stack: Stack, twilio: FakeTwilioCalls
+) -> None:
+    call = await twilio.incoming(STRANGER, _webhook(stack), [Press(PIN)])
+    assert call.said == [] and "reject" in call.statuses
+    [refused] = await _refusals(stack, STRANGER)
+    assert "not in voice.inbound.allowed_callers" in (refused.error or "")
+
+
+async def test_a_forged_webhook_gets_403(stack: Stack) -> None:
+    form = {"From": HUMAN, "CallSid": "CA1", "Digits": PIN}
+    async with httpx.AsyncClient() as client:
+        for path in ("", "/pin", "/menu"):
+            response = await client.post(
+                _webhook(stack) + path, data=form, headers={"X-Twilio-Signature": "forged"}
+            )
+            assert response.status_code == 403

@@ -1,0 +1,119 @@
+"""Climbing one escalation ladder inside the workflow that waits for the answer.
+
+Each rung waits on a durable timer for its `after_s` (and, past the first, for the end of quiet
+hours unless the request overrides them), then fires only if nobody has answered anywhere: the
+answer is the workflow's own state, so an answer on any surface stops the ladder at once. What a
+rung does (an SMS, a call placed) runs as the local activity ``fire_rung``, which acts only on the
+ladder the gateway signed; a call rung's call is this workflow's child. Every rung leaves a
+:class:`RungRecord` for `trace`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timedelta
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError, ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from agentcomms import policies
+    from agentcomms.escalation_models import Escalation, RungRecord, RungStep
+    from agentcomms.workflow_ids import call_workflow_id
+    from workflows.activities import failure_cause
+    from workflows.call import CallWorkflow, Ended
+    from workflows.escalation import activities
+
+
+async def climb(
+    escalation: Escalation,
+    *,
+    opened_at: datetime,
+    answered: Callable[[], bool],
+    records: list[RungRecord],
+    calls: list[workflow.ChildWorkflowHandle[CallWorkflow, Ended]] | None = None,
+) -> None:
+    """Fire the ladder's rungs in turn until one is answered; `records` grows as it goes, and
+    `calls` with the calls its rungs placed."""
+    for n, rung in enumerate(escalation.rungs):
+        due = opened_at + timedelta(seconds=rung.after_s)
+        held = None
+        if n > 0 and escalation.quiet_hours is not None and not escalation.overrides_quiet:
+            held = escalation.quiet_hours.over_at(max(due, workflow.now()))
+        wait_s = ((held or due) - workflow.now()).total_seconds()
+        if wait_s > 0 and not answered():
+            try:
+                await workflow.wait_condition(
+                    answered,
+                    timeout=timedelta(seconds=wait_s),
+                    timeout_summary=f"rung {n + 1}: {rung.via}"
+                    + (" (after quiet hours)" if held else ""),
+                )
+            except TimeoutError:
+                pass
+        if answered():
+            for m, left in enumerate(escalation.rungs[n:], start=n):
+                records.append(
+                    RungRecord(
+                        rung=m + 1,
+                        via=left.via,
+                        due_at=opened_at + timedelta(seconds=left.after_s),
+                        outcome="stopped",
+                        detail="not fired: answered before it was due",
+                        held_until=held if m == n else None,
+                    )
+                )
+            return
+        records.append(await _fire(escalation, n, due=due, held=held, calls=calls))
+
+
+async def _fire(
+    escalation: Escalation,
+    n: int,
+    *,
+    due: datetime,
+    held: datetime | None,
+    calls: list[workflow.ChildWorkflowHandle[CallWorkflow, Ended]] | None,
+) -> RungRecord:
+    rung = escalation.rungs[n]
+    record = RungRecord(
+        rung=n + 1, via=rung.via, due_at=due, at=workflow.now(), outcome="fired", detail=""
+    )
+    if held is not None:
+        record.held_until = held
+    try:
+        result = await workflow.execute_local_activity(
+            activities.fire_rung,
+            RungStep(
+                escalation=escalation,
+                rung=n,
+                started_at=workflow.info().start_time,
+                now=workflow.now(),
+            ),
+            start_to_close_timeout=policies.ESCALATION_RUNG_TIMEOUT,
+            retry_policy=policies.ESCALATION_RUNG_RETRY,
+            summary=f"rung {n + 1}: {rung.via}",
+        )
+    except (ActivityError, ApplicationError) as exc:
+        cause = failure_cause(exc)
+        reason = cause.message if isinstance(cause, ApplicationError) else str(cause or exc)
+        workflow.logger.warning("rung %d (%s) failed: %s", n + 1, rung.via, reason)
+        record.outcome, record.detail = "failed", f"failed: {reason}"
+        return record
+    record.detail = result.detail
+    if not result.fired:
+        record.outcome = "skipped"
+    elif result.call is not None:
+        # The call is a child of this workflow: its history is beside the request's, and it
+        # outlives the request (the human may still be talking when the answer comes).
+        placed = await workflow.start_child_workflow(
+            CallWorkflow.run,
+            result.call,
+            id=call_workflow_id(result.call.call_id),
+            task_queue=workflow.info().task_queue,
+            parent_close_policy=workflow.ParentClosePolicy.ABANDON,
+            static_summary=f"escalation call for {escalation.kind} {escalation.subject_id}",
+        )
+        if calls is not None:
+            calls.append(placed)
+    return record
