@@ -110,7 +110,7 @@ async def test_pressing_2_denies_the_request(stack: Stack, twilio: FakeTwilioCal
     assert twilio.problems == []
     traced = await stack.call("trace", event_id=approval)
     assert [s["step"] for s in traced["steps"]] == ["opened", "rung 1: call", "answer"]
-    assert traced["status"] == f"denied by {HUMAN} on call"
+    assert traced["status"] == f"denied by {HUMAN} on a phone call"
 
 
 async def test_3_says_it_again_and_1_allows(stack: Stack, twilio: FakeTwilioCalls) -> None:

@@ -210,7 +210,7 @@ async def test_an_answer_stops_the_ladder_at_the_rung_it_came(
     assert ladders.texts() == ([_sms(request)] if fired >= 2 else [])
     # `trace` shows every rung, and the answer after the last one that fired.
     traced = await trace_approval(ladders.client, ladders.cfg, request.id.lower())
-    assert traced is not None and traced["status"] == "denied by Alice on sms"
+    assert traced is not None and traced["status"] == "denied by Alice on SMS"
     steps = [s["step"] for s in traced["steps"]]
     assert steps[0] == "opened" and steps[fired + 1] == "answer"
     assert steps[1 : fired + 1] == ["rung 1: chat", "rung 2: sms", "rung 3: call"][:fired]
