@@ -9,16 +9,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic import SecretStr
 from temporalio.testing import WorkflowEnvironment
 
-from agentcomms.config import Config, PhoneConfig, STTConfig, VoiceConfig
+from agentcomms.config import Config, STTConfig, VoiceConfig
 from agentcomms.escalation_models import Rung
 from tests.fakes.serve import free_port
-from tests.fakes.twilio import OUR_NUMBER
 from tests.fakes.twilio_calls import FakeCall, FakeTwilioCalls, Press
 from tests.support.stack import Stack, running_stack
-from tests.support.voice import write_grammar
+from tests.support.voice import listening, twilio_phone, write_grammar
 from tests.support.waiting import eventually
 
 HUMAN = "+15557654321"
@@ -40,14 +38,7 @@ async def stack(
         audio_dir=tmp_path / "audio",
         ring_timeout_s=5,
         transcript_timeout_s=20,
-        phone=PhoneConfig(
-            provider="twilio",
-            account_sid=twilio.account_sid,
-            auth_token=SecretStr(twilio.auth_token),
-            from_number=OUR_NUMBER,
-            to_number=HUMAN,
-            base_url=twilio.base_url,
-        ),
+        phone=twilio_phone(twilio, HUMAN),
         stt=STTConfig(
             provider="local", grammar=write_grammar(tmp_path / "answers.gram", ["allow", "deny"])
         ),
@@ -55,13 +46,9 @@ async def stack(
     port = free_port()
 
     def configure(cfg: Config) -> Config:
-        server = cfg.server.model_copy(
-            update={"http_port": port, "public_url": f"http://127.0.0.1:{port}"}
-        )
+        cfg = listening(cfg, port)
         # Straight to the phone: the ladder's one rung is a call.
-        return cfg.model_copy(
-            update={"server": server, "escalation": [Rung(after_s=0, via="call")]}
-        )
+        return cfg.model_copy(update={"escalation": [Rung(after_s=0, via="call")]})
 
     async with running_stack(temporal_env.client, tmp_path, voice=voice, configure=configure) as s:
         yield s

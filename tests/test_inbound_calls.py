@@ -13,14 +13,13 @@ import pytest
 from pydantic import SecretStr
 from temporalio.testing import WorkflowEnvironment
 
-from agentcomms.config import Config, PhoneConfig, STTConfig, VoiceConfig
+from agentcomms.config import Config, STTConfig, VoiceConfig
 from agentcomms.config.voice import InboundConfig
 from agentcomms.models import Event
 from tests.fakes.serve import free_port
-from tests.fakes.twilio import OUR_NUMBER
 from tests.fakes.twilio_calls import FakeTwilioCalls, Press
 from tests.support.stack import Stack, running_stack
-from tests.support.voice import write_grammar
+from tests.support.voice import listening, twilio_phone, write_grammar
 from tests.support.waiting import eventually
 
 HUMAN = "+15557654321"
@@ -42,25 +41,16 @@ async def stack(
 ) -> AsyncIterator[Stack]:
     voice = VoiceConfig(
         audio_dir=tmp_path / "audio",
-        phone=PhoneConfig(
-            provider="twilio",
-            account_sid=twilio.account_sid,
-            auth_token=SecretStr(twilio.auth_token),
-            from_number=OUR_NUMBER,
-            to_number=HUMAN,
-            base_url=twilio.base_url,
-        ),
+        phone=twilio_phone(twilio, HUMAN),
         inbound=InboundConfig(allowed_callers=[HUMAN], pin=SecretStr(PIN)),
         stt=STTConfig(provider="local", grammar=write_grammar(tmp_path / "answers.gram")),
     )
     port = free_port()
 
     def configure(cfg: Config) -> Config:
-        server = cfg.server.model_copy(
-            update={"http_port": port, "public_url": f"http://127.0.0.1:{port}"}
-        )
+        cfg = listening(cfg, port)
         chat = cfg.chat.model_copy(update={"channels": {"telegram:42": "backend"}})
-        return cfg.model_copy(update={"server": server, "chat": chat})
+        return cfg.model_copy(update={"chat": chat})
 
     async with running_stack(temporal_env.client, tmp_path, voice=voice, configure=configure) as s:
         yield s

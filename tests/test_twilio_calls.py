@@ -14,14 +14,14 @@ import pytest
 from pydantic import SecretStr
 from temporalio.testing import WorkflowEnvironment
 
-from agentcomms.config import Config, PhoneConfig, SecurityConfig, STTConfig, VoiceConfig
+from agentcomms.config import Config, SecurityConfig, STTConfig, VoiceConfig
 from agentcomms.voice.callsystem.twilio import MediaSigner
 from gateway.service import Gateway
 from tests.fakes.serve import free_port
 from tests.fakes.twilio import OUR_NUMBER
 from tests.fakes.twilio_calls import FakeTwilioCalls
 from tests.support.stack import Stack, running_stack
-from tests.support.voice import write_grammar
+from tests.support.voice import listening, twilio_phone, write_grammar
 from tests.support.waiting import eventually
 
 HUMAN = "+15557654321"
@@ -44,23 +44,13 @@ async def stack(
     voice = VoiceConfig(
         audio_dir=tmp_path / "audio",
         ring_timeout_s=2,
-        phone=PhoneConfig(
-            provider="twilio",
-            account_sid=twilio.account_sid,
-            auth_token=SecretStr(twilio.auth_token),
-            from_number=OUR_NUMBER,
-            to_number=HUMAN,
-            base_url=twilio.base_url,
-        ),
+        phone=twilio_phone(twilio, HUMAN),
         stt=STTConfig(provider="local", grammar=grammar),
     )
     port = free_port()
 
     def listen(cfg: Config) -> Config:
-        server = cfg.server.model_copy(
-            update={"http_port": port, "public_url": f"http://127.0.0.1:{port}"}
-        )
-        return cfg.model_copy(update={"server": server})
+        return listening(cfg, port)
 
     async with running_stack(temporal_env.client, tmp_path, voice=voice, configure=listen) as s:
         yield s

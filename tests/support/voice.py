@@ -13,10 +13,14 @@ from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
 
 import pytest
+from pydantic import SecretStr
 
+from agentcomms.config import Config, PhoneConfig
 from agentcomms.voice.sndfile import SFInfo, library
 from agentcomms.voice.tts.local import EspeakSpeech
 from tests.fakes.deepgram import FakeDeepgram
+from tests.fakes.twilio import OUR_NUMBER
+from tests.fakes.twilio_calls import FakeTwilioCalls
 
 # What the human answers in the call tests: each phrase is one the local recognizer can hear
 # exactly, within a grammar of them.
@@ -71,3 +75,24 @@ async def deepgram() -> AsyncIterator[FakeDeepgram]:
     fake = FakeDeepgram()
     async with fake.server:
         yield fake
+
+
+def twilio_phone(twilio: FakeTwilioCalls, human: str) -> PhoneConfig:
+    """The phone through Twilio's fake phone network: our number calls `human`."""
+    return PhoneConfig(
+        provider="twilio",
+        account_sid=twilio.account_sid,
+        auth_token=SecretStr(twilio.auth_token),
+        from_number=OUR_NUMBER,
+        to_number=human,
+        base_url=twilio.base_url,
+    )
+
+
+def listening(cfg: Config, port: int) -> Config:
+    """The gateway's webhooks on `port`, public at that very address (what Twilio's fake posts
+    to, and what their signatures are checked against)."""
+    server = cfg.server.model_copy(
+        update={"http_port": port, "public_url": f"http://127.0.0.1:{port}"}
+    )
+    return cfg.model_copy(update={"server": server})
