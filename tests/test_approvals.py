@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import subprocess
 import uuid
 from pathlib import Path
@@ -21,7 +20,7 @@ from agentcomms.approval_models import ApprovalRequest, Decision, OnTimeout
 from agentcomms.client import GatewayClient
 from agentcomms.trust import DeploymentKey
 from gateway.approvals import hook_decision
-from tests.support.cli import AGENTCOMMS, cli_home
+from tests.support.cli import AGENTCOMMS, inbox_followed
 from tests.support.hooks import start_hook
 from tests.support.stack import STACK_KEY, Stack
 from tests.support.waiting import eventually
@@ -280,23 +279,12 @@ async def test_an_agent_may_not_list_or_answer_approvals(stack: Stack) -> None:
 
 
 async def test_inbox_follow_shows_a_new_approval_as_it_comes(stack: Stack, tmp_path: Path) -> None:
-    home = cli_home(tmp_path, stack)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTCOMMS_")}
-    following = await asyncio.create_subprocess_exec(
-        AGENTCOMMS, "inbox", "--follow",
-        env={**env, "AGENTCOMMS_HOME": str(home), "COLUMNS": "200"},
-        stdout=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    assert following.stdout is not None
-    try:
+    async with inbox_followed(stack, tmp_path) as output:
         agent = stack.agent_id()
         approval = await _open(stack, agent)
-        line = (await asyncio.wait_for(following.stdout.readline(), 30)).decode()
+        line = (await asyncio.wait_for(output.readline(), 30)).decode()
         assert f"{agent} asks to use Bash: touch done.txt" in line
         assert f"agentcomms approve {approval}" in line
-    finally:
-        following.terminate()
-        await following.wait()
 
 
 async def test_an_answer_after_the_approval_ended_is_told_how_it_ended(

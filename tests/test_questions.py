@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 from agentcomms.approval_models import chosen
-from tests.support.cli import AGENTCOMMS, cli, cli_home
+from tests.support.cli import cli, cli_home, inbox_followed
 from tests.support.hooks import permission_request, start_hook
 from tests.support.stack import Stack
 from tests.support.waiting import eventually
@@ -170,15 +169,7 @@ async def test_a_permission_request_is_not_answered_with_words(stack: Stack) -> 
 
 
 async def test_inbox_follow_shows_a_question_with_its_options(stack: Stack, tmp_path: Path) -> None:
-    home = cli_home(tmp_path, stack)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTCOMMS_")}
-    following = await asyncio.create_subprocess_exec(
-        AGENTCOMMS, "inbox", "--follow",
-        env={**env, "AGENTCOMMS_HOME": str(home), "COLUMNS": "200"},
-        stdout=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    assert following.stdout is not None
-    try:
+    async with inbox_followed(stack, tmp_path) as output:
         agent = stack.agent_id()
         opened = await stack.call(
             "approval_open",
@@ -187,9 +178,6 @@ async def test_inbox_follow_shows_a_question_with_its_options(stack: Stack, tmp_
             tool_name="AskUserQuestion",
             tool_input={"questions": [COLOUR]},
         )
-        line = (await asyncio.wait_for(following.stdout.readline(), 30)).decode()
+        line = (await asyncio.wait_for(output.readline(), 30)).decode()
         assert f"{agent} asks: Which colour? (1. red / 2. blue / 3. green)" in line
         assert f"agentcomms answer {opened['id']}" in line
-    finally:
-        following.terminate()
-        await following.wait()

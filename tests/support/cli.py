@@ -9,6 +9,8 @@ import select
 import subprocess
 import sys
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 from tests.support.home import write_config
@@ -151,3 +153,22 @@ def _on_terminal(
             proc.wait()
         os.close(leader)
     return code, printed.decode(errors="replace")
+
+
+@asynccontextmanager
+async def inbox_followed(stack: Stack, tmp_path: Path) -> AsyncIterator[asyncio.StreamReader]:
+    """`agentcomms inbox --follow` running against `stack`, as a person at a terminal runs it:
+    its output, a line each thing it shows."""
+    home = cli_home(tmp_path, stack)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTCOMMS_")}
+    following = await asyncio.create_subprocess_exec(
+        AGENTCOMMS, "inbox", "--follow",
+        env={**env, "AGENTCOMMS_HOME": str(home), "COLUMNS": "200"},
+        stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert following.stdout is not None
+    try:
+        yield following.stdout
+    finally:
+        following.terminate()
+        await following.wait()
