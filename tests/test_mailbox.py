@@ -22,6 +22,7 @@ from agentcomms.models import Agent
 from agentcomms.search_attributes import AGENT_STATUS
 from agentcomms.workflow_ids import mailbox_id
 from tests.support.cli import AGENTCOMMS
+from tests.support.fake_agent import registered
 from tests.support.home import write_config
 from tests.support.mailbox import local_activities
 from tests.support.stack import STACK_KEY, Stack, delivered, register, running_stack
@@ -339,6 +340,10 @@ async def test_a_broken_projection_does_not_make_a_durable_send_look_lost(
     agent = stack.agent_id()
     target, out = recorder(tmux, tmp_path, "rec")
     await register(stack, agent, tmux, target, submit_delay_ms=0)
+    # A mailbox started afresh asks the projection what its earlier runs obeyed and typed
+    # before it obeys its registration (the one time it waits for the database): once the
+    # registration shows, the projection is no longer needed to type.
+    await eventually(lambda: registered(stack, agent))
     async with stack.store.engine.begin() as conn:  # every projection write now fails at once
         await conn.execute(text("ALTER TABLE events RENAME TO events_away"))
     result = await stack.call("send", agent_id=agent, message="still typed")
