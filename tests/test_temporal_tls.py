@@ -72,6 +72,9 @@ async def test_a_gateway_and_a_worker_process_reach_temporal_only_through_mtls(
         },
     )
     host = f"tls-{uuid.uuid4().hex[:8]}"
+    # An agent of its own: the dev server is shared by the whole run, and another module's
+    # mailbox of the same name, left on a task queue nobody polls, would take the messages.
+    agent = f"backend-{uuid.uuid4().hex[:8]}"
     processes = []
     for argv in (["gateway"], ["worker", "--host-id", host]):
         processes.append(
@@ -87,11 +90,11 @@ async def test_a_gateway_and_a_worker_process_reach_temporal_only_through_mtls(
         await eventually(lambda: socket.exists(), timeout=30)
         target, out = recorder(tmux, tmp_path, "rec")
         registered = await cli(
-            home, "agents", "register", "backend", "--tmux", target, "--socket", tmux.socket,
+            home, "agents", "register", agent, "--tmux", target, "--socket", tmux.socket,
             "--host", host, "--submit-delay-ms", "0",
         )  # fmt: skip
         assert registered.returncode == 0, registered.stderr
-        sent = await cli(home, "send", "backend", "over mTLS", "--wait", "--timeout", "30")
+        sent = await cli(home, "send", agent, "over mTLS", "--wait", "--timeout", "30")
         assert sent.returncode == 0, sent.stdout + sent.stderr
         await typed(out, as_sent("over mTLS"))
 
