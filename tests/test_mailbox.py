@@ -369,7 +369,11 @@ async def test_a_gateway_on_a_machine_without_a_worker_delivers_through_the_pane
             await stack.call("send", agent_id=agent, message="waited for a pane")
             target, out = recorder(tmux, tmp_path, "rec")
             await register(stack, agent, tmux, target, submit_delay_ms=0, host=pane_host)
-            result = await stack.call("send", agent_id=agent, message="and this", wait=True)
+            # Under load the mailbox's first run asks the projection what earlier runs did, then
+            # moves to the pane's host, before it types: more than `send`'s default 10 s wait.
+            result = await stack.call(
+                "send", agent_id=agent, message="and this", wait=True, timeout=60
+            )
             assert result["delivered"] is True
             await typed(out, as_sent("waited for a pane", "and this"))
             description = await stack.client.get_workflow_handle(mailbox_id(agent)).describe()
