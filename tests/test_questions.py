@@ -35,9 +35,10 @@ SIZES = {
 PLAN = "# Plan\n1. Add the endpoint\n2. Test it"
 
 
-async def _listed(stack: Stack, agent: str) -> list[dict[str, Any]] | None:
+async def _listed(stack: Stack, agent: str, count: int = 1) -> list[dict[str, Any]] | None:
+    """The agent's open approvals once there are `count` (one per question, opened in turn)."""
     rows = [r for r in (await stack.call("approvals"))["approvals"] if r["agent_id"] == agent]
-    return rows or None
+    return rows if len(rows) >= count else None
 
 
 def test_an_answer_names_an_option_by_label_or_number_or_is_the_humans_words() -> None:
@@ -57,7 +58,7 @@ async def test_each_question_is_listed_with_its_options_and_answered_from_the_cl
     hook = start_hook(stack, permission_request("AskUserQuestion", asked), agent, tmp_path)
     home = cli_home(tmp_path, stack)
     try:
-        rows = await eventually(lambda: _listed(stack, agent), timeout=30)
+        rows = await eventually(lambda: _listed(stack, agent, 2), timeout=30)
         assert [(r["ask"], r["question"], r["options"]) for r in rows] == [
             ("question", "Which colour?", ["red", "blue", "green"]),
             ("question", "Which sizes?", ["S", "M"]),
