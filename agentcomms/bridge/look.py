@@ -85,13 +85,6 @@ def refusal(
     return None
 
 
-def after_silence(info: PaneInfo, screen: str) -> PaneNotReady | None:
-    """Why the pane of an agent whose hooks have been silent for long may not be typed into,
-    or None: it may have crashed to its shell (read from /proc), or been stopped by Esc, which
-    sends no hook and puts the cancelled prompt back in the input box."""
-    return crashed_to_shell(info.command, info.pid) or draft_in_box(screen)
-
-
 def crashed_to_shell(command: str, pid: int) -> PaneNotReady | None:
     """Why a pane whose agent left only its shell may not be typed into, or None. A shell in
     the foreground alone says nothing (an agent started by `bash -c` keeps bash there all its

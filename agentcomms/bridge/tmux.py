@@ -83,8 +83,9 @@ from agentcomms.bridge.commands import command_string, literal, sequence, weight
 from agentcomms.bridge.look import (
     LOOK_FORMATS,
     PaneInfo,
-    after_silence,
     all_of,
+    crashed_to_shell,
+    draft_in_box,
     ready_conditions,
 )
 from agentcomms.bridge.sanitize import CleanText, sanitize
@@ -186,12 +187,16 @@ class TmuxAdapter:
     ) -> DeliveryOutcome:
         """Type only if the pane looks ready, tmux checking the look in the same stretch as the
         typing; PaneNotReady (nothing typed) when it does not."""
-        if req.look == "alive":  # not tmux formats: read first (see look.after_silence)
+        if req.look == "alive":
+            # Its hooks have been silent for long: it may have crashed to its shell (read from
+            # /proc), or been stopped by Esc, which sends no hook and puts the cancelled prompt
+            # back in the input box. Neither is a tmux format: read them first.
             info = await self.pane_info(req.pane)
             if not info.has_seen(req.event_id):
+                if refused := await asyncio.to_thread(crashed_to_shell, info.command, info.pid):
+                    raise refused  # the agent is gone: no screen to read
                 capture = [["capture-pane", "-p", "-J", "-t", info.pane_id]]
-                screen = await self.run_commands(req.pane.socket, capture)
-                if refused := await asyncio.to_thread(after_silence, info, screen):
+                if refused := draft_in_box(await self.run_commands(req.pane.socket, capture)):
                     raise refused
         for _ in range(2):
             known = self._pane_ids.get((req.pane.socket, req.pane.target))
