@@ -100,8 +100,7 @@ async def test_the_first_answer_wins_and_every_surface_says_whose(
     )
     # Alice allows in Telegram and, at the same time, denies by SMS: a race.
     telegram.human_presses(in_telegram, f"ap:{approval}:a", user_id=CHAT, first_name="Alice")
-    form = twilio.incoming(ALICE, f"NO {approval}", profile_name="Alice")
-    by_sms = (await hooks.post("sms", form)).text
+    by_sms, _ = await hooks.texts(ALICE, f"NO {approval}", profile_name="Alice")
     waited = await stack.call("approval_wait", id=approval, wait_s=10)
     winner = {"telegram": "allowed by Alice on Telegram", "sms": "denied by Alice on SMS"}[
         waited["decided_via"]
