@@ -2,34 +2,65 @@
 once decided, each chat told how (:mod:`gateway.approval_surfaces.words` holds the words).
 
 - Telegram and Discord: the request with buttons (Allow, Allow for this session where offered,
-  Deny); once decided, the message is edited to say who answered, how and where, its buttons
-  gone.
+  Deny); once decided, the message with the buttons is edited to say who answered, how and
+  where, its buttons gone.
 - SMS and WhatsApp: the request with a code to reply with ("Reply YES K7QF or NO K7QF"); once
   decided, each of these chats gets one line saying how, except the one whose reply decided it
   (that reply was answered already).
 
-Which messages were posted for which approval is kept in this gateway's memory: after a restart
-an answer to an old request is still answered by the approval itself (it knows who decided),
-only the edits are lost.
+A request is shown whole wherever a chat can show it (a plan runs to tens of thousands of
+characters), each provider its own way:
+
+- Telegram: in pieces at its 4,096-character limit, the buttons under the last. Most plans fit
+  in one or two messages; a message reads where it arrives, where a document would open in
+  another viewer, away from the buttons.
+- Discord: one message with the buttons, showing the start, and the whole request attached as
+  a text file. At 2,000 characters a plan would run to many messages, mixed with whatever else
+  the channel says; Discord previews a text file in the channel and opens it whole in place.
+- SMS and WhatsApp: the first part and where to read the rest (`agentcomms approvals`, the
+  console), as a long mirrored reply is sent: every text is billed, and a phone may show the
+  parts of a long one out of order.
+
+Which message shows which approval is kept in the projection (:mod:`agentcomms.store.approval_posts`),
+so an approval decided after a gateway restart still clears every chat's buttons.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections import OrderedDict
 from typing import Any, Protocol, cast
 
 from agentcomms.approval_models import ApprovalRequest, ApprovalView
 from agentcomms.config import Config
-from agentcomms.transports import Sender, TextSender, load
-from gateway.approval_surfaces.words import asks, buttons, outcome, reply_with, settled
+from agentcomms.models import utcnow
+from agentcomms.store import Store
+from agentcomms.store.approval_posts import ApprovalPost
+from agentcomms.transports import Sender, TextSender, first_part, load, split_text
+from gateway.approval_surfaces.words import (
+    ASKED,
+    asks,
+    buttons,
+    footer,
+    outcome,
+    reply_with,
+    settled_footer,
+    the_rest,
+)
 
 log = logging.getLogger(__name__)
 
 BUTTON_PROVIDERS = ("telegram", "discord")
 CODE_PROVIDERS = ("sms", "whatsapp")
-# Of the tool's input, what a text message shows (the whole request stays one message).
-TEXT_INPUT_CHARS = 600
+# Chats with buttons where a request too long for one message goes as a file (the others split).
+ATTACHING_PROVIDERS = ("discord",)
+# Of a chat's limit, what is kept for the lines under a request (its id, how to answer; once
+# decided, who answered how), so the pieces before stay the same when the last is edited.
+FOOTER_ROOM = 400
+# What a text message shows of a request before saying where the rest is.
+TEXT_REQUEST_CHARS = 600
+DECIDED_KEPT = 256
 
 
 class ButtonSender(TextSender, Protocol):
@@ -42,30 +73,49 @@ class ButtonSender(TextSender, Protocol):
     async def edit_text(self, chat_id: str, message_id: str, text: str) -> None: ...
 
 
+class AttachingSender(ButtonSender, Protocol):
+    """A provider whose message with buttons can carry a text file, (name, text)."""
+
+    async def send_buttons(
+        self,
+        chat_id: str,
+        text: str,
+        buttons: list[tuple[str, str]],
+        *,
+        attached: tuple[str, str] | None = None,
+    ) -> str: ...
+
+
 class ApprovalChats:
-    def __init__(self, cfg: Config) -> None:
+    def __init__(self, cfg: Config, store: Store) -> None:
         self._cfg = cfg
-        # approval id -> (provider, chat, message id) of each request posted
-        self._posted: dict[str, list[tuple[str, str, str]]] = {}
+        self._store = store
         self._senders: dict[str, Sender] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
+        # Approvals decided here lately: one decided while its request was still being posted
+        # is settled again once the posts are recorded, so no button outlives its decision.
+        self._decided: OrderedDict[str, ApprovalView] = OrderedDict()
 
     def announce(self, request: ApprovalRequest) -> None:
         """Post the request to the agent's chats, beside the hook's wait (never holding it)."""
         self._spawn(self._announce(request))
 
     def settle(self, view: ApprovalView) -> None:
-        """Tell each chat that was shown the request how it was decided; once."""
-        posted = self._posted.pop(view.request.id, [])
-        if posted:
-            self._spawn(self._settle(view, posted))
+        """Tell each chat that was shown the request how it was decided; once, whichever
+        gateway (or this one before a restart) posted it."""
+        self._decided[view.request.id] = view
+        while len(self._decided) > DECIDED_KEPT:
+            self._decided.popitem(last=False)
+        self._spawn(self._settle(view))
 
-    def answered_in(self, approval_id: str, provider: str, chat_id: str) -> None:
+    async def answered_in(self, approval_id: str, provider: str, chat_id: str) -> None:
         """A chat of plain text answered: its reply is answered there, so `settle` skips it."""
-        if provider in CODE_PROVIDERS and approval_id in self._posted:
-            self._posted[approval_id] = [
-                p for p in self._posted[approval_id] if (p[0], p[1]) != (provider, chat_id)
-            ]
+        if provider not in CODE_PROVIDERS:
+            return
+        try:
+            await self._store.drop_approval_post(approval_id, provider, chat_id)
+        except Exception as exc:  # the chat hears the outcome twice, nothing worse
+            log.warning("approval %s: %s:%s not forgotten: %s", approval_id, provider, chat_id, exc)
 
     async def drain(self) -> None:
         """Wait for the posts and edits under way (a test, or the gateway closing)."""
@@ -106,29 +156,56 @@ class ApprovalChats:
         for provider, chat in self._chats(request.agent_id):
             try:
                 message_id = await self._post(provider, chat, request)
+                post = ApprovalPost(provider=provider, chat_id=chat, message_id=message_id)
+                await self._store.record_approval_post(request.id, post, utcnow())
             except Exception as exc:
                 log.warning("approval %s: not posted to %s:%s: %s", request.id, provider, chat, exc)
-                continue
-            self._posted.setdefault(request.id, []).append((provider, chat, message_id))
+        if (decided := self._decided.get(request.id)) is not None:
+            await self._settle(decided)
 
     async def _post(self, provider: str, chat: str, request: ApprovalRequest) -> str:
         sender = self._sender(provider)
-        if provider in BUTTON_PROVIDERS:
-            text = f"{asks(request)}\n\n(approval {request.id})"
-            if request.ask == "question":  # several options, or words of one's own, by reply
-                text += f"\n{reply_with(request)}"
-            return await cast(ButtonSender, sender).send_buttons(chat, text, buttons(request))
-        text = f"{asks(request, input_chars=TEXT_INPUT_CHARS)}\n\n{reply_with(request)}"
-        return await sender.send_text(chat, text)
+        if provider not in BUTTON_PROVIDERS:
+            shown = first_part(asks(request), TEXT_REQUEST_CHARS, the_rest(request))
+            return await sender.send_text(chat, f"{shown}\n\n{reply_with(request)}")
+        pieces, attached = shown_with_buttons(request, footer(request), provider, sender.max_chars)
+        for piece in pieces[:-1]:
+            await sender.send_text(chat, piece)
+        if attached is not None:
+            return await cast(AttachingSender, sender).send_buttons(
+                chat, pieces[-1], buttons(request), attached=attached
+            )
+        return await cast(ButtonSender, sender).send_buttons(chat, pieces[-1], buttons(request))
 
-    async def _settle(self, view: ApprovalView, posted: list[tuple[str, str, str]]) -> None:
+    async def _settle(self, view: ApprovalView) -> None:
         r = view.request
-        for provider, chat, message_id in posted:
+        for post in await self._store.take_approval_posts(r.id):
+            provider, chat = post.provider, post.chat_id
             sender = self._sender(provider)
             try:
                 if provider in BUTTON_PROVIDERS:
-                    await cast(ButtonSender, sender).edit_text(chat, message_id, settled(view))
+                    pieces, _ = shown_with_buttons(
+                        r, settled_footer(view), provider, sender.max_chars
+                    )
+                    await cast(ButtonSender, sender).edit_text(chat, post.message_id, pieces[-1])
                 else:
                     await sender.send_text(chat, outcome(view))
             except Exception as exc:
                 log.warning("approval %s: %s:%s not told: %s", r.id, provider, chat, exc)
+
+
+def shown_with_buttons(
+    request: ApprovalRequest, under: str, provider: str, max_chars: int
+) -> tuple[list[str], tuple[str, str] | None]:
+    """The messages that show `request` whole in a chat with buttons, `under` it (the buttons
+    go on the last), and the file attached to the last, (name, text), where the provider takes
+    the whole as a file."""
+    whole = asks(request)
+    room = max_chars - FOOTER_ROOM
+    if provider in ATTACHING_PROVIDERS and len(whole) > room:
+        name = f"{ASKED[request.ask]}-{request.id}.{'md' if request.ask == 'plan' else 'txt'}"
+        start = first_part(whole, room, f" […] (the whole {ASKED[request.ask]}: {name})")
+        return [f"{start}\n\n{under}"], (name, whole)
+    pieces = split_text(whole, room)
+    pieces[-1] = f"{pieces[-1]}\n\n{under}"
+    return pieces, None

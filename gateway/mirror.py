@@ -30,7 +30,7 @@ from agentcomms.ids import new_event_id
 from agentcomms.models import Event, utcnow
 from agentcomms.outbox_models import ChatSend, OutboxItem
 from agentcomms.store import Store
-from agentcomms.transports import PROVIDERS
+from agentcomms.transports import PROVIDERS, first_part
 from workflows.outbox.client import Outbox
 
 log = logging.getLogger(__name__)
@@ -137,10 +137,10 @@ class ReplyMirror:
             },
         )
         sent = reply
-        if provider == "sms" and len(reply) > SMS_FIRST_PART:
+        if provider == "sms":
             # Each SMS is billed and a phone may show the parts out of order: the start, and
             # where the whole reply is (kept in the projection, shown by `inbox` and the console).
-            sent = reply[:SMS_FIRST_PART].rstrip() + SMS_THE_REST
+            sent = first_part(reply, SMS_FIRST_PART, SMS_THE_REST)
         send = ChatSend(provider=provider, chat_id=chat_id, text=sent, reply_to=reply_to)
         await self._outbox.post(
             agent_id, channel_id, OutboxItem(id=event.id, send=send, event=event)

@@ -75,7 +75,7 @@ class Gateway:
         hooks = AgentHookMethods(store, self.mailbox, self.host)
         self.methods.extend(hooks.methods())
         hooks.observers.append(ReplyMirror(cfg, store, self.outbox).agent_did)
-        self.approval_chats = ApprovalChats(cfg)
+        self.approval_chats = ApprovalChats(cfg, store)
         self.approvals = approvals = ApprovalMethods(
             cfg, client, self.key, hooks, self.approval_chats
         )

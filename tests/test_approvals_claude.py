@@ -7,56 +7,28 @@ One Claude, on its own tmux server, serves the module; its hooks find the agent 
 
 from __future__ import annotations
 
-import json
 import time
-import uuid
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
 import pytest
-from temporalio.testing import WorkflowEnvironment
 
 from tests.fakes.anthropic import FakeAnthropic, bash, text
-from tests.support.agents import PROCEED_DIALOG, ClaudePane, claude_with_agentcomms
-from tests.support.cli import cli, cli_home
-from tests.support.stack import Stack
-from tests.support.tmux import Tmux
+from tests.support.agents import PROCEED_DIALOG, Attended, ClaudePane
+from tests.support.cli import cli
 from tests.support.waiting import eventually
 
 ALLOWED_BY_HOOK = "Allowed by PermissionRequest hook"
 
 
-@dataclass
-class Setup:
-    stack: Stack
-    claude: ClaudePane
-    agent_id: str
-    home: Path  # the CLI's home, pointed at the stack's socket
-
-    async def approval(self) -> dict[str, Any] | None:
-        """The open approval of this Claude, as `agentcomms approvals --json` lists it."""
-        done = await cli(self.home, "approvals", "--json")
-        assert done.returncode == 0, done.stderr
-        rows = json.loads(done.stdout)["approvals"]
-        return next((r for r in rows if r["agent_id"] == self.agent_id), None)
+Setup = Attended[ClaudePane]
 
 
 @pytest.fixture(scope="module")
-async def setup(
-    temporal_env: WorkflowEnvironment,
-    tmux_socket_dir: Path,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> AsyncIterator[Setup]:
-    root = tmp_path_factory.mktemp("claude-approvals")
-    server = Tmux(tmux_socket_dir / f"a-{uuid.uuid4().hex[:8]}")
-    async with claude_with_agentcomms(temporal_env.client, root, server) as (stack, claude, agent):
-        yield Setup(stack, claude, agent, cli_home(root, stack))
+def setup(attended_claude: Setup) -> Setup:
+    return attended_claude
 
 
 async def test_approved_from_the_terminal_the_tool_runs(setup: Setup) -> None:
-    claude, model = setup.claude, setup.claude.model
+    claude, model = setup.pane, setup.pane.model
     model.on("make the approved file", bash("touch approved.txt"), text("Approved made."))
     await claude.type("make the approved file")
     approval = await eventually(setup.approval, timeout=30)
@@ -75,7 +47,7 @@ async def test_approved_from_the_terminal_the_tool_runs(setup: Setup) -> None:
 
 
 async def test_denied_from_the_terminal_the_model_reads_why(setup: Setup) -> None:
-    claude, model = setup.claude, setup.claude.model
+    claude, model = setup.pane, setup.pane.model
     await claude.wait_ready()
     model.on("make the denied file", bash("touch denied.txt"), text("Understood."))
     await claude.type("make the denied file")
@@ -93,7 +65,7 @@ def _error_result(model: FakeAnthropic, words: str) -> bool | None:
 
 
 async def test_answered_in_claudes_own_dialog_the_approval_closes(setup: Setup) -> None:
-    claude, model = setup.claude, setup.claude.model
+    claude, model = setup.pane, setup.pane.model
     await claude.wait_ready()
     model.on("make the dialog file", bash("touch dialog.txt"), text("Dialog made."))
     await claude.type("make the dialog file")
@@ -111,7 +83,7 @@ async def test_answered_in_claudes_own_dialog_the_approval_closes(setup: Setup) 
 
 
 async def test_with_the_gateway_stopped_claudes_own_dialog_shows(setup: Setup) -> None:
-    claude, model = setup.claude, setup.claude.model
+    claude, model = setup.pane, setup.pane.model
     await claude.wait_ready()
     gateway = setup.stack.gateway.server
     await gateway.close()

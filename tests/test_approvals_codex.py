@@ -10,39 +10,21 @@ first. Its hooks find the agent by their pane."""
 
 from __future__ import annotations
 
-import json
-import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
-from agentcomms.agents.install import Target, plan
 from tests.fakes.openai_responses import FakeResponses, Step, ToolResult, text, tool
-from tests.support.agents import CODEX_HOOKS_REVIEW, PROMPT_HINT, CodexPane, start_codex
-from tests.support.cli import AGENTCOMMS, cli, cli_home
-from tests.support.stack import Stack, register, running_stack
-from tests.support.tmux import Tmux
+from tests.support.agents import PROMPT_HINT, Attended, CodexPane, attended, codex_with_agentcomms
+from tests.support.cli import cli
 from tests.support.waiting import eventually
 
 RM = "Bash(rm -rf *)"
 
 
-@dataclass
-class Setup:
-    stack: Stack
-    codex: CodexPane
-    agent_id: str
-    home: Path
-
-    async def approval(self) -> dict[str, Any] | None:
-        done = await cli(self.home, "approvals", "--json")
-        assert done.returncode == 0, done.stderr
-        rows = json.loads(done.stdout)["approvals"]
-        return next((r for r in rows if r["agent_id"] == self.agent_id), None)
+Setup = Attended[CodexPane]
 
 
 @pytest.fixture(scope="module")
@@ -52,31 +34,10 @@ async def setup(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> AsyncIterator[Setup]:
     root = tmp_path_factory.mktemp("codex-approvals")
-    server = Tmux(tmux_socket_dir / f"x-{uuid.uuid4().hex[:8]}")
-    model = FakeResponses()
-    async with running_stack(temporal_env.client, root / "stack") as stack, model.server:
-
-        def install(home: Path, project: Path) -> None:
-            target = Target("codex", home=home, project=project, argv=(AGENTCOMMS,), never=(RM,))
-            plan(target).apply()
-
-        try:
-            codex = await start_codex(
-                server,
-                root / "codex",
-                model,
-                setup=install,
-                until=CODEX_HOOKS_REVIEW,
-                settings={"approval_policy": "on-request"},
-                env={"AGENTCOMMS_SOCKET": str(stack.cfg.server.socket())},
-            )
-            await codex.answer(CODEX_HOOKS_REVIEW, "2", "Enter")  # "Trust all and continue"
-            await codex.wait_for_screen(PROMPT_HINT)
-            agent_id = f"codex-{uuid.uuid4().hex[:6]}"
-            await register(stack, agent_id, server, codex.target, submit_delay_ms=300)
-            yield Setup(stack, codex, agent_id, cli_home(root, stack))
-        finally:
-            server.run("kill-server", check=False)
+    async with attended(
+        codex_with_agentcomms, temporal_env.client, tmux_socket_dir, root, never=(RM,)
+    ) as a:
+        yield a
 
 
 def escalated(command: str) -> Step:
@@ -94,7 +55,7 @@ def _new_result(model: FakeResponses, seen: int) -> ToolResult | None:
 
 
 async def test_approved_from_the_terminal_the_command_runs(setup: Setup) -> None:
-    codex, model = setup.codex, setup.codex.model
+    codex, model = setup.pane, setup.pane.model
     model.on("make the approved file", escalated("touch approved.txt"), text("Approved made."))
     await codex.type("make the approved file")
     approval = await eventually(setup.approval, timeout=30)
@@ -106,7 +67,7 @@ async def test_approved_from_the_terminal_the_command_runs(setup: Setup) -> None
 
 
 async def test_denied_from_the_terminal_the_model_reads_why(setup: Setup) -> None:
-    codex, model = setup.codex, setup.codex.model
+    codex, model = setup.pane, setup.pane.model
     await codex.wait_for_screen(PROMPT_HINT)
     model.on("make the denied file", escalated("touch denied.txt"), text("Understood."))
     seen = len(model.tool_results)
@@ -122,7 +83,7 @@ async def test_denied_from_the_terminal_the_model_reads_why(setup: Setup) -> Non
 
 
 async def test_a_never_listed_command_is_refused_without_asking(setup: Setup) -> None:
-    codex, model = setup.codex, setup.codex.model
+    codex, model = setup.pane, setup.pane.model
     await codex.wait_for_screen(PROMPT_HINT)
     (codex.project / "build").mkdir()
     model.on("clean the build", escalated("rm -rf build"), text("Could not clean."))

@@ -1,7 +1,9 @@
 """One approval shown on every surface at once (Telegram and Discord with buttons, SMS and
 WhatsApp with a code): the first answer wins wherever it came from, every surface is then told
 who answered and where, and a later answer is told it was decided already; answered in the
-terminal, every chat's buttons go."""
+terminal, every chat's buttons go, also after the gateway restarted; a plan too long for one
+message reaches every chat whole (Telegram in pieces, Discord as a file, a text its start and
+where the rest is)."""
 
 from __future__ import annotations
 
@@ -98,8 +100,7 @@ async def test_the_first_answer_wins_and_every_surface_says_whose(
     )
     # Alice allows in Telegram and, at the same time, denies by SMS: a race.
     telegram.human_presses(in_telegram, f"ap:{approval}:a", user_id=CHAT, first_name="Alice")
-    form = twilio.incoming(ALICE, f"NO {approval}", profile_name="Alice")
-    by_sms = (await hooks.post("sms", form)).text
+    by_sms, _ = await hooks.texts(ALICE, f"NO {approval}", profile_name="Alice")
     waited = await stack.call("approval_wait", id=approval, wait_s=10)
     winner = {"telegram": "allowed by Alice on Telegram", "sms": "denied by Alice on SMS"}[
         waited["decided_via"]
@@ -142,6 +143,97 @@ async def test_answered_in_the_terminal_every_chats_buttons_go(
     approval, in_telegram, in_discord = await _shown_everywhere(
         stack, agent, telegram, discord, twilio
     )
+    await stack.call(
+        "approval_decide", id=approval, behavior="terminal", by="the terminal", via="terminal"
+    )
+    edited = await eventually(lambda: telegram.edits or None)
+    assert edited[0]["message_id"] == in_telegram["message_id"]
+    assert f"{approval}: answered in the terminal" in edited[0]["text"]
+    assert "reply_markup" not in next(
+        m for m in telegram.sent if m["message_id"] == in_telegram["message_id"]
+    )
+    in_discord_now = await eventually(lambda: discord.edits or None)
+    assert in_discord_now[0]["id"] == in_discord["id"] and in_discord_now[0]["components"] == []
+    line = f"{approval} ({agent}, Bash): answered in the terminal"
+    for number in (ALICE, WHATSAPP_ALICE):
+        await _texted(twilio, number, line)
+
+
+async def test_a_long_plan_reaches_every_chat_whole(
+    stack_and_hooks: tuple[Stack, Hooks],
+    telegram: FakeTelegram,
+    discord: FakeDiscord,
+    twilio: FakeTwilio,
+    agent: str,
+) -> None:
+    stack, _ = stack_and_hooks
+    plan = "# Plan\n" + "\n".join(
+        f"{n}. Move module {n} behind the new interface." for n in range(400)
+    )
+    opened = await stack.call(
+        "approval_open",
+        kind="claude-code",
+        agent_id=agent,
+        tool_name="ExitPlanMode",
+        tool_input={"plan": plan},
+    )
+    approval = opened["id"]
+    asked = f"{agent} asks to carry out its plan:\n{plan}"
+    assert len(asked) > 4 * 4_096
+
+    # Telegram: in pieces at its limit, in order, the buttons once, under the last.
+    last = await eventually(
+        lambda: next((m for m in telegram.sent if f"approval {approval}" in m["text"]), None)
+    )
+    pieces = [m for m in telegram.sent if m["message_id"] <= last["message_id"]]
+    assert "".join(m["text"] for m in pieces) == f"{asked}\n\n(approval {approval})"
+    assert all(len(m["text"]) <= 4_096 for m in pieces) and len(pieces) >= 5
+    assert [("reply_markup" in m) for m in pieces] == [False] * (len(pieces) - 1) + [True]
+
+    # Discord: its start in the message with the buttons, the whole attached.
+    in_discord = await eventually(
+        lambda: next((m for m in discord.sent if f"approval {approval}" in m["content"]), None)
+    )
+    assert len(discord.sent) == 1 and len(in_discord["content"]) <= 2_000
+    assert in_discord["content"].startswith(f"{agent} asks to carry out its plan:\n# Plan\n0. ")
+    assert f"(the whole plan: plan-{approval}.md)" in in_discord["content"]
+    assert discord.attached_to(in_discord) == [(f"plan-{approval}.md", asked.encode())]
+
+    # SMS and WhatsApp: the start, and where the rest is.
+    for number in (ALICE, WHATSAPP_ALICE):
+        await _texted(twilio, number, f"YES {approval}")
+        [text] = [b for b in twilio.bodies_to(number) if f"YES {approval}" in b]
+        assert text.startswith(f"{agent} asks to carry out its plan:\n# Plan\n0. ")
+        assert "(the whole plan: `agentcomms approvals`, or the console)" in text
+        assert len(text) <= 1_600  # one Twilio message
+    [listed] = [a for a in (await stack.call("approvals"))["approvals"] if a["id"] == approval]
+    assert listed["question"] == plan
+
+    # Approved in Telegram: its last piece says so, Discord's message too, the file stays.
+    telegram.human_presses(last, f"ap:{approval}:a", user_id=CHAT, first_name="Alice")
+    edited = await eventually(lambda: telegram.edits or None)
+    assert [e["message_id"] for e in edited] == [last["message_id"]]
+    said = f"{approval}: approved by Alice on Telegram"
+    assert edited[0]["text"] == last["text"].replace(f"(approval {approval})", said)
+    now = await eventually(lambda: discord.edits or None)
+    assert now[0]["content"].endswith(said) and now[0]["components"] == []
+    assert discord.attached_to(now[0]) == [(f"plan-{approval}.md", asked.encode())]
+
+
+async def test_after_a_gateway_restart_an_answer_still_clears_every_chats_buttons(
+    stack_and_hooks: tuple[Stack, Hooks],
+    telegram: FakeTelegram,
+    discord: FakeDiscord,
+    twilio: FakeTwilio,
+    agent: str,
+) -> None:
+    stack, _ = stack_and_hooks
+    approval, in_telegram, in_discord = await _shown_everywhere(
+        stack, agent, telegram, discord, twilio
+    )
+    await stack.restart_gateway()
+    await connected(stack, "telegram")
+    await connected(stack, "discord")
     await stack.call(
         "approval_decide", id=approval, behavior="terminal", by="the terminal", via="terminal"
     )

@@ -1,7 +1,7 @@
 """An approval in the agent's Telegram chat: the request with Allow / Allow for this session /
 Deny buttons; an allowed sender's press decides it and the message is edited to say who
 answered, its buttons gone; a stranger's press changes nothing; an answer from the terminal
-edits the chat too."""
+edits the chat too, also one given while the request was still being posted."""
 
 from __future__ import annotations
 
@@ -77,6 +77,20 @@ async def test_an_answer_from_the_terminal_edits_the_chat(
     await stack.call("approval_decide", id=approval, behavior="deny", by="bob", message="no")
     edited = await eventually(lambda: telegram.edits or None)
     assert f"{approval}: denied by bob on cli" in edited[0]["text"]
+
+
+async def test_decided_while_its_request_was_still_being_posted_the_buttons_go_too(
+    stack: Stack, telegram: FakeTelegram, agent: str
+) -> None:
+    released = telegram.hold("sendMessage")  # Telegram took the request, has not answered
+    approval = await open_approval(stack, agent)
+    message = await eventually(lambda: _request_in_chat(telegram, approval))
+    await stack.call("approval_decide", id=approval, behavior="deny", by="bob", message="no")
+    released.set()
+    edited = await eventually(lambda: telegram.edits or None)
+    assert edited[0]["message_id"] == message["message_id"]
+    assert f"{approval}: denied by bob on cli" in edited[0]["text"]
+    assert "reply_markup" not in message
 
 
 async def test_a_questions_options_are_buttons_and_a_press_answers_it(

@@ -8,11 +8,8 @@ nothing."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
-import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.config import AgentConfig, Config
@@ -30,35 +27,14 @@ WHATSAPP_ALICE = f"whatsapp:{ALICE}"
 BOB = "+15557654321"
 
 
-@pytest.fixture
-async def stack_and_hooks(
-    temporal_env: WorkflowEnvironment, tmp_path: Path, twilio: FakeTwilio, agent: str
-) -> AsyncIterator[tuple[Stack, Hooks]]:
-    port = free_port()
-    async with running_stack(
-        temporal_env.client, tmp_path, configure=with_twilio(twilio, agent, port)
-    ) as s:
-        yield s, Hooks(twilio, port)
-
-
 def _request_to(twilio: FakeTwilio, to: str, approval: str) -> str | None:
     return next((b for b in twilio.bodies_to(to) if f"YES {approval}" in b), None)
 
 
-async def _replies(hooks: Hooks, twilio: FakeTwilio, text: str, **kw: Any) -> tuple[str, str]:
-    """Alice (or ``sender``) texts ``text`` by SMS; (the webhook's answer, the message sid)."""
-    sender = kw.pop("sender", ALICE)
-    form = twilio.incoming(sender, text, **kw)
-    flavour = "whatsapp" if kw.get("whatsapp") else "sms"
-    answer = await hooks.post(flavour, form)
-    assert answer.status_code == 200, answer.text
-    return answer.text, form["MessageSid"]
-
-
 async def test_a_reply_with_the_code_decides_and_never_reaches_the_pane(
-    stack_and_hooks: tuple[Stack, Hooks], twilio: FakeTwilio, agent: str, tmux: Tmux, tmp_path: Path
+    twilio_stack: tuple[Stack, Hooks], twilio: FakeTwilio, agent: str, tmux: Tmux, tmp_path: Path
 ) -> None:
-    stack, hooks = stack_and_hooks
+    stack, hooks = twilio_stack
     out = await register_recorder(stack, tmux, tmp_path, agent)
     approval = await open_approval(stack, agent)
     request = await eventually(lambda: _request_to(twilio, ALICE, approval))
@@ -67,8 +43,8 @@ async def test_a_reply_with_the_code_decides_and_never_reaches_the_pane(
     assert f"ALWAYS {approval}" in request
     assert await eventually(lambda: _request_to(twilio, WHATSAPP_ALICE, approval))
 
-    answer, sid = await _replies(
-        hooks, twilio, f"no {approval.lower()} not before the release", profile_name="Alice"
+    answer, sid = await hooks.texts(
+        ALICE, f"no {approval.lower()} not before the release", profile_name="Alice"
     )
     assert f"{approval}: denied by Alice on SMS" in answer
     waited = await stack.call("approval_wait", id=approval, wait_s=10)
@@ -82,33 +58,31 @@ async def test_a_reply_with_the_code_decides_and_never_reaches_the_pane(
     assert recorded.payload["approval_id"] == approval
 
     # Already decided, from WhatsApp: told who did. An unknown code: told there is none.
-    late, _ = await _replies(hooks, twilio, f"YES {approval}", whatsapp=True)
+    late, _ = await hooks.texts(ALICE, f"YES {approval}", whatsapp=True)
     assert f"{approval} was answered already: denied by Alice on SMS" in late
-    unknown, _ = await _replies(hooks, twilio, "YES ZZ9Z")
+    unknown, _ = await hooks.texts(ALICE, "YES ZZ9Z")
     assert "There is no approval ZZ9Z" in unknown
     # Words that only look like a code go to the agent, behind nothing the replies typed.
-    await _replies(hooks, twilio, "no more tests please")
+    await hooks.texts(ALICE, "no more tests please")
     await eventually(lambda: out.read_bytes().endswith(b"no more tests please\r"))
     assert out.read_bytes() == f"[sms:{ALICE} from {ALICE}] no more tests please\r".encode()
     assert twilio.bodies_to(ALICE).count(told) == 0
 
 
 async def test_always_allows_for_the_session_where_offered(
-    stack_and_hooks: tuple[Stack, Hooks], twilio: FakeTwilio, agent: str
+    twilio_stack: tuple[Stack, Hooks], twilio: FakeTwilio, agent: str
 ) -> None:
-    stack, hooks = stack_and_hooks
+    stack, hooks = twilio_stack
     plain = await open_approval(stack, agent, session=False)
     request = await eventually(lambda: _request_to(twilio, ALICE, plain))
     assert "ALWAYS" not in request
-    refused, _ = await _replies(hooks, twilio, f"ALWAYS {plain}")
+    refused, _ = await hooks.texts(ALICE, f"ALWAYS {plain}")
     assert f"{plain} offers nothing for the session" in refused
     assert (await stack.call("approval_wait", id=plain, wait_s=0.5)) == {"status": "open"}
 
     approval = await open_approval(stack, agent)
     await eventually(lambda: _request_to(twilio, WHATSAPP_ALICE, approval))
-    answer, _ = await _replies(
-        hooks, twilio, f"Always {approval}", whatsapp=True, profile_name="Alice"
-    )
+    answer, _ = await hooks.texts(ALICE, f"Always {approval}", whatsapp=True, profile_name="Alice")
     assert f"{approval}: allowed for the session by Alice on WhatsApp" in answer
     waited = await stack.call("approval_wait", id=approval, wait_s=10)
     assert waited["decision"] == {"behavior": "allow", "updatedPermissions": [SESSION_SUGGESTION]}
@@ -118,12 +92,12 @@ async def test_always_allows_for_the_session_where_offered(
 
 
 async def test_a_strangers_code_changes_nothing_and_is_recorded(
-    stack_and_hooks: tuple[Stack, Hooks], twilio: FakeTwilio, agent: str
+    twilio_stack: tuple[Stack, Hooks], twilio: FakeTwilio, agent: str
 ) -> None:
-    stack, hooks = stack_and_hooks
+    stack, hooks = twilio_stack
     approval = await open_approval(stack, agent)
     await eventually(lambda: _request_to(twilio, ALICE, approval))
-    answer, sid = await _replies(hooks, twilio, f"YES {approval}", sender=STRANGER)
+    answer, sid = await hooks.texts(STRANGER, f"YES {approval}")
     assert f"Only the agent's approvers may answer {approval}: nothing changed." in answer
     assert (await stack.call("approval_wait", id=approval, wait_s=0.5)) == {"status": "open"}
     recorded = await stack.store.get_event(provider_event_id("sms", STRANGER, sid))
@@ -148,22 +122,22 @@ async def test_approvers_narrow_who_may_answer_by_text(
         hooks = Hooks(twilio, port)
         approval = await open_approval(stack, agent)
         await eventually(lambda: _request_to(twilio, ALICE, approval))
-        by_sms, sid = await _replies(hooks, twilio, f"YES {approval}")
+        by_sms, sid = await hooks.texts(ALICE, f"YES {approval}")
         assert f"Only the agent's approvers may answer {approval}" in by_sms
         refused = await stack.store.get_event(provider_event_id("sms", ALICE, sid))
         assert refused is not None and refused.status == "rejected"
         assert refused.error == f"sms:{ALICE} is not one of {agent}'s approvers"
         assert (await stack.call("approval_wait", id=approval, wait_s=0.5)) == {"status": "open"}
-        by_bob, _ = await _replies(hooks, twilio, f"YES {approval}", sender=BOB)
+        by_bob, _ = await hooks.texts(BOB, f"YES {approval}")
         assert f"{approval}: allowed by {BOB} on SMS" in by_bob
-        by_whatsapp, _ = await _replies(hooks, twilio, f"NO {approval}", whatsapp=True)
+        by_whatsapp, _ = await hooks.texts(ALICE, f"NO {approval}", whatsapp=True)
         assert f"{approval} was answered already: allowed by {BOB} on SMS" in by_whatsapp
 
 
 async def test_a_plan_by_text_and_a_question_sent_to_the_terminal(
-    stack_and_hooks: tuple[Stack, Hooks], twilio: FakeTwilio, agent: str
+    twilio_stack: tuple[Stack, Hooks], twilio: FakeTwilio, agent: str
 ) -> None:
-    stack, hooks = stack_and_hooks
+    stack, hooks = twilio_stack
     plan = await stack.call(
         "approval_open",
         kind="claude-code",
@@ -173,7 +147,7 @@ async def test_a_plan_by_text_and_a_question_sent_to_the_terminal(
     )
     request = await eventually(lambda: _request_to(twilio, ALICE, plan["id"]))
     assert request.startswith(f"{agent} asks to carry out its plan:\n# Plan\n1. Add the endpoint")
-    answer, _ = await _replies(hooks, twilio, f"NO {plan['id']} tests first", profile_name="Alice")
+    answer, _ = await hooks.texts(ALICE, f"NO {plan['id']} tests first", profile_name="Alice")
     assert f"{plan['id']}: sent back to planning by Alice on SMS" in answer
     waited = await stack.call("approval_wait", id=plan["id"], wait_s=10)
     assert waited["decision"] == {"behavior": "deny", "message": "tests first"}
@@ -192,11 +166,11 @@ async def test_a_plan_by_text_and_a_question_sent_to_the_terminal(
     )
     assert texted.startswith(f"{agent} asks: Which colour?\n1. red\n2. blue")
     assert f"Reply ANSWER {asked['id']} followed by an option's number or label" in texted
-    answer, _ = await _replies(hooks, twilio, f"YES {asked['id']}")
+    answer, _ = await hooks.texts(ALICE, f"YES {asked['id']}")
     assert f"{asked['id']} is a question: Reply ANSWER {asked['id']}" in answer
     assert (await stack.call("approval_wait", id=asked["id"], wait_s=0.5)) == {"status": "open"}
     # By the option's number; a question's own words would be taken as they are.
-    answer, _ = await _replies(hooks, twilio, f"answer {asked['id']} 2", profile_name="Alice")
+    answer, _ = await hooks.texts(ALICE, f"answer {asked['id']} 2", profile_name="Alice")
     assert f"{asked['id']}: answered 'blue' by Alice on SMS" in answer
     view = await Approvals(stack.client, stack.cfg.temporal.task_queue).view(asked["id"])
     assert view is not None and view.decision is not None

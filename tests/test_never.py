@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -22,11 +21,9 @@ from agentcomms.agents.install import Target, plan
 from agentcomms.agents.installed import inspect
 from agentcomms.agents.never import matches
 from tests.fakes.anthropic import bash, text
-from tests.support.agents import ClaudePane, claude_with_agentcomms
+from tests.support.agents import Attended, ClaudePane, attended, claude_with_agentcomms
 from tests.support.cli import AGENTCOMMS, env_for, run
 from tests.support.home import write_config
-from tests.support.stack import Stack
-from tests.support.tmux import Tmux
 
 RM = "Bash(rm -rf *)"
 EXE = ("/opt/venv/bin/agentcomms",)
@@ -135,21 +132,18 @@ async def claude(
     temporal_env: WorkflowEnvironment,
     tmux_socket_dir: Path,
     tmp_path_factory: pytest.TempPathFactory,
-) -> AsyncIterator[tuple[Stack, ClaudePane]]:
+) -> AsyncIterator[Attended[ClaudePane]]:
     root = tmp_path_factory.mktemp("claude-never")
-    server = Tmux(tmux_socket_dir / f"n-{uuid.uuid4().hex[:8]}")
-    async with claude_with_agentcomms(temporal_env.client, root, server, never=(RM,)) as (
-        stack,
-        pane,
-        _,
-    ):
-        yield stack, pane
+    async with attended(
+        claude_with_agentcomms, temporal_env.client, tmux_socket_dir, root, never=(RM,)
+    ) as a:
+        yield a
 
 
 async def test_claude_refuses_a_never_listed_command_without_asking(
-    claude: tuple[Stack, ClaudePane],
+    claude: Attended[ClaudePane],
 ) -> None:
-    stack, pane = claude
+    stack, pane = claude.stack, claude.pane
     model = pane.model
     (pane.project / "build").mkdir()
     model.on("clean up", bash("rm -rf build"), text("Could not clean."))

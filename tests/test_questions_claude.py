@@ -8,21 +8,13 @@ One Claude, on its own tmux server, serves the module; its hooks find the agent 
 
 from __future__ import annotations
 
-import json
-import uuid
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
-from temporalio.testing import WorkflowEnvironment
 
 from tests.fakes.anthropic import FakeAnthropic, ToolResult, text, tool, write_plan
-from tests.support.agents import PLAN_MODE, ClaudePane, claude_with_agentcomms
-from tests.support.cli import cli, cli_home
-from tests.support.stack import Stack
-from tests.support.tmux import Tmux
+from tests.support.agents import PLAN_MODE, Attended, ClaudePane
+from tests.support.cli import cli
 from tests.support.waiting import eventually
 
 PLAN = "# Plan\n1. Add the endpoint\n2. Test it"
@@ -30,31 +22,12 @@ PLAN = "# Plan\n1. Add the endpoint\n2. Test it"
 QUESTION_DIALOG = "Enter to select"
 
 
-@dataclass
-class Setup:
-    stack: Stack
-    claude: ClaudePane
-    agent_id: str
-    home: Path  # the CLI's home, pointed at the stack's socket
-
-    async def asked(self, ask: str) -> dict[str, Any] | None:
-        """This Claude's open approval of kind `ask`, as `agentcomms approvals --json` lists it."""
-        done = await cli(self.home, "approvals", "--json")
-        assert done.returncode == 0, done.stderr
-        rows = json.loads(done.stdout)["approvals"]
-        return next((r for r in rows if r["agent_id"] == self.agent_id and r["ask"] == ask), None)
+Setup = Attended[ClaudePane]
 
 
 @pytest.fixture(scope="module")
-async def setup(
-    temporal_env: WorkflowEnvironment,
-    tmux_socket_dir: Path,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> AsyncIterator[Setup]:
-    root = tmp_path_factory.mktemp("claude-questions")
-    server = Tmux(tmux_socket_dir / f"q-{uuid.uuid4().hex[:8]}")
-    async with claude_with_agentcomms(temporal_env.client, root, server) as (stack, claude, agent):
-        yield Setup(stack, claude, agent, cli_home(root, stack))
+def setup(attended_claude: Setup) -> Setup:
+    return attended_claude
 
 
 def _result_of(model: FakeAnthropic, tool_use: str) -> ToolResult | None:
@@ -67,7 +40,7 @@ def _new_result(model: FakeAnthropic, seen: int) -> ToolResult | None:
 
 
 async def test_a_question_answered_from_the_cli_reaches_the_model(setup: Setup) -> None:
-    claude, model = setup.claude, setup.claude.model
+    claude, model = setup.pane, setup.pane.model
     colour = {
         "question": "Which colour should the button be?",
         "header": "Colour",
@@ -84,7 +57,7 @@ async def test_a_question_answered_from_the_cli_reaches_the_model(setup: Setup) 
     )
     seen = len(model.tool_results)
     await claude.type("ask me the colour")
-    asked = await eventually(lambda: setup.asked("question"), timeout=30)
+    asked = await eventually(lambda: setup.approval("question"), timeout=30)
     assert (asked["question"], asked["options"]) == (colour["question"], ["red", "blue"])
 
     done = await cli(setup.home, "answer", asked["id"], "blue")
@@ -97,18 +70,18 @@ async def test_a_question_answered_from_the_cli_reaches_the_model(setup: Setup) 
 
 
 async def _plan_asked(setup: Setup, words: str) -> tuple[dict[str, Any], int]:
-    claude, model = setup.claude, setup.claude.model
+    claude, model = setup.pane, setup.pane.model
     await claude.plan_mode()  # from whichever mode the last test left
     model.on(words, write_plan(PLAN), tool("ExitPlanMode"), text("On it."))
     seen = len(model.tool_results)
     await claude.type(words)
-    asked = await eventually(lambda: setup.asked("plan"), timeout=30)
+    asked = await eventually(lambda: setup.approval("plan"), timeout=30)
     assert asked["question"] == PLAN
     return asked, seen + 1  # the plan file's write came first
 
 
 async def test_a_plan_approved_from_the_cli_leaves_plan_mode(setup: Setup) -> None:
-    claude, model = setup.claude, setup.claude.model
+    claude, model = setup.pane, setup.pane.model
     asked, seen = await _plan_asked(setup, "plan the endpoint")
     done = await cli(setup.home, "approve", asked["id"])
     assert done.returncode == 0, done.stderr
@@ -121,7 +94,7 @@ async def test_a_plan_approved_from_the_cli_leaves_plan_mode(setup: Setup) -> No
 
 
 async def test_a_plan_sent_back_keeps_claude_planning_with_the_reason(setup: Setup) -> None:
-    claude, model = setup.claude, setup.claude.model
+    claude, model = setup.pane, setup.pane.model
     asked, seen = await _plan_asked(setup, "plan the migration")
     done = await cli(setup.home, "deny", asked["id"], "-m", "write the tests first")
     assert done.returncode == 0, done.stderr
@@ -135,7 +108,7 @@ async def test_a_plan_sent_back_keeps_claude_planning_with_the_reason(setup: Set
 async def test_a_question_answered_in_claudes_own_dialog_closes_its_approval(
     setup: Setup,
 ) -> None:
-    claude, model = setup.claude, setup.claude.model
+    claude, model = setup.pane, setup.pane.model
     await claude.wait_for_screen("On it.")  # the last test's turn is over
     size = {
         "question": "Which size?",
@@ -145,14 +118,14 @@ async def test_a_question_answered_in_claudes_own_dialog_closes_its_approval(
     }
     model.on("ask me the size", tool("AskUserQuestion", questions=[size]), text("Sized."))
     await claude.type("ask me the size")
-    asked = await eventually(lambda: setup.asked("question"), timeout=30)
+    asked = await eventually(lambda: setup.approval("question"), timeout=30)
     await claude.wait_for_screen("Which size?")
     # The human, at the pane, picks the first option (the dialog's own hint goes with it).
     await claude.answer(QUESTION_DIALOG, "Enter")
     await claude.wait_for_screen("Sized.")
 
     async def closed() -> bool:
-        return await setup.asked("question") is None
+        return await setup.approval("question") is None
 
     await eventually(closed, timeout=30)
     late = await cli(setup.home, "answer", asked["id"], "large")

@@ -1,6 +1,6 @@
 """What the projection remembers against restarts, on a real database (SQLite, and PostgreSQL
-when one is configured): signed inputs used once, strangers' hourly counts, and what a mailbox
-started afresh reads back."""
+when one is configured): signed inputs used once, strangers' hourly counts, what a mailbox
+started afresh reads back, and which chat message shows which approval."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 
 from agentcomms.models import Agent
 from agentcomms.store import Store
+from agentcomms.store.approval_posts import POSTS_KEPT, ApprovalPost
 from tests.support.events import message
 
 NOW = datetime(2026, 12, 2, 5, 0, tzinfo=UTC)
@@ -59,3 +60,23 @@ async def test_a_mailbox_started_afresh_reads_back_the_newest_pane_and_recent_de
     await store.record_event(waiting)
     assert await store.pane_changed_at("backend") == NOW
     assert await store.typed_since("backend", now - timedelta(minutes=10), 100) == [typed.id]
+
+
+async def test_an_approvals_posts_are_handed_over_once(store: Store) -> None:
+    telegram = ApprovalPost(provider="telegram", chat_id="456", message_id="7")
+    sms = ApprovalPost(provider="sms", chat_id="+15551234567", message_id="SM1")
+    for post in (telegram, sms):
+        await store.record_approval_post("K7QF", post, NOW)
+    await store.record_approval_post("M3XR", telegram, NOW)
+    await store.drop_approval_post("K7QF", "sms", "+15551234567")  # answered in that chat
+    assert await store.take_approval_posts("K7QF") == [telegram]
+    assert await store.take_approval_posts("K7QF") == []  # a second decider edits nothing
+    assert await store.take_approval_posts("M3XR") == [telegram]  # another approval's, kept
+
+
+async def test_posts_no_decision_took_are_dropped_in_time(store: Store) -> None:
+    post = ApprovalPost(provider="discord", chat_id="99", message_id="1")
+    await store.record_approval_post("OLD2", post, NOW - POSTS_KEPT - timedelta(minutes=1))
+    await store.record_approval_post("NEW3", post, NOW)
+    assert await store.take_approval_posts("OLD2") == []
+    assert await store.take_approval_posts("NEW3") == [post]

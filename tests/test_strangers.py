@@ -6,10 +6,8 @@ Temporal, tmux and SQLite."""
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 
-import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.ids import provider_event_id
@@ -73,26 +71,14 @@ async def test_a_thousand_strangers_in_a_group_cost_a_bounded_number_of_rows_and
         assert telegram.texts_to(UNMAPPED) == []
 
 
-@pytest.fixture
-async def sms_stack(
-    temporal_env: WorkflowEnvironment, tmp_path: Path, twilio: FakeTwilio, agent: str
-) -> AsyncIterator[tuple[Stack, Hooks]]:
-    port = free_port()
-    async with running_stack(
-        temporal_env.client, tmp_path, configure=with_twilio(twilio, agent, port)
-    ) as s:
-        yield s, Hooks(twilio, port)
-
-
 async def test_a_stranger_texting_again_and_again_is_recorded_a_few_times_and_answered_once(
-    sms_stack: tuple[Stack, Hooks], twilio: FakeTwilio
+    twilio_stack: tuple[Stack, Hooks], twilio: FakeTwilio
 ) -> None:
-    stack, hooks = sms_stack
+    stack, hooks = twilio_stack
     answers = []
     for n in range(20):
-        answer = await hooks.post("sms", twilio.incoming(STRANGER, f"let me in {n}"))
-        assert answer.status_code == 200
-        answers.append(answer.text)
+        answer, _ = await hooks.texts(STRANGER, f"let me in {n}")
+        answers.append(answer)
     # Each pairing answer is a billed SMS: one, in the first answer.
     assert ["agentcomms pair " in a for a in answers] == [True] + [False] * 19
     assert twilio.bodies_to(STRANGER) == []
@@ -113,10 +99,9 @@ async def test_a_restarted_gateway_keeps_counting_a_strangers_messages(
         async with running_stack(temporal_env.client, tmp_path, configure=configure) as stack:
             hooks = Hooks(twilio, port)
             for n in range(STRANGER_ROWS_PER_SENDER - 1):
-                answer = await hooks.post("sms", twilio.incoming(STRANGER, f"turn {turn} #{n}"))
-                assert answer.status_code == 200
+                answer, _ = await hooks.texts(STRANGER, f"turn {turn} #{n}")
                 # Answered with a code once, the first time, whichever gateway took it.
-                assert ("agentcomms pair " in answer.text) == (turn == 0 and n == 0)
+                assert ("agentcomms pair " in answer) == (turn == 0 and n == 0)
             rows = await stack.store.events_after("default", None, 100)
     assert len(rows) == STRANGER_ROWS_PER_SENDER
     assert [e.payload["text"] for e in rows][-1] == "turn 1 #0"

@@ -4,12 +4,10 @@ local Messages API, real Temporal, tmux and SQLite."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 from starlette.applications import Starlette
 from temporalio.testing import WorkflowEnvironment
 
@@ -24,21 +22,10 @@ from tests.support.tmux import Tmux, recorder
 from tests.support.waiting import eventually
 
 
-@pytest.fixture
-async def stack_and_hooks(
-    temporal_env: WorkflowEnvironment, tmp_path: Path, twilio: FakeTwilio, agent: str
-) -> AsyncIterator[tuple[Stack, Hooks]]:
-    port = free_port()
-    async with running_stack(
-        temporal_env.client, tmp_path, configure=with_twilio(twilio, agent, port)
-    ) as s:
-        yield s, Hooks(twilio, port)
-
-
 async def test_an_sms_is_typed_once_even_when_twilio_retries_the_webhook(
-    stack_and_hooks: tuple[Stack, Hooks], twilio: FakeTwilio, agent: str, tmux: Tmux, tmp_path: Path
+    twilio_stack: tuple[Stack, Hooks], twilio: FakeTwilio, agent: str, tmux: Tmux, tmp_path: Path
 ) -> None:
-    stack, hooks = stack_and_hooks
+    stack, hooks = twilio_stack
     target, out = recorder(tmux, tmp_path, "rec")
     await register(stack, agent, tmux, target, submit_delay_ms=0)
 
@@ -61,9 +48,9 @@ async def test_an_sms_is_typed_once_even_when_twilio_retries_the_webhook(
 
 
 async def test_the_typed_receipt_says_when_the_agents_max_chars_cut_the_text(
-    stack_and_hooks: tuple[Stack, Hooks], twilio: FakeTwilio, agent: str, tmux: Tmux, tmp_path: Path
+    twilio_stack: tuple[Stack, Hooks], twilio: FakeTwilio, agent: str, tmux: Tmux, tmp_path: Path
 ) -> None:
-    stack, hooks = stack_and_hooks
+    stack, hooks = twilio_stack
     target, _ = recorder(tmux, tmp_path, "rec")
     await stack.call(
         "register",
@@ -73,7 +60,7 @@ async def test_the_typed_receipt_says_when_the_agents_max_chars_cut_the_text(
         submit_delay_ms=0,
         max_chars=100,
     )
-    assert (await hooks.post("sms", twilio.incoming(ALICE, "y" * 300))).status_code == 200
+    await hooks.texts(ALICE, "y" * 300)
     [typed] = await eventually(lambda: twilio.bodies_to(ALICE))
     assert typed.startswith(
         "✓ typed into the agent's terminal, but cut at the agent's max_chars (100): "
@@ -88,9 +75,8 @@ async def test_receipts_both_texts_queued_and_typed_and_none_texts_nothing(
     async with running_stack(temporal_env.client, tmp_path, configure=configure) as stack:
         hooks = Hooks(twilio, port)
         # Both arrive before the agent has a pane: queued first, typed once it registers.
-        form = twilio.incoming(ALICE, "by whatsapp", whatsapp=True, profile_name="Alice")
-        assert (await hooks.post("whatsapp", form)).status_code == 200
-        assert (await hooks.post("sms", twilio.incoming(ALICE, "by sms"))).status_code == 200
+        await hooks.texts(ALICE, "by whatsapp", whatsapp=True, profile_name="Alice")
+        await hooks.texts(ALICE, "by sms")
         await eventually(lambda: twilio.bodies_to(ALICE) == ["✓ queued for the agent"])
         target, out = recorder(tmux, tmp_path, "rec")
         await register(stack, agent, tmux, target, submit_delay_ms=0)
@@ -110,9 +96,9 @@ async def test_receipts_both_texts_queued_and_typed_and_none_texts_nothing(
 
 
 async def test_a_forged_or_unsigned_webhook_gets_403_and_nothing_is_queued(
-    stack_and_hooks: tuple[Stack, Hooks], twilio: FakeTwilio, agent: str
+    twilio_stack: tuple[Stack, Hooks], twilio: FakeTwilio, agent: str
 ) -> None:
-    stack, hooks = stack_and_hooks
+    stack, hooks = twilio_stack
     forms = [twilio.incoming(ALICE, f"attempt {i}") for i in range(4)]
     local_path_url = f"http://127.0.0.1:{hooks.port}/webhooks/twilio/sms"
     attempts = [
@@ -137,9 +123,9 @@ async def test_a_forged_or_unsigned_webhook_gets_403_and_nothing_is_queued(
 
 
 async def test_a_stranger_gets_a_pairing_code_in_the_answer(
-    stack_and_hooks: tuple[Stack, Hooks], twilio: FakeTwilio
+    twilio_stack: tuple[Stack, Hooks], twilio: FakeTwilio
 ) -> None:
-    stack, hooks = stack_and_hooks
+    stack, hooks = twilio_stack
     stranger = "+15559990000"
     form = twilio.incoming(stranger, "who is this?")
     answer = await hooks.post("sms", form)
@@ -151,11 +137,11 @@ async def test_a_stranger_gets_a_pairing_code_in_the_answer(
 
 
 async def test_a_strangers_photo_gets_what_their_words_would_and_only_alice_is_told_why(
-    stack_and_hooks: tuple[Stack, Hooks], twilio: FakeTwilio
+    twilio_stack: tuple[Stack, Hooks], twilio: FakeTwilio
 ) -> None:
     # Every answer is a text the operator pays for, and a stranger learns nothing of the agent:
     # a photo from them is rejected and recorded as their words would be, answered once.
-    stack, hooks = stack_and_hooks
+    stack, hooks = twilio_stack
     stranger = "+15559990000"
     for flavour in ("sms", "whatsapp"):
         photos = [
@@ -182,9 +168,9 @@ async def test_a_strangers_photo_gets_what_their_words_would_and_only_alice_is_t
 
 
 async def test_an_agent_reply_reaches_sms_after_429_and_500(
-    stack_and_hooks: tuple[Stack, Hooks], twilio: FakeTwilio, agent: str
+    twilio_stack: tuple[Stack, Hooks], twilio: FakeTwilio, agent: str
 ) -> None:
-    stack, _ = stack_and_hooks
+    stack, _ = twilio_stack
     twilio.fail_next(429, 500)
     result = await stack.call(
         "reply", channel_id=f"sms:{ALICE}", message="deployed", agent_id=agent
@@ -199,13 +185,12 @@ async def test_an_agent_reply_reaches_sms_after_429_and_500(
 
 
 async def test_whatsapp_both_ways(
-    stack_and_hooks: tuple[Stack, Hooks], twilio: FakeTwilio, agent: str, tmux: Tmux, tmp_path: Path
+    twilio_stack: tuple[Stack, Hooks], twilio: FakeTwilio, agent: str, tmux: Tmux, tmp_path: Path
 ) -> None:
-    stack, hooks = stack_and_hooks
+    stack, hooks = twilio_stack
     target, out = recorder(tmux, tmp_path, "rec")
     await register(stack, agent, tmux, target, submit_delay_ms=0)
-    form = twilio.incoming(ALICE, "status?", whatsapp=True, profile_name="Alice")
-    assert (await hooks.post("whatsapp", form)).status_code == 200
+    await hooks.texts(ALICE, "status?", whatsapp=True, profile_name="Alice")
     await eventually(
         lambda: out.read_bytes() == f"[whatsapp:{ALICE} from Alice] status?\r".encode()
     )

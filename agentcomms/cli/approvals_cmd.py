@@ -56,6 +56,8 @@ def _what(a: dict[str, Any]) -> str:
     if a.get("ask") == "question":
         options = "\n".join(f"{n}. {shown(o)}" for n, o in enumerate(a.get("options") or [], 1))
         return f"{shown(a.get('question') or '')}\n{options}".strip()
+    if a.get("ask") == "plan":  # whole: the chats send people here for the rest of it
+        return shown(a.get("question") or a["input"])
     return shown(a["input"])
 
 

@@ -192,4 +192,18 @@ class StrangerCountRow(Base):
     count: Mapped[int] = mapped_column(Integer)
 
 
+class ApprovalPostRow(Base):
+    """An approval's request as posted to one chat: the message to edit (or the chat to tell)
+    once it is decided, kept here so a restarted gateway still does."""
+
+    __tablename__ = "approval_posts"
+    __table_args__ = (Index("ix_approval_posts_posted_at", "posted_at"),)
+
+    approval_id: Mapped[str] = mapped_column(String(16), primary_key=True)
+    provider: Mapped[str] = mapped_column(String(32), primary_key=True)
+    chat_id: Mapped[str] = mapped_column(String(255), primary_key=True)
+    message_id: Mapped[str] = mapped_column(String(255))
+    posted_at: Mapped[datetime]
+
+
 metadata = Base.metadata

@@ -33,6 +33,7 @@ from agentcomms.models import (
     Try,
     utcnow,
 )
+from agentcomms.store.approval_posts import ApprovalPosts
 from agentcomms.store.base import check_limit
 from agentcomms.store.changes import Changes
 from agentcomms.store.directory import Directory
@@ -61,12 +62,13 @@ def _shown_to_agent() -> ColumnElement[bool]:
     return EventRow.status != "rejected"
 
 
-class Store(ChatSenders, Changes, Directory, Guards):
+class Store(ApprovalPosts, ChatSenders, Changes, Directory, Guards):
     """Events, agents, channels and calls in a SQL database (SQLite file or PostgreSQL).
 
     ``store = await Store.open(url)`` (or ``async with await Store.open(url) as store``). The
     events are here; agents, channels and calls are :class:`Directory`'s, the chat allowlist
-    :class:`ChatSenders`', what changed for live views :class:`Changes`', the connection
+    :class:`ChatSenders`', what changed for live views :class:`Changes`', which chat
+    message shows which approval :class:`ApprovalPosts`', the connection
     :class:`StoreBase`'s.
     """
 

@@ -230,6 +230,15 @@ def split_text(text: str, limit: int) -> list[str]:
     return [*pieces, text] if text or not pieces else pieces
 
 
+def first_part(text: str, chars: int, the_rest: str) -> str:
+    """``text`` when it fits in ``chars``; otherwise its first piece (cut as :func:`split_text`
+    cuts) followed by ``the_rest``, which says where the whole text can be read. For a chat
+    where every message is billed and parts may arrive out of order (SMS)."""
+    if len(text) <= chars:
+        return text
+    return split_text(text, chars)[0].rstrip() + the_rest
+
+
 async def send_pieces(
     sender: TextSender,
     chat_id: str,

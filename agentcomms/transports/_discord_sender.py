@@ -1,14 +1,15 @@
 """Discord's sending side: messages through Discord's REST API (split at Discord's
 2000-character limit; an answer refers to the human's message), reactions for receipts, and a
-message with buttons (an approval's), edited once answered. discord.py waits out short rate
-limits and retries Discord's 5xx answers itself; what it gives up on becomes a
-:class:`~agentcomms.errors.SendError`.
+message with buttons (an approval's, with a file attached when it does not fit), edited once
+answered. discord.py waits out short rate limits and retries Discord's 5xx answers itself;
+what it gives up on becomes a :class:`~agentcomms.errors.SendError`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 from collections.abc import Iterator
 from typing import Any
 
@@ -96,9 +97,18 @@ class DiscordSender:
             )
         return str(sent.id)
 
-    async def send_buttons(self, chat_id: str, text: str, buttons: list[tuple[str, str]]) -> str:
+    async def send_buttons(
+        self,
+        chat_id: str,
+        text: str,
+        buttons: list[tuple[str, str]],
+        *,
+        attached: tuple[str, str] | None = None,
+    ) -> str:
         """`text` with one row of buttons (message components), each (label, what a press
-        sends back as its ``custom_id``); a press reaches the gateway's bot as an interaction."""
+        sends back as its ``custom_id``); a press reaches the gateway's bot as an interaction.
+        ``attached`` is a text file sent with it, (file name, text): what does not fit in one
+        message, read in Discord's preview of the file."""
         channel_id = _channel_id(chat_id)
         view = discord.ui.View(timeout=None)
         for label, data in buttons:
@@ -106,14 +116,18 @@ class DiscordSender:
         # A stopped view is only its components: this client keeps no callbacks for it (the
         # presses reach the receiver's bot, on the gateway connection).
         view.stop()
+        file: dict[str, Any] = {}
+        if attached is not None:
+            name, content = attached
+            file["file"] = discord.File(io.BytesIO(content.encode()), filename=name)
         async with self._client(chat_id) as client:
             sent = await client.get_partial_messageable(channel_id).send(
-                text[:MAX_TEXT], view=view, allowed_mentions=NO_MENTIONS
+                text[:MAX_TEXT], view=view, allowed_mentions=NO_MENTIONS, **file
             )
         return str(sent.id)
 
     async def edit_text(self, chat_id: str, message_id: str, text: str) -> None:
-        """Replace a message's text; its buttons go."""
+        """Replace a message's text; its buttons go (a file attached to it stays)."""
         channel_id = _channel_id(chat_id)
         async with self._client(chat_id) as client:
             message = client.get_partial_messageable(channel_id).get_partial_message(

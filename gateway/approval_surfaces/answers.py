@@ -156,7 +156,7 @@ class ChatAnswers:
                 f"or NO {approval_id}.",
             )
         # This chat hears the outcome as the answer to its reply, not again with the others.
-        self._chats.answered_in(approval_id, message.provider, message.chat_id)
+        await self._chats.answered_in(approval_id, message.provider, message.chat_id)
         told = await self._answer(
             Decision(
                 approval_id=approval_id,

@@ -18,8 +18,10 @@ from agentcomms.approval_models import ApprovalRequest, ApprovalView, Behavior
 BUTTON_PREFIX = "ap"
 BUTTON_BEHAVIOR: dict[str, Behavior] = {"a": "allow", "s": "allow_session", "d": "deny"}
 OPTION_BUTTON = "o"
-# A plan is posted up to this much (Telegram's limit is 4,096); the terminal lists it whole.
-PLAN_SHOWN_CHARS = 3_000
+# What a request is called where only its first part is shown.
+ASKED = {"permission": "request", "question": "question", "plan": "plan"}
+# Of a question's answer in words, what a chat's "answered … by" line repeats.
+ANSWER_SHOWN = 200
 # Where an answer came from, as people name it ("allowed by Alice on Telegram").
 SURFACE_NAMES = {
     "telegram": "Telegram",
@@ -131,23 +133,29 @@ def reply_with(request: ApprovalRequest) -> str:
     return line + f". NO {request.id} followed by words tells the agent why."
 
 
-def asks(request: ApprovalRequest, *, input_chars: int | None = None) -> str:
-    """The request's first lines: who asks to use what, with its input (cut, visibly); the
-    question with its options; or the plan."""
+def asks(request: ApprovalRequest) -> str:
+    """What the request asks, whole: who asks to use what, with its input; the question with its
+    options; or the plan. A chat shows it in pieces, attached, or its first part
+    (:mod:`gateway.approval_chats`)."""
     if request.ask == "question":
         options = "\n".join(f"{n}. {o}" for n, o in enumerate(request.options, 1))
         return f"{request.agent_id} asks: {request.question}\n{options}".rstrip()
-    limit = input_chars if input_chars is not None else None
     if request.ask == "plan":
-        shown = request.question or request.input_text
-        limit = min(limit or PLAN_SHOWN_CHARS, PLAN_SHOWN_CHARS)
-        if len(shown) > limit:
-            shown = shown[: max(limit - 1, 0)] + "… (the whole plan: agentcomms approvals)"
-        return f"{request.agent_id} asks to carry out its plan:\n{shown}"
-    shown = request.input_text
-    if limit is not None and len(shown) > limit:
-        shown = shown[: max(limit - 1, 0)] + "…"
-    return f"{request.agent_id} asks to use {request.tool}:\n{shown}"
+        return f"{request.agent_id} asks to carry out its plan:\n{request.question or request.input_text}"
+    return f"{request.agent_id} asks to use {request.tool}:\n{request.input_text}"
+
+
+def the_rest(request: ApprovalRequest) -> str:
+    """Where a chat that shows only a request's first part sends the human for the whole."""
+    return f" […] (the whole {ASKED[request.ask]}: `agentcomms approvals`, or the console)"
+
+
+def footer(request: ApprovalRequest) -> str:
+    """What follows a request in a chat with buttons, under which the buttons sit."""
+    line = f"(approval {request.id})"
+    if request.ask == "question":  # several options, or words of one's own, by reply
+        line += f"\n{reply_with(request)}"
+    return line
 
 
 def said(view: ApprovalView) -> str:
@@ -162,15 +170,17 @@ def said(view: ApprovalView) -> str:
         return "no answer in time: " + ("denied" if on == "deny" else "left to the terminal")
     where = SURFACE_NAMES.get(d.via, d.via)
     if d.behavior == "answer":
-        return f"answered {d.answer!r} by {d.by} on {where}"
+        answer = d.answer or ""
+        if len(answer) > ANSWER_SHOWN:
+            answer = answer[:ANSWER_SHOWN] + "…"
+        return f"answered {answer!r} by {d.by} on {where}"
     how = PLAN_HOW if view.request.ask == "plan" else HOW
     return f"{how.get(d.behavior, d.behavior)} by {d.by} on {where}"
 
 
-def settled(view: ApprovalView) -> str:
-    """A request's message once decided (its buttons gone)."""
-    r = view.request
-    return f"{asks(r)}\n\n{r.id}: {said(view)}"
+def settled_footer(view: ApprovalView) -> str:
+    """What follows a request in a chat with buttons once decided (the buttons gone)."""
+    return f"{view.request.id}: {said(view)}"
 
 
 def outcome(view: ApprovalView) -> str:

@@ -3,8 +3,8 @@
 REST: ``GET /gateway/bot`` (where the gateway is), ``GET /users/@me`` and
 ``GET /oauth2/applications/@me`` (login), ``GET /channels/{id}`` and ``GET
 /channels/{id}/messages?after=`` (a channel's history), ``POST /channels/{id}/messages`` (send,
-replies as ``message_reference``, buttons as ``components``), ``PATCH /channels/{id}/messages/{id}``
-(an edit), ``PUT``/``DELETE`` ``…/reactions/{emoji}/@me``, and an interaction's answers: ``POST
+replies as ``message_reference``, buttons as ``components``, files as multipart form data),
+``PATCH /channels/{id}/messages/{id}`` (an edit), ``PUT``/``DELETE`` ``…/reactions/{emoji}/@me``, and an interaction's answers: ``POST
 /interactions/{id}/{token}/callback`` (refused past Discord's 3 s, as Discord does) and ``PATCH
 /webhooks/{application}/{token}/messages/@original``. Answers have Discord's
 shapes: JSON objects, errors as ``{"message", "code"}``, 429s with ``retry_after`` and the ``Via``
@@ -20,8 +20,8 @@ the bot asks for a privileged intent the developer portal has not enabled.
 
 A test plays the humans (``human_says``, ``human_presses``), scripts failures (``fail_next``),
 takes Discord away and back (``stop``/``start``, same port), and reads what the bot did
-(``sent``, ``edits``, ``reactions``, ``interaction_answers``, ``requests``, ``identifies``,
-``resumes``).
+(``sent``, ``edits``, ``attached_to``, ``reactions``, ``interaction_answers``, ``requests``,
+``identifies``, ``resumes``).
 """
 
 from __future__ import annotations
@@ -106,6 +106,7 @@ class FakeDiscord:
         self.interaction_answers: list[dict[str, Any]] = []
         self._interactions: dict[str, tuple[float, dict[str, Any]]] = {}  # by token
         self.reactions: list[dict[str, Any]] = []  # what the bot reacted, and took back
+        self.files: dict[str, bytes] = {}  # what the bot attached, by attachment id
         self.requests: list[tuple[float, str]] = []  # (monotonic time, "METHOD route")
         self.history: dict[int, list[dict[str, Any]]] = {}  # every channel's messages, oldest first
         self.identifies: list[dict[str, Any]] = []
@@ -255,6 +256,10 @@ class FakeDiscord:
         self._failures.setdefault(route, []).extend(codes)
         self._retry_after[route] = retry_after
 
+    def attached_to(self, message: dict[str, Any]) -> list[tuple[str, bytes]]:
+        """The files the bot attached to a message it posted: (file name, content)."""
+        return [(a["filename"], self.files[a["id"]]) for a in message["attachments"]]
+
     def texts_to(self, channel_id: int) -> list[str]:
         return [m["content"] for m in self.sent if m["channel_id"] == str(channel_id)]
 
@@ -386,7 +391,7 @@ class FakeDiscord:
         channel_id, refused = self._channel(request)
         if refused:
             return refused
-        body = await request.json()
+        body, files = await self._message_body(request)
         content = body.get("content") or ""
         if not content or len(content) > 2000:
             return _json(
@@ -408,8 +413,35 @@ class FakeDiscord:
             message["guild_id"] = guild
         if body.get("components"):
             message["components"] = body["components"]
+        for filename, data in files:
+            attachment_id = str(self.snowflake())
+            self.files[attachment_id] = data
+            message["attachments"].append(
+                {
+                    "id": attachment_id,
+                    "filename": filename,
+                    "size": len(data),
+                    "url": "",
+                    "proxy_url": "",
+                }
+            )
         self.sent.append({**message, "allowed_mentions": body.get("allowed_mentions")})
         return _json(message)
+
+    @staticmethod
+    async def _message_body(request: web.Request) -> tuple[dict[str, Any], list[tuple[str, bytes]]]:
+        """A message's JSON, and its files: with files, discord.py posts multipart form data,
+        the JSON in ``payload_json`` and each file in ``files[n]``, as Discord takes them."""
+        if not request.content_type.startswith("multipart/"):
+            return await request.json(), []
+        form = await request.post()
+        body = json.loads(str(form["payload_json"]))
+        files = [
+            (value.filename, value.file.read())
+            for key, value in form.items()
+            if key.startswith("files[") and isinstance(value, web.FileField)
+        ]
+        return body, files
 
     async def _edit(self, request: web.Request) -> web.Response:
         if failed := self._check(request, EDIT):

@@ -5,8 +5,8 @@ confirms it), sendMessage, setMessageReaction, setWebhook, deleteWebhook, and ge
 its download URL ``/file/bot<token>/<file_path>`` (refused over 20 MB, as Telegram does), with Telegram's
 answer shapes: ``{"ok": true, "result": …}`` or ``{"ok": false, "error_code", "description",
 "parameters": {"retry_after"}}``. A test plays the human (``human_says``), scripts failures
-(``fail_next("sendMessage", 429, 500)``), and reads what the bot sent (``sent``, ``reactions``)
-and which files it downloaded (``downloads``).
+(``fail_next("sendMessage", 429, 500)``) and delays (``hold("sendMessage")``), and reads what
+the bot sent (``sent``, ``reactions``) and which files it downloaded (``downloads``).
 """
 
 from __future__ import annotations
@@ -65,6 +65,7 @@ class FakeTelegram:
         self.downloads: list[str] = []  # the file paths fetched
         # None lets a call through: a failure scripted ``after`` calls that succeed.
         self._failures: dict[str, list[JSONResponse | None]] = {}
+        self._held: dict[str, asyncio.Event] = {}  # methods answered only once released
         self._next_update_id = 1000
         self._next_message_id = 1
         self._arrived = asyncio.Event()
@@ -193,6 +194,12 @@ class FakeTelegram:
                 response = _error(code, description or "Internal Server Error")
             self._failures.setdefault(method, []).append(response)
 
+    def hold(self, method: str) -> asyncio.Event:
+        """Calls of ``method`` wait (their work done, their answer not given) until the event
+        returned is set: a slow Telegram."""
+        self._held[method] = asyncio.Event()
+        return self._held[method]
+
     def texts_to(self, chat_id: int) -> list[str]:
         return [m["text"] for m in self.sent if m["chat"]["id"] == chat_id]
 
@@ -210,6 +217,8 @@ class FakeTelegram:
         if handler is None:
             return _error(404, "Not Found: method not found")
         result = await handler(params)
+        if method in self._held:
+            await self._held[method].wait()
         if isinstance(result, JSONResponse):
             return result
         return JSONResponse({"ok": True, "result": result})

@@ -11,7 +11,9 @@ Codex (pinned too) gets a HOME whose config.toml makes a ``FakeResponses`` its m
 trusts the project; it starts at its prompt (``start_codex``).
 
 Starting Claude takes seconds, so a module may share one (``module_claude``); its fake keeps the
-rules of every test in the module, so each test scripts its own words.
+rules of every test in the module, so each test scripts its own words. With agentcomms' hooks
+installed and reporting to a stack: ``claude_with_agentcomms``, ``codex_with_agentcomms``, and,
+with the human's terminal beside it, ``attended`` (``attended_claude``, one per module).
 """
 
 from __future__ import annotations
@@ -27,10 +29,11 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import pytest
 from temporalio.client import Client
+from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.agents.install import Target, plan
 from agentcomms.config import Config
@@ -328,6 +331,99 @@ async def claude_with_agentcomms(
 async def _registered(stack: Stack, agent_id: str) -> bool:
     listed = await stack.call("agents")
     return any(a["id"] == agent_id and a["target"] is not None for a in listed["agents"])
+
+
+@asynccontextmanager
+async def codex_with_agentcomms(
+    client: Client, root: Path, tmux: Tmux, *, never: tuple[str, ...] = ()
+) -> AsyncIterator[tuple[Stack, CodexPane, str]]:
+    """A stack, and the real Codex with `agentcomms install codex` in its home (its hooks
+    trusted in Codex's own review, as a person does), in ``on-request`` approval mode, its pane
+    registered as an agent (the id given): its hooks report to that stack. `never`: the
+    never-list installed with them."""
+    from tests.support.cli import AGENTCOMMS  # cli imports the stack, as this module does
+
+    model = FakeResponses()
+    async with running_stack(client, root / "stack") as stack, model.server:
+
+        def install(home: Path, project: Path) -> None:
+            target = Target("codex", home=home, project=project, argv=(AGENTCOMMS,), never=never)
+            plan(target).apply()
+
+        try:
+            codex = await start_codex(
+                tmux,
+                root / "codex",
+                model,
+                setup=install,
+                until=CODEX_HOOKS_REVIEW,
+                settings={"approval_policy": "on-request"},
+                env={"AGENTCOMMS_SOCKET": str(stack.cfg.server.socket())},
+            )
+            await codex.answer(CODEX_HOOKS_REVIEW, "2", "Enter")  # "Trust all and continue"
+            await codex.wait_for_screen(PROMPT_HINT)
+            agent_id = f"codex-{uuid.uuid4().hex[:6]}"
+            await register(stack, agent_id, tmux, codex.target, submit_delay_ms=300)
+            await eventually(lambda: _registered(stack, agent_id))
+            yield stack, codex, agent_id
+        finally:
+            tmux.run("kill-server", check=False)
+
+
+P = TypeVar("P", bound=AgentPane)
+
+
+@dataclass
+class Attended(Generic[P]):
+    """A real agent whose hooks report to a stack, and its human at a terminal: the CLI's home,
+    pointed at the stack's socket."""
+
+    stack: Stack
+    pane: P
+    agent_id: str
+    home: Path
+
+    async def approval(self, ask: str | None = None) -> dict[str, Any] | None:
+        """This agent's open approval (of kind `ask`: permission, question, plan), as
+        `agentcomms approvals --json` lists it."""
+        from tests.support.cli import cli
+
+        done = await cli(self.home, "approvals", "--json")
+        assert done.returncode == 0, done.stderr
+        rows = json.loads(done.stdout)["approvals"]
+        mine = (r for r in rows if r["agent_id"] == self.agent_id)
+        return next((r for r in mine if ask is None or r["ask"] == ask), None)
+
+
+@asynccontextmanager
+async def attended(
+    agent: Callable[..., Any],
+    client: Client,
+    socket_dir: Path,
+    root: Path,
+    *,
+    never: tuple[str, ...] = (),
+) -> AsyncIterator[Attended[Any]]:
+    """`agent` (:func:`claude_with_agentcomms`, :func:`codex_with_agentcomms`) started under
+    `root` on a tmux server of its own, with its human's terminal."""
+    from tests.support.cli import cli_home
+
+    server = Tmux(socket_dir / f"h-{uuid.uuid4().hex[:8]}")
+    async with agent(client, root, server, never=never) as (stack, pane, agent_id):
+        yield Attended(stack, pane, agent_id, cli_home(root, stack))
+
+
+@pytest.fixture(scope="module")
+async def attended_claude(
+    temporal_env: WorkflowEnvironment,
+    tmux_socket_dir: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> AsyncIterator[Attended[ClaudePane]]:
+    """One real Claude Code for a module's tests, with agentcomms' hooks and its human at a
+    terminal; its fake model keeps every test's rules, so each test scripts its own words."""
+    root = tmp_path_factory.mktemp("attended-claude")
+    async with attended(claude_with_agentcomms, temporal_env.client, tmux_socket_dir, root) as a:
+        yield a
 
 
 def prepare_codex_home(

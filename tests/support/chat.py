@@ -21,6 +21,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.config import Config, DiscordConfig
 from tests.fakes.discord import FakeDiscord
+from tests.fakes.serve import free_port
 from tests.fakes.telegram import FakeTelegram
 from tests.fakes.twilio import OUR_NUMBER, FakeTwilio
 from tests.fakes.whatsapp_cloud import VERIFY_TOKEN, FakeWhatsAppCloud
@@ -183,6 +184,19 @@ def with_twilio(
     return configure
 
 
+@pytest.fixture
+async def twilio_stack(
+    temporal_env: WorkflowEnvironment, tmp_path: Path, twilio: FakeTwilio, agent: str
+) -> AsyncIterator[tuple[Stack, Hooks]]:
+    """A whole stack taking Twilio's SMS and WhatsApp webhooks, Alice's number mapped to
+    `agent`, and Twilio's side of those webhooks."""
+    port = free_port()
+    async with running_stack(
+        temporal_env.client, tmp_path, configure=with_twilio(twilio, agent, port)
+    ) as s:
+        yield s, Hooks(twilio, port)
+
+
 def _receipts(receipts: dict[str, str], provider: str) -> dict[str, str]:
     return {"receipts": receipts[provider]} if provider in receipts else {}
 
@@ -199,6 +213,15 @@ class Hooks:
         return await self.fake.post_webhook(
             f"http://127.0.0.1:{self.port}{path}", PUBLIC_URL + path, form, **kw
         )
+
+    async def texts(self, sender: str, body: str, **incoming: Any) -> tuple[str, str]:
+        """`sender` texts `body` by SMS (by WhatsApp with ``whatsapp=True``; ``profile_name``,
+        ``media``… as :meth:`FakeTwilio.incoming` takes them), signed as Twilio signs it: (the
+        gateway's answer, the message's sid), once the gateway took the message."""
+        form = self.fake.incoming(sender, body, **incoming)
+        answer = await self.post("whatsapp" if incoming.get("whatsapp") else "sms", form)
+        assert answer.status_code == 200, answer.text
+        return answer.text, form["MessageSid"]
 
 
 # ---- WhatsApp through Meta's Cloud API -----------------------------------------------------------

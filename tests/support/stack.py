@@ -60,6 +60,16 @@ class Stack:
         """A request on the gateway socket, as the CLI and MCP servers make them; its result."""
         return await self.rpc.call(method, **params)
 
+    async def restart_gateway(self) -> None:
+        """The gateway stopped and started afresh, as a new process: all it held in memory is
+        gone; Temporal, the projection and the worker stay. The socket client connects again."""
+        await self.gateway.close()
+        await self.rpc.close()
+        self.gateway = Gateway(self.cfg, self.client, self.store, host=self.host)
+        await self.gateway.start()
+        self.rpc = GatewayClient(self.cfg.server.socket())
+        await self.rpc.connect()
+
     def agent_id(self, name: str = "agent") -> str:
         """A workflow id unique to this test (the dev server is shared by the session)."""
         return f"{name}-{uuid.uuid4().hex[:8]}"
@@ -120,11 +130,15 @@ async def running_stack(
                 )
         gateway = Gateway(cfg, client, store, host=host)
         await gateway.start()
-        stack.push_async_callback(_bounded, "the gateway's close", gateway.close)
         rpc = GatewayClient(cfg.server.socket())
+        running = Stack(cfg=cfg, client=client, store=store, gateway=gateway, host=host, rpc=rpc)
+        # The gateway running at the end (a test may have restarted it), and the socket client.
+        stack.push_async_callback(_bounded, "the gateway's close", lambda: running.gateway.close())
         await rpc.connect()
-        stack.push_async_callback(_bounded, "the socket client's close", rpc.close)
-        yield Stack(cfg=cfg, client=client, store=store, gateway=gateway, host=host, rpc=rpc)
+        stack.push_async_callback(
+            _bounded, "the socket client's close", lambda: running.rpc.close()
+        )
+        yield running
 
 
 # A stack's parts close in milliseconds. Rarely (about one full run in several), a teardown never
