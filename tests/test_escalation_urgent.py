@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -21,6 +21,7 @@ from agentcomms.trust import DeploymentKey
 from gateway.urgent import UrgentMessages
 from tests.fakes.twilio import OUR_NUMBER, FakeTwilio
 from workflows.call import CallWorkflow
+from workflows.escalation.models import Answered
 from workflows.escalation.workflow import EscalationWorkflow
 
 HUMAN = "+15551230000"
@@ -81,6 +82,7 @@ async def urgent(
             workflows=[EscalationWorkflow, CallWorkflow],
             activities=[
                 EscalationActivities(cfg, key).fire_rung,
+                EscalationActivities(cfg, key).check_escalation_answered,
                 voice.check_call,
                 voice.synthesize_speech,
                 voice.record_call,
@@ -140,3 +142,30 @@ async def test_an_agents_message_does_not_stop_its_ladder(
     assert rungs[2].detail.endswith("to the local phone (agentcomms phone)")
     await time_skipping_env.sleep(60)  # nobody takes the local phone
     assert [e.payload["status"] for e in told] == ["no-answer"]  # and the agent is told
+
+
+async def test_a_forged_answered_stops_nothing(
+    urgent: tuple[UrgentMessages, FakeTwilio, list[Event]], time_skipping_env: WorkflowEnvironment
+) -> None:
+    messages, twilio, _ = urgent
+    agent = f"forged-answer-{uuid.uuid4().hex[:8]}"
+    await messages.sent(agent, "evt_3", "Prod is down.")
+    # Anyone who reaches Temporal can signal: unsigned, signed with another key, and a genuine
+    # answer heard before this ladder opened (copied from an older one).
+    raw = time_skipping_env.client.get_workflow_handle(f"escalation-{agent}")
+    await raw.signal("answered", {"via": "telegram", "at": "2030-01-01T00:00:00Z"})
+    stranger = DeploymentKey(b"x" * 40)
+    forged = stranger.sign_escalation_answered(agent, Answered(via="sms", at=datetime.now(UTC)))
+    await raw.signal(EscalationWorkflow.answered, forged)
+    old = DeploymentKey(b"k" * 40).sign_escalation_answered(
+        agent, Answered(via="sms", at=datetime(2000, 1, 1, tzinfo=UTC))
+    )
+    await raw.signal(EscalationWorkflow.answered, old)
+    await time_skipping_env.sleep(130)
+    rungs = await messages.rungs(agent)
+    assert [(r.via, r.outcome) for r in rungs] == [("chat", "skipped"), ("sms", "fired")]
+    assert twilio.bodies_to(HUMAN) == [f"{agent} says: Prod is down."]
+    # The gateway's own answer still stops it.
+    await messages.heard(_human("on it").model_copy(update={"agent_id": agent}))
+    await time_skipping_env.sleep(600)
+    assert [r.outcome for r in await messages.rungs(agent)] == ["skipped", "fired", "stopped"]
