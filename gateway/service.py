@@ -139,11 +139,12 @@ class Gateway:
             return []
         from agentcomms.voice.callsystem.twilio import TwilioVoiceReceiver
 
-        routes = TwilioVoiceReceiver(self.cfg, self.calls, signer=self.media_signer()).routes()
+        signer = self.media_signer()
+        routes = TwilioVoiceReceiver(self.cfg, self.calls, signer=signer).routes()
         if self.cfg.voice.inbound.allowed_callers:
             from gateway.inbound_calls import InboundCalls
 
-            routes += InboundCalls(self.cfg, self.phone_menu).routes()
+            routes += InboundCalls(self.cfg, self.phone_menu, signer).routes()
         return routes
 
     def media_signer(self) -> MediaSigner:

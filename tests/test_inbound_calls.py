@@ -1,9 +1,11 @@
 """Calling in through Twilio (the stand-in phone network, the gateway's real webhooks): a listed
 caller with the PIN hears the pending requests and answers them, and leaves a message for an
-agent; a wrong PIN, a stranger and a forged webhook get nothing."""
+agent; a wrong PIN, a stranger and a forged webhook get nothing. The call's words are our TTS
+chain's, played from our signed audio URLs."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -18,7 +20,7 @@ from agentcomms.config import Config, STTConfig, VoiceConfig
 from agentcomms.config.voice import InboundConfig
 from agentcomms.models import Event
 from tests.fakes.serve import free_port
-from tests.fakes.twilio_calls import FakeTwilioCalls, Press
+from tests.fakes.twilio_calls import FakeCall, FakeTwilioCalls, Press
 from tests.support.stack import Stack, running_stack
 from tests.support.voice import listening, twilio_phone, write_grammar
 from tests.support.waiting import eventually
@@ -72,6 +74,17 @@ async def _ask(
     return str(opened["id"])
 
 
+def _spoken(stack: Stack, call: FakeCall) -> list[str]:
+    """What the call said to the caller, from its transcript; each prompt was spoken by our TTS
+    chain and played from our audio (Twilio's own voice said nothing)."""
+    path = stack.cfg.voice.audio_root() / f"in-{call.sid}" / "transcript.jsonl"
+    turns = [json.loads(line) for line in path.read_text().splitlines()]
+    spoken = [t for t in turns if t["speaker"] == "agent"]
+    assert call.said == [] and len(call.played) == len(spoken)
+    assert all(t["audio"] for t in spoken)
+    return [str(t["text"]) for t in spoken]
+
+
 async def _refusals(stack: Stack, number: str) -> list[Event]:
     rows = await stack.store.latest_events("default", 20)
     return [e for e in rows if e.channel_id == f"phone:{number}" and e.status == "rejected"]
@@ -87,7 +100,7 @@ async def test_the_pin_then_a_pending_request_answered_by_key(
 
     await eventually(listed)
     call = await twilio_voice.incoming(HUMAN, _webhook(stack), [Press(PIN), Press("1"), Press("2")])
-    said = " ".join(call.said)
+    said = " ".join(_spoken(stack, call))
     assert "Enter your PIN" in said
     assert "1 request waiting for you" in said
     assert f"{agent} asks to run: rm -rf build. Press 1 to allow, 2 to deny, 3 to skip." in said
@@ -107,7 +120,7 @@ async def test_a_spoken_pin_and_a_message_left_for_an_agent(
     call = await twilio_voice.incoming(
         HUMAN, _webhook(stack), [PIN, Press("3"), Press("1"), "ship it on friday"]
     )
-    said = " ".join(call.said)
+    said = " ".join(_spoken(stack, call))
     assert f"Which agent? Press 1 for {agent}." in said
     assert f"Leave your message for {agent}" in said
     assert f"Your message for {agent} was sent." in said
@@ -138,7 +151,7 @@ async def test_a_question_answered_by_its_spoken_option(
     await eventually(listed)
     # Twilio hears the words itself (<Gather input="dtmf speech">).
     call = await twilio_voice.incoming(HUMAN, _webhook(stack), [Press(PIN), Press("1"), "blue"])
-    said = " ".join(call.said)
+    said = " ".join(_spoken(stack, call))
     assert (
         f"{agent} asks: Which colour? Press 1 for red, 2 for blue, or say your answer. "
         "9 to skip." in said
@@ -159,7 +172,7 @@ async def test_a_wrong_pin_hears_goodbye_and_is_recorded(
     call = await twilio_voice.incoming(
         HUMAN, _webhook(stack), [Press("1111"), Press("1"), Press("1")]
     )
-    assert call.said == ["Enter your PIN, then press the pound key.", "Goodbye."]
+    assert _spoken(stack, call) == ["Enter your PIN, then press the pound key.", "Goodbye."]
     assert "hangup" in call.statuses
     [refused] = await _refusals(stack, HUMAN)
     assert refused.error == f"inbound call from {HUMAN} refused: a wrong PIN"
@@ -171,7 +184,8 @@ async def test_a_stranger_hears_nothing_and_is_recorded(
     stack: Stack, twilio_voice: FakeTwilioCalls
 ) -> None:
     call = await twilio_voice.incoming(STRANGER, _webhook(stack), [Press(PIN)])
-    assert call.said == [] and "reject" in call.statuses
+    assert call.said == call.played == [] and "reject" in call.statuses
+    assert not (stack.cfg.voice.audio_root() / f"in-{call.sid}").exists()
     [refused] = await _refusals(stack, STRANGER)
     assert "not in voice.inbound.allowed_callers" in (refused.error or "")
 
