@@ -139,11 +139,11 @@ class EscalationActivities:
             )
         )
         where = f"{number}" if number else "the local phone (agentcomms phone)"
-        withdraw = None
-        if escalation.kind == "approval":
-            withdraw = self._key.sign_line_event(
-                call_id, LineEvent(kind="withdrawn", detail="the request was answered elsewhere")
-            )
+        # Signed for this call alone: once the request is answered (or the human wrote to the
+        # agent), its ladder hangs the call up with it.
+        withdraw = self._key.sign_line_event(
+            call_id, LineEvent(kind="withdrawn", detail="answered elsewhere")
+        )
         return RungResult(
             fired=True, detail=f"call {call_id} to {where}", call=call, withdraw=withdraw
         )

@@ -84,6 +84,7 @@ async def urgent(
                 EscalationActivities(cfg, key).fire_rung,
                 EscalationActivities(cfg, key).check_escalation_answered,
                 voice.check_call,
+                voice.check_line_event,
                 voice.synthesize_speech,
                 voice.record_call,
                 voice.post_call_answer,
@@ -169,3 +170,23 @@ async def test_a_forged_answered_stops_nothing(
     await messages.heard(_human("on it").model_copy(update={"agent_id": agent}))
     await time_skipping_env.sleep(600)
     assert [r.outcome for r in await messages.rungs(agent)] == ["skipped", "fired", "stopped"]
+
+
+async def test_writing_back_while_its_call_rings_hangs_the_call_up(
+    urgent: tuple[UrgentMessages, FakeTwilio, list[Event]], time_skipping_env: WorkflowEnvironment
+) -> None:
+    messages, _, told = urgent
+    agent = f"urgent-call-{uuid.uuid4().hex[:8]}"
+    await messages.sent(agent, "evt_4", "Disk is full.")
+    await time_skipping_env.sleep(305)  # its call rings the local phone; nobody takes it yet
+    await messages.heard(_human("freeing it now").model_copy(update={"agent_id": agent}))
+    await time_skipping_env.sleep(60)
+    *_, call = await messages.rungs(agent)
+    assert call.outcome == "fired"
+    assert call.detail.endswith(
+        "; the call ended (canceled): the human answered elsewhere before the call was taken"
+    )
+    # The agent is told why its call ended (not that nobody took it).
+    [notice] = [e for e in told if e.agent_id == agent]
+    assert notice.payload["status"] == "canceled"
+    assert "the human answered elsewhere" in notice.text

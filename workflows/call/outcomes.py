@@ -14,9 +14,6 @@ with workflow.unsafe.imports_passed_through():
     from workflows.call.models import TurnResult
 
 SUMMARY_CHARS = 80
-# What a call about a request says once the request was answered elsewhere while it waited.
-WITHDRAWN_WORDS = "That request was answered elsewhere. Goodbye."
-WITHDRAWN_REASON = "the request was answered elsewhere"
 
 # What ends a call that still rings (a hang-up then is a decline).
 RING_ENDS = ("declined", "busy", "no-answer", "failed", "machine", "hangup", "withdrawn")
@@ -29,15 +26,24 @@ _MISSED_STATUS: dict[str, CallStatus] = {
 }
 
 
-def missed(outcome: LineEvent, ring_timeout_s: float) -> tuple[CallStatus, str]:
+def withdrawn(call: CallInput) -> tuple[str, str]:
+    """What a ladder's call says once what it was about was answered elsewhere while it waited
+    (a request decided, or the human wrote to the agent after its urgent message), and why it
+    ended."""
+    if call.approval_id is not None:
+        return "That request was answered elsewhere. Goodbye.", "the request was answered elsewhere"
+    return "You have answered elsewhere already. Goodbye.", "the human answered elsewhere"
+
+
+def missed(outcome: LineEvent, call: CallInput) -> tuple[CallStatus, str]:
     """The call's status and the reason, for the ring's outcome (anything but answered)."""
     reason = {
-        "no-answer": f"no answer within {ring_timeout_s:g} s",
+        "no-answer": f"no answer within {call.ring_timeout_s:g} s",
         "declined": "the call was declined",
         "busy": "the line was busy",
         "failed": f"the call failed: {outcome.detail or 'no reason given'}",
         "machine": "an answering machine picked up",
-        "withdrawn": f"{WITHDRAWN_REASON} before the call was taken",
+        "withdrawn": f"{withdrawn(call)[1]} before the call was taken",
     }.get(outcome.kind, outcome.kind)
     return _MISSED_STATUS.get(outcome.kind, "no-answer"), reason
 

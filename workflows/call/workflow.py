@@ -135,18 +135,19 @@ class CallWorkflow:
         return self._ended()
 
     async def _say_withdrawn(self) -> None:
-        """Tell the human the request is answered already, then hang up."""
+        """Tell the human it is answered already, then hang up."""
+        words, reason = outcomes.withdrawn(self._in)
         async with self._turns:
             if self._ended_at is None:
-                audio = await self._synthesize(outcomes.WITHDRAWN_WORDS, self._line.turn + 1)
-                await self._exchange(outcomes.WITHDRAWN_WORDS, audio, listen=False)
+                audio = await self._synthesize(words, self._line.turn + 1)
+                await self._exchange(words, audio, listen=False)
             if self._ended_at is None:
-                self._hang_up("completed", outcomes.WITHDRAWN_REASON)
+                self._hang_up("completed", reason)
                 await self._end_remote()
 
     async def _missed(self, outcome: LineEvent) -> TurnResult:
         """Nobody took the call: leave the message another way, and say so."""
-        status, reason = outcomes.missed(outcome, self._in.ring_timeout_s)
+        status, reason = outcomes.missed(outcome, self._in)
         self._hang_up(status, reason)
         note = reason
         if self._in.fallback and outcome.kind != "withdrawn":
@@ -314,7 +315,7 @@ class CallWorkflow:
             result.response = self._partial.get(turn, "")
             if self._withdrawn:
                 result.status, result.success = "withdrawn", False
-                note = f"{outcomes.WITHDRAWN_REASON} before the human answered"
+                note = f"{outcomes.withdrawn(self._in)[1]} before the human answered"
             elif timed_out:
                 result.status, result.timed_out = "timed-out", True
                 note = f"no answer within {self._in.transcript_timeout_s:g} s; " + (

@@ -20,7 +20,7 @@ with workflow.unsafe.imports_passed_through():
     from agentcomms.workflow_ids import ESCALATION_WORKFLOW
     from workflows.activities import failure_cause
     from workflows.escalation import activities
-    from workflows.escalation.ladder import PlacedCall, climb
+    from workflows.escalation.ladder import PlacedCall, climb, hang_up_calls
     from workflows.escalation.models import Answered, EscalationInput
 
 
@@ -62,6 +62,13 @@ class EscalationWorkflow:
             records=self._rungs,
             calls=calls,
         )
+        await workflow.wait_condition(
+            lambda: self._answered is not None or all(c.handle.done() for c in calls)
+        )
+        if self._answered is not None:
+            # The human wrote to the agent: a call still ringing (or waiting to be heard) would
+            # only disturb them now.
+            await hang_up_calls(calls)
         # The ladder ends with the call its last rung placed (whose answer reaches the agent).
         await asyncio.gather(*(c.handle for c in calls), return_exceptions=True)
         await workflow.wait_condition(workflow.all_handlers_finished)
