@@ -89,7 +89,7 @@ class CallWorkflow:
         self._set_line(state="ringing", say=input.message, audio=first_audio)
         self._status = "ringing"
         ring_s = input.ring_timeout_s
-        if input.system == "twilio":
+        if input.system == "twilio" and self._ring_outcome is None:
             ring_s += CALL_SYSTEM_RING_SLACK_S  # Twilio reports no-answer itself
             await self._place_remote()
         await self._record()
@@ -220,6 +220,9 @@ class CallWorkflow:
     def _on_line(self, event: LineEvent) -> None:
         """A checked event. Events of another turn, or after the end, are ignored."""
         if self._ended_at is not None:
+            return
+        if event.kind == "withdrawn" and self._line.state == "dialing":
+            self._ring_outcome = event  # withdrawn before it rang: it never will
             return
         if self._ring_outcome is None and self._line.state == "ringing":
             if event.kind == "answered":
