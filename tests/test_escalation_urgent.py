@@ -101,10 +101,15 @@ async def urgent(
         await twilio.server.stop()
 
 
-def _human(text: str) -> Event:
+def _agent(test: str) -> str:
+    """An agent of this test's own (each ladder is `escalation-<agent>` on a shared server)."""
+    return f"{test}-{uuid.uuid4().hex[:8]}"
+
+
+def _human(text: str, agent: str) -> Event:
     return Event(
         id=f"evt_{uuid.uuid4().hex}",
-        agent_id="backend",
+        agent_id=agent,
         channel_id="telegram:42",
         type="human_message",
         role="human",
@@ -116,29 +121,31 @@ async def test_an_urgent_message_texts_until_the_human_writes_back(
     urgent: tuple[UrgentMessages, FakeTwilio, list[Event]], time_skipping_env: WorkflowEnvironment
 ) -> None:
     messages, twilio, _ = urgent
-    started = await messages.sent("backend", "evt_1", "Prod is down, may I roll back?")
-    assert started == {"escalation": "escalation-backend"}
+    agent = _agent("urgent-texts")
+    started = await messages.sent(agent, "evt_1", "Prod is down, may I roll back?")
+    assert started == {"escalation": f"escalation-{agent}"}
     await time_skipping_env.sleep(130)
-    assert twilio.bodies_to(HUMAN) == ["backend says: Prod is down, may I roll back?"]
-    await messages.heard(_human("yes, roll back"))
+    assert twilio.bodies_to(HUMAN) == [f"{agent} says: Prod is down, may I roll back?"]
+    await messages.heard(_human("yes, roll back", agent))
     await time_skipping_env.sleep(600)
-    rungs = await messages.rungs("backend")
+    rungs = await messages.rungs(agent)
     assert [(r.via, r.outcome) for r in rungs] == [
-        ("chat", "skipped"),  # no chat is mapped to backend
+        ("chat", "skipped"),  # no chat is mapped to the agent
         ("sms", "fired"),
         ("call", "stopped"),
     ]
-    assert twilio.bodies_to(HUMAN) == ["backend says: Prod is down, may I roll back?"]
+    assert twilio.bodies_to(HUMAN) == [f"{agent} says: Prod is down, may I roll back?"]
 
 
 async def test_an_agents_message_does_not_stop_its_ladder(
     urgent: tuple[UrgentMessages, FakeTwilio, list[Event]], time_skipping_env: WorkflowEnvironment
 ) -> None:
     messages, _, told = urgent
-    await messages.sent("backend", "evt_2", "Disk is full.")
-    await messages.heard(_human("x").model_copy(update={"role": "agent"}))
+    agent = _agent("urgent-agents-own")
+    await messages.sent(agent, "evt_2", "Disk is full.")
+    await messages.heard(_human("x", agent).model_copy(update={"role": "agent"}))
     await time_skipping_env.sleep(310)
-    rungs = await messages.rungs("backend")
+    rungs = await messages.rungs(agent)
     assert [r.outcome for r in rungs][1:] == ["fired", "fired"]
     assert rungs[2].detail.endswith("to the local phone (agentcomms phone)")
     await time_skipping_env.sleep(60)  # nobody takes the local phone
@@ -149,7 +156,7 @@ async def test_a_forged_answered_stops_nothing(
     urgent: tuple[UrgentMessages, FakeTwilio, list[Event]], time_skipping_env: WorkflowEnvironment
 ) -> None:
     messages, twilio, _ = urgent
-    agent = f"forged-answer-{uuid.uuid4().hex[:8]}"
+    agent = _agent("urgent-forged-answer")
     await messages.sent(agent, "evt_3", "Prod is down.")
     # Anyone who reaches Temporal can signal: unsigned, signed with another key, and a genuine
     # answer heard before this ladder opened (copied from an older one).
@@ -167,7 +174,7 @@ async def test_a_forged_answered_stops_nothing(
     assert [(r.via, r.outcome) for r in rungs] == [("chat", "skipped"), ("sms", "fired")]
     assert twilio.bodies_to(HUMAN) == [f"{agent} says: Prod is down."]
     # The gateway's own answer still stops it.
-    await messages.heard(_human("on it").model_copy(update={"agent_id": agent}))
+    await messages.heard(_human("on it", agent))
     await time_skipping_env.sleep(600)
     assert [r.outcome for r in await messages.rungs(agent)] == ["skipped", "fired", "stopped"]
 
@@ -176,10 +183,10 @@ async def test_writing_back_while_its_call_rings_hangs_the_call_up(
     urgent: tuple[UrgentMessages, FakeTwilio, list[Event]], time_skipping_env: WorkflowEnvironment
 ) -> None:
     messages, _, told = urgent
-    agent = f"urgent-call-{uuid.uuid4().hex[:8]}"
+    agent = _agent("urgent-call")
     await messages.sent(agent, "evt_4", "Disk is full.")
     await time_skipping_env.sleep(305)  # its call rings the local phone; nobody takes it yet
-    await messages.heard(_human("freeing it now").model_copy(update={"agent_id": agent}))
+    await messages.heard(_human("freeing it now", agent))
     await time_skipping_env.sleep(60)
     *_, call = await messages.rungs(agent)
     assert call.outcome == "fired"
