@@ -16,6 +16,7 @@ answers are kept beside them (``transcript.jsonl``), as an outgoing call's turns
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
@@ -41,6 +42,8 @@ log = logging.getLogger(__name__)
 
 INBOUND_PATH = "/webhooks/twilio/voice"
 MESSAGE_MAX_S = 120
+# Twilio waits 15 s for a webhook's answer: a provider slower than this gives way to the next.
+SPEAK_WITHIN_S = 5
 
 
 def _xml(*verbs: str) -> Response:
@@ -104,7 +107,8 @@ class InboundCalls:
         audio = None
         for provider in tts_chain(self._cfg):
             try:
-                data, ext = await tts_provider(provider, self._cfg).synthesize(words)
+                async with asyncio.timeout(SPEAK_WITHIN_S):
+                    data, ext = await tts_provider(provider, self._cfg).synthesize(words)
             except Exception as exc:  # the next provider of the chain
                 log.warning("inbound call %s: %s could not speak: %s", sid, provider, exc)
                 continue
