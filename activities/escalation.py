@@ -19,10 +19,16 @@ from ulid import ULID
 from agentcomms import errors
 from agentcomms.config import Config
 from agentcomms.errors import ConfigError, SendRefused
-from agentcomms.escalation_models import Escalation, RungResult, RungStep
+from agentcomms.escalation_models import (
+    AnswerCheck,
+    Escalation,
+    EscalationAnswered,
+    RungResult,
+    RungStep,
+)
 from agentcomms.trust import DeploymentKey
 from agentcomms.voice.callsystem import call_system
-from agentcomms.voice.models import CallInput
+from agentcomms.voice.models import CallInput, LineEvent
 from agentcomms.voice.stt import stt_chain
 from agentcomms.voice.tts import tts_chain
 from agentcomms.workflow_ids import (
@@ -35,22 +41,21 @@ from agentcomms.workflow_ids import (
 # How long after the gateway opened a request its workflow may start: a genuine ladder copied
 # from an old history and started again later (a replay) reaches nobody.
 LADDER_START_WINDOW = timedelta(minutes=10)
-KEYPAD = "Press 1 to allow, 2 to deny, 3 to hear it again."
 
 
 def sms_text(escalation: Escalation) -> str:
-    """The SMS of a rung: the request, and for a permission request how to answer it by reply."""
-    if escalation.kind != "approval":
+    """The SMS of a rung: the request, and for a request how to answer it by reply."""
+    if escalation.reply is None:
         return escalation.text
-    code = escalation.subject_id
-    return f"{escalation.text}\nReply YES {code} or NO {code}"
+    return f"{escalation.text}\n{escalation.reply}"
 
 
 def call_text(escalation: Escalation) -> str:
-    """What a call rung says first: the request, and for a permission request the keys."""
-    if escalation.kind != "approval":
+    """What a call rung says first: the request, and for a request the keys."""
+    if escalation.keys is None:
         return escalation.text
-    return f"{escalation.text.rstrip('.')}. {KEYPAD}"
+    text = escalation.text
+    return f"{text if text.endswith(('.', '?', '!')) else text + '.'} {escalation.keys}"
 
 
 class EscalationActivities:
@@ -129,34 +134,47 @@ class EscalationActivities:
                 # answer decides it instead (gateway/approval_calls.py).
                 notify_mailbox=escalation.kind == "message",
                 approval_id=escalation.subject_id if escalation.kind == "approval" else None,
+                several_keys=escalation.several_keys,
                 placed_at=step.now,
             )
         )
         where = f"{number}" if number else "the local phone (agentcomms phone)"
-        return RungResult(fired=True, detail=f"call {call_id} to {where}", call=call)
+        # Signed for this call alone: once the request is answered (or the human wrote to the
+        # agent), its ladder hangs the call up with it.
+        withdraw = self._key.sign_line_event(
+            call_id, LineEvent(kind="withdrawn", detail="answered elsewhere")
+        )
+        return RungResult(
+            fired=True, detail=f"call {call_id} to {where}", call=call, withdraw=withdraw
+        )
+
+    @activity.defn(name="check_escalation_answered")
+    async def check_escalation_answered(self, check: AnswerCheck) -> EscalationAnswered:
+        """The `answered` signalled to an urgent message's ladder, once the gateway's tag on it
+        checks out: the gateway heard the human write to this agent after the ladder opened.
+        Anyone else's (a raw Temporal client's, or a genuine one copied from an older ladder)
+        is refused, and the ladder climbs on."""
+        escalation = self._own(check.escalation)
+        answered = check.answered
+        if not self._key.escalation_answered_is_genuine(escalation.agent_id, answered):
+            raise _refused(
+                f"this answer to {escalation.agent_id}'s urgent message is not signed by this "
+                "deployment: it did not come from the gateway, so the ladder climbs on",
+                errors.NOT_SIGNED,
+            )
+        if answered.at < escalation.opened_at:
+            raise _refused(
+                f"this answer to {escalation.agent_id}'s urgent message was heard at "
+                f"{answered.at}, before its ladder opened at {escalation.opened_at}: a copy "
+                "from an older ladder, which stops nothing",
+                errors.NOT_SIGNED,
+            )
+        return answered
 
     def _signed(self, step: RungStep) -> Escalation:
         """The ladder, asked by its request's own workflow and signed by the deployment when it
         opened the request; refused otherwise."""
-        escalation = step.escalation
-        info = activity.info()
-        if escalation.kind == "approval":
-            own_type, own_id = APPROVAL_WORKFLOW, approval_workflow_id(escalation.subject_id)
-        else:
-            own_type, own_id = ESCALATION_WORKFLOW, escalation_workflow_id(escalation.agent_id)
-        own = info.workflow_type == own_type and info.workflow_id == own_id
-        if not (info.is_local and own):
-            raise _refused(
-                f"fire_rung runs only as a local activity of {escalation.kind} "
-                f"{escalation.subject_id}'s own workflow, not {info.workflow_id}",
-                errors.NOT_A_LADDER,
-            )
-        if not self._key.escalation_is_genuine(escalation):
-            raise _refused(
-                f"the ladder of {escalation.kind} {escalation.subject_id} is not signed by this "
-                "deployment (or was altered since): it texts and rings nobody",
-                errors.NOT_SIGNED,
-            )
+        escalation = self._own(step.escalation)
         if abs(step.started_at - escalation.opened_at) > LADDER_START_WINDOW:
             raise _refused(
                 f"the ladder of {escalation.kind} {escalation.subject_id} was opened at "
@@ -168,7 +186,30 @@ class EscalationActivities:
             raise _refused(f"the ladder has no rung {step.rung + 1}", errors.NOT_A_LADDER)
         return escalation
 
+    def _own(self, escalation: Escalation) -> Escalation:
+        """The ladder, when this runs as a local activity of its own workflow and the
+        deployment signed it; refused otherwise."""
+        info = activity.info()
+        if escalation.kind == "approval":
+            own_type, own_id = APPROVAL_WORKFLOW, approval_workflow_id(escalation.subject_id)
+        else:
+            own_type, own_id = ESCALATION_WORKFLOW, escalation_workflow_id(escalation.agent_id)
+        own = info.workflow_type == own_type and info.workflow_id == own_id
+        if not (info.is_local and own):
+            raise _refused(
+                f"{info.activity_type} runs only as a local activity of {escalation.kind} "
+                f"{escalation.subject_id}'s own workflow, not {info.workflow_id}",
+                errors.NOT_A_LADDER,
+            )
+        if not self._key.escalation_is_genuine(escalation):
+            raise _refused(
+                f"the ladder of {escalation.kind} {escalation.subject_id} is not signed by this "
+                "deployment (or was altered since): it texts and rings nobody",
+                errors.NOT_SIGNED,
+            )
+        return escalation
+
 
 def _refused(reason: str, kind: str) -> ApplicationError:
-    activity.logger.warning("refused a rung: %s", reason)
+    activity.logger.warning("refused %s: %s", activity.info().activity_type, reason)
     return ApplicationError(reason, type=kind, non_retryable=True)

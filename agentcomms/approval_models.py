@@ -36,6 +36,7 @@ class ApprovalRequest(BaseModel):
     ask: Ask = "permission"
     question: str | None = None  # a question's text, or the plan's text
     options: list[str] = Field(default_factory=list)  # a question's option labels
+    multi: bool = False  # a question that takes several of its options
     signature: str | None = None
 
 

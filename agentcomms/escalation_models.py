@@ -17,7 +17,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from agentcomms.voice.models import CallInput
+from agentcomms.voice.models import CallInput, LineEvent
 
 Via = Literal["chat", "sms", "call"]
 RungOutcome = Literal["fired", "skipped", "failed", "stopped"]
@@ -106,12 +106,34 @@ class Escalation(BaseModel):
     agent_id: str
     # What the agent wants, as one sentence a person reads or hears: "backend asks to run: ls".
     text: str
+    # What a call says after it: the key for each answer ("Press 1 to allow, …"); None for an
+    # urgent message, whose call listens to what the human says.
+    keys: str | None = None
+    several_keys: bool = False  # the answer may be several keys, ended by the pound key
+    # How to answer the SMS by reply ("Reply YES K7QF or NO K7QF").
+    reply: str | None = None
     rungs: list[Rung]
     quiet_hours: QuietHours | None = None
     # An urgent message, or an agent that never sleeps: quiet hours hold nothing.
     overrides_quiet: bool = False
     opened_at: datetime  # when the gateway opened it: a copy started long after acts on nothing
     signature: str | None = None
+
+
+class EscalationAnswered(BaseModel):
+    """The human wrote to the agent (anywhere) after its urgent message: the ladder has done its
+    work. Tagged by the gateway that heard it: anyone can signal a workflow."""
+
+    via: str  # the surface: telegram, sms, cli, …
+    at: datetime  # when the gateway heard it: one from before the ladder opened is not its
+    signature: str | None = None
+
+
+class AnswerCheck(BaseModel):
+    """An `answered` signalled to a ladder, to be checked against the deployment's tag."""
+
+    escalation: Escalation
+    answered: EscalationAnswered
 
 
 class RungStep(BaseModel):
@@ -130,6 +152,9 @@ class RungResult(BaseModel):
     fired: bool
     detail: str
     call: CallInput | None = None
+    # The call's "withdrawn", signed for it alone: once the request is answered elsewhere, the
+    # ladder hangs up the call it placed with this.
+    withdraw: LineEvent | None = None
 
 
 class RungRecord(BaseModel):

@@ -116,6 +116,7 @@ CallStatus = Literal[
     "declined",
     "busy",
     "voicemail",  # an answering machine took the message
+    "canceled",  # withdrawn while it rang: what it was about was answered elsewhere
     "failed",
 ]
 ACTIVE_STATUSES: tuple[CallStatus, ...] = ("dialing", "ringing", "in-progress")

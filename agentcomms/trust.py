@@ -28,7 +28,7 @@ from agentcomms.agents.state import HookReport
 from agentcomms.approval_models import ApprovalRequest, Decision
 from agentcomms.config.home import agentcomms_home, private_secret
 from agentcomms.config.models import SecurityConfig
-from agentcomms.escalation_models import Escalation
+from agentcomms.escalation_models import Escalation, EscalationAnswered
 from agentcomms.models import Event, Registration, Unregister
 from agentcomms.outbox_models import OutboxItem
 from agentcomms.voice.models import CallInput, LineEvent
@@ -152,6 +152,16 @@ class DeploymentKey:
 
     def escalation_is_genuine(self, escalation: Escalation) -> bool:
         return self._verify(_escalation_fields(escalation), escalation.signature)
+
+    def sign_escalation_answered(
+        self, agent_id: str, answered: EscalationAnswered
+    ) -> EscalationAnswered:
+        """The human's answer to an agent's urgent message, for that agent's ladder alone."""
+        tag = self._tag(_answered_fields(agent_id, answered))
+        return answered.model_copy(update={"signature": tag})
+
+    def escalation_answered_is_genuine(self, agent_id: str, answered: EscalationAnswered) -> bool:
+        return self._verify(_answered_fields(agent_id, answered), answered.signature)
 
     # ---- the tag --------------------------------------------------------------------------------
 
@@ -277,6 +287,12 @@ def _decision_fields(decision: Decision) -> list[Any]:
     # Not `at`: the workflow stamps it when it takes the answer, after the gateway signed it.
     fields = decision.model_dump(exclude={"signature", "at"})
     return ["agentcomms-decision/1", _as_read_back(fields)]
+
+
+def _answered_fields(agent_id: str, answered: EscalationAnswered) -> list[Any]:
+    # Bound to one agent: another agent's human answering does not stop this ladder.
+    fields = answered.model_dump(exclude={"signature"})
+    return ["agentcomms-escalation-answered/1", agent_id, _as_read_back(fields)]
 
 
 def _escalation_fields(escalation: Escalation) -> list[Any]:

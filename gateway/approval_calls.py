@@ -1,7 +1,9 @@
-"""A permission request answered on the phone: the ladder's call says what the agent wants
-("backend asks to run: rm -rf build. Press 1 to allow, 2 to deny, 3 to hear it again") and the
-human keys a digit or says the word. The answer decides the request through the gateway's one
-decide path (`via` "call"), then the call says how it was decided and hangs up.
+"""A request answered on the phone: the ladder's call says what the agent wants and its keys
+("backend asks to run: rm -rf build. Press 1 to allow, 2 to deny, 3 to hear it again"; a
+question's options a digit each, "9 to hear it again"; a plan's 1 approve, 2 keep planning), and
+the human keys a digit (or several, then #) or says the word or the option. The answer goes
+through the one path every surface's answer takes (:meth:`ApprovalMethods.answer`, `via`
+"call"), then the call says how it was decided and hangs up.
 
 The call is a ladder's child workflow, which rings on its own; this gateway takes over its turns
 once it is answered (a line event it heard), reading each turn's answer from the call itself
@@ -12,51 +14,35 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from temporalio.client import Client
 
-from agentcomms.approval_models import Behavior
 from agentcomms.config import Config
+from agentcomms.errors import RpcError
 from agentcomms.voice.models import Line, LineEvent
 from agentcomms.workflow_ids import call_workflow_id
-from gateway.approval_surfaces.words import said
-from workflows.approval.models import Decided
+from gateway.approval_surfaces.words import PhoneAnswer, heard_on_phone, said
+from gateway.approvals import ApprovalMethods
 from workflows.call import CallWorkflow, End, Say
 
 log = logging.getLogger(__name__)
 
-# A key, or the word for it, as a person says it.
-ANSWERS: dict[str, Behavior | None] = {
-    "1": "allow",
-    "one": "allow",
-    "allow": "allow",
-    "yes": "allow",
-    "2": "deny",
-    "two": "deny",
-    "deny": "deny",
-    "no": "deny",
-}
-# How often the words are said again ("3", or an answer not understood) before giving up.
+# How often the words are said again (the "again" key, or an answer not understood) before
+# giving up.
 MAX_REPEATS = 3
 
-Decide = Callable[[str, Behavior, str], Awaitable[Decided | None]]
 CurrentLine = Callable[[str], Awaitable[Line | None]]
 
 
-def heard_answer(response: str) -> Behavior | None:
-    """allow or deny for a key or a word heard; None for anything else (say it again)."""
-    words = re.findall(r"[a-z0-9]+", response.lower())
-    return ANSWERS.get(words[0]) if words else None
-
-
 class ApprovalCalls:
-    def __init__(self, cfg: Config, client: Client, current_line: CurrentLine, decide: Decide):
+    def __init__(
+        self, cfg: Config, client: Client, current_line: CurrentLine, approvals: ApprovalMethods
+    ):
         self._client = client
         self._current_line = current_line
-        self._decide = decide
+        self._approvals = approvals
         self._by = cfg.voice.phone.to_number or "the local phone"
         self._driving: set[str] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -87,11 +73,12 @@ class ApprovalCalls:
             result = first
             for _ in range(MAX_REPEATS):
                 if result.status != "answered":
-                    return  # hung up, or silent until the turn timed out
-                behavior = heard_answer(result.response)
-                if behavior is not None:
-                    decided = await self._decide(approval_id, behavior, self._by)
-                    await handle.execute_update(CallWorkflow.end, End(message=_told(decided)))
+                    return  # hung up, silent until the turn timed out, or answered elsewhere
+                view = await self._approvals.view(approval_id)
+                choice = heard_on_phone(view.request, result.response) if view else None
+                if view is None or choice is not None:
+                    told = await answer_by_phone(self._approvals, approval_id, choice, self._by)
+                    await handle.execute_update(CallWorkflow.end, End(message=f"{told} Goodbye."))
                     return
                 result = await handle.execute_update(CallWorkflow.say, Say(message=words))
             await handle.execute_update(
@@ -103,10 +90,21 @@ class ApprovalCalls:
             self._driving.discard(call_id)
 
 
-def _told(decided: Decided | None) -> str:
-    if decided is None:
-        return "That request is gone. Goodbye."
-    how = said(decided.view)
-    if decided.accepted:
-        return f"Done: {how.split(' by ')[0]}. Goodbye."
-    return f"It was answered already: {how}. Goodbye."
+async def answer_by_phone(
+    approvals: ApprovalMethods, approval_id: str, choice: PhoneAnswer | None, by: str
+) -> str:
+    """Answer the request as keyed or said on a phone (by the caller `by`); what the phone then
+    says of it: "Done: denied.", or how it was decided already."""
+    if choice is None:
+        return "That request is gone."
+    try:
+        done = await approvals.answer(
+            approval_id, choice.behavior, by=by, via="call", message=None, answer=choice.answer
+        )
+    except RpcError:
+        return "That request is gone."
+    view = await approvals.view(approval_id)
+    how = said(view) if view is not None else "answered"
+    if done["accepted"]:
+        return f"Done: {how.split(' by ')[0]}."
+    return f"It was answered already: {how}."

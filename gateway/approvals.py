@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, StringConstraints
@@ -36,12 +37,13 @@ from agentcomms.bridge.sanitize import sanitize
 from agentcomms.config import Config
 from agentcomms.config.redact import mask_secrets
 from agentcomms.errors import RpcError
-from agentcomms.escalation_models import Escalation
+from agentcomms.escalation_models import Escalation, QuietHours, Rung
 from agentcomms.logs import redact
 from agentcomms.models import utcnow
 from agentcomms.trust import DeploymentKey
 from gateway.agent_hooks import AgentHookMethods, PaneId
 from gateway.approval_chats import ApprovalChats
+from gateway.approval_surfaces.words import asks, keys, reply_with
 from gateway.params import AgentId, Params
 from gateway.protocol import INVALID_PARAMS, NOT_FOUND
 from workflows.approval.client import Approvals, WorkflowAlreadyStartedError, new_approval_id
@@ -128,7 +130,7 @@ class ApprovalMethods:
         # the agent's settings on disk.
         session = [s for s in p.permission_suggestions if s.get("destination") == "session"]
         ids = []
-        for ask, question, options, input_text in _asks(p.tool_name, p.tool_input):
+        for ask, question, options, multi, input_text in _asks(p.tool_name, p.tool_input):
             request = ApprovalRequest(
                 id="",
                 agent_id=agent_id,
@@ -141,6 +143,7 @@ class ApprovalMethods:
                 ask=ask,
                 question=question,
                 options=options,
+                multi=multi,
             )
             ids.append(await self._open(request))
         asked = (agent_id, p.tool_name, _as_reported(p.tool_name, p.tool_input))
@@ -170,20 +173,10 @@ class ApprovalMethods:
     def _escalation(self, request: ApprovalRequest) -> Escalation | None:
         """The agent's ladder for this request, signed; None when the config has none."""
         rungs, quiet, never_sleeps = self._cfg.escalation_for(request.agent_id)
-        if not rungs or request.ask == "question":
-            # A call's keys allow or deny; a question's options are not read out on a call yet,
-            # so a question stays in the chats, the console and the terminal.
+        if not rungs:
             return None
         return self._key.sign_escalation(
-            Escalation(
-                subject_id=request.id,
-                agent_id=request.agent_id,
-                text=asks(request),
-                rungs=rungs,
-                quiet_hours=quiet,
-                overrides_quiet=never_sleeps,
-                opened_at=utcnow(),
-            )
+            ladder_for(request, rungs, quiet=quiet, overrides_quiet=never_sleeps)
         )
 
     async def approval_wait(self, p: ApprovalWaitParams) -> dict[str, Any]:
@@ -212,8 +205,8 @@ class ApprovalMethods:
         message: str | None,
         answer: str | None = None,
     ) -> dict[str, Any]:
-        """A person's answer from the terminal or the console; the first answer wins. A
-        question's `answer` is checked against its options here."""
+        """A person's answer from the terminal, the console or a phone (`via` "call"); the first
+        answer wins. A question's `answer` is checked against its options here."""
         approval_id = approval_id.upper()
         checked = None
         if behavior in ("allow", "allow_session", "answer"):
@@ -237,11 +230,9 @@ class ApprovalMethods:
             )
         return {"accepted": decided.accepted, **_summary(decided.view)}
 
-    async def by_call(self, approval_id: str, behavior: Behavior, by: str) -> Decided | None:
-        """Answered on the phone (a key or a word): decided like any other answer."""
-        return await self.decide(
-            Decision(approval_id=approval_id, behavior=behavior, by=by, via="call")
-        )
+    async def view(self, approval_id: str) -> ApprovalView | None:
+        """The approval as it stands (None: no such approval)."""
+        return await self._approvals.view(approval_id.upper())
 
     async def decide(self, decision: Decision) -> Decided | None:
         """Sign the answer and give it to the approval; the chats hear how it was decided.
@@ -293,6 +284,29 @@ class ApprovalMethods:
             if view is not None and view.open:
                 views.append(view)
         return sorted(views, key=lambda v: v.opened_at)
+
+
+def ladder_for(
+    request: ApprovalRequest,
+    rungs: list[Rung],
+    *,
+    quiet: QuietHours | None = None,
+    overrides_quiet: bool = False,
+    opened_at: datetime | None = None,
+) -> Escalation:
+    """The request's ladder (unsigned): what its SMS and its call say, and how each is answered."""
+    return Escalation(
+        subject_id=request.id,
+        agent_id=request.agent_id,
+        text=asks(request, spoken=True),
+        keys=keys(request),
+        several_keys=request.multi,
+        reply=reply_with(request),
+        rungs=rungs,
+        quiet_hours=quiet,
+        overrides_quiet=overrides_quiet,
+        opened_at=opened_at or utcnow(),
+    )
 
 
 def hook_decision(key: DeploymentKey, view: ApprovalView) -> dict[str, Any] | None:
@@ -361,10 +375,11 @@ def _checked_answer(request: ApprovalRequest, behavior: str, answer: str | None)
 
 def _asks(
     tool_name: str, tool_input: dict[str, Any]
-) -> list[tuple[Ask, str | None, list[str], str]]:
-    """What the agent asks with this tool: (ask, question or plan, options, input as shown)."""
+) -> list[tuple[Ask, str | None, list[str], bool, str]]:
+    """What the agent asks with this tool: (ask, question or plan, options, whether several
+    options may be chosen, input as shown)."""
     if tool_name == QUESTION_TOOL and isinstance(tool_input.get("questions"), list):
-        asks: list[tuple[Ask, str | None, list[str], str]] = []
+        asks: list[tuple[Ask, str | None, list[str], bool, str]] = []
         for q in tool_input["questions"]:
             if not isinstance(q, dict):
                 continue
@@ -374,14 +389,14 @@ def _asks(
                 for o in q.get("options") or []
                 if isinstance(o, dict) and o.get("label")
             ]
-            asks.append(("question", text, labels, text))
+            asks.append(("question", text, labels, q.get("multiSelect") is True, text))
         if asks:
             return asks
     if tool_name == PLAN_TOOL:
         given = tool_input.get("plan")
         plan = _shown(redact(mask_secrets(given)), PLAN_CHARS) if isinstance(given, str) else None
-        return [("plan", plan, [], _shown(plan or "(no plan text)", INPUT_CHARS))]
-    return [("permission", None, [], _input_text(tool_input))]
+        return [("plan", plan, [], False, _shown(plan or "(no plan text)", INPUT_CHARS))]
+    return [("permission", None, [], False, _input_text(tool_input))]
 
 
 def _as_reported(tool_name: str, tool_input: Any, *, trim: bool = True) -> Any:
@@ -392,15 +407,6 @@ def _as_reported(tool_name: str, tool_input: Any, *, trim: bool = True) -> Any:
     if tool_name == QUESTION_TOOL and isinstance(tool_input, dict):
         return tool_input.get("questions")
     return tool_input
-
-
-def asks(request: ApprovalRequest) -> str:
-    """What the agent wants, as a person hears it: "backend asks to run: rm -rf build"."""
-    if request.ask == "plan":
-        return f"{request.agent_id} asks to carry out its plan: {request.question or ''}".strip()
-    if request.tool == "Bash":
-        return f"{request.agent_id} asks to run: {request.input_text}"
-    return f"{request.agent_id} asks to use {request.tool}: {request.input_text}"
 
 
 def _shown(text: str, chars: int) -> str:

@@ -7,11 +7,21 @@ say ``voice.inbound.pin``: anyone else is rejected before the call is answered (
 nothing, and pay nothing), a wrong PIN is hung up on, and both are recorded. What the caller then
 hears and does is :mod:`gateway.phone_menu`'s; here each of its prompts becomes TwiML (a
 ``<Gather>`` of keys or words, a ``<Record>`` for a message, transcribed by the STT chain).
+
+The prompts are spoken by our TTS chain, as a call we place is: the audio goes into the audio
+directory (``in-<CallSid>/``) and Twilio plays it from a short-lived signed URL; Twilio's own
+``<Say>`` only when no provider of the chain can speak. Each call's prompts and the caller's
+answers are kept beside them (``transcript.jsonl``), as an outgoing call's turns are.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
 import logging
+import re
+import uuid
+from typing import Literal
 from xml.sax.saxutils import escape, quoteattr
 
 import httpx
@@ -20,14 +30,20 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from agentcomms.config import Config
-from agentcomms.voice.callsystem.twilio import TWILIO_API, signed_form
+from agentcomms.models import utcnow
+from agentcomms.voice.audio import AudioStore
+from agentcomms.voice.callsystem.twilio import TWILIO_API, MediaSigner, signed_form
+from agentcomms.voice.models import TurnRecord
 from agentcomms.voice.stt import stt_chain, stt_provider
+from agentcomms.voice.tts import tts_chain, tts_provider
 from gateway.phone_menu import PhoneMenu, Prompt
 
 log = logging.getLogger(__name__)
 
 INBOUND_PATH = "/webhooks/twilio/voice"
 MESSAGE_MAX_S = 120
+# Twilio waits 15 s for a webhook's answer: a provider slower than this gives way to the next.
+SPEAK_WITHIN_S = 5
 
 
 def _xml(*verbs: str) -> Response:
@@ -39,13 +55,20 @@ def _say(text: str) -> str:
     return f"<Say>{escape(text)}</Say>"
 
 
+def _folder(call_sid: str) -> str:
+    """The call's folder in the audio directory (a name Twilio gave, made safe to use as one)."""
+    return "in-" + (re.sub(r"[^A-Za-z0-9_-]", "", call_sid)[:64] or "unknown")
+
+
 class InboundCalls:
-    def __init__(self, cfg: Config, menu: PhoneMenu) -> None:
+    def __init__(self, cfg: Config, menu: PhoneMenu, signer: MediaSigner) -> None:
         self._cfg = cfg
         self._phone = cfg.voice.phone
         self._inbound = cfg.voice.inbound
         self._public_url = cfg.server.public_url or ""
         self._menu = menu
+        self._signer = signer
+        self._audio = AudioStore(cfg.voice.audio_root())
 
     def routes(self) -> list[BaseRoute]:
         return [
@@ -62,7 +85,7 @@ class InboundCalls:
             log.info("refused an inbound call from %s", number or "an unknown number")
             await self._menu.record_refusal(number, sid, "not in voice.inbound.allowed_callers")
             return _xml('<Reject reason="rejected"/>')
-        return self._twiml(await self._menu.start(sid, number))
+        return await self._twiml(sid, await self._menu.start(sid, number))
 
     async def _step(self, request: Request) -> Response:
         form = await signed_form(request, self._phone, self._public_url)
@@ -74,20 +97,51 @@ class InboundCalls:
             heard = await self._transcribe(form.get("RecordingUrl", ""))
         else:
             heard = form.get("Digits") or form.get("SpeechResult") or ""
-        return self._twiml(
-            await self._menu.answer(form.get("CallSid", ""), step, heard, query=query)
-        )
+        sid = form.get("CallSid", "")
+        self._transcribed(sid, "human", "(a PIN)" if step == "pin" else heard)
+        return await self._twiml(sid, await self._menu.answer(sid, step, heard, query=query))
 
-    def _twiml(self, prompt: Prompt) -> Response:
+    async def _spoken(self, sid: str, words: str) -> str:
+        """The words as our TTS chain says them (played from a signed URL); Twilio's <Say> when
+        no provider of the chain can."""
+        audio = None
+        for provider in tts_chain(self._cfg):
+            try:
+                async with asyncio.timeout(SPEAK_WITHIN_S):
+                    data, ext = await tts_provider(provider, self._cfg).synthesize(words)
+            except Exception as exc:  # the next provider of the chain
+                log.warning("inbound call %s: %s could not speak: %s", sid, provider, exc)
+                continue
+            name = f"{_folder(sid)}/{uuid.uuid4().hex[:16]}.{ext}"
+            audio = self._audio.write(name, data, provider=provider).name
+            break
+        self._transcribed(sid, "agent", words, audio)
+        if audio is None:
+            return _say(words)
+        return f"<Play>{escape(self._signer.url(self._public_url, audio))}</Play>"
+
+    def _transcribed(
+        self, sid: str, speaker: Literal["agent", "human"], text: str, audio: str | None = None
+    ) -> None:
+        """One more line of the call's transcript."""
+        path = self._audio.root / _folder(sid) / "transcript.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        turn = len(path.read_text().splitlines()) + 1 if path.exists() else 1
+        record = TurnRecord(turn=turn, speaker=speaker, text=text, at=utcnow(), audio=audio)
+        with path.open("a", encoding="utf-8") as out:
+            out.write(json.dumps(record.model_dump(mode="json"), ensure_ascii=False) + "\n")
+
+    async def _twiml(self, sid: str, prompt: Prompt) -> Response:
+        words = await self._spoken(sid, prompt.words)
         if prompt.expect == "end":
-            return _xml(_say(prompt.words), "<Hangup/>")
+            return _xml(words, "<Hangup/>")
         url = f"{self._public_url}{INBOUND_PATH}/{prompt.step}"
         if prompt.query:
             url += "?" + "&".join(f"{k}={v}" for k, v in prompt.query.items())
         action = quoteattr(url)
         if prompt.expect == "message":
             return _xml(
-                _say(prompt.words),
+                words,
                 f'<Record action={action} method="POST" maxLength="{MESSAGE_MAX_S}" '
                 'finishOnKey="#" playBeep="true" trim="trim-silence"/>',
                 "<Hangup/>",
@@ -95,7 +149,7 @@ class InboundCalls:
         digits, finish = (12, ' finishOnKey="#"') if prompt.expect == "pin" else (1, "")
         return _xml(
             f'<Gather input="dtmf speech" numDigits="{digits}" timeout="6"{finish} '
-            f'action={action} method="POST">{_say(prompt.words)}</Gather>',
+            f'action={action} method="POST">{words}</Gather>',
             "<Hangup/>",
         )
 

@@ -1,13 +1,15 @@
-"""What a human who calls in hears and can do, whatever the phone: the pending permission
-requests one by one (1 allow, 2 deny, 3 skip, by key or word, decided through the gateway's one
-decide path, `via` call), the agents' last replies, and a message for an agent, posted to its
+"""What a human who calls in hears and can do, whatever the phone: the pending requests one by
+one (a permission's 1 allow, 2 deny, 3 skip; a plan's 1 approve, 2 keep planning; a question's
+options a digit each, 9 skip; by key or word, answered through the one path every surface's
+answer takes, `via` call), the agents' last replies, and a message for an agent, posted to its
 mailbox like a chat message (``[phone call from +1555…] …``).
 
 Each step is a :class:`Prompt` (the words, and what answer it waits for); the phone (Twilio's
 webhooks in :mod:`gateway.inbound_calls`, the local phone's `agentcomms phone --dial` through the
 socket) says it and hands back the answer. A call's progress (who called, whether the PIN was
-right) lives in this gateway's memory, by the phone's call id: a gateway restarted mid-call hangs
-up on the next step.
+right, the requests still to offer) is kept in the projection by the phone's call id
+(:mod:`agentcomms.store.phone_callers`), not in this gateway's memory: each step is a request of
+its own, so a gateway restarted mid-call carries the call on at its next step.
 """
 
 from __future__ import annotations
@@ -21,17 +23,16 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, StringConstraints
 
-from agentcomms.approval_models import Behavior
 from agentcomms.config import Config
 from agentcomms.ids import new_event_id
 from agentcomms.models import Event, utcnow
 from agentcomms.store import Store
-from gateway.approval_calls import heard_answer
+from agentcomms.store.phone_callers import PhoneCaller
+from gateway.approval_calls import answer_by_phone
+from gateway.approval_surfaces.words import asks, heard_on_phone, keys
+from gateway.approvals import ApprovalMethods
 from gateway.params import Params
-from workflows.approval.models import Decided
 
-Pending = Callable[[], Awaitable[list[dict[str, Any]]]]
-DecideByCall = Callable[[str, Behavior, str], Awaitable[Decided | None]]
 Post = Callable[[Event], Awaitable[str]]
 Expect = Literal["pin", "key", "message", "end"]
 
@@ -47,80 +48,76 @@ class Prompt:
     query: dict[str, str] = field(default_factory=dict)
 
 
-@dataclass
-class Caller:
-    number: str
-    admitted: bool = False
-    pending: list[str] = field(default_factory=list)  # approval ids still to offer
-
-
 def _end(words: str = "Goodbye.") -> Prompt:
     return Prompt(words, "end")
 
 
 class PhoneMenu:
-    def __init__(
-        self, cfg: Config, store: Store, *, pending: Pending, decide: DecideByCall, post: Post
-    ) -> None:
+    def __init__(self, cfg: Config, store: Store, approvals: ApprovalMethods, *, post: Post):
         self._cfg = cfg
         self._store = store
-        self._pending = pending
-        self._decide = decide
+        self._approvals = approvals
         self._post = post
-        self._calls: dict[str, Caller] = {}
 
     async def start(self, call: str, number: str, *, admitted: bool = False) -> Prompt:
         """A call from `number` comes in: the PIN first, unless the phone admitted it already
         (the local phone is the machine's own)."""
-        caller = self._calls[call] = Caller(number=number)
+        caller = PhoneCaller(number=number)
         if not admitted:
+            await self._store.keep_caller(call, caller, utcnow())
             return Prompt("Enter your PIN, then press the pound key.", "pin", "pin")
-        return await self._admit(caller)
+        return await self._kept(call, caller, await self._admit(caller))
 
     async def answer(
         self, call: str, step: str, heard: str, *, query: dict[str, str] | None = None
     ) -> Prompt:
         """The answer to the prompt of `step`: the next prompt."""
-        caller = self._calls.get(call)
+        caller = await self._store.caller(call)
         if caller is None:
             return _end("This call is not known here any more. Goodbye.")
         query = query or {}
         if step == "pin":
-            return await self._pin(call, caller, heard)
-        if not caller.admitted:
-            return _end()
-        if step == "menu":
-            return await self._menu(caller, heard)
-        if step == "approval":
-            return await self._approval(caller, query.get("id", ""), heard)
-        if step == "agent":
-            return self._agent(heard)
-        if step == "message":
-            return await self._message(caller, query.get("agent", ""), heard)
-        return _end()
+            prompt = await self._pin(call, caller, heard)
+        elif not caller.admitted:
+            prompt = _end()
+        elif step == "menu":
+            prompt = await self._menu(caller, heard)
+        elif step == "approval":
+            prompt = await self._approval(caller, query.get("id", ""), heard)
+        elif step == "agent":
+            prompt = self._agent(heard)
+        elif step == "message":
+            prompt = await self._message(caller, query.get("agent", ""), heard)
+        else:
+            prompt = _end()
+        return await self._kept(call, caller, prompt)
 
-    def hung_up(self, call: str) -> None:
-        self._calls.pop(call, None)
+    async def _kept(self, call: str, caller: PhoneCaller, prompt: Prompt) -> Prompt:
+        """The call's progress kept for its next step (forgotten once it ends)."""
+        if prompt.expect == "end":
+            await self._store.forget_caller(call)
+        else:
+            await self._store.keep_caller(call, caller, utcnow())
+        return prompt
 
     # ---- steps ----------------------------------------------------------------------------------
 
-    async def _pin(self, call: str, caller: Caller, heard: str) -> Prompt:
+    async def _pin(self, call: str, caller: PhoneCaller, heard: str) -> Prompt:
         entered = "".join(re.findall(r"\d", heard))
         pin = self._cfg.voice.inbound.pin
         if pin is None or not hmac.compare_digest(
             entered.encode(), pin.get_secret_value().encode()
         ):
-            self._calls.pop(call, None)
             await self.record_refusal(caller.number, call, "a wrong PIN")
             return _end()
         return await self._admit(caller)
 
-    async def _admit(self, caller: Caller) -> Prompt:
+    async def _admit(self, caller: PhoneCaller) -> Prompt:
         caller.admitted = True
-        caller.pending = [a["id"] for a in await self._pending()]
+        caller.pending = [v.request.id for v in await self._approvals.open_views()]
         return self._menu_prompt(caller, "")
 
-    def _menu_prompt(self, caller: Caller, before: str) -> Prompt:
+    def _menu_prompt(self, caller: PhoneCaller, before: str) -> Prompt:
         count = len(caller.pending)
         waiting = f"{count} request{'s' if count != 1 else ''} waiting for you. "
         words = (
@@ -129,7 +126,7 @@ class PhoneMenu:
         )
         return Prompt(words, "key", "menu")
 
-    async def _menu(self, caller: Caller, heard: str) -> Prompt:
+    async def _menu(self, caller: PhoneCaller, heard: str) -> Prompt:
         choice = _first_digit(heard)
         if choice == "1":
             return await self._offer(caller, "")
@@ -140,30 +137,27 @@ class PhoneMenu:
             return Prompt(f"Which agent? Press {names}.", "key", "agent")
         return self._menu_prompt(caller, "")
 
-    async def _offer(self, caller: Caller, before: str) -> Prompt:
+    async def _offer(self, caller: PhoneCaller, before: str) -> Prompt:
         """The next pending request, or the menu when none is left."""
-        pending = {a["id"]: a for a in await self._pending()}
+        pending = {v.request.id: v.request for v in await self._approvals.open_views()}
         caller.pending = [i for i in caller.pending if i in pending]
         if not caller.pending:
             return self._menu_prompt(caller, before + "No more requests. ")
         request = pending[caller.pending[0]]
-        verb = "run" if request["tool"] == "Bash" else f"use {request['tool']}:"
-        words = (
-            f"{before}{request['agent_id']} asks to {verb} {request['input']}. "
-            "Press 1 to allow, 2 to deny, 3 to skip."
-        )
-        return Prompt(words, "key", "approval", {"id": request["id"]})
+        asked = asks(request, spoken=True)
+        asked += "" if asked.endswith((".", "?", "!")) else "."
+        words = f"{before}{asked} {keys(request, last='skip')}"
+        return Prompt(words, "key", "approval", {"id": request.id})
 
-    async def _approval(self, caller: Caller, approval_id: str, heard: str) -> Prompt:
+    async def _approval(self, caller: PhoneCaller, approval_id: str, heard: str) -> Prompt:
         if approval_id in caller.pending:
             caller.pending.remove(approval_id)
-        behavior = heard_answer(heard)
-        if behavior is None:
+        view = await self._approvals.view(approval_id)
+        choice = heard_on_phone(view.request, heard) if view is not None else None
+        if choice is None:
             return await self._offer(caller, "Skipped. ")
-        decided = await self._decide(approval_id, behavior, caller.number)
-        if decided is None or not decided.accepted:
-            return await self._offer(caller, "That one was answered already. ")
-        return await self._offer(caller, "Allowed. " if behavior == "allow" else "Denied. ")
+        told = await answer_by_phone(self._approvals, approval_id, choice, caller.number)
+        return await self._offer(caller, f"{told} ")
 
     def _agents(self) -> list[str]:
         return sorted(set(self._cfg.agents) | set(self._cfg.chat.channels.values()))
@@ -181,7 +175,7 @@ class PhoneMenu:
             {"agent": agent},
         )
 
-    async def _message(self, caller: Caller, agent: str, text: str) -> Prompt:
+    async def _message(self, caller: PhoneCaller, agent: str, text: str) -> Prompt:
         if agent not in self._agents():
             return _end()
         if not text.strip():
@@ -268,6 +262,4 @@ class LocalDial:
 
     async def phone_dial_answer(self, p: DialAnswerParams) -> dict[str, Any]:
         prompt = await self._menu.answer(p.call, p.step, p.text, query=p.query)
-        if prompt.expect == "end":
-            self._menu.hung_up(p.call)
         return {"call": p.call, **asdict(prompt)}

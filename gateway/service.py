@@ -18,7 +18,7 @@ from gateway.agent_hooks import AgentHookMethods
 from gateway.approval_calls import ApprovalCalls
 from gateway.approval_chats import ApprovalChats
 from gateway.approval_surfaces.answers import ChatAnswers
-from gateway.approvals import ApprovalMethods, ApprovalsListParams
+from gateway.approvals import ApprovalMethods
 from gateway.calls import CallControl
 from gateway.chat import ChatInbox, ChatTransports
 from gateway.confine import Confinement
@@ -89,12 +89,10 @@ class Gateway:
         )
         self.inbox.on_button = answers.button
         self.inbox.on_reply = answers.reply
-        self.approval_calls = ApprovalCalls(cfg, client, self.calls.current_line, approvals.by_call)
+        self.approval_calls = ApprovalCalls(cfg, client, self.calls.current_line, approvals)
         self.calls.line_observers.append(self.approval_calls.line_event)
         # What a human who calls in hears: through Twilio, or the local phone's --dial.
-        self.phone_menu = PhoneMenu(
-            cfg, store, pending=self._pending, decide=approvals.by_call, post=self.mailbox.post
-        )
+        self.phone_menu = PhoneMenu(cfg, store, approvals, post=self.mailbox.post)
         self.methods.extend(LocalDial(self.phone_menu).methods())
         urgent = UrgentMessages(cfg, client, self.key)
         self.methods.on_urgent = urgent.sent
@@ -104,10 +102,6 @@ class Gateway:
         self.server = SocketServer(cfg.server.socket(), self.confinement.dispatch)
         self.http: WebhookServer | None = None
         self.console: Console | None = None
-
-    async def _pending(self) -> list[dict[str, Any]]:
-        listed = await self.approvals.approvals(ApprovalsListParams())
-        return list(listed["approvals"])
 
     async def start(self) -> None:
         await self.server.start()
@@ -145,11 +139,12 @@ class Gateway:
             return []
         from agentcomms.voice.callsystem.twilio import TwilioVoiceReceiver
 
-        routes = TwilioVoiceReceiver(self.cfg, self.calls, signer=self.media_signer()).routes()
+        signer = self.media_signer()
+        routes = TwilioVoiceReceiver(self.cfg, self.calls, signer=signer).routes()
         if self.cfg.voice.inbound.allowed_callers:
             from gateway.inbound_calls import InboundCalls
 
-            routes += InboundCalls(self.cfg, self.phone_menu).routes()
+            routes += InboundCalls(self.cfg, self.phone_menu, signer).routes()
         return routes
 
     def media_signer(self) -> MediaSigner:

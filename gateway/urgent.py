@@ -1,6 +1,7 @@
 """An agent's urgent message (`send_message(…, urgent=true)`) finds its human: it climbs the
 agent's escalation ladder in its own workflow (``escalation-<agent>``) until the human writes to
-the agent from any surface. Quiet hours do not hold it: the agent said it is urgent.
+the agent from any surface (an `answered` signed like every input of a workflow: one anyone
+else signals stops nothing). Quiet hours do not hold it: the agent said it is urgent.
 
 One ladder per agent at a time: a second urgent message while one climbs rides along (the human
 is being looked for already). The human's message stops it: this gateway hears every message
@@ -105,6 +106,9 @@ class UrgentMessages:
             EscalationWorkflow.run, escalation_workflow_id(event.agent_id)
         )
         try:
-            await handle.signal(EscalationWorkflow.answered, Answered(via=via))
+            answered = self._key.sign_escalation_answered(
+                event.agent_id, Answered(via=via, at=self._clock())
+            )
+            await handle.signal(EscalationWorkflow.answered, answered)
         except RPCError as exc:  # it ended already: nothing left to stop
             log.debug("escalation of %s: %s", event.agent_id, exc)

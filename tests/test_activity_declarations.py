@@ -69,7 +69,7 @@ DECLARED: dict[str, tuple[ModuleType, set[str]]] = {
             "end_twilio_call",
         },
     ),
-    "escalation": (escalation, {"fire_rung"}),
+    "escalation": (escalation, {"fire_rung", "check_escalation_answered"}),
 }
 
 

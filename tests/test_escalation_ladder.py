@@ -20,12 +20,12 @@ from activities.escalation import EscalationActivities
 from activities.voice import VoiceActivities
 from agentcomms.approval_models import ApprovalRequest, ApprovalView, Decision
 from agentcomms.config import Config, PhoneConfig, TemporalConfig, VoiceConfig
-from agentcomms.escalation_models import Escalation, QuietHours, Rung, RungRecord
+from agentcomms.escalation_models import QuietHours, Rung, RungRecord
 from agentcomms.store import Store
 from agentcomms.trust import DeploymentKey
 from agentcomms.workflow_ids import call_workflow_id
 from gateway.approval_trace import trace_approval
-from gateway.approvals import asks
+from gateway.approvals import ladder_for
 from tests.fakes.twilio import OUR_NUMBER, FakeTwilio
 from workflows.approval.client import Approvals, new_approval_id
 from workflows.approval.workflow import ApprovalWorkflow
@@ -64,12 +64,10 @@ class Ladders:
                 on_timeout="deny",
             )
         )
-        escalation = Escalation(
-            subject_id=request.id,
-            agent_id="backend",
-            text=asks(request),
-            rungs=rungs,
-            quiet_hours=quiet,
+        escalation = ladder_for(
+            request,
+            rungs,
+            quiet=quiet,
             overrides_quiet=overrides_quiet,
             # The test server's clock has skipped ahead of ours: the ladder is checked against
             # the time Temporal started its workflow.
@@ -169,7 +167,11 @@ async def ladders(time_skipping_env: WorkflowEnvironment, tmp_path: Path) -> Asy
 
 
 def _sms(request: ApprovalRequest) -> str:
-    return f"backend asks to run: rm -rf build\nReply YES {request.id} or NO {request.id}"
+    code = request.id
+    return (
+        f"backend asks to run: rm -rf build\nReply YES {code} or NO {code}. NO {code} followed "
+        "by words tells the agent why."
+    )
 
 
 async def test_nobody_answers_and_every_rung_fires_in_turn(ladders: Ladders) -> None:
@@ -185,7 +187,10 @@ async def test_nobody_answers_and_every_rung_fires_in_turn(ladders: Ladders) -> 
     assert sms.at is not None and sms.at - view.opened_at >= timedelta(seconds=120)
     assert call.at is not None and call.at - view.opened_at >= timedelta(seconds=300)
     call_id = call.detail.split()[1]
-    assert call.detail == f"call {call_id} to the local phone (agentcomms phone)"
+    assert call.detail == (
+        f"call {call_id} to the local phone (agentcomms phone); the call ended (no-answer): "
+        "no answer within 30 s"
+    )
     placed = ladders.client.get_workflow_handle_for(CallWorkflow.run, call_workflow_id(call_id))
     ended = await placed.result()  # ended long ago
     assert ended.status == "no-answer"  # nobody took the local phone
@@ -229,6 +234,23 @@ async def test_an_answer_in_the_terminal_stops_the_ladder(ladders: Ladders) -> N
     records = await ladders.rungs(request)
     assert [r.outcome for r in records] == ["fired", "stopped", "stopped"]
     assert ladders.texts() == []
+
+
+async def test_a_call_still_ringing_when_answered_elsewhere_is_hung_up(
+    ladders: Ladders,
+) -> None:
+    request, handle = await ladders.open([Rung(after_s=0, via="call")])
+    await ladders.env.sleep(5)  # the local phone rings for 30 s; nobody takes it
+    await ladders.answer(request, behavior="terminal", via="terminal")
+    await ladders.ended(handle)
+    [call] = await ladders.rungs(request)
+    call_id = call.detail.split()[1]
+    assert call.detail.endswith(
+        "; the call ended (canceled): the request was answered elsewhere before the call was taken"
+    )
+    placed = ladders.client.get_workflow_handle_for(CallWorkflow.run, call_workflow_id(call_id))
+    ended = await placed.result()
+    assert ended.status == "canceled" and ended.duration_seconds == 0
 
 
 def _quiet_around(now: datetime) -> QuietHours:

@@ -1,6 +1,7 @@
-"""The local phone and permission requests: a ladder's call (the phone's protocol spoken one step
-at a time), where a digit typed at its prompt decides the request; and `agentcomms phone --dial`
-(the real process), which calls in as the human would call the Twilio number."""
+"""The local phone and requests: a ladder's call (the phone's protocol spoken one step at a time),
+where a digit (or an option's label) typed at its prompt answers the request; and `agentcomms
+phone --dial` (the real process), which calls in as the human would call the Twilio number, and
+whose call goes on across a gateway restarted between two of its steps."""
 
 from __future__ import annotations
 
@@ -65,6 +66,48 @@ async def test_a_digit_typed_at_the_local_phone_decides(
         assert goodbye["say"] == "Done: allowed. Goodbye."
 
 
+async def test_a_question_on_the_local_phone(
+    temporal_env: WorkflowEnvironment, tmp_path: Path
+) -> None:
+    def configure(cfg: Config) -> Config:
+        return cfg.model_copy(update={"escalation": [Rung(after_s=0, via="call")]})
+
+    voice = VoiceConfig(audio_dir=tmp_path / "audio")
+    async with running_stack(
+        temporal_env.client, tmp_path, voice=voice, configure=configure
+    ) as stack:
+        agent = stack.agent_id("phone-question")
+        question = {
+            "question": "Which colour?",
+            "header": "Colour",
+            "options": [{"label": "red"}, {"label": "blue"}],
+            "multiSelect": False,
+        }
+        opened = await stack.call(
+            "approval_open",
+            kind="claude-code",
+            agent_id=agent,
+            tool_name="AskUserQuestion",
+            tool_input={"questions": [question]},
+        )
+        phone = Phone(stack)
+        call_id = await phone.answer()
+        asked = await phone.prompt(call_id)
+        assert asked["say"] == (
+            f"{agent} asks: Which colour? Press 1 for red, 2 for blue, or say your answer. "
+            "9 to hear it again."
+        )
+        await phone.event(call_id, "heard", turn=asked["turn"], text="purple")  # not an option
+        again = await phone.until(
+            lambda line: line["expect"] == "answer" and line["turn"] > asked["turn"]
+        )
+        await phone.event(call_id, "heard", turn=again["turn"], text="Blue")
+        waited = await stack.call("approval_wait", id=opened["id"], wait_s=10)
+        assert (waited["answer"], waited["decided_via"]) == ("blue", "call")
+        goodbye = await phone.until(lambda line: line["expect"] == "played")
+        assert goodbye["say"] == "Done: answered 'blue'. Goodbye."
+
+
 async def _dial(stack: Stack, tmp_path: Path, typed: str) -> str:
     """`agentcomms phone --dial` with `typed` as its input; what it showed."""
     home = tmp_path / "phone-home"
@@ -108,8 +151,8 @@ async def test_dialling_in_from_the_local_phone(
 
         await eventually(listed)
         shown = await _dial(stack, tmp_path, "1\n2\n3\n1\nship it on friday\n")
-        assert f"{agent} asks to run rm -rf build. Press 1 to allow, 2 to deny" in shown
-        assert "Denied. No more requests." in shown
+        assert f"{agent} asks to run: rm -rf build. Press 1 to allow, 2 to deny" in shown
+        assert "Done: denied. No more requests." in shown
         assert f"Your message for {agent} was sent." in shown
         assert shown.rstrip().endswith("hung up")  # the input ended
         waited = await stack.call("approval_wait", id=opened["id"], wait_s=5)
@@ -147,3 +190,47 @@ async def test_an_urgent_reply_rings_the_local_phone(
 
         await eventually(rung_in_trace)
         await phone.event(line["call_id"], "declined")
+
+
+async def test_a_call_coming_in_goes_on_across_a_gateway_restart(
+    temporal_env: WorkflowEnvironment, tmp_path: Path
+) -> None:
+    from agentcomms.client import GatewayClient
+    from gateway.service import Gateway
+
+    async with running_stack(temporal_env.client, tmp_path) as stack:
+        agent = stack.agent_id("dial-restart")
+        opened = await stack.call(
+            "approval_open",
+            kind="claude-code",
+            agent_id=agent,
+            tool_name="Bash",
+            tool_input={"command": "make deploy"},
+        )
+
+        async def listed() -> list[Any] | None:
+            return (await stack.call("approvals"))["approvals"] or None
+
+        await eventually(listed)
+        dialled = await stack.call("phone_dial")
+        assert "1 request waiting for you" in dialled["words"]
+        offered = await stack.call(
+            "phone_dial_answer", call=dialled["call"], step=dialled["step"], text="1"
+        )
+        assert f"{agent} asks to run: make deploy." in offered["words"]
+        await stack.rpc.close()
+        await stack.gateway.close()  # as `agentcomms up` stopping, mid-call
+        stack.gateway = Gateway(stack.cfg, stack.client, stack.store, host=stack.host)
+        await stack.gateway.start()
+        async with GatewayClient(stack.cfg.server.socket()) as rpc:
+            after = await rpc.call(
+                "phone_dial_answer",
+                call=dialled["call"],
+                step=offered["step"],
+                query=offered["query"],
+                text="1",
+            )
+            assert after["words"].startswith("Done: allowed. No more requests.")
+            waited = await rpc.call("approval_wait", id=opened["id"], wait_s=5)
+            assert (waited["behavior"], waited["decided_via"]) == ("allow", "call")
+        await stack.gateway.close()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -21,6 +21,7 @@ from agentcomms.trust import DeploymentKey
 from gateway.urgent import UrgentMessages
 from tests.fakes.twilio import OUR_NUMBER, FakeTwilio
 from workflows.call import CallWorkflow
+from workflows.escalation.models import Answered
 from workflows.escalation.workflow import EscalationWorkflow
 
 HUMAN = "+15551230000"
@@ -81,7 +82,9 @@ async def urgent(
             workflows=[EscalationWorkflow, CallWorkflow],
             activities=[
                 EscalationActivities(cfg, key).fire_rung,
+                EscalationActivities(cfg, key).check_escalation_answered,
                 voice.check_call,
+                voice.check_line_event,
                 voice.synthesize_speech,
                 voice.record_call,
                 voice.post_call_answer,
@@ -98,10 +101,15 @@ async def urgent(
         await twilio.server.stop()
 
 
-def _human(text: str) -> Event:
+def _agent(test: str) -> str:
+    """An agent of this test's own (each ladder is `escalation-<agent>` on a shared server)."""
+    return f"{test}-{uuid.uuid4().hex[:8]}"
+
+
+def _human(text: str, agent: str) -> Event:
     return Event(
         id=f"evt_{uuid.uuid4().hex}",
-        agent_id="backend",
+        agent_id=agent,
         channel_id="telegram:42",
         type="human_message",
         role="human",
@@ -113,30 +121,79 @@ async def test_an_urgent_message_texts_until_the_human_writes_back(
     urgent: tuple[UrgentMessages, FakeTwilio, list[Event]], time_skipping_env: WorkflowEnvironment
 ) -> None:
     messages, twilio, _ = urgent
-    started = await messages.sent("backend", "evt_1", "Prod is down, may I roll back?")
-    assert started == {"escalation": "escalation-backend"}
+    agent = _agent("urgent-texts")
+    started = await messages.sent(agent, "evt_1", "Prod is down, may I roll back?")
+    assert started == {"escalation": f"escalation-{agent}"}
     await time_skipping_env.sleep(130)
-    assert twilio.bodies_to(HUMAN) == ["backend says: Prod is down, may I roll back?"]
-    await messages.heard(_human("yes, roll back"))
+    assert twilio.bodies_to(HUMAN) == [f"{agent} says: Prod is down, may I roll back?"]
+    await messages.heard(_human("yes, roll back", agent))
     await time_skipping_env.sleep(600)
-    rungs = await messages.rungs("backend")
+    rungs = await messages.rungs(agent)
     assert [(r.via, r.outcome) for r in rungs] == [
-        ("chat", "skipped"),  # no chat is mapped to backend
+        ("chat", "skipped"),  # no chat is mapped to the agent
         ("sms", "fired"),
         ("call", "stopped"),
     ]
-    assert twilio.bodies_to(HUMAN) == ["backend says: Prod is down, may I roll back?"]
+    assert twilio.bodies_to(HUMAN) == [f"{agent} says: Prod is down, may I roll back?"]
 
 
 async def test_an_agents_message_does_not_stop_its_ladder(
     urgent: tuple[UrgentMessages, FakeTwilio, list[Event]], time_skipping_env: WorkflowEnvironment
 ) -> None:
     messages, _, told = urgent
-    await messages.sent("backend", "evt_2", "Disk is full.")
-    await messages.heard(_human("x").model_copy(update={"role": "agent"}))
+    agent = _agent("urgent-agents-own")
+    await messages.sent(agent, "evt_2", "Disk is full.")
+    await messages.heard(_human("x", agent).model_copy(update={"role": "agent"}))
     await time_skipping_env.sleep(310)
-    rungs = await messages.rungs("backend")
+    rungs = await messages.rungs(agent)
     assert [r.outcome for r in rungs][1:] == ["fired", "fired"]
     assert rungs[2].detail.endswith("to the local phone (agentcomms phone)")
     await time_skipping_env.sleep(60)  # nobody takes the local phone
     assert [e.payload["status"] for e in told] == ["no-answer"]  # and the agent is told
+
+
+async def test_a_forged_answered_stops_nothing(
+    urgent: tuple[UrgentMessages, FakeTwilio, list[Event]], time_skipping_env: WorkflowEnvironment
+) -> None:
+    messages, twilio, _ = urgent
+    agent = _agent("urgent-forged-answer")
+    await messages.sent(agent, "evt_3", "Prod is down.")
+    # Anyone who reaches Temporal can signal: unsigned, signed with another key, and a genuine
+    # answer heard before this ladder opened (copied from an older one).
+    raw = time_skipping_env.client.get_workflow_handle(f"escalation-{agent}")
+    await raw.signal("answered", {"via": "telegram", "at": "2030-01-01T00:00:00Z"})
+    stranger = DeploymentKey(b"x" * 40)
+    forged = stranger.sign_escalation_answered(agent, Answered(via="sms", at=datetime.now(UTC)))
+    await raw.signal(EscalationWorkflow.answered, forged)
+    old = DeploymentKey(b"k" * 40).sign_escalation_answered(
+        agent, Answered(via="sms", at=datetime(2000, 1, 1, tzinfo=UTC))
+    )
+    await raw.signal(EscalationWorkflow.answered, old)
+    await time_skipping_env.sleep(130)
+    rungs = await messages.rungs(agent)
+    assert [(r.via, r.outcome) for r in rungs] == [("chat", "skipped"), ("sms", "fired")]
+    assert twilio.bodies_to(HUMAN) == [f"{agent} says: Prod is down."]
+    # The gateway's own answer still stops it.
+    await messages.heard(_human("on it", agent))
+    await time_skipping_env.sleep(600)
+    assert [r.outcome for r in await messages.rungs(agent)] == ["skipped", "fired", "stopped"]
+
+
+async def test_writing_back_while_its_call_rings_hangs_the_call_up(
+    urgent: tuple[UrgentMessages, FakeTwilio, list[Event]], time_skipping_env: WorkflowEnvironment
+) -> None:
+    messages, _, told = urgent
+    agent = _agent("urgent-call")
+    await messages.sent(agent, "evt_4", "Disk is full.")
+    await time_skipping_env.sleep(305)  # its call rings the local phone; nobody takes it yet
+    await messages.heard(_human("freeing it now", agent))
+    await time_skipping_env.sleep(60)
+    *_, call = await messages.rungs(agent)
+    assert call.outcome == "fired"
+    assert call.detail.endswith(
+        "; the call ended (canceled): the human answered elsewhere before the call was taken"
+    )
+    # The agent is told why its call ended (not that nobody took it).
+    [notice] = [e for e in told if e.agent_id == agent]
+    assert notice.payload["status"] == "canceled"
+    assert "the human answered elsewhere" in notice.text

@@ -1,9 +1,12 @@
 """Calling in through Twilio (the stand-in phone network, the gateway's real webhooks): a listed
 caller with the PIN hears the pending requests and answers them, and leaves a message for an
-agent; a wrong PIN, a stranger and a forged webhook get nothing."""
+agent; a wrong PIN, a stranger and a forged webhook get nothing. The call's words are our TTS
+chain's, played from our signed audio URLs."""
 
 from __future__ import annotations
 
+import json
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +20,7 @@ from agentcomms.config import Config, STTConfig, VoiceConfig
 from agentcomms.config.voice import InboundConfig
 from agentcomms.models import Event
 from tests.fakes.serve import free_port
-from tests.fakes.twilio_calls import FakeTwilioCalls, Press
+from tests.fakes.twilio_calls import FakeCall, FakeTwilioCalls, Press
 from tests.support.stack import Stack, running_stack
 from tests.support.voice import listening, twilio_phone, write_grammar
 from tests.support.waiting import eventually
@@ -28,20 +31,18 @@ PIN = "2468"
 
 
 @pytest.fixture
-async def twilio() -> AsyncIterator[FakeTwilioCalls]:
-    fake = FakeTwilioCalls()
-    await fake.server.start()
-    yield fake
-    await fake.stop()
+def agent() -> str:
+    """The one agent mapped to a chat in this test (its name is the test's alone)."""
+    return f"inbound-{uuid.uuid4().hex[:8]}"
 
 
 @pytest.fixture
 async def stack(
-    temporal_env: WorkflowEnvironment, tmp_path: Path, twilio: FakeTwilioCalls
+    temporal_env: WorkflowEnvironment, tmp_path: Path, twilio_voice: FakeTwilioCalls, agent: str
 ) -> AsyncIterator[Stack]:
     voice = VoiceConfig(
         audio_dir=tmp_path / "audio",
-        phone=twilio_phone(twilio, HUMAN),
+        phone=twilio_phone(twilio_voice, HUMAN),
         inbound=InboundConfig(allowed_callers=[HUMAN], pin=SecretStr(PIN)),
         stt=STTConfig(provider="local", grammar=write_grammar(tmp_path / "answers.gram")),
     )
@@ -49,7 +50,7 @@ async def stack(
 
     def configure(cfg: Config) -> Config:
         cfg = listening(cfg, port)
-        chat = cfg.chat.model_copy(update={"channels": {"telegram:42": "backend"}})
+        chat = cfg.chat.model_copy(update={"channels": {"telegram:42": agent}})
         return cfg.model_copy(update={"chat": chat})
 
     async with running_stack(temporal_env.client, tmp_path, voice=voice, configure=configure) as s:
@@ -60,15 +61,28 @@ def _webhook(stack: Stack) -> str:
     return f"{stack.cfg.server.public_url}/webhooks/twilio/voice"
 
 
-async def _ask(stack: Stack) -> str:
+async def _ask(
+    stack: Stack, agent: str, tool_name: str = "Bash", tool_input: dict[str, Any] | None = None
+) -> str:
     opened = await stack.call(
         "approval_open",
         kind="claude-code",
-        agent_id="backend",
-        tool_name="Bash",
-        tool_input={"command": "rm -rf build"},
+        agent_id=agent,
+        tool_name=tool_name,
+        tool_input=tool_input or {"command": "rm -rf build"},
     )
     return str(opened["id"])
+
+
+def _spoken(stack: Stack, call: FakeCall) -> list[str]:
+    """What the call said to the caller, from its transcript; each prompt was spoken by our TTS
+    chain and played from our audio (Twilio's own voice said nothing)."""
+    path = stack.cfg.voice.audio_root() / f"in-{call.sid}" / "transcript.jsonl"
+    turns = [json.loads(line) for line in path.read_text().splitlines()]
+    spoken = [t for t in turns if t["speaker"] == "agent"]
+    assert call.said == [] and len(call.played) == len(spoken)
+    assert all(t["audio"] for t in spoken)
+    return [str(t["text"]) for t in spoken]
 
 
 async def _refusals(stack: Stack, number: str) -> list[Event]:
@@ -77,42 +91,42 @@ async def _refusals(stack: Stack, number: str) -> list[Event]:
 
 
 async def test_the_pin_then_a_pending_request_answered_by_key(
-    stack: Stack, twilio: FakeTwilioCalls
+    stack: Stack, twilio_voice: FakeTwilioCalls, agent: str
 ) -> None:
-    approval = await _ask(stack)
+    approval = await _ask(stack, agent)
 
     async def listed() -> list[Any] | None:
         return (await stack.call("approvals"))["approvals"] or None
 
     await eventually(listed)
-    call = await twilio.incoming(HUMAN, _webhook(stack), [Press(PIN), Press("1"), Press("2")])
-    said = " ".join(call.said)
+    call = await twilio_voice.incoming(HUMAN, _webhook(stack), [Press(PIN), Press("1"), Press("2")])
+    said = " ".join(_spoken(stack, call))
     assert "Enter your PIN" in said
     assert "1 request waiting for you" in said
-    assert "backend asks to run rm -rf build. Press 1 to allow, 2 to deny, 3 to skip." in said
-    assert "Denied. No more requests." in said
+    assert f"{agent} asks to run: rm -rf build. Press 1 to allow, 2 to deny, 3 to skip." in said
+    assert "Done: denied. No more requests." in said
     waited = await stack.call("approval_wait", id=approval, wait_s=5)
     assert (waited["behavior"], waited["decided_via"], waited["decided_by"]) == (
         "deny",
         "call",
         HUMAN,
     )
-    assert twilio.problems == []
+    assert twilio_voice.problems == []
 
 
 async def test_a_spoken_pin_and_a_message_left_for_an_agent(
-    stack: Stack, twilio: FakeTwilioCalls
+    stack: Stack, twilio_voice: FakeTwilioCalls, agent: str
 ) -> None:
-    call = await twilio.incoming(
+    call = await twilio_voice.incoming(
         HUMAN, _webhook(stack), [PIN, Press("3"), Press("1"), "ship it on friday"]
     )
-    said = " ".join(call.said)
-    assert "Which agent? Press 1 for backend." in said
-    assert "Leave your message for backend" in said
-    assert "Your message for backend was sent." in said
+    said = " ".join(_spoken(stack, call))
+    assert f"Which agent? Press 1 for {agent}." in said
+    assert f"Leave your message for {agent}" in said
+    assert f"Your message for {agent} was sent." in said
 
     async def posted() -> Event | None:
-        rows = await stack.store.latest_events("backend", 10)
+        rows = await stack.store.latest_events(agent, 10)
         return next((e for e in rows if e.channel_id == f"phone:{HUMAN}"), None)
 
     message = await eventually(posted)
@@ -120,12 +134,45 @@ async def test_a_spoken_pin_and_a_message_left_for_an_agent(
     assert message.role == "human" and message.status != "rejected"
 
 
-async def test_a_wrong_pin_hears_goodbye_and_is_recorded(
-    stack: Stack, twilio: FakeTwilioCalls
+async def test_a_question_answered_by_its_spoken_option(
+    stack: Stack, twilio_voice: FakeTwilioCalls, agent: str
 ) -> None:
-    approval = await _ask(stack)
-    call = await twilio.incoming(HUMAN, _webhook(stack), [Press("1111"), Press("1"), Press("1")])
-    assert call.said == ["Enter your PIN, then press the pound key.", "Goodbye."]
+    question = {
+        "question": "Which colour?",
+        "header": "Colour",
+        "options": [{"label": "red"}, {"label": "blue"}],
+        "multiSelect": False,
+    }
+    approval = await _ask(stack, agent, "AskUserQuestion", {"questions": [question]})
+
+    async def listed() -> list[Any] | None:
+        return (await stack.call("approvals"))["approvals"] or None
+
+    await eventually(listed)
+    # Twilio hears the words itself (<Gather input="dtmf speech">).
+    call = await twilio_voice.incoming(HUMAN, _webhook(stack), [Press(PIN), Press("1"), "blue"])
+    said = " ".join(_spoken(stack, call))
+    assert (
+        f"{agent} asks: Which colour? Press 1 for red, 2 for blue, or say your answer. "
+        "9 to skip." in said
+    )
+    assert "Done: answered 'blue'. No more requests." in said
+    waited = await stack.call("approval_wait", id=approval, wait_s=5)
+    assert (waited["answer"], waited["decided_via"], waited["decided_by"]) == (
+        "blue",
+        "call",
+        HUMAN,
+    )
+
+
+async def test_a_wrong_pin_hears_goodbye_and_is_recorded(
+    stack: Stack, twilio_voice: FakeTwilioCalls, agent: str
+) -> None:
+    approval = await _ask(stack, agent)
+    call = await twilio_voice.incoming(
+        HUMAN, _webhook(stack), [Press("1111"), Press("1"), Press("1")]
+    )
+    assert _spoken(stack, call) == ["Enter your PIN, then press the pound key.", "Goodbye."]
     assert "hangup" in call.statuses
     [refused] = await _refusals(stack, HUMAN)
     assert refused.error == f"inbound call from {HUMAN} refused: a wrong PIN"
@@ -134,10 +181,11 @@ async def test_a_wrong_pin_hears_goodbye_and_is_recorded(
 
 
 async def test_a_stranger_hears_nothing_and_is_recorded(
-    stack: Stack, twilio: FakeTwilioCalls
+    stack: Stack, twilio_voice: FakeTwilioCalls
 ) -> None:
-    call = await twilio.incoming(STRANGER, _webhook(stack), [Press(PIN)])
-    assert call.said == [] and "reject" in call.statuses
+    call = await twilio_voice.incoming(STRANGER, _webhook(stack), [Press(PIN)])
+    assert call.said == call.played == [] and "reject" in call.statuses
+    assert not (stack.cfg.voice.audio_root() / f"in-{call.sid}").exists()
     [refused] = await _refusals(stack, STRANGER)
     assert "not in voice.inbound.allowed_callers" in (refused.error or "")
 

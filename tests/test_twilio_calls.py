@@ -28,23 +28,14 @@ HUMAN = "+15557654321"
 
 
 @pytest.fixture
-async def twilio() -> AsyncIterator[FakeTwilioCalls]:
-    """Twilio's phone network, for calls: in this module it stands in for the Messages API fake."""
-    fake = FakeTwilioCalls()
-    await fake.server.start()
-    yield fake
-    await fake.stop()
-
-
-@pytest.fixture
 async def stack(
-    temporal_env: WorkflowEnvironment, tmp_path: Path, twilio: FakeTwilioCalls
+    temporal_env: WorkflowEnvironment, tmp_path: Path, twilio_voice: FakeTwilioCalls
 ) -> AsyncIterator[Stack]:
     grammar = write_grammar(tmp_path / "answers.gram")
     voice = VoiceConfig(
         audio_dir=tmp_path / "audio",
         ring_timeout_s=2,
-        phone=twilio_phone(twilio, HUMAN),
+        phone=twilio_phone(twilio_voice, HUMAN),
         stt=STTConfig(provider="local", grammar=grammar),
     )
     port = free_port()
@@ -56,15 +47,15 @@ async def stack(
         yield s
 
 
-def only_call(twilio: FakeTwilioCalls) -> Any:
-    [call] = twilio.calls.values()
+def only_call(twilio_voice: FakeTwilioCalls) -> Any:
+    [call] = twilio_voice.calls.values()
     return call
 
 
 async def test_a_call_of_several_turns_through_twilio(
-    stack: Stack, twilio: FakeTwilioCalls
+    stack: Stack, twilio_voice: FakeTwilioCalls
 ) -> None:
-    twilio.answers = ["yes go ahead", "no wait"]
+    twilio_voice.answers = ["yes go ahead", "no wait"]
     first = await stack.call("call", agent_id="ops", message="Shall I deploy?")
     # The human's recording came back through the webhook and pocketsphinx heard it.
     assert first["response"] == "yes go ahead" and first["status"] == "answered"
@@ -75,9 +66,9 @@ async def test_a_call_of_several_turns_through_twilio(
     assert spoken["success"] is True and spoken["status"] == "played"
     ended = await stack.call("call_end", call_id=call_id, message="Goodbye.")
     assert ended["status"] == "completed" and ended["duration_seconds"] > 0
-    call = only_call(twilio)
+    call = only_call(twilio_voice)
     await asyncio.wait_for(call.done.wait(), 20)
-    assert twilio.problems == []
+    assert twilio_voice.problems == []
     assert call.to == HUMAN and call.from_ == OUR_NUMBER
     # Each turn's words were fetched under a signed URL and were WAV audio: four turns.
     assert len(call.played) == 4
@@ -87,8 +78,8 @@ async def test_a_call_of_several_turns_through_twilio(
     assert row.phone_number == HUMAN
 
 
-async def test_the_human_hangs_up_mid_call(stack: Stack, twilio: FakeTwilioCalls) -> None:
-    twilio.answers = ["ship it on friday", None]
+async def test_the_human_hangs_up_mid_call(stack: Stack, twilio_voice: FakeTwilioCalls) -> None:
+    twilio_voice.answers = ["ship it on friday", None]
     first = await stack.call("call", agent_id="ops", message="When?")
     assert first["response"] == "ship it on friday"
     second = await stack.call("call_say", call_id=first["call_id"], message="Sure?")
@@ -96,54 +87,56 @@ async def test_the_human_hangs_up_mid_call(stack: Stack, twilio: FakeTwilioCalls
 
 
 async def test_no_answer_leaves_the_message_in_the_inbox(
-    stack: Stack, twilio: FakeTwilioCalls
+    stack: Stack, twilio_voice: FakeTwilioCalls
 ) -> None:
-    twilio.scenario = "no-answer"
+    twilio_voice.scenario = "no-answer"
     result = await stack.call("call", agent_id="ops", message="Disk almost full.")
     assert result["status"] == "no-answer" and "inbox" in result["note"]
     [message] = (await stack.call("inbox"))["messages"]
     assert message["payload"]["text"].endswith("Here's my message: Disk almost full.")
 
 
-async def test_an_answering_machine_gets_a_voicemail(stack: Stack, twilio: FakeTwilioCalls) -> None:
-    twilio.scenario = "machine"
+async def test_an_answering_machine_gets_a_voicemail(
+    stack: Stack, twilio_voice: FakeTwilioCalls
+) -> None:
+    twilio_voice.scenario = "machine"
     result = await stack.call("call", agent_id="ops", message="Backup failed.")
     assert result["status"] == "voicemail" and "answering machine" in result["note"]
-    call = only_call(twilio)
+    call = only_call(twilio_voice)
     await asyncio.wait_for(call.done.wait(), 20)
-    assert len(call.played) == 1 and twilio.problems == []  # the message, as a voicemail
+    assert len(call.played) == 1 and twilio_voice.problems == []  # the message, as a voicemail
     [message] = (await stack.call("inbox"))["messages"]  # and sent another way too
     assert message["payload"]["text"].endswith("Backup failed.")
 
 
-async def test_a_busy_line(stack: Stack, twilio: FakeTwilioCalls) -> None:
-    twilio.scenario = "busy"
+async def test_a_busy_line(stack: Stack, twilio_voice: FakeTwilioCalls) -> None:
+    twilio_voice.scenario = "busy"
     result = await stack.call("call", agent_id="ops", message="Ping")
     assert result["status"] == "busy"
 
 
-async def test_forged_webhooks_are_refused(stack: Stack, twilio: FakeTwilioCalls) -> None:
+async def test_forged_webhooks_are_refused(stack: Stack, twilio_voice: FakeTwilioCalls) -> None:
     public = stack.cfg.server.public_url
     assert public is not None
-    form = {"AccountSid": twilio.account_sid, "CallSid": "CA1", "CallStatus": "completed"}
+    form = {"AccountSid": twilio_voice.account_sid, "CallSid": "CA1", "CallStatus": "completed"}
     url = f"{public}/voice/twilio/c_{'0' * 26}/status"
     async with httpx.AsyncClient() as client:
         unsigned = await client.post(url, data=form)
         forged = await client.post(url, data=form, headers={"X-Twilio-Signature": "AAAA"})
         from twilio.request_validator import RequestValidator
 
-        elsewhere = RequestValidator(twilio.auth_token).compute_signature(url + "x", form)
+        elsewhere = RequestValidator(twilio_voice.auth_token).compute_signature(url + "x", form)
         replayed = await client.post(url, data=form, headers={"X-Twilio-Signature": elsewhere})
     assert [r.status_code for r in (unsigned, forged, replayed)] == [403, 403, 403]
 
 
 async def test_media_urls_expire_and_cannot_be_forged(
-    stack: Stack, twilio: FakeTwilioCalls
+    stack: Stack, twilio_voice: FakeTwilioCalls
 ) -> None:
-    twilio.answers = ["yes go ahead"]
+    twilio_voice.answers = ["yes go ahead"]
     first = await stack.call("call", agent_id="ops", message="Check the media.")
     await stack.call("call_end", call_id=first["call_id"])
-    [url] = only_call(twilio).played
+    [url] = only_call(twilio_voice).played
     async with httpx.AsyncClient() as client:
         assert (await client.get(url)).status_code == 200
         forged = url.replace("sig=", "sig=0")
@@ -157,13 +150,15 @@ async def test_media_urls_expire_and_cannot_be_forged(
     assert not signer.check("c_1/001-agent.wav", query["exp"], query["sig"], now=1061.0)
 
 
-async def test_media_urls_outlive_a_gateway_restart(stack: Stack, twilio: FakeTwilioCalls) -> None:
+async def test_media_urls_outlive_a_gateway_restart(
+    stack: Stack, twilio_voice: FakeTwilioCalls
+) -> None:
     """Twilio may fetch a turn's audio after the gateway restarted (or from another gateway of
     the deployment): the URL's key comes from the deployment's key, not from the process."""
-    twilio.answers = ["yes go ahead"]
+    twilio_voice.answers = ["yes go ahead"]
     first = await stack.call("call", agent_id="ops", message="Check the media.")
     await stack.call("call_end", call_id=first["call_id"])
-    [url] = only_call(twilio).played
+    [url] = only_call(twilio_voice).played
     path, _, query_string = url.partition("?")
     name = path.split("/voice/media/", 1)[1]
     query = dict(part.split("=") for part in query_string.split("&"))

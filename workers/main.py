@@ -116,6 +116,7 @@ def build_workers(
                     twilio_calls.update_twilio_call,
                     twilio_calls.end_twilio_call,
                     rungs.fire_rung,
+                    rungs.check_escalation_answered,
                 ],
                 max_cached_workflows=WORKFLOW_CACHE,
                 plugins=[

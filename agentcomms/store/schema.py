@@ -206,4 +206,18 @@ class ApprovalPostRow(Base):
     posted_at: Mapped[datetime]
 
 
+class PhoneCallerRow(Base):
+    """A call coming in, between two of its steps (each a webhook of its own, or a line typed at
+    the local phone): who called, whether the PIN was right, the requests still to offer. Kept
+    here so a gateway restarted mid-call carries the call on."""
+
+    __tablename__ = "phone_callers"
+
+    call: Mapped[str] = mapped_column(String(64), primary_key=True)  # the phone's call id
+    number: Mapped[str] = mapped_column(String(64))
+    admitted: Mapped[int] = mapped_column(Integer)  # 1 once the PIN was right
+    pending: Mapped[list[str]] = mapped_column(JsonType)  # approval ids, in the order offered
+    updated_at: Mapped[datetime]
+
+
 metadata = Base.metadata

@@ -42,6 +42,7 @@ from agentcomms.store.engine import (
     PG_LOCK_CHANNEL_EVENTS,
 )
 from agentcomms.store.guards import Guards
+from agentcomms.store.phone_callers import PhoneCallers
 from agentcomms.store.records import from_row, row_values
 from agentcomms.store.schema import (
     AgentRow,
@@ -62,7 +63,7 @@ def _shown_to_agent() -> ColumnElement[bool]:
     return EventRow.status != "rejected"
 
 
-class Store(ApprovalPosts, ChatSenders, Changes, Directory, Guards):
+class Store(ApprovalPosts, ChatSenders, Changes, Directory, Guards, PhoneCallers):
     """Events, agents, channels and calls in a SQL database (SQLite file or PostgreSQL).
 
     ``store = await Store.open(url)`` (or ``async with await Store.open(url) as store``). The

@@ -42,8 +42,9 @@ class CallInput(BaseModel):
     fallback_message: str = "I tried calling but couldn't reach you. Here's my message: {message}"
     # Non-blocking: the first answer goes to the agent's mailbox instead of a waiting caller.
     notify_mailbox: bool = False
-    # A ladder's call about a permission request: a key pressed (or an answer said) decides it.
+    # A ladder's call about a request: a key pressed (or an answer said) decides it.
     approval_id: str | None = None
+    several_keys: bool = False  # its answer may be several keys, ended by the pound key
     # When the gateway placed it: a copy of a genuine input started long after is refused.
     placed_at: datetime | None = None
     signature: str | None = None  # the deployment's tag over everything above
@@ -142,7 +143,7 @@ class FallbackRequest(BaseModel):
 LineState = Literal["dialing", "ringing", "connected", "ended"]
 LineEventKind = Literal[
     "ringing", "answered", "declined", "busy", "no-answer", "failed", "machine",
-    "played", "heard", "partial", "hangup",
+    "played", "heard", "partial", "hangup", "withdrawn",
 ]  # fmt: skip
 
 
@@ -161,8 +162,9 @@ class Line(BaseModel):
     expect: Literal["answer", "played"] | None = None
     answered_by: str | None = None
     ended_reason: str | None = None
-    # A ladder's call about a permission request: the phone takes a key for the answer.
+    # A ladder's call about a request: the phone takes a key (or several) for the answer.
     approval_id: str | None = None
+    several_keys: bool = False
 
 
 class LineEvent(BaseModel):

@@ -6,6 +6,11 @@ offered it) and Deny; a press sends back ``ap:K7QF:a`` (allow), ``s`` (for the s
 plan Approve (``a``) and Keep planning (``d``). Chats of plain text (SMS, WhatsApp) get a code to reply with: "Reply YES K7QF or NO
 K7QF", ``ALWAYS K7QF`` for the session where offered, and ``NO K7QF`` followed by words that
 the agent reads as the reason. Replies are read in any case.
+
+On a phone (a ladder's call, a call coming in, the local phone) the request is one sentence
+(``asks(…, spoken=True)``) and its :func:`keys`: 1 allow and 2 deny, a plan's 1 approve and 2 keep
+planning, a question's options a digit each (several keyed then #, for a question that takes
+several); a word said is heard as its key, or an option's label (:func:`heard_on_phone`).
 """
 
 from __future__ import annotations
@@ -22,6 +27,32 @@ OPTION_BUTTON = "o"
 ASKED = {"permission": "request", "question": "question", "plan": "plan"}
 # Of a question's answer in words, what a chat's "answered … by" line repeats.
 ANSWER_SHOWN = 200
+# A plan read out on a call is cut here (the terminal and the console show it whole).
+PLAN_SPOKEN_CHARS = 1_000
+# A question's options take the keys from 1 (four at most): this one says it again, or skips.
+QUESTION_AGAIN_KEY = "9"
+# A key, or the word for it, as a person says it on a call (a permission or a plan).
+PHONE_WORDS: dict[str, Behavior] = {
+    "1": "allow",
+    "one": "allow",
+    "allow": "allow",
+    "approve": "allow",
+    "yes": "allow",
+    "2": "deny",
+    "two": "deny",
+    "deny": "deny",
+    "no": "deny",
+}
+NUMBER_WORDS = {
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+}
 # Where an answer came from, as people name it ("allowed by Alice on Telegram").
 SURFACE_NAMES = {
     "telegram": "Telegram",
@@ -133,10 +164,14 @@ def reply_with(request: ApprovalRequest) -> str:
     return line + f". NO {request.id} followed by words tells the agent why."
 
 
-def asks(request: ApprovalRequest) -> str:
+def asks(request: ApprovalRequest, *, spoken: bool = False) -> str:
     """What the request asks, whole: who asks to use what, with its input; the question with its
     options; or the plan. A chat shows it in pieces, attached, or its first part
-    (:mod:`gateway.approval_chats`)."""
+    (:mod:`gateway.approval_chats`). `spoken`: one sentence as a person hears it on a call or
+    reads it in an SMS ("backend asks to run: rm -rf build"), a question's options left to
+    :func:`keys`."""
+    if spoken:
+        return _spoken(request)
     if request.ask == "question":
         options = "\n".join(f"{n}. {o}" for n, o in enumerate(request.options, 1))
         return f"{request.agent_id} asks: {request.question}\n{options}".rstrip()
@@ -156,6 +191,71 @@ def footer(request: ApprovalRequest) -> str:
     if request.ask == "question":  # several options, or words of one's own, by reply
         line += f"\n{reply_with(request)}"
     return line
+
+
+def _spoken(request: ApprovalRequest) -> str:
+    if request.ask == "question":
+        return f"{request.agent_id} asks: {request.question or '?'}"
+    if request.ask == "plan":
+        plan = request.question or ""
+        if len(plan) > PLAN_SPOKEN_CHARS:
+            plan = plan[: PLAN_SPOKEN_CHARS - 1] + "… (the whole plan: agentcomms approvals)"
+        return f"{request.agent_id} asks to carry out its plan: {plan}".strip()
+    if request.tool == "Bash":
+        return f"{request.agent_id} asks to run: {request.input_text}"
+    return f"{request.agent_id} asks to use {request.tool}: {request.input_text}"
+
+
+def keys(request: ApprovalRequest, *, last: str = "hear it again") -> str:
+    """What a phone says after the request: the key for each answer, and the key that does
+    `last` (hear it again on a ladder's call, skip on a call coming in)."""
+    if request.ask == "question":
+        choices = ", ".join(f"{n} for {o}" for n, o in enumerate(request.options, 1))
+        if request.multi:
+            return (
+                f"Press the numbers of your choices, then the pound key: {choices}. Or say "
+                f"them. {QUESTION_AGAIN_KEY} to {last}."
+            )
+        return f"Press {choices}, or say your answer. {QUESTION_AGAIN_KEY} to {last}."
+    if request.ask == "plan":
+        return f"Press 1 to approve, 2 to keep planning, 3 to {last}."
+    return f"Press 1 to allow, 2 to deny, 3 to {last}."
+
+
+@dataclass(frozen=True)
+class PhoneAnswer:
+    """What a key pressed (or a word said) on a call answers: a behavior, and a question's
+    chosen labels."""
+
+    behavior: Behavior
+    answer: str | None = None
+
+
+def heard_on_phone(request: ApprovalRequest, heard: str) -> PhoneAnswer | None:
+    """The answer that keys or words heard on a call give `request`; None for anything else
+    (say it again, or skip): an unclear answer is never taken for one."""
+    text = heard.lower()
+    if request.ask != "question":
+        words = re.findall(r"[a-z0-9]+", text)
+        behavior = PHONE_WORDS.get(words[0]) if words else None
+        return PhoneAnswer(behavior) if behavior is not None else None
+    options = request.options
+    if re.fullmatch(r"[\d\s#*,]+", text):
+        picked = [int(d) for d in re.findall(r"\d", text)]
+    else:
+        numbers = [NUMBER_WORDS[w] for w in re.findall(r"[a-z]+", text) if w in NUMBER_WORDS]
+        named = [
+            n
+            for n, option in enumerate(options, 1)
+            if re.search(rf"(?<![a-z0-9]){re.escape(option.lower())}(?![a-z0-9])", text)
+        ]
+        picked = named or numbers
+    picked = list(dict.fromkeys(picked))
+    if not picked or not all(1 <= n <= len(options) for n in picked):
+        return None
+    if len(picked) > 1 and not request.multi:
+        return None
+    return PhoneAnswer("answer", ", ".join(options[n - 1] for n in sorted(picked)))
 
 
 def said(view: ApprovalView) -> str:

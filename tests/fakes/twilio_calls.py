@@ -62,6 +62,8 @@ class FakeCall:
     twiml: list[str] = field(default_factory=list)  # every document we were given
     redirect_to: str | None = None
     hangup_requested: bool = False
+    # The status our REST update ended it with: "canceled" (while it rang) or "completed".
+    ended_by_update: str | None = None
     woken: asyncio.Event = field(default_factory=asyncio.Event)
     done: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -148,6 +150,7 @@ class FakeTwilioCalls:
         form = await request.form()
         if form.get("Status") in ("completed", "canceled"):
             call.hangup_requested = True
+            call.ended_by_update = str(form["Status"])
         if form.get("Url"):
             call.redirect_to = str(form["Url"])
         call.woken.set()
@@ -193,8 +196,8 @@ class FakeTwilioCalls:
                 return
             if self.scenario == "no-answer":
                 await self._wait(call, call.timeout_s)
-                if not call.hangup_requested:
-                    await self._status(call, "no-answer")
+                # Canceled while it rang, Twilio says so (any other update rings on).
+                await self._status(call, "canceled" if call.hangup_requested else "no-answer")
                 return
             call.status = "in-progress"
             call.started = time.monotonic()

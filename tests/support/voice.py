@@ -77,6 +77,16 @@ async def deepgram() -> AsyncIterator[FakeDeepgram]:
         yield fake
 
 
+@pytest.fixture
+async def twilio_voice() -> AsyncIterator[FakeTwilioCalls]:
+    """Twilio's phone network for calls, out and in (the Messages API fake is chat's
+    `twilio`)."""
+    fake = FakeTwilioCalls()
+    await fake.server.start()
+    yield fake
+    await fake.stop()
+
+
 def twilio_phone(twilio: FakeTwilioCalls, human: str) -> PhoneConfig:
     """The phone through Twilio's fake phone network: our number calls `human`."""
     return PhoneConfig(

@@ -9,7 +9,8 @@ decided it stays a while for the answers that raced it (``APPROVAL_LATE_ANSWERS`
 with its view as its result, which later readers and answers read.
 
 With an escalation ladder, the request climbs it beside the wait (:mod:`workflows.escalation`):
-each rung fires only while nobody has answered, and the `escalation` query lists what each did.
+each rung fires only while nobody has answered, a call it placed is hung up once the request is
+answered elsewhere, and the `escalation` query lists what each did.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ with workflow.unsafe.imports_passed_through():
     from agentcomms.escalation_models import RungRecord
     from agentcomms.workflow_ids import APPROVAL_WORKFLOW
     from workflows.approval.models import ApprovalInput, Decide, Decided, WaitDecided
-    from workflows.escalation.ladder import climb
+    from workflows.escalation.ladder import PlacedCall, climb, hang_up_calls
 
 
 @workflow.defn(name=APPROVAL_WORKFLOW)
@@ -73,6 +74,7 @@ class ApprovalWorkflow:
     async def run(self, input: ApprovalInput) -> ApprovalView:
         request = input.request
         ladder = None
+        calls: list[PlacedCall] = []
         if input.escalation is not None:
             ladder = asyncio.create_task(
                 climb(
@@ -80,6 +82,7 @@ class ApprovalWorkflow:
                     opened_at=self._view.opened_at,
                     answered=lambda: self._view.decision is not None,
                     records=self._rungs,
+                    calls=calls,
                 )
             )
         try:
@@ -104,6 +107,9 @@ class ApprovalWorkflow:
             )
         if ladder is not None:
             await ladder  # it stops at once: the request is decided
+            # A call still ringing (or waiting for a key) about a request answered elsewhere
+            # would only disturb the human now.
+            await hang_up_calls(calls)
         # Only the late answers keep it: a waiting hook has its answer already.
         await workflow.sleep(policies.APPROVAL_LATE_ANSWERS, summary="hear late answers")
         await workflow.wait_condition(workflow.all_handlers_finished)

@@ -19,7 +19,6 @@ with workflow.unsafe.imports_passed_through():
     from agentcomms.search_attributes import AGENT_ID
     from agentcomms.voice.models import (
         AudioRef,
-        CallNotice,
         CallUpdate,
         FallbackRequest,
         Line,
@@ -32,7 +31,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from agentcomms.workflow_ids import CALL_WORKFLOW
     from workflows.activities import failure_cause
-    from workflows.call import activities
+    from workflows.call import activities, outcomes
     from workflows.call.checks import CallRefused, checked_call, checked_line_event
     from workflows.call.models import CallInput, End, Ended, Say, TurnResult, WaitLine
 
@@ -40,12 +39,6 @@ with workflow.unsafe.imports_passed_through():
 CALL_SYSTEM_RING_SLACK_S = 15.0
 # How long after its audio ends a phone may take to say it played it.
 PLAY_SLACK_S = 10.0
-SUMMARY_CHARS = 80
-
-
-def _short(text: str) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= SUMMARY_CHARS else flat[: SUMMARY_CHARS - 1] + "…"
 
 
 @workflow.defn(name=CALL_WORKFLOW)
@@ -53,7 +46,9 @@ class CallWorkflow:
     @workflow.init
     def __init__(self, input: CallInput) -> None:
         self._in = input
-        self._line = Line(**input.model_dump(include={"call_id", "agent_id", "approval_id"}))
+        self._line = Line(
+            **input.model_dump(include={"call_id", "agent_id", "approval_id", "several_keys"})
+        )
         self._status: CallStatus = "dialing"
         self._started_at: datetime = workflow.now()
         self._answered_at: datetime | None = None
@@ -71,6 +66,8 @@ class CallWorkflow:
         self._checked = False  # nothing is acted on before the input's tag checks out
         self._refused: str | None = None  # why the call was refused
         self._checking = asyncio.Lock()  # line events are checked in the order they came
+        # What the call was about was answered elsewhere while it waited for the human.
+        self._withdrawn = False
 
     # ---- the run: place the call, the first turn, then wait for the end ---------------------------
 
@@ -92,7 +89,7 @@ class CallWorkflow:
         self._set_line(state="ringing", say=input.message, audio=first_audio)
         self._status = "ringing"
         ring_s = input.ring_timeout_s
-        if input.system == "twilio":
+        if input.system == "twilio" and self._ring_outcome is None:
             ring_s += CALL_SYSTEM_RING_SLACK_S  # Twilio reports no-answer itself
             await self._place_remote()
         await self._record()
@@ -109,15 +106,17 @@ class CallWorkflow:
         assert outcome is not None
         if outcome.kind != "answered":
             self._first = await self._missed(outcome)
+            if outcome.kind == "withdrawn":
+                await self._end_remote()  # stop the ringing
         else:
             async with self._turns:
                 self._first = await self._exchange(input.message, first_audio, listen=True)
             if input.notify_mailbox:
-                await self._notify(self._first)
+                await outcomes.notify(self._in, self._first)
             remaining = input.max_duration_s - self._elapsed()
             try:
                 await workflow.wait_condition(
-                    lambda: self._ended_at is not None,
+                    lambda: self._ended_at is not None or self._withdrawn,
                     timeout=timedelta(seconds=max(remaining, 0.001)),
                     timeout_summary="maximum call duration",
                 )
@@ -125,6 +124,8 @@ class CallWorkflow:
                 async with self._turns:
                     self._hang_up("completed", "the call reached its maximum duration")
                     await self._end_remote()
+            if self._withdrawn:
+                await self._say_withdrawn()
         # Let turns that were waiting (and phones waiting for the line) see the end.
         await workflow.wait_condition(workflow.all_handlers_finished)
         # End this task before the one that completes the call: a line event arriving then fails
@@ -133,24 +134,23 @@ class CallWorkflow:
         await self._record()
         return self._ended()
 
+    async def _say_withdrawn(self) -> None:
+        """Tell the human it is answered already, then hang up."""
+        words, reason = outcomes.withdrawn(self._in)
+        async with self._turns:
+            if self._ended_at is None:
+                audio = await self._synthesize(words, self._line.turn + 1)
+                await self._exchange(words, audio, listen=False)
+            if self._ended_at is None:
+                self._hang_up("completed", reason)
+                await self._end_remote()
+
     async def _missed(self, outcome: LineEvent) -> TurnResult:
         """Nobody took the call: leave the message another way, and say so."""
-        status: CallStatus = {
-            "declined": "declined",
-            "busy": "busy",
-            "failed": "failed",
-            "machine": "voicemail",
-        }.get(outcome.kind, "no-answer")  # type: ignore[assignment]
-        reason = {
-            "no-answer": f"no answer within {self._in.ring_timeout_s:g} s",
-            "declined": "the call was declined",
-            "busy": "the line was busy",
-            "failed": f"the call failed: {outcome.detail or 'no reason given'}",
-            "machine": "an answering machine picked up",
-        }.get(outcome.kind, outcome.kind)
+        status, reason = outcomes.missed(outcome, self._in)
         self._hang_up(status, reason)
         note = reason
-        if self._in.fallback:
+        if self._in.fallback and outcome.kind != "withdrawn":
             where = await workflow.execute_local_activity(
                 activities.send_call_fallback,
                 FallbackRequest(call=self._in),
@@ -163,7 +163,7 @@ class CallWorkflow:
             call_id=self._in.call_id, status=status, success=False, timed_out=False, note=note
         )
         if self._in.notify_mailbox:
-            await self._notify(result)
+            await outcomes.notify(self._in, result)
         return result
 
     # ---- turns ------------------------------------------------------------------------------------
@@ -221,18 +221,26 @@ class CallWorkflow:
         """A checked event. Events of another turn, or after the end, are ignored."""
         if self._ended_at is not None:
             return
+        if event.kind == "withdrawn" and self._line.state == "dialing":
+            self._ring_outcome = event  # withdrawn before it rang: it never will
+            return
         if self._ring_outcome is None and self._line.state == "ringing":
             if event.kind == "answered":
                 self._ring_outcome = event
                 self._answered_at = workflow.now()
                 self._status = "in-progress"
                 self._set_line(state="connected", answered_by=event.phone_id)
-            elif event.kind in ("declined", "busy", "no-answer", "failed", "machine", "hangup"):
+            elif event.kind in outcomes.RING_ENDS:
                 self._ring_outcome = event if event.kind != "hangup" else LineEvent(kind="declined")
             return
         if self._line.state != "connected":
             return
-        if event.kind == "hangup":
+        if event.kind == "withdrawn":
+            # Only a turn still waiting for the human: one the human has just answered here is
+            # being decided, and a goodbye being said ends the call anyway.
+            waiting = self._line.expect == "answer" and self._line.turn not in self._heard
+            self._withdrawn = self._withdrawn or waiting
+        elif event.kind == "hangup":
             self._hang_up("completed", "the human hung up")
         elif event.turn == self._line.turn:
             if event.kind == "heard":
@@ -282,7 +290,7 @@ class CallWorkflow:
 
         def answered() -> bool:
             done = turn in self._heard if listen else turn in self._played
-            return done or self._ended_at is not None
+            return done or self._ended_at is not None or (listen and self._withdrawn)
 
         try:
             await workflow.wait_condition(
@@ -308,7 +316,10 @@ class CallWorkflow:
                 result.response, note = await self._transcribe(heard.audio)
         else:
             result.response = self._partial.get(turn, "")
-            if timed_out:
+            if self._withdrawn:
+                result.status, result.success = "withdrawn", False
+                note = f"{outcomes.withdrawn(self._in)[1]} before the human answered"
+            elif timed_out:
                 result.status, result.timed_out = "timed-out", True
                 note = f"no answer within {self._in.transcript_timeout_s:g} s; " + (
                     "this is what was heard so far" if result.response else "nothing was heard"
@@ -350,7 +361,7 @@ class CallWorkflow:
                     ),
                     start_to_close_timeout=policies.SPEECH_TIMEOUT,
                     retry_policy=policies.SPEECH_RETRY,
-                    summary=f'say ({provider}): "{_short(text)}"',
+                    summary=f'say ({provider}): "{outcomes.short(text)}"',
                 )
                 return audio
             except (ActivityError, ApplicationError) as exc:
@@ -469,7 +480,7 @@ class CallWorkflow:
             duration_seconds=self._duration() if self._ended_at else None,
             error=self._end_reason if self._status in ("failed",) else None,
         )
-        what = [f'{t.speaker}: "{_short(t.text)}"' for t in turns or []]
+        what = [f'{t.speaker}: "{outcomes.short(t.text)}"' for t in turns or []]
         writing = workflow.start_local_activity(
             activities.record_call,
             CallUpdate(call=record, turns=turns or []),
@@ -481,18 +492,6 @@ class CallWorkflow:
             await writing
         else:
             self._recording = writing
-
-    async def _notify(self, result: TurnResult) -> None:
-        """Hand a turn's outcome to the agent's mailbox (typed into its pane, check_messages)."""
-        told = result.model_dump(include={"turn", "response", "note", "timed_out", "status"})
-        notice = CallNotice(call=self._in, **told)
-        await workflow.execute_local_activity(
-            activities.post_call_answer,
-            notice,
-            start_to_close_timeout=policies.CALL_ANSWER_TIMEOUT,
-            retry_policy=policies.CALL_ANSWER_RETRY,
-            summary=f'to {self._in.agent_id}\'s mailbox: "{_short(notice.text())}"',
-        )
 
     async def _first_turn(self) -> None:
         await workflow.wait_condition(lambda: self._first is not None or self._refused is not None)

@@ -5,12 +5,15 @@ hours unless the request overrides them), then fires only if nobody has answered
 answer is the workflow's own state, so an answer on any surface stops the ladder at once. What a
 rung does (an SMS, a call placed) runs as the local activity ``fire_rung``, which acts only on the
 ladder the gateway signed; a call rung's call is this workflow's child. Every rung leaves a
-:class:`RungRecord` for `trace`.
+:class:`RungRecord` for `trace`. Once the request is answered, :func:`hang_up_calls` hangs up a
+call of its ladder that still rings or still waits for the human's answer, and its rung's record
+says how the call ended.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from temporalio import workflow
@@ -19,10 +22,23 @@ from temporalio.exceptions import ActivityError, ApplicationError
 with workflow.unsafe.imports_passed_through():
     from agentcomms import policies
     from agentcomms.escalation_models import Escalation, RungRecord, RungStep
+    from agentcomms.voice.models import LineEvent
     from agentcomms.workflow_ids import call_workflow_id
     from workflows.activities import failure_cause
     from workflows.call import CallWorkflow, Ended
     from workflows.escalation import activities
+
+# How long a request's workflow waits, once answered, for its ladder's calls to end.
+CALLS_END_WAIT = timedelta(minutes=2)
+
+
+@dataclass
+class PlacedCall:
+    """A call a rung placed: the child, its rung's record, and its signed "withdrawn"."""
+
+    handle: workflow.ChildWorkflowHandle[CallWorkflow, Ended]
+    record: RungRecord
+    withdraw: LineEvent | None
 
 
 async def climb(
@@ -31,7 +47,7 @@ async def climb(
     opened_at: datetime,
     answered: Callable[[], bool],
     records: list[RungRecord],
-    calls: list[workflow.ChildWorkflowHandle[CallWorkflow, Ended]] | None = None,
+    calls: list[PlacedCall] | None = None,
 ) -> None:
     """Fire the ladder's rungs in turn until one is answered; `records` grows as it goes, and
     `calls` with the calls its rungs placed."""
@@ -73,7 +89,7 @@ async def _fire(
     *,
     due: datetime,
     held: datetime | None,
-    calls: list[workflow.ChildWorkflowHandle[CallWorkflow, Ended]] | None,
+    calls: list[PlacedCall] | None,
 ) -> RungRecord:
     rung = escalation.rungs[n]
     record = RungRecord(
@@ -115,5 +131,31 @@ async def _fire(
             static_summary=f"escalation call for {escalation.kind} {escalation.subject_id}",
         )
         if calls is not None:
-            calls.append(placed)
+            calls.append(PlacedCall(placed, record, result.withdraw))
     return record
+
+
+async def hang_up_calls(calls: list[PlacedCall]) -> None:
+    """The request was answered: each call its ladder placed is withdrawn (a call still ringing
+    is canceled; one waiting for the human's answer says so and hangs up; one where the human
+    just answered ends on its own), and its rung's record tells how it ended."""
+    for placed in calls:
+        if placed.withdraw is None or placed.handle.done():
+            continue
+        try:
+            await placed.handle.signal(CallWorkflow.line_event, placed.withdraw)
+        except Exception as exc:  # it ended in the meantime
+            workflow.logger.info("call %s not withdrawn: %s", placed.handle.id, exc)
+    for placed in calls:
+        try:
+            await workflow.wait_condition(
+                placed.handle.done, timeout=CALLS_END_WAIT, timeout_summary="the call's end"
+            )
+            ended = placed.handle.result()
+        except TimeoutError:
+            placed.record.detail += "; the call was still up after the answer"
+            continue
+        except Exception as exc:  # the call failed: its own history says why
+            placed.record.detail += f"; the call failed: {exc}"
+            continue
+        placed.record.detail += f"; the call ended ({ended.status}): {ended.reason}"

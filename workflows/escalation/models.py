@@ -7,13 +7,11 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from agentcomms.escalation_models import Escalation
+    from agentcomms.escalation_models import EscalationAnswered as Answered
 
 
 class EscalationInput(BaseModel):
     escalation: Escalation  # signed by the gateway
 
 
-class Answered(BaseModel):
-    """The human wrote to the agent (anywhere): the ladder has done its work."""
-
-    via: str  # the surface: telegram, sms, cli, …
+__all__ = ["Answered", "EscalationInput"]

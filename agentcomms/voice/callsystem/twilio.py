@@ -240,8 +240,10 @@ class TwilioVoiceReceiver:
                     # A key pressed while (or just after) the words play is the answer; with
                     # none, the spoken answer is recorded as in any turn.
                     digits = call_url(self._public_url, call_id, "digits", turn=line.turn)
+                    # Several keys (a question's choices) end with the pound key.
+                    keys = 'finishOnKey="#"' if line.several_keys else 'numDigits="1"'
                     words = (
-                        f'<Gather input="dtmf" numDigits="1" timeout="{KEY_WAIT_S}" '
+                        f'<Gather input="dtmf" {keys} timeout="{KEY_WAIT_S}" '
                         f'action={quoteattr(digits)} method="POST">{words}</Gather>'
                     )
                 return _xml(
