@@ -156,10 +156,16 @@ class ApprovalChats:
         for provider, chat in self._chats(request.agent_id):
             try:
                 message_id = await self._post(provider, chat, request)
-                post = ApprovalPost(provider=provider, chat_id=chat, message_id=message_id)
-                await self._store.record_approval_post(request.id, post, utcnow())
             except Exception as exc:
                 log.warning("approval %s: not posted to %s:%s: %s", request.id, provider, chat, exc)
+                continue
+            post = ApprovalPost(provider=provider, chat_id=chat, message_id=message_id)
+            try:
+                await self._store.record_approval_post(request.id, post, utcnow())
+            except Exception as exc:  # the request stands; only its edit, once decided, is lost
+                log.warning(
+                    "approval %s: %s:%s's post not recorded: %s", request.id, provider, chat, exc
+                )
         if (decided := self._decided.get(request.id)) is not None:
             await self._settle(decided)
 
@@ -179,7 +185,12 @@ class ApprovalChats:
 
     async def _settle(self, view: ApprovalView) -> None:
         r = view.request
-        for post in await self._store.take_approval_posts(r.id):
+        try:
+            posts = await self._store.take_approval_posts(r.id)
+        except Exception as exc:  # kept: a later settle (the hook's wait, a restart) takes them
+            log.warning("approval %s: the chats' posts could not be read: %s", r.id, exc)
+            return
+        for post in posts:
             provider, chat = post.provider, post.chat_id
             sender = self._sender(provider)
             try:

@@ -1,7 +1,8 @@
 """Questions and plans through the gateway, as Claude Code's hook opens them: a question
 (`AskUserQuestion`) is one approval per question, listed with its options and answered with
 `agentcomms answer` by label, number or words; the hook hands the answers back in the tool's
-`updatedInput`. A plan (`ExitPlanMode`) is approved or sent back with the human's reason."""
+`updatedInput`. A plan (`ExitPlanMode`) is approved or sent back with the human's reason, and
+listed whole however long."""
 
 from __future__ import annotations
 
@@ -182,3 +183,18 @@ async def test_inbox_follow_shows_a_question_with_its_options(stack: Stack, tmp_
         line = (await asyncio.wait_for(output.readline(), 30)).decode()
         assert f"{agent} asks: Which colour? (1. red / 2. blue / 3. green)" in line
         assert f"agentcomms answer {opened['id']}" in line
+
+
+async def test_the_terminal_lists_a_long_plan_whole(stack: Stack, tmp_path: Path) -> None:
+    """The chats that show a plan's start send the human here for the rest of it."""
+    steps = "\n".join(f"{n}. Move module {n} behind the new interface." for n in range(150))
+    opened = await stack.call(
+        "approval_open",
+        kind="claude-code",
+        agent_id=stack.agent_id(),
+        tool_name="ExitPlanMode",
+        tool_input={"plan": f"# Plan\n{steps}\nLast: celebrate"},
+    )
+    listing = await cli(cli_home(tmp_path, stack), "approvals")
+    assert listing.returncode == 0, listing.stderr
+    assert opened["id"] in listing.stdout and "celebrate" in listing.stdout

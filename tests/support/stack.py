@@ -60,11 +60,13 @@ class Stack:
         """A request on the gateway socket, as the CLI and MCP servers make them; its result."""
         return await self.rpc.call(method, **params)
 
-    async def restart_gateway(self) -> None:
-        """The gateway stopped and started afresh, as a new process: all it held in memory is
-        gone; Temporal, the projection and the worker stay. The socket client connects again."""
+    async def restart_gateway(self, *, down_s: float = 0) -> None:
+        """The gateway stopped and, `down_s` later, started afresh, as a new process: all it
+        held in memory is gone; Temporal, the projection and the worker stay. The socket client
+        connects again."""
         await self.gateway.close()
         await self.rpc.close()
+        await asyncio.sleep(down_s)
         self.gateway = Gateway(self.cfg, self.client, self.store, host=self.host)
         await self.gateway.start()
         self.rpc = GatewayClient(self.cfg.server.socket())
