@@ -195,9 +195,6 @@ async def test_an_urgent_reply_rings_the_local_phone(
 async def test_a_call_coming_in_goes_on_across_a_gateway_restart(
     temporal_env: WorkflowEnvironment, tmp_path: Path
 ) -> None:
-    from agentcomms.client import GatewayClient
-    from gateway.service import Gateway
-
     async with running_stack(temporal_env.client, tmp_path) as stack:
         agent = stack.agent_id("dial-restart")
         opened = await stack.call(
@@ -218,19 +215,14 @@ async def test_a_call_coming_in_goes_on_across_a_gateway_restart(
             "phone_dial_answer", call=dialled["call"], step=dialled["step"], text="1"
         )
         assert f"{agent} asks to run: make deploy." in offered["words"]
-        await stack.rpc.close()
-        await stack.gateway.close()  # as `agentcomms up` stopping, mid-call
-        stack.gateway = Gateway(stack.cfg, stack.client, stack.store, host=stack.host)
-        await stack.gateway.start()
-        async with GatewayClient(stack.cfg.server.socket()) as rpc:
-            after = await rpc.call(
-                "phone_dial_answer",
-                call=dialled["call"],
-                step=offered["step"],
-                query=offered["query"],
-                text="1",
-            )
-            assert after["words"].startswith("Done: allowed. No more requests.")
-            waited = await rpc.call("approval_wait", id=opened["id"], wait_s=5)
-            assert (waited["behavior"], waited["decided_via"]) == ("allow", "call")
-        await stack.gateway.close()
+        await stack.restart_gateway()  # as `agentcomms up` stopping and starting, mid-call
+        after = await stack.call(
+            "phone_dial_answer",
+            call=dialled["call"],
+            step=offered["step"],
+            query=offered["query"],
+            text="1",
+        )
+        assert after["words"].startswith("Done: allowed. No more requests.")
+        waited = await stack.call("approval_wait", id=opened["id"], wait_s=5)
+        assert (waited["behavior"], waited["decided_via"]) == ("allow", "call")
