@@ -11,6 +11,7 @@ hears and does is :mod:`gateway.phone_menu`'s; here each of its prompts becomes 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from xml.sax.saxutils import escape, quoteattr
 
@@ -70,13 +71,12 @@ class InboundCalls:
             return PlainTextResponse("forbidden: bad or missing X-Twilio-Signature", 403)
         step = request.path_params["step"]
         query = dict(request.query_params)
+        call, audio = form.get("CallSid", ""), None
         if step == "message":
-            heard = await self._transcribe(form.get("RecordingUrl", ""))
+            heard, audio = await self._transcribe(call, form.get("RecordingUrl", ""))
         else:
             heard = form.get("Digits") or form.get("SpeechResult") or ""
-        return self._twiml(
-            await self._menu.answer(form.get("CallSid", ""), step, heard, query=query)
-        )
+        return self._twiml(await self._menu.answer(call, step, heard, query=query, audio=audio))
 
     def _twiml(self, prompt: Prompt) -> Response:
         if prompt.expect == "end":
@@ -99,18 +99,23 @@ class InboundCalls:
             "<Hangup/>",
         )
 
-    async def _transcribe(self, url: str) -> str:
-        """The recording's words, by the STT chain (the first provider that hears them)."""
+    async def _transcribe(self, call: str, url: str) -> tuple[str, str | None]:
+        """The recording's words, by the STT chain (the first provider that hears them), and
+        where its sound is kept (the console plays it)."""
         phone = self._phone
         if not url.startswith((phone.base_url or TWILIO_API).rstrip("/")):
-            return ""
+            return "", None
         assert phone.account_sid is not None and phone.auth_token is not None
         async with httpx.AsyncClient(timeout=30) as client:
             got = await client.get(
                 url + ".wav", auth=(phone.account_sid, phone.auth_token.get_secret_value())
             )
         if got.status_code != 200:
-            return ""
+            return "", None
+        kept = None
+        if (name := self._menu.recording_name(call)) is not None:
+            with contextlib.suppress(ValueError, OSError):  # a call id no file may be named by
+                kept = self._menu.audio.write(name, got.content).name
         for provider in stt_chain(self._cfg):
             try:
                 text = await stt_provider(provider, self._cfg).transcribe(got.content, "audio/wav")
@@ -118,5 +123,5 @@ class InboundCalls:
                 log.warning("inbound message: %s did not hear it: %s", provider, exc)
                 continue
             if text.strip():
-                return text.strip()
-        return ""
+                return text.strip(), kept
+        return "", kept

@@ -3,6 +3,10 @@ requests one by one (1 allow, 2 deny, 3 skip, by key or word, decided through th
 decide path, `via` call), the agents' last replies, and a message for an agent, posted to its
 mailbox like a chat message (``[phone call from +1555…] …``).
 
+Each call in is a call in the projection (``direction: in``, the phone's call id), with its
+transcript beside the other calls' (what the menu said, what the caller answered, a PIN never
+written) and a recorded message's sound, so the console lists it with the calls out.
+
 Each step is a :class:`Prompt` (the words, and what answer it waits for); the phone (Twilio's
 webhooks in :mod:`gateway.inbound_calls`, the local phone's `agentcomms phone --dial` through the
 socket) says it and hands back the answer. A call's progress (who called, whether the PIN was
@@ -17,6 +21,7 @@ import re
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, StringConstraints
@@ -24,8 +29,10 @@ from pydantic import Field, StringConstraints
 from agentcomms.approval_models import Behavior
 from agentcomms.config import Config
 from agentcomms.ids import new_event_id
-from agentcomms.models import Event, utcnow
+from agentcomms.models import CallRecord, Event, utcnow
 from agentcomms.store import Store
+from agentcomms.voice.audio import AudioStore, turn_audio_name
+from agentcomms.voice.models import TurnRecord
 from gateway.approval_calls import heard_answer
 from gateway.params import Params
 from workflows.approval.models import Decided
@@ -52,6 +59,8 @@ class Caller:
     number: str
     admitted: bool = False
     pending: list[str] = field(default_factory=list)  # approval ids still to offer
+    started_at: datetime = field(default_factory=utcnow)
+    turn: int = 0  # the prompt being answered, in the call's transcript
 
 
 def _end(words: str = "Goodbye.") -> Prompt:
@@ -68,23 +77,45 @@ class PhoneMenu:
         self._decide = decide
         self._post = post
         self._calls: dict[str, Caller] = {}
+        self.audio = AudioStore(cfg.voice.audio_root())
 
     async def start(self, call: str, number: str, *, admitted: bool = False) -> Prompt:
         """A call from `number` comes in: the PIN first, unless the phone admitted it already
         (the local phone is the machine's own)."""
         caller = self._calls[call] = Caller(number=number)
         if not admitted:
-            return Prompt("Enter your PIN, then press the pound key.", "pin", "pin")
-        return await self._admit(caller)
+            prompt = Prompt("Enter your PIN, then press the pound key.", "pin", "pin")
+        else:
+            prompt = await self._admit(caller)
+        return await self._told(call, caller, prompt)
 
     async def answer(
-        self, call: str, step: str, heard: str, *, query: dict[str, str] | None = None
+        self,
+        call: str,
+        step: str,
+        heard: str,
+        *,
+        query: dict[str, str] | None = None,
+        audio: str | None = None,
     ) -> Prompt:
-        """The answer to the prompt of `step`: the next prompt."""
+        """The answer to the prompt of `step` (`audio`: the recording it was heard in, in the
+        audio directory): the next prompt."""
         caller = self._calls.get(call)
         if caller is None:
             return _end("This call is not known here any more. Goodbye.")
-        query = query or {}
+        said = "(a PIN)" if step == "pin" else heard
+        self._transcribed(call, caller, "human", said, audio=audio)
+        prompt = await self._next(call, caller, step, heard, query or {})
+        return await self._told(call, caller, prompt)
+
+    def recording_name(self, call: str) -> str | None:
+        """Where the caller's recorded answer to the current prompt is kept."""
+        caller = self._calls.get(call)
+        return turn_audio_name(call, caller.turn, "human") if caller else None
+
+    async def _next(
+        self, call: str, caller: Caller, step: str, heard: str, query: dict[str, str]
+    ) -> Prompt:
         if step == "pin":
             return await self._pin(call, caller, heard)
         if not caller.admitted:
@@ -101,6 +132,38 @@ class PhoneMenu:
 
     def hung_up(self, call: str) -> None:
         self._calls.pop(call, None)
+
+    # ---- the call's record -------------------------------------------------------------------
+
+    async def _told(self, call: str, caller: Caller, prompt: Prompt) -> Prompt:
+        """The prompt, once it is in the call's transcript and the call's row says how far the
+        call is (over once the prompt hangs up)."""
+        caller.turn += 1
+        self._transcribed(call, caller, "menu", prompt.words)
+        over = prompt.expect == "end"
+        now = utcnow()
+        await self._store.upsert_call(
+            CallRecord(
+                id=call,
+                agent_id="",
+                status="completed" if over else "in-progress",
+                direction="in",
+                phone_number=caller.number,
+                started_at=caller.started_at,
+                ended_at=now if over else None,
+                duration_seconds=(now - caller.started_at).total_seconds() if over else None,
+                transcript_ref=self.audio.transcript_ref(call),
+            )
+        )
+        return prompt
+
+    def _transcribed(
+        self, call: str, caller: Caller, speaker: str, text: str, *, audio: str | None = None
+    ) -> None:
+        turn = TurnRecord.model_validate(
+            {"turn": caller.turn, "speaker": speaker, "text": text, "at": utcnow(), "audio": audio}
+        )
+        self.audio.append_turns(call, [turn])
 
     # ---- steps ----------------------------------------------------------------------------------
 

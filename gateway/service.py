@@ -130,9 +130,13 @@ class Gateway:
 
     async def start_console(self) -> None:
         """The local web console, on loopback (`console.port`)."""
+        from agentcomms.voice.audio import AudioStore
         from gateway.console import Console
 
-        console = Console(self.cfg.console, self.store, self.methods, self.approvals, self.mailbox)
+        audio = AudioStore(self.cfg.voice.audio_root())
+        console = Console(
+            self.cfg.console, self.store, self.methods, self.approvals, self.mailbox, audio
+        )
         await console.start()
         self.console = console
         self.methods.console_address = console.address

@@ -16,6 +16,7 @@ from temporalio.testing import WorkflowEnvironment
 from agentcomms.config import Config, STTConfig, VoiceConfig
 from agentcomms.config.voice import InboundConfig
 from agentcomms.models import Event
+from agentcomms.voice.audio import AudioStore
 from tests.fakes.serve import free_port
 from tests.fakes.twilio_calls import FakeTwilioCalls, Press
 from tests.support.stack import Stack, running_stack
@@ -118,6 +119,15 @@ async def test_a_spoken_pin_and_a_message_left_for_an_agent(
     message = await eventually(posted)
     assert message.text == f"[phone call from {HUMAN}] ship it on friday"
     assert message.role == "human" and message.status != "rejected"
+    # The call is kept like a call out: its row, its transcript (never the PIN), the recording.
+    row = await stack.store.get_call(call.sid)
+    assert row is not None and (row.direction, row.phone_number) == ("in", HUMAN)
+    audio = AudioStore(stack.cfg.voice.audio_root())
+    turns = audio.transcript(call.sid)
+    assert [t.text for t in turns if t.speaker == "human"][:2] == ["(a PIN)", "3"]
+    assert not any(PIN in t.text for t in turns)
+    left = next(t for t in turns if t.text == "ship it on friday")
+    assert left.audio is not None and audio.read(left.audio)[:4] == b"RIFF"
 
 
 async def test_a_wrong_pin_hears_goodbye_and_is_recorded(

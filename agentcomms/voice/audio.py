@@ -8,11 +8,17 @@ workflows carry only the names. Both resolve a name under the same directory
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import wave
+from collections.abc import Iterable
 from pathlib import Path
 
-from agentcomms.voice.models import AudioRef, check_audio_name
+from pydantic import ValidationError
+
+from agentcomms.voice.models import AudioRef, TurnRecord, check_audio_name
+
+TRANSCRIPT = "transcript.jsonl"
 
 
 class AudioStore:
@@ -44,6 +50,35 @@ class AudioStore:
 
     def read(self, name: str) -> bytes:
         return self.path(name).read_bytes()
+
+    def transcript_ref(self, call_id: str) -> str:
+        return f"{call_id}/{TRANSCRIPT}"
+
+    def append_turns(self, call_id: str, turns: Iterable[TurnRecord]) -> None:
+        """Append turns to the call's transcript, each (turn, speaker) once: a retried write
+        (the writer died after writing, before saying so) appends nothing twice."""
+        path = self.root / self.transcript_ref(call_id)
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        written = {(t.turn, t.speaker) for t in self.transcript(call_id)}
+        with path.open("a", encoding="utf-8") as out:
+            if out.tell() and not path.read_bytes().endswith(b"\n"):
+                out.write("\n")  # after a line a crash cut short
+            for turn in turns:
+                if (turn.turn, turn.speaker) in written:
+                    continue
+                out.write(json.dumps(turn.model_dump(mode="json"), ensure_ascii=False) + "\n")
+
+    def transcript(self, call_id: str) -> list[TurnRecord]:
+        """The call's turns as written, in order; a line a crash cut short is left out."""
+        try:
+            lines = (self.root / self.transcript_ref(call_id)).read_text("utf-8").splitlines()
+        except (FileNotFoundError, ValueError):
+            return []
+        turns = []
+        for line in lines:
+            with contextlib.suppress(ValueError, ValidationError):
+                turns.append(TurnRecord.model_validate_json(line))
+        return turns
 
 
 def wav_duration(path: Path) -> float:

@@ -21,6 +21,7 @@ from urllib.parse import parse_qs
 
 from starlette.requests import Request
 from starlette.responses import (
+    FileResponse,
     HTMLResponse,
     JSONResponse,
     PlainTextResponse,
@@ -36,11 +37,13 @@ from agentcomms.errors import RpcError
 from agentcomms.ids import check_agent_id
 from agentcomms.models import LOCAL_CHANNEL, Event
 from agentcomms.store import Store
+from agentcomms.voice.audio import AudioStore
+from agentcomms.voice.models import check_audio_name
 from gateway.approvals import ApprovalMethods
 from gateway.console import pages
 from gateway.console.access import COOKIE, CSRF_FIELD, Access
 from gateway.console.feed import Change, Feed
-from gateway.hosts import hosts_down
+from gateway.hosts import HostWatch, hosts_down
 from gateway.methods import Methods, agent_json
 from gateway.protocol import INVALID_PARAMS
 from workflows.mailbox.client import Mailbox
@@ -62,6 +65,7 @@ BEHAVIORS: dict[str, Behavior] = {
     "answer": "answer",
 }
 TIMELINE = 100
+CALLS = 50
 # A page's stream says it is alive this often, so proxies and browsers keep it open for days.
 KEEPALIVE_S = 15.0
 SENT_WAIT_S = 20.0
@@ -78,7 +82,11 @@ class ConsoleApp:
         methods: Methods,
         approvals: ApprovalMethods,
         mailbox: Mailbox,
+        audio: AudioStore,
+        hosts: HostWatch,
     ) -> None:
+        self._audio = audio
+        self._hosts = hosts
         self._access = access
         self._feed = feed
         self._methods = methods
@@ -92,6 +100,9 @@ class ConsoleApp:
             Route("/", self.home),
             Route("/agents/{agent_id}", guarded(self.agent_page)),
             Route("/inbox", guarded(self.inbox_page)),
+            Route("/calls", guarded(self.calls_page)),
+            Route("/calls/{call_id}/audio/{file}", guarded(self.call_audio)),
+            Route("/hosts", guarded(self.hosts_page)),
             Route("/doctor", guarded(self.doctor_page)),
             Route("/trace/{event_id}", guarded(self.trace_page)),
             Route("/stream", guarded(self.stream)),
@@ -152,17 +163,23 @@ class ConsoleApp:
     # ---- pages ------------------------------------------------------------------------------
 
     async def agents_page(self, request: Request) -> Response:
+        # The stream replays from here, so every read after it is at least this new.
         seq = await self._store.last_seq()
-        listed = (await self._methods.dispatch("agents", {"include_offline": True}))["agents"]
-        last = await self._store.last_event_times()
-        replies = await self._store.last_replies()
+        # Independent reads (the projection's, Temporal's) wait side by side, not in turn.
+        agents, last, replies, approvals = await asyncio.gather(
+            self._methods.dispatch("agents", {"include_offline": True}),
+            self._store.last_event_times(),
+            self._store.last_replies(),
+            self._approvals.open_views(),
+        )
+        listed = agents["agents"]
         html = pages.render(
             "agents.html",
             agents=listed,
             hosts_down=hosts_down(listed),
             last_events={a: pages.clock(t) for a, t in last.items()},
             last_replies={a: pages.reply_text(e) for a, e in replies.items()},
-            approvals=await self._approvals.open_views(),
+            approvals=approvals,
             **self._page_context(seq),
         )
         return _page(html)
@@ -196,6 +213,32 @@ class ConsoleApp:
             **self._page_context(seq, inbox=True),
         )
         return _page(html)
+
+    async def calls_page(self, request: Request) -> Response:
+        """The newest calls, out and in, each with its transcript and its sound, turn by turn."""
+        calls = await self._store.list_calls(limit=CALLS)
+        shown = [(c, self._audio.transcript(c.id)) for c in calls]
+        return _page(pages.render("calls.html", calls=shown, **self._page_context(None)))
+
+    async def call_audio(self, request: Request) -> Response:
+        """One sound of one call, from the audio directory (the call must be in the projection,
+        and the name can never leave the directory)."""
+        call_id, file = request.path_params["call_id"], request.path_params["file"]
+        try:
+            name = check_audio_name(f"{call_id}/{file}")
+        except ValueError:
+            return _said("not a call's sound", 404)
+        path = self._audio.path(name)
+        if await self._store.get_call(call_id) is None or not path.is_file():
+            return _said(f"no sound {name!r}; the calls page lists them", 404)
+        media = "audio/mpeg" if path.suffix == ".mp3" else "audio/wav"
+        return FileResponse(path, media_type=media, headers=HEADERS)
+
+    async def hosts_page(self, request: Request) -> Response:
+        """Each host: whether a worker polls its queue, its agents, what waits for them."""
+        agents = await self._store.list_agents(include_offline=True)
+        hosts = await self._hosts.survey(agents)
+        return _page(pages.render("hosts.html", hosts=hosts, **self._page_context(None)))
 
     async def doctor_page(self, request: Request) -> Response:
         """`agentcomms doctor`'s checks, run now, one line each with what to do."""
