@@ -441,3 +441,14 @@ async def test_the_hosts_page_shows_which_hosts_have_a_worker_polling(
     await expect(away.locator('[data-field="worker"]')).to_have_text(
         re.compile(r"^(down since|not polling)")
     )
+
+
+def test_an_agents_row_escapes_what_its_hooks_and_replies_said() -> None:
+    from gateway.console import pages
+
+    said = "<img src=x onerror=alert(1)>"
+    agent = {"id": "a-1", "state": "waiting", "waiting_for": said, "status": "online",
+             "host": "h", "pending": 2}  # fmt: skip
+    row = str(pages.agent_rows([agent], {"a-1": "12:00:00"}, {"a-1": said}))
+    assert "<img" not in row and row.count("&lt;img src=x onerror=alert(1)&gt;") == 2
+    assert 'data-field="state">waiting (&lt;img' in row and 'data-field="pending">2<' in row

@@ -176,9 +176,12 @@ class ConsoleApp:
         html = pages.render(
             "agents.html",
             agents=listed,
+            rows=pages.agent_rows(
+                listed,
+                {a: pages.clock(t) for a, t in last.items()},
+                {a: pages.reply_text(e) for a, e in replies.items()},
+            ),
             hosts_down=hosts_down(listed),
-            last_events={a: pages.clock(t) for a, t in last.items()},
-            last_replies={a: pages.reply_text(e) for a, e in replies.items()},
             approvals=approvals,
             **self._page_context(seq),
         )
