@@ -42,7 +42,7 @@ from agentcomms.voice.models import check_audio_name
 from gateway.approvals import ApprovalMethods
 from gateway.console import pages
 from gateway.console.access import COOKIE, CSRF_FIELD, Access
-from gateway.console.feed import Change, Feed
+from gateway.console.feed import LATE_SEQS, Change, Feed
 from gateway.hosts import HostWatch, hosts_down
 from gateway.methods import Methods, agent_json
 from gateway.protocol import INVALID_PARAMS
@@ -333,7 +333,7 @@ class ConsoleApp:
             # What changed between the page's render and this stream: told again, harmlessly.
             for agent in await self._store.agents_changed_since(since - timedelta(seconds=1)):
                 yield self._message(Change("agent", agent.id, agent=agent), page)
-            for at, event in await self._store.events_after_seq(seq, 200):
+            for at, event in await self._store.events_after_seq(max(0, seq - LATE_SEQS), 300):
                 yield self._message(Change("event", event.agent_id, event=event, seq=at), page)
             while True:
                 try:

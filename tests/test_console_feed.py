@@ -1,0 +1,101 @@
+"""What an open console page hears, against a real database: an event, its status moving on and
+an agent's new state (SQLite, read a few times a second; PostgreSQL, announced as it commits), and
+on PostgreSQL an event that commits after one with a higher seq, which reading "after the last
+seq seen" would miss."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import pytest
+from sqlalchemy import insert
+
+from agentcomms.models import Agent, utcnow
+from agentcomms.store import Store
+from agentcomms.store.records import row_values
+from agentcomms.store.schema import EventRow
+from gateway.console.feed import Change, Feed
+from tests.support.events import message
+
+HEARD_S = 20
+
+
+async def _heard(page: asyncio.Queue[Change | None], wanted: Callable[[Change], bool]) -> Change:
+    """The first change the page is told that is `wanted` (others are skipped)."""
+    async with asyncio.timeout(HEARD_S):
+        while True:
+            change = await page.get()
+            assert change is not None, "the page was told to start over"
+            if wanted(change):
+                return change
+
+
+def _event(event_id: str) -> Callable[[Change], bool]:
+    return lambda c: c.kind == "event" and c.event is not None and c.event.id == event_id
+
+
+async def test_an_event_its_status_and_an_agents_state_reach_an_open_page(
+    database_url: str,
+) -> None:
+    async with await Store.open(database_url) as writer, await Store.open(database_url) as reader:
+        feed = Feed(reader, tick_s=0.05)
+        try:
+            async with feed.listen() as page:
+                # Told once the watcher listens: what is written from here on is heard.
+                first = message("feed-a", text="first")
+                while True:
+                    await writer.record_event(first)
+                    try:
+                        await asyncio.wait_for(_heard(page, _event(first.id)), 1)
+                        break
+                    except TimeoutError:
+                        first = message("feed-a", text="first")
+                typed = message("feed-a", text="typed")
+                await writer.record_event(typed)
+                await _heard(page, _event(typed.id))
+                done = typed.model_copy(update={"status": "delivered", "delivered_at": utcnow()})
+                busy = Agent(id="feed-a", state="busy", updated_at=utcnow())
+                await writer.settle_events([done], agent=busy)
+                told = [await _heard(page, lambda c: c.kind in ("status", "agent")) for _ in "ab"]
+                moved = next(c for c in told if c.kind == "status")
+                assert (moved.event_id, moved.status) == (typed.id, "delivered")
+                state = next(c for c in told if c.kind == "agent")
+                assert state.agent is not None and state.agent.state == "busy"
+        finally:
+            await feed.close()
+
+
+async def test_an_event_committed_after_a_higher_seq_still_reaches_an_open_page(
+    database_url: str,
+) -> None:
+    if not database_url.startswith("postgresql"):
+        pytest.skip("SQLite commits one write at a time, in seq order")
+    async with (
+        await Store.open(database_url) as writer,
+        await Store.open(database_url) as other,
+        await Store.open(database_url) as reader,
+    ):
+        feed = Feed(reader)
+        try:
+            async with feed.listen() as page:
+                first = message("feed-slow", "cli:slow", text="listening?")
+                while True:
+                    await writer.record_event(first)
+                    try:
+                        await asyncio.wait_for(_heard(page, _event(first.id)), 1)
+                        break
+                    except TimeoutError:
+                        first = message("feed-slow", "cli:slow", text="listening?")
+                slow = message("feed-slow", "cli:slow", text="took its seq first")
+                quick = message("feed-quick", "cli:quick", text="committed first")
+                async with writer.engine.connect() as conn:
+                    # A writer that took its seq, then is slow to commit (another process).
+                    await conn.execute(insert(EventRow).values(row_values(slow)))
+                    await other.record_event(quick)
+                    heard_quick = await _heard(page, _event(quick.id))
+                    await conn.commit()
+                heard_slow = await _heard(page, _event(slow.id))
+                assert heard_slow.seq < heard_quick.seq  # it landed behind what was read already
+        finally:
+            await feed.close()
