@@ -8,6 +8,7 @@ import asyncio
 import json
 import re
 import subprocess
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -452,3 +453,18 @@ def test_an_agents_row_escapes_what_its_hooks_and_replies_said() -> None:
     row = str(pages.agent_rows([agent], {"a-1": "12:00:00"}, {"a-1": said}))
     assert "<img" not in row and row.count("&lt;img src=x onerror=alert(1)&gt;") == 2
     assert 'data-field="state">waiting (&lt;img' in row and 'data-field="pending">2<' in row
+
+
+async def test_a_page_left_open_comes_back_when_its_stream_is_cut(stack: Stack, page: Page) -> None:
+    console = stack.gateway.console
+    assert console is not None
+    await _opened(page, stack)
+    # The cookie is not the browser session's: a day, or a browser restart, keeps it.
+    cookie = next(c for c in await page.context.cookies() if c["name"] == "agentcomms_console")
+    assert cookie["expires"] > time.time() + 300 * 24 * 3600 and cookie["httpOnly"]
+    await page.evaluate("window.before = true")
+    # Every open page is told to start over (as when the gateway closes, or the database
+    # was away and what changed meanwhile is not known).
+    console.feed.start_over()
+    await page.wait_for_function("window.before === undefined", timeout=SHOWN_S)
+    await expect(page.locator("#live")).to_have_text("live", timeout=SHOWN_S)

@@ -68,6 +68,10 @@ TIMELINE = 100
 CALLS = 50
 # A page's stream says it is alive this often, so proxies and browsers keep it open for days.
 KEEPALIVE_S = 15.0
+# The cookie outlives the browser's session, so a page left open for days, or a browser
+# restarted under it, still has it: 400 days is the longest Chromium keeps one. The token
+# itself ends it (delete console.token and restart).
+COOKIE_MAX_AGE_S = 400 * 24 * 3600
 SENT_WAIT_S = 20.0
 
 Handler = Callable[[Request], Awaitable[Response]]
@@ -153,7 +157,12 @@ class ConsoleApp:
             # The token leaves the address at once: no history entry or page keeps it.
             moved = RedirectResponse("/", 303, headers=HEADERS)
             moved.set_cookie(
-                COOKIE, self._access.cookie_value(), httponly=True, samesite="strict", path="/"
+                COOKIE,
+                self._access.cookie_value(),
+                max_age=COOKIE_MAX_AGE_S,
+                httponly=True,
+                samesite="strict",
+                path="/",
             )
             return moved
         if not self._access.admitted(request):

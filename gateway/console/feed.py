@@ -95,10 +95,14 @@ class Feed:
         finally:
             self._pages.discard(page)
 
-    async def close(self) -> None:
-        self._closed = True
+    def start_over(self) -> None:
+        """Tell every open page to read itself again whole (it reloads, and listens anew)."""
         for page in list(self._pages):
             self._drop(page)
+
+    async def close(self) -> None:
+        self._closed = True
+        self.start_over()
         if self._watcher is not None:
             self._watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -121,8 +125,7 @@ class Feed:
                     if lost:
                         # What was announced while nobody listened is gone: every page reads
                         # itself again, now that the database answers.
-                        for page in list(self._pages):
-                            self._drop(page)
+                        self.start_over()
                     await self._follow(heard)
             except Exception as exc:  # the database away for a moment: look again
                 log.warning("console: cannot read the projection: %s", exc)
