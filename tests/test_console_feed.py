@@ -35,6 +35,21 @@ def _event(event_id: str) -> Callable[[Change], bool]:
     return lambda c: c.kind == "event" and c.event is not None and c.event.id == event_id
 
 
+async def _listening(
+    writer: Store, page: asyncio.Queue[Change | None], agent_id: str, channel_id: str
+) -> None:
+    """Once the page hears an event written now, the watcher listens: what is written from
+    here on is heard (before, only a page's own first read would tell it)."""
+    while True:
+        probe = message(agent_id, channel_id, text="listening?")
+        await writer.record_event(probe)
+        try:
+            await asyncio.wait_for(_heard(page, _event(probe.id)), 1)
+            return
+        except TimeoutError:
+            continue
+
+
 async def test_an_event_its_status_and_an_agents_state_reach_an_open_page(
     database_url: str,
 ) -> None:
@@ -42,15 +57,7 @@ async def test_an_event_its_status_and_an_agents_state_reach_an_open_page(
         feed = Feed(reader, tick_s=0.05)
         try:
             async with feed.listen() as page:
-                # Told once the watcher listens: what is written from here on is heard.
-                first = message("feed-a", text="first")
-                while True:
-                    await writer.record_event(first)
-                    try:
-                        await asyncio.wait_for(_heard(page, _event(first.id)), 1)
-                        break
-                    except TimeoutError:
-                        first = message("feed-a", text="first")
+                await _listening(writer, page, "feed-a", "cli:a")
                 typed = message("feed-a", text="typed")
                 await writer.record_event(typed)
                 await _heard(page, _event(typed.id))
@@ -79,14 +86,7 @@ async def test_an_event_committed_after_a_higher_seq_still_reaches_an_open_page(
         feed = Feed(reader)
         try:
             async with feed.listen() as page:
-                first = message("feed-slow", "cli:slow", text="listening?")
-                while True:
-                    await writer.record_event(first)
-                    try:
-                        await asyncio.wait_for(_heard(page, _event(first.id)), 1)
-                        break
-                    except TimeoutError:
-                        first = message("feed-slow", "cli:slow", text="listening?")
+                await _listening(writer, page, "feed-slow", "cli:slow")
                 slow = message("feed-slow", "cli:slow", text="took its seq first")
                 quick = message("feed-quick", "cli:quick", text="committed first")
                 async with writer.engine.connect() as conn:
