@@ -9,7 +9,7 @@ import asyncio
 from collections.abc import Callable
 
 import pytest
-from sqlalchemy import insert
+from sqlalchemy import insert, text
 
 from agentcomms.models import Agent, utcnow
 from agentcomms.store import Store
@@ -97,5 +97,31 @@ async def test_an_event_committed_after_a_higher_seq_still_reaches_an_open_page(
                     await conn.commit()
                 heard_slow = await _heard(page, _event(slow.id))
                 assert heard_slow.seq < heard_quick.seq  # it landed behind what was read already
+        finally:
+            await feed.close()
+
+
+async def test_pages_start_over_when_the_notices_connection_is_lost(database_url: str) -> None:
+    """What the tables announced while nobody listened is not known: once the database answers
+    again, every open page is told to read itself again whole."""
+    if not database_url.startswith("postgresql"):
+        pytest.skip("SQLite has no notices: its pages read the projection")
+    async with await Store.open(database_url) as writer, await Store.open(database_url) as reader:
+        feed = Feed(reader)
+        try:
+            async with feed.listen() as page:
+                await _listening(writer, page, "feed-cut", "cli:cut")
+                async with writer.engine.connect() as conn:
+                    cut = await conn.execute(
+                        text(
+                            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                            "WHERE query LIKE 'LISTEN%' AND datname = current_database() "
+                            "AND pid <> pg_backend_pid()"
+                        )
+                    )
+                    assert cut.scalars().all() == [True]  # the feed's one listening connection
+                async with asyncio.timeout(HEARD_S):
+                    while await page.get() is not None:
+                        pass  # changes told before the cut
         finally:
             await feed.close()
