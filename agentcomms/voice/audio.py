@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import wave
 from collections.abc import Iterable
 from pathlib import Path
@@ -19,6 +20,8 @@ from pydantic import ValidationError
 from agentcomms.voice.models import AudioRef, TurnRecord, check_audio_name
 
 TRANSCRIPT = "transcript.jsonl"
+# Where the gateway keeps the voice notes chats sent (one file each, beside the calls' folders).
+VOICE_NOTES = "voice-notes"
 
 
 class AudioStore:
@@ -50,6 +53,25 @@ class AudioStore:
 
     def read(self, name: str) -> bytes:
         return self.path(name).read_bytes()
+
+    def prune(self, older_than: float) -> int:
+        """Delete what was last written before `older_than` (a Unix time): each call's folder
+        whole (its sounds and transcript), and each voice note; how many went."""
+        gone = 0
+        with contextlib.suppress(FileNotFoundError):
+            for folder in self.root.iterdir():
+                if not folder.is_dir() or folder.is_symlink():
+                    continue
+                files = [f for f in folder.iterdir() if f.is_file()]
+                if folder.name == VOICE_NOTES:
+                    for note in files:
+                        if note.stat().st_mtime < older_than:
+                            note.unlink(missing_ok=True)
+                            gone += 1
+                elif max((f.stat().st_mtime for f in files), default=0) < older_than:
+                    shutil.rmtree(folder, ignore_errors=True)
+                    gone += 1
+        return gone
 
     def transcript_ref(self, call_id: str) -> str:
         return f"{call_id}/{TRANSCRIPT}"
