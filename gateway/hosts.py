@@ -109,12 +109,7 @@ class HostWatch:
         waiting = await self._store.waiting_counts([a.id for a in _flat(by_host.values())])
 
         async def one(host: str, hosted: list[Agent]) -> HostView:
-            try:
-                polls: dict[str, float] | None = await last_polls(
-                    self._client, host_task_queue(host)
-                )
-            except RPCError:
-                polls = None  # Temporal cannot say
+            polls = await self.polls(host_task_queue(host))
             live = [a for a in hosted if a.status != "offline"]
             down = None
             if polls is not None and live:
@@ -128,6 +123,14 @@ class HostWatch:
             )
 
         return list(await asyncio.gather(*(one(h, by_host[h]) for h in sorted(by_host))))
+
+    async def polls(self, task_queue: str) -> dict[str, float] | None:
+        """Each worker polling `task_queue`, with the seconds since its last poll; None when
+        Temporal cannot say."""
+        try:
+            return await last_polls(self._client, task_queue)
+        except RPCError:
+            return None
 
     async def _check(
         self, host: str, hosted: list[Agent], waiting: dict[str, int]

@@ -140,7 +140,13 @@ class Gateway:
 
         audio = AudioStore(self.cfg.voice.audio_root())
         console = Console(
-            self.cfg.console, self.store, self.methods, self.approvals, self.mailbox, audio
+            self.cfg.console,
+            self.store,
+            self.methods,
+            self.approvals,
+            self.mailbox,
+            audio,
+            shared_queue=self.cfg.temporal.task_queue,
         )
         await console.start()
         self.console = console

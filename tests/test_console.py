@@ -434,6 +434,7 @@ async def test_the_hosts_page_shows_which_hosts_have_a_worker_polling(
     await eventually(lambda: stack.store.get_agent(lost))
     await _opened(page, stack)
     await page.get_by_role("link", name="Hosts").click()
+    await expect(page.locator("#shared")).to_contain_text("polling (1 worker")
     here = page.locator(f'#hosts [data-host="{stack.host}"]')
     await expect(here.locator('[data-field="worker"]')).to_contain_text("polling (1 worker")
     await expect(here).to_contain_text(agent_id)

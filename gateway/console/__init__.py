@@ -33,13 +33,16 @@ class Console:
         mailbox: Mailbox,
         audio: AudioStore,
         *,
+        shared_queue: str,
         token: str | None = None,
     ) -> None:
         self.access = Access(token or console_token())
         self.feed = Feed(store)
         approvals.observers.append(self.feed.approval)
         hosts = HostWatch(mailbox.client, store)
-        app = ConsoleApp(self.access, self.feed, store, methods, approvals, mailbox, audio, hosts)
+        app = ConsoleApp(
+            self.access, self.feed, store, methods, approvals, mailbox, audio, hosts, shared_queue
+        )
         self.server = WebhookServer(
             cfg.host,
             cfg.port,

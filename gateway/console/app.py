@@ -37,6 +37,7 @@ from agentcomms.errors import RpcError
 from agentcomms.ids import check_agent_id
 from agentcomms.models import LOCAL_CHANNEL, Event
 from agentcomms.store import Store
+from agentcomms.temporal import POLL_SILENCE_S
 from agentcomms.voice.audio import AudioStore
 from agentcomms.voice.models import check_audio_name
 from gateway.approvals import ApprovalMethods
@@ -88,7 +89,9 @@ class ConsoleApp:
         mailbox: Mailbox,
         audio: AudioStore,
         hosts: HostWatch,
+        shared_queue: str,
     ) -> None:
+        self._shared_queue = shared_queue
         self._audio = audio
         self._hosts = hosts
         self._access = access
@@ -249,8 +252,18 @@ class ConsoleApp:
     async def hosts_page(self, request: Request) -> Response:
         """Each host: whether a worker polls its queue, its agents, what waits for them."""
         agents = await self._store.list_agents(include_offline=True)
-        hosts = await self._hosts.survey(agents)
-        return _page(pages.render("hosts.html", hosts=hosts, **self._page_context(None)))
+        hosts, shared = await asyncio.gather(
+            self._hosts.survey(agents), self._hosts.polls(self._shared_queue)
+        )
+        html = pages.render(
+            "hosts.html",
+            hosts=hosts,
+            shared_queue=self._shared_queue,
+            shared=shared,
+            silence_s=POLL_SILENCE_S,
+            **self._page_context(None),
+        )
+        return _page(html)
 
     async def doctor_page(self, request: Request) -> Response:
         """`agentcomms doctor`'s checks, run now, one line each with what to do."""
