@@ -125,3 +125,21 @@ async def test_pages_start_over_when_the_notices_connection_is_lost(database_url
                         pass  # changes told before the cut
         finally:
             await feed.close()
+
+
+async def test_a_burst_of_events_reaches_an_open_page_whole(database_url: str) -> None:
+    async with await Store.open(database_url) as writer, await Store.open(database_url) as reader:
+        feed = Feed(reader, tick_s=0.05)
+        try:
+            async with feed.listen() as page:
+                await _listening(writer, page, "feed-burst", "cli:burst")
+                burst = [message(f"feed-burst-{n % 7}", text=f"n{n}") for n in range(450)]
+                await writer.record_events(burst)
+                heard: set[str] = set()
+                while len(heard) < len(burst):
+                    change = await _heard(page, lambda c: c.kind == "event")
+                    assert change.event is not None
+                    heard.add(change.event.id)
+                assert heard == {e.id for e in burst}
+        finally:
+            await feed.close()

@@ -85,21 +85,27 @@ class Changes(StoreBase):
 
     async def events_by_seq(self, seqs: set[int]) -> list[tuple[int, Event]]:
         """The events of these seqs, by seq."""
-        stmt = select(EventRow).where(EventRow.seq.in_(sorted(seqs))).order_by(EventRow.seq)
+        stmt = (
+            select(EventRow).where(self._among(EventRow.seq, sorted(seqs))).order_by(EventRow.seq)
+        )
         async with self._engine.connect() as conn:
             return [(row.seq, from_row(Event, row)) for row in await conn.execute(stmt)]
 
     async def statuses_by_seq(self, seqs: set[int]) -> list[tuple[str, str, str]]:
         """(id, agent, status) of the events of these seqs."""
         stmt = select(EventRow.id, EventRow.agent_id, EventRow.status).where(
-            EventRow.seq.in_(sorted(seqs))
+            self._among(EventRow.seq, sorted(seqs))
         )
         async with self._engine.connect() as conn:
             return [(i, a, st) for i, a, st in await conn.execute(stmt)]
 
     async def agents_by_id(self, agent_ids: set[str]) -> list[Agent]:
         """The rows of these agents, by id."""
-        stmt = select(AgentRow).where(AgentRow.id.in_(sorted(agent_ids))).order_by(AgentRow.id)
+        stmt = (
+            select(AgentRow)
+            .where(self._among(AgentRow.id, sorted(agent_ids)))
+            .order_by(AgentRow.id)
+        )
         async with self._engine.connect() as conn:
             return from_rows(Agent, await conn.execute(stmt))
 
