@@ -45,3 +45,16 @@ def test_what_was_last_written_before_the_kept_days_is_deleted(tmp_path: Path) -
     assert [p.name for p in notes.iterdir()] == ["evt_new.ogg"]
     assert audio.transcript("c_old") == [] and audio.transcript("c_recent") == [said]
     assert AudioStore(tmp_path / "nowhere").prune(time.time()) == 0
+
+
+def test_the_sounds_and_transcripts_are_the_owners_alone(tmp_path: Path) -> None:
+    audio = AudioStore(tmp_path / "audio")
+    audio.write("c_mine/001-agent.wav", b"RIFF....")
+    said = TurnRecord(turn=1, speaker="human", text="yes", at=datetime.now(UTC))
+    audio.append_turns("c_mine", [said])
+    audio.append_turns("c_mine", [said])  # a retried write appends nothing twice
+    assert audio.transcript("c_mine") == [said]
+    for path in (audio.root, audio.root / "c_mine"):
+        assert path.stat().st_mode & 0o777 == 0o700, path
+    for path in (audio.path("c_mine/001-agent.wav"), audio.root / "c_mine/transcript.jsonl"):
+        assert path.stat().st_mode & 0o777 == 0o600, path

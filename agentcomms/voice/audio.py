@@ -35,9 +35,10 @@ class AudioStore:
     def write(self, name: str, data: bytes, *, provider: str | None = None) -> AudioRef:
         """Store `data` under `name` atomically (a retried write replaces, never mixes)."""
         path = self.path(name)
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self._folder(path.parent)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_bytes(data)
+        with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as out:
+            out.write(data)
         tmp.replace(path)
         return self.ref(name, provider=provider)
 
@@ -53,6 +54,12 @@ class AudioStore:
 
     def read(self, name: str) -> bytes:
         return self.path(name).read_bytes()
+
+    def _folder(self, folder: Path) -> None:
+        """A call's folder, and the directory above it, readable by the owner only: they hold
+        people's voices and words."""
+        self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        folder.mkdir(exist_ok=True, mode=0o700)
 
     def prune(self, older_than: float) -> int:
         """Delete what was last written before `older_than` (a Unix time): each call's folder
@@ -80,9 +87,10 @@ class AudioStore:
         """Append turns to the call's transcript, each (turn, speaker) once: a retried write
         (the writer died after writing, before saying so) appends nothing twice."""
         path = self.root / self.transcript_ref(call_id)
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self._folder(path.parent)
         written = {(t.turn, t.speaker) for t in self.transcript(call_id)}
-        with path.open("a", encoding="utf-8") as out:
+        appending = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        with open(appending, "a", encoding="utf-8") as out:
             if out.tell() and not path.read_bytes().endswith(b"\n"):
                 out.write("\n")  # after a line a crash cut short
             for turn in turns:
