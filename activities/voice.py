@@ -16,12 +16,10 @@ for now (anything else: retried, then the next provider).
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
-from pathlib import Path
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -169,17 +167,8 @@ class VoiceActivities:
         call = update.call
         _in_the_call(call.id)
         if update.turns:
-            path = self.audio.root / call.id / "transcript.jsonl"
-            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            written = _transcript_keys(path)
-            with path.open("a", encoding="utf-8") as out:
-                if out.tell() and not path.read_bytes().endswith(b"\n"):
-                    out.write("\n")  # after a line a crash cut short
-                for turn in update.turns:
-                    if (turn.turn, turn.speaker) in written:
-                        continue
-                    out.write(json.dumps(turn.model_dump(mode="json"), ensure_ascii=False) + "\n")
-        call.transcript_ref = f"{call.id}/transcript.jsonl"
+            self.audio.append_turns(call.id, update.turns)
+        call.transcript_ref = self.audio.transcript_ref(call.id)
         await self._store.upsert_call(call)
 
     @activity.defn(name="send_call_fallback")
@@ -333,22 +322,6 @@ def _signed_call(key: DeploymentKey, call: CallInput) -> CallInput:
 
 def _call_of_audio(name: str) -> str:
     return name.partition("/")[0]
-
-
-def _transcript_keys(path: Path) -> set[tuple[int, str]]:
-    """The (turn, speaker) of every complete line of a transcript file."""
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        return set()
-    keys = set()
-    for line in lines:
-        try:
-            entry = json.loads(line)
-        except ValueError:  # a line cut short by a crash mid-write
-            continue
-        keys.add((entry.get("turn"), entry.get("speaker")))
-    return keys
 
 
 @contextmanager

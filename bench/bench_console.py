@@ -9,6 +9,10 @@
   Beside it, a bare Starlette event stream told directly, over the same kind of socket.
 
     .venv/bin/python -m bench.bench_console [--agents 1000] [--renders 20] [--changes 20]
+        [--database-url postgresql+asyncpg://user@host/empty_db]
+
+With PostgreSQL the state change is announced by the tables as it commits (the console reads
+nothing until then); with SQLite (the default) the console reads what changed every 250 ms.
 
 The mailbox's own write after a hook is not in the second figure (`bench_hooks.py` and
 `bench_mailbox.py` measure that path).
@@ -31,7 +35,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from agentcomms.config import ConsoleConfig
+from agentcomms.config import Config, ConsoleConfig, DatabaseConfig
 from agentcomms.models import Agent, utcnow
 from bench.common import free_port, latency_page, machine, summarize, temporal, write_results
 from gateway.console.access import COOKIE
@@ -121,7 +125,7 @@ async def _serve(app: Starlette) -> tuple[uvicorn.Server, asyncio.Task[None], in
 async def main(args: argparse.Namespace) -> None:
     report: dict[str, Any] = {"machine": machine(), "results": {}}
     with tempfile.TemporaryDirectory(prefix="acb-") as tmp:
-        async with temporal(Path(tmp), product=False) as rt:
+        async with temporal(Path(tmp), product=False, configure=_database(args)) as rt:
             cfg = rt.cfg.model_copy(update={"console": ConsoleConfig(port=0)})
             gateway = Gateway(cfg, rt.client, rt.store)
             await gateway.start()
@@ -161,7 +165,12 @@ async def main(args: argparse.Namespace) -> None:
                 seen = await _change_seen(
                     f"{base}/stream", cookies, state_change, "(round ", args.changes
                 )
-                report["results"]["state change → the page's stream"] = summarize(seen)
+                database = (
+                    "PostgreSQL, announced" if args.database_url else "SQLite, read every 250 ms"
+                )
+                report["results"][f"state change → the page's stream ({database})"] = summarize(
+                    seen
+                )
             finally:
                 await gateway.close()
             server, task, port = await _serve(bare_app)
@@ -185,7 +194,16 @@ async def main(args: argparse.Namespace) -> None:
     )
     markdown = latency_page("Console", report, about, "what")
     print(markdown)
-    write_results("console", report, markdown)
+    write_results("console-postgresql" if args.database_url else "console", report, markdown)
+
+
+def _database(args: argparse.Namespace) -> Any:
+    def configure(cfg: Config) -> Config:
+        if not args.database_url:
+            return cfg
+        return cfg.model_copy(update={"database": DatabaseConfig(url=args.database_url)})
+
+    return configure
 
 
 def _args() -> argparse.Namespace:
@@ -193,6 +211,7 @@ def _args() -> argparse.Namespace:
     parser.add_argument("--agents", type=int, default=1000)
     parser.add_argument("--renders", type=int, default=20)
     parser.add_argument("--changes", type=int, default=20)
+    parser.add_argument("--database-url", help="the projection (default: a SQLite file)")
     return parser.parse_args()
 
 

@@ -58,6 +58,22 @@ class HostDown:
         )
 
 
+@dataclass(frozen=True)
+class HostView:
+    """A host as the console shows it."""
+
+    host: str
+    polls: dict[str, float] | None  # each worker's seconds since its last poll; None: unknown
+    down: HostDown | None
+    agents: list[Agent]
+    waiting: int
+
+    @property
+    def polling(self) -> bool:
+        """Whether a worker polled the host's queue lately (and the host is not judged down)."""
+        return self.down is None and any(a <= POLL_SILENCE_S for a in (self.polls or {}).values())
+
+
 class HostWatch:
     """Tells which hosts are down; remembers since when, for as long as this gateway runs."""
 
@@ -83,6 +99,39 @@ class HostWatch:
         counts = {a.id: waiting.get(a.id, 0) for h in down for a in by_host[h]}
         return down, counts
 
+    async def survey(self, agents: Iterable[Agent]) -> list[HostView]:
+        """Every host agents are registered on, by name: its workers' polls, whether it is
+        down, its agents and what waits for them."""
+        by_host: dict[str, list[Agent]] = defaultdict(list)
+        for agent in agents:
+            if agent.host:
+                by_host[agent.host].append(agent)
+        waiting = await self._store.waiting_counts([a.id for a in _flat(by_host.values())])
+
+        async def one(host: str, hosted: list[Agent]) -> HostView:
+            polls = await self.polls(host_task_queue(host))
+            live = [a for a in hosted if a.status != "offline"]
+            down = None
+            if polls is not None and live:
+                down = await self._judge(host, live, waiting, polls)
+            return HostView(
+                host=host,
+                polls=polls,
+                down=down,
+                agents=sorted(hosted, key=lambda a: a.id),
+                waiting=sum(waiting.get(a.id, 0) for a in hosted),
+            )
+
+        return list(await asyncio.gather(*(one(h, by_host[h]) for h in sorted(by_host))))
+
+    async def polls(self, task_queue: str) -> dict[str, float] | None:
+        """Each worker polling `task_queue`, with the seconds since its last poll; None when
+        Temporal cannot say."""
+        try:
+            return await last_polls(self._client, task_queue)
+        except RPCError:
+            return None
+
     async def _check(
         self, host: str, hosted: list[Agent], waiting: dict[str, int]
     ) -> HostDown | None:
@@ -90,6 +139,11 @@ class HostWatch:
             polls = await last_polls(self._client, host_task_queue(host))
         except RPCError:
             return None  # Temporal cannot say: claim nothing
+        return await self._judge(host, hosted, waiting, polls)
+
+    async def _judge(
+        self, host: str, hosted: list[Agent], waiting: dict[str, int], polls: dict[str, float]
+    ) -> HostDown | None:
         now = utcnow()
         last_poll = now - timedelta(seconds=min(polls.values())) if polls else None
         silent = not any(age <= POLL_SILENCE_S for age in polls.values())

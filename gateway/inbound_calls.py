@@ -8,20 +8,18 @@ nothing, and pay nothing), a wrong PIN is hung up on, and both are recorded. Wha
 hears and does is :mod:`gateway.phone_menu`'s; here each of its prompts becomes TwiML (a
 ``<Gather>`` of keys or words, a ``<Record>`` for a message, transcribed by the STT chain).
 
-The prompts are spoken by our TTS chain, as a call we place is: the audio goes into the audio
-directory (``in-<CallSid>/``) and Twilio plays it from a short-lived signed URL; Twilio's own
-``<Say>`` only when no provider of the chain can speak. Each call's prompts and the caller's
-answers are kept beside them (``transcript.jsonl``), as an outgoing call's turns are.
+The prompts are spoken by our TTS chain, as a call we place is: the audio goes into the call's
+folder of the audio directory, beside its transcript (:mod:`gateway.phone_menu` keeps both), and
+Twilio plays it from a short-lived signed URL; Twilio's own ``<Say>`` only when no provider of the
+chain can speak.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
+import contextlib
 import logging
-import re
-import uuid
-from typing import Literal
+from pathlib import PurePosixPath
 from xml.sax.saxutils import escape, quoteattr
 
 import httpx
@@ -30,10 +28,7 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from agentcomms.config import Config
-from agentcomms.models import utcnow
-from agentcomms.voice.audio import AudioStore
 from agentcomms.voice.callsystem.twilio import TWILIO_API, MediaSigner, signed_form
-from agentcomms.voice.models import TurnRecord
 from agentcomms.voice.stt import stt_chain, stt_provider
 from agentcomms.voice.tts import tts_chain, tts_provider
 from gateway.phone_menu import PhoneMenu, Prompt
@@ -55,11 +50,6 @@ def _say(text: str) -> str:
     return f"<Say>{escape(text)}</Say>"
 
 
-def _folder(call_sid: str) -> str:
-    """The call's folder in the audio directory (a name Twilio gave, made safe to use as one)."""
-    return "in-" + (re.sub(r"[^A-Za-z0-9_-]", "", call_sid)[:64] or "unknown")
-
-
 class InboundCalls:
     def __init__(self, cfg: Config, menu: PhoneMenu, signer: MediaSigner) -> None:
         self._cfg = cfg
@@ -68,7 +58,6 @@ class InboundCalls:
         self._public_url = cfg.server.public_url or ""
         self._menu = menu
         self._signer = signer
-        self._audio = AudioStore(cfg.voice.audio_root())
 
     def routes(self) -> list[BaseRoute]:
         return [
@@ -85,7 +74,7 @@ class InboundCalls:
             log.info("refused an inbound call from %s", number or "an unknown number")
             await self._menu.record_refusal(number, sid, "not in voice.inbound.allowed_callers")
             return _xml('<Reject reason="rejected"/>')
-        return await self._twiml(sid, await self._menu.start(sid, number))
+        return self._twiml(await self._menu.start(sid, number, speak=self._speak))
 
     async def _step(self, request: Request) -> Response:
         form = await signed_form(request, self._phone, self._public_url)
@@ -93,46 +82,35 @@ class InboundCalls:
             return PlainTextResponse("forbidden: bad or missing X-Twilio-Signature", 403)
         step = request.path_params["step"]
         query = dict(request.query_params)
+        call, audio = form.get("CallSid", ""), None
         if step == "message":
-            heard = await self._transcribe(form.get("RecordingUrl", ""))
+            heard, audio = await self._transcribe(call, form.get("RecordingUrl", ""))
         else:
             heard = form.get("Digits") or form.get("SpeechResult") or ""
-        sid = form.get("CallSid", "")
-        self._transcribed(sid, "human", "(a PIN)" if step == "pin" else heard)
-        return await self._twiml(sid, await self._menu.answer(sid, step, heard, query=query))
+        prompt = await self._menu.answer(
+            call, step, heard, query=query, audio=audio, speak=self._speak
+        )
+        return self._twiml(prompt)
 
-    async def _spoken(self, sid: str, words: str) -> str:
-        """The words as our TTS chain says them (played from a signed URL); Twilio's <Say> when
-        no provider of the chain can."""
-        audio = None
+    async def _speak(self, words: str, name: str) -> str | None:
+        """The words said by our TTS chain, kept under `name` in the audio directory (its
+        extension the provider's); None when no provider of the chain can say them in time."""
         for provider in tts_chain(self._cfg):
             try:
                 async with asyncio.timeout(SPEAK_WITHIN_S):
                     data, ext = await tts_provider(provider, self._cfg).synthesize(words)
             except Exception as exc:  # the next provider of the chain
-                log.warning("inbound call %s: %s could not speak: %s", sid, provider, exc)
+                log.warning("inbound call: %s could not speak: %s", provider, exc)
                 continue
-            name = f"{_folder(sid)}/{uuid.uuid4().hex[:16]}.{ext}"
-            audio = self._audio.write(name, data, provider=provider).name
-            break
-        self._transcribed(sid, "agent", words, audio)
-        if audio is None:
-            return _say(words)
-        return f"<Play>{escape(self._signer.url(self._public_url, audio))}</Play>"
+            kept = str(PurePosixPath(name).with_suffix(f".{ext}"))
+            return self._menu.audio.write(kept, data, provider=provider).name
+        return None
 
-    def _transcribed(
-        self, sid: str, speaker: Literal["agent", "human"], text: str, audio: str | None = None
-    ) -> None:
-        """One more line of the call's transcript."""
-        path = self._audio.root / _folder(sid) / "transcript.jsonl"
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        turn = len(path.read_text().splitlines()) + 1 if path.exists() else 1
-        record = TurnRecord(turn=turn, speaker=speaker, text=text, at=utcnow(), audio=audio)
-        with path.open("a", encoding="utf-8") as out:
-            out.write(json.dumps(record.model_dump(mode="json"), ensure_ascii=False) + "\n")
-
-    async def _twiml(self, sid: str, prompt: Prompt) -> Response:
-        words = await self._spoken(sid, prompt.words)
+    def _twiml(self, prompt: Prompt) -> Response:
+        if prompt.audio is None:
+            words = _say(prompt.words)
+        else:
+            words = f"<Play>{escape(self._signer.url(self._public_url, prompt.audio))}</Play>"
         if prompt.expect == "end":
             return _xml(words, "<Hangup/>")
         url = f"{self._public_url}{INBOUND_PATH}/{prompt.step}"
@@ -153,18 +131,23 @@ class InboundCalls:
             "<Hangup/>",
         )
 
-    async def _transcribe(self, url: str) -> str:
-        """The recording's words, by the STT chain (the first provider that hears them)."""
+    async def _transcribe(self, call: str, url: str) -> tuple[str, str | None]:
+        """The recording's words, by the STT chain (the first provider that hears them), and
+        where its sound is kept (the console plays it)."""
         phone = self._phone
         if not url.startswith((phone.base_url or TWILIO_API).rstrip("/")):
-            return ""
+            return "", None
         assert phone.account_sid is not None and phone.auth_token is not None
         async with httpx.AsyncClient(timeout=30) as client:
             got = await client.get(
                 url + ".wav", auth=(phone.account_sid, phone.auth_token.get_secret_value())
             )
         if got.status_code != 200:
-            return ""
+            return "", None
+        kept = None
+        if (name := await self._menu.recording_name(call)) is not None:
+            with contextlib.suppress(ValueError, OSError):  # a call id no file may be named by
+                kept = self._menu.audio.write(name, got.content).name
         for provider in stt_chain(self._cfg):
             try:
                 text = await stt_provider(provider, self._cfg).transcribe(got.content, "audio/wav")
@@ -172,5 +155,5 @@ class InboundCalls:
                 log.warning("inbound message: %s did not hear it: %s", provider, exc)
                 continue
             if text.strip():
-                return text.strip()
-        return ""
+                return text.strip(), kept
+        return "", kept

@@ -186,8 +186,14 @@ class Methods:
         """The projection's agents, with those whose host's worker is down marked unreachable
         and those whose workflow Temporal reports failing marked broken (neither mailbox can
         write its own row)."""
-        listed = await self._store.list_agents(include_offline=include_offline)
-        down, waiting = await self._hosts.down(listed)
+        # What Temporal says of failing mailboxes does not wait for the projection's read.
+        broken = asyncio.create_task(self._mailbox.broken())
+        try:
+            listed = await self._store.list_agents(include_offline=include_offline)
+            down, waiting = await self._hosts.down(listed)
+        except BaseException:
+            broken.cancel()
+            raise
         agents = {a.id: agent_json(a) for a in listed}
         for a in listed:
             if (host_down := down.get(a.host or "")) and a.status != "offline":
@@ -197,7 +203,7 @@ class Methods:
                     "pending": waiting[a.id],
                     "last_error": host_down.reason(),
                 }
-        for agent_id, reason in (await self._mailbox.broken()).items():
+        for agent_id, reason in (await broken).items():
             row = agents.setdefault(
                 agent_id,
                 {"id": agent_id, "type": "tmux", "target": None, "pending": None, "host": None},

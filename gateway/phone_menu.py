@@ -4,6 +4,11 @@ options a digit each, 9 skip; by key or word, answered through the one path ever
 answer takes, `via` call), the agents' last replies, and a message for an agent, posted to its
 mailbox like a chat message (``[phone call from +1555…] …``).
 
+Each call in is a call in the projection (``direction: in``, the phone's call id), with its
+transcript beside the other calls' (what the menu said, with the sound it was spoken in, and what
+the caller answered, a PIN never written) and a recorded message's sound, so the console lists it
+with the calls out.
+
 Each step is a :class:`Prompt` (the words, and what answer it waits for); the phone (Twilio's
 webhooks in :mod:`gateway.inbound_calls`, the local phone's `agentcomms phone --dial` through the
 socket) says it and hands back the answer. A call's progress (who called, whether the PIN was
@@ -25,15 +30,20 @@ from pydantic import Field, StringConstraints
 
 from agentcomms.config import Config
 from agentcomms.ids import new_event_id
-from agentcomms.models import Event, utcnow
+from agentcomms.models import CallRecord, Event, utcnow
 from agentcomms.store import Store
 from agentcomms.store.phone_callers import PhoneCaller
+from agentcomms.voice.audio import AudioStore, turn_audio_name
+from agentcomms.voice.models import TurnRecord
 from gateway.approval_calls import answer_by_phone
 from gateway.approval_surfaces.words import asks, heard_on_phone, keys
 from gateway.approvals import ApprovalMethods
 from gateway.params import Params
 
 Post = Callable[[Event], Awaitable[str]]
+# How a phone speaks a prompt: the words, and the name to keep their sound under in the audio
+# directory; the name it kept (None: the phone says the words itself).
+Speak = Callable[[str, str], Awaitable[str | None]]
 Expect = Literal["pin", "key", "message", "end"]
 
 
@@ -46,6 +56,7 @@ class Prompt:
     expect: Expect
     step: str = ""
     query: dict[str, str] = field(default_factory=dict)
+    audio: str | None = None  # the words' sound in the audio directory, where the phone spoke it
 
 
 def _end(words: str = "Goodbye.") -> Prompt:
@@ -58,23 +69,36 @@ class PhoneMenu:
         self._store = store
         self._approvals = approvals
         self._post = post
+        self.audio = AudioStore(cfg.voice.audio_root())
 
-    async def start(self, call: str, number: str, *, admitted: bool = False) -> Prompt:
+    async def start(
+        self, call: str, number: str, *, admitted: bool = False, speak: Speak | None = None
+    ) -> Prompt:
         """A call from `number` comes in: the PIN first, unless the phone admitted it already
         (the local phone is the machine's own)."""
-        caller = PhoneCaller(number=number)
+        caller = PhoneCaller(number=number, started_at=utcnow())
         if not admitted:
-            await self._store.keep_caller(call, caller, utcnow())
-            return Prompt("Enter your PIN, then press the pound key.", "pin", "pin")
-        return await self._kept(call, caller, await self._admit(caller))
+            prompt = Prompt("Enter your PIN, then press the pound key.", "pin", "pin")
+        else:
+            prompt = await self._admit(caller)
+        return await self._told(call, caller, prompt, speak)
 
     async def answer(
-        self, call: str, step: str, heard: str, *, query: dict[str, str] | None = None
+        self,
+        call: str,
+        step: str,
+        heard: str,
+        *,
+        query: dict[str, str] | None = None,
+        audio: str | None = None,
+        speak: Speak | None = None,
     ) -> Prompt:
-        """The answer to the prompt of `step`: the next prompt."""
+        """The answer to the prompt of `step` (`audio`: the recording it was heard in, in the
+        audio directory): the next prompt."""
         caller = await self._store.caller(call)
         if caller is None:
             return _end("This call is not known here any more. Goodbye.")
+        self._transcribed(call, caller.turn, "human", "(a PIN)" if step == "pin" else heard, audio)
         query = query or {}
         if step == "pin":
             prompt = await self._pin(call, caller, heard)
@@ -90,15 +114,51 @@ class PhoneMenu:
             prompt = await self._message(caller, query.get("agent", ""), heard)
         else:
             prompt = _end()
-        return await self._kept(call, caller, prompt)
+        return await self._told(call, caller, prompt, speak)
 
-    async def _kept(self, call: str, caller: PhoneCaller, prompt: Prompt) -> Prompt:
-        """The call's progress kept for its next step (forgotten once it ends)."""
-        if prompt.expect == "end":
+    async def recording_name(self, call: str) -> str | None:
+        """Where the caller's recorded answer to the current prompt is kept."""
+        caller = await self._store.caller(call)
+        return turn_audio_name(call, caller.turn, "human") if caller else None
+
+    # ---- the call's record -------------------------------------------------------------------
+
+    async def _told(
+        self, call: str, caller: PhoneCaller, prompt: Prompt, speak: Speak | None
+    ) -> Prompt:
+        """The prompt, spoken by the phone, once it is in the call's transcript, the call's row
+        says how far the call is, and its progress is kept for its next step (forgotten once
+        the prompt hangs up)."""
+        caller.turn += 1
+        if speak is not None:
+            prompt.audio = await speak(prompt.words, turn_audio_name(call, caller.turn, "menu"))
+        self._transcribed(call, caller.turn, "menu", prompt.words, prompt.audio)
+        over = prompt.expect == "end"
+        now = utcnow()
+        await self._store.upsert_call(
+            CallRecord(
+                id=call,
+                agent_id="",
+                status="completed" if over else "in-progress",
+                direction="in",
+                phone_number=caller.number,
+                started_at=caller.started_at,
+                ended_at=now if over else None,
+                duration_seconds=(now - caller.started_at).total_seconds() if over else None,
+                transcript_ref=self.audio.transcript_ref(call),
+            )
+        )
+        if over:
             await self._store.forget_caller(call)
         else:
-            await self._store.keep_caller(call, caller, utcnow())
+            await self._store.keep_caller(call, caller, now)
         return prompt
+
+    def _transcribed(
+        self, call: str, turn: int, speaker: str, text: str, audio: str | None
+    ) -> None:
+        line = {"turn": turn, "speaker": speaker, "text": text, "at": utcnow(), "audio": audio}
+        self.audio.append_turns(call, [TurnRecord.model_validate(line)])
 
     # ---- steps ----------------------------------------------------------------------------------
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -14,6 +15,7 @@ from agentcomms.config import Config, host_name
 from agentcomms.models import Channel, Registration, utcnow
 from agentcomms.store import Store
 from agentcomms.trust import DeploymentKey
+from agentcomms.voice.audio import AudioStore
 from gateway.agent_hooks import AgentHookMethods
 from gateway.approval_calls import ApprovalCalls
 from gateway.approval_chats import ApprovalChats
@@ -38,6 +40,8 @@ if TYPE_CHECKING:
     from gateway.console import Console
 
 log = logging.getLogger(__name__)
+# How often the gateway deletes audio past voice.audio_keep_days.
+PRUNE_EVERY_S = 6 * 3600
 
 
 class Gateway:
@@ -102,6 +106,7 @@ class Gateway:
         self.server = SocketServer(cfg.server.socket(), self.confinement.dispatch)
         self.http: WebhookServer | None = None
         self.console: Console | None = None
+        self._pruning: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         await self.server.start()
@@ -121,12 +126,22 @@ class Gateway:
             await self.http.start()
         if self.cfg.console.enabled:
             await self.start_console()
+        self._pruning = asyncio.create_task(self._prune_audio(), name="audio pruning")
 
     async def start_console(self) -> None:
         """The local web console, on loopback (`console.port`)."""
         from gateway.console import Console
 
-        console = Console(self.cfg.console, self.store, self.methods, self.approvals, self.mailbox)
+        audio = AudioStore(self.cfg.voice.audio_root())
+        console = Console(
+            self.cfg.console,
+            self.store,
+            self.methods,
+            self.approvals,
+            self.mailbox,
+            audio,
+            shared_queue=self.cfg.temporal.task_queue,
+        )
         await console.start()
         self.console = console
         self.methods.console_address = console.address
@@ -177,7 +192,24 @@ class Gateway:
                 ),
             )
 
+    async def _prune_audio(self) -> None:
+        """Calls' sounds and transcripts, and voice notes, are kept `voice.audio_keep_days`:
+        recordings of people's voices do not pile up for ever in the home."""
+        audio = AudioStore(self.cfg.voice.audio_root())
+        keep_s = self.cfg.voice.audio_keep_days * 86_400
+        while True:
+            try:
+                gone = await asyncio.to_thread(audio.prune, time.time() - keep_s)
+            except OSError as exc:
+                log.warning("cannot prune the audio directory %s: %s", audio.root, exc)
+            else:
+                if gone:
+                    log.info("deleted %d calls' and voice notes' audio past their days", gone)
+            await asyncio.sleep(PRUNE_EVERY_S)
+
     async def close(self) -> None:
+        if self._pruning is not None:
+            self._pruning.cancel()
         if self.console is not None:
             await self.console.close()
         if self.http is not None:

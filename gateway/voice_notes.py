@@ -32,6 +32,7 @@ from agentcomms.errors import (
     VoiceNoteRefused,
 )
 from agentcomms.transports import VoiceNote
+from agentcomms.voice.audio import VOICE_NOTES
 from agentcomms.voice.providers import LOCAL
 from agentcomms.voice.sndfile import decode
 from agentcomms.voice.stt import stt_chain, stt_provider
@@ -104,7 +105,7 @@ class VoiceNotes:
         raise NotTranscribed("; ".join(problems), audio=saved)
 
     def _save(self, event_id: str, audio: bytes, content_type: str) -> str:
-        name = f"voice-notes/{event_id}{_EXTENSIONS.get(content_type.split(';')[0], '.audio')}"
+        name = f"{VOICE_NOTES}/{event_id}{_EXTENSIONS.get(content_type.split(';')[0], '.audio')}"
         path = self._root / name
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")

@@ -8,20 +8,23 @@ import asyncio
 import json
 import re
 import subprocess
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from playwright.async_api import Browser, Page, expect
+from playwright.async_api import Browser, Locator, Page, expect
 from temporalio.testing import WorkflowEnvironment
 
+from agentcomms.voice.audio import AudioStore
 from tests.support.browser import console_address, console_stack, launched, serving
 from tests.support.cli import AGENTCOMMS, env_for, run, stop, wait_for_line
 from tests.support.fake_agent import FakeAgent, ready_agent, state_is
 from tests.support.home import write_config
 from tests.support.hooks import permission_request, start_hook
+from tests.support.phone import Phone
 from tests.support.stack import Stack
 from tests.support.tmux import SENT_HEADER, Tmux
 from tests.support.waiting import eventually
@@ -373,3 +376,96 @@ async def test_agentcomms_console_alone_runs_the_gateway_that_serves_it(
         proc.terminate()
         await asyncio.to_thread(proc.wait, 15)
         stop(proc)
+
+
+async def _call_heard(stack: Stack, call_id: str) -> bool:
+    """Whether the call's transcript holds the human's answer (its row written with it)."""
+    row = await stack.store.get_call(call_id)
+    turns = AudioStore(stack.cfg.voice.audio_root()).transcript(call_id)
+    return row is not None and any(t.speaker == "human" for t in turns)
+
+
+async def test_a_call_shows_with_its_transcript_and_its_sound_plays_in_the_page(
+    stack: Stack, page: Page
+) -> None:
+    agent_id = stack.agent_id("caller")
+    phone = Phone(stack)
+    placed = await stack.call("call", agent_id=agent_id, message="Ship release 12?", wait=False)
+    call_id = placed["call_id"]
+    await phone.answer()
+    await phone.reply(call_id, "yes ship it")
+    await eventually(lambda: _call_heard(stack, call_id), timeout=30)
+    await _opened(page, stack)
+    await page.get_by_role("link", name="Calls").click()
+    call = page.locator(f"#call-{call_id}")
+    await expect(call).to_contain_text(agent_id)
+    await expect(call.locator(".turn-agent")).to_contain_text("Ship release 12?")
+    await expect(call.locator(".turn-human")).to_contain_text("yes ship it")
+    # The agent's words as espeak-ng said them, served by the console and loaded by the page.
+    sound = call.locator(".turn-agent audio")
+    source = await sound.get_attribute("src")
+    assert source is not None
+    fetched = await page.evaluate(
+        "async src => { const r = await fetch(src);"
+        " return [r.status, r.headers.get('content-type'), (await r.arrayBuffer()).byteLength]; }",
+        source,
+    )
+    assert fetched[0] == 200 and fetched[1].startswith("audio/") and fetched[2] > 1000, fetched
+    duration = await eventually(lambda: _duration(sound), timeout=SHOWN_S / 1000)
+    assert duration > 0.5
+    # Without the console's cookie the sound is refused, like every page.
+    async with httpx.AsyncClient() as http:
+        bare = await http.get(console_address(stack, token=False).rstrip("/") + source)
+    assert bare.status_code == 401 and not bare.headers["content-type"].startswith("audio/")
+
+
+async def _duration(sound: Locator) -> float | None:
+    """The seconds of sound the browser read from the file (None until it has)."""
+    seconds = await sound.evaluate("a => a.readyState >= 1 ? a.duration : null")
+    return float(seconds) if seconds else None
+
+
+async def test_the_hosts_page_shows_which_hosts_have_a_worker_polling(
+    stack: Stack, tmux: Tmux, tmp_path: Path, page: Page
+) -> None:
+    agent_id, _ = await ready_agent(stack, tmux, tmp_path)
+    gone, lost = f"gone-{stack.agent_id('host')}", stack.agent_id("stranded")
+    await stack.call("register", agent_id=lost, target="nowhere:0.0", host=gone)
+    await eventually(lambda: stack.store.get_agent(lost))
+    await _opened(page, stack)
+    await page.get_by_role("link", name="Hosts").click()
+    await expect(page.locator("#shared")).to_contain_text("polling (1 worker")
+    here = page.locator(f'#hosts [data-host="{stack.host}"]')
+    await expect(here.locator('[data-field="worker"]')).to_contain_text("polling (1 worker")
+    await expect(here).to_contain_text(agent_id)
+    away = page.locator(f'#hosts [data-host="{gone}"]')
+    await expect(away).to_contain_text(lost)
+    await expect(away.locator('[data-field="worker"]')).to_have_text(
+        re.compile(r"^(down since|not polling)")
+    )
+
+
+def test_an_agents_row_escapes_what_its_hooks_and_replies_said() -> None:
+    from gateway.console import pages
+
+    said = "<img src=x onerror=alert(1)>"
+    agent = {"id": "a-1", "state": "waiting", "waiting_for": said, "status": "online",
+             "host": "h", "pending": 2}  # fmt: skip
+    row = str(pages.agent_rows([agent], {"a-1": "12:00:00"}, {"a-1": said}))
+    assert "<img" not in row and row.count("&lt;img src=x onerror=alert(1)&gt;") == 2
+    assert 'data-field="state">waiting (&lt;img' in row and 'data-field="pending">2<' in row
+
+
+async def test_a_page_left_open_comes_back_when_its_stream_is_cut(stack: Stack, page: Page) -> None:
+    console = stack.gateway.console
+    assert console is not None
+    await _opened(page, stack)
+    # The cookie is not the browser session's: a day, or a browser restart, keeps it.
+    cookie = next(c for c in await page.context.cookies() if c["name"] == "agentcomms_console")
+    assert cookie["expires"] > time.time() + 300 * 24 * 3600 and cookie["httpOnly"]
+    await page.evaluate("window.before = true")
+    # Every open page is told to start over (as when the gateway closes, or the database
+    # was away and what changed meanwhile is not known).
+    console.feed.start_over()
+    await page.wait_for_function("window.before === undefined", timeout=SHOWN_S)
+    await expect(page.locator("#live")).to_have_text("live", timeout=SHOWN_S)

@@ -5,7 +5,6 @@ chain's, played from our signed audio URLs."""
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -19,6 +18,7 @@ from temporalio.testing import WorkflowEnvironment
 from agentcomms.config import Config, STTConfig, VoiceConfig
 from agentcomms.config.voice import InboundConfig
 from agentcomms.models import Event
+from agentcomms.voice.audio import AudioStore
 from tests.fakes.serve import free_port
 from tests.fakes.twilio_calls import FakeCall, FakeTwilioCalls, Press
 from tests.support.stack import Stack, running_stack
@@ -77,12 +77,14 @@ async def _ask(
 def _spoken(stack: Stack, call: FakeCall) -> list[str]:
     """What the call said to the caller, from its transcript; each prompt was spoken by our TTS
     chain and played from our audio (Twilio's own voice said nothing)."""
-    path = stack.cfg.voice.audio_root() / f"in-{call.sid}" / "transcript.jsonl"
-    turns = [json.loads(line) for line in path.read_text().splitlines()]
-    spoken = [t for t in turns if t["speaker"] == "agent"]
+    spoken = [
+        t
+        for t in AudioStore(stack.cfg.voice.audio_root()).transcript(call.sid)
+        if t.speaker == "menu"
+    ]
     assert call.said == [] and len(call.played) == len(spoken)
-    assert all(t["audio"] for t in spoken)
-    return [str(t["text"]) for t in spoken]
+    assert all(t.audio for t in spoken)
+    return [t.text for t in spoken]
 
 
 async def _refusals(stack: Stack, number: str) -> list[Event]:
@@ -132,6 +134,15 @@ async def test_a_spoken_pin_and_a_message_left_for_an_agent(
     message = await eventually(posted)
     assert message.text == f"[phone call from {HUMAN}] ship it on friday"
     assert message.role == "human" and message.status != "rejected"
+    # The call is kept like a call out: its row, its transcript (never the PIN), the recording.
+    row = await stack.store.get_call(call.sid)
+    assert row is not None and (row.direction, row.phone_number) == ("in", HUMAN)
+    audio = AudioStore(stack.cfg.voice.audio_root())
+    turns = audio.transcript(call.sid)
+    assert [t.text for t in turns if t.speaker == "human"][:2] == ["(a PIN)", "3"]
+    assert not any(PIN in t.text for t in turns)
+    left = next(t for t in turns if t.text == "ship it on friday")
+    assert left.audio is not None and audio.read(left.audio)[:4] == b"RIFF"
 
 
 async def test_a_question_answered_by_its_spoken_option(
@@ -185,7 +196,7 @@ async def test_a_stranger_hears_nothing_and_is_recorded(
 ) -> None:
     call = await twilio_voice.incoming(STRANGER, _webhook(stack), [Press(PIN)])
     assert call.said == call.played == [] and "reject" in call.statuses
-    assert not (stack.cfg.voice.audio_root() / f"in-{call.sid}").exists()
+    assert not (stack.cfg.voice.audio_root() / call.sid).exists()
     [refused] = await _refusals(stack, STRANGER)
     assert "not in voice.inbound.allowed_callers" in (refused.error or "")
 

@@ -62,3 +62,14 @@ async def test_each_agents_newest_message_out(store: Store) -> None:
         await store.record_event(event)
     replies = await store.last_replies()
     assert {a: e.payload["text"] for a, e in replies.items()} == {"backend": "second"}
+
+
+async def test_messages_waiting_counted_for_many_agents_at_once(store: Store) -> None:
+    """As the agents page asks it, for every agent in one read (on PostgreSQL one array, not a
+    thousand parameters)."""
+    for agent_id, waiting in (("one", 2), ("two", 1)):
+        for n in range(waiting):
+            await store.record_event(message(agent_id, text=f"waits {n}"))
+    await store.record_event(message("two", text="typed", status="delivered"))
+    asked = ["one", "two", *(f"idle-{n}" for n in range(1500))]
+    assert await store.waiting_counts(asked) == {"one": 2, "two": 1}

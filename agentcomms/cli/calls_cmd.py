@@ -155,7 +155,7 @@ def calls(
         duration = c["duration_seconds"]
         table.add_row(
             c["id"],
-            c["agent_id"],
+            c["agent_id"] or "(a call in)",
             shown(c["phone_number"] or "-"),
             c["status"],
             c["started_at"][:19].replace("T", " "),

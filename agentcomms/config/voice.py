@@ -128,6 +128,12 @@ class VoiceConfig(Section):
         description="where call audio is kept (shared by the worker and the gateway); "
         "<home>/audio when unset",
     )
+    audio_keep_days: float = Field(
+        default=30,
+        gt=0,
+        description="a call's sounds and transcript, and a voice note, are deleted this many "
+        "days after they were last written (the gateway looks every few hours)",
+    )
     transcript_timeout_s: float = Field(default=180, gt=0)
     ring_timeout_s: float = Field(default=30, gt=0)
     max_call_duration_s: float = Field(

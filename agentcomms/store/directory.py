@@ -7,7 +7,7 @@ from sqlalchemy import select
 
 from agentcomms.models import ACTIVE_STATUSES, Agent, CallRecord, Channel, utcnow
 from agentcomms.store.base import StoreBase, check_limit
-from agentcomms.store.records import from_row, row_values
+from agentcomms.store.records import from_row, from_rows, row_values
 from agentcomms.store.schema import AgentRow, CallRow, ChannelRow
 
 
@@ -25,7 +25,7 @@ class Directory(StoreBase):
         if not include_offline:
             stmt = stmt.where(AgentRow.status != "offline")
         async with self._engine.connect() as conn:
-            return [from_row(Agent, row) for row in await conn.execute(stmt)]
+            return from_rows(Agent, await conn.execute(stmt))
 
     # -- channels ------------------------------------------------------------------------------
 
@@ -74,4 +74,4 @@ class Directory(StoreBase):
         if phone_number is not None:
             stmt = stmt.where(CallRow.phone_number == phone_number)
         async with self._engine.connect() as conn:
-            return [from_row(CallRecord, row) for row in await conn.execute(stmt)]
+            return from_rows(CallRecord, await conn.execute(stmt))

@@ -20,8 +20,10 @@ _KEPT = timedelta(days=1)
 @dataclass
 class PhoneCaller:
     number: str
+    started_at: datetime
     admitted: bool = False
     pending: list[str] = field(default_factory=list)  # approval ids still to offer
+    turn: int = 0  # the prompt being answered, in the call's transcript
 
 
 class PhoneCallers(StoreBase):
@@ -31,6 +33,8 @@ class PhoneCallers(StoreBase):
             "number": caller.number,
             "admitted": int(caller.admitted),
             "pending": list(caller.pending),
+            "started_at": caller.started_at,
+            "turn": caller.turn,
             "updated_at": now,
         }
 
@@ -51,7 +55,11 @@ class PhoneCallers(StoreBase):
         if row is None:
             return None
         return PhoneCaller(
-            number=row.number, admitted=bool(row.admitted), pending=list(row.pending or [])
+            number=row.number,
+            started_at=row.started_at,
+            admitted=bool(row.admitted),
+            pending=list(row.pending or []),
+            turn=row.turn,
         )
 
     async def forget_caller(self, call: str) -> None:

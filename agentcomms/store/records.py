@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
-from sqlalchemy.engine import Row
+from sqlalchemy.engine import Result, Row
 
 from agentcomms.models import Event
 
@@ -41,3 +41,10 @@ def row_values(model: BaseModel) -> dict[str, Any]:
 def from_row(model: type[M], row: Row[Any]) -> M:
     """A model from a row; columns the model does not have (seq, read_cursor…) are ignored."""
     return model.model_validate(dict(row._mapping))
+
+
+def from_rows(model: type[M], result: Result[Any]) -> list[M]:
+    """Models from every row of a result: its column names read once, not once per row (a
+    thousand agents' listing spent more on that than on the models)."""
+    keys = list(result.keys())
+    return [model.model_validate(dict(zip(keys, row, strict=True))) for row in result]

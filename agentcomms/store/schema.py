@@ -217,6 +217,8 @@ class PhoneCallerRow(Base):
     number: Mapped[str] = mapped_column(String(64))
     admitted: Mapped[int] = mapped_column(Integer)  # 1 once the PIN was right
     pending: Mapped[list[str]] = mapped_column(JsonType)  # approval ids, in the order offered
+    started_at: Mapped[datetime]
+    turn: Mapped[int] = mapped_column(Integer)  # the prompt being answered, in the transcript
     updated_at: Mapped[datetime]
 
 

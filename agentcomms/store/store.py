@@ -231,7 +231,7 @@ class Store(ApprovalPosts, ChatSenders, Changes, Directory, Guards, PhoneCallers
                 stmt = (
                     select(EventRow.agent_id, func.count())
                     .where(
-                        EventRow.agent_id.in_(agent_ids[start : start + 1000]),
+                        self._among(EventRow.agent_id, agent_ids[start : start + 1000]),
                         EventRow.status == "new",
                         EventRow.direction == "in",
                         EventRow.type.in_(MESSAGE_TYPES),

@@ -97,10 +97,11 @@ class Transcript(BaseModel):
 
 
 class TurnRecord(BaseModel):
-    """One side of one turn, appended to the call's transcript file."""
+    """One side of one turn, appended to the call's transcript file (on a call in, the
+    deployment's menu speaks, not an agent)."""
 
     turn: int
-    speaker: Literal["agent", "human"]
+    speaker: Literal["agent", "human", "menu"]
     text: str
     at: datetime
     audio: str | None = None

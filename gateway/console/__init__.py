@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from agentcomms.config import ConsoleConfig
 from agentcomms.store import Store
+from agentcomms.voice.audio import AudioStore
 from gateway.approvals import ApprovalMethods
 from gateway.console.access import Access, console_token
 from gateway.console.app import ConsoleApp
 from gateway.console.feed import Feed
+from gateway.hosts import HostWatch
 from gateway.http import WebhookServer
 from gateway.methods import Methods
 from workflows.mailbox.client import Mailbox
@@ -29,13 +31,18 @@ class Console:
         methods: Methods,
         approvals: ApprovalMethods,
         mailbox: Mailbox,
+        audio: AudioStore,
         *,
+        shared_queue: str,
         token: str | None = None,
     ) -> None:
         self.access = Access(token or console_token())
         self.feed = Feed(store)
         approvals.observers.append(self.feed.approval)
-        app = ConsoleApp(self.access, self.feed, store, methods, approvals, mailbox)
+        hosts = HostWatch(mailbox.client, store)
+        app = ConsoleApp(
+            self.access, self.feed, store, methods, approvals, mailbox, audio, hosts, shared_queue
+        )
         self.server = WebhookServer(
             cfg.host,
             cfg.port,

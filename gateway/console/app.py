@@ -21,6 +21,7 @@ from urllib.parse import parse_qs
 
 from starlette.requests import Request
 from starlette.responses import (
+    FileResponse,
     HTMLResponse,
     JSONResponse,
     PlainTextResponse,
@@ -36,11 +37,14 @@ from agentcomms.errors import RpcError
 from agentcomms.ids import check_agent_id
 from agentcomms.models import LOCAL_CHANNEL, Event
 from agentcomms.store import Store
+from agentcomms.temporal import POLL_SILENCE_S
+from agentcomms.voice.audio import AudioStore
+from agentcomms.voice.models import check_audio_name
 from gateway.approvals import ApprovalMethods
 from gateway.console import pages
 from gateway.console.access import COOKIE, CSRF_FIELD, Access
-from gateway.console.feed import Change, Feed
-from gateway.hosts import hosts_down
+from gateway.console.feed import LATE_SEQS, Change, Feed
+from gateway.hosts import HostWatch, hosts_down
 from gateway.methods import Methods, agent_json
 from gateway.protocol import INVALID_PARAMS
 from workflows.mailbox.client import Mailbox
@@ -62,8 +66,13 @@ BEHAVIORS: dict[str, Behavior] = {
     "answer": "answer",
 }
 TIMELINE = 100
+CALLS = 50
 # A page's stream says it is alive this often, so proxies and browsers keep it open for days.
 KEEPALIVE_S = 15.0
+# The cookie outlives the browser's session, so a page left open for days, or a browser
+# restarted under it, still has it: 400 days is the longest Chromium keeps one. The token
+# itself ends it (delete console.token and restart).
+COOKIE_MAX_AGE_S = 400 * 24 * 3600
 SENT_WAIT_S = 20.0
 
 Handler = Callable[[Request], Awaitable[Response]]
@@ -78,7 +87,13 @@ class ConsoleApp:
         methods: Methods,
         approvals: ApprovalMethods,
         mailbox: Mailbox,
+        audio: AudioStore,
+        hosts: HostWatch,
+        shared_queue: str,
     ) -> None:
+        self._shared_queue = shared_queue
+        self._audio = audio
+        self._hosts = hosts
         self._access = access
         self._feed = feed
         self._methods = methods
@@ -92,6 +107,9 @@ class ConsoleApp:
             Route("/", self.home),
             Route("/agents/{agent_id}", guarded(self.agent_page)),
             Route("/inbox", guarded(self.inbox_page)),
+            Route("/calls", guarded(self.calls_page)),
+            Route("/calls/{call_id}/audio/{file}", guarded(self.call_audio)),
+            Route("/hosts", guarded(self.hosts_page)),
             Route("/doctor", guarded(self.doctor_page)),
             Route("/trace/{event_id}", guarded(self.trace_page)),
             Route("/stream", guarded(self.stream)),
@@ -142,7 +160,12 @@ class ConsoleApp:
             # The token leaves the address at once: no history entry or page keeps it.
             moved = RedirectResponse("/", 303, headers=HEADERS)
             moved.set_cookie(
-                COOKIE, self._access.cookie_value(), httponly=True, samesite="strict", path="/"
+                COOKIE,
+                self._access.cookie_value(),
+                max_age=COOKIE_MAX_AGE_S,
+                httponly=True,
+                samesite="strict",
+                path="/",
             )
             return moved
         if not self._access.admitted(request):
@@ -152,17 +175,26 @@ class ConsoleApp:
     # ---- pages ------------------------------------------------------------------------------
 
     async def agents_page(self, request: Request) -> Response:
+        # The stream replays from here, so every read after it is at least this new.
         seq = await self._store.last_seq()
-        listed = (await self._methods.dispatch("agents", {"include_offline": True}))["agents"]
-        last = await self._store.last_event_times()
-        replies = await self._store.last_replies()
+        # Independent reads (the projection's, Temporal's) wait side by side, not in turn.
+        agents, last, replies, approvals = await asyncio.gather(
+            self._methods.dispatch("agents", {"include_offline": True}),
+            self._store.last_event_times(),
+            self._store.last_replies(),
+            self._approvals.open_views(),
+        )
+        listed = agents["agents"]
         html = pages.render(
             "agents.html",
             agents=listed,
+            rows=pages.agent_rows(
+                listed,
+                {a: pages.clock(t) for a, t in last.items()},
+                {a: pages.reply_text(e) for a, e in replies.items()},
+            ),
             hosts_down=hosts_down(listed),
-            last_events={a: pages.clock(t) for a, t in last.items()},
-            last_replies={a: pages.reply_text(e) for a, e in replies.items()},
-            approvals=await self._approvals.open_views(),
+            approvals=approvals,
             **self._page_context(seq),
         )
         return _page(html)
@@ -194,6 +226,42 @@ class ConsoleApp:
             "inbox.html",
             timeline=[(e, pages.clock(e.created_at)) for e in events],
             **self._page_context(seq, inbox=True),
+        )
+        return _page(html)
+
+    async def calls_page(self, request: Request) -> Response:
+        """The newest calls, out and in, each with its transcript and its sound, turn by turn."""
+        calls = await self._store.list_calls(limit=CALLS)
+        shown = [(c, self._audio.transcript(c.id)) for c in calls]
+        return _page(pages.render("calls.html", calls=shown, **self._page_context(None)))
+
+    async def call_audio(self, request: Request) -> Response:
+        """One sound of one call, from the audio directory (the call must be in the projection,
+        and the name can never leave the directory)."""
+        call_id, file = request.path_params["call_id"], request.path_params["file"]
+        try:
+            name = check_audio_name(f"{call_id}/{file}")
+        except ValueError:
+            return _said("not a call's sound", 404)
+        path = self._audio.path(name)
+        if await self._store.get_call(call_id) is None or not path.is_file():
+            return _said(f"no sound {name!r}; the calls page lists them", 404)
+        media = "audio/mpeg" if path.suffix == ".mp3" else "audio/wav"
+        return FileResponse(path, media_type=media, headers=HEADERS)
+
+    async def hosts_page(self, request: Request) -> Response:
+        """Each host: whether a worker polls its queue, its agents, what waits for them."""
+        agents = await self._store.list_agents(include_offline=True)
+        hosts, shared = await asyncio.gather(
+            self._hosts.survey(agents), self._hosts.polls(self._shared_queue)
+        )
+        html = pages.render(
+            "hosts.html",
+            hosts=hosts,
+            shared_queue=self._shared_queue,
+            shared=shared,
+            silence_s=POLL_SILENCE_S,
+            **self._page_context(None),
         )
         return _page(html)
 
@@ -287,7 +355,7 @@ class ConsoleApp:
             # What changed between the page's render and this stream: told again, harmlessly.
             for agent in await self._store.agents_changed_since(since - timedelta(seconds=1)):
                 yield self._message(Change("agent", agent.id, agent=agent), page)
-            for at, event in await self._store.events_after_seq(seq, 200):
+            for at, event in await self._store.events_after_seq(max(0, seq - LATE_SEQS), 300):
                 yield self._message(Change("event", event.agent_id, event=event, seq=at), page)
             while True:
                 try:

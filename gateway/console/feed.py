@@ -1,9 +1,14 @@
 """What changes while a console page is open: agents' rows, new events, approvals.
 
-One watcher reads the projection for every open page (agents written since it last looked, and
-events inserted after the last it saw), a few times a second and only while a page listens; an
-approval opened or decided is told by the gateway itself. Each page's stream gets every change
-and picks what it shows.
+One watcher serves every open page, and only while a page listens. On PostgreSQL it reads
+nothing until the tables announce a change as it commits (notices, see
+:mod:`agentcomms.store.changes`), then reads exactly the rows announced: nothing is polled, and
+an event that commits after one with a higher seq is not missed. On SQLite, which has no
+notices between processes (the workers write the file from theirs), it reads the projection a
+few times a second: agents written since it last looked, events after the last it saw (SQLite
+commits one write at a time, in seq order), and the recent events' statuses; one shared read
+for every page, never one per agent. An approval opened or decided is told by the gateway
+itself. Each page's stream gets every change and picks what it shows.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from typing import Any, Literal
 from agentcomms.approval_models import ApprovalView
 from agentcomms.models import Agent, Event
 from agentcomms.store import Store
+from agentcomms.store.changes import Notices
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +38,12 @@ EVENTS_PER_TICK = 200
 WATCHED_STATUSES = 500
 # A page that stops reading (a sleeping laptop) is dropped past this; its browser connects again.
 BACKLOG = 2_000
+# How often a watcher waiting for notices looks whether any page still listens.
+IDLE_CHECK_S = 1.0
+# On PostgreSQL an event may commit after events with higher seqs (another agent's, written at
+# the same moment): a page's stream starts this many seqs before the page's own read, so one
+# that landed between the page's read and its stream is told too (a page ignores repeats).
+LATE_SEQS = 100
 
 
 @dataclass(frozen=True)
@@ -83,10 +95,14 @@ class Feed:
         finally:
             self._pages.discard(page)
 
-    async def close(self) -> None:
-        self._closed = True
+    def start_over(self) -> None:
+        """Tell every open page to read itself again whole (it reloads, and listens anew)."""
         for page in list(self._pages):
             self._drop(page)
+
+    async def close(self) -> None:
+        self._closed = True
+        self.start_over()
         if self._watcher is not None:
             self._watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -99,6 +115,55 @@ class Feed:
         page.put_nowait(None)
 
     async def _watch(self) -> None:
+        lost = False
+        while self._pages:
+            try:
+                async with self._store.notices() as heard:
+                    if heard is None:
+                        await self._poll()
+                        continue
+                    if lost:
+                        # What was announced while nobody listened is gone: every page reads
+                        # itself again, now that the database answers.
+                        self.start_over()
+                    await self._follow(heard)
+            except Exception as exc:  # the database away for a moment: look again
+                log.warning("console: cannot read the projection: %s", exc)
+                lost = True
+                await asyncio.sleep(1)
+
+    async def _follow(self, heard: asyncio.Queue[str | None]) -> None:
+        """Publish what the tables announce, as they announce it (PostgreSQL)."""
+        known: dict[str, tuple[Any, ...]] = {}
+        while self._pages:
+            try:
+                first = await asyncio.wait_for(heard.get(), IDLE_CHECK_S)
+            except TimeoutError:
+                continue
+            told = [first]
+            while not heard.empty():
+                told.append(heard.get_nowait())
+            if None in told:
+                raise ConnectionError("the connection listening for notices was lost")
+            notes = Notices()
+            for payload in told:
+                if payload is not None:
+                    notes.add(payload)
+            agents = await self._store.agents_by_id(notes.agents) if notes.agents else []
+            events = await self._store.events_by_seq(notes.events) if notes.events else []
+            moved = await self._store.statuses_by_seq(notes.statuses) if notes.statuses else []
+            for agent in agents:
+                shown = _shown(agent)
+                if known.get(agent.id) != shown:
+                    known[agent.id] = shown
+                    self.publish(Change("agent", agent.id, agent=agent))
+            for seq, event in events:
+                self.publish(Change("event", event.agent_id, event=event, seq=seq))
+            for event_id, agent_id, status in moved:
+                self.publish(Change("status", agent_id, event_id=event_id, status=status))
+
+    async def _poll(self) -> None:
+        """Read what changed a few times a second (SQLite)."""
         known: dict[str, tuple[Any, ...]] = {}
         statuses: dict[str, str] = {}
         newest: datetime | None = None

@@ -3,10 +3,13 @@ every value escaped), and the small JSON a page's stream carries."""
 
 from __future__ import annotations
 
+import html
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
 from jinja2 import Environment, PackageLoader, select_autoescape
+from markupsafe import Markup
 
 from agentcomms.approval_models import ApprovalView
 from agentcomms.models import Agent, Event
@@ -24,6 +27,56 @@ _env = Environment(
 )
 
 
+# An agent's row of the agents page. Formatted here rather than by a template: a page of a
+# thousand agents took twice as long through Jinja, which wraps and escapes every value through
+# its own calls; here each value is escaped once, by `html.escape`, and nothing else is inserted.
+_ROW = (
+    '<tr id="agent-{id}" data-agent="{id}">\n'
+    '  <td><a href="/agents/{id}">{id}</a></td>\n'
+    '  <td class="state state-{state}" data-field="state">{state_text}</td>\n'
+    '  <td data-field="status">{status}</td>\n'
+    '  <td data-field="host">{host}</td>\n'
+    '  <td data-field="pending">{pending}</td>\n'
+    '  <td data-field="last_event">{last_event}</td>\n'
+    '  <td data-field="last_reply" class="reply">{last_reply}</td>\n'
+    "</tr>\n"
+)
+
+
+def state_words(agent: dict[str, Any]) -> str:
+    """An agent's state as the pages say it: ``waiting (a permission prompt)``."""
+    state = agent["state"] or "unknown"
+    return f"{state} ({agent['waiting_for']})" if agent["waiting_for"] else state
+
+
+_env.globals["state_words"] = state_words
+
+
+def agent_rows(
+    agents: Iterable[dict[str, Any]],
+    last_events: dict[str, str] | None = None,
+    last_replies: dict[str, str | None] | None = None,
+) -> Markup:
+    """The agents page's rows, every value escaped."""
+    e = html.escape
+    last_events, last_replies = last_events or {}, last_replies or {}
+    return Markup(
+        "".join(
+            _ROW.format(
+                id=e(a["id"]),
+                state=e(a["state"] or "unknown"),
+                state_text=e(state_words(a)),
+                status=e(str(a["status"])),
+                host=e(a["host"] or ""),
+                pending="" if a["pending"] is None else e(str(a["pending"])),
+                last_event=e(last_events.get(a["id"]) or ""),
+                last_reply=e(last_replies.get(a["id"]) or ""),
+            )
+            for a in agents
+        )
+    )
+
+
 def clock(at: datetime | str | None) -> str:
     """A time as a person scans a list: 19:07:18 (UTC, as the CLI prints)."""
     if at is None:
@@ -39,14 +92,6 @@ def render(name: str, **context: Any) -> str:
 
 def _part(name: str) -> Any:
     return getattr(_env.get_template("parts.html").module, name)
-
-
-def state_text(agent: dict[str, Any]) -> str:
-    return str(_part("state_text")(agent))
-
-
-def agent_row(agent: dict[str, Any], last_event: str | None, last_reply: str | None) -> str:
-    return str(_part("agent_row")(agent, last_event, last_reply))
 
 
 def reply_text(event: Event) -> str | None:
@@ -71,11 +116,11 @@ def agent_fields(agent: Agent) -> dict[str, Any]:
     return {
         "agent": agent.id,
         "fields": {
-            "state": state_text(row),
+            "state": state_words(row),
             "status": row["status"],
             "host": row["host"] or "",
             "pending": str(row["pending"]),
         },
         "state": row["state"],
-        "row": agent_row(row, None, None),
+        "row": str(agent_rows([row])).strip(),
     }

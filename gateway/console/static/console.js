@@ -52,6 +52,11 @@
     if (list && d.html.includes("<form")) list.insertAdjacentHTML("beforeend", d.html);
   }
 
+  // A stream the browser gave up on (the gateway answered with an error, not a stream) is
+  // tried again by reloading the page, less and less often, so a page left open for days comes
+  // back by itself whenever the gateway does.
+  let waitMs = 2000;
+
   function listen(url) {
     const source = new EventSource(url);
     let broken = false;
@@ -59,9 +64,17 @@
       // Back after a break (a sleeping laptop, a restarted gateway): what was missed is
       // read again whole.
       if (broken) { location.reload(); return; }
+      waitMs = 2000;
       say("live");
     };
-    source.onerror = function () { broken = true; say("reconnecting…"); };
+    source.onerror = function () {
+      broken = true;
+      // While CONNECTING the browser retries by itself (every second, as the stream said).
+      if (source.readyState !== EventSource.CLOSED) { say("reconnecting…"); return; }
+      say("reconnecting in " + Math.round(waitMs / 1000) + " s…");
+      setTimeout(function () { location.reload(); }, waitMs);
+      waitMs = Math.min(waitMs * 2, 60000);
+    };
     const handlers = { agent: onAgent, event: onEvent, status: onStatus, approval: onApproval };
     for (const [kind, handle] of Object.entries(handlers)) {
       source.addEventListener(kind, function (e) { handle(JSON.parse(e.data)); });

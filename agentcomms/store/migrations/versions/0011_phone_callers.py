@@ -23,6 +23,8 @@ def upgrade() -> None:
         sa.Column("number", sa.String(64), nullable=False),
         sa.Column("admitted", sa.Integer(), nullable=False),
         sa.Column("pending", sa.JSON().with_variant(JSONB(), "postgresql"), nullable=False),
+        sa.Column("started_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("turn", sa.Integer(), nullable=False),
         sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
     )
 
