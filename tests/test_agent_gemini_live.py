@@ -21,6 +21,7 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.agents.install import Target, plan
+from agentcomms.agents.state import STALE_AFTER
 from tests.fakes.gemini import FakeGemini, ToolResult, shell, text
 from tests.fakes.telegram import FakeTelegram
 from tests.support.agents import GEMINI_DIALOG, GeminiPane, start_gemini
@@ -253,3 +254,42 @@ async def test_an_asking_hook_that_fails_blocks_the_call_and_says_why(
         assert not (gemini.project / "orphan.txt").exists()
     finally:
         await gemini.model.server.stop()
+
+
+async def test_geminis_own_dialog_is_waiting_and_a_message_waits_until_it_is_answered(
+    setup: Setup, tmp_path: Path
+) -> None:
+    """Without remote approvals Gemini asks in its own dialog: its Notification says waiting,
+    and a message sent meanwhile is not typed into the dialog, even once the state is old
+    enough for the pane to decide (the pane shows the dialog); it is typed after."""
+    model = FakeGemini()
+    agent_id = f"gemini-own-{uuid.uuid4().hex[:6]}"
+    async with model.server:
+
+        def install(home: Path, project: Path) -> None:
+            plan(Target("gemini", home=home, project=project, argv=(AGENTCOMMS,))).apply()
+
+        server = setup.gemini.tmux  # the module's tmux server: the fixture ends it
+        env = {"AGENTCOMMS_SOCKET": str(setup.stack.cfg.server.socket())}
+        gemini = await start_gemini(server, tmp_path, model, name="own", setup=install, env=env)
+        await register(setup.stack, agent_id, server, gemini.target, submit_delay_ms=300)
+        model.on("make the plain file", shell("touch plain.txt"), text("Plain made."))
+        await gemini.type("make the plain file")
+        await gemini.wait_for_screen(GEMINI_DIALOG, timeout=60)
+
+        async def waiting() -> dict[str, Any] | None:
+            listed = await setup.stack.call("agents")
+            row = next((a for a in listed["agents"] if a["id"] == agent_id), None)
+            return row if row is not None and row["state"] == "waiting" else None
+
+        await eventually(waiting, timeout=30)
+        await setup.stack.call("send", agent_id=agent_id, message="are you there")
+        await asyncio.sleep(STALE_AFTER.total_seconds() + 3)
+        assert GEMINI_DIALOG in gemini.screen()
+        assert not any("are you there" in t for t in model.human_texts)
+        assert not (gemini.project / "plain.txt").exists()
+
+        await gemini.answer(GEMINI_DIALOG, "Enter")  # its "Allow once"
+        await gemini.wait_for_screen("Plain made.")
+        assert (gemini.project / "plain.txt").exists()
+        assert await model.wait_for_human("are you there") == f"{SENT_HEADER}are you there"

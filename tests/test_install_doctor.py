@@ -111,5 +111,5 @@ def test_geminis_remote_approvals_hook_is_not_a_second_before_tool(
 
     findings = inspect_all(Target("gemini", home=tmp_path, project=tmp_path / "p"))
 
-    assert [(f.name, f.ok) for f in findings][0] == ("gemini (user) hooks", True)
+    assert (findings[0].name, findings[0].ok) == ("gemini (user) hooks", True)
     assert findings[0].detail.startswith("8 hooks, each once, and the MCP server in ")

@@ -228,7 +228,10 @@ def _gemini(plan: Plan) -> None:
     target = plan.target
     path = gemini_file(plan)
     entries: dict[str, dict[str, Any] | list[dict[str, Any]]] = {}
-    remote = target.remote_approvals and not plan.uninstall
+    # Gemini CLI reads policies from the user's folder only: the remote approvals go with the
+    # user scope, so a project's install never touches a policy the user's install wrote.
+    user = target.scope == "user"
+    remote = target.remote_approvals and not plan.uninstall and user
     if not plan.uninstall:
         entries = {
             e: {"name": SERVER_NAME, **command_hook(target, timeout=HOOK_TIMEOUT_S * 1000)}
@@ -236,22 +239,23 @@ def _gemini(plan: Plan) -> None:
         }
     if remote:
         # The asking tools' BeforeTool waits for the human; every other tool's only reports.
-        # A hook that cannot run at all (exit 127) would let the policy's allow through: any
-        # failure blocks the call instead (exit 2 is Gemini's "block", stderr its reason).
+        # Gemini takes a hook's exit 1 (a Python error) as a warning and goes on, which would
+        # let the policy's allow run the call: any failure blocks it instead (exit 2, the
+        # reason on stderr).
         wait_ms = (int(target.approval_timeout_s) + APPROVAL_HOOK_MARGIN_S) * 1000
         asking = target.hook_command((), "--remote-approvals") + (
             " || { echo 'agentcomms could not ask the human for this tool call' >&2; exit 2; }"
         )
+        report = {"name": SERVER_NAME, **command_hook(target, timeout=HOOK_TIMEOUT_S * 1000)}
         entries["BeforeTool"] = [
-            {"matcher": f"^(?!({_ASKING})$)", **entries["BeforeTool"]},  # type: ignore[dict-item]
-            {
-                "matcher": f"^({_ASKING})$",
-                "name": SERVER_NAME,
-                "type": "command",
-                "command": asking,
-                "timeout": wait_ms,
-            },
+            {"matcher": f"^(?!({_ASKING})$)", **report},
+            {"matcher": f"^({_ASKING})$", **report, "command": asking, "timeout": wait_ms},
         ]
+    elif target.remote_approvals and not plan.uninstall:
+        plan.notes.append(
+            "remote approvals were not installed: Gemini CLI reads policies only from "
+            "~/.gemini/policies, so they need the user scope (without --scope project)."
+        )
     server = None if plan.uninstall else target.server()
 
     def edit(doc: dict[str, Any]) -> None:
@@ -259,6 +263,13 @@ def _gemini(plan: Plan) -> None:
         merge_hooks(doc, path, entries, our_hook("gemini"))
 
     edit_json(plan, path, edit)
+    if user:
+        _gemini_policy(plan, remote)
+
+
+def _gemini_policy(plan: Plan, remote: bool) -> None:
+    """The policy rule that skips Gemini's own dialog, there exactly when remote approvals are;
+    a file of that name that is not agentcomms' is never touched."""
     policy = gemini_policy_file(plan)
     before = read_text(policy)
     if before is not None and not before.startswith(_POLICY_MARK):
