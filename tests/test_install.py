@@ -371,3 +371,31 @@ def test_gemini_remote_approvals_come_from_the_config_and_go_when_turned_off(
     assert not policy.exists()
     (plain,) = json.loads(settings.read_text())["hooks"]["BeforeTool"]
     assert plain == {"hooks": [report]}
+
+
+def test_gemini_remote_approvals_need_the_user_scope(tmp_path: Path) -> None:
+    """Gemini reads policies only from ~/.gemini/policies: a project's install stays plain,
+    says why, and leaves the user's policy file alone."""
+    _install(tmp_path, "gemini", remote_approvals=True)  # the user's own install
+    policy = tmp_path / ".gemini" / "policies" / "agentcomms-remote-approvals.toml"
+    assert policy.exists()
+
+    result = plan(
+        Target(
+            "gemini",
+            scope="project",
+            home=tmp_path,
+            project=tmp_path / "project",
+            argv=EXE,
+            remote_approvals=True,
+        )
+    )
+    result.apply()
+
+    assert [c.path for c in result.changes] == [tmp_path / "project" / ".gemini" / "settings.json"]
+    assert any("need the user scope" in note for note in result.notes)
+    hooks = json.loads(result.changes[0].after or "{}")["hooks"]
+    assert [list(g) for g in hooks["BeforeTool"]] == [["hooks"]]  # one plain report
+    project = Target("gemini", scope="project", home=tmp_path, project=tmp_path / "project")
+    plan(project, uninstall=True).apply()
+    assert policy.exists()
