@@ -293,3 +293,26 @@ async def test_geminis_own_dialog_is_waiting_and_a_message_waits_until_it_is_ans
         await gemini.wait_for_screen("Plain made.")
         assert (gemini.project / "plain.txt").exists()
         assert await model.wait_for_human("are you there") == f"{SENT_HEADER}are you there"
+
+
+async def test_a_message_waits_while_the_asking_hook_waits_and_is_typed_after(
+    setup: Setup,
+) -> None:
+    """While the hook waits Gemini still shows its input box (and "Executing Hook… esc to
+    cancel"): the message waits all the same, also past the time after which the pane decides,
+    and goes as a prompt of its own once the call was answered."""
+    gemini, model = setup.gemini, setup.gemini.model
+    await gemini.wait_ready()
+    model.on("make the patient file", shell("touch patient.txt"), text("Patient made."))
+    await gemini.type("make the patient file")
+    approval = await eventually(setup.approval, timeout=30)
+
+    sent = await setup.stack.call("send", agent_id=setup.agent_id, message="when you can, rest")
+    await asyncio.sleep(STALE_AFTER.total_seconds() + 3)
+    event = await setup.stack.store.get_event(sent["event_id"])
+    assert event is not None and event.status != "delivered"
+
+    done = await cli(setup.home, "approve", approval["id"])
+    assert done.returncode == 0, done.stderr
+    await gemini.wait_for_screen("Patient made.")
+    assert await model.wait_for_human("rest") == f"{SENT_HEADER}when you can, rest"
