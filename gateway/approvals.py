@@ -255,11 +255,11 @@ class ApprovalMethods:
     async def agent_did(self, agent_id: str, event: str, payload: dict[str, Any]) -> None:
         """Answered in the agent's own dialog, Claude leaves the hook waiting: the tool's run
         (or failure) says so, and a turn's end or the session's leaves nothing to ask."""
-        if event in ("PostToolUse", "PostToolUseFailure"):
+        if event in ("PostToolUse", "PostToolUseFailure", "AfterTool"):
             tool, tool_input = payload.get("tool_name"), payload.get("tool_input")
             done = (agent_id, tool, _as_reported(str(tool), tool_input, trim=False))
             answered = [i for i, w in self._waiting.items() if w == done]
-        elif event in ("Stop", "StopFailure", "SessionEnd"):
+        elif event in ("Stop", "StopFailure", "AfterAgent", "SessionEnd"):
             answered = [i for i, w in self._waiting.items() if w[0] == agent_id]
         else:
             return

@@ -1,9 +1,10 @@
 """The agent's reply comes back: the last words of a turn that a chat message started are sent
 to that chat, as an answer to the human's message.
 
-The agent's hooks say when a turn starts (``UserPromptSubmit``, with the prompt as typed) and
-ends (``Stop``, with Claude Code's and Codex's ``last_assistant_message``; ``StopFailure``, with
-its error, which the human is told in one line). The prompt begins
+The agent's hooks say when a turn starts (``UserPromptSubmit``, Gemini CLI's ``BeforeAgent``,
+with the prompt as typed) and ends (``Stop``, with Claude Code's and Codex's
+``last_assistant_message``; Gemini CLI's ``AfterAgent`` with its ``prompt_response``;
+``StopFailure``, with its error, which the human is told in one line). The prompt begins
 with the header agentcomms typed for the first message in it (``[telegram:456 from Alice] …``;
 a body's own lines all begin with ``| ``, so no line of the human's words reads as a header), so
 the chat that started the turn is known; only a chat whose message reached this agent through
@@ -25,6 +26,7 @@ from datetime import datetime
 
 from temporalio.service import RPCError
 
+from agentcomms.agents.state import PROMPT_SUBMITTED
 from agentcomms.config import Config
 from agentcomms.ids import new_event_id
 from agentcomms.models import Event, utcnow
@@ -45,6 +47,8 @@ SMS_FIRST_PART = 600
 SMS_THE_REST = " […] (the whole reply: `agentcomms inbox`, or the console)"
 # A turn's error is told in one line, at most this long.
 ERROR_LINE_CHARS = 300
+# The hooks that end a turn with its reply, and the payload's field that holds it.
+TURN_REPLIES = {"Stop": "last_assistant_message", "AfterAgent": "prompt_response"}
 # How far back a chat's history is read for the human's message and the agent's own sends.
 LOOK_BACK = 20
 
@@ -66,8 +70,8 @@ def chat_of(prompt: object) -> str | None:
 def last_words(event: str, payload: dict[str, object]) -> str | None:
     """What the human is sent at a turn's end: the agent's reply, or, for a turn that ended in an
     error (Claude Code's ``StopFailure``: a rate limit, a failed login), one line saying so."""
-    if event == "Stop":
-        reply = payload.get("last_assistant_message")
+    if event in TURN_REPLIES:
+        reply = payload.get(TURN_REPLIES[event])
         return reply[:MIRRORED_CHARS] if isinstance(reply, str) and reply.strip() else None
     error, details = payload.get("error"), payload.get("error_details")
     line = f"The agent's turn stopped on an error: {error if isinstance(error, str) else 'unknown'}"
@@ -85,9 +89,9 @@ class ReplyMirror:
 
     async def agent_did(self, agent_id: str, event: str, payload: dict[str, object]) -> None:
         """An observer of the agent's hooks (:class:`gateway.agent_hooks.AgentHookMethods`)."""
-        if event == "UserPromptSubmit":
+        if event in PROMPT_SUBMITTED:
             self._turns[agent_id] = Turn(chat_of(payload.get("prompt")), utcnow())
-        elif event in ("Stop", "StopFailure"):
+        elif event in (*TURN_REPLIES, "StopFailure"):
             turn = self._turns.pop(agent_id, None)  # taken: a second Stop sends nothing
             reply = last_words(event, payload)
             if turn is None or reply is None:

@@ -144,3 +144,23 @@ def test_a_typed_message_is_submitted_once_a_prompt_carries_its_text() -> None:
     assert (submitted(r, "evt_a"), submitted(r, "evt_b")) == (True, False)
     # Without hooks nothing can be known.
     assert submitted(typed(Readiness(), T0, {"evt_a": "x"}), "evt_a") is None
+
+
+def test_a_prompt_taken_before_its_typing_was_recorded_is_still_submitted() -> None:
+    """Gemini CLI's BeforeAgent can reach the mailbox before the mailbox records that it typed
+    (measured): the prompt no typed message awaited is kept, and the typing it carried is
+    submitted at once; a prompt of other words claims nothing."""
+    gemini = [
+        report_from("gemini", "SessionStart", 1, "s1", {}),
+        report_from("gemini", "BeforeAgent", 2, "s1", {"prompt": "[cli:local from a] count it"}),
+    ]
+    r = typed(run(*gemini), T0, {"evt_a": "[cli:local from a] count it", "evt_b": "other"})
+
+    assert (submitted(r, "evt_a"), submitted(r, "evt_b")) == (True, False)
+    assert r.unclaimed is None  # claimed once only
+    assert submitted(typed(r, T0, {"evt_c": "[cli:local from a] count it"}), "evt_c") is False
+    # Or it arrives after the typing was recorded, its hook's clock earlier than the record's.
+    r = typed(run(gemini[0]), T0, {"evt_d": "[cli:local from a] count it"})
+    later = apply(r, gemini[1], T0)
+    assert later is not None and submitted(later, "evt_d") is True
+    assert (later.state, later.at_ns) == (r.state, r.at_ns)  # the state stays as it was

@@ -195,6 +195,49 @@ def test_with_the_gateway_down_the_permission_hook_says_nothing_at_once(tmp_path
     assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
 
 
+GEMINI_BEFORE_TOOL = {
+    "session_id": "s",
+    "hook_event_name": "BeforeTool",
+    "tool_name": "run_shell_command",
+    "tool_input": {"command": "touch x"},
+}
+
+
+def test_geminis_asking_hook_brings_its_own_dialog_back_when_no_one_can_answer(
+    tmp_path: Path,
+) -> None:
+    """Gemini CLI's own dialog was skipped by the remote approvals' policy: silence would let
+    the call run, so the hook says "ask", at once, with the gateway down or no agent to ask
+    for."""
+    down = {"AGENTCOMMS_SOCKET": str(tmp_path / "nobody.sock"), "AGENTCOMMS_AGENT_ID": "docs"}
+    for env in (down, {"AGENTCOMMS_SOCKET": str(tmp_path / "nobody.sock")}):
+        done = subprocess.run(
+            [AGENTCOMMS, "hook", "gemini", "--remote-approvals"],
+            input=json.dumps(GEMINI_BEFORE_TOOL),
+            capture_output=True,
+            text=True,
+            env={"PATH": "/usr/bin:/bin", **env},
+            timeout=10,
+        )
+        assert (done.returncode, json.loads(done.stdout)) == (0, {"decision": "ask"})
+
+
+async def test_geminis_asking_hook_prints_a_denial_in_geminis_format(
+    stack: Stack, tmp_path: Path
+) -> None:
+    agent = f"gemini-{uuid.uuid4().hex[:6]}"
+    proc = start_hook(stack, GEMINI_BEFORE_TOOL, agent, tmp_path, "gemini", "--remote-approvals")
+    listed = await eventually(lambda: _open_for(stack, agent))
+    await stack.call("approval_decide", id=listed["id"], behavior="deny", message="not now")
+    out, _ = await asyncio.to_thread(proc.communicate, timeout=30)
+    assert json.loads(out) == {"decision": "deny", "reason": "not now"}
+
+
+async def _open_for(stack: Stack, agent: str) -> dict[str, Any] | None:
+    listed = await stack.call("approvals")
+    return next((a for a in listed["approvals"] if a["agent_id"] == agent), None)
+
+
 async def _timed_out(env: WorkflowEnvironment, on_timeout: OnTimeout) -> dict[str, Any] | None:
     key = DeploymentKey(SecretStr(STACK_KEY).get_secret_value().encode())
     queue = f"tq-{uuid.uuid4()}"

@@ -324,3 +324,78 @@ def test_install_reads_the_configured_approval_timeout(tmp_path: Path) -> None:
     hooks = json.loads((tmp_path / ".claude" / "settings.json").read_text())["hooks"]
     (permission,) = _ours(hooks["PermissionRequest"])
     assert permission["timeout"] > 1200
+
+
+def test_gemini_remote_approvals_come_from_the_config_and_go_when_turned_off(
+    tmp_path: Path,
+) -> None:
+    """With ``agents.ID.approvals.remote`` the asking tools' BeforeTool waits for the human (as
+    long as an approval does, and blocking when it cannot run at all) beside a policy rule that
+    skips Gemini's own dialog for them; every other tool's BeforeTool only reports. Off again,
+    the policy file goes and the one plain BeforeTool is back."""
+    home = tmp_path / "ac"
+    home.mkdir(mode=0o700)
+    config = home / "config.json"
+    remote = {"approvals": {"timeout_s": 900}, "agents": {"ui": {"approvals": {"remote": True}}}}
+    config.write_text(json.dumps(remote))
+    config.chmod(0o600)
+    env = env_for(home, HOME=str(tmp_path))
+    settings = tmp_path / ".gemini" / "settings.json"
+    policy = tmp_path / ".gemini" / "policies" / "agentcomms-remote-approvals.toml"
+
+    done = run(env, "install", "gemini", "--agent", "ui")
+
+    assert done.returncode == 0, done.stderr
+    assert "agentcomms asks you" in done.stdout
+    rules = tomllib.loads(policy.read_text())["rule"]
+    assert [(r["toolName"], r["decision"]) for r in rules] == [
+        (["run_shell_command", "write_file", "replace", "web_fetch"], "allow")
+    ]
+    groups = json.loads(settings.read_text())["hooks"]["BeforeTool"]
+    [(reports, report), (asks, ask)] = [(g["matcher"], g["hooks"][0]) for g in groups]
+    assert report["command"] == f"AGENTCOMMS_AGENT_ID=ui {AGENTCOMMS} hook gemini"
+    assert ask["command"].startswith(
+        f"AGENTCOMMS_AGENT_ID=ui {AGENTCOMMS} hook gemini --remote-approvals || "
+    )
+    assert ask["command"].endswith("exit 2; }")
+    assert ask["timeout"] > 900_000 and report["timeout"] == 10_000
+    assert asks == "^(run_shell_command|write_file|replace|web_fetch)$"
+    assert reports == f"^(?!({asks[2:-2]})$)"
+    again = run(env, "install", "gemini", "--agent", "ui").stdout
+    assert again == "Gemini CLI (user scope): nothing to change, agentcomms is installed\n"
+
+    config.write_text(json.dumps({"agents": {"ui": {"approvals": {"remote": False}}}}))
+    done = run(env, "install", "gemini", "--agent", "ui")
+
+    assert done.returncode == 0, done.stderr
+    assert not policy.exists()
+    (plain,) = json.loads(settings.read_text())["hooks"]["BeforeTool"]
+    assert plain == {"hooks": [report]}
+
+
+def test_gemini_remote_approvals_need_the_user_scope(tmp_path: Path) -> None:
+    """Gemini reads policies only from ~/.gemini/policies: a project's install stays plain,
+    says why, and leaves the user's policy file alone."""
+    _install(tmp_path, "gemini", remote_approvals=True)  # the user's own install
+    policy = tmp_path / ".gemini" / "policies" / "agentcomms-remote-approvals.toml"
+    assert policy.exists()
+
+    result = plan(
+        Target(
+            "gemini",
+            scope="project",
+            home=tmp_path,
+            project=tmp_path / "project",
+            argv=EXE,
+            remote_approvals=True,
+        )
+    )
+    result.apply()
+
+    assert [c.path for c in result.changes] == [tmp_path / "project" / ".gemini" / "settings.json"]
+    assert any("need the user scope" in note for note in result.notes)
+    hooks = json.loads(result.changes[0].after or "{}")["hooks"]
+    assert [list(g) for g in hooks["BeforeTool"]] == [["hooks"]]  # one plain report
+    project = Target("gemini", scope="project", home=tmp_path, project=tmp_path / "project")
+    plan(project, uninstall=True).apply()
+    assert policy.exists()

@@ -100,3 +100,16 @@ def test_doctor_reports_the_agents_checks(tmp_path: Path) -> None:
     gemini = checks["agent gemini (user) hooks"]
     assert gemini["ok"], gemini
     assert gemini["detail"].startswith("gemini (user): 8 hooks, each once, and the MCP server in ")
+
+
+def test_geminis_remote_approvals_hook_is_not_a_second_before_tool(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    target = Target("gemini", home=tmp_path, argv=(_exe(tmp_path),), remote_approvals=True)
+    plan(target).apply()
+
+    findings = inspect_all(Target("gemini", home=tmp_path, project=tmp_path / "p"))
+
+    assert (findings[0].name, findings[0].ok) == ("gemini (user) hooks", True)
+    assert findings[0].detail.startswith("8 hooks, each once, and the MCP server in ")

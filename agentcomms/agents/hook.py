@@ -4,9 +4,9 @@ It runs around every tool call, inside the agent's loop, so it costs the agent a
 process can: the standard library only (no pydantic, no configuration models), one JSON line to
 the gateway's socket, at most about a second waiting for the answer, and nothing printed. With
 the gateway down it exits 0 at once, and the agent behaves as if agentcomms were not installed.
-The one exception is ``PermissionRequest`` (Claude Code's and Codex's, which read the same
-decision): that hook waits for the human's answer and prints it
-(:mod:`agentcomms.agents.hook_approval`).
+The exceptions wait for the human's answer and print it (:mod:`agentcomms.agents.hook_approval`):
+``PermissionRequest`` (Claude Code's and Codex's, which read the same decision), and Gemini CLI's
+``BeforeTool`` in remote approvals mode (``--remote-approvals``), which is its permission request.
 
 The agent is found by ``AGENTCOMMS_AGENT_ID``, else by the pane the hook runs in (``$TMUX_PANE``
 on the tmux server named by ``$TMUX``), which the gateway matches against the registrations.
@@ -47,6 +47,7 @@ SENT_FIELDS = (
     "prompt",
     "type",
     "last_assistant_message",
+    "prompt_response",
     "error",
     "error_details",
 )
@@ -61,13 +62,16 @@ def main(argv: list[str]) -> int:
     if not argv or argv[0] not in KINDS:
         sys.stderr.write(f"agentcomms hook: name the agent kind, one of {', '.join(KINDS)}\n")
         return 0
-    never, rest = _never_rules(argv[1:])
+    remote = "--remote-approvals" in argv[1:]
+    never, rest = _never_rules([a for a in argv[1:] if a != "--remote-approvals"])
     payload = _payload(rest)
     if payload is None:
         return 0
     event = payload.get("hook_event_name") or payload.get("type")
     if not isinstance(event, str) or not event:
         return 0
+    if remote and argv[0] == "gemini" and event == "BeforeTool":
+        event = "PermissionRequest"  # asked through agentcomms: the agent waits on the human
     if never and event == "PreToolUse":
         from agentcomms.agents.never import decide
 
@@ -95,16 +99,24 @@ def main(argv: list[str]) -> int:
         pane = os.environ.get("TMUX_PANE")
         tmux = os.environ.get("TMUX")
         if not pane or not tmux:
+            if event == "PermissionRequest" and argv[0] == "gemini":
+                _leave_to_gemini()  # no agent to ask for: Gemini's own dialog asks
             return 0  # not in tmux and not named: no agent to report for
         params["pane"] = pane
         params["tmux_socket"] = tmux.split(",", 1)[0]
     _send({"id": 1, "method": "agent_hook", "params": params})
-    if event == "PermissionRequest" and argv[0] in ("claude-code", "codex"):
+    if event == "PermissionRequest":
         # The one hook whose output matters: it waits for the human's answer through agentcomms.
         from agentcomms.agents.hook_approval import wait_for_decision
 
         wait_for_decision(socket_path(), params, payload)
     return 0
+
+
+def _leave_to_gemini() -> None:
+    from agentcomms.agents.hook_approval import GEMINI_ASK, print_json
+
+    print_json(GEMINI_ASK)
 
 
 def socket_path() -> str:
@@ -159,7 +171,7 @@ def trimmed(payload: dict[str, Any]) -> dict[str, Any]:
         value = payload[key]
         if key == "prompt" and isinstance(value, str):
             kept[key] = value[:SENT_PROMPT_CHARS]
-        elif key == "last_assistant_message" and isinstance(value, str):
+        elif key in ("last_assistant_message", "prompt_response") and isinstance(value, str):
             kept[key] = value[:SENT_REPLY_CHARS]
         elif key == "tool_input" and isinstance(value, dict):
             kept[key] = {k: _short(v) for k, v in list(value.items())[:20]}

@@ -2,6 +2,12 @@
 permission, a question (Claude Code's ``AskUserQuestion``: the answers go back in the tool's
 ``updatedInput``) or a plan (``ExitPlanMode``: allowed, or denied with the human's reason).
 
+Gemini CLI's is its ``BeforeTool`` hook in remote approvals mode, where a policy rule has
+skipped Gemini's own dialog: it always prints Gemini's decision, ``allow``, ``deny`` with the
+reason (the model reads it), or ``ask``, which brings Gemini's own dialog back: for agentcomms
+down or unreachable, an approval left to the terminal, or anything that went wrong. Silence
+there would let the policy's allow run the tool unasked.
+
 Standard library only, like the rest of the hook. It asks the gateway to open an approval, then
 long-polls for its decision and prints it in Claude Code's own format: the agent acts on it as on
 an answer in its own dialog. **Never keystrokes.** Claude shows its own dialog beside the waiting
@@ -34,6 +40,8 @@ RECONNECT_PAUSE_S = 0.5
 DEADLINE_MARGIN_S = 30.0
 # Claude Code's tools whose own dialog is the human's answer (not a permission to act).
 ASKS_THE_HUMAN = ("AskUserQuestion", "ExitPlanMode")
+# Gemini CLI's BeforeTool answer that shows its own permission dialog, whatever its policy says.
+GEMINI_ASK = {"decision": "ask"}
 
 
 class _Terminated(Exception):
@@ -58,6 +66,8 @@ def wait_for_decision(path: str, params: dict[str, Any], payload: dict[str, Any]
         raise _Terminated
 
     previous = signal.signal(signal.SIGTERM, terminated)
+    gemini = params.get("kind") == "gemini"
+    output: dict[str, Any] | None = None
     try:
         opened = _call(path, "approval_open", request, OPEN_WAIT_S)
         if not isinstance(opened, dict) or not isinstance(opened.get("id"), str):
@@ -75,7 +85,7 @@ def wait_for_decision(path: str, params: dict[str, Any], payload: dict[str, Any]
                 break
             decisions.append(decision)
         output = _output(tool_name, tool_input, decisions)
-        if output is not None:
+        if output is not None and not gemini:
             _print_decision(output)
     except _Terminated:
         for approval_id in ids:
@@ -84,6 +94,17 @@ def wait_for_decision(path: str, params: dict[str, Any], payload: dict[str, Any]
         return
     finally:
         signal.signal(signal.SIGTERM, previous)
+        if gemini:
+            print_json(_gemini_decision(output))
+
+
+def _gemini_decision(output: dict[str, Any] | None) -> dict[str, Any]:
+    """Gemini CLI's BeforeTool answer for the decision in Claude Code's shape."""
+    if output is None:
+        return GEMINI_ASK
+    if output.get("behavior") == "allow":
+        return {"decision": "allow"}
+    return {"decision": "deny", "reason": str(output.get("message") or "Denied.")}
 
 
 def _wait(path: str, approval_id: str, deadline: float) -> dict[str, Any] | None:
@@ -132,7 +153,10 @@ def _output(
 
 
 def _print_decision(decision: dict[str, Any]) -> None:
-    output = {"hookSpecificOutput": {"hookEventName": "PermissionRequest", "decision": decision}}
+    print_json({"hookSpecificOutput": {"hookEventName": "PermissionRequest", "decision": decision}})
+
+
+def print_json(output: dict[str, Any]) -> None:
     sys.stdout.write(json.dumps(output) + "\n")
     sys.stdout.flush()
 

@@ -157,17 +157,19 @@ class Target:
     approval_timeout_s: float = 600
     # The configured never-list (approvals.never and the agent's own): refused without asking.
     never: tuple[str, ...] = ()
+    # Gemini CLI only (agents.ID.approvals.remote): its permissions are asked through agentcomms.
+    remote_approvals: bool = False
 
     def hook_argv(self) -> list[str]:
         prefix = ["env", f"AGENTCOMMS_AGENT_ID={self.agent_id}"] if self.agent_id else []
         return [*prefix, *self.argv, "hook", self.kind]
 
-    def hook_command(self, never: Sequence[str] = ()) -> str:
+    def hook_command(self, never: Sequence[str] = (), *flags: str) -> str:
         """The hook's shell line; the agent id, when given, overrides finding it by the pane;
-        `never`: the rules this hook refuses."""
+        `never`: the rules this hook refuses; `flags` follow the kind (``--remote-approvals``)."""
         prefix = f"AGENTCOMMS_AGENT_ID={shlex.quote(self.agent_id)} " if self.agent_id else ""
         rules = [a for rule in never for a in ("--never", rule)]
-        return prefix + shlex.join([*self.argv, "hook", self.kind, *rules])
+        return prefix + shlex.join([*self.argv, "hook", self.kind, *flags, *rules])
 
     def server(self) -> dict[str, Any]:
         server: dict[str, Any] = {"command": self.argv[0], "args": [*self.argv[1:], "mcp"]}
@@ -298,7 +300,9 @@ def merge_hooks(
     for event in list(hooks):
         groups = hooks[event]
         _shape(path, f'"hooks.{event}"', groups, list)
-        mine = [h for g in groups if isinstance(g, dict) for h in _handlers(g) if ours(h)]
+        mine = [
+            _entry(g, h) for g in groups if isinstance(g, dict) for h in _handlers(g) if ours(h)
+        ]
         if mine == entries.get(event, []):
             continue
         kept = _without(groups, ours)
@@ -310,9 +314,26 @@ def merge_hooks(
     for event, wanted in entries.items():
         groups = hooks.setdefault(event, [])
         if not any(ours(h) for g in groups if isinstance(g, dict) for h in _handlers(g)):
-            groups.extend({"hooks": [entry]} for entry in wanted)
+            groups.extend(_group(entry) for entry in wanted)
     if emptied and not hooks:
         del doc["hooks"]
+
+
+# An entry's own key for the group it goes in: the agent runs it only for the tools matched.
+MATCHER = "matcher"
+
+
+def _entry(group: dict[str, Any], handler: Any) -> Any:
+    """A handler as `merge_hooks` is given it: with its group's matcher, if it has one."""
+    matcher = group.get(MATCHER)
+    return {MATCHER: matcher, **handler} if matcher is not None else handler
+
+
+def _group(entry: dict[str, Any]) -> dict[str, Any]:
+    handler = {k: v for k, v in entry.items() if k != MATCHER}
+    if MATCHER in entry:
+        return {MATCHER: entry[MATCHER], "hooks": [handler]}
+    return {"hooks": [handler]}
 
 
 def _handlers(group: dict[str, Any]) -> list[Any]:

@@ -6,7 +6,8 @@
   it (``~/.codex/``, or ``$CODEX_HOME``, or the project's ``.codex/``). Codex runs a new hook only
   once the user trusted it, which only the user may do.
 - Gemini CLI: ``settings.json`` (``~/.gemini/`` or the project's ``.gemini/``) holds both; its
-  hook timeouts are in milliseconds.
+  hook timeouts are in milliseconds. With remote approvals, a policy file in
+  ``~/.gemini/policies/`` too (Gemini CLI reads no project's policies).
 """
 
 from __future__ import annotations
@@ -196,15 +197,65 @@ def gemini_file(plan: Plan) -> Path:
     return plan.target.base(".gemini") / "settings.json"
 
 
+def gemini_policy_file(plan: Plan) -> Path:
+    # The user's tier: Gemini CLI 0.61 ignores a workspace's own policies.
+    return plan.target.home / ".gemini" / "policies" / "agentcomms-remote-approvals.toml"
+
+
+# The tools Gemini CLI asks permission for in its default mode; with remote approvals they are
+# asked through agentcomms instead (read-only tools never ask).
+GEMINI_ASKING_TOOLS = ("run_shell_command", "write_file", "replace", "web_fetch")
+_ASKING = "|".join(GEMINI_ASKING_TOOLS)
+_POLICY_MARK = "# Written by `agentcomms install gemini`"
+# Gemini CLI 0.61 runs BeforeTool hooks before its policy and its dialog, and a hook's "allow"
+# does not skip the dialog: this rule does, for the asking tools, while agentcomms' BeforeTool
+# hook asks the human (its "ask" brings Gemini's own dialog back). Plan mode keeps its own
+# rules; redirections would otherwise still ask.
+GEMINI_POLICY = f"""{_POLICY_MARK} (agents.ID.approvals.remote): Gemini CLI's
+# own permission dialog is skipped for these tools because agentcomms' BeforeTool hook asks the
+# human instead, and answers "ask" (this dialog) when agentcomms cannot be reached.
+# `agentcomms install gemini --uninstall`, or approvals.remote off, removes this file.
+[[rule]]
+toolName = [{", ".join(f'"{t}"' for t in GEMINI_ASKING_TOOLS)}]
+decision = "allow"
+priority = 900
+modes = ["default", "autoEdit"]
+allowRedirection = true
+"""
+
+
 def _gemini(plan: Plan) -> None:
     target = plan.target
     path = gemini_file(plan)
-    entries: dict[str, dict[str, Any]] = {}
+    entries: dict[str, dict[str, Any] | list[dict[str, Any]]] = {}
+    # Gemini CLI reads policies from the user's folder only: the remote approvals go with the
+    # user scope, so a project's install never touches a policy the user's install wrote.
+    user = target.scope == "user"
+    remote = target.remote_approvals and not plan.uninstall and user
     if not plan.uninstall:
         entries = {
             e: {"name": SERVER_NAME, **command_hook(target, timeout=HOOK_TIMEOUT_S * 1000)}
             for e in GEMINI_EVENTS
         }
+    if remote:
+        # The asking tools' BeforeTool waits for the human; every other tool's only reports.
+        # Gemini takes a hook's exit 1 (a Python error) as a warning and goes on, which would
+        # let the policy's allow run the call: any failure blocks it instead (exit 2, the
+        # reason on stderr).
+        wait_ms = (int(target.approval_timeout_s) + APPROVAL_HOOK_MARGIN_S) * 1000
+        asking = target.hook_command((), "--remote-approvals") + (
+            " || { echo 'agentcomms could not ask the human for this tool call' >&2; exit 2; }"
+        )
+        report = {"name": SERVER_NAME, **command_hook(target, timeout=HOOK_TIMEOUT_S * 1000)}
+        entries["BeforeTool"] = [
+            {"matcher": f"^(?!({_ASKING})$)", **report},
+            {"matcher": f"^({_ASKING})$", **report, "command": asking, "timeout": wait_ms},
+        ]
+    elif target.remote_approvals and not plan.uninstall:
+        plan.notes.append(
+            "remote approvals were not installed: Gemini CLI reads policies only from "
+            "~/.gemini/policies, so they need the user scope (without --scope project)."
+        )
     server = None if plan.uninstall else target.server()
 
     def edit(doc: dict[str, Any]) -> None:
@@ -212,6 +263,28 @@ def _gemini(plan: Plan) -> None:
         merge_hooks(doc, path, entries, our_hook("gemini"))
 
     edit_json(plan, path, edit)
+    if user:
+        _gemini_policy(plan, remote)
+
+
+def _gemini_policy(plan: Plan, remote: bool) -> None:
+    """The policy rule that skips Gemini's own dialog, there exactly when remote approvals are;
+    a file of that name that is not agentcomms' is never touched."""
+    policy = gemini_policy_file(plan)
+    before = read_text(policy)
+    if before is not None and not before.startswith(_POLICY_MARK):
+        if remote:
+            raise AgentConfigError(
+                f"{policy} exists and is not agentcomms'; move it away and run again; nothing "
+                "was changed"
+            )
+        return
+    plan.add(policy, before, GEMINI_POLICY if remote else None)
+    if remote and any(c.path == policy for c in plan.changes):
+        plan.notes.append(
+            "Gemini CLI asks no more in its own dialog for "
+            f"{', '.join(GEMINI_ASKING_TOOLS)}: agentcomms asks you (`agentcomms approvals`)."
+        )
 
 
 PLANNERS: dict[str, Callable[[Plan], None]] = {

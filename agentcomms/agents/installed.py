@@ -168,9 +168,14 @@ def _read(target: Target) -> tuple[list[tuple[str, str]], bool, list[Path], list
             for h, handler in enumerate(group.get("hooks", []) if isinstance(group, dict) else []):
                 command = handler.get("command") if isinstance(handler, dict) else None
                 if is_our_hook(command, kind) and isinstance(command, str):
-                    # A never-list handler beside the event's report is not a second report.
-                    refuses = "if" in handler and "--never" in shlex.split(command)
-                    found.append((f"{event} (never)" if refuses else event, _executable(command)))
+                    # A never-list handler beside the event's report is not a second report,
+                    # nor is Gemini CLI's asking BeforeTool (remote approvals) beside the
+                    # other tools' report.
+                    words = shlex.split(command)
+                    refuses = "if" in handler and "--never" in words
+                    asks = "--remote-approvals" in words
+                    label = f"{event} (never)" if refuses else f"{event} (asks)" if asks else event
+                    found.append((label, _executable(command)))
                     # Codex keeps the user's trust per hook, keyed by file, event and place.
                     key = f"{hooks_file}:{_snake(event)}:{g}:{h}"
                     if trust is not None and "trusted_hash" not in trust.get(key, {}):

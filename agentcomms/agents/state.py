@@ -79,6 +79,9 @@ class Readiness(BaseModel):
     reported_at: datetime | None = None  # when the last report was applied
     awaiting: dict[str, str] = {}  # event id -> its text's start, typed, not yet submitted
     submitted: list[str] = []  # event ids a UserPromptSubmit carried, newest last
+    # The last prompt a hook carried that no typed message awaited: an agent can take a prompt
+    # (Gemini CLI's BeforeAgent, measured) before the mailbox has recorded typing it.
+    unclaimed: str | None = None
     pane: str | None = None  # why the pane's last look found it not ready (cleared when typed)
     follow_up: FollowUp | None = None
     # A typed prompt left the input box and no hook carried it: the hooks do not report (the
@@ -96,7 +99,7 @@ def apply(current: Readiness, report: HookReport, now: datetime) -> Readiness | 
     """The state after `report`, or None when it changes nothing: older than the last report
     applied, or an event that says nothing of the state."""
     if report.at_ns <= current.at_ns:
-        return None
+        return _carried_late(current, report)
     step = _step(report)
     if step is None:
         return None
@@ -105,12 +108,13 @@ def apply(current: Readiness, report: HookReport, now: datetime) -> Readiness | 
         waiting_for = current.waiting_for  # a late notification of the dialog already known
     if state == "waiting" and waiting_for is None:
         waiting_for = "a permission prompt"
-    awaiting, submitted = current.awaiting, current.submitted
+    awaiting, submitted, unclaimed = current.awaiting, current.submitted, current.unclaimed
     if report.prompt:
         prompt = " ".join(report.prompt.split())
         carried = [i for i, needle in awaiting.items() if needle in prompt]
         awaiting = {i: n for i, n in awaiting.items() if i not in carried}
         submitted = [*submitted, *carried][-SUBMITTED_KEPT:]
+        unclaimed = None if carried else prompt
     same = state == current.state and waiting_for == current.waiting_for
     return current.model_copy(
         update={
@@ -123,7 +127,26 @@ def apply(current: Readiness, report: HookReport, now: datetime) -> Readiness | 
             "reported_at": now,
             "awaiting": awaiting,
             "submitted": submitted,
+            "unclaimed": unclaimed,
             "hooks_missing": False,
+        }
+    )
+
+
+def _carried_late(current: Readiness, report: HookReport) -> Readiness | None:
+    """A prompt older than the state still tells which typed messages it carried: the mailbox
+    records its typing once the keys are sent, and the agent may take the prompt (its hook's
+    clock) before that; the state itself stays."""
+    if not report.prompt:
+        return None
+    prompt = " ".join(report.prompt.split())
+    carried = [i for i, needle in current.awaiting.items() if needle in prompt]
+    if not carried:
+        return None
+    return current.model_copy(
+        update={
+            "awaiting": {i: n for i, n in current.awaiting.items() if i not in carried},
+            "submitted": [*current.submitted, *carried][-SUBMITTED_KEPT:],
         }
     )
 
@@ -136,12 +159,18 @@ def typed(current: Readiness, now: datetime, texts: dict[str, str] | None = None
         return current
     at_ns = max(current.at_ns, int(now.timestamp() * 1_000_000_000))
     awaiting = dict(current.awaiting)
+    carried: list[str] = []
     for event_id, text in (texts or {}).items():
         if needle := " ".join(text.split())[:NEEDLE_CHARS]:
-            awaiting[event_id] = needle
+            if current.unclaimed is not None and needle in current.unclaimed:
+                carried.append(event_id)  # the agent took the prompt before this was recorded
+            else:
+                awaiting[event_id] = needle
     return current.model_copy(
         update={
             "awaiting": dict(list(awaiting.items())[-AWAITING_KEPT:]),
+            "submitted": [*current.submitted, *carried][-SUBMITTED_KEPT:],
+            "unclaimed": None if carried else current.unclaimed,
             "state": "busy",
             "waiting_for": None,
             "since": now,
@@ -251,6 +280,10 @@ _NOTIFICATIONS: dict[str, Step] = {
 }
 
 
+# The hooks that carry the human's prompt as the agent took it: Claude Code's and Codex's
+# UserPromptSubmit, Gemini CLI's BeforeAgent.
+PROMPT_SUBMITTED = ("UserPromptSubmit", "BeforeAgent")
+
 # Not a hook: the gateway's look at a pane as it is registered found the agent at its prompt.
 AT_PROMPT = "registered-at-prompt"
 
@@ -288,7 +321,8 @@ def report_from(
         summary = _text(payload.get("notification_type"), 64)
     elif tool is not None:
         summary = _tool_summary(tool, payload.get("tool_input"))
-    prompt = _text(payload.get("prompt"), PROMPT_CHARS) if event == "UserPromptSubmit" else None
+    submitted = event in PROMPT_SUBMITTED
+    prompt = _text(payload.get("prompt"), PROMPT_CHARS) if submitted else None
     return HookReport(
         kind=kind,
         event=event[:64],

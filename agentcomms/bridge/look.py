@@ -9,7 +9,8 @@ line (0 for none), ``#{pane_in_mode}`` is copy mode, ``#{pane_current_command}``
 The markers are Claude Code's (2.1.x): its permission prompt ("Do you want to proceed?", a numbered
 menu, "Esc to cancel"), its questions and menus ("Enter to select"), its first-start nudge ("Make auto
 mode your default permission mode?"), and the status line of a running turn ("esc to
-interrupt"). The dialog lines are anchored at the start of a line, where a quoted message in the
+interrupt"); and Gemini CLI's (0.61): its permission dialogs ("Allow execution of …?", "Apply this
+change?"), and its running turn ("esc to cancel, 3s"). The dialog lines are anchored at the start of a line, where a quoted message in the
 transcript ("> Do you want…") does not match.
 """
 
@@ -25,8 +26,10 @@ from agentcomms.errors import PaneNotReady
 DIALOG_MARKERS = (
     r"^[ │]*(Do you want to proceed\?|Make auto mode your default permission mode\?)"
     "|^[ │]*\u276f [0-9]+\\.|Enter to select|Esc to cancel"  # \u276f: the menu's pointer
+    r"|^[ │]*(Allow execution of|Apply this change\?)"  # Gemini CLI's
 )
-BUSY_MARKERS = r"esc to interrupt"
+# Claude Code's and Codex's; Gemini CLI's ("esc to cancel, 3s": "." stands for the comma).
+BUSY_MARKERS = r"esc to interrupt|esc to cancel. [0-9]"
 # The input box: the last line that starts with the prompt's marker (Claude Code's U+276F, or
 # ">") down to the rule under it. The transcript above repeats earlier prompts behind the same
 # marker; the box is always the lowest one.

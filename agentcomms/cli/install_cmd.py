@@ -76,6 +76,7 @@ def install(
         codex_home=Path(codex_home) if codex_home else None,
         approval_timeout_s=_approval_timeout_s(),
         never=_never(agent_id),
+        remote_approvals=agent.value == "gemini" and _remote_approvals(agent_id),
     )
     with user_errors():
         result = plan(target, uninstall=uninstall)
@@ -110,6 +111,20 @@ def _approval_timeout_s() -> float:
         _, picked, _ = read_keys([("approvals", "timeout_s")])
     value = picked.get("approvals", {}).get("timeout_s", default)
     return float(value) if isinstance(value, int | float) else float(default)
+
+
+def _remote_approvals(agent_id: str | None) -> bool:
+    """The agent's ``approvals.remote`` (Gemini CLI asks through agentcomms)."""
+    from agentcomms.config.reading import read_keys
+
+    if agent_id is None:
+        return False
+    with user_errors():
+        _, picked, _ = read_keys([("agents", agent_id, "approvals", "remote")])
+    remote = picked.get("agents", {}).get(agent_id, {}).get("approvals", {}).get("remote")
+    if remote is not None and not isinstance(remote, bool):
+        fail(f"agents.{agent_id}.approvals.remote must be true or false")
+    return bool(remote)
 
 
 def _never(agent_id: str | None) -> tuple[str, ...]:

@@ -258,6 +258,12 @@ class AgentApprovals(Section):
     never: list[NeverRule] = Field(
         default_factory=list, description="refused for this agent too, beside approvals.never"
     )
+    remote: bool = Field(
+        default=False,
+        description="Gemini CLI only: its permission requests are asked through agentcomms "
+        "(a policy rule skips its own dialog, its BeforeTool hook waits for your answer); "
+        "`agentcomms install gemini --agent ID` writes both",
+    )
 
 
 # Checked as a whole: a ladder whose rungs are out of order is refused with the rung named.

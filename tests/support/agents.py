@@ -10,6 +10,10 @@ dialog "Make auto mode your default permission mode?" already seen. Its model is
 Codex (pinned too) gets a HOME whose config.toml makes a ``FakeResponses`` its model provider and
 trusts the project; it starts at its prompt (``start_codex``).
 
+Gemini CLI (pinned too) gets a HOME whose settings.json chooses API-key login and turns off
+folder trust, updates, usage statistics and telemetry; its model is a ``FakeGemini`` behind
+``GOOGLE_GEMINI_BASE_URL`` (``start_gemini``).
+
 Starting Claude takes seconds, so a module may share one (``module_claude``); its fake keeps the
 rules of every test in the module, so each test scripts its own words. With agentcomms' hooks
 installed and reporting to a stack: ``claude_with_agentcomms``, ``codex_with_agentcomms``, and,
@@ -39,6 +43,7 @@ from agentcomms.agents.install import Target, plan
 from agentcomms.config import Config
 from agentcomms.models import PaneTarget
 from tests.fakes.anthropic import FakeAnthropic
+from tests.fakes.gemini import FakeGemini
 from tests.fakes.openai_responses import FakeResponses
 from tests.support.stack import Stack, register, running_stack
 from tests.support.tmux import Tmux
@@ -67,6 +72,11 @@ PLAN_MODE = "plan mode on"
 BUSY_HINT = "esc to interrupt"
 # Codex, at start, when hooks are new or changed since the user last trusted them.
 CODEX_HOOKS_REVIEW = "Hooks need review"
+# Gemini CLI's empty input box, once it is at its prompt.
+GEMINI_PROMPT_HINT = "Type your message"
+# Gemini CLI's own permission dialog.
+GEMINI_DIALOG = "Allow execution of"
+GEMINI_API_KEY = "gemini-test-agentcomms-key"
 _install_lock = asyncio.Lock()
 
 
@@ -486,6 +496,74 @@ async def start_codex(
     target = await _open_pane(tmux, name, project, variables, [str(codex), "--no-daemon"])
     pane = CodexPane(tmux, target, home, project, model)
     await pane.wait_for_screen(until, timeout=60)
+    return pane
+
+
+def prepare_gemini_home(
+    home: Path, project: Path, settings: Mapping[str, Any] | None = None
+) -> None:
+    """A `HOME` in which Gemini CLI starts at its prompt in `project`, unattended: logged in
+    with an API key (no auth dialog), folder trust off (no trust dialog), no update check, no
+    usage statistics or telemetry. `settings` are merged over these (settings.json's keys)."""
+    (home / ".gemini").mkdir(parents=True, exist_ok=True)
+    project.mkdir(parents=True, exist_ok=True)
+    user_settings: dict[str, Any] = {
+        "security": {"auth": {"selectedType": "gemini-api-key"}, "folderTrust": {"enabled": False}},
+        "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False},
+        "privacy": {"usageStatisticsEnabled": False},
+        "telemetry": {"enabled": False},
+        **(settings or {}),
+    }
+    (home / ".gemini" / "settings.json").write_text(json.dumps(user_settings, indent=2))
+
+
+@dataclass
+class GeminiPane(AgentPane):
+    """The real Gemini CLI, and the fake model it talks to."""
+
+    model: FakeGemini
+
+    async def wait_ready(self, *, timeout: float = 30) -> str:
+        return await self.wait_for_screen(GEMINI_PROMPT_HINT, timeout=timeout)
+
+    @staticmethod
+    def input_line(screen: str) -> str:
+        """Gemini CLI's input box: the last line that starts with its ``>`` (the prompts
+        already sent show above it behind the same mark)."""
+        marked = [line for line in screen.splitlines() if line.lstrip().startswith("> ")]
+        return marked[-1] if marked else ""
+
+
+async def start_gemini(
+    tmux: Tmux,
+    root: Path,
+    model: FakeGemini,
+    *,
+    name: str = "gemini",
+    setup: Callable[[Path, Path], None] | None = None,
+    settings: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> GeminiPane:
+    """Gemini CLI in session `name` of `tmux`, its HOME and project under `root`, returned at
+    its prompt. `setup(home, project)` runs once both are prepared, before Gemini reads them
+    (``agentcomms install gemini`` merges into the settings written here)."""
+    gemini = await agent_binary("gemini")
+    home, project = root / "home", root / "project"
+    prepare_gemini_home(home, project, settings)
+    if setup is not None:
+        setup(home, project)
+    variables = {
+        "HOME": str(home),
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "TERM": "xterm-256color",
+        "LANG": "C.UTF-8",
+        "GEMINI_API_KEY": GEMINI_API_KEY,
+        "GOOGLE_GEMINI_BASE_URL": model.base_url,
+        **(env or {}),
+    }
+    target = await _open_pane(tmux, name, project, variables, [str(gemini)])
+    pane = GeminiPane(tmux, target, home, project, model)
+    await pane.wait_ready(timeout=90)
     return pane
 
 

@@ -14,13 +14,19 @@ from tests.support.stack import Stack
 
 
 def start_hook(
-    stack: Stack, payload: dict[str, Any], agent: str, tmp_path: Path, kind: str = "claude-code"
+    stack: Stack,
+    payload: dict[str, Any],
+    agent: str,
+    tmp_path: Path,
+    kind: str = "claude-code",
+    *flags: str,
 ) -> subprocess.Popen[str]:
+    """`flags` follow the kind, as the agent's settings give them (``--remote-approvals``)."""
     given = tmp_path / f"payload-{uuid.uuid4().hex[:6]}.json"
     given.write_text(json.dumps(payload))
     with given.open() as stdin:
         return subprocess.Popen(
-            [AGENTCOMMS, "hook", kind],
+            [AGENTCOMMS, "hook", kind, *flags],
             stdin=stdin,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
