@@ -36,6 +36,7 @@ from agentcomms.models import (
 from agentcomms.store.base import check_limit
 from agentcomms.store.changes import Changes
 from agentcomms.store.directory import Directory
+from agentcomms.store.driver import DriverStatement
 from agentcomms.store.engine import (
     PG_LOCK_AGENT_EVENTS,
     PG_LOCK_CHANNEL_EVENTS,
@@ -51,6 +52,8 @@ from agentcomms.store.senders import ChatSenders
 # What check_messages and chat history show an agent; interrupts and system events are not messages.
 MESSAGE_TYPES = ("human_message", "agent_message")
 _STATUSES = frozenset(get_args(EventStatus))
+# An event's columns are its fields (row_values).
+EVENT_COLUMNS = tuple(Event.model_fields)
 
 
 def _shown_to_agent() -> ColumnElement[bool]:
@@ -75,6 +78,7 @@ class Store(ChatSenders, Changes, Directory, Guards):
         # Events the gateway records, waiting for the next group commit (see record_event).
         self._queued_inserts: list[tuple[Event, asyncio.Future[bool]]] = []
         self._inserter: asyncio.Task[None] | None = None
+        self._driver_statements: dict[int, DriverStatement] = {}
 
     async def close(self) -> None:
         if self._inserter is not None:
@@ -119,6 +123,11 @@ class Store(ChatSenders, Changes, Directory, Guards):
         if not events:
             return set()
         rows = [row_values(e) for e in events]
+        if self._driver is not None:
+            insert_new = self._on_driver(self._insert_new_stmt)
+            return await self._transact_on_driver(
+                lambda cursor: {row[0] for row in insert_new.run(cursor, rows)}
+            )
 
         def insert(conn: Connection) -> set[str]:
             self._serialize_inserts(conn, events)
@@ -156,6 +165,14 @@ class Store(ChatSenders, Changes, Directory, Guards):
             (self._settle_keeping_tries_stmt if keep else self._settle_stmt, list(run))
             for keep, run in itertools.groupby(events, key=lambda e: not e.tries)
         ]
+        if agent is None and self._driver is not None:  # a delivery's own write
+            on_driver = [
+                (self._on_driver(stmt), [row_values(e) for e in run]) for stmt, run in runs
+            ]
+            await self._transact_on_driver(
+                lambda cursor: [statement.run(cursor, rows) for statement, rows in on_driver]
+            )
+            return
         row = None
         if agent is not None:
             row = self._upsert_stmt(
@@ -399,6 +416,15 @@ class Store(ChatSenders, Changes, Directory, Guards):
             .on_conflict_do_nothing(index_elements=[EventRow.id])
             .returning(EventRow.id)
         )
+
+    def _on_driver(self, stmt: Any) -> DriverStatement:
+        """One of the statements above, compiled once for the SQLite writer (:mod:`.driver`)."""
+        assert self._writer is not None
+        compiled = self._driver_statements.get(id(stmt))  # each statement is built once
+        if compiled is None:
+            compiled = DriverStatement(stmt, self._writer, EVENT_COLUMNS)
+            self._driver_statements[id(stmt)] = compiled
+        return compiled
 
     @functools.cached_property
     def _settle_stmt(self) -> Any:
