@@ -52,8 +52,10 @@ from agentcomms.store.senders import ChatSenders
 # What check_messages and chat history show an agent; interrupts and system events are not messages.
 MESSAGE_TYPES = ("human_message", "agent_message")
 _STATUSES = frozenset(get_args(EventStatus))
-# An event's columns are its fields (row_values).
+# The columns an event and an agent row are written with: their fields (row_values), and when
+# an agent row is inserted, the time it was registered.
 EVENT_COLUMNS = tuple(Event.model_fields)
+AGENT_COLUMNS = (*Agent.model_fields, "registered_at")
 
 
 def _shown_to_agent() -> ColumnElement[bool]:
@@ -165,27 +167,23 @@ class Store(ChatSenders, Changes, Directory, Guards):
             (self._settle_keeping_tries_stmt if keep else self._settle_stmt, list(run))
             for keep, run in itertools.groupby(events, key=lambda e: not e.tries)
         ]
-        if agent is None and self._driver is not None:  # a delivery's own write
-            on_driver = [
-                (self._on_driver(stmt), [row_values(e) for e in run]) for stmt, run in runs
-            ]
+        agent_rows = [{**row_values(agent), "registered_at": utcnow()}] if agent else []
+        if self._driver is not None:
+            writes = [(self._on_driver(stmt), [row_values(e) for e in run]) for stmt, run in runs]
+            if agent_rows:
+                writes.append((self._on_driver(self._agent_row_stmt, AGENT_COLUMNS), agent_rows))
             await self._transact_on_driver(
-                lambda cursor: [statement.run(cursor, rows) for statement, rows in on_driver]
+                lambda cursor: [statement.run(cursor, rows) for statement, rows in writes]
             )
             return
-        row = None
-        if agent is not None:
-            row = self._upsert_stmt(
-                AgentRow, row_values(agent), key="id", on_insert={"registered_at": utcnow()}
-            )
 
         def settle(conn: Connection) -> None:
             if events:
                 self._serialize_inserts(conn, events)
             for stmt, run in runs:
                 conn.execute(stmt, [row_values(e) for e in run])
-            if row is not None:
-                conn.execute(row)
+            if agent_rows:
+                conn.execute(self._agent_row_stmt, agent_rows)
 
         await self._transact(settle)
 
@@ -417,12 +415,22 @@ class Store(ChatSenders, Changes, Directory, Guards):
             .returning(EventRow.id)
         )
 
-    def _on_driver(self, stmt: Any) -> DriverStatement:
-        """One of the statements above, compiled once for the SQLite writer (:mod:`.driver`)."""
+    @functools.cached_property
+    def _agent_row_stmt(self) -> Any:
+        """Insert a mailbox's agent row (with ``registered_at``), or update the stored one but
+        its read cursor and registration time."""
+        insert = self._insert(AgentRow)
+        return insert.on_conflict_do_update(
+            index_elements=[AgentRow.id],
+            set_={name: insert.excluded[name] for name in Agent.model_fields if name != "id"},
+        )
+
+    def _on_driver(self, stmt: Any, columns: tuple[str, ...] = EVENT_COLUMNS) -> DriverStatement:
+        """One of the statements here, compiled once for the SQLite writer (:mod:`.driver`)."""
         assert self._writer is not None
         compiled = self._driver_statements.get(id(stmt))  # each statement is built once
         if compiled is None:
-            compiled = DriverStatement(stmt, self._writer, EVENT_COLUMNS)
+            compiled = DriverStatement(stmt, self._writer, columns)
             self._driver_statements[id(stmt)] = compiled
         return compiled
 
