@@ -2,12 +2,14 @@
 
 A first delivery to a pane is two tmux invocations (no shell anywhere):
 
-1. a probe, ``show-options -p -t T ; display-message -p -t T FORMAT``, that resolves the target to a
-   pane id (``%7``) and reads the pane's record of the events already typed there.
+1. a probe, ``show-options -p -t T remain-on-exit ; display-message -p -t T FORMAT``, that resolves
+   the target to a pane id (``%7``) and reads the pane's record of the events already typed there.
    ``show-options`` is there for its strictness: ``display-message -t`` silently falls back to
    another pane (or prints nothing and succeeds) when the target is wrong, which would type a
-   human's message into the wrong program. If the record holds this event id, an earlier attempt
-   typed it: nothing is typed again.
+   human's message into the wrong program. It names one option, which prints nothing unless set on
+   the pane: all of them would print the record too (32 KB once a pane has seen a thousand
+   messages), which cost the tmux server and client about 1.3 ms of CPU per delivery. If the
+   record holds this event id, an earlier attempt typed it: nothing is typed again.
 2. one command sequence, separated by standalone ``;`` arguments, against the pane id::
 
        [load-buffer -b NAME - ;]       text on stdin (multi-line, tabbed or long text)
@@ -41,7 +43,7 @@ A first delivery to a pane is two tmux invocations (no shell anywhere):
 Once a target's pane id is known, a delivery is one invocation, the probe's checks made by the
 server in the same stretch as the typing (``if-shell -F``, no shell)::
 
-    show-options -p -t TARGET ;                strict: the target still exists
+    show-options -p -t TARGET remain-on-exit ; strict: the target still exists
     load-buffer -b NAME - ;                    the text, on stdin
     if-shell -F -t TARGET "the target is still %7, alive, and EVT is not in its record"
         "copy-mode … ; paste-buffer … -t %7 ; set-option … ; run-shell … ;   (as above)
@@ -256,7 +258,7 @@ class TmuxAdapter:
         """Type the texts into `pane`, in order, in one invocation (as many as it carries), each
         if the target still is that live pane and the event is not in its record; the ids of
         the events typed."""
-        commands = [["show-options", "-p", "-t", target.target]]
+        commands = [_strictly(target.target)]
         size = weight(commands)
         stdin: bytes | None = None
         delay_ms = 0
@@ -341,12 +343,12 @@ class TmuxAdapter:
             pane.socket,
             sequence(
                 [
-                    ["show-options", "-p", "-t", pane.target],
+                    _strictly(pane.target),
                     ["display-message", "-p", "-t", pane.target, _PROBE_FORMAT],
                 ]
             ),
         )
-        # show-options lists the pane's options first; the probe's line is the tagged one.
+        # The probe's line is the tagged one (show-options prints a line when the option is set).
         line = next((ln for ln in out.splitlines() if ln.startswith(_PROBE_TAG + "\t")), None)
         fields = line.split("\t", 8) if line else []
         if len(fields) != 9 or not _PANE_ID.fullmatch(fields[1]):
@@ -426,6 +428,12 @@ def _short_texts(
             break
         short.append((req, clean.text))
     return short
+
+
+def _strictly(target: str) -> list[str]:
+    """A command that fails when `target` names no pane, and prints next to nothing when it does
+    (one pane option, shown only when set on the pane)."""
+    return ["show-options", "-p", "-t", target, "remain-on-exit"]
 
 
 def _pasted(text: str) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sqlite3
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
@@ -16,6 +17,7 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from agentcomms.store.driver import DriverConnection
 from agentcomms.store.engine import create_engine, create_sqlite_writer, write_transaction
 from agentcomms.store.migrate import database_errors, ensure_schema_current, upgrade_engine
 from agentcomms.store.schema import Base
@@ -45,6 +47,8 @@ class StoreBase:
         self._sqlite_writes = (
             asyncio.Lock() if self._dialect == "sqlite" and writer is None else None
         )
+        # The writes made for every message skip SQLAlchemy's connection (:mod:`.driver`).
+        self._driver = DriverConnection(writer) if writer else None
 
     def _among(self, column: Any, values: list[str] | list[int]) -> Any:
         """``column IN values``; on PostgreSQL as one array (``= ANY``): a thousand
@@ -65,6 +69,13 @@ class StoreBase:
         async with self._sqlite_writes or contextlib.nullcontext():
             async with write_transaction(self._engine) as conn:
                 return await conn.run_sync(body)
+
+    async def _transact_on_driver(self, body: Callable[[sqlite3.Cursor], T]) -> T:
+        """Run ``body`` in one write transaction on the writer thread's own driver connection
+        (a SQLite file only: check ``self._driver`` first)."""
+        assert self._driver is not None and self._writer_thread is not None
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._writer_thread, self._driver.transact, body)
 
     def _run_in_writer(self, body: Callable[[Connection], T]) -> T:
         assert self._writer is not None
@@ -94,6 +105,8 @@ class StoreBase:
         if self._writer is not None and self._writer_thread is not None:
             # Its connection closes in the thread that opened it.
             loop = asyncio.get_running_loop()
+            if self._driver is not None:
+                await loop.run_in_executor(self._writer_thread, self._driver.close)
             await loop.run_in_executor(self._writer_thread, self._writer.dispose)
             self._writer_thread.shutdown()
         await self._engine.dispose()

@@ -37,6 +37,7 @@ from agentcomms.store.approval_posts import ApprovalPosts
 from agentcomms.store.base import check_limit
 from agentcomms.store.changes import Changes
 from agentcomms.store.directory import Directory
+from agentcomms.store.driver import DriverStatement
 from agentcomms.store.engine import (
     PG_LOCK_AGENT_EVENTS,
     PG_LOCK_CHANNEL_EVENTS,
@@ -53,6 +54,10 @@ from agentcomms.store.senders import ChatSenders
 # What check_messages and chat history show an agent; interrupts and system events are not messages.
 MESSAGE_TYPES = ("human_message", "agent_message")
 _STATUSES = frozenset(get_args(EventStatus))
+# The columns an event and an agent row are written with: their fields (row_values), and when
+# an agent row is inserted, the time it was registered.
+EVENT_COLUMNS = tuple(Event.model_fields)
+AGENT_COLUMNS = (*Agent.model_fields, "registered_at")
 
 
 def _shown_to_agent() -> ColumnElement[bool]:
@@ -78,6 +83,7 @@ class Store(ApprovalPosts, ChatSenders, Changes, Directory, Guards, PhoneCallers
         # Events the gateway records, waiting for the next group commit (see record_event).
         self._queued_inserts: list[tuple[Event, asyncio.Future[bool]]] = []
         self._inserter: asyncio.Task[None] | None = None
+        self._driver_statements: dict[int, DriverStatement] = {}
 
     async def close(self) -> None:
         if self._inserter is not None:
@@ -122,6 +128,11 @@ class Store(ApprovalPosts, ChatSenders, Changes, Directory, Guards, PhoneCallers
         if not events:
             return set()
         rows = [row_values(e) for e in events]
+        if self._driver is not None:
+            insert_new = self._on_driver(self._insert_new_stmt)
+            return await self._transact_on_driver(
+                lambda cursor: {row[0] for row in insert_new.run(cursor, rows)}
+            )
 
         def insert(conn: Connection) -> set[str]:
             self._serialize_inserts(conn, events)
@@ -159,19 +170,23 @@ class Store(ApprovalPosts, ChatSenders, Changes, Directory, Guards, PhoneCallers
             (self._settle_keeping_tries_stmt if keep else self._settle_stmt, list(run))
             for keep, run in itertools.groupby(events, key=lambda e: not e.tries)
         ]
-        row = None
-        if agent is not None:
-            row = self._upsert_stmt(
-                AgentRow, row_values(agent), key="id", on_insert={"registered_at": utcnow()}
+        agent_rows = [{**row_values(agent), "registered_at": utcnow()}] if agent else []
+        if self._driver is not None:
+            writes = [(self._on_driver(stmt), [row_values(e) for e in run]) for stmt, run in runs]
+            if agent_rows:
+                writes.append((self._on_driver(self._agent_row_stmt, AGENT_COLUMNS), agent_rows))
+            await self._transact_on_driver(
+                lambda cursor: [statement.run(cursor, rows) for statement, rows in writes]
             )
+            return
 
         def settle(conn: Connection) -> None:
             if events:
                 self._serialize_inserts(conn, events)
             for stmt, run in runs:
                 conn.execute(stmt, [row_values(e) for e in run])
-            if row is not None:
-                conn.execute(row)
+            if agent_rows:
+                conn.execute(self._agent_row_stmt, agent_rows)
 
         await self._transact(settle)
 
@@ -402,6 +417,25 @@ class Store(ApprovalPosts, ChatSenders, Changes, Directory, Guards, PhoneCallers
             .on_conflict_do_nothing(index_elements=[EventRow.id])
             .returning(EventRow.id)
         )
+
+    @functools.cached_property
+    def _agent_row_stmt(self) -> Any:
+        """Insert a mailbox's agent row (with ``registered_at``), or update the stored one but
+        its read cursor and registration time."""
+        insert = self._insert(AgentRow)
+        return insert.on_conflict_do_update(
+            index_elements=[AgentRow.id],
+            set_={name: insert.excluded[name] for name in Agent.model_fields if name != "id"},
+        )
+
+    def _on_driver(self, stmt: Any, columns: tuple[str, ...] = EVENT_COLUMNS) -> DriverStatement:
+        """One of the statements here, compiled once for the SQLite writer (:mod:`.driver`)."""
+        assert self._writer is not None
+        compiled = self._driver_statements.get(id(stmt))  # each statement is built once
+        if compiled is None:
+            compiled = DriverStatement(stmt, self._writer, columns)
+            self._driver_statements[id(stmt)] = compiled
+        return compiled
 
     @functools.cached_property
     def _settle_stmt(self) -> Any:
