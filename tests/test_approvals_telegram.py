@@ -6,6 +6,7 @@ edits the chat too, also one given while the request was still being posted."""
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -226,3 +227,44 @@ async def test_a_question_that_takes_several_options_is_ticked_then_done(
     assert "reply_markup" not in message
     assert "was answered already" in await press("t1")
     assert "reply_markup" not in message
+
+
+async def test_ticks_outlive_a_gateway_restart_and_presses_in_quick_succession(
+    stack: Stack, telegram: FakeTelegram, agent: str
+) -> None:
+    question = {
+        "question": "Which checks should run?",
+        "header": "Checks",
+        "options": [{"label": label, "description": ""} for label in ("lint", "tests", "docs")],
+        "multiSelect": True,
+    }
+    opened = await stack.call(
+        "approval_open",
+        kind="claude-code",
+        agent_id=agent,
+        tool_name="AskUserQuestion",
+        tool_input={"questions": [question]},
+    )
+    approval = opened["id"]
+    message = await eventually(lambda: _request_in_chat(telegram, approval))
+
+    async def presses(*data: str) -> str:
+        """Pressed one right after the other: each carries the buttons as they were before any
+        of them was answered, as Telegram sends them when the edits have not landed yet."""
+        answered = len(telegram.answered_presses)
+        for short in data:
+            pressed = copy.deepcopy(message)
+            telegram.human_presses(pressed, f"ap:{approval}:{short}", user_id=CHAT)
+        await eventually(lambda: len(telegram.answered_presses) == answered + len(data) or None)
+        return str(telegram.answered_presses[-1]["text"])
+
+    await presses("t1")
+    assert _labels(message) == ["☑ lint", "☐ tests", "☐ docs", "Done"]
+    # Nothing of the selection was in the old gateway's memory alone.
+    await stack.restart_gateway()
+    await connected(stack, "telegram")
+    await presses("t2", "t3")
+    assert _labels(message) == ["☑ lint", "☑ tests", "☑ docs", "Done"]
+    await presses("u2", "done")
+    waited = await stack.call("approval_wait", id=approval, wait_s=10)
+    assert waited["decision"] == {"behavior": "allow", "answer": "lint, docs"}

@@ -16,7 +16,9 @@ wins); the approval's history keeps each answer tried.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -48,6 +50,8 @@ from workflows.approval.models import Decided
 log = logging.getLogger(__name__)
 
 Decide = Callable[[Decision], Awaitable[Decided | None]]
+# Messages whose ticks this gateway keeps in mind (a selection under way is seldom older).
+SHOWN_KEPT = 256
 PRESS_WORDS = {"allow": "Allow", "allow_session": "Allow for this session", "deny": "Deny"}
 
 
@@ -65,6 +69,12 @@ class ChatAnswers:
         self._approvals = approvals
         self._decide = decide
         self._chats = chats
+        # The ticks this gateway last showed under each message: presses in quick succession
+        # each carry the buttons as they were before the other's edit landed, so these win over
+        # the buttons sent back (which, after a restart, are all there is). One press at a time
+        # per message.
+        self._shown: OrderedDict[tuple[str, str, str], frozenset[int]] = OrderedDict()
+        self._ticking: dict[tuple[str, str, str], asyncio.Lock] = {}
 
     async def button(self, press: ButtonPress) -> str:
         """An allowed sender pressed Allow, Allow for this session, Deny, or one of a question's
@@ -141,7 +151,25 @@ class ChatAnswers:
             return refused_answer(approval_id)
         if not view.open:
             return f"{approval_id} was answered already: {said(view)}"
-        ticks = ticked(approval_id, press.keyboard, len(request.options))
+        where = (press.provider, press.chat_id, press.message_id)
+        if where not in self._ticking and len(self._ticking) >= SHOWN_KEPT:
+            self._ticking = {k: v for k, v in self._ticking.items() if v.locked()}
+        async with self._ticking.setdefault(where, asyncio.Lock()):
+            return await self._ticked(press, tick, view, who, where)
+
+    async def _ticked(
+        self,
+        press: ButtonPress,
+        tick: Tick,
+        view: ApprovalView,
+        who: str,
+        where: tuple[str, str, str],
+    ) -> str:
+        request = view.request
+        approval_id = request.id
+        ticks = self._shown.get(where)
+        if ticks is None:
+            ticks = ticked(approval_id, press.keyboard, len(request.options))
         if tick.option is None:
             if not ticks:
                 return nothing_ticked(approval_id)
@@ -155,9 +183,7 @@ class ChatAnswers:
             )
             return await self._answer(decision)
         ticks = ticks | {tick.option} if tick.ticks else ticks - {tick.option}
-        post = ApprovalPost(
-            provider=press.provider, chat_id=press.chat_id, message_id=press.message_id
-        )
+        post = ApprovalPost(provider=where[0], chat_id=where[1], message_id=where[2])
         try:
             await self._chats.show_ticks(request, post, ticks)
         except Exception as exc:
@@ -165,6 +191,10 @@ class ChatAnswers:
                 "approval %s: ticks not shown in %s: %s", approval_id, press.channel_id, exc
             )
             return f"{approval_id}: your tick could not be shown just now: press it again."
+        self._shown[where] = ticks
+        self._shown.move_to_end(where)
+        while len(self._shown) > SHOWN_KEPT:
+            self._shown.popitem(last=False)
         # Decided while the ticks were being shown: the buttons they brought back go again.
         after = await self._approvals.view(approval_id)
         if after is not None and not after.open:
