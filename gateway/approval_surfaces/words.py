@@ -7,9 +7,11 @@ plan Approve (``a``) and Keep planning (``d``). A question that takes several op
 box per option that a press ticks or unticks (``t2`` ticks option 2, ``u2`` unticks it: a ticked
 box's data says so) and Done (``done``: answer with the ticked ones). The ticks live in the
 message's own buttons, which the provider sends back with each press, so a selection half made
-outlives a gateway restart. Chats of plain text (SMS, WhatsApp) get a code to reply with: "Reply YES K7QF or NO
-K7QF", ``ALWAYS K7QF`` for the session where offered, and ``NO K7QF`` followed by words that
-the agent reads as the reason. Replies are read in any case.
+outlives a gateway restart.
+
+Chats of plain text (SMS, WhatsApp) get a code to reply with: "Reply YES K7QF or NO K7QF",
+``ALWAYS K7QF`` for the session where offered, and ``NO K7QF`` followed by words that the agent
+reads as the reason. Replies are read in any case.
 
 On a phone (a ladder's call, a call coming in, the local phone) the request is one sentence
 (``asks(…, spoken=True)``) and its :func:`keys`: 1 allow and 2 deny, a plan's 1 approve and 2 keep

@@ -107,8 +107,8 @@ class ApprovalWorkflow:
             )
         if ladder is not None:
             await ladder  # it stops at once: the request is decided
-            # A call still ringing (or waiting for a key) about a request answered elsewhere
-            # would only disturb the human now.
+            # A call still ringing (or waiting for a key) about a request answered elsewhere,
+            # or timed out, would only disturb the human now: it says which as it hangs up.
             decision = self._view.decision
             await hang_up_calls(
                 calls, timed_out=decision is not None and decision.behavior == "timeout"

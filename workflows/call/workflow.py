@@ -135,7 +135,7 @@ class CallWorkflow:
         return self._ended()
 
     async def _say_withdrawn(self, withdrawn: LineEvent) -> None:
-        """Tell the human it is answered already, then hang up."""
+        """Tell the human it was answered elsewhere (or timed out), then hang up."""
         words, reason = outcomes.withdrawn(self._in, withdrawn.detail)
         async with self._turns:
             if self._ended_at is None:
