@@ -211,6 +211,9 @@ async def test_a_question_that_takes_several_options_is_ticked_then_done(
         assert "allowed senders" in await press("done", user_id=666, name="Mallory")
         assert len(telegram.markup_edits) == 2
         assert _labels(message) == ["☑ lint", "☐ tests", "☑ docs", "Done"]
+        events = await stack.store.events_after(agent, None, 50)
+        refused = [e.payload["text"] for e in events if e.status == "rejected"]
+        assert refused == [f"pressed a button: ap:{approval}:{d}" for d in ("t2", "done")]
         assert "ticked docs" in await press("u1")
         assert "ticked tests, docs" in await press("t2")
         assert _labels(message) == ["☐ lint", "☑ tests", "☑ docs", "Done"]
