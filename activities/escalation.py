@@ -28,7 +28,12 @@ from agentcomms.escalation_models import (
 )
 from agentcomms.trust import DeploymentKey
 from agentcomms.voice.callsystem import call_system
-from agentcomms.voice.models import CallInput, LineEvent
+from agentcomms.voice.models import (
+    WITHDRAWN_ANSWERED,
+    WITHDRAWN_TIMED_OUT,
+    CallInput,
+    LineEvent,
+)
 from agentcomms.voice.stt import stt_chain
 from agentcomms.voice.tts import tts_chain
 from agentcomms.workflow_ids import (
@@ -142,10 +147,19 @@ class EscalationActivities:
         # Signed for this call alone: once the request is answered (or the human wrote to the
         # agent), its ladder hangs the call up with it.
         withdraw = self._key.sign_line_event(
-            call_id, LineEvent(kind="withdrawn", detail="answered elsewhere")
+            call_id, LineEvent(kind="withdrawn", detail=WITHDRAWN_ANSWERED)
         )
+        timed_out = None
+        if escalation.kind == "approval":  # only a request times out
+            timed_out = self._key.sign_line_event(
+                call_id, LineEvent(kind="withdrawn", detail=WITHDRAWN_TIMED_OUT)
+            )
         return RungResult(
-            fired=True, detail=f"call {call_id} to {where}", call=call, withdraw=withdraw
+            fired=True,
+            detail=f"call {call_id} to {where}",
+            call=call,
+            withdraw=withdraw,
+            withdraw_timed_out=timed_out,
         )
 
     @activity.defn(name="check_escalation_answered")

@@ -155,6 +155,8 @@ class RungResult(BaseModel):
     # The call's "withdrawn", signed for it alone: once the request is answered elsewhere, the
     # ladder hangs up the call it placed with this.
     withdraw: LineEvent | None = None
+    # The same for a request that nobody answered in time (the call says so instead).
+    withdraw_timed_out: LineEvent | None = None
 
 
 class RungRecord(BaseModel):

@@ -72,6 +72,10 @@ class ButtonSender(TextSender, Protocol):
 
     async def edit_text(self, chat_id: str, message_id: str, text: str) -> None: ...
 
+    async def edit_buttons(
+        self, chat_id: str, message_id: str, buttons: list[tuple[str, str]]
+    ) -> None: ...
+
 
 class AttachingSender(ButtonSender, Protocol):
     """A provider whose message with buttons can carry a text file, (name, text)."""
@@ -116,6 +120,18 @@ class ApprovalChats:
             await self._store.drop_approval_post(approval_id, provider, chat_id)
         except Exception as exc:  # the chat hears the outcome twice, nothing worse
             log.warning("approval %s: %s:%s not forgotten: %s", approval_id, provider, chat_id, exc)
+
+    async def show_ticks(
+        self, request: ApprovalRequest, post: ApprovalPost, ticks: frozenset[int]
+    ) -> None:
+        """Show a question's options `ticks` ticked under its message in a chat with buttons."""
+        sender = cast(ButtonSender, self._sender(post.provider))
+        await sender.edit_buttons(post.chat_id, post.message_id, buttons(request, ticks))
+
+    async def settle_post(self, view: ApprovalView, post: ApprovalPost) -> None:
+        """Tell one chat how it was decided: its buttons, shown again by a press that crossed
+        the decision, go."""
+        await self._tell(view, post)
 
     async def drain(self) -> None:
         """Wait for the posts and edits under way (a test, or the gateway closing)."""
@@ -191,18 +207,20 @@ class ApprovalChats:
             log.warning("approval %s: the chats' posts could not be read: %s", r.id, exc)
             return
         for post in posts:
-            provider, chat = post.provider, post.chat_id
-            sender = self._sender(provider)
-            try:
-                if provider in BUTTON_PROVIDERS:
-                    pieces, _ = shown_with_buttons(
-                        r, settled_footer(view), provider, sender.max_chars
-                    )
-                    await cast(ButtonSender, sender).edit_text(chat, post.message_id, pieces[-1])
-                else:
-                    await sender.send_text(chat, outcome(view))
-            except Exception as exc:
-                log.warning("approval %s: %s:%s not told: %s", r.id, provider, chat, exc)
+            await self._tell(view, post)
+
+    async def _tell(self, view: ApprovalView, post: ApprovalPost) -> None:
+        r = view.request
+        provider, chat = post.provider, post.chat_id
+        sender = self._sender(provider)
+        try:
+            if provider in BUTTON_PROVIDERS:
+                pieces, _ = shown_with_buttons(r, settled_footer(view), provider, sender.max_chars)
+                await cast(ButtonSender, sender).edit_text(chat, post.message_id, pieces[-1])
+            else:
+                await sender.send_text(chat, outcome(view))
+        except Exception as exc:
+            log.warning("approval %s: %s:%s not told: %s", r.id, provider, chat, exc)
 
 
 def shown_with_buttons(

@@ -88,6 +88,45 @@ async def test_only_the_listed_approver_answering_from_the_agents_chat_decides(
     assert waited["decision"] == {"behavior": "allow"}
 
 
+async def test_only_the_listed_approver_ticks_a_question_that_takes_several_options(
+    stack: Stack, telegram: FakeTelegram, agent: str
+) -> None:
+    question = {
+        "question": "Which checks should run?",
+        "header": "Checks",
+        "options": [{"label": label, "description": ""} for label in ("lint", "tests")],
+        "multiSelect": True,
+    }
+    opened = await stack.call(
+        "approval_open",
+        kind="claude-code",
+        agent_id=agent,
+        tool_name="AskUserQuestion",
+        tool_input={"questions": [question]},
+    )
+    approval = opened["id"]
+    message = await eventually(lambda: _request_in(telegram, approval))
+    refused = f"Only the agent's approvers may answer {approval}: nothing changed."
+
+    assert "ticked tests" in await _press(telegram, message, f"ap:{approval}:t2", CHAT)
+    assert await _press(telegram, message, f"ap:{approval}:t1", BOB) == refused
+    assert await _press(telegram, message, f"ap:{approval}:u2", BOB) == refused
+    assert await _press(telegram, message, f"ap:{approval}:done", BOB) == refused
+    labels = [b["text"] for row in message["reply_markup"]["inline_keyboard"] for b in row]
+    assert labels == ["☐ lint", "☑ tests", "Done"] and len(telegram.markup_edits) == 1
+    assert (await stack.call("approval_wait", id=approval, wait_s=0.5)) == {"status": "open"}
+    recorded = [(e.payload["text"], e.error) for e in await _refusals(stack, agent)]
+    not_approver = f"telegram:{BOB} is not one of {agent}'s approvers"
+    assert sorted(recorded) == sorted(
+        (f"pressed {what} on approval {approval}", not_approver)
+        for what in ("tick lint", "untick tests", "Done")
+    )
+
+    await _press(telegram, message, f"ap:{approval}:done", CHAT)
+    waited = await stack.call("approval_wait", id=approval, wait_s=10)
+    assert waited["decision"] == {"behavior": "allow", "answer": "tests"}
+
+
 def test_approvers_are_checked_when_the_config_is_read() -> None:
     with pytest.raises(ValidationError, match="'telegrm:456' is not an approver: expected"):
         AgentConfig(target="dev:0.1", approvers=["telegrm:456"])

@@ -112,3 +112,53 @@ async def test_an_answer_from_the_terminal_takes_the_buttons_away(
     edited = await eventually(lambda: discord.edits or None)
     assert edited[0]["id"] == message["id"] and _buttons(edited[0]) == []
     assert f"{approval}: denied by bob on cli" in edited[0]["content"]
+
+
+async def test_a_question_that_takes_several_options_is_ticked_then_done(
+    stack: Stack, discord: FakeDiscord, agent: str
+) -> None:
+    question = {
+        "question": "Which checks should run?",
+        "header": "Checks",
+        "options": [{"label": label, "description": ""} for label in ("lint", "tests", "docs")],
+        "multiSelect": True,
+    }
+    opened = await stack.call(
+        "approval_open",
+        kind="claude-code",
+        agent_id=agent,
+        tool_name="AskUserQuestion",
+        tool_input={"questions": [question]},
+    )
+    approval = opened["id"]
+    message = await eventually(lambda: _request_in(discord, approval))
+
+    def labels() -> list[str]:
+        shown = next(m for m in discord.sent if m["id"] == message["id"])
+        return [label for label, _ in _buttons(shown)]
+
+    assert labels() == ["☐ lint", "☐ tests", "☐ docs", "Done"]
+
+    async def press(data: str, *, user_id: int = 4242, name: str = "Alice") -> str:
+        # One press at a time, each on the buttons as the last press left them.
+        return await _told(
+            discord,
+            discord.human_presses(message, f"ap:{approval}:{data}", user_id=user_id, name=name),
+        )
+
+    assert "tick at least one option" in await press("done")
+    assert "ticked tests" in await press("t2")
+    assert "ticked tests, docs" in await press("t3")
+    assert labels() == ["☐ lint", "☑ tests", "☑ docs", "Done"]
+    assert "allowed senders" in await press("u3", user_id=666, name="Mallory")
+    assert labels() == ["☐ lint", "☑ tests", "☑ docs", "Done"]
+    assert "ticked docs" in await press("u2")
+    assert "ticked lint, docs" in await press("t1")
+    assert labels() == ["☑ lint", "☐ tests", "☑ docs", "Done"]
+    assert (await stack.call("approval_wait", id=approval, wait_s=0.5)) == {"status": "open"}
+
+    assert "answered 'lint, docs' by Alice on Discord" in await press("done")
+    waited = await stack.call("approval_wait", id=approval, wait_s=10)
+    assert waited["decision"] == {"behavior": "allow", "answer": "lint, docs"}
+    settled = await eventually(lambda: [e for e in discord.edits if "answered" in e["content"]])
+    assert _buttons(settled[0]) == [] and labels() == []

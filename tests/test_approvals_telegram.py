@@ -5,6 +5,9 @@ edits the chat too, also one given while the request was still being posted."""
 
 from __future__ import annotations
 
+import asyncio
+import copy
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -14,7 +17,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from tests.fakes.telegram import FakeTelegram
 from tests.support.chat import CHAT, connected, with_telegram
-from tests.support.hooks import SESSION_SUGGESTION, open_approval
+from tests.support.hooks import SESSION_SUGGESTION, open_approval, permission_request, start_hook
 from tests.support.stack import Stack, running_stack
 from tests.support.waiting import eventually
 
@@ -168,3 +171,103 @@ async def test_a_plan_is_posted_with_approve_and_keep_planning(
     assert waited["decision"] == {"behavior": "deny", "message": "Alice asks you to keep planning."}
     edited = await eventually(lambda: telegram.edits or None)
     assert f"{approval}: sent back to planning by Alice on Telegram" in edited[0]["text"]
+
+
+async def test_a_question_that_takes_several_options_is_ticked_then_done(
+    stack: Stack, telegram: FakeTelegram, agent: str, tmp_path: Path
+) -> None:
+    question = {
+        "question": "Which checks should run?",
+        "header": "Checks",
+        "options": [{"label": label, "description": ""} for label in ("lint", "tests", "docs")],
+        "multiSelect": True,
+    }
+    asked = {"questions": [question]}
+    hook = start_hook(stack, permission_request("AskUserQuestion", asked), agent, tmp_path)
+    try:
+        message = await eventually(
+            lambda: next((m for m in telegram.sent if "Which checks" in m["text"]), None),
+            timeout=30,
+        )
+        approval = message["text"].split("(approval ")[1][:4]
+        assert _labels(message) == ["☐ lint", "☐ tests", "☐ docs", "Done"]
+
+        async def press(data: str, *, user_id: int = CHAT, name: str = "Alice") -> str:
+            # One press at a time, each on the keyboard as the last press left it.
+            answered = len(telegram.answered_presses)
+            telegram.human_presses(
+                message, f"ap:{approval}:{data}", user_id=user_id, first_name=name
+            )
+            await eventually(lambda: len(telegram.answered_presses) > answered or None)
+            return str(telegram.answered_presses[-1]["text"])
+
+        assert "tick at least one option" in await press("done")
+        assert (await stack.call("approval_wait", id=approval, wait_s=0.5)) == {"status": "open"}
+
+        assert "ticked lint" in await press("t1")
+        assert "ticked lint, docs" in await press("t3")
+        assert _labels(message) == ["☑ lint", "☐ tests", "☑ docs", "Done"]
+        assert "allowed senders" in await press("t2", user_id=666, name="Mallory")
+        assert "allowed senders" in await press("done", user_id=666, name="Mallory")
+        assert len(telegram.markup_edits) == 2
+        assert _labels(message) == ["☑ lint", "☐ tests", "☑ docs", "Done"]
+        events = await stack.store.events_after(agent, None, 50)
+        refused = [e.payload["text"] for e in events if e.status == "rejected"]
+        assert refused == [f"pressed a button: ap:{approval}:{d}" for d in ("t2", "done")]
+        assert "ticked docs" in await press("u1")
+        assert "ticked tests, docs" in await press("t2")
+        assert _labels(message) == ["☐ lint", "☑ tests", "☑ docs", "Done"]
+
+        assert "answered 'tests, docs' by Alice on Telegram" in await press("done")
+        out, err = await asyncio.to_thread(hook.communicate, timeout=30)
+    finally:
+        hook.kill()
+    assert hook.returncode == 0, err
+    decision = json.loads(out)["hookSpecificOutput"]["decision"]
+    assert decision["updatedInput"]["answers"] == {"Which checks should run?": "tests, docs"}
+    edited = await eventually(lambda: telegram.edits or None)
+    assert f"{approval}: answered 'tests, docs' by Alice on Telegram" in edited[0]["text"]
+    assert "reply_markup" not in message
+    assert "was answered already" in await press("t1")
+    assert "reply_markup" not in message
+
+
+async def test_ticks_outlive_a_gateway_restart_and_presses_in_quick_succession(
+    stack: Stack, telegram: FakeTelegram, agent: str
+) -> None:
+    question = {
+        "question": "Which checks should run?",
+        "header": "Checks",
+        "options": [{"label": label, "description": ""} for label in ("lint", "tests", "docs")],
+        "multiSelect": True,
+    }
+    opened = await stack.call(
+        "approval_open",
+        kind="claude-code",
+        agent_id=agent,
+        tool_name="AskUserQuestion",
+        tool_input={"questions": [question]},
+    )
+    approval = opened["id"]
+    message = await eventually(lambda: _request_in_chat(telegram, approval))
+
+    async def presses(*data: str) -> str:
+        """Pressed one right after the other: each carries the buttons as they were before any
+        of them was answered, as Telegram sends them when the edits have not landed yet."""
+        answered = len(telegram.answered_presses)
+        for short in data:
+            pressed = copy.deepcopy(message)
+            telegram.human_presses(pressed, f"ap:{approval}:{short}", user_id=CHAT)
+        await eventually(lambda: len(telegram.answered_presses) == answered + len(data) or None)
+        return str(telegram.answered_presses[-1]["text"])
+
+    await presses("t1")
+    assert _labels(message) == ["☑ lint", "☐ tests", "☐ docs", "Done"]
+    # Nothing of the selection was in the old gateway's memory alone.
+    await stack.restart_gateway()
+    await connected(stack, "telegram")
+    await presses("t2", "t3")
+    assert _labels(message) == ["☑ lint", "☑ tests", "☑ docs", "Done"]
+    await presses("u2", "done")
+    waited = await stack.call("approval_wait", id=approval, wait_s=10)
+    assert waited["decision"] == {"behavior": "allow", "answer": "lint, docs"}

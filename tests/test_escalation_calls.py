@@ -7,6 +7,7 @@ A request answered elsewhere hangs up its call, ringing or waiting for a key."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -33,6 +34,27 @@ COLOURS = [{"label": c, "description": f"the {c} one"} for c in ("red", "blue", 
 async def stack(
     temporal_env: WorkflowEnvironment, tmp_path: Path, twilio_voice: FakeTwilioCalls
 ) -> AsyncIterator[Stack]:
+    async with _calling_stack(temporal_env, tmp_path, twilio_voice) as s:
+        yield s
+
+
+@pytest.fixture
+async def hurried_stack(
+    temporal_env: WorkflowEnvironment, tmp_path: Path, twilio_voice: FakeTwilioCalls
+) -> AsyncIterator[Stack]:
+    """A request times out while its call still waits for the human's key."""
+    async with _calling_stack(temporal_env, tmp_path, twilio_voice, timeout_s=12) as s:
+        yield s
+
+
+@contextlib.asynccontextmanager
+async def _calling_stack(
+    temporal_env: WorkflowEnvironment,
+    tmp_path: Path,
+    twilio_voice: FakeTwilioCalls,
+    *,
+    timeout_s: float | None = None,
+) -> AsyncIterator[Stack]:
     voice = VoiceConfig(
         audio_dir=tmp_path / "audio",
         # Long enough for a request to be answered in the terminal while the call still rings.
@@ -46,7 +68,11 @@ async def stack(
     def configure(cfg: Config) -> Config:
         cfg = listening(cfg, port)
         # Straight to the phone: the ladder's one rung is a call.
-        return cfg.model_copy(update={"escalation": [Rung(after_s=0, via="call")]})
+        cfg = cfg.model_copy(update={"escalation": [Rung(after_s=0, via="call")]})
+        if timeout_s is not None:
+            approvals = cfg.approvals.model_copy(update={"timeout_s": timeout_s})
+            cfg = cfg.model_copy(update={"approvals": approvals})
+        return cfg
 
     async with running_stack(temporal_env.client, tmp_path, voice=voice, configure=configure) as s:
         yield s
@@ -261,3 +287,21 @@ async def test_answered_in_the_terminal_while_the_call_waits_for_a_key(
     assert call.ended_by_update == "completed"
     # The call said why before hanging up: the goodbye is the last words it played.
     assert len(call.played) >= 2
+
+
+async def test_a_request_that_times_out_while_the_call_waits_for_a_key_says_so(
+    hurried_stack: Stack, twilio_voice: FakeTwilioCalls
+) -> None:
+    twilio_voice.answers = []  # the human picks up and says nothing
+    approval = await _ask(hurried_stack)
+    detail = await _rung_detail(
+        hurried_stack, approval, "; the call ended (completed): the request timed out"
+    )
+    call_id = detail.split()[1]
+    path = hurried_stack.cfg.voice.audio_root() / call_id / "transcript.jsonl"
+    turns = [json.loads(line) for line in path.read_text().splitlines()]
+    said = [t["text"] for t in turns if t["speaker"] == "agent"]
+    assert (
+        said[-1] == "Nobody answered that request in time, so it no longer waits for you. Goodbye."
+    )
+    assert not any("answered elsewhere" in words for words in said)

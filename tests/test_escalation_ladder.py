@@ -310,3 +310,15 @@ async def test_a_ladder_the_deployment_did_not_sign_reaches_nobody(ladders: Ladd
     assert [r.outcome for r in records] == ["failed"] * 3
     assert "not signed by this deployment" in records[1].detail
     assert ladders.texts() == []
+
+
+async def test_a_call_still_ringing_when_the_request_times_out_says_it_timed_out(
+    ladders: Ladders,
+) -> None:
+    request, handle = await ladders.open([Rung(after_s=0, via="call")], timeout_s=10)
+    view = await ladders.ended(handle)  # the local phone rings for 30 s; nobody takes it
+    assert view.decision is not None and view.decision.behavior == "timeout"
+    [call] = await ladders.rungs(request)
+    assert call.detail.endswith(
+        "; the call ended (canceled): the request timed out before the call was taken"
+    )

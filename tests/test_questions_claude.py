@@ -130,3 +130,32 @@ async def test_a_question_answered_in_claudes_own_dialog_closes_its_approval(
     await eventually(closed, timeout=30)
     late = await cli(setup.home, "answer", asked["id"], "large")
     assert "was answered already: answered in the terminal" in late.stdout
+
+
+async def test_a_multi_select_question_answered_with_several_options_reaches_the_model(
+    setup: Setup,
+) -> None:
+    claude, model = setup.pane, setup.pane.model
+    await claude.wait_for_screen("Sized.")  # the last test's turn is over
+    checks = {
+        "question": "Which checks should run?",
+        "header": "Checks",
+        "options": [
+            {"label": "lint", "description": ""},
+            {"label": "tests", "description": ""},
+            {"label": "docs", "description": ""},
+        ],
+        "multiSelect": True,
+    }
+    model.on("ask me the checks", tool("AskUserQuestion", questions=[checks]), text("Checked."))
+    seen = len(model.tool_results)
+    await claude.type("ask me the checks")
+    asked = await eventually(lambda: setup.approval("question"), timeout=30)
+    # What Done sends once lint and docs are ticked in a chat: the labels in the options' order.
+    done = await cli(setup.home, "answer", asked["id"], "lint, docs")
+    assert done.returncode == 0, done.stderr
+    result = await eventually(lambda: _new_result(model, seen), timeout=30)
+    print(f"the model read: {result.content!r}")
+    assert not result.is_error
+    assert '"Which checks should run?"="lint, docs"' in result.content
+    await claude.wait_for_screen("Checked.")

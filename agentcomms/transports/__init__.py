@@ -140,6 +140,10 @@ class ButtonPress:
     sender_id: str
     sender_name: str | None
     data: str  # what the button was sent with
+    # The message the button is under, and its buttons, (label, data), as the provider sent
+    # them back with the press: a question's ticks are read from them, so none are kept here.
+    message_id: str | None = None
+    keyboard: tuple[tuple[str, str], ...] = ()
 
     @property
     def channel_id(self) -> str:

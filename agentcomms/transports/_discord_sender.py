@@ -110,12 +110,7 @@ class DiscordSender:
         ``attached`` is a text file sent with it, (file name, text): what does not fit in one
         message, read in Discord's preview of the file."""
         channel_id = _channel_id(chat_id)
-        view = discord.ui.View(timeout=None)
-        for label, data in buttons:
-            view.add_item(discord.ui.Button(label=label, custom_id=data))
-        # A stopped view is only its components: this client keeps no callbacks for it (the
-        # presses reach the receiver's bot, on the gateway connection).
-        view.stop()
+        view = _row(buttons)
         file: dict[str, Any] = {}
         if attached is not None:
             name, content = attached
@@ -125,6 +120,17 @@ class DiscordSender:
                 text[:MAX_TEXT], view=view, allowed_mentions=NO_MENTIONS, **file
             )
         return str(sent.id)
+
+    async def edit_buttons(
+        self, chat_id: str, message_id: str, buttons: list[tuple[str, str]]
+    ) -> None:
+        """Replace a message's row of buttons, its text (and any file) kept."""
+        channel_id = _channel_id(chat_id)
+        async with self._client(chat_id) as client:
+            message = client.get_partial_messageable(channel_id).get_partial_message(
+                int(message_id)
+            )
+            await message.edit(view=_row(buttons))
 
     async def edit_text(self, chat_id: str, message_id: str, text: str) -> None:
         """Replace a message's text; its buttons go (a file attached to it stays)."""
@@ -154,6 +160,17 @@ class DiscordSender:
             client, self._logged_in = self._logged_in, None
         if client is not None:
             await client.close()
+
+
+def _row(buttons: list[tuple[str, str]]) -> discord.ui.View:
+    """One row of buttons, each (label, what a press sends back as its ``custom_id``)."""
+    view = discord.ui.View(timeout=None)
+    for label, data in buttons:
+        view.add_item(discord.ui.Button(label=label, custom_id=data))
+    # A stopped view is only its components: this client keeps no callbacks for it (the
+    # presses reach the receiver's bot, on the gateway connection).
+    view.stop()
+    return view
 
 
 def _channel_id(chat_id: str) -> int:

@@ -323,6 +323,13 @@ class DiscordReceiver:
             sender_id=str(interaction.user.id),
             sender_name=interaction.user.display_name,
             data=custom_id,
+            message_id=str(message.id),
+            keyboard=tuple(
+                (button.label or "", button.custom_id)
+                for row in message.components
+                for button in getattr(row, "children", [row])
+                if isinstance(getattr(button, "custom_id", None), str)
+            ),
         )
         try:
             told = await sink.button(press)

@@ -303,9 +303,17 @@ class TelegramReceiver:
     async def _pressed(self, update: Update) -> None:
         query = update.callback_query
         assert query is not None
-        chat = query.message.chat.id if query.message is not None else None
-        if chat is None or not query.data or not hasattr(self._sink, "button"):
+        message = query.message
+        chat = message.chat.id if message is not None else None
+        if message is None or chat is None or not query.data or not hasattr(self._sink, "button"):
             return
+        markup = getattr(message, "reply_markup", None)
+        keyboard = tuple(
+            (button.text, button.callback_data)
+            for row in (markup.inline_keyboard if markup is not None else ())
+            for button in row
+            if isinstance(button.callback_data, str)
+        )
         sink = cast(ButtonSink, self._sink)
         told = await sink.button(
             ButtonPress(
@@ -314,6 +322,8 @@ class TelegramReceiver:
                 sender_id=str(query.from_user.id),
                 sender_name=query.from_user.full_name,
                 data=query.data,
+                message_id=str(message.message_id),
+                keyboard=keyboard,
             )
         )
         try:
@@ -381,6 +391,17 @@ class TelegramSender:
             with telegram_errors(chat_id):
                 sent = await bot.send_message(chat_id, text[:MAX_TEXT], reply_markup=keyboard)
         return str(sent.message_id)
+
+    async def edit_buttons(
+        self, chat_id: str, message_id: str, buttons: list[tuple[str, str]]
+    ) -> None:
+        """Replace a message's row of buttons, its text kept."""
+        keyboard = InlineKeyboardMarkup(
+            [[InlineKeyboardButton(label, callback_data=data) for label, data in buttons]]
+        )
+        async with self._bot() as bot:
+            with telegram_errors(chat_id):
+                await bot.edit_message_reply_markup(chat_id, int(message_id), reply_markup=keyboard)
 
     async def edit_text(self, chat_id: str, message_id: str, text: str) -> None:
         """Replace a message's text; its buttons go."""

@@ -168,6 +168,12 @@ class Line(BaseModel):
     several_keys: bool = False
 
 
+# Why a ladder withdraws its call, as the withdrawn line event's detail (signed with it): the
+# request was answered elsewhere, or nobody answered it in time.
+WITHDRAWN_ANSWERED = "answered elsewhere"
+WITHDRAWN_TIMED_OUT = "timed out"
+
+
 class LineEvent(BaseModel):
     """Something that happened on the line, reported by the phone or the call system, and
     tagged by the gateway that heard it (:mod:`agentcomms.trust`): the call acts on nothing

@@ -16,7 +16,9 @@ wins); the approval's history keeps each answer tried.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -26,15 +28,21 @@ from agentcomms.config import Config
 from agentcomms.ids import new_event_id
 from agentcomms.models import Event, EventStatus
 from agentcomms.store import Store
+from agentcomms.store.approval_posts import ApprovalPost
 from agentcomms.transports import ButtonPress, InboundMessage, InboundResult
 from gateway.approval_chats import ApprovalChats
 from gateway.approval_surfaces.words import (
+    Tick,
     chosen_option,
     coded,
+    nothing_ticked,
     pressed,
     refused_answer,
     reply_with,
     said,
+    ticked,
+    ticked_now,
+    ticking,
 )
 from workflows.approval.client import Approvals
 from workflows.approval.models import Decided
@@ -42,6 +50,8 @@ from workflows.approval.models import Decided
 log = logging.getLogger(__name__)
 
 Decide = Callable[[Decision], Awaitable[Decided | None]]
+# Messages whose ticks this gateway keeps in mind (a selection under way is seldom older).
+SHOWN_KEPT = 256
 PRESS_WORDS = {"allow": "Allow", "allow_session": "Allow for this session", "deny": "Deny"}
 
 
@@ -59,10 +69,20 @@ class ChatAnswers:
         self._approvals = approvals
         self._decide = decide
         self._chats = chats
+        # The ticks this gateway last showed under each message: presses in quick succession
+        # each carry the buttons as they were before the other's edit landed, so these win over
+        # the buttons sent back (which, after a restart, are all there is). One press at a time
+        # per message.
+        self._shown: OrderedDict[tuple[str, str, str], frozenset[int]] = OrderedDict()
+        self._ticking: dict[tuple[str, str, str], asyncio.Lock] = {}
 
     async def button(self, press: ButtonPress) -> str:
         """An allowed sender pressed Allow, Allow for this session, Deny, or one of a question's
-        options: what they are told."""
+        options, or ticked a box of one that takes several, or pressed its Done: what they
+        are told."""
+        tick = ticking(press.data)
+        if tick is not None:
+            return await self._tick(press, tick)
         option = chosen_option(press.data)
         wanted = pressed(press.data) if option is None else (option[0], "answer")
         if wanted is None:
@@ -95,6 +115,92 @@ class ChatAnswers:
             approval_id=approval_id, behavior=behavior, answer=answer, by=who, via=press.provider
         )
         return await self._answer(decision)
+
+    async def _tick(self, press: ButtonPress, tick: Tick) -> str:
+        """A box ticked or unticked under a question that takes several options (the message's
+        buttons edited to show it), or its Done: answered with the ticked options, in the
+        options' order, through the one decide path."""
+        approval_id = tick.approval_id
+        view = await self._approvals.view(approval_id)
+        if view is None:
+            return f"No approval {approval_id} any more."
+        request = view.request
+        if request.ask != "question" or not request.multi or press.message_id is None:
+            return "This button is not agentcomms'."
+        if tick.option is not None and not 1 <= tick.option <= len(request.options):
+            return "This button is not agentcomms'."
+        who = _who(press.sender_name or press.sender_id)
+        refusal = await self.refusal(view, press.provider, press.chat_id, press.sender_id)
+        if refusal is not None:
+            what = (
+                "Done"
+                if tick.option is None
+                else f"{'tick' if tick.ticks else 'untick'} {request.options[tick.option - 1]}"
+            )
+            await self._record(
+                new_event_id(),
+                view,
+                press.provider,
+                press.chat_id,
+                press.sender_id,
+                who,
+                f"pressed {what} on approval {approval_id}",
+                status="rejected",
+                error=refusal,
+            )
+            return refused_answer(approval_id)
+        if not view.open:
+            return f"{approval_id} was answered already: {said(view)}"
+        where = (press.provider, press.chat_id, press.message_id)
+        if where not in self._ticking and len(self._ticking) >= SHOWN_KEPT:
+            self._ticking = {k: v for k, v in self._ticking.items() if v.locked()}
+        async with self._ticking.setdefault(where, asyncio.Lock()):
+            return await self._ticked(press, tick, view, who, where)
+
+    async def _ticked(
+        self,
+        press: ButtonPress,
+        tick: Tick,
+        view: ApprovalView,
+        who: str,
+        where: tuple[str, str, str],
+    ) -> str:
+        request = view.request
+        approval_id = request.id
+        ticks = self._shown.get(where)
+        if ticks is None:
+            ticks = ticked(approval_id, press.keyboard, len(request.options))
+        if tick.option is None:
+            if not ticks:
+                return nothing_ticked(approval_id)
+            answer = ", ".join(request.options[n - 1] for n in sorted(ticks))
+            decision = Decision(
+                approval_id=approval_id,
+                behavior="answer",
+                answer=answer,
+                by=who,
+                via=press.provider,
+            )
+            return await self._answer(decision)
+        ticks = ticks | {tick.option} if tick.ticks else ticks - {tick.option}
+        post = ApprovalPost(provider=where[0], chat_id=where[1], message_id=where[2])
+        try:
+            await self._chats.show_ticks(request, post, ticks)
+        except Exception as exc:
+            log.warning(
+                "approval %s: ticks not shown in %s: %s", approval_id, press.channel_id, exc
+            )
+            return f"{approval_id}: your tick could not be shown just now: press it again."
+        self._shown[where] = ticks
+        self._shown.move_to_end(where)
+        while len(self._shown) > SHOWN_KEPT:
+            self._shown.popitem(last=False)
+        # Decided while the ticks were being shown: the buttons they brought back go again.
+        after = await self._approvals.view(approval_id)
+        if after is not None and not after.open:
+            await self._chats.settle_post(after, post)
+            return f"{approval_id} was answered already: {said(after)}"
+        return ticked_now(request, ticks)
 
     async def reply(self, message: InboundMessage, event_id: str) -> InboundResult | None:
         """An allowed sender's message that carries an approval's code, taken as the answer;

@@ -3,9 +3,15 @@
 Chats with buttons (Telegram, Discord) get Allow, Allow for this session (where the agent
 offered it) and Deny; a press sends back ``ap:K7QF:a`` (allow), ``s`` (for the session) or ``d``
 (deny). A question gets one button per option (``o1`` … ``o4``: answer with that option), a
-plan Approve (``a``) and Keep planning (``d``). Chats of plain text (SMS, WhatsApp) get a code to reply with: "Reply YES K7QF or NO
-K7QF", ``ALWAYS K7QF`` for the session where offered, and ``NO K7QF`` followed by words that
-the agent reads as the reason. Replies are read in any case.
+plan Approve (``a``) and Keep planning (``d``). A question that takes several options gets a
+box per option that a press ticks or unticks (``t2`` ticks option 2, ``u2`` unticks it: a ticked
+box's data says so) and Done (``done``: answer with the ticked ones). The ticks live in the
+message's own buttons, which the provider sends back with each press, so a selection half made
+outlives a gateway restart.
+
+Chats of plain text (SMS, WhatsApp) get a code to reply with: "Reply YES K7QF or NO K7QF",
+``ALWAYS K7QF`` for the session where offered, and ``NO K7QF`` followed by words that the agent
+reads as the reason. Replies are read in any case.
 
 On a phone (a ladder's call, a call coming in, the local phone) the request is one sentence
 (``asks(…, spoken=True)``) and its :func:`keys`: 1 allow and 2 deny, a plan's 1 approve and 2 keep
@@ -16,6 +22,7 @@ several); a word said is heard as its key, or an option's label (:func:`heard_on
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from agentcomms.approval_models import ApprovalRequest, ApprovalView, Behavior
@@ -23,6 +30,10 @@ from agentcomms.approval_models import ApprovalRequest, ApprovalView, Behavior
 BUTTON_PREFIX = "ap"
 BUTTON_BEHAVIOR: dict[str, Behavior] = {"a": "allow", "s": "allow_session", "d": "deny"}
 OPTION_BUTTON = "o"
+TICK_BUTTON = "t"
+UNTICK_BUTTON = "u"
+DONE_BUTTON = "done"
+TICKED, UNTICKED = "☑", "☐"
 # What a request is called where only its first part is shown.
 ASKED = {"permission": "request", "question": "question", "plan": "plan"}
 # Of a question's answer in words, what a chat's "answered … by" line repeats.
@@ -79,12 +90,23 @@ _CODED = re.compile(
 REASON_CHARS = 2_000
 
 
-def buttons(request: ApprovalRequest) -> list[tuple[str, str]]:
-    """The request's buttons, each (label, what a press sends back)."""
+def buttons(
+    request: ApprovalRequest, ticked: frozenset[int] = frozenset()
+) -> list[tuple[str, str]]:
+    """The request's buttons, each (label, what a press sends back); a question that takes
+    several options shows the options `ticked` (their numbers) as ticked."""
 
     def data(short: str) -> str:
         return f"{BUTTON_PREFIX}:{request.id}:{short}"
 
+    if request.ask == "question" and request.multi:
+        boxes = [
+            (f"{TICKED} {o}", data(f"{UNTICK_BUTTON}{n}"))
+            if n in ticked
+            else (f"{UNTICKED} {o}", data(f"{TICK_BUTTON}{n}"))
+            for n, o in enumerate(request.options, 1)
+        ]
+        return [*boxes, ("Done", data(DONE_BUTTON))]
     if request.ask == "question":
         return [(o, data(f"{OPTION_BUTTON}{n}")) for n, o in enumerate(request.options, 1)]
     if request.ask == "plan":
@@ -104,6 +126,58 @@ def chosen_option(data: str) -> tuple[str, int] | None:
     if prefix != BUTTON_PREFIX or not short.startswith(OPTION_BUTTON) or not number.isdigit():
         return None
     return (approval_id.upper(), int(number)) if len(approval_id) == 4 else None
+
+
+@dataclass(frozen=True)
+class Tick:
+    """A press on a box of a question that takes several options: tick (or untick) `option`,
+    or, `option` None, Done."""
+
+    approval_id: str
+    option: int | None
+    ticks: bool = False
+
+
+def ticking(data: str) -> Tick | None:
+    """The tick, untick or Done a button's data stands for; None for any other button."""
+    prefix, _, rest = data.partition(":")
+    approval_id, _, short = rest.partition(":")
+    if prefix != BUTTON_PREFIX or len(approval_id) != 4:
+        return None
+    if short == DONE_BUTTON:
+        return Tick(approval_id.upper(), None)
+    kind, number = short[:1], short[1:]
+    if kind not in (TICK_BUTTON, UNTICK_BUTTON) or not number.isdigit():
+        return None
+    return Tick(approval_id.upper(), int(number), ticks=kind == TICK_BUTTON)
+
+
+def ticked(approval_id: str, keyboard: Sequence[tuple[str, str]], options: int) -> frozenset[int]:
+    """The options ticked in a message's buttons, (label, data) as the provider sent them back
+    with a press: each box whose data unticks it is ticked."""
+    marks = (ticking(data) for _, data in keyboard)
+    return frozenset(
+        m.option
+        for m in marks
+        if m is not None
+        and m.approval_id == approval_id
+        and m.option is not None
+        and not m.ticks
+        and 1 <= m.option <= options
+    )
+
+
+def ticked_now(request: ApprovalRequest, ticks: frozenset[int]) -> str:
+    """What the presser of a box is told: what is ticked, and what to do next."""
+    if not ticks:
+        return f"{request.id}: nothing ticked. Tick the options you want, then press Done."
+    chosen = ", ".join(request.options[n - 1] for n in sorted(ticks))
+    return f"{request.id}: ticked {chosen}. Press Done to answer with them."
+
+
+def nothing_ticked(approval_id: str) -> str:
+    """What Done pressed with no box ticked tells the presser (nothing is answered)."""
+    return f"{approval_id}: tick at least one option, then press Done."
 
 
 def pressed(data: str) -> tuple[str, Behavior] | None:

@@ -1,8 +1,8 @@
 """A Telegram Bot API server for tests: ``/bot<token>/<method>``, as python-telegram-bot calls it.
 
 Speaks getMe, getUpdates (long polling with offsets: an update stays until a later offset
-confirms it), sendMessage, setMessageReaction, setWebhook, deleteWebhook, and getFile with
-its download URL ``/file/bot<token>/<file_path>`` (refused over 20 MB, as Telegram does), with Telegram's
+confirms it), sendMessage, editMessageText, editMessageReplyMarkup, answerCallbackQuery,
+setMessageReaction, setWebhook, deleteWebhook, and getFile with its download URL ``/file/bot<token>/<file_path>`` (refused over 20 MB, as Telegram does), with Telegram's
 answer shapes: ``{"ok": true, "result": …}`` or ``{"ok": false, "error_code", "description",
 "parameters": {"retry_after"}}``. A test plays the human (``human_says``), scripts failures
 (``fail_next("sendMessage", 429, 500)``) and delays (``hold("sendMessage")``), and reads what
@@ -57,6 +57,7 @@ class FakeTelegram:
         self.reactions: list[dict[str, Any]] = []
         self.edits: list[dict[str, Any]] = []  # editMessageText, in order
         self.answered_presses: list[dict[str, Any]] = []  # answerCallbackQuery, in order
+        self.markup_edits: list[dict[str, Any]] = []  # editMessageReplyMarkup, in order
         self.calls: list[str] = []
         self.offsets: list[int | None] = []  # each getUpdates' offset, in order
         self.webhook: dict[str, Any] | None = None
@@ -288,6 +289,18 @@ class FakeTelegram:
                 message["text"] = params["text"]
                 message.pop("reply_markup", None)  # no markup given: the buttons go
                 self.edits.append({"chat_id": chat_id, "message_id": message_id, **params})
+                return message
+        return _error(400, "Bad Request: message to edit not found")
+
+    async def _api_editMessageReplyMarkup(self, params: dict[str, Any]) -> Any:
+        chat_id, message_id = int(params["chat_id"]), int(params["message_id"])
+        for message in self.sent:
+            if message["chat"]["id"] == chat_id and message["message_id"] == message_id:
+                if "reply_markup" in params:
+                    message["reply_markup"] = params["reply_markup"]
+                else:
+                    message.pop("reply_markup", None)
+                self.markup_edits.append({"chat_id": chat_id, "message_id": message_id, **params})
                 return message
         return _error(400, "Bad Request: message to edit not found")
 

@@ -107,9 +107,12 @@ class ApprovalWorkflow:
             )
         if ladder is not None:
             await ladder  # it stops at once: the request is decided
-            # A call still ringing (or waiting for a key) about a request answered elsewhere
-            # would only disturb the human now.
-            await hang_up_calls(calls)
+            # A call still ringing (or waiting for a key) about a request answered elsewhere,
+            # or timed out, would only disturb the human now: it says which as it hangs up.
+            decision = self._view.decision
+            await hang_up_calls(
+                calls, timed_out=decision is not None and decision.behavior == "timeout"
+            )
         # Only the late answers keep it: a waiting hook has its answer already.
         await workflow.sleep(policies.APPROVAL_LATE_ANSWERS, summary="hear late answers")
         await workflow.wait_condition(workflow.all_handlers_finished)

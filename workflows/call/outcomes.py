@@ -1,6 +1,6 @@
 """How a call's outcome is told: how a call that nobody took ends, in the words the call's
 record, its history and the agent read; a turn's outcome handed to the agent's mailbox; and what
-a call about a request says once that request was answered elsewhere."""
+a call about a request says once that request was answered elsewhere or timed out."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from agentcomms import policies
     from agentcomms.models import CallStatus
-    from agentcomms.voice.models import CallInput, CallNotice, LineEvent
+    from agentcomms.voice.models import WITHDRAWN_TIMED_OUT, CallInput, CallNotice, LineEvent
     from workflows.call import activities
     from workflows.call.models import TurnResult
 
@@ -26,10 +26,15 @@ _MISSED_STATUS: dict[str, CallStatus] = {
 }
 
 
-def withdrawn(call: CallInput) -> tuple[str, str]:
-    """What a ladder's call says once what it was about was answered elsewhere while it waited
-    (a request decided, or the human wrote to the agent after its urgent message), and why it
-    ended."""
+def withdrawn(call: CallInput, why: str | None) -> tuple[str, str]:
+    """What a ladder's call says once what it was about was settled while it waited (a request
+    decided or timed out, or the human wrote to the agent after its urgent message), and why it
+    ended; `why` is the withdrawn line event's detail."""
+    if call.approval_id is not None and why == WITHDRAWN_TIMED_OUT:
+        return (
+            "Nobody answered that request in time, so it no longer waits for you. Goodbye.",
+            "the request timed out",
+        )
     if call.approval_id is not None:
         return "That request was answered elsewhere. Goodbye.", "the request was answered elsewhere"
     return "You have answered elsewhere already. Goodbye.", "the human answered elsewhere"
@@ -43,7 +48,7 @@ def missed(outcome: LineEvent, call: CallInput) -> tuple[CallStatus, str]:
         "busy": "the line was busy",
         "failed": f"the call failed: {outcome.detail or 'no reason given'}",
         "machine": "an answering machine picked up",
-        "withdrawn": f"{withdrawn(call)[1]} before the call was taken",
+        "withdrawn": f"{withdrawn(call, outcome.detail)[1]} before the call was taken",
     }.get(outcome.kind, outcome.kind)
     return _MISSED_STATUS.get(outcome.kind, "no-answer"), reason
 

@@ -66,8 +66,8 @@ class CallWorkflow:
         self._checked = False  # nothing is acted on before the input's tag checks out
         self._refused: str | None = None  # why the call was refused
         self._checking = asyncio.Lock()  # line events are checked in the order they came
-        # What the call was about was answered elsewhere while it waited for the human.
-        self._withdrawn = False
+        # What the call was about, settled while it waited for the human (its detail: how).
+        self._withdrawn: LineEvent | None = None
 
     # ---- the run: place the call, the first turn, then wait for the end ---------------------------
 
@@ -116,7 +116,7 @@ class CallWorkflow:
             remaining = input.max_duration_s - self._elapsed()
             try:
                 await workflow.wait_condition(
-                    lambda: self._ended_at is not None or self._withdrawn,
+                    lambda: self._ended_at is not None or self._withdrawn is not None,
                     timeout=timedelta(seconds=max(remaining, 0.001)),
                     timeout_summary="maximum call duration",
                 )
@@ -124,8 +124,8 @@ class CallWorkflow:
                 async with self._turns:
                     self._hang_up("completed", "the call reached its maximum duration")
                     await self._end_remote()
-            if self._withdrawn:
-                await self._say_withdrawn()
+            if self._withdrawn is not None:
+                await self._say_withdrawn(self._withdrawn)
         # Let turns that were waiting (and phones waiting for the line) see the end.
         await workflow.wait_condition(workflow.all_handlers_finished)
         # End this task before the one that completes the call: a line event arriving then fails
@@ -134,9 +134,9 @@ class CallWorkflow:
         await self._record()
         return self._ended()
 
-    async def _say_withdrawn(self) -> None:
-        """Tell the human it is answered already, then hang up."""
-        words, reason = outcomes.withdrawn(self._in)
+    async def _say_withdrawn(self, withdrawn: LineEvent) -> None:
+        """Tell the human it was answered elsewhere (or timed out), then hang up."""
+        words, reason = outcomes.withdrawn(self._in, withdrawn.detail)
         async with self._turns:
             if self._ended_at is None:
                 audio = await self._synthesize(words, self._line.turn + 1)
@@ -239,7 +239,8 @@ class CallWorkflow:
             # Only a turn still waiting for the human: one the human has just answered here is
             # being decided, and a goodbye being said ends the call anyway.
             waiting = self._line.expect == "answer" and self._line.turn not in self._heard
-            self._withdrawn = self._withdrawn or waiting
+            if waiting and self._withdrawn is None:
+                self._withdrawn = event
         elif event.kind == "hangup":
             self._hang_up("completed", "the human hung up")
         elif event.turn == self._line.turn:
@@ -290,7 +291,7 @@ class CallWorkflow:
 
         def answered() -> bool:
             done = turn in self._heard if listen else turn in self._played
-            return done or self._ended_at is not None or (listen and self._withdrawn)
+            return done or self._ended_at is not None or (listen and self._withdrawn is not None)
 
         try:
             await workflow.wait_condition(
@@ -316,9 +317,9 @@ class CallWorkflow:
                 result.response, note = await self._transcribe(heard.audio)
         else:
             result.response = self._partial.get(turn, "")
-            if self._withdrawn:
+            if self._withdrawn is not None:
                 result.status, result.success = "withdrawn", False
-                note = f"{outcomes.withdrawn(self._in)[1]} before the human answered"
+                note = f"{outcomes.withdrawn(self._in, self._withdrawn.detail)[1]} before the human answered"
             elif timed_out:
                 result.status, result.timed_out = "timed-out", True
                 note = f"no answer within {self._in.transcript_timeout_s:g} s; " + (

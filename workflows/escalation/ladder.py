@@ -34,11 +34,13 @@ CALLS_END_WAIT = timedelta(minutes=2)
 
 @dataclass
 class PlacedCall:
-    """A call a rung placed: the child, its rung's record, and its signed "withdrawn"."""
+    """A call a rung placed: the child, its rung's record, and its signed "withdrawn" (and the
+    one for a request nobody answered in time)."""
 
     handle: workflow.ChildWorkflowHandle[CallWorkflow, Ended]
     record: RungRecord
     withdraw: LineEvent | None
+    withdraw_timed_out: LineEvent | None = None
 
 
 async def climb(
@@ -131,19 +133,22 @@ async def _fire(
             static_summary=f"escalation call for {escalation.kind} {escalation.subject_id}",
         )
         if calls is not None:
-            calls.append(PlacedCall(placed, record, result.withdraw))
+            calls.append(PlacedCall(placed, record, result.withdraw, result.withdraw_timed_out))
     return record
 
 
-async def hang_up_calls(calls: list[PlacedCall]) -> None:
-    """The request was answered: each call its ladder placed is withdrawn (a call still ringing
-    is canceled; one waiting for the human's answer says so and hangs up; one where the human
-    just answered ends on its own), and its rung's record tells how it ended."""
+async def hang_up_calls(calls: list[PlacedCall], *, timed_out: bool = False) -> None:
+    """The request was answered (or, `timed_out`, nobody answered it in time): each call its
+    ladder placed is withdrawn (a call still ringing is canceled; one waiting for the human's
+    answer says which and hangs up; one where the human just answered ends on its own), and its
+    rung's record tells how it ended."""
     for placed in calls:
-        if placed.withdraw is None or placed.handle.done():
+        # A call placed before calls carried a timeout's own words is told "answered elsewhere".
+        withdraw = (timed_out and placed.withdraw_timed_out) or placed.withdraw
+        if withdraw is None or placed.handle.done():
             continue
         try:
-            await placed.handle.signal(CallWorkflow.line_event, placed.withdraw)
+            await placed.handle.signal(CallWorkflow.line_event, withdraw)
         except Exception as exc:  # it ended in the meantime
             workflow.logger.info("call %s not withdrawn: %s", placed.handle.id, exc)
     for placed in calls:
