@@ -303,7 +303,7 @@ def test_end_to_end_init_validate_show(home: Path) -> None:
             "max_pending": None,
             "max_pending_bytes": None,
             "token": None,
-            "approvals": {"on_timeout": None, "never": []},
+            "approvals": {"on_timeout": None, "never": [], "remote": False},
             "approvers": None,
             "mirror": "replies",
             "escalation": None,
