@@ -16,7 +16,7 @@ from agentcomms.config import AgentConfig, Config
 from agentcomms.models import Event
 from tests.fakes.telegram import FakeTelegram
 from tests.support.chat import CHAT, connected, with_telegram
-from tests.support.hooks import open_approval
+from tests.support.hooks import open_approval, open_question
 from tests.support.stack import Stack, running_stack
 from tests.support.waiting import eventually
 
@@ -41,10 +41,6 @@ async def stack(
         yield s
 
 
-def _request_in(telegram: FakeTelegram, approval: str) -> dict[str, Any] | None:
-    return next((m for m in telegram.sent if f"approval {approval}" in m["text"]), None)
-
-
 async def _press(telegram: FakeTelegram, message: dict[str, Any], data: str, user: int) -> str:
     before = len(telegram.answered_presses)
     telegram.human_presses(message, data, user_id=user, first_name=f"user{user}")
@@ -61,7 +57,7 @@ async def test_only_the_listed_approver_answering_from_the_agents_chat_decides(
     stack: Stack, telegram: FakeTelegram, agent: str
 ) -> None:
     approval = await open_approval(stack, agent, session=False)
-    message = await eventually(lambda: _request_in(telegram, approval))
+    message = await eventually(lambda: telegram.request_for(approval))
     allow = f"ap:{approval}:a"
 
     refused = f"Only the agent's approvers may answer {approval}: nothing changed."
@@ -91,21 +87,8 @@ async def test_only_the_listed_approver_answering_from_the_agents_chat_decides(
 async def test_only_the_listed_approver_ticks_a_question_that_takes_several_options(
     stack: Stack, telegram: FakeTelegram, agent: str
 ) -> None:
-    question = {
-        "question": "Which checks should run?",
-        "header": "Checks",
-        "options": [{"label": label, "description": ""} for label in ("lint", "tests")],
-        "multiSelect": True,
-    }
-    opened = await stack.call(
-        "approval_open",
-        kind="claude-code",
-        agent_id=agent,
-        tool_name="AskUserQuestion",
-        tool_input={"questions": [question]},
-    )
-    approval = opened["id"]
-    message = await eventually(lambda: _request_in(telegram, approval))
+    approval = await open_question(stack, agent, ["lint", "tests"])
+    message = await eventually(lambda: telegram.request_for(approval))
     refused = f"Only the agent's approvers may answer {approval}: nothing changed."
 
     assert "ticked tests" in await _press(telegram, message, f"ap:{approval}:t2", CHAT)

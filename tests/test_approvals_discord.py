@@ -16,7 +16,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from tests.fakes.discord import FakeDiscord
 from tests.support.chat import connected, with_discord
-from tests.support.hooks import SESSION_SUGGESTION, open_approval
+from tests.support.hooks import SESSION_SUGGESTION, open_approval, open_question
 from tests.support.stack import Stack, running_stack
 from tests.support.waiting import eventually
 
@@ -32,10 +32,6 @@ async def stack(
     ) as s:
         await connected(s, "discord")
         yield s
-
-
-def _request_in(discord: FakeDiscord, approval: str) -> dict[str, Any] | None:
-    return next((m for m in discord.sent if f"approval {approval}" in m["content"]), None)
 
 
 def _buttons(message: dict[str, Any]) -> list[tuple[str, str]]:
@@ -60,7 +56,7 @@ async def test_an_allowed_sender_answers_with_a_button(
     stack: Stack, discord: FakeDiscord, agent: str
 ) -> None:
     approval = await open_approval(stack, agent)
-    message = await eventually(lambda: _request_in(discord, approval))
+    message = await eventually(lambda: discord.request_for(approval))
     assert message["channel_id"] == str(discord.general)
     assert "asks to use Bash:\ntouch done.txt" in message["content"]
     assert _buttons(message) == [
@@ -91,7 +87,7 @@ async def test_an_interaction_not_on_the_bots_own_message_changes_nothing(
     stack: Stack, discord: FakeDiscord, agent: str
 ) -> None:
     approval = await open_approval(stack, agent)
-    message = await eventually(lambda: _request_in(discord, approval))
+    message = await eventually(lambda: discord.request_for(approval))
     # Meant for another application, or a press on a message the bot never posted.
     elsewhere = discord.human_presses(message, f"ap:{approval}:a", application_id=99)
     someone_elses = discord.human_says(discord.general, f"approval {approval}", user_id=777)
@@ -107,7 +103,7 @@ async def test_an_answer_from_the_terminal_takes_the_buttons_away(
     stack: Stack, discord: FakeDiscord, agent: str
 ) -> None:
     approval = await open_approval(stack, agent)
-    message = await eventually(lambda: _request_in(discord, approval))
+    message = await eventually(lambda: discord.request_for(approval))
     await stack.call("approval_decide", id=approval, behavior="deny", by="bob", message="no")
     edited = await eventually(lambda: discord.edits or None)
     assert edited[0]["id"] == message["id"] and _buttons(edited[0]) == []
@@ -117,21 +113,8 @@ async def test_an_answer_from_the_terminal_takes_the_buttons_away(
 async def test_a_question_that_takes_several_options_is_ticked_then_done(
     stack: Stack, discord: FakeDiscord, agent: str
 ) -> None:
-    question = {
-        "question": "Which checks should run?",
-        "header": "Checks",
-        "options": [{"label": label, "description": ""} for label in ("lint", "tests", "docs")],
-        "multiSelect": True,
-    }
-    opened = await stack.call(
-        "approval_open",
-        kind="claude-code",
-        agent_id=agent,
-        tool_name="AskUserQuestion",
-        tool_input={"questions": [question]},
-    )
-    approval = opened["id"]
-    message = await eventually(lambda: _request_in(discord, approval))
+    approval = await open_question(stack, agent, ["lint", "tests", "docs"])
+    message = await eventually(lambda: discord.request_for(approval))
 
     def labels() -> list[str]:
         shown = next(m for m in discord.sent if m["id"] == message["id"])

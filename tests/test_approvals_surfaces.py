@@ -188,18 +188,14 @@ async def test_a_long_plan_reaches_every_chat_whole(
     assert len(asked) > 4 * 4_096
 
     # Telegram: in pieces at its limit, in order, the buttons once, under the last.
-    last = await eventually(
-        lambda: next((m for m in telegram.sent if f"approval {approval}" in m["text"]), None)
-    )
+    last = await eventually(lambda: telegram.request_for(approval))
     pieces = [m for m in telegram.sent if m["message_id"] <= last["message_id"]]
     assert "".join(m["text"] for m in pieces) == f"{asked}\n\n(approval {approval})"
     assert all(len(m["text"]) <= 4_096 for m in pieces) and len(pieces) >= 5
     assert [("reply_markup" in m) for m in pieces] == [False] * (len(pieces) - 1) + [True]
 
     # Discord: its start in the message with the buttons, the whole attached.
-    in_discord = await eventually(
-        lambda: next((m for m in discord.sent if f"approval {approval}" in m["content"]), None)
-    )
+    in_discord = await eventually(lambda: discord.request_for(approval))
     assert len(discord.sent) == 1 and len(in_discord["content"]) <= 2_000
     assert in_discord["content"].startswith(f"{agent} asks to carry out its plan:\n# Plan\n0. ")
     assert f"(the whole plan: plan-{approval}.md)" in in_discord["content"]

@@ -17,7 +17,13 @@ from temporalio.testing import WorkflowEnvironment
 
 from tests.fakes.telegram import FakeTelegram
 from tests.support.chat import CHAT, connected, with_telegram
-from tests.support.hooks import SESSION_SUGGESTION, open_approval, permission_request, start_hook
+from tests.support.hooks import (
+    SESSION_SUGGESTION,
+    open_approval,
+    open_question,
+    permission_request,
+    start_hook,
+)
 from tests.support.stack import Stack, running_stack
 from tests.support.waiting import eventually
 
@@ -33,10 +39,6 @@ async def stack(
         yield s
 
 
-def _request_in_chat(telegram: FakeTelegram, approval: str) -> dict[str, Any] | None:
-    return next((m for m in telegram.sent if f"approval {approval}" in m["text"]), None)
-
-
 def _labels(message: dict[str, Any]) -> list[str]:
     return [b["text"] for row in message["reply_markup"]["inline_keyboard"] for b in row]
 
@@ -45,7 +47,7 @@ async def test_an_allowed_sender_answers_with_a_button(
     stack: Stack, telegram: FakeTelegram, agent: str
 ) -> None:
     approval = await open_approval(stack, agent)
-    message = await eventually(lambda: _request_in_chat(telegram, approval))
+    message = await eventually(lambda: telegram.request_for(approval))
     assert message["chat"]["id"] == CHAT
     assert "asks to use Bash:\ntouch done.txt" in message["text"]
     assert _labels(message) == ["Allow", "Allow for this session", "Deny"]
@@ -76,7 +78,7 @@ async def test_an_answer_from_the_terminal_edits_the_chat(
     stack: Stack, telegram: FakeTelegram, agent: str
 ) -> None:
     approval = await open_approval(stack, agent)
-    await eventually(lambda: _request_in_chat(telegram, approval))
+    await eventually(lambda: telegram.request_for(approval))
     await stack.call("approval_decide", id=approval, behavior="deny", by="bob", message="no")
     edited = await eventually(lambda: telegram.edits or None)
     assert f"{approval}: denied by bob on cli" in edited[0]["text"]
@@ -87,7 +89,7 @@ async def test_decided_while_its_request_was_still_being_posted_the_buttons_go_t
 ) -> None:
     released = telegram.hold("sendMessage")  # Telegram took the request, has not answered
     approval = await open_approval(stack, agent)
-    message = await eventually(lambda: _request_in_chat(telegram, approval))
+    message = await eventually(lambda: telegram.request_for(approval))
     await stack.call("approval_decide", id=approval, behavior="deny", by="bob", message="no")
     released.set()
     edited = await eventually(lambda: telegram.edits or None)
@@ -99,21 +101,10 @@ async def test_decided_while_its_request_was_still_being_posted_the_buttons_go_t
 async def test_a_questions_options_are_buttons_and_a_press_answers_it(
     stack: Stack, telegram: FakeTelegram, agent: str
 ) -> None:
-    question = {
-        "question": "Which colour?",
-        "header": "Colour",
-        "options": [{"label": "red", "description": ""}, {"label": "blue", "description": ""}],
-        "multiSelect": False,
-    }
-    opened = await stack.call(
-        "approval_open",
-        kind="claude-code",
-        agent_id=agent,
-        tool_name="AskUserQuestion",
-        tool_input={"questions": [question]},
+    approval = await open_question(
+        stack, agent, ["red", "blue"], question="Which colour?", header="Colour", several=False
     )
-    approval = opened["id"]
-    message = await eventually(lambda: _request_in_chat(telegram, approval))
+    message = await eventually(lambda: telegram.request_for(approval))
     assert f"{agent} asks: Which colour?" in message["text"]
     assert _labels(message) == ["red", "blue"]
 
@@ -127,22 +118,8 @@ async def test_a_questions_options_are_buttons_and_a_press_answers_it(
 async def test_several_options_or_own_words_are_answered_by_reply(
     stack: Stack, telegram: FakeTelegram, agent: str
 ) -> None:
-    labels = ["lint", "tests", "docs"]
-    question = {
-        "question": "Which checks should run?",
-        "header": "Checks",
-        "options": [{"label": label, "description": ""} for label in labels],
-        "multiSelect": True,
-    }
-    opened = await stack.call(
-        "approval_open",
-        kind="claude-code",
-        agent_id=agent,
-        tool_name="AskUserQuestion",
-        tool_input={"questions": [question]},
-    )
-    approval = opened["id"]
-    message = await eventually(lambda: _request_in_chat(telegram, approval))
+    approval = await open_question(stack, agent, ["lint", "tests", "docs"])
+    message = await eventually(lambda: telegram.request_for(approval))
     assert f"Reply ANSWER {approval} followed by an option's number or label" in message["text"]
 
     telegram.human_says(CHAT, f"ANSWER {approval} 1, tests", first_name="Alice")
@@ -163,7 +140,7 @@ async def test_a_plan_is_posted_with_approve_and_keep_planning(
         tool_input={"plan": "# Plan\n1. Add the endpoint"},
     )
     approval = opened["id"]
-    message = await eventually(lambda: _request_in_chat(telegram, approval))
+    message = await eventually(lambda: telegram.request_for(approval))
     assert "asks to carry out its plan:\n# Plan\n1. Add the endpoint" in message["text"]
     assert _labels(message) == ["Approve", "Keep planning"]
     telegram.human_presses(message, f"ap:{approval}:d", user_id=CHAT, first_name="Alice")
@@ -235,21 +212,8 @@ async def test_a_question_that_takes_several_options_is_ticked_then_done(
 async def test_ticks_outlive_a_gateway_restart_and_presses_in_quick_succession(
     stack: Stack, telegram: FakeTelegram, agent: str
 ) -> None:
-    question = {
-        "question": "Which checks should run?",
-        "header": "Checks",
-        "options": [{"label": label, "description": ""} for label in ("lint", "tests", "docs")],
-        "multiSelect": True,
-    }
-    opened = await stack.call(
-        "approval_open",
-        kind="claude-code",
-        agent_id=agent,
-        tool_name="AskUserQuestion",
-        tool_input={"questions": [question]},
-    )
-    approval = opened["id"]
-    message = await eventually(lambda: _request_in_chat(telegram, approval))
+    approval = await open_question(stack, agent, ["lint", "tests", "docs"])
+    message = await eventually(lambda: telegram.request_for(approval))
 
     async def presses(*data: str) -> str:
         """Pressed one right after the other: each carries the buttons as they were before any

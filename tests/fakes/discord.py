@@ -152,6 +152,10 @@ class FakeDiscord:
         self.channels[channel_id] = {"id": str(channel_id), "type": DM, "recipients": [recipient]}
         return channel_id
 
+    def request_for(self, approval: str) -> dict[str, Any] | None:
+        """The message that posted approval `approval`, once it was sent."""
+        return next((m for m in self.sent if f"approval {approval}" in m["content"]), None)
+
     def human_says(
         self,
         channel_id: int,

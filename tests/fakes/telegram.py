@@ -85,6 +85,11 @@ class FakeTelegram:
         """What chat.telegram.base_url is set to (the SDK appends /bot<token>/<method>)."""
         return self.server.url
 
+    def request_for(self, approval: str) -> dict[str, Any] | None:
+        """The message that posted approval `approval` (its last piece, under which the buttons
+        are), once it was sent."""
+        return next((m for m in self.sent if f"approval {approval}" in m["text"]), None)
+
     def human_says(
         self,
         chat_id: int,

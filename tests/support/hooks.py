@@ -66,3 +66,31 @@ async def open_approval(stack: Stack, agent: str, *, session: bool = True) -> st
         permission_suggestions=[SESSION_SUGGESTION] if session else [],
     )
     return str(opened["id"])
+
+
+async def open_question(
+    stack: Stack,
+    agent: str,
+    labels: list[str],
+    *,
+    question: str = "Which checks should run?",
+    header: str = "Checks",
+    several: bool = True,
+) -> str:
+    """An approval opened as the agent's PermissionRequest hook opens it for one
+    `AskUserQuestion` question with these options (taking several of them when `several`); its
+    id."""
+    asked = {
+        "question": question,
+        "header": header,
+        "options": [{"label": label, "description": ""} for label in labels],
+        "multiSelect": several,
+    }
+    opened = await stack.call(
+        "approval_open",
+        kind="claude-code",
+        agent_id=agent,
+        tool_name="AskUserQuestion",
+        tool_input={"questions": [asked]},
+    )
+    return str(opened["id"])
