@@ -183,6 +183,15 @@ def ui_url(cfg: TemporalConfig, workflow_id: str | None = None) -> str | None:
 
 
 PROBLEMS_AFTER_FAILURES = "system.numConsecutiveWorkflowTaskProblemsToTriggerSearchAttribute"
+# One machine gains nothing from a task queue split into partitions (four by default): a task
+# that lands on a partition no poller waits on is only forwarded to one that has a poller, which
+# under load delayed a mailbox's first task on its pane's host by tens of seconds.
+SINGLE_PARTITION = [
+    "--dynamic-config-value",
+    "matching.numTaskqueueReadPartitions=1",
+    "--dynamic-config-value",
+    "matching.numTaskqueueWritePartitions=1",
+]
 
 
 def dev_server_args(cfg: TemporalConfig, *, headless: bool = False) -> list[str]:
@@ -204,6 +213,7 @@ def dev_server_args(cfg: TemporalConfig, *, headless: bool = False) -> list[str]
     # A mailbox whose workflow tasks keep failing is shown as broken (`agents`) from the search
     # attribute Temporal sets for it; by default only after five failures, about a minute.
     args += ["--dynamic-config-value", f"{PROBLEMS_AFTER_FAILURES}=2"]
+    args += SINGLE_PARTITION
     if headless:
         args.append("--headless")
     else:

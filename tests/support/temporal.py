@@ -18,7 +18,12 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.search_attributes import ALL as SEARCH_ATTRIBUTES
-from agentcomms.temporal import PROBLEMS_AFTER_FAILURES, ensure_search_attributes, temporal_binary
+from agentcomms.temporal import (
+    PROBLEMS_AFTER_FAILURES,
+    SINGLE_PARTITION,
+    ensure_search_attributes,
+    temporal_binary,
+)
 
 # Low enough that a test with a few hundred messages crosses several continue-as-new boundaries.
 LOW_CONTINUE_AS_NEW = 60
@@ -33,6 +38,7 @@ async def _dev_server(extra: list[str]) -> WorkflowEnvironment:
             "--headless",
             "--dynamic-config-value",
             f"{PROBLEMS_AFTER_FAILURES}=2",  # as `up` runs it
+            *SINGLE_PARTITION,
             *extra,
         ],
     )
