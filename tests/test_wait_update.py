@@ -7,6 +7,7 @@ import asyncio
 import uuid
 from datetime import timedelta
 
+import pytest
 from temporalio import workflow
 from temporalio.client import WorkflowUpdateFailedError
 from temporalio.testing import WorkflowEnvironment
@@ -61,14 +62,12 @@ async def test_an_update_its_run_never_answered_is_asked_of_the_next_run(
         again = await client.start_workflow(
             Hops.run, 1, id=f"hops-{uuid.uuid4()}", task_queue=queue
         )
-        once = asyncio.create_task(again.execute_update(Hops.done, 30))
+        once = asyncio.create_task(again.execute_update("done", 30.0, result_type=str))
         await asyncio.sleep(1)
         await again.signal(Hops.hop)
-        try:
-            await once
-        except WorkflowUpdateFailedError as exc:
-            assert "completed before the Update completed" in str(exc.cause)
-        else:
-            raise AssertionError("a run that ended under its update should fail it")
+        with pytest.raises(WorkflowUpdateFailedError) as failed:
+            answer = await once
+            raise AssertionError(f"answered {answer!r} by a run that ended")
+        assert "completed before the Update completed" in str(failed.value.cause)
         for h in (handle, again):
             await h.terminate()
