@@ -8,6 +8,12 @@ nothing, and pay nothing), a wrong PIN is hung up on, and both are recorded. Wha
 hears and does is :mod:`gateway.phone_menu`'s; here each of its prompts becomes TwiML (a
 ``<Gather>`` of keys or words, a ``<Record>`` for a message, transcribed by the STT chain).
 
+Twilio says when the call is over, whoever hung up, at the number's call status changes webhook
+(its status callback), ``server.public_url`` + ``/webhooks/twilio/voice/status``: a caller who
+hangs up mid-menu leaves no step behind, so only that ends the call's row and forgets its
+progress. It may come twice, and alongside the step a hang-up still sends (a message recorded
+until the caller hung up): each call's requests are taken one at a time.
+
 The prompts are spoken by our TTS chain, as a call we place is: the audio goes into the call's
 folder of the audio directory, beside its transcript (:mod:`gateway.phone_menu` keeps both), and
 Twilio plays it from a short-lived signed URL; Twilio's own ``<Say>`` only when no provider of the
@@ -19,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import weakref
 from pathlib import PurePosixPath
 from xml.sax.saxutils import escape, quoteattr
 
@@ -28,7 +35,7 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from agentcomms.config import Config
-from agentcomms.voice.callsystem.twilio import TWILIO_API, MediaSigner, signed_form
+from agentcomms.voice.callsystem.twilio import TWILIO_API, MediaSigner, call_end, signed_form
 from agentcomms.voice.stt import stt_chain, stt_provider
 from agentcomms.voice.tts import tts_chain, tts_provider
 from gateway.phone_menu import PhoneMenu, Prompt
@@ -36,6 +43,7 @@ from gateway.phone_menu import PhoneMenu, Prompt
 log = logging.getLogger(__name__)
 
 INBOUND_PATH = "/webhooks/twilio/voice"
+STATUS_PATH = f"{INBOUND_PATH}/status"  # never a menu step: its route comes first
 MESSAGE_MAX_S = 120
 # Twilio waits 15 s for a webhook's answer: a provider slower than this gives way to the next.
 SPEAK_WITHIN_S = 5
@@ -58,10 +66,14 @@ class InboundCalls:
         self._public_url = cfg.server.public_url or ""
         self._menu = menu
         self._signer = signer
+        # One request at a time per call (kept while one is in flight): a hang-up's status must
+        # not end the call under a step still being answered, nor that step bring it back.
+        self._calls: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
 
     def routes(self) -> list[BaseRoute]:
         return [
             Route(INBOUND_PATH, self._incoming, methods=["POST"]),
+            Route(STATUS_PATH, self._status, methods=["POST"]),
             Route(f"{INBOUND_PATH}/{{step}}", self._step, methods=["POST"]),
         ]
 
@@ -74,7 +86,8 @@ class InboundCalls:
             log.info("refused an inbound call from %s", number or "an unknown number")
             await self._menu.record_refusal(number, sid, "not in voice.inbound.allowed_callers")
             return _xml('<Reject reason="rejected"/>')
-        return self._twiml(await self._menu.start(sid, number, speak=self._speak))
+        async with self._one_at_a_time(sid):
+            return self._twiml(await self._menu.start(sid, number, speak=self._speak))
 
     async def _step(self, request: Request) -> Response:
         form = await signed_form(request, self._phone, self._public_url)
@@ -83,14 +96,33 @@ class InboundCalls:
         step = request.path_params["step"]
         query = dict(request.query_params)
         call, audio = form.get("CallSid", ""), None
-        if step == "message":
-            heard, audio = await self._transcribe(call, form.get("RecordingUrl", ""))
-        else:
-            heard = form.get("Digits") or form.get("SpeechResult") or ""
-        prompt = await self._menu.answer(
-            call, step, heard, query=query, audio=audio, speak=self._speak
-        )
+        async with self._one_at_a_time(call):
+            if step == "message":
+                heard, audio = await self._transcribe(call, form.get("RecordingUrl", ""))
+            else:
+                heard = form.get("Digits") or form.get("SpeechResult") or ""
+            prompt = await self._menu.answer(
+                call, step, heard, query=query, audio=audio, speak=self._speak
+            )
         return self._twiml(prompt)
+
+    async def _status(self, request: Request) -> Response:
+        """The call is over, as Twilio says (completed, busy, no-answer, canceled, failed)."""
+        form = await signed_form(request, self._phone, self._public_url)
+        if form is None:
+            return PlainTextResponse("forbidden: bad or missing X-Twilio-Signature", 403)
+        call, end = form.get("CallSid", ""), call_end(form)
+        if call and end is not None:
+            async with self._one_at_a_time(call):
+                if await self._menu.hung_up(call, end.status, end.duration_s):
+                    log.info("inbound call %s ended: %s", call, end.status)
+        return Response(status_code=204)
+
+    def _one_at_a_time(self, call: str) -> asyncio.Lock:
+        lock = self._calls.get(call)
+        if lock is None:
+            lock = self._calls[call] = asyncio.Lock()
+        return lock
 
     async def _speak(self, words: str, name: str) -> str | None:
         """The words said by our TTS chain, kept under `name` in the audio directory (its

@@ -30,7 +30,7 @@ from pydantic import Field, StringConstraints
 
 from agentcomms.config import Config
 from agentcomms.ids import new_event_id
-from agentcomms.models import CallRecord, Event, utcnow
+from agentcomms.models import ACTIVE_STATUSES, CallRecord, CallStatus, Event, utcnow
 from agentcomms.store import Store
 from agentcomms.store.phone_callers import PhoneCaller
 from agentcomms.voice.audio import AudioStore, turn_audio_name
@@ -115,6 +115,22 @@ class PhoneMenu:
         else:
             prompt = _end()
         return await self._told(call, caller, prompt, speak)
+
+    async def hung_up(self, call: str, status: CallStatus, duration_s: float | None) -> bool:
+        """The phone says the call is over (the caller hung up mid-menu, or the line dropped):
+        its row ends as the phone says and its progress is forgotten. A call ended already (the
+        menu said goodbye, or the phone said so before) or not one of ours is left alone: the
+        phone may say it twice. False then."""
+        row = await self._store.get_call(call)
+        if row is None or row.direction != "in" or row.status not in ACTIVE_STATUSES:
+            return False
+        now = utcnow()
+        if duration_s is None:
+            duration_s = (now - row.started_at).total_seconds()
+        ended = {"status": status, "ended_at": now, "duration_seconds": duration_s}
+        await self._store.upsert_call(row.model_copy(update=ended))
+        await self._store.forget_caller(call)
+        return True
 
     async def recording_name(self, call: str) -> str | None:
         """Where the caller's recorded answer to the current prompt is kept."""

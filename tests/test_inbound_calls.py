@@ -1,7 +1,8 @@
 """Calling in through Twilio (the stand-in phone network, the gateway's real webhooks): a listed
 caller with the PIN hears the pending requests and answers them, and leaves a message for an
-agent; a wrong PIN, a stranger and a forged webhook get nothing. The call's words are our TTS
-chain's, played from our signed audio URLs."""
+agent; a wrong PIN, a stranger and a forged webhook get nothing; a caller who hangs up mid-menu
+ends the call when Twilio's status callback says so. The call's words are our TTS chain's,
+played from our signed audio URLs."""
 
 from __future__ import annotations
 
@@ -59,6 +60,17 @@ async def stack(
 
 def _webhook(stack: Stack) -> str:
     return f"{stack.cfg.server.public_url}/webhooks/twilio/voice"
+
+
+def _status_callback(stack: Stack) -> str:
+    """Where the number's call status changes go, as the README says to set it."""
+    return f"{_webhook(stack)}/status"
+
+
+async def _listed(stack: Stack, sid: str, *, active: bool = False) -> dict[str, Any] | None:
+    """The call as `agentcomms calls` (`--active`) lists it."""
+    calls = (await stack.call("calls", active=active))["calls"]
+    return next((c for c in calls if c["id"] == sid), None)
 
 
 async def _ask(
@@ -194,8 +206,13 @@ async def test_a_wrong_pin_hears_goodbye_and_is_recorded(
 async def test_a_stranger_hears_nothing_and_is_recorded(
     stack: Stack, twilio_voice: FakeTwilioCalls
 ) -> None:
-    call = await twilio_voice.incoming(STRANGER, _webhook(stack), [Press(PIN)])
+    call = await twilio_voice.incoming(
+        STRANGER, _webhook(stack), [Press(PIN)], status_callback=_status_callback(stack)
+    )
     assert call.said == call.played == [] and "reject" in call.statuses
+    # Its end is reported like any call's, and acknowledged; it was never a call of ours.
+    assert call.statuses[-1] == "no-answer" and twilio_voice.problems == []
+    assert await stack.store.get_call(call.sid) is None
     assert not (stack.cfg.voice.audio_root() / call.sid).exists()
     [refused] = await _refusals(stack, STRANGER)
     assert "not in voice.inbound.allowed_callers" in (refused.error or "")
@@ -209,3 +226,60 @@ async def test_a_forged_webhook_gets_403(stack: Stack) -> None:
                 _webhook(stack) + path, data=form, headers={"X-Twilio-Signature": "forged"}
             )
             assert response.status_code == 403
+
+
+async def test_a_caller_who_hangs_up_mid_menu_ends_the_call(
+    stack: Stack, twilio_voice: FakeTwilioCalls
+) -> None:
+    call = await twilio_voice.incoming(
+        HUMAN, _webhook(stack), [Press(PIN), None], status_callback=_status_callback(stack)
+    )
+    assert call.statuses == ["completed"] and twilio_voice.problems == []
+    row = await _listed(stack, call.sid)
+    assert row is not None and row["direction"] == "in"
+    assert row["status"] == "completed" and row["ended_at"] is not None
+    assert row["duration_seconds"] == float(call.duration or "nan")  # as Twilio measured it
+    assert await _listed(stack, call.sid, active=True) is None
+    assert await stack.store.caller(call.sid) is None  # the menu's progress is gone
+    # The transcript ends where the caller left: no goodbye they never heard.
+    assert _spoken(stack, call)[-1].endswith("3 to leave a message for an agent.")
+
+    # Twilio may say it again: the call stays as it ended.
+    await twilio_voice.report_end(call)
+    assert twilio_voice.problems == []
+    assert await _listed(stack, call.sid) == row
+
+
+async def test_a_forged_status_callback_changes_nothing(
+    stack: Stack, twilio_voice: FakeTwilioCalls
+) -> None:
+    # The number has no status callback yet: the call hung up mid-menu stays in progress.
+    call = await twilio_voice.incoming(HUMAN, _webhook(stack), [Press(PIN), None])
+    row = await _listed(stack, call.sid, active=True)
+    assert row is not None and row["status"] == "in-progress"
+    url = _status_callback(stack)
+    form = {
+        "AccountSid": twilio_voice.account_sid,
+        "CallSid": call.sid,
+        "CallStatus": "completed",
+        "CallDuration": "42",
+    }
+    async with httpx.AsyncClient() as client:
+        forged = await client.post(url, data=form, headers={"X-Twilio-Signature": "forged"})
+        assert forged.status_code == 403
+        assert await _listed(stack, call.sid, active=True) == row
+        assert await stack.store.caller(call.sid) is not None
+
+        # Signed by Twilio, it ends the call; for a call never ours it changes nothing.
+        signed = await client.post(
+            url, data=form, headers={"X-Twilio-Signature": twilio_voice.signature(url, form)}
+        )
+        unknown = {**form, "CallSid": "CA" + "0" * 32}
+        stray = await client.post(
+            url, data=unknown, headers={"X-Twilio-Signature": twilio_voice.signature(url, unknown)}
+        )
+    assert (signed.status_code, stray.status_code) == (204, 204)
+    ended = await _listed(stack, call.sid)
+    assert ended is not None and (ended["status"], ended["duration_seconds"]) == ("completed", 42)
+    assert await stack.store.caller(call.sid) is None
+    assert await stack.store.get_call(unknown["CallSid"]) is None

@@ -118,6 +118,9 @@ _COMMENTS: dict[tuple[str, ...], str] = {
     ("chat", "sms"): "Twilio credentials in TWILIO_ACCOUNT_SID and TWILIO_AUTH_TOKEN.",
     ("voice",): "Phone calls: the phone provider places them, TTS speaks, STT listens; "
     "public_url is where the provider reaches this machine's webhooks.",
+    ("voice", "inbound"): 'Calls to the Twilio number: set the number\'s "A call comes in" '
+    'webhook to server.public_url + /webhooks/twilio/voice and its "Call status changes" to '
+    "the same + /status (without it a call hung up mid-menu never ends).",
     ("voice", "tts"): "provider (elevenlabs, deepgram, openai or local), then fallback in order; "
     "a provider without a key is skipped and local ends the chain. voice and model are the "
     "provider's own.",

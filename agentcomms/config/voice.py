@@ -28,8 +28,9 @@ class PhoneConfig(Section):
 
 class InboundConfig(Section):
     """Calls you place to the deployment's Twilio number (its "A call comes in" webhook:
-    server.public_url + /webhooks/twilio/voice). A caller id can be spoofed, so a caller must be
-    listed and key or say the PIN."""
+    server.public_url + /webhooks/twilio/voice; its "Call status changes": the same + /status,
+    which ends a call hung up mid-menu). A caller id can be spoofed, so a caller must be listed
+    and key or say the PIN."""
 
     allowed_callers: list[str] = Field(
         default_factory=list,

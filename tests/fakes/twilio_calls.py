@@ -8,8 +8,10 @@ or is not answered. It sends signed status callbacks, fetches our TwiML and carr
 auth), ``<Pause>`` holds until the time is up or the call is updated with a new URL,
 ``<Redirect>`` fetches the next TwiML, ``<Hangup>`` ends the call. ``<Gather>`` plays what it
 holds, then, when the scripted human's next answer is a :class:`Press`, posts its digits to the
-action as Twilio does (``Digits``); otherwise it times out and the call goes on to the next verb. Every request it makes to us
-is signed exactly as Twilio signs (``RequestValidator.compute_signature`` over the URL given).
+action as Twilio does (``Digits``); a None hangs up there; otherwise it times out and the call
+goes on to the next verb. A call coming in reports its end to the number's status callback, as
+a call placed does to its own. Every request it makes to us is signed exactly as Twilio signs
+(``RequestValidator.compute_signature`` over the URL given).
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ class FakeCall:
     answers: list[str | Press | None]
     status: str = "queued"
     started: float = 0.0
+    duration: str | None = None  # the CallDuration its end reported
     statuses: list[str] = field(default_factory=list)
     played: list[str] = field(default_factory=list)  # media URLs fetched, each a WAV
     said: list[str] = field(default_factory=list)
@@ -170,6 +173,18 @@ class FakeTwilioCalls:
         if call.status_callback:
             await self._post(call, call.status_callback, {"CallStatus": status, **extra})
 
+    async def _completed(self, call: FakeCall) -> None:
+        call.duration = str(round(time.monotonic() - call.started))
+        await self._status(call, "completed", CallDuration=call.duration)
+
+    def signature(self, url: str, form: dict[str, str]) -> str:
+        """What Twilio would sign `form` posted to `url` with."""
+        return str(RequestValidator(self.auth_token).compute_signature(url, form))
+
+    async def report_end(self, call: FakeCall) -> None:
+        """Report the call's end to its status callback again, as Twilio may."""
+        await self._status(call, call.status, CallDuration=call.duration or "0")
+
     async def _post(self, call: FakeCall, url: str, params: dict[str, str]) -> str:
         form = {
             "AccountSid": self.account_sid,
@@ -204,8 +219,7 @@ class FakeTwilioCalls:
             answered_by = "machine_start" if self.scenario == "machine" else "human"
             document = await self._post(call, call.url, {"AnsweredBy": answered_by})
             await self._carry_out(call, document)
-            duration = str(round(time.monotonic() - call.started))
-            await self._status(call, "completed", CallDuration=duration)
+            await self._completed(call)
         except Exception as exc:  # a test reads problems; the fake itself must not die silently
             self.problems.append(f"{call.sid}: {type(exc).__name__}: {exc}")
             raise
@@ -231,8 +245,12 @@ class FakeTwilioCalls:
                     await self._play(call, (verb.text or "").strip())
                 elif verb.tag == "Say":
                     call.said.append(verb.text or "")
-                elif verb.tag in ("Hangup", "Reject"):
-                    call.statuses.append(verb.tag.lower())
+                elif verb.tag == "Hangup":
+                    call.statuses.append("hangup")
+                    return
+                elif verb.tag == "Reject":  # never answered: busy, or not in service
+                    call.statuses.append("reject")
+                    call.status = "busy" if verb.get("reason") == "busy" else "no-answer"
                     return
                 elif verb.tag == "Redirect":
                     next_document = await self._post(call, (verb.text or "").strip(), {})
@@ -252,6 +270,8 @@ class FakeTwilioCalls:
                         elif inner.tag == "Say":
                             call.said.append(inner.text or "")
                     action = verb.get("action", "")
+                    if call.answers and call.answers[0] is None:  # the human hangs up
+                        return
                     if call.answers and isinstance(call.answers[0], Press):
                         press = call.answers.pop(0)
                         assert isinstance(press, Press)
@@ -277,16 +297,22 @@ class FakeTwilioCalls:
             document = next_document
 
     async def incoming(
-        self, from_: str, url: str, answers: list[str | Press | None], to: str = ""
+        self,
+        from_: str,
+        url: str,
+        answers: list[str | Press | None],
+        to: str = "",
+        status_callback: str = "",
     ) -> FakeCall:
         """A call from `from_` to our number: Twilio asks `url` (the "A call comes in"
-        webhook) what to do and carries it out, the caller answering as `answers` say."""
+        webhook) what to do and carries it out, the caller answering as `answers` say; its end
+        goes to `status_callback`, the number's (none: not set on the number)."""
         call = FakeCall(
             sid="CA" + secrets.token_hex(16),
             to=to,
             from_=from_,
             url=url,
-            status_callback="",
+            status_callback=status_callback,
             timeout_s=60,
             answers=list(answers),
         )
@@ -295,7 +321,12 @@ class FakeTwilioCalls:
         try:
             document = await self._post(call, url, {"Direction": "inbound"})
             call.status = "in-progress"
+            call.started = time.monotonic()
             await self._carry_out(call, document)
+            if call.status == "in-progress":
+                await self._completed(call)
+            else:  # rejected before it was answered
+                await self._status(call, call.status)
         finally:
             call.done.set()
         return call

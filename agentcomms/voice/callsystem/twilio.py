@@ -11,7 +11,8 @@ under ``server.public_url``, every request's ``X-Twilio-Signature`` checked agai
   (a pause, then ask again; the workflow's update of the live call cuts the pause short);
 - ``…/recording?turn=N``: the human's answer, downloaded into the audio directory;
 - ``…/played?turn=N``: words said without listening were played;
-- ``…/status``: ringing, no-answer, busy, failed, completed (hung up).
+- ``…/status``: ringing, no-answer, busy, failed, completed (hung up); :func:`call_end` reads
+  the end, for a call coming in too.
 
 Our audio reaches Twilio at ``/voice/media/<call>/<file>`` under short-lived signed URLs.
 """
@@ -23,7 +24,9 @@ import hmac
 import logging
 import secrets
 import time
-from typing import Protocol
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Protocol, cast
 from urllib.parse import urlencode
 from xml.sax.saxutils import escape, quoteattr
 
@@ -36,6 +39,7 @@ from twilio.rest import Client
 
 from agentcomms.config import Config, PhoneConfig
 from agentcomms.errors import SendRefused
+from agentcomms.models import CallStatus
 from agentcomms.transports._twilio import SIGNATURE_HEADER, HttpxTwilioClient, twilio_errors
 from agentcomms.voice.audio import AudioStore, turn_audio_name
 from agentcomms.voice.models import (
@@ -64,6 +68,26 @@ STATUS_EVENTS: dict[str, LineEventKind] = {
     "canceled": "no-answer",
     "completed": "hangup",
 }
+
+
+@dataclass(frozen=True)
+class CallEnd:
+    """How Twilio says a call ended, in a status callback (a call we place, or one coming in)."""
+
+    status: CallStatus  # Twilio's own word, one of ours: completed, busy, no-answer…
+    duration_s: float | None  # CallDuration: how long it was connected, when Twilio says
+
+
+def call_end(form: Mapping[str, str]) -> CallEnd | None:
+    """The end a status callback reports; None for a step on the way (initiated, ringing…)."""
+    status = form.get("CallStatus", "")
+    if status not in STATUS_EVENTS:
+        return None
+    try:
+        duration: float | None = float(form.get("CallDuration", ""))
+    except ValueError:
+        duration = None
+    return CallEnd(cast(CallStatus, status), duration)
 
 
 def call_url(public_url: str, call_id: str, what: str, **query: object) -> str:
@@ -335,9 +359,10 @@ class TwilioVoiceReceiver:
         form = await self._form(request)
         if form is None:
             return self._forbidden()
-        kind = STATUS_EVENTS.get(form.get("CallStatus", ""))
-        if kind is not None:
-            event = LineEvent(kind=kind, detail=form.get("CallStatus"))
+        end = call_end(form)
+        if end is not None:
+            kind = STATUS_EVENTS[end.status]
+            event = LineEvent(kind=kind, detail=end.status)
             await self._lines.line_event(call_id, event)
             if kind == "hangup":
                 self._served.pop(call_id, None)
