@@ -37,7 +37,7 @@ from agentcomms.transports import (
     LinkStatus,
     Receiver,
 )
-from gateway.approval_surfaces.words import coded, refused_answer
+from gateway.approval_surfaces.words import coded, refused_answer, ticking
 from gateway.strangers import GROUP_CHAT_TYPES, StrangerLimits, cut
 from gateway.voice_notes import VoiceNotes
 from workflows.mailbox.client import Mailbox
@@ -220,6 +220,12 @@ class ChatInbox:
         if self.on_button is None:
             return "Nothing here takes an answer now."
         return await self.on_button(press)
+
+    def in_place(self, data: str) -> bool:
+        """A box of a question that takes several options: a press ticks or unticks it, shown
+        in the message's own buttons; anything else (Done among them) may settle something."""
+        tick = ticking(data)
+        return tick is not None and tick.option is not None
 
     async def _allowed(self, message: InboundMessage) -> bool:
         return await self._sender_allowed(message.provider, message.sender_id)

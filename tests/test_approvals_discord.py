@@ -2,8 +2,10 @@
 Allow / Allow for this session / Deny buttons (message components); a press arrives as an
 interaction on the bot's gateway connection, is acknowledged within Discord's 3 s (the fake
 refuses a later answer, as Discord does), decides the approval when an allowed sender pressed,
-and the message is edited to say who answered, its buttons gone. A stranger's press, or an
-interaction that is not a press on the bot's own message, changes nothing."""
+and the message is edited to say who answered, its buttons gone. A tick of a question that
+takes several options is acknowledged as an update of the message, whose buttons show it, and
+answered with no reply at all. A stranger's press, or an interaction that is not a press on the
+bot's own message, changes nothing."""
 
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ from tests.support.hooks import SESSION_SUGGESTION, open_approval, open_question
 from tests.support.stack import Stack, running_stack
 from tests.support.waiting import eventually
 
-DEFERRED_REPLY, EPHEMERAL = 5, 1 << 6
+DEFERRED_REPLY, DEFERRED_UPDATE, EPHEMERAL = 5, 6, 1 << 6
 
 
 @pytest.fixture
@@ -49,6 +51,16 @@ async def _told(discord: FakeDiscord, interaction: dict[str, Any]) -> str:
     # Acknowledged first (deferred, only the presser sees it), then the answer written.
     assert (first["type"], first["flags"] & EPHEMERAL) == (DEFERRED_REPLY, EPHEMERAL)
     assert answers
+    return str(then["content"])
+
+
+async def _told_after_a_tick(discord: FakeDiscord, interaction: dict[str, Any]) -> str:
+    """What the presser of a box alone was told when the buttons did not show their tick."""
+    await eventually(lambda: len(discord.answers_to(interaction)) == 2 or None)
+    first, then = discord.answers_to(interaction)
+    # Acknowledged as an update of the message (nothing in the channel), then a private followup.
+    assert (first["type"], then.get("followup")) == (DEFERRED_UPDATE, True)
+    assert then["flags"] & EPHEMERAL
     return str(then["content"])
 
 
@@ -122,26 +134,38 @@ async def test_a_question_that_takes_several_options_is_ticked_then_done(
 
     assert labels() == ["☐ lint", "☐ tests", "☐ docs", "Done"]
 
-    async def press(data: str, *, user_id: int = 4242, name: str = "Alice") -> str:
-        # One press at a time, each on the buttons as the last press left them.
-        return await _told(
-            discord,
-            discord.human_presses(message, f"ap:{approval}:{data}", user_id=user_id, name=name),
-        )
+    def press(data: str, *, user_id: int = 4242, name: str = "Alice") -> dict[str, Any]:
+        return discord.human_presses(message, f"ap:{approval}:{data}", user_id=user_id, name=name)
 
-    assert "tick at least one option" in await press("done")
-    assert "ticked tests" in await press("t2")
-    assert "ticked tests, docs" in await press("t3")
+    async def tick(data: str, shown: list[str]) -> dict[str, Any]:
+        # One press at a time, each on the buttons as the last press left them.
+        pressed = press(data)
+        await eventually(lambda: labels() == shown or None)
+        return pressed
+
+    assert "tick at least one option" in await _told(discord, press("done"))
+    ticks = [
+        await tick("t2", ["☐ lint", "☑ tests", "☐ docs", "Done"]),
+        await tick("t3", ["☐ lint", "☑ tests", "☑ docs", "Done"]),
+    ]
+    mallory = press("u3", user_id=666, name="Mallory")
+    assert "allowed senders" in await _told_after_a_tick(discord, mallory)
     assert labels() == ["☐ lint", "☑ tests", "☑ docs", "Done"]
-    assert "allowed senders" in await press("u3", user_id=666, name="Mallory")
-    assert labels() == ["☐ lint", "☑ tests", "☑ docs", "Done"]
-    assert "ticked docs" in await press("u2")
-    assert "ticked lint, docs" in await press("t1")
-    assert labels() == ["☑ lint", "☐ tests", "☑ docs", "Done"]
+    ticks += [
+        await tick("u2", ["☐ lint", "☐ tests", "☑ docs", "Done"]),
+        await tick("t1", ["☑ lint", "☐ tests", "☑ docs", "Done"]),
+    ]
     assert (await stack.call("approval_wait", id=approval, wait_s=0.5)) == {"status": "open"}
 
-    assert "answered 'lint, docs' by Alice on Discord" in await press("done")
+    assert "answered 'lint, docs' by Alice on Discord" in await _told(discord, press("done"))
     waited = await stack.call("approval_wait", id=approval, wait_s=10)
     assert waited["decision"] == {"behavior": "allow", "answer": "lint, docs"}
     settled = await eventually(lambda: [e for e in discord.edits if "answered" in e["content"]])
     assert _buttons(settled[0]) == [] and labels() == []
+    # Each tick was acknowledged as an update of the message and answered by its buttons
+    # alone: no reply, private or not, for anyone to scroll past.
+    for pressed in ticks:
+        assert discord.answers_to(pressed) == [
+            {"interaction": pressed["id"], "type": DEFERRED_UPDATE, "flags": 0}
+        ]
+    assert discord.count("POST /webhooks/{id}/{token}") == 1  # Mallory's refusal

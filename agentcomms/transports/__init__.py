@@ -161,11 +161,26 @@ class InboundSink(Protocol):
     async def accept(self, message: InboundMessage) -> InboundResult: ...
 
 
+class ShownInButtons(str):
+    """What the presser of a box is told once the message's own buttons show their tick: the
+    buttons say it already, so a provider that can take a press without a word (Discord) says
+    nothing more, and one that always answers with a toast (Telegram) shows these words."""
+
+    __slots__ = ()
+
+
 class ButtonSink(Protocol):
     """A sink that also takes button presses (the gateway's chat inbox does)."""
 
     async def button(self, press: ButtonPress) -> str:
-        """What the presser is told (a short toast): taken, already answered, or not theirs."""
+        """What the presser is told (a short toast): taken, already answered, or not theirs;
+        :class:`ShownInButtons` when the press's whole effect is shown in the buttons."""
+        ...
+
+    def in_place(self, data: str) -> bool:
+        """Whether a press on the button sent with `data` is meant only to change the buttons
+        under its message (a box ticked or unticked), settling nothing: known before the
+        press is decided, so a provider that must acknowledge at once knows how."""
         ...
 
 

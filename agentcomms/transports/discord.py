@@ -17,8 +17,13 @@ when ``chat.discord.guild_id`` is set, messages from other servers. Direct messa
 A press on one of the bot's buttons (an approval's Allow / Deny) arrives on the same connection
 as an interaction (``INTERACTION_CREATE``). Discord forgets an interaction not acknowledged
 within 3 s, so it is acknowledged first (deferred, with an answer only the presser sees), then
-handed to the sink, whose answer then replaces the deferred one. An interaction that is not a
-press on one of this bot's own messages, for this bot's application, is refused unanswered.
+handed to the sink, whose answer then replaces the deferred one. A tick (a box of a question
+that takes several options) is acknowledged instead as an update of the message itself: the
+sink edits the message's buttons to show it, and the presser is told nothing more, so ticking
+three boxes leaves no trail of replies; a tick that was not shown (a stranger's, one on a
+question answered meanwhile) is explained to the presser alone in a followup. An interaction
+that is not a press on one of this bot's own messages, for this bot's application, is refused
+unanswered.
 
 Sending: :mod:`agentcomms.transports._discord_sender`.
 """
@@ -47,6 +52,7 @@ from agentcomms.transports import (
     InboundSink,
     LinkState,
     LinkStatus,
+    ShownInButtons,
 )
 from agentcomms.transports._discord_sender import (
     MAX_TEXT,
@@ -289,7 +295,8 @@ class DiscordReceiver:
 
     async def _pressed(self, client: discord.Client, interaction: discord.Interaction) -> None:
         """A press on a button under one of the bot's messages: acknowledged at once, then
-        decided by the sink, whose answer the presser alone sees."""
+        decided by the sink, whose answer the presser alone sees (a tick's, only when the
+        buttons do not show it)."""
         if interaction.type is not discord.InteractionType.component:
             return
         data: dict[str, Any] = dict(interaction.data or {})
@@ -310,13 +317,17 @@ class DiscordReceiver:
             return
         if not hasattr(self._sink, "button"):
             return
+        sink = cast(ButtonSink, self._sink)
+        in_place = sink.in_place(custom_id)
         try:
-            await interaction.response.defer(ephemeral=True, thinking=True)
+            if in_place:  # a deferred update of the message: nothing appears in the channel
+                await interaction.response.defer()
+            else:
+                await interaction.response.defer(ephemeral=True, thinking=True)
         except (discord.DiscordException, aiohttp.ClientError, OSError) as exc:
             # Not acknowledged in time: Discord told the presser it failed, so nothing counts.
             log.warning("discord: a button press not acknowledged, so not taken: %s", exc)
             return
-        sink = cast(ButtonSink, self._sink)
         press = ButtonPress(
             provider=NAME,
             chat_id=str(interaction.channel_id),
@@ -337,7 +348,13 @@ class DiscordReceiver:
             log.exception("discord: a button press in %s not taken", press.channel_id)
             told = "Your answer could not be recorded just now: press the button again."
         try:
-            await interaction.edit_original_response(content=told[:MAX_TEXT])
+            if not in_place:
+                await interaction.edit_original_response(content=told[:MAX_TEXT])
+            elif not isinstance(told, ShownInButtons):
+                # The buttons do not show it (refused, answered meanwhile): why, privately.
+                await interaction.followup.send(
+                    told[:MAX_TEXT], ephemeral=True, allowed_mentions=NO_MENTIONS
+                )
         except (discord.DiscordException, aiohttp.ClientError, OSError) as exc:
             log.warning("discord: could not answer a button press: %s", exc)  # it was taken
 

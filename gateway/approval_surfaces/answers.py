@@ -29,7 +29,7 @@ from agentcomms.ids import new_event_id
 from agentcomms.models import Event, EventStatus
 from agentcomms.store import Store
 from agentcomms.store.approval_posts import ApprovalPost
-from agentcomms.transports import ButtonPress, InboundMessage, InboundResult
+from agentcomms.transports import ButtonPress, InboundMessage, InboundResult, ShownInButtons
 from gateway.approval_chats import ApprovalChats
 from gateway.approval_surfaces.words import (
     Tick,
@@ -200,7 +200,7 @@ class ChatAnswers:
         if after is not None and not after.open:
             await self._chats.settle_post(after, post)
             return f"{approval_id} was answered already: {said(after)}"
-        return ticked_now(request, ticks)
+        return ShownInButtons(ticked_now(request, ticks))
 
     async def reply(self, message: InboundMessage, event_id: str) -> InboundResult | None:
         """An allowed sender's message that carries an approval's code, taken as the answer;

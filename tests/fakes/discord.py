@@ -5,8 +5,10 @@ REST: ``GET /gateway/bot`` (where the gateway is), ``GET /users/@me`` and
 /channels/{id}/messages?after=`` (a channel's history), ``POST /channels/{id}/messages`` (send,
 replies as ``message_reference``, buttons as ``components``, files as multipart form data),
 ``PATCH /channels/{id}/messages/{id}`` (an edit), ``PUT``/``DELETE`` ``…/reactions/{emoji}/@me``, and an interaction's answers: ``POST
-/interactions/{id}/{token}/callback`` (refused past Discord's 3 s, as Discord does) and ``PATCH
-/webhooks/{application}/{token}/messages/@original``. Answers have Discord's
+/interactions/{id}/{token}/callback`` (refused past Discord's 3 s, as Discord does), ``PATCH
+/webhooks/{application}/{token}/messages/@original`` (the deferred reply, or, after a deferred
+update of a press's message, that message itself) and ``POST /webhooks/{application}/{token}`` (a
+followup, ephemeral or not, once the interaction was acknowledged). Answers have Discord's
 shapes: JSON objects, errors as ``{"message", "code"}``, 429s with ``retry_after`` and the ``Via``
 header Discord's edge adds (discord.py takes a 429 without it for a Cloudflare ban).
 
@@ -53,6 +55,8 @@ COMPONENT = 3  # an interaction's type: a press on a message component
 # Discord forgets an interaction that was not acknowledged within this long.
 INTERACTION_ANSWER_S = 3.0
 EPHEMERAL = 1 << 6
+# The callback type that acknowledges a press as an update of the pressed message (no reply).
+DEFERRED_UPDATE = 6
 REACT = "PUT /channels/{channel_id}/messages/{message_id}/reactions/{emoji}/@me"
 _ERRORS = {
     400: (50035, "Invalid Form Body"),
@@ -101,8 +105,10 @@ class FakeDiscord:
         self.privileged_intents_enabled = True  # the developer portal's switches
         self.sent: list[dict[str, Any]] = []  # messages the bot posted (as they are now)
         self.edits: list[dict[str, Any]] = []  # each edit the bot made: the message after it
-        # Each answer to an interaction: its callback ({"interaction", "type", "flags"}) or the
-        # edit of its deferred reply ({"interaction", "content"}).
+        # Each answer to an interaction: its callback ({"interaction", "type", "flags"}), the
+        # edit of its deferred reply ({"interaction", "content"}) or of the pressed message
+        # after a deferred update ({"interaction", "content", "edited"}), or a followup
+        # ({"interaction", "content", "flags", "followup": True}).
         self.interaction_answers: list[dict[str, Any]] = []
         self._interactions: dict[str, tuple[float, dict[str, Any]]] = {}  # by token
         self.reactions: list[dict[str, Any]] = []  # what the bot reacted, and took back
@@ -287,6 +293,7 @@ class FakeDiscord:
         app.router.add_post(f"{api}/interactions/{{id}}/{{token}}/callback", self._callback)
         original = f"{api}/webhooks/{{application_id}}/{{token}}/messages/@original"
         app.router.add_patch(original, self._edit_original)
+        app.router.add_post(f"{api}/webhooks/{{application_id}}/{{token}}", self._followup)
         reaction = f"{api}/channels/{{channel_id}}/messages/{{message_id}}/reactions/{{emoji}}/@me"
         app.router.add_put(reaction, self._react)
         app.router.add_delete(reaction, self._unreact)
@@ -507,9 +514,23 @@ class FakeDiscord:
         if known is None or request.match_info["application_id"] != str(self.application_id):
             return _json({"message": "Unknown Webhook", "code": 10015}, 404)
         _, interaction = known
-        if not self.answers_to(interaction):
+        answers = self.answers_to(interaction)
+        if not answers:
             return _json({"message": "Unknown Message", "code": 10008}, 404)
         body = await request.json()
+        if answers[0]["type"] == DEFERRED_UPDATE:
+            # The original response to a press acknowledged as an update is the pressed message.
+            pressed = next(m for m in self.sent if m["id"] == interaction["message"]["id"])
+            if "content" in body:
+                pressed["content"] = body["content"] or ""
+            if "components" in body:
+                pressed["components"] = body["components"]
+            pressed["edited_timestamp"] = _now()
+            self.edits.append(dict(pressed))
+            self.interaction_answers.append(
+                {"interaction": interaction["id"], "content": body.get("content"), "edited": True}
+            )
+            return _json(pressed)
         self.interaction_answers.append(
             {"interaction": interaction["id"], "content": body.get("content")}
         )
@@ -517,6 +538,34 @@ class FakeDiscord:
         reply = self._message(channel_id, body.get("content") or "", self.bot_user, None)
         self.history[channel_id].remove(reply)  # seen by the presser alone, never in the channel
         return _json({**reply, "flags": EPHEMERAL, "webhook_id": str(self.application_id)})
+
+    async def _followup(self, request: web.Request) -> web.Response:
+        """A followup message to an interaction: only once it was acknowledged (until then
+        Discord knows no webhook by its token); an ephemeral one is seen by the presser alone."""
+        self.requests.append((time.monotonic(), "POST /webhooks/{id}/{token}"))
+        known = self._interactions.get(request.match_info["token"])
+        if known is None or request.match_info["application_id"] != str(self.application_id):
+            return _json({"message": "Unknown Webhook", "code": 10015}, 404)
+        _, interaction = known
+        if not self.answers_to(interaction):
+            return _json({"message": "Unknown Webhook", "code": 10015}, 404)
+        body, _ = await self._message_body(request)
+        flags = int(body.get("flags") or 0)
+        content = body.get("content") or ""
+        self.interaction_answers.append(
+            {"interaction": interaction["id"], "content": content, "flags": flags, "followup": True}
+        )
+        channel_id = int(interaction["channel_id"])
+        message = self._message(channel_id, content, self.bot_user, None)
+        if flags & EPHEMERAL:
+            self.history[channel_id].remove(message)  # never in the channel
+        message.update(
+            flags=flags,
+            webhook_id=str(self.application_id),
+            application_id=str(self.application_id),
+            type=0,
+        )
+        return _json(message)
 
     async def _react(self, request: web.Request) -> web.Response:
         if failed := self._check(request, REACT):
