@@ -166,6 +166,8 @@ async def test_a_question_is_answered_with_its_options_label(stack: Stack, page:
     card = page.locator(f"#approval-{opened['id']}")
     await expect(card).to_contain_text("Which colour?", timeout=SHOWN_S)
     assert await card.get_by_role("button", name="Allow", exact=True).count() == 0
+    # One option only: a press answers it, nothing to tick.
+    assert await card.get_by_role("checkbox").count() == 0
     await card.get_by_role("button", name="blue", exact=True).click()
     await expect(card.locator(".outcome")).to_contain_text("answered 'blue' by", timeout=SHOWN_S)
     decided = await Approvals(stack.client, stack.cfg.temporal.task_queue).view(opened["id"])
