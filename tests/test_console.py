@@ -19,7 +19,14 @@ from playwright.async_api import Browser, Locator, Page, expect
 from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.voice.audio import AudioStore
-from tests.support.browser import console_address, console_stack, launched, serving
+from tests.support.browser import (
+    SHOWN_S,
+    console_address,
+    console_stack,
+    launched,
+    open_console,
+    serving,
+)
 from tests.support.cli import AGENTCOMMS, env_for, run, stop, wait_for_line
 from tests.support.fake_agent import FakeAgent, ready_agent, state_is
 from tests.support.home import write_config
@@ -29,10 +36,6 @@ from tests.support.stack import Stack
 from tests.support.tmux import SENT_HEADER, Tmux
 from tests.support.waiting import eventually
 from workflows.approval.client import Approvals
-
-# A state change must reach an open page within a second; the browser gets a margin for a busy
-# machine, and the assertion is on what the page shows.
-SHOWN_S = 10_000
 
 
 @pytest.fixture(scope="module")
@@ -58,15 +61,6 @@ async def page(browser: Browser) -> AsyncIterator[Page]:
         await context.close()
 
 
-async def _opened(page: Page, stack: Stack, path: str = "") -> None:
-    """The console opened from the address printed with its token, then `path`."""
-    await page.goto(console_address(stack))
-    assert "?t=" not in page.url, "the token stays in the address bar"
-    if path:
-        await page.goto(console_address(stack, token=False).rstrip("/") + path)
-    await expect(page.locator("#live")).to_have_text("live", timeout=SHOWN_S)
-
-
 async def test_without_the_token_only_the_way_to_it(stack: Stack, page: Page) -> None:
     agent_id, _ = stack.agent_id("hidden"), None
     await stack.call("register", agent_id=agent_id, target="nowhere:0.0")
@@ -89,7 +83,7 @@ async def test_an_agent_turning_busy_then_ready_shows_on_the_page(
     stack: Stack, tmux: Tmux, tmp_path: Path, page: Page
 ) -> None:
     agent_id, fake = await ready_agent(stack, tmux, tmp_path)
-    await _opened(page, stack)
+    await open_console(page, stack)
     state = page.locator(f'[data-agent="{agent_id}"] [data-field="state"]')
     await expect(state).to_have_text("ready")
     await fake.hook("UserPromptSubmit", prompt="work")
@@ -108,7 +102,7 @@ async def test_allow_clicked_on_a_pending_approval_reaches_the_hook(
     stack: Stack, page: Page, tmp_path: Path
 ) -> None:
     agent_id = stack.agent_id("asking")
-    await _opened(page, stack)  # open before the request: it arrives live
+    await open_console(page, stack)  # open before the request: it arrives live
     hook = start_hook(
         stack, permission_request("Bash", {"command": "touch console.txt"}), agent_id, tmp_path
     )
@@ -141,7 +135,7 @@ async def test_allow_for_this_session_gives_what_the_agent_offered(
 ) -> None:
     agent_id = stack.agent_id("offering")
     offered = [{"type": "addDirectories", "directories": ["/p"], "destination": "session"}]
-    await _opened(page, stack, "/")
+    await open_console(page, stack, "/")
     opened = await stack.call(
         "approval_open",
         kind="claude-code",
@@ -159,7 +153,7 @@ async def test_allow_for_this_session_gives_what_the_agent_offered(
 
 async def test_a_question_is_answered_with_its_options_label(stack: Stack, page: Page) -> None:
     agent_id = stack.agent_id("wondering")
-    await _opened(page, stack, "/")
+    await open_console(page, stack, "/")
     question = {"question": "Which colour?", "header": "Colour", "multiSelect": False}
     options = [{"label": "red", "description": ""}, {"label": "blue", "description": ""}]
     opened = await stack.call(
@@ -172,6 +166,8 @@ async def test_a_question_is_answered_with_its_options_label(stack: Stack, page:
     card = page.locator(f"#approval-{opened['id']}")
     await expect(card).to_contain_text("Which colour?", timeout=SHOWN_S)
     assert await card.get_by_role("button", name="Allow", exact=True).count() == 0
+    # One option only: a press answers it, nothing to tick.
+    assert await card.get_by_role("checkbox").count() == 0
     await card.get_by_role("button", name="blue", exact=True).click()
     await expect(card.locator(".outcome")).to_contain_text("answered 'blue' by", timeout=SHOWN_S)
     decided = await Approvals(stack.client, stack.cfg.temporal.task_queue).view(opened["id"])
@@ -205,7 +201,7 @@ async def test_a_message_from_the_composer_is_typed_into_the_pane(
     stack: Stack, tmux: Tmux, tmp_path: Path, page: Page
 ) -> None:
     agent_id, fake = await ready_agent(stack, tmux, tmp_path)
-    await _opened(page, stack, f"/agents/{agent_id}")
+    await open_console(page, stack, f"/agents/{agent_id}")
     await page.get_by_label(f"Message to {agent_id}").fill("hello from the console")
     await page.get_by_role("button", name="Send").click()
     sent = page.locator("#sent")
@@ -231,7 +227,7 @@ async def test_a_cross_site_post_is_refused(
     stack: Stack, tmux: Tmux, tmp_path: Path, page: Page
 ) -> None:
     agent_id, fake = await ready_agent(stack, tmux, tmp_path)
-    await _opened(page, stack)  # the browser holds the console's cookie
+    await open_console(page, stack)  # the browser holds the console's cookie
     target = f"{console_address(stack, token=False)}agents/{agent_id}/send"
     attack = (
         f'<form method="post" action="{target}"><input name="message" value="rm -rf ~">'
@@ -284,7 +280,7 @@ async def test_the_inbox_shows_what_an_agent_says_to_the_human_as_it_says_it(
     await stack.call("register", agent_id=agent_id, target="nowhere:0.0")
     await eventually(lambda: stack.store.get_agent(agent_id))
     await stack.call("reply", channel_id="cli:local", agent_id=agent_id, message="first words")
-    await _opened(page, stack, "/inbox")
+    await open_console(page, stack, "/inbox")
     items = page.locator("#timeline .item")
     await expect(items).to_have_count(1)
     await stack.call("reply", channel_id="cli:local", agent_id=agent_id, message="migration ready?")
@@ -308,7 +304,7 @@ async def test_the_doctor_page_lists_doctors_checks(stack: Stack, page: Page, ho
             "database": {"url": cfg.database.url},
         },
     )
-    await _opened(page, stack)
+    await open_console(page, stack)
     await page.get_by_role("link", name="Doctor").click()
     gateway = page.locator(".checks li", has_text="the gateway answers on")
     await expect(gateway).to_contain_text(str(cfg.server.socket()), timeout=30_000)
@@ -321,7 +317,7 @@ async def test_a_timeline_items_status_moves_on_in_the_open_page(
     agent_id, fake = await ready_agent(stack, tmux, tmp_path)
     await fake.hook("UserPromptSubmit", prompt="a long task")
     await eventually(lambda: state_is(stack, agent_id, "busy"))
-    await _opened(page, stack, f"/agents/{agent_id}")
+    await open_console(page, stack, f"/agents/{agent_id}")
     await page.get_by_label(f"Message to {agent_id}").fill("when you are done")
     await page.get_by_role("button", name="Send").click()
     status = page.locator("#timeline .item", has_text="when you are done").locator(".status")
@@ -395,7 +391,7 @@ async def test_a_call_shows_with_its_transcript_and_its_sound_plays_in_the_page(
     await phone.answer()
     await phone.reply(call_id, "yes ship it")
     await eventually(lambda: _call_heard(stack, call_id), timeout=30)
-    await _opened(page, stack)
+    await open_console(page, stack)
     await page.get_by_role("link", name="Calls").click()
     call = page.locator(f"#call-{call_id}")
     await expect(call).to_contain_text(agent_id)
@@ -432,7 +428,7 @@ async def test_the_hosts_page_shows_which_hosts_have_a_worker_polling(
     gone, lost = f"gone-{stack.agent_id('host')}", stack.agent_id("stranded")
     await stack.call("register", agent_id=lost, target="nowhere:0.0", host=gone)
     await eventually(lambda: stack.store.get_agent(lost))
-    await _opened(page, stack)
+    await open_console(page, stack)
     await page.get_by_role("link", name="Hosts").click()
     await expect(page.locator("#shared")).to_contain_text("polling (1 worker")
     here = page.locator(f'#hosts [data-host="{stack.host}"]')
@@ -459,7 +455,7 @@ def test_an_agents_row_escapes_what_its_hooks_and_replies_said() -> None:
 async def test_a_page_left_open_comes_back_when_its_stream_is_cut(stack: Stack, page: Page) -> None:
     console = stack.gateway.console
     assert console is not None
-    await _opened(page, stack)
+    await open_console(page, stack)
     # The cookie is not the browser session's: a day, or a browser restart, keeps it.
     cookie = next(c for c in await page.context.cookies() if c["name"] == "agentcomms_console")
     assert cookie["expires"] > time.time() + 300 * 24 * 3600 and cookie["httpOnly"]

@@ -40,6 +40,7 @@ from agentcomms.store import Store
 from agentcomms.temporal import POLL_SILENCE_S
 from agentcomms.voice.audio import AudioStore
 from agentcomms.voice.models import check_audio_name
+from gateway.approval_surfaces.words import nothing_ticked
 from gateway.approvals import ApprovalMethods
 from gateway.console import pages
 from gateway.console.access import COOKIE, CSRF_FIELD, Access
@@ -296,10 +297,16 @@ class ConsoleApp:
         behavior = BEHAVIORS.get(form.get("behavior", ""))
         if behavior is None:
             return _said("behavior: expected allow, allow_session, deny or answer", 400)
-        # A question's answer: the option pressed, or the human's own words.
-        answer = form.get("answer_words") if form.get("answer_own") else form.get("answer")
+        approval_id = request.path_params["approval_id"]
+        # A question's answer: the option pressed, the options ticked, or the human's own words.
+        if form.get("answer_own"):
+            answer = form.get("answer_words")
+        elif form.get("answer_ticked"):
+            answer = await self._ticked(approval_id, form)
+        else:
+            answer = form.get("answer")
         result = await self._approvals.answer(
-            request.path_params["approval_id"],
+            approval_id,
             behavior,
             by=getpass.getuser(),
             via="console",
@@ -309,6 +316,19 @@ class ConsoleApp:
         if _wants_json(request):
             return JSONResponse(result, headers=HEADERS)
         return RedirectResponse(_back(form), 303, headers=HEADERS)
+
+    async def _ticked(self, approval_id: str, form: dict[str, str]) -> str | None:
+        """The options ticked in a multi-select question's form (``tick1``, ``tick3``: their
+        numbers), joined in the options' order as Done in a chat answers; None when the
+        approval is gone or decided (the answer then says so)."""
+        view = await self._approvals.view(approval_id)
+        if view is None or not view.open:
+            return None
+        options = view.request.options
+        ticked = [label for n, label in enumerate(options, 1) if form.get(f"tick{n}")]
+        if not ticked:
+            raise RpcError(INVALID_PARAMS, nothing_ticked(view.request.id))
+        return ", ".join(ticked)
 
     async def send(self, request: Request, form: dict[str, str]) -> Response:
         agent_id = _agent(request)

@@ -12,11 +12,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from playwright.async_api import Browser, async_playwright
+from playwright.async_api import Browser, Page, async_playwright, expect
 from temporalio.client import Client
 
 from agentcomms.config import Config, ConsoleConfig
 from tests.support.stack import Stack, running_stack
+
+# A state change must reach an open page within a second; the browser gets a margin for a busy
+# machine, and the assertion is on what the page shows.
+SHOWN_S = 10_000
 
 
 def chromium_path() -> str:
@@ -78,3 +82,12 @@ def console_address(stack: Stack, *, token: bool = True) -> str:
     console = stack.gateway.console
     assert console is not None, "the stack's gateway serves no console"
     return console.address_with_token() if token else console.address
+
+
+async def open_console(page: Page, stack: Stack, path: str = "") -> None:
+    """The console opened from the address printed with its token, then `path`."""
+    await page.goto(console_address(stack))
+    assert "?t=" not in page.url, "the token stays in the address bar"
+    if path:
+        await page.goto(console_address(stack, token=False).rstrip("/") + path)
+    await expect(page.locator("#live")).to_have_text("live", timeout=SHOWN_S)

@@ -47,9 +47,14 @@
 
   function onApproval(d) {
     const shown = document.getElementById(d.id);
-    if (shown) { shown.outerHTML = d.html; return; }
+    const open = d.html.includes("<form");
+    if (shown) {
+      // Still open, it stays as it is shown: what the person ticked or typed there stays.
+      if (!(open && shown.querySelector("form"))) shown.outerHTML = d.html;
+      return;
+    }
     const list = document.getElementById("approvals");
-    if (list && d.html.includes("<form")) list.insertAdjacentHTML("beforeend", d.html);
+    if (list && open) list.insertAdjacentHTML("beforeend", d.html);
   }
 
   // A stream the browser gave up on (the gateway answered with an error, not a stream) is

@@ -1,0 +1,137 @@
+"""A question that takes several options, answered in the console on a phone's browser (Debian's
+Chromium through Playwright, a phone's screen and touch): a box per option, ticked by tapping its
+row, and Done, which answers with the ticked options through the approvals' one decide path,
+as Done in a chat does; Done with nothing ticked answers nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+from playwright.async_api import Browser, Page, ViewportSize, expect
+from temporalio.testing import WorkflowEnvironment
+
+from tests.support.browser import SHOWN_S, console_address, console_stack, launched, open_console
+from tests.support.hooks import open_question, permission_request, start_hook
+from tests.support.stack import Stack
+from tests.support.waiting import eventually
+from workflows.approval.client import Approvals
+
+LABELS = ["lint", "tests", "docs"]
+CHECKS = {
+    "question": "Which checks should run?",
+    "header": "Checks",
+    "options": [{"label": label, "description": ""} for label in LABELS],
+    "multiSelect": True,
+}
+# A phone's screen, in CSS pixels; a row smaller than a fingertip (44 px) is missed by thumbs.
+SCREEN = ViewportSize(width=390, height=844)
+FINGERTIP_PX = 44
+
+
+@pytest.fixture(scope="module")
+async def browser() -> AsyncIterator[Browser]:
+    async for b in launched():
+        yield b
+
+
+@pytest.fixture
+async def stack(
+    temporal_env: WorkflowEnvironment, tmp_path: Path, home: Path
+) -> AsyncIterator[Stack]:
+    async for s in console_stack(temporal_env.client, tmp_path):
+        yield s
+
+
+@pytest.fixture
+async def phone(browser: Browser) -> AsyncIterator[Page]:
+    context = await browser.new_context(viewport=SCREEN, is_mobile=True, has_touch=True)
+    try:
+        yield await context.new_page()
+    finally:
+        await context.close()
+
+
+async def _open_approval(stack: Stack, agent_id: str) -> str | None:
+    rows = (await stack.call("approvals"))["approvals"]
+    return next((r["id"] for r in rows if r["agent_id"] == agent_id), None)
+
+
+async def test_the_ticked_options_answer_the_agents_question_with_exactly_those(
+    stack: Stack, phone: Page, tmp_path: Path
+) -> None:
+    agent_id = stack.agent_id("checking")
+    asked = permission_request("AskUserQuestion", {"questions": [CHECKS]})
+    hook = start_hook(stack, asked, agent_id, tmp_path)
+    try:
+        approval = await eventually(lambda: _open_approval(stack, agent_id), timeout=30)
+        await open_console(phone, stack)
+        card = phone.locator(f"#approval-{approval}")
+        await expect(card).to_contain_text("Which checks should run?")
+        await expect(card.get_by_role("checkbox")).to_have_count(len(LABELS))
+        for label in LABELS:
+            box = card.get_by_role("checkbox", name=label, exact=True)
+            await expect(box).not_to_be_checked()
+            # Not a button: pressing one option would answer with it alone.
+            assert await card.get_by_role("button", name=label, exact=True).count() == 0
+        for label in ("lint", "docs"):
+            row = card.locator("label", has=phone.get_by_role("checkbox", name=label, exact=True))
+            shape = await row.bounding_box()
+            assert shape is not None and shape["height"] >= FINGERTIP_PX, shape
+            assert shape["x"] >= 0 and shape["x"] + shape["width"] <= SCREEN["width"], shape
+            await row.get_by_text(label, exact=True).tap()  # the label's words, not the box
+        ticked = [await card.get_by_role("checkbox", name=n).is_checked() for n in LABELS]
+        assert ticked == [True, False, True]
+        await card.get_by_role("button", name="Done").tap()
+        out, err = await asyncio.to_thread(hook.communicate, timeout=30)
+    finally:
+        hook.kill()
+    assert hook.returncode == 0, err
+    decision = json.loads(out)["hookSpecificOutput"]["decision"]
+    assert decision["updatedInput"]["answers"] == {"Which checks should run?": "lint, docs"}
+    view = await Approvals(stack.client, stack.cfg.temporal.task_queue).view(approval)
+    assert view is not None and view.decision is not None
+    assert (view.decision.answer, view.decision.via) == ("lint, docs", "console")
+    await expect(card.locator(".outcome")).to_contain_text(
+        "answered 'lint, docs' by", timeout=SHOWN_S
+    )
+    # Every surface hears it: a later answer from the terminal is told who answered.
+    late = await stack.call("approval_decide", id=approval, behavior="answer", answer="tests")
+    assert (late["accepted"], late["decided_via"]) == (False, "console")
+
+
+async def test_done_with_nothing_ticked_answers_nothing(stack: Stack, phone: Page) -> None:
+    agent_id = stack.agent_id("unsure")
+    await open_console(phone, stack)  # open before the question: it arrives live
+    approval = await open_question(stack, agent_id, LABELS)
+    card = phone.locator(f"#approval-{approval}")
+    await card.get_by_role("checkbox", name="tests").tap(timeout=SHOWN_S)
+    await card.get_by_role("checkbox", name="tests").tap()  # and untaps it
+    await card.get_by_role("button", name="Done").tap()
+    told = card.locator("output")
+    await expect(told).to_contain_text(f"{approval}: tick at least one option", timeout=SHOWN_S)
+    assert (await stack.call("approval_wait", id=approval, wait_s=0.5)) == {"status": "open"}
+    # The same without the page's script, and with a box no option has.
+    console = stack.gateway.console
+    assert console is not None
+    cookies = {"agentcomms_console": console.access.cookie_value()}
+    form = {"csrf": console.access.csrf, "behavior": "answer", "answer_ticked": "1", "tick9": "1"}
+    async with httpx.AsyncClient(cookies=cookies) as http:
+        posted = await http.post(
+            f"{console_address(stack, token=False)}approvals/{approval}", data=form
+        )
+    assert posted.status_code == 400 and "tick at least one option" in posted.text
+    assert (await stack.call("approval_wait", id=approval, wait_s=0.5)) == {"status": "open"}
+    # Your own words still answer it; Enter in their field sends them, not the ticks.
+    await card.get_by_role("checkbox", name="lint").tap()
+    await card.get_by_label("Your own answer").fill("lint only if quick")
+    await card.get_by_label("Your own answer").press("Enter")
+    await expect(card.locator(".outcome")).to_contain_text(
+        "answered 'lint only if quick' by", timeout=SHOWN_S
+    )
+    waited = await stack.call("approval_wait", id=approval, wait_s=20)
+    assert waited["decision"] == {"behavior": "allow", "answer": "lint only if quick"}
