@@ -1,7 +1,7 @@
-"""A question that takes several options, answered in the console on a phone's browser (Debian's
-Chromium through Playwright, a phone's screen and touch): a box per option, ticked by tapping its
-row, and Done, which answers with the ticked options through the approvals' one decide path,
-as Done in a chat does; Done with nothing ticked answers nothing."""
+"""Questions and plans answered in the console on a phone's browser (Debian's Chromium through
+Playwright, a phone's screen and touch): a box per option, ticked by tapping its row, and Done,
+which answers with the ticked options through the approvals' one decide path, as Done in a chat
+does; Done with nothing ticked answers nothing; Enter in a text field sends only its words."""
 
 from __future__ import annotations
 
@@ -112,7 +112,7 @@ async def test_done_with_nothing_ticked_answers_nothing(stack: Stack, phone: Pag
     await card.get_by_role("checkbox", name="tests").tap(timeout=SHOWN_S)
     await card.get_by_role("checkbox", name="tests").tap()  # and untaps it
     await card.get_by_role("button", name="Done").tap()
-    told = card.locator("output")
+    told = card.locator("form.ticks output")
     await expect(told).to_contain_text(f"{approval}: tick at least one option", timeout=SHOWN_S)
     assert (await stack.call("approval_wait", id=approval, wait_s=0.5)) == {"status": "open"}
     # The same without the page's script, and with a box no option has.
@@ -135,3 +135,32 @@ async def test_done_with_nothing_ticked_answers_nothing(stack: Stack, phone: Pag
     )
     waited = await stack.call("approval_wait", id=approval, wait_s=20)
     assert waited["decision"] == {"behavior": "allow", "answer": "lint only if quick"}
+
+
+async def test_enter_in_a_field_sends_its_words_never_an_option_or_approve(
+    stack: Stack, phone: Page
+) -> None:
+    """Enter in a form submits its first button: beside the options it would answer with the
+    first of them, beside Approve it would carry out the plan the person was asking to change."""
+    agent_id = stack.agent_id("typing")
+    await open_console(phone, stack)
+    question = await open_question(stack, agent_id, ["red", "blue"], several=False)
+    card = phone.locator(f"#approval-{question}")
+    await card.get_by_label("Your own answer").fill("green", timeout=SHOWN_S)
+    await card.get_by_label("Your own answer").press("Enter")
+    waited = await stack.call("approval_wait", id=question, wait_s=20)
+    assert waited["decision"] == {"behavior": "allow", "answer": "green"}
+
+    opened = await stack.call(
+        "approval_open",
+        kind="claude-code",
+        agent_id=agent_id,
+        tool_name="ExitPlanMode",
+        tool_input={"plan": "1. Drop the users table."},
+    )
+    plan = phone.locator(f"#approval-{opened['id']}")
+    await plan.get_by_label("What to change").fill("keep the users table", timeout=SHOWN_S)
+    await plan.get_by_label("What to change").press("Enter")
+    waited = await stack.call("approval_wait", id=opened["id"], wait_s=20)
+    assert waited["decision"]["behavior"] == "deny", waited
+    assert "keep the users table" in waited["decision"]["message"]
