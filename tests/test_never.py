@@ -19,7 +19,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.agents.install import Target, plan
 from agentcomms.agents.installed import inspect
-from agentcomms.agents.never import matches
+from agentcomms.agents.never import matches, refusal
 from tests.fakes.anthropic import bash, text
 from tests.support.agents import Attended, ClaudePane, attended, claude_with_agentcomms
 from tests.support.cli import AGENTCOMMS, env_for, run
@@ -43,10 +43,74 @@ def test_a_rule_matches_its_tool_and_pattern_and_any_chained_command() -> None:
     assert matches("Bash(git push:*)", "Bash", {"command": "git push --force"})
 
 
-def _hook(kind: str, payload: dict[str, Any], *rules: str) -> subprocess.CompletedProcess[str]:
+def _gemini(rule: str, tool_name: str, cwd: str = "/srv/app", **tool_input: Any) -> bool:
+    return matches(rule, tool_name, tool_input, kind="gemini", cwd=cwd)
+
+
+def test_geminis_tools_match_by_their_own_names_or_the_other_agents_names() -> None:
+    shell = {"description": "Run a command"}
+    assert _gemini(RM, "run_shell_command", command="rm -rf build", **shell)
+    assert _gemini("run_shell_command(rm -rf *)", "run_shell_command", command="ls; rm -rf /")
+    assert _gemini("Bash", "run_shell_command", command="ls")
+    assert not _gemini(RM, "run_shell_command", command="rm build", **shell)
+    assert not _gemini(RM, "write_file", file_path="rm -rf x", content="")
+    # A path as Gemini gives it, relative to its folder, is also the absolute path it names.
+    assert _gemini("Write(/etc/*)", "write_file", cwd="/etc", file_path="hosts", content="")
+    assert _gemini("write_file(/etc/*)", "write_file", file_path="../../etc/passwd", content="")
+    assert not _gemini("Write(/etc/*)", "write_file", file_path="etc/passwd", content="")
+    assert _gemini("Edit(*.lock)", "replace", file_path="uv.lock", old_string="a", new_string="b")
+    assert _gemini("Read(/srv/app/.env)", "read_file", file_path=".env")
+    assert _gemini("LS(/root*)", "list_directory", dir_path="/root")
+    assert _gemini("Grep", "grep_search", pattern="password", dir_path=".")
+    # Gemini's web_fetch takes its URLs inside a prompt: a domain rule matches their hosts.
+    fetch = "WebFetch(domain:example.com)"
+    assert _gemini(fetch, "web_fetch", prompt="Summarise https://example.com/a please")
+    assert not _gemini(fetch, "web_fetch", prompt="Read https://example.org/example.com")
+    assert _gemini("WebSearch", "google_web_search", query="weather")
+    # Gemini's own names are Gemini's alone, and its tools are no other agent's.
+    assert not matches("run_shell_command", "Bash", {"command": "ls"}, kind="codex")
+    assert not matches(RM, "run_shell_command", {"command": "rm -rf x"}, kind="codex")
+
+
+def _before_tool(tool_name: str, **tool_input: Any) -> dict[str, Any]:
+    return {
+        "session_id": "s",
+        "cwd": "/srv/app",
+        "hook_event_name": "BeforeTool",
+        "tool_name": tool_name,
+        "tool_input": tool_input,
+    }
+
+
+@pytest.mark.parametrize("flags", [(), ("--remote-approvals",)], ids=["plain", "remote"])
+def test_geminis_before_tool_hook_refuses_a_never_listed_call_without_asking(
+    flags: tuple[str, ...],
+) -> None:
+    """Gemini CLI's deny blocks the call and the model reads the reason; with remote approvals
+    no one is asked either (no gateway here: the hook would answer "ask")."""
+    call = _before_tool("run_shell_command", command="cd /srv && rm -rf app")
+    done = _hook("gemini", call, "Write(/etc/*)", RM, flags=flags)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"decision": "deny", "reason": refusal(RM)}
+    assert f"never-list has {RM}" in refusal(RM)
+
+
+def test_geminis_before_tool_hook_answers_any_other_call_as_without_the_list() -> None:
+    """Plain: nothing, so Gemini's own policy and dialog decide; remote approvals: asked
+    through agentcomms as before (here, with no gateway, "ask")."""
+    call = _before_tool("run_shell_command", command="rm build")
+    plain = _hook("gemini", call, RM)
+    assert (plain.returncode, plain.stdout) == (0, "")
+    remote = _hook("gemini", call, RM, flags=("--remote-approvals",))
+    assert (remote.returncode, json.loads(remote.stdout)) == (0, {"decision": "ask"})
+
+
+def _hook(
+    kind: str, payload: dict[str, Any], *rules: str, flags: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess[str]:
     never = [a for r in rules for a in ("--never", r)]
     return subprocess.run(
-        [AGENTCOMMS, "hook", kind, *never],
+        [AGENTCOMMS, "hook", kind, *flags, *never],
         input=json.dumps(payload),
         capture_output=True,
         text=True,
@@ -112,6 +176,31 @@ def test_install_writes_one_handler_per_rule_for_claude_and_the_rules_into_codex
     hooks = json.loads((tmp_path / ".codex" / "hooks.json").read_text())["hooks"]
     (group,) = hooks["PreToolUse"]
     assert group["hooks"][0]["command"] == f"{EXE[0]} hook codex --never 'Bash(rm -rf *)'"
+
+
+def test_install_writes_the_rules_into_geminis_before_tool_hooks_and_doctor_reads_them(
+    tmp_path: Path,
+) -> None:
+    """Every Gemini install refuses them, plain or with remote approvals (where the asking
+    tools' hook refuses them too, before it would ask)."""
+    plan(Target("gemini", home=tmp_path, argv=EXE, never=(RM,))).apply()
+    settings = tmp_path / ".gemini" / "settings.json"
+    (group,) = json.loads(settings.read_text())["hooks"]["BeforeTool"]
+    assert group["hooks"][0]["command"] == f"{EXE[0]} hook gemini --never 'Bash(rm -rf *)'"
+    never = ("WebFetch", RM)
+    plan(Target("gemini", home=tmp_path, argv=EXE, never=never, remote_approvals=True)).apply()
+    groups = json.loads(settings.read_text())["hooks"]["BeforeTool"]
+    reports, asks = (g["hooks"][0]["command"] for g in groups)
+    assert reports == f"{EXE[0]} hook gemini --never WebFetch --never 'Bash(rm -rf *)'"
+    assert asks.startswith(
+        f"{EXE[0]} hook gemini --remote-approvals --never WebFetch --never 'Bash(rm -rf *)' || "
+    )
+    found = {f.name: f for f in inspect(Target("gemini", home=tmp_path), _configured)}
+    assert found["gemini (user) hooks"].ok, found
+    assert "gemini (user) never-list" not in found  # as configured, though written twice
+    found = {f.name: f for f in inspect(Target("gemini", home=tmp_path), lambda _: [RM])}
+    drift = found["gemini (user) never-list"]
+    assert not drift.ok and "the hooks refuse WebFetch, Bash(rm -rf *)," in drift.detail
 
 
 def test_a_rule_that_is_not_one_is_named_by_config_and_install(tmp_path: Path) -> None:

@@ -7,6 +7,8 @@ the gateway down it exits 0 at once, and the agent behaves as if agentcomms were
 The exceptions wait for the human's answer and print it (:mod:`agentcomms.agents.hook_approval`):
 ``PermissionRequest`` (Claude Code's and Codex's, which read the same decision), and Gemini CLI's
 ``BeforeTool`` in remote approvals mode (``--remote-approvals``), which is its permission request.
+A call on the never-list (``--never RULE``, :mod:`agentcomms.agents.never`) is refused at once
+instead, by ``PreToolUse`` (Gemini CLI: ``BeforeTool``), and reported as any other call.
 
 The agent is found by ``AGENTCOMMS_AGENT_ID``, else by the pane the hook runs in (``$TMUX_PANE``
 on the tmux server named by ``$TMUX``), which the gateway matches against the registrations.
@@ -70,13 +72,13 @@ def main(argv: list[str]) -> int:
     event = payload.get("hook_event_name") or payload.get("type")
     if not isinstance(event, str) or not event:
         return 0
-    if remote and argv[0] == "gemini" and event == "BeforeTool":
-        event = "PermissionRequest"  # asked through agentcomms: the agent waits on the human
-    if never and event == "PreToolUse":
+    refused = None
+    if never and event in ("PreToolUse", "BeforeTool"):
         from agentcomms.agents.never import decide
 
         # Claude Code runs a never-list handler of its own (beside the report) only for a call
-        # its rule matched; Codex's one PreToolUse hook reports and refuses.
+        # its rule matched; Codex's one PreToolUse hook and Gemini CLI's BeforeTool hook report
+        # and refuse.
         claude = argv[0] == "claude-code"
         refused = decide(argv[0], never, payload, matched_by_agent=claude)
         if refused is not None:
@@ -84,6 +86,8 @@ def main(argv: list[str]) -> int:
             sys.stdout.flush()
         if claude:
             return 0
+    if remote and argv[0] == "gemini" and event == "BeforeTool" and refused is None:
+        event = "PermissionRequest"  # asked through agentcomms: the agent waits on the human
     params: dict[str, Any] = {
         "kind": argv[0],
         "event": event,

@@ -232,21 +232,28 @@ def _gemini(plan: Plan) -> None:
     # user scope, so a project's install never touches a policy the user's install wrote.
     user = target.scope == "user"
     remote = target.remote_approvals and not plan.uninstall and user
+    # Gemini runs its BeforeTool hook, blocking, before every call anyway: it also refuses the
+    # never-listed calls.
+    report = {
+        "name": SERVER_NAME,
+        **command_hook(target, timeout=HOOK_TIMEOUT_S * 1000),
+        "command": target.hook_command(target.never),
+    }
     if not plan.uninstall:
         entries = {
             e: {"name": SERVER_NAME, **command_hook(target, timeout=HOOK_TIMEOUT_S * 1000)}
             for e in GEMINI_EVENTS
         }
+        entries["BeforeTool"] = report
     if remote:
         # The asking tools' BeforeTool waits for the human; every other tool's only reports.
         # Gemini takes a hook's exit 1 (a Python error) as a warning and goes on, which would
         # let the policy's allow run the call: any failure blocks it instead (exit 2, the
         # reason on stderr).
         wait_ms = (int(target.approval_timeout_s) + APPROVAL_HOOK_MARGIN_S) * 1000
-        asking = target.hook_command((), "--remote-approvals") + (
+        asking = target.hook_command(target.never, "--remote-approvals") + (
             " || { echo 'agentcomms could not ask the human for this tool call' >&2; exit 2; }"
         )
-        report = {"name": SERVER_NAME, **command_hook(target, timeout=HOOK_TIMEOUT_S * 1000)}
         entries["BeforeTool"] = [
             {"matcher": f"^(?!({_ASKING})$)", **report},
             {"matcher": f"^({_ASKING})$", **report, "command": asking, "timeout": wait_ms},

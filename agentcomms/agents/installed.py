@@ -105,7 +105,7 @@ def inspect(target: Target, never_for: NeverFor | None = None) -> list[Finding]:
                 CODEX_TRUST_STEP,
             )
         )
-    if never_for is not None and kind != "gemini":
+    if never_for is not None:
         findings += _never_list(target, name, install, never_for)
     gone = sorted({exe for _, exe in hooks if not Path(exe).exists()})
     if gone:
@@ -202,11 +202,16 @@ def _never_list(target: Target, name: str, install: str, never_for: NeverFor) ->
 
 
 def _installed_never(target: Target) -> tuple[list[str], str | None]:
-    """The never-listed rules in agentcomms' PreToolUse hooks, and the agent they name."""
+    """The never-listed rules in agentcomms' PreToolUse hooks (Gemini CLI: BeforeTool, where
+    the asking hook of remote approvals carries them too), and the agent they name."""
     plan = Plan(target, uninstall=False)
-    path = claude_files(plan)[0] if target.kind == "claude-code" else codex_files(plan)[1]
+    if target.kind == "gemini":
+        path, event = gemini_file(plan), "BeforeTool"
+    else:
+        path = claude_files(plan)[0] if target.kind == "claude-code" else codex_files(plan)[1]
+        event = "PreToolUse"
     events = load_json(path, read_text(path)).get("hooks", {})
-    groups = events.get("PreToolUse", []) if isinstance(events, dict) else []
+    groups = events.get(event, []) if isinstance(events, dict) else []
     rules: list[str] = []
     agent_id = None
     for group in groups if isinstance(groups, list) else []:
@@ -218,7 +223,7 @@ def _installed_never(target: Target) -> tuple[list[str], str | None]:
             named = [t.split("=", 1)[1] for t in tokens if t.startswith("AGENTCOMMS_AGENT_ID=")]
             agent_id = named[0] if named else agent_id
             rules += [r for flag, r in itertools.pairwise(tokens) if flag == "--never"]
-    return rules, agent_id
+    return list(dict.fromkeys(rules)), agent_id
 
 
 def _snake(event: str) -> str:

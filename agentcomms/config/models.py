@@ -247,7 +247,8 @@ class ApprovalsConfig(Section):
     never: list[NeverRule] = Field(
         default_factory=list,
         description="tool calls refused at once without asking anyone, in the agents' rule "
-        "syntax, e.g. 'Bash(rm -rf *)'; `agentcomms install` writes them into the agent's hooks",
+        "syntax, e.g. 'Bash(rm -rf *)' (for Gemini CLI Bash is its run_shell_command, and its "
+        "own tool names work too); `agentcomms install` writes them into the agent's hooks",
     )
 
 
