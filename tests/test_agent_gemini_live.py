@@ -3,7 +3,8 @@ on, its model scripted: its hooks move the agent's state (a message typed when i
 it busy for the turn, ready after), its turn's reply (``AfterAgent``'s ``prompt_response``) goes
 back to the Telegram chat that started the turn, and its shell commands are asked through
 agentcomms (a policy rule skips Gemini's own dialog, its ``BeforeTool`` hook waits): one
-approved from the terminal runs, one denied does not and the model reads why.
+approved from the terminal runs, one denied does not and the model reads why, and one on the
+never-list is refused without asking anyone.
 
 One Gemini, on its own tmux server, serves the module; its hooks find the agent by their pane."""
 
@@ -30,6 +31,9 @@ from tests.support.cli import AGENTCOMMS, cli, cli_home
 from tests.support.stack import Stack, register, running_stack
 from tests.support.tmux import SENT_HEADER, Tmux
 from tests.support.waiting import eventually
+
+# In Claude Code's words: Gemini's run_shell_command is Bash to the never-list.
+NEVER = "Bash(rm -rf *)"
 
 
 @dataclass
@@ -75,7 +79,12 @@ async def setup(
 
         def install(home: Path, project: Path) -> None:
             target = Target(
-                "gemini", home=home, project=project, argv=(AGENTCOMMS,), remote_approvals=True
+                "gemini",
+                home=home,
+                project=project,
+                argv=(AGENTCOMMS,),
+                remote_approvals=True,
+                never=(NEVER,),
             )
             plan(target).apply()
 
@@ -195,6 +204,25 @@ async def test_a_command_denied_from_the_terminal_does_not_run_and_the_model_rea
     assert "not in this folder" in result.content
     await gemini.wait_for_screen("Understood.")
     assert not (gemini.project / "denied.txt").exists()
+
+
+async def test_a_never_listed_command_is_refused_without_asking_and_the_model_reads_why(
+    setup: Setup,
+) -> None:
+    """The asking hook refuses it at once: no approval, no dialog, the command never runs."""
+    gemini, model = setup.gemini, setup.gemini.model
+    await gemini.wait_ready()
+    (gemini.project / "keep").mkdir()
+    model.on("clear the keep folder", shell("rm -rf keep"), text("Could not clear."))
+    seen = len(model.tool_results)
+    await gemini.type("clear the keep folder")
+
+    result = await eventually(lambda: _new_result(model, seen), timeout=30)
+    print(f"the model read: {result.content!r}")
+    assert f"never-list has {NEVER}" in result.content
+    await gemini.wait_for_screen("Could not clear.")
+    assert (gemini.project / "keep").is_dir()
+    assert await setup.approval() is None  # no one was asked
 
 
 async def _lone_gemini(tmux: Tmux, root: Path, argv: tuple[str, ...]) -> GeminiPane:
