@@ -1,10 +1,12 @@
 """The never-list: calls refused at once, without asking anyone, by a blocking `PreToolUse`
-hook that `agentcomms install` writes from `approvals.never` and the agent's own list.
+(Gemini CLI: `BeforeTool`) hook that `agentcomms install` writes from `approvals.never` and the
+agent's own list.
 
-The rules' matching, the hook process as each agent runs it, the install (Claude Code: one
-handler per rule that Claude runs only for a call its own rule matching finds; Codex: its one
-PreToolUse hook), the config's check of a rule, and the real Claude Code refusing a
-never-listed command while an ordinary one still runs."""
+The rules' matching (Gemini CLI's tools by their own names or Claude Code's), the hook process
+as each agent runs it, the install (Claude Code: one handler per rule that Claude runs only for
+a call its own rule matching finds; Codex: its one PreToolUse hook; Gemini CLI: its BeforeTool
+hooks), the config's check of a rule, and the real Claude Code refusing a never-listed command
+while an ordinary one still runs (the real Gemini's refusal: tests/test_agent_gemini_live.py)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from typing import Any
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
+from agentcomms.agents import hook
 from agentcomms.agents.install import Target, plan
 from agentcomms.agents.installed import inspect
 from agentcomms.agents.never import matches, refusal
@@ -93,6 +96,26 @@ def test_geminis_before_tool_hook_refuses_a_never_listed_call_without_asking(
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {"decision": "deny", "reason": refusal(RM)}
     assert f"never-list has {RM}" in refusal(RM)
+
+
+def test_geminis_refused_call_is_reported_as_any_call_and_opens_no_approval(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As Claude Code's and Codex's: the gateway hears the call's BeforeTool, not a permission
+    request (which would open an approval) even where remote approvals ask for the others."""
+    sent: list[dict[str, Any]] = []
+    monkeypatch.setattr(hook, "_send", sent.append)
+    monkeypatch.setenv("AGENTCOMMS_AGENT_ID", "docs")
+    monkeypatch.setenv("AGENTCOMMS_SOCKET", "/nonexistent/agentcomms.sock")
+    call = json.dumps(_before_tool("run_shell_command", command="rm -rf app"))
+
+    assert hook.main(["gemini", "--remote-approvals", "--never", RM, call]) == 0
+
+    assert json.loads(capsys.readouterr().out) == {"decision": "deny", "reason": refusal(RM)}
+    (request,) = sent
+    assert request["method"] == "agent_hook"
+    assert (request["params"]["agent_id"], request["params"]["event"]) == ("docs", "BeforeTool")
+    assert request["params"]["payload"]["tool_input"] == {"command": "rm -rf app"}
 
 
 def test_geminis_before_tool_hook_answers_any_other_call_as_without_the_list() -> None:
