@@ -29,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import weakref
 from pathlib import PurePosixPath
 from xml.sax.saxutils import escape, quoteattr
 
@@ -42,7 +41,7 @@ from agentcomms.config import Config
 from agentcomms.voice.callsystem.twilio import TWILIO_API, MediaSigner, call_end, signed_form
 from agentcomms.voice.stt import stt_chain, stt_provider
 from agentcomms.voice.tts import tts_chain, tts_provider
-from gateway.phone_menu import PhoneMenu, Prompt
+from gateway.phone_menu import OneAtATime, PhoneMenu, Prompt
 
 log = logging.getLogger(__name__)
 
@@ -70,9 +69,7 @@ class InboundCalls:
         self._public_url = cfg.server.public_url or ""
         self._menu = menu
         self._signer = signer
-        # One request at a time per call (kept while one is in flight): a hang-up's status must
-        # not end the call under a step still being answered, nor that step bring it back.
-        self._calls: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+        self._one_at_a_time = OneAtATime()  # a hang-up's status comes beside its last step
 
     def routes(self) -> list[BaseRoute]:
         return [
@@ -127,12 +124,6 @@ class InboundCalls:
                 if ended:
                     log.info("inbound call %s ended: %s", call, end.status)
         return Response(status_code=204)
-
-    def _one_at_a_time(self, call: str) -> asyncio.Lock:
-        lock = self._calls.get(call)
-        if lock is None:
-            lock = self._calls[call] = asyncio.Lock()
-        return lock
 
     async def _speak(self, words: str, name: str) -> str | None:
         """The words said by our TTS chain, kept under `name` in the audio directory (its

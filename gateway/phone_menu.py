@@ -24,9 +24,11 @@ after the caller hung up, the message goes to its agent and the call tells nobod
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import re
 import uuid
+import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from typing import Annotated, Any, Literal
@@ -66,6 +68,21 @@ class Prompt:
 
 def _end(words: str = "Goodbye.") -> Prompt:
     return Prompt(words, "end")
+
+
+class OneAtATime:
+    """A call's requests one at a time (a lock per call, kept while one is in flight): the
+    phone's word that the call is over must not end it under a step still being answered, nor
+    that step bring it back."""
+
+    def __init__(self) -> None:
+        self._calls: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+
+    def __call__(self, call: str) -> asyncio.Lock:
+        lock = self._calls.get(call)
+        if lock is None:
+            lock = self._calls[call] = asyncio.Lock()
+        return lock
 
 
 class PhoneMenu:
@@ -352,6 +369,10 @@ class DialAnswerParams(Params):
     text: Annotated[str, StringConstraints(max_length=10_000)] = ""
 
 
+class DialHangUpParams(Params):
+    call: Annotated[str, StringConstraints(pattern=r"^local-[0-9a-f]{32}$")]
+
+
 class LocalDial:
     """`agentcomms phone --dial`: the same call on the local phone, through the socket. The
     socket is the machine owner's (0600), so the local phone needs no PIN; like approving, it is
@@ -359,11 +380,13 @@ class LocalDial:
 
     def __init__(self, menu: PhoneMenu) -> None:
         self._menu = menu
+        self._one_at_a_time = OneAtATime()  # a Ctrl-C's hang-up may overtake its last answer
 
     def methods(self) -> dict[str, tuple[type[Params], Any]]:
         return {
             "phone_dial": (DialParams, self.phone_dial),
             "phone_dial_answer": (DialAnswerParams, self.phone_dial_answer),
+            "phone_dial_hang_up": (DialHangUpParams, self.phone_dial_hang_up),
         }
 
     async def phone_dial(self, _: DialParams) -> dict[str, Any]:
@@ -372,5 +395,13 @@ class LocalDial:
         return {"call": call, **asdict(prompt)}
 
     async def phone_dial_answer(self, p: DialAnswerParams) -> dict[str, Any]:
-        prompt = await self._menu.answer(p.call, p.step, p.text, query=p.query)
+        async with self._one_at_a_time(p.call):
+            prompt = await self._menu.answer(p.call, p.step, p.text, query=p.query)
         return {"call": p.call, **asdict(prompt)}
+
+    async def phone_dial_hang_up(self, p: DialHangUpParams) -> dict[str, Any]:
+        """The local phone hung up mid-menu (its input ended, or Ctrl-C): the call ends as a
+        Twilio call hung up on does. A call that said goodbye already stays as it ended."""
+        async with self._one_at_a_time(p.call):
+            ended = await self._menu.hung_up(p.call, "completed", None)
+        return {"call": p.call, "ended": ended}
