@@ -12,7 +12,11 @@ Twilio says when the call is over, whoever hung up, at the number's call status 
 (its status callback), ``server.public_url`` + ``/webhooks/twilio/voice/status``: a caller who
 hangs up mid-menu leaves no step behind, so only that ends the call's row and forgets its
 progress. It may come twice, and alongside the step a hang-up still sends (a message recorded
-until the caller hung up): each call's requests are taken one at a time.
+until the caller hung up, ``Digits=hangup``): each call's requests are taken one at a time, in
+whichever order Twilio sends them. That recording may come after the call's end (Twilio posts a
+``<Record>``'s action even when the caller hung up, ignoring what it is answered): a call that
+ends awaiting a message keeps its progress until the recording came (:mod:`gateway.phone_menu`),
+so the message still reaches its agent.
 
 The prompts are spoken by our TTS chain, as a call we place is: the audio goes into the call's
 folder of the audio directory, beside its transcript (:mod:`gateway.phone_menu` keeps both), and
@@ -25,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import weakref
 from pathlib import PurePosixPath
 from xml.sax.saxutils import escape, quoteattr
 
@@ -38,7 +41,7 @@ from agentcomms.config import Config
 from agentcomms.voice.callsystem.twilio import TWILIO_API, MediaSigner, call_end, signed_form
 from agentcomms.voice.stt import stt_chain, stt_provider
 from agentcomms.voice.tts import tts_chain, tts_provider
-from gateway.phone_menu import PhoneMenu, Prompt
+from gateway.phone_menu import OneAtATime, PhoneMenu, Prompt
 
 log = logging.getLogger(__name__)
 
@@ -66,9 +69,7 @@ class InboundCalls:
         self._public_url = cfg.server.public_url or ""
         self._menu = menu
         self._signer = signer
-        # One request at a time per call (kept while one is in flight): a hang-up's status must
-        # not end the call under a step still being answered, nor that step bring it back.
-        self._calls: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+        self._one_at_a_time = OneAtATime()  # a hang-up's status comes beside its last step
 
     def routes(self) -> list[BaseRoute]:
         return [
@@ -95,14 +96,16 @@ class InboundCalls:
             return PlainTextResponse("forbidden: bad or missing X-Twilio-Signature", 403)
         step = request.path_params["step"]
         query = dict(request.query_params)
-        call, audio = form.get("CallSid", ""), None
+        call, audio, hung_up = form.get("CallSid", ""), None, False
         async with self._one_at_a_time(call):
             if step == "message":
                 heard, audio = await self._transcribe(call, form.get("RecordingUrl", ""))
+                # A recording ended by the caller hanging up: what we answer plays to nobody.
+                hung_up = form.get("Digits") == "hangup"
             else:
                 heard = form.get("Digits") or form.get("SpeechResult") or ""
             prompt = await self._menu.answer(
-                call, step, heard, query=query, audio=audio, speak=self._speak
+                call, step, heard, query=query, audio=audio, speak=self._speak, hung_up=hung_up
             )
         return self._twiml(prompt)
 
@@ -114,15 +117,13 @@ class InboundCalls:
         call, end = form.get("CallSid", ""), call_end(form)
         if call and end is not None:
             async with self._one_at_a_time(call):
-                if await self._menu.hung_up(call, end.status, end.duration_s):
+                # A message recorded until the hang-up may still be posted after this.
+                ended = await self._menu.hung_up(
+                    call, end.status, end.duration_s, recording_may_follow=True
+                )
+                if ended:
                     log.info("inbound call %s ended: %s", call, end.status)
         return Response(status_code=204)
-
-    def _one_at_a_time(self, call: str) -> asyncio.Lock:
-        lock = self._calls.get(call)
-        if lock is None:
-            lock = self._calls[call] = asyncio.Lock()
-        return lock
 
     async def _speak(self, words: str, name: str) -> str | None:
         """The words said by our TTS chain, kept under `name` in the audio directory (its

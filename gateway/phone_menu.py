@@ -15,13 +15,20 @@ socket) says it and hands back the answer. A call's progress (who called, whethe
 right, the requests still to offer) is kept in the projection by the phone's call id
 (:mod:`agentcomms.store.phone_callers`), not in this gateway's memory: each step is a request of
 its own, so a gateway restarted mid-call carries the call on at its next step.
+
+A message may be the caller's last words: hung up on instead of ended with #, Twilio still posts
+its recording, and may do so after it said the call was over. A call that ends while its prompt
+awaits a message keeps its progress until the recording came; whenever the recording comes
+after the caller hung up, the message goes to its agent and the call tells nobody anything more.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import re
 import uuid
+import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from typing import Annotated, Any, Literal
@@ -63,6 +70,21 @@ def _end(words: str = "Goodbye.") -> Prompt:
     return Prompt(words, "end")
 
 
+class OneAtATime:
+    """A call's requests one at a time (a lock per call, kept while one is in flight): the
+    phone's word that the call is over must not end it under a step still being answered, nor
+    that step bring it back."""
+
+    def __init__(self) -> None:
+        self._calls: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+
+    def __call__(self, call: str) -> asyncio.Lock:
+        lock = self._calls.get(call)
+        if lock is None:
+            lock = self._calls[call] = asyncio.Lock()
+        return lock
+
+
 class PhoneMenu:
     def __init__(self, cfg: Config, store: Store, approvals: ApprovalMethods, *, post: Post):
         self._cfg = cfg
@@ -92,14 +114,18 @@ class PhoneMenu:
         query: dict[str, str] | None = None,
         audio: str | None = None,
         speak: Speak | None = None,
+        hung_up: bool = False,
     ) -> Prompt:
         """The answer to the prompt of `step` (`audio`: the recording it was heard in, in the
-        audio directory): the next prompt."""
+        audio directory; `hung_up`: the phone says the caller hung up as they gave it): the next
+        prompt."""
         caller = await self._store.caller(call)
         if caller is None:
             return _end("This call is not known here any more. Goodbye.")
         self._transcribed(call, caller.turn, "human", "(a PIN)" if step == "pin" else heard, audio)
         query = query or {}
+        if hung_up or await self._ended(call):
+            return await self._last_words(call, caller, step, query, heard)
         if step == "pin":
             prompt = await self._pin(call, caller, heard)
         elif not caller.admitted:
@@ -116,11 +142,19 @@ class PhoneMenu:
             prompt = _end()
         return await self._told(call, caller, prompt, speak)
 
-    async def hung_up(self, call: str, status: CallStatus, duration_s: float | None) -> bool:
+    async def hung_up(
+        self,
+        call: str,
+        status: CallStatus,
+        duration_s: float | None,
+        *,
+        recording_may_follow: bool = False,
+    ) -> bool:
         """The phone says the call is over (the caller hung up mid-menu, or the line dropped):
-        its row ends as the phone says and its progress is forgotten. A call ended already (the
-        menu said goodbye, or the phone said so before) or not one of ours is left alone: the
-        phone may say it twice. False then."""
+        its row ends as the phone says and its progress is forgotten, unless a message was being
+        recorded and the phone may still send it (`recording_may_follow`): then the progress
+        waits for it. A call ended already (the menu said goodbye, or the phone said so before)
+        or not one of ours is left alone: the phone may say it twice. False then."""
         row = await self._store.get_call(call)
         if row is None or row.direction != "in" or row.status not in ACTIVE_STATUSES:
             return False
@@ -129,7 +163,9 @@ class PhoneMenu:
             duration_s = (now - row.started_at).total_seconds()
         ended = {"status": status, "ended_at": now, "duration_seconds": duration_s}
         await self._store.upsert_call(row.model_copy(update=ended))
-        await self._store.forget_caller(call)
+        caller = await self._store.caller(call)
+        if not (recording_may_follow and caller is not None and caller.awaits == "message"):
+            await self._store.forget_caller(call)
         return True
 
     async def recording_name(self, call: str) -> str | None:
@@ -167,8 +203,24 @@ class PhoneMenu:
         if over:
             await self._store.forget_caller(call)
         else:
+            caller.awaits = prompt.expect
             await self._store.keep_caller(call, caller, now)
         return prompt
+
+    async def _ended(self, call: str) -> bool:
+        row = await self._store.get_call(call)
+        return row is not None and row.status not in ACTIVE_STATUSES
+
+    async def _last_words(
+        self, call: str, caller: PhoneCaller, step: str, query: dict[str, str], heard: str
+    ) -> Prompt:
+        """An answer given as the caller hung up, or come after the call's end: a message still
+        goes to its agent, once (the call's progress goes with it); nobody is left to hear more,
+        so nothing more is told and the call's row stays as it is (ended by the phone's word)."""
+        if step == "message" and caller.admitted:
+            await self._message(caller, query.get("agent", ""), heard)
+        await self._store.forget_caller(call)
+        return _end()
 
     def _transcribed(
         self, call: str, turn: int, speaker: str, text: str, audio: str | None
@@ -317,6 +369,10 @@ class DialAnswerParams(Params):
     text: Annotated[str, StringConstraints(max_length=10_000)] = ""
 
 
+class DialHangUpParams(Params):
+    call: Annotated[str, StringConstraints(pattern=r"^local-[0-9a-f]{32}$")]
+
+
 class LocalDial:
     """`agentcomms phone --dial`: the same call on the local phone, through the socket. The
     socket is the machine owner's (0600), so the local phone needs no PIN; like approving, it is
@@ -324,11 +380,13 @@ class LocalDial:
 
     def __init__(self, menu: PhoneMenu) -> None:
         self._menu = menu
+        self._one_at_a_time = OneAtATime()  # a Ctrl-C's hang-up may overtake its last answer
 
     def methods(self) -> dict[str, tuple[type[Params], Any]]:
         return {
             "phone_dial": (DialParams, self.phone_dial),
             "phone_dial_answer": (DialAnswerParams, self.phone_dial_answer),
+            "phone_dial_hang_up": (DialHangUpParams, self.phone_dial_hang_up),
         }
 
     async def phone_dial(self, _: DialParams) -> dict[str, Any]:
@@ -337,5 +395,13 @@ class LocalDial:
         return {"call": call, **asdict(prompt)}
 
     async def phone_dial_answer(self, p: DialAnswerParams) -> dict[str, Any]:
-        prompt = await self._menu.answer(p.call, p.step, p.text, query=p.query)
+        async with self._one_at_a_time(p.call):
+            prompt = await self._menu.answer(p.call, p.step, p.text, query=p.query)
         return {"call": p.call, **asdict(prompt)}
+
+    async def phone_dial_hang_up(self, p: DialHangUpParams) -> dict[str, Any]:
+        """The local phone hung up mid-menu (its input ended, or Ctrl-C): the call ends as a
+        Twilio call hung up on does. A call that said goodbye already stays as it ended."""
+        async with self._one_at_a_time(p.call):
+            ended = await self._menu.hung_up(p.call, "completed", None)
+        return {"call": p.call, "ended": ended}

@@ -1,12 +1,14 @@
 """The local phone and requests: a ladder's call (the phone's protocol spoken one step at a time),
 where a digit (or an option's label) typed at its prompt answers the request; and `agentcomms
-phone --dial` (the real process), which calls in as the human would call the Twilio number, and
-whose call goes on across a gateway restarted between two of its steps."""
+phone --dial` (the real process), which calls in as the human would call the Twilio number,
+whose call goes on across a gateway restarted between two of its steps, and whose call ends when
+its input ends or Ctrl-C abandons it mid-menu."""
 
 from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import uuid
 from pathlib import Path
 from typing import Any
@@ -108,13 +110,13 @@ async def test_a_question_on_the_local_phone(
         assert goodbye["say"] == "Done: answered 'blue'. Goodbye."
 
 
-async def _dial(stack: Stack, tmp_path: Path, typed: str) -> str:
-    """`agentcomms phone --dial` with `typed` as its input; what it showed."""
+async def _dialling(stack: Stack, tmp_path: Path) -> asyncio.subprocess.Process:
+    """`agentcomms phone --dial`, started: its input and output pipes."""
     home = tmp_path / "phone-home"
     write_config(home, {"server": {"socket_path": str(stack.cfg.server.socket())}})
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTCOMMS_")}
     env["AGENTCOMMS_HOME"] = str(home)
-    proc = await asyncio.create_subprocess_exec(
+    return await asyncio.create_subprocess_exec(
         AGENTCOMMS,
         "phone",
         "--dial",
@@ -123,9 +125,22 @@ async def _dial(stack: Stack, tmp_path: Path, typed: str) -> str:
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
     )
+
+
+async def _dial(stack: Stack, tmp_path: Path, typed: str) -> str:
+    """`agentcomms phone --dial` with `typed` as its input; what it showed."""
+    proc = await _dialling(stack, tmp_path)
     out, _ = await asyncio.wait_for(proc.communicate(typed.encode()), 60)
     assert proc.returncode == 0, out.decode()
     return out.decode()
+
+
+async def _dialled_in(stack: Stack) -> dict[str, Any]:
+    """The local phone's call in, as `agentcomms calls` lists it."""
+    calls = (await stack.call("calls"))["calls"]
+    [call] = [c for c in calls if c["direction"] == "in"]
+    assert call["phone_number"] == "the local phone"
+    return dict(call)
 
 
 async def test_dialling_in_from_the_local_phone(
@@ -155,6 +170,9 @@ async def test_dialling_in_from_the_local_phone(
         assert "Done: denied. No more requests." in shown
         assert f"Your message for {agent} was sent." in shown
         assert shown.rstrip().endswith("hung up")  # the input ended
+        call = await _dialled_in(stack)  # and with it the call, not left in progress
+        assert call["status"] == "completed" and call["ended_at"] is not None
+        assert await stack.store.caller(call["id"]) is None
         waited = await stack.call("approval_wait", id=opened["id"], wait_s=5)
         assert (waited["behavior"], waited["decided_via"]) == ("deny", "call")
 
@@ -226,3 +244,21 @@ async def test_a_call_coming_in_goes_on_across_a_gateway_restart(
         assert after["words"].startswith("Done: allowed. No more requests.")
         waited = await stack.call("approval_wait", id=opened["id"], wait_s=5)
         assert (waited["behavior"], waited["decided_via"]) == ("allow", "call")
+
+
+async def test_a_dial_abandoned_with_ctrl_c_ends_its_call(
+    temporal_env: WorkflowEnvironment, tmp_path: Path
+) -> None:
+    async with running_stack(temporal_env.client, tmp_path) as stack:
+        proc = await _dialling(stack, tmp_path)
+        assert proc.stdout is not None
+        shown = await asyncio.wait_for(proc.stdout.readline(), 60)
+        assert b"3 to leave a message for an agent." in shown  # the menu, waiting for a key
+        assert (await _dialled_in(stack))["status"] == "in-progress"
+        proc.send_signal(signal.SIGINT)
+        out = (await asyncio.wait_for(proc.stdout.read(), 60)).decode()
+        assert await proc.wait() == 0 and "Traceback" not in out, out
+        assert out.strip() == "hung up"
+        call = await _dialled_in(stack)
+        assert call["status"] == "completed" and call["ended_at"] is not None
+        assert await stack.store.caller(call["id"]) is None

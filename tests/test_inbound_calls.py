@@ -1,8 +1,9 @@
 """Calling in through Twilio (the stand-in phone network, the gateway's real webhooks): a listed
 caller with the PIN hears the pending requests and answers them, and leaves a message for an
 agent; a wrong PIN, a stranger and a forged webhook get nothing; a caller who hangs up mid-menu
-ends the call when Twilio's status callback says so. The call's words are our TTS chain's,
-played from our signed audio URLs."""
+ends the call when Twilio's status callback says so, and a message said just before hanging up
+reaches the agent whichever of the recording and the call's end Twilio sends first. The call's
+words are our TTS chain's, played from our signed audio URLs."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from agentcomms.config.voice import InboundConfig
 from agentcomms.models import Event
 from agentcomms.voice.audio import AudioStore
 from tests.fakes.serve import free_port
-from tests.fakes.twilio_calls import FakeCall, FakeTwilioCalls, Press
+from tests.fakes.twilio_calls import FakeCall, FakeTwilioCalls, HangsUp, Press
 from tests.support.stack import Stack, running_stack
 from tests.support.voice import listening, twilio_phone, write_grammar
 from tests.support.waiting import eventually
@@ -283,3 +284,60 @@ async def test_a_forged_status_callback_changes_nothing(
     assert ended is not None and (ended["status"], ended["duration_seconds"]) == ("completed", 42)
     assert await stack.store.caller(call.sid) is None
     assert await stack.store.get_call(unknown["CallSid"]) is None
+
+
+async def _read_by(stack: Stack, agent: str) -> list[str]:
+    """The phone messages the agent reads in its mailbox (`check_messages`), each once."""
+    read = (await stack.call("check_messages", agent_id=agent))["messages"]
+    return [m["payload"]["text"] for m in read if m["channel_id"] == f"phone:{HUMAN}"]
+
+
+async def test_a_message_left_as_the_caller_hangs_up_reaches_the_agent(
+    stack: Stack, twilio_voice: FakeTwilioCalls, agent: str
+) -> None:
+    # Twilio posts the recording, then reports the call's end.
+    call = await twilio_voice.incoming(
+        HUMAN,
+        _webhook(stack),
+        [Press(PIN), Press("3"), Press("1"), HangsUp("ship it on friday")],
+        status_callback=_status_callback(stack),
+    )
+    assert twilio_voice.problems == []
+    assert await _read_by(stack, agent) == [f"[phone call from {HUMAN}] ship it on friday"]
+    row = await _listed(stack, call.sid)
+    assert row is not None and row["status"] == "completed"
+    assert row["duration_seconds"] == float(call.duration or "nan")  # as Twilio measured it
+    assert await stack.store.caller(call.sid) is None
+    # The transcript ends with the message: nothing was told to a caller who was gone.
+    turns = AudioStore(stack.cfg.voice.audio_root()).transcript(call.sid)
+    assert (turns[-1].speaker, turns[-1].text) == ("human", "ship it on friday")
+    await twilio_voice.report_end(call)  # said again: the message is not sent again
+    assert await _read_by(stack, agent) == []
+
+
+async def test_a_message_recorded_after_the_calls_end_reaches_the_agent(
+    stack: Stack, twilio_voice: FakeTwilioCalls, agent: str
+) -> None:
+    # Twilio reports the call's end first; the recording comes after, here only once the
+    # gateway was restarted, so what it needs is kept in the projection, not in memory.
+    call = await twilio_voice.incoming(
+        HUMAN,
+        _webhook(stack),
+        [Press(PIN), Press("3"), Press("1"), HangsUp("ship it on friday", after_end=True)],
+        status_callback=_status_callback(stack),
+    )
+    row = await _listed(stack, call.sid)
+    assert row is not None and row["status"] == "completed"
+    assert row["duration_seconds"] == float(call.duration or "nan")
+    await stack.restart_gateway()
+    await twilio_voice.send_late(call)
+    assert twilio_voice.problems == []
+    assert await _read_by(stack, agent) == [f"[phone call from {HUMAN}] ship it on friday"]
+    assert await _listed(stack, call.sid) == row  # still ended, as Twilio said
+    assert await stack.store.caller(call.sid) is None  # nothing left waiting
+    audio = AudioStore(stack.cfg.voice.audio_root())
+    last = audio.transcript(call.sid)[-1]
+    assert (last.speaker, last.text) == ("human", "ship it on friday")
+    assert last.audio is not None and audio.read(last.audio)[:4] == b"RIFF"
+    await twilio_voice.report_end(call)  # said again: the message is not sent again
+    assert await _read_by(stack, agent) == []

@@ -5,6 +5,7 @@ Each is a client of the gateway socket (`agentcomms up` must be running).
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import uuid
 from typing import Annotated, Any
@@ -74,7 +75,9 @@ def phone(
     )
 
     if dial:
-        run_async(_dial, load_config().server.socket())
+        # Ctrl-C hangs up: the call was ended at the gateway before this is raised.
+        with contextlib.suppress(KeyboardInterrupt):
+            run_async(_dial, load_config().server.socket())
         return
     if speak and mic:
         fail("--speak and --mic both answer aloud; choose one.")

@@ -24,6 +24,7 @@ class PhoneCaller:
     admitted: bool = False
     pending: list[str] = field(default_factory=list)  # approval ids still to offer
     turn: int = 0  # the prompt being answered, in the call's transcript
+    awaits: str = ""  # what that prompt waits for: "pin", "key" or "message"
 
 
 class PhoneCallers(StoreBase):
@@ -35,6 +36,7 @@ class PhoneCallers(StoreBase):
             "pending": list(caller.pending),
             "started_at": caller.started_at,
             "turn": caller.turn,
+            "awaits": caller.awaits,
             "updated_at": now,
         }
 
@@ -60,6 +62,7 @@ class PhoneCallers(StoreBase):
             admitted=bool(row.admitted),
             pending=list(row.pending or []),
             turn=row.turn,
+            awaits=row.awaits,
         )
 
     async def forget_caller(self, call: str) -> None:

@@ -9,7 +9,9 @@ auth), ``<Pause>`` holds until the time is up or the call is updated with a new 
 ``<Redirect>`` fetches the next TwiML, ``<Hangup>`` ends the call. ``<Gather>`` plays what it
 holds, then, when the scripted human's next answer is a :class:`Press`, posts its digits to the
 action as Twilio does (``Digits``); a None hangs up there; otherwise it times out and the call
-goes on to the next verb. A call coming in reports its end to the number's status callback, as
+goes on to the next verb. A :class:`HangsUp` at a ``<Record>`` is a message said and then hung up
+on: Twilio still posts the recording to the action (``Digits=hangup``) and ignores what it is
+told, before or (``after_end``) only after the call's end was reported, as the test says when. A call coming in reports its end to the number's status callback, as
 a call placed does to its own. Every request it makes to us is signed exactly as Twilio signs
 (``RequestValidator.compute_signature`` over the URL given).
 """
@@ -46,6 +48,16 @@ class Press:
     digits: str
 
 
+@dataclass(frozen=True)
+class HangsUp:
+    """At a <Record>, the human says `words` and hangs up instead of pressing #. Twilio's request
+    to the Record's action may come after the call's status callback (`after_end`): it is then
+    held until the test sends it (:meth:`FakeTwilioCalls.send_late`)."""
+
+    words: str
+    after_end: bool = False
+
+
 @dataclass
 class FakeCall:
     sid: str
@@ -55,7 +67,7 @@ class FakeCall:
     status_callback: str
     timeout_s: float
     # What the human says at each <Record> (or keys at a <Gather>); None: hangs up.
-    answers: list[str | Press | None]
+    answers: list[str | Press | HangsUp | None]
     status: str = "queued"
     started: float = 0.0
     duration: str | None = None  # the CallDuration its end reported
@@ -69,6 +81,8 @@ class FakeCall:
     ended_by_update: str | None = None
     woken: asyncio.Event = field(default_factory=asyncio.Event)
     done: asyncio.Event = field(default_factory=asyncio.Event)
+    # Requests Twilio still owes us once the call's end was reported: (url, form).
+    late: list[tuple[str, dict[str, str]]] = field(default_factory=list)
 
 
 class FakeTwilioCalls:
@@ -76,7 +90,7 @@ class FakeTwilioCalls:
         self.account_sid = account_sid
         self.auth_token = auth_token
         self.scenario: Scenario = "human"
-        self.answers: list[str | Press | None] = []
+        self.answers: list[str | Press | HangsUp | None] = []
         self.calls: dict[str, FakeCall] = {}
         self.recordings: dict[str, bytes] = {}
         self.problems: list[str] = []  # what a real Twilio would have refused or failed at
@@ -180,6 +194,13 @@ class FakeTwilioCalls:
     def signature(self, url: str, form: dict[str, str]) -> str:
         """What Twilio would sign `form` posted to `url` with."""
         return str(RequestValidator(self.auth_token).compute_signature(url, form))
+
+    async def send_late(self, call: FakeCall) -> None:
+        """Send what Twilio still owed once the call's end was reported (what it answers is
+        ignored: nobody is on the line)."""
+        while call.late:
+            url, form = call.late.pop(0)
+            await self._post(call, url, form)
 
     async def report_end(self, call: FakeCall) -> None:
         """Report the call's end to its status callback again, as Twilio may."""
@@ -289,8 +310,16 @@ class FakeTwilioCalls:
                     answer = call.answers.pop(0)
                     if answer is None:  # the human hangs up
                         return
+                    if isinstance(answer, HangsUp):
+                        url, form = await self._recorded(verb, answer.words, hung_up=True)
+                        if answer.after_end:
+                            call.late.append((url, form))
+                        else:
+                            await self._post(call, url, form)  # its answer plays to nobody
+                        return
                     assert isinstance(answer, str)
-                    next_document = await self._record(call, verb, answer)
+                    url, form = await self._recorded(verb, answer)
+                    next_document = await self._post(call, url, form)
                     break
             if next_document is None:
                 return
@@ -300,7 +329,7 @@ class FakeTwilioCalls:
         self,
         from_: str,
         url: str,
-        answers: list[str | Press | None],
+        answers: list[str | Press | HangsUp | None],
         to: str = "",
         status_callback: str = "",
     ) -> FakeCall:
@@ -339,18 +368,21 @@ class FakeTwilioCalls:
             return
         call.played.append(url)
 
-    async def _record(self, call: FakeCall, verb: ET.Element, answer: str) -> str:
+    async def _recorded(
+        self, verb: ET.Element, answer: str, *, hung_up: bool = False
+    ) -> tuple[str, dict[str, str]]:
+        """The human's words recorded: the request to the Record's action that brings them
+        (``Digits`` says how the recording ended: "hangup" when the caller hung up)."""
         audio, _ = await EspeakSpeech().synthesize(answer)
         sid = "RE" + secrets.token_hex(16)
         self.recordings[sid] = audio
         recording_url = f"{self.base_url}/2010-04-01/Accounts/{self.account_sid}/Recordings/{sid}"
-        return await self._post(
-            call,
-            verb.get("action", ""),
-            {
-                "RecordingSid": sid,
-                "RecordingUrl": recording_url,
-                "RecordingDuration": "2",
-                "RecordingStatus": "completed",
-            },
-        )
+        form = {
+            "RecordingSid": sid,
+            "RecordingUrl": recording_url,
+            "RecordingDuration": "2",
+            "RecordingStatus": "completed",
+        }
+        if hung_up:
+            form["Digits"] = "hangup"
+        return verb.get("action", ""), form
