@@ -225,4 +225,21 @@ class PhoneCallerRow(Base):
     updated_at: Mapped[datetime]
 
 
+class PhoneRecordingRow(Base):
+    """A message left by a caller, by its recording: Twilio may not serve a recording yet when
+    it posts the <Record>'s action, so the message waits here for the recording status callback;
+    once posted (by either request) it is done, and the other request posts nothing."""
+
+    __tablename__ = "phone_recordings"
+
+    recording: Mapped[str] = mapped_column(String(64), primary_key=True)  # Twilio's RecordingSid
+    call: Mapped[str] = mapped_column(String(64))
+    number: Mapped[str] = mapped_column(String(64))  # who left it
+    agent: Mapped[str] = mapped_column(String(255))  # whom it is for
+    url: Mapped[str] = mapped_column(String(1000))  # Twilio's RecordingUrl
+    turn: Mapped[int] = mapped_column(Integer)  # the prompt it answered, in the transcript
+    done: Mapped[int] = mapped_column(Integer)  # 0 waiting, 1 posted, 2 known lost (logged)
+    updated_at: Mapped[datetime]
+
+
 metadata = Base.metadata

@@ -44,6 +44,7 @@ from agentcomms.store.engine import (
 )
 from agentcomms.store.guards import Guards
 from agentcomms.store.phone_callers import PhoneCallers
+from agentcomms.store.phone_recordings import PhoneRecordings
 from agentcomms.store.records import from_row, row_values
 from agentcomms.store.schema import (
     AgentRow,
@@ -68,7 +69,7 @@ def _shown_to_agent() -> ColumnElement[bool]:
     return EventRow.status != "rejected"
 
 
-class Store(ApprovalPosts, ChatSenders, Changes, Directory, Guards, PhoneCallers):
+class Store(ApprovalPosts, ChatSenders, Changes, Directory, Guards, PhoneCallers, PhoneRecordings):
     """Events, agents, channels and calls in a SQL database (SQLite file or PostgreSQL).
 
     ``store = await Store.open(url)`` (or ``async with await Store.open(url) as store``). The
