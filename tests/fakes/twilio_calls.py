@@ -11,8 +11,13 @@ holds, then, when the scripted human's next answer is a :class:`Press`, posts it
 action as Twilio does (``Digits``); a None hangs up there; otherwise it times out and the call
 goes on to the next verb. A :class:`HangsUp` at a ``<Record>`` is a message said and then hung up
 on: Twilio still posts the recording to the action (``Digits=hangup``) and ignores what it is
-told, before or (``after_end``) only after the call's end was reported, as the test says when. A call coming in reports its end to the number's status callback, as
-a call placed does to its own. Every request it makes to us is signed exactly as Twilio signs
+told, before or (``after_end``) only after the call's end was reported, as the test says when. A recording is served once Twilio has processed it: at once here,
+unless ``slow_recordings`` (then it 404s, as Twilio's may for a moment, until the test says it
+was processed, :meth:`FakeTwilioCalls.recordings_processed`); a ``<Record>`` with a
+``recordingStatusCallback`` is then told (``RecordingStatus`` completed, or absent when nothing
+came of it) for the events it asked (``recordingStatusCallbackEvent``, completed by default),
+right after its action, or (``late_recording_callbacks``) when the test says. A call coming in reports its end to the number's status callback, as a call
+placed does to its own. Every request it makes to us is signed exactly as Twilio signs
 (``RequestValidator.compute_signature`` over the URL given).
 """
 
@@ -83,6 +88,10 @@ class FakeCall:
     done: asyncio.Event = field(default_factory=asyncio.Event)
     # Requests Twilio still owes us once the call's end was reported: (url, form).
     late: list[tuple[str, dict[str, str]]] = field(default_factory=list)
+    # Recordings still being processed: (sid, their audio, the <Record> verb, its action's form).
+    processing: list[tuple[str, bytes, ET.Element, dict[str, str]]] = field(default_factory=list)
+    # Each recording status callback sent: (its URL, its form, our HTTP status).
+    recording_callbacks: list[tuple[str, dict[str, str], int]] = field(default_factory=list)
 
 
 class FakeTwilioCalls:
@@ -93,6 +102,11 @@ class FakeTwilioCalls:
         self.answers: list[str | Press | HangsUp | None] = []
         self.calls: dict[str, FakeCall] = {}
         self.recordings: dict[str, bytes] = {}
+        # Recordings are processed only when the test says so: till then they 404.
+        self.slow_recordings = False
+        # Recordings served at once, but their status callbacks sent only when the test says.
+        self.late_recording_callbacks = False
+        self.not_ready: list[str] = []  # recordings fetched before they were served (404)
         self.problems: list[str] = []  # what a real Twilio would have refused or failed at
         self._tasks: set[asyncio.Task[None]] = set()
         base = "/2010-04-01/Accounts/{account}"
@@ -176,8 +190,12 @@ class FakeTwilioCalls:
     async def _recording(self, request: Request) -> Response:
         if not self._authorized(request):
             return Response(status_code=401)
-        data = self.recordings.get(request.path_params["sid"])
-        return Response(data, media_type="audio/x-wav") if data else Response(status_code=404)
+        sid = request.path_params["sid"]
+        data = self.recordings.get(sid)
+        if data is None:
+            self.not_ready.append(sid)
+            return Response(status_code=404)
+        return Response(data, media_type="audio/x-wav")
 
     # ---- the phone network --------------------------------------------------------------------
 
@@ -201,10 +219,44 @@ class FakeTwilioCalls:
         while call.late:
             url, form = call.late.pop(0)
             await self._post(call, url, form)
+        if not (self.slow_recordings or self.late_recording_callbacks):
+            await self.recordings_processed(call)
+
+    async def recordings_processed(self, call: FakeCall, status: str = "completed") -> None:
+        """Twilio is done processing the call's recordings: each is served (completed) or never
+        will be (absent), and its <Record>'s recording status callback is told, if it asked."""
+        while call.processing:
+            sid, audio, verb, form = call.processing.pop(0)
+            if status == "completed":
+                self.recordings[sid] = audio
+            callback = verb.get("recordingStatusCallback", "")
+            events = verb.get("recordingStatusCallbackEvent", "completed").split()
+            if not callback or status not in events:
+                continue
+            told = {
+                "AccountSid": self.account_sid,
+                "CallSid": call.sid,
+                "RecordingSid": sid,
+                "RecordingUrl": form["RecordingUrl"],
+                "RecordingStatus": status,
+                "RecordingDuration": form["RecordingDuration"] if status == "completed" else "0",
+                "RecordingChannels": "1",
+                "RecordingSource": "RecordVerb",
+            }
+            response = await self._signed_post(callback, told)
+            call.recording_callbacks.append((callback, told, response.status_code))
 
     async def report_end(self, call: FakeCall) -> None:
         """Report the call's end to its status callback again, as Twilio may."""
         await self._status(call, call.status, CallDuration=call.duration or "0")
+
+    async def _signed_post(self, url: str, form: dict[str, str]) -> httpx.Response:
+        signature = RequestValidator(self.auth_token).compute_signature(url, form)
+        async with httpx.AsyncClient(timeout=30) as client:
+            response = await client.post(url, data=form, headers={"X-Twilio-Signature": signature})
+        if response.status_code >= 400:
+            self.problems.append(f"{url}: HTTP {response.status_code} {response.text}")
+        return response
 
     async def _post(self, call: FakeCall, url: str, params: dict[str, str]) -> str:
         form = {
@@ -216,12 +268,7 @@ class FakeTwilioCalls:
             "CallStatus": call.status,
             **params,
         }
-        signature = RequestValidator(self.auth_token).compute_signature(url, form)
-        async with httpx.AsyncClient(timeout=30) as client:
-            response = await client.post(url, data=form, headers={"X-Twilio-Signature": signature})
-        if response.status_code >= 400:
-            self.problems.append(f"{url}: HTTP {response.status_code} {response.text}")
-        return response.text
+        return (await self._signed_post(url, form)).text
 
     async def _dial(self, call: FakeCall) -> None:
         try:
@@ -311,15 +358,19 @@ class FakeTwilioCalls:
                     if answer is None:  # the human hangs up
                         return
                     if isinstance(answer, HangsUp):
-                        url, form = await self._recorded(verb, answer.words, hung_up=True)
+                        url, form = await self._recorded(call, verb, answer.words, hung_up=True)
                         if answer.after_end:
                             call.late.append((url, form))
                         else:
                             await self._post(call, url, form)  # its answer plays to nobody
+                            if not (self.slow_recordings or self.late_recording_callbacks):
+                                await self.recordings_processed(call)
                         return
                     assert isinstance(answer, str)
-                    url, form = await self._recorded(verb, answer)
+                    url, form = await self._recorded(call, verb, answer)
                     next_document = await self._post(call, url, form)
+                    if not (self.slow_recordings or self.late_recording_callbacks):
+                        await self.recordings_processed(call)
                     break
             if next_document is None:
                 return
@@ -369,13 +420,13 @@ class FakeTwilioCalls:
         call.played.append(url)
 
     async def _recorded(
-        self, verb: ET.Element, answer: str, *, hung_up: bool = False
+        self, call: FakeCall, verb: ET.Element, answer: str, *, hung_up: bool = False
     ) -> tuple[str, dict[str, str]]:
         """The human's words recorded: the request to the Record's action that brings them
-        (``Digits`` says how the recording ended: "hangup" when the caller hung up)."""
+        (``Digits`` says how the recording ended: "hangup" when the caller hung up). The
+        recording itself is being processed (served once it was)."""
         audio, _ = await EspeakSpeech().synthesize(answer)
         sid = "RE" + secrets.token_hex(16)
-        self.recordings[sid] = audio
         recording_url = f"{self.base_url}/2010-04-01/Accounts/{self.account_sid}/Recordings/{sid}"
         form = {
             "RecordingSid": sid,
@@ -385,4 +436,7 @@ class FakeTwilioCalls:
         }
         if hung_up:
             form["Digits"] = "hangup"
+        call.processing.append((sid, audio, verb, form))
+        if not self.slow_recordings:  # served at once; its status callback follows the action
+            self.recordings[sid] = audio
         return verb.get("action", ""), form
