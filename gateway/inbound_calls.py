@@ -38,15 +38,21 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from agentcomms.config import Config
+from agentcomms.models import utcnow
+from agentcomms.store.phone_recordings import PhoneRecording
+from agentcomms.voice.audio import turn_audio_name
 from agentcomms.voice.callsystem.twilio import TWILIO_API, MediaSigner, call_end, signed_form
 from agentcomms.voice.stt import stt_chain, stt_provider
 from agentcomms.voice.tts import tts_chain, tts_provider
-from gateway.phone_menu import OneAtATime, PhoneMenu, Prompt
+from gateway.phone_menu import Left, OneAtATime, PhoneMenu, Prompt
 
 log = logging.getLogger(__name__)
 
 INBOUND_PATH = "/webhooks/twilio/voice"
 STATUS_PATH = f"{INBOUND_PATH}/status"  # never a menu step: its route comes first
+RECORDING_PATH = f"{INBOUND_PATH}/recording"  # a <Record>'s recording status callback, likewise
+# Twilio's final words on a recording; "completed" is the one that can be fetched.
+RECORDING_EVENTS = "completed absent"
 MESSAGE_MAX_S = 120
 # Twilio waits 15 s for a webhook's answer: a provider slower than this gives way to the next.
 SPEAK_WITHIN_S = 5
@@ -75,6 +81,7 @@ class InboundCalls:
         return [
             Route(INBOUND_PATH, self._incoming, methods=["POST"]),
             Route(STATUS_PATH, self._status, methods=["POST"]),
+            Route(RECORDING_PATH, self._recording, methods=["POST"]),
             Route(f"{INBOUND_PATH}/{{step}}", self._step, methods=["POST"]),
         ]
 
@@ -96,18 +103,102 @@ class InboundCalls:
             return PlainTextResponse("forbidden: bad or missing X-Twilio-Signature", 403)
         step = request.path_params["step"]
         query = dict(request.query_params)
-        call, audio, hung_up = form.get("CallSid", ""), None, False
+        call, audio, hung_up, fetched = form.get("CallSid", ""), None, False, False
+        left: Left = "heard"
         async with self._one_at_a_time(call):
             if step == "message":
-                heard, audio = await self._transcribe(call, form.get("RecordingUrl", ""))
+                heard, audio, left = await self._left(call, form, query.get("agent", ""))
+                fetched = left == "heard" and audio is not None
                 # A recording ended by the caller hanging up: what we answer plays to nobody.
                 hung_up = form.get("Digits") == "hangup"
             else:
                 heard = form.get("Digits") or form.get("SpeechResult") or ""
             prompt = await self._menu.answer(
-                call, step, heard, query=query, audio=audio, speak=self._speak, hung_up=hung_up
+                call,
+                step,
+                heard,
+                query=query,
+                audio=audio,
+                speak=self._speak,
+                hung_up=hung_up,
+                left=left,
             )
+            if fetched and (sid := form.get("RecordingSid", "")):  # its callback posts nothing
+                await self._done(sid, PhoneRecording(call, "", "", "", 0))
         return self._twiml(prompt)
+
+    async def _left(
+        self, call: str, form: dict[str, str], agent: str
+    ) -> tuple[str, str | None, Left]:
+        """A message's recording, at the <Record>'s action: its words and where its sound is
+        kept, when Twilio serves it already; else it waits (kept in the projection, with whom it
+        is for) for the recording status callback, and the caller is told it was taken."""
+        sid, url = form.get("RecordingSid", ""), form.get("RecordingUrl", "")
+        store = self._menu.store
+        kept = await store.recording(sid) if sid else None
+        if kept is not None and kept.done:  # its recording status callback came first
+            return "", None, "heard" if kept.lost else "sent"
+        caller = await store.caller(call)
+        if caller is None or not self._ours(url):
+            return "", None, "heard"
+        data = await self._fetch(url)
+        if data is not None:
+            heard, audio = await self._hear(call, caller.turn, data)
+            return heard, audio, "heard"
+        if not sid:  # nothing to wait for: Twilio always names its recordings
+            return "", None, "heard"
+        left = PhoneRecording(call, caller.number, agent, url, caller.turn)
+        await store.keep_recording(sid, left, utcnow())
+        log.info("inbound call %s: recording %s not ready yet; the message waits for it", call, sid)
+        return "", None, "awaited"
+
+    async def _recording(self, request: Request) -> Response:
+        """Twilio's recording status callback for a message's <Record>: the recording is ready
+        (completed) or will never be (absent). A message still waiting for it is posted now, or
+        said lost in the call's transcript and the log; one posted already is left alone."""
+        form = await signed_form(request, self._phone, self._public_url)
+        if form is None:
+            return PlainTextResponse("forbidden: bad or missing X-Twilio-Signature", 403)
+        call, sid = form.get("CallSid", ""), form.get("RecordingSid", "")
+        status, url = form.get("RecordingStatus", ""), form.get("RecordingUrl", "")
+        if not (call and sid) or status in ("in-progress", "processing"):
+            return Response(status_code=204)
+        async with self._one_at_a_time(call):
+            left = await self._menu.store.recording(sid)
+            if left is None:  # came before the <Record>'s action: the caller still awaits it
+                caller = await self._menu.store.caller(call)
+                if caller is None or caller.awaits != "message":
+                    return Response(status_code=204)  # not a message of ours
+                agent = request.query_params.get("agent", "")
+                left = PhoneRecording(call, caller.number, agent, url, caller.turn)
+            if left.done:
+                return Response(status_code=204)
+            if status != "completed":
+                log.error(
+                    "inbound call %s: the message for %s could not be fetched: recording %s is %s",
+                    call,
+                    left.agent,
+                    sid,
+                    status or "unknown",
+                )
+                self._menu.message_lost(call, left.agent, left.turn, f"the recording is {status}")
+                left.lost = True
+                await self._done(sid, left)
+                return Response(status_code=204)
+            data = await self._fetch(left.url or url) if self._ours(left.url or url) else None
+            if data is None:  # still not served: kept, Twilio may send this again
+                log.warning("inbound call %s: recording %s completed but not served", call, sid)
+                return PlainTextResponse("the recording could not be fetched yet", 503)
+            heard, audio = await self._hear(call, left.turn, data)
+            if not heard:
+                log.warning("inbound call %s: the message for %s had no words", call, left.agent)
+            await self._menu.message_later(call, left.number, left.agent, left.turn, heard, audio)
+            await self._done(sid, left)
+        return Response(status_code=204)
+
+    async def _done(self, sid: str, left: PhoneRecording) -> None:
+        left.done = True
+        await self._menu.store.keep_recording(sid, left, utcnow())
 
     async def _status(self, request: Request) -> Response:
         """The call is over, as Twilio says (completed, busy, no-answer, canceled, failed)."""
@@ -147,14 +238,19 @@ class InboundCalls:
         if prompt.expect == "end":
             return _xml(words, "<Hangup/>")
         url = f"{self._public_url}{INBOUND_PATH}/{prompt.step}"
-        if prompt.query:
-            url += "?" + "&".join(f"{k}={v}" for k, v in prompt.query.items())
-        action = quoteattr(url)
+        query = "&".join(f"{k}={v}" for k, v in prompt.query.items())
+        query = f"?{query}" if query else ""
+        action = quoteattr(url + query)
         if prompt.expect == "message":
+            # The recording may not be served yet when Twilio posts the action: its status
+            # callback (which names whom the message is for too) says when it is.
+            ready = quoteattr(f"{self._public_url}{RECORDING_PATH}{query}")
             return _xml(
                 words,
                 f'<Record action={action} method="POST" maxLength="{MESSAGE_MAX_S}" '
-                'finishOnKey="#" playBeep="true" trim="trim-silence"/>',
+                'finishOnKey="#" playBeep="true" trim="trim-silence" '
+                f'recordingStatusCallback={ready} recordingStatusCallbackMethod="POST" '
+                f'recordingStatusCallbackEvent="{RECORDING_EVENTS}"/>',
                 "<Hangup/>",
             )
         digits, finish = (12, ' finishOnKey="#"') if prompt.expect == "pin" else (1, "")
@@ -164,26 +260,36 @@ class InboundCalls:
             "<Hangup/>",
         )
 
-    async def _transcribe(self, call: str, url: str) -> tuple[str, str | None]:
-        """The recording's words, by the STT chain (the first provider that hears them), and
-        where its sound is kept (the console plays it)."""
+    def _ours(self, url: str) -> bool:
+        """A recording of our Twilio account's (we send it our credentials)."""
+        return url.startswith((self._phone.base_url or TWILIO_API).rstrip("/") + "/")
+
+    async def _fetch(self, url: str) -> bytes | None:
+        """The recording's sound; None while Twilio does not serve it (404 until it is ready,
+        or a transient failure)."""
         phone = self._phone
-        if not url.startswith((phone.base_url or TWILIO_API).rstrip("/")):
-            return "", None
         assert phone.account_sid is not None and phone.auth_token is not None
-        async with httpx.AsyncClient(timeout=30) as client:
-            got = await client.get(
-                url + ".wav", auth=(phone.account_sid, phone.auth_token.get_secret_value())
-            )
+        auth = (phone.account_sid, phone.auth_token.get_secret_value())
+        try:
+            async with httpx.AsyncClient(timeout=30) as client:
+                got = await client.get(url + ".wav", auth=auth)
+        except httpx.HTTPError as exc:
+            log.warning("inbound message: recording %s not fetched: %s", url, exc)
+            return None
         if got.status_code != 200:
-            return "", None
+            log.info("inbound message: recording %s: HTTP %s", url, got.status_code)
+            return None
+        return got.content
+
+    async def _hear(self, call: str, turn: int, data: bytes) -> tuple[str, str | None]:
+        """The recording's words, by the STT chain (the first provider that hears them), and
+        where its sound is kept (the console plays it), beside the prompt `turn` it answered."""
         kept = None
-        if (name := await self._menu.recording_name(call)) is not None:
-            with contextlib.suppress(ValueError, OSError):  # a call id no file may be named by
-                kept = self._menu.audio.write(name, got.content).name
+        with contextlib.suppress(ValueError, OSError):  # a call id no file may be named by
+            kept = self._menu.audio.write(turn_audio_name(call, turn, "human"), data).name
         for provider in stt_chain(self._cfg):
             try:
-                text = await stt_provider(provider, self._cfg).transcribe(got.content, "audio/wav")
+                text = await stt_provider(provider, self._cfg).transcribe(data, "audio/wav")
             except Exception as exc:  # the next provider of the chain
                 log.warning("inbound message: %s did not hear it: %s", provider, exc)
                 continue

@@ -52,6 +52,10 @@ Post = Callable[[Event], Awaitable[str]]
 # directory; the name it kept (None: the phone says the words itself).
 Speak = Callable[[str, str], Awaitable[str | None]]
 Expect = Literal["pin", "key", "message", "end"]
+# A message's recording at the answer to its prompt: heard (its words are the answer), not
+# fetched yet (the phone brings it later: :meth:`PhoneMenu.message_later`), or sent already (the
+# phone brought it first).
+Left = Literal["heard", "awaited", "sent"]
 
 
 @dataclass
@@ -93,6 +97,10 @@ class PhoneMenu:
         self._post = post
         self.audio = AudioStore(cfg.voice.audio_root())
 
+    @property
+    def store(self) -> Store:
+        return self._store
+
     async def start(
         self, call: str, number: str, *, admitted: bool = False, speak: Speak | None = None
     ) -> Prompt:
@@ -115,17 +123,20 @@ class PhoneMenu:
         audio: str | None = None,
         speak: Speak | None = None,
         hung_up: bool = False,
+        left: Left = "heard",
     ) -> Prompt:
         """The answer to the prompt of `step` (`audio`: the recording it was heard in, in the
-        audio directory; `hung_up`: the phone says the caller hung up as they gave it): the next
-        prompt."""
+        audio directory; `hung_up`: the phone says the caller hung up as they gave it; `left`:
+        where a message's recording is): the next prompt."""
         caller = await self._store.caller(call)
         if caller is None:
             return _end("This call is not known here any more. Goodbye.")
-        self._transcribed(call, caller.turn, "human", "(a PIN)" if step == "pin" else heard, audio)
+        if left == "heard":  # else its words are written once its recording came
+            said = "(a PIN)" if step == "pin" else heard
+            self._transcribed(call, caller.turn, "human", said, audio)
         query = query or {}
         if hung_up or await self._ended(call):
-            return await self._last_words(call, caller, step, query, heard)
+            return await self._last_words(call, caller, step, query, heard, left)
         if step == "pin":
             prompt = await self._pin(call, caller, heard)
         elif not caller.admitted:
@@ -137,7 +148,7 @@ class PhoneMenu:
         elif step == "agent":
             prompt = self._agent(heard)
         elif step == "message":
-            prompt = await self._message(caller, query.get("agent", ""), heard)
+            prompt = await self._message(caller, query.get("agent", ""), heard, left)
         else:
             prompt = _end()
         return await self._told(call, caller, prompt, speak)
@@ -168,10 +179,21 @@ class PhoneMenu:
             await self._store.forget_caller(call)
         return True
 
-    async def recording_name(self, call: str) -> str | None:
-        """Where the caller's recorded answer to the current prompt is kept."""
-        caller = await self._store.caller(call)
-        return turn_audio_name(call, caller.turn, "human") if caller else None
+    async def message_later(
+        self, call: str, number: str, agent: str, turn: int, text: str, audio: str | None
+    ) -> None:
+        """A message whose recording the phone brought after the caller was told it was taken
+        (the call may be over by then): its words go into the call's transcript where the caller
+        said them (prompt `turn`) and to its agent, as any message does."""
+        self._transcribed(call, turn, "human", text.strip() or "(no words heard)", audio)
+        if agent in self._agents() and text.strip():
+            await self._post(_message_event(number, agent, text))
+
+    def message_lost(self, call: str, agent: str, turn: int, why: str) -> None:
+        """A message the caller was told was taken, whose recording never became available:
+        the call's transcript says so where the caller left it."""
+        said = f"(a message for {agent}, whose recording could not be fetched: {why})"
+        self._transcribed(call, turn, "human", said, None)
 
     # ---- the call's record -------------------------------------------------------------------
 
@@ -212,13 +234,19 @@ class PhoneMenu:
         return row is not None and row.status not in ACTIVE_STATUSES
 
     async def _last_words(
-        self, call: str, caller: PhoneCaller, step: str, query: dict[str, str], heard: str
+        self,
+        call: str,
+        caller: PhoneCaller,
+        step: str,
+        query: dict[str, str],
+        heard: str,
+        left: Left,
     ) -> Prompt:
         """An answer given as the caller hung up, or come after the call's end: a message still
         goes to its agent, once (the call's progress goes with it); nobody is left to hear more,
         so nothing more is told and the call's row stays as it is (ended by the phone's word)."""
         if step == "message" and caller.admitted:
-            await self._message(caller, query.get("agent", ""), heard)
+            await self._message(caller, query.get("agent", ""), heard, left)
         await self._store.forget_caller(call)
         return _end()
 
@@ -303,25 +331,16 @@ class PhoneMenu:
             {"agent": agent},
         )
 
-    async def _message(self, caller: PhoneCaller, agent: str, text: str) -> Prompt:
+    async def _message(self, caller: PhoneCaller, agent: str, text: str, left: Left) -> Prompt:
         if agent not in self._agents():
             return _end()
-        if not text.strip():
-            return self._menu_prompt(caller, "Your message could not be heard. ")
-        event = Event(
-            id=new_event_id(),
-            agent_id=agent,
-            channel_id=f"phone:{caller.number}",
-            type="human_message",
-            role="human",
-            payload={
-                "text": f"[phone call from {caller.number}] {text.strip()}",
-                "provider": "phone",
-                "sender_id": caller.number,
-                "sender_name": caller.number,
-            },
-        )
-        await self._post(event)
+        if left == "awaited":
+            before = f"Your message was recorded; it will reach {agent} shortly. "
+            return self._menu_prompt(caller, before)
+        if left == "heard":
+            if not text.strip():
+                return self._menu_prompt(caller, "Your message could not be heard. ")
+            await self._post(_message_event(caller.number, agent, text))
         return self._menu_prompt(caller, f"Your message for {agent} was sent. ")
 
     async def _replies(self) -> str:
@@ -348,6 +367,23 @@ class PhoneMenu:
                 created_at=utcnow(),
             )
         )
+
+
+def _message_event(number: str, agent: str, text: str) -> Event:
+    """A caller's message, for the agent's mailbox like a chat message."""
+    return Event(
+        id=new_event_id(),
+        agent_id=agent,
+        channel_id=f"phone:{number}",
+        type="human_message",
+        role="human",
+        payload={
+            "text": f"[phone call from {number}] {text.strip()}",
+            "provider": "phone",
+            "sender_id": number,
+            "sender_name": number,
+        },
+    )
 
 
 def _first_digit(heard: str) -> str:

@@ -7,6 +7,7 @@ words are our TTS chain's, played from our signed audio URLs."""
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -341,3 +342,139 @@ async def test_a_message_recorded_after_the_calls_end_reaches_the_agent(
     assert last.audio is not None and audio.read(last.audio)[:4] == b"RIFF"
     await twilio_voice.report_end(call)  # said again: the message is not sent again
     assert await _read_by(stack, agent) == []
+
+
+def _recording_statuses(call: FakeCall) -> list[tuple[str, int]]:
+    """The recording status callbacks Twilio sent for the call, with what we answered."""
+    return [(form["RecordingStatus"], code) for _, form, code in call.recording_callbacks]
+
+
+async def test_a_message_whose_recording_is_not_served_yet_reaches_the_agent_once(
+    stack: Stack, twilio_voice: FakeTwilioCalls, agent: str
+) -> None:
+    # Twilio posts the <Record>'s action before it serves the recording (404 for now).
+    twilio_voice.slow_recordings = True
+    call = await twilio_voice.incoming(
+        HUMAN,
+        _webhook(stack),
+        [Press(PIN), Press("3"), Press("1"), "ship it on friday"],
+        status_callback=_status_callback(stack),
+    )
+    assert twilio_voice.not_ready  # we asked for it at the action, and it was not there
+    said = " ".join(_spoken(stack, call))
+    assert f"Your message was recorded; it will reach {agent} shortly." in said
+    assert "could not be heard" not in said
+    assert await _read_by(stack, agent) == []
+    # What the message waits with is in the projection, not in the gateway's memory.
+    await stack.restart_gateway()
+    await twilio_voice.recordings_processed(call)
+    assert _recording_statuses(call) == [("completed", 204)]
+    assert twilio_voice.problems == []
+    assert await _read_by(stack, agent) == [f"[phone call from {HUMAN}] ship it on friday"]
+    audio = AudioStore(stack.cfg.voice.audio_root())
+    left = next(t for t in audio.transcript(call.sid) if t.text == "ship it on friday")
+    assert left.speaker == "human" and left.audio is not None
+    assert audio.read(left.audio)[:4] == b"RIFF"
+    # Twilio may send the callback again: the message is not posted again.
+    [(url, form, _)] = call.recording_callbacks
+    async with httpx.AsyncClient() as client:
+        again = await client.post(
+            url, data=form, headers={"X-Twilio-Signature": twilio_voice.signature(url, form)}
+        )
+    assert again.status_code == 204
+    assert await _read_by(stack, agent) == []
+
+
+async def test_a_message_served_at_once_is_not_posted_again_by_its_recording_callback(
+    stack: Stack, twilio_voice: FakeTwilioCalls, agent: str
+) -> None:
+    call = await twilio_voice.incoming(
+        HUMAN, _webhook(stack), [Press(PIN), Press("3"), Press("1"), "ship it on friday"]
+    )
+    assert f"Your message for {agent} was sent." in " ".join(_spoken(stack, call))
+    # Both the action and the recording status callback brought a usable recording.
+    assert twilio_voice.not_ready == []
+    assert _recording_statuses(call) == [("completed", 204)]
+    assert twilio_voice.problems == []
+    assert await _read_by(stack, agent) == [f"[phone call from {HUMAN}] ship it on friday"]
+
+
+async def test_a_recording_callback_that_comes_late_posts_nothing_again(
+    stack: Stack, twilio_voice: FakeTwilioCalls, agent: str
+) -> None:
+    # The first message's recording is served at the action, and posted; its status callback
+    # comes only once the caller is recording a second one, hung up on after the call's end.
+    twilio_voice.late_recording_callbacks = True
+    call = await twilio_voice.incoming(
+        HUMAN,
+        _webhook(stack),
+        [
+            Press(PIN),
+            Press("3"),
+            Press("1"),
+            "ship it on friday",
+            Press("3"),
+            Press("1"),
+            HangsUp("call me later", after_end=True),
+        ],
+        status_callback=_status_callback(stack),
+    )
+    await twilio_voice.recordings_processed(call)
+    await twilio_voice.send_late(call)
+    await twilio_voice.recordings_processed(call)
+    assert _recording_statuses(call) == [("completed", 204), ("completed", 204)]
+    assert twilio_voice.problems == []
+    assert await _read_by(stack, agent) == [
+        f"[phone call from {HUMAN}] ship it on friday",
+        f"[phone call from {HUMAN}] call me later",
+    ]
+
+
+async def test_a_forged_recording_callback_gets_403_and_posts_nothing(
+    stack: Stack, twilio_voice: FakeTwilioCalls, agent: str
+) -> None:
+    twilio_voice.slow_recordings = True
+    call = await twilio_voice.incoming(
+        HUMAN, _webhook(stack), [Press(PIN), Press("3"), Press("1"), "ship it on friday"]
+    )
+    [(sid, recorded, _, action)] = call.processing
+    twilio_voice.recordings[sid] = recorded  # served now: only the callback is missing
+    url = f"{_webhook(stack)}/recording?agent={agent}"
+    form = {
+        "AccountSid": twilio_voice.account_sid,
+        "CallSid": call.sid,
+        "RecordingSid": sid,
+        "RecordingUrl": action["RecordingUrl"],
+        "RecordingStatus": "completed",
+    }
+    async with httpx.AsyncClient() as client:
+        forged = await client.post(url, data=form, headers={"X-Twilio-Signature": "forged"})
+    assert forged.status_code == 403
+    assert await _read_by(stack, agent) == []
+    waiting = await stack.store.recording(sid)
+    assert waiting is not None and not waiting.done
+    # Twilio's own callback brings it, once.
+    await twilio_voice.recordings_processed(call)
+    assert _recording_statuses(call) == [("completed", 204)]
+    assert await _read_by(stack, agent) == [f"[phone call from {HUMAN}] ship it on friday"]
+
+
+async def test_a_message_whose_recording_never_came_is_said_lost(
+    stack: Stack, twilio_voice: FakeTwilioCalls, agent: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    twilio_voice.slow_recordings = True
+    call = await twilio_voice.incoming(
+        HUMAN, _webhook(stack), [Press(PIN), Press("3"), Press("1"), "ship it on friday"]
+    )
+    [(sid, _, _, _)] = call.processing
+    with caplog.at_level(logging.ERROR, logger="gateway.inbound_calls"):
+        await twilio_voice.recordings_processed(call, "absent")
+    assert _recording_statuses(call) == [("absent", 204)]
+    assert await _read_by(stack, agent) == []
+    turns = AudioStore(stack.cfg.voice.audio_root()).transcript(call.sid)
+    lost = f"(a message for {agent}, whose recording could not be fetched: the recording is absent)"
+    assert [t.speaker for t in turns if t.text == lost] == ["human"]
+    assert any(
+        f"the message for {agent} could not be fetched" in r.getMessage() and sid in r.getMessage()
+        for r in caplog.records
+    )
