@@ -18,6 +18,14 @@ whichever order Twilio sends them. That recording may come after the call's end 
 ends awaiting a message keeps its progress until the recording came (:mod:`gateway.phone_menu`),
 so the message still reaches its agent.
 
+Twilio may not serve a recording yet when it posts the ``<Record>``'s action (it 404s for a
+moment): the caller is told the message was taken, and the message waits in the projection
+(:mod:`agentcomms.store.phone_recordings`, by the recording's sid, with whom it is for) for the
+``<Record>``'s recording status callback, ``/webhooks/twilio/voice/recording``, which says the
+recording is ready (then it is posted) or absent (then the transcript and the log say the
+message could not be fetched). Each recording is marked done once handled, and both requests are
+taken one at a time with the call's others, so its message is posted once whichever comes first.
+
 The prompts are spoken by our TTS chain, as a call we place is: the audio goes into the call's
 folder of the audio directory, beside its transcript (:mod:`gateway.phone_menu` keeps both), and
 Twilio plays it from a short-lived signed URL; Twilio's own ``<Say>`` only when no provider of the

@@ -20,6 +20,8 @@ A message may be the caller's last words: hung up on instead of ended with #, Tw
 its recording, and may do so after it said the call was over. A call that ends while its prompt
 awaits a message keeps its progress until the recording came; whenever the recording comes
 after the caller hung up, the message goes to its agent and the call tells nobody anything more.
+A recording the phone cannot fetch yet is a message taken all the same: the caller hears it will
+reach the agent shortly, and the phone brings its words later (:meth:`PhoneMenu.message_later`).
 """
 
 from __future__ import annotations

@@ -2,7 +2,9 @@
 caller with the PIN hears the pending requests and answers them, and leaves a message for an
 agent; a wrong PIN, a stranger and a forged webhook get nothing; a caller who hangs up mid-menu
 ends the call when Twilio's status callback says so, and a message said just before hanging up
-reaches the agent whichever of the recording and the call's end Twilio sends first. The call's
+reaches the agent whichever of the recording and the call's end Twilio sends first. A recording
+Twilio does not serve yet at the <Record>'s action is posted once its recording status callback
+says it is ready, once whichever of the two brought it; an absent one is said lost. The call's
 words are our TTS chain's, played from our signed audio URLs."""
 
 from __future__ import annotations
