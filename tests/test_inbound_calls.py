@@ -432,6 +432,27 @@ async def test_a_recording_callback_that_comes_late_posts_nothing_again(
     ]
 
 
+async def test_a_recording_callback_before_the_action_posts_the_message_once(
+    stack: Stack, twilio_voice: FakeTwilioCalls, agent: str
+) -> None:
+    # The caller hangs up on the message; Twilio reports the call's end, then says the
+    # recording is ready, and only then posts the <Record>'s action.
+    twilio_voice.slow_recordings = True
+    call = await twilio_voice.incoming(
+        HUMAN,
+        _webhook(stack),
+        [Press(PIN), Press("3"), Press("1"), HangsUp("ship it on friday", after_end=True)],
+        status_callback=_status_callback(stack),
+    )
+    await twilio_voice.recordings_processed(call)
+    assert _recording_statuses(call) == [("completed", 204)]
+    assert await _read_by(stack, agent) == [f"[phone call from {HUMAN}] ship it on friday"]
+    await twilio_voice.send_late(call)
+    assert twilio_voice.problems == []
+    assert await _read_by(stack, agent) == []  # the action posted nothing more
+    assert await stack.store.caller(call.sid) is None  # nothing left waiting
+
+
 async def test_a_forged_recording_callback_gets_403_and_posts_nothing(
     stack: Stack, twilio_voice: FakeTwilioCalls, agent: str
 ) -> None:
