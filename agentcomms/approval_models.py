@@ -13,6 +13,9 @@ from pydantic import BaseModel, Field
 # timeout: no answer in time (then the request's on_timeout says what the hook does);
 # answer: a question answered, with the chosen label or the human's own words.
 Behavior = Literal["allow", "allow_session", "deny", "terminal", "timeout", "answer"]
+# A "terminal" decision's message when the agent dropped the call in its pane (Gemini CLI's Esc):
+# nobody answered it there, the call is gone. The hook (standard library only) spells it too.
+CANCELED_IN_TERMINAL = "canceled in the terminal"
 OnTimeout = Literal["terminal", "deny"]
 # permission: may the agent use a tool; question: the agent asks the human something (Claude
 # Code's AskUserQuestion), with options to choose from; plan: may the agent stop planning and

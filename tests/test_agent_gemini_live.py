@@ -344,3 +344,39 @@ async def test_a_message_waits_while_the_asking_hook_waits_and_is_typed_after(
     assert done.returncode == 0, done.stderr
     await gemini.wait_for_screen("Patient made.")
     assert await model.wait_for_human("rest") == f"{SENT_HEADER}when you can, rest"
+
+
+async def test_a_call_cancelled_by_esc_closes_its_approval_and_a_late_allow_is_refused(
+    setup: Setup,
+) -> None:
+    """Gemini neither signals nor ends the waiting hook on Esc, and sends no hook event: the
+    hook reads Gemini's "Request cancelled." in the session's transcript and closes the
+    approval, so the chat's buttons go and an allow afterwards allows nothing."""
+    gemini, model, telegram = setup.gemini, setup.gemini.model, setup.telegram
+    await gemini.wait_ready()
+    model.on("make the abandoned file", shell("touch abandoned.txt"), text("Abandoned made."))
+    seen = len(model.tool_results)
+    await gemini.type("make the abandoned file")
+    approval = await eventually(setup.approval, timeout=30)
+    posted = await eventually(lambda: telegram.request_for(approval["id"]), timeout=30)
+
+    pressed = asyncio.get_running_loop().time()
+    await gemini.keys("Escape")
+
+    waited = await setup.stack.call("approval_wait", id=approval["id"], wait_s=30)
+    print(f"closed {asyncio.get_running_loop().time() - pressed:.1f} s after Esc")
+    assert waited["status"] == "decided", waited
+    assert waited["behavior"] == "terminal"
+    assert waited["message"] == "canceled in the terminal"
+    assert await setup.approval() is None
+    edited = await eventually(
+        lambda: [e for e in telegram.edits if e["message_id"] == posted["message_id"]] or None,
+        timeout=30,
+    )
+    assert f"{approval['id']}: canceled in the terminal" in edited[-1]["text"]
+    late = await cli(setup.home, "approve", approval["id"])
+    assert late.returncode == 0, late.stderr
+    assert "was answered already: canceled in the terminal" in late.stdout
+    await gemini.wait_ready()
+    assert not (gemini.project / "abandoned.txt").exists()
+    assert len(model.tool_results) == seen  # the model was never given the call's result

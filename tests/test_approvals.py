@@ -233,6 +233,44 @@ async def test_geminis_asking_hook_prints_a_denial_in_geminis_format(
     assert json.loads(out) == {"decision": "deny", "reason": "not now"}
 
 
+async def test_geminis_cancel_written_to_its_transcript_closes_the_approval(
+    stack: Stack, tmp_path: Path
+) -> None:
+    """Esc in Gemini's pane shows only in the session's transcript: a "Request cancelled." the
+    hook finds there closes the approval, but only one written since the hook started (an
+    earlier turn's stays in the file), and a line is read once it is whole."""
+    cancelled = json.dumps({"id": "c", "type": "info", "content": "Request cancelled."}) + "\n"
+    transcript = tmp_path / "session.jsonl"
+    transcript.write_text(json.dumps({"sessionId": "s"}) + "\n" + cancelled)
+    agent = f"gemini-{uuid.uuid4().hex[:6]}"
+    payload = {**GEMINI_BEFORE_TOOL, "transcript_path": str(transcript)}
+    proc = start_hook(stack, payload, agent, tmp_path, "gemini", "--remote-approvals")
+    try:
+        listed = await eventually(lambda: _open_for(stack, agent))
+        with transcript.open("a") as f:
+            f.write(cancelled[:20])
+            f.flush()
+            await asyncio.sleep(1)
+            assert (await stack.call("approval_wait", id=listed["id"], wait_s=1))[
+                "status"
+            ] == "open"
+            f.write(cancelled[20:])
+
+        out, _ = await asyncio.to_thread(proc.communicate, timeout=30)
+    finally:
+        proc.kill()
+    assert json.loads(out) == {
+        "decision": "deny",
+        "reason": "The call was canceled in the terminal.",
+    }
+    late = await stack.call("approval_decide", id=listed["id"], behavior="allow")
+    assert (late["accepted"], late["behavior"], late["message"]) == (
+        False,
+        "terminal",
+        "canceled in the terminal",
+    )
+
+
 async def _open_for(stack: Stack, agent: str) -> dict[str, Any] | None:
     listed = await stack.call("approvals")
     return next((a for a in listed["approvals"] if a["agent_id"] == agent), None)

@@ -18,14 +18,21 @@ hook after a few seconds, and the first answer wins.
 - The gateway restarted while the hook waits: it connects again and still gets the decision.
 - SIGTERM (Esc in the pane, or Claude done with the hook): the approval closes as "answered in
   the terminal", and nothing is printed.
+- Gemini CLI cancelled the call (Esc in its pane): Gemini neither signals nor stops the hook
+  (measured: same process, same pipes, no signal) and sends no hook event until the next prompt,
+  but it writes "Request cancelled." into the session's transcript, whose path its payload
+  gives. The hook watches that file while it waits, closes the approval as "canceled in the
+  terminal" and answers deny (Gemini has dropped the call: nothing runs whatever it reads).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import signal
 import socket
 import sys
+import threading
 import time
 from types import FrameType
 from typing import Any
@@ -42,6 +49,13 @@ DEADLINE_MARGIN_S = 30.0
 ASKS_THE_HUMAN = ("AskUserQuestion", "ExitPlanMode")
 # Gemini CLI's BeforeTool answer that shows its own permission dialog, whatever its policy says.
 GEMINI_ASK = {"decision": "ask"}
+# What Gemini CLI writes into the session's transcript (an "info" line) when Esc cancels a turn.
+GEMINI_CANCELLED = "Request cancelled."
+# How often the hook reads Gemini's transcript for that line: the approval should close within
+# about a second of Esc, and a stat of one file costs nothing.
+CANCEL_WATCH_S = 0.3
+# What the approval says once Gemini cancelled the call, and what the hook answers Gemini.
+CANCELED_IN_TERMINAL = "canceled in the terminal"
 
 
 class _Terminated(Exception):
@@ -67,6 +81,8 @@ def wait_for_decision(path: str, params: dict[str, Any], payload: dict[str, Any]
 
     previous = signal.signal(signal.SIGTERM, terminated)
     gemini = params.get("kind") == "gemini"
+    transcript = payload.get("transcript_path") if gemini else None
+    watched = _TranscriptWatch(transcript) if isinstance(transcript, str) else None
     output: dict[str, Any] | None = None
     try:
         opened = _call(path, "approval_open", request, OPEN_WAIT_S)
@@ -75,6 +91,8 @@ def wait_for_decision(path: str, params: dict[str, Any], payload: dict[str, Any]
         listed = opened.get("ids")
         ids = [i for i in listed if isinstance(i, str)] if isinstance(listed, list) else []
         ids = ids or [opened["id"]]
+        if watched is not None:
+            watched.start(path, ids)
         deadline = time.monotonic() + float(opened.get("timeout_s") or 600) + DEADLINE_MARGIN_S
         # A tool that asks several questions has one approval each: every one must be answered.
         decisions = []
@@ -95,6 +113,8 @@ def wait_for_decision(path: str, params: dict[str, Any], payload: dict[str, Any]
     finally:
         signal.signal(signal.SIGTERM, previous)
         if gemini:
+            if watched is not None and watched.cancelled.is_set():
+                output = {"behavior": "deny", "message": f"The call was {CANCELED_IN_TERMINAL}."}
             print_json(_gemini_decision(output))
 
 
@@ -172,6 +192,71 @@ def _answered_in_terminal(path: str, approval_id: str) -> None:
         )
     except (OSError, ValueError):
         pass
+
+
+class _TranscriptWatch:
+    """Gemini CLI's session transcript (JSON lines), read from where it ended when the hook
+    started: a "Request cancelled." written since means Esc dropped the call the hook asks for
+    (the hook's call belongs to the turn, and the turn is what Esc cancels)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        try:
+            self.offset = os.path.getsize(path)
+        except OSError:
+            self.offset = -1  # no transcript (Gemini records none): nothing to watch
+        self.cancelled = threading.Event()
+
+    def start(self, socket_path: str, ids: list[str]) -> None:
+        if self.offset < 0:
+            return
+        watcher = threading.Thread(target=self._watch, args=(socket_path, ids), daemon=True)
+        watcher.start()
+
+    def _watch(self, socket_path: str, ids: list[str]) -> None:
+        while not self._seen():
+            time.sleep(CANCEL_WATCH_S)
+        self.cancelled.set()
+        for approval_id in ids:
+            try:
+                # Closed like an answer in the terminal, which wakes the hook's own wait.
+                _call(
+                    socket_path,
+                    "approval_decide",
+                    {
+                        "id": approval_id,
+                        "behavior": "terminal",
+                        "message": CANCELED_IN_TERMINAL,
+                        "by": "the terminal",
+                        "via": "terminal",
+                    },
+                    OPEN_WAIT_S,
+                )
+            except (OSError, ValueError):
+                pass
+
+    def _seen(self) -> bool:
+        """Whether a complete line written since says the turn was cancelled."""
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                written = f.read()
+        except OSError:
+            return False
+        lines = written.split(b"\n")
+        self.offset += len(written) - len(lines[-1])  # a line half written is read again
+        for line in lines[:-1]:
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if (
+                isinstance(record, dict)
+                and record.get("type") == "info"
+                and record.get("content") == GEMINI_CANCELLED
+            ):
+                return True
+        return False
 
 
 def _call(path: str, method: str, params: dict[str, Any], wait_s: float) -> Any:

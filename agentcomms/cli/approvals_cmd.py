@@ -12,6 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
+from agentcomms.approval_models import CANCELED_IN_TERMINAL
 from agentcomms.cli import app
 from agentcomms.cli.common import console, print_json
 from agentcomms.cli.output import ask, shown, stdout
@@ -144,14 +145,19 @@ def _answer(
 
 
 def _said(result: dict[str, Any]) -> str:
-    how = {
-        "allow": "allowed",
-        "allow_session": "allowed for the session",
-        "deny": "denied",
-        "terminal": "answered in the terminal",
-        "timeout": "no answer in time",
-        "answer": f"answered {result.get('answer')!r}",
-    }.get(result["behavior"], str(result["behavior"]))
+    canceled = result["behavior"] == "terminal" and result.get("message") == CANCELED_IN_TERMINAL
+    how = (
+        CANCELED_IN_TERMINAL
+        if canceled
+        else {
+            "allow": "allowed",
+            "allow_session": "allowed for the session",
+            "deny": "denied",
+            "terminal": "answered in the terminal",
+            "timeout": "no answer in time",
+            "answer": f"answered {result.get('answer')!r}",
+        }.get(result["behavior"], str(result["behavior"]))
+    )
     by = "" if result["behavior"] in ("terminal", "timeout") else f" by {result['decided_by']}"
     return f"{how}{by} ({result['decided_via']})"
 

@@ -25,7 +25,12 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from agentcomms.approval_models import ApprovalRequest, ApprovalView, Behavior
+from agentcomms.approval_models import (
+    CANCELED_IN_TERMINAL,
+    ApprovalRequest,
+    ApprovalView,
+    Behavior,
+)
 
 BUTTON_PREFIX = "ap"
 BUTTON_BEHAVIOR: dict[str, Behavior] = {"a": "allow", "s": "allow_session", "d": "deny"}
@@ -338,7 +343,11 @@ def said(view: ApprovalView) -> str:
     if d is None:
         return "still open"
     if d.behavior == "terminal":
-        return "answered in the terminal"
+        return (
+            CANCELED_IN_TERMINAL
+            if d.message == CANCELED_IN_TERMINAL
+            else "answered in the terminal"
+        )
     if d.behavior == "timeout":
         on = view.request.on_timeout
         return "no answer in time: " + ("denied" if on == "deny" else "left to the terminal")
