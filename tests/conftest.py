@@ -1,7 +1,7 @@
 """Fixtures every test module may ask for, registered from ``tests/support``, where each area's
 fixtures live beside its helpers: the session's Temporal servers, a private agentcomms home, a
-private tmux server, real databases, a whole stack, and the fakes of providers that more than
-one test module speaks to.
+private tmux server, real databases, a whole stack, a module's browser, and the fakes of
+providers that more than one test module speaks to.
 """
 
 import pytest
@@ -18,4 +18,5 @@ pytest_plugins = [
     "tests.support.voice",
     "tests.support.chat",
     "tests.support.agents",
+    "tests.support.browser",
 ]

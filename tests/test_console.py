@@ -23,7 +23,6 @@ from tests.support.browser import (
     SHOWN_S,
     console_address,
     console_stack,
-    launched,
     open_console,
     serving,
 )
@@ -36,12 +35,6 @@ from tests.support.stack import Stack
 from tests.support.tmux import SENT_HEADER, Tmux
 from tests.support.waiting import eventually
 from workflows.approval.client import Approvals
-
-
-@pytest.fixture(scope="module")
-async def browser() -> AsyncIterator[Browser]:
-    async for b in launched():
-        yield b
 
 
 @pytest.fixture

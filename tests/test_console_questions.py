@@ -15,7 +15,7 @@ import pytest
 from playwright.async_api import Browser, Page, ViewportSize, expect
 from temporalio.testing import WorkflowEnvironment
 
-from tests.support.browser import SHOWN_S, console_address, console_stack, launched, open_console
+from tests.support.browser import SHOWN_S, console_address, console_stack, open_console
 from tests.support.hooks import open_question, permission_request, start_hook
 from tests.support.stack import Stack
 from tests.support.waiting import eventually
@@ -31,12 +31,6 @@ CHECKS = {
 # A phone's screen, in CSS pixels; a row smaller than a fingertip (44 px) is missed by thumbs.
 SCREEN = ViewportSize(width=390, height=844)
 FINGERTIP_PX = 44
-
-
-@pytest.fixture(scope="module")
-async def browser() -> AsyncIterator[Browser]:
-    async for b in launched():
-        yield b
 
 
 @pytest.fixture

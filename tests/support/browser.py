@@ -30,7 +30,8 @@ def chromium_path() -> str:
     return path
 
 
-async def launched() -> AsyncIterator[Browser]:
+@pytest.fixture(scope="module")
+async def browser() -> AsyncIterator[Browser]:
     """One headless Chromium (a module's tests share it: it is slow to start)."""
     async with async_playwright() as playwright:
         browser = await playwright.chromium.launch(
