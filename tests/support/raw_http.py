@@ -60,6 +60,8 @@ async def knock(
             if name.strip().lower() == "content-length":
                 length = int(value)
         sent_by_then = sent
+        if method == "HEAD":  # its Content-Length is the GET's, its body none
+            length = 0
         text = await asyncio.wait_for(reader.readexactly(length), ANSWER_TIMEOUT_S)
         return Answer(int(status_line.split()[1]), text.decode(), sent_by_then)
     finally:
