@@ -3,8 +3,9 @@ mounts (read from the running app, with every provider taking webhooks and calls
 taken through Twilio): a request without its signature, or with a wrong one (garbage, another
 key's, the right key's for another URL), a rebinding Host, another site's Origin, a 50 MB body
 (declared, or chunked without end). Each is refused (before the body is read whole), nothing is
-recorded, and the gateway keeps serving the providers, whose Host is the public one. A door the
-test does not know fails it. Real gateway, Temporal, tmux and SQLite; the providers' fakes sign."""
+recorded (no event, no call row, no sound: the projection and the audio directory read back, a
+call placed still ringing), and the gateway keeps serving the providers, whose Host is the
+public one. A door the test does not know fails it. Real gateway, Temporal, tmux and SQLite; the providers' fakes sign."""
 
 from __future__ import annotations
 
@@ -54,8 +55,6 @@ PUBLIC_HOST = urlsplit(PUBLIC_URL).netloc
 TELEGRAM_SECRET = "s3cret-token"
 PIN = "2468"
 ALIAS = "relay.internal"  # a reverse proxy's name for the gateway (server.allowed_hosts)
-CALL = "call-0123456789ab"  # a call's id in the voice doors' paths
-AUDIO = f"{CALL}/001-agent.wav"  # a sound of that call, in the audio directory: Twilio's to fetch
 
 # Which configuration mounts a door: everything through Twilio (SMS, WhatsApp, calls placed and
 # taken) with Telegram by webhook; or WhatsApp through Meta's Cloud API (the same section).
@@ -84,8 +83,9 @@ DOORS: dict[Variant, list[Door]] = {
 }
 # Routes served to anyone, deliberately, each with why (a health check, say): none so far.
 PUBLIC: dict[tuple[str, str], str] = {}
-# The route parameters' values: a call's, the inbound menu step that posts a message.
-PARAMS = {"call_id": CALL, "step": "message", "file": AUDIO.partition("/")[2]}
+# The inbound menu's step that posts a message; a sound of the call, Twilio's to fetch.
+STEP = "message"
+SOUND = "099-agent.wav"
 
 
 def everything_through_twilio(
@@ -107,6 +107,7 @@ def everything_through_twilio(
         )
         voice = VoiceConfig(
             audio_dir=tmp_path / "audio",
+            ring_timeout_s=600,  # the call placed rings through the attacks, and is ended
             phone=twilio_phone(phone, ALICE),
             inbound=InboundConfig(allowed_callers=[ALICE], pin=SecretStr(PIN)),
         )
@@ -186,7 +187,7 @@ async def _refused(
 
 
 async def _forgeries_refused(
-    stack: Stack, port: int, door: Door, path: str, meta: FakeWhatsAppCloud | None
+    stack: Stack, port: int, door: Door, path: str, audio: str, meta: FakeWhatsAppCloud | None
 ) -> None:
     """Each way a stranger may sign a request for `door` is refused, as the door documents."""
     local = f"127.0.0.1:{port}"
@@ -240,10 +241,10 @@ async def _forgeries_refused(
                 assert door.method == "HEAD" or "hub.verify_token" in answer.text
         else:
             signer = stack.gateway.media_signer()
-            rightful = urlsplit(signer.url("", AUDIO)).query
+            rightful = urlsplit(signer.url("", audio)).query
             params = dict(p.split("=") for p in rightful.split("&"))
-            another = urlsplit(signer.url("", f"{CALL}/002-agent.wav")).query
-            stale = urlsplit(signer.url("", AUDIO, now=time.time() - 2 * signer.ttl_s)).query
+            another = urlsplit(signer.url("", audio.replace("099-", "098-"))).query
+            stale = urlsplit(signer.url("", audio, now=time.time() - 2 * signer.ttl_s)).query
             for why, query in {
                 "unsigned": "",
                 "garbage": f"exp={params['exp']}&sig={'0' * 64}",
@@ -258,9 +259,16 @@ async def _forgeries_refused(
 
 
 async def _every_door_refuses_strangers(
-    stack: Stack, port: int, agent: str, variant: Variant, meta: FakeWhatsAppCloud | None = None
+    stack: Stack,
+    port: int,
+    agent: str,
+    variant: Variant,
+    *,
+    call: str = "call-0123456789ab",
+    meta: FakeWhatsAppCloud | None = None,
 ) -> None:
-    """Every door the running webhook app serves is attacked; nothing is recorded."""
+    """Every door the running webhook app serves is attacked (the calls' doors for `call`);
+    nothing is recorded."""
     assert stack.gateway.http is not None
     app = stack.gateway.http.app
     doors = known_doors(app, DOORS[variant], PUBLIC)
@@ -268,13 +276,14 @@ async def _every_door_refuses_strangers(
     assert not stale, f"DOORS lists {stale}, which the webhook app no longer serves"
 
     audio_root = stack.cfg.voice.audio_root()
-    AudioStore(audio_root).write(AUDIO, b"our words", provider="test")
+    audio = f"{call}/{SOUND}"
+    AudioStore(audio_root).write(audio, b"our words", provider="test")
     signer = stack.gateway.media_signer()
     db = Path(make_url(stack.cfg.database.resolved_url()).database or "")
     before = database_rows(db), files_under(audio_root)
 
     for door, route in doors:
-        path = concrete(route, PARAMS)
+        path = concrete(route, {"call_id": call, "step": STEP, "file": SOUND})
         if door.signing == "twilio":
             path += f"?agent={agent}&turn=1"  # whom a message is for, the call's turn
         present: dict[str, str] = {}
@@ -286,10 +295,10 @@ async def _every_door_refuses_strangers(
             present = {door.header: forged, "Content-Type": CONTENT_TYPES[door.signing]}
         # The URL the provider is given, at the doors signed by query: served, to its Host.
         rightful = {
-            "media": signer.url("", AUDIO),
+            "media": signer.url("", audio),
             "meta-verify": f"{path}?hub.mode=subscribe&hub.verify_token={VERIFY_TOKEN}",
         }.get(door.signing)
-        await _forgeries_refused(stack, port, door, path, meta)
+        await _forgeries_refused(stack, port, door, path, audio, meta)
         await guarded_refusals(port, door, path, present, rightful=rightful)
 
     assert (database_rows(db), files_under(audio_root)) == before
@@ -299,7 +308,7 @@ async def _every_door_refuses_strangers(
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as http:
         for door, route in doors:
             if door.method == "GET" and door.signing == "media":
-                got = await http.get(signer.url("", AUDIO))
+                got = await http.get(signer.url("", audio))
                 assert got.status_code == 200 and got.content == b"our words"
             if door.method == "GET" and door.signing == "meta-verify":
                 query = f"hub.mode=subscribe&hub.verify_token={VERIFY_TOKEN}&hub.challenge=c"
@@ -308,11 +317,22 @@ async def _every_door_refuses_strangers(
 
 
 async def test_strangers_at_every_twilio_and_telegram_door_are_refused_and_alice_gets_through(
-    twilio_stack: tuple[Stack, int], twilio: FakeTwilio, agent: str, tmux: Tmux, tmp_path: Path
+    twilio_stack: tuple[Stack, int],
+    twilio: FakeTwilio,
+    twilio_voice: FakeTwilioCalls,
+    agent: str,
+    tmux: Tmux,
+    tmp_path: Path,
 ) -> None:
     stack, port = twilio_stack
     pane = await register_recorder(stack, tmux, tmp_path, agent)
-    await _every_door_refuses_strangers(stack, port, agent, "twilio")
+    # A call placed, ringing: a forged callback that were taken would answer or end it. (Its
+    # phone network cannot reach the public URL: nothing more comes for it while it rings.)
+    placed = await stack.call("call", agent_id=agent, message="Shall I deploy?", wait=False)
+    call = placed["call_id"]
+    await eventually(lambda: _rung(stack, twilio_voice, agent), timeout=20)
+    await _every_door_refuses_strangers(stack, port, agent, "twilio", call=call)
+    assert [c.status for c in await stack.store.list_calls(agent_id=agent)] == ["ringing"]
     assert await stack.store.events_after(agent, None, 10) == []
     assert pane.read_bytes() == b""
 
@@ -337,13 +357,33 @@ async def test_strangers_at_every_twilio_and_telegram_door_are_refused_and_alice
         await eventually(lambda: pane.read_bytes() == b"".join(typed))
         assert await stack.store.get_event(provider_event_id("sms", ALICE, form["MessageSid"]))
 
+    # Twilio's own word that nobody answered the call, signed for the public URL, ends it.
+    status = f"/voice/twilio/{call}/status"
+    form = _twilio_form(stack) | {"CallStatus": "no-answer"}
+    async with httpx.AsyncClient() as http:
+        answer = await http.post(
+            f"http://127.0.0.1:{port}{status}",
+            content=urlencode(form),
+            headers={
+                "Host": PUBLIC_HOST,
+                "Content-Type": CONTENT_TYPES["twilio"],
+                "X-Twilio-Signature": twilio_voice.signature(PUBLIC_URL + status, form),
+            },
+        )
+    assert answer.status_code == 204, answer.text
+
+    async def ended() -> bool:
+        return [c.status for c in await stack.store.list_calls(agent_id=agent)] == ["no-answer"]
+
+    await eventually(ended, timeout=20)
+
 
 async def test_strangers_at_the_cloud_api_doors_are_refused_and_alice_still_gets_through(
     cloud_stack: tuple[Stack, int], meta: FakeWhatsAppCloud, agent: str, tmux: Tmux, tmp_path: Path
 ) -> None:
     stack, port = cloud_stack
     pane = await register_recorder(stack, tmux, tmp_path, agent)
-    await _every_door_refuses_strangers(stack, port, agent, "cloud", meta)
+    await _every_door_refuses_strangers(stack, port, agent, "cloud", meta=meta)
     assert await stack.store.events_after(agent, None, 10) == []
     assert pane.read_bytes() == b""
 
@@ -363,6 +403,12 @@ async def test_strangers_at_the_cloud_api_doors_are_refused_and_alice_still_gets
     await eventually(
         lambda: pane.read_bytes() == f"[whatsapp:{ALICE} from Alice] still here\r".encode()
     )
+
+
+async def _rung(stack: Stack, phone: FakeTwilioCalls, agent: str) -> bool:
+    """The call was placed with Twilio, which tried to tell us it rings, and is kept."""
+    tried = [c for c in phone.calls.values() if c.done.is_set()]
+    return bool(tried) and bool(await stack.store.list_calls(agent_id=agent))
 
 
 def test_a_door_the_test_does_not_know_fails_it() -> None:
