@@ -125,3 +125,4 @@ async def test_a_worker_with_no_shared_types_for_its_host_and_leaves_the_shared_
             assert not [who for who in shared if who.startswith(f"{worker.pid}@")]
         finally:
             await stop(worker)
+            remote.run("kill-server", check=False)
