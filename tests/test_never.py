@@ -30,6 +30,8 @@ from tests.support.home import write_config
 
 RM = "Bash(rm -rf *)"
 EXE = ("/opt/venv/bin/agentcomms",)
+UNCHECKED = "agentcomms could not check this call against its never-list, so it is refused"
+CLOSED = f" || {{ echo '{UNCHECKED}' >&2; exit 2; }}"  # a failed handler refuses the call
 
 
 def _pre_tool_use(tool_name: str, **tool_input: Any) -> dict[str, Any]:
@@ -171,13 +173,13 @@ def test_install_writes_one_handler_per_rule_for_claude_and_the_rules_into_codex
         {"type": "command", "command": f"{EXE[0]} hook claude-code", "timeout": 10, "async": True},
         {
             "type": "command",
-            "command": f"{EXE[0]} hook claude-code --never 'Bash(rm -rf *)'",
+            "command": f"{EXE[0]} hook claude-code --never 'Bash(rm -rf *)'{CLOSED}",
             "if": RM,
             "timeout": 10,
         },
         {
             "type": "command",
-            "command": f"{EXE[0]} hook claude-code --never WebFetch",
+            "command": f"{EXE[0]} hook claude-code --never WebFetch{CLOSED}",
             "if": "WebFetch",
             "timeout": 10,
         },
@@ -199,6 +201,62 @@ def test_install_writes_one_handler_per_rule_for_claude_and_the_rules_into_codex
     hooks = json.loads((tmp_path / ".codex" / "hooks.json").read_text())["hooks"]
     (group,) = hooks["PreToolUse"]
     assert group["hooks"][0]["command"] == f"{EXE[0]} hook codex --never 'Bash(rm -rf *)'"
+
+
+def _claudes_refusals(home: Path, exe: Path | str) -> list[str]:
+    """Install for Claude Code run by `exe` with the never-list; its never-list handlers'
+    commands."""
+    plan(Target("claude-code", home=home, argv=(str(exe),), never=(RM,))).apply()
+    settings = json.loads((home / ".claude" / "settings.json").read_text())
+    handlers = [h for g in settings["hooks"]["PreToolUse"] for h in g["hooks"]]
+    return [h["command"] for h in handlers if "if" in h]
+
+
+def _as_claude_runs(command: str, payload: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+    # Claude Code runs a command hook through the shell, the payload on stdin.
+    return subprocess.run(
+        ["sh", "-c", command],
+        input=json.dumps(payload),
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "AGENTCOMMS_SOCKET": "/nonexistent/agentcomms.sock"},
+        timeout=30,
+    )
+
+
+def test_claudes_never_list_handler_refuses_the_call_even_when_agentcomms_fails(
+    tmp_path: Path,
+) -> None:
+    """Claude Code runs a failed hook's call (exit 1, or 127) and blocks only on exit 2: the
+    handler it ran for a never-listed call refuses it whether agentcomms answers or fails."""
+    call = {**_pre_tool_use("Bash", command="rm -rf /srv"), "session_id": "s1"}
+    (working,) = _claudes_refusals(tmp_path, AGENTCOMMS)
+    done = _as_claude_runs(working, call)
+    assert (done.returncode, done.stderr) == (0, "")
+    output = json.loads(done.stdout)["hookSpecificOutput"]
+    assert output["permissionDecision"] == "deny"
+    assert f"never-list has {RM}" in output["permissionDecisionReason"]
+
+    crashing = tmp_path / "bin" / "agentcomms"  # as a Python error ends it
+    crashing.parent.mkdir()
+    crashing.write_text("#!/bin/sh\necho 'Traceback (most recent call last):' >&2\nexit 1\n")
+    crashing.chmod(0o755)
+    gone = tmp_path / "moved-venv" / "bin" / "agentcomms"  # not there at all: 127
+    for home, exe in (("crashing", crashing), ("gone", gone)):
+        (command,) = _claudes_refusals(tmp_path / home, exe)  # beside, not over, the working
+        done = _as_claude_runs(command, call)
+        assert done.returncode == 2, (home, done)
+        assert done.stderr.splitlines()[-1] == UNCHECKED, (home, done.stderr)
+        assert done.stdout == ""
+
+    # doctor reads the rules back from the wrapped command, and uninstall knows it as ours.
+    found = {f.name: f for f in inspect(Target("claude-code", home=tmp_path), lambda _: [RM])}
+    assert found["claude-code (user) hooks"].ok, found
+    assert "claude-code (user) never-list" not in found
+    found = {f.name: f for f in inspect(Target("claude-code", home=tmp_path), lambda _: [])}
+    assert "the hooks refuse Bash(rm -rf *)," in found["claude-code (user) never-list"].detail
+    plan(Target("claude-code", home=tmp_path, argv=EXE), uninstall=True).apply()
+    assert not (tmp_path / ".claude" / "settings.json").exists()
 
 
 def test_install_writes_the_rules_into_geminis_before_tool_hooks_and_doctor_reads_them(

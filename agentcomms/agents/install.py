@@ -381,6 +381,13 @@ def merge_server(doc: dict[str, Any], path: Path, key: str, server: dict[str, An
         servers[SERVER_NAME] = server
 
 
+def fail_closed(command: str, reason: str) -> str:
+    """`command` made to refuse the call when it fails: an agent takes a blocking hook's exit 1
+    (a Python error) or 127 (agentcomms gone) as a warning and runs the call, but exit 2 blocks
+    it, the reason on stderr for the model to read."""
+    return f"{command} || {{ echo {shlex.quote(reason)} >&2; exit 2; }}"
+
+
 def command_hook(target: Target, **extra: Any) -> dict[str, Any]:
     return {"type": "command", "command": target.hook_command(), **extra}
 

@@ -31,6 +31,7 @@ from agentcomms.agents.install import (
     Plan,
     command_hook,
     edit_json,
+    fail_closed,
     is_our_hook,
     is_our_server,
     merge_hooks,
@@ -49,6 +50,10 @@ def claude_files(plan: Plan) -> tuple[Path, Path]:
     return target.base(".claude") / "settings.json", target.project / ".mcp.json"
 
 
+# What Claude reads when a never-list handler failed (exit 2 blocks the call it matched).
+NEVER_UNCHECKED = "agentcomms could not check this call against its never-list, so it is refused"
+
+
 def _claude(plan: Plan) -> None:
     target = plan.target
     settings, servers = claude_files(plan)
@@ -62,12 +67,14 @@ def _claude(plan: Plan) -> None:
             entries[event] = command_hook(target, timeout=timeout, **extra)
         if target.never:
             # One blocking handler per never-listed rule, which Claude Code runs only for a
-            # call its own rule matching finds ("if"): every other call costs nothing.
+            # call its own rule matching finds ("if"): every other call costs nothing. Claude
+            # matched the call to a never-listed rule, so a handler that fails refuses it too.
+            # The report runs for every call: its failure must not stop them all.
             report = command_hook(target, timeout=HOOK_TIMEOUT_S, **{"async": True})
             refusals = [
                 {
                     "type": "command",
-                    "command": target.hook_command([r]),
+                    "command": fail_closed(target.hook_command([r]), NEVER_UNCHECKED),
                     "if": r,
                     "timeout": HOOK_TIMEOUT_S,
                 }
@@ -99,7 +106,8 @@ def _codex(plan: Plan) -> None:
     if not plan.uninstall:
         entries = {e: command_hook(target, timeout=HOOK_TIMEOUT_S) for e in CODEX_EVENTS}
         # Codex runs its hooks one after the other anyway: its one PreToolUse hook also refuses
-        # the never-listed calls.
+        # the never-listed calls. It runs for every call, so its failure lets the call go on
+        # rather than stop every call (Claude Code's never-list handlers fail closed).
         entries["PreToolUse"] = {
             "type": "command",
             "command": target.hook_command(target.never),
@@ -233,7 +241,8 @@ def _gemini(plan: Plan) -> None:
     user = target.scope == "user"
     remote = target.remote_approvals and not plan.uninstall and user
     # Gemini runs its BeforeTool hook, blocking, before every call anyway: it also refuses the
-    # never-listed calls.
+    # never-listed calls; as it runs for every call, its failure lets the call go on rather than
+    # stop every call.
     report = {
         "name": SERVER_NAME,
         **command_hook(target, timeout=HOOK_TIMEOUT_S * 1000),
@@ -251,8 +260,9 @@ def _gemini(plan: Plan) -> None:
         # let the policy's allow run the call: any failure blocks it instead (exit 2, the
         # reason on stderr).
         wait_ms = (int(target.approval_timeout_s) + APPROVAL_HOOK_MARGIN_S) * 1000
-        asking = target.hook_command(target.never, "--remote-approvals") + (
-            " || { echo 'agentcomms could not ask the human for this tool call' >&2; exit 2; }"
+        asking = fail_closed(
+            target.hook_command(target.never, "--remote-approvals"),
+            "agentcomms could not ask the human for this tool call",
         )
         entries["BeforeTool"] = [
             {"matcher": f"^(?!({_ASKING})$)", **report},
