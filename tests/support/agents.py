@@ -216,11 +216,13 @@ class AgentPane:
         await asyncio.to_thread(self.tmux.run, "send-keys", "-t", self.target, *keys)
 
     async def answer(self, dialog: str, *keys: str, timeout: float = 30) -> str:
-        """Answer the open `dialog` with `keys`; the screen once it closed. Measured: an Enter
-        pressed as the dialog appeared was lost, so the keys are pressed again, once a second,
-        until the dialog is gone."""
+        """Answer `dialog` with `keys` once it shows; the screen once it closed. Measured: an
+        Enter pressed as the dialog appeared was lost, so the keys are pressed again, once a
+        second, until the dialog is gone; and the agent's hook may open its approval before the
+        agent draws the dialog, when keys would go to the input box instead."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
+        await self.wait_for_screen(dialog, timeout=timeout)
         while True:
             await self.keys(*keys)
             for _ in range(10):
