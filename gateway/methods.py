@@ -219,7 +219,7 @@ class Methods:
             type="human_message",
             role="human",
             # Only this user reaches the socket (0600): the pane's header names them.
-            payload={"text": p.message, "source": "cli", "sender_name": getpass.getuser()},
+            payload={"text": p.message, "source": "cli", "sender_name": self._socket_user},
         )
         return await self._post(event, wait=p.wait, wait_s=p.timeout)
 
@@ -454,6 +454,11 @@ class Methods:
         return self._chat.statuses()
 
     # ---- for the MCP tools: the read cursor, waiting, chat history -------------------------------
+
+    @cached_property
+    def _socket_user(self) -> str:
+        # Read once: a password-database lookup on every send cost about 40 µs of CPU.
+        return getpass.getuser()
 
     @cached_property
     def _read_locks(self) -> defaultdict[str, asyncio.Lock]:
