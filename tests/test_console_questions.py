@@ -13,9 +13,8 @@ from pathlib import Path
 import httpx
 import pytest
 from playwright.async_api import Browser, Page, ViewportSize, expect
-from temporalio.testing import WorkflowEnvironment
 
-from tests.support.browser import SHOWN_S, console_address, console_stack, open_console
+from tests.support.browser import SHOWN_S, console_address, open_console
 from tests.support.hooks import open_question, permission_request, start_hook
 from tests.support.stack import Stack
 from tests.support.waiting import eventually
@@ -34,11 +33,9 @@ FINGERTIP_PX = 44
 
 
 @pytest.fixture
-async def stack(
-    temporal_env: WorkflowEnvironment, tmp_path: Path, home: Path
-) -> AsyncIterator[Stack]:
-    async for s in console_stack(temporal_env.client, tmp_path):
-        yield s
+def stack(console_stack: Stack) -> Stack:
+    """Every test here reaches the console its stack's gateway serves."""
+    return console_stack
 
 
 @pytest.fixture
@@ -158,3 +155,4 @@ async def test_enter_in_a_field_sends_its_words_never_an_option_or_approve(
     waited = await stack.call("approval_wait", id=opened["id"], wait_s=20)
     assert waited["decision"]["behavior"] == "deny", waited
     assert "keep the users table" in waited["decision"]["message"]
+
