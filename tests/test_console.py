@@ -22,7 +22,6 @@ from agentcomms.voice.audio import AudioStore
 from tests.support.browser import (
     SHOWN_S,
     console_address,
-    console_stack,
     open_console,
     serving,
 )
@@ -38,11 +37,9 @@ from workflows.approval.client import Approvals
 
 
 @pytest.fixture
-async def stack(
-    temporal_env: WorkflowEnvironment, tmp_path: Path, home: Path
-) -> AsyncIterator[Stack]:
-    async for s in console_stack(temporal_env.client, tmp_path):
-        yield s
+def stack(console_stack: Stack) -> Stack:
+    """Every test here reaches the console its stack's gateway serves."""
+    return console_stack
 
 
 @pytest.fixture

@@ -1,7 +1,8 @@
 """Questions and plans answered in the console on a phone's browser (Debian's Chromium through
 Playwright, a phone's screen and touch): a box per option, ticked by tapping its row, and Done,
 which answers with the ticked options through the approvals' one decide path, as Done in a chat
-does; Done with nothing ticked answers nothing; Enter in a text field sends only its words."""
+does; Done with nothing ticked answers nothing; Enter in a text field sends only its words; ticks
+and words stay when the stream tells a still open question again."""
 
 from __future__ import annotations
 
@@ -13,9 +14,8 @@ from pathlib import Path
 import httpx
 import pytest
 from playwright.async_api import Browser, Page, ViewportSize, expect
-from temporalio.testing import WorkflowEnvironment
 
-from tests.support.browser import SHOWN_S, console_address, console_stack, open_console
+from tests.support.browser import SHOWN_S, console_address, open_console
 from tests.support.hooks import open_question, permission_request, start_hook
 from tests.support.stack import Stack
 from tests.support.waiting import eventually
@@ -34,11 +34,9 @@ FINGERTIP_PX = 44
 
 
 @pytest.fixture
-async def stack(
-    temporal_env: WorkflowEnvironment, tmp_path: Path, home: Path
-) -> AsyncIterator[Stack]:
-    async for s in console_stack(temporal_env.client, tmp_path):
-        yield s
+def stack(console_stack: Stack) -> Stack:
+    """Every test here reaches the console its stack's gateway serves."""
+    return console_stack
 
 
 @pytest.fixture
@@ -158,3 +156,34 @@ async def test_enter_in_a_field_sends_its_words_never_an_option_or_approve(
     waited = await stack.call("approval_wait", id=opened["id"], wait_s=20)
     assert waited["decision"]["behavior"] == "deny", waited
     assert "keep the users table" in waited["decision"]["message"]
+
+
+async def test_ticks_stay_when_the_stream_tells_the_open_question_again(
+    stack: Stack, phone: Page
+) -> None:
+    """The stream may tell an approval that is still open again: the page keeps its card as
+    shown, so what the person ticked or typed there is not wiped by the card drawn afresh."""
+    agent_id = stack.agent_id("ticking")
+    await open_console(phone, stack)
+    approval = await open_question(stack, agent_id, LABELS)
+    card = phone.locator(f"#approval-{approval}")
+    docs = card.get_by_role("checkbox", name="docs", exact=True)
+    await docs.tap(timeout=SHOWN_S)
+    await card.get_by_label("Your own answer").fill("docs before lint")
+    await expect(docs).to_be_checked()
+    view = await Approvals(stack.client, stack.cfg.temporal.task_queue).view(approval)
+    assert view is not None and view.open
+    console = stack.gateway.console
+    assert console is not None
+    console.feed.approval(view)  # told again, as the gateway's approvals tell their observers
+    # A page's stream keeps its order: once a later approval shows, the repeat was read first.
+    later = await open_question(stack, agent_id, ["red", "blue"], question="Which colour?")
+    await expect(phone.locator(f"#approval-{later}")).to_be_visible(timeout=SHOWN_S)
+    await expect(docs).to_be_checked()
+    for label in ("lint", "tests"):
+        await expect(card.get_by_role("checkbox", name=label, exact=True)).not_to_be_checked()
+    await expect(card.get_by_label("Your own answer")).to_have_value("docs before lint")
+    # Decided, the card is drawn afresh: its outcome, no boxes left to tick.
+    await stack.call("approval_decide", id=approval, behavior="answer", answer="docs", by="bob")
+    await expect(card.locator(".outcome")).to_contain_text("answered 'docs' by", timeout=SHOWN_S)
+    await expect(card.get_by_role("checkbox")).to_have_count(0)

@@ -19,6 +19,7 @@ from agentcomms.config import Config, VoiceConfig
 from agentcomms.escalation_models import Rung
 from tests.support.cli import AGENTCOMMS
 from tests.support.home import write_config
+from tests.support.hooks import listed_approval, open_approval, open_question
 from tests.support.phone import Phone
 from tests.support.stack import Stack, running_stack
 from tests.support.waiting import eventually
@@ -35,20 +36,14 @@ async def test_a_digit_typed_at_the_local_phone_decides(
         temporal_env.client, tmp_path, voice=voice, configure=configure
     ) as stack:
         agent = stack.agent_id("backend")
-        opened = await stack.call(
-            "approval_open",
-            kind="claude-code",
-            agent_id=agent,
-            tool_name="Bash",
-            tool_input={"command": "rm -rf build"},
-        )
+        approval = await open_approval(stack, agent, command="rm -rf build", session=False)
         phone = Phone(stack)
         call_id = await phone.answer()
         asked = await phone.prompt(call_id)
         assert asked["say"] == (
             f"{agent} asks to run: rm -rf build. Press 1 to allow, 2 to deny, 3 to hear it again."
         )
-        assert asked["approval_id"] == opened["id"]
+        assert asked["approval_id"] == approval
         await phone.event(call_id, "heard", turn=asked["turn"], text="3")
         again = await phone.until(
             lambda line: line["expect"] == "answer" and line["turn"] > asked["turn"]
@@ -57,7 +52,7 @@ async def test_a_digit_typed_at_the_local_phone_decides(
         await phone.event(call_id, "heard", turn=again["turn"], text="1")
 
         async def decided() -> dict[str, Any] | None:
-            waited: dict[str, Any] = await stack.call("approval_wait", id=opened["id"], wait_s=5)
+            waited: dict[str, Any] = await stack.call("approval_wait", id=approval, wait_s=5)
             return waited if waited["status"] == "decided" else None
 
         waited = await eventually(decided, timeout=30)
@@ -79,18 +74,8 @@ async def test_a_question_on_the_local_phone(
         temporal_env.client, tmp_path, voice=voice, configure=configure
     ) as stack:
         agent = stack.agent_id("phone-question")
-        question = {
-            "question": "Which colour?",
-            "header": "Colour",
-            "options": [{"label": "red"}, {"label": "blue"}],
-            "multiSelect": False,
-        }
-        opened = await stack.call(
-            "approval_open",
-            kind="claude-code",
-            agent_id=agent,
-            tool_name="AskUserQuestion",
-            tool_input={"questions": [question]},
+        approval = await open_question(
+            stack, agent, ["red", "blue"], question="Which colour?", several=False
         )
         phone = Phone(stack)
         call_id = await phone.answer()
@@ -104,7 +89,7 @@ async def test_a_question_on_the_local_phone(
             lambda line: line["expect"] == "answer" and line["turn"] > asked["turn"]
         )
         await phone.event(call_id, "heard", turn=again["turn"], text="Blue")
-        waited = await stack.call("approval_wait", id=opened["id"], wait_s=10)
+        waited = await stack.call("approval_wait", id=approval, wait_s=10)
         assert (waited["answer"], waited["decided_via"]) == ("blue", "call")
         goodbye = await phone.until(lambda line: line["expect"] == "played")
         assert goodbye["say"] == "Done: answered 'blue'. Goodbye."
@@ -153,18 +138,8 @@ async def test_dialling_in_from_the_local_phone(
         return cfg.model_copy(update={"chat": chat})
 
     async with running_stack(temporal_env.client, tmp_path, configure=configure) as stack:
-        opened = await stack.call(
-            "approval_open",
-            kind="claude-code",
-            agent_id=agent,
-            tool_name="Bash",
-            tool_input={"command": "rm -rf build"},
-        )
-
-        async def listed() -> list[Any] | None:
-            return (await stack.call("approvals"))["approvals"] or None
-
-        await eventually(listed)
+        approval = await open_approval(stack, agent, command="rm -rf build", session=False)
+        await listed_approval(stack, approval)
         shown = await _dial(stack, tmp_path, "1\n2\n3\n1\nship it on friday\n")
         assert f"{agent} asks to run: rm -rf build. Press 1 to allow, 2 to deny" in shown
         assert "Done: denied. No more requests." in shown
@@ -173,7 +148,7 @@ async def test_dialling_in_from_the_local_phone(
         call = await _dialled_in(stack)  # and with it the call, not left in progress
         assert call["status"] == "completed" and call["ended_at"] is not None
         assert await stack.store.caller(call["id"]) is None
-        waited = await stack.call("approval_wait", id=opened["id"], wait_s=5)
+        waited = await stack.call("approval_wait", id=approval, wait_s=5)
         assert (waited["behavior"], waited["decided_via"]) == ("deny", "call")
 
         async def posted() -> Any:
@@ -215,18 +190,8 @@ async def test_a_call_coming_in_goes_on_across_a_gateway_restart(
 ) -> None:
     async with running_stack(temporal_env.client, tmp_path) as stack:
         agent = stack.agent_id("dial-restart")
-        opened = await stack.call(
-            "approval_open",
-            kind="claude-code",
-            agent_id=agent,
-            tool_name="Bash",
-            tool_input={"command": "make deploy"},
-        )
-
-        async def listed() -> list[Any] | None:
-            return (await stack.call("approvals"))["approvals"] or None
-
-        await eventually(listed)
+        approval = await open_approval(stack, agent, command="make deploy", session=False)
+        await listed_approval(stack, approval)
         dialled = await stack.call("phone_dial")
         assert "1 request waiting for you" in dialled["words"]
         offered = await stack.call(
@@ -242,7 +207,7 @@ async def test_a_call_coming_in_goes_on_across_a_gateway_restart(
             text="1",
         )
         assert after["words"].startswith("Done: allowed. No more requests.")
-        waited = await stack.call("approval_wait", id=opened["id"], wait_s=5)
+        waited = await stack.call("approval_wait", id=approval, wait_s=5)
         assert (waited["behavior"], waited["decided_via"]) == ("allow", "call")
 
 

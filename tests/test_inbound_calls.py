@@ -26,6 +26,7 @@ from agentcomms.models import Event
 from agentcomms.voice.audio import AudioStore
 from tests.fakes.serve import free_port
 from tests.fakes.twilio_calls import FakeCall, FakeTwilioCalls, HangsUp, Press
+from tests.support.hooks import listed_approval, open_approval, open_question
 from tests.support.stack import Stack, running_stack
 from tests.support.voice import listening, twilio_phone, write_grammar
 from tests.support.waiting import eventually
@@ -33,6 +34,12 @@ from tests.support.waiting import eventually
 HUMAN = "+15557654321"
 STRANGER = "+15550001111"
 PIN = "2468"
+COMMAND = "rm -rf build"
+# The menu's keys to leave a message, 3, for the one agent, 1; then the words (a phrase of the
+# grammar the local STT hears) and what the agent reads of them.
+FOR_THE_AGENT = [Press("3"), Press("1")]
+MESSAGE = "ship it on friday"
+POSTED = f"[phone call from {HUMAN}] {MESSAGE}"
 
 
 @pytest.fixture
@@ -77,17 +84,18 @@ async def _listed(stack: Stack, sid: str, *, active: bool = False) -> dict[str, 
     return next((c for c in calls if c["id"] == sid), None)
 
 
-async def _ask(
-    stack: Stack, agent: str, tool_name: str = "Bash", tool_input: dict[str, Any] | None = None
-) -> str:
-    opened = await stack.call(
-        "approval_open",
-        kind="claude-code",
-        agent_id=agent,
-        tool_name=tool_name,
-        tool_input=tool_input or {"command": "rm -rf build"},
-    )
-    return str(opened["id"])
+async def _call_in(
+    stack: Stack,
+    twilio_voice: FakeTwilioCalls,
+    script: list[str | Press | HangsUp | None],
+    *,
+    caller: str = HUMAN,
+    end_reported: bool = False,
+) -> FakeCall:
+    """A call from `caller` to our number, answered as `script` says; its end goes to the status
+    callback only when `end_reported` (the number has one set)."""
+    callback = _status_callback(stack) if end_reported else ""
+    return await twilio_voice.incoming(caller, _webhook(stack), script, status_callback=callback)
 
 
 def _spoken(stack: Stack, call: FakeCall) -> list[str]:
@@ -111,17 +119,12 @@ async def _refusals(stack: Stack, number: str) -> list[Event]:
 async def test_the_pin_then_a_pending_request_answered_by_key(
     stack: Stack, twilio_voice: FakeTwilioCalls, agent: str
 ) -> None:
-    approval = await _ask(stack, agent)
-
-    async def listed() -> list[Any] | None:
-        return (await stack.call("approvals"))["approvals"] or None
-
-    await eventually(listed)
-    call = await twilio_voice.incoming(HUMAN, _webhook(stack), [Press(PIN), Press("1"), Press("2")])
+    approval = await listed_approval(stack, await open_approval(stack, agent, command=COMMAND))
+    call = await _call_in(stack, twilio_voice, [Press(PIN), Press("1"), Press("2")])
     said = " ".join(_spoken(stack, call))
     assert "Enter your PIN" in said
     assert "1 request waiting for you" in said
-    assert f"{agent} asks to run: rm -rf build. Press 1 to allow, 2 to deny, 3 to skip." in said
+    assert f"{agent} asks to run: {COMMAND}. Press 1 to allow, 2 to deny, 3 to skip." in said
     assert "Done: denied. No more requests." in said
     waited = await stack.call("approval_wait", id=approval, wait_s=5)
     assert (waited["behavior"], waited["decided_via"], waited["decided_by"]) == (
@@ -135,9 +138,7 @@ async def test_the_pin_then_a_pending_request_answered_by_key(
 async def test_a_spoken_pin_and_a_message_left_for_an_agent(
     stack: Stack, twilio_voice: FakeTwilioCalls, agent: str
 ) -> None:
-    call = await twilio_voice.incoming(
-        HUMAN, _webhook(stack), [PIN, Press("3"), Press("1"), "ship it on friday"]
-    )
+    call = await _call_in(stack, twilio_voice, [PIN, *FOR_THE_AGENT, MESSAGE])
     said = " ".join(_spoken(stack, call))
     assert f"Which agent? Press 1 for {agent}." in said
     assert f"Leave your message for {agent}" in said
@@ -148,7 +149,7 @@ async def test_a_spoken_pin_and_a_message_left_for_an_agent(
         return next((e for e in rows if e.channel_id == f"phone:{HUMAN}"), None)
 
     message = await eventually(posted)
-    assert message.text == f"[phone call from {HUMAN}] ship it on friday"
+    assert message.text == POSTED
     assert message.role == "human" and message.status != "rejected"
     # The call is kept like a call out: its row, its transcript (never the PIN), the recording.
     row = await stack.store.get_call(call.sid)
@@ -157,27 +158,17 @@ async def test_a_spoken_pin_and_a_message_left_for_an_agent(
     turns = audio.transcript(call.sid)
     assert [t.text for t in turns if t.speaker == "human"][:2] == ["(a PIN)", "3"]
     assert not any(PIN in t.text for t in turns)
-    left = next(t for t in turns if t.text == "ship it on friday")
+    left = next(t for t in turns if t.text == MESSAGE)
     assert left.audio is not None and audio.read(left.audio)[:4] == b"RIFF"
 
 
 async def test_a_question_answered_by_its_spoken_option(
     stack: Stack, twilio_voice: FakeTwilioCalls, agent: str
 ) -> None:
-    question = {
-        "question": "Which colour?",
-        "header": "Colour",
-        "options": [{"label": "red"}, {"label": "blue"}],
-        "multiSelect": False,
-    }
-    approval = await _ask(stack, agent, "AskUserQuestion", {"questions": [question]})
-
-    async def listed() -> list[Any] | None:
-        return (await stack.call("approvals"))["approvals"] or None
-
-    await eventually(listed)
+    asked = open_question(stack, agent, ["red", "blue"], question="Which colour?", several=False)
+    approval = await listed_approval(stack, await asked)
     # Twilio hears the words itself (<Gather input="dtmf speech">).
-    call = await twilio_voice.incoming(HUMAN, _webhook(stack), [Press(PIN), Press("1"), "blue"])
+    call = await _call_in(stack, twilio_voice, [Press(PIN), Press("1"), "blue"])
     said = " ".join(_spoken(stack, call))
     assert (
         f"{agent} asks: Which colour? Press 1 for red, 2 for blue, or say your answer. "
@@ -195,10 +186,8 @@ async def test_a_question_answered_by_its_spoken_option(
 async def test_a_wrong_pin_hears_goodbye_and_is_recorded(
     stack: Stack, twilio_voice: FakeTwilioCalls, agent: str
 ) -> None:
-    approval = await _ask(stack, agent)
-    call = await twilio_voice.incoming(
-        HUMAN, _webhook(stack), [Press("1111"), Press("1"), Press("1")]
-    )
+    approval = await open_approval(stack, agent, command=COMMAND)
+    call = await _call_in(stack, twilio_voice, [Press("1111"), Press("1"), Press("1")])
     assert _spoken(stack, call) == ["Enter your PIN, then press the pound key.", "Goodbye."]
     assert "hangup" in call.statuses
     [refused] = await _refusals(stack, HUMAN)
@@ -210,9 +199,7 @@ async def test_a_wrong_pin_hears_goodbye_and_is_recorded(
 async def test_a_stranger_hears_nothing_and_is_recorded(
     stack: Stack, twilio_voice: FakeTwilioCalls
 ) -> None:
-    call = await twilio_voice.incoming(
-        STRANGER, _webhook(stack), [Press(PIN)], status_callback=_status_callback(stack)
-    )
+    call = await _call_in(stack, twilio_voice, [Press(PIN)], caller=STRANGER, end_reported=True)
     assert call.said == call.played == [] and "reject" in call.statuses
     # Its end is reported like any call's, and acknowledged; it was never a call of ours.
     assert call.statuses[-1] == "no-answer" and twilio_voice.problems == []
@@ -235,9 +222,7 @@ async def test_a_forged_webhook_gets_403(stack: Stack) -> None:
 async def test_a_caller_who_hangs_up_mid_menu_ends_the_call(
     stack: Stack, twilio_voice: FakeTwilioCalls
 ) -> None:
-    call = await twilio_voice.incoming(
-        HUMAN, _webhook(stack), [Press(PIN), None], status_callback=_status_callback(stack)
-    )
+    call = await _call_in(stack, twilio_voice, [Press(PIN), None], end_reported=True)
     assert call.statuses == ["completed"] and twilio_voice.problems == []
     row = await _listed(stack, call.sid)
     assert row is not None and row["direction"] == "in"
@@ -258,7 +243,7 @@ async def test_a_forged_status_callback_changes_nothing(
     stack: Stack, twilio_voice: FakeTwilioCalls
 ) -> None:
     # The number has no status callback yet: the call hung up mid-menu stays in progress.
-    call = await twilio_voice.incoming(HUMAN, _webhook(stack), [Press(PIN), None])
+    call = await _call_in(stack, twilio_voice, [Press(PIN), None])
     row = await _listed(stack, call.sid, active=True)
     assert row is not None and row["status"] == "in-progress"
     url = _status_callback(stack)
@@ -299,21 +284,18 @@ async def test_a_message_left_as_the_caller_hangs_up_reaches_the_agent(
     stack: Stack, twilio_voice: FakeTwilioCalls, agent: str
 ) -> None:
     # Twilio posts the recording, then reports the call's end.
-    call = await twilio_voice.incoming(
-        HUMAN,
-        _webhook(stack),
-        [Press(PIN), Press("3"), Press("1"), HangsUp("ship it on friday")],
-        status_callback=_status_callback(stack),
+    call = await _call_in(
+        stack, twilio_voice, [Press(PIN), *FOR_THE_AGENT, HangsUp(MESSAGE)], end_reported=True
     )
     assert twilio_voice.problems == []
-    assert await _read_by(stack, agent) == [f"[phone call from {HUMAN}] ship it on friday"]
+    assert await _read_by(stack, agent) == [POSTED]
     row = await _listed(stack, call.sid)
     assert row is not None and row["status"] == "completed"
     assert row["duration_seconds"] == float(call.duration or "nan")  # as Twilio measured it
     assert await stack.store.caller(call.sid) is None
     # The transcript ends with the message: nothing was told to a caller who was gone.
     turns = AudioStore(stack.cfg.voice.audio_root()).transcript(call.sid)
-    assert (turns[-1].speaker, turns[-1].text) == ("human", "ship it on friday")
+    assert (turns[-1].speaker, turns[-1].text) == ("human", MESSAGE)
     await twilio_voice.report_end(call)  # said again: the message is not sent again
     assert await _read_by(stack, agent) == []
 
@@ -323,11 +305,11 @@ async def test_a_message_recorded_after_the_calls_end_reaches_the_agent(
 ) -> None:
     # Twilio reports the call's end first; the recording comes after, here only once the
     # gateway was restarted, so what it needs is kept in the projection, not in memory.
-    call = await twilio_voice.incoming(
-        HUMAN,
-        _webhook(stack),
-        [Press(PIN), Press("3"), Press("1"), HangsUp("ship it on friday", after_end=True)],
-        status_callback=_status_callback(stack),
+    call = await _call_in(
+        stack,
+        twilio_voice,
+        [Press(PIN), *FOR_THE_AGENT, HangsUp(MESSAGE, after_end=True)],
+        end_reported=True,
     )
     row = await _listed(stack, call.sid)
     assert row is not None and row["status"] == "completed"
@@ -335,12 +317,12 @@ async def test_a_message_recorded_after_the_calls_end_reaches_the_agent(
     await stack.restart_gateway()
     await twilio_voice.send_late(call)
     assert twilio_voice.problems == []
-    assert await _read_by(stack, agent) == [f"[phone call from {HUMAN}] ship it on friday"]
+    assert await _read_by(stack, agent) == [POSTED]
     assert await _listed(stack, call.sid) == row  # still ended, as Twilio said
     assert await stack.store.caller(call.sid) is None  # nothing left waiting
     audio = AudioStore(stack.cfg.voice.audio_root())
     last = audio.transcript(call.sid)[-1]
-    assert (last.speaker, last.text) == ("human", "ship it on friday")
+    assert (last.speaker, last.text) == ("human", MESSAGE)
     assert last.audio is not None and audio.read(last.audio)[:4] == b"RIFF"
     await twilio_voice.report_end(call)  # said again: the message is not sent again
     assert await _read_by(stack, agent) == []
@@ -356,11 +338,8 @@ async def test_a_message_whose_recording_is_not_served_yet_reaches_the_agent_onc
 ) -> None:
     # Twilio posts the <Record>'s action before it serves the recording (404 for now).
     twilio_voice.slow_recordings = True
-    call = await twilio_voice.incoming(
-        HUMAN,
-        _webhook(stack),
-        [Press(PIN), Press("3"), Press("1"), "ship it on friday"],
-        status_callback=_status_callback(stack),
+    call = await _call_in(
+        stack, twilio_voice, [Press(PIN), *FOR_THE_AGENT, MESSAGE], end_reported=True
     )
     assert twilio_voice.not_ready  # we asked for it at the action, and it was not there
     said = " ".join(_spoken(stack, call))
@@ -372,9 +351,9 @@ async def test_a_message_whose_recording_is_not_served_yet_reaches_the_agent_onc
     await twilio_voice.recordings_processed(call)
     assert _recording_statuses(call) == [("completed", 204)]
     assert twilio_voice.problems == []
-    assert await _read_by(stack, agent) == [f"[phone call from {HUMAN}] ship it on friday"]
+    assert await _read_by(stack, agent) == [POSTED]
     audio = AudioStore(stack.cfg.voice.audio_root())
-    left = next(t for t in audio.transcript(call.sid) if t.text == "ship it on friday")
+    left = next(t for t in audio.transcript(call.sid) if t.text == MESSAGE)
     assert left.speaker == "human" and left.audio is not None
     assert audio.read(left.audio)[:4] == b"RIFF"
     # Twilio may send the callback again: the message is not posted again.
@@ -390,15 +369,13 @@ async def test_a_message_whose_recording_is_not_served_yet_reaches_the_agent_onc
 async def test_a_message_served_at_once_is_not_posted_again_by_its_recording_callback(
     stack: Stack, twilio_voice: FakeTwilioCalls, agent: str
 ) -> None:
-    call = await twilio_voice.incoming(
-        HUMAN, _webhook(stack), [Press(PIN), Press("3"), Press("1"), "ship it on friday"]
-    )
+    call = await _call_in(stack, twilio_voice, [Press(PIN), *FOR_THE_AGENT, MESSAGE])
     assert f"Your message for {agent} was sent." in " ".join(_spoken(stack, call))
     # Both the action and the recording status callback brought a usable recording.
     assert twilio_voice.not_ready == []
     assert _recording_statuses(call) == [("completed", 204)]
     assert twilio_voice.problems == []
-    assert await _read_by(stack, agent) == [f"[phone call from {HUMAN}] ship it on friday"]
+    assert await _read_by(stack, agent) == [POSTED]
 
 
 async def test_a_recording_callback_that_comes_late_posts_nothing_again(
@@ -407,19 +384,12 @@ async def test_a_recording_callback_that_comes_late_posts_nothing_again(
     # The first message's recording is served at the action, and posted; its status callback
     # comes only once the caller is recording a second one, hung up on after the call's end.
     twilio_voice.late_recording_callbacks = True
-    call = await twilio_voice.incoming(
-        HUMAN,
-        _webhook(stack),
-        [
-            Press(PIN),
-            Press("3"),
-            Press("1"),
-            "ship it on friday",
-            Press("3"),
-            Press("1"),
-            HangsUp("call me later", after_end=True),
-        ],
-        status_callback=_status_callback(stack),
+    second = HangsUp("call me later", after_end=True)
+    call = await _call_in(
+        stack,
+        twilio_voice,
+        [Press(PIN), *FOR_THE_AGENT, MESSAGE, *FOR_THE_AGENT, second],
+        end_reported=True,
     )
     await twilio_voice.recordings_processed(call)
     await twilio_voice.send_late(call)
@@ -427,7 +397,7 @@ async def test_a_recording_callback_that_comes_late_posts_nothing_again(
     assert _recording_statuses(call) == [("completed", 204), ("completed", 204)]
     assert twilio_voice.problems == []
     assert await _read_by(stack, agent) == [
-        f"[phone call from {HUMAN}] ship it on friday",
+        POSTED,
         f"[phone call from {HUMAN}] call me later",
     ]
 
@@ -438,15 +408,15 @@ async def test_a_recording_callback_before_the_action_posts_the_message_once(
     # The caller hangs up on the message; Twilio reports the call's end, then says the
     # recording is ready, and only then posts the <Record>'s action.
     twilio_voice.slow_recordings = True
-    call = await twilio_voice.incoming(
-        HUMAN,
-        _webhook(stack),
-        [Press(PIN), Press("3"), Press("1"), HangsUp("ship it on friday", after_end=True)],
-        status_callback=_status_callback(stack),
+    call = await _call_in(
+        stack,
+        twilio_voice,
+        [Press(PIN), *FOR_THE_AGENT, HangsUp(MESSAGE, after_end=True)],
+        end_reported=True,
     )
     await twilio_voice.recordings_processed(call)
     assert _recording_statuses(call) == [("completed", 204)]
-    assert await _read_by(stack, agent) == [f"[phone call from {HUMAN}] ship it on friday"]
+    assert await _read_by(stack, agent) == [POSTED]
     await twilio_voice.send_late(call)
     assert twilio_voice.problems == []
     assert await _read_by(stack, agent) == []  # the action posted nothing more
@@ -457,9 +427,7 @@ async def test_a_forged_recording_callback_gets_403_and_posts_nothing(
     stack: Stack, twilio_voice: FakeTwilioCalls, agent: str
 ) -> None:
     twilio_voice.slow_recordings = True
-    call = await twilio_voice.incoming(
-        HUMAN, _webhook(stack), [Press(PIN), Press("3"), Press("1"), "ship it on friday"]
-    )
+    call = await _call_in(stack, twilio_voice, [Press(PIN), *FOR_THE_AGENT, MESSAGE])
     [(sid, recorded, _, action)] = call.processing
     twilio_voice.recordings[sid] = recorded  # served now: only the callback is missing
     url = f"{_webhook(stack)}/recording?agent={agent}"
@@ -479,16 +447,14 @@ async def test_a_forged_recording_callback_gets_403_and_posts_nothing(
     # Twilio's own callback brings it, once.
     await twilio_voice.recordings_processed(call)
     assert _recording_statuses(call) == [("completed", 204)]
-    assert await _read_by(stack, agent) == [f"[phone call from {HUMAN}] ship it on friday"]
+    assert await _read_by(stack, agent) == [POSTED]
 
 
 async def test_a_message_whose_recording_never_came_is_said_lost(
     stack: Stack, twilio_voice: FakeTwilioCalls, agent: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     twilio_voice.slow_recordings = True
-    call = await twilio_voice.incoming(
-        HUMAN, _webhook(stack), [Press(PIN), Press("3"), Press("1"), "ship it on friday"]
-    )
+    call = await _call_in(stack, twilio_voice, [Press(PIN), *FOR_THE_AGENT, MESSAGE])
     [(sid, _, _, _)] = call.processing
     with caplog.at_level(logging.ERROR, logger="gateway.inbound_calls"):
         await twilio_voice.recordings_processed(call, "absent")

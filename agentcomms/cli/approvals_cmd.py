@@ -12,7 +12,8 @@ from typing import Annotated, Any
 
 import typer
 
-from agentcomms.approval_models import CANCELED_IN_TERMINAL
+from agentcomms.approval_models import Decision
+from agentcomms.approval_outcome import how_decided
 from agentcomms.cli import app
 from agentcomms.cli.common import console, print_json
 from agentcomms.cli.output import ask, shown, stdout
@@ -138,28 +139,19 @@ def _answer(
     if as_json:
         print_json(result)
         return
-    if result["accepted"]:
-        console.print(f"{result['id']}: {_said(result)}")
-    else:
-        console.print(f"{result['id']} was answered already: {_said(result)}")
-
-
-def _said(result: dict[str, Any]) -> str:
-    canceled = result["behavior"] == "terminal" and result.get("message") == CANCELED_IN_TERMINAL
-    how = (
-        CANCELED_IN_TERMINAL
-        if canceled
-        else {
-            "allow": "allowed",
-            "allow_session": "allowed for the session",
-            "deny": "denied",
-            "terminal": "answered in the terminal",
-            "timeout": "no answer in time",
-            "answer": f"answered {result.get('answer')!r}",
-        }.get(result["behavior"], str(result["behavior"]))
+    decision = Decision(
+        approval_id=result["id"],
+        behavior=result["behavior"],
+        message=result.get("message"),
+        answer=result.get("answer"),
+        by=result["decided_by"],
+        via=result["decided_via"],
     )
-    by = "" if result["behavior"] in ("terminal", "timeout") else f" by {result['decided_by']}"
-    return f"{how}{by} ({result['decided_via']})"
+    said = f"{how_decided(decision)} ({decision.via})"
+    if result["accepted"]:
+        console.print(f"{result['id']}: {said}")
+    else:
+        console.print(f"{result['id']} was answered already: {said}")
 
 
 def _who() -> str:

@@ -25,12 +25,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from agentcomms.approval_models import (
-    CANCELED_IN_TERMINAL,
-    ApprovalRequest,
-    ApprovalView,
-    Behavior,
-)
+from agentcomms.approval_models import ApprovalRequest, ApprovalView, Behavior
+from agentcomms.approval_outcome import how_decided
 
 BUTTON_PREFIX = "ap"
 BUTTON_BEHAVIOR: dict[str, Behavior] = {"a": "allow", "s": "allow_session", "d": "deny"}
@@ -78,8 +74,6 @@ SURFACE_NAMES = {
     "console": "the console",
     "call": "a phone call",
 }
-HOW = {"allow": "allowed", "allow_session": "allowed for the session", "deny": "denied"}
-PLAN_HOW = {"allow": "approved", "deny": "sent back to planning"}
 CODE_WORDS: dict[str, Behavior] = {
     "yes": "allow",
     "always": "allow_session",
@@ -342,23 +336,10 @@ def said(view: ApprovalView) -> str:
     d = view.decision
     if d is None:
         return "still open"
-    if d.behavior == "terminal":
-        return (
-            CANCELED_IN_TERMINAL
-            if d.message == CANCELED_IN_TERMINAL
-            else "answered in the terminal"
-        )
-    if d.behavior == "timeout":
-        on = view.request.on_timeout
-        return "no answer in time: " + ("denied" if on == "deny" else "left to the terminal")
-    where = SURFACE_NAMES.get(d.via, d.via)
-    if d.behavior == "answer":
-        answer = d.answer or ""
-        if len(answer) > ANSWER_SHOWN:
-            answer = answer[:ANSWER_SHOWN] + "…"
-        return f"answered {answer!r} by {d.by} on {where}"
-    how = PLAN_HOW if view.request.ask == "plan" else HOW
-    return f"{how.get(d.behavior, d.behavior)} by {d.by} on {where}"
+    how = how_decided(d, view.request, answer_chars=ANSWER_SHOWN)
+    if d.behavior in ("terminal", "timeout"):  # nobody answered it on a surface
+        return how
+    return f"{how} on {SURFACE_NAMES.get(d.via, d.via)}"
 
 
 def settled_footer(view: ApprovalView) -> str:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from playwright.async_api import Browser, Page, async_playwright, expect
-from temporalio.client import Client
+from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.config import Config, ConsoleConfig
 from tests.support.stack import Stack, running_stack
@@ -73,9 +73,12 @@ def serving(page: str) -> Iterator[str]:
         server.server_close()
 
 
-async def console_stack(client: Client, tmp_path: Path) -> AsyncIterator[Stack]:
-    """A stack whose gateway serves the console (its token in the test's private home)."""
-    async with running_stack(client, tmp_path, configure=_with_console) as stack:
+@pytest.fixture
+async def console_stack(
+    temporal_env: WorkflowEnvironment, tmp_path: Path, home: Path
+) -> AsyncIterator[Stack]:
+    """A stack whose gateway serves the console (its token in the test's private `home`)."""
+    async with running_stack(temporal_env.client, tmp_path, configure=_with_console) as stack:
         yield stack
 
 

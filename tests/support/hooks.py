@@ -11,6 +11,7 @@ from typing import Any
 
 from tests.support.cli import AGENTCOMMS
 from tests.support.stack import Stack
+from tests.support.waiting import eventually
 
 
 def start_hook(
@@ -54,15 +55,17 @@ def permission_request(tool_name: str, tool_input: dict[str, Any]) -> dict[str, 
 SESSION_SUGGESTION = {"type": "addDirectories", "directories": ["/p"], "destination": "session"}
 
 
-async def open_approval(stack: Stack, agent: str, *, session: bool = True) -> str:
-    """An approval opened as the agent's PermissionRequest hook opens it, for `touch done.txt`,
+async def open_approval(
+    stack: Stack, agent: str, *, command: str = "touch done.txt", session: bool = True
+) -> str:
+    """An approval opened as the agent's PermissionRequest hook opens it, to run `command`,
     offering "allow for this session" when `session`; its id."""
     opened = await stack.call(
         "approval_open",
         kind="claude-code",
         agent_id=agent,
         tool_name="Bash",
-        tool_input={"command": "touch done.txt"},
+        tool_input={"command": command},
         permission_suggestions=[SESSION_SUGGESTION] if session else [],
     )
     return str(opened["id"])
@@ -94,3 +97,14 @@ async def open_question(
         tool_input={"questions": [asked]},
     )
     return str(opened["id"])
+
+
+async def listed_approval(stack: Stack, approval: str) -> str:
+    """`approval`, once `agentcomms approvals` lists it: a call coming in finds the requests
+    waiting as that list does, in Temporal's visibility, which may lag a moment behind."""
+
+    async def shown() -> str | None:
+        rows = (await stack.call("approvals"))["approvals"]
+        return approval if any(r["id"] == approval for r in rows) else None
+
+    return await eventually(shown)
