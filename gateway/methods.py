@@ -105,6 +105,7 @@ class Methods:
         self._outbox = outbox
         self._chat = chat
         self._host = host or host_name()
+        self._user = getpass.getuser()  # once: the lookup cost about 40 µs of CPU per send
         self._store = store
         self._mailbox = mailbox
         self._started_at = started_at
@@ -219,7 +220,7 @@ class Methods:
             type="human_message",
             role="human",
             # Only this user reaches the socket (0600): the pane's header names them.
-            payload={"text": p.message, "source": "cli", "sender_name": self._socket_user},
+            payload={"text": p.message, "source": "cli", "sender_name": self._user},
         )
         return await self._post(event, wait=p.wait, wait_s=p.timeout)
 
@@ -454,11 +455,6 @@ class Methods:
         return self._chat.statuses()
 
     # ---- for the MCP tools: the read cursor, waiting, chat history -------------------------------
-
-    @cached_property
-    def _socket_user(self) -> str:
-        # Read once: a password-database lookup on every send cost about 40 µs of CPU.
-        return getpass.getuser()
 
     @cached_property
     def _read_locks(self) -> defaultdict[str, asyncio.Lock]:
