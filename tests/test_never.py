@@ -27,6 +27,7 @@ from tests.fakes.anthropic import bash, text
 from tests.support.agents import Attended, ClaudePane, attended, claude_with_agentcomms
 from tests.support.cli import AGENTCOMMS, env_for, run
 from tests.support.home import write_config
+from tests.support.hooks import failing_agentcomms
 
 RM = "Bash(rm -rf *)"
 EXE = ("/opt/venv/bin/agentcomms",)
@@ -200,7 +201,7 @@ def test_install_writes_one_handler_per_rule_for_claude_and_the_rules_into_codex
     plan(Target("codex", home=tmp_path, argv=EXE, never=(RM,))).apply()
     hooks = json.loads((tmp_path / ".codex" / "hooks.json").read_text())["hooks"]
     (group,) = hooks["PreToolUse"]
-    assert group["hooks"][0]["command"] == f"{EXE[0]} hook codex --never 'Bash(rm -rf *)'"
+    assert group["hooks"][0]["command"] == f"{EXE[0]} hook codex --never 'Bash(rm -rf *)'{CLOSED}"
 
 
 def _never_hooks(
@@ -218,16 +219,6 @@ def _never_hooks(
         path, event = (".gemini/settings.json", "BeforeTool")
     groups = json.loads((home / path).read_text())["hooks"][event]
     return [h["command"] for g in groups for h in g["hooks"]]
-
-
-def _failing_agentcomms(tmp_path: Path) -> list[tuple[str, Path]]:
-    """An agentcomms that crashes (as a Python error ends it: exit 1), and one that is gone
-    (127)."""
-    crashing = tmp_path / "bin" / "agentcomms"
-    crashing.parent.mkdir(parents=True)
-    crashing.write_text("#!/bin/sh\necho 'Traceback (most recent call last):' >&2\nexit 1\n")
-    crashing.chmod(0o755)
-    return [("crashing", crashing), ("gone", tmp_path / "moved-venv" / "bin" / "agentcomms")]
 
 
 # How each agent runs a command hook (the payload on stdin): Claude Code through sh, Gemini CLI
@@ -261,7 +252,7 @@ def test_claudes_never_list_handler_refuses_the_call_even_when_agentcomms_fails(
     assert output["permissionDecision"] == "deny"
     assert f"never-list has {RM}" in output["permissionDecisionReason"]
 
-    for home, exe in _failing_agentcomms(tmp_path):
+    for home, exe in failing_agentcomms(tmp_path):
         # beside, not over, the working install
         (command,) = _never_hooks("claude-code", tmp_path / home, exe)
         done = _as_agent_runs("claude-code", command, call)
@@ -289,7 +280,7 @@ def _agents_reading(kind: str, done: subprocess.CompletedProcess[str]) -> str | 
     return done.stderr.strip() if done.returncode == 2 and done.stderr.strip() else None
 
 
-@pytest.mark.parametrize("kind", ["gemini"])
+@pytest.mark.parametrize("kind", ["gemini", "codex"])
 def test_the_hook_every_call_passes_refuses_it_when_agentcomms_fails_under_a_never_list(
     kind: AgentKind, tmp_path: Path
 ) -> None:
@@ -309,7 +300,7 @@ def test_the_hook_every_call_passes_refuses_it_when_agentcomms_fails_under_a_nev
     ordinary = _as_agent_runs(kind, working, ls)
     assert (ordinary.returncode, ordinary.stdout, ordinary.stderr) == (0, "", "")
 
-    for home, exe in _failing_agentcomms(tmp_path):
+    for home, exe in failing_agentcomms(tmp_path):
         (command,) = _never_hooks(kind, tmp_path / home, exe)
         for call in (rm, ls):  # neither was checked against the never-list
             reading = _agents_reading(kind, _as_agent_runs(kind, command, call))
@@ -317,7 +308,7 @@ def test_the_hook_every_call_passes_refuses_it_when_agentcomms_fails_under_a_nev
             assert reading.endswith(UNCHECKED), (home, reading)
 
     # Without a never-list the hook only reports: its failure stops no call.
-    crashing = dict(_failing_agentcomms(tmp_path / "plain"))["crashing"]
+    crashing = dict(failing_agentcomms(tmp_path / "plain"))["crashing"]
     (command,) = _never_hooks(kind, tmp_path / "plain", crashing, never=())
     assert _agents_reading(kind, _as_agent_runs(kind, command, rm)) is None
 

@@ -112,11 +112,12 @@ def _codex(plan: Plan) -> None:
     if not plan.uninstall:
         entries = {e: command_hook(target, timeout=HOOK_TIMEOUT_S) for e in CODEX_EVENTS}
         # Codex runs its hooks one after the other anyway: its one PreToolUse hook also refuses
-        # the never-listed calls. It runs for every call, so its failure lets the call go on
-        # rather than stop every call (Claude Code's never-list handlers fail closed).
+        # the never-listed calls. Codex runs a call whose hook exited 1 or 127, so with a
+        # never-list that hook fails closed: a crashed or missing agentcomms stops every call
+        # rather than let a never-listed one run.
         entries["PreToolUse"] = {
             "type": "command",
-            "command": target.hook_command(target.never),
+            "command": _never_checked(target.hook_command(target.never), target.never),
             "timeout": HOOK_TIMEOUT_S,
         }
         # Codex's permission hook waits for the human's answer, as Claude Code's does.

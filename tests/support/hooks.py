@@ -94,3 +94,13 @@ async def open_question(
         tool_input={"questions": [asked]},
     )
     return str(opened["id"])
+
+
+def failing_agentcomms(root: Path) -> list[tuple[str, Path]]:
+    """Two agentcomms an agent's hooks may meet: one that crashes (as a Python error ends it:
+    exit 1), and one that is gone (a moved virtualenv: 127), by name."""
+    crashing = root / "bin" / "agentcomms"
+    crashing.parent.mkdir(parents=True)
+    crashing.write_text("#!/bin/sh\necho 'Traceback (most recent call last):' >&2\nexit 1\n")
+    crashing.chmod(0o755)
+    return [("crashing", crashing), ("gone", root / "moved-venv" / "bin" / "agentcomms")]
