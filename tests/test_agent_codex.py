@@ -1,6 +1,7 @@
 """The real Codex in a tmux pane against the scripted Responses model, and `agentcomms install
 codex` as Codex reads it: its server listed, its hooks held for the user's trust, then run in the
-agent's pane for each event, and `notify` at the end of a turn."""
+agent's pane for each event, and `notify` at the end of a turn; under a never-list, a crashed
+agentcomms stops Codex's calls rather than let them run unchecked."""
 
 from __future__ import annotations
 
