@@ -1,6 +1,7 @@
 """The real Codex in a tmux pane against the scripted Responses model, and `agentcomms install
 codex` as Codex reads it: its server listed, its hooks held for the user's trust, then run in the
-agent's pane for each event, and `notify` at the end of a turn."""
+agent's pane for each event, and `notify` at the end of a turn; under a never-list, a crashed
+agentcomms stops Codex's calls rather than let them run unchecked."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ from typing import Any
 
 from agentcomms.agents.install import CODEX_EVENTS, Target, plan
 from agentcomms.agents.installed import Finding, inspect_all
-from tests.fakes.openai_responses import FakeResponses, text
+from tests.fakes.openai_responses import FakeResponses, shell, text
 from tests.support.agents import CODEX_HOOKS_REVIEW, PROMPT_HINT, agent_binary, start_codex
+from tests.support.hooks import failing_agentcomms
 from tests.support.tmux import Tmux
 from tests.support.waiting import eventually
 
@@ -111,6 +113,34 @@ async def test_installed_hooks_wait_for_trust_then_run_in_the_agents_pane(
     assert [(t["type"], t["last-assistant-message"]) for t in turns] == [
         ("agent-turn-complete", "Hooks reported.")
     ]
+
+
+async def test_a_crashed_agentcomms_under_a_never_list_stops_codexs_calls(
+    tmux: Tmux, tmp_path: Path, responses: FakeResponses
+) -> None:
+    """Codex runs a call whose PreToolUse hook exited 1 (a Python error) as if the hook had
+    said nothing: with a never-list that hook fails closed, so a crashed agentcomms refuses
+    every call, and the model reads why."""
+    (_, crashing), _ = failing_agentcomms(tmp_path / "agentcomms")
+
+    def install(home: Path, project: Path) -> None:
+        never = ("Bash(rm -rf *)",)
+        plan(
+            Target("codex", home=home, project=project, argv=(str(crashing),), never=never)
+        ).apply()
+
+    responses.on("make the file", shell("touch made.txt"), text("Tried to make it."))
+    codex = await start_codex(tmux, tmp_path, responses, setup=install, until=CODEX_HOOKS_REVIEW)
+    await codex.answer(CODEX_HOOKS_REVIEW, "2", "Enter")  # "Trust all and continue"
+    await codex.wait_for_screen(PROMPT_HINT)
+
+    await codex.type("make the file")
+    await codex.wait_for_screen("Tried to make it.")
+
+    (result,) = responses.tool_results
+    print(f"the model read: {result.content!r}")
+    assert "agentcomms could not check this call against its never-list" in result.content
+    assert not (codex.project / "made.txt").exists()
 
 
 async def test_codex_lists_the_installed_mcp_server(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ from agentcomms.client import GatewayClient
 from agentcomms.trust import DeploymentKey
 from gateway.approvals import hook_decision
 from tests.support.cli import AGENTCOMMS, inbox_followed
-from tests.support.hooks import start_hook
+from tests.support.hooks import gateway_relay, start_hook
 from tests.support.stack import STACK_KEY, Stack
 from tests.support.waiting import eventually
 from workflows.approval.client import Approvals
@@ -269,6 +269,38 @@ async def test_geminis_cancel_written_to_its_transcript_closes_the_approval(
         "terminal",
         "canceled in the terminal",
     )
+
+
+async def test_geminis_cancel_while_the_hook_reports_the_call_closes_the_approval(
+    stack: Stack, tmp_path: Path
+) -> None:
+    """Esc in the hook's first moments, while it reports the call (before it opens the
+    approval), cancels as much as one while it waits."""
+    transcript = tmp_path / "session.jsonl"
+    transcript.write_text(json.dumps({"sessionId": "s"}) + "\n")
+
+    def esc(method: str) -> None:
+        if method == "agent_hook":  # the hook reports the call: Esc now
+            with transcript.open("a") as f:
+                f.write(json.dumps({"type": "info", "content": "Request cancelled."}) + "\n")
+
+    agent = f"gemini-{uuid.uuid4().hex[:6]}"
+    payload = {**GEMINI_BEFORE_TOOL, "transcript_path": str(transcript)}
+    async with gateway_relay(stack.cfg.server.socket(), esc) as relay:
+        proc = start_hook(
+            stack, payload, agent, tmp_path, "gemini", "--remote-approvals", socket=relay.path
+        )
+        try:
+            out, _ = await asyncio.to_thread(proc.communicate, timeout=20)
+        finally:
+            proc.kill()
+    assert json.loads(out) == {
+        "decision": "deny",
+        "reason": "The call was canceled in the terminal.",
+    }
+    (opened,) = [answer for method, answer in relay.answers if method == "approval_open"]
+    late = await stack.call("approval_decide", id=opened["id"], behavior="allow")
+    assert (late["accepted"], late["message"]) == (False, "canceled in the terminal")
 
 
 async def _open_for(stack: Stack, agent: str) -> dict[str, Any] | None:

@@ -13,6 +13,7 @@ from agentcomms.agents.install import Target, plan
 from agentcomms.agents.installed import Finding, inspect_all
 from tests.support.agents import CLAUDE_CODE_VERSION, agent_binary
 from tests.support.cli import env_for, run
+from tests.support.home import write_config
 
 
 def _exe(tmp_path: Path) -> str:
@@ -113,3 +114,48 @@ def test_geminis_remote_approvals_hook_is_not_a_second_before_tool(
 
     assert (findings[0].name, findings[0].ok) == ("gemini (user) hooks", True)
     assert findings[0].detail.startswith("8 hooks, each once, and the MCP server in ")
+
+
+def test_never_list_hooks_an_older_agentcomms_wrote_are_named_until_installed_again(
+    tmp_path: Path,
+) -> None:
+    """An older agentcomms wrote Claude Code's never-list handlers (and Gemini CLI's BeforeTool
+    hook) without failing closed: a crashed agentcomms let a never-listed call run. doctor
+    names them until `install` writes them again."""
+    rule = "Bash(rm -rf *)"
+    env = env_for(tmp_path / "ac", HOME=str(tmp_path), PATH="/usr/bin:/bin")
+    write_config(tmp_path / "ac", {"approvals": {"never": [rule]}})
+    assert run(env, "install", "claude-code").returncode == 0
+    settings = tmp_path / ".claude" / "settings.json"
+    doc = json.loads(settings.read_text())
+    (handler,) = [h for g in doc["hooks"]["PreToolUse"] for h in g["hooks"] if "if" in h]
+    exe = handler["command"].split()[0]
+    handler["command"] = f"{exe} hook claude-code --never 'Bash(rm -rf *)'"  # as it was written
+    settings.write_text(json.dumps(doc))
+
+    done = run(env, "doctor", "--json", timeout=60)
+
+    checks = {c["name"]: c for c in json.loads(done.stdout)["checks"]}
+    stale = checks["agent claude-code (user) fail-closed"]
+    assert not stale["ok"]
+    assert stale["detail"] == (
+        "claude-code (user): 1 of the hooks that refuse the never-list let the call run when "
+        "agentcomms fails (crashed, or moved away): an older agentcomms wrote them"
+    )
+    assert stale["fix"] == "`agentcomms install claude-code` again"
+    assert "agent claude-code (user) never-list" not in checks  # the rules are as configured
+
+    assert run(env, "install", "claude-code").returncode == 0
+    names = [f.name for f in _findings(tmp_path)]
+    assert "claude-code (user) hooks" in names
+    assert "claude-code (user) fail-closed" not in names
+
+    plan(Target("gemini", home=tmp_path, argv=(exe,))).apply()  # no never-list: nothing to fail
+    assert "gemini (user) fail-closed" not in [f.name for f in _findings(tmp_path)]
+    gemini = tmp_path / ".gemini" / "settings.json"
+    doc = json.loads(gemini.read_text())
+    (group,) = doc["hooks"]["BeforeTool"]
+    group["hooks"][0]["command"] = f"{exe} hook gemini --never 'Bash(rm -rf *)'"
+    gemini.write_text(json.dumps(doc))
+    found = {f.name: f for f in _findings(tmp_path)}
+    assert found["gemini (user) fail-closed"].fix == "`agentcomms install gemini` again"

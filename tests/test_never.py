@@ -20,13 +20,14 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.agents import hook
-from agentcomms.agents.install import Target, plan
+from agentcomms.agents.install import AgentKind, Target, plan
 from agentcomms.agents.installed import inspect
 from agentcomms.agents.never import matches, refusal
 from tests.fakes.anthropic import bash, text
 from tests.support.agents import Attended, ClaudePane, attended, claude_with_agentcomms
 from tests.support.cli import AGENTCOMMS, env_for, run
 from tests.support.home import write_config
+from tests.support.hooks import failing_agentcomms
 
 RM = "Bash(rm -rf *)"
 EXE = ("/opt/venv/bin/agentcomms",)
@@ -200,22 +201,36 @@ def test_install_writes_one_handler_per_rule_for_claude_and_the_rules_into_codex
     plan(Target("codex", home=tmp_path, argv=EXE, never=(RM,))).apply()
     hooks = json.loads((tmp_path / ".codex" / "hooks.json").read_text())["hooks"]
     (group,) = hooks["PreToolUse"]
-    assert group["hooks"][0]["command"] == f"{EXE[0]} hook codex --never 'Bash(rm -rf *)'"
+    assert group["hooks"][0]["command"] == f"{EXE[0]} hook codex --never 'Bash(rm -rf *)'{CLOSED}"
 
 
-def _claudes_refusals(home: Path, exe: Path | str) -> list[str]:
-    """Install for Claude Code run by `exe` with the never-list; its never-list handlers'
-    commands."""
-    plan(Target("claude-code", home=home, argv=(str(exe),), never=(RM,))).apply()
-    settings = json.loads((home / ".claude" / "settings.json").read_text())
-    handlers = [h for g in settings["hooks"]["PreToolUse"] for h in g["hooks"]]
-    return [h["command"] for h in handlers if "if" in h]
+def _never_hooks(
+    kind: AgentKind, home: Path, exe: Path | str, never: tuple[str, ...] = (RM,)
+) -> list[str]:
+    """Install for `kind` run by `exe` with the never-list; the commands of the hooks that check
+    it (Claude Code: its never-list handlers; Codex: PreToolUse; Gemini CLI: BeforeTool)."""
+    plan(Target(kind, home=home, argv=(str(exe),), never=never)).apply()
+    if kind == "claude-code":
+        settings = json.loads((home / ".claude" / "settings.json").read_text())
+        handlers = [h for g in settings["hooks"]["PreToolUse"] for h in g["hooks"]]
+        return [h["command"] for h in handlers if "if" in h]
+    path, event = (".codex/hooks.json", "PreToolUse")
+    if kind == "gemini":
+        path, event = (".gemini/settings.json", "BeforeTool")
+    groups = json.loads((home / path).read_text())["hooks"][event]
+    return [h["command"] for g in groups for h in g["hooks"]]
 
 
-def _as_claude_runs(command: str, payload: dict[str, Any]) -> subprocess.CompletedProcess[str]:
-    # Claude Code runs a command hook through the shell, the payload on stdin.
+# How each agent runs a command hook (the payload on stdin): Claude Code through sh, Gemini CLI
+# 0.61 through bash -c, Codex through the user's login shell.
+SHELLS = {"claude-code": ("sh", "-c"), "gemini": ("bash", "-c"), "codex": ("sh", "-lc")}
+
+
+def _as_agent_runs(
+    kind: str, command: str, payload: dict[str, Any]
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        ["sh", "-c", command],
+        [*SHELLS[kind], command],
         input=json.dumps(payload),
         capture_output=True,
         text=True,
@@ -230,21 +245,17 @@ def test_claudes_never_list_handler_refuses_the_call_even_when_agentcomms_fails(
     """Claude Code runs a failed hook's call (exit 1, or 127) and blocks only on exit 2: the
     handler it ran for a never-listed call refuses it whether agentcomms answers or fails."""
     call = {**_pre_tool_use("Bash", command="rm -rf /srv"), "session_id": "s1"}
-    (working,) = _claudes_refusals(tmp_path, AGENTCOMMS)
-    done = _as_claude_runs(working, call)
+    (working,) = _never_hooks("claude-code", tmp_path, AGENTCOMMS)
+    done = _as_agent_runs("claude-code", working, call)
     assert (done.returncode, done.stderr) == (0, "")
     output = json.loads(done.stdout)["hookSpecificOutput"]
     assert output["permissionDecision"] == "deny"
     assert f"never-list has {RM}" in output["permissionDecisionReason"]
 
-    crashing = tmp_path / "bin" / "agentcomms"  # as a Python error ends it
-    crashing.parent.mkdir()
-    crashing.write_text("#!/bin/sh\necho 'Traceback (most recent call last):' >&2\nexit 1\n")
-    crashing.chmod(0o755)
-    gone = tmp_path / "moved-venv" / "bin" / "agentcomms"  # not there at all: 127
-    for home, exe in (("crashing", crashing), ("gone", gone)):
-        (command,) = _claudes_refusals(tmp_path / home, exe)  # beside, not over, the working
-        done = _as_claude_runs(command, call)
+    for home, exe in failing_agentcomms(tmp_path):
+        # beside, not over, the working install
+        (command,) = _never_hooks("claude-code", tmp_path / home, exe)
+        done = _as_agent_runs("claude-code", command, call)
         assert done.returncode == 2, (home, done)
         assert done.stderr.splitlines()[-1] == UNCHECKED, (home, done.stderr)
         assert done.stdout == ""
@@ -259,6 +270,49 @@ def test_claudes_never_list_handler_refuses_the_call_even_when_agentcomms_fails(
     assert not (tmp_path / ".claude" / "settings.json").exists()
 
 
+def _agents_reading(kind: str, done: subprocess.CompletedProcess[str]) -> str | None:
+    """The reason the agent blocks the call for, as it reads its hook's plain-text end; None:
+    it runs the call. Gemini CLI 0.61: exit 1 is a warning, any other failure denies, with
+    stdout (else stderr) as the reason; Codex: only exit 2 with a reason on stderr blocks."""
+    if kind == "gemini":
+        blocked = done.returncode not in (0, 1)
+        return (done.stdout.strip() or done.stderr.strip()) if blocked else None
+    return done.stderr.strip() if done.returncode == 2 and done.stderr.strip() else None
+
+
+@pytest.mark.parametrize("kind", ["gemini", "codex"])
+def test_the_hook_every_call_passes_refuses_it_when_agentcomms_fails_under_a_never_list(
+    kind: AgentKind, tmp_path: Path
+) -> None:
+    """Codex's PreToolUse and Gemini CLI's BeforeTool hook run before every call, and the agent
+    runs the call when the hook exits 1: with a never-list, no call goes unchecked. With
+    agentcomms working, the never-listed call is refused and any other goes on, silently."""
+    if kind == "gemini":
+        rm, ls = (_before_tool("run_shell_command", command=c) for c in ("rm -rf /srv", "ls"))
+    else:
+        rm, ls = (_pre_tool_use("Bash", command=c) for c in ("rm -rf /srv", "ls"))
+    (working,) = _never_hooks(kind, tmp_path, AGENTCOMMS)
+    refused = _as_agent_runs(kind, working, rm)
+    assert refused.returncode == 0, refused.stderr
+    output = json.loads(refused.stdout)
+    reason = output["reason"] if kind == "gemini" else output["hookSpecificOutput"]
+    assert f"never-list has {RM}" in str(reason)
+    ordinary = _as_agent_runs(kind, working, ls)
+    assert (ordinary.returncode, ordinary.stdout, ordinary.stderr) == (0, "", "")
+
+    for home, exe in failing_agentcomms(tmp_path):
+        (command,) = _never_hooks(kind, tmp_path / home, exe)
+        for call in (rm, ls):  # neither was checked against the never-list
+            reading = _agents_reading(kind, _as_agent_runs(kind, command, call))
+            assert reading is not None, (home, call)
+            assert reading.endswith(UNCHECKED), (home, reading)
+
+    # Without a never-list the hook only reports: its failure stops no call.
+    crashing = dict(failing_agentcomms(tmp_path / "plain"))["crashing"]
+    (command,) = _never_hooks(kind, tmp_path / "plain", crashing, never=())
+    assert _agents_reading(kind, _as_agent_runs(kind, command, rm)) is None
+
+
 def test_install_writes_the_rules_into_geminis_before_tool_hooks_and_doctor_reads_them(
     tmp_path: Path,
 ) -> None:
@@ -267,12 +321,12 @@ def test_install_writes_the_rules_into_geminis_before_tool_hooks_and_doctor_read
     plan(Target("gemini", home=tmp_path, argv=EXE, never=(RM,))).apply()
     settings = tmp_path / ".gemini" / "settings.json"
     (group,) = json.loads(settings.read_text())["hooks"]["BeforeTool"]
-    assert group["hooks"][0]["command"] == f"{EXE[0]} hook gemini --never 'Bash(rm -rf *)'"
+    assert group["hooks"][0]["command"] == f"{EXE[0]} hook gemini --never 'Bash(rm -rf *)'{CLOSED}"
     never = ("WebFetch", RM)
     plan(Target("gemini", home=tmp_path, argv=EXE, never=never, remote_approvals=True)).apply()
     groups = json.loads(settings.read_text())["hooks"]["BeforeTool"]
     reports, asks = (g["hooks"][0]["command"] for g in groups)
-    assert reports == f"{EXE[0]} hook gemini --never WebFetch --never 'Bash(rm -rf *)'"
+    assert reports == f"{EXE[0]} hook gemini --never WebFetch --never 'Bash(rm -rf *)'{CLOSED}"
     assert asks.startswith(
         f"{EXE[0]} hook gemini --remote-approvals --never WebFetch --never 'Bash(rm -rf *)' || "
     )

@@ -72,6 +72,9 @@ def main(argv: list[str]) -> int:
     event = payload.get("hook_event_name") or payload.get("type")
     if not isinstance(event, str) or not event:
         return 0
+    # Where Gemini's transcript ends as the hook starts, before it reports the call (up to a
+    # second): an Esc while it reports is one to watch for as much as an Esc while it waits.
+    transcript_end = _file_end(payload.get("transcript_path")) if remote else None
     refused = None
     if never and event in ("PreToolUse", "BeforeTool"):
         from agentcomms.agents.never import decide
@@ -113,8 +116,16 @@ def main(argv: list[str]) -> int:
         # The one hook whose output matters: it waits for the human's answer through agentcomms.
         from agentcomms.agents.hook_approval import wait_for_decision
 
-        wait_for_decision(socket_path(), params, payload)
+        wait_for_decision(socket_path(), params, payload, transcript_end)
     return 0
+
+
+def _file_end(path: Any) -> int | None:
+    """The size of the file at `path`; None when there is none."""
+    try:
+        return os.path.getsize(path) if isinstance(path, str) else None
+    except OSError:
+        return None
 
 
 def _leave_to_gemini() -> None:

@@ -28,7 +28,6 @@ hook after a few seconds, and the first answer wins.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import socket
 import sys
@@ -62,8 +61,11 @@ class _Terminated(Exception):
     """SIGTERM: the agent ended the wait (answered or cancelled in its own dialog)."""
 
 
-def wait_for_decision(path: str, params: dict[str, Any], payload: dict[str, Any]) -> None:
-    """Open the approval for this request and print its decision, or nothing."""
+def wait_for_decision(
+    path: str, params: dict[str, Any], payload: dict[str, Any], transcript_end: int | None = None
+) -> None:
+    """Open the approval for this request and print its decision, or nothing. `transcript_end`:
+    where Gemini's transcript ended when the hook started (None: no transcript then)."""
     tool_name = payload.get("tool_name") or "?"
     given = payload.get("tool_input")
     tool_input: dict[str, Any] = given if isinstance(given, dict) else {}
@@ -82,7 +84,9 @@ def wait_for_decision(path: str, params: dict[str, Any], payload: dict[str, Any]
     previous = signal.signal(signal.SIGTERM, terminated)
     gemini = params.get("kind") == "gemini"
     transcript = payload.get("transcript_path") if gemini else None
-    watched = _TranscriptWatch(transcript) if isinstance(transcript, str) else None
+    watched = None
+    if isinstance(transcript, str) and transcript_end is not None:
+        watched = _TranscriptWatch(transcript, transcript_end)
     output: dict[str, Any] | None = None
     try:
         opened = _call(path, "approval_open", request, OPEN_WAIT_S)
@@ -195,21 +199,17 @@ def _answered_in_terminal(path: str, approval_id: str) -> None:
 
 
 class _TranscriptWatch:
-    """Gemini CLI's session transcript (JSON lines), read from where it ended when the hook
-    started: a "Request cancelled." written since means Esc dropped the call the hook asks for
-    (the hook's call belongs to the turn, and the turn is what Esc cancels)."""
+    """Gemini CLI's session transcript (JSON lines), read from `offset`, where it ended when the
+    hook started (before it reported the call): a "Request cancelled." written since means Esc
+    dropped the call the hook asks for (the hook's call belongs to the turn, and the turn is
+    what Esc cancels)."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, offset: int) -> None:
         self.path = path
-        try:
-            self.offset = os.path.getsize(path)
-        except OSError:
-            self.offset = -1  # no transcript (Gemini records none): nothing to watch
+        self.offset = offset
         self.cancelled = threading.Event()
 
     def start(self, socket_path: str, ids: list[str]) -> None:
-        if self.offset < 0:
-            return
         watcher = threading.Thread(target=self._watch, args=(socket_path, ids), daemon=True)
         watcher.start()
 

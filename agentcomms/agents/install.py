@@ -388,6 +388,16 @@ def fail_closed(command: str, reason: str) -> str:
     return f"{command} || {{ echo {shlex.quote(reason)} >&2; exit 2; }}"
 
 
+# What `fail_closed` adds to a command, whatever its reason.
+_FAILS_CLOSED = re.compile(r" \|\| \{ echo .+ >&2; exit 2; \}$", re.DOTALL)
+
+
+def fails_closed(command: str) -> bool:
+    """Whether `command` refuses the call when it fails (`fail_closed`); an older agentcomms
+    wrote the never-list's hooks without it."""
+    return _FAILS_CLOSED.search(command) is not None
+
+
 def command_hook(target: Target, **extra: Any) -> dict[str, Any]:
     return {"type": "command", "command": target.hook_command(), **extra}
 

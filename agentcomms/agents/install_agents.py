@@ -54,6 +54,12 @@ def claude_files(plan: Plan) -> tuple[Path, Path]:
 NEVER_UNCHECKED = "agentcomms could not check this call against its never-list, so it is refused"
 
 
+def _never_checked(command: str, never: tuple[str, ...]) -> str:
+    """A hook that checks the never-list refuses the call when it fails; without one, its
+    failure lets the call go on as if agentcomms were not installed."""
+    return fail_closed(command, NEVER_UNCHECKED) if never else command
+
+
 def _claude(plan: Plan) -> None:
     target = plan.target
     settings, servers = claude_files(plan)
@@ -106,11 +112,12 @@ def _codex(plan: Plan) -> None:
     if not plan.uninstall:
         entries = {e: command_hook(target, timeout=HOOK_TIMEOUT_S) for e in CODEX_EVENTS}
         # Codex runs its hooks one after the other anyway: its one PreToolUse hook also refuses
-        # the never-listed calls. It runs for every call, so its failure lets the call go on
-        # rather than stop every call (Claude Code's never-list handlers fail closed).
+        # the never-listed calls. Codex runs a call whose hook exited 1 or 127, so with a
+        # never-list that hook fails closed: a crashed or missing agentcomms stops every call
+        # rather than let a never-listed one run.
         entries["PreToolUse"] = {
             "type": "command",
-            "command": target.hook_command(target.never),
+            "command": _never_checked(target.hook_command(target.never), target.never),
             "timeout": HOOK_TIMEOUT_S,
         }
         # Codex's permission hook waits for the human's answer, as Claude Code's does.
@@ -241,12 +248,13 @@ def _gemini(plan: Plan) -> None:
     user = target.scope == "user"
     remote = target.remote_approvals and not plan.uninstall and user
     # Gemini runs its BeforeTool hook, blocking, before every call anyway: it also refuses the
-    # never-listed calls; as it runs for every call, its failure lets the call go on rather than
-    # stop every call.
+    # never-listed calls. Gemini takes its exit 1 (a Python error) as a warning and runs the
+    # call, so with a never-list it fails closed: a crashed agentcomms stops every call rather
+    # than let a never-listed one run.
     report = {
         "name": SERVER_NAME,
         **command_hook(target, timeout=HOOK_TIMEOUT_S * 1000),
-        "command": target.hook_command(target.never),
+        "command": _never_checked(target.hook_command(target.never), target.never),
     }
     if not plan.uninstall:
         entries = {

@@ -1,6 +1,6 @@
 """What `doctor` finds of agentcomms in each agent's own configuration: its hooks there once for
 every event, the agentcomms they run still there, the MCP server, the never-list they refuse the
-same as the configured one, and the agent at or above the version the hooks were written for. It
+same as the configured one and refused even when agentcomms fails, and the agent at or above the version the hooks were written for. It
 reads; it changes nothing."""
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from agentcomms.agents.install import (
     AgentKind,
     Plan,
     Target,
+    fails_closed,
     format_version,
     is_our_hook,
     is_our_server,
@@ -105,6 +106,7 @@ def inspect(target: Target, never_for: NeverFor | None = None) -> list[Finding]:
                 CODEX_TRUST_STEP,
             )
         )
+    findings += _never_fails_open(target, name, install)
     if never_for is not None:
         findings += _never_list(target, name, install, never_for)
     gone = sorted({exe for _, exe in hooks if not Path(exe).exists()})
@@ -201,9 +203,38 @@ def _never_list(target: Target, name: str, install: str, never_for: NeverFor) ->
     ]
 
 
+def _never_fails_open(target: Target, name: str, install: str) -> list[Finding]:
+    """A never-list hook an older agentcomms wrote, which lets the call run when agentcomms
+    fails (the agents take a hook's exit 1, or 127, as a warning)."""
+    commands = _before_call_hooks(target)
+    open_ = [c for c in commands if "--never" in shlex.split(c) and not fails_closed(c)]
+    if not open_:
+        return []
+    agent_id = _agent_named(open_)
+    return [
+        Finding(
+            f"{name} fail-closed",
+            False,
+            f"{len(open_)} of the hooks that refuse the never-list let the call run when "
+            "agentcomms fails (crashed, or moved away): an older agentcomms wrote them",
+            f"`{install}" + (f" --agent {agent_id}" if agent_id else "") + "` again",
+        )
+    ]
+
+
 def _installed_never(target: Target) -> tuple[list[str], str | None]:
     """The never-listed rules in agentcomms' PreToolUse hooks (Gemini CLI: BeforeTool, where
     the asking hook of remote approvals carries them too), and the agent they name."""
+    commands = _before_call_hooks(target)
+    rules = [
+        r for c in commands for flag, r in itertools.pairwise(shlex.split(c)) if flag == "--never"
+    ]
+    return list(dict.fromkeys(rules)), _agent_named(commands)
+
+
+def _before_call_hooks(target: Target) -> list[str]:
+    """The commands of agentcomms' hooks before each call: PreToolUse (Gemini CLI: BeforeTool),
+    where the never-list is refused."""
     plan = Plan(target, uninstall=False)
     if target.kind == "gemini":
         path, event = gemini_file(plan), "BeforeTool"
@@ -212,18 +243,23 @@ def _installed_never(target: Target) -> tuple[list[str], str | None]:
         event = "PreToolUse"
     events = load_json(path, read_text(path)).get("hooks", {})
     groups = events.get(event, []) if isinstance(events, dict) else []
-    rules: list[str] = []
-    agent_id = None
+    commands: list[str] = []
     for group in groups if isinstance(groups, list) else []:
         for handler in group.get("hooks", []) if isinstance(group, dict) else []:
             command = handler.get("command") if isinstance(handler, dict) else None
-            if not (isinstance(command, str) and is_our_hook(command, target.kind)):
-                continue
-            tokens = shlex.split(command)
-            named = [t.split("=", 1)[1] for t in tokens if t.startswith("AGENTCOMMS_AGENT_ID=")]
-            agent_id = named[0] if named else agent_id
-            rules += [r for flag, r in itertools.pairwise(tokens) if flag == "--never"]
-    return list(dict.fromkeys(rules)), agent_id
+            if isinstance(command, str) and is_our_hook(command, target.kind):
+                commands.append(command)
+    return commands
+
+
+def _agent_named(commands: list[str]) -> str | None:
+    """The agent the last of these hooks names (``AGENTCOMMS_AGENT_ID=``), if any."""
+    agent_id = None
+    for command in commands:
+        tokens = shlex.split(command)
+        named = [t.split("=", 1)[1] for t in tokens if t.startswith("AGENTCOMMS_AGENT_ID=")]
+        agent_id = named[0] if named else agent_id
+    return agent_id
 
 
 def _snake(event: str) -> str:

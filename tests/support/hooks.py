@@ -3,9 +3,14 @@ stdin, in the background (a test's gateway runs in the test's own loop), found b
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import subprocess
+import tempfile
 import uuid
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +26,10 @@ def start_hook(
     tmp_path: Path,
     kind: str = "claude-code",
     *flags: str,
+    socket: Path | None = None,
 ) -> subprocess.Popen[str]:
-    """`flags` follow the kind, as the agent's settings give them (``--remote-approvals``)."""
+    """`flags` follow the kind, as the agent's settings give them (``--remote-approvals``);
+    `socket`: the gateway's, unless given (a relay to it)."""
     given = tmp_path / f"payload-{uuid.uuid4().hex[:6]}.json"
     given.write_text(json.dumps(payload))
     with given.open() as stdin:
@@ -34,7 +41,7 @@ def start_hook(
             text=True,
             env={
                 "PATH": "/usr/bin:/bin",
-                "AGENTCOMMS_SOCKET": str(stack.cfg.server.socket()),
+                "AGENTCOMMS_SOCKET": str(socket or stack.cfg.server.socket()),
                 "AGENTCOMMS_AGENT_ID": agent,
             },
         )
@@ -108,3 +115,56 @@ async def listed_approval(stack: Stack, approval: str) -> str:
         return approval if any(r["id"] == approval for r in rows) else None
 
     return await eventually(shown)
+
+
+def failing_agentcomms(root: Path) -> list[tuple[str, Path]]:
+    """Two agentcomms an agent's hooks may meet: one that crashes (as a Python error ends it:
+    exit 1), and one that is gone (a moved virtualenv: 127), by name."""
+    crashing = root / "bin" / "agentcomms"
+    crashing.parent.mkdir(parents=True)
+    crashing.write_text("#!/bin/sh\necho 'Traceback (most recent call last):' >&2\nexit 1\n")
+    crashing.chmod(0o755)
+    return [("crashing", crashing), ("gone", root / "moved-venv" / "bin" / "agentcomms")]
+
+
+@dataclass
+class Relay:
+    """A socket between a hook and the gateway; the answers it passed back, by method."""
+
+    path: Path
+    answers: list[tuple[str, Any]] = field(default_factory=list)
+
+
+@contextlib.asynccontextmanager
+async def gateway_relay(gateway: Path, before: Callable[[str], None]) -> AsyncIterator[Relay]:
+    """A socket that passes each hook request (one line, one line of answer) on to `gateway`,
+    and its answer back, once `before` was called with the request's method: what happens to
+    the agent while its hook is in that request."""
+
+    async def relay(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_writer = None
+        try:
+            line = await reader.readline()
+            method = str(json.loads(line).get("method"))
+            before(method)
+            up_reader, up_writer = await asyncio.open_unix_connection(str(gateway))
+            up_writer.write(line)
+            await up_writer.drain()
+            answer = await up_reader.readline()
+            writer.write(answer)
+            await writer.drain()
+            found.answers.append((method, json.loads(answer).get("result")))
+        except (OSError, ValueError):
+            pass  # the hook went away, as the gateway's own socket allows
+        finally:
+            writer.close()
+            if up_writer is not None:
+                up_writer.close()
+
+    with tempfile.TemporaryDirectory(prefix="ac-relay-") as folder:  # a socket's path is short
+        found = Relay(Path(folder) / "relay.sock")
+        server = await asyncio.start_unix_server(relay, str(found.path))
+        try:
+            yield found
+        finally:
+            server.close()
