@@ -194,6 +194,11 @@ def test_install_writes_one_handler_per_rule_for_claude_and_the_rules_into_codex
     drift = found["claude-code (user) never-list"]
     assert not drift.ok and "the hooks refuse Bash(rm -rf *), WebFetch" in drift.detail
     assert drift.fix == "`agentcomms install claude-code` again"
+    # Installed for one agent: the fix names it inside the command to copy.
+    plan(Target("claude-code", home=tmp_path, argv=EXE, agent_id="web", never=(RM,))).apply()
+    found = {f.name: f for f in inspect(Target("claude-code", home=tmp_path), lambda _: [])}
+    fix = found["claude-code (user) never-list"].fix
+    assert fix == "`agentcomms install claude-code --agent web` again"
     plan(Target("claude-code", home=tmp_path, argv=EXE)).apply()  # the list emptied
     settings = json.loads((tmp_path / ".claude" / "settings.json").read_text())
     assert len(settings["hooks"]["PreToolUse"]) == 1

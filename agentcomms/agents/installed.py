@@ -198,7 +198,7 @@ def _never_list(target: Target, name: str, install: str, never_for: NeverFor) ->
             f"{name} never-list",
             False,
             f"the hooks refuse {said}, the configuration lists {', '.join(wanted) or 'nothing'}",
-            f"`{install}` again" + (f" --agent {agent_id}" if agent_id else ""),
+            _install_again(install, agent_id),
         )
     ]
 
@@ -217,9 +217,14 @@ def _never_fails_open(target: Target, name: str, install: str) -> list[Finding]:
             False,
             f"{len(open_)} of the hooks that refuse the never-list let the call run when "
             "agentcomms fails (crashed, or moved away): an older agentcomms wrote them",
-            f"`{install}" + (f" --agent {agent_id}" if agent_id else "") + "` again",
+            _install_again(install, agent_id),
         )
     ]
+
+
+def _install_again(install: str, agent_id: str | None) -> str:
+    """The fix: the install command (for the agent its hooks name), in backticks, again."""
+    return f"`{install}" + (f" --agent {agent_id}" if agent_id else "") + "` again"
 
 
 def _installed_never(target: Target) -> tuple[list[str], str | None]:
