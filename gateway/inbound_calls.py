@@ -93,10 +93,18 @@ class InboundCalls:
             Route(f"{INBOUND_PATH}/{{step}}", self._step, methods=["POST"]),
         ]
 
-    async def _incoming(self, request: Request) -> Response:
+    async def _signed(self, request: Request) -> dict[str, str] | Response:
+        """The request's form when Twilio signed it for our public URL, else the refusal every
+        route answers (before acting on anything the request says)."""
         form = await signed_form(request, self._phone, self._public_url)
         if form is None:
             return PlainTextResponse("forbidden: bad or missing X-Twilio-Signature", 403)
+        return form
+
+    async def _incoming(self, request: Request) -> Response:
+        form = await self._signed(request)
+        if isinstance(form, Response):
+            return form
         number, sid = form.get("From", ""), form.get("CallSid", "")
         if number not in self._inbound.allowed_callers or self._inbound.pin is None:
             log.info("refused an inbound call from %s", number or "an unknown number")
@@ -106,9 +114,9 @@ class InboundCalls:
             return self._twiml(await self._menu.start(sid, number, speak=self._speak))
 
     async def _step(self, request: Request) -> Response:
-        form = await signed_form(request, self._phone, self._public_url)
-        if form is None:
-            return PlainTextResponse("forbidden: bad or missing X-Twilio-Signature", 403)
+        form = await self._signed(request)
+        if isinstance(form, Response):
+            return form
         step = request.path_params["step"]
         query = dict(request.query_params)
         call, audio, hung_up, fetched = form.get("CallSid", ""), None, False, False
@@ -164,9 +172,9 @@ class InboundCalls:
         """Twilio's recording status callback for a message's <Record>: the recording is ready
         (completed) or will never be (absent). A message still waiting for it is posted now, or
         said lost in the call's transcript and the log; one posted already is left alone."""
-        form = await signed_form(request, self._phone, self._public_url)
-        if form is None:
-            return PlainTextResponse("forbidden: bad or missing X-Twilio-Signature", 403)
+        form = await self._signed(request)
+        if isinstance(form, Response):
+            return form
         call, sid = form.get("CallSid", ""), form.get("RecordingSid", "")
         status, url = form.get("RecordingStatus", ""), form.get("RecordingUrl", "")
         if not (call and sid) or status in ("in-progress", "processing"):
@@ -210,9 +218,9 @@ class InboundCalls:
 
     async def _status(self, request: Request) -> Response:
         """The call is over, as Twilio says (completed, busy, no-answer, canceled, failed)."""
-        form = await signed_form(request, self._phone, self._public_url)
-        if form is None:
-            return PlainTextResponse("forbidden: bad or missing X-Twilio-Signature", 403)
+        form = await self._signed(request)
+        if isinstance(form, Response):
+            return form
         call, end = form.get("CallSid", ""), call_end(form)
         if call and end is not None:
             async with self._one_at_a_time(call):
