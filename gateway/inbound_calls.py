@@ -140,7 +140,7 @@ class InboundCalls:
                 left=left,
             )
             if fetched and (sid := form.get("RecordingSid", "")):  # its callback posts nothing
-                await self._done(sid, PhoneRecording(call, "", "", "", 0))
+                await self._menu.store.mark_done(sid, utcnow())
         return self._twiml(prompt)
 
     async def _left(
@@ -198,8 +198,7 @@ class InboundCalls:
                     status or "unknown",
                 )
                 self._menu.message_lost(call, left.agent, left.turn, f"the recording is {status}")
-                left.lost = True
-                await self._done(sid, left)
+                await self._menu.store.mark_done(sid, utcnow(), lost=True)
                 return Response(status_code=204)
             data = await self._fetch(left.url or url) if self._ours(left.url or url) else None
             if data is None:  # still not served: kept, Twilio may send this again
@@ -209,12 +208,8 @@ class InboundCalls:
             if not heard:
                 log.warning("inbound call %s: the message for %s had no words", call, left.agent)
             await self._menu.message_later(call, left.number, left.agent, left.turn, heard, audio)
-            await self._done(sid, left)
+            await self._menu.store.mark_done(sid, utcnow())
         return Response(status_code=204)
-
-    async def _done(self, sid: str, left: PhoneRecording) -> None:
-        left.done = True
-        await self._menu.store.keep_recording(sid, left, utcnow())
 
     async def _status(self, request: Request) -> Response:
         """The call is over, as Twilio says (completed, busy, no-answer, canceled, failed)."""

@@ -33,14 +33,15 @@ class PhoneRecording:
 
 class PhoneRecordings(StoreBase):
     async def keep_recording(self, sid: str, left: PhoneRecording, now: datetime) -> None:
-        """Keep the message left in recording `sid` (waiting, or `done`)."""
+        """Keep the message left in recording `sid`, waiting for its recording (once posted, or
+        said lost: :meth:`mark_done`)."""
         values = {
             "call": left.call,
             "number": left.number,
             "agent": left.agent,
             "url": left.url,
             "turn": left.turn,
-            "done": _LOST if left.lost else int(left.done),
+            "done": 0,
             "updated_at": now,
         }
 
@@ -55,6 +56,22 @@ class PhoneRecordings(StoreBase):
             )
 
         await self._transact(keep)
+
+    async def mark_done(self, sid: str, now: datetime, *, lost: bool = False) -> None:
+        """Recording `sid`'s message was posted (or, `lost`, said lost in the transcript and the
+        log): whichever request about it comes next posts nothing. A message posted at once
+        never waited here, so its row is made, saying only that."""
+        done = {"done": _LOST if lost else 1, "updated_at": now}
+        blank = {"call": "", "number": "", "agent": "", "url": "", "turn": 0}
+
+        def mark(conn: Connection) -> None:
+            conn.execute(
+                self._insert(PhoneRecordingRow)
+                .values(recording=sid, **blank, **done)
+                .on_conflict_do_update(index_elements=["recording"], set_=done)
+            )
+
+        await self._transact(mark)
 
     async def recording(self, sid: str) -> PhoneRecording | None:
         stmt = select(PhoneRecordingRow).where(PhoneRecordingRow.recording == sid)
