@@ -23,8 +23,11 @@ moment): the caller is told the message was taken, and the message waits in the 
 (:mod:`agentcomms.store.phone_recordings`, by the recording's sid, with whom it is for) for the
 ``<Record>``'s recording status callback, ``/webhooks/twilio/voice/recording``, which says the
 recording is ready (then it is posted) or absent (then the transcript and the log say the
-message could not be fetched). Each recording is marked done once handled, and both requests are
-taken one at a time with the call's others, so its message is posted once whichever comes first.
+message could not be fetched). Twilio may say a recording is complete and still 404 it for a
+while, and says so once: the gateway then fetches it again itself (`FETCH_AGAIN_S`, the
+recording's row saying so, so a restarted gateway carries on), and says it lost as above when it
+gives up. Each recording is marked done once handled, and all these are taken one at a time with
+the call's other requests, so its message is posted once whichever comes first.
 
 The prompts are spoken by our TTS chain, as a call we place is: the audio goes into the call's
 folder of the audio directory, beside its transcript (:mod:`gateway.phone_menu` keeps both), and
@@ -37,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from datetime import timedelta
 from pathlib import PurePosixPath
 from xml.sax.saxutils import escape, quoteattr
 
@@ -62,6 +66,9 @@ RECORDING_PATH = f"{INBOUND_PATH}/recording"  # a <Record>'s recording status ca
 # Twilio's final words on a recording; "completed" is the one that can be fetched.
 RECORDING_EVENTS = "completed absent"
 MESSAGE_MAX_S = 120
+# A recording Twilio said is complete may still 404 for a moment, and Twilio says so once: it is
+# fetched again this long after (about five minutes in all), then said lost.
+FETCH_AGAIN_S = (10.0, 30.0, 60.0, 120.0, 300.0)
 # Twilio waits 15 s for a webhook's answer: a provider slower than this gives way to the next.
 SPEAK_WITHIN_S = 5
 
@@ -84,6 +91,7 @@ class InboundCalls:
         self._menu = menu
         self._signer = signer
         self._one_at_a_time = OneAtATime()  # a hang-up's status comes beside its last step
+        self._fetching: set[asyncio.Task[None]] = set()  # recordings fetched again
 
     def routes(self) -> list[BaseRoute]:
         return [
@@ -154,6 +162,8 @@ class InboundCalls:
         kept = await store.recording(sid) if sid else None
         if kept is not None and kept.done:  # its recording status callback came first
             return "", None, "heard" if kept.lost else "sent"
+        if kept is not None and kept.fetching_since is not None:  # the gateway fetches it again
+            return "", None, "awaited"
         caller = await store.caller(call)
         if caller is None or not self._ours(url):
             return "", None, "heard"
@@ -189,27 +199,83 @@ class InboundCalls:
                 left = PhoneRecording(call, caller.number, agent, url, caller.turn)
             if left.done:
                 return Response(status_code=204)
+            left.url = left.url or url
             if status != "completed":
-                log.error(
-                    "inbound call %s: the message for %s could not be fetched: recording %s is %s",
-                    call,
-                    left.agent,
-                    sid,
-                    status or "unknown",
-                )
-                self._menu.message_lost(call, left.agent, left.turn, f"the recording is {status}")
-                await self._menu.store.mark_done(sid, utcnow(), lost=True)
-                return Response(status_code=204)
-            data = await self._fetch(left.url or url) if self._ours(left.url or url) else None
-            if data is None:  # still not served: kept, Twilio may send this again
+                await self._lost(sid, left, f"the recording is {status or 'unknown'}")
+            elif not self._ours(left.url):
+                await self._lost(sid, left, "the recording is not our Twilio account's")
+            elif (data := await self._fetch(left.url)) is not None:
+                await self._post_later(sid, left, data)
+            elif left.fetching_since is None:
+                # Twilio says this once: the gateway fetches it again itself, a restart included.
                 log.warning("inbound call %s: recording %s completed but not served", call, sid)
-                return PlainTextResponse("the recording could not be fetched yet", 503)
-            heard, audio = await self._hear(call, left.turn, data)
-            if not heard:
-                log.warning("inbound call %s: the message for %s had no words", call, left.agent)
-            await self._menu.message_later(call, left.number, left.agent, left.turn, heard, audio)
-            await self._menu.store.mark_done(sid, utcnow())
+                await self._menu.store.keep_recording(sid, left, utcnow(), fetching=True)
+                self._fetch_later(sid)
         return Response(status_code=204)
+
+    async def _post_later(self, sid: str, left: PhoneRecording, data: bytes) -> None:
+        """The message of a recording the caller was told was taken: posted now, and done."""
+        heard, audio = await self._hear(left.call, left.turn, data)
+        if not heard:
+            log.warning("inbound call %s: the message for %s had no words", left.call, left.agent)
+        await self._menu.message_later(left.call, left.number, left.agent, left.turn, heard, audio)
+        await self._menu.store.mark_done(sid, utcnow())
+
+    async def _lost(self, sid: str, left: PhoneRecording, why: str) -> None:
+        """A message the caller was told was taken, never to be fetched: the call's transcript
+        and the log say so, and it is done."""
+        log.error(
+            "inbound call %s: the message for %s could not be fetched: recording %s: %s",
+            left.call,
+            left.agent,
+            sid,
+            why,
+        )
+        self._menu.message_lost(left.call, left.agent, left.turn, why)
+        await self._menu.store.mark_done(sid, utcnow(), lost=True)
+
+    async def resume(self) -> None:
+        """Fetch again the recordings a gateway before this one was still fetching."""
+        for sid in await self._menu.store.recordings_fetching():
+            self._fetch_later(sid)
+
+    async def close(self) -> None:
+        for task in self._fetching:
+            task.cancel()
+        await asyncio.gather(*self._fetching, return_exceptions=True)
+
+    def _fetch_later(self, sid: str) -> None:
+        task = asyncio.create_task(self._fetch_again(sid), name=f"fetching recording {sid}")
+        self._fetching.add(task)
+        task.add_done_callback(self._fetching.discard)
+
+    async def _fetch_again(self, sid: str) -> None:
+        """A recording Twilio said is complete but did not serve, fetched again `FETCH_AGAIN_S`
+        after it said so, then said lost; unless a request about it came meanwhile (the
+        <Record>'s action may still bring it) and it is done."""
+        for attempt, after_s in enumerate(FETCH_AGAIN_S, start=1):
+            store = self._menu.store
+            try:
+                left = await store.recording(sid)
+                if left is None or left.fetching_since is None:
+                    return  # posted, or said lost, by a request about it
+                since, last = left.fetching_since, attempt == len(FETCH_AGAIN_S)
+                if not last and since + timedelta(seconds=FETCH_AGAIN_S[attempt]) < utcnow():
+                    continue  # its time passed while no gateway ran: only the latest is tried
+                due = since + timedelta(seconds=after_s)
+                await asyncio.sleep(max(0.0, (due - utcnow()).total_seconds()))
+                async with self._one_at_a_time(left.call):
+                    left = await store.recording(sid)
+                    if left is None or left.fetching_since is None:
+                        return
+                    if (data := await self._fetch(left.url)) is not None:
+                        await self._post_later(sid, left, data)
+                        return
+                    if last:
+                        tried = f"{attempt + 1} tries in {after_s:g} s"
+                        await self._lost(sid, left, f"Twilio never served it ({tried})")
+            except Exception:  # the next try, or the next gateway, carries on
+                log.exception("inbound message: fetching recording %s again failed", sid)
 
     async def _status(self, request: Request) -> Response:
         """The call is over, as Twilio says (completed, busy, no-answer, canceled, failed)."""

@@ -38,6 +38,7 @@ from workflows.outbox.client import Outbox
 if TYPE_CHECKING:
     from agentcomms.voice.callsystem.twilio import MediaSigner
     from gateway.console import Console
+    from gateway.inbound_calls import InboundCalls
 
 log = logging.getLogger(__name__)
 # How often the gateway deletes audio past voice.audio_keep_days.
@@ -107,6 +108,7 @@ class Gateway:
         self.http: WebhookServer | None = None
         self.console: Console | None = None
         self._pruning: asyncio.Task[None] | None = None
+        self.inbound_calls: InboundCalls | None = None
 
     async def start(self) -> None:
         await self.server.start()
@@ -124,6 +126,8 @@ class Gateway:
                 names=server.allowed_hosts,
             )
             await self.http.start()
+        if self.inbound_calls is not None:  # messages whose recordings it was still fetching
+            await self.inbound_calls.resume()
         if self.cfg.console.enabled:
             await self.start_console()
         self._pruning = asyncio.create_task(self._prune_audio(), name="audio pruning")
@@ -159,7 +163,8 @@ class Gateway:
         if self.cfg.voice.inbound.allowed_callers:
             from gateway.inbound_calls import InboundCalls
 
-            routes += InboundCalls(self.cfg, self.phone_menu, signer).routes()
+            self.inbound_calls = InboundCalls(self.cfg, self.phone_menu, signer)
+            routes += self.inbound_calls.routes()
         return routes
 
     def media_signer(self) -> MediaSigner:
@@ -214,6 +219,8 @@ class Gateway:
             await self.console.close()
         if self.http is not None:
             await self.http.close()
+        if self.inbound_calls is not None:
+            await self.inbound_calls.close()
         await self.chat.close()
         await self.server.close()
         await self.approval_chats.close()

@@ -4,8 +4,10 @@ agent; a wrong PIN, a stranger and a forged webhook get nothing; a caller who ha
 ends the call when Twilio's status callback says so, and a message said just before hanging up
 reaches the agent whichever of the recording and the call's end Twilio sends first. A recording
 Twilio does not serve yet at the <Record>'s action is posted once its recording status callback
-says it is ready, once whichever of the two brought it; an absent one is said lost. The call's
-words are our TTS chain's, played from our signed audio URLs."""
+says it is ready, once whichever of the two brought it; an absent one is said lost. One Twilio
+says is complete but still does not serve is fetched again by the gateway, a restarted one too,
+and said lost once it gives up. The call's words are our TTS chain's, played from our signed
+audio URLs."""
 
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ from agentcomms.config import Config, STTConfig, VoiceConfig
 from agentcomms.config.voice import InboundConfig
 from agentcomms.models import Event
 from agentcomms.voice.audio import AudioStore
+from gateway import inbound_calls
 from tests.fakes.serve import free_port
 from tests.fakes.twilio_calls import FakeCall, FakeTwilioCalls, HangsUp, Press
 from tests.support.hooks import listed_approval, open_approval, open_question
@@ -463,6 +466,75 @@ async def test_a_message_whose_recording_never_came_is_said_lost(
     turns = AudioStore(stack.cfg.voice.audio_root()).transcript(call.sid)
     lost = f"(a message for {agent}, whose recording could not be fetched: the recording is absent)"
     assert [t.speaker for t in turns if t.text == lost] == ["human"]
+    assert any(
+        f"the message for {agent} could not be fetched" in r.getMessage() and sid in r.getMessage()
+        for r in caplog.records
+    )
+
+
+async def test_a_completed_recording_served_only_later_is_fetched_again_across_a_restart(
+    stack: Stack, twilio_voice: FakeTwilioCalls, agent: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Twilio says the recording is complete, but still 404s it; it says so only once.
+    monkeypatch.setattr(inbound_calls, "FETCH_AGAIN_S", (0.1, 0.2, 60.0))
+    twilio_voice.slow_recordings = True
+    call = await twilio_voice.incoming(
+        HUMAN, _webhook(stack), [Press(PIN), Press("3"), Press("1"), "ship it on friday"]
+    )
+    [(sid, recorded, _, _)] = call.processing
+    await twilio_voice.recordings_processed(call, served=False)
+    assert _recording_statuses(call) == [("completed", 204)] and twilio_voice.problems == []
+    # The gateway fetches it again itself: after the action's and the callback's, two tries.
+    await eventually(lambda: twilio_voice.not_ready.count(sid) >= 4)
+    assert await _read_by(stack, agent) == []
+    # Served now; the gateway that fetched it was replaced: the next one carries on at once,
+    # from the projection, not at the last try a minute on.
+    twilio_voice.recordings[sid] = recorded
+    await stack.restart_gateway()
+    posted = await eventually(lambda: _read_by(stack, agent))
+    assert posted == [f"[phone call from {HUMAN}] ship it on friday"]
+    audio = AudioStore(stack.cfg.voice.audio_root())
+    left = next(t for t in audio.transcript(call.sid) if t.text == "ship it on friday")
+    assert left.speaker == "human" and left.audio is not None
+    kept = await stack.store.recording(sid)
+    assert kept is not None and kept.done and not kept.lost
+    # Twilio's callback said again posts nothing more.
+    [(url, form, _)] = call.recording_callbacks
+    async with httpx.AsyncClient() as client:
+        again = await client.post(
+            url, data=form, headers={"X-Twilio-Signature": twilio_voice.signature(url, form)}
+        )
+    assert again.status_code == 204
+    assert await _read_by(stack, agent) == []
+
+
+async def test_a_completed_recording_never_served_is_said_lost_once_given_up(
+    stack: Stack,
+    twilio_voice: FakeTwilioCalls,
+    agent: str,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    monkeypatch.setattr(inbound_calls, "FETCH_AGAIN_S", (0.1, 0.2))
+    twilio_voice.slow_recordings = True
+    call = await twilio_voice.incoming(
+        HUMAN, _webhook(stack), [Press(PIN), Press("3"), Press("1"), "ship it on friday"]
+    )
+    [(sid, _, _, _)] = call.processing
+    lost = f"(a message for {agent}, whose recording could not be fetched: Twilio never served it"
+    audio = AudioStore(stack.cfg.voice.audio_root())
+
+    async def given_up() -> bool:
+        kept = await stack.store.recording(sid)
+        return kept is not None and kept.lost
+
+    with caplog.at_level(logging.ERROR, logger="gateway.inbound_calls"):
+        await twilio_voice.recordings_processed(call, served=False)
+        await eventually(given_up)
+    assert twilio_voice.not_ready.count(sid) == 4  # the action, the callback, two tries
+    assert await _read_by(stack, agent) == []
+    said = [t.speaker for t in audio.transcript(call.sid) if t.text.startswith(lost)]
+    assert said == ["human"]
     assert any(
         f"the message for {agent} could not be fetched" in r.getMessage() and sid in r.getMessage()
         for r in caplog.records

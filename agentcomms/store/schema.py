@@ -238,7 +238,9 @@ class PhoneRecordingRow(Base):
     agent: Mapped[str] = mapped_column(String(255))  # whom it is for
     url: Mapped[str] = mapped_column(String(1000))  # Twilio's RecordingUrl
     turn: Mapped[int] = mapped_column(Integer)  # the prompt it answered, in the transcript
-    done: Mapped[int] = mapped_column(Integer)  # 0 waiting, 1 posted, 2 known lost (logged)
+    # 0 waiting, 1 posted, 2 known lost (logged); 3 complete but not served when Twilio said
+    # so: the gateway fetches it again, since updated_at
+    done: Mapped[int] = mapped_column(Integer)
     updated_at: Mapped[datetime]
 
 

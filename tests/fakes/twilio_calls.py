@@ -13,7 +13,8 @@ goes on to the next verb. A :class:`HangsUp` at a ``<Record>`` is a message said
 on: Twilio still posts the recording to the action (``Digits=hangup``) and ignores what it is
 told, before or (``after_end``) only after the call's end was reported, as the test says when. A recording is served once Twilio has processed it: at once here,
 unless ``slow_recordings`` (then it 404s, as Twilio's may for a moment, until the test says it
-was processed, :meth:`FakeTwilioCalls.recordings_processed`); a ``<Record>`` with a
+was processed, :meth:`FakeTwilioCalls.recordings_processed`, which may also say one complete
+that still 404s); a ``<Record>`` with a
 ``recordingStatusCallback`` is then told (``RecordingStatus`` completed, or absent when nothing
 came of it) for the events it asked (``recordingStatusCallbackEvent``, completed by default),
 right after its action, or (``late_recording_callbacks``) when the test says. A call coming in reports its end to the number's status callback, as a call
@@ -222,12 +223,16 @@ class FakeTwilioCalls:
         if not (self.slow_recordings or self.late_recording_callbacks):
             await self.recordings_processed(call)
 
-    async def recordings_processed(self, call: FakeCall, status: str = "completed") -> None:
+    async def recordings_processed(
+        self, call: FakeCall, status: str = "completed", *, served: bool = True
+    ) -> None:
         """Twilio is done processing the call's recordings: each is served (completed) or never
-        will be (absent), and its <Record>'s recording status callback is told, if it asked."""
+        will be (absent), and its <Record>'s recording status callback is told, if it asked.
+        A completed one not `served` still 404s, as Twilio's may for a while: the test serves
+        it later (:attr:`recordings`), or never."""
         while call.processing:
             sid, audio, verb, form = call.processing.pop(0)
-            if status == "completed":
+            if status == "completed" and served:
                 self.recordings[sid] = audio
             callback = verb.get("recordingStatusCallback", "")
             events = verb.get("recordingStatusCallbackEvent", "completed").split()
