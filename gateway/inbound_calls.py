@@ -15,8 +15,11 @@ progress. It may come twice, and alongside the step a hang-up still sends (a mes
 until the caller hung up, ``Digits=hangup``): each call's requests are taken one at a time, in
 whichever order Twilio sends them. That recording may come after the call's end (Twilio posts a
 ``<Record>``'s action even when the caller hung up, ignoring what it is answered): a call that
-ends awaiting a message keeps its progress until the recording came (:mod:`gateway.phone_menu`),
-so the message still reaches its agent.
+ends awaiting a message whose recording began keeps its progress until the recording came
+(:mod:`gateway.phone_menu`), so the message still reaches its agent. Twilio says a recording
+began at the beep (the ``<Record>``'s recording status callback, ``in-progress``), and the
+message is kept waiting from then on; a caller who hung up before the beep leaves nothing to
+wait for, and the call's end forgets their progress at once.
 
 Twilio may not serve a recording yet when it posts the ``<Record>``'s action (it 404s for a
 moment): the caller is told the message was taken, and the message waits in the projection
@@ -63,8 +66,9 @@ log = logging.getLogger(__name__)
 INBOUND_PATH = "/webhooks/twilio/voice"
 STATUS_PATH = f"{INBOUND_PATH}/status"  # never a menu step: its route comes first
 RECORDING_PATH = f"{INBOUND_PATH}/recording"  # a <Record>'s recording status callback, likewise
-# Twilio's final words on a recording; "completed" is the one that can be fetched.
-RECORDING_EVENTS = "completed absent"
+# That a recording began (so a message may follow the call's end), and Twilio's final words on
+# it; "completed" is the one that can be fetched.
+RECORDING_EVENTS = "in-progress completed absent"
 MESSAGE_MAX_S = 120
 # A recording Twilio said is complete may still 404 for a moment, and Twilio says so once: it is
 # fetched again this long after (about five minutes in all), then said lost.
@@ -165,6 +169,8 @@ class InboundCalls:
         if kept is not None and kept.fetching_since is not None:  # the gateway fetches it again
             return "", None, "awaited"
         caller = await store.caller(call)
+        if caller is None and sid:  # its call's end forgot it: Twilio never said it began
+            log.warning("inbound call %s: recording %s came for a call over; not posted", call, sid)
         if caller is None or not self._ours(url):
             return "", None, "heard"
         data = await self._fetch(url)
@@ -187,7 +193,10 @@ class InboundCalls:
             return form
         call, sid = form.get("CallSid", ""), form.get("RecordingSid", "")
         status, url = form.get("RecordingStatus", ""), form.get("RecordingUrl", "")
-        if not (call and sid) or status in ("in-progress", "processing"):
+        if not (call and sid) or status == "processing":
+            return Response(status_code=204)
+        if status == "in-progress":
+            await self._began(call, sid, url, request.query_params.get("agent", ""))
             return Response(status_code=204)
         async with self._one_at_a_time(call):
             left = await self._menu.store.recording(sid)
@@ -212,6 +221,18 @@ class InboundCalls:
                 await self._menu.store.keep_recording(sid, left, utcnow(), fetching=True)
                 self._fetch_later(sid)
         return Response(status_code=204)
+
+    async def _began(self, call: str, sid: str, url: str, agent: str) -> None:
+        """The caller is recording a message (past the beep): it is kept waiting, with whom it
+        is for, so the call's end keeps the call's progress for it; a caller who hangs up
+        before the beep leaves nothing to wait for."""
+        async with self._one_at_a_time(call):
+            store = self._menu.store
+            caller = await store.caller(call)
+            if caller is None or caller.awaits != "message" or await store.recording(sid):
+                return
+            left = PhoneRecording(call, caller.number, agent, url, caller.turn)
+            await store.keep_recording(sid, left, utcnow())
 
     async def _post_later(self, sid: str, left: PhoneRecording, data: bytes) -> None:
         """The message of a recording the caller was told was taken: posted now, and done."""
@@ -285,9 +306,14 @@ class InboundCalls:
         call, end = form.get("CallSid", ""), call_end(form)
         if call and end is not None:
             async with self._one_at_a_time(call):
-                # A message recorded until the hang-up may still be posted after this.
+                # A message recorded until the hang-up may still be posted after this; none
+                # comes of a caller who hung up before the beep.
+                caller = await self._menu.store.caller(call)
+                began = caller is not None and await self._menu.store.recording_began(
+                    call, caller.turn
+                )
                 ended = await self._menu.hung_up(
-                    call, end.status, end.duration_s, recording_may_follow=True
+                    call, end.status, end.duration_s, recording_may_follow=began
                 )
                 if ended:
                     log.info("inbound call %s ended: %s", call, end.status)

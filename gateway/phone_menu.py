@@ -18,8 +18,9 @@ its own, so a gateway restarted mid-call carries the call on at its next step.
 
 A message may be the caller's last words: hung up on instead of ended with #, Twilio still posts
 its recording, and may do so after it said the call was over. A call that ends while its prompt
-awaits a message keeps its progress until the recording came; whenever the recording comes
-after the caller hung up, the message goes to its agent and the call tells nobody anything more.
+awaits a message whose recording the phone says may follow keeps its progress until the
+recording came; whenever the recording comes after the caller hung up, the message goes to its
+agent and the call tells nobody anything more.
 A recording the phone cannot fetch yet is a message taken all the same: the caller hears it will
 reach the agent shortly, and the phone brings its words later (:meth:`PhoneMenu.message_later`).
 """
@@ -165,8 +166,8 @@ class PhoneMenu:
     ) -> bool:
         """The phone says the call is over (the caller hung up mid-menu, or the line dropped):
         its row ends as the phone says and its progress is forgotten, unless a message was being
-        recorded and the phone may still send it (`recording_may_follow`): then the progress
-        waits for it. A call ended already (the menu said goodbye, or the phone said so before)
+        recorded and the phone may still send it (`recording_may_follow`: its recording began):
+        then the progress waits for it. A call ended already (the menu said goodbye, or the phone said so before)
         or not one of ours is left alone: the phone may say it twice. False then."""
         row = await self._store.get_call(call)
         if row is None or row.direction != "in" or row.status not in ACTIVE_STATUSES:

@@ -277,6 +277,23 @@ async def test_a_forged_status_callback_changes_nothing(
     assert await stack.store.get_call(unknown["CallSid"]) is None
 
 
+async def test_a_caller_who_hangs_up_before_the_beep_leaves_nothing_waiting(
+    stack: Stack, twilio_voice: FakeTwilioCalls, agent: str
+) -> None:
+    # Asked for a message, the caller hangs up before the <Record> began: no recording will
+    # come, so the call's end forgets its progress (not the one-day pruning).
+    call = await _call_in(
+        stack, twilio_voice, [Press(PIN), *FOR_THE_AGENT, None], end_reported=True
+    )
+    assert call.statuses == ["completed"] and twilio_voice.problems == []
+    assert call.recordings_begun == []
+    assert _spoken(stack, call)[-1].startswith(f"Leave your message for {agent}")
+    row = await _listed(stack, call.sid)
+    assert row is not None and row["status"] == "completed"
+    assert await stack.store.caller(call.sid) is None
+    assert await _read_by(stack, agent) == []
+
+
 async def _read_by(stack: Stack, agent: str) -> list[str]:
     """The phone messages the agent reads in its mailbox (`check_messages`), each once."""
     read = (await stack.call("check_messages", agent_id=agent))["messages"]
@@ -307,7 +324,9 @@ async def test_a_message_recorded_after_the_calls_end_reaches_the_agent(
     stack: Stack, twilio_voice: FakeTwilioCalls, agent: str
 ) -> None:
     # Twilio reports the call's end first; the recording comes after, here only once the
-    # gateway was restarted, so what it needs is kept in the projection, not in memory.
+    # gateway was restarted, so what it needs is kept in the projection, not in memory. The
+    # <Record>'s action brings it alone: its status callback comes only after.
+    twilio_voice.late_recording_callbacks = True
     call = await _call_in(
         stack,
         twilio_voice,
@@ -317,6 +336,7 @@ async def test_a_message_recorded_after_the_calls_end_reaches_the_agent(
     row = await _listed(stack, call.sid)
     assert row is not None and row["status"] == "completed"
     assert row["duration_seconds"] == float(call.duration or "nan")
+    assert len(call.recordings_begun) == 1  # Twilio said so at the beep: the progress waits
     await stack.restart_gateway()
     await twilio_voice.send_late(call)
     assert twilio_voice.problems == []
@@ -328,6 +348,8 @@ async def test_a_message_recorded_after_the_calls_end_reaches_the_agent(
     assert (last.speaker, last.text) == ("human", MESSAGE)
     assert last.audio is not None and audio.read(last.audio)[:4] == b"RIFF"
     await twilio_voice.report_end(call)  # said again: the message is not sent again
+    await twilio_voice.recordings_processed(call)
+    assert _recording_statuses(call) == [("completed", 204)]
     assert await _read_by(stack, agent) == []
 
 
@@ -478,9 +500,7 @@ async def test_a_completed_recording_served_only_later_is_fetched_again_across_a
     # Twilio says the recording is complete, but still 404s it; it says so only once.
     monkeypatch.setattr(inbound_calls, "FETCH_AGAIN_S", (0.1, 0.2, 60.0))
     twilio_voice.slow_recordings = True
-    call = await twilio_voice.incoming(
-        HUMAN, _webhook(stack), [Press(PIN), Press("3"), Press("1"), "ship it on friday"]
-    )
+    call = await _call_in(stack, twilio_voice, [Press(PIN), *FOR_THE_AGENT, MESSAGE])
     [(sid, recorded, _, _)] = call.processing
     await twilio_voice.recordings_processed(call, served=False)
     assert _recording_statuses(call) == [("completed", 204)] and twilio_voice.problems == []
@@ -492,9 +512,9 @@ async def test_a_completed_recording_served_only_later_is_fetched_again_across_a
     twilio_voice.recordings[sid] = recorded
     await stack.restart_gateway()
     posted = await eventually(lambda: _read_by(stack, agent))
-    assert posted == [f"[phone call from {HUMAN}] ship it on friday"]
+    assert posted == [POSTED]
     audio = AudioStore(stack.cfg.voice.audio_root())
-    left = next(t for t in audio.transcript(call.sid) if t.text == "ship it on friday")
+    left = next(t for t in audio.transcript(call.sid) if t.text == MESSAGE)
     assert left.speaker == "human" and left.audio is not None
     kept = await stack.store.recording(sid)
     assert kept is not None and kept.done and not kept.lost
@@ -517,9 +537,7 @@ async def test_a_completed_recording_never_served_is_said_lost_once_given_up(
 ) -> None:
     monkeypatch.setattr(inbound_calls, "FETCH_AGAIN_S", (0.1, 0.2))
     twilio_voice.slow_recordings = True
-    call = await twilio_voice.incoming(
-        HUMAN, _webhook(stack), [Press(PIN), Press("3"), Press("1"), "ship it on friday"]
-    )
+    call = await _call_in(stack, twilio_voice, [Press(PIN), *FOR_THE_AGENT, MESSAGE])
     [(sid, _, _, _)] = call.processing
     lost = f"(a message for {agent}, whose recording could not be fetched: Twilio never served it"
     audio = AudioStore(stack.cfg.voice.audio_root())

@@ -1,6 +1,7 @@
 """Messages left by phone, kept by their recording (SQLite, and PostgreSQL when
 AGENTCOMMS_TEST_DATABASE_URL is set): one waiting, one the gateway fetches again (listed for a
-restarted gateway, never pruned while it is), and one marked done whether or not it waited."""
+restarted gateway, never pruned while it is), one marked done whether or not it waited, and
+whether one began for a call's prompt."""
 
 from __future__ import annotations
 
@@ -48,6 +49,13 @@ async def test_a_recording_posted_at_once_is_marked_done_without_waiting(store: 
     await store.mark_done("RE3", utcnow())
     done = await store.recording("RE3")
     assert done is not None and (done.done, done.lost) == (True, False)
+
+
+async def test_a_recording_began_for_one_prompt_of_one_call(store: Store) -> None:
+    await store.keep_recording("RE7", _left("CA7"), utcnow())
+    assert await store.recording_began("CA7", 3)
+    assert not await store.recording_began("CA7", 4)  # a later prompt: hung up before the beep
+    assert not await store.recording_began("CA8", 3)
 
 
 async def test_old_rows_are_pruned_but_not_one_still_fetched(store: Store) -> None:

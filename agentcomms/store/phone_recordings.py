@@ -93,6 +93,15 @@ class PhoneRecordings(StoreBase):
             row = (await conn.execute(stmt)).first()
         return None if row is None else _recording(row)
 
+    async def recording_began(self, call: str, turn: int) -> bool:
+        """Whether a recording answering prompt `turn` of `call` began (Twilio said so): the
+        message it holds may still come after the call's end."""
+        stmt = select(PhoneRecordingRow.recording).where(
+            PhoneRecordingRow.call == call, PhoneRecordingRow.turn == turn
+        )
+        async with self._engine.connect() as conn:
+            return (await conn.execute(stmt.limit(1))).first() is not None
+
     async def recordings_fetching(self) -> dict[str, PhoneRecording]:
         """The recordings the gateway is fetching again, by sid (a restarted one carries on)."""
         stmt = select(PhoneRecordingRow).where(PhoneRecordingRow.done == _FETCHING)

@@ -220,7 +220,8 @@ class PhoneCallerRow(Base):
     started_at: Mapped[datetime]
     turn: Mapped[int] = mapped_column(Integer)  # the prompt being answered, in the transcript
     # What that prompt waits for ("pin", "key", "message"): a recorded message may still come
-    # after the call's end, so a call that ends awaiting one keeps its progress until it came.
+    # after the call's end, so a call that ends awaiting one whose recording began (Twilio said
+    # so at the beep) keeps its progress until it came.
     awaits: Mapped[str] = mapped_column(String(16), default="", server_default="")
     updated_at: Mapped[datetime]
 

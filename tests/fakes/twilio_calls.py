@@ -11,14 +11,16 @@ holds, then, when the scripted human's next answer is a :class:`Press`, posts it
 action as Twilio does (``Digits``); a None hangs up there; otherwise it times out and the call
 goes on to the next verb. A :class:`HangsUp` at a ``<Record>`` is a message said and then hung up
 on: Twilio still posts the recording to the action (``Digits=hangup``) and ignores what it is
-told, before or (``after_end``) only after the call's end was reported, as the test says when. A recording is served once Twilio has processed it: at once here,
-unless ``slow_recordings`` (then it 404s, as Twilio's may for a moment, until the test says it
-was processed, :meth:`FakeTwilioCalls.recordings_processed`, which may also say one complete
-that still 404s); a ``<Record>`` with a
-``recordingStatusCallback`` is then told (``RecordingStatus`` completed, or absent when nothing
-came of it) for the events it asked (``recordingStatusCallbackEvent``, completed by default),
-right after its action, or (``late_recording_callbacks``) when the test says. A call coming in reports its end to the number's status callback, as a call
-placed does to its own. Every request it makes to us is signed exactly as Twilio signs
+told, before or (``after_end``) only after the call's end was reported, as the test says when. A
+recording is served once Twilio has processed it: at once here, unless ``slow_recordings`` (then
+it 404s, as Twilio's may for a moment, until the test says it was processed,
+:meth:`FakeTwilioCalls.recordings_processed`, which may also say one complete that still 404s).
+A ``<Record>`` with a ``recordingStatusCallback`` is told at the beep that its recording began
+(``in-progress``), and once it was processed that it is completed, or absent when nothing came
+of it, each if it asked for that event (``recordingStatusCallbackEvent``, completed by default):
+the latter right after its action, or (``late_recording_callbacks``) when the test says. A call
+coming in reports its end to the number's status callback, as a call placed does to its own.
+Every request it makes to us is signed exactly as Twilio signs
 (``RequestValidator.compute_signature`` over the URL given).
 """
 
@@ -91,8 +93,10 @@ class FakeCall:
     late: list[tuple[str, dict[str, str]]] = field(default_factory=list)
     # Recordings still being processed: (sid, their audio, the <Record> verb, its action's form).
     processing: list[tuple[str, bytes, ET.Element, dict[str, str]]] = field(default_factory=list)
-    # Each recording status callback sent: (its URL, its form, our HTTP status).
+    # Each recording status callback sent once the recording was processed: (its URL, its
+    # form, our HTTP status); and the recordings said begun (in-progress), by sid.
     recording_callbacks: list[tuple[str, dict[str, str], int]] = field(default_factory=list)
+    recordings_begun: list[str] = field(default_factory=list)
 
 
 class FakeTwilioCalls:
@@ -250,6 +254,26 @@ class FakeTwilioCalls:
             }
             response = await self._signed_post(callback, told)
             call.recording_callbacks.append((callback, told, response.status_code))
+
+    async def _recording_began(
+        self, call: FakeCall, verb: ET.Element, sid: str, recording_url: str
+    ) -> None:
+        """At the beep: a <Record> that asked for in-progress events is told it began."""
+        callback = verb.get("recordingStatusCallback", "")
+        if not callback or "in-progress" not in verb.get("recordingStatusCallbackEvent", ""):
+            return
+        told = {
+            "AccountSid": self.account_sid,
+            "CallSid": call.sid,
+            "RecordingSid": sid,
+            "RecordingUrl": recording_url,
+            "RecordingStatus": "in-progress",
+            "RecordingDuration": "-1",
+            "RecordingChannels": "1",
+            "RecordingSource": "RecordVerb",
+        }
+        await self._signed_post(callback, told)
+        call.recordings_begun.append(sid)
 
     async def report_end(self, call: FakeCall) -> None:
         """Report the call's end to its status callback again, as Twilio may."""
@@ -433,6 +457,7 @@ class FakeTwilioCalls:
         audio, _ = await EspeakSpeech().synthesize(answer)
         sid = "RE" + secrets.token_hex(16)
         recording_url = f"{self.base_url}/2010-04-01/Accounts/{self.account_sid}/Recordings/{sid}"
+        await self._recording_began(call, verb, sid, recording_url)
         form = {
             "RecordingSid": sid,
             "RecordingUrl": recording_url,
