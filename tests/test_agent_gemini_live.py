@@ -22,7 +22,7 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.agents.install import Target, plan
-from agentcomms.agents.state import STALE_AFTER
+from agentcomms.agents.state import GEMINI_CANCELLED_EVENT, STALE_AFTER
 from tests.fakes.gemini import FakeGemini, ToolResult, shell, text
 from tests.fakes.telegram import FakeTelegram
 from tests.support.agents import GEMINI_DIALOG, GeminiPane, start_gemini
@@ -351,7 +351,9 @@ async def test_a_call_cancelled_by_esc_closes_its_approval_and_a_late_allow_is_r
 ) -> None:
     """Gemini neither signals nor ends the waiting hook on Esc, and sends no hook event: the
     hook reads Gemini's "Request cancelled." in the session's transcript and closes the
-    approval, so the chat's buttons go and an allow afterwards allows nothing."""
+    approval, so the chat's buttons go and an allow afterwards allows nothing. Esc put Gemini
+    back at its prompt, and the hook says so: the agent is ready by the hook's report, with no
+    message waiting that would have the pane read."""
     gemini, model, telegram = setup.gemini, setup.gemini.model, setup.telegram
     await gemini.wait_ready()
     model.on("make the abandoned file", shell("touch abandoned.txt"), text("Abandoned made."))
@@ -369,6 +371,11 @@ async def test_a_call_cancelled_by_esc_closes_its_approval_and_a_late_allow_is_r
     assert waited["behavior"] == "terminal"
     assert waited["message"] == "canceled in the terminal"
     assert await setup.approval() is None
+    await eventually(lambda: setup.state_is("ready"), timeout=30)
+    print(f"ready {asyncio.get_running_loop().time() - pressed:.1f} s after Esc")
+    snapshot = await setup.stack.gateway.mailbox.snapshot(setup.agent_id)
+    assert snapshot is not None
+    assert snapshot.readiness.event == GEMINI_CANCELLED_EVENT
     edited = await eventually(
         lambda: [e for e in telegram.edits if e["message_id"] == posted["message_id"]] or None,
         timeout=30,
@@ -380,3 +387,10 @@ async def test_a_call_cancelled_by_esc_closes_its_approval_and_a_late_allow_is_r
     await gemini.wait_ready()
     assert not (gemini.project / "abandoned.txt").exists()
     assert len(model.tool_results) == seen  # the model was never given the call's result
+    # Measured: the pane shows "Request cancelled." over Gemini's empty input box (its status
+    # line still names the hooks a moment), and a message sent now is Gemini's next prompt.
+    model.on("after the cancel", text("Back at it."))
+    await setup.stack.call("send", agent_id=setup.agent_id, message="after the cancel, go on")
+    typed = await model.wait_for_human("after the cancel")
+    assert typed == f"{SENT_HEADER}after the cancel, go on"
+    await gemini.wait_for_screen("Back at it.")

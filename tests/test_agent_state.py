@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from agentcomms.agents import hook_approval
 from agentcomms.agents.state import (
+    GEMINI_CANCELLED_EVENT,
     STALE_AFTER,
     HookReport,
     Readiness,
@@ -87,6 +89,18 @@ def test_session_end_is_offline_and_other_agents_speak_their_own_words() -> None
     assert run(*gemini, report_from("gemini", "AfterAgent", 2, None, {})).state == "ready"
     codex = report_from("codex", "agent-turn-complete", 3, None, {})
     assert run(report_from("codex", "UserPromptSubmit", 1, None, {}), codex).state == "ready"
+
+
+def test_geminis_cancel_read_by_its_asking_hook_is_ready() -> None:
+    """Esc during a remote approval: the hook that waited reports Gemini back at its prompt, in
+    the event name the state knows (the hook keeps its own copy: it must not import pydantic)."""
+    asked = report_from("gemini", "PermissionRequest", 1, "s1", {"tool_name": "run_shell_command"})
+    assert run(asked).state == "waiting"
+    cancelled = report_from("gemini", hook_approval.GEMINI_CANCELLED_EVENT, 2, "s1", {})
+    assert run(asked, cancelled).state == "ready"
+    assert hook_approval.GEMINI_CANCELLED_EVENT == GEMINI_CANCELLED_EVENT
+    # Claude Code's and Codex's hooks never send it: it means nothing from them.
+    assert run(hook("PreToolUse", 1), hook(GEMINI_CANCELLED_EVENT, 2)).state == "busy"
 
 
 def test_since_is_kept_while_the_state_stays() -> None:

@@ -16,6 +16,7 @@ from pydantic import SecretStr
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
+from agentcomms.agents.state import GEMINI_CANCELLED_EVENT, Readiness
 from agentcomms.approval_models import ApprovalRequest, Decision, OnTimeout
 from agentcomms.client import GatewayClient
 from agentcomms.trust import DeploymentKey
@@ -275,7 +276,8 @@ async def test_geminis_cancel_while_the_hook_reports_the_call_closes_the_approva
     stack: Stack, tmp_path: Path
 ) -> None:
     """Esc in the hook's first moments, while it reports the call (before it opens the
-    approval), cancels as much as one while it waits."""
+    approval), cancels as much as one while it waits; and the hook reports Gemini back at its
+    prompt, so the agent is ready by that report (no pane here to read)."""
     transcript = tmp_path / "session.jsonl"
     transcript.write_text(json.dumps({"sessionId": "s"}) + "\n")
 
@@ -285,6 +287,7 @@ async def test_geminis_cancel_while_the_hook_reports_the_call_closes_the_approva
                 f.write(json.dumps({"type": "info", "content": "Request cancelled."}) + "\n")
 
     agent = f"gemini-{uuid.uuid4().hex[:6]}"
+    await stack.call("register", agent_id=agent, target=f"{agent}:0.0")
     payload = {**GEMINI_BEFORE_TOOL, "transcript_path": str(transcript)}
     async with gateway_relay(stack.cfg.server.socket(), esc) as relay:
         proc = start_hook(
@@ -301,6 +304,15 @@ async def test_geminis_cancel_while_the_hook_reports_the_call_closes_the_approva
     (opened,) = [answer for method, answer in relay.answers if method == "approval_open"]
     late = await stack.call("approval_decide", id=opened["id"], behavior="allow")
     assert (late["accepted"], late["message"]) == (False, "canceled in the terminal")
+    reported = [a["event"] for method, a in relay.answers if method == "agent_hook"]
+    assert reported == ["PermissionRequest", GEMINI_CANCELLED_EVENT]
+
+    async def readiness() -> Readiness | None:
+        snapshot = await stack.gateway.mailbox.snapshot(agent)
+        done = snapshot is not None and snapshot.readiness.event == GEMINI_CANCELLED_EVENT
+        return snapshot.readiness if done and snapshot is not None else None
+
+    assert (await eventually(readiness)).state == "ready"
 
 
 async def _open_for(stack: Stack, agent: str) -> dict[str, Any] | None:

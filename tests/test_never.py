@@ -209,6 +209,55 @@ def test_install_writes_one_handler_per_rule_for_claude_and_the_rules_into_codex
     assert group["hooks"][0]["command"] == f"{EXE[0]} hook codex --never 'Bash(rm -rf *)'{CLOSED}"
 
 
+# One list for every agent, naming tools of one agent only: Gemini CLI's shell and memory,
+# Claude Code's notebooks.
+GEMINIS_PUSH = "run_shell_command(git push *)"
+MIXED = (RM, GEMINIS_PUSH, "NotebookEdit", "save_memory")
+
+
+def test_each_agents_hooks_refuse_only_the_rules_it_can_have_and_doctor_agrees(
+    tmp_path: Path,
+) -> None:
+    """Gemini's own names go to Gemini alone, Claude Code's tools without a Gemini counterpart
+    to Claude Code and Codex alone, Claude Code's Bash to all (Gemini's hook maps it): another
+    agent's tool in a Claude handler's "if" would never match. doctor compares the same way."""
+    notes = {}
+    kinds: tuple[AgentKind, ...] = ("claude-code", "codex", "gemini")
+    for kind in kinds:
+        done = plan(Target(kind, home=tmp_path, argv=EXE, never=MIXED))
+        done.apply()
+        notes[kind] = " ".join(done.notes)
+    settings = json.loads((tmp_path / ".claude" / "settings.json").read_text())
+    handlers = [h for g in settings["hooks"]["PreToolUse"] for h in g["hooks"]]
+    assert [h["if"] for h in handlers if "if" in h] == [RM, "NotebookEdit"]
+    assert f"{GEMINIS_PUSH}, save_memory names another agent's tool" in notes["claude-code"]
+    codex = json.loads((tmp_path / ".codex" / "hooks.json").read_text())["hooks"]
+    (group,) = codex["PreToolUse"]
+    command = f"{EXE[0]} hook codex --never 'Bash(rm -rf *)' --never NotebookEdit{CLOSED}"
+    assert group["hooks"][0]["command"] == command
+    gemini = json.loads((tmp_path / ".gemini" / "settings.json").read_text())["hooks"]
+    (group,) = gemini["BeforeTool"]
+    assert group["hooks"][0]["command"].startswith(
+        f"{EXE[0]} hook gemini --never 'Bash(rm -rf *)' --never '{GEMINIS_PUSH}' "
+        "--never save_memory || "
+    )
+    assert "NotebookEdit names another agent's tool" in notes["gemini"]
+
+    for kind in kinds:
+        found = {f.name: f for f in inspect(Target(kind, home=tmp_path), lambda _: list(MIXED))}
+        assert f"{kind} (user) never-list" not in found, found
+    # An older agentcomms wrote Gemini's rule into Claude Code's hooks too: that is drift.
+    older = f"{EXE[0]} hook claude-code --never '{GEMINIS_PUSH}'{CLOSED}"
+    settings["hooks"]["PreToolUse"][-1]["hooks"].append(
+        {**handlers[-1], "command": older, "if": GEMINIS_PUSH}
+    )
+    (tmp_path / ".claude" / "settings.json").write_text(json.dumps(settings))
+    claude = Target("claude-code", home=tmp_path)
+    found = {f.name: f for f in inspect(claude, lambda _: list(MIXED))}
+    drift = found["claude-code (user) never-list"]
+    assert f"the hooks refuse {RM}, NotebookEdit, {GEMINIS_PUSH}," in drift.detail
+
+
 def _never_hooks(
     kind: AgentKind, home: Path, exe: Path | str, never: tuple[str, ...] = (RM,)
 ) -> list[str]:

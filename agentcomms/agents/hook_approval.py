@@ -23,6 +23,9 @@ hook after a few seconds, and the first answer wins.
   but it writes "Request cancelled." into the session's transcript, whose path its payload
   gives. The hook watches that file while it waits, closes the approval as "canceled in the
   terminal" and answers deny (Gemini has dropped the call: nothing runs whatever it reads).
+  Esc has also put Gemini back at its prompt, and no hook of Gemini's says so: the hook reports
+  it (``GeminiCancelled``, a report like the others, signed by the gateway), so the agent is
+  ready at once and messages waiting for it are typed, rather than when the pane is next read.
 """
 
 from __future__ import annotations
@@ -55,6 +58,9 @@ GEMINI_CANCELLED = "Request cancelled."
 CANCEL_WATCH_S = 0.3
 # What the approval says once Gemini cancelled the call, and what the hook answers Gemini.
 CANCELED_IN_TERMINAL = "canceled in the terminal"
+# The report the hook makes of that cancel: Gemini is back at its prompt (the state's rule is
+# agentcomms.agents.state's GEMINI_CANCELLED_EVENT, not imported here: pydantic costs the hook).
+GEMINI_CANCELLED_EVENT = "GeminiCancelled"
 
 
 class _Terminated(Exception):
@@ -117,9 +123,12 @@ def wait_for_decision(
     finally:
         signal.signal(signal.SIGTERM, previous)
         if gemini:
-            if watched is not None and watched.cancelled.is_set():
+            cancelled = watched is not None and watched.cancelled.is_set()
+            if cancelled:
                 output = {"behavior": "deny", "message": f"The call was {CANCELED_IN_TERMINAL}."}
             print_json(_gemini_decision(output))
+            if cancelled:
+                _report_cancelled(path, params)
 
 
 def _gemini_decision(output: dict[str, Any] | None) -> dict[str, Any]:
@@ -194,6 +203,17 @@ def _answered_in_terminal(path: str, approval_id: str) -> None:
             {"id": approval_id, "behavior": "terminal", "by": "the terminal", "via": "terminal"},
             OPEN_WAIT_S,
         )
+    except (OSError, ValueError):
+        pass
+
+
+def _report_cancelled(path: str, params: dict[str, Any]) -> None:
+    """Tell the gateway that Esc put Gemini back at its prompt, through the path of every hook's
+    report (the agent named as the call's report named it). Its time is now, after the call's
+    own report, so it is the state's last word."""
+    report = {**params, "event": GEMINI_CANCELLED_EVENT, "at_ns": time.time_ns(), "payload": {}}
+    try:
+        _call(path, "agent_hook", report, OPEN_WAIT_S)
     except (OSError, ValueError):
         pass
 

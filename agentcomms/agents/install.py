@@ -13,6 +13,7 @@ stops the install with its name and line and nothing changed.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import difflib
 import json
 import re
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from agentcomms.agents.never import rules_for
 from agentcomms.errors import AgentConfigError
 
 AgentKind = Literal["claude-code", "codex", "gemini"]
@@ -417,7 +419,17 @@ def plan(target: Target, *, uninstall: bool = False) -> Plan:
     is written until ``apply``."""
     from agentcomms.agents.install_agents import PLANNERS
 
+    # Only the never-listed rules this agent can have: another agent's tool in a Claude Code
+    # handler's "if", or in a hook's arguments, would never match anything.
+    kept = tuple(rules_for(target.kind, target.never))
+    left_out = [r for r in target.never if r not in kept]
+    target = dataclasses.replace(target, never=kept)
     result = Plan(target, uninstall)
+    if left_out and not uninstall:
+        result.notes.append(
+            f"the never-list's {', '.join(left_out)} names another agent's tool, which "
+            f"{AGENT_NAMES[target.kind]} does not have: not written into its hooks."
+        )
     PLANNERS[target.kind](result)
     return result
 

@@ -39,6 +39,7 @@ from agentcomms.agents.install import (
     version_of,
 )
 from agentcomms.agents.install_agents import claude_files, codex_files, gemini_file
+from agentcomms.agents.never import rules_for
 from agentcomms.errors import AgentConfigError
 
 EVENTS: dict[AgentKind, tuple[str, ...]] = {
@@ -187,9 +188,10 @@ def _read(target: Target) -> tuple[list[tuple[str, str]], bool, list[Path], list
 
 
 def _never_list(target: Target, name: str, install: str, never_for: NeverFor) -> list[Finding]:
-    """The rules the installed hooks refuse against the configured ones for their agent."""
+    """The rules the installed hooks refuse against the configured ones for their agent that
+    this kind of agent can have (install writes no other)."""
     installed, agent_id = _installed_never(target)
-    wanted = never_for(agent_id)
+    wanted = rules_for(target.kind, never_for(agent_id))
     if set(installed) == set(wanted):
         return []
     said = ", ".join(installed) or "nothing"

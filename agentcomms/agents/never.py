@@ -14,6 +14,9 @@ one also as the absolute path it names from the agent's folder), URL or pattern 
 
 Gemini CLI's tools have names of their own: a rule names either one (``run_shell_command(rm
 -rf *)``), or the tool the other agents call it (``Bash(rm -rf *)``), as in :data:`GEMINI_TOOLS`.
+A rule naming a tool only one side has (Gemini's own names; Claude Code's tools Gemini has no
+counterpart for) is written into the hooks of the agents that can have it alone
+(:func:`rules_for`); any other tool (an MCP server's, say) may be any agent's.
 
 Standard library only, and not even ``typing``: it runs inside the agent's loop, before each
 call it may refuse.
@@ -28,6 +31,7 @@ import re
 # (measured); mypy reads this name as True, and the annotations are never evaluated.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterable
     from typing import Any
 
 RULE = re.compile(r"^(?P<tool>[A-Za-z][A-Za-z0-9_.-]*)(?:\((?P<pattern>.+)\))?$", re.DOTALL)
@@ -60,6 +64,43 @@ GEMINI_TOOLS = {
     "WebFetch": "web_fetch",
     "WebSearch": "google_web_search",
 }
+# Gemini CLI's built-in tools (0.61.0, read from its bundle): a rule naming one applies to Gemini
+# alone, the mapped ones too (the mapping is from the other agents' names, not back).
+GEMINI_OWN = frozenset(
+    {
+        *GEMINI_TOOLS.values(),
+        "read_many_files",
+        "save_memory",
+        "write_todos",
+        "activate_skill",
+        "ask_user",
+        "enter_plan_mode",
+        "exit_plan_mode",
+        "invoke_agent",
+        "complete_task",
+        "get_internal_docs",
+        "list_mcp_resources",
+        "read_mcp_resource",
+    }
+)
+# Claude Code's tools (2.1, read from its binary) that no Gemini tool stands for: a rule naming
+# one can apply to Claude Code and Codex (which shares Claude Code's names), never to Gemini.
+CLAUDE_OWN = frozenset(
+    {
+        "NotebookEdit",
+        "MultiEdit",
+        "Task",
+        "Agent",
+        "TaskStop",
+        "TodoWrite",
+        "AskUserQuestion",
+        "ExitPlanMode",
+        "EnterPlanMode",
+        "Skill",
+        "KillShell",
+        "BashOutput",
+    }
+)
 _CHAINS = re.compile(r"&&|\|\||[;|\n]")
 _HOSTS = re.compile(r"[a-z][a-z0-9+.-]*://(?:[^/?#@\s]*@)?([^/?#:\s]+)", re.IGNORECASE)
 
@@ -73,6 +114,24 @@ def rule_problem(rule: str) -> str | None:
             f"{RULE_CHARS} characters)"
         )
     return None
+
+
+def rules_for(kind: str, rules: Iterable[str]) -> list[str]:
+    """The rules that can apply to `kind`'s agent, as written: what its hooks refuse. Gemini's
+    hook maps a rule in the other agents' names itself (:func:`matches`)."""
+    return [r for r in rules if applies_to(kind, r)]
+
+
+def applies_to(kind: str, rule: str) -> bool:
+    """Whether `kind`'s agent can have the tool `rule` names (a rule that is none: left to the
+    config's check, which names it)."""
+    found = RULE.match(rule.strip())
+    if found is None:
+        return True
+    tool = found["tool"]
+    if kind == "gemini":
+        return tool not in CLAUDE_OWN
+    return tool not in GEMINI_OWN
 
 
 def matches(

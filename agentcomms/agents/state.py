@@ -262,6 +262,10 @@ _CLAUDE: dict[str, Step] = {
     "Interrupt": _READY,
     "agent-turn-complete": _READY,  # its `notify`
 }
+# Not one of Gemini CLI's hooks: its asking hook (remote approvals) read Esc's "Request
+# cancelled." in the session's transcript. Esc ends the turn and Gemini is back at its prompt,
+# but sends no hook of its own until the next prompt (agentcomms.agents.hook_approval).
+GEMINI_CANCELLED_EVENT = "GeminiCancelled"
 _GEMINI: dict[str, Step] = {
     "SessionStart": _READY,
     "BeforeAgent": _BUSY,
@@ -271,6 +275,7 @@ _GEMINI: dict[str, Step] = {
     "PreCompress": _BUSY,
     "AfterAgent": _READY,
     "SessionEnd": _OFFLINE,
+    GEMINI_CANCELLED_EVENT: _READY,
 }
 _NOTIFICATIONS: dict[str, Step] = {
     "permission_prompt": ("waiting", None),
