@@ -162,6 +162,24 @@ async def test_a_malformed_request_is_answered_under_its_own_id(raw: RawConnecti
     assert error_code(boolean) == INVALID_REQUEST and boolean["id"] is None
 
 
+async def test_a_message_with_nothing_to_type_is_refused(raw: RawConnection) -> None:
+    # Typed, it would be a bare header, submitted: a turn of the agent's spent on nothing.
+    for i, text in enumerate(["   ", "\n\t", "\x1b]0;title\x07\x00", "\x1b[31m"]):
+        empty = await raw.request(
+            {"id": i, "method": "send", "params": {"agent_id": "a", "message": text}}
+        )
+        assert error_code(empty) == INVALID_PARAMS, (text, empty)
+        assert "the message is empty" in empty["error"]["message"]
+    peer = await raw.request(
+        {
+            "id": 9,
+            "method": "agent_message",
+            "params": {"from_agent_id": "a", "to_agent_id": "b", "message": " "},
+        }
+    )
+    assert error_code(peer) == INVALID_PARAMS and "the message is empty" in peer["error"]["message"]
+
+
 async def test_json_nested_too_deeply_is_a_parse_error(raw: RawConnection) -> None:
     # Within the line limit, yet deeper than Python's parser goes: the sender's mistake, not
     # the gateway's internal error (which logs a traceback for each).
