@@ -84,7 +84,8 @@ class HostWatch:
 
     async def down(self, agents: Iterable[Agent]) -> tuple[dict[str, HostDown], dict[str, int]]:
         """The hosts of these agents that are down, and how many messages wait for each agent
-        on such a host (from the projection's events, which the gateway writes)."""
+        not offline (from the projection's events, which the gateway writes and each typing
+        settles: an agent's own row is rewritten only when its backlog has drained)."""
         by_host: dict[str, list[Agent]] = defaultdict(list)
         for agent in agents:
             if agent.host and agent.status != "offline":
@@ -96,7 +97,7 @@ class HostWatch:
             *(self._check(host, hosted, waiting) for host, hosted in by_host.items())
         )
         down = {d.host: d for d in found if d is not None}
-        counts = {a.id: waiting.get(a.id, 0) for h in down for a in by_host[h]}
+        counts = {a.id: waiting.get(a.id, 0) for a in _flat(by_host.values())}
         return down, counts
 
     async def survey(self, agents: Iterable[Agent]) -> list[HostView]:

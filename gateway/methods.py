@@ -197,11 +197,12 @@ class Methods:
             raise
         agents = {a.id: agent_json(a) for a in listed}
         for a in listed:
+            if a.id in waiting:  # what waits now, also while a backlog is being typed
+                agents[a.id]["pending"] = waiting[a.id]
             if (host_down := down.get(a.host or "")) and a.status != "offline":
                 agents[a.id] |= {
                     "status": "unreachable",
                     "unreachable_since": host_down.since.isoformat(timespec="seconds"),
-                    "pending": waiting[a.id],
                     "last_error": host_down.reason(),
                 }
         for agent_id, reason in (await broken).items():

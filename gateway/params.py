@@ -8,6 +8,7 @@ from typing import Annotated
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
 from agentcomms.bridge.fields import InterruptKey, TmuxSocket, TmuxTarget
+from agentcomms.framing import strip_unsafe
 from agentcomms.ids import check_agent_id, is_event_id
 from agentcomms.models import MAX_MESSAGE_CHARS, DeliverMode
 
@@ -16,7 +17,21 @@ AgentId = Annotated[
     AfterValidator(check_agent_id),
     Field(description="letters, digits, '.', '_' or '-'; at most 64"),
 ]
-MessageText = Annotated[str, StringConstraints(min_length=1, max_length=MAX_MESSAGE_CHARS)]
+
+
+def _has_words(value: str) -> str:
+    # Spaces and control characters alone would be typed as a bare header and submitted: the
+    # agent would spend a turn on nothing (and a chat or a call would carry nothing).
+    if not strip_unsafe(value).strip():
+        raise ValueError("the message is empty (nothing but spaces or control characters)")
+    return value
+
+
+MessageText = Annotated[
+    str,
+    StringConstraints(min_length=1, max_length=MAX_MESSAGE_CHARS),
+    AfterValidator(_has_words),
+]
 WaitSeconds = Annotated[float, Field(gt=0, le=300)]
 
 

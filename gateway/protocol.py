@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ValidationError
+from pydantic import AfterValidator, BaseModel, StrictInt, StrictStr, ValidationError
 
 from agentcomms.errors import RpcError
 from agentcomms.ids import check_agent_id
@@ -24,7 +24,8 @@ MAX_LINE_BYTES = 1024 * 1024
 
 
 class Request(BaseModel):
-    id: int | str | None = None
+    # Strict: `true` is no id (it would come back as 1, and match no request of the client's).
+    id: StrictInt | StrictStr | None = None
     method: str
     params: dict[str, Any] = {}
     # The agent this request acts for (the MCP server names the agent a bearer token belongs
@@ -32,13 +33,28 @@ class Request(BaseModel):
     caller: Annotated[str, AfterValidator(check_agent_id)] | None = None
 
 
-def parse_request(line: bytes) -> Request:
+def load_request(line: bytes) -> dict[str, Any]:
+    """The JSON object a line holds, or the error reply's reason."""
     try:
         data = json.loads(line)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise RpcError(PARSE_ERROR, f"not valid JSON: {exc}") from None
+    # ValueError: not JSON, not UTF-8, or a number of thousands of digits; RecursionError:
+    # arrays nested thousands deep, which a line within the limit can hold.
+    except (ValueError, RecursionError) as exc:
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise RpcError(PARSE_ERROR, f"not valid JSON: {reason}") from None
     if not isinstance(data, dict):
         raise RpcError(INVALID_REQUEST, "a request is a JSON object {id, method, params}")
+    return data
+
+
+def request_id(data: dict[str, Any]) -> int | str | None:
+    """The request's id when it is a usable one, so that an error about the rest of the request
+    still reaches the request that asked (a client waits for the reply carrying its id)."""
+    value = data.get("id")
+    return value if isinstance(value, int | str) and not isinstance(value, bool) else None
+
+
+def parse_request(data: dict[str, Any]) -> Request:
     if data.get("params") is None:
         data.pop("params", None)
     try:

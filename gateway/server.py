@@ -21,7 +21,9 @@ from gateway.protocol import (
     INVALID_REQUEST,
     MAX_LINE_BYTES,
     error_line,
+    load_request,
     parse_request,
+    request_id,
     result_line,
 )
 
@@ -127,19 +129,20 @@ class SocketServer:
                 await asyncio.wait(requests, timeout=REQUESTS_END_S)
 
     async def _handle(self, line: bytes, reply: Callable[[bytes], Awaitable[None]]) -> None:
-        request_id: Any = None
+        answer_to: int | str | None = None
         try:
-            request = parse_request(line)
-            request_id = request.id
+            loaded = load_request(line)
+            answer_to = request_id(loaded)
+            request = parse_request(loaded)
             result = await self._dispatch(request.method, request.params, request.caller)
-            data = result_line(request_id, result)
+            data = result_line(answer_to, result)
         except RpcError as exc:
-            data = error_line(request_id, exc.code, exc.message)
+            data = error_line(answer_to, exc.code, exc.message)
         except AgentcommsError as exc:
-            data = error_line(request_id, INTERNAL_ERROR, str(exc))
+            data = error_line(answer_to, INTERNAL_ERROR, str(exc))
         except Exception as exc:
             log.exception("internal error")
-            data = error_line(request_id, INTERNAL_ERROR, f"internal error: {type(exc).__name__}")
+            data = error_line(answer_to, INTERNAL_ERROR, f"internal error: {type(exc).__name__}")
         with contextlib.suppress(ConnectionError):
             await reply(data)
 

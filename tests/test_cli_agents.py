@@ -193,7 +193,13 @@ async def test_register_notes_a_pane_that_does_not_exist_yet(
     assert early.returncode == 0, early.stderr
     assert f"note: error connecting to {tmux.socket}" in early.stdout  # no server there yet
     assert "messages wait until the pane exists" in early.stdout
+    assert "another tmux server" not in early.stdout  # the server was named
     target = tmux.new_session("later")
+    # Outside tmux and without --socket, the pane of a private server (`tmux -L NAME`) is
+    # looked for on the default one: the note says how to name the right server.
+    unnamed = await cli(home, "agents", "register", agent, "--tmux", target)
+    assert unnamed.returncode == 0, unnamed.stderr
+    assert "(a pane of another tmux server: name it with --socket)" in unnamed.stdout
     again = await cli(home, "agents", "register", agent, "--tmux", target, "--socket", tmux.socket)
     assert again.returncode == 0 and "note:" not in again.stdout, again.stdout
 

@@ -460,6 +460,11 @@ def test_logging_level_in_any_case(home: Path) -> None:
         {"chat": {"telegram": {"token": ["s3cr3t-Value-4242"]}}},
         {"temporal": {"api_key": {"k": "s3cr3t-Value-4242"}}},
         {"voice": {"tts": {"api_key": 424242424242}}},
+        # The secret written where its object belongs: a key alone in the list of keys, the
+        # bot's token as the whole section. What goes there holds a secret, so this may be it.
+        {"temporal": {"encryption_keys": ["s3cr3t-Value-4242"]}},
+        {"temporal": {"encryption_keys": "s3cr3t-Value-4242"}},
+        {"chat": {"telegram": "4242:s3cr3t-Value"}},
     ],
 )
 def test_errors_never_echo_a_secret(home: Path, data: dict[str, Any]) -> None:

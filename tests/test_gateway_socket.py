@@ -148,6 +148,50 @@ async def test_bad_inputs_get_errors_and_the_connection_lives(raw: RawConnection
     assert await raw.request({"id": 8, "method": "ping"}) == {"id": 8, "result": {"pong": True}}
 
 
+async def test_a_malformed_request_is_answered_under_its_own_id(raw: RawConnection) -> None:
+    # A client matches replies to its requests by id (agentcomms' own waits for its id forever):
+    # an error about the rest of a request must still carry that request's id.
+    no_method = await raw.request({"id": 21})
+    assert error_code(no_method) == INVALID_REQUEST and no_method["id"] == 21
+    listed = await raw.request({"id": "p", "method": "send", "params": [1]})
+    assert error_code(listed) == INVALID_REQUEST and listed["id"] == "p"
+    bad_caller = await raw.request({"id": 22, "method": "ping", "caller": "bad id!"})
+    assert error_code(bad_caller) == INVALID_REQUEST and bad_caller["id"] == 22
+    # `true` is no id: answered as the unusable id it is, never as request 1.
+    boolean = await raw.request({"id": True, "method": "ping"})
+    assert error_code(boolean) == INVALID_REQUEST and boolean["id"] is None
+
+
+async def test_a_message_with_nothing_to_type_is_refused(raw: RawConnection) -> None:
+    # Typed, it would be a bare header, submitted: a turn of the agent's spent on nothing.
+    for i, text in enumerate(["   ", "\n\t", "\x1b]0;title\x07\x00", "\x1b[31m"]):
+        empty = await raw.request(
+            {"id": i, "method": "send", "params": {"agent_id": "a", "message": text}}
+        )
+        assert error_code(empty) == INVALID_PARAMS, (text, empty)
+        assert "the message is empty" in empty["error"]["message"]
+    peer = await raw.request(
+        {
+            "id": 9,
+            "method": "agent_message",
+            "params": {"from_agent_id": "a", "to_agent_id": "b", "message": " "},
+        }
+    )
+    assert error_code(peer) == INVALID_PARAMS and "the message is empty" in peer["error"]["message"]
+
+
+async def test_json_nested_too_deeply_is_a_parse_error(raw: RawConnection) -> None:
+    # Within the line limit, yet deeper than Python's parser goes: the sender's mistake, not
+    # the gateway's internal error (which logs a traceback for each).
+    deep = b'{"id": 1, "method": "ping", "params": {"a": ' + b"[" * 100_000 + b"]" * 100_000
+    await raw.send(deep + b"}}\n")
+    nested = await raw.reply()
+    assert error_code(nested) == PARSE_ERROR and "nested too deeply" in nested["error"]["message"]
+    await raw.send(b'{"id": 2, "method": "ping", "params": {"n": ' + b"9" * 10_000 + b"}}\n")
+    assert error_code(await raw.reply()) == PARSE_ERROR
+    assert (await raw.request({"id": 3, "method": "ping"}))["result"] == {"pong": True}
+
+
 async def test_a_ten_megabyte_line_is_refused_without_killing_anything(raw: RawConnection) -> None:
     await raw.send(
         b'{"id": 1, "method": "send", "params": {"message": "' + b"x" * (10 << 20) + b'"}}\n'

@@ -149,12 +149,15 @@ async def _look_at_pane(target: str, socket: str | None) -> tuple[str | None, st
     from agentcomms.models import PaneTarget
 
     adapter = TmuxAdapter()
+    named = socket is not None
     if socket is None:
         socket = await adapter.default_server_socket()
     try:
         await adapter.pane_info(PaneTarget(target=target, socket=socket))
     except BridgeError as exc:  # no such pane, no tmux server, tmux not installed
-        return socket, str(exc)
+        # Outside tmux, a pane on a server of its own (`tmux -L work`) is not found here.
+        elsewhere = "" if named else " (a pane of another tmux server: name it with --socket)"
+        return socket, f"{exc}{elsewhere}"
     return socket, None
 
 

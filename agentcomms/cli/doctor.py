@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 from datetime import timedelta
 from typing import Any
 
+from agentcomms.cli.output import named
 from agentcomms.config import Config, default_config_path, host_name, load_config
 from agentcomms.errors import AgentcommsError
 from agentcomms.models import Agent
@@ -215,7 +216,7 @@ async def _check_workers(
     answers = await asyncio.gather(*(_answers(client, a[0].id) for a in by_host.values()))
     for (host, hosted), answered in zip(by_host.items(), answers, strict=True):
         queue = host_task_queue(host)
-        names = ", ".join(a.id for a in hosted)
+        names = named([a.id for a in hosted])
         if answered:
             checks.append(
                 Check(f"worker {host}", True, f"host {host}: a worker polls {queue} ({names})")
@@ -309,10 +310,10 @@ def _check_states(agents: list[Agent], checks: list[Check]) -> None:
     with hooks (a shell) is typed into on its look alone."""
     silent = [a.id for a in agents if a.target and a.state == "unknown"]
     known = [f"{a.id} {a.state}" for a in agents if a.target and a.state != "unknown"]
-    detail = f"agents' states from their hooks: {', '.join(known) or 'none'}"
+    detail = f"agents' states from their hooks: {named(known) or 'none'}"
     if silent:
         detail += (
-            f"; no hook has reported for {', '.join(silent)} (hooks missing?): their messages "
+            f"; no hook has reported for {named(silent)} (hooks missing?): their messages "
             "are typed on the pane's look alone"
         )
     fix = "`agentcomms install claude-code` (or codex, gemini), then restart the agent"

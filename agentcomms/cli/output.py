@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -70,6 +70,18 @@ def print_fields(rows: list[tuple[str, str | None]]) -> None:
         if value is not None:
             sys.stdout.write(f"  {label:<{width}}  {value}\n")
     sys.stdout.flush()
+
+
+# How many names a one-line list shows before it says how many more there are: a status line
+# naming a thousand agents (15,000 characters, measured) is read by nobody.
+NAMES_SHOWN = 10
+
+
+def named(names: Sequence[str], *, shown: int = NAMES_SHOWN) -> str:
+    """``a, b, c``; of many, the first few and how many more (``a, b and 998 more``)."""
+    if len(names) <= shown + 1:  # "and 1 more" is no shorter than the name
+        return ", ".join(names)
+    return f"{', '.join(names[:shown])} and {len(names) - shown:,} more"
 
 
 def print_json(data: Any) -> None:

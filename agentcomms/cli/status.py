@@ -11,7 +11,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from agentcomms.cli.output import fail, print_fields, print_json, run_async
+from agentcomms.cli.output import NAMES_SHOWN, fail, named, print_fields, print_json, run_async
 from agentcomms.errors import AgentcommsError
 
 
@@ -46,10 +46,7 @@ def show(as_json: bool) -> None:
                     "Agents",
                     f"{gw['agents_online']} online of {gw['agents']}" if gw["running"] else None,
                 ),
-                (
-                    "Agent states",
-                    ", ".join(f"{a} {st}" for a, st in gw.get("agent_states", {}).items()) or None,
-                ),
+                ("Agent states", describe_states(gw.get("agent_states", {}))),
                 *(
                     (f"Broken: {agent}", reason)
                     for agent, reason in gw.get("agents_broken", {}).items()
@@ -58,7 +55,7 @@ def show(as_json: bool) -> None:
                     (
                         f"Host down: {down['host']}",
                         f"no worker since {down['since']}; unreachable: "
-                        f"{', '.join(down['agents'])}; {down['pending']} messages wait",
+                        f"{named(down['agents'])}; {down['pending']} messages wait",
                     )
                     for down in gw.get("hosts_down", [])
                 ),
@@ -68,6 +65,19 @@ def show(as_json: bool) -> None:
         )
     if not gw["running"]:
         raise SystemExit(1)
+
+
+def describe_states(states: dict[str, str]) -> str | None:
+    """Each agent's state (``backend busy, docs ready``); of many agents, how many are in each
+    state, the rarest first (a waiting agent is news, a thousand unknown ones are not), and a
+    few of their names."""
+    if len(states) <= NAMES_SHOWN:
+        return ", ".join(f"{agent} {state}" for agent, state in states.items()) or None
+    by_state: dict[str, list[str]] = {}
+    for agent, state in states.items():
+        by_state.setdefault(state, []).append(agent)
+    groups = sorted(by_state.items(), key=lambda group: (len(group[1]), group[0]))
+    return "; ".join(f"{len(agents):,} {state}: {named(agents)}" for state, agents in groups)
 
 
 def _describe_providers(providers: list[dict[str, str]] | None) -> str | None:

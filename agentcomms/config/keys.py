@@ -34,7 +34,7 @@ def annotation_at(loc: Loc) -> Any:
 
     annotation: Any = Config
     for part in loc:
-        annotation = _unwrap_optional(annotation)
+        annotation = unwrap_optional(annotation)
         origin = typing.get_origin(annotation)
         if isinstance(annotation, type) and issubclass(annotation, BaseModel):
             info = annotation.model_fields.get(part) if isinstance(part, str) else None
@@ -47,7 +47,7 @@ def annotation_at(loc: Loc) -> Any:
             annotation = typing.get_args(annotation)[0]
         else:
             return None
-    return _unwrap_optional(annotation)
+    return unwrap_optional(annotation)
 
 
 def key_paths(value: Any, loc: Loc = ()) -> Iterator[Loc]:
@@ -58,7 +58,7 @@ def key_paths(value: Any, loc: Loc = ()) -> Iterator[Loc]:
             yield from key_paths(v, (*loc, k))
 
 
-def _unwrap_optional(annotation: Any) -> Any:
+def unwrap_optional(annotation: Any) -> Any:
     if typing.get_origin(annotation) in (typing.Union, types.UnionType):
         args = [a for a in typing.get_args(annotation) if a is not type(None)]
         if len(args) == 1:

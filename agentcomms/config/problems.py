@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import difflib
 import json
+import typing
 from typing import Any
 
 from pydantic import BaseModel, SecretStr
 
-from agentcomms.config.keys import Loc, annotation_at
+from agentcomms.config.keys import Loc, annotation_at, unwrap_optional
 from agentcomms.config.redact import is_secret_key, mask_url_password
 
 _EXPECTED = {
@@ -53,10 +54,30 @@ def describe(err: Any, loc: Loc) -> str:
     else:
         msg: str = err["msg"]
         expected = msg[:1].lower() + msg[1:]
-    secret = any(isinstance(p, str) and is_secret_key(p) for p in loc) or (
-        annotation_at(loc) is SecretStr
+    annotation = annotation_at(loc)
+    secret = (
+        any(isinstance(p, str) and is_secret_key(p) for p in loc)
+        or annotation is SecretStr
+        # Text where a list or an object holding a secret belongs is most likely that secret.
+        or (isinstance(err.get("input"), str) and _holds_secret(annotation))
     )
     return f"{expected}, got {_show_input(err.get('input'), secret=secret)}"
+
+
+def _holds_secret(annotation: Any) -> bool:
+    """Whether what belongs here is a secret, or a list or an object holding one itself, such
+    as ``"encryption_keys": ["<the key>"]`` or ``"telegram": "<the bot's token>"`` written."""
+    annotation = unwrap_optional(annotation)
+    if typing.get_origin(annotation) in (list, dict):
+        return _holds_secret(typing.get_args(annotation)[-1])
+    if annotation is SecretStr:
+        return True
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return any(
+            unwrap_optional(info.annotation) is SecretStr or is_secret_key(name)
+            for name, info in annotation.model_fields.items()
+        )
+    return False
 
 
 def json_kind(value: Any) -> str:
