@@ -39,8 +39,8 @@ from tests.support.chat import (
     with_twilio,
 )
 from tests.support.mcp import call
-from tests.support.stack import Stack, register, running_stack
-from tests.support.tmux import Tmux, recorder
+from tests.support.stack import Stack, recording_pane, running_stack
+from tests.support.tmux import Tmux
 from tests.support.voice import voice_note, write_grammar
 from tests.support.waiting import eventually, typed
 
@@ -90,8 +90,7 @@ def telegram_stack(
 
 async def telegram_pane(stack: Stack, agent: str, tmux: Tmux, tmp_path: Path) -> Path:
     """The agent registered on a recorder pane, Telegram connected: the file the pane writes."""
-    target, out = recorder(tmux, tmp_path, "rec")
-    await register(stack, agent, tmux, target, submit_delay_ms=0)
+    out = await recording_pane(stack, agent, tmux, tmp_path)
     await connected(stack, "telegram")
     return out
 
@@ -405,8 +404,7 @@ async def test_a_whatsapp_voice_note_is_fetched_from_the_graph_api_and_typed_as_
         temporal_env, tmp_path, meta, agent, with_deepgram(tmp_path, deepgram)
     )
     async with running as stack:
-        target, out = recorder(tmux, tmp_path, "rec")
-        await register(stack, agent, tmux, target, submit_delay_ms=0)
+        out = await recording_pane(stack, agent, tmux, tmp_path)
         deepgram.transcripts.append("Ship it on Friday.")
 
         call = meta.voice_note(ALICE, ship_it, name="Alice")
@@ -441,8 +439,7 @@ async def test_offline_a_whatsapp_voice_note_is_heard_by_the_local_recognizer(
 ) -> None:
     running, hook = whatsapp_stack(temporal_env, tmp_path, meta, agent, offline(tmp_path, grammar))
     async with running as stack:
-        target, out = recorder(tmux, tmp_path, "rec")
-        await register(stack, agent, tmux, target, submit_delay_ms=0)
+        out = await recording_pane(stack, agent, tmux, tmp_path)
 
         call = meta.voice_note(ALICE, await voice_note("deploy to staging"), name="Alice")
         assert (await hook.post(call)).status_code == 200
@@ -489,8 +486,7 @@ async def test_a_whatsapp_voice_note_meta_cannot_serve_now_is_not_acknowledged(
         temporal_env, tmp_path, meta, agent, with_deepgram(tmp_path, deepgram)
     )
     async with running as stack:
-        target, out = recorder(tmux, tmp_path, "rec")
-        await register(stack, agent, tmux, target, submit_delay_ms=0)
+        out = await recording_pane(stack, agent, tmux, tmp_path)
         deepgram.transcripts.append("ship it on friday")
         call = meta.voice_note(ALICE, ship_it, name="Alice")
         [media_id] = meta.media
@@ -538,8 +534,7 @@ async def test_offline_a_voice_note_through_twilio_is_fetched_heard_and_typed_as
 ) -> None:
     running, hooks = twilio_stack(temporal_env, tmp_path, twilio, agent, offline(tmp_path, grammar))
     async with running as stack:
-        target, out = recorder(tmux, tmp_path, "rec")
-        await register(stack, agent, tmux, target, submit_delay_ms=0)
+        out = await recording_pane(stack, agent, tmux, tmp_path)
         note = await voice_note("deploy to staging")
         form = twilio.incoming(
             ALICE, "", whatsapp=flavour == "whatsapp", media=[(note, "audio/ogg")]
@@ -580,8 +575,7 @@ async def test_a_twilio_voice_note_that_cannot_be_fetched_or_heard_is_answered_a
     voice = VoiceConfig(audio_dir=tmp_path / "audio", stt=STTConfig(grammar=tmp_path / "no.gram"))
     running, hooks = twilio_stack(temporal_env, tmp_path, twilio, agent, voice)
     async with running as stack:
-        target, out = recorder(tmux, tmp_path, "rec")
-        await register(stack, agent, tmux, target, submit_delay_ms=0)
+        out = await recording_pane(stack, agent, tmux, tmp_path)
         note = await voice_note("run the tests")
 
         gone = twilio.incoming(ALICE, "", whatsapp=True, media=[(note, "audio/ogg")])
@@ -631,8 +625,7 @@ async def test_a_photo_through_twilio_is_answered_and_not_typed_and_its_caption_
 ) -> None:
     running, hooks = twilio_stack(temporal_env, tmp_path, twilio, agent, offline(tmp_path, grammar))
     async with running as stack:
-        target, out = recorder(tmux, tmp_path, "rec")
-        await register(stack, agent, tmux, target, submit_delay_ms=0)
+        out = await recording_pane(stack, agent, tmux, tmp_path)
 
         photo = twilio.incoming(ALICE, "", whatsapp=True, media=[(PHOTO, "image/jpeg")])
         answer = await hooks.post("whatsapp", photo)
