@@ -42,6 +42,19 @@ from tests.support.tmux import Tmux
 from tests.support.waiting import eventually, typed
 
 
+async def _answer_alice(stack: Stack, agent: str, text: str, asked: str) -> dict[str, Any]:
+    """The agent's long reply to Alice, in answer to her message `asked`: the gateway's result."""
+    result: dict[str, Any] = await stack.call(
+        "reply",
+        channel_id=f"whatsapp:{ALICE}",
+        message=text,
+        agent_id=agent,
+        reply_to=asked,
+        timeout=30,
+    )
+    return result
+
+
 async def test_a_message_is_typed_once_even_when_meta_sends_the_webhook_again(
     cloud_stack: tuple[Stack, Hook],
     meta: FakeWhatsAppCloud,
@@ -187,14 +200,7 @@ async def test_an_agent_reply_quotes_its_message_and_is_split_after_429_and_500(
     meta.fail_next(429, 500, retry_after=0.2)
     asked = new_wamid()
     long_text = "\n".join(f"line {i:04d}" for i in range(500))  # 5,499 characters
-    result = await stack.call(
-        "reply",
-        channel_id=f"whatsapp:{ALICE}",
-        message=long_text,
-        agent_id=agent,
-        reply_to=asked,
-        timeout=30,
-    )
+    result = await _answer_alice(stack, agent, long_text, asked)
     assert result["delivered"] is True, result
     pieces = meta.texts_to(ALICE)
     assert len(pieces) == 2 and "".join(pieces) == long_text
@@ -216,14 +222,7 @@ async def test_a_long_reply_refused_at_its_second_piece_arrives_with_each_piece_
     meta.fail_next(refused, retry_after=0.2, after=1)
     asked = new_wamid()
 
-    result = await stack.call(
-        "reply",
-        channel_id=f"whatsapp:{ALICE}",
-        message=text,
-        agent_id=agent,
-        reply_to=asked,
-        timeout=30,
-    )
+    result = await _answer_alice(stack, agent, text, asked)
 
     assert result["delivered"] is True, result
     assert meta.texts_to(ALICE) == expected
