@@ -270,25 +270,9 @@ class Methods:
         if p.channel_id != LOCAL_CHANNEL:
             return await self._chat_reply(p, provider, chat_id)
         now = utcnow()
-        event = Event(
-            id=new_event_id(),
-            agent_id=p.agent_id or "default",
-            channel_id=p.channel_id,
-            type="agent_message",
-            role="agent",
-            direction="out",
-            source_agent_id=p.agent_id,
-            payload={
-                "text": p.message,
-                "provider": provider,
-                "reply_to": p.reply_to,
-                **({"urgent": True} if p.urgent else {}),
-            },
-            # The local inbox is the store itself: written is delivered.
-            status="delivered",
-            attempts=1,
-            created_at=now,
-            delivered_at=now,
+        # The local inbox is the store itself: written is delivered.
+        event = _reply_event(
+            p, provider, status="delivered", attempts=1, created_at=now, delivered_at=now
         )
         await self._store.record_event(event)
         return {"event_id": event.id, "delivered": True}
@@ -364,22 +348,7 @@ class Methods:
             )
         assert self._outbox is not None, "a gateway serving chat has an outbox"
         agent_id = p.agent_id or "default"
-        event = Event(
-            id=new_event_id(),
-            agent_id=agent_id,
-            channel_id=p.channel_id,
-            type="agent_message",
-            role="agent",
-            direction="out",
-            source_agent_id=p.agent_id,
-            payload={
-                "text": p.message,
-                "provider": provider,
-                "chat_id": chat_id,
-                "reply_to": p.reply_to,
-                **({"urgent": True} if p.urgent else {}),
-            },
-        )
+        event = _reply_event(p, provider, chat_id)
         item = OutboxItem(
             id=event.id,
             send=ChatSend(provider=provider, chat_id=chat_id, text=p.message, reply_to=p.reply_to),
@@ -497,3 +466,22 @@ class Methods:
         """A channel's newest messages, both directions, oldest first (from the projection)."""
         events = await self._store.channel_history(p.channel_id, p.limit, p.agent_id)
         return {"channel_id": p.channel_id, "messages": [event_json(e) for e in events]}
+
+
+def _reply_event(p: ReplyParams, provider: str, chat_id: str | None = None, **fields: Any) -> Event:
+    """An agent's reply as it is recorded, to the local inbox or (with `chat_id`) to a chat."""
+    payload: dict[str, Any] = {"text": p.message, "provider": provider}
+    if chat_id is not None:
+        payload["chat_id"] = chat_id
+    payload |= {"reply_to": p.reply_to, **({"urgent": True} if p.urgent else {})}
+    return Event(
+        id=new_event_id(),
+        agent_id=p.agent_id or "default",
+        channel_id=p.channel_id,
+        type="agent_message",
+        role="agent",
+        direction="out",
+        source_agent_id=p.agent_id,
+        payload=payload,
+        **fields,
+    )

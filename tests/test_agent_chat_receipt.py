@@ -6,28 +6,21 @@ through the hook command, a real Temporal mailbox."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from temporalio.testing import WorkflowEnvironment
 
 from tests.fakes.telegram import FakeTelegram
-from tests.support.chat import CHAT, connected, with_telegram
+from tests.support.chat import CHAT, connected
 from tests.support.fake_agent import agent_row, start_fake_agent
-from tests.support.stack import Stack, register, running_stack
+from tests.support.stack import Stack, register
 from tests.support.tmux import Tmux
 from tests.support.waiting import eventually
 
 
 @pytest.fixture
-async def stack(
-    temporal_env: WorkflowEnvironment, tmp_path: Path, telegram: FakeTelegram, agent: str
-) -> AsyncIterator[Stack]:
-    async with running_stack(
-        temporal_env.client, tmp_path, configure=with_telegram(telegram, agent)
-    ) as s:
-        yield s
+def stack(telegram_stack: Stack) -> Stack:
+    return telegram_stack
 
 
 async def test_the_typed_receipt_waits_for_the_agents_prompt_to_carry_the_message(

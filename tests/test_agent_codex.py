@@ -15,45 +15,14 @@ from agentcomms.agents.install import CODEX_EVENTS, Target, plan
 from agentcomms.agents.installed import Finding, inspect_all
 from tests.fakes.openai_responses import FakeResponses, shell, text
 from tests.support.agents import CODEX_HOOKS_REVIEW, PROMPT_HINT, agent_binary, start_codex
-from tests.support.hooks import failing_agentcomms
+from tests.support.hooks import failing_agentcomms, recorded_runs, recording_agentcomms
 from tests.support.tmux import Tmux
 from tests.support.waiting import eventually
-
-RECORDER = """#!/bin/sh
-out=$(mktemp "{runs}/run.XXXXXX")
-{{ printf '%s\\n' "$*" "${{AGENTCOMMS_AGENT_ID:-}}" "${{TMUX_PANE:-}}"; cat; }} > "$out"
-"""
-
-
-def _recorder(root: Path) -> tuple[Path, Path]:
-    """An executable named agentcomms that records each run; it and the runs' folder. Its
-    stdin is closed by a hook's runner, and is nothing for notify (one JSON argument)."""
-    runs, bin_dir = root / "runs", root / "bin"
-    runs.mkdir(parents=True)
-    bin_dir.mkdir()
-    exe = bin_dir / "agentcomms"
-    exe.write_text(RECORDER.format(runs=runs))
-    exe.chmod(0o755)
-    return exe, runs
 
 
 def _doctor(home: Path, project: Path) -> dict[str, Finding]:
     """What doctor finds of the install, by name."""
     return {f.name: f for f in inspect_all(Target("codex", home=home, project=project))}
-
-
-def _hook_runs(runs: Path) -> list[dict[str, Any]]:
-    found = []
-    for path in runs.iterdir():
-        args, agent_id, pane, payload = [*path.read_text().split("\n", 3), "", "", ""][:4]
-        if args != "hook codex":
-            continue  # the MCP server, or notify
-        try:
-            event, _ = json.JSONDecoder().raw_decode(payload)
-        except json.JSONDecodeError:
-            continue  # still being written
-        found.append({"agent_id": agent_id, "pane": pane, **event})
-    return found
 
 
 async def test_codex_starts_at_its_prompt_and_a_prompt_reaches_the_model(
@@ -72,7 +41,7 @@ async def test_codex_starts_at_its_prompt_and_a_prompt_reaches_the_model(
 async def test_installed_hooks_wait_for_trust_then_run_in_the_agents_pane(
     tmux: Tmux, tmp_path: Path, responses: FakeResponses
 ) -> None:
-    exe, runs = _recorder(tmp_path)
+    exe, runs = recording_agentcomms(tmp_path)
 
     def install(home: Path, project: Path) -> None:
         target = Target("codex", agent_id="api", home=home, project=project, argv=(str(exe),))
@@ -92,7 +61,7 @@ async def test_installed_hooks_wait_for_trust_then_run_in_the_agents_pane(
     await codex.wait_for_screen("Hooks reported.")
 
     def ran() -> list[dict[str, Any]] | None:
-        found = _hook_runs(runs)
+        found = [r for r in recorded_runs(runs) if r["args"] == "hook codex"]
         names = {e["hook_event_name"] for e in found}
         return found if {"SessionStart", "UserPromptSubmit", "Stop"} <= names else None
 

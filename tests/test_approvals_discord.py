@@ -9,31 +9,23 @@ bot's own message, changes nothing."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from temporalio.testing import WorkflowEnvironment
 
 from tests.fakes.discord import FakeDiscord
-from tests.support.chat import connected, with_discord
+from tests.support.chat import connected
 from tests.support.hooks import SESSION_SUGGESTION, open_approval, open_question
-from tests.support.stack import Stack, running_stack
+from tests.support.stack import Stack
 from tests.support.waiting import eventually
 
 DEFERRED_REPLY, DEFERRED_UPDATE, EPHEMERAL = 5, 6, 1 << 6
 
 
 @pytest.fixture
-async def stack(
-    temporal_env: WorkflowEnvironment, tmp_path: Path, discord: FakeDiscord, agent: str
-) -> AsyncIterator[Stack]:
-    async with running_stack(
-        temporal_env.client, tmp_path, configure=with_discord(discord, agent)
-    ) as s:
-        await connected(s, "discord")
-        yield s
+async def stack(discord_stack: Stack) -> Stack:
+    await connected(discord_stack, "discord")
+    return discord_stack
 
 
 def _buttons(message: dict[str, Any]) -> list[tuple[str, str]]:

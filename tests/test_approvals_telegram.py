@@ -8,15 +8,13 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from temporalio.testing import WorkflowEnvironment
 
 from tests.fakes.telegram import FakeTelegram
-from tests.support.chat import CHAT, connected, with_telegram
+from tests.support.chat import CHAT, connected
 from tests.support.hooks import (
     SESSION_SUGGESTION,
     open_approval,
@@ -24,19 +22,15 @@ from tests.support.hooks import (
     permission_request,
     start_hook,
 )
-from tests.support.stack import Stack, running_stack
+from tests.support.stack import Stack
 from tests.support.waiting import eventually
 
 
 @pytest.fixture
-async def stack(
-    temporal_env: WorkflowEnvironment, tmp_path: Path, telegram: FakeTelegram, agent: str
-) -> AsyncIterator[Stack]:
-    configure = with_telegram(telegram, agent)
+async def stack(telegram_stack: Stack, telegram: FakeTelegram) -> Stack:
     telegram.known_chats.add(CHAT)  # Alice has written to the bot before
-    async with running_stack(temporal_env.client, tmp_path, configure=configure) as s:
-        await connected(s, "telegram")
-        yield s
+    await connected(telegram_stack, "telegram")
+    return telegram_stack
 
 
 def _labels(message: dict[str, Any]) -> list[str]:

@@ -17,7 +17,7 @@ from agentcomms.ids import provider_event_id
 from tests.fakes.serve import free_port
 from tests.fakes.twilio import FakeTwilio
 from tests.support.chat import ALICE, STRANGER, Hooks, with_twilio
-from tests.support.hooks import SESSION_SUGGESTION, open_approval
+from tests.support.hooks import SESSION_SUGGESTION, open_approval, open_question
 from tests.support.stack import Stack, register_recorder, running_stack
 from tests.support.tmux import Tmux
 from tests.support.waiting import eventually
@@ -152,26 +152,20 @@ async def test_a_plan_by_text_and_a_question_sent_to_the_terminal(
     waited = await stack.call("approval_wait", id=plan["id"], wait_s=10)
     assert waited["decision"] == {"behavior": "deny", "message": "tests first"}
 
-    question = {"question": "Which colour?", "header": "Colour", "multiSelect": False}
-    options = [{"label": "red", "description": ""}, {"label": "blue", "description": ""}]
-    asked = await stack.call(
-        "approval_open",
-        kind="claude-code",
-        agent_id=agent,
-        tool_name="AskUserQuestion",
-        tool_input={"questions": [{**question, "options": options}]},
+    question = await open_question(
+        stack, agent, ["red", "blue"], question="Which colour?", header="Colour", several=False
     )
     texted = await eventually(
-        lambda: next((b for b in twilio.bodies_to(ALICE) if asked["id"] in b), None)
+        lambda: next((b for b in twilio.bodies_to(ALICE) if question in b), None)
     )
     assert texted.startswith(f"{agent} asks: Which colour?\n1. red\n2. blue")
-    assert f"Reply ANSWER {asked['id']} followed by an option's number or label" in texted
-    answer, _ = await hooks.texts(ALICE, f"YES {asked['id']}")
-    assert f"{asked['id']} is a question: Reply ANSWER {asked['id']}" in answer
-    assert (await stack.call("approval_wait", id=asked["id"], wait_s=0.5)) == {"status": "open"}
+    assert f"Reply ANSWER {question} followed by an option's number or label" in texted
+    answer, _ = await hooks.texts(ALICE, f"YES {question}")
+    assert f"{question} is a question: Reply ANSWER {question}" in answer
+    assert (await stack.call("approval_wait", id=question, wait_s=0.5)) == {"status": "open"}
     # By the option's number; a question's own words would be taken as they are.
-    answer, _ = await hooks.texts(ALICE, f"answer {asked['id']} 2", profile_name="Alice")
-    assert f"{asked['id']}: answered 'blue' by Alice on SMS" in answer
-    view = await Approvals(stack.client, stack.cfg.temporal.task_queue).view(asked["id"])
+    answer, _ = await hooks.texts(ALICE, f"answer {question} 2", profile_name="Alice")
+    assert f"{question}: answered 'blue' by Alice on SMS" in answer
+    view = await Approvals(stack.client, stack.cfg.temporal.task_queue).view(question)
     assert view is not None and view.decision is not None
     assert (view.decision.behavior, view.decision.answer) == ("answer", "blue")

@@ -28,7 +28,7 @@ from tests.support.browser import (
 from tests.support.cli import AGENTCOMMS, env_for, run, stop, wait_for_line
 from tests.support.fake_agent import FakeAgent, ready_agent, state_is
 from tests.support.home import write_config
-from tests.support.hooks import permission_request, start_hook
+from tests.support.hooks import open_question, permission_request, start_hook
 from tests.support.phone import Phone
 from tests.support.stack import Stack
 from tests.support.tmux import SENT_HEADER, Tmux
@@ -144,23 +144,17 @@ async def test_allow_for_this_session_gives_what_the_agent_offered(
 async def test_a_question_is_answered_with_its_options_label(stack: Stack, page: Page) -> None:
     agent_id = stack.agent_id("wondering")
     await open_console(page, stack, "/")
-    question = {"question": "Which colour?", "header": "Colour", "multiSelect": False}
-    options = [{"label": "red", "description": ""}, {"label": "blue", "description": ""}]
-    opened = await stack.call(
-        "approval_open",
-        kind="claude-code",
-        agent_id=agent_id,
-        tool_name="AskUserQuestion",
-        tool_input={"questions": [{**question, "options": options}]},
+    question = await open_question(
+        stack, agent_id, ["red", "blue"], question="Which colour?", header="Colour", several=False
     )
-    card = page.locator(f"#approval-{opened['id']}")
+    card = page.locator(f"#approval-{question}")
     await expect(card).to_contain_text("Which colour?", timeout=SHOWN_S)
     assert await card.get_by_role("button", name="Allow", exact=True).count() == 0
     # One option only: a press answers it, nothing to tick.
     assert await card.get_by_role("checkbox").count() == 0
     await card.get_by_role("button", name="blue", exact=True).click()
     await expect(card.locator(".outcome")).to_contain_text("answered 'blue' by", timeout=SHOWN_S)
-    decided = await Approvals(stack.client, stack.cfg.temporal.task_queue).view(opened["id"])
+    decided = await Approvals(stack.client, stack.cfg.temporal.task_queue).view(question)
     assert decided is not None and decided.decision is not None
     assert (decided.decision.behavior, decided.decision.answer) == ("answer", "blue")
     assert decided.decision.via == "console"

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import gc
 import re
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +30,8 @@ from tests.support.chat import (
     provider_status,
     with_discord,
 )
-from tests.support.stack import Stack, running_stack
-from tests.support.tmux import Tmux, recorder
+from tests.support.stack import Stack, recording_pane, running_stack
+from tests.support.tmux import Tmux
 from tests.support.waiting import eventually, typed
 
 ALICE = DISCORD_ALICE  # the allowed human (the fake's default author)
@@ -45,20 +44,12 @@ def configured(fake: FakeDiscord, **extra: Any) -> Config:
 
 
 @pytest.fixture
-async def stack(
-    temporal_env: WorkflowEnvironment, tmp_path: Path, discord: FakeDiscord, agent: str
-) -> AsyncIterator[Stack]:
-    async with running_stack(
-        temporal_env.client, tmp_path, configure=with_discord(discord, agent)
-    ) as s:
-        yield s
+def stack(discord_stack: Stack) -> Stack:
+    return discord_stack
 
 
-async def with_pane(stack: Stack, agent: str, tmux: Tmux, tmp_path: Path) -> Path:
-    target, out = recorder(tmux, tmp_path, "rec")
-    await stack.call(
-        "register", agent_id=agent, target=target, socket=tmux.socket, submit_delay_ms=0
-    )
+async def with_pane(stack: Stack, agent: str, tmux: Tmux, tmp_path: Path, **extra: Any) -> Path:
+    out = await recording_pane(stack, agent, tmux, tmp_path, **extra)
     await connected(stack, "discord")
     return out
 
@@ -99,16 +90,7 @@ async def test_a_message_from_discord_is_typed_into_the_agent_pane_with_receipts
 async def test_when_max_chars_cuts_the_text_the_typed_receipt_says_so_in_a_reply(
     stack: Stack, discord: FakeDiscord, agent: str, tmux: Tmux, tmp_path: Path
 ) -> None:
-    target, _ = recorder(tmux, tmp_path, "rec")
-    await stack.call(
-        "register",
-        agent_id=agent,
-        target=target,
-        socket=tmux.socket,
-        submit_delay_ms=0,
-        max_chars=100,
-    )
-    await connected(stack, "discord")
+    await with_pane(stack, agent, tmux, tmp_path, max_chars=100)
 
     message = discord.human_says(discord.general, "y" * 300)
 

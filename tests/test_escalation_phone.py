@@ -10,9 +10,11 @@ import asyncio
 import os
 import signal
 import uuid
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.config import Config, VoiceConfig
@@ -25,74 +27,73 @@ from tests.support.stack import Stack, running_stack
 from tests.support.waiting import eventually
 
 
-async def test_a_digit_typed_at_the_local_phone_decides(
-    temporal_env: WorkflowEnvironment, tmp_path: Path
-) -> None:
-    def configure(cfg: Config) -> Config:
-        return cfg.model_copy(update={"escalation": [Rung(after_s=0, via="call")]})
+def calls_at_once(cfg: Config) -> Config:
+    """The ladder's one rung: a call, at once."""
+    return cfg.model_copy(update={"escalation": [Rung(after_s=0, via="call")]})
 
+
+@pytest.fixture
+async def calling_stack(temporal_env: WorkflowEnvironment, tmp_path: Path) -> AsyncIterator[Stack]:
+    """A stack whose requests ring the local phone at once (its sounds in the test's folder)."""
     voice = VoiceConfig(audio_dir=tmp_path / "audio")
     async with running_stack(
-        temporal_env.client, tmp_path, voice=voice, configure=configure
-    ) as stack:
-        agent = stack.agent_id("backend")
-        approval = await open_approval(stack, agent, command="rm -rf build", session=False)
-        phone = Phone(stack)
-        call_id = await phone.answer()
-        asked = await phone.prompt(call_id)
-        assert asked["say"] == (
-            f"{agent} asks to run: rm -rf build. Press 1 to allow, 2 to deny, 3 to hear it again."
-        )
-        assert asked["approval_id"] == approval
-        await phone.event(call_id, "heard", turn=asked["turn"], text="3")
-        again = await phone.until(
-            lambda line: line["expect"] == "answer" and line["turn"] > asked["turn"]
-        )
-        assert again["say"] == asked["say"]
-        await phone.event(call_id, "heard", turn=again["turn"], text="1")
-
-        async def decided() -> dict[str, Any] | None:
-            waited: dict[str, Any] = await stack.call("approval_wait", id=approval, wait_s=5)
-            return waited if waited["status"] == "decided" else None
-
-        waited = await eventually(decided, timeout=30)
-        assert (waited["behavior"], waited["decided_via"]) == ("allow", "call")
-        assert waited["decided_by"] == "the local phone"
-        # The call says how it was decided, then hangs up.
-        goodbye = await phone.until(lambda line: line["expect"] == "played")
-        assert goodbye["say"] == "Done: allowed. Goodbye."
+        temporal_env.client, tmp_path, voice=voice, configure=calls_at_once
+    ) as s:
+        yield s
 
 
-async def test_a_question_on_the_local_phone(
-    temporal_env: WorkflowEnvironment, tmp_path: Path
-) -> None:
-    def configure(cfg: Config) -> Config:
-        return cfg.model_copy(update={"escalation": [Rung(after_s=0, via="call")]})
+async def test_a_digit_typed_at_the_local_phone_decides(calling_stack: Stack) -> None:
+    stack = calling_stack
+    agent = stack.agent_id("backend")
+    approval = await open_approval(stack, agent, command="rm -rf build", session=False)
+    phone = Phone(stack)
+    call_id = await phone.answer()
+    asked = await phone.prompt(call_id)
+    assert asked["say"] == (
+        f"{agent} asks to run: rm -rf build. Press 1 to allow, 2 to deny, 3 to hear it again."
+    )
+    assert asked["approval_id"] == approval
+    await phone.event(call_id, "heard", turn=asked["turn"], text="3")
+    again = await phone.until(
+        lambda line: line["expect"] == "answer" and line["turn"] > asked["turn"]
+    )
+    assert again["say"] == asked["say"]
+    await phone.event(call_id, "heard", turn=again["turn"], text="1")
 
-    voice = VoiceConfig(audio_dir=tmp_path / "audio")
-    async with running_stack(
-        temporal_env.client, tmp_path, voice=voice, configure=configure
-    ) as stack:
-        agent = stack.agent_id("phone-question")
-        approval = await open_question(
-            stack, agent, ["red", "blue"], question="Which colour?", several=False
-        )
-        phone = Phone(stack)
-        call_id = await phone.answer()
-        asked = await phone.prompt(call_id)
-        assert asked["say"] == (
-            f"{agent} asks: Which colour? Press 1 for red, 2 for blue, or say your answer. "
-            "9 to hear it again."
-        )
-        await phone.event(call_id, "heard", turn=asked["turn"], text="purple")  # not an option
-        again = await phone.until(
-            lambda line: line["expect"] == "answer" and line["turn"] > asked["turn"]
-        )
-        await phone.event(call_id, "heard", turn=again["turn"], text="Blue")
-        waited = await stack.call("approval_wait", id=approval, wait_s=10)
-        assert (waited["answer"], waited["decided_via"]) == ("blue", "call")
-        goodbye = await phone.until(lambda line: line["expect"] == "played")
-        assert goodbye["say"] == "Done: answered 'blue'. Goodbye."
+    async def decided() -> dict[str, Any] | None:
+        waited: dict[str, Any] = await stack.call("approval_wait", id=approval, wait_s=5)
+        return waited if waited["status"] == "decided" else None
+
+    waited = await eventually(decided, timeout=30)
+    assert (waited["behavior"], waited["decided_via"]) == ("allow", "call")
+    assert waited["decided_by"] == "the local phone"
+    # The call says how it was decided, then hangs up.
+    goodbye = await phone.until(lambda line: line["expect"] == "played")
+    assert goodbye["say"] == "Done: allowed. Goodbye."
+
+
+async def test_a_question_on_the_local_phone(calling_stack: Stack) -> None:
+    stack = calling_stack
+    agent = stack.agent_id("phone-question")
+    approval = await open_question(
+        stack, agent, ["red", "blue"], question="Which colour?", several=False
+    )
+    phone = Phone(stack)
+    call_id = await phone.answer()
+    asked = await phone.prompt(call_id)
+    assert asked["say"] == (
+        f"{agent} asks: Which colour? Press 1 for red, 2 for blue, or say your answer. "
+        "9 to hear it again."
+    )
+    await phone.event(call_id, "heard", turn=asked["turn"], text="purple")  # not an option
+    again = await phone.until(
+        lambda line: line["expect"] == "answer" and line["turn"] > asked["turn"]
+    )
+    await phone.event(call_id, "heard", turn=again["turn"], text="Blue")
+    waited = await stack.call("approval_wait", id=approval, wait_s=10)
+    assert (waited["answer"], waited["decided_via"]) == ("blue", "call")
+    goodbye = await phone.until(lambda line: line["expect"] == "played")
+    assert goodbye["say"] == "Done: answered 'blue'. Goodbye."
 
 
 async def _dialling(stack: Stack, tmp_path: Path) -> asyncio.subprocess.Process:
@@ -162,10 +163,7 @@ async def test_dialling_in_from_the_local_phone(
 async def test_an_urgent_reply_rings_the_local_phone(
     temporal_env: WorkflowEnvironment, tmp_path: Path
 ) -> None:
-    def configure(cfg: Config) -> Config:
-        return cfg.model_copy(update={"escalation": [Rung(after_s=0, via="call")]})
-
-    async with running_stack(temporal_env.client, tmp_path, configure=configure) as stack:
+    async with running_stack(temporal_env.client, tmp_path, configure=calls_at_once) as stack:
         agent = stack.agent_id("backend")
         sent = await stack.call(
             "reply", channel_id="cli:local", message="Prod is down.", agent_id=agent, urgent=True

@@ -7,7 +7,6 @@ and stdin to a file per run), so the test sees exactly what Claude Code gives ea
 from __future__ import annotations
 
 import asyncio
-import json
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -22,44 +21,15 @@ from tests.support.agents import (
     start_claude,
 )
 from tests.support.cli import AGENTCOMMS, env_for, run
+from tests.support.hooks import recorded_runs, recording_agentcomms
 from tests.support.tmux import Tmux
 from tests.support.waiting import eventually
-
-RECORDER = """#!/bin/sh
-out=$(mktemp "{runs}/run.XXXXXX")
-{{ printf '%s\\n' "$*" "${{AGENTCOMMS_AGENT_ID:-}}" "${{TMUX_PANE:-}}"; cat; }} > "$out"
-"""
-
-
-def _recorder(root: Path) -> tuple[Path, Path]:
-    """An executable named agentcomms that records each run; it and the runs' folder."""
-    runs, bin_dir = root / "runs", root / "bin"
-    runs.mkdir(parents=True)
-    bin_dir.mkdir()
-    exe = bin_dir / "agentcomms"
-    exe.write_text(RECORDER.format(runs=runs))
-    exe.chmod(0o755)
-    return exe, runs
-
-
-def _runs(runs: Path) -> list[dict[str, Any]]:
-    """Each finished run: its arguments, agent id and pane, and the JSON it read first (a hook's
-    event, or the MCP server's first request)."""
-    found = []
-    for path in runs.iterdir():
-        args, agent_id, pane, payload = [*path.read_text().split("\n", 3), "", "", ""][:4]
-        try:
-            event, _ = json.JSONDecoder().raw_decode(payload)  # an MCP server reads on
-        except json.JSONDecodeError:
-            continue  # still being written
-        found.append({"args": args, "agent_id": agent_id, "pane": pane, **event})
-    return found
 
 
 async def test_the_installed_hooks_run_in_the_agents_pane_for_every_event(
     tmux: Tmux, tmp_path: Path, anthropic: FakeAnthropic
 ) -> None:
-    exe, runs = _recorder(tmp_path)
+    exe, runs = recording_agentcomms(tmp_path)
 
     def install(home: Path, project: Path) -> None:
         target = Target(
@@ -80,12 +50,12 @@ async def test_the_installed_hooks_run_in_the_agents_pane_for_every_event(
     wanted |= {"PostToolUse", "Stop"}
 
     def all_ran() -> list[dict[str, Any]] | None:
-        hooks = [r for r in _runs(runs) if r["args"] != "mcp"]
+        hooks = [r for r in recorded_runs(runs) if r["args"] != "mcp"]
         return hooks if wanted <= {e["hook_event_name"] for e in hooks} else None
 
     seen = await eventually(all_ran)
     # Claude started the MCP server too, as the agent the install named.
-    servers = await eventually(lambda: [r for r in _runs(runs) if r["args"] == "mcp"])
+    servers = await eventually(lambda: [r for r in recorded_runs(runs) if r["args"] == "mcp"])
     assert all(r["agent_id"] == "backend" and r["jsonrpc"] == "2.0" for r in servers)
     for event in seen:
         assert event["args"] == "hook claude-code"

@@ -25,7 +25,7 @@ from tests.support.cli import AGENTCOMMS
 from tests.support.fake_agent import registered
 from tests.support.home import write_config
 from tests.support.mailbox import local_activities
-from tests.support.stack import STACK_KEY, Stack, delivered, register, running_stack
+from tests.support.stack import STACK_KEY, Stack, delivered, recording_pane, register, running_stack
 from tests.support.tmux import SENT_HEADER, Tmux, as_sent, recorder
 from tests.support.waiting import eventually, typed
 from workers.main import build_workers
@@ -69,8 +69,7 @@ async def test_hundreds_of_messages_arrive_once_in_order(
     stack: Stack, tmux: Tmux, tmp_path: Path
 ) -> None:
     agent = stack.agent_id()
-    target, out = recorder(tmux, tmp_path, "rec")
-    await register(stack, agent, tmux, target, submit_delay_ms=0)
+    out = await recording_pane(stack, agent, tmux, tmp_path)
     ids = [
         (await stack.call("send", agent_id=agent, message=f"m{i}"))["event_id"] for i in range(300)
     ]
@@ -127,8 +126,7 @@ async def test_messages_wait_for_an_unregistered_agent(
         await stack.call("send", agent_id=agent, message=f"early {i}")
     snapshot = await eventually(lambda: stack.gateway.mailbox.snapshot(agent))
     assert snapshot.status == "offline" and snapshot.pending == 3
-    target, out = recorder(tmux, tmp_path, "rec")
-    await register(stack, agent, tmux, target, submit_delay_ms=0)
+    out = await recording_pane(stack, agent, tmux, tmp_path)
     await eventually(lambda: out.read_bytes() == as_sent("early 0", "early 1", "early 2"))
 
 
@@ -140,8 +138,7 @@ async def test_an_interrupt_overtakes_queued_messages(
         await stack.call("send", agent_id=agent, message=f"q{i}")
     await stack.call("register", agent_id=agent, target="nowhere:0.0", socket=tmux.socket)
     await stack.call("interrupt", agent_id=agent, reason="stop")
-    target, out = recorder(tmux, tmp_path, "rec")
-    await register(stack, agent, tmux, target, submit_delay_ms=0, interrupt_key="C-c")
+    out = await recording_pane(stack, agent, tmux, tmp_path, interrupt_key="C-c")
     await eventually(lambda: out.read_bytes() == b"\x03" + as_sent("q0", "q1", "q2"))
 
 
@@ -232,8 +229,7 @@ async def test_reregistering_to_a_new_pane_delivers_there(
 
 async def test_a_repeated_event_id_is_typed_once(stack: Stack, tmux: Tmux, tmp_path: Path) -> None:
     agent = stack.agent_id()
-    target, out = recorder(tmux, tmp_path, "rec")
-    await register(stack, agent, tmux, target, submit_delay_ms=0)
+    out = await recording_pane(stack, agent, tmux, tmp_path)
     retried = new_event_id()  # a client that retries a send reuses its id
     first = await stack.call("send", agent_id=agent, message="once", event_id=retried, wait=True)
     again = await stack.call("send", agent_id=agent, message="once", event_id=retried)
@@ -246,8 +242,7 @@ async def test_agent_message_is_prefixed_with_its_sender(
     stack: Stack, tmux: Tmux, tmp_path: Path
 ) -> None:
     sender, receiver = stack.agent_id("frontend"), stack.agent_id("backend")
-    target, out = recorder(tmux, tmp_path, "rec")
-    await register(stack, receiver, tmux, target, submit_delay_ms=0)
+    out = await recording_pane(stack, receiver, tmux, tmp_path)
     result = await stack.call(
         "agent_message",
         from_agent_id=sender,
@@ -284,8 +279,7 @@ async def test_events_page_forward_and_reply_reaches_the_inbox(
     stack: Stack, tmux: Tmux, tmp_path: Path
 ) -> None:
     agent = stack.agent_id()
-    target, _ = recorder(tmux, tmp_path, "rec")
-    await register(stack, agent, tmux, target, submit_delay_ms=0)
+    await recording_pane(stack, agent, tmux, tmp_path)
     ids = [
         (await stack.call("send", agent_id=agent, message=f"e{i}", wait=True))["event_id"]
         for i in range(5)
@@ -338,8 +332,7 @@ async def test_a_broken_projection_does_not_make_a_durable_send_look_lost(
     stack: Stack, tmux: Tmux, tmp_path: Path
 ) -> None:
     agent = stack.agent_id()
-    target, out = recorder(tmux, tmp_path, "rec")
-    await register(stack, agent, tmux, target, submit_delay_ms=0)
+    out = await recording_pane(stack, agent, tmux, tmp_path)
     # A mailbox started afresh asks the projection what its earlier runs obeyed and typed
     # before it obeys its registration (the one time it waits for the database): once the
     # registration shows, the projection is no longer needed to type.
@@ -367,8 +360,7 @@ async def test_a_gateway_on_a_machine_without_a_worker_delivers_through_the_pane
                 await workers.enter_async_context(worker)
             agent = stack.agent_id()
             await stack.call("send", agent_id=agent, message="waited for a pane")
-            target, out = recorder(tmux, tmp_path, "rec")
-            await register(stack, agent, tmux, target, submit_delay_ms=0, host=pane_host)
+            out = await recording_pane(stack, agent, tmux, tmp_path, host=pane_host)
             # Under load the mailbox's first run asks the projection what earlier runs did, then
             # moves to the pane's host, before it types: more than `send`'s default 10 s wait.
             result = await stack.call(
@@ -411,8 +403,7 @@ async def test_agentcomms_worker_with_a_host_id_types_for_that_host(
         )  # fmt: skip
         try:
             agent = stack.agent_id()
-            target, out = recorder(tmux, tmp_path, "rec")
-            await register(stack, agent, tmux, target, submit_delay_ms=0, host=host)
+            out = await recording_pane(stack, agent, tmux, tmp_path, host=host)
             result = await stack.call("send", agent_id=agent, message="on build-2", wait=True)
             assert result["delivered"] is True
             await typed(out, as_sent("on build-2"))

@@ -6,7 +6,6 @@ agentcomms installed, answers a Telegram message and its answer comes back."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -28,15 +27,10 @@ from tests.support.waiting import eventually
 
 
 @pytest.fixture
-async def stack(
-    temporal_env: WorkflowEnvironment, tmp_path: Path, telegram: FakeTelegram, agent: str
-) -> AsyncIterator[Stack]:
+async def stack(telegram_stack: Stack, telegram: FakeTelegram) -> Stack:
     telegram.known_chats.add(CHAT)
-    async with running_stack(
-        temporal_env.client, tmp_path, configure=with_telegram(telegram, agent)
-    ) as s:
-        await connected(s, "telegram")
-        yield s
+    await connected(telegram_stack, "telegram")
+    return telegram_stack
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 from uuid import uuid4
@@ -20,7 +19,6 @@ from temporalio.client import WorkflowHistory
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
-from temporalio.testing import WorkflowEnvironment
 
 from activities.projection import ProjectionActivities
 from activities.receipts import ReceiptActivities
@@ -33,8 +31,8 @@ from agentcomms.trust import DeploymentKey
 from agentcomms.workflow_ids import OUTBOX_WORKFLOW, outbox_workflow_id
 from tests.fakes.telegram import FakeTelegram
 from tests.support.attacker import refusals_of_attacks
-from tests.support.chat import CHAT, connected, with_telegram
-from tests.support.stack import STACK_KEY, Stack, in_mailbox_of, running_stack
+from tests.support.chat import CHAT, connected
+from tests.support.stack import STACK_KEY, Stack, in_mailbox_of
 from tests.support.waiting import eventually
 from workflows.outbox.models import OutboxInput, WaitSent
 from workflows.outbox.workflow import OutboxWorkflow
@@ -44,15 +42,10 @@ CHANNEL = f"telegram:{CHAT}"
 
 
 @pytest.fixture
-async def stack(
-    temporal_env: WorkflowEnvironment, tmp_path: Path, telegram: FakeTelegram, agent: str
-) -> AsyncIterator[Stack]:
-    async with running_stack(
-        temporal_env.client, tmp_path, configure=with_telegram(telegram, agent)
-    ) as s:
-        await connected(s, "telegram")
-        telegram.known_chats.update({CHAT, 999})
-        yield s
+async def stack(telegram_stack: Stack, telegram: FakeTelegram) -> Stack:
+    await connected(telegram_stack, "telegram")
+    telegram.known_chats.update({CHAT, 999})
+    return telegram_stack
 
 
 def as_alice(agent: str, text: str) -> Event:

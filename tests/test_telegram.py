@@ -23,7 +23,7 @@ from tests.fakes.serve import free_port
 from tests.fakes.telegram import FakeTelegram
 from tests.support.chat import CHAT, connected, provider_is, provider_status, with_telegram
 from tests.support.mailbox import mailbox_replayer, settled_history
-from tests.support.stack import Stack, delivered, register, running_stack
+from tests.support.stack import Stack, delivered, recording_pane, register, running_stack
 from tests.support.tmux import Tmux, recorder
 from tests.support.waiting import eventually
 
@@ -36,8 +36,7 @@ def stack(telegram_stack: Stack) -> Stack:
 async def test_a_message_from_telegram_is_typed_into_the_agent_pane_with_receipts(
     stack: Stack, telegram: FakeTelegram, agent: str, tmux: Tmux, tmp_path: Path
 ) -> None:
-    target, out = recorder(tmux, tmp_path, "rec")
-    await register(stack, agent, tmux, target, submit_delay_ms=0)
+    out = await recording_pane(stack, agent, tmux, tmp_path)
     await connected(stack, "telegram")
 
     update = telegram.human_says(CHAT, "deploy to staging?\nthanks", first_name="Alice")
@@ -62,8 +61,7 @@ async def test_a_message_from_telegram_is_typed_into_the_agent_pane_with_receipt
 async def test_the_same_update_delivered_twice_is_one_event_typed_once(
     stack: Stack, telegram: FakeTelegram, agent: str, tmux: Tmux, tmp_path: Path
 ) -> None:
-    target, out = recorder(tmux, tmp_path, "rec")
-    await register(stack, agent, tmux, target, submit_delay_ms=0)
+    out = await recording_pane(stack, agent, tmux, tmp_path)
     await connected(stack, "telegram")
 
     first = telegram.human_says(CHAT, "once")
@@ -92,8 +90,7 @@ async def test_a_stranger_is_rejected_and_recorded_until_paired_and_again_once_r
     async with running_stack(
         temporal_env.client, tmp_path, configure=with_telegram(telegram, agent, channels=channels)
     ) as stack:
-        target, out = recorder(tmux, tmp_path, "rec")
-        await register(stack, agent, tmux, target, submit_delay_ms=0)
+        out = await recording_pane(stack, agent, tmux, tmp_path)
         await connected(stack, "telegram")
 
         first = telegram.human_says(stranger, "let me in", first_name="Mallory")
@@ -204,8 +201,7 @@ async def test_a_permanent_refusal_fails_at_once_saying_what_to_fix(
 async def test_telegram_down_for_a_while_then_back(
     stack: Stack, telegram: FakeTelegram, agent: str, tmux: Tmux, tmp_path: Path
 ) -> None:
-    target, out = recorder(tmux, tmp_path, "rec")
-    await register(stack, agent, tmux, target, submit_delay_ms=0)
+    out = await recording_pane(stack, agent, tmux, tmp_path)
     await connected(stack, "telegram")
     telegram.known_chats.add(CHAT)
 
@@ -250,8 +246,7 @@ async def test_webhook_mode_checks_the_secret_token_and_answers_once_durable(
         return cfg.model_copy(update={"server": server})
 
     async with running_stack(temporal_env.client, tmp_path, configure=configure) as stack:
-        target, out = recorder(tmux, tmp_path, "rec")
-        await register(stack, agent, tmux, target, submit_delay_ms=0)
+        out = await recording_pane(stack, agent, tmux, tmp_path)
         await connected(stack, "telegram")
         assert telegram.webhook is not None
         assert telegram.webhook["url"] == f"{public}/webhooks/telegram"

@@ -17,8 +17,8 @@ from agentcomms.transports import not_passed_on, sms
 from tests.fakes.serve import free_port
 from tests.fakes.twilio import OUR_NUMBER, FakeTwilio
 from tests.support.chat import ALICE, PHOTO, PUBLIC_URL, Hooks, with_twilio
-from tests.support.stack import Stack, register, running_stack
-from tests.support.tmux import Tmux, recorder
+from tests.support.stack import Stack, recording_pane, running_stack
+from tests.support.tmux import Tmux
 from tests.support.waiting import eventually
 
 
@@ -26,8 +26,7 @@ async def test_an_sms_is_typed_once_even_when_twilio_retries_the_webhook(
     twilio_stack: tuple[Stack, Hooks], twilio: FakeTwilio, agent: str, tmux: Tmux, tmp_path: Path
 ) -> None:
     stack, hooks = twilio_stack
-    target, out = recorder(tmux, tmp_path, "rec")
-    await register(stack, agent, tmux, target, submit_delay_ms=0)
+    out = await recording_pane(stack, agent, tmux, tmp_path)
 
     form = twilio.incoming(ALICE, "ship it")
     answer = await hooks.post("sms", form)
@@ -51,15 +50,7 @@ async def test_the_typed_receipt_says_when_the_agents_max_chars_cut_the_text(
     twilio_stack: tuple[Stack, Hooks], twilio: FakeTwilio, agent: str, tmux: Tmux, tmp_path: Path
 ) -> None:
     stack, hooks = twilio_stack
-    target, _ = recorder(tmux, tmp_path, "rec")
-    await stack.call(
-        "register",
-        agent_id=agent,
-        target=target,
-        socket=tmux.socket,
-        submit_delay_ms=0,
-        max_chars=100,
-    )
+    await recording_pane(stack, agent, tmux, tmp_path, max_chars=100)
     await hooks.texts(ALICE, "y" * 300)
     [typed] = await eventually(lambda: twilio.bodies_to(ALICE))
     assert typed.startswith(
@@ -78,8 +69,7 @@ async def test_receipts_both_texts_queued_and_typed_and_none_texts_nothing(
         await hooks.texts(ALICE, "by whatsapp", whatsapp=True, profile_name="Alice")
         await hooks.texts(ALICE, "by sms")
         await eventually(lambda: twilio.bodies_to(ALICE) == ["✓ queued for the agent"])
-        target, out = recorder(tmux, tmp_path, "rec")
-        await register(stack, agent, tmux, target, submit_delay_ms=0)
+        out = await recording_pane(stack, agent, tmux, tmp_path)
         await eventually(lambda: out.read_bytes().endswith(b"by sms\r"))
         # The mailbox asks for receipts in the order it types: the WhatsApp one came first.
         await eventually(lambda: len(twilio.bodies_to(ALICE)) == 2)
@@ -188,8 +178,7 @@ async def test_whatsapp_both_ways(
     twilio_stack: tuple[Stack, Hooks], twilio: FakeTwilio, agent: str, tmux: Tmux, tmp_path: Path
 ) -> None:
     stack, hooks = twilio_stack
-    target, out = recorder(tmux, tmp_path, "rec")
-    await register(stack, agent, tmux, target, submit_delay_ms=0)
+    out = await recording_pane(stack, agent, tmux, tmp_path)
     await hooks.texts(ALICE, "status?", whatsapp=True, profile_name="Alice")
     await eventually(
         lambda: out.read_bytes() == f"[whatsapp:{ALICE} from Alice] status?\r".encode()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
@@ -39,8 +40,8 @@ from tests.support.chat import (
     with_twilio,
 )
 from tests.support.mcp import call
-from tests.support.stack import Stack, register, running_stack
-from tests.support.tmux import Tmux, recorder
+from tests.support.stack import Stack, recording_pane, running_stack
+from tests.support.tmux import Tmux
 from tests.support.voice import voice_note, write_grammar
 from tests.support.waiting import eventually, typed
 
@@ -70,16 +71,17 @@ def offline(tmp_path: Path, grammar: Path) -> VoiceConfig:
     return VoiceConfig(audio_dir=tmp_path / "audio", stt=STTConfig(grammar=grammar))
 
 
-def telegram_stack(
-    temporal_env: Any,
+def telegram_hearing(
+    temporal_env: WorkflowEnvironment,
     tmp_path: Path,
     telegram: FakeTelegram,
     agent: str,
     voice: VoiceConfig,
     *,
     channels: dict[str, str] | None = None,
-) -> Any:
-    """Telegram's chat ``CHAT`` (or ``channels``) mapped to ``agent``; Alice alone allowed."""
+) -> AbstractAsyncContextManager[Stack]:
+    """Telegram's chat ``CHAT`` (or ``channels``) mapped to ``agent``; Alice alone allowed; voice
+    notes heard as ``voice`` says."""
     return running_stack(
         temporal_env.client,
         tmp_path,
@@ -90,15 +92,14 @@ def telegram_stack(
 
 async def telegram_pane(stack: Stack, agent: str, tmux: Tmux, tmp_path: Path) -> Path:
     """The agent registered on a recorder pane, Telegram connected: the file the pane writes."""
-    target, out = recorder(tmux, tmp_path, "rec")
-    await register(stack, agent, tmux, target, submit_delay_ms=0)
+    out = await recording_pane(stack, agent, tmux, tmp_path)
     await connected(stack, "telegram")
     return out
 
 
 @pytest.fixture
 async def deepgram_chat(
-    temporal_env: Any,
+    temporal_env: WorkflowEnvironment,
     tmp_path: Path,
     telegram: FakeTelegram,
     deepgram: FakeDeepgram,
@@ -107,7 +108,7 @@ async def deepgram_chat(
 ) -> AsyncIterator[tuple[Stack, Path]]:
     """Telegram, Deepgram then local, the agent on a recorder pane: the stack, the pane's file."""
     voice = with_deepgram(tmp_path, deepgram)
-    async with telegram_stack(temporal_env, tmp_path, telegram, agent, voice) as stack:
+    async with telegram_hearing(temporal_env, tmp_path, telegram, agent, voice) as stack:
         yield stack, await telegram_pane(stack, agent, tmux, tmp_path)
 
 
@@ -170,7 +171,7 @@ async def test_offline_the_local_recognizer_hears_a_telegram_voice_note_within_a
     tmux: Tmux,
     grammar: Path,
 ) -> None:
-    async with telegram_stack(
+    async with telegram_hearing(
         temporal_env, tmp_path, telegram, agent, offline(tmp_path, grammar)
     ) as stack:
         out = await telegram_pane(stack, agent, tmux, tmp_path)
@@ -199,7 +200,7 @@ async def test_a_strangers_voice_note_is_rejected_without_being_fetched_or_trans
     stranger = 999
     channels = {f"telegram:{CHAT}": agent, f"telegram:{stranger}": agent}
     voice = with_deepgram(tmp_path, deepgram)
-    async with telegram_stack(
+    async with telegram_hearing(
         temporal_env, tmp_path, telegram, agent, voice, channels=channels
     ) as stack:
         await connected(stack, "telegram")
@@ -229,7 +230,7 @@ async def test_a_voice_note_no_provider_can_hear_is_answered_and_recorded_not_ty
     voice = with_deepgram(tmp_path, deepgram).model_copy(
         update={"stt": STTConfig(grammar=tmp_path / "missing.gram")}
     )
-    async with telegram_stack(temporal_env, tmp_path, telegram, agent, voice) as stack:
+    async with telegram_hearing(temporal_env, tmp_path, telegram, agent, voice) as stack:
         out = await telegram_pane(stack, agent, tmux, tmp_path)
         deepgram.fail_next(500)  # Deepgram is down; the local recognizer cannot start
 
@@ -283,7 +284,7 @@ async def test_a_voice_note_over_ten_minutes_is_refused_before_download(
     agent: str,
     ship_it: bytes,
 ) -> None:
-    async with telegram_stack(
+    async with telegram_hearing(
         temporal_env, tmp_path, telegram, agent, with_deepgram(tmp_path, deepgram)
     ) as stack:
         await connected(stack, "telegram")
@@ -309,7 +310,7 @@ async def test_while_a_voice_note_is_heard_other_chats_go_on_and_telegram_keeps_
     group = -100123  # Alice writes in a group mapped to the same agent, too
     channels = {f"telegram:{CHAT}": agent, f"telegram:{group}": agent}
     voice = with_deepgram(tmp_path, deepgram)
-    async with telegram_stack(
+    async with telegram_hearing(
         temporal_env, tmp_path, telegram, agent, voice, channels=channels
     ) as stack:
         out = await telegram_pane(stack, agent, tmux, tmp_path)
@@ -372,63 +373,79 @@ async def test_a_voice_note_not_kept_comes_again_and_the_text_after_it_does_not_
 
 
 def webhook_stack(
-    temporal_env: Any,
+    temporal_env: WorkflowEnvironment,
     tmp_path: Path,
     voice: VoiceConfig,
     configure: Callable[[int], Callable[[Config], Config]],
-) -> tuple[Any, int]:
+) -> tuple[AbstractAsyncContextManager[Stack], int]:
     """A stack whose gateway takes webhooks on a free port (``configure(port)`` says so)."""
     port = free_port()
     stack = running_stack(temporal_env.client, tmp_path, voice=voice, configure=configure(port))
     return stack, port
 
 
-def whatsapp_stack(
-    temporal_env: Any, tmp_path: Path, meta: FakeWhatsAppCloud, agent: str, voice: VoiceConfig
-) -> tuple[Any, Hook]:
+def whatsapp_hearing(
+    temporal_env: WorkflowEnvironment,
+    tmp_path: Path,
+    meta: FakeWhatsAppCloud,
+    agent: str,
+    voice: VoiceConfig,
+) -> tuple[AbstractAsyncContextManager[Stack], Hook]:
     stack, port = webhook_stack(
         temporal_env, tmp_path, voice, lambda port: with_cloud(meta, agent, port)
     )
     return stack, Hook(meta, port)
 
 
-async def test_a_whatsapp_voice_note_is_fetched_from_the_graph_api_and_typed_as_transcribed(
+@pytest.fixture
+async def deepgram_whatsapp(
     temporal_env: WorkflowEnvironment,
     tmp_path: Path,
     meta: FakeWhatsAppCloud,
     deepgram: FakeDeepgram,
     agent: str,
-    tmux: Tmux,
-    ship_it: bytes,
-) -> None:
-    running, hook = whatsapp_stack(
+) -> AsyncIterator[tuple[Stack, Hook]]:
+    """WhatsApp's Cloud API heard by Deepgram then local: the stack, Meta's side of its webhook."""
+    running, hook = whatsapp_hearing(
         temporal_env, tmp_path, meta, agent, with_deepgram(tmp_path, deepgram)
     )
     async with running as stack:
-        target, out = recorder(tmux, tmp_path, "rec")
-        await register(stack, agent, tmux, target, submit_delay_ms=0)
-        deepgram.transcripts.append("Ship it on Friday.")
+        yield stack, hook
 
-        call = meta.voice_note(ALICE, ship_it, name="Alice")
-        answer = await hook.post(call)
 
-        # Answered only once heard and durable.
-        assert answer.status_code == 200
-        event = await stack.store.get_event(provider_event_id("whatsapp", ALICE, wamid_of(call)))
-        assert event is not None and event.payload["transcribed"] is True
-        [media_id] = meta.media
-        assert meta.media_asked == [media_id] and meta.downloads == [media_id]
-        assert [h["container"] for h in deepgram.heard] == ["wav"]
-        await typed(
-            out,
-            f"[whatsapp:{ALICE} from Alice, voice note transcribed] Ship it on Friday.\r".encode(),
-        )
-        # Meta sends the call again: one event, not heard twice.
-        assert (await hook.post(call)).status_code == 200
-        assert len(deepgram.heard) == 1 and meta.downloads == [media_id]
-        assert [e.id for e in await stack.store.events_after(agent, None, 10)] == [event.id]
-        [message] = (await call_tool(stack, agent, "check_messages"))["messages"]
-        assert message["transcribed"] is True and message["provider"] == "whatsapp"
+async def test_a_whatsapp_voice_note_is_fetched_from_the_graph_api_and_typed_as_transcribed(
+    deepgram_whatsapp: tuple[Stack, Hook],
+    meta: FakeWhatsAppCloud,
+    deepgram: FakeDeepgram,
+    agent: str,
+    tmux: Tmux,
+    ship_it: bytes,
+    tmp_path: Path,
+) -> None:
+    stack, hook = deepgram_whatsapp
+    out = await recording_pane(stack, agent, tmux, tmp_path)
+    deepgram.transcripts.append("Ship it on Friday.")
+
+    call = meta.voice_note(ALICE, ship_it, name="Alice")
+    answer = await hook.post(call)
+
+    # Answered only once heard and durable.
+    assert answer.status_code == 200
+    event = await stack.store.get_event(provider_event_id("whatsapp", ALICE, wamid_of(call)))
+    assert event is not None and event.payload["transcribed"] is True
+    [media_id] = meta.media
+    assert meta.media_asked == [media_id] and meta.downloads == [media_id]
+    assert [h["container"] for h in deepgram.heard] == ["wav"]
+    await typed(
+        out,
+        f"[whatsapp:{ALICE} from Alice, voice note transcribed] Ship it on Friday.\r".encode(),
+    )
+    # Meta sends the call again: one event, not heard twice.
+    assert (await hook.post(call)).status_code == 200
+    assert len(deepgram.heard) == 1 and meta.downloads == [media_id]
+    assert [e.id for e in await stack.store.events_after(agent, None, 10)] == [event.id]
+    [message] = (await call_tool(stack, agent, "check_messages"))["messages"]
+    assert message["transcribed"] is True and message["provider"] == "whatsapp"
 
 
 async def test_offline_a_whatsapp_voice_note_is_heard_by_the_local_recognizer(
@@ -439,10 +456,11 @@ async def test_offline_a_whatsapp_voice_note_is_heard_by_the_local_recognizer(
     tmux: Tmux,
     grammar: Path,
 ) -> None:
-    running, hook = whatsapp_stack(temporal_env, tmp_path, meta, agent, offline(tmp_path, grammar))
+    running, hook = whatsapp_hearing(
+        temporal_env, tmp_path, meta, agent, offline(tmp_path, grammar)
+    )
     async with running as stack:
-        target, out = recorder(tmux, tmp_path, "rec")
-        await register(stack, agent, tmux, target, submit_delay_ms=0)
+        out = await recording_pane(stack, agent, tmux, tmp_path)
 
         call = meta.voice_note(ALICE, await voice_note("deploy to staging"), name="Alice")
         assert (await hook.post(call)).status_code == 200
@@ -454,72 +472,65 @@ async def test_offline_a_whatsapp_voice_note_is_heard_by_the_local_recognizer(
 
 
 async def test_a_whatsapp_strangers_voice_note_is_never_fetched_nor_heard(
-    temporal_env: WorkflowEnvironment,
-    tmp_path: Path,
+    deepgram_whatsapp: tuple[Stack, Hook],
     meta: FakeWhatsAppCloud,
     deepgram: FakeDeepgram,
     agent: str,
     ship_it: bytes,
 ) -> None:
-    running, hook = whatsapp_stack(
-        temporal_env, tmp_path, meta, agent, with_deepgram(tmp_path, deepgram)
-    )
-    async with running as stack:
-        call = meta.voice_note(STRANGER, ship_it, name="Mallory")
-        assert (await hook.post(call)).status_code == 200
+    stack, hook = deepgram_whatsapp
+    call = meta.voice_note(STRANGER, ship_it, name="Mallory")
+    assert (await hook.post(call)).status_code == 200
 
-        event = await stack.store.get_event(provider_event_id("whatsapp", STRANGER, wamid_of(call)))
-        assert event is not None and event.status == "rejected"
-        await eventually(lambda: meta.texts_to(STRANGER))
-        assert "agentcomms pair" in meta.texts_to(STRANGER)[0]
-        assert meta.media_asked == [] and meta.downloads == []
-        assert deepgram.heard == [] and deepgram.authorizations == []
+    event = await stack.store.get_event(provider_event_id("whatsapp", STRANGER, wamid_of(call)))
+    assert event is not None and event.status == "rejected"
+    await eventually(lambda: meta.texts_to(STRANGER))
+    assert "agentcomms pair" in meta.texts_to(STRANGER)[0]
+    assert meta.media_asked == [] and meta.downloads == []
+    assert deepgram.heard == [] and deepgram.authorizations == []
 
 
 async def test_a_whatsapp_voice_note_meta_cannot_serve_now_is_not_acknowledged(
-    temporal_env: WorkflowEnvironment,
-    tmp_path: Path,
+    deepgram_whatsapp: tuple[Stack, Hook],
     meta: FakeWhatsAppCloud,
     deepgram: FakeDeepgram,
     agent: str,
     tmux: Tmux,
     ship_it: bytes,
+    tmp_path: Path,
 ) -> None:
-    running, hook = whatsapp_stack(
-        temporal_env, tmp_path, meta, agent, with_deepgram(tmp_path, deepgram)
+    stack, hook = deepgram_whatsapp
+    out = await recording_pane(stack, agent, tmux, tmp_path)
+    deepgram.transcripts.append("ship it on friday")
+    call = meta.voice_note(ALICE, ship_it, name="Alice")
+    [media_id] = meta.media
+    audio = meta.media.pop(media_id)
+    meta.fail_media = True
+
+    # The media lookup fails for now (Meta's 5xx): not kept, so Meta sends the call again.
+    answer = await hook.post(call)
+    assert answer.status_code == 503
+    assert await stack.store.get_event(provider_event_id("whatsapp", ALICE, wamid_of(call))) is None
+
+    meta.fail_media = False
+    meta.media[media_id] = audio
+    assert (await hook.post(call)).status_code == 200
+    await typed(
+        out,
+        f"[whatsapp:{ALICE} from Alice, voice note transcribed] ship it on friday\r".encode(),
     )
-    async with running as stack:
-        target, out = recorder(tmux, tmp_path, "rec")
-        await register(stack, agent, tmux, target, submit_delay_ms=0)
-        deepgram.transcripts.append("ship it on friday")
-        call = meta.voice_note(ALICE, ship_it, name="Alice")
-        [media_id] = meta.media
-        audio = meta.media.pop(media_id)
-        meta.fail_media = True
-
-        # The media lookup fails for now (Meta's 5xx): not kept, so Meta sends the call again.
-        answer = await hook.post(call)
-        assert answer.status_code == 503
-        assert (
-            await stack.store.get_event(provider_event_id("whatsapp", ALICE, wamid_of(call)))
-            is None
-        )
-
-        meta.fail_media = False
-        meta.media[media_id] = audio
-        assert (await hook.post(call)).status_code == 200
-        await typed(
-            out,
-            f"[whatsapp:{ALICE} from Alice, voice note transcribed] ship it on friday\r".encode(),
-        )
 
 
 # ---- WhatsApp and SMS through Twilio -------------------------------------------------------------
 
 
-def twilio_stack(
-    temporal_env: Any, tmp_path: Path, twilio: FakeTwilio, agent: str, voice: VoiceConfig
-) -> tuple[Any, Hooks]:
+def twilio_hearing(
+    temporal_env: WorkflowEnvironment,
+    tmp_path: Path,
+    twilio: FakeTwilio,
+    agent: str,
+    voice: VoiceConfig,
+) -> tuple[AbstractAsyncContextManager[Stack], Hooks]:
     stack, port = webhook_stack(
         temporal_env, tmp_path, voice, lambda port: with_twilio(twilio, agent, port)
     )
@@ -536,10 +547,11 @@ async def test_offline_a_voice_note_through_twilio_is_fetched_heard_and_typed_as
     grammar: Path,
     flavour: str,
 ) -> None:
-    running, hooks = twilio_stack(temporal_env, tmp_path, twilio, agent, offline(tmp_path, grammar))
+    running, hooks = twilio_hearing(
+        temporal_env, tmp_path, twilio, agent, offline(tmp_path, grammar)
+    )
     async with running as stack:
-        target, out = recorder(tmux, tmp_path, "rec")
-        await register(stack, agent, tmux, target, submit_delay_ms=0)
+        out = await recording_pane(stack, agent, tmux, tmp_path)
         note = await voice_note("deploy to staging")
         form = twilio.incoming(
             ALICE, "", whatsapp=flavour == "whatsapp", media=[(note, "audio/ogg")]
@@ -578,10 +590,9 @@ async def test_a_twilio_voice_note_that_cannot_be_fetched_or_heard_is_answered_a
 ) -> None:
     # The local recognizer cannot start (its grammar is missing): nothing can hear a note.
     voice = VoiceConfig(audio_dir=tmp_path / "audio", stt=STTConfig(grammar=tmp_path / "no.gram"))
-    running, hooks = twilio_stack(temporal_env, tmp_path, twilio, agent, voice)
+    running, hooks = twilio_hearing(temporal_env, tmp_path, twilio, agent, voice)
     async with running as stack:
-        target, out = recorder(tmux, tmp_path, "rec")
-        await register(stack, agent, tmux, target, submit_delay_ms=0)
+        out = await recording_pane(stack, agent, tmux, tmp_path)
         note = await voice_note("run the tests")
 
         gone = twilio.incoming(ALICE, "", whatsapp=True, media=[(note, "audio/ogg")])
@@ -629,10 +640,11 @@ async def test_a_photo_through_twilio_is_answered_and_not_typed_and_its_caption_
     tmux: Tmux,
     grammar: Path,
 ) -> None:
-    running, hooks = twilio_stack(temporal_env, tmp_path, twilio, agent, offline(tmp_path, grammar))
+    running, hooks = twilio_hearing(
+        temporal_env, tmp_path, twilio, agent, offline(tmp_path, grammar)
+    )
     async with running as stack:
-        target, out = recorder(tmux, tmp_path, "rec")
-        await register(stack, agent, tmux, target, submit_delay_ms=0)
+        out = await recording_pane(stack, agent, tmux, tmp_path)
 
         photo = twilio.incoming(ALICE, "", whatsapp=True, media=[(PHOTO, "image/jpeg")])
         answer = await hooks.post("whatsapp", photo)
@@ -664,7 +676,9 @@ async def test_a_strangers_voice_note_through_twilio_is_never_fetched(
     grammar: Path,
     ship_it: bytes,
 ) -> None:
-    running, hooks = twilio_stack(temporal_env, tmp_path, twilio, agent, offline(tmp_path, grammar))
+    running, hooks = twilio_hearing(
+        temporal_env, tmp_path, twilio, agent, offline(tmp_path, grammar)
+    )
     async with running as stack:
         form = twilio.incoming(STRANGER, "", whatsapp=True, media=[(ship_it, "audio/ogg")])
         answer = await hooks.post("whatsapp", form)

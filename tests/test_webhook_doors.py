@@ -35,7 +35,7 @@ from tests.fakes.serve import free_port
 from tests.fakes.twilio import OUR_NUMBER, FakeTwilio
 from tests.fakes.twilio_calls import FakeTwilioCalls
 from tests.fakes.whatsapp_cloud import VERIFY_TOKEN, FakeWhatsAppCloud
-from tests.support.chat import ALICE, CHAT, PUBLIC_URL, Configure, with_cloud, with_twilio
+from tests.support.chat import ALICE, CHAT, PUBLIC_URL, Configure, Hook, with_twilio
 from tests.support.doors import (
     CONTENT_TYPES,
     Door,
@@ -123,27 +123,18 @@ def everything_through_twilio(
 
 
 @pytest.fixture
-async def twilio_stack(
+async def doors_stack(
     temporal_env: WorkflowEnvironment,
     tmp_path: Path,
     twilio: FakeTwilio,
     twilio_voice: FakeTwilioCalls,
     agent: str,
 ) -> AsyncIterator[tuple[Stack, int]]:
+    """Every door of `everything_through_twilio` open (support's `twilio_stack` opens only
+    Twilio's messaging ones): the stack and the port its webhooks are taken on."""
     port = free_port()
     configure = everything_through_twilio(twilio, twilio_voice, tmp_path, agent, port)
     async with running_stack(temporal_env.client, tmp_path, configure=configure) as s:
-        yield s, port
-
-
-@pytest.fixture
-async def cloud_stack(
-    temporal_env: WorkflowEnvironment, tmp_path: Path, meta: FakeWhatsAppCloud, agent: str
-) -> AsyncIterator[tuple[Stack, int]]:
-    port = free_port()
-    async with running_stack(
-        temporal_env.client, tmp_path, configure=with_cloud(meta, agent, port)
-    ) as s:
         yield s, port
 
 
@@ -317,14 +308,14 @@ async def _every_door_refuses_strangers(
 
 
 async def test_strangers_at_every_twilio_and_telegram_door_are_refused_and_alice_gets_through(
-    twilio_stack: tuple[Stack, int],
+    doors_stack: tuple[Stack, int],
     twilio: FakeTwilio,
     twilio_voice: FakeTwilioCalls,
     agent: str,
     tmux: Tmux,
     tmp_path: Path,
 ) -> None:
-    stack, port = twilio_stack
+    stack, port = doors_stack
     pane = await register_recorder(stack, tmux, tmp_path, agent)
     # A call placed, ringing: a forged callback that were taken would answer or end it. (Its
     # phone network cannot reach the public URL: nothing more comes for it while it rings.)
@@ -379,9 +370,10 @@ async def test_strangers_at_every_twilio_and_telegram_door_are_refused_and_alice
 
 
 async def test_strangers_at_the_cloud_api_doors_are_refused_and_alice_still_gets_through(
-    cloud_stack: tuple[Stack, int], meta: FakeWhatsAppCloud, agent: str, tmux: Tmux, tmp_path: Path
+    cloud_stack: tuple[Stack, Hook], meta: FakeWhatsAppCloud, agent: str, tmux: Tmux, tmp_path: Path
 ) -> None:
-    stack, port = cloud_stack
+    stack, hook = cloud_stack
+    port = hook.port
     pane = await register_recorder(stack, tmux, tmp_path, agent)
     await _every_door_refuses_strangers(stack, port, agent, "cloud", meta=meta)
     assert await stack.store.events_after(agent, None, 10) == []

@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from starlette.applications import Starlette
-from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.config import Config
 from agentcomms.errors import RateLimited, SendRefused
@@ -24,7 +22,6 @@ from agentcomms.transports._whatsapp_cloud import (
     CloudSender,
 )
 from gateway.chat import ChatTransports
-from tests.fakes.serve import free_port
 from tests.fakes.whatsapp_cloud import (
     ACCESS_TOKEN,
     APP_SECRET,
@@ -39,34 +36,34 @@ from tests.support.chat import (
     Hook,
     cloud_section,
     wamid_of,
-    with_cloud,
 )
-from tests.support.stack import Stack, register, running_stack
-from tests.support.tmux import Tmux, recorder
+from tests.support.stack import Stack, recording_pane
+from tests.support.tmux import Tmux
 from tests.support.waiting import eventually, typed
 
 
-@pytest.fixture
-async def stack_and_hook(
-    temporal_env: WorkflowEnvironment, tmp_path: Path, meta: FakeWhatsAppCloud, agent: str
-) -> AsyncIterator[tuple[Stack, Hook]]:
-    port = free_port()
-    async with running_stack(
-        temporal_env.client, tmp_path, configure=with_cloud(meta, agent, port)
-    ) as s:
-        yield s, Hook(meta, port)
+async def _answer_alice(stack: Stack, agent: str, text: str, asked: str) -> dict[str, Any]:
+    """The agent's long reply to Alice, in answer to her message `asked`: the gateway's result."""
+    result: dict[str, Any] = await stack.call(
+        "reply",
+        channel_id=f"whatsapp:{ALICE}",
+        message=text,
+        agent_id=agent,
+        reply_to=asked,
+        timeout=30,
+    )
+    return result
 
 
 async def test_a_message_is_typed_once_even_when_meta_sends_the_webhook_again(
-    stack_and_hook: tuple[Stack, Hook],
+    cloud_stack: tuple[Stack, Hook],
     meta: FakeWhatsAppCloud,
     agent: str,
     tmux: Tmux,
     tmp_path: Path,
 ) -> None:
-    stack, hook = stack_and_hook
-    target, out = recorder(tmux, tmp_path, "rec")
-    await register(stack, agent, tmux, target, submit_delay_ms=0)
+    stack, hook = cloud_stack
+    out = await recording_pane(stack, agent, tmux, tmp_path)
 
     call = meta.incoming(ALICE, "ship it", name="Alice")
     answer = await hook.post(call)
@@ -85,9 +82,9 @@ async def test_a_message_is_typed_once_even_when_meta_sends_the_webhook_again(
 
 
 async def test_the_verify_handshake_answers_only_the_right_token(
-    stack_and_hook: tuple[Stack, Hook], meta: FakeWhatsAppCloud
+    cloud_stack: tuple[Stack, Hook], meta: FakeWhatsAppCloud
 ) -> None:
-    _, hook = stack_and_hook
+    _, hook = cloud_stack
     right = await meta.verify(hook.url, VERIFY_TOKEN)
     assert right.status_code == 200 and right.text == "1158201444"
     assert (await meta.verify(hook.url, "guess")).status_code == 403
@@ -95,9 +92,9 @@ async def test_the_verify_handshake_answers_only_the_right_token(
 
 
 async def test_a_forged_or_unsigned_webhook_gets_403_and_nothing_is_queued(
-    stack_and_hook: tuple[Stack, Hook], meta: FakeWhatsAppCloud, agent: str
+    cloud_stack: tuple[Stack, Hook], meta: FakeWhatsAppCloud, agent: str
 ) -> None:
-    stack, hook = stack_and_hook
+    stack, hook = cloud_stack
     calls = [meta.incoming(ALICE, f"attempt {i}") for i in range(4)]
     body = b'{"object": "whatsapp_business_account"}'
     attempts = [
@@ -116,9 +113,9 @@ async def test_a_forged_or_unsigned_webhook_gets_403_and_nothing_is_queued(
 
 
 async def test_status_callbacks_are_acknowledged_and_ignored(
-    stack_and_hook: tuple[Stack, Hook], meta: FakeWhatsAppCloud, agent: str
+    cloud_stack: tuple[Stack, Hook], meta: FakeWhatsAppCloud, agent: str
 ) -> None:
-    stack, hook = stack_and_hook
+    stack, hook = cloud_stack
     answer = await hook.post(meta.status_update(ALICE, new_wamid(), "read"))
     assert answer.status_code == 200
     assert await stack.store.events_after(agent, None, 10) == []
@@ -126,9 +123,9 @@ async def test_status_callbacks_are_acknowledged_and_ignored(
 
 
 async def test_a_message_without_words_gets_a_short_reply_and_reaches_no_agent(
-    stack_and_hook: tuple[Stack, Hook], meta: FakeWhatsAppCloud, agent: str
+    cloud_stack: tuple[Stack, Hook], meta: FakeWhatsAppCloud, agent: str
 ) -> None:
-    stack, hook = stack_and_hook
+    stack, hook = cloud_stack
     photo = meta.incoming(
         ALICE, None, message={"type": "image", "image": {"id": "1", "mime_type": "image/jpeg"}}
     )
@@ -144,9 +141,9 @@ async def test_a_message_without_words_gets_a_short_reply_and_reaches_no_agent(
 
 
 async def test_a_strangers_photo_gets_what_their_words_would_and_no_word_of_the_agent(
-    stack_and_hook: tuple[Stack, Hook], meta: FakeWhatsAppCloud, agent: str
+    cloud_stack: tuple[Stack, Hook], meta: FakeWhatsAppCloud, agent: str
 ) -> None:
-    stack, hook = stack_and_hook
+    stack, hook = cloud_stack
 
     def photo(sender: str) -> dict[str, Any]:
         image = {"type": "image", "image": {"id": "1", "mime_type": "image/jpeg"}}
@@ -171,9 +168,9 @@ async def test_a_strangers_photo_gets_what_their_words_would_and_no_word_of_the_
 
 
 async def test_a_stranger_is_rejected_and_recorded_until_paired(
-    stack_and_hook: tuple[Stack, Hook], meta: FakeWhatsAppCloud, agent: str
+    cloud_stack: tuple[Stack, Hook], meta: FakeWhatsAppCloud, agent: str
 ) -> None:
-    stack, hook = stack_and_hook
+    stack, hook = cloud_stack
     first = meta.incoming(STRANGER, "let me in", name="Mallory")
     assert (await hook.post(first)).status_code == 200
     rejected = await stack.store.get_event(provider_event_id("whatsapp", STRANGER, wamid_of(first)))
@@ -197,20 +194,13 @@ async def test_a_stranger_is_rejected_and_recorded_until_paired(
 
 
 async def test_an_agent_reply_quotes_its_message_and_is_split_after_429_and_500(
-    stack_and_hook: tuple[Stack, Hook], meta: FakeWhatsAppCloud, agent: str
+    cloud_stack: tuple[Stack, Hook], meta: FakeWhatsAppCloud, agent: str
 ) -> None:
-    stack, _ = stack_and_hook
+    stack, _ = cloud_stack
     meta.fail_next(429, 500, retry_after=0.2)
     asked = new_wamid()
     long_text = "\n".join(f"line {i:04d}" for i in range(500))  # 5,499 characters
-    result = await stack.call(
-        "reply",
-        channel_id=f"whatsapp:{ALICE}",
-        message=long_text,
-        agent_id=agent,
-        reply_to=asked,
-        timeout=30,
-    )
+    result = await _answer_alice(stack, agent, long_text, asked)
     assert result["delivered"] is True, result
     pieces = meta.texts_to(ALICE)
     assert len(pieces) == 2 and "".join(pieces) == long_text
@@ -223,23 +213,16 @@ async def test_an_agent_reply_quotes_its_message_and_is_split_after_429_and_500(
 
 @pytest.mark.parametrize("refused", [500, 429])
 async def test_a_long_reply_refused_at_its_second_piece_arrives_with_each_piece_once(
-    stack_and_hook: tuple[Stack, Hook], meta: FakeWhatsAppCloud, agent: str, refused: int
+    cloud_stack: tuple[Stack, Hook], meta: FakeWhatsAppCloud, agent: str, refused: int
 ) -> None:
-    stack, _ = stack_and_hook
+    stack, _ = cloud_stack
     text = "\n".join(f"line {i:05d}" for i in range(1000))
     expected = split_text(text, 4096)
     assert len(expected) == 3
     meta.fail_next(refused, retry_after=0.2, after=1)
     asked = new_wamid()
 
-    result = await stack.call(
-        "reply",
-        channel_id=f"whatsapp:{ALICE}",
-        message=text,
-        agent_id=agent,
-        reply_to=asked,
-        timeout=30,
-    )
+    result = await _answer_alice(stack, agent, text, asked)
 
     assert result["delivered"] is True, result
     assert meta.texts_to(ALICE) == expected
@@ -249,9 +232,9 @@ async def test_a_long_reply_refused_at_its_second_piece_arrives_with_each_piece_
 
 
 async def test_a_reply_waits_while_the_graph_api_is_down_and_goes_out_once_it_is_back(
-    stack_and_hook: tuple[Stack, Hook], meta: FakeWhatsAppCloud, agent: str
+    cloud_stack: tuple[Stack, Hook], meta: FakeWhatsAppCloud, agent: str
 ) -> None:
-    stack, _ = stack_and_hook
+    stack, _ = cloud_stack
     await meta.server.stop()
     result = await stack.call(
         "reply", channel_id=f"whatsapp:{ALICE}", message="still there?", agent_id=agent, timeout=2
@@ -262,9 +245,9 @@ async def test_a_reply_waits_while_the_graph_api_is_down_and_goes_out_once_it_is
 
 
 async def test_a_closed_24_hour_window_fails_at_once_saying_so(
-    stack_and_hook: tuple[Stack, Hook], meta: FakeWhatsAppCloud, agent: str
+    cloud_stack: tuple[Stack, Hook], meta: FakeWhatsAppCloud, agent: str
 ) -> None:
-    stack, _ = stack_and_hook
+    stack, _ = cloud_stack
     meta.refuse_next(
         400,
         131047,
@@ -282,15 +265,14 @@ async def test_a_closed_24_hour_window_fails_at_once_saying_so(
 
 
 async def test_the_typed_receipt_says_when_max_chars_cut_the_text(
-    stack_and_hook: tuple[Stack, Hook],
+    cloud_stack: tuple[Stack, Hook],
     meta: FakeWhatsAppCloud,
     agent: str,
     tmux: Tmux,
     tmp_path: Path,
 ) -> None:
-    stack, hook = stack_and_hook
-    target, _ = recorder(tmux, tmp_path, "rec")
-    await register(stack, agent, tmux, target, submit_delay_ms=0, max_chars=100)
+    stack, hook = cloud_stack
+    await recording_pane(stack, agent, tmux, tmp_path, max_chars=100)
     call = meta.incoming(ALICE, "x" * 300, name="Alice")
     assert (await hook.post(call)).status_code == 200
     await eventually(lambda: meta.texts_to(ALICE))

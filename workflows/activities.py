@@ -21,6 +21,13 @@ def failure_cause(exc: ActivityError | ApplicationError) -> BaseException | None
     return exc.cause if isinstance(exc, ActivityError) else exc
 
 
+def failure_reason(exc: ActivityError | ApplicationError) -> str:
+    """Why a local activity failed, as a sentence: the activity's own message (its kind is
+    elsewhere, in the error's type), else the timeout's or cancel's."""
+    cause = failure_cause(exc)
+    return cause.message if isinstance(cause, ApplicationError) else str(cause or exc)
+
+
 def declared() -> NotImplementedError:
     """What a declaration raises if it ever runs: the worker registers the implementation."""
     return NotImplementedError("a declaration: the worker registers its implementation")

@@ -142,6 +142,17 @@ def with_discord(fake: FakeDiscord, agent: str, *channels: int, **extra: Any) ->
     return configure
 
 
+@pytest.fixture
+async def discord_stack(
+    temporal_env: WorkflowEnvironment, tmp_path: Path, discord: FakeDiscord, agent: str
+) -> AsyncIterator[Stack]:
+    """A whole stack with Discord on its fake, the general channel mapped to `agent`."""
+    async with running_stack(
+        temporal_env.client, tmp_path, configure=with_discord(discord, agent)
+    ) as s:
+        yield s
+
+
 # ---- SMS and WhatsApp through Twilio -------------------------------------------------------------
 
 
@@ -269,11 +280,25 @@ def with_cloud(
     return configure
 
 
+@pytest.fixture
+async def cloud_stack(
+    temporal_env: WorkflowEnvironment, tmp_path: Path, meta: FakeWhatsAppCloud, agent: str
+) -> AsyncIterator[tuple[Stack, Hook]]:
+    """A whole stack taking WhatsApp's Cloud API webhooks, Alice's and the stranger's numbers
+    mapped to `agent`, and Meta's side of that webhook."""
+    port = free_port()
+    async with running_stack(
+        temporal_env.client, tmp_path, configure=with_cloud(meta, agent, port)
+    ) as s:
+        yield s, Hook(meta, port)
+
+
 class Hook:
     """Meta's side of the webhook: it posts to where the gateway listens."""
 
     def __init__(self, fake: FakeWhatsAppCloud, port: int) -> None:
         self.fake = fake
+        self.port = port
         self.url = f"http://127.0.0.1:{port}/webhooks/whatsapp"
 
     async def post(self, call: dict[str, Any] | bytes, **kw: Any) -> httpx.Response:

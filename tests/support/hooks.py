@@ -127,6 +127,39 @@ def failing_agentcomms(root: Path) -> list[tuple[str, Path]]:
     return [("crashing", crashing), ("gone", root / "moved-venv" / "bin" / "agentcomms")]
 
 
+# Each run's arguments, agent id and pane, a line each, then what it read on stdin.
+RECORDER = """#!/bin/sh
+out=$(mktemp "{runs}/run.XXXXXX")
+{{ printf '%s\\n' "$*" "${{AGENTCOMMS_AGENT_ID:-}}" "${{TMUX_PANE:-}}"; cat; }} > "$out"
+"""
+
+
+def recording_agentcomms(root: Path) -> tuple[Path, Path]:
+    """An executable named agentcomms that records each run; it and the runs' folder. Its
+    stdin is closed by a hook's runner, and is nothing for a notify (one JSON argument)."""
+    runs, bin_dir = root / "runs", root / "bin"
+    runs.mkdir(parents=True)
+    bin_dir.mkdir()
+    exe = bin_dir / "agentcomms"
+    exe.write_text(RECORDER.format(runs=runs))
+    exe.chmod(0o755)
+    return exe, runs
+
+
+def recorded_runs(runs: Path) -> list[dict[str, Any]]:
+    """Each finished run of `recording_agentcomms`: its arguments, agent id and pane, and the
+    JSON it read first (a hook's event, or an MCP server's first request)."""
+    found = []
+    for path in runs.iterdir():
+        args, agent_id, pane, payload = [*path.read_text().split("\n", 3), "", "", ""][:4]
+        try:
+            event, _ = json.JSONDecoder().raw_decode(payload)  # an MCP server reads on
+        except json.JSONDecodeError:
+            continue  # still being written, or a run that read nothing
+        found.append({"args": args, "agent_id": agent_id, "pane": pane, **event})
+    return found
+
+
 @dataclass
 class Relay:
     """A socket between a hook and the gateway; the answers it passed back, by method."""

@@ -176,6 +176,16 @@ async def register(stack: Stack, agent: str, tmux: Tmux, target: str, **extra: A
     await stack.call("register", agent_id=agent, target=target, socket=tmux.socket, **extra)
 
 
+async def recording_pane(
+    stack: Stack, agent: str, tmux: Tmux, tmp_path: Path, **extra: Any
+) -> Path:
+    """A recorder pane registered as `agent`'s, typed into without a pause before Enter (and
+    with `extra` registration fields): the file its bytes land in."""
+    target, out = recorder(tmux, tmp_path, "rec")
+    await register(stack, agent, tmux, target, submit_delay_ms=0, **extra)
+    return out
+
+
 async def register_recorder(stack: Stack, tmux: Tmux, tmp_path: Path, agent: str) -> Path:
     """A recorder pane registered as `agent`'s, the agent online; returns the file its bytes land in."""
     target, out = recorder(tmux, tmp_path, agent)
@@ -200,23 +210,22 @@ async def _status_is(stack: Stack, agent: str, status: str) -> bool:
 
 def in_mailbox_of(agent_id: str, **info: object) -> ActivityEnvironment:
     """An activity environment as the agent's mailbox runs its pane activities: locally."""
-    env = ActivityEnvironment()
-    fields: dict[str, Any] = {
-        "is_local": True,
-        "workflow_id": mailbox_id(agent_id),
-        "workflow_type": MAILBOX_WORKFLOW,
-    }
-    env.info = dataclasses.replace(env.info, **(fields | info))
-    return env
+    return _local_activity(mailbox_id(agent_id), MAILBOX_WORKFLOW, info)
 
 
 def in_call(call_id: str, **info: object) -> ActivityEnvironment:
     """An activity environment as a call's own workflow runs its activities: locally."""
+    return _local_activity(call_workflow_id(call_id), CALL_WORKFLOW, info)
+
+
+def _local_activity(
+    workflow_id: str, workflow_type: str, info: dict[str, object]
+) -> ActivityEnvironment:
     env = ActivityEnvironment()
     fields: dict[str, Any] = {
         "is_local": True,
-        "workflow_id": call_workflow_id(call_id),
-        "workflow_type": CALL_WORKFLOW,
+        "workflow_id": workflow_id,
+        "workflow_type": workflow_type,
     }
     env.info = dataclasses.replace(env.info, **(fields | info))
     return env

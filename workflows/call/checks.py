@@ -15,7 +15,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 with workflow.unsafe.imports_passed_through():
     from agentcomms import policies
     from agentcomms.voice.models import CallCheck, CallInput, LineCheck, LineEvent
-    from workflows.activities import failure_cause
+    from workflows.activities import failure_cause, failure_reason
     from workflows.call import activities
 
 
@@ -34,8 +34,7 @@ async def checked_call(input: CallInput) -> CallInput:
             summary="check the deployment's tag on the call",
         )
     except (ActivityError, ApplicationError) as exc:
-        cause = failure_cause(exc)
-        reason = cause.message if isinstance(cause, ApplicationError) else str(cause or exc)
+        reason = failure_reason(exc)
         refused = f"call {input.call_id} refused: {reason}"
         workflow.logger.warning("%s", refused)
         raise CallRefused(refused) from None

@@ -30,7 +30,7 @@ with workflow.unsafe.imports_passed_through():
         TurnRecord,
     )
     from agentcomms.workflow_ids import CALL_WORKFLOW
-    from workflows.activities import failure_cause
+    from workflows.activities import failure_cause, failure_reason
     from workflows.call import activities, outcomes
     from workflows.call.checks import CallRefused, checked_call, checked_line_event
     from workflows.call.models import CallInput, End, Ended, Say, TurnResult, WaitLine
@@ -397,8 +397,7 @@ class CallWorkflow:
                 summary=f"ring {self._in.to_number or 'the human'}",
             )
         except (ActivityError, ApplicationError) as exc:
-            cause = failure_cause(exc)
-            detail = cause.message if isinstance(cause, ApplicationError) else str(cause or exc)
+            detail = failure_reason(exc)
             self._ring_outcome = LineEvent(kind="failed", detail=detail)
 
     async def _end_remote(self) -> None:

@@ -24,7 +24,7 @@ with workflow.unsafe.imports_passed_through():
     from agentcomms.escalation_models import Escalation, RungRecord, RungStep
     from agentcomms.voice.models import LineEvent
     from agentcomms.workflow_ids import call_workflow_id
-    from workflows.activities import failure_cause
+    from workflows.activities import failure_reason
     from workflows.call import CallWorkflow, Ended
     from workflows.escalation import activities
 
@@ -113,8 +113,7 @@ async def _fire(
             summary=f"rung {n + 1}: {rung.via}",
         )
     except (ActivityError, ApplicationError) as exc:
-        cause = failure_cause(exc)
-        reason = cause.message if isinstance(cause, ApplicationError) else str(cause or exc)
+        reason = failure_reason(exc)
         workflow.logger.warning("rung %d (%s) failed: %s", n + 1, rung.via, reason)
         record.outcome, record.detail = "failed", f"failed: {reason}"
         return record

@@ -35,7 +35,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from agentcomms.search_attributes import AGENT_ID, AGENT_STATE, AGENT_STATUS
     from agentcomms.workflow_ids import MAILBOX_WORKFLOW, host_task_queue
-    from workflows.activities import failure_cause
+    from workflows.activities import failure_cause, failure_reason
     from workflows.mailbox import activities
     from workflows.mailbox.checks import Change, Recall, genuine_report, newest
     from workflows.mailbox.follow_ups import FollowUps
@@ -280,7 +280,7 @@ class AgentWorkflow:
         cause = failure_cause(exc)
         kind = cause.type if isinstance(cause, ApplicationError) else None
         # The sentence alone: the kind is in `kind`, and people read this in `agents`.
-        message = cause.message if isinstance(cause, ApplicationError) else str(cause or exc)
+        message = failure_reason(exc)
         if kind == errors.PANE_NOT_READY:
             # Nothing typed: the pane showed a dialog, copy mode, a running turn or a shell.
             # Not a failure: the message waits for the agent, and a hook or another look ends it.
