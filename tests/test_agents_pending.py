@@ -15,10 +15,11 @@ from tests.support.waiting import eventually
 BACKLOG = 6
 
 
-async def pending(stack: Stack, agent: str) -> int:
+async def pending(stack: Stack, agent: str) -> int | None:
+    """What `agents` shows waiting for `agent`; None until it lists the agent (its mailbox
+    writes its row a moment after the first message)."""
     listed = (await stack.call("agents", include_offline=True))["agents"]
-    count: int = next(a for a in listed if a["id"] == agent)["pending"]
-    return count
+    return next((a["pending"] for a in listed if a["id"] == agent), None)
 
 
 @pytest.mark.timeout(120)
@@ -43,7 +44,9 @@ async def test_agents_counts_down_while_a_backlog_is_typed(
     # Part of the backlog typed and part still waiting: the count says so, as it goes.
     async def partway() -> tuple[int, int] | None:
         waiting, typed = await pending(stack, agent), await typed_count()
-        return (waiting, typed) if 0 < waiting < BACKLOG and typed < BACKLOG else None
+        if waiting is None or not (0 < waiting < BACKLOG and typed < BACKLOG):
+            return None
+        return waiting, typed
 
     waiting, typed = await eventually(partway, timeout=60, interval=0.1)
     assert waiting >= BACKLOG - typed - 1, (waiting, typed)  # at most one typed, not yet recorded
