@@ -223,7 +223,10 @@ def events(
     ] = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Show an agent's latest events, oldest first; with --since, the events after that id."""
+    """Show an agent's latest events, oldest first; with --since, the events after that id.
+
+    --json prints one document ({"events": [...]}); with --follow, one event per line.
+    """
     talk.events(agent, limit, since, follow, as_json)
 
 
@@ -258,6 +261,7 @@ def inbox(
     """Messages your agents sent you on the local channel (cli:local), oldest first.
 
     With --follow, leave it open in a terminal: each new question from an agent appears as it
-    is sent; answer with `agentcomms send AGENT …`.
+    is sent; answer with `agentcomms send AGENT …`. --json prints one document
+    ({"messages": [...]}); with --follow, one message (or {"approval": ...}) per line.
     """
     talk.inbox(limit, follow, as_json)
