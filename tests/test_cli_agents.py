@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.testing import WorkflowEnvironment
 
+from agentcomms.cli import agents_cmd
 from agentcomms.config import AgentConfig
 from agentcomms.ids import new_event_id
 from agentcomms.workflow_ids import mailbox_id
@@ -283,3 +285,29 @@ async def test_inbox_counts_agent_messages_and_follows_new_ones(
     finally:
         as_json.terminate()
         await as_json.wait()
+
+
+async def test_send_help_tells_a_shell_user_how_to_make_an_event_id(
+    stack: Stack, tmp_path: Path
+) -> None:
+    """The help's recipes, run in a shell, make ids `send` takes (no Python function to call)."""
+    home = cli_home(tmp_path, stack)
+    agent = stack.agent_id("ids")
+    helped = " ".join((await cli(home, "send", "--help")).stdout.split())  # as one line
+    assert "agentcomms.ids" not in helped
+    recipes = re.findall(r"`id=(.+?)`", agents_cmd.send.__doc__ or "")
+    assert len(recipes) == 2 and all(f"id={r}" in helped for r in recipes), (recipes, helped)
+    # python-ulid's `ulid` is installed beside `agentcomms`.
+    path = f"{Path(AGENTCOMMS).parent}:{os.environ['PATH']}"
+    for recipe in recipes:
+        made = await asyncio.create_subprocess_exec(
+            "bash", "-c", f"echo {recipe}", env={"PATH": path}, stdout=asyncio.subprocess.PIPE
+        )
+        event_id = (await made.communicate())[0].decode().strip()
+        for _ in range(2):  # a script's retry
+            sent = await cli(home, "send", agent, "hi", "--json", "--event-id", event_id)
+            assert sent.returncode == 0, (recipe, event_id, sent.stderr)
+            assert json.loads(sent.stdout)["event_id"] == event_id
+    # Any other string is refused, with where to look.
+    refused = await cli(home, "send", agent, "hi", "--event-id", "retry-1")
+    assert refused.returncode == 1 and "send --help" in refused.stderr, refused.stderr
