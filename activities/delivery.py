@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from datetime import timedelta
 
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from agentcomms import errors, metrics
 from agentcomms.agents.state import HookReport
@@ -119,8 +119,11 @@ class PaneActivities:
         agent_id = _asking_mailbox()
         pane = self._checked_pane(agent_id, req.registration, req.event.id)
         if not self._event_is_genuine(agent_id, req.event):
-            raise ApplicationError(
-                errors.NOT_SIGNED_SENTENCE, type=errors.NOT_SIGNED, non_retryable=True
+            raise ApplicationError(  # logged in one line by _event_is_genuine
+                errors.NOT_SIGNED_SENTENCE,
+                type=errors.NOT_SIGNED,
+                non_retryable=True,
+                category=ApplicationErrorCategory.BENIGN,
             )
         if await self._typed_before(req.event):
             return False
@@ -190,6 +193,9 @@ class PaneActivities:
                 "a security.deployment_key of its own, give it the deployment's",
                 type=errors.REGISTRATION_NOT_SIGNED,
                 non_retryable=True,
+                # Said above in one line: the SDK's "Completing activity as failed" with a
+                # traceback, for every message of the pane at every try, would only bury it.
+                category=ApplicationErrorCategory.BENIGN,
             )
         return PaneTarget(target=registration.target, socket=registration.socket)
 

@@ -88,7 +88,7 @@ class HostWatch:
         settles: an agent's own row is rewritten only when its backlog has drained)."""
         by_host: dict[str, list[Agent]] = defaultdict(list)
         for agent in agents:
-            if agent.host and agent.status != "offline":
+            if agent.host and counted_from_events(agent):
                 by_host[agent.host].append(agent)
         if not by_host:
             return {}, {}
@@ -178,6 +178,13 @@ class HostWatch:
             if (now - scheduled).total_seconds() >= UNTAKEN_TASK_S:
                 return True
         return False
+
+
+def counted_from_events(agent: Agent) -> bool:
+    """Whether what waits for the agent is counted from the projection's events rather than
+    read from its row: for an agent with a pane on a host, whose mailbox rewrites its row only
+    once a backlog has drained (`agents`, and the console's live rows, say the same)."""
+    return bool(agent.host) and agent.status != "offline"
 
 
 def _flat(groups: Iterable[list[Agent]]) -> list[Agent]:

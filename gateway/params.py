@@ -37,7 +37,10 @@ WaitSeconds = Annotated[float, Field(gt=0, le=300)]
 
 def _event_id(value: str) -> str:
     if not is_event_id(value):
-        raise ValueError("expected an id like evt_01J… (as agentcomms makes them)")
+        raise ValueError(
+            "expected evt_ and a ULID (26 characters: digits and capitals but I, L, O, U), like "
+            "evt_01J…; `agentcomms send --help` shows how to make one in a shell"
+        )
     return value
 
 

@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.testing import WorkflowEnvironment
 
+from agentcomms.cli import agents_cmd
 from agentcomms.config import AgentConfig
 from agentcomms.ids import new_event_id
 from agentcomms.workflow_ids import mailbox_id
@@ -71,7 +73,7 @@ async def test_register_send_events_interrupt_inbox(
     await typed(out, as_sent("-rf; C-c Enter") + b"\x1b")
 
     events = await cli(home, "events", agent, "--json")
-    lines = [json.loads(chunk) for chunk in _json_objects(events.stdout)]
+    lines = json.loads(events.stdout)["events"]  # one document, as `json.load` reads it
     assert [(e["type"], e["status"]) for e in lines] == [
         ("human_message", "delivered"),
         ("interrupt", "delivered"),
@@ -134,19 +136,6 @@ async def test_agents_in_the_config_are_registered_at_start(
         await handle.terminate("test over")
 
 
-def _json_objects(text: str) -> list[str]:
-    """Split concatenated pretty-printed JSON objects (one per event)."""
-    decoder, objects, index = json.JSONDecoder(), [], 0
-    text = text.strip()
-    while index < len(text):
-        obj, end = decoder.raw_decode(text, index)
-        objects.append(json.dumps(obj))
-        index = end
-        while index < len(text) and text[index].isspace():
-            index += 1
-    return objects
-
-
 async def test_events_follow_prints_new_events_as_they_come(
     stack: Stack, tmux: Tmux, tmp_path: Path
 ) -> None:
@@ -173,10 +162,11 @@ async def test_events_follow_prints_new_events_as_they_come(
     try:
         later = await stack.call("send", agent_id=agent, message="after", wait=True)
         assert follow.stdout is not None
-        seen = b""
-        while later["event_id"].encode() not in seen:
-            seen += await asyncio.wait_for(follow.stdout.read(4096), timeout=15)
-        assert first["event_id"].encode() not in seen  # --since means after
+        seen: list[dict[str, Any]] = []  # one event per line, each line a JSON object
+        while later["event_id"] not in [e["id"] for e in seen]:
+            line = await asyncio.wait_for(follow.stdout.readline(), timeout=15)
+            seen.append(json.loads(line))
+        assert first["event_id"] not in [e["id"] for e in seen]  # --since means after
     finally:
         follow.kill()
         await follow.wait()
@@ -283,3 +273,41 @@ async def test_inbox_counts_agent_messages_and_follows_new_ones(
     finally:
         following.terminate()
         await following.wait()
+    # For a script: one message per line, each line a JSON object.
+    as_json = await asyncio.create_subprocess_exec(
+        AGENTCOMMS, "inbox", "--follow", "-n", "1", "--json",
+        env={**env, "AGENTCOMMS_HOME": str(home)}, stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert as_json.stdout is not None
+    try:
+        line = await asyncio.wait_for(as_json.stdout.readline(), 30)
+        assert json.loads(line)["payload"]["text"] == "are you there?"
+    finally:
+        as_json.terminate()
+        await as_json.wait()
+
+
+async def test_send_help_tells_a_shell_user_how_to_make_an_event_id(
+    stack: Stack, tmp_path: Path
+) -> None:
+    """The help's recipes, run in a shell, make ids `send` takes (no Python function to call)."""
+    home = cli_home(tmp_path, stack)
+    agent = stack.agent_id("ids")
+    helped = " ".join((await cli(home, "send", "--help")).stdout.split())  # as one line
+    assert "agentcomms.ids" not in helped
+    recipes = re.findall(r"`id=(.+?)`", agents_cmd.send.__doc__ or "")
+    assert len(recipes) == 2 and all(f"id={r}" in helped for r in recipes), (recipes, helped)
+    # python-ulid's `ulid` is installed beside `agentcomms`.
+    path = f"{Path(AGENTCOMMS).parent}:{os.environ['PATH']}"
+    for recipe in recipes:
+        made = await asyncio.create_subprocess_exec(
+            "bash", "-c", f"echo {recipe}", env={"PATH": path}, stdout=asyncio.subprocess.PIPE
+        )
+        event_id = (await made.communicate())[0].decode().strip()
+        for _ in range(2):  # a script's retry
+            sent = await cli(home, "send", agent, "hi", "--json", "--event-id", event_id)
+            assert sent.returncode == 0, (recipe, event_id, sent.stderr)
+            assert json.loads(sent.stdout)["event_id"] == event_id
+    # Any other string is refused, with where to look.
+    refused = await cli(home, "send", agent, "hi", "--event-id", "retry-1")
+    assert refused.returncode == 1 and "send --help" in refused.stderr, refused.stderr

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from datetime import timedelta
 
 import pytest
 from sqlalchemy import insert, text
@@ -15,7 +16,7 @@ from agentcomms.models import Agent, utcnow
 from agentcomms.store import Store
 from agentcomms.store.records import row_values
 from agentcomms.store.schema import EventRow
-from gateway.console.feed import Change, Feed
+from gateway.console.feed import WATCHED_STATUSES, Change, Feed
 from tests.support.events import message
 
 HEARD_S = 20
@@ -141,5 +142,44 @@ async def test_a_burst_of_events_reaches_an_open_page_whole(database_url: str) -
                     assert change.event is not None
                     heard.add(change.event.id)
                 assert heard == {e.id for e in burst}
+        finally:
+            await feed.close()
+
+
+async def test_an_agents_row_counts_down_while_its_backlog_is_typed(database_url: str) -> None:
+    """The mailbox writes the agent's row as a backlog starts and again only once it drained:
+    meanwhile a page hears the row with what still waits, as `agents` says it, not the count
+    from the start."""
+    async with await Store.open(database_url) as writer, await Store.open(database_url) as reader:
+        backlog = [message("feed-drain", "cli:drain", text=f"m{n}") for n in range(3)]
+        await writer.record_events(backlog)
+        typing = Agent(
+            id="feed-drain",
+            status="online",
+            host="h",
+            target="s:0.0",
+            pending=3,
+            state="busy",
+            updated_at=utcnow() - timedelta(minutes=1),  # long before another agent's row
+        )
+        await writer.settle_events([], agent=typing)
+        await writer.settle_events([], agent=Agent(id="feed-other", updated_at=utcnow()))
+        # Many events since, as a long backlog has: its first ones are no longer among the
+        # recent events whose statuses a page follows.
+        later = [message("feed-later", "cli:later", text=f"n{n}") for n in range(WATCHED_STATUSES)]
+        await writer.record_events(later)
+        feed = Feed(reader, tick_s=0.05)
+        try:
+            async with feed.listen() as page:
+                await _listening(writer, page, "feed-probe", "cli:probe")
+                for left, event in zip((2, 1), backlog, strict=False):
+                    done = event.model_copy(
+                        update={"status": "delivered", "delivered_at": utcnow()}
+                    )
+                    await writer.settle_events([done])  # the row is not written again
+                    told = await _heard(
+                        page, lambda c: c.kind == "agent" and c.agent_id == "feed-drain"
+                    )
+                    assert told.agent is not None and told.agent.pending == left
         finally:
             await feed.close()

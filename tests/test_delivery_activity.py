@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from activities.delivery import PaneActivities
 from agentcomms import errors
@@ -132,6 +132,8 @@ async def test_bad_key_or_target_is_non_retryable_invalid_target(
     for caught in (key_error, target_error):
         assert caught.value.type == errors.INVALID_TARGET
         assert caught.value.non_retryable
+        # A real error: the SDK logs it with its traceback (only our refusals are benign).
+        assert caught.value.category != ApplicationErrorCategory.BENIGN
     assert await recorder.settled(0.1) == b""
 
 
@@ -141,3 +143,4 @@ async def test_other_tmux_failure_is_tmux_failed(tmp_path: Path, panes: PaneActi
         await in_mailbox_of(AGENT).run(panes.deliver_to_pane, deliver(pane))
     assert caught.value.type == errors.TMUX_FAILED
     assert not caught.value.non_retryable
+    assert caught.value.category != ApplicationErrorCategory.BENIGN  # logged with its traceback

@@ -184,8 +184,9 @@ def send(
         str | None,
         typer.Option(
             "--event-id",
-            help="Retry-safe id, evt_ and a ULID (agentcomms.ids.new_event_id() makes one): "
-            "sending again with the same id types nothing twice.",
+            help="Retry-safe id: evt_ and a ULID (26 characters: digits and capitals but I, L, "
+            "O, U; the first 0-7), no other string; sending again with the same id types "
+            "nothing twice. How to make one in a shell: see above.",
         ),
     ] = None,
     as_json: JsonOption = False,
@@ -193,8 +194,10 @@ def send(
     """Send a message to an agent; it is typed into the agent's pane, once, in order.
 
     Without --wait this returns once the message is durable (it survives crashes). A script that
-    retries after an error passes the same --event-id each time. Long or multi-line text can be
-    piped in: `git diff | agentcomms send reviewer`.
+    retries after an error passes the same --event-id each time, made before the first try:
+    `id=evt_$(ulid build)` (python-ulid's command, installed beside agentcomms), or with the
+    shell alone `id=evt_0$(LC_ALL=C tr -dc 0-9A-HJKMNP-TV-Z </dev/urandom | head -c 25)`.
+    Long or multi-line text can be piped in: `git diff | agentcomms send reviewer`.
     """
     talk.send(agent, message, wait=wait, timeout=timeout, event_id=event_id, as_json=as_json)
 
@@ -223,7 +226,10 @@ def events(
     ] = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Show an agent's latest events, oldest first; with --since, the events after that id."""
+    """Show an agent's latest events, oldest first; with --since, the events after that id.
+
+    --json prints one document ({"events": [...]}); with --follow, one event per line.
+    """
     talk.events(agent, limit, since, follow, as_json)
 
 
@@ -258,6 +264,7 @@ def inbox(
     """Messages your agents sent you on the local channel (cli:local), oldest first.
 
     With --follow, leave it open in a terminal: each new question from an agent appears as it
-    is sent; answer with `agentcomms send AGENT …`.
+    is sent; answer with `agentcomms send AGENT …`. --json prints one document
+    ({"messages": [...]}); with --follow, one message (or {"approval": ...}) per line.
     """
     talk.inbox(limit, follow, as_json)

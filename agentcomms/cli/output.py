@@ -85,7 +85,16 @@ def named(names: Sequence[str], *, shown: int = NAMES_SHOWN) -> str:
 
 
 def print_json(data: Any) -> None:
+    """One JSON document: what a command that ends prints, read whole by `json.load`."""
     sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+
+
+def print_json_line(data: Any) -> None:
+    """One compact JSON object on its own line: what a command that keeps printing (`--follow`)
+    prints for each thing, so a script reads it line by line (`json.loads` each line) as it
+    comes. Flushed, or a pipe would hold it back."""
+    sys.stdout.write(json.dumps(data, default=str) + "\n")
+    sys.stdout.flush()
 
 
 def message_or_stdin(message: str | None, example: str) -> str:

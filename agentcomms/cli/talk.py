@@ -19,6 +19,7 @@ from agentcomms.cli.output import (
     gateway,
     message_or_stdin,
     print_json,
+    print_json_line,
     run_async,
     shown,
     stdout,
@@ -172,6 +173,9 @@ async def _events(
                 params["since"] = since
             tail = False
             batch = (await gw.call("events", **params))["events"]
+            if as_json and not follow:  # one document, as the gateway answered it
+                print_json({"events": batch})
+                return
             for e in batch:
                 _print_event(e, as_json)
             if batch:
@@ -183,8 +187,8 @@ async def _events(
 
 
 def _print_event(e: dict[str, Any], as_json: bool) -> None:
-    if as_json:
-        print_json(e)
+    if as_json:  # following: one event per line
+        print_json_line(e)
         return
     text = e["payload"].get("text") or e["payload"].get("reason") or ""
     when = e["created_at"][11:19]
@@ -241,7 +245,7 @@ APPROVALS_EVERY = 4
 
 def _print_approval(a: dict[str, Any], as_json: bool) -> None:
     if as_json:
-        print_json({"approval": a})
+        print_json_line({"approval": a})
         return
     ask, approval_id = a.get("ask", "permission"), a["id"]
     if ask == "question":
@@ -260,8 +264,8 @@ def _print_approval(a: dict[str, Any], as_json: bool) -> None:
 
 
 def _print_inbox_message(m: dict[str, Any], as_json: bool) -> None:
-    if as_json:  # each message its own JSON object, as `events --json` prints events
-        print_json(m)
+    if as_json:  # following: one message per line, as `events --follow --json` prints events
+        print_json_line(m)
         return
     who = m.get("source_agent_id") or m["agent_id"]
     stdout().print(

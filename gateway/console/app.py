@@ -44,7 +44,7 @@ from gateway.approval_surfaces.words import nothing_ticked
 from gateway.approvals import ApprovalMethods
 from gateway.console import pages
 from gateway.console.access import COOKIE, CSRF_FIELD, Access
-from gateway.console.feed import LATE_SEQS, Change, Feed
+from gateway.console.feed import LATE_SEQS, Change, Feed, with_waiting
 from gateway.hosts import HostWatch, hosts_down
 from gateway.methods import Methods, agent_json
 from gateway.protocol import INVALID_PARAMS
@@ -373,7 +373,8 @@ class ConsoleApp:
         async with self._feed.listen() as changes:
             yield "retry: 1000\n\n"
             # What changed between the page's render and this stream: told again, harmlessly.
-            for agent in await self._store.agents_changed_since(since - timedelta(seconds=1)):
+            changed = await self._store.agents_changed_since(since - timedelta(seconds=1))
+            for agent in await with_waiting(self._store, changed):
                 yield self._message(Change("agent", agent.id, agent=agent), page)
             for at, event in await self._store.events_after_seq(max(0, seq - LATE_SEQS), 300):
                 yield self._message(Change("event", event.agent_id, event=event, seq=at), page)

@@ -25,6 +25,7 @@ from agentcomms.approval_models import ApprovalView
 from agentcomms.models import Agent, Event
 from agentcomms.store import Store
 from agentcomms.store.changes import Notices
+from gateway.hosts import counted_from_events
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +61,18 @@ class Change:
 
 def _shown(a: Agent) -> tuple[Any, ...]:
     return (a.state, a.waiting_for, a.state_since, a.status, a.pending, a.host, a.target)
+
+
+async def with_waiting(store: Store, agents: list[Agent]) -> list[Agent]:
+    """The agents' rows, each saying how many messages wait for it now, as `agents` says it:
+    while a backlog is typed the row keeps the count from before (it is rewritten only once the
+    backlog drained), and the projection's events say what is left."""
+    counted = {a.id for a in agents if counted_from_events(a)}
+    waiting = await store.waiting_counts(sorted(counted)) if counted else {}
+    return [
+        a.model_copy(update={"pending": waiting.get(a.id, 0)}) if a.id in counted else a
+        for a in agents
+    ]
 
 
 class Feed:
@@ -152,19 +165,19 @@ class Feed:
             agents = await self._store.agents_by_id(notes.agents) if notes.agents else []
             events = await self._store.events_by_seq(notes.events) if notes.events else []
             moved = await self._store.statuses_by_seq(notes.statuses) if notes.statuses else []
-            for agent in agents:
-                shown = _shown(agent)
-                if known.get(agent.id) != shown:
-                    known[agent.id] = shown
-                    self.publish(Change("agent", agent.id, agent=agent))
             for seq, event in events:
                 self.publish(Change("event", event.agent_id, event=event, seq=seq))
             for event_id, agent_id, status in moved:
                 self.publish(Change("status", agent_id, event_id=event_id, status=status))
+            queued_or_typed = {e.agent_id for _, e in events} | {a for _, a, _ in moved}
+            await self._tell_agents(known, agents, queued_or_typed)
 
     async def _poll(self) -> None:
         """Read what changed a few times a second (SQLite)."""
         known: dict[str, tuple[Any, ...]] = {}
+        # Agents with messages waiting, looked at every read: a backlog's first messages are
+        # typed after they left the recent events whose statuses are read.
+        draining: dict[str, Agent] = {}
         statuses: dict[str, str] = {}
         newest: datetime | None = None
         seq: int | None = None
@@ -184,16 +197,47 @@ class Feed:
                 continue
             for agent in agents:
                 newest = max(newest or agent.updated_at, agent.updated_at)
-                shown = _shown(agent)
-                if known.get(agent.id) != shown:
-                    was_known = agent.id in known
-                    known[agent.id] = shown
-                    if was_known or not first:
-                        self.publish(Change("agent", agent.id, agent=agent))
+            queued_or_typed = {e.agent_id for _, e in events}
             for seq, event in events:
                 self.publish(Change("event", event.agent_id, event=event, seq=seq))
             for event_id, agent_id, status in recent:
                 if statuses.get(event_id, status) != status:
+                    queued_or_typed.add(agent_id)
                     self.publish(Change("status", agent_id, event_id=event_id, status=status))
             statuses = {event_id: status for event_id, _, status in recent}
+            try:
+                await self._tell_agents(
+                    known, agents, queued_or_typed, quiet=first, draining=draining
+                )
+            except Exception as exc:  # the database away for a moment: look again
+                log.warning("console: cannot read the projection: %s", exc)
             await asyncio.sleep(self._tick_s)
+
+    async def _tell_agents(
+        self,
+        known: dict[str, tuple[Any, ...]],
+        written: list[Agent],
+        queued_or_typed: set[str],
+        *,
+        quiet: bool = False,
+        draining: dict[str, Agent] | None = None,
+    ) -> None:
+        """Publish the agents whose row, as a page shows it, changed: rows written, and the
+        agents whose messages were queued or typed, whose count of what waits moved while their
+        row did not. `quiet`: only remember the agents not seen before (the first read).
+        `draining`: agents to look at again (kept up to date here), as the row last read."""
+        rows = {**(draining or {}), **{a.id: a for a in written}}
+        if others := queued_or_typed - rows.keys():
+            rows |= {a.id: a for a in await self._store.agents_by_id(others)}
+        for agent in await with_waiting(self._store, list(rows.values())):
+            if draining is not None:
+                if agent.pending and counted_from_events(agent):
+                    draining[agent.id] = agent
+                else:
+                    draining.pop(agent.id, None)
+            shown = _shown(agent)
+            if known.get(agent.id) != shown:
+                was_known = agent.id in known
+                known[agent.id] = shown
+                if was_known or not quiet:
+                    self.publish(Change("agent", agent.id, agent=agent))
