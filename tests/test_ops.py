@@ -19,28 +19,11 @@ from agentcomms.models import Event
 from tests.fakes.telegram import FakeTelegram
 from tests.support.chat import CHAT, connected, with_telegram
 from tests.support.cli import cli
-from tests.support.home import write_config
+from tests.support.home import cli_home
 from tests.support.stack import Stack, running_stack
 from tests.support.tmux import Tmux, as_sent, recorder
 from tests.support.waiting import eventually, typed
 from workers.main import build_workers
-
-
-def ops_home(tmp_path: Path, stack: Stack) -> Path:
-    """A CLI home whose config names the stack's socket, Temporal queue and projection."""
-    home = tmp_path / "cli-home"
-    write_config(
-        home,
-        {
-            "server": {"socket_path": str(stack.cfg.server.socket())},
-            "temporal": {
-                "address": stack.cfg.temporal.address,
-                "task_queue": stack.cfg.temporal.task_queue,
-            },
-            "database": {"url": stack.cfg.database.url},
-        },
-    )
-    return home
 
 
 async def start_workers(stack: Stack) -> AsyncExitStack:
@@ -56,7 +39,7 @@ async def test_trace_and_doctor_say_what_is_wrong_until_it_is_mended(
 ) -> None:
     async with running_stack(temporal_env.client, tmp_path, with_worker=False) as stack:
         workers = await start_workers(stack)
-        home = ops_home(tmp_path, stack)
+        home = cli_home(tmp_path, stack)
         agent = stack.agent_id("backend")
         # Registered on a pane that does not exist yet.
         await stack.call(
@@ -138,7 +121,7 @@ async def test_trace_of_an_unknown_id_is_one_line(
     temporal_env: WorkflowEnvironment, tmp_path: Path
 ) -> None:
     async with running_stack(temporal_env.client, tmp_path) as stack:
-        home = ops_home(tmp_path, stack)
+        home = cli_home(tmp_path, stack)
         missing = new_event_id()
         traced = await cli(home, "trace", missing)
         assert traced.returncode == 1
@@ -151,7 +134,7 @@ async def test_trace_of_a_delivered_message_and_a_reply(
     temporal_env: WorkflowEnvironment, tmux: Tmux, tmp_path: Path
 ) -> None:
     async with running_stack(temporal_env.client, tmp_path) as stack:
-        home = ops_home(tmp_path, stack)
+        home = cli_home(tmp_path, stack)
         agent = stack.agent_id("front")
         target, out = recorder(tmux, tmp_path, "rec")
         await stack.call(
@@ -196,7 +179,7 @@ async def test_trace_shows_each_send_try_and_the_providers_answer(
 
     try:
         async with running_stack(temporal_env.client, tmp_path, configure=configure) as stack:
-            home = ops_home(tmp_path, stack)
+            home = cli_home(tmp_path, stack)
             await connected(stack, "telegram")
             telegram.known_chats.add(CHAT)
             # A proxy before the Bot API may quote the URL it was asked for, token and all. The

@@ -13,7 +13,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.models import Agent
 from tests.support.cli import cli
-from tests.support.home import write_config
+from tests.support.home import cli_home
 from tests.support.stack import running_stack
 
 MANY = 300
@@ -26,18 +26,7 @@ async def test_status_and_doctor_sum_up_many_agents(
     temporal_env: WorkflowEnvironment, tmp_path: Path
 ) -> None:
     async with running_stack(temporal_env.client, tmp_path, with_worker=False) as stack:
-        home = tmp_path / "cli-home"
-        write_config(
-            home,
-            {
-                "server": {"socket_path": str(stack.cfg.server.socket())},
-                "temporal": {
-                    "address": stack.cfg.temporal.address,
-                    "task_queue": stack.cfg.temporal.task_queue,
-                },
-                "database": {"url": stack.cfg.database.url},
-            },
-        )
+        home = cli_home(tmp_path, stack)
         quiet = [stack.agent_id(f"q{i:03d}") for i in range(MANY)]
         busy = stack.agent_id("busy")
         # Registered on a host with no worker and no pane looked at from here: only the rows.

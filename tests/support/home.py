@@ -6,11 +6,14 @@ import json
 import os
 import stat
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from tests.support.databases import PG_URL_ENV
+
+if TYPE_CHECKING:
+    from tests.support.stack import Stack
 
 
 @pytest.fixture
@@ -31,6 +34,23 @@ def write_config(home: Path, data: dict[str, Any] | str) -> Path:
     path.write_text(data if isinstance(data, str) else json.dumps(data))
     path.chmod(0o600)
     return path
+
+
+def cli_home(tmp_path: Path, stack: Stack) -> Path:
+    """A CLI home whose config names the stack's socket, Temporal queue and projection."""
+    home = tmp_path / "cli-home"
+    write_config(
+        home,
+        {
+            "server": {"socket_path": str(stack.cfg.server.socket())},
+            "temporal": {
+                "address": stack.cfg.temporal.address,
+                "task_queue": stack.cfg.temporal.task_queue,
+            },
+            "database": {"url": stack.cfg.database.url},
+        },
+    )
+    return home
 
 
 def mode(path: Path) -> int:
