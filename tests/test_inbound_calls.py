@@ -353,6 +353,15 @@ async def test_a_message_recorded_after_the_calls_end_reaches_the_agent(
     assert await _read_by(stack, agent) == []
 
 
+async def _recording_callback_again(twilio_voice: FakeTwilioCalls, call: FakeCall) -> int:
+    """Twilio sends the call's one recording status callback again, signed: what we answer."""
+    [(url, form, _)] = call.recording_callbacks
+    async with httpx.AsyncClient() as client:
+        signature = twilio_voice.signature(url, form)
+        again = await client.post(url, data=form, headers={"X-Twilio-Signature": signature})
+    return again.status_code
+
+
 def _recording_statuses(call: FakeCall) -> list[tuple[str, int]]:
     """The recording status callbacks Twilio sent for the call, with what we answered."""
     return [(form["RecordingStatus"], code) for _, form, code in call.recording_callbacks]
@@ -382,12 +391,7 @@ async def test_a_message_whose_recording_is_not_served_yet_reaches_the_agent_onc
     assert left.speaker == "human" and left.audio is not None
     assert audio.read(left.audio)[:4] == b"RIFF"
     # Twilio may send the callback again: the message is not posted again.
-    [(url, form, _)] = call.recording_callbacks
-    async with httpx.AsyncClient() as client:
-        again = await client.post(
-            url, data=form, headers={"X-Twilio-Signature": twilio_voice.signature(url, form)}
-        )
-    assert again.status_code == 204
+    assert await _recording_callback_again(twilio_voice, call) == 204
     assert await _read_by(stack, agent) == []
 
 
@@ -519,12 +523,7 @@ async def test_a_completed_recording_served_only_later_is_fetched_again_across_a
     kept = await stack.store.recording(sid)
     assert kept is not None and kept.done and not kept.lost
     # Twilio's callback said again posts nothing more.
-    [(url, form, _)] = call.recording_callbacks
-    async with httpx.AsyncClient() as client:
-        again = await client.post(
-            url, data=form, headers={"X-Twilio-Signature": twilio_voice.signature(url, form)}
-        )
-    assert again.status_code == 204
+    assert await _recording_callback_again(twilio_voice, call) == 204
     assert await _read_by(stack, agent) == []
 
 
