@@ -120,8 +120,9 @@ def test_never_list_hooks_an_older_agentcomms_wrote_are_named_until_installed_ag
     tmp_path: Path,
 ) -> None:
     """An older agentcomms wrote Claude Code's never-list handlers (and Gemini CLI's BeforeTool
-    hook) without failing closed: a crashed agentcomms let a never-listed call run. doctor
-    names them until `install` writes them again."""
+    hook) without failing closed: a crashed agentcomms let a never-listed call run; a later one
+    refused it then, but not when agentcomms hung until the agent killed the hook. doctor names
+    them until `install` writes them again."""
     rule = "Bash(rm -rf *)"
     env = env_for(tmp_path / "ac", HOME=str(tmp_path), PATH="/usr/bin:/bin")
     write_config(tmp_path / "ac", {"approvals": {"never": [rule]}})
@@ -129,7 +130,8 @@ def test_never_list_hooks_an_older_agentcomms_wrote_are_named_until_installed_ag
     settings = tmp_path / ".claude" / "settings.json"
     doc = json.loads(settings.read_text())
     (handler,) = [h for g in doc["hooks"]["PreToolUse"] for h in g["hooks"] if "if" in h]
-    exe = handler["command"].split()[0]
+    words = handler["command"].split()
+    exe = words[words.index("hook") - 1]
     handler["command"] = f"{exe} hook claude-code --never 'Bash(rm -rf *)'"  # as it was written
     settings.write_text(json.dumps(doc))
 
@@ -140,7 +142,7 @@ def test_never_list_hooks_an_older_agentcomms_wrote_are_named_until_installed_ag
     assert not stale["ok"]
     assert stale["detail"] == (
         "claude-code (user): 1 of the hooks that refuse the never-list let the call run when "
-        "agentcomms fails (crashed, or moved away): an older agentcomms wrote them"
+        "agentcomms fails (crashed, or moved away) or hangs: an older agentcomms wrote them"
     )
     assert stale["fix"] == "`agentcomms install claude-code` again"
     assert "agent claude-code (user) never-list" not in checks  # the rules are as configured
@@ -155,7 +157,9 @@ def test_never_list_hooks_an_older_agentcomms_wrote_are_named_until_installed_ag
     gemini = tmp_path / ".gemini" / "settings.json"
     doc = json.loads(gemini.read_text())
     (group,) = doc["hooks"]["BeforeTool"]
-    group["hooks"][0]["command"] = f"{exe} hook gemini --never 'Bash(rm -rf *)'"
+    refused = "echo 'agentcomms could not check this call against its never-list' >&2; exit 2;"
+    # as the wrapper without a time limit wrote it
+    group["hooks"][0]["command"] = f"{exe} hook gemini --never 'Bash(rm -rf *)' || {{ {refused} }}"
     gemini.write_text(json.dumps(doc))
     found = {f.name: f for f in _findings(tmp_path)}
     assert found["gemini (user) fail-closed"].fix == "`agentcomms install gemini` again"

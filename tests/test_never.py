@@ -11,7 +11,10 @@ while an ordinary one still runs (the real Gemini's refusal: tests/test_agent_ge
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -20,19 +23,26 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.agents import hook
-from agentcomms.agents.install import AgentKind, Target, plan
+from agentcomms.agents.install import HOOK_TIMEOUT_S, AgentKind, Target, plan
 from agentcomms.agents.installed import inspect
 from agentcomms.agents.never import matches, refusal
+from agentcomms.agents.refusing import fail_closed
 from tests.fakes.anthropic import bash, text
 from tests.support.agents import Attended, ClaudePane, attended, claude_with_agentcomms
 from tests.support.cli import AGENTCOMMS, env_for, run
 from tests.support.home import write_config
-from tests.support.hooks import failing_agentcomms
+from tests.support.hooks import failing_agentcomms, hanging_agentcomms
 
 RM = "Bash(rm -rf *)"
 EXE = ("/opt/venv/bin/agentcomms",)
 UNCHECKED = "agentcomms could not check this call against its never-list, so it is refused"
-CLOSED = f" || {{ echo '{UNCHECKED}' >&2; exit 2; }}"  # a failed handler refuses the call
+# What an older agentcomms wrapped a never-list hook in: refused when it failed, not when it hung.
+OLD_CLOSED = f" || {{ echo '{UNCHECKED}' >&2; exit 2; }}"
+
+
+def _closed(command: str) -> str:
+    """`command` as a never-list hook runs it: refused when agentcomms fails or hangs."""
+    return fail_closed(command, UNCHECKED, HOOK_TIMEOUT_S)
 
 
 def _pre_tool_use(tool_name: str, **tool_input: Any) -> dict[str, Any]:
@@ -174,13 +184,13 @@ def test_install_writes_one_handler_per_rule_for_claude_and_the_rules_into_codex
         {"type": "command", "command": f"{EXE[0]} hook claude-code", "timeout": 10, "async": True},
         {
             "type": "command",
-            "command": f"{EXE[0]} hook claude-code --never 'Bash(rm -rf *)'{CLOSED}",
+            "command": _closed(f"{EXE[0]} hook claude-code --never 'Bash(rm -rf *)'"),
             "if": RM,
             "timeout": 10,
         },
         {
             "type": "command",
-            "command": f"{EXE[0]} hook claude-code --never WebFetch{CLOSED}",
+            "command": _closed(f"{EXE[0]} hook claude-code --never WebFetch"),
             "if": "WebFetch",
             "timeout": 10,
         },
@@ -206,7 +216,8 @@ def test_install_writes_one_handler_per_rule_for_claude_and_the_rules_into_codex
     plan(Target("codex", home=tmp_path, argv=EXE, never=(RM,))).apply()
     hooks = json.loads((tmp_path / ".codex" / "hooks.json").read_text())["hooks"]
     (group,) = hooks["PreToolUse"]
-    assert group["hooks"][0]["command"] == f"{EXE[0]} hook codex --never 'Bash(rm -rf *)'{CLOSED}"
+    codex = _closed(f"{EXE[0]} hook codex --never 'Bash(rm -rf *)'")
+    assert group["hooks"][0]["command"] == codex
 
 
 # One list for every agent, naming tools of one agent only: Gemini CLI's shell and memory,
@@ -233,13 +244,13 @@ def test_each_agents_hooks_refuse_only_the_rules_it_can_have_and_doctor_agrees(
     assert f"{GEMINIS_PUSH}, save_memory names another agent's tool" in notes["claude-code"]
     codex = json.loads((tmp_path / ".codex" / "hooks.json").read_text())["hooks"]
     (group,) = codex["PreToolUse"]
-    command = f"{EXE[0]} hook codex --never 'Bash(rm -rf *)' --never NotebookEdit{CLOSED}"
+    command = _closed(f"{EXE[0]} hook codex --never 'Bash(rm -rf *)' --never NotebookEdit")
     assert group["hooks"][0]["command"] == command
     gemini = json.loads((tmp_path / ".gemini" / "settings.json").read_text())["hooks"]
     (group,) = gemini["BeforeTool"]
-    assert group["hooks"][0]["command"].startswith(
+    assert group["hooks"][0]["command"] == _closed(
         f"{EXE[0]} hook gemini --never 'Bash(rm -rf *)' --never '{GEMINIS_PUSH}' "
-        "--never save_memory || "
+        "--never save_memory"
     )
     assert "NotebookEdit names another agent's tool" in notes["gemini"]
 
@@ -247,7 +258,7 @@ def test_each_agents_hooks_refuse_only_the_rules_it_can_have_and_doctor_agrees(
         found = {f.name: f for f in inspect(Target(kind, home=tmp_path), lambda _: list(MIXED))}
         assert f"{kind} (user) never-list" not in found, found
     # An older agentcomms wrote Gemini's rule into Claude Code's hooks too: that is drift.
-    older = f"{EXE[0]} hook claude-code --never '{GEMINIS_PUSH}'{CLOSED}"
+    older = f"{EXE[0]} hook claude-code --never '{GEMINIS_PUSH}'{OLD_CLOSED}"
     settings["hooks"]["PreToolUse"][-1]["hooks"].append(
         {**handlers[-1], "command": older, "if": GEMINIS_PUSH}
     )
@@ -367,6 +378,61 @@ def test_the_hook_every_call_passes_refuses_it_when_agentcomms_fails_under_a_nev
     assert _agents_reading(kind, _as_agent_runs(kind, command, rm)) is None
 
 
+def _hook_timeout_s(kind: AgentKind, home: Path) -> float:
+    """The timeout the agent gives its never-list hook (Gemini CLI's in milliseconds), past
+    which it kills the hook and runs the call."""
+    if kind == "claude-code":
+        settings = json.loads((home / ".claude" / "settings.json").read_text())
+        (handler,) = [h for g in settings["hooks"]["PreToolUse"] for h in g["hooks"] if "if" in h]
+        return float(handler["timeout"])
+    if kind == "codex":
+        hooks = json.loads((home / ".codex" / "hooks.json").read_text())["hooks"]
+        return float(hooks["PreToolUse"][0]["hooks"][0]["timeout"])
+    hooks = json.loads((home / ".gemini" / "settings.json").read_text())["hooks"]
+    return float(hooks["BeforeTool"][0]["hooks"][0]["timeout"]) / 1000
+
+
+def test_a_never_list_hook_refuses_the_call_before_the_agent_would_kill_it_when_it_hangs(
+    tmp_path: Path,
+) -> None:
+    """Each agent kills a hook that outlives its timeout and runs the call: a never-list hook
+    whose agentcomms hangs gives up first and refuses the call, saying it got no answer. The
+    agents' hooks run side by side (each waits the same seconds)."""
+    rm = {
+        "claude-code": _pre_tool_use("Bash", command="rm -rf /srv"),
+        "codex": _pre_tool_use("Bash", command="rm -rf /srv"),
+        "gemini": _before_tool("run_shell_command", command="rm -rf /srv"),
+    }
+    kinds: tuple[AgentKind, ...] = ("claude-code", "codex", "gemini")
+    running = {}
+    for kind in kinds:
+        home = tmp_path / kind
+        (command,) = _never_hooks(kind, home, hanging_agentcomms(home))
+        hook = subprocess.Popen(
+            [*SHELLS[kind], command],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={"PATH": "/usr/bin:/bin"},
+            start_new_session=True,  # what the agent kills: the hook and what it started
+        )
+        running[kind] = (hook, time.monotonic() + _hook_timeout_s(kind, home))
+    for kind, (hook, killed_at) in running.items():
+        try:  # the agent's own limit: past it, the agent would have run the call
+            left = max(killed_at - time.monotonic(), 0)
+            out, err = hook.communicate(json.dumps(rm[kind]), timeout=left)
+        except subprocess.TimeoutExpired:
+            os.killpg(hook.pid, signal.SIGKILL)
+            hook.communicate()
+            pytest.fail(f"{kind} would have killed its never-list hook and run the call")
+        done = subprocess.CompletedProcess(hook.args, hook.returncode, out, err)
+        assert hook.returncode == 2, (kind, done)
+        reading = _agents_reading(kind, done)
+        assert reading is not None, (kind, done)
+        assert reading.startswith(UNCHECKED) and "no answer within" in reading, (kind, reading)
+
+
 def test_install_writes_the_rules_into_geminis_before_tool_hooks_and_doctor_reads_them(
     tmp_path: Path,
 ) -> None:
@@ -375,15 +441,16 @@ def test_install_writes_the_rules_into_geminis_before_tool_hooks_and_doctor_read
     plan(Target("gemini", home=tmp_path, argv=EXE, never=(RM,))).apply()
     settings = tmp_path / ".gemini" / "settings.json"
     (group,) = json.loads(settings.read_text())["hooks"]["BeforeTool"]
-    assert group["hooks"][0]["command"] == f"{EXE[0]} hook gemini --never 'Bash(rm -rf *)'{CLOSED}"
+    gemini = _closed(f"{EXE[0]} hook gemini --never 'Bash(rm -rf *)'")
+    assert group["hooks"][0]["command"] == gemini
     never = ("WebFetch", RM)
     plan(Target("gemini", home=tmp_path, argv=EXE, never=never, remote_approvals=True)).apply()
     groups = json.loads(settings.read_text())["hooks"]["BeforeTool"]
     reports, asks = (g["hooks"][0]["command"] for g in groups)
-    assert reports == f"{EXE[0]} hook gemini --never WebFetch --never 'Bash(rm -rf *)'{CLOSED}"
-    assert asks.startswith(
-        f"{EXE[0]} hook gemini --remote-approvals --never WebFetch --never 'Bash(rm -rf *)' || "
-    )
+    assert reports == _closed(f"{EXE[0]} hook gemini --never WebFetch --never 'Bash(rm -rf *)'")
+    # The asking tools' hook gives up, refusing, before Gemini's long timeout, not the short one.
+    asking = f"{EXE[0]} hook gemini --remote-approvals --never WebFetch --never 'Bash(rm -rf *)'"
+    assert f" env {asking} || " in asks and f" 7 env {asking}" not in asks
     found = {f.name: f for f in inspect(Target("gemini", home=tmp_path), _configured)}
     assert found["gemini (user) hooks"].ok, found
     assert "gemini (user) never-list" not in found  # as configured, though written twice

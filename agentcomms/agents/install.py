@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from agentcomms.agents.never import rules_for
+from agentcomms.agents.refusing import after_timeout
 from agentcomms.errors import AgentConfigError
 
 AgentKind = Literal["claude-code", "codex", "gemini"]
@@ -108,7 +109,8 @@ def agentcomms_argv() -> list[str]:
 
 def runs_agentcomms(tokens: list[str]) -> list[str] | None:
     """The arguments after the agentcomms executable in `tokens`, or None when `tokens` (after
-    any ``env VAR=value``) do not run agentcomms."""
+    any ``timeout`` of `fail_closed`, and ``env VAR=value``) do not run agentcomms."""
+    tokens = after_timeout(tokens)
     while tokens and (tokens[0] == "env" or _ASSIGNMENT.match(tokens[0])):
         tokens = tokens[1:]
     if len(tokens) >= 3 and tokens[1:3] == ["-m", "agentcomms"]:
@@ -381,23 +383,6 @@ def merge_server(doc: dict[str, Any], path: Path, key: str, server: dict[str, An
                 del doc[key]
     elif current != server:
         servers[SERVER_NAME] = server
-
-
-def fail_closed(command: str, reason: str) -> str:
-    """`command` made to refuse the call when it fails: an agent takes a blocking hook's exit 1
-    (a Python error) or 127 (agentcomms gone) as a warning and runs the call, but exit 2 blocks
-    it, the reason on stderr for the model to read."""
-    return f"{command} || {{ echo {shlex.quote(reason)} >&2; exit 2; }}"
-
-
-# What `fail_closed` adds to a command, whatever its reason.
-_FAILS_CLOSED = re.compile(r" \|\| \{ echo .+ >&2; exit 2; \}$", re.DOTALL)
-
-
-def fails_closed(command: str) -> bool:
-    """Whether `command` refuses the call when it fails (`fail_closed`); an older agentcomms
-    wrote the never-list's hooks without it."""
-    return _FAILS_CLOSED.search(command) is not None
 
 
 def command_hook(target: Target, **extra: Any) -> dict[str, Any]:

@@ -31,7 +31,6 @@ from agentcomms.agents.install import (
     Plan,
     command_hook,
     edit_json,
-    fail_closed,
     is_our_hook,
     is_our_server,
     merge_hooks,
@@ -39,6 +38,7 @@ from agentcomms.agents.install import (
     our_hook,
     read_text,
 )
+from agentcomms.agents.refusing import fail_closed
 from agentcomms.errors import AgentConfigError
 
 
@@ -56,8 +56,9 @@ NEVER_UNCHECKED = "agentcomms could not check this call against its never-list, 
 
 def _never_checked(command: str, never: tuple[str, ...]) -> str:
     """A hook that checks the never-list refuses the call when it fails; without one, its
-    failure lets the call go on as if agentcomms were not installed."""
-    return fail_closed(command, NEVER_UNCHECKED) if never else command
+    failure (or its hang past the agent's timeout) lets the call go on as if agentcomms were
+    not installed."""
+    return fail_closed(command, NEVER_UNCHECKED, HOOK_TIMEOUT_S) if never else command
 
 
 def _claude(plan: Plan) -> None:
@@ -80,7 +81,7 @@ def _claude(plan: Plan) -> None:
             refusals = [
                 {
                     "type": "command",
-                    "command": fail_closed(target.hook_command([r]), NEVER_UNCHECKED),
+                    "command": _never_checked(target.hook_command([r]), (r,)),
                     "if": r,
                     "timeout": HOOK_TIMEOUT_S,
                 }
@@ -267,14 +268,16 @@ def _gemini(plan: Plan) -> None:
         # Gemini takes a hook's exit 1 (a Python error) as a warning and goes on, which would
         # let the policy's allow run the call: any failure blocks it instead (exit 2, the
         # reason on stderr).
-        wait_ms = (int(target.approval_timeout_s) + APPROVAL_HOOK_MARGIN_S) * 1000
+        # It gives up, refusing, a little before Gemini's long timeout would let the call run.
+        wait_s = int(target.approval_timeout_s) + APPROVAL_HOOK_MARGIN_S
         asking = fail_closed(
             target.hook_command(target.never, "--remote-approvals"),
             "agentcomms could not ask the human for this tool call",
+            wait_s,
         )
         entries["BeforeTool"] = [
             {"matcher": f"^(?!({_ASKING})$)", **report},
-            {"matcher": f"^({_ASKING})$", **report, "command": asking, "timeout": wait_ms},
+            {"matcher": f"^({_ASKING})$", **report, "command": asking, "timeout": wait_s * 1000},
         ]
     elif target.remote_approvals and not plan.uninstall:
         plan.notes.append(

@@ -29,7 +29,6 @@ from agentcomms.agents.install import (
     AgentKind,
     Plan,
     Target,
-    fails_closed,
     format_version,
     is_our_hook,
     is_our_server,
@@ -40,6 +39,7 @@ from agentcomms.agents.install import (
 )
 from agentcomms.agents.install_agents import claude_files, codex_files, gemini_file
 from agentcomms.agents.never import rules_for
+from agentcomms.agents.refusing import fails_closed
 from agentcomms.errors import AgentConfigError
 
 EVENTS: dict[AgentKind, tuple[str, ...]] = {
@@ -207,7 +207,8 @@ def _never_list(target: Target, name: str, install: str, never_for: NeverFor) ->
 
 def _never_fails_open(target: Target, name: str, install: str) -> list[Finding]:
     """A never-list hook an older agentcomms wrote, which lets the call run when agentcomms
-    fails (the agents take a hook's exit 1, or 127, as a warning)."""
+    fails (the agents take a hook's exit 1, or 127, as a warning), or hangs until the agent
+    kills it (and runs the call)."""
     commands = _before_call_hooks(target)
     open_ = [c for c in commands if "--never" in shlex.split(c) and not fails_closed(c)]
     if not open_:
@@ -218,7 +219,7 @@ def _never_fails_open(target: Target, name: str, install: str) -> list[Finding]:
             f"{name} fail-closed",
             False,
             f"{len(open_)} of the hooks that refuse the never-list let the call run when "
-            "agentcomms fails (crashed, or moved away): an older agentcomms wrote them",
+            "agentcomms fails (crashed, or moved away) or hangs: an older agentcomms wrote them",
             _install_again(install, agent_id),
         )
     ]

@@ -201,3 +201,13 @@ async def gateway_relay(gateway: Path, before: Callable[[str], None]) -> AsyncIt
             yield found
         finally:
             server.close()
+
+
+def hanging_agentcomms(root: Path) -> Path:
+    """An agentcomms that never answers (a stalled gateway socket, a machine too loaded to
+    start Python), its wait in a child process as a real one's may be."""
+    exe = root / "bin" / "agentcomms"
+    exe.parent.mkdir(parents=True)
+    exe.write_text("#!/bin/sh\nsleep 600\n")
+    exe.chmod(0o755)
+    return exe
