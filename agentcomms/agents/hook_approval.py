@@ -196,13 +196,17 @@ def print_json(output: dict[str, Any]) -> None:
 
 def _answered_in_terminal(path: str, approval_id: str) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not cut this short
+    _close_in_terminal(path, approval_id)
+
+
+def _close_in_terminal(path: str, approval_id: str, message: str | None = None) -> None:
+    """Close the approval as settled in the agent's own terminal (`message`: how), which also
+    wakes a wait on it; the gateway gone meanwhile is nothing to report."""
+    decision = {"id": approval_id, "behavior": "terminal", "by": "the terminal", "via": "terminal"}
+    if message is not None:
+        decision["message"] = message
     try:
-        _call(
-            path,
-            "approval_decide",
-            {"id": approval_id, "behavior": "terminal", "by": "the terminal", "via": "terminal"},
-            OPEN_WAIT_S,
-        )
+        _call(path, "approval_decide", decision, OPEN_WAIT_S)
     except (OSError, ValueError):
         pass
 
@@ -238,22 +242,8 @@ class _TranscriptWatch:
             time.sleep(CANCEL_WATCH_S)
         self.cancelled.set()
         for approval_id in ids:
-            try:
-                # Closed like an answer in the terminal, which wakes the hook's own wait.
-                _call(
-                    socket_path,
-                    "approval_decide",
-                    {
-                        "id": approval_id,
-                        "behavior": "terminal",
-                        "message": CANCELED_IN_TERMINAL,
-                        "by": "the terminal",
-                        "via": "terminal",
-                    },
-                    OPEN_WAIT_S,
-                )
-            except (OSError, ValueError):
-                pass
+            # Closed like an answer in the terminal, which wakes the hook's own wait.
+            _close_in_terminal(socket_path, approval_id, CANCELED_IN_TERMINAL)
 
     def _seen(self) -> bool:
         """Whether a complete line written since says the turn was cancelled."""
