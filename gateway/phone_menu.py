@@ -167,8 +167,9 @@ class PhoneMenu:
         """The phone says the call is over (the caller hung up mid-menu, or the line dropped):
         its row ends as the phone says and its progress is forgotten, unless a message was being
         recorded and the phone may still send it (`recording_may_follow`: its recording began):
-        then the progress waits for it. A call ended already (the menu said goodbye, or the phone said so before)
-        or not one of ours is left alone: the phone may say it twice. False then."""
+        then the progress waits for it. A call ended already (the menu said goodbye, or the
+        phone said so before) or not one of ours is left alone: the phone may say it twice.
+        False then."""
         row = await self._store.get_call(call)
         if row is None or row.direction != "in" or row.status not in ACTIVE_STATUSES:
             return False

@@ -1,7 +1,7 @@
 """What `doctor` finds of agentcomms in each agent's own configuration: its hooks there once for
 every event, the agentcomms they run still there, the MCP server, the never-list they refuse the
-same as the configured one and refused even when agentcomms fails, and the agent at or above the version the hooks were written for. It
-reads; it changes nothing."""
+same as the configured one and refused even when agentcomms fails, and the agent at or above the
+version the hooks were written for. It reads; it changes nothing."""
 
 from __future__ import annotations
 
