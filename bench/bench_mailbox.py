@@ -24,7 +24,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -43,7 +43,6 @@ with workflow.unsafe.imports_passed_through():
     from bench.common import (
         Pane,
         Tmux,
-        WarningCounter,
         Watcher,
         count_warnings,
         cpu_seconds,
@@ -245,7 +244,6 @@ class Bench:
     workdir: Path
     tmux: Tmux
     watcher: Watcher
-    warnings: WarningCounter
 
     async def recorder(self, pipeline: Pipeline, key: str) -> str:
         file = self.workdir / f"{key}.bytes"
@@ -325,33 +323,24 @@ class Bench:
             "cpu_ms_per_message": {n: round(v * 1000 / total, 2) for n, v in cpu.items()},
         }
 
-    async def run(self, pipeline: Pipeline, slug: str) -> dict[str, Any]:
-        a = self.args
-        print(f"{pipeline.name}: latency, throughput…", flush=True)
-        self.warnings.take()
+    async def latency_of(self, pipeline: Pipeline, slug: str) -> dict[str, Any]:
+        print(f"{pipeline.name}: latency…", flush=True)
         lat_key = await self.recorder(pipeline, f"{slug}-lat")
-        result = {
+        return {
             "name": pipeline.name,
-            **await self.latency(pipeline, lat_key, a.latency_messages),
+            "lat_key": lat_key,
+            **await self.latency(pipeline, lat_key, self.args.latency_messages),
         }
-        rounds = []
-        keys: list[str] = []
-        for r in range(a.rounds):
-            agents = [
-                await self.recorder(pipeline, f"{slug}-r{r}-a{i:02d}") for i in range(a.agents)
-            ]
-            rounds.append(await self.throughput(pipeline, agents))
-            keys += agents
-        result["throughput"] = median_round(rounds)
-        if a.registered and isinstance(pipeline, Mailbox):
-            result["registered"] = await self.many_registered(pipeline, lat_key, a.registered)
-        result["warnings"] = self.warnings.take()
-        for key in [lat_key, *keys]:
+
+    async def round_of(self, pipeline: Pipeline, slug: str, r: int) -> dict[str, Any]:
+        """One throughput round on fresh agents, whose panes go once it is measured."""
+        agents = [
+            await self.recorder(pipeline, f"{slug}-r{r}-a{i:02d}") for i in range(self.args.agents)
+        ]
+        measured = await self.throughput(pipeline, agents)
+        for key in agents:
             self.tmux.kill_session(key)
-        v, t = result["visible_ms"], result["throughput"]
-        print(f"  p50 {v['p50']} ms, p99 {v['p99']} ms, {t['per_s']} msg/s, "
-              f"verified {t['verified']}", flush=True)  # fmt: skip
-        return result
+        return measured
 
     async def many_registered(self, mailbox: Mailbox, lat_key: str, extra: int) -> dict[str, Any]:
         """Send→pane p50 to one agent with `extra` idle agents registered (all on one idle pane),
@@ -429,17 +418,50 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     warnings = count_warnings()
     tmux = Tmux(workdir / "tmux.sock")
     watcher = await Watcher.start()
-    bench = Bench(args, workdir, tmux, watcher, warnings)
+    bench = Bench(args, workdir, tmux, watcher)
     results: dict[str, Any] = {"machine": machine(), "parameters": vars(args), "pipelines": {}}
+    runs: dict[str, dict[str, Any]] = results["pipelines"]
     try:
-        for slug in args.only:
-            async with pipeline_for(slug, workdir) as pipeline:
-                results["pipelines"][slug] = await bench.run(pipeline, slug)
+        async with AsyncExitStack() as stack:
+            pipelines = {
+                s: await stack.enter_async_context(pipeline_for(s, workdir)) for s in args.only
+            }
+            for slug, pipeline in pipelines.items():
+                warnings.take()
+                runs[slug] = await bench.latency_of(pipeline, slug)
+                runs[slug]["warnings"] = Counter(warnings.take())
+            # The rounds take turns, every pipeline's r-th round beside the others': what else the
+            # machine does then weighs on them alike, and each round has a like-for-like ratio.
+            rounds: dict[str, list[dict[str, Any]]] = {s: [] for s in pipelines}
+            for r in range(args.rounds):
+                for slug, pipeline in pipelines.items():
+                    rounds[slug].append(await bench.round_of(pipeline, slug, r))
+                    runs[slug]["warnings"].update(warnings.take())
+            for slug, pipeline in pipelines.items():
+                run = runs[slug]
+                run["throughput"] = median_round(rounds[slug])
+                if "bare-local" in rounds:
+                    run["throughput"]["vs_bare_local"] = paired(rounds[slug], rounds["bare-local"])
+                if args.registered and isinstance(pipeline, Mailbox):
+                    run["registered"] = await bench.many_registered(
+                        pipeline, run["lat_key"], args.registered
+                    )
+                run["warnings"] = dict(run["warnings"] + Counter(warnings.take()))
+                tmux.kill_session(run.pop("lat_key"))
+                v, t = run["visible_ms"], run["throughput"]
+                print(f"{pipeline.name}: p50 {v['p50']} ms, p99 {v['p99']} ms, {t['per_s']} msg/s, "
+                      f"verified {t['verified']}", flush=True)  # fmt: skip
     finally:
         await watcher.close()
         tmux.kill_server()
         shutil.rmtree(workdir, ignore_errors=True)
     return results
+
+
+def paired(rounds: list[dict[str, Any]], base: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each round's msg/s over the bare local pipeline's in the same turn, and their median."""
+    ratios = sorted(t["per_s"] / b["per_s"] for t, b in zip(rounds, base, strict=True))
+    return {"median": round(ratios[len(ratios) // 2], 2), "rounds": [round(x, 2) for x in ratios]}
 
 
 def median_round(rounds: list[dict[str, Any]]) -> dict[str, Any]:
@@ -463,7 +485,7 @@ def markdown(results: dict[str, Any]) -> str:
         f"{m['cpus']} CPUs, {m['tmux']}, Python {m['python']}, temporalio {m['temporalio']}, "
         f"load average {m['load_average']} at start. Latency: {p['latency_messages']} messages "
         f"one at a time. Throughput: {p['agents']} agents x {p['messages']} messages at once, "
-        f"the median of {p.get('rounds', 1)} rounds. "
+        f"the median of {p.get('rounds', 1)} rounds, the pipelines taking turns. "
         f"{p['size']} characters per message.",
         "",
         "| pipeline | p50 ms | p95 ms | p99 ms | accepted p50 ms | msg/s | lost / dup / disordered "
@@ -475,8 +497,7 @@ def markdown(results: dict[str, Any]) -> str:
         cpu = t["cpu_ms_per_message"]
         vs = "-"
         if base:
-            vs = (f"{v['p50'] / base['visible_ms']['p50']:.2f}x, "
-                  f"{t['per_s'] / base['throughput']['per_s']:.2f}x")  # fmt: skip
+            vs = f"{v['p50'] / base['visible_ms']['p50']:.2f}x, {t['vs_bare_local']['median']:.2f}x"
         check = f"{t['lost']} / {t['duplicated']} / {t['disordered_agents']}"
         check += " ✓" if t["verified"] else f" ✗ {t['send_errors'] or ''}"
         lines.append(
@@ -491,6 +512,17 @@ def markdown(results: dict[str, Any]) -> str:
         "msg/s of every round: "
         + "; ".join(f"{r['name']} {r['throughput']['rounds_per_s']}" for r in runs.values()),
     ]
+    if base:
+        lines += [
+            "",
+            "msg/s vs bare local: the median of each round's ratio to the bare local pipeline's "
+            "round of the same turn (the pipelines' rounds take turns), sorted: "
+            + "; ".join(
+                f"{r['name']} {r['throughput']['vs_bare_local']['rounds']}"
+                for slug, r in runs.items()
+                if slug != "bare-local"
+            ),
+        ]
     reg = runs.get("mailbox", {}).get("registered")
     if reg:
         lines += [
