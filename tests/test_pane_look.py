@@ -5,7 +5,6 @@ and records what is typed into it)."""
 from __future__ import annotations
 
 import os
-import shlex
 import subprocess
 import threading
 import time
@@ -17,7 +16,7 @@ from agentcomms.bridge import TmuxAdapter
 from agentcomms.bridge.look import crashed_to_shell
 from agentcomms.errors import PaneNotReady
 from agentcomms.models import PaneLook, PaneTarget, Typing
-from tests.support.tmux import Recorder, Tmux, wait_for_command
+from tests.support.tmux import Recorder, Tmux, start_recorder, wait_for_command
 
 DIALOG = " Do you want to proceed?\n \u276f 1. Yes\n   2. No\n\n Esc to cancel"
 BUSY = "* Thinking... (esc to interrupt)"
@@ -26,14 +25,7 @@ QUOTED = "> Do you want to proceed? was what it asked"
 
 async def showing(tmux: Tmux, tmp_path: Path, screen: str) -> Recorder:
     """A pane that shows `screen`, then records what is typed into it."""
-    path = tmp_path / "typed.bin"
-    path.touch()
-    shown = tmp_path / "screen.txt"
-    shown.write_text(screen + "\n")
-    command = f"cat {shlex.quote(str(shown))}; stty raw -echo; exec cat >> {shlex.quote(str(path))}"
-    target = tmux.new_session("look", command)
-    await wait_for_command(tmux, target, "cat")
-    return Recorder(PaneTarget(target=target, socket=tmux.socket), path)
+    return await start_recorder(tmux, tmp_path / "typed.bin", name="look", screen=screen)
 
 
 def typing(pane: PaneTarget, look: PaneLook, event_id: str = "evt_look1") -> Typing:
