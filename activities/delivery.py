@@ -354,8 +354,8 @@ def _as_application_errors() -> Iterator[None]:
     """Translate bridge errors into the ApplicationError types the mailbox branches on.
 
     A pane that is missing or not ready is the mailbox's everyday business, not a fault: its
-    messages wait, `agents` says why, and the mailbox looks again (a missing pane up to once a
-    minute for as long as it is gone). Said here in one line, not with the SDK's traceback at
+    messages wait, `agents` says why, and the mailbox looks again (a missing pane every half
+    minute at most, for as long as it is gone). Said here in one line, not with the SDK's traceback at
     every look."""
     try:
         yield
