@@ -77,6 +77,10 @@ GEMINI_PROMPT_HINT = "Type your message"
 # Gemini CLI's own permission dialog.
 GEMINI_DIALOG = "Allow execution of"
 GEMINI_API_KEY = "gemini-test-agentcomms-key"
+# A model of Codex's own catalog, as a user's Codex runs one: Codex offers it its apply_patch edit
+# tool, which it offers a model it does not know not at all (measured, 0.169); the notice marks
+# the catalog's offer to move on to a newer model as seen, so Codex starts at its prompt.
+CODEX_CATALOG_MODEL = {"model": "gpt-5.5", "notice": {"model_migrations": {"gpt-5.5": "gpt-6-sol"}}}
 _install_lock = asyncio.Lock()
 
 
@@ -350,7 +354,8 @@ async def codex_with_agentcomms(
     client: Client, root: Path, tmux: Tmux, *, never: tuple[str, ...] = ()
 ) -> AsyncIterator[tuple[Stack, CodexPane, str]]:
     """A stack, and the real Codex with `agentcomms install codex` in its home (its hooks
-    trusted in Codex's own review, as a person does), in ``on-request`` approval mode, its pane
+    trusted in Codex's own review, as a person does), on a model of its catalog (so it edits
+    with apply_patch) in ``on-request`` approval mode, its pane
     registered as an agent (the id given): its hooks report to that stack. `never`: the
     never-list installed with them."""
     from tests.support.cli import AGENTCOMMS  # cli imports the stack, as this module does
@@ -369,7 +374,7 @@ async def codex_with_agentcomms(
                 model,
                 setup=install,
                 until=CODEX_HOOKS_REVIEW,
-                settings={"approval_policy": "on-request"},
+                settings={"approval_policy": "on-request", **CODEX_CATALOG_MODEL},
                 env={"AGENTCOMMS_SOCKET": str(stack.cfg.server.socket())},
             )
             await codex.answer(CODEX_HOOKS_REVIEW, "2", "Enter")  # "Trust all and continue"
