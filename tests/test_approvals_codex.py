@@ -104,7 +104,10 @@ async def test_a_never_listed_edit_is_refused_without_asking(setup: Setup) -> No
     its files refuses all of it."""
     codex, model = setup.pane, setup.pane.model
     await codex.wait_for_screen(PROMPT_HINT)
-    edit = "*** Begin Patch\n*** Add File: notes.txt\n+hi\n*** Add File: config/.env\n+KEY=1\n*** End Patch\n"
+    edit = (
+        "*** Begin Patch\n*** Add File: notes.txt\n+hi\n"
+        "*** Add File: config/.env\n+KEY=1\n*** End Patch\n"
+    )
     model.on("write the config", patch(edit), text("Could not write it."))
     seen = len(model.tool_results)
     await codex.type("write the config")

@@ -102,6 +102,7 @@ def _codex(rule: str, tool_name: str, cwd: str = "/srv/app", **tool_input: Any) 
     return matches(rule, tool_name, tool_input, kind="codex", cwd=cwd)
 
 
+ADD_A = "*** Begin Patch\n*** Add File: a.txt\n+x\n*** End Patch\n"
 # A Codex edit as its PreToolUse hook reads it (0.169, measured): the patch text as `command`.
 PATCH = """*** Begin Patch
 *** Add File: notes.txt
@@ -136,7 +137,7 @@ def test_a_patch_codexs_shell_is_given_matches_as_its_edit_and_as_a_command() ->
     heredoc = f"apply_patch <<'EOF'\n{PATCH}EOF\n"
     assert _codex("Write(/etc/*)", "Bash", command=heredoc)
     assert _codex("Bash(apply_patch *)", "Bash", command=heredoc)
-    moved = "cd sub && apply_patch <<'EOF'\n*** Begin Patch\n*** Add File: a.txt\n+x\n*** End Patch\nEOF"
+    moved = f"cd sub && apply_patch <<'EOF'\n{ADD_A}EOF"
     assert _codex("Write(/srv/app/sub/a.txt)", "Bash", command=moved)
     assert not _codex("Write(/srv/app/a.txt)", "Bash", command=moved)
 

@@ -7,10 +7,11 @@ message, ``response.output_item.done`` with the whole item, ``response.completed
 JSON response otherwise. A tool call is a ``function_call`` item whose ``arguments`` are JSON
 text, or, for a tool the request declares freeform (``"type": "custom"``: Codex's
 ``apply_patch`` on the models of its own catalog), a ``custom_tool_call`` whose ``input`` is the
-step's ``input`` text (``patch``). In a request, the human's words are the ``input_text`` parts of user messages that are not
-Codex's own context (``<environment_context>``, ``<user_instructions>``… start with ``<``, and
-``# AGENTS.md`` instructions); tool results are ``function_call_output`` (``custom_tool_call_output``) items. A request without
-tools, or asking for an answer in a JSON schema (a thread's title), is a side request, no turn.
+step's ``input`` text (``patch``). In a request, the human's words are the ``input_text`` parts
+of user messages that are not Codex's own context (``<environment_context>``,
+``<user_instructions>``… start with ``<``, and ``# AGENTS.md`` instructions); tool results are
+``function_call_output`` (``custom_tool_call_output``) items. A request without tools, or asking
+for an answer in a JSON schema (a thread's title), is a side request, no turn.
 """
 
 from __future__ import annotations

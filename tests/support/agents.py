@@ -351,17 +351,22 @@ async def _registered(stack: Stack, agent_id: str) -> bool:
 
 @asynccontextmanager
 async def codex_with_agentcomms(
-    client: Client, root: Path, tmux: Tmux, *, never: tuple[str, ...] = ()
+    client: Client,
+    root: Path,
+    tmux: Tmux,
+    *,
+    configure: Callable[[Config], Config] | None = None,
+    never: tuple[str, ...] = (),
 ) -> AsyncIterator[tuple[Stack, CodexPane, str]]:
-    """A stack, and the real Codex with `agentcomms install codex` in its home (its hooks
-    trusted in Codex's own review, as a person does), on a model of its catalog (so it edits
-    with apply_patch) in ``on-request`` approval mode, its pane
+    """A stack (`configure` adjusts its configuration), and the real Codex with `agentcomms
+    install codex` in its home (its hooks trusted in Codex's own review, as a person does), on a
+    model of its catalog (so it edits with apply_patch) in ``on-request`` approval mode, its pane
     registered as an agent (the id given): its hooks report to that stack. `never`: the
     never-list installed with them."""
     from tests.support.cli import AGENTCOMMS  # cli imports the stack, as this module does
 
     model = FakeResponses()
-    async with running_stack(client, root / "stack") as stack, model.server:
+    async with running_stack(client, root / "stack", configure=configure) as stack, model.server:
 
         def install(home: Path, project: Path) -> None:
             target = Target("codex", home=home, project=project, argv=(AGENTCOMMS,), never=never)
@@ -419,14 +424,20 @@ async def attended(
     socket_dir: Path,
     root: Path,
     *,
+    configure: Callable[[Config], Config] | None = None,
     never: tuple[str, ...] = (),
 ) -> AsyncIterator[Attended[Any]]:
     """`agent` (:func:`claude_with_agentcomms`, :func:`codex_with_agentcomms`) started under
-    `root` on a tmux server of its own, with its human's terminal."""
+    `root` on a tmux server of its own, with its human's terminal; `configure` adjusts its
+    stack's configuration."""
     from tests.support.cli import cli_home
 
     server = Tmux(socket_dir / f"h-{uuid.uuid4().hex[:8]}")
-    async with agent(client, root, server, never=never) as (stack, pane, agent_id):
+    async with agent(client, root, server, configure=configure, never=never) as (
+        stack,
+        pane,
+        agent_id,
+    ):
         yield Attended(stack, pane, agent_id, cli_home(root, stack))
 
 
