@@ -109,7 +109,7 @@ GEMINI_OWN = frozenset(
     }
 )
 # Claude Code's tools (2.1, read from its binary) that no Gemini tool stands for: a rule naming
-# one can apply to Claude Code and Codex (which shares Claude Code's names), never to Gemini.
+# one can apply to Claude Code and Codex (by Claude Code's names, or CODEX_TOOLS'), never to Gemini.
 CLAUDE_OWN = frozenset(
     {
         "NotebookEdit",
