@@ -110,8 +110,8 @@ async def test_a_message_waits_through_codexs_own_approval_prompt(setup: Setup) 
     assert (sent["status"], sent["delivered"]) == ("queued", False)
     await codex.wait_for_screen(CODEX_APPROVAL, timeout=APPROVAL_S + 30)
     await asyncio.sleep(STALE_AFTER.total_seconds() + 3)
-    print(codex.screen())
     assert CODEX_APPROVAL in codex.screen()  # nothing typed into it: still unanswered
+    assert await _is(setup, "waiting")
     assert not (codex.project / "summary.txt").exists()
     assert model.human_texts[-1] == "make the summary"
 
