@@ -65,7 +65,7 @@ async def test_nothing_is_typed_into_a_dialog(tmux: Tmux, tmp_path: Path, known:
 async def test_nothing_is_typed_into_codexs_own_approval_prompt(tmux: Tmux, tmp_path: Path) -> None:
     pane = await showing(tmux, tmp_path, CODEX_DIALOG)
     with pytest.raises(PaneNotReady) as refused:
-        await TmuxAdapter().deliver(typing(pane.pane, "ready"))
+        await TmuxAdapter().deliver(typing(pane.pane, "dialogs"))
     assert refused.value.reason == "dialog"
     assert await pane.settled() == b""
 
