@@ -21,6 +21,12 @@ from tests.support.tmux import Recorder, Tmux, start_recorder, wait_for_command
 DIALOG = " Do you want to proceed?\n \u276f 1. Yes\n   2. No\n\n Esc to cancel"
 BUSY = "* Thinking... (esc to interrupt)"
 QUOTED = "> Do you want to proceed? was what it asked"
+# Codex's own approval prompt (0.169): no busy line under it, and its keys are letters ("y").
+CODEX_DIALOG = (
+    "  Would you like to run the following command?\n\n  $ touch summary.txt\n\n"
+    "\u203a 1. Yes, proceed (y)\n  2. No, and tell Codex what to do differently (esc)\n\n"
+    "  Press enter to confirm or esc to cancel"
+)
 
 
 async def showing(tmux: Tmux, tmp_path: Path, screen: str) -> Recorder:
@@ -46,6 +52,14 @@ async def test_nothing_is_typed_into_a_dialog(tmux: Tmux, tmp_path: Path, known:
     # Asked to type whatever the pane shows, it types (the look is the delivery's choice).
     await adapter.deliver(typing(pane.pane, "none", "evt_look2"))
     assert await pane.wait_for(b"stop, do not run anything\r") == b"stop, do not run anything\r"
+
+
+async def test_nothing_is_typed_into_codexs_own_approval_prompt(tmux: Tmux, tmp_path: Path) -> None:
+    pane = await showing(tmux, tmp_path, CODEX_DIALOG)
+    with pytest.raises(PaneNotReady) as refused:
+        await TmuxAdapter().deliver(typing(pane.pane, "dialogs"))
+    assert refused.value.reason == "dialog"
+    assert await pane.settled() == b""
 
 
 async def test_a_running_turn_holds_the_text_unless_only_dialogs_count(
