@@ -314,6 +314,13 @@ class ConsoleApp:
             answer=answer or None,
         )
         if _wants_json(request):
+            # The card as it stands now, for the page to show at once: answered here, or
+            # already by someone else (a terminal, a chat, the clock), which the page's stream
+            # may never tell (an approval that timed out with no hook left waiting).
+            view = await self._approvals.view(approval_id)
+            if view is not None:
+                late = "" if result["accepted"] else " before your answer, which was not used"
+                result["html"] = pages.approval(view, self._access.csrf, _back(form), late)
             return JSONResponse(result, headers=HEADERS)
         return RedirectResponse(_back(form), 303, headers=HEADERS)
 

@@ -84,18 +84,28 @@
     for (const [kind, handle] of Object.entries(handlers)) {
       source.addEventListener(kind, function (e) { handle(JSON.parse(e.data)); });
     }
-    source.addEventListener("again", function () { source.close(); location.reload(); });
+    // The gateway closing, or the page fallen behind: the stream ends and the browser connects
+    // again by itself; the page is read again whole once it has, never before (a reload while
+    // the gateway is down leaves the browser's own error page, which nothing brings back).
+    source.addEventListener("again", function () { broken = true; say("reconnecting…"); });
   }
 
   async function post(form, button) {
-    const answer = await fetch(form.action, {
-      method: "POST",
-      headers: { "Accept": "application/json", "X-CSRF-Token": csrf },
-      body: new URLSearchParams(new FormData(form, button)),
-      credentials: "same-origin",
-    });
-    const data = await answer.json();
-    if (!answer.ok) throw new Error(data.error || answer.statusText);
+    let answer;
+    try {
+      answer = await fetch(form.action, {
+        method: "POST",
+        headers: { "Accept": "application/json", "X-CSRF-Token": csrf },
+        body: new URLSearchParams(new FormData(form, button)),
+        credentials: "same-origin",
+      });
+    } catch (err) {
+      throw new Error("the console does not answer; is the gateway running (`agentcomms up`)?");
+    }
+    // A refusal in words (an unknown agent, a full mailbox) is JSON; anything else (the token
+    // changed, the gateway failed) is said by its status.
+    const data = await answer.json().catch(function () { return {}; });
+    if (!answer.ok) throw new Error(data.error || answer.status + " " + answer.statusText);
     return data;
   }
 
@@ -123,6 +133,9 @@
     const output = form.querySelector("output");
     try {
       const data = await post(form, e.submitter);
+      // An answer: its card as decided, by this answer or one before it.
+      const card = form.closest("section.approval");
+      if (card && data.html) { card.outerHTML = data.html; return; }
       if (output && data.event_id) output.textContent = data.event_id + ": " + data.status;
       const message = form.querySelector("textarea");
       if (message) message.value = "";

@@ -1,0 +1,139 @@
+"""The console when things go wrong around it, in a real browser: the gateway restarting under an
+open page, an approval answered too late, a message the console cannot take."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from playwright.async_api import Browser, Page, Route, expect
+from temporalio.testing import WorkflowEnvironment
+
+from agentcomms.config import Config, ConsoleConfig, MailboxConfig
+from agentcomms.config.models import ApprovalsConfig
+from tests.support.browser import SHOWN_S, console_address, keep_console_port, open_console
+from tests.support.fake_agent import ready_agent, working
+from tests.support.stack import Stack, running_stack
+from tests.support.tmux import Tmux
+from tests.support.waiting import eventually
+from workflows.approval.client import Approvals
+
+# The shortest wait for an answer the settings allow: an approval here times out in the test.
+TIMEOUT_S = 5
+
+
+def _configured(cfg: Config) -> Config:
+    return cfg.model_copy(
+        update={
+            "console": ConsoleConfig(enabled=True, port=0),
+            "approvals": ApprovalsConfig(timeout_s=TIMEOUT_S),
+        }
+    )
+
+
+@pytest.fixture
+async def stack(
+    temporal_env: WorkflowEnvironment, tmp_path: Path, home: Path
+) -> AsyncIterator[Stack]:
+    """A stack serving the console whose approvals time out soon and whose mailboxes hold one
+    message each."""
+    async with running_stack(
+        temporal_env.client,
+        tmp_path,
+        mailbox=MailboxConfig(max_pending=1),
+        configure=_configured,
+    ) as stack:
+        yield stack
+
+
+@pytest.fixture
+async def page(browser: Browser) -> AsyncIterator[Page]:
+    context = await browser.new_context()
+    try:
+        yield await context.new_page()
+    finally:
+        await context.close()
+
+
+async def test_a_page_open_while_the_gateway_restarts_waits_and_comes_back(
+    stack: Stack, page: Page
+) -> None:
+    keep_console_port(stack)
+    await open_console(page, stack)
+    await page.evaluate("document.body.dataset.before = '1'")
+
+    async def late(route: Route) -> None:  # a reload reaching a busy machine a moment late
+        await asyncio.sleep(1)
+        await route.continue_()
+
+    await page.route(console_address(stack, token=False), late)
+    restarting = asyncio.create_task(stack.restart_gateway(down_s=6))
+    try:
+        # While the gateway is down the page stays the console's, saying what it waits for
+        # (not the browser's own error page, which nothing of the console's brings back).
+        await expect(page.locator("#live")).to_have_text("reconnecting…", timeout=SHOWN_S)
+        assert page.url == console_address(stack, token=False)
+    finally:
+        await restarting
+    # Back: read again whole, once, and live.
+    await expect(page.locator("body[data-before]")).to_have_count(0, timeout=SHOWN_S)
+    await expect(page.locator("#live")).to_have_text("live", timeout=SHOWN_S)
+
+
+async def test_an_approval_answered_after_it_timed_out_says_so_in_the_page(
+    stack: Stack, page: Page
+) -> None:
+    agent_id = stack.agent_id("unanswered")
+    await open_console(page, stack)
+    opened = await stack.call(
+        "approval_open",
+        kind="claude-code",
+        agent_id=agent_id,
+        tool_name="Bash",
+        tool_input={"command": "make deploy"},
+    )
+    card = page.locator(f"#approval-{opened['id']}")
+    allow = card.get_by_role("button", name="Allow", exact=True)
+    await expect(allow).to_be_visible(timeout=SHOWN_S)
+    # Nobody answers and no hook waits for it any more (the agent's dialog took over): it
+    # times out in Temporal, and the page still offers its buttons.
+    approvals = Approvals(stack.client, stack.cfg.temporal.task_queue)
+    await eventually(lambda: _decided(approvals, opened["id"]), timeout=TIMEOUT_S + 20)
+    await allow.click()
+    await expect(card.locator(".outcome")).to_have_text(
+        "no answer in time: left to the terminal before your answer, which was not used",
+        timeout=SHOWN_S,
+    )
+    await expect(card.get_by_role("button")).to_have_count(0)
+
+
+async def _decided(approvals: Approvals, approval_id: str) -> bool:
+    view = await approvals.view(approval_id)
+    return view is not None and not view.open
+
+
+async def test_a_message_the_console_cannot_take_is_said_in_the_composer(
+    stack: Stack, tmux: Tmux, tmp_path: Path, page: Page
+) -> None:
+    agent_id, fake = await ready_agent(stack, tmux, tmp_path)
+    await working(stack, agent_id, fake)
+    await open_console(page, stack, f"/agents/{agent_id}")
+    message, sent = page.get_by_label(f"Message to {agent_id}"), page.locator("#sent")
+    await message.fill("first")
+    await page.get_by_role("button", name="Send").click()
+    await expect(sent).to_contain_text("queued", timeout=SHOWN_S)
+    # Its mailbox holds one message while the agent works: the next is refused, and says why.
+    await message.fill("second")
+    await page.get_by_role("button", name="Send").click()
+    await expect(sent).to_contain_text("not sent: ", timeout=SHOWN_S)
+    await expect(sent).to_contain_text("max_pending", timeout=SHOWN_S)
+    assert await message.input_value() == "second"  # kept, to send again later
+    # The gateway gone: the page says so in words, not as a browser's error.
+    await stack.gateway.close()
+    await page.get_by_role("button", name="Send").click()
+    await expect(sent).to_have_text(
+        "not sent: the console does not answer; is the gateway running (`agentcomms up`)?",
+        timeout=SHOWN_S,
+    )
