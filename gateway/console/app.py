@@ -196,6 +196,8 @@ class ConsoleApp:
             ),
             hosts_down=hosts_down(listed),
             approvals=approvals,
+            # The filter's words, kept in the address so a reload keeps them (the page narrows).
+            q=request.query_params.get("q", ""),
             **self._page_context(seq),
         )
         return _page(html)

@@ -13,9 +13,44 @@
     return document.querySelectorAll('[data-agent="' + CSS.escape(agent) + '"]');
   }
 
+  // The agents page's filter: a row shows when it holds every word typed (its name, state,
+  // host, last reply), as it is now; the words stay in the address, for a reload.
+  const filter = document.getElementById("filter");
+  const rows = document.querySelector("#agents tbody");
+
+  function words() {
+    return filter ? filter.value.toLowerCase().split(/\s+/).filter(Boolean) : [];
+  }
+
+  function sift(row, wanted) {
+    const text = row.textContent.toLowerCase();
+    row.hidden = !wanted.every(function (w) { return text.includes(w); });
+  }
+
+  function count() {
+    const all = rows.rows.length;
+    const shown = filter.value.trim() ? rows.querySelectorAll("tr:not([hidden])").length : all;
+    document.getElementById("shown").textContent =
+      (shown === all ? "" : shown + " of ") + all + " agents";
+  }
+
+  function siftAll() {
+    const wanted = words();
+    for (const row of rows.rows) sift(row, wanted);
+    count();
+    const address = new URL(location.href);
+    if (filter.value.trim()) address.searchParams.set("q", filter.value.trim());
+    else address.searchParams.delete("q");
+    history.replaceState(null, "", address);
+  }
+
+  if (filter && rows) {
+    filter.addEventListener("input", siftAll);
+    if (filter.value) siftAll();
+  }
+
   function onAgent(d) {
     const places = within(d.agent);
-    const rows = document.querySelector("#agents tbody");
     if (!places.length && rows) rows.insertAdjacentHTML("beforeend", d.row);
     for (const place of places) {
       for (const [name, text] of Object.entries(d.fields)) {
@@ -24,6 +59,10 @@
         field.textContent = text;
         if (name === "state") field.className = "state state-" + d.state;
       }
+    }
+    if (filter && rows) {
+      for (const row of within(d.agent)) if (row.tagName === "TR") sift(row, words());
+      count();
     }
   }
 
