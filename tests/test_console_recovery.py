@@ -14,7 +14,7 @@ from temporalio.testing import WorkflowEnvironment
 from agentcomms.config import Config, ConsoleConfig, MailboxConfig
 from agentcomms.config.models import ApprovalsConfig
 from tests.support.browser import SHOWN_S, console_address, keep_console_port, open_console
-from tests.support.fake_agent import ready_agent, working
+from tests.support.fake_agent import ready_agent, state_is, working
 from tests.support.stack import Stack, running_stack
 from tests.support.tmux import Tmux
 from tests.support.waiting import eventually
@@ -137,3 +137,29 @@ async def test_a_message_the_console_cannot_take_is_said_in_the_composer(
         "not sent: the console does not answer; is the gateway running (`agentcomms up`)?",
         timeout=SHOWN_S,
     )
+
+
+async def test_a_message_to_an_offline_agent_shows_queued_then_delivered_in_the_open_page(
+    stack: Stack, tmux: Tmux, tmp_path: Path, page: Page
+) -> None:
+    agent_id, fake = await ready_agent(stack, tmux, tmp_path)
+    await fake.hook("SessionEnd", reason="exit")
+    await eventually(lambda: state_is(stack, agent_id, "offline"))
+    await open_console(page, stack, f"/agents/{agent_id}")
+    await expect(page.locator('.facts [data-field="state"]')).to_have_text("offline")
+    await page.get_by_label(f"Message to {agent_id}").fill("while you were away")
+    await page.get_by_role("button", name="Send").click()
+    sent = page.locator("#sent")
+    await expect(sent).to_contain_text("queued", timeout=SHOWN_S)
+    item = page.locator("#timeline .item", has_text="while you were away")
+    await expect(item.locator(".status")).to_have_text("new", timeout=SHOWN_S)
+    await expect(page.locator('.facts [data-field="pending"]')).to_have_text("1", timeout=SHOWN_S)
+    assert b"while you were away" not in fake.typed()
+    # The agent is started again: the message is typed, and the page, never reloaded, says so.
+    await page.evaluate("document.body.dataset.before = '1'")
+    await fake.hook("SessionStart", source="startup")
+    await eventually(lambda: b"while you were away\r" in fake.typed(), timeout=20)
+    await expect(item.locator(".status")).to_have_text("delivered", timeout=SHOWN_S)
+    await expect(sent).to_contain_text("delivered", timeout=SHOWN_S)
+    await expect(page.locator('.facts [data-field="pending"]')).to_have_text("0", timeout=SHOWN_S)
+    await expect(page.locator("body[data-before]")).to_have_count(1)
