@@ -8,13 +8,13 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from playwright.async_api import Browser, Page, Route, expect
+from playwright.async_api import Browser, Page, Response, Route, expect
 from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.config import Config, ConsoleConfig, MailboxConfig
 from agentcomms.config.models import ApprovalsConfig
 from tests.support.browser import SHOWN_S, console_address, keep_console_port, open_console
-from tests.support.fake_agent import ready_agent, state_is, working
+from tests.support.fake_agent import PROMPT, ready_agent, state_is, working
 from tests.support.stack import Stack, running_stack
 from tests.support.tmux import Tmux
 from tests.support.waiting import eventually
@@ -130,6 +130,20 @@ async def test_a_message_the_console_cannot_take_is_said_in_the_composer(
     await expect(sent).to_contain_text("not sent: ", timeout=SHOWN_S)
     await expect(sent).to_contain_text("max_pending", timeout=SHOWN_S)
     assert await message.input_value() == "second"  # kept, to send again later
+    # The first one's news, arriving later, leaves the composer's word on the second alone:
+    # "delivered" under "second" would say the refused message went.
+    told: list[str] = []
+
+    async def heard(answer: Response) -> None:
+        if "/sent/" in answer.url:
+            told.append((await answer.json())["status"])
+
+    page.on("response", heard)
+    await fake.showing(PROMPT)
+    await fake.hook("Stop", last_assistant_message="done")
+    await eventually(lambda: set(told) - {"queued"}, timeout=30)
+    await page.evaluate("new Promise(done => setTimeout(done, 100))")  # its answer read
+    await expect(sent).to_contain_text("max_pending")
     # The gateway gone: the page says so in words, not as a browser's error.
     await stack.gateway.close()
     await page.get_by_role("button", name="Send").click()

@@ -154,9 +154,16 @@
     // taken the prompt yet; either way the page has said all it can.
     let last = "";
     for (let asks = 0; asks < 30; asks++) {
-      const answer = await fetch("/agents/" + encodeURIComponent(agent) + "/sent/" +
-        encodeURIComponent(eventId), { credentials: "same-origin" });
-      const data = await answer.json();
+      let data;
+      try {
+        const answer = await fetch("/agents/" + encodeURIComponent(agent) + "/sent/" +
+          encodeURIComponent(eventId), { credentials: "same-origin" });
+        data = await answer.json();
+      } catch (err) {
+        return; // the gateway away: the message was taken, and its timeline item moves on
+      }
+      // Sent again from this form since: the words beside it are about that one.
+      if (output.dataset.following !== eventId) return;
       output.textContent = eventId + ": " + data.status + (data.error ? " (" + data.error + ")" : "");
       if (data.status !== "queued" && data.status !== "delivered") return;
       if (data.status === "delivered" && last === "delivered") return;
@@ -170,6 +177,7 @@
     if (!form) return;
     e.preventDefault();
     const output = form.querySelector("output");
+    if (output) output.dataset.following = "";
     try {
       const data = await post(form, e.submitter);
       // An answer: its card as decided, by this answer or one before it.
@@ -179,7 +187,10 @@
       const message = form.querySelector("textarea");
       if (message) message.value = "";
       const agent = form.closest("main").querySelector("[data-agent]")?.dataset.agent;
-      if (output && agent && data.event_id) await follow(output, agent, data.event_id);
+      if (output && agent && data.event_id) {
+        output.dataset.following = data.event_id;
+        await follow(output, agent, data.event_id);
+      }
     } catch (err) {
       if (output) output.textContent = "not sent: " + err.message;
       else alert(err.message);
