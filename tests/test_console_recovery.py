@@ -15,6 +15,7 @@ from temporalio.testing import WorkflowEnvironment
 from agentcomms.config import Config, ConsoleConfig, MailboxConfig
 from agentcomms.config.models import ApprovalsConfig
 from tests.support.browser import SHOWN_S, console_address, keep_console_port, open_console
+from tests.support.events import message, record_all
 from tests.support.fake_agent import PROMPT, ready_agent, state_is, working
 from tests.support.stack import Stack, running_stack
 from tests.support.tmux import Tmux
@@ -61,26 +62,37 @@ async def page(browser: Browser) -> AsyncIterator[Page]:
 async def test_a_page_open_while_the_gateway_restarts_waits_and_comes_back(
     stack: Stack, page: Page
 ) -> None:
+    agent_id = stack.agent_id("steady")
+    await stack.call("register", agent_id=agent_id, target="nowhere:0.0")
+    await eventually(lambda: stack.store.get_agent(agent_id))
+    await record_all(stack.store, message(agent_id, text="before the restart"))
     keep_console_port(stack)
-    await open_console(page, stack)
+    await open_console(page, stack, f"/agents/{agent_id}")
     await page.evaluate("document.body.dataset.before = '1'")
 
     async def late(route: Route) -> None:  # a reload reaching a busy machine a moment late
         await asyncio.sleep(1)
         await route.continue_()
 
-    await page.route(console_address(stack, token=False), late)
+    await page.route(re.compile(r".*/agents/[^/]+$"), late)
     restarting = asyncio.create_task(stack.restart_gateway(down_s=6))
     try:
         # While the gateway is down the page stays the console's, saying what it waits for
         # (not the browser's own error page, which nothing of the console's brings back).
         await expect(page.locator("#live")).to_have_text("reconnecting…", timeout=SHOWN_S)
-        assert page.url == console_address(stack, token=False)
+        assert page.url == f"{console_address(stack, token=False)}agents/{agent_id}"
+        # The workers go on writing the projection meanwhile.
+        await record_all(stack.store, message(agent_id, text="while it was down"))
     finally:
         await restarting
-    # Back: read again whole, once, and live.
+    # Back: read again whole, once, and live; each message shown once.
     await expect(page.locator("body[data-before]")).to_have_count(0, timeout=SHOWN_S)
     await expect(page.locator("#live")).to_have_text("live", timeout=SHOWN_S)
+    await record_all(stack.store, message(agent_id, text="after it came back"))
+    items = page.locator("#timeline .item .text")
+    await expect(items).to_have_text(
+        ["after it came back", "while it was down", "before the restart"], timeout=SHOWN_S
+    )
 
 
 async def test_an_approval_nobody_answered_closes_in_the_open_page_at_its_deadline(
