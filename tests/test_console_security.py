@@ -26,6 +26,7 @@ from tests.support.browser import SHOWN_S, console_address, open_console
 from tests.support.chat import CHAT, connected, with_telegram
 from tests.support.home import write_config
 from tests.support.hooks import open_question
+from tests.support.raw_http import knock
 from tests.support.stack import Stack, running_stack
 from tests.support.waiting import eventually
 from workflows.approval.client import Approvals
@@ -315,3 +316,16 @@ async def test_the_doctor_page_shows_no_secret_of_the_config(
     assert doctor.status_code == 200
     assert "projection" in doctor.text and "127.0.0.1:9" in doctor.text  # it did look
     assert [what for what, secret in secrets.items() if secret in doctor.text] == []
+
+
+async def test_the_open_static_files_are_only_the_script_and_styles(stack: Stack) -> None:
+    console = _console(stack)
+    port, host = console.server.port, {"Host": f"127.0.0.1:{console.server.port}"}
+    served = await knock(port, "/static/console.js", host, method="GET")
+    assert served.status == 200 and "EventSource" in served.text
+    # Written by hand: an HTTP client would tidy the dots away before they reached the door.
+    for path in ("/static/../access.py", "/static/..%2faccess.py", "/static/%2e%2e/access.py",
+                 "/static/..%2f..%2f..%2fpyproject.toml", "/static//etc/passwd"):  # fmt: skip
+        answer = await knock(port, path, host, method="GET")
+        assert answer.status == 404, (path, answer.status)
+        assert "import" not in answer.text and "root:" not in answer.text
