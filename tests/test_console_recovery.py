@@ -1,5 +1,7 @@
 """The console when things go wrong around it, in a real browser: the gateway restarting under an
-open page, an approval answered too late, a message the console cannot take."""
+open page (it waits, comes back by itself, nothing lost or doubled), an approval nobody answered
+closing at its deadline, one answered first elsewhere, a message the console cannot take (its
+mailbox full, the gateway gone), and one to an offline agent, delivered once the agent is back."""
 
 from __future__ import annotations
 
@@ -172,13 +174,20 @@ async def test_a_message_the_console_cannot_take_is_said_in_the_composer(
     await eventually(lambda: set(told) - {"queued"}, timeout=30)
     await page.evaluate("new Promise(done => setTimeout(done, 100))")  # its answer read
     await expect(sent).to_contain_text("max_pending")
-    # The gateway gone: the page says so in words, not as a browser's error.
+    asked = await stack.call(
+        "approval_open", kind="claude-code", agent_id=agent_id, tool_name="Bash",
+        tool_input={"command": "make clean"},
+    )  # fmt: skip
+    card = page.locator(f"#approval-{asked['id']}")
+    await expect(card).to_be_visible(timeout=SHOWN_S)
+    # The gateway gone: the page says so in words, not as a browser's error, and of an answer
+    # that it was not given.
     await stack.gateway.close()
     await page.get_by_role("button", name="Send").click()
-    await expect(sent).to_have_text(
-        "not sent: the console does not answer; is the gateway running (`agentcomms up`)?",
-        timeout=SHOWN_S,
-    )
+    gone = "the console does not answer; is the gateway running (`agentcomms up`)?"
+    await expect(sent).to_have_text(f"not sent: {gone}", timeout=SHOWN_S)
+    await card.get_by_role("button", name="Deny").click()
+    await expect(card.locator("output")).to_have_text(f"not answered: {gone}", timeout=SHOWN_S)
 
 
 async def test_a_message_to_an_offline_agent_shows_queued_then_delivered_in_the_open_page(

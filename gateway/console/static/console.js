@@ -192,7 +192,8 @@
         await follow(output, agent, data.event_id);
       }
     } catch (err) {
-      if (output) output.textContent = "not sent: " + err.message;
+      const what = form.closest("section.approval") ? "not answered: " : "not sent: ";
+      if (output) output.textContent = what + err.message;
       else alert(err.message);
     }
   });
