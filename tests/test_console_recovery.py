@@ -1,6 +1,6 @@
 """The console when things go wrong around it, in a real browser: the gateway restarting under an
 open page (it waits, comes back by itself, nothing lost or doubled), an approval nobody answered
-closing at its deadline, one answered first elsewhere, a message the console cannot take (its
+closing at its deadline (in the page and the chat), one answered first elsewhere, a message the console cannot take (its
 mailbox full, the gateway gone), and one to an offline agent, delivered once the agent is back."""
 
 from __future__ import annotations
@@ -15,8 +15,10 @@ from playwright.async_api import Browser, Page, Response, Route, expect
 from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.config import Config, ConsoleConfig, MailboxConfig
-from agentcomms.config.models import ApprovalsConfig
+from agentcomms.config.models import AgentConfig, ApprovalsConfig
+from tests.fakes.telegram import FakeTelegram
 from tests.support.browser import SHOWN_S, console_address, keep_console_port, open_console
+from tests.support.chat import CHAT, connected, with_telegram
 from tests.support.events import message, record_all
 from tests.support.fake_agent import PROMPT, ready_agent, state_is, working
 from tests.support.stack import Stack, running_stack
@@ -28,27 +30,33 @@ from workflows.approval.client import Approvals
 TIMEOUT_S = 5
 
 
-def _configured(cfg: Config) -> Config:
-    return cfg.model_copy(
-        update={
-            "console": ConsoleConfig(enabled=True, port=0),
-            "approvals": ApprovalsConfig(timeout_s=TIMEOUT_S),
-        }
-    )
-
-
 @pytest.fixture
 async def stack(
-    temporal_env: WorkflowEnvironment, tmp_path: Path, home: Path
+    temporal_env: WorkflowEnvironment,
+    tmp_path: Path,
+    home: Path,
+    telegram: FakeTelegram,
+    agent: str,
 ) -> AsyncIterator[Stack]:
-    """A stack serving the console whose approvals time out soon and whose mailboxes hold one
-    message each."""
+    """A stack serving the console whose approvals time out soon, whose mailboxes hold one
+    message each, and where Alice approves `agent`'s requests on Telegram."""
+
+    def configure(cfg: Config) -> Config:
+        cfg = with_telegram(telegram, agent)(cfg)
+        approver = AgentConfig(target="nowhere:0.0", approvers=[f"telegram:{CHAT}"])
+        return cfg.model_copy(
+            update={
+                "console": ConsoleConfig(enabled=True, port=0),
+                "approvals": ApprovalsConfig(timeout_s=TIMEOUT_S),
+                "agents": {agent: approver},
+            }
+        )
+
+    telegram.known_chats.add(CHAT)
     async with running_stack(
-        temporal_env.client,
-        tmp_path,
-        mailbox=MailboxConfig(max_pending=1),
-        configure=_configured,
+        temporal_env.client, tmp_path, mailbox=MailboxConfig(max_pending=1), configure=configure
     ) as stack:
+        await connected(stack, "telegram")
         yield stack
 
 
@@ -97,21 +105,25 @@ async def test_a_page_open_while_the_gateway_restarts_waits_and_comes_back(
     )
 
 
-async def test_an_approval_nobody_answered_closes_in_the_open_page_at_its_deadline(
-    stack: Stack, page: Page
+async def test_an_approval_nobody_answered_closes_in_the_page_and_the_chat_at_its_deadline(
+    stack: Stack, page: Page, telegram: FakeTelegram, agent: str
 ) -> None:
     await open_console(page, stack)
     # No hook waits for it (the agent was killed, or its hook gave up): nobody but the gateway
-    # can tell the page it timed out.
-    opened = await _opened(stack, "make deploy")
+    # can tell the page and the chat it timed out.
+    opened = await _opened(stack, "make deploy", agent)
     card = page.locator(f"#approval-{opened}")
     await expect(card.get_by_role("button", name="Allow", exact=True)).to_be_visible(
         timeout=SHOWN_S
     )
+    posted = await eventually(lambda: telegram.request_for(opened))
     await expect(card.locator(".outcome")).to_have_text(
         "no answer in time: left to the terminal", timeout=(TIMEOUT_S + 10) * 1000
     )
     await expect(card.get_by_role("button")).to_have_count(0)
+    edited = await eventually(lambda: telegram.edits or None)
+    assert edited[0]["message_id"] == posted["message_id"]
+    assert f"{opened}: no answer in time: left to the terminal" in edited[0]["text"]
 
 
 async def test_an_approval_answered_first_elsewhere_says_so_when_answered_from_the_page(
@@ -135,10 +147,10 @@ async def test_an_approval_answered_first_elsewhere_says_so_when_answered_from_t
     assert (decided.decision.behavior, decided.decision.via) == ("deny", "terminal")
 
 
-async def _opened(stack: Stack, command: str) -> str:
+async def _opened(stack: Stack, command: str, agent: str | None = None) -> str:
     """An approval for a Bash command, opened as the agent's hook opens it: its id."""
     opened = await stack.call(
-        "approval_open", kind="claude-code", agent_id=stack.agent_id("asking"),
+        "approval_open", kind="claude-code", agent_id=agent or stack.agent_id("asking"),
         tool_name="Bash", tool_input={"command": command},
     )  # fmt: skip
     return str(opened["id"])
