@@ -1,7 +1,8 @@
 """The console when things go wrong around it, in a real browser: the gateway restarting under an
 open page (it waits, comes back by itself, nothing lost or doubled), an approval nobody answered
-closing at its deadline (in the page and the chat), one answered first elsewhere, a message the console cannot take (its
-mailbox full, the gateway gone), and one to an offline agent, delivered once the agent is back."""
+closing at its deadline (in the page and the chat), one answered first elsewhere, a message the
+console cannot take (its mailbox full, the gateway gone), and one to an offline agent, delivered
+once the agent is back."""
 
 from __future__ import annotations
 
