@@ -136,9 +136,9 @@ async def start_recorder(
     # A program that turned bracketed paste on gets pastes wrapped in ESC[200~ … ESC[201~.
     enable = r"printf '\033[?2004h'; " if bracketed else ""
     if screen:
-        shown = path.with_suffix(".screen")
-        shown.write_text(screen + "\n")
-        enable += f"cat {shlex.quote(str(shown))}; "
+        # The shell's own printf, not `cat FILE`: the wait below takes the first `cat` it sees
+        # for the recorder, and one showing the screen came before raw mode (Enter read as LF).
+        enable += f"printf '%s\\n' {shlex.quote(screen)}; "
     target = tmux.new_session(name, f"{enable}stty raw -echo; exec cat >> {shlex.quote(str(path))}")
     await wait_for_command(tmux, target, "cat")  # raw mode is on once the shell became cat
     return Recorder(PaneTarget(target=target, socket=tmux.socket), path)
