@@ -189,13 +189,20 @@ class TmuxAdapter:
     ) -> DeliveryOutcome:
         """Type only if the pane looks ready, tmux checking the look in the same stretch as the
         typing; PaneNotReady (nothing typed) when it does not."""
-        if req.look == "alive":
-            # Its hooks have been silent for long: it may have crashed to its shell (read from
-            # /proc), or been stopped by Esc, which sends no hook and puts the cancelled prompt
-            # back in the input box. Neither is a tmux format: read them first.
+        if req.look in ("idle", "alive", "ready"):
+            # The human's words in the input box: a prompt Esc put back there (no hook says
+            # so), or one the human is writing while the agent is ready or still busy (its
+            # Stop then comes with their text in the box). Typed after it, the message would
+            # join their words and Enter would submit both. With its hooks silent for long the
+            # agent may also have crashed to its shell (read from /proc). Neither is a tmux
+            # format: read them first.
             info = await self.pane_info(req.pane)
             if not info.has_seen(req.event_id):
-                if refused := await asyncio.to_thread(crashed_to_shell, info.command, info.pid):
+                if (refused := info.not_ready(req.look)) is not None:
+                    raise refused
+                if req.look == "alive" and (
+                    refused := await asyncio.to_thread(crashed_to_shell, info.command, info.pid)
+                ):
                     raise refused  # the agent is gone: no screen to read
                 capture = [["capture-pane", "-p", "-J", "-t", info.pane_id]]
                 if refused := draft_in_box(await self.run_commands(req.pane.socket, capture)):
