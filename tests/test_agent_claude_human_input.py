@@ -1,8 +1,9 @@
-"""The human's words in the real Claude Code's input box are theirs: a message sent while they
-are half-typed there, with Claude at its prompt, with the "/" command menu open, or typed ahead
-while a turn runs, is not typed after them (Enter would submit both as one prompt) and `send
---wait` does not say it was delivered; it waits, the state says why, and it goes as a prompt of
-its own once the box is empty, the human's words untouched.
+"""What the human has in the real Claude Code's pane is theirs. Their words half-typed in the input
+box, with Claude at its prompt, with the "/" command menu open, or typed ahead while a turn runs:
+a message is not typed after them (Enter would submit both as one prompt). A settings panel open
+over the box (/config, /permissions): no message is typed into it. Either way `send --wait` does
+not say the message was delivered; it waits, `agents` says why, and it goes as a prompt of its own
+once the human is done, their words untouched.
 
 One Claude with agentcomms' hooks, and its human at a terminal, serve the module; each test
 leaves the box empty and Claude at its prompt."""
@@ -12,6 +13,8 @@ from __future__ import annotations
 import asyncio
 import json
 from typing import Any
+
+import pytest
 
 from agentcomms.bridge.look import input_box
 from tests.fakes.anthropic import text
@@ -23,6 +26,7 @@ from tests.support.waiting import eventually
 __all__ = ["attended_claude"]
 
 DRAFTED = "the human (a draft in the input box)"
+DIALOG = "a dialog in the pane"
 # Long enough for a message that was going to be typed to have reached the model.
 QUIET_S = 3.0
 
@@ -122,4 +126,34 @@ async def test_words_typed_ahead_in_a_turn_keep_the_message_waiting_after_it(
 
     await claude.keys("C-u")
     assert await claude.model.wait_for_human("cold", timeout=60) == f"{SENT_HEADER}cache is cold"
+    await eventually(lambda: state_is(a, "ready"), timeout=30)
+
+
+@pytest.mark.parametrize(
+    ("command", "shown"),
+    [("/config", "Esc to go back"), ("/permissions", "Esc to close")],
+    ids=["config", "permissions"],
+)
+async def test_a_settings_panel_open_keeps_the_message_out_of_it(
+    attended_claude: Attended[ClaudePane], command: str, shown: str
+) -> None:
+    """Keys typed into a panel move through its settings and Enter changes one."""
+    a, claude = attended_claude, attended_claude.pane
+    await claude.wait_ready()
+    await eventually(lambda: state_is(a, "ready"))
+    await claude.type(command)
+    await claude.wait_for_screen(shown)
+
+    words = f"{command} open or not, hello"
+    done = await cli(a.home, "send", a.agent_id, words, "--wait", "--timeout", "6")
+    assert done.stdout.strip().endswith(": queued"), done.stdout
+    waiting = await agent_row(a)
+    assert (waiting["state"], waiting["waiting_for"]) == ("waiting", DIALOG)
+    await asyncio.sleep(QUIET_S)
+    assert shown in claude.screen()
+    assert not any(words in t for t in claude.model.human_texts)
+
+    # The human closes the panel (/config takes two: the first leaves its search box).
+    await claude.answer("to navigate", "Escape")
+    assert await claude.model.wait_for_human(words, timeout=60) == f"{SENT_HEADER}{words}"
     await eventually(lambda: state_is(a, "ready"), timeout=30)
