@@ -109,6 +109,20 @@ async def test_the_humans_words_in_the_input_box_hold_the_text(
     assert await pane.settled() == b""
 
 
+async def test_the_humans_words_in_the_input_box_hold_a_backlog_too(
+    tmux: Tmux, tmp_path: Path
+) -> None:
+    """A backlog of short texts is typed in one invocation: the box is read before it too."""
+    pane = await showing(tmux, tmp_path, f"{RULE}\n\u276f please also check the\n{RULE}")
+    adapter = TmuxAdapter()
+    await adapter.pane_info(pane.pane)
+    backlog = [typing(pane.pane, "idle", f"evt_look{i}") for i in range(3)]
+    with pytest.raises(PaneNotReady) as refused:
+        await adapter.deliver_batch(backlog)
+    assert refused.value.reason == "draft"
+    assert await pane.settled() == b""
+
+
 async def test_a_shell_counts_as_exited_only_for_the_ready_look(tmux: Tmux, tmp_path: Path) -> None:
     target = tmux.new_session("shell")  # sh, at its prompt
     await wait_for_command(tmux, target, "sh")
