@@ -42,12 +42,12 @@ async def test_enter_is_pressed_once_more_when_the_text_stays_in_the_input_box(
     stack: Stack, agent: tuple[str, FakeAgent]
 ) -> None:
     agent_id, fake = agent
-    # The agent's screen keeps the text in its input box: its Enter was lost.
-    await fake.showing(f"> {SENT_HEADER}please run the tests\n  ? for shortcuts")
     sending = asyncio.create_task(
         stack.call("send", agent_id=agent_id, message="please run the tests", wait=True, timeout=60)
     )
     await eventually(lambda: fake.typed() == as_sent("please run the tests"))
+    # The agent's screen keeps the text in its input box: its Enter was lost.
+    await fake.showing(f"> {SENT_HEADER}please run the tests\n  ? for shortcuts")
     await eventually(lambda: fake.typed() == as_sent("please run the tests") + b"\r", timeout=15)
     assert "please run the tests" in fake.tmux.capture(fake.target)
     # Still there after a second look: no third Enter, ever.

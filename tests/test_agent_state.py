@@ -59,6 +59,22 @@ def test_a_concurrent_pre_tool_use_that_finishes_late_does_not_undo_the_dialog()
     assert r.state == "waiting"
 
 
+def test_a_permission_request_that_arrives_after_its_notification_still_names_the_tool() -> None:
+    """Its hook started first, but reports only after the dialog's Notification was applied."""
+    r = run(
+        hook("PreToolUse", 10, tool_name="Bash", tool_input={"command": "touch gate.txt"}),
+        hook("Notification", 30, notification_type="permission_prompt"),
+        hook("PermissionRequest", 20, tool_name="Bash", tool_input={"command": "touch gate.txt"}),
+    )
+    assert (r.state, r.waiting_for) == ("waiting", "permission for Bash: touch gate.txt")
+    # A late one never opens a dialog the state does not show.
+    late = run(
+        hook("Stop", 30),
+        hook("PermissionRequest", 20, tool_name="Bash", tool_input={"command": "ls"}),
+    )
+    assert (late.state, late.waiting_for) == ("ready", None)
+
+
 def test_a_late_hook_of_an_old_session_never_moves_the_state_back() -> None:
     r = run(
         report_from("claude-code", "SessionStart", 50, "new", {}),

@@ -20,7 +20,9 @@ from tests.support.tmux import Recorder, Tmux, start_recorder, wait_for_command
 
 DIALOG = " Do you want to proceed?\n \u276f 1. Yes\n   2. No\n\n Esc to cancel"
 BUSY = "* Thinking... (esc to interrupt)"
-QUOTED = "> Do you want to proceed? was what it asked"
+# Under the transcript, Claude Code's input box, empty.
+RULE = "\u2500" * 40
+QUOTED = f"> Do you want to proceed? was what it asked\n{RULE}\n\u276f \n{RULE}"
 # Codex's own approval prompt (0.169): no busy line under it, and its keys are letters ("y").
 CODEX_DIALOG = (
     "  Would you like to run the following command?\n\n  $ touch summary.txt\n\n"
@@ -90,6 +92,35 @@ async def test_a_quoted_dialog_line_in_the_transcript_is_not_a_dialog(
     pane = await showing(tmux, tmp_path, QUOTED)
     await TmuxAdapter().deliver(typing(pane.pane, "idle"))
     assert await pane.wait_for(b"stop, do not run anything\r") == b"stop, do not run anything\r"
+
+
+@pytest.mark.parametrize("look", ["idle", "alive", "ready"])
+async def test_the_humans_words_in_the_input_box_hold_the_text(
+    tmux: Tmux, tmp_path: Path, look: PaneLook
+) -> None:
+    """Whatever the hooks last said, a box with the human's words in it is not typed into:
+    Enter would submit theirs and the message as one prompt."""
+    pane = await showing(tmux, tmp_path, f"{RULE}\n\u276f please also check the\n{RULE}")
+    adapter = TmuxAdapter()
+    await adapter.pane_info(pane.pane)  # known: the one-invocation path is not taken either
+    with pytest.raises(PaneNotReady) as refused:
+        await adapter.deliver(typing(pane.pane, look))
+    assert refused.value.reason == "draft"
+    assert await pane.settled() == b""
+
+
+async def test_the_humans_words_in_the_input_box_hold_a_backlog_too(
+    tmux: Tmux, tmp_path: Path
+) -> None:
+    """A backlog of short texts is typed in one invocation: the box is read before it too."""
+    pane = await showing(tmux, tmp_path, f"{RULE}\n\u276f please also check the\n{RULE}")
+    adapter = TmuxAdapter()
+    await adapter.pane_info(pane.pane)
+    backlog = [typing(pane.pane, "idle", f"evt_look{i}") for i in range(3)]
+    with pytest.raises(PaneNotReady) as refused:
+        await adapter.deliver_batch(backlog)
+    assert refused.value.reason == "draft"
+    assert await pane.settled() == b""
 
 
 async def test_a_shell_counts_as_exited_only_for_the_ready_look(tmux: Tmux, tmp_path: Path) -> None:

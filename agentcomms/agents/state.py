@@ -99,7 +99,7 @@ def apply(current: Readiness, report: HookReport, now: datetime) -> Readiness | 
     """The state after `report`, or None when it changes nothing: older than the last report
     applied, or an event that says nothing of the state."""
     if report.at_ns <= current.at_ns:
-        return _carried_late(current, report)
+        return _named_late(current, report) or _carried_late(current, report)
     step = _step(report)
     if step is None:
         return None
@@ -107,7 +107,7 @@ def apply(current: Readiness, report: HookReport, now: datetime) -> Readiness | 
     if state == "waiting" and waiting_for is None and current.state == "waiting":
         waiting_for = current.waiting_for  # a late notification of the dialog already known
     if state == "waiting" and waiting_for is None:
-        waiting_for = "a permission prompt"
+        waiting_for = PERMISSION_PROMPT
     awaiting, submitted, unclaimed = current.awaiting, current.submitted, current.unclaimed
     if report.prompt:
         prompt = " ".join(report.prompt.split())
@@ -131,6 +131,17 @@ def apply(current: Readiness, report: HookReport, now: datetime) -> Readiness | 
             "hooks_missing": False,
         }
     )
+
+
+def _named_late(current: Readiness, report: HookReport) -> Readiness | None:
+    """A PermissionRequest that started before the dialog's Notification but reached the
+    mailbox after it (its hook, which waits for the human's answer, is slower to report) still
+    names what the dialog asks, where the Notification only said that one is open."""
+    if report.event != "PermissionRequest" or current.state != "waiting":
+        return None
+    if current.waiting_for != PERMISSION_PROMPT:
+        return None
+    return current.model_copy(update={"waiting_for": _waiting_for(report.tool, report.summary)})
 
 
 def _carried_late(current: Readiness, report: HookReport) -> Readiness | None:
@@ -288,6 +299,9 @@ _NOTIFICATIONS: dict[str, Step] = {
 # The hooks that carry the human's prompt as the agent took it: Claude Code's and Codex's
 # UserPromptSubmit, Gemini CLI's BeforeAgent.
 PROMPT_SUBMITTED = ("UserPromptSubmit", "BeforeAgent")
+
+# What the state waits for when a notification said only that a permission dialog is open.
+PERMISSION_PROMPT = "a permission prompt"
 
 # Not a hook: the gateway's look at a pane as it is registered found the agent at its prompt.
 AT_PROMPT = "registered-at-prompt"

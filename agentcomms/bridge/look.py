@@ -7,7 +7,8 @@ look is taken by the tmux server itself, in the same stretch of its command queu
 line (0 for none), ``#{pane_in_mode}`` is copy mode, ``#{pane_current_command}`` the program.
 
 The markers are Claude Code's (2.1.x): its permission prompt ("Do you want to proceed?", a numbered
-menu, "Esc to cancel"), its questions and menus ("Enter to select"), its first-start nudge ("Make auto
+menu, "Esc to cancel"), its questions and menus ("Enter to select"), its panels over the input box
+(/config's "Esc to go back", /permissions' "Esc to close"), its first-start nudge ("Make auto
 mode your default permission mode?"), and the status line of a running turn ("esc to
 interrupt"); and Gemini CLI's (0.61): its permission dialogs ("Allow execution of …?", "Apply this
 change?"), and its running turn ("esc to cancel, 3s"); and Codex's (0.169) approval overlays
@@ -29,7 +30,7 @@ from agentcomms.errors import PaneNotReady
 # No ',', '}' or '#' in these: they would end the format they sit in.
 DIALOG_MARKERS = (
     r"^[ │]*(Do you want to proceed\?|Make auto mode your default permission mode\?)"
-    "|^[ │]*\u276f [0-9]+\\.|Enter to select|Esc to cancel"  # \u276f: the menu's pointer
+    "|^[ │]*\u276f [0-9]+\\.|Enter to select|Esc to (cancel|go back|close)"  # \u276f: the menu's pointer
     r"|^[ │]*(Allow execution of|Apply this change\?)"  # Gemini CLI's
     # Codex's approval overlays, which hide its busy line ("esc to interrupt") while they show.
     r"|^ *(Would you like to (run the following command|make the following edits|grant these "

@@ -189,17 +189,7 @@ class TmuxAdapter:
     ) -> DeliveryOutcome:
         """Type only if the pane looks ready, tmux checking the look in the same stretch as the
         typing; PaneNotReady (nothing typed) when it does not."""
-        if req.look == "alive":
-            # Its hooks have been silent for long: it may have crashed to its shell (read from
-            # /proc), or been stopped by Esc, which sends no hook and puts the cancelled prompt
-            # back in the input box. Neither is a tmux format: read them first.
-            info = await self.pane_info(req.pane)
-            if not info.has_seen(req.event_id):
-                if refused := await asyncio.to_thread(crashed_to_shell, info.command, info.pid):
-                    raise refused  # the agent is gone: no screen to read
-                capture = [["capture-pane", "-p", "-J", "-t", info.pane_id]]
-                if refused := draft_in_box(await self.run_commands(req.pane.socket, capture)):
-                    raise refused
+        await self._refuse_unseen_in_use(req)
         for _ in range(2):
             known = self._pane_ids.get((req.pane.socket, req.pane.target))
             if known is not None and await self._type_if_new(req.pane, known, [(req, text)]):
@@ -213,6 +203,28 @@ class TmuxAdapter:
         raise PaneNotReady(
             "the pane changed while it was being typed into; trying again", reason="dialog"
         )
+
+    async def _refuse_unseen_in_use(self, req: Typing) -> None:
+        """PaneNotReady when the pane is in the human's or nobody's use, for an event not typed
+        there yet: the human's words in the input box (a prompt Esc put back there, which no
+        hook says, or one the human is writing while the agent is ready or still busy, its Stop
+        then coming with their text in the box: typed after it, the message would join their
+        words and Enter would submit both), or, under the look `alive`, an agent crashed to its
+        shell (read from /proc). Neither is a tmux format: read them before the typing."""
+        if req.look not in ("idle", "alive", "ready"):
+            return
+        info = await self.pane_info(req.pane)
+        if info.has_seen(req.event_id):
+            return
+        if (refused := info.not_ready(req.look)) is not None:
+            raise refused
+        if req.look == "alive" and (
+            refused := await asyncio.to_thread(crashed_to_shell, info.command, info.pid)
+        ):
+            raise refused  # the agent is gone: no screen to read
+        capture = [["capture-pane", "-p", "-J", "-t", info.pane_id]]
+        if refused := draft_in_box(await self.run_commands(req.pane.socket, capture)):
+            raise refused
 
     async def deliver_batch(self, reqs: list[Typing]) -> list[DeliveryOutcome]:
         """Type several events into one pane, in order, each at most once.
@@ -232,6 +244,8 @@ class TmuxAdapter:
                 if not prepared:
                     raise
                 break
+        if prepared:  # the short texts below are typed without a look at the box
+            await self._refuse_unseen_in_use(prepared[0][0])
         typed: set[str] = set()
         outcomes: list[DeliveryOutcome] = []
         for i, (req, _, outcome) in enumerate(prepared):
