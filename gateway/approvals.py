@@ -188,7 +188,11 @@ class ApprovalMethods:
         if self._waiting.pop(view.request.id, None) is not None:
             self._tell(view)  # decided where this gateway did not hear it (a timeout)
         self._chats.settle(view)
-        return {"status": "decided", "decision": hook_decision(self._key, view), **_summary(view)}
+        return {
+            "status": "decided",
+            "decision": hook_decision(self._key, view, p.id.upper()),
+            **_summary(view),
+        }
 
     async def approval_decide(self, p: ApprovalDecideParams) -> dict[str, Any]:
         return await self.answer(
@@ -309,14 +313,44 @@ def ladder_for(
     )
 
 
-def hook_decision(key: DeploymentKey, view: ApprovalView) -> dict[str, Any] | None:
-    """What the agent's hook answers, in Claude Code's `decision` shape; None leaves the
-    agent's own dialog to the terminal. Nothing unsigned decides."""
+def hook_decision(
+    key: DeploymentKey, view: ApprovalView, approval_id: str
+) -> dict[str, Any] | None:
+    """What the agent's hook waiting on `approval_id` answers, in Claude Code's `decision`
+    shape; None leaves the agent's own dialog to the terminal. Nothing unsigned decides, nor
+    anything signed for another approval: anyone can copy a genuine request or answer from one
+    approval's history into another's workflow."""
     request, decision = view.request, view.decision
     if decision is None or not key.approval_is_genuine(request):
         return None
+    if request.id != approval_id:
+        log.warning(
+            "approval %s: its workflow holds request %s (started again by someone else?), "
+            "which decides nothing for it",
+            approval_id,
+            request.id,
+        )
+        return None
+    if decision.approval_id != request.id:
+        log.warning(
+            "approval %s: an answer to approval %s copied into it, ignored",
+            request.id,
+            decision.approval_id,
+        )
+        return None
     if decision.behavior == "timeout":
         if request.on_timeout != "deny":
+            return None
+        # A timeout carries no tag (the workflow records it, and holds no key): it counts
+        # only once the request's time was up when the workflow took it.
+        waited = (decision.at - view.opened_at).total_seconds() if decision.at else 0
+        if waited < request.timeout_s:
+            log.warning(
+                "approval %s: a timeout put in after %.0f s of its %g s, ignored",
+                request.id,
+                waited,
+                request.timeout_s,
+            )
             return None
         return {
             "behavior": "deny",

@@ -26,9 +26,11 @@ from tests.support.hooks import gateway_relay, start_hook
 from tests.support.stack import STACK_KEY, Stack
 from tests.support.waiting import eventually
 from workflows.approval.client import Approvals
-from workflows.approval.models import Decide
+from agentcomms.workflow_ids import approval_workflow_id
+from workflows.approval.models import ApprovalInput, Decide
 from workflows.approval.workflow import ApprovalWorkflow
 
+KEY = DeploymentKey(STACK_KEY.encode())
 SUGGESTIONS = [
     {"type": "addDirectories", "directories": ["/p"], "destination": "session"},
     {"type": "addRules", "rules": [{"toolName": "Bash"}], "destination": "localSettings"},
@@ -343,7 +345,7 @@ async def _timed_out(env: WorkflowEnvironment, on_timeout: OnTimeout) -> dict[st
     assert view is not None
     assert view.decision is not None
     assert (view.decision.behavior, view.decision.via) == ("timeout", "timeout")
-    return hook_decision(key, view)
+    return hook_decision(key, view, request.id)
 
 
 async def test_no_answer_in_time_leaves_the_dialog_to_the_terminal_by_default(
@@ -435,3 +437,77 @@ async def test_an_answer_after_the_approval_ended_is_told_how_it_ended(
     assert ended.decision is not None and ended.decision.behavior == "timeout"
     assert decided is not None and decided.accepted is False
     assert decided.view.decision is not None and decided.view.decision.behavior == "timeout"
+
+
+async def test_a_genuine_answer_copied_to_another_approval_allows_nothing(stack: Stack) -> None:
+    """The attack: a human's genuine "allow" of one request (readable by anyone in the view
+    query or the history), sent as the answer of another request still open."""
+    agent = stack.agent_id()
+    harmless = await _open(stack, agent, "ls")
+    await stack.call("approval_decide", id=harmless, behavior="allow", by="alice")
+    approvals = Approvals(stack.client, stack.cfg.temporal.task_queue)
+    allowed = await approvals.view(harmless)
+    assert allowed is not None and allowed.decision is not None
+    assert hook_decision(KEY, allowed, harmless) == {"behavior": "allow"}  # the genuine one counts
+
+    dangerous = await _open(stack, agent, "rm -rf /")
+    copied = Decide(decision=allowed.decision.model_copy(update={"at": None}))
+    await approvals.handle(dangerous).execute_update(ApprovalWorkflow.decide, copied)
+    waited = await stack.call("approval_wait", id=dangerous, wait_s=10)
+    assert (waited["status"], waited["decided_by"], waited["decision"]) == (
+        "decided",
+        "alice",
+        None,
+    )
+
+
+async def test_a_forged_timeout_denies_nothing(stack: Stack) -> None:
+    """A timeout carries no tag (the workflow, which holds no key, records it): one put into
+    Temporal by anyone before the request's time is up is not a timeout."""
+    approvals = Approvals(stack.client, stack.cfg.temporal.task_queue)
+    request = KEY.sign_approval(
+        ApprovalRequest(
+            id=uuid.uuid4().hex[:4].upper(),
+            agent_id=stack.agent_id(),
+            tool="Bash",
+            input_text="touch x",
+            timeout_s=600,
+            on_timeout="deny",
+        )
+    )
+    await approvals.open(request)
+    forged = Decision(approval_id=request.id, behavior="timeout", by="agentcomms", via="timeout")
+    await approvals.handle(request.id).execute_update(
+        ApprovalWorkflow.decide, Decide(decision=forged)
+    )
+    view = await approvals.view(request.id)
+    assert view is not None and view.decision is not None
+    assert view.decision.behavior == "timeout"
+    assert hook_decision(KEY, view, request.id) is None
+    await approvals.handle(request.id).terminate()
+
+
+async def test_another_request_started_in_an_approvals_place_allows_nothing(
+    stack: Stack,
+) -> None:
+    """The attack: terminate an open approval and start its workflow again with another,
+    genuinely allowed, request and answer (both copied from that one's history)."""
+    agent = stack.agent_id()
+    harmless = await _open(stack, agent, "ls")
+    await stack.call("approval_decide", id=harmless, behavior="allow", by="alice")
+    approvals = Approvals(stack.client, stack.cfg.temporal.task_queue)
+    allowed = await approvals.view(harmless)
+    assert allowed is not None and allowed.decision is not None
+    dangerous = await _open(stack, agent, "rm -rf /")
+    await approvals.handle(dangerous).terminate()
+    await stack.client.start_workflow(
+        ApprovalWorkflow.run,
+        ApprovalInput(request=allowed.request),
+        id=approval_workflow_id(dangerous),
+        task_queue=stack.cfg.temporal.task_queue,
+    )
+    copied = Decide(decision=allowed.decision.model_copy(update={"at": None}))
+    await approvals.handle(dangerous).execute_update(ApprovalWorkflow.decide, copied)
+    waited = await stack.call("approval_wait", id=dangerous, wait_s=10)
+    assert waited["status"] == "decided" and waited["decision"] is None
+    await approvals.handle(dangerous).terminate()
