@@ -20,13 +20,13 @@ from agentcomms.agents.state import GEMINI_CANCELLED_EVENT, Readiness
 from agentcomms.approval_models import ApprovalRequest, Decision, OnTimeout
 from agentcomms.client import GatewayClient
 from agentcomms.trust import DeploymentKey
+from agentcomms.workflow_ids import approval_workflow_id
 from gateway.approvals import hook_decision
 from tests.support.cli import AGENTCOMMS, inbox_followed
 from tests.support.hooks import gateway_relay, start_hook
 from tests.support.stack import STACK_KEY, Stack
 from tests.support.waiting import eventually
 from workflows.approval.client import Approvals
-from agentcomms.workflow_ids import approval_workflow_id
 from workflows.approval.models import ApprovalInput, Decide
 from workflows.approval.workflow import ApprovalWorkflow
 

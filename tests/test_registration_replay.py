@@ -196,3 +196,110 @@ async def test_a_mailbox_terminated_and_started_afresh_obeys_and_types_nothing_o
     await eventually(lambda: newer_out.read_bytes() == as_sent("meanwhile", "three"))
     assert old_out.read_bytes() == as_sent("one")
     assert new_out.read_bytes() == as_sent("two")
+
+
+async def test_a_mailbox_started_afresh_with_a_forged_carried_state_obeys_none_of_it(
+    temporal_env: WorkflowEnvironment, stack: Stack, tmux: Tmux, tmp_path: Path
+) -> None:
+    """The attack: terminate the mailbox and start it with the state a run carries through
+    continue-as-new, forged: the genuine registration of the pane the agent left (now a shell),
+    a newest-registration time far ahead (so no later registration would count), online."""
+    agent = stack.agent_id()
+    old, old_out = recorder(tmux, tmp_path, "old")
+    new, new_out = recorder(tmux, tmp_path, "new")
+    await stack.call("send", agent_id=agent, message="one")  # starts the mailbox
+    await register(stack, agent, tmux, old, submit_delay_ms=0)
+    await eventually(lambda: old_out.read_bytes() == as_sent("one"))
+    await register(stack, agent, tmux, new, submit_delay_ms=0)
+    assert (await stack.call("send", agent_id=agent, message="two", wait=True))["delivered"]
+    [old_registration, _] = await signalled(stack, agent, "register")
+    host = json.loads(old_registration)["host"]
+    forged = {
+        "agent_id": agent,
+        "task_queue": host_task_queue(host),
+        "state": {
+            "agent_id": agent,
+            "task_queue": host_task_queue(host),
+            "registration": json.loads(old_registration),
+            "pane_changed_at": "2999-01-01T00:00:00Z",
+            "status": "online",
+        },
+    }
+    temporal_cli(temporal_env, "terminate", "-w", mailbox_id(agent), "--reason", "attack")
+    temporal_cli(
+        temporal_env,
+        "start",
+        "--workflow-id", mailbox_id(agent),
+        "--type", "AgentWorkflow",
+        "--task-queue", host_task_queue(host),
+        "--input", json.dumps(forged),
+    )  # fmt: skip
+    await stack.call("send", agent_id=agent, message="meanwhile")
+    # The agent comes back in a pane of its own: registered now, it counts.
+    newer, newer_out = recorder(tmux, tmp_path, "newer")
+    await register(stack, agent, tmux, newer, submit_delay_ms=0)
+    assert (await stack.call("send", agent_id=agent, message="three", wait=True))["delivered"]
+    await eventually(lambda: newer_out.read_bytes() == as_sent("meanwhile", "three"))
+    assert old_out.read_bytes() == as_sent("one")
+    assert new_out.read_bytes() == as_sent("two")
+
+
+async def test_a_mailbox_started_for_another_agent_writes_nothing_of_that_agents(
+    temporal_env: WorkflowEnvironment, stack: Stack, tmux: Tmux, tmp_path: Path
+) -> None:
+    """The attack: a mailbox of the attacker's (`agent-<anything>`) started for the agent,
+    whose row it would write as it knows it, forgetting the newest registration's time; then the
+    agent's own mailbox terminated and started afresh with the registration of the pane the
+    agent left (now a shell), which a mailbox started afresh would take for the newest."""
+    agent = stack.agent_id()
+    old, old_out = recorder(tmux, tmp_path, "old")
+    new, new_out = recorder(tmux, tmp_path, "new")
+    await stack.call("send", agent_id=agent, message="one")  # starts the mailbox
+    await register(stack, agent, tmux, old, submit_delay_ms=0)
+    await eventually(lambda: old_out.read_bytes() == as_sent("one"))
+    await register(stack, agent, tmux, new, submit_delay_ms=0)
+    assert (await stack.call("send", agent_id=agent, message="two", wait=True))["delivered"]
+    [old_registration, _] = await signalled(stack, agent, "register")
+    host = json.loads(old_registration)["host"]
+
+    async def newest_registration_recorded() -> bool:
+        row = await stack.store.get_agent(agent)
+        return row is not None and row.target == new
+
+    await eventually(newest_registration_recorded)
+    decoy = f"{agent}-decoy"
+    temporal_cli(
+        temporal_env,
+        "start",
+        "--workflow-id", mailbox_id(decoy),
+        "--type", "AgentWorkflow",
+        "--task-queue", host_task_queue(host),
+        "--input", json.dumps({"agent_id": agent}),
+    )  # fmt: skip
+    decoy_handle = stack.client.get_workflow_handle_for(AgentWorkflow.run, mailbox_id(decoy))
+
+    async def decoy_wrote() -> bool:
+        state = await decoy_handle.query(AgentWorkflow.state)
+        return state.unrecorded == 0
+
+    await eventually(decoy_wrote)
+    assert await newest_registration_recorded()
+    temporal_cli(temporal_env, "terminate", "-w", mailbox_id(agent), "--reason", "attack")
+    temporal_cli(
+        temporal_env,
+        "signal-with-start",
+        "--workflow-id", mailbox_id(agent),
+        "--type", "AgentWorkflow",
+        "--task-queue", host_task_queue(host),
+        "--input", json.dumps({"agent_id": agent}),
+        "--signal-name", "register",
+        "--signal-input", old_registration,
+    )  # fmt: skip
+    await stack.call("send", agent_id=agent, message="meanwhile")
+    newer, newer_out = recorder(tmux, tmp_path, "newer")
+    await register(stack, agent, tmux, newer, submit_delay_ms=0)
+    assert (await stack.call("send", agent_id=agent, message="three", wait=True))["delivered"]
+    await eventually(lambda: newer_out.read_bytes() == as_sent("meanwhile", "three"))
+    assert old_out.read_bytes() == as_sent("one")
+    assert new_out.read_bytes() == as_sent("two")
+    await decoy_handle.terminate()

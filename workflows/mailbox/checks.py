@@ -35,7 +35,7 @@ with workflow.unsafe.imports_passed_through():
     from agentcomms.models import RecallRequest, Registration, Unregister
     from workflows.activities import failure_cause
     from workflows.mailbox import activities
-    from workflows.mailbox.models import AgentState
+    from workflows.mailbox.models import AgentInput, AgentState
 
 if TYPE_CHECKING:
     from workflows.mailbox.queue import Queue
@@ -82,6 +82,31 @@ class Recall:
             if not self._queue.seen(event_id):
                 self._queue.remember(event_id)
         self.done = True
+
+
+def carried_state(input: AgentInput) -> AgentState | None:
+    """The state this run takes from its input: only one a run of this mailbox handed over by
+    continuing-as-new. Anyone can start a mailbox with a state of their making (a genuine
+    registration of the pane the agent left, a newest-registration time far ahead, messages
+    marked typed); a run started so is a run started afresh, and learns from the projection."""
+    if input.state is None:
+        return None
+    if workflow.info().continued_run_id is None:
+        workflow.logger.warning(
+            "ignored the state %s's mailbox was started with: only a run that continued-as-new "
+            "carries one (someone started it by hand?); starting afresh from the projection",
+            input.agent_id,
+        )
+        return None
+    if input.state.agent_id != input.agent_id:
+        workflow.logger.warning(
+            "ignored the state of %s carried into %s's mailbox; starting afresh from the "
+            "projection",
+            input.state.agent_id,
+            input.agent_id,
+        )
+        return None
+    return input.state
 
 
 async def genuine_report(state: AgentState, report: HookReport) -> bool:
