@@ -59,6 +59,7 @@ DECLARED: dict[str, tuple[ModuleType, set[str]]] = {
         {
             "check_call",
             "check_line_event",
+            "check_turn",
             "synthesize_speech",
             "transcribe_speech",
             "record_call",

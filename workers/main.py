@@ -107,6 +107,7 @@ def build_workers(
                     chat.send_chat,
                     voice.check_call,
                     voice.check_line_event,
+                    voice.check_turn,
                     voice.synthesize_speech,
                     voice.transcribe_speech,
                     voice.record_call,

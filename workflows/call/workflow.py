@@ -32,7 +32,7 @@ with workflow.unsafe.imports_passed_through():
     from agentcomms.workflow_ids import CALL_WORKFLOW
     from workflows.activities import failure_cause, failure_reason
     from workflows.call import activities, outcomes
-    from workflows.call.checks import CallRefused, checked_call, checked_line_event
+    from workflows.call.checks import CallRefused, checked_call, checked_line_event, checked_turn
     from workflows.call.models import CallInput, End, Ended, Say, TurnResult, WaitLine
 
 # Past the ring timeout the call system says no-answer itself; our own timer is the backstop.
@@ -68,6 +68,7 @@ class CallWorkflow:
         self._checking = asyncio.Lock()  # line events are checked in the order they came
         # What the call was about, settled while it waited for the human (its detail: how).
         self._withdrawn: LineEvent | None = None
+        self._said: set[str] = set()  # the ids of the agent's turns taken, each said once
 
     # ---- the run: place the call, the first turn, then wait for the end ---------------------------
 
@@ -177,7 +178,9 @@ class CallWorkflow:
 
     @workflow.update
     async def say(self, request: Say) -> TurnResult:
-        """Speak to the human; with `listen`, return what they answer."""
+        """Speak to the human; with `listen`, return what they answer. Only the agent's own
+        words, as the gateway signed them for this call."""
+        await checked_turn(self._in.call_id, request, self._said)
         await self._first_turn()
         async with self._turns:
             if self._ended_at is not None:
@@ -192,7 +195,9 @@ class CallWorkflow:
 
     @workflow.update
     async def end(self, request: End) -> Ended:
-        """Say goodbye (when there is a message), hang up once it has played, give the duration."""
+        """Say goodbye (when there is a message), hang up once it has played, give the duration.
+        Only when the gateway signed it for this call."""
+        await checked_turn(self._in.call_id, request, self._said)
         await self._first_turn()
         async with self._turns:
             if self._ended_at is None:
