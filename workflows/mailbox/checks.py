@@ -106,7 +106,20 @@ def carried_state(input: AgentInput) -> AgentState | None:
             input.agent_id,
         )
         return None
-    return input.state
+    state, started = input.state, workflow.info().workflow_start_time
+    if state.pane_changed_at is not None and state.pane_changed_at > started:
+        # No registration the run before obeyed was made after this run started: a state that
+        # says so was made to have the agent's next registrations ignored. Those made since
+        # this run started count (the host types into no pane older than the newest signed).
+        workflow.logger.warning(
+            "%s's mailbox was handed a newest registration time after its run started (%s): "
+            "registrations made since %s count",
+            input.agent_id,
+            state.pane_changed_at.isoformat(),
+            started.isoformat(),
+        )
+        state.pane_changed_at = started
+    return state
 
 
 async def genuine_report(state: AgentState, report: HookReport) -> bool:
