@@ -178,8 +178,7 @@ class CallWorkflow:
 
     @workflow.update
     async def say(self, request: Say) -> TurnResult:
-        """Speak to the human; with `listen`, return what they answer. Only the agent's own
-        words, as the gateway signed them for this call."""
+        """Speak to the human (the gateway's signed words); with `listen`, their answer."""
         await checked_turn(self._in.call_id, request, self._said)
         await self._first_turn()
         async with self._turns:
@@ -195,8 +194,7 @@ class CallWorkflow:
 
     @workflow.update
     async def end(self, request: End) -> Ended:
-        """Say goodbye (when there is a message), hang up once it has played, give the duration.
-        Only when the gateway signed it for this call."""
+        """Say goodbye (when there is a message), hang up once it has played, give the duration."""
         await checked_turn(self._in.call_id, request, self._said)
         await self._first_turn()
         async with self._turns:
@@ -281,8 +279,7 @@ class CallWorkflow:
         turn = self._line.turn + 1
         self._set_line(turn=turn, say=text, audio=audio, expect="answer" if listen else "played")
         if self._live is not None and turn > 1:
-            # The call holds the line between turns; have it fetch this turn now. (The first
-            # turn is in the answer's own TwiML.)
+            # The call holds the line between turns: it fetches this one now (turn 1: its TwiML).
             await self._remote(activities.update_twilio_call, self._live, f"play turn {turn}")
         spoken = TurnRecord(
             turn=turn,
@@ -424,8 +421,7 @@ class CallWorkflow:
                 summary=summary,
             )
         except (ActivityError, ApplicationError) as exc:
-            # The call goes on as far as it can; a turn the call system never hears of times
-            # out like any unanswered one.
+            # The call goes on; a turn the call system never hears of times out like any other.
             workflow.logger.warning("%s failed: %s", activity.__name__, failure_cause(exc))
 
     # ---- the line, the record, the mailbox ----------------------------------------------------------
