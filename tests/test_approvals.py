@@ -9,16 +9,20 @@ import asyncio
 import json
 import subprocess
 import uuid
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 from pydantic import SecretStr
+from temporalio.client import WorkflowUpdateFailedError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from agentcomms.agents.state import GEMINI_CANCELLED_EVENT, Readiness
-from agentcomms.approval_models import ApprovalRequest, Decision, OnTimeout
+from agentcomms.approval_models import ApprovalRequest, ApprovalView, Decision, OnTimeout
 from agentcomms.client import GatewayClient
+from agentcomms.models import utcnow
 from agentcomms.trust import DeploymentKey
 from agentcomms.workflow_ids import approval_workflow_id
 from gateway.approvals import hook_decision
@@ -116,15 +120,20 @@ async def test_an_unknown_approval_is_named(stack: Stack) -> None:
 
 
 async def test_an_answer_put_into_temporal_by_anyone_else_allows_nothing(stack: Stack) -> None:
+    """Refused before it takes the request: the human's own answer still decides it."""
     approval = await _open(stack, stack.agent_id())
     handle = Approvals(stack.client, stack.cfg.temporal.task_queue).handle(approval)
     forged = Decision(approval_id=approval, behavior="allow", by="mallory", via="cli")
-    await handle.execute_update(ApprovalWorkflow.decide, Decide(decision=forged))
+    with pytest.raises(WorkflowUpdateFailedError) as refused:
+        await handle.execute_update(ApprovalWorkflow.decide, Decide(decision=forged))
+    assert "not signed by this deployment" in str(refused.value.cause)
+    assert (await stack.call("approval_wait", id=approval, wait_s=1))["status"] == "open"
+    await stack.call("approval_decide", id=approval, behavior="deny", by="alice")
     waited = await stack.call("approval_wait", id=approval, wait_s=10)
-    assert (waited["status"], waited["decided_by"], waited["decision"]) == (
+    assert (waited["status"], waited["decided_by"], waited["decision"]["behavior"]) == (
         "decided",
-        "mallory",
-        None,
+        "alice",
+        "deny",
     )
 
 
@@ -452,39 +461,42 @@ async def test_a_genuine_answer_copied_to_another_approval_allows_nothing(stack:
 
     dangerous = await _open(stack, agent, "rm -rf /")
     copied = Decide(decision=allowed.decision.model_copy(update={"at": None}))
-    await approvals.handle(dangerous).execute_update(ApprovalWorkflow.decide, copied)
-    waited = await stack.call("approval_wait", id=dangerous, wait_s=10)
-    assert (waited["status"], waited["decided_by"], waited["decision"]) == (
-        "decided",
-        "alice",
-        None,
-    )
+    with pytest.raises(WorkflowUpdateFailedError) as refused:
+        await approvals.handle(dangerous).execute_update(ApprovalWorkflow.decide, copied)
+    assert f"approval {harmless}'s, copied into {dangerous}" in str(refused.value.cause)
+    assert (await stack.call("approval_wait", id=dangerous, wait_s=1))["status"] == "open"
+    # Were it taken all the same (a history altered), the hook would not be told to allow.
+    view = await approvals.view(dangerous)
+    assert view is not None
+    taken = view.model_copy(update={"decision": allowed.decision})
+    assert hook_decision(KEY, taken, dangerous) is None
 
 
-async def test_a_forged_timeout_denies_nothing(stack: Stack) -> None:
-    """A timeout carries no tag (the workflow, which holds no key, records it): one put into
-    Temporal by anyone before the request's time is up is not a timeout."""
-    approvals = Approvals(stack.client, stack.cfg.temporal.task_queue)
+def test_a_timeout_taken_before_its_time_denies_nothing() -> None:
+    """A timeout carries no tag (the workflow, which holds no key, records it): one in an
+    approval before the request's time was up (a history altered) is not a timeout."""
     request = KEY.sign_approval(
         ApprovalRequest(
-            id=uuid.uuid4().hex[:4].upper(),
-            agent_id=stack.agent_id(),
+            id="K7QF",
+            agent_id="backend",
             tool="Bash",
             input_text="touch x",
             timeout_s=600,
             on_timeout="deny",
         )
     )
-    await approvals.open(request)
-    forged = Decision(approval_id=request.id, behavior="timeout", by="agentcomms", via="timeout")
-    await approvals.handle(request.id).execute_update(
-        ApprovalWorkflow.decide, Decide(decision=forged)
+    opened = utcnow()
+    timeout = Decision(approval_id="K7QF", behavior="timeout", by="agentcomms", via="timeout")
+    early = ApprovalView(
+        request=request,
+        opened_at=opened,
+        decision=timeout.model_copy(update={"at": opened + timedelta(seconds=5)}),
     )
-    view = await approvals.view(request.id)
-    assert view is not None and view.decision is not None
-    assert view.decision.behavior == "timeout"
-    assert hook_decision(KEY, view, request.id) is None
-    await approvals.handle(request.id).terminate()
+    assert hook_decision(KEY, early, "K7QF") is None
+    due = early.model_copy(
+        update={"decision": timeout.model_copy(update={"at": opened + timedelta(seconds=600)})}
+    )
+    assert (hook_decision(KEY, due, "K7QF") or {}).get("behavior") == "deny"
 
 
 async def test_another_request_started_in_an_approvals_place_allows_nothing(
@@ -507,7 +519,12 @@ async def test_another_request_started_in_an_approvals_place_allows_nothing(
         task_queue=stack.cfg.temporal.task_queue,
     )
     copied = Decide(decision=allowed.decision.model_copy(update={"at": None}))
-    await approvals.handle(dangerous).execute_update(ApprovalWorkflow.decide, copied)
-    waited = await stack.call("approval_wait", id=dangerous, wait_s=10)
-    assert waited["status"] == "decided" and waited["decision"] is None
+    with pytest.raises(WorkflowUpdateFailedError) as refused:
+        await approvals.handle(dangerous).execute_update(ApprovalWorkflow.decide, copied)
+    assert "local activity of approval" in str(refused.value.cause)
+    # Were it taken all the same, the hook waiting for this approval would not allow.
+    view = await approvals.view(dangerous)
+    assert view is not None and view.request.id == harmless
+    taken = view.model_copy(update={"decision": allowed.decision})
+    assert hook_decision(KEY, taken, dangerous) is None
     await approvals.handle(dangerous).terminate()

@@ -30,6 +30,7 @@ from temporalio.client import Client
 
 from agentcomms import errors
 from agentcomms.agents.state import HookReport
+from agentcomms.approval_models import ApprovalRequest, Decision, DecisionCheck
 from agentcomms.escalation_models import (
     AnswerCheck,
     Escalation,
@@ -70,6 +71,7 @@ from agentcomms.voice.models import (
     TurnCheck,
 )
 from agentcomms.workflow_ids import (
+    approval_workflow_id,
     call_workflow_id,
     escalation_workflow_id,
     mailbox_id,
@@ -113,6 +115,7 @@ REFUSED_AS = {
     "end_twilio_call": errors.NOT_A_CALL,
     "fire_rung": errors.NOT_A_LADDER,
     "check_escalation_answered": errors.NOT_A_LADDER,
+    "check_decision": errors.NOT_AN_APPROVAL,
 }
 
 # Where each workflow's start input, signal and update is attacked (module::test); a query
@@ -236,6 +239,10 @@ def _asks(agent: str, target: str, socket: str, chat: str) -> dict[str, tuple[An
         )
     )
     answered = KEY.sign_escalation_answered(agent, EscalationAnswered(via="cli", at=now))
+    request = KEY.sign_approval(
+        ApprovalRequest(id="K7QF", agent_id=agent, tool="Bash", input_text="rm -rf ~", timeout_s=60)
+    )
+    allow = KEY.sign_decision(Decision(approval_id="K7QF", behavior="allow", by="a", via="cli"))
     requests: dict[str, tuple[Any, str]] = {
         "deliver_to_pane": (DeliverRequest(registration=registration, events=[event]), mailbox),
         "interrupt_pane": (InterruptRequest(registration=registration, event=interrupt), mailbox),
@@ -295,6 +302,10 @@ def _asks(agent: str, target: str, socket: str, chat: str) -> dict[str, tuple[An
         "check_escalation_answered": (
             AnswerCheck(escalation=ladder, answered=answered),
             escalation_workflow_id(agent),
+        ),
+        "check_decision": (
+            DecisionCheck(request=request, decision=allow),
+            approval_workflow_id(request.id),
         ),
     }
     return requests
