@@ -16,7 +16,6 @@ from typing import Any
 import httpx
 import pytest
 from playwright.async_api import Browser, Locator, Page, expect
-from starlette.routing import Mount, Route
 from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.voice.audio import AudioStore
@@ -256,55 +255,6 @@ async def test_a_change_needs_the_pages_field_and_the_consoles_own_host(stack: S
     status = await stack.call("status")
     assert status["console"] == bare
     assert console.access.cookie_value() not in json.dumps(status)
-
-
-async def test_every_route_the_console_serves_is_locked_without_its_token(
-    stack: Stack, tmux: Tmux, tmp_path: Path
-) -> None:
-    """Each route the running console mounts (read from its app, not listed here), each method:
-    without the cookie, or with a wrong one or a wrong `?t=`, a 401 and nothing done. Only the
-    static files (the page's script and styles, the same for everyone) are served to anyone."""
-    agent_id, fake = await ready_agent(stack, tmux, tmp_path)
-    approval = (
-        await stack.call(
-            "approval_open",
-            kind="claude-code",
-            agent_id=agent_id,
-            tool_name="Bash",
-            tool_input={"command": "rm -rf ~"},
-        )
-    )["id"]
-    console = stack.gateway.console
-    assert console is not None
-    bare = console_address(stack, token=False).rstrip("/")
-    values = {"agent_id": agent_id, "approval_id": approval, "event_id": "e", "call_id": "c"}
-    values["file"] = "transcript.jsonl"
-    tried = 0
-    for route in console.server.app.routes:
-        if isinstance(route, Mount) and route.path == "/static":
-            continue  # deliberately public: the script and the styles
-        assert isinstance(route, Route) and route.methods, f"{route!r}: add it to this test"
-        path = route.path
-        for name in route.param_convertors:
-            path = path.replace(f"{{{name}}}", values[name])
-        for method in sorted(route.methods):
-            for cookies, query in (({}, ""), ({"agentcomms_console": "wrong"}, "?t=wrong")):
-                async with httpx.AsyncClient(cookies=cookies) as http:
-                    answer = await http.request(
-                        method,
-                        f"{bare}{path}{query}",
-                        data={"message": "rm -rf ~", "behavior": "allow", "csrf": "x"}
-                        if method == "POST"
-                        else None,
-                    )
-                assert answer.status_code == 401, (method, path, query, answer.status_code)
-                tried += 1
-    assert tried >= 24, tried
-    await asyncio.sleep(0.3)
-    assert b"rm -rf" not in fake.typed()
-    events: list[Any] = await stack.store.latest_events(agent_id, 10)
-    assert [e for e in events if e.type in ("human_message", "interrupt")] == []
-    assert (await stack.call("approvals"))["approvals"][0]["id"] == approval
 
 
 async def test_the_inbox_shows_what_an_agent_says_to_the_human_as_it_says_it(
