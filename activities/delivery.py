@@ -393,15 +393,28 @@ async def _typed(typings: list[Typing]) -> list[DeliveryOutcome]:
 
 @contextmanager
 def _as_application_errors() -> Iterator[None]:
-    """Translate bridge errors into the ApplicationError types the mailbox branches on."""
+    """Translate bridge errors into the ApplicationError types the mailbox branches on.
+
+    A pane that is missing or not ready is the mailbox's everyday business, not a fault: its
+    messages wait, `agents` says why, and the mailbox looks again (a missing pane every half
+    minute at most, for as long as it is gone). Said here in one line, not with the SDK's traceback at
+    every look."""
     try:
         yield
     except PaneNotFound as exc:
-        raise ApplicationError(str(exc), type=errors.PANE_NOT_FOUND) from exc
+        activity.logger.info("%s: its messages wait until it is there", exc)
+        raise ApplicationError(
+            str(exc), type=errors.PANE_NOT_FOUND, category=ApplicationErrorCategory.BENIGN
+        ) from exc
     except PaneNotReady as exc:
         # Nothing typed; the mailbox waits for the agent (its hooks, or another look).
+        activity.logger.debug("%s: not typed now", exc)
         raise ApplicationError(
-            str(exc), exc.reason, type=errors.PANE_NOT_READY, non_retryable=True
+            str(exc),
+            exc.reason,
+            type=errors.PANE_NOT_READY,
+            non_retryable=True,
+            category=ApplicationErrorCategory.BENIGN,
         ) from exc
     except InvalidTarget as exc:
         raise ApplicationError(str(exc), type=errors.INVALID_TARGET, non_retryable=True) from exc

@@ -14,6 +14,7 @@ to an agent's own requests (:mod:`gateway.confine`).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable
@@ -61,6 +62,8 @@ QUESTION_CHARS = 2_000
 QUESTION_TOOL = "AskUserQuestion"
 PLAN_TOOL = "ExitPlanMode"
 ID_TRIES = 8
+# How long each look at an approval past its deadline waits for Temporal to record the timeout.
+DEADLINE_LOOK_S = 30
 
 
 class ApprovalOpenParams(Params):
@@ -112,6 +115,7 @@ class ApprovalMethods:
         # Who else shows approvals (the console): told of each one opened here and of each
         # decision recorded here, whatever surface gave it.
         self.observers: list[Callable[[ApprovalView], None]] = []
+        self._deadlines: set[asyncio.Task[None]] = set()
         hooks.observers.append(self.agent_did)
 
     def methods(self) -> dict[str, tuple[type[Params], Callable[[Any], Awaitable[Any]]]]:
@@ -160,6 +164,9 @@ class ApprovalMethods:
                 continue  # a short id is taken now and then: draw another
             self._chats.announce(request)
             self._tell(ApprovalView(request=request, opened_at=utcnow()))
+            watch = asyncio.create_task(self._closed_at_deadline(request.id, request.timeout_s))
+            self._deadlines.add(watch)
+            watch.add_done_callback(self._deadlines.discard)
             log.info(
                 "approval %s opened: agent %s asks (%s) %s",
                 request.id,
@@ -193,6 +200,27 @@ class ApprovalMethods:
             "decision": hook_decision(self._key, view, p.id.upper()),
             **_summary(view),
         }
+
+    async def _closed_at_deadline(self, approval_id: str, timeout_s: float) -> None:
+        """Unanswered, an approval times out in Temporal, and the hook waiting for it tells
+        everyone (`approval_wait`). With no hook left waiting (the agent killed, or its hook
+        given up first) this tells them instead: no console card or chat button stays open."""
+        await asyncio.sleep(timeout_s)
+        while approval_id in self._waiting:
+            try:
+                view = await self._approvals.wait(approval_id, DEADLINE_LOOK_S)
+            except Exception as exc:  # Temporal away for a moment: look again
+                log.warning("approval %s: cannot look whether it timed out: %s", approval_id, exc)
+                await asyncio.sleep(DEADLINE_LOOK_S)
+                continue
+            if view is not None and self._waiting.pop(approval_id, None) is not None:
+                self._tell(view)
+                self._chats.settle(view)
+
+    async def close(self) -> None:
+        for watch in list(self._deadlines):
+            watch.cancel()
+        await asyncio.gather(*self._deadlines, return_exceptions=True)
 
     async def approval_decide(self, p: ApprovalDecideParams) -> dict[str, Any]:
         return await self.answer(

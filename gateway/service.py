@@ -225,6 +225,7 @@ class Gateway:
             await self.inbound_calls.close()
         await self.chat.close()
         await self.server.close()
+        await self.approvals.close()
         await self.approval_chats.close()
         await self.approval_calls.close()
 

@@ -2,7 +2,8 @@
 `agentcomms install codex` and trusted in Codex's own review, and the human answers with
 `agentcomms approve` / `deny`: the hook prints the decision in Codex's format (the same
 ``hookSpecificOutput.decision`` as Claude Code's) and the command runs, or the model reads why.
-A never-listed command is refused by its PreToolUse hook without asking anyone.
+A never-listed command, or an edit of a never-listed file, is refused by its PreToolUse hook
+without asking anyone.
 
 One Codex, on its own tmux server, serves the module, in ``on-request`` approval mode; the
 scripted model asks to run its command outside the sandbox, which Codex asks the human about
@@ -16,12 +17,13 @@ from pathlib import Path
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
-from tests.fakes.openai_responses import FakeResponses, Step, ToolResult, text, tool
+from tests.fakes.openai_responses import FakeResponses, Step, ToolResult, patch, text, tool
 from tests.support.agents import PROMPT_HINT, Attended, CodexPane, attended, codex_with_agentcomms
 from tests.support.cli import cli
 from tests.support.waiting import eventually
 
 RM = "Bash(rm -rf *)"
+ENV = "Edit(*.env)"
 
 
 Setup = Attended[CodexPane]
@@ -35,7 +37,7 @@ async def setup(
 ) -> AsyncIterator[Setup]:
     root = tmp_path_factory.mktemp("codex-approvals")
     async with attended(
-        codex_with_agentcomms, temporal_env.client, tmux_socket_dir, root, never=(RM,)
+        codex_with_agentcomms, temporal_env.client, tmux_socket_dir, root, never=(RM, ENV)
     ) as a:
         yield a
 
@@ -94,4 +96,25 @@ async def test_a_never_listed_command_is_refused_without_asking(setup: Setup) ->
     print(f"the model read: {result.content!r}")
     assert f"never-list has {RM}" in result.content
     assert (codex.project / "build").exists()
+    assert await setup.approval() is None  # no one was asked
+
+
+async def test_a_never_listed_edit_is_refused_without_asking(setup: Setup) -> None:
+    """Codex's edit (apply_patch) reaches the never-list as a patch: a rule's path in any of
+    its files refuses all of it."""
+    codex, model = setup.pane, setup.pane.model
+    await codex.wait_for_screen(PROMPT_HINT)
+    edit = (
+        "*** Begin Patch\n*** Add File: notes.txt\n+hi\n"
+        "*** Add File: config/.env\n+KEY=1\n*** End Patch\n"
+    )
+    model.on("write the config", patch(edit), text("Could not write it."))
+    seen = len(model.tool_results)
+    await codex.type("write the config")
+    await codex.wait_for_screen("Could not write it.")
+    (result,) = model.tool_results[seen:]
+    print(f"the model read: {result.content!r}")
+    assert f"never-list has {ENV}" in result.content
+    assert not (codex.project / "notes.txt").exists()
+    assert not (codex.project / "config").exists()
     assert await setup.approval() is None  # no one was asked

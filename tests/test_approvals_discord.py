@@ -111,7 +111,7 @@ async def test_an_answer_from_the_terminal_takes_the_buttons_away(
     await stack.call("approval_decide", id=approval, behavior="deny", by="bob", message="no")
     edited = await eventually(lambda: discord.edits or None)
     assert edited[0]["id"] == message["id"] and _buttons(edited[0]) == []
-    assert f"{approval}: denied by bob on cli" in edited[0]["content"]
+    assert f"{approval}: denied by bob on the command line" in edited[0]["content"]
 
 
 async def test_a_question_that_takes_several_options_is_ticked_then_done(

@@ -75,7 +75,7 @@ async def test_an_answer_from_the_terminal_edits_the_chat(
     await eventually(lambda: telegram.request_for(approval))
     await stack.call("approval_decide", id=approval, behavior="deny", by="bob", message="no")
     edited = await eventually(lambda: telegram.edits or None)
-    assert f"{approval}: denied by bob on cli" in edited[0]["text"]
+    assert f"{approval}: denied by bob on the command line" in edited[0]["text"]
 
 
 async def test_decided_while_its_request_was_still_being_posted_the_buttons_go_too(
@@ -88,7 +88,7 @@ async def test_decided_while_its_request_was_still_being_posted_the_buttons_go_t
     released.set()
     edited = await eventually(lambda: telegram.edits or None)
     assert edited[0]["message_id"] == message["message_id"]
-    assert f"{approval}: denied by bob on cli" in edited[0]["text"]
+    assert f"{approval}: denied by bob on the command line" in edited[0]["text"]
     assert "reply_markup" not in message
 
 

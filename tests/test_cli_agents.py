@@ -205,6 +205,10 @@ async def test_send_to_an_agent_without_a_pane_says_why_it_waits(
     assert f"agentcomms agents register {typo} --tmux" in sent.stdout
     scripted = await cli(home, "send", typo, "hello", "--json")
     assert json.loads(scripted.stdout)["status"] == "queued"  # JSON stays pure
+    # An interrupt does not wait like a message: later, it would stop whatever comes next.
+    stop = await cli(home, "interrupt", typo)
+    assert stop.returncode == 0 and "queued" in stop.stdout, stop.stderr
+    assert "pressed only if that changes within 60 s, never later" in stop.stdout, stop.stdout
 
 
 async def test_register_inside_tmux_pins_that_server_for_the_worker(

@@ -28,7 +28,7 @@ from agentcomms.store import Store
 from agentcomms.trust import DeploymentKey
 from tests.support.events import message
 from tests.support.stack import in_mailbox_of
-from tests.support.tmux import Recorder, Tmux
+from tests.support.tmux import Recorder, Tmux, start_recorder
 
 KEY = DeploymentKey(b"d" * 40)
 AGENT = "backend"
@@ -114,9 +114,28 @@ async def test_missing_pane_is_retryable_pane_not_found(
             await env.run(panes.deliver_to_pane, deliver(pane))
         assert caught.value.type == errors.PANE_NOT_FOUND
         assert not caught.value.non_retryable
+        # The mailbox's everyday business: one line of ours, not the SDK's traceback each look.
+        assert caught.value.category == ApplicationErrorCategory.BENIGN
         with pytest.raises(ApplicationError) as caught:
             await env.run(panes.interrupt_pane, interrupt(pane))
         assert caught.value.type == errors.PANE_NOT_FOUND
+        assert caught.value.category == ApplicationErrorCategory.BENIGN
+
+
+async def test_a_pane_in_a_dialog_is_not_ready_and_nothing_is_typed(
+    tmux: Tmux, tmp_path: Path, panes: PaneActivities
+) -> None:
+    pane = await start_recorder(
+        tmux, tmp_path / "typed.bin", screen=" Do you want to proceed?\n \u276f 1. Yes\n   2. No"
+    )
+    request = deliver(pane.pane).model_copy(update={"look": "dialogs"})
+    with pytest.raises(ApplicationError) as caught:
+        await in_mailbox_of(AGENT).run(panes.deliver_to_pane, request)
+    assert caught.value.type == errors.PANE_NOT_READY
+    assert caught.value.details == ("dialog",)
+    assert caught.value.non_retryable  # the mailbox waits for the agent, not the SDK's retry
+    assert caught.value.category == ApplicationErrorCategory.BENIGN
+    assert await pane.settled(0.1) == b""
 
 
 async def test_bad_key_or_target_is_non_retryable_invalid_target(

@@ -10,6 +10,7 @@ import asyncio
 import os
 from collections.abc import Callable
 from contextlib import AsyncExitStack
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +19,11 @@ from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.ids import new_event_id
-from agentcomms.models import Agent
+from agentcomms.models import Agent, Event
 from agentcomms.search_attributes import AGENT_STATUS
 from agentcomms.workflow_ids import mailbox_id
 from tests.support.cli import AGENTCOMMS
+from tests.support.events import message
 from tests.support.fake_agent import registered
 from tests.support.home import write_config
 from tests.support.mailbox import local_activities
@@ -140,6 +142,28 @@ async def test_an_interrupt_overtakes_queued_messages(
     await stack.call("interrupt", agent_id=agent, reason="stop")
     out = await recording_pane(stack, agent, tmux, tmp_path, interrupt_key="C-c")
     await eventually(lambda: out.read_bytes() == b"\x03" + as_sent("q0", "q1", "q2"))
+
+
+async def test_an_interrupt_not_pressed_within_its_lifetime_never_is(
+    stack: Stack, tmux: Tmux, tmp_path: Path
+) -> None:
+    agent = stack.agent_id()
+    # Sent two minutes ago, while the agent had no pane (its host's worker down, say): pressed
+    # now, it would stop whatever the agent does next.
+    sent = datetime.now(UTC) - timedelta(minutes=2)
+    old = message(agent, "cli:local", "", type="interrupt", role="system", created_at=sent)
+    await stack.gateway.mailbox.post(old)
+    await stack.call("send", agent_id=agent, message="after")
+    out = await recording_pane(stack, agent, tmux, tmp_path, interrupt_key="C-c")
+    await eventually(lambda: out.read_bytes() == as_sent("after"))
+
+    async def failed() -> Event | None:
+        row = await stack.store.get_event(old.id)
+        return row if row is not None and row.status == "failed" else None
+
+    row = await eventually(failed)
+    assert row.error is not None and row.error.startswith("not pressed"), row.error
+    assert out.read_bytes() == as_sent("after")  # and no C-c, ever
 
 
 async def test_missing_pane_keeps_messages_until_it_appears(

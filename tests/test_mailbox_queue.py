@@ -6,7 +6,7 @@ milliseconds; the mailbox tests check the same rules end to end, through a real 
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from agentcomms.models import TRIES_KEPT, Agent, Event
 from tests.support.events import message
@@ -16,9 +16,11 @@ from workflows.mailbox.queue import (
     BATCH_TEXT_CHARS,
     HARD_WAITING_CAP,
     INLINE_WAITING,
+    INTERRUPT_LIFETIME,
     OUTCOMES_KEPT,
     SEEN_IDS_KEPT,
     Queue,
+    expired_interrupt,
 )
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
@@ -50,6 +52,14 @@ def test_messages_wait_in_order_and_an_interrupt_overtakes_them_but_not_earlier_
     queue.add(event("i2", kind="interrupt"))
     assert order(state) == ["i1", "i2", "m1", "m2", "m3"]
     assert queue.position("m1") == 3 and queue.position("gone") is None
+
+
+def test_an_interrupt_is_pressed_only_within_its_lifetime_and_a_message_waits_for_ever() -> None:
+    interrupt, text = event("i1", kind="interrupt"), event("m1")
+    soon, late = NOW + INTERRUPT_LIFETIME, NOW + INTERRUPT_LIFETIME + timedelta(seconds=1)
+    assert not expired_interrupt(interrupt, soon)
+    assert expired_interrupt(interrupt, late)
+    assert not expired_interrupt(text, NOW + timedelta(days=30))
 
 
 def test_an_id_seen_is_remembered_across_continue_as_new_and_trimmed_to_the_latest() -> None:

@@ -98,6 +98,59 @@ def _before_tool(tool_name: str, **tool_input: Any) -> dict[str, Any]:
     }
 
 
+def _codex(rule: str, tool_name: str, cwd: str = "/srv/app", **tool_input: Any) -> bool:
+    return matches(rule, tool_name, tool_input, kind="codex", cwd=cwd)
+
+
+ADD_A = "*** Begin Patch\n*** Add File: a.txt\n+x\n*** End Patch\n"
+# A Codex edit as its PreToolUse hook reads it (0.169, measured): the patch text as `command`.
+PATCH = """*** Begin Patch
+*** Add File: notes.txt
++hello
+*** Update File: src/app.py
+*** Move to: /etc/app.py
+@@
+-old
++new
+*** Delete File: ../old.lock
+*** End Patch
+"""
+
+
+def test_codexs_edits_match_write_and_edit_rules_by_every_path_the_patch_names() -> None:
+    assert _codex("Write(/etc/*)", "apply_patch", command=PATCH)  # the file it moves to
+    assert _codex("Edit(*.lock)", "apply_patch", command=PATCH)  # the file it deletes
+    assert _codex("Write(/srv/old.lock)", "apply_patch", command=PATCH)  # as absolute
+    assert _codex("Edit(/srv/app/src/app.py)", "apply_patch", command=PATCH)
+    assert _codex("Write(notes.txt)", "apply_patch", command=PATCH)  # as given
+    assert _codex("Write", "apply_patch", command=PATCH)
+    assert _codex("apply_patch(/etc/*)", "apply_patch", command=PATCH)
+    assert not _codex("Write(/home/*)", "apply_patch", command=PATCH)
+    assert not _codex("Edit(/srv/app/notes.txt)", "apply_patch", cwd="/tmp", command=PATCH)
+    assert not _codex(RM, "apply_patch", command=PATCH)
+    assert not _codex("Write(/etc/*)", "Bash", command="ls /etc")
+
+
+def test_a_patch_codexs_shell_is_given_matches_as_its_edit_and_as_a_command() -> None:
+    """Codex runs a shell's `apply_patch <<'EOF'` as its own edit, after the hook read it as
+    a command (codex-rs core/src/tools/handlers/apply_patch.rs, intercept_apply_patch)."""
+    heredoc = f"apply_patch <<'EOF'\n{PATCH}EOF\n"
+    assert _codex("Write(/etc/*)", "Bash", command=heredoc)
+    assert _codex("Bash(apply_patch *)", "Bash", command=heredoc)
+    moved = f"cd sub && apply_patch <<'EOF'\n{ADD_A}EOF"
+    assert _codex("Write(/srv/app/sub/a.txt)", "Bash", command=moved)
+    assert not _codex("Write(/srv/app/a.txt)", "Bash", command=moved)
+
+
+def test_codexs_other_tools_match_by_the_other_agents_names_or_their_own() -> None:
+    assert _codex(RM, "Bash", command="make && rm -rf build")  # exec_command and shell_command
+    assert _codex("Agent", "spawn_agent", message="review this")
+    assert _codex("Read(/srv/app/secrets/*)", "view_image", path="secrets/key.png")
+    assert _codex("view_image", "view_image", path="a.png")
+    assert _codex("mcp__github__create_issue", "mcp__github__create_issue", title="t")
+    assert not _codex("Read(/srv/app/secrets/*)", "view_image", path="docs/a.png")
+
+
 @pytest.mark.parametrize("flags", [(), ("--remote-approvals",)], ids=["plain", "remote"])
 def test_geminis_before_tool_hook_refuses_a_never_listed_call_without_asking(
     flags: tuple[str, ...],
@@ -163,6 +216,13 @@ def test_the_hook_refuses_a_never_listed_call_with_a_message(kind: str) -> None:
     output = json.loads(done.stdout)["hookSpecificOutput"]
     assert (output["hookEventName"], output["permissionDecision"]) == ("PreToolUse", "deny")
     assert f"never-list has {RM}" in output["permissionDecisionReason"]
+
+
+def test_codexs_hook_refuses_a_never_listed_edit() -> None:
+    done = _hook("codex", _pre_tool_use("apply_patch", command=PATCH), RM, "Write(/etc/*)")
+    output = json.loads(done.stdout)["hookSpecificOutput"]
+    assert output["permissionDecision"] == "deny"
+    assert "never-list has Write(/etc/*)" in output["permissionDecisionReason"]
 
 
 def test_codexs_hook_lets_any_other_call_go_on_and_says_nothing() -> None:

@@ -5,7 +5,6 @@ and records what is typed into it)."""
 from __future__ import annotations
 
 import os
-import shlex
 import subprocess
 import threading
 import time
@@ -17,23 +16,22 @@ from agentcomms.bridge import TmuxAdapter
 from agentcomms.bridge.look import crashed_to_shell
 from agentcomms.errors import PaneNotReady
 from agentcomms.models import PaneLook, PaneTarget, Typing
-from tests.support.tmux import Recorder, Tmux, wait_for_command
+from tests.support.tmux import Recorder, Tmux, start_recorder, wait_for_command
 
 DIALOG = " Do you want to proceed?\n \u276f 1. Yes\n   2. No\n\n Esc to cancel"
 BUSY = "* Thinking... (esc to interrupt)"
 QUOTED = "> Do you want to proceed? was what it asked"
+# Codex's own approval prompt (0.169): no busy line under it, and its keys are letters ("y").
+CODEX_DIALOG = (
+    "  Would you like to run the following command?\n\n  $ touch summary.txt\n\n"
+    "\u203a 1. Yes, proceed (y)\n  2. No, and tell Codex what to do differently (esc)\n\n"
+    "  Press enter to confirm or esc to cancel"
+)
 
 
 async def showing(tmux: Tmux, tmp_path: Path, screen: str) -> Recorder:
     """A pane that shows `screen`, then records what is typed into it."""
-    path = tmp_path / "typed.bin"
-    path.touch()
-    shown = tmp_path / "screen.txt"
-    shown.write_text(screen + "\n")
-    command = f"cat {shlex.quote(str(shown))}; stty raw -echo; exec cat >> {shlex.quote(str(path))}"
-    target = tmux.new_session("look", command)
-    await wait_for_command(tmux, target, "cat")
-    return Recorder(PaneTarget(target=target, socket=tmux.socket), path)
+    return await start_recorder(tmux, tmp_path / "typed.bin", name="look", screen=screen)
 
 
 def typing(pane: PaneTarget, look: PaneLook, event_id: str = "evt_look1") -> Typing:
@@ -54,6 +52,14 @@ async def test_nothing_is_typed_into_a_dialog(tmux: Tmux, tmp_path: Path, known:
     # Asked to type whatever the pane shows, it types (the look is the delivery's choice).
     await adapter.deliver(typing(pane.pane, "none", "evt_look2"))
     assert await pane.wait_for(b"stop, do not run anything\r") == b"stop, do not run anything\r"
+
+
+async def test_nothing_is_typed_into_codexs_own_approval_prompt(tmux: Tmux, tmp_path: Path) -> None:
+    pane = await showing(tmux, tmp_path, CODEX_DIALOG)
+    with pytest.raises(PaneNotReady) as refused:
+        await TmuxAdapter().deliver(typing(pane.pane, "dialogs"))
+    assert refused.value.reason == "dialog"
+    assert await pane.settled() == b""
 
 
 async def test_a_running_turn_holds_the_text_unless_only_dialogs_count(

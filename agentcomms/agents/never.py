@@ -12,6 +12,13 @@ the hook matches here: a shell command matches when it, or any command it chains
 one also as the absolute path it names from the agent's folder), URL or pattern argument;
 ``domain:HOST`` by the host of any URL in it.
 
+Codex (0.169) sends its shell as ``Bash`` (``{"command": …}``), as Claude Code does, and its file
+edits as ``apply_patch``, the patch text as ``command``: a ``Write`` or ``Edit`` rule matches
+every path the patch adds, updates, deletes or moves to, and a patch Codex's shell is given (Codex
+runs ``apply_patch <<'EOF'`` as its own edit) likewise; ``Agent`` is its ``spawn_agent``, ``Read``
+its ``view_image`` (:data:`CODEX_TOOLS`). What Codex sends no hook for no rule can stop: input
+typed into a running command (``write_stdin``), and its web search, which OpenAI's servers run.
+
 Gemini CLI's tools have names of their own: a rule names either one (``run_shell_command(rm
 -rf *)``), or the tool the other agents call it (``Bash(rm -rf *)``), as in :data:`GEMINI_TOOLS`.
 A rule naming a tool only one side has (Gemini's own names; Claude Code's tools Gemini has no
@@ -64,6 +71,24 @@ GEMINI_TOOLS = {
     "WebFetch": "web_fetch",
     "WebSearch": "google_web_search",
 }
+# Codex's tool for each tool name of the other agents' rules, where its own differs (0.169,
+# codex-rs core/src/tools/hook_names.rs: Codex itself selects hooks matching Write or Edit for
+# apply_patch, Agent for spawn_agent; Read for view_image is agentcomms', a file it reads).
+CODEX_TOOLS = {
+    "Write": "apply_patch",
+    "Edit": "apply_patch",
+    "Agent": "spawn_agent",
+    "Read": "view_image",
+}
+# The tool rules whose pattern a Codex edit's paths are matched against.
+_PATCHING = ("Write", "Edit", "apply_patch")
+# A path a patch names: the file it adds, updates or deletes, or moves an updated one to.
+_PATCH_PATHS = re.compile(
+    r"^[ \t]*\*\*\* (?:Add File|Update File|Delete File|Move to): *(.+?)[ \t\r]*$", re.MULTILINE
+)
+_PATCH_BEGINS = re.compile(r"^[ \t]*\*\*\* Begin Patch", re.MULTILINE)
+# A shell's patch given from another folder: `cd DIR && apply_patch <<'EOF'`.
+_CD = re.compile(r"^\s*cd\s+(?P<q>['\"]?)(?P<dir>[^'\"\s]+)(?P=q)\s*&&")
 # Gemini CLI's built-in tools (0.61.0, read from its bundle): a rule naming one applies to Gemini
 # alone, the mapped ones too (the mapping is from the other agents' names, not back).
 GEMINI_OWN = frozenset(
@@ -84,7 +109,7 @@ GEMINI_OWN = frozenset(
     }
 )
 # Claude Code's tools (2.1, read from its binary) that no Gemini tool stands for: a rule naming
-# one can apply to Claude Code and Codex (which shares Claude Code's names), never to Gemini.
+# one can apply to Claude Code and Codex (by Claude Code's names, or CODEX_TOOLS'), never to Gemini.
 CLAUDE_OWN = frozenset(
     {
         "NotebookEdit",
@@ -141,10 +166,22 @@ def matches(
     found = RULE.match(rule.strip())
     if found is None:
         return False
-    tool = GEMINI_TOOLS.get(found["tool"], found["tool"]) if kind == "gemini" else found["tool"]
+    pattern = found["pattern"]
+    if kind == "codex" and found["tool"] in _PATCHING:
+        edited = _codex_edit(tool_name, tool_input, cwd)
+        if edited is not None:
+            if pattern is None or pattern.strip() == "*":
+                return True
+            glob = _glob(pattern.strip())
+            return any(glob.fullmatch(p) for p in edited)
+    if kind == "gemini":
+        tool = GEMINI_TOOLS.get(found["tool"], found["tool"])
+    elif kind == "codex":
+        tool = CODEX_TOOLS.get(found["tool"], found["tool"])
+    else:
+        tool = found["tool"]
     if tool != tool_name:
         return False
-    pattern = found["pattern"]
     if pattern is None or pattern.strip() == "*":
         return True
     key = next((k for k in SUBJECTS if isinstance(tool_input.get(k), str)), None)
@@ -163,6 +200,28 @@ def matches(
         parts = [subject]
     glob = _glob(pattern)
     return any(glob.fullmatch(p.strip()) for p in parts)
+
+
+def _codex_edit(tool_name: str, tool_input: dict[str, Any], cwd: str) -> list[str] | None:
+    """The paths a Codex edit names, each relative one also as the absolute path it names
+    (from the `cd` the shell's patch runs after, if any); None when the call edits nothing:
+    neither ``apply_patch`` nor a shell command that gives one a patch."""
+    patch = tool_input.get("command")
+    if not isinstance(patch, str):
+        return None
+    folder = cwd
+    if tool_name == "Bash":
+        if _PATCH_BEGINS.search(patch) is None:
+            return None
+        moved = _CD.match(patch)
+        if moved is not None:
+            folder = os.path.join(cwd, moved["dir"]) if cwd else moved["dir"]
+    elif tool_name != "apply_patch":
+        return None
+    paths = _PATCH_PATHS.findall(patch)
+    if os.path.isabs(folder):
+        paths += [os.path.normpath(os.path.join(folder, p)) for p in paths if not os.path.isabs(p)]
+    return paths
 
 
 def _glob(pattern: str) -> re.Pattern[str]:

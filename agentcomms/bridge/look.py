@@ -10,8 +10,12 @@ The markers are Claude Code's (2.1.x): its permission prompt ("Do you want to pr
 menu, "Esc to cancel"), its questions and menus ("Enter to select"), its first-start nudge ("Make auto
 mode your default permission mode?"), and the status line of a running turn ("esc to
 interrupt"); and Gemini CLI's (0.61): its permission dialogs ("Allow execution of …?", "Apply this
-change?"), and its running turn ("esc to cancel, 3s"). The dialog lines are anchored at the start of a line, where a quoted message in the
-transcript ("> Do you want…") does not match.
+change?"), and its running turn ("esc to cancel, 3s"); and Codex's (0.169) approval overlays
+("Would you like to run the following command?" … "Press enter to confirm or esc to cancel"),
+which it shows when its PermissionRequest hook gave no answer (agentcomms down, or an approval
+left to the terminal): text typed there is keys to it ("y" approves). The dialog lines are
+anchored at the start of a line, where a quoted message in the transcript ("> Do you want…")
+does not match.
 """
 
 from __future__ import annotations
@@ -27,6 +31,9 @@ DIALOG_MARKERS = (
     r"^[ │]*(Do you want to proceed\?|Make auto mode your default permission mode\?)"
     "|^[ │]*\u276f [0-9]+\\.|Enter to select|Esc to cancel"  # \u276f: the menu's pointer
     r"|^[ │]*(Allow execution of|Apply this change\?)"  # Gemini CLI's
+    # Codex's approval overlays, which hide its busy line ("esc to interrupt") while they show.
+    r"|^ *(Would you like to (run the following command|make the following edits|grant these "
+    r"permissions|send input to the existing terminal)\?|Press enter to confirm or esc to cancel)"
 )
 # Claude Code's and Codex's; Gemini CLI's ("esc to cancel, 3s": "." stands for the comma).
 BUSY_MARKERS = r"esc to interrupt|esc to cancel. [0-9]"

@@ -210,7 +210,11 @@ def interrupt(
     timeout: TimeoutOption = 10,
     as_json: JsonOption = False,
 ) -> None:
-    """Press the agent's interrupt key (C-c unless registered otherwise), ahead of queued text."""
+    """Press the agent's interrupt key (C-c unless registered otherwise), ahead of queued text.
+
+    An interrupt is for now: one its pane cannot take within a minute (the pane missing, the
+    agent not registered) is never pressed, and its event fails saying so.
+    """
     talk.interrupt(agent, reason, wait=wait, timeout=timeout, as_json=as_json)
 
 

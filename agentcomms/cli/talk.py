@@ -25,6 +25,7 @@ from agentcomms.cli.output import (
     stdout,
     styled,
 )
+from agentcomms.limits import INTERRUPT_LIFETIME_S
 
 SEND_EXAMPLE = "echo text | agentcomms send AGENT"
 REPLY_EXAMPLE = "echo text | agentcomms reply cli:local -a AGENT"
@@ -107,23 +108,30 @@ def _print_post(result: dict[str, Any], as_json: bool, what: str, agent: str) ->
         fail(f"{what} failed: {result.get('error')}")
     if state == "rejected":  # e.g. a worker whose deployment key is not the gateway's
         fail(f"{what} was rejected and not typed (the note says why)")
-    if state == "queued" and (why := _why_it_waits(agent)):
+    if state == "queued" and (why := _why_it_waits(agent, what)):
         stdout().print(f"  note: {why}", soft_wrap=True)
 
 
-def _why_it_waits(agent_id: str) -> str | None:
+def _why_it_waits(agent_id: str, what: str) -> str | None:
     """Why a queued message will not be typed soon, so a typo in the agent id shows at once."""
     agents = ask("agents", include_offline=True)["agents"]
     agent = next((a for a in agents if a["id"] == agent_id), None)
+    # An interrupt does not wait for long: pressed later, it would stop whatever comes next.
+    waits = (
+        f"the interrupt is pressed only if that changes within {INTERRUPT_LIFETIME_S} s, "
+        "never later"
+        if what == "interrupt"
+        else "the message waits"
+    )
     if agent is None or agent["status"] == "offline":
-        return (
-            f"no pane is registered for {agent_id!r}; the message waits until "
-            f"`agentcomms agents register {agent_id} --tmux SESSION:WINDOW.PANE`"
-        )
+        register = f"`agentcomms agents register {agent_id} --tmux SESSION:WINDOW.PANE`"
+        if what == "interrupt":
+            return f"no pane is registered for {agent_id!r}; {waits} ({register})"
+        return f"no pane is registered for {agent_id!r}; the message waits until {register}"
     if agent["status"] == "broken":
         return f"the mailbox of {agent_id!r} is broken: {agent['last_error']}"
     if agent["status"] == "unreachable":
-        return f"the pane of {agent_id!r} is unreachable ({agent['last_error']}); the message waits"
+        return f"the pane of {agent_id!r} is unreachable ({agent['last_error']}); {waits}"
     return None
 
 

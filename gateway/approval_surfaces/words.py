@@ -73,6 +73,9 @@ SURFACE_NAMES = {
     "whatsapp": "WhatsApp",
     "console": "the console",
     "call": "a phone call",
+    # `agentcomms approve`, and the hook's own answer from the agent's terminal.
+    "cli": "the command line",
+    "terminal": "the terminal",
 }
 CODE_WORDS: dict[str, Behavior] = {
     "yes": "allow",

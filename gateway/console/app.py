@@ -196,6 +196,8 @@ class ConsoleApp:
             ),
             hosts_down=hosts_down(listed),
             approvals=approvals,
+            # The filter's words, kept in the address so a reload keeps them (the page narrows).
+            q=request.query_params.get("q", ""),
             **self._page_context(seq),
         )
         return _page(html)
@@ -314,6 +316,13 @@ class ConsoleApp:
             answer=answer or None,
         )
         if _wants_json(request):
+            # The card as it stands now, for the page to show at once: answered here, or
+            # already by someone else (a terminal, a chat, the clock), which the page's stream
+            # may never tell (an approval that timed out with no hook left waiting).
+            view = await self._approvals.view(approval_id)
+            if view is not None:
+                late = "" if result["accepted"] else " before your answer, which was not used"
+                result["html"] = pages.approval(view, self._access.csrf, _back(form), late)
             return JSONResponse(result, headers=HEADERS)
         return RedirectResponse(_back(form), 303, headers=HEADERS)
 

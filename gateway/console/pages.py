@@ -102,8 +102,9 @@ def reply_text(event: Event) -> str | None:
     return text if len(text) <= REPLY_CHARS else text[: REPLY_CHARS - 1] + "…"
 
 
-def approval(view: ApprovalView, csrf: str, back: str) -> str:
-    return str(_part("approval")(view, csrf, back, said(view)))
+def approval(view: ApprovalView, csrf: str, back: str, late: str = "") -> str:
+    """An approval's card: its forms while open, how it was decided (and `late`) once not."""
+    return str(_part("approval")(view, csrf, back, said(view) + late))
 
 
 def item(event: Event) -> str:

@@ -5,9 +5,13 @@
 (``response.created``, ``response.output_item.added``, ``response.output_text.delta`` for a
 message, ``response.output_item.done`` with the whole item, ``response.completed``) and with one
 JSON response otherwise. A tool call is a ``function_call`` item whose ``arguments`` are JSON
-text. In a request, the human's words are the ``input_text`` parts of user messages that are not
-Codex's own context (``<environment_context>``, ``<user_instructions>``… start with ``<``, and
-``# AGENTS.md`` instructions); tool results are ``function_call_output`` items.
+text, or, for a tool the request declares freeform (``"type": "custom"``: Codex's
+``apply_patch`` on the models of its own catalog), a ``custom_tool_call`` whose ``input`` is the
+step's ``input`` text (``patch``). In a request, the human's words are the ``input_text`` parts
+of user messages that are not Codex's own context (``<environment_context>``,
+``<user_instructions>``… start with ``<``, and ``# AGENTS.md`` instructions); tool results are
+``function_call_output`` (``custom_tool_call_output``) items. A request without tools, or asking
+for an answer in a JSON schema (a thread's title), is a side request, no turn.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from starlette.routing import Route
 from tests.fakes.scripted import ScriptedModel, Step, ToolResult, text, tool
 from tests.fakes.serve import LocalServer
 
-__all__ = ["FakeResponses", "Step", "ToolResult", "shell", "text", "tool"]
+__all__ = ["FakeResponses", "Step", "ToolResult", "patch", "shell", "text", "tool"]
 
 _ids = itertools.count(1)
 
@@ -35,6 +39,11 @@ _ids = itertools.count(1)
 def shell(command: str, *, delay: float = 0.0, hold: asyncio.Event | None = None) -> Step:
     """Codex's shell tool running `command`."""
     return tool("exec_command", cmd=command, delay=delay, hold=hold)
+
+
+def patch(text: str) -> Step:
+    """Codex's edit tool applying `text` (``*** Begin Patch`` … ``*** End Patch``)."""
+    return tool("apply_patch", input=text)
 
 
 class FakeResponses(ScriptedModel):
@@ -70,7 +79,7 @@ class FakeResponses(ScriptedModel):
                     stripped = words.lstrip()
                     if words and not stripped.startswith(("<", "# AGENTS.md")):
                         humans.append(words)
-            elif kind == "function_call_output":
+            elif kind in ("function_call_output", "custom_tool_call_output"):
                 output = item.get("output")
                 if not isinstance(output, str):
                     output = json.dumps(output)
@@ -83,19 +92,21 @@ class FakeResponses(ScriptedModel):
         items = body.get("input")
         if isinstance(items, str):
             items = [{"type": "message", "role": "user", "content": items}]
-        if body.get("tools"):
+        answer_format = (body.get("text") or {}).get("format")
+        if body.get("tools") and not answer_format:
             step = await self.next_step(*self._human_and_results(items or []))
+            freeform = {t.get("name") for t in body["tools"] if t.get("type") == "custom"}
         else:  # a side request (a thread's title): it quotes the prompt, but is no turn
-            step = text(self.side_answer)
+            step, freeform = text(self.side_answer), set()
         model = str(body.get("model", "gpt"))
         if body.get("stream"):
             return StreamingResponse(
-                _stream(step, model),
+                _stream(step, model, freeform),
                 media_type="text/event-stream",
                 headers={"cache-control": "no-cache"},
             )
         await step.wait()
-        return JSONResponse(_response(model, [_item(step)], "completed"))
+        return JSONResponse(_response(model, [_item(step, freeform)], "completed"))
 
     async def _models(self, request: Request) -> Response:
         return JSONResponse({"object": "list", "data": [], "models": []})
@@ -105,8 +116,18 @@ class FakeResponses(ScriptedModel):
         return JSONResponse({"error": {"message": "not found", "type": "invalid_request"}}, 404)
 
 
-def _item(step: Step) -> dict[str, Any]:
+def _item(step: Step, freeform: set[str]) -> dict[str, Any]:
     n = next(_ids)
+    if step.tool is not None and step.tool in freeform:
+        # A freeform tool takes its input as plain text, not JSON.
+        return {
+            "type": "custom_tool_call",
+            "id": f"ctc_fake{n:06d}",
+            "call_id": f"call_fake{n:06d}",
+            "name": step.tool,
+            "input": str(step.input.get("input", "")),
+            "status": "completed",
+        }
     if step.tool is not None:
         return {
             "type": "function_call",
@@ -147,7 +168,7 @@ def _event(name: str, data: dict[str, Any]) -> bytes:
     return f"event: {name}\ndata: {json.dumps({'type': name, **data})}\n\n".encode()
 
 
-async def _stream(step: Step, model: str) -> AsyncIterator[bytes]:
+async def _stream(step: Step, model: str, freeform: set[str]) -> AsyncIterator[bytes]:
     started = _response(model, [], "in_progress")
     yield _event("response.created", {"response": started})
     waiting = asyncio.ensure_future(step.wait())
@@ -157,7 +178,7 @@ async def _stream(step: Step, model: str) -> AsyncIterator[bytes]:
             await asyncio.wait({waiting}, timeout=1.0)
     finally:
         waiting.cancel()
-    item = _item(step)
+    item = _item(step, freeform)
     opened = {**item, "status": "in_progress"}
     if item["type"] == "message":
         opened["content"] = []

@@ -77,6 +77,10 @@ GEMINI_PROMPT_HINT = "Type your message"
 # Gemini CLI's own permission dialog.
 GEMINI_DIALOG = "Allow execution of"
 GEMINI_API_KEY = "gemini-test-agentcomms-key"
+# A model of Codex's own catalog, as a user's Codex runs one: Codex offers it its apply_patch edit
+# tool, which it offers a model it does not know not at all (measured, 0.169); the notice marks
+# the catalog's offer to move on to a newer model as seen, so Codex starts at its prompt.
+CODEX_CATALOG_MODEL = {"model": "gpt-5.5", "notice": {"model_migrations": {"gpt-5.5": "gpt-6-sol"}}}
 _install_lock = asyncio.Lock()
 
 
@@ -347,16 +351,22 @@ async def _registered(stack: Stack, agent_id: str) -> bool:
 
 @asynccontextmanager
 async def codex_with_agentcomms(
-    client: Client, root: Path, tmux: Tmux, *, never: tuple[str, ...] = ()
+    client: Client,
+    root: Path,
+    tmux: Tmux,
+    *,
+    configure: Callable[[Config], Config] | None = None,
+    never: tuple[str, ...] = (),
 ) -> AsyncIterator[tuple[Stack, CodexPane, str]]:
-    """A stack, and the real Codex with `agentcomms install codex` in its home (its hooks
-    trusted in Codex's own review, as a person does), in ``on-request`` approval mode, its pane
+    """A stack (`configure` adjusts its configuration), and the real Codex with `agentcomms
+    install codex` in its home (its hooks trusted in Codex's own review, as a person does), on a
+    model of its catalog (so it edits with apply_patch) in ``on-request`` approval mode, its pane
     registered as an agent (the id given): its hooks report to that stack. `never`: the
     never-list installed with them."""
     from tests.support.cli import AGENTCOMMS  # cli imports the stack, as this module does
 
     model = FakeResponses()
-    async with running_stack(client, root / "stack") as stack, model.server:
+    async with running_stack(client, root / "stack", configure=configure) as stack, model.server:
 
         def install(home: Path, project: Path) -> None:
             target = Target("codex", home=home, project=project, argv=(AGENTCOMMS,), never=never)
@@ -369,7 +379,7 @@ async def codex_with_agentcomms(
                 model,
                 setup=install,
                 until=CODEX_HOOKS_REVIEW,
-                settings={"approval_policy": "on-request"},
+                settings={"approval_policy": "on-request", **CODEX_CATALOG_MODEL},
                 env={"AGENTCOMMS_SOCKET": str(stack.cfg.server.socket())},
             )
             await codex.answer(CODEX_HOOKS_REVIEW, "2", "Enter")  # "Trust all and continue"
@@ -414,14 +424,20 @@ async def attended(
     socket_dir: Path,
     root: Path,
     *,
+    configure: Callable[[Config], Config] | None = None,
     never: tuple[str, ...] = (),
 ) -> AsyncIterator[Attended[Any]]:
     """`agent` (:func:`claude_with_agentcomms`, :func:`codex_with_agentcomms`) started under
-    `root` on a tmux server of its own, with its human's terminal."""
+    `root` on a tmux server of its own, with its human's terminal; `configure` adjusts its
+    stack's configuration."""
     from tests.support.cli import cli_home
 
     server = Tmux(socket_dir / f"h-{uuid.uuid4().hex[:8]}")
-    async with agent(client, root, server, never=never) as (stack, pane, agent_id):
+    async with agent(client, root, server, configure=configure, never=never) as (
+        stack,
+        pane,
+        agent_id,
+    ):
         yield Attended(stack, pane, agent_id, cli_home(root, stack))
 
 

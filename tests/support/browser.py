@@ -88,6 +88,15 @@ def console_address(stack: Stack, *, token: bool = True) -> str:
     return console.address_with_token() if token else console.address
 
 
+def keep_console_port(stack: Stack) -> None:
+    """The console's port, chosen by the system at start, kept for the gateway's next start (as
+    `console.port` keeps it in a person's config): an open page's address stays its own."""
+    console = stack.gateway.console
+    assert console is not None, "the stack's gateway serves no console"
+    kept = stack.cfg.console.model_copy(update={"port": console.server.port})
+    stack.cfg = stack.cfg.model_copy(update={"console": kept})
+
+
 async def open_console(page: Page, stack: Stack, path: str = "") -> None:
     """The console opened from the address printed with its token, then `path`."""
     await page.goto(console_address(stack))

@@ -128,12 +128,17 @@ async def wait_for_command(tmux: Tmux, target: str, command: str, *, present: bo
 
 
 async def start_recorder(
-    tmux: Tmux, path: Path, *, name: str = "rec", bracketed: bool = False
+    tmux: Tmux, path: Path, *, name: str = "rec", bracketed: bool = False, screen: str = ""
 ) -> Recorder:
-    """A recorder pane writing to `path`, returned once raw mode is on (the shell became cat)."""
+    """A recorder pane writing to `path`, returned once raw mode is on (the shell became cat);
+    with `screen`, the pane shows it first (a dialog, a running turn) as an agent would."""
     path.touch()  # noqa: ASYNC240  (a test's own temporary file; instant)
     # A program that turned bracketed paste on gets pastes wrapped in ESC[200~ … ESC[201~.
     enable = r"printf '\033[?2004h'; " if bracketed else ""
+    if screen:
+        shown = path.with_suffix(".screen")
+        shown.write_text(screen + "\n")
+        enable += f"cat {shlex.quote(str(shown))}; "
     target = tmux.new_session(name, f"{enable}stty raw -echo; exec cat >> {shlex.quote(str(path))}")
     await wait_for_command(tmux, target, "cat")  # raw mode is on once the shell became cat
     return Recorder(PaneTarget(target=target, socket=tmux.socket), path)

@@ -26,6 +26,17 @@ class Waiting(BaseModel):
     # (a few short messages) rather than through the projection.
     event: Event | None = None
 
+    def lost(self, agent_id: str, at: datetime) -> Event:
+        """What stands for this message once its text is lost: enough to settle it as failed."""
+        return Event(
+            id=self.id,
+            agent_id=agent_id,
+            channel_id="",
+            type=self.type,
+            role="system",
+            created_at=at,
+        )
+
 
 class HeldReceipt(BaseModel):
     """A chat message typed for an agent whose hooks report: its ✍ waits for the agent's prompt."""

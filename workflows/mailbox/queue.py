@@ -2,6 +2,9 @@
 
 The rules of the queue live here, where unit tests reach them in milliseconds:
 - FIFO, except that an interrupt overtakes queued messages (but not earlier interrupts);
+- an interrupt is for the moment it was sent: one not pressed within ``INTERRUPT_LIFETIME``
+  (its pane was missing, its host's worker down, the agent not registered) is never pressed,
+  and fails saying so;
 - an event id is accepted once (providers re-send messages; the memory of ids is carried across
   continue-as-new and trimmed to the latest ``SEEN_IDS_KEPT``);
 - past ``HARD_WAITING_CAP`` messages a new one is refused, never dropped silently;
@@ -14,9 +17,10 @@ id and kind but not its text; the texts this run holds are kept beside it, in me
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TypeVar
 
+from agentcomms.limits import INTERRUPT_LIFETIME_S
 from agentcomms.models import TRIES_KEPT, Event, Try
 from workflows.mailbox.models import AgentState, Outcome, Waiting
 
@@ -28,11 +32,24 @@ OUTCOMES_KEPT = 500
 # The gateway refuses far earlier, at the configured per-agent limit; this is the backstop for
 # signals that went around it, and keeps the continue-as-new input under the payload limit.
 HARD_WAITING_CAP = 12_000  # about 75 bytes each in the state: under 1 MB
+# Pressed later (the pane came back, the host's worker restarted), an interrupt would stop
+# whatever the agent does then, not what the human saw it doing.
+INTERRUPT_LIFETIME = timedelta(seconds=INTERRUPT_LIFETIME_S)
+INTERRUPT_EXPIRED = (
+    f"not pressed: the pane could not be reached within {INTERRUPT_LIFETIME_S} s of the "
+    "interrupt, and by now it would stop whatever the agent does next; interrupt again if it "
+    "still should stop"
+)
 # At most this much text is typed in one batch.
 BATCH_TEXT_CHARS = 20_000
 # A few short waiting texts travel in the continue-as-new state; more go through the projection.
 INLINE_TEXT_CHARS = 50_000  # with JSON's worst case, about 300 KB of state
 INLINE_WAITING = 200
+
+
+def expired_interrupt(event: Event, now: datetime) -> bool:
+    """Whether `event` is an interrupt too old to press."""
+    return event.type == "interrupt" and now - event.created_at > INTERRUPT_LIFETIME
 
 
 class Queue:

@@ -49,7 +49,7 @@ with workflow.unsafe.imports_passed_through():
         WaitForDelivery,
     )
     from workflows.mailbox.projection import CHUNK_CHARS, Owed, agent_row, settled_event
-    from workflows.mailbox.queue import Queue
+    from workflows.mailbox.queue import INTERRUPT_EXPIRED, Queue, expired_interrupt
     from workflows.mailbox.readiness import NOT_READY_CAP, TOGETHER_MAX, Watch
     from workflows.mailbox.receipts import Receipts, from_chat
     from workflows.mailbox.writer import ProjectionWriter
@@ -304,7 +304,8 @@ class AgentWorkflow:
         return False
 
     async def _next_event(self) -> Event | None:
-        """The first waiting event with its text; reads a batch back from the projection when
+        """The first waiting event with its text, or None when it was settled instead (an
+        interrupt too old to press, a text lost); reads a batch back from the projection when
         this run does not hold it (it arrived before the last continue-as-new)."""
         first = self._queue.first()
         if self._queue.held(first.id) is None:
@@ -312,15 +313,11 @@ class AgentWorkflow:
         event = self._queue.held(first.id)
         if event is None:
             # Never expected: the text was in the projection before the state let go of it.
-            gone = Event(
-                id=first.id,
-                agent_id=self._s.agent_id,
-                channel_id="",
-                type=first.type,
-                role="system",
-                created_at=workflow.now(),
-            )
-            self._settle(gone, "failed", error="its text is missing from the projection")
+            lost = first.lost(self._s.agent_id, workflow.now())
+            self._settle(lost, "failed", error="its text is missing from the projection")
+            return None
+        if expired_interrupt(event, workflow.now()):
+            self._settle(event, "failed", error=INTERRUPT_EXPIRED)
             return None
         return event
 

@@ -13,9 +13,44 @@
     return document.querySelectorAll('[data-agent="' + CSS.escape(agent) + '"]');
   }
 
+  // The agents page's filter: a row shows when it holds every word typed (its name, state,
+  // host, last reply), as it is now; the words stay in the address, for a reload.
+  const filter = document.getElementById("filter");
+  const rows = document.querySelector("#agents tbody");
+
+  function words() {
+    return filter ? filter.value.toLowerCase().split(/\s+/).filter(Boolean) : [];
+  }
+
+  function sift(row, wanted) {
+    const text = row.textContent.toLowerCase();
+    row.hidden = !wanted.every(function (w) { return text.includes(w); });
+  }
+
+  function count() {
+    const all = rows.rows.length;
+    const shown = filter.value.trim() ? rows.querySelectorAll("tr:not([hidden])").length : all;
+    document.getElementById("shown").textContent =
+      (shown === all ? "" : shown + " of ") + all + " agents";
+  }
+
+  function siftAll() {
+    const wanted = words();
+    for (const row of rows.rows) sift(row, wanted);
+    count();
+    const address = new URL(location.href);
+    if (filter.value.trim()) address.searchParams.set("q", filter.value.trim());
+    else address.searchParams.delete("q");
+    history.replaceState(null, "", address);
+  }
+
+  if (filter && rows) {
+    filter.addEventListener("input", siftAll);
+    if (filter.value) siftAll();
+  }
+
   function onAgent(d) {
     const places = within(d.agent);
-    const rows = document.querySelector("#agents tbody");
     if (!places.length && rows) rows.insertAdjacentHTML("beforeend", d.row);
     for (const place of places) {
       for (const [name, text] of Object.entries(d.fields)) {
@@ -24,6 +59,10 @@
         field.textContent = text;
         if (name === "state") field.className = "state state-" + d.state;
       }
+    }
+    if (filter && rows) {
+      for (const row of within(d.agent)) if (row.tagName === "TR") sift(row, words());
+      count();
     }
   }
 
@@ -84,18 +123,28 @@
     for (const [kind, handle] of Object.entries(handlers)) {
       source.addEventListener(kind, function (e) { handle(JSON.parse(e.data)); });
     }
-    source.addEventListener("again", function () { source.close(); location.reload(); });
+    // The gateway closing, or the page fallen behind: the stream ends and the browser connects
+    // again by itself; the page is read again whole once it has, never before (a reload while
+    // the gateway is down leaves the browser's own error page, which nothing brings back).
+    source.addEventListener("again", function () { broken = true; say("reconnecting…"); });
   }
 
   async function post(form, button) {
-    const answer = await fetch(form.action, {
-      method: "POST",
-      headers: { "Accept": "application/json", "X-CSRF-Token": csrf },
-      body: new URLSearchParams(new FormData(form, button)),
-      credentials: "same-origin",
-    });
-    const data = await answer.json();
-    if (!answer.ok) throw new Error(data.error || answer.statusText);
+    let answer;
+    try {
+      answer = await fetch(form.action, {
+        method: "POST",
+        headers: { "Accept": "application/json", "X-CSRF-Token": csrf },
+        body: new URLSearchParams(new FormData(form, button)),
+        credentials: "same-origin",
+      });
+    } catch (err) {
+      throw new Error("the console does not answer; is the gateway running (`agentcomms up`)?");
+    }
+    // A refusal in words (an unknown agent, a full mailbox) is JSON; anything else (the token
+    // changed, the gateway failed) is said by its status.
+    const data = await answer.json().catch(function () { return {}; });
+    if (!answer.ok) throw new Error(data.error || answer.status + " " + answer.statusText);
     return data;
   }
 
@@ -105,9 +154,16 @@
     // taken the prompt yet; either way the page has said all it can.
     let last = "";
     for (let asks = 0; asks < 30; asks++) {
-      const answer = await fetch("/agents/" + encodeURIComponent(agent) + "/sent/" +
-        encodeURIComponent(eventId), { credentials: "same-origin" });
-      const data = await answer.json();
+      let data;
+      try {
+        const answer = await fetch("/agents/" + encodeURIComponent(agent) + "/sent/" +
+          encodeURIComponent(eventId), { credentials: "same-origin" });
+        data = await answer.json();
+      } catch (err) {
+        return; // the gateway away: the message was taken, and its timeline item moves on
+      }
+      // Sent again from this form since: the words beside it are about that one.
+      if (output.dataset.following !== eventId) return;
       output.textContent = eventId + ": " + data.status + (data.error ? " (" + data.error + ")" : "");
       if (data.status !== "queued" && data.status !== "delivered") return;
       if (data.status === "delivered" && last === "delivered") return;
@@ -121,15 +177,23 @@
     if (!form) return;
     e.preventDefault();
     const output = form.querySelector("output");
+    if (output) output.dataset.following = "";
     try {
       const data = await post(form, e.submitter);
+      // An answer: its card as decided, by this answer or one before it.
+      const card = form.closest("section.approval");
+      if (card && data.html) { card.outerHTML = data.html; return; }
       if (output && data.event_id) output.textContent = data.event_id + ": " + data.status;
       const message = form.querySelector("textarea");
       if (message) message.value = "";
       const agent = form.closest("main").querySelector("[data-agent]")?.dataset.agent;
-      if (output && agent && data.event_id) await follow(output, agent, data.event_id);
+      if (output && agent && data.event_id) {
+        output.dataset.following = data.event_id;
+        await follow(output, agent, data.event_id);
+      }
     } catch (err) {
-      if (output) output.textContent = "not sent: " + err.message;
+      const what = form.closest("section.approval") ? "not answered: " : "not sent: ";
+      if (output) output.textContent = what + err.message;
       else alert(err.message);
     }
   });
