@@ -25,7 +25,7 @@ from agentcomms.client import GatewayClient
 from agentcomms.models import utcnow
 from agentcomms.trust import DeploymentKey
 from agentcomms.workflow_ids import approval_workflow_id
-from gateway.approvals import hook_decision
+from gateway.hook_decision import hook_decision
 from tests.support.cli import AGENTCOMMS, inbox_followed
 from tests.support.hooks import gateway_relay, start_hook
 from tests.support.stack import STACK_KEY, Stack
