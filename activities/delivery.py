@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
@@ -79,7 +79,7 @@ class PaneActivities:
         for the first messages, in order, as many as it got through (a failure on the first is
         raised; the mailbox sends the rest again)."""
         agent_id = _asking_mailbox()
-        pane = self._checked_pane(agent_id, req.registration, req.events[0].id)
+        pane = await self._current_pane(agent_id, req.registration, req.events[0].id)
         answers: list[DeliveryOutcome | None] = []  # None: to be typed
         to_type: list[Typing] = []
         for event in req.events:
@@ -117,7 +117,7 @@ class PaneActivities:
         """Press the agent's interrupt key, once the deployment's tags check out; False when
         this event's key was pressed already."""
         agent_id = _asking_mailbox()
-        pane = self._checked_pane(agent_id, req.registration, req.event.id)
+        pane = await self._current_pane(agent_id, req.registration, req.event.id)
         if not self._event_is_genuine(agent_id, req.event):
             raise ApplicationError(  # logged in one line by _event_is_genuine
                 errors.NOT_SIGNED_SENTENCE,
@@ -135,7 +135,7 @@ class PaneActivities:
     async def check_registration(self, registration: Registration) -> bool:
         """True when the deployment registered this pane for this mailbox's agent (the tag checks
         out): only then does the mailbox take it. Otherwise ``RegistrationNotSigned`` says why."""
-        self._checked_pane(_asking_mailbox(), registration, "nothing")
+        await self._current_pane(_asking_mailbox(), registration, "nothing")
         return True
 
     @activity.defn(name="follow_up_prompt")
@@ -144,7 +144,7 @@ class PaneActivities:
         more if it is still there: only for messages this pane's record shows typed."""
         agent_id = _asking_mailbox()
         first = req.event_ids[0]
-        pane = self._checked_pane(agent_id, req.registration, first)
+        pane = await self._current_pane(agent_id, req.registration, first)
         adapter = adapter_for(_ENDPOINT_KIND)
         assert isinstance(adapter, TmuxAdapter)
         with _as_application_errors():
@@ -178,6 +178,43 @@ class PaneActivities:
             "ignored a %s hook report of %s: not signed by this deployment", report.event, agent_id
         )
         return False
+
+    async def _current_pane(
+        self, agent_id: str, registration: Registration, event_id: str
+    ) -> PaneTarget:
+        """The pane of a registration the deployment signed for this agent and has not since
+        replaced: a mailbox's state can be forged (a workflow of anyone's continues-as-new into
+        it) and hold a genuine registration of the pane the agent left, now a shell."""
+        pane = self._checked_pane(agent_id, registration, event_id)
+        try:
+            newest = await self._store.newest_pane_signed(agent_id)
+        except PROJECTION_UNAVAILABLE as exc:
+            # The mailbox's own newest-only rule still stands; a hiccup must not stop typing.
+            activity.logger.warning(
+                "could not ask the projection about %s's pane: %s", agent_id, exc
+            )
+            return pane
+        made = registration.registered_at
+        assert made is not None  # checked with the tag
+        if newest is None or _utc(made) >= _utc(newest):
+            return pane
+        activity.logger.warning(
+            "refused to type %s into %s: the registration of %s was made at %s, before its "
+            "newest registration or unregister (%s)",
+            event_id,
+            registration.target,
+            agent_id,
+            made.isoformat(),
+            _utc(newest).isoformat(),
+        )
+        raise ApplicationError(
+            f"its pane's registration (made at {made.isoformat(timespec='seconds')}) was "
+            f"replaced at {_utc(newest).isoformat(timespec='seconds')}: register {agent_id} again "
+            "(`agentcomms agents register`) if this is not the pane it has now",
+            type=errors.REGISTRATION_NOT_SIGNED,
+            non_retryable=True,
+            category=ApplicationErrorCategory.BENIGN,
+        )
 
     def _checked_pane(self, agent_id: str, registration: Registration, event_id: str) -> PaneTarget:
         if not self._key.registration_is_genuine(agent_id, registration):
@@ -274,6 +311,11 @@ def _asking_mailbox() -> str:
             non_retryable=True,
         )
     return agent_id
+
+
+def _utc(moment: datetime) -> datetime:
+    # The projection may hand a time back without its zone; it wrote it in UTC.
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
 def _unsigned_registration(registration: Registration) -> str:

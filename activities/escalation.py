@@ -2,7 +2,8 @@
 
 ``fire_rung`` runs only as a local activity of the request's own workflow, on a ladder the
 gateway signed, started when the gateway opened it: anyone else's workflow, an altered ladder or
-a copy started again later texts and rings nobody. What it sends and where come from the signed
+a copy started again later (or again at once, in another run: each rung fires in one run, as
+the projection records) texts and rings nobody. What it sends and where come from the signed
 ladder and the config (the human's number is the config's, never the request's). A rung the
 config cannot serve (no SMS set up, no chat mapped) is skipped, with the reason, for `trace`.
 """
@@ -26,6 +27,8 @@ from agentcomms.escalation_models import (
     RungResult,
     RungStep,
 )
+from agentcomms.models import utcnow
+from agentcomms.store import PROJECTION_UNAVAILABLE, Store
 from agentcomms.trust import DeploymentKey
 from agentcomms.voice.callsystem import call_system
 from agentcomms.voice.models import (
@@ -64,15 +67,17 @@ def call_text(escalation: Escalation) -> str:
 
 
 class EscalationActivities:
-    def __init__(self, cfg: Config, key: DeploymentKey) -> None:
+    def __init__(self, cfg: Config, key: DeploymentKey, store: Store) -> None:
         self._cfg = cfg
         self._key = key
+        self._store = store
 
     @activity.defn(name="fire_rung")
     async def fire_rung(self, step: RungStep) -> RungResult:
         """Reach the human by the rung's way (or say why it cannot); a call rung hands back the
         signed call for the workflow to place."""
         escalation = self._signed(step)
+        await self._first_to_fire(escalation, step.rung)
         via = escalation.rungs[step.rung].via
         if via == "chat":
             return self._chat(escalation)
@@ -199,6 +204,25 @@ class EscalationActivities:
         if not 0 <= step.rung < len(escalation.rungs):
             raise _refused(f"the ladder has no rung {step.rung + 1}", errors.NOT_A_LADDER)
         return escalation
+
+    async def _first_to_fire(self, escalation: Escalation, rung: int) -> None:
+        """Each rung of a ladder fires in one run, the first to ask (its own retries ask again):
+        a genuine ladder copied from a history and started again within its window, in the
+        request's workflow terminated and started afresh, texts and rings nobody again."""
+        run = activity.info().workflow_run_id or ""
+        which = f"{escalation.kind}:{escalation.subject_id}:{rung}"
+        try:
+            first = await self._store.spend("rung", which, run, utcnow())
+        except PROJECTION_UNAVAILABLE as exc:
+            # The window still bounds a copy; a projection hiccup must not keep the human away.
+            activity.logger.warning("could not ask the projection about rung %s: %s", which, exc)
+            return
+        if first != run:
+            raise _refused(
+                f"rung {rung + 1} of the ladder of {escalation.kind} {escalation.subject_id} "
+                f"fired already, in run {first}: a copy started again reaches nobody",
+                errors.NOT_SIGNED,
+            )
 
     def _own(self, escalation: Escalation) -> Escalation:
         """The ladder, when this runs as a local activity of its own workflow and the

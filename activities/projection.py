@@ -9,7 +9,7 @@ and what a mailbox writes of its messages must be what the deployment signed for
 other message (a forgery its state or a signal carried in, one signed for another agent) is
 written only as rejected. What an outbox writes must be an outbound message the deployment signed
 for that outbox: any other (a forged item signalled to an outbox) is not written at all, so it
-never shows as someone's message.
+never shows as someone's message. An agent's row is written by that agent's own mailbox alone.
 """
 
 from __future__ import annotations
@@ -54,16 +54,28 @@ class ProjectionActivities:
         its agent row: one local activity per batch instead of one per message. Waiting texts
         are inserted where the projection lacks them (a mailbox about to let go of them)."""
         info = _local_only()
-        waiting, events = update.waiting, update.events
+        waiting, events, agent = update.waiting, update.events, update.agent
+        mailbox_of = None
         if info.workflow_type == MAILBOX_WORKFLOW:
-            agent_id = agent_of_mailbox(info.workflow_id or "")
-            waiting = [self._as_signed(e, agent_id) for e in waiting]
-            events = [self._as_signed(e, agent_id) for e in events]
+            mailbox_of = agent_of_mailbox(info.workflow_id or "")
+            waiting = [self._as_signed(e, mailbox_of) for e in waiting]
+            events = [self._as_signed(e, mailbox_of) for e in events]
         elif info.workflow_type == OUTBOX_WORKFLOW:
             events = [e for e in events if self._sent_by(e, info.workflow_id or "")]
+        if agent is not None and (mailbox_of is None or agent.id != mailbox_of):
+            # An agent's row (its pane, the newest registration's time that a mailbox started
+            # afresh recalls) is its own mailbox's alone: a mailbox anyone started for it under
+            # another id would otherwise make it forget which registration is the newest.
+            activity.logger.warning(
+                "did not write %s's agent row for %s (%s): only the agent's own mailbox writes it",
+                agent.id,
+                info.workflow_id,
+                info.workflow_type,
+            )
+            agent = None
         await self._store.record_events(waiting)
-        await self._store.settle_events(events, agent=update.agent)
-        metrics.settled(events, update.agent)
+        await self._store.settle_events(events, agent=agent)
+        metrics.settled(events, agent)
 
     def _as_signed(self, event: Event, agent_id: str | None) -> Event:
         """The event as a mailbox may write it: as it is when the deployment signed it for this

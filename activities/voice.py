@@ -43,9 +43,11 @@ from agentcomms.voice.models import (
     LineEvent,
     LiveCall,
     PlaceCall,
+    Say,
     SpeechRequest,
     TranscribeRequest,
     Transcript,
+    TurnCheck,
 )
 from agentcomms.voice.stt import stt_provider
 from agentcomms.voice.tts import tts_provider
@@ -121,6 +123,25 @@ class VoiceActivities:
             f"this {req.event.kind} line event is not signed by this deployment: it did not "
             "come from the gateway (the local phone or the call system's webhooks), so the "
             "call ignores it",
+            type=errors.NOT_SIGNED,
+            non_retryable=True,
+        )
+
+    @activity.defn(name="check_turn")
+    async def check_turn(self, req: TurnCheck) -> bool:
+        """True once the gateway's tag on the agent's turn for this call checks out (refused
+        otherwise): only then is it said to the human."""
+        _in_the_call(req.call_id)
+        if self._key.turn_is_genuine(req.call_id, req.turn):
+            return True
+        what = "words" if isinstance(req.turn, Say) else "goodbye"
+        activity.logger.warning(
+            "refused %s for call %s: not signed by this deployment", what, req.call_id
+        )
+        raise ApplicationError(
+            f"these {what} for call {req.call_id} are not signed by this deployment: they did "
+            "not come from the agent through the gateway (or were for another call), so the "
+            "call does not say them",
             type=errors.NOT_SIGNED,
             non_retryable=True,
         )

@@ -56,6 +56,13 @@ class Decision(BaseModel):
     signature: str | None = None
 
 
+class DecisionCheck(BaseModel):
+    """An answer given to an approval, to be checked against the deployment's tag."""
+
+    request: ApprovalRequest
+    decision: Decision
+
+
 class ApprovalView(BaseModel):
     """An approval as everyone reads it: the request, its answer once there is one, and every
     answer tried (the later ones were told it was decided already)."""

@@ -19,7 +19,7 @@ import hmac
 import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from uuid import uuid4
 
 from pydantic_core import to_jsonable_python
@@ -31,9 +31,10 @@ from agentcomms.config.models import SecurityConfig
 from agentcomms.escalation_models import Escalation, EscalationAnswered
 from agentcomms.models import Event, Registration, Unregister
 from agentcomms.outbox_models import OutboxItem
-from agentcomms.voice.models import CallInput, LineEvent
+from agentcomms.voice.models import CallInput, End, LineEvent, Say
 
 KEY_FILENAME = "deployment.key"
+Turn = TypeVar("Turn", Say, End)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -119,6 +120,15 @@ class DeploymentKey:
 
     def line_event_is_genuine(self, call_id: str, event: LineEvent) -> bool:
         return self._verify(_line_fields(call_id, event), event.signature)
+
+    def sign_turn(self, call_id: str, turn: Turn) -> Turn:
+        """The agent's words for one call (or its goodbye), with an id of their own, tagged."""
+        if not turn.id:
+            turn = turn.model_copy(update={"id": uuid4().hex})
+        return turn.model_copy(update={"signature": self._tag(_turn_fields(call_id, turn))})
+
+    def turn_is_genuine(self, call_id: str, turn: Say | End) -> bool:
+        return bool(turn.id) and self._verify(_turn_fields(call_id, turn), turn.signature)
 
     # ---- outboxes: what an agent's outbox to one chat sends ------------------------------------
 
@@ -252,6 +262,13 @@ def _line_fields(call_id: str, event: LineEvent) -> list[Any]:
         call_id,
         _as_read_back(event.model_dump(exclude={"signature"})),
     ]
+
+
+def _turn_fields(call_id: str, turn: Say | End) -> list[Any]:
+    # Bound to one call, and to what it is: a goodbye is not words to say and listen after.
+    kind = "say" if isinstance(turn, Say) else "end"
+    fields = turn.model_dump(exclude={"signature"})
+    return ["agentcomms-call-turn/1", call_id, kind, _as_read_back(fields)]
 
 
 def _outbox_fields(agent_id: str, channel_id: str, item: OutboxItem) -> list[Any]:

@@ -21,6 +21,7 @@ from temporalio.client import Client
 
 from agentcomms.config import Config
 from agentcomms.errors import RpcError
+from agentcomms.trust import DeploymentKey
 from agentcomms.voice.models import Line, LineEvent
 from agentcomms.workflow_ids import call_workflow_id
 from gateway.approval_surfaces.words import PhoneAnswer, heard_on_phone, said
@@ -38,9 +39,15 @@ CurrentLine = Callable[[str], Awaitable[Line | None]]
 
 class ApprovalCalls:
     def __init__(
-        self, cfg: Config, client: Client, current_line: CurrentLine, approvals: ApprovalMethods
+        self,
+        cfg: Config,
+        client: Client,
+        key: DeploymentKey,
+        current_line: CurrentLine,
+        approvals: ApprovalMethods,
     ):
         self._client = client
+        self._key = key  # signs the call's turns: the call says only what the gateway signed
         self._current_line = current_line
         self._approvals = approvals
         self._by = cfg.voice.phone.to_number or "the local phone"
@@ -78,16 +85,23 @@ class ApprovalCalls:
                 choice = heard_on_phone(view.request, result.response) if view else None
                 if view is None or choice is not None:
                     told = await answer_by_phone(self._approvals, approval_id, choice, self._by)
-                    await handle.execute_update(CallWorkflow.end, End(message=f"{told} Goodbye."))
+                    await handle.execute_update(
+                        CallWorkflow.end, self._end(call_id, f"{told} Goodbye.")
+                    )
                     return
-                result = await handle.execute_update(CallWorkflow.say, Say(message=words))
+                result = await handle.execute_update(
+                    CallWorkflow.say, self._key.sign_turn(call_id, Say(message=words))
+                )
             await handle.execute_update(
-                CallWorkflow.end, End(message="No answer was taken. Goodbye.")
+                CallWorkflow.end, self._end(call_id, "No answer was taken. Goodbye.")
             )
         except Exception as exc:  # the call ended under us, or Temporal is away
             log.warning("call %s about approval %s: %s", call_id, approval_id, exc)
         finally:
             self._driving.discard(call_id)
+
+    def _end(self, call_id: str, goodbye: str) -> End:
+        return self._key.sign_turn(call_id, End(message=goodbye))
 
 
 async def answer_by_phone(

@@ -45,6 +45,7 @@ from agentcomms.trust import DeploymentKey
 from gateway.agent_hooks import AgentHookMethods, PaneId
 from gateway.approval_chats import ApprovalChats
 from gateway.approval_surfaces.words import asks, keys, reply_with
+from gateway.hook_decision import hook_decision
 from gateway.params import AgentId, Params
 from gateway.protocol import INVALID_PARAMS, NOT_FOUND
 from workflows.approval.client import Approvals, WorkflowAlreadyStartedError, new_approval_id
@@ -195,7 +196,11 @@ class ApprovalMethods:
         if self._waiting.pop(view.request.id, None) is not None:
             self._tell(view)  # decided where this gateway did not hear it (a timeout)
         self._chats.settle(view)
-        return {"status": "decided", "decision": hook_decision(self._key, view), **_summary(view)}
+        return {
+            "status": "decided",
+            "decision": hook_decision(self._key, view, p.id.upper()),
+            **_summary(view),
+        }
 
     async def _closed_at_deadline(self, approval_id: str, timeout_s: float) -> None:
         """Unanswered, an approval times out in Temporal, and the hook waiting for it tells
@@ -335,46 +340,6 @@ def ladder_for(
         overrides_quiet=overrides_quiet,
         opened_at=opened_at or utcnow(),
     )
-
-
-def hook_decision(key: DeploymentKey, view: ApprovalView) -> dict[str, Any] | None:
-    """What the agent's hook answers, in Claude Code's `decision` shape; None leaves the
-    agent's own dialog to the terminal. Nothing unsigned decides."""
-    request, decision = view.request, view.decision
-    if decision is None or not key.approval_is_genuine(request):
-        return None
-    if decision.behavior == "timeout":
-        if request.on_timeout != "deny":
-            return None
-        return {
-            "behavior": "deny",
-            "message": f"No one answered this {_ASKED[request.ask]} within "
-            f"{request.timeout_s:g} s, so it was denied. Go on without it, or ask again later.",
-        }
-    if not key.decision_is_genuine(decision):
-        log.warning("approval %s: an answer without the deployment's tag, ignored", request.id)
-        return None
-    if decision.behavior == "answer" and request.ask == "question" and decision.answer:
-        # The hook puts the answer into the tool's input, keyed by the agent's own question.
-        return {"behavior": "allow", "answer": decision.answer}
-    if decision.behavior == "allow" and request.ask != "question":
-        return {"behavior": "allow"}
-    if decision.behavior == "allow_session" and request.ask == "permission":
-        return {"behavior": "allow", "updatedPermissions": request.suggestions}
-    if decision.behavior == "deny":
-        return {"behavior": "deny", "message": decision.message or _denied(request, decision)}
-    return None  # answered in the terminal
-
-
-_ASKED = {"permission": "permission request", "question": "question", "plan": "plan"}
-
-
-def _denied(request: ApprovalRequest, decision: Decision) -> str:
-    if request.ask == "plan":
-        return f"{decision.by} asks you to keep planning."
-    if request.ask == "question":
-        return f"{decision.by} declined to answer."
-    return f"Denied by {decision.by}."
 
 
 def _checked_answer(request: ApprovalRequest, behavior: str, answer: str | None) -> str | None:

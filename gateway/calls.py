@@ -206,7 +206,10 @@ class CallControl:
         handle = self._handle(p.call_id)
         result = await self._turn(
             p.call_id,
-            handle.execute_update(CallWorkflow.say, Say(message=p.message, listen=p.listen)),
+            handle.execute_update(
+                CallWorkflow.say,
+                self._key.sign_turn(p.call_id, Say(message=p.message, listen=p.listen)),
+            ),
         )
         return result.model_dump()
 
@@ -215,7 +218,10 @@ class CallControl:
         handle = self._handle(p.call_id)
         try:
             ended = await self._turn(
-                p.call_id, handle.execute_update(CallWorkflow.end, End(message=p.message or None))
+                p.call_id,
+                handle.execute_update(
+                    CallWorkflow.end, self._key.sign_turn(p.call_id, End(message=p.message or None))
+                ),
             )
         except RpcError:
             # Ended already (and its workflow closed): the duration it had is in its result.

@@ -94,7 +94,9 @@ class Gateway:
         )
         self.inbox.on_button = answers.button
         self.inbox.on_reply = answers.reply
-        self.approval_calls = ApprovalCalls(cfg, client, self.calls.current_line, approvals)
+        self.approval_calls = ApprovalCalls(
+            cfg, client, self.key, self.calls.current_line, approvals
+        )
         self.calls.line_observers.append(self.approval_calls.line_event)
         # What a human who calls in hears: through Twilio, or the local phone's --dial.
         self.phone_menu = PhoneMenu(cfg, store, approvals, post=self.mailbox.post)

@@ -15,12 +15,14 @@ import pytest
 from temporalio import activity
 
 import workflows.activities
+from activities.approvals import ApprovalActivities
 from activities.chat import ChatActivities
 from activities.delivery import PaneActivities
 from activities.escalation import EscalationActivities
 from activities.projection import ProjectionActivities
 from activities.receipts import ReceiptActivities
 from activities.voice import TwilioCallActivities, VoiceActivities
+from workflows.approval import activities as approval
 from workflows.call import activities as call
 from workflows.escalation import activities as escalation
 from workflows.mailbox import activities as mailbox
@@ -34,6 +36,7 @@ IMPLEMENTATIONS = (
     VoiceActivities,
     TwilioCallActivities,
     EscalationActivities,
+    ApprovalActivities,
 )
 
 # Each workflow's declarations: everything it runs, shared declarations included.
@@ -59,6 +62,7 @@ DECLARED: dict[str, tuple[ModuleType, set[str]]] = {
         {
             "check_call",
             "check_line_event",
+            "check_turn",
             "synthesize_speech",
             "transcribe_speech",
             "record_call",
@@ -70,6 +74,7 @@ DECLARED: dict[str, tuple[ModuleType, set[str]]] = {
         },
     ),
     "escalation": (escalation, {"fire_rung", "check_escalation_answered"}),
+    "approval": (approval, {"check_decision"}),
 }
 
 

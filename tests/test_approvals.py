@@ -9,26 +9,32 @@ import asyncio
 import json
 import subprocess
 import uuid
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 from pydantic import SecretStr
+from temporalio.client import WorkflowUpdateFailedError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from agentcomms.agents.state import GEMINI_CANCELLED_EVENT, Readiness
-from agentcomms.approval_models import ApprovalRequest, Decision, OnTimeout
+from agentcomms.approval_models import ApprovalRequest, ApprovalView, Decision, OnTimeout
 from agentcomms.client import GatewayClient
+from agentcomms.models import utcnow
 from agentcomms.trust import DeploymentKey
-from gateway.approvals import hook_decision
+from agentcomms.workflow_ids import approval_workflow_id
+from gateway.hook_decision import hook_decision
 from tests.support.cli import AGENTCOMMS, inbox_followed
 from tests.support.hooks import gateway_relay, start_hook
 from tests.support.stack import STACK_KEY, Stack
 from tests.support.waiting import eventually
 from workflows.approval.client import Approvals
-from workflows.approval.models import Decide
+from workflows.approval.models import ApprovalInput, Decide
 from workflows.approval.workflow import ApprovalWorkflow
 
+KEY = DeploymentKey(STACK_KEY.encode())
 SUGGESTIONS = [
     {"type": "addDirectories", "directories": ["/p"], "destination": "session"},
     {"type": "addRules", "rules": [{"toolName": "Bash"}], "destination": "localSettings"},
@@ -114,15 +120,20 @@ async def test_an_unknown_approval_is_named(stack: Stack) -> None:
 
 
 async def test_an_answer_put_into_temporal_by_anyone_else_allows_nothing(stack: Stack) -> None:
+    """Refused before it takes the request: the human's own answer still decides it."""
     approval = await _open(stack, stack.agent_id())
     handle = Approvals(stack.client, stack.cfg.temporal.task_queue).handle(approval)
     forged = Decision(approval_id=approval, behavior="allow", by="mallory", via="cli")
-    await handle.execute_update(ApprovalWorkflow.decide, Decide(decision=forged))
+    with pytest.raises(WorkflowUpdateFailedError) as refused:
+        await handle.execute_update(ApprovalWorkflow.decide, Decide(decision=forged))
+    assert "not signed by this deployment" in str(refused.value.cause)
+    assert (await stack.call("approval_wait", id=approval, wait_s=1))["status"] == "open"
+    await stack.call("approval_decide", id=approval, behavior="deny", by="alice")
     waited = await stack.call("approval_wait", id=approval, wait_s=10)
-    assert (waited["status"], waited["decided_by"], waited["decision"]) == (
+    assert (waited["status"], waited["decided_by"], waited["decision"]["behavior"]) == (
         "decided",
-        "mallory",
-        None,
+        "alice",
+        "deny",
     )
 
 
@@ -343,7 +354,7 @@ async def _timed_out(env: WorkflowEnvironment, on_timeout: OnTimeout) -> dict[st
     assert view is not None
     assert view.decision is not None
     assert (view.decision.behavior, view.decision.via) == ("timeout", "timeout")
-    return hook_decision(key, view)
+    return hook_decision(key, view, request.id)
 
 
 async def test_no_answer_in_time_leaves_the_dialog_to_the_terminal_by_default(
@@ -435,3 +446,85 @@ async def test_an_answer_after_the_approval_ended_is_told_how_it_ended(
     assert ended.decision is not None and ended.decision.behavior == "timeout"
     assert decided is not None and decided.accepted is False
     assert decided.view.decision is not None and decided.view.decision.behavior == "timeout"
+
+
+async def test_a_genuine_answer_copied_to_another_approval_allows_nothing(stack: Stack) -> None:
+    """The attack: a human's genuine "allow" of one request (readable by anyone in the view
+    query or the history), sent as the answer of another request still open."""
+    agent = stack.agent_id()
+    harmless = await _open(stack, agent, "ls")
+    await stack.call("approval_decide", id=harmless, behavior="allow", by="alice")
+    approvals = Approvals(stack.client, stack.cfg.temporal.task_queue)
+    allowed = await approvals.view(harmless)
+    assert allowed is not None and allowed.decision is not None
+    assert hook_decision(KEY, allowed, harmless) == {"behavior": "allow"}  # the genuine one counts
+
+    dangerous = await _open(stack, agent, "rm -rf /")
+    copied = Decide(decision=allowed.decision.model_copy(update={"at": None}))
+    with pytest.raises(WorkflowUpdateFailedError) as refused:
+        await approvals.handle(dangerous).execute_update(ApprovalWorkflow.decide, copied)
+    assert f"approval {harmless}'s, copied into {dangerous}" in str(refused.value.cause)
+    assert (await stack.call("approval_wait", id=dangerous, wait_s=1))["status"] == "open"
+    # Were it taken all the same (a history altered), the hook would not be told to allow.
+    view = await approvals.view(dangerous)
+    assert view is not None
+    taken = view.model_copy(update={"decision": allowed.decision})
+    assert hook_decision(KEY, taken, dangerous) is None
+
+
+def test_a_timeout_taken_before_its_time_denies_nothing() -> None:
+    """A timeout carries no tag (the workflow, which holds no key, records it): one in an
+    approval before the request's time was up (a history altered) is not a timeout."""
+    request = KEY.sign_approval(
+        ApprovalRequest(
+            id="K7QF",
+            agent_id="backend",
+            tool="Bash",
+            input_text="touch x",
+            timeout_s=600,
+            on_timeout="deny",
+        )
+    )
+    opened = utcnow()
+    timeout = Decision(approval_id="K7QF", behavior="timeout", by="agentcomms", via="timeout")
+    early = ApprovalView(
+        request=request,
+        opened_at=opened,
+        decision=timeout.model_copy(update={"at": opened + timedelta(seconds=5)}),
+    )
+    assert hook_decision(KEY, early, "K7QF") is None
+    due = early.model_copy(
+        update={"decision": timeout.model_copy(update={"at": opened + timedelta(seconds=600)})}
+    )
+    assert (hook_decision(KEY, due, "K7QF") or {}).get("behavior") == "deny"
+
+
+async def test_another_request_started_in_an_approvals_place_allows_nothing(
+    stack: Stack,
+) -> None:
+    """The attack: terminate an open approval and start its workflow again with another,
+    genuinely allowed, request and answer (both copied from that one's history)."""
+    agent = stack.agent_id()
+    harmless = await _open(stack, agent, "ls")
+    await stack.call("approval_decide", id=harmless, behavior="allow", by="alice")
+    approvals = Approvals(stack.client, stack.cfg.temporal.task_queue)
+    allowed = await approvals.view(harmless)
+    assert allowed is not None and allowed.decision is not None
+    dangerous = await _open(stack, agent, "rm -rf /")
+    await approvals.handle(dangerous).terminate()
+    await stack.client.start_workflow(
+        ApprovalWorkflow.run,
+        ApprovalInput(request=allowed.request),
+        id=approval_workflow_id(dangerous),
+        task_queue=stack.cfg.temporal.task_queue,
+    )
+    copied = Decide(decision=allowed.decision.model_copy(update={"at": None}))
+    with pytest.raises(WorkflowUpdateFailedError) as refused:
+        await approvals.handle(dangerous).execute_update(ApprovalWorkflow.decide, copied)
+    assert "local activity of approval" in str(refused.value.cause)
+    # Were it taken all the same, the hook waiting for this approval would not allow.
+    view = await approvals.view(dangerous)
+    assert view is not None and view.request.id == harmless
+    taken = view.model_copy(update={"decision": allowed.decision})
+    assert hook_decision(KEY, taken, dangerous) is None
+    await approvals.handle(dangerous).terminate()

@@ -18,7 +18,7 @@ from uuid import uuid4
 
 import pytest
 from temporalio.api.history.v1 import HistoryEvent
-from temporalio.client import WorkflowFailureError, WorkflowHistory
+from temporalio.client import WorkflowFailureError, WorkflowHistory, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 
 from activities.voice import TwilioCallActivities, VoiceActivities
@@ -47,6 +47,7 @@ from tests.support.mailbox import local_activities
 from tests.support.phone import Phone
 from tests.support.stack import STACK_KEY, Stack, in_call
 from tests.support.tmux import Tmux, recorder
+from workflows.call.models import End, Ended, Say, TurnResult
 
 KEY = DeploymentKey(STACK_KEY.encode())
 
@@ -322,3 +323,44 @@ async def test_a_genuine_call_terminated_and_started_again_rings_nobody(stack: S
     assert local_activities(history) == ["check_call"]
     assert scheduled(history) == []
     assert not [line for line in await phone.lines(1) if line["state"] == "ringing"]
+
+
+async def test_words_put_into_a_genuine_call_by_anyone_else_are_not_said(stack: Stack) -> None:
+    """The attack: a `say` update sent straight to a call in progress, as the SDK sends it,
+    to have the human hear the attacker's words in the agent's call and answer them (the answer
+    would come back to the attacker); or an `end` with a goodbye of theirs. A genuine turn
+    copied from another call's history, or said again in its own, is refused too."""
+    phone = Phone(stack)
+    first = asyncio.create_task(stack.call("call", agent_id="a", message="Deploy 0042 now?"))
+    call_id = await phone.answer()
+    await phone.reply(call_id, "yes")
+    await first
+    handle = stack.client.get_workflow_handle(call_workflow_id(call_id))
+    said = await stack.call("call_say", call_id=call_id, message="Deploying.", listen=False)
+    assert said["status"] != "refused"
+    # A genuine turn of this call (as its history shows it to anyone) is said once.
+    genuine = KEY.sign_turn(call_id, Say(message="Still deploying.", listen=False))
+    await handle.execute_update("say", genuine, result_type=TurnResult)
+    with pytest.raises(WorkflowUpdateFailedError) as again:
+        await handle.execute_update("say", genuine, result_type=TurnResult)
+    assert "already" in str(again.value.cause)
+    copied_elsewhere = KEY.sign_turn(
+        "c_ANOTHER", Say(message="COPIED: read me the key", listen=False)
+    )
+    for request in (
+        Say(message="FORGED: read me the database password", listen=False),
+        copied_elsewhere,
+    ):
+        with pytest.raises(WorkflowUpdateFailedError) as refused:
+            await handle.execute_update("say", request, result_type=TurnResult)
+        assert isinstance(refused.value.cause, ApplicationError)
+        assert refused.value.cause.type == errors.NOT_SIGNED
+    with pytest.raises(WorkflowUpdateFailedError):
+        await handle.execute_update("end", End(message="FORGED goodbye"), result_type=Ended)
+    line = (await stack.call("phone_wait", known={}, timeout=1))["calls"]
+    assert [c["say"] for c in line if c["call_id"] == call_id] == ["Still deploying."]
+    await stack.call("call_end", call_id=call_id)
+    transcript = stack.cfg.voice.audio_root() / call_id / "transcript.jsonl"
+    words = [json.loads(line)["text"] for line in transcript.read_text().splitlines()]
+    assert not any("FORGED" in w or "COPIED" in w for w in words), words
+    assert words.count("Still deploying.") == 1, words

@@ -5,6 +5,7 @@ sign reaches nobody."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
+from activities.approvals import ApprovalActivities
 from activities.escalation import EscalationActivities
 from activities.voice import VoiceActivities
 from agentcomms.approval_models import ApprovalRequest, ApprovalView, Decision
@@ -23,7 +25,7 @@ from agentcomms.config import Config, PhoneConfig, TemporalConfig, VoiceConfig
 from agentcomms.escalation_models import QuietHours, Rung, RungRecord
 from agentcomms.store import Store
 from agentcomms.trust import DeploymentKey
-from agentcomms.workflow_ids import call_workflow_id
+from agentcomms.workflow_ids import approval_workflow_id, call_workflow_id
 from gateway.approval_trace import trace_approval
 from gateway.approvals import ladder_for
 from tests.fakes.twilio import OUR_NUMBER, FakeTwilio
@@ -132,7 +134,7 @@ async def ladders(time_skipping_env: WorkflowEnvironment, tmp_path: Path) -> Asy
     store = await Store.open(f"sqlite+aiosqlite:///{tmp_path / 'agentcomms.db'}")
     key = DeploymentKey(b"k" * 40)
     voice = VoiceActivities(cfg, store, key)
-    rungs = EscalationActivities(cfg, key)
+    rungs = EscalationActivities(cfg, key, store)
     queue = f"tq-{uuid.uuid4()}"
     client = time_skipping_env.client
     try:
@@ -142,6 +144,7 @@ async def ladders(time_skipping_env: WorkflowEnvironment, tmp_path: Path) -> Asy
             workflows=[ApprovalWorkflow, CallWorkflow],
             activities=[
                 rungs.fire_rung,
+                ApprovalActivities(key).check_decision,
                 voice.check_call,
                 voice.check_line_event,
                 voice.synthesize_speech,
@@ -322,3 +325,27 @@ async def test_a_call_still_ringing_when_the_request_times_out_says_it_timed_out
     assert call.detail.endswith(
         "; the call ended (canceled): the request timed out before the call was taken"
     )
+
+
+async def test_a_genuine_ladder_started_again_texts_nobody_again(ladders: Ladders) -> None:
+    """The attack: the request's workflow terminated, and started again at once (within the
+    ladder's window) with its own input, as its history shows it: its rungs fired already."""
+    request, handle = await ladders.open([Rung(after_s=0, via="sms")])
+    await ladders.env.sleep(5)
+    assert len(ladders.texts()) == 1
+    history = await handle.fetch_history()
+    copied = json.loads(
+        history.events[0].workflow_execution_started_event_attributes.input.payloads[0].data
+    )
+    await handle.terminate()
+    again = await ladders.client.start_workflow(
+        "ApprovalWorkflow",
+        copied,
+        id=approval_workflow_id(request.id),
+        task_queue=ladders.cfg.temporal.task_queue,
+    )
+    await ladders.env.sleep(5)
+    assert len(ladders.texts()) == 1
+    [sms] = await ladders.rungs(request)
+    assert sms.outcome == "failed" and "fired already" in sms.detail, sms
+    await again.terminate()

@@ -74,6 +74,7 @@ async def urgent(
         return event.id
 
     voice = VoiceActivities(cfg, store, key, post=post)
+    rungs = EscalationActivities(cfg, key, store)
     client = time_skipping_env.client
     try:
         async with Worker(
@@ -81,8 +82,8 @@ async def urgent(
             task_queue=queue,
             workflows=[EscalationWorkflow, CallWorkflow],
             activities=[
-                EscalationActivities(cfg, key).fire_rung,
-                EscalationActivities(cfg, key).check_escalation_answered,
+                rungs.fire_rung,
+                rungs.check_escalation_answered,
                 voice.check_call,
                 voice.check_line_event,
                 voice.synthesize_speech,

@@ -9,14 +9,19 @@ the shell. Panes here are real tmux panes (recorders), Temporal a real dev serve
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 from pathlib import Path
+from typing import Any
+from uuid import uuid4
 
+from temporalio import workflow
 from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
 
 from agentcomms.temporal import temporal_binary
-from agentcomms.workflow_ids import host_task_queue, mailbox_id
+from agentcomms.workflow_ids import MAILBOX_WORKFLOW, host_task_queue, mailbox_id
 from tests.support.attacker import temporal_cli
 from tests.support.mailbox import offline, online
 from tests.support.stack import Stack, register
@@ -193,6 +198,172 @@ async def test_a_mailbox_terminated_and_started_afresh_obeys_and_types_nothing_o
     assert (await stack.call("send", agent_id=agent, message="three", wait=True))["delivered"]
     state = await handle.query(AgentWorkflow.state)
     assert state.registration is not None and state.registration.target == newer
+    await eventually(lambda: newer_out.read_bytes() == as_sent("meanwhile", "three"))
+    assert old_out.read_bytes() == as_sent("one")
+    assert new_out.read_bytes() == as_sent("two")
+
+
+async def test_a_mailbox_started_afresh_with_a_forged_carried_state_obeys_none_of_it(
+    temporal_env: WorkflowEnvironment, stack: Stack, tmux: Tmux, tmp_path: Path
+) -> None:
+    """The attack: terminate the mailbox and start it with the state a run carries through
+    continue-as-new, forged: the genuine registration of the pane the agent left (now a shell),
+    a newest-registration time far ahead (so no later registration would count), online."""
+    agent = stack.agent_id()
+    old, old_out = recorder(tmux, tmp_path, "old")
+    new, new_out = recorder(tmux, tmp_path, "new")
+    await stack.call("send", agent_id=agent, message="one")  # starts the mailbox
+    await register(stack, agent, tmux, old, submit_delay_ms=0)
+    await eventually(lambda: old_out.read_bytes() == as_sent("one"))
+    await register(stack, agent, tmux, new, submit_delay_ms=0)
+    assert (await stack.call("send", agent_id=agent, message="two", wait=True))["delivered"]
+    [old_registration, _] = await signalled(stack, agent, "register")
+    host = json.loads(old_registration)["host"]
+    forged = {
+        "agent_id": agent,
+        "task_queue": host_task_queue(host),
+        "state": {
+            "agent_id": agent,
+            "task_queue": host_task_queue(host),
+            "registration": json.loads(old_registration),
+            "pane_changed_at": "2999-01-01T00:00:00Z",
+            "status": "online",
+        },
+    }
+    temporal_cli(temporal_env, "terminate", "-w", mailbox_id(agent), "--reason", "attack")
+    temporal_cli(
+        temporal_env,
+        "start",
+        "--workflow-id", mailbox_id(agent),
+        "--type", "AgentWorkflow",
+        "--task-queue", host_task_queue(host),
+        "--input", json.dumps(forged),
+    )  # fmt: skip
+    await stack.call("send", agent_id=agent, message="meanwhile")
+    # The agent comes back in a pane of its own: registered now, it counts.
+    newer, newer_out = recorder(tmux, tmp_path, "newer")
+    await register(stack, agent, tmux, newer, submit_delay_ms=0)
+    assert (await stack.call("send", agent_id=agent, message="three", wait=True))["delivered"]
+    await eventually(lambda: newer_out.read_bytes() == as_sent("meanwhile", "three"))
+    assert old_out.read_bytes() == as_sent("one")
+    assert new_out.read_bytes() == as_sent("two")
+
+
+async def test_a_mailbox_started_for_another_agent_writes_nothing_of_that_agents(
+    temporal_env: WorkflowEnvironment, stack: Stack, tmux: Tmux, tmp_path: Path
+) -> None:
+    """The attack: a mailbox of the attacker's (`agent-<anything>`) started for the agent,
+    whose row it would write as it knows it, forgetting the newest registration's time; then the
+    agent's own mailbox terminated and started afresh with the registration of the pane the
+    agent left (now a shell), which a mailbox started afresh would take for the newest."""
+    agent = stack.agent_id()
+    old, old_out = recorder(tmux, tmp_path, "old")
+    new, new_out = recorder(tmux, tmp_path, "new")
+    await stack.call("send", agent_id=agent, message="one")  # starts the mailbox
+    await register(stack, agent, tmux, old, submit_delay_ms=0)
+    await eventually(lambda: old_out.read_bytes() == as_sent("one"))
+    await register(stack, agent, tmux, new, submit_delay_ms=0)
+    assert (await stack.call("send", agent_id=agent, message="two", wait=True))["delivered"]
+    [old_registration, _] = await signalled(stack, agent, "register")
+    host = json.loads(old_registration)["host"]
+
+    async def newest_registration_recorded() -> bool:
+        row = await stack.store.get_agent(agent)
+        return row is not None and row.target == new
+
+    await eventually(newest_registration_recorded)
+    decoy = f"{agent}-decoy"
+    temporal_cli(
+        temporal_env,
+        "start",
+        "--workflow-id", mailbox_id(decoy),
+        "--type", "AgentWorkflow",
+        "--task-queue", host_task_queue(host),
+        "--input", json.dumps({"agent_id": agent}),
+    )  # fmt: skip
+    decoy_handle = stack.client.get_workflow_handle_for(AgentWorkflow.run, mailbox_id(decoy))
+
+    async def decoy_wrote() -> bool:
+        state = await decoy_handle.query(AgentWorkflow.state)
+        return state.unrecorded == 0
+
+    await eventually(decoy_wrote)
+    assert await newest_registration_recorded()
+    temporal_cli(temporal_env, "terminate", "-w", mailbox_id(agent), "--reason", "attack")
+    temporal_cli(
+        temporal_env,
+        "signal-with-start",
+        "--workflow-id", mailbox_id(agent),
+        "--type", "AgentWorkflow",
+        "--task-queue", host_task_queue(host),
+        "--input", json.dumps({"agent_id": agent}),
+        "--signal-name", "register",
+        "--signal-input", old_registration,
+    )  # fmt: skip
+    await stack.call("send", agent_id=agent, message="meanwhile")
+    newer, newer_out = recorder(tmux, tmp_path, "newer")
+    await register(stack, agent, tmux, newer, submit_delay_ms=0)
+    assert (await stack.call("send", agent_id=agent, message="three", wait=True))["delivered"]
+    await eventually(lambda: newer_out.read_bytes() == as_sent("meanwhile", "three"))
+    assert old_out.read_bytes() == as_sent("one")
+    assert new_out.read_bytes() == as_sent("two")
+    await decoy_handle.terminate()
+
+
+@workflow.defn(sandboxed=False)
+class HandsOver:
+    """The attacker's own workflow, on a queue of theirs: it continues-as-new into an agent's
+    mailbox, on the host's queue, with a state of their making."""
+
+    @workflow.run
+    async def run(self, queue: str, forged: dict[str, Any]) -> None:
+        workflow.continue_as_new(args=[forged], workflow=MAILBOX_WORKFLOW, task_queue=queue)
+
+
+async def test_a_forged_state_handed_over_by_continue_as_new_obeys_none_of_it(
+    temporal_env: WorkflowEnvironment, stack: Stack, tmux: Tmux, tmp_path: Path
+) -> None:
+    """As the attack above, but the forged state comes the way a real one does: through
+    continue-as-new, from a workflow of the attacker's own under the mailbox's id."""
+    agent = stack.agent_id()
+    old, old_out = recorder(tmux, tmp_path, "old")
+    new, new_out = recorder(tmux, tmp_path, "new")
+    await stack.call("send", agent_id=agent, message="one")  # starts the mailbox
+    await register(stack, agent, tmux, old, submit_delay_ms=0)
+    await eventually(lambda: old_out.read_bytes() == as_sent("one"))
+    await register(stack, agent, tmux, new, submit_delay_ms=0)
+    assert (await stack.call("send", agent_id=agent, message="two", wait=True))["delivered"]
+    [old_registration, _] = await signalled(stack, agent, "register")
+    host_queue = host_task_queue(json.loads(old_registration)["host"])
+    forged = {
+        "agent_id": agent,
+        "task_queue": host_queue,
+        "state": {
+            "agent_id": agent,
+            "task_queue": host_queue,
+            "registration": json.loads(old_registration),
+            "pane_changed_at": "2999-01-01T00:00:00Z",
+            "status": "online",
+        },
+    }
+    temporal_cli(temporal_env, "terminate", "-w", mailbox_id(agent), "--reason", "attack")
+    own_queue = f"attacker-{uuid4().hex[:8]}"
+    async with Worker(stack.client, task_queue=own_queue, workflows=[HandsOver]):
+        await stack.client.start_workflow(
+            HandsOver.run, args=[host_queue, forged], id=mailbox_id(agent), task_queue=own_queue
+        )
+
+        async def handed_over() -> bool:
+            described = await stack.client.get_workflow_handle(mailbox_id(agent)).describe()
+            return described.workflow_type == MAILBOX_WORKFLOW
+
+        await eventually(handed_over)
+    await stack.call("send", agent_id=agent, message="meanwhile")
+    await asyncio.sleep(1.5)  # long enough for it to have been typed where the state points
+    newer, newer_out = recorder(tmux, tmp_path, "newer")
+    await register(stack, agent, tmux, newer, submit_delay_ms=0)
+    sent = await stack.call("send", agent_id=agent, message="three", wait=True)
+    assert sent["delivered"]
     await eventually(lambda: newer_out.read_bytes() == as_sent("meanwhile", "three"))
     assert old_out.read_bytes() == as_sent("one")
     assert new_out.read_bytes() == as_sent("two")

@@ -31,6 +31,24 @@ async def test_an_input_is_spent_by_the_first_to_ask_and_by_no_one_else(store: S
     assert await store.spend("outbox-item", "c_1", "run-b", NOW) == "run-b"  # another kind
 
 
+async def test_an_agents_newest_signed_pane_change_only_moves_forward(store: Store) -> None:
+    assert await store.newest_pane_signed("backend") is None
+    later = NOW + timedelta(microseconds=1)
+    await store.pane_signed("backend", later)
+    await store.pane_signed("backend", NOW)  # an older one, recorded late: kept as it was
+    assert _utc(await store.newest_pane_signed("backend")) == later
+    await store.pane_signed("backend", later + timedelta(hours=1))
+    assert _utc(await store.newest_pane_signed("backend")) == later + timedelta(hours=1)
+    assert await store.newest_pane_signed("frontend") is None
+
+
+def _utc(moment: datetime | None) -> datetime | None:
+    # SQLite hands a time back without its zone; it was written in UTC.
+    if moment is None or moment.tzinfo is not None:
+        return moment
+    return moment.replace(tzinfo=UTC)
+
+
 async def test_stranger_counts_stop_at_the_first_limit_and_count_nothing_then(
     store: Store,
 ) -> None:

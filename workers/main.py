@@ -18,6 +18,7 @@ from temporalio.client import Client
 from temporalio.plugin import SimplePlugin
 from temporalio.worker import Worker
 
+from activities.approvals import ApprovalActivities
 from activities.chat import ChatActivities
 from activities.delivery import PaneActivities
 from activities.escalation import EscalationActivities
@@ -90,7 +91,8 @@ def build_workers(
         )
         voice = VoiceActivities(cfg, store, key, post=mailbox.post)
         twilio_calls = TwilioCallActivities(cfg, key)
-        rungs = EscalationActivities(cfg, key)
+        rungs = EscalationActivities(cfg, key, store)
+        approvals = ApprovalActivities(key)
         workers.append(
             Worker(
                 client,
@@ -107,6 +109,7 @@ def build_workers(
                     chat.send_chat,
                     voice.check_call,
                     voice.check_line_event,
+                    voice.check_turn,
                     voice.synthesize_speech,
                     voice.transcribe_speech,
                     voice.record_call,
@@ -117,6 +120,7 @@ def build_workers(
                     twilio_calls.end_twilio_call,
                     rungs.fire_rung,
                     rungs.check_escalation_answered,
+                    approvals.check_decision,
                 ],
                 max_cached_workflows=WORKFLOW_CACHE,
                 plugins=[

@@ -75,6 +75,7 @@ NOT_SIGNED_SENTENCE = (
 NOT_A_MAILBOX = "NotAnAgentMailbox"  # non-retryable: a pane activity asked for by anyone else
 NOT_A_CALL = "NotTheCallsWorkflow"  # non-retryable: a call's activity asked for by anyone else
 NOT_A_LADDER = "NotTheRequestsWorkflow"  # non-retryable: a rung asked for by anyone else
+NOT_AN_APPROVAL = "NotTheApprovalsWorkflow"  # non-retryable: an answer checked for anyone else
 NOT_LOCAL = "NotALocalActivity"  # non-retryable: a projection write scheduled by anyone
 REGISTRATION_NOT_SIGNED = "RegistrationNotSigned"  # non-retryable: the pane waits for a real one
 
@@ -89,6 +90,7 @@ __all__ = [
     "CHAT_UNAVAILABLE",
     "INVALID_TARGET",
     "MAILBOX_REFUSED",
+    "NOT_AN_APPROVAL",
     "NOT_A_CALL",
     "NOT_A_LADDER",
     "NOT_SIGNED",

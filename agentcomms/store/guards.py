@@ -3,7 +3,9 @@
 Temporal authenticates no one: a workflow can be terminated and started afresh, and a fresh run
 remembers nothing of the last one. So the projection keeps, outside any workflow: the time of the
 newest registration a mailbox obeyed and the messages it typed (read back by a mailbox started
-afresh), the signed inputs already used once (a call's input, an outbox item: a copy used again
+afresh), the time of the newest registration or unregister the deployment signed for each agent
+(an older registration is no pane to type into, whatever a mailbox's state says), the signed
+inputs already used once (a call's input, an outbox item: a copy used again
 elsewhere is refused), and the hour's counts of what strangers cost (kept across a restart of the
 gateway).
 """
@@ -20,6 +22,8 @@ from agentcomms.store.schema import AgentRow, EventRow, SpentRow, StrangerCountR
 
 # Stranger counts older than this many hours are dropped as new hours start.
 _HOURS_KEPT = 2
+# The `spent` rows that hold, per agent, when its newest signed registration or unregister was made.
+_PANE_SIGNED = "pane-signed"
 
 
 class Guards(StoreBase):
@@ -46,6 +50,31 @@ class Guards(StoreBase):
         )
         async with self._engine.connect() as conn:
             return list((await conn.execute(stmt)).scalars())
+
+    # ---- the newest pane the deployment gave an agent ----------------------------------------
+
+    async def pane_signed(self, agent_id: str, at: datetime) -> None:
+        """The deployment signed a registration or unregister of `agent_id` made at `at`: kept
+        when it is newer than the one recorded."""
+
+        def keep(conn: Connection) -> None:
+            stmt = self._insert(SpentRow).values(kind=_PANE_SIGNED, id=agent_id, by="", at=at)
+            conn.execute(
+                stmt.on_conflict_do_update(
+                    index_elements=["kind", "id"],
+                    set_={"at": stmt.excluded.at},
+                    where=SpentRow.at < stmt.excluded.at,
+                )
+            )
+
+        await self._transact(keep)
+
+    async def newest_pane_signed(self, agent_id: str) -> datetime | None:
+        """When the newest registration or unregister the deployment signed for the agent was
+        made (None: none recorded)."""
+        stmt = select(SpentRow.at).where(SpentRow.kind == _PANE_SIGNED, SpentRow.id == agent_id)
+        async with self._engine.connect() as conn:
+            return (await conn.execute(stmt)).scalar_one_or_none()
 
     # ---- signed inputs that act once ------------------------------------------------------------
 

@@ -188,6 +188,41 @@ class LineEvent(BaseModel):
     signature: str | None = None  # the deployment's tag, bound to the call
 
 
+class Say(BaseModel):
+    """The agent's next words in a call (with `listen`, the human's answer back). Signed by the
+    gateway for one call, with an id of its own: anyone can send a call's workflow an update,
+    and words of theirs would be said in the agent's call, its answer theirs to read."""
+
+    message: str
+    listen: bool = True
+    id: str = ""  # drawn when signed; a call says each once
+    signature: str | None = None
+
+
+class End(BaseModel):
+    """Hang the call up, after a goodbye when there is one; signed like `Say`."""
+
+    message: str | None = None
+    id: str = ""
+    signature: str | None = None
+
+
+class TurnCheck(BaseModel):
+    """One of the agent's turns asked of a call, to be checked against the deployment's tag."""
+
+    call_id: str
+    # One of the two (not a union: a Say whose fields are all defaults reads as an End).
+    say: Say | None = None
+    end: End | None = None
+
+    @property
+    def turn(self) -> Say | End:
+        turn = self.say or self.end
+        if turn is None:
+            raise ValueError("a turn check names the words to say or the goodbye")
+        return turn
+
+
 class LineCheck(BaseModel):
     """A line event for one call, to be checked against the deployment's tag."""
 

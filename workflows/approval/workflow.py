@@ -1,6 +1,7 @@
 """ApprovalWorkflow: one permission request waiting for its human; the first answer wins.
 
-An answer is an update (`decide`), so whoever answers hears at once whether theirs decided it or
+An answer is an update (`decide`), taken once the worker checked the gateway's tag on it for this
+approval (``check_decision``, a local activity: the workflow holds no key), so whoever answers hears at once whether theirs decided it or
 another came first: a human who pressed Allow after the terminal denied is told so. Every answer
 tried is kept in the history with who, how, where and when. With no answer within the request's
 ``timeout_s`` the workflow records a timeout; what the hook then does (leave the dialog to the
@@ -19,12 +20,15 @@ import asyncio
 from datetime import timedelta
 
 from temporalio import workflow
+from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from agentcomms import policies
-    from agentcomms.approval_models import ApprovalView, Decision
+    from agentcomms import errors, policies
+    from agentcomms.approval_models import ApprovalView, Decision, DecisionCheck
     from agentcomms.escalation_models import RungRecord
     from agentcomms.workflow_ids import APPROVAL_WORKFLOW
+    from workflows.activities import failure_reason
+    from workflows.approval import activities
     from workflows.approval.models import ApprovalInput, Decide, Decided, WaitDecided
     from workflows.escalation.ladder import PlacedCall, climb, hang_up_calls
 
@@ -37,9 +41,24 @@ class ApprovalWorkflow:
         self._rungs: list[RungRecord] = []
 
     @workflow.update
-    def decide(self, request: Decide) -> Decided:
-        """The first answer decides; a later one is recorded and told which one did."""
-        return self._take(request.decision)
+    async def decide(self, request: Decide) -> Decided:
+        """The first answer the gateway signed for this approval decides; a later one is
+        recorded and told which one did. Anyone else's is refused, and changes nothing."""
+        try:
+            checked = await workflow.execute_local_activity(
+                activities.check_decision,
+                DecisionCheck(request=self._view.request, decision=request.decision),
+                start_to_close_timeout=policies.TRUST_CHECK_TIMEOUT,
+                retry_policy=policies.TRUST_CHECK_RETRY,
+                summary="check the deployment's tag on the answer",
+            )
+        except (ActivityError, ApplicationError) as exc:
+            reason = failure_reason(exc)
+            workflow.logger.warning(
+                "approval %s: refused an answer: %s", self._view.request.id, reason
+            )
+            raise ApplicationError(reason, type=errors.NOT_SIGNED, non_retryable=True) from None
+        return self._take(checked)
 
     def _take(self, decision: Decision) -> Decided:
         answer = decision.model_copy(update={"at": workflow.now()})

@@ -4,7 +4,8 @@ reference without importing the code that speaks, listens, dials or writes the d
 All run as local activities of the call's own workflow, and refuse any other caller: Temporal
 authenticates no one, so a workflow or worker anyone runs must not make a worker ring, speak,
 text or write. The call starts by checking the deployment's tag on its input (``check_call``)
-and checks every line event's (``check_line_event``) before it counts. The worker registers
+and checks every line event's (``check_line_event``) before it counts, and every turn the
+agent asks (``check_turn``) before it is said. The worker registers
 :class:`activities.voice.VoiceActivities` and :class:`activities.voice.TwilioCallActivities`
 under the same names; ``tests/test_activity_declarations.py`` checks that each declaration has an
 implementation with the same name, input and result.
@@ -28,6 +29,7 @@ from agentcomms.voice.models import (
     SpeechRequest,
     TranscribeRequest,
     Transcript,
+    TurnCheck,
 )
 from workflows.activities import declared
 
@@ -41,6 +43,12 @@ async def check_call(req: CallCheck) -> CallInput:
 @activity.defn(name="check_line_event")
 async def check_line_event(req: LineCheck) -> LineEvent:
     """The line event, once the gateway's tag on it for this call checks out."""
+    raise declared()
+
+
+@activity.defn(name="check_turn")
+async def check_turn(req: TurnCheck) -> bool:
+    """True once the gateway's tag on the agent's turn for this call checks out."""
     raise declared()
 
 

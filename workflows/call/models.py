@@ -13,13 +13,12 @@ with workflow.unsafe.imports_passed_through():
     # The input lives beside the call's activities' models: they check its tag.
     from agentcomms.voice.models import CallInput as CallInput
 
+    # The agent's turns, signed by the gateway: their tag is checked like the input's.
+    from agentcomms.voice.models import End as End
+    from agentcomms.voice.models import Say as Say
+
 # A wait_line caller asks again after at most this long.
 MAX_LINE_WAIT_S = 60.0
-
-
-class Say(BaseModel):
-    message: str
-    listen: bool = True
 
 
 class TurnResult(BaseModel):
@@ -30,10 +29,6 @@ class TurnResult(BaseModel):
     timed_out: bool = False
     success: bool = True
     note: str | None = None
-
-
-class End(BaseModel):
-    message: str | None = None
 
 
 class Ended(BaseModel):

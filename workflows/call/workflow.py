@@ -32,7 +32,7 @@ with workflow.unsafe.imports_passed_through():
     from agentcomms.workflow_ids import CALL_WORKFLOW
     from workflows.activities import failure_cause, failure_reason
     from workflows.call import activities, outcomes
-    from workflows.call.checks import CallRefused, checked_call, checked_line_event
+    from workflows.call.checks import CallRefused, checked_call, checked_line_event, checked_turn
     from workflows.call.models import CallInput, End, Ended, Say, TurnResult, WaitLine
 
 # Past the ring timeout the call system says no-answer itself; our own timer is the backstop.
@@ -68,6 +68,7 @@ class CallWorkflow:
         self._checking = asyncio.Lock()  # line events are checked in the order they came
         # What the call was about, settled while it waited for the human (its detail: how).
         self._withdrawn: LineEvent | None = None
+        self._said: set[str] = set()  # the ids of the agent's turns taken, each said once
 
     # ---- the run: place the call, the first turn, then wait for the end ---------------------------
 
@@ -177,7 +178,8 @@ class CallWorkflow:
 
     @workflow.update
     async def say(self, request: Say) -> TurnResult:
-        """Speak to the human; with `listen`, return what they answer."""
+        """Speak to the human (the gateway's signed words); with `listen`, their answer."""
+        await checked_turn(self._in.call_id, request, self._said)
         await self._first_turn()
         async with self._turns:
             if self._ended_at is not None:
@@ -193,6 +195,7 @@ class CallWorkflow:
     @workflow.update
     async def end(self, request: End) -> Ended:
         """Say goodbye (when there is a message), hang up once it has played, give the duration."""
+        await checked_turn(self._in.call_id, request, self._said)
         await self._first_turn()
         async with self._turns:
             if self._ended_at is None:
@@ -276,8 +279,7 @@ class CallWorkflow:
         turn = self._line.turn + 1
         self._set_line(turn=turn, say=text, audio=audio, expect="answer" if listen else "played")
         if self._live is not None and turn > 1:
-            # The call holds the line between turns; have it fetch this turn now. (The first
-            # turn is in the answer's own TwiML.)
+            # The call holds the line between turns: it fetches this one now (turn 1: its TwiML).
             await self._remote(activities.update_twilio_call, self._live, f"play turn {turn}")
         spoken = TurnRecord(
             turn=turn,
@@ -419,8 +421,7 @@ class CallWorkflow:
                 summary=summary,
             )
         except (ActivityError, ApplicationError) as exc:
-            # The call goes on as far as it can; a turn the call system never hears of times
-            # out like any unanswered one.
+            # The call goes on; a turn the call system never hears of times out like any other.
             workflow.logger.warning("%s failed: %s", activity.__name__, failure_cause(exc))
 
     # ---- the line, the record, the mailbox ----------------------------------------------------------

@@ -35,7 +35,7 @@ with workflow.unsafe.imports_passed_through():
     from agentcomms.models import RecallRequest, Registration, Unregister
     from workflows.activities import failure_cause
     from workflows.mailbox import activities
-    from workflows.mailbox.models import AgentState
+    from workflows.mailbox.models import AgentInput, AgentState
 
 if TYPE_CHECKING:
     from workflows.mailbox.queue import Queue
@@ -82,6 +82,44 @@ class Recall:
             if not self._queue.seen(event_id):
                 self._queue.remember(event_id)
         self.done = True
+
+
+def carried_state(input: AgentInput) -> AgentState | None:
+    """The state this run takes from its input: only one a run of this mailbox handed over by
+    continuing-as-new. Anyone can start a mailbox with a state of their making (a genuine
+    registration of the pane the agent left, a newest-registration time far ahead, messages
+    marked typed); a run started so is a run started afresh, and learns from the projection."""
+    if input.state is None:
+        return None
+    if workflow.info().continued_run_id is None:
+        workflow.logger.warning(
+            "ignored the state %s's mailbox was started with: only a run that continued-as-new "
+            "carries one (someone started it by hand?); starting afresh from the projection",
+            input.agent_id,
+        )
+        return None
+    if input.state.agent_id != input.agent_id:
+        workflow.logger.warning(
+            "ignored the state of %s carried into %s's mailbox; starting afresh from the "
+            "projection",
+            input.state.agent_id,
+            input.agent_id,
+        )
+        return None
+    state, started = input.state, workflow.info().workflow_start_time
+    if state.pane_changed_at is not None and state.pane_changed_at > started:
+        # No registration the run before obeyed was made after this run started: a state that
+        # says so was made to have the agent's next registrations ignored. Those made since
+        # this run started count (the host types into no pane older than the newest signed).
+        workflow.logger.warning(
+            "%s's mailbox was handed a newest registration time after its run started (%s): "
+            "registrations made since %s count",
+            input.agent_id,
+            state.pane_changed_at.isoformat(),
+            started.isoformat(),
+        )
+        state.pane_changed_at = started
+    return state
 
 
 async def genuine_report(state: AgentState, report: HookReport) -> bool:

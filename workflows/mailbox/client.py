@@ -210,9 +210,20 @@ class Mailbox:
         )
 
     async def register(self, agent_id: str, registration: Registration) -> None:
-        await self._signal(
-            agent_id, AgentWorkflow.register, self._key.sign_registration(agent_id, registration)
-        )
+        signed = self._key.sign_registration(agent_id, registration)
+        assert signed.registered_at is not None  # drawn as it was signed
+        await self._pane_signed(agent_id, signed.registered_at)
+        await self._signal(agent_id, AgentWorkflow.register, signed)
+
+    async def _pane_signed(self, agent_id: str, at: datetime) -> None:
+        """Record, before the mailbox hears of it, when the agent's newest pane change was made:
+        the host types into no pane registered before it, whatever a mailbox's state (forged,
+        or a genuine one of an earlier run) says."""
+        try:
+            await self._store.pane_signed(agent_id, at)
+        except PROJECTION_UNAVAILABLE as exc:
+            # The mailbox's own newest-only rule still stands; the change must not wait for it.
+            log.warning("the projection did not record %s's new pane: %s", agent_id, exc)
 
     async def report(self, agent_id: str, report: HookReport) -> bool:
         """Tell the agent's mailbox what its hooks said; False when it has no mailbox (a hook
@@ -227,7 +238,9 @@ class Mailbox:
         return True
 
     async def unregister(self, agent_id: str) -> None:
-        request = Unregister(id=uuid4().hex, requested_at=datetime.now(UTC))
+        now = datetime.now(UTC)
+        request = Unregister(id=uuid4().hex, requested_at=now)
+        await self._pane_signed(agent_id, now)
         await self._signal(
             agent_id, AgentWorkflow.unregister, self._key.sign_unregister(agent_id, request)
         )

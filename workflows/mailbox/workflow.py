@@ -37,7 +37,7 @@ with workflow.unsafe.imports_passed_through():
     from agentcomms.workflow_ids import MAILBOX_WORKFLOW, host_task_queue
     from workflows.activities import failure_cause, failure_reason
     from workflows.mailbox import activities
-    from workflows.mailbox.checks import Change, Recall, genuine_report, newest
+    from workflows.mailbox.checks import Change, Recall, carried_state, genuine_report, newest
     from workflows.mailbox.follow_ups import FollowUps
     from workflows.mailbox.models import (
         AgentInput,
@@ -74,7 +74,8 @@ LOAD_BATCH = 50
 class AgentWorkflow:
     @workflow.init
     def __init__(self, input: AgentInput) -> None:
-        self._s = input.state or AgentState(
+        carried = carried_state(input)
+        self._s = carried or AgentState(
             agent_id=input.agent_id, task_queue=input.task_queue or workflow.info().task_queue
         )
         self._queue = Queue(self._s)
@@ -93,7 +94,7 @@ class AgentWorkflow:
         self._checking = 0  # registrations and unregisters being checked
         # What a run started afresh must learn first (:mod:`.checks`): nothing a terminated run
         # obeyed or typed is obeyed or typed again.
-        self._recall = Recall(self._s, self._queue, fresh=input.state is None)
+        self._recall = Recall(self._s, self._queue, fresh=carried is None)
 
     # ---- mailbox -------------------------------------------------------------------------------
 
