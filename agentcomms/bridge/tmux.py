@@ -213,7 +213,7 @@ class TmuxAdapter:
         shell (read from /proc). Neither is a tmux format: read them before the typing."""
         if req.look not in ("idle", "alive", "ready"):
             return
-        info = await self.pane_info(req.pane)
+        info, screen = await self._look(req.pane, screen=True)
         if info.has_seen(req.event_id):
             return
         if (refused := info.not_ready(req.look)) is not None:
@@ -221,9 +221,8 @@ class TmuxAdapter:
         if req.look == "alive" and (
             refused := await asyncio.to_thread(crashed_to_shell, info.command, info.pid)
         ):
-            raise refused  # the agent is gone: no screen to read
-        capture = [["capture-pane", "-p", "-J", "-t", info.pane_id]]
-        if refused := draft_in_box(await self.run_commands(req.pane.socket, capture)):
+            raise refused  # the agent is gone: its screen is the shell's
+        if refused := draft_in_box(screen):
             raise refused
 
     async def deliver_batch(self, reqs: list[Typing]) -> list[DeliveryOutcome]:
@@ -352,19 +351,24 @@ class TmuxAdapter:
 
     async def pane_info(self, pane: PaneTarget) -> PaneInfo:
         """Resolve `pane` strictly and read its markers; PaneNotFound if it is gone or dead."""
+        return (await self._look(pane, screen=False))[0]
+
+    async def _look(self, pane: PaneTarget, *, screen: bool) -> tuple[PaneInfo, str]:
+        """The pane's markers and, with `screen`, what it shows, read in one tmux invocation
+        (each invocation is a process: about 2 ms before a message is typed)."""
         check_pane(pane)
-        out = await self._run(
-            pane.socket,
-            sequence(
-                [
-                    _strictly(pane.target),
-                    ["display-message", "-p", "-t", pane.target, _PROBE_FORMAT],
-                ]
-            ),
-        )
-        # The probe's line is the tagged one (show-options prints a line when the option is set).
-        line = next((ln for ln in out.splitlines() if ln.startswith(_PROBE_TAG + "\t")), None)
-        fields = line.split("\t", 8) if line else []
+        commands = [
+            _strictly(pane.target),
+            ["display-message", "-p", "-t", pane.target, _PROBE_FORMAT],
+        ]
+        if screen:
+            commands.append(["capture-pane", "-p", "-J", "-t", pane.target])
+        out = await self._run(pane.socket, sequence(commands))
+        # The probe's line is the tagged one (show-options prints a line when the option is
+        # set); what the pane shows comes after it.
+        lines = out.splitlines()
+        at = next((i for i, ln in enumerate(lines) if ln.startswith(_PROBE_TAG + "\t")), -1)
+        fields = lines[at].split("\t", 8) if at >= 0 else []
         if len(fields) != 9 or not _PANE_ID.fullmatch(fields[1]):
             raise TmuxError(f"unexpected answer from tmux for pane {pane.target!r}: {out!r}")
         _, pane_id, dead, in_mode, command, dialog, busy, pid, recent = fields
@@ -374,7 +378,7 @@ class TmuxAdapter:
             del self._pane_ids[key]
             # remain-on-exit keeps a pane whose program has ended; text typed there is lost.
             raise PaneNotFound(f"tmux pane {pane.target!r} ({pane_id}) is dead: its program exited")
-        return PaneInfo(
+        info = PaneInfo(
             pane_id=pane_id,
             # The last piece is "" or a fragment cut by the trim: never a whole id.
             recent_events=tuple(recent.split(" ")[:-1]),
@@ -384,6 +388,7 @@ class TmuxAdapter:
             busy=busy not in ("", "0"),
             pid=int(pid) if pid.isdigit() else 0,
         )
+        return info, "\n".join(lines[at + 1 :]) + "\n" if screen else ""
 
     async def run_commands(self, socket: str | None, commands: list[list[str]]) -> str:
         """Run commands as one invocation on the server at `socket`; their output."""
