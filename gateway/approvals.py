@@ -18,7 +18,7 @@ import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, StringConstraints
@@ -165,9 +165,7 @@ class ApprovalMethods:
                 continue  # a short id is taken now and then: draw another
             self._chats.announce(request)
             self._tell(ApprovalView(request=request, opened_at=utcnow()))
-            watch = asyncio.create_task(self._closed_at_deadline(request.id, request.timeout_s))
-            self._deadlines.add(watch)
-            watch.add_done_callback(self._deadlines.discard)
+            self._watch_deadline(request.id, request.timeout_s)
             log.info(
                 "approval %s opened: agent %s asks (%s) %s",
                 request.id,
@@ -201,6 +199,21 @@ class ApprovalMethods:
             "decision": hook_decision(self._key, view, p.id.upper()),
             **_summary(view),
         }
+
+    async def watch_open(self) -> None:
+        """After a restart, watch the approvals still open to their deadlines again, as when
+        they opened: one whose hook is gone still closes in the console and the chats."""
+        for view in await self.open_views():
+            request = view.request
+            # What a tool's run would match is not kept; a turn's end still closes it.
+            self._waiting.setdefault(request.id, (request.agent_id, request.tool, None))
+            deadline = view.opened_at + timedelta(seconds=request.timeout_s)
+            self._watch_deadline(request.id, max(0.0, (deadline - utcnow()).total_seconds()))
+
+    def _watch_deadline(self, approval_id: str, timeout_s: float) -> None:
+        watch = asyncio.create_task(self._closed_at_deadline(approval_id, timeout_s))
+        self._deadlines.add(watch)
+        watch.add_done_callback(self._deadlines.discard)
 
     async def _closed_at_deadline(self, approval_id: str, timeout_s: float) -> None:
         """Unanswered, an approval times out in Temporal, and the hook waiting for it tells

@@ -130,6 +130,10 @@ class Gateway:
             await self.http.start()
         if self.inbound_calls is not None:  # messages whose recordings it was still fetching
             await self.inbound_calls.resume()
+        try:
+            await self.approvals.watch_open()
+        except Exception as exc:  # Temporal away: a hook that comes back still closes its own
+            log.warning("could not list the approvals still open to watch their deadlines: %s", exc)
         if self.cfg.console.enabled:
             await self.start_console()
         self._pruning = asyncio.create_task(self._prune_audio(), name="audio pruning")

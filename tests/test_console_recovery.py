@@ -10,6 +10,7 @@ import asyncio
 import re
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from playwright.async_api import Browser, Page, Response, Route, expect
@@ -124,6 +125,20 @@ async def test_an_approval_nobody_answered_closes_in_the_page_and_the_chat_at_it
     await expect(card.get_by_role("button")).to_have_count(0)
     edited = await eventually(lambda: telegram.edits or None)
     assert edited[0]["message_id"] == posted["message_id"]
+    assert f"{opened}: no answer in time: left to the terminal" in edited[0]["text"]
+
+
+async def test_an_approval_opened_before_a_gateway_restart_closes_at_its_deadline_too(
+    stack: Stack, telegram: FakeTelegram, agent: str
+) -> None:
+    opened = await _opened(stack, "make migrate", agent)
+    posted = await eventually(lambda: telegram.request_for(opened))
+    await stack.restart_gateway()  # the gateway that watched its deadline is gone
+
+    def closed() -> list[dict[str, Any]] | None:
+        return [e for e in telegram.edits if e["message_id"] == posted["message_id"]] or None
+
+    edited = await eventually(closed, timeout=TIMEOUT_S + 15)
     assert f"{opened}: no answer in time: left to the terminal" in edited[0]["text"]
 
 
