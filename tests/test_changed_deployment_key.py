@@ -15,6 +15,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from agentcomms import errors
 from agentcomms.config import Config, SecurityConfig
+from agentcomms.errors import GatewayError
 from tests.support.stack import Stack, register_recorder, running_stack
 from tests.support.tmux import Tmux
 from tests.support.waiting import eventually
@@ -72,3 +73,23 @@ async def test_a_pane_registered_under_another_key_is_refused_in_one_line(
         # error's traceback is not logged for it at the level the worker logs at.
         tracebacks = [r for r in caplog.records if r.levelno >= logging.INFO and _is_refusal(r)]
         assert not tracebacks, [r.getMessage() for r in tracebacks]
+
+
+async def test_an_answer_refused_by_a_worker_with_another_key_says_so(
+    temporal_env: WorkflowEnvironment, tmp_path: Path
+) -> None:
+    async with running_stack(temporal_env.client, tmp_path, with_worker=False) as stack:
+        rekeyed = stack.cfg.model_copy(
+            update={"security": SecurityConfig(deployment_key=SecretStr(OTHER_KEY))}
+        )
+        async with host_workers(stack, rekeyed):
+            opened = await stack.call(
+                "approval_open", kind="claude-code", agent_id=stack.agent_id("asking"),
+                tool_name="Bash", tool_input={"command": "make deploy"},
+            )  # fmt: skip
+            with pytest.raises(GatewayError) as refused:
+                await stack.call(
+                    "approval_decide", id=opened["id"], behavior="allow", by="alice", via="cli"
+                )
+        assert "different deployment keys" in str(refused.value), refused.value
+        assert "security.deployment_key" in str(refused.value)

@@ -36,6 +36,7 @@ from agentcomms.errors.chat import (
     VoiceNoteRefused,
 )
 from agentcomms.errors.gateway import (
+    AnswerRefused,
     GatewayAlreadyRunning,
     GatewayError,
     GatewayUnavailable,
@@ -103,6 +104,7 @@ __all__ = [
     "TMUX_FAILED",
     "AgentConfigError",
     "AgentcommsError",
+    "AnswerRefused",
     "BridgeError",
     "ChatProviderUnavailable",
     "ConfigError",

@@ -22,6 +22,10 @@ class GatewayError(AgentcommsError):
         self.code = code
 
 
+class AnswerRefused(AgentcommsError):
+    """The approval's worker refused an answer the gateway signed: their deployment keys differ."""
+
+
 class MailboxFull(AgentcommsError):
     """An agent's mailbox holds as much as its limits allow; the message was not accepted."""
 

@@ -23,11 +23,12 @@ from temporalio.common import (
     TypedSearchAttributes,
     WorkflowIDReusePolicy,
 )
-from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from agentcomms import policies
+from agentcomms import errors, policies
 from agentcomms.approval_models import ApprovalRequest, ApprovalView, Decision
+from agentcomms.errors import AnswerRefused
 from agentcomms.escalation_models import Escalation, RungRecord
 from agentcomms.search_attributes import AGENT_ID
 from agentcomms.workflow_ids import APPROVAL_WORKFLOW, approval_workflow_id
@@ -78,7 +79,15 @@ class Approvals:
         handle = self.handle(decision.approval_id)
         try:
             return await handle.execute_update(ApprovalWorkflow.decide, Decide(decision=decision))
-        except (WorkflowUpdateFailedError, RPCError):
+        except (WorkflowUpdateFailedError, RPCError) as exc:
+            cause = exc.cause if isinstance(exc, WorkflowUpdateFailedError) else None
+            if isinstance(cause, ApplicationError) and cause.type == errors.NOT_SIGNED:
+                raise AnswerRefused(
+                    f"approval {decision.approval_id}: its worker refused the answer as not "
+                    "signed by this deployment, so the gateway and the worker that runs "
+                    "approvals (on the shared queue) hold different deployment keys: give both "
+                    "the same security.deployment_key in each host's config"
+                ) from exc
             # Its run ended (decided, or timed out) or never was: read what decided it.
             view = await self.view(decision.approval_id)
             if view is None:
