@@ -54,3 +54,29 @@ def test_a_draft_in_the_box_refuses_typing_and_an_empty_box_does_not() -> None:
     refused = draft_in_box(TYPED_NOT_SUBMITTED)
     assert refused is not None and refused.reason == "draft"
     assert draft_in_box(SUBMITTED) is None
+
+
+# Gemini CLI 0.61.0 at its prompt, box empty (captured from the real one): its placeholder in the
+# box, a blank line, then the footer, and no rule under the box.
+GEMINI_EMPTY = "\n".join(
+    [
+        " > warm up",
+        "",
+        "\u2726 Warm.",
+        RULE,
+        " Shift+Tab to accept edits                                      1 MCP server",
+        "",
+        " >   Type your message or @path/to/file",
+        "",
+        " workspace (/directory)                  sandbox                /model",
+        " /tmp/project                            no sandbox             Auto",
+    ]
+)
+
+
+def test_gemini_clis_empty_box_holds_no_draft_and_a_typed_one_does() -> None:
+    assert input_box(GEMINI_EMPTY) == ""
+    assert draft_in_box(GEMINI_EMPTY) is None
+    typed = GEMINI_EMPTY.replace("  Type your message or @path/to/file", "run the tests")
+    assert input_box(typed) == "run the tests"
+    assert draft_in_box(typed) is not None

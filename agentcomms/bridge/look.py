@@ -42,6 +42,8 @@ BUSY_MARKERS = r"esc to interrupt|esc to cancel. [0-9]"
 # ">") down to the rule under it. The transcript above repeats earlier prompts behind the same
 # marker; the box is always the lowest one.
 _PROMPT_LINE = re.compile(r"^\s*[>\u276f](?:[\s\u00a0]|$)")
+# What an empty box shows in grey, not a draft: Gemini CLI's (0.61).
+PLACEHOLDERS = frozenset({"Type your message or @path/to/file"})
 _RULE = re.compile(r"^\s*[\u2500\u2501\u2550-]{8,}\s*$")
 # A pane whose program is a shell: the agent has exited.
 SHELLS = r"^-?(ba|z|fi|da|k|tc|c)?sh$"
@@ -168,18 +170,21 @@ def all_of(*conditions: str) -> str:
 
 
 def input_box(screen: str) -> str:
-    """The text in the agent's input box, whitespace folded; "" when it is empty or not found."""
+    """The text in the agent's input box, whitespace folded; "" when it is empty or not found.
+    The box ends at a rule (Claude Code draws one under it) or a blank line (Gemini CLI leaves
+    one above its footer)."""
     lines = screen.splitlines()
     starts = [i for i, line in enumerate(lines) if _PROMPT_LINE.match(line)]
     if not starts:
         return ""
     box: list[str] = []
     for line in lines[starts[-1] :]:
-        if box and _RULE.match(line):
+        if box and (_RULE.match(line) or not line.strip()):
             break
         box.append(line)
     text = " ".join(" ".join(box).split())
-    return text[1:].strip() if text[:1] in (">", "\u276f") else text
+    text = text[1:].strip() if text[:1] in (">", "\u276f") else text
+    return "" if text in PLACEHOLDERS else text
 
 
 def draft_in_box(screen: str) -> PaneNotReady | None:
