@@ -9,13 +9,12 @@ import json
 import re
 import subprocess
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from playwright.async_api import Browser, Locator, Page, expect
+from playwright.async_api import Locator, Page, expect
 from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.voice.audio import AudioStore
@@ -40,15 +39,6 @@ from workflows.approval.client import Approvals
 def stack(console_stack: Stack) -> Stack:
     """Every test here reaches the console its stack's gateway serves."""
     return console_stack
-
-
-@pytest.fixture
-async def page(browser: Browser) -> AsyncIterator[Page]:
-    context = await browser.new_context()
-    try:
-        yield await context.new_page()
-    finally:
-        await context.close()
 
 
 async def test_without_the_token_only_the_way_to_it(stack: Stack, page: Page) -> None:

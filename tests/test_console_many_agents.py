@@ -3,10 +3,8 @@ found by typing part of its name, state or host."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
-from playwright.async_api import Browser, Page, expect
+from playwright.async_api import Page, expect
 
 from agentcomms.models import Agent, utcnow
 from tests.support.browser import SHOWN_S, console_address, open_console
@@ -18,15 +16,6 @@ AGENTS = 3000
 @pytest.fixture
 def stack(console_stack: Stack) -> Stack:
     return console_stack
-
-
-@pytest.fixture
-async def page(browser: Browser) -> AsyncIterator[Page]:
-    context = await browser.new_context()
-    try:
-        yield await context.new_page()
-    finally:
-        await context.close()
 
 
 async def _write(stack: Stack, agent_id: str, state: str, host: str = "build-1") -> None:

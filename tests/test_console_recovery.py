@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.async_api import Browser, Page, Response, Route, expect
+from playwright.async_api import Page, Response, Route, expect
 from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.config import Config, ConsoleConfig, MailboxConfig
@@ -60,15 +60,6 @@ async def stack(
     ) as stack:
         await connected(stack, "telegram")
         yield stack
-
-
-@pytest.fixture
-async def page(browser: Browser) -> AsyncIterator[Page]:
-    context = await browser.new_context()
-    try:
-        yield await context.new_page()
-    finally:
-        await context.close()
 
 
 async def test_a_page_open_while_the_gateway_restarts_waits_and_comes_back(

@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 import pytest
-from playwright.async_api import Browser, Page, expect
+from playwright.async_api import Page, expect
 from starlette.routing import Route
 from temporalio.testing import WorkflowEnvironment
 
@@ -57,15 +57,6 @@ async def stack(
     async with running_stack(temporal_env.client, tmp_path, configure=configure) as s:
         await connected(s, "telegram")
         yield s
-
-
-@pytest.fixture
-async def page(browser: Browser) -> AsyncIterator[Page]:
-    context = await browser.new_context()
-    try:
-        yield await context.new_page()
-    finally:
-        await context.close()
 
 
 def _console(stack: Stack) -> Console:

@@ -66,6 +66,22 @@ def signal_with_the_cli(env: WorkflowEnvironment, agent: str, name: str, payload
     )
 
 
+def restarted_with(env: WorkflowEnvironment, agent: str, host: str, registration: str) -> None:
+    """The attack: the agent's mailbox terminated and started again by hand on its host's queue,
+    its first signal a genuine registration of a pane the agent has left."""
+    temporal_cli(env, "terminate", "-w", mailbox_id(agent), "--reason", "attack")
+    temporal_cli(
+        env,
+        "signal-with-start",
+        "--workflow-id", mailbox_id(agent),
+        "--type", "AgentWorkflow",
+        "--task-queue", host_task_queue(host),
+        "--input", json.dumps({"agent_id": agent}),
+        "--signal-name", "register",
+        "--signal-input", registration,
+    )  # fmt: skip
+
+
 async def test_an_old_registration_signalled_again_points_nothing_back(
     temporal_env: WorkflowEnvironment, stack: Stack, tmux: Tmux, tmp_path: Path
 ) -> None:
@@ -176,17 +192,7 @@ async def test_a_mailbox_terminated_and_started_afresh_obeys_and_types_nothing_o
 
     await eventually(newest_registration_recorded)
     host = json.loads(old_registration)["host"]
-    temporal_cli(temporal_env, "terminate", "-w", mailbox_id(agent), "--reason", "attack")
-    temporal_cli(
-        temporal_env,
-        "signal-with-start",
-        "--workflow-id", mailbox_id(agent),
-        "--type", "AgentWorkflow",
-        "--task-queue", host_task_queue(host),
-        "--input", json.dumps({"agent_id": agent}),
-        "--signal-name", "register",
-        "--signal-input", old_registration,
-    )  # fmt: skip
+    restarted_with(temporal_env, agent, host, old_registration)
     # A message sent now waits for a pane the deployment registered after the one it left.
     await stack.call("send", agent_id=agent, message="meanwhile")
     # The agent itself comes back in a pane of its own (its hooks register it again).
@@ -289,17 +295,7 @@ async def test_a_mailbox_started_for_another_agent_writes_nothing_of_that_agents
 
     await eventually(decoy_wrote)
     assert await newest_registration_recorded()
-    temporal_cli(temporal_env, "terminate", "-w", mailbox_id(agent), "--reason", "attack")
-    temporal_cli(
-        temporal_env,
-        "signal-with-start",
-        "--workflow-id", mailbox_id(agent),
-        "--type", "AgentWorkflow",
-        "--task-queue", host_task_queue(host),
-        "--input", json.dumps({"agent_id": agent}),
-        "--signal-name", "register",
-        "--signal-input", old_registration,
-    )  # fmt: skip
+    restarted_with(temporal_env, agent, host, old_registration)
     await stack.call("send", agent_id=agent, message="meanwhile")
     newer, newer_out = recorder(tmux, tmp_path, "newer")
     await register(stack, agent, tmux, newer, submit_delay_ms=0)

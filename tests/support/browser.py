@@ -74,6 +74,16 @@ def serving(page: str) -> Iterator[str]:
 
 
 @pytest.fixture
+async def page(browser: Browser) -> AsyncIterator[Page]:
+    """A page of its own for each test (its own cookies), in the module's browser."""
+    context = await browser.new_context()
+    try:
+        yield await context.new_page()
+    finally:
+        await context.close()
+
+
+@pytest.fixture
 async def console_stack(
     temporal_env: WorkflowEnvironment, tmp_path: Path, home: Path
 ) -> AsyncIterator[Stack]:
