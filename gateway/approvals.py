@@ -323,13 +323,13 @@ class ApprovalMethods:
         return {"approvals": [_listed(view) for view in await self.open_views()]}
 
     async def open_views(self) -> list[ApprovalView]:
-        """The approvals still waiting for an answer, oldest first."""
+        """The approvals still waiting for an answer, in the order they were asked."""
         views = []
         for approval_id in await self._approvals.open_ids():
             view = await self._approvals.view(approval_id)
             if view is not None and view.open:
                 views.append(view)
-        return sorted(views, key=lambda v: v.opened_at)
+        return views
 
 
 def ladder_for(

@@ -27,7 +27,7 @@ from agentcomms.trust import DeploymentKey
 from agentcomms.workflow_ids import approval_workflow_id
 from gateway.hook_decision import hook_decision
 from tests.support.cli import AGENTCOMMS, inbox_followed
-from tests.support.hooks import gateway_relay, start_hook
+from tests.support.hooks import gateway_relay, start_hook, stop_hook
 from tests.support.stack import STACK_KEY, Stack
 from tests.support.waiting import eventually
 from workflows.approval.client import Approvals
@@ -161,7 +161,7 @@ async def test_the_hook_waits_and_prints_the_decision_in_claude_codes_format(
         await stack.call("approval_decide", id=approval, behavior="deny", message="not now")
         out, err = await asyncio.to_thread(proc.communicate, timeout=30)
     finally:
-        proc.kill()
+        stop_hook(proc)
     assert proc.returncode == 0, err
     assert json.loads(out) == {
         "hookSpecificOutput": {
@@ -181,7 +181,7 @@ async def test_sigterm_closes_the_approval_as_answered_in_the_terminal(
         proc.terminate()
         out, _ = await asyncio.to_thread(proc.communicate, timeout=30)
     finally:
-        proc.kill()
+        stop_hook(proc)
     assert (proc.returncode, out) == (0, "")
     late = await stack.call("approval_decide", id=approval, behavior="allow")
     assert (late["accepted"], late["behavior"], late["decided_via"]) == (
@@ -270,7 +270,7 @@ async def test_geminis_cancel_written_to_its_transcript_closes_the_approval(
 
         out, _ = await asyncio.to_thread(proc.communicate, timeout=30)
     finally:
-        proc.kill()
+        stop_hook(proc)
     assert json.loads(out) == {
         "decision": "deny",
         "reason": "The call was canceled in the terminal.",
@@ -307,7 +307,7 @@ async def test_geminis_cancel_while_the_hook_reports_the_call_closes_the_approva
         try:
             out, _ = await asyncio.to_thread(proc.communicate, timeout=20)
         finally:
-            proc.kill()
+            stop_hook(proc)
     assert json.loads(out) == {
         "decision": "deny",
         "reason": "The call was canceled in the terminal.",
@@ -384,7 +384,7 @@ async def test_the_hook_still_gets_the_decision_across_a_gateway_restart(
         await stack.call("approval_decide", id=approval, behavior="allow")
         out, err = await asyncio.to_thread(proc.communicate, timeout=30)
     finally:
-        proc.kill()
+        stop_hook(proc)
     assert proc.returncode == 0, err
     assert json.loads(out)["hookSpecificOutput"]["decision"] == {"behavior": "allow"}
 

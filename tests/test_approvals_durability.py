@@ -10,7 +10,7 @@ from pathlib import Path
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from tests.support.hooks import start_hook
+from tests.support.hooks import start_hook, stop_hook
 from tests.support.stack import running_stack
 from tests.support.waiting import eventually
 from workers.main import build_workers
@@ -58,7 +58,7 @@ async def test_the_hook_gets_the_decision_across_a_worker_restart(
             assert answer["accepted"] is True
             out, err = await asyncio.to_thread(proc.communicate, timeout=60)
         finally:
-            proc.kill()
+            stop_hook(proc)
             await _stopped(workers)
         assert proc.returncode == 0, err
         assert json.loads(out)["hookSpecificOutput"]["decision"] == {"behavior": "allow"}

@@ -21,6 +21,7 @@ from tests.support.hooks import (
     open_question,
     permission_request,
     start_hook,
+    stop_hook,
 )
 from tests.support.stack import Stack
 from tests.support.waiting import eventually
@@ -192,7 +193,7 @@ async def test_a_question_that_takes_several_options_is_ticked_then_done(
         assert "answered 'tests, docs' by Alice on Telegram" in await press("done")
         out, err = await asyncio.to_thread(hook.communicate, timeout=30)
     finally:
-        hook.kill()
+        stop_hook(hook)
     assert hook.returncode == 0, err
     decision = json.loads(out)["hookSpecificOutput"]["decision"]
     assert decision["updatedInput"]["answers"] == {"Which checks should run?": "tests, docs"}

@@ -27,7 +27,7 @@ from tests.support.browser import (
 from tests.support.cli import AGENTCOMMS, env_for, run, stop, wait_for_line
 from tests.support.fake_agent import FakeAgent, ready_agent, state_is
 from tests.support.home import write_config
-from tests.support.hooks import open_question, permission_request, start_hook
+from tests.support.hooks import open_question, permission_request, start_hook, stop_hook
 from tests.support.phone import Phone
 from tests.support.stack import Stack
 from tests.support.tmux import SENT_HEADER, Tmux
@@ -95,7 +95,7 @@ async def test_allow_clicked_on_a_pending_approval_reaches_the_hook(
         await card.get_by_role("button", name="Allow", exact=True).click()
         out, err = await asyncio.to_thread(hook.communicate, timeout=30)
     finally:
-        hook.kill()
+        stop_hook(hook)
     assert hook.returncode == 0, err
     decision = json.loads(out)["hookSpecificOutput"]["decision"]
     assert decision == {"behavior": "allow"}

@@ -16,7 +16,7 @@ import pytest
 from playwright.async_api import Browser, Page, ViewportSize, expect
 
 from tests.support.browser import SHOWN_S, console_address, open_console
-from tests.support.hooks import open_question, permission_request, start_hook
+from tests.support.hooks import open_question, permission_request, start_hook, stop_hook
 from tests.support.stack import Stack
 from tests.support.waiting import eventually
 from workflows.approval.client import Approvals
@@ -81,7 +81,7 @@ async def test_the_ticked_options_answer_the_agents_question_with_exactly_those(
         await card.get_by_role("button", name="Done").tap()
         out, err = await asyncio.to_thread(hook.communicate, timeout=30)
     finally:
-        hook.kill()
+        stop_hook(hook)
     assert hook.returncode == 0, err
     decision = json.loads(out)["hookSpecificOutput"]["decision"]
     assert decision["updatedInput"]["answers"] == {"Which checks should run?": "lint, docs"}

@@ -13,7 +13,7 @@ from typing import Any
 
 from agentcomms.approval_models import chosen
 from tests.support.cli import cli, cli_home, inbox_followed
-from tests.support.hooks import permission_request, start_hook
+from tests.support.hooks import permission_request, start_hook, stop_hook
 from tests.support.stack import Stack
 from tests.support.waiting import eventually
 
@@ -78,7 +78,7 @@ async def test_each_question_is_listed_with_its_options_and_answered_from_the_cl
         assert done.returncode == 0, done.stderr
         out, err = await asyncio.to_thread(hook.communicate, timeout=30)
     finally:
-        hook.kill()
+        stop_hook(hook)
     assert hook.returncode == 0, err
     assert json.loads(out) == {
         "hookSpecificOutput": {
@@ -115,11 +115,12 @@ async def test_a_declined_question_tells_the_model_why(stack: Stack, tmp_path: P
     asked = {"questions": [COLOUR, SIZES]}
     hook = start_hook(stack, permission_request("AskUserQuestion", asked), agent, tmp_path)
     try:
-        rows = await eventually(lambda: _listed(stack, agent), timeout=30)
+        rows = await eventually(lambda: _listed(stack, agent, 2), timeout=30)
+        assert [r["question"] for r in rows] == ["Which colour?", "Which sizes?"]
         await stack.call("approval_decide", id=rows[0]["id"], behavior="deny", message="later")
         out, _ = await asyncio.to_thread(hook.communicate, timeout=30)
     finally:
-        hook.kill()
+        stop_hook(hook)
     decision = json.loads(out)["hookSpecificOutput"]["decision"]
     assert decision == {"behavior": "deny", "message": "later"}
 
@@ -143,7 +144,7 @@ async def test_a_plan_is_listed_and_approved_or_sent_back(stack: Stack, tmp_path
             assert done.returncode == 0, done.stderr
             out, err = await asyncio.to_thread(hook.communicate, timeout=30)
         finally:
-            hook.kill()
+            stop_hook(hook)
         assert json.loads(out)["hookSpecificOutput"]["decision"] == expected, err
         await eventually(lambda: _gone(stack, agent), timeout=30)
 

@@ -47,6 +47,13 @@ def start_hook(
         )
 
 
+def stop_hook(hook: subprocess.Popen[str]) -> None:
+    """A hook the test is done with, ended and reaped: one left running (a failed test's)
+    would be reported, with its open pipes, against whichever test runs next."""
+    hook.kill()
+    hook.communicate(timeout=30)
+
+
 def permission_request(tool_name: str, tool_input: dict[str, Any]) -> dict[str, Any]:
     """What Claude Code's PermissionRequest hook reads on stdin for this tool call."""
     return {

@@ -137,13 +137,17 @@ class Approvals:
             return view if view is not None and view.decision is not None else None
 
     async def open_ids(self) -> list[str]:
-        """The ids of the approvals still waiting on this deployment's task queue."""
+        """The ids of the approvals still waiting on this deployment's task queue, in the
+        order they were asked. That is when Temporal started each: the gateway opens a tool's
+        questions one after another, but their first workflow tasks (each view's `opened_at`)
+        may run in either order, and the first question must be listed first."""
         query = (
             f"WorkflowType = '{APPROVAL_WORKFLOW}' AND ExecutionStatus = 'Running' "
             f"AND TaskQueue = '{self._task_queue}'"
         )
         prefix = approval_workflow_id("")
-        return [w.id.removeprefix(prefix) async for w in self._client.list_workflows(query)]
+        started = [(w.start_time, w.id) async for w in self._client.list_workflows(query)]
+        return [workflow_id.removeprefix(prefix) for _, workflow_id in sorted(started)]
 
 
 __all__ = ["Approvals", "WorkflowAlreadyStartedError", "new_approval_id"]
