@@ -46,7 +46,7 @@ async def state_is(a: Attended[ClaudePane], state: str) -> dict[str, Any] | None
 
 async def half_type(claude: ClaudePane, words: str) -> None:
     """The human types `words` in Claude's input box and does not press Enter."""
-    await asyncio.to_thread(claude.tmux.run, "send-keys", "-t", claude.target, "-l", words)
+    await claude.keys("-l", words)
     await claude.wait_for_screen(words)
 
 

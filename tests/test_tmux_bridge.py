@@ -25,8 +25,9 @@ from agentcomms.bridge import (
     sanitize,
 )
 from agentcomms.bridge import tmux as tmux_bridge
+from agentcomms.bridge.probe import LAST_EVENT_OPTION, RECENT_EVENTS_OPTION
 from agentcomms.bridge.sanitize import TRUNCATION_MARKER, truncate
-from agentcomms.bridge.tmux import LAST_EVENT_OPTION, RECENT_EVENTS_OPTION, SEND_KEYS_MAX_CHARS
+from agentcomms.bridge.tmux import SEND_KEYS_MAX_CHARS
 from agentcomms.framing import strip_unsafe
 from agentcomms.models import DeliveryOutcome, Keypress, PaneTarget, Typing
 from tests.support.tmux import Recorder, Tmux, start_recorder, wait_for_command

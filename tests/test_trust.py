@@ -29,7 +29,7 @@ from temporalio.worker import Worker
 from activities.delivery import PaneActivities
 from activities.projection import ProjectionActivities
 from agentcomms import errors
-from agentcomms.bridge.tmux import RECENT_EVENTS_OPTION
+from agentcomms.bridge.probe import RECENT_EVENTS_OPTION
 from agentcomms.config import SecurityConfig, load_config
 from agentcomms.errors import ConfigError
 from agentcomms.ids import new_event_id

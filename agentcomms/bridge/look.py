@@ -48,13 +48,31 @@ _RULE = re.compile(r"^\s*[\u2500\u2501\u2550-]{8,}\s*$")
 # A pane whose program is a shell: the agent has exited.
 SHELLS = r"^-?(ba|z|fi|da|k|tc|c)?sh$"
 
+# The interrupt last pressed in the pane: Esc puts Claude Code's cancelled prompt back in its box.
+PRESSED_OPTION = "@agentcomms_pressed"
+# Not shared with another session: a grouped session, or a window linked into another, takes the
+# human's keys under that session's stamp (see BoxSeenEmpty).
+_UNSHARED = "#{?#{||:#{session_grouped},#{window_linked}},0,1}"
+
 # What the probe reads of the look, in this order (see PaneInfo).
 LOOK_FORMATS = (
     "#{pane_in_mode}",
     "#{pane_current_command}",
     "#{C/r:" + DIALOG_MARKERS + "}",
     "#{C/r:" + BUSY_MARKERS + "}",
+    "#{session_activity}",
+    _UNSHARED,
+    "#{" + PRESSED_OPTION + "}",
 )
+# The looks under which a draft in the box keeps a message out, and those of them under which a
+# box read empty is trusted for a while (under "alive" a crashed agent is read from /proc as
+# well, every time).
+DRAFT_LOOKS = ("idle", "alive", "ready")
+TRUSTING_LOOKS = ("idle", "ready")
+# How long the box, once read empty, is trusted without reading it again while nothing stamps
+# it (see BoxSeenEmpty): what writes there without a key (an outside `tmux send-keys`, the
+# agent itself) is still found within this long.
+BOX_TRUSTED_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -68,6 +86,10 @@ class PaneInfo:
     dialog: bool = False  # a dialog or menu is on screen
     busy: bool = False  # the agent shows a turn running
     pid: int = 0  # the pane's first process (its shell, or the agent itself)
+    keys_at: int = 0  # tmux's stamp of the session's last key or attach, in whole seconds
+    unshared: bool = True  # no grouped session or linked window takes keys for it
+    pressed: str = ""  # the last interrupt pressed there (PRESSED_OPTION)
+    control_clients: bool = False  # a control-mode client is attached (read with the screen)
 
     def has_seen(self, event_id: str) -> bool:
         """True when an earlier attempt already typed or pressed `event_id` in this pane."""
@@ -78,6 +100,48 @@ class PaneInfo:
         return refusal(
             look, in_mode=self.in_mode, command=self.command, dialog=self.dialog, busy=self.busy
         )
+
+
+@dataclass(frozen=True)
+class BoxSeenEmpty:
+    """The agent's input box read empty, and what would show that someone wrote in it since.
+
+    tmux stamps a session's activity at every key a client of the session sends, and at every
+    attach; ``send-keys`` stamps nothing. A box read empty therefore stays empty until the stamp
+    moves or an interrupt of ours is pressed (Esc puts a cancelled prompt back), and the next
+    delivery need not read it again: tmux checks that neither happened, in the same stretch
+    as the typing (``conditions``). It is not trusted when a key may come unstamped: the stamp
+    was this second's (the stamp is whole seconds: a later key in it would not move it), a
+    grouped session or a linked window takes keys under another session's stamp, or a
+    control-mode client is attached (iTerm2's tmux integration sends the human's keys as
+    ``send-keys``)."""
+
+    pane_id: str
+    keys_at: int
+    pressed: str
+    read_at: float  # time.monotonic() when it was read
+
+    def trusted(self, pane_id: str | None, now: float) -> bool:
+        return pane_id == self.pane_id and now - self.read_at < BOX_TRUSTED_S
+
+    def conditions(self) -> list[str]:
+        """Format conditions, true while nobody could have written in the box since. The pane
+        id and the event ids are checked, the stamp is digits: safe to parse."""
+        return [
+            f"#{{==:#{{session_activity}},{self.keys_at}}}",
+            _UNSHARED,
+            f"#{{==:#{{{PRESSED_OPTION}}},{self.pressed}}}",
+        ]
+
+
+def box_seen_empty(info: PaneInfo, *, before: int, read_at: float) -> BoxSeenEmpty | None:
+    """What a look that found no draft lets the next deliveries trust, or None. `before`: the
+    wall clock's whole second before the look was asked for."""
+    if info.control_clients or not info.unshared or not 0 < info.keys_at < before:
+        return None
+    if info.pressed and not re.fullmatch(r"[A-Za-z0-9_.:-]+", info.pressed):
+        return None  # not an id of ours: nothing to hand to a format
+    return BoxSeenEmpty(info.pane_id, info.keys_at, info.pressed, read_at)
 
 
 def refusal(
@@ -91,7 +155,7 @@ def refusal(
         return PaneNotReady("the pane is in copy mode", reason="copy-mode")
     if dialog:
         return PaneNotReady("a dialog or menu is open in the pane", reason="dialog")
-    if look in ("idle", "alive", "ready") and busy:
+    if look in DRAFT_LOOKS and busy:
         return PaneNotReady("the agent is working on a turn", reason="busy")
     if look == "ready" and re.fullmatch(SHELLS, command):
         return PaneNotReady(f"the pane runs a shell ({command}): the agent exited", reason="exited")
@@ -154,7 +218,7 @@ def ready_conditions(look: str) -> list[str]:
     if look == "none":
         return []
     conditions = ["#{?#{pane_in_mode},0,1}", "#{?#{C/r:" + DIALOG_MARKERS + "},0,1}"]
-    if look in ("idle", "alive", "ready"):
+    if look in DRAFT_LOOKS:
         conditions.append("#{?#{C/r:" + BUSY_MARKERS + "},0,1}")
     if look == "ready":
         conditions.append("#{?#{m/r:" + SHELLS + ",#{pane_current_command}},0,1}")

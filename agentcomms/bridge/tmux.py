@@ -2,14 +2,9 @@
 
 A first delivery to a pane is two tmux invocations (no shell anywhere):
 
-1. a probe, ``show-options -p -t T remain-on-exit ; display-message -p -t T FORMAT``, that resolves
-   the target to a pane id (``%7``) and reads the pane's record of the events already typed there.
-   ``show-options`` is there for its strictness: ``display-message -t`` silently falls back to
-   another pane (or prints nothing and succeeds) when the target is wrong, which would type a
-   human's message into the wrong program. It names one option, which prints nothing unless set on
-   the pane: all of them would print the record too (32 KB once a pane has seen a thousand
-   messages), which cost the tmux server and client about 1.3 ms of CPU per delivery. If the
-   record holds this event id, an earlier attempt typed it: nothing is typed again.
+1. a probe (:mod:`.probe`) that resolves the target strictly to a pane id (``%7``) and reads the
+   pane's record of the events already typed there. If the record holds this event id, an
+   earlier attempt typed it: nothing is typed again.
 2. one command sequence, separated by standalone ``;`` arguments, against the pane id::
 
        [load-buffer -b NAME - ;]       text on stdin (multi-line, tabbed or long text)
@@ -52,7 +47,10 @@ server in the same stretch as the typing (``if-shell -F``, no shell)::
 
 A delivery that asks for a look (``Typing.look``) adds to that condition the checks of
 :mod:`.look` (no dialog, copy mode, running turn or shell), so a pane that is not ready types
-nothing and the delivery raises ``PaneNotReady``: the message waits.
+nothing and the delivery raises ``PaneNotReady``: the message waits. Under the looks that mind
+the human's draft, the agent's input box is read first (one more invocation, with the probe),
+unless it was read empty and tmux can tell, in the same condition, that nobody could have
+written there since (``BoxSeenEmpty``).
 
 Untrusted text never enters a command string tmux parses: it travels in the buffer, and short
 single-line text is pasted without brackets, which gives the program the same bytes as typing
@@ -76,29 +74,35 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
+import time
 import uuid
 
 from agentcomms.bridge.checks import check_event_id, check_interrupt_key, check_pane
 from agentcomms.bridge.client import run_client
 from agentcomms.bridge.commands import command_string, literal, sequence, weight
 from agentcomms.bridge.look import (
-    LOOK_FORMATS,
+    DRAFT_LOOKS,
+    PRESSED_OPTION,
+    TRUSTING_LOOKS,
+    BoxSeenEmpty,
     PaneInfo,
     all_of,
+    box_seen_empty,
     crashed_to_shell,
     draft_in_box,
     ready_conditions,
 )
+from agentcomms.bridge.probe import (
+    LAST_EVENT_OPTION,
+    RECENT_EVENTS_OPTION,
+    probe_commands,
+    read_probe,
+    strictly,
+)
 from agentcomms.bridge.sanitize import CleanText, sanitize
-from agentcomms.errors import BridgeError, InvalidTarget, PaneNotFound, PaneNotReady, TmuxError
+from agentcomms.errors import BridgeError, InvalidTarget, PaneNotFound, PaneNotReady
 from agentcomms.models import DeliveryOutcome, Keypress, PaneTarget, Typing
 
-# The last event typed or pressed in the pane: for people and status displays.
-LAST_EVENT_OPTION = "@agentcomms_last_event"
-# The events typed or pressed recently, newest first, each followed by a space: the at-most-once
-# check. Interrupts share it; their ids are distinct events too.
-RECENT_EVENTS_OPTION = "@agentcomms_recent_events"
 # About a thousand typical ids ("evt_" + ULID): far more than one workflow task's worth of
 # deliveries, and small enough to read on every delivery (~0.5 ms).
 RECENT_EVENTS_CHARS = 32_000
@@ -106,8 +110,6 @@ RECENT_EVENTS_CHARS = 32_000
 # Longer text is pasted: send-keys fails near 64 KB ("command too long"), and one paste is one
 # event to the program where a thousand keystrokes are a thousand.
 SEND_KEYS_MAX_CHARS = 1000
-
-_PANE_ID = re.compile(r"%[0-9]+")
 
 # What one invocation may carry, texts included: tmux sends a client's whole command to the
 # server in one message, and refuses one past 16 KB ("command too long", measured on tmux 3.3a).
@@ -119,18 +121,7 @@ SHARED_TEXT_BYTES = 4_000
 # fire in either order, and the client must not return before the Enter is pressed.
 _ENTER_MARGIN_S = 0.01
 
-_PROBE_TAG = "agentcomms-probe"
 _TYPED = "agentcomms-typed"
-_PROBE_FORMAT = "\t".join(
-    (
-        _PROBE_TAG,
-        "#{pane_id}",
-        "#{pane_dead}",
-        *LOOK_FORMATS,
-        "#{pane_pid}",
-        "#{" + RECENT_EVENTS_OPTION + "}",
-    )
-)
 
 
 class TmuxAdapter:
@@ -143,6 +134,8 @@ class TmuxAdapter:
         # (socket, target) -> the pane id the last probe resolved it to: lets a delivery check
         # and type in one invocation. A stale entry only sends a delivery the long way.
         self._pane_ids: dict[tuple[str | None, str], str] = {}
+        # (socket, target) -> the agent's input box as last read empty, while it may be trusted.
+        self._boxes: dict[tuple[str | None, str], BoxSeenEmpty] = {}
 
     async def deliver(self, req: Typing) -> DeliveryOutcome:
         """Type `req.text` (sanitized, capped) and submit it with Enter, at most once per event."""
@@ -188,9 +181,13 @@ class TmuxAdapter:
         self, req: Typing, text: str, outcome: DeliveryOutcome
     ) -> DeliveryOutcome:
         """Type only if the pane looks ready, tmux checking the look in the same stretch as the
-        typing; PaneNotReady (nothing typed) when it does not."""
-        await self._refuse_unseen_in_use(req)
-        for _ in range(2):
+        typing; PaneNotReady (nothing typed) when it does not. The input box is read first,
+        unless tmux can tell nobody wrote in it since it was last read empty."""
+        looked = False
+        for attempt in range(2):
+            if not looked and (attempt or not self._box_trusted(req)):
+                await self._refuse_unseen_in_use(req)
+                looked = True
             known = self._pane_ids.get((req.pane.socket, req.pane.target))
             if known is not None and await self._type_if_new(req.pane, known, [(req, text)]):
                 return outcome
@@ -211,8 +208,11 @@ class TmuxAdapter:
         then coming with their text in the box: typed after it, the message would join their
         words and Enter would submit both), or, under the look `alive`, an agent crashed to its
         shell (read from /proc). Neither is a tmux format: read them before the typing."""
-        if req.look not in ("idle", "alive", "ready"):
+        if req.look not in DRAFT_LOOKS:
             return
+        key = (req.pane.socket, req.pane.target)
+        self._boxes.pop(key, None)
+        before = int(time.time())
         info, screen = await self._look(req.pane, screen=True)
         if info.has_seen(req.event_id):
             return
@@ -224,6 +224,21 @@ class TmuxAdapter:
             raise refused  # the agent is gone: its screen is the shell's
         if refused := draft_in_box(screen):
             raise refused
+        if req.look in TRUSTING_LOOKS:
+            box = box_seen_empty(info, before=before, read_at=time.monotonic())
+            if box is not None:
+                self._boxes[key] = box
+
+    def _box_trusted(self, req: Typing) -> bool:
+        """Whether the agent's input box, read empty before, may go unread for this delivery
+        (tmux still checks, as it types, that nobody could have written there since)."""
+        key = (req.pane.socket, req.pane.target)
+        box = self._boxes.get(key)
+        return (
+            req.look in TRUSTING_LOOKS
+            and box is not None
+            and box.trusted(self._pane_ids.get(key), time.monotonic())
+        )
 
     async def deliver_batch(self, reqs: list[Typing]) -> list[DeliveryOutcome]:
         """Type several events into one pane, in order, each at most once.
@@ -243,8 +258,8 @@ class TmuxAdapter:
                 if not prepared:
                     raise
                 break
-        if prepared:  # the short texts below are typed without a look at the box
-            await self._refuse_unseen_in_use(prepared[0][0])
+        if prepared and not self._box_trusted(prepared[0][0]):
+            await self._refuse_unseen_in_use(prepared[0][0])  # the short texts are not looked at
         typed: set[str] = set()
         outcomes: list[DeliveryOutcome] = []
         for i, (req, _, outcome) in enumerate(prepared):
@@ -271,7 +286,10 @@ class TmuxAdapter:
         """Type the texts into `pane`, in order, in one invocation (as many as it carries), each
         if the target still is that live pane and the event is not in its record; the ids of
         the events typed."""
-        commands = [_strictly(target.target)]
+        commands = [strictly(target.target)]
+        key = (target.socket, target.target)
+        box = self._boxes.get(key)
+        untouched = box.conditions() if box is not None and box.pane_id == pane else []
         size = weight(commands)
         stdin: bytes | None = None
         delay_ms = 0
@@ -301,6 +319,7 @@ class TmuxAdapter:
                     for event_id in ids
                 ),
                 *ready_conditions(req.look),
+                *(untouched if req.look in TRUSTING_LOOKS else []),
             )
             branches = [command_string(typing), f"delete-buffer -b {buffer}"]
             item = [load, ["if-shell", "-F", "-t", target.target, new_here, *branches]]
@@ -315,13 +334,18 @@ class TmuxAdapter:
                 target.socket, sequence(commands), stdin=stdin, extra_time=delay_ms / 1000
             )
         except BridgeError:
-            self._pane_ids.pop((target.socket, target.target), None)
+            self._forget(key)
             raise
         typed = {line.split(" ", 1)[1] for line in out.splitlines() if line.startswith(_TYPED)}
         if len(typed) < included:
-            # A new pane at the target, a dead one, or an event typed already: the probe decides.
-            self._pane_ids.pop((target.socket, target.target), None)
+            # A new pane at the target, a dead one, an event typed already, or someone at the
+            # input box: the probe decides, and the box is read again.
+            self._forget(key)
         return typed
+
+    def _forget(self, key: tuple[str | None, str]) -> None:
+        self._pane_ids.pop(key, None)
+        self._boxes.pop(key, None)
 
     async def interrupt(self, req: Keypress) -> bool:
         """Press the agent's interrupt key once per event; False if this event already pressed it."""
@@ -337,7 +361,10 @@ class TmuxAdapter:
             ["copy-mode", "-q", "-t", pane],
             ["send-keys", "-t", pane, req.key],
             *_record(pane, req.event_id),
+            # Esc puts Claude Code's cancelled prompt back in its box: read it before typing.
+            ["set-option", "-p", "-t", pane, PRESSED_OPTION, req.event_id],
         ]
+        self._boxes.pop((req.pane.socket, req.pane.target), None)
         await self._run(req.pane.socket, sequence(commands))
         return True
 
@@ -357,38 +384,17 @@ class TmuxAdapter:
         """The pane's markers and, with `screen`, what it shows, read in one tmux invocation
         (each invocation is a process: about 2 ms before a message is typed)."""
         check_pane(pane)
-        commands = [
-            _strictly(pane.target),
-            ["display-message", "-p", "-t", pane.target, _PROBE_FORMAT],
-        ]
-        if screen:
-            commands.append(["capture-pane", "-p", "-J", "-t", pane.target])
-        out = await self._run(pane.socket, sequence(commands))
-        # The probe's line is the tagged one (show-options prints a line when the option is
-        # set); what the pane shows comes after it.
-        lines = out.splitlines()
-        at = next((i for i, ln in enumerate(lines) if ln.startswith(_PROBE_TAG + "\t")), -1)
-        fields = lines[at].split("\t", 8) if at >= 0 else []
-        if len(fields) != 9 or not _PANE_ID.fullmatch(fields[1]):
-            raise TmuxError(f"unexpected answer from tmux for pane {pane.target!r}: {out!r}")
-        _, pane_id, dead, in_mode, command, dialog, busy, pid, recent = fields
+        out = await self._run(pane.socket, sequence(probe_commands(pane.target, screen=screen)))
+        info, dead, shown = read_probe(out, pane.target)
         key = (pane.socket, pane.target)
-        self._pane_ids[key] = pane_id
-        if dead == "1":
+        self._pane_ids[key] = info.pane_id
+        if dead:
             del self._pane_ids[key]
             # remain-on-exit keeps a pane whose program has ended; text typed there is lost.
-            raise PaneNotFound(f"tmux pane {pane.target!r} ({pane_id}) is dead: its program exited")
-        info = PaneInfo(
-            pane_id=pane_id,
-            # The last piece is "" or a fragment cut by the trim: never a whole id.
-            recent_events=tuple(recent.split(" ")[:-1]),
-            in_mode=in_mode not in ("", "0"),
-            command=command,
-            dialog=dialog not in ("", "0"),
-            busy=busy not in ("", "0"),
-            pid=int(pid) if pid.isdigit() else 0,
-        )
-        return info, "\n".join(lines[at + 1 :]) + "\n" if screen else ""
+            raise PaneNotFound(
+                f"tmux pane {pane.target!r} ({info.pane_id}) is dead: its program exited"
+            )
+        return info, shown
 
     async def run_commands(self, socket: str | None, commands: list[list[str]]) -> str:
         """Run commands as one invocation on the server at `socket`; their output."""
@@ -447,12 +453,6 @@ def _short_texts(
             break
         short.append((req, clean.text))
     return short
-
-
-def _strictly(target: str) -> list[str]:
-    """A command that fails when `target` names no pane, and prints next to nothing when it does
-    (one pane option, shown only when set on the pane)."""
-    return ["show-options", "-p", "-t", target, "remain-on-exit"]
 
 
 def _pasted(text: str) -> bool:

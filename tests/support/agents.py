@@ -31,7 +31,7 @@ import subprocess
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -46,7 +46,7 @@ from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.gemini import FakeGemini
 from tests.fakes.openai_responses import FakeResponses
 from tests.support.stack import Stack, register, running_stack
-from tests.support.tmux import Tmux
+from tests.support.tmux import Terminal, Tmux
 from tests.support.waiting import eventually
 
 CLAUDE_CODE_VERSION = "2.1.328"
@@ -167,6 +167,8 @@ class AgentPane:
     target: str
     home: Path
     project: Path
+    # The human's terminal, attached once the test first types: see `keys`.
+    terminal: Terminal | None = field(default=None, init=False, repr=False)
 
     @property
     def pane(self) -> PaneTarget:
@@ -195,7 +197,7 @@ class AgentPane:
         """Type `words` as a person does, press Enter once they show in the input box (keys
         sent in one burst read as a paste, and the Enter would join the text), and press it
         again while they are still there: measured, an Enter right after the text can be lost."""
-        await asyncio.to_thread(self.tmux.run, "send-keys", "-t", self.target, "-l", words)
+        await self.keys("-l", words)
         await self.wait_for_screen(words[-40:])
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
@@ -216,8 +218,15 @@ class AgentPane:
         return marked[-1] if marked else ""
 
     async def keys(self, *keys: str) -> None:
-        """Press keys by tmux's names (`Enter`, `Escape`, `1`…)."""
-        await asyncio.to_thread(self.tmux.run, "send-keys", "-t", self.target, *keys)
+        """Press keys by tmux's names (`Enter`, `Escape`, `1`…; `-l` first: words as typed),
+        as a person at a terminal attached to the agent's session does."""
+        terminal = self.terminal
+        if terminal is None or not await asyncio.to_thread(terminal.attached):
+            if terminal is not None:  # its session ended (the agent restarted in a new one)
+                await asyncio.to_thread(terminal.close)
+            terminal = self.terminal = Terminal(self.tmux, self.target.split(":")[0])
+            await eventually(lambda: asyncio.to_thread(terminal.attached), timeout=10)
+        await asyncio.to_thread(terminal.keys, *keys)
 
     async def answer(self, dialog: str, *keys: str, timeout: float = 30) -> str:
         """Answer `dialog` with `keys` once it shows; the screen once it closed. Measured: an

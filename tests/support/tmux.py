@@ -65,6 +65,33 @@ class Tmux:
         self.run("kill-session", "-t", name, check=False)
 
 
+class Terminal:
+    """A person's terminal attached to a session of `tmux`: a tmux client in a pane of a second
+    server. Keys pressed here reach the session's pane as a human's do, through that client, and
+    tmux stamps the session's activity with each (``send-keys`` stamps nothing: the mailbox
+    trusts an input box it read empty until that stamp moves)."""
+
+    def __init__(self, tmux: Tmux, session: str) -> None:
+        self.inner, self.session = tmux, session
+        self.outer = Tmux(Path(f"{tmux.socket}-terminal"))
+        attach = f"env -u TMUX TERM=screen tmux -S {shlex.quote(tmux.socket)} attach -t {session}"
+        # One row more than the session's panes: the attached session's status line takes it.
+        self.outer.run(
+            "-f", "/dev/null", "new-session", "-d", "-s", "t", "-x", "200", "-y", "51", attach
+        )  # fmt: skip
+
+    def attached(self) -> bool:
+        shown = self.inner.run("display-message", "-p", "-t", self.session, "#{session_attached}")
+        return shown.stdout.strip() not in ("", "0")
+
+    def keys(self, *keys: str) -> None:
+        """Press keys by tmux's names (``-l`` first: the words as typed)."""
+        self.outer.run("send-keys", "-t", "t:0.0", *keys)
+
+    def close(self) -> None:
+        self.outer.run("kill-server", check=False)
+
+
 @pytest.fixture(scope="session")
 def tmux_socket_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if shutil.which("tmux") is None:
