@@ -73,7 +73,7 @@ class Terminal:
 
     def __init__(self, tmux: Tmux, session: str) -> None:
         self.inner, self.session = tmux, session
-        self.outer = Tmux(Path(f"{tmux.socket}-terminal"))
+        self.outer = Tmux(Path(f"{tmux.socket}-terminal-{uuid.uuid4().hex[:6]}"))
         attach = f"env -u TMUX TERM=screen tmux -S {shlex.quote(tmux.socket)} attach -t {session}"
         # One row more than the session's panes: the attached session's status line takes it.
         self.outer.run(
