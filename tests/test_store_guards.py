@@ -4,8 +4,11 @@ started afresh reads back, and which chat message shows which approval."""
 
 from __future__ import annotations
 
+import asyncio
+import sqlite3
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -40,6 +43,24 @@ async def test_an_agents_newest_signed_pane_change_only_moves_forward(store: Sto
     await store.pane_signed("backend", later + timedelta(hours=1))
     assert _utc(await store.newest_pane_signed("backend")) == later + timedelta(hours=1)
     assert await store.newest_pane_signed("frontend") is None
+
+
+async def test_the_newest_signed_pane_is_read_while_another_process_writes(
+    tmp_path: Path,
+) -> None:
+    """Asked before every delivery: the read takes no write lock, so a write held elsewhere
+    (the gateway's, the CLI's) does not hold the typing up for the busy timeout (10 s)."""
+    path = tmp_path / "agentcomms.db"
+    async with await Store.open(f"sqlite+aiosqlite:///{path}") as store:
+        await store.pane_signed("backend", NOW)
+        other = sqlite3.connect(path, isolation_level=None)
+        try:
+            other.execute("BEGIN IMMEDIATE")  # another process's write, under way
+            newest = await asyncio.wait_for(store.newest_pane_signed("backend"), timeout=3)
+        finally:
+            other.execute("ROLLBACK")
+            other.close()
+    assert _utc(newest) == NOW
 
 
 def _utc(moment: datetime | None) -> datetime | None:

@@ -73,13 +73,8 @@ class Guards(StoreBase):
         """When the newest registration or unregister the deployment signed for the agent was
         made (None: none recorded)."""
         stmt = select(SpentRow.at).where(SpentRow.kind == _PANE_SIGNED, SpentRow.id == agent_id)
-        if self._writer is not None:
-            # Asked before every delivery: whole in the SQLite writer's thread it is one thread
-            # hop, where the async driver takes several (0.34 against 1.1-1.2 ms of CPU a call,
-            # 500 calls on 2 cores, 2026-12-03).
-            return await self._transact(lambda conn: conn.execute(stmt).scalar_one_or_none())
-        async with self._engine.connect() as conn:
-            return (await conn.execute(stmt)).scalar_one_or_none()
+        # Asked before every delivery.
+        return await self._read(lambda conn: conn.execute(stmt).scalar_one_or_none())
 
     # ---- signed inputs that act once ------------------------------------------------------------
 
