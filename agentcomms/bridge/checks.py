@@ -41,12 +41,17 @@ def check_socket(socket: str) -> None:
 
 def check_event_id(event_id: str) -> None:
     """Raise InvalidTarget unless `event_id` can be recorded in a pane option."""
-    # The id goes into a pane option through a tmux format and is compared on retry, so it must
-    # hold nothing tmux expands ('#') and nothing that separates entries (spaces).
-    if not _EVENT_ID.fullmatch(event_id):
+    if not is_event_id(event_id):
         raise InvalidTarget(
             f"event id {event_id!r} must be 1-200 letters, digits, '_', '.', ':' or '-'"
         )
+
+
+def is_event_id(text: str) -> bool:
+    """Whether `text` may stand in a tmux format as an event id."""
+    # It goes into a pane option through a tmux format and is compared on retry, so it must hold
+    # nothing tmux expands ('#') and nothing that separates entries (spaces).
+    return _EVENT_ID.fullmatch(text) is not None
 
 
 def check_interrupt_key(key: str) -> None:

@@ -25,6 +25,7 @@ import os
 import re
 from dataclasses import dataclass
 
+from agentcomms.bridge.checks import is_event_id
 from agentcomms.errors import PaneNotReady
 
 # No ',', '}' or '#' in these: they would end the format they sit in.
@@ -139,7 +140,7 @@ def box_seen_empty(info: PaneInfo, *, before: int, read_at: float) -> BoxSeenEmp
     wall clock's whole second before the look was asked for."""
     if info.control_clients or not info.unshared or not 0 < info.keys_at < before:
         return None
-    if info.pressed and not re.fullmatch(r"[A-Za-z0-9_.:-]+", info.pressed):
+    if info.pressed and not is_event_id(info.pressed):
         return None  # not an id of ours: nothing to hand to a format
     return BoxSeenEmpty(info.pane_id, info.keys_at, info.pressed, read_at)
 

@@ -5,10 +5,10 @@ silently falls back to another pane (or prints nothing and succeeds) when the ta
 which would type a human's message into the wrong program. It names one option, which prints
 nothing unless set on the pane: all of them would print the record too (32 KB once a pane has
 seen a thousand messages), which cost the tmux server and client about 1.3 ms of CPU per
-delivery. Then one tagged line of formats: the pane's id, whether its
-program ended, its look (:mod:`.look`) and the record of the events already typed there. With
-the screen, the clients attached to the session (is one in control mode?) come before that
-line and the pane's text after it.
+delivery. Then one tagged line of formats: the pane's id, whether its program ended, its look
+(:mod:`.look`) and the record of the events already typed there. With the screen, the clients
+attached to the session (is one in control mode?) come before that line and the pane's text
+after it.
 """
 
 from __future__ import annotations
