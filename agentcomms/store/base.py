@@ -21,7 +21,6 @@ from agentcomms.store.driver import DriverConnection
 from agentcomms.store.engine import (
     create_engine,
     create_sqlite_writer,
-    read_only,
     write_transaction,
 )
 from agentcomms.store.migrate import database_errors, ensure_schema_current, upgrade_engine
@@ -82,26 +81,18 @@ class StoreBase:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._writer_thread, self._driver.transact, body)
 
-    async def _read(self, body: Callable[[Connection], T]) -> T:
-        """Run ``body`` in one read transaction: on a SQLite file whole in the writer thread
-        (one thread hop, where the async driver takes several: for a one-row select 0.34
-        against 1.1-1.2 ms of CPU, 2026-12-03), taking no write lock; otherwise on the async
-        engine's connection. For reads on a per-message path."""
-        if self._writer is not None:
-            assert self._writer_thread is not None
-            loop = asyncio.get_running_loop()
-            return await loop.run_in_executor(self._writer_thread, self._read_in_writer, body)
-        async with self._engine.connect() as conn:
-            return await conn.run_sync(body)
+    async def _read_on_driver(self, body: Callable[[sqlite3.Cursor], T]) -> T:
+        """Run ``body``, one SELECT on a per-message path, in the writer thread on its driver
+        connection (a SQLite file only: check ``self._driver`` first), taking no lock. One
+        thread hop, where the async driver takes several: for a one-row select 0.34 against
+        1.1-1.2 ms of CPU (2026-12-03)."""
+        assert self._driver is not None and self._writer_thread is not None
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._writer_thread, self._driver.read, body)
 
     def _run_in_writer(self, body: Callable[[Connection], T]) -> T:
         assert self._writer is not None
         with self._writer.begin() as conn:
-            return body(conn)
-
-    def _read_in_writer(self, body: Callable[[Connection], T]) -> T:
-        assert self._writer is not None
-        with self._writer.connect() as conn, read_only(conn).begin():
             return body(conn)
 
     @classmethod

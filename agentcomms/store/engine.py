@@ -160,12 +160,6 @@ def create_sqlite_writer(url: str) -> Engine | None:
     return writer.execution_options(**{_IMMEDIATE: True})
 
 
-def read_only(conn: Connection) -> Connection:
-    """`conn`, of the SQLite writer engine, with transactions that only read: a plain BEGIN, a
-    WAL read snapshot that waits for no writer (the engine's own take the write lock)."""
-    return conn.execution_options(**{_IMMEDIATE: False})
-
-
 @asynccontextmanager
 async def write_transaction(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
     """A transaction that will write: on SQLite it holds the write lock from its first statement."""

@@ -12,12 +12,14 @@ gateway).
 
 from __future__ import annotations
 
+import functools
 from datetime import datetime
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import bindparam, delete, select, update
 from sqlalchemy.engine import Connection
 
 from agentcomms.store.base import StoreBase
+from agentcomms.store.driver import DriverStatement
 from agentcomms.store.schema import AgentRow, EventRow, SpentRow, StrangerCountRow
 
 # Stranger counts older than this many hours are dropped as new hours start.
@@ -72,9 +74,23 @@ class Guards(StoreBase):
     async def newest_pane_signed(self, agent_id: str) -> datetime | None:
         """When the newest registration or unregister the deployment signed for the agent was
         made (None: none recorded)."""
+        # Asked before every delivery: on a SQLite file, on the writer's driver connection.
+        if self._driver is not None:
+            query = self._newest_pane_signed_query
+            return await self._read_on_driver(
+                lambda cursor: query.scalar(cursor, {"agent_id": agent_id})
+            )
         stmt = select(SpentRow.at).where(SpentRow.kind == _PANE_SIGNED, SpentRow.id == agent_id)
-        # Asked before every delivery.
-        return await self._read(lambda conn: conn.execute(stmt).scalar_one_or_none())
+        async with self._engine.connect() as conn:
+            return (await conn.execute(stmt)).scalar_one_or_none()
+
+    @functools.cached_property
+    def _newest_pane_signed_query(self) -> DriverStatement:
+        assert self._writer is not None
+        stmt = select(SpentRow.at).where(
+            SpentRow.kind == _PANE_SIGNED, SpentRow.id == bindparam("agent_id")
+        )
+        return DriverStatement(stmt, self._writer, ["agent_id"])
 
     # ---- signed inputs that act once ------------------------------------------------------------
 
