@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sqlite3
 import stat
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta, timezone
@@ -219,6 +220,29 @@ async def test_naive_datetimes_are_taken_as_utc(store: Store) -> None:
 
 async def test_get_event_unknown_is_none(store: Store) -> None:
     assert await store.get_event(new_event_id()) is None
+
+
+async def test_an_event_queued_for_insertion_is_read_back_before_its_write_is_awaited(
+    tmp_path: Path,
+) -> None:
+    """The gateway answers a send before its row is written: whoever it answered reads it,
+    also while another process holds the write lock and the insert waits for it."""
+    path = tmp_path / "agentcomms.db"
+    async with await Store.open(f"sqlite+aiosqlite:///{path}") as store:
+        other = sqlite3.connect(path, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")  # another process's write, under way
+        asyncio.get_running_loop().call_later(0.3, other.execute, "ROLLBACK")
+        events = [message(text=f"queued {n}") for n in range(3)]
+        written = [store.queue_event(event) for event in events]
+        try:
+            stored = await store.get_event(events[-1].id)
+            latest = await store.latest_events("backend", 10)
+        finally:
+            await asyncio.wait(written)
+            other.close()
+    assert stored is not None and stored.text == "queued 2"
+    assert [e.text for e in latest] == ["queued 2", "queued 1", "queued 0"]
+    assert [w.result() for w in written] == [True, True, True]
 
 
 async def test_retried_record_event_changes_nothing(store: Store) -> None:

@@ -7,8 +7,10 @@ again after it already succeeded. All ordering uses ``events.seq``, never ids or
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import itertools
+from collections.abc import AsyncIterator
 from typing import Any, Literal, get_args
 
 from sqlalchemy import (
@@ -81,7 +83,7 @@ class Store(ApprovalPosts, ChatSenders, Changes, Directory, Guards, PhoneCallers
 
     def __init__(self, engine: AsyncEngine, writer: Engine | None = None) -> None:
         super().__init__(engine, writer)
-        # Events the gateway records, waiting for the next group commit (see record_event).
+        # Events the gateway records, until written (see queue_event).
         self._queued_inserts: list[tuple[Event, asyncio.Future[bool]]] = []
         self._inserter: asyncio.Task[None] | None = None
         self._driver_statements: dict[int, DriverStatement] = {}
@@ -94,22 +96,36 @@ class Store(ApprovalPosts, ChatSenders, Changes, Directory, Guards, PhoneCallers
     # -- events --------------------------------------------------------------------------------
 
     async def record_event(self, event: Event) -> bool:
-        """Insert ``event`` unless an event with its id exists; True when it was inserted.
+        """Insert ``event`` unless an event with its id exists; True when it was inserted."""
+        return await self.queue_event(event)
+
+    def queue_event(self, event: Event) -> asyncio.Future[bool]:
+        """Queue ``event`` for insertion unless an event with its id exists, and return at once:
+        the future says whether it was inserted (or raises what the write met).
 
         A retried or re-sent write changes nothing, not even the status of the stored event.
-        Concurrent calls share one transaction: while one commit runs, the events that arrive
-        queue up and go in the next (a group commit: one fsync for many sends).
+        The events queued while one commit runs go in the next (a group commit: one fsync for
+        many sends). Until an event is written, this store's reads of events wait for it: a
+        caller answered before its row was written still reads its own event.
         """
         done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self._queued_inserts.append((event, done))
         if self._inserter is None or self._inserter.done():
             # A task of its own: a caller that gives up must not take the others' write with it.
             self._inserter = asyncio.create_task(self._insert_queued())
-        return await done
+        return done
+
+    @contextlib.asynccontextmanager
+    async def _reading(self) -> AsyncIterator[AsyncConnection]:
+        """A connection to read events on, once the events queued before now are written."""
+        if queued := [done for _, done in self._queued_inserts]:
+            await asyncio.wait(queued)  # what a write met is its queuer's to hear
+        async with self._engine.connect() as conn:
+            yield conn
 
     async def _insert_queued(self) -> None:
         while self._queued_inserts:
-            batch, self._queued_inserts = self._queued_inserts, []
+            batch = list(self._queued_inserts)  # left queued until written, for _reading
             try:
                 inserted = await self.record_events([event for event, _ in batch])
             except Exception as exc:
@@ -123,6 +139,7 @@ class Store(ApprovalPosts, ChatSenders, Changes, Directory, Guards, PhoneCallers
                     inserted.discard(event.id)
                     if not done.done():
                         done.set_result(fresh)
+            del self._queued_inserts[: len(batch)]
 
     async def record_events(self, events: list[Event]) -> set[str]:
         """Insert the events whose ids are not stored yet, in one transaction; the ids inserted."""
@@ -231,7 +248,7 @@ class Store(ApprovalPosts, ChatSenders, Changes, Directory, Guards, PhoneCallers
             EventRow.direction == "in",
             EventRow.type.in_(MESSAGE_TYPES),
         )
-        async with self._engine.connect() as conn:
+        async with self._reading() as conn:
             count, size_total = (await conn.execute(stmt)).one()
         return int(count), int(size_total)
 
@@ -241,7 +258,7 @@ class Store(ApprovalPosts, ChatSenders, Changes, Directory, Guards, PhoneCallers
         Counted from the events the gateway recorded, so it holds while an agent's mailbox
         cannot run (its host's worker is down) and the agent's own row is not updated."""
         counts: dict[str, int] = {}
-        async with self._engine.connect() as conn:
+        async with self._reading() as conn:
             # In chunks: a statement takes at most 32,767 parameters on PostgreSQL.
             for start in range(0, len(agent_ids), 1000):
                 stmt = (
@@ -262,11 +279,11 @@ class Store(ApprovalPosts, ChatSenders, Changes, Directory, Guards, PhoneCallers
         if not event_ids:
             return {}
         stmt = select(EventRow).where(EventRow.agent_id == agent_id, EventRow.id.in_(event_ids))
-        async with self._engine.connect() as conn:
+        async with self._reading() as conn:
             return {row.id: from_row(Event, row) for row in await conn.execute(stmt)}
 
     async def get_event(self, event_id: str) -> Event | None:
-        async with self._engine.connect() as conn:
+        async with self._reading() as conn:
             row = (await conn.execute(select(EventRow).where(EventRow.id == event_id))).first()
         return from_row(Event, row) if row else None
 
@@ -280,7 +297,7 @@ class Store(ApprovalPosts, ChatSenders, Changes, Directory, Guards, PhoneCallers
         leaves out rejected events, whatever refused them (what the agent itself may see).
         """
         check_limit(limit)
-        async with self._engine.connect() as conn:
+        async with self._reading() as conn:
             after = 0 if since_id is None else await self._seq_of(conn, since_id, agent_id)
             stmt = (
                 select(EventRow)
@@ -305,7 +322,7 @@ class Store(ApprovalPosts, ChatSenders, Changes, Directory, Guards, PhoneCallers
             .order_by(EventRow.seq.desc())
             .limit(limit)
         )
-        async with self._engine.connect() as conn:
+        async with self._reading() as conn:
             return [from_row(Event, row) for row in await conn.execute(stmt)]
 
     async def channel_history(
@@ -323,7 +340,7 @@ class Store(ApprovalPosts, ChatSenders, Changes, Directory, Guards, PhoneCallers
         the first ``limit`` messages after that event instead (to follow a channel cheaply).
         """
         check_limit(limit)
-        async with self._engine.connect() as conn:
+        async with self._reading() as conn:
             after = None if after_id is None else await self._seq_of(conn, after_id)
             stmt = select(EventRow).where(
                 EventRow.channel_id == channel_id,
@@ -352,7 +369,7 @@ class Store(ApprovalPosts, ChatSenders, Changes, Directory, Guards, PhoneCallers
             )
             .limit(1)
         )
-        async with self._engine.connect() as conn:
+        async with self._reading() as conn:
             return (await conn.execute(stmt)).first() is not None
 
     # -- the read cursor (check_messages) ------------------------------------------------------
@@ -376,7 +393,7 @@ class Store(ApprovalPosts, ChatSenders, Changes, Directory, Guards, PhoneCallers
             .order_by(EventRow.seq)
             .limit(limit + 1)  # one more than asked tells whether more wait
         )
-        async with self._engine.connect() as conn:
+        async with self._reading() as conn:
             events = [from_row(Event, row) for row in await conn.execute(stmt)]
         return events[:limit], len(events) > limit
 

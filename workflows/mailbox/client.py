@@ -15,6 +15,7 @@ nothing it cannot verify (:mod:`agentcomms.trust`).
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 from collections.abc import Awaitable, Callable
@@ -143,7 +144,8 @@ class Mailbox:
         )
 
     async def post(self, event: Event) -> str:
-        """Make the event durable in the agent's mailbox, then show it in the projection.
+        """Make the event durable in the agent's mailbox, then queue its row in the projection
+        (written behind; this process reads it once written).
 
         Raises ``MailboxFull`` (nothing queued) when a message would pass the agent's limits;
         an interrupt is never refused.
@@ -160,20 +162,29 @@ class Mailbox:
         for observer in self.observers:
             await observer(event)
         # After the signal: the projection never shows a message Temporal does not hold. The
-        # message is durable now, so a failing projection must not make it look lost (a client
-        # would retry and send it twice): the mailbox writes the row again when it settles.
-        try:
-            await self._store.record_event(event)
-        except PROJECTION_UNAVAILABLE as exc:  # e.g. "database is locked"
-            log.warning(
-                "%s accepted; its projection row waits for delivery: %s",
-                event.id,
-                exc,
-                extra={"event_id": event.id, "agent_id": event.agent_id},
-            )
-        else:
-            self.arrivals.notify(event.agent_id)  # the row is there for them to read
+        # message is durable now, so the sender is answered without waiting for its row (under
+        # load, awaiting the insert was about a tenth of a send's time); this process's reads of
+        # events wait for it. A failing projection must not make it look lost (a client would
+        # retry and send it twice): the mailbox writes the row again when it settles.
+        self._store.queue_event(event).add_done_callback(
+            functools.partial(self._row_written, event)
+        )
         return event.id
+
+    def _row_written(self, event: Event, written: asyncio.Future[bool]) -> None:
+        if written.cancelled():
+            return
+        exc = written.exception()
+        if exc is None:
+            self.arrivals.notify(event.agent_id)  # the row is there for them to read
+            return
+        log.log(
+            logging.WARNING if isinstance(exc, PROJECTION_UNAVAILABLE) else logging.ERROR,
+            "%s accepted; its projection row waits for delivery: %s",
+            event.id,
+            exc,
+            extra={"event_id": event.id, "agent_id": event.agent_id},
+        )
 
     async def _check_room(self, event: Event) -> None:
         max_count, max_bytes = self._limits(event.agent_id)
