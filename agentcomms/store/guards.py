@@ -26,6 +26,9 @@ from agentcomms.store.schema import AgentRow, EventRow, SpentRow, StrangerCountR
 _HOURS_KEPT = 2
 # The `spent` rows that hold, per agent, when its newest signed registration or unregister was made.
 _PANE_SIGNED = "pane-signed"
+_NEWEST_PANE_SIGNED = select(SpentRow.at).where(
+    SpentRow.kind == _PANE_SIGNED, SpentRow.id == bindparam("agent_id")
+)
 
 
 class Guards(StoreBase):
@@ -74,23 +77,18 @@ class Guards(StoreBase):
     async def newest_pane_signed(self, agent_id: str) -> datetime | None:
         """When the newest registration or unregister the deployment signed for the agent was
         made (None: none recorded)."""
+        asked = {"agent_id": agent_id}
         # Asked before every delivery: on a SQLite file, on the writer's driver connection.
         if self._driver is not None:
             query = self._newest_pane_signed_query
-            return await self._read_on_driver(
-                lambda cursor: query.scalar(cursor, {"agent_id": agent_id})
-            )
-        stmt = select(SpentRow.at).where(SpentRow.kind == _PANE_SIGNED, SpentRow.id == agent_id)
+            return await self._read_on_driver(lambda cursor: query.scalar(cursor, asked))
         async with self._engine.connect() as conn:
-            return (await conn.execute(stmt)).scalar_one_or_none()
+            return (await conn.execute(_NEWEST_PANE_SIGNED, asked)).scalar_one_or_none()
 
     @functools.cached_property
     def _newest_pane_signed_query(self) -> DriverStatement:
         assert self._writer is not None
-        stmt = select(SpentRow.at).where(
-            SpentRow.kind == _PANE_SIGNED, SpentRow.id == bindparam("agent_id")
-        )
-        return DriverStatement(stmt, self._writer, ["agent_id"])
+        return DriverStatement(_NEWEST_PANE_SIGNED, self._writer, ["agent_id"])
 
     # ---- signed inputs that act once ------------------------------------------------------------
 
