@@ -110,6 +110,8 @@ class PaneActivities:
                 break
             outcomes.append(answer)
         await self._record(req, outcomes)
+        if req.hold_ms and outcomes:
+            await asyncio.sleep(req.hold_ms / 1000)  # the burst's next messages join this task
         return outcomes
 
     @activity.defn(name="interrupt_pane")

@@ -225,6 +225,9 @@ class DeliverRequest(BaseModel):
     # one prompt, each with its header: the mailbox's choice from the agent's state.
     look: PaneLook = "none"
     together: bool = False
+    # How long to wait once typed and recorded before answering, which keeps the mailbox's
+    # workflow task open for the messages of a burst still coming (workflows.mailbox.queue).
+    hold_ms: int = Field(default=0, ge=0, le=1000)
 
 
 class DeliveryOutcome(BaseModel):

@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 from sqlalchemy import text
 from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
@@ -26,11 +27,12 @@ from tests.support.cli import AGENTCOMMS
 from tests.support.events import message
 from tests.support.fake_agent import registered
 from tests.support.home import write_config
-from tests.support.mailbox import local_activities
+from tests.support.mailbox import Delivery, deliveries, local_activities
 from tests.support.stack import STACK_KEY, Stack, delivered, recording_pane, register, running_stack
 from tests.support.tmux import SENT_HEADER, Tmux, as_sent, recorder
 from tests.support.waiting import eventually, typed
 from workers.main import build_workers
+from workflows.mailbox import queue
 from workflows.mailbox.models import AgentSnapshot
 
 
@@ -129,6 +131,29 @@ async def test_a_backlog_is_typed_several_messages_to_a_local_activity(
     assert [e["payload"]["text"] for e in listed if e["status"] == "delivered"] == [
         f"b{i}" for i in range(60)
     ]
+
+
+async def test_a_burst_holds_its_workflow_task_for_the_messages_still_coming(
+    stack: Stack, tmux: Tmux, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In a burst, the messages sent while its batch's task is held join one next batch: one
+    workflow task for several messages, not one each."""
+    monkeypatch.setattr(queue, "BURST_HOLD_MS", 1000)  # long enough to send into under any load
+    agent, out = await backlog_then_pane(stack, tmux, tmp_path, 2, submit_delay_ms=0)
+    await eventually(lambda: out.read_bytes() == as_sent("b0", "b1"), interval=0.01)
+    for i in range(3):
+        await stack.call("send", agent_id=agent, message=f"f{i}")
+    await eventually(lambda: out.read_bytes() == as_sent("b0", "b1", "f0", "f1", "f2"))
+
+    async def both_batches() -> list[Delivery] | None:
+        history = await stack.client.get_workflow_handle(mailbox_id(agent)).fetch_history()
+        found = deliveries(history)
+        return found if len(found) >= 2 else None
+
+    burst, followers = (await eventually(both_batches))[:2]
+    assert burst.answered == 2 and burst.summary.endswith("then hold 1000 ms for the burst")
+    assert burst.seconds >= 1.0, burst
+    assert followers.answered == 3, followers
 
 
 async def test_messages_wait_for_an_unregistered_agent(

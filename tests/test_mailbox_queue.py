@@ -14,6 +14,7 @@ from workflows.mailbox.models import AgentState
 from workflows.mailbox.projection import CARRIED_CHARS, CHUNK_CHARS, RETRY_CAP, Owed, chunks
 from workflows.mailbox.queue import (
     BATCH_TEXT_CHARS,
+    BURST_HOLD_MS,
     HARD_WAITING_CAP,
     INLINE_WAITING,
     INTERRUPT_LIFETIME,
@@ -95,6 +96,16 @@ def test_a_batch_takes_the_held_messages_behind_the_first_up_to_room_and_text() 
     long = queue_of(event("l0", "x" * 100), event("l1", "x" * BATCH_TEXT_CHARS), event("l2"))
     held = long.held("l0")
     assert held is not None and long.behind(held, room=5) == []  # past the text bound
+
+
+def test_only_a_batch_that_took_a_whole_burst_holds_its_workflow_task() -> None:
+    lone = queue_of(event("m0"))
+    assert lone.hold_after([event("m0")]) == 0  # how people and agents write: never held
+    burst = queue_of(event("b0"), event("b1"))
+    assert burst.hold_after([event("b0"), event("b1")]) == BURST_HOLD_MS
+    # A backlog's next batch is typed in the same task at once: nothing to wait for.
+    backlog = queue_of(*(event(f"q{i}") for i in range(5)))
+    assert backlog.hold_after([event("q0"), event("q1")]) == 0
 
 
 def test_a_batch_stops_at_a_message_whose_text_this_run_does_not_hold() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,37 @@ def local_activities(history: WorkflowHistory) -> list[str]:
             for payload in data.payloads if data else []:
                 kinds.append(json.loads(payload.data).get("activity_type", ""))
     return kinds
+
+
+@dataclass
+class Delivery:
+    """One `deliver_to_pane` as its marker records it."""
+
+    summary: str
+    answered: int  # outcomes: the messages it got through
+    seconds: float  # from its scheduling to its completion
+
+
+def deliveries(history: WorkflowHistory) -> list[Delivery]:
+    """The mailbox's `deliver_to_pane` local activities, in order."""
+    found = []
+    for event in history.events:
+        if not event.HasField("marker_recorded_event_attributes"):
+            continue
+        details = event.marker_recorded_event_attributes.details
+        data = json.loads(details["data"].payloads[0].data)
+        if data.get("activity_type") != "deliver_to_pane":
+            continue
+        result = details.get("result")
+        answered = len(json.loads(result.payloads[0].data)) if result and result.payloads else 0
+        summary = json.loads(event.user_metadata.summary.data or b'""')
+
+        def at(moment: dict[str, int]) -> float:
+            return moment["seconds"] + moment["nanos"] / 1e9
+
+        seconds = at(data["complete_time"]) - at(data["original_schedule_time"])
+        found.append(Delivery(summary=summary, answered=answered, seconds=seconds))
+    return found
 
 
 def mailbox_replayer() -> Replayer:

@@ -399,6 +399,12 @@ class AgentWorkflow:
             and self._s.status == "online"
         )
         settled = [self._settled(e, "delivered") for e in batch] if records else []
+        hold_ms = self._queue.hold_after(batch)
+        typing = (
+            f"type {first.id} into {reg.target}"
+            if len(batch) == 1
+            else f"type {len(batch)} messages ({first.id} …) into {reg.target}"
+        )
         outcomes = await workflow.execute_local_activity(
             activities.deliver_to_pane,
             DeliverRequest(
@@ -407,14 +413,11 @@ class AgentWorkflow:
                 settled=settled,
                 look=self._watch.look(reg, workflow.now()),
                 together=self._watch.together(reg),
+                hold_ms=hold_ms,
             ),
             start_to_close_timeout=policies.MAILBOX_DELIVERY_TIMEOUT,
             retry_policy=policies.MAILBOX_DELIVERY_RETRY,
-            summary=(
-                f"type {first.id} into {reg.target}"
-                if len(batch) == 1
-                else f"type {len(batch)} messages ({first.id} …) into {reg.target}"
-            ),
+            summary=f"{typing}, then hold {hold_ms} ms for the burst" if hold_ms else typing,
         )
         return list(outcomes)
 
