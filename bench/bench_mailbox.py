@@ -515,8 +515,8 @@ def markdown(results: dict[str, Any]) -> str:
         if base:
             vs = f"{v['p50'] / base['visible_ms']['p50']:.2f}x, {t['vs_bare_local']['median']:.2f}x"
         check = f"{t['lost']} / {t['duplicated']} / {t['disordered_agents']}"
-        burst = f"{t['visible_ms']['p50']} / {t['visible_ms']['p99']}"
         check += " ✓" if t["verified"] else f" ✗ {t['send_errors'] or ''}"
+        burst = f"{t['visible_ms']['p50']} / {t['visible_ms']['p99']}"
         lines.append(
             f"| {r['name']} | {v['p50']} | {v['p95']} | {v['p99']} | {r['accepted_ms']['p50']} | "
             f"{t['per_s']} | {t['accepted_mean_ms']} | {burst} | {check} | {cpu['bench process']} | "

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import WorkflowHandle, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
@@ -29,15 +31,18 @@ async def settled_history(handle: WorkflowHandle[Any, Any]) -> WorkflowHistory |
     return None if busy else history
 
 
-def local_activities(history: WorkflowHistory) -> list[str]:
-    """The types of the local activities a history ran, in order (read from their markers)."""
-    kinds = []
+def _local_activity_markers(history: WorkflowHistory) -> Iterator[tuple[HistoryEvent, Any]]:
+    """Each local activity's marker event with its recorded data (type, times), in order."""
     for event in history.events:
         if event.HasField("marker_recorded_event_attributes"):
             data = event.marker_recorded_event_attributes.details.get("data")
             for payload in data.payloads if data else []:
-                kinds.append(json.loads(payload.data).get("activity_type", ""))
-    return kinds
+                yield event, json.loads(payload.data)
+
+
+def local_activities(history: WorkflowHistory) -> list[str]:
+    """The types of the local activities a history ran, in order (read from their markers)."""
+    return [data.get("activity_type", "") for _, data in _local_activity_markers(history)]
 
 
 @dataclass
@@ -52,23 +57,19 @@ class Delivery:
 def deliveries(history: WorkflowHistory) -> list[Delivery]:
     """The mailbox's `deliver_to_pane` local activities, in order."""
     found = []
-    for event in history.events:
-        if not event.HasField("marker_recorded_event_attributes"):
-            continue
-        details = event.marker_recorded_event_attributes.details
-        data = json.loads(details["data"].payloads[0].data)
+    for event, data in _local_activity_markers(history):
         if data.get("activity_type") != "deliver_to_pane":
             continue
-        result = details.get("result")
+        result = event.marker_recorded_event_attributes.details.get("result")
         answered = len(json.loads(result.payloads[0].data)) if result and result.payloads else 0
         summary = json.loads(event.user_metadata.summary.data or b'""')
-
-        def at(moment: dict[str, int]) -> float:
-            return moment["seconds"] + moment["nanos"] / 1e9
-
-        seconds = at(data["complete_time"]) - at(data["original_schedule_time"])
+        seconds = _seconds(data["complete_time"]) - _seconds(data["original_schedule_time"])
         found.append(Delivery(summary=summary, answered=answered, seconds=seconds))
     return found
+
+
+def _seconds(moment: dict[str, int]) -> float:
+    return moment["seconds"] + moment["nanos"] / 1e9
 
 
 def mailbox_replayer() -> Replayer:
