@@ -63,6 +63,29 @@ async def test_the_newest_signed_pane_is_read_while_another_process_writes(
     assert _utc(newest) == NOW
 
 
+async def test_the_newest_signed_pane_is_read_while_this_process_waits_to_write(
+    tmp_path: Path,
+) -> None:
+    """With another process holding the write lock, this store's own write waits out the busy
+    timeout (10 s) in its writer thread; the read before a delivery does not queue behind it."""
+    path = tmp_path / "agentcomms.db"
+    async with await Store.open(f"sqlite+aiosqlite:///{path}") as store:
+        await store.pane_signed("backend", NOW)
+        other = sqlite3.connect(path, isolation_level=None)
+        try:
+            other.execute("BEGIN IMMEDIATE")
+            waiting_write = asyncio.create_task(store.pane_signed("frontend", NOW))
+            await asyncio.sleep(0.2)  # the write is in the writer thread, in the busy wait
+            assert not waiting_write.done()
+            newest = await asyncio.wait_for(store.newest_pane_signed("backend"), timeout=3)
+        finally:
+            other.execute("ROLLBACK")
+            other.close()
+        await waiting_write  # and the write goes through once the lock is free
+        assert _utc(await store.newest_pane_signed("frontend")) == NOW
+    assert _utc(newest) == NOW
+
+
 def _utc(moment: datetime | None) -> datetime | None:
     # SQLite hands a time back without its zone; it was written in UTC.
     if moment is None or moment.tzinfo is not None:
