@@ -6,11 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-
-import pytest
 
 from agentcomms.models import Agent
 from agentcomms.store import Store
@@ -18,13 +15,6 @@ from agentcomms.store.approval_posts import POSTS_KEPT, ApprovalPost
 from tests.support.events import message
 
 NOW = datetime(2026, 12, 2, 5, 0, tzinfo=UTC)
-
-
-@pytest.fixture
-async def store(database_url: str) -> AsyncIterator[Store]:
-    opened = await Store.open(database_url)
-    yield opened
-    await opened.close()
 
 
 async def test_an_input_is_spent_by_the_first_to_ask_and_by_no_one_else(store: Store) -> None:
