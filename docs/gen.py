@@ -27,9 +27,18 @@ REGENERATE = ".venv/bin/python docs/gen.py"
 NOTICE = f"<!-- Generated from the code by docs/gen.py; do not edit. Regenerate: {REGENERATE} -->"
 
 
+def _prose(text: str) -> str:
+    """Help text as Markdown shows it: outside `code`, a `<home>` is not an HTML tag and a `*`
+    starts no emphasis."""
+    parts = text.split("`")
+    for i in range(0, len(parts), 2):
+        parts[i] = parts[i].replace("<", "&lt;").replace(">", "&gt;").replace("*", "\\*")
+    return "`".join(parts)
+
+
 def _cell(text: str) -> str:
     """Text that stays inside one cell of a Markdown table."""
-    return " ".join(text.split()).replace("|", "\\|")
+    return _prose(" ".join(text.split())).replace("|", "\\|")
 
 
 def _table(head: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> str:
@@ -90,7 +99,11 @@ def _cli_command(command: Any, ctx: Any, path: str) -> str:
         usage.insert(1, "[OPTIONS]")
     if hasattr(command, "commands"):
         usage.append("COMMAND [ARGS]…")
-    parts = [f"## `{path}`", "```\n" + " ".join(usage) + "\n```", (command.help or "").strip()]
+    parts = [
+        f"## `{path}`",
+        "```\n" + " ".join(usage) + "\n```",
+        _prose((command.help or "").strip()),
+    ]
     if rows:
         parts.append(_table(("argument or option", "what it does"), rows))
     return "\n\n".join(p for p in parts if p)
@@ -134,7 +147,7 @@ def _config_sections(model: type[BaseModel], path: str, about: str | None = None
         )
     parts = [f"## `{path}`"] if path else []
     doc = (model.__doc__ or "").strip() if model.__doc__ != BaseModel.__doc__ else ""
-    parts += [" ".join(text.split()) for text in (doc, about) if text and path]
+    parts += [_prose(" ".join(text.split())) for text in (doc, about) if text and path]
     if rows:
         parts.append(_table(("key", "type", "default", "what it is"), rows))
     return (["\n\n".join(parts)] if rows else []) + nested
@@ -215,7 +228,7 @@ def mcp_page() -> str:
     ]
     for tool in sorted(tools, key=lambda t: t.name):
         parts.append(f"## `{tool.name}`")
-        parts.append((tool.description or "").strip())
+        parts.append(_prose((tool.description or "").strip()))
         parts.append(_schema_table(tool.input_schema, "parameter") or "No parameters.")
         result = _schema_table(tool.output_schema or {}, "result field")
         if result:
