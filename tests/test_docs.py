@@ -62,9 +62,10 @@ def _readme_test_command() -> str:
     return test[0]
 
 
-def test_ci_runs_the_readme_test_command_verbatim() -> None:
+def test_ci_and_the_manual_run_the_readme_test_command_verbatim() -> None:
     command = _readme_test_command()
     assert command in (ROOT / ".ci" / "run").read_text().splitlines()
+    assert command in (ROOT / "docs" / "contributing.md").read_text().splitlines()
     # A broken link in the manual fails the command before the suite starts.
     assert "mkdocs build --strict" in command
     assert command.index("mkdocs build --strict") < command.index(".venv/bin/pytest")
