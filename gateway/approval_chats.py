@@ -40,12 +40,15 @@ from agentcomms.store.approval_posts import ApprovalPost
 from agentcomms.transports import Sender, TextSender, first_part, load, split_text
 from gateway.approval_surfaces.words import (
     ASKED,
+    TEXT_REQUEST_CHARS,
     asks,
     buttons,
     footer,
+    hidden_on,
     outcome,
     reply_with,
     settled_footer,
+    shown_remotely,
     the_rest,
 )
 
@@ -58,8 +61,6 @@ ATTACHING_PROVIDERS = ("discord",)
 # Of a chat's limit, what is kept for the lines under a request (its id, how to answer; once
 # decided, who answered how), so the pieces before stay the same when the last is edited.
 FOOTER_ROOM = 400
-# What a text message shows of a request before saying where the rest is.
-TEXT_REQUEST_CHARS = 600
 DECIDED_KEPT = 256
 
 
@@ -187,17 +188,27 @@ class ApprovalChats:
 
     async def _post(self, provider: str, chat: str, request: ApprovalRequest) -> str:
         sender = self._sender(provider)
+        # Not shown whole here (a secret hidden, too long): no code and no buttons, as if
+        # complete; the chat says where to answer instead.
+        hidden = hidden_on(request, provider)
         if provider not in BUTTON_PROVIDERS:
-            shown = first_part(asks(request), TEXT_REQUEST_CHARS, the_rest(request))
-            return await sender.send_text(chat, f"{shown}\n\n{reply_with(request)}")
-        pieces, attached = shown_with_buttons(request, footer(request), provider, sender.max_chars)
+            asked = asks(shown_remotely(request))
+            shown = first_part(asked, TEXT_REQUEST_CHARS, the_rest(request))
+            return await sender.send_text(chat, f"{shown}\n\n{reply_with(request, hidden=hidden)}")
+        under = footer(request)
+        if hidden is not None:
+            under = f"(approval {request.id})\n{reply_with(request, hidden=hidden)}"
+        pieces, attached = shown_with_buttons(request, under, provider, sender.max_chars)
+        offered = buttons(request) if hidden is None else []
         for piece in pieces[:-1]:
             await sender.send_text(chat, piece)
         if attached is not None:
             return await cast(AttachingSender, sender).send_buttons(
-                chat, pieces[-1], buttons(request), attached=attached
+                chat, pieces[-1], offered, attached=attached
             )
-        return await cast(ButtonSender, sender).send_buttons(chat, pieces[-1], buttons(request))
+        if not offered:
+            return await sender.send_text(chat, pieces[-1])
+        return await cast(ButtonSender, sender).send_buttons(chat, pieces[-1], offered)
 
     async def _settle(self, view: ApprovalView) -> None:
         r = view.request
@@ -228,8 +239,8 @@ def shown_with_buttons(
 ) -> tuple[list[str], tuple[str, str] | None]:
     """The messages that show `request` whole in a chat with buttons, `under` it (the buttons
     go on the last), and the file attached to the last, (name, text), where the provider takes
-    the whole as a file."""
-    whole = asks(request)
+    the whole as a file. What looks like a secret is hidden, saying so in place."""
+    whole = asks(shown_remotely(request))
     room = max_chars - FOOTER_ROOM
     if provider in ATTACHING_PROVIDERS and len(whole) > room:
         name = f"{ASKED[request.ask]}-{request.id}.{'md' if request.ask == 'plan' else 'txt'}"

@@ -25,6 +25,7 @@ from typing import Any
 from agentcomms.approval_models import ApprovalView, Decision, chosen
 from agentcomms.bridge.sanitize import sanitize
 from agentcomms.config import Config
+from agentcomms.errors import RpcError
 from agentcomms.ids import new_event_id
 from agentcomms.models import Event, EventStatus
 from agentcomms.store import Store
@@ -299,8 +300,11 @@ class ChatAnswers:
         return None
 
     async def _answer(self, decision: Decision) -> str:
-        decided = await self._decide(decision)
         approval_id = decision.approval_id
+        try:
+            decided = await self._decide(decision)
+        except RpcError as exc:  # not shown whole in this chat: it says where to answer
+            return f"{approval_id}: {exc.message}."
         if decided is None:
             return f"No approval {approval_id} any more."
         if decided.accepted:
