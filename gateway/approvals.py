@@ -505,6 +505,7 @@ def _listed(view: ApprovalView) -> dict[str, Any]:
         "question": r.question,
         "options": r.options,
         "session_offered": bool(r.suggestions),
+        "whole": r.whole,
         "opened_at": view.opened_at.isoformat(),
         "timeout_s": r.timeout_s,
         "on_timeout": r.on_timeout,
