@@ -184,3 +184,18 @@ def test_a_request_too_long_for_a_text_or_a_call_says_where_to_read_and_answer_i
     for via in [*REMOTE, *LOCAL]:
         why = hidden_on(cut, via)
         assert why is not None and "agent's own" in why
+
+
+def test_a_ladders_text_and_call_hide_the_secret_and_offer_no_answer() -> None:
+    """What a request's ladder texts and says, fixed when it opens (signed): the same rules."""
+    from agentcomms.escalation_models import Rung
+    from gateway.approvals import ladder_for
+
+    ladder = ladder_for(_request("SECRET=$(rm -rf $HOME) make test"), [Rung(after_s=0, via="sms")])
+    assert ladder.text == f"backend asks to run: SECRET={HIDDEN_SECRET} -rf $HOME) make test"
+    assert ladder.reply is not None and "YES K7QF" not in ladder.reply
+    assert "looks like a secret" in ladder.reply
+    assert ladder.keys is not None and "Press 1" not in ladder.keys
+    plain = ladder_for(_request("ls \\u202egnp.exe"), [Rung(after_s=0, via="sms")])
+    assert plain.text == "backend asks to run: ls \\u202egnp.exe"
+    assert plain.reply is not None and "YES K7QF" in plain.reply
