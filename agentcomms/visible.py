@@ -50,11 +50,6 @@ def visible(text: str) -> str:
     return "".join(_mark(c) if _hidden(c) else c for c in text)
 
 
-def hides_nothing(text: str) -> bool:
-    """Whether `text` reads the same shown visibly: nothing in it needs a mark."""
-    return not any(_hidden(c) for c in text)
-
-
 def _hidden(c: str) -> bool:
     return c not in _KEPT and (not c.isprintable() or ord(c) in _INVISIBLE)
 

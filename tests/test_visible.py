@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from agentcomms.approval_models import ApprovalRequest
-from agentcomms.visible import hides_nothing, visible
+from agentcomms.visible import visible
 from gateway.approval_surfaces.words import (
     HIDDEN_SECRET,
     PLAN_SPOKEN_CHARS,
@@ -77,7 +77,7 @@ def test_every_hidden_spelling_is_shown_as_a_mark_and_nothing_is_deleted(
     sent: str, shown: str
 ) -> None:
     assert visible(sent) == shown
-    assert hides_nothing(shown)
+    assert visible(shown) == shown  # nothing left to mark
     # Nothing is lost: each character of what was sent is still in what is shown, or its mark.
     assert len(shown) >= len(sent)
 
@@ -90,7 +90,7 @@ def test_the_request_every_surface_reads_holds_the_visible_form(sent: str, shown
     (asked,) = _asks("Bash", {"command": sent, "description": "d"})
     assert (asked.input_text, asked.whole) == (shown, True)
     (as_json,) = _asks("Write", {"file_path": "/tmp/x", "content": sent})
-    assert hides_nothing(as_json.input_text)
+    assert visible(as_json.input_text) == as_json.input_text
 
 
 def test_a_plan_and_a_question_are_shown_visibly_too() -> None:
