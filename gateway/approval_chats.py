@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections import OrderedDict
 from typing import Any, Protocol, cast
 
@@ -58,6 +59,8 @@ BUTTON_PROVIDERS = ("telegram", "discord")
 CODE_PROVIDERS = ("sms", "whatsapp")
 # Chats with buttons where a request too long for one message goes as a file (the others split).
 ATTACHING_PROVIDERS = ("discord",)
+# Chats that read a message as markdown: a request is shown there escaped (`discord_literal`).
+MARKDOWN_PROVIDERS = ("discord",)
 # Of a chat's limit, what is kept for the lines under a request (its id, how to answer; once
 # decided, who answered how), so the pieces before stay the same when the last is edited.
 FOOTER_ROOM = 400
@@ -242,10 +245,22 @@ def shown_with_buttons(
     the whole as a file. What looks like a secret is hidden, saying so in place."""
     whole = asks(shown_remotely(request))
     room = max_chars - FOOTER_ROOM
-    if provider in ATTACHING_PROVIDERS and len(whole) > room:
+    shown = discord_literal(whole) if provider in MARKDOWN_PROVIDERS else whole
+    if provider in ATTACHING_PROVIDERS and len(shown) > room:
         name = f"{ASKED[request.ask]}-{request.id}.{'md' if request.ask == 'plan' else 'txt'}"
-        start = first_part(whole, room, f" […] (the whole {ASKED[request.ask]}: {name})")
-        return [f"{start}\n\n{under}"], (name, whole)
-    pieces = split_text(whole, room)
+        start = first_part(shown, room, f" […] (the whole {ASKED[request.ask]}: {name})")
+        return [f"{start}\n\n{under}"], (name, whole)  # a file is shown as plain text
+    pieces = split_text(shown, room)
     pieces[-1] = f"{pieces[-1]}\n\n{under}"
     return pieces, None
+
+
+# Discord renders a message's content as markdown: a spoiler (||…||) draws text as a bar, a
+# masked link ([shown](real)) shows other words than it holds, <@id> and <t:…> become a name and
+# a date. Backslash before every ASCII punctuation mark shows each as itself.
+_DISCORD_MARKUP = re.compile(r"([!-/:-@\[-`{-~])")
+
+
+def discord_literal(text: str) -> str:
+    """`text` as Discord shows it character for character, none of it read as markdown."""
+    return _DISCORD_MARKUP.sub(r"\\\1", text)

