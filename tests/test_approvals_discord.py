@@ -29,8 +29,9 @@ async def stack(discord_stack: Stack) -> Stack:
 
 
 def _buttons(message: dict[str, Any]) -> list[tuple[str, str]]:
+    """(label, what a press sends back, without the request's digest at its end)."""
     return [
-        (b["label"], b["custom_id"])
+        (b["label"], b["custom_id"].rsplit(":", 1)[0])
         for row in message.get("components", [])
         for b in row["components"]
     ]

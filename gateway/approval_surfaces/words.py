@@ -2,7 +2,8 @@
 
 Chats with buttons (Telegram, Discord) get Allow, Allow for this session (where the agent
 offered it) and Deny; a press sends back ``ap:K7QF:a`` (allow), ``s`` (for the session) or ``d``
-(deny). A question gets one button per option (``o1`` … ``o4``: answer with that option), a
+(deny), followed by the start of the request's digest (``ap:K7QF:a:Xy3…``), so a button left
+under an earlier request that drew the same id answers nothing of this one. A question gets one button per option (``o1`` … ``o4``: answer with that option), a
 plan Approve (``a``) and Keep planning (``d``). A question that takes several options gets a
 box per option that a press ticks or unticks (``t2`` ticks option 2, ``u2`` unticks it: a ticked
 box's data says so) and Done (``done``: answer with the ticked ones). The ticks live in the
@@ -28,8 +29,12 @@ from dataclasses import dataclass
 from agentcomms.approval_models import ApprovalRequest, ApprovalView, Behavior
 from agentcomms.approval_outcome import how_decided
 from agentcomms.config.redact import mask_secrets
+from agentcomms.trust import request_digest
 
 BUTTON_PREFIX = "ap"
+# Of the digest of the request a button was shown under, what its data carries (Telegram keeps
+# 64 bytes of it): a press binds to that request, as every answer does.
+BINDING_CHARS = 12
 BUTTON_BEHAVIOR: dict[str, Behavior] = {"a": "allow", "s": "allow_session", "d": "deny"}
 OPTION_BUTTON = "o"
 TICK_BUTTON = "t"
@@ -110,8 +115,10 @@ def buttons(
     """The request's buttons, each (label, what a press sends back); a question that takes
     several options shows the options `ticked` (their numbers) as ticked."""
 
+    bound = request_digest(request)[:BINDING_CHARS]
+
     def data(short: str) -> str:
-        return f"{BUTTON_PREFIX}:{request.id}:{short}"
+        return f"{BUTTON_PREFIX}:{request.id}:{short}:{bound}"
 
     if request.ask == "question" and request.multi:
         boxes = [
@@ -132,10 +139,25 @@ def buttons(
     return row
 
 
+def _parts(data: str) -> tuple[str, str, str, str]:
+    """A button's data: (prefix, approval id, what it does, the request it was shown for)."""
+    prefix, _, rest = data.partition(":")
+    approval_id, _, rest = rest.partition(":")
+    short, _, bound = rest.partition(":")
+    return prefix, approval_id, short, bound
+
+
+def shown_for(data: str, request: ApprovalRequest) -> bool:
+    """Whether a pressed button may answer `request`: not one shown under an earlier request
+    that drew the same short id (its buttons left in a chat), whose press answers nothing here.
+    Data that names no request (made by hand) is the presser's answer to the request as it is."""
+    bound = _parts(data)[3]
+    return not bound or bound == request_digest(request)[:BINDING_CHARS]
+
+
 def chosen_option(data: str) -> tuple[str, int] | None:
     """(approval id, option number) a question's option button stands for; None otherwise."""
-    prefix, _, rest = data.partition(":")
-    approval_id, _, short = rest.partition(":")
+    prefix, approval_id, short, _ = _parts(data)
     number = short.removeprefix(OPTION_BUTTON)
     if prefix != BUTTON_PREFIX or not short.startswith(OPTION_BUTTON) or not number.isdigit():
         return None
@@ -154,8 +176,7 @@ class Tick:
 
 def ticking(data: str) -> Tick | None:
     """The tick, untick or Done a button's data stands for; None for any other button."""
-    prefix, _, rest = data.partition(":")
-    approval_id, _, short = rest.partition(":")
+    prefix, approval_id, short, _ = _parts(data)
     if prefix != BUTTON_PREFIX or len(approval_id) != 4:
         return None
     if short == DONE_BUTTON:
@@ -196,8 +217,7 @@ def nothing_ticked(approval_id: str) -> str:
 
 def pressed(data: str) -> tuple[str, Behavior] | None:
     """(approval id, behavior) a button's data stands for; None for any other button."""
-    prefix, _, rest = data.partition(":")
-    approval_id, _, short = rest.partition(":")
+    prefix, approval_id, short, _ = _parts(data)
     if prefix != BUTTON_PREFIX or short not in BUTTON_BEHAVIOR or len(approval_id) != 4:
         return None
     return approval_id.upper(), BUTTON_BEHAVIOR[short]
