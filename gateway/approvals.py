@@ -47,6 +47,7 @@ from gateway.approval_chats import ApprovalChats
 from gateway.approval_surfaces.words import (
     LETTING,
     asks,
+    binding,
     hidden_on,
     keys,
     reply_with,
@@ -260,9 +261,11 @@ class ApprovalMethods:
         via: str,
         message: str | None,
         answer: str | None = None,
+        shown: str | None = None,
     ) -> dict[str, Any]:
         """A person's answer from the terminal, the console or a phone (`via` "call"); the first
-        answer wins. A question's `answer` is checked against its options here."""
+        answer wins. A question's `answer` is checked against its options here. `shown`: the
+        binding of the request the person was shown (a console card's), when it is known."""
         approval_id = approval_id.upper()
         checked = None
         if behavior in ("allow", "allow_session", "answer"):
@@ -277,7 +280,8 @@ class ApprovalMethods:
                 answer=checked,
                 by=_shown(by, 100),
                 via=via,
-            )
+            ),
+            shown=shown,
         )
         if decided is None:
             raise RpcError(
@@ -290,7 +294,7 @@ class ApprovalMethods:
         """The approval as it stands (None: no such approval)."""
         return await self._approvals.view(approval_id.upper())
 
-    async def decide(self, decision: Decision) -> Decided | None:
+    async def decide(self, decision: Decision, *, shown: str | None = None) -> Decided | None:
         """Sign the answer for the request the approval holds and give it to the approval; the
         chats hear how it was decided. Every surface's answer comes through here (a chat's:
         :mod:`gateway.approval_surfaces`). None: no such approval. A surface that did not
@@ -299,6 +303,12 @@ class ApprovalMethods:
         if view is None:
             return None
         request = view.request
+        if shown is not None and shown != binding(request):
+            raise RpcError(
+                INVALID_PARAMS,
+                f"approval {request.id} is another request now than the one you answered (an "
+                "earlier one had that id): nothing changed; read it again before you answer it",
+            )
         hidden = hidden_on(request, decision.via)
         if view.open and decision.behavior in LETTING and hidden is not None:
             raise RpcError(INVALID_PARAMS, f"not taken: {hidden}")

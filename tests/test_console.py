@@ -281,6 +281,39 @@ async def test_a_change_needs_the_pages_field_and_the_consoles_own_host(stack: S
     assert console.access.cookie_value() not in json.dumps(status)
 
 
+async def test_a_card_left_open_on_an_earlier_request_of_the_same_id_answers_nothing(
+    stack: Stack,
+) -> None:
+    """Each card's forms carry the request they show: Allow posted from a card of an earlier
+    request that drew the same short id (a page left open) changes nothing."""
+    opened = await stack.call(
+        "approval_open",
+        kind="claude-code",
+        agent_id=stack.agent_id("again"),
+        tool_name="Bash",
+        tool_input={"command": "make deploy"},
+    )
+    approval = opened["id"]
+    console = stack.gateway.console
+    assert console is not None
+    bare = console_address(stack, token=False)
+    cookies = {"agentcomms_console": console.access.cookie_value()}
+    form = {"csrf": console.access.csrf, "behavior": "allow", "back": "/"}
+    async with httpx.AsyncClient(cookies=cookies) as http:
+        page = await http.get(bare)
+        shown = re.search(
+            rf'id="approval-{approval}".*?name="request" value="([^"]+)"', page.text, re.S
+        )
+        assert shown is not None
+        earlier = await http.post(f"{bare}approvals/{approval}", data={**form, "request": "x" * 12})
+        assert earlier.status_code == 400 and "another request now" in earlier.text
+        assert (await stack.call("approval_wait", id=approval, wait_s=1))["status"] == "open"
+        ours = await http.post(f"{bare}approvals/{approval}", data={**form, "request": shown[1]})
+    assert ours.status_code == 303
+    waited = await stack.call("approval_wait", id=approval, wait_s=10)
+    assert waited["decision"] == {"behavior": "allow"}
+
+
 async def test_the_inbox_shows_what_an_agent_says_to_the_human_as_it_says_it(
     stack: Stack, page: Page
 ) -> None:

@@ -115,7 +115,7 @@ def buttons(
     """The request's buttons, each (label, what a press sends back); a question that takes
     several options shows the options `ticked` (their numbers) as ticked."""
 
-    bound = request_digest(request)[:BINDING_CHARS]
+    bound = binding(request)
 
     def data(short: str) -> str:
         return f"{BUTTON_PREFIX}:{request.id}:{short}:{bound}"
@@ -152,7 +152,13 @@ def shown_for(data: str, request: ApprovalRequest) -> bool:
     that drew the same short id (its buttons left in a chat), whose press answers nothing here.
     Data that names no request (made by hand) is the presser's answer to the request as it is."""
     bound = _parts(data)[3]
-    return not bound or bound == request_digest(request)[:BINDING_CHARS]
+    return not bound or bound == binding(request)
+
+
+def binding(request: ApprovalRequest) -> str:
+    """What a button or a form carries of the request it was shown for: the start of its digest,
+    which no other request shares (another of the same short id has a nonce of its own)."""
+    return request_digest(request)[:BINDING_CHARS]
 
 
 def chosen_option(data: str) -> tuple[str, int] | None:
