@@ -16,11 +16,10 @@ to an agent's own requests (:mod:`gateway.confine`).
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
-from typing import Annotated, Any, Literal, NamedTuple
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, StringConstraints
 from temporalio.client import Client
@@ -29,20 +28,19 @@ from agentcomms.agents.hook import trimmed
 from agentcomms.approval_models import (
     ApprovalRequest,
     ApprovalView,
-    Ask,
     Behavior,
     Decision,
     chosen,
 )
 from agentcomms.bridge.fields import TmuxSocket
-from agentcomms.bridge.sanitize import CleanText, sanitize, truncate
+from agentcomms.bridge.sanitize import sanitize
 from agentcomms.config import Config
 from agentcomms.errors import RpcError
 from agentcomms.escalation_models import Escalation, QuietHours, Rung
 from agentcomms.models import utcnow
 from agentcomms.trust import DeploymentKey
-from agentcomms.visible import visible
 from gateway.agent_hooks import AgentHookMethods, PaneId
+from gateway.approval_asks import QUESTION_CHARS, QUESTION_TOOL, asked_with, shown_visibly
 from gateway.approval_chats import ApprovalChats
 from gateway.approval_surfaces.words import (
     LETTING,
@@ -62,15 +60,6 @@ from workflows.approval.models import Decided
 log = logging.getLogger(__name__)
 
 ApprovalId = Annotated[str, StringConstraints(pattern=r"^[2-9A-Za-z]{4}$")]
-# What a person reads of a tool's input; longer is cut, visibly, and answered only in the
-# agent's own dialog, the one place that shows it whole.
-INPUT_CHARS = 40_000
-# A plan is read whole where it can be (a surface splits it to its own limit).
-PLAN_CHARS = 40_000
-QUESTION_CHARS = 2_000
-# Claude Code's tools that ask the human rather than act.
-QUESTION_TOOL = "AskUserQuestion"
-PLAN_TOOL = "ExitPlanMode"
 ID_TRIES = 8
 # How long each look at an approval past its deadline waits for Temporal to record the timeout.
 DEADLINE_LOOK_S = 30
@@ -144,8 +133,8 @@ class ApprovalMethods:
         # the agent's settings on disk.
         session = [s for s in p.permission_suggestions if s.get("destination") == "session"]
         ids = []
-        tool = _visible(p.tool_name, 200)
-        for one in _asks(p.tool_name, p.tool_input):
+        tool = shown_visibly(p.tool_name, 200)
+        for one in asked_with(p.tool_name, p.tool_input):
             request = ApprovalRequest(
                 id="",
                 agent_id=agent_id,
@@ -414,55 +403,6 @@ def _checked_answer(request: ApprovalRequest, behavior: str, answer: str | None)
     return None
 
 
-def _asks(tool_name: str, tool_input: dict[str, Any]) -> list[Asked]:
-    """What the agent asks with this tool, each part shown visibly (nothing deleted, nothing
-    masked: the terminal and the console show it as it will run)."""
-    if tool_name == QUESTION_TOOL and isinstance(tool_input.get("questions"), list):
-        asks: list[Asked] = []
-        for q in tool_input["questions"]:
-            if not isinstance(q, dict):
-                continue
-            text = _visible(str(q.get("question") or q.get("header") or "?"), QUESTION_CHARS)
-            labels = [
-                _visible(str(o.get("label")), 200)
-                for o in q.get("options") or []
-                if isinstance(o, dict) and o.get("label")
-            ]
-            whole = not (text.truncated or any(label.truncated for label in labels))
-            asks.append(
-                Asked(
-                    "question",
-                    text.text,
-                    [label.text for label in labels],
-                    q.get("multiSelect") is True,
-                    text.text,
-                    whole,
-                )
-            )
-        if asks:
-            return asks
-    if tool_name == PLAN_TOOL:
-        given = tool_input.get("plan")
-        plan = _visible(given, PLAN_CHARS) if isinstance(given, str) else None
-        if plan is None:
-            return [Asked("plan", None, [], False, "(no plan text)", True)]
-        return [Asked("plan", plan.text, [], False, plan.text, not plan.truncated)]
-    command = _input_text(tool_input)
-    return [Asked("permission", None, [], False, command.text, not command.truncated)]
-
-
-class Asked(NamedTuple):
-    """One thing the agent asks, as shown: whether several options may be chosen, and whether
-    all of it fit (what did not is marked as cut, and only the agent's own dialog shows it)."""
-
-    ask: Ask
-    question: str | None  # a question's text, or the plan's
-    options: list[str]
-    multi: bool
-    input_text: str
-    whole: bool
-
-
 def _as_reported(tool_name: str, tool_input: Any, *, trim: bool = True) -> Any:
     """The tool's input as the hook reports it after the tool ran (cut the same way); of a
     question, only the questions (the input that ran carries the answers too)."""
@@ -475,21 +415,6 @@ def _as_reported(tool_name: str, tool_input: Any, *, trim: bool = True) -> Any:
 
 def _shown(text: str, chars: int) -> str:
     return sanitize(text, max_chars=chars).text
-
-
-def _input_text(tool_input: dict[str, Any]) -> CleanText:
-    """A Bash command as its command line, any other input as its JSON; shown visibly, and cut
-    (visibly) only past what a person could read."""
-    command = tool_input.get("command")
-    if isinstance(command, str) and set(tool_input) <= {"command", "description", "timeout"}:
-        text = command
-    else:
-        text = json.dumps(tool_input, ensure_ascii=False, sort_keys=True)
-    return _visible(text, INPUT_CHARS)
-
-
-def _visible(text: str, chars: int) -> CleanText:
-    return truncate(visible(text), chars)
 
 
 def _summary(view: ApprovalView) -> dict[str, Any]:

@@ -141,7 +141,7 @@ async def test_a_command_too_long_to_show_whole_is_allowed_only_in_the_agents_ow
     stack: Stack,
 ) -> None:
     from agentcomms.errors import GatewayError
-    from gateway.approvals import INPUT_CHARS
+    from gateway.approval_asks import INPUT_CHARS
 
     approval = await _open(stack, stack.agent_id(), f"echo {'a' * INPUT_CHARS}; rm -rf ~")
     with pytest.raises(GatewayError, match="too long to show whole anywhere but the agent's own"):

@@ -8,7 +8,10 @@ from __future__ import annotations
 import pytest
 
 from agentcomms.approval_models import ApprovalRequest
+from agentcomms.escalation_models import Rung
 from agentcomms.visible import visible
+from gateway.approval_asks import INPUT_CHARS, asked_with
+from gateway.approval_chats import discord_literal
 from gateway.approval_surfaces.words import (
     HIDDEN_SECRET,
     PLAN_SPOKEN_CHARS,
@@ -19,6 +22,8 @@ from gateway.approval_surfaces.words import (
     reply_with,
     shown_remotely,
 )
+from gateway.approvals import ladder_for
+from tests.fakes.discord import FakeDiscord
 
 # (what the agent sent, what every surface shows)
 SPELLINGS = [
@@ -85,20 +90,16 @@ def test_every_hidden_spelling_is_shown_as_a_mark_and_nothing_is_deleted(
 @pytest.mark.parametrize(("sent", "shown"), SPELLINGS)
 def test_the_request_every_surface_reads_holds_the_visible_form(sent: str, shown: str) -> None:
     """The one function every surface's text comes from (the request the gateway signs)."""
-    from gateway.approvals import _asks
-
-    (asked,) = _asks("Bash", {"command": sent, "description": "d"})
+    (asked,) = asked_with("Bash", {"command": sent, "description": "d"})
     assert (asked.input_text, asked.whole) == (shown, True)
-    (as_json,) = _asks("Write", {"file_path": "/tmp/x", "content": sent})
+    (as_json,) = asked_with("Write", {"file_path": "/tmp/x", "content": sent})
     assert visible(as_json.input_text) == as_json.input_text
 
 
 def test_a_plan_and_a_question_are_shown_visibly_too() -> None:
-    from gateway.approvals import _asks
-
-    (plan,) = _asks("ExitPlanMode", {"plan": "1. ls \u202egnp.exe\n2. \x1b]0;x; rm -rf ~\x07"})
+    (plan,) = asked_with("ExitPlanMode", {"plan": "1. ls \u202egnp.exe\n2. \x1b]0;x; rm -rf ~\x07"})
     assert plan.question == "1. ls \\u202egnp.exe\n2. \\x1b]0;x; rm -rf ~\\x07"
-    (question,) = _asks(
+    (question,) = asked_with(
         "AskUserQuestion",
         {
             "questions": [
@@ -111,9 +112,7 @@ def test_a_plan_and_a_question_are_shown_visibly_too() -> None:
 
 
 def test_an_input_too_long_to_keep_is_cut_visibly_and_not_whole() -> None:
-    from gateway.approvals import INPUT_CHARS, _asks
-
-    (asked,) = _asks("Bash", {"command": "echo " + "a" * INPUT_CHARS + "; rm -rf ~"})
+    (asked,) = asked_with("Bash", {"command": "echo " + "a" * INPUT_CHARS + "; rm -rf ~"})
     assert not asked.whole
     assert "truncated" in asked.input_text and len(asked.input_text) == INPUT_CHARS
     assert hidden_on(_request(asked.input_text, whole=False), "cli") is not None
@@ -188,9 +187,6 @@ def test_a_request_too_long_for_a_text_or_a_call_says_where_to_read_and_answer_i
 
 def test_a_ladders_text_and_call_hide_the_secret_and_offer_no_answer() -> None:
     """What a request's ladder texts and says, fixed when it opens (signed): the same rules."""
-    from agentcomms.escalation_models import Rung
-    from gateway.approvals import ladder_for
-
     ladder = ladder_for(_request("SECRET=$(rm -rf $HOME) make test"), [Rung(after_s=0, via="sms")])
     assert ladder.text == f"backend asks to run: SECRET={HIDDEN_SECRET} -rf $HOME) make test"
     assert ladder.reply is not None and "YES K7QF" not in ladder.reply
@@ -213,9 +209,6 @@ def test_a_ladders_text_and_call_hide_the_secret_and_offer_no_answer() -> None:
     ],
 )
 def test_discord_shows_a_request_as_it_is_never_as_markdown(text: str) -> None:
-    from gateway.approval_chats import discord_literal
-    from tests.fakes.discord import FakeDiscord
-
     shown = discord_literal(text)
     assert FakeDiscord.rendered({"content": shown}) == text
     # Every mark markdown could read is escaped.
