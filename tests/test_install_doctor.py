@@ -129,7 +129,8 @@ def test_never_list_hooks_an_older_agentcomms_wrote_are_named_until_installed_ag
     assert run(env, "install", "claude-code").returncode == 0
     settings = tmp_path / ".claude" / "settings.json"
     doc = json.loads(settings.read_text())
-    (handler,) = [h for g in doc["hooks"]["PreToolUse"] for h in g["hooks"] if "if" in h]
+    handlers = [h for g in doc["hooks"]["PreToolUse"] for h in g["hooks"]]
+    (handler,) = [h for h in handlers if "--never" in h["command"]]
     words = handler["command"].split()
     exe = words[words.index("hook") - 1]
     handler["command"] = f"{exe} hook claude-code --never 'Bash(rm -rf *)'"  # as it was written

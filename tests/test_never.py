@@ -428,13 +428,15 @@ def test_install_writes_one_handler_per_rule_for_claude_and_the_rules_into_codex
 ) -> None:
     plan(Target("claude-code", home=tmp_path, argv=EXE, never=(RM, "WebFetch"))).apply()
     settings = json.loads((tmp_path / ".claude" / "settings.json").read_text())
-    handlers = [h for g in settings["hooks"]["PreToolUse"] for h in g["hooks"]]
+    groups = settings["hooks"]["PreToolUse"]
+    handlers = [h for g in groups for h in g["hooks"]]
+    # The shell's rules: one handler for every shell call, which reads the command itself.
+    assert [g.get("matcher") for g in groups] == [None, "Bash", None]
     assert handlers == [
         {"type": "command", "command": f"{EXE[0]} hook claude-code", "timeout": 10, "async": True},
         {
             "type": "command",
             "command": _closed(f"{EXE[0]} hook claude-code --never 'Bash(rm -rf *)'"),
-            "if": RM,
             "timeout": 10,
         },
         {
@@ -489,7 +491,7 @@ def test_each_agents_hooks_refuse_only_the_rules_it_can_have_and_doctor_agrees(
         notes[kind] = " ".join(done.notes)
     settings = json.loads((tmp_path / ".claude" / "settings.json").read_text())
     handlers = [h for g in settings["hooks"]["PreToolUse"] for h in g["hooks"]]
-    assert [h["if"] for h in handlers if "if" in h] == [RM, "NotebookEdit"]
+    assert [h.get("if") for h in handlers if "--never" in h["command"]] == [None, "NotebookEdit"]
     assert f"{GEMINIS_PUSH}, save_memory names another agent's tool" in notes["claude-code"]
     codex = json.loads((tmp_path / ".codex" / "hooks.json").read_text())["hooks"]
     (group,) = codex["PreToolUse"]
@@ -527,7 +529,7 @@ def _never_hooks(
     if kind == "claude-code":
         settings = json.loads((home / ".claude" / "settings.json").read_text())
         handlers = [h for g in settings["hooks"]["PreToolUse"] for h in g["hooks"]]
-        return [h["command"] for h in handlers if "if" in h]
+        return [h["command"] for h in handlers if "--never" in h["command"]]
     path, event = (".codex/hooks.json", "PreToolUse")
     if kind == "gemini":
         path, event = (".gemini/settings.json", "BeforeTool")
@@ -584,6 +586,21 @@ def test_claudes_never_list_handler_refuses_the_call_even_when_agentcomms_fails(
     assert not (tmp_path / ".claude" / "settings.json").exists()
 
 
+def test_claudes_shell_handler_reads_every_shell_call_as_the_shell_would(tmp_path: Path) -> None:
+    """Claude Code runs it for every shell call: a spelling its own matching misses is refused,
+    and any other command goes on, silently."""
+    (handler,) = _never_hooks("claude-code", tmp_path, AGENTCOMMS)
+    for command in ("sudo rm -fr /srv", "bash -c 'rm -r -f /srv'"):
+        call = {**_pre_tool_use("Bash", command=command), "session_id": "s1"}
+        done = _as_agent_runs("claude-code", handler, call)
+        output = json.loads(done.stdout)["hookSpecificOutput"]
+        assert output["permissionDecision"] == "deny", command
+        assert f"never-list has {RM}" in output["permissionDecisionReason"]
+    call = {**_pre_tool_use("Bash", command="rm build"), "session_id": "s1"}
+    ordinary = _as_agent_runs("claude-code", handler, call)
+    assert (ordinary.returncode, ordinary.stdout, ordinary.stderr) == (0, "", "")
+
+
 def _agents_reading(kind: str, done: subprocess.CompletedProcess[str]) -> str | None:
     """The reason the agent blocks the call for, as it reads its hook's plain-text end; None:
     it runs the call. Gemini CLI 0.61: exit 1 is a warning, any other failure denies, with
@@ -632,7 +649,8 @@ def _hook_timeout_s(kind: AgentKind, home: Path) -> float:
     which it kills the hook and runs the call."""
     if kind == "claude-code":
         settings = json.loads((home / ".claude" / "settings.json").read_text())
-        (handler,) = [h for g in settings["hooks"]["PreToolUse"] for h in g["hooks"] if "if" in h]
+        handlers = [h for g in settings["hooks"]["PreToolUse"] for h in g["hooks"]]
+        (handler,) = [h for h in handlers if "--never" in h["command"]]
         return float(handler["timeout"])
     if kind == "codex":
         hooks = json.loads((home / ".codex" / "hooks.json").read_text())["hooks"]

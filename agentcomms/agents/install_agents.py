@@ -29,6 +29,7 @@ from agentcomms.agents.install import (
     HOOK_TIMEOUT_S,
     SERVER_NAME,
     Plan,
+    Target,
     command_hook,
     edit_json,
     is_our_hook,
@@ -38,6 +39,7 @@ from agentcomms.agents.install import (
     our_hook,
     read_text,
 )
+from agentcomms.agents.never import shell_rule
 from agentcomms.agents.refusing import fail_closed
 from agentcomms.errors import AgentConfigError
 
@@ -73,21 +75,9 @@ def _claude(plan: Plan) -> None:
                 timeout = int(target.approval_timeout_s) + APPROVAL_HOOK_MARGIN_S
             entries[event] = command_hook(target, timeout=timeout, **extra)
         if target.never:
-            # One blocking handler per never-listed rule, which Claude Code runs only for a
-            # call its own rule matching finds ("if"): every other call costs nothing. Claude
-            # matched the call to a never-listed rule, so a handler that fails refuses it too.
             # The report runs for every call: its failure must not stop them all.
             report = command_hook(target, timeout=HOOK_TIMEOUT_S, **{"async": True})
-            refusals = [
-                {
-                    "type": "command",
-                    "command": _never_checked(target.hook_command([r]), (r,)),
-                    "if": r,
-                    "timeout": HOOK_TIMEOUT_S,
-                }
-                for r in target.never
-            ]
-            entries["PreToolUse"] = [report, *refusals]
+            entries["PreToolUse"] = [report, *_claude_refusals(target)]
     edit_json(
         plan, settings, lambda doc: merge_hooks(doc, settings, entries, our_hook("claude-code"))
     )
@@ -98,6 +88,33 @@ def _claude(plan: Plan) -> None:
             "Claude Code asks once before it starts the MCP servers of a project's .mcp.json: "
             f"approve {SERVER_NAME!r} when it does."
         )
+
+
+def _claude_refusals(target: Target) -> list[dict[str, Any]]:
+    """The blocking handlers that refuse Claude Code's never-listed calls. The shell's rules
+    share one handler that runs for every shell call ("matcher"), where agentcomms reads the
+    command as the shell would: Claude's own matching takes ``rm -fr`` or ``sudo rm -rf`` for
+    another command than ``rm -rf``. Every other rule has a handler Claude runs only for a
+    call its own rule matching finds ("if"), so its own syntax decides, and every other call
+    costs nothing. A handler that fails refuses the call it was run for."""
+    shell = tuple(r for r in target.never if shell_rule(r))
+    refusals: list[dict[str, Any]] = []
+    if shell:
+        command = _never_checked(target.hook_command(shell), shell)
+        refusals.append(
+            {"matcher": "Bash", "type": "command", "command": command, "timeout": HOOK_TIMEOUT_S}
+        )
+    refusals += [
+        {
+            "type": "command",
+            "command": _never_checked(target.hook_command([r]), (r,)),
+            "if": r,
+            "timeout": HOOK_TIMEOUT_S,
+        }
+        for r in target.never
+        if r not in shell
+    ]
+    return refusals
 
 
 def codex_files(plan: Plan) -> tuple[Path, Path]:

@@ -171,11 +171,13 @@ def _read(target: Target) -> tuple[list[tuple[str, str]], bool, list[Path], list
             for h, handler in enumerate(group.get("hooks", []) if isinstance(group, dict) else []):
                 command = handler.get("command") if isinstance(handler, dict) else None
                 if is_our_hook(command, kind) and isinstance(command, str):
-                    # A never-list handler beside the event's report is not a second report,
+                    # A never-list handler beside the event's report (Claude Code's: each one
+                    # with rules, by "if" or the shell's "matcher") is not a second report,
                     # nor is Gemini CLI's asking BeforeTool (remote approvals) beside the
                     # other tools' report.
                     words = shlex.split(command)
-                    refuses = "if" in handler and "--never" in words
+                    claude = kind == "claude-code"
+                    refuses = "--never" in words and ("if" in handler or claude)
                     asks = "--remote-approvals" in words
                     label = f"{event} (never)" if refuses else f"{event} (asks)" if asks else event
                     found.append((label, _executable(command)))
