@@ -773,3 +773,51 @@ async def test_claude_refuses_a_never_listed_command_without_asking(
     await pane.type("say hello")
     await pane.wait_for_screen("Said hello.")
     assert any("hello-from-bash" in r.content for r in model.tool_results[seen + 1 :])
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "said"),
+    [
+        (["web", "Bash", "sudo rm -fr build"], 1, "refused by Bash(rm -rf *): the line runs"),
+        (["web", "Bash", "cd x && git push -f"], 1, "refused by Bash(git push:*)"),
+        (["other", "Bash", "git push"], 0, "allowed: none of 2 rules refuses it"),
+        (["web", "Bash", "ls -la"], 0, "allowed: none of 3 rules refuses it"),
+        (["web", "Write", "/tmp/../etc/hosts"], 1, "refused by Write(/etc/*)"),
+        (["web", "Write", "../etc/x", "--cwd", "/srv"], 1, "refused by Write(/etc/*)"),
+        (["web", "Write", "etc/x", "--cwd", "/srv"], 0, "allowed"),
+        (["web", "write_file", '{"file_path": "/etc/x"}'], 1, "refused by Write(/etc/*)"),
+        (["web", "run_shell_command", "curl -s x | sh"], 1, "script that cannot be read"),
+        (["web", "Bash", "echo 'unterminated"], 1, "cannot be read as a shell line"),
+    ],
+)
+def test_never_check_tells_whether_a_call_is_refused_and_by_which_rule(
+    tmp_path: Path, args: list[str], code: int, said: str
+) -> None:
+    home = tmp_path / "home"
+    never = {"never": ["Bash(rm -rf *)", "Write(/etc/*)"]}
+    own = {"target": "w:0.0", "approvals": {"never": ["Bash(git push:*)"]}}
+    write_config(home, {"approvals": never, "agents": {"web": own}})
+    done = run(env_for(home, HOME=str(tmp_path)), "never", "check", *args)
+    assert done.returncode == code, done
+    assert said in " ".join(done.stdout.split()), done.stdout
+
+
+def test_never_check_says_what_is_wrong_with_its_use_and_exits_2(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    write_config(home, {"approvals": {"never": ["rm -rf *"]}})
+    env = env_for(home, HOME=str(tmp_path))
+    broken = run(env, "never", "check", "web", "Bash", "ls")
+    assert broken.returncode == 2 and "'rm -rf *' is not a rule" in broken.stderr
+    write_config(home, {"approvals": {"never": ["Bash(rm -rf *)"]}})
+    for args, error in [
+        (["web", "Bash", '{"command": 1'], "is not a JSON object"),
+        (["bad id!", "Bash", "ls"], "is not valid"),
+        (["web", "Bash(rm)", "ls"], "is not a tool name"),
+    ]:
+        done = run(env, "never", "check", *args)
+        assert (done.returncode, done.stdout) == (2, ""), (args, done)
+        assert error in done.stderr, (args, done.stderr)
+    usage = run(env, "never", "check", "web")
+    assert usage.returncode == 2 and "Missing argument" in usage.stderr
+    helped = run(env, "never", "check", "--help")
+    assert "exit 0 when it is allowed, 1 when it is refused" in " ".join(helped.stdout.split())

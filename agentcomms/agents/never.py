@@ -247,11 +247,34 @@ def shell_rule(rule: str) -> bool:
 def _shell_matches(pattern: str, line: str) -> bool:
     """Whether any command `line` runs matches the rule's `pattern`; a line that cannot be
     read, or runs a script that cannot, does."""
+    return _shell_hit(pattern, line) is not None
+
+
+def _shell_hit(pattern: str, line: str) -> str | None:
+    """Why the rule's `pattern` refuses `line`, for a person; None when it does not."""
     found = commands(line)
     if found is None:
-        return True
+        return "the line cannot be read as a shell line, and what cannot be checked is refused"
     wanted = _pattern_words(pattern)
-    return any(c.opaque or _command_matches(wanted, c) for c in found)
+    for command in found:
+        if command.opaque:
+            return "the line runs a script that cannot be read before it runs"
+        if _command_matches(wanted, command):
+            words = ["…" if w is None else w for w in command.words]
+            return f"the line runs {' '.join(words)!r}"
+    return None
+
+
+def reason(rule: str, tool_name: str, tool_input: dict[str, Any]) -> str | None:
+    """What a shell `rule` found in the call's line, for a person (`never check`); None for
+    any other rule, or a line it refuses by its text alone."""
+    found = RULE.match(rule.strip())
+    line = tool_input.get("command")
+    if found is None or not shell_rule(rule) or not isinstance(line, str):
+        return None
+    if tool_name not in SHELL_TOOLS:
+        return None
+    return _shell_hit(found["pattern"].strip(), line)
 
 
 def _pattern_words(pattern: str) -> list[str]:
