@@ -821,3 +821,60 @@ def test_never_check_says_what_is_wrong_with_its_use_and_exits_2(tmp_path: Path)
     assert usage.returncode == 2 and "Missing argument" in usage.stderr
     helped = run(env, "never", "check", "--help")
     assert "exit 0 when it is allowed, 1 when it is refused" in " ".join(helped.stdout.split())
+
+
+def test_install_keeps_the_humans_commands_and_folder_from_every_agent(tmp_path: Path) -> None:
+    """With no never-list configured, each agent's hooks refuse what only the human may do:
+    answer approvals, admit a sender, dial the phone menu, read or write agentcomms' folder.
+    Claude Code runs the handler of each such tool for every call of it; doctor agrees."""
+    home = tmp_path / "ac"
+    write_config(home, {})
+    env = env_for(home, HOME=str(tmp_path))
+    for kind in ("claude-code", "codex", "gemini"):
+        assert run(env, "install", kind).returncode == 0
+    settings = json.loads((tmp_path / ".claude" / "settings.json").read_text())
+    groups = settings["hooks"]["PreToolUse"]
+    by_tool = {g["matcher"]: g["hooks"][0]["command"] for g in groups if "matcher" in g}
+    assert sorted(by_tool) == ["Bash", "Edit", "Glob", "Grep", "Read", "Write"]
+    token = f"{home}/console.token"
+    refused = [
+        ("Bash", {"command": "agentcomms approve K7QF"}),
+        ("Bash", {"command": f"{AGENTCOMMS} deny K7QF -m no"}),
+        ("Bash", {"command": "python3 -m agentcomms answer K7QF 1"}),
+        ("Bash", {"command": "uv run agentcomms pair K7QF3M --yes"}),
+        ("Bash", {"command": "sleep 1; agentcomms phone --dial"}),
+        ("Bash", {"command": f"cat {token}"}),
+        ("Bash", {"command": f"cd /tmp && cp {home}/deployment.key ."}),
+        ("Read", {"file_path": token}),
+        ("Grep", {"pattern": "key", "path": str(home)}),
+        ("Write", {"file_path": f"{home}/config.json", "content": "{}"}),
+    ]
+    allowed = [
+        ("Bash", {"command": "agentcomms send backend hello"}),
+        ("Bash", {"command": "agentcomms status && agentcomms phone --once"}),
+        ("Bash", {"command": "echo $PATH"}),
+        ("Read", {"file_path": str(tmp_path / "notes.txt")}),
+    ]
+    for tool, given in refused + allowed:
+        call = {**_pre_tool_use(tool, **given), "session_id": "s1"}
+        done = _as_agent_runs("claude-code", by_tool[tool], call)
+        assert done.returncode == 0, done.stderr
+        said = (
+            json.loads(done.stdout)["hookSpecificOutput"]["permissionDecision"]
+            if done.stdout
+            else None
+        )
+        assert said == ("deny" if (tool, given) in refused else None), (tool, given, done.stdout)
+
+    codex = json.loads((tmp_path / ".codex" / "hooks.json").read_text())["hooks"]
+    codex_hook = codex["PreToolUse"][0]["hooks"][0]["command"]
+    call = _pre_tool_use("Bash", command="bash -c 'agentcomms approve K7QF'")
+    assert "deny" in _as_agent_runs("codex", codex_hook, call).stdout
+    gemini = json.loads((tmp_path / ".gemini" / "settings.json").read_text())["hooks"]
+    gemini_hook = gemini["BeforeTool"][0]["hooks"][0]["command"]
+    call = _before_tool("read_file", file_path=token)
+    assert json.loads(_as_agent_runs("gemini", gemini_hook, call).stdout)["decision"] == "deny"
+
+    done = run(env, "doctor", "--json", timeout=60)
+    names = [c["name"] for c in json.loads(done.stdout)["checks"]]
+    assert not [n for n in names if n.endswith("never-list")], names

@@ -39,7 +39,7 @@ from agentcomms.agents.install import (
     our_hook,
     read_text,
 )
-from agentcomms.agents.never import shell_rule
+from agentcomms.agents.never import has_pattern, rule_tool
 from agentcomms.agents.refusing import fail_closed
 from agentcomms.errors import AgentConfigError
 
@@ -91,19 +91,27 @@ def _claude(plan: Plan) -> None:
 
 
 def _claude_refusals(target: Target) -> list[dict[str, Any]]:
-    """The blocking handlers that refuse Claude Code's never-listed calls. The shell's rules
-    share one handler that runs for every shell call ("matcher"), where agentcomms reads the
-    command as the shell would: Claude's own matching takes ``rm -fr`` or ``sudo rm -rf`` for
-    another command than ``rm -rf``. Every other rule has a handler Claude runs only for a
-    call its own rule matching finds ("if"), so its own syntax decides, and every other call
-    costs nothing. A handler that fails refuses the call it was run for."""
-    shell = tuple(r for r in target.never if shell_rule(r))
-    refusals: list[dict[str, Any]] = []
-    if shell:
-        command = _never_checked(target.hook_command(shell), shell)
-        refusals.append(
-            {"matcher": "Bash", "type": "command", "command": command, "timeout": HOOK_TIMEOUT_S}
-        )
+    """The blocking handlers that refuse Claude Code's never-listed calls. The rules with a
+    pattern share one handler per tool, run for every call of it ("matcher"), where
+    agentcomms reads the call itself: Claude's own rule matching takes ``rm -fr`` or
+    ``sudo rm -rf`` for another command than ``rm -rf``, and a path through ``..`` or a
+    symbolic link for another path. A rule naming a tool alone has a handler Claude runs only
+    for that tool ("if"), and other calls cost nothing. A handler that fails refuses the call
+    it was run for."""
+    by_tool: dict[str, list[str]] = {}
+    for rule in target.never:
+        tool = rule_tool(rule)
+        if tool is not None and has_pattern(rule):
+            by_tool.setdefault(tool, []).append(rule)
+    refusals: list[dict[str, Any]] = [
+        {
+            "matcher": tool,
+            "type": "command",
+            "command": _never_checked(target.hook_command(rules), tuple(rules)),
+            "timeout": HOOK_TIMEOUT_S,
+        }
+        for tool, rules in by_tool.items()
+    ]
     refusals += [
         {
             "type": "command",
@@ -112,7 +120,7 @@ def _claude_refusals(target: Target) -> list[dict[str, Any]]:
             "timeout": HOOK_TIMEOUT_S,
         }
         for r in target.never
-        if r not in shell
+        if not has_pattern(r)
     ]
     return refusals
 

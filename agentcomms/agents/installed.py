@@ -38,7 +38,6 @@ from agentcomms.agents.install import (
     version_of,
 )
 from agentcomms.agents.install_agents import claude_files, codex_files, gemini_file
-from agentcomms.agents.never import rules_for
 from agentcomms.agents.refusing import fails_closed
 from agentcomms.errors import AgentConfigError
 
@@ -193,7 +192,7 @@ def _never_list(target: Target, name: str, install: str, never_for: NeverFor) ->
     """The rules the installed hooks refuse against the configured ones for their agent that
     this kind of agent can have (install writes no other)."""
     installed, agent_id = _installed_never(target)
-    wanted = rules_for(target.kind, never_for(agent_id))
+    wanted = target.never_rules(never_for(agent_id))
     if set(installed) == set(wanted):
         return []
     said = ", ".join(installed) or "nothing"

@@ -165,6 +165,37 @@ def rule_problem(rule: str) -> str | None:
     return None
 
 
+# The human's commands, which no agent may run for itself: answering its own requests, admitting
+# a chat sender, dialling the phone menu (`agentcomms install` lists them for every agent).
+HUMAN_COMMANDS = ("approve", "deny", "answer", "pair")
+
+
+def human_rules(home: str) -> list[str]:
+    """The rules `install` adds to every agent's never-list: the human's own commands, and
+    agentcomms' folder `home` (its token, key and config), read or written by any tool."""
+    import shlex
+
+    rules = [f"Bash(agentcomms {c}:*)" for c in HUMAN_COMMANDS]
+    rules.append("Bash(agentcomms phone --dial *)")
+    # Any command with an operand in the folder (`cat ~/.agentcomms/console.token`).
+    quoted = home if shlex.quote(home) == home else shlex.quote(home)
+    rules.append(f"Bash(* *{quoted}*)")
+    rules += [f"{tool}({home}/*)" for tool in ("Read", "Grep", "Glob", "Write", "Edit")]
+    return rules
+
+
+def rule_tool(rule: str) -> str | None:
+    """The tool a rule names; None when it is not a rule."""
+    found = RULE.match(rule.strip())
+    return None if found is None else found["tool"]
+
+
+def has_pattern(rule: str) -> bool:
+    """Whether a rule names a pattern its tool's calls are matched against (not every call)."""
+    found = RULE.match(rule.strip())
+    return found is not None and found["pattern"] is not None and found["pattern"].strip() != "*"
+
+
 def rules_for(kind: str, rules: Iterable[str]) -> list[str]:
     """The rules that can apply to `kind`'s agent, as written: what its hooks refuse. Gemini's
     hook maps a rule in the other agents' names itself (:func:`matches`)."""
@@ -197,7 +228,7 @@ def matches(
             if pattern is None or pattern.strip() == "*":
                 return True
             # A relative path from a folder no one can know before the line runs: refused.
-            return any(p is None or _path_matches(pattern.strip(), p) for p in edited)
+            return any(p is None or _path_matches(pattern.strip(), p, cwd) for p in edited)
     if kind == "gemini":
         tool = GEMINI_TOOLS.get(found["tool"], found["tool"])
     elif kind == "codex":
@@ -223,10 +254,14 @@ def matches(
         if tool_name in SHELL_TOOLS and _shell_matches(pattern, subject):
             return True
         parts = [subject, *_CHAINS.split(subject)]
-    elif key in _PATHS:
-        return _path_matches(pattern, _absolute(subject, cwd))
     else:
         parts = [subject]
+    # Every path the call names (Gemini's grep_search has a pattern and a folder).
+    paths = [p for k in _PATHS if isinstance(p := tool_input.get(k), str)]
+    if any(_path_matches(pattern, _absolute(p, cwd), cwd) for p in paths):
+        return True
+    if key in _PATHS:
+        return False
     glob = _glob(pattern)
     return any(glob.fullmatch(p.strip()) for p in parts)
 
@@ -300,7 +335,9 @@ def _command_matches(wanted: list[str], command: Command) -> bool:
     if name is not None and not _glob(program.lower()).fullmatch(name.lower()):
         return False
     args = command.words[1:]
-    if any(a is None for a in args):
+    # A rule naming its program refuses it whatever the computed words turn out to be; a rule
+    # for any program (`* *secret*`) goes by the words the line spells out.
+    if None in args and "*" not in program:
         return True
     given = [a for a in args if a is not None]
     same = SAME_OPTIONS.get((name or program).lower(), {})
@@ -374,10 +411,20 @@ def _absolute(path: str, cwd: str) -> list[str]:
     return list(dict.fromkeys(seen))
 
 
-def _path_matches(pattern: str, paths: list[str] | str) -> bool:
+def _path_matches(pattern: str, paths: list[str] | str, cwd: str = "") -> bool:
     """Whether any of `paths` is one the rule's path `pattern` names, the pattern's own fixed
-    folder also as the real folder it is (``/tmp`` is ``/private/tmp`` on macOS)."""
+    folder also as the real folder it is (``/tmp`` is ``/private/tmp`` on macOS). Claude
+    Code's ``//path`` is the absolute ``/path``, ``~/path`` is in the home folder, and
+    ``./path`` is in the agent's folder."""
+    if pattern.startswith("//"):
+        pattern = pattern[1:]
+    elif pattern.startswith("~"):
+        pattern = os.path.expanduser(pattern)
+    elif pattern.startswith("./") and cwd:
+        pattern = os.path.join(cwd, pattern[2:])
     globs = [_glob(pattern)]
+    if pattern.endswith(("/*", "/**")):  # the folder itself too (a search in it)
+        globs.append(_glob(pattern.rstrip("*").rstrip("/")))
     if os.path.isabs(pattern):
         fixed = pattern.split("*", 1)[0]
         folder = os.path.dirname(fixed)
@@ -465,9 +512,9 @@ def decide(
     cwd = payload.get("cwd")
     folder = cwd if isinstance(cwd, str) else ""
     hit = next((r for r in rules if matches(r, tool_name, given, kind=kind, cwd=folder)), None)
-    # Claude Code matched the call to the one rule of this handler in its own syntax; a shell
-    # rule's handler runs for every shell call, and this module's matching decides it.
-    if hit is None and matched_by_agent and len(rules) == 1 and not shell_rule(rules[0]):
+    # Claude Code matched the call to the one tool of this handler's rule ("if"); a rule with a
+    # pattern has a handler for every call of its tool, and this module's matching decides.
+    if hit is None and matched_by_agent and len(rules) == 1 and not has_pattern(rules[0]):
         hit = rules[0]
     if hit is None:
         return None

@@ -46,7 +46,8 @@ WRAPPERS = frozenset(
         "taskset", "chrt", "strace", "ltrace", "busybox", "xargs", "parallel", "coproc",
         "runuser", "firejail", "systemd-run", "unshare", "nsenter", "torsocks", "proxychains",
         "proxychains4", "valgrind", "xvfb-run", "dbus-launch", "tini", "dumb-init", "watch",
-        "catchsegv", "sg", "script", "su",
+        "catchsegv", "sg", "script", "su", "uv", "uvx", "pipx", "poetry", "pdm", "hatch",
+        "pipenv", "rye", "conda", "mamba", "micromamba", "npx", "pnpx", "bunx", "direnv",
     }
 )  # fmt: skip
 # Programs whose arguments end where a command's own arguments come from standard input.
@@ -60,6 +61,10 @@ _STRING_OPTIONS = {
     "env": ("-S", "--split-string"),
     "sg": ("-c",),
 }
+# The home folder's expansions, known before the line runs (paths into it are matched whole).
+_HOME = ("$HOME", "${HOME}")
+# Python, which runs a module's program with `-m MODULE` (`python3 -m agentcomms approve`).
+_PYTHON = re.compile(r"python[0-9.]*")
 # Programs that run their (joined) operands as a shell line.
 _EVALUATING = frozenset({"eval", "watch"})
 # The nodes that stand for words the shell computes only when it runs the line.
@@ -218,6 +223,8 @@ def _word(node: Node) -> str | None:
     """A word's value after quote removal; None when the shell computes it as it runs."""
     kind = node.type
     text = _source(node).decode("utf-8", "surrogateescape")
+    if text in _HOME:
+        return os.path.expanduser("~")  # the agent's own, which the line's shell has too
     if kind in _COMPUTED:
         return None
     if kind == "raw_string":
@@ -227,9 +234,11 @@ def _word(node: Node) -> str | None:
     if kind in ("string", "translated_string"):
         value = ""
         for child in node.children:
-            if child.type in _COMPUTED:
+            if _source(child) in (b"$HOME", b"${HOME}"):
+                value += os.path.expanduser("~")
+            elif child.type in _COMPUTED:
                 return None
-            if child.type == "string_content":
+            elif child.type == "string_content":
                 piece = _source(child).decode("utf-8", "surrogateescape")
                 value += re.sub(r"\\([$`\"\\])|\\\n", lambda m: m.group(1) or "", piece)
         return value
@@ -278,6 +287,8 @@ def _seen_as(command: Command, node: Node, depth: int, *, inner: bool = False) -
             seen += _stdin_runs(node, depth)
     elif name == "find":
         seen += _find_runs(words, node, depth)
+    elif _PYTHON.fullmatch(name):
+        seen += _module_runs(words, node, depth)
     if name in _STRING_OPTIONS:
         seen += _option_string_runs(words, _STRING_OPTIONS[name], depth)
     if name in WRAPPERS and not inner:
@@ -362,6 +373,20 @@ def _stdin_runs(command: Node, depth: int) -> list[Command]:
         if redirect.type == "file_redirect" and _source(redirect).lstrip(b"0123456789")[:1] == b"<":
             return []  # a script file
     return [Command([None], opaque=True)]
+
+
+def _module_runs(words: list[str | None], node: Node, depth: int) -> list[Command]:
+    """The program ``python -m MODULE ARGS`` runs, seen as ``MODULE ARGS``."""
+    for at, word in enumerate(words[1:], start=1):
+        if word is None:
+            return []
+        if word == "-m" and at + 1 < len(words):
+            return _seen_as(Command(words[at + 1 :]), node, depth, inner=True)
+        if word.startswith("-m") and len(word) > 2:
+            return _seen_as(Command([word[2:], *words[at + 1 :]]), node, depth, inner=True)
+        if not word.startswith("-") or word == "-c":
+            return []  # a script, or code: what it runs is not read
+    return []
 
 
 def _find_runs(words: list[str | None], node: Node, depth: int) -> list[Command]:

@@ -71,7 +71,7 @@ def check(
         typer.Argument(
             metavar="AGENT",
             help="The agentcomms agent whose list applies (approvals.never and its own "
-            "agents.ID.approvals.never), e.g. backend."
+            "agents.ID.approvals.never), e.g. backend.",
         ),
     ],
     tool: Annotated[
@@ -79,7 +79,7 @@ def check(
         typer.Argument(
             metavar="TOOL",
             help="The tool as the agent names it: Bash, Write, WebFetch, Gemini CLI's "
-            "run_shell_command, Codex's apply_patch, an MCP tool…"
+            "run_shell_command, Codex's apply_patch, an MCP tool…",
         ),
     ],
     tool_input: Annotated[
