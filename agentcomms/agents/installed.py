@@ -65,10 +65,30 @@ def inspect_all(target: Target, never_for: NeverFor | None = None) -> list[Findi
     with `never_for`, whether the hooks refuse what the configuration lists."""
     findings: list[Finding] = []
     for kind in AGENT_KINDS:
+        found: list[Finding] = []
         for scope in ("user", "project"):
             where = dataclasses.replace(target, kind=kind, scope=scope)
-            findings += inspect(where, never_for)
+            found += inspect(where, never_for)
+        findings += found
+        if found:  # installed somewhere
+            findings += _hooks_switched_off(kind, target)
     return findings
+
+
+def _hooks_switched_off(kind: AgentKind, target: Target) -> list[Finding]:
+    """Each settings file that turns `kind`'s hooks off, where agentcomms is installed."""
+    from agentcomms.agents.hooks_off import hooks_switched_off
+
+    return [
+        Finding(
+            f"{kind} (effective) hooks-enabled",
+            False,
+            cause,
+            "take that setting out of the file (or ask whoever manages it); the agent runs "
+            "agentcomms' hooks again from its next start",
+        )
+        for cause in hooks_switched_off(kind, target.home, target.project)
+    ]
 
 
 def inspect(target: Target, never_for: NeverFor | None = None) -> list[Finding]:
