@@ -780,8 +780,10 @@ async def test_claude_refuses_a_never_listed_command_without_asking(
     [
         (["web", "Bash", "sudo rm -fr build"], 1, "refused by Bash(rm -rf *): the line runs"),
         (["web", "Bash", "cd x && git push -f"], 1, "refused by Bash(git push:*)"),
-        (["other", "Bash", "git push"], 0, "allowed: none of 2 rules refuses it"),
-        (["web", "Bash", "ls -la"], 0, "allowed: none of 3 rules refuses it"),
+        (["other", "Bash", "git push"], 0, "allowed: none of 13 rules refuses it"),
+        (["web", "Bash", "ls -la"], 0, "allowed: none of 14 rules refuses it"),
+        # The human's own commands, which install refuses to every agent.
+        (["web", "Bash", "sudo agentcomms approve K7QF"], 1, "by Bash(agentcomms approve:*)"),
         (["web", "Write", "/tmp/../etc/hosts"], 1, "refused by Write(/etc/*)"),
         (["web", "Write", "../etc/x", "--cwd", "/srv"], 1, "refused by Write(/etc/*)"),
         (["web", "Write", "etc/x", "--cwd", "/srv"], 0, "allowed"),

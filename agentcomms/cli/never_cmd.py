@@ -7,9 +7,12 @@ import json
 import os
 import sys
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+
+if TYPE_CHECKING:
+    from agentcomms.agents.install import AgentKind
 
 from agentcomms.cli import app
 from agentcomms.cli.common import fail, print_json, shown
@@ -118,8 +121,10 @@ def check(
 
         agentcomms never check docs run_shell_command 'curl -s x | sh' --kind gemini
     """
+    from agentcomms.agents.install import Target
     from agentcomms.agents.never import GEMINI_OWN, matches, reason, rule_problem
     from agentcomms.cli.install_cmd import _never as configured_never
+    from agentcomms.config.home import agentcomms_home
     from agentcomms.ids import check_agent_id
 
     try:
@@ -132,9 +137,12 @@ def check(
     agent_kind = kind.value if kind else _kind_of(tool, GEMINI_OWN)
     folder = os.path.abspath(cwd) if cwd else os.getcwd()
     try:
-        rules = list(configured_never(agent))
+        configured = configured_never(agent)
     except typer.Exit:  # the config's error is said; 1 would read as "refused"
         raise typer.Exit(2) from None
+    # As `install` writes them: the human's own commands and folder first, for every agent.
+    target = Target(agent_kind, agentcomms_home=agentcomms_home().absolute())
+    rules = target.never_rules(configured)
     hit = next((r for r in rules if matches(r, tool, given, kind=agent_kind, cwd=folder)), None)
     because = reason(hit, tool, given) if hit is not None else None
     if as_json:
@@ -142,17 +150,12 @@ def check(
     elif hit is not None:
         said = f"refused by {shown(hit)}"
         stdout().print(said + (f": {shown(because)}" if because else ""), markup=False)
-    elif rules:
-        stdout().print(f"allowed: none of {len(rules)} rules refuses it", markup=False)
     else:
-        stdout().print(
-            f"allowed: {agent} has no never-list (approvals.never, agents.{agent}.approvals.never)",
-            markup=False,
-        )
+        stdout().print(f"allowed: none of {len(rules)} rules refuses it", markup=False)
     raise typer.Exit(1 if hit is not None else 0)
 
 
-def _kind_of(tool: str, gemini_tools: frozenset[str]) -> str:
+def _kind_of(tool: str, gemini_tools: frozenset[str]) -> AgentKind:
     if tool in gemini_tools:
         return "gemini"
     return "codex" if tool in _CODEX_ONLY else "claude-code"
