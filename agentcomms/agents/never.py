@@ -249,7 +249,11 @@ def matches(
         # A URL argument without a scheme is fetched as https.
         schemed = key != "url" or _AUTHORITIES.match(subject.strip()) is not None
         hosts = _hosts(subject if schemed else f"https://{subject.strip()}")
-        return any(_glob(wanted).fullmatch(h) for h in hosts)
+        # Its subdomains too: whoever holds the domain serves them.
+        glob = _glob(wanted)
+        labels = [h.split(".") for h in hosts]
+        return any(glob.fullmatch(".".join(h[n:])) for h in labels for n in range(len(h)))
+
     if key == "command":
         if tool_name in SHELL_TOOLS and _shell_matches(pattern, subject):
             return True
@@ -436,9 +440,15 @@ def _path_matches(pattern: str, paths: list[str] | str, cwd: str = "") -> bool:
 
 
 def _host(text: str) -> str:
-    """A host as it is looked up: percent-escapes decoded, lower case, no final dot."""
-    decoded = _PERCENT.sub(lambda m: chr(int(m.group(1), 16)), text)
-    return decoded.strip().lower().rstrip(".")
+    """A host as it is looked up: percent-escapes decoded, lower case, no final dot, and a
+    name in other scripts or forms as its IDNA spelling (a fullwidth ``evil.com`` is ``evil.com``)."""
+    decoded = _PERCENT.sub(lambda m: chr(int(m.group(1), 16)), text).strip()
+    if not decoded.isascii():
+        try:
+            decoded = decoded.encode("idna").decode("ascii")
+        except UnicodeError:
+            pass  # not a name IDNA can spell: matched as it is
+    return decoded.lower().rstrip(".")
 
 
 def _hosts(text: str) -> list[str]:

@@ -48,6 +48,7 @@ WRAPPERS = frozenset(
         "proxychains4", "valgrind", "xvfb-run", "dbus-launch", "tini", "dumb-init", "watch",
         "catchsegv", "sg", "script", "su", "uv", "uvx", "pipx", "poetry", "pdm", "hatch",
         "pipenv", "rye", "conda", "mamba", "micromamba", "npx", "pnpx", "bunx", "direnv",
+        "pkexec", "run0", "ssh",
     }
 )  # fmt: skip
 # Programs whose arguments end where a command's own arguments come from standard input.
@@ -282,6 +283,18 @@ def _seen_as(command: Command, node: Node, depth: int, *, inner: bool = False) -
         seen += _line_runs(_joined(words[1:]), depth)
     elif name == "trap" and len(words) > 2:
         seen += _line_runs(words[1], depth)
+    elif name == "alias":
+        # An agent's shell may expand aliases (Claude Code's keeps the user's): the line an
+        # alias stands for runs wherever its name is used later.
+        for word in words[1:]:
+            if word is None or "=" in word:
+                seen += _line_runs(None if word is None else word.split("=", 1)[1], depth)
+    elif name == "ssh":
+        # The remote command is its words joined, run by the remote shell (maybe this host's).
+        for start in range(2, len(words)):
+            before = words[start - 1]
+            if before is not None and not before.startswith("-"):
+                seen += _line_runs(_joined(words[start:]), depth)
     elif name in (".", "source"):
         if len(words) < 2 or words[1] in (None, "-", "/dev/stdin"):
             seen += _stdin_runs(node, depth)
