@@ -289,9 +289,14 @@ def _shell_matches(pattern: str, line: str) -> bool:
     return _shell_hit(pattern, line) is not None
 
 
+_READ: dict[str, list[Command] | None] = {}
+
+
 def _shell_hit(pattern: str, line: str) -> str | None:
     """Why the rule's `pattern` refuses `line`, for a person; None when it does not."""
-    found = commands(line)
+    if line not in _READ:  # one hook checks one line against every rule
+        _READ[line] = commands(line)
+    found = _READ[line]
     if found is None:
         return "the line cannot be read as a shell line, and what cannot be checked is refused"
     wanted = _pattern_words(pattern)

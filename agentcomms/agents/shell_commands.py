@@ -124,21 +124,20 @@ def _parse(text: str) -> Node | None:
 
 def _bash_language() -> object:
     """The bash grammar, from tree-sitter-bash's compiled binding alone: its package's
-    ``__init__`` loads importlib.resources for its queries, 9 to 20 ms of every shell call's
-    hook (measured), for nothing the never-list reads."""
-    import importlib.machinery
-    import importlib.util
+    ``__init__`` loads importlib.resources for its queries (9 to 20 ms of every shell call's
+    hook, measured), and importlib.util costs 6 ms more, for nothing the never-list reads."""
+    from importlib.machinery import EXTENSION_SUFFIXES, ExtensionFileLoader, ModuleSpec, PathFinder
 
-    package = importlib.util.find_spec("tree_sitter_bash")
-    folder = os.path.dirname(package.origin) if package and package.origin else None
+    package = PathFinder.find_spec("tree_sitter_bash")
+    folders = package.submodule_search_locations if package is not None else None
     name = "tree_sitter_bash._binding"
-    for suffix in importlib.machinery.EXTENSION_SUFFIXES if folder else ():
-        path = os.path.join(folder or "", "_binding" + suffix)
-        if os.path.exists(path):
-            spec = importlib.util.spec_from_file_location(name, path)
-            if spec is not None and spec.loader is not None:
-                binding = importlib.util.module_from_spec(spec)
-                spec.loader.exec_module(binding)
+    for folder in folders or ():
+        for suffix in EXTENSION_SUFFIXES:
+            path = os.path.join(folder, "_binding" + suffix)
+            if os.path.exists(path):
+                loader = ExtensionFileLoader(name, path)
+                binding = loader.create_module(ModuleSpec(name, loader, origin=path))
+                loader.exec_module(binding)
                 language: object = binding.language()
                 return language
     from tree_sitter_bash import language as packaged  # laid out otherwise: the slow way
