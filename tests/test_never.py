@@ -90,6 +90,12 @@ RM_SPELLINGS = [
     "timeout 5 rm -rf x",
     "busybox rm -rf x",
     "pkexec rm -rf x",
+    "toybox rm -rf x",
+    "/bin/r? -rf x",
+    "script -qc 'rm -rf x' /dev/null",
+    "env -vS 'rm -rf x'",
+    "watch -n 1 'rm -rf x'",
+    "tmux send-keys -t 0 'rm -rf x' Enter",
     "ssh localhost 'rm -rf x'",
     "ssh -p 22 localhost rm -rf x",
     "alias x='rm -rf'\nx y",
@@ -155,6 +161,11 @@ NOT_RM = [
     "bash build.sh",
     "cd /tmp && ls -la",
     "find . -name '*.pyc' -exec rm {} +",
+    "ls *.py",
+    "tmux ls",
+    "ssh host ls -la",
+    "watch -n 1 ls",
+    "su -c 'ls' root",
 ]
 
 

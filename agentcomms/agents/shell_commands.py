@@ -48,7 +48,7 @@ WRAPPERS = frozenset(
         "proxychains4", "valgrind", "xvfb-run", "dbus-launch", "tini", "dumb-init", "watch",
         "catchsegv", "sg", "script", "su", "uv", "uvx", "pipx", "poetry", "pdm", "hatch",
         "pipenv", "rye", "conda", "mamba", "micromamba", "npx", "pnpx", "bunx", "direnv",
-        "pkexec", "run0", "ssh",
+        "pkexec", "run0", "ssh", "toybox",
     }
 )  # fmt: skip
 # Programs whose arguments end where a command's own arguments come from standard input.
@@ -64,10 +64,12 @@ _STRING_OPTIONS = {
 }
 # The home folder's expansions, known before the line runs (paths into it are matched whole).
 _HOME = ("$HOME", "${HOME}")
+# Programs that run their later words joined as a shell line (after options and operands).
+_JOINING = frozenset({"ssh", "watch", "tmux", "screen"})
 # Python, which runs a module's program with `-m MODULE` (`python3 -m agentcomms approve`).
 _PYTHON = re.compile(r"python[0-9.]*")
 # Programs that run their (joined) operands as a shell line.
-_EVALUATING = frozenset({"eval", "watch"})
+_EVALUATING = frozenset({"eval"})
 # The nodes that stand for words the shell computes only when it runs the line.
 _COMPUTED = frozenset(
     {
@@ -204,6 +206,8 @@ def _words(command: Node) -> list[str | None]:
     for part in parts:
         node = part.children[0] if part.type == "command_name" and part.children else part
         word = _word(node)
+        if part.type == "command_name" and _globbed(node):
+            word = None  # `/bin/r?` is whatever file the shell finds: any program
         source = _source(command)
         gap = source[end - command.start_byte : node.start_byte - command.start_byte]
         if words and end >= 0 and gap and re.fullmatch(rb"(?:\\\r?\n)+", gap):
@@ -213,6 +217,13 @@ def _words(command: Node) -> list[str | None]:
             words.append(word)
         end = node.end_byte
     return words
+
+
+def _globbed(node: Node) -> bool:
+    """Whether a word has a pattern the shell expands to file names (unquoted ``*?[``)."""
+    if node.type == "concatenation":
+        return any(_globbed(child) for child in node.children)
+    return node.type == "word" and re.search(rb"(?<!\\)[*?[]", _source(node)) is not None
 
 
 def _source(node: Node) -> bytes:
@@ -288,11 +299,12 @@ def _seen_as(command: Command, node: Node, depth: int, *, inner: bool = False) -
         for word in words[1:]:
             if word is None or "=" in word:
                 seen += _line_runs(None if word is None else word.split("=", 1)[1], depth)
-    elif name == "ssh":
-        # The remote command is its words joined, run by the remote shell (maybe this host's).
+    elif name in _JOINING:
+        # Its command is later words joined, run by a shell (ssh's remote one, maybe this
+        # host's; watch's `sh -c`; the keys tmux types into a pane): each start is tried.
         for start in range(2, len(words)):
-            before = words[start - 1]
-            if before is not None and not before.startswith("-"):
+            before, word = words[start - 1], words[start]
+            if before is not None and word is not None and not word.startswith("-"):
                 seen += _line_runs(_joined(words[start:]), depth)
     elif name in (".", "source"):
         if len(words) < 2 or words[1] in (None, "-", "/dev/stdin"):
@@ -421,14 +433,19 @@ def _option_string_runs(
 ) -> list[Command]:
     """The shell line a program runs from an option's value (``su -c LINE``)."""
     found: list[Command] = []
+    following = [*words[1:], None]
     for at, word in enumerate(words[1:], start=1):
         if word is None:
             continue
         for option in options:
-            if word == option and at + 1 < len(words):
-                found += _line_runs(words[at + 1], depth)
-            elif option.startswith("--") and word.startswith(option + "="):
-                found += _line_runs(word.split("=", 1)[1], depth)
-            elif not option.startswith("--") and word.startswith(option) and len(word) > 2:
-                found += _line_runs(word[2:], depth)
+            if option.startswith("--"):
+                if word == option:
+                    found += _line_runs(following[at], depth)
+                elif word.startswith(option + "="):
+                    found += _line_runs(word.split("=", 1)[1], depth)
+            elif word.startswith("-") and not word.startswith("--") and option[1] in word:
+                # In a group of short options (`-qc`), the rest of the word is the value, or
+                # the next word when the option ends it.
+                value = word[word.index(option[1]) + 1 :]
+                found += _line_runs(value or following[at], depth)
     return found
