@@ -14,11 +14,12 @@ against the command's other words. A word computed as the line runs (``$X``) may
 and a line that cannot be parsed, or a shell fed a script no one can read here (``curl … | sh``),
 is refused: what cannot be checked is not allowed. The rule's text also still matches the line,
 or any part of it between ``&&``, ``||``, ``;``, ``|`` and new lines, as a glob.
-Any other tool matches by its path (relative ones from the agent's folder; each also as the real
-path it reaches, ``..`` and symbolic links resolved), URL or pattern argument; ``domain:HOST`` by
-the host of any URL in it, without regard to case. Claude Code runs the shell's never-list hook
-for every shell call, and any other rule's only for a call its own rule matching finds (the
-handler's ``if``), so its own syntax decides there.
+Any other tool matches by its paths (relative ones from the agent's folder; each also as the
+real path it reaches, ``..`` and symbolic links resolved; Claude Code's ``//abs`` and ``~/``
+forms too), URL or pattern argument; ``domain:HOST`` by the host of any URL in it, or of a
+subdomain, without regard to case. Claude Code runs the never-list hook of each tool a rule
+with a pattern names for every call of it, and a rule naming a tool alone only for that tool's
+calls (the handler's ``if``). `install` adds :func:`human_rules` to every agent's list.
 
 Codex (0.169) sends its shell as ``Bash`` (``{"command": …}``), as Claude Code does, and its file
 edits as ``apply_patch``, the patch text as ``command``: a ``Write`` or ``Edit`` rule matches
@@ -33,8 +34,8 @@ A rule naming a tool only one side has (Gemini's own names; Claude Code's tools 
 counterpart for) is written into the hooks of the agents that can have it alone
 (:func:`rules_for`); any other tool (an MCP server's, say) may be any agent's.
 
-Standard library only, and not even ``typing``: it runs inside the agent's loop, before each
-call it may refuse.
+Standard library only (and tree-sitter, for a shell line), not even ``typing``: it runs inside
+the agent's loop, before each call it may refuse.
 """
 
 from __future__ import annotations
@@ -270,19 +271,6 @@ def matches(
     return any(glob.fullmatch(p.strip()) for p in parts)
 
 
-def shell_rule(rule: str) -> bool:
-    """Whether `rule` names the shell with a pattern, which this module matches command by
-    command (and so finds every call a text match would)."""
-    found = RULE.match(rule.strip())
-    return (
-        found is not None
-        and found["tool"] in SHELL_TOOLS
-        and found["pattern"] is not None
-        and found["pattern"].strip() != "*"
-        and not found["pattern"].strip().startswith("domain:")
-    )
-
-
 def _shell_matches(pattern: str, line: str) -> bool:
     """Whether any command `line` runs matches the rule's `pattern`; a line that cannot be
     read, or runs a script that cannot, does."""
@@ -314,9 +302,9 @@ def reason(rule: str, tool_name: str, tool_input: dict[str, Any]) -> str | None:
     any other rule, or a line it refuses by its text alone."""
     found = RULE.match(rule.strip())
     line = tool_input.get("command")
-    if found is None or not shell_rule(rule) or not isinstance(line, str):
+    if found is None or found["tool"] not in SHELL_TOOLS or not has_pattern(rule):
         return None
-    if tool_name not in SHELL_TOOLS:
+    if tool_name not in SHELL_TOOLS or not isinstance(line, str):
         return None
     return _shell_hit(found["pattern"].strip(), line)
 
