@@ -225,6 +225,34 @@ def test_a_path_rule_matches_the_real_path_a_call_reaches(tmp_path: Path) -> Non
     assert matches(f"Write({tmp_path}/alias/*)", "Write", {"file_path": f"{tmp_path}/real/a"})
 
 
+@pytest.mark.parametrize(
+    ("rule", "tool", "kind", "given", "refused"),
+    [
+        ("Edit(/etc/*)", "Write", "", {"file_path": "/etc/x"}, True),
+        ("Edit(/etc/*)", "MultiEdit", "", {"file_path": "/etc/x"}, True),
+        ("Edit(/etc/*)", "NotebookEdit", "", {"notebook_path": "/etc/x.ipynb"}, True),
+        ("Edit(/etc/*)", "write_file", "gemini", {"file_path": "/etc/x"}, True),
+        ("Read(/srv/secret/*)", "Grep", "", {"pattern": "key", "path": "/srv/secret"}, True),
+        ("Read(/srv/secret/*)", "Glob", "", {"pattern": "*", "path": "/srv/secret/a"}, True),
+        (
+            "Read(/srv/secret/*)",
+            "glob",
+            "gemini",
+            {"pattern": "*", "dir_path": "/srv/secret"},
+            True,
+        ),
+        ("Read(/srv/secret/*)", "Grep", "", {"pattern": "key", "path": "/srv/public"}, False),
+        ("Write(/etc/*)", "Edit", "", {"file_path": "/etc/x"}, False),
+    ],
+)
+def test_an_edit_or_read_rule_is_also_its_kins(
+    rule: str, tool: str, kind: str, given: dict[str, Any], refused: bool
+) -> None:
+    """As in Claude Code's own rules: Edit is every tool that edits files, Read every tool
+    that reads them."""
+    assert matches(rule, tool, given, kind=kind, cwd="/srv") is refused
+
+
 ADD_X = "*** Begin Patch\n*** Add File: x\n+1\n*** End Patch\n"
 
 
@@ -808,8 +836,8 @@ async def test_claude_refuses_a_never_listed_command_without_asking(
     [
         (["web", "Bash", "sudo rm -fr build"], 1, "refused by Bash(rm -rf *): the line runs"),
         (["web", "Bash", "cd x && git push -f"], 1, "refused by Bash(git push:*)"),
-        (["other", "Bash", "git push"], 0, "allowed: none of 13 rules refuses it"),
-        (["web", "Bash", "ls -la"], 0, "allowed: none of 14 rules refuses it"),
+        (["other", "Bash", "git push"], 0, "allowed: none of 10 rules refuses it"),
+        (["web", "Bash", "ls -la"], 0, "allowed: none of 11 rules refuses it"),
         # The human's own commands, which install refuses to every agent.
         (["web", "Bash", "sudo agentcomms approve K7QF"], 1, "by Bash(agentcomms approve:*)"),
         (["web", "Write", "/tmp/../etc/hosts"], 1, "refused by Write(/etc/*)"),
@@ -864,8 +892,11 @@ def test_install_keeps_the_humans_commands_and_folder_from_every_agent(tmp_path:
         assert run(env, "install", kind).returncode == 0
     settings = json.loads((tmp_path / ".claude" / "settings.json").read_text())
     groups = settings["hooks"]["PreToolUse"]
-    by_tool = {g["matcher"]: g["hooks"][0]["command"] for g in groups if "matcher" in g}
-    assert sorted(by_tool) == ["Bash", "Edit", "Glob", "Grep", "Read", "Write"]
+    matchers = {g["matcher"]: g["hooks"][0]["command"] for g in groups if "matcher" in g}
+    # A Read rule is also the searching tools', an Edit rule every editing tool's.
+    reading, editing = "Read|Grep|Glob|LS", "Edit|Write|MultiEdit|NotebookEdit"
+    assert sorted(matchers) == ["Bash", editing, reading]
+    by_tool = {t: c for m, c in matchers.items() for t in m.split("|")}
     token = f"{home}/console.token"
     refused = [
         ("Bash", {"command": "agentcomms approve K7QF"}),
@@ -877,7 +908,9 @@ def test_install_keeps_the_humans_commands_and_folder_from_every_agent(tmp_path:
         ("Bash", {"command": f"cd /tmp && cp {home}/deployment.key ."}),
         ("Read", {"file_path": token}),
         ("Grep", {"pattern": "key", "path": str(home)}),
+        ("Glob", {"pattern": "*", "path": str(home)}),
         ("Write", {"file_path": f"{home}/config.json", "content": "{}"}),
+        ("Edit", {"file_path": f"{home}/config.json", "old_string": "a", "new_string": "b"}),
     ]
     allowed = [
         ("Bash", {"command": "agentcomms send backend hello"}),
@@ -902,8 +935,13 @@ def test_install_keeps_the_humans_commands_and_folder_from_every_agent(tmp_path:
     assert "deny" in _as_agent_runs("codex", codex_hook, call).stdout
     gemini = json.loads((tmp_path / ".gemini" / "settings.json").read_text())["hooks"]
     gemini_hook = gemini["BeforeTool"][0]["hooks"][0]["command"]
-    call = _before_tool("read_file", file_path=token)
-    assert json.loads(_as_agent_runs("gemini", gemini_hook, call).stdout)["decision"] == "deny"
+    for tool, given in [
+        ("read_file", {"file_path": token}),
+        ("grep_search", {"pattern": "key", "dir_path": str(home)}),
+        ("write_file", {"file_path": token, "content": ""}),
+    ]:
+        reading = _as_agent_runs("gemini", gemini_hook, _before_tool(tool, **given)).stdout
+        assert json.loads(reading)["decision"] == "deny", tool
 
     done = run(env, "doctor", "--json", timeout=60)
     names = [c["name"] for c in json.loads(done.stdout)["checks"]]

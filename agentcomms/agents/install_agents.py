@@ -39,7 +39,7 @@ from agentcomms.agents.install import (
     our_hook,
     read_text,
 )
-from agentcomms.agents.never import has_pattern, rule_tool
+from agentcomms.agents.never import has_pattern, rule_tool, tools_of
 from agentcomms.agents.refusing import fail_closed
 from agentcomms.errors import AgentConfigError
 
@@ -102,7 +102,8 @@ def _claude_refusals(target: Target) -> list[dict[str, Any]]:
     for rule in target.never:
         tool = rule_tool(rule)
         if tool is not None and has_pattern(rule):
-            by_tool.setdefault(tool, []).append(rule)
+            # An Edit rule is every editing tool's, as in Claude's own rules (never.KIN).
+            by_tool.setdefault("|".join(tools_of(tool)), []).append(rule)
     refusals: list[dict[str, Any]] = [
         {
             "matcher": tool,

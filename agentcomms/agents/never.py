@@ -91,6 +91,13 @@ CODEX_TOOLS = {
     "Agent": "spawn_agent",
     "Read": "view_image",
 }
+# Claude Code's rule for one tool that stands for its kin: an Edit rule for every tool that
+# edits files, a Read rule for every tool that reads them (each agent's own names for them
+# through GEMINI_TOOLS and CODEX_TOOLS).
+KIN = {
+    "Edit": ("Write", "MultiEdit", "NotebookEdit"),
+    "Read": ("Grep", "Glob", "LS"),
+}
 # The tool rules whose pattern a Codex edit's paths are matched against.
 _PATCHING = ("Write", "Edit", "apply_patch")
 # A path a patch names: the file it adds, updates or deletes, or moves an updated one to.
@@ -181,7 +188,7 @@ def human_rules(home: str) -> list[str]:
     # Any command with an operand in the folder (`cat ~/.agentcomms/console.token`).
     quoted = home if shlex.quote(home) == home else shlex.quote(home)
     rules.append(f"Bash(* *{quoted}*)")
-    rules += [f"{tool}({home}/*)" for tool in ("Read", "Grep", "Glob", "Write", "Edit")]
+    rules += [f"Read({home}/*)", f"Edit({home}/*)"]  # and their kin: search, list, write
     return rules
 
 
@@ -195,6 +202,11 @@ def has_pattern(rule: str) -> bool:
     """Whether a rule names a pattern its tool's calls are matched against (not every call)."""
     found = RULE.match(rule.strip())
     return found is not None and found["pattern"] is not None and found["pattern"].strip() != "*"
+
+
+def tools_of(tool: str) -> tuple[str, ...]:
+    """The tools a rule naming `tool` refuses: it, and its kin (:data:`KIN`)."""
+    return (tool, *KIN.get(tool, ()))
 
 
 def rules_for(kind: str, rules: Iterable[str]) -> list[str]:
@@ -230,13 +242,8 @@ def matches(
                 return True
             # A relative path from a folder no one can know before the line runs: refused.
             return any(p is None or _path_matches(pattern.strip(), p, cwd) for p in edited)
-    if kind == "gemini":
-        tool = GEMINI_TOOLS.get(found["tool"], found["tool"])
-    elif kind == "codex":
-        tool = CODEX_TOOLS.get(found["tool"], found["tool"])
-    else:
-        tool = found["tool"]
-    if tool != tool_name:
+    names = GEMINI_TOOLS if kind == "gemini" else CODEX_TOOLS if kind == "codex" else {}
+    if tool_name not in {names.get(t, t) for t in tools_of(found["tool"])}:
         return False
     if pattern is None or pattern.strip() == "*":
         return True
