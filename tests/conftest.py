@@ -20,3 +20,23 @@ pytest_plugins = [
     "tests.support.agents",
     "tests.support.browser",
 ]
+
+# What a test starts, read from the fixtures it uses (with everything they use in turn), so a
+# quick run between commits can leave the slow ones out: `pytest -m "not agents and not browser"`.
+_STARTED_BY = {
+    "agents": {"agent_clis"},  # real Claude Code, Codex or Gemini CLI in a pane
+    "browser": {"browser"},  # Debian's chromium, driven by Playwright
+    "stack": {"stack"},  # a whole deployment: workers and a gateway
+    "temporal": {"temporal_env", "temporal_env_low_can", "time_skipping_env"},
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        used = set(getattr(item, "fixturenames", ()))
+        for marker, fixtures in _STARTED_BY.items():
+            if used & fixtures:
+                item.add_marker(marker)
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None and callspec.params.get("database_url") == "postgresql":
+            item.add_marker("postgres")

@@ -27,7 +27,13 @@ from tests.support.browser import (
 from tests.support.cli import AGENTCOMMS, env_for, run, stop, wait_for_line
 from tests.support.fake_agent import FakeAgent, ready_agent, state_is
 from tests.support.home import write_config
-from tests.support.hooks import open_question, permission_request, start_hook, stop_hook
+from tests.support.hooks import (
+    agents_approval,
+    open_question,
+    permission_request,
+    start_hook,
+    stop_hook,
+)
 from tests.support.phone import Phone
 from tests.support.stack import Stack
 from tests.support.tmux import SENT_HEADER, Tmux
@@ -73,11 +79,6 @@ async def test_an_agent_turning_busy_then_ready_shows_on_the_page(
     await expect(page.locator("#live")).to_have_text("live")  # the same page all along
 
 
-async def _open_approval(stack: Stack, agent_id: str) -> str | None:
-    rows = (await stack.call("approvals"))["approvals"]
-    return next((r["id"] for r in rows if r["agent_id"] == agent_id), None)
-
-
 async def test_allow_clicked_on_a_pending_approval_reaches_the_hook(
     stack: Stack, page: Page, tmp_path: Path
 ) -> None:
@@ -87,7 +88,7 @@ async def test_allow_clicked_on_a_pending_approval_reaches_the_hook(
         stack, permission_request("Bash", {"command": "touch console.txt"}), agent_id, tmp_path
     )
     try:
-        approval = await eventually(lambda: _open_approval(stack, agent_id), timeout=30)
+        approval = await eventually(lambda: agents_approval(stack, agent_id), timeout=30)
         card = page.locator(f"#approval-{approval}")
         await expect(card).to_contain_text("touch console.txt", timeout=SHOWN_S)
         # Nothing was offered for the session, so that button is not there.

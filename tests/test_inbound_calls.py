@@ -12,7 +12,6 @@ audio URLs."""
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -43,12 +42,6 @@ COMMAND = "rm -rf build"
 FOR_THE_AGENT = [Press("3"), Press("1")]
 MESSAGE = "ship it on friday"
 POSTED = f"[phone call from {HUMAN}] {MESSAGE}"
-
-
-@pytest.fixture
-def agent() -> str:
-    """The one agent mapped to a chat in this test (its name is the test's alone)."""
-    return f"inbound-{uuid.uuid4().hex[:8]}"
 
 
 @pytest.fixture

@@ -28,6 +28,7 @@ def _findings(tmp_path: Path, **target: object) -> list[Finding]:
     return inspect_all(Target("claude-code", home=tmp_path, project=tmp_path / "p", **target))  # type: ignore[arg-type]
 
 
+@pytest.mark.usefixtures("agent_clis")
 async def test_an_install_is_found_whole_with_the_real_claudes_version(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

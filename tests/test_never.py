@@ -797,6 +797,7 @@ def test_a_rule_that_is_not_one_is_named_by_config_and_install(tmp_path: Path) -
 
 @pytest.fixture(scope="module")
 async def claude(
+    agent_clis: dict[str, Path],
     temporal_env: WorkflowEnvironment,
     tmux_socket_dir: Path,
     tmp_path_factory: pytest.TempPathFactory,
