@@ -253,6 +253,26 @@ def test_an_edit_or_read_rule_is_also_its_kins(
     assert matches(rule, tool, given, kind=kind, cwd="/srv") is refused
 
 
+def test_a_shell_rule_matches_the_paths_a_lines_operands_reach(tmp_path: Path) -> None:
+    """From the folder the call runs in (Codex's workdir, Gemini CLI's dir_path, else the
+    agent's), after each `cd`, and through symbolic links."""
+    (tmp_path / "app").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "app")
+    rule = f"Bash(rm -rf {tmp_path}/app/*)"
+    app = str(tmp_path / "app")
+    for command, given, cwd in [
+        ("rm -rf build", {}, app),
+        ("rm -rf ../app/build", {}, app),
+        ("cd app && rm -rf build", {}, str(tmp_path)),
+        (f"rm -rf {tmp_path}/link/build", {}, "/"),
+        ("rm -rf build", {"workdir": "app"}, str(tmp_path)),
+    ]:
+        assert matches(rule, "Bash", {"command": command, **given}, cwd=cwd), command
+    assert _gemini(rule, "run_shell_command", cwd=str(tmp_path), command="rm -rf x", dir_path="app")
+    assert not matches(rule, "Bash", {"command": "rm -rf build"}, cwd=str(tmp_path))
+    assert not matches(rule, "Bash", {"command": "cd /tmp && rm -rf build"}, cwd="/srv")
+
+
 ADD_X = "*** Begin Patch\n*** Add File: x\n+1\n*** End Patch\n"
 
 

@@ -263,7 +263,10 @@ def matches(
         return any(glob.fullmatch(".".join(h[n:])) for h in labels for n in range(len(h)))
 
     if key == "command":
-        if tool_name in SHELL_TOOLS and _shell_matches(pattern, subject):
+        # The folder the line starts in: Codex's workdir, Gemini CLI's dir_path, else cwd.
+        given = tool_input.get("workdir") or tool_input.get("dir_path")
+        start = os.path.join(cwd, given) if isinstance(given, str) else cwd
+        if tool_name in SHELL_TOOLS and _shell_matches(pattern, subject, start):
             return True
         parts = [subject, *_CHAINS.split(subject)]
     else:
@@ -278,30 +281,55 @@ def matches(
     return any(glob.fullmatch(p.strip()) for p in parts)
 
 
-def _shell_matches(pattern: str, line: str) -> bool:
-    """Whether any command `line` runs matches the rule's `pattern`; a line that cannot be
-    read, or runs a script that cannot, does."""
-    return _shell_hit(pattern, line) is not None
+def _shell_matches(pattern: str, line: str, start: str = "") -> bool:
+    """Whether any command `line` runs, from the folder `start`, matches the rule's `pattern`;
+    a line that cannot be read, or runs a script that cannot, does."""
+    return _shell_hit(pattern, line, start) is not None
 
 
+# One hook checks one line against every rule: it is read once.
 _READ: dict[str, list[Command] | None] = {}
+_PLACES: dict[tuple[str, str], list[str]] = {}
 
 
-def _shell_hit(pattern: str, line: str) -> str | None:
-    """Why the rule's `pattern` refuses `line`, for a person; None when it does not."""
-    if line not in _READ:  # one hook checks one line against every rule
+def _shell_hit(pattern: str, line: str, start: str = "") -> str | None:
+    """Why the rule's `pattern` refuses `line` run from `start`, for a person; None when it
+    does not."""
+    if line not in _READ:
         _READ[line] = commands(line)
     found = _READ[line]
     if found is None:
         return "the line cannot be read as a shell line, and what cannot be checked is refused"
+    if (line, start) not in _PLACES:
+        _PLACES[line, start] = [p for p in folders(line, start) if p and os.path.isabs(p)]
     wanted = _pattern_words(pattern)
     for command in found:
         if command.opaque:
             return "the line runs a script that cannot be read before it runs"
-        if _command_matches(wanted, command):
-            words = ["…" if w is None else w for w in command.words]
-            return f"the line runs {' '.join(words)!r}"
+        for seen in _with_real_paths(command, _PLACES[line, start]):
+            if _command_matches(wanted, seen):
+                words = ["…" if w is None else w for w in seen.words]
+                return f"the line runs {' '.join(words)!r}"
     return None
+
+
+def _with_real_paths(command: Command, places: list[str]) -> list[Command]:
+    """`command` as written, and with its operands as the paths they reach from each folder
+    the line may run in (``..`` resolved, then symbolic links too): ``rm -rf build`` in /srv
+    is ``rm -rf /srv/build``."""
+    seen = [command]
+    program, args = command.words[:1], command.words[1:]
+    for place in places or [""]:
+        for resolve in (os.path.normpath, os.path.realpath):
+            words = [
+                a
+                if a is None or a.startswith("-") or (not place and not os.path.isabs(a))
+                else resolve(os.path.join(place, a))
+                for a in args
+            ]
+            if words != args:
+                seen.append(Command([*program, *words]))
+    return seen
 
 
 def reason(rule: str, tool_name: str, tool_input: dict[str, Any]) -> str | None:
