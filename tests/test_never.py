@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import time
@@ -173,6 +174,17 @@ NOT_RM = [
 def test_a_shell_rule_refuses_the_command_however_it_is_spelled(command: str) -> None:
     assert matches(RM, "Bash", {"command": command}), command
     assert _gemini(RM, "run_shell_command", command=command), command
+
+
+def test_a_line_too_long_or_deep_to_read_is_refused_at_once() -> None:
+    """A wrapper's command may begin at any of its words, and a string a shell runs may hold
+    another: past a bound the line is refused, not read for ever."""
+    deep = "rm -rf x"
+    for _ in range(10):
+        deep = f"bash -c {shlex.quote(deep)}"
+    for command in (f"sudo {'-u root ' * 200}ls", f"ssh host {'a ' * 300}", deep):
+        assert matches("Bash(ls *)", "Bash", {"command": command}), command[:40]
+    assert not matches("Bash(ls *)", "Bash", {"command": f"cd a; {'cd b; ' * 100}make"})
 
 
 @pytest.mark.parametrize("command", NOT_RM)

@@ -288,29 +288,35 @@ def _shell_matches(pattern: str, line: str, start: str = "") -> bool:
 
 
 # One hook checks one line against every rule: it is read once.
-_READ: dict[str, list[Command] | None] = {}
-_PLACES: dict[tuple[str, str], list[str]] = {}
+_READ: dict[tuple[str, str], list[Command] | None] = {}
 
 
 def _shell_hit(pattern: str, line: str, start: str = "") -> str | None:
     """Why the rule's `pattern` refuses `line` run from `start`, for a person; None when it
     does not."""
-    if line not in _READ:
-        _READ[line] = commands(line)
-    found = _READ[line]
+    if (line, start) not in _READ:
+        _READ[line, start] = _read(line, start)
+    found = _READ[line, start]
     if found is None:
         return "the line cannot be read as a shell line, and what cannot be checked is refused"
-    if (line, start) not in _PLACES:
-        _PLACES[line, start] = [p for p in folders(line, start) if p and os.path.isabs(p)]
     wanted = _pattern_words(pattern)
     for command in found:
         if command.opaque:
             return "the line runs a script that cannot be read before it runs"
-        for seen in _with_real_paths(command, _PLACES[line, start]):
-            if _command_matches(wanted, seen):
-                words = ["…" if w is None else w for w in seen.words]
-                return f"the line runs {' '.join(words)!r}"
+        if _command_matches(wanted, command):
+            words = ["…" if w is None else w for w in command.words]
+            return f"the line runs {' '.join(words)!r}"
     return None
+
+
+def _read(line: str, start: str) -> list[Command] | None:
+    """Every command `line` runs from `start`, each also with its operands as the paths they
+    reach; None when it cannot be read."""
+    found = commands(line)
+    if found is None:
+        return None
+    places = [p for p in folders(line, start) if p and os.path.isabs(p)]
+    return [seen for command in found for seen in _with_real_paths(command, places)]
 
 
 def _with_real_paths(command: Command, places: list[str]) -> list[Command]:

@@ -4,9 +4,10 @@ The never-list matches a rule against each command a line runs, not against its 
 (:mod:`agentcomms.agents.never`). The line is parsed by tree-sitter's bash grammar, and every
 simple command is found wherever it stands: in lists (``;``, ``&&``, ``||``, ``&``, new lines),
 pipelines, subshells, groups, functions, loops, command and process substitutions, and in the
-strings the shell runs again (``bash -c``, ``eval``, ``trap``, ``su -c``, ``env -S``, a here-doc or
-here-string given to a shell). A command run through another (``sudo``, ``env``, ``nohup``,
-``timeout 5``, ``xargs``, ``find -exec``…) is also seen as itself. Words lose their quotes and
+strings the shell runs again (``bash -c``, ``eval``, ``trap``, ``alias``, ``su -c``, ``env -S``,
+a here-doc or here-string given to a shell, the words ``ssh``, ``watch`` or ``tmux`` run). A
+command run through another (``sudo``, ``env``, ``nohup``, ``timeout 5``, ``xargs``,
+``find -exec``, ``python -m``…) is also seen as itself. Words lose their quotes and
 escapes as the shell's quote removal does (``'rm'``, ``r\\m``, ``$'\\x72m'`` are ``rm``); a word
 the shell computes when it runs (``$X``, ``$(…)``, ``{a,b}``) is unknown (None), and may be
 anything.
@@ -33,6 +34,11 @@ if TYPE_CHECKING:
 
 # Deeper than this, strings run by strings run by… are refused rather than read.
 MAX_DEPTH = 8
+# A wrapper's command may begin at any of its words, each tried: one of more words than this is
+# not read (and so refused).
+MAX_WORDS = 256
+# More folders than this a line may `cd` to are one no one can know.
+MAX_FOLDERS = 32
 # The shells: `-c STRING` runs the string; no script operand reads commands from standard input.
 SHELLS = frozenset(
     {"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "yash", "rbash", "fish", "csh", "tcsh"}
@@ -91,9 +97,8 @@ _ANSI_SIMPLE = {
 
 
 class Command:
-    """One simple command: its words after quote removal (None: a word computed as it runs),
-    and the folder it runs in as far as ``cd`` before it tells (None: unknown). An opaque one
-    runs a script that cannot be read here."""
+    """One simple command: its words after quote removal (None: a word computed as it runs).
+    An opaque one runs a script that cannot be read here."""
 
     __slots__ = ("opaque", "words")
 
@@ -127,7 +132,7 @@ def _parse(text: str) -> Node | None:
 def _bash_language() -> object:
     """The bash grammar, from tree-sitter-bash's compiled binding alone: its package's
     ``__init__`` loads importlib.resources for its queries (9 to 20 ms of every shell call's
-    hook, measured), and importlib.util costs 6 ms more, for nothing the never-list reads."""
+    hook, measured), for nothing the never-list reads."""
     from importlib.machinery import EXTENSION_SUFFIXES, ExtensionFileLoader, ModuleSpec, PathFinder
 
     package = PathFinder.find_spec("tree_sitter_bash")
@@ -177,12 +182,14 @@ def folders(line: str, start: str) -> list[str | None]:
             seen.append(None)
             continue
         target = os.path.expanduser(target)
-        for base in list(seen):
-            if os.path.isabs(target):
-                seen.append(os.path.normpath(target))
-            elif base is not None:
-                seen.append(os.path.normpath(os.path.join(base, target)))
-    return list(dict.fromkeys(seen))
+        if os.path.isabs(target):
+            reached = [os.path.normpath(target)]
+        else:
+            reached = [os.path.normpath(os.path.join(b, target)) for b in seen if b is not None]
+        seen = list(dict.fromkeys([*seen, *reached]))
+        if len(seen) > MAX_FOLDERS:  # a line of many cd's: somewhere no one can know
+            return [*seen[:MAX_FOLDERS], None]
+    return seen
 
 
 def _walk(node: Node) -> Iterator[Node]:
@@ -302,6 +309,8 @@ def _seen_as(command: Command, node: Node, depth: int, *, inner: bool = False) -
     elif name in _JOINING:
         # Its command is later words joined, run by a shell (ssh's remote one, maybe this
         # host's; watch's `sh -c`; the keys tmux types into a pane): each start is tried.
+        if len(words) > MAX_WORDS:
+            return [Command(words, opaque=True)]
         for start in range(2, len(words)):
             before, word = words[start - 1], words[start]
             if before is not None and word is not None and not word.startswith("-"):
@@ -316,6 +325,8 @@ def _seen_as(command: Command, node: Node, depth: int, *, inner: bool = False) -
     if name in _STRING_OPTIONS:
         seen += _option_string_runs(words, _STRING_OPTIONS[name], depth)
     if name in WRAPPERS and not inner:
+        if len(words) > MAX_WORDS:  # each start is tried: a line this long is not read
+            return [Command(words, opaque=True)]
         for start in range(1, len(words)):
             word = words[start]
             if word is not None and (word.startswith("-") or "=" in word):
