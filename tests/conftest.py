@@ -4,7 +4,13 @@ private tmux server, real databases, a whole stack, a module's browser, and the 
 providers that more than one test module speaks to.
 """
 
+import os
+
 import pytest
+
+# pytest-xdist's workers run with COLUMNS=80, and the CLI's rich console, made when its module is
+# first imported, keeps a width it finds then: the CLI's tests set their own width per command.
+os.environ.pop("COLUMNS", None)
 
 # Before the plugins below import them: a failed assert inside a helper shows its values too.
 pytest.register_assert_rewrite("tests.support")
