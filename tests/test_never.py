@@ -511,7 +511,7 @@ def _configured(agent_id: str | None) -> list[str]:
     return ["WebFetch", RM]
 
 
-def test_install_writes_one_handler_per_rule_for_claude_and_the_rules_into_codexs_hook(
+def test_install_writes_claudes_handlers_by_tool_and_the_rules_into_codexs_hook(
     tmp_path: Path,
 ) -> None:
     plan(Target("claude-code", home=tmp_path, argv=EXE, never=(RM, "WebFetch"))).apply()
