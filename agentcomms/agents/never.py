@@ -325,6 +325,13 @@ def _with_real_paths(command: Command, places: list[str]) -> list[Command]:
     is ``rm -rf /srv/build``."""
     seen = [command]
     program, args = command.words[:1], command.words[1:]
+    given = program[0] if program else None
+    if given is not None and "/" in given:
+        # A program given by path is also the one its links reach (`./r` linked to rm).
+        for place in places or [""]:
+            real = os.path.realpath(os.path.join(place, given))
+            if os.path.basename(real) != os.path.basename(given):
+                seen.append(Command([real, *args]))
     for place in places or [""]:
         for resolve in (os.path.normpath, os.path.realpath):
             words = [

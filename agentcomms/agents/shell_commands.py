@@ -68,6 +68,8 @@ _STRING_OPTIONS = {
     "env": ("-S", "--split-string"),
     "sg": ("-c",),
 }
+# The names of standard input, for a shell told to read its script from there.
+_STDIN = frozenset({"-", "/dev/stdin", "/dev/fd/0", "/proc/self/fd/0"})
 # The home folder's expansions, known before the line runs (paths into it are matched whole).
 _HOME = ("$HOME", "${HOME}")
 # Programs that run their later words joined as a shell line (after options and operands).
@@ -316,7 +318,7 @@ def _seen_as(command: Command, node: Node, depth: int, *, inner: bool = False) -
             if before is not None and word is not None and not word.startswith("-"):
                 seen += _line_runs(_joined(words[start:]), depth)
     elif name in (".", "source"):
-        if len(words) < 2 or words[1] in (None, "-", "/dev/stdin"):
+        if len(words) < 2 or words[1] is None or words[1] in _STDIN:
             seen += _stdin_runs(node, depth)
     elif name == "find":
         seen += _find_runs(words, node, depth)
@@ -383,9 +385,9 @@ def _shell_runs(words: list[str | None], node: Node, depth: int) -> list[Command
             if "s" in word[1:]:
                 return _stdin_runs(node, depth)
             continue
-        return [] if word not in ("-", "/dev/stdin") else _stdin_runs(node, depth)
+        return [] if word not in _STDIN else _stdin_runs(node, depth)
     rest = words[words.index("--") + 1 :] if "--" in words else []
-    if rest and rest[0] is not None and rest[0] not in ("-", "/dev/stdin"):
+    if rest and rest[0] is not None and rest[0] not in _STDIN:
         return []  # a script file
     return _stdin_runs(node, depth)
 
@@ -406,6 +408,10 @@ def _stdin_runs(command: Node, depth: int) -> list[Command]:
             text = _source(body).decode("utf-8", "surrogateescape") if body is not None else ""
             return _line_runs(text, depth)
         if redirect.type == "file_redirect" and _source(redirect).lstrip(b"0123456789")[:1] == b"<":
+            given = redirect.children[-1] if redirect.children else None
+            path = _word(given) if given is not None else None
+            if path is None or path in _STDIN or path.startswith("/dev/fd/"):
+                return [Command([None], opaque=True)]  # `sh < <(…)`: a script made as it runs
             return []  # a script file
     return [Command([None], opaque=True)]
 
