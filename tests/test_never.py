@@ -216,6 +216,9 @@ def test_a_shell_rule_leaves_other_commands_alone(command: str) -> None:
         ("Bash(curl *evil.example*)", "curl -s https://good.example/p", False),
         ("Bash(chmod -R 777 *)", "chmod --recursive 777 /srv", True),
         ("Bash(chmod -R 777 *)", "chmod 777 /srv", False),
+        ("Bash(cat ~/.ssh/*)", "cat $HOME/.ssh/id_ed25519", True),
+        ("Bash(cat ~/.ssh/*)", "cd ~/.ssh && cat id_ed25519", True),
+        ("Bash(cat ~/.ssh/*)", "cat ~/.sshrc", False),
         ("Bash(npm publish)", "cd pkg && npm publish", True),
         # Other options do not make it another command.
         ("Bash(npm publish)", "npm publish --access public", True),

@@ -368,6 +368,8 @@ def _pattern_words(pattern: str) -> list[str]:
         words = shlex.split(text)
     except ValueError:
         words = text.split()
+    # A command's `~` is the home folder by the time it runs; the rule's is too.
+    words = [os.path.expanduser(w) if w.startswith("~") else w for w in words]
     return [*words, "*"] if prefix else words or ["*"]
 
 
