@@ -6,7 +6,7 @@ written by ``agentcomms install`` from ``approvals.never`` and the agent's own
 A rule is in the agents' own permission-rule syntax: ``Tool`` (every call of it) or
 ``Tool(pattern)``, where ``*`` stands for any text: ``Bash(rm -rf *)``, ``Write(/etc/*)``.
 A shell command (``Bash``, Gemini's ``run_shell_command``) is read as the shell reads it
-(:mod:`agentcomms.agents.shell_commands`): the rule matches when any command the line runs does,
+(:mod:`agentcomms.agents.never_shell`): the rule matches when any command the line runs does,
 by its program's name whatever its folder, quoting or wrapper (``/bin/rm``, ``'rm'``, ``sudo rm``,
 ``bash -c 'rm …'``, ``$(rm …)``), with the rule's options in any order and grouping (``-rf``,
 ``-fr``, ``-r -f``, ``--recursive --force``) among others, and the rest of the rule's pattern
@@ -43,7 +43,8 @@ from __future__ import annotations
 import os.path
 import re
 
-from agentcomms.agents.shell_commands import Command, commands, folders
+from agentcomms.agents.never_shell import as_glob, shell_hit, shell_matches
+from agentcomms.agents.shell_commands import folders
 
 # Not `from typing import Any`: typing costs the hook process 2 ms before every Gemini tool call
 # (measured); mypy reads this name as True, and the annotations are never evaluated.
@@ -148,18 +149,6 @@ SHELL_TOOLS = ("Bash", "run_shell_command")
 # A URL's authority: what follows its scheme (a backslash is a slash to browsers and fetchers).
 _AUTHORITIES = re.compile(r"[a-z][a-z0-9+.-]*:[/\\]{2}([^/?#\\\s]*)", re.IGNORECASE)
 _PERCENT = re.compile(r"%([0-9A-Fa-f]{2})")
-# A program's long options that are one of its short ones, so `--recursive --force` is `-rf`;
-# GNU programs also take any unambiguous beginning of a long option (`--rec`).
-SAME_OPTIONS = {
-    "rm": {"R": "r", "recursive": "r", "force": "f", "dir": "d"},
-    "cp": {"R": "r", "recursive": "r", "force": "f", "archive": "a"},
-    "mv": {"force": "f"},
-    "ln": {"force": "f", "symbolic": "s"},
-    "chmod": {"recursive": "R"},
-    "chown": {"recursive": "R"},
-    "chgrp": {"recursive": "R"},
-    "git": {"force": "f"},
-}
 
 
 def rule_problem(rule: str) -> str | None:
@@ -258,7 +247,7 @@ def matches(
         schemed = key != "url" or _AUTHORITIES.match(subject.strip()) is not None
         hosts = _hosts(subject if schemed else f"https://{subject.strip()}")
         # Its subdomains too: whoever holds the domain serves them.
-        glob = _glob(wanted)
+        glob = as_glob(wanted)
         labels = [h.split(".") for h in hosts]
         return any(glob.fullmatch(".".join(h[n:])) for h in labels for n in range(len(h)))
 
@@ -266,7 +255,7 @@ def matches(
         # The folder the line starts in: Codex's workdir, Gemini CLI's dir_path, else cwd.
         given = tool_input.get("workdir") or tool_input.get("dir_path")
         start = os.path.join(cwd, given) if isinstance(given, str) else cwd
-        if tool_name in SHELL_TOOLS and _shell_matches(pattern, subject, start):
+        if tool_name in SHELL_TOOLS and shell_matches(pattern, subject, start):
             return True
         parts = [subject, *_CHAINS.split(subject)]
     else:
@@ -277,72 +266,8 @@ def matches(
         return True
     if key in _PATHS:
         return False
-    glob = _glob(pattern)
+    glob = as_glob(pattern)
     return any(glob.fullmatch(p.strip()) for p in parts)
-
-
-def _shell_matches(pattern: str, line: str, start: str = "") -> bool:
-    """Whether any command `line` runs, from the folder `start`, matches the rule's `pattern`;
-    a line that cannot be read, or runs a script that cannot, does."""
-    return _shell_hit(pattern, line, start) is not None
-
-
-# One hook checks one line against every rule: it is read once.
-_READ: dict[tuple[str, str], list[Command] | None] = {}
-
-
-def _shell_hit(pattern: str, line: str, start: str = "") -> str | None:
-    """Why the rule's `pattern` refuses `line` run from `start`, for a person; None when it
-    does not."""
-    if (line, start) not in _READ:
-        _READ[line, start] = _read(line, start)
-    found = _READ[line, start]
-    if found is None:
-        return "the line cannot be read as a shell line, and what cannot be checked is refused"
-    wanted = _pattern_words(pattern)
-    for command in found:
-        if command.opaque:
-            return "the line runs a script that cannot be read before it runs"
-        if _command_matches(wanted, command):
-            words = ["…" if w is None else w for w in command.words]
-            return f"the line runs {' '.join(words)!r}"
-    return None
-
-
-def _read(line: str, start: str) -> list[Command] | None:
-    """Every command `line` runs from `start`, each also with its operands as the paths they
-    reach; None when it cannot be read."""
-    found = commands(line)
-    if found is None:
-        return None
-    places = [p for p in folders(line, start) if p and os.path.isabs(p)]
-    return [seen for command in found for seen in _with_real_paths(command, places)]
-
-
-def _with_real_paths(command: Command, places: list[str]) -> list[Command]:
-    """`command` as written, and with its operands as the paths they reach from each folder
-    the line may run in (``..`` resolved, then symbolic links too): ``rm -rf build`` in /srv
-    is ``rm -rf /srv/build``."""
-    seen = [command]
-    program, args = command.words[:1], command.words[1:]
-    given = program[0] if program else None
-    if given is not None and "/" in given:
-        # A program given by path is also the one its links reach (`./r` linked to rm).
-        for place in places or [""]:
-            real = os.path.realpath(os.path.join(place, given))
-            if os.path.basename(real) != os.path.basename(given):
-                seen.append(Command([real, *args]))
-    for place in places or [""]:
-        for resolve in (os.path.normpath, os.path.realpath):
-            words = [
-                a
-                if a is None or a.startswith("-") or (not place and not os.path.isabs(a))
-                else resolve(os.path.join(place, a))
-                for a in args
-            ]
-            if words != args:
-                seen.append(Command([*program, *words]))
-    return seen
 
 
 def reason(rule: str, tool_name: str, tool_input: dict[str, Any]) -> str | None:
@@ -354,95 +279,7 @@ def reason(rule: str, tool_name: str, tool_input: dict[str, Any]) -> str | None:
         return None
     if tool_name not in SHELL_TOOLS or not isinstance(line, str):
         return None
-    return _shell_hit(found["pattern"].strip(), line)
-
-
-def _pattern_words(pattern: str) -> list[str]:
-    """A rule's pattern as the words of a command, ``*`` among them; Claude Code's prefix form
-    ``git push:*`` is ``git push *``."""
-    import shlex
-
-    prefix = pattern.endswith(":*")
-    text = pattern[:-2] if prefix else pattern
-    try:
-        words = shlex.split(text)
-    except ValueError:
-        words = text.split()
-    # A command's `~` is the home folder by the time it runs; the rule's is too.
-    words = [os.path.expanduser(w) if w.startswith("~") else w for w in words]
-    return [*words, "*"] if prefix else words or ["*"]
-
-
-def _command_matches(wanted: list[str], command: Command) -> bool:
-    """Whether `command` is the program `wanted` names with at least its options, and its other
-    words match the rest of `wanted`. A computed word may be any options and operands."""
-    program = os.path.basename(wanted[0].rstrip("/")) or wanted[0]
-    name = command.name
-    # Case aside: a case-insensitive file system (macOS) runs RM as rm.
-    if name is not None and not _glob(program.lower()).fullmatch(name.lower()):
-        return False
-    args = command.words[1:]
-    # A rule naming its program refuses it whatever the computed words turn out to be; a rule
-    # for any program (`* *secret*`) goes by the words the line spells out.
-    if None in args and "*" not in program:
-        return True
-    given = [a for a in args if a is not None]
-    same = SAME_OPTIONS.get((name or program).lower(), {})
-    short, long, operands = _options(wanted[1:], same)
-    has_short, has_long, has_operands = _options(given, same)
-    if not short <= has_short:
-        return False
-    for option in long:
-        if option in same and same[option] in has_short:
-            continue  # --force given as -f
-        if option not in has_long and not any(option.startswith(g) for g in has_long):
-            return False
-    glob = _operands_glob(operands)
-    return any(glob.fullmatch(" ".join(o)) for o in has_operands)
-
-
-def _options(words: list[str], same: dict[str, str]) -> tuple[set[str], set[str], list[list[str]]]:
-    """The short options (as their program's one letter for each), the long ones, and the
-    operands: as given, and without each word that may be the value of the option before it."""
-    short: set[str] = set()
-    long: set[str] = set()
-    operands: list[str] = []
-    values: list[str] = []
-    after_option = False
-    for at, word in enumerate(words):
-        if word == "--":
-            rest = words[at + 1 :]
-            operands += rest
-            values += rest
-            break
-        if word.startswith("--") and len(word) > 2 and "*" not in word:
-            option = word[2:].split("=", 1)[0]
-            long.add(option)
-            # A GNU program takes any beginning of its long option that names it alone.
-            full = [o for o in same if len(o) > 1 and o.startswith(option)] or [option]
-            short.update(same[o] for o in full if o in same)
-            after_option = "=" not in word
-        elif word.startswith("-") and len(word) > 1 and "*" not in word:
-            short.update(same.get(letter, letter) for letter in word[1:])
-            after_option = True
-        else:
-            operands.append(word)
-            if not after_option:
-                values.append(word)
-            after_option = False
-    return short, long, [operands, values]
-
-
-def _operands_glob(words: list[list[str]]) -> re.Pattern[str]:
-    """The rule's operands as a glob over a command's operands joined by spaces; a last ``*``
-    may also stand for none."""
-    wanted = words[0]
-    if wanted and wanted[-1] == "*":
-        head = " ".join(wanted[:-1])
-        if not head:
-            return re.compile(".*", re.DOTALL)
-        return re.compile(_glob(head).pattern + "(?: .*)?", re.DOTALL)
-    return _glob(" ".join(wanted))
+    return shell_hit(found["pattern"].strip(), line)
 
 
 def _absolute(path: str, cwd: str) -> list[str]:
@@ -469,15 +306,15 @@ def _path_matches(pattern: str, paths: list[str] | str, cwd: str = "") -> bool:
         pattern = os.path.expanduser(pattern)
     elif pattern.startswith("./") and cwd:
         pattern = os.path.join(cwd, pattern[2:])
-    globs = [_glob(pattern)]
+    globs = [as_glob(pattern)]
     if pattern.endswith(("/*", "/**")):  # the folder itself too (a search in it)
-        globs.append(_glob(pattern.rstrip("*").rstrip("/")))
+        globs.append(as_glob(pattern.rstrip("*").rstrip("/")))
     if os.path.isabs(pattern):
         fixed = pattern.split("*", 1)[0]
         folder = os.path.dirname(fixed)
         real = os.path.realpath(folder)
         if real != folder:
-            globs.append(_glob(real + pattern[len(folder) :]))
+            globs.append(as_glob(real + pattern[len(folder) :]))
     given = [paths] if isinstance(paths, str) else paths
     return any(g.fullmatch(p) for g in globs for p in given)
 
@@ -535,12 +372,6 @@ def _codex_edit(tool_name: str, tool_input: dict[str, Any], cwd: str) -> list[st
             elif os.path.isabs(place):
                 paths += _absolute(path, place)[1:]
     return paths
-
-
-def _glob(pattern: str) -> re.Pattern[str]:
-    # Claude Code's prefix form "npm run:*" is "npm run*".
-    pattern = pattern[:-2] + "*" if pattern.endswith(":*") else pattern
-    return re.compile(".*".join(re.escape(p) for p in pattern.split("*")), re.DOTALL)
 
 
 def refusal(rule: str) -> str:
