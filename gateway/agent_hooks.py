@@ -24,6 +24,7 @@ from agentcomms.models import PaneTarget, Registration
 from agentcomms.store import Store
 from gateway.params import AgentId, Params, RegisterParams
 from gateway.protocol import INVALID_PARAMS, NOT_FOUND
+from gateway.socket.declare import Hook, Human, declare
 from workflows.mailbox.client import Mailbox
 
 PaneId = Annotated[str, StringConstraints(pattern=r"^%[0-9]{1,9}$")]
@@ -51,12 +52,7 @@ class AgentHookMethods:
         # Who else hears what the agent does (the approvals: a tool that ran was answered).
         self.observers: list[Callable[[str, str, dict[str, Any]], Awaitable[None]]] = []
 
-    def methods(self) -> dict[str, tuple[type[Params], Callable[[Any], Awaitable[Any]]]]:
-        return {
-            "agent_hook": (AgentHookParams, self.agent_hook),
-            "register": (RegisterParams, self.register),
-        }
-
+    @declare(Human())
     async def register(self, p: RegisterParams) -> dict[str, Any]:
         if p.type != "tmux":
             raise RpcError(INVALID_PARAMS, f"type: unknown agent type {p.type!r}; known: tmux")
@@ -95,6 +91,7 @@ class AgentHookMethods:
                 agent_id, HookReport(kind="any", event=AT_PROMPT, at_ns=at_ns)
             )
 
+    @declare(Hook())
     async def agent_hook(self, p: AgentHookParams) -> dict[str, Any]:
         agent_id = await self.agent_of(p.agent_id, p.pane, p.tmux_socket)
         report = report_from(p.kind, p.event, p.at_ns, p.session_id, p.payload)

@@ -52,6 +52,7 @@ from agentcomms.voice.tts import tts_chain
 from agentcomms.workflow_ids import call_workflow_id
 from gateway.params import AgentId, MessageText, Params
 from gateway.protocol import INVALID_PARAMS, NOT_FOUND
+from gateway.socket.declare import ForItself, Human, declare
 from workflows.call import CallInput, CallWorkflow, End, Ended, Say, WaitLine
 
 log = logging.getLogger(__name__)
@@ -137,21 +138,12 @@ class CallControl:
         # Who hears each line event once the call holds it (a request's call is answered).
         self.line_observers: list[Callable[[str, LineEvent], Awaitable[None]]] = []
 
-    def methods(self) -> dict[str, tuple[type[Params], Any]]:
-        return {
-            "call": (CallParams, self.call),
-            "call_say": (CallSayParams, self.call_say),
-            "call_end": (CallEndParams, self.call_end),
-            "calls": (CallsParams, self.calls),
-            "phone_wait": (PhoneWaitParams, self.phone_wait),
-            "phone_event": (PhoneEventParams, self.phone_event),
-        }
-
     def _handle(self, call_id: str) -> WorkflowHandle[CallWorkflow, Ended]:
         return self._client.get_workflow_handle_for(CallWorkflow.run, call_workflow_id(call_id))
 
     # ---- for agents ----------------------------------------------------------------------------
 
+    @declare(ForItself("agent_id"))
     async def call(self, p: CallParams) -> dict[str, Any]:
         """Place a call. Blocking: the first answer. Non-blocking: the call id at once; the
         answer arrives in the agent's mailbox."""
@@ -201,6 +193,7 @@ class CallControl:
             ) from None
         return result.model_dump()
 
+    @declare(ForItself("agent_id"))
     async def call_say(self, p: CallSayParams) -> dict[str, Any]:
         await self._check_owner(p.call_id, p.agent_id)
         handle = self._handle(p.call_id)
@@ -213,6 +206,7 @@ class CallControl:
         )
         return result.model_dump()
 
+    @declare(ForItself("agent_id"))
     async def call_end(self, p: CallEndParams) -> dict[str, Any]:
         await self._check_owner(p.call_id, p.agent_id)
         handle = self._handle(p.call_id)
@@ -236,6 +230,7 @@ class CallControl:
             }
         return ended.model_dump()
 
+    @declare(ForItself("agent_id"))
     async def calls(self, p: CallsParams) -> dict[str, Any]:
         rows = await self._store.list_calls(agent_id=p.agent_id, active=p.active, limit=p.limit)
         return {"calls": [r.model_dump(mode="json") for r in rows]}
@@ -270,6 +265,7 @@ class CallControl:
 
     # ---- for the local phone ----------------------------------------------------------------------
 
+    @declare(Human(decides=True))
     async def phone_wait(self, p: PhoneWaitParams) -> dict[str, Any]:
         """The local phone's calls once one of them changed (or rings, or ended), or as they are
         at the timeout."""
@@ -296,6 +292,7 @@ class CallControl:
             else:
                 await asyncio.sleep(min(remaining, RING_POLL_S))
 
+    @declare(Human(decides=True))
     async def phone_event(self, p: PhoneEventParams) -> dict[str, Any]:
         """Something happened on the local phone; accepted once the call's workflow holds it."""
         audio = None
