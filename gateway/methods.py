@@ -47,6 +47,19 @@ from gateway.params import (
     WaitMessagesParams,
 )
 from gateway.protocol import INTERNAL_ERROR, INVALID_PARAMS, MAILBOX_FULL, NOT_FOUND
+from gateway.results import (
+    AgentMessagePosted,
+    Agents,
+    Escalating,
+    Events,
+    History,
+    Pong,
+    Posted,
+    Replied,
+    Status,
+    Unread,
+    Waited,
+)
 from gateway.socket.declare import Anyone, ForItself, Human, declare
 from gateway.socket.table import temporal_trouble
 from gateway.trace import Tracer
@@ -106,7 +119,7 @@ class Methods:
         self._started_at = started_at
         self._tracer = Tracer(cfg, store, mailbox, self._host)
         # An urgent message's ladder (gateway/urgent.py), started once the message is sent.
-        self.on_urgent: Callable[[str, str, str], Awaitable[dict[str, Any]]] | None = None
+        self.on_urgent: Callable[[str, str, str], Awaitable[Escalating]] | None = None
         self._hosts = HostWatch(mailbox.client, store)
         # Where the console listens, once it does (its token is never said here: an agent's
         # MCP server asks `status` too).
@@ -115,11 +128,11 @@ class Methods:
     # ---- what scripts and existing MCP setups call ---------------------------------------------
 
     @declare(Anyone())
-    async def ping(self, _: NoParams) -> dict[str, Any]:
+    async def ping(self, _: NoParams) -> Pong:
         return {"pong": True}
 
     @declare(Anyone())
-    async def status(self, _: NoParams) -> dict[str, Any]:
+    async def status(self, _: NoParams) -> Status:
         agents = await self._listed_agents(include_offline=True)
         return {
             "running": True,
@@ -138,7 +151,7 @@ class Methods:
         }
 
     @declare(Anyone())
-    async def agents(self, p: AgentsParams) -> dict[str, Any]:
+    async def agents(self, p: AgentsParams) -> Agents:
         return {"agents": await self._listed_agents(include_offline=p.include_offline)}
 
     async def _listed_agents(self, *, include_offline: bool) -> list[dict[str, Any]]:
@@ -172,7 +185,7 @@ class Methods:
         return sorted(agents.values(), key=lambda a: a["id"])
 
     @declare(Human())
-    async def send(self, p: SendParams) -> dict[str, Any]:
+    async def send(self, p: SendParams) -> Posted:
         event = Event(
             id=p.event_id or new_event_id(),
             agent_id=p.agent_id,
@@ -185,7 +198,7 @@ class Methods:
         return await self._post(event, wait=p.wait, wait_s=p.timeout)
 
     @declare(Human())
-    async def interrupt(self, p: InterruptParams) -> dict[str, Any]:
+    async def interrupt(self, p: InterruptParams) -> Posted:
         await self._known_agent(p.agent_id)
         event = Event(
             id=new_event_id(),
@@ -198,7 +211,7 @@ class Methods:
         return await self._post(event, wait=p.wait, wait_s=p.timeout)
 
     @declare(ForItself("agent_id"), check=without_refused)
-    async def events(self, p: EventsParams) -> dict[str, Any]:
+    async def events(self, p: EventsParams) -> Events:
         if p.since is not None and await self._store.get_event(p.since) is None:
             raise RpcError(NOT_FOUND, f"no event {p.since!r}; `since` takes an event id")
         if p.since is None and await self._store.get_agent(p.agent_id) is None:
@@ -219,13 +232,16 @@ class Methods:
         return {"events": [event_json(e) for e in events], "agent_id": p.agent_id}
 
     @declare(ForItself("agent_id"), check=to_own_chat)
-    async def reply(self, p: ReplyParams) -> dict[str, Any]:
+    async def reply(self, p: ReplyParams) -> Replied:
         sent = await self._reply(p)
         if p.urgent and self.on_urgent is not None:
-            sent |= await self.on_urgent(p.agent_id or "default", sent["event_id"], p.message)
+            ladder = await self.on_urgent(p.agent_id or "default", sent["event_id"], p.message)
+            sent["escalation"] = ladder["escalation"]
+            if "note" in ladder:
+                sent["note"] = ladder["note"]
         return sent
 
-    async def _reply(self, p: ReplyParams) -> dict[str, Any]:
+    async def _reply(self, p: ReplyParams) -> Replied:
         provider, sep, chat_id = p.channel_id.partition(":")
         if not sep or not chat_id:
             raise RpcError(INVALID_PARAMS, "channel_id: expected PROVIDER:ID, e.g. cli:local")
@@ -256,7 +272,7 @@ class Methods:
         return {"channels": rows}
 
     @declare(ForItself("from_agent_id"))
-    async def agent_message(self, p: AgentMessageParams) -> dict[str, Any]:
+    async def agent_message(self, p: AgentMessageParams) -> AgentMessagePosted:
         event = Event(
             id=new_event_id(),
             agent_id=p.to_agent_id,
@@ -267,7 +283,7 @@ class Methods:
             payload={"text": p.message},
         )
         result = await self._post(event, wait=p.wait, wait_s=p.timeout)
-        return result | {"to_agent_id": p.to_agent_id}
+        return {**result, "to_agent_id": p.to_agent_id}
 
     # ---- registration and the human's inbox ----------------------------------------------------
 
@@ -297,7 +313,7 @@ class Methods:
 
     # ---- chat: outbound ------------------------------------------------------------------------
 
-    async def _chat_reply(self, p: ReplyParams, provider: str, chat_id: str) -> dict[str, Any]:
+    async def _chat_reply(self, p: ReplyParams, provider: str, chat_id: str) -> Replied:
         """An agent's message to a chat: recorded, queued in its (agent, chat) outbox, and
         (with ``wait``) reported once the provider took it or refused it."""
         if not transports.is_provider(provider) or provider == "local":
@@ -330,7 +346,7 @@ class Methods:
         # After the signal, as for inbound messages: the outbox writes the row again when it
         # settles, so a lost write here loses nothing.
         await self._store.record_event(event)
-        result: dict[str, Any] = {"event_id": event.id, "delivered": False, "status": "queued"}
+        result: Replied = {"event_id": event.id, "delivered": False, "status": "queued"}
         if p.wait:
             sent = await self._outbox.wait_sent(agent_id, p.channel_id, event.id, p.timeout)
             result["delivered"] = sent.status == "sent"
@@ -346,7 +362,7 @@ class Methods:
     def _temporal_trouble(self, exc: RPCError) -> str:
         return temporal_trouble(self._cfg.temporal.address, exc)
 
-    async def _post(self, event: Event, *, wait: bool, wait_s: float) -> dict[str, Any]:
+    async def _post(self, event: Event, *, wait: bool, wait_s: float) -> Posted:
         try:
             await self._mailbox.post(event)
         except MailboxFull as exc:
@@ -357,7 +373,7 @@ class Methods:
                 f"{event.id} was not accepted, nothing was queued: {self._temporal_trouble(exc)}. "
                 "Send it again (with the same event id) once Temporal answers.",
             ) from None
-        result: dict[str, Any] = {"event_id": event.id, "delivered": False, "status": "queued"}
+        result: Posted = {"event_id": event.id, "delivered": False, "status": "queued"}
         if wait:
             outcome = await self._mailbox.wait_delivered(event.agent_id, event.id, wait_s)
             result["status"] = "submitted" if outcome.submitted else outcome.status
@@ -397,7 +413,7 @@ class Methods:
         return defaultdict(asyncio.Lock)
 
     @declare(ForItself("agent_id"))
-    async def check_messages(self, p: CheckMessagesParams) -> dict[str, Any]:
+    async def check_messages(self, p: CheckMessagesParams) -> Unread:
         """The agent's unread messages, oldest first; the read cursor moves past them."""
         async with self._read_locks[p.agent_id]:
             messages, has_more = await self._store.unread_messages(p.agent_id, p.limit)
@@ -411,7 +427,7 @@ class Methods:
         }
 
     @declare(ForItself("agent_id"))
-    async def wait_messages(self, p: WaitMessagesParams) -> dict[str, Any]:
+    async def wait_messages(self, p: WaitMessagesParams) -> Waited:
         """Return once the agent has an unread message, or after `timeout` seconds; reads nothing.
 
         Not consuming is deliberate: a caller that gives up mid-wait loses no message.
@@ -429,7 +445,7 @@ class Methods:
                 await asyncio.wait_for(arrived.wait(), min(WAIT_POLL_S, remaining))
 
     @declare(ForItself(None), check=own_history)
-    async def history(self, p: HistoryParams) -> dict[str, Any]:
+    async def history(self, p: HistoryParams) -> History:
         """A channel's newest messages, both directions, oldest first (from the projection)."""
         events = await self._store.channel_history(p.channel_id, p.limit, p.agent_id)
         return {"channel_id": p.channel_id, "messages": [event_json(e) for e in events]}

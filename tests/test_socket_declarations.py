@@ -4,6 +4,7 @@ projection, at the lowest level that proves each rule."""
 
 from __future__ import annotations
 
+import typing
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from gateway.socket.caller import Caller
 from gateway.socket.declare import Anyone, Human, Method, declare, declared, declared_in
 from gateway.socket.panes import AgentPanes
 from gateway.socket.table import MethodTable
+from mcp_server.link import GatewayLink
 
 ROOMS = (Methods, CallControl, SenderMethods, AgentHookMethods, ApprovalMethods, LocalDial)
 SEED = {"ping", "status", "agents", "send", "interrupt", "events", "reply", "channels"}
@@ -67,6 +69,19 @@ def test_what_decides_for_the_human_says_so() -> None:
     assert decides == DECIDES
     open_to_all = {n for n, m in declared.items() if isinstance(m.who, Anyone)}
     assert open_to_all == {"ping", "status", "agents", "channels"}
+
+
+def test_the_mcp_server_reads_each_result_as_its_method_declares_it() -> None:
+    declared = _declared()
+    read = 0
+    for overload in typing.get_overloads(GatewayLink.call):
+        hints = typing.get_type_hints(overload)
+        (name,) = typing.get_args(hints["method"]) or (None,)
+        if name is None:  # the catch-all: results no tool reads by key
+            continue
+        assert hints["return"] is declared[name].result, name
+        read += 1
+    assert read >= 8
 
 
 class _Room:
