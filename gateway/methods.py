@@ -108,6 +108,7 @@ class Methods:
         host: str | None = None,
         outbox: Outbox | None = None,
         chat: ChatTransports | None = None,
+        on_urgent: Callable[[str, str, str], Awaitable[Escalating]] | None = None,
     ) -> None:
         self._cfg = cfg
         self._outbox = outbox
@@ -119,7 +120,7 @@ class Methods:
         self._started_at = started_at
         self._tracer = Tracer(cfg, store, mailbox, self._host)
         # An urgent message's ladder (gateway/urgent.py), started once the message is sent.
-        self.on_urgent: Callable[[str, str, str], Awaitable[Escalating]] | None = None
+        self._on_urgent = on_urgent
         self._hosts = HostWatch(mailbox.client, store)
         # Where the console listens, once it does (its token is never said here: an agent's
         # MCP server asks `status` too).
@@ -234,8 +235,8 @@ class Methods:
     @declare(ForItself("agent_id"), check=to_own_chat)
     async def reply(self, p: ReplyParams) -> Replied:
         sent = await self._reply(p)
-        if p.urgent and self.on_urgent is not None:
-            ladder = await self.on_urgent(p.agent_id or "default", sent["event_id"], p.message)
+        if p.urgent and self._on_urgent is not None:
+            ladder = await self._on_urgent(p.agent_id or "default", sent["event_id"], p.message)
             sent["escalation"] = ladder["escalation"]
             if "note" in ladder:
                 sent["note"] = ladder["note"]

@@ -65,17 +65,6 @@ class Gateway:
             accepted_by=f"the gateway on {self.host} (pid {os.getpid()})",
         )
         self.outbox = Outbox(client, cfg.temporal.task_queue, key=self.key)
-        self.inbox = ChatInbox(cfg, store, self.mailbox, self.outbox)
-        self.chat = ChatTransports(cfg, self.inbox)
-        self.methods = Methods(
-            cfg,
-            store,
-            self.mailbox,
-            self.started_at,
-            host=self.host,
-            outbox=self.outbox,
-            chat=self.chat,
-        )
         self.calls = CallControl(cfg, client, store, self.key)
         hooks = AgentHookMethods(store, self.mailbox, self.host)
         hooks.observers.append(ReplyMirror(cfg, store, self.outbox).agent_did)
@@ -90,17 +79,28 @@ class Gateway:
             approvals.decide,
             self.approval_chats,
         )
-        self.inbox.on_button = answers.button
-        self.inbox.on_reply = answers.reply
+        self.inbox = ChatInbox(
+            cfg, store, self.mailbox, self.outbox, on_button=answers.button, on_reply=answers.reply
+        )
+        self.chat = ChatTransports(cfg, self.inbox)
+        urgent = UrgentMessages(cfg, client, self.key)
+        self.mailbox.observers.append(urgent.heard)
+        self.methods = Methods(
+            cfg,
+            store,
+            self.mailbox,
+            self.started_at,
+            host=self.host,
+            outbox=self.outbox,
+            chat=self.chat,
+            on_urgent=urgent.sent,
+        )
         self.approval_calls = ApprovalCalls(
             cfg, client, self.key, self.calls.current_line, approvals
         )
         self.calls.line_observers.append(self.approval_calls.line_event)
         # What a human who calls in hears: through Twilio, or the local phone's --dial.
         self.phone_menu = PhoneMenu(cfg, store, approvals, post=self.mailbox.post)
-        urgent = UrgentMessages(cfg, client, self.key)
-        self.methods.on_urgent = urgent.sent
-        self.mailbox.observers.append(urgent.heard)
         # Each request admitted as its method's declaration says: an agent's gets only what is
         # its own, and no process in an agent's pane decides for the human.
         self.socket_methods = MethodTable(
