@@ -74,6 +74,15 @@ class Confinement:
         peer = caller.peer
         if peer is None:  # the gateway's own surface (the console), which admitted the human
             return
+        if not peer.alive():
+            # A process gone before it is looked at could have been anyone's: a pane's process
+            # that wrote its request and exited at once must not pass for the human.
+            raise RpcError(
+                NOT_YOURS,
+                f"{method.name} decides for the human, and the process that asked (pid "
+                f"{peer.pid}) was gone before the gateway could tell whose it was. Ask from a "
+                "process that waits for the answer (the agentcomms command does).",
+            )
         found = await self._panes.holding(peer.pid)
         if found is None or (method.who.pane_may is not None and method.who.pane_may(params)):
             return

@@ -4,6 +4,7 @@ projection, at the lowest level that proves each rule."""
 
 from __future__ import annotations
 
+import os
 import typing
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -25,7 +26,7 @@ from gateway.params import EventsParams, NoParams
 from gateway.phone_menu import LocalDial
 from gateway.protocol import METHOD_NOT_FOUND, NOT_YOURS
 from gateway.senders import SenderMethods
-from gateway.socket.caller import Caller
+from gateway.socket.caller import Caller, Peer
 from gateway.socket.declare import Anyone, Human, Method, declare, declared, declared_in
 from gateway.socket.panes import AgentPanes
 from gateway.socket.table import MethodTable
@@ -181,6 +182,17 @@ async def test_who_may_ask_what(
     with pytest.raises(RpcError) as caught:
         await rules.admit(method, parsed, Caller(agent=agent))
     assert caught.value.code == NOT_YOURS and refused in caught.value.message, caught.value
+
+
+async def test_a_decision_is_taken_only_from_a_process_still_there(rules: Confinement) -> None:
+    pair = _declared()["pair"]
+    asked = pair.params.model_validate({"code": "ABCD12"})
+    here = Peer(os.getpid(), os.getuid(), os.getgid())
+    assert await rules.admit(pair, asked, Caller(peer=here)) is asked
+    gone = Peer(9_999_999, os.getuid(), os.getgid())
+    with pytest.raises(RpcError) as caught:
+        await rules.admit(pair, asked, Caller(peer=gone))
+    assert caught.value.code == NOT_YOURS and "was gone before" in caught.value.message
 
 
 async def test_an_agents_events_never_show_what_the_allowlist_refused(rules: Confinement) -> None:

@@ -40,6 +40,13 @@ class Peer:
         except KeyError:
             return f"uid {self.uid}"
 
+    def alive(self) -> bool:
+        """Whether the process is still there to be looked at (not gone, not a zombie)."""
+        try:
+            return ProcStat.read(self.pid).state not in ("Z", "X")
+        except (OSError, ValueError):
+            return False
+
     def terminal(self) -> str | None:
         """The process's controlling terminal, e.g. /dev/pts/3 (None: it has none, or it is
         gone)."""
@@ -71,6 +78,7 @@ THE_CONSOLE = Caller()
 class ProcStat:
     """The fields of /proc/PID/stat that say where a process runs."""
 
+    state: str  # R, S, D…; Z: a zombie, whose environment is gone
     ppid: int
     tty_nr: int
 
@@ -80,7 +88,7 @@ class ProcStat:
             data = f.read().decode(errors="replace")
         # The command name may hold spaces and parentheses: the fields start after the last ")".
         fields = data[data.rindex(")") + 2 :].split()
-        return cls(ppid=int(fields[1]), tty_nr=int(fields[4]))
+        return cls(state=fields[0], ppid=int(fields[1]), tty_nr=int(fields[4]))
 
 
 def tty_device(tty_nr: int) -> tuple[int, int]:
