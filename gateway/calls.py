@@ -52,8 +52,9 @@ from agentcomms.voice.tts import tts_chain
 from agentcomms.workflow_ids import call_workflow_id
 from gateway.params import AgentId, MessageText, Params
 from gateway.protocol import INVALID_PARAMS, NOT_FOUND
+from gateway.results import Calls, Hung, Turn
 from gateway.socket.declare import ForItself, Human, declare
-from workflows.call import CallInput, CallWorkflow, End, Ended, Say, WaitLine
+from workflows.call import CallInput, CallWorkflow, End, Ended, Say, TurnResult, WaitLine
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +120,18 @@ class PhoneEventParams(Params):
     phone_id: Annotated[str, StringConstraints(max_length=100)] | None = None
 
 
+def _turn_json(result: TurnResult) -> Turn:
+    return {
+        "call_id": result.call_id,
+        "status": result.status,
+        "turn": result.turn,
+        "response": result.response,
+        "timed_out": result.timed_out,
+        "success": result.success,
+        "note": result.note,
+    }
+
+
 def new_call_id(agent_id: str, request_id: str | None) -> str:
     """A fresh call id, or for a request id always the same one (a retried request finds its
     call instead of placing another)."""
@@ -144,7 +157,7 @@ class CallControl:
     # ---- for agents ----------------------------------------------------------------------------
 
     @declare(ForItself("agent_id"))
-    async def call(self, p: CallParams) -> dict[str, Any]:
+    async def call(self, p: CallParams) -> Turn:
         """Place a call. Blocking: the first answer. Non-blocking: the call id at once; the
         answer arrives in the agent's mailbox."""
         system, number = call_system(self._cfg)
@@ -191,10 +204,10 @@ class CallControl:
             raise RpcError(
                 NOT_FOUND, f"call {call_id} (this request id's) has ended already"
             ) from None
-        return result.model_dump()
+        return _turn_json(result)
 
     @declare(ForItself("agent_id"))
-    async def call_say(self, p: CallSayParams) -> dict[str, Any]:
+    async def call_say(self, p: CallSayParams) -> Turn:
         await self._check_owner(p.call_id, p.agent_id)
         handle = self._handle(p.call_id)
         result = await self._turn(
@@ -204,10 +217,10 @@ class CallControl:
                 self._key.sign_turn(p.call_id, Say(message=p.message, listen=p.listen)),
             ),
         )
-        return result.model_dump()
+        return _turn_json(result)
 
     @declare(ForItself("agent_id"))
-    async def call_end(self, p: CallEndParams) -> dict[str, Any]:
+    async def call_end(self, p: CallEndParams) -> Hung:
         await self._check_owner(p.call_id, p.agent_id)
         handle = self._handle(p.call_id)
         try:
@@ -228,10 +241,15 @@ class CallControl:
                 "status": row.status,
                 "reason": "the call had ended already",
             }
-        return ended.model_dump()
+        return {
+            "call_id": ended.call_id,
+            "duration_seconds": ended.duration_seconds,
+            "status": ended.status,
+            "reason": ended.reason,
+        }
 
     @declare(ForItself("agent_id"))
-    async def calls(self, p: CallsParams) -> dict[str, Any]:
+    async def calls(self, p: CallsParams) -> Calls:
         rows = await self._store.list_calls(agent_id=p.agent_id, active=p.active, limit=p.limit)
         return {"calls": [r.model_dump(mode="json") for r in rows]}
 

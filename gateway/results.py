@@ -99,3 +99,32 @@ class Waited(TypedDict):
 class History(TypedDict):
     channel_id: str
     messages: list[EventJson]
+
+
+class Turn(TypedDict):
+    """A call placed (``wait``: its first answer) or a turn said on it: what the human answered
+    and how the turn went (answered, timed-out, hung-up, no-answer, declined…). A call placed
+    without waiting says only its id and that it rings."""
+
+    call_id: str
+    status: str
+    turn: NotRequired[int]
+    response: NotRequired[str]
+    timed_out: NotRequired[bool]
+    success: NotRequired[bool]
+    note: NotRequired[str | None]
+    wait: NotRequired[bool]
+
+
+class Hung(TypedDict):
+    """A call ended: how long it lasted and how it ended."""
+
+    call_id: str
+    duration_seconds: float
+    status: str
+    reason: str | None
+
+
+class Calls(TypedDict):
+    # Each call as the projection shows it (agentcomms.models.CallRecord, as JSON).
+    calls: list[dict[str, Any]]

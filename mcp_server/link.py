@@ -15,10 +15,13 @@ from agentcomms.errors.mcp import GatewayDown, GatewayRefused
 from gateway.results import (
     AgentMessagePosted,
     Agents,
+    Calls,
     Events,
     History,
+    Hung,
     Replied,
     Status,
+    Turn,
     Unread,
     Waited,
 )
@@ -54,6 +57,14 @@ class GatewayLink:
     async def call(self, method: Literal["reply"], **params: Any) -> Replied: ...
     @overload
     async def call(self, method: Literal["history"], **params: Any) -> History: ...
+    @overload
+    async def call(self, method: Literal["call"], **params: Any) -> Turn: ...
+    @overload
+    async def call(self, method: Literal["call_say"], **params: Any) -> Turn: ...
+    @overload
+    async def call(self, method: Literal["call_end"], **params: Any) -> Hung: ...
+    @overload
+    async def call(self, method: Literal["calls"], **params: Any) -> Calls: ...
     @overload
     async def call(self, method: str, **params: Any) -> Any: ...
 
