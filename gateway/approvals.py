@@ -42,7 +42,7 @@ from agentcomms.escalation_models import Escalation, QuietHours, Rung
 from agentcomms.logs import redact
 from agentcomms.models import utcnow
 from agentcomms.trust import DeploymentKey
-from gateway.agent_hooks import AgentHookMethods, PaneId
+from gateway.agent_hooks import PaneAgents, PaneId
 from gateway.approval_chats import ApprovalChats
 from gateway.approval_surfaces.words import asks, keys, reply_with
 from gateway.hook_decision import hook_decision
@@ -111,13 +111,13 @@ class ApprovalMethods:
         cfg: Config,
         client: Client,
         key: DeploymentKey,
-        hooks: AgentHookMethods,
+        panes: PaneAgents,
         chats: ApprovalChats,
     ) -> None:
         self._cfg = cfg
         self._chats = chats
         self._key = key
-        self._hooks = hooks
+        self._panes = panes
         self._approvals = Approvals(client, cfg.temporal.task_queue)
         # The approvals this gateway opened that may still be open, each with the agent, tool
         # and input (as the hook reports them) whose run or end means it was answered elsewhere.
@@ -126,13 +126,12 @@ class ApprovalMethods:
         # decision recorded here, whatever surface gave it.
         self.observers: list[Callable[[ApprovalView], None]] = []
         self._deadlines: set[asyncio.Task[None]] = set()
-        hooks.observers.append(self.agent_did)
 
     @declare(Hook())
     async def approval_open(self, p: ApprovalOpenParams) -> dict[str, Any]:
         """One approval for a permission or a plan, one per question for a tool that asks
         several: `ids` in the order asked (`id` is the first)."""
-        agent_id = await self._hooks.agent_of(p.agent_id, p.pane, p.tmux_socket)
+        agent_id = await self._panes.agent_of(p.agent_id, p.pane, p.tmux_socket)
         # Only what the agent offered for this session: "allow for this session" never widens
         # the agent's settings on disk.
         session = [s for s in p.permission_suggestions if s.get("destination") == "session"]

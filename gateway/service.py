@@ -16,7 +16,7 @@ from agentcomms.models import Channel, Registration, utcnow
 from agentcomms.store import Store
 from agentcomms.trust import DeploymentKey
 from agentcomms.voice.audio import AudioStore
-from gateway.agent_hooks import AgentHookMethods
+from gateway.agent_hooks import AgentHookMethods, PaneAgents
 from gateway.approval_calls import ApprovalCalls
 from gateway.approval_chats import ApprovalChats
 from gateway.approval_surfaces.answers import ChatAnswers
@@ -66,11 +66,15 @@ class Gateway:
         )
         self.outbox = Outbox(client, cfg.temporal.task_queue, key=self.key)
         self.calls = CallControl(cfg, client, store, self.key)
-        hooks = AgentHookMethods(store, self.mailbox, self.host)
-        hooks.observers.append(ReplyMirror(cfg, store, self.outbox).agent_did)
+        panes = PaneAgents(store, self.host)
         self.approval_chats = ApprovalChats(cfg, store)
         self.approvals = approvals = ApprovalMethods(
-            cfg, client, self.key, hooks, self.approval_chats
+            cfg, client, self.key, panes, self.approval_chats
+        )
+        # A tool that ran answers its approval; a turn's reply goes back to its chat.
+        mirror = ReplyMirror(cfg, store, self.outbox)
+        hooks = AgentHookMethods(
+            self.mailbox, self.host, panes, observers=[mirror.agent_did, approvals.agent_did]
         )
         answers = ChatAnswers(
             cfg,
