@@ -53,8 +53,8 @@ class Confinement:
         if isinstance(who, Human | Hook):
             raise RpcError(
                 NOT_YOURS,
-                f"{method.name} is not open to agents: this request acts for agent {agent!r}. "
-                f"Only {who} runs it (with the agentcomms command).",
+                f"{method.name} is not open to agents: this request acts for agent {agent!r}, "
+                f"and {method.name} is for {who} only.",
             )
         field = who.param
         if field is not None and (named := getattr(params, field)) != agent:

@@ -56,7 +56,7 @@ class Human:
     pane_may: Callable[[Any], bool] | None = None
 
     def __str__(self) -> str:
-        return "the human, from outside the agents' panes" if self.decides else "the human"
+        return "the human (outside the agents' panes)" if self.decides else "the human"
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ class ForItself:
 
     def __str__(self) -> str:
         said = f" ({self.param} must be itself)" if self.param else ""
-        return f"an agent for itself{said}, or the human"
+        return f"an agent acting for itself{said}, or the human"
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,7 @@ class Hook:
     (a hook has none), so an agent's MCP server cannot call it."""
 
     def __str__(self) -> str:
-        return "an agent's hook, for its own pane"
+        return "an agent's hook (for its own pane)"
 
 
 Who = Anyone | Human | ForItself | Hook
