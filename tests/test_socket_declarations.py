@@ -22,12 +22,20 @@ from gateway.approvals import ApprovalMethods
 from gateway.calls import CallControl
 from gateway.confine import Confinement
 from gateway.methods import Methods
-from gateway.params import EventsParams, NoParams
+from gateway.params import CheckMessagesParams, EventsParams, NoParams
 from gateway.phone_menu import LocalDial
 from gateway.protocol import METHOD_NOT_FOUND, NOT_YOURS
 from gateway.senders import SenderMethods
 from gateway.socket.caller import Caller, Peer
-from gateway.socket.declare import Anyone, Human, Method, declare, declared, declared_in
+from gateway.socket.declare import (
+    Anyone,
+    ForItself,
+    Human,
+    Method,
+    declare,
+    declared,
+    declared_in,
+)
 from gateway.socket.panes import AgentPanes
 from gateway.socket.table import MethodTable
 from mcp_server.link import GatewayLink
@@ -85,6 +93,12 @@ def test_the_mcp_server_reads_each_result_as_its_method_declares_it() -> None:
     assert read >= 8
 
 
+class _Misnamed:
+    @declare(ForItself("agent"))
+    async def mine(self, p: CheckMessagesParams) -> dict[str, Any]:
+        return {}
+
+
 class _Room:
     @declare(Anyone())
     async def seen(self, _: NoParams) -> dict[str, Any]:
@@ -120,6 +134,8 @@ async def test_a_method_without_a_declaration_cannot_be_served(rules: Confinemen
     assert caught.value.code == METHOD_NOT_FOUND and "known: seen" in caught.value.message
     with pytest.raises(TypeError, match=r"first parameter typed with a gateway\.params model"):
         declared(_Untyped())
+    with pytest.raises(TypeError, match=r"ForItself\('agent'\) names no field"):
+        declared(_Misnamed())
 
 
 # (method, params, the agent the request acts for, what the refusal says; None: admitted)

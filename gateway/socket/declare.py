@@ -148,6 +148,11 @@ def _method(name: str, func: Any, bound: Any, declaration: Declaration) -> Metho
             f"socket method {name}: declare it as `async def {name}(self, p: SomeParams"
             "[, caller: Caller]) -> Result`, its first parameter typed with a gateway.params model"
         )
+    who = declaration.who
+    if isinstance(who, ForItself) and who.param and who.param not in params.model_fields:
+        raise TypeError(
+            f"socket method {name}: ForItself({who.param!r}) names no field of {params.__name__}"
+        )
     if "return" not in hints:
         raise TypeError(f"socket method {name}: give it a return type (its result's type)")
     takes_caller = len(parameters) == 2
