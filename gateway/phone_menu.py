@@ -46,7 +46,7 @@ from agentcomms.store.phone_callers import PhoneCaller
 from agentcomms.voice.audio import AudioStore, turn_audio_name
 from agentcomms.voice.models import TurnRecord
 from gateway.approval_calls import answer_by_phone
-from gateway.approval_surfaces.words import asks, heard_on_phone, keys
+from gateway.approval_surfaces.words import asks, heard_on_phone, hidden_on, keys, shown_remotely
 from gateway.approvals import ApprovalMethods
 from gateway.params import Params
 from gateway.socket.declare import Human, declare
@@ -305,9 +305,12 @@ class PhoneMenu:
         if not caller.pending:
             return self._menu_prompt(caller, before + "No more requests. ")
         request = pending[caller.pending[0]]
-        asked = asks(request, spoken=True)
+        # Spoken through the call system and its speech providers: secrets hidden, and no keys
+        # to answer what the call does not say whole.
+        asked = asks(shown_remotely(request), spoken=True)
         asked += "" if asked.endswith((".", "?", "!")) else "."
-        words = f"{before}{asked} {keys(request, last='skip')}"
+        hidden = hidden_on(request, "call")
+        words = f"{before}{asked} {keys(request, last='skip', hidden=hidden)}"
         return Prompt(words, "key", "approval", {"id": request.id})
 
     async def _approval(self, caller: PhoneCaller, approval_id: str, heard: str) -> Prompt:

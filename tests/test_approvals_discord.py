@@ -29,8 +29,9 @@ async def stack(discord_stack: Stack) -> Stack:
 
 
 def _buttons(message: dict[str, Any]) -> list[tuple[str, str]]:
+    """(label, what a press sends back, without the request's digest at its end)."""
     return [
-        (b["label"], b["custom_id"])
+        (b["label"], b["custom_id"].rsplit(":", 1)[0])
         for row in message.get("components", [])
         for b in row["components"]
     ]
@@ -62,7 +63,7 @@ async def test_an_allowed_sender_answers_with_a_button(
     approval = await open_approval(stack, agent)
     message = await eventually(lambda: discord.request_for(approval))
     assert message["channel_id"] == str(discord.general)
-    assert "asks to use Bash:\ntouch done.txt" in message["content"]
+    assert "asks to use Bash:\ntouch done.txt" in discord.rendered(message)
     assert _buttons(message) == [
         ("Allow", f"ap:{approval}:a"),
         ("Allow for this session", f"ap:{approval}:s"),

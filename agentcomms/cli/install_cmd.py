@@ -77,6 +77,7 @@ def install(
         approval_timeout_s=_approval_timeout_s(),
         never=_never(agent_id),
         remote_approvals=agent.value == "gemini" and _remote_approvals(agent_id),
+        agentcomms_home=_agentcomms_home(),
     )
     with user_errors():
         result = plan(target, uninstall=uninstall)
@@ -99,6 +100,13 @@ def install(
         print(f"installed agentcomms into {where}: {files}")
     for note in result.notes:
         print(f"note: {note}")
+
+
+def _agentcomms_home() -> Path:
+    """agentcomms' folder, which every agent's never-list keeps it out of."""
+    from agentcomms.config.home import agentcomms_home
+
+    return agentcomms_home().absolute()
 
 
 def _approval_timeout_s() -> float:

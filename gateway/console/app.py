@@ -316,6 +316,7 @@ class ConsoleApp:
             via="console",
             message=form.get("message") or None,
             answer=answer or None,
+            shown=form.get("request") or None,
         )
         if _wants_json(request):
             # The card as it stands now, for the page to show at once: answered here, or

@@ -49,8 +49,8 @@ from tests.support.stack import Stack, register, running_stack
 from tests.support.tmux import Terminal, Tmux
 from tests.support.waiting import eventually
 
-CLAUDE_CODE_VERSION = "2.1.328"
-CODEX_VERSION = "0.169.0"
+CLAUDE_CODE_VERSION = "2.1.332"
+CODEX_VERSION = "0.171.0"
 GEMINI_VERSION = "0.61.0"
 # Where `.ci/run` and the fixtures install the agents (one npm prefix for both).
 AGENTS_PREFIX = Path.home() / ".cache" / "agentcomms-agents"
@@ -452,6 +452,7 @@ async def attended(
 
 @pytest.fixture(scope="module")
 async def attended_claude(
+    agent_clis: dict[str, Path],
     temporal_env: WorkflowEnvironment,
     tmux_socket_dir: Path,
     tmp_path_factory: pytest.TempPathFactory,
@@ -594,8 +595,16 @@ async def start_gemini(
     return pane
 
 
+@pytest.fixture(scope="session")
+async def agent_clis() -> dict[str, Path]:
+    """The real agents' executables by name, installed at their pinned versions. A test that
+    starts a real agent asks for this fixture, directly or through another: that is what marks
+    it `agents` (tests/conftest.py), so a quick run can leave it out."""
+    return {name: await agent_binary(name) for name in _PACKAGES}
+
+
 @pytest.fixture
-async def anthropic() -> AsyncIterator[FakeAnthropic]:
+async def anthropic(agent_clis: dict[str, Path]) -> AsyncIterator[FakeAnthropic]:
     """A scripted Anthropic model on a local port, for one test."""
     model = FakeAnthropic()
     async with model.server:
@@ -609,7 +618,7 @@ async def claude(tmux: Tmux, tmp_path: Path, anthropic: FakeAnthropic) -> Claude
 
 
 @pytest.fixture
-async def responses() -> AsyncIterator[FakeResponses]:
+async def responses(agent_clis: dict[str, Path]) -> AsyncIterator[FakeResponses]:
     """A scripted OpenAI Responses model on a local port, for one test."""
     model = FakeResponses()
     async with model.server:
@@ -617,7 +626,7 @@ async def responses() -> AsyncIterator[FakeResponses]:
 
 
 @pytest.fixture(scope="module")
-async def module_anthropic() -> AsyncIterator[FakeAnthropic]:
+async def module_anthropic(agent_clis: dict[str, Path]) -> AsyncIterator[FakeAnthropic]:
     model = FakeAnthropic()
     async with model.server:
         yield model
