@@ -10,14 +10,14 @@ masked: :mod:`agentcomms.visible`; a chat hides what it must, saying so, and is 
 answer it: :mod:`gateway.approval_surfaces.words`), and signed with the deployment key; so is every answer the gateway records. The decision handed
 to the hook is derived from the signed request and the signed answer only: an approval or an
 answer someone else put into Temporal makes no hook allow anything. None of these methods is open
-to an agent's own requests (:mod:`gateway.confine`).
+to an agent's own requests, and no process in an agent's pane answers (:mod:`gateway.confine`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Annotated, Any, Literal
 
@@ -39,7 +39,7 @@ from agentcomms.errors import RpcError
 from agentcomms.escalation_models import Escalation, QuietHours, Rung
 from agentcomms.models import utcnow
 from agentcomms.trust import DeploymentKey
-from gateway.agent_hooks import AgentHookMethods, PaneId
+from gateway.agent_hooks import PaneAgents, PaneId
 from gateway.approval_asks import QUESTION_CHARS, QUESTION_TOOL, asked_with, shown_visibly
 from gateway.approval_chats import ApprovalChats
 from gateway.approval_surfaces.words import (
@@ -54,6 +54,8 @@ from gateway.approval_surfaces.words import (
 from gateway.hook_decision import hook_decision
 from gateway.params import AgentId, Params
 from gateway.protocol import INVALID_PARAMS, NOT_FOUND
+from gateway.socket.caller import Caller
+from gateway.socket.declare import Hook, Human, declare
 from workflows.approval.client import Approvals, WorkflowAlreadyStartedError, new_approval_id
 from workflows.approval.models import Decided
 
@@ -86,12 +88,19 @@ class ApprovalDecideParams(Params):
     message: Annotated[str, StringConstraints(max_length=2_000)] | None = None
     # A question's answer: an option's label or number (several, comma-separated), or words.
     answer: Annotated[str, StringConstraints(min_length=1, max_length=2_000)] | None = None
-    by: Annotated[str, StringConstraints(min_length=1, max_length=100)] = "the terminal's user"
+    # Accepted from older clients and ignored: who answered is read from the connection.
+    by: Annotated[str, StringConstraints(max_length=100)] | None = None
     via: Literal["cli", "terminal"] = "cli"
 
 
 class ApprovalsListParams(Params):
     pass
+
+
+def _closes_as_answered_in_the_pane(p: ApprovalDecideParams) -> bool:
+    """What an agent's hook, in the agent's pane, may say of an approval: that the human
+    answered it in the agent's own dialog. It allows and denies nothing."""
+    return p.behavior == "terminal"
 
 
 class ApprovalMethods:
@@ -100,13 +109,13 @@ class ApprovalMethods:
         cfg: Config,
         client: Client,
         key: DeploymentKey,
-        hooks: AgentHookMethods,
+        panes: PaneAgents,
         chats: ApprovalChats,
     ) -> None:
         self._cfg = cfg
         self._chats = chats
         self._key = key
-        self._hooks = hooks
+        self._panes = panes
         self._approvals = Approvals(client, cfg.temporal.task_queue)
         # The approvals this gateway opened that may still be open, each with the agent, tool
         # and input (as the hook reports them) whose run or end means it was answered elsewhere.
@@ -115,20 +124,12 @@ class ApprovalMethods:
         # decision recorded here, whatever surface gave it.
         self.observers: list[Callable[[ApprovalView], None]] = []
         self._deadlines: set[asyncio.Task[None]] = set()
-        hooks.observers.append(self.agent_did)
 
-    def methods(self) -> dict[str, tuple[type[Params], Callable[[Any], Awaitable[Any]]]]:
-        return {
-            "approval_open": (ApprovalOpenParams, self.approval_open),
-            "approval_wait": (ApprovalWaitParams, self.approval_wait),
-            "approval_decide": (ApprovalDecideParams, self.approval_decide),
-            "approvals": (ApprovalsListParams, self.approvals),
-        }
-
+    @declare(Hook())
     async def approval_open(self, p: ApprovalOpenParams) -> dict[str, Any]:
         """One approval for a permission or a plan, one per question for a tool that asks
         several: `ids` in the order asked (`id` is the first)."""
-        agent_id = await self._hooks.agent_of(p.agent_id, p.pane, p.tmux_socket)
+        agent_id = await self._panes.agent_of(p.agent_id, p.pane, p.tmux_socket)
         # Only what the agent offered for this session: "allow for this session" never widens
         # the agent's settings on disk.
         session = [s for s in p.permission_suggestions if s.get("destination") == "session"]
@@ -185,6 +186,7 @@ class ApprovalMethods:
             ladder_for(request, rungs, quiet=quiet, overrides_quiet=never_sleeps)
         )
 
+    @declare(Hook())
     async def approval_wait(self, p: ApprovalWaitParams) -> dict[str, Any]:
         """Long-polls: `decided` with the hook's answer (None: leave it to the terminal), or
         `open` when `wait_s` passed first, for the hook to ask again."""
@@ -236,9 +238,13 @@ class ApprovalMethods:
             watch.cancel()
         await asyncio.gather(*self._deadlines, return_exceptions=True)
 
-    async def approval_decide(self, p: ApprovalDecideParams) -> dict[str, Any]:
+    @declare(Human(decides=True, pane_may=_closes_as_answered_in_the_pane))
+    async def approval_decide(self, p: ApprovalDecideParams, caller: Caller) -> dict[str, Any]:
+        """Who answered is the connection's (its user and terminal), never what the request
+        says: a request can name anyone."""
+        by = caller.peer.said() if caller.peer is not None else "the terminal's user"
         return await self.answer(
-            p.id, p.behavior, by=p.by, via=p.via, message=p.message, answer=p.answer
+            p.id, p.behavior, by=by, via=p.via, message=p.message, answer=p.answer
         )
 
     async def answer(
@@ -340,6 +346,7 @@ class ApprovalMethods:
             except Exception:
                 log.exception("approval %s: could not close it as answered", approval_id)
 
+    @declare(Human())
     async def approvals(self, p: ApprovalsListParams) -> dict[str, Any]:
         return {"approvals": [_listed(view) for view in await self.open_views()]}
 

@@ -29,7 +29,7 @@ from agentcomms.workflow_ids import approval_workflow_id
 from gateway.hook_decision import hook_decision
 from tests.support.cli import AGENTCOMMS, cli, cli_home, inbox_followed
 from tests.support.hooks import gateway_relay, start_hook, stop_hook
-from tests.support.stack import STACK_KEY, Stack
+from tests.support.stack import STACK_KEY, Stack, answered_by_this_process
 from tests.support.waiting import eventually
 from workflows.approval.client import Approvals
 from workflows.approval.models import ApprovalInput, Decide
@@ -68,20 +68,23 @@ async def test_the_first_answer_wins_and_a_later_one_is_told(stack: Stack) -> No
     assert (row["agent_id"], row["tool"], row["input"]) == (agent, "Bash", "touch done.txt")
     assert row["session_offered"] is True
 
+    # Who answered is the connection's user, whatever the request says.
     first = await stack.call("approval_decide", id=approval, behavior="allow", by="alice")
-    assert (first["accepted"], first["decided_by"]) == (True, "alice")
+    assert first["accepted"] is True
+    assert first["decided_by"] == answered_by_this_process() != "alice"
     second = await stack.call(
         "approval_decide", id=approval, behavior="deny", message="no", by="bob"
     )
     assert second["accepted"] is False
-    assert (second["behavior"], second["decided_by"]) == ("allow", "alice")
+    assert (second["behavior"], second["decided_by"]) == ("allow", first["decided_by"])
 
     waited = await stack.call("approval_wait", id=approval, wait_s=10)
     assert waited["status"] == "decided"
     assert waited["decision"] == {"behavior": "allow"}
     view = await Approvals(stack.client, stack.cfg.temporal.task_queue).view(approval)
     assert view is not None
-    assert [(d.by, d.behavior) for d in view.history] == [("alice", "allow"), ("bob", "deny")]
+    by = first["decided_by"]
+    assert [(d.by, d.behavior) for d in view.history] == [(by, "allow"), (by, "deny")]
     assert approval not in [r["id"] for r in (await stack.call("approvals"))["approvals"]]
 
 
@@ -176,7 +179,7 @@ async def test_an_answer_put_into_temporal_by_anyone_else_allows_nothing(stack: 
     waited = await stack.call("approval_wait", id=approval, wait_s=10)
     assert (waited["status"], waited["decided_by"], waited["decision"]["behavior"]) == (
         "decided",
-        "alice",
+        answered_by_this_process(),
         "deny",
     )
 
@@ -613,4 +616,7 @@ async def test_an_old_answer_replayed_against_a_new_request_of_the_same_id_allow
     # The gateway binds the human's answer to the request as it stands now.
     await stack.call("approval_decide", id=old, behavior="deny", by="alice")
     waited = await stack.call("approval_wait", id=old, wait_s=10)
-    assert (waited["decided_by"], waited["decision"]["behavior"]) == ("alice", "deny")
+    assert (waited["decided_by"], waited["decision"]["behavior"]) == (
+        answered_by_this_process(),
+        "deny",
+    )

@@ -23,7 +23,7 @@ from tests.support.hooks import (
     start_hook,
     stop_hook,
 )
-from tests.support.stack import Stack
+from tests.support.stack import Stack, answered_by_this_process
 from tests.support.waiting import eventually
 
 
@@ -76,7 +76,10 @@ async def test_an_answer_from_the_terminal_edits_the_chat(
     await eventually(lambda: telegram.request_for(approval))
     await stack.call("approval_decide", id=approval, behavior="deny", by="bob", message="no")
     edited = await eventually(lambda: telegram.edits or None)
-    assert f"{approval}: denied by bob on the command line" in edited[0]["text"]
+    assert (
+        f"{approval}: denied by {answered_by_this_process()} on the command line"
+        in edited[0]["text"]
+    )
 
 
 async def test_decided_while_its_request_was_still_being_posted_the_buttons_go_too(
@@ -89,7 +92,10 @@ async def test_decided_while_its_request_was_still_being_posted_the_buttons_go_t
     released.set()
     edited = await eventually(lambda: telegram.edits or None)
     assert edited[0]["message_id"] == message["message_id"]
-    assert f"{approval}: denied by bob on the command line" in edited[0]["text"]
+    assert (
+        f"{approval}: denied by {answered_by_this_process()} on the command line"
+        in edited[0]["text"]
+    )
     assert "reply_markup" not in message
 
 
