@@ -19,6 +19,8 @@ from typing import Any
 from temporalio.service import RPCError
 
 from agentcomms import transports
+from agentcomms.bridge.screen_state import OnScreen, ScreenCheck, shown_for
+from agentcomms.bridge.tmux import TmuxAdapter
 from agentcomms.config import Config, host_name
 from agentcomms.errors import EventNotFound, MailboxFull, RpcError, TraceNotFound
 from agentcomms.ids import new_event_id
@@ -79,8 +81,10 @@ def event_json(event: Event) -> dict[str, Any]:
     return data
 
 
-def agent_json(a: Agent) -> dict[str, Any]:
-    """An agent as `agents --json` shows it, from its projection row."""
+def agent_json(a: Agent, seen: OnScreen | None = None) -> dict[str, Any]:
+    """An agent as `agents --json` shows it, from its projection row, with its state as its
+    pane showed it where a look confirmed it (`seen`)."""
+    state, waiting_for, confirmed_at = shown_for(a, seen)
     return {
         "id": a.id,
         "type": a.type,
@@ -89,9 +93,14 @@ def agent_json(a: Agent) -> dict[str, Any]:
         "pending": a.pending,
         "host": a.host,
         "last_error": a.last_error,
-        "state": a.state,
-        "waiting_for": a.waiting_for,
-        "state_since": a.state_since and a.state_since.isoformat(timespec="seconds"),
+        "state": state,
+        "waiting_for": waiting_for,
+        # Since when, as its hooks said; unknown when its pane showed another state.
+        "state_since": None
+        if state != a.state
+        else a.state_since and a.state_since.isoformat(timespec="seconds"),
+        # When the state shown was last known true: its hook's time, or the pane's look.
+        "confirmed_at": confirmed_at and confirmed_at.isoformat(timespec="seconds"),
     }
 
 
@@ -122,6 +131,9 @@ class Methods:
         # An urgent message's ladder (gateway/urgent.py), started once the message is sent.
         self._on_urgent = on_urgent
         self._hosts = HostWatch(mailbox.client, store)
+        # A busy or waiting state no hook confirmed lately is read off its pane before it is
+        # shown: Claude Code's own dialogs in auto mode, and Esc, send no hook.
+        self._screen = ScreenCheck(TmuxAdapter(), self._host)
         # Where the console listens, once it does (its token is never said here: an agent's
         # MCP server asks `status` too).
         self.console_address: str | None = None
@@ -163,11 +175,13 @@ class Methods:
         broken = asyncio.create_task(self._mailbox.broken())
         try:
             listed = await self._store.list_agents(include_offline=include_offline)
-            down, waiting = await self._hosts.down(listed)
+            (down, waiting), seen = await asyncio.gather(
+                self._hosts.down(listed), self._screen.confirmed(listed)
+            )
         except BaseException:
             broken.cancel()
             raise
-        agents = {a.id: agent_json(a) for a in listed}
+        agents = {a.id: agent_json(a, seen.get(a.id)) for a in listed}
         for a in listed:
             if a.id in waiting:  # what waits now, also while a backlog is being typed
                 agents[a.id]["pending"] = waiting[a.id]
