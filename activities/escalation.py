@@ -141,7 +141,7 @@ class EscalationActivities:
                 # The ladder's earlier rungs left the request where the human sees it.
                 fallback=False,
                 # An urgent message's call: what the human says goes to the agent. A request's
-                # answer decides it instead (gateway/approval_calls.py).
+                # answer decides it instead (gateway/approvals/phone.py).
                 notify_mailbox=escalation.kind == "message",
                 approval_id=escalation.subject_id if escalation.kind == "approval" else None,
                 several_keys=escalation.several_keys,

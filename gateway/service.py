@@ -16,23 +16,23 @@ from agentcomms.models import Channel, Registration, utcnow
 from agentcomms.store import Store
 from agentcomms.trust import DeploymentKey
 from agentcomms.voice.audio import AudioStore
-from gateway.agent_hooks import AgentHookMethods, PaneAgents
-from gateway.approval_calls import ApprovalCalls
-from gateway.approval_chats import ApprovalChats
-from gateway.approval_surfaces.answers import ChatAnswers
-from gateway.approvals import ApprovalMethods
-from gateway.calls import CallControl
-from gateway.chat import ChatInbox, ChatTransports
-from gateway.confine import Confinement
+from gateway.agents.hooks import AgentHookMethods, PaneAgents
+from gateway.agents.mirror import ReplyMirror
+from gateway.approvals.chat_answers import ChatAnswers
+from gateway.approvals.chat_posts import ApprovalChats
+from gateway.approvals.methods import ApprovalMethods
+from gateway.approvals.phone import ApprovalCalls
+from gateway.chat.inbox import ChatInbox, ChatTransports
+from gateway.chat.senders import SenderMethods
 from gateway.http import WebhookServer
-from gateway.methods import Methods
-from gateway.mirror import ReplyMirror
-from gateway.phone_menu import LocalDial, PhoneMenu
-from gateway.senders import SenderMethods
-from gateway.server import SocketServer
+from gateway.messages.methods import Methods
+from gateway.messages.urgent import UrgentMessages
+from gateway.phone.calls import CallControl
+from gateway.phone.menu import LocalDial, PhoneMenu
+from gateway.socket.confine import Confinement
 from gateway.socket.panes import AgentPanes
+from gateway.socket.server import SocketServer
 from gateway.socket.table import MethodTable
-from gateway.urgent import UrgentMessages
 from workflows.approval.client import Approvals
 from workflows.mailbox.client import Mailbox
 from workflows.outbox.client import Outbox
@@ -40,7 +40,7 @@ from workflows.outbox.client import Outbox
 if TYPE_CHECKING:
     from agentcomms.voice.callsystem.twilio import MediaSigner
     from gateway.console import Console
-    from gateway.inbound_calls import InboundCalls
+    from gateway.phone.calls_in import InboundCalls
 
 log = logging.getLogger(__name__)
 # How often the gateway deletes audio past voice.audio_keep_days.
@@ -178,7 +178,7 @@ class Gateway:
         signer = self.media_signer()
         routes = TwilioVoiceReceiver(self.cfg, self.calls, signer=signer).routes()
         if self.cfg.voice.inbound.allowed_callers:
-            from gateway.inbound_calls import InboundCalls
+            from gateway.phone.calls_in import InboundCalls
 
             self.inbound_calls = InboundCalls(self.cfg, self.phone_menu, signer)
             routes += self.inbound_calls.routes()

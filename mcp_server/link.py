@@ -12,7 +12,7 @@ from typing import Any, Literal, overload
 from agentcomms.client import call
 from agentcomms.errors import GatewayError, GatewayUnavailable
 from agentcomms.errors.mcp import GatewayDown, GatewayRefused
-from gateway.results import (
+from gateway.socket.results import (
     AgentMessagePosted,
     Agents,
     Calls,

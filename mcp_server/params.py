@@ -11,7 +11,7 @@ from agentcomms.ids import AGENT_ID_PATTERN
 from agentcomms.models import MAX_MESSAGE_CHARS
 from mcp_server.shapes import Provider
 
-# The gateway's caps (gateway.params), checked here too so the error names the tool's argument.
+# The gateway's caps (gateway.socket.params), checked here too so the error names the tool's argument.
 MAX_WAIT_S = 300
 
 OwnAgentId = Annotated[

@@ -14,7 +14,7 @@ from fastmcp.server.auth import AuthProvider
 
 from agentcomms.errors.mcp import GatewayDown, GatewayRefused, InvalidArgument
 from agentcomms.models import LOCAL_CHANNEL
-from gateway.protocol import NOT_FOUND
+from gateway.socket.protocol import NOT_FOUND
 from mcp_server.identity import calling_agent
 from mcp_server.link import GatewayLink, down_message
 from mcp_server.params import (

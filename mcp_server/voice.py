@@ -10,7 +10,7 @@ from fastmcp import FastMCP
 from pydantic import Field
 from typing_extensions import TypedDict
 
-from gateway.results import Turn
+from gateway.socket.results import Turn
 from mcp_server.identity import calling_agent
 from mcp_server.link import GatewayLink
 from mcp_server.params import MessageText

@@ -26,7 +26,7 @@ from agentcomms.client import GatewayClient
 from agentcomms.models import utcnow
 from agentcomms.trust import DeploymentKey
 from agentcomms.workflow_ids import approval_workflow_id
-from gateway.hook_decision import hook_decision
+from gateway.approvals.decision import hook_decision
 from tests.support.cli import AGENTCOMMS, cli, cli_home, inbox_followed
 from tests.support.hooks import gateway_relay, start_hook, stop_hook
 from tests.support.stack import STACK_KEY, Stack, answered_by_this_process
@@ -144,7 +144,7 @@ async def test_a_command_too_long_to_show_whole_is_allowed_only_in_the_agents_ow
     stack: Stack,
 ) -> None:
     from agentcomms.errors import GatewayError
-    from gateway.approval_asks import INPUT_CHARS
+    from gateway.approvals.asks import INPUT_CHARS
 
     approval = await _open(stack, stack.agent_id(), f"echo {'a' * INPUT_CHARS}; rm -rf ~")
     with pytest.raises(GatewayError, match="too long to show whole anywhere but the agent's own"):
@@ -439,7 +439,7 @@ async def test_the_hook_still_gets_the_decision_across_a_gateway_restart(
 async def test_an_agent_may_not_list_or_answer_approvals(stack: Stack) -> None:
     """Approving is the human's: through MCP an agent could otherwise approve itself."""
     from agentcomms.errors import GatewayError
-    from gateway.protocol import NOT_YOURS
+    from gateway.socket.protocol import NOT_YOURS
 
     agent = stack.agent_id()
     approval = await _open(stack, agent)

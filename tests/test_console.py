@@ -135,7 +135,7 @@ async def test_allow_for_this_session_gives_what_the_agent_offered(
 async def test_a_card_shows_the_command_visibly_and_whole(stack: Stack, page: Page) -> None:
     """Nothing deleted and nothing masked on this machine's own page: the escape string and
     its contents, the override, the secret-looking value; one too long to keep offers no Allow."""
-    from gateway.approval_asks import INPUT_CHARS
+    from gateway.approvals.asks import INPUT_CHARS
 
     agent_id = stack.agent_id("hiding")
     await open_console(page, stack, "/")

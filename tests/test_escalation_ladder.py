@@ -26,8 +26,8 @@ from agentcomms.escalation_models import QuietHours, Rung, RungRecord
 from agentcomms.store import Store
 from agentcomms.trust import DeploymentKey
 from agentcomms.workflow_ids import approval_workflow_id, call_workflow_id
-from gateway.approval_trace import trace_approval
-from gateway.approvals import ladder_for
+from gateway.approvals.methods import ladder_for
+from gateway.approvals.trace import trace_approval
 from tests.fakes.twilio import OUR_NUMBER, FakeTwilio
 from workflows.approval.client import Approvals, new_approval_id
 from workflows.approval.workflow import ApprovalWorkflow

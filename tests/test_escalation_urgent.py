@@ -18,7 +18,7 @@ from agentcomms.config import Config
 from agentcomms.models import Event
 from agentcomms.store import Store
 from agentcomms.trust import DeploymentKey
-from gateway.urgent import UrgentMessages
+from gateway.messages.urgent import UrgentMessages
 from tests.fakes.twilio import OUR_NUMBER, FakeTwilio
 from workflows.call import CallWorkflow
 from workflows.escalation.models import Answered

@@ -14,7 +14,7 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.errors import GatewayAlreadyRunning
-from gateway.protocol import (
+from gateway.socket.protocol import (
     INVALID_PARAMS,
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
@@ -22,7 +22,7 @@ from gateway.protocol import (
     NOT_YOURS,
     PARSE_ERROR,
 )
-from gateway.server import SocketServer
+from gateway.socket.server import SocketServer
 from tests.support.stack import Stack, running_stack
 
 

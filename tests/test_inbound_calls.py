@@ -25,7 +25,7 @@ from agentcomms.config import Config, STTConfig, VoiceConfig
 from agentcomms.config.voice import InboundConfig
 from agentcomms.models import Event
 from agentcomms.voice.audio import AudioStore
-from gateway import inbound_calls
+from gateway.phone import calls_in as inbound_calls
 from tests.fakes.serve import free_port
 from tests.fakes.twilio_calls import FakeCall, FakeTwilioCalls, HangsUp, Press
 from tests.support.hooks import listed_approval, open_approval, open_question
@@ -495,7 +495,7 @@ async def test_a_message_whose_recording_never_came_is_said_lost(
     twilio_voice.slow_recordings = True
     call = await _call_in(stack, twilio_voice, [Press(PIN), *FOR_THE_AGENT, MESSAGE])
     [(sid, _, _, _)] = call.processing
-    with caplog.at_level(logging.ERROR, logger="gateway.inbound_calls"):
+    with caplog.at_level(logging.ERROR, logger="gateway.phone.calls_in"):
         await twilio_voice.recordings_processed(call, "absent")
     assert _recording_statuses(call) == [("absent", 204)]
     assert await _read_by(stack, agent) == []
@@ -555,7 +555,7 @@ async def test_a_completed_recording_never_served_is_said_lost_once_given_up(
         kept = await stack.store.recording(sid)
         return kept is not None and kept.lost
 
-    with caplog.at_level(logging.ERROR, logger="gateway.inbound_calls"):
+    with caplog.at_level(logging.ERROR, logger="gateway.phone.calls_in"):
         await twilio_voice.recordings_processed(call, served=False)
         await eventually(given_up)
     assert twilio_voice.not_ready.count(sid) == 4  # the action, the callback, two tries

@@ -18,7 +18,7 @@ from temporalio.testing import WorkflowEnvironment
 from agentcomms.config import MailboxConfig
 from agentcomms.errors import GatewayError
 from agentcomms.workflow_ids import mailbox_id
-from gateway.protocol import MAILBOX_FULL
+from gateway.socket.protocol import MAILBOX_FULL
 from tests.support.stack import Stack, delivered, register, running_stack
 from tests.support.tmux import SENT_HEADER, Tmux, as_sent, recorder
 from tests.support.waiting import eventually, typed

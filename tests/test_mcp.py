@@ -14,7 +14,7 @@ import pytest
 from fastmcp import Client, FastMCP
 from fastmcp.exceptions import ToolError
 
-import gateway.methods
+import gateway.messages.methods
 from mcp_server import build_server
 from tests.support.mcp import TOOLS, call
 from tests.support.stack import Stack, register_recorder
@@ -93,7 +93,7 @@ async def test_wait_for_messages_returns_when_a_message_arrives(
     stack: Stack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The post wakes the wait; the projection's fallback poll is pushed out of reach.
-    monkeypatch.setattr(gateway.methods, "WAIT_POLL_S", 60.0)
+    monkeypatch.setattr(gateway.messages.methods, "WAIT_POLL_S", 60.0)
     agent = stack.agent_id()
     server = server_for(stack, agent)
     waiting = asyncio.create_task(call(server, "wait_for_messages", timeout_s=20))

@@ -13,7 +13,7 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.config import AgentConfig, Config
-from gateway.mirror import SMS_FIRST_PART, SMS_THE_REST
+from gateway.agents.mirror import SMS_FIRST_PART, SMS_THE_REST
 from tests.fakes.anthropic import text
 from tests.fakes.serve import free_port
 from tests.fakes.telegram import FakeTelegram

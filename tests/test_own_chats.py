@@ -17,7 +17,7 @@ from temporalio.testing import WorkflowEnvironment
 from agentcomms.client import GatewayClient
 from agentcomms.errors import GatewayError
 from agentcomms.ids import provider_event_id
-from gateway.protocol import NOT_YOURS
+from gateway.socket.protocol import NOT_YOURS
 from tests.fakes.telegram import FakeTelegram
 from tests.support.chat import CHAT, connected, with_telegram
 from tests.support.stack import Stack, running_stack

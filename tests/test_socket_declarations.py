@@ -17,16 +17,14 @@ from agentcomms.errors import RpcError
 from agentcomms.ids import new_event_id
 from agentcomms.models import Event
 from agentcomms.store import Store
-from gateway.agent_hooks import AgentHookMethods
-from gateway.approvals import ApprovalMethods
-from gateway.calls import CallControl
-from gateway.confine import Confinement
-from gateway.methods import Methods
-from gateway.params import CheckMessagesParams, EventsParams, NoParams
-from gateway.phone_menu import LocalDial
-from gateway.protocol import METHOD_NOT_FOUND, NOT_YOURS
-from gateway.senders import SenderMethods
+from gateway.agents.hooks import AgentHookMethods
+from gateway.approvals.methods import ApprovalMethods
+from gateway.chat.senders import SenderMethods
+from gateway.messages.methods import Methods
+from gateway.phone.calls import CallControl
+from gateway.phone.menu import LocalDial
 from gateway.socket.caller import Caller, Peer
+from gateway.socket.confine import Confinement
 from gateway.socket.declare import (
     Anyone,
     ForItself,
@@ -37,6 +35,8 @@ from gateway.socket.declare import (
     declared_in,
 )
 from gateway.socket.panes import AgentPanes
+from gateway.socket.params import CheckMessagesParams, EventsParams, NoParams
+from gateway.socket.protocol import METHOD_NOT_FOUND, NOT_YOURS
 from gateway.socket.table import MethodTable
 from mcp_server.link import GatewayLink
 
@@ -132,7 +132,9 @@ async def test_a_method_without_a_declaration_cannot_be_served(rules: Confinemen
     with pytest.raises(RpcError) as caught:
         await table.call("hidden", {}, Caller())
     assert caught.value.code == METHOD_NOT_FOUND and "known: seen" in caught.value.message
-    with pytest.raises(TypeError, match=r"first parameter typed with a gateway\.params model"):
+    with pytest.raises(
+        TypeError, match=r"first parameter typed with a gateway\.socket\.params model"
+    ):
         declared(_Untyped())
     with pytest.raises(TypeError, match=r"ForItself\('agent'\) names no field"):
         declared(_Misnamed())

@@ -11,7 +11,7 @@ from pathlib import Path
 from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.ids import provider_event_id
-from gateway.strangers import (
+from gateway.chat.strangers import (
     PAIRING_REPLIES_PER_HOUR,
     STRANGER_ROWS_PER_HOUR,
     STRANGER_ROWS_PER_SENDER,

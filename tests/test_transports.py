@@ -16,7 +16,7 @@ from agentcomms.models import Event, utcnow
 from agentcomms.store import Store
 from agentcomms.store.records import ChatSender
 from agentcomms.transports import split_text
-from gateway.chat import new_pairing_code, normalise_code
+from gateway.chat.inbox import new_pairing_code, normalise_code
 from mcp_server.shapes import Provider
 
 

@@ -10,9 +10,10 @@ import pytest
 from agentcomms.approval_models import ApprovalRequest
 from agentcomms.escalation_models import Rung
 from agentcomms.visible import visible
-from gateway.approval_asks import INPUT_CHARS, asked_with
-from gateway.approval_chats import discord_literal
-from gateway.approval_surfaces.words import (
+from gateway.approvals.asks import INPUT_CHARS, asked_with
+from gateway.approvals.chat_posts import discord_literal
+from gateway.approvals.methods import ladder_for
+from gateway.approvals.words import (
     HIDDEN_SECRET,
     PLAN_SPOKEN_CHARS,
     TEXT_REQUEST_CHARS,
@@ -22,7 +23,6 @@ from gateway.approval_surfaces.words import (
     reply_with,
     shown_remotely,
 )
-from gateway.approvals import ladder_for
 from tests.fakes.discord import FakeDiscord
 
 # (what the agent sent, what every surface shows)

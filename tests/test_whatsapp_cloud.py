@@ -21,7 +21,7 @@ from agentcomms.transports._whatsapp_cloud import (
     SIGNATURE_HEADER,
     CloudSender,
 )
-from gateway.chat import ChatTransports
+from gateway.chat.inbox import ChatTransports
 from tests.fakes.whatsapp_cloud import (
     ACCESS_TOKEN,
     APP_SECRET,

@@ -31,7 +31,7 @@ class MailboxFull(AgentcommsError):
 
 
 class RpcError(Exception):
-    """An error reply: its code is one of ``gateway.protocol``'s, its message says what to do."""
+    """An error reply: its code is one of ``gateway.socket.protocol``'s, its message says what to do."""
 
     def __init__(self, code: int, message: str) -> None:
         super().__init__(message)

@@ -11,11 +11,11 @@ from __future__ import annotations
 from agentcomms.config import ConsoleConfig
 from agentcomms.store import Store
 from agentcomms.voice.audio import AudioStore
-from gateway.approvals import ApprovalMethods
+from gateway.agents.hosts import HostWatch
+from gateway.approvals.methods import ApprovalMethods
 from gateway.console.access import Access, console_token
 from gateway.console.app import ConsoleApp
 from gateway.console.feed import Feed
-from gateway.hosts import HostWatch
 from gateway.http import WebhookServer
 from gateway.socket.table import MethodTable
 from workflows.mailbox.client import Mailbox

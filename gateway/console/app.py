@@ -2,8 +2,8 @@
 the POSTs that answer an approval, send a message or interrupt.
 
 Each change goes through the gateway's own path: a message and an interrupt through the socket
-methods `agentcomms send` and `interrupt` call (declared in :class:`gateway.methods.Methods`), an answer
-through the approvals' one decide path (:class:`gateway.approvals.ApprovalMethods`, via
+methods `agentcomms send` and `interrupt` call (declared in :class:`gateway.messages.methods.Methods`), an answer
+through the approvals' one decide path (:class:`gateway.approvals.methods.ApprovalMethods`, via
 ``console``), so the first answer wins and every other surface hears of it.
 """
 
@@ -40,15 +40,15 @@ from agentcomms.store import Store
 from agentcomms.temporal import POLL_SILENCE_S
 from agentcomms.voice.audio import AudioStore
 from agentcomms.voice.models import check_audio_name
-from gateway.approval_surfaces.words import nothing_ticked
-from gateway.approvals import ApprovalMethods
+from gateway.agents.hosts import HostWatch, hosts_down
+from gateway.approvals.methods import ApprovalMethods
+from gateway.approvals.words import nothing_ticked
 from gateway.console import pages
 from gateway.console.access import COOKIE, CSRF_FIELD, Access
 from gateway.console.feed import LATE_SEQS, Change, Feed, with_waiting
-from gateway.hosts import HostWatch, hosts_down
-from gateway.methods import agent_json
-from gateway.protocol import INVALID_PARAMS
+from gateway.messages.methods import agent_json
 from gateway.socket.caller import THE_CONSOLE
+from gateway.socket.protocol import INVALID_PARAMS
 from gateway.socket.table import MethodTable
 from workflows.mailbox.client import Mailbox
 

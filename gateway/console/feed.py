@@ -25,7 +25,7 @@ from agentcomms.approval_models import ApprovalView
 from agentcomms.models import Agent, Event
 from agentcomms.store import Store
 from agentcomms.store.changes import Notices
-from gateway.hosts import counted_from_events
+from gateway.agents.hosts import counted_from_events
 
 log = logging.getLogger(__name__)
 

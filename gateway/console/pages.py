@@ -13,8 +13,8 @@ from markupsafe import Markup
 
 from agentcomms.approval_models import ApprovalView
 from agentcomms.models import Agent, Event
-from gateway.approval_surfaces.words import binding, said
-from gateway.methods import agent_json
+from gateway.approvals.words import binding, said
+from gateway.messages.methods import agent_json
 
 # How much of an agent's last reply the agents page shows.
 REPLY_CHARS = 80

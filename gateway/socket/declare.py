@@ -12,7 +12,7 @@ first parameter), its result's type (its return type) and who may call it:
 
 A ``check`` names what else the method's requests must pass when they act for an agent (a reply
 goes only to the agent's own chats). The table that serves the socket
-(:mod:`gateway.socket.table`), the confinement (:mod:`gateway.confine`) and the error replies
+(:mod:`gateway.socket.table`), the confinement (:mod:`gateway.socket.confine`) and the error replies
 read the declaration, and a method without one cannot be served.
 """
 
@@ -23,11 +23,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar, get_type_hints
 
-from gateway.params import Params
+from gateway.socket.params import Params
 
 if TYPE_CHECKING:
-    from gateway.confine import Confinement
     from gateway.socket.caller import Caller
+    from gateway.socket.confine import Confinement
 
 _DECLARATION = "__socket_method__"
 F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
@@ -146,7 +146,7 @@ def _method(name: str, func: Any, bound: Any, declaration: Declaration) -> Metho
     if not (isinstance(params, type) and issubclass(params, Params)) or len(parameters) > 2:
         raise TypeError(
             f"socket method {name}: declare it as `async def {name}(self, p: SomeParams"
-            "[, caller: Caller]) -> Result`, its first parameter typed with a gateway.params model"
+            "[, caller: Caller]) -> Result`, its first parameter typed with a gateway.socket.params model"
         )
     who = declaration.who
     if isinstance(who, ForItself) and who.param and who.param not in params.model_fields:

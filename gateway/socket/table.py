@@ -14,10 +14,15 @@ from pydantic import ValidationError
 from temporalio.service import RPCError
 
 from agentcomms.errors import RpcError
-from gateway.confine import Confinement
-from gateway.protocol import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, describe_validation
 from gateway.socket.caller import Caller
+from gateway.socket.confine import Confinement
 from gateway.socket.declare import Method, declared
+from gateway.socket.protocol import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    METHOD_NOT_FOUND,
+    describe_validation,
+)
 
 
 def temporal_trouble(address: str, exc: RPCError) -> str:

@@ -11,7 +11,7 @@ carries names (``AudioRef``). The transcript goes to a file beside the projectio
 workflow keeps only the turn at hand.
 
 The activities it runs are declared by signature in :mod:`.activities`, so it calls them by
-reference; the gateway's side of the call is ``gateway/calls.py``.
+reference; the gateway's side of the call is ``gateway/phone/calls.py``.
 """
 
 from workflows.call.models import CallInput, End, Ended, Say, TurnResult, WaitLine

@@ -88,7 +88,7 @@ class ReplyMirror:
         self._turns: dict[str, Turn] = {}  # agent -> the turn a chat started, until it ends
 
     async def agent_did(self, agent_id: str, event: str, payload: dict[str, object]) -> None:
-        """An observer of the agent's hooks (:class:`gateway.agent_hooks.AgentHookMethods`)."""
+        """An observer of the agent's hooks (:class:`gateway.agents.hooks.AgentHookMethods`)."""
         if event in PROMPT_SUBMITTED:
             self._turns[agent_id] = Turn(chat_of(payload.get("prompt")), utcnow())
         elif event in (*TURN_REPLIES, "StopFailure"):

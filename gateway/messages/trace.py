@@ -26,7 +26,7 @@ from agentcomms.workflow_ids import (
     mailbox_id,
     outbox_workflow_id,
 )
-from gateway.approval_trace import is_approval_id, rung_step, trace_approval
+from gateway.approvals.trace import is_approval_id, rung_step, trace_approval
 from workflows.escalation.workflow import EscalationWorkflow
 from workflows.mailbox.client import Mailbox
 from workflows.mailbox.models import AgentSnapshot, QueuedEvent
@@ -93,7 +93,7 @@ class Tracer:
         if event.direction == "out":
             traced = await self._trace_outbound(event)
             if event.payload.get("urgent"):
-                # Marked urgent: its agent's ladder, rung by rung (gateway/urgent.py).
+                # Marked urgent: its agent's ladder, rung by rung (gateway/messages/urgent.py).
                 handle = self._client.get_workflow_handle_for(
                     EscalationWorkflow.run, escalation_workflow_id(event.agent_id)
                 )

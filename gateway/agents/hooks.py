@@ -22,9 +22,9 @@ from agentcomms.bridge.tmux import TmuxAdapter
 from agentcomms.errors import RpcError
 from agentcomms.models import PaneTarget, Registration
 from agentcomms.store import Store
-from gateway.params import AgentId, Params, RegisterParams
-from gateway.protocol import INVALID_PARAMS, NOT_FOUND
 from gateway.socket.declare import Hook, Human, declare
+from gateway.socket.params import AgentId, Params, RegisterParams
+from gateway.socket.protocol import INVALID_PARAMS, NOT_FOUND
 from workflows.mailbox.client import Mailbox
 
 PaneId = Annotated[str, StringConstraints(pattern=r"^%[0-9]{1,9}$")]

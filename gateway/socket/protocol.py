@@ -29,7 +29,7 @@ class Request(BaseModel):
     method: str
     params: dict[str, Any] = {}
     # The agent this request acts for (the MCP server names the agent a bearer token belongs
-    # to): the gateway then serves only what is that agent's own (gateway.confine).
+    # to): the gateway then serves only what is that agent's own (gateway.socket.confine).
     caller: Annotated[str, AfterValidator(check_agent_id)] | None = None
 
 

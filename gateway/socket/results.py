@@ -11,7 +11,7 @@ from typing_extensions import TypedDict
 # An event as the socket shows it: the Event model's fields (DESIGN.md, "Events") without its
 # deployment tag, plus `timestamp`, the name existing clients read for `created_at`.
 EventJson = dict[str, Any]
-# An agent as `agents --json` shows it (gateway.methods.agent_json), and rows Temporal alone
+# An agent as `agents --json` shows it (gateway.messages.methods.agent_json), and rows Temporal alone
 # knows of (a broken mailbox): id, status and last_error at least.
 AgentJson = dict[str, Any]
 

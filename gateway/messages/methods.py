@@ -2,7 +2,7 @@
 parameters), agent registration and the human's inbox, and what the MCP tools need.
 
 Each method is declared where it is written (`@declare(who)`: :mod:`gateway.socket.declare`),
-takes its params model (`gateway.params`) and returns plain JSON-able data.
+takes its params model (`gateway.socket.params`) and returns plain JSON-able data.
 """
 
 from __future__ import annotations
@@ -30,10 +30,12 @@ from agentcomms.store import Store
 from agentcomms.store.engine import display_url
 from agentcomms.temporal import pollers
 from agentcomms.workflow_ids import host_task_queue
-from gateway.chat import ChatTransports
-from gateway.confine import own_history, to_own_chat, without_refused
-from gateway.hosts import HostWatch, hosts_down
-from gateway.params import (
+from gateway.agents.hosts import HostWatch, hosts_down
+from gateway.chat.inbox import ChatTransports
+from gateway.messages.trace import Tracer
+from gateway.socket.confine import own_history, to_own_chat, without_refused
+from gateway.socket.declare import Anyone, ForItself, Human, declare
+from gateway.socket.params import (
     AgentMessageParams,
     AgentsParams,
     CheckMessagesParams,
@@ -48,8 +50,8 @@ from gateway.params import (
     UnregisterParams,
     WaitMessagesParams,
 )
-from gateway.protocol import INTERNAL_ERROR, INVALID_PARAMS, MAILBOX_FULL, NOT_FOUND
-from gateway.results import (
+from gateway.socket.protocol import INTERNAL_ERROR, INVALID_PARAMS, MAILBOX_FULL, NOT_FOUND
+from gateway.socket.results import (
     AgentMessagePosted,
     Agents,
     Escalating,
@@ -62,9 +64,7 @@ from gateway.results import (
     Unread,
     Waited,
 )
-from gateway.socket.declare import Anyone, ForItself, Human, declare
 from gateway.socket.table import temporal_trouble
-from gateway.trace import Tracer
 from workflows.mailbox.client import Mailbox
 from workflows.outbox.client import Outbox
 
@@ -128,7 +128,7 @@ class Methods:
         self._mailbox = mailbox
         self._started_at = started_at
         self._tracer = Tracer(cfg, store, mailbox, self._host)
-        # An urgent message's ladder (gateway/urgent.py), started once the message is sent.
+        # An urgent message's ladder (gateway/messages/urgent.py), started once the message is sent.
         self._on_urgent = on_urgent
         self._hosts = HostWatch(mailbox.client, store)
         # A busy or waiting state no hook confirmed lately is read off its pane before it is

@@ -8,7 +8,7 @@ there too (it narrows who may answer); a listed approver may also answer from th
 chat (their number, their chat with the bot). Anyone else's answer changes nothing: they are told so
 and it is recorded with the strangers (the events projection, status ``rejected``, with the
 reason; ``agentcomms events AGENT``). A stranger's is turned away before this, by the inbox
-(:class:`gateway.chat.ChatInbox`), which records it the same way within its bounds.
+(:class:`gateway.chat.inbox.ChatInbox`), which records it the same way within its bounds.
 
 Every answer taken goes through the approvals' one decide path (signed there, first answer
 wins); the approval's history keeps each answer tried.
@@ -31,8 +31,8 @@ from agentcomms.models import Event, EventStatus
 from agentcomms.store import Store
 from agentcomms.store.approval_posts import ApprovalPost
 from agentcomms.transports import ButtonPress, InboundMessage, InboundResult, ShownInButtons
-from gateway.approval_chats import ApprovalChats
-from gateway.approval_surfaces.words import (
+from gateway.approvals.chat_posts import ApprovalChats
+from gateway.approvals.words import (
     Tick,
     chosen_option,
     coded,

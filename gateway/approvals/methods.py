@@ -7,10 +7,10 @@ What the agent asks comes in three kinds: a permission to use a tool, a question
 
 The request is opened as the agent sent it, its input shown visibly (nothing deleted, nothing
 masked: :mod:`agentcomms.visible`; a chat hides what it must, saying so, and is then no place to
-answer it: :mod:`gateway.approval_surfaces.words`), and signed with the deployment key; so is every answer the gateway records. The decision handed
+answer it: :mod:`gateway.approvals.words`), and signed with the deployment key; so is every answer the gateway records. The decision handed
 to the hook is derived from the signed request and the signed answer only: an approval or an
 answer someone else put into Temporal makes no hook allow anything. None of these methods is open
-to an agent's own requests, and no process in an agent's pane answers (:mod:`gateway.confine`).
+to an agent's own requests, and no process in an agent's pane answers (:mod:`gateway.socket.confine`).
 """
 
 from __future__ import annotations
@@ -39,10 +39,11 @@ from agentcomms.errors import RpcError
 from agentcomms.escalation_models import Escalation, QuietHours, Rung
 from agentcomms.models import utcnow
 from agentcomms.trust import DeploymentKey
-from gateway.agent_hooks import PaneAgents, PaneId
-from gateway.approval_asks import QUESTION_CHARS, QUESTION_TOOL, asked_with, shown_visibly
-from gateway.approval_chats import ApprovalChats
-from gateway.approval_surfaces.words import (
+from gateway.agents.hooks import PaneAgents, PaneId
+from gateway.approvals.asks import QUESTION_CHARS, QUESTION_TOOL, asked_with, shown_visibly
+from gateway.approvals.chat_posts import ApprovalChats
+from gateway.approvals.decision import hook_decision
+from gateway.approvals.words import (
     LETTING,
     asks,
     binding,
@@ -51,11 +52,10 @@ from gateway.approval_surfaces.words import (
     reply_with,
     shown_remotely,
 )
-from gateway.hook_decision import hook_decision
-from gateway.params import AgentId, Params
-from gateway.protocol import INVALID_PARAMS, NOT_FOUND
 from gateway.socket.caller import Caller
 from gateway.socket.declare import Hook, Human, declare
+from gateway.socket.params import AgentId, Params
+from gateway.socket.protocol import INVALID_PARAMS, NOT_FOUND
 from workflows.approval.client import Approvals, WorkflowAlreadyStartedError, new_approval_id
 from workflows.approval.models import Decided
 

@@ -5,7 +5,7 @@ own, each checked against Twilio's signature for our public URL (a forged one ge
 A caller id can be spoofed, so the caller must be in ``voice.inbound.allowed_callers`` and key or
 say ``voice.inbound.pin``: anyone else is rejected before the call is answered (they hear
 nothing, and pay nothing), a wrong PIN is hung up on, and both are recorded. What the caller then
-hears and does is :mod:`gateway.phone_menu`'s; here each of its prompts becomes TwiML (a
+hears and does is :mod:`gateway.phone.menu`'s; here each of its prompts becomes TwiML (a
 ``<Gather>`` of keys or words, a ``<Record>`` for a message, transcribed by the STT chain).
 
 Twilio says when the call is over, whoever hung up, at the number's call status changes webhook
@@ -16,7 +16,7 @@ until the caller hung up, ``Digits=hangup``): each call's requests are taken one
 whichever order Twilio sends them. That recording may come after the call's end (Twilio posts a
 ``<Record>``'s action even when the caller hung up, ignoring what it is answered): a call that
 ends awaiting a message whose recording began keeps its progress until the recording came
-(:mod:`gateway.phone_menu`), so the message still reaches its agent. Twilio says a recording
+(:mod:`gateway.phone.menu`), so the message still reaches its agent. Twilio says a recording
 began at the beep (the ``<Record>``'s recording status callback, ``in-progress``), and the
 message is kept waiting from then on; a caller who hung up before the beep leaves nothing to
 wait for, and the call's end forgets their progress at once.
@@ -33,7 +33,7 @@ gives up. Each recording is marked done once handled, and all these are taken on
 the call's other requests, so its message is posted once whichever comes first.
 
 The prompts are spoken by our TTS chain, as a call we place is: the audio goes into the call's
-folder of the audio directory, beside its transcript (:mod:`gateway.phone_menu` keeps both), and
+folder of the audio directory, beside its transcript (:mod:`gateway.phone.menu` keeps both), and
 Twilio plays it from a short-lived signed URL; Twilio's own ``<Say>`` only when no provider of the
 chain can speak.
 """
@@ -59,7 +59,7 @@ from agentcomms.voice.audio import turn_audio_name
 from agentcomms.voice.callsystem.twilio import TWILIO_API, MediaSigner, call_end, signed_form
 from agentcomms.voice.stt import stt_chain, stt_provider
 from agentcomms.voice.tts import tts_chain, tts_provider
-from gateway.phone_menu import Left, OneAtATime, PhoneMenu, Prompt
+from gateway.phone.menu import Left, OneAtATime, PhoneMenu, Prompt
 
 log = logging.getLogger(__name__)
 

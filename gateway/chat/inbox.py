@@ -3,7 +3,7 @@
 Inbound, in order: the same message seen before is a duplicate (its event id is derived from the
 provider's message id); a sender who is neither in ``chat.allowed_senders`` nor admitted by
 pairing is rejected (recorded, answered once with a pairing code, never shown to an agent,
-within the bounds of ``gateway.strangers``), whatever the message holds; a message of nothing an agent can read (a photo) is answered saying
+within the bounds of ``gateway.chat.strangers``), whatever the message holds; a message of nothing an agent can read (a photo) is answered saying
 so; the channel (``telegram:456``) or an ``@agent`` prefix picks the agent; the message is posted
 to the agent's mailbox, durable when ``post`` returns; the "queued" receipt goes out through the
 outbox (the mailbox asks for the "typed" one when it types the message). A voice
@@ -37,9 +37,9 @@ from agentcomms.transports import (
     LinkStatus,
     Receiver,
 )
-from gateway.approval_surfaces.words import coded, refused_answer, ticking
-from gateway.strangers import GROUP_CHAT_TYPES, StrangerLimits, cut
-from gateway.voice_notes import VoiceNotes
+from gateway.approvals.words import coded, refused_answer, ticking
+from gateway.chat.strangers import GROUP_CHAT_TYPES, StrangerLimits, cut
+from gateway.chat.voice_notes import VoiceNotes
 from workflows.mailbox.client import Mailbox
 from workflows.outbox.client import Outbox
 
@@ -245,7 +245,7 @@ class ChatInbox:
         self, message: InboundMessage, event_id: str, agent_id: str | None
     ) -> InboundResult:
         """Record a stranger's message for audit (never for an agent) and offer a pairing code,
-        within the bounds of ``gateway.strangers``."""
+        within the bounds of ``gateway.chat.strangers``."""
         if agent_id is None and message.chat_type in GROUP_CHAT_TYPES:
             metrics.refused("sender_not_allowed_unmapped_group")
             return InboundResult("rejected")  # a group that is not the operator's: ignored

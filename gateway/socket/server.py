@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from agentcomms.errors import AgentcommsError, GatewayAlreadyRunning, RpcError
-from gateway.protocol import (
+from gateway.socket.caller import Caller, Peer
+from gateway.socket.protocol import (
     INTERNAL_ERROR,
     INVALID_REQUEST,
     MAX_LINE_BYTES,
@@ -26,7 +27,6 @@ from gateway.protocol import (
     request_id,
     result_line,
 )
-from gateway.socket.caller import Caller, Peer
 
 log = logging.getLogger(__name__)
 # How long a closing connection waits for its cancelled requests to end.

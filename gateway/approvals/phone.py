@@ -24,9 +24,9 @@ from agentcomms.errors import RpcError
 from agentcomms.trust import DeploymentKey
 from agentcomms.voice.models import Line, LineEvent
 from agentcomms.workflow_ids import call_workflow_id
-from gateway.approval_surfaces.words import PhoneAnswer, heard_on_phone, said
-from gateway.approvals import ApprovalMethods
-from gateway.protocol import INVALID_PARAMS
+from gateway.approvals.methods import ApprovalMethods
+from gateway.approvals.words import PhoneAnswer, heard_on_phone, said
+from gateway.socket.protocol import INVALID_PARAMS
 from workflows.call import CallWorkflow, End, Say
 
 log = logging.getLogger(__name__)

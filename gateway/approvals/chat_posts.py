@@ -1,5 +1,5 @@
 """An approval in the agent's chats: the request posted to each chat mapped to the agent, and,
-once decided, each chat told how (:mod:`gateway.approval_surfaces.words` holds the words).
+once decided, each chat told how (:mod:`gateway.approvals.words` holds the words).
 
 - Telegram and Discord: the request with buttons (Allow, Allow for this session where offered,
   Deny); once decided, the message with the buttons is edited to say who answered, how and
@@ -39,7 +39,7 @@ from agentcomms.models import utcnow
 from agentcomms.store import Store
 from agentcomms.store.approval_posts import ApprovalPost
 from agentcomms.transports import Sender, TextSender, first_part, load, split_text
-from gateway.approval_surfaces.words import (
+from gateway.approvals.words import (
     ASKED,
     TEXT_REQUEST_CHARS,
     asks,

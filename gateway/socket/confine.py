@@ -20,9 +20,9 @@ from agentcomms.config import Config
 from agentcomms.errors import RpcError
 from agentcomms.models import LOCAL_CHANNEL
 from agentcomms.store import Store
-from gateway.params import EventsParams, HistoryParams, Params, ReplyParams
-from gateway.protocol import NOT_YOURS
 from gateway.socket.declare import Anyone, Hook, Human
+from gateway.socket.params import EventsParams, HistoryParams, Params, ReplyParams
+from gateway.socket.protocol import NOT_YOURS
 
 if TYPE_CHECKING:
     from gateway.socket.caller import Caller

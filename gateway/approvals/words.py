@@ -330,7 +330,7 @@ def reply_with(request: ApprovalRequest, *, hidden: str | None = None) -> str:
 def asks(request: ApprovalRequest, *, spoken: bool = False) -> str:
     """What the request asks, whole: who asks to use what, with its input; the question with its
     options; or the plan. A chat shows it in pieces, attached, or its first part
-    (:mod:`gateway.approval_chats`). `spoken`: one sentence as a person hears it on a call or
+    (:mod:`gateway.approvals.chat_posts`). `spoken`: one sentence as a person hears it on a call or
     reads it in an SMS ("backend asks to run: rm -rf build"), a question's options left to
     :func:`keys`."""
     if spoken:

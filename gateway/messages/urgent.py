@@ -25,7 +25,7 @@ from agentcomms.escalation_models import Escalation, RungRecord
 from agentcomms.models import Event, utcnow
 from agentcomms.trust import DeploymentKey
 from agentcomms.workflow_ids import escalation_workflow_id
-from gateway.results import Escalating
+from gateway.socket.results import Escalating
 from workflows.escalation.models import Answered, EscalationInput
 from workflows.escalation.workflow import EscalationWorkflow
 

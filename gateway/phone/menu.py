@@ -10,7 +10,7 @@ the caller answered, a PIN never written) and a recorded message's sound, so the
 with the calls out.
 
 Each step is a :class:`Prompt` (the words, and what answer it waits for); the phone (Twilio's
-webhooks in :mod:`gateway.inbound_calls`, the local phone's `agentcomms phone --dial` through the
+webhooks in :mod:`gateway.phone.calls_in`, the local phone's `agentcomms phone --dial` through the
 socket) says it and hands back the answer. A call's progress (who called, whether the PIN was
 right, the requests still to offer) is kept in the projection by the phone's call id
 (:mod:`agentcomms.store.phone_callers`), not in this gateway's memory: each step is a request of
@@ -45,11 +45,11 @@ from agentcomms.store import Store
 from agentcomms.store.phone_callers import PhoneCaller
 from agentcomms.voice.audio import AudioStore, turn_audio_name
 from agentcomms.voice.models import TurnRecord
-from gateway.approval_calls import answer_by_phone
-from gateway.approval_surfaces.words import asks, heard_on_phone, hidden_on, keys, shown_remotely
-from gateway.approvals import ApprovalMethods
-from gateway.params import Params
+from gateway.approvals.methods import ApprovalMethods
+from gateway.approvals.phone import answer_by_phone
+from gateway.approvals.words import asks, heard_on_phone, hidden_on, keys, shown_remotely
 from gateway.socket.declare import Human, declare
+from gateway.socket.params import Params
 
 Post = Callable[[Event], Awaitable[str]]
 # How a phone speaks a prompt: the words, and the name to keep their sound under in the audio
@@ -420,7 +420,7 @@ class DialHangUpParams(Params):
 class LocalDial:
     """`agentcomms phone --dial`: the same call on the local phone, through the socket. The
     socket is the machine owner's (0600), so the local phone needs no PIN; like approving, it is
-    closed to agents' requests (:mod:`gateway.confine`)."""
+    closed to agents' requests (:mod:`gateway.socket.confine`)."""
 
     def __init__(self, menu: PhoneMenu) -> None:
         self._menu = menu

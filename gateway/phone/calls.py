@@ -50,10 +50,10 @@ from agentcomms.voice.models import (
 from agentcomms.voice.stt import stt_chain
 from agentcomms.voice.tts import tts_chain
 from agentcomms.workflow_ids import call_workflow_id
-from gateway.params import AgentId, MessageText, Params
-from gateway.protocol import INVALID_PARAMS, NOT_FOUND
-from gateway.results import Calls, Hung, Turn
 from gateway.socket.declare import ForItself, Human, declare
+from gateway.socket.params import AgentId, MessageText, Params
+from gateway.socket.protocol import INVALID_PARAMS, NOT_FOUND
+from gateway.socket.results import Calls, Hung, Turn
 from workflows.call import CallInput, CallWorkflow, End, Ended, Say, TurnResult, WaitLine
 
 log = logging.getLogger(__name__)

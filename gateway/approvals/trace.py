@@ -13,7 +13,7 @@ from agentcomms.config import Config
 from agentcomms.escalation_models import RungRecord
 from agentcomms.temporal import ui_url
 from agentcomms.workflow_ids import approval_workflow_id
-from gateway.approval_surfaces.words import said
+from gateway.approvals.words import said
 from workflows.approval.client import ID_ALPHABET, ID_LENGTH, Approvals
 
 _APPROVAL_ID = re.compile(f"^[{ID_ALPHABET}]{{{ID_LENGTH}}}$", re.IGNORECASE)

@@ -4,7 +4,7 @@ Bash command as its command line, any other input as its JSON), each question of
 
 Shown visibly and nothing else (:mod:`agentcomms.visible`): no character deleted, no value
 masked; the terminal and the console show it so, and a chat hides what it must itself, saying so
-(:mod:`gateway.approval_surfaces.words`). What is too long to keep is cut, visibly, and the
+(:mod:`gateway.approvals.words`). What is too long to keep is cut, visibly, and the
 request is then not whole: only the agent's own dialog shows it all, so only there is it allowed.
 """
 

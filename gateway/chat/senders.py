@@ -9,10 +9,10 @@ from agentcomms.config import Config
 from agentcomms.errors import RpcError
 from agentcomms.models import utcnow
 from agentcomms.store import Store
-from gateway.chat import normalise_code
-from gateway.params import NoParams, PairParams, RevokeSenderParams
-from gateway.protocol import INVALID_PARAMS, NOT_FOUND
+from gateway.chat.inbox import normalise_code
 from gateway.socket.declare import Human, declare
+from gateway.socket.params import NoParams, PairParams, RevokeSenderParams
+from gateway.socket.protocol import INVALID_PARAMS, NOT_FOUND
 
 
 class SenderMethods:
