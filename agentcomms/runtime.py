@@ -17,7 +17,7 @@ from temporalio.client import Client
 
 from agentcomms.address import is_local, server_answers
 from agentcomms.config import Config
-from agentcomms.errors import StoppedDuringStartup, TemporalUnavailable
+from agentcomms.errors import ListenerUnavailable, StoppedDuringStartup, TemporalUnavailable
 from agentcomms.metrics import MetricsServer, free_loopback_address, temporal_runtime
 from agentcomms.store import Store
 from agentcomms.temporal import DevServer, connect, ensure_search_attributes
@@ -67,7 +67,12 @@ async def temporal_and_store(
             metrics = MetricsServer(
                 cfg.metrics.address, sdk_address=sdk_address, names=cfg.server.allowed_hosts
             )
-            metrics.start()
+            try:
+                metrics.start()
+            except ListenerUnavailable as exc:
+                # Another deployment's port: the rest runs, as it does with metrics off.
+                log.warning("%s; going on without metrics", exc)
+                metrics = None
         client = await connect(cfg.temporal, patience_s=5.0, runtime=sdk_runtime)
         if dev is None:
             await ensure_search_attributes(client, cfg.temporal)

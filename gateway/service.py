@@ -6,12 +6,14 @@ import asyncio
 import logging
 import os
 import time
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from temporalio.client import Client
 
 from agentcomms.config import Config, host_name
+from agentcomms.errors import ListenerUnavailable
 from agentcomms.models import Channel, Registration, utcnow
 from agentcomms.store import Store
 from agentcomms.trust import DeploymentKey
@@ -120,14 +122,15 @@ class Gateway:
         routes = self.chat.routes() + self._call_routes()
         if routes:  # only when a provider receives by webhook
             server = self.cfg.server
-            self.http = WebhookServer(
+            http = WebhookServer(
                 server.http_host,
                 server.http_port,
                 routes,
                 public_url=server.public_url,
                 names=server.allowed_hosts,
             )
-            await self.http.start()
+            if await _listening(http.start, "providers' webhooks do not arrive"):
+                self.http = http
         if self.inbound_calls is not None:  # messages whose recordings it was still fetching
             await self.inbound_calls.resume()
         try:
@@ -152,7 +155,8 @@ class Gateway:
             audio,
             shared_queue=self.cfg.temporal.task_queue,
         )
-        await console.start()
+        if not await _listening(console.start, "the console is not served"):
+            return
         self.console = console
         self.methods.console_address = console.address
 
@@ -239,3 +243,14 @@ class Gateway:
             await asyncio.Event().wait()
         finally:
             await self.close()
+
+
+async def _listening(start: Callable[[], Awaitable[None]], without: str) -> bool:
+    """Start a listener; one that cannot bind its port (another deployment, another program)
+    is one line naming the setting to change, and the gateway goes on without it."""
+    try:
+        await start()
+    except ListenerUnavailable as exc:
+        log.warning("%s; going on without it: %s", exc, without)
+        return False
+    return True

@@ -370,3 +370,32 @@ def test_the_embedded_servers_log_is_rotated_when_large(
     server.stop()
     assert (home / "temporal.log.1").stat().st_size == MAX_LOG_BYTES + 1  # one old copy kept
     assert 0 < (home / "temporal.log").stat().st_size < MAX_LOG_BYTES  # a fresh one in use
+
+
+@pytest.mark.timeout(90)
+def test_up_goes_on_without_a_listener_whose_port_is_taken(
+    up_env: dict[str, str], silent_listener: socket.socket
+) -> None:
+    """A second deployment on this machine: its console and metrics ports are the first one's.
+    Each is one line naming its setting; the rest runs (it once ended `up` with a bare
+    "[Errno 98] address already in use")."""
+    taken = address_of(silent_listener)
+    port = taken.rpartition(":")[2]
+    env = {**up_env, "AGENTCOMMS_CONSOLE__PORT": port, "AGENTCOMMS_METRICS__ADDRESS": taken}
+    proc = start_up(env)
+    try:
+        printed = "".join(wait_for_line(proc, "Database"))
+        assert run(env, "status").returncode == 0
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=15)
+    finally:
+        stop(proc)
+    assert proc.returncode == 0
+    lines = printed.splitlines()
+    (console,) = [line for line in lines if "console.port" in line]
+    assert f"the console cannot listen on 127.0.0.1:{port} (Address already in use)" in console
+    assert "going on without it" in console
+    (metrics,) = [line for line in lines if "metrics.address" in line]
+    assert f"metrics cannot listen on {taken} (Address already in use)" in metrics
+    assert "Errno 98" not in printed and "Traceback" not in printed
+    assert not re.search(r"^Console\s", printed, re.M)  # no console address to offer

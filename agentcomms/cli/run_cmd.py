@@ -118,9 +118,14 @@ async def _start_codec_server(cfg: Config) -> Any:
     if not cfg.temporal.encryption_keys:
         return None
     from agentcomms.codec_server import CodecServer
+    from agentcomms.errors import ListenerUnavailable
 
     server = CodecServer(cfg.temporal)
-    await server.start()
+    try:
+        await server.start()
+    except ListenerUnavailable as exc:  # the UI shows payloads encrypted; the rest runs
+        _note(f"{exc}; going on without it")
+        return None
     return server
 
 
@@ -134,14 +139,14 @@ def _watch_providers(rt: Any, gateway: Any) -> None:
 
 def _note_missing_tmux() -> None:
     if shutil.which("tmux") is None:
-        console.print(
-            styled(
-                ("note:", "yellow"),
-                " tmux is not on PATH, so nothing can be typed into panes; messages wait (agents "
-                "show as unreachable) until it is installed: apt-get install tmux",
-            ),
-            soft_wrap=True,
+        _note(
+            "tmux is not on PATH, so nothing can be typed into panes; messages wait (agents "
+            "show as unreachable) until it is installed: apt-get install tmux"
         )
+
+
+def _note(text: str) -> None:
+    console.print(styled(("note:", "yellow"), f" {text}"), soft_wrap=True)
 
 
 @app.command()
