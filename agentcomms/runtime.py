@@ -20,7 +20,12 @@ from agentcomms.config import Config
 from agentcomms.errors import ListenerUnavailable, StoppedDuringStartup, TemporalUnavailable
 from agentcomms.metrics import MetricsServer, free_loopback_address, temporal_runtime
 from agentcomms.store import Store
-from agentcomms.temporal import DevServer, connect, ensure_search_attributes
+from agentcomms.temporal import (
+    DevServer,
+    connect,
+    end_leftover_dev_servers,
+    ensure_search_attributes,
+)
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +46,8 @@ async def temporal_and_store(
     """Connect to Temporal (starting the embedded dev server when allowed) and open the store."""
     dev: DevServer | None = None
     address = cfg.temporal.address
+    if embed and cfg.temporal.embedded:
+        await asyncio.to_thread(end_leftover_dev_servers, cfg.temporal)
     if not server_answers(address):
         if embed and cfg.temporal.uses_tls():
             # The embedded dev server has no TLS: a TLS address names a cluster of its own.
@@ -122,9 +129,8 @@ async def keep_dev_server_running(
             code,
             dev.log_path,
         )
-        rt.dev_server = await asyncio.to_thread(
-            DevServer.start, rt.cfg.temporal, headless=dev.ui_url is None
-        )
+        # Stopped while it boots: the server it was booting is stopped too, never left behind.
+        rt.dev_server = await _start_dev_server(rt.cfg, headless=dev.ui_url is None)
         on_restart(rt.dev_server)
 
 
@@ -156,6 +162,8 @@ class StopEvent(asyncio.Event):
         self.cancelled_startup = False
 
     def signal(self) -> None:
+        if self.is_set():
+            return  # a second Ctrl-C: the stop is under way
         self.set()
         if self._starting is not None:
             self._starting.cancel()
@@ -167,12 +175,19 @@ class StopEvent(asyncio.Event):
         return await super().wait()
 
 
+# Without a handler SIGHUP (a closed terminal) would end the process at once, skipping the stop
+# that ends the embedded Temporal server.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
 @asynccontextmanager
 async def stop_signals() -> AsyncIterator[asyncio.Event]:
-    """An event set by Ctrl-C or SIGTERM, installed first so a signal during start-up is not lost."""
+    """An event set by Ctrl-C, SIGTERM or SIGHUP (the terminal closed), installed first so a
+    signal during start-up is not lost. Once set, a second Ctrl-C changes nothing: the stop
+    already under way finishes in order."""
     stop = StopEvent(asyncio.current_task())
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    for sig in STOP_SIGNALS:
         loop.add_signal_handler(sig, stop.signal)
     try:
         yield stop
@@ -186,7 +201,7 @@ async def stop_signals() -> AsyncIterator[asyncio.Event]:
             "stopped by a signal before start-up finished; nothing was left running"
         ) from None
     finally:
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig in STOP_SIGNALS:
             loop.remove_signal_handler(sig)
 
 
