@@ -112,6 +112,7 @@ class Gateway:
         self.http: WebhookServer | None = None
         self.console: Console | None = None
         self._pruning: asyncio.Task[None] | None = None
+        self._watching: asyncio.Task[None] | None = None
         self.inbound_calls: InboundCalls | None = None
 
     async def start(self) -> None:
@@ -133,13 +134,19 @@ class Gateway:
                 self.http = http
         if self.inbound_calls is not None:  # messages whose recordings it was still fetching
             await self.inbound_calls.resume()
+        # Looking at each open approval is a query, which only a polling worker answers; `up`
+        # starts its worker after the gateway, and a restart waited on the last worker's queue
+        # for about 30 s. Nothing at start waits on it: the watch catches up once one polls.
+        self._watching = asyncio.create_task(self._watch_open(), name="open approvals' watch")
+        if self.cfg.console.enabled:
+            await self.start_console()
+        self._pruning = asyncio.create_task(self._prune_audio(), name="audio pruning")
+
+    async def _watch_open(self) -> None:
         try:
             await self.approvals.watch_open()
         except Exception as exc:  # Temporal away: a hook that comes back still closes its own
             log.warning("could not list the approvals still open to watch their deadlines: %s", exc)
-        if self.cfg.console.enabled:
-            await self.start_console()
-        self._pruning = asyncio.create_task(self._prune_audio(), name="audio pruning")
 
     async def start_console(self) -> None:
         """The local web console, on loopback (`console.port`)."""
@@ -225,6 +232,9 @@ class Gateway:
     async def close(self) -> None:
         if self._pruning is not None:
             self._pruning.cancel()
+        if self._watching is not None:
+            self._watching.cancel()
+            await asyncio.gather(self._watching, return_exceptions=True)
         if self.console is not None:
             await self.console.close()
         if self.http is not None:
