@@ -15,8 +15,12 @@ import pytest
 from agentcomms.agents.install import Target, plan
 from agentcomms.agents.permission_mode import effective_mode, write_mode
 from agentcomms.cli.doctor import Check, _check_permission_modes
+from agentcomms.config import host_name
 from agentcomms.errors import AgentConfigError
+from agentcomms.models import Agent
 from tests.support.cli import env_for, run
+from tests.support.tmux import Tmux
+from tests.support.waiting import eventually
 
 USER = ".claude/settings.json"
 PROJECT = "p/.claude/settings.json"
@@ -208,4 +212,38 @@ async def test_doctor_names_the_mode_that_keeps_approvals_in_the_terminal(
     (refusing,) = checks
     assert refusing.warn and refusing.fix == (
         f'set permissions.defaultMode to "default" in {tmp_path / LOCAL}'
+    )
+
+
+async def test_doctor_reads_the_mode_in_the_directory_of_each_registered_claude(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tmux: Tmux
+) -> None:
+    """A registered pane whose program is Claude Code is looked at in its own directory, where
+    a project's settings may differ from those of the directory doctor runs in."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    project = tmp_path / "p"
+    _write(tmp_path, {LOCAL: _mode("bypassPermissions")})
+    claude = tmp_path / "bin" / "claude"  # a process named as Claude Code's is
+    claude.parent.mkdir()
+    claude.write_text("#!/bin/sh\nsleep 600\n")
+    claude.chmod(0o755)
+    tmux.run("new-session", "-d", "-s", "c", "-c", str(project), str(claude))
+    tmux.run("new-session", "-d", "-s", "sh", "-c", str(project), "sh")
+    agents = [
+        Agent(id="backend", target="c:0.0", tmux_socket=tmux.socket, host=host_name()),
+        Agent(id="shell", target="sh:0.0", tmux_socket=tmux.socket, host=host_name()),
+        Agent(id="far", target="c:0.0", tmux_socket=tmux.socket, host="elsewhere"),
+    ]
+
+    async def found() -> list[Check] | None:
+        checks: list[Check] = []
+        await _check_permission_modes(agents, checks)
+        return checks or None
+
+    (backend,) = await eventually(found)  # this directory has no agentcomms hooks; sh no Claude
+    assert backend.name == "permission mode agent backend" and backend.warn
+    assert backend.detail == (
+        f"agent backend: Claude Code in {project} starts in bypassPermissions mode (set in "
+        f"{project}/.claude/settings.local.json): it asks for no approval"
     )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import stat
 from collections import defaultdict
 from dataclasses import asdict, dataclass
@@ -446,8 +447,9 @@ async def _check_permission_modes(agents: list[Agent], checks: list[Check]) -> N
 
 
 async def _claude_panes(agents: list[Agent]) -> list[tuple[str, Path]]:
-    """(agent id, the pane's directory) for each registered pane on this host running Claude
-    Code, read in one tmux invocation each."""
+    """(agent id, Claude Code's directory) for each registered pane on this host that runs
+    Claude Code: a process named ``claude`` under the pane's (found in /proc, as a shell that
+    started it may still be the pane's foreground program), and the directory it runs in."""
     from agentcomms.bridge import BridgeError, TmuxAdapter
 
     here = host_name()
@@ -456,21 +458,39 @@ async def _claude_panes(agents: list[Agent]) -> list[tuple[str, Path]]:
     for agent in agents:
         if not agent.target or agent.host != here:
             continue
-        look = [
-            "display-message",
-            "-p",
-            "-t",
-            agent.target,
-            "#{pane_current_command}\t#{pane_current_path}",
-        ]
+        look = ["display-message", "-p", "-t", agent.target, "#{pane_pid}"]
         try:
             out = await tmux.run_commands(agent.tmux_socket, [look])
         except BridgeError:
             continue  # the panes' check names it
-        command, _, path = out.strip().partition("\t")
-        if command == "claude" and path:
-            found.append((agent.id, Path(path)))
+        if out.strip().isdigit() and (cwd := _claude_under(int(out.strip()))) is not None:
+            found.append((agent.id, cwd))
     return found
+
+
+def _claude_under(root: int) -> Path | None:
+    """The directory of a process named ``claude`` that descends from `root`, if any."""
+    children: dict[int, list[int]] = defaultdict(list)
+    names: dict[int, str] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat_line = (entry / "stat").read_text()
+        except OSError:  # ended meanwhile
+            continue
+        name, _, rest = stat_line.partition("(")[2].rpartition(")")
+        pid, fields = int(entry.name), rest.split()
+        names[pid] = name
+        children[int(fields[1])].append(pid)
+    todo = [root]
+    while todo:
+        pid = todo.pop()
+        if names.get(pid) == "claude":
+            with contextlib.suppress(OSError):
+                return Path(os.readlink(f"/proc/{pid}/cwd"))
+        todo.extend(children.get(pid, []))
+    return None
 
 
 def _webhooks_used(cfg: Config) -> bool:
