@@ -187,7 +187,9 @@ async def stop_signals() -> AsyncIterator[asyncio.Event]:
     already under way finishes in order."""
     stop = StopEvent(asyncio.current_task())
     loop = asyncio.get_running_loop()
-    for sig in STOP_SIGNALS:
+    # `nohup agentcomms up` asked to outlive its terminal: a SIGHUP ignored stays ignored.
+    caught = [s for s in STOP_SIGNALS if signal.getsignal(s) is not signal.SIG_IGN]
+    for sig in caught:
         loop.add_signal_handler(sig, stop.signal)
     try:
         yield stop
@@ -201,7 +203,7 @@ async def stop_signals() -> AsyncIterator[asyncio.Event]:
             "stopped by a signal before start-up finished; nothing was left running"
         ) from None
     finally:
-        for sig in STOP_SIGNALS:
+        for sig in caught:
             loop.remove_signal_handler(sig)
 
 

@@ -500,3 +500,17 @@ def test_up_ends_the_temporal_server_an_earlier_run_left_behind(
             left.kill()
             left.wait()
     assert proc.returncode == 0
+
+
+async def test_a_sighup_ignored_by_nohup_stays_ignored() -> None:
+    from agentcomms.runtime import stop_signals
+
+    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)  # as `nohup` leaves it
+    try:
+        async with stop_signals() as stop:
+            os.kill(os.getpid(), signal.SIGHUP)
+            await asyncio.sleep(0.1)
+            assert not stop.is_set()
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGHUP, previous)
