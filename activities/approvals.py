@@ -4,7 +4,8 @@ The approval's workflow holds no key, and anyone who reaches Temporal can send i
 update: an answer of theirs (or a genuine one copied from another approval's history) taking the
 first-answer slot would leave the human's own answer refused as late. So the workflow takes an
 answer only once this, a local activity of that approval's own workflow, says the gateway signed
-it for that approval.
+it for the very request that approval holds: not another approval's, nor that of an earlier
+request whose short id this one drew again once Temporal forgot the old run.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from temporalio.exceptions import ApplicationError
 
 from agentcomms import errors
 from agentcomms.approval_models import Decision, DecisionCheck
-from agentcomms.trust import DeploymentKey
+from agentcomms.trust import DeploymentKey, request_digest
 from agentcomms.workflow_ids import APPROVAL_WORKFLOW, approval_workflow_id
 
 
@@ -41,7 +42,15 @@ class ApprovalActivities:
                 "it decides nothing here",
                 errors.NOT_SIGNED,
             )
-        if not self._key.decision_is_genuine(decision):
+        unsigned = decision.answers is None or not decision.signature
+        if not unsigned and decision.answers != request_digest(check.request):
+            raise _refused(
+                f"this answer was given to another request than the one approval {approval_id} "
+                "holds now (an earlier request that drew the same id, or one put in its place): "
+                "it decides nothing here, and the request waits for its human's",
+                errors.NOT_SIGNED,
+            )
+        if not self._key.decision_is_genuine(decision, check.request):
             raise _refused(
                 f"this answer to approval {approval_id} is not signed by this deployment: it did "
                 "not come through agentcomms (the terminal, a chat, the console, a call), so the "

@@ -30,8 +30,12 @@ class ApprovalRequest(BaseModel):
     agent_id: str
     kind: str = "claude-code"
     tool: str
-    # The tool's input as the agent sent it, made safe to show and with secrets masked.
+    # The tool's input as the agent sent it, shown visibly (nothing deleted or masked: every
+    # control, escape, bidi or zero-width character as a mark, `agentcomms.visible`).
     input_text: str
+    # False: the input (or the question, or the plan) was too long to keep, and is cut, visibly;
+    # only the agent's own dialog shows it whole, so only there can it be allowed.
+    whole: bool = True
     # What the agent offered for "allow for this session" (Claude's permission_suggestions).
     suggestions: list[dict[str, Any]] = Field(default_factory=list)
     timeout_s: float
@@ -40,6 +44,9 @@ class ApprovalRequest(BaseModel):
     question: str | None = None  # a question's text, or the plan's text
     options: list[str] = Field(default_factory=list)  # a question's option labels
     multi: bool = False  # a question that takes several of its options
+    # Drawn afresh for each request when it is signed: two requests that happen to draw the same
+    # short id, for the same command, are still two requests, and an answer binds to one.
+    nonce: str = ""
     signature: str | None = None
 
 
@@ -52,6 +59,10 @@ class Decision(BaseModel):
     answer: str | None = None  # a question's answer: the chosen label(s), or the human's words
     by: str  # who answered: the terminal's user, "the terminal", "agentcomms"
     via: str  # where: "cli", "terminal", "timeout"
+    # The request it answers: the digest of that request's signed content
+    # (`agentcomms.trust.request_digest`), so that an answer copied from an old run of the same
+    # short id answers nothing else. None only for a timeout, which the workflow records.
+    answers: str | None = None
     at: datetime | None = None  # set by the workflow when it took the answer
     signature: str | None = None
 

@@ -142,15 +142,25 @@ class DeploymentKey:
     # ---- approvals: what the agent asked, and the human's answer to it -------------------------
 
     def sign_approval(self, request: ApprovalRequest) -> ApprovalRequest:
+        """The request with its tag, and a nonce of its own when it has none yet: an answer
+        binds to this request (:func:`request_digest`), never to another of the same id."""
+        if not request.nonce:
+            request = request.model_copy(update={"nonce": uuid4().hex})
         return request.model_copy(update={"signature": self._tag(_approval_fields(request))})
 
     def approval_is_genuine(self, request: ApprovalRequest) -> bool:
         return self._verify(_approval_fields(request), request.signature)
 
-    def sign_decision(self, decision: Decision) -> Decision:
-        return decision.model_copy(update={"signature": self._tag(_decision_fields(decision))})
+    def sign_decision(self, decision: Decision, request: ApprovalRequest) -> Decision:
+        """The answer with its tag, bound to `request` (the one the person was shown)."""
+        bound = decision.model_copy(update={"answers": request_digest(request)})
+        return bound.model_copy(update={"signature": self._tag(_decision_fields(bound))})
 
-    def decision_is_genuine(self, decision: Decision) -> bool:
+    def decision_is_genuine(self, decision: Decision, request: ApprovalRequest) -> bool:
+        """Whether the gateway signed this answer for `request` itself: not for another
+        approval, nor for an earlier request that drew the same short id."""
+        if decision.approval_id != request.id or decision.answers != request_digest(request):
+            return False
         return self._verify(_decision_fields(decision), decision.signature)
 
     # ---- escalations: a request's ladder, whose rungs text and ring the human ------------------
@@ -298,6 +308,13 @@ def _as_read_back(value: Any) -> Any:
 
 def _approval_fields(request: ApprovalRequest) -> list[Any]:
     return ["agentcomms-approval/1", _as_read_back(request.model_dump(exclude={"signature"}))]
+
+
+def request_digest(request: ApprovalRequest) -> str:
+    """What an answer names as the request it answers: a digest of everything the request's
+    tag covers (its agent, tool, input, options, nonce...). Not secret; the answer's tag binds it."""
+    digest = hashlib.sha256(_canonical(_approval_fields(request))).digest()
+    return base64.urlsafe_b64encode(digest).decode("ascii").rstrip("=")
 
 
 def _decision_fields(decision: Decision) -> list[Any]:

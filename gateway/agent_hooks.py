@@ -9,7 +9,7 @@ to the agent's mailbox, which keeps the state in order.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, StringConstraints
@@ -24,6 +24,7 @@ from agentcomms.models import PaneTarget, Registration
 from agentcomms.store import Store
 from gateway.params import AgentId, Params, RegisterParams
 from gateway.protocol import INVALID_PARAMS, NOT_FOUND
+from gateway.socket.declare import Hook, Human, declare
 from workflows.mailbox.client import Mailbox
 
 PaneId = Annotated[str, StringConstraints(pattern=r"^%[0-9]{1,9}$")]
@@ -40,23 +41,73 @@ class AgentHookParams(Params):
     payload: dict[str, Any] = Field(default_factory=dict)
 
 
-class AgentHookMethods:
-    def __init__(self, store: Store, mailbox: Mailbox, host: str) -> None:
+HookObserver = Callable[[str, str, dict[str, Any]], Awaitable[None]]
+
+
+class PaneAgents:
+    """Which registered agent runs in a hook's tmux pane, asked of tmux (the hooks' reports and
+    the approvals they open both name their agent this way)."""
+
+    def __init__(self, store: Store, host: str) -> None:
         self._store = store
-        self._mailbox = mailbox
         self._host = host
         # (tmux socket, pane id) -> the agent last found there: a hook runs around every tool
         # call, so the registrations are not asked of tmux one by one each time.
         self._found: dict[tuple[str, str], str] = {}
-        # Who else hears what the agent does (the approvals: a tool that ran was answered).
-        self.observers: list[Callable[[str, str, dict[str, Any]], Awaitable[None]]] = []
 
-    def methods(self) -> dict[str, tuple[type[Params], Callable[[Any], Awaitable[Any]]]]:
-        return {
-            "agent_hook": (AgentHookParams, self.agent_hook),
-            "register": (RegisterParams, self.register),
-        }
+    async def agent_of(self, agent_id: str | None, pane: str | None, socket: str | None) -> str:
+        """The agent a hook names, else the one registered in the hook's pane."""
+        return agent_id or await self._agent_in_pane(pane, socket)
 
+    async def _agent_in_pane(self, pane: str | None, socket: str | None) -> str:
+        if pane is None or socket is None:
+            raise RpcError(
+                NOT_FOUND,
+                "the hook names no agent: set AGENTCOMMS_AGENT_ID, or run the agent in a tmux "
+                "pane registered with `agentcomms agents register`",
+            )
+        agents = [
+            a
+            for a in await self._store.list_agents()
+            if a.target is not None
+            and (a.host or self._host) == self._host
+            and (a.tmux_socket == socket or (a.tmux_socket is None and _default(socket)))
+        ]
+        # The agent found in this pane before first, checked again: a target may move.
+        known = self._found.get((socket, pane))
+        agents.sort(key=lambda a: a.id != known)
+        for agent in agents:
+            assert agent.target is not None
+            if await _pane_of(agent.target, socket) == pane:
+                self._found[(socket, pane)] = agent.id
+                return agent.id
+        self._found.pop((socket, pane), None)
+        raise RpcError(
+            NOT_FOUND,
+            f"no registered agent runs in tmux pane {pane} (server {socket}); register it with "
+            f"`agentcomms agents register NAME --target {pane}`, or set AGENTCOMMS_AGENT_ID",
+        )
+
+
+class AgentHookMethods:
+    """The hooks' report of what the agent does, and registering a pane."""
+
+    def __init__(
+        self,
+        mailbox: Mailbox,
+        host: str,
+        panes: PaneAgents,
+        *,
+        observers: Sequence[HookObserver] = (),
+    ) -> None:
+        self._mailbox = mailbox
+        self._host = host
+        self._panes = panes
+        # Who else hears what the agent does (the approvals: a tool that ran was answered;
+        # the mirror: a turn's reply goes back to the chat that started it).
+        self._observers = tuple(observers)
+
+    @declare(Human())
     async def register(self, p: RegisterParams) -> dict[str, Any]:
         if p.type != "tmux":
             raise RpcError(INVALID_PARAMS, f"type: unknown agent type {p.type!r}; known: tmux")
@@ -95,10 +146,11 @@ class AgentHookMethods:
                 agent_id, HookReport(kind="any", event=AT_PROMPT, at_ns=at_ns)
             )
 
+    @declare(Hook())
     async def agent_hook(self, p: AgentHookParams) -> dict[str, Any]:
-        agent_id = await self.agent_of(p.agent_id, p.pane, p.tmux_socket)
+        agent_id = await self._panes.agent_of(p.agent_id, p.pane, p.tmux_socket)
         report = report_from(p.kind, p.event, p.at_ns, p.session_id, p.payload)
-        for observer in self.observers:
+        for observer in self._observers:
             await observer(agent_id, p.event, p.payload)
         if not await self._mailbox.report(agent_id, report):
             raise RpcError(
@@ -107,39 +159,6 @@ class AgentHookMethods:
                 "(`agentcomms agents register`)",
             )
         return {"agent_id": agent_id, "event": report.event}
-
-    async def agent_of(self, agent_id: str | None, pane: str | None, socket: str | None) -> str:
-        """The agent a hook names, else the one registered in the hook's pane."""
-        return agent_id or await self._agent_in_pane(pane, socket)
-
-    async def _agent_in_pane(self, pane: str | None, socket: str | None) -> str:
-        if pane is None or socket is None:
-            raise RpcError(
-                NOT_FOUND,
-                "the hook names no agent: set AGENTCOMMS_AGENT_ID, or run the agent in a tmux "
-                "pane registered with `agentcomms agents register`",
-            )
-        agents = [
-            a
-            for a in await self._store.list_agents()
-            if a.target is not None
-            and (a.host or self._host) == self._host
-            and (a.tmux_socket == socket or (a.tmux_socket is None and _default(socket)))
-        ]
-        # The agent found in this pane before first, checked again: a target may move.
-        known = self._found.get((socket, pane))
-        agents.sort(key=lambda a: a.id != known)
-        for agent in agents:
-            assert agent.target is not None
-            if await _pane_of(agent.target, socket) == pane:
-                self._found[(socket, pane)] = agent.id
-                return agent.id
-        self._found.pop((socket, pane), None)
-        raise RpcError(
-            NOT_FOUND,
-            f"no registered agent runs in tmux pane {pane} (server {socket}); register it with "
-            f"`agentcomms agents register NAME --target {pane}`, or set AGENTCOMMS_AGENT_ID",
-        )
 
 
 def _default(socket: str) -> bool:

@@ -26,6 +26,7 @@ from agentcomms.voice.models import Line, LineEvent
 from agentcomms.workflow_ids import call_workflow_id
 from gateway.approval_surfaces.words import PhoneAnswer, heard_on_phone, said
 from gateway.approvals import ApprovalMethods
+from gateway.protocol import INVALID_PARAMS
 from workflows.call import CallWorkflow, End, Say
 
 log = logging.getLogger(__name__)
@@ -115,7 +116,9 @@ async def answer_by_phone(
         done = await approvals.answer(
             approval_id, choice.behavior, by=by, via="call", message=None, answer=choice.answer
         )
-    except RpcError:
+    except RpcError as exc:
+        if exc.code == INVALID_PARAMS:  # not shown whole on a call: where to answer it
+            return f"{exc.message[:1].upper()}{exc.message[1:]}."
         return "That request is gone."
     view = await approvals.view(approval_id)
     how = said(view) if view is not None else "answered"

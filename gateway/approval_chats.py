@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections import OrderedDict
 from typing import Any, Protocol, cast
 
@@ -40,12 +41,15 @@ from agentcomms.store.approval_posts import ApprovalPost
 from agentcomms.transports import Sender, TextSender, first_part, load, split_text
 from gateway.approval_surfaces.words import (
     ASKED,
+    TEXT_REQUEST_CHARS,
     asks,
     buttons,
     footer,
+    hidden_on,
     outcome,
     reply_with,
     settled_footer,
+    shown_remotely,
     the_rest,
 )
 
@@ -55,11 +59,11 @@ BUTTON_PROVIDERS = ("telegram", "discord")
 CODE_PROVIDERS = ("sms", "whatsapp")
 # Chats with buttons where a request too long for one message goes as a file (the others split).
 ATTACHING_PROVIDERS = ("discord",)
+# Chats that read a message as markdown: a request is shown there escaped (`discord_literal`).
+MARKDOWN_PROVIDERS = ("discord",)
 # Of a chat's limit, what is kept for the lines under a request (its id, how to answer; once
 # decided, who answered how), so the pieces before stay the same when the last is edited.
 FOOTER_ROOM = 400
-# What a text message shows of a request before saying where the rest is.
-TEXT_REQUEST_CHARS = 600
 DECIDED_KEPT = 256
 
 
@@ -187,17 +191,27 @@ class ApprovalChats:
 
     async def _post(self, provider: str, chat: str, request: ApprovalRequest) -> str:
         sender = self._sender(provider)
+        # Not shown whole here (a secret hidden, too long): no code and no buttons, as if
+        # complete; the chat says where to answer instead.
+        hidden = hidden_on(request, provider)
         if provider not in BUTTON_PROVIDERS:
-            shown = first_part(asks(request), TEXT_REQUEST_CHARS, the_rest(request))
-            return await sender.send_text(chat, f"{shown}\n\n{reply_with(request)}")
-        pieces, attached = shown_with_buttons(request, footer(request), provider, sender.max_chars)
+            asked = asks(shown_remotely(request))
+            shown = first_part(asked, TEXT_REQUEST_CHARS, the_rest(request))
+            return await sender.send_text(chat, f"{shown}\n\n{reply_with(request, hidden=hidden)}")
+        under = footer(request)
+        if hidden is not None:
+            under = f"(approval {request.id})\n{reply_with(request, hidden=hidden)}"
+        pieces, attached = shown_with_buttons(request, under, provider, sender.max_chars)
+        offered = buttons(request) if hidden is None else []
         for piece in pieces[:-1]:
             await sender.send_text(chat, piece)
         if attached is not None:
             return await cast(AttachingSender, sender).send_buttons(
-                chat, pieces[-1], buttons(request), attached=attached
+                chat, pieces[-1], offered, attached=attached
             )
-        return await cast(ButtonSender, sender).send_buttons(chat, pieces[-1], buttons(request))
+        if not offered:
+            return await sender.send_text(chat, pieces[-1])
+        return await cast(ButtonSender, sender).send_buttons(chat, pieces[-1], offered)
 
     async def _settle(self, view: ApprovalView) -> None:
         r = view.request
@@ -228,13 +242,25 @@ def shown_with_buttons(
 ) -> tuple[list[str], tuple[str, str] | None]:
     """The messages that show `request` whole in a chat with buttons, `under` it (the buttons
     go on the last), and the file attached to the last, (name, text), where the provider takes
-    the whole as a file."""
-    whole = asks(request)
+    the whole as a file. What looks like a secret is hidden, saying so in place."""
+    whole = asks(shown_remotely(request))
     room = max_chars - FOOTER_ROOM
-    if provider in ATTACHING_PROVIDERS and len(whole) > room:
+    shown = discord_literal(whole) if provider in MARKDOWN_PROVIDERS else whole
+    if provider in ATTACHING_PROVIDERS and len(shown) > room:
         name = f"{ASKED[request.ask]}-{request.id}.{'md' if request.ask == 'plan' else 'txt'}"
-        start = first_part(whole, room, f" […] (the whole {ASKED[request.ask]}: {name})")
-        return [f"{start}\n\n{under}"], (name, whole)
-    pieces = split_text(whole, room)
+        start = first_part(shown, room, f" […] (the whole {ASKED[request.ask]}: {name})")
+        return [f"{start}\n\n{under}"], (name, whole)  # a file is shown as plain text
+    pieces = split_text(shown, room)
     pieces[-1] = f"{pieces[-1]}\n\n{under}"
     return pieces, None
+
+
+# Discord renders a message's content as markdown: a spoiler (||…||) draws text as a bar, a
+# masked link ([shown](real)) shows other words than it holds, <@id> and <t:…> become a name and
+# a date. Backslash before every ASCII punctuation mark shows each as itself.
+_DISCORD_MARKUP = re.compile(r"([!-/:-@\[-`{-~])")
+
+
+def discord_literal(text: str) -> str:
+    """`text` as Discord shows it character for character, none of it read as markdown."""
+    return _DISCORD_MARKUP.sub(r"\\\1", text)

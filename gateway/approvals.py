@@ -5,19 +5,19 @@ What the agent asks comes in three kinds: a permission to use a tool, a question
 (Claude Code's ``AskUserQuestion``: one approval per question), and a plan to carry out
 (``ExitPlanMode``: approved, or sent back with the human's reason).
 
-The request is opened as the agent sent it, its input made safe to show and its secrets masked,
-and signed with the deployment key; so is every answer the gateway records. The decision handed
+The request is opened as the agent sent it, its input shown visibly (nothing deleted, nothing
+masked: :mod:`agentcomms.visible`; a chat hides what it must, saying so, and is then no place to
+answer it: :mod:`gateway.approval_surfaces.words`), and signed with the deployment key; so is every answer the gateway records. The decision handed
 to the hook is derived from the signed request and the signed answer only: an approval or an
 answer someone else put into Temporal makes no hook allow anything. None of these methods is open
-to an agent's own requests (:mod:`gateway.confine`).
+to an agent's own requests, and no process in an agent's pane answers (:mod:`gateway.confine`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Annotated, Any, Literal
 
@@ -28,7 +28,6 @@ from agentcomms.agents.hook import trimmed
 from agentcomms.approval_models import (
     ApprovalRequest,
     ApprovalView,
-    Ask,
     Behavior,
     Decision,
     chosen,
@@ -36,32 +35,33 @@ from agentcomms.approval_models import (
 from agentcomms.bridge.fields import TmuxSocket
 from agentcomms.bridge.sanitize import sanitize
 from agentcomms.config import Config
-from agentcomms.config.redact import mask_secrets
 from agentcomms.errors import RpcError
 from agentcomms.escalation_models import Escalation, QuietHours, Rung
-from agentcomms.logs import redact
 from agentcomms.models import utcnow
 from agentcomms.trust import DeploymentKey
-from gateway.agent_hooks import AgentHookMethods, PaneId
+from gateway.agent_hooks import PaneAgents, PaneId
+from gateway.approval_asks import QUESTION_CHARS, QUESTION_TOOL, asked_with, shown_visibly
 from gateway.approval_chats import ApprovalChats
-from gateway.approval_surfaces.words import asks, keys, reply_with
+from gateway.approval_surfaces.words import (
+    LETTING,
+    asks,
+    binding,
+    hidden_on,
+    keys,
+    reply_with,
+    shown_remotely,
+)
 from gateway.hook_decision import hook_decision
 from gateway.params import AgentId, Params
 from gateway.protocol import INVALID_PARAMS, NOT_FOUND
+from gateway.socket.caller import Caller
+from gateway.socket.declare import Hook, Human, declare
 from workflows.approval.client import Approvals, WorkflowAlreadyStartedError, new_approval_id
 from workflows.approval.models import Decided
 
 log = logging.getLogger(__name__)
 
 ApprovalId = Annotated[str, StringConstraints(pattern=r"^[2-9A-Za-z]{4}$")]
-# What a person reads of a tool's input; longer is cut, visibly.
-INPUT_CHARS = 4_000
-# A plan is read whole where it can be (a surface splits it to its own limit).
-PLAN_CHARS = 40_000
-QUESTION_CHARS = 2_000
-# Claude Code's tools that ask the human rather than act.
-QUESTION_TOOL = "AskUserQuestion"
-PLAN_TOOL = "ExitPlanMode"
 ID_TRIES = 8
 # How long each look at an approval past its deadline waits for Temporal to record the timeout.
 DEADLINE_LOOK_S = 30
@@ -88,12 +88,19 @@ class ApprovalDecideParams(Params):
     message: Annotated[str, StringConstraints(max_length=2_000)] | None = None
     # A question's answer: an option's label or number (several, comma-separated), or words.
     answer: Annotated[str, StringConstraints(min_length=1, max_length=2_000)] | None = None
-    by: Annotated[str, StringConstraints(min_length=1, max_length=100)] = "the terminal's user"
+    # Accepted from older clients and ignored: who answered is read from the connection.
+    by: Annotated[str, StringConstraints(max_length=100)] | None = None
     via: Literal["cli", "terminal"] = "cli"
 
 
 class ApprovalsListParams(Params):
     pass
+
+
+def _closes_as_answered_in_the_pane(p: ApprovalDecideParams) -> bool:
+    """What an agent's hook, in the agent's pane, may say of an approval: that the human
+    answered it in the agent's own dialog. It allows and denies nothing."""
+    return p.behavior == "terminal"
 
 
 class ApprovalMethods:
@@ -102,13 +109,13 @@ class ApprovalMethods:
         cfg: Config,
         client: Client,
         key: DeploymentKey,
-        hooks: AgentHookMethods,
+        panes: PaneAgents,
         chats: ApprovalChats,
     ) -> None:
         self._cfg = cfg
         self._chats = chats
         self._key = key
-        self._hooks = hooks
+        self._panes = panes
         self._approvals = Approvals(client, cfg.temporal.task_queue)
         # The approvals this gateway opened that may still be open, each with the agent, tool
         # and input (as the hook reports them) whose run or end means it was answered elsewhere.
@@ -117,38 +124,32 @@ class ApprovalMethods:
         # decision recorded here, whatever surface gave it.
         self.observers: list[Callable[[ApprovalView], None]] = []
         self._deadlines: set[asyncio.Task[None]] = set()
-        hooks.observers.append(self.agent_did)
 
-    def methods(self) -> dict[str, tuple[type[Params], Callable[[Any], Awaitable[Any]]]]:
-        return {
-            "approval_open": (ApprovalOpenParams, self.approval_open),
-            "approval_wait": (ApprovalWaitParams, self.approval_wait),
-            "approval_decide": (ApprovalDecideParams, self.approval_decide),
-            "approvals": (ApprovalsListParams, self.approvals),
-        }
-
+    @declare(Hook())
     async def approval_open(self, p: ApprovalOpenParams) -> dict[str, Any]:
         """One approval for a permission or a plan, one per question for a tool that asks
         several: `ids` in the order asked (`id` is the first)."""
-        agent_id = await self._hooks.agent_of(p.agent_id, p.pane, p.tmux_socket)
+        agent_id = await self._panes.agent_of(p.agent_id, p.pane, p.tmux_socket)
         # Only what the agent offered for this session: "allow for this session" never widens
         # the agent's settings on disk.
         session = [s for s in p.permission_suggestions if s.get("destination") == "session"]
         ids = []
-        for ask, question, options, multi, input_text in _asks(p.tool_name, p.tool_input):
+        tool = shown_visibly(p.tool_name, 200)
+        for one in asked_with(p.tool_name, p.tool_input):
             request = ApprovalRequest(
                 id="",
                 agent_id=agent_id,
                 kind=p.kind,
-                tool=_shown(p.tool_name, 200),
-                input_text=input_text,
-                suggestions=session if ask == "permission" else [],
+                tool=tool.text,
+                input_text=one.input_text,
+                whole=one.whole and not tool.truncated,
+                suggestions=session if one.ask == "permission" else [],
                 timeout_s=self._cfg.approvals.timeout_s,
                 on_timeout=self._cfg.approval_on_timeout(agent_id),
-                ask=ask,
-                question=question,
-                options=options,
-                multi=multi,
+                ask=one.ask,
+                question=one.question,
+                options=one.options,
+                multi=one.multi,
             )
             ids.append(await self._open(request))
         asked = (agent_id, p.tool_name, _as_reported(p.tool_name, p.tool_input))
@@ -185,6 +186,7 @@ class ApprovalMethods:
             ladder_for(request, rungs, quiet=quiet, overrides_quiet=never_sleeps)
         )
 
+    @declare(Hook())
     async def approval_wait(self, p: ApprovalWaitParams) -> dict[str, Any]:
         """Long-polls: `decided` with the hook's answer (None: leave it to the terminal), or
         `open` when `wait_s` passed first, for the hook to ask again."""
@@ -236,9 +238,13 @@ class ApprovalMethods:
             watch.cancel()
         await asyncio.gather(*self._deadlines, return_exceptions=True)
 
-    async def approval_decide(self, p: ApprovalDecideParams) -> dict[str, Any]:
+    @declare(Human(decides=True, pane_may=_closes_as_answered_in_the_pane))
+    async def approval_decide(self, p: ApprovalDecideParams, caller: Caller) -> dict[str, Any]:
+        """Who answered is the connection's (its user and terminal), never what the request
+        says: a request can name anyone."""
+        by = caller.peer.said() if caller.peer is not None else "the terminal's user"
         return await self.answer(
-            p.id, p.behavior, by=p.by, via=p.via, message=p.message, answer=p.answer
+            p.id, p.behavior, by=by, via=p.via, message=p.message, answer=p.answer
         )
 
     async def answer(
@@ -250,9 +256,11 @@ class ApprovalMethods:
         via: str,
         message: str | None,
         answer: str | None = None,
+        shown: str | None = None,
     ) -> dict[str, Any]:
         """A person's answer from the terminal, the console or a phone (`via` "call"); the first
-        answer wins. A question's `answer` is checked against its options here."""
+        answer wins. A question's `answer` is checked against its options here. `shown`: the
+        binding of the request the person was shown (a console card's), when it is known."""
         approval_id = approval_id.upper()
         checked = None
         if behavior in ("allow", "allow_session", "answer"):
@@ -267,7 +275,8 @@ class ApprovalMethods:
                 answer=checked,
                 by=_shown(by, 100),
                 via=via,
-            )
+            ),
+            shown=shown,
         )
         if decided is None:
             raise RpcError(
@@ -280,10 +289,28 @@ class ApprovalMethods:
         """The approval as it stands (None: no such approval)."""
         return await self._approvals.view(approval_id.upper())
 
-    async def decide(self, decision: Decision) -> Decided | None:
-        """Sign the answer and give it to the approval; the chats hear how it was decided.
-        Every surface's answer comes through here (a chat's: :mod:`gateway.approval_surfaces`)."""
-        decided = await self._approvals.decide(self._key.sign_decision(decision))
+    async def decide(self, decision: Decision, *, shown: str | None = None) -> Decided | None:
+        """Sign the answer for the request the approval holds and give it to the approval; the
+        chats hear how it was decided. Every surface's answer comes through here (a chat's:
+        :mod:`gateway.approval_surfaces`). None: no such approval. A surface that did not
+        show the request whole may deny it, never let the agent go on with it."""
+        view = await self._approvals.view(decision.approval_id)
+        if view is None:
+            return None
+        request = view.request
+        if shown is not None and shown != binding(request):
+            raise RpcError(
+                INVALID_PARAMS,
+                f"approval {request.id} is another request now than the one you answered (an "
+                "earlier one had that id): nothing changed; read it again before you answer it",
+            )
+        hidden = hidden_on(request, decision.via)
+        if view.open and decision.behavior in LETTING and hidden is not None:
+            raise RpcError(INVALID_PARAMS, f"not taken: {hidden}")
+        # Bound to this request: an answer copied from it answers no other request, also not
+        # a later one that draws the same short id once Temporal has forgotten this one.
+        signed = self._key.sign_decision(decision, request)
+        decided = await self._approvals.decide(signed)
         self._waiting.pop(decision.approval_id, None)
         if decided is not None and decided.view.decision is not None:
             self._chats.settle(decided.view)
@@ -319,6 +346,7 @@ class ApprovalMethods:
             except Exception:
                 log.exception("approval %s: could not close it as answered", approval_id)
 
+    @declare(Human())
     async def approvals(self, p: ApprovalsListParams) -> dict[str, Any]:
         return {"approvals": [_listed(view) for view in await self.open_views()]}
 
@@ -341,13 +369,16 @@ def ladder_for(
     opened_at: datetime | None = None,
 ) -> Escalation:
     """The request's ladder (unsigned): what its SMS and its call say, and how each is answered."""
+    # Texted and spoken through providers: secrets hidden, and where a text or a call does not
+    # show it whole, where to answer it instead of how.
+    shown = shown_remotely(request)
     return Escalation(
         subject_id=request.id,
         agent_id=request.agent_id,
-        text=asks(request, spoken=True),
-        keys=keys(request),
+        text=asks(shown, spoken=True),
+        keys=keys(request, hidden=hidden_on(request, "call")),
         several_keys=request.multi,
-        reply=reply_with(request),
+        reply=reply_with(request, hidden=hidden_on(request, "sms")),
         rungs=rungs,
         quiet_hours=quiet,
         overrides_quiet=overrides_quiet,
@@ -379,32 +410,6 @@ def _checked_answer(request: ApprovalRequest, behavior: str, answer: str | None)
     return None
 
 
-def _asks(
-    tool_name: str, tool_input: dict[str, Any]
-) -> list[tuple[Ask, str | None, list[str], bool, str]]:
-    """What the agent asks with this tool: (ask, question or plan, options, whether several
-    options may be chosen, input as shown)."""
-    if tool_name == QUESTION_TOOL and isinstance(tool_input.get("questions"), list):
-        asks: list[tuple[Ask, str | None, list[str], bool, str]] = []
-        for q in tool_input["questions"]:
-            if not isinstance(q, dict):
-                continue
-            text = _shown(str(q.get("question") or q.get("header") or "?"), QUESTION_CHARS)
-            labels = [
-                _shown(str(o.get("label")), 200)
-                for o in q.get("options") or []
-                if isinstance(o, dict) and o.get("label")
-            ]
-            asks.append(("question", text, labels, q.get("multiSelect") is True, text))
-        if asks:
-            return asks
-    if tool_name == PLAN_TOOL:
-        given = tool_input.get("plan")
-        plan = _shown(redact(mask_secrets(given)), PLAN_CHARS) if isinstance(given, str) else None
-        return [("plan", plan, [], False, _shown(plan or "(no plan text)", INPUT_CHARS))]
-    return [("permission", None, [], False, _input_text(tool_input))]
-
-
 def _as_reported(tool_name: str, tool_input: Any, *, trim: bool = True) -> Any:
     """The tool's input as the hook reports it after the tool ran (cut the same way); of a
     question, only the questions (the input that ran carries the answers too)."""
@@ -417,16 +422,6 @@ def _as_reported(tool_name: str, tool_input: Any, *, trim: bool = True) -> Any:
 
 def _shown(text: str, chars: int) -> str:
     return sanitize(text, max_chars=chars).text
-
-
-def _input_text(tool_input: dict[str, Any]) -> str:
-    """A Bash command as its command line; any other input as its JSON."""
-    command = tool_input.get("command")
-    if isinstance(command, str) and set(tool_input) <= {"command", "description", "timeout"}:
-        text = command
-    else:
-        text = json.dumps(tool_input, ensure_ascii=False, sort_keys=True)
-    return _shown(redact(mask_secrets(text)), INPUT_CHARS)
 
 
 def _summary(view: ApprovalView) -> dict[str, Any]:
@@ -452,6 +447,7 @@ def _listed(view: ApprovalView) -> dict[str, Any]:
         "question": r.question,
         "options": r.options,
         "session_offered": bool(r.suggestions),
+        "whole": r.whole,
         "opened_at": view.opened_at.isoformat(),
         "timeout_s": r.timeout_s,
         "on_timeout": r.on_timeout,

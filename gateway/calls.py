@@ -52,7 +52,9 @@ from agentcomms.voice.tts import tts_chain
 from agentcomms.workflow_ids import call_workflow_id
 from gateway.params import AgentId, MessageText, Params
 from gateway.protocol import INVALID_PARAMS, NOT_FOUND
-from workflows.call import CallInput, CallWorkflow, End, Ended, Say, WaitLine
+from gateway.results import Calls, Hung, Turn
+from gateway.socket.declare import ForItself, Human, declare
+from workflows.call import CallInput, CallWorkflow, End, Ended, Say, TurnResult, WaitLine
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +120,18 @@ class PhoneEventParams(Params):
     phone_id: Annotated[str, StringConstraints(max_length=100)] | None = None
 
 
+def _turn_json(result: TurnResult) -> Turn:
+    return {
+        "call_id": result.call_id,
+        "status": result.status,
+        "turn": result.turn,
+        "response": result.response,
+        "timed_out": result.timed_out,
+        "success": result.success,
+        "note": result.note,
+    }
+
+
 def new_call_id(agent_id: str, request_id: str | None) -> str:
     """A fresh call id, or for a request id always the same one (a retried request finds its
     call instead of placing another)."""
@@ -137,22 +151,13 @@ class CallControl:
         # Who hears each line event once the call holds it (a request's call is answered).
         self.line_observers: list[Callable[[str, LineEvent], Awaitable[None]]] = []
 
-    def methods(self) -> dict[str, tuple[type[Params], Any]]:
-        return {
-            "call": (CallParams, self.call),
-            "call_say": (CallSayParams, self.call_say),
-            "call_end": (CallEndParams, self.call_end),
-            "calls": (CallsParams, self.calls),
-            "phone_wait": (PhoneWaitParams, self.phone_wait),
-            "phone_event": (PhoneEventParams, self.phone_event),
-        }
-
     def _handle(self, call_id: str) -> WorkflowHandle[CallWorkflow, Ended]:
         return self._client.get_workflow_handle_for(CallWorkflow.run, call_workflow_id(call_id))
 
     # ---- for agents ----------------------------------------------------------------------------
 
-    async def call(self, p: CallParams) -> dict[str, Any]:
+    @declare(ForItself("agent_id"))
+    async def call(self, p: CallParams) -> Turn:
         """Place a call. Blocking: the first answer. Non-blocking: the call id at once; the
         answer arrives in the agent's mailbox."""
         system, number = call_system(self._cfg)
@@ -199,9 +204,10 @@ class CallControl:
             raise RpcError(
                 NOT_FOUND, f"call {call_id} (this request id's) has ended already"
             ) from None
-        return result.model_dump()
+        return _turn_json(result)
 
-    async def call_say(self, p: CallSayParams) -> dict[str, Any]:
+    @declare(ForItself("agent_id"))
+    async def call_say(self, p: CallSayParams) -> Turn:
         await self._check_owner(p.call_id, p.agent_id)
         handle = self._handle(p.call_id)
         result = await self._turn(
@@ -211,9 +217,10 @@ class CallControl:
                 self._key.sign_turn(p.call_id, Say(message=p.message, listen=p.listen)),
             ),
         )
-        return result.model_dump()
+        return _turn_json(result)
 
-    async def call_end(self, p: CallEndParams) -> dict[str, Any]:
+    @declare(ForItself("agent_id"))
+    async def call_end(self, p: CallEndParams) -> Hung:
         await self._check_owner(p.call_id, p.agent_id)
         handle = self._handle(p.call_id)
         try:
@@ -234,9 +241,15 @@ class CallControl:
                 "status": row.status,
                 "reason": "the call had ended already",
             }
-        return ended.model_dump()
+        return {
+            "call_id": ended.call_id,
+            "duration_seconds": ended.duration_seconds,
+            "status": ended.status,
+            "reason": ended.reason,
+        }
 
-    async def calls(self, p: CallsParams) -> dict[str, Any]:
+    @declare(ForItself("agent_id"))
+    async def calls(self, p: CallsParams) -> Calls:
         rows = await self._store.list_calls(agent_id=p.agent_id, active=p.active, limit=p.limit)
         return {"calls": [r.model_dump(mode="json") for r in rows]}
 
@@ -270,6 +283,7 @@ class CallControl:
 
     # ---- for the local phone ----------------------------------------------------------------------
 
+    @declare(Human(decides=True))
     async def phone_wait(self, p: PhoneWaitParams) -> dict[str, Any]:
         """The local phone's calls once one of them changed (or rings, or ended), or as they are
         at the timeout."""
@@ -296,6 +310,7 @@ class CallControl:
             else:
                 await asyncio.sleep(min(remaining, RING_POLL_S))
 
+    @declare(Human(decides=True))
     async def phone_event(self, p: PhoneEventParams) -> dict[str, Any]:
         """Something happened on the local phone; accepted once the call's workflow holds it."""
         audio = None

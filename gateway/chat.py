@@ -82,20 +82,27 @@ def _payload(message: InboundMessage, text: str) -> dict[str, Any]:
 class ChatInbox:
     """The gateway's :class:`~agentcomms.transports.InboundSink`: allowlist, route, post, receipt."""
 
-    def __init__(self, cfg: Config, store: Store, mailbox: Mailbox, outbox: Outbox) -> None:
+    def __init__(
+        self,
+        cfg: Config,
+        store: Store,
+        mailbox: Mailbox,
+        outbox: Outbox,
+        *,
+        on_button: Callable[[ButtonPress], Awaitable[str]] | None = None,
+        on_reply: Callable[[InboundMessage, str], Awaitable[InboundResult | None]] | None = None,
+    ) -> None:
         self._cfg = cfg
         self._store = store
         self._mailbox = mailbox
         self._outbox = outbox
         self._voice_notes = VoiceNotes(cfg)
         self._strangers = StrangerLimits(store)
-        # Who takes a button press from an allowed sender (the approvals), once there is one.
-        self.on_button: Callable[[ButtonPress], Awaitable[str]] | None = None
+        # Who takes a button press from an allowed sender (the approvals' chat answers).
+        self._on_button = on_button
         # Who takes an allowed sender's message carrying an approval's code ("YES K7QF") as
         # its answer (never typed into a pane); None from it: an ordinary message.
-        self.on_reply: Callable[[InboundMessage, str], Awaitable[InboundResult | None]] | None = (
-            None
-        )
+        self._on_reply = on_reply
 
     async def accept(self, message: InboundMessage) -> InboundResult:
         event_id = provider_event_id(message.provider, message.chat_id, message.message_id)
@@ -107,8 +114,8 @@ class ChatInbox:
         agent_id, text = await self._route(message)
         if not await self._allowed(message):
             return await self._reject(message, event_id, agent_id)
-        if self.on_reply is not None and message.voice is None:
-            answered = await self.on_reply(message, event_id)
+        if self._on_reply is not None and message.voice is None:
+            answered = await self._on_reply(message, event_id)
             if answered is not None:
                 return answered
         if message.unreadable is not None:
@@ -217,9 +224,9 @@ class ChatInbox:
                     )
                 )
             return "Only the agent's allowed senders may answer this: nothing changed."
-        if self.on_button is None:
+        if self._on_button is None:
             return "Nothing here takes an answer now."
-        return await self.on_button(press)
+        return await self._on_button(press)
 
     def in_place(self, data: str) -> bool:
         """A box of a question that takes several options: a press ticks or unticks it, shown

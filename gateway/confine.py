@@ -1,115 +1,140 @@
-"""What a request that acts for an agent may ask: only what is that agent's own.
+"""Who may ask what: each request is admitted as its method's declaration says
+(:mod:`gateway.socket.declare`), before the method runs.
 
-A request names its caller when it acts for an agent (the MCP server names the agent its bearer
-token belongs to). Such a request reads and writes the agent's own mailbox, events and calls,
-its own side of the terminal and of its talks with other agents, and its own chats: the chats
-mapped to it in ``chat.channels`` and those its messages came from. Everything else, and every
-method an agent has no use for (admitting chat senders, typing as the human, reading the
-human's inbox), is refused before the method runs. A request without a caller is the human's:
-the socket is the user's own (0600), so any process of that user may make one (README,
-"Security").
+A request that acts for an agent (the MCP server names the agent its bearer token belongs to)
+reads and writes only what is that agent's own: its mailbox, events and calls, its own side of
+the terminal and of its talks with other agents, and its own chats (those mapped to it in
+``chat.channels`` and those its messages came from). What decides for the human (answering an
+approval, admitting a sender, the phone menu) is refused also to any process that runs in a
+registered agent's tmux pane, whatever the request says: the kernel names the connecting process
+(the socket's peer credentials), and :mod:`gateway.socket.panes` says whose pane it runs in. A
+request with no agent, from outside the agents' panes, is the human's: the socket is the user's
+own (0600).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from agentcomms.config import Config
 from agentcomms.errors import RpcError
 from agentcomms.models import LOCAL_CHANNEL
 from agentcomms.store import Store
-from gateway.protocol import INVALID_PARAMS, NOT_YOURS
+from gateway.params import EventsParams, HistoryParams, Params, ReplyParams
+from gateway.protocol import NOT_YOURS
+from gateway.socket.declare import Anyone, Hook, Human
 
-# The methods an agent may call, and the parameter that must name the agent itself.
-_FOR_ITSELF: dict[str, str | None] = {
-    "events": "agent_id",
-    "check_messages": "agent_id",
-    "wait_messages": "agent_id",
-    "agent_message": "from_agent_id",
-    "reply": "agent_id",
-    "history": None,  # its own side of any channel, or the whole of a chat of its own
-    "call": "agent_id",
-    "call_say": "agent_id",
-    "call_end": "agent_id",
-    "calls": "agent_id",
-}
-# What the deployment looks like, which every agent may see: no message in it.
-_OPEN = frozenset({"ping", "status", "agents", "channels"})
+if TYPE_CHECKING:
+    from gateway.socket.caller import Caller
+    from gateway.socket.declare import Method
+    from gateway.socket.panes import AgentPanes
+
 # Channels that hold many talks, not one chat: an agent reads only its own side of them.
 _SHARED_PREFIXES = ("agent:",)
 
-Dispatch = Callable[[str, dict[str, Any]], Awaitable[Any]]
-
 
 class Confinement:
-    """The socket's dispatch, with each request that acts for an agent confined to its own."""
+    """Admits each request as its method's declaration says."""
 
-    def __init__(self, cfg: Config, store: Store, dispatch: Dispatch) -> None:
+    def __init__(self, cfg: Config, store: Store, panes: AgentPanes) -> None:
         self._cfg = cfg
         self._store = store
-        self._dispatch = dispatch
+        self._panes = panes
 
-    async def dispatch(self, method: str, params: dict[str, Any], caller: str | None) -> Any:
-        if caller is not None:
-            await self.check(caller, method, params)
-            if method == "events":
-                # A stranger's refused message, or a forgery, is the human's to audit: its text
-                # is not for the agent's eyes, whatever the request asked.
-                params = params | {"rejected": False}
-        return await self._dispatch(method, params)
-
-    async def check(self, caller: str, method: str, params: dict[str, Any]) -> None:
-        """Raise :class:`RpcError` ``NOT_YOURS`` unless the request is ``caller``'s own."""
-        if method in _OPEN:
-            return
-        if method not in _FOR_ITSELF:
+    async def admit(self, method: Method, params: Params, caller: Caller) -> Params:
+        """The params to run ``method`` with; raises :class:`RpcError` ``NOT_YOURS`` when the
+        caller may not ask it."""
+        who = method.who
+        if isinstance(who, Human) and who.decides:
+            await self._outside_agents_panes(method, params, caller)
+        if caller.agent is None or isinstance(who, Anyone):
+            return params
+        agent = caller.agent
+        if isinstance(who, Human | Hook):
             raise RpcError(
                 NOT_YOURS,
-                f"{method} is not open to agents: this request acts for agent {caller!r}. "
-                "Only the human runs it (with the agentcomms command).",
+                f"{method.name} is not open to agents: this request acts for agent {agent!r}, "
+                f"and {method.name} is for {who} only.",
             )
-        field = _FOR_ITSELF[method]
-        if field is not None and (named := params.get(field)) != caller:
+        field = who.param
+        if field is not None and (named := getattr(params, field)) != agent:
             raise RpcError(
                 NOT_YOURS,
                 f"{field}: {repr(named)[:80]} refused: this request acts for agent "
-                f"{caller!r}, and an agent acts only for itself. Pass {field}={caller!r}.",
+                f"{agent!r}, and an agent acts only for itself. Pass {field}={agent!r}.",
             )
-        if method == "reply":
-            channel = _channel(params)
-            if channel != LOCAL_CHANNEL:  # the terminal: its own talk with its human
-                await self._own_chat(caller, channel, "write to")
-        elif method == "history" and params.get("agent_id") != caller:
-            channel = _channel(params)
-            if channel == LOCAL_CHANNEL or channel.startswith(_SHARED_PREFIXES):
-                raise RpcError(
-                    NOT_YOURS,
-                    f"{channel} holds other agents' talks too: agent {caller!r} reads only its "
-                    f"own side of it (agent_id={caller!r}).",
-                )
-            await self._own_chat(caller, channel, "read")
+        if method.check is not None:
+            checked: Params = await method.check(self, agent, params)
+            return checked
+        return params
 
-    async def _own_chat(self, caller: str, channel: str, doing: str) -> None:
-        mapped = self._cfg.chat.channels.get(channel)
-        if mapped == caller:
+    async def _outside_agents_panes(self, method: Method, params: Params, caller: Caller) -> None:
+        """Refuse a decision for the human to a process in a registered agent's pane."""
+        assert isinstance(method.who, Human)
+        peer = caller.peer
+        if peer is None:  # the gateway's own surface (the console), which admitted the human
             return
-        if not channel.startswith(_SHARED_PREFIXES) and await self._store.came_from(
-            caller, channel
-        ):
+        if not peer.alive():
+            # A process gone before it is looked at could have been anyone's: a pane's process
+            # that wrote its request and exited at once must not pass for the human.
+            raise RpcError(
+                NOT_YOURS,
+                f"{method.name} decides for the human, and the process that asked (pid "
+                f"{peer.pid}) was gone before the gateway could tell whose it was. Ask from a "
+                "process that waits for the answer (the agentcomms command does).",
+            )
+        found = await self._panes.holding(peer.pid)
+        if found is None or (method.who.pane_may is not None and method.who.pane_may(params)):
+            return
+        raise RpcError(
+            NOT_YOURS,
+            f"{method.name} decides for the human, and the process asking (pid {peer.pid}) runs "
+            f"in {found}: an agent may not answer for its human. Answer from a terminal "
+            "outside the agents' panes, the console, or a chat.",
+        )
+
+    async def own_chat(self, agent: str, channel: str, doing: str) -> None:
+        mapped = self._cfg.chat.channels.get(channel)
+        if mapped == agent:
+            return
+        if not channel.startswith(_SHARED_PREFIXES) and await self._store.came_from(agent, channel):
             return
         whose = f"it is mapped to agent {mapped!r}" if mapped else "it is mapped to no agent"
         raise RpcError(
             NOT_YOURS,
-            f"agent {caller!r} may not {doing} {channel}: {whose}, and no message of "
-            f"{caller!r}'s came from it. An agent reads and writes only its own chats: those "
-            f'mapped to it in the config\'s chat.channels (add "{channel}": "{caller}" there '
+            f"agent {agent!r} may not {doing} {channel}: {whose}, and no message of "
+            f"{agent!r}'s came from it. An agent reads and writes only its own chats: those "
+            f'mapped to it in the config\'s chat.channels (add "{channel}": "{agent}" there '
             "and restart agentcomms) and those its messages came from.",
         )
 
 
-def _channel(params: dict[str, Any]) -> str:
-    channel = params.get("channel_id")
-    if not isinstance(channel, str):
-        raise RpcError(INVALID_PARAMS, "channel_id: expected PROVIDER:ID, e.g. telegram:456")
-    return channel
+# ---- the checks methods name in their declarations -----------------------------------------------
+
+
+async def without_refused(_: Confinement, agent: str, p: EventsParams) -> EventsParams:
+    """A stranger's refused message, or a forgery, is the human's to audit: its text is not for
+    the agent's eyes, whatever the request asked."""
+    return p.model_copy(update={"rejected": False})
+
+
+async def to_own_chat(rules: Confinement, agent: str, p: ReplyParams) -> ReplyParams:
+    """A reply goes to the terminal (the agent's own talk with its human) or to a chat of its
+    own."""
+    if p.channel_id != LOCAL_CHANNEL:
+        await rules.own_chat(agent, p.channel_id, "write to")
+    return p
+
+
+async def own_history(rules: Confinement, agent: str, p: HistoryParams) -> HistoryParams:
+    """An agent reads its own side of any channel, or the whole of a chat of its own."""
+    if p.agent_id == agent:
+        return p
+    if p.channel_id == LOCAL_CHANNEL or p.channel_id.startswith(_SHARED_PREFIXES):
+        raise RpcError(
+            NOT_YOURS,
+            f"{p.channel_id} holds other agents' talks too: agent {agent!r} reads only its "
+            f"own side of it (agent_id={agent!r}).",
+        )
+    await rules.own_chat(agent, p.channel_id, "read")
+    return p

@@ -58,8 +58,11 @@ def hook_decision(
             "message": f"No one answered this {_ASKED[request.ask]} within "
             f"{request.timeout_s:g} s, so it was denied. Go on without it, or ask again later.",
         }
-    if not key.decision_is_genuine(decision):
-        log.warning("approval %s: an answer without the deployment's tag, ignored", request.id)
+    if not key.decision_is_genuine(decision, request):
+        log.warning(
+            "approval %s: an answer without the deployment's tag for this request, ignored",
+            request.id,
+        )
         return None
     if decision.behavior == "answer" and request.ask == "question" and decision.answer:
         # The hook puts the answer into the tool's input, keyed by the agent's own question.

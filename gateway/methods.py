@@ -1,7 +1,8 @@
 """The socket methods: the ones scripts and existing MCP setups already call (same names and
 parameters), agent registration and the human's inbox, and what the MCP tools need.
 
-Each method takes its params model (`gateway.params`) and returns plain JSON-able data.
+Each method is declared where it is written (`@declare(who)`: :mod:`gateway.socket.declare`),
+takes its params model (`gateway.params`) and returns plain JSON-able data.
 """
 
 from __future__ import annotations
@@ -15,10 +16,11 @@ from datetime import datetime
 from functools import cached_property
 from typing import Any
 
-from pydantic import ValidationError
 from temporalio.service import RPCError
 
 from agentcomms import transports
+from agentcomms.bridge.screen_state import OnScreen, ScreenCheck, shown_for
+from agentcomms.bridge.tmux import TmuxAdapter
 from agentcomms.config import Config, host_name
 from agentcomms.errors import EventNotFound, MailboxFull, RpcError, TraceNotFound
 from agentcomms.ids import new_event_id
@@ -29,6 +31,7 @@ from agentcomms.store.engine import display_url
 from agentcomms.temporal import pollers
 from agentcomms.workflow_ids import host_task_queue
 from gateway.chat import ChatTransports
+from gateway.confine import own_history, to_own_chat, without_refused
 from gateway.hosts import HostWatch, hosts_down
 from gateway.params import (
     AgentMessageParams,
@@ -39,21 +42,28 @@ from gateway.params import (
     InboxParams,
     InterruptParams,
     NoParams,
-    Params,
     ReplyParams,
     SendParams,
     TraceParams,
     UnregisterParams,
     WaitMessagesParams,
 )
-from gateway.protocol import (
-    INTERNAL_ERROR,
-    INVALID_PARAMS,
-    MAILBOX_FULL,
-    METHOD_NOT_FOUND,
-    NOT_FOUND,
-    describe_validation,
+from gateway.protocol import INTERNAL_ERROR, INVALID_PARAMS, MAILBOX_FULL, NOT_FOUND
+from gateway.results import (
+    AgentMessagePosted,
+    Agents,
+    Escalating,
+    Events,
+    History,
+    Pong,
+    Posted,
+    Replied,
+    Status,
+    Unread,
+    Waited,
 )
+from gateway.socket.declare import Anyone, ForItself, Human, declare
+from gateway.socket.table import temporal_trouble
 from gateway.trace import Tracer
 from workflows.mailbox.client import Mailbox
 from workflows.outbox.client import Outbox
@@ -71,8 +81,10 @@ def event_json(event: Event) -> dict[str, Any]:
     return data
 
 
-def agent_json(a: Agent) -> dict[str, Any]:
-    """An agent as `agents --json` shows it, from its projection row."""
+def agent_json(a: Agent, seen: OnScreen | None = None) -> dict[str, Any]:
+    """An agent as `agents --json` shows it, from its projection row, with its state as its
+    pane showed it where a look confirmed it (`seen`)."""
+    state, waiting_for, confirmed_at = shown_for(a, seen)
     return {
         "id": a.id,
         "type": a.type,
@@ -81,14 +93,19 @@ def agent_json(a: Agent) -> dict[str, Any]:
         "pending": a.pending,
         "host": a.host,
         "last_error": a.last_error,
-        "state": a.state,
-        "waiting_for": a.waiting_for,
-        "state_since": a.state_since and a.state_since.isoformat(timespec="seconds"),
+        "state": state,
+        "waiting_for": waiting_for,
+        # Since when, as its hooks said; unknown when its pane showed another state.
+        "state_since": None
+        if state != a.state
+        else a.state_since and a.state_since.isoformat(timespec="seconds"),
+        # When the state shown was last known true: its hook's time, or the pane's look.
+        "confirmed_at": confirmed_at and confirmed_at.isoformat(timespec="seconds"),
     }
 
 
 class Methods:
-    """Everything the socket can be asked; `dispatch` validates params and calls the method."""
+    """The socket's own methods: what scripts and the MCP tools ask of messages and agents."""
 
     def __init__(
         self,
@@ -100,6 +117,7 @@ class Methods:
         host: str | None = None,
         outbox: Outbox | None = None,
         chat: ChatTransports | None = None,
+        on_urgent: Callable[[str, str, str], Awaitable[Escalating]] | None = None,
     ) -> None:
         self._cfg = cfg
         self._outbox = outbox
@@ -111,58 +129,23 @@ class Methods:
         self._started_at = started_at
         self._tracer = Tracer(cfg, store, mailbox, self._host)
         # An urgent message's ladder (gateway/urgent.py), started once the message is sent.
-        self.on_urgent: Callable[[str, str, str], Awaitable[dict[str, Any]]] | None = None
+        self._on_urgent = on_urgent
         self._hosts = HostWatch(mailbox.client, store)
+        # A busy or waiting state no hook confirmed lately is read off its pane before it is
+        # shown: Claude Code's own dialogs in auto mode, and Esc, send no hook.
+        self._screen = ScreenCheck(TmuxAdapter(), self._host)
         # Where the console listens, once it does (its token is never said here: an agent's
         # MCP server asks `status` too).
         self.console_address: str | None = None
-        self._table: dict[str, tuple[type[Params], Callable[[Any], Awaitable[Any]]]] = {
-            "ping": (NoParams, self.ping),
-            "status": (NoParams, self.status),
-            "agents": (AgentsParams, self.agents),
-            "send": (SendParams, self.send),
-            "interrupt": (InterruptParams, self.interrupt),
-            "events": (EventsParams, self.events),
-            "reply": (ReplyParams, self.reply),
-            "channels": (NoParams, self.channels),
-            "agent_message": (AgentMessageParams, self.agent_message),
-            "unregister": (UnregisterParams, self.unregister),
-            "inbox": (InboxParams, self.inbox),
-            "trace": (TraceParams, self.trace),
-            # what the MCP tools need
-            "check_messages": (CheckMessagesParams, self.check_messages),
-            "wait_messages": (WaitMessagesParams, self.wait_messages),
-            "history": (HistoryParams, self.history),
-        }
-
-    def extend(
-        self, table: dict[str, tuple[type[Params], Callable[[Any], Awaitable[Any]]]]
-    ) -> None:
-        """Serve the methods of another room too (calls: `gateway.calls`, the chat allowlist:
-        `gateway.senders`)."""
-        self._table.update(table)
-
-    async def dispatch(self, method: str, params: dict[str, Any]) -> Any:
-        entry = self._table.get(method)
-        if entry is None:
-            known = ", ".join(sorted(self._table))
-            raise RpcError(METHOD_NOT_FOUND, f"unknown method {method!r}; known: {known}")
-        model, handler = entry
-        try:
-            parsed = model.model_validate(params)
-        except ValidationError as exc:
-            raise RpcError(INVALID_PARAMS, describe_validation(exc)) from None
-        try:
-            return await handler(parsed)
-        except RPCError as exc:  # Temporal itself (a handler that can say more has said it)
-            raise RpcError(INTERNAL_ERROR, self._temporal_trouble(exc)) from None
 
     # ---- what scripts and existing MCP setups call ---------------------------------------------
 
-    async def ping(self, _: NoParams) -> dict[str, Any]:
+    @declare(Anyone())
+    async def ping(self, _: NoParams) -> Pong:
         return {"pong": True}
 
-    async def status(self, _: NoParams) -> dict[str, Any]:
+    @declare(Anyone())
+    async def status(self, _: NoParams) -> Status:
         agents = await self._listed_agents(include_offline=True)
         return {
             "running": True,
@@ -180,7 +163,8 @@ class Methods:
             "console": self.console_address,
         }
 
-    async def agents(self, p: AgentsParams) -> dict[str, Any]:
+    @declare(Anyone())
+    async def agents(self, p: AgentsParams) -> Agents:
         return {"agents": await self._listed_agents(include_offline=p.include_offline)}
 
     async def _listed_agents(self, *, include_offline: bool) -> list[dict[str, Any]]:
@@ -191,11 +175,13 @@ class Methods:
         broken = asyncio.create_task(self._mailbox.broken())
         try:
             listed = await self._store.list_agents(include_offline=include_offline)
-            down, waiting = await self._hosts.down(listed)
+            (down, waiting), seen = await asyncio.gather(
+                self._hosts.down(listed), self._screen.confirmed(listed)
+            )
         except BaseException:
             broken.cancel()
             raise
-        agents = {a.id: agent_json(a) for a in listed}
+        agents = {a.id: agent_json(a, seen.get(a.id)) for a in listed}
         for a in listed:
             if a.id in waiting:  # what waits now, also while a backlog is being typed
                 agents[a.id]["pending"] = waiting[a.id]
@@ -213,7 +199,8 @@ class Methods:
             row |= {"status": "broken", "last_error": reason}
         return sorted(agents.values(), key=lambda a: a["id"])
 
-    async def send(self, p: SendParams) -> dict[str, Any]:
+    @declare(Human())
+    async def send(self, p: SendParams) -> Posted:
         event = Event(
             id=p.event_id or new_event_id(),
             agent_id=p.agent_id,
@@ -225,7 +212,8 @@ class Methods:
         )
         return await self._post(event, wait=p.wait, wait_s=p.timeout)
 
-    async def interrupt(self, p: InterruptParams) -> dict[str, Any]:
+    @declare(Human())
+    async def interrupt(self, p: InterruptParams) -> Posted:
         await self._known_agent(p.agent_id)
         event = Event(
             id=new_event_id(),
@@ -237,7 +225,8 @@ class Methods:
         )
         return await self._post(event, wait=p.wait, wait_s=p.timeout)
 
-    async def events(self, p: EventsParams) -> dict[str, Any]:
+    @declare(ForItself("agent_id"), check=without_refused)
+    async def events(self, p: EventsParams) -> Events:
         if p.since is not None and await self._store.get_event(p.since) is None:
             raise RpcError(NOT_FOUND, f"no event {p.since!r}; `since` takes an event id")
         if p.since is None and await self._store.get_agent(p.agent_id) is None:
@@ -257,13 +246,17 @@ class Methods:
                 ) from None
         return {"events": [event_json(e) for e in events], "agent_id": p.agent_id}
 
-    async def reply(self, p: ReplyParams) -> dict[str, Any]:
+    @declare(ForItself("agent_id"), check=to_own_chat)
+    async def reply(self, p: ReplyParams) -> Replied:
         sent = await self._reply(p)
-        if p.urgent and self.on_urgent is not None:
-            sent |= await self.on_urgent(p.agent_id or "default", sent["event_id"], p.message)
+        if p.urgent and self._on_urgent is not None:
+            ladder = await self._on_urgent(p.agent_id or "default", sent["event_id"], p.message)
+            sent["escalation"] = ladder["escalation"]
+            if "note" in ladder:
+                sent["note"] = ladder["note"]
         return sent
 
-    async def _reply(self, p: ReplyParams) -> dict[str, Any]:
+    async def _reply(self, p: ReplyParams) -> Replied:
         provider, sep, chat_id = p.channel_id.partition(":")
         if not sep or not chat_id:
             raise RpcError(INVALID_PARAMS, "channel_id: expected PROVIDER:ID, e.g. cli:local")
@@ -277,6 +270,7 @@ class Methods:
         await self._store.record_event(event)
         return {"event_id": event.id, "delivered": True}
 
+    @declare(Anyone())
     async def channels(self, _: NoParams) -> dict[str, Any]:
         channels = await self._store.list_channels()
         rows = [c.model_dump() for c in channels]
@@ -292,7 +286,8 @@ class Methods:
                 row["error"] = link["error"]
         return {"channels": rows}
 
-    async def agent_message(self, p: AgentMessageParams) -> dict[str, Any]:
+    @declare(ForItself("from_agent_id"))
+    async def agent_message(self, p: AgentMessageParams) -> AgentMessagePosted:
         event = Event(
             id=new_event_id(),
             agent_id=p.to_agent_id,
@@ -303,15 +298,17 @@ class Methods:
             payload={"text": p.message},
         )
         result = await self._post(event, wait=p.wait, wait_s=p.timeout)
-        return result | {"to_agent_id": p.to_agent_id}
+        return {**result, "to_agent_id": p.to_agent_id}
 
     # ---- registration and the human's inbox ----------------------------------------------------
 
+    @declare(Human())
     async def unregister(self, p: UnregisterParams) -> dict[str, Any]:
         await self._known_agent(p.agent_id)
         await self._mailbox.unregister(p.agent_id)
         return {"agent_id": p.agent_id, "registered": False}
 
+    @declare(Human())
     async def inbox(self, p: InboxParams) -> dict[str, Any]:
         try:
             history = await self._store.channel_history(
@@ -321,6 +318,7 @@ class Methods:
             raise RpcError(NOT_FOUND, f"no event {p.since!r}; `since` takes an event id") from None
         return {"messages": [event_json(e) for e in history]}
 
+    @declare(Human())
     async def trace(self, p: TraceParams) -> dict[str, Any]:
         """One message's life, oldest first, and why it waits if it does."""
         try:
@@ -330,7 +328,7 @@ class Methods:
 
     # ---- chat: outbound ------------------------------------------------------------------------
 
-    async def _chat_reply(self, p: ReplyParams, provider: str, chat_id: str) -> dict[str, Any]:
+    async def _chat_reply(self, p: ReplyParams, provider: str, chat_id: str) -> Replied:
         """An agent's message to a chat: recorded, queued in its (agent, chat) outbox, and
         (with ``wait``) reported once the provider took it or refused it."""
         if not transports.is_provider(provider) or provider == "local":
@@ -363,7 +361,7 @@ class Methods:
         # After the signal, as for inbound messages: the outbox writes the row again when it
         # settles, so a lost write here loses nothing.
         await self._store.record_event(event)
-        result: dict[str, Any] = {"event_id": event.id, "delivered": False, "status": "queued"}
+        result: Replied = {"event_id": event.id, "delivered": False, "status": "queued"}
         if p.wait:
             sent = await self._outbox.wait_sent(agent_id, p.channel_id, event.id, p.timeout)
             result["delivered"] = sent.status == "sent"
@@ -377,12 +375,9 @@ class Methods:
     # ---- helpers ---------------------------------------------------------------------------------
 
     def _temporal_trouble(self, exc: RPCError) -> str:
-        return (
-            f"Temporal at {self._cfg.temporal.address} did not answer ({exc.status.name}: "
-            f"{exc.message}); `agentcomms status` shows what is running"
-        )
+        return temporal_trouble(self._cfg.temporal.address, exc)
 
-    async def _post(self, event: Event, *, wait: bool, wait_s: float) -> dict[str, Any]:
+    async def _post(self, event: Event, *, wait: bool, wait_s: float) -> Posted:
         try:
             await self._mailbox.post(event)
         except MailboxFull as exc:
@@ -393,7 +388,7 @@ class Methods:
                 f"{event.id} was not accepted, nothing was queued: {self._temporal_trouble(exc)}. "
                 "Send it again (with the same event id) once Temporal answers.",
             ) from None
-        result: dict[str, Any] = {"event_id": event.id, "delivered": False, "status": "queued"}
+        result: Posted = {"event_id": event.id, "delivered": False, "status": "queued"}
         if wait:
             outcome = await self._mailbox.wait_delivered(event.agent_id, event.id, wait_s)
             result["status"] = "submitted" if outcome.submitted else outcome.status
@@ -432,7 +427,8 @@ class Methods:
         # deployment) keeps two concurrent check_messages from returning the same message twice.
         return defaultdict(asyncio.Lock)
 
-    async def check_messages(self, p: CheckMessagesParams) -> dict[str, Any]:
+    @declare(ForItself("agent_id"))
+    async def check_messages(self, p: CheckMessagesParams) -> Unread:
         """The agent's unread messages, oldest first; the read cursor moves past them."""
         async with self._read_locks[p.agent_id]:
             messages, has_more = await self._store.unread_messages(p.agent_id, p.limit)
@@ -445,7 +441,8 @@ class Methods:
             "last_seen_id": messages[-1].id if messages else None,
         }
 
-    async def wait_messages(self, p: WaitMessagesParams) -> dict[str, Any]:
+    @declare(ForItself("agent_id"))
+    async def wait_messages(self, p: WaitMessagesParams) -> Waited:
         """Return once the agent has an unread message, or after `timeout` seconds; reads nothing.
 
         Not consuming is deliberate: a caller that gives up mid-wait loses no message.
@@ -462,7 +459,8 @@ class Methods:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(arrived.wait(), min(WAIT_POLL_S, remaining))
 
-    async def history(self, p: HistoryParams) -> dict[str, Any]:
+    @declare(ForItself(None), check=own_history)
+    async def history(self, p: HistoryParams) -> History:
         """A channel's newest messages, both directions, oldest first (from the projection)."""
         events = await self._store.channel_history(p.channel_id, p.limit, p.agent_id)
         return {"channel_id": p.channel_id, "messages": [event_json(e) for e in events]}

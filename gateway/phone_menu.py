@@ -46,9 +46,10 @@ from agentcomms.store.phone_callers import PhoneCaller
 from agentcomms.voice.audio import AudioStore, turn_audio_name
 from agentcomms.voice.models import TurnRecord
 from gateway.approval_calls import answer_by_phone
-from gateway.approval_surfaces.words import asks, heard_on_phone, keys
+from gateway.approval_surfaces.words import asks, heard_on_phone, hidden_on, keys, shown_remotely
 from gateway.approvals import ApprovalMethods
 from gateway.params import Params
+from gateway.socket.declare import Human, declare
 
 Post = Callable[[Event], Awaitable[str]]
 # How a phone speaks a prompt: the words, and the name to keep their sound under in the audio
@@ -304,9 +305,12 @@ class PhoneMenu:
         if not caller.pending:
             return self._menu_prompt(caller, before + "No more requests. ")
         request = pending[caller.pending[0]]
-        asked = asks(request, spoken=True)
+        # Spoken through the call system and its speech providers: secrets hidden, and no keys
+        # to answer what the call does not say whole.
+        asked = asks(shown_remotely(request), spoken=True)
         asked += "" if asked.endswith((".", "?", "!")) else "."
-        words = f"{before}{asked} {keys(request, last='skip')}"
+        hidden = hidden_on(request, "call")
+        words = f"{before}{asked} {keys(request, last='skip', hidden=hidden)}"
         return Prompt(words, "key", "approval", {"id": request.id})
 
     async def _approval(self, caller: PhoneCaller, approval_id: str, heard: str) -> Prompt:
@@ -422,23 +426,19 @@ class LocalDial:
         self._menu = menu
         self._one_at_a_time = OneAtATime()  # a Ctrl-C's hang-up may overtake its last answer
 
-    def methods(self) -> dict[str, tuple[type[Params], Any]]:
-        return {
-            "phone_dial": (DialParams, self.phone_dial),
-            "phone_dial_answer": (DialAnswerParams, self.phone_dial_answer),
-            "phone_dial_hang_up": (DialHangUpParams, self.phone_dial_hang_up),
-        }
-
+    @declare(Human(decides=True))
     async def phone_dial(self, _: DialParams) -> dict[str, Any]:
         call = f"local-{uuid.uuid4().hex}"
         prompt = await self._menu.start(call, "the local phone", admitted=True)
         return {"call": call, **asdict(prompt)}
 
+    @declare(Human(decides=True))
     async def phone_dial_answer(self, p: DialAnswerParams) -> dict[str, Any]:
         async with self._one_at_a_time(p.call):
             prompt = await self._menu.answer(p.call, p.step, p.text, query=p.query)
         return {"call": p.call, **asdict(prompt)}
 
+    @declare(Human(decides=True))
     async def phone_dial_hang_up(self, p: DialHangUpParams) -> dict[str, Any]:
         """The local phone hung up mid-menu (its input ended, or Ctrl-C): the call ends as a
         Twilio call hung up on does. A call that said goodbye already stays as it ended."""

@@ -3,7 +3,6 @@ given, listing who may write, revoking a paired sender."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from agentcomms.config import Config
@@ -11,8 +10,9 @@ from agentcomms.errors import RpcError
 from agentcomms.models import utcnow
 from agentcomms.store import Store
 from gateway.chat import normalise_code
-from gateway.params import NoParams, PairParams, Params, RevokeSenderParams
+from gateway.params import NoParams, PairParams, RevokeSenderParams
 from gateway.protocol import INVALID_PARAMS, NOT_FOUND
+from gateway.socket.declare import Human, declare
 
 
 class SenderMethods:
@@ -20,13 +20,7 @@ class SenderMethods:
         self._cfg = cfg
         self._store = store
 
-    def methods(self) -> dict[str, tuple[type[Params], Callable[[Any], Awaitable[Any]]]]:
-        return {
-            "pair": (PairParams, self.pair),
-            "senders": (NoParams, self.senders),
-            "revoke_sender": (RevokeSenderParams, self.revoke_sender),
-        }
-
+    @declare(Human(decides=True))
     async def pair(self, p: PairParams) -> dict[str, Any]:
         """Who the code would admit; with ``confirm``, admit them.
 
@@ -57,6 +51,7 @@ class SenderMethods:
             "admitted": p.confirm,
         }
 
+    @declare(Human(decides=True))
     async def senders(self, _: NoParams) -> dict[str, Any]:
         """Who may write, who was revoked, and who waits: never a pending code, which is the
         proof a sender talked to the human and would let whoever reads it admit them."""
@@ -71,6 +66,7 @@ class SenderMethods:
             rows.append(row | {"source": "paired", "state": state})
         return {"senders": rows, "pending": sum(r["state"] == "pending" for r in rows)}
 
+    @declare(Human(decides=True))
     async def revoke_sender(self, p: RevokeSenderParams) -> dict[str, Any]:
         if p.sender_id in self._cfg.chat.allowed_senders.get(p.provider, []):
             raise RpcError(

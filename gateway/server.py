@@ -26,13 +26,15 @@ from gateway.protocol import (
     request_id,
     result_line,
 )
+from gateway.socket.caller import Caller, Peer
 
 log = logging.getLogger(__name__)
 # How long a closing connection waits for its cancelled requests to end.
 REQUESTS_END_S = 2.0
 
-# (method, params, caller): the caller is the agent a request acts for, None for the human's.
-Dispatch = Callable[[str, dict[str, Any], str | None], Awaitable[Any]]
+# (method, params, caller): who asks is the agent the request acts for, if any, and the
+# process the kernel says connected.
+Dispatch = Callable[[str, dict[str, Any], Caller], Awaitable[Any]]
 
 
 def socket_is_live(path: Path) -> bool:
@@ -89,6 +91,8 @@ class SocketServer:
         self._connections.add(task)
         write_lock = asyncio.Lock()
         pending: set[asyncio.Task[None]] = set()
+        # Read once: the kernel's record of who connected, which no request can change.
+        peer = Peer.of(writer.get_extra_info("socket"))
 
         async def reply(data: bytes) -> None:
             async with write_lock:
@@ -106,7 +110,7 @@ class SocketServer:
                     continue
                 # Requests on one connection run concurrently (a `send --wait` must not block a
                 # `ping`); each reply carries its request's id.
-                request_task = asyncio.create_task(self._handle(line, reply))
+                request_task = asyncio.create_task(self._handle(line, peer, reply))
                 pending.add(request_task)
                 request_task.add_done_callback(pending.discard)
         except (ConnectionError, asyncio.IncompleteReadError):
@@ -128,13 +132,16 @@ class SocketServer:
             if requests:
                 await asyncio.wait(requests, timeout=REQUESTS_END_S)
 
-    async def _handle(self, line: bytes, reply: Callable[[bytes], Awaitable[None]]) -> None:
+    async def _handle(
+        self, line: bytes, peer: Peer | None, reply: Callable[[bytes], Awaitable[None]]
+    ) -> None:
         answer_to: int | str | None = None
         try:
             loaded = load_request(line)
             answer_to = request_id(loaded)
             request = parse_request(loaded)
-            result = await self._dispatch(request.method, request.params, request.caller)
+            caller = Caller(agent=request.caller, peer=peer)
+            result = await self._dispatch(request.method, request.params, caller)
             data = result_line(answer_to, result)
         except RpcError as exc:
             data = error_line(answer_to, exc.code, exc.message)

@@ -18,7 +18,7 @@ from agentcomms.models import Channel, Registration, utcnow
 from agentcomms.store import Store
 from agentcomms.trust import DeploymentKey
 from agentcomms.voice.audio import AudioStore
-from gateway.agent_hooks import AgentHookMethods
+from gateway.agent_hooks import AgentHookMethods, PaneAgents
 from gateway.approval_calls import ApprovalCalls
 from gateway.approval_chats import ApprovalChats
 from gateway.approval_surfaces.answers import ChatAnswers
@@ -32,6 +32,8 @@ from gateway.mirror import ReplyMirror
 from gateway.phone_menu import LocalDial, PhoneMenu
 from gateway.senders import SenderMethods
 from gateway.server import SocketServer
+from gateway.socket.panes import AgentPanes
+from gateway.socket.table import MethodTable
 from gateway.urgent import UrgentMessages
 from workflows.approval.client import Approvals
 from workflows.mailbox.client import Mailbox
@@ -65,8 +67,30 @@ class Gateway:
             accepted_by=f"the gateway on {self.host} (pid {os.getpid()})",
         )
         self.outbox = Outbox(client, cfg.temporal.task_queue, key=self.key)
-        self.inbox = ChatInbox(cfg, store, self.mailbox, self.outbox)
+        self.calls = CallControl(cfg, client, store, self.key)
+        panes = PaneAgents(store, self.host)
+        self.approval_chats = ApprovalChats(cfg, store)
+        self.approvals = approvals = ApprovalMethods(
+            cfg, client, self.key, panes, self.approval_chats
+        )
+        # A tool that ran answers its approval; a turn's reply goes back to its chat.
+        mirror = ReplyMirror(cfg, store, self.outbox)
+        hooks = AgentHookMethods(
+            self.mailbox, self.host, panes, observers=[mirror.agent_did, approvals.agent_did]
+        )
+        answers = ChatAnswers(
+            cfg,
+            store,
+            Approvals(client, cfg.temporal.task_queue),
+            approvals.decide,
+            self.approval_chats,
+        )
+        self.inbox = ChatInbox(
+            cfg, store, self.mailbox, self.outbox, on_button=answers.button, on_reply=answers.reply
+        )
         self.chat = ChatTransports(cfg, self.inbox)
+        urgent = UrgentMessages(cfg, client, self.key)
+        self.mailbox.observers.append(urgent.heard)
         self.methods = Methods(
             cfg,
             store,
@@ -75,40 +99,27 @@ class Gateway:
             host=self.host,
             outbox=self.outbox,
             chat=self.chat,
+            on_urgent=urgent.sent,
         )
-        self.calls = CallControl(cfg, client, store, self.key)
-        self.methods.extend(self.calls.methods())
-        self.methods.extend(SenderMethods(cfg, store).methods())
-        hooks = AgentHookMethods(store, self.mailbox, self.host)
-        self.methods.extend(hooks.methods())
-        hooks.observers.append(ReplyMirror(cfg, store, self.outbox).agent_did)
-        self.approval_chats = ApprovalChats(cfg, store)
-        self.approvals = approvals = ApprovalMethods(
-            cfg, client, self.key, hooks, self.approval_chats
-        )
-        self.methods.extend(approvals.methods())
-        answers = ChatAnswers(
-            cfg,
-            store,
-            Approvals(client, cfg.temporal.task_queue),
-            approvals.decide,
-            self.approval_chats,
-        )
-        self.inbox.on_button = answers.button
-        self.inbox.on_reply = answers.reply
         self.approval_calls = ApprovalCalls(
             cfg, client, self.key, self.calls.current_line, approvals
         )
         self.calls.line_observers.append(self.approval_calls.line_event)
         # What a human who calls in hears: through Twilio, or the local phone's --dial.
         self.phone_menu = PhoneMenu(cfg, store, approvals, post=self.mailbox.post)
-        self.methods.extend(LocalDial(self.phone_menu).methods())
-        urgent = UrgentMessages(cfg, client, self.key)
-        self.methods.on_urgent = urgent.sent
-        self.mailbox.observers.append(urgent.heard)
-        # A request that acts for an agent gets only what is that agent's own.
-        self.confinement = Confinement(cfg, store, self.methods.dispatch)
-        self.server = SocketServer(cfg.server.socket(), self.confinement.dispatch)
+        # Each request admitted as its method's declaration says: an agent's gets only what is
+        # its own, and no process in an agent's pane decides for the human.
+        self.socket_methods = MethodTable(
+            Confinement(cfg, store, AgentPanes(store, self.host)),
+            cfg.temporal.address,
+            self.methods,
+            self.calls,
+            SenderMethods(cfg, store),
+            hooks,
+            approvals,
+            LocalDial(self.phone_menu),
+        )
+        self.server = SocketServer(cfg.server.socket(), self.socket_methods.call)
         self.http: WebhookServer | None = None
         self.console: Console | None = None
         self._pruning: asyncio.Task[None] | None = None
@@ -156,7 +167,7 @@ class Gateway:
         console = Console(
             self.cfg.console,
             self.store,
-            self.methods,
+            self.socket_methods,
             self.approvals,
             self.mailbox,
             audio,

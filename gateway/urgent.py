@@ -25,6 +25,7 @@ from agentcomms.escalation_models import Escalation, RungRecord
 from agentcomms.models import Event, utcnow
 from agentcomms.trust import DeploymentKey
 from agentcomms.workflow_ids import escalation_workflow_id
+from gateway.results import Escalating
 from workflows.escalation.models import Answered, EscalationInput
 from workflows.escalation.workflow import EscalationWorkflow
 
@@ -51,7 +52,7 @@ class UrgentMessages:
         self._climbing: set[str] = set()  # agents whose ladder this gateway started
         self._tasks: set[asyncio.Task[Any]] = set()
 
-    async def sent(self, agent_id: str, event_id: str, text: str) -> dict[str, Any]:
+    async def sent(self, agent_id: str, event_id: str, text: str) -> Escalating:
         """The agent sent `text` marked urgent: start its ladder (or join the one climbing)."""
         rungs, quiet, _ = self._cfg.escalation_for(agent_id)
         if not rungs:

@@ -171,9 +171,9 @@ def build_server(socket: Path, *, default_agent: str, auth: AuthProvider | None 
             "running": True,
             "started_at": status["started_at"],
             "agents": status["agents"],
-            "agents_online": status.get("agents_online", 0),
+            "agents_online": status["agents_online"],
             "providers": status["providers"],
-            "host": status.get("host", ""),
+            "host": status["host"],
             "agent_id": me,
         }
 
@@ -213,7 +213,7 @@ def build_server(socket: Path, *, default_agent: str, auth: AuthProvider | None 
             "delivered": result["delivered"],
             "to_agent_id": to_agent_id,
             "from_agent_id": sender,
-            "status": result.get("status", "queued"),
+            "status": result["status"],
         }
 
     @mcp.tool

@@ -10,6 +10,7 @@ from fastmcp import FastMCP
 from pydantic import Field
 from typing_extensions import TypedDict
 
+from gateway.results import Turn
 from mcp_server.identity import calling_agent
 from mcp_server.link import GatewayLink
 from mcp_server.params import MessageText
@@ -160,9 +161,8 @@ def add_voice_tools(mcp: FastMCP, gateway: GatewayLink, *, default_agent: str) -
 
 async def _turn(
     gateway: GatewayLink, default_agent: str, call_id: str, message: str, *, listen: bool
-) -> dict[str, Any]:
+) -> Turn:
     me = calling_agent(None, default_agent)
-    result: dict[str, Any] = await gateway.call(
+    return await gateway.call(
         "call_say", call_id=call_id, message=message, listen=listen, agent_id=me
     )
-    return result

@@ -4,7 +4,13 @@ private tmux server, real databases, a whole stack, a module's browser, and the 
 providers that more than one test module speaks to.
 """
 
+import os
+
 import pytest
+
+# pytest-xdist's workers run with COLUMNS=80, and the CLI's rich console, made when its module is
+# first imported, keeps a width it finds then: the CLI's tests set their own width per command.
+os.environ.pop("COLUMNS", None)
 
 # Before the plugins below import them: a failed assert inside a helper shows its values too.
 pytest.register_assert_rewrite("tests.support")
@@ -20,3 +26,23 @@ pytest_plugins = [
     "tests.support.agents",
     "tests.support.browser",
 ]
+
+# What a test starts, read from the fixtures it uses (with everything they use in turn), so a
+# quick run between commits can leave the slow ones out: `pytest -m "not agents and not browser"`.
+_STARTED_BY = {
+    "agents": {"agent_clis"},  # real Claude Code, Codex or Gemini CLI in a pane
+    "browser": {"browser"},  # Debian's chromium, driven by Playwright
+    "stack": {"stack"},  # a whole deployment: workers and a gateway
+    "temporal": {"temporal_env", "temporal_env_low_can", "time_skipping_env"},
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        used = set(getattr(item, "fixturenames", ()))
+        for marker, fixtures in _STARTED_BY.items():
+            if used & fixtures:
+                item.add_marker(marker)
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None and callspec.params.get("database_url") == "postgresql":
+            item.add_marker("postgres")

@@ -19,6 +19,9 @@ from tests.support.cli import AGENTCOMMS, cli
 from tests.support.tmux import SENT_HEADER
 from tests.support.waiting import eventually
 
+# Every test here starts a real agent.
+pytestmark = pytest.mark.usefixtures("agent_clis")
+
 __all__ = ["attended_claude"]
 
 FLOOD = 300

@@ -31,6 +31,9 @@ from tests.support.stack import Stack, register
 from tests.support.tmux import SENT_HEADER, Tmux
 from tests.support.waiting import eventually
 
+# Every test here starts a real agent.
+pytestmark = pytest.mark.usefixtures("agent_clis")
+
 # Long enough for a message that was going to be typed to have reached the model.
 QUIET_S = 3.0
 

@@ -11,6 +11,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from agentcomms.agents.install import CODEX_EVENTS, Target, plan
 from agentcomms.agents.installed import Finding, inspect_all
 from tests.fakes.openai_responses import FakeResponses, shell, text
@@ -112,6 +114,7 @@ async def test_a_crashed_agentcomms_under_a_never_list_stops_codexs_calls(
     assert not (codex.project / "made.txt").exists()
 
 
+@pytest.mark.usefixtures("agent_clis")
 async def test_codex_lists_the_installed_mcp_server(tmp_path: Path) -> None:
     plan(Target("codex", agent_id="api", home=tmp_path, argv=("/opt/ac/bin/agentcomms",))).apply()
     codex = await agent_binary("codex")

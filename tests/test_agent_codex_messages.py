@@ -35,6 +35,7 @@ CODEX_APPROVAL = "Would you like to run the following command?"
 
 @pytest.fixture(scope="module")
 async def setup(
+    agent_clis: dict[str, Path],
     temporal_env: WorkflowEnvironment,
     tmux_socket_dir: Path,
     tmp_path_factory: pytest.TempPathFactory,

@@ -8,8 +8,13 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from agentcomms.agents.install import Target, plan
 from tests.support.agents import agent_binary
+
+# Every test here starts a real agent.
+pytestmark = pytest.mark.usefixtures("agent_clis")
 
 
 async def _mcp_list(home: Path) -> str:

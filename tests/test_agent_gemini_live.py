@@ -32,6 +32,9 @@ from tests.support.stack import Stack, register, running_stack
 from tests.support.tmux import SENT_HEADER, Tmux
 from tests.support.waiting import eventually
 
+# Every test here starts a real agent.
+pytestmark = pytest.mark.usefixtures("agent_clis")
+
 # In Claude Code's words: Gemini's run_shell_command is Bash to the never-list.
 NEVER = "Bash(rm -rf *)"
 

@@ -168,6 +168,27 @@ async def test_a_turn_ended_by_esc_without_a_hook_is_noticed_from_the_pane(
     await eventually(lambda: fake.typed() == as_sent("are you there?"), timeout=40)
 
 
+async def test_a_dialog_no_hook_reported_shows_as_waiting_and_says_when_it_was_seen(
+    stack: Stack, agent: tuple[str, FakeAgent]
+) -> None:
+    """Claude Code's own dialogs in auto mode run no hook: the state its last hook set (busy)
+    is read off the pane once it is old, before `agents` shows it; and the pane's prompt after
+    Esc shows as ready."""
+    agent_id, fake = agent
+    await working(stack, agent_id, fake)
+    await fake.showing(DIALOG)
+
+    async def seen(state: str) -> dict[str, object] | None:
+        row = await state_is(stack, agent_id, state)
+        return row if row is not None and row["confirmed_at"] else None
+
+    row = await eventually(lambda: seen("waiting"), timeout=40)
+    assert row["waiting_for"] == "a dialog on screen (answer it in the terminal)"
+    assert row["state_since"] is None  # the hooks' "since" was of another state
+    await fake.showing(PROMPT)
+    await eventually(lambda: seen("ready"), timeout=20)
+
+
 async def test_send_wait_reports_submitted_once_the_agents_prompt_carries_the_text(
     stack: Stack, agent: tuple[str, FakeAgent]
 ) -> None:

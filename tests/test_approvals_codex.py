@@ -31,6 +31,7 @@ Setup = Attended[CodexPane]
 
 @pytest.fixture(scope="module")
 async def setup(
+    agent_clis: dict[str, Path],
     temporal_env: WorkflowEnvironment,
     tmux_socket_dir: Path,
     tmp_path_factory: pytest.TempPathFactory,

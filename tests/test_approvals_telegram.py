@@ -23,7 +23,7 @@ from tests.support.hooks import (
     start_hook,
     stop_hook,
 )
-from tests.support.stack import Stack
+from tests.support.stack import Stack, answered_by_this_process
 from tests.support.waiting import eventually
 
 
@@ -76,7 +76,10 @@ async def test_an_answer_from_the_terminal_edits_the_chat(
     await eventually(lambda: telegram.request_for(approval))
     await stack.call("approval_decide", id=approval, behavior="deny", by="bob", message="no")
     edited = await eventually(lambda: telegram.edits or None)
-    assert f"{approval}: denied by bob on the command line" in edited[0]["text"]
+    assert (
+        f"{approval}: denied by {answered_by_this_process()} on the command line"
+        in edited[0]["text"]
+    )
 
 
 async def test_decided_while_its_request_was_still_being_posted_the_buttons_go_too(
@@ -89,7 +92,10 @@ async def test_decided_while_its_request_was_still_being_posted_the_buttons_go_t
     released.set()
     edited = await eventually(lambda: telegram.edits or None)
     assert edited[0]["message_id"] == message["message_id"]
-    assert f"{approval}: denied by bob on the command line" in edited[0]["text"]
+    assert (
+        f"{approval}: denied by {answered_by_this_process()} on the command line"
+        in edited[0]["text"]
+    )
     assert "reply_markup" not in message
 
 
@@ -230,3 +236,45 @@ async def test_ticks_outlive_a_gateway_restart_and_presses_in_quick_succession(
     await presses("u2", "done")
     waited = await stack.call("approval_wait", id=approval, wait_s=10)
     assert waited["decision"] == {"behavior": "allow", "answer": "lint, docs"}
+
+
+async def test_a_button_left_under_an_earlier_request_of_the_same_id_answers_nothing(
+    stack: Stack, telegram: FakeTelegram, agent: str
+) -> None:
+    """A request's buttons left in the chat (its message never edited), and, once Temporal
+    forgot that run, a new request that drew the same short id: Allow pressed under the old
+    message is bound to the old request, and the new one stays open."""
+    from temporalio.common import WorkflowIDReusePolicy
+
+    from agentcomms.trust import DeploymentKey
+    from agentcomms.workflow_ids import approval_workflow_id
+    from tests.support.stack import STACK_KEY
+    from workflows.approval.client import Approvals
+    from workflows.approval.models import ApprovalInput
+    from workflows.approval.workflow import ApprovalWorkflow
+
+    approval = await open_approval(stack, agent)
+    old = await eventually(lambda: telegram.request_for(approval))
+    [allow] = [
+        b["callback_data"]
+        for row in old["reply_markup"]["inline_keyboard"]
+        for b in row
+        if b["text"] == "Allow"
+    ]
+    approvals = Approvals(stack.client, stack.cfg.temporal.task_queue)
+    view = await approvals.view(approval)
+    assert view is not None
+    await approvals.handle(approval).terminate()
+    again = view.request.model_copy(update={"nonce": "", "signature": None})
+    await stack.client.start_workflow(
+        ApprovalWorkflow.run,
+        ApprovalInput(request=DeploymentKey(STACK_KEY.encode()).sign_approval(again)),
+        id=approval_workflow_id(approval),
+        task_queue=stack.cfg.temporal.task_queue,
+        id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
+    )
+    telegram.human_presses(old, allow, user_id=CHAT, first_name="Alice")
+    told = await eventually(lambda: telegram.answered_presses or None)
+    assert "under an earlier request that was also called" in told[0]["text"]
+    assert (await stack.call("approval_wait", id=approval, wait_s=1)) == {"status": "open"}
+    await approvals.handle(approval).terminate()

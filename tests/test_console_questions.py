@@ -16,7 +16,13 @@ import pytest
 from playwright.async_api import Browser, Page, ViewportSize, expect
 
 from tests.support.browser import SHOWN_S, console_address, open_console
-from tests.support.hooks import open_question, permission_request, start_hook, stop_hook
+from tests.support.hooks import (
+    agents_approval,
+    open_question,
+    permission_request,
+    start_hook,
+    stop_hook,
+)
 from tests.support.stack import Stack
 from tests.support.waiting import eventually
 from workflows.approval.client import Approvals
@@ -48,11 +54,6 @@ async def phone(browser: Browser) -> AsyncIterator[Page]:
         await context.close()
 
 
-async def _open_approval(stack: Stack, agent_id: str) -> str | None:
-    rows = (await stack.call("approvals"))["approvals"]
-    return next((r["id"] for r in rows if r["agent_id"] == agent_id), None)
-
-
 async def test_the_ticked_options_answer_the_agents_question_with_exactly_those(
     stack: Stack, phone: Page, tmp_path: Path
 ) -> None:
@@ -60,7 +61,7 @@ async def test_the_ticked_options_answer_the_agents_question_with_exactly_those(
     asked = permission_request("AskUserQuestion", {"questions": [CHECKS]})
     hook = start_hook(stack, asked, agent_id, tmp_path)
     try:
-        approval = await eventually(lambda: _open_approval(stack, agent_id), timeout=30)
+        approval = await eventually(lambda: agents_approval(stack, agent_id), timeout=30)
         await open_console(phone, stack)
         card = phone.locator(f"#approval-{approval}")
         await expect(card).to_contain_text("Which checks should run?")

@@ -23,7 +23,7 @@ from tests.support.browser import SHOWN_S, console_address, keep_console_port, o
 from tests.support.chat import CHAT, connected, with_telegram
 from tests.support.events import message, record_all
 from tests.support.fake_agent import PROMPT, ready_agent, state_is, working
-from tests.support.stack import Stack, running_stack
+from tests.support.stack import Stack, answered_by_this_process, running_stack
 from tests.support.tmux import Tmux
 from tests.support.waiting import eventually
 from workflows.approval.client import Approvals
@@ -145,7 +145,7 @@ async def test_an_approval_answered_first_elsewhere_says_so_when_answered_from_t
     await stack.call("approval_decide", id=opened, behavior="deny", by="alice", via="terminal")
     await card.get_by_role("button", name="Allow", exact=True).click()
     await expect(card.locator(".outcome")).to_have_text(
-        "denied by alice on the terminal before your answer, which was not used",
+        f"denied by {answered_by_this_process()} on the terminal before your answer, which was not used",
         timeout=SHOWN_S,
     )
     await expect(card.get_by_role("button")).to_have_count(0)

@@ -89,7 +89,7 @@ class Ladders:
             by="Alice",
             via=via,
         )
-        decided = await self.approvals.decide(self.key.sign_decision(decision))
+        decided = await self.approvals.decide(self.key.sign_decision(decision, request))
         assert decided is not None and decided.accepted
 
     async def ended(self, handle: WorkflowHandle[ApprovalWorkflow, ApprovalView]) -> ApprovalView:

@@ -233,7 +233,7 @@ async def test_many_clients_at_once(stack: Stack) -> None:
 
 
 async def test_a_second_gateway_on_the_same_socket_refuses(stack: Stack) -> None:
-    second = SocketServer(stack.cfg.server.socket(), stack.gateway.confinement.dispatch)
+    second = SocketServer(stack.cfg.server.socket(), stack.gateway.socket_methods.call)
     with pytest.raises(GatewayAlreadyRunning, match="already running"):
         await second.start()
     assert (await stack.call("ping")) == {"pong": True}

@@ -353,9 +353,11 @@ def test_gemini_remote_approvals_come_from_the_config_and_go_when_turned_off(
     ]
     groups = json.loads(settings.read_text())["hooks"]["BeforeTool"]
     [(reports, report), (asks, ask)] = [(g["matcher"], g["hooks"][0]) for g in groups]
-    assert report["command"] == f"AGENTCOMMS_AGENT_ID=ui {AGENTCOMMS} hook gemini"
-    asking = f"AGENTCOMMS_AGENT_ID=ui {AGENTCOMMS} hook gemini --remote-approvals"
-    assert f" env {asking} || " in ask["command"]  # given a time limit, then refused
+    # Both refuse the human's commands (every agent's never-list), so both fail closed.
+    reporting = f"AGENTCOMMS_AGENT_ID=ui {AGENTCOMMS} hook gemini --never "
+    assert f" env {reporting}" in report["command"] and report["command"].endswith("exit 2; }")
+    asking = f"AGENTCOMMS_AGENT_ID=ui {AGENTCOMMS} hook gemini --remote-approvals --never "
+    assert f" env {asking}" in ask["command"]  # given a time limit, then refused
     assert ask["command"].endswith("exit 2; }")
     assert ask["timeout"] > 900_000 and report["timeout"] == 10_000
     assert asks == "^(run_shell_command|write_file|replace|web_fetch)$"

@@ -11,6 +11,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from agentcomms.agents.install import Target, plan
 from tests.fakes.anthropic import FakeAnthropic, bash, text
 from tests.support.agents import (
@@ -68,6 +70,7 @@ async def test_the_installed_hooks_run_in_the_agents_pane_for_every_event(
     assert by_name["Stop"]["last_assistant_message"] == "Hooked and done."
 
 
+@pytest.mark.usefixtures("agent_clis")
 async def test_claude_lists_the_installed_mcp_server(tmp_path: Path) -> None:
     home, project = tmp_path / "home", tmp_path / "project"
     prepare_claude_home(home, project)

@@ -28,6 +28,7 @@ def _findings(tmp_path: Path, **target: object) -> list[Finding]:
     return inspect_all(Target("claude-code", home=tmp_path, project=tmp_path / "p", **target))  # type: ignore[arg-type]
 
 
+@pytest.mark.usefixtures("agent_clis")
 async def test_an_install_is_found_whole_with_the_real_claudes_version(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -129,10 +130,12 @@ def test_never_list_hooks_an_older_agentcomms_wrote_are_named_until_installed_ag
     assert run(env, "install", "claude-code").returncode == 0
     settings = tmp_path / ".claude" / "settings.json"
     doc = json.loads(settings.read_text())
-    (handler,) = [h for g in doc["hooks"]["PreToolUse"] for h in g["hooks"] if "if" in h]
+    handlers = [h for g in doc["hooks"]["PreToolUse"] for h in g["hooks"]]
+    (handler,) = [h for h in handlers if rule in h["command"]]  # the shell's, beside the human's
     words = handler["command"].split()
     exe = words[words.index("hook") - 1]
-    handler["command"] = f"{exe} hook claude-code --never 'Bash(rm -rf *)'"  # as it was written
+    # As it was written: the same rules, and nothing when agentcomms fails.
+    handler["command"] = handler["command"].split(" env ", 1)[1].split(" || ", 1)[0]
     settings.write_text(json.dumps(doc))
 
     done = run(env, "doctor", "--json", timeout=60)

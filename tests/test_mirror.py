@@ -141,6 +141,7 @@ async def test_mirror_all_sends_every_turn_and_off_none(
         ]
 
 
+@pytest.mark.usefixtures("agent_clis")
 async def test_the_real_claude_codes_answer_to_a_telegram_message_comes_back(
     temporal_env: WorkflowEnvironment,
     tmux_socket_dir: Path,

@@ -6,7 +6,6 @@ import asyncio
 import os
 import sqlite3
 import stat
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -33,13 +32,6 @@ from agentcomms.store.schema import metadata
 from tests.support.events import message, record_all
 
 TABLES = {"events", "agents", "channels", "calls"}
-
-
-@pytest.fixture
-async def store(database_url: str) -> AsyncIterator[Store]:
-    opened = await Store.open(database_url)
-    yield opened
-    await opened.close()
 
 
 def ids(events: list[Event]) -> list[str]:

@@ -4,21 +4,11 @@ PostgreSQL when AGENTCOMMS_TEST_DATABASE_URL is set)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import timedelta
-
-import pytest
 
 from agentcomms.models import Agent, utcnow
 from agentcomms.store import Store
 from tests.support.events import message
-
-
-@pytest.fixture
-async def store(database_url: str) -> AsyncIterator[Store]:
-    opened = await Store.open(database_url)
-    yield opened
-    await opened.close()
 
 
 async def test_agents_written_since_a_time_and_nothing_older(store: Store) -> None:

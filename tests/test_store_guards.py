@@ -6,11 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-
-import pytest
 
 from agentcomms.models import Agent
 from agentcomms.store import Store
@@ -18,13 +15,6 @@ from agentcomms.store.approval_posts import POSTS_KEPT, ApprovalPost
 from tests.support.events import message
 
 NOW = datetime(2026, 12, 2, 5, 0, tzinfo=UTC)
-
-
-@pytest.fixture
-async def store(database_url: str) -> AsyncIterator[Store]:
-    opened = await Store.open(database_url)
-    yield opened
-    await opened.close()
 
 
 async def test_an_input_is_spent_by_the_first_to_ask_and_by_no_one_else(store: Store) -> None:
@@ -60,6 +50,29 @@ async def test_the_newest_signed_pane_is_read_while_another_process_writes(
         finally:
             other.execute("ROLLBACK")
             other.close()
+    assert _utc(newest) == NOW
+
+
+async def test_the_newest_signed_pane_is_read_while_this_process_waits_to_write(
+    tmp_path: Path,
+) -> None:
+    """With another process holding the write lock, this store's own write waits out the busy
+    timeout (10 s) in its writer thread; the read before a delivery does not queue behind it."""
+    path = tmp_path / "agentcomms.db"
+    async with await Store.open(f"sqlite+aiosqlite:///{path}") as store:
+        await store.pane_signed("backend", NOW)
+        other = sqlite3.connect(path, isolation_level=None)
+        try:
+            other.execute("BEGIN IMMEDIATE")
+            waiting_write = asyncio.create_task(store.pane_signed("frontend", NOW))
+            await asyncio.sleep(0.2)  # the write is in the writer thread, in the busy wait
+            assert not waiting_write.done()
+            newest = await asyncio.wait_for(store.newest_pane_signed("backend"), timeout=3)
+        finally:
+            other.execute("ROLLBACK")
+            other.close()
+        await waiting_write  # and the write goes through once the lock is free
+        assert _utc(await store.newest_pane_signed("frontend")) == NOW
     assert _utc(newest) == NOW
 
 

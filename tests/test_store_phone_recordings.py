@@ -5,21 +5,11 @@ whether one began for a call's prompt."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import timedelta
-
-import pytest
 
 from agentcomms.models import utcnow
 from agentcomms.store import Store
 from agentcomms.store.phone_recordings import PhoneRecording
-
-
-@pytest.fixture
-async def store(database_url: str) -> AsyncIterator[Store]:
-    opened = await Store.open(database_url)
-    yield opened
-    await opened.close()
 
 
 def _left(call: str) -> PhoneRecording:

@@ -242,7 +242,9 @@ def _asks(agent: str, target: str, socket: str, chat: str) -> dict[str, tuple[An
     request = KEY.sign_approval(
         ApprovalRequest(id="K7QF", agent_id=agent, tool="Bash", input_text="rm -rf ~", timeout_s=60)
     )
-    allow = KEY.sign_decision(Decision(approval_id="K7QF", behavior="allow", by="a", via="cli"))
+    allow = KEY.sign_decision(
+        Decision(approval_id="K7QF", behavior="allow", by="a", via="cli"), request
+    )
     requests: dict[str, tuple[Any, str]] = {
         "deliver_to_pane": (DeliverRequest(registration=registration, events=[event]), mailbox),
         "interrupt_pane": (InterruptRequest(registration=registration, event=interrupt), mailbox),

@@ -29,6 +29,7 @@ from temporalio.worker import Worker
 from activities.delivery import PaneActivities
 from activities.projection import ProjectionActivities
 from agentcomms import errors
+from agentcomms.approval_models import ApprovalRequest, Decision
 from agentcomms.bridge.probe import RECENT_EVENTS_OPTION
 from agentcomms.config import SecurityConfig, load_config
 from agentcomms.errors import ConfigError
@@ -43,7 +44,7 @@ from agentcomms.models import (
     Unregister,
 )
 from agentcomms.store import Store
-from agentcomms.trust import KEY_FILENAME, DeploymentKey
+from agentcomms.trust import KEY_FILENAME, DeploymentKey, request_digest
 from agentcomms.workflow_ids import host_task_queue, mailbox_id
 from tests.support.home import write_config
 from tests.support.mailbox import mailbox_replayer, offline, settled_history
@@ -124,6 +125,27 @@ def test_a_registration_is_signed_for_one_agent() -> None:
     old = Registration(target="s:0.0", host="h")
     old.signature = KEY._tag(["agentcomms-registration/1", "a", "tmux", "s:0.0", None, "h"])
     assert not KEY.registration_is_genuine("a", old)
+
+
+def test_an_answer_is_signed_for_one_request_not_for_its_id() -> None:
+    """Two requests that drew the same short id, for the same command (a run Temporal forgot,
+    then a new one): an answer signed for the first answers nothing of the second."""
+    asked = ApprovalRequest(
+        id="K7QF", agent_id="a", tool="Bash", input_text="make deploy", timeout_s=60
+    )
+    first, second = KEY.sign_approval(asked), KEY.sign_approval(asked)
+    assert first.nonce and first.nonce != second.nonce
+    allow = Decision(approval_id="K7QF", behavior="allow", by="alice", via="cli")
+    answer = KEY.sign_decision(allow, first)
+    assert answer.answers == request_digest(first)
+    assert KEY.decision_is_genuine(answer, first)
+    assert not KEY.decision_is_genuine(answer, second)
+    # Nor does naming the second request make it its answer: the name is under the tag.
+    renamed = answer.model_copy(update={"answers": request_digest(second)})
+    assert not KEY.decision_is_genuine(renamed, second)
+    # What the request says is bound too: the same nonce with another command is another request.
+    altered = first.model_copy(update={"input_text": "rm -rf ~"})
+    assert not KEY.decision_is_genuine(answer, altered)
 
 
 # ---- the key ---------------------------------------------------------------------------------------

@@ -79,9 +79,10 @@ def main(argv: list[str]) -> int:
     if never and event in ("PreToolUse", "BeforeTool"):
         from agentcomms.agents.never import decide
 
-        # Claude Code runs a never-list handler of its own (beside the report) only for a call
-        # its rule matched; Codex's one PreToolUse hook and Gemini CLI's BeforeTool hook report
-        # and refuse.
+        # Claude Code runs never-list handlers of their own (beside the report): one per tool
+        # its patterned rules name, for each call of it, and one per rule naming a tool alone,
+        # for the calls its "if" matched; Codex's one PreToolUse hook and Gemini CLI's
+        # BeforeTool hook report and refuse.
         claude = argv[0] == "claude-code"
         refused = decide(argv[0], never, payload, matched_by_agent=claude)
         if refused is not None:

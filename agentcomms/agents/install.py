@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from agentcomms.agents.never import rules_for
+from agentcomms.agents.never import human_rules, rules_for
 from agentcomms.agents.refusing import after_timeout
 from agentcomms.errors import AgentConfigError
 
@@ -163,6 +163,15 @@ class Target:
     never: tuple[str, ...] = ()
     # Gemini CLI only (agents.ID.approvals.remote): its permissions are asked through agentcomms.
     remote_approvals: bool = False
+    # agentcomms' own folder: with it, the never-list also refuses the human's commands and
+    # that folder to the agent (`never.human_rules`), whatever the configuration lists.
+    agentcomms_home: Path | None = None
+
+    def never_rules(self, configured: Sequence[str]) -> list[str]:
+        """The rules this agent's hooks refuse: the human's, then `configured`, those of
+        them this kind of agent can have."""
+        human = human_rules(str(self.agentcomms_home)) if self.agentcomms_home else []
+        return rules_for(self.kind, dict.fromkeys([*human, *configured]))
 
     def hook_argv(self) -> list[str]:
         prefix = ["env", f"AGENTCOMMS_AGENT_ID={self.agent_id}"] if self.agent_id else []
@@ -406,7 +415,7 @@ def plan(target: Target, *, uninstall: bool = False) -> Plan:
 
     # Only the never-listed rules this agent can have: another agent's tool in a Claude Code
     # handler's "if", or in a hook's arguments, would never match anything.
-    kept = tuple(rules_for(target.kind, target.never))
+    kept = tuple(target.never_rules(target.never))
     left_out = [r for r in target.never if r not in kept]
     target = dataclasses.replace(target, never=kept)
     result = Plan(target, uninstall)

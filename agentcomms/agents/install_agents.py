@@ -29,6 +29,7 @@ from agentcomms.agents.install import (
     HOOK_TIMEOUT_S,
     SERVER_NAME,
     Plan,
+    Target,
     command_hook,
     edit_json,
     is_our_hook,
@@ -38,6 +39,7 @@ from agentcomms.agents.install import (
     our_hook,
     read_text,
 )
+from agentcomms.agents.never import has_pattern, rule_tool, tools_of
 from agentcomms.agents.refusing import fail_closed
 from agentcomms.errors import AgentConfigError
 
@@ -73,21 +75,9 @@ def _claude(plan: Plan) -> None:
                 timeout = int(target.approval_timeout_s) + APPROVAL_HOOK_MARGIN_S
             entries[event] = command_hook(target, timeout=timeout, **extra)
         if target.never:
-            # One blocking handler per never-listed rule, which Claude Code runs only for a
-            # call its own rule matching finds ("if"): every other call costs nothing. Claude
-            # matched the call to a never-listed rule, so a handler that fails refuses it too.
             # The report runs for every call: its failure must not stop them all.
             report = command_hook(target, timeout=HOOK_TIMEOUT_S, **{"async": True})
-            refusals = [
-                {
-                    "type": "command",
-                    "command": _never_checked(target.hook_command([r]), (r,)),
-                    "if": r,
-                    "timeout": HOOK_TIMEOUT_S,
-                }
-                for r in target.never
-            ]
-            entries["PreToolUse"] = [report, *refusals]
+            entries["PreToolUse"] = [report, *_claude_refusals(target)]
     edit_json(
         plan, settings, lambda doc: merge_hooks(doc, settings, entries, our_hook("claude-code"))
     )
@@ -98,6 +88,42 @@ def _claude(plan: Plan) -> None:
             "Claude Code asks once before it starts the MCP servers of a project's .mcp.json: "
             f"approve {SERVER_NAME!r} when it does."
         )
+
+
+def _claude_refusals(target: Target) -> list[dict[str, Any]]:
+    """The blocking handlers that refuse Claude Code's never-listed calls. The rules with a
+    pattern share one handler per tool, run for every call of it ("matcher"), where
+    agentcomms reads the call itself: Claude's own rule matching takes ``rm -fr`` or
+    ``sudo rm -rf`` for another command than ``rm -rf``, and a path through ``..`` or a
+    symbolic link for another path. A rule naming a tool alone has a handler Claude runs only
+    for that tool ("if"), and other calls cost nothing. A handler that fails refuses the call
+    it was run for."""
+    by_tool: dict[str, list[str]] = {}
+    for rule in target.never:
+        tool = rule_tool(rule)
+        if tool is not None and has_pattern(rule):
+            # An Edit rule is every editing tool's, as in Claude's own rules (never.KIN).
+            by_tool.setdefault("|".join(tools_of(tool)), []).append(rule)
+    refusals: list[dict[str, Any]] = [
+        {
+            "matcher": tool,
+            "type": "command",
+            "command": _never_checked(target.hook_command(rules), tuple(rules)),
+            "timeout": HOOK_TIMEOUT_S,
+        }
+        for tool, rules in by_tool.items()
+    ]
+    refusals += [
+        {
+            "type": "command",
+            "command": _never_checked(target.hook_command([r]), (r,)),
+            "if": r,
+            "timeout": HOOK_TIMEOUT_S,
+        }
+        for r in target.never
+        if not has_pattern(r)
+    ]
+    return refusals
 
 
 def codex_files(plan: Plan) -> tuple[Path, Path]:

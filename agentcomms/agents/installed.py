@@ -38,7 +38,6 @@ from agentcomms.agents.install import (
     version_of,
 )
 from agentcomms.agents.install_agents import claude_files, codex_files, gemini_file
-from agentcomms.agents.never import rules_for
 from agentcomms.agents.refusing import fails_closed
 from agentcomms.errors import AgentConfigError
 
@@ -75,10 +74,30 @@ def inspect_all(target: Target, never_for: NeverFor | None = None) -> list[Findi
     with `never_for`, whether the hooks refuse what the configuration lists."""
     findings: list[Finding] = []
     for kind in AGENT_KINDS:
+        found: list[Finding] = []
         for scope in ("user", "project"):
             where = dataclasses.replace(target, kind=kind, scope=scope)
-            findings += inspect(where, never_for)
+            found += inspect(where, never_for)
+        findings += found
+        if found:  # installed somewhere
+            findings += _hooks_switched_off(kind, target)
     return findings
+
+
+def _hooks_switched_off(kind: AgentKind, target: Target) -> list[Finding]:
+    """Each settings file that turns `kind`'s hooks off, where agentcomms is installed."""
+    from agentcomms.agents.hooks_off import hooks_switched_off
+
+    return [
+        Finding(
+            f"{kind} (effective) hooks-enabled",
+            False,
+            cause,
+            "take that setting out of the file (or ask whoever manages it); the agent runs "
+            "agentcomms' hooks again from its next start",
+        )
+        for cause in hooks_switched_off(kind, target.home, target.project)
+    ]
 
 
 def inspect(target: Target, never_for: NeverFor | None = None) -> list[Finding]:
@@ -190,11 +209,13 @@ def _read(target: Target) -> tuple[list[tuple[str, str]], bool, list[Path], list
             for h, handler in enumerate(group.get("hooks", []) if isinstance(group, dict) else []):
                 command = handler.get("command") if isinstance(handler, dict) else None
                 if is_our_hook(command, kind) and isinstance(command, str):
-                    # A never-list handler beside the event's report is not a second report,
+                    # A never-list handler beside the event's report (Claude Code's: each one
+                    # with rules, by "if" or the shell's "matcher") is not a second report,
                     # nor is Gemini CLI's asking BeforeTool (remote approvals) beside the
                     # other tools' report.
                     words = shlex.split(command)
-                    refuses = "if" in handler and "--never" in words
+                    claude = kind == "claude-code"
+                    refuses = "--never" in words and ("if" in handler or claude)
                     asks = "--remote-approvals" in words
                     label = f"{event} (never)" if refuses else f"{event} (asks)" if asks else event
                     found.append((label, _executable(command)))
@@ -210,7 +231,7 @@ def _never_list(target: Target, name: str, install: str, never_for: NeverFor) ->
     """The rules the installed hooks refuse against the configured ones for their agent that
     this kind of agent can have (install writes no other)."""
     installed, agent_id = _installed_never(target)
-    wanted = rules_for(target.kind, never_for(agent_id))
+    wanted = target.never_rules(never_for(agent_id))
     if set(installed) == set(wanted):
         return []
     said = ", ".join(installed) or "nothing"

@@ -33,9 +33,11 @@ def approvals(as_json: JsonOption = False) -> None:
     if not result["approvals"]:
         stdout().print("no permission requests, questions or plans wait for an answer")
         return
-    from rich.table import Table
+    from rich.table import Column, Table
 
-    table = Table("id", "agent", "asks", "what", "since", "answer with")
+    # Folded, never cut with an ellipsis: the end of a long command is what it runs.
+    columns = ("id", "agent", "asks", "what", "since", "answer with")
+    table = Table(*(Column(name, overflow="fold") for name in columns))
     for a in result["approvals"]:
         table.add_row(
             a["id"],
@@ -65,6 +67,8 @@ def _what(a: dict[str, Any]) -> str:
 
 def _answer_with(a: dict[str, Any]) -> str:
     ask, approval_id = a.get("ask", "permission"), a["id"]
+    if not a.get("whole", True):
+        return f"deny {approval_id}, or answer it in the agent's own dialog (too long to show here)"
     if ask == "question":
         return f'answer {approval_id} "LABEL, NUMBER or words"'
     if ask == "plan":

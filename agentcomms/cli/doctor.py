@@ -411,9 +411,14 @@ async def _check_agents(checks: list[Check], cfg: Config | None) -> None:
 
     from agentcomms.agents.install import Target
     from agentcomms.agents.installed import inspect_all
+    from agentcomms.config.home import agentcomms_home
 
     codex_home = os.environ.get("CODEX_HOME")
-    target = Target("claude-code", codex_home=Path(codex_home) if codex_home else None)
+    target = Target(
+        "claude-code",
+        codex_home=Path(codex_home) if codex_home else None,
+        agentcomms_home=agentcomms_home().absolute(),  # the never-list's rules for its folder
+    )
     never_for = cfg.never_rules if cfg is not None else None
     for f in await asyncio.to_thread(inspect_all, target, never_for):
         where = f.name.rpartition(" ")[0]

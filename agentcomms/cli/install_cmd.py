@@ -89,6 +89,7 @@ def install(
         approval_timeout_s=_approval_timeout_s(),
         never=_never(agent_id),
         remote_approvals=agent.value == "gemini" and _remote_approvals(agent_id),
+        agentcomms_home=_agentcomms_home(),
     )
     mode = _permission_mode(agent, permission_mode, uninstall=uninstall)
     with user_errors():
@@ -143,6 +144,13 @@ def _tell_permission_mode(home: Path, project: Path) -> None:
         notes = mode_notes(home, project)
     for note in notes:
         print(f"note: {note}")
+
+
+def _agentcomms_home() -> Path:
+    """agentcomms' folder, which every agent's never-list keeps it out of."""
+    from agentcomms.config.home import agentcomms_home
+
+    return agentcomms_home().absolute()
 
 
 def _approval_timeout_s() -> float:

@@ -27,16 +27,17 @@ if TYPE_CHECKING:
 def stdout() -> Console:
     # No markup: what we print holds text from agents, chats and users, and "[/]" in a message
     # must print as itself, not raise MarkupError. Styling is explicit (rich Text), see `styled`.
+    # No emoji codes either: a command's "ls /tmp:cd:" must not print as "ls /tmp💿".
     from rich.console import Console
 
-    return Console(markup=False, highlight=False)
+    return Console(markup=False, highlight=False, emoji=False)
 
 
 @cache
 def stderr() -> Console:
     from rich.console import Console
 
-    return Console(stderr=True, markup=False, highlight=False)
+    return Console(stderr=True, markup=False, highlight=False, emoji=False)
 
 
 def shown(text: str) -> str:

@@ -66,6 +66,9 @@ def _state(agent: dict[str, Any]) -> str:
         state += f" ({agent['waiting_for']})"
     if since := agent.get("state_since"):
         state += f" since {str(since)[11:19]}"
+    confirmed = agent.get("confirmed_at")
+    if confirmed and confirmed != since:  # read off its pane, no hook having said so lately
+        state += f", seen {str(confirmed)[11:19]}"
     return state
 
 

@@ -19,9 +19,9 @@ def is_secret_key(name: str) -> bool:
     return bool(_SECRET_KEY.search(name))
 
 
-def mask_url_password(text: str) -> str:
+def mask_url_password(text: str, *, mark: str = REDACTED) -> str:
     """``postgresql://u:hunter2@db/x`` -> ``postgresql://u:***@db/x``."""
-    return _URL_PASSWORD.sub(lambda m: f"{m[1]}:{REDACTED}@", text)
+    return _URL_PASSWORD.sub(lambda m: f"{m[1]}:{mark}@", text)
 
 
 # `NAME=value`, `"name": "value"`, `--name value` where the name looks secret, and the shapes of
@@ -38,13 +38,13 @@ _KNOWN_TOKEN = re.compile(
 _BEARER = re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/-]{8,}=*")
 
 
-def mask_secrets(text: str) -> str:
-    """Free text (a command an agent wants to run) with the secrets we can spot masked: values
-    named like secrets, bearer tokens, URL passwords and well-known key shapes."""
-    text = mask_url_password(text)
-    text = _BEARER.sub(lambda m: m[1] + REDACTED, text)
-    text = _KNOWN_TOKEN.sub(REDACTED, text)
-    return _SECRET_ASSIGNMENT.sub(lambda m: m["name"] + m["sep"] + REDACTED, text)
+def mask_secrets(text: str, *, mark: str = REDACTED) -> str:
+    """Free text (a command an agent wants to run) with the secrets we can spot replaced by
+    `mark`: values named like secrets, bearer tokens, URL passwords and well-known key shapes."""
+    text = mask_url_password(text, mark=mark)
+    text = _BEARER.sub(lambda m: m[1] + mark, text)
+    text = _KNOWN_TOKEN.sub(mark, text)
+    return _SECRET_ASSIGNMENT.sub(lambda m: m["name"] + m["sep"] + mark, text)
 
 
 def redacted(config: BaseModel) -> dict[str, Any]:

@@ -8,8 +8,8 @@ So these statements are built and compiled by SQLAlchemy once, bound with the pr
 SQLAlchemy itself would apply (a row reads back exactly as any other write stores it), and run
 on one connection the writer thread keeps. Other writes, and PostgreSQL, go through SQLAlchemy.
 The read made before every delivery (whether its registration is still the agent's newest) runs
-there too, as a lone SELECT: building and running it through SQLAlchemy took about a quarter of
-the delivery activity's time (py-spy, 2026-12-03).
+the same way, as a lone SELECT on a reader thread's own connection: building and running it
+through SQLAlchemy took about a quarter of the delivery activity's time (py-spy, 2026-12-03).
 """
 
 from __future__ import annotations
@@ -76,8 +76,8 @@ class DriverStatement:
 
 
 class DriverConnection:
-    """The writer thread's own connection to the SQLite file, kept between transactions. Used
-    only from that thread."""
+    """One thread's own connection to the SQLite file (the writer's, or the reader's), kept
+    between transactions. Used only from that thread."""
 
     def __init__(self, engine: Engine) -> None:
         self._engine = engine

@@ -78,8 +78,8 @@ class Guards(StoreBase):
         """When the newest registration or unregister the deployment signed for the agent was
         made (None: none recorded)."""
         asked = {"agent_id": agent_id}
-        # Asked before every delivery: on a SQLite file, on the writer's driver connection.
-        if self._driver is not None:
+        # Asked before every delivery: on a SQLite file, on the reader's driver connection.
+        if self._reader is not None:
             query = self._newest_pane_signed_query
             return await self._read_on_driver(lambda cursor: query.scalar(cursor, asked))
         async with self._engine.connect() as conn:

@@ -25,6 +25,7 @@ from typing import Any
 from agentcomms.approval_models import ApprovalView, Decision, chosen
 from agentcomms.bridge.sanitize import sanitize
 from agentcomms.config import Config
+from agentcomms.errors import RpcError
 from agentcomms.ids import new_event_id
 from agentcomms.models import Event, EventStatus
 from agentcomms.store import Store
@@ -40,6 +41,7 @@ from gateway.approval_surfaces.words import (
     refused_answer,
     reply_with,
     said,
+    shown_for,
     ticked,
     ticked_now,
     ticking,
@@ -91,6 +93,8 @@ class ChatAnswers:
         view = await self._approvals.view(approval_id)
         if view is None:
             return f"No approval {approval_id} any more."
+        if not shown_for(press.data, view.request):
+            return _earlier(approval_id)
         answer = None
         if option is not None:
             if view.request.ask != "question":
@@ -125,6 +129,8 @@ class ChatAnswers:
         if view is None:
             return f"No approval {approval_id} any more."
         request = view.request
+        if not shown_for(press.data, request):
+            return _earlier(approval_id)
         if request.ask != "question" or not request.multi or press.message_id is None:
             return "This button is not agentcomms'."
         if tick.option is not None and not 1 <= tick.option <= len(request.options):
@@ -299,8 +305,11 @@ class ChatAnswers:
         return None
 
     async def _answer(self, decision: Decision) -> str:
-        decided = await self._decide(decision)
         approval_id = decision.approval_id
+        try:
+            decided = await self._decide(decision)
+        except RpcError as exc:  # not shown whole in this chat: it says where to answer
+            return f"{approval_id}: {exc.message}."
         if decided is None:
             return f"No approval {approval_id} any more."
         if decided.accepted:
@@ -349,6 +358,15 @@ class ChatAnswers:
             )
         except Exception:  # the answer itself stands; only its row is missing
             log.exception("approval answer from %s in %s not recorded", sender_id, channel)
+
+
+def _earlier(approval_id: str) -> str:
+    """What a press on a button left under an earlier request of the same id is told."""
+    return (
+        f"This button was under an earlier request that was also called {approval_id}: "
+        "nothing changed. Answer the request as it is now from its own message, or with "
+        "`agentcomms approvals`."
+    )
 
 
 def _who(name: str) -> str:

@@ -2,7 +2,8 @@
 
 Chats with buttons (Telegram, Discord) get Allow, Allow for this session (where the agent
 offered it) and Deny; a press sends back ``ap:K7QF:a`` (allow), ``s`` (for the session) or ``d``
-(deny). A question gets one button per option (``o1`` … ``o4``: answer with that option), a
+(deny), followed by the start of the request's digest (``ap:K7QF:a:Xy3…``), so a button left
+under an earlier request that drew the same id answers nothing of this one. A question gets one button per option (``o1`` … ``o4``: answer with that option), a
 plan Approve (``a``) and Keep planning (``d``). A question that takes several options gets a
 box per option that a press ticks or unticks (``t2`` ticks option 2, ``u2`` unticks it: a ticked
 box's data says so) and Done (``done``: answer with the ticked ones). The ticks live in the
@@ -27,8 +28,13 @@ from dataclasses import dataclass
 
 from agentcomms.approval_models import ApprovalRequest, ApprovalView, Behavior
 from agentcomms.approval_outcome import how_decided
+from agentcomms.config.redact import mask_secrets
+from agentcomms.trust import request_digest
 
 BUTTON_PREFIX = "ap"
+# Of the digest of the request a button was shown under, what its data carries (Telegram keeps
+# 64 bytes of it): a press binds to that request, as every answer does.
+BINDING_CHARS = 12
 BUTTON_BEHAVIOR: dict[str, Behavior] = {"a": "allow", "s": "allow_session", "d": "deny"}
 OPTION_BUTTON = "o"
 TICK_BUTTON = "t"
@@ -41,6 +47,17 @@ ASKED = {"permission": "request", "question": "question", "plan": "plan"}
 ANSWER_SHOWN = 200
 # A plan read out on a call is cut here (the terminal and the console show it whole).
 PLAN_SPOKEN_CHARS = 1_000
+# What a text message (SMS, WhatsApp) shows of a request before saying where the rest is.
+TEXT_REQUEST_CHARS = 600
+# Surfaces that send a request through a provider's servers (a chat; a call, its speech and its
+# call system): what looks like a secret is hidden there, saying so in place, and a request
+# they cannot show whole is answered where it is shown whole instead.
+REMOTE_SURFACES = frozenset({"telegram", "discord", "sms", "whatsapp", "call"})
+HIDDEN_SECRET = "[hidden here: looks like a secret]"
+WHERE_WHOLE = "`agentcomms approvals` in a terminal, or the console"
+# Answers that let the agent go on as asked; a denial never runs anything, so it is taken
+# from wherever the request was shown, whole or not.
+LETTING = frozenset({"allow", "allow_session", "answer"})
 # A question's options take the keys from 1 (four at most): this one says it again, or skips.
 QUESTION_AGAIN_KEY = "9"
 # A key, or the word for it, as a person says it on a call (a permission or a plan).
@@ -98,8 +115,10 @@ def buttons(
     """The request's buttons, each (label, what a press sends back); a question that takes
     several options shows the options `ticked` (their numbers) as ticked."""
 
+    bound = binding(request)
+
     def data(short: str) -> str:
-        return f"{BUTTON_PREFIX}:{request.id}:{short}"
+        return f"{BUTTON_PREFIX}:{request.id}:{short}:{bound}"
 
     if request.ask == "question" and request.multi:
         boxes = [
@@ -120,10 +139,31 @@ def buttons(
     return row
 
 
+def _parts(data: str) -> tuple[str, str, str, str]:
+    """A button's data: (prefix, approval id, what it does, the request it was shown for)."""
+    prefix, _, rest = data.partition(":")
+    approval_id, _, rest = rest.partition(":")
+    short, _, bound = rest.partition(":")
+    return prefix, approval_id, short, bound
+
+
+def shown_for(data: str, request: ApprovalRequest) -> bool:
+    """Whether a pressed button may answer `request`: not one shown under an earlier request
+    that drew the same short id (its buttons left in a chat), whose press answers nothing here.
+    Data that names no request (made by hand) is the presser's answer to the request as it is."""
+    bound = _parts(data)[3]
+    return not bound or bound == binding(request)
+
+
+def binding(request: ApprovalRequest) -> str:
+    """What a button or a form carries of the request it was shown for: the start of its digest,
+    which no other request shares (another of the same short id has a nonce of its own)."""
+    return request_digest(request)[:BINDING_CHARS]
+
+
 def chosen_option(data: str) -> tuple[str, int] | None:
     """(approval id, option number) a question's option button stands for; None otherwise."""
-    prefix, _, rest = data.partition(":")
-    approval_id, _, short = rest.partition(":")
+    prefix, approval_id, short, _ = _parts(data)
     number = short.removeprefix(OPTION_BUTTON)
     if prefix != BUTTON_PREFIX or not short.startswith(OPTION_BUTTON) or not number.isdigit():
         return None
@@ -142,8 +182,7 @@ class Tick:
 
 def ticking(data: str) -> Tick | None:
     """The tick, untick or Done a button's data stands for; None for any other button."""
-    prefix, _, rest = data.partition(":")
-    approval_id, _, short = rest.partition(":")
+    prefix, approval_id, short, _ = _parts(data)
     if prefix != BUTTON_PREFIX or len(approval_id) != 4:
         return None
     if short == DONE_BUTTON:
@@ -184,8 +223,7 @@ def nothing_ticked(approval_id: str) -> str:
 
 def pressed(data: str) -> tuple[str, Behavior] | None:
     """(approval id, behavior) a button's data stands for; None for any other button."""
-    prefix, _, rest = data.partition(":")
-    approval_id, _, short = rest.partition(":")
+    prefix, approval_id, short, _ = _parts(data)
     if prefix != BUTTON_PREFIX or short not in BUTTON_BEHAVIOR or len(approval_id) != 4:
         return None
     return approval_id.upper(), BUTTON_BEHAVIOR[short]
@@ -217,13 +255,62 @@ def coded(text: str) -> CodedAnswer | None:
     )
 
 
+def shown_remotely(request: ApprovalRequest) -> ApprovalRequest:
+    """The request as a surface in :data:`REMOTE_SURFACES` shows it: what looks like a secret
+    replaced by :data:`HIDDEN_SECRET`, which says so in place."""
+
+    def hide(text: str) -> str:
+        # Marked with a NUL first, which shown text never holds (it is shown as a mark): the
+        # mark's own words must not look like a value to hide again.
+        return mask_secrets(text, mark="\x00").replace("\x00", HIDDEN_SECRET)
+
+    return request.model_copy(
+        update={
+            "input_text": hide(request.input_text),
+            "question": hide(request.question) if request.question is not None else None,
+            "options": [hide(o) for o in request.options],
+        }
+    )
+
+
+def hidden_on(request: ApprovalRequest, via: str) -> str | None:
+    """Why the surface `via` does not show `request` whole, and so may not let the agent go on
+    with it (a denial it may take), with where to answer instead; None when it shows it whole."""
+    if not request.whole:
+        return (
+            f"{request.id} is too long to show whole anywhere but the agent's own terminal: "
+            "answer it in the agent's own dialog there"
+        )
+    if via not in REMOTE_SURFACES:
+        return None
+    if shown_remotely(request) != request:
+        return (
+            f"part of {request.id} looks like a secret, so it is hidden here: read it whole and "
+            f"answer it with {WHERE_WHOLE}"
+        )
+    if via in ("sms", "whatsapp") and len(asks(request)) > TEXT_REQUEST_CHARS:
+        return (
+            f"{request.id} is too long for a text message: read it whole and answer it with "
+            f"{WHERE_WHOLE}"
+        )
+    if via == "call" and request.ask == "plan" and len(request.question or "") > PLAN_SPOKEN_CHARS:
+        return (
+            f"{request.id}'s plan is too long to read out on a call: read it whole and answer "
+            f"it with {WHERE_WHOLE}"
+        )
+    return None
+
+
 def refused_answer(approval_id: str) -> str:
     """What someone who may not answer an approval is told."""
     return f"Only the agent's approvers may answer {approval_id}: nothing changed."
 
 
-def reply_with(request: ApprovalRequest) -> str:
-    """How to answer by text."""
+def reply_with(request: ApprovalRequest, *, hidden: str | None = None) -> str:
+    """How to answer by text; where to answer instead when the text does not show the request
+    whole (`hidden`, :func:`hidden_on`'s reason)."""
+    if hidden is not None:
+        return f"Not to be answered here: {hidden}."
     if request.ask == "question":
         return (
             f"Reply ANSWER {request.id} followed by an option's number or label (several: "
@@ -282,9 +369,15 @@ def _spoken(request: ApprovalRequest) -> str:
     return f"{request.agent_id} asks to use {request.tool}: {request.input_text}"
 
 
-def keys(request: ApprovalRequest, *, last: str = "hear it again") -> str:
+def keys(
+    request: ApprovalRequest, *, last: str = "hear it again", hidden: str | None = None
+) -> str:
     """What a phone says after the request: the key for each answer, and the key that does
-    `last` (hear it again on a ladder's call, skip on a call coming in)."""
+    `last` (hear it again on a ladder's call, skip on a call coming in); only that key, and
+    where to answer, when the call does not show the request whole (`hidden`)."""
+    if hidden is not None:
+        again = QUESTION_AGAIN_KEY if request.ask == "question" else "3"
+        return f"This is not answered on the phone: {hidden}. Press {again} to {last}."
     if request.ask == "question":
         choices = ", ".join(f"{n} for {o}" for n, o in enumerate(request.options, 1))
         if request.multi:

@@ -17,7 +17,7 @@ from gateway.console.app import ConsoleApp
 from gateway.console.feed import Feed
 from gateway.hosts import HostWatch
 from gateway.http import WebhookServer
-from gateway.methods import Methods
+from gateway.socket.table import MethodTable
 from workflows.mailbox.client import Mailbox
 
 __all__ = ["Console", "console_token"]
@@ -28,7 +28,7 @@ class Console:
         self,
         cfg: ConsoleConfig,
         store: Store,
-        methods: Methods,
+        methods: MethodTable,
         approvals: ApprovalMethods,
         mailbox: Mailbox,
         audio: AudioStore,

@@ -2,7 +2,7 @@
 the POSTs that answer an approval, send a message or interrupt.
 
 Each change goes through the gateway's own path: a message and an interrupt through the socket
-methods `agentcomms send` and `interrupt` call (:class:`gateway.methods.Methods`), an answer
+methods `agentcomms send` and `interrupt` call (declared in :class:`gateway.methods.Methods`), an answer
 through the approvals' one decide path (:class:`gateway.approvals.ApprovalMethods`, via
 ``console``), so the first answer wins and every other surface hears of it.
 """
@@ -46,8 +46,10 @@ from gateway.console import pages
 from gateway.console.access import COOKIE, CSRF_FIELD, Access
 from gateway.console.feed import LATE_SEQS, Change, Feed, with_waiting
 from gateway.hosts import HostWatch, hosts_down
-from gateway.methods import Methods, agent_json
+from gateway.methods import agent_json
 from gateway.protocol import INVALID_PARAMS
+from gateway.socket.caller import THE_CONSOLE
+from gateway.socket.table import MethodTable
 from workflows.mailbox.client import Mailbox
 
 STATIC = Path(__file__).parent / "static"
@@ -85,7 +87,7 @@ class ConsoleApp:
         access: Access,
         feed: Feed,
         store: Store,
-        methods: Methods,
+        methods: MethodTable,
         approvals: ApprovalMethods,
         mailbox: Mailbox,
         audio: AudioStore,
@@ -180,7 +182,7 @@ class ConsoleApp:
         seq = await self._store.last_seq()
         # Independent reads (the projection's, Temporal's) wait side by side, not in turn.
         agents, last, replies, approvals = await asyncio.gather(
-            self._methods.dispatch("agents", {"include_offline": True}),
+            self._methods.call("agents", {"include_offline": True}, THE_CONSOLE),
             self._store.last_event_times(),
             self._store.last_replies(),
             self._approvals.open_views(),
@@ -223,7 +225,7 @@ class ConsoleApp:
     async def inbox_page(self, request: Request) -> Response:
         """What agents said to the human here (the local channel), newest first."""
         seq = await self._store.last_seq()
-        said = (await self._methods.dispatch("inbox", {"limit": TIMELINE}))["messages"]
+        said = (await self._methods.call("inbox", {"limit": TIMELINE}, THE_CONSOLE))["messages"]
         events = [Event.model_validate(m) for m in reversed(said)]
         html = pages.render(
             "inbox.html",
@@ -278,7 +280,7 @@ class ConsoleApp:
     async def trace_page(self, request: Request) -> Response:
         event_id = request.path_params["event_id"]
         try:
-            trace = await self._methods.dispatch("trace", {"event_id": event_id})
+            trace = await self._methods.call("trace", {"event_id": event_id}, THE_CONSOLE)
         except RpcError as exc:
             return _said(exc.message, 404)
         return _page(pages.render("trace.html", trace=trace, **self._page_context(None)))
@@ -314,6 +316,7 @@ class ConsoleApp:
             via="console",
             message=form.get("message") or None,
             answer=answer or None,
+            shown=form.get("request") or None,
         )
         if _wants_json(request):
             # The card as it stands now, for the page to show at once: answered here, or
@@ -342,14 +345,14 @@ class ConsoleApp:
     async def send(self, request: Request, form: dict[str, str]) -> Response:
         agent_id = _agent(request)
         params = {"agent_id": agent_id, "message": form.get("message", "")}
-        result = await self._methods.dispatch("send", params)
+        result = await self._methods.call("send", params, THE_CONSOLE)
         if _wants_json(request):
             return JSONResponse(result, headers=HEADERS)
         return RedirectResponse(f"/agents/{agent_id}", 303, headers=HEADERS)
 
     async def interrupt(self, request: Request, form: dict[str, str]) -> Response:
         agent_id = _agent(request)
-        result = await self._methods.dispatch("interrupt", {"agent_id": agent_id})
+        result = await self._methods.call("interrupt", {"agent_id": agent_id}, THE_CONSOLE)
         if _wants_json(request):
             return JSONResponse(result, headers=HEADERS)
         return RedirectResponse(f"/agents/{agent_id}", 303, headers=HEADERS)

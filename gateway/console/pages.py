@@ -13,7 +13,7 @@ from markupsafe import Markup
 
 from agentcomms.approval_models import ApprovalView
 from agentcomms.models import Agent, Event
-from gateway.approval_surfaces.words import said
+from gateway.approval_surfaces.words import binding, said
 from gateway.methods import agent_json
 
 # How much of an agent's last reply the agents page shows.
@@ -50,6 +50,8 @@ def state_words(agent: dict[str, Any]) -> str:
 
 
 _env.globals["state_words"] = state_words
+# What each form of an approval's card carries of the request it shows.
+_env.globals["binding"] = binding
 
 
 def agent_rows(

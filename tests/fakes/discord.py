@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import re
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -43,6 +44,8 @@ from aiohttp import WSMsgType, web
 from tests.fakes.serve import free_port
 
 DISCORD_EPOCH_MS = 1_420_070_400_000
+# Discord's markdown escape: a backslash and any character but a letter, digit or space.
+ESCAPED = re.compile(r"\\([^0-9A-Za-z\s])")
 GUILDS = 1 << 0
 GUILD_MESSAGES = 1 << 9
 DIRECT_MESSAGES = 1 << 12
@@ -161,6 +164,13 @@ class FakeDiscord:
     def request_for(self, approval: str) -> dict[str, Any] | None:
         """The message that posted approval `approval`, once it was sent."""
         return next((m for m in self.sent if f"approval {approval}" in m["content"]), None)
+
+    @staticmethod
+    def rendered(message: dict[str, Any]) -> str:
+        """What a person reads of a message's content as far as escapes go: Discord's client
+        shows a backslash before a mark that is neither a letter, a digit nor a space as the
+        mark itself, never as markdown."""
+        return ESCAPED.sub(r"\1", str(message["content"]))
 
     def human_says(
         self,

@@ -465,6 +465,7 @@ async def attended(
 
 @pytest.fixture(scope="module")
 async def attended_claude(
+    agent_clis: dict[str, Path],
     temporal_env: WorkflowEnvironment,
     tmux_socket_dir: Path,
     tmp_path_factory: pytest.TempPathFactory,
@@ -607,8 +608,16 @@ async def start_gemini(
     return pane
 
 
+@pytest.fixture(scope="session")
+async def agent_clis() -> dict[str, Path]:
+    """The real agents' executables by name, installed at their pinned versions. A test that
+    starts a real agent asks for this fixture, directly or through another: that is what marks
+    it `agents` (tests/conftest.py), so a quick run can leave it out."""
+    return {name: await agent_binary(name) for name in _PACKAGES}
+
+
 @pytest.fixture
-async def anthropic() -> AsyncIterator[FakeAnthropic]:
+async def anthropic(agent_clis: dict[str, Path]) -> AsyncIterator[FakeAnthropic]:
     """A scripted Anthropic model on a local port, for one test."""
     model = FakeAnthropic()
     async with model.server:
@@ -622,7 +631,7 @@ async def claude(tmux: Tmux, tmp_path: Path, anthropic: FakeAnthropic) -> Claude
 
 
 @pytest.fixture
-async def responses() -> AsyncIterator[FakeResponses]:
+async def responses(agent_clis: dict[str, Path]) -> AsyncIterator[FakeResponses]:
     """A scripted OpenAI Responses model on a local port, for one test."""
     model = FakeResponses()
     async with model.server:
@@ -630,7 +639,7 @@ async def responses() -> AsyncIterator[FakeResponses]:
 
 
 @pytest.fixture(scope="module")
-async def module_anthropic() -> AsyncIterator[FakeAnthropic]:
+async def module_anthropic(agent_clis: dict[str, Path]) -> AsyncIterator[FakeAnthropic]:
     model = FakeAnthropic()
     async with model.server:
         yield model

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import os
 import uuid
-from collections.abc import Coroutine, Iterator
+from collections.abc import AsyncIterator, Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,6 +18,8 @@ from typing import Any, TypeVar
 import asyncpg
 import pytest
 from sqlalchemy.engine import URL, make_url
+
+from agentcomms.store import Store
 
 PG_URL_ENV = "AGENTCOMMS_TEST_DATABASE_URL"
 
@@ -76,3 +78,11 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
         return
     with temporary_database(os.environ[PG_URL_ENV]) as url:
         yield url
+
+
+@pytest.fixture
+async def store(database_url: str) -> AsyncIterator[Store]:
+    """A store on the test's own database, open for the test."""
+    opened = await Store.open(database_url)
+    yield opened
+    await opened.close()

@@ -113,6 +113,12 @@ async def open_question(
     return str(opened["id"])
 
 
+async def agents_approval(stack: Stack, agent_id: str) -> str | None:
+    """The id of an approval `agentcomms approvals` lists for `agent_id` (None: none yet)."""
+    rows = (await stack.call("approvals"))["approvals"]
+    return next((r["id"] for r in rows if r["agent_id"] == agent_id), None)
+
+
 async def listed_approval(stack: Stack, approval: str) -> str:
     """`approval`, once `agentcomms approvals` lists it: a call coming in finds the requests
     waiting as that list does, in Temporal's visibility, which may lag a moment behind."""

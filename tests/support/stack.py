@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
+import os
 import sys
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -37,11 +38,18 @@ from agentcomms.models import Event
 from agentcomms.store import Store
 from agentcomms.workflow_ids import CALL_WORKFLOW, MAILBOX_WORKFLOW, call_workflow_id, mailbox_id
 from gateway.service import Gateway
+from gateway.socket.caller import Peer
 from tests.support.tmux import Tmux, pane_command, recorder
 from tests.support.waiting import eventually
 from workers.main import build_workers
 
 STACK_KEY = "test-deployment-key-of-the-stacks-in-this-run"
+
+
+def answered_by_this_process() -> str:
+    """Who the records say answered when this process answers through the socket: its user,
+    and its terminal where it has one (read from the connection, never from the request)."""
+    return Peer(os.getpid(), os.getuid(), os.getgid()).said()
 
 
 @dataclass

@@ -1,0 +1,63 @@
+"""The methods the socket serves: those the rooms declare, and nothing else.
+
+A request is served in one order: the method's declaration is found (else `method not found`),
+its params are validated against the declared model (else `invalid params`, naming the field),
+the confinement admits the caller as the declaration says (else `not yours`), and the method
+runs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+from temporalio.service import RPCError
+
+from agentcomms.errors import RpcError
+from gateway.confine import Confinement
+from gateway.protocol import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, describe_validation
+from gateway.socket.caller import Caller
+from gateway.socket.declare import Method, declared
+
+
+def temporal_trouble(address: str, exc: RPCError) -> str:
+    return (
+        f"Temporal at {address} did not answer ({exc.status.name}: {exc.message}); "
+        "`agentcomms status` shows what is running"
+    )
+
+
+class MethodTable:
+    """Every method the rooms declare, served to callers the declarations admit."""
+
+    def __init__(self, confinement: Confinement, temporal_address: str, *rooms: object) -> None:
+        self._confinement = confinement
+        self._temporal = temporal_address
+        self._methods: dict[str, Method] = {}
+        for room in rooms:
+            for method in declared(room):
+                if method.name in self._methods:
+                    raise TypeError(f"socket method {method.name} is declared twice")
+                self._methods[method.name] = method
+
+    def __iter__(self) -> Any:
+        return iter(sorted(self._methods.values(), key=lambda m: m.name))
+
+    def get(self, name: str) -> Method:
+        method = self._methods.get(name)
+        if method is None:
+            known = ", ".join(sorted(self._methods))
+            raise RpcError(METHOD_NOT_FOUND, f"unknown method {name!r}; known: {known}")
+        return method
+
+    async def call(self, name: str, params: dict[str, Any], caller: Caller) -> Any:
+        method = self.get(name)
+        try:
+            parsed = method.params.model_validate(params)
+        except ValidationError as exc:
+            raise RpcError(INVALID_PARAMS, describe_validation(exc)) from None
+        parsed = await self._confinement.admit(method, parsed, caller)
+        try:
+            return await method.run(parsed, caller)
+        except RPCError as exc:  # Temporal itself (a method that can say more has said it)
+            raise RpcError(INTERNAL_ERROR, temporal_trouble(self._temporal, exc)) from None
