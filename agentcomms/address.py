@@ -38,3 +38,24 @@ def server_answers(address: str, timeout: float = 0.5) -> bool:
             return True
     except OSError:
         return False
+
+
+def port_problem(host: str, port: int) -> str | None:
+    """Why a listener could not bind `host`:`port` (another program holds it, or the address is
+    not this machine's), or None when it can. Checked before a server starts, so a port in use
+    is one clear line and not the server's own exit (uvicorn ends the whole process)."""
+    if port == 0:
+        return None  # the system picks a free one
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except OSError as exc:
+        return f"{host} is not an address of this machine ({exc.strerror or exc})"
+    for family, kind, proto, _, where in infos:
+        with socket.socket(family, kind, proto) as probe:
+            # As the servers bind: a port left in TIME_WAIT by our own last run is free.
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind(where)
+            except OSError as exc:
+                return exc.strerror or str(exc)
+    return None

@@ -27,7 +27,7 @@ from temporalio.api.common.v1 import Payloads
 
 from agentcomms.codec import EncryptionCodec, codec_for, codec_origins, codec_token
 from agentcomms.config import TemporalConfig
-from agentcomms.errors import AgentcommsError, ConfigError, PayloadDecryptionError
+from agentcomms.errors import ConfigError, ListenerUnavailable, PayloadDecryptionError
 from agentcomms.http_guard import Doorman, Guard
 
 # Histories are read a page at a time; a payload is at most 2 MB on the dev server.
@@ -137,11 +137,19 @@ class CodecServer:
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
+        from agentcomms.address import port_problem
+
+        problem = await asyncio.to_thread(port_problem, self.host, self.port)
+        if problem is not None:
+            raise ListenerUnavailable(
+                f"the codec server cannot listen on {self.host}:{self.port} ({problem}): set "
+                "temporal.codec_server.host / port"
+            )
         self._task = asyncio.create_task(self._server.serve(), name="codec server")
         while not self._server.started:
             if self._task.done():
                 self._task = None
-                raise AgentcommsError(
+                raise ListenerUnavailable(
                     f"The codec server cannot listen on {self.host}:{self.port} (in use, or not "
                     "an address of this machine); set temporal.codec_server.host / port"
                 )

@@ -26,6 +26,7 @@ from typing import Any
 from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, generate_latest
 
 from agentcomms.address import split_address
+from agentcomms.errors import ListenerUnavailable
 from agentcomms.http_guard import Doorman
 from agentcomms.models import Agent, Event
 
@@ -195,7 +196,13 @@ class MetricsServer:
             def log_message(self, format: str, *args: Any) -> None:
                 pass  # a scrape every 15 s is not news
 
-        self._server = ThreadingHTTPServer((host, port), Handler)
+        try:
+            self._server = ThreadingHTTPServer((host, port), Handler)
+        except OSError as exc:
+            raise ListenerUnavailable(
+                f"metrics cannot listen on {self.address} ({exc.strerror or exc}): set "
+                "metrics.address (or leave it unset for no metrics)"
+            ) from None
         doorman = Doorman(host, self._server.server_address[1], names=self._names)
         self._server.daemon_threads = True
         Thread(target=self._server.serve_forever, name="metrics", daemon=True).start()

@@ -17,10 +17,15 @@ from temporalio.client import Client
 
 from agentcomms.address import is_local, server_answers
 from agentcomms.config import Config
-from agentcomms.errors import StoppedDuringStartup, TemporalUnavailable
+from agentcomms.errors import ListenerUnavailable, StoppedDuringStartup, TemporalUnavailable
 from agentcomms.metrics import MetricsServer, free_loopback_address, temporal_runtime
 from agentcomms.store import Store
-from agentcomms.temporal import DevServer, connect, ensure_search_attributes
+from agentcomms.temporal import (
+    DevServer,
+    connect,
+    end_leftover_dev_servers,
+    ensure_search_attributes,
+)
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +46,8 @@ async def temporal_and_store(
     """Connect to Temporal (starting the embedded dev server when allowed) and open the store."""
     dev: DevServer | None = None
     address = cfg.temporal.address
+    if embed and cfg.temporal.embedded:
+        await asyncio.to_thread(end_leftover_dev_servers, cfg.temporal)
     if not server_answers(address):
         if embed and cfg.temporal.uses_tls():
             # The embedded dev server has no TLS: a TLS address names a cluster of its own.
@@ -67,7 +74,12 @@ async def temporal_and_store(
             metrics = MetricsServer(
                 cfg.metrics.address, sdk_address=sdk_address, names=cfg.server.allowed_hosts
             )
-            metrics.start()
+            try:
+                metrics.start()
+            except ListenerUnavailable as exc:
+                # Another deployment's port: the rest runs, as it does with metrics off.
+                log.warning("%s; going on without metrics", exc)
+                metrics = None
         client = await connect(cfg.temporal, patience_s=5.0, runtime=sdk_runtime)
         if dev is None:
             await ensure_search_attributes(client, cfg.temporal)
@@ -117,9 +129,8 @@ async def keep_dev_server_running(
             code,
             dev.log_path,
         )
-        rt.dev_server = await asyncio.to_thread(
-            DevServer.start, rt.cfg.temporal, headless=dev.ui_url is None
-        )
+        # Stopped while it boots: the server it was booting is stopped too, never left behind.
+        rt.dev_server = await _start_dev_server(rt.cfg, headless=dev.ui_url is None)
         on_restart(rt.dev_server)
 
 
@@ -151,6 +162,8 @@ class StopEvent(asyncio.Event):
         self.cancelled_startup = False
 
     def signal(self) -> None:
+        if self.is_set():
+            return  # a second Ctrl-C: the stop is under way
         self.set()
         if self._starting is not None:
             self._starting.cancel()
@@ -162,12 +175,21 @@ class StopEvent(asyncio.Event):
         return await super().wait()
 
 
+# Without a handler SIGHUP (a closed terminal) would end the process at once, skipping the stop
+# that ends the embedded Temporal server.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
 @asynccontextmanager
 async def stop_signals() -> AsyncIterator[asyncio.Event]:
-    """An event set by Ctrl-C or SIGTERM, installed first so a signal during start-up is not lost."""
+    """An event set by Ctrl-C, SIGTERM or SIGHUP (the terminal closed), installed first so a
+    signal during start-up is not lost. Once set, a second Ctrl-C changes nothing: the stop
+    already under way finishes in order."""
     stop = StopEvent(asyncio.current_task())
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    # `nohup agentcomms up` asked to outlive its terminal: a SIGHUP ignored stays ignored.
+    caught = [s for s in STOP_SIGNALS if signal.getsignal(s) is not signal.SIG_IGN]
+    for sig in caught:
         loop.add_signal_handler(sig, stop.signal)
     try:
         yield stop
@@ -181,7 +203,7 @@ async def stop_signals() -> AsyncIterator[asyncio.Event]:
             "stopped by a signal before start-up finished; nothing was left running"
         ) from None
     finally:
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig in caught:
             loop.remove_signal_handler(sig)
 
 

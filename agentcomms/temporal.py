@@ -310,3 +310,69 @@ class DevServer:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+
+
+def end_leftover_dev_servers(cfg: TemporalConfig, *, patience_s: float = 8) -> list[int]:
+    """End the embedded servers an earlier `up` of this home left running (a stop cut short, a
+    killed `up` whose server outlived it), found by their database file, unless an `up` of this
+    home still runs and owns one. Their pids, after a warning saying so."""
+    from agentcomms.state_file import read_state
+
+    if read_state() is not None:
+        return []
+    found = _dev_servers_on(cfg.dev_db_path())
+    for pid in found:
+        log.warning(
+            "ending the embedded Temporal server (pid %s) an earlier `agentcomms up` left "
+            "running on %s",
+            pid,
+            cfg.dev_db_path(),
+        )
+        _end(pid, patience_s)
+    return found
+
+
+def _dev_servers_on(db_path: Path) -> list[int]:
+    """The `temporal server start-dev` processes of this user whose database is `db_path`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if entry.stat().st_uid != os.getuid():
+                continue
+            args = [
+                a.decode("utf-8", "replace") for a in (entry / "cmdline").read_bytes().split(b"\0")
+            ]
+        except OSError:  # ended meanwhile, or not ours to read
+            continue
+        if (
+            len(args) < 3
+            or Path(args[0]).name != "temporal"
+            or args[1:3] != ["server", "start-dev"]
+        ):
+            continue
+        if "--db-filename" in args[:-1] and args[args.index("--db-filename") + 1] == str(db_path):
+            found.append(int(entry.name))
+    return found
+
+
+def _end(pid: int, patience_s: float) -> None:
+    """SIGTERM, then SIGKILL once `patience_s` passed (it is not our child: watched in /proc)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(pid, signal.SIGTERM)
+        killed, deadline = False, time.monotonic() + patience_s
+        while _running(pid):
+            if time.monotonic() > deadline:
+                if killed:
+                    return  # beyond our reach (uninterruptible): the port check will say so
+                os.kill(pid, signal.SIGKILL)
+                killed, deadline = True, time.monotonic() + 2
+            time.sleep(0.05)
+
+
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False

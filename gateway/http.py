@@ -23,7 +23,7 @@ import uvicorn
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 
-from agentcomms.errors import AgentcommsError
+from agentcomms.errors import ListenerUnavailable
 from agentcomms.http_guard import MAX_WEBHOOK_BODY, Doorman, Guard
 
 log = logging.getLogger(__name__)
@@ -59,6 +59,14 @@ class WebhookServer:
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
+        from agentcomms.address import port_problem
+
+        problem = await asyncio.to_thread(port_problem, self.host, self.port)
+        if problem is not None:
+            raise ListenerUnavailable(
+                f"{self.what} cannot listen on {self.host}:{self.port} ({problem}): set "
+                f"{self._settings}"
+            )
         config = uvicorn.Config(
             self.app,
             host=self.host,
@@ -75,9 +83,9 @@ class WebhookServer:
         while not self._server.started:
             if self._task.done():
                 self._task = None
-                raise AgentcommsError(
-                    f"Cannot listen for {self.what} on {self.host}:{self.port} (in use, or not "
-                    f"an address of this machine); set {self._settings}"
+                raise ListenerUnavailable(
+                    f"{self.what} cannot listen on {self.host}:{self.port} (in use, or not "
+                    f"an address of this machine): set {self._settings}"
                 )
             await asyncio.sleep(0.01)
         if self.port == 0:  # tests: the port the system chose

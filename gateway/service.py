@@ -6,12 +6,14 @@ import asyncio
 import logging
 import os
 import time
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from temporalio.client import Client
 
 from agentcomms.config import Config, host_name
+from agentcomms.errors import ListenerUnavailable
 from agentcomms.models import Channel, Registration, utcnow
 from agentcomms.store import Store
 from agentcomms.trust import DeploymentKey
@@ -121,6 +123,7 @@ class Gateway:
         self.http: WebhookServer | None = None
         self.console: Console | None = None
         self._pruning: asyncio.Task[None] | None = None
+        self._watching: asyncio.Task[None] | None = None
         self.inbound_calls: InboundCalls | None = None
 
     async def start(self) -> None:
@@ -131,23 +134,30 @@ class Gateway:
         routes = self.chat.routes() + self._call_routes()
         if routes:  # only when a provider receives by webhook
             server = self.cfg.server
-            self.http = WebhookServer(
+            http = WebhookServer(
                 server.http_host,
                 server.http_port,
                 routes,
                 public_url=server.public_url,
                 names=server.allowed_hosts,
             )
-            await self.http.start()
+            if await _listening(http.start, "providers' webhooks do not arrive"):
+                self.http = http
         if self.inbound_calls is not None:  # messages whose recordings it was still fetching
             await self.inbound_calls.resume()
+        # Looking at each open approval is a query, which only a polling worker answers; `up`
+        # starts its worker after the gateway, and a restart waited on the last worker's queue
+        # for about 30 s. Nothing at start waits on it: the watch catches up once one polls.
+        self._watching = asyncio.create_task(self._watch_open(), name="open approvals' watch")
+        if self.cfg.console.enabled:
+            await self.start_console()
+        self._pruning = asyncio.create_task(self._prune_audio(), name="audio pruning")
+
+    async def _watch_open(self) -> None:
         try:
             await self.approvals.watch_open()
         except Exception as exc:  # Temporal away: a hook that comes back still closes its own
             log.warning("could not list the approvals still open to watch their deadlines: %s", exc)
-        if self.cfg.console.enabled:
-            await self.start_console()
-        self._pruning = asyncio.create_task(self._prune_audio(), name="audio pruning")
 
     async def start_console(self) -> None:
         """The local web console, on loopback (`console.port`)."""
@@ -163,7 +173,8 @@ class Gateway:
             audio,
             shared_queue=self.cfg.temporal.task_queue,
         )
-        await console.start()
+        if not await _listening(console.start, "the console is not served"):
+            return
         self.console = console
         self.methods.console_address = console.address
 
@@ -232,6 +243,9 @@ class Gateway:
     async def close(self) -> None:
         if self._pruning is not None:
             self._pruning.cancel()
+        if self._watching is not None:
+            self._watching.cancel()
+            await asyncio.gather(self._watching, return_exceptions=True)
         if self.console is not None:
             await self.console.close()
         if self.http is not None:
@@ -250,3 +264,14 @@ class Gateway:
             await asyncio.Event().wait()
         finally:
             await self.close()
+
+
+async def _listening(start: Callable[[], Awaitable[None]], without: str) -> bool:
+    """Start a listener; one that cannot bind its port (another deployment, another program)
+    is one line naming the setting to change, and the gateway goes on without it."""
+    try:
+        await start()
+    except ListenerUnavailable as exc:
+        log.warning("%s; going on without it: %s", exc, without)
+        return False
+    return True

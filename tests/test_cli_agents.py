@@ -172,7 +172,7 @@ async def test_events_follow_prints_new_events_as_they_come(
         await follow.wait()
 
 
-async def test_register_notes_a_pane_that_does_not_exist_yet(
+async def test_register_refuses_a_pane_that_does_not_exist_unless_allowed(
     stack: Stack, tmux: Tmux, tmp_path: Path
 ) -> None:
     home = cli_home(tmp_path, stack)
@@ -180,18 +180,58 @@ async def test_register_notes_a_pane_that_does_not_exist_yet(
     early = await cli(
         home, "agents", "register", agent, "--tmux", "later:0.0", "--socket", tmux.socket
     )
-    assert early.returncode == 0, early.stderr
-    assert f"note: error connecting to {tmux.socket}" in early.stdout  # no server there yet
-    assert "messages wait until the pane exists" in early.stdout
-    assert "another tmux server" not in early.stdout  # the server was named
+    assert early.returncode == 1, early.stdout
+    assert early.stderr.startswith(f"error: nothing registered: the tmux server at {tmux.socket}")
+    assert "--allow-missing registers it anyway" in early.stderr
+    assert not await _has_pane(stack, agent)
+    allowed = await cli(
+        home, "agents", "register", agent, "--tmux", "later:0.0", "--socket", tmux.socket,
+        "--allow-missing",
+    )  # fmt: skip
+    assert allowed.returncode == 0, allowed.stderr
+    assert f"note: error connecting to {tmux.socket}" in allowed.stdout  # no server there yet
+    assert "messages wait until the pane exists" in allowed.stdout
     target = tmux.new_session("later")
+    wrong = await cli(
+        home, "agents", "register", agent, "--tmux", "other:0.0", "--socket", tmux.socket
+    )
+    assert wrong.returncode == 1 and "has no pane other:0.0 (" in wrong.stderr, wrong.stderr
     # Outside tmux and without --socket, the pane of a private server (`tmux -L NAME`) is
-    # looked for on the default one: the note says how to name the right server.
+    # looked for on the default one: the error says how to name the right server.
     unnamed = await cli(home, "agents", "register", agent, "--tmux", target)
-    assert unnamed.returncode == 0, unnamed.stderr
-    assert "(a pane of another tmux server: name it with --socket)" in unnamed.stdout
+    assert unnamed.returncode == 1
+    assert "(a pane of another tmux server: name it with --socket)" in unnamed.stderr
     again = await cli(home, "agents", "register", agent, "--tmux", target, "--socket", tmux.socket)
     assert again.returncode == 0 and "note:" not in again.stdout, again.stdout
+
+
+async def test_register_takes_a_tmux_server_by_its_l_name(stack: Stack, tmp_path: Path) -> None:
+    """`--socket NAME` is the server `tmux -L NAME` starts, in tmux's own socket folder."""
+    home = cli_home(tmp_path, stack)
+    agent = stack.agent_id("named")
+    name = f"ac-{agent}"
+    # The CLI runs without the test's TMUX* variables: tmux's own default folder.
+    socket = Path("/tmp") / f"tmux-{os.getuid()}" / name
+    socket.parent.mkdir(mode=0o700, exist_ok=True)
+    missing = await cli(home, "agents", "register", agent, "--tmux", "s:0.0", "--socket", name)
+    assert missing.returncode == 1
+    assert f"the tmux server {name!r} (`tmux -L {name}`, socket {socket}) has no pane" in (
+        missing.stderr
+    )
+    named = Tmux(socket)
+    named.new_session("s")
+    try:
+        done = await cli(home, "agents", "register", agent, "--tmux", "s:0.0", "--socket", name)
+        assert done.returncode == 0, done.stderr
+        assert f"(tmux server {socket})" in done.stdout
+        await eventually(lambda: _has_pane(stack, agent))
+    finally:
+        named.run("kill-server", check=False)
+
+
+async def _has_pane(stack: Stack, agent: str) -> bool:
+    listed = await stack.call("agents")
+    return any(a["id"] == agent and a["target"] for a in listed["agents"])
 
 
 async def test_send_to_an_agent_without_a_pane_says_why_it_waits(

@@ -398,6 +398,8 @@ async def test_agentcomms_console_alone_runs_the_gateway_that_serves_it(
         AGENTCOMMS_TEMPORAL__TASK_QUEUE=f"tq-{tmp_path.name}",
         AGENTCOMMS_SECURITY__DEPLOYMENT_KEY="a-deployment-key-for-this-test-only-000",
     )
+    nothing = await asyncio.to_thread(run, env, "console", "--url")  # a script never runs one
+    assert nothing.returncode == 1 and "no gateway is running" in nothing.stderr
     proc = _console_process(env)
     try:
         printed = "".join(await asyncio.to_thread(wait_for_line, proc, "Console"))
@@ -409,6 +411,8 @@ async def test_agentcomms_console_alone_runs_the_gateway_that_serves_it(
         # Asked again while that gateway runs, it only prints the address.
         again = await asyncio.to_thread(run, env, "console")
         assert (again.returncode, line[1] in again.stdout) == (0, True), again.stdout
+        bare = await asyncio.to_thread(run, env, "console", "--url")
+        assert (bare.returncode, bare.stdout) == (0, line[1] + "\n")
     finally:
         proc.terminate()
         await asyncio.to_thread(proc.wait, 15)

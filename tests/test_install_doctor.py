@@ -166,3 +166,19 @@ def test_never_list_hooks_an_older_agentcomms_wrote_are_named_until_installed_ag
     gemini.write_text(json.dumps(doc))
     found = {f.name: f for f in _findings(tmp_path)}
     assert found["gemini (user) fail-closed"].fix == "`agentcomms install gemini` again"
+
+
+def test_an_agent_missing_from_path_is_a_warning_with_its_fix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    plan(Target("claude-code", home=tmp_path, argv=(_exe(tmp_path),))).apply()
+
+    version = next(f for f in _findings(tmp_path) if f.name == "claude-code (user) version")
+
+    assert (version.ok, version.warn) == (True, True)  # not broken, not ✓ either
+    assert version.detail.startswith("`claude` is not on PATH: Claude Code cannot be started")
+    assert version.fix == (
+        "install Claude Code (`npm install -g @anthropic-ai/claude-code@latest`) or add its "
+        "folder to PATH"
+    )

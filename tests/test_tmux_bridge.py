@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import shlex
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from agentcomms.bridge import (
     sanitize,
 )
 from agentcomms.bridge import tmux as tmux_bridge
+from agentcomms.bridge.checks import socket_path
 from agentcomms.bridge.probe import LAST_EVENT_OPTION, RECENT_EVENTS_OPTION
 from agentcomms.bridge.sanitize import TRUNCATION_MARKER, truncate
 from agentcomms.bridge.tmux import SEND_KEYS_MAX_CHARS
@@ -623,3 +625,24 @@ def test_adapter_for_tmux_and_unknown_kinds() -> None:
     assert isinstance(adapter_for("tmux"), Adapter)
     with pytest.raises(InvalidTarget, match="known: tmux"):
         adapter_for("carrier-pigeon")
+
+
+@pytest.mark.parametrize(
+    ("given", "tmpdir", "path"),
+    [
+        ("work", None, f"/tmp/tmux-{os.getuid()}/work"),  # as `tmux -L work`
+        ("work", "/run/t", f"/run/t/tmux-{os.getuid()}/work"),
+        ("/srv/tmux.sock", None, "/srv/tmux.sock"),  # as `tmux -S PATH`
+        ("./here.sock", None, str(Path.cwd() / "here.sock")),  # the worker runs elsewhere
+        ("~/t.sock", None, str(Path.home() / "t.sock")),
+    ],
+)
+def test_a_socket_is_a_tmux_l_name_or_a_path(given: str, tmpdir: str | None, path: str) -> None:
+    environ = {"TMUX_TMPDIR": tmpdir} if tmpdir else {}
+
+    assert socket_path(given, environ) == path
+
+
+def test_a_socket_with_control_characters_is_refused() -> None:
+    with pytest.raises(InvalidTarget, match="not a usable tmux socket path"):
+        socket_path("work\n")

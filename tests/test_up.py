@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -370,3 +371,146 @@ def test_the_embedded_servers_log_is_rotated_when_large(
     server.stop()
     assert (home / "temporal.log.1").stat().st_size == MAX_LOG_BYTES + 1  # one old copy kept
     assert 0 < (home / "temporal.log").stat().st_size < MAX_LOG_BYTES  # a fresh one in use
+
+
+@pytest.mark.timeout(90)
+def test_up_goes_on_without_a_listener_whose_port_is_taken(
+    up_env: dict[str, str], silent_listener: socket.socket
+) -> None:
+    """A second deployment on this machine: its console and metrics ports are the first one's.
+    Each is one line naming its setting; the rest runs (it once ended `up` with a bare
+    "[Errno 98] address already in use")."""
+    taken = address_of(silent_listener)
+    port = taken.rpartition(":")[2]
+    env = {**up_env, "AGENTCOMMS_CONSOLE__PORT": port, "AGENTCOMMS_METRICS__ADDRESS": taken}
+    proc = start_up(env)
+    try:
+        printed = "".join(wait_for_line(proc, "Database"))
+        assert run(env, "status").returncode == 0
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=15)
+    finally:
+        stop(proc)
+    assert proc.returncode == 0
+    lines = printed.splitlines()
+    (console,) = [line for line in lines if "console.port" in line]
+    assert f"the console cannot listen on 127.0.0.1:{port} (Address already in use)" in console
+    assert "going on without it" in console
+    (metrics,) = [line for line in lines if "metrics.address" in line]
+    assert f"metrics cannot listen on {taken} (Address already in use)" in metrics
+    assert "Errno 98" not in printed and "Traceback" not in printed
+    assert not re.search(r"^Console\s", printed, re.M)  # no console address to offer
+
+
+def _listening_on(*ports: str) -> list[str]:
+    """The lines of `ss` for listeners on these ports (none: the ports are free)."""
+    shown = subprocess.run(["ss", "-ltnH"], capture_output=True, text=True).stdout.splitlines()
+    return [line for line in shown if any(f":{port} " in line for port in ports)]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(
+    ("piped", "signals"),
+    [
+        (True, [signal.SIGINT]),  # Ctrl-C on `up | tee`: tee dies with it, the pipe breaks
+        (True, [signal.SIGINT, signal.SIGINT]),  # pressed twice
+        (False, [signal.SIGHUP]),  # the terminal closed
+    ],
+    ids=["ctrl-c-tee", "ctrl-c-twice", "sighup"],
+)
+def test_up_stops_everything_whatever_the_terminal_does(
+    up_env: dict[str, str], tmp_path: Path, piped: bool, signals: list[signal.Signals]
+) -> None:
+    home = Path(up_env["AGENTCOMMS_HOME"])
+    log = tmp_path / "up.log"
+    line = f"{AGENTCOMMS} up 2>&1 | tee {log}" if piped else f"exec {AGENTCOMMS} up > {log} 2>&1"
+    # As a terminal runs it: its own process group, which Ctrl-C signals whole; SIGINT not
+    # ignored (a non-interactive shell's background job would ignore it).
+    shell = subprocess.Popen(
+        ["bash", "-c", line],
+        env=up_env,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not (log.exists() and "Database" in log.read_text()):
+            assert shell.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.2)
+        state = json.loads((home / "up.json").read_text())
+        up_pid, temporal_pid = state["pid"], state["temporal_pid"]
+        for sig in signals:
+            os.killpg(shell.pid, sig)
+            time.sleep(0.3)
+        shell.wait(timeout=30)
+        deadline = time.monotonic() + 15
+        while pid_alive(up_pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(shell.pid, signal.SIGKILL)
+    printed = log.read_text()
+    assert not pid_alive(up_pid), printed
+    assert not pid_alive(temporal_pid)
+    temporal_port = up_env["AGENTCOMMS_TEMPORAL__ADDRESS"].rpartition(":")[2]
+    assert _listening_on(temporal_port, up_env["AGENTCOMMS_TEMPORAL__UI_PORT"]) == []
+    assert "restarting it" not in printed  # never started again while stopping
+    assert not (home / "daemon.sock").exists() and not (home / "up.json").exists()
+
+
+@pytest.mark.timeout(120)
+def test_up_ends_the_temporal_server_an_earlier_run_left_behind(
+    up_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentcomms.config import TemporalConfig
+    from agentcomms.temporal import dev_server_args
+
+    home = Path(up_env["AGENTCOMMS_HOME"])
+    home.mkdir(mode=0o700)
+    monkeypatch.setenv("AGENTCOMMS_HOME", str(home))
+    temporal = TemporalConfig(
+        address=up_env["AGENTCOMMS_TEMPORAL__ADDRESS"],
+        ui_port=int(up_env["AGENTCOMMS_TEMPORAL__UI_PORT"]),
+    )
+    # What an `up` killed outright leaves when its server outlived it: no `up`, the server on.
+    left = subprocess.Popen(
+        dev_server_args(temporal, headless=True),
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    proc = None
+    try:
+        deadline = time.monotonic() + 30
+        while not _listening_on(temporal.address.rpartition(":")[2]):
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        proc = start_up(up_env)
+        printed = "".join(wait_for_line(proc, "Database", timeout=60))
+        assert left.wait(timeout=5) is not None  # ended by `up`, before it started its own
+        assert f"ending the embedded Temporal server (pid {left.pid})" in printed
+        assert "embedded dev server" in printed  # its own, which it stops when it stops
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=20)
+    finally:
+        if proc is not None:
+            stop(proc)
+        if left.poll() is None:
+            left.kill()
+            left.wait()
+    assert proc.returncode == 0
+
+
+async def test_a_sighup_ignored_by_nohup_stays_ignored() -> None:
+    from agentcomms.runtime import stop_signals
+
+    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)  # as `nohup` leaves it
+    try:
+        async with stop_signals() as stop:
+            os.kill(os.getpid(), signal.SIGHUP)
+            await asyncio.sleep(0.1)
+            assert not stop.is_set()
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGHUP, previous)

@@ -41,6 +41,13 @@ from agentcomms.agents.install_agents import claude_files, codex_files, gemini_f
 from agentcomms.agents.refusing import fails_closed
 from agentcomms.errors import AgentConfigError
 
+# Where each agent comes from, for the fix when it is missing.
+NPM_PACKAGES: dict[AgentKind, str] = {
+    "claude-code": "@anthropic-ai/claude-code@latest",
+    "codex": "@openai/codex@latest",
+    "gemini": "@google/gemini-cli@latest",
+}
+
 EVENTS: dict[AgentKind, tuple[str, ...]] = {
     "claude-code": tuple(CLAUDE_EVENTS),
     "codex": CODEX_EVENTS,
@@ -54,6 +61,8 @@ class Finding:
     ok: bool
     detail: str
     fix: str | None = None
+    # Worth knowing, not broken (doctor shows "!" and still exits 0).
+    warn: bool = False
 
 
 # The configured never-list for an agent (None: the hooks name no agent): `Config.never_rules`.
@@ -147,7 +156,17 @@ def _version(kind: AgentKind, name: str) -> Finding:
     needed = MIN_VERSIONS[kind]
     found = version_of(kind)
     if found is None:
-        return Finding(name, True, f"`{BINARIES[kind]}` is not on PATH: its version is unknown")
+        # Hooks installed for an agent this shell cannot start: the agent is elsewhere on PATH
+        # (its version unchecked), or missing and nothing will run them.
+        return Finding(
+            name,
+            True,
+            f"`{BINARIES[kind]}` is not on PATH: {AGENT_NAMES[kind]} cannot be started from "
+            "here and its version is unknown",
+            f"install {AGENT_NAMES[kind]} (`npm install -g {NPM_PACKAGES[kind]}`) or add its "
+            "folder to PATH",
+            warn=True,
+        )
     if found < needed:
         return Finding(
             name,

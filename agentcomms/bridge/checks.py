@@ -6,7 +6,9 @@ command, a key name or a format. The config file and the gateway use the same ch
 
 from __future__ import annotations
 
+import os
 import re
+from pathlib import Path
 
 from agentcomms.errors import InvalidTarget
 from agentcomms.models import PaneTarget
@@ -37,6 +39,18 @@ def check_socket(socket: str) -> None:
     """Raise InvalidTarget unless `socket` can be handed to tmux as its -S path."""
     if not socket or _CONTROL.search(socket):
         raise InvalidTarget(f"not a usable tmux socket path: {socket!r}")
+
+
+def socket_path(given: str, environ: dict[str, str] | None = None) -> str:
+    """The socket of the tmux server `given` names: a bare name as ``tmux -L NAME`` means it
+    (``${TMUX_TMPDIR:-/tmp}/tmux-UID/NAME``), anything with a ``/`` as ``tmux -S PATH`` (made
+    absolute: the worker that types runs in another directory)."""
+    check_socket(given)
+    if "/" not in given:
+        env = os.environ if environ is None else environ
+        base = env.get("TMUX_TMPDIR") or "/tmp"
+        return str(Path(base) / f"tmux-{os.getuid()}" / given)
+    return str(Path(given).expanduser().absolute())
 
 
 def check_event_id(event_id: str) -> None:

@@ -14,7 +14,7 @@ from typing import Annotated, Any
 import typer
 
 from agentcomms.cli import app, talk
-from agentcomms.cli.common import console, print_json, run_async
+from agentcomms.cli.common import console, fail, print_json, run_async
 from agentcomms.cli.output import ask
 from agentcomms.config import host_name
 from agentcomms.limits import MAX_MESSAGE_CHARS
@@ -75,10 +75,18 @@ def register(
         typer.Option(
             "--socket",
             "-S",
-            help="tmux socket path. Unset: the server `tmux` reaches from this shell "
-            "(the one you are in, inside tmux), recorded so the worker types into that one.",
+            help="The pane's tmux server: a name as `tmux -L NAME` takes it, or a socket path "
+            "as `tmux -S PATH`. Unset: the server `tmux` reaches from this shell (the one you "
+            "are in, inside tmux), recorded so the worker types into that one.",
         ),
     ] = None,
+    allow_missing: Annotated[
+        bool,
+        typer.Option(
+            "--allow-missing",
+            help="Register a pane that does not exist yet; its messages wait until it does.",
+        ),
+    ] = False,
     interrupt_key: Annotated[
         str, typer.Option("--interrupt-key", help="Key `interrupt` presses: C-c, Escape…")
     ] = "C-c",
@@ -112,10 +120,15 @@ def register(
 
     Example: agentcomms agents register backend --tmux dev:0.1 --interrupt-key Escape
     """
+    given = socket
+    if socket is not None:
+        socket = _socket_path(socket)
     # The gateway's socket is local, so without --host the pane is on this machine: look at it.
     missing = None
     if host is None or host == host_name():
         socket, missing = run_async(_look_at_pane, tmux, socket)
+    if missing and not allow_missing:
+        fail(_not_registered(tmux, given, socket, missing))
     params: dict[str, Any] = {
         "agent_id": agent_id,
         "target": tmux,
@@ -137,6 +150,31 @@ def register(
     if missing:
         summary += f"\n  note: {missing}; messages wait until the pane exists"
     _print_result(result, as_json, summary)
+
+
+def _socket_path(given: str) -> str:
+    from agentcomms.bridge.checks import socket_path
+    from agentcomms.errors import InvalidTarget
+
+    try:
+        return socket_path(given)
+    except InvalidTarget as exc:
+        fail(f"--socket: {exc}")
+
+
+def _not_registered(target: str, given: str | None, socket: str | None, why: str) -> str:
+    """Why a pane that is not there was not registered, and what to do."""
+    if given is not None and given != socket:
+        server = f"the tmux server {given!r} (`tmux -L {given}`, socket {socket})"
+    elif socket is not None:
+        server = f"the tmux server at {socket}"
+    else:
+        server = "the default tmux server"
+    return (
+        f"nothing registered: {server} has no pane {target} ({why}). Start the agent's pane "
+        "first, or name its server with --socket NAME (as `tmux -L NAME`) or --socket PATH; "
+        "--allow-missing registers it anyway, its messages waiting until it exists"
+    )
 
 
 async def _look_at_pane(target: str, socket: str | None) -> tuple[str | None, str | None]:

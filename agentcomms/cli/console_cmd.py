@@ -4,14 +4,25 @@ the gateway itself (which serves the console) in the foreground."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Annotated, Any
+
+import typer
 
 from agentcomms.cli import app
 from agentcomms.cli.common import fail, print_fields, run_async
 
 
 @app.command("console")
-def console_command() -> None:
+def console_command(
+    url_only: Annotated[
+        bool,
+        typer.Option(
+            "--url",
+            help="Print only the address (with its token), for scripts: "
+            '`xdg-open "$(agentcomms console --url)"`; never starts a gateway.',
+        ),
+    ] = False,
+) -> None:
     """Print the local web console's address with its token (open it in a browser).
 
     The gateway serves the console on loopback (`console.port`, 8235). With no gateway
@@ -22,6 +33,8 @@ def console_command() -> None:
     from agentcomms.console_token import with_token
 
     status = run_async(_gateway_status, gateway_socket())
+    if status is None and url_only:
+        fail("no gateway is running to serve the console: start `agentcomms up` first")
     if status is None:
         from agentcomms.cli.run_cmd import _gateway, _load
 
@@ -32,7 +45,10 @@ def console_command() -> None:
             "the running gateway serves no console: set console.enabled to true in the config "
             "(`agentcomms config show` shows it), then restart agentcomms"
         )
-    print_fields([("Console", with_token(status["console"]))])
+    if url_only:
+        print(with_token(status["console"]))
+    else:
+        print_fields([("Console", with_token(status["console"]))])
 
 
 async def _gateway_status(socket: Any) -> dict[str, Any] | None:

@@ -51,6 +51,15 @@ def install(
     uninstall: Annotated[
         bool, typer.Option("--uninstall", help="Remove exactly what install added.")
     ] = False,
+    permission_mode: Annotated[
+        str | None,
+        typer.Option(
+            "--permission-mode",
+            help="Claude Code only: write permissions.defaultMode (default: tools ask through "
+            "agentcomms; auto, Claude Code's own default, keeps approvals in the terminal; "
+            "also acceptEdits, plan, dontAsk, bypassPermissions).",
+        ),
+    ] = None,
 ) -> None:
     """Install agentcomms into an agent: its MCP server (`agentcomms mcp`) and its hooks, which
     tell agentcomms when the agent is ready, busy or waiting on a dialog.
@@ -59,6 +68,9 @@ def install(
     .mcp.json; Codex: config.toml and hooks.json; Gemini CLI: settings.json): your own hooks and
     servers stay, a second run changes nothing, and `--uninstall` removes only what it added.
     The hooks run this agentcomms by its absolute path, so a virtualenv works unactivated.
+
+    Claude Code asks through agentcomms only in some permission modes (it tells which);
+    `--permission-mode default` makes new sessions start in manual mode, where it does.
     """
     from agentcomms.agents.install import AGENT_NAMES, Target, plan
     from agentcomms.ids import check_agent_id
@@ -79,8 +91,13 @@ def install(
         remote_approvals=agent.value == "gemini" and _remote_approvals(agent_id),
         agentcomms_home=_agentcomms_home(),
     )
+    mode = _permission_mode(agent, permission_mode, uninstall=uninstall)
     with user_errors():
         result = plan(target, uninstall=uninstall)
+        if mode is not None:
+            from agentcomms.agents.permission_mode import write_mode
+
+            write_mode(result, mode)
         if not dry_run:
             result.apply()
     name = AGENT_NAMES[target.kind]
@@ -99,6 +116,33 @@ def install(
     else:
         print(f"installed agentcomms into {where}: {files}")
     for note in result.notes:
+        print(f"note: {note}")
+    if agent is AgentKindOption.claude_code and not uninstall:
+        _tell_permission_mode(target.home, target.project)
+
+
+def _permission_mode(agent: AgentKindOption, given: str | None, *, uninstall: bool) -> str | None:
+    """The mode `--permission-mode` asks for, as Claude Code names it; a clear error when it
+    cannot be written."""
+    from agentcomms.agents.permission_mode import check_mode
+
+    if given is None:
+        return None
+    if agent is not AgentKindOption.claude_code:
+        fail(f"--permission-mode is Claude Code's setting; {agent.value} has none to write")
+    if uninstall:
+        fail("--permission-mode writes a setting and --uninstall removes agentcomms: use one")
+    with user_errors():
+        return check_mode(given)
+
+
+def _tell_permission_mode(home: Path, project: Path) -> None:
+    """Where Claude Code's approvals go in each mode, and in the mode it starts in here."""
+    from agentcomms.agents.permission_mode import mode_notes
+
+    with user_errors():
+        notes = mode_notes(home, project)
+    for note in notes:
         print(f"note: {note}")
 
 

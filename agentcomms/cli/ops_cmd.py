@@ -77,9 +77,15 @@ def doctor(as_json: JsonOption = False) -> None:
         print_json({"ok": ok, "checks": [c.as_json() for c in checks]})
     else:
         for c in checks:
-            mark = ("✓", "green") if c.ok else ("✗", "bold red")
+            mark = (
+                ("!", "yellow")
+                if c.ok and c.warn
+                else ("✓", "green")
+                if c.ok
+                else ("✗", "bold red")
+            )
             console.print(styled(mark, f" {shown(c.detail)}"), soft_wrap=True)
-            if not c.ok and c.fix:
+            if (c.warn or not c.ok) and c.fix:
                 console.print(f"    → {shown(c.fix)}", soft_wrap=True)
     if not ok:
         raise typer.Exit(1)

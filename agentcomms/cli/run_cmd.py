@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import re
 import shutil
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
 import typer
@@ -85,9 +86,9 @@ async def _up(cfg: Config, headless: bool) -> None:
             info["temporal_pid"] = server.process.pid
             write_state(info)
 
-        watched = [workers]
+        supervisor = None
         if dev is not None:
-            watched.append(asyncio.create_task(keep_dev_server_running(rt, restarted)))
+            supervisor = asyncio.create_task(keep_dev_server_running(rt, restarted))
         where = "embedded dev server" if dev else "existing server"
         console.print(styled(("agentcomms is up", "bold green"), " — Ctrl-C stops everything"))
         print_fields(
@@ -102,15 +103,19 @@ async def _up(cfg: Config, headless: bool) -> None:
         )
         _note_missing_tmux()
         try:
-            await until_stopped(stop, *watched)
+            await until_stopped(stop, workers, *([supervisor] if supervisor else []))
         finally:
-            console.print("stopping…")
+            # First, so that nothing starts the dev server again while everything stops.
+            if supervisor is not None:
+                await cancel_and_wait(supervisor)
+            _say("stopping…")
+            # Each step runs whatever an earlier one raised: a process left behind is worse.
+            await _each(
+                gateway.close,
+                codec.close if codec is not None else None,
+                lambda: cancel_and_wait(workers),
+            )
             clear_state()
-            await gateway.close()
-            if codec is not None:
-                await codec.close()
-            for task in reversed(watched):
-                await cancel_and_wait(task)
 
 
 async def _start_codec_server(cfg: Config) -> Any:
@@ -118,9 +123,14 @@ async def _start_codec_server(cfg: Config) -> Any:
     if not cfg.temporal.encryption_keys:
         return None
     from agentcomms.codec_server import CodecServer
+    from agentcomms.errors import ListenerUnavailable
 
     server = CodecServer(cfg.temporal)
-    await server.start()
+    try:
+        await server.start()
+    except ListenerUnavailable as exc:  # the UI shows payloads encrypted; the rest runs
+        _note(f"{exc}; going on without it")
+        return None
     return server
 
 
@@ -134,14 +144,45 @@ def _watch_providers(rt: Any, gateway: Any) -> None:
 
 def _note_missing_tmux() -> None:
     if shutil.which("tmux") is None:
-        console.print(
-            styled(
-                ("note:", "yellow"),
-                " tmux is not on PATH, so nothing can be typed into panes; messages wait (agents "
-                "show as unreachable) until it is installed: apt-get install tmux",
-            ),
-            soft_wrap=True,
+        _note(
+            "tmux is not on PATH, so nothing can be typed into panes; messages wait (agents "
+            "show as unreachable) until it is installed: apt-get install tmux"
         )
+
+
+def _note(text: str) -> None:
+    console.print(styled(("note:", "yellow"), f" {text}"), soft_wrap=True)
+
+
+async def _each(*steps: Callable[[], Awaitable[Any]] | None) -> None:
+    """Run every step of a stop, each whatever the others raised (logged)."""
+    import logging
+
+    for step in steps:
+        if step is None:
+            continue
+        try:
+            await step()
+        except asyncio.CancelledError:
+            pass  # the task stopped, as asked
+        except Exception:
+            logging.getLogger(__name__).exception("while stopping")
+
+
+def _say(text: str) -> None:
+    """Print while stopping, when the terminal may be gone: `up | tee log` loses its reader to
+    the same Ctrl-C, and a closed terminal refuses writes. A write that fails must not cut the
+    stop short (rich's console answers a broken pipe with SystemExit), and later ones go
+    nowhere."""
+    import os
+    import sys
+
+    try:
+        print(text, flush=True)
+    except OSError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
 
 
 @app.command()

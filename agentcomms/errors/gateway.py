@@ -14,6 +14,11 @@ class GatewayAlreadyRunning(AgentcommsError):
     """Another gateway answers on the socket."""
 
 
+class ListenerUnavailable(AgentcommsError):
+    """An HTTP listener (webhooks, the console, metrics, the codec server) cannot bind its
+    address: another program holds the port, or the address is not this machine's."""
+
+
 class GatewayError(AgentcommsError):
     """The gateway answered with an error reply."""
 

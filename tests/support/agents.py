@@ -121,8 +121,10 @@ def prepare_claude_home(
     *,
     skip_auto_dialog: bool = True,
     settings: Mapping[str, Any] | None = None,
+    default_mode: str | None = "default",
 ) -> None:
-    """A `HOME` in which Claude Code starts at its prompt in `project`, in manual mode.
+    """A `HOME` in which Claude Code starts at its prompt in `project`, in manual mode (in
+    `default_mode`; None writes none, and Claude Code starts in its own default, auto).
 
     `settings` are merged over the manual-mode settings (``~/.claude/settings.json``)."""
     (home / ".claude").mkdir(parents=True, exist_ok=True)
@@ -135,7 +137,8 @@ def prepare_claude_home(
     if skip_auto_dialog:
         state |= {"hasSeenAutoDefaultNudge": True, "hasSeenAutoDefaultNotice": True}
     (home / ".claude.json").write_text(json.dumps(state, indent=2))
-    user_settings = {"permissions": {"defaultMode": "default"}, **(settings or {})}
+    mode = {"permissions": {"defaultMode": default_mode}} if default_mode else {}
+    user_settings = {**mode, **(settings or {})}
     (home / ".claude" / "settings.json").write_text(json.dumps(user_settings, indent=2))
 
 
@@ -297,19 +300,29 @@ async def start_claude(
     settings: Mapping[str, Any] | None = None,
     env: Mapping[str, str] | None = None,
     setup: Callable[[Path, Path], None] | None = None,
+    default_mode: str | None = "default",
+    until: str | None = None,
 ) -> ClaudePane:
     """Claude Code in session `name` of `tmux`, its HOME and project under `root`, returned at
-    its prompt; or, with ``skip_auto_dialog=False``, showing the first-start auto-mode dialog.
-    When Claude exits the pane keeps a shell, as a person's terminal does. `setup(home, project)`
-    runs once both are prepared, before Claude starts and reads them."""
+    its prompt; or, with ``skip_auto_dialog=False``, showing the first-start auto-mode dialog
+    (`until`: once the screen shows that instead). When Claude exits the pane keeps a shell, as
+    a person's terminal does. `setup(home, project)` runs once both are prepared, before Claude
+    starts and reads them. `default_mode`: see `prepare_claude_home`."""
     claude = await agent_binary("claude")
     home, project = root / "home", root / "project"
-    prepare_claude_home(home, project, skip_auto_dialog=skip_auto_dialog, settings=settings)
+    prepare_claude_home(
+        home,
+        project,
+        skip_auto_dialog=skip_auto_dialog,
+        settings=settings,
+        default_mode=default_mode,
+    )
     if setup is not None:
         setup(home, project)
     target = await _open_pane(tmux, name, project, claude_env(home, model, env), [str(claude)])
     pane = ClaudePane(tmux, target, home, project, model)
-    await pane.wait_for_screen(PROMPT_HINT if skip_auto_dialog else AUTO_MODE_DIALOG, timeout=60)
+    shown = until or (PROMPT_HINT if skip_auto_dialog else AUTO_MODE_DIALOG)
+    await pane.wait_for_screen(shown, timeout=60)
     return pane
 
 
