@@ -151,6 +151,7 @@ class Gateway:
             self.mailbox,
             audio,
             shared_queue=self.cfg.temporal.task_queue,
+            deployment=str(self.cfg.server.socket()),
         )
         await console.start()
         self.console = console
