@@ -10,15 +10,24 @@ from agentcomms.config import Config
 from agentcomms.errors import RpcError
 from agentcomms.models import utcnow
 from agentcomms.store import Store
+from agentcomms.store.records import ChatSender
 from gateway.chat import normalise_code
 from gateway.params import NoParams, PairParams, Params, RevokeSenderParams
 from gateway.protocol import INVALID_PARAMS, NOT_FOUND
 
 
 class SenderMethods:
-    def __init__(self, cfg: Config, store: Store) -> None:
+    def __init__(
+        self,
+        cfg: Config,
+        store: Store,
+        *,
+        admitted: Callable[[ChatSender], Awaitable[dict[str, Any]]] | None = None,
+    ) -> None:
         self._cfg = cfg
         self._store = store
+        # What admitting does on the sender's chat (gateway.admission): told, held messages on.
+        self._admitted = admitted
 
     def methods(self) -> dict[str, tuple[type[Params], Callable[[Any], Awaitable[Any]]]]:
         return {
@@ -46,6 +55,8 @@ class SenderMethods:
                 "gets a new one by writing again)",
             )
         channel = f"{sender.provider}:{sender.chat_id}"
+        # A code is admitted once (it is gone after), so this runs once per admission.
+        released = await self._admitted(sender) if p.confirm and self._admitted else {}
         return {
             "provider": sender.provider,
             "sender_id": sender.sender_id,
@@ -55,6 +66,7 @@ class SenderMethods:
             "agent_id": self._cfg.chat.channels.get(channel),
             "wrote_at": sender.created_at.isoformat() if sender.created_at else None,
             "admitted": p.confirm,
+            **released,
         }
 
     async def senders(self, _: NoParams) -> dict[str, Any]:

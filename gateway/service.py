@@ -16,6 +16,7 @@ from agentcomms.models import Channel, Registration, utcnow
 from agentcomms.store import Store
 from agentcomms.trust import DeploymentKey
 from agentcomms.voice.audio import AudioStore
+from gateway.admission import Admission
 from gateway.agent_hooks import AgentHookMethods
 from gateway.approval_calls import ApprovalCalls
 from gateway.approval_chats import ApprovalChats
@@ -76,7 +77,8 @@ class Gateway:
         )
         self.calls = CallControl(cfg, client, store, self.key)
         self.methods.extend(self.calls.methods())
-        self.methods.extend(SenderMethods(cfg, store).methods())
+        admission = Admission(cfg, store, self.mailbox, self.outbox, self.inbox)
+        self.methods.extend(SenderMethods(cfg, store, admitted=admission.admitted).methods())
         hooks = AgentHookMethods(store, self.mailbox, self.host)
         self.methods.extend(hooks.methods())
         hooks.observers.append(ReplyMirror(cfg, store, self.outbox).agent_did)
