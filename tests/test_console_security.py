@@ -198,6 +198,28 @@ async def test_a_session_replayed_to_another_port_or_revoked_from_the_cli_is_ref
         assert (await http.get(address)).status_code == 200
 
 
+async def test_an_open_pages_stream_ends_with_its_session(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A page left open keeps its stream for days: revoking its session ends that too, and the
+    page, connecting again, finds the door locked."""
+    from gateway.console import app
+
+    monkeypatch.setattr(app, "KEEPALIVE_S", 0.2)  # how soon an idle stream looks again
+    cookies = console_cookies(stack)
+    stream = f"{console_address(stack, token=False)}stream?seq=0"
+    heard = ""
+    async with httpx.AsyncClient(cookies=cookies, timeout=20) as http:
+        async with asyncio.timeout(10), http.stream("GET", stream) as answer:
+            assert answer.status_code == 200
+            async for chunk in answer.aiter_text():
+                heard += chunk
+                if ": still here" in heard and "again" not in heard:
+                    revoke_all()
+        again = await http.get(stream)
+    assert heard.endswith("event: again\ndata: {}\n\n") and again.status_code == 401
+
+
 def _request(cookies: dict[str, str]) -> Request:
     header = "; ".join(f"{k}={v}" for k, v in cookies.items()).encode()
     return Request({"type": "http", "headers": [(b"cookie", header)]})
