@@ -38,7 +38,6 @@ from starlette.routing import Route
 from agentcomms.config import Config, ConsoleConfig, DatabaseConfig
 from agentcomms.models import Agent, utcnow
 from bench.common import free_port, latency_page, machine, summarize, temporal, write_results
-from gateway.console.access import COOKIE
 from gateway.service import Gateway
 
 
@@ -133,7 +132,7 @@ async def main(args: argparse.Namespace) -> None:
                 console = gateway.console
                 assert console is not None
                 await _agents(rt.store, args.agents)
-                cookies = {COOKIE: console.access.cookie_value()}
+                cookies = {console.access.cookie: console.access.open_session()}
                 base = console.address.rstrip("/")
                 asgi = httpx.ASGITransport(app=console.server.app)
                 async with httpx.AsyncClient(transport=asgi, base_url=base, cookies=cookies) as c:

@@ -24,6 +24,7 @@ from gateway.approvals.chat_answers import ChatAnswers
 from gateway.approvals.chat_posts import ApprovalChats
 from gateway.approvals.methods import ApprovalMethods
 from gateway.approvals.phone import ApprovalCalls
+from gateway.chat.admission import Admission
 from gateway.chat.inbox import ChatInbox, ChatTransports
 from gateway.chat.senders import SenderMethods
 from gateway.http import WebhookServer
@@ -89,6 +90,8 @@ class Gateway:
             cfg, store, self.mailbox, self.outbox, on_button=answers.button, on_reply=answers.reply
         )
         self.chat = ChatTransports(cfg, self.inbox)
+        # A sender admitted by `pair` is told so, and what they wrote meanwhile goes on.
+        admission = Admission(cfg, store, self.mailbox, self.outbox, self.inbox)
         urgent = UrgentMessages(cfg, client, self.key)
         self.mailbox.observers.append(urgent.heard)
         self.methods = Methods(
@@ -114,7 +117,7 @@ class Gateway:
             cfg.temporal.address,
             self.methods,
             self.calls,
-            SenderMethods(cfg, store),
+            SenderMethods(cfg, store, admitted=admission.admitted),
             hooks,
             approvals,
             LocalDial(self.phone_menu),
@@ -172,6 +175,7 @@ class Gateway:
             self.mailbox,
             audio,
             shared_queue=self.cfg.temporal.task_queue,
+            deployment=str(self.cfg.server.socket()),
         )
         if not await _listening(console.start, "the console is not served"):
             return

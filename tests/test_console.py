@@ -21,6 +21,7 @@ from agentcomms.voice.audio import AudioStore
 from tests.support.browser import (
     SHOWN_S,
     console_address,
+    console_cookies,
     open_console,
     serving,
 )
@@ -258,11 +259,11 @@ async def test_a_change_needs_the_pages_field_and_the_consoles_own_host(stack: S
     console = stack.gateway.console
     assert console is not None
     bare = console_address(stack, token=False)
-    cookies = {"agentcomms_console": console.access.cookie_value()}
+    cookies = console_cookies(stack)
     send = f"{bare}agents/{agent_id}/send"
     async with httpx.AsyncClient(cookies=cookies) as http:
         page = await http.get(f"{bare}agents/{agent_id}")
-        assert page.status_code == 200 and console.access.cookie_value() not in page.text
+        assert page.status_code == 200 and console.access.token not in page.text
         field = console.access.csrf
         assert field in page.text  # the form's field, which is not the token
         no_field = await http.post(send, data={"message": "no field"})
@@ -278,7 +279,7 @@ async def test_a_change_needs_the_pages_field_and_the_consoles_own_host(stack: S
     # Agents may ask the gateway's status (MCP daemon_status): the address, never the token.
     status = await stack.call("status")
     assert status["console"] == bare
-    assert console.access.cookie_value() not in json.dumps(status)
+    assert console.access.token not in json.dumps(status)
 
 
 async def test_a_card_left_open_on_an_earlier_request_of_the_same_id_answers_nothing(
@@ -297,7 +298,7 @@ async def test_a_card_left_open_on_an_earlier_request_of_the_same_id_answers_not
     console = stack.gateway.console
     assert console is not None
     bare = console_address(stack, token=False)
-    cookies = {"agentcomms_console": console.access.cookie_value()}
+    cookies = console_cookies(stack)
     form = {"csrf": console.access.csrf, "behavior": "allow", "back": "/"}
     async with httpx.AsyncClient(cookies=cookies) as http:
         page = await http.get(bare)
@@ -371,7 +372,7 @@ async def test_a_timeline_items_status_moves_on_in_the_open_page(
 async def test_what_a_request_names_is_never_markup(stack: Stack) -> None:
     console = stack.gateway.console
     assert console is not None
-    cookies = {"agentcomms_console": console.access.cookie_value()}
+    cookies = console_cookies(stack)
     named = "<img src=x onerror=alert(1)>"
     async with httpx.AsyncClient(cookies=cookies) as http:
         missing = await http.get(f"{console_address(stack, token=False)}agents/{named}")
@@ -407,7 +408,9 @@ async def test_agentcomms_console_alone_runs_the_gateway_that_serves_it(
         assert line is not None, printed
         async with httpx.AsyncClient() as http:
             opened = await http.get(line[1])
-        assert opened.status_code == 303 and "agentcomms_console" in opened.cookies
+        port = re.search(r":(\d+)/", line[1])
+        assert port is not None
+        assert opened.status_code == 303 and f"agentcomms_console_{port[1]}" in opened.cookies
         # Asked again while that gateway runs, it only prints the address.
         again = await asyncio.to_thread(run, env, "console")
         assert (again.returncode, line[1] in again.stdout) == (0, True), again.stdout
@@ -502,8 +505,9 @@ async def test_a_page_left_open_comes_back_when_its_stream_is_cut(stack: Stack, 
     assert console is not None
     await open_console(page, stack)
     # The cookie is not the browser session's: a day, or a browser restart, keeps it.
-    cookie = next(c for c in await page.context.cookies() if c["name"] == "agentcomms_console")
-    assert cookie["expires"] > time.time() + 300 * 24 * 3600 and cookie["httpOnly"]
+    name = f"agentcomms_console_{console.server.port}"
+    cookie = next(c for c in await page.context.cookies() if c["name"] == name)
+    assert cookie["expires"] > time.time() + 25 * 24 * 3600 and cookie["httpOnly"]
     await page.evaluate("document.body.dataset.before = '1'")
     # Every open page is told to start over (as when the gateway closes, or the database
     # was away and what changed meanwhile is not known).

@@ -15,7 +15,7 @@ import httpx
 import pytest
 from playwright.async_api import Browser, Page, ViewportSize, expect
 
-from tests.support.browser import SHOWN_S, console_address, open_console
+from tests.support.browser import SHOWN_S, console_address, console_cookies, open_console
 from tests.support.hooks import (
     agents_approval,
     open_question,
@@ -111,7 +111,7 @@ async def test_done_with_nothing_ticked_answers_nothing(stack: Stack, phone: Pag
     # The same without the page's script, and with a box no option has.
     console = stack.gateway.console
     assert console is not None
-    cookies = {"agentcomms_console": console.access.cookie_value()}
+    cookies = console_cookies(stack)
     form = {"csrf": console.access.csrf, "behavior": "answer", "answer_ticked": "1", "tick9": "1"}
     async with httpx.AsyncClient(cookies=cookies) as http:
         posted = await http.post(

@@ -170,9 +170,16 @@ async def test_a_stranger_is_rejected_and_recorded_until_paired(
 
     paired = await stack.call("pair", code=code[1], confirm=True)
     assert paired["provider"] == "discord" and paired["sender_id"] == "999"
+    # What they wrote while waiting reaches the agent now, and the chat is told.
+    await typed(out, line(discord.general, "let me in", "Mallory"))
+    told = await eventually(lambda: discord.sent[1:])
+    assert "You are admitted" in told[0]["content"]
     discord.human_says(discord.general, "thanks", user_id=999, name="Mallory")
-    await typed(out, line(discord.general, "thanks", "Mallory"))
-    assert len(discord.sent) == 1  # no second pairing answer
+    await typed(
+        out,
+        line(discord.general, "let me in", "Mallory") + line(discord.general, "thanks", "Mallory"),
+    )
+    assert len(discord.sent) == 2  # no second pairing answer
 
 
 async def test_reply_and_send_message_arrive_as_references_split_at_2000_characters(

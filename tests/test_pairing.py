@@ -1,6 +1,7 @@
 """Pairing needs the human: `agentcomms pair CODE` shows who the code admits and asks on the
 terminal (`--yes` for scripts); without a terminal and without `--yes` it admits nobody; the
-socket's `pair` admits only when confirmed; `senders` never shows a pending code. Real strangers
+socket's `pair` admits only when confirmed; `senders` never shows a pending code. Once admitted,
+the sender is told on their chat, and what they wrote while waiting is typed then, once. Real strangers
 through python-telegram-bot and Telegram's fake, the real `agentcomms` command (on a real
 pseudo-terminal where it asks), a real gateway and Temporal dev server, real SQLite."""
 
@@ -14,10 +15,13 @@ from pathlib import Path
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
+from agentcomms.errors import GatewayError
+from gateway.chat.admission import admitted_text
 from tests.fakes.telegram import FakeTelegram
 from tests.support.chat import CHAT, connected, with_telegram
 from tests.support.cli import cli, cli_home, cli_on_terminal
-from tests.support.stack import Stack, running_stack
+from tests.support.stack import Stack, recording_pane, running_stack
+from tests.support.tmux import Tmux
 from tests.support.waiting import eventually
 
 MALLORY, TRENT = 999, 998
@@ -107,3 +111,52 @@ async def test_pair_asks_the_human_and_admits_only_on_yes(
     assert scripted.returncode == 0, scripted.stderr
     assert "admitted Trent" in scripted.stdout and PROMPT not in scripted.stderr
     assert await admitted(stack, TRENT)
+
+
+async def test_a_paired_sender_is_told_and_what_they_wrote_while_waiting_is_typed_once(
+    stack: Stack, telegram: FakeTelegram, agent: str, tmux: Tmux, tmp_path: Path
+) -> None:
+    out = await recording_pane(stack, agent, tmux, tmp_path)
+    code = await pairing_code(telegram, MALLORY, "Mallory")  # "let me in"
+    telegram.human_says(MALLORY, "deploy staging, please", first_name="Mallory")
+    await eventually(lambda: _refused(stack, agent, 2))
+    assert out.read_bytes() == b""
+
+    paired = await stack.call("pair", code=code, confirm=True)
+    assert (paired["admitted"], paired["told"], paired["passed_on"]) == (True, True, 2)
+    held = b"[telegram:999 from Mallory] let me in\r[telegram:999 from Mallory] deploy staging, please\r"
+    await eventually(lambda: out.read_bytes() == held, timeout=20)
+    await eventually(lambda: len(telegram.texts_to(MALLORY)) == 2, timeout=20)
+    told = telegram.texts_to(MALLORY)[1]
+    assert told == admitted_text(agent, 2, 2)
+    assert f"reach {agent}" in told and "The 2 messages you sent while you waited" in told
+
+    # The same code again admits nobody and passes nothing on a second time.
+    with pytest.raises(GatewayError, match="no pairing code"):
+        await stack.call("pair", code=code, confirm=True)
+    telegram.human_says(MALLORY, "thanks", first_name="Mallory")
+    await eventually(lambda: out.read_bytes().endswith(b"thanks\r"), timeout=20)
+    assert out.read_bytes() == held + b"[telegram:999 from Mallory] thanks\r"
+    assert len(telegram.texts_to(MALLORY)) == 2
+
+
+async def _refused(stack: Stack, agent: str, count: int) -> bool:
+    events = await stack.store.latest_events(agent, 10)
+    return sum(e.status == "rejected" for e in events) == count
+
+
+@pytest.mark.parametrize(
+    ("mapped", "passed_on", "held", "cut", "says"),
+    [
+        ("backend", 0, 0, False, ["now reach backend."]),
+        ("backend", 1, 1, False, ["The message you sent while you waited reached it now."]),
+        ("backend", 3, 3, True, ["The 3 messages", "longer than 500 characters was cut"]),
+        ("backend", 1, 3, False, ["2 sent while you waited did not", "send them again"]),
+        (None, 0, 2, False, ["not connected to an agent", "chat.channels"]),
+    ],
+)
+def test_what_an_admitted_sender_is_told(
+    mapped: str | None, passed_on: int, held: int, cut: bool, says: list[str]
+) -> None:
+    told = admitted_text(mapped, passed_on, held, cut=cut)
+    assert [s for s in says if s not in told] == [], told

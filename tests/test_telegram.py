@@ -123,8 +123,13 @@ async def test_a_stranger_is_rejected_and_recorded_until_paired_and_again_once_r
 
         paired = await stack.call("pair", code=code[1].lower(), confirm=True)  # any case
         assert paired["sender_id"] == "999" and paired["agent_id"] == agent
+        # What they wrote while waiting reaches the agent now, and they are told.
+        typed = b"[telegram:999 from Mallory] let me in\r[telegram:999 from Mallory] hello??\r"
+        await eventually(lambda: out.read_bytes() == typed)
+        await eventually(lambda: len(telegram.texts_to(stranger)) == 2)
         telegram.human_says(stranger, "thanks", first_name="Mallory")
-        await eventually(lambda: out.read_bytes() == b"[telegram:999 from Mallory] thanks\r")
+        typed += b"[telegram:999 from Mallory] thanks\r"
+        await eventually(lambda: out.read_bytes() == typed)
         senders = (await stack.call("senders"))["senders"]
         assert [s["state"] for s in senders if s["sender_id"] == "999"] == ["allowed"]
 
@@ -133,8 +138,8 @@ async def test_a_stranger_is_rejected_and_recorded_until_paired_and_again_once_r
         late_id = provider_event_id("telegram", stranger, late["message"]["message_id"])
         await eventually(lambda: stack.store.get_event(late_id))
         assert (await stack.store.get_event(late_id)).status == "rejected"  # type: ignore[union-attr]
-        await eventually(lambda: len(telegram.texts_to(stranger)) == 2)  # a new code
-        assert out.read_bytes() == b"[telegram:999 from Mallory] thanks\r"
+        await eventually(lambda: len(telegram.texts_to(stranger)) == 3)  # a new code
+        assert out.read_bytes() == typed
 
 
 async def test_reply_goes_out_after_429_and_500_honouring_retry_after(

@@ -61,7 +61,9 @@ def test_up_embeds_temporal_reports_status_and_stops_everything(up_env: dict[str
         console = re.search(r"Console\s+(http://127\.0\.0\.1:\d+/\?t=\S+)", printed)
         assert console is not None, printed
         opened = httpx.get(console[1], timeout=10)
-        assert opened.status_code == 303 and "agentcomms_console" in opened.cookies
+        port = re.search(r":(\d+)/", console[1])
+        assert port is not None
+        assert opened.status_code == 303 and f"agentcomms_console_{port[1]}" in opened.cookies
         assert httpx.get(console[1].partition("?")[0], timeout=10).status_code == 401
 
         # The worker that `up` runs shows as a poller of this host's queue and the shared one,

@@ -46,8 +46,9 @@ def pair(
     yes: YesOption = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Admit the chat sender who was given CODE, once you have seen who they are: their next
-    messages reach agents."""
+    """Admit the chat sender who was given CODE, once you have seen who they are: they are
+    told on their chat, what they wrote while waiting reaches the agent then, and so do their
+    next messages."""
     who = _gateway("pair", code=code)
     err_console.print(_describe(who), soft_wrap=True)
     if not yes:
@@ -74,6 +75,14 @@ def pair(
         )
     else:
         console.print(f"their messages in {shown(result['channel_id'])} go to {result['agent_id']}")
+    if result.get("held"):
+        console.print(
+            f"{result['passed_on']} of the {result['held']} messages they wrote while waiting "
+            "passed on",
+            soft_wrap=True,
+        )
+    if result.get("told") is False:
+        console.print("note: they could not be told on their chat (see the gateway's log)")
 
 
 def _describe(who: dict[str, Any]) -> str:

@@ -11,6 +11,14 @@ import typer
 from agentcomms.cli import app
 from agentcomms.cli.common import fail, print_fields, run_async
 
+LogoutAllOption = Annotated[
+    bool,
+    typer.Option(
+        "--logout-all",
+        help="End every browser's console session; each opens the printed address again.",
+    ),
+]
+
 
 @app.command("console")
 def console_command(
@@ -22,13 +30,19 @@ def console_command(
             '`xdg-open "$(agentcomms console --url)"`; never starts a gateway.',
         ),
     ] = False,
+    logout_all: LogoutAllOption = False,
 ) -> None:
     """Print the local web console's address with its token (open it in a browser).
 
     The gateway serves the console on loopback (`console.port`, 8235). With no gateway
     running, this runs one in the foreground (Ctrl-C stops it), as `agentcomms gateway` does;
-    `agentcomms up` serves the console too.
+    `agentcomms up` serves the console too. The address opens a session of that console in
+    the browser; `--logout-all` ends every one (a browser you no longer trust, a shared
+    machine), without a restart.
     """
+    if logout_all:
+        _logout_all()
+        return
     from agentcomms.config.reading import gateway_socket
     from agentcomms.console_token import with_token
 
@@ -60,3 +74,16 @@ async def _gateway_status(socket: Any) -> dict[str, Any] | None:
     except (GatewayUnavailable, TimeoutError):
         return None
     return status
+
+
+def _logout_all() -> None:
+    from agentcomms.console_sessions import revoke_all, sessions_path
+
+    try:
+        ended = revoke_all()
+    except OSError as exc:
+        fail(f"cannot end the console's sessions in {sessions_path()}: {exc}")
+    print(
+        f"ended {ended} console session{'s' if ended != 1 else ''}; open the address "
+        "`agentcomms console` prints to use the console again"
+    )

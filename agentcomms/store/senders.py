@@ -8,9 +8,19 @@ from datetime import datetime
 from sqlalchemy import delete, select, update
 from sqlalchemy.engine import Connection
 
+from agentcomms.models import Event
 from agentcomms.store.base import StoreBase
 from agentcomms.store.records import ChatSender, from_row
-from agentcomms.store.schema import ChatSenderRow, PairingCodeRow
+from agentcomms.store.schema import ChatSenderRow, EventRow, PairingCodeRow
+
+# A stranger's messages recorded while their code waited are few (gateway.strangers bounds
+# them per hour); more than this is not a conversation to pass on.
+HELD_MOST = 100
+
+
+def not_allowed(provider: str, sender_id: str) -> str:
+    """Why a message of a sender nobody admitted was refused (the event's ``error``)."""
+    return f"sender {provider}:{sender_id} is not allowed"
 
 
 class ChatSenders(StoreBase):
@@ -96,6 +106,26 @@ class ChatSenders(StoreBase):
             return ChatSender.model_validate(values | {"created_at": row.created_at})
 
         return await self._transact(admit)
+
+    async def held_messages(self, sender: ChatSender, since: datetime) -> list[Event]:
+        """What ``sender`` wrote in their chat since ``since`` that was refused because they were
+        not admitted (recorded, never shown to an agent), oldest first."""
+        stmt = (
+            select(EventRow)
+            .where(
+                EventRow.channel_id == f"{sender.provider}:{sender.chat_id}",
+                EventRow.type == "human_message",
+                EventRow.status == "rejected",
+                EventRow.created_at >= since,
+            )
+            .order_by(EventRow.seq)
+            .limit(HELD_MOST)
+        )
+        async with self._engine.connect() as conn:
+            rows = [from_row(Event, row) for row in await conn.execute(stmt)]
+        refused = not_allowed(sender.provider, sender.sender_id)
+        # In a group chat others write too; a voice note nobody heard was refused for that.
+        return [e for e in rows if e.error == refused]
 
     async def revoke_sender(self, provider: str, sender_id: str, now: datetime) -> bool:
         """Revoke an admitted sender (kept, for the record); True when one was admitted."""

@@ -30,6 +30,7 @@ from agentcomms.models import Event, utcnow
 from agentcomms.outbox_models import receipt_item
 from agentcomms.store import Store
 from agentcomms.store.records import ChatSender
+from agentcomms.store.senders import not_allowed
 from agentcomms.transports import (
     ButtonPress,
     InboundMessage,
@@ -111,7 +112,7 @@ class ChatInbox:
         seen = await self._store.get_event(event_id)
         if seen is not None:
             return InboundResult("duplicate", event_id=event_id, agent_id=seen.agent_id)
-        agent_id, text = await self._route(message)
+        agent_id, text = await self.route(message)
         if not await self._allowed(message):
             return await self._reject(message, event_id, agent_id)
         if self._on_reply is not None and message.voice is None:
@@ -172,10 +173,10 @@ class ChatInbox:
                 reply=f"{agent_id}'s mailbox is full, so this message was not queued. "
                 "Send it again later.",
             )
-        await self._queued_receipt(agent_id, message, event_id)
+        await self.queued_receipt(agent_id, message, event_id)
         return InboundResult("queued", event_id=event_id, agent_id=agent_id)
 
-    async def _route(self, message: InboundMessage) -> tuple[str | None, str]:
+    async def route(self, message: InboundMessage) -> tuple[str | None, str]:
         """The agent a message goes to and the text it gets: ``@agent`` first, then the channel."""
         mapped = self._cfg.chat.channels.get(message.channel_id)
         if mapped is None:
@@ -213,7 +214,7 @@ class ChatInbox:
                         type="system",
                         role="human",
                         status="rejected",
-                        error=f"sender {press.provider}:{press.sender_id} is not allowed",
+                        error=not_allowed(press.provider, press.sender_id),
                         payload={
                             "text": cut(f"pressed a button: {press.data}"),
                             "sender_id": press.sender_id,
@@ -262,7 +263,7 @@ class ChatInbox:
                 type="human_message",
                 role="human",
                 status="rejected",
-                error=f"sender {message.provider}:{message.sender_id} is not allowed",
+                error=not_allowed(message.provider, message.sender_id),
                 payload=_payload(message, cut(message.text)),
                 created_at=now,
             )
@@ -327,7 +328,7 @@ class ChatInbox:
             reply=f"Could not transcribe your voice note: {reason}. Please send it as text.",
         )
 
-    async def _queued_receipt(self, agent_id: str, message: InboundMessage, event_id: str) -> None:
+    async def queued_receipt(self, agent_id: str, message: InboundMessage, event_id: str) -> None:
         item = receipt_item(
             event_id,
             provider=message.provider,

@@ -3,12 +3,14 @@ given, listing who may write, revoking a paired sender."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from agentcomms.config import Config
 from agentcomms.errors import RpcError
 from agentcomms.models import utcnow
 from agentcomms.store import Store
+from agentcomms.store.records import ChatSender
 from gateway.chat.inbox import normalise_code
 from gateway.socket.declare import Human, declare
 from gateway.socket.params import NoParams, PairParams, RevokeSenderParams
@@ -16,9 +18,17 @@ from gateway.socket.protocol import INVALID_PARAMS, NOT_FOUND
 
 
 class SenderMethods:
-    def __init__(self, cfg: Config, store: Store) -> None:
+    def __init__(
+        self,
+        cfg: Config,
+        store: Store,
+        *,
+        admitted: Callable[[ChatSender], Awaitable[dict[str, Any]]] | None = None,
+    ) -> None:
         self._cfg = cfg
         self._store = store
+        # What admitting does on the sender's chat (gateway.chat.admission): told, held messages on.
+        self._admitted = admitted
 
     @declare(Human(decides=True))
     async def pair(self, p: PairParams) -> dict[str, Any]:
@@ -40,6 +50,8 @@ class SenderMethods:
                 "gets a new one by writing again)",
             )
         channel = f"{sender.provider}:{sender.chat_id}"
+        # A code is admitted once (it is gone after), so this runs once per admission.
+        released = await self._admitted(sender) if p.confirm and self._admitted else {}
         return {
             "provider": sender.provider,
             "sender_id": sender.sender_id,
@@ -49,6 +61,7 @@ class SenderMethods:
             "agent_id": self._cfg.chat.channels.get(channel),
             "wrote_at": sender.created_at.isoformat() if sender.created_at else None,
             "admitted": p.confirm,
+            **released,
         }
 
     @declare(Human(decides=True))

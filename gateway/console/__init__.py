@@ -1,7 +1,7 @@
 """The local web console: every agent's live state, its pending approvals and its story, in a
 browser on this machine, served by the gateway (Starlette on uvicorn, loopback only).
 
-:mod:`access` (the token, its cookie, the forms' field), :mod:`feed` (what changed, for every
+:mod:`access` (the token, the sessions it opens, the forms' field), :mod:`feed` (what changed, for every
 open page at once), :mod:`app` (the routes), :mod:`pages` (HTML from ``templates/``); the
 script and styles it ships are in ``static/`` (plain JavaScript, no build step).
 """
@@ -34,9 +34,11 @@ class Console:
         audio: AudioStore,
         *,
         shared_queue: str,
+        deployment: str,
         token: str | None = None,
     ) -> None:
-        self.access = Access(token or console_token())
+        # `deployment` names this gateway (its socket): a session it issued opens no other.
+        self.access = Access(token or console_token(), deployment=deployment)
         self.feed = Feed(store)
         approvals.observers.append(self.feed.approval)
         hosts = HostWatch(mailbox.client, store)
@@ -58,10 +60,11 @@ class Console:
 
     def address_with_token(self) -> str:
         """What a person opens; printed to their terminal, never logged."""
-        return f"{self.address}?t={self.access.cookie_value()}"
+        return f"{self.address}?t={self.access.token}"
 
     async def start(self) -> None:
         await self.server.start()
+        self.access.port = self.server.port
 
     async def close(self) -> None:
         await self.feed.close()

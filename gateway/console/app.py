@@ -33,6 +33,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from agentcomms.approval_models import Behavior
+from agentcomms.console_sessions import SESSION_TTL_S
 from agentcomms.errors import RpcError
 from agentcomms.ids import check_agent_id
 from agentcomms.models import LOCAL_CHANNEL, Event
@@ -44,7 +45,7 @@ from gateway.agents.hosts import HostWatch, hosts_down
 from gateway.approvals.methods import ApprovalMethods
 from gateway.approvals.words import nothing_ticked
 from gateway.console import pages
-from gateway.console.access import COOKIE, CSRF_FIELD, Access
+from gateway.console.access import CSRF_FIELD, Access
 from gateway.console.feed import LATE_SEQS, Change, Feed, with_waiting
 from gateway.messages.methods import agent_json
 from gateway.socket.caller import THE_CONSOLE
@@ -72,10 +73,6 @@ TIMELINE = 100
 CALLS = 50
 # A page's stream says it is alive this often, so proxies and browsers keep it open for days.
 KEEPALIVE_S = 15.0
-# The cookie outlives the browser's session, so a page left open for days, or a browser
-# restarted under it, still has it: 400 days is the longest Chromium keeps one. The token
-# itself ends it (delete console.token and restart).
-COOKIE_MAX_AGE_S = 400 * 24 * 3600
 SENT_WAIT_S = 20.0
 
 Handler = Callable[[Request], Awaitable[Response]]
@@ -160,12 +157,14 @@ class ConsoleApp:
         if given is not None:
             if not self._access.matches(given):
                 return _locked()
-            # The token leaves the address at once: no history entry or page keeps it.
+            # The token leaves the address at once: no history entry or page keeps it. The
+            # cookie outlives the browser's session (a page left open for days, a browser
+            # restarted under it) as long as the session it holds.
             moved = RedirectResponse("/", 303, headers=HEADERS)
             moved.set_cookie(
-                COOKIE,
-                self._access.cookie_value(),
-                max_age=COOKIE_MAX_AGE_S,
+                self._access.cookie,
+                self._access.open_session(),
+                max_age=SESSION_TTL_S,
                 httponly=True,
                 samesite="strict",
                 path="/",
@@ -376,12 +375,14 @@ class ConsoleApp:
         seq = _int(request.query_params.get("seq"))
         since = _time(request.query_params.get("since"))
         return Streaming(
-            self._messages(page, seq, since),
+            self._messages(page, seq, since, lambda: self._access.admitted(request)),
             media_type="text/event-stream",
             headers={**HEADERS, "X-Accel-Buffering": "no"},
         )
 
-    async def _messages(self, page: Shown, seq: int, since: datetime) -> AsyncIterator[str]:
+    async def _messages(
+        self, page: Shown, seq: int, since: datetime, admitted: Callable[[], bool]
+    ) -> AsyncIterator[str]:
         async with self._feed.listen() as changes:
             yield "retry: 1000\n\n"
             # What changed between the page's render and this stream: told again, harmlessly.
@@ -394,6 +395,10 @@ class ConsoleApp:
                 try:
                     change = await asyncio.wait_for(changes.get(), KEEPALIVE_S)
                 except TimeoutError:
+                    if not admitted():
+                        # Its session revoked or ended: the page connects again, and is locked.
+                        yield "event: again\ndata: {}\n\n"
+                        return
                     yield ": still here\n\n"
                     continue
                 if change is None:  # the gateway is closing, or the page fell behind

@@ -98,6 +98,14 @@ def console_address(stack: Stack, *, token: bool = True) -> str:
     return console.address_with_token() if token else console.address
 
 
+def console_cookies(stack: Stack) -> dict[str, str]:
+    """A new session of the stack's console as its cookie, as the printed address leaves it in
+    a browser."""
+    console = stack.gateway.console
+    assert console is not None, "the stack's gateway serves no console"
+    return {console.access.cookie: console.access.open_session()}
+
+
 def keep_console_port(stack: Stack) -> None:
     """The console's port, chosen by the system at start, kept for the gateway's next start (as
     `console.port` keeps it in a person's config): an open page's address stays its own."""
