@@ -14,7 +14,8 @@ import pytest
 
 from agentcomms.agents.install import Target, plan
 from agentcomms.agents.permission_mode import effective_mode, write_mode
-from agentcomms.cli.doctor import Check, _check_permission_modes
+from agentcomms.cli.checks import Check
+from agentcomms.cli.doctor_agents import check_permission_modes
 from agentcomms.config import host_name
 from agentcomms.errors import AgentConfigError
 from agentcomms.models import Agent
@@ -190,11 +191,11 @@ async def test_doctor_names_the_mode_that_keeps_approvals_in_the_terminal(
     (tmp_path / "p").mkdir()
     monkeypatch.chdir(tmp_path / "p")
     checks: list[Check] = []
-    await _check_permission_modes([], checks)
+    await check_permission_modes([], checks)
     assert checks == []  # Claude Code has no agentcomms hooks here: not its business
 
     plan(Target("claude-code", home=tmp_path, project=tmp_path / "p")).apply()
-    await _check_permission_modes([], checks)
+    await check_permission_modes([], checks)
     (auto,) = checks
     assert (auto.ok, auto.warn) == (True, True)
     assert "starts in auto mode" in auto.detail and "stay in the terminal" in auto.detail
@@ -202,13 +203,13 @@ async def test_doctor_names_the_mode_that_keeps_approvals_in_the_terminal(
 
     _write(tmp_path, {LOCAL: _mode("default")})
     checks.clear()
-    await _check_permission_modes([], checks)
+    await check_permission_modes([], checks)
     (manual,) = checks
     assert (manual.ok, manual.warn, manual.fix) == (True, False, None)
 
     _write(tmp_path, {LOCAL: _mode("dontAsk")})
     checks.clear()
-    await _check_permission_modes([], checks)
+    await check_permission_modes([], checks)
     (refusing,) = checks
     assert refusing.warn and refusing.fix == (
         f'set permissions.defaultMode to "default" in {tmp_path / LOCAL}'
@@ -238,7 +239,7 @@ async def test_doctor_reads_the_mode_in_the_directory_of_each_registered_claude(
 
     async def found() -> list[Check] | None:
         checks: list[Check] = []
-        await _check_permission_modes(agents, checks)
+        await check_permission_modes(agents, checks)
         return checks or None
 
     (backend,) = await eventually(found)  # this directory has no agentcomms hooks; sh no Claude

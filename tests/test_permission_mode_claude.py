@@ -13,7 +13,7 @@ from pathlib import Path
 
 from temporalio.testing import WorkflowEnvironment
 
-from agentcomms.cli.doctor import _claude_panes
+from agentcomms.cli.doctor_agents import claude_panes
 from agentcomms.config import host_name
 from agentcomms.models import Agent
 from tests.fakes.anthropic import FakeAnthropic, bash, text
@@ -58,7 +58,7 @@ async def test_after_install_with_default_mode_claudes_approval_reaches_agentcom
             assert AUTO_MODE_DIALOG not in claude.screen()
             # doctor finds this pane running Claude Code, and reads its directory's mode.
             pane = Agent(id="c", target=claude.target, tmux_socket=tmux.socket, host=host_name())
-            assert await _claude_panes([pane]) == [("c", claude.project)]
+            assert await claude_panes([pane]) == [("c", claude.project)]
             agent_id = f"claude-{uuid.uuid4().hex[:6]}"
             await register(stack, agent_id, tmux, claude.target, submit_delay_ms=300)
             human = Attended(stack, claude, agent_id, cli_home(tmp_path, stack))
