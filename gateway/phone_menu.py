@@ -11,10 +11,12 @@ with the calls out.
 
 Each step is a :class:`Prompt` (the words, and what answer it waits for); the phone (Twilio's
 webhooks in :mod:`gateway.inbound_calls`, the local phone's `agentcomms phone --dial` through the
-socket) says it and hands back the answer. A call's progress (who called, whether the PIN was
-right, the requests still to offer) is kept in the projection by the phone's call id
-(:mod:`agentcomms.store.phone_callers`), not in this gateway's memory: each step is a request of
-its own, so a gateway restarted mid-call carries the call on at its next step.
+socket) says it and hands back the answer. A PIN is checked across calls
+(:mod:`gateway.phone_pins`: a number that keys too many wrong ones is locked out for a while).
+A call's progress (who called, whether the PIN was right, the requests still to offer) is kept
+in the projection by the phone's call id (:mod:`agentcomms.store.phone_callers`), not in this
+gateway's memory: each step is a request of its own, so a gateway restarted mid-call carries
+the call on at its next step.
 
 A message may be the caller's last words: hung up on instead of ended with #, Twilio still posts
 its recording, and may do so after it said the call was over. A call that ends while its prompt
@@ -28,7 +30,6 @@ reach the agent shortly, and the phone brings its words later (:meth:`PhoneMenu.
 from __future__ import annotations
 
 import asyncio
-import hmac
 import re
 import uuid
 import weakref
@@ -48,7 +49,9 @@ from agentcomms.voice.models import TurnRecord
 from gateway.approval_calls import answer_by_phone
 from gateway.approval_surfaces.words import asks, heard_on_phone, hidden_on, keys, shown_remotely
 from gateway.approvals import ApprovalMethods
+from gateway.notices import HumanNotices
 from gateway.params import Params
+from gateway.phone_pins import PhonePins
 
 Post = Callable[[Event], Awaitable[str]]
 # How a phone speaks a prompt: the words, and the name to keep their sound under in the audio
@@ -98,6 +101,7 @@ class PhoneMenu:
         self._store = store
         self._approvals = approvals
         self._post = post
+        self._pins = PhonePins(cfg, store, HumanNotices(cfg, store))
         self.audio = AudioStore(cfg.voice.audio_root())
 
     @property
@@ -110,10 +114,13 @@ class PhoneMenu:
         """A call from `number` comes in: the PIN first, unless the phone admitted it already
         (the local phone is the machine's own)."""
         caller = PhoneCaller(number=number, started_at=utcnow())
-        if not admitted:
-            prompt = Prompt("Enter your PIN, then press the pound key.", "pin", "pin")
-        else:
+        if admitted:
             prompt = await self._admit(caller)
+        elif (locked := await self._pins.locked_out(number)) is not None:
+            await self.record_refusal(number, call, locked.why)
+            prompt = _end(locked.words)
+        else:
+            prompt = Prompt("Enter your PIN, then press the pound key.", "pin", "pin")
         return await self._told(call, caller, prompt, speak)
 
     async def answer(
@@ -263,13 +270,10 @@ class PhoneMenu:
     # ---- steps ----------------------------------------------------------------------------------
 
     async def _pin(self, call: str, caller: PhoneCaller, heard: str) -> Prompt:
-        entered = "".join(re.findall(r"\d", heard))
-        pin = self._cfg.voice.inbound.pin
-        if pin is None or not hmac.compare_digest(
-            entered.encode(), pin.get_secret_value().encode()
-        ):
-            await self.record_refusal(caller.number, call, "a wrong PIN")
-            return _end()
+        refused = await self._pins.check(caller.number, heard)
+        if refused is not None:
+            await self.record_refusal(caller.number, call, refused.why)
+            return _end(refused.words)
         return await self._admit(caller)
 
     async def _admit(self, caller: PhoneCaller) -> Prompt:

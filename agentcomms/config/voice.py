@@ -30,7 +30,8 @@ class InboundConfig(Section):
     """Calls you place to the deployment's Twilio number (its "A call comes in" webhook:
     server.public_url + /webhooks/twilio/voice; its "Call status changes": the same + /status,
     which ends a call hung up mid-menu). A caller id can be spoofed, so a caller must be listed
-    and key or say the PIN."""
+    and key or say the PIN; wrong PINs are counted across calls, and a number that keys too
+    many is locked out for a while."""
 
     allowed_callers: list[str] = Field(
         default_factory=list,
@@ -38,6 +39,19 @@ class InboundConfig(Section):
     )
     pin: SecretStr | None = Field(
         default=None, description='4 to 12 digits, from the environment: "${AGENTCOMMS_PIN}"'
+    )
+    pin_tries: int = Field(
+        default=3,
+        ge=1,
+        le=100,
+        description="wrong PINs in a row from one number, across its calls, before the number "
+        "is locked out (the right PIN starts the count again)",
+    )
+    pin_lockout_s: float = Field(
+        default=1800,
+        gt=0,
+        description="how long a number is locked out after pin_tries wrong PINs: its calls are "
+        "told so and asked for no PIN, and the human is told in their chats",
     )
 
     @field_validator("allowed_callers")

@@ -245,4 +245,16 @@ class PhoneRecordingRow(Base):
     updated_at: Mapped[datetime]
 
 
+class PhonePinRow(Base):
+    """Wrong PINs keyed at the phone menu from one number, across its calls (each call gets one
+    try, so a guesser simply calls again): past a few, the number is locked out for a while."""
+
+    __tablename__ = "phone_pins"
+
+    number: Mapped[str] = mapped_column(String(64), primary_key=True)  # the caller's number
+    failures: Mapped[int] = mapped_column(Integer)  # since the right PIN or the last lockout
+    locked_until: Mapped[datetime | None]
+    updated_at: Mapped[datetime]
+
+
 metadata = Base.metadata
