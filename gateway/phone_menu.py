@@ -39,7 +39,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, StringConstraints
 
+from agentcomms.approval_models import ApprovalRequest
 from agentcomms.config import Config
+from agentcomms.config.voice import LOCAL_PHONE
 from agentcomms.ids import new_event_id
 from agentcomms.models import ACTIVE_STATUSES, CallRecord, CallStatus, Event, utcnow
 from agentcomms.store import Store
@@ -278,8 +280,16 @@ class PhoneMenu:
 
     async def _admit(self, caller: PhoneCaller) -> Prompt:
         caller.admitted = True
-        caller.pending = [v.request.id for v in await self._approvals.open_views()]
+        caller.pending = list(await self._heard(caller))
         return self._menu_prompt(caller, "")
+
+    async def _heard(self, caller: PhoneCaller) -> dict[str, ApprovalRequest]:
+        """The open requests this caller's phone hears, by id: those of agents that name it
+        among their approvers, or name none (the PIN says who calls, not whose requests they
+        may decide)."""
+        views = await self._approvals.open_views()
+        hears = self._cfg.phone_hears
+        return {v.request.id: v.request for v in views if hears(v.request.agent_id, caller.number)}
 
     def _menu_prompt(self, caller: PhoneCaller, before: str) -> Prompt:
         count = len(caller.pending)
@@ -303,7 +313,7 @@ class PhoneMenu:
 
     async def _offer(self, caller: PhoneCaller, before: str) -> Prompt:
         """The next pending request, or the menu when none is left."""
-        pending = {v.request.id: v.request for v in await self._approvals.open_views()}
+        pending = await self._heard(caller)
         caller.pending = [i for i in caller.pending if i in pending]
         if not caller.pending:
             return self._menu_prompt(caller, before + "No more requests. ")
@@ -323,7 +333,7 @@ class PhoneMenu:
         choice = heard_on_phone(view.request, heard) if view is not None else None
         if choice is None:
             return await self._offer(caller, "Skipped. ")
-        told = await answer_by_phone(self._approvals, approval_id, choice, caller.number)
+        told = await answer_by_phone(self._cfg, self._approvals, approval_id, choice, caller.number)
         return await self._offer(caller, f"{told} ")
 
     def _agents(self) -> list[str]:
@@ -438,7 +448,7 @@ class LocalDial:
 
     async def phone_dial(self, _: DialParams) -> dict[str, Any]:
         call = f"local-{uuid.uuid4().hex}"
-        prompt = await self._menu.start(call, "the local phone", admitted=True)
+        prompt = await self._menu.start(call, LOCAL_PHONE, admitted=True)
         return {"call": call, **asdict(prompt)}
 
     async def phone_dial_answer(self, p: DialAnswerParams) -> dict[str, Any]:

@@ -11,6 +11,22 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from agentcomms.config.home import agentcomms_home
 from agentcomms.config.section import Section
 
+# How the local phone (`agentcomms phone`, `phone --dial`) is named where a phone's number would
+# be: the calls it places and answers, who answered a request; as an approver, phone:local.
+LOCAL_PHONE = "the local phone"
+_E164 = r"\+[1-9]\d{6,14}"
+
+
+def phone_approver(phone: str) -> str:
+    """The approver a phone is in ``agents.ID.approvers``: phone:NUMBER, or phone:local."""
+    return "phone:local" if phone == LOCAL_PHONE else f"phone:{phone}"
+
+
+def is_phone_approver(approver: str) -> bool:
+    """Whether `approver` names a phone well: phone:local, or phone: and an E.164 number."""
+    provider, _, phone = approver.partition(":")
+    return provider == "phone" and (phone == "local" or re.fullmatch(_E164, phone) is not None)
+
 
 class PhoneConfig(Section):
     """Where calls go: Twilio once its account is set, else the local phone (`agentcomms phone`)."""
@@ -58,7 +74,7 @@ class InboundConfig(Section):
     @classmethod
     def _e164(cls, value: list[str]) -> list[str]:
         for number in value:
-            if not re.fullmatch(r"\+[1-9]\d{6,14}", number):
+            if not re.fullmatch(_E164, number):
                 raise ValueError(f"expected a number as +15551234567 (E.164), not {number!r}")
         return value
 
