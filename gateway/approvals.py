@@ -38,6 +38,7 @@ from agentcomms.config import Config
 from agentcomms.errors import RpcError
 from agentcomms.escalation_models import Escalation, QuietHours, Rung
 from agentcomms.models import utcnow
+from agentcomms.store import Store
 from agentcomms.trust import DeploymentKey
 from gateway.agent_hooks import AgentHookMethods, PaneId
 from gateway.approval_asks import QUESTION_CHARS, QUESTION_TOOL, asked_with, shown_visibly
@@ -51,6 +52,7 @@ from gateway.approval_surfaces.words import (
     reply_with,
     shown_remotely,
 )
+from gateway.budget import Budgets
 from gateway.hook_decision import hook_decision
 from gateway.params import AgentId, Params
 from gateway.protocol import INVALID_PARAMS, NOT_FOUND
@@ -102,8 +104,10 @@ class ApprovalMethods:
         key: DeploymentKey,
         hooks: AgentHookMethods,
         chats: ApprovalChats,
+        store: Store,
     ) -> None:
         self._cfg = cfg
+        self._budgets = Budgets(cfg, store)
         self._chats = chats
         self._key = key
         self._hooks = hooks
@@ -132,6 +136,11 @@ class ApprovalMethods:
         # Only what the agent offered for this session: "allow for this session" never widens
         # the agent's settings on disk.
         session = [s for s in p.permission_suggestions if s.get("destination") == "session"]
+        # One ladder's worth of the agent's budget, however many questions the tool asks; past
+        # it the request still reaches the chats, the console and the terminal.
+        refused = await self._budgets.ladder_refusal(agent_id)
+        if refused is not None:
+            log.warning("%s asks to use %s without a ladder: %s", agent_id, p.tool_name, refused)
         ids = []
         tool = shown_visibly(p.tool_name, 200)
         for one in asked_with(p.tool_name, p.tool_input):
@@ -150,17 +159,18 @@ class ApprovalMethods:
                 options=one.options,
                 multi=one.multi,
             )
-            ids.append(await self._open(request))
+            ids.append(await self._open(request, ladder=refused is None))
         asked = (agent_id, p.tool_name, _as_reported(p.tool_name, p.tool_input))
         self._waiting.update(dict.fromkeys(ids, asked))
         timeout_s = self._cfg.approvals.timeout_s
-        return {"id": ids[0], "ids": ids, "agent_id": agent_id, "timeout_s": timeout_s}
+        opened = {"id": ids[0], "ids": ids, "agent_id": agent_id, "timeout_s": timeout_s}
+        return opened if refused is None else {**opened, "note": f"no ladder: {refused}"}
 
-    async def _open(self, unsigned: ApprovalRequest) -> str:
+    async def _open(self, unsigned: ApprovalRequest, *, ladder: bool) -> str:
         for _ in range(ID_TRIES):
             request = self._key.sign_approval(unsigned.model_copy(update={"id": new_approval_id()}))
             try:
-                await self._approvals.open(request, self._escalation(request))
+                await self._approvals.open(request, self._escalation(request) if ladder else None)
             except WorkflowAlreadyStartedError:
                 continue  # a short id is taken now and then: draw another
             self._chats.announce(request)

@@ -28,6 +28,7 @@ from agentcomms.store import Store
 from agentcomms.store.engine import display_url
 from agentcomms.temporal import pollers
 from agentcomms.workflow_ids import host_task_queue
+from gateway.budget import BILLED_TEXTS, Budgets
 from gateway.chat import ChatTransports
 from gateway.hosts import HostWatch, hosts_down
 from gateway.params import (
@@ -348,6 +349,8 @@ class Methods:
             )
         assert self._outbox is not None, "a gateway serving chat has an outbox"
         agent_id = p.agent_id or "default"
+        if provider in BILLED_TEXTS:  # each one is billed: counted against the agent's budget
+            await Budgets(self._cfg, self._store).spend(agent_id, "texts")
         event = _reply_event(p, provider, chat_id)
         item = OutboxItem(
             id=event.id,

@@ -82,7 +82,7 @@ class Gateway:
         hooks.observers.append(ReplyMirror(cfg, store, self.outbox).agent_did)
         self.approval_chats = ApprovalChats(cfg, store)
         self.approvals = approvals = ApprovalMethods(
-            cfg, client, self.key, hooks, self.approval_chats
+            cfg, client, self.key, hooks, self.approval_chats, store
         )
         self.methods.extend(approvals.methods())
         answers = ChatAnswers(
@@ -101,7 +101,7 @@ class Gateway:
         # What a human who calls in hears: through Twilio, or the local phone's --dial.
         self.phone_menu = PhoneMenu(cfg, store, approvals, post=self.mailbox.post)
         self.methods.extend(LocalDial(self.phone_menu).methods())
-        urgent = UrgentMessages(cfg, client, self.key)
+        urgent = UrgentMessages(cfg, client, self.key, store)
         self.methods.on_urgent = urgent.sent
         self.mailbox.observers.append(urgent.heard)
         # A request that acts for an agent gets only what is that agent's own.

@@ -24,6 +24,7 @@ from pydantic import (
 from agentcomms.address import DEFAULT_ADDRESS
 from agentcomms.agents.never import rule_problem
 from agentcomms.bridge.fields import InterruptKey, TmuxSocket, TmuxTarget
+from agentcomms.config.budget import Budget
 from agentcomms.config.chat import ChatConfig
 from agentcomms.config.home import agentcomms_home, default_socket
 from agentcomms.config.section import AgentIdKey, Section
@@ -342,6 +343,7 @@ class AgentConfig(Section):
     never_sleep: bool = Field(
         default=False, description="quiet hours hold none of this agent's escalations"
     )
+    budget: Budget | None = Field(default=None, description="replaces budget for this agent")
 
 
 class LoggingConfig(Section):
@@ -434,6 +436,7 @@ class Config(Section):
         description="{from, to, tz}: a ladder's rungs past the first wait for the end of these "
         "hours (an urgent message and a never_sleep agent excepted)",
     )
+    budget: Budget = Budget()
     agents: dict[AgentIdKey, AgentConfig] = Field(default_factory=dict)
     chat: ChatConfig = ChatConfig()
     voice: VoiceConfig = VoiceConfig()

@@ -182,8 +182,9 @@ class SpentRow(Base):
 
 
 class StrangerCountRow(Base):
-    """How much the strangers of one hour cost so far (recorded rows, pairing answers), by key:
-    kept here so a restarted gateway does not start them again."""
+    """How much the strangers of one hour cost so far (recorded rows, pairing answers), and
+    each agent's spending of its budget (``budget:calls:AGENT``…), by key: kept here so a
+    restarted gateway does not start them again."""
 
     __tablename__ = "stranger_counts"
 
