@@ -5,7 +5,8 @@ gateway signed, started when the gateway opened it: anyone else's workflow, an a
 a copy started again later (or again at once, in another run: each rung fires in one run, as
 the projection records) texts and rings nobody. What it sends and where come from the signed
 ladder and the config (the human's number is the config's, never the request's). A rung the
-config cannot serve (no SMS set up, no chat mapped) is skipped, with the reason, for `trace`.
+config cannot serve (no SMS set up, no chat mapped, a phone that is not one of the agent's
+approvers) is skipped, with the reason, for `trace`.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from ulid import ULID
 
 from agentcomms import errors
 from agentcomms.config import Config
+from agentcomms.config.voice import LOCAL_PHONE, phone_approver
 from agentcomms.errors import ConfigError, SendRefused
 from agentcomms.escalation_models import (
     AnswerCheck,
@@ -121,6 +123,16 @@ class EscalationActivities:
             system, number = call_system(self._cfg)
         except ConfigError as exc:
             return RungResult(fired=False, detail=f"skipped: {exc}")
+        phone = number or LOCAL_PHONE
+        agent_id = escalation.agent_id
+        if escalation.kind == "approval" and not self._cfg.phone_hears(agent_id, phone):
+            # The call would say the request to whoever answers that phone, and take its keys.
+            return RungResult(
+                fired=False,
+                detail=f"skipped: {phone} is not one of {agent_id}'s approvers (add "
+                f'"{phone_approver(phone)}" to agents.{agent_id}.approvers for its requests '
+                "to ring it)",
+            )
         voice = self._cfg.voice
         digest = hashlib.sha256(
             f"agentcomms/rung/v1\0{escalation.kind}\0{escalation.subject_id}\0{step.rung}".encode()

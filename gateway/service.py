@@ -72,7 +72,7 @@ class Gateway:
         panes = PaneAgents(store, self.host)
         self.approval_chats = ApprovalChats(cfg, store)
         self.approvals = approvals = ApprovalMethods(
-            cfg, client, self.key, panes, self.approval_chats
+            cfg, client, self.key, panes, self.approval_chats, store
         )
         # A tool that ran answers its approval; a turn's reply goes back to its chat.
         mirror = ReplyMirror(cfg, store, self.outbox)
@@ -92,7 +92,7 @@ class Gateway:
         self.chat = ChatTransports(cfg, self.inbox)
         # A sender admitted by `pair` is told so, and what they wrote meanwhile goes on.
         admission = Admission(cfg, store, self.mailbox, self.outbox, self.inbox)
-        urgent = UrgentMessages(cfg, client, self.key)
+        urgent = UrgentMessages(cfg, client, self.key, store)
         self.mailbox.observers.append(urgent.heard)
         self.methods = Methods(
             cfg,

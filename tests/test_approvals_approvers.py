@@ -1,9 +1,10 @@
 """Who may answer an approval from a chat: by default every allowed sender in a chat mapped to
-the agent; `agents.ID.approvers` narrows that. Anyone else's press changes nothing, is told so,
+the agent; `agents.ID.approvers` narrows that (and names the phones that hear its requests). Anyone else's press changes nothing, is told so,
 and is recorded with the strangers (a rejected system event naming why)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from pydantic import ValidationError
 from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.config import AgentConfig, Config
+from agentcomms.config.voice import LOCAL_PHONE
 from agentcomms.models import Event
 from tests.fakes.telegram import FakeTelegram
 from tests.support.chat import CHAT, connected, with_telegram
@@ -116,3 +118,34 @@ def test_approvers_are_checked_when_the_config_is_read() -> None:
     with pytest.raises(ValidationError, match="'sms' is not an approver"):
         AgentConfig(target="dev:0.1", approvers=["sms"])
     assert AgentConfig(target="dev:0.1", approvers=[]).approvers == []
+
+
+def test_phone_approvers_are_checked_when_the_config_is_read() -> None:
+    for wrong in ("phone:5551234567", "phone:", "phone", "phone:+1555123456789012"):
+        with pytest.raises(ValidationError, match=re.escape(f"'{wrong}' is not a phone")):
+            AgentConfig(target="dev:0.1", approvers=[wrong])
+    listed = ["phone:+15551234567", "phone:local", "telegram:456"]
+    assert AgentConfig(target="dev:0.1", approvers=listed).approvers == listed
+
+
+HUMAN_PHONE = "+15551234567"
+OTHER_PHONE = "+15557654321"
+# An agent's approvers, then which phones hear and answer its requests: the caller's number
+# (or the number the ladder rings), and the local phone.
+PHONE_HEARS: list[tuple[list[str] | None, dict[str, bool]]] = [
+    (None, {HUMAN_PHONE: True, OTHER_PHONE: True, LOCAL_PHONE: True}),
+    ([], {HUMAN_PHONE: False, OTHER_PHONE: False, LOCAL_PHONE: False}),
+    ([f"sms:{HUMAN_PHONE}", "telegram:456"], {HUMAN_PHONE: False, LOCAL_PHONE: False}),
+    ([f"phone:{HUMAN_PHONE}"], {HUMAN_PHONE: True, OTHER_PHONE: False, LOCAL_PHONE: False}),
+    (["phone:local"], {HUMAN_PHONE: False, LOCAL_PHONE: True}),
+]
+
+
+@pytest.mark.parametrize(("approvers", "hears"), PHONE_HEARS)
+def test_a_phone_hears_the_requests_of_agents_that_list_it_or_list_no_one(
+    approvers: list[str] | None, hears: dict[str, bool]
+) -> None:
+    cfg = Config(agents={"backend": AgentConfig(target="dev:0.1", approvers=approvers)})
+    assert {phone: cfg.phone_hears("backend", phone) for phone in hears} == hears
+    # An agent the config does not name has no approvers: every phone hears it.
+    assert cfg.phone_hears("elsewhere", OTHER_PHONE)

@@ -309,6 +309,7 @@ def test_end_to_end_init_validate_show(home: Path) -> None:
             "escalation": None,
             "quiet_hours": None,
             "never_sleep": False,
+            "budget": None,
         }
     }
     assert SECRET not in show.stdout + show.stderr

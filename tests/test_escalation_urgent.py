@@ -93,7 +93,7 @@ async def urgent(
         ):
             # Stamped with the test server's clock, which earlier tests skipped ahead.
             clock = await time_skipping_env.get_current_time()
-            yield UrgentMessages(cfg, client, key, clock=lambda: clock), twilio, told
+            yield UrgentMessages(cfg, client, key, store, clock=lambda: clock), twilio, told
             # Let every run end while its worker is here (a call a rung placed rings on): the
             # test server's clock stalls behind a workflow task nobody polls for.
             await time_skipping_env.sleep(3600)

@@ -1,6 +1,7 @@
 """What the projection remembers against restarts, on a real database (SQLite, and PostgreSQL
 when one is configured): signed inputs used once, strangers' hourly counts, what a mailbox
-started afresh reads back, and which chat message shows which approval."""
+started afresh reads back, which chat message shows which approval, and wrong PINs counted
+across calls."""
 
 from __future__ import annotations
 
@@ -9,9 +10,12 @@ import sqlite3
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
+
 from agentcomms.models import Agent
 from agentcomms.store import Store
 from agentcomms.store.approval_posts import POSTS_KEPT, ApprovalPost
+from agentcomms.store.guards import WrongPin
 from tests.support.events import message
 
 NOW = datetime(2026, 12, 2, 5, 0, tzinfo=UTC)
@@ -96,6 +100,68 @@ async def test_stranger_counts_stop_at_the_first_limit_and_count_nothing_then(
     assert await store.take_stranger_cost(7, {"rows": 3}) is None
     # A new hour starts again, and the hours long gone are dropped.
     assert await store.take_stranger_cost(9, limits) is None
+
+
+CALLER = "+15557654321"
+LOCKOUT = timedelta(minutes=30)
+
+
+def _at(minutes: float) -> datetime:
+    return NOW + timedelta(minutes=minutes)
+
+
+# (minutes after NOW, what happens: "wrong" or "right" PIN, or "asks" whether it is locked out),
+# then what the store answers: a WrongPin, or for "asks" the lockout's end (None: not locked).
+PIN_STORIES: dict[str, list[tuple[float, str, WrongPin | datetime | None]]] = {
+    "the third wrong PIN in a row locks the number out, once": [
+        (0, "wrong", WrongPin(1, None)),
+        (1, "wrong", WrongPin(2, None)),
+        (2, "asks", None),
+        (3, "wrong", WrongPin(3, _at(33), locked_now=True)),
+        (4, "asks", _at(33)),
+        # Asked before the lockout began, a call keys another: counted no more, locked still.
+        (5, "wrong", WrongPin(0, _at(33))),
+        (32, "asks", _at(33)),
+    ],
+    "the lockout ends, and the count starts afresh": [
+        (0, "wrong", WrongPin(1, None)),
+        (1, "wrong", WrongPin(2, None)),
+        (2, "wrong", WrongPin(3, _at(32), locked_now=True)),
+        (32, "asks", None),
+        (33, "wrong", WrongPin(1, None)),
+        (34, "wrong", WrongPin(2, None)),
+        (35, "wrong", WrongPin(3, _at(65), locked_now=True)),
+    ],
+    "the right PIN forgets the wrong ones before it": [
+        (0, "wrong", WrongPin(1, None)),
+        (1, "wrong", WrongPin(2, None)),
+        (2, "right", None),
+        (3, "wrong", WrongPin(1, None)),
+        (4, "wrong", WrongPin(2, None)),
+        (5, "asks", None),
+    ],
+    "a day without a wrong PIN forgets the ones before": [
+        (0, "wrong", WrongPin(1, None)),
+        (1, "wrong", WrongPin(2, None)),
+        (1 + 24 * 60 + 1, "wrong", WrongPin(1, None)),
+    ],
+}
+
+
+@pytest.mark.parametrize("story", list(PIN_STORIES))
+async def test_wrong_pins_are_counted_across_calls_by_number(store: Store, story: str) -> None:
+    for minutes, what, expected in PIN_STORIES[story]:
+        now = _at(minutes)
+        if what == "wrong":
+            got: object = await store.wrong_pin(CALLER, now, tries=3, lockout=LOCKOUT)
+        elif what == "right":
+            await store.right_pin(CALLER)
+            got = None
+        else:
+            got = await store.pin_locked_until(CALLER, now)
+        assert got == expected, f"{story}: at +{minutes} min, {what}"
+    # Another number's PINs were never this one's business.
+    assert await store.pin_locked_until("+15550001111", _at(4)) is None
 
 
 async def test_a_mailbox_started_afresh_reads_back_the_newest_pane_and_recent_deliveries(

@@ -102,6 +102,9 @@ _COMMENTS: dict[tuple[str, ...], str] = {
     '"postgresql+asyncpg://user:${PGPASSWORD}@host/agentcomms".',
     ("mailbox",): "What may wait for one agent whose pane cannot take it yet; past a limit a "
     "send is refused with the reason (an accepted message is never dropped).",
+    ("budget",): "What each agent may spend in an hour: calls placed, SMS and WhatsApp "
+    "messages sent, escalation ladders that text or call; past it a request is refused with "
+    "the reason. agents.ID.budget replaces it for one agent.",
     ("agents",): "Agents registered at start, by id, e.g. "
     '"backend": {"target": "dev:0.1"} types into tmux pane dev:0.1. max_chars cuts longer '
     "text (visibly); max_pending and max_pending_bytes override the mailbox limits.",

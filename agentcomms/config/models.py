@@ -24,10 +24,11 @@ from pydantic import (
 from agentcomms.address import DEFAULT_ADDRESS
 from agentcomms.agents.never import rule_problem
 from agentcomms.bridge.fields import InterruptKey, TmuxSocket, TmuxTarget
+from agentcomms.config.budget import Budget
 from agentcomms.config.chat import ChatConfig
 from agentcomms.config.home import agentcomms_home, default_socket
 from agentcomms.config.section import AgentIdKey, Section
-from agentcomms.config.voice import VoiceConfig
+from agentcomms.config.voice import VoiceConfig, is_phone_approver, phone_approver
 from agentcomms.escalation_models import QuietHours, Rung, check_ladder
 from agentcomms.models import MAX_MESSAGE_CHARS
 
@@ -305,8 +306,11 @@ class AgentConfig(Section):
     approvers: list[str] | None = Field(
         default=None,
         description="who may answer this agent's approvals from a chat, as PROVIDER:SENDER "
-        '(e.g. "telegram:456", "sms:+15551234567"); each must also be an allowed sender. '
-        "null: every allowed sender in a chat mapped to the agent; []: the terminal alone",
+        '(e.g. "telegram:456", "sms:+15551234567"; each must also be an allowed sender), and '
+        'which phones hear and answer them: "phone:+15551234567" (a caller in '
+        "voice.inbound.allowed_callers, or voice.phone.to_number for the ladder's call), "
+        '"phone:local" (agentcomms phone). null: every allowed sender in a chat mapped to the '
+        "agent, and every phone; []: the terminal alone",
     )
 
     mirror: Literal["replies", "all", "off"] = Field(
@@ -321,11 +325,16 @@ class AgentConfig(Section):
         known = [name for name in ChatConfig.provider_names() if name != "local"]
         for approver in value or []:
             provider, sep, sender = approver.partition(":")
-            if not sep or not sender.strip() or provider not in known:
+            if provider == "phone" and not is_phone_approver(approver):
+                raise ValueError(
+                    f"{approver!r} is not a phone: expected phone:NUMBER with the number as "
+                    'E.164, e.g. "phone:+15551234567", or "phone:local" for agentcomms phone'
+                )
+            if provider != "phone" and (not sep or not sender.strip() or provider not in known):
                 raise ValueError(
                     f"{approver!r} is not an approver: expected PROVIDER:SENDER with PROVIDER one "
                     f"of {', '.join(known)} and SENDER as in chat.allowed_senders, e.g. "
-                    '"telegram:456" or "sms:+15551234567"'
+                    '"telegram:456" or "sms:+15551234567", or a phone, "phone:+15551234567"'
                 )
         return value
 
@@ -334,6 +343,7 @@ class AgentConfig(Section):
     never_sleep: bool = Field(
         default=False, description="quiet hours hold none of this agent's escalations"
     )
+    budget: Budget | None = Field(default=None, description="replaces budget for this agent")
 
 
 class LoggingConfig(Section):
@@ -426,6 +436,7 @@ class Config(Section):
         description="{from, to, tz}: a ladder's rungs past the first wait for the end of these "
         "hours (an urgent message and a never_sleep agent excepted)",
     )
+    budget: Budget = Budget()
     agents: dict[AgentIdKey, AgentConfig] = Field(default_factory=dict)
     chat: ChatConfig = ChatConfig()
     voice: VoiceConfig = VoiceConfig()
@@ -450,6 +461,14 @@ class Config(Section):
         allowed sender in a chat mapped to it."""
         agent = self.agents.get(agent_id)
         return agent.approvers if agent is not None else None
+
+    def phone_hears(self, agent_id: str, phone: str) -> bool:
+        """Whether the phone `phone` (its number, or LOCAL_PHONE) hears and answers `agent_id`'s
+        requests: every phone when the agent names no approvers, else only one listed there
+        (phone:NUMBER, phone:local). The PIN says who is calling, not whose requests they
+        may decide."""
+        approvers = self.approvers(agent_id)
+        return approvers is None or phone_approver(phone) in approvers
 
     def mirror(self, agent_id: str) -> Literal["replies", "all", "off"]:
         """Which of `agent_id`'s turns end with its last words sent back to chat."""

@@ -11,6 +11,22 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from agentcomms.config.home import agentcomms_home
 from agentcomms.config.section import Section
 
+# How the local phone (`agentcomms phone`, `phone --dial`) is named where a phone's number would
+# be: the calls it places and answers, who answered a request; as an approver, phone:local.
+LOCAL_PHONE = "the local phone"
+_E164 = r"\+[1-9]\d{6,14}"
+
+
+def phone_approver(phone: str) -> str:
+    """The approver a phone is in ``agents.ID.approvers``: phone:NUMBER, or phone:local."""
+    return "phone:local" if phone == LOCAL_PHONE else f"phone:{phone}"
+
+
+def is_phone_approver(approver: str) -> bool:
+    """Whether `approver` names a phone well: phone:local, or phone: and an E.164 number."""
+    provider, _, phone = approver.partition(":")
+    return provider == "phone" and (phone == "local" or re.fullmatch(_E164, phone) is not None)
+
 
 class PhoneConfig(Section):
     """Where calls go: Twilio once its account is set, else the local phone (`agentcomms phone`)."""
@@ -30,7 +46,8 @@ class InboundConfig(Section):
     """Calls you place to the deployment's Twilio number (its "A call comes in" webhook:
     server.public_url + /webhooks/twilio/voice; its "Call status changes": the same + /status,
     which ends a call hung up mid-menu). A caller id can be spoofed, so a caller must be listed
-    and key or say the PIN."""
+    and key or say the PIN; wrong PINs are counted across calls, and a number that keys too
+    many is locked out for a while."""
 
     allowed_callers: list[str] = Field(
         default_factory=list,
@@ -39,12 +56,25 @@ class InboundConfig(Section):
     pin: SecretStr | None = Field(
         default=None, description='4 to 12 digits, from the environment: "${AGENTCOMMS_PIN}"'
     )
+    pin_tries: int = Field(
+        default=3,
+        ge=1,
+        le=100,
+        description="wrong PINs in a row from one number, across its calls, before the number "
+        "is locked out (the right PIN starts the count again)",
+    )
+    pin_lockout_s: float = Field(
+        default=1800,
+        gt=0,
+        description="how long a number is locked out after pin_tries wrong PINs: its calls are "
+        "told so and asked for no PIN, and the human is told in their chats",
+    )
 
     @field_validator("allowed_callers")
     @classmethod
     def _e164(cls, value: list[str]) -> list[str]:
         for number in value:
-            if not re.fullmatch(r"\+[1-9]\d{6,14}", number):
+            if not re.fullmatch(_E164, number):
                 raise ValueError(f"expected a number as +15551234567 (E.164), not {number!r}")
         return value
 

@@ -6,22 +6,26 @@ newest registration a mailbox obeyed and the messages it typed (read back by a m
 afresh), the time of the newest registration or unregister the deployment signed for each agent
 (an older registration is no pane to type into, whatever a mailbox's state says), the signed
 inputs already used once (a call's input, an outbox item: a copy used again
-elsewhere is refused), and the hour's counts of what strangers cost (kept across a restart of the
-gateway).
+elsewhere is refused), the hour's counts of what strangers cost (kept across a restart of the
+gateway), and the wrong PINs keyed at the phone menu, by the caller's number: a call gets one
+try, so a guesser simply calls again, and only a count that outlives the call stops them.
 """
 
 from __future__ import annotations
 
 import functools
-from datetime import datetime
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 
-from sqlalchemy import bindparam, delete, select, update
+from sqlalchemy import bindparam, delete, or_, select, update
 from sqlalchemy.engine import Connection
 
 from agentcomms.store.base import StoreBase
 from agentcomms.store.driver import DriverStatement
-from agentcomms.store.schema import AgentRow, EventRow, SpentRow, StrangerCountRow
+from agentcomms.store.schema import AgentRow, EventRow, PhonePinRow, SpentRow, StrangerCountRow
 
+# Wrong PINs this long ago, with no lockout running, are forgotten as new ones come.
+_PINS_FORGOTTEN = timedelta(days=1)
 # Stranger counts older than this many hours are dropped as new hours start.
 _HOURS_KEPT = 2
 # The `spent` rows that hold, per agent, when its newest signed registration or unregister was made.
@@ -29,6 +33,16 @@ _PANE_SIGNED = "pane-signed"
 _NEWEST_PANE_SIGNED = select(SpentRow.at).where(
     SpentRow.kind == _PANE_SIGNED, SpentRow.id == bindparam("agent_id")
 )
+
+
+@dataclass(frozen=True)
+class WrongPin:
+    """A wrong PIN counted: how many in a row from the number, and until when it is locked out
+    (None: not locked). `locked_now`: this one locked it (the human is told once)."""
+
+    failures: int
+    locked_until: datetime | None
+    locked_now: bool = False
 
 
 class Guards(StoreBase):
@@ -154,3 +168,56 @@ class Guards(StoreBase):
             )
 
         await self._transact(give)
+
+    # ---- wrong PINs on the phone ---------------------------------------------------------------
+
+    async def pin_locked_until(self, number: str, now: datetime) -> datetime | None:
+        """Until when calls from `number` are refused without asking a PIN (None: they are not)."""
+        stmt = select(PhonePinRow.locked_until).where(PhonePinRow.number == number)
+        async with self._engine.connect() as conn:
+            until = (await conn.execute(stmt)).scalar_one_or_none()
+        return until if until is not None and until > now else None
+
+    async def wrong_pin(
+        self, number: str, now: datetime, *, tries: int, lockout: timedelta
+    ) -> WrongPin:
+        """Count a wrong PIN from `number`; the `tries`-th in a row locks it out for `lockout`.
+        One keyed while it is locked out already (a call that was asked before the lockout
+        began) counts nothing more."""
+        row = PhonePinRow
+
+        def count(conn: Connection) -> WrongPin:
+            unlocked = or_(row.locked_until.is_(None), row.locked_until <= now)
+            conn.execute(delete(row).where(row.updated_at < now - _PINS_FORGOTTEN, unlocked))
+            stmt = self._insert(row).values(
+                number=number, failures=1, locked_until=None, updated_at=now
+            )
+            conn.execute(
+                stmt.on_conflict_do_update(
+                    index_elements=["number"],
+                    set_={"failures": row.failures + 1, "updated_at": now},
+                    where=unlocked,
+                )
+            )
+            failures, until = conn.execute(
+                select(row.failures, row.locked_until).where(row.number == number)
+            ).one()
+            if until is not None and until > now:
+                return WrongPin(failures=failures, locked_until=until)
+            if failures < tries:
+                return WrongPin(failures=failures, locked_until=None)
+            until = now + lockout
+            conn.execute(
+                update(row).where(row.number == number).values(failures=0, locked_until=until)
+            )
+            return WrongPin(failures=failures, locked_until=until, locked_now=True)
+
+        return await self._transact(count)
+
+    async def right_pin(self, number: str) -> None:
+        """The right PIN from `number`: its wrong ones are forgotten."""
+
+        def forget(conn: Connection) -> None:
+            conn.execute(delete(PhonePinRow).where(PhonePinRow.number == number))
+
+        await self._transact(forget)

@@ -182,8 +182,9 @@ class SpentRow(Base):
 
 
 class StrangerCountRow(Base):
-    """How much the strangers of one hour cost so far (recorded rows, pairing answers), by key:
-    kept here so a restarted gateway does not start them again."""
+    """How much the strangers of one hour cost so far (recorded rows, pairing answers), and
+    each agent's spending of its budget (``budget:calls:AGENT``…), by key: kept here so a
+    restarted gateway does not start them again."""
 
     __tablename__ = "stranger_counts"
 
@@ -242,6 +243,18 @@ class PhoneRecordingRow(Base):
     # 0 waiting, 1 posted, 2 known lost (logged); 3 complete but not served when Twilio said
     # so: the gateway fetches it again, since updated_at
     done: Mapped[int] = mapped_column(Integer)
+    updated_at: Mapped[datetime]
+
+
+class PhonePinRow(Base):
+    """Wrong PINs keyed at the phone menu from one number, across its calls (each call gets one
+    try, so a guesser simply calls again): past a few, the number is locked out for a while."""
+
+    __tablename__ = "phone_pins"
+
+    number: Mapped[str] = mapped_column(String(64), primary_key=True)  # the caller's number
+    failures: Mapped[int] = mapped_column(Integer)  # since the right PIN or the last lockout
+    locked_until: Mapped[datetime | None]
     updated_at: Mapped[datetime]
 
 

@@ -38,6 +38,7 @@ from agentcomms.config import Config
 from agentcomms.errors import RpcError
 from agentcomms.escalation_models import Escalation, QuietHours, Rung
 from agentcomms.models import utcnow
+from agentcomms.store import Store
 from agentcomms.trust import DeploymentKey
 from gateway.agents.hooks import PaneAgents, PaneId
 from gateway.approvals.asks import QUESTION_CHARS, QUESTION_TOOL, asked_with, shown_visibly
@@ -52,6 +53,7 @@ from gateway.approvals.words import (
     reply_with,
     shown_remotely,
 )
+from gateway.messages.budget import Budgets
 from gateway.socket.caller import Caller
 from gateway.socket.declare import Hook, Human, declare
 from gateway.socket.params import AgentId, Params
@@ -111,8 +113,10 @@ class ApprovalMethods:
         key: DeploymentKey,
         panes: PaneAgents,
         chats: ApprovalChats,
+        store: Store,
     ) -> None:
         self._cfg = cfg
+        self._budgets = Budgets(cfg, store)
         self._chats = chats
         self._key = key
         self._panes = panes
@@ -133,6 +137,11 @@ class ApprovalMethods:
         # Only what the agent offered for this session: "allow for this session" never widens
         # the agent's settings on disk.
         session = [s for s in p.permission_suggestions if s.get("destination") == "session"]
+        # One ladder's worth of the agent's budget, however many questions the tool asks; past
+        # it the request still reaches the chats, the console and the terminal.
+        refused = await self._budgets.ladder_refusal(agent_id)
+        if refused is not None:
+            log.warning("%s asks to use %s without a ladder: %s", agent_id, p.tool_name, refused)
         ids = []
         tool = shown_visibly(p.tool_name, 200)
         for one in asked_with(p.tool_name, p.tool_input):
@@ -151,17 +160,18 @@ class ApprovalMethods:
                 options=one.options,
                 multi=one.multi,
             )
-            ids.append(await self._open(request))
+            ids.append(await self._open(request, ladder=refused is None))
         asked = (agent_id, p.tool_name, _as_reported(p.tool_name, p.tool_input))
         self._waiting.update(dict.fromkeys(ids, asked))
         timeout_s = self._cfg.approvals.timeout_s
-        return {"id": ids[0], "ids": ids, "agent_id": agent_id, "timeout_s": timeout_s}
+        opened = {"id": ids[0], "ids": ids, "agent_id": agent_id, "timeout_s": timeout_s}
+        return opened if refused is None else {**opened, "note": f"no ladder: {refused}"}
 
-    async def _open(self, unsigned: ApprovalRequest) -> str:
+    async def _open(self, unsigned: ApprovalRequest, *, ladder: bool) -> str:
         for _ in range(ID_TRIES):
             request = self._key.sign_approval(unsigned.model_copy(update={"id": new_approval_id()}))
             try:
-                await self._approvals.open(request, self._escalation(request))
+                await self._approvals.open(request, self._escalation(request) if ladder else None)
             except WorkflowAlreadyStartedError:
                 continue  # a short id is taken now and then: draw another
             self._chats.announce(request)
@@ -292,7 +302,7 @@ class ApprovalMethods:
     async def decide(self, decision: Decision, *, shown: str | None = None) -> Decided | None:
         """Sign the answer for the request the approval holds and give it to the approval; the
         chats hear how it was decided. Every surface's answer comes through here (a chat's:
-        :mod:`gateway.approval_surfaces`). None: no such approval. A surface that did not
+        :mod:`gateway.approvals.words`). None: no such approval. A surface that did not
         show the request whole may deny it, never let the agent go on with it."""
         view = await self._approvals.view(decision.approval_id)
         if view is None:

@@ -20,8 +20,10 @@ from typing import Any
 from temporalio.client import Client
 
 from agentcomms.config import Config
+from agentcomms.config.voice import LOCAL_PHONE, phone_approver
 from agentcomms.errors import RpcError
 from agentcomms.trust import DeploymentKey
+from agentcomms.voice.callsystem import twilio_configured
 from agentcomms.voice.models import Line, LineEvent
 from agentcomms.workflow_ids import call_workflow_id
 from gateway.approvals.methods import ApprovalMethods
@@ -51,7 +53,9 @@ class ApprovalCalls:
         self._key = key  # signs the call's turns: the call says only what the gateway signed
         self._current_line = current_line
         self._approvals = approvals
-        self._by = cfg.voice.phone.to_number or "the local phone"
+        self._cfg = cfg
+        # The phone the ladder rings (its number; the local phone without Twilio): who answers.
+        self._by = (twilio_configured(cfg) and cfg.voice.phone.to_number) or LOCAL_PHONE
         self._driving: set[str] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
 
@@ -85,7 +89,9 @@ class ApprovalCalls:
                 view = await self._approvals.view(approval_id)
                 choice = heard_on_phone(view.request, result.response) if view else None
                 if view is None or choice is not None:
-                    told = await answer_by_phone(self._approvals, approval_id, choice, self._by)
+                    told = await answer_by_phone(
+                        self._cfg, self._approvals, approval_id, choice, self._by
+                    )
                     await handle.execute_update(
                         CallWorkflow.end, self._end(call_id, f"{told} Goodbye.")
                     )
@@ -106,12 +112,28 @@ class ApprovalCalls:
 
 
 async def answer_by_phone(
-    approvals: ApprovalMethods, approval_id: str, choice: PhoneAnswer | None, by: str
+    cfg: Config,
+    approvals: ApprovalMethods,
+    approval_id: str,
+    choice: PhoneAnswer | None,
+    by: str,
 ) -> str:
-    """Answer the request as keyed or said on a phone (by the caller `by`); what the phone then
-    says of it: "Done: denied.", or how it was decided already."""
-    if choice is None:
+    """Answer the request as keyed or said on a phone (`by`: its number, or LOCAL_PHONE), when
+    that phone may answer it (one of the agent's approvers, or the agent names none); what the
+    phone then says of it: "Done: denied.", or how it was decided already."""
+    view = await approvals.view(approval_id) if choice is not None else None
+    if choice is None or view is None:
         return "That request is gone."
+    agent_id = view.request.agent_id
+    if not cfg.phone_hears(agent_id, by):
+        log.warning(
+            "approval %s: refused an answer from %s, not one of %s's approvers (%s)",
+            approval_id,
+            by,
+            agent_id,
+            phone_approver(by),
+        )
+        return "That request is not this phone's to answer."
     try:
         done = await approvals.answer(
             approval_id, choice.behavior, by=by, via="call", message=None, answer=choice.answer

@@ -2,7 +2,7 @@
 their pairing code waited reaches the agent then, once, in the order they wrote it.
 
 A stranger's messages were recorded, refused and never shown to an agent, within the bounds of
-:mod:`gateway.strangers` (each cut to ``STRANGER_TEXT_MAX``). Those written since their code was
+:mod:`gateway.chat.strangers` (each cut to ``STRANGER_TEXT_MAX``). Those written since their code was
 offered are the held ones: each is posted to the mailbox as if it arrived now, routed as it
 would have been (the chat's agent, or ``@agent``), under an id derived from the recorded one, so
 a release tried again is the same message and is typed once.
@@ -152,7 +152,7 @@ def admitted_text(agent_id: str | None, passed_on: int, held: int, *, cut: bool 
 
 
 def _was_cut(event: Event) -> bool:
-    # A stranger's recorded text is kept short (gateway.strangers.cut).
+    # A stranger's recorded text is kept short (gateway.chat.strangers.cut).
     text = _text(event)
     return len(text) >= STRANGER_TEXT_MAX and text.endswith("…")
 

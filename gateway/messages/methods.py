@@ -32,6 +32,7 @@ from agentcomms.temporal import pollers
 from agentcomms.workflow_ids import host_task_queue
 from gateway.agents.hosts import HostWatch, hosts_down
 from gateway.chat.inbox import ChatTransports
+from gateway.messages.budget import BILLED_TEXTS, Budgets
 from gateway.messages.trace import Tracer
 from gateway.socket.confine import own_history, to_own_chat, without_refused
 from gateway.socket.declare import Anyone, ForItself, Human, declare
@@ -346,6 +347,8 @@ class Methods:
             )
         assert self._outbox is not None, "a gateway serving chat has an outbox"
         agent_id = p.agent_id or "default"
+        if provider in BILLED_TEXTS:  # each one is billed: counted against the agent's budget
+            await Budgets(self._cfg, self._store).spend(agent_id, "texts")
         event = _reply_event(p, provider, chat_id)
         item = OutboxItem(
             id=event.id,

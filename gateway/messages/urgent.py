@@ -16,15 +16,17 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError
 
 from agentcomms.config import Config
 from agentcomms.escalation_models import Escalation, RungRecord
 from agentcomms.models import Event, utcnow
+from agentcomms.store import Store
 from agentcomms.trust import DeploymentKey
 from agentcomms.workflow_ids import escalation_workflow_id
+from gateway.messages.budget import Budgets
 from gateway.socket.results import Escalating
 from workflows.escalation.models import Answered, EscalationInput
 from workflows.escalation.workflow import EscalationWorkflow
@@ -40,6 +42,7 @@ class UrgentMessages:
         cfg: Config,
         client: Client,
         key: DeploymentKey,
+        store: Store,
         *,
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
@@ -49,6 +52,7 @@ class UrgentMessages:
         self._cfg = cfg
         self._client = client
         self._key = key
+        self._budgets = Budgets(cfg, store, clock=clock)
         self._climbing: set[str] = set()  # agents whose ladder this gateway started
         self._tasks: set[asyncio.Task[Any]] = set()
 
@@ -57,6 +61,10 @@ class UrgentMessages:
         rungs, quiet, _ = self._cfg.escalation_for(agent_id)
         if not rungs:
             return {"escalation": None, "note": "no escalation ladder is configured"}
+        if not await self._climbing_now(agent_id):  # else it rides along, at no cost
+            refusal = await self._budgets.ladder_refusal(agent_id)
+            if refusal is not None:  # the message itself is sent: only its ladder is refused
+                return {"escalation": None, "note": f"no escalation ladder: {refusal}"}
         escalation = self._key.sign_escalation(
             Escalation(
                 kind="message",
@@ -86,6 +94,15 @@ class UrgentMessages:
         )
         self._climbing.add(agent_id)
         return {"escalation": handle.id}
+
+    async def _climbing_now(self, agent_id: str) -> bool:
+        """Whether the agent's ladder climbs already (a new urgent message rides along)."""
+        handle = self._client.get_workflow_handle(escalation_workflow_id(agent_id))
+        try:
+            described = await handle.describe()
+        except RPCError:
+            return False
+        return described.status == WorkflowExecutionStatus.RUNNING
 
     async def rungs(self, agent_id: str) -> list[RungRecord]:
         """What the agent's latest ladder did (empty when it has none)."""

@@ -50,6 +50,7 @@ from agentcomms.voice.models import (
 from agentcomms.voice.stt import stt_chain
 from agentcomms.voice.tts import tts_chain
 from agentcomms.workflow_ids import call_workflow_id
+from gateway.messages.budget import Budgets
 from gateway.socket.declare import ForItself, Human, declare
 from gateway.socket.params import AgentId, MessageText, Params
 from gateway.socket.protocol import INVALID_PARAMS, NOT_FOUND
@@ -148,6 +149,7 @@ class CallControl:
         self._store = store
         self._key = key
         self._audio = AudioStore(cfg.voice.audio_root())
+        self._budgets = Budgets(cfg, store)
         # Who hears each line event once the call holds it (a request's call is answered).
         self.line_observers: list[Callable[[str, LineEvent], Awaitable[None]]] = []
 
@@ -163,6 +165,8 @@ class CallControl:
         system, number = call_system(self._cfg)
         voice = self._cfg.voice
         call_id = new_call_id(p.agent_id, p.request_id)
+        if await self._store.get_call(call_id) is None:  # a retried request rings no second time
+            await self._budgets.spend(p.agent_id, "calls")
         start: dict[str, Any] = {
             "id": call_workflow_id(call_id),
             "task_queue": self._cfg.temporal.task_queue,

@@ -11,10 +11,12 @@ with the calls out.
 
 Each step is a :class:`Prompt` (the words, and what answer it waits for); the phone (Twilio's
 webhooks in :mod:`gateway.phone.calls_in`, the local phone's `agentcomms phone --dial` through the
-socket) says it and hands back the answer. A call's progress (who called, whether the PIN was
-right, the requests still to offer) is kept in the projection by the phone's call id
-(:mod:`agentcomms.store.phone_callers`), not in this gateway's memory: each step is a request of
-its own, so a gateway restarted mid-call carries the call on at its next step.
+socket) says it and hands back the answer. A PIN is checked across calls
+(:mod:`gateway.phone.pins`: a number that keys too many wrong ones is locked out for a while).
+A call's progress (who called, whether the PIN was right, the requests still to offer) is kept
+in the projection by the phone's call id (:mod:`agentcomms.store.phone_callers`), not in this
+gateway's memory: each step is a request of its own, so a gateway restarted mid-call carries
+the call on at its next step.
 
 A message may be the caller's last words: hung up on instead of ended with #, Twilio still posts
 its recording, and may do so after it said the call was over. A call that ends while its prompt
@@ -28,7 +30,6 @@ reach the agent shortly, and the phone brings its words later (:meth:`PhoneMenu.
 from __future__ import annotations
 
 import asyncio
-import hmac
 import re
 import uuid
 import weakref
@@ -38,7 +39,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, StringConstraints
 
+from agentcomms.approval_models import ApprovalRequest
 from agentcomms.config import Config
+from agentcomms.config.voice import LOCAL_PHONE
 from agentcomms.ids import new_event_id
 from agentcomms.models import ACTIVE_STATUSES, CallRecord, CallStatus, Event, utcnow
 from agentcomms.store import Store
@@ -48,6 +51,8 @@ from agentcomms.voice.models import TurnRecord
 from gateway.approvals.methods import ApprovalMethods
 from gateway.approvals.phone import answer_by_phone
 from gateway.approvals.words import asks, heard_on_phone, hidden_on, keys, shown_remotely
+from gateway.messages.notices import HumanNotices
+from gateway.phone.pins import PhonePins
 from gateway.socket.declare import Human, declare
 from gateway.socket.params import Params
 
@@ -99,6 +104,7 @@ class PhoneMenu:
         self._store = store
         self._approvals = approvals
         self._post = post
+        self._pins = PhonePins(cfg, store, HumanNotices(cfg, store))
         self.audio = AudioStore(cfg.voice.audio_root())
 
     @property
@@ -111,10 +117,13 @@ class PhoneMenu:
         """A call from `number` comes in: the PIN first, unless the phone admitted it already
         (the local phone is the machine's own)."""
         caller = PhoneCaller(number=number, started_at=utcnow())
-        if not admitted:
-            prompt = Prompt("Enter your PIN, then press the pound key.", "pin", "pin")
-        else:
+        if admitted:
             prompt = await self._admit(caller)
+        elif (locked := await self._pins.locked_out(number)) is not None:
+            await self.record_refusal(number, call, locked.why)
+            prompt = _end(locked.words)
+        else:
+            prompt = Prompt("Enter your PIN, then press the pound key.", "pin", "pin")
         return await self._told(call, caller, prompt, speak)
 
     async def answer(
@@ -264,19 +273,24 @@ class PhoneMenu:
     # ---- steps ----------------------------------------------------------------------------------
 
     async def _pin(self, call: str, caller: PhoneCaller, heard: str) -> Prompt:
-        entered = "".join(re.findall(r"\d", heard))
-        pin = self._cfg.voice.inbound.pin
-        if pin is None or not hmac.compare_digest(
-            entered.encode(), pin.get_secret_value().encode()
-        ):
-            await self.record_refusal(caller.number, call, "a wrong PIN")
-            return _end()
+        refused = await self._pins.check(caller.number, heard)
+        if refused is not None:
+            await self.record_refusal(caller.number, call, refused.why)
+            return _end(refused.words)
         return await self._admit(caller)
 
     async def _admit(self, caller: PhoneCaller) -> Prompt:
         caller.admitted = True
-        caller.pending = [v.request.id for v in await self._approvals.open_views()]
+        caller.pending = list(await self._heard(caller))
         return self._menu_prompt(caller, "")
+
+    async def _heard(self, caller: PhoneCaller) -> dict[str, ApprovalRequest]:
+        """The open requests this caller's phone hears, by id: those of agents that name it
+        among their approvers, or name none (the PIN says who calls, not whose requests they
+        may decide)."""
+        views = await self._approvals.open_views()
+        hears = self._cfg.phone_hears
+        return {v.request.id: v.request for v in views if hears(v.request.agent_id, caller.number)}
 
     def _menu_prompt(self, caller: PhoneCaller, before: str) -> Prompt:
         count = len(caller.pending)
@@ -300,7 +314,7 @@ class PhoneMenu:
 
     async def _offer(self, caller: PhoneCaller, before: str) -> Prompt:
         """The next pending request, or the menu when none is left."""
-        pending = {v.request.id: v.request for v in await self._approvals.open_views()}
+        pending = await self._heard(caller)
         caller.pending = [i for i in caller.pending if i in pending]
         if not caller.pending:
             return self._menu_prompt(caller, before + "No more requests. ")
@@ -320,7 +334,7 @@ class PhoneMenu:
         choice = heard_on_phone(view.request, heard) if view is not None else None
         if choice is None:
             return await self._offer(caller, "Skipped. ")
-        told = await answer_by_phone(self._approvals, approval_id, choice, caller.number)
+        told = await answer_by_phone(self._cfg, self._approvals, approval_id, choice, caller.number)
         return await self._offer(caller, f"{told} ")
 
     def _agents(self) -> list[str]:
@@ -429,7 +443,7 @@ class LocalDial:
     @declare(Human(decides=True))
     async def phone_dial(self, _: DialParams) -> dict[str, Any]:
         call = f"local-{uuid.uuid4().hex}"
-        prompt = await self._menu.start(call, "the local phone", admitted=True)
+        prompt = await self._menu.start(call, LOCAL_PHONE, admitted=True)
         return {"call": call, **asdict(prompt)}
 
     @declare(Human(decides=True))
