@@ -156,6 +156,7 @@ async def test_the_commands_doctor_prints_add_them(
         "ok": True,
         "detail": "search attributes AgentId, AgentStatus, AgentState exist",
         "fix": None,
+        "warn": False,
     }
 
 
