@@ -34,7 +34,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from agentcomms.agents.install import Target, plan
+from agentcomms.agents.install import Target
+from agentcomms.agents.install_agents import plan
 from bench.common import machine, summarize, write_results
 from tests.fakes.anthropic import FakeAnthropic, bash, text
 from tests.support.agents import ClaudePane, start_claude

@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from agentcomms.agents.install import Target, plan
+from agentcomms.agents.install import Target
+from agentcomms.agents.install_agents import plan
 from tests.support.agents import Attended, ClaudePane, attended_claude, start_claude
 from tests.support.cli import AGENTCOMMS, cli
 from tests.support.tmux import SENT_HEADER

@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
-from agentcomms.agents.install import Target, plan
+from agentcomms.agents.install import Target
+from agentcomms.agents.install_agents import plan
 from tests.fakes.anthropic import FakeAnthropic, bash, text
 from tests.support.agents import (
     AUTO_MODE_DIALOG,

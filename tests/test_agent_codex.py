@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from agentcomms.agents.install import CODEX_EVENTS, Target, plan
+from agentcomms.agents.install import CODEX_EVENTS, Target
+from agentcomms.agents.install_agents import plan
 from agentcomms.agents.installed import Finding, inspect_all
 from tests.fakes.openai_responses import FakeResponses, shell, text
 from tests.support.agents import CODEX_HOOKS_REVIEW, PROMPT_HINT, agent_binary, start_codex

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from agentcomms.agents.install import Target, plan
+from agentcomms.agents.install import Target
+from agentcomms.agents.install_agents import plan
 from tests.support.agents import agent_binary
 
 # Every test here starts a real agent.

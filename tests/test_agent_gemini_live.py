@@ -21,7 +21,8 @@ from typing import Any
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
-from agentcomms.agents.install import Target, plan
+from agentcomms.agents.install import Target
+from agentcomms.agents.install_agents import plan
 from agentcomms.agents.state import GEMINI_CANCELLED_EVENT, STALE_AFTER
 from tests.fakes.gemini import FakeGemini, ToolResult, shell, text
 from tests.fakes.telegram import FakeTelegram

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from agentcomms.agents.hooks_off import hooks_switched_off
-from agentcomms.agents.install import Target, plan
+from agentcomms.agents.install import Target
+from agentcomms.agents.install_agents import plan
 from agentcomms.agents.installed import inspect_all
 from tests.support.cli import AGENTCOMMS, env_for, run
 from tests.support.home import write_config

@@ -18,8 +18,8 @@ from agentcomms.agents.install import (
     GEMINI_EVENTS,
     AgentKind,
     Target,
-    plan,
 )
+from agentcomms.agents.install_agents import plan
 from agentcomms.errors import AgentConfigError
 from tests.support.cli import AGENTCOMMS, env_for, run
 

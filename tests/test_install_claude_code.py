@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from agentcomms.agents.install import Target, plan
+from agentcomms.agents.install import Target
+from agentcomms.agents.install_agents import plan
 from tests.fakes.anthropic import FakeAnthropic, bash, text
 from tests.support.agents import (
     PROCEED_DIALOG,

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from agentcomms.agents.install import Target, plan
+from agentcomms.agents.install import Target
+from agentcomms.agents.install_agents import plan
 from agentcomms.agents.installed import Finding, inspect_all
 from tests.support.agents import CLAUDE_CODE_VERSION, agent_binary
 from tests.support.cli import env_for, run

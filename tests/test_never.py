@@ -25,7 +25,8 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.agents import hook
-from agentcomms.agents.install import HOOK_TIMEOUT_S, AgentKind, Target, plan
+from agentcomms.agents.install import HOOK_TIMEOUT_S, AgentKind, Target
+from agentcomms.agents.install_agents import plan
 from agentcomms.agents.installed import inspect
 from agentcomms.agents.never import matches, refusal
 from agentcomms.agents.refusing import fail_closed

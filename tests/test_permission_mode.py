@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from agentcomms.agents.install import Target, plan
+from agentcomms.agents.install import Target
+from agentcomms.agents.install_agents import plan
 from agentcomms.agents.permission_mode import effective_mode, write_mode
 from agentcomms.cli.checks import Check
 from agentcomms.cli.doctor_agents import check_permission_modes

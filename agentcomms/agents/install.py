@@ -13,7 +13,6 @@ stops the install with its name and line and nothing changed.
 from __future__ import annotations
 
 import copy
-import dataclasses
 import difflib
 import json
 import re
@@ -403,29 +402,6 @@ def our_hook(kind: AgentKind) -> Callable[[object], bool]:
         return isinstance(handler, dict) and is_our_hook(handler.get("command"), kind)
 
     return ours
-
-
-# ---- the agents ------------------------------------------------------------------------------
-
-
-def plan(target: Target, *, uninstall: bool = False) -> Plan:
-    """What installing (or uninstalling) agentcomms into `target`'s agent would change; nothing
-    is written until ``apply``."""
-    from agentcomms.agents.install_agents import PLANNERS
-
-    # Only the never-listed rules this agent can have: another agent's tool in a Claude Code
-    # handler's "if", or in a hook's arguments, would never match anything.
-    kept = tuple(target.never_rules(target.never))
-    left_out = [r for r in target.never if r not in kept]
-    target = dataclasses.replace(target, never=kept)
-    result = Plan(target, uninstall)
-    if left_out and not uninstall:
-        result.notes.append(
-            f"the never-list's {', '.join(left_out)} names another agent's tool, which "
-            f"{AGENT_NAMES[target.kind]} does not have: not written into its hooks."
-        )
-    PLANNERS[target.kind](result)
-    return result
 
 
 def version_of(kind: AgentKind, binary: str | None = None) -> tuple[int, ...] | None:

@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ import tomlkit.exceptions
 from tomlkit.items import Table
 
 from agentcomms.agents.install import (
+    AGENT_NAMES,
     APPROVAL_HOOK_MARGIN_S,
     CLAUDE_EVENTS,
     CODEX_EVENTS,
@@ -346,3 +348,21 @@ PLANNERS: dict[str, Callable[[Plan], None]] = {
     "codex": _codex,
     "gemini": _gemini,
 }
+
+
+def plan(target: Target, *, uninstall: bool = False) -> Plan:
+    """What installing (or uninstalling) agentcomms into `target`'s agent would change; nothing
+    is written until ``apply``."""
+    # Only the never-listed rules this agent can have: another agent's tool in a Claude Code
+    # handler's "if", or in a hook's arguments, would never match anything.
+    kept = tuple(target.never_rules(target.never))
+    left_out = [r for r in target.never if r not in kept]
+    target = dataclasses.replace(target, never=kept)
+    result = Plan(target, uninstall)
+    if left_out and not uninstall:
+        result.notes.append(
+            f"the never-list's {', '.join(left_out)} names another agent's tool, which "
+            f"{AGENT_NAMES[target.kind]} does not have: not written into its hooks."
+        )
+    PLANNERS[target.kind](result)
+    return result

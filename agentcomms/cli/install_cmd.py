@@ -72,7 +72,8 @@ def install(
     Claude Code asks through agentcomms only in some permission modes (it tells which);
     `--permission-mode default` makes new sessions start in manual mode, where it does.
     """
-    from agentcomms.agents.install import AGENT_NAMES, Target, plan
+    from agentcomms.agents.install import AGENT_NAMES, Target
+    from agentcomms.agents.install_agents import plan
     from agentcomms.ids import check_agent_id
 
     if agent_id is not None:

@@ -56,7 +56,13 @@ from agentcomms.config import Config
 from agentcomms.models import utcnow
 from agentcomms.store.phone_recordings import PhoneRecording
 from agentcomms.voice.audio import turn_audio_name
-from agentcomms.voice.callsystem.twilio import TWILIO_API, MediaSigner, call_end, signed_form
+from agentcomms.voice.callsystem.twilio import (
+    TWILIO_API,
+    MediaSigner,
+    call_end,
+    signed_form,
+    twiml,
+)
 from agentcomms.voice.stt import stt_chain, stt_provider
 from agentcomms.voice.tts import tts_chain, tts_provider
 from gateway.phone.menu import Left, OneAtATime, PhoneMenu, Prompt
@@ -75,11 +81,6 @@ MESSAGE_MAX_S = 120
 FETCH_AGAIN_S = (10.0, 30.0, 60.0, 120.0, 300.0)
 # Twilio waits 15 s for a webhook's answer: a provider slower than this gives way to the next.
 SPEAK_WITHIN_S = 5
-
-
-def _xml(*verbs: str) -> Response:
-    body = '<?xml version="1.0" encoding="UTF-8"?><Response>' + "".join(verbs) + "</Response>"
-    return Response(body, media_type="application/xml")
 
 
 def _say(text: str) -> str:
@@ -121,7 +122,7 @@ class InboundCalls:
         if number not in self._inbound.allowed_callers or self._inbound.pin is None:
             log.info("refused an inbound call from %s", number or "an unknown number")
             await self._menu.record_refusal(number, sid, "not in voice.inbound.allowed_callers")
-            return _xml('<Reject reason="rejected"/>')
+            return twiml('<Reject reason="rejected"/>')
         async with self._one_at_a_time(sid):
             return self._twiml(await self._menu.start(sid, number, speak=self._speak))
 
@@ -339,7 +340,7 @@ class InboundCalls:
         else:
             words = f"<Play>{escape(self._signer.url(self._public_url, prompt.audio))}</Play>"
         if prompt.expect == "end":
-            return _xml(words, "<Hangup/>")
+            return twiml(words, "<Hangup/>")
         url = f"{self._public_url}{INBOUND_PATH}/{prompt.step}"
         query = "&".join(f"{k}={v}" for k, v in prompt.query.items())
         query = f"?{query}" if query else ""
@@ -348,7 +349,7 @@ class InboundCalls:
             # The recording may not be served yet when Twilio posts the action: its status
             # callback (which names whom the message is for too) says when it is.
             ready = quoteattr(f"{self._public_url}{RECORDING_PATH}{query}")
-            return _xml(
+            return twiml(
                 words,
                 f'<Record action={action} method="POST" maxLength="{MESSAGE_MAX_S}" '
                 'finishOnKey="#" playBeep="true" trim="trim-silence" '
@@ -357,7 +358,7 @@ class InboundCalls:
                 "<Hangup/>",
             )
         digits, finish = (12, ' finishOnKey="#"') if prompt.expect == "pin" else (1, "")
-        return _xml(
+        return twiml(
             f'<Gather input="dtmf speech" numDigits="{digits}" timeout="6"{finish} '
             f'action={action} method="POST">{words}</Gather>',
             "<Hangup/>",

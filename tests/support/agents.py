@@ -39,7 +39,8 @@ import pytest
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from agentcomms.agents.install import Target, plan
+from agentcomms.agents.install import Target
+from agentcomms.agents.install_agents import plan
 from agentcomms.config import Config
 from agentcomms.models import PaneTarget
 from tests.fakes.anthropic import FakeAnthropic

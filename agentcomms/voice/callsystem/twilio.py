@@ -95,7 +95,8 @@ def call_url(public_url: str, call_id: str, what: str, **query: object) -> str:
     return f"{url}?{urlencode(query)}" if query else url
 
 
-def _xml(*verbs: str) -> Response:
+def twiml(*verbs: str) -> Response:
+    """A TwiML answer holding `verbs` (already escaped), as every Twilio voice webhook answers."""
     body = '<?xml version="1.0" encoding="UTF-8"?><Response>' + "".join(verbs) + "</Response>"
     return Response(body, media_type="application/xml")
 
@@ -253,7 +254,7 @@ class TwilioVoiceReceiver:
 
     def _for_line(self, call_id: str, line: Line | None) -> Response:
         if line is None or line.state == "ended":
-            return _xml("<Hangup/>")
+            return twiml("<Hangup/>")
         served = self._served.setdefault(call_id, set())
         if line.state == "connected" and line.expect and line.turn not in served:
             served.add(line.turn)
@@ -270,7 +271,7 @@ class TwilioVoiceReceiver:
                         f'<Gather input="dtmf" {keys} timeout="{KEY_WAIT_S}" '
                         f'action={quoteattr(digits)} method="POST">{words}</Gather>'
                     )
-                return _xml(
+                return twiml(
                     words,
                     f'<Record action={quoteattr(record)} method="POST" '
                     f'maxLength="{self._record_max_s}" timeout="{self._silence_s}" '
@@ -278,8 +279,8 @@ class TwilioVoiceReceiver:
                     self._hold(call_id),
                 )
             played = call_url(self._public_url, call_id, "played", turn=line.turn)
-            return _xml(self._words(line), f'<Redirect method="POST">{escape(played)}</Redirect>')
-        return _xml(self._hold(call_id))
+            return twiml(self._words(line), f'<Redirect method="POST">{escape(played)}</Redirect>')
+        return twiml(self._hold(call_id))
 
     def _hold(self, call_id: str) -> str:
         again = call_url(self._public_url, call_id, "twiml")
@@ -297,9 +298,9 @@ class TwilioVoiceReceiver:
             # A voicemail: leave the first words, then hang up; the call sends the SMS too.
             line = await self._lines.current_line(call_id)
             await self._lines.line_event(call_id, LineEvent(kind="machine", detail=answered_by))
-            return _xml(self._words(line), "<Hangup/>") if line else _xml("<Hangup/>")
+            return twiml(self._words(line), "<Hangup/>") if line else twiml("<Hangup/>")
         if not await self._lines.line_event(call_id, LineEvent(kind="answered", phone_id="twilio")):
-            return _xml("<Hangup/>")
+            return twiml("<Hangup/>")
         line = await self._lines.current_line(call_id, ready_within_s=ANSWER_READY_S)
         return self._for_line(call_id, line)
 
@@ -331,7 +332,7 @@ class TwilioVoiceReceiver:
             turn_audio_name(call_id, turn, "human"), got.content, provider="twilio"
         )
         await self._lines.line_event(call_id, LineEvent(kind="heard", turn=turn, audio=audio))
-        return _xml(self._hold(call_id))
+        return twiml(self._hold(call_id))
 
     async def _digits(self, request: Request) -> Response:
         """A key pressed at a <Gather>: the turn's answer, as its digit."""
@@ -344,7 +345,7 @@ class TwilioVoiceReceiver:
         if turn > 0 and digits:
             event = LineEvent(kind="heard", turn=turn, text=digits, detail="keypad")
             await self._lines.line_event(call_id, event)
-        return _xml(self._hold(call_id))
+        return twiml(self._hold(call_id))
 
     async def _played(self, request: Request) -> Response:
         call_id = request.path_params["call_id"]
