@@ -18,6 +18,7 @@ from agentcomms.models import Channel, Registration, utcnow
 from agentcomms.store import Store
 from agentcomms.trust import DeploymentKey
 from agentcomms.voice.audio import AudioStore
+from gateway.agents.dialogs import DialogWatch
 from gateway.agents.hooks import AgentHookMethods, PaneAgents
 from gateway.agents.mirror import ReplyMirror
 from gateway.approvals.chat_answers import ChatAnswers
@@ -29,6 +30,7 @@ from gateway.chat.inbox import ChatInbox, ChatTransports
 from gateway.chat.senders import SenderMethods
 from gateway.http import WebhookServer
 from gateway.messages.methods import Methods
+from gateway.messages.notices import HumanNotices
 from gateway.messages.urgent import UrgentMessages
 from gateway.phone.calls import CallControl
 from gateway.phone.menu import LocalDial, PhoneMenu
@@ -127,6 +129,9 @@ class Gateway:
         self.console: Console | None = None
         self._pruning: asyncio.Task[None] | None = None
         self._watching: asyncio.Task[None] | None = None
+        # A dialog an agent shows without a hook (Claude Code's own, in auto mode) is told.
+        self._dialogs = DialogWatch(store, HumanNotices(cfg, store), self.host)
+        self._watching_dialogs: asyncio.Task[None] | None = None
         self.inbound_calls: InboundCalls | None = None
 
     async def start(self) -> None:
@@ -155,6 +160,7 @@ class Gateway:
         if self.cfg.console.enabled:
             await self.start_console()
         self._pruning = asyncio.create_task(self._prune_audio(), name="audio pruning")
+        self._watching_dialogs = asyncio.create_task(self._dialogs.run(), name="dialogs' watch")
 
     async def _watch_open(self) -> None:
         try:
@@ -247,6 +253,9 @@ class Gateway:
     async def close(self) -> None:
         if self._pruning is not None:
             self._pruning.cancel()
+        if self._watching_dialogs is not None:
+            self._watching_dialogs.cancel()
+            await asyncio.gather(self._watching_dialogs, return_exceptions=True)
         if self._watching is not None:
             self._watching.cancel()
             await asyncio.gather(self._watching, return_exceptions=True)

@@ -13,6 +13,7 @@ from agentcomms.errors import GatewayError
 from agentcomms.workflow_ids import mailbox_id
 from tests.support.cli import AGENTCOMMS
 from tests.support.fake_agent import (
+    BUSY,
     DIALOG,
     PROMPT,
     FakeAgent,
@@ -187,6 +188,35 @@ async def test_a_dialog_no_hook_reported_shows_as_waiting_and_says_when_it_was_s
     assert row["state_since"] is None  # the hooks' "since" was of another state
     await fake.showing(PROMPT)
     await eventually(lambda: seen("ready"), timeout=20)
+
+
+async def test_a_dialog_no_hook_reported_is_told_to_the_human_once_with_its_words(
+    stack: Stack, agent: tuple[str, FakeAgent]
+) -> None:
+    """Claude Code in auto mode asks in its own dialog and runs no hook: the human is told on
+    the agent's inbox line (and chats) what the dialog says and where to answer, once; a dialog
+    after it is told again."""
+    agent_id, fake = agent
+    await working(stack, agent_id, fake)
+    await fake.showing(DIALOG)
+
+    async def notices() -> list[str]:
+        events = await stack.store.latest_events(agent_id, 50)
+        return [e.payload["text"] for e in events if e.payload.get("notice") == "dialog"]
+
+    [told] = await eventually(notices, timeout=30)
+    assert "no hook reported" in told and fake.target in told
+    assert "Do you want to proceed?" in told and "--permission-mode default" in told
+    await asyncio.sleep(QUIET_S + 3)  # further looks at the same dialog tell nothing more
+    assert len(await notices()) == 1
+    await fake.showing(BUSY)  # answered in the terminal: the turn goes on
+    await asyncio.sleep(QUIET_S + 3)
+    await fake.showing(DIALOG)
+
+    async def told_again() -> bool | None:
+        return True if len(await notices()) == 2 else None
+
+    assert await eventually(told_again, timeout=30)
 
 
 async def test_send_wait_reports_submitted_once_the_agents_prompt_carries_the_text(

@@ -15,7 +15,7 @@ import asyncio
 import socket
 import time
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Protocol
 
 from agentcomms.agents.state import STALE_AFTER
@@ -55,12 +55,13 @@ def state_on_screen(info: PaneInfo, at: datetime) -> OnScreen:
     return OnScreen("ready", None, at)
 
 
-def is_doubtful(agent: Agent, now: datetime) -> bool:
-    """Whether `agent`'s state is one a look at its pane should confirm before it is shown."""
+def is_doubtful(agent: Agent, now: datetime, after: timedelta = STALE_AFTER) -> bool:
+    """Whether `agent`'s state is one a look at its pane should confirm before it is shown: a
+    busy or waiting its hooks set at least `after` ago."""
     if agent.state not in _DOUBTFUL or agent.target is None:
         return False
     since = agent.state_since
-    return since is None or now - since >= STALE_AFTER
+    return since is None or now - since >= after
 
 
 class ScreenCheck:
@@ -71,12 +72,16 @@ class ScreenCheck:
         self._host = host
         self._kept: dict[tuple[str | None, str], tuple[float, OnScreen]] = {}
 
-    async def confirmed(self, agents: list[Agent]) -> dict[str, OnScreen]:
-        """What the panes show of the agents whose state is doubtful, by agent id: those on
-        this host whose pane could be read."""
+    async def confirmed(
+        self, agents: list[Agent], *, after: timedelta = STALE_AFTER
+    ) -> dict[str, OnScreen]:
+        """What the panes show of the agents whose state is doubtful (set `after` ago or
+        more), by agent id: those on this host whose pane could be read."""
         now = utcnow()
         doubtful = [
-            a for a in agents if is_doubtful(a, now) and (a.host is None or a.host == self._host)
+            a
+            for a in agents
+            if is_doubtful(a, now, after) and (a.host is None or a.host == self._host)
         ]
         looks = await asyncio.gather(*(self._looked(a) for a in doubtful))
         return {a.id: seen for a, seen in zip(doubtful, looks, strict=True) if seen is not None}

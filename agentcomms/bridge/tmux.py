@@ -380,6 +380,11 @@ class TmuxAdapter:
         """Resolve `pane` strictly and read its markers; PaneNotFound if it is gone or dead."""
         return (await self._look(pane, screen=False))[0]
 
+    async def screen(self, pane: PaneTarget) -> str:
+        """What the pane shows, its markers read in the same invocation; PaneNotFound if it is
+        gone or dead."""
+        return (await self._look(pane, screen=True))[1]
+
     async def _look(self, pane: PaneTarget, *, screen: bool) -> tuple[PaneInfo, str]:
         """The pane's markers and, with `screen`, what it shows, read in one tmux invocation
         (each invocation is a process: about 2 ms before a message is typed)."""

@@ -29,23 +29,27 @@ class HumanNotices:
         self._cfg = cfg
         self._store = store
 
-    def chats(self) -> list[tuple[str, str]]:
-        """The human's chats: each (provider, chat) mapped to an agent, of a provider enabled."""
+    def chats(self, agent_id: str | None = None) -> list[tuple[str, str]]:
+        """The human's chats: each (provider, chat) mapped to an agent (to `agent_id`, when
+        given), of a provider enabled."""
         found = []
-        for channel_id in sorted(self._cfg.chat.channels):
+        for channel_id, mapped in sorted(self._cfg.chat.channels.items()):
             provider, _, chat = channel_id.partition(":")
+            if agent_id is not None and mapped != agent_id:
+                continue
             if provider != "local" and self._cfg.chat.provider(provider).enabled:
                 found.append((provider, chat))
         return found
 
-    async def tell(self, text: str, *, kind: str) -> list[str]:
+    async def tell(self, text: str, *, kind: str, agent_id: str | None = None) -> list[str]:
         """Tell the human `text` (a notice of `kind`, kept in its inbox line's payload): where it
-        reached them. A chat that refuses it is logged and left; the inbox keeps it."""
+        reached them. About one agent (`agent_id`): in that agent's inbox line and its chats.
+        A chat that refuses it is logged and left; the inbox keeps it."""
         now = utcnow()
         await self._store.record_event(
             Event(
                 id=new_event_id(),
-                agent_id=NOTICE_AGENT,
+                agent_id=agent_id or NOTICE_AGENT,
                 channel_id=LOCAL_CHANNEL,
                 type="agent_message",
                 role="system",
@@ -60,7 +64,7 @@ class HumanNotices:
         told = [LOCAL_CHANNEL]
         try:
             async with asyncio.timeout(TELL_WITHIN_S):
-                for provider, chat in self.chats():
+                for provider, chat in self.chats(agent_id):
                     if await self._send(provider, chat, text):
                         told.append(f"{provider}:{chat}")
         except TimeoutError:
