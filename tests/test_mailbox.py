@@ -152,7 +152,9 @@ async def test_a_burst_holds_its_workflow_task_for_the_messages_still_coming(
 
     burst, followers = (await eventually(both_batches))[:2]
     assert burst.answered == 2 and burst.summary.endswith("then hold 1000 ms for the burst")
-    assert burst.seconds >= 1.0, burst
+    # Held 1 s, against milliseconds without a hold; the history's times are the server's
+    # (task started, marker recorded), which can run a few tens of ms short of the hold itself.
+    assert burst.seconds >= 0.9, burst
     assert followers.answered == 3, followers
 
 
