@@ -339,6 +339,7 @@ async def test_a_new_pane_at_a_known_target_gets_the_next_message(
     """The pane an adapter typed into is replaced by another under the same name: the next
     message goes to the new pane, once, and nothing to the old one."""
     adapter = TmuxAdapter()
+    tmux.new_session("keep")  # the server lives on between the two: its last session ending ends it
     old = await start_recorder(tmux, tmp_path / "old.bin", name="agent")
     await adapter.deliver(request(old.pane, "to the old pane"))
     tmux.run("kill-session", "-t", "agent")
