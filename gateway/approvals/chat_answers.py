@@ -101,24 +101,34 @@ class ChatAnswers:
                 return "This button is not agentcomms'."
             answer = chosen(view.request.options, str(option[1]))
         who = _who(press.sender_name or press.sender_id)
-        refusal = await self.refusal(view, press.provider, press.chat_id, press.sender_id)
-        if refusal is not None:
-            await self._record(
-                new_event_id(),
-                view,
-                press.provider,
-                press.chat_id,
-                press.sender_id,
-                who,
-                f"pressed {PRESS_WORDS.get(behavior, answer or behavior)} on approval {approval_id}",
-                status="rejected",
-                error=refusal,
-            )
-            return refused_answer(approval_id)
+        what = PRESS_WORDS.get(behavior, answer or behavior)
+        if (refused := await self._refused_press(view, press, who, what)) is not None:
+            return refused
         decision = Decision(
             approval_id=approval_id, behavior=behavior, answer=answer, by=who, via=press.provider
         )
         return await self._answer(decision)
+
+    async def _refused_press(
+        self, view: ApprovalView, press: ButtonPress, who: str, what: str
+    ) -> str | None:
+        """What a press of someone who may not answer this approval is told (the refusal
+        recorded for the human's audit), or None when they may."""
+        refusal = await self.refusal(view, press.provider, press.chat_id, press.sender_id)
+        if refusal is None:
+            return None
+        await self._record(
+            new_event_id(),
+            view,
+            press.provider,
+            press.chat_id,
+            press.sender_id,
+            who,
+            f"pressed {what} on approval {view.request.id}",
+            status="rejected",
+            error=refusal,
+        )
+        return refused_answer(view.request.id)
 
     async def _tick(self, press: ButtonPress, tick: Tick) -> str:
         """A box ticked or unticked under a question that takes several options (the message's
@@ -136,25 +146,13 @@ class ChatAnswers:
         if tick.option is not None and not 1 <= tick.option <= len(request.options):
             return "This button is not agentcomms'."
         who = _who(press.sender_name or press.sender_id)
-        refusal = await self.refusal(view, press.provider, press.chat_id, press.sender_id)
-        if refusal is not None:
-            what = (
-                "Done"
-                if tick.option is None
-                else f"{'tick' if tick.ticks else 'untick'} {request.options[tick.option - 1]}"
-            )
-            await self._record(
-                new_event_id(),
-                view,
-                press.provider,
-                press.chat_id,
-                press.sender_id,
-                who,
-                f"pressed {what} on approval {approval_id}",
-                status="rejected",
-                error=refusal,
-            )
-            return refused_answer(approval_id)
+        what = (
+            "Done"
+            if tick.option is None
+            else f"{'tick' if tick.ticks else 'untick'} {request.options[tick.option - 1]}"
+        )
+        if (refused := await self._refused_press(view, press, who, what)) is not None:
+            return refused
         if not view.open:
             return f"{approval_id} was answered already: {said(view)}"
         where = (press.provider, press.chat_id, press.message_id)
