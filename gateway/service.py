@@ -54,6 +54,17 @@ log = logging.getLogger(__name__)
 PRUNE_EVERY_S = 6 * 3600
 
 
+# The rooms whose declared methods the socket serves, in the order the table is built.
+SOCKET_ROOMS: tuple[type, ...] = (
+    Methods,
+    CallControl,
+    SenderMethods,
+    AgentHookMethods,
+    ApprovalMethods,
+    LocalDial,
+)
+
+
 class Gateway:
     def __init__(
         self, cfg: Config, client: Client, store: Store, *, host: str | None = None
@@ -120,15 +131,17 @@ class Gateway:
         self.phone_menu = PhoneMenu(cfg, store, approvals, post=self.mailbox.post)
         # Each request admitted as its method's declaration says: an agent's gets only what is
         # its own, and no process in an agent's pane decides for the human.
-        self.socket_methods = MethodTable(
-            Confinement(cfg, store, AgentPanes(store, self.host)),
-            cfg.temporal.address,
+        rooms = (
             self.methods,
             self.calls,
             SenderMethods(cfg, store, admitted=admission.admitted),
             hooks,
             approvals,
             LocalDial(self.phone_menu),
+        )
+        assert tuple(map(type, rooms)) == SOCKET_ROOMS  # the protocol's reference reads these
+        self.socket_methods = MethodTable(
+            Confinement(cfg, store, AgentPanes(store, self.host)), cfg.temporal.address, *rooms
         )
         self.server = SocketServer(cfg.server.socket(), self.socket_methods.call)
         self.http: WebhookServer | None = None

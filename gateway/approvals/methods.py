@@ -358,6 +358,7 @@ class ApprovalMethods:
 
     @declare(Human())
     async def approvals(self, p: ApprovalsListParams) -> dict[str, Any]:
+        """The approvals open now, each shown whole."""
         return {"approvals": [_listed(view) for view in await self.open_views()]}
 
     async def open_views(self) -> list[ApprovalView]:
