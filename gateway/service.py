@@ -14,7 +14,7 @@ from temporalio.client import Client
 
 from agentcomms.bridge.screen_state import ScreenCheck
 from agentcomms.bridge.tmux import TmuxAdapter
-from agentcomms.config import Config, host_name
+from agentcomms.config import Config, host_name, load_config
 from agentcomms.errors import ListenerUnavailable
 from agentcomms.models import Channel, Registration, utcnow
 from agentcomms.store import Store
@@ -36,6 +36,7 @@ from gateway.messages.notices import HumanNotices
 from gateway.messages.urgent import UrgentMessages
 from gateway.phone.calls import CallControl
 from gateway.phone.menu import LocalDial, PhoneMenu
+from gateway.reload import ConfigReload
 from gateway.socket.confine import Confinement
 from gateway.socket.panes import AgentPanes
 from gateway.socket.server import SocketServer
@@ -62,12 +63,19 @@ SOCKET_ROOMS: tuple[type, ...] = (
     AgentHookMethods,
     ApprovalMethods,
     LocalDial,
+    ConfigReload,
 )
 
 
 class Gateway:
     def __init__(
-        self, cfg: Config, client: Client, store: Store, *, host: str | None = None
+        self,
+        cfg: Config,
+        client: Client,
+        store: Store,
+        *,
+        host: str | None = None,
+        load: Callable[[], Config] = load_config,
     ) -> None:
         self.cfg = cfg
         self.host = host or host_name()
@@ -138,6 +146,10 @@ class Gateway:
             hooks,
             approvals,
             LocalDial(self.phone_menu),
+            # `config reload` reads the file as the process first did (AGENTCOMMS_CONFIG, home).
+            ConfigReload(
+                cfg, load, self.register_configured_agents, self.record_configured_channels
+            ),
         )
         assert tuple(map(type, rooms)) == SOCKET_ROOMS  # the protocol's reference reads these
         self.socket_methods = MethodTable(
@@ -239,8 +251,11 @@ class Gateway:
                 Channel(channel_id=channel_id, agent_id=agent_id, provider=provider)
             )
 
-    async def register_configured_agents(self) -> None:
+    async def register_configured_agents(self, only: list[str] | None = None) -> None:
+        """The agents of the config registered (``only`` these, when given)."""
         for agent_id, agent in self.cfg.agents.items():
+            if only is not None and agent_id not in only:
+                continue
             await self.mailbox.register(
                 agent_id,
                 Registration(
