@@ -114,8 +114,12 @@ class Gateway:
         self.phone_menu = PhoneMenu(cfg, store, approvals, post=self.mailbox.post)
         # Each request admitted as its method's declaration says: an agent's gets only what is
         # its own, and no process in an agent's pane decides for the human.
+        # The panes of the agents on this host, each known from the moment its registration
+        # is accepted, before the projection shows it.
+        self.agent_panes = AgentPanes(store, self.host)
+        self.mailbox.registering.append(self.agent_panes.accepted)
         self.socket_methods = MethodTable(
-            Confinement(cfg, store, AgentPanes(store, self.host)),
+            Confinement(cfg, store, self.agent_panes),
             cfg.temporal.address,
             self.methods,
             self.calls,

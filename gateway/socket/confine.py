@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from agentcomms.config import Config
-from agentcomms.errors import RpcError
+from agentcomms.errors import PanesUnknown, RpcError
 from agentcomms.models import LOCAL_CHANNEL
 from agentcomms.store import Store
 from gateway.socket.declare import Anyone, Hook, Human
@@ -83,7 +83,15 @@ class Confinement:
                 f"{peer.pid}) was gone before the gateway could tell whose it was. Ask from a "
                 "process that waits for the answer (the agentcomms command does).",
             )
-        found = await self._panes.holding(peer.pid)
+        try:
+            found = await self._panes.holding(peer.pid)
+        except PanesUnknown as exc:
+            raise RpcError(
+                NOT_YOURS,
+                f"{method.name} decides for the human, and the gateway cannot tell now whether "
+                f"the process asking (pid {peer.pid}) runs in an agent's pane: {exc}. Try again "
+                "in a moment; if it goes on, `agentcomms doctor` says what is down.",
+            ) from exc
         if found is None or (method.who.pane_may is not None and method.who.pane_may(params)):
             return
         raise RpcError(
