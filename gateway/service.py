@@ -186,6 +186,7 @@ class Gateway:
             audio,
             shared_queue=self.cfg.temporal.task_queue,
             deployment=str(self.cfg.server.socket()),
+            panes=self.agent_panes,
         )
         if not await _listening(console.start, "the console is not served"):
             return

@@ -11,6 +11,7 @@ import os
 import socket
 import sqlite3
 import subprocess
+import sys
 import termios
 import time
 from collections.abc import Iterator
@@ -23,6 +24,7 @@ from agentcomms.errors import PanesUnknown
 from agentcomms.models import Registration
 from agentcomms.store import Store
 from gateway.socket.caller import Peer, terminal_name
+from gateway.socket.loopback import loopback_peer
 from gateway.socket.panes import AgentPane, AgentPanes, holding
 from tests.support.tmux import Tmux
 
@@ -150,3 +152,32 @@ async def test_whose_pane_a_process_runs_in_is_refused_not_guessed_when_it_canno
             raw.execute("DROP TABLE agents")
         with pytest.raises(PanesUnknown, match="projection cannot be read"):
             await panes.holding(os.getpid())
+
+
+@pytest.mark.parametrize("family, host", [(socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")])
+def test_a_loopback_connection_names_the_user_and_processes_holding_it(
+    family: socket.AddressFamily, host: str
+) -> None:
+    with socket.socket(family) as listening:
+        try:
+            listening.bind((host, 0))
+        except OSError:
+            pytest.skip(f"no {host} on this machine")
+        listening.listen()
+        server = listening.getsockname()[:2]
+        connect = (
+            f"import socket, sys, time; s = socket.create_connection({server!r}); time.sleep(30)"
+        )
+        with _started([sys.executable, "-c", connect]) as other:
+            accepted, client = listening.accept()
+            with accepted:
+                peer = loopback_peer(client[:2], server)
+                assert peer is not None and peer.uid == os.getuid()
+                assert peer.pids == (other.pid,)
+        # Its own end, from this side, is this process's; a connection that is not there, none.
+        with socket.create_connection(server) as mine:
+            accepted, client = listening.accept()
+            with accepted:
+                ours = loopback_peer(mine.getsockname()[:2], server)
+                assert ours is not None and ours.pids == (os.getpid(),)
+        assert loopback_peer((host, 1), server) is None
