@@ -5,6 +5,7 @@ who connects from the socket's peer credentials, and records who answered from t
 
 from __future__ import annotations
 
+import json
 import shlex
 import sys
 from pathlib import Path
@@ -109,3 +110,58 @@ async def test_a_pane_registered_a_moment_ago_is_already_an_agents(
         assert "exit=0" not in answered, answered
         assert f"agent {agent!r}'s tmux pane" in answered, answered
         assert "decides for the human" in answered, answered
+
+
+# Each request a process in agent A's pane makes on the hook door, and what it gets: its own
+# agent's, or the refusal naming what it claimed.
+HOOK_CLAIMS = """
+import asyncio, json, os, sys
+from agentcomms.client import call
+from agentcomms.errors import GatewayError
+socket, own, other, other_pane = sys.argv[1:5]
+server = os.environ["TMUX"].split(",")[0]
+report = dict(kind="claude-code", event="Stop", at_ns=1)
+asks = [
+    ("agent_hook", dict(report, agent_id=other)),
+    ("agent_hook", dict(report, pane=other_pane, tmux_socket=server)),
+    ("approval_open", dict(kind="claude-code", agent_id=other, tool_name="Bash")),
+    ("approval_open", dict(kind="claude-code", pane=other_pane, tmux_socket=server, tool_name="Bash")),
+    ("agent_hook", dict(report, agent_id=own)),
+    ("agent_hook", dict(report, pane=os.environ["TMUX_PANE"], tmux_socket=server)),
+    ("agent_hook", report),
+]
+for method, params in asks:
+    try:
+        print(json.dumps(["ok", asyncio.run(call(socket, method, **params))]))
+    except GatewayError as exc:
+        print(json.dumps(["refused", str(exc)]))
+"""
+
+
+async def test_a_hook_reports_and_asks_only_for_the_agent_in_its_own_pane(
+    stack: Stack, tmux: Tmux, tmp_path: Path
+) -> None:
+    own, other = stack.agent_id("own"), stack.agent_id("other")
+    home = cli_home(tmp_path, stack)
+    target, other_target = tmux.new_session("own"), tmux.new_session("other")
+    await register(stack, own, tmux, target)
+    await register(stack, other, tmux, other_target)
+    other_pane = tmux.run("display-message", "-p", "-t", other_target, "#{pane_id}").stdout.strip()
+    script = tmp_path / "claims.py"
+    script.write_text(HOOK_CLAIMS)
+    args = " ".join(
+        shlex.quote(a) for a in (str(stack.cfg.server.socket()), own, other, other_pane)
+    )
+    printed = await _in_pane(
+        tmux, target, home, f"{sys.executable} {script} {args}", tmp_path / "claims"
+    )
+    answers = [json.loads(line) for line in printed.splitlines() if line.startswith("[")]
+    assert len(answers) == 7, printed
+    for outcome, said in answers[:4]:
+        assert outcome == "refused", answers
+        assert f"runs in agent {own!r}'s tmux pane" in said and "reports only for" in said, said
+    assert (
+        f"names agent {other!r}" in answers[0][1]
+        and f"names tmux pane {other_pane}" in answers[1][1]
+    )
+    assert [a[1]["agent_id"] for a in answers[4:]] == [own, own, own], answers

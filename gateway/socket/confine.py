@@ -21,11 +21,12 @@ from agentcomms.errors import PanesUnknown, RpcError
 from agentcomms.models import LOCAL_CHANNEL
 from agentcomms.store import Store
 from gateway.socket.declare import Anyone, Hook, Human
+from gateway.socket.panes import InPane, Whereabouts, same_file
 from gateway.socket.params import EventsParams, HistoryParams, Params, ReplyParams
 from gateway.socket.protocol import NOT_YOURS
 
 if TYPE_CHECKING:
-    from gateway.socket.caller import Caller
+    from gateway.socket.caller import Caller, Peer
     from gateway.socket.declare import Method
     from gateway.socket.panes import AgentPanes
 
@@ -47,6 +48,8 @@ class Confinement:
         who = method.who
         if isinstance(who, Human) and who.decides:
             await self._outside_agents_panes(method, params, caller)
+        if isinstance(who, Hook) and caller.agent is None:
+            return await self._own_pane(method, params, caller)
         if caller.agent is None or isinstance(who, Anyone):
             return params
         agent = caller.agent
@@ -71,35 +74,72 @@ class Confinement:
     async def _outside_agents_panes(self, method: Method, params: Params, caller: Caller) -> None:
         """Refuse a decision for the human to a process in a registered agent's pane."""
         assert isinstance(method.who, Human)
-        peer = caller.peer
-        if peer is None:  # the gateway's own surface (the console), which admitted the human
+        if caller.peer is None:  # the gateway's own surface (the console), which admitted the human
             return
+        found = await self._placed(method, caller.peer, "decides for the human")
+        if found is None or (method.who.pane_may is not None and method.who.pane_may(params)):
+            return
+        raise RpcError(
+            NOT_YOURS,
+            f"{method.name} decides for the human, and the process asking (pid "
+            f"{caller.peer.pid}) runs in {found}: an agent may not answer for its human. Answer "
+            "from a terminal outside the agents' panes, the console, or a chat.",
+        )
+
+    async def _own_pane(self, method: Method, params: Params, caller: Caller) -> Params:
+        """A hook acts for the pane it runs in: a process in an agent's pane that names another
+        agent or pane is refused, and one that names none acts for its pane's agent. A process
+        outside every agent's pane is the human's, who may report for any."""
+        if caller.peer is None:
+            return params
+        found = await self._placed(method, caller.peer, "is a hook's, for its own pane")
+        if found is None:
+            return params
+        pane = found.pane
+        agent = getattr(params, "agent_id", None)
+        named = getattr(params, "pane", None)
+        server = getattr(params, "tmux_socket", None)
+        if agent is not None and agent != pane.agent_id:
+            claim = f"agent {agent!r}"
+        elif named is not None and (
+            named != pane.pane_id or not same_file(server or "", pane.server)
+        ):
+            claim = f"tmux pane {named} (server {server})"
+        else:
+            return (
+                params.model_copy(update={"agent_id": pane.agent_id})
+                if agent is None and ("agent_id" in type(params).model_fields)
+                else params
+            )
+        raise RpcError(
+            NOT_YOURS,
+            f"{method.name} refused: it names {claim}, and the process asking (pid "
+            f"{caller.peer.pid}) runs in {found}. A hook reports only for the agent in its own "
+            f"pane: leave AGENTCOMMS_AGENT_ID unset there, or set it to {pane.agent_id!r}.",
+        )
+
+    async def _placed(self, method: Method, peer: Peer, what: str) -> InPane | None:
+        """The agent's pane the connecting process runs in (None: none); refused when that
+        cannot be told."""
+        process = Whereabouts.of(peer.pid)  # read at once, while the process is surely there
         if not peer.alive():
             # A process gone before it is looked at could have been anyone's: a pane's process
             # that wrote its request and exited at once must not pass for the human.
             raise RpcError(
                 NOT_YOURS,
-                f"{method.name} decides for the human, and the process that asked (pid "
-                f"{peer.pid}) was gone before the gateway could tell whose it was. Ask from a "
-                "process that waits for the answer (the agentcomms command does).",
+                f"{method.name} {what}, and the process that asked (pid {peer.pid}) was gone "
+                "before the gateway could tell where it ran. Ask from a process that waits for "
+                "the answer (the agentcomms command does).",
             )
         try:
-            found = await self._panes.holding(peer.pid)
+            panes = await self._panes.panes()
         except PanesUnknown as exc:
             raise RpcError(
                 NOT_YOURS,
-                f"{method.name} decides for the human, and the gateway cannot tell now whether "
-                f"the process asking (pid {peer.pid}) runs in an agent's pane: {exc}. Try again "
-                "in a moment; if it goes on, `agentcomms doctor` says what is down.",
+                f"{method.name} {what}, and the gateway cannot tell now whether the process "
+                f"asking (pid {peer.pid}) runs in an agent's pane: {exc}. Try again in a moment.",
             ) from exc
-        if found is None or (method.who.pane_may is not None and method.who.pane_may(params)):
-            return
-        raise RpcError(
-            NOT_YOURS,
-            f"{method.name} decides for the human, and the process asking (pid {peer.pid}) runs "
-            f"in {found}: an agent may not answer for its human. Answer from a terminal "
-            "outside the agents' panes, the console, or a chat.",
-        )
+        return process.inside(panes)
 
     async def own_chat(self, agent: str, channel: str, doing: str) -> None:
         mapped = self._cfg.chat.channels.get(channel)

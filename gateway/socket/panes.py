@@ -80,28 +80,52 @@ class AgentPanes:
         return [pane for pane in found if pane is not None]
 
     async def holding(self, pid: int) -> InPane | None:
-        """The registered agent's pane process ``pid`` belongs to, or None."""
+        """The registered agent's pane process ``pid`` belongs to, or None. What the process
+        is is read first, before tmux is asked: one that exits meanwhile is still placed."""
+        process = Whereabouts.of(pid)
         panes = await self.panes()
-        return holding(pid, panes) if panes else None
+        return process.inside(panes) if panes else None
+
+
+@dataclass(frozen=True)
+class Whereabouts:
+    """Where a process runs, as /proc says it: its line of parents, its terminal, and the tmux
+    pane and server its environment names."""
+
+    lineage: tuple[int, ...]  # itself, then its parents, nearest first
+    tty_nr: int
+    tmux_pane: str | None
+    tmux_server: str
+
+    @classmethod
+    def of(cls, pid: int) -> Whereabouts:
+        env = environ(pid)
+        try:
+            tty_nr = ProcStat.read(pid).tty_nr
+        except (OSError, ValueError):
+            tty_nr = 0
+        return cls(
+            (pid, *ancestors(pid)),
+            tty_nr,
+            env.get("TMUX_PANE"),
+            env.get("TMUX", "").split(",")[0],
+        )
+
+    def inside(self, panes: list[AgentPane]) -> InPane | None:
+        """Which of ``panes`` the process belongs to (None: none of them)."""
+        for pane in panes:
+            if pane.pid in self.lineage:
+                return InPane(pane, f"it descends from the pane's process {pane.pid}")
+            if self.tty_nr and _same_terminal(self.tty_nr, pane.tty):
+                return InPane(pane, f"it runs on the pane's terminal {pane.tty}")
+            if self.tmux_pane == pane.pane_id and same_file(self.tmux_server, pane.server):
+                return InPane(pane, f"it carries the pane's TMUX_PANE={pane.pane_id}")
+        return None
 
 
 def holding(pid: int, panes: list[AgentPane]) -> InPane | None:
     """Which of ``panes`` process ``pid`` belongs to (None: none of them)."""
-    lineage = [pid, *ancestors(pid)]
-    env = environ(pid)
-    try:
-        tty_nr = ProcStat.read(pid).tty_nr
-    except (OSError, ValueError):
-        tty_nr = 0
-    tmux_server = env.get("TMUX", "").split(",")[0]
-    for pane in panes:
-        if pane.pid in lineage:
-            return InPane(pane, f"it descends from the pane's process {pane.pid}")
-        if tty_nr and _same_terminal(tty_nr, pane.tty):
-            return InPane(pane, f"it runs on the pane's terminal {pane.tty}")
-        if env.get("TMUX_PANE") == pane.pane_id and _same_file(tmux_server, pane.server):
-            return InPane(pane, f"it carries the pane's TMUX_PANE={pane.pane_id}")
-    return None
+    return Whereabouts.of(pid).inside(panes)
 
 
 def _same_terminal(tty_nr: int, tty: str) -> bool:
@@ -112,7 +136,7 @@ def _same_terminal(tty_nr: int, tty: str) -> bool:
     return tty_device(tty_nr) == (os.major(rdev), os.minor(rdev))
 
 
-def _same_file(a: str, b: str) -> bool:
+def same_file(a: str, b: str) -> bool:
     if not a or not b:
         return False
     try:
