@@ -118,7 +118,7 @@ HOOK_CLAIMS = """
 import asyncio, json, os, sys
 from agentcomms.client import call
 from agentcomms.errors import GatewayError
-socket, own, other, other_pane = sys.argv[1:5]
+socket, own, other, other_pane, others_approval = sys.argv[1:6]
 server = os.environ["TMUX"].split(",")[0]
 report = dict(kind="claude-code", event="Stop", at_ns=1)
 asks = [
@@ -126,6 +126,7 @@ asks = [
     ("agent_hook", dict(report, pane=other_pane, tmux_socket=server)),
     ("approval_open", dict(kind="claude-code", agent_id=other, tool_name="Bash")),
     ("approval_open", dict(kind="claude-code", pane=other_pane, tmux_socket=server, tool_name="Bash")),
+    ("approval_wait", dict(id=others_approval, wait_s=0.1)),
     ("agent_hook", dict(report, agent_id=own)),
     ("agent_hook", dict(report, pane=os.environ["TMUX_PANE"], tmux_socket=server)),
     ("agent_hook", report),
@@ -149,14 +150,14 @@ async def test_a_hook_reports_and_asks_only_for_the_agent_in_its_own_pane(
     other_pane = tmux.run("display-message", "-p", "-t", other_target, "#{pane_id}").stdout.strip()
     script = tmp_path / "claims.py"
     script.write_text(HOOK_CLAIMS)
-    args = " ".join(
-        shlex.quote(a) for a in (str(stack.cfg.server.socket()), own, other, other_pane)
-    )
+    others_approval = await open_approval(stack, other)
+    claims = (str(stack.cfg.server.socket()), own, other, other_pane, others_approval)
+    args = " ".join(shlex.quote(a) for a in claims)
     printed = await _in_pane(
         tmux, target, home, f"{sys.executable} {script} {args}", tmp_path / "claims"
     )
     answers = [json.loads(line) for line in printed.splitlines() if line.startswith("[")]
-    assert len(answers) == 7, printed
+    assert len(answers) == 8, printed
     for outcome, said in answers[:4]:
         assert outcome == "refused", answers
         assert f"runs in agent {own!r}'s tmux pane" in said and "reports only for" in said, said
@@ -164,4 +165,5 @@ async def test_a_hook_reports_and_asks_only_for_the_agent_in_its_own_pane(
         f"names agent {other!r}" in answers[0][1]
         and f"names tmux pane {other_pane}" in answers[1][1]
     )
-    assert [a[1]["agent_id"] for a in answers[4:]] == [own, own, own], answers
+    assert answers[4][0] == "refused" and "waits only on its own agent's" in answers[4][1], answers
+    assert [a[1]["agent_id"] for a in answers[5:]] == [own, own, own], answers

@@ -57,7 +57,7 @@ from gateway.messages.budget import Budgets
 from gateway.socket.caller import Caller
 from gateway.socket.declare import Hook, Human, declare
 from gateway.socket.params import AgentId, Params
-from gateway.socket.protocol import INVALID_PARAMS, NOT_FOUND
+from gateway.socket.protocol import INVALID_PARAMS, NOT_FOUND, NOT_YOURS
 from workflows.approval.client import Approvals, WorkflowAlreadyStartedError, new_approval_id
 from workflows.approval.models import Decided
 
@@ -82,6 +82,8 @@ class ApprovalOpenParams(Params):
 class ApprovalWaitParams(Params):
     id: ApprovalId
     wait_s: Annotated[float, Field(gt=0, le=120)] = 25
+    # Set by the gateway for a hook in an agent's pane: it waits only on that agent's requests.
+    agent_id: AgentId | None = None
 
 
 class ApprovalDecideParams(Params):
@@ -200,6 +202,15 @@ class ApprovalMethods:
     async def approval_wait(self, p: ApprovalWaitParams) -> dict[str, Any]:
         """Long-polls: `decided` with the hook's answer (None: leave it to the terminal), or
         `open` when `wait_s` passed first, for the hook to ask again."""
+        if p.agent_id is not None:
+            asked = await self._approvals.view(p.id.upper())
+            if asked is not None and asked.request.agent_id != p.agent_id:
+                raise RpcError(
+                    NOT_YOURS,
+                    f"approval {p.id.upper()} is agent {asked.request.agent_id!r}'s, and this "
+                    f"hook runs in agent {p.agent_id!r}'s pane: a hook waits only on its own "
+                    "agent's requests.",
+                )
         view = await self._approvals.wait(p.id.upper(), p.wait_s)
         if view is None:
             return {"status": "open"}
