@@ -24,7 +24,7 @@ from agentcomms.errors import PanesUnknown
 from agentcomms.models import Registration
 from agentcomms.store import Store
 from gateway.socket.caller import Peer, terminal_name
-from gateway.socket.loopback import loopback_peer
+from gateway.socket.loopback import holders, loopback_socket
 from gateway.socket.panes import AgentPane, AgentPanes, holding
 from tests.support.tmux import Tmux
 
@@ -171,13 +171,13 @@ def test_a_loopback_connection_names_the_user_and_processes_holding_it(
         with _started([sys.executable, "-c", connect]) as other:
             accepted, client = listening.accept()
             with accepted:
-                peer = loopback_peer(client[:2], server)
+                peer = loopback_socket(client[:2], server)
                 assert peer is not None and peer.uid == os.getuid()
-                assert peer.pids == (other.pid,)
+                assert holders(peer.inode)[0] == (other.pid,)
         # Its own end, from this side, is this process's; a connection that is not there, none.
         with socket.create_connection(server) as mine:
             accepted, client = listening.accept()
             with accepted:
-                ours = loopback_peer(mine.getsockname()[:2], server)
-                assert ours is not None and ours.pids == (os.getpid(),)
-        assert loopback_peer((host, 1), server) is None
+                ours = loopback_socket(mine.getsockname()[:2], server)
+                assert ours is not None and holders(ours.inode)[0] == (os.getpid(),)
+        assert loopback_socket((host, 1), server) is None

@@ -17,7 +17,7 @@ from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from agentcomms.errors import PanesUnknown
-from gateway.socket.loopback import loopback_peer
+from gateway.socket.loopback import holders, loopback_socket
 from gateway.socket.panes import AgentPanes, holding
 
 # The console's script and styles hold nothing of the human's.
@@ -30,7 +30,7 @@ async def refusal(
 ) -> str | None:
     """Why the connection from ``client`` to the console at ``server`` is not the human's;
     None when it is."""
-    peer = await asyncio.to_thread(loopback_peer, client, server)
+    peer = await asyncio.to_thread(loopback_socket, client, server)
     if peer is None:
         return (
             "The console is the human's, and this connection is in none of the kernel's tables "
@@ -48,17 +48,18 @@ async def refusal(
         return f"The console cannot tell now whether this connection comes from an agent's pane: {exc}. Try again in a moment."
     if not agents:
         return None
-    for pid in peer.pids:
+    pids, hidden = await asyncio.to_thread(holders, peer.inode)
+    for pid in pids:
         found = await asyncio.to_thread(holding, pid, agents)
         if found is not None:
             return (
                 f"The console is the human's, and the process that connected (pid {pid}) runs "
                 f"in {found}: an agent may not act for its human. {_TO_DO}"
             )
-    if not peer.pids:
+    if not pids:
         # Its holder hides its open files (it made itself undumpable): refused if any process
         # in an agent's pane hides them too, for it could be that one.
-        for pid in peer.hidden:
+        for pid in hidden:
             found = await asyncio.to_thread(holding, pid, agents)
             if found is not None:
                 return (

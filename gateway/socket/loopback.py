@@ -20,31 +20,24 @@ Address = tuple[str, int]
 
 
 @dataclass(frozen=True)
-class LoopbackPeer:
-    """The connecting side of a loopback connection."""
+class LoopbackSocket:
+    """The connecting side's socket: its owner and its inode."""
 
     uid: int
     inode: int
-    # The processes holding the connecting socket, of those this process may look into; and
-    # those it may not (another user's, or one that made itself undumpable).
-    pids: tuple[int, ...]
-    hidden: tuple[int, ...]
 
 
-def loopback_peer(client: Address, server: Address) -> LoopbackPeer | None:
-    """The peer of the connection from ``client`` to ``server`` (as the server sees them);
+def loopback_socket(client: Address, server: Address) -> LoopbackSocket | None:
+    """The socket of the connection from ``client`` to ``server`` (as the server sees them);
     None when the kernel's tables hold no such connection (it is not local, or it closed)."""
     found = _socket_of(_ip_port(client), _ip_port(server))
-    if found is None:
-        return None
-    uid, inode = found
-    pids, hidden = holders(inode)
-    return LoopbackPeer(uid, inode, pids, hidden)
+    return LoopbackSocket(*found) if found is not None else None
 
 
 def holders(inode: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """The processes whose open files include socket ``inode``, and those whose open files
-    cannot be read."""
+    """The processes whose open files include socket ``inode``, and those this process may not
+    look into (another user's, or one that made itself undumpable). It reads every process's
+    open files: tens of milliseconds, so it is asked only when some agent's pane is there."""
     link = f"socket:[{inode}]"
     pids, hidden = [], []
     for name in os.listdir("/proc"):
