@@ -127,6 +127,7 @@ asks = [
     ("approval_open", dict(kind="claude-code", agent_id=other, tool_name="Bash")),
     ("approval_open", dict(kind="claude-code", pane=other_pane, tmux_socket=server, tool_name="Bash")),
     ("approval_wait", dict(id=others_approval, wait_s=0.1)),
+    ("approval_decide", dict(id=others_approval, behavior="terminal", via="terminal")),
     ("agent_hook", dict(report, agent_id=own)),
     ("agent_hook", dict(report, pane=os.environ["TMUX_PANE"], tmux_socket=server)),
     ("agent_hook", report),
@@ -157,7 +158,7 @@ async def test_a_hook_reports_and_asks_only_for_the_agent_in_its_own_pane(
         tmux, target, home, f"{sys.executable} {script} {args}", tmp_path / "claims"
     )
     answers = [json.loads(line) for line in printed.splitlines() if line.startswith("[")]
-    assert len(answers) == 8, printed
+    assert len(answers) == 9, printed
     for outcome, said in answers[:4]:
         assert outcome == "refused", answers
         assert f"runs in agent {own!r}'s tmux pane" in said and "reports only for" in said, said
@@ -165,5 +166,7 @@ async def test_a_hook_reports_and_asks_only_for_the_agent_in_its_own_pane(
         f"names agent {other!r}" in answers[0][1]
         and f"names tmux pane {other_pane}" in answers[1][1]
     )
-    assert answers[4][0] == "refused" and "waits only on its own agent's" in answers[4][1], answers
-    assert [a[1]["agent_id"] for a in answers[5:]] == [own, own, own], answers
+    assert answers[4][0] == "refused" and "waits on only its own agent's" in answers[4][1], answers
+    assert answers[5][0] == "refused" and "closes only its own agent's" in answers[5][1], answers
+    assert [a[1]["agent_id"] for a in answers[6:]] == [own, own, own], answers
+    assert (await stack.call("approval_wait", id=others_approval, wait_s=0.1))["status"] == "open"

@@ -47,7 +47,7 @@ class Confinement:
         caller may not ask it."""
         who = method.who
         if isinstance(who, Human) and who.decides:
-            await self._outside_agents_panes(method, params, caller)
+            params = await self._outside_agents_panes(method, params, caller)
         if isinstance(who, Hook) and caller.agent is None:
             return await self._own_pane(method, params, caller)
         if caller.agent is None or isinstance(who, Anyone):
@@ -71,14 +71,17 @@ class Confinement:
             return checked
         return params
 
-    async def _outside_agents_panes(self, method: Method, params: Params, caller: Caller) -> None:
+    async def _outside_agents_panes(self, method: Method, params: Params, caller: Caller) -> Params:
         """Refuse a decision for the human to a process in a registered agent's pane."""
         assert isinstance(method.who, Human)
         if caller.peer is None:  # the gateway's own surface (the console), which admitted the human
-            return
+            return params
         found = await self._placed(method, caller.peer, "decides for the human")
-        if found is None or (method.who.pane_may is not None and method.who.pane_may(params)):
-            return
+        if found is None:
+            return params
+        if method.who.pane_may is not None and method.who.pane_may(params):
+            # What a hook may still say, only of its own pane's agent.
+            return _for_agent(params, found.pane.agent_id)
         raise RpcError(
             NOT_YOURS,
             f"{method.name} decides for the human, and the process asking (pid "
@@ -106,11 +109,7 @@ class Confinement:
         ):
             claim = f"tmux pane {named} (server {server})"
         else:
-            return (
-                params.model_copy(update={"agent_id": pane.agent_id})
-                if agent is None and ("agent_id" in type(params).model_fields)
-                else params
-            )
+            return _for_agent(params, pane.agent_id)
         raise RpcError(
             NOT_YOURS,
             f"{method.name} refused: it names {claim}, and the process asking (pid "
@@ -155,6 +154,13 @@ class Confinement:
             f'mapped to it in the config\'s chat.channels (add "{channel}": "{agent}" there '
             "and restart agentcomms) and those its messages came from.",
         )
+
+
+def _for_agent(params: Params, agent: str) -> Params:
+    """``params`` acting for the agent of the pane they came from, where they can name one."""
+    if "agent_id" in type(params).model_fields and getattr(params, "agent_id", None) is None:
+        return params.model_copy(update={"agent_id": agent})
+    return params
 
 
 # ---- the checks methods name in their declarations -----------------------------------------------
