@@ -123,18 +123,18 @@ async def test_a_pane_is_an_agents_from_the_moment_its_registration_is_accepted(
     # The projection has not heard of the registration yet (its mailbox has not run it).
     async with await Store.open(f"sqlite+aiosqlite:///{tmp_path / 'p.db'}") as store:
         panes = AgentPanes(store, "this-host")
-        assert await panes.holding(pane_pid) is None
+        assert holding(pane_pid, await panes.panes()) is None
         # A pane on another host is not one of this host's, whatever its target is here.
         panes.accepted("remote", Registration(target=target, socket=tmux.socket, host="other"))
-        assert await panes.holding(pane_pid) is None
+        assert holding(pane_pid, await panes.panes()) is None
 
         panes.accepted("backend", Registration(target=target, socket=tmux.socket, host="this-host"))
-        found = await panes.holding(pane_pid)
+        found = holding(pane_pid, await panes.panes())
         assert found is not None and found.pane.agent_id == "backend"
 
         # Registered again elsewhere: the pane it left is nobody's now.
         panes.accepted("backend", Registration(target="gone:0.0", socket=tmux.socket, host="x"))
-        assert await panes.holding(pane_pid) is None
+        assert holding(pane_pid, await panes.panes()) is None
 
 
 async def test_whose_pane_a_process_runs_in_is_refused_not_guessed_when_it_cannot_be_told(
@@ -146,12 +146,12 @@ async def test_whose_pane_a_process_runs_in_is_refused_not_guessed_when_it_canno
         # A tmux server that is not there: nothing runs in its panes, so nothing is unknown.
         gone = str(tmp_path / "no-server")
         panes.accepted("gone", Registration(target="a:0.0", socket=gone, host="this-host"))
-        assert await panes.holding(os.getpid()) is None
+        assert holding(os.getpid(), await panes.panes()) is None
         # A projection that cannot be read: unknown.
         with sqlite3.connect(db) as raw:
             raw.execute("DROP TABLE agents")
         with pytest.raises(PanesUnknown, match="projection cannot be read"):
-            await panes.holding(os.getpid())
+            holding(os.getpid(), await panes.panes())
 
 
 @pytest.mark.parametrize("family, host", [(socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")])

@@ -79,13 +79,6 @@ class AgentPanes:
         found = await asyncio.gather(*(_pane(*target) for target in sorted(targets, key=str)))
         return [pane for pane in found if pane is not None]
 
-    async def holding(self, pid: int) -> InPane | None:
-        """The registered agent's pane process ``pid`` belongs to, or None. What the process
-        is is read first, before tmux is asked: one that exits meanwhile is still placed."""
-        process = Whereabouts.of(pid)
-        panes = await self.panes()
-        return process.inside(panes) if panes else None
-
 
 @dataclass(frozen=True)
 class Whereabouts:
