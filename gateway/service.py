@@ -129,6 +129,13 @@ class Gateway:
             LocalDial(self.phone_menu),
         )
         self.server = SocketServer(cfg.server.socket(), self.socket_methods.call)
+        # The hooks' own door, for agents that run as their own Unix user (the socket is ours).
+        hooks_path = cfg.server.hooks_socket_path
+        self.hooks_server = (
+            SocketServer(hooks_path.expanduser(), self.socket_methods.call_hook, mode=0o666)
+            if hooks_path is not None
+            else None
+        )
         self.http: WebhookServer | None = None
         self.console: Console | None = None
         self._pruning: asyncio.Task[None] | None = None
@@ -140,6 +147,8 @@ class Gateway:
 
     async def start(self) -> None:
         await self.server.start()
+        if self.hooks_server is not None:
+            await self.hooks_server.start()
         await self.register_configured_agents()
         await self.record_configured_channels()
         await self.chat.start()
@@ -272,6 +281,8 @@ class Gateway:
             await self.inbound_calls.close()
         await self.chat.close()
         await self.server.close()
+        if self.hooks_server is not None:
+            await self.hooks_server.close()
         await self.approvals.close()
         await self.approval_chats.close()
         await self.approval_calls.close()

@@ -46,6 +46,8 @@ class Confinement:
         """The params to run ``method`` with; raises :class:`RpcError` ``NOT_YOURS`` when the
         caller may not ask it."""
         who = method.who
+        if caller.hooks_door:
+            return await self._through_hooks_door(method, params, caller)
         if isinstance(who, Human) and who.decides:
             params = await self._outside_agents_panes(method, params, caller)
         if isinstance(who, Hook) and caller.agent is None:
@@ -89,6 +91,31 @@ class Confinement:
             "from a terminal outside the agents' panes, the console, or a chat.",
         )
 
+    async def _through_hooks_door(self, method: Method, params: Params, caller: Caller) -> Params:
+        """The hooks' own door, which any local user may open: only a process in a registered
+        agent's pane, asking what a hook may, for that pane's agent."""
+        peer = caller.peer
+        found = None
+        if peer is not None and caller.agent is None:
+            found = await self._placed(method, peer, "is a hook's, for its own pane")
+        if found is None or peer is None:
+            raise RpcError(
+                NOT_YOURS,
+                f"{method.name} refused: the hooks' door serves only an agent's hooks, in the "
+                "agent's registered tmux pane, and this process runs in none (register the pane "
+                "with `agentcomms agents register`).",
+            )
+        if isinstance(method.who, Human):  # what a hook may still say of a decision
+            assert method.who.pane_may is not None
+            if not method.who.pane_may(params):
+                raise RpcError(
+                    NOT_YOURS,
+                    f"{method.name} decides for the human, and the hooks' door serves only "
+                    f"agents' hooks: this process runs in {found}.",
+                )
+            return _for_agent(params, found.pane.agent_id)
+        return self._claims(method, params, peer, found)
+
     async def _own_pane(self, method: Method, params: Params, caller: Caller) -> Params:
         """A hook acts for the pane it runs in: a process in an agent's pane that names another
         agent or pane is refused, and one that names none acts for its pane's agent. A process
@@ -98,6 +125,10 @@ class Confinement:
         found = await self._placed(method, caller.peer, "is a hook's, for its own pane")
         if found is None:
             return params
+        return self._claims(method, params, caller.peer, found)
+
+    def _claims(self, method: Method, params: Params, peer: Peer, found: InPane) -> Params:
+        """``params`` for the agent of the pane ``found``, or refused when they name another."""
         pane = found.pane
         agent = getattr(params, "agent_id", None)
         named = getattr(params, "pane", None)
@@ -113,7 +144,7 @@ class Confinement:
         raise RpcError(
             NOT_YOURS,
             f"{method.name} refused: it names {claim}, and the process asking (pid "
-            f"{caller.peer.pid}) runs in {found}. A hook reports only for the agent in its own "
+            f"{peer.pid}) runs in {found}. A hook reports only for the agent in its own "
             f"pane: leave AGENTCOMMS_AGENT_ID unset there, or set it to {pane.agent_id!r}.",
         )
 
