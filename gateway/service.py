@@ -137,6 +137,10 @@ class Gateway:
         self.calls.line_observers.append(self.approval_calls.line_event)
         # What a human who calls in hears: through Twilio, or the local phone's --dial.
         self.phone_menu = PhoneMenu(cfg, store, approvals, post=self.mailbox.post)
+        # The panes of the agents on this host, each known from the moment its registration
+        # is accepted, before the projection shows it.
+        self.agent_panes = AgentPanes(store, self.host)
+        self.mailbox.registering.append(self.agent_panes.accepted)
         # Each request admitted as its method's declaration says: an agent's gets only what is
         # its own, and no process in an agent's pane decides for the human.
         rooms = (
@@ -153,9 +157,16 @@ class Gateway:
         )
         assert tuple(map(type, rooms)) == SOCKET_ROOMS  # the protocol's reference reads these
         self.socket_methods = MethodTable(
-            Confinement(cfg, store, AgentPanes(store, self.host)), cfg.temporal.address, *rooms
+            Confinement(cfg, store, self.agent_panes), cfg.temporal.address, *rooms
         )
         self.server = SocketServer(cfg.server.socket(), self.socket_methods.call)
+        # The hooks' own door, for agents that run as their own Unix user (the socket is ours).
+        hooks_path = cfg.server.hooks_socket_path
+        self.hooks_server = (
+            SocketServer(hooks_path.expanduser(), self.socket_methods.call_hook, mode=0o666)
+            if hooks_path is not None
+            else None
+        )
         self.http: WebhookServer | None = None
         self.console: Console | None = None
         self._pruning: asyncio.Task[None] | None = None
@@ -167,6 +178,8 @@ class Gateway:
 
     async def start(self) -> None:
         await self.server.start()
+        if self.hooks_server is not None:
+            await self.hooks_server.start()
         await self.register_configured_agents()
         await self.record_configured_channels()
         await self.chat.start()
@@ -213,6 +226,7 @@ class Gateway:
             audio,
             shared_queue=self.cfg.temporal.task_queue,
             deployment=str(self.cfg.server.socket()),
+            panes=self.agent_panes,
         )
         if not await _listening(console.start, "the console is not served"):
             return
@@ -301,6 +315,8 @@ class Gateway:
             await self.inbound_calls.close()
         await self.chat.close()
         await self.server.close()
+        if self.hooks_server is not None:
+            await self.hooks_server.close()
         await self.approvals.close()
         await self.approval_chats.close()
         await self.approval_calls.close()

@@ -42,6 +42,7 @@ from agentcomms.errors.gateway import (
     GatewayUnavailable,
     ListenerUnavailable,
     MailboxFull,
+    PanesUnknown,
     RpcError,
     TraceNotFound,
 )
@@ -121,6 +122,7 @@ __all__ = [
     "NotTranscribed",
     "PaneNotFound",
     "PaneNotReady",
+    "PanesUnknown",
     "PayloadDecryptionError",
     "RateLimited",
     "RpcError",
