@@ -21,6 +21,7 @@ from agentcomms.voice.audio import AudioStore
 from gateway.agents.dialogs import DialogWatch
 from gateway.agents.hooks import AgentHookMethods, PaneAgents
 from gateway.agents.mirror import ReplyMirror
+from gateway.agents.processes import ProcessAgentMethods
 from gateway.approvals.chat_answers import ChatAnswers
 from gateway.approvals.chat_posts import ApprovalChats
 from gateway.approvals.methods import ApprovalMethods
@@ -121,6 +122,7 @@ class Gateway:
             self.calls,
             SenderMethods(cfg, store, admitted=admission.admitted),
             hooks,
+            ProcessAgentMethods(self.mailbox, store, self.host),
             approvals,
             LocalDial(self.phone_menu),
         )

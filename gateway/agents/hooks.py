@@ -70,6 +70,7 @@ class PaneAgents:
             a
             for a in await self._store.list_agents()
             if a.target is not None
+            and a.type == "tmux"
             and (a.host or self._host) == self._host
             and (a.tmux_socket == socket or (a.tmux_socket is None and _default(socket)))
         ]

@@ -1,7 +1,7 @@
 """A small scripted ACP agent: JSON-RPC over its stdio, told what to do by the prompt it gets.
 
-Run as ``python -m tests.support.acp_agent`` (or this file). Each line of a prompt that starts
-with ``acp:`` is a step of the turn, in order; a prompt with none is answered ``heard: <its
+Run as ``python -m tests.support.acp_agent`` (or this file). Each line of a prompt with ``acp:``
+in it is a step of the turn (what follows it), in order; a prompt with none is answered ``heard: <its
 last line>``. The steps:
 
 - ``acp:say TEXT``: the reply, streamed in chunks of a few words;
@@ -11,9 +11,10 @@ last line>``. The steps:
 - ``acp:hang``: the turn runs until ``session/cancel`` ends it (stop reason ``cancelled``);
 - ``acp:die``: the process exits mid-turn, with code 3.
 
-It keeps its sessions in ``$ACP_AGENT_STATE`` (a folder), so a process started again can
-``session/load`` one, and appends what it got (each prompt's text, each cancel, each answer to a
-permission request) as JSON lines to ``$ACP_AGENT_LOG`` for the test to read.
+It keeps its sessions in ``$ACP_AGENT_STATE`` (a folder; ``.acp-agent-sessions`` in the folder it
+runs in), so a process started again can ``session/load`` one, and appends what it got (each
+prompt's text, each cancel, each answer to a permission request) as JSON lines to
+``$ACP_AGENT_LOG`` (``.acp-agent.jsonl``) for the test to read (:func:`log_of`).
 """
 
 from __future__ import annotations
@@ -126,7 +127,8 @@ class ScriptedAgent:
         self.record(prompt=text, session=session_id)
         self._save(session_id, [*self._load(session_id), text])
         cancelled = self._cancelled[session_id] = asyncio.Event()
-        steps = [line[4:] for line in text.splitlines() if line.startswith("acp:")]
+        # A step may follow the header agentcomms puts before a message, or its gutter.
+        steps = [line[line.index("acp:") + 4 :] for line in text.splitlines() if "acp:" in line]
         if not steps:
             self.say(session_id, f"heard: {text.splitlines()[-1] if text else ''}")
         for step in steps:
@@ -219,10 +221,17 @@ class ScriptedAgent:
         return history
 
 
+def log_of(folder: Path) -> list[dict[str, Any]]:
+    """What the agent started in `folder` got, in order."""
+    path = folder / ".acp-agent.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
 def main() -> None:
-    state = os.environ.get("ACP_AGENT_STATE")
-    log = os.environ.get("ACP_AGENT_LOG")
-    agent = ScriptedAgent(Path(state) if state else None, Path(log) if log else None)
+    # By default beside the agent's work, in the folder it was started in.
+    state = Path(os.environ.get("ACP_AGENT_STATE") or ".acp-agent-sessions")
+    log = Path(os.environ.get("ACP_AGENT_LOG") or ".acp-agent.jsonl")
+    agent = ScriptedAgent(state.absolute(), log.absolute())
     asyncio.run(agent.run())
 
 
