@@ -21,7 +21,7 @@ from agentcomms.voice.audio import AudioStore
 from gateway.agents.dialogs import DialogWatch
 from gateway.agents.hooks import AgentHookMethods, PaneAgents
 from gateway.agents.mirror import ReplyMirror
-from gateway.agents.processes import ProcessAgentMethods
+from gateway.agents.processes import ProcessAgentMethods, start_configured
 from gateway.approvals.chat_answers import ChatAnswers
 from gateway.approvals.chat_posts import ApprovalChats
 from gateway.approvals.methods import ApprovalMethods
@@ -224,6 +224,10 @@ class Gateway:
 
     async def register_configured_agents(self) -> None:
         for agent_id, agent in self.cfg.agents.items():
+            if agent.acp is not None:
+                await start_configured(self.mailbox, agent_id, agent, self.host)
+                continue
+            assert agent.target is not None  # the config's own check: a pane or a process
             await self.mailbox.register(
                 agent_id,
                 Registration(

@@ -11,12 +11,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 from temporalio.testing import WorkflowEnvironment
 
+from agentcomms.config import AgentConfig
 from agentcomms.framing import pane_text
 from agentcomms.models import Agent
+from gateway.agents.processes import start_configured
 from tests.support import acp_agent
 from tests.support.acp_agent import log_of
+from tests.support.cli import cli, cli_home
 from tests.support.stack import Stack, running_stack
 from tests.support.waiting import eventually
 
@@ -122,3 +126,71 @@ async def test_a_bad_start_is_refused_with_what_to_fix(stack: Stack, tmp_path: P
         await stack.call("start_agent", agent_id="nowhere", dir="relative", command=SCRIPTED)
     with pytest.raises(Exception, match="no process agent"):
         await stack.call("stop_agent", agent_id="never-started")
+
+
+async def test_the_cli_starts_and_stops_a_process_agent_and_says_what_is_missing(
+    stack: Stack, tmp_path: Path
+) -> None:
+    home = cli_home(tmp_path, stack)
+    agent = stack.agent_id("acp-cli")
+    work = tmp_path / "work"
+    work.mkdir()
+    begun = await cli(home, "agents", "start", agent, "--dir", str(work), "--acp", "--", *SCRIPTED)
+    assert begun.returncode == 0, begun.stderr
+    assert f"started {agent}: acp: " in begun.stdout
+    await eventually(lambda: state_is(stack, agent, "ready"), timeout=30)
+    assert (await send(stack, agent, "from the terminal", wait=True, timeout=30))["status"] == (
+        "submitted"
+    )
+    ended = await cli(home, "agents", "stop", agent)
+    assert ended.returncode == 0 and f"stopped {agent}" in ended.stdout, ended.stderr
+    await eventually(lambda: state_is(stack, agent, "offline"))
+
+    for args, says in [
+        (["--dir", str(work)], "say what to run"),
+        (["--dir", str(work), "--acp"], "--acp needs the agent's command after `--`"),
+        (["--dir", str(work), "--kind", "gemini", "--acp", "--", "x"], "not both"),
+        (["--dir", str(work / "nope"), "--acp", "--", "x"], "no such folder here"),
+        (["--dir", str(work), "--kind", "emacs"], "unknown kind 'emacs'"),
+    ]:
+        refused = await cli(home, "agents", "start", agent, *args)
+        assert refused.returncode == 1 and says in refused.stderr, (args, refused.stderr)
+
+
+@pytest.mark.parametrize(
+    ("acp", "error"),
+    [
+        ({"dir": "/srv/x", "command": ["gemini", "--acp"]}, None),
+        ({"dir": "/srv/x", "kind": "codex"}, None),
+        ({"dir": "/srv/x"}, "either command"),
+        ({"dir": "/srv/x", "kind": "codex", "command": ["x"]}, "either command"),
+        ({"dir": "relative", "kind": "gemini"}, "not an absolute path"),
+        ({"dir": "/srv/x", "kind": "emacs"}, "kind"),
+    ],
+)
+def test_a_configured_process_agent_names_one_way_to_run(
+    acp: dict[str, Any], error: str | None
+) -> None:
+    if error is None:
+        agent = AgentConfig.model_validate({"acp": acp})
+        assert agent.type == "process" and agent.target is None
+        return
+    with pytest.raises(ValidationError, match=error):
+        AgentConfig.model_validate({"acp": acp})
+
+
+def test_an_agent_is_a_pane_or_a_process_never_both() -> None:
+    with pytest.raises(ValidationError, match="a pane agent has `target`"):
+        AgentConfig.model_validate({"target": "dev:0.1", "acp": {"dir": "/x", "kind": "gemini"}})
+    with pytest.raises(ValidationError, match="a process agent has `acp`"):
+        AgentConfig.model_validate({"type": "process", "target": "dev:0.1"})
+    with pytest.raises(ValidationError, match="give `target`"):
+        AgentConfig.model_validate({"type": "process"})
+
+
+async def test_up_starts_the_process_agents_of_the_config(stack: Stack, tmp_path: Path) -> None:
+    agent = stack.agent_id("acp-config")
+    configured = AgentConfig.model_validate({"acp": {"dir": str(tmp_path), "command": SCRIPTED}})
+    await start_configured(stack.gateway.mailbox, agent, configured, stack.host)
+    await eventually(lambda: state_is(stack, agent, "ready"), timeout=30)
+    assert (await send(stack, agent, "configured", wait=True, timeout=30))["status"] == "submitted"

@@ -39,7 +39,8 @@ class DeliverChoice(StrEnum):
 
 
 agents_app = typer.Typer(
-    help="List agents (`agentcomms agents [--all]`), register or unregister their panes.",
+    help="List agents (`agentcomms agents [--all]`), register or unregister their panes, start "
+    "or stop process agents (ACP).",
     invoke_without_command=True,
 )
 app.add_typer(agents_app, name="agents")

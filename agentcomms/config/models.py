@@ -272,12 +272,51 @@ class AgentApprovals(Section):
 Ladder = Annotated[list[Rung], AfterValidator(check_ladder)]
 
 
-class AgentConfig(Section):
-    """An agent registered when agentcomms starts."""
+class AgentAcp(Section):
+    """A process agent: an ACP agent agentcomms starts headless and drives over its stdio."""
 
-    type: Literal["tmux"] = "tmux"
+    dir: Path = Field(description="the folder the agent works in (absolute)")
+    command: list[str] | None = Field(
+        default=None,
+        min_length=1,
+        description='the ACP agent\'s command and arguments, e.g. ["gemini", "--acp"]',
+    )
+    kind: Literal["claude-code", "codex", "gemini"] | None = Field(
+        default=None,
+        description="a known agent instead of a command (its pinned ACP adapter, installed with "
+        "npm when missing)",
+    )
+    new_session_if_lost: bool = Field(
+        default=True,
+        description="start a new session when the kept one cannot be loaded after a restart; "
+        "false: stay offline and say so",
+    )
+
+    @model_validator(mode="after")
+    def _one_way_to_run(self) -> AgentAcp:
+        if (self.command is None) == (self.kind is None):
+            raise ValueError("give either command (any ACP agent) or kind (a known one)")
+        if not self.dir.is_absolute():
+            raise ValueError(f"dir: {self.dir} is not an absolute path")
+        return self
+
+
+class AgentConfig(Section):
+    """An agent registered when agentcomms starts: a tmux pane (`target`) or a process agent
+    agentcomms starts itself (`acp`)."""
+
+    type: Literal["tmux", "process"] = Field(
+        default="tmux",
+        description="tmux: a pane a human set up; process: an ACP agent agentcomms starts "
+        "(set by `acp` alone)",
+    )
     # Checked with the bridge's own rules, so `config validate` catches what typing would refuse.
-    target: TmuxTarget = Field(description="tmux target session:window.pane")
+    target: TmuxTarget | None = Field(
+        default=None, description="tmux target session:window.pane (a pane agent)"
+    )
+    acp: AgentAcp | None = Field(
+        default=None, description="how to start a process agent over ACP (type process)"
+    )
     socket: TmuxSocket | None = Field(
         default=None, description="tmux socket path (-S); default server"
     )
@@ -318,6 +357,20 @@ class AgentConfig(Section):
         description="the last words of the agent's turns sent back to chat: replies: to the chat "
         "whose message started the turn; all: every turn, the others to the agent's chats; off",
     )
+
+    @model_validator(mode="after")
+    def _pane_or_process(self) -> AgentConfig:
+        if self.acp is None and self.target is None:
+            raise ValueError(
+                "give `target` (the agent's tmux pane) or `acp` (how to start a process agent)"
+            )
+        if self.acp is not None and self.type == "tmux" and self.target is None:
+            self.type = "process"  # `acp` alone says what the agent is
+        if self.type == "process" and (self.acp is None or self.target is not None):
+            raise ValueError("a process agent has `acp` (how to start it) and no `target`")
+        if self.type == "tmux" and (self.target is None or self.acp is not None):
+            raise ValueError("a pane agent has `target` (its tmux pane) and no `acp`")
+        return self
 
     @field_validator("approvers")
     @classmethod

@@ -9,12 +9,15 @@ kept, and messages sent meanwhile wait for the next start.
 from __future__ import annotations
 
 import asyncio
+import logging
 import shlex
 from pathlib import Path, PurePath
 from typing import Annotated, Any
 
 from pydantic import Field, StringConstraints
 
+from agentcomms.acp.kinds import KindUnavailable, find, install
+from agentcomms.config import AgentConfig
 from agentcomms.errors import RpcError
 from agentcomms.models import MAX_MESSAGE_CHARS, Registration
 from agentcomms.store import Store
@@ -22,6 +25,8 @@ from gateway.socket.declare import Human, declare
 from gateway.socket.params import AgentId, Params
 from gateway.socket.protocol import INVALID_PARAMS, NOT_FOUND
 from workflows.mailbox.client import Mailbox
+
+log = logging.getLogger(__name__)
 
 Word = Annotated[str, StringConstraints(min_length=1, max_length=4096)]
 
@@ -90,6 +95,36 @@ class ProcessAgentMethods:
             )
         await self._mailbox.unregister(p.agent_id)
         return {"agent_id": p.agent_id, "stopped": True}
+
+
+async def start_configured(mailbox: Mailbox, agent_id: str, agent: AgentConfig, host: str) -> None:
+    """A process agent of the config (`agents.ID.acp`), started as `up` starts: registered with
+    its command, a known kind's found (or installed with npm) on this host first."""
+    acp = agent.acp
+    assert acp is not None
+    try:
+        command = acp.command or await _kind_command(acp.kind)
+    except KindUnavailable as exc:
+        log.error("agents.%s.acp: %s", agent_id, exc)
+        return
+    registration = Registration(
+        type="process",
+        target=_shown(command),
+        host=agent.host or host,
+        max_chars=agent.max_chars,
+        command=list(command),
+        cwd=str(acp.dir),
+        new_session_if_lost=acp.new_session_if_lost,
+    )
+    await mailbox.register(agent_id, registration)
+
+
+async def _kind_command(kind: str | None) -> list[str]:
+    assert kind is not None  # the config's own check: a command or a kind
+    found = find(kind)
+    if found is not None:
+        return found
+    return await asyncio.to_thread(install, kind)
 
 
 def _shown(command: list[str]) -> str:
