@@ -13,7 +13,14 @@ from typing import Any
 
 import pytest
 
-from agentcomms.acp.client import AcpProcess, AgentFailedToStart, PermissionAsk, Update
+from agentcomms.acp.asking import as_tool_call, refused_by, reject_option
+from agentcomms.acp.client import (
+    AcpProcess,
+    AgentFailedToStart,
+    PermissionAsk,
+    PermissionOption,
+    Update,
+)
 from agentcomms.acp.rpc import ConnectionLost
 from tests.support import acp_agent
 
@@ -154,3 +161,47 @@ async def test_a_command_that_is_no_acp_agent_says_so(tmp_path: Path) -> None:
             on_update=seen.on_update,
             on_permission=seen.on_permission,
         )
+
+
+def ask_of(kind: str, title: str, raw: dict[str, Any], *kinds: str) -> PermissionAsk:
+    options = tuple(PermissionOption(f"o{i}", f"option {i}", k) for i, k in enumerate(kinds))
+    call = {"toolCallId": "c1", "title": title, "kind": kind, "rawInput": raw}
+    return PermissionAsk(session_id="s", tool_call=call, options=options)
+
+
+@pytest.mark.parametrize(
+    ("kind", "title", "raw", "tool", "tool_input"),
+    [
+        ("execute", "rm -rf build", {}, "Bash", {"command": "rm -rf build"}),
+        ("execute", "Run it", {"command": "ls"}, "Bash", {"command": "ls"}),
+        ("edit", "Write x", {"path": "/a/x"}, "Edit", {"path": "/a/x"}),
+        ("fetch", "Fetch", {"url": "https://x.org"}, "WebFetch", {"url": "https://x.org"}),
+        ("think", "Ponder", {"a": 1}, "Ponder", {"a": 1}),
+    ],
+)
+def test_a_tool_call_is_read_in_the_never_lists_names(
+    kind: str, title: str, raw: dict[str, Any], tool: str, tool_input: dict[str, Any]
+) -> None:
+    assert as_tool_call(ask_of(kind, title, raw)) == (tool, tool_input)
+
+
+@pytest.mark.parametrize(
+    ("kinds", "rejected"),
+    [
+        (("allow_once", "allow_always", "reject_once", "reject_always"), "o2"),
+        (("allow_once", "reject_always"), "o1"),
+        (("allow_once", "allow_always"), None),  # no reject: "cancelled", the turn ends
+    ],
+)
+def test_a_refusal_takes_the_agents_narrowest_reject(
+    kinds: tuple[str, ...], rejected: str | None
+) -> None:
+    assert reject_option(ask_of("execute", "ls", {}, *kinds).options) == rejected
+
+
+def test_the_never_list_and_the_humans_commands_refuse_in_acp_terms() -> None:
+    rules = ["Bash(rm -rf *)", "Edit(/etc/*)"]
+    assert refused_by(rules, ask_of("execute", "rm -rf /", {}), "/w") == "Bash(rm -rf *)"
+    assert refused_by(rules, ask_of("execute", "ls", {}), "/w") is None
+    edit = ask_of("edit", "Edit", {"file_path": "/etc/passwd"})
+    assert refused_by(rules, edit, "/w") == "Edit(/etc/*)"

@@ -6,6 +6,7 @@ session loaded, and `stop_agent` ending it."""
 from __future__ import annotations
 
 import sys
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -18,8 +19,10 @@ from agentcomms.config import AgentConfig
 from agentcomms.framing import pane_text
 from agentcomms.models import Agent
 from gateway.agents.processes import start_configured
+from tests.fakes.telegram import FakeTelegram
 from tests.support import acp_agent
 from tests.support.acp_agent import log_of
+from tests.support.chat import CHAT, connected, with_telegram
 from tests.support.cli import cli, cli_home
 from tests.support.stack import Stack, running_stack
 from tests.support.waiting import eventually
@@ -27,11 +30,29 @@ from tests.support.waiting import eventually
 SCRIPTED = [sys.executable, acp_agent.__file__]
 
 
+# The agent Alice's Telegram chat is mapped to.
+CHAT_AGENT = f"acp-chat-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture(scope="module")
+async def telegram() -> AsyncIterator[FakeTelegram]:
+    fake = FakeTelegram()
+    fake.known_chats.add(CHAT)
+    async with fake.server:
+        yield fake
+
+
 @pytest.fixture(scope="module")
 async def stack(
-    temporal_env: WorkflowEnvironment, tmp_path_factory: pytest.TempPathFactory
+    temporal_env: WorkflowEnvironment,
+    tmp_path_factory: pytest.TempPathFactory,
+    telegram: FakeTelegram,
 ) -> AsyncIterator[Stack]:
-    async with running_stack(temporal_env.client, tmp_path_factory.mktemp("stack")) as s:
+    async with running_stack(
+        temporal_env.client,
+        tmp_path_factory.mktemp("stack"),
+        configure=with_telegram(telegram, CHAT_AGENT),
+    ) as s:
         yield s
 
 
@@ -194,3 +215,67 @@ async def test_up_starts_the_process_agents_of_the_config(stack: Stack, tmp_path
     await start_configured(stack.gateway.mailbox, agent, configured, stack.host)
     await eventually(lambda: state_is(stack, agent, "ready"), timeout=30)
     assert (await send(stack, agent, "configured", wait=True, timeout=30))["status"] == "submitted"
+
+
+async def open_approvals(stack: Stack, agent: str) -> list[dict[str, Any]]:
+    listed = await stack.call("approvals")
+    return [a for a in listed["approvals"] if a["agent_id"] == agent]
+
+
+def chosen(folder: Path) -> list[str | None]:
+    return [e["chosen"] for e in log_of(folder) if "permission" in e]
+
+
+async def test_a_permission_request_is_an_approval_with_the_agents_own_options(
+    stack: Stack, tmp_path: Path
+) -> None:
+    agent = await started(stack, tmp_path, "acp-asks")
+    await send(stack, agent, "acp:ask 4 touch notes.txt")
+    [approval] = await eventually(lambda: open_approvals(stack, agent))
+    assert approval["ask"] == "question" and approval["tool"] == "Bash"
+    assert approval["input"] == "touch notes.txt" and approval["whole"]
+    assert approval["options"] == ["option 0", "option 1", "option 2", "option 3"]
+    row = await eventually(lambda: state_is(stack, agent, "waiting"))
+    assert row.waiting_for is not None and "touch notes.txt" in row.waiting_for
+
+    await stack.call("approval_decide", id=approval["id"], behavior="answer", answer="option 1")
+    await eventually(lambda: chosen(tmp_path) == ["opt-1"])  # the agent got its own option's id
+    await eventually(lambda: state_is(stack, agent, "ready"))
+
+    # A denial answers with the agent's reject option: nothing is allowed by default.
+    await send(stack, agent, "acp:ask 4 touch other.txt")
+    [approval] = await eventually(lambda: open_approvals(stack, agent))
+    await stack.call("approval_decide", id=approval["id"], behavior="deny")
+    await eventually(lambda: chosen(tmp_path) == ["opt-1", "opt-2"])
+
+
+async def test_the_never_list_rejects_before_any_human_is_asked(
+    stack: Stack, tmp_path: Path
+) -> None:
+    agent = await started(stack, tmp_path, "acp-never")
+    # The human's own commands are on every agent's never-list.
+    await send(stack, agent, "acp:ask 4 agentcomms approve K7QF", wait=True, timeout=30)
+    await eventually(lambda: chosen(tmp_path) == ["opt-2"])  # reject once
+    assert await open_approvals(stack, agent) == []
+
+
+async def test_the_turns_reply_streamed_goes_back_to_the_chat_that_asked(
+    stack: Stack, telegram: FakeTelegram, tmp_path: Path
+) -> None:
+    await connected(stack, "telegram")
+    agent = CHAT_AGENT
+    result = await stack.call("start_agent", agent_id=agent, dir=str(tmp_path), command=SCRIPTED)
+    assert result["started"]
+    await eventually(lambda: state_is(stack, agent, "ready"), timeout=30)
+    asked = telegram.human_says(CHAT, "acp:tool ls\nacp:say It is four, as far as I can count.")
+    [reply] = await eventually(
+        lambda: [m for m in telegram.sent if "It is four" in m["text"]] or None, timeout=30
+    )
+    assert reply["text"] == "It is four, as far as I can count."  # the chunks, whole
+    assert reply["chat"]["id"] == CHAT
+    assert reply["reply_to_message_id"] == asked["message"]["message_id"]
+    # A turn begun at the terminal goes to no chat.
+    await send(stack, agent, "acp:say Only for the terminal.", wait=True, timeout=30)
+    await eventually(lambda: state_is(stack, agent, "ready"))
+    await eventually(lambda: len(prompts(tmp_path)) == 2)
+    assert not [m for m in telegram.sent if "Only for the terminal" in m["text"]]

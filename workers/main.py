@@ -26,7 +26,7 @@ from activities.process import ProcessDoor
 from activities.projection import ProjectionActivities
 from activities.receipts import ReceiptActivities
 from activities.voice import TwilioCallActivities, VoiceActivities
-from agentcomms.acp.client import PermissionAsk
+from agentcomms.acp.asking import Approvals, TurnsToGateway
 from agentcomms.acp.runner import ProcessAgents
 from agentcomms.agents.state import HookReport
 from agentcomms.config import Config, host_name
@@ -152,11 +152,13 @@ def process_agents(client: Client, cfg: Config, store: Store, key: DeploymentKey
     async def report(agent_id: str, report: HookReport) -> None:
         await mailbox.report(agent_id, report)
 
-    async def ask(agent_id: str, ask: PermissionAsk) -> str | None:
-        log.warning("%s asked for %s; no human can answer here: cancelled", agent_id, ask.title)
-        return None
-
-    return ProcessAgents(agentcomms_home() / "acp", report=report, ask=ask)
+    never = {"*": list(cfg.approvals.never)} | {
+        agent_id: list(agent.approvals.never) for agent_id, agent in cfg.agents.items()
+    }
+    # The gateway's approvals, asked on its socket as an agent's hook asks them.
+    approvals = Approvals(cfg.server.socket(), never, agentcomms_home())
+    turns = TurnsToGateway(cfg.server.socket())
+    return ProcessAgents(agentcomms_home() / "acp", report=report, ask=approvals.ask, turns=[turns])
 
 
 def _stopped_at_shutdown(processes: ProcessAgents) -> SimplePlugin:

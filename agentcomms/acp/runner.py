@@ -44,8 +44,9 @@ RESTART_FIRST_S = 0.5
 RESTART_CAP_S = 60.0
 
 Reporter = Callable[[str, HookReport], Awaitable[None]]
-# The chosen option's id, or None to answer "cancelled".
-Asker = Callable[[str, PermissionAsk], Awaitable[str | None]]
+# Who answers a permission request of the agent (its id, the request, its folder): the chosen
+# option's id, or None to answer "cancelled".
+Asker = Callable[[str, PermissionAsk, str], Awaitable[str | None]]
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,7 @@ class Turn:
     """One prompt's turn, as it streams."""
 
     event_ids: list[str]
+    prompt: str = ""  # what the mailbox looks for: each message's header and first words
     reply: list[str] = field(default_factory=list)
     stop_reason: str | None = None
     error: str | None = None
@@ -70,7 +72,8 @@ class Turn:
         return "".join(self.reply)[:REPLY_CHARS]
 
 
-TurnObserver = Callable[[str, Turn], Awaitable[None]]
+# Who hears a turn start ("TurnStart") and end ("TurnEnd"): the mirror of its reply to a chat.
+TurnObserver = Callable[[str, str, Turn], Awaitable[None]]
 UpdateObserver = Callable[[str, Update], None]
 
 
@@ -95,7 +98,7 @@ class ProcessAgent:
         *,
         report: Reporter,
         ask: Asker,
-        turn_ended: Sequence[TurnObserver] = (),
+        turns: Sequence[TurnObserver] = (),
         updated: Sequence[UpdateObserver] = (),
     ) -> None:
         self.agent_id = agent_id
@@ -104,7 +107,7 @@ class ProcessAgent:
         self._report = report
         self._ask = ask
         # The host's lists, not copies: observers added later hear this agent too.
-        self._turn_ended = turn_ended
+        self._turns = turns
         self._updated = updated
         self.state: ProcessState = "offline"
         self.last_error: str | None = None
@@ -169,7 +172,7 @@ class ProcessAgent:
         if self.state != "ready":
             raise NotReady(self.agent_id, self.state)
         assert self._process is not None and self.session_id is not None
-        turn = self._turn = Turn(event_ids=list(event_ids))
+        turn = self._turn = Turn(event_ids=list(event_ids), prompt=needles)
         self._prompted = [*self._prompted, *event_ids][-PROMPTED_KEPT:]
         self._save()  # before the prompt leaves: a crash after it must not prompt it again
         self._set("busy", event="TurnStart", prompt=needles)
@@ -227,6 +230,8 @@ class ProcessAgent:
     async def _run_turn(
         self, process: AcpProcess, turn: Turn, blocks: list[dict[str, Any]]
     ) -> None:
+        # Told beside the prompt, never holding it up; heard before the turn's end is.
+        started = asyncio.create_task(self._tell("TurnStart", turn))
         try:
             turn.stop_reason = await process.prompt(self.session_id or "", blocks)
         except (ConnectionLost, RpcFailed) as exc:
@@ -235,9 +240,13 @@ class ProcessAgent:
             self._turn = None
         if process.alive:
             self._set("ready", event="TurnEnd")
-        for observer in self._turn_ended:
+        await started
+        await self._tell("TurnEnd", turn)
+
+    async def _tell(self, event: str, turn: Turn) -> None:
+        for observer in self._turns:
             try:
-                await observer(self.agent_id, turn)
+                await observer(self.agent_id, event, turn)
             except Exception:  # one observer failing must not keep the others from the turn
                 log.exception("%s: a turn's observer failed", self.agent_id)
 
@@ -271,7 +280,7 @@ class ProcessAgent:
     async def _on_permission(self, ask: PermissionAsk) -> str | None:
         self._set("waiting", event="PermissionRequest", tool=ask.title)
         try:
-            return await self._ask(self.agent_id, ask)
+            return await self._ask(self.agent_id, ask, str(self.spec.cwd))
         finally:
             if self._turn is not None and self.alive:
                 self._set("busy", event="PermissionAnswered")
@@ -367,13 +376,13 @@ class ProcessAgents:
         *,
         report: Reporter,
         ask: Asker,
-        turn_ended: Sequence[TurnObserver] = (),
+        turns: Sequence[TurnObserver] = (),
         updated: Sequence[UpdateObserver] = (),
     ) -> None:
         self._sessions = sessions
         self._report = report
         self._ask = ask
-        self.turn_ended = list(turn_ended)
+        self.turns = list(turns)
         self.updated = list(updated)
         self._agents: dict[str, ProcessAgent] = {}
 
@@ -393,7 +402,7 @@ class ProcessAgents:
                 self._sessions,
                 report=self._report,
                 ask=self._ask,
-                turn_ended=self.turn_ended,
+                turns=self.turns,
                 updated=self.updated,
             )
         return agent
