@@ -215,8 +215,8 @@ class ProcessAgent:
             except (RpcFailed, TimeoutError) as exc:
                 if not self.spec.new_session_if_lost:
                     raise AgentFailedToStart(
-                        f"could not load session {self.session_id}: {exc}; it starts a new one "
-                        "only if its registration allows it (agents start --new-session-if-lost)"
+                        f"could not load session {self.session_id}, and a new one starts only "
+                        f"with --new-session-if-lost: {exc}"
                     ) from exc
                 log.warning(
                     "%s: could not load session %s: %s", self.agent_id, self.session_id, exc
