@@ -47,6 +47,10 @@ class Heard:
         return [r.event for r in self.reports]
 
 
+def state_of(agent: ProcessAgent) -> str:
+    return agent.state
+
+
 def host(tmp_path: Path, heard: Heard) -> ProcessAgents:
     return ProcessAgents(
         tmp_path / "sessions", report=heard.report, ask=heard.ask, turns=[heard.turn]
@@ -71,7 +75,7 @@ async def test_the_state_is_exact_from_prompt_to_turn_end_and_a_prompt_waits_mea
     agent, heard, _ = running
     await agent.submit(["e1"], "acp:ask 4 touch x\nacp:say done", "e1 needle")
     await asyncio.wait_for(heard.asked.wait(), 10)
-    assert agent.state == "waiting"
+    assert state_of(agent) == "waiting"
     with pytest.raises(NotReady, match="is waiting"):
         await agent.submit(["e2"], "too soon", "e2")
     heard.release.set()
