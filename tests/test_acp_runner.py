@@ -154,3 +154,30 @@ async def test_an_agent_that_may_not_start_a_new_session_stays_offline_and_says_
         assert "new-session-if-lost" in (heard.reports[0].summary or "")
     finally:
         await agents.close()
+
+
+async def test_a_worker_that_starts_again_resumes_the_agents_its_last_run_ran_not_those_stopped(
+    tmp_path: Path,
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    first = host(tmp_path, Heard())
+    kept = await first.agent("kept", Spec(command=SCRIPTED, cwd=work))
+    await kept.ensure_started()
+    stopped = await first.agent("stopped", Spec(command=SCRIPTED, cwd=work))
+    await stopped.ensure_started()
+    session = kept.session_id
+    await first.stop("stopped")  # `agents stop`: for good
+    await first.close()  # the worker shuts down
+
+    heard = Heard()
+    second = host(tmp_path, heard)
+    try:
+        second.resume()
+        resumed = await eventually(lambda: second.get("kept"))
+        await eventually(lambda: resumed.state == "ready" and resumed.alive, timeout=10)
+        assert resumed.session_id == session and resumed.spec.cwd == work
+        assert second.get("stopped") is None
+        assert heard.events() == ["SessionStart"]
+    finally:
+        await second.close()

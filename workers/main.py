@@ -152,13 +152,10 @@ def process_agents(client: Client, cfg: Config, store: Store, key: DeploymentKey
     async def report(agent_id: str, report: HookReport) -> None:
         await mailbox.report(agent_id, report)
 
-    never = {"*": list(cfg.approvals.never)} | {
-        agent_id: list(agent.approvals.never) for agent_id, agent in cfg.agents.items()
-    }
     # The gateway's approvals, asked on its socket as an agent's hook asks them.
-    approvals = Approvals(cfg.server.socket(), never, agentcomms_home())
+    approvals = Approvals(cfg.server.socket(), cfg.never_rules, agentcomms_home())
     turns = TurnsToGateway(cfg.server.socket())
-    return ProcessAgents(agentcomms_home() / "acp", report=report, ask=approvals.ask, turns=[turns])
+    return ProcessAgents(cfg.acp.state_root(), report=report, ask=approvals.ask, turns=[turns])
 
 
 def _stopped_at_shutdown(processes: ProcessAgents) -> SimplePlugin:
@@ -166,6 +163,7 @@ def _stopped_at_shutdown(processes: ProcessAgents) -> SimplePlugin:
 
     @asynccontextmanager
     async def agents_running() -> AsyncIterator[None]:
+        processes.resume()  # those the last worker here ran, started again with their sessions
         try:
             yield
         finally:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -71,17 +71,15 @@ def reject_option(options: Sequence[PermissionOption]) -> str | None:
 class Approvals:
     """Asks the human through the gateway's approvals; one per host's worker."""
 
-    def __init__(self, socket: Path, never: dict[str, list[str]], home: Path) -> None:
+    def __init__(self, socket: Path, never: Callable[[str], list[str]], home: Path) -> None:
         self._socket = socket
-        self._never = never  # agent id -> its never-list ("*": every agent's)
+        self._never = never  # the config's never-list of an agent: everyone's and its own
         self._home = home
 
     def rules(self, agent_id: str) -> list[str]:
-        return [
-            *self._never.get("*", []),
-            *self._never.get(agent_id, []),
-            *human_rules(str(self._home)),
-        ]
+        """What `install` writes into a pane agent's hooks: the config's, and the human's own
+        commands and agentcomms' folder."""
+        return [*self._never(agent_id), *human_rules(str(self._home))]
 
     async def ask(self, agent_id: str, ask: PermissionAsk, cwd: str) -> str | None:
         rule = refused_by(self.rules(agent_id), ask, cwd)

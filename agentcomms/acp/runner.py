@@ -119,6 +119,8 @@ class ProcessAgent:
         self._watch: asyncio.Task[None] | None = None
         self._starting = asyncio.Lock()
         self._stopping = False
+        # Started, and not stopped for good since: a worker that starts again resumes it.
+        self._wanted = False
         self._at_ns = 0
         self._reports: asyncio.Queue[HookReport] = asyncio.Queue()
         self._reporting = asyncio.create_task(self._send_reports())
@@ -160,6 +162,7 @@ class ProcessAgent:
                 self._set("offline", error=self.last_error)
                 raise Unavailable(self.last_error) from exc
             self.last_error = None
+            self._wanted = True
             self._save()
             self._watch = asyncio.create_task(self._watch_process(self._process))
             self._set("ready")
@@ -186,9 +189,13 @@ class ProcessAgent:
         await self._process.cancel(self.session_id)
         return True
 
-    async def stop(self) -> None:
-        """End the process cleanly; its session stays kept for the next start."""
+    async def stop(self, *, for_good: bool = True) -> None:
+        """End the process cleanly; its session stays kept for the next start. Not `for_good`
+        (the worker shuts down): the next worker on this host starts it again."""
         self._stopping = True
+        if for_good and self._wanted:
+            self._wanted = False
+            self._save()
         process, self._process = self._process, None
         if process is not None:
             await process.stop()
@@ -199,8 +206,8 @@ class ProcessAgent:
         self._set("offline", event="SessionEnd")
         await self._reports.join()
 
-    async def close(self) -> None:
-        await self.stop()
+    async def close(self, *, for_good: bool = True) -> None:
+        await self.stop(for_good=for_good)
         self._reporting.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self._reporting
@@ -345,11 +352,34 @@ class ProcessAgent:
             "prompted": self._prompted,
             "pid": self.pid,
             "command": list(self.spec.command),
+            "cwd": str(self.spec.cwd),
+            "new_session_if_lost": self.spec.new_session_if_lost,
+            "running": self._wanted,
         }
         self._file.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         tmp = self._file.with_suffix(".tmp")
         tmp.write_text(json.dumps(kept))
         tmp.replace(self._file)
+
+
+def _kept_spec(path: Path) -> Spec | None:
+    """How to run the agent a host's file says was running when its worker ended; None if not."""
+    try:
+        kept = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(kept, dict) or kept.get("running") is not True:
+        return None
+    command, cwd = kept.get("command"), kept.get("cwd")
+    if not isinstance(command, list) or not command or not isinstance(cwd, str):
+        return None
+    if not all(isinstance(part, str) for part in command):
+        return None
+    return Spec(
+        command=tuple(command),
+        cwd=Path(cwd),
+        new_session_if_lost=kept.get("new_session_if_lost") is not False,
+    )
 
 
 def _end_leftover(pid: Any, command: Any) -> None:
@@ -385,6 +415,7 @@ class ProcessAgents:
         self.turns = list(turns)
         self.updated = list(updated)
         self._agents: dict[str, ProcessAgent] = {}
+        self._resuming: set[asyncio.Task[None]] = set()
 
     def get(self, agent_id: str) -> ProcessAgent | None:
         return self._agents.get(agent_id)
@@ -415,6 +446,26 @@ class ProcessAgents:
         return True
 
     async def close(self) -> None:
-        """Stop them all (the worker shuts down); their sessions stay kept."""
-        await asyncio.gather(*(a.close() for a in self._agents.values()), return_exceptions=True)
+        """Stop them all (the worker shuts down); their sessions stay kept, and the next worker
+        on this host starts them again (:meth:`resume`)."""
+        for task in self._resuming:
+            task.cancel()
+        agents = self._agents.values()
+        await asyncio.gather(*(a.close(for_good=False) for a in agents), return_exceptions=True)
         self._agents.clear()
+
+    def resume(self) -> None:
+        """Start again, beside the worker's start, the agents the last worker on this host ran
+        and nobody stopped: their state is known at once, not at their next message."""
+        for kept_file in sorted(self._sessions.glob("*.json")):
+            spec = _kept_spec(kept_file)
+            if spec is not None:
+                task = asyncio.create_task(self._resume(kept_file.stem, spec))
+                self._resuming.add(task)
+                task.add_done_callback(self._resuming.discard)
+
+    async def _resume(self, agent_id: str, spec: Spec) -> None:
+        try:
+            await (await self.agent(agent_id, spec)).ensure_started()
+        except Unavailable as exc:  # reported as offline, with the reason; a message retries
+            log.warning("could not start process agent %s again: %s", agent_id, exc)

@@ -299,6 +299,19 @@ class SecurityConfig(Section):
         return value
 
 
+class AcpConfig(Section):
+    """Process agents: ACP agents a host's worker starts and drives (`agents.ID.acp`)."""
+
+    state_dir: Path | None = Field(
+        default=None,
+        description="where a host keeps each process agent's session id and the messages it "
+        "prompted (default: acp/ in the agentcomms folder)",
+    )
+
+    def state_root(self) -> Path:
+        return (self.state_dir or agentcomms_home() / "acp").expanduser()
+
+
 class Config(Section):
     server: ServerConfig = ServerConfig()
     temporal: TemporalConfig = TemporalConfig()
@@ -319,6 +332,7 @@ class Config(Section):
     agents: dict[AgentIdKey, AgentConfig] = Field(default_factory=dict)
     chat: ChatConfig = ChatConfig()
     voice: VoiceConfig = VoiceConfig()
+    acp: AcpConfig = AcpConfig()
     logging: LoggingConfig = LoggingConfig()
     metrics: MetricsConfig = MetricsConfig()
     console: ConsoleConfig = ConsoleConfig()
