@@ -181,3 +181,19 @@ async def test_a_worker_that_starts_again_resumes_the_agents_its_last_run_ran_no
         assert heard.events() == ["SessionStart"]
     finally:
         await second.close()
+
+
+async def test_a_turn_cancelled_while_it_asks_answers_its_request_cancelled(
+    running: tuple[ProcessAgent, Heard, Path],
+) -> None:
+    agent, heard, work = running
+    await agent.submit(["e1"], "acp:ask 4 touch x", "e1")
+    await asyncio.wait_for(heard.asked.wait(), 10)  # and nobody answers
+    assert await agent.cancel()
+    await eventually(lambda: [e for e in log_of(work) if "permission" in e])
+    [asked] = [e for e in log_of(work) if "permission" in e]
+    assert asked["chosen"] is None  # "cancelled", as ACP asks of a client
+    await eventually(lambda: heard.events()[-1] == "TurnEnd")
+    assert state_of(agent) == "ready"
+    [(_, turn)] = [t for t in heard.turns if t[0] == "TurnEnd"]
+    assert turn.stop_reason == "cancelled"

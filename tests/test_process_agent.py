@@ -279,3 +279,19 @@ async def test_the_turns_reply_streamed_goes_back_to_the_chat_that_asked(
     await eventually(lambda: state_is(stack, agent, "ready"))
     await eventually(lambda: len(prompts(tmp_path)) == 2)
     assert not [m for m in telegram.sent if "Only for the terminal" in m["text"]]
+
+
+async def test_an_interrupt_while_it_asks_closes_the_approval_and_cancels_the_turn(
+    stack: Stack, tmp_path: Path
+) -> None:
+    agent = await started(stack, tmp_path, "acp-asks-esc")
+    await send(stack, agent, "acp:ask 4 touch late.txt")
+    await eventually(lambda: open_approvals(stack, agent))
+    await stack.call("interrupt", agent_id=agent)
+    await eventually(lambda: chosen(tmp_path) == [None])  # answered "cancelled"
+    await eventually(lambda: state_is(stack, agent, "ready"))
+    assert await eventually(lambda: not_open(stack, agent))
+
+
+async def not_open(stack: Stack, agent: str) -> bool:
+    return await open_approvals(stack, agent) == []

@@ -116,6 +116,7 @@ class ProcessAgent:
         self._process: AcpProcess | None = None
         self._turn: Turn | None = None
         self._turn_task: asyncio.Task[None] | None = None
+        self._asking: set[asyncio.Future[str | None]] = set()  # permission requests being asked
         self._watch: asyncio.Task[None] | None = None
         self._starting = asyncio.Lock()
         self._stopping = False
@@ -187,6 +188,8 @@ class ProcessAgent:
         if self._process is None or self.session_id is None or self._turn is None:
             return False
         await self._process.cancel(self.session_id)
+        for asking in list(self._asking):
+            asking.cancel()  # nobody is asked any more; the agent hears "cancelled"
         return True
 
     async def stop(self, *, for_good: bool = True) -> None:
@@ -286,9 +289,16 @@ class ProcessAgent:
 
     async def _on_permission(self, ask: PermissionAsk) -> str | None:
         self._set("waiting", event="PermissionRequest", tool=ask.title)
+        asking = asyncio.ensure_future(self._ask(self.agent_id, ask, str(self.spec.cwd)))
+        self._asking.add(asking)
         try:
-            return await self._ask(self.agent_id, ask, str(self.spec.cwd))
+            return await asking
+        except asyncio.CancelledError:
+            if asking.cancelled() and not _cancelling():
+                return None  # the turn was cancelled: ACP wants its open requests "cancelled"
+            raise
         finally:
+            self._asking.discard(asking)
             if self._turn is not None and self.alive:
                 self._set("busy", event="PermissionAnswered")
 
@@ -360,6 +370,12 @@ class ProcessAgent:
         tmp = self._file.with_suffix(".tmp")
         tmp.write_text(json.dumps(kept))
         tmp.replace(self._file)
+
+
+def _cancelling() -> bool:
+    """Whether this task itself is being cancelled (not only what it awaited)."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
 
 
 def _kept_spec(path: Path) -> Spec | None:
