@@ -23,6 +23,7 @@ import asyncio
 import json
 import os
 import sys
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -199,6 +200,8 @@ class ScriptedAgent:
             "rawInput": {"command": title},
         }
         self.update(session_id, {"sessionUpdate": "tool_call", **tool_call})
+        # The system-wide monotonic clock: a bench times the request to its buttons in a chat.
+        self.record(asking=title, at_ns=time.monotonic_ns())
         result = await self.ask(
             "session/request_permission",
             {"sessionId": session_id, "toolCall": tool_call, "options": options},
