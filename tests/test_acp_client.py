@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from agentcomms.acp import kinds
 from agentcomms.acp.asking import as_tool_call, refused_by, reject_option
 from agentcomms.acp.client import (
     AcpProcess,
@@ -205,3 +206,18 @@ def test_the_never_list_and_the_humans_commands_refuse_in_acp_terms() -> None:
     assert refused_by(rules, ask_of("execute", "ls", {}), "/w") is None
     edit = ask_of("edit", "Edit", {"file_path": "/etc/passwd"})
     assert refused_by(rules, edit, "/w") == "Edit(/etc/*)"
+
+
+def test_a_known_kind_is_found_in_the_agents_prefix_and_says_what_to_install_without_node(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))  # no node, no npm, no adapters
+    assert kinds.find("codex", prefix=tmp_path) is None
+    program = tmp_path / "node_modules" / ".bin" / "gemini"
+    program.parent.mkdir(parents=True)
+    program.touch()
+    assert kinds.find("gemini", prefix=tmp_path) == [str(program), "--acp"]
+    with pytest.raises(kinds.KindUnavailable, match=r"node or npm is not on PATH.*codex-acp@"):
+        kinds.install("codex", prefix=tmp_path)
+    with pytest.raises(kinds.KindUnavailable, match="unknown kind 'emacs'; known: gemini"):
+        kinds.find("emacs", prefix=tmp_path)
