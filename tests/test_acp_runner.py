@@ -197,3 +197,30 @@ async def test_a_turn_cancelled_while_it_asks_answers_its_request_cancelled(
     assert state_of(agent) == "ready"
     [(_, turn)] = [t for t in heard.turns if t[0] == "TurnEnd"]
     assert turn.stop_reason == "cancelled"
+
+
+async def test_a_slow_start_lets_the_message_wait_and_a_stop_leaves_nothing_running(
+    tmp_path: Path,
+) -> None:
+    pid_file = tmp_path / "pid"
+    slow = (
+        sys.executable,
+        "-c",
+        "import os, sys, time; open(sys.argv[1], 'w').write(str(os.getpid())); time.sleep(60)",
+        str(pid_file),
+    )
+    agents = ProcessAgents(
+        tmp_path / "sessions", report=Heard().report, ask=Heard().ask, start_wait_s=0.2
+    )
+    agent = await agents.agent("slow", Spec(command=slow, cwd=tmp_path))
+    with pytest.raises(Unavailable, match="is still starting; the message waits"):
+        await agent.submit(["e1"], "hello", "hello")
+    assert not agent.prompted("e1")
+    pid = int(await eventually(lambda: pid_file.exists() and pid_file.read_text()))
+    assert running_pid(pid)  # the start goes on beside the delivery that gave up
+    await agents.stop("slow")
+    await eventually(lambda: not running_pid(pid), timeout=10)
+
+
+def running_pid(pid: int) -> bool:
+    return Path(f"/proc/{pid}").exists()

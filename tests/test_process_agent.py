@@ -5,6 +5,7 @@ session loaded, and `stop_agent` ending it."""
 
 from __future__ import annotations
 
+import json
 import sys
 import uuid
 from collections.abc import AsyncIterator
@@ -312,3 +313,21 @@ def test_what_a_process_agent_runs_is_in_its_registrations_tag() -> None:
         {"type": "tmux"},
     ):
         assert not key.registration_is_genuine("a", signed.model_copy(update=change)), change
+
+
+async def test_a_process_agent_that_cannot_run_keeps_its_messages_and_trace_says_why(
+    stack: Stack, tmp_path: Path
+) -> None:
+    agent = stack.agent_id("acp-broken")
+    no_acp = [sys.executable, "-c", "print('not an ACP agent')"]
+    await stack.call("start_agent", agent_id=agent, dir=str(tmp_path), command=no_acp)
+    posted = await send(stack, agent, "are you there?")
+    row = await eventually(lambda: status_is(stack, agent, "unreachable"), timeout=30)
+    assert row.pending == 1 and "did not answer ACP's initialize" in (row.last_error or "")
+    traced = json.dumps(await stack.call("trace", event_id=posted["event_id"]))
+    assert f"process agent {agent} is not running" in traced, traced
+
+
+async def status_is(stack: Stack, agent: str, status: str) -> Agent | None:
+    row = await stack.store.get_agent(agent)
+    return row if row is not None and row.status == status else None

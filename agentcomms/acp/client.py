@@ -147,6 +147,9 @@ class AcpProcess:
                     )
                     or {}
                 )
+        except asyncio.CancelledError:
+            await asyncio.shield(agent.stop())  # no agent is left running half started
+            raise
         except Exception as exc:
             await agent.stop()
             raise AgentFailedToStart(

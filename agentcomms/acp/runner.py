@@ -39,6 +39,9 @@ ProcessState = Literal["starting", "ready", "busy", "waiting", "offline"]
 PROMPTED_KEPT = 2_000
 # How much of a reply a turn keeps for whoever hears its end (the chat that asked).
 REPLY_CHARS = 20_000
+# How long a delivery waits for the agent to start before it lets the mailbox wait instead (its
+# activity's timeout is 30 s); the start goes on, and its SessionStart report wakes the mailbox.
+SUBMIT_WAITS_S = 10.0
 # After its process died, an agent is started again this soon, then less often while it fails.
 RESTART_FIRST_S = 0.5
 RESTART_CAP_S = 60.0
@@ -100,8 +103,10 @@ class ProcessAgent:
         ask: Asker,
         turns: Sequence[TurnObserver] = (),
         updated: Sequence[UpdateObserver] = (),
+        start_wait_s: float = SUBMIT_WAITS_S,
     ) -> None:
         self.agent_id = agent_id
+        self._start_wait_s = start_wait_s
         self.spec = spec
         self._file = sessions / f"{agent_id}.json"
         self._report = report
@@ -116,6 +121,7 @@ class ProcessAgent:
         self._process: AcpProcess | None = None
         self._turn: Turn | None = None
         self._turn_task: asyncio.Task[None] | None = None
+        self._start: asyncio.Task[None] | None = None
         self._asking: set[asyncio.Future[str | None]] = set()  # permission requests being asked
         self._watch: asyncio.Task[None] | None = None
         self._starting = asyncio.Lock()
@@ -172,7 +178,7 @@ class ProcessAgent:
         """Send one prompt carrying these messages; returns once the agent has it (the turn
         goes on beside). `needles` is what the mailbox looks for to call them submitted."""
         if not self.alive:
-            await self.ensure_started()
+            await self._started_in_time()
         if self.state != "ready":
             raise NotReady(self.agent_id, self.state)
         assert self._process is not None and self.session_id is not None
@@ -182,6 +188,27 @@ class ProcessAgent:
         self._set("busy", event="TurnStart", prompt=needles)
         blocks = [{"type": "text", "text": text}]
         self._turn_task = asyncio.create_task(self._run_turn(self._process, turn, blocks))
+
+    def start_soon(self) -> asyncio.Task[None]:
+        """Start the agent beside whatever asked, which may give up waiting (an activity's
+        timeout) without stopping a start that takes long (a Node agent on a busy machine)."""
+        if self._start is None or self._start.done():
+            self._start = asyncio.create_task(self._start_quietly())
+        return self._start
+
+    async def _start_quietly(self) -> None:
+        with contextlib.suppress(Unavailable):  # said in its state and last_error
+            await self.ensure_started()
+
+    async def _started_in_time(self) -> None:
+        try:
+            await asyncio.wait_for(asyncio.shield(self.start_soon()), self._start_wait_s)
+        except TimeoutError:
+            raise Unavailable(
+                f"{self.spec.command[0]} is still starting; the message waits for it"
+            ) from None
+        if not self.alive:
+            raise Unavailable(self.last_error or "its process ended as it started")
 
     async def cancel(self) -> bool:
         """Cancel the running turn (ACP's `session/cancel`); False when none runs."""
@@ -196,6 +223,9 @@ class ProcessAgent:
         """End the process cleanly; its session stays kept for the next start. Not `for_good`
         (the worker shuts down): the next worker on this host starts it again."""
         self._stopping = True
+        if self._start is not None and not self._start.done():
+            self._start.cancel()  # a start under way ends with nothing left running
+            await asyncio.gather(self._start, return_exceptions=True)
         if for_good and self._wanted:
             self._wanted = False
             self._save()
@@ -424,8 +454,10 @@ class ProcessAgents:
         ask: Asker,
         turns: Sequence[TurnObserver] = (),
         updated: Sequence[UpdateObserver] = (),
+        start_wait_s: float = SUBMIT_WAITS_S,
     ) -> None:
         self._sessions = sessions
+        self._start_wait_s = start_wait_s  # how long a delivery waits for an agent to start
         self._report = report
         self._ask = ask
         self.turns = list(turns)
@@ -451,6 +483,7 @@ class ProcessAgents:
                 ask=self._ask,
                 turns=self.turns,
                 updated=self.updated,
+                start_wait_s=self._start_wait_s,
             )
         return agent
 
