@@ -15,7 +15,8 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from agentcomms import errors
-from agentcomms.acp.runner import NotReady, ProcessAgent, ProcessAgents, Spec, Unavailable
+from agentcomms.acp.host import ProcessAgents
+from agentcomms.acp.runner import NotReady, ProcessAgent, Spec, Unavailable
 from agentcomms.agents.state import NEEDLE_CHARS
 from agentcomms.bridge import sanitize
 from agentcomms.framing import framed, pane_text

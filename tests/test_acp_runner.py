@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from agentcomms.acp.client import PermissionAsk
-from agentcomms.acp.runner import NotReady, ProcessAgent, ProcessAgents, Spec, Turn, Unavailable
+from agentcomms.acp.host import ProcessAgents
+from agentcomms.acp.runner import NotReady, ProcessAgent, Spec, Turn, Unavailable
 from agentcomms.agents.state import HookReport
 from tests.support import acp_agent
 from tests.support.acp_agent import log_of

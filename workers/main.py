@@ -27,7 +27,7 @@ from activities.projection import ProjectionActivities
 from activities.receipts import ReceiptActivities
 from activities.voice import TwilioCallActivities, VoiceActivities
 from agentcomms.acp.asking import Approvals, TurnsToGateway
-from agentcomms.acp.runner import ProcessAgents
+from agentcomms.acp.host import ProcessAgents
 from agentcomms.agents.state import HookReport
 from agentcomms.config import Config, host_name
 from agentcomms.config.home import agentcomms_home
