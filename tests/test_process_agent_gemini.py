@@ -78,10 +78,10 @@ async def test_gemini_over_acp_takes_a_message_and_asks_permission_through_an_ap
     await stack.call("send", agent_id=agent, message="please make the file")
     [approval] = await eventually(lambda: open_approvals(stack, agent), timeout=60)
     assert "touch made.txt" in approval["input"], approval
-    assert len(approval["options"]) >= 2  # Gemini's own: allow once, always…, cancel
+    # Gemini CLI 0.61.0's own options, as its ACP request names them.
+    assert approval["options"] == ["Allow for this session", "Allow", "Reject"]
     await eventually(lambda: state_is(stack, agent, "waiting"))
-    allow = next(o for o in approval["options"] if "once" in o.lower() or "allow" in o.lower())
-    await stack.call("approval_decide", id=approval["id"], behavior="answer", answer=allow)
+    await stack.call("approval_decide", id=approval["id"], behavior="answer", answer="Allow")
     await eventually(lambda: (project / "made.txt").exists(), timeout=60)
     await eventually(lambda: state_is(stack, agent, "ready"), timeout=60)
 
