@@ -30,6 +30,7 @@ from datetime import UTC, datetime, timedelta
 from temporalio import activity
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
+from activities.process import ProcessDoor
 from agentcomms import errors, metrics
 from agentcomms.agents.state import HookReport
 from agentcomms.bridge import TmuxAdapter, adapter_for, sanitize
@@ -55,7 +56,7 @@ from agentcomms.store import PROJECTION_UNAVAILABLE, Store
 from agentcomms.trust import DeploymentKey
 from agentcomms.workflow_ids import MAILBOX_WORKFLOW, agent_of_mailbox
 
-# Every agent is a tmux pane today; the registration will name the kind when a second one exists.
+# A pane agent's endpoint; a process agent's messages go through its ProcessDoor instead.
 _ENDPOINT_KIND = "tmux"
 # The mailbox remembers the last 2,000 event ids and the pane about 1,000: a genuine event
 # signalled again once both have forgotten it (a copy taken from an old history) would be typed
@@ -68,9 +69,13 @@ RECORD_WAIT = timedelta(seconds=1)
 
 
 class PaneActivities:
-    def __init__(self, key: DeploymentKey, store: Store) -> None:
+    def __init__(
+        self, key: DeploymentKey, store: Store, *, process: ProcessDoor | None = None
+    ) -> None:
         self._key = key
         self._store = store
+        # This host's process agents (ACP): prompted, not typed, once the same tags check out.
+        self._process = process
 
     @activity.defn(name="deliver_to_pane")
     async def deliver_to_pane(self, req: DeliverRequest) -> list[DeliveryOutcome]:
@@ -80,6 +85,8 @@ class PaneActivities:
         raised; the mailbox sends the rest again)."""
         agent_id = _asking_mailbox()
         pane = await self._current_pane(agent_id, req.registration, req.events[0].id)
+        if req.registration.type == "process":
+            return await self._prompt(agent_id, req)
         answers: list[DeliveryOutcome | None] = []  # None: to be typed
         to_type: list[Typing] = []
         for event in req.events:
@@ -129,6 +136,8 @@ class PaneActivities:
             )
         if await self._typed_before(req.event):
             return False
+        if req.registration.type == "process":
+            return await self._door().interrupt(agent_id, req.registration)
         keypress = Keypress(pane=pane, event_id=req.event.id, key=req.registration.interrupt_key)
         with _as_application_errors():
             return await adapter_for(_ENDPOINT_KIND).interrupt(keypress)
@@ -137,7 +146,10 @@ class PaneActivities:
     async def check_registration(self, registration: Registration) -> bool:
         """True when the deployment registered this pane for this mailbox's agent (the tag checks
         out): only then does the mailbox take it. Otherwise ``RegistrationNotSigned`` says why."""
-        await self._current_pane(_asking_mailbox(), registration, "nothing")
+        agent_id = _asking_mailbox()
+        await self._current_pane(agent_id, registration, "nothing")
+        if registration.type == "process":
+            self._door().registered(agent_id, registration)
         return True
 
     @activity.defn(name="follow_up_prompt")
@@ -147,6 +159,8 @@ class PaneActivities:
         agent_id = _asking_mailbox()
         first = req.event_ids[0]
         pane = await self._current_pane(agent_id, req.registration, first)
+        if req.registration.type == "process":
+            return FollowUpLook(in_box=False)  # a prompt has no input box to stay in
         adapter = adapter_for(_ENDPOINT_KIND)
         assert isinstance(adapter, TmuxAdapter)
         with _as_application_errors():
@@ -162,6 +176,8 @@ class PaneActivities:
         """Whether the deployment asked to unregister this mailbox's agent (the tag checks out)."""
         agent_id = _asking_mailbox()
         if self._key.unregister_is_genuine(agent_id, request):
+            if self._process is not None:
+                await self._process.unregistered(agent_id)
             return True
         activity.logger.warning(
             "ignored an unregister of %s: not signed by this deployment (it stays registered)",
@@ -180,6 +196,34 @@ class PaneActivities:
             "ignored a %s hook report of %s: not signed by this deployment", report.event, agent_id
         )
         return False
+
+    async def _prompt(self, agent_id: str, req: DeliverRequest) -> list[DeliveryOutcome]:
+        """A process agent's messages, checked as a pane's are, go as one ACP prompt."""
+        refused: dict[str, DeliveryOutcome] = {}
+        to_prompt: list[Event] = []
+        for event in req.events:
+            if not self._event_is_genuine(agent_id, event):
+                rejected = errors.NOT_SIGNED_SENTENCE
+                refused[event.id] = DeliveryOutcome(
+                    event_id=event.id, typed=False, rejected=rejected
+                )
+            elif await self._typed_before(event):
+                refused[event.id] = DeliveryOutcome(event_id=event.id, typed=False)
+            else:
+                to_prompt.append(event)
+        prompted = await self._door().deliver(agent_id, req.registration, to_prompt)
+        by_id = {o.event_id: o for o in prompted} | refused
+        outcomes = [by_id[e.id] for e in req.events]
+        await self._record(req, outcomes)
+        return outcomes
+
+    def _door(self) -> ProcessDoor:
+        if self._process is None:
+            raise ApplicationError(
+                "this worker runs no process agents (it was built without them)",
+                type=errors.PANE_NOT_FOUND,
+            )
+        return self._process
 
     async def _current_pane(
         self, agent_id: str, registration: Registration, event_id: str

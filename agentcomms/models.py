@@ -20,6 +20,8 @@ EventStatus = Literal["new", "delivered", "failed", "rejected"]
 # "in": to the agent (typed into its pane); "out": from the agent to a human channel.
 Direction = Literal["in", "out"]
 AgentStatus = Literal["online", "offline", "unreachable"]
+# A pane agent is typed into; a process agent is started by agentcomms and prompted over ACP.
+AgentType = Literal["tmux", "process"]
 
 LOCAL_CHANNEL = "cli:local"
 MAX_MESSAGE_CHARS = limits.MAX_MESSAGE_CHARS
@@ -79,7 +81,7 @@ class Agent(BaseModel):
     """An agent as the projection knows it (the workflow holds the authoritative state)."""
 
     id: str
-    type: Literal["tmux"] = "tmux"
+    type: AgentType = "tmux"
     target: str | None = None
     tmux_socket: str | None = None
     host: str | None = None
@@ -151,8 +153,8 @@ DeliverMode = Literal["when-ready", "now"]
 class Registration(BaseModel):
     """Where and how an agent is reached."""
 
-    type: Literal["tmux"] = "tmux"
-    target: str
+    type: AgentType = "tmux"
+    target: str  # a pane; for a process agent, what `agents` shows of its command
     socket: str | None = None
     host: str
     interrupt_key: str = "C-c"
@@ -169,6 +171,12 @@ class Registration(BaseModel):
     # Type only once the agent is ready (its hooks and its pane say so), or whenever its pane
     # shows no dialog. Outside the tag: it only chooses when the pane's own look is taken.
     deliver: DeliverMode = "when-ready"
+    # A process agent's: the command that starts it (an ACP agent on its stdio), its folder, and
+    # whether it may start a new session when the kept one cannot be loaded. In the tag: they
+    # say what runs on the host.
+    command: list[str] = Field(default_factory=list)
+    cwd: str | None = None
+    new_session_if_lost: bool = True
 
 
 class Unregister(BaseModel):

@@ -225,6 +225,9 @@ def _event_fields(event: Event) -> list[Any]:
 
 
 def _registration_fields(agent_id: str, r: Registration) -> list[Any]:
+    # A process agent's command and folder are what its host runs: tagged too. A pane's tag is
+    # as it was, so registrations made before process agents existed still check out.
+    process = [r.command, r.cwd, r.new_session_if_lost] if r.type == "process" else []
     return [
         "agentcomms-registration/2",
         agent_id,
@@ -237,6 +240,7 @@ def _registration_fields(agent_id: str, r: Registration) -> list[Any]:
         r.max_chars,
         r.id,
         _microseconds(r.registered_at) if r.registered_at is not None else None,
+        *process,
     ]
 
 

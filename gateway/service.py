@@ -23,6 +23,7 @@ from agentcomms.voice.audio import AudioStore
 from gateway.agents.dialogs import DialogWatch
 from gateway.agents.hooks import AgentHookMethods, PaneAgents
 from gateway.agents.mirror import ReplyMirror
+from gateway.agents.processes import ProcessAgentMethods, start_configured
 from gateway.approvals.chat_answers import ChatAnswers
 from gateway.approvals.chat_posts import ApprovalChats
 from gateway.approvals.methods import ApprovalMethods
@@ -61,6 +62,7 @@ SOCKET_ROOMS: tuple[type, ...] = (
     CallControl,
     SenderMethods,
     AgentHookMethods,
+    ProcessAgentMethods,
     ApprovalMethods,
     LocalDial,
     ConfigReload,
@@ -148,6 +150,7 @@ class Gateway:
             self.calls,
             SenderMethods(cfg, store, admitted=admission.admitted),
             hooks,
+            ProcessAgentMethods(self.mailbox, store, self.host),
             approvals,
             LocalDial(self.phone_menu),
             # `config reload` reads the file as the process first did (AGENTCOMMS_CONFIG, home).
@@ -270,6 +273,10 @@ class Gateway:
         for agent_id, agent in self.cfg.agents.items():
             if only is not None and agent_id not in only:
                 continue
+            if agent.acp is not None:
+                await start_configured(self.mailbox, agent_id, agent, self.host)
+                continue
+            assert agent.target is not None  # the config's own check: a pane or a process
             await self.mailbox.register(
                 agent_id,
                 Registration(

@@ -379,7 +379,7 @@ def test_wrong_type_names_the_key_and_the_expected_type(home: Path) -> None:
             {"logging": {"level": "loud"}},
             "logging.level: expected 'DEBUG', 'INFO', 'WARNING' or 'ERROR', got \"loud\"",
         ),
-        ({"agents": {"backend": {}}}, "agents.backend.target: required key is missing"),
+        ({"agents": {"backend": {}}}, "agents.backend: give `target` (the agent's tmux pane) or"),
     ],
 )
 def test_each_kind_of_mistake_says_what_was_expected(

@@ -22,10 +22,15 @@ from activities.approvals import ApprovalActivities
 from activities.chat import ChatActivities
 from activities.delivery import PaneActivities
 from activities.escalation import EscalationActivities
+from activities.process import ProcessDoor
 from activities.projection import ProjectionActivities
 from activities.receipts import ReceiptActivities
 from activities.voice import TwilioCallActivities, VoiceActivities
+from agentcomms.acp.asking import Approvals, TurnsToGateway
+from agentcomms.acp.host import ProcessAgents
+from agentcomms.agents.state import HookReport
 from agentcomms.config import Config, host_name
+from agentcomms.config.home import agentcomms_home
 from agentcomms.store import Store
 from agentcomms.trust import DeploymentKey
 from agentcomms.voice.warm import speech_warmed
@@ -52,7 +57,10 @@ def build_workers(
     """This host's workers; `shared=False` leaves the shared queue to another process."""
     key = DeploymentKey.load(cfg.security)
     projection = ProjectionActivities(store, key)
-    panes = PaneActivities(key, store)  # types only what the deployment signed
+    this_host = host or host_name()
+    processes = process_agents(client, cfg, store, key)
+    # Types (or prompts) only what the deployment signed.
+    panes = PaneActivities(key, store, process=ProcessDoor(processes, this_host))
     # A mailbox that typed a chat message queues its receipt in the outbox, on the shared queue.
     receipts = ReceiptActivities(Outbox(client, cfg.temporal.task_queue, key=key).post)
     activities: list[Any] = [
@@ -74,6 +82,7 @@ def build_workers(
             workflows=[AgentWorkflow],
             activities=activities,
             max_cached_workflows=WORKFLOW_CACHE,
+            plugins=[_stopped_at_shutdown(processes)],
         )
     ]
     if shared:
@@ -87,7 +96,7 @@ def build_workers(
             task_queue=cfg.temporal.task_queue,
             key=key,
             limits=cfg.mailbox_limits,
-            accepted_by=f"the worker on {host or host_name()} (pid {os.getpid()})",
+            accepted_by=f"the worker on {this_host} (pid {os.getpid()})",
         )
         voice = VoiceActivities(cfg, store, key, post=mailbox.post)
         twilio_calls = TwilioCallActivities(cfg, key)
@@ -133,6 +142,34 @@ def build_workers(
             )
         )
     return workers
+
+
+def process_agents(client: Client, cfg: Config, store: Store, key: DeploymentKey) -> ProcessAgents:
+    """This host's process agents, reporting their state to their mailboxes (signed, as the
+    gateway signs what a pane agent's hooks say)."""
+    mailbox = Mailbox(client, store, task_queue=cfg.temporal.task_queue, key=key)
+
+    async def report(agent_id: str, report: HookReport) -> None:
+        await mailbox.report(agent_id, report)
+
+    # The gateway's approvals, asked on its socket as an agent's hook asks them.
+    approvals = Approvals(cfg.server.socket(), cfg.never_rules, agentcomms_home())
+    turns = TurnsToGateway(cfg.server.socket())
+    return ProcessAgents(cfg.acp.state_root(), report=report, ask=approvals.ask, turns=[turns])
+
+
+def _stopped_at_shutdown(processes: ProcessAgents) -> SimplePlugin:
+    """A host's process agents end with its worker; their sessions are kept for the next."""
+
+    @asynccontextmanager
+    async def agents_running() -> AsyncIterator[None]:
+        processes.resume()  # those the last worker here ran, started again with their sessions
+        try:
+            yield
+        finally:
+            await processes.close()
+
+    return SimplePlugin("agentcomms-process-agents", run_context=agents_running)
 
 
 def _closed_at_shutdown(chat: ChatActivities) -> SimplePlugin:

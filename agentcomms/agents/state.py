@@ -288,6 +288,14 @@ _GEMINI: dict[str, Step] = {
     "SessionEnd": _OFFLINE,
     GEMINI_CANCELLED_EVENT: _READY,
 }
+# A process agent's runner (agentcomms.acp.runner) reports what the ACP stream says, exactly.
+_ACP: dict[str, Step] = {
+    "SessionStart": _READY,
+    "TurnStart": _BUSY,
+    "PermissionAnswered": _BUSY,
+    "TurnEnd": _READY,
+    "SessionEnd": _OFFLINE,
+}
 _NOTIFICATIONS: dict[str, Step] = {
     "permission_prompt": ("waiting", None),
     "elicitation_dialog": ("waiting", "a dialog"),
@@ -297,8 +305,8 @@ _NOTIFICATIONS: dict[str, Step] = {
 
 
 # The hooks that carry the human's prompt as the agent took it: Claude Code's and Codex's
-# UserPromptSubmit, Gemini CLI's BeforeAgent.
-PROMPT_SUBMITTED = ("UserPromptSubmit", "BeforeAgent")
+# UserPromptSubmit, Gemini CLI's BeforeAgent, a process agent's prompt sent.
+PROMPT_SUBMITTED = ("UserPromptSubmit", "BeforeAgent", "TurnStart")
 
 # What the state waits for when a notification said only that a permission dialog is open.
 PERMISSION_PROMPT = "a permission prompt"
@@ -314,7 +322,7 @@ def _step(report: HookReport) -> tuple[State, str | None] | None:
         return ("waiting", _waiting_for(report.tool, report.summary))
     if report.event == "Notification":
         return _NOTIFICATIONS.get(report.summary or "")
-    table = _GEMINI if report.kind == "gemini" else _CLAUDE
+    table = {"gemini": _GEMINI, "acp": _ACP}.get(report.kind, _CLAUDE)
     return table.get(report.event)
 
 

@@ -58,8 +58,8 @@ def state_on_screen(info: PaneInfo, at: datetime) -> OnScreen:
 def is_doubtful(agent: Agent, now: datetime, after: timedelta = STALE_AFTER) -> bool:
     """Whether `agent`'s state is one a look at its pane should confirm before it is shown: a
     busy or waiting its hooks set at least `after` ago."""
-    if agent.state not in _DOUBTFUL or agent.target is None:
-        return False
+    if agent.state not in _DOUBTFUL or agent.target is None or agent.type != "tmux":
+        return False  # a process agent's state comes from its ACP stream: exact, no screen
     since = agent.state_since
     return since is None or now - since >= after
 

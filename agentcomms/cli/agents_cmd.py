@@ -1,4 +1,5 @@
-"""Talking to agents from the terminal: list, register, send, interrupt, read events, reply, inbox.
+"""Talking to agents from the terminal: list, register, start and stop process agents, send,
+interrupt, read events, reply, inbox.
 
 Every command is a client of the gateway socket (`agentcomms up` must be running); `--json` prints
 the gateway's answer for scripts. What the quick ones do is :mod:`agentcomms.cli.talk`, which
@@ -9,6 +10,7 @@ arguments and help.
 from __future__ import annotations
 
 from enum import StrEnum
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -38,7 +40,8 @@ class DeliverChoice(StrEnum):
 
 
 agents_app = typer.Typer(
-    help="List agents (`agentcomms agents [--all]`), register or unregister their panes.",
+    help="List agents (`agentcomms agents [--all]`), register or unregister their panes, start "
+    "or stop process agents (ACP).",
     invoke_without_command=True,
 )
 app.add_typer(agents_app, name="agents")
@@ -309,3 +312,108 @@ def inbox(
     ({"messages": [...]}); with --follow, one message (or {"approval": ...}) per line.
     """
     talk.inbox(limit, follow, as_json)
+
+
+# ---- process agents: started headless, driven over ACP --------------------------------------
+
+
+@agents_app.command(
+    "start", context_settings={"allow_extra_args": True, "ignore_unknown_options": True}
+)
+def start(
+    ctx: typer.Context,
+    agent_id: Annotated[str, typer.Argument(help="The agent's id, e.g. backend.")],
+    folder: Annotated[
+        Path, typer.Option("--dir", "-d", help="The folder the agent works in.", show_default=False)
+    ],
+    acp: Annotated[
+        bool,
+        typer.Option("--acp", help="Run the ACP agent whose command follows `--`."),
+    ] = False,
+    kind: Annotated[
+        str | None,
+        typer.Option(
+            "--kind",
+            help="A known agent instead of a command: gemini (Gemini CLI's own --acp), "
+            "claude-code or codex (through Zed's ACP adapters); installed with npm, pinned, "
+            "when missing.",
+        ),
+    ] = None,
+    host: Annotated[
+        str | None, typer.Option("--host", help="Host whose worker runs the agent.")
+    ] = None,
+    new_session_if_lost: Annotated[
+        bool,
+        typer.Option(
+            "--new-session-if-lost/--keep-session",
+            help="When the agent cannot load its kept session after a restart: start a new "
+            "one, or stay offline and say so.",
+        ),
+    ] = True,
+    max_chars: Annotated[
+        int,
+        typer.Option("--max-chars", min=100, max=MAX_MESSAGE_CHARS, help="Longest message sent."),
+    ] = MAX_MESSAGE_CHARS,
+    as_json: JsonOption = False,
+) -> None:
+    """Start an ACP agent headless on this host's worker and register it: messages to it become
+    ACP prompts, its permission requests approvals, its replies go to the chat that asked.
+
+    Examples:
+
+        agentcomms agents start docs --dir ~/src/docs --kind gemini
+
+        agentcomms agents start api --dir ~/src/api --acp -- npx my-acp-agent --verbose
+    """
+    command = list(ctx.args)
+    if acp == (kind is not None):
+        fail(
+            "say what to run: `--acp -- COMMAND [ARGS…]` for any ACP agent, or `--kind "
+            "gemini|claude-code|codex` for a known one (not both)"
+        )
+    if acp and not command:
+        fail("--acp needs the agent's command after `--`, e.g. `--acp -- gemini --acp`")
+    if kind is not None:
+        if command:
+            fail(f"--kind {kind} runs its own command; drop {' '.join(command)!r} or use --acp")
+        command = _kind_command(kind)
+    resolved = folder.expanduser().resolve()
+    if not resolved.is_dir() and host is None:
+        fail(f"--dir {folder}: no such folder here; create it first, or name its --host")
+    params: dict[str, Any] = {
+        "agent_id": agent_id,
+        "dir": str(resolved),
+        "command": command,
+        "new_session_if_lost": new_session_if_lost,
+        "max_chars": max_chars,
+    }
+    if host:
+        params["host"] = host
+    result = ask("start_agent", **params)
+    _print_result(
+        result, as_json, f"started {agent_id}: {result['target']} in {resolved} on {result['host']}"
+    )
+
+
+@agents_app.command("stop")
+def stop(
+    agent_id: Annotated[str, typer.Argument(help="The process agent's id.")],
+    as_json: JsonOption = False,
+) -> None:
+    """Stop a process agent: its process ends, its session is kept, and messages sent to it
+    wait until it is started again."""
+    result = ask("stop_agent", agent_id=agent_id)
+    _print_result(result, as_json, f"stopped {agent_id}; its messages will wait")
+
+
+def _kind_command(kind: str) -> list[str]:
+    from agentcomms.acp.kinds import KindUnavailable, find, install
+
+    try:
+        found = find(kind)
+        if found is not None:
+            return found
+        typer.echo(f"installing {kind} with npm (once)…", err=True)
+        return install(kind)
+    except KindUnavailable as exc:
+        fail(str(exc))

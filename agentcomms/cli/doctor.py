@@ -270,8 +270,8 @@ async def _check_panes(agents: list[Agent], checks: list[Check]) -> None:
     here = host_name()
     problems: list[Check] = []
     for agent in agents:
-        if not agent.target:
-            continue
+        if not agent.target or agent.type != "tmux":
+            continue  # a process agent has no pane to look at
         where = f"pane {agent.target} on host {agent.host}"
         fix = (
             f"create the pane, or `agentcomms agents register {agent.id} --tmux "

@@ -74,7 +74,7 @@ async def claude_panes(agents: list[Agent]) -> list[tuple[str, Path]]:
     tmux = TmuxAdapter()
     found: list[tuple[str, Path]] = []
     for agent in agents:
-        if not agent.target or agent.host != here:
+        if not agent.target or agent.host != here or agent.type != "tmux":
             continue
         look = ["display-message", "-p", "-t", agent.target, "#{pane_pid}"]
         try:

@@ -62,6 +62,7 @@ if TYPE_CHECKING:
         resolve_config,
     )
     from agentcomms.config.models import (
+        AcpConfig,
         AgentConfig,
         CodecServerConfig,
         Config,
@@ -113,6 +114,7 @@ _HOME: dict[str, str] = {
     "resolve_config": "loading",
     "load_sections": "loading",
     "gateway_socket": "reading",
+    "AcpConfig": "models",
     "AgentConfig": "models",
     "CodecServerConfig": "models",
     "Config": "models",
@@ -155,6 +157,7 @@ __all__ = [
     "HOME_ENV",
     "LEGACY_ENV_PREFIX",
     "REDACTED",
+    "AcpConfig",
     "AgentConfig",
     "ChatConfig",
     "CodecServerConfig",

@@ -11,10 +11,9 @@ import base64
 import binascii
 import typing
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from pydantic import (
-    AfterValidator,
     Field,
     SecretStr,
     field_validator,
@@ -22,15 +21,23 @@ from pydantic import (
 )
 
 from agentcomms.address import DEFAULT_ADDRESS
-from agentcomms.agents.never import rule_problem
-from agentcomms.bridge.fields import InterruptKey, TmuxSocket, TmuxTarget
+
+# The agents' sections live in their own module; re-exported here, where the schema is read.
+from agentcomms.config.agents import AgentAcp as AgentAcp
+from agentcomms.config.agents import AgentApprovals as AgentApprovals
+from agentcomms.config.agents import AgentConfig as AgentConfig
+from agentcomms.config.agents import ApprovalsConfig as ApprovalsConfig
+from agentcomms.config.agents import Ladder as Ladder
+from agentcomms.config.agents import MaxChars as MaxChars
+from agentcomms.config.agents import MaxPending as MaxPending
+from agentcomms.config.agents import MaxPendingBytes as MaxPendingBytes
+from agentcomms.config.agents import NeverRule as NeverRule
 from agentcomms.config.budget import Budget
 from agentcomms.config.chat import ChatConfig
 from agentcomms.config.home import agentcomms_home, default_socket
 from agentcomms.config.section import AgentIdKey, Section
-from agentcomms.config.voice import VoiceConfig, is_phone_approver, phone_approver
-from agentcomms.escalation_models import QuietHours, Rung, check_ladder
-from agentcomms.models import MAX_MESSAGE_CHARS
+from agentcomms.config.voice import VoiceConfig, phone_approver
+from agentcomms.escalation_models import QuietHours, Rung
 
 
 class ServerConfig(Section):
@@ -214,9 +221,6 @@ class DatabaseConfig(Section):
 
 
 # The mailbox itself refuses past 12,000 waiting messages; a configured limit stays below that.
-MaxPending = Annotated[int, Field(ge=1, le=10_000)]
-MaxPendingBytes = Annotated[int, Field(ge=MAX_MESSAGE_CHARS * 4, le=1_000_000_000)]
-MaxChars = Annotated[int, Field(ge=100, le=MAX_MESSAGE_CHARS)]
 
 
 class MailboxConfig(Section):
@@ -227,131 +231,6 @@ class MailboxConfig(Section):
     max_pending_bytes: MaxPendingBytes = Field(
         default=8_000_000, description="bytes of text waiting per agent"
     )
-
-
-def _never_rule(rule: str) -> str:
-    problem = rule_problem(rule)
-    if problem is not None:
-        raise ValueError(problem)
-    return rule.strip()
-
-
-NeverRule = Annotated[str, AfterValidator(_never_rule)]
-
-
-class ApprovalsConfig(Section):
-    """An agent's permission requests, answered from the terminal (`agentcomms approve`)."""
-
-    timeout_s: float = Field(
-        default=600,
-        ge=5,
-        le=86_400,
-        description="how long a permission request waits for an answer through agentcomms",
-    )
-    on_timeout: Literal["terminal", "deny"] = Field(
-        default="terminal",
-        description="terminal: leave the agent's own dialog to whoever is at its pane; deny: "
-        "deny with a message, so an unattended agent moves on",
-    )
-    never: list[NeverRule] = Field(
-        default_factory=list,
-        description="tool calls refused at once without asking anyone, in the agents' rule "
-        "syntax, e.g. 'Bash(rm -rf *)' (for Gemini CLI Bash is its run_shell_command, and its "
-        "own tool names work too); `agentcomms install` writes them into the agent's hooks",
-    )
-
-
-class AgentApprovals(Section):
-    on_timeout: Literal["terminal", "deny"] | None = Field(
-        default=None, description="overrides approvals.on_timeout for this agent"
-    )
-    never: list[NeverRule] = Field(
-        default_factory=list, description="refused for this agent too, beside approvals.never"
-    )
-    remote: bool = Field(
-        default=False,
-        description="Gemini CLI only: its permission requests are asked through agentcomms "
-        "(a policy rule skips its own dialog, its BeforeTool hook waits for your answer); "
-        "`agentcomms install gemini --agent ID` writes both",
-    )
-
-
-# Checked as a whole: a ladder whose rungs are out of order is refused with the rung named.
-Ladder = Annotated[list[Rung], AfterValidator(check_ladder)]
-
-
-class AgentConfig(Section):
-    """An agent registered when agentcomms starts."""
-
-    type: Literal["tmux"] = "tmux"
-    # Checked with the bridge's own rules, so `config validate` catches what typing would refuse.
-    target: TmuxTarget = Field(description="tmux target session:window.pane")
-    socket: TmuxSocket | None = Field(
-        default=None, description="tmux socket path (-S); default server"
-    )
-    host: str | None = Field(default=None, description="host whose worker types into the pane")
-    interrupt_key: InterruptKey = Field(
-        default="C-c", description="C-a … C-z, M-a … M-z, Escape, Enter, Tab, F1 … F12"
-    )
-    submit_delay_ms: int = Field(default=150, ge=0, le=10_000)
-    deliver: Literal["when-ready", "now"] = Field(
-        default="when-ready",
-        description="when-ready: type once the agent is at its prompt (its hooks and its pane "
-        "say so); now: whenever its pane shows no dialog",
-    )
-    max_chars: MaxChars = Field(
-        default=MAX_MESSAGE_CHARS,
-        description="longest text typed into the pane; longer text is cut, visibly",
-    )
-    max_pending: MaxPending | None = Field(
-        default=None, description="overrides mailbox.max_pending"
-    )
-    max_pending_bytes: MaxPendingBytes | None = Field(
-        default=None, description="overrides mailbox.max_pending_bytes"
-    )
-    token: SecretStr | None = Field(default=None, description="bearer token for MCP over HTTP")
-    approvals: AgentApprovals = AgentApprovals()
-    approvers: list[str] | None = Field(
-        default=None,
-        description="who may answer this agent's approvals from a chat, as PROVIDER:SENDER "
-        '(e.g. "telegram:456", "sms:+15551234567"; each must also be an allowed sender), and '
-        'which phones hear and answer them: "phone:+15551234567" (a caller in '
-        "voice.inbound.allowed_callers, or voice.phone.to_number for the ladder's call), "
-        '"phone:local" (agentcomms phone). null: every allowed sender in a chat mapped to the '
-        "agent, and every phone; []: the terminal alone",
-    )
-
-    mirror: Literal["replies", "all", "off"] = Field(
-        default="replies",
-        description="the last words of the agent's turns sent back to chat: replies: to the chat "
-        "whose message started the turn; all: every turn, the others to the agent's chats; off",
-    )
-
-    @field_validator("approvers")
-    @classmethod
-    def _approvers_are_senders(cls, value: list[str] | None) -> list[str] | None:
-        known = [name for name in ChatConfig.provider_names() if name != "local"]
-        for approver in value or []:
-            provider, sep, sender = approver.partition(":")
-            if provider == "phone" and not is_phone_approver(approver):
-                raise ValueError(
-                    f"{approver!r} is not a phone: expected phone:NUMBER with the number as "
-                    'E.164, e.g. "phone:+15551234567", or "phone:local" for agentcomms phone'
-                )
-            if provider != "phone" and (not sep or not sender.strip() or provider not in known):
-                raise ValueError(
-                    f"{approver!r} is not an approver: expected PROVIDER:SENDER with PROVIDER one "
-                    f"of {', '.join(known)} and SENDER as in chat.allowed_senders, e.g. "
-                    '"telegram:456" or "sms:+15551234567", or a phone, "phone:+15551234567"'
-                )
-        return value
-
-    escalation: Ladder | None = Field(default=None, description="overrides escalation")
-    quiet_hours: QuietHours | None = Field(default=None, description="overrides quiet_hours")
-    never_sleep: bool = Field(
-        default=False, description="quiet hours hold none of this agent's escalations"
-    )
-    budget: Budget | None = Field(default=None, description="replaces budget for this agent")
 
 
 class LoggingConfig(Section):
@@ -428,6 +307,19 @@ class SecurityConfig(Section):
         return value
 
 
+class AcpConfig(Section):
+    """Process agents: ACP agents a host's worker starts and drives (`agents.ID.acp`)."""
+
+    state_dir: Path | None = Field(
+        default=None,
+        description="where a host keeps each process agent's session id and the messages it "
+        "prompted (default: acp/ in the agentcomms folder)",
+    )
+
+    def state_root(self) -> Path:
+        return (self.state_dir or agentcomms_home() / "acp").expanduser()
+
+
 class Config(Section):
     server: ServerConfig = ServerConfig()
     temporal: TemporalConfig = TemporalConfig()
@@ -448,6 +340,7 @@ class Config(Section):
     agents: dict[AgentIdKey, AgentConfig] = Field(default_factory=dict)
     chat: ChatConfig = ChatConfig()
     voice: VoiceConfig = VoiceConfig()
+    acp: AcpConfig = AcpConfig()
     logging: LoggingConfig = LoggingConfig()
     metrics: MetricsConfig = MetricsConfig()
     console: ConsoleConfig = ConsoleConfig()

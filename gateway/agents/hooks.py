@@ -31,7 +31,8 @@ PaneId = Annotated[str, StringConstraints(pattern=r"^%[0-9]{1,9}$")]
 
 
 class AgentHookParams(Params):
-    kind: Literal["claude-code", "codex", "gemini"]
+    # acp: a process agent's turn, told by its host's worker (which reports its state itself).
+    kind: Literal["claude-code", "codex", "gemini", "acp"]
     event: Annotated[str, StringConstraints(min_length=1, max_length=64)]
     agent_id: AgentId | None = None
     pane: PaneId | None = Field(default=None, description="$TMUX_PANE of the hook, e.g. %7")
@@ -70,6 +71,7 @@ class PaneAgents:
             a
             for a in await self._store.list_agents()
             if a.target is not None
+            and a.type == "tmux"
             and (a.host or self._host) == self._host
             and (a.tmux_socket == socket or (a.tmux_socket is None and _default(socket)))
         ]
@@ -156,6 +158,8 @@ class AgentHookMethods:
         report = report_from(p.kind, p.event, p.at_ns, p.session_id, p.payload)
         for observer in self._observers:
             await observer(agent_id, p.event, p.payload)
+        if p.kind == "acp":
+            return {"agent_id": agent_id, "event": report.event}
         if not await self._mailbox.report(agent_id, report):
             raise RpcError(
                 NOT_FOUND,

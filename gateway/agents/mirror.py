@@ -48,7 +48,11 @@ SMS_THE_REST = " […] (the whole reply: `agentcomms inbox`, or the console)"
 # A turn's error is told in one line, at most this long.
 ERROR_LINE_CHARS = 300
 # The hooks that end a turn with its reply, and the payload's field that holds it.
-TURN_REPLIES = {"Stop": "last_assistant_message", "AfterAgent": "prompt_response"}
+TURN_REPLIES = {
+    "Stop": "last_assistant_message",
+    "AfterAgent": "prompt_response",
+    "TurnEnd": "reply",  # a process agent's, told by its host (agentcomms.acp.asking)
+}
 # How far back a chat's history is read for the human's message and the agent's own sends.
 LOOK_BACK = 20
 

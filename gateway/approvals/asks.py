@@ -65,6 +65,16 @@ def asked_with(tool_name: str, tool_input: dict[str, Any]) -> list[Asked]:
     return [Asked("permission", None, [], False, command.text, not command.truncated)]
 
 
+def acp_asked(tool_name: str, tool_input: dict[str, Any], options: list[str]) -> Asked:
+    """A process agent's permission request: the call shown whole, as a question whose answers
+    are the agent's own options (allow once, allow always, reject…)."""
+    command = _input_text(tool_input)
+    labels = [shown_visibly(o, 200) for o in options]
+    question = f"{tool_name}: {command.text}"
+    whole = not (command.truncated or any(label.truncated for label in labels))
+    return Asked("question", question, [label.text for label in labels], False, command.text, whole)
+
+
 class Asked(NamedTuple):
     """One thing the agent asks, as shown: whether several options may be chosen, and whether
     all of it fit (what did not is marked as cut, and only the agent's own dialog shows it)."""

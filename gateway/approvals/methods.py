@@ -41,7 +41,13 @@ from agentcomms.models import utcnow
 from agentcomms.store import Store
 from agentcomms.trust import DeploymentKey
 from gateway.agents.hooks import PaneAgents, PaneId
-from gateway.approvals.asks import QUESTION_CHARS, QUESTION_TOOL, asked_with, shown_visibly
+from gateway.approvals.asks import (
+    QUESTION_CHARS,
+    QUESTION_TOOL,
+    acp_asked,
+    asked_with,
+    shown_visibly,
+)
 from gateway.approvals.chat_posts import ApprovalChats
 from gateway.approvals.decision import hook_decision
 from gateway.approvals.words import (
@@ -70,13 +76,19 @@ DEADLINE_LOOK_S = 30
 
 
 class ApprovalOpenParams(Params):
-    kind: Literal["claude-code", "codex", "gemini"]
+    # acp: a process agent's permission request, asked by its host's worker with its options.
+    kind: Literal["claude-code", "codex", "gemini", "acp"]
     agent_id: AgentId | None = None
     pane: PaneId | None = None
     tmux_socket: TmuxSocket | None = None
     tool_name: Annotated[str, StringConstraints(min_length=1, max_length=200)]
     tool_input: dict[str, Any] = Field(default_factory=dict)
     permission_suggestions: list[dict[str, Any]] = Field(default_factory=list, max_length=20)
+    options: list[Annotated[str, StringConstraints(min_length=1, max_length=200)]] = Field(
+        default_factory=list,
+        max_length=10,
+        description="a process agent's own answers (allow once, reject…): the human picks one",
+    )
 
 
 class ApprovalWaitParams(Params):
@@ -148,7 +160,12 @@ class ApprovalMethods:
             log.warning("%s asks to use %s without a ladder: %s", agent_id, p.tool_name, refused)
         ids = []
         tool = shown_visibly(p.tool_name, 200)
-        for one in asked_with(p.tool_name, p.tool_input):
+        asked_how = (
+            [acp_asked(p.tool_name, p.tool_input, p.options)]
+            if p.kind == "acp"
+            else asked_with(p.tool_name, p.tool_input)
+        )
+        for one in asked_how:
             request = ApprovalRequest(
                 id="",
                 agent_id=agent_id,

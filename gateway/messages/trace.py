@@ -289,10 +289,18 @@ class Tracer:
         if snapshot.status == "unreachable":
             since = snapshot.unreachable_since
             when = f" since {since.isoformat(timespec='seconds')}" if since else ""
-            why.append(
-                f"pane {reg.target} on host {reg.host} is missing{when} ({snapshot.last_error}); "
-                "it is tried again with backoff, and typed as soon as the pane exists"
-            )
+            if reg.type == "process":
+                why.append(
+                    f"process agent {event.agent_id} is not running on host {reg.host}{when} "
+                    f"({snapshot.last_error}); it is started again with backoff, and prompted "
+                    "as soon as it runs"
+                )
+            else:
+                why.append(
+                    f"pane {reg.target} on host {reg.host} is missing{when} "
+                    f"({snapshot.last_error}); it is tried again with backoff, and typed as soon "
+                    "as the pane exists"
+                )
         r = snapshot.readiness
         at = f" since {r.since.strftime('%H:%M:%S')}" if r.since else ""
         if r.state in ("busy", "waiting", "offline") and reg.deliver == "when-ready":

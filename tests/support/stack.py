@@ -25,6 +25,7 @@ from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 
 from agentcomms.client import GatewayClient
 from agentcomms.config import (
+    AcpConfig,
     Config,
     ConsoleConfig,
     DatabaseConfig,
@@ -97,6 +98,8 @@ def stack_config(
         mailbox=mailbox or MailboxConfig(),
         # Calls keep their audio beside the test's database, not in a shared home.
         voice=voice or VoiceConfig(audio_dir=tmp_path / "audio"),
+        # Process agents' sessions beside it too, not in the home of whoever runs the tests.
+        acp=AcpConfig(state_dir=tmp_path / "acp"),
         server=ServerConfig(socket_path=socket_path or tmp_path / "daemon.sock"),
         temporal=TemporalConfig(
             address=client.service_client.config.target_host,

@@ -119,6 +119,7 @@ def agent_row(state: AgentState, waiting: int, now: datetime) -> Agent:
     reg = state.registration
     return Agent(
         id=state.agent_id,
+        type=reg.type if reg else "tmux",
         target=reg.target if reg else None,
         tmux_socket=reg.socket if reg else None,
         host=reg.host if reg else None,

@@ -1,0 +1,161 @@
+"""What the gateway hears of a process agent: its permission requests, answered through
+agentcomms' approvals, and its turns, whose replies go back to the chat that asked.
+
+The agent's `session/request_permission` names a tool call and the options the agent offers
+(allow once, allow always, reject…). The never-list is asked first, here, before any human:
+a call it refuses is answered with the agent's reject option at once. Anything else opens an
+approval on the gateway (as an agent's hook does), with the agent's own options as the answers
+every surface offers; the human's choice goes back as the option's id. Nothing is ever allowed
+by default: a denial, a timeout, the gateway unreachable all answer with a reject option.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from agentcomms.acp.client import PermissionAsk, PermissionOption
+from agentcomms.acp.runner import Turn
+from agentcomms.agents.never import human_rules, matches
+from agentcomms.client import GatewayClient
+from agentcomms.errors import RpcError
+from agentcomms.errors.gateway import GatewayUnavailable
+
+log = logging.getLogger(__name__)
+
+KIND = "acp"
+# One long-poll of the approval; the gateway answers "open" after it and it is asked again.
+POLL_S = 25.0
+# ACP's kinds of tool call, as the never-list's tools name them (its rules are written in Claude
+# Code's names: `Bash(rm -rf *)`, `Edit(/etc/*)`, `WebFetch(domain:x)`).
+_TOOLS = {"execute": "Bash", "edit": "Edit", "delete": "Edit", "move": "Edit", "read": "Read"}
+_TOOLS |= {"fetch": "WebFetch", "search": "Grep"}
+
+
+def as_tool_call(ask: PermissionAsk) -> tuple[str, dict[str, Any]]:
+    """The call as the never-list and the approval show it: a tool name, and its input."""
+    call = ask.tool_call
+    raw = call.get("rawInput")
+    tool_input: dict[str, Any] = dict(raw) if isinstance(raw, dict) else {}
+    tool = _TOOLS.get(str(call.get("kind") or ""), ask.title)
+    if tool == "Bash" and not isinstance(tool_input.get("command"), str):
+        tool_input["command"] = ask.title  # Gemini and others put the line in the title
+    locations = call.get("locations")
+    if isinstance(locations, list) and locations and isinstance(locations[0], dict):
+        path = locations[0].get("path")
+        if isinstance(path, str) and "file_path" not in tool_input:
+            tool_input["file_path"] = path
+    return tool, tool_input
+
+
+def refused_by(rules: Sequence[str], ask: PermissionAsk, cwd: str) -> str | None:
+    """The never-list's rule that refuses this call, if one does."""
+    tool, tool_input = as_tool_call(ask)
+    return next((r for r in rules if matches(r, tool, tool_input, cwd=cwd)), None)
+
+
+def reject_option(options: Sequence[PermissionOption]) -> str | None:
+    """The agent's option that rejects this call only (else any reject); None: the request is
+    answered "cancelled", which ends the turn."""
+    for kind in ("reject_once", "reject_always"):
+        found = next((o.option_id for o in options if o.kind == kind), None)
+        if found is not None:
+            return found
+    return None
+
+
+class Approvals:
+    """Asks the human through the gateway's approvals; one per host's worker."""
+
+    def __init__(self, socket: Path, never: Callable[[str], list[str]], home: Path) -> None:
+        self._socket = socket
+        self._never = never  # the config's never-list of an agent: everyone's and its own
+        self._home = home
+
+    def rules(self, agent_id: str) -> list[str]:
+        """What `install` writes into a pane agent's hooks: the config's, and the human's own
+        commands and agentcomms' folder."""
+        return [*self._never(agent_id), *human_rules(str(self._home))]
+
+    async def ask(self, agent_id: str, ask: PermissionAsk, cwd: str) -> str | None:
+        rule = refused_by(self.rules(agent_id), ask, cwd)
+        if rule is not None:
+            log.warning(
+                "%s: %s refused by the never-list (%s), no one asked", agent_id, ask.title, rule
+            )
+            return reject_option(ask.options)
+        try:
+            return await self._asked(agent_id, ask)
+        except (GatewayUnavailable, RpcError, OSError) as exc:
+            log.warning("%s: could not ask about %s: %s; rejected", agent_id, ask.title, exc)
+            return reject_option(ask.options)
+
+    async def _asked(self, agent_id: str, ask: PermissionAsk) -> str | None:
+        tool, tool_input = as_tool_call(ask)
+        names = _labels(ask.options)
+        async with GatewayClient(self._socket) as gateway:
+            opened = await gateway.call(
+                "approval_open",
+                kind=KIND,
+                agent_id=agent_id,
+                tool_name=tool[:200],
+                tool_input=tool_input,
+                options=list(names),
+            )
+            approval_id = opened["id"]
+            try:
+                while True:
+                    waited = await gateway.call("approval_wait", id=approval_id, wait_s=POLL_S)
+                    if waited["status"] == "decided":
+                        break
+            except asyncio.CancelledError:
+                # The turn was cancelled under the request: the approval is no longer asked.
+                await asyncio.shield(
+                    gateway.call("approval_decide", id=approval_id, behavior="terminal")
+                )
+                raise
+        decision = waited.get("decision") or {}
+        answer = decision.get("answer")
+        if decision.get("behavior") == "allow" and isinstance(answer, str):
+            return names.get(answer) or reject_option(ask.options)
+        return reject_option(ask.options)
+
+
+def _labels(options: Sequence[PermissionOption]) -> dict[str, str]:
+    """Each option's label as a person picks it (its name, numbered if two share one) -> its id."""
+    labels: dict[str, str] = {}
+    for n, option in enumerate(options, 1):
+        label = option.name.strip() or option.option_id
+        labels[label if label not in labels else f"{n}. {label}"] = option.option_id
+    return labels
+
+
+class TurnsToGateway:
+    """Tells the gateway a process agent's turns as a pane agent's hooks do, so the gateway's
+    observers hear them: the mirror sends the turn's reply to the chat whose message began it."""
+
+    def __init__(self, socket: Path) -> None:
+        self._socket = socket
+
+    async def __call__(self, agent_id: str, event: str, turn: Turn) -> None:
+        payload: dict[str, Any]
+        if event == "TurnStart":
+            payload = {"prompt": turn.prompt}
+        else:
+            payload = {"reply": turn.reply_text(), "stop_reason": turn.stop_reason}
+        try:
+            async with GatewayClient(self._socket) as gateway:
+                await gateway.call(
+                    "agent_hook",
+                    kind=KIND,
+                    event=event,
+                    agent_id=agent_id,
+                    at_ns=time.time_ns(),
+                    payload=payload,
+                )
+        except (GatewayUnavailable, RpcError, OSError) as exc:
+            log.warning("%s: the gateway did not hear its %s: %s", agent_id, event, exc)

@@ -1,0 +1,133 @@
+"""Starting and stopping a process agent: an ACP agent the host's worker runs headless.
+
+`start_agent` registers the agent as a process agent (its command and folder in the signed
+registration); the mailbox moves to the host's queue and the host's worker starts the process
+and opens its session. `stop_agent` unregisters it: the worker ends the process, its session is
+kept, and messages sent meanwhile wait for the next start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shlex
+from pathlib import Path, PurePath
+from typing import Annotated, Any
+
+from pydantic import Field, StringConstraints
+
+from agentcomms.acp.kinds import KindUnavailable, find, install
+from agentcomms.config import AgentConfig
+from agentcomms.errors import RpcError
+from agentcomms.models import MAX_MESSAGE_CHARS, Registration
+from agentcomms.store import Store
+from gateway.socket.declare import Human, declare
+from gateway.socket.params import AgentId, Params
+from gateway.socket.protocol import INVALID_PARAMS, NOT_FOUND
+from workflows.mailbox.client import Mailbox
+
+log = logging.getLogger(__name__)
+
+Word = Annotated[str, StringConstraints(min_length=1, max_length=4096)]
+
+
+class StartAgentParams(Params):
+    agent_id: AgentId
+    dir: Annotated[str, StringConstraints(min_length=1, max_length=4096)] = Field(
+        description="the folder the agent works in (absolute)"
+    )
+    command: Annotated[list[Word], Field(min_length=1, max_length=256)] = Field(
+        description="the ACP agent's command and its arguments"
+    )
+    host: str | None = Field(default=None, description="the host whose worker runs it")
+    new_session_if_lost: bool = Field(
+        default=True, description="start a new session when the kept one cannot be loaded"
+    )
+    max_chars: Annotated[int, Field(ge=100, le=MAX_MESSAGE_CHARS)] = MAX_MESSAGE_CHARS
+
+
+class StopAgentParams(Params):
+    agent_id: AgentId
+
+
+class ProcessAgentMethods:
+    def __init__(self, mailbox: Mailbox, store: Store, host: str) -> None:
+        self._mailbox = mailbox
+        self._store = store
+        self._host = host
+
+    @declare(Human())
+    async def start_agent(self, p: StartAgentParams) -> dict[str, Any]:
+        folder = PurePath(p.dir)
+        host = p.host or self._host
+        if not folder.is_absolute():
+            raise RpcError(INVALID_PARAMS, f"dir: {p.dir!r} is not an absolute path")
+        # The gateway sees this host's folders only; another host's worker says so itself.
+        if host == self._host and not await asyncio.to_thread(Path(folder).is_dir):
+            raise RpcError(
+                INVALID_PARAMS, f"dir: {p.dir} is not a folder on {host}; create it first"
+            )
+        registration = Registration(
+            type="process",
+            target=_shown(p.command),
+            host=host,
+            max_chars=p.max_chars,
+            command=list(p.command),
+            cwd=str(folder),
+            new_session_if_lost=p.new_session_if_lost,
+        )
+        await self._mailbox.register(p.agent_id, registration)
+        return {
+            "agent_id": p.agent_id,
+            "started": True,
+            "host": host,
+            "target": registration.target,
+        }
+
+    @declare(Human())
+    async def stop_agent(self, p: StopAgentParams) -> dict[str, Any]:
+        agent = await self._store.get_agent(p.agent_id)
+        if agent is None or agent.type != "process":
+            raise RpcError(
+                NOT_FOUND,
+                f"no process agent {p.agent_id!r}: `agentcomms agents --all` lists them; a pane "
+                "agent is unregistered with `agentcomms agents unregister`",
+            )
+        await self._mailbox.unregister(p.agent_id)
+        return {"agent_id": p.agent_id, "stopped": True}
+
+
+async def start_configured(mailbox: Mailbox, agent_id: str, agent: AgentConfig, host: str) -> None:
+    """A process agent of the config (`agents.ID.acp`), started as `up` starts: registered with
+    its command, a known kind's found (or installed with npm) on this host first."""
+    acp = agent.acp
+    assert acp is not None
+    try:
+        command = acp.command or await _kind_command(acp.kind)
+    except KindUnavailable as exc:
+        log.error("agents.%s.acp: %s", agent_id, exc)
+        return
+    registration = Registration(
+        type="process",
+        target=_shown(command),
+        host=agent.host or host,
+        max_chars=agent.max_chars,
+        command=list(command),
+        cwd=str(acp.dir),
+        new_session_if_lost=acp.new_session_if_lost,
+    )
+    await mailbox.register(agent_id, registration)
+
+
+async def _kind_command(kind: str | None) -> list[str]:
+    assert kind is not None  # the config's own check: a command or a kind
+    found = find(kind)
+    if found is not None:
+        return found
+    return await asyncio.to_thread(install, kind)
+
+
+def _shown(command: list[str]) -> str:
+    """What `agents` shows for a process agent: its command, short."""
+    shown = "acp: " + shlex.join([Path(command[0]).name, *command[1:]])
+    return shown if len(shown) <= 200 else shown[:199] + "…"
