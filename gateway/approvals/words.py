@@ -1,6 +1,6 @@
 """What people read of an approval in a chat, and what they answer with.
 
-Chats with buttons (Telegram, Discord) get Allow, Allow for this session (where the agent
+Chats with buttons (Telegram, Discord, Slack) get Allow, Allow for this session (where the agent
 offered it) and Deny; a press sends back ``ap:K7QF:a`` (allow), ``s`` (for the session) or ``d``
 (deny), followed by the start of the request's digest (``ap:K7QF:a:Xy3…``), so a button left
 under an earlier request that drew the same id answers nothing of this one. A question gets one button per option (``o1`` … ``o4``: answer with that option), a
@@ -52,7 +52,7 @@ TEXT_REQUEST_CHARS = 600
 # Surfaces that send a request through a provider's servers (a chat; a call, its speech and its
 # call system): what looks like a secret is hidden there, saying so in place, and a request
 # they cannot show whole is answered where it is shown whole instead.
-REMOTE_SURFACES = frozenset({"telegram", "discord", "sms", "whatsapp", "call"})
+REMOTE_SURFACES = frozenset({"telegram", "discord", "slack", "sms", "whatsapp", "call"})
 HIDDEN_SECRET = "[hidden here: looks like a secret]"
 WHERE_WHOLE = "`agentcomms approvals` in a terminal, or the console"
 # Answers that let the agent go on as asked; a denial never runs anything, so it is taken
@@ -86,6 +86,7 @@ NUMBER_WORDS = {
 SURFACE_NAMES = {
     "telegram": "Telegram",
     "discord": "Discord",
+    "slack": "Slack",
     "sms": "SMS",
     "whatsapp": "WhatsApp",
     "console": "the console",

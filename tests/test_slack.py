@@ -1,0 +1,279 @@
+"""Slack end to end over Socket Mode: the real slack_sdk (its Socket Mode client and Web API
+client) against a local Slack (tests/fakes), our gateway, worker and outbox on a real Temporal
+dev server, real tmux panes, real SQLite. One stack for the module; each test its own pane."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import SecretStr
+from temporalio.testing import WorkflowEnvironment
+
+from agentcomms.config import Config
+from agentcomms.errors import ChatProviderUnavailable, RateLimited, SendRefused
+from agentcomms.ids import provider_event_id
+from agentcomms.transports import InboundMessage, InboundResult, LinkStatus
+from agentcomms.transports import slack as transport
+from tests.fakes.slack import ALICE, FakeSlack
+from tests.support.chat import connected, with_slack
+from tests.support.stack import Stack, recording_pane, running_stack
+from tests.support.tmux import Tmux
+from tests.support.waiting import eventually, typed
+
+AGENT = "slack-backend"
+
+
+@pytest.fixture(scope="module")
+async def slack() -> AsyncIterator[FakeSlack]:
+    fake = FakeSlack()
+    await fake.start()
+    yield fake
+    await fake.stop()
+
+
+@pytest.fixture(scope="module")
+def dm(slack: FakeSlack) -> str:
+    """Alice's direct messages with the app, mapped to the agent too."""
+    return slack.dm_channel()
+
+
+@pytest.fixture(scope="module")
+async def stack(
+    temporal_env: WorkflowEnvironment,
+    tmp_path_factory: pytest.TempPathFactory,
+    slack: FakeSlack,
+    dm: str,
+) -> AsyncIterator[Stack]:
+    tmp = tmp_path_factory.mktemp("slack")
+    async with running_stack(temporal_env.client, tmp, configure=with_slack(slack, AGENT, dm)) as s:
+        await connected(s, "slack")
+        yield s
+
+
+async def pane(stack: Stack, tmux: Tmux, tmp_path: Path) -> Path:
+    return await recording_pane(stack, AGENT, tmux, tmp_path)
+
+
+def line(channel: str, text: str, name: str = "Alice") -> bytes:
+    return f"[slack:{channel} from {name}] {text}\r".encode()
+
+
+async def test_a_message_is_typed_with_its_header_receipts_are_reactions_replies_go_in_its_thread(
+    stack: Stack, slack: FakeSlack, tmux: Tmux, tmp_path: Path
+) -> None:
+    out = await pane(stack, tmux, tmp_path)
+    # Slack's markup reads as the person wrote it: a mention, a link, an escaped bracket.
+    said = slack.human_says(slack.general, "ask <@U0BOB> &lt;now&gt;\nsee <https://x.test|docs>")
+
+    await typed(out, line(slack.general, "ask @U0BOB <now>\n| see docs (https://x.test)"))
+    event = await stack.store.get_event(provider_event_id("slack", slack.general, said["ts"]))
+    assert event is not None and event.agent_id == AGENT
+    assert event.channel_id == f"slack:{slack.general}"
+    assert (event.payload["sender_id"], event.payload["sender_name"]) == (ALICE, "Alice")
+    assert event.payload["chat_type"] == "channel"
+    # Receipts: 👀 once queued; once typed, ✍ takes its place.
+    await eventually(lambda: len(slack.reactions) >= 3)
+    assert [(r["action"], r["name"], r["timestamp"]) for r in slack.reactions[-3:]] == [
+        ("add", "eyes", said["ts"]),
+        ("add", "writing_hand", said["ts"]),
+        ("remove", "eyes", said["ts"]),
+    ]
+
+    # The agent's answer goes into the thread of the message it answers, shown as written.
+    result = await stack.call(
+        "reply",
+        channel_id=f"slack:{slack.general}",
+        message="<!channel> done & dusted",
+        agent_id=AGENT,
+        reply_to=said["ts"],
+    )
+    assert result["status"] == "delivered", result
+    sent = slack.sent[-1]
+    assert (sent["thread_ts"], sent["mrkdwn"]) == (said["ts"], False)
+    assert sent["text"] == "&lt;!channel&gt; done &amp; dusted"  # pings no one
+
+
+async def test_a_reply_in_a_thread_and_a_direct_message_are_typed_and_answered_where_they_were(
+    stack: Stack, slack: FakeSlack, dm: str, tmux: Tmux, tmp_path: Path
+) -> None:
+    out = await pane(stack, tmux, tmp_path)
+    root = slack.human_says(slack.general, "start")
+    reply = slack.human_says(slack.general, "in the thread", thread_ts=root["ts"])
+    private = slack.human_says(dm, "in private")
+
+    await typed(
+        out,
+        line(slack.general, "start")
+        + line(slack.general, "in the thread")
+        + line(dm, "in private"),
+    )
+    ref = f"{reply['ts']}~{root['ts']}"
+    event = await stack.store.get_event(provider_event_id("slack", slack.general, ref))
+    assert event is not None and event.payload["reply_to"] == root["ts"]
+    assert (await stack.store.get_event(provider_event_id("slack", dm, private["ts"]))) is not None
+    # The thread reply's receipt is on the reply; the answer to it goes into its thread.
+    await eventually(lambda: any(r["timestamp"] == reply["ts"] for r in slack.reactions))
+    answered = await stack.call(
+        "reply", channel_id=f"slack:{slack.general}", message="ok", agent_id=AGENT, reply_to=ref
+    )
+    assert answered["status"] == "delivered", answered
+    assert slack.sent[-1]["thread_ts"] == root["ts"]
+
+
+async def test_bots_edits_and_the_apps_own_words_reach_no_one_and_a_retried_event_is_one(
+    stack: Stack, slack: FakeSlack, tmux: Tmux, tmp_path: Path
+) -> None:
+    out = await pane(stack, tmux, tmp_path)
+    ignored = [
+        slack.message(slack.general, "the app's own", user=slack.bot_user),
+        slack.message(slack.general, "a bot", bot_id="B0OTHER"),
+        slack.message(slack.general, "edited", subtype="message_changed"),
+        slack.message(slack.general, "joined", subtype="channel_join"),
+    ]
+    for event in ignored:
+        slack.push("events_api", slack.event_callback(event))
+    once = slack.message(slack.general, "once")
+    envelope = slack.event_callback(once)
+    first = slack.push("events_api", envelope)
+    slack.push("events_api", envelope)  # Slack sends it again (no ack in time, a retry)
+    slack.human_says(slack.general, "last")
+
+    await typed(out, line(slack.general, "once") + line(slack.general, "last"))
+    for event in ignored:
+        assert (
+            await stack.store.get_event(provider_event_id("slack", slack.general, event["ts"]))
+            is None
+        )
+    # Acknowledged only once kept, each envelope; the ignored ones too (nothing to keep).
+    assert first in slack.acks
+
+
+async def test_a_stranger_is_refused_in_the_thread_and_recorded_until_paired(
+    stack: Stack, slack: FakeSlack, tmux: Tmux, tmp_path: Path
+) -> None:
+    out = await pane(stack, tmux, tmp_path)
+    before = len(slack.sent)
+    first = slack.human_says(slack.general, "let me in", user="U0MALLORY", name="Mallory")
+
+    [answer] = await eventually(lambda: slack.sent[before:])
+    code = re.search(r"agentcomms pair (\w+)", answer["text"])
+    assert code, answer
+    assert answer["thread_ts"] == first["ts"]
+    rejected = await stack.store.get_event(provider_event_id("slack", slack.general, first["ts"]))
+    assert rejected is not None and rejected.status == "rejected"
+
+    paired = await stack.call("pair", code=code[1], confirm=True)
+    assert (paired["provider"], paired["sender_id"]) == ("slack", "U0MALLORY")
+    await typed(out, line(slack.general, "let me in", "Mallory"))
+
+
+async def test_an_unmapped_channel_is_told_the_id_to_map(stack: Stack, slack: FakeSlack) -> None:
+    elsewhere = slack.dm_channel()
+    asked = slack.human_says(elsewhere, "hello?")
+    [answer] = await eventually(lambda: [m for m in slack.sent if m["channel"] == elsewhere])
+    assert f'"slack:{elsewhere}": "backend"' in answer["text"].replace("&quot;", '"')
+    assert answer["thread_ts"] == asked["ts"]
+
+
+async def test_a_dropped_socket_is_opened_again_and_the_unacknowledged_is_sent_again(
+    stack: Stack, slack: FakeSlack, tmux: Tmux, tmp_path: Path
+) -> None:
+    out = await pane(stack, tmux, tmp_path)
+    before = slack.connections
+    await slack.drop_socket()
+    slack.human_says(slack.general, "while the socket was away")
+    await eventually(lambda: slack.connections > before, timeout=30)
+    await connected(stack, "slack")
+    await typed(out, line(slack.general, "while the socket was away"), timeout=30)
+
+
+# ---- the transport on its own --------------------------------------------------------------------
+
+
+class Keep:
+    """A sink that keeps everything (the gateway's chat inbox, without Temporal)."""
+
+    def __init__(self) -> None:
+        self.messages: list[InboundMessage] = []
+
+    async def accept(self, message: InboundMessage) -> InboundResult:
+        self.messages.append(message)
+        return InboundResult("queued")
+
+
+def configured(fake: FakeSlack, **extra: Any) -> Config:
+    return with_slack(fake, AGENT, **extra)(Config())
+
+
+async def test_send_errors_say_whether_to_wait_retry_or_fix(slack: FakeSlack) -> None:
+    sender = transport.sender(configured(slack))
+    slack.fail_next("chat.postMessage", "ratelimited")
+    with pytest.raises(RateLimited) as limited:
+        await sender.send_text(slack.general, "hi")
+    assert limited.value.retry_after == 1.0
+    with pytest.raises(SendRefused, match="/invite"):
+        await sender.send_text("C0NOWHERE", "hi")
+    slack.fail_next("chat.postMessage", "fatal_error")
+    with pytest.raises(ChatProviderUnavailable):
+        await sender.send_text(slack.general, "hi")
+    slack.scopes.discard("reactions:write")
+    slack.fail_next("reactions.add", "missing_scope")
+    with pytest.raises(SendRefused, match="scope"):
+        await sender.receipt(slack.general, "1.000001", "queued")
+    slack.scopes.add("reactions:write")
+
+    bad = configured(slack)
+    bad.chat.slack.bot_token = SecretStr("xoxb-not-the-token")
+    with pytest.raises(SendRefused, match=r"chat\.slack\.bot_token") as refused:
+        await transport.sender(bad).send_text(slack.general, "hi")
+    assert "xoxb-not-the-token" not in str(refused.value)
+
+
+async def _status(cfg: Config, state: str) -> LinkStatus:
+    receiver = transport.receiver(cfg, Keep())
+    await receiver.start()
+    try:
+        await eventually(lambda: receiver.status.state == state, timeout=10)
+        return receiver.status
+    finally:
+        await receiver.close()
+
+
+async def test_the_link_says_truthfully_what_is_wrong_and_what_to_fix(slack: FakeSlack) -> None:
+    bad_bot = configured(slack)
+    bad_bot.chat.slack.bot_token = SecretStr("xoxb-wrong")
+    status = await _status(bad_bot, "failed")
+    assert "chat.slack.bot_token" in (status.error or "") and "xoxb-wrong" not in str(status)
+
+    bad_app = configured(slack)
+    bad_app.chat.slack.app_token = SecretStr("xapp-wrong")
+    status = await _status(bad_app, "failed")
+    assert "chat.slack.app_token" in (status.error or ""), status
+
+    slack.scopes.discard("im:history")
+    try:
+        status = await _status(configured(slack), "connected")
+    finally:
+        slack.scopes.add("im:history")
+    assert "im:history" in (status.error or ""), status
+
+
+async def test_slack_away_shows_reconnecting_then_connected_again() -> None:
+    fake = FakeSlack()
+    await fake.start()
+    receiver = transport.receiver(configured(fake), Keep())
+    await receiver.start()
+    try:
+        await eventually(lambda: receiver.status.state == "connected", timeout=10)
+        await fake.stop()
+        await eventually(lambda: receiver.status.state == "reconnecting", timeout=20)
+        assert "Slack" in (receiver.status.error or "")
+        await fake.start()
+        await eventually(lambda: receiver.status.state == "connected", timeout=30)
+    finally:
+        await receiver.close()
+        await fake.stop()
