@@ -22,8 +22,8 @@ NAME = "slack"
 # Message events a person's words arrive in: a plain one, a thread reply also sent to the
 # channel, one with files. The rest (edits, joins, bots, the app's own) reach no agent.
 TAKEN_SUBTYPES = (None, "thread_broadcast", "file_share")
-# Slack refuses a request older than five minutes; so does the gateway, and it remembers the
-# signatures it took for as long, so none is taken twice.
+# Slack's own advice: refuse a request whose timestamp is five minutes off; the gateway also
+# remembers the signatures it took for as long as their timestamp passes, so none is taken twice.
 MAX_AGE_S = 300
 REMEMBERED_SIGNATURES = 10_000
 
@@ -148,24 +148,35 @@ class SignedRequests:
         self._now = now
         self._seen: OrderedDict[str, float] = OrderedDict()
 
+    def before_body(self, timestamp: str | None, signature: str | None) -> Refused | None:
+        """What the headers alone refuse: no signature, no timestamp, or one too old (so a
+        stranger's body is never even read)."""
+        if not signature or not signature.startswith("v0="):
+            return Refused("no X-Slack-Signature (v0=…): not Slack's")
+        if not timestamp or not timestamp.isdigit():
+            return Refused("X-Slack-Signature without its X-Slack-Request-Timestamp: not Slack's")
+        if abs(self._now() - int(timestamp)) > MAX_AGE_S:
+            return Refused(
+                "X-Slack-Signature is for a request more than five minutes old "
+                "(X-Slack-Request-Timestamp): a replay, or this machine's clock is wrong"
+            )
+        return None
+
     def check(self, timestamp: str | None, signature: str | None, body: bytes) -> Refused | None:
-        if not timestamp or not signature:
-            return Refused("not signed: X-Slack-Request-Timestamp and X-Slack-Signature missing")
-        if not timestamp.isdigit():
-            return Refused("X-Slack-Request-Timestamp is not a number of seconds")
+        if (early := self.before_body(timestamp, signature)) is not None:
+            return early
+        assert timestamp is not None and signature is not None
         now = self._now()
-        if abs(now - int(timestamp)) > MAX_AGE_S:
-            return Refused("X-Slack-Request-Timestamp is more than five minutes off: refused")
         base = b"v0:" + timestamp.encode() + b":" + body
         expected = "v0=" + hmac.new(self._secret, base, hashlib.sha256).hexdigest()
         if not hmac.compare_digest(expected.encode(), signature.encode()):
-            return Refused("X-Slack-Signature does not match chat.slack.signing_secret")
-        for seen, at in list(self._seen.items()):  # forget what its timestamp refuses anyway
-            if now - at <= MAX_AGE_S:
-                break
-            del self._seen[seen]
+            return Refused("X-Slack-Signature does not match this body under the signing secret")
+        # Forget what its timestamp refuses anyway (a timestamp is taken up to five minutes
+        # either side of this clock, so a signature is kept for ten).
+        while self._seen and now - next(iter(self._seen.values())) > 2 * MAX_AGE_S:
+            self._seen.popitem(last=False)
         if signature in self._seen:
-            return Refused("this request was taken already: a replay")
+            return Refused("X-Slack-Signature was taken already: a replay")
         self._seen[signature] = now
         while len(self._seen) > REMEMBERED_SIGNATURES:
             self._seen.popitem(last=False)

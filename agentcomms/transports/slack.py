@@ -296,14 +296,16 @@ class SlackReceiver:
     # ---- the Events API --------------------------------------------------------------------------
 
     async def _signed_body(self, request: Request) -> bytes | Response:
-        body = await request.body()
-        refused = self._signed.check(
-            request.headers.get("X-Slack-Request-Timestamp"),
-            request.headers.get("X-Slack-Signature"),
-            body,
-        )
+        """The body, once Slack's signature over it checked out; otherwise the refusal (what
+        the headers alone refuse is refused before the body is read)."""
+        stamp = request.headers.get("X-Slack-Request-Timestamp")
+        signature = request.headers.get("X-Slack-Signature")
+        refused = self._signed.before_body(stamp, signature)
+        if refused is None:
+            body = await request.body()
+            refused = self._signed.check(stamp, signature, body)
         if refused is not None:
-            return PlainTextResponse(f"forbidden: {refused.reason}", status_code=401)
+            return PlainTextResponse(f"forbidden: {refused.reason}", status_code=403)
         return body
 
     async def _events(self, request: Request) -> Response:
