@@ -60,45 +60,22 @@ from agentcomms.transports._slack_sender import (
     SlackSender,
     web_client,
 )
+from agentcomms.transports.slack_manifest import (
+    EVENTS_PATH,
+    INTERACTIVITY_PATH,
+    scope_problem,
+)
 
 log = logging.getLogger(__name__)
 
-EVENTS_PATH = "/webhooks/slack/events"
-INTERACTIVITY_PATH = "/webhooks/slack/interactivity"
 RECONNECT_FIRST_S = 1.0
 RECONNECT_CAP_S = 60.0
 CONNECT_TIMEOUT_S = 15.0
 WATCH_S = 0.5  # how often a connected socket is looked at
-# The scopes agentcomms uses, each with what it is for (the app manifest asks for these).
-BOT_SCOPES: dict[str, str] = {
-    "chat:write": "post replies, approvals and receipts' notes",
-    "reactions:write": "receipts as reactions",
-    "channels:history": "read messages in public channels the bot is in",
-    "groups:history": "read messages in private channels the bot is in",
-    "im:history": "read direct messages to the bot",
-    "mpim:history": "read group direct messages the bot is in",
-}
 APP_TOKEN_FIX = (
     "check chat.slack.app_token (your app, Basic Information, App-Level Tokens: a token "
     "xapp-… with connections:write; Socket Mode must be on)"
 )
-
-
-def missing_scopes(granted: str | None) -> list[str]:
-    """The scopes agentcomms uses that Slack's ``x-oauth-scopes`` answer does not name."""
-    have = {s.strip() for s in (granted or "").split(",") if s.strip()}
-    return [scope for scope in BOT_SCOPES if scope not in have]
-
-
-def scope_problem(granted: str | None) -> str | None:
-    missing = missing_scopes(granted)
-    if not missing:
-        return None
-    return (
-        f"the bot token lacks {', '.join(missing)}: add them under OAuth & Permissions (or "
-        "paste `agentcomms config init --slack-manifest`), reinstall the app and put the new "
-        "token in chat.slack.bot_token"
-    )
 
 
 class SlackReceiver:
