@@ -5,6 +5,7 @@ dev server, real tmux panes, real SQLite. One stack for the module; each test it
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,11 @@ from agentcomms.errors import ChatProviderUnavailable, RateLimited, SendRefused
 from agentcomms.ids import provider_event_id
 from agentcomms.transports import InboundMessage, InboundResult, LinkStatus
 from agentcomms.transports import slack as transport
+from gateway.chat.strangers import (
+    PAIRING_REPLIES_PER_HOUR,
+    STRANGER_ROWS_PER_HOUR,
+    STRANGER_TEXT_MAX,
+)
 from tests.fakes.slack import ALICE, FakeSlack
 from tests.support.chat import connected, with_slack
 from tests.support.stack import Stack, recording_pane, running_stack
@@ -25,6 +31,7 @@ from tests.support.tmux import Tmux
 from tests.support.waiting import eventually, typed
 
 AGENT = "slack-backend"
+STRANGERS = 300
 
 
 @pytest.fixture(scope="module")
@@ -189,6 +196,34 @@ async def test_a_dropped_socket_is_opened_again_and_the_unacknowledged_is_sent_a
     await eventually(lambda: slack.connections > before, timeout=30)
     await connected(stack, "slack")
     await typed(out, line(slack.general, "while the socket was away"), timeout=30)
+
+
+async def test_a_flood_of_strangers_costs_a_bounded_number_of_rows_and_answers(
+    stack: Stack, slack: FakeSlack, tmux: Tmux, tmp_path: Path
+) -> None:
+    out = await pane(stack, tmux, tmp_path)
+    unmapped = "C0ELSEWHERE"  # a channel the app was invited to, mapped to no agent
+    slack.known.add(unmapped)
+    answered_before = len(slack.texts_to(slack.general))
+    for n in range(STRANGERS):
+        slack.human_says(slack.general, "x" * 4_000, user=f"U0S{n:04d}", name=f"s{n}")
+        if n % 10 == 0:
+            slack.human_says(unmapped, "spam", user=f"U0S{n:04d}", name=f"s{n}")
+    slack.human_says(slack.general, "deploy")
+    posted = time.monotonic()
+
+    # Alice wrote after all of them, in the same channel: typed once they are handled.
+    await typed(out, line(slack.general, "deploy"), timeout=90)
+    print(f"Alice typed {time.monotonic() - posted:.1f} s after {STRANGERS} strangers")
+    events = await stack.store.events_after(AGENT, None, 1_000)
+    rejected = [e for e in events if e.status == "rejected"]
+    assert len(rejected) <= STRANGER_ROWS_PER_HOUR
+    assert all(len(e.payload["text"]) <= STRANGER_TEXT_MAX for e in rejected)
+    answers = slack.texts_to(slack.general)[answered_before:]
+    assert 0 < len(answers) <= PAIRING_REPLIES_PER_HOUR
+    # The unmapped channel is not the operator's: nothing recorded, nothing answered.
+    assert slack.texts_to(unmapped) == []
+    assert await stack.store.events_after("default", None, 1_000) == []
 
 
 # ---- the transport on its own --------------------------------------------------------------------
