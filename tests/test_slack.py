@@ -14,7 +14,7 @@ import pytest
 from pydantic import SecretStr
 from temporalio.testing import WorkflowEnvironment
 
-from agentcomms.config import Config
+from agentcomms.config import Config, STTConfig, VoiceConfig
 from agentcomms.errors import ChatProviderUnavailable, RateLimited, SendRefused
 from agentcomms.ids import provider_event_id
 from agentcomms.transports import InboundMessage, InboundResult, LinkStatus
@@ -28,9 +28,11 @@ from tests.fakes.slack import ALICE, FakeSlack
 from tests.support.chat import connected, with_slack
 from tests.support.stack import Stack, recording_pane, running_stack
 from tests.support.tmux import Tmux
+from tests.support.voice import voice_note, write_grammar
 from tests.support.waiting import eventually, typed
 
 AGENT = "slack-backend"
+PHRASES = ["ship it on friday", "run the tests"]
 STRANGERS = 300
 
 
@@ -56,7 +58,12 @@ async def stack(
     dm: str,
 ) -> AsyncIterator[Stack]:
     tmp = tmp_path_factory.mktemp("slack")
-    async with running_stack(temporal_env.client, tmp, configure=with_slack(slack, AGENT, dm)) as s:
+    # Voice clips heard offline, within a grammar.
+    voice = VoiceConfig(
+        audio_dir=tmp / "audio", stt=STTConfig(grammar=write_grammar(tmp / "g.gram", PHRASES))
+    )
+    configure = with_slack(slack, AGENT, dm)
+    async with running_stack(temporal_env.client, tmp, voice=voice, configure=configure) as s:
         await connected(s, "slack")
         yield s
 
@@ -196,6 +203,28 @@ async def test_a_dropped_socket_is_opened_again_and_the_unacknowledged_is_sent_a
     await eventually(lambda: slack.connections > before, timeout=30)
     await connected(stack, "slack")
     await typed(out, line(slack.general, "while the socket was away"), timeout=30)
+
+
+async def test_a_voice_clip_is_fetched_with_the_bot_token_heard_and_typed_a_strangers_never(
+    stack: Stack, slack: FakeSlack, tmux: Tmux, tmp_path: Path
+) -> None:
+    out = await pane(stack, tmux, tmp_path)
+    clip = await voice_note("run the tests")
+    strangers = slack.human_sends_clip(slack.general, clip, user="U0EVE", name="Eve")
+    alices = slack.human_sends_clip(slack.general, clip)
+
+    await typed(
+        out,
+        f"[slack:{slack.general} from Alice, voice note transcribed] run the tests\r".encode(),
+        timeout=60,
+    )
+    event = await stack.store.get_event(provider_event_id("slack", slack.general, alices["ts"]))
+    assert event is not None and event.payload["transcribed"] is True
+    assert slack.downloads == [alices["files"][0]["id"]]  # the stranger's was never fetched
+    rejected = await stack.store.get_event(
+        provider_event_id("slack", slack.general, strangers["ts"])
+    )
+    assert rejected is not None and rejected.status == "rejected"
 
 
 async def test_a_flood_of_strangers_costs_a_bounded_number_of_rows_and_answers(

@@ -17,9 +17,13 @@ import httpx
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
+from agentcomms.config import Config
+from agentcomms.errors import VoiceNoteRefused
 from agentcomms.ids import provider_event_id
+from agentcomms.transports import InboundMessage, InboundResult
 from agentcomms.transports._slack_events import SignedRequests, inbound, plain, press
 from agentcomms.transports._slack_sender import escaped, message_ref, parse_ref
+from agentcomms.transports.slack import SlackReceiver
 from tests.fakes.serve import free_port
 from tests.fakes.slack import FakeSlack, buttons, rendered
 from tests.support.chat import PUBLIC_URL, connected, with_slack
@@ -94,6 +98,26 @@ def test_a_message_says_who_where_and_which_thread() -> None:
     assert (got.sender_id, got.sender_name) == ("U1", "Al")
     file = inbound(_event(files=[{"id": "F1"}], subtype="file_share"), own_user=BOT)
     assert file is not None and file.text == "[file not passed on] hi"
+
+
+async def test_a_clips_file_is_fetched_only_from_slacks_file_host() -> None:
+    cfg = with_slack(FakeSlack(), AGENT)(Config())  # base_url at 127.0.0.1: that host too
+    receiver = SlackReceiver(cfg, Keep())
+    clip = {"mimetype": "audio/webm", "url_private_download": "https://evil.example/clip"}
+    got = inbound(
+        _event(text="", files=[clip], subtype="file_share"), own_user=BOT, voice=receiver._clip
+    )
+    assert got is not None and got.voice is not None and got.voice.content_type == "audio/webm"
+    with pytest.raises(VoiceNoteRefused, match="not Slack's"):
+        await got.voice.fetch(1_000_000)  # the bot token is never sent there
+    # Words with a clip: the words, and the agent told something came with them.
+    worded = inbound(_event(files=[clip], subtype="file_share"), own_user=BOT, voice=receiver._clip)
+    assert worded is not None and worded.voice is None and worded.text.startswith("[file")
+
+
+class Keep:
+    async def accept(self, message: InboundMessage) -> InboundResult:
+        return InboundResult("queued")
 
 
 def _payload(**changes: Any) -> dict[str, Any]:

@@ -12,10 +12,11 @@ import hmac
 import re
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from agentcomms.transports import ButtonPress, InboundMessage, with_unread
+from agentcomms.transports import ButtonPress, InboundMessage, VoiceNote, with_unread
 from agentcomms.transports._slack_sender import message_ref
 
 NAME = "slack"
@@ -50,8 +51,19 @@ def plain(text: str) -> str:
     return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
 
 
-def inbound(event: dict[str, Any], *, own_user: str | None) -> InboundMessage | None:
-    """A ``message`` event as agentcomms sees it; None for what no agent should get."""
+# A file of one of these types is a voice clip, heard before it is typed (Slack records clips
+# as audio/webm or audio/mp4; an audio file sent is the same to the agent).
+AUDIO = "audio/"
+
+
+def inbound(
+    event: dict[str, Any],
+    *,
+    own_user: str | None,
+    voice: Callable[[dict[str, Any]], VoiceNote] | None = None,
+) -> InboundMessage | None:
+    """A ``message`` event as agentcomms sees it; None for what no agent should get. `voice`
+    makes a clip's :class:`VoiceNote` of its file (fetched only for a sender let in)."""
     user = event.get("user")
     channel = event.get("channel")
     ts = event.get("ts")
@@ -67,12 +79,15 @@ def inbound(event: dict[str, Any], *, own_user: str | None) -> InboundMessage | 
         return None
     text = plain(str(event.get("text") or ""))
     unreadable = None
-    if event.get("files"):
+    files = [f for f in event.get("files") or [] if isinstance(f, dict)]
+    clip = next((f for f in files if str(f.get("mimetype", "")).startswith(AUDIO)), None)
+    note = voice(clip) if clip is not None and voice is not None and not text.strip() else None
+    if note is None and files:  # a file's words come through, and the agent is told of it
         if text.strip():
             text = with_unread("file", text)
         else:
             unreadable = "file"
-    elif not text.strip():
+    elif note is None and not text.strip():
         return None
     thread = event.get("thread_ts")
     thread = thread if isinstance(thread, str) and thread != ts else None
@@ -87,6 +102,7 @@ def inbound(event: dict[str, Any], *, own_user: str | None) -> InboundMessage | 
         text=text,
         chat_type=str(event.get("channel_type") or "channel"),
         reply_to=thread,
+        voice=note,
         unreadable=unreadable,
     )
 

@@ -34,6 +34,7 @@ from typing import Any, cast
 from urllib.parse import parse_qs
 
 import aiohttp
+import httpx
 from slack_sdk.errors import SlackApiError
 from slack_sdk.socket_mode.aiohttp import SocketModeClient
 from slack_sdk.socket_mode.request import SocketModeRequest
@@ -43,6 +44,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from agentcomms.config import Config
+from agentcomms.errors import VoiceNoteRefused
 from agentcomms.models import utcnow
 from agentcomms.transports import (
     ButtonSink,
@@ -52,9 +54,12 @@ from agentcomms.transports import (
     LinkState,
     LinkStatus,
     ShownInButtons,
+    VoiceNote,
+    read_at_most,
 )
 from agentcomms.transports._slack_events import SignedRequests, inbound, press
 from agentcomms.transports._slack_sender import (
+    SLACK_API,
     TOKEN_ERRORS,
     TOKEN_FIX,
     SlackSender,
@@ -72,6 +77,8 @@ RECONNECT_FIRST_S = 1.0
 RECONNECT_CAP_S = 60.0
 CONNECT_TIMEOUT_S = 15.0
 WATCH_S = 0.5  # how often a connected socket is looked at
+# Where Slack serves a file's bytes; the bot token goes to no other host.
+SLACK_FILES_HOST = "files.slack.com"
 APP_TOKEN_FIX = (
     "check chat.slack.app_token (your app, Basic Information, App-Level Tokens: a token "
     "xapp-… with connections:write; Socket Mode must be on)"
@@ -225,7 +232,7 @@ class SlackReceiver:
         while True:
             event, envelope_id = await self._queue.get()
             try:
-                received = inbound(event, own_user=self._own_user)
+                received = inbound(event, own_user=self._own_user, voice=self._clip)
             except Exception:  # one odd event must not stop the ones behind it
                 log.exception("slack: an event not understood")
                 received = None
@@ -270,6 +277,46 @@ class SlackReceiver:
         except Exception as exc:  # the press was taken; only the word to the presser is lost
             log.warning("slack: could not answer a button press: %s", exc)
 
+    def _clip(self, file: dict[str, Any]) -> VoiceNote:
+        """A voice clip's file, fetched with the bot token (scope files:read) from Slack's
+        file host only when the gateway wants it (never for a stranger)."""
+        url = str(file.get("url_private_download") or file.get("url_private") or "")
+        duration_ms = file.get("duration_ms")
+        size = file.get("size")
+
+        async def fetch(max_bytes: int) -> bytes:
+            if httpx.URL(url).host not in self._file_hosts():
+                raise VoiceNoteRefused("its address is not Slack's file server")
+            if isinstance(size, int) and size > max_bytes:
+                raise VoiceNoteRefused(f"it is {size / 1e6:.0f} MB, too large")
+            assert self._section.bot_token is not None
+            headers = {"Authorization": f"Bearer {self._section.bot_token.get_secret_value()}"}
+            # Redirects are followed; httpx drops the token on the way to another host.
+            async with (
+                httpx.AsyncClient(timeout=30, follow_redirects=True) as client,
+                client.stream("GET", url, headers=headers) as response,
+            ):
+                if 400 <= response.status_code < 500 and response.status_code not in (408, 429):
+                    raise VoiceNoteRefused(
+                        f"Slack would not hand it over ({response.status_code}: does the app "
+                        "have the files:read scope?); please send it again"
+                    )
+                response.raise_for_status()  # Slack away: the message comes again
+                return await read_at_most(response, max_bytes)
+
+        return VoiceNote(
+            fetch=fetch,
+            content_type=str(file.get("mimetype") or "audio/webm"),
+            duration_s=duration_ms / 1000 if isinstance(duration_ms, int | float) else None,
+            size=size if isinstance(size, int) else None,
+        )
+
+    def _file_hosts(self) -> set[str]:
+        hosts = {SLACK_FILES_HOST}
+        if self._section.base_url and self._section.base_url != SLACK_API:
+            hosts.add(httpx.URL(self._section.base_url).host)  # a proxy, tests
+        return hosts
+
     # ---- the Events API --------------------------------------------------------------------------
 
     async def _signed_body(self, request: Request) -> bytes | Response:
@@ -298,7 +345,7 @@ class SlackReceiver:
             return JSONResponse({"challenge": str(call.get("challenge", ""))})
         if kind != "event_callback":
             return PlainTextResponse("")
-        received = inbound(call.get("event") or {}, own_user=self._own_user)
+        received = inbound(call.get("event") or {}, own_user=self._own_user, voice=self._clip)
         if received is not None:
             try:
                 await self._accept(received)

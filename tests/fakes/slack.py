@@ -38,7 +38,7 @@ BOT_SCOPES = frozenset(
         "groups:history",
         "im:history",
         "mpim:history",
-        "users:read",
+        "files:read",
     }
 )
 ALICE = "U0ALICE"
@@ -62,6 +62,8 @@ class FakeSlack:
         self.requests: list[tuple[float, str]] = []  # (monotonic time, method)
         self.acks: dict[str, dict[str, Any]] = {}  # envelope id -> the ack as sent
         self.connections = 0  # sockets that said hello
+        self.files: dict[str, bytes] = {}  # a file's id -> its bytes, served with the bot token
+        self.downloads: list[str] = []  # the ids of the files the app fetched
         self._tickets: set[str] = set()
         self._unacked: dict[str, dict[str, Any]] = {}  # envelope id -> envelope
         self._socket: web.WebSocketResponse | None = None
@@ -163,6 +165,28 @@ class FakeSlack:
             "response_url": f"http://127.0.0.1:{self.port}/actions/{uuid.uuid4().hex}",
         }
 
+    def human_sends_clip(
+        self, channel: str, audio: bytes, *, mimetype: str = "audio/ogg", **kw: Any
+    ) -> dict[str, Any]:
+        """A person records a voice clip in `channel` (a file share with no words); the event."""
+        file_id = f"F0{len(self.files) + 1:08d}"
+        self.files[file_id] = audio
+        url = f"http://127.0.0.1:{self.port}/files-pri/{self.team_id}-{file_id}/audio_clip.ogg"
+        clip = {
+            "id": file_id,
+            "name": "audio_clip.ogg",
+            "mimetype": mimetype,
+            "filetype": mimetype.split("/")[-1],
+            "subtype": "slack_audio",
+            "size": len(audio),
+            "duration_ms": 2000,
+            "url_private": url,
+            "url_private_download": url + "?download=1",
+        }
+        event = self.message(channel, "", subtype="file_share", files=[clip], **kw)
+        self.push("events_api", self.event_callback(event))
+        return event
+
     def human_presses(self, message: dict[str, Any], value: str, **kw: Any) -> dict[str, Any]:
         """A person presses a button under the bot's `message`; over the socket. The payload."""
         payload = self.press(message, value, **kw)
@@ -226,6 +250,7 @@ class FakeSlack:
         app = web.Application()
         app.router.add_route("*", "/api/{method}", self._call)
         app.router.add_get("/link", self._websocket)
+        app.router.add_get("/files-pri/{team_file}/{name}", self._file)
         self._runner = web.AppRunner(app, handle_signals=False, access_log=None)
         await self._runner.setup()
         await web.TCPSite(self._runner, "127.0.0.1", self.port).start()
@@ -362,6 +387,18 @@ class FakeSlack:
             if m["channel"] == channel and (m["ts"] < latest or (inclusive and m["ts"] == latest))
         ]
         return {"ok": True, "messages": found[: int(params.get("limit") or 100)]}
+
+    async def _file(self, request: web.Request) -> web.Response:
+        # Slack serves a file to its workspace's tokens with files:read, and answers others
+        # with a page that is not the file; here, a refusal.
+        token = request.headers.get("Authorization", "").removeprefix("Bearer ")
+        if token != self.bot_token or "files:read" not in self.scopes:
+            return web.Response(status=403, text="not allowed")
+        file_id = request.match_info["team_file"].rsplit("-", 1)[-1]
+        if file_id not in self.files:
+            return web.Response(status=404, text="file not found")
+        self.downloads.append(file_id)
+        return web.Response(body=self.files[file_id], content_type="application/octet-stream")
 
     # ---- Socket Mode -----------------------------------------------------------------------------
 
