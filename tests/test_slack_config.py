@@ -104,7 +104,7 @@ def test_init_prints_the_apps_manifest_for_socket_mode_or_the_events_api(home: P
         (",".join([*BOT_SCOPES, "users:read"]), []),
         (
             "chat:write, reactions:write",
-            ["channels:history", "groups:history", "im:history", "mpim:history"],
+            ["channels:history", "groups:history", "im:history", "mpim:history", "files:read"],
         ),
         (None, list(BOT_SCOPES)),
     ],
