@@ -24,8 +24,10 @@ from gateway.chat.strangers import (
     STRANGER_ROWS_PER_HOUR,
     STRANGER_TEXT_MAX,
 )
+from mcp_server import build_server
 from tests.fakes.slack import ALICE, FakeSlack
 from tests.support.chat import connected, with_slack
+from tests.support.mcp import call
 from tests.support.stack import Stack, recording_pane, running_stack
 from tests.support.tmux import Tmux
 from tests.support.voice import voice_note, write_grammar
@@ -183,6 +185,34 @@ async def test_a_stranger_is_refused_in_the_thread_and_recorded_until_paired(
     paired = await stack.call("pair", code=code[1], confirm=True)
     assert (paired["provider"], paired["sender_id"]) == ("slack", "U0MALLORY")
     await typed(out, line(slack.general, "let me in", "Mallory"))
+
+
+async def test_the_agents_mcp_tools_send_read_and_list_slack(
+    stack: Stack, slack: FakeSlack
+) -> None:
+    mcp = build_server(stack.cfg.server.socket(), default_agent=AGENT)
+    asked = slack.human_says(slack.general, "what changed?")
+    await eventually(
+        lambda: stack.store.get_event(provider_event_id("slack", slack.general, asked["ts"]))
+    )
+
+    sent = await call(
+        mcp,
+        "send_message",
+        provider="slack",
+        chat_id=slack.general,
+        message="all of it",
+        reply_to=asked["ts"],
+    )
+    assert sent["success"] is True, sent
+    assert (slack.sent[-1]["text"], slack.sent[-1]["thread_ts"]) == ("all of it", asked["ts"])
+    read = await call(mcp, "get_messages", provider="slack", chat_id=slack.general, limit=10)
+    contents = [m["content"] for m in read["messages"]]
+    assert "what changed?" in contents and "all of it" in contents
+    listed = await call(mcp, "list_channels")
+    assert {"provider_name": "slack", "status": "connected"} in [
+        {k: c[k] for k in ("provider_name", "status")} for c in listed["channels"]
+    ]
 
 
 async def test_an_unmapped_channel_is_told_the_id_to_map(stack: Stack, slack: FakeSlack) -> None:
