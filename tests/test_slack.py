@@ -188,13 +188,12 @@ async def test_a_stranger_is_refused_in_the_thread_and_recorded_until_paired(
 
 
 async def test_the_agents_mcp_tools_send_read_and_list_slack(
-    stack: Stack, slack: FakeSlack
+    stack: Stack, slack: FakeSlack, tmux: Tmux, tmp_path: Path
 ) -> None:
+    out = await pane(stack, tmux, tmp_path)
     mcp = build_server(stack.cfg.server.socket(), default_agent=AGENT)
     asked = slack.human_says(slack.general, "what changed?")
-    await eventually(
-        lambda: stack.store.get_event(provider_event_id("slack", slack.general, asked["ts"]))
-    )
+    await typed(out, line(slack.general, "what changed?"))
 
     sent = await call(
         mcp,
