@@ -165,7 +165,7 @@ async def test_bots_edits_and_the_apps_own_words_reach_no_one_and_a_retried_even
             is None
         )
     # Acknowledged only once kept, each envelope; the ignored ones too (nothing to keep).
-    assert first in slack.acks
+    await eventually(lambda: first in slack.acks)
 
 
 async def test_a_stranger_is_refused_in_the_thread_and_recorded_until_paired(
@@ -287,6 +287,15 @@ async def test_a_flood_of_strangers_costs_a_bounded_number_of_rows_and_answers(
 # ---- the transport on its own --------------------------------------------------------------------
 
 
+@pytest.fixture
+async def lone() -> AsyncIterator[FakeSlack]:
+    """A Slack of the test's own: the module's is the stack's, whose socket it must keep."""
+    fake = FakeSlack()
+    await fake.start()
+    yield fake
+    await fake.stop()
+
+
 class Keep:
     """A sink that keeps everything (the gateway's chat inbox, without Temporal)."""
 
@@ -298,11 +307,44 @@ class Keep:
         return InboundResult("queued")
 
 
+class KeptOnTheThirdTry(Keep):
+    """The gateway's inbox while Temporal is away: the first two tries keep nothing."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tries = 0
+
+    async def accept(self, message: InboundMessage) -> InboundResult:
+        self.tries += 1
+        if self.tries < 3:
+            raise ConnectionError("Temporal is away")
+        return await super().accept(message)
+
+
+async def test_a_message_not_kept_is_tried_until_kept_and_only_then_acknowledged(
+    lone: FakeSlack,
+) -> None:
+    slack = lone
+    sink = KeptOnTheThirdTry()
+    receiver = transport.receiver(configured(slack), sink)
+    await receiver.start()
+    try:
+        await eventually(lambda: receiver.status.state == "connected", timeout=10)
+        envelope = slack.push("events_api", slack.event_callback(slack.message(slack.general, "1")))
+        then = slack.push("events_api", slack.event_callback(slack.message(slack.general, "2")))
+        await eventually(lambda: then in slack.acks, timeout=20)
+        assert [m.text for m in sink.messages] == ["1", "2"]  # in order, each kept once
+        assert sink.tries == 4 and envelope in slack.acks
+    finally:
+        await receiver.close()
+
+
 def configured(fake: FakeSlack, **extra: Any) -> Config:
     return with_slack(fake, AGENT, **extra)(Config())
 
 
-async def test_send_errors_say_whether_to_wait_retry_or_fix(slack: FakeSlack) -> None:
+async def test_send_errors_say_whether_to_wait_retry_or_fix(lone: FakeSlack) -> None:
+    slack = lone
     sender = transport.sender(configured(slack))
     slack.fail_next("chat.postMessage", "ratelimited")
     with pytest.raises(RateLimited) as limited:
@@ -336,7 +378,8 @@ async def _status(cfg: Config, state: str) -> LinkStatus:
         await receiver.close()
 
 
-async def test_the_link_says_truthfully_what_is_wrong_and_what_to_fix(slack: FakeSlack) -> None:
+async def test_the_link_says_truthfully_what_is_wrong_and_what_to_fix(lone: FakeSlack) -> None:
+    slack = lone
     bad_bot = configured(slack)
     bad_bot.chat.slack.bot_token = SecretStr("xoxb-wrong")
     status = await _status(bad_bot, "failed")
@@ -355,9 +398,8 @@ async def test_the_link_says_truthfully_what_is_wrong_and_what_to_fix(slack: Fak
     assert "im:history" in (status.error or ""), status
 
 
-async def test_slack_away_shows_reconnecting_then_connected_again() -> None:
-    fake = FakeSlack()
-    await fake.start()
+async def test_slack_away_shows_reconnecting_then_connected_again(lone: FakeSlack) -> None:
+    fake = lone
     receiver = transport.receiver(configured(fake), Keep())
     await receiver.start()
     try:
@@ -369,4 +411,3 @@ async def test_slack_away_shows_reconnecting_then_connected_again() -> None:
         await eventually(lambda: receiver.status.state == "connected", timeout=30)
     finally:
         await receiver.close()
-        await fake.stop()

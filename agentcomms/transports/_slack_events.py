@@ -197,3 +197,7 @@ class SignedRequests:
         while len(self._seen) > REMEMBERED_SIGNATURES:
             self._seen.popitem(last=False)
         return None
+
+    def forget(self, signature: str) -> None:
+        """A request taken but not kept: Slack sending it again is no replay."""
+        self._seen.pop(signature, None)

@@ -5,7 +5,8 @@ Socket Mode (``mode: "socket"``): the gateway asks for a WebSocket URL with the 
 envelope. A message's envelope is acknowledged only once the gateway kept the message (posted to
 a mailbox, or refused and recorded): one in flight when the gateway stops is sent again by Slack
 on the next connection, and its event id, from the channel and the message's ``ts``, makes it the
-same event. Messages are handled one at a time, in the order Slack sent them. A press is
+same event; Slack tries an envelope only a few times, so one the gateway cannot keep yet
+(Temporal unreachable) is tried again here until kept, holding later ones back. Messages are handled one at a time, in the order Slack sent them. A press is
 acknowledged at once (Slack shows the presser an error after 3 s), then decided; what the
 presser is told goes to them alone (``chat.postEphemeral``). When the socket drops, a new URL is
 asked for after a backoff, and the status says why meanwhile.
@@ -237,12 +238,21 @@ class SlackReceiver:
                 log.exception("slack: an event not understood")
                 received = None
             if received is not None:
-                try:
-                    await self._accept(received)
-                except Exception:  # not kept: unacknowledged, so Slack sends it again
-                    log.exception("slack: %s not kept", received.channel_id)
-                    continue
+                await self._accept_until_kept(received)
             await self._ack(envelope_id)
+
+    async def _accept_until_kept(self, received: InboundMessage) -> None:
+        """Slack gives up on an envelope after a few tries, so one the gateway could not keep
+        (Temporal unreachable) is tried here until kept, holding later ones back in order."""
+        delay = RECONNECT_FIRST_S
+        while True:
+            try:
+                await self._accept(received)
+                return
+            except Exception:
+                log.exception("slack: %s not kept; trying again", received.channel_id)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, RECONNECT_CAP_S)
 
     async def _accept(self, received: InboundMessage) -> InboundResult:
         result = await self._sink.accept(received)
@@ -349,8 +359,9 @@ class SlackReceiver:
         if received is not None:
             try:
                 await self._accept(received)
-            except Exception:  # not kept: Slack retries a non-2xx answer
+            except Exception:  # not kept: Slack retries a non-2xx answer, which must count
                 log.exception("slack: %s not kept", received.channel_id)
+                self._signed.forget(request.headers.get("X-Slack-Signature", ""))
                 return PlainTextResponse("not kept, send it again", status_code=503)
         return PlainTextResponse("")
 
