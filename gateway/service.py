@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from temporalio.client import Client
 
+from agentcomms.bridge.screen_state import ScreenCheck
+from agentcomms.bridge.tmux import TmuxAdapter
 from agentcomms.config import Config, host_name
 from agentcomms.errors import ListenerUnavailable
 from agentcomms.models import Channel, Registration, utcnow
@@ -95,6 +97,9 @@ class Gateway:
         # A sender admitted by `pair` is told so, and what they wrote meanwhile goes on.
         admission = Admission(cfg, store, self.mailbox, self.outbox, self.inbox)
         urgent = UrgentMessages(cfg, client, self.key, store)
+        # What the panes show, looked at once for `agents`, `status` and the dialogs' watch.
+        tmux = TmuxAdapter()
+        screen = ScreenCheck(tmux, self.host)
         self.mailbox.observers.append(urgent.heard)
         self.methods = Methods(
             cfg,
@@ -105,6 +110,7 @@ class Gateway:
             outbox=self.outbox,
             chat=self.chat,
             on_urgent=urgent.sent,
+            screen=screen,
         )
         self.approval_calls = ApprovalCalls(
             cfg, client, self.key, self.calls.current_line, approvals
@@ -130,7 +136,7 @@ class Gateway:
         self._pruning: asyncio.Task[None] | None = None
         self._watching: asyncio.Task[None] | None = None
         # A dialog an agent shows without a hook (Claude Code's own, in auto mode) is told.
-        self._dialogs = DialogWatch(store, HumanNotices(cfg, store), self.host)
+        self._dialogs = DialogWatch(store, HumanNotices(cfg, store), screen, tmux)
         self._watching_dialogs: asyncio.Task[None] | None = None
         self.inbound_calls: InboundCalls | None = None
 

@@ -30,6 +30,7 @@ from tests.support.chat import (
     provider_status,
     with_discord,
 )
+from tests.support.sinks import TakesNoPresses
 from tests.support.stack import Stack, recording_pane, running_stack
 from tests.support.tmux import Tmux
 from tests.support.waiting import eventually, typed
@@ -323,7 +324,7 @@ async def _error_says(stack: Stack, words: str) -> bool:
 # ---- the transport on its own: what Discord's refusals become ------------------------------------
 
 
-class Keep:
+class Keep(TakesNoPresses):
     """A sink that keeps everything (the gateway's chat inbox, without Temporal)."""
 
     def __init__(self) -> None:

@@ -28,6 +28,7 @@ from mcp_server import build_server
 from tests.fakes.slack import ALICE, FakeSlack
 from tests.support.chat import connected, with_slack
 from tests.support.mcp import call
+from tests.support.sinks import TakesNoPresses
 from tests.support.stack import Stack, recording_pane, running_stack
 from tests.support.tmux import Tmux
 from tests.support.voice import voice_note, write_grammar
@@ -296,7 +297,7 @@ async def lone() -> AsyncIterator[FakeSlack]:
     await fake.stop()
 
 
-class Keep:
+class Keep(TakesNoPresses):
     """A sink that keeps everything (the gateway's chat inbox, without Temporal)."""
 
     def __init__(self) -> None:

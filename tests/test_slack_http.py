@@ -28,6 +28,7 @@ from tests.fakes.serve import free_port
 from tests.fakes.slack import FakeSlack, buttons, rendered
 from tests.support.chat import PUBLIC_URL, connected, with_slack
 from tests.support.hooks import open_approval
+from tests.support.sinks import TakesNoPresses
 from tests.support.stack import Stack, recording_pane, running_stack
 from tests.support.tmux import Tmux
 from tests.support.waiting import eventually, typed
@@ -115,7 +116,7 @@ async def test_a_clips_file_is_fetched_only_from_slacks_file_host() -> None:
     assert worded is not None and worded.voice is None and worded.text.startswith("[file")
 
 
-class Keep:
+class Keep(TakesNoPresses):
     async def accept(self, message: InboundMessage) -> InboundResult:
         return InboundResult("queued")
 

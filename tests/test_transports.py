@@ -16,6 +16,7 @@ from agentcomms.models import Event, utcnow
 from agentcomms.store import Store
 from agentcomms.store.records import ChatSender
 from agentcomms.transports import split_text
+from gateway.approvals.words import remote
 from gateway.chat.inbox import new_pairing_code, normalise_code
 from mcp_server.shapes import Provider
 
@@ -26,6 +27,8 @@ def test_provider_names_are_written_once() -> None:
     with pytest.raises(ValueError, match="unknown provider"):
         transports.load("irc")
     assert transports.load("telegram").name == "telegram"
+    # What each provider's chats can do is declared beside its name, so none is left out.
+    assert set(transports.ABILITIES) == set(transports.PROVIDERS)
     for name in transports.PROVIDERS:
         if not _has_module(name):  # a provider whose transport is still to come says so
             with pytest.raises(NoTransport, match=name):
@@ -48,6 +51,23 @@ def _message(name: str, text: str = "hi") -> Event:
         role="human",
         payload={"text": text, "provider": "telegram", "sender_id": "9", "sender_name": name},
     )
+
+
+@pytest.mark.parametrize(
+    ("via", "hidden_there"),
+    [
+        ("telegram", True),
+        ("sms", True),
+        ("call", True),
+        ("local", False),  # the terminal's own chat never leaves the machine
+        ("console", False),
+        ("terminal", False),
+    ],
+)
+def test_a_secret_is_hidden_only_where_a_request_leaves_the_machine(
+    via: str, hidden_there: bool
+) -> None:
+    assert remote(via) is hidden_there
 
 
 def test_the_pane_prefix_says_who_and_where_and_cannot_be_forged() -> None:

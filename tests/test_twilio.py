@@ -17,6 +17,7 @@ from agentcomms.transports import not_passed_on, sms
 from tests.fakes.serve import free_port
 from tests.fakes.twilio import OUR_NUMBER, FakeTwilio
 from tests.support.chat import ALICE, PHOTO, PUBLIC_URL, Hooks, with_twilio
+from tests.support.sinks import TakesNoPresses
 from tests.support.stack import Stack, recording_pane, running_stack
 from tests.support.tmux import Tmux
 from tests.support.waiting import eventually
@@ -193,7 +194,7 @@ async def test_whatsapp_both_ways(
     )
 
 
-class Unreachable:
+class Unreachable(TakesNoPresses):
     """The gateway's intake while Temporal cannot be reached: nothing can be made durable."""
 
     def __init__(self) -> None:

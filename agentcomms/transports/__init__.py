@@ -45,6 +45,44 @@ ReceiptStage = Literal["queued", "typed"]
 LinkState = Literal["connected", "connecting", "reconnecting", "disabled", "failed"]
 
 
+@dataclass(frozen=True)
+class Abilities:
+    """What a provider's chats can do, which decides how a request or a reply is shown there.
+
+    Declared here, beside the names, so the gateway reads them without importing any SDK.
+    """
+
+    # How a human answers an approval there: by its buttons (the message edited once decided),
+    # by a reply carrying its code (the outcome sent as a new message), or not at all.
+    answers: Literal["buttons", "codes", "none"]
+    # Each message is billed and a phone may show the parts out of order (SMS): an agent's
+    # reply goes as its start and where the whole is, never as many pieces.
+    billed: bool = False
+    # A request too long for one message goes as a file attached to the last (the others split).
+    attaches_long: bool = False
+    # Messages are read as markdown: a request is shown escaped there.
+    markdown: bool = False
+    # Its messages pass through the provider's servers: what looks like a secret is hidden.
+    remote: bool = True
+
+
+ABILITIES: dict[str, Abilities] = {
+    "local": Abilities(answers="none", remote=False),
+    "telegram": Abilities(answers="buttons"),
+    "discord": Abilities(answers="buttons", attaches_long=True, markdown=True),
+    "whatsapp": Abilities(answers="codes"),
+    "sms": Abilities(answers="codes", billed=True),
+    # Block Kit buttons; a request's text goes in plain_text sections, never read as markup.
+    "slack": Abilities(answers="buttons"),
+}
+
+
+def abilities(provider: str) -> Abilities:
+    """What ``provider``'s chats can do; a name outside :data:`PROVIDERS` can do nothing, and
+    what is shown there counts as leaving the machine."""
+    return ABILITIES.get(provider, Abilities(answers="none"))
+
+
 def is_provider(name: str) -> bool:
     return name in PROVIDERS
 
@@ -151,7 +189,7 @@ class ButtonPress:
 
 
 class InboundSink(Protocol):
-    """Where a receiver hands each message (the gateway's chat inbox).
+    """Where a receiver hands each message and button press (the gateway's chat inbox).
 
     Every result is final: the receiver acknowledges the provider and sends ``reply`` when set.
     An exception means nothing was kept: the receiver must not acknowledge, so the provider
@@ -159,18 +197,6 @@ class InboundSink(Protocol):
     """
 
     async def accept(self, message: InboundMessage) -> InboundResult: ...
-
-
-class ShownInButtons(str):
-    """What the presser of a box is told once the message's own buttons show their tick: the
-    buttons say it already, so a provider that can take a press without a word (Discord) says
-    nothing more, and one that always answers with a toast (Telegram) shows these words."""
-
-    __slots__ = ()
-
-
-class ButtonSink(Protocol):
-    """A sink that also takes button presses (the gateway's chat inbox does)."""
 
     async def button(self, press: ButtonPress) -> str:
         """What the presser is told (a short toast): taken, already answered, or not theirs;
@@ -182,6 +208,14 @@ class ButtonSink(Protocol):
         under its message (a box ticked or unticked), settling nothing: known before the
         press is decided, so a provider that must acknowledge at once knows how."""
         ...
+
+
+class ShownInButtons(str):
+    """What the presser of a box is told once the message's own buttons show their tick: the
+    buttons say it already, so a provider that can take a press without a word (Discord) says
+    nothing more, and one that always answers with a toast (Telegram) shows these words."""
+
+    __slots__ = ()
 
 
 @dataclass

@@ -35,7 +35,7 @@ import contextlib
 import logging
 from datetime import timedelta
 from types import SimpleNamespace
-from typing import Any, cast
+from typing import Any
 
 import aiohttp
 import discord
@@ -46,7 +46,6 @@ from agentcomms.config import Config
 from agentcomms.models import utcnow
 from agentcomms.transports import (
     ButtonPress,
-    ButtonSink,
     InboundMessage,
     InboundResult,
     InboundSink,
@@ -315,9 +314,7 @@ class DiscordReceiver:
                 interaction.id,
             )
             return
-        if not hasattr(self._sink, "button"):
-            return
-        sink = cast(ButtonSink, self._sink)
+        sink = self._sink
         in_place = sink.in_place(custom_id)
         try:
             if in_place:  # a deferred update of the message: nothing appears in the channel

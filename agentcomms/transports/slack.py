@@ -31,7 +31,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from typing import Any, cast
+from typing import Any
 from urllib.parse import parse_qs
 
 import aiohttp
@@ -48,7 +48,6 @@ from agentcomms.config import Config
 from agentcomms.errors import VoiceNoteRefused
 from agentcomms.models import utcnow
 from agentcomms.transports import (
-    ButtonSink,
     InboundMessage,
     InboundResult,
     InboundSink,
@@ -268,15 +267,14 @@ class SlackReceiver:
     async def _pressed(self, payload: dict[str, Any]) -> None:
         """A press on a button under one of the app's messages: decided by the sink, whose
         answer the presser alone sees (a tick's, only when the buttons do not show it)."""
-        if payload.get("type") != "block_actions" or not hasattr(self._sink, "button"):
+        if payload.get("type") != "block_actions":
             return
         pressed = press(payload, own_user=self._own_user, own_bot=self._own_bot)
         if pressed is None:
             log.warning("slack: an interaction that is not a press on our message: refused")
             return
-        sink = cast(ButtonSink, self._sink)
         try:
-            told = await sink.button(pressed)
+            told = await self._sink.button(pressed)
         except Exception:
             log.exception("slack: a button press in %s not taken", pressed.channel_id)
             told = "Your answer could not be recorded just now: press the button again."

@@ -26,7 +26,7 @@ import logging
 import warnings
 from collections.abc import AsyncIterator
 from datetime import timedelta
-from typing import Any, cast
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
@@ -60,7 +60,6 @@ from agentcomms.errors import ChatProviderUnavailable, RateLimited, SendRefused,
 from agentcomms.models import utcnow
 from agentcomms.transports import (
     ButtonPress,
-    ButtonSink,
     InboundMessage,
     InboundSink,
     LinkStatus,
@@ -305,7 +304,7 @@ class TelegramReceiver:
         assert query is not None
         message = query.message
         chat = message.chat.id if message is not None else None
-        if message is None or chat is None or not query.data or not hasattr(self._sink, "button"):
+        if message is None or chat is None or not query.data:
             return
         markup = getattr(message, "reply_markup", None)
         keyboard = tuple(
@@ -314,7 +313,7 @@ class TelegramReceiver:
             for button in row
             if isinstance(button.callback_data, str)
         )
-        sink = cast(ButtonSink, self._sink)
+        sink = self._sink
         told = await sink.button(
             ButtonPress(
                 provider="telegram",

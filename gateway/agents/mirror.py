@@ -32,7 +32,7 @@ from agentcomms.ids import new_event_id
 from agentcomms.models import Event, utcnow
 from agentcomms.outbox_models import ChatSend, OutboxItem
 from agentcomms.store import Store
-from agentcomms.transports import PROVIDERS, first_part
+from agentcomms.transports import PROVIDERS, abilities, first_part
 from workflows.outbox.client import Outbox
 
 log = logging.getLogger(__name__)
@@ -141,7 +141,7 @@ class ReplyMirror:
             },
         )
         sent = reply
-        if provider == "sms":
+        if abilities(provider).billed:
             # Each SMS is billed and a phone may show the parts out of order: the start, and
             # where the whole reply is (kept in the projection, shown by `inbox` and the console).
             sent = first_part(reply, SMS_FIRST_PART, SMS_THE_REST)

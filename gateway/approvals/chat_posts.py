@@ -39,7 +39,14 @@ from agentcomms.config import Config
 from agentcomms.models import utcnow
 from agentcomms.store import Store
 from agentcomms.store.approval_posts import ApprovalPost
-from agentcomms.transports import Sender, TextSender, first_part, load, split_text
+from agentcomms.transports import (
+    Sender,
+    TextSender,
+    abilities,
+    first_part,
+    load,
+    split_text,
+)
 from gateway.approvals.words import (
     ASKED,
     TEXT_REQUEST_CHARS,
@@ -56,12 +63,6 @@ from gateway.approvals.words import (
 
 log = logging.getLogger(__name__)
 
-BUTTON_PROVIDERS = ("telegram", "discord", "slack")
-CODE_PROVIDERS = ("sms", "whatsapp")
-# Chats with buttons where a request too long for one message goes as a file (the others split).
-ATTACHING_PROVIDERS = ("discord",)
-# Chats that read a message as markdown: a request is shown there escaped (`discord_literal`).
-MARKDOWN_PROVIDERS = ("discord",)
 # Of a chat's limit, what is kept for the lines under a request (its id, how to answer; once
 # decided, who answered how), so the pieces before stay the same when the last is edited.
 FOOTER_ROOM = 400
@@ -119,7 +120,7 @@ class ApprovalChats:
 
     async def answered_in(self, approval_id: str, provider: str, chat_id: str) -> None:
         """A chat of plain text answered: its reply is answered there, so `settle` skips it."""
-        if provider not in CODE_PROVIDERS:
+        if abilities(provider).answers != "codes":
             return
         try:
             await self._store.drop_approval_post(approval_id, provider, chat_id)
@@ -167,7 +168,7 @@ class ApprovalChats:
         chats = []
         for channel_id, agent in self._cfg.chat.channels.items():
             provider, _, chat = channel_id.partition(":")
-            if agent != agent_id or provider not in (*BUTTON_PROVIDERS, *CODE_PROVIDERS):
+            if agent != agent_id or abilities(provider).answers == "none":
                 continue
             if self._cfg.chat.provider(provider).enabled:
                 chats.append((provider, chat))
@@ -195,7 +196,7 @@ class ApprovalChats:
         # Not shown whole here (a secret hidden, too long): no code and no buttons, as if
         # complete; the chat says where to answer instead.
         hidden = hidden_on(request, provider)
-        if provider not in BUTTON_PROVIDERS:
+        if abilities(provider).answers != "buttons":
             asked = asks(shown_remotely(request))
             shown = first_part(asked, TEXT_REQUEST_CHARS, the_rest(request))
             return await sender.send_text(chat, f"{shown}\n\n{reply_with(request, hidden=hidden)}")
@@ -229,7 +230,7 @@ class ApprovalChats:
         provider, chat = post.provider, post.chat_id
         sender = self._sender(provider)
         try:
-            if provider in BUTTON_PROVIDERS:
+            if abilities(provider).answers == "buttons":
                 pieces, _ = shown_with_buttons(r, settled_footer(view), provider, sender.max_chars)
                 await cast(ButtonSender, sender).edit_text(chat, post.message_id, pieces[-1])
             else:
@@ -246,8 +247,9 @@ def shown_with_buttons(
     the whole as a file. What looks like a secret is hidden, saying so in place."""
     whole = asks(shown_remotely(request))
     room = max_chars - FOOTER_ROOM
-    shown = discord_literal(whole) if provider in MARKDOWN_PROVIDERS else whole
-    if provider in ATTACHING_PROVIDERS and len(shown) > room:
+    can = abilities(provider)
+    shown = discord_literal(whole) if can.markdown else whole
+    if can.attaches_long and len(shown) > room:
         name = f"{ASKED[request.ask]}-{request.id}.{'md' if request.ask == 'plan' else 'txt'}"
         start = first_part(shown, room, f" […] (the whole {ASKED[request.ask]}: {name})")
         return [f"{start}\n\n{under}"], (name, whole)  # a file is shown as plain text

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from agentcomms.approval_models import ApprovalRequest, ApprovalView, Behavior
 from agentcomms.approval_outcome import how_decided
 from agentcomms.config.redact import mask_secrets
+from agentcomms.transports import abilities, is_provider
 from agentcomms.trust import request_digest
 
 BUTTON_PREFIX = "ap"
@@ -49,10 +50,6 @@ ANSWER_SHOWN = 200
 PLAN_SPOKEN_CHARS = 1_000
 # What a text message (SMS, WhatsApp) shows of a request before saying where the rest is.
 TEXT_REQUEST_CHARS = 600
-# Surfaces that send a request through a provider's servers (a chat; a call, its speech and its
-# call system): what looks like a secret is hidden there, saying so in place, and a request
-# they cannot show whole is answered where it is shown whole instead.
-REMOTE_SURFACES = frozenset({"telegram", "discord", "slack", "sms", "whatsapp", "call"})
 HIDDEN_SECRET = "[hidden here: looks like a secret]"
 WHERE_WHOLE = "`agentcomms approvals` in a terminal, or the console"
 # Answers that let the agent go on as asked; a denial never runs anything, so it is taken
@@ -256,8 +253,15 @@ def coded(text: str) -> CodedAnswer | None:
     )
 
 
+def remote(via: str) -> bool:
+    """Whether a surface sends a request through a provider's servers (a chat; a call, its
+    speech and its call system): what looks like a secret is hidden there, saying so in place,
+    and a request it cannot show whole is answered where it is shown whole instead."""
+    return via == "call" or (is_provider(via) and abilities(via).remote)
+
+
 def shown_remotely(request: ApprovalRequest) -> ApprovalRequest:
-    """The request as a surface in :data:`REMOTE_SURFACES` shows it: what looks like a secret
+    """The request as a :func:`remote` surface shows it: what looks like a secret
     replaced by :data:`HIDDEN_SECRET`, which says so in place."""
 
     def hide(text: str) -> str:
@@ -282,14 +286,14 @@ def hidden_on(request: ApprovalRequest, via: str) -> str | None:
             f"{request.id} is too long to show whole anywhere but the agent's own terminal: "
             "answer it in the agent's own dialog there"
         )
-    if via not in REMOTE_SURFACES:
+    if not remote(via):
         return None
     if shown_remotely(request) != request:
         return (
             f"part of {request.id} looks like a secret, so it is hidden here: read it whole and "
             f"answer it with {WHERE_WHOLE}"
         )
-    if via in ("sms", "whatsapp") and len(asks(request)) > TEXT_REQUEST_CHARS:
+    if abilities(via).answers == "codes" and len(asks(request)) > TEXT_REQUEST_CHARS:
         return (
             f"{request.id} is too long for a text message: read it whole and answer it with "
             f"{WHERE_WHOLE}"

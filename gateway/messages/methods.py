@@ -20,7 +20,6 @@ from temporalio.service import RPCError
 
 from agentcomms import transports
 from agentcomms.bridge.screen_state import OnScreen, ScreenCheck, shown_for
-from agentcomms.bridge.tmux import TmuxAdapter
 from agentcomms.config import Config, host_name
 from agentcomms.errors import EventNotFound, MailboxFull, RpcError, TraceNotFound
 from agentcomms.ids import new_event_id
@@ -119,6 +118,7 @@ class Methods:
         outbox: Outbox | None = None,
         chat: ChatTransports | None = None,
         on_urgent: Callable[[str, str, str], Awaitable[Escalating]] | None = None,
+        screen: ScreenCheck,
     ) -> None:
         self._cfg = cfg
         self._outbox = outbox
@@ -134,7 +134,7 @@ class Methods:
         self._hosts = HostWatch(mailbox.client, store)
         # A busy or waiting state no hook confirmed lately is read off its pane before it is
         # shown: Claude Code's own dialogs in auto mode, and Esc, send no hook.
-        self._screen = ScreenCheck(TmuxAdapter(), self._host)
+        self._screen = screen
         # Where the console listens, once it does (its token is never said here: an agent's
         # MCP server asks `status` too).
         self.console_address: str | None = None
