@@ -22,7 +22,7 @@ from agentcomms.errors import VoiceNoteRefused
 from agentcomms.ids import provider_event_id
 from agentcomms.transports import InboundMessage, InboundResult
 from agentcomms.transports._slack_events import SignedRequests, inbound, plain, press
-from agentcomms.transports._slack_sender import escaped, message_ref, parse_ref
+from agentcomms.transports._slack_sender import escaped, message_ref, parse_ref, thread_of
 from agentcomms.transports.slack import SlackReceiver
 from tests.fakes.serve import free_port
 from tests.fakes.slack import FakeSlack, buttons, rendered
@@ -63,6 +63,8 @@ def test_what_goes_out_shows_as_written_and_a_threads_message_keeps_its_thread()
     assert message_ref("1.2") == "1.2" and message_ref("1.2", "1.2") == "1.2"
     assert parse_ref(message_ref("1.3", "1.2")) == ("1.3", "1.2")
     assert parse_ref("1.2") == ("1.2", "1.2")
+    assert thread_of("1.3~1.2") == "1.2" and thread_of("1.3") == "1.3"
+    assert thread_of("not-a-ts") is None and thread_of(None) is None
 
 
 def _event(**changes: Any) -> dict[str, Any]:

@@ -14,6 +14,7 @@ A message id here is Slack's ``ts``; a message inside a thread carries its threa
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -32,6 +33,7 @@ MAX_SECTIONS = 45  # of Slack's 50 blocks a message may hold, the buttons' row k
 # Receipts, as reactions on the human's message; "typed" takes the place of "queued".
 RECEIPTS: dict[ReceiptStage, str] = {"queued": "eyes", "typed": "writing_hand"}
 THREAD_MARK = "~"
+_TS = re.compile(r"[0-9]+\.[0-9]+")  # Slack's id of a message: seconds.sequence
 TOKEN_FIX = (
     "check chat.slack.bot_token (your app at api.slack.com/apps, OAuth & Permissions, "
     "Bot User OAuth Token, xoxb-…)"
@@ -65,6 +67,15 @@ def parse_ref(message_id: str) -> tuple[str, str]:
     """(the message's ``ts``, its thread's ``ts``: its own when it starts none)."""
     ts, _, thread = message_id.partition(THREAD_MARK)
     return ts, thread or ts
+
+
+def thread_of(reply_to: str | None) -> str | None:
+    """The thread an answer to `reply_to` goes into; None (the channel itself) for what is not
+    a Slack message id (an agent's reply_to names a message of this chat, or nothing)."""
+    if not reply_to:
+        return None
+    thread = parse_ref(reply_to)[1]
+    return thread if _TS.fullmatch(thread) else None
 
 
 def escaped(text: str) -> str:
@@ -110,7 +121,7 @@ class SlackSender:
         self._client = web_client(self._section)
 
     async def send_text(self, chat_id: str, text: str, *, reply_to: str | None = None) -> str:
-        thread = parse_ref(reply_to)[1] if reply_to else None
+        thread = thread_of(reply_to)
         with slack_errors(chat_id):
             sent = await self._client.chat_postMessage(
                 channel=chat_id,

@@ -157,6 +157,9 @@ class SlackReceiver:
                 error = f"Slack answered {exc.response.status_code}: {reason}"
             except (aiohttp.ClientError, OSError, TimeoutError) as exc:
                 error = f"could not reach Slack: {exc or type(exc).__name__}"
+            except Exception as exc:  # the link must outlive any surprise: say it, and retry
+                log.exception("slack receiver")
+                error = f"{type(exc).__name__}: {exc}"
             self._set("reconnecting", error)
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, RECONNECT_CAP_S)
