@@ -59,6 +59,7 @@ def test_secrets_come_from_the_environment_and_are_never_shown(
     validated = run("validate")
     assert validated.exit_code == 0, validated.output
     assert "chat.slack.signing_secret is not set" in validated.stderr
+    assert "chat.slack.mode is http but server.public_url is not set" in validated.stderr
     for shown in (run("show", "--json"), run("show")):
         assert shown.exit_code == 0, shown.output
         assert SECRET not in shown.stdout

@@ -356,6 +356,12 @@ def _warnings(config: Config) -> list[str]:
             )
     if config.chat.whatsapp.enabled:
         warnings.extend(config.chat.whatsapp.webhook_problems(config.server.public_url))
+    slack = config.chat.slack
+    if slack.enabled and slack.mode == "http" and config.server.public_url is None:
+        warnings.append(
+            "chat.slack.mode is http but server.public_url is not set, so Slack cannot reach "
+            "the gateway (or use mode socket, which needs no public URL)"
+        )
     return warnings
 
 
