@@ -59,7 +59,6 @@ class FakeSlack:
         self.updates: list[dict[str, Any]] = []  # each chat.update: the message after it
         self.ephemerals: list[dict[str, Any]] = []  # chat.postEphemeral, in order
         self.reactions: list[dict[str, Any]] = []  # {action, name, channel, timestamp}
-        self.requests: list[tuple[float, str]] = []  # (monotonic time, method)
         self.acks: dict[str, dict[str, Any]] = {}  # envelope id -> the ack as sent
         self.connections = 0  # sockets that said hello
         self.files: dict[str, bytes] = {}  # a file's id -> its bytes, served with the bot token
@@ -233,9 +232,6 @@ class FakeSlack:
     def texts_to(self, channel: str) -> list[str]:
         return [m["text"] for m in self.sent if m["channel"] == channel]
 
-    def count(self, method: str) -> int:
-        return sum(1 for _, m in self.requests if m == method)
-
     def fail_next(self, method: str, *errors: str) -> None:
         """The next calls of `method` fail with these Slack errors, in order (``ratelimited``
         is a 429 with ``Retry-After: 1``; ``fatal_error`` a 500)."""
@@ -267,7 +263,6 @@ class FakeSlack:
 
     async def _call(self, request: web.Request) -> web.Response:
         method = request.match_info["method"]
-        self.requests.append((time.monotonic(), method))
         token = request.headers.get("Authorization", "").removeprefix("Bearer ")
         params: dict[str, Any] = dict(request.query)
         if request.content_type == "application/json":
