@@ -59,7 +59,7 @@ ChatProvider = Annotated[
     Provider,
     Field(
         description="The chat provider. 'local' is the human's terminal (agentcomms inbox); "
-        "discord, telegram, whatsapp and sms work once their transport is configured."
+        "each of the others works once its section chat.<provider> is configured."
     ),
 ]
 ChatId = Annotated[

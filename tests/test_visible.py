@@ -138,7 +138,7 @@ SECRET_LOOKING = [
     ("psql postgresql://u:hunter2@db/x", f"psql postgresql://u:{HIDDEN_SECRET}@db/x"),
     ("OPENAI_API_KEY=sk-abcdefghijklmnopqrstuvwx run", f"OPENAI_API_KEY={HIDDEN_SECRET} run"),
 ]
-REMOTE = ["telegram", "discord", "sms", "whatsapp", "call"]
+REMOTE = ["telegram", "discord", "slack", "sms", "whatsapp", "call"]
 LOCAL = ["cli", "console", "terminal"]
 
 

@@ -32,10 +32,20 @@ from agentcomms.config.voice import InboundConfig
 from agentcomms.ids import provider_event_id
 from agentcomms.voice.audio import AudioStore
 from tests.fakes.serve import free_port
+from tests.fakes.slack import FakeSlack
 from tests.fakes.twilio import OUR_NUMBER, FakeTwilio
 from tests.fakes.twilio_calls import FakeTwilioCalls
 from tests.fakes.whatsapp_cloud import VERIFY_TOKEN, FakeWhatsAppCloud
-from tests.support.chat import ALICE, CHAT, PUBLIC_URL, Configure, Hook, with_twilio
+from tests.support.chat import (
+    ALICE,
+    CHAT,
+    PUBLIC_URL,
+    Configure,
+    Hook,
+    connected,
+    with_slack,
+    with_twilio,
+)
 from tests.support.doors import (
     CONTENT_TYPES,
     Door,
@@ -57,8 +67,9 @@ PIN = "2468"
 ALIAS = "relay.internal"  # a reverse proxy's name for the gateway (server.allowed_hosts)
 
 # Which configuration mounts a door: everything through Twilio (SMS, WhatsApp, calls placed and
-# taken) with Telegram by webhook; or WhatsApp through Meta's Cloud API (the same section).
-Variant = Literal["twilio", "cloud"]
+# taken) with Telegram by webhook; or WhatsApp through Meta's Cloud API (the same section); or
+# Slack's Events API.
+Variant = Literal["twilio", "cloud", "slack"]
 DOORS: dict[Variant, list[Door]] = {
     "twilio": [
         Door("POST", "/webhooks/twilio/sms", "twilio"),
@@ -79,6 +90,10 @@ DOORS: dict[Variant, list[Door]] = {
     "cloud": [
         Door("GET", "/webhooks/whatsapp", "meta-verify"),
         Door("POST", "/webhooks/whatsapp", "meta"),
+    ],
+    "slack": [
+        Door("POST", "/webhooks/slack/events", "slack"),
+        Door("POST", "/webhooks/slack/interactivity", "slack"),
     ],
 }
 # Routes served to anyone, deliberately, each with why (a health check, say): none so far.
@@ -178,7 +193,13 @@ async def _refused(
 
 
 async def _forgeries_refused(
-    stack: Stack, port: int, door: Door, path: str, audio: str, meta: FakeWhatsAppCloud | None
+    stack: Stack,
+    port: int,
+    door: Door,
+    path: str,
+    audio: str,
+    meta: FakeWhatsAppCloud | None,
+    slack: FakeSlack | None = None,
 ) -> None:
     """Each way a stranger may sign a request for `door` is refused, as the door documents."""
     local = f"127.0.0.1:{port}"
@@ -221,6 +242,23 @@ async def _forgeries_refused(
                 "another body's": meta.sign(b"{}"),
             }.items():
                 await _refused(http, door, path, body, signature, why)
+        elif door.signing == "slack":
+            assert slack is not None
+            event = slack.event_callback(slack.message(slack.general, "forged"))
+            body = json.dumps(event).encode()
+            if path.endswith("interactivity"):
+                body = slack.interactivity_body({"type": "block_actions", "forged": True})
+            for why, headers in {
+                "garbage": {"X-Slack-Request-Timestamp": "1", "X-Slack-Signature": "v0=forged"},
+                "another secret's": slack.sign(body, secret="not-the-signing-secret"),
+                "another body's": slack.sign(b"{}"),
+                "stale": slack.sign(body, timestamp=int(time.time()) - 600),
+            }.items():
+                answer = await http.post(
+                    path, content=body, headers={"Content-Type": CONTENT_TYPES["slack"]} | headers
+                )
+                assert answer.status_code == 403, (door, why, answer.text)
+                assert "X-Slack-Signature" in answer.text, (door, why, answer.text)
         elif door.signing == "meta-verify":
             for query in (
                 "",
@@ -257,6 +295,7 @@ async def _every_door_refuses_strangers(
     *,
     call: str = "call-0123456789ab",
     meta: FakeWhatsAppCloud | None = None,
+    slack: FakeSlack | None = None,
 ) -> None:
     """Every door the running webhook app serves is attacked (the calls' doors for `call`);
     nothing is recorded."""
@@ -289,7 +328,12 @@ async def _every_door_refuses_strangers(
             "media": signer.url("", audio),
             "meta-verify": f"{path}?hub.mode=subscribe&hub.verify_token={VERIFY_TOKEN}",
         }.get(door.signing)
-        await _forgeries_refused(stack, port, door, path, audio, meta)
+        if door.signing == "slack":  # signed now, as Slack signs: the door goes on to the body
+            present |= {
+                "X-Slack-Signature": "v0=forged",
+                "X-Slack-Request-Timestamp": str(int(time.time())),
+            }
+        await _forgeries_refused(stack, port, door, path, audio, meta, slack)
         await guarded_refusals(port, door, path, present, rightful=rightful)
 
     assert (database_rows(db), files_under(audio_root)) == before
@@ -401,6 +445,37 @@ async def _rung(stack: Stack, phone: FakeTwilioCalls, agent: str) -> bool:
     """The call was placed with Twilio, which tried to tell us it rings, and is kept."""
     tried = [c for c in phone.calls.values() if c.done.is_set()]
     return bool(tried) and bool(await stack.store.list_calls(agent_id=agent))
+
+
+async def test_strangers_at_slacks_doors_are_refused_and_alice_still_gets_through(
+    temporal_env: WorkflowEnvironment, tmp_path: Path, agent: str, tmux: Tmux
+) -> None:
+    slack = FakeSlack()
+    await slack.start()
+    port = free_port()
+    configure = with_slack(slack, agent, port=port, mode="http")
+    try:
+        async with running_stack(temporal_env.client, tmp_path, configure=configure) as stack:
+            await connected(stack, "slack")
+            pane = await register_recorder(stack, tmux, tmp_path, agent)
+            await _every_door_refuses_strangers(stack, port, agent, "slack", slack=slack)
+            assert await stack.store.events_after(agent, None, 10) == []
+            assert pane.read_bytes() == b""
+
+            body = json.dumps(slack.event_callback(slack.message(slack.general, "hi"))).encode()
+            async with httpx.AsyncClient() as http:
+                answer = await http.post(
+                    f"http://127.0.0.1:{port}/webhooks/slack/events",
+                    content=body,
+                    headers={"Host": PUBLIC_HOST, "Content-Type": CONTENT_TYPES["slack"]}
+                    | slack.sign(body),
+                )
+            assert answer.status_code == 200, answer.text
+            await eventually(
+                lambda: pane.read_bytes() == f"[slack:{slack.general} from Alice] hi\r".encode()
+            )
+    finally:
+        await slack.stop()
 
 
 def test_a_door_the_test_does_not_know_fails_it() -> None:

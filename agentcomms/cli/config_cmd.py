@@ -70,6 +70,9 @@ _SECRET_REFERENCES: dict[tuple[str, ...], str] = {
     ("chat", "discord", "token"): "DISCORD_BOT_TOKEN",
     ("chat", "telegram", "token"): "TELEGRAM_BOT_TOKEN",
     ("chat", "telegram", "webhook_secret"): "TELEGRAM_WEBHOOK_SECRET",
+    ("chat", "slack", "bot_token"): "SLACK_BOT_TOKEN",
+    ("chat", "slack", "app_token"): "SLACK_APP_TOKEN",
+    ("chat", "slack", "signing_secret"): "SLACK_SIGNING_SECRET",
     ("chat", "whatsapp", "account_sid"): "TWILIO_ACCOUNT_SID",
     ("chat", "whatsapp", "auth_token"): "TWILIO_AUTH_TOKEN",
     ("chat", "whatsapp", "access_token"): "WHATSAPP_ACCESS_TOKEN",
@@ -115,6 +118,10 @@ _COMMENTS: dict[tuple[str, ...], str] = {
     ("chat", "telegram"): "Bot token from @BotFather, in the TELEGRAM_BOT_TOKEN variable. mode "
     "polling needs no public URL; mode webhook needs server.public_url and a webhook_secret.",
     ("chat", "discord"): "Bot token from the Discord developer portal, in DISCORD_BOT_TOKEN.",
+    ("chat", "slack"): "A Slack app (create it from `agentcomms config init --slack-manifest`): "
+    "its bot token in SLACK_BOT_TOKEN; mode socket needs an app-level token in SLACK_APP_TOKEN "
+    "and no public URL; mode http needs the signing secret in SLACK_SIGNING_SECRET and "
+    "server.public_url. Channels: slack:<channel id>; senders: Slack user ids (U…).",
     ("chat", "whatsapp"): "api twilio: Twilio credentials in TWILIO_ACCOUNT_SID and "
     "TWILIO_AUTH_TOKEN. api cloud: Meta's Cloud API, with access_token, phone_number_id, "
     "app_secret and verify_token; its webhook is server.public_url + /webhooks/whatsapp.",
@@ -184,6 +191,23 @@ def init(
         bool, typer.Option("--minimal", help="Only what a local, offline setup needs")
     ] = False,
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file")] = False,
+    slack_manifest: Annotated[
+        bool,
+        typer.Option(
+            "--slack-manifest",
+            help="Print the Slack app's manifest instead (paste it at api.slack.com/apps, "
+            "Create New App, From a manifest); writes nothing",
+        ),
+    ] = False,
+    public_url: Annotated[
+        str | None,
+        typer.Option(
+            "--public-url",
+            help="With --slack-manifest: the gateway's server.public_url, for the Events API "
+            "over HTTP (chat.slack.mode http); without it, the app uses Socket Mode",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Write a starter configuration file (0600, in a 0700 directory).
 
@@ -193,12 +217,31 @@ def init(
     --minimal writes just enough to run locally with no accounts.
     An existing file is kept unless --force is given.
 
+    --slack-manifest prints the Slack app agentcomms needs (its scopes,
+    events, interactivity, Socket Mode) as JSON to paste into Slack.
+
     Examples:
 
       agentcomms config init
 
       agentcomms config init --minimal -o ./agentcomms.json
+
+      agentcomms config init --slack-manifest
+
+      agentcomms config init --slack-manifest --public-url https://agents.example.com
     """
+    if slack_manifest:
+        from agentcomms.transports.slack_manifest import manifest
+
+        if public_url is not None and not public_url.startswith("https://"):
+            fail(
+                f"--public-url {public_url!r} is not an https:// URL: Slack posts only to "
+                "HTTPS (the address in front of the gateway, as in server.public_url)."
+            )
+        typer.echo(json.dumps(manifest(public_url), indent=2))
+        return
+    if public_url is not None:
+        fail("--public-url goes with --slack-manifest: it is where Slack posts.")
     path = (output or default_config_path()).expanduser()
     text = json.dumps(starter_config(minimal=minimal), indent=2, ensure_ascii=False) + "\n"
     try:
@@ -341,6 +384,12 @@ def _warnings(config: Config) -> list[str]:
             )
     if config.chat.whatsapp.enabled:
         warnings.extend(config.chat.whatsapp.webhook_problems(config.server.public_url))
+    slack = config.chat.slack
+    if slack.enabled and slack.mode == "http" and config.server.public_url is None:
+        warnings.append(
+            "chat.slack.mode is http but server.public_url is not set, so Slack cannot reach "
+            "the gateway (or use mode socket, which needs no public URL)"
+        )
     return warnings
 
 

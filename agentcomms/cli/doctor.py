@@ -362,7 +362,8 @@ async def _check_gateway(cfg: Config, checks: list[Check]) -> None:
     checks.append(Check("gateway", True, f"the gateway answers on {socket}"))
     enabled = [p for p in status.get("providers", []) if p["status"] != "disabled"]
     for p in enabled:
-        ok = p["status"] == "connected"
+        # Connected but saying something (a scope the token lacks) is a warning to act on.
+        ok = p["status"] == "connected" and not p.get("error")
         checks.append(
             Check(
                 f"provider {p['name']}",
@@ -393,6 +394,7 @@ def _webhooks_used(cfg: Config) -> bool:
     chat = cfg.chat
     return (
         (chat.telegram.enabled and chat.telegram.mode == "webhook")
+        or (chat.slack.enabled and chat.slack.mode == "http")
         or chat.sms.enabled
         or chat.whatsapp.enabled
     )

@@ -135,6 +135,40 @@ class WhatsAppConfig(TwilioMessagingConfig):
         return problems
 
 
+class SlackConfig(ProviderSection):
+    """Slack through a Slack app: Socket Mode (no public URL) or the Events API over HTTP."""
+
+    bot_token: SecretStr | None = Field(
+        default=None,
+        description="the bot token, xoxb-… (your app, OAuth & Permissions, Bot User OAuth Token)",
+    )
+    app_token: SecretStr | None = Field(
+        default=None,
+        description="socket mode: an app-level token, xapp-…, with connections:write (your app, "
+        "Basic Information, App-Level Tokens)",
+    )
+    signing_secret: SecretStr | None = Field(
+        default=None,
+        description="http mode: the app's signing secret (Basic Information, App Credentials); "
+        "every request to the webhooks is checked against it",
+    )
+    mode: Literal["socket", "http"] = Field(
+        default="socket",
+        description="socket: Socket Mode, a WebSocket the gateway opens (no public URL needed); "
+        "http: Slack posts to server.public_url + /webhooks/slack/events and "
+        "/webhooks/slack/interactivity",
+    )
+    base_url: str | None = Field(
+        default=None,
+        description="Slack's Web API root (a proxy, tests); null: https://slack.com/api/",
+    )
+
+    def missing_credentials(self) -> list[str]:
+        # The bot token sends; receiving needs the app token (socket) or the secret (http).
+        needed = ("bot_token", "app_token" if self.mode == "socket" else "signing_secret")
+        return [key for key in needed if getattr(self, key) is None]
+
+
 class LocalChatConfig(ProviderSection):
     enabled: bool = True
 
@@ -144,6 +178,7 @@ class ChatConfig(Section):
     telegram: TelegramConfig = TelegramConfig()
     whatsapp: WhatsAppConfig = WhatsAppConfig()
     sms: TwilioMessagingConfig = TwilioMessagingConfig()
+    slack: SlackConfig = SlackConfig()
     local: LocalChatConfig = LocalChatConfig()
     channels: dict[str, AgentIdKey] = Field(
         default_factory=dict, description='channel id -> agent id, e.g. "telegram:42": "backend"'

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
     from agentcomms.config import Config
 
-ProviderName = Literal["local", "telegram", "discord", "whatsapp", "sms"]
+ProviderName = Literal["local", "telegram", "discord", "whatsapp", "sms", "slack"]
 PROVIDERS: tuple[str, ...] = get_args(ProviderName)
 
 # A receipt tells the human their message was queued, then typed into the agent's pane.
@@ -72,6 +72,8 @@ ABILITIES: dict[str, Abilities] = {
     "discord": Abilities(answers="buttons", attaches_long=True, markdown=True),
     "whatsapp": Abilities(answers="codes"),
     "sms": Abilities(answers="codes", billed=True),
+    # Block Kit buttons; a request's text goes in plain_text sections, never read as markup.
+    "slack": Abilities(answers="buttons"),
 }
 
 

@@ -1,4 +1,4 @@
-"""An answer to an approval from a chat: a button press (Telegram, Discord), or a reply carrying
+"""An answer to an approval from a chat: a button press (Telegram, Discord, Slack), or a reply carrying
 the approval's code ("YES K7QF", "ALWAYS K7QF", "NO K7QF not now"; any provider, made for SMS
 and WhatsApp). A reply with a code is the answer and never reaches the agent's pane.
 

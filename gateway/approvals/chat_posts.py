@@ -1,7 +1,7 @@
 """An approval in the agent's chats: the request posted to each chat mapped to the agent, and,
 once decided, each chat told how (:mod:`gateway.approvals.words` holds the words).
 
-- Telegram and Discord: the request with buttons (Allow, Allow for this session where offered,
+- Telegram, Discord and Slack: the request with buttons (Allow, Allow for this session where offered,
   Deny); once decided, the message with the buttons is edited to say who answered, how and
   where, its buttons gone.
 - SMS and WhatsApp: the request with a code to reply with ("Reply YES K7QF or NO K7QF"); once
@@ -14,6 +14,7 @@ characters), each provider its own way:
 - Telegram: in pieces at its 4,096-character limit, the buttons under the last. Most plans fit
   in one or two messages; a message reads where it arrives, where a document would open in
   another viewer, away from the buttons.
+- Slack: as Telegram, at 3,000 characters (a Block Kit section's), shown as plain text.
 - Discord: one message with the buttons, showing the start, and the whole request attached as
   a text file. At 2,000 characters a plan would run to many messages, mixed with whatever else
   the channel says; Discord previews a text file in the channel and opens it whole in place.

@@ -1,6 +1,6 @@
 """What people read of an approval in a chat, and what they answer with.
 
-Chats with buttons (Telegram, Discord) get Allow, Allow for this session (where the agent
+Chats with buttons (Telegram, Discord, Slack) get Allow, Allow for this session (where the agent
 offered it) and Deny; a press sends back ``ap:K7QF:a`` (allow), ``s`` (for the session) or ``d``
 (deny), followed by the start of the request's digest (``ap:K7QF:a:Xy3…``), so a button left
 under an earlier request that drew the same id answers nothing of this one. A question gets one button per option (``o1`` … ``o4``: answer with that option), a
@@ -83,6 +83,7 @@ NUMBER_WORDS = {
 SURFACE_NAMES = {
     "telegram": "Telegram",
     "discord": "Discord",
+    "slack": "Slack",
     "sms": "SMS",
     "whatsapp": "WhatsApp",
     "console": "the console",

@@ -28,8 +28,9 @@ STRANGER_ROWS_PER_HOUR = 200
 PAIRING_REPLIES_PER_HOUR = 20
 # Characters of a stranger's message kept in its recorded row.
 STRANGER_TEXT_MAX = 500
-# Chats where many people write to the bot at once; a private chat is one person's.
-GROUP_CHAT_TYPES = frozenset({"group", "supergroup", "channel", "guild"})
+# Chats where many people write to the bot at once; a private chat is one person's. (Slack's
+# private channel is a "group", and its group direct message an "mpim".)
+GROUP_CHAT_TYPES = frozenset({"group", "supergroup", "channel", "guild", "mpim"})
 WINDOW_S = 3600.0
 
 

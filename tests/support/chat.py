@@ -3,8 +3,8 @@ configuration that points a provider at its fake and maps its chats to an agent,
 providers' side of the webhooks.
 
 Alice is the allowed human everywhere: her Telegram chat is ``CHAT``, her phone number
-``ALICE`` (SMS and WhatsApp), her Discord user ``DISCORD_ALICE``; ``STRANGER`` is a number
-nobody allowed.
+``ALICE`` (SMS and WhatsApp), her Discord user ``DISCORD_ALICE``, her Slack user ``SLACK_ALICE``;
+``STRANGER`` is a number nobody allowed.
 """
 
 from __future__ import annotations
@@ -19,9 +19,11 @@ import pytest
 from pydantic import SecretStr
 from temporalio.testing import WorkflowEnvironment
 
-from agentcomms.config import Config, DiscordConfig
+from agentcomms.config import Config, DiscordConfig, SlackConfig
 from tests.fakes.discord import FakeDiscord
 from tests.fakes.serve import free_port
+from tests.fakes.slack import ALICE as SLACK_ALICE
+from tests.fakes.slack import FakeSlack
 from tests.fakes.telegram import FakeTelegram
 from tests.fakes.twilio import OUR_NUMBER, FakeTwilio
 from tests.fakes.whatsapp_cloud import VERIFY_TOKEN, FakeWhatsAppCloud
@@ -151,6 +153,47 @@ async def discord_stack(
         temporal_env.client, tmp_path, configure=with_discord(discord, agent)
     ) as s:
         yield s
+
+
+# ---- Slack ---------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+async def slack() -> AsyncIterator[FakeSlack]:
+    """Slack's Web API and Socket Mode WebSocket on a local port."""
+    fake = FakeSlack()
+    await fake.start()
+    yield fake
+    await fake.stop()
+
+
+def with_slack(
+    fake: FakeSlack, agent: str, *channels: str, port: int | None = None, **extra: Any
+) -> Configure:
+    """Slack on `fake`, its general channel (and `channels`) mapped to `agent`; Alice allowed.
+    ``mode="http"`` takes the Events API on `port`, behind ``PUBLIC_URL``."""
+
+    def configure(cfg: Config) -> Config:
+        chat = cfg.chat.model_copy(
+            update={
+                "slack": SlackConfig(
+                    enabled=True,
+                    bot_token=SecretStr(fake.bot_token),
+                    app_token=SecretStr(fake.app_token),
+                    signing_secret=SecretStr(fake.signing_secret),
+                    base_url=fake.base_url,
+                    **extra,
+                ),
+                "channels": {f"slack:{c}": agent for c in (fake.general, *channels)},
+                "allowed_senders": {"slack": [SLACK_ALICE]},
+            }
+        )
+        if port is None:
+            return cfg.model_copy(update={"chat": chat})
+        server = cfg.server.model_copy(update={"http_port": port, "public_url": PUBLIC_URL})
+        return cfg.model_copy(update={"chat": chat, "server": server})
+
+    return configure
 
 
 # ---- SMS and WhatsApp through Twilio -------------------------------------------------------------

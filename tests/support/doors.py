@@ -28,17 +28,20 @@ ADD_IT = "add this door to the doors test (tests/test_webhook_doors.py: DOORS), 
 # - telegram: the secret token header, as set with setWebhook;
 # - meta: X-Hub-Signature-256, the app secret's HMAC of the body;
 # - meta-verify: the subscription handshake's hub.verify_token, in the query;
-# - media: our own short-lived signature of an audio URL (exp, sig), Twilio fetches it.
-Signing = Literal["twilio", "telegram", "meta", "meta-verify", "media"]
+# - media: our own short-lived signature of an audio URL (exp, sig), Twilio fetches it;
+# - slack: X-Slack-Signature, the signing secret's HMAC of X-Slack-Request-Timestamp and the body.
+Signing = Literal["twilio", "telegram", "meta", "meta-verify", "media", "slack"]
 SIGNATURE_HEADERS: dict[Signing, str] = {
     "twilio": "X-Twilio-Signature",
     "telegram": "X-Telegram-Bot-Api-Secret-Token",
     "meta": "X-Hub-Signature-256",
+    "slack": "X-Slack-Signature",
 }
 CONTENT_TYPES: dict[Signing, str] = {
     "twilio": "application/x-www-form-urlencoded",
     "telegram": "application/json",
     "meta": "application/json",
+    "slack": "application/json",
 }
 
 

@@ -195,6 +195,9 @@ async def recording_pane(
     """A recorder pane registered as `agent`'s, typed into without a pause before Enter (and
     with `extra` registration fields): the file its bytes land in."""
     target, out = recorder(tmux, tmp_path, "rec")
+    # Text typed before `stty raw` runs would be cooked (its CR read as LF), and under
+    # load a message typed at once can arrive so. Wait for cat first.
+    await eventually(lambda: pane_command(tmux, target) == "cat", timeout=5)
     await register(stack, agent, tmux, target, submit_delay_ms=0, **extra)
     return out
 
