@@ -19,9 +19,8 @@ import asyncio
 import logging
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Annotated, Any, Literal
+from typing import Any
 
-from pydantic import Field, StringConstraints
 from temporalio.client import Client
 
 from agentcomms.agents.hook import trimmed
@@ -32,7 +31,6 @@ from agentcomms.approval_models import (
     Decision,
     chosen,
 )
-from agentcomms.bridge.fields import TmuxSocket
 from agentcomms.bridge.sanitize import sanitize
 from agentcomms.config import Config
 from agentcomms.errors import RpcError
@@ -40,7 +38,7 @@ from agentcomms.escalation_models import Escalation, QuietHours, Rung
 from agentcomms.models import utcnow
 from agentcomms.store import Store
 from agentcomms.trust import DeploymentKey
-from gateway.agents.hooks import PaneAgents, PaneId
+from gateway.agents.hooks import PaneAgents
 from gateway.approvals.asks import (
     QUESTION_CHARS,
     QUESTION_TOOL,
@@ -50,6 +48,12 @@ from gateway.approvals.asks import (
 )
 from gateway.approvals.chat_posts import ApprovalChats
 from gateway.approvals.decision import hook_decision
+from gateway.approvals.params import (
+    ApprovalDecideParams,
+    ApprovalOpenParams,
+    ApprovalsListParams,
+    ApprovalWaitParams,
+)
 from gateway.approvals.words import (
     LETTING,
     asks,
@@ -62,57 +66,15 @@ from gateway.approvals.words import (
 from gateway.messages.budget import Budgets
 from gateway.socket.caller import Caller
 from gateway.socket.declare import Hook, Human, declare
-from gateway.socket.params import AgentId, Params
 from gateway.socket.protocol import INVALID_PARAMS, NOT_FOUND, NOT_YOURS
 from workflows.approval.client import Approvals, WorkflowAlreadyStartedError, new_approval_id
 from workflows.approval.models import Decided
 
 log = logging.getLogger(__name__)
 
-ApprovalId = Annotated[str, StringConstraints(pattern=r"^[2-9A-Za-z]{4}$")]
 ID_TRIES = 8
 # How long each look at an approval past its deadline waits for Temporal to record the timeout.
 DEADLINE_LOOK_S = 30
-
-
-class ApprovalOpenParams(Params):
-    # acp: a process agent's permission request, asked by its host's worker with its options.
-    kind: Literal["claude-code", "codex", "gemini", "acp"]
-    agent_id: AgentId | None = None
-    pane: PaneId | None = None
-    tmux_socket: TmuxSocket | None = None
-    tool_name: Annotated[str, StringConstraints(min_length=1, max_length=200)]
-    tool_input: dict[str, Any] = Field(default_factory=dict)
-    permission_suggestions: list[dict[str, Any]] = Field(default_factory=list, max_length=20)
-    options: list[Annotated[str, StringConstraints(min_length=1, max_length=200)]] = Field(
-        default_factory=list,
-        max_length=10,
-        description="a process agent's own answers (allow once, reject…): the human picks one",
-    )
-
-
-class ApprovalWaitParams(Params):
-    id: ApprovalId
-    wait_s: Annotated[float, Field(gt=0, le=120)] = 25
-    # Set by the gateway for a hook in an agent's pane: it waits only on that agent's requests.
-    agent_id: AgentId | None = None
-
-
-class ApprovalDecideParams(Params):
-    id: ApprovalId
-    behavior: Literal["allow", "allow_session", "deny", "terminal", "answer"]
-    message: Annotated[str, StringConstraints(max_length=2_000)] | None = None
-    # A question's answer: an option's label or number (several, comma-separated), or words.
-    answer: Annotated[str, StringConstraints(min_length=1, max_length=2_000)] | None = None
-    # Accepted from older clients and ignored: who answered is read from the connection.
-    by: Annotated[str, StringConstraints(max_length=100)] | None = None
-    via: Literal["cli", "terminal"] = "cli"
-    # Set by the gateway for a hook in an agent's pane: it closes only that agent's requests.
-    agent_id: AgentId | None = None
-
-
-class ApprovalsListParams(Params):
-    pass
 
 
 def _closes_as_answered_in_the_pane(p: ApprovalDecideParams) -> bool:

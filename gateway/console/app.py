@@ -47,9 +47,9 @@ from gateway.approvals.words import nothing_ticked
 from gateway.console import pages
 from gateway.console.access import CSRF_FIELD, Access
 from gateway.console.feed import LATE_SEQS, Change, Feed, with_waiting
-from gateway.messages.methods import agent_json
 from gateway.socket.caller import THE_CONSOLE
 from gateway.socket.protocol import INVALID_PARAMS
+from gateway.socket.results import agent_json
 from gateway.socket.table import MethodTable
 from workflows.mailbox.client import Mailbox
 

@@ -14,7 +14,7 @@ from markupsafe import Markup
 from agentcomms.approval_models import ApprovalView
 from agentcomms.models import Agent, Event
 from gateway.approvals.words import binding, said
-from gateway.messages.methods import agent_json
+from gateway.socket.results import agent_json
 
 # How much of an agent's last reply the agents page shows.
 REPLY_CHARS = 80

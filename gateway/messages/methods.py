@@ -19,11 +19,11 @@ from typing import Any
 from temporalio.service import RPCError
 
 from agentcomms import transports
-from agentcomms.bridge.screen_state import OnScreen, ScreenCheck, shown_for
+from agentcomms.bridge.screen_state import ScreenCheck
 from agentcomms.config import Config, host_name
 from agentcomms.errors import EventNotFound, MailboxFull, RpcError, TraceNotFound
 from agentcomms.ids import new_event_id
-from agentcomms.models import LOCAL_CHANNEL, Agent, Event, utcnow
+from agentcomms.models import LOCAL_CHANNEL, Event, utcnow
 from agentcomms.outbox_models import ChatSend, OutboxItem
 from agentcomms.store import Store
 from agentcomms.store.engine import display_url
@@ -63,6 +63,8 @@ from gateway.socket.results import (
     Status,
     Unread,
     Waited,
+    agent_json,
+    event_json,
 )
 from gateway.socket.table import temporal_trouble
 from workflows.mailbox.client import Mailbox
@@ -72,36 +74,6 @@ from workflows.outbox.client import Outbox
 # projection catches rows written elsewhere (a mailbox rewriting a row the gateway failed to
 # insert). Polling every 0.1 s cost 17% of a core for 20 idle waiting agents.
 WAIT_POLL_S = 2.0
-
-
-def event_json(event: Event) -> dict[str, Any]:
-    # The deployment's tag is for the pane's host, not for readers.
-    data = event.model_dump(mode="json", exclude={"signature"})
-    data["timestamp"] = data["created_at"]  # the name existing clients read
-    return data
-
-
-def agent_json(a: Agent, seen: OnScreen | None = None) -> dict[str, Any]:
-    """An agent as `agents --json` shows it, from its projection row, with its state as its
-    pane showed it where a look confirmed it (`seen`)."""
-    state, waiting_for, confirmed_at = shown_for(a, seen)
-    return {
-        "id": a.id,
-        "type": a.type,
-        "target": a.target,
-        "status": a.status,
-        "pending": a.pending,
-        "host": a.host,
-        "last_error": a.last_error,
-        "state": state,
-        "waiting_for": waiting_for,
-        # Since when, as its hooks said; unknown when its pane showed another state.
-        "state_since": None
-        if state != a.state
-        else a.state_since and a.state_since.isoformat(timespec="seconds"),
-        # When the state shown was last known true: its hook's time, or the pane's look.
-        "confirmed_at": confirmed_at and confirmed_at.isoformat(timespec="seconds"),
-    }
 
 
 class Methods:

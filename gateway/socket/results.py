@@ -8,12 +8,45 @@ from typing import Any, NotRequired
 
 from typing_extensions import TypedDict
 
+from agentcomms.bridge.screen_state import OnScreen, shown_for
+from agentcomms.models import Agent, Event
+
 # An event as the socket shows it: the Event model's fields (DESIGN.md, "Events") without its
 # deployment tag, plus `timestamp`, the name existing clients read for `created_at`.
 EventJson = dict[str, Any]
-# An agent as `agents --json` shows it (gateway.messages.methods.agent_json), and rows Temporal alone
-# knows of (a broken mailbox): id, status and last_error at least.
+# An agent as `agents --json` shows it (:func:`agent_json`), and rows Temporal alone knows of
+# (a broken mailbox): id, status and last_error at least.
 AgentJson = dict[str, Any]
+
+
+def event_json(event: Event) -> EventJson:
+    # The deployment's tag is for the pane's host, not for readers.
+    data = event.model_dump(mode="json", exclude={"signature"})
+    data["timestamp"] = data["created_at"]  # the name existing clients read
+    return data
+
+
+def agent_json(a: Agent, seen: OnScreen | None = None) -> AgentJson:
+    """An agent as `agents --json` shows it, from its projection row, with its state as its
+    pane showed it where a look confirmed it (`seen`)."""
+    state, waiting_for, confirmed_at = shown_for(a, seen)
+    return {
+        "id": a.id,
+        "type": a.type,
+        "target": a.target,
+        "status": a.status,
+        "pending": a.pending,
+        "host": a.host,
+        "last_error": a.last_error,
+        "state": state,
+        "waiting_for": waiting_for,
+        # Since when, as its hooks said; unknown when its pane showed another state.
+        "state_since": None
+        if state != a.state
+        else a.state_since and a.state_since.isoformat(timespec="seconds"),
+        # When the state shown was last known true: its hook's time, or the pane's look.
+        "confirmed_at": confirmed_at and confirmed_at.isoformat(timespec="seconds"),
+    }
 
 
 class Pong(TypedDict):
