@@ -32,6 +32,7 @@ from agentcomms.errors.chat import (
     RateLimited,
     SendError,
     SendRefused,
+    SetupFailed,
     VoiceNoteNotServed,
     VoiceNoteRefused,
 )
@@ -128,6 +129,7 @@ __all__ = [
     "SearchAttributesMissing",
     "SendError",
     "SendRefused",
+    "SetupFailed",
     "SpeechProviderUnavailable",
     "StoppedDuringStartup",
     "StoreError",
