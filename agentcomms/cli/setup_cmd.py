@@ -45,6 +45,8 @@ def _ask(question: str, *, hidden: bool = False, default: str | None = None) -> 
 
 
 def _confirm(question: str) -> bool:
+    if sys.stdin.isatty():
+        return typer.confirm(question, default=False)
     return _ask(f"{question} [y/N]").lower() in ("y", "yes")
 
 
@@ -201,9 +203,10 @@ async def _guided(
         typer.echo(f"✓ The token belongs to {row.title} bot {bot.name}.")
         _write_provider(row, path, token, variable, base_url)
         agent_id = _agent(current, agent)
+        await session.listen()
         typer.echo(f"Now write to {bot.name}: {bot.how_to_write}.")
-        messages = session.messages()
         typer.echo(f"Waiting up to {wait:.0f} s for a message…")
+        messages = session.messages()
         human = await _admitted(row, path, messages, agent_id, yes, wait)
         text = (
             f"agentcomms: this chat now reaches agent {agent_id}. Reply here to finish the setup."

@@ -36,6 +36,11 @@ class SetupSession(Protocol):
         """Ask the provider who the token belongs to; :class:`~agentcomms.errors.SetupFailed` with its answer."""
         ...
 
+    async def listen(self) -> None:
+        """Start hearing the bot's messages; return once what is written from now on will
+        arrive (the human is told to write only then)."""
+        ...
+
     def messages(self) -> AsyncIterator[InboundMessage]:
         """Messages people write to the bot from now on (and, where the provider keeps them,
         those written since the bot was last read), oldest first; endless."""

@@ -27,11 +27,12 @@ from agentcomms.transports._discord_sender import (
     discord_errors,
     use_endpoint,
 )
-from agentcomms.transports.discord import INTENT_FIX, inbound, intents
+from agentcomms.transports.discord import inbound, intents
 
 # What the bot needs in a server: View Channels, Send Messages, Read Message History, Add
 # Reactions (the permissions the Discord page of the manual lists).
 PERMISSIONS = (1 << 10) | (1 << 11) | (1 << 16) | (1 << 6)
+CONNECT_S = 30.0  # discord.py retries a gateway it cannot reach for ever: setup says so instead
 
 
 class _Listener(discord.Client):
@@ -74,9 +75,23 @@ class DiscordSetup:
             "in a channel it can read, or send it a direct message",
         )
 
+    async def listen(self) -> None:
+        self._connection = asyncio.create_task(self._connect(), name="discord setup")
+        ready = asyncio.ensure_future(self._client.wait_until_ready())
+        await asyncio.wait(
+            {ready, self._connection}, timeout=CONNECT_S, return_when=asyncio.FIRST_COMPLETED
+        )
+        if not ready.done():
+            ready.cancel()
+            if self._connection.done():
+                self._connection.result()  # raises why the connection ended
+            raise SetupFailed(
+                f"Discord's gateway did not let the bot in within {CONNECT_S:.0f} s: check your "
+                "network (or chat.discord.base_url), then run setup again"
+            )
+
     async def messages(self) -> AsyncIterator[InboundMessage]:
-        if self._connection is None:
-            self._connection = asyncio.create_task(self._connect(), name="discord setup")
+        assert self._connection is not None, "listen() first"
         own_id = self._client.user.id if self._client.user else None
         while True:
             waiting = asyncio.ensure_future(self._queue.get())
@@ -97,7 +112,11 @@ class DiscordSetup:
                 DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(url)
             await self._client.connect(reconnect=True)
         except discord.PrivilegedIntentsRequired:
-            raise SetupFailed(f"{INTENT_FIX} (here: run setup again)") from None
+            raise SetupFailed(
+                "Discord refused the Message Content intent: enable it in the developer portal "
+                "(your application, Bot, Privileged Gateway Intents, Message Content Intent), "
+                "then run setup again"
+            ) from None
         except discord.ConnectionClosed as exc:
             if exc.code == 4004:
                 raise SetupFailed(f"Discord refused the token: {TOKEN_FIX}") from None

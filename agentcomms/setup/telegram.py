@@ -43,6 +43,9 @@ class TelegramSetup:
             "press Start or write any message; in a group, add the bot and write there",
         )
 
+    async def listen(self) -> None:
+        pass  # Telegram keeps a bot's messages until they are read
+
     async def messages(self) -> AsyncIterator[InboundMessage]:
         while True:
             try:
