@@ -154,11 +154,16 @@ async def test_discord_from_flags_keeps_the_token_in_the_environment_and_the_fil
 async def test_a_telegram_step_that_fails_says_what_the_provider_answered_and_what_to_do(
     tmp_path: Path, telegram: FakeTelegram, case: str, expected: str
 ) -> None:
+    home = tmp_path / "home"
     token = "123456:WRONG-token" if case == "bad token" else telegram.token
+    args = ["telegram", "--agent", "backend", "--wait", "1", "--base-url", telegram.base_url]
     if case == "gateway polling":  # Telegram refuses getUpdates while a webhook is set
         telegram.webhook = {"url": "https://agents.example.test/webhooks/telegram"}
-    args = ("telegram", "--token-env", "TG", "--agent", "backend", "--wait", "1")
-    run = await Run(tmp_path / "home", *args, "--base-url", telegram.base_url, TG=token).start()
+    if case == "nobody writes":  # no flag: the variable the config already names for the token
+        write_config(home, {"chat": {"telegram": {"token": "${TG:-}"}}})
+    else:
+        args += ["--token-env", "TG"]
+    run = await Run(home, *args, TG=token).start()
     printed = await run.finished()
 
     assert run.code == 1 and expected in printed, printed
@@ -168,6 +173,8 @@ async def test_a_telegram_step_that_fails_says_what_the_provider_answered_and_wh
     else:  # the checked token is kept, so running setup again starts from it
         assert run.written()["chat"]["telegram"]["token"] == "${TG}"
         assert "run `agentcomms setup telegram` again" in printed or "setup again" in printed
+    if case == "nobody writes":
+        assert "Using the Telegram token in $TG." in printed
 
 
 async def test_discord_without_the_message_content_intent_says_where_to_switch_it_on(
