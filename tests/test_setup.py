@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -213,3 +214,22 @@ def test_a_change_that_would_not_load_leaves_the_file_as_it_was(home: Path) -> N
     with pytest.raises(ConfigError, match=r"(?s)chat\.channels.*left as it was"):
         edit_config(path, change)
     assert path.read_text() == before
+
+
+async def test_setup_refuses_to_run_beside_a_gateway_that_would_take_the_humans_message(
+    tmp_path: Path, telegram: FakeTelegram
+) -> None:
+    home = tmp_path / "home"
+    listening = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    home.mkdir(mode=0o700)
+    listening.bind(str(home / "daemon.sock"))  # where the gateway of this home listens
+    listening.listen()
+    try:
+        args = ("telegram", "--token-env", "TG", "--agent", "backend", "--yes")
+        run = Run(home, *args, "--base-url", telegram.base_url, TG=telegram.token)
+        printed = await (await run.start()).finished()
+    finally:
+        listening.close()
+
+    assert run.code == 1 and "stop `agentcomms up`" in printed, printed
+    assert telegram.calls == [] and not run.config_path.exists()

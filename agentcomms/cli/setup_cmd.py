@@ -133,6 +133,7 @@ def setup(
     row = _provider(provider)
     path = (config or default_config_path()).expanduser()
     current = _guard(lambda: load_config(config))
+    _no_gateway_running(current.server.socket(), row)
     token, variable = _token(row, path, token_env)
     try:
         asyncio.run(_guided(row, path, current, token, variable, agent, yes, wait, base_url))
@@ -149,6 +150,23 @@ def _provider(name: str | None) -> Provider:
     if row is None:
         fail(f"{name!r} cannot be set up here yet; known: {known} (for the others: docs, Chat)")
     return row
+
+
+def _no_gateway_running(socket: Path, row: Provider) -> None:
+    """Setup reads the bot's messages itself: a running gateway would take them first
+    (Telegram gives them to one reader) or answer the human with a pairing code."""
+    import socket as sockets
+
+    with sockets.socket(sockets.AF_UNIX, sockets.SOCK_STREAM) as probe:
+        try:
+            probe.connect(str(socket))
+        except OSError:
+            return  # nothing listens there (a socket file left behind by a crash included)
+    fail(
+        f"A gateway is running here (it answers at {socket}): stop `agentcomms up` (or "
+        f"`agentcomms gateway`) first, since it reads the bot's messages too; then run "
+        f"`agentcomms setup {row.name}` again, and start it once setup is done"
+    )
 
 
 def _guard(load: Callable[[], Config]) -> Config:
