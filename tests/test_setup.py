@@ -148,7 +148,7 @@ async def test_discord_from_flags_keeps_the_token_in_the_environment_and_the_fil
     ("case", "expected"),
     [
         ("bad token", "Telegram refused the token (Unauthorized)"),
-        ("gateway polling", "stop `agentcomms up`"),
+        ("webhook set", "remove the webhook with the Bot API's deleteWebhook"),
         ("nobody writes", "No message reached the bot within 1 s"),
     ],
 )
@@ -158,7 +158,7 @@ async def test_a_telegram_step_that_fails_says_what_the_provider_answered_and_wh
     home = tmp_path / "home"
     token = "123456:WRONG-token" if case == "bad token" else telegram.token
     args = ["telegram", "--agent", "backend", "--wait", "1", "--base-url", telegram.base_url]
-    if case == "gateway polling":  # Telegram refuses getUpdates while a webhook is set
+    if case == "webhook set":  # Telegram refuses getUpdates while a webhook is set
         telegram.webhook = {"url": "https://agents.example.test/webhooks/telegram"}
     if case == "nobody writes":  # no flag: the variable the config already names for the token
         write_config(home, {"chat": {"telegram": {"token": "${TG:-}"}}})

@@ -53,11 +53,7 @@ class TelegramSetup:
                     offset=self._next, timeout=POLL_S, allowed_updates=["message"]
                 )
             except Conflict as exc:
-                raise SetupFailed(
-                    f"Telegram gives this bot's messages to someone else ({exc.message}): stop "
-                    "`agentcomms up` or the gateway using this bot (or whatever else reads it) "
-                    "while setting up, then run setup again"
-                ) from None
+                raise SetupFailed(self._taken(exc)) from None
             except (NetworkError, TelegramError) as exc:
                 raise SetupFailed(self._unreachable(exc)) from None
             for update in updates:
@@ -81,6 +77,20 @@ class TelegramSetup:
             pass  # the gateway then sees the setup's messages too: harmless, they are admitted
         finally:
             await self._request.shutdown()
+
+    @staticmethod
+    def _taken(exc: Conflict) -> str:
+        if "webhook" in exc.message.lower():
+            return (
+                f"Telegram sends this bot's messages to a webhook ({exc.message}), and setup reads "
+                "them by polling: remove the webhook with the Bot API's deleteWebhook (a gateway "
+                "in webhook mode sets it again when it starts), then run setup again"
+            )
+        return (
+            f"Telegram gives this bot's messages to someone else ({exc.message}): stop whatever "
+            "else reads them (a gateway elsewhere with this bot's token) while setting up, then "
+            "run setup again"
+        )
 
     def _unreachable(self, exc: TelegramError) -> str:
         return (
