@@ -237,8 +237,8 @@ async def _guided(
             _no_reply(row, wait)
         typer.echo(f"✓ Reply seen from {visible(reply.sender_name)}: {visible(reply.text)!r}")
         typer.echo(
-            f"Done: {row.title} is set up. Start `agentcomms up` (or restart it: it reads the "
-            f"config when it starts); messages in {human.channel_id} then reach {agent_id}."
+            f"Done: {row.title} is set up. Start `agentcomms up`: messages in "
+            f"{human.channel_id} then reach {agent_id}."
         )
     finally:
         await session.close()
