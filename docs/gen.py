@@ -1,8 +1,8 @@
 """Write the manual's generated references from the code: the CLI (the typer app), the
-configuration (the pydantic models of ``agentcomms/config``) and the MCP tools (their schemas, as
-an MCP client lists them).
+configuration (the pydantic models of ``agentcomms/config``), the MCP tools (their schemas, as
+an MCP client lists them) and the socket's methods (their declarations).
 
-    .venv/bin/python docs/gen.py          # write docs/reference/{cli,configuration,mcp-tools}.md
+    .venv/bin/python docs/gen.py          # write docs/reference/{cli,configuration,mcp-tools,socket}.md
     .venv/bin/python docs/gen.py --check  # exit 1, naming each page that is stale
 
 A page is written only from what the code declares, so the same code gives the same page on any
@@ -278,12 +278,62 @@ def _schema_kind(prop: dict[str, Any]) -> str:
     return f"{kind} ({', '.join(bounds)})" if bounds else str(kind)
 
 
+# --- the socket's methods --------------------------------------------------------------------
+
+
+def socket_page() -> str:
+    from gateway.service import SOCKET_ROOMS
+    from gateway.socket.declare import declared_in
+
+    methods = sorted((m for room in SOCKET_ROOMS for m in declared_in(room)), key=lambda m: m.name)
+    parts = [
+        NOTICE,
+        "# Socket methods reference",
+        "The methods the gateway serves on its socket (`~/.agentcomms/daemon.sock`, owner-only; "
+        "one JSON-RPC 2.0 request per line, one answer per line), from their declarations "
+        "(`@declare(who)` in `gateway/`). The CLI, the hooks and the MCP server call these. "
+        "*Who* is checked before a method runs: a request acting for an agent carries the "
+        "agent's token, and what decides for the human is refused to any process in an agent's "
+        "pane (see [Security](../security.md)).",
+        _table(
+            ("method", "who may call it", "what it does"),
+            [(f"[`{m.name}`](#{m.name})", str(m.who), m.summary) for m in methods],
+        ),
+    ]
+    for m in methods:
+        parts.append(f"## `{m.name}`")
+        parts.append(_prose(m.summary))
+        parts.append(f"Who: {_prose(str(m.who))}. Returns: `{_type_name(m.result)}`.")
+        rows = [
+            (
+                f"`{name}`",
+                _kind(field.annotation, field.metadata),
+                "required"
+                if field.is_required()
+                else _json(field.get_default(call_default_factory=True)),
+                field.description or "",
+            )
+            for name, field in m.params.model_fields.items()
+        ]
+        parts.append(
+            _table(("param", "type", "default", "what it is"), rows) if rows else "No params."
+        )
+    return "\n\n".join(p for p in parts if p) + "\n"
+
+
+def _type_name(annotation: Any) -> str:
+    if isinstance(annotation, type):
+        return annotation.__name__
+    return str(annotation).replace("typing.", "")
+
+
 # --- writing and checking --------------------------------------------------------------------
 
 PAGES: dict[str, Callable[[], str]] = {
     "reference/cli.md": cli_page,
     "reference/configuration.md": config_page,
     "reference/mcp-tools.md": mcp_page,
+    "reference/socket.md": socket_page,
 }
 
 

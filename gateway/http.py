@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import uvicorn
@@ -47,6 +47,7 @@ class WebhookServer:
         names: list[str] | None = None,
         what: str = "webhooks",
         settings: str = "server.http_host / server.http_port",
+        middleware: Sequence[Middleware] = (),
     ) -> None:
         self.host = host
         self.what = what
@@ -54,7 +55,7 @@ class WebhookServer:
         self.port = port
         self.doorman = Doorman(host, port, public_url=public_url, names=names or [])
         guard = Middleware(Guard, doorman=self.doorman, max_body=MAX_WEBHOOK_BODY)
-        self.app = Starlette(routes=routes, middleware=[guard])
+        self.app = Starlette(routes=routes, middleware=[guard, *middleware])
         self._server: _Server | None = None
         self._task: asyncio.Task[None] | None = None
 

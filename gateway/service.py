@@ -12,7 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 from temporalio.client import Client
 
-from agentcomms.config import Config, host_name
+from agentcomms.bridge.screen_state import ScreenCheck
+from agentcomms.bridge.tmux import TmuxAdapter
+from agentcomms.config import Config, host_name, load_config
 from agentcomms.errors import ListenerUnavailable
 from agentcomms.models import Channel, Registration, utcnow
 from agentcomms.store import Store
@@ -34,6 +36,7 @@ from gateway.messages.notices import HumanNotices
 from gateway.messages.urgent import UrgentMessages
 from gateway.phone.calls import CallControl
 from gateway.phone.menu import LocalDial, PhoneMenu
+from gateway.reload import ConfigReload
 from gateway.socket.confine import Confinement
 from gateway.socket.panes import AgentPanes
 from gateway.socket.server import SocketServer
@@ -52,9 +55,27 @@ log = logging.getLogger(__name__)
 PRUNE_EVERY_S = 6 * 3600
 
 
+# The rooms whose declared methods the socket serves, in the order the table is built.
+SOCKET_ROOMS: tuple[type, ...] = (
+    Methods,
+    CallControl,
+    SenderMethods,
+    AgentHookMethods,
+    ApprovalMethods,
+    LocalDial,
+    ConfigReload,
+)
+
+
 class Gateway:
     def __init__(
-        self, cfg: Config, client: Client, store: Store, *, host: str | None = None
+        self,
+        cfg: Config,
+        client: Client,
+        store: Store,
+        *,
+        host: str | None = None,
+        load: Callable[[], Config] = load_config,
     ) -> None:
         self.cfg = cfg
         self.host = host or host_name()
@@ -95,6 +116,9 @@ class Gateway:
         # A sender admitted by `pair` is told so, and what they wrote meanwhile goes on.
         admission = Admission(cfg, store, self.mailbox, self.outbox, self.inbox)
         urgent = UrgentMessages(cfg, client, self.key, store)
+        # What the panes show, looked at once for `agents`, `status` and the dialogs' watch.
+        tmux = TmuxAdapter()
+        screen = ScreenCheck(tmux, self.host)
         self.mailbox.observers.append(urgent.heard)
         self.methods = Methods(
             cfg,
@@ -105,6 +129,7 @@ class Gateway:
             outbox=self.outbox,
             chat=self.chat,
             on_urgent=urgent.sent,
+            screen=screen,
         )
         self.approval_calls = ApprovalCalls(
             cfg, client, self.key, self.calls.current_line, approvals
@@ -112,30 +137,49 @@ class Gateway:
         self.calls.line_observers.append(self.approval_calls.line_event)
         # What a human who calls in hears: through Twilio, or the local phone's --dial.
         self.phone_menu = PhoneMenu(cfg, store, approvals, post=self.mailbox.post)
+        # The panes of the agents on this host, each known from the moment its registration
+        # is accepted, before the projection shows it.
+        self.agent_panes = AgentPanes(store, self.host)
+        self.mailbox.registering.append(self.agent_panes.accepted)
         # Each request admitted as its method's declaration says: an agent's gets only what is
         # its own, and no process in an agent's pane decides for the human.
-        self.socket_methods = MethodTable(
-            Confinement(cfg, store, AgentPanes(store, self.host)),
-            cfg.temporal.address,
+        rooms = (
             self.methods,
             self.calls,
             SenderMethods(cfg, store, admitted=admission.admitted),
             hooks,
             approvals,
             LocalDial(self.phone_menu),
+            # `config reload` reads the file as the process first did (AGENTCOMMS_CONFIG, home).
+            ConfigReload(
+                cfg, load, self.register_configured_agents, self.record_configured_channels
+            ),
+        )
+        assert tuple(map(type, rooms)) == SOCKET_ROOMS  # the protocol's reference reads these
+        self.socket_methods = MethodTable(
+            Confinement(cfg, store, self.agent_panes), cfg.temporal.address, *rooms
         )
         self.server = SocketServer(cfg.server.socket(), self.socket_methods.call)
+        # The hooks' own door, for agents that run as their own Unix user (the socket is ours).
+        hooks_path = cfg.server.hooks_socket_path
+        self.hooks_server = (
+            SocketServer(hooks_path.expanduser(), self.socket_methods.call_hook, mode=0o666)
+            if hooks_path is not None
+            else None
+        )
         self.http: WebhookServer | None = None
         self.console: Console | None = None
         self._pruning: asyncio.Task[None] | None = None
         self._watching: asyncio.Task[None] | None = None
         # A dialog an agent shows without a hook (Claude Code's own, in auto mode) is told.
-        self._dialogs = DialogWatch(store, HumanNotices(cfg, store), self.host)
+        self._dialogs = DialogWatch(store, HumanNotices(cfg, store), screen, tmux)
         self._watching_dialogs: asyncio.Task[None] | None = None
         self.inbound_calls: InboundCalls | None = None
 
     async def start(self) -> None:
         await self.server.start()
+        if self.hooks_server is not None:
+            await self.hooks_server.start()
         await self.register_configured_agents()
         await self.record_configured_channels()
         await self.chat.start()
@@ -182,6 +226,7 @@ class Gateway:
             audio,
             shared_queue=self.cfg.temporal.task_queue,
             deployment=str(self.cfg.server.socket()),
+            panes=self.agent_panes,
         )
         if not await _listening(console.start, "the console is not served"):
             return
@@ -220,8 +265,11 @@ class Gateway:
                 Channel(channel_id=channel_id, agent_id=agent_id, provider=provider)
             )
 
-    async def register_configured_agents(self) -> None:
+    async def register_configured_agents(self, only: list[str] | None = None) -> None:
+        """The agents of the config registered (``only`` these, when given)."""
         for agent_id, agent in self.cfg.agents.items():
+            if only is not None and agent_id not in only:
+                continue
             await self.mailbox.register(
                 agent_id,
                 Registration(
@@ -267,6 +315,8 @@ class Gateway:
             await self.inbound_calls.close()
         await self.chat.close()
         await self.server.close()
+        if self.hooks_server is not None:
+            await self.hooks_server.close()
         await self.approvals.close()
         await self.approval_chats.close()
         await self.approval_calls.close()

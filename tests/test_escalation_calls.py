@@ -305,3 +305,43 @@ async def test_a_request_that_times_out_while_the_call_waits_for_a_key_says_so(
         said[-1] == "Nobody answered that request in time, so it no longer waits for you. Goodbye."
     )
     assert not any("answered elsewhere" in words for words in said)
+
+
+async def test_one_call_carries_all_of_an_agents_open_requests(
+    stack: Stack, twilio_voice: FakeTwilioCalls
+) -> None:
+    agent = stack.agent_id("escalation-call")
+
+    async def ask(command: str) -> str:
+        opened = await stack.call(
+            "approval_open", kind="claude-code", agent_id=agent, tool_name="Bash",
+            tool_input={"command": command},
+        )  # fmt: skip
+        return str(opened["id"])
+
+    async def calls(count: int) -> list[FakeCall] | None:
+        placed = list(twilio_voice.calls.values())
+        return placed if len(placed) == count and all(c.twiml for c in placed) else None
+
+    twilio_voice.answers = []  # the first request's own call is picked up, and nothing said
+    older = await ask("make deploy")
+    (held,) = await eventually(lambda: calls(1), timeout=60)
+    twilio_voice.answers = [Press("1"), Press("2")]
+    newer = await ask("rm -rf build")
+
+    # The newer request's call allows it, then asks the older one, which 2 denies.
+    assert (
+        (await _decided(stack, newer))["behavior"],
+        (await _decided(stack, older))["behavior"],
+    ) == ("allow", "deny")
+    for approval in (newer, older):
+        assert (await _decided(stack, approval))["decided_via"] == "call"
+    carrying = (await _trace(stack, newer))["steps"][1]["detail"]
+    path = stack.cfg.voice.audio_root() / carrying.split()[1] / "transcript.jsonl"
+    said = [json.loads(line)["text"] for line in path.read_text().splitlines()]
+    assert any(s.startswith("Done: allowed. Next, ") and "make deploy" in s for s in said), said
+    # The older request's own call, still waiting for a key, is hung up: answered on the other.
+    await _rung_detail(
+        stack, older, "; the call ended (completed): the request was answered elsewhere"
+    )
+    await asyncio.wait_for(held.done.wait(), 60)

@@ -17,12 +17,8 @@ from agentcomms.errors import RpcError
 from agentcomms.ids import new_event_id
 from agentcomms.models import Event
 from agentcomms.store import Store
-from gateway.agents.hooks import AgentHookMethods
-from gateway.approvals.methods import ApprovalMethods
-from gateway.chat.senders import SenderMethods
 from gateway.messages.methods import Methods
-from gateway.phone.calls import CallControl
-from gateway.phone.menu import LocalDial
+from gateway.service import SOCKET_ROOMS
 from gateway.socket.caller import Caller, Peer
 from gateway.socket.confine import Confinement
 from gateway.socket.declare import (
@@ -40,7 +36,7 @@ from gateway.socket.protocol import METHOD_NOT_FOUND, NOT_YOURS
 from gateway.socket.table import MethodTable
 from mcp_server.link import GatewayLink
 
-ROOMS = (Methods, CallControl, SenderMethods, AgentHookMethods, ApprovalMethods, LocalDial)
+ROOMS = SOCKET_ROOMS
 SEED = {"ping", "status", "agents", "send", "interrupt", "events", "reply", "channels"}
 SEED |= {"agent_message"}
 
@@ -61,6 +57,7 @@ def test_every_method_is_declared_once_and_no_room_keeps_a_table() -> None:
 # What decides for the human: refused also to a process in an agent's pane.
 DECIDES = {
     "approval_decide",
+    "config_reload",  # could let a new sender in
     "pair",
     "senders",
     "revoke_sender",

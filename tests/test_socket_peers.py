@@ -1,21 +1,32 @@
 """Whether a process belongs to an agent's pane, rule by rule, with real processes: it descends
 from the pane's process, runs on the pane's terminal, or carries the pane's TMUX_PANE on the same
-tmux server. And the peer credentials the socket reads are the connecting process's own."""
+tmux server. Which panes are agents': a registration counts from the moment the gateway accepts
+it, and what cannot be told is refused, not guessed. And the peer credentials the socket reads
+are the connecting process's own."""
 
 from __future__ import annotations
 
 import fcntl
 import os
 import socket
+import sqlite3
 import subprocess
+import sys
 import termios
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
+
+from agentcomms.errors import PanesUnknown
+from agentcomms.models import Registration
+from agentcomms.store import Store
 from gateway.socket.caller import Peer, terminal_name
-from gateway.socket.panes import AgentPane, holding
+from gateway.socket.loopback import holders, loopback_socket
+from gateway.socket.panes import AgentPane, AgentPanes, holding
+from tests.support.tmux import Tmux
 
 
 @contextmanager
@@ -102,3 +113,71 @@ def test_terminal_names() -> None:
     assert terminal_name((136 << 8) | 3) == "/dev/pts/3"
     assert terminal_name((137 << 8) | 4) == "/dev/pts/260"
     assert terminal_name((4 << 8) | 1) == "/dev/tty1"
+
+
+async def test_a_pane_is_an_agents_from_the_moment_its_registration_is_accepted(
+    tmux: Tmux, tmp_path: Path
+) -> None:
+    target = tmux.new_session("agent")
+    pane_pid = int(tmux.run("display-message", "-p", "-t", target, "#{pane_pid}").stdout)
+    # The projection has not heard of the registration yet (its mailbox has not run it).
+    async with await Store.open(f"sqlite+aiosqlite:///{tmp_path / 'p.db'}") as store:
+        panes = AgentPanes(store, "this-host")
+        assert holding(pane_pid, await panes.panes()) is None
+        # A pane on another host is not one of this host's, whatever its target is here.
+        panes.accepted("remote", Registration(target=target, socket=tmux.socket, host="other"))
+        assert holding(pane_pid, await panes.panes()) is None
+
+        panes.accepted("backend", Registration(target=target, socket=tmux.socket, host="this-host"))
+        found = holding(pane_pid, await panes.panes())
+        assert found is not None and found.pane.agent_id == "backend"
+
+        # Registered again elsewhere: the pane it left is nobody's now.
+        panes.accepted("backend", Registration(target="gone:0.0", socket=tmux.socket, host="x"))
+        assert holding(pane_pid, await panes.panes()) is None
+
+
+async def test_whose_pane_a_process_runs_in_is_refused_not_guessed_when_it_cannot_be_told(
+    tmux: Tmux, tmp_path: Path
+) -> None:
+    db = tmp_path / "p.db"
+    async with await Store.open(f"sqlite+aiosqlite:///{db}") as store:
+        panes = AgentPanes(store, "this-host")
+        # A tmux server that is not there: nothing runs in its panes, so nothing is unknown.
+        gone = str(tmp_path / "no-server")
+        panes.accepted("gone", Registration(target="a:0.0", socket=gone, host="this-host"))
+        assert holding(os.getpid(), await panes.panes()) is None
+        # A projection that cannot be read: unknown.
+        with sqlite3.connect(db) as raw:
+            raw.execute("DROP TABLE agents")
+        with pytest.raises(PanesUnknown, match="projection cannot be read"):
+            holding(os.getpid(), await panes.panes())
+
+
+@pytest.mark.parametrize("family, host", [(socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")])
+def test_a_loopback_connection_names_the_user_and_processes_holding_it(
+    family: socket.AddressFamily, host: str
+) -> None:
+    with socket.socket(family) as listening:
+        try:
+            listening.bind((host, 0))
+        except OSError:
+            pytest.skip(f"no {host} on this machine")
+        listening.listen()
+        server = listening.getsockname()[:2]
+        connect = (
+            f"import socket, sys, time; s = socket.create_connection({server!r}); time.sleep(30)"
+        )
+        with _started([sys.executable, "-c", connect]) as other:
+            accepted, client = listening.accept()
+            with accepted:
+                peer = loopback_socket(client[:2], server)
+                assert peer is not None and peer.uid == os.getuid()
+                assert holders(peer.inode)[0] == (other.pid,)
+        # Its own end, from this side, is this process's; a connection that is not there, none.
+        with socket.create_connection(server) as mine:
+            accepted, client = listening.accept()
+            with accepted:
+                ours = loopback_socket(mine.getsockname()[:2], server)
+                assert ours is not None and holders(ours.inode)[0] == (os.getpid(),)
+        assert loopback_socket((host, 1), server) is None

@@ -14,12 +14,11 @@ from typing import Annotated, Any
 import typer
 
 from agentcomms.cli import app, talk
-from agentcomms.cli.common import console, fail, print_json, run_async
+from agentcomms.cli.common import JsonOption, console, fail, print_json, run_async
 from agentcomms.cli.output import ask
 from agentcomms.config import host_name
 from agentcomms.limits import MAX_MESSAGE_CHARS
 
-JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 WaitOption = Annotated[
     bool,
     typer.Option(

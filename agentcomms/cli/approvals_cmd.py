@@ -15,11 +15,10 @@ import typer
 from agentcomms.approval_models import Decision
 from agentcomms.approval_outcome import how_decided
 from agentcomms.cli import app
-from agentcomms.cli.common import console, print_json
+from agentcomms.cli.common import JsonOption, console, print_json
 from agentcomms.cli.output import ask, shown, stdout
 
 IdArgument = Annotated[str, typer.Argument(help="The approval's id, e.g. K7QF.")]
-JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 
 
 @app.command("approvals")

@@ -14,12 +14,10 @@ import typer
 from rich.table import Column, Table
 
 from agentcomms.cli import app
-from agentcomms.cli.common import console, fail, print_json, run_async, shown
+from agentcomms.cli.common import JsonOption, console, fail, print_json, run_async, shown
 from agentcomms.client import GatewayClient
 from agentcomms.config import load_config
 from agentcomms.errors import GatewayError
-
-JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 
 
 @app.command()

@@ -14,11 +14,17 @@ from typing import Annotated, Any
 import typer
 
 from agentcomms.cli import app
-from agentcomms.cli.common import console, err_console, fail, print_json, run_async, shown
+from agentcomms.cli.common import (
+    JsonOption,
+    console,
+    err_console,
+    fail,
+    print_json,
+    run_async,
+    shown,
+)
 from agentcomms.client import call
 from agentcomms.config import load_config
-
-JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 
 senders_app = typer.Typer(
     help="Chat senders allowed to reach agents (`agentcomms senders`), and revoking them.",

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import typer
 
@@ -16,6 +16,7 @@ from agentcomms.cli.output import message_or_stdin, print_fields, print_json, sh
 from agentcomms.errors import AgentcommsError
 
 __all__ = [
+    "JsonOption",
     "ask_gateway",
     "console",
     "err_console",
@@ -28,6 +29,9 @@ __all__ = [
     "styled",
     "user_errors",
 ]
+
+# Every command that prints a result takes it, and says it the same way.
+JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 
 console = output.stdout()
 err_console = output.stderr()

@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.text import Text
 
 from agentcomms.cli import app
-from agentcomms.cli.common import console, fail, print_json
+from agentcomms.cli.common import JsonOption, ask_gateway, console, fail, print_json
 from agentcomms.config import (
     Config,
     ResolvedConfig,
@@ -232,6 +232,34 @@ def validate(config: ConfigOption = None) -> None:
     else:
         typer.echo(f"OK: {resolved.path} (no such file: defaults apply; `agentcomms config init`)")
     typer.echo(_summary(resolved))
+
+
+@config_app.command()
+def reload(as_json: JsonOption = False) -> None:
+    """Apply the config file to the running gateway, without a restart or a lost message.
+
+    Which chat goes to which agent (chat.channels), who may write (chat.allowed_senders) and the
+    configured agents change at once; anything else that changed (a provider's token, the
+    socket, Temporal, the database…) is named with the restart it needs, and not applied. A
+    file that does not read changes nothing. (SIGHUP stays a stop, as a closed terminal sends
+    it; a service manager's reload runs this command.)
+
+    Example: agentcomms config reload
+    """
+    result = ask_gateway("config_reload")
+    if as_json:
+        print_json(result)
+        return
+    applied, waiting = result["applied"], result["needs_restart"]
+    if not applied and not waiting:
+        console.print("nothing changed: the running gateway already has this config")
+    if applied:
+        console.print(f"applied: {', '.join(applied)}")
+    if waiting:
+        console.print(
+            f"not applied, needs a restart of `agentcomms up` (or the gateway and workers): "
+            f"{', '.join(waiting)}"
+        )
 
 
 @config_app.command()

@@ -7,9 +7,7 @@ from typing import Annotated, Any
 import typer
 
 from agentcomms.cli import app
-from agentcomms.cli.common import console, print_json, run_async, shown, styled
-
-JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+from agentcomms.cli.common import JsonOption, console, print_json, run_async, shown, styled
 
 
 @app.command()

@@ -39,6 +39,14 @@ class ServerConfig(Section):
     socket_path: Path | None = Field(
         default=None, description="Unix socket of the gateway; <home>/daemon.sock when unset"
     )
+    hooks_socket_path: Path | None = Field(
+        default=None,
+        description="A second Unix socket for agents' hooks alone, which other Unix users may "
+        "open (mode 0666): set it, in a folder they may pass through, for agents that run as "
+        "their own user (AGENTCOMMS_SOCKET in their environment names it). It serves only a "
+        "process in a registered agent's pane, and only what a hook needs for that pane's "
+        "agent. null: none (hooks use socket_path)",
+    )
     http_host: str = "127.0.0.1"
     http_port: int = Field(default=8765, ge=0, le=65535)
     public_url: str | None = Field(

@@ -43,6 +43,7 @@ from agentcomms.errors.gateway import (
     GatewayUnavailable,
     ListenerUnavailable,
     MailboxFull,
+    PanesUnknown,
     RpcError,
     TraceNotFound,
 )
@@ -122,6 +123,7 @@ __all__ = [
     "NotTranscribed",
     "PaneNotFound",
     "PaneNotReady",
+    "PanesUnknown",
     "PayloadDecryptionError",
     "RateLimited",
     "RpcError",

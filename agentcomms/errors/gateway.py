@@ -35,6 +35,11 @@ class MailboxFull(AgentcommsError):
     """An agent's mailbox holds as much as its limits allow; the message was not accepted."""
 
 
+class PanesUnknown(AgentcommsError):
+    """Whether a process runs in an agent's pane cannot be told now (the projection or a tmux
+    server did not answer): what decides for the human is refused, not guessed."""
+
+
 class RpcError(Exception):
     """An error reply: its code is one of ``gateway.socket.protocol``'s, its message says what to do."""
 

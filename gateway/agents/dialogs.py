@@ -37,11 +37,13 @@ QUOTED_CHARS = 1200
 class DialogWatch:
     """Tells the human of each dialog on an agent's pane that no hook reported, once each."""
 
-    def __init__(self, store: Store, notices: HumanNotices, host: str) -> None:
+    def __init__(
+        self, store: Store, notices: HumanNotices, screen: ScreenCheck, tmux: TmuxAdapter
+    ) -> None:
         self._store = store
         self._notices = notices
-        self._tmux = TmuxAdapter()
-        self._screen = ScreenCheck(self._tmux, host)
+        self._tmux = tmux
+        self._screen = screen
         self._told: set[str] = set()  # agents whose dialog on screen was told
 
     async def run(self) -> None:

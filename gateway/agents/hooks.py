@@ -109,6 +109,8 @@ class AgentHookMethods:
 
     @declare(Human())
     async def register(self, p: RegisterParams) -> dict[str, Any]:
+        """Register the agent whose pane this is (its hook or `agentcomms register`), so messages
+        are typed there."""
         if p.type != "tmux":
             raise RpcError(INVALID_PARAMS, f"type: unknown agent type {p.type!r}; known: tmux")
         registration = Registration(
@@ -148,6 +150,8 @@ class AgentHookMethods:
 
     @declare(Hook())
     async def agent_hook(self, p: AgentHookParams) -> dict[str, Any]:
+        """A hook's report of what its agent did (a prompt taken, a tool used, a turn ended): the
+        agent's state and its chat's mirror follow it."""
         agent_id = await self._panes.agent_of(p.agent_id, p.pane, p.tmux_socket)
         report = report_from(p.kind, p.event, p.at_ns, p.session_id, p.payload)
         for observer in self._observers:

@@ -57,7 +57,7 @@ from gateway.messages.budget import Budgets
 from gateway.socket.caller import Caller
 from gateway.socket.declare import Hook, Human, declare
 from gateway.socket.params import AgentId, Params
-from gateway.socket.protocol import INVALID_PARAMS, NOT_FOUND
+from gateway.socket.protocol import INVALID_PARAMS, NOT_FOUND, NOT_YOURS
 from workflows.approval.client import Approvals, WorkflowAlreadyStartedError, new_approval_id
 from workflows.approval.models import Decided
 
@@ -82,6 +82,8 @@ class ApprovalOpenParams(Params):
 class ApprovalWaitParams(Params):
     id: ApprovalId
     wait_s: Annotated[float, Field(gt=0, le=120)] = 25
+    # Set by the gateway for a hook in an agent's pane: it waits only on that agent's requests.
+    agent_id: AgentId | None = None
 
 
 class ApprovalDecideParams(Params):
@@ -93,6 +95,8 @@ class ApprovalDecideParams(Params):
     # Accepted from older clients and ignored: who answered is read from the connection.
     by: Annotated[str, StringConstraints(max_length=100)] | None = None
     via: Literal["cli", "terminal"] = "cli"
+    # Set by the gateway for a hook in an agent's pane: it closes only that agent's requests.
+    agent_id: AgentId | None = None
 
 
 class ApprovalsListParams(Params):
@@ -200,6 +204,7 @@ class ApprovalMethods:
     async def approval_wait(self, p: ApprovalWaitParams) -> dict[str, Any]:
         """Long-polls: `decided` with the hook's answer (None: leave it to the terminal), or
         `open` when `wait_s` passed first, for the hook to ask again."""
+        await self._agents_own(p.id, p.agent_id, "waits on")
         view = await self._approvals.wait(p.id.upper(), p.wait_s)
         if view is None:
             return {"status": "open"}
@@ -211,6 +216,19 @@ class ApprovalMethods:
             "decision": hook_decision(self._key, view, p.id.upper()),
             **_summary(view),
         }
+
+    async def _agents_own(self, approval_id: str, agent_id: str | None, does: str) -> None:
+        """Refuse a hook in agent ``agent_id``'s pane a request of another agent's."""
+        if agent_id is None:
+            return
+        asked = await self._approvals.view(approval_id.upper())
+        if asked is not None and asked.request.agent_id != agent_id:
+            raise RpcError(
+                NOT_YOURS,
+                f"approval {approval_id.upper()} is agent {asked.request.agent_id!r}'s, and this "
+                f"hook runs in agent {agent_id!r}'s pane: a hook {does} only its own agent's "
+                "requests.",
+            )
 
     async def watch_open(self) -> None:
         """After a restart, watch the approvals still open to their deadlines again, as when
@@ -253,6 +271,7 @@ class ApprovalMethods:
         """Who answered is the connection's (its user and terminal), never what the request
         says: a request can name anyone."""
         by = caller.peer.said() if caller.peer is not None else "the terminal's user"
+        await self._agents_own(p.id, p.agent_id, "closes")
         return await self.answer(
             p.id, p.behavior, by=by, via=p.via, message=p.message, answer=p.answer
         )
@@ -358,6 +377,7 @@ class ApprovalMethods:
 
     @declare(Human())
     async def approvals(self, p: ApprovalsListParams) -> dict[str, Any]:
+        """The approvals open now, each shown whole."""
         return {"approvals": [_listed(view) for view in await self.open_views()]}
 
     async def open_views(self) -> list[ApprovalView]:

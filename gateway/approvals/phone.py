@@ -17,8 +17,10 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowHandle
 
+from activities.escalation import call_text
+from agentcomms.approval_models import ApprovalRequest
 from agentcomms.config import Config
 from agentcomms.config.voice import LOCAL_PHONE, phone_approver
 from agentcomms.errors import RpcError
@@ -26,10 +28,10 @@ from agentcomms.trust import DeploymentKey
 from agentcomms.voice.callsystem import twilio_configured
 from agentcomms.voice.models import Line, LineEvent
 from agentcomms.workflow_ids import call_workflow_id
-from gateway.approvals.methods import ApprovalMethods
+from gateway.approvals.methods import ApprovalMethods, ladder_for
 from gateway.approvals.words import PhoneAnswer, heard_on_phone, said
 from gateway.socket.protocol import INVALID_PARAMS
-from workflows.call import CallWorkflow, End, Say
+from workflows.call import CallWorkflow, End, Ended, Say, TurnResult
 
 log = logging.getLogger(__name__)
 
@@ -78,34 +80,78 @@ class ApprovalCalls:
         await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
     async def _drive(self, call_id: str, approval_id: str) -> None:
+        """The call's request, then each other request of the same agent still open that this
+        phone hears, oldest first: one call carries all the agent waits on, and each other
+        request's own call is hung up as it is answered here."""
         handle = self._client.get_workflow_handle_for(CallWorkflow.run, call_workflow_id(call_id))
         try:
-            first = await handle.execute_update(CallWorkflow.initiate)
+            result = await handle.execute_update(CallWorkflow.initiate)
             words = (await handle.query(CallWorkflow.line)).say or ""
-            result = first
-            for _ in range(MAX_REPEATS):
-                if result.status != "answered":
-                    return  # hung up, silent until the turn timed out, or answered elsewhere
-                view = await self._approvals.view(approval_id)
-                choice = heard_on_phone(view.request, result.response) if view else None
-                if view is None or choice is not None:
-                    told = await answer_by_phone(
-                        self._cfg, self._approvals, approval_id, choice, self._by
-                    )
+            first = await self._approvals.view(approval_id)
+            asked = {approval_id}
+            while True:
+                told = await self._take(handle, call_id, approval_id, result, words)
+                if told is None:
+                    return
+                following = await self._following(first.request, asked) if first else None
+                if following is None:
                     await handle.execute_update(
                         CallWorkflow.end, self._end(call_id, f"{told} Goodbye.")
                     )
                     return
+                approval_id = following.id
+                asked.add(approval_id)
+                words = call_text(ladder_for(following, []))
                 result = await handle.execute_update(
-                    CallWorkflow.say, self._key.sign_turn(call_id, Say(message=words))
+                    CallWorkflow.say,
+                    self._key.sign_turn(call_id, Say(message=f"{told} Next, {words}")),
                 )
-            await handle.execute_update(
-                CallWorkflow.end, self._end(call_id, "No answer was taken. Goodbye.")
-            )
         except Exception as exc:  # the call ended under us, or Temporal is away
             log.warning("call %s about approval %s: %s", call_id, approval_id, exc)
         finally:
             self._driving.discard(call_id)
+
+    async def _take(
+        self,
+        handle: WorkflowHandle[CallWorkflow, Ended],
+        call_id: str,
+        approval_id: str,
+        result: TurnResult,
+        words: str,
+    ) -> str | None:
+        """One request's answer keyed or said on the call: what the call says of it; None when
+        the call is over (hung up, silent until the turn timed out, or no answer was taken)."""
+        for _ in range(MAX_REPEATS):
+            if result.status != "answered":
+                return None
+            view = await self._approvals.view(approval_id)
+            choice = heard_on_phone(view.request, result.response) if view else None
+            if view is None or choice is not None:
+                return await answer_by_phone(
+                    self._cfg, self._approvals, approval_id, choice, self._by
+                )
+            result = await handle.execute_update(
+                CallWorkflow.say, self._key.sign_turn(call_id, Say(message=words))
+            )
+        await handle.execute_update(
+            CallWorkflow.end, self._end(call_id, "No answer was taken. Goodbye.")
+        )
+        return None
+
+    async def _following(self, first: ApprovalRequest, asked: set[str]) -> ApprovalRequest | None:
+        """The agent's oldest request still open that this call has not asked, keyed as the
+        call takes keys (one, or several then #) and for this phone to hear."""
+        if not self._cfg.phone_hears(first.agent_id, self._by):
+            return None
+        for view in await self._approvals.open_views():
+            request = view.request
+            if (
+                request.agent_id == first.agent_id
+                and request.id not in asked
+                and request.multi == first.multi
+            ):
+                return request
+        return None
 
     def _end(self, call_id: str, goodbye: str) -> End:
         return self._key.sign_turn(call_id, End(message=goodbye))

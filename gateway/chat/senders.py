@@ -81,6 +81,7 @@ class SenderMethods:
 
     @declare(Human(decides=True))
     async def revoke_sender(self, p: RevokeSenderParams) -> dict[str, Any]:
+        """Stop a chat sender from writing to any agent (their messages are then refused)."""
         if p.sender_id in self._cfg.chat.allowed_senders.get(p.provider, []):
             raise RpcError(
                 INVALID_PARAMS,

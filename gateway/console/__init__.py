@@ -1,12 +1,15 @@
 """The local web console: every agent's live state, its pending approvals and its story, in a
 browser on this machine, served by the gateway (Starlette on uvicorn, loopback only).
 
-:mod:`access` (the token, the sessions it opens, the forms' field), :mod:`feed` (what changed, for every
+:mod:`access` (the token, the sessions it opens, the forms' field), :mod:`peers` (no process
+in an agent's pane, nor another Unix user, whatever it carries), :mod:`feed` (what changed, for every
 open page at once), :mod:`app` (the routes), :mod:`pages` (HTML from ``templates/``); the
 script and styles it ships are in ``static/`` (plain JavaScript, no build step).
 """
 
 from __future__ import annotations
+
+from starlette.middleware import Middleware
 
 from agentcomms.config import ConsoleConfig
 from agentcomms.store import Store
@@ -16,7 +19,9 @@ from gateway.approvals.methods import ApprovalMethods
 from gateway.console.access import Access, console_token
 from gateway.console.app import ConsoleApp
 from gateway.console.feed import Feed
+from gateway.console.peers import OnlyTheHuman
 from gateway.http import WebhookServer
+from gateway.socket.panes import AgentPanes
 from gateway.socket.table import MethodTable
 from workflows.mailbox.client import Mailbox
 
@@ -35,6 +40,7 @@ class Console:
         *,
         shared_queue: str,
         deployment: str,
+        panes: AgentPanes,
         token: str | None = None,
     ) -> None:
         # `deployment` names this gateway (its socket): a session it issued opens no other.
@@ -51,6 +57,8 @@ class Console:
             app.routes(),
             what="the console",
             settings="console.port (or console.enabled: false)",
+            # Whatever cookie or token it carries, a process in an agent's pane is not the human.
+            middleware=[Middleware(OnlyTheHuman, panes=panes)],
         )
 
     @property

@@ -20,7 +20,6 @@ from temporalio.service import RPCError
 
 from agentcomms import transports
 from agentcomms.bridge.screen_state import OnScreen, ScreenCheck, shown_for
-from agentcomms.bridge.tmux import TmuxAdapter
 from agentcomms.config import Config, host_name
 from agentcomms.errors import EventNotFound, MailboxFull, RpcError, TraceNotFound
 from agentcomms.ids import new_event_id
@@ -119,6 +118,7 @@ class Methods:
         outbox: Outbox | None = None,
         chat: ChatTransports | None = None,
         on_urgent: Callable[[str, str, str], Awaitable[Escalating]] | None = None,
+        screen: ScreenCheck,
     ) -> None:
         self._cfg = cfg
         self._outbox = outbox
@@ -134,7 +134,7 @@ class Methods:
         self._hosts = HostWatch(mailbox.client, store)
         # A busy or waiting state no hook confirmed lately is read off its pane before it is
         # shown: Claude Code's own dialogs in auto mode, and Esc, send no hook.
-        self._screen = ScreenCheck(TmuxAdapter(), self._host)
+        self._screen = screen
         # Where the console listens, once it does (its token is never said here: an agent's
         # MCP server asks `status` too).
         self.console_address: str | None = None
@@ -143,10 +143,13 @@ class Methods:
 
     @declare(Anyone())
     async def ping(self, _: NoParams) -> Pong:
+        """Whether the gateway answers: `{"pong": true}`."""
         return {"pong": True}
 
     @declare(Anyone())
     async def status(self, _: NoParams) -> Status:
+        """The deployment at a glance: Temporal, the workers' hosts, the providers' connections,
+        the agents and the console's address."""
         agents = await self._listed_agents(include_offline=True)
         return {
             "running": True,
@@ -166,6 +169,8 @@ class Methods:
 
     @declare(Anyone())
     async def agents(self, p: AgentsParams) -> Agents:
+        """The registered agents with their state (pane-confirmed where a hook's word is old), host
+        and pane."""
         return {"agents": await self._listed_agents(include_offline=p.include_offline)}
 
     async def _listed_agents(self, *, include_offline: bool) -> list[dict[str, Any]]:
@@ -202,6 +207,8 @@ class Methods:
 
     @declare(Human())
     async def send(self, p: SendParams) -> Posted:
+        """Post a message to an agent's mailbox, typed into its pane with the human's header; with
+        `wait`, until it was typed (`submitted`) or `timeout` passed."""
         event = Event(
             id=p.event_id or new_event_id(),
             agent_id=p.agent_id,
@@ -215,6 +222,7 @@ class Methods:
 
     @declare(Human())
     async def interrupt(self, p: InterruptParams) -> Posted:
+        """Interrupt an agent's turn (its Esc key), through its mailbox."""
         await self._known_agent(p.agent_id)
         event = Event(
             id=new_event_id(),
@@ -228,6 +236,7 @@ class Methods:
 
     @declare(ForItself("agent_id"), check=without_refused)
     async def events(self, p: EventsParams) -> Events:
+        """An agent's events (messages in and out, states, approvals), oldest first."""
         if p.since is not None and await self._store.get_event(p.since) is None:
             raise RpcError(NOT_FOUND, f"no event {p.since!r}; `since` takes an event id")
         if p.since is None and await self._store.get_agent(p.agent_id) is None:
@@ -249,6 +258,8 @@ class Methods:
 
     @declare(ForItself("agent_id"), check=to_own_chat)
     async def reply(self, p: ReplyParams) -> Replied:
+        """An agent's message to the chat that wrote to it (or a chat it names that is mapped to
+        it)."""
         sent = await self._reply(p)
         if p.urgent and self._on_urgent is not None:
             ladder = await self._on_urgent(p.agent_id or "default", sent["event_id"], p.message)
@@ -273,6 +284,7 @@ class Methods:
 
     @declare(Anyone())
     async def channels(self, _: NoParams) -> dict[str, Any]:
+        """The chat channels: each provider's connection and which agent each chat is mapped to."""
         channels = await self._store.list_channels()
         rows = [c.model_dump() for c in channels]
         if not any(c.channel_id == LOCAL_CHANNEL for c in channels):
@@ -289,6 +301,8 @@ class Methods:
 
     @declare(ForItself("from_agent_id"))
     async def agent_message(self, p: AgentMessageParams) -> AgentMessagePosted:
+        """One agent's message to another, typed into the other's pane with a header naming the
+        sender."""
         event = Event(
             id=new_event_id(),
             agent_id=p.to_agent_id,
@@ -305,12 +319,14 @@ class Methods:
 
     @declare(Human())
     async def unregister(self, p: UnregisterParams) -> dict[str, Any]:
+        """Forget where an agent runs (its pane); what is sent to it then waits in its mailbox."""
         await self._known_agent(p.agent_id)
         await self._mailbox.unregister(p.agent_id)
         return {"agent_id": p.agent_id, "registered": False}
 
     @declare(Human())
     async def inbox(self, p: InboxParams) -> dict[str, Any]:
+        """What agents said to the terminal's own chat (`cli:local`): `agentcomms inbox`."""
         try:
             history = await self._store.channel_history(
                 LOCAL_CHANNEL, p.limit, direction="out", after_id=p.since

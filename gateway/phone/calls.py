@@ -212,6 +212,7 @@ class CallControl:
 
     @declare(ForItself("agent_id"))
     async def call_say(self, p: CallSayParams) -> Turn:
+        """Say something on a call in progress and hear the human's answer."""
         await self._check_owner(p.call_id, p.agent_id)
         handle = self._handle(p.call_id)
         result = await self._turn(
@@ -225,6 +226,7 @@ class CallControl:
 
     @declare(ForItself("agent_id"))
     async def call_end(self, p: CallEndParams) -> Hung:
+        """Hang up a call in progress."""
         await self._check_owner(p.call_id, p.agent_id)
         handle = self._handle(p.call_id)
         try:
@@ -254,6 +256,7 @@ class CallControl:
 
     @declare(ForItself("agent_id"))
     async def calls(self, p: CallsParams) -> Calls:
+        """The calls an agent placed, in progress and recent, with how each ended."""
         rows = await self._store.list_calls(agent_id=p.agent_id, active=p.active, limit=p.limit)
         return {"calls": [r.model_dump(mode="json") for r in rows]}
 

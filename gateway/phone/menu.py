@@ -442,12 +442,14 @@ class LocalDial:
 
     @declare(Human(decides=True))
     async def phone_dial(self, _: DialParams) -> dict[str, Any]:
+        """Call in on the local phone (`agentcomms call --dial`): what the phone menu says first."""
         call = f"local-{uuid.uuid4().hex}"
         prompt = await self._menu.start(call, LOCAL_PHONE, admitted=True)
         return {"call": call, **asdict(prompt)}
 
     @declare(Human(decides=True))
     async def phone_dial_answer(self, p: DialAnswerParams) -> dict[str, Any]:
+        """A key or words said on the local phone's call: what the menu says next."""
         async with self._one_at_a_time(p.call):
             prompt = await self._menu.answer(p.call, p.step, p.text, query=p.query)
         return {"call": p.call, **asdict(prompt)}

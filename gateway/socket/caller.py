@@ -68,6 +68,8 @@ class Caller:
 
     agent: str | None = None
     peer: Peer | None = None
+    # Came through the hooks' own door, which other users' agents may open.
+    hooks_door: bool = False
 
 
 # The console calls methods in-process, for the human it admitted with its token.

@@ -17,15 +17,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from agentcomms.config import Config
-from agentcomms.errors import RpcError
+from agentcomms.errors import PanesUnknown, RpcError
 from agentcomms.models import LOCAL_CHANNEL
 from agentcomms.store import Store
 from gateway.socket.declare import Anyone, Hook, Human
+from gateway.socket.panes import InPane, Whereabouts, same_file
 from gateway.socket.params import EventsParams, HistoryParams, Params, ReplyParams
 from gateway.socket.protocol import NOT_YOURS
 
 if TYPE_CHECKING:
-    from gateway.socket.caller import Caller
+    from gateway.socket.caller import Caller, Peer
     from gateway.socket.declare import Method
     from gateway.socket.panes import AgentPanes
 
@@ -45,8 +46,12 @@ class Confinement:
         """The params to run ``method`` with; raises :class:`RpcError` ``NOT_YOURS`` when the
         caller may not ask it."""
         who = method.who
+        if caller.hooks_door:
+            return await self._through_hooks_door(method, params, caller)
         if isinstance(who, Human) and who.decides:
-            await self._outside_agents_panes(method, params, caller)
+            params = await self._outside_agents_panes(method, params, caller)
+        if isinstance(who, Hook) and caller.agent is None:
+            return await self._own_pane(method, params, caller)
         if caller.agent is None or isinstance(who, Anyone):
             return params
         agent = caller.agent
@@ -68,30 +73,103 @@ class Confinement:
             return checked
         return params
 
-    async def _outside_agents_panes(self, method: Method, params: Params, caller: Caller) -> None:
+    async def _outside_agents_panes(self, method: Method, params: Params, caller: Caller) -> Params:
         """Refuse a decision for the human to a process in a registered agent's pane."""
         assert isinstance(method.who, Human)
+        if caller.peer is None:  # the gateway's own surface (the console), which admitted the human
+            return params
+        found = await self._placed(method, caller.peer, "decides for the human")
+        if found is None:
+            return params
+        if method.who.pane_may is not None and method.who.pane_may(params):
+            # What a hook may still say, only of its own pane's agent.
+            return _for_agent(params, found.pane.agent_id)
+        raise RpcError(
+            NOT_YOURS,
+            f"{method.name} decides for the human, and the process asking (pid "
+            f"{caller.peer.pid}) runs in {found}: an agent may not answer for its human. Answer "
+            "from a terminal outside the agents' panes, the console, or a chat.",
+        )
+
+    async def _through_hooks_door(self, method: Method, params: Params, caller: Caller) -> Params:
+        """The hooks' own door, which any local user may open: only a process in a registered
+        agent's pane, asking what a hook may, for that pane's agent."""
         peer = caller.peer
-        if peer is None:  # the gateway's own surface (the console), which admitted the human
-            return
+        found = None
+        if peer is not None and caller.agent is None:
+            found = await self._placed(method, peer, "is a hook's, for its own pane")
+        if found is None or peer is None:
+            raise RpcError(
+                NOT_YOURS,
+                f"{method.name} refused: the hooks' door serves only an agent's hooks, in the "
+                "agent's registered tmux pane, and this process runs in none (register the pane "
+                "with `agentcomms agents register`).",
+            )
+        if isinstance(method.who, Human):  # what a hook may still say of a decision
+            assert method.who.pane_may is not None
+            if not method.who.pane_may(params):
+                raise RpcError(
+                    NOT_YOURS,
+                    f"{method.name} decides for the human, and the hooks' door serves only "
+                    f"agents' hooks: this process runs in {found}.",
+                )
+            return _for_agent(params, found.pane.agent_id)
+        return self._claims(method, params, peer, found)
+
+    async def _own_pane(self, method: Method, params: Params, caller: Caller) -> Params:
+        """A hook acts for the pane it runs in: a process in an agent's pane that names another
+        agent or pane is refused, and one that names none acts for its pane's agent. A process
+        outside every agent's pane is the human's, who may report for any."""
+        if caller.peer is None:
+            return params
+        found = await self._placed(method, caller.peer, "is a hook's, for its own pane")
+        if found is None:
+            return params
+        return self._claims(method, params, caller.peer, found)
+
+    def _claims(self, method: Method, params: Params, peer: Peer, found: InPane) -> Params:
+        """``params`` for the agent of the pane ``found``, or refused when they name another."""
+        pane = found.pane
+        agent = getattr(params, "agent_id", None)
+        named = getattr(params, "pane", None)
+        server = getattr(params, "tmux_socket", None)
+        if agent is not None and agent != pane.agent_id:
+            claim = f"agent {agent!r}"
+        elif named is not None and (
+            named != pane.pane_id or not same_file(server or "", pane.server)
+        ):
+            claim = f"tmux pane {named} (server {server})"
+        else:
+            return _for_agent(params, pane.agent_id)
+        raise RpcError(
+            NOT_YOURS,
+            f"{method.name} refused: it names {claim}, and the process asking (pid "
+            f"{peer.pid}) runs in {found}. A hook reports only for the agent in its own "
+            f"pane: leave AGENTCOMMS_AGENT_ID unset there, or set it to {pane.agent_id!r}.",
+        )
+
+    async def _placed(self, method: Method, peer: Peer, what: str) -> InPane | None:
+        """The agent's pane the connecting process runs in (None: none); refused when that
+        cannot be told."""
+        process = Whereabouts.of(peer.pid)  # read at once, while the process is surely there
         if not peer.alive():
             # A process gone before it is looked at could have been anyone's: a pane's process
             # that wrote its request and exited at once must not pass for the human.
             raise RpcError(
                 NOT_YOURS,
-                f"{method.name} decides for the human, and the process that asked (pid "
-                f"{peer.pid}) was gone before the gateway could tell whose it was. Ask from a "
-                "process that waits for the answer (the agentcomms command does).",
+                f"{method.name} {what}, and the process that asked (pid {peer.pid}) was gone "
+                "before the gateway could tell where it ran. Ask from a process that waits for "
+                "the answer (the agentcomms command does).",
             )
-        found = await self._panes.holding(peer.pid)
-        if found is None or (method.who.pane_may is not None and method.who.pane_may(params)):
-            return
-        raise RpcError(
-            NOT_YOURS,
-            f"{method.name} decides for the human, and the process asking (pid {peer.pid}) runs "
-            f"in {found}: an agent may not answer for its human. Answer from a terminal "
-            "outside the agents' panes, the console, or a chat.",
-        )
+        try:
+            panes = await self._panes.panes()
+        except PanesUnknown as exc:
+            raise RpcError(
+                NOT_YOURS,
+                f"{method.name} {what}, and the gateway cannot tell now whether the process "
+                f"asking (pid {peer.pid}) runs in an agent's pane: {exc}. Try again in a moment.",
+            ) from exc
+        return process.inside(panes)
 
     async def own_chat(self, agent: str, channel: str, doing: str) -> None:
         mapped = self._cfg.chat.channels.get(channel)
@@ -107,6 +185,13 @@ class Confinement:
             f'mapped to it in the config\'s chat.channels (add "{channel}": "{agent}" there '
             "and restart agentcomms) and those its messages came from.",
         )
+
+
+def _for_agent(params: Params, agent: str) -> Params:
+    """``params`` acting for the agent of the pane they came from, where they can name one."""
+    if "agent_id" in type(params).model_fields and getattr(params, "agent_id", None) is None:
+        return params.model_copy(update={"agent_id": agent})
+    return params
 
 
 # ---- the checks methods name in their declarations -----------------------------------------------

@@ -19,6 +19,7 @@ NOT_FOUND = -32604
 MAILBOX_FULL = -32605  # nothing was queued: the agent's limits say so
 NOT_YOURS = -32606  # the request acts for an agent, and what it asks for is not that agent's
 BUDGET_SPENT = -32607  # the agent spent its budget for the hour (calls, texts, ladders)
+CONFIG_INVALID = -32608  # the config file does not read: the running one is kept
 
 # A request line longer than this is answered with an error and skipped, not buffered.
 MAX_LINE_BYTES = 1024 * 1024

@@ -48,9 +48,12 @@ def socket_is_live(path: Path) -> bool:
 
 
 class SocketServer:
-    def __init__(self, path: Path, dispatch: Dispatch) -> None:
+    def __init__(self, path: Path, dispatch: Dispatch, *, mode: int = 0o600) -> None:
+        """``mode``: the socket's; owner-only but for the hooks' own door, which other users'
+        agents open (and which admits only processes in an agent's pane)."""
         self.path = path
         self._dispatch = dispatch
+        self._mode = mode
         self._server: asyncio.base_events.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
 
@@ -62,16 +65,18 @@ class SocketServer:
                     "(or point server.socket_path elsewhere)."
                 )
             self.path.unlink()  # stale: left by a gateway that died
-        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        # Create the socket owner-only from the first instant (no window with looser modes).
-        old_umask = os.umask(0o177)
+        # A folder made for a socket others open must let them pass (not list).
+        folder = 0o711 if self._mode & 0o066 else 0o700
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=folder)
+        # Create the socket with its mode from the first instant (no window with looser modes).
+        old_umask = os.umask(0o777 ^ self._mode)
         try:
             self._server = await asyncio.start_unix_server(
                 self._serve_connection, path=str(self.path), limit=MAX_LINE_BYTES
             )
         finally:
             os.umask(old_umask)
-        os.chmod(self.path, 0o600)
+        os.chmod(self.path, self._mode)
 
     async def close(self) -> None:
         if self._server is not None:

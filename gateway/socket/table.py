@@ -8,6 +8,7 @@ runs.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from pydantic import ValidationError
@@ -16,11 +17,12 @@ from temporalio.service import RPCError
 from agentcomms.errors import RpcError
 from gateway.socket.caller import Caller
 from gateway.socket.confine import Confinement
-from gateway.socket.declare import Method, declared
+from gateway.socket.declare import Hook, Human, Method, declared
 from gateway.socket.protocol import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
     METHOD_NOT_FOUND,
+    NOT_YOURS,
     describe_validation,
 )
 
@@ -54,6 +56,20 @@ class MethodTable:
             known = ", ".join(sorted(self._methods))
             raise RpcError(METHOD_NOT_FOUND, f"unknown method {name!r}; known: {known}")
         return method
+
+    async def call_hook(self, name: str, params: dict[str, Any], caller: Caller) -> Any:
+        """A request on the hooks' own door: only what a hook may ask (its reports, its
+        approvals, and closing one as answered in the agent's own dialog)."""
+        method = self.get(name)
+        who = method.who
+        if not (isinstance(who, Hook) or (isinstance(who, Human) and who.pane_may is not None)):
+            hooks = ", ".join(m.name for m in self if isinstance(m.who, Hook))
+            raise RpcError(
+                NOT_YOURS,
+                f"{name} is not served on the hooks' door (server.hooks_socket_path), which "
+                f"serves an agent's hooks only ({hooks}); the human uses server.socket_path.",
+            )
+        return await self.call(name, params, replace(caller, hooks_door=True))
 
     async def call(self, name: str, params: dict[str, Any], caller: Caller) -> Any:
         method = self.get(name)

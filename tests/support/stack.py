@@ -121,8 +121,10 @@ async def running_stack(
     mailbox: MailboxConfig | None = None,
     voice: VoiceConfig | None = None,
     configure: Callable[[Config], Config] | None = None,
+    load: Callable[[], Config] | None = None,
 ) -> AsyncIterator[Stack]:
-    """``configure`` adjusts the stack's configuration (chat providers, channels) before start."""
+    """``configure`` adjusts the stack's configuration (chat providers, channels) before start;
+    ``load`` is what `config reload` reads (the file, without it)."""
     cfg = stack_config(tmp_path, client, socket_path=socket_path, mailbox=mailbox, voice=voice)
     if configure is not None:
         cfg = configure(cfg)
@@ -138,7 +140,7 @@ async def running_stack(
                     f"the worker of {worker.task_queue}'s shutdown",
                     functools.partial(worker.__aexit__, None, None, None),
                 )
-        gateway = Gateway(cfg, client, store, host=host)
+        gateway = Gateway(cfg, client, store, host=host, **({"load": load} if load else {}))
         await gateway.start()
         rpc = GatewayClient(cfg.server.socket())
         running = Stack(cfg=cfg, client=client, store=store, gateway=gateway, host=host, rpc=rpc)

@@ -114,6 +114,9 @@ class Mailbox:
         # Who hears each message once it is durable (an urgent message's ladder stops at the
         # human's next one); each must be quick and never raise.
         self.observers: list[Callable[[Event], Awaitable[None]]] = []
+        # Who hears of each registration as it is accepted, before the mailbox runs it (the
+        # socket's guard: a process in a pane registered a moment ago is already an agent's).
+        self.registering: list[Callable[[str, Registration], None]] = []
         # A mailbox starts on the shared queue, which any worker polls (the gateway's machine
         # may run none); registration moves it to its pane's host, where it types.
         self._task_queue = task_queue
@@ -221,6 +224,8 @@ class Mailbox:
         )
 
     async def register(self, agent_id: str, registration: Registration) -> None:
+        for heard in self.registering:
+            heard(agent_id, registration)
         signed = self._key.sign_registration(agent_id, registration)
         assert signed.registered_at is not None  # drawn as it was signed
         await self._pane_signed(agent_id, signed.registered_at)
