@@ -16,6 +16,7 @@ from agentcomms.config import load_config
 from agentcomms.config.editing import edit_config, referenced_variable
 from agentcomms.errors import ConfigError
 from tests.fakes.discord import FakeDiscord
+from tests.fakes.serve import free_port
 from tests.fakes.telegram import FakeTelegram
 from tests.support.chat import CHAT, DISCORD_ALICE
 from tests.support.cli import AGENTCOMMS, env_for
@@ -148,6 +149,7 @@ async def test_discord_from_flags_keeps_the_token_in_the_environment_and_the_fil
     ("case", "expected"),
     [
         ("bad token", "Telegram refused the token (Unauthorized)"),
+        ("nothing at base_url", "check your network, or chat.telegram.base_url (--base-url)"),
         ("webhook set", "remove the webhook with the Bot API's deleteWebhook"),
         ("nobody writes", "No message reached the bot within 1 s"),
     ],
@@ -157,7 +159,8 @@ async def test_a_telegram_step_that_fails_says_what_the_provider_answered_and_wh
 ) -> None:
     home = tmp_path / "home"
     token = "123456:WRONG-token" if case == "bad token" else telegram.token
-    args = ["telegram", "--agent", "backend", "--wait", "1", "--base-url", telegram.base_url]
+    url = f"http://127.0.0.1:{free_port()}" if case == "nothing at base_url" else telegram.base_url
+    args = ["telegram", "--agent", "backend", "--wait", "1", "--base-url", url]
     if case == "webhook set":  # Telegram refuses getUpdates while a webhook is set
         telegram.webhook = {"url": "https://agents.example.test/webhooks/telegram"}
     if case == "nobody writes":  # no flag: the variable the config already names for the token
@@ -169,8 +172,8 @@ async def test_a_telegram_step_that_fails_says_what_the_provider_answered_and_wh
 
     assert run.code == 1 and expected in printed, printed
     assert token not in printed
-    if case == "bad token":
-        assert not run.config_path.exists()  # nothing written for a token the provider refused
+    if case in ("bad token", "nothing at base_url"):
+        assert not run.config_path.exists()  # nothing written for a token that was not checked
     else:  # the checked token is kept, so running setup again starts from it
         assert run.written()["chat"]["telegram"]["token"] == "${TG}"
         assert "run `agentcomms setup telegram` again" in printed or "setup again" in printed
