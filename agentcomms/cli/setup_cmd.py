@@ -148,7 +148,9 @@ def _provider(name: str | None) -> Provider:
         name = _ask(f"Which chat do you want to set up ({known})?").lower()
     row = PROVIDERS.get(name)
     if row is None:
-        fail(f"{name!r} cannot be set up here yet; known: {known} (for the others: docs, Chat)")
+        fail(
+            f"{name!r} cannot be set up by `agentcomms setup` yet; it knows {known} (the others are set up by hand: docs/surfaces/chat.md)"
+        )
     return row
 
 
