@@ -149,7 +149,8 @@ def _provider(name: str | None) -> Provider:
     row = PROVIDERS.get(name)
     if row is None:
         fail(
-            f"{name!r} cannot be set up by `agentcomms setup` yet; it knows {known} (the others are set up by hand: docs/surfaces/chat.md)"
+            f"{name!r} cannot be set up by `agentcomms setup` yet; it knows {known} (the "
+            "others are set up by hand: docs/surfaces/chat.md)"
         )
     return row
 
