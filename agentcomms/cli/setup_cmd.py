@@ -134,6 +134,8 @@ def setup(
     path = (config or default_config_path()).expanduser()
     current = _guard(lambda: load_config(config))
     _no_gateway_running(current.server.socket(), row)
+    if agent is not None:  # a mistyped --agent is told before anything is asked or written
+        _agent(current, agent)
     token, variable = _token(row, path, token_env)
     try:
         asyncio.run(_guided(row, path, current, token, variable, agent, yes, wait, base_url))
