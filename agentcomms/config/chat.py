@@ -35,7 +35,10 @@ class DiscordConfig(ProviderSection):
         "servers are ignored (direct messages always count); null: every server the bot is in",
     )
     base_url: str | None = Field(
-        default=None, description="Discord's API root (a proxy, tests); null: https://discord.com"
+        default=None,
+        description="Discord's API root, e.g. https://discord-proxy.example.com (a proxy, tests): "
+        "requests go to <base_url>/api/v10/…, the gateway's URL is asked from "
+        "<base_url>/api/v10/gateway/bot; null: https://discord.com",
     )
 
     @field_validator("guild_id", mode="before")
@@ -50,7 +53,10 @@ class TelegramConfig(ProviderSection):
 
     token: SecretStr | None = None
     base_url: str | None = Field(
-        default=None, description="Bot API server (self-hosted, proxy, tests); null: Telegram's"
+        default=None,
+        description="the Bot API's root, e.g. http://127.0.0.1:8081 (a self-hosted Bot API "
+        "server, a proxy, tests), without /bot: requests go to <base_url>/bot<token>/METHOD; "
+        "null: https://api.telegram.org",
     )
     mode: Literal["polling", "webhook"] = Field(
         default="polling",

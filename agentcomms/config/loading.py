@@ -19,7 +19,7 @@ from agentcomms.config.expand import Expander
 from agentcomms.config.keys import Loc, dotted, key_paths
 from agentcomms.config.models import Config
 from agentcomms.config.problems import describe
-from agentcomms.config.reading import read_file, read_keys
+from agentcomms.config.reading import ConfigFile, read_file, read_keys
 from agentcomms.errors import ConfigError
 
 
@@ -53,7 +53,12 @@ def load_config(path: Path | None = None) -> Config:
 
 def resolve_config(path: Path | None = None) -> ResolvedConfig:
     """:func:`load_config`, keeping track of where each value came from."""
-    file = read_file(path)
+    return resolve_file(read_file(path))
+
+
+def resolve_file(file: ConfigFile) -> ResolvedConfig:
+    """A parsed file (maybe not written yet: see :mod:`.editing`) as every process would load
+    it: ``${VAR}`` expanded, ``AGENTCOMMS_*`` applied, validated."""
     expander = Expander(file.label)
     data = expander.walk(file.data, ())
     file_keys = set(key_paths(data))

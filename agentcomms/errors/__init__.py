@@ -32,6 +32,7 @@ from agentcomms.errors.chat import (
     RateLimited,
     SendError,
     SendRefused,
+    SetupFailed,
     VoiceNoteNotServed,
     VoiceNoteRefused,
 )
@@ -130,6 +131,7 @@ __all__ = [
     "SearchAttributesMissing",
     "SendError",
     "SendRefused",
+    "SetupFailed",
     "SpeechProviderUnavailable",
     "StoppedDuringStartup",
     "StoreError",

@@ -1,7 +1,10 @@
 """What a chat provider's transport raises: a send that failed (the subclass says whether and
-when to try again), a provider with no transport, a voice note whose audio is not handed over."""
+when to try again), a provider with no transport, a voice note whose audio is not handed over;
+and a step of a provider's guided setup that failed."""
 
 from __future__ import annotations
+
+from agentcomms.errors.base import AgentcommsError
 
 
 class SendError(Exception):
@@ -34,3 +37,7 @@ class VoiceNoteRefused(Exception):
 
 class VoiceNoteNotServed(Exception):
     """The provider could not serve a voice note's audio this time; asking again may work."""
+
+
+class SetupFailed(AgentcommsError):
+    """A step of `agentcomms setup` failed: what the provider answered, and what to do."""
