@@ -25,6 +25,7 @@ from gateway.approvals.chat_answers import ChatAnswers
 from gateway.approvals.chat_posts import ApprovalChats
 from gateway.approvals.methods import ApprovalMethods
 from gateway.approvals.phone import ApprovalCalls
+from gateway.approvals.push import PushAnswers, tokens_for
 from gateway.chat.admission import Admission
 from gateway.chat.inbox import ChatInbox, ChatTransports
 from gateway.chat.senders import SenderMethods
@@ -72,10 +73,13 @@ class Gateway:
         self.outbox = Outbox(client, cfg.temporal.task_queue, key=self.key)
         self.calls = CallControl(cfg, client, store, self.key)
         panes = PaneAgents(store, self.host)
-        self.approval_chats = ApprovalChats(cfg, store)
+        push_tokens = tokens_for(self.key)
+        self.approval_chats = ApprovalChats(cfg, store, push_tokens)
         self.approvals = approvals = ApprovalMethods(
             cfg, client, self.key, panes, self.approval_chats, store
         )
+        # A notification's buttons come back here, to the one decide path.
+        self.push_answers = PushAnswers(cfg, push_tokens, store, approvals.view, approvals.decide)
         # A tool that ran answers its approval; a turn's reply goes back to its chat.
         mirror = ReplyMirror(cfg, store, self.outbox)
         hooks = AgentHookMethods(
@@ -139,7 +143,7 @@ class Gateway:
         await self.register_configured_agents()
         await self.record_configured_channels()
         await self.chat.start()
-        routes = self.chat.routes() + self._call_routes()
+        routes = self.chat.routes() + self._call_routes() + self._push_routes()
         if routes:  # only when a provider receives by webhook
             server = self.cfg.server
             http = WebhookServer(
@@ -204,6 +208,13 @@ class Gateway:
             self.inbound_calls = InboundCalls(self.cfg, self.phone_menu, signer)
             routes += self.inbound_calls.routes()
         return routes
+
+    def _push_routes(self) -> list[Any]:
+        """Where a notification's buttons post, when they have a published URL to reach."""
+        ntfy = self.cfg.chat.ntfy
+        if not (ntfy.enabled and self.cfg.server.public_url):
+            return []
+        return self.push_answers.routes()
 
     def media_signer(self) -> MediaSigner:
         """Signs the audio URLs Twilio fetches; its key comes from the deployment's, so a URL a

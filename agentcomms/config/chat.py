@@ -135,6 +135,43 @@ class WhatsAppConfig(TwilioMessagingConfig):
         return problems
 
 
+# ntfy's own rule for a topic's name (it refuses any other).
+NTFY_TOPIC = r"^[-_A-Za-z0-9]{1,64}$"
+
+
+class NtfyConfig(ProviderSection):
+    """Push notifications through ntfy (https://ntfy.sh or a server of your own): the human's
+    phone subscribes to ``topic``. Approvals come with buttons that answer them through
+    ``server.public_url``; without one, the notification says where to answer."""
+
+    credentials: ClassVar[tuple[str, ...]] = ("topic",)
+
+    server: str = Field(
+        default="https://ntfy.sh",
+        pattern=r"^https?://",
+        description="the ntfy server's base URL (self-hosted, or the public https://ntfy.sh)",
+    )
+    topic: str | None = Field(
+        default=None,
+        pattern=NTFY_TOPIC,
+        description="the topic the human's phone subscribes to (letters, digits, - and _; on the "
+        "public server anyone who knows it may read it: make it long and unguessable, or "
+        "protect it with an access token)",
+    )
+    token: SecretStr | None = Field(
+        default=None,
+        description="an access token (tk_...) for a protected topic, sent as a bearer token; "
+        "null: publish without one",
+    )
+    action_ttl_s: float = Field(
+        default=86_400,
+        gt=0,
+        le=7 * 86_400,
+        description="how long an approval's buttons in a notification answer it (each press "
+        "answers once; an approval decided or timed out takes no press anyway)",
+    )
+
+
 class LocalChatConfig(ProviderSection):
     enabled: bool = True
 
@@ -144,6 +181,7 @@ class ChatConfig(Section):
     telegram: TelegramConfig = TelegramConfig()
     whatsapp: WhatsAppConfig = WhatsAppConfig()
     sms: TwilioMessagingConfig = TwilioMessagingConfig()
+    ntfy: NtfyConfig = NtfyConfig()
     local: LocalChatConfig = LocalChatConfig()
     channels: dict[str, AgentIdKey] = Field(
         default_factory=dict, description='channel id -> agent id, e.g. "telegram:42": "backend"'

@@ -7,6 +7,8 @@ once decided, each chat told how (:mod:`gateway.approvals.words` holds the words
 - SMS and WhatsApp: the request with a code to reply with ("Reply YES K7QF or NO K7QF"); once
   decided, each of these chats gets one line saying how, except the one whose reply decided it
   (that reply was answered already).
+- ntfy: a notification with a button per answer, each a one-time signed link to the gateway
+  (:mod:`gateway.approvals.push`); once decided, a short notification saying how.
 
 A request is shown whole wherever a chat can show it (a plan runs to tens of thousands of
 characters), each provider its own way:
@@ -39,6 +41,8 @@ from agentcomms.models import utcnow
 from agentcomms.store import Store
 from agentcomms.store.approval_posts import ApprovalPost
 from agentcomms.transports import Sender, TextSender, first_part, load, split_text
+from agentcomms.transports.ntfy import NtfySender
+from gateway.approvals.push import ActionTokens, notification
 from gateway.approvals.words import (
     ASKED,
     TEXT_REQUEST_CHARS,
@@ -57,6 +61,8 @@ log = logging.getLogger(__name__)
 
 BUTTON_PROVIDERS = ("telegram", "discord")
 CODE_PROVIDERS = ("sms", "whatsapp")
+# Notifications whose buttons post to the gateway's published URL (gateway/approvals/push.py).
+PUSH_PROVIDERS = ("ntfy",)
 # Chats with buttons where a request too long for one message goes as a file (the others split).
 ATTACHING_PROVIDERS = ("discord",)
 # Chats that read a message as markdown: a request is shown there escaped (`discord_literal`).
@@ -95,9 +101,10 @@ class AttachingSender(ButtonSender, Protocol):
 
 
 class ApprovalChats:
-    def __init__(self, cfg: Config, store: Store) -> None:
+    def __init__(self, cfg: Config, store: Store, tokens: ActionTokens) -> None:
         self._cfg = cfg
         self._store = store
+        self._tokens = tokens
         self._senders: dict[str, Sender] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         # Approvals decided here lately: one decided while its request was still being posted
@@ -166,7 +173,8 @@ class ApprovalChats:
         chats = []
         for channel_id, agent in self._cfg.chat.channels.items():
             provider, _, chat = channel_id.partition(":")
-            if agent != agent_id or provider not in (*BUTTON_PROVIDERS, *CODE_PROVIDERS):
+            shown_in = (*BUTTON_PROVIDERS, *CODE_PROVIDERS, *PUSH_PROVIDERS)
+            if agent != agent_id or provider not in shown_in:
                 continue
             if self._cfg.chat.provider(provider).enabled:
                 chats.append((provider, chat))
@@ -191,6 +199,9 @@ class ApprovalChats:
 
     async def _post(self, provider: str, chat: str, request: ApprovalRequest) -> str:
         sender = self._sender(provider)
+        if provider in PUSH_PROVIDERS:
+            note = notification(self._cfg, self._tokens, request, chat)
+            return await cast(NtfySender, sender).publish(chat, note)
         # Not shown whole here (a secret hidden, too long): no code and no buttons, as if
         # complete; the chat says where to answer instead.
         hidden = hidden_on(request, provider)

@@ -49,10 +49,13 @@ ANSWER_SHOWN = 200
 PLAN_SPOKEN_CHARS = 1_000
 # What a text message (SMS, WhatsApp) shows of a request before saying where the rest is.
 TEXT_REQUEST_CHARS = 600
+# What a push notification (ntfy) shows of a request: it takes 4,096 bytes, and a request longer
+# than this is answered where it is shown whole.
+PUSH_REQUEST_CHARS = 800
 # Surfaces that send a request through a provider's servers (a chat; a call, its speech and its
 # call system): what looks like a secret is hidden there, saying so in place, and a request
 # they cannot show whole is answered where it is shown whole instead.
-REMOTE_SURFACES = frozenset({"telegram", "discord", "sms", "whatsapp", "call"})
+REMOTE_SURFACES = frozenset({"telegram", "discord", "sms", "whatsapp", "ntfy", "call"})
 HIDDEN_SECRET = "[hidden here: looks like a secret]"
 WHERE_WHOLE = "`agentcomms approvals` in a terminal, or the console"
 # Answers that let the agent go on as asked; a denial never runs anything, so it is taken
@@ -88,6 +91,7 @@ SURFACE_NAMES = {
     "discord": "Discord",
     "sms": "SMS",
     "whatsapp": "WhatsApp",
+    "ntfy": "a push notification",
     "console": "the console",
     "call": "a phone call",
     # `agentcomms approve`, and the hook's own answer from the agent's terminal.
@@ -292,6 +296,11 @@ def hidden_on(request: ApprovalRequest, via: str) -> str | None:
         return (
             f"{request.id} is too long for a text message: read it whole and answer it with "
             f"{WHERE_WHOLE}"
+        )
+    if via == "ntfy" and len(asks(request)) > PUSH_REQUEST_CHARS:
+        return (
+            f"{request.id} is too long for a push notification: read it whole and answer it "
+            f"with {WHERE_WHOLE}"
         )
     if via == "call" and request.ask == "plan" and len(request.question or "") > PLAN_SPOKEN_CHARS:
         return (
