@@ -28,8 +28,9 @@ ADD_IT = "add this door to the doors test (tests/test_webhook_doors.py: DOORS), 
 # - telegram: the secret token header, as set with setWebhook;
 # - meta: X-Hub-Signature-256, the app secret's HMAC of the body;
 # - meta-verify: the subscription handshake's hub.verify_token, in the query;
-# - media: our own short-lived signature of an audio URL (exp, sig), Twilio fetches it.
-Signing = Literal["twilio", "telegram", "meta", "meta-verify", "media"]
+# - media: our own short-lived signature of an audio URL (exp, sig), Twilio fetches it;
+# - push: our own one-time token in the path, signed for one approval's answer (ntfy's button).
+Signing = Literal["twilio", "telegram", "meta", "meta-verify", "media", "push"]
 SIGNATURE_HEADERS: dict[Signing, str] = {
     "twilio": "X-Twilio-Signature",
     "telegram": "X-Telegram-Bot-Api-Secret-Token",
