@@ -32,6 +32,7 @@ from gateway.chat.senders import SenderMethods
 from gateway.http import WebhookServer
 from gateway.messages.methods import Methods
 from gateway.messages.notices import HumanNotices
+from gateway.messages.notify import PushNotify
 from gateway.messages.urgent import UrgentMessages
 from gateway.phone.calls import CallControl
 from gateway.phone.menu import LocalDial, PhoneMenu
@@ -82,8 +83,14 @@ class Gateway:
         self.push_answers = PushAnswers(cfg, push_tokens, store, approvals.view, approvals.decide)
         # A tool that ran answers its approval; a turn's reply goes back to its chat.
         mirror = ReplyMirror(cfg, store, self.outbox)
+        # One-way notifications to the human's ntfy topic: turns ended, agents gone, asks.
+        self.notify = PushNotify(cfg)
+        approvals.observers.append(self.notify.approval)
         hooks = AgentHookMethods(
-            self.mailbox, self.host, panes, observers=[mirror.agent_did, approvals.agent_did]
+            self.mailbox,
+            self.host,
+            panes,
+            observers=[mirror.agent_did, approvals.agent_did, self.notify.agent_did],
         )
         answers = ChatAnswers(
             cfg,
@@ -281,6 +288,7 @@ class Gateway:
         await self.approvals.close()
         await self.approval_chats.close()
         await self.approval_calls.close()
+        await self.notify.drain()
 
     async def serve_forever(self) -> None:
         await self.start()

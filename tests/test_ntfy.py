@@ -17,11 +17,14 @@ from pydantic import SecretStr
 from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.approval_models import ApprovalRequest
+from agentcomms.client import GatewayClient
 from agentcomms.config import AgentConfig, Config, ServerConfig
-from agentcomms.errors import ChatProviderUnavailable, RateLimited, SendRefused
+from agentcomms.config.notify import NotifyConfig
+from agentcomms.errors import ChatProviderUnavailable, GatewayError, RateLimited, SendRefused
 from agentcomms.transports.ntfy import MAX_BYTES, Notification, NtfySender
 from gateway.approvals.push import ActionRefused, ActionTokens, notification
 from gateway.approvals.words import HIDDEN_SECRET
+from gateway.socket.protocol import NOT_YOURS
 from tests.fakes.ntfy import TOKEN, FakeNtfy
 from tests.fakes.serve import free_port
 from tests.support.chat import PUBLIC_URL, provider_is
@@ -231,6 +234,7 @@ async def test_ntfys_answers_become_retry_decisions_that_name_what_to_fix(ntfy: 
 # ---- the whole path, once ------------------------------------------------------------------------
 
 AGENT = f"backend-{uuid.uuid4().hex[:8]}"
+NOTIFY_TOPIC = "alice-notify"
 
 
 @pytest.fixture(scope="module")
@@ -254,7 +258,9 @@ async def stack(
         )
         chat = cfg.chat.model_copy(update={"ntfy": section, "channels": {f"ntfy:{TOPIC}": AGENT}})
         server = cfg.server.model_copy(update={"http_port": port, "public_url": PUBLIC_URL})
-        return cfg.model_copy(update={"chat": chat, "server": server})
+        # One-way notifications to a topic of their own, which any agent may send to.
+        notify = NotifyConfig(enabled=True, topic=NOTIFY_TOPIC)
+        return cfg.model_copy(update={"chat": chat, "server": server, "notify": notify})
 
     tmp = tmp_path_factory.mktemp("ntfy")
     async with running_stack(temporal_env.client, tmp, configure=configure) as s:
@@ -321,3 +327,26 @@ async def test_the_agents_reply_to_its_topic_is_published(
     await s.call("reply", channel_id=f"ntfy:{TOPIC}", message="tests pass", agent_id=AGENT)
     note = await eventually(lambda: ntfy.about("tests pass"))
     assert note["topic"] == TOPIC
+
+
+async def test_a_turns_end_is_notified_and_an_agent_may_notify_its_human(
+    stack: tuple[Stack, str], ntfy: FakeNtfy
+) -> None:
+    s, _ = stack
+    await s.call("register", agent_id=AGENT, target="nowhere:0.0")
+    payload = {"last_assistant_message": "Refactor done; 12 tests pass."}
+    await s.call(
+        "agent_hook", kind="claude-code", agent_id=AGENT, event="Stop", at_ns=1, payload=payload
+    )
+    note = await eventually(lambda: ntfy.about("Refactor done; 12 tests pass."))
+    assert (note["topic"], note["title"]) == (NOTIFY_TOPIC, f"{AGENT} finished its turn")
+
+    async with GatewayClient(s.cfg.server.socket(), caller=AGENT) as as_agent:
+        channel = f"ntfy:{NOTIFY_TOPIC}"
+        sent = await as_agent.call("reply", channel_id=channel, message="deploy?", agent_id=AGENT)
+        assert sent["delivered"] is True, sent
+        note = await eventually(lambda: ntfy.about("deploy?"))
+        assert note["topic"] == NOTIFY_TOPIC
+        with pytest.raises(GatewayError) as refused:
+            await as_agent.call("reply", channel_id="ntfy:elsewhere", message="x", agent_id=AGENT)
+        assert refused.value.code == NOT_YOURS
