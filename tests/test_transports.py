@@ -24,7 +24,7 @@ def test_provider_names_are_written_once() -> None:
     assert sorted(ChatConfig.provider_names()) == sorted(transports.PROVIDERS)
     assert transports.PROVIDERS == Provider.__args__  # type: ignore[attr-defined]
     with pytest.raises(ValueError, match="unknown provider"):
-        transports.load("irc")
+        transports.load("matrix")
     assert transports.load("telegram").name == "telegram"
     for name in transports.PROVIDERS:
         if not _has_module(name):  # a provider whose transport is still to come says so

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from agentcomms.config.chat import (
         ChatConfig,
         DiscordConfig,
+        IrcConfig,
         LocalChatConfig,
         NtfyConfig,
         TelegramConfig,
@@ -91,6 +92,7 @@ if TYPE_CHECKING:
 _HOME: dict[str, str] = {
     "ChatConfig": "chat",
     "DiscordConfig": "chat",
+    "IrcConfig": "chat",
     "LocalChatConfig": "chat",
     "NtfyConfig": "chat",
     "TelegramConfig": "chat",
@@ -165,6 +167,7 @@ __all__ = [
     "DatabaseConfig",
     "DiscordConfig",
     "EncryptionKey",
+    "IrcConfig",
     "Loc",
     "LocalChatConfig",
     "LoggingConfig",

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
     from agentcomms.config import Config
 
-ProviderName = Literal["local", "telegram", "discord", "whatsapp", "sms", "ntfy"]
+ProviderName = Literal["local", "telegram", "discord", "whatsapp", "sms", "ntfy", "irc"]
 PROVIDERS: tuple[str, ...] = get_args(ProviderName)
 
 # A receipt tells the human their message was queued, then typed into the agent's pane.

@@ -4,7 +4,7 @@ once decided, each chat told how (:mod:`gateway.approvals.words` holds the words
 - Telegram and Discord: the request with buttons (Allow, Allow for this session where offered,
   Deny); once decided, the message with the buttons is edited to say who answered, how and
   where, its buttons gone.
-- SMS and WhatsApp: the request with a code to reply with ("Reply YES K7QF or NO K7QF"); once
+- SMS, WhatsApp and IRC: the request with a code to reply with ("Reply YES K7QF or NO K7QF"); once
   decided, each of these chats gets one line saying how, except the one whose reply decided it
   (that reply was answered already).
 - ntfy: a notification with a button per answer, each a one-time signed link to the gateway
@@ -60,7 +60,7 @@ from gateway.approvals.words import (
 log = logging.getLogger(__name__)
 
 BUTTON_PROVIDERS = ("telegram", "discord")
-CODE_PROVIDERS = ("sms", "whatsapp")
+CODE_PROVIDERS = ("sms", "whatsapp", "irc")
 # Notifications whose buttons post to the gateway's published URL (gateway/approvals/push.py).
 PUSH_PROVIDERS = ("ntfy",)
 # Chats with buttons where a request too long for one message goes as a file (the others split).

@@ -10,7 +10,7 @@ box's data says so) and Done (``done``: answer with the ticked ones). The ticks 
 message's own buttons, which the provider sends back with each press, so a selection half made
 outlives a gateway restart.
 
-Chats of plain text (SMS, WhatsApp) get a code to reply with: "Reply YES K7QF or NO K7QF",
+Chats of plain text (SMS, WhatsApp, IRC) get a code to reply with: "Reply YES K7QF or NO K7QF",
 ``ALWAYS K7QF`` for the session where offered, and ``NO K7QF`` followed by words that the agent
 reads as the reason. Replies are read in any case.
 
@@ -55,7 +55,7 @@ PUSH_REQUEST_CHARS = 800
 # Surfaces that send a request through a provider's servers (a chat; a call, its speech and its
 # call system): what looks like a secret is hidden there, saying so in place, and a request
 # they cannot show whole is answered where it is shown whole instead.
-REMOTE_SURFACES = frozenset({"telegram", "discord", "sms", "whatsapp", "ntfy", "call"})
+REMOTE_SURFACES = frozenset({"telegram", "discord", "sms", "whatsapp", "ntfy", "irc", "call"})
 HIDDEN_SECRET = "[hidden here: looks like a secret]"
 WHERE_WHOLE = "`agentcomms approvals` in a terminal, or the console"
 # Answers that let the agent go on as asked; a denial never runs anything, so it is taken
@@ -92,6 +92,7 @@ SURFACE_NAMES = {
     "sms": "SMS",
     "whatsapp": "WhatsApp",
     "ntfy": "a push notification",
+    "irc": "IRC",
     "console": "the console",
     "call": "a phone call",
     # `agentcomms approve`, and the hook's own answer from the agent's terminal.
@@ -292,7 +293,7 @@ def hidden_on(request: ApprovalRequest, via: str) -> str | None:
             f"part of {request.id} looks like a secret, so it is hidden here: read it whole and "
             f"answer it with {WHERE_WHOLE}"
         )
-    if via in ("sms", "whatsapp") and len(asks(request)) > TEXT_REQUEST_CHARS:
+    if via in ("sms", "whatsapp", "irc") and len(asks(request)) > TEXT_REQUEST_CHARS:
         return (
             f"{request.id} is too long for a text message: read it whole and answer it with "
             f"{WHERE_WHOLE}"

@@ -1,0 +1,126 @@
+"""IRC against a real server (Debian's ngircd): a human's messages, in a private conversation
+and in a channel, typed into the agent with their header; a sender allowed by full mask, so a
+stranger who takes the allowed human's nick is nobody; an approval answered by its reply code;
+the agent's reply in the channel. Reading IRC lines and who sent them are unit tests; the whole
+path runs on one stack (real Temporal, gateway, worker, tmux, SQLite) shared by the module."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+from temporalio.testing import WorkflowEnvironment
+
+from agentcomms.config import Config
+from agentcomms.transports.irc import LINE_BYTES, lines_of, parse, sender_of
+from tests.support.chat import provider_is
+from tests.support.hooks import open_approval
+from tests.support.irc import mask, on_irc, running_ircd
+from tests.support.stack import Stack, register_recorder, running_stack
+from tests.support.tmux import Tmux
+from tests.support.waiting import eventually
+
+AGENT = f"backend-{uuid.uuid4().hex[:8]}"
+OPS = "#ops"
+
+SENDERS = [
+    (":alice!~alice@127.0.0.1 PRIVMSG #ops :hi", "alice!~alice@127.0.0.1"),
+    ("@account=alice :alice!~a@host PRIVMSG bot :hi", "account:alice"),
+    # Not identified with services: the mask, never the nick.
+    ("@account=* :alice!~mallory@evil PRIVMSG bot :hi", "alice!~mallory@evil"),
+]
+
+
+@pytest.mark.parametrize(("raw", "sender"), SENDERS)
+def test_a_sender_is_what_the_server_vouches_for(raw: str, sender: str) -> None:
+    line = parse(raw)
+    assert (line.command, line.params[1], sender_of(line)) == ("PRIVMSG", "hi", sender)
+
+
+def test_text_goes_as_lines_a_server_takes() -> None:
+    lines = lines_of("first\nsecond " + "é" * 400 + "\r\0")
+    assert lines[0] == "first"
+    assert all(len(line.encode()) <= LINE_BYTES and "\r" not in line for line in lines)
+    assert "".join(lines[1:]).replace(" ", "") == "second" + "é" * 400
+
+
+@pytest.fixture(scope="module")
+def ircd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
+    """The module's IRC server: its port."""
+    with running_ircd(tmp_path_factory.mktemp("ircd")) as port:
+        yield port
+
+
+@pytest.fixture(scope="module")
+async def stack(
+    temporal_env: WorkflowEnvironment, tmp_path_factory: pytest.TempPathFactory, ircd: int
+) -> AsyncIterator[Stack]:
+    def configure(cfg: Config) -> Config:
+        irc = cfg.chat.irc.model_copy(
+            update={
+                "enabled": True,
+                "host": "127.0.0.1",
+                "port": ircd,
+                "tls": False,
+                "nick": "agentcomms",
+                "channels": [OPS],
+            }
+        )
+        chat = cfg.chat.model_copy(
+            update={
+                "irc": irc,
+                "channels": {f"irc:{OPS}": AGENT, "irc:alice": AGENT},
+                "allowed_senders": {"irc": [mask("alice", "alice")]},
+            }
+        )
+        return cfg.model_copy(update={"chat": chat})
+
+    tmp = tmp_path_factory.mktemp("irc")
+    async with running_stack(temporal_env.client, tmp, configure=configure) as s:
+        await eventually(lambda: provider_is(s, "irc", "connected"), timeout=20)
+        yield s
+
+
+async def test_the_allowed_mask_is_typed_and_a_nick_alone_is_nobody(
+    stack: Stack, ircd: int, tmux: Tmux, tmp_path: Path
+) -> None:
+    pane = await register_recorder(stack, tmux, tmp_path, AGENT)
+    async with on_irc(ircd, "alice", "alice") as alice:
+        alice.says("agentcomms", "hello from IRC")
+        await eventually(lambda: pane.read_bytes() == b"[irc:alice from alice] hello from IRC\r")
+    # Someone else takes the free nick: same nick, another mask, nobody's.
+    async with on_irc(ircd, "alice", "mallory") as mallory:
+        mallory.says("agentcomms", "rm -rf ~")
+        await eventually(lambda: mallory.told("alice") or None)
+
+        async def refused() -> bool:
+            events = await stack.store.events_after(AGENT, None, 50)
+            return any(e.status == "rejected" and e.text == "rm -rf ~" for e in events)
+
+        await eventually(refused)
+    async with on_irc(ircd, "alice", "alice", OPS) as alice:
+        alice.says(OPS, "status?")
+        typed = b"[irc:alice from alice] hello from IRC\r[irc:#ops from alice] status?\r"
+        await eventually(lambda: pane.read_bytes() == typed)
+    assert b"rm -rf" not in pane.read_bytes()
+
+
+async def test_an_approval_is_answered_by_its_code_and_the_agent_speaks_in_the_channel(
+    stack: Stack, ircd: int
+) -> None:
+    async with on_irc(ircd, "alice", "alice", OPS) as alice:
+        approval = await open_approval(stack, AGENT)
+        code = f"Reply YES {approval} or NO {approval}"
+        await eventually(lambda: [t for t in alice.told("alice") if code in t] or None)
+        alice.says("agentcomms", f"yes {approval}")
+        waited = await stack.call("approval_wait", id=approval, wait_s=10)
+        assert waited["decision"]["behavior"] == "allow"
+        assert (waited["decided_by"], waited["decided_via"]) == ("alice", "irc")
+        await eventually(lambda: [t for t in alice.told(OPS) if "allowed by alice on IRC" in t])
+
+        await stack.call(
+            "reply", channel_id=f"irc:{OPS}", message="deployed.\nall green", agent_id=AGENT
+        )
+        await eventually(lambda: alice.told(OPS)[-2:] == ["deployed.", "all green"] or None)
