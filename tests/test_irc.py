@@ -14,10 +14,11 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.config import Config
-from agentcomms.transports.irc import LINE_BYTES, lines_of, parse, sender_of
+from agentcomms.errors import ChatProviderUnavailable
+from agentcomms.transports.irc import LINE_BYTES, IrcSender, lines_of, parse, sender_of
 from tests.support.chat import provider_is
 from tests.support.hooks import open_approval
-from tests.support.irc import mask, on_irc, running_ircd
+from tests.support.irc import IrcServer, mask, on_irc, running_ircd
 from tests.support.stack import Stack, register_recorder, running_stack
 from tests.support.tmux import Tmux
 from tests.support.waiting import eventually
@@ -47,10 +48,16 @@ def test_text_goes_as_lines_a_server_takes() -> None:
 
 
 @pytest.fixture(scope="module")
-def ircd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
-    """The module's IRC server: its port."""
-    with running_ircd(tmp_path_factory.mktemp("ircd")) as port:
-        yield port
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[IrcServer]:
+    """The module's IRC server."""
+    with running_ircd(tmp_path_factory.mktemp("ircd")) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def ircd(server: IrcServer) -> int:
+    """Its plain port."""
+    return server.port
 
 
 @pytest.fixture(scope="module")
@@ -124,3 +131,23 @@ async def test_an_approval_is_answered_by_its_code_and_the_agent_speaks_in_the_c
             "reply", channel_id=f"irc:{OPS}", message="deployed.\nall green", agent_id=AGENT
         )
         await eventually(lambda: alice.told(OPS)[-2:] == ["deployed.", "all green"] or None)
+
+
+def _sender(**irc: object) -> IrcSender:
+    """A sender with no receiving connection in its process (a worker on its own)."""
+    section = {"enabled": True, "host": "127.0.0.1", "nick": "solo", **irc}
+    return IrcSender(Config.model_validate({"chat": {"irc": section}}))
+
+
+async def test_a_worker_on_its_own_sends_over_tls_checking_the_servers_certificate(
+    server: IrcServer,
+) -> None:
+    async with on_irc(server.port, "bob", "bob", "#builds") as bob:
+        tls = {"port": server.tls_port, "tls": True}
+        await _sender(cafile=str(server.ca), **tls).send_text("#builds", "build 42 green")
+        await eventually(lambda: bob.told("#builds") == ["build 42 green"] or None)
+        assert [line.nick for line in bob.heard if line.command == "PRIVMSG"] == ["solo-out"]
+        # A certificate nobody the sender trusts signed: nothing is sent.
+        with pytest.raises(ChatProviderUnavailable, match="CERTIFICATE_VERIFY_FAILED"):
+            await _sender(**tls).send_text("#builds", "not this")
+        assert bob.told("#builds") == ["build 42 green"]

@@ -11,12 +11,14 @@ import socket
 import subprocess
 import time
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from agentcomms.transports.irc import Line, parse
 from tests.fakes.serve import free_port
+from tests.support.tls_proxy import make_pki
 
 NGIRCD = shutil.which("ngircd") or "/usr/sbin/ngircd"
 
@@ -26,12 +28,22 @@ def mask(nick: str, user: str) -> str:
     return f"{nick}!~{user}@127.0.0.1"
 
 
+@dataclass(frozen=True)
+class IrcServer:
+    port: int  # plain
+    tls_port: int  # TLS, with a certificate for 127.0.0.1 that `ca` signed
+    ca: Path
+
+
 @contextlib.contextmanager
-def running_ircd(root: Path) -> Iterator[int]:
-    """An ngircd of its own, its files under `root`: its port."""
+def running_ircd(root: Path) -> Iterator[IrcServer]:
+    """An ngircd of its own, its files under `root`, on a plain port and a TLS one."""
     if not Path(NGIRCD).exists():
         pytest.fail("ngircd is not installed: apt-get install ngircd (.ci/run does)")
-    port = free_port()
+    port, tls_port = free_port(), free_port()
+    pki = make_pki(root / "pki")
+    for path in (pki.server_cert, pki.server_key):
+        path.chmod(0o644)  # ngircd reads them as the user it runs as
     conf = root / "ngircd.conf"
     conf.write_text(
         "[Global]\n"
@@ -48,6 +60,10 @@ def running_ircd(root: Path) -> Iterator[int]:
         "  DNS = no\n"
         "  Ident = no\n"
         "  PAM = no\n"
+        "[SSL]\n"
+        f"  CertFile = {pki.server_cert}\n"
+        f"  KeyFile = {pki.server_key}\n"
+        f"  Ports = {tls_port}\n"
     )
     server = subprocess.Popen(
         [NGIRCD, "-n", "-f", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
@@ -60,7 +76,7 @@ def running_ircd(root: Path) -> Iterator[int]:
             if server.poll() is not None:
                 pytest.fail(f"ngircd exited with {server.returncode} (config {conf})")
             time.sleep(0.05)
-        yield port
+        yield IrcServer(port, tls_port, pki.ca)
     finally:
         server.terminate()
         server.wait(10)
