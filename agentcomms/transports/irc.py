@@ -35,8 +35,12 @@ from agentcomms.transports import InboundMessage, InboundSink, LinkStatus, Recei
 log = logging.getLogger(__name__)
 
 LINE_BYTES = 400  # of text in one PRIVMSG: a line is 512 bytes with its prefix and command
-MAX_TEXT = 4_000  # of a message, sent as lines of LINE_BYTES
+MAX_TEXT = 2_000  # of a message, sent as lines of LINE_BYTES (a longer text: several sends)
 CONNECT_TIMEOUT_S = 20.0
+# How long the server may take to handle what a send wrote (it throttles about a line a second
+# past a burst, ngircd half a second): a text of MAX_TEXT goes as five lines, or at most a few
+# dozen short ones.
+SYNC_TIMEOUT_S = 60.0
 RETRY_S = (1.0, 2.0, 5.0, 15.0, 30.0)
 CHANNEL_PREFIXES = ("#", "&")
 # A connection of this process that is registered, by (host, port, nick): a send goes through it.
@@ -186,6 +190,15 @@ class IrcConnection:
         except OSError as exc:
             raise ChatProviderUnavailable(f"the IRC connection broke: {exc}") from exc
 
+    async def synced(self) -> None:
+        """Return once the server has handled everything sent before: it throttles a client
+        that sends many lines, and drops what it has not handled yet when the client quits."""
+        token = uuid.uuid4().hex[:12]
+        self.send(f"PING :{token}")
+        async with asyncio.timeout(SYNC_TIMEOUT_S):
+            while not ((line := await self.read()).command == "PONG" and token in line.params):
+                pass
+
     def join(self, channel: str) -> None:
         self.send(f"JOIN {channel}")
         self.joined.add(channel.lower())
@@ -306,6 +319,9 @@ class IrcSender:
         await conn.connect()
         try:
             await conn.say(chat_id, text)
+            await conn.synced()
+        except (TimeoutError, ConnectionError) as exc:
+            raise ChatProviderUnavailable(f"IRC server did not take it all: {exc!r}") from exc
         finally:
             await conn.close()
         return uuid.uuid4().hex
