@@ -17,6 +17,7 @@ from pydantic import SecretStr
 from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.approval_models import ApprovalRequest
+from agentcomms.cli.doctor import _webhooks_used
 from agentcomms.client import GatewayClient
 from agentcomms.config import AgentConfig, Config, ServerConfig
 from agentcomms.config.notify import NotifyConfig
@@ -195,6 +196,13 @@ def test_a_hidden_secret_says_so_in_the_notification() -> None:
     secret = _request(input_text="OPENAI_API_KEY=sk-abcdefghijklmnopqrstuvwx run")
     note = notification(_config(), TOKENS, secret, TOPIC, now=NOW)
     assert HIDDEN_SECRET in note.message and "sk-abc" not in note.message
+
+
+@pytest.mark.parametrize(("public_url", "listened"), [(PUBLIC_URL, True), (None, False)])
+def test_doctor_checks_the_listener_the_buttons_post_to(
+    public_url: str | None, listened: bool
+) -> None:
+    assert _webhooks_used(_config(public_url=public_url)) is listened
 
 
 # ---- ntfy's publish API --------------------------------------------------------------------------

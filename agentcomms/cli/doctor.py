@@ -395,4 +395,6 @@ def _webhooks_used(cfg: Config) -> bool:
         (chat.telegram.enabled and chat.telegram.mode == "webhook")
         or chat.sms.enabled
         or chat.whatsapp.enabled
+        # A push notification's buttons post to the listener through the published URL.
+        or (chat.ntfy.enabled and cfg.server.public_url is not None)
     )
