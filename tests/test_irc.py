@@ -6,8 +6,9 @@ path runs on one stack (real Temporal, gateway, worker, tmux, SQLite) shared by 
 
 from __future__ import annotations
 
+import contextlib
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Iterator
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from temporalio.testing import WorkflowEnvironment
 from agentcomms.config import Config
 from agentcomms.errors import ChatProviderUnavailable
 from agentcomms.transports.irc import LINE_BYTES, IrcSender, lines_of, parse, sender_of
+from gateway.chat.strangers import PAIRING_REPLIES_PER_HOUR, STRANGER_ROWS_PER_SENDER
 from tests.support.chat import provider_is
 from tests.support.hooks import open_approval
 from tests.support.irc import IrcServer, mask, on_irc, running_ircd
@@ -24,6 +26,7 @@ from tests.support.tmux import Tmux
 from tests.support.waiting import eventually
 
 AGENT = f"backend-{uuid.uuid4().hex[:8]}"
+STRANGERS, LINES = 12, 7  # more lines each than a stranger's rows
 OPS = "#ops"
 
 SENDERS = [
@@ -131,6 +134,41 @@ async def test_an_approval_is_answered_by_its_code_and_the_agent_speaks_in_the_c
             "reply", channel_id=f"irc:{OPS}", message="deployed.\nall green", agent_id=AGENT
         )
         await eventually(lambda: alice.told(OPS)[-2:] == ["deployed.", "all green"] or None)
+
+
+async def test_a_crowd_of_strangers_costs_a_bounded_number_of_rows_and_answers(
+    stack: Stack, ircd: int, tmux: Tmux, tmp_path: Path
+) -> None:
+    pane = await register_recorder(stack, tmux, tmp_path, AGENT)
+    before = pane.read_bytes()
+    async with on_irc(ircd, "alice", "alice", OPS) as alice, contextlib.AsyncExitStack() as crowd:
+        strangers = [
+            await crowd.enter_async_context(on_irc(ircd, f"guest{n}", f"guest{n}", OPS))
+            for n in range(STRANGERS)
+        ]
+        for line in range(LINES):
+            for stranger in strangers:
+                stranger.says(OPS, f"{stranger.nick} says {line}")
+
+        async def recorded() -> int:
+            events = await stack.store.events_after(AGENT, None, 1_000)
+            return sum(e.status == "rejected" and "guest" in e.text for e in events)
+
+        # Each stranger's first few are kept for the human's audit, and nothing more.
+        await eventually(lambda: _is(recorded(), STRANGERS * STRANGER_ROWS_PER_SENDER), timeout=60)
+        alice.says(OPS, "still here")
+        await eventually(
+            lambda: pane.read_bytes() == before + b"[irc:#ops from alice] still here\r", timeout=30
+        )
+        answers = [
+            line for line in alice.heard if line.command == "PRIVMSG" and line.nick == "agentcomms"
+        ]
+        assert len(answers) <= PAIRING_REPLIES_PER_HOUR
+    assert b"guest" not in pane.read_bytes()
+
+
+async def _is(count: Awaitable[int], wanted: int) -> bool:
+    return await count == wanted
 
 
 def _sender(**irc: object) -> IrcSender:
