@@ -82,7 +82,7 @@ async def stack(
             update={
                 "irc": irc,
                 "channels": {f"irc:{OPS}": AGENT, "irc:alice": AGENT},
-                "allowed_senders": {"irc": [mask("alice", "alice")]},
+                "allowed_senders": {"irc": [mask("alice", "alice"), mask("Alice", "alice")]},
             }
         )
         return cfg.model_copy(update={"chat": chat})
@@ -111,9 +111,13 @@ async def test_the_allowed_mask_is_typed_and_a_nick_alone_is_nobody(
 
         await eventually(refused)
     async with on_irc(ircd, "alice", "alice", OPS) as alice:
-        alice.says(OPS, "status?")
+        alice.says(OPS.upper(), "status?")  # the same channel, however it is spelt
         typed = b"[irc:alice from alice] hello from IRC\r[irc:#ops from alice] status?\r"
         await eventually(lambda: pane.read_bytes() == typed)
+    # Her nick spelt in capitals is the same conversation, as mapped.
+    async with on_irc(ircd, "Alice", "alice") as alice:
+        alice.says("agentcomms", "it's me")
+        await eventually(lambda: pane.read_bytes() == typed + b"[irc:alice from Alice] it's me\r")
     assert b"rm -rf" not in pane.read_bytes()
 
 

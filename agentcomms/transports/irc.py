@@ -264,7 +264,8 @@ class IrcReceiver:
         if text.startswith("\x01"):  # CTCP (a /me, a VERSION): not words for an agent
             return
         private = not target.startswith(CHANNEL_PREFIXES)
-        chat = line.nick if private else target
+        # Nicks and channel names are the same whatever their case: one chat, as mapped.
+        chat = (line.nick if private else target).lower()
         message = InboundMessage(
             provider="irc",
             chat_id=chat,
