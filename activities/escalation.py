@@ -1,4 +1,5 @@
-"""A ladder's rungs: what reaching the human by chat, SMS or call does, for the deployment only.
+"""A ladder's rungs: what reaching the human by chat, SMS, push notification or call does, for
+the deployment only.
 
 ``fire_rung`` runs only as a local activity of the request's own workflow, on a ladder the
 gateway signed, started when the gateway opened it: anyone else's workflow, an altered ladder or
@@ -60,6 +61,21 @@ def sms_text(escalation: Escalation) -> str:
     return f"{escalation.text}\n{escalation.reply}"
 
 
+# Where a request too long for one notification is read whole.
+CUT = " […] (the whole: `agentcomms approvals`, or the console)"
+
+
+def push_text(escalation: Escalation) -> str:
+    """The urgent notification of a rung: the request, and for a request where to answer it (a
+    notification takes no reply)."""
+    if escalation.kind != "approval":
+        return escalation.text
+    return (
+        f"{escalation.text}\nAnswer {escalation.subject_id} with the buttons of its "
+        "notification, in the agent's chats, with `agentcomms approvals`, or in the console."
+    )
+
+
 def call_text(escalation: Escalation) -> str:
     """What a call rung says first: the request, and for a request the keys."""
     if escalation.keys is None:
@@ -85,6 +101,8 @@ class EscalationActivities:
             return self._chat(escalation)
         if via == "sms":
             return await self._sms(escalation)
+        if via == "push":
+            return await self._push(escalation)
         return self._call(escalation, step)
 
     def _chat(self, escalation: Escalation) -> RungResult:
@@ -117,6 +135,32 @@ class EscalationActivities:
         except SendRefused as exc:  # for good: the next rung still comes
             return RungResult(fired=False, detail=f"skipped: the SMS was refused: {exc}")
         return RungResult(fired=True, detail=f"SMS to {number}")
+
+    async def _push(self, escalation: Escalation) -> RungResult:
+        """An urgent notification to the human's ntfy topic: on a phone it sounds through
+        do-not-disturb. A request's buttons are in the notification its chat rung posted (where
+        the topic is one of the agent's chats); this one says where to answer."""
+        ntfy = self._cfg.chat.ntfy
+        if not (ntfy.enabled and ntfy.topic):
+            return RungResult(
+                fired=False,
+                detail="skipped: no push notifications set up (chat.ntfy with its topic)",
+            )
+        from agentcomms.transports import first_part
+        from agentcomms.transports.ntfy import MAX_TEXT, URGENT, Notification, NtfySender
+
+        note = Notification(
+            # One notification, whatever the request's length (ntfy takes 4,096 bytes).
+            message=first_part(push_text(escalation), MAX_TEXT - len(CUT), CUT),
+            title=f"{escalation.agent_id} needs you",
+            priority=URGENT,
+            tags=("rotating_light",),
+        )
+        try:
+            await NtfySender(self._cfg).publish(ntfy.topic, note)
+        except SendRefused as exc:  # for good: the next rung still comes
+            return RungResult(fired=False, detail=f"skipped: ntfy refused it: {exc}")
+        return RungResult(fired=True, detail=f"urgent notification to ntfy:{ntfy.topic}")
 
     def _call(self, escalation: Escalation, step: RungStep) -> RungResult:
         try:

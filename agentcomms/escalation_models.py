@@ -1,5 +1,5 @@
 """An escalation ladder: how a request nobody answers comes to find its human, rung by rung (a
-chat, then an SMS, then a call), and what each rung did.
+chat, then an SMS or a push notification, then a call), and what each rung did.
 
 The config holds the ladder (`escalation`, `quiet_hours`, per agent or for all); the gateway turns
 it into an :class:`Escalation` for one request and signs it; the workflow waiting for the answer
@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from agentcomms.voice.models import CallInput, LineEvent
 
-Via = Literal["chat", "sms", "call"]
+Via = Literal["chat", "sms", "push", "call"]
 RungOutcome = Literal["fired", "skipped", "failed", "stopped"]
 _CLOCK = re.compile(r"^([01]\d|2[0-3]):[0-5]\d$")
 
@@ -30,7 +30,10 @@ class Rung(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     after_s: float = Field(ge=0, le=7 * 86_400, description="seconds after the request opened")
-    via: Via = Field(description="chat (the agent's chats), sms (voice.phone.to_number), call")
+    via: Via = Field(
+        description="chat (the agent's chats), sms (voice.phone.to_number), push (an urgent "
+        "notification to chat.ntfy.topic), call"
+    )
 
 
 def check_ladder(rungs: list[Rung]) -> list[Rung]:

@@ -28,12 +28,14 @@ from gateway.approvals.chat_answers import ChatAnswers
 from gateway.approvals.chat_posts import ApprovalChats
 from gateway.approvals.methods import ApprovalMethods
 from gateway.approvals.phone import ApprovalCalls
+from gateway.approvals.push import PushAnswers, tokens_for
 from gateway.chat.admission import Admission
 from gateway.chat.inbox import ChatInbox, ChatTransports
 from gateway.chat.senders import SenderMethods
 from gateway.http import WebhookServer
 from gateway.messages.methods import Methods
 from gateway.messages.notices import HumanNotices
+from gateway.messages.notify import PushNotify
 from gateway.messages.urgent import UrgentMessages
 from gateway.phone.calls import CallControl
 from gateway.phone.menu import LocalDial, PhoneMenu
@@ -95,14 +97,23 @@ class Gateway:
         self.outbox = Outbox(client, cfg.temporal.task_queue, key=self.key)
         self.calls = CallControl(cfg, client, store, self.key)
         panes = PaneAgents(store, self.host)
-        self.approval_chats = ApprovalChats(cfg, store)
+        push_tokens = tokens_for(self.key)
+        self.approval_chats = ApprovalChats(cfg, store, push_tokens)
         self.approvals = approvals = ApprovalMethods(
             cfg, client, self.key, panes, self.approval_chats, store
         )
+        # A notification's buttons come back here, to the one decide path.
+        self.push_answers = PushAnswers(cfg, push_tokens, store, approvals.view, approvals.decide)
         # A tool that ran answers its approval; a turn's reply goes back to its chat.
         mirror = ReplyMirror(cfg, store, self.outbox)
+        # One-way notifications to the human's ntfy topic: turns ended, agents gone, asks.
+        self.notify = PushNotify(cfg)
+        approvals.observers.append(self.notify.approval)
         hooks = AgentHookMethods(
-            self.mailbox, self.host, panes, observers=[mirror.agent_did, approvals.agent_did]
+            self.mailbox,
+            self.host,
+            panes,
+            observers=[mirror.agent_did, approvals.agent_did, self.notify.agent_did],
         )
         answers = ChatAnswers(
             cfg,
@@ -186,7 +197,7 @@ class Gateway:
         await self.register_configured_agents()
         await self.record_configured_channels()
         await self.chat.start()
-        routes = self.chat.routes() + self._call_routes()
+        routes = self.chat.routes() + self._call_routes() + self._push_routes()
         if routes:  # only when a provider receives by webhook
             server = self.cfg.server
             http = WebhookServer(
@@ -252,6 +263,13 @@ class Gateway:
             self.inbound_calls = InboundCalls(self.cfg, self.phone_menu, signer)
             routes += self.inbound_calls.routes()
         return routes
+
+    def _push_routes(self) -> list[Any]:
+        """Where a notification's buttons post, when they have a published URL to reach."""
+        ntfy = self.cfg.chat.ntfy
+        if not (ntfy.enabled and self.cfg.server.public_url):
+            return []
+        return self.push_answers.routes()
 
     def media_signer(self) -> MediaSigner:
         """Signs the audio URLs Twilio fetches; its key comes from the deployment's, so a URL a
@@ -327,6 +345,7 @@ class Gateway:
         await self.approvals.close()
         await self.approval_chats.close()
         await self.approval_calls.close()
+        await self.notify.drain()
 
     async def serve_forever(self) -> None:
         await self.start()

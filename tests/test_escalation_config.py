@@ -58,7 +58,7 @@ def test_a_ladder_for_all_and_one_agent_of_its_own(home: Path) -> None:
             {"escalation": [{"after_s": 300, "via": "call"}, {"after_s": 120, "via": "sms"}]},
             "the sms rung (after_s 120) comes before the call rung above it (after_s 300)",
         ),
-        ({"escalation": [{"after_s": 0, "via": "pager"}]}, "'chat', 'sms' or 'call'"),
+        ({"escalation": [{"after_s": 0, "via": "pager"}]}, "'chat', 'sms', 'push' or 'call'"),
         (
             {"escalation": [{"after_s": -1, "via": "sms"}]},
             "escalation[0].after_s: expected a number >= 0.0, got -1",

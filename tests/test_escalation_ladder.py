@@ -28,12 +28,14 @@ from agentcomms.trust import DeploymentKey
 from agentcomms.workflow_ids import approval_workflow_id, call_workflow_id
 from gateway.approvals.methods import ladder_for
 from gateway.approvals.trace import trace_approval
+from tests.fakes.ntfy import FakeNtfy
 from tests.fakes.twilio import OUR_NUMBER, FakeTwilio
 from workflows.approval.client import Approvals, new_approval_id
 from workflows.approval.workflow import ApprovalWorkflow
 from workflows.call import CallWorkflow
 
 HUMAN = "+15551230000"
+TOPIC = "alice-phone"
 LADDER = [Rung(after_s=0, via="chat"), Rung(after_s=120, via="sms"), Rung(after_s=300, via="call")]
 
 
@@ -46,6 +48,7 @@ class Ladders:
     twilio: FakeTwilio
     store: Store
     cfg: Config
+    ntfy: FakeNtfy
 
     async def open(
         self,
@@ -109,10 +112,13 @@ class Ladders:
 async def ladders(time_skipping_env: WorkflowEnvironment, tmp_path: Path) -> AsyncIterator[Ladders]:
     twilio = FakeTwilio()
     await twilio.server.start()
+    ntfy = FakeNtfy(token=None)
+    await ntfy.server.start()
     cfg = Config.model_validate(
         {
             "chat": {
                 "channels": {"telegram:42": "backend"},
+                "ntfy": {"enabled": True, "topic": TOPIC, "server": ntfy.base_url},
                 "sms": {
                     "enabled": True,
                     "account_sid": twilio.account_sid,
@@ -160,6 +166,7 @@ async def ladders(time_skipping_env: WorkflowEnvironment, tmp_path: Path) -> Asy
                 twilio,
                 store,
                 cfg.model_copy(update={"temporal": TemporalConfig(task_queue=queue)}),
+                ntfy,
             )
             # Let every run end while its worker is here (a call a rung placed rings on): the
             # test server's clock stalls behind a workflow task nobody polls for.
@@ -167,6 +174,24 @@ async def ladders(time_skipping_env: WorkflowEnvironment, tmp_path: Path) -> Asy
     finally:
         await store.close()
         await twilio.server.stop()
+        await ntfy.server.stop()
+
+
+async def test_a_push_rung_sends_an_urgent_notification_saying_where_to_answer(
+    ladders: Ladders,
+) -> None:
+    request, handle = await ladders.open(
+        [Rung(after_s=0, via="chat"), Rung(after_s=60, via="push")]
+    )
+    await ladders.ended(handle)
+    _chat, push = await ladders.rungs(request)
+    assert (push.outcome, push.detail) == ("fired", f"urgent notification to ntfy:{TOPIC}")
+    [note] = ladders.ntfy.to(TOPIC)
+    assert note["priority"] == 5 and note["title"] == "backend needs you"
+    assert note["message"] == (
+        f"backend asks to run: rm -rf build\nAnswer {request.id} with the buttons of its "
+        "notification, in the agent's chats, with `agentcomms approvals`, or in the console."
+    )
 
 
 def _sms(request: ApprovalRequest) -> str:

@@ -19,20 +19,24 @@ from agentcomms.models import Event
 from agentcomms.store import Store
 from agentcomms.trust import DeploymentKey
 from gateway.messages.urgent import UrgentMessages
+from tests.fakes.ntfy import FakeNtfy
 from tests.fakes.twilio import OUR_NUMBER, FakeTwilio
 from workflows.call import CallWorkflow
 from workflows.escalation.models import Answered
 from workflows.escalation.workflow import EscalationWorkflow
 
 HUMAN = "+15551230000"
+TOPIC = "alice-phone"
+# The urgent messages, the Twilio and ntfy stand-ins, and what reached the agent's mailbox.
+Urgent = tuple[UrgentMessages, FakeTwilio, list[Event], FakeNtfy]
 
 
 @pytest.fixture
-async def urgent(
-    time_skipping_env: WorkflowEnvironment, tmp_path: Path
-) -> AsyncIterator[tuple[UrgentMessages, FakeTwilio, list[Event]]]:
+async def urgent(time_skipping_env: WorkflowEnvironment, tmp_path: Path) -> AsyncIterator[Urgent]:
     twilio = FakeTwilio()
     await twilio.server.start()
+    ntfy = FakeNtfy(token=None)
+    await ntfy.server.start()
     queue = f"tq-{uuid.uuid4()}"
     now = await time_skipping_env.get_current_time()
     # Quiet hours right now: an urgent message is not held by them.
@@ -46,10 +50,12 @@ async def urgent(
             "escalation": [
                 {"after_s": 0, "via": "chat"},
                 {"after_s": 120, "via": "sms"},
+                {"after_s": 120, "via": "push"},
                 {"after_s": 300, "via": "call"},
             ],
             "quiet_hours": quiet,
             "chat": {
+                "ntfy": {"enabled": True, "topic": TOPIC, "server": ntfy.base_url},
                 "sms": {
                     "enabled": True,
                     "account_sid": twilio.account_sid,
@@ -93,13 +99,15 @@ async def urgent(
         ):
             # Stamped with the test server's clock, which earlier tests skipped ahead.
             clock = await time_skipping_env.get_current_time()
-            yield UrgentMessages(cfg, client, key, store, clock=lambda: clock), twilio, told
+            messages = UrgentMessages(cfg, client, key, store, clock=lambda: clock)
+            yield messages, twilio, told, ntfy
             # Let every run end while its worker is here (a call a rung placed rings on): the
             # test server's clock stalls behind a workflow task nobody polls for.
             await time_skipping_env.sleep(3600)
     finally:
         await store.close()
         await twilio.server.stop()
+        await ntfy.server.stop()
 
 
 def _agent(test: str) -> str:
@@ -119,44 +127,50 @@ def _human(text: str, agent: str) -> Event:
 
 
 async def test_an_urgent_message_texts_until_the_human_writes_back(
-    urgent: tuple[UrgentMessages, FakeTwilio, list[Event]], time_skipping_env: WorkflowEnvironment
+    urgent: Urgent, time_skipping_env: WorkflowEnvironment
 ) -> None:
-    messages, twilio, _ = urgent
+    messages, twilio, _, ntfy = urgent
     agent = _agent("urgent-texts")
     started = await messages.sent(agent, "evt_1", "Prod is down, may I roll back?")
     assert started == {"escalation": f"escalation-{agent}"}
     await time_skipping_env.sleep(130)
     assert twilio.bodies_to(HUMAN) == [f"{agent} says: Prod is down, may I roll back?"]
+    [note] = [n for n in ntfy.to(TOPIC) if n["title"] == f"{agent} needs you"]
+    assert (note["message"], note["priority"]) == (
+        f"{agent} says: Prod is down, may I roll back?",
+        5,
+    )
     await messages.heard(_human("yes, roll back", agent))
     await time_skipping_env.sleep(600)
     rungs = await messages.rungs(agent)
     assert [(r.via, r.outcome) for r in rungs] == [
         ("chat", "skipped"),  # no chat is mapped to the agent
         ("sms", "fired"),
+        ("push", "fired"),
         ("call", "stopped"),
     ]
     assert twilio.bodies_to(HUMAN) == [f"{agent} says: Prod is down, may I roll back?"]
 
 
 async def test_an_agents_message_does_not_stop_its_ladder(
-    urgent: tuple[UrgentMessages, FakeTwilio, list[Event]], time_skipping_env: WorkflowEnvironment
+    urgent: Urgent, time_skipping_env: WorkflowEnvironment
 ) -> None:
-    messages, _, told = urgent
+    messages, _, told, _ = urgent
     agent = _agent("urgent-agents-own")
     await messages.sent(agent, "evt_2", "Disk is full.")
     await messages.heard(_human("x", agent).model_copy(update={"role": "agent"}))
     await time_skipping_env.sleep(310)
     rungs = await messages.rungs(agent)
-    assert [r.outcome for r in rungs][1:] == ["fired", "fired"]
-    assert rungs[2].detail.endswith("to the local phone (agentcomms phone)")
+    assert [r.outcome for r in rungs][1:] == ["fired", "fired", "fired"]
+    assert rungs[3].detail.endswith("to the local phone (agentcomms phone)")
     await time_skipping_env.sleep(60)  # nobody takes the local phone
     assert [e.payload["status"] for e in told] == ["no-answer"]  # and the agent is told
 
 
 async def test_a_forged_answered_stops_nothing(
-    urgent: tuple[UrgentMessages, FakeTwilio, list[Event]], time_skipping_env: WorkflowEnvironment
+    urgent: Urgent, time_skipping_env: WorkflowEnvironment
 ) -> None:
-    messages, twilio, _ = urgent
+    messages, twilio, _, _ = urgent
     agent = _agent("urgent-forged-answer")
     await messages.sent(agent, "evt_3", "Prod is down.")
     # Anyone who reaches Temporal can signal: unsigned, signed with another key, and a genuine
@@ -172,18 +186,27 @@ async def test_a_forged_answered_stops_nothing(
     await raw.signal(EscalationWorkflow.answered, old)
     await time_skipping_env.sleep(130)
     rungs = await messages.rungs(agent)
-    assert [(r.via, r.outcome) for r in rungs] == [("chat", "skipped"), ("sms", "fired")]
+    assert [(r.via, r.outcome) for r in rungs] == [
+        ("chat", "skipped"),
+        ("sms", "fired"),
+        ("push", "fired"),
+    ]
     assert twilio.bodies_to(HUMAN) == [f"{agent} says: Prod is down."]
     # The gateway's own answer still stops it.
     await messages.heard(_human("on it", agent))
     await time_skipping_env.sleep(600)
-    assert [r.outcome for r in await messages.rungs(agent)] == ["skipped", "fired", "stopped"]
+    assert [r.outcome for r in await messages.rungs(agent)] == [
+        "skipped",
+        "fired",
+        "fired",
+        "stopped",
+    ]
 
 
 async def test_writing_back_while_its_call_rings_hangs_the_call_up(
-    urgent: tuple[UrgentMessages, FakeTwilio, list[Event]], time_skipping_env: WorkflowEnvironment
+    urgent: Urgent, time_skipping_env: WorkflowEnvironment
 ) -> None:
-    messages, _, told = urgent
+    messages, _, told, _ = urgent
     agent = _agent("urgent-call")
     await messages.sent(agent, "evt_4", "Disk is full.")
     await time_skipping_env.sleep(305)  # its call rings the local phone; nobody takes it yet

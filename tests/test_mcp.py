@@ -210,13 +210,10 @@ async def test_list_channels_reports_real_provider_status(stack: Stack) -> None:
     stack.cfg.chat.telegram.enabled = True
     result = await call(server_for(stack, "me"), "list_channels")
     status = {c["provider_name"]: c["status"] for c in result["channels"]}
-    assert status == {
-        "local": "connected",
-        "discord": "disabled",
-        "telegram": "failed",
-        "whatsapp": "disabled",
-        "sms": "disabled",
-    }
+    assert (status.pop("local"), status.pop("telegram")) == ("connected", "failed")
+    # Every other provider, however many there are, is off.
+    assert {"discord", "whatsapp", "sms"} <= status.keys()
+    assert set(status.values()) == {"disabled"}
     telegram = next(c for c in result["channels"] if c["provider_name"] == "telegram")
     assert "restart" in telegram["error"]
 

@@ -25,7 +25,7 @@ def test_provider_names_are_written_once() -> None:
     assert sorted(ChatConfig.provider_names()) == sorted(transports.PROVIDERS)
     assert transports.PROVIDERS == Provider.__args__  # type: ignore[attr-defined]
     with pytest.raises(ValueError, match="unknown provider"):
-        transports.load("irc")
+        transports.load("matrix")
     assert transports.load("telegram").name == "telegram"
     # What each provider's chats can do is declared beside its name, so none is left out.
     assert set(transports.ABILITIES) == set(transports.PROVIDERS)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Literal
 from urllib.parse import urlencode, urlsplit
@@ -27,10 +28,13 @@ from starlette.routing import Route
 from temporalio.testing import WorkflowEnvironment
 from twilio.request_validator import RequestValidator
 
+from agentcomms.approval_models import ApprovalRequest
 from agentcomms.config import Config, VoiceConfig
 from agentcomms.config.voice import InboundConfig
 from agentcomms.ids import provider_event_id
+from agentcomms.models import utcnow
 from agentcomms.voice.audio import AudioStore
+from gateway.approvals.push import ActionTokens, tokens_for
 from tests.fakes.serve import free_port
 from tests.fakes.slack import FakeSlack
 from tests.fakes.twilio import OUR_NUMBER, FakeTwilio
@@ -64,7 +68,8 @@ from tests.support.waiting import eventually
 PUBLIC_HOST = urlsplit(PUBLIC_URL).netloc
 TELEGRAM_SECRET = "s3cret-token"
 PIN = "2468"
-ALIAS = "relay.internal"  # a reverse proxy's name for the gateway (server.allowed_hosts)
+ALIAS = "relay.internal"
+NTFY_TOPIC = "alice-phone"  # a reverse proxy's name for the gateway (server.allowed_hosts)
 
 # Which configuration mounts a door: everything through Twilio (SMS, WhatsApp, calls placed and
 # taken) with Telegram by webhook; or WhatsApp through Meta's Cloud API (the same section); or
@@ -86,6 +91,8 @@ DOORS: dict[Variant, list[Door]] = {
         Door("POST", "/webhooks/twilio/voice/status", "twilio"),
         Door("POST", "/webhooks/twilio/voice/recording", "twilio"),
         Door("POST", "/webhooks/twilio/voice/{step}", "twilio"),
+        # An approval's button in a push notification.
+        Door("POST", "/actions/ntfy/{token}", "push"),
     ],
     "cloud": [
         Door("GET", "/webhooks/whatsapp", "meta-verify"),
@@ -126,11 +133,19 @@ def everything_through_twilio(
             phone=twilio_phone(phone, ALICE),
             inbound=InboundConfig(allowed_callers=[ALICE], pin=SecretStr(PIN)),
         )
+        ntfy = cfg.chat.ntfy.model_copy(
+            update={"enabled": True, "topic": NTFY_TOPIC, "server": "http://127.0.0.1:9"}
+        )
         server = cfg.server.model_copy(update={"allowed_hosts": [ALIAS]})
-        channels = cfg.chat.channels | {f"telegram:{CHAT}": agent}
+        channels = cfg.chat.channels | {f"telegram:{CHAT}": agent, f"ntfy:{NTFY_TOPIC}": agent}
         allowed = cfg.chat.allowed_senders | {"telegram": [str(CHAT)]}
         chat = cfg.chat.model_copy(
-            update={"telegram": telegram, "channels": channels, "allowed_senders": allowed}
+            update={
+                "telegram": telegram,
+                "ntfy": ntfy,
+                "channels": channels,
+                "allowed_senders": allowed,
+            }
         )
         return cfg.model_copy(update={"chat": chat, "server": server, "voice": voice})
 
@@ -259,6 +274,29 @@ async def _forgeries_refused(
                 )
                 assert answer.status_code == 403, (door, why, answer.text)
                 assert "X-Slack-Signature" in answer.text, (door, why, answer.text)
+        elif door.signing == "push":
+            # Buttons made by this deployment, and what a stranger makes of them: each is
+            # refused before any approval is looked up.
+            request = ApprovalRequest(
+                id="K7QF", agent_id="backend", tool="Bash", input_text="ls", timeout_s=60
+            )
+            tokens = tokens_for(stack.gateway.key)
+            soon = utcnow() + timedelta(hours=1)
+            rightful = tokens.mint(request, NTFY_TOPIC, "a", expires=soon)
+            tag = rightful.rpartition(".")[2]
+            for why, token in {
+                "garbage": "garbage",
+                "another key's": ActionTokens(b"k" * 32).mint(
+                    request, NTFY_TOPIC, "a", expires=soon
+                ),
+                "another answer's tag": rightful.replace(".K7QF.a.", ".K7QF.d."),
+                "expired": tokens.mint(
+                    request, NTFY_TOPIC, "a", expires=utcnow() - timedelta(seconds=1)
+                ),
+                "no tag": rightful.removesuffix(f".{tag}"),
+            }.items():
+                answer = await http.post(f"/actions/ntfy/{token}")
+                assert answer.status_code == 403, (door, why, answer.text)
         elif door.signing == "meta-verify":
             for query in (
                 "",
@@ -313,7 +351,8 @@ async def _every_door_refuses_strangers(
     before = database_rows(db), files_under(audio_root)
 
     for door, route in doors:
-        path = concrete(route, {"call_id": call, "step": STEP, "file": SOUND})
+        params = {"call_id": call, "step": STEP, "file": SOUND, "token": "n1.forged"}
+        path = concrete(route, params)
         if door.signing == "twilio":
             path += f"?agent={agent}&turn=1"  # whom a message is for, the call's turn
         present: dict[str, str] = {}

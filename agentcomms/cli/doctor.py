@@ -397,4 +397,6 @@ def _webhooks_used(cfg: Config) -> bool:
         or (chat.slack.enabled and chat.slack.mode == "http")
         or chat.sms.enabled
         or chat.whatsapp.enabled
+        # A push notification's buttons post to the listener through the published URL.
+        or (chat.ntfy.enabled and cfg.server.public_url is not None)
     )

@@ -175,6 +175,84 @@ class SlackConfig(ProviderSection):
         return [key for key in needed if getattr(self, key) is None]
 
 
+# ntfy's own rule for a topic's name (it refuses any other).
+NTFY_TOPIC = r"^[-_A-Za-z0-9]{1,64}$"
+
+
+class NtfyConfig(ProviderSection):
+    """Push notifications through ntfy (https://ntfy.sh or a server of your own): the human's
+    phone subscribes to ``topic``. Approvals come with buttons that answer them through
+    ``server.public_url``; without one, the notification says where to answer."""
+
+    credentials: ClassVar[tuple[str, ...]] = ("topic",)
+
+    server: str = Field(
+        default="https://ntfy.sh",
+        pattern=r"^https?://",
+        description="the ntfy server's base URL (self-hosted, or the public https://ntfy.sh)",
+    )
+    topic: str | None = Field(
+        default=None,
+        pattern=NTFY_TOPIC,
+        description="the topic the human's phone subscribes to (letters, digits, - and _; on the "
+        "public server anyone who knows it may read it: make it long and unguessable, or "
+        "protect it with an access token)",
+    )
+    token: SecretStr | None = Field(
+        default=None,
+        description="an access token (tk_...) for a protected topic, sent as a bearer token; "
+        "null: publish without one",
+    )
+    action_ttl_s: float = Field(
+        default=86_400,
+        gt=0,
+        le=7 * 86_400,
+        description="how long an approval's buttons in a notification answer it (each press "
+        "answers once; an approval decided or timed out takes no press anyway)",
+    )
+
+
+class IrcConfig(ProviderSection):
+    """IRC: a nick of the deployment's on one server, in `channels` and in private messages.
+    Senders are allowed by what the server vouches for: ``account:NAME`` (its services account,
+    where the server tags messages with it) or the full ``nick!user@host`` mask, never a nick
+    alone (anyone may take a free nick)."""
+
+    credentials: ClassVar[tuple[str, ...]] = ("host",)
+
+    host: str | None = Field(default=None, description="the IRC server, e.g. irc.libera.chat")
+    port: int = Field(default=6697, ge=1, le=65535, description="6697 with TLS, 6667 without")
+    tls: bool = Field(
+        default=True, description="connect with TLS (the server's certificate checked)"
+    )
+    cafile: str | None = Field(
+        default=None, description="a CA bundle to check the server's certificate with (self-signed)"
+    )
+    nick: str = Field(
+        default="agentcomms",
+        pattern=r"^[A-Za-z\[\]\\`_^{|}][-A-Za-z0-9\[\]\\`_^{|}]{0,29}$",
+        description="the deployment's nick (the agents answer as it)",
+    )
+    channels: list[str] = Field(
+        default_factory=list,
+        description='channels to join, e.g. ["#ops"]; map each as "irc:#ops" in chat.channels',
+    )
+    password: SecretStr | None = Field(
+        default=None, description="the server's password (PASS), if it asks for one"
+    )
+
+    @field_validator("channels")
+    @classmethod
+    def _channel_names(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if name[:1] not in ("#", "&") or any(c in name for c in " ,\x07\r\n\0"):
+                raise ValueError(
+                    f"{name!r} is not a channel: expected a name starting with # (or &) "
+                    'without spaces or commas, e.g. "#ops"'
+                )
+        return value
+
+
 class LocalChatConfig(ProviderSection):
     enabled: bool = True
 
@@ -185,6 +263,8 @@ class ChatConfig(Section):
     whatsapp: WhatsAppConfig = WhatsAppConfig()
     sms: TwilioMessagingConfig = TwilioMessagingConfig()
     slack: SlackConfig = SlackConfig()
+    ntfy: NtfyConfig = NtfyConfig()
+    irc: IrcConfig = IrcConfig()
     local: LocalChatConfig = LocalChatConfig()
     channels: dict[str, AgentIdKey] = Field(
         default_factory=dict, description='channel id -> agent id, e.g. "telegram:42": "backend"'

@@ -35,6 +35,7 @@ from agentcomms.config.agents import NeverRule as NeverRule
 from agentcomms.config.budget import Budget
 from agentcomms.config.chat import ChatConfig
 from agentcomms.config.home import agentcomms_home, default_socket
+from agentcomms.config.notify import NotifyConfig
 from agentcomms.config.section import AgentIdKey, Section
 from agentcomms.config.voice import VoiceConfig, phone_approver
 from agentcomms.escalation_models import QuietHours, Rung
@@ -329,7 +330,7 @@ class Config(Section):
     escalation: Ladder = Field(
         default_factory=list,
         description="how a request nobody answers finds its human: rungs of {after_s, via} "
-        "(via chat, sms or call); empty: the chat only, as always",
+        "(via chat, sms, push or call); empty: the chat only, as always",
     )
     quiet_hours: QuietHours | None = Field(
         default=None,
@@ -339,6 +340,7 @@ class Config(Section):
     budget: Budget = Budget()
     agents: dict[AgentIdKey, AgentConfig] = Field(default_factory=dict)
     chat: ChatConfig = ChatConfig()
+    notify: NotifyConfig = NotifyConfig()
     voice: VoiceConfig = VoiceConfig()
     acp: AcpConfig = AcpConfig()
     logging: LoggingConfig = LoggingConfig()

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
     from agentcomms.config import Config
 
-ProviderName = Literal["local", "telegram", "discord", "whatsapp", "sms", "slack"]
+ProviderName = Literal["local", "telegram", "discord", "whatsapp", "sms", "slack", "ntfy", "irc"]
 PROVIDERS: tuple[str, ...] = get_args(ProviderName)
 
 # A receipt tells the human their message was queued, then typed into the agent's pane.
@@ -53,8 +53,9 @@ class Abilities:
     """
 
     # How a human answers an approval there: by its buttons (the message edited once decided),
-    # by a reply carrying its code (the outcome sent as a new message), or not at all.
-    answers: Literal["buttons", "codes", "none"]
+    # by a reply carrying its code (the outcome sent as a new message), by a notification's
+    # actions (each posts a one-time token to the gateway's published URL), or not at all.
+    answers: Literal["buttons", "codes", "push", "none"]
     # Each message is billed and a phone may show the parts out of order (SMS): an agent's
     # reply goes as its start and where the whole is, never as many pieces.
     billed: bool = False
@@ -74,6 +75,9 @@ ABILITIES: dict[str, Abilities] = {
     "sms": Abilities(answers="codes", billed=True),
     # Block Kit buttons; a request's text goes in plain_text sections, never read as markup.
     "slack": Abilities(answers="buttons"),
+    # A notification carries nothing back but its actions' posts (gateway/approvals/push.py).
+    "ntfy": Abilities(answers="push"),
+    "irc": Abilities(answers="codes"),
 }
 
 

@@ -4,9 +4,11 @@ once decided, each chat told how (:mod:`gateway.approvals.words` holds the words
 - Telegram, Discord and Slack: the request with buttons (Allow, Allow for this session where offered,
   Deny); once decided, the message with the buttons is edited to say who answered, how and
   where, its buttons gone.
-- SMS and WhatsApp: the request with a code to reply with ("Reply YES K7QF or NO K7QF"); once
+- SMS, WhatsApp and IRC: the request with a code to reply with ("Reply YES K7QF or NO K7QF"); once
   decided, each of these chats gets one line saying how, except the one whose reply decided it
   (that reply was answered already).
+- ntfy: a notification with a button per answer, each a one-time signed link to the gateway
+  (:mod:`gateway.approvals.push`); once decided, a short notification saying how.
 
 A request is shown whole wherever a chat can show it (a plan runs to tens of thousands of
 characters), each provider its own way:
@@ -47,6 +49,8 @@ from agentcomms.transports import (
     load,
     split_text,
 )
+from agentcomms.transports.ntfy import NtfySender
+from gateway.approvals.push import ActionTokens, notification
 from gateway.approvals.words import (
     ASKED,
     TEXT_REQUEST_CHARS,
@@ -97,9 +101,10 @@ class AttachingSender(ButtonSender, Protocol):
 
 
 class ApprovalChats:
-    def __init__(self, cfg: Config, store: Store) -> None:
+    def __init__(self, cfg: Config, store: Store, tokens: ActionTokens) -> None:
         self._cfg = cfg
         self._store = store
+        self._tokens = tokens
         self._senders: dict[str, Sender] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         # Approvals decided here lately: one decided while its request was still being posted
@@ -193,6 +198,9 @@ class ApprovalChats:
 
     async def _post(self, provider: str, chat: str, request: ApprovalRequest) -> str:
         sender = self._sender(provider)
+        if abilities(provider).answers == "push":
+            note = notification(self._cfg, self._tokens, request, chat)
+            return await cast(NtfySender, sender).publish(chat, note)
         # Not shown whole here (a secret hidden, too long): no code and no buttons, as if
         # complete; the chat says where to answer instead.
         hidden = hidden_on(request, provider)

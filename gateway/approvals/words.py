@@ -10,7 +10,7 @@ box's data says so) and Done (``done``: answer with the ticked ones). The ticks 
 message's own buttons, which the provider sends back with each press, so a selection half made
 outlives a gateway restart.
 
-Chats of plain text (SMS, WhatsApp) get a code to reply with: "Reply YES K7QF or NO K7QF",
+Chats of plain text (SMS, WhatsApp, IRC) get a code to reply with: "Reply YES K7QF or NO K7QF",
 ``ALWAYS K7QF`` for the session where offered, and ``NO K7QF`` followed by words that the agent
 reads as the reason. Replies are read in any case.
 
@@ -50,6 +50,9 @@ ANSWER_SHOWN = 200
 PLAN_SPOKEN_CHARS = 1_000
 # What a text message (SMS, WhatsApp) shows of a request before saying where the rest is.
 TEXT_REQUEST_CHARS = 600
+# What a push notification (ntfy) shows of a request: it takes 4,096 bytes, and a request longer
+# than this is answered where it is shown whole.
+PUSH_REQUEST_CHARS = 800
 HIDDEN_SECRET = "[hidden here: looks like a secret]"
 WHERE_WHOLE = "`agentcomms approvals` in a terminal, or the console"
 # Answers that let the agent go on as asked; a denial never runs anything, so it is taken
@@ -86,6 +89,8 @@ SURFACE_NAMES = {
     "slack": "Slack",
     "sms": "SMS",
     "whatsapp": "WhatsApp",
+    "ntfy": "a push notification",
+    "irc": "IRC",
     "console": "the console",
     "call": "a phone call",
     # `agentcomms approve`, and the hook's own answer from the agent's terminal.
@@ -297,6 +302,11 @@ def hidden_on(request: ApprovalRequest, via: str) -> str | None:
         return (
             f"{request.id} is too long for a text message: read it whole and answer it with "
             f"{WHERE_WHOLE}"
+        )
+    if abilities(via).answers == "push" and len(asks(request)) > PUSH_REQUEST_CHARS:
+        return (
+            f"{request.id} is too long for a push notification: read it whole and answer it "
+            f"with {WHERE_WHOLE}"
         )
     if via == "call" and request.ask == "plan" and len(request.question or "") > PLAN_SPOKEN_CHARS:
         return (

@@ -171,6 +171,12 @@ class Confinement:
             ) from exc
         return process.inside(panes)
 
+    def notifies(self, agent: str, channel: str) -> bool:
+        """Whether `channel` is the human's notification topic, which `agent` may write to
+        (``notify.agents_may_send``): a one-way notification, nothing comes back from it."""
+        cfg = self._cfg
+        return cfg.notify.may_send(cfg.chat.ntfy, cfg.chat.channels, agent, channel)
+
     async def own_chat(self, agent: str, channel: str, doing: str) -> None:
         mapped = self._cfg.chat.channels.get(channel)
         if mapped == agent:
@@ -204,9 +210,9 @@ async def without_refused(_: Confinement, agent: str, p: EventsParams) -> Events
 
 
 async def to_own_chat(rules: Confinement, agent: str, p: ReplyParams) -> ReplyParams:
-    """A reply goes to the terminal (the agent's own talk with its human) or to a chat of its
-    own."""
-    if p.channel_id != LOCAL_CHANNEL:
+    """A reply goes to the terminal (the agent's own talk with its human), to a chat of its
+    own, or to the human's notification topic where agents may notify."""
+    if p.channel_id != LOCAL_CHANNEL and not rules.notifies(agent, p.channel_id):
         await rules.own_chat(agent, p.channel_id, "write to")
     return p
 

@@ -30,7 +30,8 @@ ADD_IT = "add this door to the doors test (tests/test_webhook_doors.py: DOORS), 
 # - meta-verify: the subscription handshake's hub.verify_token, in the query;
 # - media: our own short-lived signature of an audio URL (exp, sig), Twilio fetches it;
 # - slack: X-Slack-Signature, the signing secret's HMAC of X-Slack-Request-Timestamp and the body.
-Signing = Literal["twilio", "telegram", "meta", "meta-verify", "media", "slack"]
+# - push: our own one-time token in the path, signed for one approval's answer (ntfy's button).
+Signing = Literal["twilio", "telegram", "meta", "meta-verify", "media", "slack", "push"]
 SIGNATURE_HEADERS: dict[Signing, str] = {
     "twilio": "X-Twilio-Signature",
     "telegram": "X-Telegram-Bot-Api-Secret-Token",
