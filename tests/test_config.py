@@ -365,7 +365,7 @@ def test_wrong_type_names_the_key_and_the_expected_type(home: Path) -> None:
         (
             {"chat": {"allowed_senders": {"telgram": ["42"]}}},
             "chat.allowed_senders: 'telgram' is not a provider (did you mean 'telegram'? "
-            "known: discord, telegram, whatsapp, sms, local)",
+            "known: discord, telegram, whatsapp, sms, email, local)",
         ),
         (
             {"chat": {"whatsapp": {"api": "meta"}}},

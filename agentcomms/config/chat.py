@@ -135,6 +135,76 @@ class WhatsAppConfig(TwilioMessagingConfig):
         return problems
 
 
+class MailServerConfig(Section):
+    """One mail server the gateway logs in to: IMAP to read, SMTP to send."""
+
+    host: str | None = Field(default=None, description="the server's name, e.g. imap.example.com")
+    port: int | None = Field(
+        default=None,
+        ge=1,
+        le=65535,
+        description="null: the usual port for tls (IMAP 993 implicit, 143 otherwise; SMTP 465 "
+        "implicit, 587 starttls, 25 none)",
+    )
+    username: str | None = Field(default=None, description="login; null: chat.email.address")
+    password: SecretStr | None = Field(default=None, description="login password (app password)")
+    tls: Literal["implicit", "starttls", "none"] = Field(
+        default="implicit",
+        description="implicit: TLS from the first byte; starttls: upgraded before login (refused "
+        "if the server does not offer it); none: plain text, for a server on this machine only",
+    )
+    cafile: str | None = Field(
+        default=None,
+        description="PEM file of the CA that signed the server's certificate; null: the system's",
+    )
+
+
+class EmailConfig(ProviderSection):
+    """Email: IMAP in, SMTP out. Channels are ``email:<the human's address>``; senders are
+    allowed by address and by ``Authentication-Results`` from ``trusted_authserv_id``."""
+
+    credentials: ClassVar[tuple[str, ...]] = ("address",)
+
+    address: str | None = Field(
+        default=None,
+        pattern=r"^[^@\s+]+@[^@\s]+$",
+        description="the agents' address (mail is sent from it, as address+<agent>, and read "
+        "from its IMAP inbox), e.g. agents@example.com",
+    )
+    imap: MailServerConfig = Field(
+        default_factory=MailServerConfig, description="the server the agents' inbox is read from"
+    )
+    smtp: MailServerConfig = Field(
+        default_factory=lambda: MailServerConfig(tls="starttls"),
+        description="the server mail is sent through",
+    )
+    trusted_authserv_id: str | None = Field(
+        default=None,
+        description="the authserv-id of your own receiving server's Authentication-Results "
+        "header (e.g. mx.example.com); a sender is believed only when that header passes DKIM "
+        "or SPF for their address. null: no email is believed, whoever it claims to be from",
+    )
+    mailbox: str = Field(default="INBOX", description="the IMAP folder read")
+    receipts: Literal["typed", "both", "none"] = Field(
+        default="none",
+        description="receipts are emails answering the human's: typed (one, once the message "
+        "is typed into the pane), both (also one when it is queued), or none",
+    )
+    poll_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="seconds between looks at the mailbox where the server has no IDLE (and the "
+        "longest an IDLE waits before looking again)",
+    )
+
+    def missing_credentials(self) -> list[str]:
+        missing = [key for key in ("address",) if getattr(self, key) is None]
+        for side in ("imap", "smtp"):
+            server: MailServerConfig = getattr(self, side)
+            missing += [f"{side}.{k}" for k in ("host", "password") if getattr(server, k) is None]
+        return missing
+
+
 class LocalChatConfig(ProviderSection):
     enabled: bool = True
 
@@ -144,6 +214,7 @@ class ChatConfig(Section):
     telegram: TelegramConfig = TelegramConfig()
     whatsapp: WhatsAppConfig = WhatsAppConfig()
     sms: TwilioMessagingConfig = TwilioMessagingConfig()
+    email: EmailConfig = EmailConfig()
     local: LocalChatConfig = LocalChatConfig()
     channels: dict[str, AgentIdKey] = Field(
         default_factory=dict, description='channel id -> agent id, e.g. "telegram:42": "backend"'

@@ -38,7 +38,7 @@ from agentcomms.config import Config
 from agentcomms.models import utcnow
 from agentcomms.store import Store
 from agentcomms.store.approval_posts import ApprovalPost
-from agentcomms.transports import Sender, TextSender, first_part, load, split_text
+from agentcomms.transports import Sender, TextSender, as_agent, first_part, load, split_text
 from gateway.approvals.words import (
     ASKED,
     TEXT_REQUEST_CHARS,
@@ -56,7 +56,9 @@ from gateway.approvals.words import (
 log = logging.getLogger(__name__)
 
 BUTTON_PROVIDERS = ("telegram", "discord")
-CODE_PROVIDERS = ("sms", "whatsapp")
+CODE_PROVIDERS = ("sms", "whatsapp", "email")
+# Chats of plain text with no length to speak of: a request is shown there whole.
+WHOLE_TEXT_PROVIDERS = ("email",)
 # Chats with buttons where a request too long for one message goes as a file (the others split).
 ATTACHING_PROVIDERS = ("discord",)
 # Chats that read a message as markdown: a request is shown there escaped (`discord_literal`).
@@ -190,13 +192,17 @@ class ApprovalChats:
             await self._settle(decided)
 
     async def _post(self, provider: str, chat: str, request: ApprovalRequest) -> str:
-        sender = self._sender(provider)
+        sender = as_agent(self._sender(provider), request.agent_id)
         # Not shown whole here (a secret hidden, too long): no code and no buttons, as if
         # complete; the chat says where to answer instead.
         hidden = hidden_on(request, provider)
         if provider not in BUTTON_PROVIDERS:
             asked = asks(shown_remotely(request))
-            shown = first_part(asked, TEXT_REQUEST_CHARS, the_rest(request))
+            shown = (
+                asked
+                if provider in WHOLE_TEXT_PROVIDERS
+                else first_part(asked, TEXT_REQUEST_CHARS, the_rest(request))
+            )
             return await sender.send_text(chat, f"{shown}\n\n{reply_with(request, hidden=hidden)}")
         under = footer(request)
         if hidden is not None:
@@ -226,13 +232,15 @@ class ApprovalChats:
     async def _tell(self, view: ApprovalView, post: ApprovalPost) -> None:
         r = view.request
         provider, chat = post.provider, post.chat_id
-        sender = self._sender(provider)
+        sender = as_agent(self._sender(provider), r.agent_id)
         try:
             if provider in BUTTON_PROVIDERS:
                 pieces, _ = shown_with_buttons(r, settled_footer(view), provider, sender.max_chars)
                 await cast(ButtonSender, sender).edit_text(chat, post.message_id, pieces[-1])
             else:
-                await sender.send_text(chat, outcome(view))
+                # An email says how it ended in the thread of the request.
+                threaded = post.message_id if provider in WHOLE_TEXT_PROVIDERS else None
+                await sender.send_text(chat, outcome(view), reply_to=threaded)
         except Exception as exc:
             log.warning("approval %s: %s:%s not told: %s", r.id, provider, chat, exc)
 

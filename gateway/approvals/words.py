@@ -52,7 +52,7 @@ TEXT_REQUEST_CHARS = 600
 # Surfaces that send a request through a provider's servers (a chat; a call, its speech and its
 # call system): what looks like a secret is hidden there, saying so in place, and a request
 # they cannot show whole is answered where it is shown whole instead.
-REMOTE_SURFACES = frozenset({"telegram", "discord", "sms", "whatsapp", "call"})
+REMOTE_SURFACES = frozenset({"telegram", "discord", "sms", "whatsapp", "email", "call"})
 HIDDEN_SECRET = "[hidden here: looks like a secret]"
 WHERE_WHOLE = "`agentcomms approvals` in a terminal, or the console"
 # Answers that let the agent go on as asked; a denial never runs anything, so it is taken

@@ -1,0 +1,285 @@
+"""Email against real servers (Dovecot for IMAP, Exim for SMTP, started for this module): an
+agent's message sent over each kind of TLS, a human's reply read back and routed to the agent
+that wrote, a spoofed sender refused and never answered, each message handled once across
+restarts, and polling where the server has no IDLE."""
+
+from __future__ import annotations
+
+import asyncio
+import imaplib
+import smtplib
+import ssl
+from collections.abc import AsyncIterator, Iterator
+from email import message_from_bytes, policy
+from email.message import EmailMessage
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentcomms.config import Config
+from agentcomms.errors import ChatProviderUnavailable, SendRefused
+from agentcomms.store import Store
+from agentcomms.transports import InboundMessage, InboundResult
+from agentcomms.transports._email_in import EmailReceiver
+from agentcomms.transports.email import EmailSender
+from tests.fakes.serve import free_port
+from tests.support.mailservers import (
+    AUTHSERV_ID,
+    PASSWORD,
+    MailServers,
+    binaries_missing,
+    mail_servers,
+)
+from tests.support.waiting import eventually
+
+pytestmark = pytest.mark.skipif(binaries_missing() is not None, reason=str(binaries_missing()))
+
+AGENTS = MailServers.address("agents")
+HUMAN = MailServers.address("human")
+STRANGER = MailServers.address("stranger")
+
+
+@pytest.fixture(scope="module")
+def servers() -> Iterator[MailServers]:
+    with mail_servers() as started:
+        yield started
+
+
+def email_config(servers: MailServers, **changes: Any) -> Config:
+    imap = {
+        "host": "127.0.0.1",
+        "port": servers.imaps_port,
+        "password": PASSWORD,
+        "tls": "implicit",
+        "cafile": str(servers.pki.ca),
+    }
+    smtp = {
+        "host": "127.0.0.1",
+        "port": servers.smtp_port,
+        "password": PASSWORD,
+        "tls": "starttls",
+        "cafile": str(servers.pki.ca),
+    }
+    section: dict[str, Any] = {
+        "enabled": True,
+        "address": AGENTS,
+        "imap": imap | changes.pop("imap", {}),
+        "smtp": smtp | changes.pop("smtp", {}),
+        "trusted_authserv_id": AUTHSERV_ID,
+        "poll_s": 0.5,
+        **changes,
+    }
+    return Config.model_validate({"chat": {"email": section}})
+
+
+def inbox_of(servers: MailServers, account: str) -> list[EmailMessage]:
+    """Every message in the account's inbox, read with the standard library's IMAP client."""
+    client = imaplib.IMAP4("127.0.0.1", servers.imap_port)
+    try:
+        client.login(MailServers.address(account), PASSWORD)
+        client.select("INBOX")
+        _, found = client.search(None, "ALL")
+        messages = []
+        for number in found[0].split():
+            _, data = client.fetch(number, "(BODY.PEEK[])")
+            raw = data[0]
+            assert isinstance(raw, tuple)
+            parsed = message_from_bytes(raw[1], policy=policy.default)
+            assert isinstance(parsed, EmailMessage)
+            messages.append(parsed)
+        return messages
+    finally:
+        client.logout()
+
+
+def human_sends(
+    servers: MailServers, message: EmailMessage, *, login: str | None = "human"
+) -> None:
+    """A human's mail client: submits over STARTTLS with a login, or (login None) as anyone on
+    the internet would deliver to the agents' server, with no login at all."""
+    with smtplib.SMTP("127.0.0.1", servers.smtp_port) as client:
+        client.starttls(context=ssl.create_default_context(cafile=str(servers.pki.ca)))
+        if login is not None:
+            client.login(MailServers.address(login), PASSWORD)
+        client.send_message(message)
+
+
+def written(sender: str, to: str, text: str, **headers: str) -> EmailMessage:
+    message = EmailMessage()
+    message["From"] = sender
+    message["To"] = to
+    for name, value in headers.items():
+        message[name.replace("_", "-")] = value
+    message.set_content(text)
+    return message
+
+
+@pytest.mark.parametrize("tls", ["starttls", "implicit", "none"])
+async def test_an_agents_message_is_sent_from_its_own_address_over_each_kind_of_tls(
+    servers: MailServers, tls: str
+) -> None:
+    port = servers.smtps_port if tls == "implicit" else servers.smtp_port
+    cfg = email_config(servers, smtp={"tls": tls, "port": port})
+    sent = await EmailSender(cfg).for_agent("backend").send_text(HUMAN, f"built ({tls})\nall green")
+    got = await eventually(
+        lambda: [m for m in inbox_of(servers, "human") if m["Message-ID"] == sent]
+    )
+    assert got[0]["From"].addresses[0].addr_spec == "agents+backend@example.test"
+    assert got[0]["Subject"] == f"built ({tls})"
+    assert got[0].get_content().replace("\r\n", "\n") == f"built ({tls})\nall green\n"
+
+
+async def test_a_server_whose_certificate_is_not_trusted_or_a_wrong_password_is_refused_saying_what_to_set(
+    servers: MailServers,
+) -> None:
+    no_ca = email_config(servers, smtp={"cafile": None})
+    with pytest.raises(SendRefused, match=r"chat\.email\.smtp\.cafile"):
+        await EmailSender(no_ca).send_text(HUMAN, "hello")
+    wrong = email_config(servers, smtp={"password": "not-it"})
+    with pytest.raises(SendRefused, match=r"chat\.email\.smtp\.password") as refused:
+        await EmailSender(wrong).send_text(HUMAN, "hello")
+    assert "not-it" not in str(refused.value)
+    with pytest.raises(SendRefused, match="not an email address"):
+        await EmailSender(email_config(servers)).send_text("ann@x.org\r\nBcc: eve@evil.test", "hi")
+    down = email_config(servers, smtp={"port": free_port()})
+    with pytest.raises(ChatProviderUnavailable):
+        await EmailSender(down).send_text(HUMAN, "hello")
+
+
+class Recorded:
+    """The gateway's inbox as a receiver sees it: keeps what it is given, answers when asked,
+    and keeps the mailbox's cursor in a real projection."""
+
+    def __init__(self, store: Store, answers: dict[str, str] | None = None) -> None:
+        self.mail_cursors = store
+        self.messages: list[InboundMessage] = []
+        self._answers = answers or {}
+
+    async def accept(self, message: InboundMessage) -> InboundResult:
+        self.messages.append(message)
+        return InboundResult(
+            "queued", agent_id=message.agent_id, reply=self._answers.get(message.text)
+        )
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[Store]:
+    opened = await Store.open(f"sqlite+aiosqlite:///{tmp_path / 'projection.db'}")
+    yield opened
+    await opened.close()
+
+
+async def receiving(cfg: Config, sink: Recorded) -> EmailReceiver:
+    receiver = EmailReceiver(cfg, sink)
+    await receiver.start()
+    await eventually(lambda: receiver.status.state == "connected")
+    return receiver
+
+
+async def test_replies_reach_the_agent_that_wrote_spoofed_senders_are_refused_and_nothing_is_handled_twice(
+    servers: MailServers, store: Store
+) -> None:
+    cfg = email_config(servers)
+    sink = Recorded(store, answers={"ping": "pong"})
+    receiver = await receiving(cfg, sink)
+    assert receiver.idle is True
+    try:
+        asked = await EmailSender(cfg).for_agent("backend").send_text(HUMAN, "Deploy now?")
+        reply = written(
+            HUMAN,
+            "agents+backend@example.test",
+            "Yes, go ahead.\n\nOn Mon, 7 Dec 2026, backend wrote:\n> Deploy now?\n-- \nAnn",
+            Subject="Re: Deploy now?",
+            In_Reply_To=asked,
+        )
+        await asyncio.to_thread(human_sends, servers, reply)
+        # A new thread, to another agent by its plus-address, in HTML only.
+        fresh = written(HUMAN, "agents+web@example.test", "", Subject="Check the CSS")
+        fresh.set_content("<p>The <b>header</b> wraps.</p>", subtype="html")
+        await asyncio.to_thread(human_sends, servers, fresh)
+        # Anyone can write "From: human": without the server's pass it is a stranger's.
+        spoofed = written(HUMAN, AGENTS, "ping", Subject="ping")
+        await asyncio.to_thread(human_sends, servers, spoofed, login=None)
+        # Another account that logged in, claiming to be the human: not their address.
+        await asyncio.to_thread(
+            human_sends, servers, written(HUMAN, AGENTS, "hi"), login="stranger"
+        )
+        # The human's own ping is answered, in its thread, by the server's word.
+        await asyncio.to_thread(
+            human_sends, servers, written(HUMAN, AGENTS, "ping", Subject="Re: x")
+        )
+        await eventually(lambda: len(sink.messages) == 5, timeout=30)
+        answers = await eventually(
+            lambda: [m for m in inbox_of(servers, "human") if m["In-Reply-To"] is not None],
+            interval=0.3,
+        )
+    finally:
+        await receiver.close()
+
+    first, html, spoof, claimed, ping = sink.messages
+    assert (first.agent_id, first.text, first.sender_id) == ("backend", "Yes, go ahead.", HUMAN)
+    assert first.chat_id == HUMAN and first.reply_to == asked
+    assert (html.agent_id, html.text) == ("web", "Check the CSS\nThe header wraps.")
+    assert spoof.sender_id == f"unverified:{HUMAN}" and spoof.chat_id == HUMAN
+    assert claimed.sender_id == f"unverified:{HUMAN}"
+    assert ping.sender_id == HUMAN
+    # One answer: the human's ping's. The spoofed ping's would have gone to the real human.
+    assert [(m["In-Reply-To"], m.get_content().strip()) for m in answers] == [
+        (ping.message_id, "pong")
+    ]
+
+    # A restart reads on from where it stopped: nothing is handled twice.
+    again = Recorded(store)
+    receiver = await receiving(cfg, again)
+    try:
+        await asyncio.to_thread(human_sends, servers, written(HUMAN, AGENTS, "after the restart"))
+        await eventually(lambda: len(again.messages) == 1, timeout=30)
+        await asyncio.sleep(1)  # anything read twice would have come with it
+    finally:
+        await receiver.close()
+    assert [m.text for m in again.messages] == ["after the restart"]
+
+
+async def test_imap_upgraded_by_starttls_connects_and_waits_with_idle(
+    servers: MailServers, store: Store
+) -> None:
+    cfg = email_config(servers, imap={"port": servers.imap_port, "tls": "starttls"})
+    receiver = await receiving(cfg, Recorded(store))
+    try:
+        assert receiver.idle is True
+    finally:
+        await receiver.close()
+
+
+async def test_a_server_without_idle_is_polled(servers: MailServers, store: Store) -> None:
+    cfg = email_config(
+        servers, imap={"host": "127.0.0.2", "port": servers.imap_port, "tls": "none"}
+    )
+    sink = Recorded(store)
+    receiver = await receiving(cfg, sink)
+    try:
+        assert receiver.idle is False
+        await asyncio.to_thread(human_sends, servers, written(HUMAN, AGENTS, "polled"))
+        await eventually(lambda: [m.text for m in sink.messages] == ["polled"], timeout=30)
+    finally:
+        await receiver.close()
+
+
+async def test_an_unreachable_or_refusing_server_is_retried_and_shown_without_its_password(
+    servers: MailServers, store: Store
+) -> None:
+    down = EmailReceiver(email_config(servers, imap={"port": free_port()}), Recorded(store))
+    refused = EmailReceiver(
+        email_config(servers, imap={"password": "wrong-secret"}), Recorded(store)
+    )
+    await down.start()
+    await refused.start()
+    try:
+        await eventually(lambda: down.status.state == "reconnecting" and refused.status.error)
+        assert "did not answer" in str(down.status.error)
+        assert "chat.email.imap.password" in str(refused.status.error)
+        assert "wrong-secret" not in str(refused.status.error)
+    finally:
+        await down.close()
+        await refused.close()
