@@ -9,6 +9,7 @@ import asyncio
 import imaplib
 import smtplib
 import ssl
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from email import message_from_bytes, policy
 from email.message import EmailMessage
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.config import Config
 from agentcomms.errors import ChatProviderUnavailable, SendRefused
@@ -24,6 +26,8 @@ from agentcomms.transports import InboundMessage, InboundResult
 from agentcomms.transports._email_in import EmailReceiver
 from agentcomms.transports.email import EmailSender
 from tests.fakes.serve import free_port
+from tests.support.chat import connected
+from tests.support.hooks import open_approval
 from tests.support.mailservers import (
     AUTHSERV_ID,
     PASSWORD,
@@ -31,6 +35,8 @@ from tests.support.mailservers import (
     binaries_missing,
     mail_servers,
 )
+from tests.support.stack import register_recorder, running_stack
+from tests.support.tmux import Tmux
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.skipif(binaries_missing() is not None, reason=str(binaries_missing()))
@@ -283,3 +289,70 @@ async def test_an_unreachable_or_refusing_server_is_retried_and_shown_without_it
     finally:
         await down.close()
         await refused.close()
+
+
+async def test_the_whole_path_an_approval_answered_by_reply_a_message_typed_and_a_reply_mirrored(
+    servers: MailServers, temporal_env: WorkflowEnvironment, tmp_path: Path, tmux: Tmux
+) -> None:
+    agent = f"backend-{uuid.uuid4().hex[:8]}"
+    channel = f"email:{HUMAN}"
+
+    def configure(cfg: Config) -> Config:
+        email = email_config(servers).chat.email
+        chat = cfg.chat.model_copy(
+            update={
+                "email": email,
+                "channels": {channel: agent},
+                "allowed_senders": {"email": [HUMAN]},
+            }
+        )
+        return cfg.model_copy(update={"chat": chat})
+
+    async with running_stack(temporal_env.client, tmp_path, configure=configure) as stack:
+        await connected(stack, "email")
+        out = await register_recorder(stack, tmux, tmp_path, agent)
+        approval = await open_approval(stack, agent, session=False)
+
+        def request() -> EmailMessage | None:
+            return next(
+                (m for m in inbox_of(servers, "human") if f"YES {approval}" in m.get_content()),
+                None,
+            )
+
+        asked = await eventually(request, interval=0.3)
+        assert asked["From"].addresses[0].addr_spec == f"agents+{agent}@example.test"
+        assert "touch done.txt" in asked.get_content()
+        quoted = "\n".join(f"> {line}" for line in asked.get_content().splitlines())
+        answer = written(
+            HUMAN,
+            str(asked["From"]),
+            f"YES {approval}\n\nOn Mon, 7 Dec 2026, {agent} wrote:\n{quoted}",
+            Subject=f"Re: {asked['Subject']}",
+            In_Reply_To=str(asked["Message-ID"]),
+        )
+        await asyncio.to_thread(human_sends, servers, answer)
+        waited = await stack.call("approval_wait", id=approval, wait_s=30)
+        assert (waited["behavior"], waited["decided_via"]) == ("allow", "email")
+
+        # Words in the same thread are typed into the agent, behind their header.
+        words = written(
+            HUMAN,
+            str(asked["From"]),
+            "now run the tests\n-- \nAnn",
+            Subject=f"Re: {asked['Subject']}",
+            In_Reply_To=str(asked["Message-ID"]),
+        )
+        await asyncio.to_thread(human_sends, servers, words)
+        await eventually(lambda: b"now run the tests" in out.read_bytes(), timeout=30)
+        assert b"Ann" not in out.read_bytes()
+
+        # The agent's reply reaches the human from its own address, threaded to their message.
+        await stack.call("reply", channel_id=channel, message="tests pass", agent_id=agent)
+
+        def mirrored() -> EmailMessage | None:
+            return next(
+                (m for m in inbox_of(servers, "human") if m["Subject"] == "tests pass"), None
+            )
+
+        reply = await eventually(mirrored, interval=0.3)
+        assert reply["From"].addresses[0].addr_spec == f"agents+{agent}@example.test"
