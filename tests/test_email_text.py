@@ -1,5 +1,6 @@
 """Reading an email as its human meant it: their words without quotes, signatures or markup; the
-agent it is for; and whether their own server vouches for the sender (each rule, table-driven)."""
+agent it is for; whether their own server vouches for the sender; and what `doctor` says of the
+configuration (each rule, table-driven)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from email.message import EmailMessage
 
 import pytest
 
+from agentcomms.config.chat import EmailConfig
 from agentcomms.transports._email_text import (
     agent_addressed,
     agent_answered,
@@ -192,3 +194,25 @@ def test_the_subject_is_the_first_line_cut_short() -> None:
     assert subject_of("\n  hello there\nmore", reply=False) == "hello there"
     assert subject_of("x" * 100, reply=True) == "Re: " + "x" * 69 + "…"
     assert subject_of("", reply=False) == "(no text)"
+
+
+@pytest.mark.parametrize(
+    ("section", "named"),
+    [
+        ({}, ["chat.email.trusted_authserv_id"]),
+        ({"trusted_authserv_id": "mx.example.com"}, []),
+        (
+            {"trusted_authserv_id": "mx", "imap": {"host": "imap.example.com", "tls": "none"}},
+            ["chat.email.imap.tls"],
+        ),
+        ({"trusted_authserv_id": "mx", "smtp": {"host": "127.0.0.1", "tls": "none"}}, []),
+        ({"trusted_authserv_id": "mx", "smtp": {"cafile": "/nonexistent/ca.pem"}}, ["cafile"]),
+    ],
+)
+def test_doctor_names_what_keeps_email_from_working_safely(
+    section: dict[str, object], named: list[str]
+) -> None:
+    problems = EmailConfig.model_validate({"enabled": True, **section}).problems()
+    assert len(problems) == len(named)
+    for (problem, fix), name in zip(problems, named, strict=True):
+        assert name in problem and fix

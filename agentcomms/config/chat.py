@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field, SecretStr, field_validator
@@ -196,6 +197,39 @@ class EmailConfig(ProviderSection):
         description="seconds between looks at the mailbox where the server has no IDLE (and the "
         "longest an IDLE waits before looking again)",
     )
+
+    def problems(self) -> list[tuple[str, str]]:
+        """What keeps email from working safely, each (what is wrong, what to do); `doctor`
+        shows them."""
+        found = []
+        if self.trusted_authserv_id is None:
+            found.append(
+                (
+                    "chat.email.trusted_authserv_id is not set, so no sender is believed: every "
+                    "email is refused as a stranger's",
+                    "set it to the authserv-id your receiving server writes in the "
+                    "Authentication-Results header it adds (its first word, e.g. mx.example.com)",
+                )
+            )
+        for side in ("imap", "smtp"):
+            server: MailServerConfig = getattr(self, side)
+            local = server.host in ("localhost", "127.0.0.1", "::1")
+            if server.tls == "none" and server.host is not None and not local:
+                found.append(
+                    (
+                        f"chat.email.{side}.tls is none for {server.host}: the password and every "
+                        "message cross the network in plain text",
+                        f"set chat.email.{side}.tls to implicit or starttls",
+                    )
+                )
+            if server.cafile is not None and not Path(server.cafile).is_file():
+                found.append(
+                    (
+                        f"chat.email.{side}.cafile {server.cafile} is not a file",
+                        "name the PEM file of the CA that signed the server's certificate",
+                    )
+                )
+        return found
 
     def missing_credentials(self) -> list[str]:
         missing = [key for key in ("address",) if getattr(self, key) is None]
