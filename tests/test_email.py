@@ -247,6 +247,34 @@ async def test_replies_reach_the_agent_that_wrote_spoofed_senders_are_refused_an
     assert [m.text for m in again.messages] == ["after the restart"]
 
 
+def delivered_unchecked(servers: MailServers, messages: list[EmailMessage]) -> None:
+    """Put mail straight into the agents' inbox (IMAP APPEND), as a flood arrives at once."""
+    client = imaplib.IMAP4("127.0.0.1", servers.imap_port)
+    try:
+        client.login(AGENTS, PASSWORD)
+        for message in messages:
+            client.append("INBOX", None, None, message.as_bytes())
+    finally:
+        client.logout()
+
+
+async def test_a_flood_of_spoofed_mail_is_read_in_slices_and_none_of_it_is_answered(
+    servers: MailServers, store: Store
+) -> None:
+    sink = Recorded(store, answers={"flood": "this answer would go to the human"})
+    receiver = await receiving(email_config(servers), sink)
+    answered_before = len(inbox_of(servers, "human"))
+    flood = [written(HUMAN, AGENTS, "flood", Message_ID=f"<{n}@evil.test>") for n in range(210)]
+    try:
+        await asyncio.to_thread(delivered_unchecked, servers, flood)
+        await eventually(lambda: len(sink.messages) == len(flood), timeout=60)
+    finally:
+        await receiver.close()
+    assert {m.sender_id for m in sink.messages} == {f"unverified:{HUMAN}"}
+    assert len({m.message_id for m in sink.messages}) == len(flood)  # each once
+    assert len(inbox_of(servers, "human")) == answered_before
+
+
 async def test_imap_upgraded_by_starttls_connects_and_waits_with_idle(
     servers: MailServers, store: Store
 ) -> None:
@@ -272,18 +300,47 @@ async def test_a_server_without_idle_is_polled(servers: MailServers, store: Stor
         await receiver.close()
 
 
+async def forwarded(port: int, to_port: int) -> asyncio.Server:
+    """The IMAP server reachable at `port` from now on (it was unreachable there before)."""
+
+    async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while data := await reader.read(65536):
+                writer.write(data)
+                await writer.drain()
+        except OSError:
+            pass
+        finally:
+            writer.close()
+
+    async def connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", to_port)
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+
+    return await asyncio.start_server(connect, "127.0.0.1", port)
+
+
 async def test_an_unreachable_or_refusing_server_is_retried_and_shown_without_its_password(
     servers: MailServers, store: Store
 ) -> None:
-    down = EmailReceiver(email_config(servers, imap={"port": free_port()}), Recorded(store))
+    port = free_port()
+    down = EmailReceiver(email_config(servers, imap={"port": port}), Recorded(store))
     refused = EmailReceiver(
         email_config(servers, imap={"password": "wrong-secret"}), Recorded(store)
     )
     await down.start()
     await refused.start()
     try:
-        await eventually(lambda: down.status.state == "reconnecting" and refused.status.error)
+        await eventually(lambda: down.status.state == "reconnecting")
         assert "did not answer" in str(down.status.error)
+        # Once the server can be reached, a later try connects.
+        server = await forwarded(port, servers.imaps_port)
+        try:
+            await eventually(lambda: down.status.state == "connected", timeout=30)
+        finally:
+            await down.close()
+            server.close()
+        await eventually(lambda: refused.status.error)
         assert "chat.email.imap.password" in str(refused.status.error)
         assert "wrong-secret" not in str(refused.status.error)
     finally:

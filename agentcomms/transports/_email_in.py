@@ -147,7 +147,9 @@ class EmailReceiver:
         if client is None:
             return
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(client.logout(), 5)
+            if client.protocol.has_pending_idle_command():
+                client.idle_done()  # a logout sent inside IDLE would wait for nothing
+            await asyncio.wait_for(client.logout(), 2)
         # A logout refused mid-IDLE, or a connection half made, still lets go of its socket.
         transport = getattr(client.protocol, "transport", None)
         if transport is not None:
