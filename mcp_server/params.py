@@ -59,7 +59,7 @@ ChatProvider = Annotated[
     Provider,
     Field(
         description="The chat provider. 'local' is the human's terminal (agentcomms inbox); "
-        "discord, telegram, whatsapp and sms work once their transport is configured."
+        "discord, telegram, whatsapp, sms and email work once their transport is configured."
     ),
 ]
 ChatId = Annotated[
