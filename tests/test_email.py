@@ -20,7 +20,7 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.config import Config
-from agentcomms.errors import ChatProviderUnavailable, SendRefused
+from agentcomms.errors import ChatProviderUnavailable, SendRefused, VoiceNoteRefused
 from agentcomms.store import Store
 from agentcomms.transports import InboundMessage, InboundResult
 from agentcomms.transports._email_in import EmailReceiver
@@ -160,10 +160,17 @@ class Recorded:
     def __init__(self, store: Store, answers: dict[str, str] | None = None) -> None:
         self.mail_cursors = store
         self.messages: list[InboundMessage] = []
+        self.clips: list[bytes | str] = []
+        self.max_clip_bytes = 2_000_000
         self._answers = answers or {}
 
     async def accept(self, message: InboundMessage) -> InboundResult:
         self.messages.append(message)
+        if message.voice is not None:  # fetched here, as the gateway fetches an allowed one's
+            try:
+                self.clips.append(await message.voice.fetch(self.max_clip_bytes))
+            except VoiceNoteRefused as exc:
+                self.clips.append(str(exc))
         return InboundResult(
             "queued", agent_id=message.agent_id, reply=self._answers.get(message.text)
         )
@@ -256,6 +263,41 @@ def delivered_unchecked(servers: MailServers, messages: list[EmailMessage]) -> N
             client.append("INBOX", None, None, message.as_bytes())
     finally:
         client.logout()
+
+
+async def test_a_voice_clip_is_fetched_whole_on_demand_and_other_attachments_are_named(
+    servers: MailServers, store: Store
+) -> None:
+    sink = Recorded(store)
+    sink.max_clip_bytes = 1_500_000
+    receiver = await receiving(email_config(servers), sink)
+    clip = bytes(range(256)) * 4_000  # past the first read's 1 MB once in base64
+    too_long = bytes(2_000_000)
+    try:
+        for audio, words in ((clip, "listen"), (too_long, "")):
+            spoken = written(HUMAN, AGENTS, words, Subject="Re: x")
+            spoken.add_attachment(audio, maintype="audio", subtype="ogg", filename="note.ogg")
+            await asyncio.to_thread(human_sends, servers, spoken)
+        photo = written(HUMAN, AGENTS, "see the screenshot", Subject="Re: x")
+        photo.add_attachment(b"\x89PNG....", maintype="image", subtype="png", filename="a.png")
+        await asyncio.to_thread(human_sends, servers, photo)
+        only = written(HUMAN, AGENTS, "", Subject="Re: x")
+        only.add_attachment(b"%PDF-1.4", maintype="application", subtype="pdf", filename="b.pdf")
+        await asyncio.to_thread(human_sends, servers, only)
+        await eventually(lambda: len(sink.messages) == 4, timeout=30)
+    finally:
+        await receiver.close()
+    spoken_message, long_message, with_photo, pdf_only = sink.messages
+    assert spoken_message.voice is not None and spoken_message.voice.content_type == "audio/ogg"
+    assert spoken_message.text == "listen"
+    assert sink.clips[0] == clip
+    assert long_message.voice is not None
+    assert isinstance(sink.clips[1], str) and sink.clips[1].startswith("it is more than")
+    assert (with_photo.text, with_photo.unreadable) == (
+        "[image not passed on] see the screenshot",
+        None,
+    )
+    assert pdf_only.unreadable == "file"
 
 
 async def test_a_flood_of_spoofed_mail_is_read_in_slices_and_none_of_it_is_answered(

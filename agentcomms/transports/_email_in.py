@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import re
 import ssl
@@ -33,10 +34,18 @@ from typing import Any
 import aioimaplib
 
 from agentcomms.config import Config
+from agentcomms.errors import VoiceNoteNotServed, VoiceNoteRefused
 from agentcomms.logs import redact
 from agentcomms.models import utcnow
 from agentcomms.store.mail_cursors import MailCursor
-from agentcomms.transports import InboundMessage, InboundResult, InboundSink, LinkStatus
+from agentcomms.transports import (
+    InboundMessage,
+    InboundResult,
+    InboundSink,
+    LinkStatus,
+    VoiceNote,
+    with_unread,
+)
 from agentcomms.transports._email_text import (
     agent_addressed,
     agent_answered,
@@ -59,6 +68,13 @@ UNVERIFIED = "unverified:"
 _FETCHED = re.compile(rb"\(.*?\bUID (\d+)\b.*\{(\d+)\}\s*$")
 _UIDVALIDITY = re.compile(rb"\[UIDVALIDITY (\d+)\]")
 _UIDNEXT = re.compile(rb"\[UIDNEXT (\d+)\]")
+_SIZE = re.compile(rb"RFC822\.SIZE (\d+)")
+
+
+def _kind(part: EmailMessage) -> str:
+    """What the human would call an attachment: image, video or file."""
+    major = part.get_content_maintype()
+    return major if major in ("image", "video", "audio") else "file"
 
 
 class MailLoginRefused(Exception):
@@ -256,7 +272,7 @@ class EmailReceiver:
             # "n:m" answers with the newest message even when its UID is below n.
             found = sorted((uid, raw) for uid, raw in fetched(answer.lines) if uid >= first)
             for uid, raw in found:
-                message, result = await self._handle(uid, cursor.uidvalidity, raw)
+                message, result = await self._handle(client, uid, cursor.uidvalidity, raw)
                 cursor = MailCursor(cursor.uidvalidity, uid)
                 await self._cursors.keep_mail_cursor(self._key, cursor, utcnow())
                 if message is not None and result is not None:
@@ -266,9 +282,12 @@ class EmailReceiver:
             if found[-1][0] < last:  # nothing further in this slice: look again after waiting
                 return cursor
 
-    def inbound(self, uid: int, uidvalidity: int, raw: bytes) -> InboundMessage | None:
+    def inbound(
+        self, uid: int, uidvalidity: int, raw: bytes, client: aioimaplib.IMAP4 | None = None
+    ) -> InboundMessage | None:
         """What a human wrote, or None for mail that is nobody's words (our own, an automatic
-        answer, no single author)."""
+        answer, no single author). An audio attachment is a voice note, fetched whole through
+        `client` only if the gateway wants it; other attachments are named, not passed on."""
         message = message_from_bytes(raw, policy=policy.default)
         assert isinstance(message, EmailMessage)
         address = (self._section.address or "").lower()
@@ -289,6 +308,20 @@ class EmailReceiver:
         subject = str(message.get("Subject", "")).strip()
         if answered is None and subject and not subject.lower().startswith("re:"):
             text = f"{subject}\n{text}".strip()  # a new thread: its subject is part of it
+        attached = list(message.iter_attachments())
+        audio = next((a for a in attached if a.get_content_maintype() == "audio"), None)
+        unread = [a for a in attached if a is not audio]
+        kinds = " and ".join(dict.fromkeys(_kind(a) for a in unread))
+        # Nothing an agent can read still goes to the inbox, which checks the sender first.
+        unreadable = kinds if unread and audio is None and not text.strip() else None
+        if unread:
+            text = with_unread(kinds, text).rstrip()
+        voice = None
+        if audio is not None and client is not None:
+            voice = VoiceNote(
+                fetch=functools.partial(self._voice_clip, client, uid),
+                content_type=audio.get_content_type(),
+            )
         message_id = str(message.get("Message-ID", "")).strip() or f"<{uidvalidity}.{uid}@imap>"
         return InboundMessage(
             provider="email",
@@ -300,14 +333,39 @@ class EmailReceiver:
             chat_type="private",
             reply_to=str(message.get("In-Reply-To", "")).strip() or None,
             agent_id=answered or agent_addressed(message, address),
+            voice=voice,
+            unreadable=unreadable,
         )
 
+    async def _voice_clip(self, client: aioimaplib.IMAP4, uid: int, max_bytes: int) -> bytes:
+        """The message's first audio attachment, fetched whole now (the first read took only
+        its start, so a stranger's mail costs no more)."""
+        answer = await client.uid("fetch", str(uid), "(UID RFC822.SIZE)")
+        size = _SIZE.search(b" ".join(bytes(x) for x in answer.lines if isinstance(x, bytes)))
+        if size is not None and int(size[1]) > max_bytes * 2:  # base64 takes 4/3 and headers
+            raise VoiceNoteRefused(f"it is more than {max_bytes / 1e6:.0f} MB")
+        answer = await client.uid("fetch", str(uid), "(UID BODY.PEEK[])")
+        found = fetched(answer.lines)
+        if answer.result != "OK" or not found:
+            raise VoiceNoteNotServed("the IMAP server did not hand the message over")
+        whole = message_from_bytes(found[0][1], policy=policy.default)
+        assert isinstance(whole, EmailMessage)
+        for part in whole.iter_attachments():
+            if part.get_content_maintype() == "audio":
+                audio = part.get_payload(decode=True)
+                if not isinstance(audio, bytes):
+                    break
+                if len(audio) > max_bytes:
+                    raise VoiceNoteRefused(f"it is more than {max_bytes / 1e6:.0f} MB")
+                return audio
+        raise VoiceNoteRefused("its audio could not be read")
+
     async def _handle(
-        self, uid: int, uidvalidity: int, raw: bytes
+        self, client: aioimaplib.IMAP4, uid: int, uidvalidity: int, raw: bytes
     ) -> tuple[InboundMessage | None, InboundResult | None]:
         """Hand the message to the inbox; it is handled once this returns."""
         try:
-            message = self.inbound(uid, uidvalidity, raw)
+            message = self.inbound(uid, uidvalidity, raw, client)
         except Exception as exc:  # a message nobody can read must not stop the mailbox
             log.warning("email: UID %d could not be read, skipped: %s", uid, exc)
             return None, None
