@@ -9,7 +9,7 @@ from email.message import EmailMessage
 
 import pytest
 
-from agentcomms.config.chat import EmailConfig
+from agentcomms.config.chat import ChatConfig, EmailConfig
 from agentcomms.transports._email_text import (
     agent_addressed,
     agent_answered,
@@ -216,3 +216,14 @@ def test_doctor_names_what_keeps_email_from_working_safely(
     assert len(problems) == len(named)
     for (problem, fix), name in zip(problems, named, strict=True):
         assert name in problem and fix
+
+
+def test_addresses_in_the_config_are_read_in_lower_case_as_senders_are() -> None:
+    chat = ChatConfig.model_validate(
+        {
+            "channels": {"email:Ann@Example.org": "backend", "telegram:42": "web"},
+            "allowed_senders": {"email": ["Ann@Example.org"], "telegram": ["42"]},
+        }
+    )
+    assert chat.channels == {"email:ann@example.org": "backend", "telegram:42": "web"}
+    assert chat.allowed_senders == {"email": ["ann@example.org"], "telegram": ["42"]}

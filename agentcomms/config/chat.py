@@ -233,9 +233,11 @@ class EmailConfig(ProviderSection):
 
     def missing_credentials(self) -> list[str]:
         missing = [key for key in ("address",) if getattr(self, key) is None]
-        for side in ("imap", "smtp"):
+        # A relay on this machine may take mail without a login; reading always needs one.
+        needed = {"imap": ("host", "password"), "smtp": ("host",)}
+        for side, keys in needed.items():
             server: MailServerConfig = getattr(self, side)
-            missing += [f"{side}.{k}" for k in ("host", "password") if getattr(server, k) is None]
+            missing += [f"{side}.{k}" for k in keys if getattr(server, k) is None]
         return missing
 
 
@@ -268,7 +270,8 @@ class ChatConfig(Section):
                     f"{channel!r} is not a channel id: expected PROVIDER:CHAT, e.g. "
                     '"telegram:456" (the chat id Telegram gives)'
                 )
-        return value
+        # An email address is read in lower case, however a mail client wrote it.
+        return {(c.lower() if c.startswith("email:") else c): a for c, a in value.items()}
 
     @field_validator("allowed_senders")
     @classmethod
@@ -282,6 +285,8 @@ class ChatConfig(Section):
                 raise ValueError(
                     f"{provider!r} is not a provider ({hint}known: {', '.join(known)})"
                 )
+        if "email" in value:
+            value = {**value, "email": [address.lower() for address in value["email"]]}
         return value
 
     @classmethod
