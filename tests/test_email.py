@@ -13,6 +13,7 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from email import message_from_bytes, policy
 from email.message import EmailMessage
+from email.utils import make_msgid
 from pathlib import Path
 from typing import Any
 
@@ -117,6 +118,8 @@ def written(sender: str, to: str, text: str, **headers: str) -> EmailMessage:
     message["To"] = to
     for name, value in headers.items():
         message[name.replace("_", "-")] = value
+    if "Message-ID" not in message:  # as a mail client writes it, so answers can thread to it
+        message["Message-ID"] = make_msgid(domain="client.example.test")
     message.set_content(text)
     return message
 
@@ -432,6 +435,16 @@ async def test_the_whole_path_an_approval_answered_by_reply_a_message_typed_and_
         await asyncio.to_thread(human_sends, servers, answer)
         waited = await stack.call("approval_wait", id=approval, wait_s=30)
         assert (waited["behavior"], waited["decided_via"]) == ("allow", "email")
+        # The answer is acknowledged in its own thread, saying who answered where.
+        told = await eventually(
+            lambda: [
+                m
+                for m in inbox_of(servers, "human")
+                if m["In-Reply-To"] == answer["Message-ID"] and approval in m.get_content()
+            ],
+            interval=0.3,
+        )
+        assert "on email" in told[0].get_content()
 
         # Words in the same thread are typed into the agent, behind their header.
         words = written(

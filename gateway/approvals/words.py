@@ -88,6 +88,7 @@ SURFACE_NAMES = {
     "discord": "Discord",
     "sms": "SMS",
     "whatsapp": "WhatsApp",
+    "email": "email",
     "console": "the console",
     "call": "a phone call",
     # `agentcomms approve`, and the hook's own answer from the agent's terminal.
