@@ -216,6 +216,7 @@ async def test_list_channels_reports_real_provider_status(stack: Stack) -> None:
         "telegram": "failed",
         "whatsapp": "disabled",
         "sms": "disabled",
+        "email": "disabled",
     }
     telegram = next(c for c in result["channels"] if c["provider_name"] == "telegram")
     assert "restart" in telegram["error"]
