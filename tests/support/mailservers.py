@@ -38,10 +38,18 @@ ACCOUNTS = ("agents", "human", "stranger")
 STARTUP_S = 15.0
 
 
+def _binary(name: str) -> str | None:
+    # /usr/sbin is not on every user's PATH.
+    return shutil.which(name) or shutil.which(name, path="/usr/sbin:/usr/local/sbin")
+
+
 def binaries_missing() -> str | None:
     """Why the servers cannot start here (for a skip that says what to install), or None."""
-    for name, package in (("dovecot", "dovecot-imapd dovecot-lmtpd"), ("exim4", "exim4")):
-        if shutil.which(name) is None and not Path(f"/usr/sbin/{name}").exists():
+    for name, package in (
+        ("dovecot", "dovecot-imapd dovecot-lmtpd"),
+        ("exim4", "exim4-daemon-light"),
+    ):
+        if _binary(name) is None:
             return f"{name} is not installed: apt-get install {package}"
     return None
 
@@ -269,14 +277,14 @@ def mail_servers() -> Iterator[MailServers]:
     err = (directory / "servers.err").open("wb")
     servers._processes.append(
         subprocess.Popen(
-            ["dovecot", "-F", "-c", str(directory / "dovecot.conf")],
+            [_binary("dovecot") or "dovecot", "-F", "-c", str(directory / "dovecot.conf")],
             stdout=subprocess.DEVNULL,
             stderr=err,
         )
     )
     servers._processes.append(
         subprocess.Popen(
-            ["exim4", "-C", str(directory / "exim.conf"), "-bdf", "-q1m"],
+            [_binary("exim4") or "exim4", "-C", str(directory / "exim.conf"), "-bdf", "-q1m"],
             stdout=subprocess.DEVNULL,
             stderr=err,
         )
