@@ -22,7 +22,9 @@ from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.config import Config
 from agentcomms.errors import ChatProviderUnavailable, SendRefused, VoiceNoteRefused
+from agentcomms.models import utcnow
 from agentcomms.store import Store
+from agentcomms.store.mail_cursors import MailCursor
 from agentcomms.transports import InboundMessage, InboundResult
 from agentcomms.transports._email_in import EmailReceiver
 from agentcomms.transports.email import EmailSender
@@ -301,6 +303,27 @@ async def test_a_voice_clip_is_fetched_whole_on_demand_and_other_attachments_are
         None,
     )
     assert pdf_only.unreadable == "file"
+
+
+async def test_a_mailbox_numbered_anew_is_read_again_from_its_start(
+    servers: MailServers, store: Store
+) -> None:
+    cfg = email_config(servers)
+    await asyncio.to_thread(human_sends, servers, written(HUMAN, AGENTS, "already there"))
+    key = EmailReceiver(cfg, Recorded(store)).key
+    await eventually(
+        lambda: any(b"already there" in m.as_bytes() for m in inbox_of(servers, "agents"))
+    )
+    # The cursor of an earlier numbering, far past any UID of this one.
+    await store.keep_mail_cursor(key, MailCursor(uidvalidity=1, last_uid=10**6), utcnow())
+    sink = Recorded(store)
+    receiver = await receiving(cfg, sink)
+    try:
+        await eventually(lambda: "already there" in [m.text for m in sink.messages], timeout=30)
+    finally:
+        await receiver.close()
+    kept = await store.mail_cursor(key)
+    assert kept is not None and kept.uidvalidity != 1 and kept.last_uid < 10**6
 
 
 async def test_a_flood_of_spoofed_mail_is_read_in_slices_and_none_of_it_is_answered(

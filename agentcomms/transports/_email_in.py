@@ -139,7 +139,8 @@ class EmailReceiver:
         imap = self._section.imap
         self._user = imap.username or self._section.address or ""
         self._port = imap.port or IMAP_PORTS[imap.tls]
-        self._key = f"{self._user}@{imap.host}:{self._port}/{self._section.mailbox}"
+        # The mailbox, as its cursor is kept in the projection.
+        self.key = f"{self._user}@{imap.host}:{self._port}/{self._section.mailbox}"
         self.status = LinkStatus("connecting", since=utcnow())
         self.idle: bool | None = None  # whether the server offered IDLE, once connected
         self._task: asyncio.Task[None] | None = None
@@ -234,17 +235,17 @@ class EmailReceiver:
         if validity is None:
             raise MailLoginRefused(f"the IMAP server gave {mailbox!r} no UIDVALIDITY")
         uidvalidity = int(validity[1])
-        cursor = await self._cursors.mail_cursor(self._key)
+        cursor = await self._cursors.mail_cursor(self.key)
         if cursor is None or cursor.uidvalidity != uidvalidity:
             # First start: what is already there is left alone. A mailbox numbered anew: read
             # from its start (event ids keep what was handled from being handled again).
             uidnext = _UIDNEXT.search(said)
             start = int(uidnext[1]) - 1 if cursor is None and uidnext else 0
             cursor = MailCursor(uidvalidity, start)
-            await self._cursors.keep_mail_cursor(self._key, cursor, utcnow())
+            await self._cursors.keep_mail_cursor(self.key, cursor, utcnow())
         self.idle = client.has_capability("IDLE")
         self.status = LinkStatus("connected", since=utcnow())
-        log.info("email: reading %s (IDLE: %s)", self._key, "yes" if self.idle else "no")
+        log.info("email: reading %s (IDLE: %s)", self.key, "yes" if self.idle else "no")
         while True:
             cursor = await self._read_new(client, cursor)
             await self._wait_for_mail(client)
@@ -274,7 +275,7 @@ class EmailReceiver:
             for uid, raw in found:
                 message, result = await self._handle(client, uid, cursor.uidvalidity, raw)
                 cursor = MailCursor(cursor.uidvalidity, uid)
-                await self._cursors.keep_mail_cursor(self._key, cursor, utcnow())
+                await self._cursors.keep_mail_cursor(self.key, cursor, utcnow())
                 if message is not None and result is not None:
                     await self._answer(message, result)
             if not found:
