@@ -85,6 +85,8 @@ class MailServers:
 
     def stop(self) -> None:
         for process in self._processes:
+            if process.stdin is not None:  # the watchdog: done
+                process.stdin.close()
             if process.poll() is None:
                 process.send_signal(signal.SIGTERM)
         for process in self._processes:
@@ -287,6 +289,16 @@ def mail_servers() -> Iterator[MailServers]:
             [_binary("exim4") or "exim4", "-C", str(directory / "exim.conf"), "-bdf", "-q1m"],
             stdout=subprocess.DEVNULL,
             stderr=err,
+        )
+    )
+    # A watchdog ends both servers when this process ends, however it ends (a killed run must
+    # leave no mail server behind): its stdin closes with this process, and `read` returns.
+    pids = " ".join(str(p.pid) for p in servers._processes)
+    servers._processes.append(
+        subprocess.Popen(
+            ["sh", "-c", f"read _; kill {pids} 2>/dev/null; exit 0"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
         )
     )
     try:
