@@ -93,7 +93,7 @@ class ChatActivities:
         req = await self._checked(signed)
         attempt = activity.info().attempt
         try:
-            sender = self._sender(req.provider)
+            sender = transports.as_agent(self._sender(req.provider), signed.agent_id)
             if req.kind == "receipt":
                 assert req.message_id is not None and req.stage is not None
                 await sender.receipt(req.chat_id, req.message_id, req.stage, note=req.note)

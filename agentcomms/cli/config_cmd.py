@@ -80,6 +80,8 @@ _SECRET_REFERENCES: dict[tuple[str, ...], str] = {
     ("chat", "whatsapp", "verify_token"): "WHATSAPP_VERIFY_TOKEN",
     ("chat", "sms", "account_sid"): "TWILIO_ACCOUNT_SID",
     ("chat", "sms", "auth_token"): "TWILIO_AUTH_TOKEN",
+    ("chat", "email", "imap", "password"): "EMAIL_IMAP_PASSWORD",
+    ("chat", "email", "smtp", "password"): "EMAIL_SMTP_PASSWORD",
     ("voice", "phone", "account_sid"): "TWILIO_ACCOUNT_SID",
     ("voice", "phone", "auth_token"): "TWILIO_AUTH_TOKEN",
     # One key per speech account serves speaking and hearing, whichever chain names it.
@@ -126,6 +128,10 @@ _COMMENTS: dict[tuple[str, ...], str] = {
     "TWILIO_AUTH_TOKEN. api cloud: Meta's Cloud API, with access_token, phone_number_id, "
     "app_secret and verify_token; its webhook is server.public_url + /webhooks/whatsapp.",
     ("chat", "sms"): "Twilio credentials in TWILIO_ACCOUNT_SID and TWILIO_AUTH_TOKEN.",
+    ("chat", "email"): "IMAP in, SMTP out, from address (each agent from address+<agent>); "
+    "passwords in EMAIL_IMAP_PASSWORD and EMAIL_SMTP_PASSWORD. trusted_authserv_id names your "
+    "receiving server, whose Authentication-Results must pass DKIM or SPF for a sender's "
+    'address: unset, no email is believed. Channels "email:ann@example.com".',
     ("voice",): "Phone calls: the phone provider places them, TTS speaks, STT listens; "
     "public_url is where the provider reaches this machine's webhooks.",
     ("voice", "inbound"): 'Calls to the Twilio number: set the number\'s "A call comes in" '

@@ -41,6 +41,7 @@ async def run_checks() -> list[Check]:
     if client is not None:
         await _check_mailboxes(client, agents, checks)
     await _check_gateway(cfg, checks)
+    _check_email(cfg, checks)
     await check_agents(checks, cfg)
     await check_permission_modes(agents, checks)
     return checks
@@ -388,6 +389,15 @@ async def _check_gateway(cfg: Config, checks: list[Check]) -> None:
                 None if answered else "is another program on that port? see the gateway's log",
             )
         )
+
+
+def _check_email(cfg: Config, checks: list[Check]) -> None:
+    """What the configuration says before any mail moves (the connection itself is the
+    gateway's provider line above: connected, or reconnecting with its last error)."""
+    if not cfg.chat.email.enabled:
+        return
+    for problem, fix in cfg.chat.email.problems():
+        checks.append(Check("email", False, problem, fix, warn=True))
 
 
 def _webhooks_used(cfg: Config) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field, SecretStr, field_validator
@@ -253,6 +254,111 @@ class IrcConfig(ProviderSection):
         return value
 
 
+class MailServerConfig(Section):
+    """One mail server the gateway logs in to: IMAP to read, SMTP to send."""
+
+    host: str | None = Field(default=None, description="the server's name, e.g. imap.example.com")
+    port: int | None = Field(
+        default=None,
+        ge=1,
+        le=65535,
+        description="null: the usual port for tls (IMAP 993 implicit, 143 otherwise; SMTP 465 "
+        "implicit, 587 starttls, 25 none)",
+    )
+    username: str | None = Field(default=None, description="login; null: chat.email.address")
+    password: SecretStr | None = Field(default=None, description="login password (app password)")
+    tls: Literal["implicit", "starttls", "none"] = Field(
+        default="implicit",
+        description="implicit: TLS from the first byte; starttls: upgraded before login (refused "
+        "if the server does not offer it); none: plain text, for a server on this machine only",
+    )
+    cafile: str | None = Field(
+        default=None,
+        description="PEM file of the CA that signed the server's certificate; null: the system's",
+    )
+
+
+class EmailConfig(ProviderSection):
+    """Email: IMAP in, SMTP out. Channels are ``email:<the human's address>``; senders are
+    allowed by address and by ``Authentication-Results`` from ``trusted_authserv_id``."""
+
+    credentials: ClassVar[tuple[str, ...]] = ("address",)
+
+    address: str | None = Field(
+        default=None,
+        pattern=r"^[^@\s+]+@[^@\s]+$",
+        description="the agents' address (mail is sent from it, as address+<agent>, and read "
+        "from its IMAP inbox), e.g. agents@example.com",
+    )
+    imap: MailServerConfig = Field(
+        default_factory=MailServerConfig, description="the server the agents' inbox is read from"
+    )
+    smtp: MailServerConfig = Field(
+        default_factory=lambda: MailServerConfig(tls="starttls"),
+        description="the server mail is sent through",
+    )
+    trusted_authserv_id: str | None = Field(
+        default=None,
+        description="the authserv-id of your own receiving server's Authentication-Results "
+        "header (e.g. mx.example.com); a sender is believed only when that header passes DKIM "
+        "or SPF for their address. null: no email is believed, whoever it claims to be from",
+    )
+    mailbox: str = Field(default="INBOX", description="the IMAP folder read")
+    receipts: Literal["typed", "both", "none"] = Field(
+        default="none",
+        description="receipts are emails answering the human's: typed (one, once the message "
+        "is typed into the pane), both (also one when it is queued), or none",
+    )
+    poll_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="seconds between looks at the mailbox where the server has no IDLE (and the "
+        "longest an IDLE waits before looking again)",
+    )
+
+    def problems(self) -> list[tuple[str, str]]:
+        """What keeps email from working safely, each (what is wrong, what to do); `doctor`
+        shows them."""
+        found = []
+        if self.trusted_authserv_id is None:
+            found.append(
+                (
+                    "chat.email.trusted_authserv_id is not set, so no sender is believed: every "
+                    "email is refused as a stranger's",
+                    "set it to the authserv-id your receiving server writes in the "
+                    "Authentication-Results header it adds (its first word, e.g. mx.example.com)",
+                )
+            )
+        for side in ("imap", "smtp"):
+            server: MailServerConfig = getattr(self, side)
+            local = server.host in ("localhost", "127.0.0.1", "::1")
+            if server.tls == "none" and server.host is not None and not local:
+                found.append(
+                    (
+                        f"chat.email.{side}.tls is none for {server.host}: the password and every "
+                        "message cross the network in plain text",
+                        f"set chat.email.{side}.tls to implicit or starttls",
+                    )
+                )
+            if server.cafile is not None and not Path(server.cafile).is_file():
+                found.append(
+                    (
+                        f"chat.email.{side}.cafile {server.cafile} is not a file",
+                        "name the PEM file of the CA that signed the server's certificate",
+                    )
+                )
+        return found
+
+    def missing_credentials(self) -> list[str]:
+        missing = [key for key in ("address",) if getattr(self, key) is None]
+        # A relay on this machine may take mail without a login; reading always needs one.
+        needed = {"imap": ("host", "password"), "smtp": ("host",)}
+        for side, keys in needed.items():
+            server: MailServerConfig = getattr(self, side)
+            missing += [f"{side}.{k}" for k in keys if getattr(server, k) is None]
+        return missing
+
+
 class LocalChatConfig(ProviderSection):
     enabled: bool = True
 
@@ -265,6 +371,7 @@ class ChatConfig(Section):
     slack: SlackConfig = SlackConfig()
     ntfy: NtfyConfig = NtfyConfig()
     irc: IrcConfig = IrcConfig()
+    email: EmailConfig = EmailConfig()
     local: LocalChatConfig = LocalChatConfig()
     channels: dict[str, AgentIdKey] = Field(
         default_factory=dict, description='channel id -> agent id, e.g. "telegram:42": "backend"'
@@ -284,7 +391,8 @@ class ChatConfig(Section):
                     f"{channel!r} is not a channel id: expected PROVIDER:CHAT, e.g. "
                     '"telegram:456" (the chat id Telegram gives)'
                 )
-        return value
+        # An email address is read in lower case, however a mail client wrote it.
+        return {(c.lower() if c.startswith("email:") else c): a for c, a in value.items()}
 
     @field_validator("allowed_senders")
     @classmethod
@@ -298,6 +406,8 @@ class ChatConfig(Section):
                 raise ValueError(
                     f"{provider!r} is not a provider ({hint}known: {', '.join(known)})"
                 )
+        if "email" in value:
+            value = {**value, "email": [address.lower() for address in value["email"]]}
         return value
 
     @classmethod

@@ -258,4 +258,16 @@ class PhonePinRow(Base):
     updated_at: Mapped[datetime]
 
 
+class MailCursorRow(Base):
+    """How far the gateway has read one IMAP mailbox: a UID is unique only within its
+    UIDVALIDITY, and a server that changes UIDVALIDITY has numbered the mailbox anew."""
+
+    __tablename__ = "mail_cursors"
+
+    mailbox: Mapped[str] = mapped_column(String(512), primary_key=True)  # user@host:port/INBOX
+    uidvalidity: Mapped[int] = mapped_column(BigInteger)
+    last_uid: Mapped[int] = mapped_column(BigInteger)  # every UID up to it was handled
+    updated_at: Mapped[datetime]
+
+
 metadata = Base.metadata

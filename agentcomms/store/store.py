@@ -45,6 +45,7 @@ from agentcomms.store.engine import (
     PG_LOCK_CHANNEL_EVENTS,
 )
 from agentcomms.store.guards import Guards
+from agentcomms.store.mail_cursors import ChatMemory
 from agentcomms.store.phone_callers import PhoneCallers
 from agentcomms.store.phone_recordings import PhoneRecordings
 from agentcomms.store.records import from_row, row_values
@@ -52,7 +53,6 @@ from agentcomms.store.schema import (
     AgentRow,
     EventRow,
 )
-from agentcomms.store.senders import ChatSenders
 
 # What check_messages and chat history show an agent; interrupts and system events are not messages.
 MESSAGE_TYPES = ("human_message", "agent_message")
@@ -71,7 +71,7 @@ def _shown_to_agent() -> ColumnElement[bool]:
     return EventRow.status != "rejected"
 
 
-class Store(ApprovalPosts, ChatSenders, Changes, Directory, Guards, PhoneCallers, PhoneRecordings):
+class Store(ApprovalPosts, ChatMemory, Changes, Directory, Guards, PhoneCallers, PhoneRecordings):
     """Events, agents, channels and calls in a SQL database (SQLite file or PostgreSQL).
 
     ``store = await Store.open(url)`` (or ``async with await Store.open(url) as store``). The

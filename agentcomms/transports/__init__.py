@@ -23,7 +23,7 @@ import importlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args
+from typing import TYPE_CHECKING, Any, Literal, Protocol, cast, get_args
 
 from pydantic import BaseModel, ConfigDict
 
@@ -35,7 +35,9 @@ if TYPE_CHECKING:
 
     from agentcomms.config import Config
 
-ProviderName = Literal["local", "telegram", "discord", "whatsapp", "sms", "slack", "ntfy", "irc"]
+ProviderName = Literal[
+    "local", "telegram", "discord", "whatsapp", "sms", "slack", "ntfy", "irc", "email"
+]
 PROVIDERS: tuple[str, ...] = get_args(ProviderName)
 
 # A receipt tells the human their message was queued, then typed into the agent's pane.
@@ -63,6 +65,9 @@ class Abilities:
     attaches_long: bool = False
     # Messages are read as markdown: a request is shown escaped there.
     markdown: bool = False
+    # Plain text with no length to speak of (an email): a request is shown whole, never cut,
+    # and its outcome answers it in its own thread.
+    whole_text: bool = False
     # Its messages pass through the provider's servers: what looks like a secret is hidden.
     remote: bool = True
 
@@ -78,6 +83,7 @@ ABILITIES: dict[str, Abilities] = {
     # A notification carries nothing back but its actions' posts (gateway/approvals/push.py).
     "ntfy": Abilities(answers="push"),
     "irc": Abilities(answers="codes"),
+    "email": Abilities(answers="codes", whole_text=True),
 }
 
 
@@ -156,6 +162,10 @@ class InboundMessage(BaseModel):
     # A message of nothing an agent can read (a photo without words): what it was ("image").
     # The gateway checks its sender first, as for words: only a sender it lets in is told why.
     unreadable: str | None = None
+    # The agent the provider's own threading names (an email answering that agent's message,
+    # or sent to its plus-address): it goes there when that agent is known, before the chat's
+    # mapping. The sender is checked all the same.
+    agent_id: str | None = None
 
     @property
     def channel_id(self) -> str:
@@ -274,6 +284,13 @@ class Sender(TextSender, Protocol):
         ``max_chars`` cut the text); a reaction cannot say it, so it goes as a reply."""
 
     async def close(self) -> None: ...
+
+
+def as_agent(sender: Sender, agent_id: str) -> Sender:
+    """The sender of one agent's messages where a provider shows who wrote (email writes from
+    the agent's own plus-address, so a reply finds it); the sender itself elsewhere."""
+    for_agent = getattr(sender, "for_agent", None)
+    return cast(Sender, for_agent(agent_id)) if callable(for_agent) else sender
 
 
 def split_text(text: str, limit: int) -> list[str]:

@@ -45,6 +45,7 @@ from agentcomms.transports import (
     Sender,
     TextSender,
     abilities,
+    as_agent,
     first_part,
     load,
     split_text,
@@ -197,7 +198,7 @@ class ApprovalChats:
             await self._settle(decided)
 
     async def _post(self, provider: str, chat: str, request: ApprovalRequest) -> str:
-        sender = self._sender(provider)
+        sender = as_agent(self._sender(provider), request.agent_id)
         if abilities(provider).answers == "push":
             note = notification(self._cfg, self._tokens, request, chat)
             return await cast(NtfySender, sender).publish(chat, note)
@@ -206,7 +207,11 @@ class ApprovalChats:
         hidden = hidden_on(request, provider)
         if abilities(provider).answers != "buttons":
             asked = asks(shown_remotely(request))
-            shown = first_part(asked, TEXT_REQUEST_CHARS, the_rest(request))
+            shown = (
+                asked
+                if abilities(provider).whole_text
+                else first_part(asked, TEXT_REQUEST_CHARS, the_rest(request))
+            )
             return await sender.send_text(chat, f"{shown}\n\n{reply_with(request, hidden=hidden)}")
         under = footer(request)
         if hidden is not None:
@@ -236,13 +241,15 @@ class ApprovalChats:
     async def _tell(self, view: ApprovalView, post: ApprovalPost) -> None:
         r = view.request
         provider, chat = post.provider, post.chat_id
-        sender = self._sender(provider)
+        sender = as_agent(self._sender(provider), r.agent_id)
         try:
             if abilities(provider).answers == "buttons":
                 pieces, _ = shown_with_buttons(r, settled_footer(view), provider, sender.max_chars)
                 await cast(ButtonSender, sender).edit_text(chat, post.message_id, pieces[-1])
             else:
-                await sender.send_text(chat, outcome(view))
+                # An email says how it ended in the thread of the request.
+                threaded = post.message_id if abilities(provider).whole_text else None
+                await sender.send_text(chat, outcome(view), reply_to=threaded)
         except Exception as exc:
             log.warning("approval %s: %s:%s not told: %s", r.id, provider, chat, exc)
 

@@ -91,6 +91,7 @@ SURFACE_NAMES = {
     "whatsapp": "WhatsApp",
     "ntfy": "a push notification",
     "irc": "IRC",
+    "email": "email",
     "console": "the console",
     "call": "a phone call",
     # `agentcomms approve`, and the hook's own answer from the agent's terminal.
@@ -298,12 +299,13 @@ def hidden_on(request: ApprovalRequest, via: str) -> str | None:
             f"part of {request.id} looks like a secret, so it is hidden here: read it whole and "
             f"answer it with {WHERE_WHOLE}"
         )
-    if abilities(via).answers == "codes" and len(asks(request)) > TEXT_REQUEST_CHARS:
+    can = abilities(via)
+    if can.answers == "codes" and not can.whole_text and len(asks(request)) > TEXT_REQUEST_CHARS:
         return (
             f"{request.id} is too long for a text message: read it whole and answer it with "
             f"{WHERE_WHOLE}"
         )
-    if abilities(via).answers == "push" and len(asks(request)) > PUSH_REQUEST_CHARS:
+    if can.answers == "push" and len(asks(request)) > PUSH_REQUEST_CHARS:
         return (
             f"{request.id} is too long for a push notification: read it whole and answer it "
             f"with {WHERE_WHOLE}"

@@ -95,6 +95,8 @@ class ChatInbox:
     ) -> None:
         self._cfg = cfg
         self._store = store
+        # Where a mail receiver keeps how far it read its mailbox (the projection).
+        self.mail_cursors = store
         self._mailbox = mailbox
         self._outbox = outbox
         self._voice_notes = VoiceNotes(cfg)
@@ -177,7 +179,10 @@ class ChatInbox:
         return InboundResult("queued", event_id=event_id, agent_id=agent_id)
 
     async def route(self, message: InboundMessage) -> tuple[str | None, str]:
-        """The agent a message goes to and the text it gets: ``@agent`` first, then the channel."""
+        """The agent a message goes to and the text it gets: the agent the provider's own
+        threading names (an email's reply or plus-address), then ``@agent``, then the channel."""
+        if message.agent_id is not None and await self._is_agent(message.agent_id):
+            return message.agent_id, message.text
         mapped = self._cfg.chat.channels.get(message.channel_id)
         if mapped is None:
             return None, message.text  # "@agent" works from mapped channels only
