@@ -134,6 +134,18 @@ async def test_unreachable_database_is_one_clear_error(tmp_path: Path) -> None:
 # -- SQLite file ------------------------------------------------------------------------------
 
 
+async def test_a_read_held_when_the_store_closes_is_closed_with_it(tmp_path: Path) -> None:
+    # A read a cancelled task still held when the gateway stopped: its connection is out of the
+    # pool, so the pool's disposal alone would leave it to the collector, in some later code.
+    store = await Store.open(f"sqlite+aiosqlite:///{tmp_path / 'agentcomms.db'}")
+    held = await store.engine.connect()
+    await held.execute(text("SELECT 1"))
+    driver = (await held.get_raw_connection()).driver_connection
+    await store.close()
+    assert driver._connection is None  # aiosqlite's own mark of a closed connection
+    await held.invalidate()  # what the held read learns when it next runs: its connection is gone
+
+
 async def test_sqlite_file_is_private_wal_with_foreign_keys(tmp_path: Path) -> None:
     path = tmp_path / "missing" / "dir" / "agentcomms.db"
     async with await Store.open(f"sqlite+aiosqlite:///{path}") as store:

@@ -18,7 +18,12 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from agentcomms.store.driver import DriverConnection
-from agentcomms.store.engine import create_engine, create_sqlite_writer, write_transaction
+from agentcomms.store.engine import (
+    create_engine,
+    create_sqlite_writer,
+    dispose,
+    write_transaction,
+)
 from agentcomms.store.migrate import database_errors, ensure_schema_current, upgrade_engine
 from agentcomms.store.schema import Base
 
@@ -113,7 +118,7 @@ class StoreBase:
                 else:
                     await ensure_schema_current(engine)
         except BaseException:
-            await engine.dispose()
+            await dispose(engine)
             raise
         return cls(engine, create_sqlite_writer(url))
 
@@ -128,7 +133,7 @@ class StoreBase:
                 self._reader_thread.shutdown()
             await loop.run_in_executor(self._writer_thread, self._writer.dispose)
             self._writer_thread.shutdown()
-        await self._engine.dispose()
+        await dispose(self._engine)
 
     async def __aenter__(self) -> Self:
         return self

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import time
+import weakref
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -88,9 +90,30 @@ def _enable_wal(cursor: Any) -> None:
             time.sleep(0.01)
 
 
+# Every aiosqlite connection each engine opened, for `dispose`.
+_OPENED: weakref.WeakKeyDictionary[Engine, weakref.WeakSet[Any]] = weakref.WeakKeyDictionary()
+
+
+async def dispose(engine: AsyncEngine) -> None:
+    """Close every connection of ``engine``: its pool's, and those its pool's disposal leaves
+    open, checked out at the time by a read a cancelled task still held. The pool no longer
+    knows those, so nothing else would close them, and each would close itself only when
+    collected, in whatever code runs then (aiosqlite warns there; its thread lives till then)."""
+    await engine.dispose()
+    for connection in list(_OPENED.get(engine.sync_engine, ())):
+        if connection._connection is not None:  # aiosqlite's own mark of an open connection
+            with contextlib.suppress(Exception):  # a read under way ends with an error, as it must
+                await connection.close()
+
+
 def _configure_sqlite(sync_engine: Engine) -> None:
+    opened = _OPENED.setdefault(sync_engine, weakref.WeakSet())
+
     @event.listens_for(sync_engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        # The async engine's (aiosqlite); the writer's own sqlite3 ones close in its thread.
+        if (driver := getattr(dbapi_connection, "driver_connection", None)) is not None:
+            opened.add(driver)
         # Take BEGIN away from the sqlite3 module (it skips it before SELECT and DDL, which breaks
         # repeatable reads and transactional migrations); `_on_begin` emits it instead.
         dbapi_connection.isolation_level = None

@@ -23,6 +23,7 @@ from agentcomms.store.engine import (
     PG_LOCK_MIGRATIONS,
     create_engine,
     display_url,
+    dispose,
     parse_url,
     sqlite_path,
     write_transaction,
@@ -122,7 +123,7 @@ async def upgrade_database(url: str) -> None:
         async with database_errors(url):
             await upgrade_engine(engine)
     finally:
-        await engine.dispose()
+        await dispose(engine)
 
 
 async def schema_status(url: str) -> SchemaStatus:
@@ -138,4 +139,4 @@ async def schema_status(url: str) -> SchemaStatus:
         async with database_errors(url):
             return await engine_schema_status(engine)
     finally:
-        await engine.dispose()
+        await dispose(engine)
