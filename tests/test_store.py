@@ -142,7 +142,8 @@ async def test_a_read_held_when_the_store_closes_is_closed_with_it(tmp_path: Pat
     await held.execute(text("SELECT 1"))
     driver = (await held.get_raw_connection()).driver_connection
     await store.close()
-    assert driver._connection is None  # aiosqlite's own mark of a closed connection
+    # aiosqlite's own mark of a closed connection:
+    assert driver is not None and driver._connection is None
     await held.invalidate()  # what the held read learns when it next runs: its connection is gone
 
 
