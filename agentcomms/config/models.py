@@ -348,7 +348,12 @@ class AgentConfig(Section):
 
 class LoggingConfig(Section):
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
-    file: Path | None = None
+    file: Path | None = Field(
+        default=None,
+        description="Log file, rotated at 10 MB (five kept); unset: `up` logs to "
+        "<home>/logs/agentcomms.log (what `agentcomms service logs` reads), other processes "
+        "to stderr only",
+    )
     format: Literal["text", "json"] = Field(
         default="text",
         description="text: one readable line per record; json: one JSON object per line (event, "
