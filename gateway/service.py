@@ -19,6 +19,7 @@ from agentcomms.store import Store
 from agentcomms.trust import DeploymentKey
 from agentcomms.voice.audio import AudioStore
 from gateway.agents.dialogs import DialogWatch
+from gateway.agents.hook_http import HookReports
 from gateway.agents.hooks import AgentHookMethods, PaneAgents
 from gateway.agents.mirror import ReplyMirror
 from gateway.approvals.chat_answers import ChatAnswers
@@ -78,7 +79,7 @@ class Gateway:
         )
         # A tool that ran answers its approval; a turn's reply goes back to its chat.
         mirror = ReplyMirror(cfg, store, self.outbox)
-        hooks = AgentHookMethods(
+        self.hooks = hooks = AgentHookMethods(
             self.mailbox, self.host, panes, observers=[mirror.agent_did, approvals.agent_did]
         )
         answers = ChatAnswers(
@@ -126,6 +127,7 @@ class Gateway:
         )
         self.server = SocketServer(cfg.server.socket(), self.socket_methods.call)
         self.http: WebhookServer | None = None
+        self.hook_reports: HookReports | None = None
         self.console: Console | None = None
         self._pruning: asyncio.Task[None] | None = None
         self._watching: asyncio.Task[None] | None = None
@@ -136,6 +138,12 @@ class Gateway:
 
     async def start(self) -> None:
         await self.server.start()
+        if self.cfg.server.hook_port is not None:
+            from agentcomms.hook_token import hook_token
+
+            reports = HookReports(self.hooks, hook_token(), self.cfg.server.hook_port)
+            if await _listening(reports.start, "hooks report through `agentcomms hook` only"):
+                self.hook_reports = reports
         await self.register_configured_agents()
         await self.record_configured_channels()
         await self.chat.start()
@@ -263,6 +271,8 @@ class Gateway:
             await self.console.close()
         if self.http is not None:
             await self.http.close()
+        if self.hook_reports is not None:
+            await self.hook_reports.close()
         if self.inbound_calls is not None:
             await self.inbound_calls.close()
         await self.chat.close()

@@ -27,6 +27,7 @@ from agentcomms.agents.install import (
     CLAUDE_EVENTS,
     CODEX_EVENTS,
     CODEX_TRUST_STEP,
+    DECIDING_EVENTS,
     GEMINI_EVENTS,
     HOOK_TIMEOUT_S,
     SERVER_NAME,
@@ -75,10 +76,17 @@ def _claude(plan: Plan) -> None:
             timeout = HOOK_TIMEOUT_S
             if event == "PermissionRequest":  # it waits for the human's answer
                 timeout = int(target.approval_timeout_s) + APPROVAL_HOOK_MARGIN_S
-            entries[event] = command_hook(target, timeout=timeout, **extra)
+            if target.hook_url is not None and event not in DECIDING_EVENTS:
+                entries[event] = target.http_hook()
+            else:
+                entries[event] = command_hook(target, timeout=timeout, **extra)
         if target.never:
             # The report runs for every call: its failure must not stop them all.
-            report = command_hook(target, timeout=HOOK_TIMEOUT_S, **{"async": True})
+            report = (
+                target.http_hook()
+                if target.hook_url is not None
+                else command_hook(target, timeout=HOOK_TIMEOUT_S, **{"async": True})
+            )
             entries["PreToolUse"] = [report, *_claude_refusals(target)]
     edit_json(
         plan, settings, lambda doc: merge_hooks(doc, settings, entries, our_hook("claude-code"))

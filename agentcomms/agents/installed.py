@@ -31,6 +31,7 @@ from agentcomms.agents.install import (
     Target,
     format_version,
     is_our_hook,
+    is_our_http_hook,
     is_our_server,
     load_json,
     read_text,
@@ -138,7 +139,7 @@ def inspect(target: Target, never_for: NeverFor | None = None) -> list[Finding]:
     findings += _never_fails_open(target, name, install)
     if never_for is not None:
         findings += _never_list(target, name, install, never_for)
-    gone = sorted({exe for _, exe in hooks if not Path(exe).exists()})
+    gone = sorted({exe for _, exe in hooks if exe and not Path(exe).exists()})
     if gone:
         findings.append(
             Finding(
@@ -208,7 +209,9 @@ def _read(target: Target) -> tuple[list[tuple[str, str]], bool, list[Path], list
         for g, group in enumerate(groups if isinstance(groups, list) else []):
             for h, handler in enumerate(group.get("hooks", []) if isinstance(group, dict) else []):
                 command = handler.get("command") if isinstance(handler, dict) else None
-                if is_our_hook(command, kind) and isinstance(command, str):
+                if is_our_http_hook(handler, kind):
+                    found.append((event, ""))  # a report posted to the gateway: no program
+                elif is_our_hook(command, kind) and isinstance(command, str):
                     # A never-list handler beside the event's report (Claude Code's: each one
                     # with rules, by "if" or the shell's "matcher") is not a second report,
                     # nor is Gemini CLI's asking BeforeTool (remote approvals) beside the

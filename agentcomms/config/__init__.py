@@ -61,6 +61,7 @@ if TYPE_CHECKING:
         load_sections,
         resolve_config,
     )
+    from agentcomms.config.logs import LoggingConfig
     from agentcomms.config.models import (
         AgentConfig,
         CodecServerConfig,
@@ -68,7 +69,6 @@ if TYPE_CHECKING:
         ConsoleConfig,
         DatabaseConfig,
         EncryptionKey,
-        LoggingConfig,
         MailboxConfig,
         MetricsConfig,
         SecurityConfig,
@@ -119,7 +119,7 @@ _HOME: dict[str, str] = {
     "ConsoleConfig": "models",
     "DatabaseConfig": "models",
     "EncryptionKey": "models",
-    "LoggingConfig": "models",
+    "LoggingConfig": "logs",
     "MailboxConfig": "models",
     "MetricsConfig": "models",
     "SecurityConfig": "models",

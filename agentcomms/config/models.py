@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import base64
 import binascii
-import typing
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import (
     AfterValidator,
@@ -27,10 +26,16 @@ from agentcomms.bridge.fields import InterruptKey, TmuxSocket, TmuxTarget
 from agentcomms.config.budget import Budget
 from agentcomms.config.chat import ChatConfig
 from agentcomms.config.home import agentcomms_home, default_socket
+from agentcomms.config.logs import LoggingConfig
 from agentcomms.config.section import AgentIdKey, Section
 from agentcomms.config.voice import VoiceConfig, is_phone_approver, phone_approver
 from agentcomms.escalation_models import QuietHours, Rung, check_ladder
 from agentcomms.models import MAX_MESSAGE_CHARS
+
+_HOOK_PORT = (
+    "Loopback port where Claude Code's reporting hooks post (no process per tool call); null: "
+    "no listener, and `install claude-code` writes command hooks. Install again after a change"
+)
 
 
 class ServerConfig(Section):
@@ -41,6 +46,7 @@ class ServerConfig(Section):
     )
     http_host: str = "127.0.0.1"
     http_port: int = Field(default=8765, ge=0, le=65535)
+    hook_port: int | None = Field(8236, ge=0, le=65535, description=_HOOK_PORT)
     public_url: str | None = Field(
         default=None,
         description="Where providers reach the HTTP listener (e.g. a tunnel or proxy, "
@@ -344,31 +350,6 @@ class AgentConfig(Section):
         default=False, description="quiet hours hold none of this agent's escalations"
     )
     budget: Budget | None = Field(default=None, description="replaces budget for this agent")
-
-
-class LoggingConfig(Section):
-    level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
-    file: Path | None = Field(
-        default=None,
-        description="Log file, rotated at 10 MB (five kept); unset: `up` logs to "
-        "<home>/logs/agentcomms.log (what `agentcomms service logs` reads), other processes "
-        "to stderr only",
-    )
-    format: Literal["text", "json"] = Field(
-        default="text",
-        description="text: one readable line per record; json: one JSON object per line (event, "
-        "agent and workflow ids as fields) for log shippers",
-    )
-
-    @field_validator("level", mode="before")
-    @classmethod
-    def _any_case(cls, value: Any) -> Any:
-        # "info" is what people type; keep anything else as written so the error quotes it.
-        if isinstance(value, str) and value.upper() in typing.get_args(
-            cls.model_fields["level"].annotation
-        ):
-            return value.upper()
-        return value
 
 
 class MetricsConfig(Section):

@@ -97,7 +97,9 @@ def stack_config(
         mailbox=mailbox or MailboxConfig(),
         # Calls keep their audio beside the test's database, not in a shared home.
         voice=voice or VoiceConfig(audio_dir=tmp_path / "audio"),
-        server=ServerConfig(socket_path=socket_path or tmp_path / "daemon.sock"),
+        # Hooks report through the socket; the HTTP door's own tests open it (its token is
+        # kept in the agentcomms home, which a stack does not own).
+        server=ServerConfig(socket_path=socket_path or tmp_path / "daemon.sock", hook_port=None),
         temporal=TemporalConfig(
             address=client.service_client.config.target_host,
             task_queue=f"tq-{uuid.uuid4()}",
