@@ -26,6 +26,8 @@ from agentcomms.agents.install import (
 from agentcomms.agents.install_agents import plan
 from agentcomms.agents.installed import inspect
 from agentcomms.hook_token import hook_token
+from tests.fakes.anthropic import bash, text
+from tests.support.agents import claude_with_agentcomms
 from tests.support.cli import AGENTCOMMS
 from tests.support.fake_agent import registered, start_fake_agent, state_is
 from tests.support.stack import Stack, register, running_stack
@@ -192,3 +194,29 @@ async def test_the_door_answers_only_its_own_host_and_route(door_stack: Stack) -
         assert (await client.get(url, headers=token)).status_code == 405
         other = url.replace("/agentcomms/hook/claude-code", "/")
         assert (await client.get(other, headers=token)).status_code == 404
+
+
+# ---- the real Claude Code --------------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("agent_clis")
+async def test_claude_codes_posted_reports_say_a_message_was_submitted(
+    temporal_env: WorkflowEnvironment, tmux: Tmux, tmp_path: Path, home: Path
+) -> None:
+    """The one wire end to end: the real Claude Code posts its UserPromptSubmit (and the rest)
+    to the door, with the pane filled from its environment; only that report says a message
+    was submitted, and only its Stop makes the agent ready again."""
+    async with claude_with_agentcomms(temporal_env.client, tmp_path, tmux, posted=True) as (
+        stack,
+        claude,
+        agent_id,
+    ):
+        settings = json.loads((claude.home / ".claude" / "settings.json").read_text())
+        assert settings["hooks"]["UserPromptSubmit"][0]["hooks"][0]["type"] == "http"
+        claude.model.on("say hello", bash("echo posted"), text("Hello posted."))
+        result = await stack.call(
+            "send", agent_id=agent_id, message="say hello", wait=True, timeout=60
+        )
+        assert (result["status"], result["delivered"]) == ("submitted", True)
+        await claude.wait_for_screen("Hello posted.")
+        await eventually(lambda: state_is(stack, agent_id, "ready"), timeout=30)
