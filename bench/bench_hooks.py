@@ -19,6 +19,8 @@ it). Configurations take turns, one round each, so a busy moment hits each alike
 - ``agentcomms-editable``: the same hooks running this checkout's own virtualenv, an editable
   install, whose import finder every Python process of that virtualenv loads at start: what a
   developer's agent pays.
+- ``trivial-http``: the same posted hooks to a server that answers each at once: the floor a
+  posted hook costs.
 - ``agentcomms-http``: the hooks as installed with the gateway's hook door on (the default):
   the reporting hooks posted by Claude Code to a real `agentcomms up` of this checkout, the
   deciding ones commands.
@@ -38,6 +40,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -52,7 +55,14 @@ from tests.support.tmux import Tmux
 
 EDITABLE = str(Path(sys.executable).parent / "agentcomms")
 CHECKOUT = Path(__file__).resolve().parent.parent
-CONFIGS = ("none", "trivial", "agentcomms", "agentcomms-editable", "agentcomms-http")
+CONFIGS = (
+    "none",
+    "trivial",
+    "agentcomms",
+    "agentcomms-editable",
+    "trivial-http",
+    "agentcomms-http",
+)
 
 
 def _user_install(root: Path) -> str:
@@ -74,7 +84,7 @@ def _hooks(config: str, root: Path) -> tuple[str, ...] | None:
         return None
     if config == "agentcomms":
         return (_user_install(root),)
-    if config in ("agentcomms-editable", "agentcomms-http"):
+    if config in ("agentcomms-editable", "agentcomms-http", "trivial-http"):
         return (EDITABLE,)
     trivial = root / "bin" / "agentcomms"
     trivial.parent.mkdir(parents=True)
@@ -141,6 +151,8 @@ def _gateway(root: Path) -> Iterator[tuple[str, str]]:
     proc = start_up(env, "--headless")
     try:
         wait_for_line(proc, "Database", timeout=120)
+        # What it prints later is read and dropped: a full pipe would stall its event loop.
+        threading.Thread(target=lambda: proc.stdout and proc.stdout.read(), daemon=True).start()
         token = (root / "home" / "hook.token").read_text().strip()
         yield hook_url(port, "claude-code"), token
     finally:
@@ -151,6 +163,32 @@ def _gateway(root: Path) -> Iterator[tuple[str, str]]:
             stop(proc)
 
 
+@contextlib.contextmanager
+def _answering() -> Iterator[tuple[str, str]]:
+    """A server that answers every post at once with 204, in a thread of its own."""
+    import http.server
+
+    class Answer(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Answer)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield hook_url(server.server_address[1], "claude-code"), "floor"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 async def run(rounds: int, calls: int, wanted: tuple[str, ...] = CONFIGS) -> dict[str, Any]:
     configs = tuple(c for c in _configs() if c == "none" or c in wanted)
     times: dict[str, list[float]] = {c: [] for c in configs}
@@ -159,6 +197,7 @@ async def run(rounds: int, calls: int, wanted: tuple[str, ...] = CONFIGS) -> dic
         contextlib.ExitStack() as doors,
     ):
         door = doors.enter_context(_gateway(Path(tmp))) if "agentcomms-http" in configs else None
+        floor = doors.enter_context(_answering()) if "trivial-http" in configs else None
         argvs = {c: _hooks(c, Path(tmp) / c) for c in configs}
         # A posted report starts no process: only the command hooks have a CPU to measure.
         cpu = {
@@ -167,7 +206,12 @@ async def run(rounds: int, calls: int, wanted: tuple[str, ...] = CONFIGS) -> dic
             if argv is not None and not c.endswith("-http")
         }
         started = [
-            await _start(argvs[c], Path(tmp) / c, Path(tmp), door if c.endswith("-http") else None)
+            await _start(
+                argvs[c],
+                Path(tmp) / c,
+                Path(tmp),
+                {"agentcomms-http": door, "trivial-http": floor}.get(c),
+            )
             for c in configs
         ]
         try:
