@@ -70,6 +70,10 @@ def test_reporting_hooks_post_and_deciding_hooks_stay_commands(tmp_path: Path) -
     assert found[0].ok, found[0].detail
     # A posted report runs no program that could be gone.
     assert not any("gone" in f.detail for f in found), [f.detail for f in found]
+    # Posting to another port than the gateway's door: the agent's state goes unheard.
+    moved = inspect(target(tmp_path, hook_url=hook_url(9000, "claude-code")))
+    (door,) = [f for f in moved if f.name.endswith("hook door")]
+    assert not door.ok and "127.0.0.1:8236" in door.detail and door.fix is not None
 
 
 def test_uninstall_removes_the_posted_hooks_and_leaves_the_users_own(tmp_path: Path) -> None:

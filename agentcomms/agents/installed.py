@@ -139,7 +139,20 @@ def inspect(target: Target, never_for: NeverFor | None = None) -> list[Finding]:
     findings += _never_fails_open(target, name, install)
     if never_for is not None:
         findings += _never_list(target, name, install, never_for)
-    gone = sorted({exe for _, exe in hooks if exe and not Path(exe).exists()})
+    posted = sorted({url for _, url in hooks if url.startswith("http://")})
+    if target.hook_url is not None and posted and posted != [target.hook_url]:
+        findings.append(
+            Finding(
+                f"{name} hook door",
+                False,
+                f"the hooks post to {', '.join(posted)}, but the gateway takes reports at "
+                f"{target.hook_url} (server.hook_port): the agent's state is not heard",
+                f"`{install}`",
+            )
+        )
+    gone = sorted(
+        {exe for _, exe in hooks if not exe.startswith("http://") and not Path(exe).exists()}
+    )
     if gone:
         findings.append(
             Finding(
@@ -210,7 +223,7 @@ def _read(target: Target) -> tuple[list[tuple[str, str]], bool, list[Path], list
             for h, handler in enumerate(group.get("hooks", []) if isinstance(group, dict) else []):
                 command = handler.get("command") if isinstance(handler, dict) else None
                 if is_our_http_hook(handler, kind):
-                    found.append((event, ""))  # a report posted to the gateway: no program
+                    found.append((event, handler["url"]))  # posted to a gateway: no program
                 elif is_our_hook(command, kind) and isinstance(command, str):
                     # A never-list handler beside the event's report (Claude Code's: each one
                     # with rules, by "if" or the shell's "matcher") is not a second report,
