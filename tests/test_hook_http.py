@@ -54,10 +54,10 @@ def test_reporting_hooks_post_and_deciding_hooks_stay_commands(tmp_path: Path) -
     plan(target(tmp_path, never=("Bash(rm -rf *)",))).apply()
     hooks = hooks_of(tmp_path)
     assert [h["type"] for h in hooks["PermissionRequest"]] == ["command"]
-    report, *refusals = hooks["PreToolUse"]
-    assert report["type"] == "http" and refusals
-    # The never-list's handlers refuse when they fail: commands, which a post cannot replace.
-    assert all(h["type"] == "command" and "--never" in h["command"] for h in refusals)
+    # Claude Code waits for each PreToolUse hook before the tool runs: none posts there, and
+    # only the never-list's handlers are left, commands that refuse when they fail.
+    refusals = hooks["PreToolUse"]
+    assert refusals and all(h["type"] == "command" and "--never" in h["command"] for h in refusals)
     for event in ("SessionStart", "UserPromptSubmit", "PostToolUse", "Stop", "SessionEnd"):
         (posted,) = hooks[event]
         assert posted["url"] == URL and posted["headers"]["X-Agentcomms-Token"] == TOKEN
@@ -86,6 +86,7 @@ def test_uninstall_removes_the_posted_hooks_and_leaves_the_users_own(tmp_path: P
     # An install by the command-only agentcomms (the door turned off) replaces the posts.
     plan(target(tmp_path, hook_url=None, hook_token=None)).apply()
     assert [h["type"] for h in hooks_of(tmp_path)["PostToolUse"]] == ["command"]
+    assert [h["type"] for h in hooks_of(tmp_path)["PreToolUse"]] == ["command"]
     plan(target(tmp_path), uninstall=True).apply()
     assert json.loads(settings.read_text()) == {"hooks": {"Stop": [{"hooks": [own]}]}}
 
