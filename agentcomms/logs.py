@@ -7,6 +7,7 @@ import json
 import logging
 import re
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from agentcomms.config import LoggingConfig
@@ -74,11 +75,18 @@ class RedactSecrets(logging.Filter):
         return True
 
 
-def setup_logging(cfg: LoggingConfig) -> None:
+def setup_logging(cfg: LoggingConfig, *, default_file: Path | None = None) -> None:
+    """Log to stderr, and to ``logging.file`` (else `default_file`) rotated: a service runs
+    for months, and its log must not fill the disk."""
+    from logging.handlers import RotatingFileHandler
+
+    from agentcomms.user_service import LOG_BACKUPS, LOG_MAX_BYTES
+
     handlers: list[logging.Handler] = [logging.StreamHandler()]
-    if cfg.file:
-        cfg.file.parent.mkdir(parents=True, exist_ok=True)
-        handlers.append(logging.FileHandler(cfg.file))
+    file = cfg.file or default_file
+    if file:
+        file.parent.mkdir(parents=True, exist_ok=True)
+        handlers.append(RotatingFileHandler(file, maxBytes=LOG_MAX_BYTES, backupCount=LOG_BACKUPS))
     for handler in handlers:
         handler.addFilter(RedactSecrets())
         if cfg.format == "json":

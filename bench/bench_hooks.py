@@ -19,22 +19,34 @@ it). Configurations take turns, one round each, so a busy moment hits each alike
 - ``agentcomms-editable``: the same hooks running this checkout's own virtualenv, an editable
   install, whose import finder every Python process of that virtualenv loads at start: what a
   developer's agent pays.
+- ``trivial-http``: the same posted hooks to a server that answers each at once: the floor a
+  posted hook costs.
+- ``agentcomms-http``: the hooks as installed with the gateway's hook door on (the default):
+  the reporting hooks posted by Claude Code to a real `agentcomms up` of this checkout, the
+  deciding ones commands.
+
+``--configs`` picks some (``none`` is always measured: it is the baseline).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import dataclasses
 import itertools
 import resource
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from agentcomms.agents.install import Target
+from agentcomms.agents.install import Target, hook_url
 from agentcomms.agents.install_agents import plan
 from bench.common import machine, summarize, write_results
 from tests.fakes.anthropic import FakeAnthropic, bash, text
@@ -43,7 +55,14 @@ from tests.support.tmux import Tmux
 
 EDITABLE = str(Path(sys.executable).parent / "agentcomms")
 CHECKOUT = Path(__file__).resolve().parent.parent
-CONFIGS = ("none", "trivial", "agentcomms", "agentcomms-editable")
+CONFIGS = (
+    "none",
+    "trivial",
+    "agentcomms",
+    "agentcomms-editable",
+    "trivial-http",
+    "agentcomms-http",
+)
 
 
 def _user_install(root: Path) -> str:
@@ -65,7 +84,7 @@ def _hooks(config: str, root: Path) -> tuple[str, ...] | None:
         return None
     if config == "agentcomms":
         return (_user_install(root),)
-    if config == "agentcomms-editable":
+    if config in ("agentcomms-editable", "agentcomms-http", "trivial-http"):
         return (EDITABLE,)
     trivial = root / "bin" / "agentcomms"
     trivial.parent.mkdir(parents=True)
@@ -75,11 +94,14 @@ def _hooks(config: str, root: Path) -> tuple[str, ...] | None:
 
 
 async def _start(
-    argv: tuple[str, ...] | None, root: Path, socket_dir: Path
+    argv: tuple[str, ...] | None, root: Path, socket_dir: Path, door: tuple[str, str] | None
 ) -> tuple[ClaudePane, Tmux]:
+    url, token = door or (None, None)
+
     def install(home: Path, project: Path) -> None:
         if argv is not None:
-            plan(Target("claude-code", home=home, project=project, argv=argv)).apply()
+            target = Target("claude-code", home=home, project=project, argv=argv)
+            plan(dataclasses.replace(target, hook_url=url, hook_token=token)).apply()
 
     tmux = Tmux(socket_dir / f"b-{uuid.uuid4().hex[:8]}")
     model = FakeAnthropic()
@@ -112,13 +134,86 @@ def _configs() -> tuple[str, ...]:
     return CONFIGS
 
 
-async def run(rounds: int, calls: int) -> dict[str, Any]:
-    configs = _configs()
+@contextlib.contextmanager
+def _gateway(root: Path) -> Iterator[tuple[str, str]]:
+    """A real `agentcomms up` of this checkout in a home of its own: its hook door's URL, and
+    the token the hooks post with."""
+    from tests.fakes.serve import free_port
+    from tests.support.cli import env_for, start_up, stop, wait_for_line
+
+    port = free_port()
+    env = env_for(
+        root / "home",
+        AGENTCOMMS_TEMPORAL__ADDRESS=f"127.0.0.1:{free_port()}",
+        AGENTCOMMS_TEMPORAL__UI_PORT=str(free_port()),
+        AGENTCOMMS_SERVER__HOOK_PORT=str(port),
+    )
+    proc = start_up(env, "--headless")
+    try:
+        wait_for_line(proc, "Database", timeout=120)
+        # What it prints later is read and dropped: a full pipe would stall its event loop.
+        threading.Thread(target=lambda: proc.stdout and proc.stdout.read(), daemon=True).start()
+        token = (root / "home" / "hook.token").read_text().strip()
+        yield hook_url(port, "claude-code"), token
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        finally:
+            stop(proc)
+
+
+@contextlib.contextmanager
+def _answering() -> Iterator[tuple[str, str]]:
+    """A server that answers every post at once with 204, in a thread of its own."""
+    import http.server
+
+    class Answer(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Answer)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield hook_url(server.server_address[1], "claude-code"), "floor"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+async def run(rounds: int, calls: int, wanted: tuple[str, ...] = CONFIGS) -> dict[str, Any]:
+    configs = tuple(c for c in _configs() if c == "none" or c in wanted)
     times: dict[str, list[float]] = {c: [] for c in configs}
-    with tempfile.TemporaryDirectory(prefix="ach-", ignore_cleanup_errors=True) as tmp:
+    with (
+        tempfile.TemporaryDirectory(prefix="ach-", ignore_cleanup_errors=True) as tmp,
+        contextlib.ExitStack() as doors,
+    ):
+        door = doors.enter_context(_gateway(Path(tmp))) if "agentcomms-http" in configs else None
+        floor = doors.enter_context(_answering()) if "trivial-http" in configs else None
         argvs = {c: _hooks(c, Path(tmp) / c) for c in configs}
-        cpu = {c: _hook_cpu(argv, Path(tmp)) for c, argv in argvs.items() if argv is not None}
-        started = [await _start(argvs[c], Path(tmp) / c, Path(tmp)) for c in configs]
+        # A posted report starts no process: only the command hooks have a CPU to measure.
+        cpu = {
+            c: _hook_cpu(argv, Path(tmp))
+            for c, argv in argvs.items()
+            if argv is not None and not c.endswith("-http")
+        }
+        started = [
+            await _start(
+                argvs[c],
+                Path(tmp) / c,
+                Path(tmp),
+                {"agentcomms-http": door, "trivial-http": floor}.get(c),
+            )
+            for c in configs
+        ]
         try:
             await _round(started[0][0], 0, 2)  # warm the machine's caches up, not measured
             for round_no in range(1, rounds + 1):
@@ -180,9 +275,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--calls", type=int, default=20)
+    parser.add_argument("--configs", nargs="+", choices=CONFIGS, default=list(CONFIGS))
     parser.add_argument("--no-save", action="store_true")
     args = parser.parse_args()
-    report = asyncio.run(run(args.rounds, args.calls))
+    report = asyncio.run(run(args.rounds, args.calls, tuple(args.configs)))
     m = report["machine"]
     lines = [
         f"# Hooks benchmark, {m['date']}",

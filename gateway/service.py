@@ -21,6 +21,7 @@ from agentcomms.store import Store
 from agentcomms.trust import DeploymentKey
 from agentcomms.voice.audio import AudioStore
 from gateway.agents.dialogs import DialogWatch
+from gateway.agents.hook_http import HookReports
 from gateway.agents.hooks import AgentHookMethods, PaneAgents
 from gateway.agents.mirror import ReplyMirror
 from gateway.agents.processes import ProcessAgentMethods, start_configured
@@ -109,7 +110,7 @@ class Gateway:
         # One-way notifications to the human's ntfy topic: turns ended, agents gone, asks.
         self.notify = PushNotify(cfg)
         approvals.observers.append(self.notify.approval)
-        hooks = AgentHookMethods(
+        self.hooks = hooks = AgentHookMethods(
             self.mailbox,
             self.host,
             panes,
@@ -182,6 +183,7 @@ class Gateway:
             else None
         )
         self.http: WebhookServer | None = None
+        self.hook_reports: HookReports | None = None
         self.console: Console | None = None
         self._pruning: asyncio.Task[None] | None = None
         self._watching: asyncio.Task[None] | None = None
@@ -194,6 +196,12 @@ class Gateway:
         await self.server.start()
         if self.hooks_server is not None:
             await self.hooks_server.start()
+        if self.cfg.server.hook_port is not None:
+            from agentcomms.hook_token import hook_token
+
+            reports = HookReports(self.hooks, hook_token(), self.cfg.server.hook_port)
+            if await _listening(reports.start, "hooks report through `agentcomms hook` only"):
+                self.hook_reports = reports
         await self.register_configured_agents()
         await self.record_configured_channels()
         await self.chat.start()
@@ -336,6 +344,8 @@ class Gateway:
             await self.console.close()
         if self.http is not None:
             await self.http.close()
+        if self.hook_reports is not None:
+            await self.hook_reports.close()
         if self.inbound_calls is not None:
             await self.inbound_calls.close()
         await self.chat.close()

@@ -104,6 +104,9 @@ def test_up_embeds_temporal_reports_status_and_stops_everything(up_env: dict[str
     assert not pid_alive(temporal_pid)
     assert not (home / "daemon.sock").exists() and not (home / "up.json").exists()
     assert "tmux is not on PATH" not in printed
+    # `up` logs where `service logs` reads, whether or not it runs as the service.
+    assert (home / "logs" / "agentcomms.log").exists()
+    assert "no log yet" not in run(up_env, "service", "logs").stdout
     after = run(up_env, "status")
     assert after.returncode == 1 and "not running" in after.stdout
 

@@ -38,6 +38,8 @@ AGENT_NAMES: dict[AgentKind, str] = {
 SERVER_NAME = "agentcomms"
 # A hook reports and returns at once; a hook stuck on a dead gateway must not hold the agent.
 HOOK_TIMEOUT_S = 10
+# The gateway answers a posted report at once; a gateway that hangs costs the agent this at most.
+HTTP_HOOK_TIMEOUT_S = 2
 # The permission hook outlives its approval by this much, so the approval's own timeout (leave
 # the dialog to the terminal, or deny) is what the agent sees, not the hook's being killed.
 APPROVAL_HOOK_MARGIN_S = 60
@@ -135,6 +137,34 @@ def is_our_hook(command: object, kind: AgentKind) -> bool:
     return args is not None and args[:2] == ["hook", kind]
 
 
+# The path of the gateway's loopback door for hook reports (gateway/agents/hook_http.py).
+HOOK_URL_PATH = "/agentcomms/hook/"
+# What the agent fills the report's headers from: the pane it runs in, or the agent it is.
+HOOK_ENV_VARS = ["TMUX_PANE", "TMUX", "AGENTCOMMS_AGENT_ID"]
+# Claude Code's events whose hook decides (the agent reads its answer): always a command, which
+# fails closed; every other event only reports, and can be posted without a process.
+DECIDING_EVENTS = frozenset({"PermissionRequest"})
+# Not posted: Claude Code waits for every PreToolUse hook before it runs the tool (it may refuse
+# it), and a posted one cost the agent +17 to +33 ms per call against +1 without (measured). The
+# turn is busy from its prompt already, and each tool's end (PostToolUse) says so again.
+UNPOSTED_EVENTS = frozenset({"PreToolUse"})
+
+
+def hook_url(port: int, kind: AgentKind) -> str:
+    return f"http://127.0.0.1:{port}{HOOK_URL_PATH}{kind}"
+
+
+def is_our_http_hook(handler: object, kind: AgentKind) -> bool:
+    """Whether a hook posts to an agentcomms gateway's loopback door for `kind`, whichever
+    port it names."""
+    if not isinstance(handler, dict) or handler.get("type") != "http":
+        return False
+    url = handler.get("url")
+    return isinstance(url, str) and bool(
+        re.fullmatch(rf"http://127\.0\.0\.1:\d{{1,5}}{re.escape(HOOK_URL_PATH + kind)}", url)
+    )
+
+
 def is_our_server(server: object) -> bool:
     if not isinstance(server, dict):
         return False
@@ -165,6 +195,28 @@ class Target:
     # agentcomms' own folder: with it, the never-list also refuses the human's commands and
     # that folder to the agent (`never.human_rules`), whatever the configuration lists.
     agentcomms_home: Path | None = None
+    # Claude Code only: where the gateway takes hook reports over loopback HTTP, and the token
+    # that proves them the user's own; None: every hook is a command.
+    hook_url: str | None = None
+    hook_token: str | None = None
+
+    def http_hook(self) -> dict[str, Any]:
+        """A hook that posts its report to the gateway: no process started, and with the
+        gateway down a refused connection the agent shrugs off at once."""
+        assert self.hook_url is not None and self.hook_token is not None
+        agent = self.agent_id or "$AGENTCOMMS_AGENT_ID"
+        return {
+            "type": "http",
+            "url": self.hook_url,
+            "headers": {
+                "X-Agentcomms-Token": self.hook_token,
+                "X-Agentcomms-Pane": "$TMUX_PANE",
+                "X-Agentcomms-Tmux": "$TMUX",
+                "X-Agentcomms-Agent": agent,
+            },
+            "allowedEnvVars": HOOK_ENV_VARS,
+            "timeout": HTTP_HOOK_TIMEOUT_S,
+        }
 
     def never_rules(self, configured: Sequence[str]) -> list[str]:
         """The rules this agent's hooks refuse: the human's, then `configured`, those of
@@ -399,7 +451,9 @@ def command_hook(target: Target, **extra: Any) -> dict[str, Any]:
 
 def our_hook(kind: AgentKind) -> Callable[[object], bool]:
     def ours(handler: object) -> bool:
-        return isinstance(handler, dict) and is_our_hook(handler.get("command"), kind)
+        return isinstance(handler, dict) and (
+            is_our_hook(handler.get("command"), kind) or is_our_http_hook(handler, kind)
+        )
 
     return ours
 

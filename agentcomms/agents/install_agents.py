@@ -27,9 +27,11 @@ from agentcomms.agents.install import (
     CLAUDE_EVENTS,
     CODEX_EVENTS,
     CODEX_TRUST_STEP,
+    DECIDING_EVENTS,
     GEMINI_EVENTS,
     HOOK_TIMEOUT_S,
     SERVER_NAME,
+    UNPOSTED_EVENTS,
     Plan,
     Target,
     command_hook,
@@ -75,11 +77,18 @@ def _claude(plan: Plan) -> None:
             timeout = HOOK_TIMEOUT_S
             if event == "PermissionRequest":  # it waits for the human's answer
                 timeout = int(target.approval_timeout_s) + APPROVAL_HOOK_MARGIN_S
-            entries[event] = command_hook(target, timeout=timeout, **extra)
+            if target.hook_url is None or event in DECIDING_EVENTS:
+                entries[event] = command_hook(target, timeout=timeout, **extra)
+            elif event not in UNPOSTED_EVENTS:
+                entries[event] = target.http_hook()
         if target.never:
             # The report runs for every call: its failure must not stop them all.
-            report = command_hook(target, timeout=HOOK_TIMEOUT_S, **{"async": True})
-            entries["PreToolUse"] = [report, *_claude_refusals(target)]
+            report = (
+                []
+                if target.hook_url is not None
+                else [command_hook(target, timeout=HOOK_TIMEOUT_S, **{"async": True})]
+            )
+            entries["PreToolUse"] = [*report, *_claude_refusals(target)]
     edit_json(
         plan, settings, lambda doc: merge_hooks(doc, settings, entries, our_hook("claude-code"))
     )

@@ -26,11 +26,13 @@ from agentcomms.agents.install import (
     GEMINI_EVENTS,
     MIN_VERSIONS,
     SERVER_NAME,
+    UNPOSTED_EVENTS,
     AgentKind,
     Plan,
     Target,
     format_version,
     is_our_hook,
+    is_our_http_hook,
     is_our_server,
     load_json,
     read_text,
@@ -113,8 +115,11 @@ def inspect(target: Target, never_for: NeverFor | None = None) -> list[Finding]:
         return []  # not installed here
     findings = []
     counts = Counter(event for event, _ in hooks)
-    missing = [e for e in EVENTS[kind] if not counts[e]]
-    doubled = [e for e in EVENTS[kind] if counts[e] > 1]
+    # Hooks that post their reports leave out those a post would slow down (install.py).
+    posts = any(exe.startswith("http://") for _, exe in hooks)
+    expected = [e for e in EVENTS[kind] if not (posts and e in UNPOSTED_EVENTS)]
+    missing = [e for e in expected if not counts[e]]
+    doubled = [e for e in expected if counts[e] > 1]
     where = ", ".join(str(f) for f in files)
     if missing or doubled or not servers:
         problems = [f"hooks missing for {', '.join(missing)}"] if missing else []
@@ -124,7 +129,7 @@ def inspect(target: Target, never_for: NeverFor | None = None) -> list[Finding]:
             Finding(f"{name} hooks", False, f"{'; '.join(problems)} in {where}", f"`{install}`")
         )
     else:
-        detail = f"{len(EVENTS[kind])} hooks, each once, and the MCP server in {where}"
+        detail = f"{len(expected)} hooks, each once, and the MCP server in {where}"
         findings.append(Finding(f"{name} hooks", True, detail))
     if untrusted:
         findings.append(
@@ -138,7 +143,20 @@ def inspect(target: Target, never_for: NeverFor | None = None) -> list[Finding]:
     findings += _never_fails_open(target, name, install)
     if never_for is not None:
         findings += _never_list(target, name, install, never_for)
-    gone = sorted({exe for _, exe in hooks if not Path(exe).exists()})
+    posted = sorted({url for _, url in hooks if url.startswith("http://")})
+    if target.hook_url is not None and posted and posted != [target.hook_url]:
+        findings.append(
+            Finding(
+                f"{name} hook door",
+                False,
+                f"the hooks post to {', '.join(posted)}, but the gateway takes reports at "
+                f"{target.hook_url} (server.hook_port): the agent's state is not heard",
+                f"`{install}`",
+            )
+        )
+    gone = sorted(
+        {exe for _, exe in hooks if not exe.startswith("http://") and not Path(exe).exists()}
+    )
     if gone:
         findings.append(
             Finding(
@@ -208,7 +226,9 @@ def _read(target: Target) -> tuple[list[tuple[str, str]], bool, list[Path], list
         for g, group in enumerate(groups if isinstance(groups, list) else []):
             for h, handler in enumerate(group.get("hooks", []) if isinstance(group, dict) else []):
                 command = handler.get("command") if isinstance(handler, dict) else None
-                if is_our_hook(command, kind) and isinstance(command, str):
+                if is_our_http_hook(handler, kind):
+                    found.append((event, handler["url"]))  # posted to a gateway: no program
+                elif is_our_hook(command, kind) and isinstance(command, str):
                     # A never-list handler beside the event's report (Claude Code's: each one
                     # with rules, by "if" or the shell's "matcher") is not a second report,
                     # nor is Gemini CLI's asking BeforeTool (remote approvals) beside the

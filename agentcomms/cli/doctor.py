@@ -42,6 +42,7 @@ async def run_checks() -> list[Check]:
         await _check_mailboxes(client, agents, checks)
     await _check_gateway(cfg, checks)
     _check_email(cfg, checks)
+    _check_service(checks)
     await check_agents(checks, cfg)
     await check_permission_modes(agents, checks)
     return checks
@@ -398,6 +399,16 @@ def _check_email(cfg: Config, checks: list[Check]) -> None:
         return
     for problem, fix in cfg.chat.email.problems():
         checks.append(Check("email", False, problem, fix, warn=True))
+
+
+def _check_service(checks: list[Check]) -> None:
+    """Whether `up` runs as the user's service; not installed is a choice, not a problem."""
+    from agentcomms.user_service import status
+
+    found = status()
+    broken = found.installed and found.running is False
+    worth_knowing = found.fix is not None and not broken
+    checks.append(Check("service", not broken, found.detail, found.fix, worth_knowing))
 
 
 def _webhooks_used(cfg: Config) -> bool:

@@ -22,15 +22,18 @@ async def check_agents(checks: list[Check], cfg: Config | None) -> None:
     import os
     from pathlib import Path
 
-    from agentcomms.agents.install import Target
+    from agentcomms.agents.install import Target, hook_url
     from agentcomms.agents.installed import inspect_all
     from agentcomms.config.home import agentcomms_home
 
     codex_home = os.environ.get("CODEX_HOME")
+    port = cfg.server.hook_port if cfg is not None else None
     target = Target(
         "claude-code",
         codex_home=Path(codex_home) if codex_home else None,
         agentcomms_home=agentcomms_home().absolute(),  # the never-list's rules for its folder
+        # Where the gateway takes posted reports: hooks posting elsewhere go unheard.
+        hook_url=hook_url(port, "claude-code") if port else None,
     )
     never_for = cfg.never_rules if cfg is not None else None
     for f in await asyncio.to_thread(inspect_all, target, never_for):

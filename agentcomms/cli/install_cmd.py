@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 from enum import StrEnum
@@ -92,6 +93,8 @@ def install(
         remote_approvals=agent.value == "gemini" and _remote_approvals(agent_id),
         agentcomms_home=_agentcomms_home(),
     )
+    url, token = _reporting_door(agent.value, uninstall=uninstall)
+    target = dataclasses.replace(target, hook_url=url, hook_token=token)
     mode = _permission_mode(agent, permission_mode, uninstall=uninstall)
     with user_errors():
         result = plan(target, uninstall=uninstall)
@@ -152,6 +155,22 @@ def _agentcomms_home() -> Path:
     from agentcomms.config.home import agentcomms_home
 
     return agentcomms_home().absolute()
+
+
+def _reporting_door(kind: str, *, uninstall: bool) -> tuple[str | None, str | None]:
+    """Claude Code's reporting hooks post to the gateway's loopback door (``server.hook_port``)
+    with this deployment's hook token, unless the config turns the door off."""
+    if kind != "claude-code" or uninstall:
+        return None, None
+    from agentcomms.agents.install import hook_url
+    from agentcomms.config import load_sections
+    from agentcomms.hook_token import hook_token
+
+    with user_errors():
+        port = load_sections(["server"]).server.hook_port
+        if port is None or port == 0:  # off, or a port chosen at start that no file can name
+            return None, None
+        return hook_url(port, "claude-code"), hook_token()
 
 
 def _approval_timeout_s() -> float:

@@ -13,6 +13,7 @@ import asyncio
 import re
 import shutil
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -26,13 +27,14 @@ HeadlessOption = Annotated[
 ]
 
 
-def _load() -> Config:
+def _load(*, log_file: Path | None = None) -> Config:
+    """The config, with logging set up (to `log_file` when ``logging.file`` is not set)."""
     from agentcomms.logs import setup_logging
 
     with user_errors():  # an unset ${VAR} is one line naming the key, not a traceback
         ensure_home()
         cfg = load_config()
-    setup_logging(cfg.logging)
+    setup_logging(cfg.logging, default_file=log_file)
     return cfg
 
 
@@ -43,9 +45,12 @@ def up(headless: HeadlessOption = False) -> None:
     Uses the Temporal server at `temporal.address` when one answers; otherwise, for a local
     address, starts `temporal server start-dev` with its database in ~/.agentcomms/temporal.db
     (so messages survive restarts) and the Temporal UI on `temporal.ui_port`.
-    Ctrl-C or SIGTERM stops all of it, the embedded server included.
+    Ctrl-C or SIGTERM stops all of it, the embedded server included. It logs to
+    `logging.file`, by default ~/.agentcomms/logs/agentcomms.log (`agentcomms service logs`).
     """
-    run_async(_up, _load(), headless)
+    from agentcomms.user_service import default_log_file
+
+    run_async(_up, _load(log_file=default_log_file()), headless)
 
 
 async def _up(cfg: Config, headless: bool) -> None:

@@ -60,6 +60,7 @@ def show(as_json: bool) -> None:
                     for down in gw.get("hosts_down", [])
                 ),
                 ("Database", gw.get("database")),
+                ("Service", _describe_service(report["service"])),
                 ("Chat", _describe_providers(gw.get("providers"))),
             ]
         )
@@ -92,6 +93,11 @@ def _describe_providers(providers: list[dict[str, str]] | None) -> str | None:
         )
         or "none enabled"
     )
+
+
+def _describe_service(service: dict[str, Any]) -> str:
+    fix = service.get("fix")
+    return str(service["detail"]) + (f" ({fix})" if fix else "")
 
 
 def _describe_workers(workers: dict[str, list[str]] | None) -> str | None:
@@ -129,6 +135,7 @@ async def _status(socket: Path, address: str) -> dict[str, Any]:
     from agentcomms.client import call
     from agentcomms.errors import GatewayUnavailable
     from agentcomms.state_file import read_state
+    from agentcomms.user_service import status as service_status
 
     try:
         gw: dict[str, Any] = await asyncio.wait_for(call(socket, "status"), timeout=5)
@@ -146,6 +153,7 @@ async def _status(socket: Path, address: str) -> dict[str, Any]:
         },
         "temporal_ui": state.get("temporal_ui"),
         "up_pid": state.get("pid"),
+        "service": service_status().as_json(),
         # The gateway says who polls (it holds a Temporal client); asking Temporal from here
         # loads its SDK, so only when the gateway cannot say.
         "workers": gw.get("workers") or (await _workers() if answering else None),

@@ -64,6 +64,7 @@ if TYPE_CHECKING:
         load_sections,
         resolve_config,
     )
+    from agentcomms.config.logs import LoggingConfig
     from agentcomms.config.models import (
         AcpConfig,
         AgentConfig,
@@ -72,7 +73,6 @@ if TYPE_CHECKING:
         ConsoleConfig,
         DatabaseConfig,
         EncryptionKey,
-        LoggingConfig,
         MailboxConfig,
         MetricsConfig,
         SecurityConfig,
@@ -127,7 +127,7 @@ _HOME: dict[str, str] = {
     "ConsoleConfig": "models",
     "DatabaseConfig": "models",
     "EncryptionKey": "models",
-    "LoggingConfig": "models",
+    "LoggingConfig": "logs",
     "MailboxConfig": "models",
     "MetricsConfig": "models",
     "SecurityConfig": "models",

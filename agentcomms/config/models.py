@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import base64
 import binascii
-import typing
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import (
     Field,
@@ -35,10 +34,16 @@ from agentcomms.config.agents import NeverRule as NeverRule
 from agentcomms.config.budget import Budget
 from agentcomms.config.chat import ChatConfig
 from agentcomms.config.home import agentcomms_home, default_socket
+from agentcomms.config.logs import LoggingConfig
 from agentcomms.config.notify import NotifyConfig
 from agentcomms.config.section import AgentIdKey, Section
 from agentcomms.config.voice import VoiceConfig, phone_approver
 from agentcomms.escalation_models import QuietHours, Rung
+
+_HOOK_PORT = (
+    "Loopback port where Claude Code's reporting hooks post (no process per tool call); null: "
+    "no listener, and `install claude-code` writes command hooks. Install again after a change"
+)
 
 
 class ServerConfig(Section):
@@ -57,6 +62,7 @@ class ServerConfig(Section):
     )
     http_host: str = "127.0.0.1"
     http_port: int = Field(default=8765, ge=0, le=65535)
+    hook_port: int | None = Field(8236, ge=0, le=65535, description=_HOOK_PORT)
     public_url: str | None = Field(
         default=None,
         description="Where providers reach the HTTP listener (e.g. a tunnel or proxy, "
@@ -232,26 +238,6 @@ class MailboxConfig(Section):
     max_pending_bytes: MaxPendingBytes = Field(
         default=8_000_000, description="bytes of text waiting per agent"
     )
-
-
-class LoggingConfig(Section):
-    level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
-    file: Path | None = None
-    format: Literal["text", "json"] = Field(
-        default="text",
-        description="text: one readable line per record; json: one JSON object per line (event, "
-        "agent and workflow ids as fields) for log shippers",
-    )
-
-    @field_validator("level", mode="before")
-    @classmethod
-    def _any_case(cls, value: Any) -> Any:
-        # "info" is what people type; keep anything else as written so the error quotes it.
-        if isinstance(value, str) and value.upper() in typing.get_args(
-            cls.model_fields["level"].annotation
-        ):
-            return value.upper()
-        return value
 
 
 class MetricsConfig(Section):

@@ -336,18 +336,32 @@ async def claude_with_agentcomms(
     agent_id: str | None = None,
     configure: Callable[[Config], Config] | None = None,
     never: tuple[str, ...] = (),
+    posted: bool = False,
 ) -> AsyncIterator[tuple[Stack, ClaudePane, str]]:
     """A stack (`configure` adjusts its configuration), and the real Claude Code with
     `agentcomms install claude-code` in its home and its pane registered as an agent
     (`agent_id`, or one made up; the id given): its hooks report to that stack. `never`: the
-    never-list installed with them."""
+    never-list installed with them. `posted`: the reporting hooks post to the gateway's hook
+    door (its token in the agentcomms home, which the caller makes private)."""
+    from agentcomms.agents.install import hook_url
+    from agentcomms.hook_token import hook_token
     from tests.support.cli import AGENTCOMMS  # cli imports the stack, as this module does
 
+    def with_door(cfg: Config) -> Config:
+        cfg = configure(cfg) if configure is not None else cfg
+        if not posted:
+            return cfg
+        return cfg.model_copy(update={"server": cfg.server.model_copy(update={"hook_port": 0})})
+
     model = FakeAnthropic()
-    async with running_stack(client, root / "stack", configure=configure) as stack, model.server:
+    async with running_stack(client, root / "stack", configure=with_door) as stack, model.server:
+        door = stack.gateway.hook_reports
 
         def install(home: Path, project: Path) -> None:
             target = Target("claude-code", home=home, project=project, argv=(AGENTCOMMS,))
+            if door is not None:
+                url = hook_url(door.server.port, "claude-code")
+                target = replace(target, hook_url=url, hook_token=hook_token())
             plan(replace(target, never=never)).apply()
 
         try:

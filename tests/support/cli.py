@@ -26,6 +26,8 @@ def env_for(home: Path, **overrides: str) -> dict[str, str]:
     env["AGENTCOMMS_HOME"] = str(home)
     # The console on a port the system picks: runs side by side never collide on 8235.
     env["AGENTCOMMS_CONSOLE__PORT"] = "0"
+    # Likewise the hook reports' door (and so `install` writes command hooks, as before).
+    env["AGENTCOMMS_SERVER__HOOK_PORT"] = "0"
     env.update(overrides)
     return env
 

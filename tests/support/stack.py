@@ -100,7 +100,9 @@ def stack_config(
         voice=voice or VoiceConfig(audio_dir=tmp_path / "audio"),
         # Process agents' sessions beside it too, not in the home of whoever runs the tests.
         acp=AcpConfig(state_dir=tmp_path / "acp"),
-        server=ServerConfig(socket_path=socket_path or tmp_path / "daemon.sock"),
+        # Hooks report through the socket; the HTTP door's own tests open it (its token is
+        # kept in the agentcomms home, which a stack does not own).
+        server=ServerConfig(socket_path=socket_path or tmp_path / "daemon.sock", hook_port=None),
         temporal=TemporalConfig(
             address=client.service_client.config.target_host,
             task_queue=f"tq-{uuid.uuid4()}",

@@ -1,0 +1,227 @@
+"""Claude Code's reporting hooks post to the gateway's loopback door instead of starting a
+process; the hooks that decide stay commands that fail closed.
+
+The install is checked on its files (what Claude Code reads), the door on a real stack: a
+stand-in agent in a real tmux pane, its reports posted as Claude Code posts them (the same JSON,
+the headers its settings name), its state in a real mailbox.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from temporalio.testing import WorkflowEnvironment
+
+from agentcomms.agents.install import (
+    HOOK_ENV_VARS,
+    Target,
+    hook_url,
+    is_our_http_hook,
+)
+from agentcomms.agents.install_agents import plan
+from agentcomms.agents.installed import inspect
+from agentcomms.hook_token import hook_token
+from tests.fakes.anthropic import bash, text
+from tests.support.agents import claude_with_agentcomms
+from tests.support.cli import AGENTCOMMS
+from tests.support.fake_agent import registered, start_fake_agent, state_is
+from tests.support.stack import Stack, register, running_stack
+from tests.support.tmux import Tmux
+from tests.support.waiting import eventually
+
+TOKEN = "t" * 43
+URL = hook_url(8236, "claude-code")
+
+
+def target(tmp_path: Path, **extra: Any) -> Target:
+    given: dict[str, Any] = {"hook_url": URL, "hook_token": TOKEN, **extra}
+    return Target(
+        "claude-code", home=tmp_path, project=tmp_path / "project", argv=(AGENTCOMMS,), **given
+    )
+
+
+def hooks_of(tmp_path: Path) -> dict[str, list[dict[str, Any]]]:
+    doc = json.loads((tmp_path / ".claude" / "settings.json").read_text())
+    return {e: [h for g in groups for h in g["hooks"]] for e, groups in doc["hooks"].items()}
+
+
+def test_reporting_hooks_post_and_deciding_hooks_stay_commands(tmp_path: Path) -> None:
+    plan(target(tmp_path, never=("Bash(rm -rf *)",))).apply()
+    hooks = hooks_of(tmp_path)
+    assert [h["type"] for h in hooks["PermissionRequest"]] == ["command"]
+    # Claude Code waits for each PreToolUse hook before the tool runs: none posts there, and
+    # only the never-list's handlers are left, commands that refuse when they fail.
+    refusals = hooks["PreToolUse"]
+    assert refusals and all(h["type"] == "command" and "--never" in h["command"] for h in refusals)
+    for event in ("SessionStart", "UserPromptSubmit", "PostToolUse", "Stop", "SessionEnd"):
+        (posted,) = hooks[event]
+        assert posted["url"] == URL and posted["headers"]["X-Agentcomms-Token"] == TOKEN
+        assert posted["headers"]["X-Agentcomms-Pane"] == "$TMUX_PANE"
+        # Claude Code fills a header from the environment only for the variables listed.
+        assert posted["allowedEnvVars"] == HOOK_ENV_VARS
+    # Installed twice: nothing changes; doctor counts each event's report once.
+    assert plan(target(tmp_path, never=("Bash(rm -rf *)",))).changes == []
+    found = inspect(target(tmp_path))
+    assert found[0].ok, found[0].detail
+    # A posted report runs no program that could be gone.
+    assert not any("gone" in f.detail for f in found), [f.detail for f in found]
+    # Posting to another port than the gateway's door: the agent's state goes unheard.
+    moved = inspect(target(tmp_path, hook_url=hook_url(9000, "claude-code")))
+    (door,) = [f for f in moved if f.name.endswith("hook door")]
+    assert not door.ok and "127.0.0.1:8236" in door.detail and door.fix is not None
+
+
+def test_uninstall_removes_the_posted_hooks_and_leaves_the_users_own(tmp_path: Path) -> None:
+    settings = tmp_path / ".claude" / "settings.json"
+    settings.parent.mkdir(parents=True)
+    own = {"type": "http", "url": "http://127.0.0.1:9999/my-logger"}
+    settings.write_text(json.dumps({"hooks": {"Stop": [{"hooks": [own]}]}}))
+    plan(target(tmp_path)).apply()
+    assert own in hooks_of(tmp_path)["Stop"]
+    # An install by the command-only agentcomms (the door turned off) replaces the posts.
+    plan(target(tmp_path, hook_url=None, hook_token=None)).apply()
+    assert [h["type"] for h in hooks_of(tmp_path)["PostToolUse"]] == ["command"]
+    assert [h["type"] for h in hooks_of(tmp_path)["PreToolUse"]] == ["command"]
+    plan(target(tmp_path), uninstall=True).apply()
+    assert json.loads(settings.read_text()) == {"hooks": {"Stop": [{"hooks": [own]}]}}
+
+
+@pytest.mark.parametrize(
+    ("handler", "ours"),
+    [
+        ({"type": "http", "url": "http://127.0.0.1:8236/agentcomms/hook/claude-code"}, True),
+        ({"type": "http", "url": "http://127.0.0.1:9/agentcomms/hook/claude-code"}, True),
+        ({"type": "http", "url": "http://127.0.0.1:8236/agentcomms/hook/codex"}, False),
+        ({"type": "http", "url": "http://evil.example:8236/agentcomms/hook/claude-code"}, False),
+        ({"type": "http", "url": "http://127.0.0.1:8236/agentcomms/hook/claude-code/x"}, False),
+        ({"type": "command", "url": "http://127.0.0.1:8236/agentcomms/hook/claude-code"}, False),
+        ({"type": "http"}, False),
+        ("http", False),
+    ],
+)
+def test_which_posted_hooks_are_agentcomms(handler: object, ours: bool) -> None:
+    assert is_our_http_hook(handler, "claude-code") is ours
+
+
+# ---- the door --------------------------------------------------------------------------------
+
+
+@pytest.fixture
+async def door_stack(
+    temporal_env: WorkflowEnvironment, tmp_path: Path, home: Path
+) -> AsyncIterator[Stack]:
+    def with_door(cfg: Any) -> Any:
+        return cfg.model_copy(update={"server": cfg.server.model_copy(update={"hook_port": 0})})
+
+    async with running_stack(temporal_env.client, tmp_path, configure=with_door) as s:
+        yield s
+
+
+def door(stack: Stack) -> str:
+    reports = stack.gateway.hook_reports
+    assert reports is not None
+    return f"http://127.0.0.1:{reports.server.port}/agentcomms/hook/claude-code"
+
+
+async def post(url: str, body: dict[str, Any], **headers: str) -> httpx.Response:
+    async with httpx.AsyncClient() as client:
+        return await client.post(url, json=body, headers=headers, timeout=10)
+
+
+async def test_posted_reports_move_the_agents_state_as_its_hooks_do(
+    door_stack: Stack, tmux: Tmux, tmp_path: Path
+) -> None:
+    stack = door_stack
+    agent_id = stack.agent_id("claude")
+    fake = await start_fake_agent(tmux, tmp_path, stack.cfg.server.socket(), "claude")
+    await register(stack, agent_id, tmux, fake.target, submit_delay_ms=0)
+    await eventually(lambda: registered(stack, agent_id))
+    # As Claude Code sends them: the pane and its tmux server from the agent's environment.
+    from_pane = {
+        "X-Agentcomms-Token": hook_token(),
+        "X-Agentcomms-Pane": fake.pane_id,
+        "X-Agentcomms-Tmux": f"{tmux.socket},1,0",
+        "X-Agentcomms-Agent": "",
+    }
+    url = door(stack)
+    said = {"session_id": "s-1", "transcript_path": "/x", "cwd": "/"}
+    started = await post(url, {**said, "hook_event_name": "SessionStart"}, **from_pane)
+    assert started.status_code == 204
+    await eventually(lambda: state_is(stack, agent_id, "ready"))
+    prompt = {**said, "hook_event_name": "UserPromptSubmit", "prompt": "migrate"}
+    assert (await post(url, prompt, **from_pane)).status_code == 204
+    await eventually(lambda: state_is(stack, agent_id, "busy"))
+    # Named by its id instead (AGENTCOMMS_AGENT_ID), outside tmux.
+    named = {"X-Agentcomms-Token": hook_token(), "X-Agentcomms-Agent": agent_id}
+    stop = {**said, "hook_event_name": "Stop", "last_assistant_message": "done"}
+    assert (await post(url, stop, **named)).status_code == 204
+    await eventually(lambda: state_is(stack, agent_id, "ready"))
+
+
+@pytest.mark.parametrize(
+    ("body", "headers", "path", "status"),
+    [
+        # Not the user's: no token, or another one.
+        ({"hook_event_name": "Stop"}, {}, "claude-code", 401),
+        ({"hook_event_name": "Stop"}, {"X-Agentcomms-Token": "guess"}, "claude-code", 401),
+        # A decision is never taken here: the agent's own command hook asks (fails closed).
+        ({"hook_event_name": "PermissionRequest"}, None, "claude-code", 403),
+        ({"no": "event"}, None, "claude-code", 400),
+        ({"hook_event_name": "Stop"}, None, "codex", 404),
+        # Posted from outside tmux and naming no agent: nothing to report for, and no wait.
+        ({"hook_event_name": "Stop"}, None, "claude-code", 204),
+    ],
+)
+async def test_the_door_takes_only_the_users_reports(
+    door_stack: Stack,
+    body: dict[str, Any],
+    headers: dict[str, str] | None,
+    path: str,
+    status: int,
+) -> None:
+    given = {"X-Agentcomms-Token": hook_token()} if headers is None else headers
+    url = door(door_stack).rpartition("/")[0] + f"/{path}"
+    assert (await post(url, body, **given)).status_code == status
+
+
+async def test_the_door_answers_only_its_own_host_and_route(door_stack: Stack) -> None:
+    url = door(door_stack)
+    token = {"X-Agentcomms-Token": hook_token()}
+    # A page in a browser that rebinds a name of its own to 127.0.0.1 sends its own Host.
+    rebound = await post(url, {"hook_event_name": "Stop"}, Host="evil.example", **token)
+    assert rebound.status_code in (400, 403, 421)
+    async with httpx.AsyncClient() as client:
+        assert (await client.get(url, headers=token)).status_code == 405
+        other = url.replace("/agentcomms/hook/claude-code", "/")
+        assert (await client.get(other, headers=token)).status_code == 404
+
+
+# ---- the real Claude Code --------------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("agent_clis")
+async def test_claude_codes_posted_reports_say_a_message_was_submitted(
+    temporal_env: WorkflowEnvironment, tmux: Tmux, tmp_path: Path, home: Path
+) -> None:
+    """The one wire end to end: the real Claude Code posts its UserPromptSubmit (and the rest)
+    to the door, with the pane filled from its environment; only that report says a message
+    was submitted, and only its Stop makes the agent ready again."""
+    async with claude_with_agentcomms(temporal_env.client, tmp_path, tmux, posted=True) as (
+        stack,
+        claude,
+        agent_id,
+    ):
+        settings = json.loads((claude.home / ".claude" / "settings.json").read_text())
+        assert settings["hooks"]["UserPromptSubmit"][0]["hooks"][0]["type"] == "http"
+        claude.model.on("say hello", bash("echo posted"), text("Hello posted."))
+        result = await stack.call(
+            "send", agent_id=agent_id, message="say hello", wait=True, timeout=60
+        )
+        assert (result["status"], result["delivered"]) == ("submitted", True)
+        await claude.wait_for_screen("Hello posted.")
+        await eventually(lambda: state_is(stack, agent_id, "ready"), timeout=30)
