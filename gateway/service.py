@@ -14,7 +14,7 @@ from temporalio.client import Client
 
 from agentcomms.config import Config, host_name
 from agentcomms.errors import ListenerUnavailable
-from agentcomms.models import Channel, Registration, utcnow
+from agentcomms.models import Registration, utcnow
 from agentcomms.store import Store
 from agentcomms.trust import DeploymentKey
 from agentcomms.voice.audio import AudioStore
@@ -34,6 +34,7 @@ from gateway.messages.notices import HumanNotices
 from gateway.messages.urgent import UrgentMessages
 from gateway.phone.calls import CallControl
 from gateway.phone.menu import LocalDial, PhoneMenu
+from gateway.rebuild import record_configured_channels
 from gateway.socket.confine import Confinement
 from gateway.socket.panes import AgentPanes
 from gateway.socket.server import SocketServer
@@ -213,12 +214,7 @@ class Gateway:
         return MediaSigner(self.key.derive("call audio URLs"))
 
     async def record_configured_channels(self) -> None:
-        """`chat.channels` into the projection, so `channels` lists them beside the others."""
-        for channel_id, agent_id in self.cfg.chat.channels.items():
-            provider = channel_id.partition(":")[0]
-            await self.store.upsert_channel(
-                Channel(channel_id=channel_id, agent_id=agent_id, provider=provider)
-            )
+        await record_configured_channels(self.cfg, self.store)
 
     async def register_configured_agents(self) -> None:
         for agent_id, agent in self.cfg.agents.items():
