@@ -23,7 +23,8 @@ from temporalio.api.workflowservice.v1 import RegisterNamespaceRequest
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from agentcomms.config import Config
+from agentcomms.client import call
+from agentcomms.config import Config, host_name
 from agentcomms.models import Event
 from agentcomms.store import Store
 from agentcomms.temporal import ensure_search_attributes
@@ -31,11 +32,11 @@ from agentcomms.workflow_ids import mailbox_id
 from gateway.rebuild import rebuild_projection
 from tests.fakes.telegram import FakeTelegram
 from tests.support.chat import CHAT, with_telegram
-from tests.support.cli import env_for
+from tests.support.cli import env_for, start_up, stop, wait_for_line
 from tests.support.home import write_config
 from tests.support.hooks import open_approval
 from tests.support.stack import STACK_KEY, Stack, running_stack
-from tests.support.tmux import Tmux, recorder
+from tests.support.tmux import Tmux, as_sent, recorder
 from tests.support.waiting import eventually
 from workflows.mailbox.models import AgentInput
 from workflows.mailbox.workflow import AgentWorkflow
@@ -274,3 +275,55 @@ async def test_a_database_deleted_mid_traffic_is_rebuilt_and_every_view_reads_as
             assert await rows(other, [backend, away]) == await rows(stack.store, [backend, away])
         finally:
             await other.close()
+
+
+@pytest.mark.timeout(150)
+async def test_up_finding_its_projection_missing_rebuilds_it_and_says_so(
+    temporal_env_low_can: WorkflowEnvironment, tmux: Tmux, tmp_path: Path
+) -> None:
+    client = await namespace_of_its_own(temporal_env_low_can)
+    host = host_name()  # where `up` on this machine types
+
+    def on_this_host(cfg: Config) -> Config:
+        temporal = cfg.temporal.model_copy(
+            update={"namespace": client.namespace, "task_queue": "agentcomms"}
+        )
+        return cfg.model_copy(update={"temporal": temporal})
+
+    target, out = recorder(tmux, tmp_path, "rec")
+    texts = ["first", "second", "third"]
+    async with running_stack(client, tmp_path, host=host, configure=on_this_host) as stack:
+        await stack.call(
+            "register", agent_id="kept", target=target, socket=tmux.socket, submit_delay_ms=0
+        )
+        for text in texts:
+            await stack.call("send", agent_id="kept", message=text)
+        await eventually(functools.partial(typed, out, len(texts)), timeout=30)
+        await stack.call("send", agent_id="later", message="for an agent not there yet")
+
+    # The same deployment started with `up` on a home whose projection is missing.
+    home = tmp_path / "home"
+    write_config(
+        home,
+        {
+            "temporal": {"address": stack.cfg.temporal.address, "namespace": client.namespace},
+            "security": {"deployment_key": STACK_KEY},
+        },
+    )
+    up = start_up(env_for(home))
+    try:
+        printed = "".join(await asyncio.to_thread(wait_for_line, up, "Database"))
+        assert "was empty or missing while Temporal holds 2 agents' mailboxes" in printed
+        socket = home / "daemon.sock"
+        listed = await call(socket, "events", agent_id="kept", limit=10)
+        assert [(e["payload"]["text"], e["status"]) for e in listed["events"]] == [
+            (text, "delivered") for text in texts
+        ]
+        agents = (await call(socket, "agents"))["agents"]
+        assert [(a["id"], a["status"], a["target"], a["pending"]) for a in agents] == [
+            ("kept", "online", target, 0),
+            ("later", "offline", None, 1),
+        ]
+        assert out.read_bytes() == as_sent(*texts)  # nothing typed again
+    finally:
+        stop(up)

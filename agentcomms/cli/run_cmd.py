@@ -67,10 +67,17 @@ async def _up(cfg: Config, headless: bool) -> None:
         temporal_and_store(cfg, embed=True, headless=headless) as rt,
     ):
         codec = await _start_codec_server(cfg)
+        workers = None
+        if await rt.store.holds_nothing():
+            # Before the gateway takes traffic; the worker first, so that each mailbox gives
+            # its own account rather than being read from its histories alone.
+            workers = asyncio.create_task(run_workers(build_workers(rt.client, cfg, rt.store)))
+            await _rebuild_projection(rt)
         gateway = Gateway(cfg, rt.client, rt.store)
         await gateway.start()
         _watch_providers(rt, gateway)
-        workers = asyncio.create_task(run_workers(build_workers(rt.client, cfg, rt.store)))
+        if workers is None:
+            workers = asyncio.create_task(run_workers(build_workers(rt.client, cfg, rt.store)))
         dev = rt.dev_server
         info: dict[str, Any] = {
             "temporal": cfg.temporal.address,
@@ -132,6 +139,29 @@ async def _start_codec_server(cfg: Config) -> Any:
         _note(f"{exc}; going on without it")
         return None
     return server
+
+
+async def _rebuild_projection(rt: Any) -> None:
+    """An empty or missing projection, while Temporal holds this deployment's mailboxes: it was
+    lost or deleted, and is made again from Temporal (a new deployment finds nothing to do)."""
+    import logging
+
+    from agentcomms.store.engine import display_url
+    from gateway.rebuild import rebuild_projection
+
+    rebuilt = await rebuild_projection(rt.client, rt.store, rt.cfg)
+    if not rebuilt.agents:
+        return
+    warning = (
+        f"the projection {display_url(rt.cfg.database.resolved_url())} was empty or missing "
+        f"while Temporal holds {len(rebuilt.agents)} agents' mailboxes: rebuilt it from "
+        f"Temporal ({rebuilt.events} events). What Temporal no longer keeps (older than its "
+        "retention, 24 hours of ended runs on the embedded server) and what only the "
+        "projection held (messages to your terminal, paired senders) is lost; see "
+        "`agentcomms db rebuild --help`."
+    )
+    logging.getLogger(__name__).warning("%s", warning)
+    _note(warning)
 
 
 def _watch_providers(rt: Any, gateway: Any) -> None:

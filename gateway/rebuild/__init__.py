@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from temporalio.client import Client, WorkflowExecution
 
 from agentcomms.config import Config
-from agentcomms.models import Channel, Event, utcnow
+from agentcomms.models import Channel, Event
 from agentcomms.store import MESSAGE_TYPES, Store
 from agentcomms.trust import DeploymentKey
 from agentcomms.workflow_ids import MAILBOX_WORKFLOW, OUTBOX_WORKFLOW
@@ -90,12 +90,13 @@ async def rebuild_projection(client: Client, store: Store, cfg: Config) -> Rebui
     for spent in (s for o in outboxes for s in o.spent):
         await store.spend("outbox-item", spent.whose, spent.by, spent.at)
     rebuilt.channels = await record_configured_channels(cfg, store)
-    log.info(
-        "projection rebuilt from Temporal at %s: %d agents, %d events",
-        utcnow().isoformat(timespec="seconds"),
-        len(rebuilt.agents),
-        rebuilt.events,
-    )
+    if rebuilt.agents:
+        log.info(
+            "projection rebuilt from Temporal: %d agents, %d events (%d read from histories only)",
+            len(rebuilt.agents),
+            rebuilt.events,
+            len(rebuilt.unanswered),
+        )
     return rebuilt
 
 
