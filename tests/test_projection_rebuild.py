@@ -112,10 +112,16 @@ def typed(out: Path, count: int) -> bool:
     return out.read_bytes().count(b"\r") == count
 
 
+async def ringing(stack: Stack) -> bool:
+    calls = (await stack.call("calls", limit=10))["calls"]
+    return [c["status"] for c in calls] == ["ringing"]
+
+
 async def rows(store: Store, agents: list[str]) -> dict[str, Any]:
     """The agents' rows and events as stored, but for when each was written."""
     listed = await store.list_agents(include_offline=True)
     return {
+        "calls": [c.model_dump(exclude={"started_at"}) for c in await store.list_calls()],
         "agents": [a.model_dump(exclude={"updated_at"}) for a in listed],
         "events": {
             agent: [
@@ -268,7 +274,10 @@ async def test_a_database_deleted_mid_traffic_is_rebuilt_and_every_view_reads_as
         assert answered.unanswered == []
         again = await views(stack, [backend, away])
         assert comparable(again) == comparable(before)
-        # And into an empty database, from the mailboxes' own accounts: the same rows.
+        # And into an empty database, from the mailboxes' own accounts and a ringing call's
+        # line: the same rows.
+        await stack.call("call", agent_id=backend, message="are you there?", wait=False)
+        await eventually(lambda: ringing(stack), timeout=20)
         other = await Store.open(f"sqlite+aiosqlite:///{tmp_path / 'other.db'}")
         try:
             await rebuild_projection(client, other, stack.cfg)

@@ -108,8 +108,8 @@ def rebuild(
     Reads every mailbox and outbox Temporal still keeps and writes what they
     hold: each agent with its pane, status and state; its messages in and to
     chats with what became of them (delivered, failed, waiting); when its
-    newest pane was signed; and the chats the config maps. Approvals and calls
-    are read from Temporal itself and need nothing.
+    newest pane was signed; the phone calls, ended or still up; and the chats
+    the config maps. Open approvals are read from Temporal itself.
 
     History lasts as long as the Temporal namespace keeps closed runs (24 hours
     on the embedded dev server; a mailbox's running run is kept whole). Lost for
@@ -128,6 +128,7 @@ def rebuild(
                 "database": rebuilt["database"],
                 "agents": rebuilt["agents"],
                 "events": rebuilt["events"],
+                "calls": rebuilt["calls"],
                 "channels": rebuilt["channels"],
                 "read_from_histories_only": rebuilt["unanswered"],
             }
@@ -135,7 +136,8 @@ def rebuild(
         return
     console.print(
         f"Rebuilt {rebuilt['database']} from Temporal: {len(rebuilt['agents'])} agents, "
-        f"{rebuilt['events']} events, {rebuilt['channels']} configured channels.",
+        f"{rebuilt['events']} events, {rebuilt['calls']} calls, "
+        f"{rebuilt['channels']} configured channels.",
         soft_wrap=True,
     )
     if rebuilt["unanswered"]:
@@ -163,6 +165,7 @@ async def _rebuild(url: str) -> dict[str, Any]:
         "database": display_url(url),
         "agents": rebuilt.agents,
         "events": rebuilt.events,
+        "calls": rebuilt.calls,
         "channels": rebuilt.channels,
         "unanswered": rebuilt.unanswered,
     }

@@ -5,8 +5,8 @@ made again from them, as far as Temporal still keeps them (the namespace's reten
 What comes back: each agent's row (its pane, status and state, from its mailbox), its messages
 in (texts from the runs that received them, what became of each), its messages to chats (from
 its outboxes, sent or failed or waiting), when its newest pane was signed, which run sent each
-chat item (so a copy signalled again sends nothing), and the chats the config maps. Open
-approvals and calls are read from Temporal directly and need nothing here.
+chat item (so a copy signalled again sends nothing), the phone calls, and the chats the config
+maps. Open approvals are read from Temporal directly and need nothing here.
 
 What does not come back lives only in the projection: the agents' messages to the human's
 terminal (`cli:local`, whose inbox the projection is), messages refused before they reached a
@@ -26,10 +26,12 @@ from dataclasses import dataclass, field
 from temporalio.client import Client, WorkflowExecution
 
 from agentcomms.config import Config
-from agentcomms.models import Channel, Event
+from agentcomms.models import CallRecord, Channel, Event
 from agentcomms.store import MESSAGE_TYPES, Store
 from agentcomms.trust import DeploymentKey
-from agentcomms.workflow_ids import MAILBOX_WORKFLOW, OUTBOX_WORKFLOW
+from agentcomms.voice.audio import AudioStore
+from agentcomms.workflow_ids import CALL_WORKFLOW, MAILBOX_WORKFLOW, OUTBOX_WORKFLOW
+from gateway.rebuild.calls import rebuild_call
 from gateway.rebuild.histories import workflows_of_type
 from gateway.rebuild.mailboxes import MailboxRows, rebuild_mailbox
 from gateway.rebuild.outboxes import OutboxRows, rebuild_outbox
@@ -47,6 +49,7 @@ class Rebuilt:
 
     agents: list[str] = field(default_factory=list)
     events: int = 0
+    calls: int = 0
     channels: int = 0
     # Agents whose mailbox gave no account (its host's worker is down): their rows come from
     # their histories, and may lag what the mailbox knows.
@@ -57,9 +60,11 @@ class Rebuilt:
 async def rebuild_projection(client: Client, store: Store, cfg: Config) -> Rebuilt:
     """Write what Temporal holds of this deployment into the projection at `store`."""
     key = DeploymentKey.load(cfg.security)
+    audio = AudioStore(cfg.voice.audio_root())
     limit = asyncio.Semaphore(READING_AT_ONCE)
     mailbox_runs = await workflows_of_type(client, MAILBOX_WORKFLOW)
     outbox_runs = await workflows_of_type(client, OUTBOX_WORKFLOW)
+    call_runs = await workflows_of_type(client, CALL_WORKFLOW)
 
     async def mailbox(runs: list[WorkflowExecution]) -> MailboxRows | None:
         async with limit:
@@ -69,8 +74,13 @@ async def rebuild_projection(client: Client, store: Store, cfg: Config) -> Rebui
         async with limit:
             return await rebuild_outbox(client, key, runs)
 
+    async def call(runs: list[WorkflowExecution]) -> CallRecord | None:
+        async with limit:
+            return await rebuild_call(client, key, audio, runs)
+
     mailboxes = await asyncio.gather(*(mailbox(r) for r in mailbox_runs.values()))
     outboxes = await asyncio.gather(*(outbox(r) for r in outbox_runs.values()))
+    calls = await asyncio.gather(*(call(r) for r in call_runs.values()))
     found = [m for m in mailboxes if m is not None]
     events = [e for m in found for e in m.events] + [e for o in outboxes for e in o.events]
     # The projection's order (its seq) is the order the gateway took messages in.
@@ -89,6 +99,10 @@ async def rebuild_projection(client: Client, store: Store, cfg: Config) -> Rebui
             rebuilt.unanswered.append(rows.agent.id)
     for spent in (s for o in outboxes for s in o.spent):
         await store.spend("outbox-item", spent.whose, spent.by, spent.at)
+    for record in (c for c in calls if c is not None):
+        if await store.get_call(record.id) is None:  # its own workflow's row knows more
+            await store.upsert_call(record)
+            rebuilt.calls += 1
     rebuilt.channels = await record_configured_channels(cfg, store)
     if rebuilt.agents:
         log.info(

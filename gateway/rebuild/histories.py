@@ -62,6 +62,8 @@ class Run:
     signals: list[Signal] = field(default_factory=list)
     local_activities: list[LocalActivity] = field(default_factory=list)
     activities: list[Activity] = field(default_factory=list)
+    result: Payloads | None = None  # what it returned, once completed
+    failure: str | None = None  # why it ended without completing (failed, terminated, timed out)
 
     def signalled(self, name: str) -> list[Signal]:
         return [s for s in self.signals if s.name == name]
@@ -104,6 +106,14 @@ async def read_run(client: Client, execution: WorkflowExecution) -> Run:
             local = _local_activity(event.marker_recorded_event_attributes, at)
             if local is not None:
                 run.local_activities.append(local)
+        elif kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
+            run.result = event.workflow_execution_completed_event_attributes.result
+        elif kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED:
+            run.failure = _sentence(event.workflow_execution_failed_event_attributes.failure)
+        elif kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED:
+            run.failure = event.workflow_execution_terminated_event_attributes.reason or "ended"
+        elif kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_TIMED_OUT:
+            run.failure = "timed out"
         elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
             attrs = event.activity_task_scheduled_event_attributes
             scheduled[event.event_id] = Activity(
