@@ -24,12 +24,13 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.client import call
-from agentcomms.config import Config, host_name
+from agentcomms.config import Config, TemporalConfig, host_name
 from agentcomms.models import Event
 from agentcomms.store import Store
-from agentcomms.temporal import ensure_search_attributes
+from agentcomms.temporal import DevServer, connect, ensure_search_attributes
 from agentcomms.workflow_ids import mailbox_id
 from gateway.rebuild import rebuild_projection
+from tests.fakes.serve import free_port
 from tests.fakes.telegram import FakeTelegram
 from tests.support.chat import CHAT, with_telegram
 from tests.support.cli import env_for, start_up, stop, wait_for_line
@@ -288,38 +289,41 @@ async def test_a_database_deleted_mid_traffic_is_rebuilt_and_every_view_reads_as
 
 @pytest.mark.timeout(150)
 async def test_up_finding_its_projection_missing_rebuilds_it_and_says_so(
-    temporal_env_low_can: WorkflowEnvironment, tmux: Tmux, tmp_path: Path
+    home: Path, tmux: Tmux, tmp_path: Path
 ) -> None:
-    client = await namespace_of_its_own(temporal_env_low_can)
-    host = host_name()  # where `up` on this machine types
-
-    def on_this_host(cfg: Config) -> Config:
-        temporal = cfg.temporal.model_copy(
-            update={"namespace": client.namespace, "task_queue": "agentcomms"}
-        )
-        return cfg.model_copy(update={"temporal": temporal})
-
+    # The deployment's Temporal as `up` embeds it: a dev server on a database file in the home.
+    temporal = TemporalConfig(address=f"127.0.0.1:{free_port()}", db_filename=home / "temporal.db")
+    server = await asyncio.to_thread(DevServer.start, temporal, headless=True)
     target, out = recorder(tmux, tmp_path, "rec")
     texts = ["first", "second", "third"]
-    async with running_stack(client, tmp_path, host=host, configure=on_this_host) as stack:
-        await stack.call(
-            "register", agent_id="kept", target=target, socket=tmux.socket, submit_delay_ms=0
-        )
-        for text in texts:
-            await stack.call("send", agent_id="kept", message=text)
-        await eventually(functools.partial(typed, out, len(texts)), timeout=30)
-        await stack.call("send", agent_id="later", message="for an agent not there yet")
+    try:
+        client = await connect(temporal)
 
-    # The same deployment started with `up` on a home whose projection is missing.
-    home = tmp_path / "home"
+        def as_up_runs_it(cfg: Config) -> Config:
+            return cfg.model_copy(update={"temporal": temporal})
+
+        async with running_stack(
+            client, tmp_path, host=host_name(), configure=as_up_runs_it
+        ) as stack:
+            await stack.call(
+                "register", agent_id="kept", target=target, socket=tmux.socket, submit_delay_ms=0
+            )
+            for text in texts:
+                await stack.call("send", agent_id="kept", message=text)
+            await eventually(functools.partial(typed, out, len(texts)), timeout=30)
+            await stack.call("send", agent_id="later", message="for an agent not there yet")
+    finally:
+        await asyncio.to_thread(server.stop)
+
+    # `up` on that home, whose projection is missing.
     write_config(
         home,
         {
-            "temporal": {"address": stack.cfg.temporal.address, "namespace": client.namespace},
+            "temporal": {"address": temporal.address, "db_filename": str(temporal.db_filename)},
             "security": {"deployment_key": STACK_KEY},
         },
     )
-    up = start_up(env_for(home))
+    up = start_up(env_for(home, AGENTCOMMS_TEMPORAL__UI_PORT=str(free_port())))
     try:
         printed = "".join(await asyncio.to_thread(wait_for_line, up, "Database"))
         assert "was empty or missing while Temporal holds 2 agents' mailboxes" in printed

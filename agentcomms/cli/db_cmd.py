@@ -117,8 +117,9 @@ def rebuild(
     (`cli:local`, kept only here), paired chat senders (they pair again), and
     messages refused before they reached a mailbox.
 
-    Stop the gateway first (`agentcomms up` rebuilds by itself when it finds
-    the database empty or missing). Safe to run again: it adds what is missing.
+    Stop the gateway first (`agentcomms up` with its embedded Temporal
+    rebuilds by itself when it finds the database empty or missing). Safe to
+    run again: it adds what is missing.
     """
     target = _database_url(url)
     rebuilt = run_async(_rebuild, target)

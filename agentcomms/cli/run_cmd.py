@@ -69,10 +69,13 @@ async def _up(cfg: Config, headless: bool) -> None:
         codec = await _start_codec_server(cfg)
         workers = None
         if await rt.store.holds_nothing():
-            # Before the gateway takes traffic; the worker first, so that each mailbox gives
-            # its own account rather than being read from its histories alone.
-            workers = asyncio.create_task(run_workers(build_workers(rt.client, cfg, rt.store)))
-            await _rebuild_projection(rt)
+            if rt.dev_server is not None:
+                # Its own Temporal: before the gateway takes traffic; the worker first, so
+                # that each mailbox gives its own account rather than its histories alone.
+                workers = asyncio.create_task(run_workers(build_workers(rt.client, cfg, rt.store)))
+                await _rebuild_projection(rt)
+            else:
+                await _suggest_rebuild(rt)
         gateway = Gateway(cfg, rt.client, rt.store)
         await gateway.start()
         _watch_providers(rt, gateway)
@@ -162,6 +165,19 @@ async def _rebuild_projection(rt: Any) -> None:
     )
     logging.getLogger(__name__).warning("%s", warning)
     _note(warning)
+
+
+async def _suggest_rebuild(rt: Any) -> None:
+    """An empty projection beside a Temporal server `up` did not start, which may hold other
+    deployments' workflows too (reading them all would hold the start up): said, not done."""
+    from agentcomms.workflow_ids import MAILBOX_WORKFLOW
+
+    async for _ in rt.client.list_workflows(f'WorkflowType = "{MAILBOX_WORKFLOW}"', limit=1):
+        _note(
+            "the projection is empty while Temporal holds mailboxes: if it was lost or "
+            "deleted, `agentcomms db rebuild` makes it again from Temporal"
+        )
+        return
 
 
 def _watch_providers(rt: Any, gateway: Any) -> None:
