@@ -3,11 +3,12 @@ random (`kill -9`, then started again): the Temporal dev server (on its database
 worker (`agentcomms worker`) and the gateway (`agentcomms gateway`), each a process of its own,
 as on a machine that runs them apart.
 
-Traffic, all through the gateway's socket as the CLI and the MCP tools send it: each agent (a
-pane in a private tmux server) gets the human's messages (`send`, retried with its event id
-until accepted, as `agentcomms send` is retry-safe) and messages from the next agent
-(`agent_message`, sent once: one refused while the gateway is down is not sent again); one agent
-asks for approvals that are answered, then answered again.
+Traffic: each agent (a pane in a private tmux server) gets the human's messages (`send` on the
+gateway's socket, retried with its event id until accepted, as `agentcomms send` is retry-safe)
+and messages from the next agent (`agent_message`, sent once: one refused while the gateway is
+down is not sent again); the first agent also gets Alice's Telegram messages (the tests' fake
+Bot API, which keeps each until the gateway takes it) and asks for approvals that are answered,
+then answered again.
 
 It fails, and says which, on any message accepted but never typed or typed twice, any two
 messages of one sender typed out of order, any approval answered twice or never closed. It
@@ -24,6 +25,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import random
 import re
@@ -43,10 +45,14 @@ from agentcomms.config import TemporalConfig
 from agentcomms.ids import new_event_id
 from agentcomms.temporal import dev_server_args
 from bench.common import Tmux, free_port, machine, summarize, write_results
+from tests.fakes.telegram import FakeTelegram
 
 AGENTCOMMS = str(Path(sys.executable).parent / "agentcomms")
 PARTS = ("temporal", "worker", "gateway")
 KEY = "soak-deployment-key-" + "k" * 32
+CHAT = 456  # Alice's chat with the bot
+# How long a part may take to answer again before the soak calls it stuck.
+PATIENCE_S = 120
 
 
 @dataclass
@@ -86,10 +92,11 @@ class Ledger:
     approvals: dict[str, int] = field(default_factory=dict)  # id -> answers accepted
     recoveries: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     kills: list[tuple[float, str]] = field(default_factory=list)
+    stuck: list[str] = field(default_factory=list)  # what the deployment did not answer in time
 
 
 class Deployment:
-    def __init__(self, home: Path, port: int) -> None:
+    def __init__(self, home: Path, port: int, telegram: FakeTelegram, chat_agent: str) -> None:
         self.home = home
         self.socket = home / "daemon.sock"
         env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTCOMMS_")}
@@ -99,6 +106,16 @@ class Deployment:
             "temporal": {"address": f"127.0.0.1:{port}"},
             "security": {"deployment_key": KEY},
             "console": {"enabled": False},
+            # Alice's Telegram chat, on the Bot API's fake, mapped to the first agent.
+            "chat": {
+                "telegram": {
+                    "enabled": True,
+                    "token": telegram.token,
+                    "base_url": telegram.base_url,
+                },
+                "channels": {f"telegram:{CHAT}": chat_agent},
+                "allowed_senders": {"telegram": [str(CHAT)]},
+            },
         }
         (home / "config.json").write_text(json.dumps(config))
         (home / "config.json").chmod(0o600)
@@ -135,9 +152,13 @@ async def human(dep: Deployment, agent: str, ledger: Ledger, stop: asyncio.Event
         if stop.is_set():
             return
         text, event_id = f"{agent} cli {k}", new_event_id()
-        await dep.ask_until_answered(
-            "send", patience_s=120, agent_id=agent, message=text, event_id=event_id
-        )
+        try:
+            await dep.ask_until_answered(
+                "send", patience_s=PATIENCE_S, agent_id=agent, message=text, event_id=event_id
+            )
+        except Exception as exc:
+            ledger.stuck.append(f"send {text!r} not accepted in {PATIENCE_S:.0f} s: {exc}")
+            return
         ledger.accepted[agent].append(text)
         await asyncio.sleep(0.3)
 
@@ -157,6 +178,17 @@ async def peer(dep: Deployment, src: str, dst: str, ledger: Ledger, stop: asynci
         await asyncio.sleep(0.5)
 
 
+async def chat(telegram: FakeTelegram, agent: str, ledger: Ledger, stop: asyncio.Event) -> None:
+    """Alice's messages in her Telegram chat: Telegram keeps each until the gateway takes it."""
+    for k in range(1_000_000):
+        if stop.is_set():
+            return
+        text = f"{agent} chat {k}"
+        telegram.human_says(CHAT, text)
+        ledger.accepted[agent].append(text)
+        await asyncio.sleep(0.7)
+
+
 async def approver(dep: Deployment, agent: str, ledger: Ledger, stop: asyncio.Event) -> None:
     """Requests opened as a hook opens them, each answered, then answered again."""
     while not stop.is_set():
@@ -171,9 +203,15 @@ async def approver(dep: Deployment, agent: str, ledger: Ledger, stop: asyncio.Ev
         approval = str(opened["id"])
         ledger.approvals[approval] = 0
         for _ in range(2):
-            answer = await dep.ask_until_answered(
-                "approval_decide", patience_s=120, id=approval, behavior="allow"
-            )
+            try:
+                answer = await dep.ask_until_answered(
+                    "approval_decide", patience_s=PATIENCE_S, id=approval, behavior="allow"
+                )
+            except Exception as exc:
+                ledger.stuck.append(
+                    f"approval {approval} not answered in {PATIENCE_S:.0f} s: {exc}"
+                )
+                return
             ledger.approvals[approval] += bool(answer.get("accepted"))
         await asyncio.sleep(1)
 
@@ -198,10 +236,15 @@ async def killer(
         dep.parts[name].start()
         n += 1
         text = f"probe {n}"
-        await dep.ask_until_answered(
-            "send", patience_s=120, agent_id="probe", message=text, event_id=new_event_id()
-        )
-        await asyncio.to_thread(arrives, probe, text.encode())
+        try:
+            await dep.ask_until_answered(
+                "send", patience_s=PATIENCE_S, agent_id="probe", message=text,
+                event_id=new_event_id(),
+            )  # fmt: skip
+            await asyncio.to_thread(arrives, probe, text.encode(), PATIENCE_S)
+        except Exception as exc:
+            ledger.stuck.append(f"{name} killed: not recovered in {PATIENCE_S:.0f} s: {exc}")
+            return
         ledger.recoveries[name].append(time.monotonic() - killed)
 
 
@@ -215,7 +258,7 @@ def arrives(pane: Path, needle: bytes, timeout_s: float = 300) -> None:
 
 # ---- checks ------------------------------------------------------------------------------------
 
-_TEXT = re.compile(rb"(\S+ (?:cli|from \S+) \d+)")
+_TEXT = re.compile(rb"(\S+ (?:cli|chat|from \S+) \d+)")
 
 
 def typed(pane: Path) -> list[str]:
@@ -261,7 +304,11 @@ async def soak(
     with contextlib.ExitStack() as cleanup:
         if not keep:
             cleanup.callback(shutil.rmtree, tmp, ignore_errors=True)
-        dep = Deployment(Path(tmp) / "home", free_port())
+        # The fake's long polls are cut when it stops: not the soak's to report.
+        logging.getLogger("uvicorn.error").setLevel(logging.CRITICAL)
+        telegram = FakeTelegram()
+        await telegram.server.start()
+        dep = Deployment(Path(tmp) / "home", free_port(), telegram, "a0")
         tmux = Tmux(Path(tmp) / "tmux.sock")
         try:
             for name in PARTS:
@@ -280,6 +327,7 @@ async def soak(
                 *(human(dep, a, ledger, stop) for a in names),
                 *(peer(dep, a, names[(i + 1) % agents], ledger, stop) for i, a in enumerate(names)),
                 approver(dep, names[0], ledger, stop),
+                chat(telegram, names[0], ledger, stop),
                 killer(dep, ledger, stop, every_s, rng, panes["probe"], start),
             ]
             tasks = [asyncio.create_task(t) for t in traffic]
@@ -294,13 +342,18 @@ async def soak(
                     break
                 await asyncio.sleep(0.5)
             await asyncio.sleep(2)  # anything typed twice, late
-            listed = await dep.ask_until_answered("approvals", patience_s=60)
-            still_open = [a["id"] for a in listed["approvals"]]
-            found = problems(ledger, {a: panes[a] for a in names}, still_open)
+            try:
+                listed = await dep.ask_until_answered("approvals", patience_s=PATIENCE_S)
+                still_open = [a["id"] for a in listed["approvals"]]
+            except Exception as exc:
+                ledger.stuck.append(f"the open approvals not listed: {exc}")
+                still_open = []
+            found = ledger.stuck + problems(ledger, {a: panes[a] for a in names}, still_open)
         finally:
             for name in reversed(PARTS):
                 dep.parts[name].stop()
             tmux.kill_server()
+            await telegram.server.stop()
     recoveries = {
         name: summarize([s * 1000 for s in times]) for name, times in ledger.recoveries.items()
     }
