@@ -58,8 +58,8 @@ class ProjectionActivities:
         mailbox_of = None
         if info.workflow_type == MAILBOX_WORKFLOW:
             mailbox_of = agent_of_mailbox(info.workflow_id or "")
-            waiting = [self._as_signed(e, mailbox_of) for e in waiting]
-            events = [self._as_signed(e, mailbox_of) for e in events]
+            waiting = [as_mailbox_writes(self._key, e, mailbox_of) for e in waiting]
+            events = [as_mailbox_writes(self._key, e, mailbox_of) for e in events]
         elif info.workflow_type == OUTBOX_WORKFLOW:
             events = [e for e in events if self._sent_by(e, info.workflow_id or "")]
         if agent is not None and (mailbox_of is None or agent.id != mailbox_of):
@@ -77,28 +77,8 @@ class ProjectionActivities:
         await self._store.settle_events(events, agent=agent)
         metrics.settled(events, agent)
 
-    def _as_signed(self, event: Event, agent_id: str | None) -> Event:
-        """The event as a mailbox may write it: as it is when the deployment signed it for this
-        mailbox's agent, otherwise as a refused forgery (which no agent reads)."""
-        genuine = event.agent_id == agent_id and self._key.event_is_genuine(event)
-        if event.direction == "in" and genuine:
-            return event
-        error = (
-            event.error if event.status in ("failed", "rejected") else errors.NOT_SIGNED_SENTENCE
-        )
-        return event.model_copy(update={"status": "rejected", "error": error, "delivered_at": None})
-
     def _sent_by(self, event: Event, outbox_id: str) -> bool:
-        """Whether an outbox may write this event: an outbound message the deployment signed
-        for this outbox's agent and chat (its tag predates the provider's message id)."""
-        asked = event.model_copy(
-            update={"payload": {k: v for k, v in event.payload.items() if k != "message_id"}}
-        )
-        if (
-            event.direction == "out"
-            and outbox_workflow_id(event.agent_id, event.channel_id) == outbox_id
-            and self._key.event_is_genuine(asked)
-        ):
+        if outbox_may_write(self._key, event, outbox_id):
             return True
         activity.logger.warning(
             "did not write %s for %s: not signed by this deployment", event.id, outbox_id
@@ -134,6 +114,29 @@ class ProjectionActivities:
             pane_changed_at=await self._store.pane_changed_at(request.agent_id),
             typed_ids=await self._store.typed_since(request.agent_id, since, RECALL_TYPED_MOST),
         )
+
+
+def as_mailbox_writes(key: DeploymentKey, event: Event, agent_id: str | None) -> Event:
+    """The event as a mailbox may write it: as it is when the deployment signed it for this
+    mailbox's agent, otherwise as a refused forgery (which no agent reads)."""
+    genuine = event.agent_id == agent_id and key.event_is_genuine(event)
+    if event.direction == "in" and genuine:
+        return event
+    error = event.error if event.status in ("failed", "rejected") else errors.NOT_SIGNED_SENTENCE
+    return event.model_copy(update={"status": "rejected", "error": error, "delivered_at": None})
+
+
+def outbox_may_write(key: DeploymentKey, event: Event, outbox_id: str) -> bool:
+    """Whether an outbox may write this event: an outbound message the deployment signed
+    for this outbox's agent and chat (its tag predates the provider's message id)."""
+    asked = event.model_copy(
+        update={"payload": {k: v for k, v in event.payload.items() if k != "message_id"}}
+    )
+    return (
+        event.direction == "out"
+        and outbox_workflow_id(event.agent_id, event.channel_id) == outbox_id
+        and key.event_is_genuine(asked)
+    )
 
 
 def _local_only() -> activity.Info:

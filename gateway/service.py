@@ -16,7 +16,7 @@ from agentcomms.bridge.screen_state import ScreenCheck
 from agentcomms.bridge.tmux import TmuxAdapter
 from agentcomms.config import Config, host_name, load_config
 from agentcomms.errors import ListenerUnavailable
-from agentcomms.models import Channel, Registration, utcnow
+from agentcomms.models import Registration, utcnow
 from agentcomms.store import Store
 from agentcomms.trust import DeploymentKey
 from agentcomms.voice.audio import AudioStore
@@ -40,6 +40,7 @@ from gateway.messages.notify import PushNotify
 from gateway.messages.urgent import UrgentMessages
 from gateway.phone.calls import CallControl
 from gateway.phone.menu import LocalDial, PhoneMenu
+from gateway.rebuild import record_configured_channels
 from gateway.reload import ConfigReload
 from gateway.socket.confine import Confinement
 from gateway.socket.panes import AgentPanes
@@ -287,12 +288,7 @@ class Gateway:
         return MediaSigner(self.key.derive("call audio URLs"))
 
     async def record_configured_channels(self) -> None:
-        """`chat.channels` into the projection, so `channels` lists them beside the others."""
-        for channel_id, agent_id in self.cfg.chat.channels.items():
-            provider = channel_id.partition(":")[0]
-            await self.store.upsert_channel(
-                Channel(channel_id=channel_id, agent_id=agent_id, provider=provider)
-            )
+        await record_configured_channels(self.cfg, self.store)
 
     async def register_configured_agents(self, only: list[str] | None = None) -> None:
         """The agents of the config registered (``only`` these, when given)."""

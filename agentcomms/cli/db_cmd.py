@@ -1,8 +1,9 @@
-"""``agentcomms db upgrade | info``: the projection database's tables."""
+"""``agentcomms db upgrade | info | rebuild``: the projection database's tables, and its rows rebuilt
+from Temporal."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -95,3 +96,77 @@ def info(
             )
     if not status.up_to_date:
         raise typer.Exit(1)
+
+
+@db_app.command("rebuild")
+def rebuild(
+    url: UrlOption = None,
+    json_output: Annotated[bool, typer.Option("--json", help="Print JSON")] = False,
+) -> None:
+    """Rebuild the projection from Temporal, after its database was lost or deleted.
+
+    Reads every mailbox and outbox Temporal still keeps and writes what they
+    hold: each agent with its pane, status and state; its messages in and to
+    chats with what became of them (delivered, failed, waiting); when its
+    newest pane was signed; the phone calls, ended or still up; and the chats
+    the config maps. Open approvals are read from Temporal itself.
+
+    History lasts as long as the Temporal namespace keeps closed runs (24 hours
+    on the embedded dev server; a mailbox's running run is kept whole). Lost for
+    good: messages older than that, the agents' messages to your terminal
+    (`cli:local`, kept only here), paired chat senders (they pair again), and
+    messages refused before they reached a mailbox.
+
+    Stop the gateway first (`agentcomms up` with its embedded Temporal
+    rebuilds by itself when it finds the database empty or missing). Safe to
+    run again: it adds what is missing.
+    """
+    target = _database_url(url)
+    rebuilt = run_async(_rebuild, target)
+    if json_output:
+        print_json(
+            {
+                "database": rebuilt["database"],
+                "agents": rebuilt["agents"],
+                "events": rebuilt["events"],
+                "calls": rebuilt["calls"],
+                "channels": rebuilt["channels"],
+                "read_from_histories_only": rebuilt["unanswered"],
+            }
+        )
+        return
+    console.print(
+        f"Rebuilt {rebuilt['database']} from Temporal: {len(rebuilt['agents'])} agents, "
+        f"{rebuilt['events']} events, {rebuilt['calls']} calls, "
+        f"{rebuilt['channels']} configured channels.",
+        soft_wrap=True,
+    )
+    if rebuilt["unanswered"]:
+        console.print(
+            "These mailboxes did not answer (is their host's worker running?) and were read "
+            f"from their histories alone: {', '.join(rebuilt['unanswered'])}.",
+            soft_wrap=True,
+        )
+
+
+async def _rebuild(url: str) -> dict[str, Any]:
+    from agentcomms.store import Store
+    from agentcomms.store.engine import display_url
+    from agentcomms.temporal import connect
+    from gateway.rebuild import rebuild_projection
+
+    cfg = load_config()
+    client = await connect(cfg.temporal)
+    store = await Store.open(url)
+    try:
+        rebuilt = await rebuild_projection(client, store, cfg)
+    finally:
+        await store.close()
+    return {
+        "database": display_url(url),
+        "agents": rebuilt.agents,
+        "events": rebuilt.events,
+        "calls": rebuilt.calls,
+        "channels": rebuilt.channels,
+        "unanswered": rebuilt.unanswered,
+    }

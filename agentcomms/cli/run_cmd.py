@@ -72,10 +72,20 @@ async def _up(cfg: Config, headless: bool) -> None:
         temporal_and_store(cfg, embed=True, headless=headless) as rt,
     ):
         codec = await _start_codec_server(cfg)
+        workers = None
+        if await rt.store.holds_nothing():
+            if rt.dev_server is not None:
+                # Its own Temporal: before the gateway takes traffic; the worker first, so
+                # that each mailbox gives its own account rather than its histories alone.
+                workers = asyncio.create_task(run_workers(build_workers(rt.client, cfg, rt.store)))
+                await _rebuild_projection(rt)
+            else:
+                await _suggest_rebuild(rt)
         gateway = Gateway(cfg, rt.client, rt.store)
         await gateway.start()
         _watch_providers(rt, gateway)
-        workers = asyncio.create_task(run_workers(build_workers(rt.client, cfg, rt.store)))
+        if workers is None:
+            workers = asyncio.create_task(run_workers(build_workers(rt.client, cfg, rt.store)))
         dev = rt.dev_server
         info: dict[str, Any] = {
             "temporal": cfg.temporal.address,
@@ -137,6 +147,42 @@ async def _start_codec_server(cfg: Config) -> Any:
         _note(f"{exc}; going on without it")
         return None
     return server
+
+
+async def _rebuild_projection(rt: Any) -> None:
+    """An empty or missing projection, while Temporal holds this deployment's mailboxes: it was
+    lost or deleted, and is made again from Temporal (a new deployment finds nothing to do)."""
+    import logging
+
+    from agentcomms.store.engine import display_url
+    from gateway.rebuild import rebuild_projection
+
+    rebuilt = await rebuild_projection(rt.client, rt.store, rt.cfg)
+    if not rebuilt.agents:
+        return
+    warning = (
+        f"the projection {display_url(rt.cfg.database.resolved_url())} was empty or missing "
+        f"while Temporal holds {len(rebuilt.agents)} agents' mailboxes: rebuilt it from "
+        f"Temporal ({rebuilt.events} events). What Temporal no longer keeps (older than its "
+        "retention, 24 hours of ended runs on the embedded server) and what only the "
+        "projection held (messages to your terminal, paired senders) is lost; see "
+        "`agentcomms db rebuild --help`."
+    )
+    logging.getLogger(__name__).warning("%s", warning)
+    _note(warning)
+
+
+async def _suggest_rebuild(rt: Any) -> None:
+    """An empty projection beside a Temporal server `up` did not start, which may hold other
+    deployments' workflows too (reading them all would hold the start up): said, not done."""
+    from agentcomms.workflow_ids import MAILBOX_WORKFLOW
+
+    async for _ in rt.client.list_workflows(f'WorkflowType = "{MAILBOX_WORKFLOW}"', limit=1):
+        _note(
+            "the projection is empty while Temporal holds mailboxes: if it was lost or "
+            "deleted, `agentcomms db rebuild` makes it again from Temporal"
+        )
+        return
 
 
 def _watch_providers(rt: Any, gateway: Any) -> None:

@@ -8,7 +8,7 @@ from sqlalchemy import select
 from agentcomms.models import ACTIVE_STATUSES, Agent, CallRecord, Channel, utcnow
 from agentcomms.store.base import StoreBase, check_limit
 from agentcomms.store.records import from_row, from_rows, row_values
-from agentcomms.store.schema import AgentRow, CallRow, ChannelRow
+from agentcomms.store.schema import AgentRow, CallRow, ChannelRow, EventRow
 
 
 class Directory(StoreBase):
@@ -26,6 +26,14 @@ class Directory(StoreBase):
             stmt = stmt.where(AgentRow.status != "offline")
         async with self._engine.connect() as conn:
             return from_rows(Agent, await conn.execute(stmt))
+
+    async def holds_nothing(self) -> bool:
+        """Whether no agent and no event is stored: a database new, or deleted and made again."""
+        async with self._engine.connect() as conn:
+            for table in (AgentRow, EventRow):
+                if (await conn.execute(select(table).limit(1))).first() is not None:
+                    return False
+        return True
 
     # -- channels ------------------------------------------------------------------------------
 

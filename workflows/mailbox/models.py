@@ -12,7 +12,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from agentcomms.agents.state import Readiness
-from agentcomms.models import AgentStatus, Event, EventType, Registration, Try
+from agentcomms.models import Agent, AgentStatus, Event, EventType, Registration, Try
 
 Outcome = Literal["delivered", "failed", "rejected"]
 
@@ -124,3 +124,17 @@ class QueuedEvent(BaseModel):
     waiting: int  # how many wait in all
     attempts: int  # failed tries to type it in this run (a missing pane)
     tries: list[Try] = Field(default_factory=list)  # the latest of them, with their errors
+
+
+class MailboxAccount(BaseModel):
+    """What the `account` query answers: what the projection shows of this mailbox now, so that
+    a projection lost (its database deleted) is rebuilt from Temporal (`agentcomms db rebuild`).
+    The texts are not here: they are in the histories of the runs that received them."""
+
+    agent: Agent  # the agents row, as the mailbox writes it
+    waiting: list[str] = Field(default_factory=list)  # the ids that wait, in the order typed
+    # What became of the latest messages settled (OUTCOMES_KEPT), and what typing changed.
+    outcomes: dict[str, Outcome] = Field(default_factory=dict)
+    notes: dict[str, str] = Field(default_factory=dict)
+    # Settled events the projection has not taken yet, as they are to be written.
+    unrecorded: list[Event] = Field(default_factory=list)

@@ -25,7 +25,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from agentcomms.models import Agent, Event, Try
-from workflows.mailbox.models import AgentState
+from workflows.mailbox.models import AgentSnapshot, AgentState, MailboxAccount
 
 # A projection write carries at most about this many characters of message text: with JSON's worst
 # case (6 bytes for an escaped character) and one whole message at the cap, a payload stays well
@@ -155,4 +155,34 @@ def settled_event(
             "note": note,
             "tries": tries,
         }
+    )
+
+
+def snapshot(state: AgentState, waiting: int, unrecorded: int) -> AgentSnapshot:
+    """What the `state` query answers."""
+    return AgentSnapshot(
+        agent_id=state.agent_id,
+        status=state.status,
+        registration=state.registration,
+        pending=waiting,
+        last_delivered_event_id=state.last_delivered_event_id,
+        last_error=state.last_error,
+        unreachable_since=state.unreachable_since,
+        delivered_count=state.delivered_count,
+        unrecorded=unrecorded,
+        readiness=state.readiness,
+        refused_reports=state.refused_reports,
+        last_refused_report=state.last_refused_report,
+    )
+
+
+def account(state: AgentState, owed: Owed, now: datetime) -> MailboxAccount:
+    """What the `account` query answers: the projection's part of the mailbox, now."""
+    writing = owed.writing[0] if owed.writing else []
+    return MailboxAccount(
+        agent=agent_row(state, len(state.waiting), now),
+        waiting=[w.id for w in state.waiting],
+        outcomes=dict(state.outcomes),
+        notes=dict(state.notes),
+        unrecorded=[*writing, *owed.events],
     )

@@ -44,11 +44,19 @@ with workflow.unsafe.imports_passed_through():
         AgentSnapshot,
         AgentState,
         DeliveryStatus,
+        MailboxAccount,
         Outcome,
         QueuedEvent,
         WaitForDelivery,
     )
-    from workflows.mailbox.projection import CHUNK_CHARS, Owed, agent_row, settled_event
+    from workflows.mailbox.projection import (
+        CHUNK_CHARS,
+        Owed,
+        account,
+        agent_row,
+        settled_event,
+        snapshot,
+    )
     from workflows.mailbox.queue import INTERRUPT_EXPIRED, Queue, expired_interrupt
     from workflows.mailbox.readiness import NOT_READY_CAP, TOGETHER_MAX, Watch
     from workflows.mailbox.receipts import Receipts, from_chat
@@ -178,21 +186,12 @@ class AgentWorkflow:
 
     @workflow.query
     def state(self) -> AgentSnapshot:
-        s = self._s
-        return AgentSnapshot(
-            agent_id=s.agent_id,
-            status=s.status,
-            registration=s.registration,
-            pending=len(self._queue),
-            last_delivered_event_id=s.last_delivered_event_id,
-            last_error=s.last_error,
-            unreachable_since=s.unreachable_since,
-            delivered_count=s.delivered_count,
-            unrecorded=self._owed.unrecorded(),
-            readiness=s.readiness,
-            refused_reports=s.refused_reports,
-            last_refused_report=s.last_refused_report,
-        )
+        return snapshot(self._s, len(self._queue), self._owed.unrecorded())
+
+    @workflow.query
+    def account(self) -> MailboxAccount:
+        """What the projection shows of this mailbox: to rebuild a projection that was lost."""
+        return account(self._s, self._owed, workflow.now())
 
     @workflow.query
     def queued(self, event_id: str) -> QueuedEvent | None:

@@ -1,0 +1,50 @@
+"""What the soak (bench/soak.py) calls a failure, from what was accepted and what the panes
+show: lost, doubled, out of order, an approval answered twice or never closed. The soak itself
+runs for minutes with its parts killed; its rules are checked here in milliseconds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bench.soak import Ledger, problems
+
+
+def pane(tmp_path: Path, *texts: str) -> Path:
+    """A recorder pane's bytes once these texts were typed, each behind its header."""
+    path = tmp_path / "a0.bytes"
+    path.write_bytes(b"".join(f"[from: cli] {t}\r".encode() for t in texts))
+    return path
+
+
+def found(tmp_path: Path, accepted: list[str], typed: list[str], **approvals: int) -> list[str]:
+    ledger = Ledger()
+    ledger.accepted["a0"] = accepted
+    ledger.approvals.update(approvals)
+    return problems(ledger, {"a0": pane(tmp_path, *typed)}, open_approvals=["OPEN"])
+
+
+def test_everything_accepted_typed_once_in_order_is_no_problem(tmp_path: Path) -> None:
+    accepted = ["a0 cli 0", "a0 from a2 0", "a0 cli 1", "a0 from a2 1"]
+    # Two senders interleave as they like; each one's own messages keep their order.
+    typed = ["a0 from a2 0", "a0 cli 0", "a0 cli 1", "a0 from a2 1"]
+    assert found(tmp_path, accepted, typed, DONE=1) == []
+
+
+def test_lost_doubled_and_out_of_order_are_each_named(tmp_path: Path) -> None:
+    accepted = ["a0 cli 0", "a0 cli 1", "a0 cli 2"]
+    assert found(tmp_path, accepted, ["a0 cli 0", "a0 cli 1"]) == [
+        "lost: 'a0 cli 2' was accepted but never typed"
+    ]
+    assert found(tmp_path, accepted, ["a0 cli 0", "a0 cli 1", "a0 cli 1", "a0 cli 2"]) == [
+        "doubled: 'a0 cli 1' typed 2 times"
+    ]
+    assert found(tmp_path, accepted, ["a0 cli 0", "a0 cli 2", "a0 cli 1"]) == [
+        "out of order: 'a0 cli 1' after a0 cli 2"
+    ]
+
+
+def test_an_approval_answered_twice_or_left_open_is_named(tmp_path: Path) -> None:
+    assert found(tmp_path, [], [], TWICE=2, OPEN=1) == [
+        "approval TWICE decided 2 times",
+        "approval OPEN never closed",
+    ]
