@@ -30,6 +30,7 @@ from gateway.approvals.methods import ApprovalMethods
 from gateway.approvals.phone import ApprovalCalls
 from gateway.approvals.push import PushAnswers, tokens_for
 from gateway.chat.admission import Admission
+from gateway.chat.commands import ChatCommands
 from gateway.chat.inbox import ChatInbox, ChatTransports
 from gateway.chat.senders import SenderMethods
 from gateway.http import WebhookServer
@@ -109,11 +110,19 @@ class Gateway:
         # One-way notifications to the human's ntfy topic: turns ended, agents gone, asks.
         self.notify = PushNotify(cfg)
         approvals.observers.append(self.notify.approval)
+        processes = ProcessAgentMethods(self.mailbox, store, self.host)
+        # A chat's /new, /stop, /esc, /peek: the last reply /peek shows comes from the hooks.
+        commands = ChatCommands(cfg, store, self.mailbox, processes)
         hooks = AgentHookMethods(
             self.mailbox,
             self.host,
             panes,
-            observers=[mirror.agent_did, approvals.agent_did, self.notify.agent_did],
+            observers=[
+                mirror.agent_did,
+                approvals.agent_did,
+                self.notify.agent_did,
+                commands.agent_did,
+            ],
         )
         answers = ChatAnswers(
             cfg,
@@ -125,6 +134,7 @@ class Gateway:
         self.inbox = ChatInbox(
             cfg, store, self.mailbox, self.outbox, on_button=answers.button, on_reply=answers.reply
         )
+        self.inbox.commands = commands
         self.chat = ChatTransports(cfg, self.inbox)
         # A sender admitted by `pair` is told so, and what they wrote meanwhile goes on.
         admission = Admission(cfg, store, self.mailbox, self.outbox, self.inbox)
@@ -161,7 +171,7 @@ class Gateway:
             self.calls,
             SenderMethods(cfg, store, admitted=admission.admitted),
             hooks,
-            ProcessAgentMethods(self.mailbox, store, self.host),
+            processes,
             approvals,
             LocalDial(self.phone_menu),
             # `config reload` reads the file as the process first did (AGENTCOMMS_CONFIG, home).

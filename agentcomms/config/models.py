@@ -11,11 +11,12 @@ import base64
 import binascii
 import typing
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     Field,
     SecretStr,
+    StringConstraints,
     field_validator,
     model_validator,
 )
@@ -308,6 +309,10 @@ class SecurityConfig(Section):
         return value
 
 
+# A kind's name as a chat writes it after `/new ID DIR`.
+KindName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_.-]{0,31}$")]
+
+
 class AcpConfig(Section):
     """Process agents: ACP agents a host's worker starts and drives (`agents.ID.acp`)."""
 
@@ -317,8 +322,32 @@ class AcpConfig(Section):
         "prompted (default: acp/ in the agentcomms folder)",
     )
 
+    roots: list[Path] = Field(
+        default_factory=list,
+        description="the folders (and everything under them) a chat's `/new ID DIR` may start "
+        'an agent in, e.g. ["~/src"]; empty: `/new` is refused. Also written agents.start.roots',
+    )
+    kinds: dict[KindName, Annotated[list[str], Field(min_length=1)]] = Field(
+        default_factory=dict,
+        description="agents a chat may start by name beside claude-code, codex and gemini: a "
+        'name and the ACP command it runs, e.g. {"goose": ["goose", "acp"]}; a chat names a '
+        "kind, never a command. Also written agents.start.kinds",
+    )
+
+    @field_validator("roots")
+    @classmethod
+    def _absolute_roots(cls, value: list[Path]) -> list[Path]:
+        for root in value:
+            if not root.expanduser().is_absolute():
+                raise ValueError(f"{root} is not an absolute path (write /home/me/src or ~/src)")
+        return value
+
     def state_root(self) -> Path:
         return (self.state_dir or agentcomms_home() / "acp").expanduser()
+
+    def resolved_roots(self) -> list[Path]:
+        """The roots as the file system has them: symlinks followed, `~` expanded."""
+        return [root.expanduser().resolve() for root in self.roots]
 
 
 class Config(Section):
@@ -347,6 +376,29 @@ class Config(Section):
     metrics: MetricsConfig = MetricsConfig()
     console: ConsoleConfig = ConsoleConfig()
     security: SecurityConfig = SecurityConfig()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _agents_start(cls, data: Any) -> Any:
+        # `agents.start` is where the chat commands' settings are read as the manual first
+        # named them; it is no agent (`agents start` is a command), and lives in `acp`.
+        if not isinstance(data, dict) or not isinstance(data.get("agents"), dict):
+            return data
+        agents = dict(data["agents"])
+        start = agents.pop("start", None)
+        if start is None:
+            return data
+        if not isinstance(start, dict) or not set(start) <= {"roots", "kinds"}:
+            raise ValueError(
+                "agents.start holds the chat commands' roots and kinds (no agent may be "
+                "named start): write roots and kinds only, or set acp.roots and acp.kinds"
+            )
+        acp = dict(data.get("acp") or {})
+        for key, value in start.items():
+            if key in acp:
+                raise ValueError(f"agents.start.{key} and acp.{key} both set: keep one")
+            acp[key] = value
+        return {**data, "agents": agents, "acp": acp}
 
     def never_rules(self, agent_id: str | None) -> list[str]:
         """The calls `agent_id`'s hooks refuse without asking: everyone's, then its own."""

@@ -1,0 +1,261 @@
+"""Agents from a chat: an allowed sender's ``/new``, ``/agents``, ``/stop``, ``/esc`` and
+``/peek``, answered in the chat and never passed to an agent.
+
+The inbox runs these after its allowlist, so a stranger's ``/new`` is refused like any of their
+messages. A chat names a folder and a kind, never a command: the folder must lie under one of
+``acp.roots`` (``agents.start.roots``) once symlinks and ``..`` are resolved, and the kind is a
+known one or one the operator wrote into ``acp.kinds``. Each command is recorded under the
+provider's message id, so one the provider sends again runs once.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from agentcomms.acp.kinds import KINDS, KindUnavailable
+from agentcomms.bridge import BridgeError, TmuxAdapter
+from agentcomms.config import Config
+from agentcomms.errors import RpcError
+from agentcomms.ids import check_agent_id, new_event_id
+from agentcomms.models import Agent, Event, PaneTarget, utcnow
+from agentcomms.store import Store
+from agentcomms.transports import InboundMessage
+from agentcomms.visible import visible
+from gateway.agents.mirror import TURN_REPLIES, last_words
+from gateway.agents.processes import (
+    ProcessAgentMethods,
+    StartAgentParams,
+    StopAgentParams,
+    kind_command,
+)
+from workflows.mailbox.client import Mailbox
+
+log = logging.getLogger(__name__)
+
+# "/new@my_bot backend ~/src/api": Telegram names the bot after a command in a group.
+_COMMAND = re.compile(r"^/([a-z]+)(?:@\S+)?(?:\s+(.*))?$", re.DOTALL | re.IGNORECASE)
+USAGE = {
+    "new": "/new ID DIR [KIND]: start a headless agent in DIR (kind: {kinds})",
+    "agents": "/agents: the agents, their state and what waits for each",
+    "stop": "/stop ID: stop a process agent (its session is kept)",
+    "esc": "/esc ID: interrupt the agent's turn",
+    "peek": "/peek ID: a pane's screen, or a process agent's last reply",
+}
+DEFAULT_KIND = "claude-code"
+# What a peek shows at most: a chat message's worth, the newest lines kept.
+PEEK_CHARS = 3000
+
+
+@dataclass(frozen=True)
+class Command:
+    name: str
+    args: list[str]
+
+
+def parse(text: str) -> Command | None:
+    """The chat command `text` is, or None for a message to pass on (`/etc/hosts?` included)."""
+    found = _COMMAND.match(text.strip())
+    if found is None or found[1].lower() not in USAGE:
+        return None
+    return Command(found[1].lower(), (found[2] or "").split())
+
+
+def under_roots(folder: str, roots: list[Path]) -> Path:
+    """`folder` as the file system has it, when that is under one of `roots` (resolved);
+    ValueError saying where a chat may start agents otherwise."""
+    listed = ", ".join(str(r) for r in roots)
+    if not roots:
+        raise ValueError(
+            "no folder is open to agents started from a chat: the operator lists them in "
+            'acp.roots (or agents.start.roots), e.g. "roots": ["~/src"]'
+        )
+    path = Path(folder).expanduser()
+    if not path.is_absolute():
+        raise ValueError(f"{folder}: give the folder's whole path, under one of: {listed}")
+    resolved = path.resolve()  # symlinks and ".." as the agent would meet them
+    if not any(resolved.is_relative_to(root) for root in roots):
+        raise ValueError(f"{folder} is not under a folder open to agents; those are: {listed}")
+    return resolved
+
+
+class ChatCommands:
+    """The commands an allowed sender gives in a chat, each answered there in one message."""
+
+    def __init__(
+        self, cfg: Config, store: Store, mailbox: Mailbox, processes: ProcessAgentMethods
+    ) -> None:
+        self._cfg = cfg
+        self._store = store
+        self._mailbox = mailbox
+        self._processes = processes
+        # Each agent's last reply, as its hooks (or its host, for a process agent) told it.
+        self._last_replies: dict[str, str] = {}
+
+    async def agent_did(self, agent_id: str, event: str, payload: dict[str, Any]) -> None:
+        """An observer of the agents' hooks: keeps the last turn's reply for ``/peek``."""
+        if event in TURN_REPLIES and (reply := last_words(event, payload)) is not None:
+            self._last_replies[agent_id] = reply
+
+    async def run(self, command: Command, message: InboundMessage, event_id: str) -> str:
+        """Run `command` for the allowed sender of `message`; the answer for the chat."""
+        await self._store.record_event(
+            Event(
+                id=event_id,
+                agent_id=command.args[0] if command.args and _is_id(command.args[0]) else "default",
+                channel_id=message.channel_id,
+                type="system",
+                role="human",
+                status="delivered",
+                payload={
+                    "text": message.text[:1000],
+                    "command": command.name,
+                    "sender_id": message.sender_id,
+                    "sender_name": message.sender_name,
+                    "provider": message.provider,
+                    "chat_id": message.chat_id,
+                },
+                created_at=utcnow(),
+            )
+        )
+        try:
+            run = {
+                "new": self._new,
+                "agents": self._agents,
+                "stop": self._stop,
+                "esc": self._esc,
+                "peek": self._peek,
+            }[command.name]
+            return await run(command.args, message)
+        except (RpcError, KindUnavailable, ValueError) as exc:
+            return _sentence(exc)
+
+    async def _new(self, args: list[str], message: InboundMessage) -> str:
+        if len(args) not in (2, 3):
+            return "usage: " + self.usage("new")
+        agent_id, folder = args[0], args[1]
+        kind = args[2] if len(args) == 3 else DEFAULT_KIND
+        check_agent_id(agent_id)
+        resolved = under_roots(folder, self._cfg.acp.resolved_roots())
+        command = await self.kind_command(kind)
+        try:
+            params = StartAgentParams(agent_id=agent_id, dir=str(resolved), command=command)
+        except ValidationError as exc:
+            return f"not started: {exc.errors()[0]['msg']}"
+        result = await self._processes.start_agent(params)
+        return (
+            f"started {agent_id} ({kind}) in {resolved} on {result['host']}. Write to it "
+            f"with @{agent_id} at the start of a message; /peek {agent_id} shows its last reply."
+        )
+
+    async def kind_command(self, kind: str) -> list[str]:
+        """The command of a kind a chat named: the operator's own, else a known one."""
+        own = self._cfg.acp.kinds.get(kind)
+        if own is not None:
+            return list(own)
+        if kind not in KINDS:
+            raise ValueError(f"no kind {kind!r}; a chat may start: {', '.join(self._kinds())}")
+        return await kind_command(kind)
+
+    async def _agents(self, args: list[str], message: InboundMessage) -> str:
+        agents = await self._store.list_agents()
+        if not agents:
+            return "No agents are registered. Start one: " + self.usage("new")
+        return "\n".join(_agent_line(a) for a in agents)
+
+    async def _stop(self, args: list[str], message: InboundMessage) -> str:
+        agent = await self._one_agent(args, "stop")
+        if agent.type != "process":
+            return (
+                f"{agent.id} runs in a tmux pane a human set up: stop it there "
+                f"(/esc {agent.id} interrupts its turn)."
+            )
+        await self._processes.stop_agent(StopAgentParams(agent_id=agent.id))
+        return f"stopped {agent.id}; messages to it wait until it is started again."
+
+    async def _esc(self, args: list[str], message: InboundMessage) -> str:
+        agent = await self._one_agent(args, "esc")
+        await self._mailbox.post(
+            Event(
+                id=new_event_id(),
+                agent_id=agent.id,
+                channel_id=message.channel_id,
+                type="interrupt",
+                role="human",
+                payload={
+                    "reason": f"/esc from {message.channel_id}",
+                    "source": message.provider,
+                    "sender_id": message.sender_id,
+                },
+            )
+        )
+        return f"interrupting {agent.id}."
+
+    async def _peek(self, args: list[str], message: InboundMessage) -> str:
+        agent = await self._one_agent(args, "peek")
+        if agent.type == "process" or agent.target is None:
+            reply = self._last_replies.get(agent.id)
+            if reply is None:
+                return (
+                    f"{agent.id} ({agent.state}) has not finished a turn since the gateway started."
+                )
+            return f"{agent.id} ({agent.state}), its last reply:\n{_tail(visible(reply))}"
+        if agent.host not in (None, self._processes.host):
+            return f"{agent.id}'s pane is on {agent.host}; only this host's panes can be peeked."
+        adapter = TmuxAdapter()
+        pane = PaneTarget(target=agent.target, socket=agent.tmux_socket)
+        try:
+            info = await adapter.pane_info(pane)
+            screen = await adapter.run_commands(
+                pane.socket, [["capture-pane", "-p", "-J", "-t", info.pane_id]]
+            )
+        except BridgeError as exc:
+            return f"{agent.id}'s pane {agent.target} cannot be read: {exc}"
+        # The screen is the agent's (and whatever it ran): shown as text, nothing hidden.
+        return (
+            f"{agent.id} ({agent.state}), pane {agent.target}:\n{_tail(visible(screen.rstrip()))}"
+        )
+
+    async def _one_agent(self, args: list[str], name: str) -> Agent:
+        if len(args) != 1:
+            raise ValueError("usage: " + self.usage(name))
+        agent = await self._store.get_agent(args[0]) if _is_id(args[0]) else None
+        if agent is None:
+            raise ValueError(f"no agent {args[0]!r}; /agents lists them")
+        return agent
+
+    def usage(self, name: str) -> str:
+        return USAGE[name].format(kinds=", ".join(self._kinds()))
+
+    def _kinds(self) -> list[str]:
+        return list(dict.fromkeys([*KINDS, *self._cfg.acp.kinds]))
+
+
+def _is_id(word: str) -> bool:
+    try:
+        check_agent_id(word)
+    except ValueError:
+        return False
+    return True
+
+
+def _agent_line(agent: Agent) -> str:
+    waits = f", {agent.pending} waiting" if agent.pending else ""
+    where = "process" if agent.type == "process" else f"pane {agent.target}"
+    return f"{agent.id}: {agent.state} ({where}{waits})"
+
+
+def _tail(text: str) -> str:
+    if len(text) <= PEEK_CHARS:
+        return text
+    return "…" + text[-(PEEK_CHARS - 1) :]
+
+
+def _sentence(exc: Exception) -> str:
+    text = exc.message if isinstance(exc, RpcError) else str(exc)
+    return text if text.endswith((".", "!", "?")) else text + "."
