@@ -23,6 +23,7 @@ from agentcomms.voice.audio import AudioStore
 from gateway.agents.dialogs import DialogWatch
 from gateway.agents.hooks import AgentHookMethods, PaneAgents
 from gateway.agents.mirror import ReplyMirror
+from gateway.agents.peek import AgentPeek
 from gateway.agents.processes import ProcessAgentMethods, start_configured
 from gateway.approvals.chat_answers import ChatAnswers
 from gateway.approvals.chat_posts import ApprovalChats
@@ -66,6 +67,7 @@ SOCKET_ROOMS: tuple[type, ...] = (
     SenderMethods,
     AgentHookMethods,
     ProcessAgentMethods,
+    AgentPeek,
     ApprovalMethods,
     LocalDial,
     ConfigReload,
@@ -112,7 +114,8 @@ class Gateway:
         approvals.observers.append(self.notify.approval)
         processes = ProcessAgentMethods(self.mailbox, store, self.host)
         # A chat's /new, /stop, /esc, /peek: the last reply /peek shows comes from the hooks.
-        commands = ChatCommands(cfg, store, self.mailbox, processes)
+        peek = AgentPeek(store, self.host)
+        commands = ChatCommands(cfg, store, self.mailbox, processes, peek)
         hooks = AgentHookMethods(
             self.mailbox,
             self.host,
@@ -121,7 +124,7 @@ class Gateway:
                 mirror.agent_did,
                 approvals.agent_did,
                 self.notify.agent_did,
-                commands.agent_did,
+                peek.agent_did,
             ],
         )
         answers = ChatAnswers(
@@ -172,6 +175,7 @@ class Gateway:
             SenderMethods(cfg, store, admitted=admission.admitted),
             hooks,
             processes,
+            peek,
             approvals,
             LocalDial(self.phone_menu),
             # `config reload` reads the file as the process first did (AGENTCOMMS_CONFIG, home).

@@ -21,6 +21,7 @@ from tests.fakes.telegram import FakeTelegram
 from tests.support import acp_agent
 from tests.support.acp_agent import log_of
 from tests.support.chat import CHAT, connected, with_telegram
+from tests.support.cli import cli, cli_home
 from tests.support.stack import Stack, running_stack
 from tests.support.tmux import Tmux
 from tests.support.waiting import eventually
@@ -201,7 +202,7 @@ async def test_a_strangers_command_is_refused_like_any_of_their_messages(
 
 
 async def test_a_panes_screen_is_peeked_and_a_pane_agent_is_not_stopped_from_a_chat(
-    stack: Stack, telegram: FakeTelegram, tmux: Tmux
+    stack: Stack, telegram: FakeTelegram, tmux: Tmux, tmp_path: Path
 ) -> None:
     agent = stack.agent_id("pane")
     target = tmux.new_session(
@@ -213,4 +214,10 @@ async def test_a_panes_screen_is_peeked_and_a_pane_agent_is_not_stopped_from_a_c
     peeked = await answer(telegram, f"/peek {agent}")
     assert peeked.startswith(f"{agent} (") and f"pane {target}:\nhello from the pane red" in peeked
     assert "runs in a tmux pane" in await answer(telegram, f"/stop {agent}")
+    # The same look from the terminal.
+    home = cli_home(tmp_path, stack)
+    looked = await cli(home, "agents", "peek", agent)
+    assert looked.returncode == 0 and "hello from the pane red" in looked.stdout, looked.stderr
+    missing = await cli(home, "agents", "peek", "nobody-here")
+    assert missing.returncode == 1 and "no agent 'nobody-here'" in missing.stderr
     assert "no agent 'nobody-here'" in await answer(telegram, "/peek nobody-here")

@@ -417,3 +417,26 @@ def _kind_command(kind: str) -> list[str]:
         return install(kind)
     except KindUnavailable as exc:
         fail(str(exc))
+
+
+@agents_app.command("peek")
+def peek(
+    agent_id: Annotated[str, typer.Argument(help="The agent's id.")],
+    as_json: JsonOption = False,
+) -> None:
+    """Show what an agent is doing: its pane's screen as text, or a process agent's last reply.
+
+    Invisible characters show as marks, as in approvals, so what you read is what is there.
+    Example: agentcomms agents peek backend
+    """
+    result = ask("peek", agent_id=agent_id)
+    if as_json:
+        print_json(result)
+        return
+    if result["text"] is None:
+        console.print(
+            f"{agent_id} ({result['state']}) has not finished a turn since the gateway started"
+        )
+        return
+    shown = f"pane {result['target']}" if result["shows"] == "pane" else "last reply"
+    typer.echo(f"{agent_id} ({result['state']}), {shown}:\n{result['text']}")

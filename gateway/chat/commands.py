@@ -14,26 +14,18 @@ import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from pydantic import ValidationError
 
-from agentcomms.acp.kinds import KINDS, KindUnavailable
-from agentcomms.bridge import BridgeError, TmuxAdapter
+from agentcomms.acp.kinds import AGENTS_PREFIX, KINDS, find
 from agentcomms.config import Config
 from agentcomms.errors import RpcError
 from agentcomms.ids import check_agent_id, new_event_id
-from agentcomms.models import Agent, Event, PaneTarget, utcnow
+from agentcomms.models import Agent, Event, utcnow
 from agentcomms.store import Store
 from agentcomms.transports import InboundMessage
-from agentcomms.visible import visible
-from gateway.agents.mirror import TURN_REPLIES, last_words
-from gateway.agents.processes import (
-    ProcessAgentMethods,
-    StartAgentParams,
-    StopAgentParams,
-    kind_command,
-)
+from gateway.agents.peek import AgentPeek
+from gateway.agents.processes import ProcessAgentMethods, StartAgentParams, StopAgentParams
 from workflows.mailbox.client import Mailbox
 
 log = logging.getLogger(__name__)
@@ -48,8 +40,6 @@ USAGE = {
     "peek": "/peek ID: a pane's screen, or a process agent's last reply",
 }
 DEFAULT_KIND = "claude-code"
-# What a peek shows at most: a chat message's worth, the newest lines kept.
-PEEK_CHARS = 3000
 
 
 @dataclass(frozen=True)
@@ -88,19 +78,18 @@ class ChatCommands:
     """The commands an allowed sender gives in a chat, each answered there in one message."""
 
     def __init__(
-        self, cfg: Config, store: Store, mailbox: Mailbox, processes: ProcessAgentMethods
+        self,
+        cfg: Config,
+        store: Store,
+        mailbox: Mailbox,
+        processes: ProcessAgentMethods,
+        peek: AgentPeek,
     ) -> None:
         self._cfg = cfg
         self._store = store
         self._mailbox = mailbox
         self._processes = processes
-        # Each agent's last reply, as its hooks (or its host, for a process agent) told it.
-        self._last_replies: dict[str, str] = {}
-
-    async def agent_did(self, agent_id: str, event: str, payload: dict[str, Any]) -> None:
-        """An observer of the agents' hooks: keeps the last turn's reply for ``/peek``."""
-        if event in TURN_REPLIES and (reply := last_words(event, payload)) is not None:
-            self._last_replies[agent_id] = reply
+        self._looks = peek
 
     async def run(self, command: Command, message: InboundMessage, event_id: str) -> str:
         """Run `command` for the allowed sender of `message`; the answer for the chat."""
@@ -132,7 +121,7 @@ class ChatCommands:
                 "peek": self._peek,
             }[command.name]
             return await run(command.args, message)
-        except (RpcError, KindUnavailable, ValueError) as exc:
+        except (RpcError, ValueError) as exc:
             return _sentence(exc)
 
     async def _new(self, args: list[str], message: InboundMessage) -> str:
@@ -160,7 +149,15 @@ class ChatCommands:
             return list(own)
         if kind not in KINDS:
             raise ValueError(f"no kind {kind!r}; a chat may start: {', '.join(self._kinds())}")
-        return await kind_command(kind)
+        # Installing takes minutes and runs npm: the operator's to do, not a chat's.
+        command = find(kind)
+        if command is None:
+            raise ValueError(
+                f"{kind} is not installed on this host: the operator installs it once with "
+                f"`agentcomms agents start ID --dir DIR --kind {kind}` (or npm install "
+                f"--prefix {AGENTS_PREFIX} {KINDS[kind].package})"
+            )
+        return command
 
     async def _agents(self, args: list[str], message: InboundMessage) -> str:
         agents = await self._store.list_agents()
@@ -198,28 +195,12 @@ class ChatCommands:
 
     async def _peek(self, args: list[str], message: InboundMessage) -> str:
         agent = await self._one_agent(args, "peek")
-        if agent.type == "process" or agent.target is None:
-            reply = self._last_replies.get(agent.id)
-            if reply is None:
-                return (
-                    f"{agent.id} ({agent.state}) has not finished a turn since the gateway started."
-                )
-            return f"{agent.id} ({agent.state}), its last reply:\n{_tail(visible(reply))}"
-        if agent.host not in (None, self._processes.host):
-            return f"{agent.id}'s pane is on {agent.host}; only this host's panes can be peeked."
-        adapter = TmuxAdapter()
-        pane = PaneTarget(target=agent.target, socket=agent.tmux_socket)
-        try:
-            info = await adapter.pane_info(pane)
-            screen = await adapter.run_commands(
-                pane.socket, [["capture-pane", "-p", "-J", "-t", info.pane_id]]
-            )
-        except BridgeError as exc:
-            return f"{agent.id}'s pane {agent.target} cannot be read: {exc}"
-        # The screen is the agent's (and whatever it ran): shown as text, nothing hidden.
-        return (
-            f"{agent.id} ({agent.state}), pane {agent.target}:\n{_tail(visible(screen.rstrip()))}"
-        )
+        seen = await self._looks.look(agent)
+        if seen["shows"] == "pane":
+            return f"{agent.id} ({agent.state}), pane {agent.target}:\n{seen['text']}"
+        if seen["text"] is None:
+            return f"{agent.id} ({agent.state}) has not finished a turn since the gateway started."
+        return f"{agent.id} ({agent.state}), its last reply:\n{seen['text']}"
 
     async def _one_agent(self, args: list[str], name: str) -> Agent:
         if len(args) != 1:
@@ -248,12 +229,6 @@ def _agent_line(agent: Agent) -> str:
     waits = f", {agent.pending} waiting" if agent.pending else ""
     where = "process" if agent.type == "process" else f"pane {agent.target}"
     return f"{agent.id}: {agent.state} ({where}{waits})"
-
-
-def _tail(text: str) -> str:
-    if len(text) <= PEEK_CHARS:
-        return text
-    return "…" + text[-(PEEK_CHARS - 1) :]
 
 
 def _sentence(exc: Exception) -> str:
