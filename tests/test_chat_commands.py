@@ -22,6 +22,7 @@ from tests.support import acp_agent
 from tests.support.acp_agent import log_of
 from tests.support.chat import CHAT, connected, with_telegram
 from tests.support.cli import cli, cli_home
+from tests.support.home import write_config
 from tests.support.stack import Stack, running_stack
 from tests.support.tmux import Tmux
 from tests.support.waiting import eventually
@@ -221,3 +222,20 @@ async def test_a_panes_screen_is_peeked_and_a_pane_agent_is_not_stopped_from_a_c
     missing = await cli(home, "agents", "peek", "nobody-here")
     assert missing.returncode == 1 and "no agent 'nobody-here'" in missing.stderr
     assert "no agent 'nobody-here'" in await answer(telegram, "/peek nobody-here")
+
+
+async def test_the_cli_starts_a_kind_the_operator_named_and_lists_the_kinds_it_knows(
+    stack: Stack, tmp_path: Path
+) -> None:
+    home = tmp_path / "cli-home"
+    socket = str(stack.cfg.server.socket())
+    kinds = {"scripted": SCRIPTED}
+    write_config(home, {"server": {"socket_path": socket}, "agents": {"start": {"kinds": kinds}}})
+    agent = stack.agent_id("cli-kind")
+    begun = await cli(home, "agents", "start", agent, "--dir", str(tmp_path), "--kind", "scripted")
+    assert begun.returncode == 0, begun.stderr
+    await eventually(lambda: state_is(stack, agent, "ready"), timeout=30)
+    refused = await cli(home, "agents", "start", agent, "--dir", str(tmp_path), "--kind", "emacs")
+    assert refused.returncode == 1
+    assert "unknown kind 'emacs'; known: gemini, claude-code, codex, scripted" in refused.stderr
+    await cli(home, "agents", "stop", agent)
