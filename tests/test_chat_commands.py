@@ -150,6 +150,8 @@ async def test_alice_starts_talks_to_peeks_at_interrupts_and_stops_an_agent_from
     row = await eventually(lambda: state_is(stack, agent, "ready"), timeout=30)
     assert row.type == "process" and row.target is not None and acp_agent.__file__ in row.target
     assert f"{agent}: ready (process)" in (await answer(telegram, "/agents")).splitlines()
+    again = await answer(telegram, f"/new {agent} {roots} scripted")
+    assert again == f"{agent} is already an agent: choose another id (/agents lists them)."
 
     assert (await answer(telegram, f"/peek {agent}")).startswith(
         f"{agent} (ready) has not finished a turn"
@@ -215,6 +217,8 @@ async def test_a_panes_screen_is_peeked_and_a_pane_agent_is_not_stopped_from_a_c
     peeked = await answer(telegram, f"/peek {agent}")
     assert peeked.startswith(f"{agent} (") and f"pane {target}:\nhello from the pane red" in peeked
     assert "runs in a tmux pane" in await answer(telegram, f"/stop {agent}")
+    taken = await answer(telegram, f"/new {agent} {tmp_path} scripted")
+    assert taken.startswith(f"{agent} is already an agent")  # a pane is never taken over
     # The same look from the terminal.
     home = cli_home(tmp_path, stack)
     looked = await cli(home, "agents", "peek", agent)

@@ -40,6 +40,8 @@ USAGE = {
     "peek": "/peek ID: a pane's screen, or a process agent's last reply",
 }
 DEFAULT_KIND = "claude-code"
+# The agents /agents lists at most (a line each), so its answer is one chat message.
+LISTED = 40
 
 
 @dataclass(frozen=True)
@@ -130,6 +132,15 @@ class ChatCommands:
         agent_id, folder = args[0], args[1]
         kind = args[2] if len(args) == 3 else DEFAULT_KIND
         check_agent_id(agent_id)
+        # A chat starts new agents: it never turns someone's pane, or a running agent, into
+        # another process in another folder.
+        existing = await self._store.get_agent(agent_id)
+        if agent_id in self._cfg.agents or (
+            existing is not None and (existing.type != "process" or existing.status != "offline")
+        ):
+            raise ValueError(
+                f"{agent_id} is already an agent: choose another id (/agents lists them)"
+            )
         resolved = under_roots(folder, self._cfg.acp.resolved_roots())
         command = await self.kind_command(kind)
         try:
@@ -137,9 +148,16 @@ class ChatCommands:
         except ValidationError as exc:
             return f"not started: {exc.errors()[0]['msg']}"
         result = await self._processes.start_agent(params)
+        started = f"started {agent_id} ({kind}) in {resolved} on {result['host']}."
+        if message.channel_id not in self._cfg.chat.channels:
+            # "@agent" routes from a mapped chat only: a stranger's group cannot reach agents.
+            return (
+                f"{started} To write to it from here, the operator maps this chat in "
+                f'chat.channels ("{message.channel_id}": "{agent_id}").'
+            )
         return (
-            f"started {agent_id} ({kind}) in {resolved} on {result['host']}. Write to it "
-            f"with @{agent_id} at the start of a message; /peek {agent_id} shows its last reply."
+            f"{started} Write to it with @{agent_id} at the start of a message; "
+            f"/peek {agent_id} shows its last reply."
         )
 
     async def kind_command(self, kind: str) -> list[str]:
@@ -163,7 +181,10 @@ class ChatCommands:
         agents = await self._store.list_agents()
         if not agents:
             return "No agents are registered. Start one: " + self.usage("new")
-        return "\n".join(_agent_line(a) for a in agents)
+        lines = [_agent_line(a) for a in agents[:LISTED]]
+        if len(agents) > LISTED:  # one chat message holds this many
+            lines.append(f"… and {len(agents) - LISTED} more: `agentcomms agents` lists them all")
+        return "\n".join(lines)
 
     async def _stop(self, args: list[str], message: InboundMessage) -> str:
         agent = await self._one_agent(args, "stop")
