@@ -54,16 +54,16 @@ class ProcessAgentMethods:
     def __init__(self, mailbox: Mailbox, store: Store, host: str) -> None:
         self._mailbox = mailbox
         self._store = store
-        self.host = host
+        self._host = host
 
     @declare(Human())
     async def start_agent(self, p: StartAgentParams) -> dict[str, Any]:
         folder = PurePath(p.dir)
-        host = p.host or self.host
+        host = p.host or self._host
         if not folder.is_absolute():
             raise RpcError(INVALID_PARAMS, f"dir: {p.dir!r} is not an absolute path")
         # The gateway sees this host's folders only; another host's worker says so itself.
-        if host == self.host and not await asyncio.to_thread(Path(folder).is_dir):
+        if host == self._host and not await asyncio.to_thread(Path(folder).is_dir):
             raise RpcError(
                 INVALID_PARAMS, f"dir: {p.dir} is not a folder on {host}; create it first"
             )
@@ -103,7 +103,7 @@ async def start_configured(mailbox: Mailbox, agent_id: str, agent: AgentConfig, 
     acp = agent.acp
     assert acp is not None
     try:
-        command = acp.command or await kind_command(acp.kind)
+        command = acp.command or await _kind_command(acp.kind)
     except KindUnavailable as exc:
         log.error("agents.%s.acp: %s", agent_id, exc)
         return
@@ -119,8 +119,7 @@ async def start_configured(mailbox: Mailbox, agent_id: str, agent: AgentConfig, 
     await mailbox.register(agent_id, registration)
 
 
-async def kind_command(kind: str | None) -> list[str]:
-    """A known kind's command on this host: found, or installed with npm (KindUnavailable)."""
+async def _kind_command(kind: str | None) -> list[str]:
     assert kind is not None  # the config's own check: a command or a kind
     found = find(kind)
     if found is not None:

@@ -114,6 +114,13 @@ class ChatCommands:
                 created_at=utcnow(),
             )
         )
+        log.info(
+            "%s: /%s from %s:%s",
+            message.channel_id,
+            command.name,
+            message.provider,
+            message.sender_id,
+        )
         try:
             run = {
                 "new": self._new,
