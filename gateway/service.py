@@ -113,9 +113,8 @@ class Gateway:
         self.notify = PushNotify(cfg)
         approvals.observers.append(self.notify.approval)
         processes = ProcessAgentMethods(self.mailbox, store, self.host)
-        # A chat's /new, /stop, /esc, /peek: the last reply /peek shows comes from the hooks.
+        # A look at an agent (a chat's /peek, `agents peek`): its last reply from the hooks.
         peek = AgentPeek(store, self.host)
-        commands = ChatCommands(cfg, store, self.mailbox, processes, peek)
         hooks = AgentHookMethods(
             self.mailbox,
             self.host,
@@ -127,6 +126,7 @@ class Gateway:
                 peek.agent_did,
             ],
         )
+        commands = ChatCommands(cfg, store, self.mailbox, processes, peek, hooks.register)
         answers = ChatAnswers(
             cfg,
             store,

@@ -6,22 +6,30 @@ nothing."""
 
 from __future__ import annotations
 
+import asyncio
+import json
+import subprocess
 import sys
-from collections.abc import AsyncIterator
+import uuid
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
 from temporalio.testing import WorkflowEnvironment
 
+from agentcomms.agents.install import Target
+from agentcomms.agents.install_agents import plan
 from agentcomms.config import Config
 from agentcomms.models import Agent
 from gateway.chat.commands import Command, parse, under_roots
+from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.telegram import FakeTelegram
 from tests.support import acp_agent
 from tests.support.acp_agent import log_of
+from tests.support.agents import PROMPT_HINT, agent_binary, claude_env, prepare_claude_home
 from tests.support.chat import CHAT, connected, with_telegram
-from tests.support.cli import cli, cli_home
+from tests.support.cli import AGENTCOMMS, cli, cli_home
 from tests.support.home import write_config
 from tests.support.stack import Stack, running_stack
 from tests.support.tmux import Tmux
@@ -98,6 +106,14 @@ def roots(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
+def windows(tmux_socket_dir: Path) -> Iterator[Tmux]:
+    """The tmux server where `/new … --tmux` opens windows; started by the test that uses it."""
+    server = Tmux(tmux_socket_dir / f"windows-{uuid.uuid4().hex[:8]}")
+    yield server
+    server.run("kill-server", check=False)
+
+
+@pytest.fixture(scope="module")
 async def telegram() -> AsyncIterator[FakeTelegram]:
     fake = FakeTelegram()
     fake.known_chats.add(CHAT)
@@ -111,11 +127,19 @@ async def stack(
     tmp_path_factory: pytest.TempPathFactory,
     telegram: FakeTelegram,
     roots: Path,
+    windows: Tmux,
 ) -> AsyncIterator[Stack]:
     chat = with_telegram(telegram, "chat-home")
 
     def configure(cfg: Config) -> Config:
-        acp = cfg.acp.model_copy(update={"roots": [roots], "kinds": {"scripted": SCRIPTED}})
+        acp = cfg.acp.model_copy(
+            update={
+                "roots": [roots],
+                "kinds": {"scripted": SCRIPTED},
+                "tmux_socket": windows.socket,
+                "tmux_session": "agents",
+            }
+        )
         return chat(cfg).model_copy(update={"acp": acp})
 
     async with running_stack(
@@ -243,3 +267,37 @@ async def test_the_cli_starts_a_kind_the_operator_named_and_lists_the_kinds_it_k
     assert refused.returncode == 1
     assert "unknown kind 'emacs'; known: gemini, claude-code, codex, scripted" in refused.stderr
     await cli(home, "agents", "stop", agent)
+
+
+async def test_new_with_tmux_opens_claude_code_in_a_window_with_its_hooks_and_registers_it(
+    stack: Stack, telegram: FakeTelegram, roots: Path, windows: Tmux
+) -> None:
+    agent = stack.agent_id("window")
+    folder, home = roots / "window", roots.parent / f"{agent}-home"
+    model = FakeAnthropic()
+    claude = await agent_binary("claude")
+    prepare_claude_home(home, folder)
+    plan(Target("claude-code", home=home, project=folder, argv=(AGENTCOMMS,))).apply()
+    # The server's environment is what its windows get: Claude's HOME and model, our socket.
+    env = claude_env(home, model, {"AGENTCOMMS_SOCKET": str(stack.cfg.server.socket())})
+    env["PATH"] = f"{claude.parent}:{env['PATH']}"
+    await asyncio.to_thread(
+        subprocess.run,
+        ["tmux", "-S", windows.socket, "new-session", "-d", "-s", "other", "sh"],
+        env=env,
+        check=True,
+    )
+    async with model.server:
+        told = await answer(telegram, f"/new {agent} {folder} claude-code --tmux")
+        assert told.startswith(f"started {agent} (claude-code) in {folder}, in tmux window agents:")
+        target = told.split("tmux window ")[1].split(" ")[0]
+        row = await eventually(lambda: stack.store.get_agent(agent))
+        assert row.type == "tmux" and row.target == target and row.interrupt_key == "Escape"
+        await eventually(lambda: PROMPT_HINT in windows.capture(target) or None, timeout=60)
+        telegram.human_says(CHAT, f"@{agent} hello from the phone")
+        await eventually(
+            lambda: [r for r in model.requests if "hello from the phone" in json.dumps(r)] or None,
+            timeout=60,
+        )
+        # Its hooks report as the agent the chat named: the pane is the agent's.
+        await eventually(lambda: state_is(stack, agent, "ready"), timeout=60)

@@ -22,6 +22,7 @@ from pydantic import (
 )
 
 from agentcomms.address import DEFAULT_ADDRESS
+from agentcomms.bridge.fields import TmuxSocket
 
 # The agents' sections live in their own module; re-exported here, where the schema is read.
 from agentcomms.config.agents import AgentAcp as AgentAcp
@@ -332,6 +333,17 @@ class AcpConfig(Section):
         description="agents a chat may start by name beside claude-code, codex and gemini: a "
         'name and the ACP command it runs, e.g. {"goose": ["goose", "acp"]}; a chat names a '
         "kind, never a command. Also written agents.start.kinds",
+    )
+
+    tmux_session: str = Field(
+        default="agents",
+        pattern=r"^[A-Za-z0-9_-]{1,64}$",
+        description="the tmux session where a chat's `/new ID DIR KIND --tmux` opens a window "
+        "(made when missing)",
+    )
+    tmux_socket: TmuxSocket | None = Field(
+        default=None,
+        description="the tmux server of those windows, a socket path; null: the default server",
     )
 
     @field_validator("roots")

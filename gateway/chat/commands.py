@@ -10,10 +10,13 @@ provider's message id, so one the provider sends again runs once.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -26,6 +29,8 @@ from agentcomms.store import Store
 from agentcomms.transports import InboundMessage
 from gateway.agents.peek import AgentPeek
 from gateway.agents.processes import ProcessAgentMethods, StartAgentParams, StopAgentParams
+from gateway.agents.windows import INTERRUPT_KEY, open_window
+from gateway.socket.params import RegisterParams
 from workflows.mailbox.client import Mailbox
 
 log = logging.getLogger(__name__)
@@ -33,7 +38,8 @@ log = logging.getLogger(__name__)
 # "/new@my_bot backend ~/src/api": Telegram names the bot after a command in a group.
 _COMMAND = re.compile(r"^/([a-z]+)(?:@\S+)?(?:\s+(.*))?$", re.DOTALL | re.IGNORECASE)
 USAGE = {
-    "new": "/new ID DIR [KIND]: start a headless agent in DIR (kind: {kinds})",
+    "new": "/new ID DIR [KIND] [--tmux]: start an agent in DIR, headless or in a new tmux "
+    "window (kind: {kinds})",
     "agents": "/agents: the agents, their state and what waits for each",
     "stop": "/stop ID: stop a process agent (its session is kept)",
     "esc": "/esc ID: interrupt the agent's turn",
@@ -86,12 +92,15 @@ class ChatCommands:
         mailbox: Mailbox,
         processes: ProcessAgentMethods,
         peek: AgentPeek,
+        register: Callable[[RegisterParams], Awaitable[dict[str, Any]]],
     ) -> None:
         self._cfg = cfg
         self._store = store
         self._mailbox = mailbox
         self._processes = processes
         self._looks = peek
+        # The pane register of the agents' hooks: a window's pane is registered as any is.
+        self._register = register
 
     async def run(self, command: Command, message: InboundMessage, event_id: str) -> str:
         """Run `command` for the allowed sender of `message`; the answer for the chat."""
@@ -134,6 +143,8 @@ class ChatCommands:
             return _sentence(exc)
 
     async def _new(self, args: list[str], message: InboundMessage) -> str:
+        in_tmux = "--tmux" in args
+        args = [a for a in args if a != "--tmux"]
         if len(args) not in (2, 3):
             return "usage: " + self.usage("new")
         agent_id, folder = args[0], args[1]
@@ -149,6 +160,8 @@ class ChatCommands:
                 f"{agent_id} is already an agent: choose another id (/agents lists them)"
             )
         resolved = under_roots(folder, self._cfg.acp.resolved_roots())
+        if in_tmux:
+            return await self._new_window(agent_id, resolved, kind)
         command = await self.kind_command(kind)
         try:
             params = StartAgentParams(agent_id=agent_id, dir=str(resolved), command=command)
@@ -165,6 +178,24 @@ class ChatCommands:
         return (
             f"{started} Write to it with @{agent_id} at the start of a message; "
             f"/peek {agent_id} shows its last reply."
+        )
+
+    async def _new_window(self, agent_id: str, folder: Path, kind: str) -> str:
+        if not await asyncio.to_thread(folder.is_dir):
+            raise ValueError(f"{folder} is not a folder on this host; create it first")
+        window = await open_window(self._cfg, agent_id, folder, kind)
+        await self._register(
+            RegisterParams(
+                agent_id=agent_id,
+                target=window.target,
+                socket=window.socket,
+                interrupt_key=INTERRUPT_KEY,
+            )
+        )
+        server = f" (tmux -S {window.socket})" if window.socket else ""
+        return (
+            f"started {agent_id} ({kind}) in {folder}, in tmux window {window.target}{server}: "
+            f"attach with `tmux attach -t {window.target.partition(':')[0]}`."
         )
 
     async def kind_command(self, kind: str) -> list[str]:
