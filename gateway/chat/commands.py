@@ -159,7 +159,9 @@ class ChatCommands:
             raise ValueError(
                 f"{agent_id} is already an agent: choose another id (/agents lists them)"
             )
-        resolved = under_roots(folder, self._cfg.acp.resolved_roots())
+        # Resolving reads the file system (symlinks): off the event loop.
+        roots = await asyncio.to_thread(self._cfg.acp.resolved_roots)
+        resolved = await asyncio.to_thread(under_roots, folder, roots)
         if in_tmux:
             return await self._new_window(agent_id, resolved, kind)
         command = await self.kind_command(kind)
