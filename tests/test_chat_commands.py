@@ -207,6 +207,8 @@ async def test_alice_starts_talks_to_peeks_at_interrupts_and_stops_an_agent_from
             "no kind 'python3'; a chat may start: gemini, claude-code, codex, scripted",
         ),
         ("{agent} {roots} scripted extra", "usage: /new ID DIR [KIND]"),
+        ("{agent} {roots} scripted --tmux", "--tmux opens claude-code, codex, gemini in a pane"),
+        ("{agent} {roots}/missing claude-code --tmux", "is not a folder on this host"),
         ("../x {roots} scripted", "agent id '../x' is not valid"),
     ],
 )
