@@ -135,9 +135,14 @@ class Gateway:
             self.approval_chats,
         )
         self.inbox = ChatInbox(
-            cfg, store, self.mailbox, self.outbox, on_button=answers.button, on_reply=answers.reply
+            cfg,
+            store,
+            self.mailbox,
+            self.outbox,
+            on_button=answers.button,
+            on_reply=answers.reply,
+            commands=commands,
         )
-        self.inbox.commands = commands
         self.chat = ChatTransports(cfg, self.inbox)
         # A sender admitted by `pair` is told so, and what they wrote meanwhile goes on.
         admission = Admission(cfg, store, self.mailbox, self.outbox, self.inbox)

@@ -158,6 +158,11 @@ async def answer(telegram: FakeTelegram, text: str, *, user_id: int | None = Non
     return texts[0]
 
 
+async def registered_pane(stack: Stack, agent: str, target: str) -> Agent | None:
+    row = await stack.store.get_agent(agent)
+    return row if row is not None and row.target == target else None
+
+
 async def state_is(stack: Stack, agent: str, state: str) -> Agent | None:
     row = await stack.store.get_agent(agent)
     return row if row is not None and row.state == state else None
@@ -293,8 +298,9 @@ async def test_new_with_tmux_opens_claude_code_in_a_window_with_its_hooks_and_re
         told = await answer(telegram, f"/new {agent} {folder} claude-code --tmux")
         assert told.startswith(f"started {agent} (claude-code) in {folder}, in tmux window agents:")
         target = told.split("tmux window ")[1].split(" ")[0]
-        row = await eventually(lambda: stack.store.get_agent(agent))
-        assert row.type == "tmux" and row.target == target and row.interrupt_key == "Escape"
+        # Its hooks may speak before the registration's row is written: wait for the pane.
+        row = await eventually(lambda: registered_pane(stack, agent, target))
+        assert row.type == "tmux" and row.interrupt_key == "Escape"
         await eventually(lambda: PROMPT_HINT in windows.capture(target) or None, timeout=60)
         telegram.human_says(CHAT, f"@{agent} hello from the phone")
         await eventually(

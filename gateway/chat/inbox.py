@@ -4,10 +4,9 @@ Inbound, in order: the same message seen before is a duplicate (its event id is 
 provider's message id); a sender who is neither in ``chat.allowed_senders`` nor admitted by
 pairing is rejected (recorded, answered once with a pairing code, never shown to an agent,
 within the bounds of ``gateway.chat.strangers``), whatever the message holds; a message of nothing an agent can read (a photo) is answered saying
-so; an allowed sender's chat command (``/new``, ``/peek``…) is run and
-answered in the chat (:mod:`gateway.chat.commands`); the channel (``telegram:456``) or an
-``@agent`` prefix picks the agent; the message is posted
-to the agent's mailbox, durable when ``post`` returns; the "queued" receipt goes out through the
+so; an allowed sender's command (``/new``, ``/peek``…) is run and answered in the chat
+(:mod:`gateway.chat.commands`); the channel (``telegram:456``) or an ``@agent`` prefix picks
+the agent; the message is posted to the agent's mailbox, durable when ``post`` returns; the "queued" receipt goes out through the
 outbox (the mailbox asks for the "typed" one when it types the message). A voice
 note is transcribed after the allowlist and routing (a stranger's audio is never fetched) and
 before the post, and reaches the agent as text marked ``transcribed``.
@@ -95,6 +94,7 @@ class ChatInbox:
         *,
         on_button: Callable[[ButtonPress], Awaitable[str]] | None = None,
         on_reply: Callable[[InboundMessage, str], Awaitable[InboundResult | None]] | None = None,
+        commands: ChatCommands | None = None,
     ) -> None:
         self._cfg = cfg
         self._store = store
@@ -109,9 +109,9 @@ class ChatInbox:
         # Who takes an allowed sender's message carrying an approval's code ("YES K7QF") as
         # its answer (never typed into a pane); None from it: an ordinary message.
         self._on_reply = on_reply
-        # Who runs an allowed sender's `/new`, `/agents`, `/stop`, `/esc`, `/peek` (set once
-        # the gateway's rooms are built); None: they are messages like any other.
-        self.commands: ChatCommands | None = None
+        # Who runs an allowed sender's `/new`, `/agents`, `/stop`, `/esc`, `/peek`; None:
+        # they are messages like any other.
+        self.commands = commands
 
     async def accept(self, message: InboundMessage) -> InboundResult:
         event_id = provider_event_id(message.provider, message.chat_id, message.message_id)
