@@ -24,6 +24,7 @@ from gateway.agents.dialogs import DialogWatch
 from gateway.agents.hook_http import HookReports
 from gateway.agents.hooks import AgentHookMethods, PaneAgents
 from gateway.agents.mirror import ReplyMirror
+from gateway.agents.peek import AgentPeek
 from gateway.agents.processes import ProcessAgentMethods, start_configured
 from gateway.approvals.chat_answers import ChatAnswers
 from gateway.approvals.chat_posts import ApprovalChats
@@ -31,6 +32,7 @@ from gateway.approvals.methods import ApprovalMethods
 from gateway.approvals.phone import ApprovalCalls
 from gateway.approvals.push import PushAnswers, tokens_for
 from gateway.chat.admission import Admission
+from gateway.chat.commands import ChatCommands
 from gateway.chat.inbox import ChatInbox, ChatTransports
 from gateway.chat.senders import SenderMethods
 from gateway.http import WebhookServer
@@ -67,6 +69,7 @@ SOCKET_ROOMS: tuple[type, ...] = (
     SenderMethods,
     AgentHookMethods,
     ProcessAgentMethods,
+    AgentPeek,
     ApprovalMethods,
     LocalDial,
     ConfigReload,
@@ -111,12 +114,21 @@ class Gateway:
         # One-way notifications to the human's ntfy topic: turns ended, agents gone, asks.
         self.notify = PushNotify(cfg)
         approvals.observers.append(self.notify.approval)
+        processes = ProcessAgentMethods(self.mailbox, store, self.host)
+        # A look at an agent (a chat's /peek, `agents peek`): its last reply from the hooks.
+        peek = AgentPeek(store, self.host)
         self.hooks = hooks = AgentHookMethods(
             self.mailbox,
             self.host,
             panes,
-            observers=[mirror.agent_did, approvals.agent_did, self.notify.agent_did],
+            observers=[
+                mirror.agent_did,
+                approvals.agent_did,
+                self.notify.agent_did,
+                peek.agent_did,
+            ],
         )
+        commands = ChatCommands(cfg, store, self.mailbox, processes, peek, hooks.register)
         answers = ChatAnswers(
             cfg,
             store,
@@ -125,7 +137,13 @@ class Gateway:
             self.approval_chats,
         )
         self.inbox = ChatInbox(
-            cfg, store, self.mailbox, self.outbox, on_button=answers.button, on_reply=answers.reply
+            cfg,
+            store,
+            self.mailbox,
+            self.outbox,
+            on_button=answers.button,
+            on_reply=answers.reply,
+            commands=commands,
         )
         self.chat = ChatTransports(cfg, self.inbox)
         # A sender admitted by `pair` is told so, and what they wrote meanwhile goes on.
@@ -163,7 +181,8 @@ class Gateway:
             self.calls,
             SenderMethods(cfg, store, admitted=admission.admitted),
             hooks,
-            ProcessAgentMethods(self.mailbox, store, self.host),
+            processes,
+            peek,
             approvals,
             LocalDial(self.phone_menu),
             # `config reload` reads the file as the process first did (AGENTCOMMS_CONFIG, home).

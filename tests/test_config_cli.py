@@ -294,6 +294,7 @@ def test_end_to_end_init_validate_show(home: Path) -> None:
         "backend": {
             "type": "tmux",
             "target": "dev:0.1",
+            "acp": None,
             "socket": None,
             "host": None,
             "interrupt_key": "C-c",

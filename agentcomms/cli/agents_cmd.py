@@ -335,8 +335,8 @@ def start(
         typer.Option(
             "--kind",
             help="A known agent instead of a command: gemini (Gemini CLI's own --acp), "
-            "claude-code or codex (through Zed's ACP adapters); installed with npm, pinned, "
-            "when missing.",
+            "claude-code or codex (through Zed's ACP adapters), installed with npm, pinned, "
+            "when missing; or a kind the config names in acp.kinds.",
         ),
     ] = None,
     host: Annotated[
@@ -407,8 +407,18 @@ def stop(
 
 
 def _kind_command(kind: str) -> list[str]:
-    from agentcomms.acp.kinds import KindUnavailable, find, install
+    from agentcomms.acp.kinds import KINDS, KindUnavailable, find, install
+    from agentcomms.config import load_sections
+    from agentcomms.errors import ConfigError
 
+    if kind not in KINDS:  # one the operator named in acp.kinds (agents.start.kinds)?
+        try:
+            own = load_sections(["acp", "agents"]).acp.kinds
+        except ConfigError as exc:
+            fail(str(exc))
+        if kind in own:
+            return list(own[kind])
+        fail(f"unknown kind {kind!r}; known: {', '.join([*KINDS, *own])} (acp.kinds adds more)")
     try:
         found = find(kind)
         if found is not None:
@@ -417,3 +427,26 @@ def _kind_command(kind: str) -> list[str]:
         return install(kind)
     except KindUnavailable as exc:
         fail(str(exc))
+
+
+@agents_app.command("peek")
+def peek(
+    agent_id: Annotated[str, typer.Argument(help="The agent's id.")],
+    as_json: JsonOption = False,
+) -> None:
+    """Show what an agent is doing: its pane's screen as text, or a process agent's last reply.
+
+    Invisible characters show as marks, as in approvals, so what you read is what is there.
+    Example: agentcomms agents peek backend
+    """
+    result = ask("peek", agent_id=agent_id)
+    if as_json:
+        print_json(result)
+        return
+    if result["text"] is None:
+        console.print(
+            f"{agent_id} ({result['state']}) has not finished a turn since the gateway started"
+        )
+        return
+    shown = f"pane {result['target']}" if result["shows"] == "pane" else "last reply"
+    typer.echo(f"{agent_id} ({result['state']}), {shown}:\n{result['text']}")

@@ -10,16 +10,18 @@ from __future__ import annotations
 import base64
 import binascii
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     Field,
     SecretStr,
+    StringConstraints,
     field_validator,
     model_validator,
 )
 
 from agentcomms.address import DEFAULT_ADDRESS
+from agentcomms.bridge.fields import TmuxSocket
 
 # The agents' sections live in their own module; re-exported here, where the schema is read.
 from agentcomms.config.agents import AgentAcp as AgentAcp
@@ -294,6 +296,10 @@ class SecurityConfig(Section):
         return value
 
 
+# A kind's name as a chat writes it after `/new ID DIR`.
+KindName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_.-]{0,31}$")]
+
+
 class AcpConfig(Section):
     """Process agents: ACP agents a host's worker starts and drives (`agents.ID.acp`)."""
 
@@ -303,8 +309,43 @@ class AcpConfig(Section):
         "prompted (default: acp/ in the agentcomms folder)",
     )
 
+    roots: list[Path] = Field(
+        default_factory=list,
+        description="the folders (and everything under them) a chat's `/new ID DIR` may start "
+        'an agent in, e.g. ["~/src"]; empty: `/new` is refused. Also written agents.start.roots',
+    )
+    kinds: dict[KindName, Annotated[list[str], Field(min_length=1)]] = Field(
+        default_factory=dict,
+        description="agents a chat may start by name beside claude-code, codex and gemini: a "
+        'name and the ACP command it runs, e.g. {"goose": ["goose", "acp"]}; a chat names a '
+        "kind, never a command. Also written agents.start.kinds",
+    )
+
+    tmux_session: str = Field(
+        default="agents",
+        pattern=r"^[A-Za-z0-9_-]{1,64}$",
+        description="the tmux session where a chat's `/new ID DIR KIND --tmux` opens a window "
+        "(made when missing)",
+    )
+    tmux_socket: TmuxSocket | None = Field(
+        default=None,
+        description="the tmux server of those windows, a socket path; null: the default server",
+    )
+
+    @field_validator("roots")
+    @classmethod
+    def _absolute_roots(cls, value: list[Path]) -> list[Path]:
+        for root in value:
+            if not root.expanduser().is_absolute():
+                raise ValueError(f"{root} is not an absolute path (write /home/me/src or ~/src)")
+        return value
+
     def state_root(self) -> Path:
         return (self.state_dir or agentcomms_home() / "acp").expanduser()
+
+    def resolved_roots(self) -> list[Path]:
+        """The roots as the file system has them: symlinks followed, `~` expanded."""
+        return [root.expanduser().resolve() for root in self.roots]
 
 
 class Config(Section):
@@ -333,6 +374,29 @@ class Config(Section):
     metrics: MetricsConfig = MetricsConfig()
     console: ConsoleConfig = ConsoleConfig()
     security: SecurityConfig = SecurityConfig()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _agents_start(cls, data: Any) -> Any:
+        # `agents.start` is where the chat commands' settings are read as the manual first
+        # named them; it is no agent (`agents start` is a command), and lives in `acp`.
+        if not isinstance(data, dict) or not isinstance(data.get("agents"), dict):
+            return data
+        agents = dict(data["agents"])
+        start = agents.pop("start", None)
+        if start is None:
+            return data
+        if not isinstance(start, dict) or not set(start) <= {"roots", "kinds"}:
+            raise ValueError(
+                "agents.start holds the chat commands' roots and kinds (no agent may be "
+                "named start): write roots and kinds only, or set acp.roots and acp.kinds"
+            )
+        acp = dict(data.get("acp") or {})
+        for key, value in start.items():
+            if key in acp:
+                raise ValueError(f"agents.start.{key} and acp.{key} both set: keep one")
+            acp[key] = value
+        return {**data, "agents": agents, "acp": acp}
 
     def never_rules(self, agent_id: str | None) -> list[str]:
         """The calls `agent_id`'s hooks refuse without asking: everyone's, then its own."""

@@ -4,8 +4,9 @@ Inbound, in order: the same message seen before is a duplicate (its event id is 
 provider's message id); a sender who is neither in ``chat.allowed_senders`` nor admitted by
 pairing is rejected (recorded, answered once with a pairing code, never shown to an agent,
 within the bounds of ``gateway.chat.strangers``), whatever the message holds; a message of nothing an agent can read (a photo) is answered saying
-so; the channel (``telegram:456``) or an ``@agent`` prefix picks the agent; the message is posted
-to the agent's mailbox, durable when ``post`` returns; the "queued" receipt goes out through the
+so; an allowed sender's command (``/new``, ``/peek``…) is run and answered in the chat
+(:mod:`gateway.chat.commands`); the channel (``telegram:456``) or an ``@agent`` prefix picks
+the agent; the message is posted to the agent's mailbox, durable when ``post`` returns; the "queued" receipt goes out through the
 outbox (the mailbox asks for the "typed" one when it types the message). A voice
 note is transcribed after the allowlist and routing (a stranger's audio is never fetched) and
 before the post, and reaches the agent as text marked ``transcribed``.
@@ -39,6 +40,7 @@ from agentcomms.transports import (
     Receiver,
 )
 from gateway.approvals.words import coded, refused_answer, ticking
+from gateway.chat.commands import ChatCommands, parse
 from gateway.chat.strangers import GROUP_CHAT_TYPES, StrangerLimits, cut
 from gateway.chat.voice_notes import VoiceNotes
 from workflows.mailbox.client import Mailbox
@@ -92,6 +94,7 @@ class ChatInbox:
         *,
         on_button: Callable[[ButtonPress], Awaitable[str]] | None = None,
         on_reply: Callable[[InboundMessage, str], Awaitable[InboundResult | None]] | None = None,
+        commands: ChatCommands | None = None,
     ) -> None:
         self._cfg = cfg
         self._store = store
@@ -106,6 +109,9 @@ class ChatInbox:
         # Who takes an allowed sender's message carrying an approval's code ("YES K7QF") as
         # its answer (never typed into a pane); None from it: an ordinary message.
         self._on_reply = on_reply
+        # Who runs an allowed sender's `/new`, `/agents`, `/stop`, `/esc`, `/peek`; None:
+        # they are messages like any other.
+        self.commands = commands
 
     async def accept(self, message: InboundMessage) -> InboundResult:
         event_id = provider_event_id(message.provider, message.chat_id, message.message_id)
@@ -117,6 +123,11 @@ class ChatInbox:
         agent_id, text = await self.route(message)
         if not await self._allowed(message):
             return await self._reject(message, event_id, agent_id)
+        if self.commands is not None and message.voice is None:
+            command = parse(message.text)
+            if command is not None:  # the human's own, answered here: never typed
+                reply = await self.commands.run(command, message, event_id)
+                return InboundResult("answered", event_id=event_id, reply=reply)
         if self._on_reply is not None and message.voice is None:
             answered = await self._on_reply(message, event_id)
             if answered is not None:
