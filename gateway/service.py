@@ -123,7 +123,13 @@ class Gateway:
             self.approval_chats,
         )
         self.inbox = ChatInbox(
-            cfg, store, self.mailbox, self.outbox, on_button=answers.button, on_reply=answers.reply
+            cfg,
+            store,
+            self.mailbox,
+            self.outbox,
+            on_button=answers.button,
+            on_reply=answers.reply,
+            host=self.host,
         )
         self.chat = ChatTransports(cfg, self.inbox)
         # A sender admitted by `pair` is told so, and what they wrote meanwhile goes on.

@@ -118,6 +118,22 @@ class VoiceNote:
     size: int | None = None
 
 
+@dataclass(frozen=True)
+class Attachment:
+    """A photo or document a human sent, not fetched yet.
+
+    As for a voice note, the gateway fetches it only for a sender it lets in, so a stranger's
+    file is never downloaded. ``fetch(max_bytes)`` raises :class:`AttachmentRefused` when the
+    provider will never give it (too large, gone). ``name`` is the sender's file name, shown
+    to the agent but never trusted: the saved file's type is read from its bytes.
+    """
+
+    fetch: Callable[[int], Awaitable[bytes]]
+    kind: Literal["photo", "document"]
+    name: str | None = None
+    size: int | None = None  # as the provider tells it before any download
+
+
 async def read_at_most(response: httpx.Response, max_bytes: int) -> bytes:
     """A streamed download's body, refused once it passes ``max_bytes`` (a provider's size
     field may be missing or wrong, so the bytes themselves are counted)."""
@@ -159,6 +175,9 @@ class InboundMessage(BaseModel):
     reply_to: str | None = None  # the provider message id this one answers
     # A voice note: ``text`` is then its caption (often empty) until it is transcribed.
     voice: VoiceNote | None = None
+    # A photo or document: ``text`` is then its caption (maybe empty); the gateway saves it in
+    # the agent's folder and the agent reads its path.
+    attachment: Attachment | None = None
     # A message of nothing an agent can read (a photo without words): what it was ("image").
     # The gateway checks its sender first, as for words: only a sender it lets in is told why.
     unreadable: str | None = None

@@ -2,7 +2,8 @@
 
 Speaks getMe, getUpdates (long polling with offsets: an update stays until a later offset
 confirms it), sendMessage, editMessageText, editMessageReplyMarkup, answerCallbackQuery,
-setMessageReaction, setWebhook, deleteWebhook, and getFile with its download URL ``/file/bot<token>/<file_path>`` (refused over 20 MB, as Telegram does), with Telegram's
+setMessageReaction, setWebhook, deleteWebhook, and getFile with its download URL ``/file/bot<token>/<file_path>`` (refused over 20 MB, as
+Telegram does) for voice notes, photos and documents, with Telegram's
 answer shapes: ``{"ok": true, "result": …}`` or ``{"ok": false, "error_code", "description",
 "parameters": {"retry_after"}}``. A test plays the human (``human_says``), scripts failures
 (``fail_next("sendMessage", 429, 500)``) and delays (``hold("sendMessage")``), and reads what
@@ -64,6 +65,7 @@ class FakeTelegram:
         self.known_chats: set[int] = set()
         self.files: dict[str, bytes] = {}  # file_id -> content
         self.downloads: list[str] = []  # the file paths fetched
+        self._file_paths: dict[str, str] = {}  # file_id -> the file_path getFile answers
         # None lets a call through: a failure scripted ``after`` calls that succeed.
         self._failures: dict[str, list[JSONResponse | None]] = {}
         self._held: dict[str, asyncio.Event] = {}  # methods answered only once released
@@ -165,6 +167,53 @@ class FakeTelegram:
             "mime_type": mime_type,
             "file_size": len(audio) if file_size is None else file_size,
         }
+        return update
+
+    def human_sends_file(
+        self,
+        chat_id: int,
+        content: bytes,
+        *,
+        kind: str = "document",
+        caption: str | None = None,
+        file_name: str | None = "notes.txt",
+        mime_type: str = "text/plain",
+        user_id: int | None = None,
+        file_size: int | None = None,
+    ) -> dict[str, Any]:
+        """A person sends a document (``kind="photo"``: a photo, in two sizes as Telegram
+        sends one, the small one a thumbnail of other bytes)."""
+        file_id = f"BQACAgQ-{len(self.files) + 1}"
+        self.files[file_id] = content
+        size = len(content) if file_size is None else file_size
+        update = self.human_says(chat_id, "", user_id=user_id)
+        message = update["message"]
+        del message["text"]
+        if caption is not None:
+            message["caption"] = caption
+        if kind == "photo":
+            self._file_paths[file_id] = f"photos/file_{file_id}.jpg"
+            thumb = f"{file_id}-thumb"
+            self.files[thumb] = b"\xff\xd8\xff thumbnail"
+            message["photo"] = [
+                {"file_id": thumb, "file_unique_id": f"u{thumb}", "width": 90, "height": 90},
+                {
+                    "file_id": file_id,
+                    "file_unique_id": f"u{file_id}",
+                    "width": 1280,
+                    "height": 960,
+                    "file_size": size,
+                },
+            ]
+        else:
+            self._file_paths[file_id] = f"documents/file_{file_id}"
+            message["document"] = {
+                "file_id": file_id,
+                "file_unique_id": f"u{file_id}",
+                "mime_type": mime_type,
+                "file_size": size,
+                **({"file_name": file_name} if file_name is not None else {}),
+            }
         return update
 
     def deliver(self, update: dict[str, Any]) -> None:
@@ -324,14 +373,15 @@ class FakeTelegram:
             "file_id": file_id,
             "file_unique_id": f"u{file_id}",
             "file_size": len(content),
-            "file_path": f"voice/{file_id}.oga",
+            "file_path": self._file_paths.get(file_id, f"voice/{file_id}.oga"),
         }
 
     async def _download(self, request: Request) -> Response:
         if request.path_params["token"] != self.token:
             return Response("Unauthorized", status_code=401)
         path = request.path_params["path"]
-        file_id = path.removeprefix("voice/").removesuffix(".oga")
+        by_path = {p: f for f, p in self._file_paths.items()}
+        file_id = by_path.get(path) or path.removeprefix("voice/").removesuffix(".oga")
         if file_id not in self.files:
             return Response("Not Found", status_code=404)
         self.downloads.append(path)
