@@ -1,8 +1,10 @@
-"""Files a human sends an agent: the rules (type by the bytes, a safe name, the agent's own
-folder on the gateway's host, the size cap, owner-only) at the lowest level, then once end to
-end through Telegram (the real python-telegram-bot against a local Bot API: getFile and the
-file download) into a real tmux pane working in its own folder, on a real Temporal dev server
-and SQLite."""
+"""Files both ways between a human and an agent. The rules at the lowest level: what a human
+sends (type by the bytes, a safe name, the agent's own folder on the gateway's host, the size
+cap, owner-only) and what an agent sends (only from its own folder once links are followed, a
+regular file within the cap, sent only as it was checked). Then once end to end through
+Telegram (the real python-telegram-bot against a local Bot API: getFile and the download in,
+sendDocument out) with a real tmux pane working in its own folder and MCP's send_message, on a
+real Temporal dev server and SQLite."""
 
 from __future__ import annotations
 
@@ -11,9 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fastmcp.exceptions import ToolError
 from temporalio.testing import WorkflowEnvironment
 
-from agentcomms.errors import AttachmentRefused
+from activities.chat import read_checked
+from agentcomms.errors import AttachmentRefused, SendRefused
 from agentcomms.ids import provider_event_id
 from agentcomms.transports import Attachment
 from gateway.chat.attachments import (
@@ -24,8 +28,11 @@ from gateway.chat.attachments import (
     saved_name,
     sniff,
 )
+from gateway.messages.files import checked_file
+from mcp_server import build_server
 from tests.fakes.telegram import FakeTelegram
 from tests.support.chat import CHAT, connected, with_telegram
+from tests.support.mcp import call
 from tests.support.stack import register, running_stack
 from tests.support.tmux import Tmux, pane_command
 from tests.support.waiting import eventually
@@ -184,6 +191,97 @@ async def test_a_telegram_photo_from_alice_is_saved_in_her_agents_folder_and_typ
         [reply] = telegram.texts_to(CHAT)
         assert reply.startswith("Your document was not passed on: it is not a type")
         assert sorted(p.name for p in (work / FOLDER).iterdir()) == [saved.name]
+
+        # The agent answers with files of its folder, as Telegram documents after the text.
+        (work / "report.txt").write_text("all green\n")
+        mcp = build_server(stack.cfg.server.socket(), default_agent=agent)
+        sent = await call(
+            mcp,
+            "send_message",
+            provider="telegram",
+            chat_id=str(CHAT),
+            message="Fixed: see the report",
+            files=["report.txt", str(saved)],
+        )
+        assert sent["success"] is True, sent
+        assert telegram.texts_to(CHAT)[-1] == "Fixed: see the report"
+        assert telegram.documents_to(CHAT) == [
+            ("report.txt", b"all green\n"),
+            (saved.name, JPEG),
+        ]
+        (tmp_path / "secret").write_text("key")
+        with pytest.raises(ToolError, match="only files in your own folder"):
+            await call(
+                mcp,
+                "send_message",
+                provider="telegram",
+                chat_id=str(CHAT),
+                message="take this",
+                files=["../secret"],
+            )
+        assert telegram.texts_to(CHAT)[-1] == "Fixed: see the report"  # nothing was sent
+
+
+def _folder(tmp_path: Path) -> Path:
+    work = tmp_path / "work"
+    (work / "logs").mkdir(parents=True)
+    (work / "logs" / "build.log").write_text("ok\n")
+    (tmp_path / "secret").write_text("key")
+    (work / "leak").symlink_to(tmp_path / "secret")
+    (work / "latest.log").symlink_to(work / "logs" / "build.log")
+    (work / "big.bin").write_bytes(b"x" * 101)
+    return work
+
+
+@pytest.mark.parametrize(
+    ("path", "sent_as"),
+    [
+        ("logs/build.log", "build.log"),
+        ("{work}/logs/build.log", "build.log"),
+        ("latest.log", "build.log"),  # a link inside the folder, to a file inside it
+        ("logs/../logs/build.log", "build.log"),
+    ],
+)
+def test_an_agent_sends_files_of_its_own_folder(tmp_path: Path, path: str, sent_as: str) -> None:
+    work = _folder(tmp_path)
+    ref = checked_file(path.format(work=work), str(work), 100)
+    assert (ref.name, ref.size, ref.path) == (sent_as, 3, str(work / "logs" / "build.log"))
+
+
+@pytest.mark.parametrize(
+    ("path", "refused"),
+    [
+        ("../secret", "only files in your own folder"),
+        ("{tmp}/secret", "only files in your own folder"),
+        ("leak", "only files in your own folder"),  # a link pointing out
+        ("/etc/passwd", "only files in your own folder"),
+        ("logs", "not a file"),
+        ("missing.txt", "no such file"),
+        ("big.bin", "more than the 0.0 MB"),
+    ],
+)
+def test_an_agent_may_not_send_what_is_not_a_file_of_its_own_folder_within_the_cap(
+    tmp_path: Path, path: str, refused: str
+) -> None:
+    work = _folder(tmp_path)
+    with pytest.raises(AttachmentRefused, match=refused):
+        checked_file(path.format(tmp=tmp_path), str(work), 100)
+
+
+def test_a_file_changed_or_swapped_for_a_link_after_it_was_checked_is_not_sent(
+    tmp_path: Path,
+) -> None:
+    work = _folder(tmp_path)
+    log = work / "logs" / "build.log"
+    ref = checked_file("logs/build.log", str(work), 100)
+    assert read_checked(ref) == b"ok\n"
+    log.write_text("changed\n")
+    with pytest.raises(SendRefused, match="changed after it was sent"):
+        read_checked(ref)
+    log.unlink()
+    log.symlink_to(tmp_path / "secret")
+    with pytest.raises(SendRefused, match="is gone since"):
+        read_checked(ref)
 
 
 def update_event(update: dict[str, object]) -> str:

@@ -70,11 +70,13 @@ class Abilities:
     whole_text: bool = False
     # Its messages pass through the provider's servers: what looks like a secret is hidden.
     remote: bool = True
+    # An agent's message may carry files, sent as the provider's attachments (``send_file``).
+    files: bool = False
 
 
 ABILITIES: dict[str, Abilities] = {
     "local": Abilities(answers="none", remote=False),
-    "telegram": Abilities(answers="buttons"),
+    "telegram": Abilities(answers="buttons", files=True),
     "discord": Abilities(answers="buttons", attaches_long=True, markdown=True),
     "whatsapp": Abilities(answers="codes"),
     "sms": Abilities(answers="codes", billed=True),
@@ -303,6 +305,13 @@ class Sender(TextSender, Protocol):
         ``max_chars`` cut the text); a reaction cannot say it, so it goes as a reply."""
 
     async def close(self) -> None: ...
+
+
+class FileSender(Protocol):
+    """What a provider whose :class:`Abilities` say ``files`` also does."""
+
+    async def send_file(self, chat_id: str, name: str, data: bytes) -> str:
+        """Send ``data`` as an attachment called ``name``; the provider's id of the message."""
 
 
 def as_agent(sender: Sender, agent_id: str) -> Sender:

@@ -13,8 +13,8 @@ A voice note (``voice``, or an ``audio`` file) carries its file id; the gateway 
 (``getFile``, then the file URL under ``base_file_url``) only for a sender it lets in; so does a
 photo (its largest size) or a document.
 
-Sending: ``sendMessage`` (split at Telegram's 4096-character limit) and ``setMessageReaction``
-for receipts. Telegram's errors become :class:`~agentcomms.errors.SendError` subclasses.
+Sending: ``sendMessage`` (split at Telegram's 4096-character limit), ``sendDocument`` for an
+agent's files, and ``setMessageReaction`` for receipts. Telegram's errors become :class:`~agentcomms.errors.SendError` subclasses.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from telegram import (
     Bot,
     InlineKeyboardButton,
     InlineKeyboardMarkup,
+    InputFile,
     Message,
     ReactionTypeEmoji,
     ReplyParameters,
@@ -356,6 +357,14 @@ class TelegramSender:
                         else None
                     ),
                 )
+        return str(sent.message_id)
+
+    async def send_file(self, chat_id: str, name: str, data: bytes) -> str:
+        """A file as a document (sendDocument): the human gets it as it was, never recompressed
+        as sendPhoto would."""
+        async with self._bot() as bot:
+            with telegram_errors(chat_id):
+                sent = await bot.send_document(chat_id, InputFile(data, filename=name))
         return str(sent.message_id)
 
     async def send_buttons(self, chat_id: str, text: str, buttons: list[tuple[str, str]]) -> str:

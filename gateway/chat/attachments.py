@@ -117,6 +117,32 @@ def folder_on_this_host(where: Whereabouts | None, host: str, agent_id: str) -> 
     return ""
 
 
+async def agent_folder(
+    where: Whereabouts | None, host: str, agent_id: str, *, tmux: str = "tmux"
+) -> str:
+    """The folder the agent works in, on ``host`` (the gateway's): refused for an agent that is
+    not registered or runs elsewhere."""
+    folder = folder_on_this_host(where, host, agent_id)
+    if folder or where is None:
+        return folder
+    try:
+        out = await run_client(
+            tmux,
+            where.socket,
+            ["display-message", "-p", "-t", where.target, "#{pane_current_path}"],
+            stdin=None,
+            timeout=5.0,
+        )
+    except BridgeError as exc:
+        raise AttachmentRefused(
+            f"{agent_id}'s pane could not be asked for its folder ({exc})"
+        ) from exc
+    path = out.strip()
+    if not path.startswith("/"):
+        raise AttachmentRefused(f"{agent_id}'s pane has no folder")
+    return path
+
+
 class Attachments:
     """Fetching, checking and saving what humans send, for agents on the gateway's host."""
 
@@ -134,9 +160,7 @@ class Attachments:
     ) -> Saved:
         """Fetch the file and save it in the agent's folder. Raises :class:`AttachmentRefused`
         for good; any other error means it may work later (the provider fetch failed)."""
-        folder = folder_on_this_host(where, self._host, agent_id)
-        if where is not None and not folder:
-            folder = await self._pane_path(where)
+        folder = await agent_folder(where, self._host, agent_id, tmux=self._tmux)
         if attachment.size is not None and attachment.size > self._max_bytes:
             raise AttachmentRefused(self._too_large(attachment.size))
         data = await attachment.fetch(self._max_bytes)
@@ -158,24 +182,6 @@ class Attachments:
             f"it is {size / 1e6:.1f} MB, more than the {self._max_bytes / 1e6:.1f} MB a file may "
             "take (chat.max_file_bytes)"
         )
-
-    async def _pane_path(self, where: Whereabouts) -> str:
-        try:
-            out = await run_client(
-                self._tmux,
-                where.socket,
-                ["display-message", "-p", "-t", where.target, "#{pane_current_path}"],
-                stdin=None,
-                timeout=5.0,
-            )
-        except BridgeError as exc:
-            raise AttachmentRefused(
-                f"the agent's pane could not be asked for its folder ({exc})"
-            ) from exc
-        path = out.strip()
-        if not path.startswith("/"):
-            raise AttachmentRefused("the agent's pane has no folder to save it in")
-        return path
 
 
 def _write(folder: Path, name: str, data: bytes) -> Path:

@@ -2,7 +2,7 @@
 
 Speaks getMe, getUpdates (long polling with offsets: an update stays until a later offset
 confirms it), sendMessage, editMessageText, editMessageReplyMarkup, answerCallbackQuery,
-setMessageReaction, setWebhook, deleteWebhook, and getFile with its download URL ``/file/bot<token>/<file_path>`` (refused over 20 MB, as
+setMessageReaction, setWebhook, deleteWebhook, sendDocument (multipart), and getFile with its download URL ``/file/bot<token>/<file_path>`` (refused over 20 MB, as
 Telegram does) for voice notes, photos and documents, with Telegram's
 answer shapes: ``{"ok": true, "result": …}`` or ``{"ok": false, "error_code", "description",
 "parameters": {"retry_after"}}``. A test plays the human (``human_says``), scripts failures
@@ -18,6 +18,7 @@ import time
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.datastructures import UploadFile
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -65,7 +66,10 @@ class FakeTelegram:
         self.known_chats: set[int] = set()
         self.files: dict[str, bytes] = {}  # file_id -> content
         self.downloads: list[str] = []  # the file paths fetched
-        self._file_paths: dict[str, str] = {}  # file_id -> the file_path getFile answers
+        self._file_paths: dict[str, str] = {}
+        self.documents: list[
+            dict[str, Any]
+        ] = []  # what the bot sent with sendDocument  # file_id -> the file_path getFile answers
         # None lets a call through: a failure scripted ``after`` calls that succeed.
         self._failures: dict[str, list[JSONResponse | None]] = {}
         self._held: dict[str, asyncio.Event] = {}  # methods answered only once released
@@ -255,6 +259,14 @@ class FakeTelegram:
         self._held[method] = asyncio.Event()
         return self._held[method]
 
+    def documents_to(self, chat_id: int) -> list[tuple[str, bytes]]:
+        """The files the bot sent the chat: (file name, content)."""
+        return [
+            (m["document"]["file_name"], self.files[m["document"]["file_id"]])
+            for m in self.documents
+            if m["chat"]["id"] == chat_id
+        ]
+
     def texts_to(self, chat_id: int) -> list[str]:
         return [m["text"] for m in self.sent if m["chat"]["id"] == chat_id]
 
@@ -283,12 +295,19 @@ class FakeTelegram:
         if request.headers.get("content-type", "").startswith("application/json"):
             data: dict[str, Any] = await request.json()
             return data
-        form = await request.form()
         params: dict[str, Any] = {}
-        for key, value in form.items():
-            text = str(value)
-            params[key] = json.loads(text) if key in _JSON_KEYS else text
-        return params
+        uploads: dict[str, tuple[str, bytes]] = {}
+        async with request.form() as form:  # closed: an uploaded part is a temporary file
+            for key, value in form.items():
+                if isinstance(value, UploadFile):  # a file, as multipart/form-data carries it
+                    uploads[key] = (value.filename or "", await value.read())
+                    continue
+                text = str(value)
+                params[key] = json.loads(text) if key in _JSON_KEYS else text
+        for key, value in list(params.items()):  # "attach://<part>" names an uploaded part
+            if isinstance(value, str) and value.startswith("attach://"):
+                params[key] = uploads.pop(value.removeprefix("attach://"))
+        return {**params, **uploads}
 
     async def _api_getMe(self, params: dict[str, Any]) -> Any:
         return {**BOT_USER, "can_join_groups": True, "can_read_all_group_messages": False}
@@ -334,6 +353,32 @@ class FakeTelegram:
             message["reply_markup"] = params["reply_markup"]
         self._next_message_id += 1
         self.sent.append(message)
+        return message
+
+    async def _api_sendDocument(self, params: dict[str, Any]) -> Any:
+        chat_id = int(params["chat_id"])
+        if chat_id not in self.known_chats:
+            return _error(400, "Bad Request: chat not found")
+        document = params.get("document")
+        if not isinstance(document, tuple):
+            return _error(400, "Bad Request: there is no document in the request")
+        file_name, content = document
+        file_id = f"BQACAgQ-sent-{len(self.files) + 1}"
+        self.files[file_id] = content
+        message = {
+            "message_id": self._next_message_id,
+            "date": int(time.time()),
+            "chat": {"id": chat_id, "type": "private"},
+            "from": BOT_USER,
+            "document": {
+                "file_id": file_id,
+                "file_unique_id": f"u{file_id}",
+                "file_name": file_name,
+                "file_size": len(content),
+            },
+        }
+        self._next_message_id += 1
+        self.documents.append(message)
         return message
 
     async def _api_editMessageText(self, params: dict[str, Any]) -> Any:
