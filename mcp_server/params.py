@@ -77,7 +77,7 @@ Files = Annotated[
     list[Annotated[str, Field(min_length=1, max_length=4096)]] | None,
     Field(
         max_length=10,
-        description="Files to send after the text, as attachments (telegram): paths in your "
+        description="Files to send after the text, as attachments (telegram, discord): paths in your "
         "own working folder (absolute, or relative to it), each within the size the operator "
         "allows (chat.max_file_bytes, 5 MB unless set).",
     ),

@@ -30,10 +30,11 @@ from gateway.chat.attachments import (
 )
 from gateway.messages.files import checked_file
 from mcp_server import build_server
+from tests.fakes.discord import FakeDiscord
 from tests.fakes.telegram import FakeTelegram
-from tests.support.chat import CHAT, connected, with_telegram
+from tests.support.chat import CHAT, connected, with_discord, with_telegram
 from tests.support.mcp import call
-from tests.support.stack import register, running_stack
+from tests.support.stack import Stack, register, running_stack
 from tests.support.tmux import Tmux, pane_command
 from tests.support.waiting import eventually
 
@@ -152,19 +153,11 @@ async def test_a_telegram_photo_from_alice_is_saved_in_her_agents_folder_and_typ
 ) -> None:
     stranger = 999
     channels = {f"telegram:{CHAT}": agent, f"telegram:{stranger}": agent}
-    work = tmp_path / "work"
-    work.mkdir()
-    out = tmp_path / "pane.bytes"
-    out.touch()
-    # A recorder pane working in its own folder, as an agent's pane works in its project.
-    tmux.run(
-        "new-session", "-d", "-s", "rec", "-c", str(work), f"stty raw -echo; exec cat >> {out}"
-    )
+    work, out = pane_in_a_folder(tmux, tmp_path)
     async with running_stack(
         temporal_env.client, tmp_path, configure=with_telegram(telegram, agent, channels=channels)
     ) as stack:
-        await eventually(lambda: pane_command(tmux, "rec:0.0") == "cat", timeout=5)
-        await register(stack, agent, tmux, "rec:0.0", submit_delay_ms=0)
+        await register_pane(stack, agent, tmux)
         await connected(stack, "telegram")
 
         # A stranger's file is never fetched, not even asked about.
@@ -282,6 +275,67 @@ def test_a_file_changed_or_swapped_for_a_link_after_it_was_checked_is_not_sent(
     log.symlink_to(tmp_path / "secret")
     with pytest.raises(SendRefused, match="is gone since"):
         read_checked(ref)
+
+
+def pane_in_a_folder(tmux: Tmux, tmp_path: Path) -> tuple[Path, Path]:
+    """A recorder pane working in its own folder, as an agent's pane works in its project: the
+    folder, and the file the pane's bytes land in."""
+    work = tmp_path / "work"
+    work.mkdir()
+    out = tmp_path / "pane.bytes"
+    out.touch()
+    tmux.run(
+        "new-session", "-d", "-s", "rec", "-c", str(work), f"stty raw -echo; exec cat >> {out}"
+    )
+    return work, out
+
+
+async def register_pane(stack: Stack, agent: str, tmux: Tmux) -> None:
+    await eventually(lambda: pane_command(tmux, "rec:0.0") == "cat", timeout=5)
+    await register(stack, agent, tmux, "rec:0.0", submit_delay_ms=0)
+
+
+async def test_a_discord_file_from_alice_is_saved_and_typed_and_the_agent_attaches_one_back(
+    temporal_env: WorkflowEnvironment,
+    tmp_path: Path,
+    discord: FakeDiscord,
+    agent: str,
+    tmux: Tmux,
+) -> None:
+    work, out = pane_in_a_folder(tmux, tmp_path)
+    async with running_stack(
+        temporal_env.client, tmp_path, configure=with_discord(discord, agent)
+    ) as stack:
+        await register_pane(stack, agent, tmux)
+        await connected(stack, "discord")
+
+        message = discord.human_sends_file(
+            discord.general, "spec.pdf", PDF, text="read this", content_type="application/pdf"
+        )
+        event_id = provider_event_id("discord", discord.general, message["id"])
+        saved = work / FOLDER / f"{event_id}-spec.pdf"
+        await eventually(
+            lambda: (
+                out.read_bytes()
+                == f"[discord:{discord.general} from Alice] [document: {saved}]\n| read this\r".encode()
+            ),
+            timeout=20,
+        )
+        assert saved.read_bytes() == PDF and discord.downloads == ["spec.pdf"]
+
+        (work / "summary.md").write_text("# Summary\n")
+        mcp = build_server(stack.cfg.server.socket(), default_agent=agent)
+        sent = await call(
+            mcp,
+            "send_message",
+            provider="discord",
+            chat_id=str(discord.general),
+            message="My summary",
+            files=["summary.md"],
+        )
+        assert sent["success"] is True, sent
+        assert [m["content"] for m in discord.sent[-2:]] == ["My summary", ""]
+        assert discord.attached_to(discord.sent[-1]) == [("summary.md", b"# Summary\n")]
 
 
 def update_event(update: dict[str, object]) -> str:

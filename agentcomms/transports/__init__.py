@@ -77,7 +77,7 @@ class Abilities:
 ABILITIES: dict[str, Abilities] = {
     "local": Abilities(answers="none", remote=False),
     "telegram": Abilities(answers="buttons", files=True),
-    "discord": Abilities(answers="buttons", attaches_long=True, markdown=True),
+    "discord": Abilities(answers="buttons", attaches_long=True, markdown=True, files=True),
     "whatsapp": Abilities(answers="codes"),
     "sms": Abilities(answers="codes", billed=True),
     # Block Kit buttons; a request's text goes in plain_text sections, never read as markup.
