@@ -9,6 +9,7 @@ real Temporal dev server and SQLite."""
 from __future__ import annotations
 
 import stat
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -32,12 +33,15 @@ from gateway.messages.files import checked_file
 from mcp_server import build_server
 from tests.fakes.discord import FakeDiscord
 from tests.fakes.telegram import FakeTelegram
+from tests.support import acp_agent
+from tests.support.acp_agent import log_of
 from tests.support.chat import CHAT, connected, with_discord, with_telegram
 from tests.support.mcp import call
 from tests.support.stack import Stack, register, running_stack
 from tests.support.tmux import Tmux, pane_command
 from tests.support.waiting import eventually
 
+SCRIPTED = [sys.executable, acp_agent.__file__]
 PNG = b"\x89PNG\r\n\x1a\n" + b"\0" * 32
 JPEG = b"\xff\xd8\xff\xe0" + b"\0" * 32
 PDF = b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n"
@@ -336,6 +340,32 @@ async def test_a_discord_file_from_alice_is_saved_and_typed_and_the_agent_attach
         assert sent["success"] is True, sent
         assert [m["content"] for m in discord.sent[-2:]] == ["My summary", ""]
         assert discord.attached_to(discord.sent[-1]) == [("summary.md", b"# Summary\n")]
+
+
+async def test_a_process_agent_gets_a_telegram_document_in_its_own_folder(
+    temporal_env: WorkflowEnvironment, tmp_path: Path, telegram: FakeTelegram, agent: str
+) -> None:
+    folder = tmp_path / "project"
+    folder.mkdir()
+    async with running_stack(
+        temporal_env.client, tmp_path, configure=with_telegram(telegram, agent)
+    ) as stack:
+        await stack.call("start_agent", agent_id=agent, dir=str(folder), command=SCRIPTED)
+        await eventually(lambda: _ready(stack, agent), timeout=30)
+        await connected(stack, "telegram")
+
+        update = telegram.human_sends_file(CHAT, b"TODO: ship\n", file_name="plan.md")
+
+        saved = folder / FOLDER / f"{update_event(update)}-plan.txt"
+        await eventually(
+            lambda: any(str(saved) in e.get("prompt", "") for e in log_of(folder)), timeout=30
+        )
+        assert saved.read_text() == "TODO: ship\n"
+
+
+async def _ready(stack: Stack, agent: str) -> bool:
+    row = await stack.store.get_agent(agent)
+    return row is not None and row.state == "ready"
 
 
 def update_event(update: dict[str, object]) -> str:
