@@ -165,9 +165,14 @@ async def test_a_telegram_photo_from_alice_is_saved_in_her_agents_folder_and_typ
         await connected(stack, "telegram")
 
         # A stranger's file is never fetched, not even asked about.
-        telegram.human_sends_file(stranger, b"malware?", file_name="run.sh")
+        mallory = telegram.human_sends_file(stranger, b"malware?", file_name="run.sh")
         await eventually(lambda: telegram.texts_to(stranger))
         assert "getFile" not in telegram.calls and telegram.downloads == []
+        rejected = await stack.store.get_event(
+            provider_event_id("telegram", stranger, mallory["message"]["message_id"])
+        )
+        assert rejected is not None and rejected.status == "rejected"
+        assert rejected.payload["attachment"] == {"kind": "document", "name": "run.sh"}
 
         update = telegram.human_sends_file(CHAT, JPEG, kind="photo", caption="the bug, see?")
         saved = work / FOLDER / f"{update_event(update)}.jpg"

@@ -80,6 +80,8 @@ def _payload(message: InboundMessage, text: str) -> dict[str, Any]:
     }
     if message.voice is not None:
         payload["voice_note"] = True
+    if message.attachment is not None:  # a stranger's shows what it was, never fetched
+        payload["attachment"] = {"kind": message.attachment.kind, "name": message.attachment.name}
     return payload
 
 
@@ -205,6 +207,7 @@ class ChatInbox:
         return text, {
             "attachment": {
                 "kind": kind,
+                "name": message.attachment.name,
                 "path": str(saved.path),
                 "content_type": saved.content_type,
                 "size": saved.size,
