@@ -24,13 +24,7 @@ def voice_note(medium: Voice | Audio) -> VoiceNote:
     """A voice note (or audio file) to fetch through the Bot API when the gateway wants it."""
 
     async def fetch(max_bytes: int) -> bytes:
-        try:
-            file = await medium.get_file()
-        except BadRequest as exc:  # "file is too big" (over the Bot API's 20 MB), or gone
-            raise VoiceNoteRefused(f"Telegram would not hand it over ({exc.message})") from exc
-        if file.file_size and file.file_size > max_bytes:
-            raise VoiceNoteRefused(f"it is {file.file_size / 1e6:.0f} MB, too large")
-        return bytes(await file.download_as_bytearray())
+        return await _download(medium, max_bytes, VoiceNoteRefused)
 
     with warnings.catch_warnings():  # as retry_after: an int today, a timedelta later
         warnings.simplefilter("ignore", PTBDeprecationWarning)
@@ -56,15 +50,22 @@ def attachment(message: Message) -> Attachment | None:
         return None
 
     async def fetch(max_bytes: int) -> bytes:
-        try:
-            file = await medium.get_file()
-        except BadRequest as exc:  # "file is too big" (over the Bot API's 20 MB), or gone
-            raise AttachmentRefused(f"Telegram would not hand it over ({exc.message})") from exc
-        if file.file_size and file.file_size > max_bytes:
-            raise AttachmentRefused(
-                f"it is {file.file_size / 1e6:.1f} MB, more than the {max_bytes / 1e6:.1f} MB "
-                "a file may take"
-            )
-        return bytes(await file.download_as_bytearray())
+        return await _download(medium, max_bytes, AttachmentRefused)
 
     return Attachment(fetch=fetch, kind=kind, name=name, size=medium.file_size)
+
+
+async def _download(
+    medium: Voice | Audio | PhotoSize | Document, max_bytes: int, refused: type[Exception]
+) -> bytes:
+    """The file's bytes; ``refused`` (for the human) when Telegram will never hand it over."""
+    try:
+        file = await medium.get_file()
+    except BadRequest as exc:  # "file is too big" (over the Bot API's 20 MB), or gone
+        raise refused(f"Telegram would not hand it over ({exc.message})") from exc
+    if file.file_size and file.file_size > max_bytes:
+        raise refused(
+            f"it is {file.file_size / 1e6:.1f} MB, more than the {max_bytes / 1e6:.1f} MB it may "
+            "take"
+        )
+    return bytes(await file.download_as_bytearray())
