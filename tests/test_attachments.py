@@ -147,6 +147,11 @@ async def test_a_file_is_saved_owner_only_in_the_agents_folder_and_the_cap_and_t
         )
     assert sorted(p.name for p in (work / FOLDER).iterdir()) == ["EVT1-shot.png"]
 
+    # An agent working in the home folder: its .agentcomms is agentcomms' own.
+    in_home = Attachments("here", 100, home=work / ".agentcomms")
+    with pytest.raises(AttachmentRefused, match="Start it in a project folder"):
+        await in_home.save("EVT5", Attachment(Fetches(PNG), "photo", None, None), "b", where)
+
 
 async def test_a_telegram_photo_from_alice_is_saved_in_her_agents_folder_and_typed_as_its_path(
     temporal_env: WorkflowEnvironment,
@@ -242,12 +247,16 @@ def _folder(tmp_path: Path) -> Path:
         ("{work}/logs/build.log", "build.log"),
         ("latest.log", "build.log"),  # a link inside the folder, to a file inside it
         ("logs/../logs/build.log", "build.log"),
+        (".agentcomms/attachments/evt_1-shot.png", "evt_1-shot.png"),  # what a human sent
     ],
 )
 def test_an_agent_sends_files_of_its_own_folder(tmp_path: Path, path: str, sent_as: str) -> None:
     work = _folder(tmp_path)
-    ref = checked_file(path.format(work=work), str(work), 100)
-    assert (ref.name, ref.size, ref.path) == (sent_as, 3, str(work / "logs" / "build.log"))
+    (work / FOLDER).mkdir(parents=True)
+    (work / FOLDER / "evt_1-shot.png").write_text("ok\n")
+    ref = checked_file(path.format(work=work), str(work), 100, home=tmp_path / "home")
+    assert (ref.name, ref.size) == (sent_as, 3)
+    assert Path(ref.path).parent in (work / "logs", work / FOLDER)
 
 
 @pytest.mark.parametrize(
@@ -260,14 +269,22 @@ def test_an_agent_sends_files_of_its_own_folder(tmp_path: Path, path: str, sent_
         ("logs", "not a file"),
         ("missing.txt", "no such file"),
         ("big.bin", "more than the 0.0 MB"),
+        (".ssh/id_rsa", "hidden files and folders"),
+        (".env", "hidden files and folders"),
+        ("{tmp}/work/.agentcomms/key", "agentcomms' own folder"),
     ],
 )
 def test_an_agent_may_not_send_what_is_not_a_file_of_its_own_folder_within_the_cap(
     tmp_path: Path, path: str, refused: str
 ) -> None:
     work = _folder(tmp_path)
+    (work / ".ssh").mkdir()
+    (work / ".ssh" / "id_rsa").write_text("k")
+    (work / ".env").write_text("k")
+    (work / ".agentcomms").mkdir()
+    (work / ".agentcomms" / "key").write_text("k")  # the agent works in the home folder
     with pytest.raises(AttachmentRefused, match=refused):
-        checked_file(path.format(tmp=tmp_path), str(work), 100)
+        checked_file(path.format(tmp=tmp_path), str(work), 100, home=work / ".agentcomms")
 
 
 def test_a_file_changed_or_swapped_for_a_link_after_it_was_checked_is_not_sent(

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agentcomms.bridge.client import run_client
+from agentcomms.config import agentcomms_home
 from agentcomms.errors import AttachmentRefused, BridgeError
 from agentcomms.models import AgentType
 from agentcomms.store import Store
@@ -146,7 +147,10 @@ async def agent_folder(
 class Attachments:
     """Fetching, checking and saving what humans send, for agents on the gateway's host."""
 
-    def __init__(self, host: str, max_bytes: int, *, tmux: str = "tmux") -> None:
+    def __init__(
+        self, host: str, max_bytes: int, *, tmux: str = "tmux", home: Path | None = None
+    ) -> None:
+        self._home = home or agentcomms_home()
         self._host = host
         self._max_bytes = max_bytes
         self._tmux = tmux
@@ -174,7 +178,7 @@ class Attachments:
             )
         content_type, extension = sniffed
         name = saved_name(event_id, attachment.name, extension)
-        path = await asyncio.to_thread(_write, Path(folder), name, data)
+        path = await asyncio.to_thread(_write, Path(folder), name, data, self._home)
         return Saved(path, content_type, len(data))
 
     def _too_large(self, size: int) -> str:
@@ -184,9 +188,16 @@ class Attachments:
         )
 
 
-def _write(folder: Path, name: str, data: bytes) -> Path:
+def _write(folder: Path, name: str, data: bytes, home: Path) -> Path:
     if not folder.is_dir():
         raise AttachmentRefused(f"the agent's folder {folder} is gone")
+    if (folder / FOLDER.parent).resolve() == home.resolve():
+        # An agent in the home folder: its .agentcomms is agentcomms' own, which holds the
+        # deployment's key and which no agent may read.
+        raise AttachmentRefused(
+            f"the agent works in {folder}, whose .agentcomms is agentcomms' own folder. Start "
+            "it in a project folder to receive files."
+        )
     target = folder / FOLDER
     # Owner-only: what a human sends an agent is for that agent's user alone.
     target.mkdir(parents=True, exist_ok=True, mode=0o700)

@@ -18,7 +18,7 @@ import stat
 from pathlib import Path
 
 from agentcomms import transports
-from agentcomms.config import Config
+from agentcomms.config import Config, agentcomms_home
 from agentcomms.errors import AttachmentRefused, RpcError
 from agentcomms.outbox_models import FileRef
 from agentcomms.store import Store
@@ -41,15 +41,29 @@ async def files_to_send(
     return [await asyncio.to_thread(checked_file, path, folder, max_bytes) for path in paths]
 
 
-def checked_file(path: str, folder: str, max_bytes: int) -> FileRef:
+def checked_file(path: str, folder: str, max_bytes: int, *, home: Path | None = None) -> FileRef:
     """``path`` read as the agent means it, checked to lie in ``folder`` once every link is
-    followed, to be a regular file and to fit ``max_bytes``."""
+    followed, outside agentcomms' own folder ``home`` and hidden folders, to be a regular file
+    and to fit ``max_bytes``."""
     root = os.path.realpath(folder)
     real = os.path.realpath(os.path.join(root, path))
     if os.path.commonpath([root, real]) != root:
         raise AttachmentRefused(
             f"{path}: only files in your own folder ({root}) may be sent, and this one is "
             f"{real}. Copy it into your folder first."
+        )
+    own = os.path.realpath(home or agentcomms_home())
+    if os.path.commonpath([own, real]) == own:
+        raise AttachmentRefused(f"{path}: agentcomms' own folder ({own}) is never sent")
+    # An agent working in a home folder has ~/.ssh and ~/.aws in it: what is hidden stays.
+    inside = Path(os.path.relpath(real, root)).parts
+    if any(part.startswith(".") for part in inside) and inside[:2] != (
+        ".agentcomms",
+        "attachments",
+    ):
+        raise AttachmentRefused(
+            f"{path}: hidden files and folders (a name starting with '.') are not sent. Copy "
+            "it to a visible name first."
         )
     try:  # not blocking: a named pipe must not hold the gateway up
         fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
