@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import os
 import traceback
 from datetime import timedelta
 
@@ -39,7 +40,7 @@ from agentcomms.errors import (
 )
 from agentcomms.logs import redact
 from agentcomms.models import TRIES_KEPT, Try, utcnow
-from agentcomms.outbox_models import ChatSend, ChatSent, SendItem
+from agentcomms.outbox_models import ChatSend, ChatSent, FileRef, SendItem
 from agentcomms.store import PROJECTION_UNAVAILABLE, Store
 from agentcomms.transports import Sender
 from agentcomms.trust import DeploymentKey
@@ -214,6 +215,41 @@ class ChatActivities:
 
 
 async def _send_resuming(sender: Sender, req: ChatSend) -> str:
+    """Send the text, then its files, each once across tries (see :func:`_send_text`); a file
+    is sent only with the bytes the gateway checked."""
+    details = activity.info().heartbeat_details
+    files_sent = int(details[2]) if len(details) == 3 else 0
+    last_id = await _send_text(sender, req)
+    if not req.files:
+        return last_id
+    send_file = getattr(sender, "send_file", None)
+    if send_file is None:
+        raise SendRefused(f"{req.provider} carries no files: the text went, the files did not")
+    pieces = len(transports.split_text(req.text, sender.max_chars))
+    for i, ref in enumerate(req.files):
+        if i < files_sent:
+            continue
+        data = await asyncio.to_thread(read_checked, ref)
+        last_id = str(await send_file(req.chat_id, ref.name, data))
+        activity.heartbeat(pieces, last_id, i + 1)
+    return last_id
+
+
+def read_checked(ref: FileRef) -> bytes:
+    """A file's bytes at send time, only if they are still those the gateway checked (a file
+    changed or swapped for a link since is refused, not sent as it is now)."""
+    try:
+        fd = os.open(ref.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:
+        raise SendRefused(f"{ref.name} is gone since it was sent ({exc.strerror})") from None
+    with os.fdopen(fd, "rb") as file:
+        data = file.read(ref.size + 1)
+    if hashlib.sha256(data).hexdigest() != ref.sha256:
+        raise SendRefused(f"{ref.name} changed after it was sent: not sent as it is now")
+    return data
+
+
+async def _send_text(sender: Sender, req: ChatSend) -> str:
     """Send a text longer than the provider takes as pieces, each once, across tries.
 
     Each piece sent is recorded as this activity's heartbeat (pieces sent, the last one's id),
@@ -224,7 +260,7 @@ async def _send_resuming(sender: Sender, req: ChatSend) -> str:
     worker that died had sent since its last heartbeat reached the server may be sent again.
     """
     details = activity.info().heartbeat_details
-    already_sent, last_id = (int(details[0]), str(details[1])) if len(details) == 2 else (0, "")
+    already_sent, last_id = (int(details[0]), str(details[1])) if len(details) >= 2 else (0, "")
     return await transports.send_pieces(
         sender,
         req.chat_id,

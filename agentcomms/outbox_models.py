@@ -17,6 +17,16 @@ from pydantic import BaseModel
 from agentcomms.models import Event
 
 
+class FileRef(BaseModel):
+    """A file an agent sends, read where it lies when it is sent: its bytes must still be
+    those the gateway checked (the digest), so a file changed or swapped since is not sent."""
+
+    path: str  # absolute, inside the agent's folder when the gateway checked it
+    name: str  # what the human sees it called
+    sha256: str
+    size: int
+
+
 class ChatSend(BaseModel):
     """One call to a provider: a text message, or a receipt for a message the human sent."""
 
@@ -28,6 +38,7 @@ class ChatSend(BaseModel):
     message_id: str | None = None  # receipt: the human's message it is for
     stage: Literal["queued", "typed"] | None = None  # receipt: what became of that message
     note: str | None = None  # receipt: what typing changed (the agent's max_chars cut the text)
+    files: list[FileRef] = []  # text: files sent after it, each as the provider's attachment
     # text: the outbound event it sends, whose failed tries the activity records (receipts have none)
     event_id: str | None = None
 

@@ -143,6 +143,7 @@ class Gateway:
             self.outbox,
             on_button=answers.button,
             on_reply=answers.reply,
+            host=self.host,
             commands=commands,
         )
         self.chat = ChatTransports(cfg, self.inbox)

@@ -73,6 +73,15 @@ ReplyTo = Annotated[
     str | None,
     Field(min_length=1, max_length=200, description="Id of the message this answers (optional)."),
 ]
+Files = Annotated[
+    list[Annotated[str, Field(min_length=1, max_length=4096)]] | None,
+    Field(
+        max_length=10,
+        description="Files to send after the text, as attachments (telegram, discord): paths in your "
+        "own working folder (absolute, or relative to it), each within the size the operator "
+        "allows (chat.max_file_bytes, 5 MB unless set).",
+    ),
+]
 Urgent = Annotated[
     bool,
     Field(

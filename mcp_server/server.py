@@ -22,6 +22,7 @@ from mcp_server.params import (
     ChatProvider,
     CheckLimit,
     EventsLimit,
+    Files,
     HistoryLimit,
     IncludeOffline,
     MessageText,
@@ -223,6 +224,7 @@ def build_server(socket: Path, *, default_agent: str, auth: AuthProvider | None 
         message: MessageText,
         reply_to: ReplyTo = None,
         urgent: Urgent = False,
+        files: Files = None,
     ) -> SendMessageResult:
         """Send a chat message to your human: provider 'local' with chat_id 'local' reaches the
         terminal (`agentcomms inbox`); telegram with the chat_id a message came from answers
@@ -230,7 +232,8 @@ def build_server(socket: Path, *, default_agent: str, auth: AuthProvider | None 
         messages came from. success is true once the provider took it; status 'queued' means it
         waits and is sent in order (do not send it again); 'failed' comes with an error saying
         what to fix. urgent: if your human does not answer, the configured escalation ladder
-        follows (an SMS, a call) until they write to you; for what cannot wait.
+        follows (an SMS, a call) until they write to you; for what cannot wait. files: paths
+        in your own folder, sent after the text as attachments (a screenshot, a log, a report).
         """
         sender = calling_agent(None, default_agent)
         _not_blank(message)
@@ -240,6 +243,8 @@ def build_server(socket: Path, *, default_agent: str, auth: AuthProvider | None 
             params["reply_to"] = reply_to
         if urgent:
             params["urgent"] = True
+        if files:
+            params["files"] = files
         result = await gateway.call("reply", **params)
         sent: SendMessageResult = {
             "success": bool(result["delivered"]),

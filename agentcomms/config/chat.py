@@ -380,6 +380,13 @@ class ChatConfig(Section):
         default_factory=dict,
         description="provider -> sender ids allowed to reach agents; everyone else is rejected",
     )
+    max_file_bytes: int = Field(
+        default=5_000_000,
+        ge=1,
+        le=20_000_000,
+        description="the largest photo or document a chat carries to or from an agent, in bytes "
+        "(Telegram's Bot API hands out files up to 20 MB)",
+    )
 
     @field_validator("channels")
     @classmethod

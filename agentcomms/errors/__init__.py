@@ -27,6 +27,7 @@ from agentcomms.errors.bridge import (
     TmuxError,
 )
 from agentcomms.errors.chat import (
+    AttachmentRefused,
     ChatProviderUnavailable,
     NoTransport,
     RateLimited,
@@ -108,6 +109,7 @@ __all__ = [
     "AgentConfigError",
     "AgentcommsError",
     "AnswerRefused",
+    "AttachmentRefused",
     "BridgeError",
     "ChatProviderUnavailable",
     "ConfigError",

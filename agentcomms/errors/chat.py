@@ -35,6 +35,10 @@ class VoiceNoteRefused(Exception):
     """The provider will not hand over a voice note's audio; the message says why, for the human."""
 
 
+class AttachmentRefused(Exception):
+    """A human's photo or document will not reach the agent; the message says why, for them."""
+
+
 class VoiceNoteNotServed(Exception):
     """The provider could not serve a voice note's audio this time; asking again may work."""
 

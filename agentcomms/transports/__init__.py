@@ -70,12 +70,14 @@ class Abilities:
     whole_text: bool = False
     # Its messages pass through the provider's servers: what looks like a secret is hidden.
     remote: bool = True
+    # An agent's message may carry files, sent as the provider's attachments (``send_file``).
+    files: bool = False
 
 
 ABILITIES: dict[str, Abilities] = {
     "local": Abilities(answers="none", remote=False),
-    "telegram": Abilities(answers="buttons"),
-    "discord": Abilities(answers="buttons", attaches_long=True, markdown=True),
+    "telegram": Abilities(answers="buttons", files=True),
+    "discord": Abilities(answers="buttons", attaches_long=True, markdown=True, files=True),
     "whatsapp": Abilities(answers="codes"),
     "sms": Abilities(answers="codes", billed=True),
     # Block Kit buttons; a request's text goes in plain_text sections, never read as markup.
@@ -116,6 +118,22 @@ class VoiceNote:
     content_type: str = "audio/ogg"
     duration_s: float | None = None  # as the provider tells it before any download
     size: int | None = None
+
+
+@dataclass(frozen=True)
+class Attachment:
+    """A photo or document a human sent, not fetched yet.
+
+    As for a voice note, the gateway fetches it only for a sender it lets in, so a stranger's
+    file is never downloaded. ``fetch(max_bytes)`` raises :class:`AttachmentRefused` when the
+    provider will never give it (too large, gone). ``name`` is the sender's file name, shown
+    to the agent but never trusted: the saved file's type is read from its bytes.
+    """
+
+    fetch: Callable[[int], Awaitable[bytes]]
+    kind: Literal["photo", "document"]
+    name: str | None = None
+    size: int | None = None  # as the provider tells it before any download
 
 
 async def read_at_most(response: httpx.Response, max_bytes: int) -> bytes:
@@ -159,6 +177,9 @@ class InboundMessage(BaseModel):
     reply_to: str | None = None  # the provider message id this one answers
     # A voice note: ``text`` is then its caption (often empty) until it is transcribed.
     voice: VoiceNote | None = None
+    # A photo or document: ``text`` is then its caption (maybe empty); the gateway saves it in
+    # the agent's folder and the agent reads its path.
+    attachment: Attachment | None = None
     # A message of nothing an agent can read (a photo without words): what it was ("image").
     # The gateway checks its sender first, as for words: only a sender it lets in is told why.
     unreadable: str | None = None
@@ -284,6 +305,13 @@ class Sender(TextSender, Protocol):
         ``max_chars`` cut the text); a reaction cannot say it, so it goes as a reply."""
 
     async def close(self) -> None: ...
+
+
+class FileSender(Protocol):
+    """What a provider whose :class:`Abilities` say ``files`` also does."""
+
+    async def send_file(self, chat_id: str, name: str, data: bytes) -> str:
+        """Send ``data`` as an attachment called ``name``; the provider's id of the message."""
 
 
 def as_agent(sender: Sender, agent_id: str) -> Sender:

@@ -97,6 +97,15 @@ class DiscordSender:
             )
         return str(sent.id)
 
+    async def send_file(self, chat_id: str, name: str, data: bytes) -> str:
+        """A file as an attachment of a message of its own."""
+        channel_id = _channel_id(chat_id)
+        async with self._client(chat_id) as client:
+            sent = await client.get_partial_messageable(channel_id).send(
+                file=discord.File(io.BytesIO(data), filename=name), allowed_mentions=NO_MENTIONS
+            )
+        return str(sent.id)
+
     async def send_buttons(
         self,
         chat_id: str,

@@ -43,8 +43,10 @@ import yarl
 from discord.gateway import DiscordWebSocket
 
 from agentcomms.config import Config
+from agentcomms.errors import AttachmentRefused
 from agentcomms.models import utcnow
 from agentcomms.transports import (
+    Attachment,
     ButtonPress,
     InboundMessage,
     InboundResult,
@@ -101,7 +103,7 @@ def inbound(
         or author.id == own_id
         or message.webhook_id is not None
         or message.type not in TAKEN_TYPES
-        or not message.content
+        or not (message.content or message.attachments)
     ):
         return None
     server = _guild_id(message)
@@ -118,6 +120,31 @@ def inbound(
         text=message.clean_content,
         chat_type="dm" if server is None else "guild",
         reply_to=str(reference.message_id) if reference and reference.message_id else None,
+        attachment=attachment(message.attachments[0]) if message.attachments else None,
+    )
+
+
+def attachment(attached: discord.Attachment) -> Attachment:
+    """A file of the message (its first: a human sends one at a time to an agent), fetched from
+    Discord's CDN only when the gateway wants it."""
+
+    async def fetch(max_bytes: int) -> bytes:
+        if attached.size > max_bytes:
+            raise AttachmentRefused(
+                f"it is {attached.size / 1e6:.1f} MB, more than the {max_bytes / 1e6:.1f} MB "
+                "a file may take"
+            )
+        try:
+            return await attached.read()
+        except (discord.NotFound, discord.Forbidden) as exc:  # gone, or no longer ours to read
+            raise AttachmentRefused(f"Discord would not hand it over ({exc.status})") from exc
+
+    image = (attached.content_type or "").startswith("image/")
+    return Attachment(
+        fetch=fetch,
+        kind="photo" if image else "document",
+        name=attached.filename,
+        size=attached.size,
     )
 
 

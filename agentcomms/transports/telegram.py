@@ -10,10 +10,11 @@ Telegram posts each update to ``server.public_url`` + ``/webhooks/telegram`` wit
 token in ``X-Telegram-Bot-Api-Secret-Token``; the answer is 200 only once the update was kept.
 
 A voice note (``voice``, or an ``audio`` file) carries its file id; the gateway fetches it
-(``getFile``, then the file URL under ``base_file_url``) only for a sender it lets in.
+(``getFile``, then the file URL under ``base_file_url``) only for a sender it lets in; so does a
+photo (its largest size) or a document.
 
-Sending: ``sendMessage`` (split at Telegram's 4096-character limit) and ``setMessageReaction``
-for receipts. Telegram's errors become :class:`~agentcomms.errors.SendError` subclasses.
+Sending: ``sendMessage`` (split at Telegram's 4096-character limit), ``sendDocument`` for an
+agent's files, and ``setMessageReaction`` for receipts. Telegram's errors become :class:`~agentcomms.errors.SendError` subclasses.
 """
 
 from __future__ import annotations
@@ -25,22 +26,20 @@ import hmac
 import logging
 import warnings
 from collections.abc import AsyncIterator
-from datetime import timedelta
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 from telegram import (
-    Audio,
     Bot,
     InlineKeyboardButton,
     InlineKeyboardMarkup,
+    InputFile,
     Message,
     ReactionTypeEmoji,
     ReplyParameters,
     Update,
-    Voice,
 )
 from telegram.error import (
     BadRequest,
@@ -56,7 +55,11 @@ from telegram.request import HTTPXRequest
 from telegram.warnings import PTBDeprecationWarning
 
 from agentcomms.config import Config, TelegramConfig
-from agentcomms.errors import ChatProviderUnavailable, RateLimited, SendRefused, VoiceNoteRefused
+from agentcomms.errors import (
+    ChatProviderUnavailable,
+    RateLimited,
+    SendRefused,
+)
 from agentcomms.models import utcnow
 from agentcomms.transports import (
     ButtonPress,
@@ -64,9 +67,9 @@ from agentcomms.transports import (
     InboundSink,
     LinkStatus,
     ReceiptStage,
-    VoiceNote,
     typed_with_note,
 )
+from agentcomms.transports._telegram_files import attachment, seconds, voice_note
 from agentcomms.transports._updates_in_hand import Item, UpdatesInHand
 
 log = logging.getLogger(__name__)
@@ -105,46 +108,20 @@ def make_bot(section: TelegramConfig, *, request: HTTPXRequest | None = None) ->
     )
 
 
-def _seconds(value: Any) -> float:
-    return value.total_seconds() if isinstance(value, timedelta) else float(value)
-
-
 def retry_after_seconds(exc: RetryAfter) -> float:
     with warnings.catch_warnings():  # an int today, a timedelta in a later major version
         warnings.simplefilter("ignore", PTBDeprecationWarning)
         value: Any = exc.retry_after
-    return _seconds(value)
-
-
-def voice_note(medium: Voice | Audio) -> VoiceNote:
-    """A voice note (or audio file) to fetch through the Bot API when the gateway wants it."""
-
-    async def fetch(max_bytes: int) -> bytes:
-        try:
-            file = await medium.get_file()
-        except BadRequest as exc:  # "file is too big" (over the Bot API's 20 MB), or gone
-            raise VoiceNoteRefused(f"Telegram would not hand it over ({exc.message})") from exc
-        if file.file_size and file.file_size > max_bytes:
-            raise VoiceNoteRefused(f"it is {file.file_size / 1e6:.0f} MB, too large")
-        return bytes(await file.download_as_bytearray())
-
-    with warnings.catch_warnings():  # as retry_after: an int today, a timedelta later
-        warnings.simplefilter("ignore", PTBDeprecationWarning)
-        duration: Any = medium.duration
-    return VoiceNote(
-        fetch=fetch,
-        content_type=medium.mime_type or "audio/ogg",
-        duration_s=_seconds(duration) if duration is not None else None,
-        size=medium.file_size,
-    )
+    return seconds(value)
 
 
 def inbound(message: Message) -> InboundMessage | None:
-    """The message as agentcomms sees it; None for what no agent should get (bots, no words)."""
+    """The message as agentcomms sees it; None for what no agent should get (bots, nothing)."""
     user = message.from_user
     text = message.text or message.caption
     medium = message.voice or message.audio
-    if user is None or user.is_bot or not (text or medium):
+    file = attachment(message)
+    if user is None or user.is_bot or not (text or medium or file):
         return None
     return InboundMessage(
         provider=NAME,
@@ -156,6 +133,7 @@ def inbound(message: Message) -> InboundMessage | None:
         chat_type=message.chat.type,
         reply_to=str(message.reply_to_message.message_id) if message.reply_to_message else None,
         voice=voice_note(medium) if medium is not None and not message.text else None,
+        attachment=file,
     )
 
 
@@ -379,6 +357,14 @@ class TelegramSender:
                         else None
                     ),
                 )
+        return str(sent.message_id)
+
+    async def send_file(self, chat_id: str, name: str, data: bytes) -> str:
+        """A file as a document (sendDocument): the human gets it as it was, never recompressed
+        as sendPhoto would."""
+        async with self._bot() as bot:
+            with telegram_errors(chat_id):
+                sent = await bot.send_document(chat_id, InputFile(data, filename=name))
         return str(sent.message_id)
 
     async def send_buttons(self, chat_id: str, text: str, buttons: list[tuple[str, str]]) -> str:

@@ -9,7 +9,9 @@ so; an allowed sender's command (``/new``, ``/peek``…) is run and answered in 
 the agent; the message is posted to the agent's mailbox, durable when ``post`` returns; the "queued" receipt goes out through the
 outbox (the mailbox asks for the "typed" one when it types the message). A voice
 note is transcribed after the allowlist and routing (a stranger's audio is never fetched) and
-before the post, and reaches the agent as text marked ``transcribed``.
+before the post, and reaches the agent as text marked ``transcribed``. A photo or document is
+saved in the agent's folder at the same point (:mod:`gateway.chat.attachments`), and the agent
+reads its path before the caption.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from temporalio.service import RPCError
 
 from agentcomms import metrics, transports
 from agentcomms.config import Config
-from agentcomms.errors import MailboxFull, NoTransport, NotTranscribed
+from agentcomms.errors import AttachmentRefused, MailboxFull, NoTransport, NotTranscribed
 from agentcomms.ids import AGENT_ID_PATTERN, new_event_id, provider_event_id
 from agentcomms.models import Event, utcnow
 from agentcomms.outbox_models import receipt_item
@@ -40,6 +42,7 @@ from agentcomms.transports import (
     Receiver,
 )
 from gateway.approvals.words import coded, refused_answer, ticking
+from gateway.chat.attachments import Attachments, whereabouts
 from gateway.chat.commands import ChatCommands, parse
 from gateway.chat.strangers import GROUP_CHAT_TYPES, StrangerLimits, cut
 from gateway.chat.voice_notes import VoiceNotes
@@ -79,6 +82,8 @@ def _payload(message: InboundMessage, text: str) -> dict[str, Any]:
     }
     if message.voice is not None:
         payload["voice_note"] = True
+    if message.attachment is not None:  # a stranger's shows what it was, never fetched
+        payload["attachment"] = {"kind": message.attachment.kind, "name": message.attachment.name}
     return payload
 
 
@@ -94,6 +99,7 @@ class ChatInbox:
         *,
         on_button: Callable[[ButtonPress], Awaitable[str]] | None = None,
         on_reply: Callable[[InboundMessage, str], Awaitable[InboundResult | None]] | None = None,
+        host: str,
         commands: ChatCommands | None = None,
     ) -> None:
         self._cfg = cfg
@@ -103,6 +109,7 @@ class ChatInbox:
         self._mailbox = mailbox
         self._outbox = outbox
         self._voice_notes = VoiceNotes(cfg)
+        self._attachments = Attachments(host, cfg.chat.max_file_bytes)
         self._strangers = StrangerLimits(store)
         # Who takes a button press from an allowed sender (the approvals' chat answers).
         self._on_button = on_button
@@ -123,12 +130,12 @@ class ChatInbox:
         agent_id, text = await self.route(message)
         if not await self._allowed(message):
             return await self._reject(message, event_id, agent_id)
-        if self.commands is not None and message.voice is None:
+        if self.commands is not None and message.voice is None and message.attachment is None:
             command = parse(message.text)
             if command is not None:  # the human's own, answered here: never typed
                 reply = await self.commands.run(command, message, event_id)
                 return InboundResult("answered", event_id=event_id, reply=reply)
-        if self._on_reply is not None and message.voice is None:
+        if self._on_reply is not None and message.voice is None and message.attachment is None:
             answered = await self._on_reply(message, event_id)
             if answered is not None:
                 return answered
@@ -147,6 +154,15 @@ class ChatInbox:
                 ),
             )
         heard: dict[str, Any] = {}
+        if message.attachment is not None:
+            try:
+                text, heard = await self._saved(message, event_id, agent_id, text)
+            except AttachmentRefused as exc:
+                log.info("%s: %s's file not passed on: %s", message.channel_id, event_id, exc)
+                kind = message.attachment.kind
+                return InboundResult(
+                    "refused", agent_id=agent_id, reply=f"Your {kind} was not passed on: {exc}"
+                )
         if message.voice is not None:
             try:
                 note = await self._voice_notes.transcribe(event_id, message.voice)
@@ -188,6 +204,26 @@ class ChatInbox:
             )
         await self.queued_receipt(agent_id, message, event_id)
         return InboundResult("queued", event_id=event_id, agent_id=agent_id)
+
+    async def _saved(
+        self, message: InboundMessage, event_id: str, agent_id: str, caption: str
+    ) -> tuple[str, dict[str, Any]]:
+        """Save a photo or document in the agent's folder: the text the agent reads (where it
+        is, then the caption) and what the event records of it."""
+        assert message.attachment is not None
+        where = await whereabouts(self._store, self._mailbox, agent_id)
+        saved = await self._attachments.save(event_id, message.attachment, agent_id, where)
+        kind = message.attachment.kind
+        text = "\n".join(part for part in (f"[{kind}: {saved.path}]", caption.strip()) if part)
+        return text, {
+            "attachment": {
+                "kind": kind,
+                "name": message.attachment.name,
+                "path": str(saved.path),
+                "content_type": saved.content_type,
+                "size": saved.size,
+            }
+        }
 
     async def route(self, message: InboundMessage) -> tuple[str | None, str]:
         """The agent a message goes to and the text it gets: the agent the provider's own

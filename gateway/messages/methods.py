@@ -32,6 +32,7 @@ from agentcomms.workflow_ids import host_task_queue
 from gateway.agents.hosts import HostWatch, hosts_down
 from gateway.chat.inbox import ChatTransports
 from gateway.messages.budget import BILLED_TEXTS, Budgets
+from gateway.messages.files import files_for_reply
 from gateway.messages.trace import Tracer
 from gateway.socket.confine import own_history, to_own_chat, without_refused
 from gateway.socket.declare import Anyone, ForItself, Human, declare
@@ -246,6 +247,8 @@ class Methods:
             raise RpcError(INVALID_PARAMS, "channel_id: expected PROVIDER:ID, e.g. cli:local")
         if p.channel_id != LOCAL_CHANNEL:
             return await self._chat_reply(p, provider, chat_id)
+        if p.files:
+            raise RpcError(INVALID_PARAMS, f"files: {LOCAL_CHANNEL} carries no files; a chat does")
         now = utcnow()
         # The local inbox is the store itself: written is delivered.
         event = _reply_event(
@@ -337,12 +340,16 @@ class Methods:
         agent_id = p.agent_id or "default"
         if provider in BILLED_TEXTS:  # each one is billed: counted against the agent's budget
             await Budgets(self._cfg, self._store).spend(agent_id, "texts")
-        event = _reply_event(p, provider, chat_id)
-        item = OutboxItem(
-            id=event.id,
-            send=ChatSend(provider=provider, chat_id=chat_id, text=p.message, reply_to=p.reply_to),
-            event=event,
+        files = await files_for_reply(
+            self._cfg, self._store, self._mailbox, self._host, agent_id, provider, p.files
         )
+        event = _reply_event(p, provider, chat_id)
+        if files:
+            event.payload["files"] = [f.path for f in files]
+        send = ChatSend(
+            provider=provider, chat_id=chat_id, text=p.message, reply_to=p.reply_to, files=files
+        )
+        item = OutboxItem(id=event.id, send=send, event=event)
         try:
             await self._outbox.post(agent_id, p.channel_id, item)
         except RPCError as exc:

@@ -33,6 +33,8 @@ MessageText = Annotated[
     AfterValidator(_has_words),
 ]
 WaitSeconds = Annotated[float, Field(gt=0, le=300)]
+# A path as an agent names a file of its folder (absolute, or relative to that folder).
+FilePath = Annotated[str, StringConstraints(min_length=1, max_length=4096)]
 
 
 def _event_id(value: str) -> str:
@@ -87,6 +89,10 @@ class ReplyParams(Params):
     message: MessageText
     agent_id: AgentId | None = None
     reply_to: str | None = Field(default=None, description="the message id this answers")
+    files: Annotated[list[FilePath], Field(max_length=10)] = Field(
+        default_factory=list,
+        description="files sent after the message, each a path in the agent's own folder",
+    )
     wait: bool = Field(default=True, description="chat channels: return once the provider took it")
     urgent: bool = Field(
         default=False,

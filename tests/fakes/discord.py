@@ -115,7 +115,8 @@ class FakeDiscord:
         self.interaction_answers: list[dict[str, Any]] = []
         self._interactions: dict[str, tuple[float, dict[str, Any]]] = {}  # by token
         self.reactions: list[dict[str, Any]] = []  # what the bot reacted, and took back
-        self.files: dict[str, bytes] = {}  # what the bot attached, by attachment id
+        self.files: dict[str, bytes] = {}  # what the bot or a human attached, by attachment id
+        self.downloads: list[str] = []  # the file names fetched from the CDN
         self.requests: list[tuple[float, str]] = []  # (monotonic time, "METHOD route")
         self.history: dict[int, list[dict[str, Any]]] = {}  # every channel's messages, oldest first
         self.identifies: list[dict[str, Any]] = []
@@ -187,6 +188,41 @@ class FakeDiscord:
         message = self._message(
             channel_id, text, self._user(user_id, name.lower(), name, bot=bot), reply_to
         )
+        if "guild_id" in channel:
+            message["guild_id"] = channel["guild_id"]
+            message["member"] = {"roles": [], "joined_at": _now(), "deaf": False, "mute": False}
+        self.deliver(message)
+        return message
+
+    def human_sends_file(
+        self,
+        channel_id: int,
+        filename: str,
+        content: bytes,
+        *,
+        text: str = "",
+        content_type: str | None = None,
+        user_id: int = 4242,
+        name: str = "Alice",
+    ) -> dict[str, Any]:
+        """Someone attaches a file (with ``text``, maybe none); Discord serves it from its CDN,
+        here ``/attachments/<channel>/<id>/<filename>``."""
+        attachment_id = str(self.snowflake())
+        self.files[attachment_id] = content
+        url = f"{self.base_url}/attachments/{channel_id}/{attachment_id}/{filename}"
+        attached = {
+            "id": attachment_id,
+            "filename": filename,
+            "size": len(content),
+            "url": url,
+            "proxy_url": url,
+            **({"content_type": content_type} if content_type else {}),
+        }
+        channel = self.channels[channel_id]
+        message = self._message(
+            channel_id, text, self._user(user_id, name.lower(), name, bot=False), None
+        )
+        message["attachments"].append(attached)
         if "guild_id" in channel:
             message["guild_id"] = channel["guild_id"]
             message["member"] = {"roles": [], "joined_at": _now(), "deaf": False, "mute": False}
@@ -293,6 +329,7 @@ class FakeDiscord:
         app = web.Application()
         api = "/api/v10"
         app.router.add_get(f"{api}/gateway/bot", self._gateway_bot)
+        app.router.add_get("/attachments/{channel_id}/{id}/{filename}", self._cdn)
         app.router.add_get(f"{api}/gateway", self._gateway)
         app.router.add_get(f"{api}/users/@me", self._me)
         app.router.add_get(f"{api}/oauth2/applications/@me", self._application)
@@ -406,6 +443,14 @@ class FakeDiscord:
         later = [m for m in self.history.get(channel_id, []) if int(m["id"]) > after][:limit]
         return _json(list(reversed(later)))
 
+    async def _cdn(self, request: web.Request) -> web.Response:
+        """A file from Discord's CDN: its URL is the only key (no token), as Discord's was."""
+        content = self.files.get(request.match_info["id"])
+        if content is None:
+            return web.Response(status=404, text="Not Found")
+        self.downloads.append(request.match_info["filename"])
+        return web.Response(body=content, content_type="application/octet-stream")
+
     async def _send(self, request: web.Request) -> web.Response:
         if failed := self._check(request, SEND):
             return failed
@@ -414,7 +459,7 @@ class FakeDiscord:
             return refused
         body, files = await self._message_body(request)
         content = body.get("content") or ""
-        if not content or len(content) > 2000:
+        if (not content and not files) or len(content) > 2000:  # a file may go without words
             return _json(
                 {
                     "message": "Invalid Form Body",

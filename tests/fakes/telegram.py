@@ -2,7 +2,8 @@
 
 Speaks getMe, getUpdates (long polling with offsets: an update stays until a later offset
 confirms it), sendMessage, editMessageText, editMessageReplyMarkup, answerCallbackQuery,
-setMessageReaction, setWebhook, deleteWebhook, and getFile with its download URL ``/file/bot<token>/<file_path>`` (refused over 20 MB, as Telegram does), with Telegram's
+setMessageReaction, setWebhook, deleteWebhook, sendDocument (multipart), and getFile with its download URL ``/file/bot<token>/<file_path>`` (refused over 20 MB, as
+Telegram does) for voice notes, photos and documents, with Telegram's
 answer shapes: ``{"ok": true, "result": …}`` or ``{"ok": false, "error_code", "description",
 "parameters": {"retry_after"}}``. A test plays the human (``human_says``), scripts failures
 (``fail_next("sendMessage", 429, 500)``) and delays (``hold("sendMessage")``), and reads what
@@ -17,6 +18,7 @@ import time
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.datastructures import UploadFile
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -64,6 +66,10 @@ class FakeTelegram:
         self.known_chats: set[int] = set()
         self.files: dict[str, bytes] = {}  # file_id -> content
         self.downloads: list[str] = []  # the file paths fetched
+        self._file_paths: dict[str, str] = {}
+        self.documents: list[
+            dict[str, Any]
+        ] = []  # what the bot sent with sendDocument  # file_id -> the file_path getFile answers
         # None lets a call through: a failure scripted ``after`` calls that succeed.
         self._failures: dict[str, list[JSONResponse | None]] = {}
         self._held: dict[str, asyncio.Event] = {}  # methods answered only once released
@@ -167,6 +173,53 @@ class FakeTelegram:
         }
         return update
 
+    def human_sends_file(
+        self,
+        chat_id: int,
+        content: bytes,
+        *,
+        kind: str = "document",
+        caption: str | None = None,
+        file_name: str | None = "notes.txt",
+        mime_type: str = "text/plain",
+        user_id: int | None = None,
+        file_size: int | None = None,
+    ) -> dict[str, Any]:
+        """A person sends a document (``kind="photo"``: a photo, in two sizes as Telegram
+        sends one, the small one a thumbnail of other bytes)."""
+        file_id = f"BQACAgQ-{len(self.files) + 1}"
+        self.files[file_id] = content
+        size = len(content) if file_size is None else file_size
+        update = self.human_says(chat_id, "", user_id=user_id)
+        message = update["message"]
+        del message["text"]
+        if caption is not None:
+            message["caption"] = caption
+        if kind == "photo":
+            self._file_paths[file_id] = f"photos/file_{file_id}.jpg"
+            thumb = f"{file_id}-thumb"
+            self.files[thumb] = b"\xff\xd8\xff thumbnail"
+            message["photo"] = [
+                {"file_id": thumb, "file_unique_id": f"u{thumb}", "width": 90, "height": 90},
+                {
+                    "file_id": file_id,
+                    "file_unique_id": f"u{file_id}",
+                    "width": 1280,
+                    "height": 960,
+                    "file_size": size,
+                },
+            ]
+        else:
+            self._file_paths[file_id] = f"documents/file_{file_id}"
+            message["document"] = {
+                "file_id": file_id,
+                "file_unique_id": f"u{file_id}",
+                "mime_type": mime_type,
+                "file_size": size,
+                **({"file_name": file_name} if file_name is not None else {}),
+            }
+        return update
+
     def deliver(self, update: dict[str, Any]) -> None:
         """Queue an update for getUpdates (again, for a re-sent one: a new update id)."""
         if any(u["update_id"] == update["update_id"] for u in self.updates):
@@ -206,6 +259,14 @@ class FakeTelegram:
         self._held[method] = asyncio.Event()
         return self._held[method]
 
+    def documents_to(self, chat_id: int) -> list[tuple[str, bytes]]:
+        """The files the bot sent the chat: (file name, content)."""
+        return [
+            (m["document"]["file_name"], self.files[m["document"]["file_id"]])
+            for m in self.documents
+            if m["chat"]["id"] == chat_id
+        ]
+
     def texts_to(self, chat_id: int) -> list[str]:
         return [m["text"] for m in self.sent if m["chat"]["id"] == chat_id]
 
@@ -234,12 +295,19 @@ class FakeTelegram:
         if request.headers.get("content-type", "").startswith("application/json"):
             data: dict[str, Any] = await request.json()
             return data
-        form = await request.form()
         params: dict[str, Any] = {}
-        for key, value in form.items():
-            text = str(value)
-            params[key] = json.loads(text) if key in _JSON_KEYS else text
-        return params
+        uploads: dict[str, tuple[str, bytes]] = {}
+        async with request.form() as form:  # closed: an uploaded part is a temporary file
+            for key, value in form.items():
+                if isinstance(value, UploadFile):  # a file, as multipart/form-data carries it
+                    uploads[key] = (value.filename or "", await value.read())
+                    continue
+                text = str(value)
+                params[key] = json.loads(text) if key in _JSON_KEYS else text
+        for key, value in list(params.items()):  # "attach://<part>" names an uploaded part
+            if isinstance(value, str) and value.startswith("attach://"):
+                params[key] = uploads.pop(value.removeprefix("attach://"))
+        return {**params, **uploads}
 
     async def _api_getMe(self, params: dict[str, Any]) -> Any:
         return {**BOT_USER, "can_join_groups": True, "can_read_all_group_messages": False}
@@ -287,6 +355,32 @@ class FakeTelegram:
         self.sent.append(message)
         return message
 
+    async def _api_sendDocument(self, params: dict[str, Any]) -> Any:
+        chat_id = int(params["chat_id"])
+        if chat_id not in self.known_chats:
+            return _error(400, "Bad Request: chat not found")
+        document = params.get("document")
+        if not isinstance(document, tuple):
+            return _error(400, "Bad Request: there is no document in the request")
+        file_name, content = document
+        file_id = f"BQACAgQ-sent-{len(self.files) + 1}"
+        self.files[file_id] = content
+        message = {
+            "message_id": self._next_message_id,
+            "date": int(time.time()),
+            "chat": {"id": chat_id, "type": "private"},
+            "from": BOT_USER,
+            "document": {
+                "file_id": file_id,
+                "file_unique_id": f"u{file_id}",
+                "file_name": file_name,
+                "file_size": len(content),
+            },
+        }
+        self._next_message_id += 1
+        self.documents.append(message)
+        return message
+
     async def _api_editMessageText(self, params: dict[str, Any]) -> Any:
         chat_id, message_id = int(params["chat_id"]), int(params["message_id"])
         for message in self.sent:
@@ -324,14 +418,15 @@ class FakeTelegram:
             "file_id": file_id,
             "file_unique_id": f"u{file_id}",
             "file_size": len(content),
-            "file_path": f"voice/{file_id}.oga",
+            "file_path": self._file_paths.get(file_id, f"voice/{file_id}.oga"),
         }
 
     async def _download(self, request: Request) -> Response:
         if request.path_params["token"] != self.token:
             return Response("Unauthorized", status_code=401)
         path = request.path_params["path"]
-        file_id = path.removeprefix("voice/").removesuffix(".oga")
+        by_path = {p: f for f, p in self._file_paths.items()}
+        file_id = by_path.get(path) or path.removeprefix("voice/").removesuffix(".oga")
         if file_id not in self.files:
             return Response("Not Found", status_code=404)
         self.downloads.append(path)
