@@ -278,7 +278,7 @@ async def test_the_turns_reply_streamed_goes_back_to_the_chat_that_asked(
     assert reply["reply_to_message_id"] == asked["message"]["message_id"]
     # A turn begun at the terminal goes to no chat.
     await send(stack, agent, "acp:say Only for the terminal.", wait=True, timeout=30)
-    await eventually(lambda: state_is(stack, agent, "ready"))
+    await eventually(lambda: state_is(stack, agent, "ready"), timeout=30)
     await eventually(lambda: len(prompts(tmp_path)) == 2)
     assert not [m for m in telegram.sent if "Only for the terminal" in m["text"]]
 

@@ -135,6 +135,7 @@ WORKFLOW_DOORS: dict[tuple[str, str], str] = {
     "test_a_forged_ready_report_types_nothing_and_shows_in_trace",
     ("AgentWorkflow", "update wait_for_delivery"): "reads only: where a message stands",
     ("AgentWorkflow", "query state"): "reads only",
+    ("AgentWorkflow", "query account"): "reads only",
     ("AgentWorkflow", "query queued"): "reads only",
     ("OutboxWorkflow", "input"): "test_outbox_trust.py::"
     "test_a_genuine_item_or_receipt_signalled_again_elsewhere_is_not_sent_twice",
