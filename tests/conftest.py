@@ -26,6 +26,9 @@ pytest_plugins = [
     "tests.support.agents",
     "tests.support.browser",
 ]
+# The leak hunt: each thing left open fails the test that left it (tests/support/leaks.py).
+if os.environ.get("AGENTCOMMS_LEAK_HUNT"):
+    pytest_plugins.append("tests.support.leaks")
 
 # What a test starts, read from the fixtures it uses (with everything they use in turn), so a
 # quick run between commits can leave the slow ones out: `pytest -m "not agents and not browser"`.
