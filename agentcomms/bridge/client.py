@@ -47,9 +47,9 @@ async def run_client(
         )
     except FileNotFoundError as exc:
         raise TmuxError(f"tmux is not installed (no {tmux!r} on PATH)") from exc
+    waiting = _WAITERS.submit(_communicate, proc, stdin, timeout)
     try:
-        loop = asyncio.get_running_loop()
-        out, err = await loop.run_in_executor(_WAITERS, _communicate, proc, stdin, timeout)
+        out, err = await asyncio.wrap_future(waiting)
     except subprocess.TimeoutExpired as exc:
         raise TmuxError(f"tmux did not answer within {timeout:.1f} s") from exc
     finally:
@@ -58,6 +58,8 @@ async def run_client(
         if proc.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
+            if waiting.cancelled():  # cancelled before a thread took it: reaped by no one else
+                _WAITERS.submit(proc.communicate)
     stderr = err.decode("utf-8", "replace").strip()
     if proc.returncode != 0:
         where = f"tmux server at {socket}" if socket else "default tmux server"
