@@ -347,13 +347,14 @@ async def test_two_requests_escalating_at_once_ring_the_phone_once_and_both_are_
     assert any(s.startswith("Done: allowed. Next, ") for s in said), said
 
 
-async def test_a_request_that_waited_for_the_phone_gets_its_own_call_when_that_one_answered_nothing(
+async def test_a_request_that_waited_for_the_phone_gets_its_own_call_when_that_one_heard_nothing(
     stack: Stack, twilio_voice: FakeTwilioCalls
 ) -> None:
-    twilio_voice.answers = [None]  # the first call is picked up and hung up on at once
+    twilio_voice.answers = []  # the first call is picked up, and nothing said
     approvals = await _ask_at_once(stack)
 
     (first,) = await eventually(lambda: list(twilio_voice.calls.values()) or None, timeout=60)
+    # Nothing heard in its turn (20 s), the call ends and frees the phone, not at its longest.
     await asyncio.wait_for(first.done.wait(), 60)
     # Only a call placed after the first one ended hears these: one placed beside it would
     # have been hung up on too, and nothing answered.
@@ -364,5 +365,8 @@ async def test_a_request_that_waited_for_the_phone_gets_its_own_call_when_that_o
     assert len(twilio_voice.calls) == 2
     details = await _rung_details(stack, approvals)
     (waited,) = [d for d in details if "had ended)" in d]
-    (hung_up_on,) = [d.split()[1] for d in details if d is not waited]
-    assert f"(once call {hung_up_on} had ended)" in waited
+    (silent,) = [d.split()[1] for d in details if d is not waited]
+    assert f"(once call {silent} had ended)" in waited
+    path = stack.cfg.voice.audio_root() / silent / "transcript.jsonl"
+    said = [json.loads(line)["text"] for line in path.read_text().splitlines()]
+    assert said[-1] == "No answer was heard. Goodbye.", said
