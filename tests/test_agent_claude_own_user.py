@@ -2,8 +2,9 @@
 says: a user made for it (by this test, removed after), Claude Code where that user can run it,
 agentcomms' hooks installed by that user with its agent id, its pane in the human's tmux running
 it through `runuser` (the docs' `sudo -u`), its hooks reaching agentcomms only through the hooks'
-own door. Its permission request reaches the human's approvals and is answered there, a message
-is typed into it, and a process it starts can neither approve its open request (on the door or
+own door and its MCP tools over HTTP with its token. Its permission request reaches the
+human's approvals and is answered there, a message is typed into it, its MCP tools reach the
+human, and a process it starts can neither approve its open request (on the door or
 with `agentcomms approve`) nor reach the human's socket, config, deployment key or console
 token.
 
@@ -18,6 +19,7 @@ import os
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -36,14 +38,42 @@ from agentcomms.console_token import console_token
 from agentcomms.trust import DeploymentKey
 from tests.fakes.anthropic import FakeAnthropic, bash, text
 from tests.fakes.scripted import tool
+from tests.fakes.serve import free_port
 from tests.support.agents import API_KEY, PROMPT_HINT, ClaudePane, prepare_claude_home
-from tests.support.cli import cli
+from tests.support.cli import AGENTCOMMS, cli
 from tests.support.home import write_config
 from tests.support.stack import Stack, register, running_stack
 from tests.support.tmux import Tmux
 from tests.support.waiting import eventually
 
 ALLOWED_BY_HOOK = "Allowed by PermissionRequest hook"
+MCP_TOKEN = "own-user-mcp-token-0123456789"
+
+
+@contextlib.asynccontextmanager
+async def mcp_over_http(home: Path, log: Path) -> AsyncIterator[str]:
+    """`agentcomms mcp --transport http` run as the human (a client of the human's socket); its
+    URL once it accepts connections."""
+    port = free_port()
+    args = ["mcp", "--transport", "http", "--host", "127.0.0.1", "--port", str(port)]
+    env = {"PATH": os.environ["PATH"], "AGENTCOMMS_HOME": str(home)}
+    with log.open("a") as written:
+        process = await asyncio.create_subprocess_exec(
+            AGENTCOMMS, *args, stdout=written, stderr=written, env=env
+        )
+        try:
+
+            def accepts() -> bool:
+                with socket.socket() as s:
+                    return s.connect_ex(("127.0.0.1", port)) == 0 or process.returncode is not None
+
+            await eventually(accepts, timeout=20)
+            assert process.returncode is None, f"agentcomms mcp exited; see {log}"
+            yield f"http://127.0.0.1:{port}/mcp"
+        finally:
+            if process.returncode is None:
+                process.terminate()
+            await asyncio.wait_for(process.wait(), 10)
 
 
 @dataclass
@@ -213,7 +243,14 @@ async def setup(
     door = open_folder / "hooks.sock"
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("AGENTCOMMS_HOME", str(human))
-        write_config(human, {"server": {"socket_path": str(open_folder / "daemon.sock")}})
+        agent_id = f"own-{uuid.uuid4().hex[:6]}"
+        write_config(
+            human,
+            {
+                "server": {"socket_path": str(open_folder / "daemon.sock")},
+                "agents": {agent_id: {"target": "agent:0.0", "token": MCP_TOKEN}},
+            },
+        )
         human.chmod(0o711)  # passable, so each file's own mode is what refuses
         console_token()
         DeploymentKey.load(SecurityConfig())
@@ -226,6 +263,7 @@ async def setup(
         model = FakeAnthropic()
         tmux = Tmux(tmux_socket_dir / f"u-{uuid.uuid4().hex[:8]}")
         async with (
+            contextlib.AsyncExitStack() as stack_mcp,
             running_stack(
                 temporal_env.client,
                 root,
@@ -234,7 +272,6 @@ async def setup(
             ) as stack,
             model.server,
         ):
-            agent_id = f"own-{uuid.uuid4().hex[:6]}"
             # Its permission mode is install's to write, as the docs say (Claude Code's own
             # default, auto mode, asks no hook).
             prepare_claude_home(user.home, user.project, default_mode=None)
@@ -252,6 +289,16 @@ async def setup(
                 "default",
             )
             assert installed.returncode == 0, installed.stdout + installed.stderr
+            # Its MCP tools over HTTP, served as the human, reached with its token in place of
+            # the stdio server install added (which runs as the agent's user, off the socket).
+            mcp = await stack_mcp.enter_async_context(mcp_over_http(human, root / "mcp.log"))
+            for argv in (
+                ["mcp", "remove", "--scope", "user", "agentcomms"],
+                ["mcp", "add", "--scope", "user", "--transport", "http", "agentcomms", mcp,
+                 "--header", f"Authorization: Bearer {MCP_TOKEN}"],
+            ):  # fmt: skip
+                done = await asyncio.to_thread(user.run, env, "claude", *argv)
+                assert done.returncode == 0, done.stdout + done.stderr
             # As the docs start it: the agent's user in a pane of the human's tmux, its
             # environment its own (sudo -i keeps neither TMUX nor TMUX_PANE), its hooks pointed
             # at the door.
@@ -391,3 +438,28 @@ async def test_what_it_starts_cannot_approve_its_open_request_nor_read_the_human
     assert traced["status"].startswith("allowed by "), traced
     with contextlib.suppress(FileNotFoundError):
         (out / "ask").unlink()
+
+
+async def test_its_mcp_tools_reach_the_human_over_http_with_its_token(setup: Setup) -> None:
+    claude, model = setup.claude, setup.model
+    await claude.wait_ready()
+    words = "hello from an agent of its own user"
+    model.on(
+        "tell me over mcp",
+        tool("mcp__agentcomms__send_message", provider="local", chat_id="local", message=words),
+        text("Told you."),
+    )
+    await claude.type("tell me over mcp")
+    asking = await eventually(setup.approval, timeout=60)  # an MCP tool asks too
+    assert asking["tool"] == "mcp__agentcomms__send_message", asking
+    assert (await cli(setup.human, "approve", asking["id"])).returncode == 0
+    await claude.wait_for_screen("Told you.")
+
+    async def received() -> list[dict[str, Any]] | None:
+        done = await cli(setup.human, "inbox", "--json")
+        assert done.returncode == 0, done.stderr
+        rows = json.loads(done.stdout)["messages"]
+        return [r for r in rows if words in json.dumps(r)] or None
+
+    (message,) = await eventually(received, timeout=30)
+    assert setup.agent_id in json.dumps(message), message  # its token said who it is
