@@ -47,6 +47,15 @@ async def hurried_stack(
         yield s
 
 
+@pytest.fixture
+async def impatient_stack(
+    temporal_env: WorkflowEnvironment, tmp_path: Path, twilio_voice: FakeTwilioCalls
+) -> AsyncIterator[Stack]:
+    """A call whose human says nothing gives up on them soon."""
+    async with _calling_stack(temporal_env, tmp_path, twilio_voice, transcript_timeout_s=8) as s:
+        yield s
+
+
 @contextlib.asynccontextmanager
 async def _calling_stack(
     temporal_env: WorkflowEnvironment,
@@ -54,12 +63,13 @@ async def _calling_stack(
     twilio_voice: FakeTwilioCalls,
     *,
     timeout_s: float | None = None,
+    transcript_timeout_s: float = 20,
 ) -> AsyncIterator[Stack]:
     voice = VoiceConfig(
         audio_dir=tmp_path / "audio",
         # Long enough for a request to be answered in the terminal while the call still rings.
         ring_timeout_s=30,
-        transcript_timeout_s=20,
+        transcript_timeout_s=transcript_timeout_s,
         phone=twilio_phone(twilio_voice, HUMAN),
         stt=STTConfig(provider="local", grammar=write_grammar(tmp_path / "answers.gram", SAID)),
     )
@@ -348,13 +358,14 @@ async def test_two_requests_escalating_at_once_ring_the_phone_once_and_both_are_
 
 
 async def test_a_request_that_waited_for_the_phone_gets_its_own_call_when_that_one_heard_nothing(
-    stack: Stack, twilio_voice: FakeTwilioCalls
+    impatient_stack: Stack, twilio_voice: FakeTwilioCalls
 ) -> None:
+    stack = impatient_stack
     twilio_voice.answers = []  # the first call is picked up, and nothing said
     approvals = await _ask_at_once(stack)
 
     (first,) = await eventually(lambda: list(twilio_voice.calls.values()) or None, timeout=60)
-    # Nothing heard in its turn (20 s), the call ends and frees the phone, not at its longest.
+    # Nothing heard in its turn (8 s), the call ends and frees the phone, not at its longest.
     await asyncio.wait_for(first.done.wait(), 60)
     # Only a call placed after the first one ended hears these: one placed beside it would
     # have been hung up on too, and nothing answered.
