@@ -26,6 +26,7 @@ from gateway.agents.hooks import AgentHookMethods, PaneAgents
 from gateway.agents.mirror import ReplyMirror
 from gateway.agents.peek import AgentPeek
 from gateway.agents.processes import ProcessAgentMethods, start_configured
+from gateway.agents.turns import TurnLog
 from gateway.approvals.chat_answers import ChatAnswers
 from gateway.approvals.chat_posts import ApprovalChats
 from gateway.approvals.methods import ApprovalMethods
@@ -126,6 +127,8 @@ class Gateway:
                 approvals.agent_did,
                 self.notify.agent_did,
                 peek.agent_did,
+                # A process agent's turns, begun and ended, in its events.
+                TurnLog(store).agent_did,
             ],
         )
         commands = ChatCommands(cfg, store, self.mailbox, processes, peek, hooks.register)

@@ -142,11 +142,13 @@ class TurnsToGateway:
         self._socket = socket
 
     async def __call__(self, agent_id: str, event: str, turn: Turn) -> None:
-        payload: dict[str, Any]
+        # The messages it carried and its session: its events say which turn was whose.
+        payload: dict[str, Any] = {"event_ids": turn.event_ids, "session_id": turn.session_id}
         if event == "TurnStart":
-            payload = {"prompt": turn.prompt}
+            payload["prompt"] = turn.prompt
         else:
-            payload = {"reply": turn.reply_text(), "stop_reason": turn.stop_reason}
+            payload |= {"reply": turn.reply_text(), "stop_reason": turn.stop_reason}
+            payload["error"] = turn.error
         try:
             async with GatewayClient(self._socket) as gateway:
                 await gateway.call(
@@ -154,6 +156,7 @@ class TurnsToGateway:
                     kind=KIND,
                     event=event,
                     agent_id=agent_id,
+                    session_id=turn.session_id,
                     at_ns=time.time_ns(),
                     payload=payload,
                 )

@@ -67,6 +67,7 @@ class Turn:
 
     event_ids: list[str]
     prompt: str = ""  # what the mailbox looks for: each message's header and first words
+    session_id: str | None = None
     reply: list[str] = field(default_factory=list)
     stop_reason: str | None = None
     error: str | None = None
@@ -182,7 +183,9 @@ class ProcessAgent:
         if self.state != "ready":
             raise NotReady(self.agent_id, self.state)
         assert self._process is not None and self.session_id is not None
-        turn = self._turn = Turn(event_ids=list(event_ids), prompt=needles)
+        turn = self._turn = Turn(
+            event_ids=list(event_ids), prompt=needles, session_id=self.session_id
+        )
         self._prompted = [*self._prompted, *event_ids][-PROMPTED_KEPT:]
         self._save()  # before the prompt leaves: a crash after it must not prompt it again
         self._set("busy", event="TurnStart", prompt=needles)
