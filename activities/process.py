@@ -74,10 +74,24 @@ class ProcessDoor:
             activity.logger.info("prompted %s with %d messages", agent_id, len(texts))
         return [outcomes[e.id] for e in events]
 
-    async def interrupt(self, agent_id: str, registration: Registration) -> bool:
-        """Cancel the agent's turn (ACP's `session/cancel`); False when no turn runs."""
+    async def interrupt(
+        self, agent_id: str, registration: Registration, *, new_session: bool = False
+    ) -> bool:
+        """Cancel the agent's turn (ACP's `session/cancel`); False when no turn runs. With
+        `new_session` (a chat's /clear), the agent then goes on in a new session."""
         agent = await self._agent(agent_id, registration)
-        return await agent.cancel()
+        if not new_session:
+            return await agent.cancel()
+        try:
+            await agent.new_session()
+        except Unavailable as exc:
+            raise ApplicationError(
+                f"process agent {agent_id}: {exc}",
+                type=errors.PANE_NOT_FOUND,
+                category=ApplicationErrorCategory.BENIGN,
+            ) from exc
+        activity.logger.info("%s goes on in a new session %s", agent_id, agent.session_id)
+        return True
 
     def registered(self, agent_id: str, registration: Registration) -> None:
         """A process agent registered on this host starts now, not at its first message: its

@@ -225,3 +225,26 @@ async def test_a_slow_start_lets_the_message_wait_and_a_stop_leaves_nothing_runn
 
 def running_pid(pid: int) -> bool:
     return Path(f"/proc/{pid}").exists()
+
+
+async def test_a_new_session_cancels_the_turn_is_kept_and_leaves_the_old_one(
+    running: tuple[ProcessAgent, Heard, Path],
+) -> None:
+    agent, heard, work = running
+    old = agent.session_id
+    await agent.submit(["e1"], "acp:hang", "e1")
+    await eventually(lambda: [e for e in log_of(work) if "prompt" in e])
+    await agent.new_session()
+    assert agent.state == "ready" and agent.session_id not in (None, old)
+    [(_, turn)] = [t for t in heard.turns if t[0] == "TurnEnd"]
+    assert turn.stop_reason == "cancelled"
+    kept = json.loads((work.parent / "sessions" / "a1.json").read_text())
+    assert kept["session_id"] == agent.session_id and kept["prompted"] == ["e1"]
+    assert (work / ".acp-agent-sessions" / f"{old}.json").exists()  # the agent's, untouched
+    # An agent whose process is not running opens its new session as it starts.
+    second = agent.session_id
+    await agent.stop(for_good=False)
+    await agent.new_session()
+    await eventually(lambda: agent.state == "ready" and agent.alive, timeout=10)
+    assert agent.session_id not in (None, old, second)
+    assert not [e for e in log_of(work) if "load_session" in e]

@@ -149,6 +149,8 @@ async def test_a_bad_start_is_refused_with_what_to_fix(stack: Stack, tmp_path: P
         await stack.call("start_agent", agent_id="nowhere", dir="relative", command=SCRIPTED)
     with pytest.raises(Exception, match="no process agent"):
         await stack.call("stop_agent", agent_id="never-started")
+    with pytest.raises(Exception, match="only a process agent's session is started anew"):
+        await stack.call("clear_agent", agent_id="never-started")
 
 
 async def test_the_cli_starts_and_stops_a_process_agent_and_says_what_is_missing(

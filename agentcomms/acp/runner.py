@@ -222,6 +222,29 @@ class ProcessAgent:
             asking.cancel()  # nobody is asked any more; the agent hears "cancelled"
         return True
 
+    async def new_session(self) -> None:
+        """Leave the session for a new one (a chat's ``/clear``): a turn running is cancelled
+        first. The old session is left as it is, the agent's to keep; the new one is kept from
+        now on, here and in the host's file, so a restart loads it."""
+        if await self.cancel() and self._turn_task is not None:
+            await asyncio.gather(self._turn_task, return_exceptions=True)
+        async with self._starting:
+            if self._process is None or not self.alive:
+                self.session_id = None  # the next start opens a new one
+                self._save()
+            else:
+                self._set("starting")
+                try:
+                    self.session_id = await self._process.new_session(self.spec.cwd)
+                except (ConnectionLost, RpcFailed, TimeoutError, AgentFailedToStart) as exc:
+                    self.last_error = f"could not open a new session: {exc}"
+                    self._set("offline", error=self.last_error)
+                    raise Unavailable(self.last_error) from exc
+                self._save()
+                self._set("ready")
+                return
+        self.start_soon()
+
     async def stop(self, *, for_good: bool = True) -> None:
         """End the process cleanly; its session stays kept for the next start. Not `for_good`
         (the worker shuts down): the next worker on this host starts it again."""

@@ -1,5 +1,5 @@
-"""Agents from a chat: an allowed sender's ``/new``, ``/agents``, ``/stop``, ``/esc`` and
-``/peek``, answered in the chat and never passed to an agent.
+"""Agents from a chat: an allowed sender's ``/new``, ``/agents``, ``/stop``, ``/esc``,
+``/peek`` and ``/clear``, answered in the chat and never passed to an agent.
 
 The inbox runs these after its allowlist, so a stranger's ``/new`` is refused like any of their
 messages. A chat names a folder and a kind, never a command: the folder must lie under one of
@@ -44,6 +44,7 @@ USAGE = {
     "stop": "/stop ID: stop a process agent (its session is kept)",
     "esc": "/esc ID: interrupt the agent's turn",
     "peek": "/peek ID: a pane's screen, or a process agent's last reply",
+    "clear": "/clear ID: a new session for a process agent (the old one is left)",
 }
 DEFAULT_KIND = "claude-code"
 # The agents /agents lists at most (a line each), so its answer is one chat message.
@@ -137,6 +138,7 @@ class ChatCommands:
                 "stop": self._stop,
                 "esc": self._esc,
                 "peek": self._peek,
+                "clear": self._clear,
             }[command.name]
             return await run(command.args, message)
         except (RpcError, ValueError) as exc:
@@ -253,6 +255,24 @@ class ChatCommands:
             )
         )
         return f"interrupting {agent.id}."
+
+    async def _clear(self, args: list[str], message: InboundMessage) -> str:
+        agent = await self._one_agent(args, "clear")
+        if agent.type != "process":
+            return (
+                f"{agent.id} runs in a tmux pane: its session is cleared there (its own /clear); "
+                "here only a process agent's is."
+            )
+        said = {
+            "reason": f"/clear from {message.channel_id}",
+            "source": message.provider,
+            "sender_id": message.sender_id,
+        }
+        await self._processes.clear(agent.id, message.channel_id, said)
+        return (
+            f"{agent.id} starts a new session; its old one is left as it was. A turn it was in "
+            "is cancelled first."
+        )
 
     async def _peek(self, args: list[str], message: InboundMessage) -> str:
         agent = await self._one_agent(args, "peek")
