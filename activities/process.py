@@ -16,7 +16,7 @@ from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from agentcomms import errors
 from agentcomms.acp.host import ProcessAgents
-from agentcomms.acp.runner import NotReady, ProcessAgent, Spec, Unavailable
+from agentcomms.acp.runner import NotReady, Picture, ProcessAgent, Spec, Unavailable
 from agentcomms.agents.state import NEEDLE_CHARS
 from agentcomms.bridge import sanitize
 from agentcomms.framing import framed, pane_text
@@ -39,6 +39,7 @@ class ProcessDoor:
         fresh = [e for e in events if not agent.prompted(e.id)]
         outcomes = {e.id: DeliveryOutcome(event_id=e.id, typed=False) for e in events}
         texts: list[str] = []
+        pictures: list[Picture] = []
         for event in fresh:
             text, framing = framed(event)
             clean = sanitize(text, max_chars=registration.max_chars + framing)
@@ -51,11 +52,14 @@ class ProcessDoor:
             )
             if clean.text:
                 texts.append(clean.text)
+                pictures += _pictures(event)
         if texts:
             # What the mailbox looks for in the report of the prompt, as it looks for a pane's.
             needles = "\n".join(" ".join(pane_text(e).split())[:NEEDLE_CHARS] for e in fresh)
             try:
-                await agent.submit([e.id for e in fresh], "\n".join(texts), needles)
+                await agent.submit(
+                    [e.id for e in fresh], "\n".join(texts), needles, pictures=pictures
+                )
             except NotReady as exc:
                 raise ApplicationError(
                     str(exc),
@@ -117,6 +121,17 @@ class ProcessDoor:
 
     async def _agent(self, agent_id: str, registration: Registration) -> ProcessAgent:
         return await self.agents.agent(agent_id, spec_of(registration))
+
+
+def _pictures(event: Event) -> list[Picture]:
+    """The image a (checked) message carries, saved in the agent's folder by the gateway."""
+    attachment = event.payload.get("attachment")
+    if not isinstance(attachment, dict):
+        return []
+    path, mime_type = attachment.get("path"), attachment.get("content_type")
+    if not isinstance(path, str) or not isinstance(mime_type, str):
+        return []
+    return [Picture(Path(path), mime_type)] if mime_type.startswith("image/") else []
 
 
 def spec_of(registration: Registration) -> Spec:

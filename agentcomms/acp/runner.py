@@ -16,6 +16,7 @@ registration allows it; otherwise it stays offline and says why.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import json
 import logging
@@ -46,6 +47,10 @@ SUBMIT_WAITS_S = 10.0
 RESTART_FIRST_S = 0.5
 RESTART_CAP_S = 60.0
 
+# An image larger than this goes as its saved path only: its base64 travels in one JSON line.
+IMAGE_BYTES = 10 * 1024 * 1024
+IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+
 Reporter = Callable[[str, HookReport], Awaitable[None]]
 # Who answers a permission request of the agent (its id, the request, its folder): the chosen
 # option's id, or None to answer "cancelled".
@@ -59,6 +64,15 @@ class Spec:
     command: tuple[str, ...]
     cwd: Path
     new_session_if_lost: bool = True
+
+
+@dataclass(frozen=True)
+class Picture:
+    """An image a human sent, saved in the agent's folder: a prompt carries it as an image block
+    where the agent takes them (its text always names the saved file's path)."""
+
+    path: Path
+    mime_type: str
 
 
 @dataclass
@@ -175,7 +189,14 @@ class ProcessAgent:
             self._watch = asyncio.create_task(self._watch_process(self._process))
             self._set("ready")
 
-    async def submit(self, event_ids: list[str], text: str, needles: str) -> None:
+    async def submit(
+        self,
+        event_ids: list[str],
+        text: str,
+        needles: str,
+        *,
+        pictures: Sequence[Picture] = (),
+    ) -> None:
         """Send one prompt carrying these messages; returns once the agent has it (the turn
         goes on beside). `needles` is what the mailbox looks for to call them submitted."""
         if not self.alive:
@@ -183,13 +204,15 @@ class ProcessAgent:
         if self.state != "ready":
             raise NotReady(self.agent_id, self.state)
         assert self._process is not None and self.session_id is not None
+        blocks: list[dict[str, Any]] = [{"type": "text", "text": text}]
+        if pictures and self._process.takes_images:
+            blocks += await asyncio.to_thread(image_blocks, pictures, self.spec.cwd)
         turn = self._turn = Turn(
             event_ids=list(event_ids), prompt=needles, session_id=self.session_id
         )
         self._prompted = [*self._prompted, *event_ids][-PROMPTED_KEPT:]
         self._save()  # before the prompt leaves: a crash after it must not prompt it again
         self._set("busy", event="TurnStart", prompt=needles)
-        blocks = [{"type": "text", "text": text}]
         self._turn_task = asyncio.create_task(self._run_turn(self._process, turn, blocks))
 
     def start_soon(self) -> asyncio.Task[None]:
@@ -426,6 +449,26 @@ class ProcessAgent:
         tmp = self._file.with_suffix(".tmp")
         tmp.write_text(json.dumps(kept))
         tmp.replace(self._file)
+
+
+def image_blocks(pictures: Sequence[Picture], cwd: Path) -> list[dict[str, Any]]:
+    """ACP image blocks of the pictures saved in the agent's attachments folder; one that is
+    elsewhere, of another type, too large or gone is left to the path its message names."""
+    folder = (cwd / ".agentcomms" / "attachments").resolve()
+    blocks = []
+    for picture in pictures:
+        path = picture.path.resolve()
+        try:
+            fits = path.is_relative_to(folder) and path.stat().st_size <= IMAGE_BYTES
+            data = path.read_bytes() if fits and picture.mime_type in IMAGE_TYPES else None
+        except OSError:
+            data = None
+        if data is None:
+            log.warning("%s goes as its path only (not a saved image within the cap)", path)
+            continue
+        encoded = base64.b64encode(data).decode("ascii")
+        blocks.append({"type": "image", "mimeType": picture.mime_type, "data": encoded})
+    return blocks
 
 
 def _cancelling() -> bool:
