@@ -26,6 +26,7 @@ from gateway.agents.hooks import AgentHookMethods, PaneAgents
 from gateway.agents.mirror import ReplyMirror
 from gateway.agents.peek import AgentPeek
 from gateway.agents.processes import ProcessAgentMethods, start_configured
+from gateway.agents.starting import NewAgents
 from gateway.agents.turns import TurnLog
 from gateway.approvals.chat_answers import ChatAnswers
 from gateway.approvals.chat_posts import ApprovalChats
@@ -131,7 +132,11 @@ class Gateway:
                 TurnLog(store).agent_did,
             ],
         )
-        commands = ChatCommands(cfg, store, self.mailbox, processes, peek, hooks.register)
+        # A new agent by id, folder and kind: a chat's /new, the console's New agent form.
+        self.new_agents = NewAgents(cfg, store, processes)
+        commands = ChatCommands(
+            cfg, store, self.mailbox, processes, peek, hooks.register, self.new_agents
+        )
         answers = ChatAnswers(
             cfg,
             store,

@@ -22,7 +22,8 @@ from agentcomms.agents.install import Target
 from agentcomms.agents.install_agents import plan
 from agentcomms.config import Config
 from agentcomms.models import Agent
-from gateway.chat.commands import Command, parse, under_roots
+from gateway.agents.starting import under_roots
+from gateway.chat.commands import Command, parse
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.telegram import FakeTelegram
 from tests.support import acp_agent
