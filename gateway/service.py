@@ -278,10 +278,12 @@ class Gateway:
             shared_queue=self.cfg.temporal.task_queue,
             deployment=str(self.cfg.server.socket()),
             panes=self.agent_panes,
+            new_agents=self.new_agents,
         )
         if not await _listening(console.start, "the console is not served"):
             return
         self.console = console
+        self.hooks.observers.append(console.turns.agent_did)
         self.methods.console_address = console.address
 
     def _call_routes(self) -> list[Any]:

@@ -92,6 +92,7 @@ class Turn:
 
 # Who hears a turn start ("TurnStart") and end ("TurnEnd"): the mirror of its reply to a chat.
 TurnObserver = Callable[[str, str, Turn], Awaitable[None]]
+# Who hears each update of a turn as it streams (the console's view of it).
 UpdateObserver = Callable[[str, Update], None]
 
 
@@ -361,7 +362,9 @@ class ProcessAgent:
 
     def _on_update(self, update: Update) -> None:
         turn = self._turn
-        if turn is not None and update.kind == "agent_message_chunk" and update.text:
+        if turn is None:
+            return  # a loaded session's replay, not a turn of now
+        if update.kind == "agent_message_chunk" and update.text:
             turn.reply.append(update.text)
         for observer in self._updated:
             observer(self.agent_id, update)

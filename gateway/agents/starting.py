@@ -94,5 +94,5 @@ class NewAgents:
         try:
             params = StartAgentParams(agent_id=agent_id, dir=str(resolved), command=command)
         except ValidationError as exc:
-            raise ValueError(f"not started: {exc.errors()[0]['msg']}") from None
+            raise ValueError(exc.errors()[0]["msg"]) from None
         return await self._processes.start_agent(params), resolved
