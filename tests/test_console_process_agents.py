@@ -2,7 +2,8 @@
 on one stack: the New agent form starts one (the scripted ACP agent, a real process) in a
 folder under acp.roots, of a kind the operator named, through the checks a chat's /new goes
 through, and says why it refuses a folder outside them; the agent's page shows its turn as it
-streams (its words, its tool calls), still there after a reload mid-turn, then how it ended.
+streams (its words, its tool calls), still there after a reload mid-turn, then how it ended,
+and its buttons start a new session and stop it.
 What a page is told of a turn's updates is tested first, as units."""
 
 from __future__ import annotations
@@ -176,3 +177,18 @@ async def test_the_agents_page_shows_its_turn_as_it_streams_and_how_it_ended(
     await expect(page.locator("#timeline .item-system").first).to_contain_text(
         "turn ended: end_turn (1 message)", timeout=SHOWN_S
     )
+
+    # Its buttons: a new session (the old one left), then a stop.
+    await page.get_by_role("button", name="New session").click()
+    await expect(page.locator("form.actions output").first).to_have_text(
+        "a new session starts; the old one is left as it was", timeout=SHOWN_S
+    )
+    await eventually(lambda: len(sessions(tmp_path)) == 2, timeout=30)
+    await page.get_by_role("button", name="Stop").click()
+    state = page.locator(f'p.facts[data-agent="{agent}"] [data-field="state"]')
+    await expect(state).to_have_text("offline", timeout=SHOWN_S)
+    assert [e for e in log_of(tmp_path) if e.get("stdin_closed")]
+
+
+def sessions(folder: Path) -> list[str]:
+    return [e["new_session"] for e in log_of(folder) if "new_session" in e]

@@ -76,7 +76,7 @@ def _addresses(stack: Stack, agent: str) -> list[tuple[str, str]]:
     """Every route of the console (its static files aside) as (method, address), its
     parameters filled in."""
     filled = {"agent_id": agent, "event_id": "evt_01", "approval_id": "ABCD", "call_id": "c1",
-              "file": "1.wav"}  # fmt: skip
+              "file": "1.wav", "action": "interrupt"}  # fmt: skip
     base = console_address(stack, token=False).rstrip("/")
     routes = [r for r in _console(stack).server.app.routes if isinstance(r, Route)]
     return [

@@ -167,6 +167,9 @@ async def test_the_cli_starts_and_stops_a_process_agent_and_says_what_is_missing
     assert (await send(stack, agent, "from the terminal", wait=True, timeout=30))["status"] == (
         "submitted"
     )
+    cleared = await cli(home, "agents", "clear", agent)
+    assert cleared.returncode == 0 and f"{agent} starts a new session" in cleared.stdout
+    await eventually(lambda: len([e for e in log_of(work) if "new_session" in e]) == 2)
     ended = await cli(home, "agents", "stop", agent)
     assert ended.returncode == 0 and f"stopped {agent}" in ended.stdout, ended.stderr
     await eventually(lambda: state_is(stack, agent, "offline"))

@@ -1,8 +1,9 @@
 """The console's routes: the agents page, an agent's page, a trace, a page's event stream, and
-the POSTs that answer an approval, send a message, interrupt or start a new agent.
+the POSTs that answer an approval, send a message, interrupt, clear or stop an agent, or start a
+new one.
 
-Each change goes through the gateway's own path: a message and an interrupt through the socket
-methods `agentcomms send` and `interrupt` call (declared in :class:`gateway.messages.methods.Methods`), an answer
+Each change goes through the gateway's own path: a message, an interrupt, a new session or a stop
+through the socket methods `agentcomms send`, `interrupt`, `agents clear` and `agents stop` call (declared in :class:`gateway.messages.methods.Methods`), an answer
 through the approvals' one decide path (:class:`gateway.approvals.methods.ApprovalMethods`, via
 ``console``), so the first answer wins and every other surface hears of it; a new agent through
 the checks a chat's /new goes through (:class:`gateway.agents.starting.NewAgents`).
@@ -71,6 +72,8 @@ BEHAVIORS: dict[str, Behavior] = {
     "deny": "deny",
     "answer": "answer",
 }
+# An agent page's buttons, each the socket method it calls.
+ACTIONS = {"interrupt": "interrupt", "clear": "clear_agent", "stop": "stop_agent"}
 TIMELINE = 100
 CALLS = 50
 # A page's stream says it is alive this often, so proxies and browsers keep it open for days.
@@ -125,7 +128,7 @@ class ConsoleApp:
             Route("/approvals/{approval_id}", self._changes(self.decide), methods=["POST"]),
             Route("/new-agent", self._changes(self.new_agent), methods=["POST"]),
             Route("/agents/{agent_id}/send", self._changes(self.send), methods=["POST"]),
-            Route("/agents/{agent_id}/interrupt", self._changes(self.interrupt), methods=["POST"]),
+            Route("/agents/{agent_id}/{action}", self._changes(self.act), methods=["POST"]),
             Route("/agents/{agent_id}/sent/{event_id}", guarded(self.sent)),
             Mount("/static", StaticFiles(directory=STATIC), name="static"),
         ]
@@ -381,9 +384,14 @@ class ConsoleApp:
             return JSONResponse(result, headers=HEADERS)
         return RedirectResponse(f"/agents/{agent_id}", 303, headers=HEADERS)
 
-    async def interrupt(self, request: Request, form: dict[str, str]) -> Response:
+    async def act(self, request: Request, form: dict[str, str]) -> Response:
+        """An agent page's button: interrupt it, or, for a process agent, start a new session
+        or stop it, each through its socket method."""
         agent_id = _agent(request)
-        result = await self._methods.call("interrupt", {"agent_id": agent_id}, THE_CONSOLE)
+        method = ACTIONS.get(request.path_params["action"])
+        if method is None:
+            return _said(f"no such action; an agent's are: {', '.join(ACTIONS)}", 404)
+        result = await self._methods.call(method, {"agent_id": agent_id}, THE_CONSOLE)
         if _wants_json(request):
             return JSONResponse(result, headers=HEADERS)
         return RedirectResponse(f"/agents/{agent_id}", 303, headers=HEADERS)

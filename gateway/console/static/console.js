@@ -225,6 +225,14 @@
       if (card && data.html) { card.outerHTML = data.html; return; }
       // A new agent started: its own page, where its turns show.
       if (data.page) { location.href = data.page; return; }
+      // An agent's button: what it did, in words.
+      if (form.matches(".actions")) {
+        if (output) {
+          output.textContent = data.stopped ? "stopped; messages to it wait for its next start"
+            : data.new_session ? "a new session starts; the old one is left as it was" : "";
+        }
+        return;
+      }
       if (output && data.event_id) output.textContent = data.event_id + ": " + data.status;
       const message = form.querySelector("textarea");
       if (message) message.value = "";
@@ -235,7 +243,8 @@
       }
     } catch (err) {
       const what = form.closest("section.approval") ? "not answered: "
-        : form.matches(".new-agent") ? "not started: " : "not sent: ";
+        : form.matches(".new-agent") ? "not started: "
+          : form.matches(".actions") ? "not done: " : "not sent: ";
       if (output) output.textContent = what + err.message;
       else alert(err.message);
     }
