@@ -16,7 +16,8 @@ from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from agentcomms import errors
 from agentcomms.acp.host import ProcessAgents
-from agentcomms.acp.runner import NotReady, Picture, ProcessAgent, Spec, Unavailable
+from agentcomms.acp.pictures import Picture
+from agentcomms.acp.runner import NotReady, ProcessAgent, Spec, Unavailable
 from agentcomms.agents.state import NEEDLE_CHARS
 from agentcomms.bridge import sanitize
 from agentcomms.framing import framed, pane_text

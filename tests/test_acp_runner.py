@@ -17,7 +17,8 @@ import pytest
 
 from agentcomms.acp.client import PermissionAsk
 from agentcomms.acp.host import ProcessAgents
-from agentcomms.acp.runner import NotReady, Picture, ProcessAgent, Spec, Turn, Unavailable
+from agentcomms.acp.pictures import Picture
+from agentcomms.acp.runner import NotReady, ProcessAgent, Spec, Turn, Unavailable
 from agentcomms.agents.state import HookReport
 from tests.support import acp_agent
 from tests.support.acp_agent import log_of

@@ -16,7 +16,6 @@ registration allows it; otherwise it stays offline and says why.
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import json
 import logging
@@ -29,6 +28,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from agentcomms.acp.client import AcpProcess, AgentFailedToStart, PermissionAsk, Update
+from agentcomms.acp.pictures import Picture, image_blocks
 from agentcomms.acp.rpc import ConnectionLost, RpcFailed
 from agentcomms.agents.state import HookReport
 
@@ -45,11 +45,9 @@ REPLY_CHARS = 20_000
 SUBMIT_WAITS_S = 10.0
 # After its process died, an agent is started again this soon, then less often while it fails.
 RESTART_FIRST_S = 0.5
+# How long a new session waits for the turn it cancelled to end.
+CANCEL_WAITS_S = 5.0
 RESTART_CAP_S = 60.0
-
-# An image larger than this goes as its saved path only: its base64 travels in one JSON line.
-IMAGE_BYTES = 10 * 1024 * 1024
-IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 
 Reporter = Callable[[str, HookReport], Awaitable[None]]
 # Who answers a permission request of the agent (its id, the request, its folder): the chosen
@@ -64,15 +62,6 @@ class Spec:
     command: tuple[str, ...]
     cwd: Path
     new_session_if_lost: bool = True
-
-
-@dataclass(frozen=True)
-class Picture:
-    """An image a human sent, saved in the agent's folder: a prompt carries it as an image block
-    where the agent takes them (its text always names the saved file's path)."""
-
-    path: Path
-    mime_type: str
 
 
 @dataclass
@@ -251,7 +240,8 @@ class ProcessAgent:
         first. The old session is left as it is, the agent's to keep; the new one is kept from
         now on, here and in the host's file, so a restart loads it."""
         if await self.cancel() and self._turn_task is not None:
-            await asyncio.gather(self._turn_task, return_exceptions=True)
+            # An agent that does not end its cancelled turn gets its new session all the same.
+            await asyncio.wait({self._turn_task}, timeout=CANCEL_WAITS_S)
         async with self._starting:
             if self._process is None or not self.alive:
                 self.session_id = None  # the next start opens a new one
@@ -452,26 +442,6 @@ class ProcessAgent:
         tmp = self._file.with_suffix(".tmp")
         tmp.write_text(json.dumps(kept))
         tmp.replace(self._file)
-
-
-def image_blocks(pictures: Sequence[Picture], cwd: Path) -> list[dict[str, Any]]:
-    """ACP image blocks of the pictures saved in the agent's attachments folder; one that is
-    elsewhere, of another type, too large or gone is left to the path its message names."""
-    folder = (cwd / ".agentcomms" / "attachments").resolve()
-    blocks = []
-    for picture in pictures:
-        path = picture.path.resolve()
-        try:
-            fits = path.is_relative_to(folder) and path.stat().st_size <= IMAGE_BYTES
-            data = path.read_bytes() if fits and picture.mime_type in IMAGE_TYPES else None
-        except OSError:
-            data = None
-        if data is None:
-            log.warning("%s goes as its path only (not a saved image within the cap)", path)
-            continue
-        encoded = base64.b64encode(data).decode("ascii")
-        blocks.append({"type": "image", "mimeType": picture.mime_type, "data": encoded})
-    return blocks
 
 
 def _cancelling() -> bool:
