@@ -1,8 +1,8 @@
 """Agents from a chat: the rules of `/new` (a folder under the roots once symlinks and `..`
 are resolved, a kind and never a command) as units, then one stack where Alice starts a
 process agent from Telegram (the scripted ACP agent, a real process), lists, talks to,
-peeks at, interrupts and stops it, peeks at a real tmux pane, and a stranger's `/new` starts
-nothing."""
+peeks at, interrupts, clears (a new session) and stops it, peeks at a real tmux pane, and a
+stranger's `/new` starts nothing, nor does their `/clear`."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """A process agent end to end through one stack: started by the gateway's `start_agent`, run
 by the host's worker, its messages prompted over ACP (the project's scripted ACP agent, a real
 process), its state exact, an interrupt a `session/cancel`, a death mid-turn survived with its
-session loaded, and `stop_agent` ending it."""
+session loaded, each turn's beginning and end in its events and `trace`, `clear_agent` (and
+`agents clear`) giving it a new session, and `stop_agent` ending it."""
 
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from agentcomms.ids import new_event_id
 from agentcomms.models import Event, utcnow
-from agentcomms.store import Store
+from agentcomms.store import PROJECTION_UNAVAILABLE, Store
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +52,12 @@ class TurnLog:
         which = EVENTS.get(event)
         if which is None:
             return
+        try:
+            await self._record(agent_id, which, payload)
+        except PROJECTION_UNAVAILABLE as exc:  # the turn goes on; the others still hear of it
+            log.warning("%s: its turn's %s not recorded: %s", agent_id, which, exc)
+
+    async def _record(self, agent_id: str, which: str, payload: dict[str, Any]) -> None:
         agent = await self._store.get_agent(agent_id)
         if agent is None or agent.type != "process":
             return
