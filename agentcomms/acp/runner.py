@@ -45,9 +45,9 @@ REPLY_CHARS = 20_000
 SUBMIT_WAITS_S = 10.0
 # After its process died, an agent is started again this soon, then less often while it fails.
 RESTART_FIRST_S = 0.5
+RESTART_CAP_S = 60.0
 # How long a new session waits for the turn it cancelled to end.
 CANCEL_WAITS_S = 5.0
-RESTART_CAP_S = 60.0
 
 Reporter = Callable[[str, HookReport], Awaitable[None]]
 # Who answers a permission request of the agent (its id, the request, its folder): the chosen
@@ -191,12 +191,12 @@ class ProcessAgent:
         goes on beside). `needles` is what the mailbox looks for to call them submitted."""
         if not self.alive:
             await self._started_in_time()
+        blocks: list[dict[str, Any]] = [{"type": "text", "text": text}]
+        if pictures and self._process is not None and self._process.takes_images:
+            blocks += await asyncio.to_thread(image_blocks, pictures, self.spec.cwd)
         if self.state != "ready":
             raise NotReady(self.agent_id, self.state)
         assert self._process is not None and self.session_id is not None
-        blocks: list[dict[str, Any]] = [{"type": "text", "text": text}]
-        if pictures and self._process.takes_images:
-            blocks += await asyncio.to_thread(image_blocks, pictures, self.spec.cwd)
         turn = self._turn = Turn(
             event_ids=list(event_ids), prompt=needles, session_id=self.session_id
         )
