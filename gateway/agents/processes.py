@@ -110,7 +110,7 @@ class ProcessAgentMethods:
         """Start a new session for a process agent (its turn, if one runs, is cancelled first);
         the old session is left as it was."""
         event_id = await self.clear(
-            p.agent_id, LOCAL_CHANNEL, {"reason": p.reason, "source": "cli"}
+            p.agent_id, LOCAL_CHANNEL, {"reason": p.reason or "a new session", "source": "cli"}
         )
         return {"agent_id": p.agent_id, "event_id": event_id, "new_session": True}
 

@@ -23,6 +23,9 @@ from agentcomms.store import Store
 from gateway.agents.processes import ProcessAgentMethods, StartAgentParams
 
 DEFAULT_KIND = "claude-code"
+# A new agent's row is written by its mailbox a moment after its start: looked for this many
+# times, a tenth of a second apart, before the start is answered anyway.
+ROW_WAITS = 50
 
 
 def under_roots(folder: str, roots: list[Path]) -> Path:
@@ -88,11 +91,17 @@ class NewAgents:
         return command
 
     async def start(self, agent_id: str, folder: str, kind: str) -> tuple[dict[str, Any], Path]:
-        """Start a new process agent headless (`start_agent`): its answer, and its folder."""
+        """Start a new process agent headless (`start_agent`): its answer, and its folder; once
+        its mailbox wrote its row, so it is listed (and has a console page) at once."""
         resolved = await self.checked(agent_id, folder)
         command = await self.kind_command(kind)
         try:
             params = StartAgentParams(agent_id=agent_id, dir=str(resolved), command=command)
         except ValidationError as exc:
             raise ValueError(exc.errors()[0]["msg"]) from None
-        return await self._processes.start_agent(params), resolved
+        started = await self._processes.start_agent(params)
+        for _ in range(ROW_WAITS):
+            if await self._store.get_agent(agent_id) is not None:
+                break
+            await asyncio.sleep(0.1)
+        return started, resolved

@@ -2,9 +2,10 @@
 the POSTs that answer an approval, send a message, interrupt, clear or stop an agent, or start a
 new one.
 
-Each change goes through the gateway's own path: a message, an interrupt, a new session or a stop
-through the socket methods `agentcomms send`, `interrupt`, `agents clear` and `agents stop` call (declared in :class:`gateway.messages.methods.Methods`), an answer
-through the approvals' one decide path (:class:`gateway.approvals.methods.ApprovalMethods`, via
+Each change goes through the gateway's own path: a message, an interrupt, a new session or a
+stop through the socket methods `agentcomms send`, `interrupt`, `agents clear` and `agents stop`
+call (:class:`gateway.messages.methods.Methods`, :class:`gateway.agents.processes.ProcessAgentMethods`),
+an answer through the approvals' one decide path (:class:`gateway.approvals.methods.ApprovalMethods`, via
 ``console``), so the first answer wins and every other surface hears of it; a new agent through
 the checks a chat's /new goes through (:class:`gateway.agents.starting.NewAgents`).
 """
@@ -79,9 +80,6 @@ CALLS = 50
 # A page's stream says it is alive this often, so proxies and browsers keep it open for days.
 KEEPALIVE_S = 15.0
 SENT_WAIT_S = 20.0
-# A new agent's row is written by its mailbox a moment after its start: looked for this often,
-# a tenth of a second apart, before its page is offered anyway.
-ROW_WAITS = 50
 
 Handler = Callable[[Request], Awaitable[Response]]
 
@@ -361,16 +359,12 @@ class ConsoleApp:
 
     async def new_agent(self, request: Request, form: dict[str, str]) -> Response:
         """The New agent form: an id, a folder under acp.roots and a kind, started headless as a
-        chat's /new starts one; answered once its row shows, so its page is there to open."""
+        chat's /new starts one."""
         agent_id, folder = form.get("agent_id", "").strip(), form.get("dir", "").strip()
         try:
             result, _ = await self._new_agents.start(agent_id, folder, form.get("kind", ""))
         except ValueError as exc:
             raise RpcError(INVALID_PARAMS, str(exc)) from None
-        for _ in range(ROW_WAITS):
-            if await self._store.get_agent(agent_id) is not None:
-                break
-            await asyncio.sleep(0.1)
         page = f"/agents/{agent_id}"
         if _wants_json(request):
             return JSONResponse({**result, "page": page}, headers=HEADERS)
