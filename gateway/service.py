@@ -26,6 +26,8 @@ from gateway.agents.hooks import AgentHookMethods, PaneAgents
 from gateway.agents.mirror import ReplyMirror
 from gateway.agents.peek import AgentPeek
 from gateway.agents.processes import ProcessAgentMethods, start_configured
+from gateway.agents.starting import NewAgents
+from gateway.agents.turns import TurnLog
 from gateway.approvals.chat_answers import ChatAnswers
 from gateway.approvals.chat_posts import ApprovalChats
 from gateway.approvals.methods import ApprovalMethods
@@ -126,9 +128,15 @@ class Gateway:
                 approvals.agent_did,
                 self.notify.agent_did,
                 peek.agent_did,
+                # A process agent's turns, begun and ended, in its events.
+                TurnLog(store).agent_did,
             ],
         )
-        commands = ChatCommands(cfg, store, self.mailbox, processes, peek, hooks.register)
+        # A new agent by id, folder and kind: a chat's /new, the console's New agent form.
+        self.new_agents = NewAgents(cfg, store, processes)
+        commands = ChatCommands(
+            cfg, store, self.mailbox, processes, peek, hooks.register, self.new_agents
+        )
         answers = ChatAnswers(
             cfg,
             store,
@@ -270,10 +278,12 @@ class Gateway:
             shared_queue=self.cfg.temporal.task_queue,
             deployment=str(self.cfg.server.socket()),
             panes=self.agent_panes,
+            new_agents=self.new_agents,
         )
         if not await _listening(console.start, "the console is not served"):
             return
         self.console = console
+        self.hooks.observers.append(console.turns.agent_did)
         self.methods.console_address = console.address
 
     def _call_routes(self) -> list[Any]:

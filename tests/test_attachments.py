@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import stat
 import sys
+from base64 import b64decode
 from pathlib import Path
 from typing import Any
 
@@ -364,15 +365,16 @@ async def test_a_discord_file_from_alice_is_saved_and_typed_and_the_agent_attach
         assert discord.attached_to(discord.sent[-1]) == [("summary.md", b"# Summary\n")]
 
 
-async def test_a_process_agent_gets_a_telegram_document_in_its_own_folder(
+async def test_a_process_agent_gets_a_document_in_its_own_folder_and_a_photo_as_an_image(
     temporal_env: WorkflowEnvironment, tmp_path: Path, telegram: FakeTelegram, agent: str
 ) -> None:
     folder = tmp_path / "project"
     folder.mkdir()
+    takes_images = [*SCRIPTED, "--images"]  # its `initialize` says promptCapabilities.image
     async with running_stack(
         temporal_env.client, tmp_path, configure=with_telegram(telegram, agent)
     ) as stack:
-        await stack.call("start_agent", agent_id=agent, dir=str(folder), command=SCRIPTED)
+        await stack.call("start_agent", agent_id=agent, dir=str(folder), command=takes_images)
         await eventually(lambda: _ready(stack, agent), timeout=30)
         await connected(stack, "telegram")
 
@@ -383,6 +385,17 @@ async def test_a_process_agent_gets_a_telegram_document_in_its_own_folder(
             lambda: any(str(saved) in e.get("prompt", "") for e in log_of(folder)), timeout=30
         )
         assert saved.read_text() == "TODO: ship\n"
+        [document] = [e for e in log_of(folder) if str(saved) in e.get("prompt", "")]
+        assert "images" not in document  # a document is its path only
+        await eventually(lambda: _ready(stack, agent))
+
+        update = telegram.human_sends_file(CHAT, JPEG, kind="photo", caption="the bug, see?")
+        photo = folder / FOLDER / f"{update_event(update)}.jpg"
+        [prompted] = await eventually(
+            lambda: [e for e in log_of(folder) if str(photo) in e.get("prompt", "")], timeout=30
+        )
+        [image] = prompted["images"]
+        assert image["mimeType"] == "image/jpeg" and b64decode(image["data"]) == JPEG
 
 
 async def _ready(stack: Stack, agent: str) -> bool:
