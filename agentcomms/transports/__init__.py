@@ -70,7 +70,8 @@ class Abilities:
     whole_text: bool = False
     # Its messages pass through the provider's servers: what looks like a secret is hidden.
     remote: bool = True
-    # An agent's message may carry files, sent as the provider's attachments (``send_file``).
+    # An agent's message may carry files, sent as the provider's attachments (``send_file``
+    # after the text, or ``send_attached`` with it).
     files: bool = False
 
 
@@ -88,7 +89,8 @@ ABILITIES: dict[str, Abilities] = {
     "ntfy": Abilities(answers="push"),
     # IRC has no files but DCC, a direct connection to the human's machine.
     "irc": Abilities(answers="codes"),
-    "email": Abilities(answers="codes", whole_text=True),
+    # Files attached to the message itself (``send_attached``).
+    "email": Abilities(answers="codes", whole_text=True, files=True),
 }
 
 

@@ -211,9 +211,12 @@ async def recording_pane(
     return out
 
 
-async def register_recorder(stack: Stack, tmux: Tmux, tmp_path: Path, agent: str) -> Path:
-    """A recorder pane registered as `agent`'s, the agent online; returns the file its bytes land in."""
-    target, out = recorder(tmux, tmp_path, agent)
+async def register_recorder(
+    stack: Stack, tmux: Tmux, tmp_path: Path, agent: str, *, folder: Path | None = None
+) -> Path:
+    """A recorder pane registered as `agent`'s, the agent online, working in `folder` if given;
+    returns the file its bytes land in."""
+    target, out = recorder(tmux, tmp_path, agent, folder=folder)
     # Text typed before `stty raw` runs would be cooked (CR read as LF): wait for cat first.
     await eventually(lambda: pane_command(tmux, target) == "cat", timeout=5)
     await register(stack, agent, tmux, target, submit_delay_ms=0)
