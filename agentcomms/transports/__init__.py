@@ -73,6 +73,9 @@ class Abilities:
     # An agent's message may carry files, sent as the provider's attachments (``send_file``
     # after the text, or ``send_attached`` with it).
     files: bool = False
+    # Each approval is a thread of its own: the request's start and its buttons in the chat,
+    # the rest of it and how it ended in the thread, apart from the chat's other messages.
+    threads: bool = False
 
 
 ABILITIES: dict[str, Abilities] = {
@@ -83,7 +86,7 @@ ABILITIES: dict[str, Abilities] = {
     "sms": Abilities(answers="codes", billed=True),
     # Block Kit buttons; a request's text goes in plain_text sections, never read as markup.
     # Files shared in the chat (uploaded with files_upload_v2), in the text's thread.
-    "slack": Abilities(answers="buttons", files=True),
+    "slack": Abilities(answers="buttons", files=True, threads=True),
     # A notification carries nothing back but its actions' posts (gateway/approvals/push.py),
     # and no files: ntfy's attachments are links anyone holding them can open.
     "ntfy": Abilities(answers="push"),

@@ -16,7 +16,11 @@ characters), each provider its own way:
 - Telegram: in pieces at its 4,096-character limit, the buttons under the last. Most plans fit
   in one or two messages; a message reads where it arrives, where a document would open in
   another viewer, away from the buttons.
-- Slack: as Telegram, at 3,000 characters (a Block Kit section's), shown as plain text.
+- Slack: each approval a thread of its own. Its first message, in the channel, shows the start
+  of the request (3,000 characters, a Block Kit section's, as plain text) with the buttons; the
+  rest follows in its thread, and once decided the thread is told how, as the first message is
+  updated. A channel with several agents' approvals keeps each apart from the others and from
+  the conversation.
 - Discord: one message with the buttons, showing the start, and the whole request attached as
   a text file. At 2,000 characters a plan would run to many messages, mixed with whatever else
   the channel says; Discord previews a text file in the channel and opens it whole in place.
@@ -71,6 +75,7 @@ log = logging.getLogger(__name__)
 # Of a chat's limit, what is kept for the lines under a request (its id, how to answer; once
 # decided, who answered how), so the pieces before stay the same when the last is edited.
 FOOTER_ROOM = 400
+CONTINUED = "[…continued in this message's thread]"
 DECIDED_KEPT = 256
 
 
@@ -142,8 +147,8 @@ class ApprovalChats:
 
     async def settle_post(self, view: ApprovalView, post: ApprovalPost) -> None:
         """Tell one chat how it was decided: its buttons, shown again by a press that crossed
-        the decision, go."""
-        await self._tell(view, post)
+        the decision, go (its thread was told already)."""
+        await self._tell(view, post, thread=False)
 
     async def drain(self) -> None:
         """Wait for the posts and edits under way (a test, or the gateway closing)."""
@@ -216,8 +221,18 @@ class ApprovalChats:
         under = footer(request)
         if hidden is not None:
             under = f"(approval {request.id})\n{reply_with(request, hidden=hidden)}"
-        pieces, attached = shown_with_buttons(request, under, provider, sender.max_chars)
         offered = buttons(request) if hidden is None else []
+        if abilities(provider).threads:
+            root, rest = threaded_with_buttons(request, under, sender.max_chars)
+            root_id = await (
+                cast(ButtonSender, sender).send_buttons(chat, root, offered)
+                if offered
+                else sender.send_text(chat, root)
+            )
+            for piece in rest:
+                await sender.send_text(chat, piece, reply_to=root_id)
+            return root_id
+        pieces, attached = shown_with_buttons(request, under, provider, sender.max_chars)
         for piece in pieces[:-1]:
             await sender.send_text(chat, piece)
         if attached is not None:
@@ -238,12 +253,17 @@ class ApprovalChats:
         for post in posts:
             await self._tell(view, post)
 
-    async def _tell(self, view: ApprovalView, post: ApprovalPost) -> None:
+    async def _tell(self, view: ApprovalView, post: ApprovalPost, *, thread: bool = True) -> None:
         r = view.request
         provider, chat = post.provider, post.chat_id
         sender = as_agent(self._sender(provider), r.agent_id)
         try:
-            if abilities(provider).answers == "buttons":
+            if abilities(provider).threads:
+                root, _ = threaded_with_buttons(r, settled_footer(view), sender.max_chars)
+                await cast(ButtonSender, sender).edit_text(chat, post.message_id, root)
+                if thread:  # those who follow the thread hear how it ended
+                    await sender.send_text(chat, outcome(view), reply_to=post.message_id)
+            elif abilities(provider).answers == "buttons":
                 pieces, _ = shown_with_buttons(r, settled_footer(view), provider, sender.max_chars)
                 await cast(ButtonSender, sender).edit_text(chat, post.message_id, pieces[-1])
             else:
@@ -271,6 +291,18 @@ def shown_with_buttons(
     pieces = split_text(shown, room)
     pieces[-1] = f"{pieces[-1]}\n\n{under}"
     return pieces, None
+
+
+def threaded_with_buttons(
+    request: ApprovalRequest, under: str, max_chars: int
+) -> tuple[str, list[str]]:
+    """Where each approval is a thread of its own: the message that starts it (the request's
+    start, `under` it, the buttons on it) and the rest of the request, in order, for its
+    thread. What looks like a secret is hidden, saying so in place."""
+    pieces = split_text(asks(shown_remotely(request)), max_chars - FOOTER_ROOM)
+    if len(pieces) == 1:
+        return f"{pieces[0]}\n\n{under}", []
+    return f"{pieces[0]}\n\n{CONTINUED}\n\n{under}", pieces[1:]
 
 
 # Discord renders a message's content as markdown: a spoiler (||…||) draws text as a bar, a
