@@ -28,6 +28,7 @@ from gateway.agents.peek import AgentPeek
 from gateway.agents.processes import ProcessAgentMethods, start_configured
 from gateway.approvals.chat_answers import ChatAnswers
 from gateway.approvals.chat_posts import ApprovalChats
+from gateway.approvals.email_links import EmailLinks, link_tokens
 from gateway.approvals.methods import ApprovalMethods
 from gateway.approvals.phone import ApprovalCalls
 from gateway.approvals.push import PushAnswers, tokens_for
@@ -103,12 +104,15 @@ class Gateway:
         self.calls = CallControl(cfg, client, store, self.key)
         panes = PaneAgents(store, self.host)
         push_tokens = tokens_for(self.key)
-        self.approval_chats = ApprovalChats(cfg, store, push_tokens)
+        links = link_tokens(self.key)
+        self.approval_chats = ApprovalChats(cfg, store, push_tokens, links)
         self.approvals = approvals = ApprovalMethods(
             cfg, client, self.key, panes, self.approval_chats, store
         )
-        # A notification's buttons come back here, to the one decide path.
+        # A notification's buttons come back here, to the one decide path; and an email's
+        # one-time links, through the published console.
         self.push_answers = PushAnswers(cfg, push_tokens, store, approvals.view, approvals.decide)
+        self.email_links = EmailLinks(cfg, links, store, approvals.view, approvals.decide)
         # A tool that ran answers its approval; a turn's reply goes back to its chat.
         mirror = ReplyMirror(cfg, store, self.outbox)
         # One-way notifications to the human's ntfy topic: turns ended, agents gone, asks.
@@ -270,6 +274,7 @@ class Gateway:
             shared_queue=self.cfg.temporal.task_queue,
             deployment=str(self.cfg.server.socket()),
             panes=self.agent_panes,
+            published=self.email_links.routes() if self.cfg.console.public_url else [],
         )
         if not await _listening(console.start, "the console is not served"):
             return

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import imaplib
+import re
 import smtplib
 import ssl
 import uuid
@@ -17,10 +18,11 @@ from email.utils import make_msgid
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
-from agentcomms.config import Config
+from agentcomms.config import Config, ConsoleConfig
 from agentcomms.errors import (
     AttachmentRefused,
     ChatProviderUnavailable,
@@ -55,6 +57,7 @@ pytestmark = pytest.mark.skipif(binaries_missing() is not None, reason=str(binar
 AGENTS = MailServers.address("agents")
 HUMAN = MailServers.address("human")
 STRANGER = MailServers.address("stranger")
+CONSOLE = "https://console.example.test"
 PDF = b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n"
 
 
@@ -486,7 +489,9 @@ async def test_the_whole_path_an_approval_answered_by_reply_a_message_typed_and_
                 "allowed_senders": {"email": [HUMAN]},
             }
         )
-        return cfg.model_copy(update={"chat": chat})
+        # The console published at CONSOLE (a tunnel to its port): emails carry its links.
+        console = ConsoleConfig(enabled=True, port=0, public_url=CONSOLE)
+        return cfg.model_copy(update={"chat": chat, "console": console})
 
     async with running_stack(temporal_env.client, tmp_path, configure=configure) as stack:
         await connected(stack, "email")
@@ -504,6 +509,7 @@ async def test_the_whole_path_an_approval_answered_by_reply_a_message_typed_and_
         asked = await eventually(request, interval=0.3)
         assert asked["From"].addresses[0].addr_spec == f"agents+{agent}@example.test"
         assert "touch done.txt" in asked.get_content()
+        assert f"Or answer it in the console, once: {CONSOLE}/once/" in asked.get_content()
         quoted = "\n".join(f"> {line}" for line in asked.get_content().splitlines())
         answer = written(
             HUMAN,
@@ -525,6 +531,28 @@ async def test_the_whole_path_an_approval_answered_by_reply_a_message_typed_and_
             interval=0.3,
         )
         assert "on email" in told[0].get_content()
+
+        # Another approval answered by its one-time link, through the published console.
+        second = await open_approval(stack, agent, command="make deploy", session=False)
+        linked = await eventually(
+            lambda: next(
+                (m for m in inbox_of(servers, "human") if f"YES {second}" in text_of(m)), None
+            ),
+            interval=0.3,
+        )
+        url = re.search(rf"{CONSOLE}/once/\S+", text_of(linked))
+        assert url is not None
+        assert stack.gateway.console is not None
+        local = stack.gateway.console.address.rstrip("/") + url[0].removeprefix(CONSOLE)
+        async with httpx.AsyncClient() as browser:  # as the tunnel hands it on
+            page = await browser.get(local)
+            assert "make deploy" in page.text, page.text
+            pressed = await browser.post(local, data={"answer": "a"})
+            assert pressed.status_code == 200, pressed.text
+            again = await browser.post(local, data={"answer": "a"})
+            assert again.status_code == 409
+        waited = await stack.call("approval_wait", id=second, wait_s=30)
+        assert (waited["behavior"], waited["decided_via"]) == ("allow", "email")
 
         # Words in the same thread are typed into the agent, behind their header.
         words = written(

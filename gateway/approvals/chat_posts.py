@@ -4,7 +4,9 @@ once decided, each chat told how (:mod:`gateway.approvals.words` holds the words
 - Telegram, Discord and Slack: the request with buttons (Allow, Allow for this session where offered,
   Deny); once decided, the message with the buttons is edited to say who answered, how and
   where, its buttons gone.
-- SMS, WhatsApp and IRC: the request with a code to reply with ("Reply YES K7QF or NO K7QF"); once
+- SMS, WhatsApp, IRC and email: the request with a code to reply with ("Reply YES K7QF or NO
+  K7QF"), an email also with a one-time link to the published console
+  (:mod:`gateway.approvals.email_links`); once
   decided, each of these chats gets one line saying how, except the one whose reply decided it
   (that reply was answered already).
 - ntfy: a notification with a button per answer, each a one-time signed link to the gateway
@@ -55,6 +57,7 @@ from agentcomms.transports import (
     split_text,
 )
 from agentcomms.transports.ntfy import NtfySender
+from gateway.approvals.email_links import LINKED, link
 from gateway.approvals.push import ActionTokens, notification
 from gateway.approvals.words import (
     ASKED,
@@ -107,10 +110,13 @@ class AttachingSender(ButtonSender, Protocol):
 
 
 class ApprovalChats:
-    def __init__(self, cfg: Config, store: Store, tokens: ActionTokens) -> None:
+    def __init__(
+        self, cfg: Config, store: Store, tokens: ActionTokens, links: ActionTokens | None = None
+    ) -> None:
         self._cfg = cfg
         self._store = store
         self._tokens = tokens
+        self._links = links  # an email's one-time links to the published console
         self._senders: dict[str, Sender] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         # Approvals decided here lately: one decided while its request was still being posted
@@ -217,7 +223,13 @@ class ApprovalChats:
                 if abilities(provider).whole_text
                 else first_part(asked, TEXT_REQUEST_CHARS, the_rest(request))
             )
-            return await sender.send_text(chat, f"{shown}\n\n{reply_with(request, hidden=hidden)}")
+            answer = reply_with(request, hidden=hidden)
+            opens = None
+            if self._links is not None and provider == LINKED:
+                opens = link(self._cfg, self._links, request, chat)
+            if opens is not None:
+                answer += f"\nOr answer it in the console, once: {opens}"
+            return await sender.send_text(chat, f"{shown}\n\n{answer}")
         under = footer(request)
         if hidden is not None:
             under = f"(approval {request.id})\n{reply_with(request, hidden=hidden)}"
