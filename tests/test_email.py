@@ -341,10 +341,18 @@ async def test_a_voice_clip_or_the_first_file_is_fetched_whole_on_demand_and_oth
         both.add_attachment(b"OggS", maintype="audio", subtype="ogg", filename="n.ogg")
         both.add_attachment(png, maintype="image", subtype="png", filename="a.png")
         await asyncio.to_thread(human_sends, servers, both)
-        await eventually(lambda: len(sink.messages) == 6, timeout=30)
+        # A signature's logo, shown by the HTML through its Content-ID, is no file sent.
+        signed = written(HUMAN, AGENTS, "", Subject="Re: x")
+        signed.set_content('<p>looks good</p><img src="cid:logo@x">', subtype="html")
+        signed.add_related(png[:100], maintype="image", subtype="png", cid="<logo@x>")
+        await asyncio.to_thread(human_sends, servers, signed)
+        await eventually(lambda: len(sink.messages) == 7, timeout=30)
     finally:
         await receiver.close()
-    spoken_message, long_message, with_photo, with_two, big_pdf, clip_and_photo = sink.messages
+    spoken_message, long_message, with_photo, with_two, big_pdf, clip_and_photo, logo = (
+        sink.messages
+    )
+    assert (logo.text, logo.attachment, logo.unreadable) == ("looks good", None, None)
     assert spoken_message.voice is not None and spoken_message.voice.content_type == "audio/ogg"
     assert spoken_message.text == "listen"
     assert sink.clips[0] == clip

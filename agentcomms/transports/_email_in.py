@@ -72,6 +72,16 @@ _UIDNEXT = re.compile(rb"\[UIDNEXT (\d+)\]")
 _SIZE = re.compile(rb"RFC822\.SIZE (\d+)")
 
 
+def attachments(message: EmailMessage) -> list[EmailMessage]:
+    """The files a person attached: not the pictures the message's own HTML shows by their
+    Content-ID (a signature's logo), which are its look, sent with every reply."""
+    return [
+        part
+        for part in message.iter_attachments()
+        if part.get("Content-ID") is None or part.get_content_disposition() == "attachment"
+    ]
+
+
 def _is_audio(part: EmailMessage) -> bool:
     return part.get_content_maintype() == "audio"
 
@@ -315,7 +325,7 @@ class EmailReceiver:
         subject = str(message.get("Subject", "")).strip()
         if answered is None and subject and not subject.lower().startswith("re:"):
             text = f"{subject}\n{text}".strip()  # a new thread: its subject is part of it
-        attached = list(message.iter_attachments())
+        attached = attachments(message)
         audio = next((a for a in attached if _is_audio(a)), None)
         # The first other file goes to the agent (one at a time), unless a clip is heard.
         document = next((a for a in attached if not _is_audio(a)), None)
@@ -385,7 +395,7 @@ class EmailReceiver:
             raise VoiceNoteNotServed("the IMAP server did not hand the message over")
         whole = message_from_bytes(found[0][1], policy=policy.default)
         assert isinstance(whole, EmailMessage)
-        part = next((a for a in whole.iter_attachments() if _is_audio(a) == audio), None)
+        part = next((a for a in attachments(whole) if _is_audio(a) == audio), None)
         data = part.get_payload(decode=True) if part is not None else None
         if not isinstance(data, bytes):
             raise refused("it could not be read")
