@@ -30,6 +30,7 @@ from gateway.agents.starting import NewAgents
 from gateway.agents.turns import TurnLog
 from gateway.approvals.chat_answers import ChatAnswers
 from gateway.approvals.chat_posts import ApprovalChats
+from gateway.approvals.email_links import EmailLinks, link_tokens
 from gateway.approvals.methods import ApprovalMethods
 from gateway.approvals.phone import ApprovalCalls
 from gateway.approvals.push import PushAnswers, tokens_for
@@ -105,12 +106,15 @@ class Gateway:
         self.calls = CallControl(cfg, client, store, self.key)
         panes = PaneAgents(store, self.host)
         push_tokens = tokens_for(self.key)
-        self.approval_chats = ApprovalChats(cfg, store, push_tokens)
+        links = link_tokens(self.key)
+        self.approval_chats = ApprovalChats(cfg, store, push_tokens, links)
         self.approvals = approvals = ApprovalMethods(
             cfg, client, self.key, panes, self.approval_chats, store
         )
-        # A notification's buttons come back here, to the one decide path.
+        # A notification's buttons come back here, to the one decide path; and an email's
+        # one-time links, through the published console.
         self.push_answers = PushAnswers(cfg, push_tokens, store, approvals.view, approvals.decide)
+        self.email_links = EmailLinks(cfg, links, store, approvals.view, approvals.decide)
         # A tool that ran answers its approval; a turn's reply goes back to its chat.
         mirror = ReplyMirror(cfg, store, self.outbox)
         # One-way notifications to the human's ntfy topic: turns ended, agents gone, asks.
@@ -279,6 +283,7 @@ class Gateway:
             deployment=str(self.cfg.server.socket()),
             panes=self.agent_panes,
             new_agents=self.new_agents,
+            published=self.email_links.routes() if self.cfg.console.public_url else [],
         )
         if not await _listening(console.start, "the console is not served"):
             return

@@ -19,7 +19,8 @@ from fastmcp.exceptions import ToolError
 from temporalio.testing import WorkflowEnvironment
 
 from activities.chat import read_checked
-from agentcomms.errors import AttachmentRefused, SendRefused
+from agentcomms.config import Config
+from agentcomms.errors import AttachmentRefused, RpcError, SendRefused
 from agentcomms.ids import provider_event_id
 from agentcomms.transports import Attachment
 from gateway.chat.attachments import (
@@ -30,7 +31,7 @@ from gateway.chat.attachments import (
     saved_name,
     sniff,
 )
-from gateway.messages.files import checked_file
+from gateway.messages.files import checked_file, files_for_reply
 from mcp_server import build_server
 from tests.fakes.discord import FakeDiscord
 from tests.fakes.telegram import FakeTelegram
@@ -228,6 +229,16 @@ async def test_a_telegram_photo_from_alice_is_saved_in_her_agents_folder_and_typ
                 files=["../secret"],
             )
         assert telegram.texts_to(CHAT)[-1] == "Fixed: see the report"  # nothing was sent
+
+
+@pytest.mark.parametrize("provider", ["irc", "ntfy", "whatsapp", "sms"])
+async def test_files_to_a_provider_that_carries_none_are_refused_naming_those_that_do(
+    provider: str,
+) -> None:
+    # Refused before anything is looked up: no projection, no mailbox needed.
+    with pytest.raises(RpcError, match=f"{provider} carries no files, so nothing was sent") as no:
+        await files_for_reply(Config(), None, None, "host", "backend", provider, ["a.txt"])  # type: ignore[arg-type]
+    assert "telegram, discord, slack" in str(no.value)
 
 
 def _folder(tmp_path: Path) -> Path:

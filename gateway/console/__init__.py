@@ -10,7 +10,10 @@ script and styles it ships are in ``static/`` (plain JavaScript, no build step).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from starlette.middleware import Middleware
+from starlette.routing import BaseRoute
 
 from agentcomms.config import ConsoleConfig
 from agentcomms.store import Store
@@ -46,6 +49,7 @@ class Console:
         panes: AgentPanes,
         new_agents: NewAgents,
         token: str | None = None,
+        published: Sequence[BaseRoute] = (),
     ) -> None:
         # `deployment` names this gateway (its socket): a session it issued opens no other.
         self.access = Access(token or console_token(), deployment=deployment)
@@ -70,7 +74,9 @@ class Console:
         self.server = WebhookServer(
             cfg.host,
             cfg.port,
-            app.routes(),
+            # `published`: what only a published console serves (an email's one-time links).
+            [*published, *app.routes()],
+            public_url=cfg.public_url,
             what="the console",
             settings="console.port (or console.enabled: false)",
             # Whatever cookie or token it carries, a process in an agent's pane is not the human.
