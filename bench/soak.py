@@ -9,7 +9,8 @@ socket, retried with its event id until accepted, as `agentcomms send` is retry-
 messages from the next agent (`agent_message`, sent once: one refused while the gateway is down
 is not sent again); the first agent also gets Alice's Telegram messages (the tests' fake Bot
 API, which keeps each until the gateway takes it) and asks for approvals that are answered, then
-answered again.
+answered again. Every few seconds a newcomer registers and is sent three messages at once, so
+mailboxes start afresh while parts die, not only before.
 
 It fails, and says which, on any message accepted but never typed (or prompted) or typed twice,
 any two messages of one sender typed out of order, any approval answered twice or never closed;
@@ -219,6 +220,39 @@ async def approver(dep: Deployment, agent: str, ledger: Ledger, stop: asyncio.Ev
         await asyncio.sleep(1)
 
 
+async def newcomers(
+    dep: Deployment, tmux: Tmux, folder: Path, panes: dict[str, Path], ledger: Ledger,
+    stop: asyncio.Event, every_s: float,
+) -> None:  # fmt: skip
+    """Agents that register while parts die, each with a few messages sent at once: each one's
+    mailbox starts afresh then, and its first workflow tasks run amid the kills (where a retried
+    first task once took its own registration for an old one and typed nothing)."""
+    for n in range(1_000_000):
+        if stop.is_set():
+            return
+        agent = f"n{n}"
+        pane = folder / f"{agent}.bytes"
+        target = await asyncio.to_thread(tmux.recorder, agent, pane)
+        panes[agent] = pane
+        try:
+            await dep.ask_until_answered(
+                "register", patience_s=PATIENCE_S, agent_id=agent, target=target.target,
+                socket=tmux.socket, submit_delay_ms=0,
+            )  # fmt: skip
+            for k in range(3):
+                text = f"{agent} cli {k}"
+                await dep.ask_until_answered(
+                    "send", patience_s=PATIENCE_S, agent_id=agent, message=text,
+                    event_id=new_event_id(),
+                )  # fmt: skip
+                ledger.accepted[agent].append(text)
+        except Exception as exc:
+            ledger.stuck.append(f"newcomer {agent} not registered or sent to: {exc}")
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), every_s)
+
+
 # ---- kills -------------------------------------------------------------------------------------
 
 
@@ -340,6 +374,7 @@ async def soak(
     seed: int,
     *,
     process_agents: int = 1,
+    newcomer_every_s: float = 5,
     keep: bool = False,
 ) -> dict[str, Any]:
     rng = random.Random(seed)
@@ -387,6 +422,11 @@ async def soak(
                 chat(telegram, names[0], ledger, stop),
                 killer(dep, ledger, stop, every_s, rng, panes["probe"], start),
             ]
+            newcomer_panes: dict[str, Path] = {}
+            if newcomer_every_s > 0:
+                traffic.append(
+                    newcomers(dep, tmux, Path(tmp), newcomer_panes, ledger, stop, newcomer_every_s)
+                )
             tasks = [asyncio.create_task(t) for t in traffic]
             await asyncio.sleep(seconds)
             stop.set()
@@ -396,6 +436,7 @@ async def soak(
             def seen() -> dict[str, list[str]]:
                 return {
                     **{a: typed(panes[a]) for a in in_panes},
+                    **{a: typed(pane) for a, pane in newcomer_panes.items()},
                     **{a: prompted(f) for a, f in folders.items()},
                 }
 
@@ -416,7 +457,15 @@ async def soak(
                 **{a: Tally("pane") for a in in_panes},
                 **{a: Tally("process") for a in folders},
             }
-            found = ledger.stuck + problems(ledger, seen(), still_open, tallies)
+            newcomer_tally = Tally("pane")  # registered amid the kills
+            arrived = {a: Tally("pane") for a in newcomer_panes}
+            found = ledger.stuck + problems(ledger, seen(), still_open, tallies | arrived)
+            # The newcomers are many and alike: one line for all of them.
+            for t in arrived.values():
+                for name in ("accepted", "seen", "lost", "doubled", "out_of_order"):
+                    setattr(newcomer_tally, name, getattr(newcomer_tally, name) + getattr(t, name))
+            if arrived:
+                tallies[f"n0…n{len(arrived) - 1}"] = newcomer_tally
         finally:
             for name in reversed(PARTS):
                 dep.parts[name].stop()
@@ -430,6 +479,7 @@ async def soak(
         "seconds": seconds,
         "agents": agents,
         "process_agents": process_agents,
+        "newcomer_every_s": newcomer_every_s,
         "kill_every_s": every_s,
         "seed": seed,
         "kills": ledger.kills,
@@ -485,6 +535,12 @@ def main() -> None:
     parser.add_argument(
         "--process-agents", type=int, default=1, help="process agents (the scripted ACP agent)"
     )
+    parser.add_argument(
+        "--newcomer-every",
+        type=float,
+        default=5,
+        help="seconds between agents that register amid the kills (0: none)",
+    )
     parser.add_argument("--kill-every", type=float, default=20, help="seconds between kills, about")
     parser.add_argument("--seed", type=int, default=int(time.time()), help="the kills' dice")
     parser.add_argument("--keep", action="store_true", help="keep the homes, logs and panes")
@@ -497,6 +553,7 @@ def main() -> None:
             args.kill_every,
             args.seed,
             process_agents=args.process_agents,
+            newcomer_every_s=args.newcomer_every,
             keep=args.keep,
         )
     )
