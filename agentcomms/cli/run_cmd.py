@@ -176,10 +176,19 @@ async def _suggest_rebuild(rt: Any, *, stop: str) -> None:
     (on the terminal and in the log), not done (:func:`gateway.rebuild.rebuild_advice`)."""
     import logging
 
+    from temporalio.service import RPCError
+
     from agentcomms.store.engine import display_url
     from gateway.rebuild import looks_lost, rebuild_advice
 
-    if await looks_lost(rt.client, rt.store):
+    try:
+        lost = await looks_lost(rt.client, rt.store)
+    except RPCError as exc:
+        # Advice only: a server that lists no workflows (its visibility store down, a role
+        # without the right) must not keep the gateway from starting.
+        logging.getLogger(__name__).info("could not tell whether the projection is lost: %s", exc)
+        return
+    if lost:
         database = display_url(rt.cfg.database.resolved_url())
         advice = rebuild_advice(database, rt.cfg.temporal.address, stop=stop)
         logging.getLogger(__name__).warning("%s", advice)
