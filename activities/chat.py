@@ -63,10 +63,10 @@ class ChatActivities:
     def _sender(self, provider: str) -> Sender:
         if provider in self._senders:
             return self._senders[provider]
-        if not transports.is_provider(provider) or provider == "local":
+        if provider not in transports.CHAT_PROVIDERS:
             raise ApplicationError(
                 f"no chat provider {provider!r} to send with; known: "
-                + ", ".join(p for p in transports.PROVIDERS if p != "local"),
+                + ", ".join(transports.CHAT_PROVIDERS),
                 type=errors.CHAT_NOT_CONFIGURED,
                 non_retryable=True,
             )

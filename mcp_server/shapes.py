@@ -9,7 +9,7 @@ from typing_extensions import TypedDict
 
 from agentcomms.errors.mcp import InvalidArgument
 from agentcomms.models import LOCAL_CHANNEL
-from agentcomms.transports import ProviderName
+from agentcomms.transports import ProviderName, abilities
 
 Provider = ProviderName
 LOCAL_CHAT = "local"
@@ -118,7 +118,7 @@ class MessagesResult(TypedDict):
 
 def channel_for(provider: Provider, chat_id: str) -> str:
     """The channel id of a provider's chat: ``telegram:42``; the local console is ``cli:local``."""
-    if provider == "local":
+    if not abilities(provider).elsewhere:
         if chat_id != LOCAL_CHAT:
             raise InvalidArgument(
                 f"chat_id: the local provider has one chat, {LOCAL_CHAT!r} (not {chat_id!r})"

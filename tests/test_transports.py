@@ -35,6 +35,28 @@ def test_provider_names_are_written_once() -> None:
                 transports.load(name)
 
 
+@pytest.mark.parametrize(
+    ("provider", "elsewhere", "budgeted", "console_link"),
+    [
+        ("local", False, False, False),  # this machine's inbox: nothing to connect, nothing sent
+        ("telegram", True, False, False),
+        ("discord", True, False, False),
+        ("slack", True, False, False),
+        ("whatsapp", True, True, False),  # each message through Twilio is billed
+        ("sms", True, True, False),
+        ("ntfy", True, False, False),
+        ("irc", True, False, False),
+        ("email", True, False, True),  # a reply by code is slow: a one-time console link too
+    ],
+)
+def test_what_each_provider_does_is_declared_beside_its_name(
+    provider: str, elsewhere: bool, budgeted: bool, console_link: bool
+) -> None:
+    can = transports.abilities(provider)
+    assert (can.elsewhere, can.budgeted, can.console_link) == (elsewhere, budgeted, console_link)
+    assert (provider in transports.CHAT_PROVIDERS) is elsewhere
+
+
 def _has_module(name: str) -> bool:
     import importlib.util
 

@@ -58,9 +58,16 @@ class Abilities:
     # by a reply carrying its code (the outcome sent as a new message), by a notification's
     # actions (each posts a one-time token to the gateway's published URL), or not at all.
     answers: Literal["buttons", "codes", "push", "none"]
+    # Its chats are elsewhere, reached through the provider: the gateway runs its receiving
+    # side, an outbox sends there, a turn's reply is mirrored there. The local provider is this
+    # machine's own inbox (`cli:local`): nothing to connect to, nothing to send.
+    elsewhere: bool = True
     # Each message is billed and a phone may show the parts out of order (SMS): an agent's
     # reply goes as its start and where the whole is, never as many pieces.
     billed: bool = False
+    # Each message costs the human money (a text through Twilio): an agent's messages there
+    # count against its hourly budget of texts.
+    budgeted: bool = False
     # A request too long for one message goes as a file attached to the last (the others split).
     attaches_long: bool = False
     # Messages are read as markdown: a request is shown escaped there.
@@ -76,14 +83,17 @@ class Abilities:
     # Each approval is a thread of its own: the request's start and its buttons in the chat,
     # the rest of it and how it ended in the thread, apart from the chat's other messages.
     threads: bool = False
+    # An approval posted there carries a one-time link to the published console, answered
+    # once (gateway/approvals/email_links.py): a reply by code is slow to come back.
+    console_link: bool = False
 
 
 ABILITIES: dict[str, Abilities] = {
-    "local": Abilities(answers="none", remote=False),
+    "local": Abilities(answers="none", elsewhere=False, remote=False),
     "telegram": Abilities(answers="buttons", files=True),
     "discord": Abilities(answers="buttons", attaches_long=True, markdown=True, files=True),
-    "whatsapp": Abilities(answers="codes"),
-    "sms": Abilities(answers="codes", billed=True),
+    "whatsapp": Abilities(answers="codes", budgeted=True),
+    "sms": Abilities(answers="codes", billed=True, budgeted=True),
     # Block Kit buttons; a request's text goes in plain_text sections, never read as markup.
     # Files shared in the chat (uploaded with files_upload_v2), in the text's thread.
     "slack": Abilities(answers="buttons", files=True, threads=True),
@@ -93,8 +103,10 @@ ABILITIES: dict[str, Abilities] = {
     # IRC has no files but DCC, a direct connection to the human's machine.
     "irc": Abilities(answers="codes"),
     # Files attached to the message itself (``send_attached``).
-    "email": Abilities(answers="codes", whole_text=True, files=True),
+    "email": Abilities(answers="codes", whole_text=True, files=True, console_link=True),
 }
+# The providers whose chats are elsewhere: all but the local inbox.
+CHAT_PROVIDERS: tuple[str, ...] = tuple(p for p in PROVIDERS if ABILITIES[p].elsewhere)
 
 
 def abilities(provider: str) -> Abilities:

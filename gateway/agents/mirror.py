@@ -32,12 +32,12 @@ from agentcomms.ids import new_event_id
 from agentcomms.models import Event, utcnow
 from agentcomms.outbox_models import ChatSend, OutboxItem
 from agentcomms.store import Store
-from agentcomms.transports import PROVIDERS, abilities, first_part
+from agentcomms.transports import CHAT_PROVIDERS, abilities, first_part
 from workflows.outbox.client import Outbox
 
 log = logging.getLogger(__name__)
 
-_CHATS = "|".join(p for p in PROVIDERS if p != "local")
+_CHATS = "|".join(CHAT_PROVIDERS)
 _HEADER = re.compile(rf"^\[((?:{_CHATS}):[^\s\]]+) from ", re.MULTILINE)
 # The longest reply sent back; the outbox splits it at the provider's limit.
 MIRRORED_CHARS = 16_000
@@ -117,7 +117,7 @@ class ReplyMirror:
 
     async def _mirror(self, agent_id: str, channel_id: str, turn: Turn, reply: str) -> None:
         provider, _, chat_id = channel_id.partition(":")
-        if provider == "local" or not self._cfg.chat.provider(provider).enabled:
+        if not abilities(provider).elsewhere or not self._cfg.chat.provider(provider).enabled:
             return
         history = await self._store.channel_history(channel_id, LOOK_BACK, agent_id=agent_id)
         if any(e.direction == "out" and e.created_at >= turn.started_at for e in history):

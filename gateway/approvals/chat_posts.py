@@ -57,7 +57,7 @@ from agentcomms.transports import (
     split_text,
 )
 from agentcomms.transports.ntfy import NtfySender
-from gateway.approvals.email_links import LINKED, link
+from gateway.approvals.email_links import link
 from gateway.approvals.push import ActionTokens, notification
 from gateway.approvals.words import (
     ASKED,
@@ -225,7 +225,7 @@ class ApprovalChats:
             )
             answer = reply_with(request, hidden=hidden)
             opens = None
-            if self._links is not None and provider == LINKED:
+            if self._links is not None and abilities(provider).console_link:
                 opens = link(self._cfg, self._links, request, chat)
             if opens is not None:
                 answer += f"\nOr answer it in the console, once: {opens}"

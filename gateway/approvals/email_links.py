@@ -47,7 +47,7 @@ from gateway.approvals.words import asks, hidden_on, said, shown_remotely
 log = logging.getLogger(__name__)
 
 LINK_PATH = "/once"
-LINKED = "email"  # the provider whose approvals carry a link
+LINKED = "email"  # the provider whose approvals carry a link (its `console_link`)
 SPENT_KIND = "email-link"
 # The token only opens the choice; the answer is the button pressed on the page.
 OPENS = "o"
@@ -73,7 +73,7 @@ def no_link(cfg: Config, request: ApprovalRequest, address: str) -> str | None:
     """Why an email to `address` carries no link for `request`; None when it carries one."""
     if cfg.console.public_url is None or not cfg.console.enabled:
         return "the console is not published (console.public_url)"
-    hidden = hidden_on(request, "email")
+    hidden = hidden_on(request, LINKED)
     if hidden is not None:
         return hidden
     approvers = cfg.approvers(request.agent_id)

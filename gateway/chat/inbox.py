@@ -406,7 +406,7 @@ class ChatTransports:
     async def start(self) -> None:
         for name in transports.PROVIDERS:
             section = self._cfg.chat.provider(name)
-            if name == "local" or not section.enabled:
+            if not transports.abilities(name).elsewhere or not section.enabled:
                 continue
             if missing := section.missing_credentials():
                 unset = ", ".join(f"chat.{name}.{key}" for key in missing)
@@ -428,7 +428,7 @@ class ChatTransports:
             section = self._cfg.chat.provider(name)
             if not section.enabled:
                 status = LinkStatus("disabled")
-            elif name == "local":
+            elif not transports.abilities(name).elsewhere:  # nothing to connect to
                 status = LinkStatus("connected")
             elif name in self._problems:
                 status = LinkStatus("failed", self._problems[name])

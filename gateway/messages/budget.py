@@ -20,8 +20,6 @@ from gateway.socket.protocol import BUDGET_SPENT
 
 log = logging.getLogger(__name__)
 
-# The chat providers whose every message is billed to the human: an agent's are its "texts".
-BILLED_TEXTS = ("sms", "whatsapp")
 WHAT: dict[Spending, str] = {
     "calls": "calls",
     "texts": "SMS and WhatsApp messages",

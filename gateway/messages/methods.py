@@ -31,7 +31,7 @@ from agentcomms.temporal import pollers
 from agentcomms.workflow_ids import host_task_queue
 from gateway.agents.hosts import HostWatch, hosts_down
 from gateway.chat.inbox import ChatTransports
-from gateway.messages.budget import BILLED_TEXTS, Budgets
+from gateway.messages.budget import Budgets
 from gateway.messages.files import files_for_reply
 from gateway.messages.trace import Tracer
 from gateway.socket.confine import own_history, to_own_chat, without_refused
@@ -323,8 +323,8 @@ class Methods:
     async def _chat_reply(self, p: ReplyParams, provider: str, chat_id: str) -> Replied:
         """An agent's message to a chat: recorded, queued in its (agent, chat) outbox, and
         (with ``wait``) reported once the provider took it or refused it."""
-        if not transports.is_provider(provider) or provider == "local":
-            known = ", ".join(f"{n}:CHAT" for n in transports.PROVIDERS if n != "local")
+        if provider not in transports.CHAT_PROVIDERS:
+            known = ", ".join(f"{n}:CHAT" for n in transports.CHAT_PROVIDERS)
             raise RpcError(
                 INVALID_PARAMS,
                 f"channel_id: unknown provider {provider!r}; use {LOCAL_CHANNEL}, {known}",
@@ -338,7 +338,7 @@ class Methods:
             )
         assert self._outbox is not None, "a gateway serving chat has an outbox"
         agent_id = p.agent_id or "default"
-        if provider in BILLED_TEXTS:  # each one is billed: counted against the agent's budget
+        if transports.abilities(provider).budgeted:  # billed: counted against the budget
             await Budgets(self._cfg, self._store).spend(agent_id, "texts")
         files = await files_for_reply(
             self._cfg, self._store, self._mailbox, self._host, agent_id, provider, p.files
@@ -414,7 +414,7 @@ class Methods:
 
     def _providers(self) -> list[dict[str, Any]]:
         if self._chat is None:  # a gateway without chat (tests of the socket alone)
-            return [{"name": n, "status": "disabled"} for n in transports.PROVIDERS if n != "local"]
+            return [{"name": n, "status": "disabled"} for n in transports.CHAT_PROVIDERS]
         return self._chat.statuses()
 
     # ---- for the MCP tools: the read cursor, waiting, chat history -------------------------------

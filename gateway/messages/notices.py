@@ -13,7 +13,7 @@ from agentcomms.config import Config
 from agentcomms.ids import new_event_id
 from agentcomms.models import LOCAL_CHANNEL, Event, utcnow
 from agentcomms.store import Store
-from agentcomms.transports import load, send_pieces
+from agentcomms.transports import abilities, load, send_pieces
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ class HumanNotices:
             provider, _, chat = channel_id.partition(":")
             if agent_id is not None and mapped != agent_id:
                 continue
-            if provider != "local" and self._cfg.chat.provider(provider).enabled:
+            if abilities(provider).elsewhere and self._cfg.chat.provider(provider).enabled:
                 found.append((provider, chat))
         return found
 
