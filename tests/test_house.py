@@ -1,5 +1,7 @@
-"""The house rules the code itself can check: modules small enough to read in one sitting, and
-dependencies that point one way (gateway, mcp_server, workers -> workflows, activities -> core).
+"""The house rules the code itself can check: modules small enough to read in one sitting,
+dependencies that point one way (gateway, mcp_server, workers -> workflows, activities -> core),
+no two modules that import each other, however long the way round, and no provider's name
+tested outside the provider's own modules.
 
 Each rule has an explicit table of exceptions, each with its reason; an exception that is no
 longer needed fails too, so the tables only shrink.
@@ -11,6 +13,8 @@ import ast
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PRODUCT = ("agentcomms", "workflows", "activities", "gateway", "workers", "mcp_server")
@@ -50,6 +54,17 @@ def _is_client(module: str) -> bool:
     )
 
 
+# Where a provider's own code lives: its transport (both sides), its guided setup, and the
+# providers' configuration sections. Anywhere else a decision about a provider reads what the
+# provider declares it can do (`agentcomms.transports.ABILITIES`), never its name.
+PROVIDERS_OWN = ("agentcomms/transports/", "agentcomms/setup/", "agentcomms/config/chat.py")
+# (module, word) where a provider's name is compared as another thing's word, and why.
+NOT_PROVIDER_NAMES: dict[tuple[str, str], str] = {
+    ("activities/escalation.py", "sms"): "the ladder's SMS rung, a rung kind like chat and call",
+    ("agentcomms/agents/permission_mode.py", "local"): "Claude Code's settings.local.json",
+    ("agentcomms/config/voice.py", "local"): "the local phone an approver names, phone:local",
+}
+
 # (importer, imported) pairs that break a rule below for now, and why.
 ALLOWED_IMPORTS: dict[tuple[str, str], str] = {}
 
@@ -76,6 +91,28 @@ def _imports(path: Path) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             found.add(node.module)
             found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return found
+
+
+def _imports_at_import_time(path: Path) -> set[str]:
+    """What importing `path` imports: its module-level imports, not those inside a function nor
+    those only a type checker reads (`if TYPE_CHECKING:`)."""
+    found: set[str] = set()
+    todo: list[ast.stmt] = list(ast.parse(path.read_text(), str(path)).body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            todo += node.orelse
+        elif isinstance(node, ast.If):
+            todo += node.body + node.orelse
+        elif isinstance(node, ast.Try):
+            todo += node.body + node.orelse + node.finalbody
+            todo += [stmt for handler in node.handlers for stmt in handler.body]
     return found
 
 
@@ -207,3 +244,136 @@ def _workflow_imports(
             ):
                 pairs.append((module, name))
     return _broken("workflows import only pass-through modules", pairs, seen)
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The groups of modules that reach one another through their imports (Tarjan's strongly
+    connected components of more than one module), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for imported in sorted(graph.get(module, ())):
+            if imported not in index:
+                visit(imported)
+                low[module] = min(low[module], low[imported])
+            elif imported in stack:
+                low[module] = min(low[module], index[imported])
+        if low[module] == index[module]:
+            group = []
+            while (member := stack.pop()) != module:
+                group.append(member)
+            if group:
+                found.append(sorted([*group, module]))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return found
+
+
+def test_cycles_are_found_however_long_the_way_round() -> None:
+    graph = {
+        "a": {"b"},
+        "b": {"c"},
+        "c": {"a", "d"},  # a -> b -> c -> a
+        "d": set(),
+        "e": {"f"},
+        "f": {"e"},  # two modules that import each other
+        "g": {"g"},  # a module's own name is no cycle
+    }
+    assert _cycles(graph) == [["a", "b", "c"], ["e", "f"]]
+
+
+def test_no_import_cycle() -> None:
+    """A cycle makes a module's start depend on the order in which others are first imported,
+    and two rooms that import each other are one room: the shared piece belongs further down.
+    `from package import module` counts as importing the package too, whose `__init__` runs."""
+    files = {_module(p): p for p in _product_files()}
+    known = set(files)
+    graph = {
+        module: _first_party(_imports_at_import_time(path), known) - {module}
+        for module, path in files.items()
+    }
+    cycles = _cycles(graph)
+    described = [
+        " <-> ".join(group)
+        + ": "
+        + "; ".join(f"{a} imports {b}" for a in group for b in sorted(graph[a]) if b in group)
+        for group in cycles
+    ]
+    assert not cycles, "import cycles (move the shared piece down):\n" + "\n".join(described)
+
+
+def _provider_names_in(node: ast.AST, names: tuple[str, ...]) -> list[str]:
+    """The provider names `node` is, or holds (a tuple, list or set of names only)."""
+    if isinstance(node, ast.Constant) and node.value in names:
+        return [node.value]
+    if isinstance(node, ast.Tuple | ast.List | ast.Set) and node.elts:
+        found = [e.value for e in node.elts if isinstance(e, ast.Constant) and e.value in names]
+        return found if len(found) == len(node.elts) else []
+    return []
+
+
+def _provider_names_tested(source: str, names: tuple[str, ...]) -> list[tuple[int, str]]:
+    """Where `source` compares with a provider's name (`== "sms"`, `in ("sms", "whatsapp")`)
+    or keeps a list of them (`BILLED = ("sms", "whatsapp")`)."""
+    found: list[tuple[int, str]] = []
+    compared: set[int] = set()  # the sides of a comparison, each counted once
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            compared.update(id(side) for side in sides)
+            found += [(node.lineno, n) for side in sides for n in _provider_names_in(side, names)]
+        elif isinstance(node, ast.Tuple | ast.List | ast.Set) and id(node) not in compared:
+            if len(node.elts) > 1:
+                found += [(node.lineno, n) for n in _provider_names_in(node, names)]
+    return found
+
+
+@pytest.mark.parametrize(
+    ("source", "found"),
+    [
+        ('if provider == "sms": pass', [(1, "sms")]),
+        ('x = via != "email"', [(1, "email")]),
+        ('ok = p in ("telegram", "slack")', [(1, "telegram"), (1, "slack")]),
+        ('BILLED = ("sms", "whatsapp")', [(1, "sms"), (1, "whatsapp")]),
+        ('ok = p not in {"irc"}', [(1, "irc")]),
+        ('s = x == "matrix"', []),  # not a provider
+        ('pair = ("sms", "call")', []),  # a list of other things that holds one name
+        ('label = {"sms": "SMS"}.get(p)', []),  # a lookup decides nothing
+        ('send(provider="sms")', []),
+    ],
+)
+def test_a_provider_name_tested_is_found(source: str, found: list[tuple[int, str]]) -> None:
+    names = ("local", "telegram", "slack", "sms", "whatsapp", "email", "irc")
+    assert _provider_names_tested(source, names) == found
+
+
+def test_no_provider_name_is_tested_outside_its_own_modules() -> None:
+    from agentcomms.transports import PROVIDERS
+
+    problems: list[str] = []
+    seen: set[tuple[str, str]] = set()
+    for path in _product_files():
+        name = str(path.relative_to(ROOT))
+        if name.startswith(PROVIDERS_OWN):
+            continue
+        for line, provider in _provider_names_tested(path.read_text(), PROVIDERS):
+            if (name, provider) in NOT_PROVIDER_NAMES:
+                seen.add((name, provider))
+            else:
+                problems.append(
+                    f"{name}:{line} tests the provider name {provider!r}: declare what it can do "
+                    "in its row of agentcomms.transports.ABILITIES and read that instead"
+                )
+    problems += [
+        f"NOT_PROVIDER_NAMES lists {word!r} in {name}, which compares no such word now: drop it"
+        for name, word in NOT_PROVIDER_NAMES
+        if (name, word) not in seen
+    ]
+    assert not problems, "\n".join(problems)

@@ -33,6 +33,7 @@ from starlette.responses import StreamingResponse as Streaming
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
+import gateway.console.pages as pages
 from agentcomms.approval_models import Behavior
 from agentcomms.console_sessions import SESSION_TTL_S
 from agentcomms.errors import RpcError
@@ -46,7 +47,6 @@ from gateway.agents.hosts import HostWatch, hosts_down
 from gateway.agents.starting import DEFAULT_KIND, NewAgents
 from gateway.approvals.methods import ApprovalMethods
 from gateway.approvals.words import nothing_ticked
-from gateway.console import pages
 from gateway.console.access import CSRF_FIELD, Access
 from gateway.console.feed import LATE_SEQS, Change, Feed, with_waiting
 from gateway.console.stream import Shown, told

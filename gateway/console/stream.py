@@ -7,8 +7,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+import gateway.console.pages as pages
 from agentcomms.models import LOCAL_CHANNEL, Event
-from gateway.console import pages
 from gateway.console.feed import Change
 
 
