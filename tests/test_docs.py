@@ -103,3 +103,29 @@ def test_links_from_outside_the_manual_reach_its_pages(name: str) -> None:
     targets = re.findall(r"\]\((?!https?://)([^)#\s]+)", text)
     missing = sorted({t for t in targets if not (ROOT / t).exists()})
     assert not missing, f"{name} links to files that do not exist: {missing}"
+
+
+def _rooms() -> list[tuple[str, str]]:
+    """The map's rooms table: each row's package and what it says lives there."""
+    architecture = (ROOT / "ARCHITECTURE.md").read_text()
+    table = architecture.split("## Rooms", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"^\| `([^`]+)` \| (.*) \|$", table, re.MULTILINE)
+
+
+def _path_exists(name: str, package: str) -> bool:
+    """`name` as the row of `package` writes it: from that package, a package above it (a row
+    may name a sibling, `cli/setup_cmd.py` in `agentcomms/setup/`), or the repository's top."""
+    here = ROOT / package
+    folders = [here, *(p for p in here.parents if p == ROOT or ROOT in p.parents)]
+    return any((folder / name).exists() for folder in folders)
+
+
+def test_the_rooms_table_names_only_paths_that_exist() -> None:
+    rows = _rooms()
+    assert len(rows) > 10, "ARCHITECTURE.md has a rooms table, one row per package"
+    missing = [f"row {package}" for package, _ in rows if not (ROOT / package).is_dir()]
+    for package, cell in rows:
+        for name in re.findall(r"`([\w./-]+(?:\.py|/))`", cell):
+            if not _path_exists(name, package):
+                missing.append(f"{name} (in the row of {package})")
+    assert not missing, f"ARCHITECTURE.md's rooms table names what does not exist: {missing}"
