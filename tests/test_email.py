@@ -11,7 +11,7 @@ import re
 import smtplib
 import ssl
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from email import message_from_bytes, policy
 from email.message import EmailMessage
 from email.utils import make_msgid
@@ -225,13 +225,6 @@ class Recorded(TakesNoPresses):
         )
 
 
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[Store]:
-    opened = await Store.open(f"sqlite+aiosqlite:///{tmp_path / 'projection.db'}")
-    yield opened
-    await opened.close()
-
-
 async def receiving(cfg: Config, sink: Recorded) -> EmailReceiver:
     receiver = EmailReceiver(cfg, sink)
     await receiver.start()
@@ -240,10 +233,10 @@ async def receiving(cfg: Config, sink: Recorded) -> EmailReceiver:
 
 
 async def test_replies_reach_the_agent_that_wrote_spoofed_senders_are_refused_and_nothing_is_handled_twice(
-    servers: MailServers, store: Store
+    servers: MailServers, sqlite_store: Store
 ) -> None:
     cfg = email_config(servers)
-    sink = Recorded(store, answers={"ping": "pong"})
+    sink = Recorded(sqlite_store, answers={"ping": "pong"})
     receiver = await receiving(cfg, sink)
     assert receiver.idle is True
     try:
@@ -290,7 +283,7 @@ async def test_replies_reach_the_agent_that_wrote_spoofed_senders_are_refused_an
     assert [(m["In-Reply-To"], text_of(m).strip()) for m in answers] == [(ping.message_id, "pong")]
 
     # A restart reads on from where it stopped: nothing is handled twice.
-    again = Recorded(store)
+    again = Recorded(sqlite_store)
     receiver = await receiving(cfg, again)
     try:
         await asyncio.to_thread(human_sends, servers, written(HUMAN, AGENTS, "after the restart"))
@@ -313,9 +306,9 @@ def delivered_unchecked(servers: MailServers, messages: list[EmailMessage]) -> N
 
 
 async def test_a_voice_clip_or_the_first_file_is_fetched_whole_on_demand_and_others_are_named(
-    servers: MailServers, store: Store
+    servers: MailServers, sqlite_store: Store
 ) -> None:
-    sink = Recorded(store)
+    sink = Recorded(sqlite_store)
     sink.max_clip_bytes = 1_500_000
     receiver = await receiving(email_config(servers), sink)
     clip = bytes(range(256)) * 4_000  # past the first read's 1 MB once in base64
@@ -372,30 +365,30 @@ async def test_a_voice_clip_or_the_first_file_is_fetched_whole_on_demand_and_oth
 
 
 async def test_a_mailbox_numbered_anew_is_read_again_from_its_start(
-    servers: MailServers, store: Store
+    servers: MailServers, sqlite_store: Store
 ) -> None:
     cfg = email_config(servers)
     await asyncio.to_thread(human_sends, servers, written(HUMAN, AGENTS, "already there"))
-    key = EmailReceiver(cfg, Recorded(store)).key
+    key = EmailReceiver(cfg, Recorded(sqlite_store)).key
     await eventually(
         lambda: any(b"already there" in m.as_bytes() for m in inbox_of(servers, "agents"))
     )
     # The cursor of an earlier numbering, far past any UID of this one.
-    await store.keep_mail_cursor(key, MailCursor(uidvalidity=1, last_uid=10**6), utcnow())
-    sink = Recorded(store)
+    await sqlite_store.keep_mail_cursor(key, MailCursor(uidvalidity=1, last_uid=10**6), utcnow())
+    sink = Recorded(sqlite_store)
     receiver = await receiving(cfg, sink)
     try:
         await eventually(lambda: "already there" in [m.text for m in sink.messages], timeout=30)
     finally:
         await receiver.close()
-    kept = await store.mail_cursor(key)
+    kept = await sqlite_store.mail_cursor(key)
     assert kept is not None and kept.uidvalidity != 1 and kept.last_uid < 10**6
 
 
 async def test_a_flood_of_spoofed_mail_is_read_in_slices_and_none_of_it_is_answered(
-    servers: MailServers, store: Store
+    servers: MailServers, sqlite_store: Store
 ) -> None:
-    sink = Recorded(store, answers={"flood": "this answer would go to the human"})
+    sink = Recorded(sqlite_store, answers={"flood": "this answer would go to the human"})
     receiver = await receiving(email_config(servers), sink)
     answered_before = len(inbox_of(servers, "human"))
     flood = [written(HUMAN, AGENTS, "flood", Message_ID=f"<{n}@evil.test>") for n in range(210)]
@@ -410,21 +403,21 @@ async def test_a_flood_of_spoofed_mail_is_read_in_slices_and_none_of_it_is_answe
 
 
 async def test_imap_upgraded_by_starttls_connects_and_waits_with_idle(
-    servers: MailServers, store: Store
+    servers: MailServers, sqlite_store: Store
 ) -> None:
     cfg = email_config(servers, imap={"port": servers.imap_port, "tls": "starttls"})
-    receiver = await receiving(cfg, Recorded(store))
+    receiver = await receiving(cfg, Recorded(sqlite_store))
     try:
         assert receiver.idle is True
     finally:
         await receiver.close()
 
 
-async def test_a_server_without_idle_is_polled(servers: MailServers, store: Store) -> None:
+async def test_a_server_without_idle_is_polled(servers: MailServers, sqlite_store: Store) -> None:
     cfg = email_config(
         servers, imap={"host": "127.0.0.2", "port": servers.imap_port, "tls": "none"}
     )
-    sink = Recorded(store)
+    sink = Recorded(sqlite_store)
     receiver = await receiving(cfg, sink)
     try:
         assert receiver.idle is False
@@ -455,12 +448,12 @@ async def forwarded(port: int, to_port: int) -> asyncio.Server:
 
 
 async def test_an_unreachable_or_refusing_server_is_retried_and_shown_without_its_password(
-    servers: MailServers, store: Store
+    servers: MailServers, sqlite_store: Store
 ) -> None:
     port = free_port()
-    down = EmailReceiver(email_config(servers, imap={"port": port}), Recorded(store))
+    down = EmailReceiver(email_config(servers, imap={"port": port}), Recorded(sqlite_store))
     refused = EmailReceiver(
-        email_config(servers, imap={"password": "wrong-secret"}), Recorded(store)
+        email_config(servers, imap={"password": "wrong-secret"}), Recorded(sqlite_store)
     )
     await down.start()
     await refused.start()

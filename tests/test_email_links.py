@@ -8,9 +8,7 @@ path (the link in a real email, pressed) is in tests/test_email.py."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
@@ -111,19 +109,12 @@ class Approvals:
         return Decided(accepted=True, view=self.view)
 
 
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[Store]:
-    opened = await Store.open(f"sqlite+aiosqlite:///{tmp_path / 'projection.db'}")
-    yield opened
-    await opened.close()
-
-
 async def test_opening_changes_nothing_a_press_answers_once_and_a_used_link_nothing_more(
-    store: Store,
+    sqlite_store: Store,
 ) -> None:
     cfg = _config()
     approvals = Approvals(_request())
-    links = EmailLinks(cfg, TOKENS, store, approvals.look, approvals.decide)
+    links = EmailLinks(cfg, TOKENS, sqlite_store, approvals.look, approvals.decide)
     server = WebhookServer("127.0.0.1", 8235, links.routes(), public_url=CONSOLE)
     url = link(cfg, TOKENS, _request(), ADDRESS)
     assert url is not None
@@ -158,7 +149,7 @@ async def test_opening_changes_nothing_a_press_answers_once_and_a_used_link_noth
     assert len(approvals.decisions) == 1
 
 
-async def test_a_link_for_a_chat_no_longer_the_agents_answers_nothing(store: Store) -> None:
+async def test_a_link_for_a_chat_no_longer_the_agents_answers_nothing(sqlite_store: Store) -> None:
     cfg = _config()
     approvals = Approvals(_request())
     url = link(cfg, TOKENS, _request(), ADDRESS)
@@ -166,7 +157,7 @@ async def test_a_link_for_a_chat_no_longer_the_agents_answers_nothing(store: Sto
     moved = cfg.model_copy(
         update={"chat": cfg.chat.model_copy(update={"channels": {f"email:{ADDRESS}": "web"}})}
     )
-    links = EmailLinks(moved, TOKENS, store, approvals.look, approvals.decide)
+    links = EmailLinks(moved, TOKENS, sqlite_store, approvals.look, approvals.decide)
     server = WebhookServer("127.0.0.1", 8235, links.routes(), public_url=CONSOLE)
     async with httpx.AsyncClient(
         transport=httpx.ASGITransport(app=server.app), base_url=CONSOLE

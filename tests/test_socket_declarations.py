@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import os
 import typing
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -112,15 +110,9 @@ class _Untyped:
 
 
 @pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[Store]:
-    async with await Store.open(f"sqlite+aiosqlite:///{tmp_path / 'p.db'}") as s:
-        yield s
-
-
-@pytest.fixture
-def rules(store: Store) -> Confinement:
+def rules(sqlite_store: Store) -> Confinement:
     cfg = Config.model_validate({"chat": {"channels": {"telegram:5": "a", "telegram:6": "b"}}})
-    return Confinement(cfg, store, AgentPanes(store, "this-host"))
+    return Confinement(cfg, sqlite_store, AgentPanes(sqlite_store, "this-host"))
 
 
 async def test_a_method_without_a_declaration_cannot_be_served(rules: Confinement) -> None:
@@ -173,13 +165,13 @@ ADMISSIONS: list[tuple[str, dict[str, Any], str | None, str | None]] = [
 @pytest.mark.parametrize(("name", "params", "agent", "refused"), ADMISSIONS)
 async def test_who_may_ask_what(
     rules: Confinement,
-    store: Store,
+    sqlite_store: Store,
     name: str,
     params: dict[str, Any],
     agent: str | None,
     refused: str | None,
 ) -> None:
-    await store.record_event(
+    await sqlite_store.record_event(
         Event(
             id=new_event_id(),
             agent_id="a",

@@ -86,3 +86,12 @@ async def store(database_url: str) -> AsyncIterator[Store]:
     opened = await Store.open(database_url)
     yield opened
     await opened.close()
+
+
+@pytest.fixture
+async def sqlite_store(tmp_path: Path) -> AsyncIterator[Store]:
+    """A store on a SQLite file of the test's own, for a test whose subject is not the database
+    (`store` runs on PostgreSQL too, when it is set)."""
+    opened = await Store.open(f"sqlite+aiosqlite:///{tmp_path / 'projection.db'}")
+    yield opened
+    await opened.close()
