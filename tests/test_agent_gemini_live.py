@@ -24,7 +24,7 @@ from temporalio.testing import WorkflowEnvironment
 from agentcomms.agents.install import Target
 from agentcomms.agents.install_agents import plan
 from agentcomms.agents.state import GEMINI_CANCELLED_EVENT, STALE_AFTER
-from tests.fakes.gemini import FakeGemini, ToolResult, shell, text
+from tests.fakes.gemini import FakeGemini, shell, text
 from tests.fakes.telegram import FakeTelegram
 from tests.support.agents import GEMINI_DIALOG, GeminiPane, start_gemini
 from tests.support.chat import CHAT, connected, with_telegram
@@ -168,10 +168,6 @@ async def test_the_turns_reply_answers_the_telegram_message_that_started_it(setu
     assert replies[0]["chat"]["id"] == CHAT
 
 
-def _new_result(model: FakeGemini, seen: int) -> ToolResult | None:
-    return model.tool_results[seen] if len(model.tool_results) > seen else None
-
-
 async def test_a_command_approved_from_the_terminal_runs(setup: Setup) -> None:
     gemini, model = setup.gemini, setup.gemini.model
     await gemini.wait_ready()
@@ -203,7 +199,7 @@ async def test_a_command_denied_from_the_terminal_does_not_run_and_the_model_rea
     done = await cli(setup.home, "deny", approval["id"], "-m", "not in this folder")
     assert done.returncode == 0, done.stderr
 
-    result = await eventually(lambda: _new_result(model, seen), timeout=30)
+    result = await eventually(lambda: model.result_after(seen), timeout=30)
     print(f"the model read: {result.content!r}")
     assert "not in this folder" in result.content
     await gemini.wait_for_screen("Understood.")
@@ -221,7 +217,7 @@ async def test_a_never_listed_command_is_refused_without_asking_and_the_model_re
     seen = len(model.tool_results)
     await gemini.type("clear the keep folder")
 
-    result = await eventually(lambda: _new_result(model, seen), timeout=30)
+    result = await eventually(lambda: model.result_after(seen), timeout=30)
     print(f"the model read: {result.content!r}")
     assert f"never-list has {NEVER}" in result.content
     await gemini.wait_for_screen("Could not clear.")

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
-from tests.fakes.openai_responses import FakeResponses, Step, ToolResult, patch, text, tool
+from tests.fakes.openai_responses import Step, patch, text, tool
 from tests.support.agents import PROMPT_HINT, Attended, CodexPane, attended, codex_with_agentcomms
 from tests.support.cli import cli
 from tests.support.waiting import eventually
@@ -53,10 +53,6 @@ def escalated(command: str) -> Step:
     )
 
 
-def _new_result(model: FakeResponses, seen: int) -> ToolResult | None:
-    return model.tool_results[seen] if len(model.tool_results) > seen else None
-
-
 async def test_approved_from_the_terminal_the_command_runs(setup: Setup) -> None:
     codex, model = setup.pane, setup.pane.model
     model.on("make the approved file", escalated("touch approved.txt"), text("Approved made."))
@@ -78,7 +74,7 @@ async def test_denied_from_the_terminal_the_model_reads_why(setup: Setup) -> Non
     approval = await eventually(setup.approval, timeout=30)
     done = await cli(setup.home, "deny", approval["id"], "-m", "not in this folder")
     assert done.returncode == 0, done.stderr
-    result = await eventually(lambda: _new_result(model, seen), timeout=30)
+    result = await eventually(lambda: model.result_after(seen), timeout=30)
     print(f"the model read: {result.content!r}")
     assert "not in this folder" in result.content
     await codex.wait_for_screen("Understood.")

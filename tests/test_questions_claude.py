@@ -35,10 +35,6 @@ def _result_of(model: FakeAnthropic, tool_use: str) -> ToolResult | None:
     return next((r for r in model.tool_results if r.tool_use_id == tool_use), None)
 
 
-def _new_result(model: FakeAnthropic, seen: int) -> ToolResult | None:
-    return model.tool_results[seen] if len(model.tool_results) > seen else None
-
-
 async def test_a_question_answered_from_the_cli_reaches_the_model(setup: Setup) -> None:
     claude, model = setup.pane, setup.pane.model
     colour = {
@@ -62,7 +58,7 @@ async def test_a_question_answered_from_the_cli_reaches_the_model(setup: Setup) 
 
     done = await cli(setup.home, "answer", asked["id"], "blue")
     assert done.returncode == 0, done.stderr
-    result = await eventually(lambda: _new_result(model, seen), timeout=30)
+    result = await eventually(lambda: model.result_after(seen), timeout=30)
     print(f"the model read: {result.content!r}")
     assert not result.is_error
     assert '"Which colour should the button be?"="blue"' in result.content
@@ -85,7 +81,7 @@ async def test_a_plan_approved_from_the_cli_leaves_plan_mode(setup: Setup) -> No
     asked, seen = await _plan_asked(setup, "plan the endpoint")
     done = await cli(setup.home, "approve", asked["id"])
     assert done.returncode == 0, done.stderr
-    result = await eventually(lambda: _new_result(model, seen), timeout=30)
+    result = await eventually(lambda: model.result_after(seen), timeout=30)
     print(f"the model read: {result.content!r}")
     assert not result.is_error
     assert "approved your plan" in result.content and "Add the endpoint" in result.content
@@ -98,7 +94,7 @@ async def test_a_plan_sent_back_keeps_claude_planning_with_the_reason(setup: Set
     asked, seen = await _plan_asked(setup, "plan the migration")
     done = await cli(setup.home, "deny", asked["id"], "-m", "write the tests first")
     assert done.returncode == 0, done.stderr
-    result = await eventually(lambda: _new_result(model, seen), timeout=30)
+    result = await eventually(lambda: model.result_after(seen), timeout=30)
     print(f"the model read: {result.content!r}")
     assert result.is_error and "write the tests first" in result.content
     screen = await claude.wait_for_screen("On it.")
@@ -154,7 +150,7 @@ async def test_a_multi_select_question_answered_with_several_options_reaches_the
     # What Done sends once lint and docs are ticked in a chat: the labels in the options' order.
     done = await cli(setup.home, "answer", asked["id"], "lint, docs")
     assert done.returncode == 0, done.stderr
-    result = await eventually(lambda: _new_result(model, seen), timeout=30)
+    result = await eventually(lambda: model.result_after(seen), timeout=30)
     print(f"the model read: {result.content!r}")
     assert not result.is_error
     assert '"Which checks should run?"="lint, docs"' in result.content

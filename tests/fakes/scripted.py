@@ -91,6 +91,11 @@ class ScriptedModel:
         self._pending: list[Step] = []  # the running turn's next steps
         self._turns = asyncio.Condition()
 
+    def result_after(self, seen: int) -> ToolResult | None:
+        """The tool result that came after the first `seen` ones, None while none has: a test
+        counts the results, acts, then waits for this one."""
+        return self.tool_results[seen] if len(self.tool_results) > seen else None
+
     def on(self, contains: str, *steps: Step, once: bool = True) -> None:
         """When a new human text contains `contains`, play `steps` as the turn: each tool call's
         result brings the next step; a turn whose steps ran out ends with "Done.". Rules are
