@@ -32,7 +32,7 @@ from tests.support.agents import PROMPT_HINT, agent_binary, claude_env, prepare_
 from tests.support.chat import CHAT, connected, with_telegram
 from tests.support.cli import AGENTCOMMS, cli, cli_home
 from tests.support.home import write_config
-from tests.support.stack import Stack, running_stack
+from tests.support.stack import Stack, in_state, running_stack
 from tests.support.tmux import Tmux
 from tests.support.waiting import eventually
 
@@ -165,11 +165,6 @@ async def registered_pane(stack: Stack, agent: str, target: str) -> Agent | None
     return row if row is not None and row.target == target else None
 
 
-async def state_is(stack: Stack, agent: str, state: str) -> Agent | None:
-    row = await stack.store.get_agent(agent)
-    return row if row is not None and row.state == state else None
-
-
 async def test_alice_starts_talks_to_peeks_at_interrupts_and_stops_an_agent_from_her_chat(
     stack: Stack, telegram: FakeTelegram, roots: Path
 ) -> None:
@@ -178,7 +173,7 @@ async def test_alice_starts_talks_to_peeks_at_interrupts_and_stops_an_agent_from
     folder.mkdir()
     told = await answer(telegram, f"/new {agent} {roots}/other/../api scripted")
     assert told.startswith(f"started {agent} (scripted) in {folder}"), told
-    row = await eventually(lambda: state_is(stack, agent, "ready"), timeout=30)
+    row = await eventually(lambda: in_state(stack, agent, "ready"), timeout=30)
     assert row.type == "process" and row.target is not None and acp_agent.__file__ in row.target
     assert f"{agent}: ready (process)" in (await answer(telegram, "/agents")).splitlines()
     again = await answer(telegram, f"/new {agent} {roots} scripted")
@@ -189,23 +184,23 @@ async def test_alice_starts_talks_to_peeks_at_interrupts_and_stops_an_agent_from
     )
     telegram.human_says(CHAT, f"@{agent} acp:say Four\u202e files.")
     await eventually(lambda: [t for t in telegram.texts_to(CHAT) if "Four" in t] or None)
-    await eventually(lambda: state_is(stack, agent, "ready"))
+    await eventually(lambda: in_state(stack, agent, "ready"))
     peeked = await answer(telegram, f"/peek {agent}")
     # Shown as approvals show text: the reversing mark is named, nothing of it deleted.
     assert peeked.startswith(f"{agent} (ready), its last reply:\nFour"), peeked
     assert "\u202e" not in peeked and "files." in peeked
 
     telegram.human_says(CHAT, f"@{agent} acp:hang")
-    await eventually(lambda: state_is(stack, agent, "busy"))
+    await eventually(lambda: in_state(stack, agent, "busy"))
     assert await answer(telegram, f"/esc {agent}") == f"interrupting {agent}."
     await eventually(lambda: [e for e in log_of(folder) if "cancel" in e] or None, timeout=30)
 
-    await eventually(lambda: state_is(stack, agent, "ready"))
+    await eventually(lambda: in_state(stack, agent, "ready"))
     [first] = sessions(folder)
     told = await answer(telegram, f"/clear {agent}")
     assert told.startswith(f"{agent} starts a new session; its old one is left"), told
     [_, second] = await eventually(lambda: sessions(folder)[1:] and sessions(folder), timeout=30)
-    await eventually(lambda: state_is(stack, agent, "ready"))
+    await eventually(lambda: in_state(stack, agent, "ready"))
     telegram.human_says(CHAT, f"@{agent} after the clear")
     prompted = await eventually(
         lambda: [e for e in log_of(folder) if "after the clear" in e.get("prompt", "")]
@@ -214,7 +209,7 @@ async def test_alice_starts_talks_to_peeks_at_interrupts_and_stops_an_agent_from
     assert (folder / ".acp-agent-sessions" / f"{first}.json").exists()  # the old one is left
 
     assert (await answer(telegram, f"/stop {agent}")).startswith(f"stopped {agent};")
-    await eventually(lambda: state_is(stack, agent, "offline"), timeout=30)
+    await eventually(lambda: in_state(stack, agent, "offline"), timeout=30)
 
 
 def sessions(folder: Path) -> list[str]:
@@ -255,7 +250,7 @@ async def test_a_strangers_command_is_refused_like_any_of_their_messages(
     assert await stack.store.get_agent(agent) is None
     known = stack.agent_id("known")
     await stack.call("start_agent", agent_id=known, dir=str(roots), command=SCRIPTED)
-    await eventually(lambda: state_is(stack, known, "ready"), timeout=30)
+    await eventually(lambda: in_state(stack, known, "ready"), timeout=30)
     told = await answer(telegram, f"/clear {known}", user_id=STRANGER - 1)  # answered once each
     assert "agentcomms pair" in told
     # Had it cleared, the interrupt posted before that answer would come before this message.
@@ -300,7 +295,7 @@ async def test_the_cli_starts_a_kind_the_operator_named_and_lists_the_kinds_it_k
     agent = stack.agent_id("cli-kind")
     begun = await cli(home, "agents", "start", agent, "--dir", str(tmp_path), "--kind", "scripted")
     assert begun.returncode == 0, begun.stderr
-    await eventually(lambda: state_is(stack, agent, "ready"), timeout=30)
+    await eventually(lambda: in_state(stack, agent, "ready"), timeout=30)
     refused = await cli(home, "agents", "start", agent, "--dir", str(tmp_path), "--kind", "emacs")
     assert refused.returncode == 1
     assert "unknown kind 'emacs'; known: gemini, claude-code, codex, scripted" in refused.stderr
@@ -339,4 +334,4 @@ async def test_new_with_tmux_opens_claude_code_in_a_window_with_its_hooks_and_re
             timeout=60,
         )
         # Its hooks report as the agent the chat named: the pane is the agent's.
-        await eventually(lambda: state_is(stack, agent, "ready"), timeout=60)
+        await eventually(lambda: in_state(stack, agent, "ready"), timeout=60)

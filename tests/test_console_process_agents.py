@@ -20,12 +20,11 @@ from temporalio.testing import WorkflowEnvironment
 from agentcomms.acp.asking import shown
 from agentcomms.acp.client import _update
 from agentcomms.config import Config, ConsoleConfig
-from agentcomms.models import Agent
 from gateway.console.turns import TurnSoFar
 from tests.support import acp_agent
 from tests.support.acp_agent import log_of
 from tests.support.browser import SHOWN_S, open_console
-from tests.support.stack import Stack, running_stack
+from tests.support.stack import Stack, in_state, running_stack
 from tests.support.waiting import eventually
 
 SCRIPTED = [sys.executable, acp_agent.__file__]
@@ -103,11 +102,6 @@ async def stack(
             yield s
 
 
-async def state_is(stack: Stack, agent: str, state: str) -> Agent | None:
-    row = await stack.store.get_agent(agent)
-    return row if row is not None and row.state == state else None
-
-
 async def test_the_new_agent_form_starts_a_process_agent_in_a_folder_under_the_roots(
     stack: Stack, page: Page, roots: Path
 ) -> None:
@@ -142,7 +136,7 @@ async def test_the_agents_page_shows_its_turn_as_it_streams_and_how_it_ended(
 ) -> None:
     agent = stack.agent_id("console-turn")
     await stack.call("start_agent", agent_id=agent, dir=str(tmp_path), command=SCRIPTED)
-    await eventually(lambda: state_is(stack, agent, "ready"), timeout=30)
+    await eventually(lambda: in_state(stack, agent, "ready"), timeout=30)
     await open_console(page, stack, f"/agents/{agent}")
     turn = page.locator("#live-turn")
     await expect(turn.locator('[data-turn="state"]')).to_have_text(

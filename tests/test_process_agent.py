@@ -27,7 +27,7 @@ from tests.support import acp_agent
 from tests.support.acp_agent import log_of
 from tests.support.chat import CHAT, connected, with_telegram
 from tests.support.cli import cli, cli_home
-from tests.support.stack import Stack, running_stack
+from tests.support.stack import Stack, in_state, open_approvals, running_stack
 from tests.support.waiting import eventually
 
 SCRIPTED = [sys.executable, acp_agent.__file__]
@@ -63,13 +63,8 @@ async def started(stack: Stack, tmp_path: Path, name: str) -> str:
     agent = stack.agent_id(name)
     result = await stack.call("start_agent", agent_id=agent, dir=str(tmp_path), command=SCRIPTED)
     assert result["started"] and result["host"] == stack.host
-    await eventually(lambda: state_is(stack, agent, "ready"), timeout=30)
+    await eventually(lambda: in_state(stack, agent, "ready"), timeout=30)
     return agent
-
-
-async def state_is(stack: Stack, agent: str, state: str) -> Agent | None:
-    row = await stack.store.get_agent(agent)
-    return row if row is not None and row.state == state else None
 
 
 async def waiting(stack: Stack, agent: str, count: int) -> bool:
@@ -99,7 +94,7 @@ async def test_a_message_is_one_prompt_with_its_header_and_send_wait_answers_sub
     event = await stack.store.get_event(result["event_id"])
     assert event is not None and event.status == "delivered"
     assert prompts(tmp_path) == [pane_text(event)]  # the header a pane would show, then the text
-    await eventually(lambda: state_is(stack, agent, "ready"))
+    await eventually(lambda: in_state(stack, agent, "ready"))
 
 
 async def test_messages_wait_while_busy_go_as_one_prompt_and_an_interrupt_cancels(
@@ -107,7 +102,7 @@ async def test_messages_wait_while_busy_go_as_one_prompt_and_an_interrupt_cancel
 ) -> None:
     agent = await started(stack, tmp_path, "acp-busy")
     await send(stack, agent, "acp:hang", wait=True, timeout=30)
-    await eventually(lambda: state_is(stack, agent, "busy"))
+    await eventually(lambda: in_state(stack, agent, "busy"))
     await eventually(lambda: len(prompts(tmp_path)) == 1)
     await send(stack, agent, "first waiting")
     await send(stack, agent, "second waiting")
@@ -129,7 +124,7 @@ async def test_an_agent_that_dies_mid_turn_comes_back_with_its_session_and_then_
     await send(stack, agent, "acp:die", wait=True, timeout=30)
     # Started again by its host, its session loaded, ready for what comes next.
     await eventually(lambda: [e for e in log_of(tmp_path) if e.get("load_session") == first])
-    await eventually(lambda: state_is(stack, agent, "ready"), timeout=30)
+    await eventually(lambda: in_state(stack, agent, "ready"), timeout=30)
     result = await send(stack, agent, "still there?", wait=True, timeout=30)
     assert result["status"] == "submitted", result
     await eventually(lambda: len(prompts(tmp_path)) == 2)
@@ -138,7 +133,7 @@ async def test_an_agent_that_dies_mid_turn_comes_back_with_its_session_and_then_
 
     assert (await stack.call("stop_agent", agent_id=agent))["stopped"]
     await eventually(lambda: [e for e in log_of(tmp_path) if e.get("stdin_closed")])
-    await eventually(lambda: state_is(stack, agent, "offline"))
+    await eventually(lambda: in_state(stack, agent, "offline"))
 
 
 async def test_a_bad_start_is_refused_with_what_to_fix(stack: Stack, tmp_path: Path) -> None:
@@ -164,7 +159,7 @@ async def test_the_cli_starts_and_stops_a_process_agent_and_says_what_is_missing
     begun = await cli(home, "agents", "start", agent, "--dir", str(work), "--acp", "--", *SCRIPTED)
     assert begun.returncode == 0, begun.stderr
     assert f"started {agent}: acp: " in begun.stdout
-    await eventually(lambda: state_is(stack, agent, "ready"), timeout=30)
+    await eventually(lambda: in_state(stack, agent, "ready"), timeout=30)
     assert (await send(stack, agent, "from the terminal", wait=True, timeout=30))["status"] == (
         "submitted"
     )
@@ -173,7 +168,7 @@ async def test_the_cli_starts_and_stops_a_process_agent_and_says_what_is_missing
     await eventually(lambda: len([e for e in log_of(work) if "new_session" in e]) == 2)
     ended = await cli(home, "agents", "stop", agent)
     assert ended.returncode == 0 and f"stopped {agent}" in ended.stdout, ended.stderr
-    await eventually(lambda: state_is(stack, agent, "offline"))
+    await eventually(lambda: in_state(stack, agent, "offline"))
 
     for args, says in [
         (["--dir", str(work)], "say what to run"),
@@ -221,13 +216,8 @@ async def test_up_starts_the_process_agents_of_the_config(stack: Stack, tmp_path
     agent = stack.agent_id("acp-config")
     configured = AgentConfig.model_validate({"acp": {"dir": str(tmp_path), "command": SCRIPTED}})
     await start_configured(stack.gateway.mailbox, agent, configured, stack.host)
-    await eventually(lambda: state_is(stack, agent, "ready"), timeout=30)
+    await eventually(lambda: in_state(stack, agent, "ready"), timeout=30)
     assert (await send(stack, agent, "configured", wait=True, timeout=30))["status"] == "submitted"
-
-
-async def open_approvals(stack: Stack, agent: str) -> list[dict[str, Any]]:
-    listed = await stack.call("approvals")
-    return [a for a in listed["approvals"] if a["agent_id"] == agent]
 
 
 def chosen(folder: Path) -> list[str | None]:
@@ -243,12 +233,12 @@ async def test_a_permission_request_is_an_approval_with_the_agents_own_options(
     assert approval["ask"] == "question" and approval["tool"] == "Bash"
     assert approval["input"] == "touch notes.txt" and approval["whole"]
     assert approval["options"] == ["option 0", "option 1", "option 2", "option 3"]
-    row = await eventually(lambda: state_is(stack, agent, "waiting"))
+    row = await eventually(lambda: in_state(stack, agent, "waiting"))
     assert row.waiting_for is not None and "touch notes.txt" in row.waiting_for
 
     await stack.call("approval_decide", id=approval["id"], behavior="answer", answer="option 1")
     await eventually(lambda: chosen(tmp_path) == ["opt-1"])  # the agent got its own option's id
-    await eventually(lambda: state_is(stack, agent, "ready"))
+    await eventually(lambda: in_state(stack, agent, "ready"))
 
     # A denial answers with the agent's reject option: nothing is allowed by default.
     await send(stack, agent, "acp:ask 4 touch other.txt")
@@ -274,7 +264,7 @@ async def test_the_turns_reply_streamed_goes_back_to_the_chat_that_asked(
     agent = CHAT_AGENT
     result = await stack.call("start_agent", agent_id=agent, dir=str(tmp_path), command=SCRIPTED)
     assert result["started"]
-    await eventually(lambda: state_is(stack, agent, "ready"), timeout=30)
+    await eventually(lambda: in_state(stack, agent, "ready"), timeout=30)
     asked = telegram.human_says(CHAT, "acp:tool ls\nacp:say It is four, as far as I can count.")
     [reply] = await eventually(
         lambda: [m for m in telegram.sent if "It is four" in m["text"]] or None, timeout=30
@@ -284,7 +274,7 @@ async def test_the_turns_reply_streamed_goes_back_to_the_chat_that_asked(
     assert reply["reply_to_message_id"] == asked["message"]["message_id"]
     # A turn begun at the terminal goes to no chat.
     await send(stack, agent, "acp:say Only for the terminal.", wait=True, timeout=30)
-    await eventually(lambda: state_is(stack, agent, "ready"), timeout=30)
+    await eventually(lambda: in_state(stack, agent, "ready"), timeout=30)
     await eventually(lambda: len(prompts(tmp_path)) == 2)
     assert not [m for m in telegram.sent if "Only for the terminal" in m["text"]]
 
@@ -297,7 +287,7 @@ async def test_an_interrupt_while_it_asks_closes_the_approval_and_cancels_the_tu
     await eventually(lambda: open_approvals(stack, agent))
     await stack.call("interrupt", agent_id=agent)
     await eventually(lambda: chosen(tmp_path) == [None])  # answered "cancelled"
-    await eventually(lambda: state_is(stack, agent, "ready"))
+    await eventually(lambda: in_state(stack, agent, "ready"))
     assert await eventually(lambda: not_open(stack, agent))
 
 
@@ -367,7 +357,7 @@ async def test_each_turns_beginning_and_end_are_events_of_the_agent_and_in_trace
 
     # A turn the human cancels ends so.
     hung = await send(stack, agent, "acp:hang", wait=True, timeout=30)
-    await eventually(lambda: state_is(stack, agent, "busy"))
+    await eventually(lambda: in_state(stack, agent, "busy"))
     await stack.call("interrupt", agent_id=agent)
     *_, last = await eventually(lambda: pair(turns_of(stack, agent), 4))
     assert last["payload"]["stop_reason"] == "cancelled"

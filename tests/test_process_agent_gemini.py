@@ -6,16 +6,14 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.acp.kinds import KINDS
-from agentcomms.models import Agent
 from tests.fakes.gemini import FakeGemini, shell, text
 from tests.support.agents import GEMINI_API_KEY, GEMINI_VERSION, prepare_gemini_home
-from tests.support.stack import Stack, running_stack
+from tests.support.stack import Stack, in_state, open_approvals, running_stack
 from tests.support.waiting import eventually
 
 
@@ -30,16 +28,6 @@ async def gemini_model(agent_clis: dict[str, Path]) -> AsyncIterator[FakeGemini]
 async def stack(temporal_env: WorkflowEnvironment, tmp_path: Path) -> AsyncIterator[Stack]:
     async with running_stack(temporal_env.client, tmp_path / "stack") as s:
         yield s
-
-
-async def state_is(stack: Stack, agent: str, state: str) -> Agent | None:
-    row = await stack.store.get_agent(agent)
-    return row if row is not None and row.state == state else None
-
-
-async def open_approvals(stack: Stack, agent: str) -> list[dict[str, Any]]:
-    listed = await stack.call("approvals")
-    return [a for a in listed["approvals"] if a["agent_id"] == agent]
 
 
 def test_the_gemini_kind_runs_the_version_the_tests_run() -> None:
@@ -65,7 +53,7 @@ async def test_gemini_over_acp_takes_a_message_and_asks_permission_through_an_ap
     ]
     agent = stack.agent_id("gemini-acp")
     await stack.call("start_agent", agent_id=agent, dir=str(project), command=command)
-    await eventually(lambda: state_is(stack, agent, "ready"), timeout=90)
+    await eventually(lambda: in_state(stack, agent, "ready"), timeout=90)
 
     sent = await stack.call(
         "send", agent_id=agent, message="what is the capital of France?", wait=True, timeout=60
@@ -73,17 +61,17 @@ async def test_gemini_over_acp_takes_a_message_and_asks_permission_through_an_ap
     assert sent["status"] == "submitted", sent
     said = await gemini_model.wait_for_human("capital of France", timeout=60)
     assert said.startswith("[cli:local from ")  # the header a pane would show
-    await eventually(lambda: state_is(stack, agent, "ready"), timeout=60)
+    await eventually(lambda: in_state(stack, agent, "ready"), timeout=60)
 
     await stack.call("send", agent_id=agent, message="please make the file")
     [approval] = await eventually(lambda: open_approvals(stack, agent), timeout=60)
     assert "touch made.txt" in approval["input"], approval
     # Gemini CLI 0.61.0's own options, as its ACP request names them.
     assert approval["options"] == ["Allow for this session", "Allow", "Reject"]
-    await eventually(lambda: state_is(stack, agent, "waiting"))
+    await eventually(lambda: in_state(stack, agent, "waiting"))
     await stack.call("approval_decide", id=approval["id"], behavior="answer", answer="Allow")
     await eventually(lambda: (project / "made.txt").exists(), timeout=60)
-    await eventually(lambda: state_is(stack, agent, "ready"), timeout=60)
+    await eventually(lambda: in_state(stack, agent, "ready"), timeout=60)
 
     assert (await stack.call("stop_agent", agent_id=agent))["stopped"]
-    await eventually(lambda: state_is(stack, agent, "offline"))
+    await eventually(lambda: in_state(stack, agent, "offline"))

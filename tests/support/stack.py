@@ -35,7 +35,7 @@ from agentcomms.config import (
     TemporalConfig,
     VoiceConfig,
 )
-from agentcomms.models import Event
+from agentcomms.models import Agent, Event
 from agentcomms.store import Store
 from agentcomms.workflow_ids import CALL_WORKFLOW, MAILBOX_WORKFLOW, call_workflow_id, mailbox_id
 from gateway.service import Gateway
@@ -229,6 +229,18 @@ async def delivered(stack: Stack, event_id: str) -> Event | None:
     """The event, once the projection shows it delivered (for ``eventually``)."""
     event = await stack.store.get_event(event_id)
     return event if event is not None and event.status == "delivered" else None
+
+
+async def in_state(stack: Stack, agent: str, state: str) -> Agent | None:
+    """The agent's row once the projection shows it `state` (for ``eventually``)."""
+    row = await stack.store.get_agent(agent)
+    return row if row is not None and row.state == state else None
+
+
+async def open_approvals(stack: Stack, agent: str) -> list[dict[str, Any]]:
+    """The agent's open approvals, as `agentcomms approvals` lists them."""
+    listed = await stack.call("approvals")
+    return [a for a in listed["approvals"] if a["agent_id"] == agent]
 
 
 async def _status_is(stack: Stack, agent: str, status: str) -> bool:
