@@ -108,8 +108,16 @@ class Gateway:
         push_tokens = tokens_for(self.key)
         links = link_tokens(self.key)
         self.approval_chats = ApprovalChats(cfg, store, push_tokens, links)
+        # One-way notifications to the human's ntfy topic: turns ended, agents gone, asks.
+        self.notify = PushNotify(cfg)
         self.approvals = approvals = ApprovalMethods(
-            cfg, client, self.key, panes, self.approval_chats, store
+            cfg,
+            client,
+            self.key,
+            panes,
+            self.approval_chats,
+            store,
+            observers=[self.notify.approval],
         )
         # A notification's buttons come back here, to the one decide path; and an email's
         # one-time links, through the published console.
@@ -117,9 +125,6 @@ class Gateway:
         self.email_links = EmailLinks(cfg, links, store, approvals.view, approvals.decide)
         # A tool that ran answers its approval; a turn's reply goes back to its chat.
         mirror = ReplyMirror(cfg, store, self.outbox)
-        # One-way notifications to the human's ntfy topic: turns ended, agents gone, asks.
-        self.notify = PushNotify(cfg)
-        approvals.observers.append(self.notify.approval)
         processes = ProcessAgentMethods(self.mailbox, store, self.host)
         # A look at an agent (a chat's /peek, `agents peek`): its last reply from the hooks.
         peek = AgentPeek(store, self.host)

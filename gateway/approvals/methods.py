@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -92,6 +92,8 @@ class ApprovalMethods:
         panes: PaneAgents,
         chats: ApprovalChats,
         store: Store,
+        *,
+        observers: Sequence[Callable[[ApprovalView], None]] = (),
     ) -> None:
         self._cfg = cfg
         self._budgets = Budgets(cfg, store)
@@ -102,9 +104,9 @@ class ApprovalMethods:
         # The approvals this gateway opened that may still be open, each with the agent, tool
         # and input (as the hook reports them) whose run or end means it was answered elsewhere.
         self._waiting: dict[str, tuple[str, str, Any]] = {}
-        # Who else shows approvals (the console): told of each one opened here and of each
-        # decision recorded here, whatever surface gave it.
-        self.observers: list[Callable[[ApprovalView], None]] = []
+        # Who else shows approvals (push notifications, the console): told of each one opened
+        # here and of each decision recorded here, whatever surface gave it.
+        self.observers: list[Callable[[ApprovalView], None]] = list(observers)
         self._deadlines: set[asyncio.Task[None]] = set()
 
     @declare(Hook())
