@@ -24,6 +24,7 @@ from gateway.agents.dialogs import DialogWatch
 from gateway.agents.hook_http import HookReports
 from gateway.agents.hooks import AgentHookMethods, PaneAgents
 from gateway.agents.mirror import ReplyMirror
+from gateway.agents.notices import HumanNotices
 from gateway.agents.peek import AgentPeek
 from gateway.agents.processes import ProcessAgentMethods, start_configured
 from gateway.agents.starting import NewAgents
@@ -40,7 +41,6 @@ from gateway.chat.inbox import ChatInbox, ChatTransports
 from gateway.chat.senders import SenderMethods
 from gateway.http import WebhookServer
 from gateway.messages.methods import Methods
-from gateway.messages.notices import HumanNotices
 from gateway.messages.notify import PushNotify
 from gateway.messages.urgent import UrgentMessages
 from gateway.phone.calls import CallControl

@@ -20,7 +20,7 @@ from agentcomms.config.budget import Budget, Spending
 from agentcomms.errors import GatewayError
 from agentcomms.escalation_models import Rung
 from agentcomms.store import Store
-from gateway.messages.budget import Budgets
+from gateway.agents.budget import Budgets
 from gateway.socket.protocol import BUDGET_SPENT
 from tests.fakes.serve import free_port
 from tests.fakes.twilio import FakeTwilio

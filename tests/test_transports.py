@@ -23,6 +23,7 @@ from mcp_server.shapes import Provider
 
 def test_provider_names_are_written_once() -> None:
     assert sorted(ChatConfig.provider_names()) == sorted(transports.PROVIDERS)
+    assert sorted(ChatConfig.chat_provider_names()) == sorted(transports.CHAT_PROVIDERS)
     assert transports.PROVIDERS == Provider.__args__  # type: ignore[attr-defined]
     with pytest.raises(ValueError, match="unknown provider"):
         transports.load("matrix")

@@ -19,7 +19,6 @@ from agentcomms.config.section import Section
 from agentcomms.config.voice import is_phone_approver
 from agentcomms.escalation_models import QuietHours, Rung, check_ladder
 from agentcomms.models import MAX_MESSAGE_CHARS
-from agentcomms.transports import abilities
 
 MaxPending = Annotated[int, Field(ge=1, le=10_000)]
 MaxPendingBytes = Annotated[int, Field(ge=MAX_MESSAGE_CHARS * 4, le=1_000_000_000)]
@@ -180,7 +179,7 @@ class AgentConfig(Section):
     @field_validator("approvers")
     @classmethod
     def _approvers_are_senders(cls, value: list[str] | None) -> list[str] | None:
-        known = [name for name in ChatConfig.provider_names() if abilities(name).elsewhere]
+        known = ChatConfig.chat_provider_names()
         for approver in value or []:
             provider, sep, sender = approver.partition(":")
             if provider == "phone" and not is_phone_approver(approver):

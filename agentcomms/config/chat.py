@@ -433,6 +433,17 @@ class ChatConfig(Section):
             if isinstance(info.default, ProviderSection)
         ]
 
+    @classmethod
+    def chat_provider_names(cls) -> list[str]:
+        """The providers whose chats are elsewhere: all but this machine's own inbox (those of
+        agentcomms.transports.CHAT_PROVIDERS, which the configuration does not import)."""
+        return [
+            name
+            for name, info in cls.model_fields.items()
+            if isinstance(info.default, ProviderSection)
+            and not isinstance(info.default, LocalChatConfig)
+        ]
+
     def provider(self, name: str) -> ProviderSection:
         """The section of provider ``name`` (one of ``agentcomms.transports.PROVIDERS``)."""
         section = getattr(self, name)

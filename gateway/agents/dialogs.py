@@ -22,7 +22,7 @@ from agentcomms.errors import AgentcommsError
 from agentcomms.models import Agent, PaneTarget
 from agentcomms.store import Store
 from agentcomms.visible import visible
-from gateway.messages.notices import HumanNotices
+from gateway.agents.notices import HumanNotices
 
 log = logging.getLogger(__name__)
 

@@ -38,6 +38,7 @@ from agentcomms.escalation_models import Escalation, QuietHours, Rung
 from agentcomms.models import utcnow
 from agentcomms.store import Store
 from agentcomms.trust import DeploymentKey
+from gateway.agents.budget import Budgets
 from gateway.agents.hooks import PaneAgents
 from gateway.approvals.asks import (
     QUESTION_CHARS,
@@ -63,7 +64,6 @@ from gateway.approvals.words import (
     reply_with,
     shown_remotely,
 )
-from gateway.messages.budget import Budgets
 from gateway.socket.caller import Caller
 from gateway.socket.declare import Hook, Human, declare
 from gateway.socket.protocol import INVALID_PARAMS, NOT_FOUND, NOT_YOURS

@@ -29,9 +29,9 @@ from agentcomms.store import Store
 from agentcomms.store.engine import display_url
 from agentcomms.temporal import pollers
 from agentcomms.workflow_ids import host_task_queue
+from gateway.agents.budget import Budgets
 from gateway.agents.hosts import HostWatch, hosts_down
 from gateway.chat.inbox import ChatTransports
-from gateway.messages.budget import Budgets
 from gateway.messages.files import files_for_reply
 from gateway.messages.trace import Tracer
 from gateway.socket.confine import own_history, to_own_chat, without_refused

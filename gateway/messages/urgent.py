@@ -26,7 +26,7 @@ from agentcomms.models import Event, utcnow
 from agentcomms.store import Store
 from agentcomms.trust import DeploymentKey
 from agentcomms.workflow_ids import escalation_workflow_id
-from gateway.messages.budget import Budgets
+from gateway.agents.budget import Budgets
 from gateway.socket.results import Escalating
 from workflows.escalation.models import Answered, EscalationInput
 from workflows.escalation.workflow import EscalationWorkflow

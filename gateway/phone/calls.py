@@ -50,7 +50,7 @@ from agentcomms.voice.models import (
 from agentcomms.voice.stt import stt_chain
 from agentcomms.voice.tts import tts_chain
 from agentcomms.workflow_ids import call_workflow_id
-from gateway.messages.budget import Budgets
+from gateway.agents.budget import Budgets
 from gateway.socket.declare import ForItself, Human, declare
 from gateway.socket.params import AgentId, MessageText, Params
 from gateway.socket.protocol import INVALID_PARAMS, NOT_FOUND

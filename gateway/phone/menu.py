@@ -48,10 +48,10 @@ from agentcomms.store import Store
 from agentcomms.store.phone_callers import PhoneCaller
 from agentcomms.voice.audio import AudioStore, turn_audio_name
 from agentcomms.voice.models import TurnRecord
+from gateway.agents.notices import HumanNotices
 from gateway.approvals.methods import ApprovalMethods
 from gateway.approvals.phone import answer_by_phone
 from gateway.approvals.words import asks, heard_on_phone, hidden_on, keys, shown_remotely
-from gateway.messages.notices import HumanNotices
 from gateway.phone.pins import PhonePins
 from gateway.socket.declare import Human, declare
 from gateway.socket.params import Params

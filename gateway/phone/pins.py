@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 from agentcomms.config import Config
 from agentcomms.models import utcnow
 from agentcomms.store import Store
-from gateway.messages.notices import HumanNotices
+from gateway.agents.notices import HumanNotices
 
 log = logging.getLogger(__name__)
 
