@@ -94,6 +94,11 @@ class Gateway:
         self.started_at: datetime = utcnow()
         self.store = store
         self.key = DeploymentKey.load(cfg.security)
+        # An urgent message's ladder stops at the human's next message.
+        urgent = UrgentMessages(cfg, client, self.key, store)
+        # The panes of the agents on this host, each known from the moment its registration
+        # is accepted, before the projection shows it.
+        self.agent_panes = AgentPanes(store, self.host)
         self.mailbox = Mailbox(
             client,
             store,
@@ -101,6 +106,8 @@ class Gateway:
             key=self.key,
             limits=cfg.mailbox_limits,
             accepted_by=f"the gateway on {self.host} (pid {os.getpid()})",
+            observers=[urgent.heard],
+            registering=[self.agent_panes.accepted],
         )
         self.outbox = Outbox(client, cfg.temporal.task_queue, key=self.key)
         self.calls = CallControl(cfg, client, store, self.key)
@@ -166,11 +173,9 @@ class Gateway:
         self.chat = ChatTransports(cfg, self.inbox)
         # A sender admitted by `pair` is told so, and what they wrote meanwhile goes on.
         admission = Admission(cfg, store, self.mailbox, self.outbox, self.inbox)
-        urgent = UrgentMessages(cfg, client, self.key, store)
         # What the panes show, looked at once for `agents`, `status` and the dialogs' watch.
         tmux = TmuxAdapter()
         screen = ScreenCheck(tmux, self.host)
-        self.mailbox.observers.append(urgent.heard)
         self.methods = Methods(
             cfg,
             store,
@@ -188,10 +193,6 @@ class Gateway:
         self.calls.line_observers.append(self.approval_calls.line_event)
         # What a human who calls in hears: through Twilio, or the local phone's --dial.
         self.phone_menu = PhoneMenu(cfg, store, approvals, post=self.mailbox.post)
-        # The panes of the agents on this host, each known from the moment its registration
-        # is accepted, before the projection shows it.
-        self.agent_panes = AgentPanes(store, self.host)
-        self.mailbox.registering.append(self.agent_panes.accepted)
         # Each request admitted as its method's declaration says: an agent's gets only what is
         # its own, and no process in an agent's pane decides for the human.
         rooms = (

@@ -18,7 +18,7 @@ import asyncio
 import functools
 import logging
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 from uuid import uuid4
@@ -98,6 +98,8 @@ class Mailbox:
         key: DeploymentKey,
         limits: Limits = _no_limits,
         accepted_by: str = "",
+        observers: Sequence[Callable[[Event], Awaitable[None]]] = (),
+        registering: Sequence[Callable[[str, Registration], None]] = (),
     ) -> None:
         self._client = client
         self._key = key
@@ -113,10 +115,10 @@ class Mailbox:
         self.arrivals = Arrivals()
         # Who hears each message once it is durable (an urgent message's ladder stops at the
         # human's next one); each must be quick and never raise.
-        self.observers: list[Callable[[Event], Awaitable[None]]] = []
+        self.observers: list[Callable[[Event], Awaitable[None]]] = list(observers)
         # Who hears of each registration as it is accepted, before the mailbox runs it (the
         # socket's guard: a process in a pane registered a moment ago is already an agent's).
-        self.registering: list[Callable[[str, Registration], None]] = []
+        self.registering: list[Callable[[str, Registration], None]] = list(registering)
         # A mailbox starts on the shared queue, which any worker polls (the gateway's machine
         # may run none); registration moves it to its pane's host, where it types.
         self._task_queue = task_queue
