@@ -6,7 +6,6 @@ Temporal mailbox."""
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 
 import pytest
 
@@ -15,7 +14,6 @@ from agentcomms.workflow_ids import mailbox_id
 from tests.support.fake_agent import (
     PROMPT,
     FakeAgent,
-    ready_agent,
     state_is,
 )
 from tests.support.mailbox import (
@@ -25,23 +23,18 @@ from tests.support.mailbox import (
     settled_history,
 )
 from tests.support.stack import Stack
-from tests.support.tmux import SENT_HEADER, Tmux, as_sent
+from tests.support.tmux import SENT_HEADER, as_sent
 from tests.support.waiting import eventually
 
 # Longer than a follow-up's wait (FOLLOW_UP_AFTER) and its look.
 PAST_A_FOLLOW_UP_S = 4.5
 
 
-@pytest.fixture
-async def agent(stack: Stack, tmux: Tmux, tmp_path: Path) -> tuple[str, FakeAgent]:
-    return await ready_agent(stack, tmux, tmp_path)
-
-
 @pytest.mark.timeout(90)
 async def test_enter_is_pressed_once_more_when_the_text_stays_in_the_input_box(
-    stack: Stack, agent: tuple[str, FakeAgent]
+    stack: Stack, ready_fake_agent: tuple[str, FakeAgent]
 ) -> None:
-    agent_id, fake = agent
+    agent_id, fake = ready_fake_agent
     sending = asyncio.create_task(
         stack.call("send", agent_id=agent_id, message="please run the tests", wait=True, timeout=60)
     )
@@ -75,9 +68,9 @@ async def test_enter_is_pressed_once_more_when_the_text_stays_in_the_input_box(
 
 @pytest.mark.timeout(90)
 async def test_a_prompt_gone_without_a_hook_means_the_hooks_are_missing(
-    stack: Stack, agent: tuple[str, FakeAgent]
+    stack: Stack, ready_fake_agent: tuple[str, FakeAgent]
 ) -> None:
-    agent_id, fake = agent
+    agent_id, fake = ready_fake_agent
     sent = await stack.call("send", agent_id=agent_id, message="hello there")
     await eventually(lambda: fake.typed() == as_sent("hello there"))
     assert input_box(fake.tmux.capture(fake.target)) == ""  # the input box is empty

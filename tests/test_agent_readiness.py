@@ -17,7 +17,6 @@ from tests.support.fake_agent import (
     DIALOG,
     PROMPT,
     FakeAgent,
-    ready_agent,
     start_fake_agent,
     state_is,
     working,
@@ -31,15 +30,10 @@ from tests.support.waiting import eventually
 QUIET_S = 1.5
 
 
-@pytest.fixture
-async def agent(stack: Stack, tmux: Tmux, tmp_path: Path) -> tuple[str, FakeAgent]:
-    return await ready_agent(stack, tmux, tmp_path)
-
-
 async def test_a_message_sent_mid_turn_waits_and_is_typed_after_stop(
-    stack: Stack, agent: tuple[str, FakeAgent]
+    stack: Stack, ready_fake_agent: tuple[str, FakeAgent]
 ) -> None:
-    agent_id, fake = agent
+    agent_id, fake = ready_fake_agent
     busy = await working(stack, agent_id, fake, prompt="please run ls")
     assert busy["state_since"] is not None
     assert (await stack.call("status"))["agent_states"][agent_id] == "busy"
@@ -59,9 +53,9 @@ async def test_a_message_sent_mid_turn_waits_and_is_typed_after_stop(
 
 
 async def test_nothing_is_typed_into_a_permission_dialog(
-    stack: Stack, agent: tuple[str, FakeAgent]
+    stack: Stack, ready_fake_agent: tuple[str, FakeAgent]
 ) -> None:
-    agent_id, fake = agent
+    agent_id, fake = ready_fake_agent
     await fake.hook("UserPromptSubmit", prompt="touch /tmp/x")
     await fake.showing(DIALOG)
     # Its hook waits for the human's answer through agentcomms (an approval), beside the dialog.
@@ -109,9 +103,9 @@ async def test_nothing_is_typed_into_a_permission_dialog(
 
 
 async def test_messages_that_waited_are_typed_as_one_prompt_oldest_first(
-    stack: Stack, agent: tuple[str, FakeAgent]
+    stack: Stack, ready_fake_agent: tuple[str, FakeAgent]
 ) -> None:
-    agent_id, fake = agent
+    agent_id, fake = ready_fake_agent
     await working(stack, agent_id, fake)
     for text in ("first", "second", "third"):
         await stack.call("agent_message", from_agent_id="ops", to_agent_id=agent_id, message=text)
@@ -127,9 +121,9 @@ async def test_messages_that_waited_are_typed_as_one_prompt_oldest_first(
 
 
 async def test_an_interrupt_goes_at_once_while_the_agent_is_busy(
-    stack: Stack, agent: tuple[str, FakeAgent]
+    stack: Stack, ready_fake_agent: tuple[str, FakeAgent]
 ) -> None:
-    agent_id, fake = agent
+    agent_id, fake = ready_fake_agent
     await working(stack, agent_id, fake)
     await stack.call("send", agent_id=agent_id, message="after the interrupt")
     await stack.call("interrupt", agent_id=agent_id)
@@ -158,9 +152,9 @@ async def test_a_hook_from_a_pane_nobody_registered_is_refused(
 
 
 async def test_a_turn_ended_by_esc_without_a_hook_is_noticed_from_the_pane(
-    stack: Stack, agent: tuple[str, FakeAgent]
+    stack: Stack, ready_fake_agent: tuple[str, FakeAgent]
 ) -> None:
-    agent_id, fake = agent
+    agent_id, fake = ready_fake_agent
     await working(stack, agent_id, fake)
     await stack.call("send", agent_id=agent_id, message="are you there?")
     # The human pressed Esc: Claude Code is at its prompt again and sends no hook. Once the
@@ -170,12 +164,12 @@ async def test_a_turn_ended_by_esc_without_a_hook_is_noticed_from_the_pane(
 
 
 async def test_a_dialog_no_hook_reported_shows_as_waiting_and_says_when_it_was_seen(
-    stack: Stack, agent: tuple[str, FakeAgent]
+    stack: Stack, ready_fake_agent: tuple[str, FakeAgent]
 ) -> None:
     """Claude Code's own dialogs in auto mode run no hook: the state its last hook set (busy)
     is read off the pane once it is old, before `agents` shows it; and the pane's prompt after
     Esc shows as ready."""
-    agent_id, fake = agent
+    agent_id, fake = ready_fake_agent
     await working(stack, agent_id, fake)
     await fake.showing(DIALOG)
 
@@ -191,12 +185,12 @@ async def test_a_dialog_no_hook_reported_shows_as_waiting_and_says_when_it_was_s
 
 
 async def test_a_dialog_no_hook_reported_is_told_to_the_human_once_with_its_words(
-    stack: Stack, agent: tuple[str, FakeAgent]
+    stack: Stack, ready_fake_agent: tuple[str, FakeAgent]
 ) -> None:
     """Claude Code in auto mode asks in its own dialog and runs no hook: the human is told on
     the agent's inbox line (and chats) what the dialog says and where to answer, once; a dialog
     after it is told again."""
-    agent_id, fake = agent
+    agent_id, fake = ready_fake_agent
     await working(stack, agent_id, fake)
     await fake.showing(DIALOG)
 
@@ -220,9 +214,9 @@ async def test_a_dialog_no_hook_reported_is_told_to_the_human_once_with_its_word
 
 
 async def test_send_wait_reports_submitted_once_the_agents_prompt_carries_the_text(
-    stack: Stack, agent: tuple[str, FakeAgent]
+    stack: Stack, ready_fake_agent: tuple[str, FakeAgent]
 ) -> None:
-    agent_id, fake = agent
+    agent_id, fake = ready_fake_agent
     sending = asyncio.create_task(
         stack.call("send", agent_id=agent_id, message="run the tests", wait=True, timeout=30)
     )

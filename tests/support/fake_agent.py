@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from agentcomms.agents import hook
 from tests.support.stack import Stack, register
 from tests.support.tmux import Tmux
@@ -189,3 +191,9 @@ async def working(
     await fake.showing(BUSY)
     row: dict[str, Any] = await eventually(lambda: state_is(stack, agent_id, "busy"))
     return row
+
+
+@pytest.fixture
+async def ready_fake_agent(stack: Stack, tmux: Tmux, tmp_path: Path) -> tuple[str, FakeAgent]:
+    """A stand-in agent ready on the test's stack (:func:`ready_agent`): its id, and the agent."""
+    return await ready_agent(stack, tmux, tmp_path)
