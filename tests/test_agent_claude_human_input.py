@@ -11,7 +11,6 @@ leaves the box empty and Claude at its prompt."""
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
 import pytest
@@ -31,16 +30,8 @@ DIALOG = "a dialog in the pane"
 QUIET_S = 3.0
 
 
-async def agent_row(a: Attended[ClaudePane]) -> dict[str, Any]:
-    """The agent as `agentcomms agents --json` shows it."""
-    done = await cli(a.home, "agents", "--json")
-    assert done.returncode == 0, done.stderr
-    listed = json.loads(done.stdout)
-    return next(r for r in listed["agents"] if r["id"] == a.agent_id)
-
-
 async def state_is(a: Attended[ClaudePane], state: str) -> dict[str, Any] | None:
-    row = await agent_row(a)
+    row = await a.row()
     return row if row["state"] == state else None
 
 
@@ -61,7 +52,7 @@ async def test_a_half_typed_prompt_keeps_the_message_out_of_the_box(
     done = await cli(a.home, "send", a.agent_id, "deploy is frozen", "--wait", "--timeout", "6")
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().endswith(": queued")  # not "submitted": the agent did not get it
-    waiting = await agent_row(a)
+    waiting = await a.row()
     assert (waiting["state"], waiting["waiting_for"], waiting["pending"]) == (
         "waiting",
         DRAFTED,
@@ -147,7 +138,7 @@ async def test_a_settings_panel_open_keeps_the_message_out_of_it(
     words = f"{command} open or not, hello"
     done = await cli(a.home, "send", a.agent_id, words, "--wait", "--timeout", "6")
     assert done.stdout.strip().endswith(": queued"), done.stdout
-    waiting = await agent_row(a)
+    waiting = await a.row()
     assert (waiting["state"], waiting["waiting_for"]) == ("waiting", DIALOG)
     await asyncio.sleep(QUIET_S)
     assert shown in claude.screen()

@@ -28,13 +28,6 @@ __all__ = ["attended_claude"]
 FLOOD = 300
 
 
-async def agent_row(a: Attended[ClaudePane]) -> dict[str, Any]:
-    """The agent as `agentcomms agents --json` shows it."""
-    done = await cli(a.home, "agents", "--json")
-    assert done.returncode == 0, done.stderr
-    return next(r for r in json.loads(done.stdout)["agents"] if r["id"] == a.agent_id)
-
-
 async def traced(a: Attended[ClaudePane], event_id: str) -> tuple[str, list[str]]:
     """What `agentcomms trace` says of the message, and its steps by name (from `--json`)."""
     said = await cli(a.home, "trace", event_id)
@@ -72,7 +65,7 @@ async def test_a_flood_for_a_closed_pane_reaches_the_new_claude_once_in_order(
     assert steps == ["accepted", "queued"]
     assert f"position {FLOOD + 1} of {FLOOD + 1}" in waiting
     assert f"pane {claude.target} on host {a.stack.host} is missing since" in waiting
-    row = await agent_row(a)
+    row = await a.row()
     assert (row["status"], row["pending"]) == ("unreachable", FLOOD + 1)
     read_before = len(claude.model.human_texts)
 
@@ -106,5 +99,5 @@ async def test_a_flood_for_a_closed_pane_reaches_the_new_claude_once_in_order(
 
 
 async def _settled(a: Attended[ClaudePane]) -> dict[str, Any] | None:
-    row = await agent_row(a)
+    row = await a.row()
     return row if row["pending"] == 0 and row["state"] == "ready" else None

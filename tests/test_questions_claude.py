@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from tests.fakes.anthropic import FakeAnthropic, ToolResult, text, tool, write_plan
 from tests.support.agents import PLAN_MODE, Attended, ClaudePane
 from tests.support.cli import cli
@@ -25,18 +23,13 @@ QUESTION_DIALOG = "Enter to select"
 Setup = Attended[ClaudePane]
 
 
-@pytest.fixture(scope="module")
-def setup(attended_claude: Setup) -> Setup:
-    return attended_claude
-
-
 def _result_of(model: FakeAnthropic, tool_use: str) -> ToolResult | None:
     """The result the model saw for its call of `tool_use` (the fake numbers its calls)."""
     return next((r for r in model.tool_results if r.tool_use_id == tool_use), None)
 
 
-async def test_a_question_answered_from_the_cli_reaches_the_model(setup: Setup) -> None:
-    claude, model = setup.pane, setup.pane.model
+async def test_a_question_answered_from_the_cli_reaches_the_model(attended_claude: Setup) -> None:
+    claude, model = attended_claude.pane, attended_claude.pane.model
     colour = {
         "question": "Which colour should the button be?",
         "header": "Colour",
@@ -53,10 +46,10 @@ async def test_a_question_answered_from_the_cli_reaches_the_model(setup: Setup) 
     )
     seen = len(model.tool_results)
     await claude.type("ask me the colour")
-    asked = await eventually(lambda: setup.approval("question"), timeout=30)
+    asked = await eventually(lambda: attended_claude.approval("question"), timeout=30)
     assert (asked["question"], asked["options"]) == (colour["question"], ["red", "blue"])
 
-    done = await cli(setup.home, "answer", asked["id"], "blue")
+    done = await cli(attended_claude.home, "answer", asked["id"], "blue")
     assert done.returncode == 0, done.stderr
     result = await eventually(lambda: model.result_after(seen), timeout=30)
     print(f"the model read: {result.content!r}")
@@ -65,21 +58,21 @@ async def test_a_question_answered_from_the_cli_reaches_the_model(setup: Setup) 
     await claude.wait_for_screen("Blue it is.")
 
 
-async def _plan_asked(setup: Setup, words: str) -> tuple[dict[str, Any], int]:
-    claude, model = setup.pane, setup.pane.model
+async def _plan_asked(attended_claude: Setup, words: str) -> tuple[dict[str, Any], int]:
+    claude, model = attended_claude.pane, attended_claude.pane.model
     await claude.plan_mode()  # from whichever mode the last test left
     model.on(words, write_plan(PLAN), tool("ExitPlanMode"), text("On it."))
     seen = len(model.tool_results)
     await claude.type(words)
-    asked = await eventually(lambda: setup.approval("plan"), timeout=30)
+    asked = await eventually(lambda: attended_claude.approval("plan"), timeout=30)
     assert asked["question"] == PLAN
     return asked, seen + 1  # the plan file's write came first
 
 
-async def test_a_plan_approved_from_the_cli_leaves_plan_mode(setup: Setup) -> None:
-    claude, model = setup.pane, setup.pane.model
-    asked, seen = await _plan_asked(setup, "plan the endpoint")
-    done = await cli(setup.home, "approve", asked["id"])
+async def test_a_plan_approved_from_the_cli_leaves_plan_mode(attended_claude: Setup) -> None:
+    claude, model = attended_claude.pane, attended_claude.pane.model
+    asked, seen = await _plan_asked(attended_claude, "plan the endpoint")
+    done = await cli(attended_claude.home, "approve", asked["id"])
     assert done.returncode == 0, done.stderr
     result = await eventually(lambda: model.result_after(seen), timeout=30)
     print(f"the model read: {result.content!r}")
@@ -89,10 +82,12 @@ async def test_a_plan_approved_from_the_cli_leaves_plan_mode(setup: Setup) -> No
     assert PLAN_MODE not in screen
 
 
-async def test_a_plan_sent_back_keeps_claude_planning_with_the_reason(setup: Setup) -> None:
-    claude, model = setup.pane, setup.pane.model
-    asked, seen = await _plan_asked(setup, "plan the migration")
-    done = await cli(setup.home, "deny", asked["id"], "-m", "write the tests first")
+async def test_a_plan_sent_back_keeps_claude_planning_with_the_reason(
+    attended_claude: Setup,
+) -> None:
+    claude, model = attended_claude.pane, attended_claude.pane.model
+    asked, seen = await _plan_asked(attended_claude, "plan the migration")
+    done = await cli(attended_claude.home, "deny", asked["id"], "-m", "write the tests first")
     assert done.returncode == 0, done.stderr
     result = await eventually(lambda: model.result_after(seen), timeout=30)
     print(f"the model read: {result.content!r}")
@@ -102,9 +97,9 @@ async def test_a_plan_sent_back_keeps_claude_planning_with_the_reason(setup: Set
 
 
 async def test_a_question_answered_in_claudes_own_dialog_closes_its_approval(
-    setup: Setup,
+    attended_claude: Setup,
 ) -> None:
-    claude, model = setup.pane, setup.pane.model
+    claude, model = attended_claude.pane, attended_claude.pane.model
     await claude.wait_for_screen("On it.")  # the last test's turn is over
     size = {
         "question": "Which size?",
@@ -114,24 +109,24 @@ async def test_a_question_answered_in_claudes_own_dialog_closes_its_approval(
     }
     model.on("ask me the size", tool("AskUserQuestion", questions=[size]), text("Sized."))
     await claude.type("ask me the size")
-    asked = await eventually(lambda: setup.approval("question"), timeout=30)
+    asked = await eventually(lambda: attended_claude.approval("question"), timeout=30)
     await claude.wait_for_screen("Which size?")
     # The human, at the pane, picks the first option (the dialog's own hint goes with it).
     await claude.answer(QUESTION_DIALOG, "Enter")
     await claude.wait_for_screen("Sized.")
 
     async def closed() -> bool:
-        return await setup.approval("question") is None
+        return await attended_claude.approval("question") is None
 
     await eventually(closed, timeout=30)
-    late = await cli(setup.home, "answer", asked["id"], "large")
+    late = await cli(attended_claude.home, "answer", asked["id"], "large")
     assert "was answered already: answered in the terminal" in late.stdout
 
 
 async def test_a_multi_select_question_answered_with_several_options_reaches_the_model(
-    setup: Setup,
+    attended_claude: Setup,
 ) -> None:
-    claude, model = setup.pane, setup.pane.model
+    claude, model = attended_claude.pane, attended_claude.pane.model
     await claude.wait_for_screen("Sized.")  # the last test's turn is over
     checks = {
         "question": "Which checks should run?",
@@ -146,9 +141,9 @@ async def test_a_multi_select_question_answered_with_several_options_reaches_the
     model.on("ask me the checks", tool("AskUserQuestion", questions=[checks]), text("Checked."))
     seen = len(model.tool_results)
     await claude.type("ask me the checks")
-    asked = await eventually(lambda: setup.approval("question"), timeout=30)
+    asked = await eventually(lambda: attended_claude.approval("question"), timeout=30)
     # What Done sends once lint and docs are ticked in a chat: the labels in the options' order.
-    done = await cli(setup.home, "answer", asked["id"], "lint, docs")
+    done = await cli(attended_claude.home, "answer", asked["id"], "lint, docs")
     assert done.returncode == 0, done.stderr
     result = await eventually(lambda: model.result_after(seen), timeout=30)
     print(f"the model read: {result.content!r}")

@@ -453,6 +453,14 @@ class Attended(Generic[P]):
         mine = (r for r in rows if r["agent_id"] == self.agent_id)
         return next((r for r in mine if ask is None or r["ask"] == ask), None)
 
+    async def row(self) -> dict[str, Any]:
+        """The agent as `agentcomms agents --json` shows it."""
+        from tests.support.cli import cli
+
+        done = await cli(self.home, "agents", "--json")
+        assert done.returncode == 0, done.stderr
+        return next(r for r in json.loads(done.stdout)["agents"] if r["id"] == self.agent_id)
+
 
 @asynccontextmanager
 async def attended(
