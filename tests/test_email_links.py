@@ -9,7 +9,6 @@ path (the link in a real email, pressed) is in tests/test_email.py."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Any
 from urllib.parse import unquote
 
 import httpx
@@ -21,24 +20,13 @@ from agentcomms.store import Store
 from gateway.approvals.email_links import EmailLinks, link, no_link
 from gateway.approvals.push import ActionRefused, ActionTokens
 from gateway.http import WebhookServer
+from tests.support.approvals import approval_request
 from workflows.approval.models import Decided
 
 ADDRESS = "ann.lee+work@example.com"  # dots and a plus: an address is no plain token field
 CONSOLE = "https://console.example.com"
 NOW = datetime(2026, 12, 7, 9, 0, tzinfo=UTC)
 TOKENS = ActionTokens(b"k" * 32)
-
-
-def _request(**more: Any) -> ApprovalRequest:
-    fields: dict[str, Any] = {
-        "id": "K7QF",
-        "agent_id": "backend",
-        "tool": "Bash",
-        "input_text": "touch done.txt",
-        "timeout_s": 60,
-        "nonce": "n1",
-    }
-    return ApprovalRequest.model_validate({**fields, **more})
 
 
 def _config(*, public_url: str | None = CONSOLE, **agents: AgentConfig) -> Config:
@@ -48,23 +36,23 @@ def _config(*, public_url: str | None = CONSOLE, **agents: AgentConfig) -> Confi
 
 
 NO_LINK = [
-    ("no published console", _config(public_url=None), _request(), "not published"),
+    ("no published console", _config(public_url=None), approval_request(), "not published"),
     (
         "a secret",
         _config(),
-        _request(input_text="curl -H 'Authorization: Bearer abcdefgh12345678' x"),
+        approval_request(input_text="curl -H 'Authorization: Bearer abcdefgh12345678' x"),
         "looks like a secret",
     ),
     (
         "not an approver",
         _config(backend=AgentConfig(target="s:0.0", approvers=["slack:U0ALICE"])),
-        _request(),
+        approval_request(),
         f"email:{ADDRESS} is not one of backend's approvers",
     ),
     (
         "several to tick",
         _config(),
-        _request(ask="question", question="Which?", options=["a", "b"], multi=True),
+        approval_request(ask="question", question="Which?", options=["a", "b"], multi=True),
         "takes several options",
     ),
 ]
@@ -80,7 +68,7 @@ def test_an_email_carries_no_link_where_the_console_could_not_answer_it(
 
 
 def test_a_link_opens_one_approval_for_one_address_under_a_key_of_its_own() -> None:
-    url = link(_config(), TOKENS, _request(), ADDRESS, now=NOW)
+    url = link(_config(), TOKENS, approval_request(), ADDRESS, now=NOW)
     assert url is not None and url.startswith(f"{CONSOLE}/once/n1.K7QF.o.")
     press = TOKENS.read(unquote(url.rpartition("/")[2]), now=NOW + timedelta(hours=23))
     assert (press.approval_id, press.topic) == ("K7QF", ADDRESS)
@@ -113,10 +101,10 @@ async def test_opening_changes_nothing_a_press_answers_once_and_a_used_link_noth
     sqlite_store: Store,
 ) -> None:
     cfg = _config()
-    approvals = Approvals(_request())
+    approvals = Approvals(approval_request())
     links = EmailLinks(cfg, TOKENS, sqlite_store, approvals.look, approvals.decide)
     server = WebhookServer("127.0.0.1", 8235, links.routes(), public_url=CONSOLE)
-    url = link(cfg, TOKENS, _request(), ADDRESS)
+    url = link(cfg, TOKENS, approval_request(), ADDRESS)
     assert url is not None
     path = url.removeprefix(CONSOLE)
     transport = httpx.ASGITransport(app=server.app)
@@ -151,8 +139,8 @@ async def test_opening_changes_nothing_a_press_answers_once_and_a_used_link_noth
 
 async def test_a_link_for_a_chat_no_longer_the_agents_answers_nothing(sqlite_store: Store) -> None:
     cfg = _config()
-    approvals = Approvals(_request())
-    url = link(cfg, TOKENS, _request(), ADDRESS)
+    approvals = Approvals(approval_request())
+    url = link(cfg, TOKENS, approval_request(), ADDRESS)
     assert url is not None
     moved = cfg.model_copy(
         update={"chat": cfg.chat.model_copy(update={"channels": {f"email:{ADDRESS}": "web"}})}

@@ -28,6 +28,7 @@ from gateway.approvals.words import HIDDEN_SECRET
 from gateway.socket.protocol import NOT_YOURS
 from tests.fakes.ntfy import TOKEN, FakeNtfy
 from tests.fakes.serve import free_port
+from tests.support.approvals import approval_request
 from tests.support.chat import PUBLIC_URL, provider_is
 from tests.support.hooks import open_approval, open_question
 from tests.support.stack import Stack, running_stack
@@ -35,18 +36,6 @@ from tests.support.waiting import eventually
 
 TOPIC = "alice-phone-7f3k"
 NOW = datetime(2026, 12, 7, 9, 0, tzinfo=UTC)
-
-
-def _request(**more: Any) -> ApprovalRequest:
-    fields: dict[str, Any] = {
-        "id": "K7QF",
-        "agent_id": "backend",
-        "tool": "Bash",
-        "input_text": "touch done.txt",
-        "timeout_s": 60,
-        "nonce": "n1",
-    }
-    return ApprovalRequest.model_validate({**fields, **more})
 
 
 def _config(*, public_url: str | None = PUBLIC_URL, **agents: AgentConfig) -> Config:
@@ -66,7 +55,9 @@ TOKENS = ActionTokens(b"k" * 32)
 
 
 def _minted(short: str = "a", request: ApprovalRequest | None = None) -> str:
-    return TOKENS.mint(request or _request(), TOPIC, short, expires=NOW + timedelta(hours=1))
+    return TOKENS.mint(
+        request or approval_request(), TOPIC, short, expires=NOW + timedelta(hours=1)
+    )
 
 
 def _swap(token: str, index: int, value: str) -> str:
@@ -83,7 +74,7 @@ REFUSED = [
     (
         "another key's",
         lambda: ActionTokens(b"x" * 32).mint(
-            _request(), TOPIC, "a", expires=NOW + timedelta(hours=1)
+            approval_request(), TOPIC, "a", expires=NOW + timedelta(hours=1)
         ),
         "not made by this deployment",
     ),
@@ -121,18 +112,22 @@ def _labels(note: Notification) -> list[str]:
 
 
 SHOWN = [
-    ("a permission", _request(), ["Allow", "Deny"]),
+    ("a permission", approval_request(), ["Allow", "Deny"]),
     (
         "a permission offering the session",
-        _request(
+        approval_request(
             suggestions=[{"type": "setMode", "mode": "acceptEdits", "destination": "session"}]
         ),
         ["Allow", "Allow for this session", "Deny"],
     ),
-    ("a plan", _request(ask="plan", question="1. build\n2. ship"), ["Approve", "Keep planning"]),
+    (
+        "a plan",
+        approval_request(ask="plan", question="1. build\n2. ship"),
+        ["Approve", "Keep planning"],
+    ),
     (
         "a question",
-        _request(ask="question", question="Which?", options=["red", "blue"]),
+        approval_request(ask="question", question="Which?", options=["red", "blue"]),
         ["red", "blue"],
     ),
 ]
@@ -151,30 +146,35 @@ def test_a_request_gets_a_button_per_answer_each_a_link_to_the_published_url(
 
 
 NOT_HERE = [
-    ("no published URL", _config(public_url=None), _request(), "no published URL"),
+    ("no published URL", _config(public_url=None), approval_request(), "no published URL"),
     (
         "a secret",
         _config(),
-        _request(input_text="curl -H 'Authorization: Bearer abcdefgh12345678' x"),
+        approval_request(input_text="curl -H 'Authorization: Bearer abcdefgh12345678' x"),
         "looks like a secret",
     ),
-    ("too long", _config(), _request(input_text="x" * 2_000), "too long for a push notification"),
+    (
+        "too long",
+        _config(),
+        approval_request(input_text="x" * 2_000),
+        "too long for a push notification",
+    ),
     (
         "several to tick",
         _config(),
-        _request(ask="question", question="Which?", options=["a", "b"], multi=True),
+        approval_request(ask="question", question="Which?", options=["a", "b"], multi=True),
         "more options than",
     ),
     (
         "four options",
         _config(),
-        _request(ask="question", question="Which?", options=["a", "b", "c", "d"]),
+        approval_request(ask="question", question="Which?", options=["a", "b", "c", "d"]),
         "more options than",
     ),
     (
         "not an approver",
         _config(backend=AgentConfig(target="s:0.0", approvers=["telegram:456"])),
-        _request(),
+        approval_request(),
         f"ntfy:{TOPIC} is not one",
     ),
 ]
@@ -193,7 +193,7 @@ def test_without_buttons_a_notification_says_where_to_answer(
 
 
 def test_a_hidden_secret_says_so_in_the_notification() -> None:
-    secret = _request(input_text="OPENAI_API_KEY=sk-abcdefghijklmnopqrstuvwx run")
+    secret = approval_request(input_text="OPENAI_API_KEY=sk-abcdefghijklmnopqrstuvwx run")
     note = notification(_config(), TOKENS, secret, TOPIC, now=NOW)
     assert HIDDEN_SECRET in note.message and "sk-abc" not in note.message
 
