@@ -10,6 +10,7 @@ longer needed fails too, so the tables only shrink.
 from __future__ import annotations
 
 import ast
+import functools
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -289,6 +290,7 @@ def test_cycles_are_found_however_long_the_way_round() -> None:
     assert _cycles(graph) == [["a", "b", "c"], ["e", "f"]]
 
 
+@functools.cache  # read once for both cycle tests
 def _import_time_graph() -> tuple[dict[str, set[str]], dict[str, Path]]:
     files = {_module(p): p for p in _product_files()}
     known = set(files)
