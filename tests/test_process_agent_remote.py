@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
+from agentcomms.acp.kinds import KINDS, located, portable
+from agentcomms.cli.agents_cmd import _kind_command
 from agentcomms.models import Agent
 from agentcomms.workflow_ids import mailbox_id
 from tests.fakes.telegram import FakeTelegram
@@ -98,3 +100,21 @@ async def test_a_process_agent_on_another_host_asks_a_chat_and_its_reply_goes_ba
                 worker.terminate()
                 await asyncio.wait_for(worker.wait(), 30)
             shutil.rmtree(sockets, ignore_errors=True)
+
+
+def test_a_kind_on_another_host_is_its_programs_name_found_there(tmp_path: Path) -> None:
+    # Started for another host, a kind names its program, never this machine's path to it.
+    assert _kind_command("codex", "build-far-1") == portable("codex") == ["codex-acp"]
+    assert portable("gemini") == ["gemini", "--acp"]
+    # The far worker finds a bare known program in its own agents' prefix.
+    bin_dir = tmp_path / "node_modules" / ".bin"
+    bin_dir.mkdir(parents=True)
+    (bin_dir / KINDS["codex"].program).touch()
+    for command, runs in [
+        (["codex-acp"], [str(bin_dir / "codex-acp")]),
+        (["codex-acp", "--x"], [str(bin_dir / "codex-acp"), "--x"]),
+        (["claude-agent-acp"], ["claude-agent-acp"]),  # not installed: as given, and it says so
+        (["/opt/codex-acp"], ["/opt/codex-acp"]),  # a path is the operator's own
+        (["my-agent", "--acp"], ["my-agent", "--acp"]),  # not a known kind's program
+    ]:
+        assert located(command, prefix=tmp_path) == runs, command
