@@ -65,7 +65,14 @@ async def test_a_process_agent_on_another_host_asks_a_chat_and_its_reply_goes_ba
                 "start_agent", agent_id=agent, dir=str(work), command=SCRIPTED, host=host
             )
             assert started["host"] == host
-            # Its mailbox moves to the far host with its first message, whose worker starts it.
+            # Its mailbox moves to the far host at once, whose worker starts it there and keeps
+            # its session in its own home, not the gateway's.
+            await eventually(lambda: state_is(stack.store, agent, "ready"), timeout=60)
+            described = await stack.client.get_workflow_handle(mailbox_id(agent)).describe()
+            assert described.task_queue == f"agentcomms-host-{host}"
+            assert (tmp_path / "home-far" / "acp" / f"{agent}.json").exists()
+            assert not (stack.cfg.acp.state_root() / f"{agent}.json").exists()
+
             asked = telegram.human_says(
                 CHAT, "acp:ask 3 touch far.txt\nacp:say Made it on the far host."
             )
@@ -90,11 +97,6 @@ async def test_a_process_agent_on_another_host_asks_a_chat_and_its_reply_goes_ba
             assert reply["text"] == "chose opt-1Made it on the far host."  # the chunks, whole
             assert reply["reply_to_message_id"] == asked["message"]["message_id"]
             await eventually(lambda: state_is(stack.store, agent, "ready"))
-            described = await stack.client.get_workflow_handle(mailbox_id(agent)).describe()
-            assert described.task_queue == f"agentcomms-host-{host}"
-            # The far worker ran it and keeps its session in its own home, not the gateway's.
-            assert (tmp_path / "home-far" / "acp" / f"{agent}.json").exists()
-            assert not (stack.cfg.acp.state_root() / f"{agent}.json").exists()
         finally:
             if worker.returncode is None:
                 worker.terminate()
