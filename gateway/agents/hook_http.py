@@ -1,8 +1,9 @@
-"""Hook reports over loopback HTTP: what an agent's reporting hooks say, with no process started.
+"""Hook reports over loopback HTTP: what an agent's reporting hooks say, with no Python started.
 
-Claude Code posts a hook's JSON to a URL (an ``"http"`` hook) instead of running a command; for
-the hooks that only report (state, prompts, tool use, turn ends) that spares a Python process
-around every tool call. The listener binds loopback only and serves this one route: the hook's
+Claude Code posts a hook's JSON to a URL (an ``"http"`` hook) instead of running a command; Codex
+and Gemini CLI run a command, and the shell they start for it posts the JSON itself
+(:mod:`agentcomms.agents.post_hook`). For the hooks that only report (state, prompts, tool use,
+turn ends) that spares a Python process around every tool call. The listener binds loopback only and serves this one route: the hook's
 token (``hook.token`` in the agentcomms home, written into the agent's settings, 0600) proves the
 request is the user's own, the pane and the agent come in headers the agent fills from its
 environment, and the Host is checked as on every HTTP door. The answer is immediate: the report
@@ -38,7 +39,9 @@ TMUX_HEADER = "X-Agentcomms-Tmux"
 AGENT_HEADER = "X-Agentcomms-Agent"
 # Events that decide (the agent reads the hook's answer): never answered over this door.
 DECIDING = frozenset({"PermissionRequest"})
-KINDS = ("claude-code",)
+# Claude Code posts itself; Codex and Gemini CLI through the shell they start for a hook
+# (agentcomms.agents.post_hook).
+KINDS = ("claude-code", "codex", "gemini")
 # Reports waiting for the mailbox: a burst of tool calls while Temporal is slow. Past it a report
 # is dropped (the next one says the same state), never the agent held.
 MAX_WAITING = 1000
