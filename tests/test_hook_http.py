@@ -31,6 +31,7 @@ from agentcomms.agents.install_agents import plan
 from agentcomms.agents.installed import inspect
 from agentcomms.agents.post_hook import post_command, posted_to
 from agentcomms.hook_token import hook_token, token_path
+from gateway.agents.hook_http import hook_started_ns
 from tests.fakes.anthropic import bash, text
 from tests.support.agents import claude_with_agentcomms
 from tests.support.cli import AGENTCOMMS
@@ -162,6 +163,26 @@ def test_which_posted_hooks_are_agentcomms(handler: object, ours: bool) -> None:
     assert is_our_http_hook(handler, "claude-code") is ours
 
 
+NOW = 1_800_000_000 * 10**9
+
+
+@pytest.mark.parametrize(
+    ("given", "at_ns"),
+    [
+        (None, NOW),  # Claude Code's posts: their arrival
+        (str(NOW - 5 * 10**9), NOW - 5 * 10**9),  # a background hook that started 5 s ago
+        (str(NOW + 10**9), NOW),  # never later than its arrival
+        (str(NOW - 3600 * 10**9), NOW),  # nor so old that it would hold back the rest
+        ("1.5e18", NOW),
+        ("", NOW),
+    ],
+)
+def test_a_report_is_ordered_by_its_hooks_start_within_bounds(
+    given: str | None, at_ns: int
+) -> None:
+    assert hook_started_ns(given, NOW) == at_ns
+
+
 # ---- the door --------------------------------------------------------------------------------
 
 
@@ -270,6 +291,46 @@ def run_posting_hook(kind: str, url: str, body: dict[str, Any], env: dict[str, s
         text=True,
         timeout=30,
     )
+
+
+def test_the_posting_hook_sends_the_body_whole_with_its_start_and_the_token_from_its_file(
+    home: Path,
+) -> None:
+    """The request as the shell writes it, read raw: bytes counted (not characters), the
+    hook's own start stamped, the token from its file, the pane from the environment."""
+    import socket
+    import threading
+    import time
+
+    token = hook_token()
+    listener = socket.create_server(("127.0.0.1", 0))
+    got: list[bytes] = []
+
+    def answer() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            data = b""
+            while b"\r\n\r\n" not in data or len(data.split(b"\r\n\r\n", 1)[1]) < 60:
+                data += conn.recv(65536)
+            got.append(data)
+            conn.sendall(b"HTTP/1.1 204 No Content\r\n\r\n")
+
+    thread = threading.Thread(target=answer)
+    thread.start()
+    url = hook_url(listener.getsockname()[1], "codex")
+    body = {"hook_event_name": "Stop", "last_assistant_message": "fini ✓ — déjà"}
+    before = time.time_ns()
+    done = run_posting_hook("codex", url, body, {"TMUX_PANE": "%7", "TMUX": "/tmp/t,1,0"})
+    thread.join(10)
+    listener.close()
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+    head, _, sent = got[0].partition(b"\r\n\r\n")
+    headers = dict(line.split(": ", 1) for line in head.decode().split("\r\n")[1:])
+    assert head.startswith(b"POST /agentcomms/hook/codex HTTP/1.1")
+    assert json.loads(sent) == body and int(headers["Content-Length"]) == len(sent)
+    assert headers["X-Agentcomms-Token"] == token
+    assert (headers["X-Agentcomms-Pane"], headers["X-Agentcomms-Tmux"]) == ("%7", "/tmp/t,1,0")
+    assert before <= int(headers["X-Agentcomms-At"]) <= time.time_ns()
 
 
 async def test_codex_and_gemini_post_their_reports_from_the_shell_they_start(

@@ -59,7 +59,8 @@ CLAUDE_EVENTS: dict[str, bool] = {
     "PreCompact": False,
     "SessionEnd": False,
 }
-# Codex runs no async hooks (it skips them with a warning), so each is synchronous.
+# Codex's events. It waits for each hook unless it is marked "async" (0.171; 0.169 skipped those):
+# the reports posted to the gateway's door are (install_agents._codex).
 CODEX_EVENTS = (
     "SessionStart",
     "UserPromptSubmit",

@@ -158,6 +158,14 @@ def _codex(plan: Plan) -> None:
     entries: dict[str, dict[str, Any]] = {}
     if not plan.uninstall:
         entries = {e: _report(target, timeout=HOOK_TIMEOUT_S) for e in CODEX_EVENTS}
+        if target.posts():
+            # Codex waits for a hook unless it runs in the background, and starts each through
+            # a login shell: +275 ms per tool call waited for against none (measured). A report
+            # carries its start, so one that arrives late is ordered still. Codex runs
+            # SessionEnd's in its loop anyway.
+            for event, entry in entries.items():
+                if event != "SessionEnd":
+                    entry["async"] = True
         # Codex runs its hooks one after the other anyway: with a never-list, its one
         # PreToolUse hook also refuses the never-listed calls. Codex runs a call whose hook
         # exited 1 or 127, so that hook fails closed: a crashed or missing agentcomms stops

@@ -24,10 +24,13 @@ if TYPE_CHECKING:
 POSTER = "agentcomms-post-hook"
 
 # $1 the agent kind, $2 the door's URL, $3 the token's file, $4 the agentcomms agent (optional).
-# stderr goes: Gemini CLI shows a hook's stderr as a message when its stdout is empty. The byte
-# count needs the C locale; the answer's status line is waited for (2 s at most) so the gateway
-# has stamped the report before the agent runs its next hook.
-SCRIPT = r"""exec 2>/dev/null
+# The hook's clock first (bash 5's $EPOCHREALTIME, its locale's decimal mark dropped; in ns): Codex runs reports in the background,
+# so they may arrive out of order, and the state orders them by when each hook started. stderr
+# goes: Gemini CLI shows a hook's stderr as a message when its stdout is empty. The byte count
+# needs the C locale. The answer's status line is waited for (2 s at most), so a hook the agent
+# waits for has been stamped before the agent runs its next one.
+SCRIPT = r"""at=${EPOCHREALTIME//[!0-9]/}
+exec 2>/dev/null
 LC_ALL=C
 IFS= read -r token < "$3"
 [ -n "$token" ] || exit 0
@@ -35,7 +38,7 @@ IFS= read -r -d '' body
 url=${2#http://}
 host=${url%%/*}
 exec 3<>"/dev/tcp/${host%:*}/${host##*:}" || exit 0
-printf 'POST /%s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nX-Agentcomms-Token: %s\r\nX-Agentcomms-Pane: %s\r\nX-Agentcomms-Tmux: %s\r\nX-Agentcomms-Agent: %s\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s' "${url#*/}" "$host" "$token" "$TMUX_PANE" "$TMUX" "${4:-$AGENTCOMMS_AGENT_ID}" "${#body}" "$body" >&3
+printf 'POST /%s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nX-Agentcomms-Token: %s\r\nX-Agentcomms-Pane: %s\r\nX-Agentcomms-Tmux: %s\r\nX-Agentcomms-Agent: %s\r\nX-Agentcomms-At: %s\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s' "${url#*/}" "$host" "$token" "$TMUX_PANE" "$TMUX" "${4:-$AGENTCOMMS_AGENT_ID}" "${at:+${at}000}" "${#body}" "$body" >&3
 IFS= read -r -t 2 answer <&3
 exit 0"""
 

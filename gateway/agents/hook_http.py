@@ -37,6 +37,11 @@ TOKEN_HEADER = "X-Agentcomms-Token"
 PANE_HEADER = "X-Agentcomms-Pane"
 TMUX_HEADER = "X-Agentcomms-Tmux"
 AGENT_HEADER = "X-Agentcomms-Agent"
+# When the hook started, by its own clock (ns): a report the agent did not wait for (Codex's
+# background hooks) may arrive after a later one. Never later than its arrival, nor older than
+# this: a report cannot hold back the ones after it.
+AT_HEADER = "X-Agentcomms-At"
+AT_OLDEST_NS = 60 * 1_000_000_000
 # Events that decide (the agent reads the hook's answer): never answered over this door.
 DECIDING = frozenset({"PermissionRequest"})
 # Claude Code posts itself; Codex and Gemini CLI through the shell they start for a hook
@@ -98,7 +103,7 @@ class HookReports:
             params = AgentHookParams(
                 kind=kind,
                 event=event,
-                at_ns=at_ns,
+                at_ns=hook_started_ns(request.headers.get(AT_HEADER), at_ns),
                 agent_id=request.headers.get(AGENT_HEADER) or None,
                 pane=request.headers.get(PANE_HEADER) or None,
                 tmux_socket=tmux.split(",", 1)[0] or None,
@@ -125,3 +130,11 @@ class HookReports:
                 log.debug("hook report %s not taken: %s", params.event, exc)
             except Exception:
                 log.exception("hook report %s failed", params.event)
+
+
+def hook_started_ns(given: str | None, arrived_ns: int) -> int:
+    """When the hook started: its own stamp when it gave a plausible one, else its arrival."""
+    if given is None or not given.isdigit():
+        return arrived_ns
+    stamped = int(given)
+    return stamped if arrived_ns - AT_OLDEST_NS <= stamped <= arrived_ns else arrived_ns
