@@ -29,10 +29,11 @@ it). Configurations take turns, one round each, so a busy moment hits each alike
 
 With ``--agent codex`` or ``--agent gemini`` the agent is that one, its model the tests' scripted
 fake too (Codex: ``echo`` through its shell tool, approvals never asked; Gemini CLI: its
-``list_directory``, which never asks), its hooks trusted in Codex's own review as a person does.
-There ``agentcomms-http`` is the reporting hooks posted to the door by the shell the agent starts
-for each (Codex and Gemini CLI run only commands), and Codex also has ``agentcomms-http-async``:
-the same posts as Codex's background (``"async": true``) hooks, which it does not wait for.
+``glob``, which never asks), its hooks trusted in Codex's own review as a person does.
+There ``agentcomms-http`` is the hooks as installed with the door on: the reporting hooks posted
+to the door by the shell the agent starts for each (Codex and Gemini CLI run only commands;
+Codex's in the background, ``"async": true``), and Codex also has ``agentcomms-http-sync``: the
+same posts as hooks Codex waits for.
 """
 
 from __future__ import annotations
@@ -56,7 +57,6 @@ from typing import Any
 
 from agentcomms.agents.install import AGENT_KINDS, AGENT_NAMES, AgentKind, Plan, Target, hook_url
 from agentcomms.agents.install_agents import plan
-from agentcomms.agents.post_hook import posted_to
 from bench.common import machine, summarize, write_results
 from tests.fakes.anthropic import FakeAnthropic, bash, text
 from tests.fakes.gemini import FakeGemini
@@ -84,13 +84,13 @@ CONFIGS = (
     "agentcomms-editable",
     "trivial-http",
     "agentcomms-http",
-    "agentcomms-http-async",
+    "agentcomms-http-sync",
 )
 # What each agent can be measured with: Codex and Gemini CLI post nothing themselves, so there is
-# no floor of a post without a process; only Codex runs a hook in the background.
+# no floor of a post without a process; only Codex runs a hook in the background (or not).
 AGENT_CONFIGS: dict[AgentKind, tuple[str, ...]] = {
     "claude-code": CONFIGS[:6],
-    "codex": ("none", "trivial", "agentcomms", "agentcomms-http", "agentcomms-http-async"),
+    "codex": ("none", "trivial", "agentcomms", "agentcomms-http-sync", "agentcomms-http"),
     "gemini": ("none", "trivial", "agentcomms", "agentcomms-http"),
 }
 
@@ -154,8 +154,10 @@ async def _start(
                 target, hook_url=hook_url(door.port, kind), hook_token_file=door.token_file
             )
         changes = plan(target)
-        if config.endswith("-async"):
-            _in_background(changes)
+        if config.endswith("-sync"):
+            _waited_for(changes)
+        if config == "trivial" and kind == "gemini":
+            _without_server(changes)
         changes.apply()
 
     tmux = Tmux(socket_dir / f"b-{uuid.uuid4().hex[:8]}")
@@ -183,18 +185,27 @@ async def _start(
     return await start_claude(tmux, root / "claude", model, setup=install), tmux
 
 
-def _in_background(changes: Plan) -> None:
-    """Codex's reporting hooks marked ``"async": true`` in the files `changes` writes: Codex
-    starts them and goes on. Those that decide (and refuse the never-list) stay in its loop."""
+def _waited_for(changes: Plan) -> None:
+    """Codex's posted reports in the files `changes` writes made hooks Codex waits for (not
+    ``"async"``), as it waits for those that decide."""
     for i, change in enumerate(changes.changes):
         if change.path.name != "hooks.json" or change.after is None:
             continue
         doc = json.loads(change.after)
         for groups in doc["hooks"].values():
             for handler in (h for g in groups for h in g["hooks"]):
-                if posted_to(handler.get("command"), "codex") is not None:
-                    handler["async"] = True
+                handler.pop("async", None)
         changes.changes[i] = dataclasses.replace(change, after=json.dumps(doc, indent=2))
+
+
+def _without_server(changes: Plan) -> None:
+    """Gemini CLI's settings without the MCP server: the trivial script is no MCP server, and
+    Gemini holds every prompt until its servers are up."""
+    for i, change in enumerate(changes.changes):
+        if change.path.name == "settings.json" and change.after is not None:
+            doc = json.loads(change.after)
+            doc.pop("mcpServers", None)
+            changes.changes[i] = dataclasses.replace(change, after=json.dumps(doc, indent=2))
 
 
 def _steps(pane: AgentPane, round_no: int, calls: int) -> list[Any]:
@@ -202,7 +213,8 @@ def _steps(pane: AgentPane, round_no: int, calls: int) -> list[Any]:
     if isinstance(pane, CodexPane):
         return [codex_shell(f"echo bench-{round_no}-{i}") for i in range(calls)]
     if isinstance(pane, GeminiPane):
-        return [gemini_tool("list_directory", dir_path=".") for _ in range(calls)]
+        # Each call its own pattern: Gemini CLI stops a turn that repeats one call (a loop).
+        return [gemini_tool("glob", pattern=f"bench-{round_no}-{i}*") for i in range(calls)]
     return [bash(f"echo bench-{round_no}-{i}") for i in range(calls)]
 
 
@@ -306,7 +318,7 @@ async def run(
             for c, argv in argvs.items()
             if argv is not None and "-http" not in c
         }
-        doors_of = {"agentcomms-http": door, "agentcomms-http-async": door, "trivial-http": floor}
+        doors_of = {"agentcomms-http": door, "agentcomms-http-sync": door, "trivial-http": floor}
         started = [
             await _start(kind, c, argvs[c], Path(tmp) / c, Path(tmp), doors_of.get(c))
             for c in configs
@@ -323,11 +335,7 @@ async def run(
     results = {c: summarize(t) for c, t in times.items()}
     base = results["none"]
     added = {
-        c: {
-            "p50": round(results[c]["p50"] - base["p50"], 1),
-            "p99": round(results[c]["p99"] - base["p99"], 1),
-        }
-        for c in configs
+        c: {p: round(results[c][p] - base[p], 1) for p in ("p50", "p90", "p99")} for c in configs
     }
     return {
         "machine": machine(),
@@ -386,13 +394,14 @@ def main() -> int:
         f"{AGENT_NAMES[args.agent]} per tool call, {args.rounds} rounds of {args.calls} calls "
         "per configuration.",
         "",
-        "| hooks | p50 ms | p99 ms | mean ms | added p50 ms | added p99 ms |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| hooks | p50 ms | p90 ms | p99 ms | mean ms | added p50 ms | added p90 ms |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for config in report["results"]:
         s, a = report["results"][config], report["added"][config]
         lines.append(
-            f"| {config} | {s['p50']} | {s['p99']} | {s['mean']} | {a['p50']} | {a['p99']} |"
+            f"| {config} | {s['p50']} | {s['p90']} | {s['p99']} | {s['mean']} | {a['p50']} "
+            f"| {a['p90']} |"
         )
     lines += [
         "",

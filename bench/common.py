@@ -57,7 +57,7 @@ _TICK = os.sysconf("SC_CLK_TCK")
 
 
 def summarize(values_ms: list[float]) -> dict[str, float]:
-    """n, p50, p95, p99, max and mean of milliseconds (nearest-rank percentiles)."""
+    """n, p50, p90, p95, p99, max and mean of milliseconds (nearest-rank percentiles)."""
     if not values_ms:
         return {"n": 0}
     ordered = sorted(values_ms)
@@ -68,6 +68,7 @@ def summarize(values_ms: list[float]) -> dict[str, float]:
     return {
         "n": len(ordered),
         "p50": round(rank(50), 2),
+        "p90": round(rank(90), 2),
         "p95": round(rank(95), 2),
         "p99": round(rank(99), 2),
         "max": round(ordered[-1], 2),

@@ -86,7 +86,7 @@ GEMINI_EVENTS = (
 # The versions whose hooks these files were written against (each reads every event above).
 MIN_VERSIONS: dict[AgentKind, tuple[int, ...]] = {
     "claude-code": (2, 1, 328),
-    "codex": (0, 169, 0),
+    "codex": (0, 171, 0),
     "gemini": (0, 61, 0),
 }
 BINARIES: dict[AgentKind, str] = {"claude-code": "claude", "codex": "codex", "gemini": "gemini"}
