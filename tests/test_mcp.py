@@ -356,19 +356,19 @@ async def test_one_connection_serves_the_tools_and_a_restarted_gateway_is_found_
     server = SocketServer(socket, answer)
     await server.start()
     try:
-        first, second = await asyncio.gather(link.call("status"), link.call("agents"))
+        first, second = await asyncio.gather(link.call("ping"), link.call("whoami"))
         assert (first, second) == (
-            {"method": "status", "caller": None},
-            {"method": "agents", "caller": None},
+            {"method": "ping", "caller": None},
+            {"method": "whoami", "caller": None},
         )
-        await link.call("status")
+        await link.call("ping")
         assert len({id(p) for p in peers}) == 1  # three calls, one connection
         await server.close()
         with pytest.raises(GatewayDown, match="not running"):
-            await link.call("status")
+            await link.call("ping")
         server = SocketServer(socket, answer)
         await server.start()
-        assert await link.call("status") == {"method": "status", "caller": None}
+        assert await link.call("ping") == {"method": "ping", "caller": None}
         assert len({id(p) for p in peers}) == 2
     finally:
         await link.close()
