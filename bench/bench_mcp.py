@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import shutil
 import sys
 import tempfile
@@ -30,7 +31,15 @@ from typing import Any
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
 from agentcomms.client import GatewayClient, call
-from bench.common import Tmux, latency_page, machine, summarize, temporal, write_results
+from bench.common import (
+    Tmux,
+    latency_page,
+    machine,
+    process_cpu_s,
+    summarize,
+    temporal,
+    write_results,
+)
 
 AGENTCOMMS = Path(sys.executable).parent / "agentcomms"
 SENDER, TARGET, READER = "bench-sender", "bench-target", "bench-reader"
@@ -144,14 +153,46 @@ async def _measure(home: Path, rpc: GatewayClient, tmux: Tmux, calls: int) -> di
         }
         # The rows take turns, a round each, so a busy moment of the machine weighs on all.
         figures: dict[str, list[float]] = {name: [] for name in rows}
+        # The CPU the MCP server process spends per call: it swings far less with the
+        # machine's load than a round trip does.
+        servers = {"bare": _server_pid("--bare-server"), "mcp": _server_pid(f"--agent {SENDER}")}
+        cpu: dict[str, float] = dict.fromkeys(rows, 0.0)
         for _ in range(ROUNDS):
             for name, row in rows.items():
+                pid = servers["bare" if name.startswith("bare") else "mcp"]
+                before = process_cpu_s(pid) if pid else 0.0
                 figures[name] += await timed(row, calls // ROUNDS)
+                cpu[name] += (process_cpu_s(pid) if pid else 0.0) - before
     typed = pane_file.read_bytes().count(f"[from: {SENDER}] bench\r".encode())
     expected = (calls // ROUNDS + WARMUP) * ROUNDS
     if typed != expected:
         raise AssertionError(f"{typed} messages in the pane, expected {expected}")
-    return {name: summarize(values) for name, values in figures.items()}
+    per_call = (calls // ROUNDS + WARMUP) * ROUNDS
+    # The reader's row runs in another server than the one measured, the socket's in none.
+    measured = [n for n in rows if "one new" not in n and not n.startswith("gateway")]
+    return {
+        name: {
+            **summarize(values),
+            "server_cpu_ms": round(cpu[name] * 1000 / per_call, 2) if name in measured else None,
+        }
+        for name, values in figures.items()
+    }
+
+
+def _server_pid(marker: str) -> int | None:
+    """The MCP server process (a child of this one) whose command line holds `marker`."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        parent = int(stat[stat.rindex(")") + 2 :].split()[1])
+        if parent == os.getpid() and marker in command:
+            return int(entry.name)
+    return None
 
 
 def markdown(report: dict[str, Any]) -> str:
@@ -162,9 +203,11 @@ def markdown(report: dict[str, Any]) -> str:
     page = latency_page("MCP benchmark", report, about, "round trip")
     bare = report["results"]["bare constant tool"]["p50"]
     ratios = [
-        f"| {name} | {s['p50']} | {s['p50'] / bare:.1f}x |" for name, s in report["results"].items()
+        f"| {name} | {s['p50']} | {s['p50'] / bare:.1f}x | {s['server_cpu_ms'] or ''} |"
+        for name, s in report["results"].items()
     ]
-    return page + "\n| round trip | p50 ms | x bare |\n|---|---:|---:|\n" + "\n".join(ratios) + "\n"
+    head = "\n| round trip | p50 ms | x bare | MCP server CPU ms/call |\n|---|---:|---:|---:|\n"
+    return page + head + "\n".join(ratios) + "\n"
 
 
 def main() -> None:

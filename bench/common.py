@@ -312,7 +312,7 @@ class Watcher:
 # ---- CPU, memory, profile ----------------------------------------------------------------------
 
 
-def _proc_cpu_s(pid: int) -> float:
+def process_cpu_s(pid: int) -> float:
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
@@ -331,7 +331,7 @@ def cpu_seconds(others: dict[str, list[int]]) -> dict[str, float]:
         "tmux clients": kids.ru_utime + kids.ru_stime,
     }
     for name, pids in others.items():
-        used[name] = sum(_proc_cpu_s(pid) for pid in pids)
+        used[name] = sum(process_cpu_s(pid) for pid in pids)
     return used
 
 

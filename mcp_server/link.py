@@ -1,9 +1,10 @@
 """The MCP server's only way out: requests to the gateway socket.
 
 One connection serves every tool call (requests on it run side by side), opened at the first and
-closed with the server: a connection of its own for each call cost a tool call 2.8 ms more than
-the gateway's answer (measured, `bench/bench_mcp.py`). A gateway restarted between two tool calls
-closed that connection, and the next call opens a new one; a dead gateway is reported as such.
+closed with the server: a connection of its own for each call costs both ends its setup (0.3 to
+2.8 ms more than the gateway's answer on a loaded machine, `bench/bench_mcp.py`). A gateway
+restarted between two tool calls closed that connection, and the next call opens a new one; a
+dead gateway is reported as such.
 """
 
 from __future__ import annotations
