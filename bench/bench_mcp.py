@@ -18,12 +18,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import shutil
+import signal
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -94,16 +97,46 @@ def tool_call(
     return call
 
 
-async def measure(calls: int) -> dict[str, Any]:
+async def measure(calls: int, *, own_process: bool = False) -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix="acb-mcp-"))  # short: a socket path has 108 bytes
     tmux = Tmux(tmp / "tmux.sock")
     try:
         home = tmp / "home"
+        if own_process:
+            with _up(home) as socket:
+                async with GatewayClient(socket) as rpc:
+                    return await _measure(home, rpc, tmux, calls)
         async with temporal(home) as rt, GatewayClient(rt.cfg.server.socket()) as rpc:
             return await _measure(home, rpc, tmux, calls)
     finally:
         tmux.kill_server()
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _up(home: Path) -> Iterator[Path]:
+    """A real `agentcomms up` of this checkout in `home`, as a user runs it beside the agents'
+    MCP servers: its socket."""
+    from tests.fakes.serve import free_port
+    from tests.support.cli import env_for, start_up, stop, wait_for_line
+
+    env = env_for(
+        home,
+        AGENTCOMMS_TEMPORAL__ADDRESS=f"127.0.0.1:{free_port()}",
+        AGENTCOMMS_TEMPORAL__UI_PORT=str(free_port()),
+    )
+    proc = start_up(env, "--headless")
+    try:
+        wait_for_line(proc, "Database", timeout=120)
+        # What it prints later is read and dropped: a full pipe would stall its event loop.
+        threading.Thread(target=lambda: proc.stdout and proc.stdout.read(), daemon=True).start()
+        yield home / "daemon.sock"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        finally:
+            stop(proc)
 
 
 async def _measure(home: Path, rpc: GatewayClient, tmux: Tmux, calls: int) -> dict[str, Any]:
@@ -215,16 +248,21 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=200, help="timed calls per tool")
     parser.add_argument("--no-save", dest="save", action="store_false", help="print only")
     parser.add_argument("--bare-server", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--gateway-process",
+        action="store_true",
+        help="run the stack as `agentcomms up` in a process of its own, not in the bench's",
+    )
     args = parser.parse_args()
     if args.bare_server:
         run_bare_server()
         return
-    report = {"machine": machine(), "calls": args.calls}
-    report["results"] = asyncio.run(measure(args.calls))
+    report = {"machine": machine(), "calls": args.calls, "gateway_process": args.gateway_process}
+    report["results"] = asyncio.run(measure(args.calls, own_process=args.gateway_process))
     text = markdown(report)
     print(text)
     if args.save:
-        write_results("mcp", report, text)
+        write_results("mcp-gateway-process" if args.gateway_process else "mcp", report, text)
 
 
 if __name__ == "__main__":
