@@ -24,8 +24,9 @@ if TYPE_CHECKING:
 POSTER = "agentcomms-post-hook"
 
 # $1 the agent kind, $2 the door's URL, $3 the token's file, $4 the agentcomms agent (optional).
-# The hook's clock first (bash 5's $EPOCHREALTIME, its locale's decimal mark dropped; in ns): Codex runs reports in the background,
-# so they may arrive out of order, and the state orders them by when each hook started. stderr
+# The hook's clock first (bash 5's $EPOCHREALTIME in µs, its locale's decimal mark dropped; sent
+# in ns): Codex runs reports in the background, so they may arrive out of order, and the state
+# orders them by when each hook started (bash before 5 sends none: the arrival counts). stderr
 # goes: Gemini CLI shows a hook's stderr as a message when its stdout is empty. The byte count
 # needs the C locale. The answer's status line is waited for (2 s at most), so a hook the agent
 # waits for has been stamped before the agent runs its next one.
