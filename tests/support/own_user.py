@@ -309,6 +309,7 @@ def check_tries(tried: dict[str, Any], human: Path) -> None:
     code, said = tried["cli at the door"]
     assert code != 0 and "decides for the human" in said, tried
     code, said = tried["cli at the socket"]
-    assert code != 0 and "Permission denied" in said, tried
+    assert code != 0 and "is not yours (permission denied)" in said, tried
+    assert "Traceback" not in said, tried
     secrets = [human / "config.json", human / "deployment.key", human / "console.token"]
     assert [tried[str(path)] for path in secrets] == ["PermissionError"] * 3, tried
