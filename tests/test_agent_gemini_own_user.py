@@ -79,7 +79,8 @@ async def setup(
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("AGENTCOMMS_HOME", str(open_folder / "human"))
         remote = {"approvals": {"remote": True}}
-        human, agent_id = human_home(open_folder, {"target": "agent:0.0", **remote})
+        # Only install reads approvals.remote: the human's config has no need of it.
+        human, agent_id = human_home(open_folder, {"target": "agent:0.0"})
 
         def configure(cfg: Config) -> Config:
             server = cfg.server.model_copy(update={"hooks_socket_path": door})
@@ -109,7 +110,7 @@ async def setup(
                 user.run, env, str(user.agentcomms), "install", "gemini", "--agent", agent_id
             )
             assert installed.returncode == 0, installed.stdout + installed.stderr
-            print(installed.stdout)
+            assert f"has no agents.{agent_id}" not in installed.stdout, installed.stdout
             variables = {
                 **env,
                 "TERM": "xterm-256color",
