@@ -23,7 +23,7 @@ from agentcomms.phone_line import claim_phone, held_since, workflow_closed
 from agentcomms.store import Store
 from agentcomms.trust import DeploymentKey
 from agentcomms.workflow_ids import CALL_WORKFLOW, call_workflow_id
-from gateway.phone.calls import CallControl, CallParams
+from gateway.phone.calls import CallControl, CallParams, new_call_id
 
 LOCAL = "local"  # the local phone: what a call's row names when no Twilio is set up
 
@@ -118,3 +118,19 @@ async def test_an_agents_call_while_the_phone_is_on_another_call_is_not_placed(
     finally:
         handle = client.get_workflow_handle(call_workflow_id(placed["call_id"]))
         await handle.terminate(reason="the test is done with it")
+
+
+async def test_a_call_whose_workflow_could_not_start_gives_the_phone_back(
+    home: Path, store: Store, temporal_env: WorkflowEnvironment
+) -> None:
+    cfg = Config()
+    nowhere = cfg.temporal.model_copy(update={"task_queue": ""})  # Temporal refuses it
+    broken = cfg.model_copy(update={"temporal": nowhere})
+    control = CallControl(broken, temporal_env.client, store, DeploymentKey(b"k" * 32))
+
+    with pytest.raises(RPCError):
+        await control.call(CallParams(agent_id="backend", message="hi", request_id="r-1"))
+    assert await store.get_call(new_call_id("backend", "r-1")) is None
+    rung = _up(_call_id(), "frontend").model_copy(update={"status": "dialing"})
+    since = held_since(cfg.voice, utcnow())
+    assert await claim_phone(store, temporal_env.client, rung, since=since) is None

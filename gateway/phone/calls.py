@@ -164,18 +164,25 @@ class CallControl:
         """Place a call. Blocking: the first answer. Non-blocking: the call id at once; the
         answer arrives in the agent's mailbox."""
         system, number = call_system(self._cfg)
-        voice = self._cfg.voice
         call_id = new_call_id(p.agent_id, p.request_id)
         placed_at = utcnow()
-        if await self._store.get_call(call_id) is None:  # a retried request rings no second time
+        claimed = await self._store.get_call(call_id) is None  # a retry rings no second time
+        if claimed:
             busy = await self._claim_phone(p.agent_id, call_id, number or system, placed_at)
             if busy is not None:
                 return busy
-            try:
+        try:
+            if claimed:
                 await self._budgets.spend(p.agent_id, "calls")
-            except RpcError:
-                await self._store.release_line(call_id)
-                raise
+            return await self._place(p, call_id, placed_at)
+        except Exception:
+            if claimed:  # a call that never started must not keep the phone from the others
+                await self._give_back_unless_placed(call_id)
+            raise
+
+    async def _place(self, p: CallParams, call_id: str, placed_at: datetime) -> Turn:
+        system, number = call_system(self._cfg)
+        voice = self._cfg.voice
         start: dict[str, Any] = {
             "id": call_workflow_id(call_id),
             "task_queue": self._cfg.temporal.task_queue,
@@ -218,6 +225,13 @@ class CallControl:
                 NOT_FOUND, f"call {call_id} (this request id's) has ended already"
             ) from None
         return _turn_json(result)
+
+    async def _give_back_unless_placed(self, call_id: str) -> None:
+        try:
+            await self._handle(call_id).describe(rpc_timeout=QUERY_TIMEOUT)
+        except RPCError as exc:
+            if exc.status == RPCStatusCode.NOT_FOUND:
+                await self._store.release_line(call_id)
 
     async def _claim_phone(
         self, agent_id: str, call_id: str, phone: str, now: datetime
