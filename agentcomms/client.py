@@ -39,6 +39,12 @@ class GatewayClient:
             self._reader, self._writer = await asyncio.open_unix_connection(
                 str(self.path), limit=64 * 1024 * 1024
             )
+        except PermissionError as exc:
+            raise GatewayUnavailable(
+                f"The agentcomms gateway's socket {self.path} is not yours (permission denied): "
+                "only the user who runs the gateway reaches it. An agent running as a user of "
+                "its own reaches agentcomms through its hooks' door and its MCP tools over HTTP."
+            ) from exc
         except (FileNotFoundError, ConnectionRefusedError) as exc:
             raise GatewayUnavailable(
                 f"The agentcomms gateway is not running (no answer at {self.path}). "

@@ -129,6 +129,8 @@ def install(
         print(f"installed agentcomms into {where}: {files}")
     for note in result.notes:
         print(f"note: {note}")
+    if agent_id is not None and not uninstall:
+        _tell_unknown_agent(agent_id)
     if agent is AgentKindOption.claude_code and not uninstall:
         _tell_permission_mode(target.home, target.project)
 
@@ -156,6 +158,22 @@ def _tell_permission_mode(home: Path, project: Path) -> None:
         notes = mode_notes(home, project)
     for note in notes:
         print(f"note: {note}")
+
+
+def _tell_unknown_agent(agent_id: str) -> None:
+    """Say so when the config read here has nothing of the agent's own: run as the agent's own
+    Unix user, install reads that user's config, not the human's (closed to it)."""
+    from agentcomms.config.reading import read_keys
+
+    with user_errors():
+        file, picked, _ = read_keys([("agents", agent_id)])
+    if agent_id not in picked.get("agents", {}):
+        print(
+            f"note: {file.label} has no agents.{agent_id}, so none of its own settings "
+            "(approvals.remote, its never-list) were installed; as the agent's own Unix user, "
+            "this is that user's config: write them there and install again "
+            "(docs: agents/own-user.md)"
+        )
 
 
 def _agentcomms_home() -> Path:
