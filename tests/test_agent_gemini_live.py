@@ -27,7 +27,7 @@ from agentcomms.agents.state import GEMINI_CANCELLED_EVENT, STALE_AFTER
 from tests.fakes.gemini import FakeGemini, ToolResult, shell, text
 from tests.fakes.telegram import FakeTelegram
 from tests.support.agents import GEMINI_DIALOG, GeminiPane, start_gemini
-from tests.support.chat import CHAT, connected, with_telegram
+from tests.support.chat import CHAT, connected, running_telegram, with_telegram
 from tests.support.cli import AGENTCOMMS, cli, cli_home
 from tests.support.stack import Stack, register, running_stack
 from tests.support.tmux import SENT_HEADER, Tmux
@@ -71,14 +71,14 @@ async def setup(
 ) -> AsyncIterator[Setup]:
     root = tmp_path_factory.mktemp("gemini-live")
     server = Tmux(tmux_socket_dir / f"g-{uuid.uuid4().hex[:8]}")
-    model, telegram = FakeGemini(), FakeTelegram()
-    telegram.known_chats.add(CHAT)
+    model = FakeGemini()
     agent_id = f"gemini-live-{uuid.uuid4().hex[:6]}"
-    configure = with_telegram(telegram, agent_id)
     async with (
         model.server,
-        telegram.server,
-        running_stack(temporal_env.client, root / "stack", configure=configure) as stack,
+        running_telegram(CHAT) as telegram,
+        running_stack(
+            temporal_env.client, root / "stack", configure=with_telegram(telegram, agent_id)
+        ) as stack,
     ):
 
         def install(home: Path, project: Path) -> None:

@@ -26,7 +26,7 @@ from gateway.chat.strangers import (
 )
 from mcp_server import build_server
 from tests.fakes.slack import ALICE, FakeSlack
-from tests.support.chat import connected, with_slack
+from tests.support.chat import connected, running_slack, with_slack
 from tests.support.mcp import call
 from tests.support.sinks import TakesNoPresses
 from tests.support.stack import Stack, recording_pane, running_stack
@@ -41,10 +41,8 @@ STRANGERS = 300
 
 @pytest.fixture(scope="module")
 async def slack() -> AsyncIterator[FakeSlack]:
-    fake = FakeSlack()
-    await fake.start()
-    yield fake
-    await fake.stop()
+    async with running_slack() as fake:
+        yield fake
 
 
 @pytest.fixture(scope="module")
@@ -291,10 +289,8 @@ async def test_a_flood_of_strangers_costs_a_bounded_number_of_rows_and_answers(
 @pytest.fixture
 async def lone() -> AsyncIterator[FakeSlack]:
     """A Slack of the test's own: the module's is the stack's, whose socket it must keep."""
-    fake = FakeSlack()
-    await fake.start()
-    yield fake
-    await fake.stop()
+    async with running_slack() as fake:
+        yield fake
 
 
 class Keep(TakesNoPresses):
