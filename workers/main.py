@@ -157,7 +157,13 @@ def process_agents(client: Client, cfg: Config, store: Store, key: DeploymentKey
     approvals = Approvals(cfg.server.socket(), cfg.never_rules, agentcomms_home())
     turns = TurnsToGateway(cfg.server.socket())
     return ProcessAgents(
-        Wiring(cfg.acp.state_root(), report=report, ask=approvals.ask, turns=[turns])
+        Wiring(
+            cfg.acp.state_root(),
+            report=report,
+            ask=approvals.ask,
+            turns=[turns],
+            updated=[turns.updated],
+        )
     )
 
 
