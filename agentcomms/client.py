@@ -56,7 +56,16 @@ class GatewayClient:
             except ConnectionError:
                 pass
 
+    @property
+    def open(self) -> bool:
+        """Whether the connection is up: the gateway has not closed it (a restart) since."""
+        return self._reading is not None and not self._reading.done()
+
     async def call(self, method: str, **params: Any) -> Any:
+        return await self.call_as(self.caller, method, **params)
+
+    async def call_as(self, caller: str | None, method: str, **params: Any) -> Any:
+        """`method` acting for agent `caller` (None: as the connection's user)."""
         if self._writer is None:
             await self.connect()
         assert self._writer is not None
@@ -64,8 +73,8 @@ class GatewayClient:
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._waiting[request_id] = future
         request: dict[str, Any] = {"id": request_id, "method": method, "params": params}
-        if self.caller is not None:
-            request["caller"] = self.caller
+        if caller is not None:
+            request["caller"] = caller
         line = json.dumps(request) + "\n"
         self._writer.write(line.encode())
         await self._writer.drain()

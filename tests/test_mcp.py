@@ -351,3 +351,44 @@ async def test_with_the_gateway_down_tools_say_how_to_start_it(tmp_path: Path) -
     for tool, args in calls:
         error = await error_of(server, tool, **args)
         assert "agentcomms up" in error and str(socket) in error, (tool, error)
+
+
+async def test_one_connection_serves_the_tools_and_a_restarted_gateway_is_found_again(
+    tmp_path: Path,
+) -> None:
+    """The MCP server keeps one connection to the gateway socket for its tool calls (one each
+    cost a call more than the gateway's answer), each call acting for its own caller; a gateway
+    gone says so, and one started again is found by the next call."""
+    from agentcomms.errors.mcp import GatewayDown
+    from gateway.socket.caller import Caller
+    from gateway.socket.server import SocketServer
+    from mcp_server.link import GatewayLink
+
+    socket = tmp_path / "g.sock"
+    peers: list[object] = []
+
+    async def answer(method: str, params: dict[str, Any], caller: Caller) -> Any:
+        peers.append(caller.peer)  # one Peer per connection, read as it was opened
+        return {"method": method, "caller": caller.agent}
+
+    link = GatewayLink(socket)
+    server = SocketServer(socket, answer)
+    await server.start()
+    try:
+        first, second = await asyncio.gather(link.call("ping"), link.call("whoami"))
+        assert (first, second) == (
+            {"method": "ping", "caller": None},
+            {"method": "whoami", "caller": None},
+        )
+        await link.call("ping")
+        assert len({id(p) for p in peers}) == 1  # three calls, one connection
+        await server.close()
+        with pytest.raises(GatewayDown, match="not running"):
+            await link.call("ping")
+        server = SocketServer(socket, answer)
+        await server.start()
+        assert await link.call("ping") == {"method": "ping", "caller": None}
+        assert len({id(p) for p in peers}) == 2
+    finally:
+        await link.close()
+        await server.close()
