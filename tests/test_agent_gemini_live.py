@@ -31,7 +31,7 @@ from agentcomms.hook_token import hook_token, token_path
 from tests.fakes.gemini import FakeGemini, ToolResult, shell, text
 from tests.fakes.telegram import FakeTelegram
 from tests.support.agents import GEMINI_DIALOG, GeminiPane, start_gemini
-from tests.support.chat import CHAT, connected, with_telegram
+from tests.support.chat import CHAT, connected, running_telegram, with_telegram
 from tests.support.cli import AGENTCOMMS, cli, cli_home
 from tests.support.home import module_home
 from tests.support.stack import Stack, register, running_stack
@@ -84,18 +84,16 @@ async def _setup(
     temporal_env: WorkflowEnvironment, tmux_socket_dir: Path, root: Path
 ) -> AsyncIterator[Setup]:
     server = Tmux(tmux_socket_dir / f"g-{uuid.uuid4().hex[:8]}")
-    model, telegram = FakeGemini(), FakeTelegram()
-    telegram.known_chats.add(CHAT)
+    model = FakeGemini()
     agent_id = f"gemini-live-{uuid.uuid4().hex[:6]}"
-    configure = with_telegram(telegram, agent_id)
 
     def with_door(cfg: Config) -> Config:
-        cfg = configure(cfg)
+        cfg = with_telegram(telegram, agent_id)(cfg)
         return cfg.model_copy(update={"server": cfg.server.model_copy(update={"hook_port": 0})})
 
     async with (
         model.server,
-        telegram.server,
+        running_telegram(CHAT) as telegram,
         running_stack(temporal_env.client, root / "stack", configure=with_door) as stack,
     ):
         door = stack.gateway.hook_reports

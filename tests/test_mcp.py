@@ -1,25 +1,37 @@
 """The MCP tools in memory (fastmcp's Client) against a real gateway, worker and Temporal dev server.
 
 Effects are read back where they land: the recorder pane's bytes, the projection, the socket.
+One stack serves the module, each test with agents of its own; the test that switches a provider
+on in the configuration has a stack of its own.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fastmcp import Client, FastMCP
 from fastmcp.exceptions import ToolError
+from temporalio.testing import WorkflowEnvironment
 
 import gateway.messages.methods
 from mcp_server import build_server
 from tests.support.mcp import TOOLS, call
-from tests.support.stack import Stack, register_recorder
+from tests.support.stack import Stack, register_recorder, running_stack
 from tests.support.tmux import Tmux
 from tests.support.waiting import eventually
+
+
+@pytest.fixture(scope="module")
+async def stack(
+    temporal_env: WorkflowEnvironment, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[Stack]:
+    async with running_stack(temporal_env.client, tmp_path_factory.mktemp("mcp")) as s:
+        yield s
 
 
 def server_for(stack: Stack, agent: str) -> FastMCP:
@@ -205,7 +217,14 @@ async def test_send_message_to_a_provider_not_enabled_says_so(stack: Stack) -> N
     assert "telegram:42" in error and "chat.telegram.enabled" in error
 
 
-async def test_list_channels_reports_real_provider_status(stack: Stack) -> None:
+async def test_list_channels_reports_real_provider_status(
+    temporal_env: WorkflowEnvironment, tmp_path: Path
+) -> None:
+    async with running_stack(temporal_env.client, tmp_path) as stack:
+        await _channels_say_why_a_provider_is_not_connected(stack)
+
+
+async def _channels_say_why_a_provider_is_not_connected(stack: Stack) -> None:
     # A provider switched on after the gateway started is not connected, and says why.
     stack.cfg.chat.telegram.enabled = True
     result = await call(server_for(stack, "me"), "list_channels")
