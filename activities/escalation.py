@@ -33,6 +33,7 @@ from agentcomms.escalation_models import (
     RungStep,
 )
 from agentcomms.models import CallRecord, utcnow
+from agentcomms.phone_line import claim_phone, held_since
 from agentcomms.store import PROJECTION_UNAVAILABLE, Store
 from agentcomms.trust import DeploymentKey
 from agentcomms.voice.callsystem import call_system
@@ -54,9 +55,6 @@ from agentcomms.workflow_ids import (
 # How long after the gateway opened a request its workflow may start: a genuine ladder copied
 # from an old history and started again later (a replay) reaches nobody.
 LADDER_START_WINDOW = timedelta(minutes=10)
-# Past its ring timeout and longest duration, a call the projection still shows up (its worker
-# died before it wrote the end) no longer keeps a ladder's call from the human's phone.
-LINE_HELD_SLACK = timedelta(minutes=2)
 
 
 def sms_text(escalation: Escalation) -> str:
@@ -236,10 +234,6 @@ class EscalationActivities:
     async def _claim_line(self, call: CallInput, step: RungStep) -> str | None:
         """The call in progress on the human's phone, when there is one (this rung's call then
         waits for it); otherwise the phone is this call's, as the projection records at once."""
-        voice = self._cfg.voice
-        held_at_most = (
-            timedelta(seconds=voice.ring_timeout_s + voice.max_call_duration_s) + LINE_HELD_SLACK
-        )
         placeholder = CallRecord(
             id=call.call_id,
             agent_id=call.agent_id,
@@ -249,7 +243,8 @@ class EscalationActivities:
             started_at=step.now,
         )
         try:
-            return await self._store.claim_line(placeholder, since=step.now - held_at_most)
+            since = held_since(self._cfg.voice, step.now)
+            return await claim_phone(self._store, activity.client(), placeholder, since=since)
         except PROJECTION_UNAVAILABLE as exc:
             # A projection hiccup must not keep the human away: at worst the phone rings twice.
             activity.logger.warning(

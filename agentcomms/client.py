@@ -39,6 +39,12 @@ class GatewayClient:
             self._reader, self._writer = await asyncio.open_unix_connection(
                 str(self.path), limit=64 * 1024 * 1024
             )
+        except PermissionError as exc:
+            raise GatewayUnavailable(
+                f"The agentcomms gateway's socket {self.path} is not yours (permission denied): "
+                "only the user who runs the gateway reaches it. An agent running as a user of "
+                "its own reaches agentcomms through its hooks' door and its MCP tools over HTTP."
+            ) from exc
         except (FileNotFoundError, ConnectionRefusedError) as exc:
             raise GatewayUnavailable(
                 f"The agentcomms gateway is not running (no answer at {self.path}). "
@@ -56,7 +62,16 @@ class GatewayClient:
             except ConnectionError:
                 pass
 
+    @property
+    def open(self) -> bool:
+        """Whether the connection is up: the gateway has not closed it (a restart) since."""
+        return self._reading is not None and not self._reading.done()
+
     async def call(self, method: str, **params: Any) -> Any:
+        return await self.call_as(self.caller, method, **params)
+
+    async def call_as(self, caller: str | None, method: str, **params: Any) -> Any:
+        """`method` acting for agent `caller` (None: as the connection's user)."""
         if self._writer is None:
             await self.connect()
         assert self._writer is not None
@@ -64,8 +79,8 @@ class GatewayClient:
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._waiting[request_id] = future
         request: dict[str, Any] = {"id": request_id, "method": method, "params": params}
-        if self.caller is not None:
-            request["caller"] = self.caller
+        if caller is not None:
+            request["caller"] = caller
         line = json.dumps(request) + "\n"
         self._writer.write(line.encode())
         await self._writer.drain()

@@ -1,7 +1,7 @@
-"""What agentcomms' hooks cost the agent: the time per tool call of the real Claude Code, with and
-without the hooks `agentcomms install claude-code` writes, in the same run.
+"""What agentcomms' hooks cost the agent: the time per tool call of the real Claude Code (or Codex,
+or Gemini CLI), with and without the hooks `agentcomms install` writes, in the same run.
 
-    .venv/bin/python -m bench.bench_hooks [--rounds 3] [--calls 20]
+    .venv/bin/python -m bench.bench_hooks [--agent claude-code|codex|gemini] [--rounds 3] [--calls 20]
 
 Each configuration gets its own Claude Code (npm, pinned; installed like the tests do) in a
 private tmux server and HOME, in manual mode, its model the scripted fake of the tests: a prompt
@@ -26,6 +26,14 @@ it). Configurations take turns, one round each, so a busy moment hits each alike
   deciding ones commands.
 
 ``--configs`` picks some (``none`` is always measured: it is the baseline).
+
+With ``--agent codex`` or ``--agent gemini`` the agent is that one, its model the tests' scripted
+fake too (Codex: ``echo`` through its shell tool, approvals never asked; Gemini CLI: its
+``glob``, which never asks), its hooks trusted in Codex's own review as a person does.
+There ``agentcomms-http`` is the hooks as installed with the door on: the reporting hooks posted
+to the door by the shell the agent starts for each (Codex and Gemini CLI run only commands;
+Codex's in the background, ``"async": true``), and Codex also has ``agentcomms-http-sync``: the
+same posts as hooks Codex waits for.
 """
 
 from __future__ import annotations
@@ -35,6 +43,7 @@ import asyncio
 import contextlib
 import dataclasses
 import itertools
+import json
 import resource
 import signal
 import subprocess
@@ -46,11 +55,24 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from agentcomms.agents.install import Target, hook_url
+from agentcomms.agents.install import AGENT_KINDS, AGENT_NAMES, AgentKind, Plan, Target, hook_url
 from agentcomms.agents.install_agents import plan
 from bench.common import machine, summarize, write_results
 from tests.fakes.anthropic import FakeAnthropic, bash, text
-from tests.support.agents import ClaudePane, start_claude
+from tests.fakes.gemini import FakeGemini
+from tests.fakes.gemini import tool as gemini_tool
+from tests.fakes.openai_responses import FakeResponses
+from tests.fakes.openai_responses import shell as codex_shell
+from tests.support.agents import (
+    CODEX_HOOKS_REVIEW,
+    PROMPT_HINT,
+    AgentPane,
+    CodexPane,
+    GeminiPane,
+    start_claude,
+    start_codex,
+    start_gemini,
+)
 from tests.support.tmux import Tmux
 
 EDITABLE = str(Path(sys.executable).parent / "agentcomms")
@@ -62,7 +84,15 @@ CONFIGS = (
     "agentcomms-editable",
     "trivial-http",
     "agentcomms-http",
+    "agentcomms-http-sync",
 )
+# What each agent can be measured with: Codex and Gemini CLI post nothing themselves, so there is
+# no floor of a post without a process; only Codex runs a hook in the background (or not).
+AGENT_CONFIGS: dict[AgentKind, tuple[str, ...]] = {
+    "claude-code": CONFIGS[:6],
+    "codex": ("none", "trivial", "agentcomms", "agentcomms-http-sync", "agentcomms-http"),
+    "gemini": ("none", "trivial", "agentcomms", "agentcomms-http"),
+}
 
 
 def _user_install(root: Path) -> str:
@@ -84,7 +114,7 @@ def _hooks(config: str, root: Path) -> tuple[str, ...] | None:
         return None
     if config == "agentcomms":
         return (_user_install(root),)
-    if config in ("agentcomms-editable", "agentcomms-http", "trivial-http"):
+    if config in ("agentcomms-editable", "trivial-http") or config.startswith("agentcomms-http"):
         return (EDITABLE,)
     trivial = root / "bin" / "agentcomms"
     trivial.parent.mkdir(parents=True)
@@ -93,49 +123,128 @@ def _hooks(config: str, root: Path) -> tuple[str, ...] | None:
     return (str(trivial),)
 
 
-async def _start(
-    argv: tuple[str, ...] | None, root: Path, socket_dir: Path, door: tuple[str, str] | None
-) -> tuple[ClaudePane, Tmux]:
-    url, token = door or (None, None)
+@dataclasses.dataclass(frozen=True)
+class Door:
+    """Where the reporting hooks post: the door's URL, the token (Claude Code's headers carry
+    it), and its file (Codex's and Gemini CLI's shells read it)."""
 
+    port: int
+    token: str
+    token_file: Path
+
+
+async def _start(
+    kind: AgentKind,
+    config: str,
+    argv: tuple[str, ...] | None,
+    root: Path,
+    socket_dir: Path,
+    door: Door | None,
+) -> tuple[AgentPane, Tmux]:
     def install(home: Path, project: Path) -> None:
-        if argv is not None:
-            target = Target("claude-code", home=home, project=project, argv=argv)
-            plan(dataclasses.replace(target, hook_url=url, hook_token=token)).apply()
+        if argv is None:
+            return
+        target = Target(kind, home=home, project=project, argv=argv)
+        if door is not None and kind == "claude-code":
+            target = dataclasses.replace(
+                target, hook_url=hook_url(door.port, kind), hook_token=door.token
+            )
+        elif door is not None:
+            target = dataclasses.replace(
+                target, hook_url=hook_url(door.port, kind), hook_token_file=door.token_file
+            )
+        changes = plan(target)
+        if config.endswith("-sync"):
+            _waited_for(changes)
+        if config == "trivial" and kind == "gemini":
+            _without_server(changes)
+        changes.apply()
 
     tmux = Tmux(socket_dir / f"b-{uuid.uuid4().hex[:8]}")
+    if kind == "codex":
+        responses = FakeResponses()
+        await responses.server.start()
+        codex = await start_codex(
+            tmux,
+            root / "codex",
+            responses,
+            setup=install,
+            until=PROMPT_HINT if argv is None else CODEX_HOOKS_REVIEW,
+            settings={"approval_policy": "never"},
+        )
+        if argv is not None:
+            await codex.answer(CODEX_HOOKS_REVIEW, "2", "Enter")  # "Trust all and continue"
+            await codex.wait_for_screen(PROMPT_HINT)
+        return codex, tmux
+    if kind == "gemini":
+        gemini = FakeGemini()
+        await gemini.server.start()
+        return await start_gemini(tmux, root / "gemini", gemini, setup=install), tmux
     model = FakeAnthropic()
     await model.server.start()
     return await start_claude(tmux, root / "claude", model, setup=install), tmux
 
 
-async def _round(claude: ClaudePane, round_no: int, calls: int) -> list[float]:
+def _waited_for(changes: Plan) -> None:
+    """Codex's posted reports in the files `changes` writes made hooks Codex waits for (not
+    ``"async"``), as it waits for those that decide."""
+    for i, change in enumerate(changes.changes):
+        if change.path.name != "hooks.json" or change.after is None:
+            continue
+        doc = json.loads(change.after)
+        for groups in doc["hooks"].values():
+            for handler in (h for g in groups for h in g["hooks"]):
+                handler.pop("async", None)
+        changes.changes[i] = dataclasses.replace(change, after=json.dumps(doc, indent=2))
+
+
+def _without_server(changes: Plan) -> None:
+    """Gemini CLI's settings without the MCP server: the trivial script is no MCP server, and
+    Gemini holds every prompt until its servers are up."""
+    for i, change in enumerate(changes.changes):
+        if change.path.name == "settings.json" and change.after is not None:
+            doc = json.loads(change.after)
+            doc.pop("mcpServers", None)
+            changes.changes[i] = dataclasses.replace(change, after=json.dumps(doc, indent=2))
+
+
+def _steps(pane: AgentPane, round_no: int, calls: int) -> list[Any]:
+    """`calls` tool calls the agent runs without asking anyone."""
+    if isinstance(pane, CodexPane):
+        return [codex_shell(f"echo bench-{round_no}-{i}") for i in range(calls)]
+    if isinstance(pane, GeminiPane):
+        # Each call its own pattern: Gemini CLI stops a turn that repeats one call (a loop).
+        return [gemini_tool("glob", pattern=f"bench-{round_no}-{i}*") for i in range(calls)]
+    return [bash(f"echo bench-{round_no}-{i}") for i in range(calls)]
+
+
+async def _round(agent: AgentPane, round_no: int, calls: int) -> list[float]:
     """One prompt of `calls` tool calls; each call's milliseconds."""
     words = f"bench round {round_no}"
-    steps = [bash(f"echo bench-{round_no}-{i}") for i in range(calls)]
-    claude.model.on(words, *steps, text(f"Round {round_no} done."))
-    first = len(claude.model.arrivals)
-    await claude.type(words)
-    await claude.wait_for_screen(f"Round {round_no} done.", timeout=300)
-    await claude.wait_ready()
-    arrivals = claude.model.arrivals[first : first + calls + 1]
+    model = agent.model  # type: ignore[attr-defined]
+    model.on(words, *_steps(agent, round_no, calls), text(f"Round {round_no} done."))
+    first = len(model.arrivals)
+    await agent.type(words)
+    await agent.wait_for_screen(f"Round {round_no} done.", timeout=300)
+    await agent.wait_ready()
+    arrivals = model.arrivals[first : first + calls + 1]
     if len(arrivals) != calls + 1:
         raise AssertionError(f"expected {calls + 1} requests, got {len(arrivals)}")
     return [(b - a) * 1000 for a, b in itertools.pairwise(arrivals)]
 
 
-def _configs() -> tuple[str, ...]:
+def _configs(kind: AgentKind) -> tuple[str, ...]:
     """The configurations this agentcomms can run: without a `hook` command (an agentcomms
     older than its hooks) a hook fails, and UserPromptSubmit's failure blocks every prompt."""
     done = subprocess.run([EDITABLE, "hook", "--help"], capture_output=True, check=False)
     if done.returncode != 0:
         print("this agentcomms has no `hook` command: measuring without it", file=sys.stderr)
-        return CONFIGS[:2]
-    return CONFIGS
+        return AGENT_CONFIGS[kind][:2]
+    return AGENT_CONFIGS[kind]
 
 
 @contextlib.contextmanager
-def _gateway(root: Path) -> Iterator[tuple[str, str]]:
+def _gateway(root: Path) -> Iterator[Door]:
     """A real `agentcomms up` of this checkout in a home of its own: its hook door's URL, and
     the token the hooks post with."""
     from tests.fakes.serve import free_port
@@ -153,8 +262,8 @@ def _gateway(root: Path) -> Iterator[tuple[str, str]]:
         wait_for_line(proc, "Database", timeout=120)
         # What it prints later is read and dropped: a full pipe would stall its event loop.
         threading.Thread(target=lambda: proc.stdout and proc.stdout.read(), daemon=True).start()
-        token = (root / "home" / "hook.token").read_text().strip()
-        yield hook_url(port, "claude-code"), token
+        token_file = root / "home" / "hook.token"
+        yield Door(port, token_file.read_text().strip(), token_file)
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -164,7 +273,7 @@ def _gateway(root: Path) -> Iterator[tuple[str, str]]:
 
 
 @contextlib.contextmanager
-def _answering() -> Iterator[tuple[str, str]]:
+def _answering() -> Iterator[Door]:
     """A server that answers every post at once with 204, in a thread of its own."""
     import http.server
 
@@ -183,35 +292,35 @@ def _answering() -> Iterator[tuple[str, str]]:
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield hook_url(server.server_address[1], "claude-code"), "floor"
+        yield Door(server.server_address[1], "floor", Path("/nonexistent"))
     finally:
         server.shutdown()
         server.server_close()
 
 
-async def run(rounds: int, calls: int, wanted: tuple[str, ...] = CONFIGS) -> dict[str, Any]:
-    configs = tuple(c for c in _configs() if c == "none" or c in wanted)
+async def run(
+    rounds: int, calls: int, wanted: tuple[str, ...] = CONFIGS, kind: AgentKind = "claude-code"
+) -> dict[str, Any]:
+    configs = tuple(c for c in _configs(kind) if c == "none" or c in wanted)
     times: dict[str, list[float]] = {c: [] for c in configs}
     with (
         tempfile.TemporaryDirectory(prefix="ach-", ignore_cleanup_errors=True) as tmp,
         contextlib.ExitStack() as doors,
     ):
-        door = doors.enter_context(_gateway(Path(tmp))) if "agentcomms-http" in configs else None
+        posting = any(c.startswith("agentcomms-http") for c in configs)
+        door = doors.enter_context(_gateway(Path(tmp))) if posting else None
         floor = doors.enter_context(_answering()) if "trivial-http" in configs else None
         argvs = {c: _hooks(c, Path(tmp) / c) for c in configs}
-        # A posted report starts no process: only the command hooks have a CPU to measure.
+        # A posted report starts no Python: only the `agentcomms hook` commands have a CPU to
+        # measure this way.
         cpu = {
-            c: _hook_cpu(argv, Path(tmp))
+            c: _hook_cpu(argv, Path(tmp), kind)
             for c, argv in argvs.items()
-            if argv is not None and not c.endswith("-http")
+            if argv is not None and "-http" not in c
         }
+        doors_of = {"agentcomms-http": door, "agentcomms-http-sync": door, "trivial-http": floor}
         started = [
-            await _start(
-                argvs[c],
-                Path(tmp) / c,
-                Path(tmp),
-                {"agentcomms-http": door, "trivial-http": floor}.get(c),
-            )
+            await _start(kind, c, argvs[c], Path(tmp) / c, Path(tmp), doors_of.get(c))
             for c in configs
         ]
         try:
@@ -220,20 +329,17 @@ async def run(rounds: int, calls: int, wanted: tuple[str, ...] = CONFIGS) -> dic
                 for config, (claude, _) in zip(configs, started, strict=True):
                     times[config] += await _round(claude, round_no, calls)
         finally:
-            for claude, tmux in started:
+            for agent, tmux in started:
                 tmux.run("kill-server", check=False)
-                await claude.model.server.stop()
+                await agent.model.server.stop()  # type: ignore[attr-defined]
     results = {c: summarize(t) for c, t in times.items()}
     base = results["none"]
     added = {
-        c: {
-            "p50": round(results[c]["p50"] - base["p50"], 1),
-            "p99": round(results[c]["p99"] - base["p99"], 1),
-        }
-        for c in configs
+        c: {p: round(results[c][p] - base[p], 1) for p in ("p50", "p90", "p99")} for c in configs
     }
     return {
         "machine": machine(),
+        "agent": kind,
         "rounds": rounds,
         "calls": calls,
         "results": results,
@@ -249,7 +355,9 @@ POST_TOOL_USE = (
 )
 
 
-def _hook_cpu(argv: tuple[str, ...], root: Path, runs: int = 30) -> dict[str, float]:
+def _hook_cpu(
+    argv: tuple[str, ...], root: Path, kind: AgentKind, runs: int = 30
+) -> dict[str, float]:
     """The CPU (user + system) of one hook process, as each tool call starts two: it swings far
     less with the machine's load than the agent's wall time does. The gateway is down, so the
     hook starts, reads, finds no socket and exits, as every report-only hook does at most."""
@@ -262,9 +370,7 @@ def _hook_cpu(argv: tuple[str, ...], root: Path, runs: int = 30) -> dict[str, fl
     spent = []
     for _ in range(runs):
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        subprocess.run(
-            [*argv, "hook", "claude-code"], input=POST_TOOL_USE, env=env, capture_output=True
-        )
+        subprocess.run([*argv, "hook", kind], input=POST_TOOL_USE, env=env, capture_output=True)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         used = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
         spent.append(used * 1000)
@@ -276,23 +382,26 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--calls", type=int, default=20)
     parser.add_argument("--configs", nargs="+", choices=CONFIGS, default=list(CONFIGS))
+    parser.add_argument("--agent", choices=AGENT_KINDS, default="claude-code")
     parser.add_argument("--no-save", action="store_true")
     args = parser.parse_args()
-    report = asyncio.run(run(args.rounds, args.calls, tuple(args.configs)))
+    report = asyncio.run(run(args.rounds, args.calls, tuple(args.configs), args.agent))
     m = report["machine"]
     lines = [
-        f"# Hooks benchmark, {m['date']}",
+        f"# Hooks benchmark, {AGENT_NAMES[args.agent]}, {m['date']}",
         "",
         f"{m['cpus']} CPUs, Python {m['python']}, load average {m['load_average']} at start; "
-        f"Claude Code per tool call, {args.rounds} rounds of {args.calls} calls per configuration.",
+        f"{AGENT_NAMES[args.agent]} per tool call, {args.rounds} rounds of {args.calls} calls "
+        "per configuration.",
         "",
-        "| hooks | p50 ms | p99 ms | mean ms | added p50 ms | added p99 ms |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| hooks | p50 ms | p90 ms | p99 ms | mean ms | added p50 ms | added p90 ms |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for config in report["results"]:
         s, a = report["results"][config], report["added"][config]
         lines.append(
-            f"| {config} | {s['p50']} | {s['p99']} | {s['mean']} | {a['p50']} | {a['p99']} |"
+            f"| {config} | {s['p50']} | {s['p90']} | {s['p99']} | {s['mean']} | {a['p50']} "
+            f"| {a['p90']} |"
         )
     lines += [
         "",
@@ -306,7 +415,8 @@ def main() -> int:
     markdown = "\n".join(lines) + "\n"
     print(markdown)
     if not args.no_save:
-        write_results("hooks", report, markdown)
+        name = "hooks" if args.agent == "claude-code" else f"hooks-{args.agent}"
+        write_results(name, report, markdown)
     return 0
 
 

@@ -57,7 +57,7 @@ _TICK = os.sysconf("SC_CLK_TCK")
 
 
 def summarize(values_ms: list[float]) -> dict[str, float]:
-    """n, p50, p95, p99, max and mean of milliseconds (nearest-rank percentiles)."""
+    """n, p50, p90, p95, p99, max and mean of milliseconds (nearest-rank percentiles)."""
     if not values_ms:
         return {"n": 0}
     ordered = sorted(values_ms)
@@ -68,6 +68,7 @@ def summarize(values_ms: list[float]) -> dict[str, float]:
     return {
         "n": len(ordered),
         "p50": round(rank(50), 2),
+        "p90": round(rank(90), 2),
         "p95": round(rank(95), 2),
         "p99": round(rank(99), 2),
         "max": round(ordered[-1], 2),
@@ -311,7 +312,7 @@ class Watcher:
 # ---- CPU, memory, profile ----------------------------------------------------------------------
 
 
-def _proc_cpu_s(pid: int) -> float:
+def process_cpu_s(pid: int) -> float:
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
@@ -330,7 +331,7 @@ def cpu_seconds(others: dict[str, list[int]]) -> dict[str, float]:
         "tmux clients": kids.ru_utime + kids.ru_stime,
     }
     for name, pids in others.items():
-        used[name] = sum(_proc_cpu_s(pid) for pid in pids)
+        used[name] = sum(process_cpu_s(pid) for pid in pids)
     return used
 
 

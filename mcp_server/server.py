@@ -6,6 +6,8 @@ call to the gateway socket; nothing here holds provider credentials or talks to 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -78,8 +80,22 @@ def build_server(socket: Path, *, default_agent: str, auth: AuthProvider | None 
 
     ``default_agent`` is who the caller is when neither a token nor an ``agent_id`` argument says.
     """
-    mcp = FastMCP("agentcomms", instructions=INSTRUCTIONS, auth=auth, mask_error_details=True)
     gateway = GatewayLink(socket)
+
+    @asynccontextmanager
+    async def linked(server: FastMCP) -> AsyncIterator[dict[str, Any]]:
+        try:
+            yield {}
+        finally:
+            await gateway.close()  # the gateway's connection goes with the server's run
+
+    mcp = FastMCP(
+        "agentcomms",
+        instructions=INSTRUCTIONS,
+        auth=auth,
+        mask_error_details=True,
+        lifespan=linked,
+    )
 
     async def read_messages(agent: str, limit: int) -> CheckMessagesResult:
         result = await gateway.call("check_messages", agent_id=agent, limit=limit)

@@ -89,15 +89,17 @@ def add_voice_tools(mcp: FastMCP, gateway: GatewayLink, *, default_agent: str) -
 
         status says how it went: answered, timed-out (they said nothing in time; response holds
         what was heard so far), or no-answer / declined / busy / voicemail (the message was left
-        another way, note says where). Keep the call_id for continue_call, speak_to_user and
-        end_call; end the call with end_call when done.
+        another way, note says where). busy is also the answer, at once, when your human's
+        phone is on another call: nothing was placed; call again later or send a message. Keep
+        the call_id for continue_call, speak_to_user and end_call; end the call with end_call
+        when done.
         """
         me = calling_agent(None, default_agent)
         params: dict[str, Any] = {"agent_id": me, "message": message, "wait": wait}
         if request_id:
             params["request_id"] = request_id
         result = await gateway.call("call", **params)
-        if not wait:
+        if not wait and result["status"] != "busy":  # busy: nothing was placed, note says why
             return {
                 "call_id": result["call_id"],
                 "response": "",

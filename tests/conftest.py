@@ -26,6 +26,7 @@ pytest_plugins = [
     "tests.support.chat",
     "tests.support.agents",
     "tests.support.fake_agent",
+    "tests.support.own_user",
     "tests.support.browser",
 ]
 # The leak hunt: each thing left open fails the test that left it (tests/support/leaks.py).

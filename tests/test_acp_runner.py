@@ -18,7 +18,7 @@ import pytest
 from agentcomms.acp.client import PermissionAsk
 from agentcomms.acp.host import ProcessAgents
 from agentcomms.acp.pictures import Picture
-from agentcomms.acp.runner import NotReady, ProcessAgent, Spec, Turn, Unavailable
+from agentcomms.acp.runner import NotReady, ProcessAgent, Spec, Turn, Unavailable, Wiring
 from agentcomms.agents.state import HookReport
 from tests.support import acp_agent
 from tests.support.acp_agent import log_of
@@ -56,7 +56,7 @@ def state_of(agent: ProcessAgent) -> str:
 
 def host(tmp_path: Path, heard: Heard) -> ProcessAgents:
     return ProcessAgents(
-        tmp_path / "sessions", report=heard.report, ask=heard.ask, turns=[heard.turn]
+        Wiring(tmp_path / "sessions", report=heard.report, ask=heard.ask, turns=[heard.turn])
     )
 
 
@@ -213,7 +213,7 @@ async def test_a_slow_start_lets_the_message_wait_and_a_stop_leaves_nothing_runn
         str(pid_file),
     )
     agents = ProcessAgents(
-        tmp_path / "sessions", report=Heard().report, ask=Heard().ask, start_wait_s=0.2
+        Wiring(tmp_path / "sessions", report=Heard().report, ask=Heard().ask, start_wait_s=0.2)
     )
     agent = await agents.agent("slow", Spec(command=slow, cwd=tmp_path))
     with pytest.raises(Unavailable, match="is still starting; the message waits"):

@@ -3,7 +3,10 @@ the gateway to a real mailbox: a message sent mid-turn waits for the turn to end
 sent while a permission dialog is open is not typed into it (the tool is not approved by it, the
 model does not see it) and is typed once the human answered the dialog.
 
-One Claude, on its own tmux server, serves the module; its hooks find the agent by their pane."""
+One Claude, on its own tmux server, serves the module; its hooks find the agent by their pane.
+Its reporting hooks (the prompt, tool use, the turn's end, a dialog's notification) are posted to
+the gateway's hook door, as `install` writes them with the door on; the permission hook is a
+command."""
 
 from __future__ import annotations
 
@@ -28,6 +31,7 @@ from tests.support.agents import (
     start_claude,
 )
 from tests.support.cli import AGENTCOMMS
+from tests.support.home import module_home
 from tests.support.stack import Stack, register
 from tests.support.tmux import SENT_HEADER, Tmux
 from tests.support.waiting import eventually
@@ -70,8 +74,13 @@ async def setup(
 ) -> AsyncIterator[Setup]:
     root = tmp_path_factory.mktemp("claude-ready")
     server = Tmux(tmux_socket_dir / f"r-{uuid.uuid4().hex[:8]}")
-    async with claude_with_agentcomms(temporal_env.client, root, server) as (stack, claude, agent):
-        yield Setup(stack, claude, agent)
+    with module_home(root):
+        async with claude_with_agentcomms(temporal_env.client, root, server, posted=True) as (
+            stack,
+            claude,
+            agent,
+        ):
+            yield Setup(stack, claude, agent)
 
 
 async def turn_running(setup: Setup, words: str, release: asyncio.Event) -> None:

@@ -5,7 +5,8 @@ is at its prompt again, and reaches the model whole, as the human's words.
 
 One Codex, with agentcomms' hooks reporting to a stack and its human at a terminal, serves the
 module, in ``on-request`` approval mode; its approvals are left to the terminal after
-``APPROVAL_S``."""
+``APPROVAL_S``. Its reporting hooks post to the gateway's hook door from Codex's own shell, in the
+background, as `install` writes them with the door on; the permission hook is a command."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from agentcomms.config.models import ApprovalsConfig
 from tests.fakes.openai_responses import Step, text, tool
 from tests.support.agents import PROMPT_HINT, Attended, CodexPane, attended, codex_with_agentcomms
 from tests.support.cli import cli
+from tests.support.home import module_home
 from tests.support.tmux import SENT_HEADER
 from tests.support.waiting import eventually
 
@@ -41,10 +43,16 @@ async def setup(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> AsyncIterator[Setup]:
     root = tmp_path_factory.mktemp("codex-messages")
-    async with attended(
-        codex_with_agentcomms, temporal_env.client, tmux_socket_dir, root, configure=_quick
-    ) as a:
-        yield a
+    with module_home(root):
+        async with attended(
+            codex_with_agentcomms,
+            temporal_env.client,
+            tmux_socket_dir,
+            root,
+            configure=_quick,
+            posted=True,
+        ) as a:
+            yield a
 
 
 def _quick(cfg: Config) -> Config:

@@ -6,7 +6,9 @@ agentcomms (a policy rule skips Gemini's own dialog, its ``BeforeTool`` hook wai
 approved from the terminal runs, one denied does not and the model reads why, and one on the
 never-list is refused without asking anyone.
 
-One Gemini, on its own tmux server, serves the module; its hooks find the agent by their pane."""
+One Gemini, on its own tmux server, serves the module; its hooks find the agent by their pane. Its
+reporting hooks post to the gateway's hook door from the shell Gemini starts for them, as
+`install` writes them with the door on; the asking and never-list hook is a command."""
 
 from __future__ import annotations
 
@@ -21,14 +23,17 @@ from typing import Any
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
-from agentcomms.agents.install import Target
+from agentcomms.agents.install import Target, hook_url
 from agentcomms.agents.install_agents import plan
 from agentcomms.agents.state import GEMINI_CANCELLED_EVENT, STALE_AFTER
+from agentcomms.config import Config
+from agentcomms.hook_token import hook_token, token_path
 from tests.fakes.gemini import FakeGemini, shell, text
 from tests.fakes.telegram import FakeTelegram
 from tests.support.agents import GEMINI_DIALOG, GeminiPane, start_gemini
-from tests.support.chat import CHAT, connected, with_telegram
+from tests.support.chat import CHAT, connected, running_telegram, with_telegram
 from tests.support.cli import AGENTCOMMS, cli, cli_home
+from tests.support.home import module_home
 from tests.support.stack import Stack, register, running_stack
 from tests.support.tmux import SENT_HEADER, Tmux
 from tests.support.waiting import eventually
@@ -70,18 +75,32 @@ async def setup(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> AsyncIterator[Setup]:
     root = tmp_path_factory.mktemp("gemini-live")
+    with module_home(root):
+        async for setup in _setup(temporal_env, tmux_socket_dir, root):
+            yield setup
+
+
+async def _setup(
+    temporal_env: WorkflowEnvironment, tmux_socket_dir: Path, root: Path
+) -> AsyncIterator[Setup]:
     server = Tmux(tmux_socket_dir / f"g-{uuid.uuid4().hex[:8]}")
-    model, telegram = FakeGemini(), FakeTelegram()
-    telegram.known_chats.add(CHAT)
+    model = FakeGemini()
     agent_id = f"gemini-live-{uuid.uuid4().hex[:6]}"
-    configure = with_telegram(telegram, agent_id)
+
+    def with_door(cfg: Config) -> Config:
+        cfg = with_telegram(telegram, agent_id)(cfg)
+        return cfg.model_copy(update={"server": cfg.server.model_copy(update={"hook_port": 0})})
+
     async with (
         model.server,
-        telegram.server,
-        running_stack(temporal_env.client, root / "stack", configure=configure) as stack,
+        running_telegram(CHAT) as telegram,
+        running_stack(temporal_env.client, root / "stack", configure=with_door) as stack,
     ):
+        door = stack.gateway.hook_reports
+        assert door is not None
 
         def install(home: Path, project: Path) -> None:
+            hook_token()  # made at first use, as `install` makes it
             target = Target(
                 "gemini",
                 home=home,
@@ -89,6 +108,8 @@ async def setup(
                 argv=(AGENTCOMMS,),
                 remote_approvals=True,
                 never=(NEVER,),
+                hook_url=hook_url(door.server.port, "gemini"),
+                hook_token_file=token_path(),
             )
             plan(target).apply()
 

@@ -18,7 +18,7 @@ from temporalio.testing import WorkflowEnvironment
 from agentcomms.config import AgentConfig, Config
 from gateway.approvals.chat_posts import CONTINUED
 from tests.fakes.slack import ALICE, FakeSlack, buttons, rendered
-from tests.support.chat import connected, with_slack
+from tests.support.chat import connected, running_slack, with_slack
 from tests.support.hooks import SESSION_SUGGESTION, open_approval, open_question
 from tests.support.stack import Stack, running_stack
 from tests.support.waiting import eventually
@@ -30,10 +30,8 @@ MALLORY = "U0MALLORY"  # allowed nothing
 
 @pytest.fixture(scope="module")
 async def slack() -> AsyncIterator[FakeSlack]:
-    fake = FakeSlack()
-    await fake.start()
-    yield fake
-    await fake.stop()
+    async with running_slack() as fake:
+        yield fake
 
 
 @pytest.fixture(scope="module")

@@ -29,7 +29,7 @@ from tests.fakes.telegram import FakeTelegram
 from tests.support import acp_agent
 from tests.support.acp_agent import log_of
 from tests.support.agents import PROMPT_HINT, agent_binary, claude_env, prepare_claude_home
-from tests.support.chat import CHAT, connected, with_telegram
+from tests.support.chat import CHAT, connected, running_telegram, with_telegram
 from tests.support.cli import AGENTCOMMS, cli, cli_home
 from tests.support.home import write_config
 from tests.support.stack import Stack, in_state, running_stack
@@ -117,9 +117,7 @@ def windows(tmux_socket_dir: Path) -> Iterator[Tmux]:
 
 @pytest.fixture(scope="module")
 async def telegram() -> AsyncIterator[FakeTelegram]:
-    fake = FakeTelegram()
-    fake.known_chats.add(CHAT)
-    async with fake.server:
+    async with running_telegram(CHAT) as fake:
         yield fake
 
 

@@ -8,10 +8,14 @@ the headers its settings name), its state in a real mailbox.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import subprocess
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 import pytest
@@ -25,7 +29,9 @@ from agentcomms.agents.install import (
 )
 from agentcomms.agents.install_agents import plan
 from agentcomms.agents.installed import inspect
-from agentcomms.hook_token import hook_token
+from agentcomms.agents.post_hook import post_command, posted_to
+from agentcomms.hook_token import hook_token, token_path
+from gateway.agents.hook_http import hook_started_ns
 from tests.fakes.anthropic import bash, text
 from tests.support.agents import claude_with_agentcomms
 from tests.support.cli import AGENTCOMMS
@@ -91,6 +97,55 @@ def test_uninstall_removes_the_posted_hooks_and_leaves_the_users_own(tmp_path: P
     assert json.loads(settings.read_text()) == {"hooks": {"Stop": [{"hooks": [own]}]}}
 
 
+# Codex's and Gemini CLI's file, the hooks that decide (always `agentcomms hook`), and the one
+# before each call, which refuses the never-list when there is one.
+COMMAND_AGENTS = {
+    "codex": (Path(".codex") / "hooks.json", {"PermissionRequest"}, "PreToolUse"),
+    "gemini": (Path(".gemini") / "settings.json", set(), "BeforeTool"),
+}
+
+
+@pytest.mark.parametrize("kind", COMMAND_AGENTS)
+def test_codex_and_gemini_post_their_reports_and_keep_deciding_hooks_commands(
+    tmp_path: Path, home: Path, kind: Literal["codex", "gemini"]
+) -> None:
+    path, deciding, before_call = COMMAND_AGENTS[kind]
+    url, token_file = hook_url(8236, kind), token_path()
+    posting = Target(
+        kind, home=tmp_path, argv=(AGENTCOMMS,), hook_url=url, hook_token_file=token_file
+    )
+
+    def hooks() -> dict[str, list[str]]:
+        doc = json.loads((tmp_path / path).read_text())
+        return {e: [h["command"] for g in gs for h in g["hooks"]] for e, gs in doc["hooks"].items()}
+
+    plan(posting).apply()
+    for event, (command,) in hooks().items():
+        if event in deciding:
+            assert posted_to(command, kind) is None and "hook" in command
+        else:  # the token is read from its file, never written on a command line
+            assert posted_to(command, kind) == url, event
+            assert "hook.token" in command and hook_token() not in command
+    assert plan(posting).changes == []
+    (found, *_) = inspect(posting)
+    assert found.ok and found.detail.startswith(f"{len(hooks())} hooks"), found.detail
+    # Another port than the gateway's door: the agent's state goes unheard, and doctor says so.
+    moved = inspect(replace(posting, hook_url=hook_url(9000, kind)))
+    assert any(f.name.endswith("hook door") and not f.ok for f in moved)
+
+    # With a never-list, the hook before each call refuses it: `agentcomms hook`, failing closed.
+    plan(replace(posting, never=("Bash(rm -rf *)",))).apply()
+    (refusing,) = hooks()[before_call]
+    assert posted_to(refusing, kind) is None and "--never" in refusing
+    # The door turned off: every hook is `agentcomms hook` again, none posts.
+    plan(replace(posting, hook_url=None, hook_token_file=None)).apply()
+    assert not any(posted_to(c, kind) for cs in hooks().values() for c in cs)
+    plan(posting, uninstall=True).apply()
+    assert not (tmp_path / path).exists() or "hooks" not in json.loads(
+        (tmp_path / path).read_text()
+    )
+
+
 @pytest.mark.parametrize(
     ("handler", "ours"),
     [
@@ -106,6 +161,26 @@ def test_uninstall_removes_the_posted_hooks_and_leaves_the_users_own(tmp_path: P
 )
 def test_which_posted_hooks_are_agentcomms(handler: object, ours: bool) -> None:
     assert is_our_http_hook(handler, "claude-code") is ours
+
+
+NOW = 1_800_000_000 * 10**9
+
+
+@pytest.mark.parametrize(
+    ("given", "at_ns"),
+    [
+        (None, NOW),  # Claude Code's posts: their arrival
+        (str(NOW - 5 * 10**9), NOW - 5 * 10**9),  # a background hook that started 5 s ago
+        (str(NOW + 10**9), NOW),  # never later than its arrival
+        (str(NOW - 3600 * 10**9), NOW),  # nor so old that it would hold back the rest
+        ("1.5e18", NOW),
+        ("", NOW),
+    ],
+)
+def test_a_report_is_ordered_by_its_hooks_start_within_bounds(
+    given: str | None, at_ns: int
+) -> None:
+    assert hook_started_ns(given, NOW) == at_ns
 
 
 # ---- the door --------------------------------------------------------------------------------
@@ -172,7 +247,7 @@ async def test_posted_reports_move_the_agents_state_as_its_hooks_do(
         # A decision is never taken here: the agent's own command hook asks (fails closed).
         ({"hook_event_name": "PermissionRequest"}, None, "claude-code", 403),
         ({"no": "event"}, None, "claude-code", 400),
-        ({"hook_event_name": "Stop"}, None, "codex", 404),
+        ({"hook_event_name": "Stop"}, None, "aider", 404),
         # Posted from outside tmux and naming no agent: nothing to report for, and no wait.
         ({"hook_event_name": "Stop"}, None, "claude-code", 204),
     ],
@@ -199,6 +274,93 @@ async def test_the_door_answers_only_its_own_host_and_route(door_stack: Stack) -
         assert (await client.get(url, headers=token)).status_code == 405
         other = url.replace("/agentcomms/hook/claude-code", "/")
         assert (await client.get(other, headers=token)).status_code == 404
+
+
+# What the agents' shells run for a posting hook, and how: Codex `$SHELL -lc` (sh here), Gemini CLI
+# `bash -c`, the hook's JSON on stdin, the pane's environment.
+SHELLS = {"codex": ["sh", "-lc"], "gemini": ["bash", "-c"]}
+
+
+def run_posting_hook(kind: str, url: str, body: dict[str, Any], env: dict[str, str]) -> Any:
+    command = post_command(kind, url, str(token_path()))
+    return subprocess.run(
+        [*SHELLS[kind], command],
+        input=json.dumps(body),
+        env={"PATH": os.environ["PATH"], "HOME": os.environ["HOME"], **env},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+
+
+def test_the_posting_hook_sends_the_body_whole_with_its_start_and_the_token_from_its_file(
+    home: Path,
+) -> None:
+    """The request as the shell writes it, read raw: bytes counted (not characters), the
+    hook's own start stamped, the token from its file, the pane from the environment."""
+    import socket
+    import threading
+    import time
+
+    token = hook_token()
+    listener = socket.create_server(("127.0.0.1", 0))
+    got: list[bytes] = []
+
+    def answer() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            data = b""
+            while b"\r\n\r\n" not in data or len(data.split(b"\r\n\r\n", 1)[1]) < 60:
+                data += conn.recv(65536)
+            got.append(data)
+            conn.sendall(b"HTTP/1.1 204 No Content\r\n\r\n")
+
+    thread = threading.Thread(target=answer)
+    thread.start()
+    url = hook_url(listener.getsockname()[1], "codex")
+    body = {"hook_event_name": "Stop", "last_assistant_message": "fini ✓ — déjà"}
+    before = time.time_ns()
+    done = run_posting_hook("codex", url, body, {"TMUX_PANE": "%7", "TMUX": "/tmp/t,1,0"})
+    thread.join(10)
+    listener.close()
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+    head, _, sent = got[0].partition(b"\r\n\r\n")
+    headers = dict(line.split(": ", 1) for line in head.decode().split("\r\n")[1:])
+    assert head.startswith(b"POST /agentcomms/hook/codex HTTP/1.1")
+    assert json.loads(sent) == body and int(headers["Content-Length"]) == len(sent)
+    assert headers["X-Agentcomms-Token"] == token
+    assert (headers["X-Agentcomms-Pane"], headers["X-Agentcomms-Tmux"]) == ("%7", "/tmp/t,1,0")
+    assert before <= int(headers["X-Agentcomms-At"]) <= time.time_ns()
+
+
+async def test_codex_and_gemini_post_their_reports_from_the_shell_they_start(
+    door_stack: Stack, tmux: Tmux, tmp_path: Path
+) -> None:
+    """The shell an agent starts for a reporting hook posts its JSON to the door (no Python):
+    the state moves as the hook command's reports move it, the agent reads nothing on its
+    output, and with the gateway gone the hook ends at once, silent, as if not installed."""
+    stack = door_stack
+    hook_token()  # made at first use, as `install` makes it
+    said = {"session_id": "s-1", "transcript_path": "/x", "cwd": "/"}
+    turns = {"codex": ("UserPromptSubmit", "Stop"), "gemini": ("BeforeAgent", "AfterAgent")}
+    for kind, (starts, ends) in turns.items():
+        agent_id = stack.agent_id(kind)
+        fake = await start_fake_agent(tmux, tmp_path, stack.cfg.server.socket(), kind)
+        await register(stack, agent_id, tmux, fake.target, submit_delay_ms=0)
+        await eventually(lambda: registered(stack, agent_id))  # noqa: B023
+        env = {"TMUX": f"{tmux.socket},1,0", "TMUX_PANE": fake.pane_id}
+        url = door(stack).replace("claude-code", kind)
+        for event, state in ((starts, "busy"), (ends, "ready"), (starts, "busy")):
+            # A prompt in another script than Latin: the length posted is in bytes.
+            body = {**said, "hook_event_name": event, "prompt": "mesure la qualité ✓"}
+            done = await asyncio.to_thread(run_posting_hook, kind, url, body, env)
+            assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+            await eventually(lambda: state_is(stack, agent_id, state))  # noqa: B023
+    reports = stack.gateway.hook_reports
+    assert reports is not None
+    await reports.close()
+    gone = await asyncio.to_thread(run_posting_hook, "codex", url, {"hook_event_name": "Stop"}, env)
+    assert (gone.returncode, gone.stdout, gone.stderr) == (0, "", "")
 
 
 # ---- the real Claude Code --------------------------------------------------------------------

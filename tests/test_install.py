@@ -400,3 +400,24 @@ def test_gemini_remote_approvals_need_the_user_scope(tmp_path: Path) -> None:
     project = Target("gemini", scope="project", home=tmp_path, project=tmp_path / "project")
     plan(project, uninstall=True).apply()
     assert policy.exists()
+
+
+def test_an_agent_the_config_does_not_name_is_installed_with_a_note_saying_so(
+    tmp_path: Path,
+) -> None:
+    """Run as the agent's own Unix user, install reads that user's config: one that names no
+    such agent installs none of its own settings, and says so, naming the file."""
+    home = tmp_path / "ac"
+    env = env_for(home, HOME=str(tmp_path))
+
+    done = run(env, "install", "gemini", "--agent", "ui")
+
+    assert done.returncode == 0, done.stderr
+    assert f"note: {home / 'config.json'} has no agents.ui" in done.stdout
+    assert not (tmp_path / ".gemini" / "policies").exists()  # no remote approvals
+    home.mkdir(mode=0o700, exist_ok=True)
+    (home / "config.json").write_text(json.dumps({"agents": {"ui": {"approvals": {}}}}))
+    (home / "config.json").chmod(0o600)
+    again = run(env, "install", "gemini", "--agent", "ui")
+    assert again.returncode == 0, again.stderr
+    assert "has no agents.ui" not in again.stdout

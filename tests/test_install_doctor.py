@@ -89,7 +89,7 @@ def test_an_agent_older_than_the_hooks_is_named(
     assert findings[1].detail.startswith("Codex will not run the hooks for SessionStart, ")
     assert "Trust all and continue" in str(findings[1].fix)
     assert findings[2].detail == (
-        "Codex 0.98.0 is older than 0.169.0, which the hooks were written for"
+        "Codex 0.98.0 is older than 0.171.0, which the hooks were written for"
     )
 
 

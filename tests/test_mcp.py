@@ -1,25 +1,37 @@
 """The MCP tools in memory (fastmcp's Client) against a real gateway, worker and Temporal dev server.
 
 Effects are read back where they land: the recorder pane's bytes, the projection, the socket.
+One stack serves the module, each test with agents of its own; the test that switches a provider
+on in the configuration has a stack of its own.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fastmcp import Client, FastMCP
 from fastmcp.exceptions import ToolError
+from temporalio.testing import WorkflowEnvironment
 
 import gateway.messages.methods
 from mcp_server import build_server
 from tests.support.mcp import TOOLS, call
-from tests.support.stack import Stack, register_recorder
+from tests.support.stack import Stack, register_recorder, running_stack
 from tests.support.tmux import Tmux
 from tests.support.waiting import eventually
+
+
+@pytest.fixture(scope="module")
+async def stack(
+    temporal_env: WorkflowEnvironment, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[Stack]:
+    async with running_stack(temporal_env.client, tmp_path_factory.mktemp("mcp")) as s:
+        yield s
 
 
 def server_for(stack: Stack, agent: str) -> FastMCP:
@@ -205,7 +217,14 @@ async def test_send_message_to_a_provider_not_enabled_says_so(stack: Stack) -> N
     assert "telegram:42" in error and "chat.telegram.enabled" in error
 
 
-async def test_list_channels_reports_real_provider_status(stack: Stack) -> None:
+async def test_list_channels_reports_real_provider_status(
+    temporal_env: WorkflowEnvironment, tmp_path: Path
+) -> None:
+    async with running_stack(temporal_env.client, tmp_path) as stack:
+        await _channels_say_why_a_provider_is_not_connected(stack)
+
+
+async def _channels_say_why_a_provider_is_not_connected(stack: Stack) -> None:
     # A provider switched on after the gateway started is not connected, and says why.
     stack.cfg.chat.telegram.enabled = True
     result = await call(server_for(stack, "me"), "list_channels")
@@ -332,3 +351,44 @@ async def test_with_the_gateway_down_tools_say_how_to_start_it(tmp_path: Path) -
     for tool, args in calls:
         error = await error_of(server, tool, **args)
         assert "agentcomms up" in error and str(socket) in error, (tool, error)
+
+
+async def test_one_connection_serves_the_tools_and_a_restarted_gateway_is_found_again(
+    tmp_path: Path,
+) -> None:
+    """The MCP server keeps one connection to the gateway socket for its tool calls (one each
+    cost a call more than the gateway's answer), each call acting for its own caller; a gateway
+    gone says so, and one started again is found by the next call."""
+    from agentcomms.errors.mcp import GatewayDown
+    from gateway.socket.caller import Caller
+    from gateway.socket.server import SocketServer
+    from mcp_server.link import GatewayLink
+
+    socket = tmp_path / "g.sock"
+    peers: list[object] = []
+
+    async def answer(method: str, params: dict[str, Any], caller: Caller) -> Any:
+        peers.append(caller.peer)  # one Peer per connection, read as it was opened
+        return {"method": method, "caller": caller.agent}
+
+    link = GatewayLink(socket)
+    server = SocketServer(socket, answer)
+    await server.start()
+    try:
+        first, second = await asyncio.gather(link.call("ping"), link.call("whoami"))
+        assert (first, second) == (
+            {"method": "ping", "caller": None},
+            {"method": "whoami", "caller": None},
+        )
+        await link.call("ping")
+        assert len({id(p) for p in peers}) == 1  # three calls, one connection
+        await server.close()
+        with pytest.raises(GatewayDown, match="not running"):
+            await link.call("ping")
+        server = SocketServer(socket, answer)
+        await server.start()
+        assert await link.call("ping") == {"method": "ping", "caller": None}
+        assert len({id(p) for p in peers}) == 2
+    finally:
+        await link.close()
+        await server.close()

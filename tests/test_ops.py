@@ -167,81 +167,74 @@ def tries_of(traced: dict[str, Any]) -> list[str]:
 
 @pytest.mark.timeout(240)
 async def test_trace_shows_each_send_try_and_the_providers_answer(
-    temporal_env: WorkflowEnvironment, tmp_path: Path, database_url: str
+    temporal_env: WorkflowEnvironment, tmp_path: Path, database_url: str, telegram: FakeTelegram
 ) -> None:
-    telegram = FakeTelegram()
-    await telegram.server.start()
     agent = f"backend-{uuid4().hex[:8]}"
     telegram_on = with_telegram(telegram, agent)
 
     def configure(cfg: Config) -> Config:
         return telegram_on(cfg).model_copy(update={"database": DatabaseConfig(url=database_url)})
 
-    try:
-        async with running_stack(temporal_env.client, tmp_path, configure=configure) as stack:
-            home = cli_home(tmp_path, stack)
-            await connected(stack, "telegram")
-            telegram.known_chats.add(CHAT)
-            # A proxy before the Bot API may quote the URL it was asked for, token and all. The
-            # flood wait holds the third try back long enough to ask while it still fails.
-            quoted = f"Bad Gateway: {telegram.base_url}/bot{telegram.token}/sendMessage"
-            telegram.fail_next("sendMessage", 500, 429, retry_after=8, description=quoted)
-            reply = await stack.call(
-                "reply", channel_id=f"telegram:{CHAT}", message="done", agent_id=agent, timeout=1
-            )
-            assert reply["status"] == "queued", reply
-            event_id = reply["event_id"]
+    async with running_stack(temporal_env.client, tmp_path, configure=configure) as stack:
+        home = cli_home(tmp_path, stack)
+        await connected(stack, "telegram")
+        telegram.known_chats.add(CHAT)
+        # A proxy before the Bot API may quote the URL it was asked for, token and all. The
+        # flood wait holds the third try back long enough to ask while it still fails.
+        quoted = f"Bad Gateway: {telegram.base_url}/bot{telegram.token}/sendMessage"
+        telegram.fail_next("sendMessage", 500, 429, retry_after=8, description=quoted)
+        reply = await stack.call(
+            "reply", channel_id=f"telegram:{CHAT}", message="done", agent_id=agent, timeout=1
+        )
+        assert reply["status"] == "queued", reply
+        event_id = reply["event_id"]
 
-            async def tried_twice() -> Event | None:
-                event = await stack.store.get_event(event_id)
-                return event if event is not None and len(event.tries) == 2 else None
+        async def tried_twice() -> Event | None:
+            event = await stack.store.get_event(event_id)
+            return event if event is not None and len(event.tries) == 2 else None
 
-            await eventually(tried_twice, timeout=30)
-            answers = [
-                f"Telegram did not answer: Bad Gateway: {telegram.base_url}/bot***/sendMessage",
-                "Telegram: Flood control exceeded. Retry in 8 seconds",
-            ]
-            traced = await trace_json(home, event_id)
-            assert traced["status"] == "new", traced
-            assert tries_of(traced) == [f"try {n} failed: {a}" for n, a in enumerate(answers, 1)]
-            tried = [s for s in traced["steps"] if s["step"] == "try"]
-            assert tried[0]["at"] is not None and tried[0]["at"] < tried[1]["at"], tried
-            waiting = traced["steps"][-1]
-            assert waiting["step"] == "send attempts", traced
-            assert waiting["detail"].startswith("2 failed so far; telegram last answered: ")
-            assert "; try 3 at " in waiting["detail"], waiting
+        await eventually(tried_twice, timeout=30)
+        answers = [
+            f"Telegram did not answer: Bad Gateway: {telegram.base_url}/bot***/sendMessage",
+            "Telegram: Flood control exceeded. Retry in 8 seconds",
+        ]
+        traced = await trace_json(home, event_id)
+        assert traced["status"] == "new", traced
+        assert tries_of(traced) == [f"try {n} failed: {a}" for n, a in enumerate(answers, 1)]
+        tried = [s for s in traced["steps"] if s["step"] == "try"]
+        assert tried[0]["at"] is not None and tried[0]["at"] < tried[1]["at"], tried
+        waiting = traced["steps"][-1]
+        assert waiting["step"] == "send attempts", traced
+        assert waiting["detail"].startswith("2 failed so far; telegram last answered: ")
+        assert "; try 3 at " in waiting["detail"], waiting
 
-            async def sent() -> dict[str, Any] | None:
-                t = await trace_json(home, event_id)
-                return t if t["status"] == "delivered" else None
+        async def sent() -> dict[str, Any] | None:
+            t = await trace_json(home, event_id)
+            return t if t["status"] == "delivered" else None
 
-            traced = await eventually(sent, timeout=60, interval=1)
-            assert telegram.texts_to(CHAT) == ["done"]
-            assert [s["step"] for s in traced["steps"]] == [
-                "accepted",
-                "queued",
-                "try",
-                "try",
-                "sent",
-            ]
-            assert tries_of(traced) == [f"try {n} failed: {a}" for n, a in enumerate(answers, 1)]
-            assert traced["attempts"] == 3
-            assert traced["steps"][-1]["detail"].endswith("(try 3)"), traced
-            assert traced["steps"][-1]["at"] == traced["delivered_at"] is not None
+        traced = await eventually(sent, timeout=60, interval=1)
+        assert telegram.texts_to(CHAT) == ["done"]
+        assert [s["step"] for s in traced["steps"]] == [
+            "accepted",
+            "queued",
+            "try",
+            "try",
+            "sent",
+        ]
+        assert tries_of(traced) == [f"try {n} failed: {a}" for n, a in enumerate(answers, 1)]
+        assert traced["attempts"] == 3
+        assert traced["steps"][-1]["detail"].endswith("(try 3)"), traced
+        assert traced["steps"][-1]["at"] == traced["delivered_at"] is not None
 
-            # Refused after a try that failed: that try, then the refusal with its time.
-            telegram.fail_next("sendMessage", 500)
-            refused = await stack.call(
-                "reply", channel_id="telegram:555", message="hi", agent_id=agent, timeout=30
-            )
-            assert refused["status"] == "failed", refused
-            traced = await trace_json(home, refused["event_id"])
-            assert [s["step"] for s in traced["steps"]] == ["accepted", "queued", "try", "failed"]
-            assert tries_of(traced) == [
-                "try 1 failed: Telegram did not answer: Internal Server Error"
-            ]
-            failed = traced["steps"][-1]
-            assert "does not know chat 555" in failed["detail"], failed
-            assert failed["detail"].endswith("(try 2)") and failed["at"] is not None, failed
-    finally:
-        await telegram.server.stop()
+        # Refused after a try that failed: that try, then the refusal with its time.
+        telegram.fail_next("sendMessage", 500)
+        refused = await stack.call(
+            "reply", channel_id="telegram:555", message="hi", agent_id=agent, timeout=30
+        )
+        assert refused["status"] == "failed", refused
+        traced = await trace_json(home, refused["event_id"])
+        assert [s["step"] for s in traced["steps"]] == ["accepted", "queued", "try", "failed"]
+        assert tries_of(traced) == ["try 1 failed: Telegram did not answer: Internal Server Error"]
+        failed = traced["steps"][-1]
+        assert "does not know chat 555" in failed["detail"], failed
+        assert failed["detail"].endswith("(try 2)") and failed["at"] is not None, failed

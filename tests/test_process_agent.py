@@ -25,7 +25,7 @@ from gateway.agents.processes import start_configured
 from tests.fakes.telegram import FakeTelegram
 from tests.support import acp_agent
 from tests.support.acp_agent import log_of
-from tests.support.chat import CHAT, connected, with_telegram
+from tests.support.chat import CHAT, connected, running_telegram, with_telegram
 from tests.support.cli import cli, cli_home
 from tests.support.stack import Stack, in_state, open_approvals, running_stack
 from tests.support.waiting import eventually
@@ -39,9 +39,7 @@ CHAT_AGENT = f"acp-chat-{uuid.uuid4().hex[:8]}"
 
 @pytest.fixture(scope="module")
 async def telegram() -> AsyncIterator[FakeTelegram]:
-    fake = FakeTelegram()
-    fake.known_chats.add(CHAT)
-    async with fake.server:
+    async with running_telegram(CHAT) as fake:
         yield fake
 
 

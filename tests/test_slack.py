@@ -33,7 +33,7 @@ from gateway.chat.strangers import (
 )
 from mcp_server import build_server
 from tests.fakes.slack import ALICE, FakeSlack
-from tests.support.chat import connected, with_slack
+from tests.support.chat import connected, running_slack, with_slack
 from tests.support.mcp import call
 from tests.support.sinks import TakesNoPresses
 from tests.support.stack import Stack, recording_pane, running_stack
@@ -49,10 +49,8 @@ PDF = b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n"
 
 @pytest.fixture(scope="module")
 async def slack() -> AsyncIterator[FakeSlack]:
-    fake = FakeSlack()
-    await fake.start()
-    yield fake
-    await fake.stop()
+    async with running_slack() as fake:
+        yield fake
 
 
 @pytest.fixture(scope="module")
@@ -341,10 +339,8 @@ async def test_a_flood_of_strangers_costs_a_bounded_number_of_rows_and_answers(
 @pytest.fixture
 async def lone() -> AsyncIterator[FakeSlack]:
     """A Slack of the test's own: the module's is the stack's, whose socket it must keep."""
-    fake = FakeSlack()
-    await fake.start()
-    yield fake
-    await fake.stop()
+    async with running_slack() as fake:
+        yield fake
 
 
 class Keep(TakesNoPresses):

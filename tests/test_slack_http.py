@@ -26,7 +26,7 @@ from agentcomms.transports._slack_sender import escaped, message_ref, parse_ref,
 from agentcomms.transports.slack import SlackReceiver
 from tests.fakes.serve import free_port
 from tests.fakes.slack import FakeSlack, buttons, rendered
-from tests.support.chat import PUBLIC_URL, connected, with_slack
+from tests.support.chat import PUBLIC_URL, connected, running_slack, with_slack
 from tests.support.hooks import open_approval
 from tests.support.sinks import TakesNoPresses
 from tests.support.stack import Stack, recording_pane, running_stack
@@ -252,10 +252,8 @@ def test_a_request_counts_only_signed_now_with_the_secret_and_once() -> None:
 
 @pytest.fixture(scope="module")
 async def slack() -> AsyncIterator[FakeSlack]:
-    fake = FakeSlack()
-    await fake.start()
-    yield fake
-    await fake.stop()
+    async with running_slack() as fake:
+        yield fake
 
 
 @pytest.fixture(scope="module")

@@ -55,6 +55,22 @@ async def test_the_humans_phone_is_claimed_by_one_call_at_a_time(store: Store) -
     assert await store.claim_line(_call("c_8", phone="+15550002"), since=NOW) is None
 
 
+async def test_a_call_known_closed_or_never_placed_holds_the_phone_no_longer(store: Store) -> None:
+    since = NOW - timedelta(minutes=1)
+    await store.upsert_call(_call("c_dead", "in-progress"))  # its end was never written
+    assert await store.claim_line(_call("c_1"), since=since) == "c_dead"
+    assert await store.claim_line(_call("c_1"), since=since, closed=["c_dead"]) is None
+    assert await store.claim_line(_call("c_2"), since=since, closed=["c_dead"]) == "c_1"
+    # A claim given back (its call was then not placed) holds nothing and leaves no row.
+    await store.release_line("c_1")
+    assert await store.get_call("c_1") is None
+    assert await store.claim_line(_call("c_2"), since=since, closed=["c_dead"]) is None
+    # Only a claim: a call its workflow wrote over stays.
+    await store.upsert_call(_call("c_2", "ringing"))
+    await store.release_line("c_2")
+    assert await store.get_call("c_2") is not None
+
+
 async def test_an_agents_newest_signed_pane_change_only_moves_forward(store: Store) -> None:
     assert await store.newest_pane_signed("backend") is None
     later = NOW + timedelta(microseconds=1)

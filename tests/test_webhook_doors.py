@@ -487,34 +487,29 @@ async def _rung(stack: Stack, phone: FakeTwilioCalls, agent: str) -> bool:
 
 
 async def test_strangers_at_slacks_doors_are_refused_and_alice_still_gets_through(
-    temporal_env: WorkflowEnvironment, tmp_path: Path, agent: str, tmux: Tmux
+    temporal_env: WorkflowEnvironment, tmp_path: Path, agent: str, tmux: Tmux, slack: FakeSlack
 ) -> None:
-    slack = FakeSlack()
-    await slack.start()
     port = free_port()
     configure = with_slack(slack, agent, port=port, mode="http")
-    try:
-        async with running_stack(temporal_env.client, tmp_path, configure=configure) as stack:
-            await connected(stack, "slack")
-            pane = await register_recorder(stack, tmux, tmp_path, agent)
-            await _every_door_refuses_strangers(stack, port, agent, "slack", slack=slack)
-            assert await stack.store.events_after(agent, None, 10) == []
-            assert pane.read_bytes() == b""
+    async with running_stack(temporal_env.client, tmp_path, configure=configure) as stack:
+        await connected(stack, "slack")
+        pane = await register_recorder(stack, tmux, tmp_path, agent)
+        await _every_door_refuses_strangers(stack, port, agent, "slack", slack=slack)
+        assert await stack.store.events_after(agent, None, 10) == []
+        assert pane.read_bytes() == b""
 
-            body = json.dumps(slack.event_callback(slack.message(slack.general, "hi"))).encode()
-            async with httpx.AsyncClient() as http:
-                answer = await http.post(
-                    f"http://127.0.0.1:{port}/webhooks/slack/events",
-                    content=body,
-                    headers={"Host": PUBLIC_HOST, "Content-Type": CONTENT_TYPES["slack"]}
-                    | slack.sign(body),
-                )
-            assert answer.status_code == 200, answer.text
-            await eventually(
-                lambda: pane.read_bytes() == f"[slack:{slack.general} from Alice] hi\r".encode()
+        body = json.dumps(slack.event_callback(slack.message(slack.general, "hi"))).encode()
+        async with httpx.AsyncClient() as http:
+            answer = await http.post(
+                f"http://127.0.0.1:{port}/webhooks/slack/events",
+                content=body,
+                headers={"Host": PUBLIC_HOST, "Content-Type": CONTENT_TYPES["slack"]}
+                | slack.sign(body),
             )
-    finally:
-        await slack.stop()
+        assert answer.status_code == 200, answer.text
+        await eventually(
+            lambda: pane.read_bytes() == f"[slack:{slack.general} from Alice] hi\r".encode()
+        )
 
 
 def test_a_door_the_test_does_not_know_fails_it() -> None:

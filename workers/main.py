@@ -28,6 +28,7 @@ from activities.receipts import ReceiptActivities
 from activities.voice import TwilioCallActivities, VoiceActivities
 from agentcomms.acp.asking import Approvals, TurnsToGateway
 from agentcomms.acp.host import ProcessAgents
+from agentcomms.acp.runner import Wiring
 from agentcomms.agents.state import HookReport
 from agentcomms.config import Config, host_name
 from agentcomms.config.home import agentcomms_home
@@ -156,11 +157,13 @@ def process_agents(client: Client, cfg: Config, store: Store, key: DeploymentKey
     approvals = Approvals(cfg.server.socket(), cfg.never_rules, agentcomms_home())
     turns = TurnsToGateway(cfg.server.socket())
     return ProcessAgents(
-        cfg.acp.state_root(),
-        report=report,
-        ask=approvals.ask,
-        turns=[turns],
-        updated=[turns.updated],
+        Wiring(
+            cfg.acp.state_root(),
+            report=report,
+            ask=approvals.ask,
+            turns=[turns],
+            updated=[turns.updated],
+        )
     )
 
 

@@ -6,19 +6,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Sequence
 from pathlib import Path
 
-from agentcomms.acp.runner import (
-    SUBMIT_WAITS_S,
-    Asker,
-    ProcessAgent,
-    Reporter,
-    Spec,
-    TurnObserver,
-    Unavailable,
-    UpdateObserver,
-)
+from agentcomms.acp.runner import ProcessAgent, Spec, Unavailable, Wiring
 
 log = logging.getLogger(__name__)
 
@@ -26,22 +16,8 @@ log = logging.getLogger(__name__)
 class ProcessAgents:
     """The process agents of this host, by id; the worker's one instance."""
 
-    def __init__(
-        self,
-        sessions: Path,
-        *,
-        report: Reporter,
-        ask: Asker,
-        turns: Sequence[TurnObserver] = (),
-        updated: Sequence[UpdateObserver] = (),
-        start_wait_s: float = SUBMIT_WAITS_S,
-    ) -> None:
-        self._sessions = sessions
-        self._start_wait_s = start_wait_s  # how long a delivery waits for an agent to start
-        self._report = report
-        self._ask = ask
-        self.turns = list(turns)
-        self.updated = list(updated)
+    def __init__(self, wiring: Wiring) -> None:
+        self._wiring = wiring
         self._agents: dict[str, ProcessAgent] = {}
         self._resuming: set[asyncio.Task[None]] = set()
 
@@ -55,16 +31,7 @@ class ProcessAgents:
             await agent.close()
             agent = None
         if agent is None:
-            agent = self._agents[agent_id] = ProcessAgent(
-                agent_id,
-                spec,
-                self._sessions,
-                report=self._report,
-                ask=self._ask,
-                turns=self.turns,
-                updated=self.updated,
-                start_wait_s=self._start_wait_s,
-            )
+            agent = self._agents[agent_id] = ProcessAgent(agent_id, spec, self._wiring)
         return agent
 
     async def stop(self, agent_id: str) -> bool:
@@ -86,7 +53,7 @@ class ProcessAgents:
     def resume(self) -> None:
         """Start again, beside the worker's start, the agents the last worker on this host ran
         and nobody stopped: their state is known at once, not at their next message."""
-        for kept_file in sorted(self._sessions.glob("*.json")):
+        for kept_file in sorted(self._wiring.sessions.glob("*.json")):
             spec = _kept_spec(kept_file)
             if spec is not None:
                 task = asyncio.create_task(self._resume(kept_file.stem, spec))

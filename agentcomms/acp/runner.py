@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from agentcomms.acp.client import AcpProcess, AgentFailedToStart, PermissionAsk, Update
+from agentcomms.acp.kinds import located
 from agentcomms.acp.pictures import Picture, image_blocks
 from agentcomms.acp.rpc import ConnectionLost, RpcFailed
 from agentcomms.agents.state import HookReport
@@ -97,28 +98,26 @@ class Unavailable(Exception):
     """The agent's process is not running and could not be started: messages wait."""
 
 
+@dataclass(frozen=True)
+class Wiring:
+    """What a host gives each of its process agents: where their sessions are kept, who hears
+    their state, who answers their permission requests, who hears their turns and streamed
+    updates, and how long a delivery waits for one to start."""
+
+    sessions: Path
+    report: Reporter
+    ask: Asker
+    turns: Sequence[TurnObserver] = ()
+    updated: Sequence[UpdateObserver] = ()
+    start_wait_s: float = SUBMIT_WAITS_S
+
+
 class ProcessAgent:
-    def __init__(
-        self,
-        agent_id: str,
-        spec: Spec,
-        sessions: Path,
-        *,
-        report: Reporter,
-        ask: Asker,
-        turns: Sequence[TurnObserver] = (),
-        updated: Sequence[UpdateObserver] = (),
-        start_wait_s: float = SUBMIT_WAITS_S,
-    ) -> None:
+    def __init__(self, agent_id: str, spec: Spec, wiring: Wiring) -> None:
         self.agent_id = agent_id
-        self._start_wait_s = start_wait_s
         self.spec = spec
-        self._file = sessions / f"{agent_id}.json"
-        self._report = report
-        self._ask = ask
-        # The host's lists, not copies: observers added later hear this agent too.
-        self._turns = turns
-        self._updated = updated
+        self._wiring = wiring
+        self._file = wiring.sessions / f"{agent_id}.json"
         self.state: ProcessState = "offline"
         self.last_error: str | None = None
         self.session_id: str | None = None
@@ -160,7 +159,7 @@ class ProcessAgent:
             self._set("starting")
             try:
                 self._process = await AcpProcess.start(
-                    self.spec.command,
+                    located(self.spec.command),
                     cwd=self.spec.cwd,
                     on_update=self._on_update,
                     on_permission=self._on_permission,
@@ -218,7 +217,7 @@ class ProcessAgent:
 
     async def _started_in_time(self) -> None:
         try:
-            await asyncio.wait_for(asyncio.shield(self.start_soon()), self._start_wait_s)
+            await asyncio.wait_for(asyncio.shield(self.start_soon()), self._wiring.start_wait_s)
         except TimeoutError:
             raise Unavailable(
                 f"{self.spec.command[0]} is still starting; the message waits for it"
@@ -324,7 +323,7 @@ class ProcessAgent:
         await self._tell("TurnEnd", turn)
 
     async def _tell(self, event: str, turn: Turn) -> None:
-        for observer in self._turns:
+        for observer in self._wiring.turns:
             try:
                 await observer(self.agent_id, event, turn)
             except Exception:  # one observer failing must not keep the others from the turn
@@ -356,12 +355,12 @@ class ProcessAgent:
             return  # a loaded session's replay, not a turn of now
         if update.kind == "agent_message_chunk" and update.text:
             turn.reply.append(update.text)
-        for observer in self._updated:
+        for observer in self._wiring.updated:
             observer(self.agent_id, update)
 
     async def _on_permission(self, ask: PermissionAsk) -> str | None:
         self._set("waiting", event="PermissionRequest", tool=ask.title)
-        asking = asyncio.ensure_future(self._ask(self.agent_id, ask, str(self.spec.cwd)))
+        asking = asyncio.ensure_future(self._wiring.ask(self.agent_id, ask, str(self.spec.cwd)))
         self._asking.add(asking)
         try:
             return await asking
@@ -408,7 +407,7 @@ class ProcessAgent:
         while True:
             report = await self._reports.get()
             try:
-                await self._report(self.agent_id, report)
+                await self._wiring.report(self.agent_id, report)
             except Exception as exc:  # the mailbox may be gone; the state is still right here
                 log.warning("%s: could not report %s: %s", self.agent_id, report.event, exc)
             finally:

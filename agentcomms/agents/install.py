@@ -59,7 +59,8 @@ CLAUDE_EVENTS: dict[str, bool] = {
     "PreCompact": False,
     "SessionEnd": False,
 }
-# Codex runs no async hooks (it skips them with a warning), so each is synchronous.
+# Codex's events. It waits for each hook unless it is marked "async" (0.171; 0.169 skipped those):
+# the reports posted to the gateway's door are (install_agents._codex).
 CODEX_EVENTS = (
     "SessionStart",
     "UserPromptSubmit",
@@ -85,7 +86,7 @@ GEMINI_EVENTS = (
 # The versions whose hooks these files were written against (each reads every event above).
 MIN_VERSIONS: dict[AgentKind, tuple[int, ...]] = {
     "claude-code": (2, 1, 328),
-    "codex": (0, 169, 0),
+    "codex": (0, 171, 0),
     "gemini": (0, 61, 0),
 }
 BINARIES: dict[AgentKind, str] = {"claude-code": "claude", "codex": "codex", "gemini": "gemini"}
@@ -199,6 +200,9 @@ class Target:
     # that proves them the user's own; None: every hook is a command.
     hook_url: str | None = None
     hook_token: str | None = None
+    # Codex and Gemini CLI: the token's file, which their posting hooks read (never a command
+    # line's word: every local user can read those); None: every hook is `agentcomms hook`.
+    hook_token_file: Path | None = None
 
     def http_hook(self) -> dict[str, Any]:
         """A hook that posts its report to the gateway: no process started, and with the
@@ -217,6 +221,12 @@ class Target:
             "allowedEnvVars": HOOK_ENV_VARS,
             "timeout": HTTP_HOOK_TIMEOUT_S,
         }
+
+    def posts(self) -> bool:
+        """Whether the reporting hooks post to the gateway's door (else `agentcomms hook`)."""
+        if self.kind == "claude-code":
+            return self.hook_url is not None and self.hook_token is not None
+        return self.hook_url is not None and self.hook_token_file is not None
 
     def never_rules(self, configured: Sequence[str]) -> list[str]:
         """The rules this agent's hooks refuse: the human's, then `configured`, those of
@@ -450,9 +460,13 @@ def command_hook(target: Target, **extra: Any) -> dict[str, Any]:
 
 
 def our_hook(kind: AgentKind) -> Callable[[object], bool]:
+    from agentcomms.agents.post_hook import posted_to
+
     def ours(handler: object) -> bool:
         return isinstance(handler, dict) and (
-            is_our_hook(handler.get("command"), kind) or is_our_http_hook(handler, kind)
+            is_our_hook(handler.get("command"), kind)
+            or is_our_http_hook(handler, kind)
+            or posted_to(handler.get("command"), kind) is not None
         )
 
     return ours

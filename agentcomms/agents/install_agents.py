@@ -44,6 +44,7 @@ from agentcomms.agents.install import (
     read_text,
 )
 from agentcomms.agents.never import has_pattern, rule_tool, tools_of
+from agentcomms.agents.post_hook import post_hook
 from agentcomms.agents.refusing import fail_closed
 from agentcomms.errors import AgentConfigError
 
@@ -137,6 +138,14 @@ def _claude_refusals(target: Target) -> list[dict[str, Any]]:
     return refusals
 
 
+def _report(target: Target, **extra: Any) -> dict[str, Any]:
+    """A hook that only reports: posted to the gateway's door by the shell Codex or Gemini CLI
+    starts for it when the door is on (no Python around a tool call), else `agentcomms hook`."""
+    if target.posts():
+        return post_hook(target, **extra)
+    return command_hook(target, **extra)
+
+
 def codex_files(plan: Plan) -> tuple[Path, Path]:
     base = plan.target.base(".codex")
     return base / "config.toml", base / "hooks.json"
@@ -148,16 +157,25 @@ def _codex(plan: Plan) -> None:
     _codex_config(plan, config)
     entries: dict[str, dict[str, Any]] = {}
     if not plan.uninstall:
-        entries = {e: command_hook(target, timeout=HOOK_TIMEOUT_S) for e in CODEX_EVENTS}
-        # Codex runs its hooks one after the other anyway: its one PreToolUse hook also refuses
-        # the never-listed calls. Codex runs a call whose hook exited 1 or 127, so with a
-        # never-list that hook fails closed: a crashed or missing agentcomms stops every call
-        # rather than let a never-listed one run.
-        entries["PreToolUse"] = {
-            "type": "command",
-            "command": _never_checked(target.hook_command(target.never), target.never),
-            "timeout": HOOK_TIMEOUT_S,
-        }
+        entries = {e: _report(target, timeout=HOOK_TIMEOUT_S) for e in CODEX_EVENTS}
+        if target.posts():
+            # Codex waits for a hook unless it runs in the background, and starts each through
+            # a login shell: +275 ms per tool call waited for against none (measured). A report
+            # carries its start, so one that arrives late is ordered still. Codex runs
+            # SessionEnd's in its loop anyway.
+            for event, entry in entries.items():
+                if event != "SessionEnd":
+                    entry["async"] = True
+        # Codex runs its hooks one after the other anyway: with a never-list, its one
+        # PreToolUse hook also refuses the never-listed calls. Codex runs a call whose hook
+        # exited 1 or 127, so that hook fails closed: a crashed or missing agentcomms stops
+        # every call rather than let a never-listed one run.
+        if target.never or not target.posts():
+            entries["PreToolUse"] = {
+                "type": "command",
+                "command": _never_checked(target.hook_command(target.never), target.never),
+                "timeout": HOOK_TIMEOUT_S,
+            }
         # Codex's permission hook waits for the human's answer, as Claude Code's does.
         entries["PermissionRequest"] = command_hook(
             target, timeout=int(target.approval_timeout_s) + APPROVAL_HOOK_MARGIN_S
@@ -296,10 +314,11 @@ def _gemini(plan: Plan) -> None:
     }
     if not plan.uninstall:
         entries = {
-            e: {"name": SERVER_NAME, **command_hook(target, timeout=HOOK_TIMEOUT_S * 1000)}
+            e: {"name": SERVER_NAME, **_report(target, timeout=HOOK_TIMEOUT_S * 1000)}
             for e in GEMINI_EVENTS
         }
-        entries["BeforeTool"] = report
+        if target.never or remote or not target.posts():
+            entries["BeforeTool"] = report
     if remote:
         # The asking tools' BeforeTool waits for the human; every other tool's only reports.
         # Gemini takes a hook's exit 1 (a Python error) as a warning and goes on, which would

@@ -40,6 +40,7 @@ from agentcomms.agents.install import (
     version_of,
 )
 from agentcomms.agents.install_agents import claude_files, codex_files, gemini_file
+from agentcomms.agents.post_hook import posted_to
 from agentcomms.agents.refusing import fails_closed
 from agentcomms.errors import AgentConfigError
 
@@ -78,7 +79,8 @@ def inspect_all(target: Target, never_for: NeverFor | None = None) -> list[Findi
     for kind in AGENT_KINDS:
         found: list[Finding] = []
         for scope in ("user", "project"):
-            where = dataclasses.replace(target, kind=kind, scope=scope)
+            door = target.hook_url and f"{target.hook_url.rpartition('/')[0]}/{kind}"
+            where = dataclasses.replace(target, kind=kind, scope=scope, hook_url=door or None)
             found += inspect(where, never_for)
         findings += found
         if found:  # installed somewhere
@@ -117,7 +119,8 @@ def inspect(target: Target, never_for: NeverFor | None = None) -> list[Finding]:
     counts = Counter(event for event, _ in hooks)
     # Hooks that post their reports leave out those a post would slow down (install.py).
     posts = any(exe.startswith("http://") for _, exe in hooks)
-    expected = [e for e in EVENTS[kind] if not (posts and e in UNPOSTED_EVENTS)]
+    claude_posts = posts and kind == "claude-code"
+    expected = [e for e in EVENTS[kind] if not (claude_posts and e in UNPOSTED_EVENTS)]
     missing = [e for e in expected if not counts[e]]
     doubled = [e for e in expected if counts[e] > 1]
     where = ", ".join(str(f) for f in files)
@@ -228,6 +231,9 @@ def _read(target: Target) -> tuple[list[tuple[str, str]], bool, list[Path], list
                 command = handler.get("command") if isinstance(handler, dict) else None
                 if is_our_http_hook(handler, kind):
                     found.append((event, handler["url"]))  # posted to a gateway: no program
+                elif (url := posted_to(command, kind)) is not None:
+                    found.append((event, url))  # posted by the agent's own shell
+                    untrusted += _untrusted(trust, f"{hooks_file}:{_snake(event)}:{g}:{h}", event)
                 elif is_our_hook(command, kind) and isinstance(command, str):
                     # A never-list handler beside the event's report (Claude Code's: each one
                     # with rules, by "if" or the shell's "matcher") is not a second report,
@@ -239,12 +245,14 @@ def _read(target: Target) -> tuple[list[tuple[str, str]], bool, list[Path], list
                     asks = "--remote-approvals" in words
                     label = f"{event} (never)" if refuses else f"{event} (asks)" if asks else event
                     found.append((label, _executable(command)))
-                    # Codex keeps the user's trust per hook, keyed by file, event and place.
-                    key = f"{hooks_file}:{_snake(event)}:{g}:{h}"
-                    if trust is not None and "trusted_hash" not in trust.get(key, {}):
-                        untrusted.append(event)
+                    untrusted += _untrusted(trust, f"{hooks_file}:{_snake(event)}:{g}:{h}", event)
     ours = isinstance(servers, dict) and is_our_server(servers.get(SERVER_NAME))
     return found, ours, sorted({hooks_file, servers_file}), untrusted
+
+
+def _untrusted(trust: dict[str, Any] | None, key: str, event: str) -> list[str]:
+    """[`event`] when Codex has no trust recorded for its hook (keyed by file, event and place)."""
+    return [event] if trust is not None and "trusted_hash" not in trust.get(key, {}) else []
 
 
 def _never_list(target: Target, name: str, install: str, never_for: NeverFor) -> list[Finding]:

@@ -7,12 +7,15 @@ import os
 import sys
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from agentcomms.cli import app
 from agentcomms.cli.common import fail, user_errors
+
+if TYPE_CHECKING:
+    from agentcomms.agents.install import AgentKind
 
 
 class AgentKindOption(StrEnum):
@@ -93,8 +96,13 @@ def install(
         remote_approvals=agent.value == "gemini" and _remote_approvals(agent_id),
         agentcomms_home=_agentcomms_home(),
     )
-    url, token = _reporting_door(agent.value, uninstall=uninstall)
+    url, token = _reporting_door(target.kind, uninstall=uninstall)
     target = dataclasses.replace(target, hook_url=url, hook_token=token)
+    if url is not None and agent is not AgentKindOption.claude_code:
+        from agentcomms.hook_token import token_path
+
+        # Codex's and Gemini CLI's posting hooks read the token from its file (made above).
+        target = dataclasses.replace(target, hook_token=None, hook_token_file=token_path())
     mode = _permission_mode(agent, permission_mode, uninstall=uninstall)
     with user_errors():
         result = plan(target, uninstall=uninstall)
@@ -121,6 +129,8 @@ def install(
         print(f"installed agentcomms into {where}: {files}")
     for note in result.notes:
         print(f"note: {note}")
+    if agent_id is not None and not uninstall:
+        _tell_unknown_agent(agent_id)
     if agent is AgentKindOption.claude_code and not uninstall:
         _tell_permission_mode(target.home, target.project)
 
@@ -150,6 +160,22 @@ def _tell_permission_mode(home: Path, project: Path) -> None:
         print(f"note: {note}")
 
 
+def _tell_unknown_agent(agent_id: str) -> None:
+    """Say so when the config read here has nothing of the agent's own: run as the agent's own
+    Unix user, install reads that user's config, not the human's (closed to it)."""
+    from agentcomms.config.reading import read_keys
+
+    with user_errors():
+        file, picked, _ = read_keys([("agents", agent_id)])
+    if agent_id not in picked.get("agents", {}):
+        print(
+            f"note: {file.label} has no agents.{agent_id}, so none of its own settings "
+            "(approvals.remote, its never-list) were installed; as the agent's own Unix user, "
+            "this is that user's config: write them there and install again "
+            "(docs: agents/own-user.md)"
+        )
+
+
 def _agentcomms_home() -> Path:
     """agentcomms' folder, which every agent's never-list keeps it out of."""
     from agentcomms.config.home import agentcomms_home
@@ -157,10 +183,10 @@ def _agentcomms_home() -> Path:
     return agentcomms_home().absolute()
 
 
-def _reporting_door(kind: str, *, uninstall: bool) -> tuple[str | None, str | None]:
-    """Claude Code's reporting hooks post to the gateway's loopback door (``server.hook_port``)
-    with this deployment's hook token, unless the config turns the door off."""
-    if kind != "claude-code" or uninstall:
+def _reporting_door(kind: AgentKind, *, uninstall: bool) -> tuple[str | None, str | None]:
+    """The reporting hooks post to the gateway's loopback door (``server.hook_port``) with this
+    deployment's hook token, unless the config turns the door off."""
+    if uninstall:
         return None, None
     from agentcomms.agents.install import hook_url
     from agentcomms.config import load_sections
@@ -170,7 +196,7 @@ def _reporting_door(kind: str, *, uninstall: bool) -> tuple[str | None, str | No
         port = load_sections(["server"]).server.hook_port
         if port is None or port == 0:  # off, or a port chosen at start that no file can name
             return None, None
-        return hook_url(port, "claude-code"), hook_token()
+        return hook_url(port, kind), hook_token()
 
 
 def _approval_timeout_s() -> float:

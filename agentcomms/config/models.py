@@ -43,8 +43,9 @@ from agentcomms.config.voice import VoiceConfig, phone_approver
 from agentcomms.escalation_models import QuietHours, Rung
 
 _HOOK_PORT = (
-    "Loopback port where Claude Code's reporting hooks post (no process per tool call); null: "
-    "no listener, and `install claude-code` writes command hooks. Install again after a change"
+    "Loopback port where the agents' reporting hooks post (Claude Code itself; Codex and "
+    "Gemini CLI from the shell they start for a hook: no Python per tool call); null: no "
+    "listener, and `install` writes `agentcomms hook` commands. Install again after a change"
 )
 
 

@@ -3,9 +3,10 @@ gateway) see them, and read back."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from datetime import datetime
 
-from sqlalchemy import Connection, select, text
+from sqlalchemy import Connection, delete, select, text
 
 from agentcomms.models import ACTIVE_STATUSES, Agent, CallRecord, Channel, utcnow
 from agentcomms.store.base import StoreBase, check_limit
@@ -61,11 +62,15 @@ class Directory(StoreBase):
         """Write a call's row as its workflow sees it now (a retry writes the same again)."""
         await self._upsert(CallRow, call.model_dump(), key="id")
 
-    async def claim_line(self, call: CallRecord, *, since: datetime) -> str | None:
+    async def claim_line(
+        self, call: CallRecord, *, since: datetime, closed: Collection[str] = ()
+    ) -> str | None:
         """Take the human's phone (`call.phone_number`) for `call`, unless another call on it,
         begun after `since`, is still up: that call's id. Otherwise None, and `call`'s row is
         written (as it is, or kept as its workflow wrote it), so the next to ask finds it busy.
-        Two asking at the same moment are served one after the other."""
+        Two asking at the same moment are served one after the other. `closed`: calls shown up
+        whose workflows are known to have ended (they never wrote their end), which hold
+        nothing."""
 
         def take(conn: Connection) -> str | None:
             if self._dialect == "postgresql":  # SQLite's write lock is taken at BEGIN already
@@ -78,6 +83,7 @@ class Directory(StoreBase):
                     CallRow.status.in_(ACTIVE_STATUSES),
                     CallRow.started_at > since,
                     CallRow.id != call.id,
+                    CallRow.id.not_in(list(closed)),
                 )
                 .order_by(CallRow.started_at)
                 .limit(1)
@@ -92,6 +98,12 @@ class Directory(StoreBase):
             return None
 
         return await self._transact(take)
+
+    async def release_line(self, call_id: str) -> None:
+        """Give back the phone a claim took for a call that was then not placed (its row still
+        as the claim wrote it: its workflow never wrote over it)."""
+        unplaced = delete(CallRow).where(CallRow.id == call_id, CallRow.status == "dialing")
+        await self._transact(lambda conn: conn.execute(unplaced))
 
     async def get_call(self, call_id: str) -> CallRecord | None:
         async with self._engine.connect() as conn:

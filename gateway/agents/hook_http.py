@@ -1,8 +1,9 @@
-"""Hook reports over loopback HTTP: what an agent's reporting hooks say, with no process started.
+"""Hook reports over loopback HTTP: what an agent's reporting hooks say, with no Python started.
 
-Claude Code posts a hook's JSON to a URL (an ``"http"`` hook) instead of running a command; for
-the hooks that only report (state, prompts, tool use, turn ends) that spares a Python process
-around every tool call. The listener binds loopback only and serves this one route: the hook's
+Claude Code posts a hook's JSON to a URL (an ``"http"`` hook) instead of running a command; Codex
+and Gemini CLI run a command, and the shell they start for it posts the JSON itself
+(:mod:`agentcomms.agents.post_hook`). For the hooks that only report (state, prompts, tool use,
+turn ends) that spares a Python process around every tool call. The listener binds loopback only and serves this one route: the hook's
 token (``hook.token`` in the agentcomms home, written into the agent's settings, 0600) proves the
 request is the user's own, the pane and the agent come in headers the agent fills from its
 environment, and the Host is checked as on every HTTP door. The answer is immediate: the report
@@ -36,9 +37,16 @@ TOKEN_HEADER = "X-Agentcomms-Token"
 PANE_HEADER = "X-Agentcomms-Pane"
 TMUX_HEADER = "X-Agentcomms-Tmux"
 AGENT_HEADER = "X-Agentcomms-Agent"
+# When the hook started, by its own clock (ns): a report the agent did not wait for (Codex's
+# background hooks) may arrive after a later one. Never later than its arrival, nor older than
+# this: a report cannot hold back the ones after it.
+AT_HEADER = "X-Agentcomms-At"
+AT_OLDEST_NS = 60 * 1_000_000_000
 # Events that decide (the agent reads the hook's answer): never answered over this door.
 DECIDING = frozenset({"PermissionRequest"})
-KINDS = ("claude-code",)
+# Claude Code posts itself; Codex and Gemini CLI through the shell they start for a hook
+# (agentcomms.agents.post_hook).
+KINDS = ("claude-code", "codex", "gemini")
 # Reports waiting for the mailbox: a burst of tool calls while Temporal is slow. Past it a report
 # is dropped (the next one says the same state), never the agent held.
 MAX_WAITING = 1000
@@ -95,7 +103,7 @@ class HookReports:
             params = AgentHookParams(
                 kind=kind,
                 event=event,
-                at_ns=at_ns,
+                at_ns=hook_started_ns(request.headers.get(AT_HEADER), at_ns),
                 agent_id=request.headers.get(AGENT_HEADER) or None,
                 pane=request.headers.get(PANE_HEADER) or None,
                 tmux_socket=tmux.split(",", 1)[0] or None,
@@ -122,3 +130,11 @@ class HookReports:
                 log.debug("hook report %s not taken: %s", params.event, exc)
             except Exception:
                 log.exception("hook report %s failed", params.event)
+
+
+def hook_started_ns(given: str | None, arrived_ns: int) -> int:
+    """When the hook started: its own stamp when it gave a plausible one, else its arrival."""
+    if given is None or not given.isdigit():
+        return arrived_ns
+    stamped = int(given)
+    return stamped if arrived_ns - AT_OLDEST_NS <= stamped <= arrived_ns else arrived_ns

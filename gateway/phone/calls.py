@@ -19,7 +19,7 @@ import binascii
 import hashlib
 import logging
 from collections.abc import Awaitable, Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import AfterValidator, Field, StringConstraints
@@ -37,7 +37,8 @@ from ulid import ULID
 
 from agentcomms.config import Config
 from agentcomms.errors import RpcError
-from agentcomms.models import ACTIVE_STATUSES, utcnow
+from agentcomms.models import ACTIVE_STATUSES, CallRecord, utcnow
+from agentcomms.phone_line import claim_phone, held_since
 from agentcomms.store import Store
 from agentcomms.trust import DeploymentKey
 from agentcomms.voice.audio import AudioStore, turn_audio_name
@@ -163,10 +164,25 @@ class CallControl:
         """Place a call. Blocking: the first answer. Non-blocking: the call id at once; the
         answer arrives in the agent's mailbox."""
         system, number = call_system(self._cfg)
-        voice = self._cfg.voice
         call_id = new_call_id(p.agent_id, p.request_id)
-        if await self._store.get_call(call_id) is None:  # a retried request rings no second time
-            await self._budgets.spend(p.agent_id, "calls")
+        placed_at = utcnow()
+        claimed = await self._store.get_call(call_id) is None  # a retry rings no second time
+        if claimed:
+            busy = await self._claim_phone(p.agent_id, call_id, number or system, placed_at)
+            if busy is not None:
+                return busy
+        try:
+            if claimed:
+                await self._budgets.spend(p.agent_id, "calls")
+            return await self._place(p, call_id, placed_at)
+        except Exception:
+            if claimed:  # a call that never started must not keep the phone from the others
+                await self._give_back_unless_placed(call_id)
+            raise
+
+    async def _place(self, p: CallParams, call_id: str, placed_at: datetime) -> Turn:
+        system, number = call_system(self._cfg)
+        voice = self._cfg.voice
         start: dict[str, Any] = {
             "id": call_workflow_id(call_id),
             "task_queue": self._cfg.temporal.task_queue,
@@ -190,7 +206,7 @@ class CallControl:
                 fallback=voice.sms_fallback,
                 fallback_message=voice.sms_fallback_message,
                 notify_mailbox=not p.wait,
-                placed_at=utcnow(),
+                placed_at=placed_at,
             )
         )
         if not p.wait:
@@ -209,6 +225,35 @@ class CallControl:
                 NOT_FOUND, f"call {call_id} (this request id's) has ended already"
             ) from None
         return _turn_json(result)
+
+    async def _give_back_unless_placed(self, call_id: str) -> None:
+        try:
+            await self._handle(call_id).describe(rpc_timeout=QUERY_TIMEOUT)
+        except RPCError as exc:
+            if exc.status == RPCStatusCode.NOT_FOUND:
+                await self._store.release_line(call_id)
+
+    async def _claim_phone(
+        self, agent_id: str, call_id: str, phone: str, now: datetime
+    ) -> Turn | None:
+        """Take the human's phone for the agent's call; while it is on another call (a request's
+        call above all, which the human may be answering), nothing rings, nothing is spent, and
+        the agent is told the line is busy."""
+        claim = CallRecord(
+            id=call_id, agent_id=agent_id, status="dialing", phone_number=phone, started_at=now
+        )
+        since = held_since(self._cfg.voice, now)
+        if await claim_phone(self._store, self._client, claim, since=since) is None:
+            return None
+        return {
+            "call_id": call_id,
+            "status": "busy",
+            "response": "",
+            "timed_out": False,
+            "success": False,
+            "note": "the human's phone is on another call, so this one was not placed (and "
+            "not counted): call again once that call has ended, or send a message instead",
+        }
 
     @declare(ForItself("agent_id"))
     async def call_say(self, p: CallSayParams) -> Turn:

@@ -39,6 +39,7 @@ import pytest
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
+from agentcomms.acp.kinds import KINDS
 from agentcomms.agents.install import Target
 from agentcomms.agents.install_agents import plan
 from agentcomms.config import Config
@@ -59,6 +60,9 @@ _PACKAGES = {
     "claude": f"@anthropic-ai/claude-code@{CLAUDE_CODE_VERSION}",
     "codex": f"@openai/codex@{CODEX_VERSION}",
     "gemini": f"@google/gemini-cli@{GEMINI_VERSION}",
+    # Claude Code's and Codex's ACP adapters, at the versions `--kind` pins.
+    "claude-agent-acp": KINDS["claude-code"].package,
+    "codex-acp": KINDS["codex"].package,
 }
 API_KEY = "sk-ant-test-agentcomms-0123456789abcdef"
 # Claude Code's prompt line, under its input box, when nothing is open over it.
@@ -347,13 +351,8 @@ async def claude_with_agentcomms(
     from agentcomms.hook_token import hook_token
     from tests.support.cli import AGENTCOMMS  # cli imports the stack, as this module does
 
-    def with_door(cfg: Config) -> Config:
-        cfg = configure(cfg) if configure is not None else cfg
-        if not posted:
-            return cfg
-        return cfg.model_copy(update={"server": cfg.server.model_copy(update={"hook_port": 0})})
-
     model = FakeAnthropic()
+    with_door = _with_door(configure, posted)
     async with running_stack(client, root / "stack", configure=with_door) as stack, model.server:
         door = stack.gateway.hook_reports
 
@@ -381,6 +380,20 @@ async def claude_with_agentcomms(
             tmux.run("kill-server", check=False)
 
 
+def _with_door(
+    configure: Callable[[Config], Config] | None, posted: bool
+) -> Callable[[Config], Config]:
+    """`configure`, and with `posted` the gateway's hook door on (a port chosen at start)."""
+
+    def with_door(cfg: Config) -> Config:
+        cfg = configure(cfg) if configure is not None else cfg
+        if not posted:
+            return cfg
+        return cfg.model_copy(update={"server": cfg.server.model_copy(update={"hook_port": 0})})
+
+    return with_door
+
+
 async def _registered(stack: Stack, agent_id: str) -> bool:
     listed = await stack.call("agents")
     return any(a["id"] == agent_id and a["target"] is not None for a in listed["agents"])
@@ -394,19 +407,31 @@ async def codex_with_agentcomms(
     *,
     configure: Callable[[Config], Config] | None = None,
     never: tuple[str, ...] = (),
+    posted: bool = False,
 ) -> AsyncIterator[tuple[Stack, CodexPane, str]]:
     """A stack (`configure` adjusts its configuration), and the real Codex with `agentcomms
     install codex` in its home (its hooks trusted in Codex's own review, as a person does), on a
     model of its catalog (so it edits with apply_patch) in ``on-request`` approval mode, its pane
     registered as an agent (the id given): its hooks report to that stack. `never`: the
-    never-list installed with them."""
+    never-list installed with them. `posted`: the reporting hooks post to the gateway's hook
+    door from Codex's own shell (its token in the agentcomms home, which the caller makes
+    private)."""
     from tests.support.cli import AGENTCOMMS  # cli imports the stack, as this module does
 
     model = FakeResponses()
-    async with running_stack(client, root / "stack", configure=configure) as stack, model.server:
+    cfg_with = _with_door(configure, posted)
+    async with running_stack(client, root / "stack", configure=cfg_with) as stack, model.server:
+        door = stack.gateway.hook_reports
 
         def install(home: Path, project: Path) -> None:
+            from agentcomms.agents.install import hook_url
+            from agentcomms.hook_token import hook_token, token_path
+
             target = Target("codex", home=home, project=project, argv=(AGENTCOMMS,), never=never)
+            if door is not None:
+                hook_token()  # made at first use, as `install` makes it
+                url = hook_url(door.server.port, "codex")
+                target = replace(target, hook_url=url, hook_token_file=token_path())
             plan(target).apply()
 
         try:
@@ -471,14 +496,15 @@ async def attended(
     *,
     configure: Callable[[Config], Config] | None = None,
     never: tuple[str, ...] = (),
+    posted: bool = False,
 ) -> AsyncIterator[Attended[Any]]:
     """`agent` (:func:`claude_with_agentcomms`, :func:`codex_with_agentcomms`) started under
     `root` on a tmux server of its own, with its human's terminal; `configure` adjusts its
-    stack's configuration."""
+    stack's configuration; `posted`: its reporting hooks post to the gateway's hook door."""
     from tests.support.cli import cli_home
 
     server = Tmux(socket_dir / f"h-{uuid.uuid4().hex[:8]}")
-    async with agent(client, root, server, configure=configure, never=never) as (
+    async with agent(client, root, server, configure=configure, never=never, posted=posted) as (
         stack,
         pane,
         agent_id,

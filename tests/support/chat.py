@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -66,11 +67,20 @@ async def connected(stack: Stack, name: str) -> None:
 # ---- Telegram ------------------------------------------------------------------------------------
 
 
+@asynccontextmanager
+async def running_telegram(*known_chats: int) -> AsyncIterator[FakeTelegram]:
+    """Telegram's Bot API on a local port, for a test or a whole module; `known_chats` have
+    written to the bot before (Telegram lets a bot write only to those)."""
+    fake = FakeTelegram()
+    fake.known_chats.update(known_chats)
+    async with fake.server:
+        yield fake
+
+
 @pytest.fixture
 async def telegram() -> AsyncIterator[FakeTelegram]:
     """Telegram's Bot API on a local port."""
-    fake = FakeTelegram()
-    async with fake.server:
+    async with running_telegram() as fake:
         yield fake
 
 
@@ -158,13 +168,22 @@ async def discord_stack(
 # ---- Slack ---------------------------------------------------------------------------------------
 
 
+@asynccontextmanager
+async def running_slack() -> AsyncIterator[FakeSlack]:
+    """Slack's Web API and Socket Mode WebSocket on a local port, for a test or a whole module."""
+    fake = FakeSlack()
+    await fake.start()
+    try:
+        yield fake
+    finally:
+        await fake.stop()
+
+
 @pytest.fixture
 async def slack() -> AsyncIterator[FakeSlack]:
     """Slack's Web API and Socket Mode WebSocket on a local port."""
-    fake = FakeSlack()
-    await fake.start()
-    yield fake
-    await fake.stop()
+    async with running_slack() as fake:
+        yield fake
 
 
 def with_slack(

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +21,18 @@ if TYPE_CHECKING:
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A private AGENTCOMMS_HOME; no AGENTCOMMS_* variable from the outside leaks in."""
+    return _private(tmp_path, monkeypatch)
+
+
+@contextmanager
+def module_home(tmp_path: Path) -> Iterator[Path]:
+    """The same for a module's shared fixture (a module-scoped agent whose hooks post with the
+    token in it), undone when the module is done."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        yield _private(tmp_path, monkeypatch)
+
+
+def _private(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     for name in list(os.environ):
         if name.startswith(("AGENTCOMMS_", "AGENTCALL_")) and name != PG_URL_ENV:
             monkeypatch.delenv(name)
