@@ -111,6 +111,8 @@ def _imports_at_import_time(path: Path) -> set[str]:
             todo += node.orelse
         elif isinstance(node, ast.If):
             todo += node.body + node.orelse
+        elif isinstance(node, ast.With):  # workflow code imports in `imports_passed_through()`
+            todo += node.body
         elif isinstance(node, ast.Try):
             todo += node.body + node.orelse + node.finalbody
             todo += [stmt for handler in node.handlers for stmt in handler.body]

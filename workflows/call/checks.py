@@ -14,6 +14,7 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
+    import workflows.call.activities as activities
     from agentcomms import errors, policies
     from agentcomms.voice.models import (
         CallCheck,
@@ -25,7 +26,6 @@ with workflow.unsafe.imports_passed_through():
         TurnCheck,
     )
     from workflows.activities import failure_cause, failure_reason
-    from workflows.call import activities
 
 
 class CallRefused(Exception):

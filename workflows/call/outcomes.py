@@ -7,10 +7,10 @@ from __future__ import annotations
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
+    import workflows.call.activities as activities
     from agentcomms import policies
     from agentcomms.models import CallStatus
     from agentcomms.voice.models import WITHDRAWN_TIMED_OUT, CallInput, CallNotice, LineEvent
-    from workflows.call import activities
     from workflows.call.models import TurnResult
 
 SUMMARY_CHARS = 80

@@ -14,6 +14,8 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
+    import workflows.call.activities as activities
+    import workflows.call.outcomes as outcomes
     from agentcomms import errors, policies
     from agentcomms.models import CallRecord, CallStatus
     from agentcomms.search_attributes import AGENT_ID
@@ -31,7 +33,6 @@ with workflow.unsafe.imports_passed_through():
     )
     from agentcomms.workflow_ids import CALL_WORKFLOW
     from workflows.activities import failure_cause, failure_reason
-    from workflows.call import activities, outcomes
     from workflows.call.checks import CallRefused, checked_call, checked_line_event, checked_turn
     from workflows.call.models import CallInput, End, Ended, Say, TurnResult, WaitLine
 
@@ -239,8 +240,7 @@ class CallWorkflow:
         if self._line.state != "connected":
             return
         if event.kind == "withdrawn":
-            # Only a turn still waiting for the human: one the human has just answered here is
-            # being decided, and a goodbye being said ends the call anyway.
+            # Only a turn still waiting: one just answered is being decided; a goodbye ends anyway.
             waiting = self._line.expect == "answer" and self._line.turn not in self._heard
             if waiting and self._withdrawn is None:
                 self._withdrawn = event
