@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from agentcomms.agents.never import human_rules, rules_for
+from agentcomms.agents.post_hook import posted_to
 from agentcomms.agents.refusing import after_timeout
 from agentcomms.errors import AgentConfigError
 
@@ -460,8 +461,6 @@ def command_hook(target: Target, **extra: Any) -> dict[str, Any]:
 
 
 def our_hook(kind: AgentKind) -> Callable[[object], bool]:
-    from agentcomms.agents.post_hook import posted_to
-
     def ours(handler: object) -> bool:
         return isinstance(handler, dict) and (
             is_our_hook(handler.get("command"), kind)
