@@ -47,6 +47,7 @@ from agentcomms.transports import (
     VoiceNote,
     with_unread,
 )
+from agentcomms.transports._email_out import EmailSender, tls_context
 from agentcomms.transports._email_text import (
     agent_addressed,
     agent_answered,
@@ -54,12 +55,12 @@ from agentcomms.transports._email_text import (
     sender_address,
     vouched_for,
 )
-from agentcomms.transports.email import IMAP_PORTS, EmailSender, tls_context
 
 log = logging.getLogger(__name__)
 
 RETRY_FIRST_S = 1.0
 RETRY_MOST_S = 60.0
+IMAP_PORTS = {"implicit": 993, "starttls": 143, "none": 143}
 IMAP_TIMEOUT_S = 30.0
 # A message's first bytes are enough to read what a human wrote; the rest is not fetched.
 FETCHED_BYTES = 1_000_000
