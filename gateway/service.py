@@ -15,6 +15,7 @@ from temporalio.client import Client
 from agentcomms.bridge.screen_state import ScreenCheck
 from agentcomms.bridge.tmux import TmuxAdapter
 from agentcomms.config import Config, host_name, load_config
+from agentcomms.config.agents import servers_missing
 from agentcomms.errors import ListenerUnavailable
 from agentcomms.models import Registration, utcnow
 from agentcomms.store import Store
@@ -312,6 +313,9 @@ class Gateway:
 
     async def register_configured_agents(self, only: list[str] | None = None) -> None:
         """The agents of the config registered (``only`` these, when given)."""
+        chosen = {i: a for i, a in self.cfg.agents.items() if only is None or i in only}
+        for problem in servers_missing(chosen, self.host):
+            log.warning("%s", problem)  # registered all the same: its messages wait for it
         for agent_id, agent in self.cfg.agents.items():
             if only is not None and agent_id not in only:
                 continue
