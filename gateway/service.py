@@ -30,6 +30,7 @@ from gateway.agents.processes import ProcessAgentMethods, start_configured
 from gateway.approvals.chat_answers import ChatAnswers
 from gateway.approvals.chat_posts import ApprovalChats
 from gateway.approvals.methods import ApprovalMethods
+from gateway.approvals.own_dialogs import OwnDialogs
 from gateway.approvals.phone import ApprovalCalls
 from gateway.approvals.push import PushAnswers, tokens_for
 from gateway.chat.admission import Admission
@@ -209,8 +210,11 @@ class Gateway:
         self.console: Console | None = None
         self._pruning: asyncio.Task[None] | None = None
         self._watching: asyncio.Task[None] | None = None
-        # A dialog an agent shows without a hook (Claude Code's own, in auto mode) is told.
-        self._dialogs = DialogWatch(store, HumanNotices(cfg, store), screen, tmux)
+        # A dialog an agent shows without a hook is told; Claude Code's own, in auto mode, is
+        # an approval where it is read exactly.
+        notices = HumanNotices(cfg, store)
+        self.own_dialogs = OwnDialogs(cfg, approvals, self.key, tmux, notices)
+        self._dialogs = DialogWatch(store, notices, screen, tmux, self.own_dialogs)
         self._watching_dialogs: asyncio.Task[None] | None = None
         self.inbound_calls: InboundCalls | None = None
 
@@ -357,6 +361,7 @@ class Gateway:
         if self._watching_dialogs is not None:
             self._watching_dialogs.cancel()
             await asyncio.gather(self._watching_dialogs, return_exceptions=True)
+        await self.own_dialogs.close()
         if self._watching is not None:
             self._watching.cancel()
             await asyncio.gather(self._watching, return_exceptions=True)

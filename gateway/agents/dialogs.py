@@ -16,12 +16,15 @@ import asyncio
 import logging
 from datetime import timedelta
 
+from agentcomms.agents.state import PERMISSION_PROMPT
+from agentcomms.bridge.own_dialog import read_pane
 from agentcomms.bridge.screen_state import ScreenCheck
 from agentcomms.bridge.tmux import TmuxAdapter
 from agentcomms.errors import AgentcommsError
 from agentcomms.models import Agent, PaneTarget
 from agentcomms.store import Store
 from agentcomms.visible import visible
+from gateway.approvals.own_dialogs import OwnDialogs
 from gateway.messages.notices import HumanNotices
 
 log = logging.getLogger(__name__)
@@ -35,15 +38,22 @@ QUOTED_CHARS = 1200
 
 
 class DialogWatch:
-    """Tells the human of each dialog on an agent's pane that no hook reported, once each."""
+    """Tells the human of each dialog on an agent's pane that no hook reported, once each; Claude
+    Code's own "Do you want to proceed?", read exactly, is opened as an approval instead."""
 
     def __init__(
-        self, store: Store, notices: HumanNotices, screen: ScreenCheck, tmux: TmuxAdapter
+        self,
+        store: Store,
+        notices: HumanNotices,
+        screen: ScreenCheck,
+        tmux: TmuxAdapter,
+        own: OwnDialogs | None = None,
     ) -> None:
         self._store = store
         self._notices = notices
         self._tmux = tmux
         self._screen = screen
+        self._own = own
         self._told: set[str] = set()  # agents whose dialog on screen was told
 
     async def run(self) -> None:
@@ -57,18 +67,35 @@ class DialogWatch:
             await asyncio.sleep(EVERY_S)
 
     async def look_once(self) -> list[str]:
-        """Look at the panes once; the agents whose dialog was told now."""
+        """Look at the panes once; the agents whose dialog was told (or asked) now."""
         agents = await self._store.list_agents(include_offline=False)
         seen = await self._screen.confirmed(agents, after=UNREPORTED_AFTER)
         told = []
         for agent in agents:
             on_screen = seen.get(agent.id)
+            # A notification says only that a dialog is open (Claude Code sends one for its own
+            # too): it is no approval, and the pane is looked at again once it is old.
+            notified = agent.state == "waiting" and agent.waiting_for in (None, PERMISSION_PROMPT)
             # A dialog its hooks said nothing of (a reported one is an approval already).
             unreported = (
-                on_screen is not None and on_screen.state == "waiting" and agent.state != "waiting"
+                on_screen is not None
+                and on_screen.state == "waiting"
+                and (agent.state != "waiting" or notified)
             )
+            if on_screen is None and notified:
+                continue  # the dialog told or asked stays so until the pane is read again
             if not unreported:
                 self._told.discard(agent.id)  # no dialog now: the next one is told again
+                if self._own is not None:
+                    await self._own.gone(agent.id)
+                continue
+            if self._own is not None and self._own.asked(agent.id) is not None:
+                continue  # asked as an approval already
+            # Claude Code's own dialog is news also after a notice (of auto mode's check, which
+            # comes before its question for the same call).
+            if await self._ask_if_own(agent):
+                self._told.add(agent.id)
+                told.append(agent.id)
                 continue
             if agent.id in self._told:
                 continue
@@ -76,6 +103,20 @@ class DialogWatch:
             await self._notices.tell(await self._words(agent), kind="dialog", agent_id=agent.id)
             told.append(agent.id)
         return told
+
+    async def _ask_if_own(self, agent: Agent) -> bool:
+        """Whether the pane shows Claude Code's own dialog exactly, now opened as an approval."""
+        if self._own is None or agent.target is None:
+            return False
+        pane = PaneTarget(target=agent.target, socket=agent.tmux_socket)
+        try:
+            pane_id, dialog = await read_pane(self._tmux, pane)
+        except AgentcommsError:
+            return False
+        if dialog is None:
+            return False
+        await self._own.ask(agent, pane_id, dialog)
+        return True
 
     async def _words(self, agent: Agent) -> str:
         assert agent.target is not None
