@@ -17,7 +17,7 @@ import logging
 from datetime import timedelta
 
 from agentcomms.agents.state import PERMISSION_PROMPT
-from agentcomms.bridge.own_dialog import read_pane
+from agentcomms.bridge.own_dialog import OwnDialog, read_pane
 from agentcomms.bridge.screen_state import ScreenCheck
 from agentcomms.bridge.tmux import TmuxAdapter
 from agentcomms.errors import AgentcommsError
@@ -89,14 +89,20 @@ class DialogWatch:
                 if self._own is not None:
                     await self._own.gone(agent.id)
                 continue
-            if self._own is not None and self._own.asked(agent.id) is not None:
-                continue  # asked as an approval already
-            # Claude Code's own dialog is news also after a notice (of auto mode's check, which
-            # comes before its question for the same call).
-            if await self._ask_if_own(agent):
-                self._told.add(agent.id)
-                told.append(agent.id)
-                continue
+            own = await self._own_dialog(agent)
+            if self._own is not None:
+                if own is not None and self._own.is_asked(agent.id, own[1]):
+                    continue  # asked as an approval already
+                if self._own.asked(agent.id) is not None:
+                    await self._own.gone(agent.id)  # another dialog than the one asked
+                    self._told.discard(agent.id)
+                # Claude Code's own question is news also after a notice (of auto mode's
+                # check, which comes before the question for the same call).
+                if own is not None:
+                    await self._own.ask(agent, *own)
+                    self._told.add(agent.id)
+                    told.append(agent.id)
+                    continue
             if agent.id in self._told:
                 continue
             self._told.add(agent.id)
@@ -104,19 +110,16 @@ class DialogWatch:
             told.append(agent.id)
         return told
 
-    async def _ask_if_own(self, agent: Agent) -> bool:
-        """Whether the pane shows Claude Code's own dialog exactly, now opened as an approval."""
+    async def _own_dialog(self, agent: Agent) -> tuple[str, OwnDialog] | None:
+        """The pane's id and Claude Code's own dialog on it, when it shows one exactly."""
         if self._own is None or agent.target is None:
-            return False
+            return None
         pane = PaneTarget(target=agent.target, socket=agent.tmux_socket)
         try:
             pane_id, dialog = await read_pane(self._tmux, pane)
         except AgentcommsError:
-            return False
-        if dialog is None:
-            return False
-        await self._own.ask(agent, pane_id, dialog)
-        return True
+            return None
+        return None if dialog is None else (pane_id, dialog)
 
     async def _words(self, agent: Agent) -> str:
         assert agent.target is not None

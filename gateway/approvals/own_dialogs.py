@@ -54,8 +54,8 @@ class OwnDialogs:
         self._key = key
         self._tmux = tmux
         self._notices = notices
-        # agent id -> (approval id, the task that waits for its answer and presses it)
-        self._asked: dict[str, tuple[str, asyncio.Task[None]]] = {}
+        # agent id -> (approval id, the dialog, the task that waits for its answer and presses it)
+        self._asked: dict[str, tuple[str, OwnDialog, asyncio.Task[None]]] = {}
         self._pressing: set[str] = set()  # approvals whose answer is being pressed
 
     async def ask(self, agent: Agent, pane_id: str, dialog: OwnDialog) -> str:
@@ -76,7 +76,7 @@ class OwnDialogs:
         )
         pane = PaneTarget(target=agent.target, socket=agent.tmux_socket)
         answering = asyncio.create_task(self._answer(approval_id, agent.id, pane, pane_id, dialog))
-        self._asked[agent.id] = (approval_id, answering)
+        self._asked[agent.id] = (approval_id, dialog, answering)
         return approval_id
 
     def asked(self, agent_id: str) -> str | None:
@@ -85,13 +85,18 @@ class OwnDialogs:
         asked = self._asked.get(agent_id)
         return asked[0] if asked is not None else None
 
+    def is_asked(self, agent_id: str, dialog: OwnDialog) -> bool:
+        """Whether `dialog` is the one asked for `agent_id` (its pointer aside)."""
+        asked = self._asked.get(agent_id)
+        return asked is not None and asked[1].pins == dialog.pins
+
     async def gone(self, agent_id: str) -> None:
         """The dialog left `agent_id`'s screen: answered in the terminal, unless its answer from
         a surface is what closed it."""
         asked = self._asked.pop(agent_id, None)
         if asked is None:
             return
-        approval_id, answering = asked
+        approval_id, _, answering = asked
         if answering.done() or approval_id in self._pressing:
             return
         answering.cancel()
@@ -106,7 +111,7 @@ class OwnDialogs:
             )
 
     async def close(self) -> None:
-        tasks = [task for _, task in self._asked.values()]
+        tasks = [task for _, _, task in self._asked.values()]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -117,6 +122,10 @@ class OwnDialogs:
         view = None
         while view is None:
             view = await self._approvals.wait_decided(approval_id, WAIT_S)
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                # Temporal's client answers a cancelled wait as one that timed out: stop here.
+                raise asyncio.CancelledError
         decision = hook_decision(self._key, view, approval_id)
         if decision is None:
             return  # left to the terminal: answered there, or nobody answered in time
