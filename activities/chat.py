@@ -216,7 +216,12 @@ class ChatActivities:
 
 async def _send_resuming(sender: Sender, req: ChatSend) -> str:
     """Send the text, then its files, each once across tries (see :func:`_send_text`); a file
-    is sent only with the bytes the gateway checked."""
+    is sent only with the bytes the gateway checked. A provider whose message carries its
+    files (an email) sends the text and its files as one message."""
+    send_attached = getattr(sender, "send_attached", None)
+    if req.files and send_attached is not None:
+        files = [(ref.name, await asyncio.to_thread(read_checked, ref)) for ref in req.files]
+        return str(await send_attached(req.chat_id, req.text, files, reply_to=req.reply_to))
     details = activity.info().heartbeat_details
     files_sent = int(details[2]) if len(details) == 3 else 0
     last_id = await _send_text(sender, req)
@@ -230,7 +235,7 @@ async def _send_resuming(sender: Sender, req: ChatSend) -> str:
         if i < files_sent:
             continue
         data = await asyncio.to_thread(read_checked, ref)
-        last_id = str(await send_file(req.chat_id, ref.name, data))
+        last_id = str(await send_file(req.chat_id, ref.name, data, reply_to=req.reply_to))
         activity.heartbeat(pieces, last_id, i + 1)
     return last_id
 

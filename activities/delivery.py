@@ -137,7 +137,9 @@ class PaneActivities:
         if await self._typed_before(req.event):
             return False
         if req.registration.type == "process":
-            return await self._door().interrupt(agent_id, req.registration)
+            # A /clear: an interrupt that leaves the agent's session for a new one (signed).
+            new_session = req.event.payload.get("new_session") is True
+            return await self._door().interrupt(agent_id, req.registration, new_session=new_session)
         keypress = Keypress(pane=pane, event_id=req.event.id, key=req.registration.interrupt_key)
         with _as_application_errors():
             return await adapter_for(_ENDPOINT_KIND).interrupt(keypress)

@@ -7,7 +7,9 @@ a copy started again later (or again at once, in another run: each rung fires in
 the projection records) texts and rings nobody. What it sends and where come from the signed
 ladder and the config (the human's number is the config's, never the request's). A rung the
 config cannot serve (no SMS set up, no chat mapped, a phone that is not one of the agent's
-approvers) is skipped, with the reason, for `trace`.
+approvers) is skipped, with the reason, for `trace`. A call rung claims the human's phone in the
+projection first: while another call is up on it, the rung places nothing and says which call
+holds it, for the ladder to wait.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from agentcomms.escalation_models import (
     RungResult,
     RungStep,
 )
-from agentcomms.models import utcnow
+from agentcomms.models import CallRecord, utcnow
 from agentcomms.store import PROJECTION_UNAVAILABLE, Store
 from agentcomms.trust import DeploymentKey
 from agentcomms.voice.callsystem import call_system
@@ -52,6 +54,9 @@ from agentcomms.workflow_ids import (
 # How long after the gateway opened a request its workflow may start: a genuine ladder copied
 # from an old history and started again later (a replay) reaches nobody.
 LADDER_START_WINDOW = timedelta(minutes=10)
+# Past its ring timeout and longest duration, a call the projection still shows up (its worker
+# died before it wrote the end) no longer keeps a ladder's call from the human's phone.
+LINE_HELD_SLACK = timedelta(minutes=2)
 
 
 def sms_text(escalation: Escalation) -> str:
@@ -103,7 +108,7 @@ class EscalationActivities:
             return await self._sms(escalation)
         if via == "push":
             return await self._push(escalation)
-        return self._call(escalation, step)
+        return await self._call(escalation, step)
 
     def _chat(self, escalation: Escalation) -> RungResult:
         chats = sorted(
@@ -162,7 +167,7 @@ class EscalationActivities:
             return RungResult(fired=False, detail=f"skipped: ntfy refused it: {exc}")
         return RungResult(fired=True, detail=f"urgent notification to ntfy:{ntfy.topic}")
 
-    def _call(self, escalation: Escalation, step: RungStep) -> RungResult:
+    async def _call(self, escalation: Escalation, step: RungStep) -> RungResult:
         try:
             system, number = call_system(self._cfg)
         except ConfigError as exc:
@@ -204,6 +209,11 @@ class EscalationActivities:
                 placed_at=step.now,
             )
         )
+        busy = await self._claim_line(call, step)
+        if busy is not None:
+            return RungResult(
+                fired=False, detail=f"waiting: the phone is on call {busy}", line_busy=busy
+            )
         where = f"{number}" if number else "the local phone (agentcomms phone)"
         # Signed for this call alone: once the request is answered (or the human wrote to the
         # agent), its ladder hangs the call up with it.
@@ -222,6 +232,30 @@ class EscalationActivities:
             withdraw=withdraw,
             withdraw_timed_out=timed_out,
         )
+
+    async def _claim_line(self, call: CallInput, step: RungStep) -> str | None:
+        """The call in progress on the human's phone, when there is one (this rung's call then
+        waits for it); otherwise the phone is this call's, as the projection records at once."""
+        voice = self._cfg.voice
+        held_at_most = (
+            timedelta(seconds=voice.ring_timeout_s + voice.max_call_duration_s) + LINE_HELD_SLACK
+        )
+        placeholder = CallRecord(
+            id=call.call_id,
+            agent_id=call.agent_id,
+            status="dialing",
+            # As the call's workflow records it, so calls agents place count too.
+            phone_number=call.to_number or call.system,
+            started_at=step.now,
+        )
+        try:
+            return await self._store.claim_line(placeholder, since=step.now - held_at_most)
+        except PROJECTION_UNAVAILABLE as exc:
+            # A projection hiccup must not keep the human away: at worst the phone rings twice.
+            activity.logger.warning(
+                "could not ask the projection whether the phone is free: %s", exc
+            )
+            return None
 
     @activity.defn(name="check_escalation_answered")
     async def check_escalation_answered(self, check: AnswerCheck) -> EscalationAnswered:

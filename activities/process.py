@@ -16,6 +16,7 @@ from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from agentcomms import errors
 from agentcomms.acp.host import ProcessAgents
+from agentcomms.acp.pictures import Picture
 from agentcomms.acp.runner import NotReady, ProcessAgent, Spec, Unavailable
 from agentcomms.agents.state import NEEDLE_CHARS
 from agentcomms.bridge import sanitize
@@ -39,6 +40,7 @@ class ProcessDoor:
         fresh = [e for e in events if not agent.prompted(e.id)]
         outcomes = {e.id: DeliveryOutcome(event_id=e.id, typed=False) for e in events}
         texts: list[str] = []
+        pictures: list[Picture] = []
         for event in fresh:
             text, framing = framed(event)
             clean = sanitize(text, max_chars=registration.max_chars + framing)
@@ -51,11 +53,14 @@ class ProcessDoor:
             )
             if clean.text:
                 texts.append(clean.text)
+                pictures += _pictures(event)
         if texts:
             # What the mailbox looks for in the report of the prompt, as it looks for a pane's.
             needles = "\n".join(" ".join(pane_text(e).split())[:NEEDLE_CHARS] for e in fresh)
             try:
-                await agent.submit([e.id for e in fresh], "\n".join(texts), needles)
+                await agent.submit(
+                    [e.id for e in fresh], "\n".join(texts), needles, pictures=pictures
+                )
             except NotReady as exc:
                 raise ApplicationError(
                     str(exc),
@@ -74,10 +79,24 @@ class ProcessDoor:
             activity.logger.info("prompted %s with %d messages", agent_id, len(texts))
         return [outcomes[e.id] for e in events]
 
-    async def interrupt(self, agent_id: str, registration: Registration) -> bool:
-        """Cancel the agent's turn (ACP's `session/cancel`); False when no turn runs."""
+    async def interrupt(
+        self, agent_id: str, registration: Registration, *, new_session: bool = False
+    ) -> bool:
+        """Cancel the agent's turn (ACP's `session/cancel`); False when no turn runs. With
+        `new_session` (a chat's /clear), the agent then goes on in a new session."""
         agent = await self._agent(agent_id, registration)
-        return await agent.cancel()
+        if not new_session:
+            return await agent.cancel()
+        try:
+            await agent.new_session()
+        except Unavailable as exc:
+            raise ApplicationError(
+                f"process agent {agent_id}: {exc}",
+                type=errors.PANE_NOT_FOUND,
+                category=ApplicationErrorCategory.BENIGN,
+            ) from exc
+        activity.logger.info("%s goes on in a new session %s", agent_id, agent.session_id)
+        return True
 
     def registered(self, agent_id: str, registration: Registration) -> None:
         """A process agent registered on this host starts now, not at its first message: its
@@ -103,6 +122,17 @@ class ProcessDoor:
 
     async def _agent(self, agent_id: str, registration: Registration) -> ProcessAgent:
         return await self.agents.agent(agent_id, spec_of(registration))
+
+
+def _pictures(event: Event) -> list[Picture]:
+    """The image a (checked) message carries, saved in the agent's folder by the gateway."""
+    attachment = event.payload.get("attachment")
+    if not isinstance(attachment, dict):
+        return []
+    path, mime_type = attachment.get("path"), attachment.get("content_type")
+    if not isinstance(path, str) or not isinstance(mime_type, str):
+        return []
+    return [Picture(Path(path), mime_type)] if mime_type.startswith("image/") else []
 
 
 def spec_of(registration: Registration) -> Spec:

@@ -160,6 +160,9 @@ class RungResult(BaseModel):
     withdraw: LineEvent | None = None
     # The same for a request that nobody answered in time (the call says so instead).
     withdraw_timed_out: LineEvent | None = None
+    # A call rung that found the human's phone on another call (its id) placed nothing: the
+    # ladder waits for that call to end (it may carry this request too), then asks again.
+    line_busy: str | None = None
 
 
 class RungRecord(BaseModel):

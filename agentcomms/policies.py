@@ -115,3 +115,7 @@ ESCALATION_RUNG_RETRY = RetryPolicy(
     non_retryable_error_types=[errors.NOT_SIGNED],
 )
 ESCALATION_RUNG_TIMEOUT = timedelta(seconds=30)
+# A call rung that finds the human's phone on another call asks again this often: the human
+# hears this request on that call (which carries every request the phone may answer) or, once it
+# ends with this one still open, on a call of its own.
+ESCALATION_LINE_BUSY_RECHECK = timedelta(seconds=5)

@@ -3,17 +3,19 @@ random (`kill -9`, then started again): the Temporal dev server (on its database
 worker (`agentcomms worker`) and the gateway (`agentcomms gateway`), each a process of its own,
 as on a machine that runs them apart.
 
-Traffic: each agent (a pane in a private tmux server) gets the human's messages (`send` on the
-gateway's socket, retried with its event id until accepted, as `agentcomms send` is retry-safe)
-and messages from the next agent (`agent_message`, sent once: one refused while the gateway is
-down is not sent again); the first agent also gets Alice's Telegram messages (the tests' fake
-Bot API, which keeps each until the gateway takes it) and asks for approvals that are answered,
-then answered again.
+Traffic: each agent (a pane in a private tmux server, or a process agent: the tests' scripted
+ACP agent, which the worker runs and prompts) gets the human's messages (`send` on the gateway's
+socket, retried with its event id until accepted, as `agentcomms send` is retry-safe) and
+messages from the next agent (`agent_message`, sent once: one refused while the gateway is down
+is not sent again); the first agent also gets Alice's Telegram messages (the tests' fake Bot
+API, which keeps each until the gateway takes it) and asks for approvals that are answered, then
+answered again. Every few seconds a newcomer registers and is sent three messages at once, so
+mailboxes start afresh while parts die, not only before.
 
-It fails, and says which, on any message accepted but never typed or typed twice, any two
-messages of one sender typed out of order, any approval answered twice or never closed. It
-reports how long each part took to recover after each kill: from the kill to the first
-message sent after it typed in a probe pane.
+It fails, and says which, on any message accepted but never typed (or prompted) or typed twice,
+any two messages of one sender typed out of order, any approval answered twice or never closed;
+it counts what was lost and doubled for each agent. It reports how long each part took to
+recover after each kill: from the kill to the first message sent after it typed in a probe pane.
 
     .venv/bin/python -m bench.soak                      # ten minutes
     .venv/bin/python -m bench.soak --seconds 60 --kill-every 8 --agents 3
@@ -24,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -46,6 +49,7 @@ from agentcomms.ids import new_event_id
 from agentcomms.temporal import dev_server_args
 from bench.common import Tmux, free_port, machine, summarize, write_results
 from tests.fakes.telegram import FakeTelegram
+from tests.support import acp_agent
 
 AGENTCOMMS = str(Path(sys.executable).parent / "agentcomms")
 PARTS = ("temporal", "worker", "gateway")
@@ -216,6 +220,39 @@ async def approver(dep: Deployment, agent: str, ledger: Ledger, stop: asyncio.Ev
         await asyncio.sleep(1)
 
 
+async def newcomers(
+    dep: Deployment, tmux: Tmux, folder: Path, panes: dict[str, Path], ledger: Ledger,
+    stop: asyncio.Event, every_s: float,
+) -> None:  # fmt: skip
+    """Agents that register while parts die, each with a few messages sent at once: each one's
+    mailbox starts afresh then, and its first workflow tasks run amid the kills (where a retried
+    first task once took its own registration for an old one and typed nothing)."""
+    for n in range(1_000_000):
+        if stop.is_set():
+            return
+        agent = f"n{n}"
+        pane = folder / f"{agent}.bytes"
+        target = await asyncio.to_thread(tmux.recorder, agent, pane)
+        panes[agent] = pane
+        try:
+            await dep.ask_until_answered(
+                "register", patience_s=PATIENCE_S, agent_id=agent, target=target.target,
+                socket=tmux.socket, submit_delay_ms=0,
+            )  # fmt: skip
+            for k in range(3):
+                text = f"{agent} cli {k}"
+                await dep.ask_until_answered(
+                    "send", patience_s=PATIENCE_S, agent_id=agent, message=text,
+                    event_id=new_event_id(),
+                )  # fmt: skip
+                ledger.accepted[agent].append(text)
+        except Exception as exc:
+            ledger.stuck.append(f"newcomer {agent} not registered or sent to: {exc}")
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), every_s)
+
+
 # ---- kills -------------------------------------------------------------------------------------
 
 
@@ -266,21 +303,57 @@ def typed(pane: Path) -> list[str]:
     return [m.decode() for m in _TEXT.findall(pane.read_bytes())]
 
 
-def problems(ledger: Ledger, panes: dict[str, Path], open_approvals: list[str]) -> list[str]:
+def prompted(folder: Path) -> list[str]:
+    """The soak's texts in the order a process agent working in `folder` was prompted with them
+    (its log has each prompt; a process started again after a kill appends to it)."""
+    return [
+        m.decode()
+        for entry in acp_agent.log_of(folder)
+        if "prompt" in entry
+        for m in _TEXT.findall(str(entry["prompt"]).encode())
+    ]
+
+
+@dataclass
+class Tally:
+    """What one agent got of what was accepted for it."""
+
+    kind: str  # "pane" or "process"
+    accepted: int = 0
+    seen: int = 0  # typed into its pane, or prompted
+    lost: int = 0
+    doubled: int = 0
+    out_of_order: int = 0
+
+
+def problems(
+    ledger: Ledger,
+    seen: dict[str, list[str]],
+    open_approvals: list[str],
+    tallies: dict[str, Tally] | None = None,
+) -> list[str]:
+    """Everything wrong, one line each; `tallies` (one per agent, when given) gets the counts."""
     found: list[str] = []
-    for agent, pane in panes.items():
-        seen = typed(pane)
+    for agent, texts in seen.items():
+        tally = (tallies or {}).setdefault(agent, Tally("pane"))
+        verb = "prompted" if tally.kind == "process" else "typed"
+        tally.accepted, tally.seen = len(ledger.accepted[agent]), len(texts)
         counts: dict[str, int] = defaultdict(int)
-        for text in seen:
+        for text in texts:
             counts[text] += 1
         for text in ledger.accepted[agent]:
             if counts[text] == 0:
-                found.append(f"lost: {text!r} was accepted but never typed")
-        found += [f"doubled: {t!r} typed {n} times" for t, n in counts.items() if n > 1]
+                tally.lost += 1
+                found.append(f"lost: {text!r} was accepted but never {verb}")
+        for text, n in counts.items():
+            if n > 1:
+                tally.doubled += 1
+                found.append(f"doubled: {text!r} {verb} {n} times")
         last: dict[str, int] = {}
-        for text in seen:
+        for text in texts:
             sender, _, k = text.rpartition(" ")
             if int(k) < last.get(sender, -1):
+                tally.out_of_order += 1
                 found.append(f"out of order: {text!r} after {sender} {last[sender]}")
             last[sender] = max(last.get(sender, -1), int(k))
     for approval, accepted in ledger.approvals.items():
@@ -295,7 +368,14 @@ def problems(ledger: Ledger, panes: dict[str, Path], open_approvals: list[str]) 
 
 
 async def soak(
-    seconds: float, agents: int, every_s: float, seed: int, *, keep: bool = False
+    seconds: float,
+    agents: int,
+    every_s: float,
+    seed: int,
+    *,
+    process_agents: int = 1,
+    newcomer_every_s: float = 5,
+    keep: bool = False,
 ) -> dict[str, Any]:
     rng = random.Random(seed)
     tmp = tempfile.mkdtemp(prefix="agentcomms-soak-")
@@ -314,31 +394,56 @@ async def soak(
             for name in PARTS:
                 dep.parts[name].start()
             await dep.ask_until_answered("ping", patience_s=120)
-            names = [f"a{i}" for i in range(agents)]
-            panes = {a: Path(tmp) / f"{a}.bytes" for a in [*names, "probe"]}
+            in_panes = [f"a{i}" for i in range(agents)]
+            panes = {a: Path(tmp) / f"{a}.bytes" for a in [*in_panes, "probe"]}
             for agent, pane in panes.items():
                 target = await asyncio.to_thread(tmux.recorder, agent, pane)
                 await dep.ask_until_answered(
                     "register", patience_s=60, agent_id=agent, target=target.target,
                     socket=tmux.socket, submit_delay_ms=0,
                 )  # fmt: skip
+            # Process agents: the worker on this host runs each and prompts it over ACP.
+            folders = {f"p{i}": Path(tmp) / f"p{i}" for i in range(process_agents)}
+            for agent, folder in folders.items():
+                folder.mkdir()
+                await dep.ask_until_answered(
+                    "start_agent", patience_s=60, agent_id=agent, dir=str(folder),
+                    command=[sys.executable, acp_agent.__file__],
+                )  # fmt: skip
+            names = [*in_panes, *folders]
             ledger, stop, start = Ledger(), asyncio.Event(), time.monotonic()
             traffic = [
                 *(human(dep, a, ledger, stop) for a in names),
-                *(peer(dep, a, names[(i + 1) % agents], ledger, stop) for i, a in enumerate(names)),
+                *(
+                    peer(dep, a, names[(i + 1) % len(names)], ledger, stop)
+                    for i, a in enumerate(names)
+                ),
                 approver(dep, names[0], ledger, stop),
                 chat(telegram, names[0], ledger, stop),
                 killer(dep, ledger, stop, every_s, rng, panes["probe"], start),
             ]
+            newcomer_panes: dict[str, Path] = {}
+            if newcomer_every_s > 0:
+                traffic.append(
+                    newcomers(dep, tmux, Path(tmp), newcomer_panes, ledger, stop, newcomer_every_s)
+                )
             tasks = [asyncio.create_task(t) for t in traffic]
             await asyncio.sleep(seconds)
             stop.set()
             await asyncio.gather(*tasks)
-            # Everything accepted is typed once the deployment is left alone.
+            # Everything accepted is typed (or prompted) once the deployment is left alone.
+
+            def seen() -> dict[str, list[str]]:
+                return {
+                    **{a: typed(panes[a]) for a in in_panes},
+                    **{a: typed(pane) for a, pane in newcomer_panes.items()},
+                    **{a: prompted(f) for a, f in folders.items()},
+                }
+
             expected = sum(len(v) for v in ledger.accepted.values())
             deadline = time.monotonic() + 120
             while time.monotonic() < deadline:
-                if sum(len(typed(panes[a])) for a in names) >= expected:
+                if sum(len(texts) for texts in seen().values()) >= expected:
                     break
                 await asyncio.sleep(0.5)
             await asyncio.sleep(2)  # anything typed twice, late
@@ -348,7 +453,19 @@ async def soak(
             except Exception as exc:
                 ledger.stuck.append(f"the open approvals not listed: {exc}")
                 still_open = []
-            found = ledger.stuck + problems(ledger, {a: panes[a] for a in names}, still_open)
+            tallies = {
+                **{a: Tally("pane") for a in in_panes},
+                **{a: Tally("process") for a in folders},
+            }
+            newcomer_tally = Tally("pane")  # registered amid the kills
+            arrived = {a: Tally("pane") for a in newcomer_panes}
+            found = ledger.stuck + problems(ledger, seen(), still_open, tallies | arrived)
+            # The newcomers are many and alike: one line for all of them.
+            for t in arrived.values():
+                for name in ("accepted", "seen", "lost", "doubled", "out_of_order"):
+                    setattr(newcomer_tally, name, getattr(newcomer_tally, name) + getattr(t, name))
+            if arrived:
+                tallies[f"n0…n{len(arrived) - 1}"] = newcomer_tally
         finally:
             for name in reversed(PARTS):
                 dep.parts[name].stop()
@@ -361,6 +478,8 @@ async def soak(
         "machine": machine(),
         "seconds": seconds,
         "agents": agents,
+        "process_agents": process_agents,
+        "newcomer_every_s": newcomer_every_s,
         "kill_every_s": every_s,
         "seed": seed,
         "kills": ledger.kills,
@@ -368,6 +487,7 @@ async def soak(
         "messages_refused_while_down": ledger.refused,
         "approvals": len(ledger.approvals),
         "recovery_ms": recoveries,
+        "by_agent": {a: dataclasses.asdict(t) for a, t in tallies.items()},
         "problems": found,
     }
 
@@ -376,7 +496,8 @@ def page(report: dict[str, Any]) -> str:
     lines = [
         "# Soak under random kills",
         "",
-        f"{report['seconds']:.0f} s, {report['agents']} agents, a kill about every "
+        f"{report['seconds']:.0f} s, {report['agents']} agents in panes and "
+        f"{report.get('process_agents', 0)} process agents, a kill about every "
         f"{report['kill_every_s']:.0f} s (seed {report['seed']}): "
         f"{report['messages_accepted']} messages accepted "
         f"({report['messages_refused_while_down']} refused while the gateway was down), "
@@ -387,6 +508,16 @@ def page(report: dict[str, Any]) -> str:
     ]
     for name, s in sorted(report["recovery_ms"].items()):
         lines.append(f"| {name} | {s['n']:.0f} | {s['p50']:.0f} | {s['max']:.0f} |")
+    lines += [
+        "",
+        "| agent | kind | accepted | typed or prompted | lost | doubled | out of order |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for agent, t in report.get("by_agent", {}).items():
+        lines.append(
+            f"| {agent} | {t['kind']} | {t['accepted']} | {t['seen']} | {t['lost']} | "
+            f"{t['doubled']} | {t['out_of_order']} |"
+        )
     kills = ", ".join(f"{name} at {at} s" for at, name in report["kills"])
     lines += ["", f"Kills: {kills or 'none'}."]
     found = report["problems"]
@@ -401,13 +532,30 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=600, help="how long the traffic runs")
     parser.add_argument("--agents", type=int, default=3, help="agents in panes")
+    parser.add_argument(
+        "--process-agents", type=int, default=1, help="process agents (the scripted ACP agent)"
+    )
+    parser.add_argument(
+        "--newcomer-every",
+        type=float,
+        default=5,
+        help="seconds between agents that register amid the kills (0: none)",
+    )
     parser.add_argument("--kill-every", type=float, default=20, help="seconds between kills, about")
     parser.add_argument("--seed", type=int, default=int(time.time()), help="the kills' dice")
     parser.add_argument("--keep", action="store_true", help="keep the homes, logs and panes")
     parser.add_argument("--no-write", action="store_true", help="print only, write no results")
     args = parser.parse_args()
     report = asyncio.run(
-        soak(args.seconds, args.agents, args.kill_every, args.seed, keep=args.keep)
+        soak(
+            args.seconds,
+            args.agents,
+            args.kill_every,
+            args.seed,
+            process_agents=args.process_agents,
+            newcomer_every_s=args.newcomer_every,
+            keep=args.keep,
+        )
     )
     print(page(report))
     if not args.no_write:

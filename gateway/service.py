@@ -27,8 +27,11 @@ from gateway.agents.hooks import AgentHookMethods, PaneAgents
 from gateway.agents.mirror import ReplyMirror
 from gateway.agents.peek import AgentPeek
 from gateway.agents.processes import ProcessAgentMethods, start_configured
+from gateway.agents.starting import NewAgents
+from gateway.agents.turns import TurnLog
 from gateway.approvals.chat_answers import ChatAnswers
 from gateway.approvals.chat_posts import ApprovalChats
+from gateway.approvals.email_links import EmailLinks, link_tokens
 from gateway.approvals.methods import ApprovalMethods
 from gateway.approvals.own_dialogs import OwnDialogs
 from gateway.approvals.phone import ApprovalCalls
@@ -105,12 +108,15 @@ class Gateway:
         self.calls = CallControl(cfg, client, store, self.key)
         panes = PaneAgents(store, self.host)
         push_tokens = tokens_for(self.key)
-        self.approval_chats = ApprovalChats(cfg, store, push_tokens)
+        links = link_tokens(self.key)
+        self.approval_chats = ApprovalChats(cfg, store, push_tokens, links)
         self.approvals = approvals = ApprovalMethods(
             cfg, client, self.key, panes, self.approval_chats, store
         )
-        # A notification's buttons come back here, to the one decide path.
+        # A notification's buttons come back here, to the one decide path; and an email's
+        # one-time links, through the published console.
         self.push_answers = PushAnswers(cfg, push_tokens, store, approvals.view, approvals.decide)
+        self.email_links = EmailLinks(cfg, links, store, approvals.view, approvals.decide)
         # A tool that ran answers its approval; a turn's reply goes back to its chat.
         mirror = ReplyMirror(cfg, store, self.outbox)
         # One-way notifications to the human's ntfy topic: turns ended, agents gone, asks.
@@ -128,9 +134,15 @@ class Gateway:
                 approvals.agent_did,
                 self.notify.agent_did,
                 peek.agent_did,
+                # A process agent's turns, begun and ended, in its events.
+                TurnLog(store).agent_did,
             ],
         )
-        commands = ChatCommands(cfg, store, self.mailbox, processes, peek, hooks.register)
+        # A new agent by id, folder and kind: a chat's /new, the console's New agent form.
+        self.new_agents = NewAgents(cfg, store, processes)
+        commands = ChatCommands(
+            cfg, store, self.mailbox, processes, peek, hooks.register, self.new_agents
+        )
         answers = ChatAnswers(
             cfg,
             store,
@@ -275,10 +287,13 @@ class Gateway:
             shared_queue=self.cfg.temporal.task_queue,
             deployment=str(self.cfg.server.socket()),
             panes=self.agent_panes,
+            new_agents=self.new_agents,
+            published=self.email_links.routes() if self.cfg.console.public_url else [],
         )
         if not await _listening(console.start, "the console is not served"):
             return
         self.console = console
+        self.hooks.observers.append(console.turns.agent_did)
         self.methods.console_address = console.address
 
     def _call_routes(self) -> list[Any]:

@@ -9,6 +9,7 @@ from pydantic import Field
 
 from agentcomms.ids import AGENT_ID_PATTERN
 from agentcomms.models import MAX_MESSAGE_CHARS
+from agentcomms.transports import ABILITIES
 from mcp_server.shapes import Provider
 
 # The gateway's caps (gateway.socket.params), checked here too so the error names the tool's argument.
@@ -77,7 +78,8 @@ Files = Annotated[
     list[Annotated[str, Field(min_length=1, max_length=4096)]] | None,
     Field(
         max_length=10,
-        description="Files to send after the text, as attachments (telegram, discord): paths in your "
+        description="Files to send after the text, as attachments "
+        f"({', '.join(n for n, a in ABILITIES.items() if a.files)}): paths in your "
         "own working folder (absolute, or relative to it), each within the size the operator "
         "allows (chat.max_file_bytes, 5 MB unless set).",
     ),

@@ -7,6 +7,7 @@ session staying offline with the reason."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import sys
 from collections.abc import AsyncIterator
@@ -16,6 +17,7 @@ import pytest
 
 from agentcomms.acp.client import PermissionAsk
 from agentcomms.acp.host import ProcessAgents
+from agentcomms.acp.pictures import Picture
 from agentcomms.acp.runner import NotReady, ProcessAgent, Spec, Turn, Unavailable
 from agentcomms.agents.state import HookReport
 from tests.support import acp_agent
@@ -225,3 +227,56 @@ async def test_a_slow_start_lets_the_message_wait_and_a_stop_leaves_nothing_runn
 
 def running_pid(pid: int) -> bool:
     return Path(f"/proc/{pid}").exists()
+
+
+async def test_a_new_session_cancels_the_turn_is_kept_and_leaves_the_old_one(
+    running: tuple[ProcessAgent, Heard, Path],
+) -> None:
+    agent, heard, work = running
+    old = agent.session_id
+    await agent.submit(["e1"], "acp:hang", "e1")
+    await eventually(lambda: [e for e in log_of(work) if "prompt" in e])
+    await agent.new_session()
+    assert agent.state == "ready" and agent.session_id not in (None, old)
+    [(_, turn)] = [t for t in heard.turns if t[0] == "TurnEnd"]
+    assert turn.stop_reason == "cancelled"
+    kept = json.loads((work.parent / "sessions" / "a1.json").read_text())
+    assert kept["session_id"] == agent.session_id and kept["prompted"] == ["e1"]
+    assert (work / ".acp-agent-sessions" / f"{old}.json").exists()  # the agent's, untouched
+    # An agent whose process is not running opens its new session as it starts.
+    second = agent.session_id
+    await agent.stop(for_good=False)
+    await agent.new_session()
+    await eventually(lambda: agent.state == "ready" and agent.alive, timeout=10)
+    assert agent.session_id not in (None, old, second)
+    assert not [e for e in log_of(work) if "load_session" in e]
+
+
+@pytest.mark.parametrize("takes_images", [True, False])
+async def test_an_image_goes_as_an_image_block_only_to_an_agent_that_takes_them(
+    tmp_path: Path, takes_images: bool
+) -> None:
+    work = tmp_path / "work"
+    saved = work / ".agentcomms" / "attachments"
+    saved.mkdir(parents=True)
+    png, elsewhere = saved / "evt-shot.png", tmp_path / "secret.png"
+    png.write_bytes(b"\x89PNG\r\n\x1a\n picture")
+    elsewhere.write_bytes(b"\x89PNG\r\n\x1a\n not the agent's")
+    agents = host(tmp_path, Heard())
+    command = (*SCRIPTED, "--images") if takes_images else SCRIPTED
+    agent = await agents.agent("a1", Spec(command=command, cwd=work))
+    pictures = [Picture(png, "image/png"), Picture(elsewhere, "image/png")]
+    try:
+        await agent.ensure_started()
+        await agent.submit(["e1"], f"[photo: {png}]", "e1", pictures=pictures)
+        [prompted] = await eventually(lambda: [e for e in log_of(work) if "prompt" in e])
+    finally:
+        await agents.close()
+    assert prompted["prompt"] == f"[photo: {png}]"  # the path, always
+    if not takes_images:
+        assert "images" not in prompted
+        return
+    # Only the one saved in the agent's own attachments folder, whole.
+    [image] = prompted["images"]
+    assert image["mimeType"] == "image/png"
+    assert base64.b64decode(image["data"]) == png.read_bytes()

@@ -7,7 +7,6 @@
 
 from __future__ import annotations
 
-import functools
 import uuid
 from datetime import timedelta
 from pathlib import Path
@@ -25,6 +24,7 @@ from agentcomms.store import Store
 from agentcomms.trust import DeploymentKey
 from agentcomms.workflow_ids import host_task_queue, mailbox_id
 from tests.support.mailbox import (
+    every_run,
     local_activities,
     mailbox_replayer,
     offline,
@@ -32,7 +32,7 @@ from tests.support.mailbox import (
     settled_history,
     unreachable,
 )
-from tests.support.stack import Stack, running_stack
+from tests.support.stack import running_stack
 from tests.support.tmux import Tmux, as_sent, recorder
 from tests.support.waiting import eventually
 from workflows.mailbox.models import AgentInput
@@ -171,7 +171,7 @@ async def test_unreachable_and_continued_runs_replay(
         for i in range(1, 60):
             await stack.call("send", agent_id=agent, message=f"w{i}")
         await eventually(lambda: out.read_bytes().count(b"\r") == 60, timeout=90)
-        histories = await _every_run(stack, agent)
+        histories = await every_run(stack, agent)
         assert len(histories) >= 2
         await stack.client.get_workflow_handle(mailbox_id(agent)).terminate("test over")
     for history in histories:
@@ -197,7 +197,7 @@ async def test_a_backlog_handed_over_through_the_projection_replays(
         )
         expected = as_sent(*(f"h{i}" for i in range(count)))
         await eventually(lambda: out.read_bytes() == expected, timeout=90)
-        histories = await _every_run(stack, agent)
+        histories = await every_run(stack, agent)
         assert len(histories) >= 3
         loaded = [h for h in histories if "load_waiting_events" in local_activities(h)]
         assert loaded, "a run read waiting texts back from the projection"
@@ -206,14 +206,3 @@ async def test_a_backlog_handed_over_through_the_projection_replays(
         result = await mailbox_replayer().replay_workflow(history, raise_on_replay_failure=False)
         assert result.replay_failure is None, result.replay_failure
     record_histories(loaded, "agent-mailbox-texts-read-back")
-
-
-async def _every_run(stack: Stack, agent: str) -> list[WorkflowHistory]:
-    """The histories of every run of the agent's mailbox, oldest first, each between tasks."""
-    query = f"WorkflowId = '{mailbox_id(agent)}'"
-    runs = [wf.run_id async for wf in stack.client.list_workflows(query)]
-    histories = []
-    for run_id in runs:
-        handle = stack.client.get_workflow_handle(mailbox_id(agent), run_id=run_id)
-        histories.append(await eventually(functools.partial(settled_history, handle)))
-    return sorted(histories, key=lambda h: h.events[0].event_time.ToDatetime())

@@ -2,7 +2,9 @@
 plain text with Block Kit buttons; a press arrives as an ``interactive`` envelope over Socket
 Mode, is acknowledged at once, and decides the approval only when the presser may answer it (an
 allowed sender, one of the agent's approvers, in a channel of the agent); the message is then
-updated in place to say who answered, its buttons gone, and the first answer wins. A question
+updated in place to say who answered, its buttons gone, its thread told how it ended, and the
+first answer wins. Each approval is a thread of its own: a long plan's start and buttons in the
+channel, the rest in the thread. A question
 that takes several options is ticked in its own buttons. One stack for the module."""
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.config import AgentConfig, Config
+from gateway.approvals.chat_posts import CONTINUED
 from tests.fakes.slack import ALICE, FakeSlack, buttons, rendered
 from tests.support.chat import connected, with_slack
 from tests.support.hooks import SESSION_SUGGESTION, open_approval, open_question
@@ -115,9 +118,51 @@ async def test_only_an_approver_in_the_agents_channel_decides_and_the_message_is
     updated = await eventually(lambda: [u for u in slack.updates if u["ts"] == message["ts"]])
     assert "allowed for the session by u0alice on Slack" in rendered(updated[-1])
     assert buttons(updated[-1]) == []
+    # The approval's thread is told how it ended, once.
+    ended = f"{approval} ({AGENT}, Bash): allowed for the session by u0alice on Slack"
+    assert await eventually(lambda: _thread(slack, message)) == [ended]
 
     late = await _press(slack, message, values["Deny"])  # a button still on someone's screen
     assert "was answered already" in late
+    assert _thread(slack, message) == [ended]
+
+
+def _thread(slack: FakeSlack, root: dict[str, Any]) -> list[str]:
+    """What was said in `root`'s thread, in order."""
+    return [m["text"] for m in slack.sent if m.get("thread_ts") == root["ts"]]
+
+
+async def test_a_long_plan_is_a_thread_of_its_own_its_start_and_buttons_in_the_channel(
+    stack: Stack, slack: FakeSlack
+) -> None:
+    plan = "# Plan\n" + "\n".join(
+        f"{n}. Move module {n} behind the new interface." for n in range(200)
+    )
+    opened = await stack.call(
+        "approval_open",
+        kind="claude-code",
+        agent_id=AGENT,
+        tool_name="ExitPlanMode",
+        tool_input={"plan": plan},
+    )
+    approval = opened["id"]
+    root = await eventually(lambda: slack.request_for(approval))
+    assert "thread_ts" not in root and buttons(root)
+    start = rendered(root).split(f"\n\n{CONTINUED}\n\n")[0]
+    rest = await eventually(lambda: "".join(_thread(slack, root)).endswith("interface.") or None)
+    assert rest
+    shown = start + "".join(escaped_back(t) for t in _thread(slack, root))
+    assert shown == f"{AGENT} asks to carry out its plan:\n{plan}"
+    # Only its first message is in the channel: the rest never came between others' words.
+    assert [m for m in slack.sent if approval in rendered(m) and "thread_ts" not in m] == [root]
+    await stack.call("approval_decide", id=approval, behavior="deny", by="bob", message="no")
+    said = f"{approval} ({AGENT}, ExitPlanMode): sent back to planning by"
+    await eventually(lambda: _thread(slack, root)[-1].startswith(said) or None)
+
+
+def escaped_back(text: str) -> str:
+    """A message's text as the person wrote it (the app escapes Slack's three marks)."""
+    return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
 
 
 async def test_a_press_on_a_message_that_is_not_the_apps_changes_nothing(

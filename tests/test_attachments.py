@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import stat
 import sys
+from base64 import b64decode
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,8 @@ from fastmcp.exceptions import ToolError
 from temporalio.testing import WorkflowEnvironment
 
 from activities.chat import read_checked
-from agentcomms.errors import AttachmentRefused, SendRefused
+from agentcomms.config import Config
+from agentcomms.errors import AttachmentRefused, RpcError, SendRefused
 from agentcomms.ids import provider_event_id
 from agentcomms.transports import Attachment
 from gateway.chat.attachments import (
@@ -29,7 +31,7 @@ from gateway.chat.attachments import (
     saved_name,
     sniff,
 )
-from gateway.messages.files import checked_file
+from gateway.messages.files import checked_file, files_for_reply
 from mcp_server import build_server
 from tests.fakes.discord import FakeDiscord
 from tests.fakes.telegram import FakeTelegram
@@ -229,6 +231,16 @@ async def test_a_telegram_photo_from_alice_is_saved_in_her_agents_folder_and_typ
         assert telegram.texts_to(CHAT)[-1] == "Fixed: see the report"  # nothing was sent
 
 
+@pytest.mark.parametrize("provider", ["irc", "ntfy", "whatsapp", "sms"])
+async def test_files_to_a_provider_that_carries_none_are_refused_naming_those_that_do(
+    provider: str,
+) -> None:
+    # Refused before anything is looked up: no projection, no mailbox needed.
+    with pytest.raises(RpcError, match=f"{provider} carries no files, so nothing was sent") as no:
+        await files_for_reply(Config(), None, None, "host", "backend", provider, ["a.txt"])  # type: ignore[arg-type]
+    assert "telegram, discord, slack" in str(no.value)
+
+
 def _folder(tmp_path: Path) -> Path:
     work = tmp_path / "work"
     (work / "logs").mkdir(parents=True)
@@ -364,15 +376,16 @@ async def test_a_discord_file_from_alice_is_saved_and_typed_and_the_agent_attach
         assert discord.attached_to(discord.sent[-1]) == [("summary.md", b"# Summary\n")]
 
 
-async def test_a_process_agent_gets_a_telegram_document_in_its_own_folder(
+async def test_a_process_agent_gets_a_document_in_its_own_folder_and_a_photo_as_an_image(
     temporal_env: WorkflowEnvironment, tmp_path: Path, telegram: FakeTelegram, agent: str
 ) -> None:
     folder = tmp_path / "project"
     folder.mkdir()
+    takes_images = [*SCRIPTED, "--images"]  # its `initialize` says promptCapabilities.image
     async with running_stack(
         temporal_env.client, tmp_path, configure=with_telegram(telegram, agent)
     ) as stack:
-        await stack.call("start_agent", agent_id=agent, dir=str(folder), command=SCRIPTED)
+        await stack.call("start_agent", agent_id=agent, dir=str(folder), command=takes_images)
         await eventually(lambda: _ready(stack, agent), timeout=30)
         await connected(stack, "telegram")
 
@@ -383,6 +396,17 @@ async def test_a_process_agent_gets_a_telegram_document_in_its_own_folder(
             lambda: any(str(saved) in e.get("prompt", "") for e in log_of(folder)), timeout=30
         )
         assert saved.read_text() == "TODO: ship\n"
+        [document] = [e for e in log_of(folder) if str(saved) in e.get("prompt", "")]
+        assert "images" not in document  # a document is its path only
+        await eventually(lambda: _ready(stack, agent))
+
+        update = telegram.human_sends_file(CHAT, JPEG, kind="photo", caption="the bug, see?")
+        photo = folder / FOLDER / f"{update_event(update)}.jpg"
+        [prompted] = await eventually(
+            lambda: [e for e in log_of(folder) if str(photo) in e.get("prompt", "")], timeout=30
+        )
+        [image] = prompted["images"]
+        assert image["mimeType"] == "image/jpeg" and b64decode(image["data"]) == JPEG
 
 
 async def _ready(stack: Stack, agent: str) -> bool:

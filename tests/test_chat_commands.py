@@ -1,8 +1,8 @@
 """Agents from a chat: the rules of `/new` (a folder under the roots once symlinks and `..`
 are resolved, a kind and never a command) as units, then one stack where Alice starts a
 process agent from Telegram (the scripted ACP agent, a real process), lists, talks to,
-peeks at, interrupts and stops it, peeks at a real tmux pane, and a stranger's `/new` starts
-nothing."""
+peeks at, interrupts, clears (a new session) and stops it, peeks at a real tmux pane, and a
+stranger's `/new` starts nothing, nor does their `/clear`."""
 
 from __future__ import annotations
 
@@ -22,7 +22,8 @@ from agentcomms.agents.install import Target
 from agentcomms.agents.install_agents import plan
 from agentcomms.config import Config
 from agentcomms.models import Agent
-from gateway.chat.commands import Command, parse, under_roots
+from gateway.agents.starting import under_roots
+from gateway.chat.commands import Command, parse
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.telegram import FakeTelegram
 from tests.support import acp_agent
@@ -48,6 +49,7 @@ STRANGER = 999
         ("  /peek  api ", Command("peek", ["api"])),
         ("/esc api", Command("esc", ["api"])),
         ("/stop api", Command("stop", ["api"])),
+        ("/clear api", Command("clear", ["api"])),
         ("/etc/hosts looks odd", None),  # a message about a path, passed on to the agent
         ("/clearly not", None),
         ("please /stop api", None),
@@ -198,8 +200,26 @@ async def test_alice_starts_talks_to_peeks_at_interrupts_and_stops_an_agent_from
     assert await answer(telegram, f"/esc {agent}") == f"interrupting {agent}."
     await eventually(lambda: [e for e in log_of(folder) if "cancel" in e] or None, timeout=30)
 
+    await eventually(lambda: state_is(stack, agent, "ready"))
+    [first] = sessions(folder)
+    told = await answer(telegram, f"/clear {agent}")
+    assert told.startswith(f"{agent} starts a new session; its old one is left"), told
+    [_, second] = await eventually(lambda: sessions(folder)[1:] and sessions(folder), timeout=30)
+    await eventually(lambda: state_is(stack, agent, "ready"))
+    telegram.human_says(CHAT, f"@{agent} after the clear")
+    prompted = await eventually(
+        lambda: [e for e in log_of(folder) if "after the clear" in e.get("prompt", "")]
+    )
+    assert prompted[0]["session"] == second != first
+    assert (folder / ".acp-agent-sessions" / f"{first}.json").exists()  # the old one is left
+
     assert (await answer(telegram, f"/stop {agent}")).startswith(f"stopped {agent};")
     await eventually(lambda: state_is(stack, agent, "offline"), timeout=30)
+
+
+def sessions(folder: Path) -> list[str]:
+    """The sessions the scripted agent opened in `folder`, in order."""
+    return [e["new_session"] for e in log_of(folder) if "new_session" in e]
 
 
 @pytest.mark.parametrize(
@@ -233,6 +253,16 @@ async def test_a_strangers_command_is_refused_like_any_of_their_messages(
     told = await answer(telegram, f"/new {agent} {roots} scripted", user_id=STRANGER)
     assert "agentcomms pair" in told  # the pairing answer, no bypass
     assert await stack.store.get_agent(agent) is None
+    known = stack.agent_id("known")
+    await stack.call("start_agent", agent_id=known, dir=str(roots), command=SCRIPTED)
+    await eventually(lambda: state_is(stack, known, "ready"), timeout=30)
+    told = await answer(telegram, f"/clear {known}", user_id=STRANGER - 1)  # answered once each
+    assert "agentcomms pair" in told
+    # Had it cleared, the interrupt posted before that answer would come before this message.
+    await stack.call("send", agent_id=known, message="still the same?", wait=True, timeout=30)
+    [prompted] = await eventually(lambda: [e for e in log_of(roots) if "prompt" in e])
+    assert [prompted["session"]] == sessions(roots)
+    await stack.call("stop_agent", agent_id=known)
 
 
 async def test_a_panes_screen_is_peeked_and_a_pane_agent_is_not_stopped_from_a_chat(
@@ -248,6 +278,7 @@ async def test_a_panes_screen_is_peeked_and_a_pane_agent_is_not_stopped_from_a_c
     peeked = await answer(telegram, f"/peek {agent}")
     assert peeked.startswith(f"{agent} (") and f"pane {target}:\nhello from the pane red" in peeked
     assert "runs in a tmux pane" in await answer(telegram, f"/stop {agent}")
+    assert "runs in a tmux pane" in await answer(telegram, f"/clear {agent}")
     taken = await answer(telegram, f"/new {agent} {tmp_path} scripted")
     assert taken.startswith(f"{agent} is already an agent")  # a pane is never taken over
     # The same look from the terminal.

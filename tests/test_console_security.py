@@ -76,7 +76,7 @@ def _addresses(stack: Stack, agent: str) -> list[tuple[str, str]]:
     """Every route of the console (its static files aside) as (method, address), its
     parameters filled in."""
     filled = {"agent_id": agent, "event_id": "evt_01", "approval_id": "ABCD", "call_id": "c1",
-              "file": "1.wav"}  # fmt: skip
+              "file": "1.wav", "action": "interrupt"}  # fmt: skip
     base = console_address(stack, token=False).rstrip("/")
     routes = [r for r in _console(stack).server.app.routes if isinstance(r, Route)]
     return [
@@ -104,7 +104,7 @@ async def test_every_route_is_locked_without_the_token_or_with_a_wrong_one(
         {"params": {"t": wrong}},
     ]
     addresses = _addresses(stack, agent)
-    assert len(addresses) == 13, addresses
+    assert len(addresses) == 14, addresses
     form = {"csrf": console.access.csrf, "message": "hi", "behavior": "deny"}
     answers = []
     for method, address in addresses:
@@ -122,7 +122,7 @@ async def test_every_route_is_locked_without_the_token_or_with_a_wrong_one(
     # Only the address `up` prints opens the console (its cookie set, the token gone from it).
     opened = [a[1:3] for a in answers if a[3] != 401]
     assert opened == [(console_address(stack, token=False), {"params": {"t": token}})]
-    assert len(answers) == 13 * len(ways)
+    assert len(answers) == 14 * len(ways)
     assert await stack.store.latest_events(agent, 5) == []
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import imaplib
+import re
 import smtplib
 import ssl
 import uuid
@@ -17,17 +18,25 @@ from email.utils import make_msgid
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
-from agentcomms.config import Config
-from agentcomms.errors import ChatProviderUnavailable, SendRefused, VoiceNoteRefused
+from agentcomms.config import Config, ConsoleConfig
+from agentcomms.errors import (
+    AttachmentRefused,
+    ChatProviderUnavailable,
+    SendRefused,
+    VoiceNoteRefused,
+)
+from agentcomms.ids import provider_event_id
 from agentcomms.models import utcnow
 from agentcomms.store import Store
 from agentcomms.store.mail_cursors import MailCursor
 from agentcomms.transports import InboundMessage, InboundResult
 from agentcomms.transports._email_in import EmailReceiver
 from agentcomms.transports.email import EmailSender
+from gateway.chat.attachments import FOLDER
 from tests.fakes.serve import free_port
 from tests.support.chat import connected
 from tests.support.hooks import open_approval
@@ -48,6 +57,8 @@ pytestmark = pytest.mark.skipif(binaries_missing() is not None, reason=str(binar
 AGENTS = MailServers.address("agents")
 HUMAN = MailServers.address("human")
 STRANGER = MailServers.address("stranger")
+CONSOLE = "https://console.example.test"
+PDF = b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n"
 
 
 @pytest.fixture(scope="module")
@@ -103,6 +114,12 @@ def inbox_of(servers: MailServers, account: str) -> list[EmailMessage]:
         client.logout()
 
 
+def text_of(message: EmailMessage) -> str:
+    """A message's words, with files attached to it or not."""
+    body = message.get_body(preferencelist=("plain",))
+    return body.get_content() if body is not None else ""
+
+
 def human_sends(
     servers: MailServers, message: EmailMessage, *, login: str | None = "human"
 ) -> None:
@@ -142,6 +159,26 @@ async def test_an_agents_message_is_sent_from_its_own_address_over_each_kind_of_
     assert got[0].get_content().replace("\r\n", "\n") == f"built ({tls})\nall green\n"
 
 
+async def test_an_agents_files_are_attached_to_the_message_that_carries_its_words(
+    servers: MailServers,
+) -> None:
+    files = [("report.txt", b"all green\n"), ("shot.png", b"\x89PNG\r\n\x1a\n\0\xff")]
+    sender = EmailSender(email_config(servers)).for_agent("backend")
+    sent = await sender.send_attached(HUMAN, "see attached", files)
+    [got] = await eventually(
+        lambda: [m for m in inbox_of(servers, "human") if m["Message-ID"] == sent]
+    )
+    assert text_of(got).strip() == "see attached"
+    attached = [
+        (a.get_filename(), a.get_content_type(), a.get_payload(decode=True))
+        for a in got.iter_attachments()
+    ]
+    assert attached == [
+        ("report.txt", "text/plain", b"all green\n"),
+        ("shot.png", "image/png", b"\x89PNG\r\n\x1a\n\0\xff"),
+    ]
+
+
 async def test_a_server_whose_certificate_is_not_trusted_or_a_wrong_password_is_refused_saying_what_to_set(
     servers: MailServers,
 ) -> None:
@@ -167,6 +204,7 @@ class Recorded(TakesNoPresses):
         self.mail_cursors = store
         self.messages: list[InboundMessage] = []
         self.clips: list[bytes | str] = []
+        self.files: list[bytes | str] = []
         self.max_clip_bytes = 2_000_000
         self._answers = answers or {}
 
@@ -177,6 +215,11 @@ class Recorded(TakesNoPresses):
                 self.clips.append(await message.voice.fetch(self.max_clip_bytes))
             except VoiceNoteRefused as exc:
                 self.clips.append(str(exc))
+        if message.attachment is not None:  # as the gateway fetches an allowed one's
+            try:
+                self.files.append(await message.attachment.fetch(self.max_clip_bytes))
+            except AttachmentRefused as exc:
+                self.files.append(str(exc))
         return InboundResult(
             "queued", agent_id=message.agent_id, reply=self._answers.get(message.text)
         )
@@ -244,9 +287,7 @@ async def test_replies_reach_the_agent_that_wrote_spoofed_senders_are_refused_an
     assert claimed.sender_id == f"unverified:{HUMAN}"
     assert ping.sender_id == HUMAN
     # One answer: the human's ping's. The spoofed ping's would have gone to the real human.
-    assert [(m["In-Reply-To"], m.get_content().strip()) for m in answers] == [
-        (ping.message_id, "pong")
-    ]
+    assert [(m["In-Reply-To"], text_of(m).strip()) for m in answers] == [(ping.message_id, "pong")]
 
     # A restart reads on from where it stopped: nothing is handled twice.
     again = Recorded(store)
@@ -271,7 +312,7 @@ def delivered_unchecked(servers: MailServers, messages: list[EmailMessage]) -> N
         client.logout()
 
 
-async def test_a_voice_clip_is_fetched_whole_on_demand_and_other_attachments_are_named(
+async def test_a_voice_clip_or_the_first_file_is_fetched_whole_on_demand_and_others_are_named(
     servers: MailServers, store: Store
 ) -> None:
     sink = Recorded(store)
@@ -279,31 +320,55 @@ async def test_a_voice_clip_is_fetched_whole_on_demand_and_other_attachments_are
     receiver = await receiving(email_config(servers), sink)
     clip = bytes(range(256)) * 4_000  # past the first read's 1 MB once in base64
     too_long = bytes(2_000_000)
+    png = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 3_000
     try:
         for audio, words in ((clip, "listen"), (too_long, "")):
             spoken = written(HUMAN, AGENTS, words, Subject="Re: x")
             spoken.add_attachment(audio, maintype="audio", subtype="ogg", filename="note.ogg")
             await asyncio.to_thread(human_sends, servers, spoken)
         photo = written(HUMAN, AGENTS, "see the screenshot", Subject="Re: x")
-        photo.add_attachment(b"\x89PNG....", maintype="image", subtype="png", filename="a.png")
+        photo.add_attachment(png, maintype="image", subtype="png", filename="a.png")
         await asyncio.to_thread(human_sends, servers, photo)
+        two = written(HUMAN, AGENTS, "two", Subject="Re: x")
+        two.add_attachment(PDF, maintype="application", subtype="pdf", filename="b.pdf")
+        two.add_attachment(png[:100], maintype="image", subtype="png", filename="c.png")
+        await asyncio.to_thread(human_sends, servers, two)
         only = written(HUMAN, AGENTS, "", Subject="Re: x")
-        only.add_attachment(b"%PDF-1.4", maintype="application", subtype="pdf", filename="b.pdf")
+        only.add_attachment(too_long, maintype="application", subtype="pdf", filename="b.pdf")
         await asyncio.to_thread(human_sends, servers, only)
-        await eventually(lambda: len(sink.messages) == 4, timeout=30)
+        # A clip is heard; a file with it is named, not saved.
+        both = written(HUMAN, AGENTS, "", Subject="Re: x")
+        both.add_attachment(b"OggS", maintype="audio", subtype="ogg", filename="n.ogg")
+        both.add_attachment(png, maintype="image", subtype="png", filename="a.png")
+        await asyncio.to_thread(human_sends, servers, both)
+        # A signature's logo, shown by the HTML through its Content-ID, is no file sent.
+        signed = written(HUMAN, AGENTS, "", Subject="Re: x")
+        signed.set_content('<p>looks good</p><img src="cid:logo@x">', subtype="html")
+        signed.add_related(png[:100], maintype="image", subtype="png", cid="<logo@x>")
+        await asyncio.to_thread(human_sends, servers, signed)
+        await eventually(lambda: len(sink.messages) == 7, timeout=30)
     finally:
         await receiver.close()
-    spoken_message, long_message, with_photo, pdf_only = sink.messages
+    spoken_message, long_message, with_photo, with_two, big_pdf, clip_and_photo, logo = (
+        sink.messages
+    )
+    assert (logo.text, logo.attachment, logo.unreadable) == ("looks good", None, None)
     assert spoken_message.voice is not None and spoken_message.voice.content_type == "audio/ogg"
     assert spoken_message.text == "listen"
     assert sink.clips[0] == clip
     assert long_message.voice is not None
     assert isinstance(sink.clips[1], str) and sink.clips[1].startswith("it is more than")
-    assert (with_photo.text, with_photo.unreadable) == (
-        "[image not passed on] see the screenshot",
-        None,
-    )
-    assert pdf_only.unreadable == "file"
+    assert with_photo.attachment is not None and with_photo.unreadable is None
+    assert (with_photo.attachment.kind, with_photo.attachment.name) == ("photo", "a.png")
+    assert with_photo.text == "see the screenshot"
+    assert sink.files[0] == png  # whole, though past the first read
+    # One file at a time: the first is taken, the others named rather than lost unseen.
+    assert with_two.attachment is not None and with_two.attachment.name == "b.pdf"
+    assert (with_two.text, sink.files[1]) == ("[other files not passed on] two", PDF)
+    assert big_pdf.attachment is not None and big_pdf.unreadable is None
+    assert isinstance(sink.files[2], str) and sink.files[2].startswith("it is more than")
+    assert clip_and_photo.voice is not None and clip_and_photo.attachment is None
+    assert clip_and_photo.text == "[image not passed on]"
 
 
 async def test_a_mailbox_numbered_anew_is_read_again_from_its_start(
@@ -432,22 +497,27 @@ async def test_the_whole_path_an_approval_answered_by_reply_a_message_typed_and_
                 "allowed_senders": {"email": [HUMAN]},
             }
         )
-        return cfg.model_copy(update={"chat": chat})
+        # The console published at CONSOLE (a tunnel to its port): emails carry its links.
+        console = ConsoleConfig(enabled=True, port=0, public_url=CONSOLE)
+        return cfg.model_copy(update={"chat": chat, "console": console})
 
     async with running_stack(temporal_env.client, tmp_path, configure=configure) as stack:
         await connected(stack, "email")
-        out = await register_recorder(stack, tmux, tmp_path, agent)
+        work = tmp_path / "work"
+        work.mkdir()
+        out = await register_recorder(stack, tmux, tmp_path, agent, folder=work)
         approval = await open_approval(stack, agent, session=False)
 
         def request() -> EmailMessage | None:
             return next(
-                (m for m in inbox_of(servers, "human") if f"YES {approval}" in m.get_content()),
+                (m for m in inbox_of(servers, "human") if f"YES {approval}" in text_of(m)),
                 None,
             )
 
         asked = await eventually(request, interval=0.3)
         assert asked["From"].addresses[0].addr_spec == f"agents+{agent}@example.test"
         assert "touch done.txt" in asked.get_content()
+        assert f"Or answer it in the console, once: {CONSOLE}/once/" in asked.get_content()
         quoted = "\n".join(f"> {line}" for line in asked.get_content().splitlines())
         answer = written(
             HUMAN,
@@ -464,11 +534,33 @@ async def test_the_whole_path_an_approval_answered_by_reply_a_message_typed_and_
             lambda: [
                 m
                 for m in inbox_of(servers, "human")
-                if m["In-Reply-To"] == answer["Message-ID"] and approval in m.get_content()
+                if m["In-Reply-To"] == answer["Message-ID"] and approval in text_of(m)
             ],
             interval=0.3,
         )
         assert "on email" in told[0].get_content()
+
+        # Another approval answered by its one-time link, through the published console.
+        second = await open_approval(stack, agent, command="make deploy", session=False)
+        linked = await eventually(
+            lambda: next(
+                (m for m in inbox_of(servers, "human") if f"YES {second}" in text_of(m)), None
+            ),
+            interval=0.3,
+        )
+        url = re.search(rf"{CONSOLE}/once/\S+", text_of(linked))
+        assert url is not None
+        assert stack.gateway.console is not None
+        local = stack.gateway.console.address.rstrip("/") + url[0].removeprefix(CONSOLE)
+        async with httpx.AsyncClient() as browser:  # as the tunnel hands it on
+            page = await browser.get(local)
+            assert "make deploy" in page.text, page.text
+            pressed = await browser.post(local, data={"answer": "a"})
+            assert pressed.status_code == 200, pressed.text
+            again = await browser.post(local, data={"answer": "a"})
+            assert again.status_code == 409
+        waited = await stack.call("approval_wait", id=second, wait_s=30)
+        assert (waited["behavior"], waited["decided_via"]) == ("allow", "email")
 
         # Words in the same thread are typed into the agent, behind their header.
         words = written(
@@ -492,3 +584,26 @@ async def test_the_whole_path_an_approval_answered_by_reply_a_message_typed_and_
 
         reply = await eventually(mirrored, interval=0.3)
         assert reply["From"].addresses[0].addr_spec == f"agents+{agent}@example.test"
+
+        # A file attached in the thread is saved in the agent's folder and typed as its path;
+        # the agent's answer carries a file of its folder attached.
+        shot = written(
+            HUMAN, str(asked["From"]), "the failing page", Subject=f"Re: {asked['Subject']}"
+        )
+        shot.add_attachment(PDF, maintype="application", subtype="pdf", filename="page.pdf")
+        await asyncio.to_thread(human_sends, servers, shot)
+        event_id = provider_event_id("email", HUMAN, str(shot["Message-ID"]))
+        saved = work / FOLDER / f"{event_id}-page.pdf"
+        await eventually(lambda: f"[document: {saved}]".encode() in out.read_bytes(), timeout=30)
+        assert saved.read_bytes() == PDF
+        (work / "fix.txt").write_text("fixed\n")
+        await stack.call(
+            "reply", channel_id=channel, message="fixed", agent_id=agent, files=["fix.txt"]
+        )
+        fixed = await eventually(
+            lambda: next((m for m in inbox_of(servers, "human") if m["Subject"] == "fixed"), None),
+            interval=0.3,
+        )
+        assert [
+            (a.get_filename(), a.get_payload(decode=True)) for a in fixed.iter_attachments()
+        ] == [("fix.txt", b"fixed\n")]

@@ -47,6 +47,15 @@ async def hurried_stack(
         yield s
 
 
+@pytest.fixture
+async def impatient_stack(
+    temporal_env: WorkflowEnvironment, tmp_path: Path, twilio_voice: FakeTwilioCalls
+) -> AsyncIterator[Stack]:
+    """A call whose human says nothing gives up on them soon."""
+    async with _calling_stack(temporal_env, tmp_path, twilio_voice, transcript_timeout_s=8) as s:
+        yield s
+
+
 @contextlib.asynccontextmanager
 async def _calling_stack(
     temporal_env: WorkflowEnvironment,
@@ -54,12 +63,13 @@ async def _calling_stack(
     twilio_voice: FakeTwilioCalls,
     *,
     timeout_s: float | None = None,
+    transcript_timeout_s: float = 20,
 ) -> AsyncIterator[Stack]:
     voice = VoiceConfig(
         audio_dir=tmp_path / "audio",
         # Long enough for a request to be answered in the terminal while the call still rings.
         ring_timeout_s=30,
-        transcript_timeout_s=20,
+        transcript_timeout_s=transcript_timeout_s,
         phone=twilio_phone(twilio_voice, HUMAN),
         stt=STTConfig(provider="local", grammar=write_grammar(tmp_path / "answers.gram", SAID)),
     )
@@ -307,41 +317,67 @@ async def test_a_request_that_times_out_while_the_call_waits_for_a_key_says_so(
     assert not any("answered elsewhere" in words for words in said)
 
 
-async def test_one_call_carries_all_of_an_agents_open_requests(
-    stack: Stack, twilio_voice: FakeTwilioCalls
-) -> None:
-    agent = stack.agent_id("escalation-call")
+async def _ask_at_once(stack: Stack) -> tuple[str, str]:
+    """Two agents' requests opened at the same moment, each with its ladder's call rung due."""
 
-    async def ask(command: str) -> str:
+    async def ask(agent: str, command: str) -> str:
         opened = await stack.call(
-            "approval_open", kind="claude-code", agent_id=agent, tool_name="Bash",
-            tool_input={"command": command},
+            "approval_open", kind="claude-code", agent_id=stack.agent_id(agent),
+            tool_name="Bash", tool_input={"command": command},
         )  # fmt: skip
         return str(opened["id"])
 
-    async def calls(count: int) -> list[FakeCall] | None:
-        placed = list(twilio_voice.calls.values())
-        return placed if len(placed) == count and all(c.twiml for c in placed) else None
-
-    twilio_voice.answers = []  # the first request's own call is picked up, and nothing said
-    older = await ask("make deploy")
-    (held,) = await eventually(lambda: calls(1), timeout=60)
-    twilio_voice.answers = [Press("1"), Press("2")]
-    newer = await ask("rm -rf build")
-
-    # The newer request's call allows it, then asks the older one, which 2 denies.
-    assert (
-        (await _decided(stack, newer))["behavior"],
-        (await _decided(stack, older))["behavior"],
-    ) == ("allow", "deny")
-    for approval in (newer, older):
-        assert (await _decided(stack, approval))["decided_via"] == "call"
-    carrying = (await _trace(stack, newer))["steps"][1]["detail"]
-    path = stack.cfg.voice.audio_root() / carrying.split()[1] / "transcript.jsonl"
-    said = [json.loads(line)["text"] for line in path.read_text().splitlines()]
-    assert any(s.startswith("Done: allowed. Next, ") and "make deploy" in s for s in said), said
-    # The older request's own call, still waiting for a key, is hung up: answered on the other.
-    await _rung_detail(
-        stack, older, "; the call ended (completed): the request was answered elsewhere"
+    first, second = await asyncio.gather(
+        ask("escalation-call", "make deploy"), ask("escalation-other", "rm -rf build")
     )
-    await asyncio.wait_for(held.done.wait(), 60)
+    return first, second
+
+
+async def _rung_details(stack: Stack, approvals: tuple[str, str]) -> list[str]:
+    return [str((await _trace(stack, a))["rungs"][0]["detail"]) for a in approvals]
+
+
+async def test_two_requests_escalating_at_once_ring_the_phone_once_and_both_are_answered(
+    stack: Stack, twilio_voice: FakeTwilioCalls
+) -> None:
+    twilio_voice.answers = [Press("1"), Press("2")]
+    approvals = await _ask_at_once(stack)
+
+    decided = [await _decided(stack, a) for a in approvals]
+    assert sorted(d["behavior"] for d in decided) == ["allow", "deny"]
+    assert {d["decided_via"] for d in decided} == {"call"}
+    (call,) = twilio_voice.calls.values()  # the other request joined the call in progress
+    await asyncio.wait_for(call.done.wait(), 60)
+    assert len(twilio_voice.calls) == 1
+    details = await _rung_details(stack, approvals)
+    carrying = next(d.split()[1] for d in details if d.startswith("call c_"))
+    assert f"not fired: answered while the human's phone was on call {carrying}" in details
+    path = stack.cfg.voice.audio_root() / carrying / "transcript.jsonl"
+    said = [json.loads(line)["text"] for line in path.read_text().splitlines()]
+    assert any(s.startswith("Done: allowed. Next, ") for s in said), said
+
+
+async def test_a_request_that_waited_for_the_phone_gets_its_own_call_when_that_one_heard_nothing(
+    impatient_stack: Stack, twilio_voice: FakeTwilioCalls
+) -> None:
+    stack = impatient_stack
+    twilio_voice.answers = []  # the first call is picked up, and nothing said
+    approvals = await _ask_at_once(stack)
+
+    (first,) = await eventually(lambda: list(twilio_voice.calls.values()) or None, timeout=60)
+    # Nothing heard in its turn (8 s), the call ends and frees the phone, not at its longest.
+    await asyncio.wait_for(first.done.wait(), 60)
+    # Only a call placed after the first one ended hears these: one placed beside it would
+    # have been hung up on too, and nothing answered.
+    twilio_voice.answers = [Press("1"), Press("1")]
+
+    decided = [await _decided(stack, a) for a in approvals]
+    assert [(d["behavior"], d["decided_via"]) for d in decided] == [("allow", "call")] * 2
+    assert len(twilio_voice.calls) == 2
+    details = await _rung_details(stack, approvals)
+    (waited,) = [d for d in details if "had ended)" in d]
+    (silent,) = [d.split()[1] for d in details if d is not waited]
+    assert f"(once call {silent} had ended)" in waited
+    path = stack.cfg.voice.audio_root() / silent / "transcript.jsonl"
+    said = [json.loads(line)["text"] for line in path.read_text().splitlines()]
+    assert said[-1] == "No answer was heard. Goodbye.", said

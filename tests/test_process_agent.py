@@ -1,7 +1,8 @@
 """A process agent end to end through one stack: started by the gateway's `start_agent`, run
 by the host's worker, its messages prompted over ACP (the project's scripted ACP agent, a real
 process), its state exact, an interrupt a `session/cancel`, a death mid-turn survived with its
-session loaded, and `stop_agent` ending it."""
+session loaded, each turn's beginning and end in its events and `trace`, `clear_agent` (and
+`agents clear`) giving it a new session, and `stop_agent` ending it."""
 
 from __future__ import annotations
 
@@ -149,6 +150,8 @@ async def test_a_bad_start_is_refused_with_what_to_fix(stack: Stack, tmp_path: P
         await stack.call("start_agent", agent_id="nowhere", dir="relative", command=SCRIPTED)
     with pytest.raises(Exception, match="no process agent"):
         await stack.call("stop_agent", agent_id="never-started")
+    with pytest.raises(Exception, match="only a process agent's session is started anew"):
+        await stack.call("clear_agent", agent_id="never-started")
 
 
 async def test_the_cli_starts_and_stops_a_process_agent_and_says_what_is_missing(
@@ -165,6 +168,9 @@ async def test_the_cli_starts_and_stops_a_process_agent_and_says_what_is_missing
     assert (await send(stack, agent, "from the terminal", wait=True, timeout=30))["status"] == (
         "submitted"
     )
+    cleared = await cli(home, "agents", "clear", agent)
+    assert cleared.returncode == 0 and f"{agent} starts a new session" in cleared.stdout
+    await eventually(lambda: len([e for e in log_of(work) if "new_session" in e]) == 2)
     ended = await cli(home, "agents", "stop", agent)
     assert ended.returncode == 0 and f"stopped {agent}" in ended.stdout, ended.stderr
     await eventually(lambda: state_is(stack, agent, "offline"))
@@ -331,3 +337,44 @@ async def test_a_process_agent_that_cannot_run_keeps_its_messages_and_trace_says
 async def status_is(stack: Stack, agent: str, status: str) -> Agent | None:
     row = await stack.store.get_agent(agent)
     return row if row is not None and row.status == status else None
+
+
+async def turns_of(stack: Stack, agent: str) -> list[dict[str, Any]]:
+    listed = await stack.call("events", agent_id=agent, limit=100)
+    return [e for e in listed["events"] if e["type"] == "system" and "turn" in e["payload"]]
+
+
+async def test_each_turns_beginning_and_end_are_events_of_the_agent_and_in_trace(
+    stack: Stack, tmp_path: Path
+) -> None:
+    agent = await started(stack, tmp_path, "acp-turns")
+    sent = await send(stack, agent, "acp:say done", wait=True, timeout=30)
+    began, ended = await eventually(lambda: pair(turns_of(stack, agent), 2))
+    session = began["payload"]["session_id"]
+    assert began["payload"]["turn"] == "began" and ended["payload"]["turn"] == "ended"
+    assert began["payload"]["event_ids"] == ended["payload"]["event_ids"] == [sent["event_id"]]
+    assert ended["payload"]["stop_reason"] == "end_turn" and ended["payload"]["reply"] == "done"
+    assert ended["payload"]["text"] == "turn ended: end_turn (1 message)"
+    assert began["channel_id"] == ended["channel_id"] == f"acp:{session}"
+
+    steps = (await stack.call("trace", event_id=sent["event_id"]))["steps"]
+    assert [s["step"] for s in steps][-2:] == ["turn began", "turn ended"], steps
+    assert steps[-1]["detail"] == "end_turn (1 message)" and session in steps[-2]["detail"]
+    # A turn's own event traces to the message it carried, and its end.
+    steps = (await stack.call("trace", event_id=began["id"]))["steps"]
+    assert [s["step"] for s in steps] == ["carried", "turn began", "turn ended"], steps
+    assert steps[0]["detail"].startswith(sent["event_id"])
+
+    # A turn the human cancels ends so.
+    hung = await send(stack, agent, "acp:hang", wait=True, timeout=30)
+    await eventually(lambda: state_is(stack, agent, "busy"))
+    await stack.call("interrupt", agent_id=agent)
+    *_, last = await eventually(lambda: pair(turns_of(stack, agent), 4))
+    assert last["payload"]["stop_reason"] == "cancelled"
+    assert last["payload"]["event_ids"] == [hung["event_id"]]
+
+
+async def pair(found: Any, count: int) -> list[dict[str, Any]] | None:
+    """The turns' events once there are `count` of them (awaited from `found`)."""
+    turns: list[dict[str, Any]] = await found
+    return turns if len(turns) >= count else None

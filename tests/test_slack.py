@@ -15,10 +15,17 @@ from pydantic import SecretStr
 from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.config import Config, STTConfig, VoiceConfig
-from agentcomms.errors import ChatProviderUnavailable, RateLimited, SendRefused
+from agentcomms.errors import (
+    AttachmentRefused,
+    ChatProviderUnavailable,
+    RateLimited,
+    SendRefused,
+)
 from agentcomms.ids import provider_event_id
 from agentcomms.transports import InboundMessage, InboundResult, LinkStatus
 from agentcomms.transports import slack as transport
+from agentcomms.transports._slack_events import inbound
+from gateway.chat.attachments import FOLDER
 from gateway.chat.strangers import (
     PAIRING_REPLIES_PER_HOUR,
     STRANGER_ROWS_PER_HOUR,
@@ -37,6 +44,7 @@ from tests.support.waiting import eventually, typed
 AGENT = "slack-backend"
 PHRASES = ["ship it on friday", "run the tests"]
 STRANGERS = 300
+PDF = b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n"
 
 
 @pytest.fixture(scope="module")
@@ -257,6 +265,48 @@ async def test_a_voice_clip_is_fetched_with_the_bot_token_heard_and_typed_a_stra
     assert rejected is not None and rejected.status == "rejected"
 
 
+async def test_a_file_from_alice_is_saved_in_the_agents_folder_and_the_agent_shares_one_back(
+    stack: Stack, slack: FakeSlack, tmux: Tmux, tmp_path: Path
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    out = await recording_pane(stack, AGENT, tmux, tmp_path, folder=work)
+    fetched_before = len(slack.downloads)
+    # A stranger's file is never fetched.
+    strangers = slack.human_sends_file(slack.general, "run.sh", b"#!/bin/sh\n", user="U0EVE")
+    alices = slack.human_sends_file(
+        slack.general, "spec.pdf", PDF, text="read this", mimetype="application/pdf"
+    )
+    event_id = provider_event_id("slack", slack.general, alices["ts"])
+    saved = work / FOLDER / f"{event_id}-spec.pdf"
+
+    await typed(out, line(slack.general, f"[document: {saved}]\n| read this"))
+    assert saved.read_bytes() == PDF
+    assert slack.downloads[fetched_before:] == [alices["files"][0]["id"]]
+    rejected = await stack.store.get_event(
+        provider_event_id("slack", slack.general, strangers["ts"])
+    )
+    assert rejected is not None and rejected.status == "rejected"
+
+    # The agent answers in the thread, with a file of its folder shared there after the text.
+    (work / "report.txt").write_text("all green\n")
+    mcp = build_server(stack.cfg.server.socket(), default_agent=AGENT)
+    sent = await call(
+        mcp,
+        "send_message",
+        provider="slack",
+        chat_id=slack.general,
+        message="see the report",
+        reply_to=alices["ts"],
+        files=["report.txt"],
+    )
+    assert sent["success"] is True, sent
+    assert (slack.sent[-1]["text"], slack.sent[-1]["thread_ts"]) == ("see the report", alices["ts"])
+    shared = slack.shared[-1]
+    assert (shared["name"], shared["data"]) == ("report.txt", b"all green\n")
+    assert (shared["channel"], shared["thread_ts"]) == (slack.general, alices["ts"])
+
+
 async def test_a_flood_of_strangers_costs_a_bounded_number_of_rows_and_answers(
     stack: Stack, slack: FakeSlack, tmux: Tmux, tmp_path: Path
 ) -> None:
@@ -397,6 +447,23 @@ async def test_the_link_says_truthfully_what_is_wrong_and_what_to_fix(lone: Fake
     finally:
         slack.scopes.add("im:history")
     assert "im:history" in (status.error or ""), status
+
+
+async def test_a_file_named_by_id_alone_is_looked_up_and_one_over_the_cap_never_fetched(
+    lone: FakeSlack,
+) -> None:
+    slack = lone
+    receiver = transport.SlackReceiver(configured(slack), Keep())
+    by_id = slack.human_sends_file(slack.general, "a.png", b"\x89PNG", info_only=True)
+    got = inbound(by_id, own_user=None, attach=receiver._attached)
+    assert got is not None and got.attachment is not None
+    assert await got.attachment.fetch(1_000) == b"\x89PNG"  # files.info said where it is
+    big = slack.human_sends_file(slack.general, "big.pdf", PDF * 100)
+    got = inbound(big, own_user=None, attach=receiver._attached)
+    assert got is not None and got.attachment is not None
+    with pytest.raises(AttachmentRefused, match="more than"):
+        await got.attachment.fetch(100)
+    assert slack.downloads == [by_id["files"][0]["id"]]
 
 
 async def test_slack_away_shows_reconnecting_then_connected_again(lone: FakeSlack) -> None:

@@ -105,7 +105,14 @@ def test_init_prints_the_apps_manifest_for_socket_mode_or_the_events_api(home: P
         (",".join([*BOT_SCOPES, "users:read"]), []),
         (
             "chat:write, reactions:write",
-            ["channels:history", "groups:history", "im:history", "mpim:history", "files:read"],
+            [
+                "channels:history",
+                "groups:history",
+                "im:history",
+                "mpim:history",
+                "files:read",
+                "files:write",
+            ],
         ),
         (None, list(BOT_SCOPES)),
     ],

@@ -118,6 +118,50 @@ async def test_a_clips_file_is_fetched_only_from_slacks_file_host() -> None:
     assert worded is not None and worded.voice is None and worded.text.startswith("[file")
 
 
+PDF_FILE = {"id": "F1", "name": "spec.pdf", "mimetype": "application/pdf", "size": 9}
+PNG_FILE = {"id": "F2", "name": "shot.png", "mimetype": "image/png"}
+CLIP_FILE = {"id": "F3", "mimetype": "audio/webm"}
+
+
+@pytest.mark.parametrize(
+    ("text", "files", "attached", "words", "unreadable"),
+    [
+        ("read this", [PDF_FILE], ("document", "spec.pdf"), "read this", None),
+        ("", [PNG_FILE], ("photo", "shot.png"), "", None),
+        # One file at a time: the others are named, not lost without a word.
+        ("", [PNG_FILE, PDF_FILE], ("photo", "shot.png"), "[other files not passed on]", None),
+        # A clip alone is heard, not saved; with words it is named.
+        ("", [CLIP_FILE], None, "", None),
+        ("hi", [CLIP_FILE], None, "[file not passed on] hi", None),
+        (
+            "hi",
+            [CLIP_FILE, PDF_FILE],
+            ("document", "spec.pdf"),
+            "[other files not passed on] hi",
+            None,
+        ),
+    ],
+)
+def test_a_messages_first_file_goes_to_the_agent_and_the_rest_are_named(
+    text: str,
+    files: list[dict[str, Any]],
+    attached: tuple[str, str] | None,
+    words: str,
+    unreadable: str | None,
+) -> None:
+    receiver = SlackReceiver(with_slack(FakeSlack(), AGENT)(Config()), Keep())
+    got = inbound(
+        _event(text=text, files=files, subtype="file_share"),
+        own_user=BOT,
+        voice=receiver._clip,
+        attach=receiver._attached,
+    )
+    assert got is not None
+    kept = (got.attachment.kind, got.attachment.name) if got.attachment else None
+    assert (kept, got.text, got.unreadable) == (attached, words, unreadable)
+    assert (got.voice is not None) == (files == [CLIP_FILE] and not text)
+
+
 class Keep(TakesNoPresses):
     async def accept(self, message: InboundMessage) -> InboundResult:
         return InboundResult("queued")

@@ -1,7 +1,7 @@
 """What the projection remembers against restarts, on a real database (SQLite, and PostgreSQL
 when one is configured): signed inputs used once, strangers' hourly counts, what a mailbox
-started afresh reads back, which chat message shows which approval, and wrong PINs counted
-across calls."""
+started afresh reads back, which chat message shows which approval, wrong PINs counted
+across calls, and the human's phone held by one call at a time."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from agentcomms.models import Agent
+from agentcomms.models import Agent, CallRecord, CallStatus
 from agentcomms.store import Store
 from agentcomms.store.approval_posts import POSTS_KEPT, ApprovalPost
 from agentcomms.store.guards import WrongPin
@@ -26,6 +26,33 @@ async def test_an_input_is_spent_by_the_first_to_ask_and_by_no_one_else(store: S
     assert await store.spend("call", "c_1", "run-a", NOW) == "run-a"  # its own retry
     assert await store.spend("call", "c_1", "run-b", NOW) == "run-a"  # a copy, refused
     assert await store.spend("outbox-item", "c_1", "run-b", NOW) == "run-b"  # another kind
+
+
+def _call(call_id: str, status: CallStatus = "dialing", *, phone: str = "+15550001") -> CallRecord:
+    return CallRecord(
+        id=call_id, agent_id="backend", status=status, phone_number=phone, started_at=NOW
+    )
+
+
+async def test_the_humans_phone_is_claimed_by_one_call_at_a_time(store: Store) -> None:
+    since = NOW - timedelta(minutes=1)
+    claims = [store.claim_line(_call(f"c_{n}"), since=since) for n in range(5)]
+    busy = await asyncio.gather(*claims)
+    (holder,) = [f"c_{n}" for n, b in enumerate(busy) if b is None]  # all asked at once
+    assert set(busy) == {None, holder}
+    assert await store.claim_line(_call(holder), since=since) is None  # its own rung, again
+    assert await store.claim_line(_call("c_x", phone="local"), since=since) is None  # another
+    held: list[tuple[CallStatus, bool]] = [
+        ("ringing", False),
+        ("in-progress", False),
+        ("no-answer", True),
+    ]
+    for status, free in held:
+        await store.upsert_call(_call(holder, status))
+        assert (await store.claim_line(_call("c_9"), since=since) is None) is free, status
+    # A call still shown up past its longest life (its worker died) holds the phone no longer.
+    await store.upsert_call(_call("c_stuck", "in-progress", phone="+15550002"))
+    assert await store.claim_line(_call("c_8", phone="+15550002"), since=NOW) is None
 
 
 async def test_an_agents_newest_signed_pane_change_only_moves_forward(store: Store) -> None:

@@ -11,7 +11,7 @@ from agentcomms.approval_models import ApprovalRequest
 from agentcomms.escalation_models import Rung
 from agentcomms.visible import visible
 from gateway.approvals.asks import INPUT_CHARS, asked_with
-from gateway.approvals.chat_posts import discord_literal
+from gateway.approvals.chat_posts import CONTINUED, discord_literal, threaded_with_buttons
 from gateway.approvals.methods import ladder_for
 from gateway.approvals.words import (
     HIDDEN_SECRET,
@@ -157,6 +157,21 @@ def test_a_chat_hides_a_secret_saying_so_and_is_no_place_to_answer_it(
         assert "Press 1" not in keys(request, hidden=why)
     for via in LOCAL:  # shown whole there
         assert hidden_on(request, via) is None
+
+
+@pytest.mark.parametrize(
+    ("command", "pieces"),
+    [("touch done.txt", 1), ("echo " + "word " * 1_000, 2), (SECRET_LOOKING[0][0], 1)],
+)
+def test_a_thread_of_its_own_starts_with_the_requests_start_and_holds_the_rest(
+    command: str, pieces: int
+) -> None:
+    request = _request(command)
+    root, rest = threaded_with_buttons(request, "(approval K7QF)", 3_000)
+    assert len(rest) == pieces - 1 and all(len(p) <= 3_000 for p in [root, *rest])
+    assert root.endswith("\n\n(approval K7QF)") and (CONTINUED in root) == bool(rest)
+    start = root.split("\n\n(approval K7QF)")[0].split(f"\n\n{CONTINUED}")[0]
+    assert start + "".join(rest) == asks(shown_remotely(request))  # whole, secrets hidden
 
 
 def test_a_request_with_nothing_secret_is_answered_anywhere() -> None:

@@ -155,7 +155,13 @@ def process_agents(client: Client, cfg: Config, store: Store, key: DeploymentKey
     # The gateway's approvals, asked on its socket as an agent's hook asks them.
     approvals = Approvals(cfg.server.socket(), cfg.never_rules, agentcomms_home())
     turns = TurnsToGateway(cfg.server.socket())
-    return ProcessAgents(cfg.acp.state_root(), report=report, ask=approvals.ask, turns=[turns])
+    return ProcessAgents(
+        cfg.acp.state_root(),
+        report=report,
+        ask=approvals.ask,
+        turns=[turns],
+        updated=[turns.updated],
+    )
 
 
 def _stopped_at_shutdown(processes: ProcessAgents) -> SimplePlugin:

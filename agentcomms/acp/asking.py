@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from agentcomms.acp.client import PermissionAsk, PermissionOption
+from agentcomms.acp.client import PermissionAsk, PermissionOption, Update
 from agentcomms.acp.runner import Turn
 from agentcomms.agents.never import human_rules, matches
 from agentcomms.client import GatewayClient
@@ -134,19 +134,91 @@ def _labels(options: Sequence[PermissionOption]) -> dict[str, str]:
     return labels
 
 
+# How long a turn's updates gather before they go to the gateway together (a page shows them
+# this late at most; a chunk a word long is not a socket call of its own).
+GATHER_S = 0.2
+# What one batch carries of a text, and of a tool's title.
+TEXT_CHARS = 20_000
+TITLE_CHARS = 300
+
+
+def shown(update: Update) -> dict[str, Any] | None:
+    """What the console shows of one update of a turn: a chunk of the reply (or of a thought),
+    a tool call as it goes (its title and status), the plan; None for the rest."""
+    raw = update.raw
+    if update.kind in ("agent_message_chunk", "agent_thought_chunk"):
+        kind = "text" if update.kind == "agent_message_chunk" else "thought"
+        return {"kind": kind, "text": update.text} if update.text else None
+    if update.kind in ("tool_call", "tool_call_update"):
+        tool: dict[str, Any] = {"kind": "tool", "id": str(raw.get("toolCallId") or "")[:100]}
+        for key in ("title", "status"):
+            if isinstance(raw.get(key), str):
+                tool[key] = raw[key][:TITLE_CHARS]
+        return tool
+    if update.kind == "plan" and isinstance(raw.get("entries"), list):
+        entries = [e.get("content") for e in raw["entries"] if isinstance(e, dict)]
+        return {"kind": "plan", "entries": [e[:TITLE_CHARS] for e in entries if isinstance(e, str)]}
+    return None
+
+
 class TurnsToGateway:
     """Tells the gateway a process agent's turns as a pane agent's hooks do, so the gateway's
-    observers hear them: the mirror sends the turn's reply to the chat whose message began it."""
+    observers hear them: the mirror sends the turn's reply to the chat whose message began it,
+    the projection keeps its beginning and end, and the console shows it as it streams
+    (``TurnUpdate``, its updates gathered a moment). One agent's are told one at a time, in
+    order: a page never shows a turn's end before its last words."""
 
-    def __init__(self, socket: Path) -> None:
+    def __init__(self, socket: Path, *, gather_s: float = GATHER_S) -> None:
         self._socket = socket
+        self._gather_s = gather_s
+        self._gathered: dict[str, list[dict[str, Any]]] = {}
+        self._order: dict[str, asyncio.Lock] = {}
+        self._sending: set[asyncio.Task[None]] = set()
+
+    def updated(self, agent_id: str, update: Update) -> None:
+        """An update of the agent's turn (an observer of its runner), told a moment later."""
+        item = shown(update)
+        if item is None:
+            return
+        gathered = self._gathered.setdefault(agent_id, [])
+        if not gathered:
+            task = asyncio.get_running_loop().create_task(self._later(agent_id))
+            self._sending.add(task)
+            task.add_done_callback(self._sending.discard)
+        last = gathered[-1] if gathered else None
+        if last is not None and last["kind"] == item["kind"] and "text" in item:
+            last["text"] = (last["text"] + item["text"])[:TEXT_CHARS]  # one chunk of many
+        else:
+            gathered.append(item)
 
     async def __call__(self, agent_id: str, event: str, turn: Turn) -> None:
-        payload: dict[str, Any]
+        # The messages it carried and its session: its events say which turn was whose.
+        payload: dict[str, Any] = {"event_ids": turn.event_ids, "session_id": turn.session_id}
         if event == "TurnStart":
-            payload = {"prompt": turn.prompt}
+            payload["prompt"] = turn.prompt
         else:
-            payload = {"reply": turn.reply_text(), "stop_reason": turn.stop_reason}
+            payload |= {"reply": turn.reply_text(), "stop_reason": turn.stop_reason}
+            payload["error"] = turn.error
+        async with self._in_order(agent_id):
+            await self._flush(agent_id)
+            await self._tell(agent_id, event, payload, turn.session_id)
+
+    async def _later(self, agent_id: str) -> None:
+        await asyncio.sleep(self._gather_s)
+        async with self._in_order(agent_id):
+            await self._flush(agent_id)
+
+    async def _flush(self, agent_id: str) -> None:
+        updates = self._gathered.pop(agent_id, None)
+        if updates:
+            await self._tell(agent_id, "TurnUpdate", {"updates": updates}, None)
+
+    def _in_order(self, agent_id: str) -> asyncio.Lock:
+        return self._order.setdefault(agent_id, asyncio.Lock())
+
+    async def _tell(
+        self, agent_id: str, event: str, payload: dict[str, Any], session_id: str | None
+    ) -> None:
         try:
             async with GatewayClient(self._socket) as gateway:
                 await gateway.call(
@@ -154,6 +226,7 @@ class TurnsToGateway:
                     kind=KIND,
                     event=event,
                     agent_id=agent_id,
+                    session_id=session_id,
                     at_ns=time.time_ns(),
                     payload=payload,
                 )

@@ -170,6 +170,13 @@ class AcpProcess:
         capabilities = self.agent_info.get("agentCapabilities")
         return isinstance(capabilities, dict) and capabilities.get("loadSession") is True
 
+    @property
+    def takes_images(self) -> bool:
+        """Whether the agent said in `initialize` that a prompt may hold image blocks."""
+        capabilities = self.agent_info.get("agentCapabilities")
+        prompt = capabilities.get("promptCapabilities") if isinstance(capabilities, dict) else None
+        return isinstance(prompt, dict) and prompt.get("image") is True
+
     async def new_session(self, cwd: Path) -> str:
         async with asyncio.timeout(START_TIMEOUT_S):
             result = await self._connection.request(

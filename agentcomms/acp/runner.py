@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from agentcomms.acp.client import AcpProcess, AgentFailedToStart, PermissionAsk, Update
+from agentcomms.acp.pictures import Picture, image_blocks
 from agentcomms.acp.rpc import ConnectionLost, RpcFailed
 from agentcomms.agents.state import HookReport
 
@@ -45,6 +46,8 @@ SUBMIT_WAITS_S = 10.0
 # After its process died, an agent is started again this soon, then less often while it fails.
 RESTART_FIRST_S = 0.5
 RESTART_CAP_S = 60.0
+# How long a new session waits for the turn it cancelled to end.
+CANCEL_WAITS_S = 5.0
 
 Reporter = Callable[[str, HookReport], Awaitable[None]]
 # Who answers a permission request of the agent (its id, the request, its folder): the chosen
@@ -67,6 +70,7 @@ class Turn:
 
     event_ids: list[str]
     prompt: str = ""  # what the mailbox looks for: each message's header and first words
+    session_id: str | None = None
     reply: list[str] = field(default_factory=list)
     stop_reason: str | None = None
     error: str | None = None
@@ -77,6 +81,7 @@ class Turn:
 
 # Who hears a turn start ("TurnStart") and end ("TurnEnd"): the mirror of its reply to a chat.
 TurnObserver = Callable[[str, str, Turn], Awaitable[None]]
+# Who hears each update of a turn as it streams (the console's view of it).
 UpdateObserver = Callable[[str, Update], None]
 
 
@@ -174,19 +179,30 @@ class ProcessAgent:
             self._watch = asyncio.create_task(self._watch_process(self._process))
             self._set("ready")
 
-    async def submit(self, event_ids: list[str], text: str, needles: str) -> None:
+    async def submit(
+        self,
+        event_ids: list[str],
+        text: str,
+        needles: str,
+        *,
+        pictures: Sequence[Picture] = (),
+    ) -> None:
         """Send one prompt carrying these messages; returns once the agent has it (the turn
         goes on beside). `needles` is what the mailbox looks for to call them submitted."""
         if not self.alive:
             await self._started_in_time()
+        blocks: list[dict[str, Any]] = [{"type": "text", "text": text}]
+        if pictures and self._process is not None and self._process.takes_images:
+            blocks += await asyncio.to_thread(image_blocks, pictures, self.spec.cwd)
         if self.state != "ready":
             raise NotReady(self.agent_id, self.state)
         assert self._process is not None and self.session_id is not None
-        turn = self._turn = Turn(event_ids=list(event_ids), prompt=needles)
+        turn = self._turn = Turn(
+            event_ids=list(event_ids), prompt=needles, session_id=self.session_id
+        )
         self._prompted = [*self._prompted, *event_ids][-PROMPTED_KEPT:]
         self._save()  # before the prompt leaves: a crash after it must not prompt it again
         self._set("busy", event="TurnStart", prompt=needles)
-        blocks = [{"type": "text", "text": text}]
         self._turn_task = asyncio.create_task(self._run_turn(self._process, turn, blocks))
 
     def start_soon(self) -> asyncio.Task[None]:
@@ -218,6 +234,30 @@ class ProcessAgent:
         for asking in list(self._asking):
             asking.cancel()  # nobody is asked any more; the agent hears "cancelled"
         return True
+
+    async def new_session(self) -> None:
+        """Leave the session for a new one (a chat's ``/clear``): a turn running is cancelled
+        first. The old session is left as it is, the agent's to keep; the new one is kept from
+        now on, here and in the host's file, so a restart loads it."""
+        if await self.cancel() and self._turn_task is not None:
+            # An agent that does not end its cancelled turn gets its new session all the same.
+            await asyncio.wait({self._turn_task}, timeout=CANCEL_WAITS_S)
+        async with self._starting:
+            if self._process is None or not self.alive:
+                self.session_id = None  # the next start opens a new one
+                self._save()
+            else:
+                self._set("starting")
+                try:
+                    self.session_id = await self._process.new_session(self.spec.cwd)
+                except (ConnectionLost, RpcFailed, TimeoutError, AgentFailedToStart) as exc:
+                    self.last_error = f"could not open a new session: {exc}"
+                    self._set("offline", error=self.last_error)
+                    raise Unavailable(self.last_error) from exc
+                self._save()
+                self._set("ready")
+                return
+        self.start_soon()
 
     async def stop(self, *, for_good: bool = True) -> None:
         """End the process cleanly; its session stays kept for the next start. Not `for_good`
@@ -312,7 +352,9 @@ class ProcessAgent:
 
     def _on_update(self, update: Update) -> None:
         turn = self._turn
-        if turn is not None and update.kind == "agent_message_chunk" and update.text:
+        if turn is None:
+            return  # a loaded session's replay, not a turn of now
+        if update.kind == "agent_message_chunk" and update.text:
             turn.reply.append(update.text)
         for observer in self._updated:
             observer(self.agent_id, update)

@@ -402,6 +402,20 @@ def stop(
     _print_result(result, as_json, f"stopped {agent_id}; its messages will wait")
 
 
+@agents_app.command("clear")
+def clear(
+    agent_id: Annotated[str, typer.Argument(help="The process agent's id.")],
+    as_json: JsonOption = False,
+) -> None:
+    """Start a new session for a process agent, as a chat's /clear does: a turn it is in is
+    cancelled first, and its old session is left as it was (the agent keeps it).
+
+    Example: agentcomms agents clear docs
+    """
+    result = ask("clear_agent", agent_id=agent_id, reason="`agentcomms agents clear`")
+    _print_result(result, as_json, f"{agent_id} starts a new session ({result['event_id']})")
+
+
 def _kind_command(kind: str) -> list[str]:
     from agentcomms.acp.kinds import KINDS, KindUnavailable, find, install
     from agentcomms.config import load_sections

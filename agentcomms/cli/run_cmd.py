@@ -73,14 +73,13 @@ async def _up(cfg: Config, headless: bool) -> None:
     ):
         codec = await _start_codec_server(cfg)
         workers = None
-        if await rt.store.holds_nothing():
-            if rt.dev_server is not None:
-                # Its own Temporal: before the gateway takes traffic; the worker first, so
-                # that each mailbox gives its own account rather than its histories alone.
-                workers = asyncio.create_task(run_workers(build_workers(rt.client, cfg, rt.store)))
-                await _rebuild_projection(rt)
-            else:
-                await _suggest_rebuild(rt)
+        if rt.dev_server is None:
+            await _suggest_rebuild(rt, stop="`agentcomms up`")
+        elif await rt.store.holds_nothing():
+            # Its own Temporal: before the gateway takes traffic; the worker first, so
+            # that each mailbox gives its own account rather than its histories alone.
+            workers = asyncio.create_task(run_workers(build_workers(rt.client, cfg, rt.store)))
+            await _rebuild_projection(rt)
         gateway = Gateway(cfg, rt.client, rt.store)
         await gateway.start()
         _watch_providers(rt, gateway)
@@ -172,17 +171,28 @@ async def _rebuild_projection(rt: Any) -> None:
     _note(warning)
 
 
-async def _suggest_rebuild(rt: Any) -> None:
-    """An empty projection beside a Temporal server `up` did not start, which may hold other
-    deployments' workflows too (reading them all would hold the start up): said, not done."""
-    from agentcomms.workflow_ids import MAILBOX_WORKFLOW
+async def _suggest_rebuild(rt: Any, *, stop: str) -> None:
+    """A projection that looks lost beside a Temporal server this process did not start: said
+    (on the terminal and in the log), not done (:func:`gateway.rebuild.rebuild_advice`)."""
+    import logging
 
-    async for _ in rt.client.list_workflows(f'WorkflowType = "{MAILBOX_WORKFLOW}"', limit=1):
-        _note(
-            "the projection is empty while Temporal holds mailboxes: if it was lost or "
-            "deleted, `agentcomms db rebuild` makes it again from Temporal"
-        )
+    from temporalio.service import RPCError
+
+    from agentcomms.store.engine import display_url
+    from gateway.rebuild import looks_lost, rebuild_advice
+
+    try:
+        lost = await looks_lost(rt.client, rt.store)
+    except RPCError as exc:
+        # Advice only: a server that lists no workflows (its visibility store down, a role
+        # without the right) must not keep the gateway from starting.
+        logging.getLogger(__name__).info("could not tell whether the projection is lost: %s", exc)
         return
+    if lost:
+        database = display_url(rt.cfg.database.resolved_url())
+        advice = rebuild_advice(database, rt.cfg.temporal.address, stop=stop)
+        logging.getLogger(__name__).warning("%s", advice)
+        _note(advice)
 
 
 def _watch_providers(rt: Any, gateway: Any) -> None:
@@ -294,7 +304,9 @@ def gateway() -> None:
     """Run only the gateway: the Unix socket that the CLI and MCP servers talk to.
 
     One gateway per deployment. Needs a reachable Temporal server and at least one worker
-    (`agentcomms worker`) for messages to be typed.
+    (`agentcomms worker`) for messages to be typed. On an empty projection beside a Temporal
+    server that holds mailboxes it says so and goes on: a lost projection is made again with
+    `agentcomms db rebuild` (only `up` with its embedded Temporal rebuilds by itself).
     """
     run_async(_gateway, _load())
 
@@ -304,6 +316,8 @@ async def _gateway(cfg: Config) -> None:
     from gateway.service import Gateway
 
     async with stop_signals() as stop, temporal_and_store(cfg, embed=False) as rt:
+        # Not rebuilt here: beside a Temporal server it did not start, as `up` is beside one.
+        await _suggest_rebuild(rt, stop="the gateway")
         gw = Gateway(cfg, rt.client, rt.store)
         await gw.start()
         _watch_providers(rt, gw)

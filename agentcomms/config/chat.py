@@ -304,6 +304,13 @@ class EmailConfig(ProviderSection):
         "or SPF for their address. null: no email is believed, whoever it claims to be from",
     )
     mailbox: str = Field(default="INBOX", description="the IMAP folder read")
+    link_ttl_s: float = Field(
+        default=86_400,
+        gt=0,
+        le=7 * 86_400,
+        description="how long the one-time link in an approval's email opens it in the "
+        "published console (console.public_url); used once, it answers nothing more",
+    )
     receipts: Literal["typed", "both", "none"] = Field(
         default="none",
         description="receipts are emails answering the human's: typed (one, once the message "

@@ -48,6 +48,13 @@ _HOOK_PORT = (
 )
 
 
+def published_url(value: str | None) -> str | None:
+    """An address others reach a listener at: http(s), without the trailing slash."""
+    if value is not None and not value.startswith(("http://", "https://")):
+        raise ValueError(f"expected an http:// or https:// URL, not {value!r}")
+    return value.rstrip("/") if value else value
+
+
 class ServerConfig(Section):
     """The gateway: its Unix socket and (later) its HTTP listener for provider webhooks."""
 
@@ -80,9 +87,7 @@ class ServerConfig(Section):
     @field_validator("public_url")
     @classmethod
     def _no_trailing_slash(cls, value: str | None) -> str | None:
-        if value is not None and not value.startswith(("http://", "https://")):
-            raise ValueError(f"expected an http:// or https:// URL, not {value!r}")
-        return value.rstrip("/") if value else value
+        return published_url(value)
 
     def socket(self) -> Path:
         return (self.socket_path or default_socket()).expanduser()
@@ -269,6 +274,18 @@ class ConsoleConfig(Section):
         description="loopback only: whoever holds the token may answer approvals and type",
     )
     port: int = Field(default=8235, ge=0, le=65535)
+    public_url: str | None = Field(
+        default=None,
+        description="where the console is reached from elsewhere: a tunnel or proxy in front "
+        "of console.port (https://console.example.com). An approval by email then carries a "
+        "one-time link that opens that approval there, and answers it once. null: the console "
+        "is not published, and emails are answered by reply",
+    )
+
+    @field_validator("public_url")
+    @classmethod
+    def _no_trailing_slash(cls, value: str | None) -> str | None:
+        return published_url(value)
 
 
 # An HMAC key shorter than this is guessable; a generated one has 43 characters.

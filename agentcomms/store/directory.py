@@ -3,7 +3,9 @@ gateway) see them, and read back."""
 
 from __future__ import annotations
 
-from sqlalchemy import select
+from datetime import datetime
+
+from sqlalchemy import Connection, select, text
 
 from agentcomms.models import ACTIVE_STATUSES, Agent, CallRecord, Channel, utcnow
 from agentcomms.store.base import StoreBase, check_limit
@@ -58,6 +60,38 @@ class Directory(StoreBase):
     async def upsert_call(self, call: CallRecord) -> None:
         """Write a call's row as its workflow sees it now (a retry writes the same again)."""
         await self._upsert(CallRow, call.model_dump(), key="id")
+
+    async def claim_line(self, call: CallRecord, *, since: datetime) -> str | None:
+        """Take the human's phone (`call.phone_number`) for `call`, unless another call on it,
+        begun after `since`, is still up: that call's id. Otherwise None, and `call`'s row is
+        written (as it is, or kept as its workflow wrote it), so the next to ask finds it busy.
+        Two asking at the same moment are served one after the other."""
+
+        def take(conn: Connection) -> str | None:
+            if self._dialect == "postgresql":  # SQLite's write lock is taken at BEGIN already
+                lock = text("SELECT pg_advisory_xact_lock(hashtext(:line))")
+                conn.execute(lock, {"line": f"agentcomms/line/{call.phone_number}"})
+            busy = conn.execute(
+                select(CallRow.id)
+                .where(
+                    CallRow.phone_number == call.phone_number,
+                    CallRow.status.in_(ACTIVE_STATUSES),
+                    CallRow.started_at > since,
+                    CallRow.id != call.id,
+                )
+                .order_by(CallRow.started_at)
+                .limit(1)
+            ).scalar_one_or_none()
+            if busy is not None:
+                return str(busy)
+            conn.execute(
+                self._insert(CallRow)
+                .values(call.model_dump())
+                .on_conflict_do_nothing(index_elements=["id"])
+            )
+            return None
+
+        return await self._transact(take)
 
     async def get_call(self, call_id: str) -> CallRecord | None:
         async with self._engine.connect() as conn:

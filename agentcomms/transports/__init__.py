@@ -70,8 +70,12 @@ class Abilities:
     whole_text: bool = False
     # Its messages pass through the provider's servers: what looks like a secret is hidden.
     remote: bool = True
-    # An agent's message may carry files, sent as the provider's attachments (``send_file``).
+    # An agent's message may carry files, sent as the provider's attachments (``send_file``
+    # after the text, or ``send_attached`` with it).
     files: bool = False
+    # Each approval is a thread of its own: the request's start and its buttons in the chat,
+    # the rest of it and how it ended in the thread, apart from the chat's other messages.
+    threads: bool = False
 
 
 ABILITIES: dict[str, Abilities] = {
@@ -81,11 +85,15 @@ ABILITIES: dict[str, Abilities] = {
     "whatsapp": Abilities(answers="codes"),
     "sms": Abilities(answers="codes", billed=True),
     # Block Kit buttons; a request's text goes in plain_text sections, never read as markup.
-    "slack": Abilities(answers="buttons"),
-    # A notification carries nothing back but its actions' posts (gateway/approvals/push.py).
+    # Files shared in the chat (uploaded with files_upload_v2), in the text's thread.
+    "slack": Abilities(answers="buttons", files=True, threads=True),
+    # A notification carries nothing back but its actions' posts (gateway/approvals/push.py),
+    # and no files: ntfy's attachments are links anyone holding them can open.
     "ntfy": Abilities(answers="push"),
+    # IRC has no files but DCC, a direct connection to the human's machine.
     "irc": Abilities(answers="codes"),
-    "email": Abilities(answers="codes", whole_text=True),
+    # Files attached to the message itself (``send_attached``).
+    "email": Abilities(answers="codes", whole_text=True, files=True),
 }
 
 
@@ -136,14 +144,16 @@ class Attachment:
     size: int | None = None  # as the provider tells it before any download
 
 
-async def read_at_most(response: httpx.Response, max_bytes: int) -> bytes:
-    """A streamed download's body, refused once it passes ``max_bytes`` (a provider's size
+async def read_at_most(
+    response: httpx.Response, max_bytes: int, refused: type[Exception] = VoiceNoteRefused
+) -> bytes:
+    """A streamed download's body, ``refused`` once it passes ``max_bytes`` (a provider's size
     field may be missing or wrong, so the bytes themselves are counted)."""
     data = bytearray()
     async for chunk in response.aiter_bytes():
         data += chunk
         if len(data) > max_bytes:
-            raise VoiceNoteRefused(f"it is more than {max_bytes / 1e6:.0f} MB")
+            raise refused(f"it is more than {max_bytes / 1e6:.0f} MB")
     return bytes(data)
 
 
@@ -310,8 +320,27 @@ class Sender(TextSender, Protocol):
 class FileSender(Protocol):
     """What a provider whose :class:`Abilities` say ``files`` also does."""
 
-    async def send_file(self, chat_id: str, name: str, data: bytes) -> str:
-        """Send ``data`` as an attachment called ``name``; the provider's id of the message."""
+    async def send_file(
+        self, chat_id: str, name: str, data: bytes, *, reply_to: str | None = None
+    ) -> str:
+        """Send ``data`` as an attachment called ``name``; the provider's id of the message.
+        ``reply_to`` is what the text before it answered: a provider with threads (Slack)
+        puts the file in the thread the text went to."""
+
+
+class AttachingSender(Protocol):
+    """A provider whose message carries its files itself (an email): the text and its files
+    go as one message, not the text and then one message a file."""
+
+    async def send_attached(
+        self,
+        chat_id: str,
+        text: str,
+        files: list[tuple[str, bytes]],
+        *,
+        reply_to: str | None = None,
+    ) -> str:
+        """Send ``text`` with ``files`` (name, bytes) attached; the provider's id of it."""
 
 
 def as_agent(sender: Sender, agent_id: str) -> Sender:

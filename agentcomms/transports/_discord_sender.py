@@ -97,7 +97,9 @@ class DiscordSender:
             )
         return str(sent.id)
 
-    async def send_file(self, chat_id: str, name: str, data: bytes) -> str:
+    async def send_file(
+        self, chat_id: str, name: str, data: bytes, *, reply_to: str | None = None
+    ) -> str:
         """A file as an attachment of a message of its own."""
         channel_id = _channel_id(chat_id)
         async with self._client(chat_id) as client:

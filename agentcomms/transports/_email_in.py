@@ -34,11 +34,12 @@ from typing import Any
 import aioimaplib
 
 from agentcomms.config import Config
-from agentcomms.errors import VoiceNoteNotServed, VoiceNoteRefused
+from agentcomms.errors import AttachmentRefused, VoiceNoteNotServed, VoiceNoteRefused
 from agentcomms.logs import redact
 from agentcomms.models import utcnow
 from agentcomms.store.mail_cursors import MailCursor
 from agentcomms.transports import (
+    Attachment,
     InboundMessage,
     InboundResult,
     InboundSink,
@@ -69,6 +70,20 @@ _FETCHED = re.compile(rb"\(.*?\bUID (\d+)\b.*\{(\d+)\}\s*$")
 _UIDVALIDITY = re.compile(rb"\[UIDVALIDITY (\d+)\]")
 _UIDNEXT = re.compile(rb"\[UIDNEXT (\d+)\]")
 _SIZE = re.compile(rb"RFC822\.SIZE (\d+)")
+
+
+def attachments(message: EmailMessage) -> list[EmailMessage]:
+    """The files a person attached: not the pictures the message's own HTML shows by their
+    Content-ID (a signature's logo), which are its look, sent with every reply."""
+    return [
+        part
+        for part in message.iter_attachments()
+        if part.get("Content-ID") is None or part.get_content_disposition() == "attachment"
+    ]
+
+
+def _is_audio(part: EmailMessage) -> bool:
+    return part.get_content_maintype() == "audio"
 
 
 def _kind(part: EmailMessage) -> str:
@@ -287,8 +302,9 @@ class EmailReceiver:
         self, uid: int, uidvalidity: int, raw: bytes, client: aioimaplib.IMAP4 | None = None
     ) -> InboundMessage | None:
         """What a human wrote, or None for mail that is nobody's words (our own, an automatic
-        answer, no single author). An audio attachment is a voice note, fetched whole through
-        `client` only if the gateway wants it; other attachments are named, not passed on."""
+        answer, no single author). An audio attachment is a voice note, and otherwise the first
+        attachment is a file for the agent's folder, each fetched whole through `client` only
+        if the gateway wants it; other attachments are named, not passed on."""
         message = message_from_bytes(raw, policy=policy.default)
         assert isinstance(message, EmailMessage)
         address = (self._section.address or "").lower()
@@ -309,18 +325,37 @@ class EmailReceiver:
         subject = str(message.get("Subject", "")).strip()
         if answered is None and subject and not subject.lower().startswith("re:"):
             text = f"{subject}\n{text}".strip()  # a new thread: its subject is part of it
-        attached = list(message.iter_attachments())
-        audio = next((a for a in attached if a.get_content_maintype() == "audio"), None)
-        unread = [a for a in attached if a is not audio]
+        attached = attachments(message)
+        audio = next((a for a in attached if _is_audio(a)), None)
+        # The first other file goes to the agent (one at a time), unless a clip is heard.
+        document = next((a for a in attached if not _is_audio(a)), None)
+        attachment = None
+        if document is not None and audio is None and client is not None:
+            attachment = Attachment(
+                fetch=functools.partial(
+                    self._part, client, uid, audio=False, refused=AttachmentRefused
+                ),
+                kind="photo" if document.get_content_maintype() == "image" else "document",
+                name=document.get_filename(),
+            )
+        unread = [
+            a for a in attached if a is not audio and (attachment is None or a is not document)
+        ]
         kinds = " and ".join(dict.fromkeys(_kind(a) for a in unread))
+        if attachment is not None and unread:
+            kinds = "other files"
         # Nothing an agent can read still goes to the inbox, which checks the sender first.
-        unreadable = kinds if unread and audio is None and not text.strip() else None
+        unreadable = (
+            kinds if unread and audio is None and attachment is None and not text.strip() else None
+        )
         if unread:
             text = with_unread(kinds, text).rstrip()
         voice = None
         if audio is not None and client is not None:
             voice = VoiceNote(
-                fetch=functools.partial(self._voice_clip, client, uid),
+                fetch=functools.partial(
+                    self._part, client, uid, audio=True, refused=VoiceNoteRefused
+                ),
                 content_type=audio.get_content_type(),
             )
         message_id = str(message.get("Message-ID", "")).strip() or f"<{uidvalidity}.{uid}@imap>"
@@ -335,31 +370,38 @@ class EmailReceiver:
             reply_to=str(message.get("In-Reply-To", "")).strip() or None,
             agent_id=answered or agent_addressed(message, address),
             voice=voice,
+            attachment=attachment,
             unreadable=unreadable,
         )
 
-    async def _voice_clip(self, client: aioimaplib.IMAP4, uid: int, max_bytes: int) -> bytes:
-        """The message's first audio attachment, fetched whole now (the first read took only
-        its start, so a stranger's mail costs no more)."""
+    async def _part(
+        self,
+        client: aioimaplib.IMAP4,
+        uid: int,
+        max_bytes: int,
+        *,
+        audio: bool,
+        refused: type[Exception],
+    ) -> bytes:
+        """The message's first audio attachment (``audio``) or first other one, fetched whole
+        now (the first read took only its start, so a stranger's mail costs no more)."""
         answer = await client.uid("fetch", str(uid), "(UID RFC822.SIZE)")
         size = _SIZE.search(b" ".join(bytes(x) for x in answer.lines if isinstance(x, bytes)))
         if size is not None and int(size[1]) > max_bytes * 2:  # base64 takes 4/3 and headers
-            raise VoiceNoteRefused(f"it is more than {max_bytes / 1e6:.0f} MB")
+            raise refused(f"it is more than {max_bytes / 1e6:.0f} MB")
         answer = await client.uid("fetch", str(uid), "(UID BODY.PEEK[])")
         found = fetched(answer.lines)
-        if answer.result != "OK" or not found:
+        if answer.result != "OK" or not found:  # may be served later: the message comes again
             raise VoiceNoteNotServed("the IMAP server did not hand the message over")
         whole = message_from_bytes(found[0][1], policy=policy.default)
         assert isinstance(whole, EmailMessage)
-        for part in whole.iter_attachments():
-            if part.get_content_maintype() == "audio":
-                audio = part.get_payload(decode=True)
-                if not isinstance(audio, bytes):
-                    break
-                if len(audio) > max_bytes:
-                    raise VoiceNoteRefused(f"it is more than {max_bytes / 1e6:.0f} MB")
-                return audio
-        raise VoiceNoteRefused("its audio could not be read")
+        part = next((a for a in attachments(whole) if _is_audio(a) == audio), None)
+        data = part.get_payload(decode=True) if part is not None else None
+        if not isinstance(data, bytes):
+            raise refused("it could not be read")
+        if len(data) > max_bytes:
+            raise refused(f"it is more than {max_bytes / 1e6:.0f} MB")
+        return data
 
     async def _handle(
         self, client: aioimaplib.IMAP4, uid: int, uidvalidity: int, raw: bytes

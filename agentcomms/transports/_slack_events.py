@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from agentcomms.transports import ButtonPress, InboundMessage, VoiceNote, with_unread
+from agentcomms.transports import Attachment, ButtonPress, InboundMessage, VoiceNote, with_unread
 from agentcomms.transports._slack_sender import message_ref
 
 NAME = "slack"
@@ -54,6 +54,7 @@ def plain(text: str) -> str:
 # A file of one of these types is a voice clip, heard before it is typed (Slack records clips
 # as audio/webm or audio/mp4; an audio file sent is the same to the agent).
 AUDIO = "audio/"
+IMAGE = "image/"
 
 
 def inbound(
@@ -61,9 +62,11 @@ def inbound(
     *,
     own_user: str | None,
     voice: Callable[[dict[str, Any]], VoiceNote] | None = None,
+    attach: Callable[[dict[str, Any]], Attachment] | None = None,
 ) -> InboundMessage | None:
     """A ``message`` event as agentcomms sees it; None for what no agent should get. `voice`
-    makes a clip's :class:`VoiceNote` of its file (fetched only for a sender let in)."""
+    makes a clip's :class:`VoiceNote` of its file, `attach` a photo's or document's
+    :class:`Attachment` (each fetched only for a sender let in)."""
     user = event.get("user")
     channel = event.get("channel")
     ts = event.get("ts")
@@ -82,12 +85,17 @@ def inbound(
     files = [f for f in event.get("files") or [] if isinstance(f, dict)]
     clip = next((f for f in files if str(f.get("mimetype", "")).startswith(AUDIO)), None)
     note = voice(clip) if clip is not None and voice is not None and not text.strip() else None
-    if note is None and files:  # a file's words come through, and the agent is told of it
-        if text.strip():
-            text = with_unread("file", text)
+    # A message's first file that is not a clip goes to the agent (send one at a time).
+    document = next((f for f in files if f is not clip), None) if note is None else None
+    attachment = attach(document) if document is not None and attach is not None else None
+    unread = [f for f in files if f is not document] if attachment is not None else files
+    if note is None and unread:  # a file's words come through, and the agent is told of it
+        kind = "other files" if attachment is not None else "file"
+        if text.strip() or attachment is not None:
+            text = with_unread(kind, text).rstrip()
         else:
-            unreadable = "file"
-    elif note is None and not text.strip():
+            unreadable = kind
+    elif note is None and attachment is None and not text.strip():
         return None
     thread = event.get("thread_ts")
     thread = thread if isinstance(thread, str) and thread != ts else None
@@ -103,6 +111,7 @@ def inbound(
         chat_type=str(event.get("channel_type") or "channel"),
         reply_to=thread,
         voice=note,
+        attachment=attachment,
         unreadable=unreadable,
     )
 

@@ -1,6 +1,7 @@
 """Slack's sending side, through slack_sdk's Web API client: messages (``chat.postMessage``, in the
-thread of the human's message they answer), reactions for receipts, and a message with Block Kit
-buttons (an approval's), updated in place once decided (``chat.update``).
+thread of the human's message they answer), files (``files_upload_v2``), reactions for receipts,
+and a message with Block Kit buttons (an approval's), updated in place once decided
+(``chat.update``).
 
 What Slack shows is what was sent: a message's text goes with Slack's markup off and ``&``, ``<``
 and ``>`` escaped (so an agent's ``<!channel>`` pings no one and ``<url|words>`` shows no other
@@ -19,7 +20,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import aiohttp
-from slack_sdk.errors import SlackApiError
+from slack_sdk.errors import SlackApiError, SlackRequestError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from agentcomms.config import Config, SlackConfig
@@ -132,6 +133,27 @@ class SlackSender:
                 unfurl_media=False,
             )
         return message_ref(str(sent["ts"]), thread)
+
+    async def send_file(
+        self, chat_id: str, name: str, data: bytes, *, reply_to: str | None = None
+    ) -> str:
+        """A file shared in the chat (in the thread the text before it went to), uploaded as
+        Slack has it done: ``files.getUploadURLExternal``, the bytes to the URL it gives, then
+        ``files.completeUploadExternal``. Its id is the file's: Slack shares it in the
+        channel after answering, so the message's ``ts`` is not known yet."""
+        with slack_errors(chat_id):
+            try:
+                done = await self._client.files_upload_v2(
+                    channel=chat_id,
+                    file=data,
+                    filename=name,
+                    title=name,
+                    thread_ts=thread_of(reply_to),
+                )
+            except SlackRequestError as exc:  # the upload URL refused the bytes
+                raise ChatProviderUnavailable(f"Slack did not take {name}: {exc}") from exc
+        file = done.get("file") or {}
+        return str(file.get("id") or "")
 
     async def send_buttons(self, chat_id: str, text: str, buttons: list[tuple[str, str]]) -> str:
         """`text` with one row of Block Kit buttons; a press reaches the gateway through

@@ -4,6 +4,7 @@ Sending (``aiosmtplib``): each agent writes from its own plus-address (``agents+
 named "backend (agentcomms)") with a Message-ID that carries its id (``<token.backend@…>``), so
 the human's reply comes back to the agent that wrote, whichever header their mail client keeps.
 An approval is a message with a reply code ("Reply YES K7QF or NO K7QF"), answered by a reply.
+An agent's files are attached to the message that carries its words.
 TLS is ``implicit``, ``starttls`` (refused when the server does not offer it) or ``none``;
 ``cafile`` names the CA of a server with a private certificate.
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import mimetypes
 import secrets
 import ssl
 from collections.abc import Iterator
@@ -108,6 +110,24 @@ class EmailSender:
 
     async def send_text(self, chat_id: str, text: str, *, reply_to: str | None = None) -> str:
         message = self.compose(chat_id, text, reply_to=reply_to)
+        await self.send(message)
+        return str(message["Message-ID"])
+
+    async def send_attached(
+        self,
+        chat_id: str,
+        text: str,
+        files: list[tuple[str, bytes]],
+        *,
+        reply_to: str | None = None,
+    ) -> str:
+        """One message: the text, and each file attached to it as the type its name says
+        (its bytes untouched, in base64)."""
+        message = self.compose(chat_id, text, reply_to=reply_to)
+        for name, data in files:
+            guessed = mimetypes.guess_type(name)[0] or "application/octet-stream"
+            maintype, _, subtype = guessed.partition("/")
+            message.add_attachment(data, maintype=maintype, subtype=subtype, filename=name)
         await self.send(message)
         return str(message["Message-ID"])
 

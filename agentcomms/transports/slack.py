@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 from typing import Any
@@ -45,9 +46,10 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from agentcomms.config import Config
-from agentcomms.errors import VoiceNoteRefused
+from agentcomms.errors import AttachmentRefused, VoiceNoteRefused
 from agentcomms.models import utcnow
 from agentcomms.transports import (
+    Attachment,
     InboundMessage,
     InboundResult,
     InboundSink,
@@ -57,8 +59,9 @@ from agentcomms.transports import (
     VoiceNote,
     read_at_most,
 )
-from agentcomms.transports._slack_events import SignedRequests, inbound, press
+from agentcomms.transports._slack_events import IMAGE, SignedRequests, inbound, press
 from agentcomms.transports._slack_sender import (
+    PASSING_ERRORS,
     SLACK_API,
     TOKEN_ERRORS,
     TOKEN_FIX,
@@ -235,7 +238,9 @@ class SlackReceiver:
         while True:
             event, envelope_id = await self._queue.get()
             try:
-                received = inbound(event, own_user=self._own_user, voice=self._clip)
+                received = inbound(
+                    event, own_user=self._own_user, voice=self._clip, attach=self._attached
+                )
             except Exception:  # one odd event must not stop the ones behind it
                 log.exception("slack: an event not understood")
                 received = None
@@ -289,38 +294,73 @@ class SlackReceiver:
             log.warning("slack: could not answer a button press: %s", exc)
 
     def _clip(self, file: dict[str, Any]) -> VoiceNote:
-        """A voice clip's file, fetched with the bot token (scope files:read) from Slack's
-        file host only when the gateway wants it (never for a stranger)."""
-        url = str(file.get("url_private_download") or file.get("url_private") or "")
+        """A voice clip's file, fetched only when the gateway wants it (never for a stranger)."""
         duration_ms = file.get("duration_ms")
         size = file.get("size")
-
-        async def fetch(max_bytes: int) -> bytes:
-            if httpx.URL(url).host not in self._file_hosts():
-                raise VoiceNoteRefused("its address is not Slack's file server")
-            if isinstance(size, int) and size > max_bytes:
-                raise VoiceNoteRefused(f"it is {size / 1e6:.0f} MB, too large")
-            assert self._section.bot_token is not None
-            headers = {"Authorization": f"Bearer {self._section.bot_token.get_secret_value()}"}
-            # Redirects are followed; httpx drops the token on the way to another host.
-            async with (
-                httpx.AsyncClient(timeout=30, follow_redirects=True) as client,
-                client.stream("GET", url, headers=headers) as response,
-            ):
-                if 400 <= response.status_code < 500 and response.status_code not in (408, 429):
-                    raise VoiceNoteRefused(
-                        f"Slack would not hand it over ({response.status_code}: does the app "
-                        "have the files:read scope?); please send it again"
-                    )
-                response.raise_for_status()  # Slack away: the message comes again
-                return await read_at_most(response, max_bytes)
-
         return VoiceNote(
-            fetch=fetch,
+            fetch=functools.partial(self._download, file, refused=VoiceNoteRefused),
             content_type=str(file.get("mimetype") or "audio/webm"),
             duration_s=duration_ms / 1000 if isinstance(duration_ms, int | float) else None,
             size=size if isinstance(size, int) else None,
         )
+
+    def _attached(self, file: dict[str, Any]) -> Attachment:
+        """A photo or document a person shared, fetched only when the gateway wants it."""
+        size = file.get("size")
+        image = str(file.get("mimetype") or "").startswith(IMAGE)
+        return Attachment(
+            fetch=functools.partial(self._download, file, refused=AttachmentRefused),
+            kind="photo" if image else "document",
+            name=str(file.get("name") or "") or None,
+            size=size if isinstance(size, int) else None,
+        )
+
+    async def _download(
+        self, file: dict[str, Any], max_bytes: int, *, refused: type[Exception]
+    ) -> bytes:
+        """A shared file's bytes, fetched with the bot token (scope files:read) from Slack's
+        file host only. An event may carry a file's id alone (``file_access:
+        check_file_info``): ``files.info`` then says where it is."""
+        if not (file.get("url_private_download") or file.get("url_private")):
+            file = await self._file_info(str(file.get("id") or ""), refused)
+        url = str(file.get("url_private_download") or file.get("url_private") or "")
+        size = file.get("size")
+        if httpx.URL(url).host not in self._file_hosts():
+            raise refused("its address is not Slack's file server")
+        if isinstance(size, int) and size > max_bytes:
+            raise refused(
+                f"it is {size / 1e6:.1f} MB, more than the {max_bytes / 1e6:.1f} MB it may take"
+            )
+        assert self._section.bot_token is not None
+        headers = {"Authorization": f"Bearer {self._section.bot_token.get_secret_value()}"}
+        # Redirects are followed; httpx drops the token on the way to another host.
+        async with (
+            httpx.AsyncClient(timeout=30, follow_redirects=True) as client,
+            client.stream("GET", url, headers=headers) as response,
+        ):
+            if 400 <= response.status_code < 500 and response.status_code not in (408, 429):
+                raise refused(
+                    f"Slack would not hand it over ({response.status_code}: does the app "
+                    "have the files:read scope?); please send it again"
+                )
+            response.raise_for_status()  # Slack away: the message comes again
+            return await read_at_most(response, max_bytes, refused)
+
+    async def _file_info(self, file_id: str, refused: type[Exception]) -> dict[str, Any]:
+        try:
+            answer = await self._web.files_info(file=file_id)
+        except SlackApiError as exc:
+            error = str(exc.response.get("error") or "")
+            if exc.response.status_code >= 500 or error in PASSING_ERRORS:
+                raise  # Slack away: the message comes again
+            raise refused(
+                f"Slack would not say where it is ({error}: does the app have the files:read "
+                "scope?)"
+            ) from exc
+        found = answer.get("file")
+        if not isinstance(found, dict):
+            raise refused("Slack said nothing of it")
+        return found
 
     def _file_hosts(self) -> set[str]:
         hosts = {SLACK_FILES_HOST}
@@ -356,7 +396,12 @@ class SlackReceiver:
             return JSONResponse({"challenge": str(call.get("challenge", ""))})
         if kind != "event_callback":
             return PlainTextResponse("")
-        received = inbound(call.get("event") or {}, own_user=self._own_user, voice=self._clip)
+        received = inbound(
+            call.get("event") or {},
+            own_user=self._own_user,
+            voice=self._clip,
+            attach=self._attached,
+        )
         if received is not None:
             try:
                 await self._accept(received)

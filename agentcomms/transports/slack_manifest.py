@@ -17,7 +17,8 @@ BOT_SCOPES: dict[str, str] = {
     "groups:history": "read messages in private channels the app is in",
     "im:history": "read direct messages to the app",
     "mpim:history": "read group direct messages the app is in",
-    "files:read": "hear voice clips sent to an agent",
+    "files:read": "hear voice clips and save files sent to an agent",
+    "files:write": "share the files an agent sends",
 }
 # The events a person's messages arrive in: one per kind of conversation.
 BOT_EVENTS = ("message.channels", "message.groups", "message.im", "message.mpim")

@@ -359,7 +359,9 @@ class TelegramSender:
                 )
         return str(sent.message_id)
 
-    async def send_file(self, chat_id: str, name: str, data: bytes) -> str:
+    async def send_file(
+        self, chat_id: str, name: str, data: bytes, *, reply_to: str | None = None
+    ) -> str:
         """A file as a document (sendDocument): the human gets it as it was, never recompressed
         as sendPhoto would."""
         async with self._bot() as bot:

@@ -107,7 +107,8 @@ class AgentHookMethods:
         self._panes = panes
         # Who else hears what the agent does (the approvals: a tool that ran was answered;
         # the mirror: a turn's reply goes back to the chat that started it).
-        self._observers = tuple(observers)
+        # The console's view of a process agent's turn joins once the console is served.
+        self.observers = list(observers)
 
     @declare(Human())
     async def register(self, p: RegisterParams) -> dict[str, Any]:
@@ -156,7 +157,7 @@ class AgentHookMethods:
         agent's state and its chat's mirror follow it."""
         agent_id = await self._panes.agent_of(p.agent_id, p.pane, p.tmux_socket)
         report = report_from(p.kind, p.event, p.at_ns, p.session_id, p.payload)
-        for observer in self._observers:
+        for observer in self.observers:
             await observer(agent_id, p.event, p.payload)
         if p.kind == "acp":
             return {"agent_id": agent_id, "event": report.event}

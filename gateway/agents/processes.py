@@ -3,7 +3,8 @@
 `start_agent` registers the agent as a process agent (its command and folder in the signed
 registration); the mailbox moves to the host's queue and the host's worker starts the process
 and opens its session. `stop_agent` unregisters it: the worker ends the process, its session is
-kept, and messages sent meanwhile wait for the next start.
+kept, and messages sent meanwhile wait for the next start. `clear_agent` has the worker open a
+new session for it (the old one is left), through the mailbox as a signed interrupt.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from pydantic import Field, StringConstraints
 from agentcomms.acp.kinds import KindUnavailable, find, install
 from agentcomms.config import AgentConfig
 from agentcomms.errors import RpcError
-from agentcomms.models import MAX_MESSAGE_CHARS, Registration
+from agentcomms.ids import new_event_id
+from agentcomms.models import LOCAL_CHANNEL, MAX_MESSAGE_CHARS, Event, Registration
 from agentcomms.store import Store
 from gateway.socket.declare import Human, declare
 from gateway.socket.params import AgentId, Params
@@ -48,6 +50,13 @@ class StartAgentParams(Params):
 
 class StopAgentParams(Params):
     agent_id: AgentId
+
+
+class ClearAgentParams(Params):
+    agent_id: AgentId
+    reason: Annotated[str, StringConstraints(max_length=500)] | None = Field(
+        default=None, description="why, kept in the agent's events"
+    )
 
 
 class ProcessAgentMethods:
@@ -95,6 +104,37 @@ class ProcessAgentMethods:
             )
         await self._mailbox.unregister(p.agent_id)
         return {"agent_id": p.agent_id, "stopped": True}
+
+    @declare(Human())
+    async def clear_agent(self, p: ClearAgentParams) -> dict[str, Any]:
+        """Start a new session for a process agent (its turn, if one runs, is cancelled first);
+        the old session is left as it was."""
+        event_id = await self.clear(
+            p.agent_id, LOCAL_CHANNEL, {"reason": p.reason or "a new session", "source": "cli"}
+        )
+        return {"agent_id": p.agent_id, "event_id": event_id, "new_session": True}
+
+    async def clear(self, agent_id: str, channel_id: str, said: dict[str, Any]) -> str:
+        """Post the agent's mailbox an interrupt that leaves its session for a new one, signed
+        like any interrupt, so only the deployment clears an agent; the event's id."""
+        agent = await self._store.get_agent(agent_id)
+        if agent is None or agent.type != "process":
+            what = "no agent" if agent is None else "a pane agent, whose session is its pane's"
+            raise RpcError(
+                NOT_FOUND,
+                f"{agent_id!r} is {what}: only a process agent's session is started anew "
+                "(`agentcomms agents` lists them; clear a pane agent at its terminal)",
+            )
+        event = Event(
+            id=new_event_id(),
+            agent_id=agent_id,
+            channel_id=channel_id,
+            type="interrupt",
+            role="human",
+            payload={**said, "new_session": True},
+        )
+        await self._mailbox.post(event)
+        return event.id
 
 
 async def start_configured(mailbox: Mailbox, agent_id: str, agent: AgentConfig, host: str) -> None:

@@ -4,7 +4,9 @@ once decided, each chat told how (:mod:`gateway.approvals.words` holds the words
 - Telegram, Discord and Slack: the request with buttons (Allow, Allow for this session where offered,
   Deny); once decided, the message with the buttons is edited to say who answered, how and
   where, its buttons gone.
-- SMS, WhatsApp and IRC: the request with a code to reply with ("Reply YES K7QF or NO K7QF"); once
+- SMS, WhatsApp, IRC and email: the request with a code to reply with ("Reply YES K7QF or NO
+  K7QF"), an email also with a one-time link to the published console
+  (:mod:`gateway.approvals.email_links`); once
   decided, each of these chats gets one line saying how, except the one whose reply decided it
   (that reply was answered already).
 - ntfy: a notification with a button per answer, each a one-time signed link to the gateway
@@ -16,7 +18,11 @@ characters), each provider its own way:
 - Telegram: in pieces at its 4,096-character limit, the buttons under the last. Most plans fit
   in one or two messages; a message reads where it arrives, where a document would open in
   another viewer, away from the buttons.
-- Slack: as Telegram, at 3,000 characters (a Block Kit section's), shown as plain text.
+- Slack: each approval a thread of its own. Its first message, in the channel, shows the start
+  of the request (3,000 characters, a Block Kit section's, as plain text) with the buttons; the
+  rest follows in its thread, and once decided the thread is told how, as the first message is
+  updated. A channel with several agents' approvals keeps each apart from the others and from
+  the conversation.
 - Discord: one message with the buttons, showing the start, and the whole request attached as
   a text file. At 2,000 characters a plan would run to many messages, mixed with whatever else
   the channel says; Discord previews a text file in the channel and opens it whole in place.
@@ -51,6 +57,7 @@ from agentcomms.transports import (
     split_text,
 )
 from agentcomms.transports.ntfy import NtfySender
+from gateway.approvals.email_links import LINKED, link
 from gateway.approvals.push import ActionTokens, notification
 from gateway.approvals.words import (
     ASKED,
@@ -71,6 +78,7 @@ log = logging.getLogger(__name__)
 # Of a chat's limit, what is kept for the lines under a request (its id, how to answer; once
 # decided, who answered how), so the pieces before stay the same when the last is edited.
 FOOTER_ROOM = 400
+CONTINUED = "[…continued in this message's thread]"
 DECIDED_KEPT = 256
 
 
@@ -102,10 +110,13 @@ class AttachingSender(ButtonSender, Protocol):
 
 
 class ApprovalChats:
-    def __init__(self, cfg: Config, store: Store, tokens: ActionTokens) -> None:
+    def __init__(
+        self, cfg: Config, store: Store, tokens: ActionTokens, links: ActionTokens | None = None
+    ) -> None:
         self._cfg = cfg
         self._store = store
         self._tokens = tokens
+        self._links = links  # an email's one-time links to the published console
         self._senders: dict[str, Sender] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         # Approvals decided here lately: one decided while its request was still being posted
@@ -142,8 +153,8 @@ class ApprovalChats:
 
     async def settle_post(self, view: ApprovalView, post: ApprovalPost) -> None:
         """Tell one chat how it was decided: its buttons, shown again by a press that crossed
-        the decision, go."""
-        await self._tell(view, post)
+        the decision, go (its thread was told already)."""
+        await self._tell(view, post, thread=False)
 
     async def drain(self) -> None:
         """Wait for the posts and edits under way (a test, or the gateway closing)."""
@@ -212,12 +223,28 @@ class ApprovalChats:
                 if abilities(provider).whole_text
                 else first_part(asked, TEXT_REQUEST_CHARS, the_rest(request))
             )
-            return await sender.send_text(chat, f"{shown}\n\n{reply_with(request, hidden=hidden)}")
+            answer = reply_with(request, hidden=hidden)
+            opens = None
+            if self._links is not None and provider == LINKED:
+                opens = link(self._cfg, self._links, request, chat)
+            if opens is not None:
+                answer += f"\nOr answer it in the console, once: {opens}"
+            return await sender.send_text(chat, f"{shown}\n\n{answer}")
         under = footer(request)
         if hidden is not None:
             under = f"(approval {request.id})\n{reply_with(request, hidden=hidden)}"
-        pieces, attached = shown_with_buttons(request, under, provider, sender.max_chars)
         offered = buttons(request) if hidden is None else []
+        if abilities(provider).threads:
+            root, rest = threaded_with_buttons(request, under, sender.max_chars)
+            root_id = await (
+                cast(ButtonSender, sender).send_buttons(chat, root, offered)
+                if offered
+                else sender.send_text(chat, root)
+            )
+            for piece in rest:
+                await sender.send_text(chat, piece, reply_to=root_id)
+            return root_id
+        pieces, attached = shown_with_buttons(request, under, provider, sender.max_chars)
         for piece in pieces[:-1]:
             await sender.send_text(chat, piece)
         if attached is not None:
@@ -238,12 +265,17 @@ class ApprovalChats:
         for post in posts:
             await self._tell(view, post)
 
-    async def _tell(self, view: ApprovalView, post: ApprovalPost) -> None:
+    async def _tell(self, view: ApprovalView, post: ApprovalPost, *, thread: bool = True) -> None:
         r = view.request
         provider, chat = post.provider, post.chat_id
         sender = as_agent(self._sender(provider), r.agent_id)
         try:
-            if abilities(provider).answers == "buttons":
+            if abilities(provider).threads:
+                root, _ = threaded_with_buttons(r, settled_footer(view), sender.max_chars)
+                await cast(ButtonSender, sender).edit_text(chat, post.message_id, root)
+                if thread:  # those who follow the thread hear how it ended
+                    await sender.send_text(chat, outcome(view), reply_to=post.message_id)
+            elif abilities(provider).answers == "buttons":
                 pieces, _ = shown_with_buttons(r, settled_footer(view), provider, sender.max_chars)
                 await cast(ButtonSender, sender).edit_text(chat, post.message_id, pieces[-1])
             else:
@@ -271,6 +303,18 @@ def shown_with_buttons(
     pieces = split_text(shown, room)
     pieces[-1] = f"{pieces[-1]}\n\n{under}"
     return pieces, None
+
+
+def threaded_with_buttons(
+    request: ApprovalRequest, under: str, max_chars: int
+) -> tuple[str, list[str]]:
+    """Where each approval is a thread of its own: the message that starts it (the request's
+    start, `under` it, the buttons on it) and the rest of the request, in order, for its
+    thread. What looks like a secret is hidden, saying so in place."""
+    pieces = split_text(asks(shown_remotely(request)), max_chars - FOOTER_ROOM)
+    if len(pieces) == 1:
+        return f"{pieces[0]}\n\n{under}", []
+    return f"{pieces[0]}\n\n{CONTINUED}\n\n{under}", pieces[1:]
 
 
 # Discord renders a message's content as markdown: a spoiler (||…||) draws text as a bar, a

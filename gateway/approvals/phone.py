@@ -80,9 +80,10 @@ class ApprovalCalls:
         await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
     async def _drive(self, call_id: str, approval_id: str) -> None:
-        """The call's request, then each other request of the same agent still open that this
-        phone hears, oldest first: one call carries all the agent waits on, and each other
-        request's own call is hung up as it is answered here."""
+        """The call's request, then each other request still open that this phone hears,
+        oldest first: one call carries all the human is waited on for (other requests' calls
+        wait for it to end), and a request's own call, if one was placed all the same, is hung
+        up as it is answered here."""
         handle = self._client.get_workflow_handle_for(CallWorkflow.run, call_workflow_id(call_id))
         try:
             result = await handle.execute_update(CallWorkflow.initiate)
@@ -122,6 +123,11 @@ class ApprovalCalls:
         """One request's answer keyed or said on the call: what the call says of it; None when
         the call is over (hung up, silent until the turn timed out, or no answer was taken)."""
         for _ in range(MAX_REPEATS):
+            if result.status == "timed-out":
+                # Nothing heard: the line goes back to the ladders waiting for the phone.
+                await handle.execute_update(
+                    CallWorkflow.end, self._end(call_id, "No answer was heard. Goodbye.")
+                )
             if result.status != "answered":
                 return None
             view = await self._approvals.view(approval_id)
@@ -139,16 +145,15 @@ class ApprovalCalls:
         return None
 
     async def _following(self, first: ApprovalRequest, asked: set[str]) -> ApprovalRequest | None:
-        """The agent's oldest request still open that this call has not asked, keyed as the
-        call takes keys (one, or several then #) and for this phone to hear."""
-        if not self._cfg.phone_hears(first.agent_id, self._by):
-            return None
+        """The oldest request still open that this call has not asked and this phone hears
+        (whichever agent's: the human's phone takes one call at a time, and other requests'
+        calls wait for this one), keyed as the call takes keys (one, or several then #)."""
         for view in await self._approvals.open_views():
             request = view.request
             if (
-                request.agent_id == first.agent_id
-                and request.id not in asked
+                request.id not in asked
                 and request.multi == first.multi
+                and self._cfg.phone_hears(request.agent_id, self._by)
             ):
                 return request
         return None

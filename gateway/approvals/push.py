@@ -113,9 +113,11 @@ class ActionTokens:
         """The press `token` stands for; :class:`ActionRefused` when it was not ours as it is,
         or has expired."""
         parts = token.split(".")
-        if len(parts) != 8 or parts[0] != TOKEN_VERSION:
+        if len(parts) < 8 or parts[0] != TOKEN_VERSION:
             raise ActionRefused("not an agentcomms button: nothing changed")
-        *fields, tag = parts
+        # The chat is the one field that may hold dots (an email address): the rest are fixed.
+        fields = [*parts[:4], ".".join(parts[4:-3]), *parts[-3:-1]]
+        tag = parts[-1]
         if not hmac.compare_digest(self._tag(fields), tag):
             raise ActionRefused("this button was not made by this deployment: nothing changed")
         _, approval_id, short, bound, topic, expires, _ = fields
@@ -134,11 +136,11 @@ def tokens_for(key: DeploymentKey) -> ActionTokens:
     return ActionTokens(key.derive("ntfy action tokens"))
 
 
-def answers_offered(request: ApprovalRequest) -> list[tuple[str, str]]:
-    """The buttons a notification may carry, (label, short): none for a question ntfy cannot
-    show as buttons (several options to tick, or more than three)."""
+def answers_offered(request: ApprovalRequest, most: int = MAX_OPTIONS) -> list[tuple[str, str]]:
+    """The buttons a notification may carry, (label, short): none for a question it cannot
+    show as buttons (several options to tick, or more than `most`)."""
     if request.ask == "question":
-        if request.multi or len(request.options) > MAX_OPTIONS:
+        if request.multi or len(request.options) > most:
             return []
         return [(o, f"{OPTION_BUTTON}{n}") for n, o in enumerate(request.options, 1)]
     if request.ask == "plan":
@@ -208,8 +210,11 @@ def notification(
     )
 
 
-class PushAnswers:
-    """The route a notification's buttons post to; each press through the one decide path."""
+class OneTimeAnswers:
+    """Answers that a one-time token alone authorises, through the one decide path: a
+    notification's buttons (ntfy), an email's link to the console. Each token is checked
+    (ours as it is, not expired, shown with this very request, to a chat of the approval's
+    agent that may answer it) and spent once, before it decides."""
 
     def __init__(
         self,
@@ -219,6 +224,9 @@ class PushAnswers:
         view: View,
         decide: Decide,
         *,
+        provider: str,
+        spent_kind: str,
+        why_not: Callable[[ApprovalRequest, str], str | None],
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
         self._cfg = cfg
@@ -226,21 +234,14 @@ class PushAnswers:
         self._store = store
         self._view = view
         self._decide = decide
+        self._provider = provider
+        self._spent_kind = spent_kind
+        self._why_not = why_not
         self._clock = clock
 
-    def routes(self) -> list[BaseRoute]:
-        return [Route(f"{ACTION_PATH}/{{token}}", self._pressed, methods=["POST"])]
-
-    async def _pressed(self, request: Request) -> Response:
-        try:
-            said_ = await self.press(request.path_params["token"])
-        except ActionRefused as exc:
-            log.info("ntfy: a press refused: %s", exc)  # anyone may knock: no warning each time
-            return PlainTextResponse(str(exc), status_code=exc.status)
-        return PlainTextResponse(said_)
-
-    async def press(self, token: str) -> str:
-        """Answer the approval a button's `token` stands for: what the phone is told."""
+    async def check(self, token: str) -> tuple[Press, ApprovalView]:
+        """What `token` answers, and the approval as it stands; :class:`ActionRefused` when it
+        answers nothing (a press already made still checks out: spending it is the answer's)."""
         press = self._tokens.read(token, now=self._clock())
         view = await self._view(press.approval_id)
         if view is None:
@@ -251,23 +252,30 @@ class PushAnswers:
                 f"this button was shown for an earlier request that had the id "
                 f"{request.id}: it answers nothing of this one"
             )
-        why_not = not_here(self._cfg, request, press.topic)
-        mapped = self._cfg.chat.channels.get(channel_id("ntfy", press.topic))
-        if mapped != request.agent_id:
-            why_not = f"ntfy:{press.topic} is not a chat of {request.agent_id} any more"
+        where = channel_id(self._provider, press.topic)
+        why_not = self._why_not(request, press.topic)
+        if self._cfg.chat.channels.get(where) != request.agent_id:
+            why_not = f"{where} is not a chat of {request.agent_id} any more"
         if why_not is not None:
             raise ActionRefused(f"nothing changed: {why_not}")
-        behavior, answer = self._answer(request, press.short)
-        # Once, before it decides: a copy of the URL pressed again answers nothing.
+        return press, view
+
+    async def answer(self, token: str, short: str | None = None) -> str:
+        """Answer the approval `token` stands for with its own answer (a button's), or `short`
+        where the token only opens the choice (a link's): what the person is told."""
+        press, view = await self.check(token)
+        request = view.request
+        behavior, answer = self._answer(request, short or press.short)
+        # Once, before it decides: a copy of the URL used again answers nothing.
         attempt = uuid.uuid4().hex
-        if await self._store.spend(SPENT_KIND, press.tag, attempt, self._clock()) != attempt:
+        if await self._store.spend(self._spent_kind, press.tag, attempt, self._clock()) != attempt:
             raise ActionRefused(f"this button of {request.id} was pressed already", 409)
         decision = Decision(
             approval_id=request.id,
             behavior=behavior,
             answer=answer,
-            by=channel_id("ntfy", press.topic),
-            via="ntfy",
+            by=channel_id(self._provider, press.topic),
+            via=self._provider,
         )
         try:
             decided = await self._decide(decision)
@@ -288,3 +296,44 @@ class PushAnswers:
         elif short in BUTTON_BEHAVIOR and request.ask != "question":
             return BUTTON_BEHAVIOR[short], None
         raise ActionRefused(f"this button answers nothing of {request.id}")
+
+
+class PushAnswers(OneTimeAnswers):
+    """The route a notification's buttons post to: each token carries its answer."""
+
+    def __init__(
+        self,
+        cfg: Config,
+        tokens: ActionTokens,
+        store: Store,
+        view: View,
+        decide: Decide,
+        *,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        super().__init__(
+            cfg,
+            tokens,
+            store,
+            view,
+            decide,
+            provider="ntfy",
+            spent_kind=SPENT_KIND,
+            why_not=lambda request, topic: not_here(cfg, request, topic),
+            clock=clock,
+        )
+
+    def routes(self) -> list[BaseRoute]:
+        return [Route(f"{ACTION_PATH}/{{token}}", self._pressed, methods=["POST"])]
+
+    async def _pressed(self, request: Request) -> Response:
+        try:
+            said_ = await self.press(request.path_params["token"])
+        except ActionRefused as exc:
+            log.info("ntfy: a press refused: %s", exc)  # anyone may knock: no warning each time
+            return PlainTextResponse(str(exc), status_code=exc.status)
+        return PlainTextResponse(said_)
+
+    async def press(self, token: str) -> str:
+        """Answer the approval a button's `token` stands for: what the phone is told."""
+        return await self.answer(token)

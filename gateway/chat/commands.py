@@ -1,11 +1,12 @@
-"""Agents from a chat: an allowed sender's ``/new``, ``/agents``, ``/stop``, ``/esc`` and
-``/peek``, answered in the chat and never passed to an agent.
+"""Agents from a chat: an allowed sender's ``/new``, ``/agents``, ``/stop``, ``/esc``,
+``/peek`` and ``/clear``, answered in the chat and never passed to an agent.
 
 The inbox runs these after its allowlist, so a stranger's ``/new`` is refused like any of their
 messages. A chat names a folder and a kind, never a command: the folder must lie under one of
 ``acp.roots`` (``agents.start.roots``) once symlinks and ``..`` are resolved, and the kind is a
-known one or one the operator wrote into ``acp.kinds``. Each command is recorded under the
-provider's message id, so one the provider sends again runs once.
+known one or one the operator wrote into ``acp.kinds`` (:mod:`gateway.agents.starting`, which
+the console's New agent form shares). Each command is recorded under the provider's message
+id, so one the provider sends again runs once.
 """
 
 from __future__ import annotations
@@ -18,9 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
-from agentcomms.acp.kinds import AGENTS_PREFIX, KINDS, find
 from agentcomms.config import Config
 from agentcomms.errors import RpcError
 from agentcomms.ids import check_agent_id, new_event_id
@@ -28,7 +26,8 @@ from agentcomms.models import Agent, Event, utcnow
 from agentcomms.store import Store
 from agentcomms.transports import InboundMessage
 from gateway.agents.peek import AgentPeek
-from gateway.agents.processes import ProcessAgentMethods, StartAgentParams, StopAgentParams
+from gateway.agents.processes import ProcessAgentMethods, StopAgentParams
+from gateway.agents.starting import DEFAULT_KIND, NewAgents
 from gateway.agents.windows import INTERRUPT_KEY, open_window
 from gateway.socket.params import RegisterParams
 from workflows.mailbox.client import Mailbox
@@ -44,8 +43,8 @@ USAGE = {
     "stop": "/stop ID: stop a process agent (its session is kept)",
     "esc": "/esc ID: interrupt the agent's turn",
     "peek": "/peek ID: a pane's screen, or a process agent's last reply",
+    "clear": "/clear ID: a new session for a process agent (the old one is left)",
 }
-DEFAULT_KIND = "claude-code"
 # The agents /agents lists at most (a line each), so its answer is one chat message.
 LISTED = 40
 
@@ -64,24 +63,6 @@ def parse(text: str) -> Command | None:
     return Command(found[1].lower(), (found[2] or "").split())
 
 
-def under_roots(folder: str, roots: list[Path]) -> Path:
-    """`folder` as the file system has it, when that is under one of `roots` (resolved);
-    ValueError saying where a chat may start agents otherwise."""
-    listed = ", ".join(str(r) for r in roots)
-    if not roots:
-        raise ValueError(
-            "no folder is open to agents started from a chat: the operator lists them in "
-            'acp.roots (or agents.start.roots), e.g. "roots": ["~/src"]'
-        )
-    path = Path(folder).expanduser()
-    if not path.is_absolute():
-        raise ValueError(f"{folder}: give the folder's whole path, under one of: {listed}")
-    resolved = path.resolve()  # symlinks and ".." as the agent would meet them
-    if not any(resolved.is_relative_to(root) for root in roots):
-        raise ValueError(f"{folder} is not under a folder open to agents; those are: {listed}")
-    return resolved
-
-
 class ChatCommands:
     """The commands an allowed sender gives in a chat, each answered there in one message."""
 
@@ -93,11 +74,14 @@ class ChatCommands:
         processes: ProcessAgentMethods,
         peek: AgentPeek,
         register: Callable[[RegisterParams], Awaitable[dict[str, Any]]],
+        new_agents: NewAgents,
     ) -> None:
         self._cfg = cfg
         self._store = store
         self._mailbox = mailbox
         self._processes = processes
+        # The console's New agent form starts agents the same way.
+        self._new_agents = new_agents
         self._looks = peek
         # The pane register of the agents' hooks: a window's pane is registered as any is.
         self._register = register
@@ -137,6 +121,7 @@ class ChatCommands:
                 "stop": self._stop,
                 "esc": self._esc,
                 "peek": self._peek,
+                "clear": self._clear,
             }[command.name]
             return await run(command.args, message)
         except (RpcError, ValueError) as exc:
@@ -149,27 +134,10 @@ class ChatCommands:
             return "usage: " + self.usage("new")
         agent_id, folder = args[0], args[1]
         kind = args[2] if len(args) == 3 else DEFAULT_KIND
-        check_agent_id(agent_id)
-        # A chat starts new agents: it never turns someone's pane, or a running agent, into
-        # another process in another folder.
-        existing = await self._store.get_agent(agent_id)
-        if agent_id in self._cfg.agents or (
-            existing is not None and (existing.type != "process" or existing.status != "offline")
-        ):
-            raise ValueError(
-                f"{agent_id} is already an agent: choose another id (/agents lists them)"
-            )
-        # Resolving reads the file system (symlinks): off the event loop.
-        roots = await asyncio.to_thread(self._cfg.acp.resolved_roots)
-        resolved = await asyncio.to_thread(under_roots, folder, roots)
         if in_tmux:
+            resolved = await self._new_agents.checked(agent_id, folder)
             return await self._new_window(agent_id, resolved, kind)
-        command = await self.kind_command(kind)
-        try:
-            params = StartAgentParams(agent_id=agent_id, dir=str(resolved), command=command)
-        except ValidationError as exc:
-            return f"not started: {exc.errors()[0]['msg']}"
-        result = await self._processes.start_agent(params)
+        result, resolved = await self._new_agents.start(agent_id, folder, kind)
         started = f"started {agent_id} ({kind}) in {resolved} on {result['host']}."
         if message.channel_id not in self._cfg.chat.channels:
             # "@agent" routes from a mapped chat only: a stranger's group cannot reach agents.
@@ -199,23 +167,6 @@ class ChatCommands:
             f"started {agent_id} ({kind}) in {folder}, in tmux window {window.target}{server}: "
             f"attach with `tmux attach -t {window.target.partition(':')[0]}`."
         )
-
-    async def kind_command(self, kind: str) -> list[str]:
-        """The command of a kind a chat named: the operator's own, else a known one."""
-        own = self._cfg.acp.kinds.get(kind)
-        if own is not None:
-            return list(own)
-        if kind not in KINDS:
-            raise ValueError(f"no kind {kind!r}; a chat may start: {', '.join(self._kinds())}")
-        # Installing takes minutes and runs npm: the operator's to do, not a chat's.
-        command = find(kind)
-        if command is None:
-            raise ValueError(
-                f"{kind} is not installed on this host: the operator installs it once with "
-                f"`agentcomms agents start ID --dir DIR --kind {kind}` (or npm install "
-                f"--prefix {AGENTS_PREFIX} {KINDS[kind].package})"
-            )
-        return command
 
     async def _agents(self, args: list[str], message: InboundMessage) -> str:
         agents = await self._store.list_agents()
@@ -254,6 +205,24 @@ class ChatCommands:
         )
         return f"interrupting {agent.id}."
 
+    async def _clear(self, args: list[str], message: InboundMessage) -> str:
+        agent = await self._one_agent(args, "clear")
+        if agent.type != "process":
+            return (
+                f"{agent.id} runs in a tmux pane: its session is cleared there (its own /clear); "
+                "here only a process agent's is."
+            )
+        said = {
+            "reason": f"/clear from {message.channel_id}",
+            "source": message.provider,
+            "sender_id": message.sender_id,
+        }
+        await self._processes.clear(agent.id, message.channel_id, said)
+        return (
+            f"{agent.id} starts a new session; its old one is left as it was. A turn it was in "
+            "is cancelled first."
+        )
+
     async def _peek(self, args: list[str], message: InboundMessage) -> str:
         agent = await self._one_agent(args, "peek")
         seen = await self._looks.look(agent)
@@ -272,10 +241,7 @@ class ChatCommands:
         return agent
 
     def usage(self, name: str) -> str:
-        return USAGE[name].format(kinds=", ".join(self._kinds()))
-
-    def _kinds(self) -> list[str]:
-        return list(dict.fromkeys([*KINDS, *self._cfg.acp.kinds]))
+        return USAGE[name].format(kinds=", ".join(self._new_agents.kinds()))
 
 
 def _is_id(word: str) -> bool:

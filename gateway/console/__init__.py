@@ -3,23 +3,29 @@ browser on this machine, served by the gateway (Starlette on uvicorn, loopback o
 
 :mod:`access` (the token, the sessions it opens, the forms' field), :mod:`peers` (no process
 in an agent's pane, nor another Unix user, whatever it carries), :mod:`feed` (what changed, for every
-open page at once), :mod:`app` (the routes), :mod:`pages` (HTML from ``templates/``); the
+open page at once), :mod:`turns` (a process agent's turn as it streams), :mod:`app` (the
+routes), :mod:`pages` (HTML from ``templates/``); the
 script and styles it ships are in ``static/`` (plain JavaScript, no build step).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from starlette.middleware import Middleware
+from starlette.routing import BaseRoute
 
 from agentcomms.config import ConsoleConfig
 from agentcomms.store import Store
 from agentcomms.voice.audio import AudioStore
 from gateway.agents.hosts import HostWatch
+from gateway.agents.starting import NewAgents
 from gateway.approvals.methods import ApprovalMethods
 from gateway.console.access import Access, console_token
 from gateway.console.app import ConsoleApp
 from gateway.console.feed import Feed
 from gateway.console.peers import OnlyTheHuman
+from gateway.console.turns import LiveTurns
 from gateway.http import WebhookServer
 from gateway.socket.panes import AgentPanes
 from gateway.socket.table import MethodTable
@@ -41,20 +47,36 @@ class Console:
         shared_queue: str,
         deployment: str,
         panes: AgentPanes,
+        new_agents: NewAgents,
         token: str | None = None,
+        published: Sequence[BaseRoute] = (),
     ) -> None:
         # `deployment` names this gateway (its socket): a session it issued opens no other.
         self.access = Access(token or console_token(), deployment=deployment)
         self.feed = Feed(store)
         approvals.observers.append(self.feed.approval)
+        # Process agents' turns as they stream, heard from their hosts through the hooks' path.
+        self.turns = LiveTurns(self.feed)
         hosts = HostWatch(mailbox.client, store)
         app = ConsoleApp(
-            self.access, self.feed, store, methods, approvals, mailbox, audio, hosts, shared_queue
+            self.access,
+            self.feed,
+            store,
+            methods,
+            approvals,
+            mailbox,
+            audio,
+            hosts,
+            shared_queue,
+            self.turns,
+            new_agents,
         )
         self.server = WebhookServer(
             cfg.host,
             cfg.port,
-            app.routes(),
+            # `published`: what only a published console serves (an email's one-time links).
+            [*published, *app.routes()],
+            public_url=cfg.public_url,
             what="the console",
             settings="console.port (or console.enabled: false)",
             # Whatever cookie or token it carries, a process in an agent's pane is not the human.

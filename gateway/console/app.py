@@ -1,19 +1,20 @@
 """The console's routes: the agents page, an agent's page, a trace, a page's event stream, and
-the POSTs that answer an approval, send a message or interrupt.
+the POSTs that answer an approval, send a message, interrupt, clear or stop an agent, or start a
+new one.
 
-Each change goes through the gateway's own path: a message and an interrupt through the socket
-methods `agentcomms send` and `interrupt` call (declared in :class:`gateway.messages.methods.Methods`), an answer
-through the approvals' one decide path (:class:`gateway.approvals.methods.ApprovalMethods`, via
-``console``), so the first answer wins and every other surface hears of it.
+Each change goes through the gateway's own path: a message, an interrupt, a new session or a
+stop through the socket methods `agentcomms send`, `interrupt`, `agents clear` and `agents stop`
+call (:class:`gateway.messages.methods.Methods`, :class:`gateway.agents.processes.ProcessAgentMethods`),
+an answer through the approvals' one decide path (:class:`gateway.approvals.methods.ApprovalMethods`, via
+``console``), so the first answer wins and every other surface hears of it; a new agent through
+the checks a chat's /new goes through (:class:`gateway.agents.starting.NewAgents`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import getpass
-import json
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -36,17 +37,20 @@ from agentcomms.approval_models import Behavior
 from agentcomms.console_sessions import SESSION_TTL_S
 from agentcomms.errors import RpcError
 from agentcomms.ids import check_agent_id
-from agentcomms.models import LOCAL_CHANNEL, Event
+from agentcomms.models import Event
 from agentcomms.store import Store
 from agentcomms.temporal import POLL_SILENCE_S
 from agentcomms.voice.audio import AudioStore
 from agentcomms.voice.models import check_audio_name
 from gateway.agents.hosts import HostWatch, hosts_down
+from gateway.agents.starting import DEFAULT_KIND, NewAgents
 from gateway.approvals.methods import ApprovalMethods
 from gateway.approvals.words import nothing_ticked
 from gateway.console import pages
 from gateway.console.access import CSRF_FIELD, Access
 from gateway.console.feed import LATE_SEQS, Change, Feed, with_waiting
+from gateway.console.stream import Shown, told
+from gateway.console.turns import LiveTurns
 from gateway.socket.caller import THE_CONSOLE
 from gateway.socket.protocol import INVALID_PARAMS
 from gateway.socket.results import agent_json
@@ -69,6 +73,8 @@ BEHAVIORS: dict[str, Behavior] = {
     "deny": "deny",
     "answer": "answer",
 }
+# An agent page's buttons, each the socket method it calls.
+ACTIONS = {"interrupt": "interrupt", "clear": "clear_agent", "stop": "stop_agent"}
 TIMELINE = 100
 CALLS = 50
 # A page's stream says it is alive this often, so proxies and browsers keep it open for days.
@@ -90,8 +96,12 @@ class ConsoleApp:
         audio: AudioStore,
         hosts: HostWatch,
         shared_queue: str,
+        turns: LiveTurns,
+        new_agents: NewAgents,
     ) -> None:
         self._shared_queue = shared_queue
+        self._turns = turns
+        self._new_agents = new_agents
         self._audio = audio
         self._hosts = hosts
         self._access = access
@@ -114,8 +124,9 @@ class ConsoleApp:
             Route("/trace/{event_id}", guarded(self.trace_page)),
             Route("/stream", guarded(self.stream)),
             Route("/approvals/{approval_id}", self._changes(self.decide), methods=["POST"]),
+            Route("/new-agent", self._changes(self.new_agent), methods=["POST"]),
             Route("/agents/{agent_id}/send", self._changes(self.send), methods=["POST"]),
-            Route("/agents/{agent_id}/interrupt", self._changes(self.interrupt), methods=["POST"]),
+            Route("/agents/{agent_id}/{action}", self._changes(self.act), methods=["POST"]),
             Route("/agents/{agent_id}/sent/{event_id}", guarded(self.sent)),
             Mount("/static", StaticFiles(directory=STATIC), name="static"),
         ]
@@ -197,6 +208,10 @@ class ConsoleApp:
             ),
             hosts_down=hosts_down(listed),
             approvals=approvals,
+            # The New agent form: folders under acp.roots, the kinds one may name.
+            roots=await self._new_agents.roots(),
+            kinds=self._new_agents.kinds(),
+            default_kind=DEFAULT_KIND,
             # The filter's words, kept in the address so a reload keeps them (the page narrows).
             q=request.query_params.get("q", ""),
             **self._page_context(seq),
@@ -216,6 +231,7 @@ class ConsoleApp:
             agent=agent_json(row),
             approvals=views,
             timeline=[(e, pages.clock(e.created_at)) for e in events],
+            turn=self._turns.turns.get(agent_id),
             back=f"/agents/{agent_id}",
             **self._page_context(seq, agent_id),
         )
@@ -341,6 +357,19 @@ class ConsoleApp:
             raise RpcError(INVALID_PARAMS, nothing_ticked(view.request.id))
         return ", ".join(ticked)
 
+    async def new_agent(self, request: Request, form: dict[str, str]) -> Response:
+        """The New agent form: an id, a folder under acp.roots and a kind, started headless as a
+        chat's /new starts one."""
+        agent_id, folder = form.get("agent_id", "").strip(), form.get("dir", "").strip()
+        try:
+            result, _ = await self._new_agents.start(agent_id, folder, form.get("kind", ""))
+        except ValueError as exc:
+            raise RpcError(INVALID_PARAMS, str(exc)) from None
+        page = f"/agents/{agent_id}"
+        if _wants_json(request):
+            return JSONResponse({**result, "page": page}, headers=HEADERS)
+        return RedirectResponse(page, 303, headers=HEADERS)
+
     async def send(self, request: Request, form: dict[str, str]) -> Response:
         agent_id = _agent(request)
         params = {"agent_id": agent_id, "message": form.get("message", "")}
@@ -349,9 +378,14 @@ class ConsoleApp:
             return JSONResponse(result, headers=HEADERS)
         return RedirectResponse(f"/agents/{agent_id}", 303, headers=HEADERS)
 
-    async def interrupt(self, request: Request, form: dict[str, str]) -> Response:
+    async def act(self, request: Request, form: dict[str, str]) -> Response:
+        """An agent page's button: interrupt it, or, for a process agent, start a new session
+        or stop it, each through its socket method."""
         agent_id = _agent(request)
-        result = await self._methods.call("interrupt", {"agent_id": agent_id}, THE_CONSOLE)
+        method = ACTIONS.get(request.path_params["action"])
+        if method is None:
+            return _said(f"no such action; an agent's are: {', '.join(ACTIONS)}", 404)
+        result = await self._methods.call(method, {"agent_id": agent_id}, THE_CONSOLE)
         if _wants_json(request):
             return JSONResponse(result, headers=HEADERS)
         return RedirectResponse(f"/agents/{agent_id}", 303, headers=HEADERS)
@@ -388,9 +422,11 @@ class ConsoleApp:
             # What changed between the page's render and this stream: told again, harmlessly.
             changed = await self._store.agents_changed_since(since - timedelta(seconds=1))
             for agent in await with_waiting(self._store, changed):
-                yield self._message(Change("agent", agent.id, agent=agent), page)
+                yield told(Change("agent", agent.id, agent=agent), page, self._access.csrf)
             for at, event in await self._store.events_after_seq(max(0, seq - LATE_SEQS), 300):
-                yield self._message(Change("event", event.agent_id, event=event, seq=at), page)
+                yield told(
+                    Change("event", event.agent_id, event=event, seq=at), page, self._access.csrf
+                )
             while True:
                 try:
                     change = await asyncio.wait_for(changes.get(), KEEPALIVE_S)
@@ -404,49 +440,7 @@ class ConsoleApp:
                 if change is None:  # the gateway is closing, or the page fell behind
                     yield "event: again\ndata: {}\n\n"
                     return
-                yield self._message(change, page)
-
-    def _message(self, change: Change, page: Shown) -> str:
-        page_agent = page.agent_id
-        mine = page_agent is None or change.agent_id == page_agent
-        data: dict[str, Any]
-        if change.agent is not None:
-            data = pages.agent_fields(change.agent)
-        elif change.event is not None:
-            e = change.event
-            data = {
-                "agent": e.agent_id,
-                "at": pages.clock(e.created_at),
-                "id": f"event-{e.id}",
-                "reply": pages.reply_text(e),
-            }
-            if page_agent == e.agent_id or (page.inbox and _to_the_human(e)):
-                data["html"] = pages.item(e)
-        elif change.status is not None:
-            data = {"id": f"event-{change.event_id}", "status": change.status}
-        elif change.approval is not None and mine:
-            view = change.approval
-            back = f"/agents/{page_agent}" if page_agent else "/"
-            data = {
-                "id": f"approval-{view.request.id}",
-                "html": pages.approval(view, self._access.csrf, back),
-            }
-        else:
-            return ""
-        return f"event: {change.kind}\ndata: {json.dumps(data)}\n\n"
-
-
-@dataclass(frozen=True)
-class Shown:
-    """What a page shows, so its stream carries what it needs: one agent's timeline, or the
-    inbox (neither: the agents page)."""
-
-    agent_id: str | None = None
-    inbox: bool = False
-
-
-def _to_the_human(event: Event) -> bool:
-    return event.channel_id == LOCAL_CHANNEL and event.direction == "out"
+                yield told(change, page, self._access.csrf)
 
 
 def _page(html: str, status: int = 200) -> HTMLResponse:

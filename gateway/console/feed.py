@@ -49,7 +49,7 @@ LATE_SEQS = 100
 
 @dataclass(frozen=True)
 class Change:
-    kind: Literal["agent", "event", "status", "approval"]
+    kind: Literal["agent", "event", "status", "approval", "turn"]
     agent_id: str
     agent: Agent | None = None
     event: Event | None = None
@@ -57,6 +57,7 @@ class Change:
     approval: ApprovalView | None = None
     event_id: str | None = None
     status: str | None = None
+    turn: dict[str, Any] | None = None  # a process agent's turn as it streams (console.turns)
 
 
 def _shown(a: Agent) -> tuple[Any, ...]:

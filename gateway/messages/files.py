@@ -105,7 +105,9 @@ async def files_for_reply(
     if not transports.abilities(provider).files:
         carries = ", ".join(n for n, a in transports.ABILITIES.items() if a.files)
         raise RpcError(
-            INVALID_PARAMS, f"files: {provider} carries no files here (these do: {carries})"
+            INVALID_PARAMS,
+            f"files: {provider} carries no files, so nothing was sent; send the words alone "
+            f"there, and the files to a chat that carries them ({carries})",
         )
     where = await whereabouts(store, mailbox, agent_id)
     try:

@@ -26,6 +26,7 @@ from agentcomms.workflow_ids import (
     mailbox_id,
     outbox_workflow_id,
 )
+from gateway.agents.turns import is_turn, traced_turn, turn_steps
 from gateway.approvals.trace import is_approval_id, rung_step, trace_approval
 from workflows.escalation.workflow import EscalationWorkflow
 from workflows.mailbox.client import Mailbox
@@ -90,6 +91,10 @@ class Tracer:
             raise TraceNotFound(
                 f"no event {event_id!r}; `agentcomms events AGENT` lists an agent's event ids"
             )
+        if is_turn(event):
+            out = self._summary(event, mailbox_id(event.agent_id))
+            out["steps"] = await traced_turn(self._store, event)
+            return out
         if event.direction == "out":
             traced = await self._trace_outbound(event)
             if event.payload.get("urgent"):
@@ -154,6 +159,8 @@ class Tracer:
                     typed += f", on try {event.attempts}"
                 steps.append(_step(event.delivered_at, "typed", typed))
                 steps += await self._submitted_steps(event)
+                if agent is not None and agent.type == "process":
+                    steps += await turn_steps(self._store, event)
             else:
                 steps.append(_step(None, "failed", event.error or "failed"))
             return out
@@ -180,6 +187,8 @@ class Tracer:
     @staticmethod
     def _typed_into(agent: Agent | None, event: Event) -> str:
         where = f"into pane {agent.target} on host {agent.host}" if agent and agent.target else ""
+        if agent is not None and agent.type == "process":
+            where = f"prompted to process agent {agent.id} on host {agent.host} ({agent.target})"
         note = f" ({event.note})" if event.note else ""
         return (where or "into its pane") + note
 

@@ -114,6 +114,30 @@ async def rebuild_projection(client: Client, store: Store, cfg: Config) -> Rebui
     return rebuilt
 
 
+async def looks_lost(client: Client, store: Store) -> bool:
+    """Whether the projection looks lost: it holds no agent and no event while Temporal holds
+    agents' mailboxes (a new deployment holds neither; one mailbox is enough to tell)."""
+    if not await store.holds_nothing():
+        return False
+    async for _ in client.list_workflows(f'WorkflowType = "{MAILBOX_WORKFLOW}"', limit=1):
+        return True
+    return False
+
+
+def rebuild_advice(database: str, temporal: str, *, stop: str) -> str:
+    """What a process that does not rebuild by itself says of a projection that looks lost: it
+    runs beside a Temporal server it did not start, whose namespace other deployments may share
+    (reading every mailbox would hold its start up), and an empty database may as well be a
+    `database.url` that names the wrong one, which a rebuild would fill without a word."""
+    return (
+        f"the projection {database} holds no agent and no message while Temporal at {temporal} "
+        "holds agents' mailboxes: `agents` and `events` show none of them until it is rebuilt. "
+        f"If it was lost or deleted, stop {stop}, run `agentcomms db rebuild` (it makes it "
+        "again from Temporal; `--help` says what comes back), and start it again; if not, "
+        "check `database.url`."
+    )
+
+
 async def record_configured_channels(cfg: Config, store: Store) -> int:
     """`chat.channels` into the projection, so `channels` lists them beside the others."""
     for channel_id, agent_id in cfg.chat.channels.items():

@@ -3,13 +3,15 @@ uses them, and the Events API's signed requests as Slack makes them.
 
 Web API: ``auth.test``, ``apps.connections.open`` (the app-level token only), ``chat.postMessage``,
 ``chat.update``, ``chat.postEphemeral``, ``reactions.add``, ``reactions.remove``,
-``conversations.history``; Slack's answer shapes (``{"ok": true, …}`` or ``{"ok": false, "error"}``
+``conversations.history``, ``files.info``, and an upload as slack_sdk's ``files_upload_v2`` makes
+it (``files.getUploadURLExternal``, the bytes posted to the URL it gave, which takes no token, then
+``files.completeUploadExternal`` sharing them in a channel or thread); Slack's answer shapes (``{"ok": true, …}`` or ``{"ok": false, "error"}``
 with status 200, ``ratelimited`` with 429 and ``Retry-After``), and the ``x-oauth-scopes`` header
 that names the token's scopes. Socket Mode: ``apps.connections.open`` hands out a one-time
 ``wss`` URL; the socket says ``hello``, then sends envelopes (``events_api``, ``interactive``)
 that the app acknowledges by ``envelope_id``; one not acknowledged is sent again on the next
 connection with ``retry_attempt`` raised, as Slack does. A test plays the human
-(``human_says``, ``human_presses``), scripts failures (``fail_next("chat.postMessage",
+(``human_says``, ``human_presses``, ``human_sends_file``), scripts failures (``fail_next("chat.postMessage",
 "ratelimited")``), and reads what the bot did (``sent``, ``updates``, ``ephemerals``,
 ``reactions``, ``acks``).
 """
@@ -39,6 +41,7 @@ BOT_SCOPES = frozenset(
         "im:history",
         "mpim:history",
         "files:read",
+        "files:write",
     }
 )
 ALICE = "U0ALICE"
@@ -63,6 +66,9 @@ class FakeSlack:
         self.connections = 0  # sockets that said hello
         self.files: dict[str, bytes] = {}  # a file's id -> its bytes, served with the bot token
         self.downloads: list[str] = []  # the ids of the files the app fetched
+        self.shared: list[dict[str, Any]] = []  # files the bot uploaded and shared, in order
+        self._uploads: dict[str, dict[str, Any]] = {}  # upload id -> the file asked for
+        self._described: dict[str, dict[str, Any]] = {}  # a person's file's id -> files.info
         self._tickets: set[str] = set()
         self._unacked: dict[str, dict[str, Any]] = {}  # envelope id -> envelope
         self._socket: web.WebSocketResponse | None = None
@@ -186,6 +192,44 @@ class FakeSlack:
         self.push("events_api", self.event_callback(event))
         return event
 
+    def human_sends_file(
+        self,
+        channel: str,
+        name: str,
+        content: bytes,
+        *,
+        text: str = "",
+        mimetype: str = "application/octet-stream",
+        info_only: bool = False,
+        **kw: Any,
+    ) -> dict[str, Any]:
+        """A person shares a file in `channel` (with `text`, maybe none); the event. With
+        `info_only` the event names the file by id alone (``file_access: check_file_info``), as
+        Slack does for some shares, and ``files.info`` says the rest."""
+        file = self._file_object(name, content, mimetype)
+        if info_only:
+            file = {"id": file["id"], "file_access": "check_file_info"}
+        event = self.message(channel, text, subtype="file_share", files=[file], **kw)
+        self.push("events_api", self.event_callback(event))
+        return event
+
+    def _file_object(self, name: str, content: bytes, mimetype: str) -> dict[str, Any]:
+        """A new file, as Slack describes it (and ``files.info`` later tells it)."""
+        file_id = f"F0{len(self.files) + 1:08d}"
+        self.files[file_id] = content
+        url = f"http://127.0.0.1:{self.port}/files-pri/{self.team_id}-{file_id}/{name}"
+        self._described[file_id] = {
+            "id": file_id,
+            "name": name,
+            "title": name,
+            "mimetype": mimetype,
+            "filetype": name.rpartition(".")[2],
+            "size": len(content),
+            "url_private": url,
+            "url_private_download": url + "?download=1",
+        }
+        return dict(self._described[file_id])
+
     def human_presses(self, message: dict[str, Any], value: str, **kw: Any) -> dict[str, Any]:
         """A person presses a button under the bot's `message`; over the socket. The payload."""
         payload = self.press(message, value, **kw)
@@ -247,6 +291,7 @@ class FakeSlack:
         app.router.add_route("*", "/api/{method}", self._call)
         app.router.add_get("/link", self._websocket)
         app.router.add_get("/files-pri/{team_file}/{name}", self._file)
+        app.router.add_post("/upload/v1/{upload_id}", self._upload)
         self._runner = web.AppRunner(app, handle_signals=False, access_log=None)
         await self._runner.setup()
         await web.TCPSite(self._runner, "127.0.0.1", self.port).start()
@@ -382,6 +427,64 @@ class FakeSlack:
             if m["channel"] == channel and (m["ts"] < latest or (inclusive and m["ts"] == latest))
         ]
         return {"ok": True, "messages": found[: int(params.get("limit") or 100)]}
+
+    def _api_files_info(self, params: dict[str, Any]) -> dict[str, Any]:
+        file_id = str(params.get("file", ""))
+        if "files:read" not in self.scopes:
+            return {"ok": False, "error": "missing_scope", "needed": "files:read"}
+        if file_id not in self._described:
+            return {"ok": False, "error": "file_not_found"}
+        return {"ok": True, "file": self._described[file_id]}
+
+    def _api_files_getUploadURLExternal(self, params: dict[str, Any]) -> dict[str, Any]:
+        if "files:write" not in self.scopes:
+            return {"ok": False, "error": "missing_scope", "needed": "files:write"}
+        filename, length = str(params.get("filename") or ""), str(params.get("length") or "")
+        if not filename or not length.isdigit():
+            return {"ok": False, "error": "invalid_arguments"}
+        file_id = f"F9{uuid.uuid4().hex[:8].upper()}"  # the bot's own, apart from people's
+        self._uploads[file_id] = {"id": file_id, "name": filename, "length": int(length)}
+        return {
+            "ok": True,
+            "upload_url": f"http://127.0.0.1:{self.port}/upload/v1/{file_id}",
+            "file_id": file_id,
+        }
+
+    async def _upload(self, request: web.Request) -> web.Response:
+        # Slack's upload URL is the key (no token), and takes exactly the length asked for.
+        upload = self._uploads.get(request.match_info["upload_id"])
+        data = await request.read()
+        if upload is None or len(data) != upload["length"]:
+            return web.Response(status=400, text="bad upload", content_type="text/plain")
+        upload["data"] = data
+        return web.Response(text=f"OK - {len(data)}", content_type="text/plain")
+
+    def _api_files_completeUploadExternal(self, params: dict[str, Any]) -> dict[str, Any]:
+        try:
+            asked = json.loads(str(params.get("files") or ""))
+        except ValueError:
+            return {"ok": False, "error": "invalid_arguments"}
+        channel = str(params.get("channel_id") or "")
+        if channel and channel not in self.known:
+            return {"ok": False, "error": "channel_not_found"}
+        done = []
+        for entry in asked:
+            upload = self._uploads.get(str(entry.get("id")))
+            if upload is None or "data" not in upload:
+                return {"ok": False, "error": "file_not_found"}
+            self._uploads.pop(upload["id"])
+            self.files[upload["id"]] = upload["data"]
+            shared = {
+                "id": upload["id"],
+                "name": upload["name"],
+                "title": entry.get("title") or upload["name"],
+                "channel": channel or None,
+                "thread_ts": params.get("thread_ts") or None,
+                "data": upload["data"],
+            }
+            self.shared.append(shared)
+            done.append({"id": upload["id"], "name": upload["name"], "title": shared["title"]})
+        return {"ok": True, "files": done}
 
     async def _file(self, request: web.Request) -> web.Response:
         # Slack serves a file to its workspace's tokens with files:read, and answers others

@@ -11,6 +11,9 @@ last line>``. The steps:
 - ``acp:hang``: the turn runs until ``session/cancel`` ends it (stop reason ``cancelled``);
 - ``acp:die``: the process exits mid-turn, with code 3.
 
+With ``--images`` it says in ``initialize`` that it takes image blocks, and records each one a
+prompt carries (its mimeType and base64 data).
+
 It keeps its sessions in ``$ACP_AGENT_STATE`` (a folder; ``.acp-agent-sessions`` in the folder it
 runs in), so a process started again can ``session/load`` one, and appends what it got (each
 prompt's text, each cancel, each answer to a permission request) as JSON lines to
@@ -32,7 +35,8 @@ OPTION_KINDS = ["allow_once", "allow_always", "reject_once", "reject_always"]
 
 
 class ScriptedAgent:
-    def __init__(self, state: Path | None, log: Path | None) -> None:
+    def __init__(self, state: Path | None, log: Path | None, *, images: bool = False) -> None:
+        self._images = images
         self._state = state
         self._log = log
         self._out = sys.stdout.buffer
@@ -97,7 +101,10 @@ class ScriptedAgent:
         if method == "initialize":
             return {
                 "protocolVersion": 1,
-                "agentCapabilities": {"loadSession": True},
+                "agentCapabilities": {
+                    "loadSession": True,
+                    "promptCapabilities": {"image": self._images},
+                },
                 "agentInfo": {"name": "scripted-acp-agent", "version": "1"},
                 "authMethods": [],
             }
@@ -125,7 +132,12 @@ class ScriptedAgent:
 
     async def turn(self, session_id: str, blocks: list[dict[str, Any]]) -> dict[str, Any]:
         text = "".join(b.get("text", "") for b in blocks if b.get("type") == "text")
-        self.record(prompt=text, session=session_id)
+        images = [
+            {"mimeType": b.get("mimeType"), "data": b.get("data")}
+            for b in blocks
+            if b.get("type") == "image"
+        ]
+        self.record(prompt=text, session=session_id, **({"images": images} if images else {}))
         self._save(session_id, [*self._load(session_id), text])
         cancelled = self._cancelled[session_id] = asyncio.Event()
         # A step may follow the header agentcomms puts before a message, or its gutter.
@@ -234,7 +246,7 @@ def main() -> None:
     # By default beside the agent's work, in the folder it was started in.
     state = Path(os.environ.get("ACP_AGENT_STATE") or ".acp-agent-sessions")
     log = Path(os.environ.get("ACP_AGENT_LOG") or ".acp-agent.jsonl")
-    agent = ScriptedAgent(state.absolute(), log.absolute())
+    agent = ScriptedAgent(state.absolute(), log.absolute(), images="--images" in sys.argv[1:])
     asyncio.run(agent.run())
 
 

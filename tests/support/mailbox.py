@@ -3,6 +3,7 @@ sandbox, so a change that makes a running mailbox non-deterministic fails a test
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Iterator
@@ -16,7 +17,9 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
+from agentcomms.workflow_ids import mailbox_id
 from tests.support.stack import Stack
+from tests.support.waiting import eventually
 from workflows.mailbox.models import AgentSnapshot
 from workflows.mailbox.workflow import AgentWorkflow
 
@@ -29,6 +32,17 @@ async def settled_history(handle: WorkflowHandle[Any, Any]) -> WorkflowHistory |
         "workflow_task_started_event_attributes"
     )
     return None if busy else history
+
+
+async def every_run(stack: Stack, agent: str) -> list[WorkflowHistory]:
+    """The histories of every run of the agent's mailbox, oldest first, each between tasks."""
+    query = f"WorkflowId = '{mailbox_id(agent)}'"
+    runs = [wf.run_id async for wf in stack.client.list_workflows(query)]
+    histories = []
+    for run_id in runs:
+        handle = stack.client.get_workflow_handle(mailbox_id(agent), run_id=run_id)
+        histories.append(await eventually(functools.partial(settled_history, handle)))
+    return sorted(histories, key=lambda h: h.events[0].event_time.ToDatetime())
 
 
 def _local_activity_markers(history: WorkflowHistory) -> Iterator[tuple[HistoryEvent, Any]]:

@@ -192,11 +192,18 @@ async def register(stack: Stack, agent: str, tmux: Tmux, target: str, **extra: A
 
 
 async def recording_pane(
-    stack: Stack, agent: str, tmux: Tmux, tmp_path: Path, **extra: Any
+    stack: Stack,
+    agent: str,
+    tmux: Tmux,
+    tmp_path: Path,
+    *,
+    folder: Path | None = None,
+    **extra: Any,
 ) -> Path:
     """A recorder pane registered as `agent`'s, typed into without a pause before Enter (and
-    with `extra` registration fields): the file its bytes land in."""
-    target, out = recorder(tmux, tmp_path, "rec")
+    with `extra` registration fields), working in `folder` if given: the file its bytes land
+    in."""
+    target, out = recorder(tmux, tmp_path, "rec", folder=folder)
     # Text typed before `stty raw` runs would be cooked (its CR read as LF), and under
     # load a message typed at once can arrive so. Wait for cat first.
     await eventually(lambda: pane_command(tmux, target) == "cat", timeout=5)
@@ -204,9 +211,12 @@ async def recording_pane(
     return out
 
 
-async def register_recorder(stack: Stack, tmux: Tmux, tmp_path: Path, agent: str) -> Path:
-    """A recorder pane registered as `agent`'s, the agent online; returns the file its bytes land in."""
-    target, out = recorder(tmux, tmp_path, agent)
+async def register_recorder(
+    stack: Stack, tmux: Tmux, tmp_path: Path, agent: str, *, folder: Path | None = None
+) -> Path:
+    """A recorder pane registered as `agent`'s, the agent online, working in `folder` if given;
+    returns the file its bytes land in."""
+    target, out = recorder(tmux, tmp_path, agent, folder=folder)
     # Text typed before `stty raw` runs would be cooked (CR read as LF): wait for cat first.
     await eventually(lambda: pane_command(tmux, target) == "cat", timeout=5)
     await register(stack, agent, tmux, target, submit_delay_ms=0)

@@ -47,13 +47,17 @@ class Tmux:
             ["tmux", "-S", self.socket, *args], capture_output=True, text=True, check=check
         )
 
-    def new_session(self, name: str, command: str | None = None) -> str:
-        """Start a detached session (`sh`, or `command`); return its first pane's target.
+    def new_session(
+        self, name: str, command: str | None = None, *, folder: Path | None = None
+    ) -> str:
+        """Start a detached session (`sh`, or `command`), working in `folder` if given; return
+        its first pane's target.
 
         Plain `sh`, not the login shell: a user's rc files (pyenv rehash locks, prompts) make
         start-up slow or hang, and tests must not depend on them.
         """
-        self.run("new-session", "-d", "-s", name, "-x", "200", "-y", "50", command or "sh")
+        where = ["-c", str(folder)] if folder is not None else []
+        self.run("new-session", "-d", "-s", name, "-x", "200", "-y", "50", *where, command or "sh")
         return f"{name}:0.0"
 
     def capture(self, target: str) -> str:
@@ -112,12 +116,15 @@ def pane_command(tmux: Tmux, target: str) -> str:
     return tmux.run("display-message", "-p", "-t", target, "#{pane_current_command}").stdout.strip()
 
 
-def recorder(tmux: Tmux, tmp_path: Path, name: str) -> tuple[str, Path]:
-    """A recorder pane in session `name` (raw mode: Enter arrives as CR): its target, and the
-    file its bytes land in. It returns at once, before the shell became cat."""
+def recorder(
+    tmux: Tmux, tmp_path: Path, name: str, *, folder: Path | None = None
+) -> tuple[str, Path]:
+    """A recorder pane in session `name` (raw mode: Enter arrives as CR), working in `folder`
+    if given (an agent's project, where its files go): its target, and the file its bytes land
+    in. It returns at once, before the shell became cat."""
     out = tmp_path / f"{name}.bytes"
     out.touch()
-    target = tmux.new_session(name, f"stty raw -echo; exec cat >> {out}")
+    target = tmux.new_session(name, f"stty raw -echo; exec cat >> {out}", folder=folder)
     return target, out
 
 

@@ -7,11 +7,14 @@ rung does (an SMS, a call placed) runs as the local activity ``fire_rung``, whic
 ladder the gateway signed; a call rung's call is this workflow's child. Every rung leaves a
 :class:`RungRecord` for `trace`. Once the request is answered, :func:`hang_up_calls` hangs up a
 call of its ladder that still rings or still waits for the human's answer, and its rung's record
-says how the call ended.
+says how the call ended. The human's phone takes one call at a time: a call rung that finds it on
+another call waits on durable timers (that call hears this request too) and places its own call
+only once that one ended with the request still open.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -82,7 +85,9 @@ async def climb(
                     )
                 )
             return
-        records.append(await _fire(escalation, n, due=due, held=held, calls=calls))
+        records.append(
+            await _fire(escalation, n, due=due, held=held, calls=calls, answered=answered)
+        )
 
 
 async def _fire(
@@ -92,6 +97,7 @@ async def _fire(
     due: datetime,
     held: datetime | None,
     calls: list[PlacedCall] | None,
+    answered: Callable[[], bool],
 ) -> RungRecord:
     rung = escalation.rungs[n]
     record = RungRecord(
@@ -99,25 +105,45 @@ async def _fire(
     )
     if held is not None:
         record.held_until = held
-    try:
-        result = await workflow.execute_local_activity(
-            activities.fire_rung,
-            RungStep(
-                escalation=escalation,
-                rung=n,
-                started_at=workflow.info().start_time,
-                now=workflow.now(),
-            ),
-            start_to_close_timeout=policies.ESCALATION_RUNG_TIMEOUT,
-            retry_policy=policies.ESCALATION_RUNG_RETRY,
-            summary=f"rung {n + 1}: {rung.via}",
-        )
-    except (ActivityError, ApplicationError) as exc:
-        reason = failure_reason(exc)
-        workflow.logger.warning("rung %d (%s) failed: %s", n + 1, rung.via, reason)
-        record.outcome, record.detail = "failed", f"failed: {reason}"
-        return record
+    busy: str | None = None
+    while True:
+        try:
+            result = await workflow.execute_local_activity(
+                activities.fire_rung,
+                RungStep(
+                    escalation=escalation,
+                    rung=n,
+                    started_at=workflow.info().start_time,
+                    now=workflow.now(),
+                ),
+                start_to_close_timeout=policies.ESCALATION_RUNG_TIMEOUT,
+                retry_policy=policies.ESCALATION_RUNG_RETRY,
+                summary=f"rung {n + 1}: {rung.via}",
+            )
+        except (ActivityError, ApplicationError) as exc:
+            reason = failure_reason(exc)
+            workflow.logger.warning("rung %d (%s) failed: %s", n + 1, rung.via, reason)
+            record.outcome, record.detail = "failed", f"failed: {reason}"
+            return record
+        if result.line_busy is None:
+            break
+        # One call per human at a time: the call in progress hears this request too; if it
+        # ends with this one still open, this rung places its own call then.
+        busy = result.line_busy
+        with contextlib.suppress(TimeoutError):
+            await workflow.wait_condition(
+                answered,
+                timeout=policies.ESCALATION_LINE_BUSY_RECHECK,
+                timeout_summary=f"rung {n + 1}: the human's phone is on call {busy}",
+            )
+        if answered():
+            record.outcome = "stopped"
+            record.detail = f"not fired: answered while the human's phone was on call {busy}"
+            return record
+        record.at = workflow.now()
     record.detail = result.detail
+    if busy is not None:
+        record.detail += f" (once call {busy} had ended)"
     if not result.fired:
         record.outcome = "skipped"
     elif result.call is not None:

@@ -17,13 +17,16 @@ A mailbox's workflow can be terminated and started afresh, and the fresh run wou
 neither the newest registration it obeyed nor the messages it typed: a genuine old registration
 or message signalled into it would be obeyed, or typed, again. So a run that did not come from
 continue-as-new first asks the projection (:class:`Recall`) before it obeys a registration or
-types anything. Workflow code: runs inside the mailbox's handlers and at the start of its run.
+types anything, and ends that workflow task there, so what it recalled is in its history: a
+retried task replays it instead of reading back what the failed attempt wrote (the run's own
+registration, which it would take for an earlier run's). Workflow code: runs inside the
+mailbox's handlers and at the start of its run.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, TypeVar
 
 from temporalio import workflow
@@ -42,6 +45,10 @@ if TYPE_CHECKING:
 
 Change = TypeVar("Change", Registration, Unregister)
 
+# Marks the runs that keep their recall in the history before obeying anything; runs started
+# before it recall and obey in one workflow task, and replay so.
+RECALL_KEPT_PATCH = "recall-kept-before-obeying"
+
 
 class Recall:
     """What a run started afresh learns from the projection before it obeys or types anything:
@@ -57,6 +64,9 @@ class Recall:
     async def run(self) -> None:
         if self.done:
             return
+        # Checked before any activity: after a local activity a workflow task may split (a query
+        # answered while it ran) and replay the check elsewhere.
+        keep = workflow.patched(RECALL_KEPT_PATCH)
         # Until the projection answers, nothing is obeyed or typed: it is the only memory of a
         # terminated run outside Temporal's history.
         recalled = await workflow.execute_local_activity(
@@ -66,6 +76,13 @@ class Recall:
             retry_policy=policies.PROJECTION_RETRY,
             summary="recall what the agent's earlier runs obeyed and typed",
         )
+        if keep:
+            # The recall is kept in the history before anything is obeyed or written: a workflow
+            # task that fails (its worker killed, or it timed out) runs its local activities
+            # again, but their writes stay, and a recall run again would read this run's own
+            # registration back as an earlier run's, refuse it, and leave the agent offline.
+            # The task ends here, so the retried one replays what this run recalled.
+            await workflow.sleep(timedelta(milliseconds=1), summary="keep what was recalled")
         at = recalled.pane_changed_at
         if at is not None and not _newer(self._s, at):
             at = None

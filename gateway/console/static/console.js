@@ -96,6 +96,44 @@
     if (list && open) list.insertAdjacentHTML("beforeend", d.html);
   }
 
+  // A process agent's turn as it streams, on its own page: its words, tools and plan, as text.
+  function onTurn(d) {
+    const box = document.getElementById("live-turn");
+    if (!box || box.dataset.turnOf !== d.agent) return;
+    const part = function (name) { return box.querySelector('[data-turn="' + name + '"]'); };
+    const state = part("state"), text = part("text"), tools = part("tools"), plan = part("plan");
+    if (d.event === "TurnStart") {
+      text.textContent = ""; tools.textContent = ""; plan.textContent = "";
+    }
+    for (const u of d.updates || []) {
+      if (u.kind === "text") text.textContent += u.text;
+      else if (u.kind === "tool") {
+        let tool = tools.querySelector('[data-tool="' + CSS.escape(u.id) + '"]');
+        if (!tool) {
+          tool = document.createElement("li");
+          tool.dataset.tool = u.id;
+          for (const name of ["title", "status"]) {
+            const span = document.createElement("span");
+            span.className = name;
+            tool.append(span, " ");
+          }
+          tool.querySelector(".title").textContent = "a tool";
+          tools.append(tool);
+        }
+        if (u.title) tool.querySelector(".title").textContent = u.title;
+        if (u.status) tool.querySelector(".status").textContent = u.status;
+      } else if (u.kind === "plan") {
+        plan.textContent = "";
+        for (const entry of u.entries) {
+          const li = document.createElement("li");
+          li.textContent = entry;
+          plan.append(li);
+        }
+      }
+    }
+    state.textContent = d.event === "TurnEnd" ? d.ended : "running…";
+  }
+
   // A stream the browser gave up on (the gateway answered with an error, not a stream) is
   // tried again by reloading the page, less and less often, so a page left open for days comes
   // back by itself whenever the gateway does.
@@ -119,7 +157,9 @@
       setTimeout(function () { location.reload(); }, waitMs);
       waitMs = Math.min(waitMs * 2, 60000);
     };
-    const handlers = { agent: onAgent, event: onEvent, status: onStatus, approval: onApproval };
+    const handlers = {
+      agent: onAgent, event: onEvent, status: onStatus, approval: onApproval, turn: onTurn,
+    };
     for (const [kind, handle] of Object.entries(handlers)) {
       source.addEventListener(kind, function (e) { handle(JSON.parse(e.data)); });
     }
@@ -183,6 +223,16 @@
       // An answer: its card as decided, by this answer or one before it.
       const card = form.closest("section.approval");
       if (card && data.html) { card.outerHTML = data.html; return; }
+      // A new agent started: its own page, where its turns show.
+      if (data.page) { location.href = data.page; return; }
+      // An agent's button: what it did, in words.
+      if (form.matches(".actions")) {
+        if (output) {
+          output.textContent = data.stopped ? "stopped; messages to it wait for its next start"
+            : data.new_session ? "a new session starts; the old one is left as it was" : "";
+        }
+        return;
+      }
       if (output && data.event_id) output.textContent = data.event_id + ": " + data.status;
       const message = form.querySelector("textarea");
       if (message) message.value = "";
@@ -192,7 +242,9 @@
         await follow(output, agent, data.event_id);
       }
     } catch (err) {
-      const what = form.closest("section.approval") ? "not answered: " : "not sent: ";
+      const what = form.closest("section.approval") ? "not answered: "
+        : form.matches(".new-agent") ? "not started: "
+          : form.matches(".actions") ? "not done: " : "not sent: ";
       if (output) output.textContent = what + err.message;
       else alert(err.message);
     }
