@@ -225,7 +225,7 @@ class Gateway:
         # A dialog an agent shows without a hook is told; Claude Code's own, in auto mode, is
         # an approval where it is read exactly.
         notices = HumanNotices(cfg, store)
-        self.own_dialogs = OwnDialogs(cfg, approvals, self.key, tmux, notices)
+        self.own_dialogs = OwnDialogs(cfg, approvals, self.key, tmux, notices, self.mailbox.post)
         self._dialogs = DialogWatch(store, notices, screen, tmux, self.own_dialogs)
         self._watching_dialogs: asyncio.Task[None] | None = None
         self.inbound_calls: InboundCalls | None = None

@@ -89,10 +89,18 @@ async def test_a_denial_cancels_the_call_and_one_answered_in_the_terminal_closes
     claude.model.on("make the denied file", bash(f"touch {denied}"), text("Made denied."))
     await claude.type("make the denied file")
     approval = await _asks(human, f"touch {denied}")
-    done = await cli(human.home, "deny", approval["id"])
+    done = await cli(human.home, "deny", approval["id"], "-m", "use the other file")
     assert done.returncode == 0, done.stderr
     await claude.wait_for_screen("Interrupted")
     assert not denied.exists()
+
+    async def words_sent() -> bool | None:
+        events = await human.stack.store.latest_events(human.agent_id, 50)
+        sent = [e.payload.get("text") for e in events if e.type == "human_message"]
+        return True if "use the other file" in sent else None
+
+    # Claude asks "What should Claude do instead?": the denial's words are the next message.
+    assert await eventually(words_sent, timeout=20)
 
     claude.model.on("make the left file", bash(f"touch {left}"), text("Made left."))
     await claude.type("make the left file")

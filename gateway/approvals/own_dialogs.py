@@ -8,20 +8,24 @@ the one answer path. What the answer does is read back as a hook reads it, from 
 deployment signed alone (:func:`gateway.approvals.decision.hook_decision`); its keys are then
 pressed here, each checked by tmux against the screen as it is pressed. A dialog that changed
 meanwhile gets no key, and the human is told to answer it in the terminal; one that left the
-screen before an answer came was answered there.
+screen before an answer came was answered there. Esc cancels the call and interrupts the turn,
+and Claude Code then asks "What should Claude do instead?": a denial's words go there, as the
+human's next message through the agent's mailbox, since the dialog has no place for them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 
 from agentcomms.approval_models import ApprovalRequest, Decision
 from agentcomms.bridge.own_dialog import OwnDialog, press_once, read_pane
 from agentcomms.bridge.tmux import TmuxAdapter
 from agentcomms.config import Config
 from agentcomms.errors import AgentcommsError
-from agentcomms.models import Agent, PaneTarget
+from agentcomms.ids import new_event_id
+from agentcomms.models import LOCAL_CHANNEL, Agent, Event, PaneTarget
 from agentcomms.trust import DeploymentKey
 from gateway.approvals.asks import INPUT_CHARS, shown_visibly
 from gateway.approvals.decision import hook_decision
@@ -48,12 +52,14 @@ class OwnDialogs:
         key: DeploymentKey,
         tmux: TmuxAdapter,
         notices: HumanNotices,
+        post: Callable[[Event], Awaitable[object]],
     ) -> None:
         self._cfg = cfg
         self._approvals = approvals
         self._key = key
         self._tmux = tmux
         self._notices = notices
+        self._post = post  # into an agent's mailbox
         # agent id -> (approval id, the dialog, the task that waits for its answer and presses it)
         self._asked: dict[str, tuple[str, OwnDialog, asyncio.Task[None]]] = {}
         self._pressing: set[str] = set()  # approvals whose answer is being pressed
@@ -139,6 +145,25 @@ class OwnDialogs:
             pressed = False
         finally:
             self._pressing.discard(approval_id)
+        message = view.decision.message if view.decision is not None else None
+        if pressed and decision["behavior"] == "deny" and message:
+            by = view.decision.by if view.decision is not None else "the human"
+            said = {"text": message, "source": "approval", "sender_name": by}
+            try:
+                await self._post(
+                    Event(
+                        id=new_event_id(),
+                        agent_id=agent_id,
+                        channel_id=LOCAL_CHANNEL,
+                        type="human_message",
+                        role="human",
+                        payload=said,
+                    )
+                )
+            except AgentcommsError as exc:  # its mailbox full: the denial stands, its words not
+                log.warning(
+                    "approval %s: the denial's words could not be sent: %s", approval_id, exc
+                )
         if not pressed:
             await self._notices.tell(
                 f"{agent_id}'s dialog changed before the answer to approval {approval_id} could "
