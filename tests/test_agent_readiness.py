@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from agentcomms.agents.state import PERMISSION_PROMPT
 from agentcomms.errors import GatewayError
 from agentcomms.workflow_ids import mailbox_id
 from tests.support.cli import AGENTCOMMS
@@ -246,9 +247,10 @@ OWN_DIALOG = (
 async def test_claudes_own_question_is_an_approval_whose_keys_go_only_into_it(
     stack: Stack, agent: tuple[str, FakeAgent]
 ) -> None:
-    """Read exactly, Claude Code's own "Do you want to proceed?" is an approval, not a notice;
-    when the pane shows another call by the time the human allows it, no key is pressed and
-    the human is told to answer it in the terminal."""
+    """Read exactly, Claude Code's own "Do you want to proceed?" is an approval, not a notice,
+    and its Notification hook (which says only that a dialog is open) leaves it so; when the
+    pane shows another call by the time the human allows it, no key is pressed and the human is
+    told to answer it in the terminal."""
     agent_id, fake = agent
     await working(stack, agent_id, fake)
     await fake.showing(OWN_DIALOG)
@@ -259,6 +261,13 @@ async def test_claudes_own_question_is_an_approval_whose_keys_go_only_into_it(
 
     approval = await eventually(opened, timeout=30)
     assert (approval["tool"], approval["input"]) == ("Bash command", "Run a command\ntouch /tmp/x")
+    await fake.hook("Notification", notification_type="permission_prompt")
+
+    async def notified() -> bool | None:
+        row = await stack.store.get_agent(agent_id)
+        return True if row is not None and row.waiting_for == PERMISSION_PROMPT else None
+
+    await eventually(notified)  # the pane is looked at again once that is 4 s old
     await fake.showing(OWN_DIALOG.replace("/tmp/x", "/tmp/y"))
     await stack.call("approval_decide", id=approval["id"], behavior="allow")
 
