@@ -13,6 +13,7 @@ import pytest
 from agentcomms.agents.state import PERMISSION_PROMPT
 from agentcomms.errors import GatewayError
 from agentcomms.workflow_ids import mailbox_id
+from gateway.agents.dialogs import EVERY_S
 from tests.support.cli import AGENTCOMMS
 from tests.support.fake_agent import (
     BUSY,
@@ -268,6 +269,8 @@ async def test_claudes_own_question_is_an_approval_whose_keys_go_only_into_it(
         return True if row is not None and row.waiting_for == PERMISSION_PROMPT else None
 
     await eventually(notified)  # the pane is looked at again once that is 4 s old
+    await asyncio.sleep(EVERY_S + 0.5)  # a look at the agent meanwhile leaves it open
+    assert await opened() == approval
     await fake.showing(OWN_DIALOG.replace("/tmp/x", "/tmp/y"))
     await stack.call("approval_decide", id=approval["id"], behavior="allow")
 
