@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from agentcomms.bridge.own_dialog import pattern_of, press_once, read_own_dialog
+from agentcomms.bridge.own_dialog import pattern_of, press_once, read_own_dialog, read_pane
 from agentcomms.bridge.tmux import TmuxAdapter
+from agentcomms.errors import BridgeError
 from agentcomms.models import PaneTarget
 from tests.support.tmux import Tmux
 from tests.support.waiting import eventually
@@ -147,3 +148,17 @@ async def test_a_dialog_that_changed_since_it_was_read_gets_no_key(
         await press_once(TmuxAdapter(), tmux.socket, await _pane_id(pane), read, allow=True) is None
     )
     assert keys.read_bytes() == b""
+
+
+async def test_a_pane_is_read_in_one_look_and_a_missing_one_is_an_error(
+    tmux: Tmux, tmp_path: Path
+) -> None:
+    pane, target, _ = _shows(tmux, PROCEED, tmp_path)
+    await eventually(lambda: _drawn(tmux, target))
+
+    pane_id, dialog = await read_pane(TmuxAdapter(), pane)
+
+    assert pane_id == await _pane_id(pane)
+    assert dialog == read_own_dialog(PROCEED)
+    with pytest.raises(BridgeError):
+        await read_pane(TmuxAdapter(), PaneTarget(target="nowhere:0.0", socket=tmux.socket))

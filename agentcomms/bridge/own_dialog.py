@@ -37,9 +37,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from agentcomms.bridge.checks import check_pane
 from agentcomms.bridge.commands import command_string
 from agentcomms.bridge.look import all_of
+from agentcomms.bridge.probe import strictly
 from agentcomms.bridge.tmux import TmuxAdapter
+from agentcomms.errors import TmuxError
 from agentcomms.models import PaneTarget
 
 QUESTION = "Do you want to proceed?"
@@ -53,6 +56,8 @@ _POINTED = re.compile(r"^( *)\u276f (\S.*)$")
 # The option that lets the call run: "Yes" (auto mode's dialog), "1. Yes" (manual mode's).
 _YES = re.compile(r"(?:[0-9]+\. )?Yes")
 _PRESSED = "agentcomms-pressed"
+_PANE_TAG = "agentcomms-pane"
+_PANE_ID = re.compile(r"%[0-9]+")
 # A condition longer than this does not fit one tmux invocation with room to spare.
 _CONDITION_CHARS = 10_000
 
@@ -170,10 +175,22 @@ def _pins(lines: list[str], rows: range, *, skip: set[int]) -> list[tuple[int, s
 
 
 async def read_pane(adapter: TmuxAdapter, pane: PaneTarget) -> tuple[str, OwnDialog | None]:
-    """The pane's id and the dialog it shows, if it shows one exactly."""
-    info = await adapter.pane_info(pane)
-    rows = await adapter.run_commands(pane.socket, [["capture-pane", "-p", "-t", info.pane_id]])
-    return info.pane_id, read_own_dialog(rows)
+    """The pane's id and the dialog it shows, if it shows one exactly: one tmux invocation."""
+    check_pane(pane)
+    out = await adapter.run_commands(
+        pane.socket,
+        [
+            strictly(pane.target),  # fails when the target names no pane
+            ["display-message", "-p", "-t", pane.target, f"{_PANE_TAG} #{{pane_id}}"],
+            ["capture-pane", "-p", "-t", pane.target],
+        ],
+    )
+    lines = out.split("\n")
+    at = next((i for i, line in enumerate(lines) if line.startswith(_PANE_TAG + " ")), -1)
+    pane_id = lines[at].split(" ", 1)[1] if at >= 0 else ""
+    if not _PANE_ID.fullmatch(pane_id):
+        raise TmuxError(f"unexpected answer from tmux for pane {pane.target!r}: {out[:200]!r}")
+    return pane_id, read_own_dialog("\n".join(lines[at + 1 :]))
 
 
 async def press_once(

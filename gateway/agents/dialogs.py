@@ -18,10 +18,10 @@ from datetime import timedelta
 
 from agentcomms.agents.state import PERMISSION_PROMPT
 from agentcomms.bridge.own_dialog import OwnDialog, read_pane
-from agentcomms.bridge.screen_state import ScreenCheck
+from agentcomms.bridge.screen_state import ScreenCheck, is_doubtful
 from agentcomms.bridge.tmux import TmuxAdapter
 from agentcomms.errors import AgentcommsError
-from agentcomms.models import Agent, PaneTarget
+from agentcomms.models import Agent, PaneTarget, utcnow
 from agentcomms.store import Store
 from agentcomms.visible import visible
 from gateway.approvals.own_dialogs import OwnDialogs
@@ -69,6 +69,7 @@ class DialogWatch:
     async def look_once(self) -> list[str]:
         """Look at the panes once; the agents whose dialog was told (or asked) now."""
         agents = await self._store.list_agents(include_offline=False)
+        now = utcnow()
         seen = await self._screen.confirmed(agents, after=UNREPORTED_AFTER)
         told = []
         for agent in agents:
@@ -82,8 +83,10 @@ class DialogWatch:
                 and on_screen.state == "waiting"
                 and (agent.state != "waiting" or notified)
             )
-            if on_screen is None and notified:
-                continue  # the dialog told or asked stays so until the pane is read again
+            if on_screen is None and (notified or is_doubtful(agent, now, UNREPORTED_AFTER)):
+                # Not read this time (a notification still fresh, or a pane tmux did not answer
+                # for under load): the dialog told or asked stands until the pane is read.
+                continue
             if not unreported:
                 self._told.discard(agent.id)  # no dialog now: the next one is told again
                 if self._own is not None:
