@@ -36,10 +36,12 @@ log = logging.getLogger(__name__)
 
 # How long each wait for the answer lasts before it is asked again.
 WAIT_S = 60.0
-# Keys towards one answer (Down as often as there are options, then Enter), and the pause after
-# each for Claude Code to draw the pointer where it moved.
+# Keys towards one answer (Down as often as there are options, then Enter), and the pause
+# between looks at the pane for Claude Code to draw the pointer where it moved.
 PRESSES = 8
-PRESS_PAUSE_S = 0.4
+PRESS_PAUSE_S = 0.2
+# How long a moved pointer may take to show (a loaded machine); then the key is pressed again.
+MOVE_WAIT_S = 3.0
 
 
 class OwnDialogs:
@@ -178,14 +180,30 @@ class OwnDialogs:
     ) -> bool:
         """Press the keys of the answer, each only while the pane shows `dialog`; whether the
         last one (Enter or Esc) was pressed."""
+        pointer = dialog.pointer
         for _ in range(PRESSES):
             key = await press_once(self._tmux, pane.socket, pane_id, dialog, allow=allow)
             if key in ("Enter", "Escape"):
                 return True
-            if key is None:
-                # Not as it was read: only a redraw of the same dialog may be pressed again.
-                now_id, now = await read_pane(self._tmux, pane)
-                if now_id != pane_id or now is None or now.pins != dialog.pins:
-                    return False
-            await asyncio.sleep(PRESS_PAUSE_S)
+            # Down or Up: the next key waits until the pointer shows where it went, so a slow
+            # redraw never has a key pressed twice. None: only a redraw may be pressed again.
+            moved = await self._redrawn(pane, pane_id, dialog, pointer, moving=key is not None)
+            if moved is None:
+                return False
+            pointer = moved
         return False
+
+    async def _redrawn(
+        self, pane: PaneTarget, pane_id: str, dialog: OwnDialog, pointer: int, *, moving: bool
+    ) -> int | None:
+        """Where the pointer of `dialog` is once the pane shows it moved from `pointer` (or,
+        not `moving`, at once); None when the pane shows another dialog, or none."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + MOVE_WAIT_S
+        while True:
+            await asyncio.sleep(PRESS_PAUSE_S)
+            now_id, now = await read_pane(self._tmux, pane)
+            if now_id != pane_id or now is None or now.pins != dialog.pins:
+                return None
+            if not moving or now.pointer != pointer or loop.time() > deadline:
+                return now.pointer
