@@ -5,6 +5,7 @@ providers that more than one test module speaks to.
 """
 
 import os
+import sys
 
 import pytest
 
@@ -49,3 +50,26 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         callspec = getattr(item, "callspec", None)
         if callspec is not None and callspec.params.get("database_url") == "postgresql":
             item.add_marker("postgres")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    _without_beartypes_import_hook()
+
+
+def _without_beartypes_import_hook() -> None:
+    """fastmcp's key-value store (py-key-value-aio) puts beartype's import hook in front of every
+    later import in the process, of any package. Temporal's workflow sandbox imports a workflow's
+    modules afresh for each run it starts, and through that hook each cost 0.2 s instead of
+    0.015 s (measured): once a test had imported fastmcp, every stack after it started about 1 s
+    slower and every workflow run cost more. No process of a deployment has both (the MCP server
+    runs no worker), so the tests take the hook out; the modules it checked stay checked."""
+    hooks = [hook for hook in sys.path_hooks if not _is_beartypes(hook)]
+    if len(hooks) != len(sys.path_hooks):
+        sys.path_hooks[:] = hooks
+        sys.path_importer_cache.clear()  # finders made through the hook would keep using it
+
+
+def _is_beartypes(hook: object) -> bool:
+    cells = getattr(hook, "__closure__", None) or ()
+    return any("beartype" in repr(cell.cell_contents) for cell in cells)

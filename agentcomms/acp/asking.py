@@ -34,6 +34,13 @@ POLL_S = 25.0
 # Code's names: `Bash(rm -rf *)`, `Edit(/etc/*)`, `WebFetch(domain:x)`).
 _TOOLS = {"execute": "Bash", "edit": "Edit", "delete": "Edit", "move": "Edit", "read": "Read"}
 _TOOLS |= {"fetch": "WebFetch", "search": "Grep"}
+# A worker reaches the gateway only through its socket, on another machine too (the worker's
+# own config names it): what to do when it cannot.
+FAR_HOST = (
+    "On a host other than the gateway's, set server.socket_path in this host's config to the "
+    "gateway's socket as this host reaches it (e.g. forwarded with `ssh -N -L "
+    "~/.agentcomms/gateway.sock:/home/me/.agentcomms/daemon.sock gateway-host`)"
+)
 
 
 def as_tool_call(ask: PermissionAsk) -> tuple[str, dict[str, Any]]:
@@ -91,7 +98,9 @@ class Approvals:
         try:
             return await self._asked(agent_id, ask)
         except (GatewayUnavailable, RpcError, OSError) as exc:
-            log.warning("%s: could not ask about %s: %s; rejected", agent_id, ask.title, exc)
+            log.warning(
+                "%s: could not ask about %s: %s; rejected. %s", agent_id, ask.title, exc, FAR_HOST
+            )
             return reject_option(ask.options)
 
     async def _asked(self, agent_id: str, ask: PermissionAsk) -> str | None:
@@ -231,4 +240,6 @@ class TurnsToGateway:
                     payload=payload,
                 )
         except (GatewayUnavailable, RpcError, OSError) as exc:
-            log.warning("%s: the gateway did not hear its %s: %s", agent_id, event, exc)
+            log.warning(
+                "%s: the gateway did not hear its %s: %s. %s", agent_id, event, exc, FAR_HOST
+            )

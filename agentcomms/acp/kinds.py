@@ -3,13 +3,16 @@
 Gemini CLI speaks ACP itself (``gemini --acp``); Claude Code and Codex speak it through Zed's
 adapters, which run the agent below them. A kind's command is found on ``PATH`` or in the
 agents' npm prefix (``~/.cache/agentcomms-agents``, where the tests install them too), and is
-installed there with npm when it is missing.
+installed there with npm when it is missing. An agent on another host is registered with its
+program's bare name (:func:`portable`), which that host's worker finds there (:func:`located`):
+never a path of the machine that started it.
 """
 
 from __future__ import annotations
 
 import shutil
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,6 +45,24 @@ def find(kind: str, *, prefix: Path = AGENTS_PREFIX) -> list[str] | None:
         return [str(installed), *known.args]
     on_path = shutil.which(known.program)
     return [on_path, *known.args] if on_path else None
+
+
+def portable(kind: str) -> list[str]:
+    """The command that runs `kind` as any host finds it: its program's name, found by the
+    worker of the host that runs it (:func:`located`)."""
+    known = _known(kind)
+    return [known.program, *known.args]
+
+
+def located(command: Sequence[str], *, prefix: Path = AGENTS_PREFIX) -> list[str]:
+    """`command` as this host runs it: a known kind's bare program name that PATH does not
+    have is the one installed in the agents' npm prefix; anything else is run as given."""
+    program = command[0] if command else ""
+    programs = {known.program for known in KINDS.values()}
+    if "/" in program or program not in programs or shutil.which(program):
+        return list(command)
+    installed = prefix / "node_modules" / ".bin" / program
+    return [str(installed), *command[1:]] if installed.exists() else list(command)
 
 
 def install(kind: str, *, prefix: Path = AGENTS_PREFIX) -> list[str]:

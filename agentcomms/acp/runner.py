@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from agentcomms.acp.client import AcpProcess, AgentFailedToStart, PermissionAsk, Update
+from agentcomms.acp.kinds import located
 from agentcomms.acp.pictures import Picture, image_blocks
 from agentcomms.acp.rpc import ConnectionLost, RpcFailed
 from agentcomms.agents.state import HookReport
@@ -160,7 +161,7 @@ class ProcessAgent:
             self._set("starting")
             try:
                 self._process = await AcpProcess.start(
-                    self.spec.command,
+                    located(self.spec.command),
                     cwd=self.spec.cwd,
                     on_update=self._on_update,
                     on_permission=self._on_permission,

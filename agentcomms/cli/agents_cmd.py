@@ -336,7 +336,12 @@ def start(
         ),
     ] = None,
     host: Annotated[
-        str | None, typer.Option("--host", help="Host whose worker runs the agent.")
+        str | None,
+        typer.Option(
+            "--host",
+            help="Host whose worker runs the agent. With --kind on another host, the kind's "
+            "program is found there (on PATH or in ~/.cache/agentcomms-agents): install it there.",
+        ),
     ] = None,
     new_session_if_lost: Annotated[
         bool,
@@ -372,7 +377,7 @@ def start(
     if kind is not None:
         if command:
             fail(f"--kind {kind} runs its own command; drop {' '.join(command)!r} or use --acp")
-        command = _kind_command(kind)
+        command = _kind_command(kind, host)
     resolved = folder.expanduser().resolve()
     if not resolved.is_dir() and host is None:
         fail(f"--dir {folder}: no such folder here; create it first, or name its --host")
@@ -416,9 +421,9 @@ def clear(
     _print_result(result, as_json, f"{agent_id} starts a new session ({result['event_id']})")
 
 
-def _kind_command(kind: str) -> list[str]:
-    from agentcomms.acp.kinds import KINDS, KindUnavailable, find, install
-    from agentcomms.config import load_sections
+def _kind_command(kind: str, host: str | None) -> list[str]:
+    from agentcomms.acp.kinds import KINDS, KindUnavailable, find, install, portable
+    from agentcomms.config import host_name, load_sections
     from agentcomms.errors import ConfigError
 
     if kind not in KINDS:  # one the operator named in acp.kinds (agents.start.kinds)?
@@ -429,6 +434,9 @@ def _kind_command(kind: str) -> list[str]:
         if kind in own:
             return list(own[kind])
         fail(f"unknown kind {kind!r}; known: {', '.join([*KINDS, *own])} (acp.kinds adds more)")
+    if host is not None and host != host_name():
+        # Another host's worker finds it there: nothing of this machine's is looked at.
+        return portable(kind)
     try:
         found = find(kind)
         if found is not None:

@@ -17,7 +17,7 @@ from typing import Annotated, Any
 
 from pydantic import Field, StringConstraints
 
-from agentcomms.acp.kinds import KindUnavailable, find, install
+from agentcomms.acp.kinds import KindUnavailable, find, install, portable
 from agentcomms.config import AgentConfig
 from agentcomms.errors import RpcError
 from agentcomms.ids import new_event_id
@@ -139,11 +139,16 @@ class ProcessAgentMethods:
 
 async def start_configured(mailbox: Mailbox, agent_id: str, agent: AgentConfig, host: str) -> None:
     """A process agent of the config (`agents.ID.acp`), started as `up` starts: registered with
-    its command, a known kind's found (or installed with npm) on this host first."""
+    its command, a known kind's found (or installed with npm) on this host first, or, for an
+    agent on another host, its program's name, which that host's worker finds there."""
     acp = agent.acp
     assert acp is not None
+    elsewhere = agent.host not in (None, host)
     try:
-        command = acp.command or await _kind_command(acp.kind)
+        # Another host's worker finds the kind there: nothing of this machine's is looked at.
+        command = acp.command or (
+            portable(acp.kind) if elsewhere and acp.kind else await _kind_command(acp.kind)
+        )
     except KindUnavailable as exc:
         log.error("agents.%s.acp: %s", agent_id, exc)
         return

@@ -39,6 +39,7 @@ import pytest
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
+from agentcomms.acp.kinds import KINDS
 from agentcomms.agents.install import Target
 from agentcomms.agents.install_agents import plan
 from agentcomms.config import Config
@@ -59,6 +60,9 @@ _PACKAGES = {
     "claude": f"@anthropic-ai/claude-code@{CLAUDE_CODE_VERSION}",
     "codex": f"@openai/codex@{CODEX_VERSION}",
     "gemini": f"@google/gemini-cli@{GEMINI_VERSION}",
+    # Claude Code's and Codex's ACP adapters, at the versions `--kind` pins.
+    "claude-agent-acp": KINDS["claude-code"].package,
+    "codex-acp": KINDS["codex"].package,
 }
 API_KEY = "sk-ant-test-agentcomms-0123456789abcdef"
 # Claude Code's prompt line, under its input box, when nothing is open over it.

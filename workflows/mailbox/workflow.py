@@ -36,7 +36,7 @@ with workflow.unsafe.imports_passed_through():
     from agentcomms.search_attributes import AGENT_ID, AGENT_STATE, AGENT_STATUS
     from agentcomms.workflow_ids import MAILBOX_WORKFLOW, host_task_queue
     from workflows.activities import failure_cause, failure_reason
-    from workflows.mailbox import activities
+    from workflows.mailbox import activities, process_host
     from workflows.mailbox.checks import Change, Recall, carried_state, genuine_report, newest
     from workflows.mailbox.follow_ups import FollowUps
     from workflows.mailbox.models import (
@@ -100,9 +100,9 @@ class AgentWorkflow:
         self._indexed: tuple[str, str] | None = None
         self._batch_ms = 0  # typing time spent in the current workflow task
         self._checking = 0  # registrations and unregisters being checked
-        # What a run started afresh must learn first (:mod:`.checks`): nothing a terminated run
-        # obeyed or typed is obeyed or typed again.
+        # What a run started afresh learns first (:mod:`.checks`): nothing obeyed or typed twice.
         self._recall = Recall(self._s, self._queue, fresh=carried is None)
+        self._host = process_host.ProcessHost(self._s)
 
     # ---- mailbox -------------------------------------------------------------------------------
 
@@ -212,6 +212,7 @@ class AgentWorkflow:
     @workflow.run
     async def run(self, input: AgentInput) -> None:
         await self._recall.run()
+        await self._host.begin()
         writer = asyncio.create_task(self._writer.run())
         beside = [asyncio.create_task(t.run()) for t in (self._follow_ups, self._receipts)]
         self._publish()
@@ -219,15 +220,19 @@ class AgentWorkflow:
         while True:
             await workflow.wait_condition(
                 lambda: (
-                    self._deliverable() or self._continue_as_new_suggested() or self._stale_row()
+                    self._deliverable()
+                    or workflow.info().is_continue_as_new_suggested()
+                    or self._stale_row()
+                    or self._host.moves_now(self._checking)
                 )
             )
-            if self._continue_as_new_suggested():
+            if workflow.info().is_continue_as_new_suggested():
                 break
             reg = self._s.registration
             if reg is not None and self._s.task_queue != host_task_queue(reg.host):
                 # The pane lives on another host: continue there, where typing is local.
                 self._s.task_queue = host_task_queue(reg.host)
+                await self._host.before_moving(reg)
                 break
             if not self._deliverable():
                 self._publish()  # e.g. unregistered, or an offline agent's queue grew
@@ -351,7 +356,7 @@ class AgentWorkflow:
         self._nudged = False
         try:
             await workflow.wait_condition(
-                lambda: self._nudged or self._continue_as_new_suggested(),
+                lambda: self._nudged or workflow.info().is_continue_as_new_suggested(),
                 timeout=self._watch.stale_in(workflow.now()),
                 timeout_summary="the agent's state is stale: look at its pane",
             )
@@ -360,9 +365,6 @@ class AgentWorkflow:
 
     def _deliverable(self) -> bool:
         return bool(self._queue) and self._s.registration is not None and not self._checking
-
-    def _continue_as_new_suggested(self) -> bool:
-        return workflow.info().is_continue_as_new_suggested()
 
     async def _continue_as_new(self, writer: asyncio.Task[None]) -> None:
         self._continuing = True
