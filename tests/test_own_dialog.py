@@ -84,13 +84,15 @@ def test_what_the_agent_shows_reaches_the_format_as_no_syntax() -> None:
 # -- the keys, pressed by a real tmux server only while it finds the dialog ----------------------
 
 
-def _shows(tmux: Tmux, screen: str, tmp_path: Path) -> tuple[PaneTarget, str, Path]:
+def _shows(
+    tmux: Tmux, screen: str, tmp_path: Path, name: str = "dialog"
+) -> tuple[PaneTarget, str, Path]:
     """A pane of the dialog's size showing `screen` exactly, recording every key pressed."""
-    (tmp_path / "screen").write_text(screen.rstrip("\n"))
-    keys = tmp_path / "keys"
+    shown, keys = tmp_path / f"{name}.screen", tmp_path / f"{name}.keys"
+    shown.write_text(screen.rstrip("\n"))
     keys.touch()
-    tmux.new_session("dialog", f"cat {tmp_path / 'screen'}; stty raw -echo; exec cat >> {keys}")
-    target = "dialog:0.0"
+    tmux.new_session(name, f"cat {shown}; stty raw -echo; exec cat >> {keys}")
+    target = f"{name}:0.0"
     return PaneTarget(target=target, socket=tmux.socket), target, keys
 
 
@@ -141,13 +143,12 @@ async def test_a_dialog_that_changed_since_it_was_read_gets_no_key(
     for allow in (True, False):
         assert await press_once(TmuxAdapter(), tmux.socket, pane_id, read, allow=allow) is None
     # The same dialog on other rows (scrolled one up) is not the one read either.
-    tmux.run("kill-session", "-t", "dialog")
-    pane, target, keys = _shows(tmux, PROCEED.split("\n", 1)[1] + "\n", tmp_path)
-    await eventually(lambda: _drawn(tmux, target))
-    assert (
-        await press_once(TmuxAdapter(), tmux.socket, await _pane_id(pane), read, allow=True) is None
-    )
-    assert keys.read_bytes() == b""
+    scrolled = PROCEED.split("\n", 1)[1] + "\n"
+    moved, moved_target, moved_keys = _shows(tmux, scrolled, tmp_path, "scrolled")
+    await eventually(lambda: _drawn(tmux, moved_target))
+    moved_id = await _pane_id(moved)
+    assert await press_once(TmuxAdapter(), tmux.socket, moved_id, read, allow=True) is None
+    assert keys.read_bytes() == moved_keys.read_bytes() == b""
 
 
 async def test_a_pane_is_read_in_one_look_and_a_missing_one_is_an_error(
