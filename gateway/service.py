@@ -15,6 +15,7 @@ from temporalio.client import Client
 from agentcomms.bridge.screen_state import ScreenCheck
 from agentcomms.bridge.tmux import TmuxAdapter
 from agentcomms.config import Config, host_name, load_config
+from agentcomms.config.agents import servers_missing
 from agentcomms.errors import ListenerUnavailable
 from agentcomms.models import Registration, utcnow
 from agentcomms.store import Store
@@ -33,6 +34,7 @@ from gateway.approvals.chat_answers import ChatAnswers
 from gateway.approvals.chat_posts import ApprovalChats
 from gateway.approvals.email_links import EmailLinks, link_tokens
 from gateway.approvals.methods import ApprovalMethods
+from gateway.approvals.own_dialogs import OwnDialogs
 from gateway.approvals.phone import ApprovalCalls
 from gateway.approvals.push import PushAnswers, tokens_for
 from gateway.chat.admission import Admission
@@ -226,8 +228,11 @@ class Gateway:
         self.console: Console | None = None
         self._pruning: asyncio.Task[None] | None = None
         self._watching: asyncio.Task[None] | None = None
-        # A dialog an agent shows without a hook (Claude Code's own, in auto mode) is told.
-        self._dialogs = DialogWatch(store, HumanNotices(cfg, store), screen, tmux)
+        # A dialog an agent shows without a hook is told; Claude Code's own, in auto mode, is
+        # an approval where it is read exactly.
+        notices = HumanNotices(cfg, store)
+        self.own_dialogs = OwnDialogs(cfg, approvals, self.key, tmux, notices, self.mailbox.post)
+        self._dialogs = DialogWatch(store, notices, screen, tmux, self.own_dialogs)
         self._watching_dialogs: asyncio.Task[None] | None = None
         self.inbound_calls: InboundCalls | None = None
 
@@ -333,6 +338,9 @@ class Gateway:
 
     async def register_configured_agents(self, only: list[str] | None = None) -> None:
         """The agents of the config registered (``only`` these, when given)."""
+        chosen = {i: a for i, a in self.cfg.agents.items() if only is None or i in only}
+        for problem in servers_missing(chosen, self.host):
+            log.warning("%s", problem)  # registered all the same: its messages wait for it
         for agent_id, agent in self.cfg.agents.items():
             if only is not None and agent_id not in only:
                 continue
@@ -374,6 +382,7 @@ class Gateway:
         if self._watching_dialogs is not None:
             self._watching_dialogs.cancel()
             await asyncio.gather(self._watching_dialogs, return_exceptions=True)
+        await self.own_dialogs.close()
         if self._watching is not None:
             self._watching.cancel()
             await asyncio.gather(self._watching, return_exceptions=True)

@@ -6,16 +6,20 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from agentcomms.agents.state import PERMISSION_PROMPT
 from agentcomms.errors import GatewayError
 from agentcomms.workflow_ids import mailbox_id
+from gateway.agents.dialogs import EVERY_S
 from tests.support.cli import AGENTCOMMS
 from tests.support.fake_agent import (
     BUSY,
     DIALOG,
     PROMPT,
+    RULE,
     FakeAgent,
     start_fake_agent,
     state_is,
@@ -225,3 +229,53 @@ async def test_send_wait_reports_submitted_once_the_agents_prompt_carries_the_te
     await fake.hook("UserPromptSubmit", prompt=f"{SENT_HEADER}run the tests")
     result = await sending
     assert (result["status"], result["delivered"]) == ("submitted", True)
+
+
+# Claude Code's own question in auto mode, as it draws it under its rule (tests/screens has the
+# whole screen of the real one).
+OWN_DIALOG = (
+    f"{RULE}\n Bash command\n Run a command\n touch /tmp/x\n\n Do you want to proceed?\n"
+    " \u276f No\n   Yes\n\n Esc to cancel · Tab to amend"
+)
+
+
+async def test_claudes_own_question_is_an_approval_whose_keys_go_only_into_it(
+    stack: Stack, agent: tuple[str, FakeAgent]
+) -> None:
+    """Read exactly, Claude Code's own "Do you want to proceed?" is an approval, not a notice,
+    and its Notification hook (which says only that a dialog is open) leaves it so; when the
+    pane shows another call by the time the human allows it, no key is pressed and the human is
+    told to answer it in the terminal."""
+    agent_id, fake = agent
+    await working(stack, agent_id, fake)
+    await fake.showing(OWN_DIALOG)
+
+    async def opened() -> dict[str, Any] | None:
+        listed = (await stack.call("approvals"))["approvals"]
+        return next((a for a in listed if a["agent_id"] == agent_id), None)
+
+    approval = await eventually(opened, timeout=30)
+    assert (approval["tool"], approval["input"]) == ("Bash command", "Run a command\ntouch /tmp/x")
+    await fake.hook("Notification", notification_type="permission_prompt")
+
+    async def notified() -> bool | None:
+        row = await stack.store.get_agent(agent_id)
+        return True if row is not None and row.waiting_for == PERMISSION_PROMPT else None
+
+    await eventually(notified)  # the pane is looked at again once that is 4 s old
+    await asyncio.sleep(EVERY_S + 0.5)  # a look at the agent meanwhile leaves it open
+    assert await opened() == approval
+    await fake.showing(OWN_DIALOG.replace("/tmp/x", "/tmp/y"))
+    await stack.call("approval_decide", id=approval["id"], behavior="allow")
+
+    async def told() -> list[str] | None:
+        events = await stack.store.latest_events(agent_id, 50)
+        said = [e.payload["text"] for e in events if e.payload.get("notice") == "dialog"]
+        return said or None
+
+    [notice] = await eventually(told, timeout=30)
+    assert f"dialog changed before the answer to approval {approval['id']}" in notice
+    assert fake.typed() == b""
+    # The call now on screen is asked in its turn.
+    other = await eventually(opened, timeout=30)
+    assert other["id"] != approval["id"] and other["input"].endswith("touch /tmp/y")

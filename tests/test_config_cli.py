@@ -16,6 +16,7 @@ from agentcomms.cli.config_cmd import starter_config
 from agentcomms.config import Config, load_config
 from tests.support.cli import AGENTCOMMS
 from tests.support.home import mode, write_config
+from tests.support.tmux import Tmux
 
 SECRET = "s3cr3t-Value-4242"
 
@@ -340,3 +341,30 @@ def test_mistakes_are_one_message_and_no_traceback(
         assert result.stderr.startswith("error: ")
         assert "Traceback" not in result.stderr
         assert "4242" not in result.stderr
+
+
+def test_a_pane_agents_socket_is_a_tmux_l_name_or_a_path_and_a_server_not_running_is_named(
+    home: Path, tmux: Tmux, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The config takes the server as the command line does (one resolver): `newcomer` as
+    `tmux -L newcomer` means it, a path as `tmux -S`; validate names the one not running."""
+    running = Path(tmux.socket)
+    tmux.new_session("work")
+    monkeypatch.setenv("TMUX_TMPDIR", str(running.parent / "tmpdir"))
+    named = running.parent / "tmpdir" / f"tmux-{os.getuid()}" / "newcomer"
+    write_config(
+        home,
+        {
+            "agents": {
+                "by-name": {"target": "dev:0.0", "socket": "newcomer"},
+                "by-path": {"target": "work:0.0", "socket": str(running)},
+            }
+        },
+    )
+    config = load_config()
+    assert config.agents["by-name"].socket == str(named)
+    assert config.agents["by-path"].socket == str(running)
+    result = run("validate")
+    assert result.exit_code == 0
+    assert result.stderr.count("warning: agents.") == 1  # the server that runs is not named
+    assert f"agents.by-name.socket: no tmux server is running at {named}" in result.stderr

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket as sockets
 from pathlib import Path
 
 from agentcomms.errors import InvalidTarget
@@ -51,6 +52,28 @@ def socket_path(given: str, environ: dict[str, str] | None = None) -> str:
         base = env.get("TMUX_TMPDIR") or "/tmp"
         return str(Path(base) / f"tmux-{os.getuid()}" / given)
     return str(Path(given).expanduser().absolute())
+
+
+def no_server_at(path: str) -> bool:
+    """Whether no tmux server listens at socket `path` (none there, or one that ended left its
+    socket). One of another user's, which this process may not reach, is not known to be gone."""
+    with sockets.socket(sockets.AF_UNIX, sockets.SOCK_STREAM) as probe:
+        try:
+            probe.connect(path)
+        except (FileNotFoundError, ConnectionRefusedError):
+            return True
+        except OSError:
+            return False
+    return False
+
+
+def server_named(given: str | None, path: str | None) -> str:
+    """The tmux server a person named, in their words and tmux's: for errors."""
+    if given is not None and path is not None and given != path:
+        return f"the tmux server {given!r} (`tmux -L {given}`, socket {path})"
+    if path is not None:
+        return f"the tmux server at {path}"
+    return "the default tmux server"
 
 
 def check_event_id(event_id: str) -> None:

@@ -12,13 +12,13 @@ costs at most one invocation per stale agent per :data:`LOOK_KEPT_S`.
 from __future__ import annotations
 
 import asyncio
-import socket
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol
 
 from agentcomms.agents.state import STALE_AFTER
+from agentcomms.bridge.checks import no_server_at
 from agentcomms.bridge.look import PaneInfo, crashed_to_shell
 from agentcomms.errors import PaneNotFound, TmuxError
 from agentcomms.models import Agent, PaneTarget, utcnow
@@ -100,7 +100,7 @@ class ScreenCheck:
         except PaneNotFound:
             seen = OnScreen("offline", None, utcnow())
         except TmuxError:
-            if not _server_gone(agent.tmux_socket):
+            if agent.tmux_socket is None or not no_server_at(agent.tmux_socket):
                 return None  # a server this process may not read: the hooks' word stands
             seen = OnScreen("offline", None, utcnow())
         self._kept[key] = (time.monotonic(), seen)
@@ -115,17 +115,3 @@ def shown_for(agent: Agent, seen: OnScreen | None) -> tuple[str, str | None, dat
     if seen.state == agent.state and agent.state == "waiting":
         return agent.state, agent.waiting_for, seen.at  # the hook's words say more
     return seen.state, seen.waiting_for, seen.at
-
-
-def _server_gone(path: str | None) -> bool:
-    """Whether no tmux server listens at `path` (a socket left by one that ended, or none)."""
-    if path is None:
-        return False
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
-        try:
-            probe.connect(path)
-        except (FileNotFoundError, ConnectionRefusedError):
-            return True
-        except OSError:
-            return False  # not ours to reach (another user's): not known to be gone
-    return False

@@ -166,16 +166,12 @@ def _socket_path(given: str) -> str:
 
 def _not_registered(target: str, given: str | None, socket: str | None, why: str) -> str:
     """Why a pane that is not there was not registered, and what to do."""
-    if given is not None and given != socket:
-        server = f"the tmux server {given!r} (`tmux -L {given}`, socket {socket})"
-    elif socket is not None:
-        server = f"the tmux server at {socket}"
-    else:
-        server = "the default tmux server"
+    from agentcomms.bridge.checks import server_named
+
     return (
-        f"nothing registered: {server} has no pane {target} ({why}). Start the agent's pane "
-        "first, or name its server with --socket NAME (as `tmux -L NAME`) or --socket PATH; "
-        "--allow-missing registers it anyway, its messages waiting until it exists"
+        f"nothing registered: {server_named(given, socket)} has no pane {target} ({why}). Start "
+        "the agent's pane first, or name its server with --socket NAME (as `tmux -L NAME`) or "
+        "--socket PATH; --allow-missing registers it anyway, its messages waiting until it exists"
     )
 
 

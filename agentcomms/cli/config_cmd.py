@@ -396,7 +396,14 @@ def _warnings(config: Config) -> list[str]:
             "chat.slack.mode is http but server.public_url is not set, so Slack cannot reach "
             "the gateway (or use mode socket, which needs no public URL)"
         )
-    return warnings
+    return warnings + _servers_missing(config)
+
+
+def _servers_missing(config: Config) -> list[str]:
+    from agentcomms.config import host_name
+    from agentcomms.config.agents import servers_missing
+
+    return servers_missing(config.agents, host_name())
 
 
 def _summary(resolved: ResolvedConfig) -> str:

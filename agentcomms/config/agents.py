@@ -12,7 +12,8 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, Field, SecretStr, field_validator, model_validator
 
 from agentcomms.agents.never import rule_problem
-from agentcomms.bridge.fields import InterruptKey, TmuxSocket, TmuxTarget
+from agentcomms.bridge.checks import no_server_at
+from agentcomms.bridge.fields import InterruptKey, TmuxServer, TmuxTarget
 from agentcomms.config.budget import Budget
 from agentcomms.config.chat import ChatConfig
 from agentcomms.config.section import Section
@@ -121,8 +122,10 @@ class AgentConfig(Section):
     acp: AgentAcp | None = Field(
         default=None, description="how to start a process agent over ACP (type process)"
     )
-    socket: TmuxSocket | None = Field(
-        default=None, description="tmux socket path (-S); default server"
+    socket: TmuxServer | None = Field(
+        default=None,
+        description="the pane's tmux server: a name as `tmux -L NAME` gives it, or its socket "
+        "path as `tmux -S PATH`; null: the default server",
     )
     host: str | None = Field(default=None, description="host whose worker types into the pane")
     interrupt_key: InterruptKey = Field(
@@ -201,3 +204,18 @@ class AgentConfig(Section):
         default=False, description="quiet hours hold none of this agent's escalations"
     )
     budget: Budget | None = Field(default=None, description="replaces budget for this agent")
+
+
+def servers_missing(agents: dict[str, AgentConfig], host: str) -> list[str]:
+    """For each pane agent of this host whose named tmux server is not running, what to do: the
+    agent is still registered, and its messages wait until the server and its pane exist."""
+    return [
+        f"agents.{agent_id}.socket: no tmux server is running at {agent.socket}, so pane "
+        f"{agent.target} cannot be reached; its messages wait until it exists. Start the "
+        "server (`tmux -L NAME new-session` or `tmux -S PATH new-session`), or fix the name"
+        for agent_id, agent in agents.items()
+        if agent.socket is not None
+        and agent.host in (None, host)
+        and agent.type == "tmux"
+        and no_server_at(agent.socket)
+    ]

@@ -21,7 +21,7 @@ from pydantic import (
 )
 
 from agentcomms.address import DEFAULT_ADDRESS
-from agentcomms.bridge.fields import TmuxSocket
+from agentcomms.bridge.fields import TmuxServer
 
 # The agents' sections live in their own module; re-exported here, where the schema is read.
 from agentcomms.config.agents import AgentAcp as AgentAcp
@@ -345,9 +345,10 @@ class AcpConfig(Section):
         description="the tmux session where a chat's `/new ID DIR KIND --tmux` opens a window "
         "(made when missing)",
     )
-    tmux_socket: TmuxSocket | None = Field(
+    tmux_socket: TmuxServer | None = Field(
         default=None,
-        description="the tmux server of those windows, a socket path; null: the default server",
+        description="the tmux server of those windows: a name as `tmux -L NAME` gives it, or "
+        "its socket path; null: the default server",
     )
 
     @field_validator("roots")

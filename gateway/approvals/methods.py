@@ -152,6 +152,13 @@ class ApprovalMethods:
         opened = {"id": ids[0], "ids": ids, "agent_id": agent_id, "timeout_s": timeout_s}
         return opened if refused is None else {**opened, "note": f"no ladder: {refused}"}
 
+    async def open_read(self, unsigned: ApprovalRequest) -> str:
+        """Open a request the gateway read off an agent's pane (no hook asked); its id."""
+        refused = await self._budgets.ladder_refusal(unsigned.agent_id)
+        approval_id = await self._open(unsigned, ladder=refused is None)
+        self._waiting[approval_id] = (unsigned.agent_id, unsigned.tool, None)
+        return approval_id
+
     async def _open(self, unsigned: ApprovalRequest, *, ladder: bool) -> str:
         for _ in range(ID_TRIES):
             request = self._key.sign_approval(unsigned.model_copy(update={"id": new_approval_id()}))
@@ -186,17 +193,24 @@ class ApprovalMethods:
         """Long-polls: `decided` with the hook's answer (None: leave it to the terminal), or
         `open` when `wait_s` passed first, for the hook to ask again."""
         await self._agents_own(p.id, p.agent_id, "waits on")
-        view = await self._approvals.wait(p.id.upper(), p.wait_s)
+        view = await self.wait_decided(p.id.upper(), p.wait_s)
         if view is None:
             return {"status": "open"}
-        if self._waiting.pop(view.request.id, None) is not None:
-            self._tell(view)  # decided where this gateway did not hear it (a timeout)
-        self._chats.settle(view)
         return {
             "status": "decided",
             "decision": hook_decision(self._key, view, p.id.upper()),
             **_summary(view),
         }
+
+    async def wait_decided(self, approval_id: str, wait_s: float) -> ApprovalView | None:
+        """The approval once decided (every surface told how), or None after `wait_s`."""
+        view = await self._approvals.wait(approval_id, wait_s)
+        if view is None:
+            return None
+        if self._waiting.pop(view.request.id, None) is not None:
+            self._tell(view)  # decided where this gateway did not hear it (a timeout)
+        self._chats.settle(view)
+        return view
 
     async def _agents_own(self, approval_id: str, agent_id: str | None, does: str) -> None:
         """Refuse a hook in agent ``agent_id``'s pane a request of another agent's."""

@@ -70,6 +70,8 @@ PROMPT_HINT = "? for shortcuts"
 # What starts an input line: Claude Code's and Codex's prompt marks.
 PROMPT_MARKS = ("\u276f", "\u203a")
 AUTO_MODE_DIALOG = "Make auto mode your default permission mode?"
+# Claude Code's status line in auto mode, its own default: at its prompt, in place of the hint.
+AUTO_MODE_ON = "auto mode on"
 PROCEED_DIALOG = "Do you want to proceed?"
 # Claude Code's status line in plan mode.
 PLAN_MODE = "plan mode on"
@@ -341,12 +343,14 @@ async def claude_with_agentcomms(
     configure: Callable[[Config], Config] | None = None,
     never: tuple[str, ...] = (),
     posted: bool = False,
+    default_mode: str | None = "default",
 ) -> AsyncIterator[tuple[Stack, ClaudePane, str]]:
     """A stack (`configure` adjusts its configuration), and the real Claude Code with
     `agentcomms install claude-code` in its home and its pane registered as an agent
     (`agent_id`, or one made up; the id given): its hooks report to that stack. `never`: the
     never-list installed with them. `posted`: the reporting hooks post to the gateway's hook
-    door (its token in the agentcomms home, which the caller makes private)."""
+    door (its token in the agentcomms home, which the caller makes private). `default_mode`:
+    see `prepare_claude_home` (None: Claude Code's own default, auto mode)."""
     from agentcomms.agents.install import hook_url
     from agentcomms.hook_token import hook_token
     from tests.support.cli import AGENTCOMMS  # cli imports the stack, as this module does
@@ -370,6 +374,8 @@ async def claude_with_agentcomms(
                 model,
                 setup=install,
                 env={"AGENTCOMMS_SOCKET": str(stack.cfg.server.socket())},
+                default_mode=default_mode,
+                until=PROMPT_HINT if default_mode else AUTO_MODE_ON,
             )
             agent_id = agent_id or f"claude-{uuid.uuid4().hex[:6]}"
             await register(stack, agent_id, tmux, claude.target, submit_delay_ms=300)
