@@ -15,7 +15,6 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.acp.kinds import KINDS
-from agentcomms.models import Agent
 from tests.fakes.anthropic import FakeAnthropic, bash
 from tests.fakes.openai_responses import FakeResponses, text, tool
 from tests.support.agents import (
@@ -25,7 +24,7 @@ from tests.support.agents import (
     prepare_claude_home,
     prepare_codex_home,
 )
-from tests.support.stack import Stack, running_stack
+from tests.support.stack import Stack, in_state, open_approvals, running_stack
 from tests.support.waiting import eventually
 
 
@@ -35,16 +34,6 @@ async def stack(
 ) -> AsyncIterator[Stack]:
     async with running_stack(temporal_env.client, tmp_path_factory.mktemp("stack")) as s:
         yield s
-
-
-async def state_is(stack: Stack, agent: str, state: str) -> Agent | None:
-    row = await stack.store.get_agent(agent)
-    return row if row is not None and row.state == state else None
-
-
-async def open_approvals(stack: Stack, agent: str) -> list[dict[str, Any]]:
-    listed = await stack.call("approvals")
-    return [a for a in listed["approvals"] if a["agent_id"] == agent]
 
 
 def with_env(env: dict[str, str], program: Path) -> list[str]:
@@ -60,28 +49,28 @@ async def a_turn_and_an_approval(
     """Start the agent, ask it the capital of France (its reply, streamed, is its last reply),
     then to make a file: the approval's `allow` option runs the command. The approval."""
     await stack.call("start_agent", agent_id=agent, dir=str(project), command=command)
-    await eventually(lambda: state_is(stack, agent, "ready"), timeout=90)
+    await eventually(lambda: in_state(stack, agent, "ready"), timeout=90)
 
     sent = await stack.call(
         "send", agent_id=agent, message="what is the capital of France?", wait=True, timeout=60
     )
     assert sent["status"] == "submitted", sent
-    await eventually(lambda: state_is(stack, agent, "ready"), timeout=60)
+    await eventually(lambda: in_state(stack, agent, "ready"), timeout=60)
     peeked = await stack.call("peek", agent_id=agent)
     assert peeked["shows"] == "last_reply" and peeked["text"] == "Paris, of course.", peeked
 
     await stack.call("send", agent_id=agent, message="please make the file")
     [approval] = await eventually(lambda: open_approvals(stack, agent), timeout=60)
     assert "touch made.txt" in approval["input"], approval
-    await eventually(lambda: state_is(stack, agent, "waiting"))
+    await eventually(lambda: in_state(stack, agent, "waiting"))
     await stack.call("approval_decide", id=approval["id"], behavior="answer", answer=allow)
     await eventually(lambda: (project / "made.txt").exists(), timeout=60)
-    await eventually(lambda: state_is(stack, agent, "ready"), timeout=60)
+    await eventually(lambda: in_state(stack, agent, "ready"), timeout=60)
     peeked = await stack.call("peek", agent_id=agent)
     assert peeked["text"] == "Made it.", peeked
 
     assert (await stack.call("stop_agent", agent_id=agent))["stopped"]
-    await eventually(lambda: state_is(stack, agent, "offline"))
+    await eventually(lambda: in_state(stack, agent, "offline"))
     found: dict[str, Any] = approval
     return found
 
