@@ -47,9 +47,11 @@ class DriverStatement:
         selected: Iterable[Any] = (
             statement.selected_columns if isinstance(statement, Select) else ()
         )
+        selected = list(selected)
         self._results = [
             column.type.dialect_impl(dialect).result_processor(dialect, None) for column in selected
         ]
+        self._names = [column.key for column in selected]
 
     def parameters(self, row: Mapping[str, Any]) -> tuple[Any, ...]:
         bound = []
@@ -73,6 +75,18 @@ class DriverStatement:
             return None
         process = self._results[0]
         return found[0] if process is None else process(found[0])
+
+    def rows(self, cursor: sqlite3.Cursor, row: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """Every row the query finds, each as its columns' values read as SQLAlchemy reads them."""
+        found = cursor.execute(self.sql, self.parameters(row)).fetchall()
+        read = list(zip(self._names, self._results, strict=True))
+        return [
+            {
+                name: value if process is None or value is None else process(value)
+                for (name, process), value in zip(read, values, strict=True)
+            }
+            for values in found
+        ]
 
 
 class DriverConnection:

@@ -16,9 +16,11 @@ from typing import Any, Literal, get_args
 from sqlalchemy import (
     ColumnElement,
     LargeBinary,
+    bindparam,
     case,
     cast,
     func,
+    literal,
     or_,
     select,
     text,
@@ -71,6 +73,28 @@ def _shown_to_agent() -> ColumnElement[bool]:
     return EventRow.status != "rejected"
 
 
+# An agent's messages after its read cursor, oldest first. The message types are literals, not
+# one expanding list, so the statement compiles once to plain SQL for the driver connection.
+_UNREAD = (
+    select(EventRow)
+    .where(
+        EventRow.agent_id == bindparam("agent_id"),
+        EventRow.direction == "in",
+        EventRow.type.in_([literal(t) for t in MESSAGE_TYPES]),
+        _shown_to_agent(),
+        EventRow.seq
+        > func.coalesce(
+            select(AgentRow.read_cursor)
+            .where(AgentRow.id == bindparam("agent_id"))
+            .scalar_subquery(),
+            0,
+        ),
+    )
+    .order_by(EventRow.seq)
+    .limit(bindparam("limit"))
+)
+
+
 class Store(ApprovalPosts, ChatMemory, Changes, Directory, Guards, PhoneCallers, PhoneRecordings):
     """Events, agents, channels and calls in a SQL database (SQLite file or PostgreSQL).
 
@@ -118,10 +142,14 @@ class Store(ApprovalPosts, ChatMemory, Changes, Directory, Guards, PhoneCallers,
     @contextlib.asynccontextmanager
     async def _reading(self) -> AsyncIterator[AsyncConnection]:
         """A connection to read events on, once the events queued before now are written."""
-        if queued := [done for _, done in self._queued_inserts]:
-            await asyncio.wait(queued)  # what a write met is its queuer's to hear
+        await self._queued_written()
         async with self._engine.connect() as conn:
             yield conn
+
+    async def _queued_written(self) -> None:
+        """Return once the events queued before now are written (see queue_event)."""
+        if queued := [done for _, done in self._queued_inserts]:
+            await asyncio.wait(queued)  # what a write met is its queuer's to hear
 
     async def _insert_queued(self) -> None:
         while self._queued_inserts:
@@ -380,21 +408,17 @@ class Store(ApprovalPosts, ChatMemory, Changes, Directory, Guards, PhoneCallers,
         Reading does not move the cursor: :meth:`advance_read_cursor` does, once they were shown.
         """
         check_limit(limit)
-        cursor = select(AgentRow.read_cursor).where(AgentRow.id == agent_id).scalar_subquery()
-        stmt = (
-            select(EventRow)
-            .where(
-                EventRow.agent_id == agent_id,
-                EventRow.direction == "in",
-                EventRow.type.in_(MESSAGE_TYPES),
-                _shown_to_agent(),
-                EventRow.seq > func.coalesce(cursor, 0),
-            )
-            .order_by(EventRow.seq)
-            .limit(limit + 1)  # one more than asked tells whether more wait
-        )
-        async with self._reading() as conn:
-            events = [from_row(Event, row) for row in await conn.execute(stmt)]
+        asked = {"agent_id": agent_id, "limit": limit + 1}  # one more tells whether more wait
+        # Asked at every check_messages, mostly to find nothing: on a SQLite file, on the
+        # reader's driver connection (one thread hop, where the async driver took eight).
+        if self._reader is not None:
+            query = self._unread_query
+            await self._queued_written()
+            rows = await self._read_on_driver(lambda cursor: query.rows(cursor, asked))
+            events = [Event.model_validate(row) for row in rows]
+        else:
+            async with self._reading() as conn:
+                events = [from_row(Event, row) for row in await conn.execute(_UNREAD, asked)]
         return events[:limit], len(events) > limit
 
     async def advance_read_cursor(self, agent_id: str, event_id: str) -> bool:
@@ -421,6 +445,11 @@ class Store(ApprovalPosts, ChatMemory, Changes, Directory, Guards, PhoneCallers,
             return conn.execute(stmt).rowcount > 0
 
         return await self._transact(advance)
+
+    @functools.cached_property
+    def _unread_query(self) -> DriverStatement:
+        assert self._writer is not None
+        return DriverStatement(_UNREAD, self._writer, ["agent_id", "limit"])
 
     # -- helpers -------------------------------------------------------------------------------
 
