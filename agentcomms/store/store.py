@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import functools
 import itertools
+import sqlite3
 from collections.abc import AsyncIterator
 from typing import Any, Literal, get_args
 
@@ -92,6 +93,12 @@ _UNREAD = (
     )
     .order_by(EventRow.seq)
     .limit(bindparam("limit"))
+)
+
+
+# The seq of one of the agent's events (None: no such event of this agent's).
+_OWN_SEQ = select(EventRow.seq).where(
+    EventRow.id == bindparam("event_id"), EventRow.agent_id == bindparam("agent_id")
 )
 
 
@@ -428,23 +435,49 @@ class Store(ApprovalPosts, ChatMemory, Changes, Directory, Guards, PhoneCallers,
         row yet (messages may arrive before it registers) gets one, offline.
         """
 
-        def advance(conn: Connection) -> bool:
-            seq = conn.execute(_seq_stmt(event_id, agent_id)).scalar_one_or_none()
-            if seq is None:
-                raise EventNotFound(event_id, agent_id)
-            now = utcnow()
-            new_row = row_values(Agent(id=agent_id, updated_at=now))
-            stmt = self._insert(AgentRow).values(
-                {**new_row, "read_cursor": seq, "registered_at": now}
-            )
-            stmt = stmt.on_conflict_do_update(
-                index_elements=[AgentRow.id],
-                set_={"read_cursor": stmt.excluded.read_cursor},
-                where=or_(AgentRow.read_cursor.is_(None), AgentRow.read_cursor < seq),
-            )
-            return conn.execute(stmt).rowcount > 0
+        now = utcnow()
+        row = {**row_values(Agent(id=agent_id, updated_at=now)), "registered_at": now}
+        asked = {"event_id": event_id, "agent_id": agent_id}
+        # Made at every check_messages that returns something: on a SQLite file, on the writer's
+        # driver connection (0.1 ms of CPU, where a SQLAlchemy transaction took 1.0).
+        if self._driver is not None:
+            find = self._on_driver(_OWN_SEQ, ("event_id", "agent_id"))
+            move = self._on_driver(self._advance_cursor_stmt, (*AGENT_COLUMNS, "read_cursor"))
 
-        return await self._transact(advance)
+            def advance_on_driver(cursor: sqlite3.Cursor) -> bool:
+                seq = find.scalar(cursor, asked)
+                return seq is not None and bool(move.run(cursor, [{**row, "read_cursor": seq}]))
+
+            if await self._transact_on_driver(advance_on_driver):
+                return True
+        else:
+
+            def advance(conn: Connection) -> bool:
+                seq = conn.execute(_OWN_SEQ, asked).scalar_one_or_none()
+                if seq is None:
+                    return False
+                moved = conn.execute(self._advance_cursor_stmt, {**row, "read_cursor": seq})
+                return moved.first() is not None
+
+            if await self._transact(advance):
+                return True
+        # Not moved: a stale or retried acknowledgement, or an event that is not the agent's.
+        async with self._reading() as conn:
+            if (await conn.execute(_OWN_SEQ, asked)).first() is None:
+                raise EventNotFound(event_id, agent_id)
+        return False
+
+    @functools.cached_property
+    def _advance_cursor_stmt(self) -> Any:
+        """Insert an agent row holding a read cursor, or move the stored one forward only."""
+        insert = self._insert(AgentRow)
+        return insert.on_conflict_do_update(
+            index_elements=[AgentRow.id],
+            set_={"read_cursor": insert.excluded.read_cursor},
+            where=or_(
+                AgentRow.read_cursor.is_(None), AgentRow.read_cursor < insert.excluded.read_cursor
+            ),
+        ).returning(AgentRow.id)
 
     @functools.cached_property
     def _unread_query(self) -> DriverStatement:
