@@ -10,6 +10,9 @@ on one connection the writer thread keeps. Other writes, and PostgreSQL, go thro
 The read made before every delivery (whether its registration is still the agent's newest) runs
 the same way, as a lone SELECT on a reader thread's own connection: building and running it
 through SQLAlchemy took about a quarter of the delivery activity's time (py-spy, 2026-12-03).
+An agent's ``check_messages`` likewise reads its unread messages on the reader's connection and
+moves its read cursor on the writer's: through the async driver the read alone took eight thread
+hops, about 1 ms of the gateway's answer (``bench/bench_mcp.py``).
 """
 
 from __future__ import annotations
