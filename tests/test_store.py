@@ -386,6 +386,8 @@ async def test_unread_messages_are_inbound_messages_after_the_cursor(store: Stor
         role="agent",
         text="two",
         source_agent_id="frontend",
+        delivered_at=datetime.now(UTC),
+        attempts=2,
     )
     skipped = [
         message(type="agent_message", role="agent", direction="out", text="my own reply"),
@@ -401,6 +403,8 @@ async def test_unread_messages_are_inbound_messages_after_the_cursor(store: Stor
     assert (ids(unread), more) == (ids([m1, m2]), True)
     unread, more = await store.unread_messages("backend", 3)  # reading does not move the cursor
     assert (ids(unread), more) == (ids([m1, m2, m3]), False)
+    # Read back whole, as recorded: the payload's JSON, the timestamps, every field.
+    assert unread == [m1, m2, m3]
 
     assert await store.advance_read_cursor("backend", m2.id) is True
     unread, more = await store.unread_messages("backend", 10)

@@ -10,6 +10,9 @@ on one connection the writer thread keeps. Other writes, and PostgreSQL, go thro
 The read made before every delivery (whether its registration is still the agent's newest) runs
 the same way, as a lone SELECT on a reader thread's own connection: building and running it
 through SQLAlchemy took about a quarter of the delivery activity's time (py-spy, 2026-12-03).
+An agent's ``check_messages`` likewise reads its unread messages on the reader's connection and
+moves its read cursor on the writer's: through the async driver the read alone took eight thread
+hops, about 1 ms of the gateway's answer (``bench/bench_mcp.py``).
 """
 
 from __future__ import annotations
@@ -47,9 +50,11 @@ class DriverStatement:
         selected: Iterable[Any] = (
             statement.selected_columns if isinstance(statement, Select) else ()
         )
+        selected = list(selected)
         self._results = [
             column.type.dialect_impl(dialect).result_processor(dialect, None) for column in selected
         ]
+        self._names = [column.key for column in selected]
 
     def parameters(self, row: Mapping[str, Any]) -> tuple[Any, ...]:
         bound = []
@@ -73,6 +78,18 @@ class DriverStatement:
             return None
         process = self._results[0]
         return found[0] if process is None else process(found[0])
+
+    def rows(self, cursor: sqlite3.Cursor, row: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """Every row the query finds, each as its columns' values read as SQLAlchemy reads them."""
+        found = cursor.execute(self.sql, self.parameters(row)).fetchall()
+        read = list(zip(self._names, self._results, strict=True))
+        return [
+            {
+                name: value if process is None or value is None else process(value)
+                for (name, process), value in zip(read, values, strict=True)
+            }
+            for values in found
+        ]
 
 
 class DriverConnection:
