@@ -120,6 +120,8 @@ class Gateway:
         # One-way notifications to the human's ntfy topic: turns ended, agents gone, asks.
         self.notify = PushNotify(cfg)
         approvals.observers.append(self.notify.approval)
+        # The processes of this host's process agents, told by their worker: what descends from
+        # one is that agent's, as a process in a pane is.
         processes = ProcessAgentMethods(self.mailbox, store, self.host)
         # A look at an agent (a chat's /peek, `agents peek`): its last reply from the hooks.
         peek = AgentPeek(store, self.host)
@@ -185,7 +187,7 @@ class Gateway:
         self.phone_menu = PhoneMenu(cfg, store, approvals, post=self.mailbox.post)
         # The panes of the agents on this host, each known from the moment its registration
         # is accepted, before the projection shows it.
-        self.agent_panes = AgentPanes(store, self.host)
+        self.agent_panes = AgentPanes(store, self.host, processes=processes.running)
         self.mailbox.registering.append(self.agent_panes.accepted)
         # Each request admitted as its method's declaration says: an agent's gets only what is
         # its own, and no process in an agent's pane decides for the human.

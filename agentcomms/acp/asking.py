@@ -170,6 +170,44 @@ def shown(update: Update) -> dict[str, Any] | None:
     return None
 
 
+# A worker may start its agents before the gateway beside it listens (`up` with its own
+# Temporal starts the worker first): the gateway is told as soon as it does.
+TELL_TRIES = 30
+TELL_FIRST_S = 0.2
+TELL_CAP_S = 5.0
+
+
+class StartsToGateway:
+    """Tells the gateway each process agent's process as the worker starts it (the kernel
+    confirms it is this worker's child): what the agent runs then counts as the agent's, never
+    as the human's. A gateway not told refuses the human's decisions while the agent runs, so
+    the agent's start never waits on this; a gateway not yet listening is told when it is."""
+
+    def __init__(self, socket: Path) -> None:
+        self._socket = socket
+        self._telling: set[asyncio.Task[None]] = set()
+
+    async def __call__(self, agent_id: str, pid: int) -> None:
+        task = asyncio.get_running_loop().create_task(self._tell(agent_id, pid))
+        self._telling.add(task)
+        task.add_done_callback(self._telling.discard)
+
+    async def _tell(self, agent_id: str, pid: int) -> None:
+        delay = TELL_FIRST_S
+        for _ in range(TELL_TRIES):
+            try:
+                async with GatewayClient(self._socket) as gateway:
+                    await gateway.call("agent_process", agent_id=agent_id, pid=pid)
+                return
+            except RpcError as exc:  # refused: told where it cannot be confirmed (another host)
+                log.warning("%s: the gateway refused its process %d: %s", agent_id, pid, exc)
+                return
+            except (GatewayUnavailable, OSError):
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, TELL_CAP_S)
+        log.warning("%s: the gateway never heard of its process %d", agent_id, pid)
+
+
 class TurnsToGateway:
     """Tells the gateway a process agent's turns as a pane agent's hooks do, so the gateway's
     observers hear them: the mirror sends the turn's reply to the chat whose message began it,

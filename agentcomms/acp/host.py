@@ -15,6 +15,7 @@ from agentcomms.acp.runner import (
     ProcessAgent,
     Reporter,
     Spec,
+    StartObserver,
     TurnObserver,
     Unavailable,
     UpdateObserver,
@@ -34,9 +35,11 @@ class ProcessAgents:
         ask: Asker,
         turns: Sequence[TurnObserver] = (),
         updated: Sequence[UpdateObserver] = (),
+        started: Sequence[StartObserver] = (),
         start_wait_s: float = SUBMIT_WAITS_S,
     ) -> None:
         self._sessions = sessions
+        self._on_start = list(started)
         self._start_wait_s = start_wait_s  # how long a delivery waits for an agent to start
         self._report = report
         self._ask = ask
@@ -63,6 +66,7 @@ class ProcessAgents:
                 ask=self._ask,
                 turns=self.turns,
                 updated=self.updated,
+                started=self._on_start,
                 start_wait_s=self._start_wait_s,
             )
         return agent

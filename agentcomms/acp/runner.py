@@ -84,6 +84,9 @@ class Turn:
 TurnObserver = Callable[[str, str, Turn], Awaitable[None]]
 # Who hears each update of a turn as it streams (the console's view of it).
 UpdateObserver = Callable[[str, Update], None]
+# Who hears the agent's process started (its id, the pid), before it opens a session: the
+# gateway, so that what the agent runs is never taken for the human.
+StartObserver = Callable[[str, int], Awaitable[None]]
 
 
 class NotReady(Exception):
@@ -109,9 +112,11 @@ class ProcessAgent:
         ask: Asker,
         turns: Sequence[TurnObserver] = (),
         updated: Sequence[UpdateObserver] = (),
+        started: Sequence[StartObserver] = (),
         start_wait_s: float = SUBMIT_WAITS_S,
     ) -> None:
         self.agent_id = agent_id
+        self._started = started
         self._start_wait_s = start_wait_s
         self.spec = spec
         self._file = sessions / f"{agent_id}.json"
@@ -166,6 +171,8 @@ class ProcessAgent:
                     on_update=self._on_update,
                     on_permission=self._on_permission,
                 )
+                for observer in self._started:
+                    await observer(self.agent_id, self._process.pid)
                 self.session_id = await self._open_session(self._process)
             except (AgentFailedToStart, ConnectionLost, RpcFailed, TimeoutError, OSError) as exc:
                 self.last_error = str(exc) or type(exc).__name__
