@@ -2,13 +2,15 @@
 processes: the gateway learns the agent's process only from the worker that started it (the
 kernel confirms the worker is its parent); what descends from it, or runs in the session it
 leads, is that agent's while that very process runs (a pid given to a later process is nobody's
-agent); and while a process agent runs here unknown, the human's decisions are refused, not
-guessed, though a hook's reports go on."""
+agent), at the socket and at the console alike; and while a process agent runs here unknown,
+the human's decisions are refused, not guessed, though a hook's reports go on."""
 
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,6 +21,7 @@ import pytest
 from agentcomms.errors import PanesUnknown
 from agentcomms.models import Agent
 from agentcomms.store import Store
+from gateway.console.peers import refusal
 from gateway.socket.caller import Peer
 from gateway.socket.panes import AgentPane, AgentPanes, AgentProcesses, holding, started_at
 
@@ -96,6 +99,48 @@ def test_a_pid_given_to_a_later_process_is_nobodys_agent() -> None:
         assert holding(tool, [AgentPane("backend", "", agent.pid, "", "", started=started)])
 
 
+async def _agent_row(store: Store, host: str, status: str, state: str) -> None:
+    await store.settle_events(
+        [],
+        agent=Agent(
+            id="backend", type="process", target="acp: x", host=host, status=status, state=state
+        ),
+    )
+
+
+@contextmanager
+def _dialing(port: int) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+    """A process agent stand-in whose tool connects to loopback ``port`` and stays connected;
+    the agent and the tool's own port."""
+    dial = (
+        f"import socket, time; s = socket.create_connection(('127.0.0.1', {port})); "
+        "print(s.getsockname()[1], flush=True); time.sleep(30)"
+    )
+    script = f'{sys.executable} -c "{dial}" & wait'
+    proc = subprocess.Popen(["sh", "-c", script], stdout=subprocess.PIPE, start_new_session=True)
+    try:
+        assert proc.stdout is not None
+        yield proc, int(proc.stdout.readline())
+    finally:
+        os.killpg(proc.pid, 9)
+        proc.wait()
+        proc.stdout.close()  # type: ignore[union-attr]
+
+
+async def test_the_console_refuses_what_a_process_agent_runs(tmp_path: Path) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as console:
+        server = ("127.0.0.1", console.getsockname()[1])
+        with _dialing(server[1]) as (agent, port):
+            async with await Store.open(f"sqlite+aiosqlite:///{tmp_path / 'p.db'}") as store:
+                panes = AgentPanes(store, "this-host")
+                await _agent_row(store, "this-host", "online", "ready")
+                unknown = await refusal(panes, ("127.0.0.1", port), server)
+                assert unknown is not None and "cannot tell now" in unknown
+                panes.processes.started("backend", agent.pid, ME)
+                refused = await refusal(panes, ("127.0.0.1", port), server)
+                assert refused is not None and "process agent 'backend'" in refused
+
+
 async def test_a_process_agent_running_here_unknown_refuses_the_humans_decisions(
     tmp_path: Path,
 ) -> None:
@@ -103,17 +148,7 @@ async def test_a_process_agent_running_here_unknown_refuses_the_humans_decisions
         panes = AgentPanes(store, "this-host")
 
         async def agent(host: str, status: str, state: str) -> None:
-            await store.settle_events(
-                [],
-                agent=Agent(
-                    id="backend",
-                    type="process",
-                    target="acp: x",
-                    host=host,
-                    status=status,
-                    state=state,
-                ),
-            )
+            await _agent_row(store, host, status, state)
 
         # Stopped, or on another host: nothing of this host's to tell.
         await agent("this-host", "offline", "offline")
