@@ -178,16 +178,21 @@ TELL_CAP_S = 5.0
 
 
 class StartsToGateway:
-    """Tells the gateway each process agent's process as the worker starts it (the kernel
-    confirms it is this worker's child): what the agent runs then counts as the agent's, never
-    as the human's. A gateway not told refuses the human's decisions while the agent runs, so
-    the agent's start never waits on this; a gateway not yet listening is told when it is."""
+    """Tells the gateway each process agent's process as the worker starts it, and again as it
+    asks a permission (the kernel confirms it is this worker's child): what the agent runs then
+    counts as the agent's, never as the human's. A gateway not told refuses the human's
+    decisions while the agent runs, so the agent never waits on this; a gateway not yet
+    listening is told when it is, and one that refused (it runs on another host, where it
+    cannot see this one's processes) is not told again."""
 
     def __init__(self, socket: Path) -> None:
         self._socket = socket
         self._telling: set[asyncio.Task[None]] = set()
+        self._refused: set[tuple[str, int]] = set()
 
     async def __call__(self, agent_id: str, pid: int) -> None:
+        if (agent_id, pid) in self._refused:
+            return
         task = asyncio.get_running_loop().create_task(self._tell(agent_id, pid))
         self._telling.add(task)
         task.add_done_callback(self._telling.discard)
@@ -200,6 +205,7 @@ class StartsToGateway:
                     await gateway.call("agent_process", agent_id=agent_id, pid=pid)
                 return
             except RpcError as exc:  # refused: told where it cannot be confirmed (another host)
+                self._refused.add((agent_id, pid))
                 log.warning("%s: the gateway refused its process %d: %s", agent_id, pid, exc)
                 return
             except (GatewayUnavailable, OSError):

@@ -84,7 +84,8 @@ class Turn:
 TurnObserver = Callable[[str, str, Turn], Awaitable[None]]
 # Who hears each update of a turn as it streams (the console's view of it).
 UpdateObserver = Callable[[str, Update], None]
-# Who hears the agent's process started (its id, the pid), before it opens a session: the
+# Who hears the agent's process started (its id, the pid), before it opens a session, and again
+# as it asks a permission (a gateway started since hears it before the human is asked): the
 # gateway, so that what the agent runs is never taken for the human.
 StartObserver = Callable[[str, int], Awaitable[None]]
 
@@ -369,6 +370,9 @@ class ProcessAgent:
 
     async def _on_permission(self, ask: PermissionAsk) -> str | None:
         self._set("waiting", event="PermissionRequest", tool=ask.title)
+        if (pid := self.pid) is not None:
+            for observer in self._started:
+                await observer(self.agent_id, pid)
         asking = asyncio.ensure_future(self._ask(self.agent_id, ask, str(self.spec.cwd)))
         self._asking.add(asking)
         try:
