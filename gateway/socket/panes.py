@@ -145,8 +145,8 @@ class AgentPanes:
                 raise PanesUnknown(
                     f"process agent {agent.id!r} runs on this host, and its worker has not told "
                     "this gateway which process it is (a gateway started after the worker hears "
-                    f"it when the agent starts again: `agentcomms agents stop {agent.id}`, then "
-                    "start it, or restart the worker)"
+                    "it as the agent asks its next permission, or starts again: restart the "
+                    "worker)"
                 )
             panes += running
         return panes
