@@ -181,7 +181,7 @@ class StartsToGateway:
     """Tells the gateway each process agent's process as the worker starts it, and again as it
     asks a permission (the kernel confirms it is this worker's child): what the agent runs then
     counts as the agent's, never as the human's. A gateway not told refuses the human's
-    decisions while the agent runs, so the agent never waits on this; a gateway not yet
+    decisions while the agent runs, so the agent never waits long on this; a gateway not yet
     listening is told when it is, and one that refused (it runs on another host, where it
     cannot see this one's processes) is not told again."""
 
@@ -193,24 +193,33 @@ class StartsToGateway:
     async def __call__(self, agent_id: str, pid: int) -> None:
         if (agent_id, pid) in self._refused:
             return
-        task = asyncio.get_running_loop().create_task(self._tell(agent_id, pid))
+        # Told at once where the gateway listens, so it knows before the agent's state says
+        # ready; only a gateway not yet there is waited for, beside the agent.
+        if await self._told(agent_id, pid):
+            return
+        task = asyncio.get_running_loop().create_task(self._tell_later(agent_id, pid))
         self._telling.add(task)
         task.add_done_callback(self._telling.discard)
 
-    async def _tell(self, agent_id: str, pid: int) -> None:
+    async def _told(self, agent_id: str, pid: int) -> bool:
+        """Whether the gateway heard it (or refused it: no use telling again)."""
+        try:
+            async with asyncio.timeout(TELL_CAP_S), GatewayClient(self._socket) as gateway:
+                await gateway.call("agent_process", agent_id=agent_id, pid=pid)
+        except RpcError as exc:  # refused: told where it cannot be confirmed (another host)
+            self._refused.add((agent_id, pid))
+            log.warning("%s: the gateway refused its process %d: %s", agent_id, pid, exc)
+        except (GatewayUnavailable, OSError, TimeoutError):
+            return False
+        return True
+
+    async def _tell_later(self, agent_id: str, pid: int) -> None:
         delay = TELL_FIRST_S
         for _ in range(TELL_TRIES):
-            try:
-                async with GatewayClient(self._socket) as gateway:
-                    await gateway.call("agent_process", agent_id=agent_id, pid=pid)
+            await asyncio.sleep(delay)
+            if await self._told(agent_id, pid):
                 return
-            except RpcError as exc:  # refused: told where it cannot be confirmed (another host)
-                self._refused.add((agent_id, pid))
-                log.warning("%s: the gateway refused its process %d: %s", agent_id, pid, exc)
-                return
-            except (GatewayUnavailable, OSError):
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, TELL_CAP_S)
+            delay = min(delay * 2, TELL_CAP_S)
         log.warning("%s: the gateway never heard of its process %d", agent_id, pid)
 
 
