@@ -155,6 +155,9 @@ async def test_a_process_agent_running_here_unknown_refuses_the_humans_decisions
         assert await panes.panes() == []
         await agent("far", "online", "ready")
         assert await panes.panes() == []
+        # Registered, not started yet: no process of its could ask anything.
+        await agent("this-host", "online", "unknown")
+        assert await panes.panes() == []
 
         await agent("this-host", "online", "ready")
         with pytest.raises(PanesUnknown, match="process agent 'backend' runs on this host"):

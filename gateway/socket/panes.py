@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from agentcomms.bridge import PaneNotFound, adapter_for
 from agentcomms.bridge.tmux import TmuxAdapter
 from agentcomms.errors import InvalidTarget, PanesUnknown, TmuxError
-from agentcomms.models import Registration
+from agentcomms.models import Agent, Registration
 from agentcomms.store import PROJECTION_UNAVAILABLE, Store
 from gateway.socket.caller import Peer, ProcStat, ancestors, environ, tty_device
 
@@ -141,7 +141,7 @@ class AgentPanes:
         panes = [pane for pane in found if pane is not None]
         for agent in (a for a in here if a.type == "process"):
             running = self.processes.running(agent.id)
-            if deciding and not running and "offline" not in (agent.status, agent.state):
+            if deciding and not running and _has_run(agent):
                 raise PanesUnknown(
                     f"process agent {agent.id!r} runs on this host, and its worker has not told "
                     "this gateway which process it is (a gateway started after the worker hears "
@@ -150,6 +150,13 @@ class AgentPanes:
                 )
             panes += running
         return panes
+
+
+def _has_run(agent: Agent) -> bool:
+    """Whether the projection says a process agent's process runs: it has reported its session
+    started (its worker told the gateway its process before that). Registered and not yet
+    started ("unknown"), or stopped, it has no process that could pass for the human."""
+    return agent.status != "offline" and agent.state not in ("offline", "unknown")
 
 
 @dataclass(frozen=True)
