@@ -23,7 +23,7 @@ from agentcomms.acp.runner import Turn
 from agentcomms.agents.never import human_rules, matches
 from agentcomms.client import GatewayClient
 from agentcomms.errors import RpcError
-from agentcomms.errors.gateway import GatewayUnavailable
+from agentcomms.errors.gateway import GatewayError, GatewayUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -206,7 +206,7 @@ class StartsToGateway:
         try:
             async with asyncio.timeout(TELL_CAP_S), GatewayClient(self._socket) as gateway:
                 await gateway.call("agent_process", agent_id=agent_id, pid=pid)
-        except RpcError as exc:  # refused: told where it cannot be confirmed (another host)
+        except (GatewayError, RpcError) as exc:  # refused: not confirmed (another host's)
             self._refused.add((agent_id, pid))
             log.warning("%s: the gateway refused its process %d: %s", agent_id, pid, exc)
         except (GatewayUnavailable, OSError, TimeoutError):

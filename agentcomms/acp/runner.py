@@ -172,8 +172,7 @@ class ProcessAgent:
                     on_update=self._on_update,
                     on_permission=self._on_permission,
                 )
-                for observer in self._started:
-                    await observer(self.agent_id, self._process.pid)
+                await self._tell_process(self._process.pid)
                 self.session_id = await self._open_session(self._process)
             except (AgentFailedToStart, ConnectionLost, RpcFailed, TimeoutError, OSError) as exc:
                 self.last_error = str(exc) or type(exc).__name__
@@ -332,6 +331,13 @@ class ProcessAgent:
         await started
         await self._tell("TurnEnd", turn)
 
+    async def _tell_process(self, pid: int) -> None:
+        for observer in self._started:
+            try:
+                await observer(self.agent_id, pid)
+            except Exception:  # the agent runs all the same; the gateway refuses what it must
+                log.exception("%s: an observer of its process failed", self.agent_id)
+
     async def _tell(self, event: str, turn: Turn) -> None:
         for observer in self._turns:
             try:
@@ -371,8 +377,7 @@ class ProcessAgent:
     async def _on_permission(self, ask: PermissionAsk) -> str | None:
         self._set("waiting", event="PermissionRequest", tool=ask.title)
         if (pid := self.pid) is not None:
-            for observer in self._started:
-                await observer(self.agent_id, pid)
+            await self._tell_process(pid)
         asking = asyncio.ensure_future(self._ask(self.agent_id, ask, str(self.spec.cwd)))
         self._asking.add(asking)
         try:
