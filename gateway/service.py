@@ -99,7 +99,8 @@ class Gateway:
         # An urgent message's ladder stops at the human's next message.
         urgent = UrgentMessages(cfg, client, self.key, store)
         # The panes of the agents on this host, each known from the moment its registration
-        # is accepted, before the projection shows it.
+        # is accepted, before the projection shows it; and the processes of its process agents,
+        # told by their worker: what descends from one is that agent's, as a process in a pane is.
         self.agent_panes = AgentPanes(store, self.host)
         self.mailbox = Mailbox(
             client,
@@ -134,7 +135,9 @@ class Gateway:
         self.email_links = EmailLinks(cfg, links, store, approvals.view, approvals.decide)
         # A tool that ran answers its approval; a turn's reply goes back to its chat.
         mirror = ReplyMirror(cfg, store, self.outbox)
-        processes = ProcessAgentMethods(self.mailbox, store, self.host)
+        processes = ProcessAgentMethods(
+            self.mailbox, store, self.host, running=self.agent_panes.processes
+        )
         # A look at an agent (a chat's /peek, `agents peek`): its last reply from the hooks.
         peek = AgentPeek(store, self.host)
         self.hooks = hooks = AgentHookMethods(

@@ -31,6 +31,7 @@ class Heard:
     def __init__(self) -> None:
         self.reports: list[HookReport] = []
         self.turns: list[tuple[str, Turn]] = []
+        self.processes: list[tuple[str, int, bool]] = []  # agent, pid, heard while it asked
         self.answer: str | None = "opt-0"
         self.asked = asyncio.Event()
         self.release = asyncio.Event()
@@ -46,6 +47,9 @@ class Heard:
     async def turn(self, agent_id: str, event: str, turn: Turn) -> None:
         self.turns.append((event, turn))
 
+    async def process(self, agent_id: str, pid: int) -> None:
+        self.processes.append((agent_id, pid, self.asked.is_set()))
+
     def events(self) -> list[str]:
         return [r.event for r in self.reports]
 
@@ -56,7 +60,13 @@ def state_of(agent: ProcessAgent) -> str:
 
 def host(tmp_path: Path, heard: Heard) -> ProcessAgents:
     return ProcessAgents(
-        Wiring(tmp_path / "sessions", report=heard.report, ask=heard.ask, turns=[heard.turn])
+        Wiring(
+            tmp_path / "sessions",
+            report=heard.report,
+            ask=heard.ask,
+            turns=[heard.turn],
+            started=[heard.process],
+        )
     )
 
 
@@ -200,6 +210,19 @@ async def test_a_turn_cancelled_while_it_asks_answers_its_request_cancelled(
     assert state_of(agent) == "ready"
     [(_, turn)] = [t for t in heard.turns if t[0] == "TurnEnd"]
     assert turn.stop_reason == "cancelled"
+
+
+async def test_the_agents_process_is_told_at_its_start_and_before_each_permission_is_asked(
+    running: tuple[ProcessAgent, Heard, Path],
+) -> None:
+    # The gateway learns it before anything the agent runs could ask it, and a gateway started
+    # since the agent did hears it again before the human is asked.
+    agent, heard, _ = running
+    assert heard.processes == [("a1", agent.pid, False)]
+    await agent.submit(["e1"], "acp:ask 4 touch x", "e1")
+    await asyncio.wait_for(heard.asked.wait(), 10)
+    assert heard.processes == [("a1", agent.pid, False)] * 2
+    heard.release.set()
 
 
 async def test_a_slow_start_lets_the_message_wait_and_a_stop_leaves_nothing_running(

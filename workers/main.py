@@ -26,7 +26,7 @@ from activities.process import ProcessDoor
 from activities.projection import ProjectionActivities
 from activities.receipts import ReceiptActivities
 from activities.voice import TwilioCallActivities, VoiceActivities
-from agentcomms.acp.asking import Approvals, TurnsToGateway
+from agentcomms.acp.asking import Approvals, StartsToGateway, TurnsToGateway
 from agentcomms.acp.host import ProcessAgents
 from agentcomms.acp.runner import Wiring
 from agentcomms.agents.state import HookReport
@@ -163,6 +163,7 @@ def process_agents(client: Client, cfg: Config, store: Store, key: DeploymentKey
             ask=approvals.ask,
             turns=[turns],
             updated=[turns.updated],
+            started=[StartsToGateway(cfg.server.socket())],
         )
     )
 

@@ -23,7 +23,7 @@ from agentcomms.acp.runner import Turn
 from agentcomms.agents.never import human_rules, matches
 from agentcomms.client import GatewayClient
 from agentcomms.errors import RpcError
-from agentcomms.errors.gateway import GatewayUnavailable
+from agentcomms.errors.gateway import GatewayError, GatewayUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +97,8 @@ class Approvals:
             return reject_option(ask.options)
         try:
             return await self._asked(agent_id, ask)
-        except (GatewayUnavailable, RpcError, OSError) as exc:
+        # An error reply (the gateway refusing the request) rejects it too: nobody was asked.
+        except (GatewayUnavailable, GatewayError, RpcError, OSError) as exc:
             log.warning(
                 "%s: could not ask about %s: %s; rejected. %s", agent_id, ask.title, exc, FAR_HOST
             )
@@ -170,6 +171,59 @@ def shown(update: Update) -> dict[str, Any] | None:
     return None
 
 
+# A worker may start its agents before the gateway beside it listens (`up` with its own
+# Temporal starts the worker first): the gateway is told as soon as it does.
+TELL_TRIES = 30
+TELL_FIRST_S = 0.2
+TELL_CAP_S = 5.0
+
+
+class StartsToGateway:
+    """Tells the gateway each process agent's process as the worker starts it, and again as it
+    asks a permission (the kernel confirms it is this worker's child): what the agent runs then
+    counts as the agent's, never as the human's. A gateway not told refuses the human's
+    decisions while the agent runs, so the agent never waits long on this; a gateway not yet
+    listening is told when it is, and one that refused (it runs on another host, where it
+    cannot see this one's processes) is not told again."""
+
+    def __init__(self, socket: Path) -> None:
+        self._socket = socket
+        self._telling: set[asyncio.Task[None]] = set()
+        self._refused: set[tuple[str, int]] = set()
+
+    async def __call__(self, agent_id: str, pid: int) -> None:
+        if (agent_id, pid) in self._refused:
+            return
+        # Told at once where the gateway listens, so it knows before the agent's state says
+        # ready; only a gateway not yet there is waited for, beside the agent.
+        if await self._told(agent_id, pid):
+            return
+        task = asyncio.get_running_loop().create_task(self._tell_later(agent_id, pid))
+        self._telling.add(task)
+        task.add_done_callback(self._telling.discard)
+
+    async def _told(self, agent_id: str, pid: int) -> bool:
+        """Whether the gateway heard it (or refused it: no use telling again)."""
+        try:
+            async with asyncio.timeout(TELL_CAP_S), GatewayClient(self._socket) as gateway:
+                await gateway.call("agent_process", agent_id=agent_id, pid=pid)
+        except (GatewayError, RpcError) as exc:  # refused: not confirmed (another host's)
+            self._refused.add((agent_id, pid))
+            log.warning("%s: the gateway refused its process %d: %s", agent_id, pid, exc)
+        except (GatewayUnavailable, OSError, TimeoutError):
+            return False
+        return True
+
+    async def _tell_later(self, agent_id: str, pid: int) -> None:
+        delay = TELL_FIRST_S
+        for _ in range(TELL_TRIES):
+            await asyncio.sleep(delay)
+            if await self._told(agent_id, pid):
+                return
+            delay = min(delay * 2, TELL_CAP_S)
+        log.warning("%s: the gateway never heard of its process %d", agent_id, pid)
+
+
 class TurnsToGateway:
     """Tells the gateway a process agent's turns as a pane agent's hooks do, so the gateway's
     observers hear them: the mirror sends the turn's reply to the chat whose message began it,
@@ -239,7 +293,7 @@ class TurnsToGateway:
                     at_ns=time.time_ns(),
                     payload=payload,
                 )
-        except (GatewayUnavailable, RpcError, OSError) as exc:
+        except (GatewayUnavailable, GatewayError, RpcError, OSError) as exc:
             log.warning(
                 "%s: the gateway did not hear its %s: %s. %s", agent_id, event, exc, FAR_HOST
             )

@@ -84,6 +84,10 @@ class Turn:
 TurnObserver = Callable[[str, str, Turn], Awaitable[None]]
 # Who hears each update of a turn as it streams (the console's view of it).
 UpdateObserver = Callable[[str, Update], None]
+# Who hears the agent's process started (its id, the pid), before it opens a session, and again
+# as it asks a permission (a gateway started since hears it before the human is asked): the
+# gateway, so that what the agent runs is never taken for the human.
+StartObserver = Callable[[str, int], Awaitable[None]]
 
 
 class NotReady(Exception):
@@ -102,13 +106,14 @@ class Unavailable(Exception):
 class Wiring:
     """What a host gives each of its process agents: where their sessions are kept, who hears
     their state, who answers their permission requests, who hears their turns and streamed
-    updates, and how long a delivery waits for one to start."""
+    updates and which process each runs as, and how long a delivery waits for one to start."""
 
     sessions: Path
     report: Reporter
     ask: Asker
     turns: Sequence[TurnObserver] = ()
     updated: Sequence[UpdateObserver] = ()
+    started: Sequence[StartObserver] = ()
     start_wait_s: float = SUBMIT_WAITS_S
 
 
@@ -164,6 +169,7 @@ class ProcessAgent:
                     on_update=self._on_update,
                     on_permission=self._on_permission,
                 )
+                await self._tell_process(self._process.pid)
                 self.session_id = await self._open_session(self._process)
             except (AgentFailedToStart, ConnectionLost, RpcFailed, TimeoutError, OSError) as exc:
                 self.last_error = str(exc) or type(exc).__name__
@@ -322,6 +328,13 @@ class ProcessAgent:
         await started
         await self._tell("TurnEnd", turn)
 
+    async def _tell_process(self, pid: int) -> None:
+        for observer in self._wiring.started:
+            try:
+                await observer(self.agent_id, pid)
+            except Exception:  # the agent runs all the same; the gateway refuses what it must
+                log.exception("%s: an observer of its process failed", self.agent_id)
+
     async def _tell(self, event: str, turn: Turn) -> None:
         for observer in self._wiring.turns:
             try:
@@ -360,6 +373,8 @@ class ProcessAgent:
 
     async def _on_permission(self, ask: PermissionAsk) -> str | None:
         self._set("waiting", event="PermissionRequest", tool=ask.title)
+        if (pid := self.pid) is not None:
+            await self._tell_process(pid)
         asking = asyncio.ensure_future(self._wiring.ask(self.agent_id, ask, str(self.spec.cwd)))
         self._asking.add(asking)
         try:

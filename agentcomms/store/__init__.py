@@ -9,7 +9,8 @@ from __future__ import annotations
 from agentcomms.errors import DatabaseUnavailable, EventNotFound, SchemaOutdated, StoreError
 from agentcomms.store.engine import PROJECTION_UNAVAILABLE
 from agentcomms.store.migrate import SchemaStatus, head_revision, schema_status, upgrade_database
-from agentcomms.store.store import MESSAGE_TYPES, Store
+from agentcomms.store.read_cursors import MESSAGE_TYPES
+from agentcomms.store.store import Store
 
 __all__ = [
     "MESSAGE_TYPES",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
 from typing import Any, Self, TypeVar
@@ -15,9 +15,10 @@ from sqlalchemy import BigInteger, String, any_, bindparam
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from agentcomms.store.driver import DriverConnection
+from agentcomms.models import Event
+from agentcomms.store.driver import DriverConnection, DriverStatement
 from agentcomms.store.engine import (
     create_engine,
     create_sqlite_writer,
@@ -25,6 +26,7 @@ from agentcomms.store.engine import (
     write_transaction,
 )
 from agentcomms.store.migrate import database_errors, ensure_schema_current, upgrade_engine
+from agentcomms.store.records import EVENT_COLUMNS
 from agentcomms.store.schema import Base
 
 T = TypeVar("T")
@@ -61,6 +63,30 @@ class StoreBase:
             ThreadPoolExecutor(1, thread_name_prefix="sqlite-reader") if writer else None
         )
         self._reader = DriverConnection(writer) if writer else None
+        # Events the gateway records, until written (the store's queue_event): reads wait.
+        self._queued_inserts: list[tuple[Event, asyncio.Future[bool]]] = []
+        self._driver_statements: dict[int, DriverStatement] = {}
+
+    @contextlib.asynccontextmanager
+    async def _reading(self) -> AsyncIterator[AsyncConnection]:
+        """A connection to read events on, once the events queued before now are written."""
+        await self._queued_written()
+        async with self._engine.connect() as conn:
+            yield conn
+
+    async def _queued_written(self) -> None:
+        """Return once the events queued before now are written (see queue_event)."""
+        if queued := [done for _, done in self._queued_inserts]:
+            await asyncio.wait(queued)  # what a write met is its queuer's to hear
+
+    def _on_driver(self, stmt: Any, columns: tuple[str, ...] = EVENT_COLUMNS) -> DriverStatement:
+        """One of the statements here, compiled once for the SQLite writer (:mod:`.driver`)."""
+        assert self._writer is not None
+        compiled = self._driver_statements.get(id(stmt))  # each statement is built once
+        if compiled is None:
+            compiled = DriverStatement(stmt, self._writer, columns)
+            self._driver_statements[id(stmt)] = compiled
+        return compiled
 
     def _among(self, column: Any, values: list[str] | list[int]) -> Any:
         """``column IN values``; on PostgreSQL as one array (``= ANY``): a thousand

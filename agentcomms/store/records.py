@@ -8,9 +8,13 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 from sqlalchemy.engine import Result, Row
 
-from agentcomms.models import Event
+from agentcomms.models import Agent, Event
 
 M = TypeVar("M", bound=BaseModel)
+
+# The columns of an event row and of an agent row, as the driver connection binds them.
+EVENT_COLUMNS = tuple(Event.model_fields)
+AGENT_COLUMNS = (*Agent.model_fields, "registered_at")
 
 
 class ChatSender(BaseModel):

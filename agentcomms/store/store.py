@@ -7,22 +7,15 @@ again after it already succeeded. All ordering uses ``events.seq``, never ids or
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import itertools
-import sqlite3
-from collections.abc import AsyncIterator
 from typing import Any, Literal, get_args
 
 from sqlalchemy import (
-    ColumnElement,
     LargeBinary,
-    bindparam,
     case,
     cast,
     func,
-    literal,
-    or_,
     select,
     text,
     update,
@@ -42,7 +35,6 @@ from agentcomms.store.approval_posts import ApprovalPosts
 from agentcomms.store.base import check_limit
 from agentcomms.store.changes import Changes
 from agentcomms.store.directory import Directory
-from agentcomms.store.driver import DriverStatement
 from agentcomms.store.engine import (
     PG_LOCK_AGENT_EVENTS,
     PG_LOCK_CHANNEL_EVENTS,
@@ -51,73 +43,42 @@ from agentcomms.store.guards import Guards
 from agentcomms.store.mail_cursors import ChatMemory
 from agentcomms.store.phone_callers import PhoneCallers
 from agentcomms.store.phone_recordings import PhoneRecordings
-from agentcomms.store.records import from_row, row_values
+from agentcomms.store.read_cursors import MESSAGE_TYPES, ReadCursors, shown_to_agent
+from agentcomms.store.records import AGENT_COLUMNS, from_row, row_values
 from agentcomms.store.schema import (
     AgentRow,
     EventRow,
 )
 
 # What check_messages and chat history show an agent; interrupts and system events are not messages.
-MESSAGE_TYPES = ("human_message", "agent_message")
 _STATUSES = frozenset(get_args(EventStatus))
 # The columns an event and an agent row are written with: their fields (row_values), and when
 # an agent row is inserted, the time it was registered.
-EVENT_COLUMNS = tuple(Event.model_fields)
-AGENT_COLUMNS = (*Agent.model_fields, "registered_at")
 
 
-def _shown_to_agent() -> ColumnElement[bool]:
-    # Rejected: never typed, and not for the agent's eyes either. The allowlist refused its
-    # sender, or the deployment did not sign it (a forgery: showing its text would do what
-    # typing it would), or it was a voice note nobody could transcribe, or it came past the
-    # mailbox's hard cap. Kept for the operator (`events`, `trace`, with the reason in error).
-    return EventRow.status != "rejected"
-
-
-# An agent's messages after its read cursor, oldest first. The message types are literals, not
-# one expanding list, so the statement compiles once to plain SQL for the driver connection.
-_UNREAD = (
-    select(EventRow)
-    .where(
-        EventRow.agent_id == bindparam("agent_id"),
-        EventRow.direction == "in",
-        EventRow.type.in_([literal(t) for t in MESSAGE_TYPES]),
-        _shown_to_agent(),
-        EventRow.seq
-        > func.coalesce(
-            select(AgentRow.read_cursor)
-            .where(AgentRow.id == bindparam("agent_id"))
-            .scalar_subquery(),
-            0,
-        ),
-    )
-    .order_by(EventRow.seq)
-    .limit(bindparam("limit"))
-)
-
-
-# The seq of one of the agent's events (None: no such event of this agent's).
-_OWN_SEQ = select(EventRow.seq).where(
-    EventRow.id == bindparam("event_id"), EventRow.agent_id == bindparam("agent_id")
-)
-
-
-class Store(ApprovalPosts, ChatMemory, Changes, Directory, Guards, PhoneCallers, PhoneRecordings):
+class Store(
+    ApprovalPosts,
+    ChatMemory,
+    Changes,
+    Directory,
+    Guards,
+    PhoneCallers,
+    PhoneRecordings,
+    ReadCursors,
+):
     """Events, agents, channels and calls in a SQL database (SQLite file or PostgreSQL).
 
     ``store = await Store.open(url)`` (or ``async with await Store.open(url) as store``). The
     events are here; agents, channels and calls are :class:`Directory`'s, the chat allowlist
     :class:`ChatSenders`', what changed for live views :class:`Changes`', which chat
-    message shows which approval :class:`ApprovalPosts`', the connection
+    message shows which approval :class:`ApprovalPosts`', each agent's read cursor
+    :class:`ReadCursors`', the connection
     :class:`StoreBase`'s.
     """
 
     def __init__(self, engine: AsyncEngine, writer: Engine | None = None) -> None:
         super().__init__(engine, writer)
-        # Events the gateway records, until written (see queue_event).
-        self._queued_inserts: list[tuple[Event, asyncio.Future[bool]]] = []
         self._inserter: asyncio.Task[None] | None = None
-        self._driver_statements: dict[int, DriverStatement] = {}
 
     async def close(self) -> None:
         if self._inserter is not None:
@@ -145,18 +106,6 @@ class Store(ApprovalPosts, ChatMemory, Changes, Directory, Guards, PhoneCallers,
             # A task of its own: a caller that gives up must not take the others' write with it.
             self._inserter = asyncio.create_task(self._insert_queued())
         return done
-
-    @contextlib.asynccontextmanager
-    async def _reading(self) -> AsyncIterator[AsyncConnection]:
-        """A connection to read events on, once the events queued before now are written."""
-        await self._queued_written()
-        async with self._engine.connect() as conn:
-            yield conn
-
-    async def _queued_written(self) -> None:
-        """Return once the events queued before now are written (see queue_event)."""
-        if queued := [done for _, done in self._queued_inserts]:
-            await asyncio.wait(queued)  # what a write met is its queuer's to hear
 
     async def _insert_queued(self) -> None:
         while self._queued_inserts:
@@ -339,7 +288,7 @@ class Store(ApprovalPosts, ChatMemory, Changes, Directory, Guards, PhoneCallers,
                 .where(
                     EventRow.agent_id == agent_id,
                     EventRow.seq > after,
-                    *([] if rejected else [_shown_to_agent()]),
+                    *([] if rejected else [shown_to_agent()]),
                 )
                 .order_by(EventRow.seq)
                 .limit(limit)
@@ -353,7 +302,7 @@ class Store(ApprovalPosts, ChatMemory, Changes, Directory, Guards, PhoneCallers,
         check_limit(limit)
         stmt = (
             select(EventRow)
-            .where(EventRow.agent_id == agent_id, *([] if rejected else [_shown_to_agent()]))
+            .where(EventRow.agent_id == agent_id, *([] if rejected else [shown_to_agent()]))
             .order_by(EventRow.seq.desc())
             .limit(limit)
         )
@@ -380,7 +329,7 @@ class Store(ApprovalPosts, ChatMemory, Changes, Directory, Guards, PhoneCallers,
             stmt = select(EventRow).where(
                 EventRow.channel_id == channel_id,
                 EventRow.type.in_(MESSAGE_TYPES),
-                _shown_to_agent(),
+                shown_to_agent(),
                 *([EventRow.agent_id == agent_id] if agent_id is not None else []),
                 *([EventRow.direction == direction] if direction is not None else []),
                 *([EventRow.seq > after] if after is not None else []),
@@ -400,89 +349,12 @@ class Store(ApprovalPosts, ChatMemory, Changes, Directory, Guards, PhoneCallers,
                 EventRow.direction == "in",
                 EventRow.channel_id == channel_id,
                 EventRow.type.in_(MESSAGE_TYPES),
-                _shown_to_agent(),
+                shown_to_agent(),
             )
             .limit(1)
         )
         async with self._reading() as conn:
             return (await conn.execute(stmt)).first() is not None
-
-    # -- the read cursor (check_messages) ------------------------------------------------------
-
-    async def unread_messages(self, agent_id: str, limit: int) -> tuple[list[Event], bool]:
-        """Messages to the agent after its read cursor, oldest first, and whether more wait.
-
-        Reading does not move the cursor: :meth:`advance_read_cursor` does, once they were shown.
-        """
-        check_limit(limit)
-        asked = {"agent_id": agent_id, "limit": limit + 1}  # one more tells whether more wait
-        # Asked at every check_messages, mostly to find nothing: on a SQLite file, on the
-        # reader's driver connection (one thread hop, where the async driver took eight).
-        if self._reader is not None:
-            query = self._unread_query
-            await self._queued_written()
-            rows = await self._read_on_driver(lambda cursor: query.rows(cursor, asked))
-            events = [Event.model_validate(row) for row in rows]
-        else:
-            async with self._reading() as conn:
-                events = [from_row(Event, row) for row in await conn.execute(_UNREAD, asked)]
-        return events[:limit], len(events) > limit
-
-    async def advance_read_cursor(self, agent_id: str, event_id: str) -> bool:
-        """Mark the agent's messages up to ``event_id`` as read; True if the cursor moved.
-
-        The cursor only moves forward, so a stale acknowledgement is harmless. An agent without a
-        row yet (messages may arrive before it registers) gets one, offline.
-        """
-
-        now = utcnow()
-        row = {**row_values(Agent(id=agent_id, updated_at=now)), "registered_at": now}
-        asked = {"event_id": event_id, "agent_id": agent_id}
-        # Made at every check_messages that returns something: on a SQLite file, on the writer's
-        # driver connection (0.1 ms of CPU, where a SQLAlchemy transaction took 1.0).
-        if self._driver is not None:
-            find = self._on_driver(_OWN_SEQ, ("event_id", "agent_id"))
-            move = self._on_driver(self._advance_cursor_stmt, (*AGENT_COLUMNS, "read_cursor"))
-
-            def advance_on_driver(cursor: sqlite3.Cursor) -> bool:
-                seq = find.scalar(cursor, asked)
-                return seq is not None and bool(move.run(cursor, [{**row, "read_cursor": seq}]))
-
-            if await self._transact_on_driver(advance_on_driver):
-                return True
-        else:
-
-            def advance(conn: Connection) -> bool:
-                seq = conn.execute(_OWN_SEQ, asked).scalar_one_or_none()
-                if seq is None:
-                    return False
-                moved = conn.execute(self._advance_cursor_stmt, {**row, "read_cursor": seq})
-                return moved.first() is not None
-
-            if await self._transact(advance):
-                return True
-        # Not moved: a stale or retried acknowledgement, or an event that is not the agent's.
-        async with self._reading() as conn:
-            if (await conn.execute(_OWN_SEQ, asked)).first() is None:
-                raise EventNotFound(event_id, agent_id)
-        return False
-
-    @functools.cached_property
-    def _advance_cursor_stmt(self) -> Any:
-        """Insert an agent row holding a read cursor, or move the stored one forward only."""
-        insert = self._insert(AgentRow)
-        return insert.on_conflict_do_update(
-            index_elements=[AgentRow.id],
-            set_={"read_cursor": insert.excluded.read_cursor},
-            where=or_(
-                AgentRow.read_cursor.is_(None), AgentRow.read_cursor < insert.excluded.read_cursor
-            ),
-        ).returning(AgentRow.id)
-
-    @functools.cached_property
-    def _unread_query(self) -> DriverStatement:
-        assert self._writer is not None
-        return DriverStatement(_UNREAD, self._writer, ["agent_id", "limit"])
 
     # -- helpers -------------------------------------------------------------------------------
 
@@ -507,15 +379,6 @@ class Store(ApprovalPosts, ChatMemory, Changes, Directory, Guards, PhoneCallers,
             index_elements=[AgentRow.id],
             set_={name: insert.excluded[name] for name in Agent.model_fields if name != "id"},
         )
-
-    def _on_driver(self, stmt: Any, columns: tuple[str, ...] = EVENT_COLUMNS) -> DriverStatement:
-        """One of the statements here, compiled once for the SQLite writer (:mod:`.driver`)."""
-        assert self._writer is not None
-        compiled = self._driver_statements.get(id(stmt))  # each statement is built once
-        if compiled is None:
-            compiled = DriverStatement(stmt, self._writer, columns)
-            self._driver_statements[id(stmt)] = compiled
-        return compiled
 
     @functools.cached_property
     def _settle_stmt(self) -> Any:

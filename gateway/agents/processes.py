@@ -23,9 +23,11 @@ from agentcomms.errors import RpcError
 from agentcomms.ids import new_event_id
 from agentcomms.models import LOCAL_CHANNEL, MAX_MESSAGE_CHARS, Event, Registration
 from agentcomms.store import Store
-from gateway.socket.declare import Human, declare
+from gateway.socket.caller import Caller
+from gateway.socket.declare import Hook, Human, declare
+from gateway.socket.panes import AgentProcesses
 from gateway.socket.params import AgentId, Params
-from gateway.socket.protocol import INVALID_PARAMS, NOT_FOUND
+from gateway.socket.protocol import INVALID_PARAMS, NOT_FOUND, NOT_YOURS
 from workflows.mailbox.client import Mailbox
 
 log = logging.getLogger(__name__)
@@ -59,11 +61,37 @@ class ClearAgentParams(Params):
     )
 
 
+class AgentProcessParams(Params):
+    agent_id: AgentId
+    pid: int = Field(ge=2, description="the agent's process, a child of the worker telling it")
+
+
 class ProcessAgentMethods:
-    def __init__(self, mailbox: Mailbox, store: Store, host: str) -> None:
+    def __init__(
+        self,
+        mailbox: Mailbox,
+        store: Store,
+        host: str,
+        *,
+        running: AgentProcesses | None = None,
+    ) -> None:
         self._mailbox = mailbox
         self._store = store
         self._host = host
+        self.running = running or AgentProcesses()
+
+    @declare(Hook())
+    async def agent_process(self, p: AgentProcessParams, caller: Caller) -> dict[str, Any]:
+        """A worker on this host started a process agent's process: what descends from it is
+        that agent's, never the human's. The kernel must confirm it (the process is the
+        caller's own child), whatever the request says."""
+        if caller.peer is None:
+            raise RpcError(NOT_YOURS, "agent_process is told by a worker through the socket")
+        try:
+            self.running.started(p.agent_id, p.pid, caller.peer)
+        except ValueError as exc:
+            raise RpcError(NOT_YOURS, f"agent_process refused: {exc}") from None
+        return {"agent_id": p.agent_id, "pid": p.pid}
 
     @declare(Human())
     async def start_agent(self, p: StartAgentParams) -> dict[str, Any]:

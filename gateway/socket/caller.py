@@ -83,6 +83,8 @@ class ProcStat:
     state: str  # R, S, D…; Z: a zombie, whose environment is gone
     ppid: int
     tty_nr: int
+    session: int = 0  # the session's leader: a process started in a session of its own leads it
+    started: int = 0  # clock ticks after boot: with the pid, names one process (pids are reused)
 
     @classmethod
     def read(cls, pid: int) -> ProcStat:
@@ -90,7 +92,13 @@ class ProcStat:
             data = f.read().decode(errors="replace")
         # The command name may hold spaces and parentheses: the fields start after the last ")".
         fields = data[data.rindex(")") + 2 :].split()
-        return cls(state=fields[0], ppid=int(fields[1]), tty_nr=int(fields[4]))
+        return cls(
+            state=fields[0],
+            ppid=int(fields[1]),
+            tty_nr=int(fields[4]),
+            session=int(fields[3]),
+            started=int(fields[19]),
+        )
 
 
 def tty_device(tty_nr: int) -> tuple[int, int]:

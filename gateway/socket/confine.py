@@ -6,8 +6,9 @@ reads and writes only what is that agent's own: its mailbox, events and calls, i
 the terminal and of its talks with other agents, and its own chats (those mapped to it in
 ``chat.channels`` and those its messages came from). What decides for the human (answering an
 approval, admitting a sender, the phone menu) is refused also to any process that runs in a
-registered agent's tmux pane, whatever the request says: the kernel names the connecting process
-(the socket's peer credentials), and :mod:`gateway.socket.panes` says whose pane it runs in. A
+registered agent's tmux pane, or descends from a process agent's process, whatever the request
+says: the kernel names the connecting process (the socket's peer credentials), and
+:mod:`gateway.socket.panes` says whose pane (or process agent) it belongs to. A
 request with no agent, from outside the agents' panes, is the human's: the socket is the user's
 own (0600).
 """
@@ -162,7 +163,7 @@ class Confinement:
                 "the answer (the agentcomms command does).",
             )
         try:
-            panes = await self._panes.panes()
+            panes = await self._panes.panes(deciding=isinstance(method.who, Human))
         except PanesUnknown as exc:
             raise RpcError(
                 NOT_YOURS,

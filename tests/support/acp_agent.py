@@ -9,7 +9,9 @@ last line>``. The steps:
 - ``acp:ask N [TITLE]``: ``session/request_permission`` with N options (allow once, allow always,
   reject once, reject always, then more), then ``chose OPTION_ID`` (or ``cancelled``) as reply;
 - ``acp:hang``: the turn runs until ``session/cancel`` ends it (stop reason ``cancelled``);
-- ``acp:die``: the process exits mid-turn, with code 3.
+- ``acp:die``: the process exits mid-turn, with code 3;
+- ``acp:spawn COMMAND``: ``sh -c COMMAND`` started and left running beside the turn, as a tool
+  leaves a command in the background; once it ends, its exit code and output are recorded.
 
 With ``--images`` it says in ``initialize`` that it takes image blocks, and records each one a
 prompt carries (its mimeType and base64 data).
@@ -159,10 +161,21 @@ class ScriptedAgent:
             elif verb == "hang":
                 await cancelled.wait()
                 return {"stopReason": "cancelled"}
+            elif verb == "spawn":
+                spawned = asyncio.create_task(self.spawn(arg))
+                self._tasks.add(spawned)
+                spawned.add_done_callback(self._tasks.discard)
             elif verb == "die":
                 self.record(dying=True)
                 os._exit(3)
         return {"stopReason": "end_turn"}
+
+    async def spawn(self, command: str) -> None:
+        ran = await asyncio.create_subprocess_shell(
+            command, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+        )
+        out, err = await ran.communicate()
+        self.record(ran=command, code=ran.returncode, out=out.decode(), err=err.decode())
 
     def say(self, session_id: str, text: str) -> None:
         words = text.split(" ")
