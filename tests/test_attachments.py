@@ -39,7 +39,7 @@ from tests.support import acp_agent
 from tests.support.acp_agent import log_of
 from tests.support.chat import CHAT, connected, with_discord, with_telegram
 from tests.support.mcp import call
-from tests.support.stack import Stack, register, running_stack
+from tests.support.stack import Stack, register, running_stack, status_is
 from tests.support.tmux import Tmux, pane_command
 from tests.support.waiting import eventually
 
@@ -331,6 +331,8 @@ def pane_in_a_folder(tmux: Tmux, tmp_path: Path) -> tuple[Path, Path]:
 async def register_pane(stack: Stack, agent: str, tmux: Tmux) -> None:
     await eventually(lambda: pane_command(tmux, "rec:0.0") == "cat", timeout=5)
     await register(stack, agent, tmux, "rec:0.0", submit_delay_ms=0)
+    # A file for an agent the projection does not show registered yet is refused (no folder).
+    await eventually(lambda: status_is(stack, agent, "online"))
 
 
 async def test_a_discord_file_from_alice_is_saved_and_typed_and_the_agent_attaches_one_back(

@@ -221,7 +221,7 @@ async def register_recorder(
     await eventually(lambda: pane_command(tmux, target) == "cat", timeout=5)
     await register(stack, agent, tmux, target, submit_delay_ms=0)
     # send_agent_message waits for the pane only for a peer the projection shows online.
-    await eventually(lambda: _status_is(stack, agent, "online"), timeout=10)
+    await eventually(lambda: status_is(stack, agent, "online"), timeout=10)
     return out
 
 
@@ -243,7 +243,7 @@ async def open_approvals(stack: Stack, agent: str) -> list[dict[str, Any]]:
     return [a for a in listed["approvals"] if a["agent_id"] == agent]
 
 
-async def _status_is(stack: Stack, agent: str, status: str) -> bool:
+async def status_is(stack: Stack, agent: str, status: str) -> bool:
     row = await stack.store.get_agent(agent)
     return row is not None and row.status == status
 
