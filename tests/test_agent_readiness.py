@@ -240,13 +240,13 @@ OWN_DIALOG = (
 
 
 async def test_claudes_own_question_is_an_approval_whose_keys_go_only_into_it(
-    stack: Stack, agent: tuple[str, FakeAgent]
+    stack: Stack, ready_fake_agent: tuple[str, FakeAgent]
 ) -> None:
     """Read exactly, Claude Code's own "Do you want to proceed?" is an approval, not a notice,
     and its Notification hook (which says only that a dialog is open) leaves it so; when the
     pane shows another call by the time the human allows it, no key is pressed and the human is
     told to answer it in the terminal."""
-    agent_id, fake = agent
+    agent_id, fake = ready_fake_agent
     await working(stack, agent_id, fake)
     await fake.showing(OWN_DIALOG)
 

@@ -26,6 +26,7 @@ from tests.fakes.serve import free_port
 from tests.fakes.twilio import FakeTwilio
 from tests.support.chat import ALICE, with_twilio
 from tests.support.stack import Stack, running_stack
+from tests.support.waiting import eventually
 
 NOW = datetime(2026, 12, 7, 5, 40, tzinfo=UTC)
 
@@ -97,6 +98,17 @@ async def stack(
         yield s
 
 
+async def _refused_or_busy(stack: Stack, agent: str) -> str | None:
+    """The budget's refusal of a call, or None while the phone is still on the first call."""
+    try:
+        busy = await stack.call("call", agent_id=agent, message="Deploy now?", wait=False)
+    except GatewayError as exc:
+        assert exc.code == BUDGET_SPENT
+        return str(exc)
+    assert busy["status"] == "busy", busy
+    return None
+
+
 async def test_an_agent_past_its_budget_is_refused_with_the_reason(
     stack: Stack, agent: str
 ) -> None:
@@ -106,10 +118,12 @@ async def test_an_agent_past_its_budget_is_refused_with_the_reason(
         assert raised.value.code == BUDGET_SPENT
         return str(raised.value)
 
-    # Calls: the first rings the local phone, the second is refused.
+    # Calls: the first rings the local phone and is hung up, the second is refused (not told
+    # the phone is busy: the human's phone takes one call at a time).
     placed = await stack.call("call", agent_id=agent, message="Deploy?", wait=False)
     assert placed["status"] == "ringing"
-    why = await refused("call", agent_id=agent, message="Deploy now?", wait=False)
+    await stack.call("call_end", call_id=placed["call_id"], agent_id=agent)
+    why = await eventually(lambda: _refused_or_busy(stack, agent))
     assert why.startswith(f"{agent} has spent its hourly budget of 1 calls (budget.calls)")
 
     # Texts: one SMS goes, the next is refused before anything is queued.
