@@ -95,7 +95,7 @@ def test_up_embeds_temporal_reports_status_and_stops_everything(up_env: dict[str
 
         started = time.monotonic()
         proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=60)
+        proc.wait(timeout=40)
         took = time.monotonic() - started
     finally:
         stop(proc)
@@ -124,7 +124,7 @@ def test_up_uses_a_temporal_server_that_already_answers(
         state = json.loads((tmp_path / "home" / "up.json").read_text())
         assert state["temporal_pid"] is None
         proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=60)
+        proc.wait(timeout=40)
     finally:
         stop(proc)
     assert proc.returncode == 0
@@ -260,7 +260,7 @@ def test_up_restarts_its_temporal_server_when_it_dies_and_loses_nothing(
         assert sent.returncode == 0 and "delivered" in sent.stdout, sent.stdout + sent.stderr
         assert "back again" in tmux.capture(target)
         proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=60)
+        proc.wait(timeout=40)
         printed = proc.stdout.read() if proc.stdout else ""
     finally:
         stop(proc)
@@ -307,7 +307,7 @@ def test_up_without_tmux_says_so(up_env: dict[str, str]) -> None:
     try:
         printed = "".join(wait_for_line(proc, "tmux is not on PATH"))
         proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=60)
+        proc.wait(timeout=40)
     finally:
         stop(proc)
     assert "apt-get install tmux" in printed
@@ -393,7 +393,7 @@ def test_up_goes_on_without_a_listener_whose_port_is_taken(
         printed = "".join(wait_for_line(proc, "Database"))
         assert run(env, "status").returncode == 0
         proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=60)
+        proc.wait(timeout=40)
     finally:
         stop(proc)
     assert proc.returncode == 0
@@ -497,7 +497,7 @@ def test_up_ends_the_temporal_server_an_earlier_run_left_behind(
         assert f"ending the embedded Temporal server (pid {left.pid})" in printed
         assert "embedded dev server" in printed  # its own, which it stops when it stops
         proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=60)
+        proc.wait(timeout=40)
     finally:
         if proc is not None:
             stop(proc)
