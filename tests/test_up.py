@@ -16,7 +16,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.client import GatewayClient, call
 from agentcomms.errors import GatewayUnavailable
@@ -113,20 +112,30 @@ def test_up_embeds_temporal_reports_status_and_stops_everything(up_env: dict[str
 
 @pytest.mark.timeout(60)
 def test_up_uses_a_temporal_server_that_already_answers(
-    temporal_env: WorkflowEnvironment, tmp_path: Path
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    address = temporal_env.client.service_client.config.target_host
-    env = env_for(tmp_path / "home", AGENTCOMMS_TEMPORAL__ADDRESS=address)
+    from agentcomms.config import TemporalConfig
+    from agentcomms.temporal import DevServer
+
+    # A server of its own, not the session's: `up`'s workers poll the default queues, where
+    # runs the session's other tests left would be theirs to take (and to wait for at the stop).
+    # Started from another home: in `up`'s own, it would be an embedded server `up` left behind.
+    home = tmp_path / "home"
+    monkeypatch.setenv("AGENTCOMMS_HOME", str(tmp_path / "elsewhere"))
+    temporal = TemporalConfig(address=f"127.0.0.1:{free_port()}", ui_port=free_port())
+    server = DevServer.start(temporal, headless=True)
+    env = env_for(home, AGENTCOMMS_TEMPORAL__ADDRESS=temporal.address)
     proc = start_up(env)
     try:
         printed = "".join(wait_for_line(proc, "Database"))
         assert "existing server" in printed and "Temporal UI" not in printed
-        state = json.loads((tmp_path / "home" / "up.json").read_text())
+        state = json.loads((home / "up.json").read_text())
         assert state["temporal_pid"] is None
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=40)
     finally:
         stop(proc)
+        server.stop()
     assert proc.returncode == 0
 
 
