@@ -27,7 +27,12 @@ from temporalio.testing import WorkflowEnvironment
 from agentcomms.config import Config
 from tests.fakes.anthropic import FakeAnthropic, bash, text
 from tests.fakes.scripted import tool
-from tests.support.agents import API_KEY, PROMPT_HINT, ClaudePane, prepare_claude_home
+from tests.support.agents import (
+    PROMPT_HINT,
+    ClaudePane,
+    claude_env,
+    prepare_claude_home,
+)
 from tests.support.cli import cli
 from tests.support.own_user import (
     MCP_TOKEN,
@@ -125,18 +130,7 @@ async def setup(
             # As the docs start it: the agent's user in a pane of the human's tmux, its
             # environment its own (sudo -i keeps neither TMUX nor TMUX_PANE), its hooks pointed
             # at the door.
-            variables = {
-                **env,
-                "TERM": "xterm-256color",
-                "LANG": "C.UTF-8",
-                "ANTHROPIC_BASE_URL": model.base_url,
-                "ANTHROPIC_API_KEY": API_KEY,
-                "DISABLE_TELEMETRY": "1",
-                "DISABLE_ERROR_REPORTING": "1",
-                "DISABLE_AUTOUPDATER": "1",
-                "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-                "AGENTCOMMS_SOCKET": str(door),
-            }
+            variables = claude_env(user.home, model, {**env, "AGENTCOMMS_SOCKET": str(door)})
             command = user.pane_command(variables, "claude")
             try:
                 await asyncio.to_thread(
