@@ -12,6 +12,7 @@ import asyncio
 import json
 import os
 import subprocess
+import time
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
@@ -37,7 +38,7 @@ from tests.support.agents import claude_with_agentcomms
 from tests.support.cli import AGENTCOMMS
 from tests.support.fake_agent import registered, start_fake_agent, state_is
 from tests.support.stack import Stack, register, running_stack
-from tests.support.tmux import Tmux
+from tests.support.tmux import SENT_HEADER, Tmux, as_sent
 from tests.support.waiting import eventually
 
 TOKEN = "t" * 43
@@ -236,6 +237,42 @@ async def test_posted_reports_move_the_agents_state_as_its_hooks_do(
     stop = {**said, "hook_event_name": "Stop", "last_assistant_message": "done"}
     assert (await post(url, stop, **named)).status_code == 204
     await eventually(lambda: state_is(stack, agent_id, "ready"))
+
+
+async def test_a_prompt_taken_before_its_typing_was_recorded_still_says_submitted(
+    door_stack: Stack, tmux: Tmux, tmp_path: Path
+) -> None:
+    """The agent can take a typed prompt, and its hook stamp the report, before the mailbox has
+    recorded the typing: the report is older than the state then, yet it is the one that says
+    the message was submitted (measured with Claude Code on a loaded machine)."""
+    stack = door_stack
+    agent_id = stack.agent_id("claude")
+    fake = await start_fake_agent(tmux, tmp_path, stack.cfg.server.socket(), "claude")
+    await register(stack, agent_id, tmux, fake.target, submit_delay_ms=0)
+    await eventually(lambda: registered(stack, agent_id))
+    from_pane = {
+        "X-Agentcomms-Token": hook_token(),
+        "X-Agentcomms-Pane": fake.pane_id,
+        "X-Agentcomms-Tmux": f"{tmux.socket},1,0",
+    }
+    url, said = door(stack), {"session_id": "s-1"}
+    assert (await post(url, {**said, "hook_event_name": "SessionStart"}, **from_pane)).is_success
+    await eventually(lambda: state_is(stack, agent_id, "ready"))
+    taken_ns = time.time_ns()  # the hook's start, before the typing is recorded
+    sending = asyncio.create_task(
+        stack.call("send", agent_id=agent_id, message="run the tests", wait=True, timeout=15)
+    )
+    await eventually(lambda: fake.typed() == as_sent("run the tests"))
+    await eventually(lambda: state_is(stack, agent_id, "busy"))  # typing recorded
+    prompt = {
+        **said,
+        "hook_event_name": "UserPromptSubmit",
+        "prompt": f"{SENT_HEADER}run the tests",
+    }
+    late = await post(url, prompt, **from_pane, **{"X-Agentcomms-At": str(taken_ns)})
+    assert late.status_code == 204
+    result = await sending
+    assert (result["status"], result["delivered"]) == ("submitted", True)
 
 
 @pytest.mark.parametrize(

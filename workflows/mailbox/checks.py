@@ -35,6 +35,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 with workflow.unsafe.imports_passed_through():
     from agentcomms import errors, policies
     from agentcomms.agents.state import HookReport
+    from agentcomms.agents.state import apply as apply_report
     from agentcomms.models import RecallRequest, Registration, Unregister
     from workflows.activities import failure_cause
     from workflows.mailbox import activities
@@ -48,6 +49,10 @@ Change = TypeVar("Change", Registration, Unregister)
 # Marks the runs that keep their recall in the history before obeying anything; runs started
 # before it recall and obey in one workflow task, and replay so.
 RECALL_KEPT_PATCH = "recall-kept-before-obeying"
+# Marks the runs that check (and so apply) a hook report older than the state when it still
+# says something: the UserPromptSubmit that carried a message the mailbox recorded typing only
+# after the agent took it. Runs started before it dropped those reports unchecked.
+LATE_REPORTS_PATCH = "late-reports-checked"
 
 
 class Recall:
@@ -141,10 +146,15 @@ def carried_state(input: AgentInput) -> AgentState | None:
 
 async def genuine_report(state: AgentState, report: HookReport) -> bool:
     """Whether to apply a hook report: the gateway signed it for this agent (the worker checks
-    the tag). One the agent's state has passed already is not checked (applying it changes
-    nothing); a forged one is counted and named for `agentcomms trace`."""
+    the tag). One the agent's state has passed already is not checked when applying it changes
+    nothing; one that still does (its prompt carried a message typed since its hook started,
+    or it names the dialog already open) is. A forged one is counted and named for
+    `agentcomms trace`."""
     if report.at_ns <= state.readiness.at_ns:
-        return False
+        if apply_report(state.readiness, report, workflow.now()) is None:
+            return False
+        if not workflow.patched(LATE_REPORTS_PATCH):
+            return False  # runs from before late reports counted replay without checking them
     try:
         genuine = await workflow.execute_local_activity(
             activities.check_report,
