@@ -18,7 +18,7 @@ import typer.core
 from typer.testing import CliRunner
 
 from agentcomms.cli import app, quick
-from tests.support.cli import AGENTCOMMS, cli, cli_home, env_for
+from tests.support.cli import AGENTCOMMS, as_in_a_terminal, cli, cli_home, env_for
 from tests.support.home import write_config
 from tests.support.mcp import stdio_session, tool
 from tests.support.stack import Stack
@@ -167,13 +167,12 @@ async def test_ctrl_c_ends_events_follow_quietly(stack: Stack, tmp_path: Path) -
     home = cli_home(tmp_path, stack)
     agent = stack.agent_id("follow")
     await stack.call("send", agent_id=agent, message="first")
-    # Python leaves SIGINT ignored when it starts ignored (a background job's), so restore it.
     proc = await asyncio.create_subprocess_exec(
         AGENTCOMMS, "events", agent, "--follow",
         env=env_for(home, COLUMNS="200"),
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        preexec_fn=as_in_a_terminal,
     )  # fmt: skip
     assert proc.stdout is not None
     first = await asyncio.wait_for(proc.stdout.readline(), 30)

@@ -19,7 +19,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.config import Config, VoiceConfig
 from agentcomms.escalation_models import Rung
-from tests.support.cli import AGENTCOMMS
+from tests.support.cli import AGENTCOMMS, as_in_a_terminal
 from tests.support.home import write_config
 from tests.support.hooks import listed_approval, open_approval, open_question
 from tests.support.phone import Phone
@@ -110,6 +110,7 @@ async def _dialling(stack: Stack, tmp_path: Path) -> asyncio.subprocess.Process:
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
+        preexec_fn=as_in_a_terminal,  # a test ends one with Ctrl-C
     )
 
 

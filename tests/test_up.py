@@ -20,7 +20,15 @@ import pytest
 from agentcomms.client import GatewayClient, call
 from agentcomms.errors import GatewayUnavailable
 from tests.fakes.serve import free_port
-from tests.support.cli import AGENTCOMMS, env_for, run, start_up, stop, wait_for_line
+from tests.support.cli import (
+    AGENTCOMMS,
+    as_in_a_terminal,
+    env_for,
+    run,
+    start_up,
+    stop,
+    wait_for_line,
+)
 from tests.support.tmux import Tmux, as_sent, recorder
 from tests.support.waiting import eventually
 
@@ -438,14 +446,13 @@ def test_up_stops_everything_whatever_the_terminal_does(
     home = Path(up_env["AGENTCOMMS_HOME"])
     log = tmp_path / "up.log"
     line = f"{AGENTCOMMS} up 2>&1 | tee {log}" if piped else f"exec {AGENTCOMMS} up > {log} 2>&1"
-    # As a terminal runs it: its own process group, which Ctrl-C signals whole; SIGINT not
-    # ignored (a non-interactive shell's background job would ignore it).
+    # As a terminal runs it: its own process group, which Ctrl-C signals whole.
     shell = subprocess.Popen(
         ["bash", "-c", line],
         env=up_env,
         start_new_session=True,
         stdout=subprocess.DEVNULL,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        preexec_fn=as_in_a_terminal,
     )
     try:
         deadline = time.monotonic() + 60

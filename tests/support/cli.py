@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import select
+import signal
 import subprocess
 import sys
 import time
@@ -55,8 +56,17 @@ def wait_for_line(proc: subprocess.Popen[str], needle: str, timeout: float = 30)
     raise AssertionError(f"{needle!r} never printed; got {lines!r}; exit {proc.poll()}")
 
 
+def as_in_a_terminal() -> None:
+    """For a child the test signals as a terminal would (`preexec_fn`): Ctrl-C's SIGINT and a
+    closed terminal's SIGHUP at their defaults. A runner started as a background job ignores
+    SIGINT, one under `nohup` SIGHUP; its children inherit that, and agentcomms leaves a
+    signal ignored that it started ignored (as `nohup agentcomms up` asks)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+
 def start_up(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
-    """`agentcomms up` as a process, its output a line-buffered pipe."""
+    """`agentcomms up` as a process, its output a line-buffered pipe, stopped by signals."""
     return subprocess.Popen(
         [AGENTCOMMS, "up", *args],
         env=env,
@@ -65,6 +75,7 @@ def start_up(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
         text=True,
         # Wide enough that rich prints each row on one line.
         bufsize=1,
+        preexec_fn=as_in_a_terminal,
     )
 
 
