@@ -13,6 +13,7 @@ from agentcomms.agents.state import (
     apply,
     may_type,
     report_from,
+    started_by_its_prompt,
     submitted,
     typed,
 )
@@ -194,3 +195,20 @@ def test_a_prompt_taken_before_its_typing_was_recorded_is_still_submitted() -> N
     later = apply(r, gemini[1], T0)
     assert later is not None and submitted(later, "evt_d") is True
     assert (later.state, later.at_ns) == (r.state, r.at_ns)  # the state stays as it was
+
+
+def test_codexs_session_start_stamped_after_its_first_prompt_says_nothing_new() -> None:
+    """Codex starts its session at the first prompt and runs both hooks in the background: the
+    SessionStart that trails the prompt is passed over; any other SessionStart is not."""
+    prompt = report_from("codex", "UserPromptSubmit", 1, "s1", {"prompt": "count the files"})
+    start = report_from("codex", "SessionStart", 2, "s1", {})
+    busy = run(prompt)
+    assert busy.state == "busy" and started_by_its_prompt(busy, start)
+    # Stamped before the prompt, it is the agent at its prompt, then busy.
+    earlier = report_from("codex", "SessionStart", 0, "s1", {})
+    assert run(earlier, prompt).state == "busy"
+    assert not started_by_its_prompt(Readiness(), start)
+    # A new session (a restarted Codex), or Claude Code's own, is news.
+    assert not started_by_its_prompt(busy, report_from("codex", "SessionStart", 3, "s2", {}))
+    claude = run(hook("UserPromptSubmit", 1, prompt="x"))
+    assert not started_by_its_prompt(claude, hook("SessionStart", 2))

@@ -37,9 +37,11 @@ from tests.fakes.anthropic import bash, text
 from tests.support.agents import claude_with_agentcomms
 from tests.support.cli import AGENTCOMMS
 from tests.support.fake_agent import registered, start_fake_agent, state_is
+from tests.support.mailbox import settled_history, signalled
 from tests.support.stack import Stack, register, running_stack
 from tests.support.tmux import SENT_HEADER, Tmux, as_sent
 from tests.support.waiting import eventually
+from workflows.mailbox.client import mailbox_handle
 
 TOKEN = "t" * 43
 URL = hook_url(8236, "claude-code")
@@ -273,6 +275,43 @@ async def test_a_prompt_taken_before_its_typing_was_recorded_still_says_submitte
     assert late.status_code == 204
     result = await sending
     assert (result["status"], result["delivered"]) == ("submitted", True)
+
+
+async def test_codexs_session_start_after_its_first_prompt_leaves_it_busy(
+    door_stack: Stack, tmux: Tmux, tmp_path: Path
+) -> None:
+    """Codex starts its session with the first prompt, both hooks in the background: a
+    SessionStart stamped after the prompt must not show the agent ready mid-turn (where a
+    message would be typed into the turn)."""
+    stack = door_stack
+    agent_id = stack.agent_id("codex")
+    fake = await start_fake_agent(tmux, tmp_path, stack.cfg.server.socket(), "codex")
+    await register(stack, agent_id, tmux, fake.target, submit_delay_ms=0)
+    await eventually(lambda: registered(stack, agent_id))
+    from_pane = {
+        "X-Agentcomms-Token": hook_token(),
+        "X-Agentcomms-Pane": fake.pane_id,
+        "X-Agentcomms-Tmux": f"{tmux.socket},1,0",
+    }
+    url = door(stack).replace("claude-code", "codex")
+    said = {"session_id": "s-1"}
+    taken_ns = time.time_ns()
+    prompt = {**said, "hook_event_name": "UserPromptSubmit", "prompt": "count the files"}
+    assert (await post(url, prompt, **from_pane, **{"X-Agentcomms-At": str(taken_ns)})).is_success
+    await eventually(lambda: state_is(stack, agent_id, "busy"))
+    started = {**said, "hook_event_name": "SessionStart"}
+    at = {"X-Agentcomms-At": str(taken_ns + 2_000_000)}
+    assert (await post(url, started, **from_pane, **at)).is_success
+
+    async def after_session_start() -> str | None:
+        """The state once the mailbox has taken the SessionStart (a task ended after it)."""
+        history = await settled_history(mailbox_handle(stack.client, agent_id))
+        if history is None or not any(b"SessionStart" in p.data for p in signalled(history)):
+            return None
+        snapshot = await stack.gateway.mailbox.snapshot(agent_id)
+        return snapshot.readiness.state if snapshot else None
+
+    assert await eventually(after_session_start) == "busy"
 
 
 @pytest.mark.parametrize(

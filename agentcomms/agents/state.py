@@ -133,6 +133,21 @@ def apply(current: Readiness, report: HookReport, now: datetime) -> Readiness | 
     )
 
 
+def started_by_its_prompt(current: Readiness, report: HookReport) -> bool:
+    """Whether `report` is Codex's SessionStart for the session whose prompt already made the
+    agent busy: Codex starts its session at the first prompt and runs both hooks at once, in the
+    background, so the SessionStart may be stamped after the prompt (measured: by 2 to 9 ms on
+    a loaded machine). It says nothing new then, and read as "ready" it would have a message
+    typed into the running turn."""
+    return (
+        report.kind == "codex"
+        and report.event == "SessionStart"
+        and report.session_id is not None
+        and report.session_id == current.session_id
+        and current.state in ("busy", "waiting")
+    )
+
+
 def _named_late(current: Readiness, report: HookReport) -> Readiness | None:
     """A PermissionRequest that started before the dialog's Notification but reached the
     mailbox after it (its hook, which waits for the human's answer, is slower to report) still

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from temporalio.api.common.v1 import Payload
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import WorkflowHandle, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
@@ -43,6 +44,17 @@ async def every_run(stack: Stack, agent: str) -> list[WorkflowHistory]:
         handle = stack.client.get_workflow_handle(mailbox_id(agent), run_id=run_id)
         histories.append(await eventually(functools.partial(settled_history, handle)))
     return sorted(histories, key=lambda h: h.events[0].event_time.ToDatetime())
+
+
+def signalled(history: WorkflowHistory, name: str = "report") -> list[Payload]:
+    """The payloads of every `name` signal the history took, in order."""
+    return [
+        payload
+        for event in history.events
+        if event.HasField("workflow_execution_signaled_event_attributes")
+        and event.workflow_execution_signaled_event_attributes.signal_name == name
+        for payload in event.workflow_execution_signaled_event_attributes.input.payloads
+    ]
 
 
 def _local_activity_markers(history: WorkflowHistory) -> Iterator[tuple[HistoryEvent, Any]]:

@@ -34,7 +34,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from agentcomms import errors, policies
-    from agentcomms.agents.state import HookReport
+    from agentcomms.agents.state import HookReport, started_by_its_prompt
     from agentcomms.agents.state import apply as apply_report
     from agentcomms.models import RecallRequest, Registration, Unregister
     from workflows.activities import failure_cause
@@ -53,6 +53,9 @@ RECALL_KEPT_PATCH = "recall-kept-before-obeying"
 # says something: the UserPromptSubmit that carried a message the mailbox recorded typing only
 # after the agent took it. Runs started before it dropped those reports unchecked.
 LATE_REPORTS_PATCH = "late-reports-checked"
+# Marks the runs that pass over Codex's SessionStart once its first prompt made the agent busy;
+# runs started before it applied it (the agent shown ready mid-turn), and replay so.
+LAZY_SESSION_PATCH = "codex-session-start-after-its-prompt"
 
 
 class Recall:
@@ -148,8 +151,10 @@ async def genuine_report(state: AgentState, report: HookReport) -> bool:
     """Whether to apply a hook report: the gateway signed it for this agent (the worker checks
     the tag). One the agent's state has passed already is not checked when applying it changes
     nothing; one that still does (its prompt carried a message typed since its hook started,
-    or it names the dialog already open) is. A forged one is counted and named for
-    `agentcomms trace`."""
+    or it names the dialog already open) is. Codex's SessionStart that trails its first prompt
+    is not applied at all. A forged one is counted and named for `agentcomms trace`."""
+    if started_by_its_prompt(state.readiness, report) and workflow.patched(LAZY_SESSION_PATCH):
+        return False
     if report.at_ns <= state.readiness.at_ns:
         if apply_report(state.readiness, report, workflow.now()) is None:
             return False
