@@ -14,7 +14,7 @@ import os
 import subprocess
 import time
 from collections.abc import AsyncIterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -36,7 +36,7 @@ from gateway.agents.hook_http import hook_started_ns
 from tests.fakes.anthropic import bash, text
 from tests.support.agents import claude_with_agentcomms
 from tests.support.cli import AGENTCOMMS
-from tests.support.fake_agent import registered, start_fake_agent, state_is
+from tests.support.fake_agent import FakeAgent, registered, start_fake_agent, state_is
 from tests.support.mailbox import settled_history, signalled
 from tests.support.stack import Stack, register, running_stack
 from tests.support.tmux import SENT_HEADER, Tmux, as_sent
@@ -211,21 +211,36 @@ async def post(url: str, body: dict[str, Any], **headers: str) -> httpx.Response
         return await client.post(url, json=body, headers=headers, timeout=10)
 
 
-async def test_posted_reports_move_the_agents_state_as_its_hooks_do(
-    door_stack: Stack, tmux: Tmux, tmp_path: Path
-) -> None:
-    stack = door_stack
-    agent_id = stack.agent_id("claude")
-    fake = await start_fake_agent(tmux, tmp_path, stack.cfg.server.socket(), "claude")
+@dataclass
+class DoorAgent:
+    """A stand-in agent registered on the door's stack, and the headers its posts carry."""
+
+    agent_id: str
+    fake: FakeAgent
+    headers: dict[str, str]
+
+
+async def door_agent(stack: Stack, tmux: Tmux, tmp_path: Path, name: str) -> DoorAgent:
+    agent_id = stack.agent_id(name)
+    fake = await start_fake_agent(tmux, tmp_path, stack.cfg.server.socket(), name)
     await register(stack, agent_id, tmux, fake.target, submit_delay_ms=0)
     await eventually(lambda: registered(stack, agent_id))
-    # As Claude Code sends them: the pane and its tmux server from the agent's environment.
-    from_pane = {
+    # As the agent sends them: the pane and its tmux server from the agent's environment.
+    headers = {
         "X-Agentcomms-Token": hook_token(),
         "X-Agentcomms-Pane": fake.pane_id,
         "X-Agentcomms-Tmux": f"{tmux.socket},1,0",
         "X-Agentcomms-Agent": "",
     }
+    return DoorAgent(agent_id, fake, headers)
+
+
+async def test_posted_reports_move_the_agents_state_as_its_hooks_do(
+    door_stack: Stack, tmux: Tmux, tmp_path: Path
+) -> None:
+    stack = door_stack
+    claude = await door_agent(stack, tmux, tmp_path, "claude")
+    agent_id, from_pane = claude.agent_id, claude.headers
     url = door(stack)
     said = {"session_id": "s-1", "transcript_path": "/x", "cwd": "/"}
     started = await post(url, {**said, "hook_event_name": "SessionStart"}, **from_pane)
@@ -248,15 +263,8 @@ async def test_a_prompt_taken_before_its_typing_was_recorded_still_says_submitte
     recorded the typing: the report is older than the state then, yet it is the one that says
     the message was submitted (measured with Claude Code on a loaded machine)."""
     stack = door_stack
-    agent_id = stack.agent_id("claude")
-    fake = await start_fake_agent(tmux, tmp_path, stack.cfg.server.socket(), "claude")
-    await register(stack, agent_id, tmux, fake.target, submit_delay_ms=0)
-    await eventually(lambda: registered(stack, agent_id))
-    from_pane = {
-        "X-Agentcomms-Token": hook_token(),
-        "X-Agentcomms-Pane": fake.pane_id,
-        "X-Agentcomms-Tmux": f"{tmux.socket},1,0",
-    }
+    claude = await door_agent(stack, tmux, tmp_path, "claude")
+    agent_id, fake, from_pane = claude.agent_id, claude.fake, claude.headers
     url, said = door(stack), {"session_id": "s-1"}
     assert (await post(url, {**said, "hook_event_name": "SessionStart"}, **from_pane)).is_success
     await eventually(lambda: state_is(stack, agent_id, "ready"))
@@ -284,15 +292,8 @@ async def test_codexs_session_start_after_its_first_prompt_leaves_it_busy(
     SessionStart stamped after the prompt must not show the agent ready mid-turn (where a
     message would be typed into the turn)."""
     stack = door_stack
-    agent_id = stack.agent_id("codex")
-    fake = await start_fake_agent(tmux, tmp_path, stack.cfg.server.socket(), "codex")
-    await register(stack, agent_id, tmux, fake.target, submit_delay_ms=0)
-    await eventually(lambda: registered(stack, agent_id))
-    from_pane = {
-        "X-Agentcomms-Token": hook_token(),
-        "X-Agentcomms-Pane": fake.pane_id,
-        "X-Agentcomms-Tmux": f"{tmux.socket},1,0",
-    }
+    codex = await door_agent(stack, tmux, tmp_path, "codex")
+    agent_id, from_pane = codex.agent_id, codex.headers
     url = door(stack).replace("claude-code", "codex")
     said = {"session_id": "s-1"}
     taken_ns = time.time_ns()
