@@ -251,3 +251,31 @@ async def test_a_stale_socket_file_is_replaced(
     ) as s:
         assert await s.call("ping") == {"pong": True}
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+async def test_a_connection_accepted_as_the_server_closes_is_closed_with_it(
+    tmp_path: Path,
+) -> None:
+    """However far the accepting got when the gateway closed (the loop given 1 to 11 turns),
+    the client sees its connection end: none is left open for the garbage collector. (With no
+    turn the connection is still in the kernel's queue, never accepted, and the closed socket
+    leaves nothing of it in the gateway.)"""
+
+    async def answer(method: str, params: dict[str, Any], caller: object) -> Any:
+        return {}
+
+    path = tmp_path / "g.sock"
+    for turns in range(1, 12):
+        server = SocketServer(path, answer)
+        await server.start()
+        reader, writer = await asyncio.open_unix_connection(str(path))
+        for _ in range(turns):
+            await asyncio.sleep(0)
+        await server.close()
+        try:
+            ended = await asyncio.wait_for(reader.read(), 5)
+        except ConnectionResetError:
+            ended = b""
+        finally:
+            writer.close()
+        assert ended == b"", turns
