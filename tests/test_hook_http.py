@@ -37,7 +37,7 @@ from tests.fakes.anthropic import bash, text
 from tests.support.agents import claude_with_agentcomms
 from tests.support.cli import AGENTCOMMS
 from tests.support.fake_agent import FakeAgent, registered, start_fake_agent, state_is
-from tests.support.mailbox import settled_history, signalled
+from tests.support.mailbox import settled_history, signal_payloads
 from tests.support.stack import Stack, register, running_stack
 from tests.support.tmux import SENT_HEADER, Tmux, as_sent
 from tests.support.waiting import eventually
@@ -200,10 +200,10 @@ async def door_stack(
         yield s
 
 
-def door(stack: Stack) -> str:
+def door(stack: Stack, kind: str = "claude-code") -> str:
     reports = stack.gateway.hook_reports
     assert reports is not None
-    return f"http://127.0.0.1:{reports.server.port}/agentcomms/hook/claude-code"
+    return f"http://127.0.0.1:{reports.server.port}/agentcomms/hook/{kind}"
 
 
 async def post(url: str, body: dict[str, Any], **headers: str) -> httpx.Response:
@@ -294,7 +294,7 @@ async def test_codexs_session_start_after_its_first_prompt_leaves_it_busy(
     stack = door_stack
     codex = await door_agent(stack, tmux, tmp_path, "codex")
     agent_id, from_pane = codex.agent_id, codex.headers
-    url = door(stack).replace("claude-code", "codex")
+    url = door(stack, "codex")
     said = {"session_id": "s-1"}
     taken_ns = time.time_ns()
     prompt = {**said, "hook_event_name": "UserPromptSubmit", "prompt": "count the files"}
@@ -307,7 +307,8 @@ async def test_codexs_session_start_after_its_first_prompt_leaves_it_busy(
     async def after_session_start() -> str | None:
         """The state once the mailbox has taken the SessionStart (a task ended after it)."""
         history = await settled_history(mailbox_handle(stack.client, agent_id))
-        if history is None or not any(b"SessionStart" in p.data for p in signalled(history)):
+        reports = signal_payloads(history, "report") if history else []
+        if not any(b"SessionStart" in p.data for p in reports):
             return None
         snapshot = await stack.gateway.mailbox.snapshot(agent_id)
         return snapshot.readiness.state if snapshot else None
@@ -421,12 +422,10 @@ async def test_codex_and_gemini_post_their_reports_from_the_shell_they_start(
     said = {"session_id": "s-1", "transcript_path": "/x", "cwd": "/"}
     turns = {"codex": ("UserPromptSubmit", "Stop"), "gemini": ("BeforeAgent", "AfterAgent")}
     for kind, (starts, ends) in turns.items():
-        agent_id = stack.agent_id(kind)
-        fake = await start_fake_agent(tmux, tmp_path, stack.cfg.server.socket(), kind)
-        await register(stack, agent_id, tmux, fake.target, submit_delay_ms=0)
-        await eventually(lambda: registered(stack, agent_id))  # noqa: B023
-        env = {"TMUX": f"{tmux.socket},1,0", "TMUX_PANE": fake.pane_id}
-        url = door(stack).replace("claude-code", kind)
+        agent = await door_agent(stack, tmux, tmp_path, kind)
+        agent_id = agent.agent_id
+        env = {"TMUX": f"{tmux.socket},1,0", "TMUX_PANE": agent.fake.pane_id}
+        url = door(stack, kind)
         for event, state in ((starts, "busy"), (ends, "ready"), (starts, "busy")):
             # A prompt in another script than Latin: the length posted is in bytes.
             body = {**said, "hook_event_name": event, "prompt": "mesure la qualité ✓"}

@@ -32,6 +32,7 @@ from agentcomms.workflow_ids import OUTBOX_WORKFLOW, outbox_workflow_id
 from tests.fakes.telegram import FakeTelegram
 from tests.support.attacker import refusals_of_attacks
 from tests.support.chat import CHAT, connected
+from tests.support.mailbox import signal_payloads
 from tests.support.stack import STACK_KEY, Stack, in_mailbox_of
 from tests.support.waiting import eventually
 from workflows.outbox.models import OutboxInput, WaitSent
@@ -228,13 +229,7 @@ async def test_only_the_agents_own_mailbox_queues_receipts_and_only_receipts() -
 
 def enqueued(history: WorkflowHistory) -> list[dict[str, Any]]:
     """Every item signalled to an outbox, as anyone who reads its history can copy it."""
-    items = []
-    for event in history.events:
-        if event.HasField("workflow_execution_signaled_event_attributes"):
-            signal = event.workflow_execution_signaled_event_attributes
-            if signal.signal_name == "enqueue":
-                items.append(json.loads(signal.input.payloads[0].data))
-    return items
+    return [json.loads(payload.data) for payload in signal_payloads(history, "enqueue")]
 
 
 async def test_a_genuine_item_or_receipt_signalled_again_elsewhere_is_not_sent_twice(

@@ -23,7 +23,7 @@ from temporalio.worker import Worker
 from agentcomms.temporal import temporal_binary
 from agentcomms.workflow_ids import MAILBOX_WORKFLOW, host_task_queue, mailbox_id
 from tests.support.attacker import temporal_cli
-from tests.support.mailbox import offline, online
+from tests.support.mailbox import offline, online, signal_payloads
 from tests.support.stack import Stack, register
 from tests.support.tmux import Tmux, as_sent, recorder
 from tests.support.waiting import eventually
@@ -39,18 +39,10 @@ async def signalled(stack: Stack, agent: str, name: str) -> list[str]:
     run_id: str | None = None
     while True:
         handle = stack.client.get_workflow_handle(mailbox_id(agent), run_id=run_id)
-        in_run = []
-        previous = ""
-        async for event in handle.fetch_history_events():
-            if event.HasField("workflow_execution_started_event_attributes"):
-                previous = (
-                    event.workflow_execution_started_event_attributes.continued_execution_run_id
-                )
-            if event.HasField("workflow_execution_signaled_event_attributes"):
-                attributes = event.workflow_execution_signaled_event_attributes
-                if attributes.signal_name == name:
-                    in_run.append(attributes.input.payloads[0].data.decode())
-        found = in_run + found
+        history = await handle.fetch_history()
+        started = history.events[0].workflow_execution_started_event_attributes
+        previous = started.continued_execution_run_id
+        found = [payload.data.decode() for payload in signal_payloads(history, name)] + found
         if not previous:
             return found
         run_id = previous

@@ -46,8 +46,9 @@ async def every_run(stack: Stack, agent: str) -> list[WorkflowHistory]:
     return sorted(histories, key=lambda h: h.events[0].event_time.ToDatetime())
 
 
-def signalled(history: WorkflowHistory, name: str = "report") -> list[Payload]:
-    """The payloads of every `name` signal the history took, in order."""
+def signal_payloads(history: WorkflowHistory, name: str) -> list[Payload]:
+    """The payloads of every `name` signal a workflow's history took, in order: what anyone
+    who reads the history can copy."""
     return [
         payload
         for event in history.events
