@@ -1,4 +1,4 @@
-"""The real Claude Code 2.1.332 in auto mode, its own default (no permission mode written), with
+"""The real Claude Code 2.1.337 in auto mode, its own default (no permission mode written), with
 agentcomms' hooks: its model (scripted) does not pass auto mode's server-side safety check
 through, so a call the check must judge runs no hook and asks in Claude Code's own dialogs.
 The first, "Auto mode can't check actions in this session", reaches the human as a notice; the

@@ -51,7 +51,7 @@ from tests.support.stack import Stack, register, running_stack
 from tests.support.tmux import Terminal, Tmux
 from tests.support.waiting import eventually
 
-CLAUDE_CODE_VERSION = "2.1.332"
+CLAUDE_CODE_VERSION = "2.1.337"
 CODEX_VERSION = "0.171.0"
 GEMINI_VERSION = "0.61.0"
 # Where `.ci/run` and the fixtures install the agents (one npm prefix for both).
