@@ -11,9 +11,9 @@ from agentcomms.agents.state import (
     HookReport,
     Readiness,
     apply,
+    beside_its_turn,
     may_type,
     report_from,
-    started_by_its_prompt,
     submitted,
     typed,
 )
@@ -197,18 +197,31 @@ def test_a_prompt_taken_before_its_typing_was_recorded_is_still_submitted() -> N
     assert (later.state, later.at_ns) == (r.state, r.at_ns)  # the state stays as it was
 
 
-def test_codexs_session_start_stamped_after_its_first_prompt_says_nothing_new() -> None:
+def test_codexs_reports_beside_its_turn_say_nothing_of_it() -> None:
     """Codex starts its session at the first prompt and runs both hooks in the background: the
-    SessionStart that trails the prompt is passed over; any other SessionStart is not."""
+    SessionStart that trails the prompt is passed over; any other SessionStart is not. Its
+    notify of another thread (the one writing the task's title) is passed over too."""
     prompt = report_from("codex", "UserPromptSubmit", 1, "s1", {"prompt": "count the files"})
     start = report_from("codex", "SessionStart", 2, "s1", {})
     busy = run(prompt)
-    assert busy.state == "busy" and started_by_its_prompt(busy, start)
+    assert busy.state == "busy" and beside_its_turn(busy, start)
     # Stamped before the prompt, it is the agent at its prompt, then busy.
     earlier = report_from("codex", "SessionStart", 0, "s1", {})
     assert run(earlier, prompt).state == "busy"
-    assert not started_by_its_prompt(Readiness(), start)
+    assert not beside_its_turn(Readiness(), start)
     # A new session (a restarted Codex), or Claude Code's own, is news.
-    assert not started_by_its_prompt(busy, report_from("codex", "SessionStart", 3, "s2", {}))
+    assert not beside_its_turn(busy, report_from("codex", "SessionStart", 3, "s2", {}))
     claude = run(hook("UserPromptSubmit", 1, prompt="x"))
-    assert not started_by_its_prompt(claude, hook("SessionStart", 2))
+    assert not beside_its_turn(claude, hook("SessionStart", 2))
+
+    # The notify names its thread: the session's own turn ended; the title's did not end it,
+    # nor one whose session no hook has named yet.
+    def notify(at: int, thread: str) -> HookReport:
+        payload = {"type": "agent-turn-complete", "thread-id": thread}
+        return report_from("codex", "agent-turn-complete", at, None, payload)
+
+    assert notify(3, "s1").session_id == "s1"
+    assert not beside_its_turn(busy, notify(3, "s1"))
+    assert beside_its_turn(busy, notify(3, "title"))
+    assert beside_its_turn(Readiness(), notify(3, "s1"))
+    assert not beside_its_turn(claude, hook("agent-turn-complete", 3))

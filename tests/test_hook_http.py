@@ -285,12 +285,13 @@ async def test_a_prompt_taken_before_its_typing_was_recorded_still_says_submitte
     assert (result["status"], result["delivered"]) == ("submitted", True)
 
 
-async def test_codexs_session_start_after_its_first_prompt_leaves_it_busy(
+async def test_codexs_reports_beside_its_first_turn_leave_it_busy(
     door_stack: Stack, tmux: Tmux, tmp_path: Path
 ) -> None:
-    """Codex starts its session with the first prompt, both hooks in the background: a
-    SessionStart stamped after the prompt must not show the agent ready mid-turn (where a
-    message would be typed into the turn)."""
+    """Codex starts its session with the first prompt, both hooks in the background, and
+    writes the task's title in a thread of its own, whose end its notify tells: neither a
+    SessionStart stamped after the prompt nor that notify may show the agent ready mid-turn
+    (where a message would be typed into the turn)."""
     stack = door_stack
     codex = await door_agent(stack, tmux, tmp_path, "codex")
     agent_id, from_pane = codex.agent_id, codex.headers
@@ -304,16 +305,31 @@ async def test_codexs_session_start_after_its_first_prompt_leaves_it_busy(
     at = {"X-Agentcomms-At": str(taken_ns + 2_000_000)}
     assert (await post(url, started, **from_pane, **at)).is_success
 
-    async def after_session_start() -> str | None:
-        """The state once the mailbox has taken the SessionStart (a task ended after it)."""
+    async def notify(at_ns: int, thread: str) -> None:
+        """Codex's notify of `thread`'s turn, as it sends it: through the socket."""
+        payload = {"type": "agent-turn-complete", "thread-id": thread}
+        pane = {"pane": codex.fake.pane_id, "tmux_socket": tmux.socket}
+        await stack.call(
+            "agent_hook", kind="codex", event="agent-turn-complete", at_ns=at_ns,
+            payload=payload, **pane,
+        )  # fmt: skip
+
+    await notify(taken_ns + 150_000_000, "the title's")
+
+    async def after(event: bytes) -> str | None:
+        """The state once the mailbox has taken `event` (a task ended after it)."""
         history = await settled_history(mailbox_handle(stack.client, agent_id))
         reports = signal_payloads(history, "report") if history else []
-        if not any(b"SessionStart" in p.data for p in reports):
+        if not any(event in p.data for p in reports):
             return None
         snapshot = await stack.gateway.mailbox.snapshot(agent_id)
         return snapshot.readiness.state if snapshot else None
 
-    assert await eventually(after_session_start) == "busy"
+    assert await eventually(lambda: after(b"SessionStart")) == "busy"
+    assert await eventually(lambda: after(b"agent-turn-complete")) == "busy"
+    # The session's own turn ends in its notify as in its Stop hook.
+    await notify(time.time_ns(), "s-1")
+    await eventually(lambda: state_is(stack, agent_id, "ready"))
 
 
 @pytest.mark.parametrize(

@@ -43,6 +43,7 @@ SENT_REPLY_CHARS = 16_000
 # responses) stays here.
 SENT_FIELDS = (
     "session_id",
+    "thread-id",  # Codex's notify: the thread whose turn ended
     "tool_name",
     "tool_input",
     "notification_type",

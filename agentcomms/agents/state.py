@@ -133,15 +133,26 @@ def apply(current: Readiness, report: HookReport, now: datetime) -> Readiness | 
     )
 
 
-def started_by_its_prompt(current: Readiness, report: HookReport) -> bool:
-    """Whether `report` is Codex's SessionStart for the session whose prompt already made the
-    agent busy: Codex starts its session at the first prompt and runs both hooks at once, in the
-    background, so the SessionStart may be stamped after the prompt (measured: by 2 to 9 ms on
-    a loaded machine). It says nothing new then, and read as "ready" it would have a message
-    typed into the running turn."""
+def beside_its_turn(current: Readiness, report: HookReport) -> bool:
+    """Whether `report` is one of Codex's that says nothing of the agent's turn, though the
+    state would take it as news:
+
+    - the SessionStart for the session whose prompt already made the agent busy: Codex starts
+      its session at the first prompt and runs both hooks at once, in the background, so the
+      SessionStart may be stamped after the prompt (measured: by 2 to 9 ms on a loaded
+      machine);
+    - a ``notify`` of a thread other than the session its hooks named (or before they named
+      one): Codex writes the task's title in a thread of its own as the first prompt starts,
+      and notifies that turn's end too (measured: 120 to 160 ms after the prompt). The
+      session's own Stop hook tells its turn's end.
+
+    Either, read as "ready", would have a message typed into the running turn."""
+    if report.kind != "codex":
+        return False
+    if report.event == "agent-turn-complete":
+        return current.session_id is None or report.session_id != current.session_id
     return (
-        report.kind == "codex"
-        and report.event == "SessionStart"
+        report.event == "SessionStart"
         and report.session_id is not None
         and report.session_id == current.session_id
         and current.state in ("busy", "waiting")
@@ -369,7 +380,8 @@ def report_from(
         kind=kind,
         event=event[:64],
         at_ns=at_ns,
-        session_id=_text(session_id or payload.get("session_id"), 128),
+        # Codex's notify names its thread where its hooks name the session.
+        session_id=_text(session_id or payload.get("session_id") or payload.get("thread-id"), 128),
         tool=tool,
         summary=summary,
         prompt=prompt,

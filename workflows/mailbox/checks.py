@@ -34,7 +34,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from agentcomms import errors, policies
-    from agentcomms.agents.state import HookReport, started_by_its_prompt
+    from agentcomms.agents.state import HookReport, beside_its_turn
     from agentcomms.agents.state import apply as apply_report
     from agentcomms.models import RecallRequest, Registration, Unregister
     from workflows.activities import failure_cause
@@ -53,9 +53,10 @@ RECALL_KEPT_PATCH = "recall-kept-before-obeying"
 # says something: the UserPromptSubmit that carried a message the mailbox recorded typing only
 # after the agent took it. Runs started before it dropped those reports unchecked.
 LATE_REPORTS_PATCH = "late-reports-checked"
-# Marks the runs that pass over Codex's SessionStart once its first prompt made the agent busy;
-# runs started before it applied it (the agent shown ready mid-turn), and replay so.
-LAZY_SESSION_PATCH = "codex-session-start-after-its-prompt"
+# Marks the runs that pass over Codex's reports beside the agent's turn (the SessionStart that
+# trails its first prompt, the notify of the thread that writes the task's title); runs started
+# before it applied them (the agent shown ready mid-turn), and replay so.
+BESIDE_THE_TURN_PATCH = "codex-reports-beside-its-turn"
 
 
 class Recall:
@@ -153,7 +154,7 @@ async def genuine_report(state: AgentState, report: HookReport) -> bool:
     nothing; one that still does (its prompt carried a message typed since its hook started,
     or it names the dialog already open) is. Codex's SessionStart that trails its first prompt
     is not applied at all. A forged one is counted and named for `agentcomms trace`."""
-    if started_by_its_prompt(state.readiness, report) and workflow.patched(LAZY_SESSION_PATCH):
+    if beside_its_turn(state.readiness, report) and workflow.patched(BESIDE_THE_TURN_PATCH):
         return False
     if report.at_ns <= state.readiness.at_ns:
         if apply_report(state.readiness, report, workflow.now()) is None:
