@@ -37,6 +37,7 @@ from temporalio.service import RPCError
 from agentcomms.address import LOCAL_HOSTS, server_answers, split_address
 from agentcomms.codec import data_converter, ui_codec_endpoint
 from agentcomms.config import TemporalConfig, agentcomms_home
+from agentcomms.config.models import DEFAULT_LONG_POLL_S
 from agentcomms.errors import SearchAttributesMissing, TemporalUnavailable
 from agentcomms.search_attributes import ALL as SEARCH_ATTRIBUTES
 from agentcomms.temporal_admin import search_attributes_missing
@@ -146,9 +147,16 @@ async def pollers(client: Client, task_queue: str) -> list[str]:
     return sorted(await last_polls(client, task_queue))
 
 
-# A live, idle worker renews its long poll about once a minute; a poller the server has not
-# seen for longer than this has most likely stopped (the server lists it for minutes more).
-POLL_SILENCE_S = 75.0
+def poll_silence_s(cfg: TemporalConfig) -> float:
+    """Seconds without a poll after which a worker has most likely stopped: a live, idle worker
+    polls again each time the server ends its long poll (`long_poll_s`), and the server lists a
+    stopped one for minutes more."""
+    return cfg.long_poll_s * 1.25
+
+
+def long_poll_args(seconds: int) -> list[str]:
+    """The dev server's flags that end an idle worker's poll after `seconds`."""
+    return ["--dynamic-config-value", f"matching.longPollExpirationInterval={seconds}"]
 
 
 async def last_polls(client: Client, task_queue: str) -> dict[str, float]:
@@ -214,6 +222,8 @@ def dev_server_args(cfg: TemporalConfig, *, headless: bool = False) -> list[str]
     # attribute Temporal sets for it; by default only after five failures, about a minute.
     args += ["--dynamic-config-value", f"{PROBLEMS_AFTER_FAILURES}=2"]
     args += SINGLE_PARTITION
+    if cfg.long_poll_s != DEFAULT_LONG_POLL_S:
+        args += long_poll_args(cfg.long_poll_s)
     if headless:
         args.append("--headless")
     else:

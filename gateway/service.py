@@ -293,7 +293,7 @@ class Gateway:
             self.approvals,
             self.mailbox,
             audio,
-            shared_queue=self.cfg.temporal.task_queue,
+            temporal=self.cfg.temporal,
             deployment=str(self.cfg.server.socket()),
             panes=self.agent_panes,
             new_agents=self.new_agents,

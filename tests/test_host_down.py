@@ -8,7 +8,10 @@ as a machine that goes away would, and starts again.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import subprocess
+from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -17,8 +20,11 @@ from typing import Any
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
+from agentcomms.config import Config, TemporalConfig
 from agentcomms.models import utcnow
 from agentcomms.store import Store
+from agentcomms.temporal import connect, dev_server_args, poll_silence_s
+from tests.fakes.serve import free_port
 from tests.support.cli import cli, cli_home
 from tests.support.events import message, record_all
 from tests.support.hosts import worker_process
@@ -26,6 +32,31 @@ from tests.support.stack import Stack, running_stack
 from tests.support.tmux import Tmux, as_sent, recorder
 from tests.support.waiting import eventually, typed
 from workers.main import build_workers
+
+# A server that ends an idle worker's poll this soon shows a silent host within seconds.
+SHORT_POLL_S = 4
+
+
+@pytest.fixture(scope="module")
+async def short_polls(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[TemporalConfig]:
+    """A dev server started as `up` starts its own, configured with ``long_poll_s``."""
+    root = tmp_path_factory.mktemp("short-polls")
+    temporal = TemporalConfig(
+        address=f"127.0.0.1:{free_port()}",
+        long_poll_s=SHORT_POLL_S,
+        db_filename=root / "temporal.db",
+    )
+    server = await asyncio.create_subprocess_exec(
+        *dev_server_args(temporal, headless=True),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        await connect(temporal, patience_s=30)
+        yield temporal
+    finally:
+        server.terminate()
+        await asyncio.wait_for(server.wait(), 20)
 
 
 async def host_worker(stack: Stack, host: str) -> AsyncExitStack:
@@ -111,13 +142,20 @@ async def test_a_stopped_host_shows_its_agents_unreachable_then_types_everything
             await worker.wait()
 
 
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(120)
 async def test_an_idle_host_that_stops_polling_shows_unreachable_since_its_last_poll(
-    temporal_env: WorkflowEnvironment, tmux: Tmux, tmp_path: Path
+    short_polls: TemporalConfig, tmux: Tmux, tmp_path: Path
 ) -> None:
-    """No message waits, so no task betrays the host: its silence does, after a long poll's
-    length (about a minute and a quarter)."""
-    async with running_stack(temporal_env.client, tmp_path) as stack:
+    """No message waits, so no task betrays the host: its silence does, once the server has
+    ended a long poll and a quarter of another without one (``long_poll_s``, which the server
+    was started with)."""
+    client = await connect(short_polls)
+
+    def short(cfg: Config) -> Config:
+        temporal = cfg.temporal.model_copy(update={"long_poll_s": short_polls.long_poll_s})
+        return cfg.model_copy(update={"temporal": temporal})
+
+    async with running_stack(client, tmp_path, configure=short) as stack:
         host = f"idle-{stack.agent_id('h')}"
         agent = stack.agent_id("idle")
         target, _ = recorder(tmux, tmp_path, "rec")
@@ -128,17 +166,20 @@ async def test_an_idle_host_that_stops_polling_shows_unreachable_since_its_last_
                 submit_delay_ms=0, host=host,
             )  # fmt: skip
             await eventually(lambda: _status_is(stack, agent, "online"), timeout=30)
+            # Idle and alive: polls again as each long poll ends, so it stays online.
+            await asyncio.sleep(poll_silence_s(short_polls) * 2)
+            assert (await listed(stack, agent))["status"] == "online"
         finally:
             await workers.aclose()
         stopped_at = utcnow()
         assert (await listed(stack, agent))["status"] == "online"  # not yet known
 
         row = await eventually(
-            lambda: _status_is(stack, agent, "unreachable"), timeout=150, interval=2
+            lambda: _status_is(stack, agent, "unreachable"), timeout=60, interval=0.5
         )
         assert row["pending"] == 0
         since = datetime.fromisoformat(row["unreachable_since"])
-        assert stopped_at - timedelta(seconds=90) <= since <= stopped_at
+        assert stopped_at - timedelta(seconds=SHORT_POLL_S * 2) <= since <= stopped_at
 
 
 async def _status_is(stack: Stack, agent: str, status: str) -> dict[str, Any] | None:

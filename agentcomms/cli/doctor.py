@@ -200,7 +200,7 @@ async def _check_projection(cfg: Config, checks: list[Check]) -> list[Agent]:
 async def _check_workers(
     cfg: Config, client: Any, agents: list[Agent], checks: list[Check]
 ) -> None:
-    from agentcomms.temporal import POLL_SILENCE_S, last_polls
+    from agentcomms.temporal import last_polls, poll_silence_s
     from agentcomms.workflow_ids import host_task_queue
 
     by_host: dict[str, list[Agent]] = defaultdict(list)
@@ -229,7 +229,7 @@ async def _check_workers(
         )
     shared = cfg.temporal.task_queue
     polls = await last_polls(client, shared)
-    live = [who for who, age in polls.items() if age <= POLL_SILENCE_S]
+    live = [who for who, age in polls.items() if age <= poll_silence_s(cfg.temporal)]
     if live:
         checks.append(
             Check("shared queue", True, f"the shared queue {shared} has a worker ({live[0]})")

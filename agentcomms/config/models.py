@@ -42,6 +42,9 @@ from agentcomms.config.section import AgentIdKey, Section
 from agentcomms.config.voice import VoiceConfig, phone_approver
 from agentcomms.escalation_models import QuietHours, Rung
 
+# The Temporal server's: it ends an idle worker's poll after a minute (the worker polls again).
+DEFAULT_LONG_POLL_S = 60
+
 _HOOK_PORT = (
     "Loopback port where the agents' reporting hooks post (Claude Code itself; Codex and "
     "Gemini CLI from the shell they start for a hook: no Python per tool call); null: no "
@@ -150,6 +153,14 @@ class TemporalConfig(Section):
         description="Start `temporal server start-dev` when nothing answers at a local address",
     )
     ui_port: int = Field(default=8233, ge=1, le=65535)
+    long_poll_s: int = Field(
+        default=DEFAULT_LONG_POLL_S,
+        ge=1,
+        le=600,
+        description="how long the server holds an idle worker's poll (its dynamic config "
+        "matching.longPollExpirationInterval; the embedded server is started with it): a host "
+        "whose worker has not polled for a quarter longer is shown down",
+    )
     db_filename: Path | None = Field(
         default=None, description="Dev server database file; <home>/temporal.db when unset"
     )

@@ -4,7 +4,8 @@ A host's mailboxes run on its own task queue, so while its worker is down they c
 not even to say so: the gateway finds out from Temporal instead, in two ways.
 
 - Silence: Temporal reports when each worker last polled the host's queue. A live worker renews
-  its long poll about once a minute; none seen for longer than `POLL_SILENCE_S` is gone.
+  its long poll as often as the server ends it (a minute by default); none seen for a quarter
+  longer (:func:`agentcomms.temporal.poll_silence_s`) is gone.
 - A task nobody takes: a message for a mailbox on that host makes a workflow task; a live worker
   starts it within moments, so one left unstarted for `UNTAKEN_TASK_S`, on a queue nobody has
   polled for as long, means nobody polls, well before the silence shows. (A busy worker polls
@@ -30,7 +31,7 @@ from temporalio.service import RPCError
 
 from agentcomms.models import Agent, utcnow
 from agentcomms.store import Store
-from agentcomms.temporal import POLL_SILENCE_S, last_polls
+from agentcomms.temporal import last_polls
 from agentcomms.workflow_ids import host_task_queue
 from workflows.mailbox.client import mailbox_handle
 
@@ -67,19 +68,21 @@ class HostView:
     down: HostDown | None
     agents: list[Agent]
     waiting: int
+    silence_s: float  # a worker not seen for longer has most likely stopped
 
     @property
     def polling(self) -> bool:
         """Whether a worker polled the host's queue lately (and the host is not judged down)."""
-        return self.down is None and any(a <= POLL_SILENCE_S for a in (self.polls or {}).values())
+        return self.down is None and any(a <= self.silence_s for a in (self.polls or {}).values())
 
 
 class HostWatch:
     """Tells which hosts are down; remembers since when, for as long as this gateway runs."""
 
-    def __init__(self, client: Client, store: Store) -> None:
+    def __init__(self, client: Client, store: Store, silence_s: float) -> None:
         self._client = client
         self._store = store
+        self.silence_s = silence_s  # poll_silence_s of the deployment's Temporal
         self._silent_since: dict[str, datetime] = {}
 
     async def down(self, agents: Iterable[Agent]) -> tuple[dict[str, HostDown], dict[str, int]]:
@@ -121,6 +124,7 @@ class HostWatch:
                 down=down,
                 agents=sorted(hosted, key=lambda a: a.id),
                 waiting=sum(waiting.get(a.id, 0) for a in hosted),
+                silence_s=self.silence_s,
             )
 
         return list(await asyncio.gather(*(one(h, by_host[h]) for h in sorted(by_host))))
@@ -147,7 +151,7 @@ class HostWatch:
     ) -> HostDown | None:
         now = utcnow()
         last_poll = now - timedelta(seconds=min(polls.values())) if polls else None
-        silent = not any(age <= POLL_SILENCE_S for age in polls.values())
+        silent = not any(age <= self.silence_s for age in polls.values())
         # A worker that polled moments ago is alive, only busy: its tasks wait their turn.
         quiet = not polls or min(polls.values()) >= UNTAKEN_TASK_S
         if not silent and not (quiet and await self._untaken_task(hosted, waiting, now)):

@@ -15,8 +15,9 @@ from collections.abc import Sequence
 from starlette.middleware import Middleware
 from starlette.routing import BaseRoute
 
-from agentcomms.config import ConsoleConfig
+from agentcomms.config import ConsoleConfig, TemporalConfig
 from agentcomms.store import Store
+from agentcomms.temporal import poll_silence_s
 from agentcomms.voice.audio import AudioStore
 from gateway.agents.hosts import HostWatch
 from gateway.agents.starting import NewAgents
@@ -44,7 +45,7 @@ class Console:
         mailbox: Mailbox,
         audio: AudioStore,
         *,
-        shared_queue: str,
+        temporal: TemporalConfig,
         deployment: str,
         panes: AgentPanes,
         new_agents: NewAgents,
@@ -57,7 +58,7 @@ class Console:
         approvals.observers.append(self.feed.approval)
         # Process agents' turns as they stream, heard from their hosts through the hooks' path.
         self.turns = LiveTurns(self.feed)
-        hosts = HostWatch(mailbox.client, store)
+        hosts = HostWatch(mailbox.client, store, poll_silence_s(temporal))
         app = ConsoleApp(
             self.access,
             self.feed,
@@ -67,7 +68,7 @@ class Console:
             mailbox,
             audio,
             hosts,
-            shared_queue,
+            temporal.task_queue,
             self.turns,
             new_agents,
         )

@@ -40,7 +40,6 @@ from agentcomms.errors import RpcError
 from agentcomms.ids import check_agent_id
 from agentcomms.models import Event
 from agentcomms.store import Store
-from agentcomms.temporal import POLL_SILENCE_S
 from agentcomms.voice.audio import AudioStore
 from agentcomms.voice.models import check_audio_name
 from gateway.agents.hosts import HostWatch, hosts_down
@@ -280,7 +279,7 @@ class ConsoleApp:
             hosts=hosts,
             shared_queue=self._shared_queue,
             shared=shared,
-            silence_s=POLL_SILENCE_S,
+            silence_s=self._hosts.silence_s,
             **self._page_context(None),
         )
         return _page(html)

@@ -27,7 +27,7 @@ from agentcomms.models import LOCAL_CHANNEL, Event, utcnow
 from agentcomms.outbox_models import ChatSend, OutboxItem
 from agentcomms.store import Store
 from agentcomms.store.engine import display_url
-from agentcomms.temporal import pollers
+from agentcomms.temporal import poll_silence_s, pollers
 from agentcomms.workflow_ids import host_task_queue
 from gateway.agents.budget import Budgets
 from gateway.agents.hosts import HostWatch, hosts_down
@@ -104,7 +104,7 @@ class Methods:
         self._tracer = Tracer(cfg, store, mailbox, self._host)
         # An urgent message's ladder (gateway/messages/urgent.py), started once the message is sent.
         self._on_urgent = on_urgent
-        self._hosts = HostWatch(mailbox.client, store)
+        self._hosts = HostWatch(mailbox.client, store, poll_silence_s(cfg.temporal))
         # A busy or waiting state no hook confirmed lately is read off its pane before it is
         # shown: Claude Code's own dialogs in auto mode, and Esc, send no hook.
         self._screen = screen

@@ -19,7 +19,7 @@ from agentcomms.config import Config
 from agentcomms.errors import TraceNotFound
 from agentcomms.models import LOCAL_CHANNEL, Agent, Event, Try
 from agentcomms.store import Store
-from agentcomms.temporal import POLL_SILENCE_S, last_polls, ui_url
+from agentcomms.temporal import last_polls, poll_silence_s, ui_url
 from agentcomms.workflow_ids import (
     escalation_workflow_id,
     host_of_task_queue,
@@ -217,7 +217,8 @@ class Tracer:
         queue = description.task_queue
         broken = (await self._mailbox.broken()).get(event.agent_id)
         polls = await last_polls(self._client, queue)
-        live = {who: age for who, age in polls.items() if age <= POLL_SILENCE_S}
+        silence_s = poll_silence_s(self._cfg.temporal)
+        live = {who: age for who, age in polls.items() if age <= silence_s}
         snapshot, queued = await self._ask(handle, event.id) if not broken else (None, None)
         if isinstance(queued, QueuedEvent):
             out["waiting"] = queued.model_dump()
@@ -420,7 +421,7 @@ class Tracer:
                 detail += f"; try {activity.attempt} waits for a worker to take it"
             out["steps"].append({"at": tried, "step": "send attempts", "detail": detail})
         polls = await last_polls(self._client, description.task_queue)
-        if not any(age <= POLL_SILENCE_S for age in polls.values()):
+        if not any(age <= poll_silence_s(self._cfg.temporal) for age in polls.values()):
             out["why"].append(
                 f"no worker polls the shared queue {description.task_queue}: start "
                 "`agentcomms worker` (or `agentcomms up`)"
