@@ -41,6 +41,8 @@ from gateway.chat.admission import Admission
 from gateway.chat.commands import ChatCommands
 from gateway.chat.inbox import ChatInbox, ChatTransports
 from gateway.chat.senders import SenderMethods
+from gateway.console.feed import Feed
+from gateway.console.turns import LiveTurns
 from gateway.http import WebhookServer
 from gateway.messages.methods import Methods
 from gateway.messages.notify import PushNotify
@@ -120,6 +122,10 @@ class Gateway:
         self.approval_chats = ApprovalChats(cfg, store, push_tokens, links)
         # One-way notifications to the human's ntfy topic: turns ended, agents gone, asks.
         self.notify = PushNotify(cfg)
+        # The console's live view: approvals and process agents' turns as they happen (heard
+        # whether it is served or not; only a served page listens).
+        feed = Feed(store)
+        self._live_turns = LiveTurns(feed)
         self.approvals = approvals = ApprovalMethods(
             cfg,
             client,
@@ -127,7 +133,7 @@ class Gateway:
             panes,
             self.approval_chats,
             store,
-            observers=[self.notify.approval],
+            observers=[self.notify.approval, feed.approval],
         )
         # A notification's buttons come back here, to the one decide path; and an email's
         # one-time links, through the published console.
@@ -151,6 +157,7 @@ class Gateway:
                 peek.agent_did,
                 # A process agent's turns, begun and ended, in its events.
                 TurnLog(store).agent_did,
+                self._live_turns.agent_did,
             ],
         )
         # A new agent by id, folder and kind: a chat's /new, the console's New agent form.
@@ -191,6 +198,7 @@ class Gateway:
             chat=self.chat,
             on_urgent=urgent.sent,
             screen=screen,
+            console=lambda: self.console.address if self.console is not None else None,
         )
         self.approval_calls = ApprovalCalls(
             cfg, client, self.key, self.calls.current_line, approvals
@@ -294,6 +302,7 @@ class Gateway:
             self.mailbox,
             audio,
             temporal=self.cfg.temporal,
+            turns=self._live_turns,
             deployment=str(self.cfg.server.socket()),
             panes=self.agent_panes,
             new_agents=self.new_agents,
@@ -302,8 +311,6 @@ class Gateway:
         if not await _listening(console.start, "the console is not served"):
             return
         self.console = console
-        self.hooks.observers.append(console.turns.agent_did)
-        self.methods.console_address = console.address
 
     def _call_routes(self) -> list[Any]:
         """Twilio's voice webhooks and our signed audio, when calls go through Twilio."""

@@ -24,7 +24,6 @@ from gateway.agents.starting import NewAgents
 from gateway.approvals.methods import ApprovalMethods
 from gateway.console.access import Access, console_token
 from gateway.console.app import ConsoleApp
-from gateway.console.feed import Feed
 from gateway.console.peers import OnlyTheHuman
 from gateway.console.turns import LiveTurns
 from gateway.http import WebhookServer
@@ -46,6 +45,7 @@ class Console:
         audio: AudioStore,
         *,
         temporal: TemporalConfig,
+        turns: LiveTurns,
         deployment: str,
         panes: AgentPanes,
         new_agents: NewAgents,
@@ -54,10 +54,10 @@ class Console:
     ) -> None:
         # `deployment` names this gateway (its socket): a session it issued opens no other.
         self.access = Access(token or console_token(), deployment=deployment)
-        self.feed = Feed(store)
-        approvals.observers.append(self.feed.approval)
-        # Process agents' turns as they stream, heard from their hosts through the hooks' path.
-        self.turns = LiveTurns(self.feed)
+        # What the console shows live: the approvals and the process agents' turns the gateway
+        # hears (through the hooks' path) as they happen.
+        self.turns = turns
+        self.feed = turns.feed
         hosts = HostWatch(mailbox.client, store, poll_silence_s(temporal))
         app = ConsoleApp(
             self.access,

@@ -56,7 +56,7 @@ class LiveTurns:
     agents' hooks)."""
 
     def __init__(self, feed: Feed) -> None:
-        self._feed = feed
+        self.feed = feed
         self.turns: dict[str, TurnSoFar] = {}
 
     async def agent_did(self, agent_id: str, event: str, payload: dict[str, Any]) -> None:
@@ -75,4 +75,4 @@ class LiveTurns:
         elif event == "TurnEnd":
             turn.running = False
             turn.ended = told["ended"] = ended_words(payload)
-        self._feed.publish(Change("turn", agent_id, turn=told))
+        self.feed.publish(Change("turn", agent_id, turn=told))

@@ -92,6 +92,7 @@ class Methods:
         chat: ChatTransports | None = None,
         on_urgent: Callable[[str, str, str], Awaitable[Escalating]] | None = None,
         screen: ScreenCheck,
+        console: Callable[[], str | None] = lambda: None,
     ) -> None:
         self._cfg = cfg
         self._outbox = outbox
@@ -110,7 +111,7 @@ class Methods:
         self._screen = screen
         # Where the console listens, once it does (its token is never said here: an agent's
         # MCP server asks `status` too).
-        self.console_address: str | None = None
+        self._console = console
 
     # ---- what scripts and existing MCP setups call ---------------------------------------------
 
@@ -137,7 +138,7 @@ class Methods:
             "host": self._host,
             "temporal": self._cfg.temporal.address,
             "database": display_url(self._cfg.database.resolved_url()),
-            "console": self.console_address,
+            "console": self._console(),
         }
 
     @declare(Anyone())
