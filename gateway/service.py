@@ -48,6 +48,7 @@ from gateway.messages.methods import Methods
 from gateway.messages.notify import PushNotify
 from gateway.messages.urgent import UrgentMessages
 from gateway.phone.calls import CallControl
+from gateway.phone.lines import LineReader
 from gateway.phone.menu import LocalDial, PhoneMenu
 from gateway.rebuild import record_configured_channels
 from gateway.reload import ConfigReload
@@ -115,7 +116,6 @@ class Gateway:
             registering=[self.agent_panes.accepted],
         )
         self.outbox = Outbox(client, cfg.temporal.task_queue, key=self.key)
-        self.calls = CallControl(cfg, client, store, self.key)
         panes = PaneAgents(store, self.host)
         push_tokens = tokens_for(self.key)
         links = link_tokens(self.key)
@@ -200,10 +200,12 @@ class Gateway:
             screen=screen,
             console=lambda: self.console.address if self.console is not None else None,
         )
-        self.approval_calls = ApprovalCalls(
-            cfg, client, self.key, self.calls.current_line, approvals
+        # A request's call, once answered, is driven by its approval: it hears the line.
+        lines = LineReader(client)
+        self.approval_calls = ApprovalCalls(cfg, client, self.key, lines.current, approvals)
+        self.calls = CallControl(
+            cfg, client, store, self.key, lines, line_observers=[self.approval_calls.line_event]
         )
-        self.calls.line_observers.append(self.approval_calls.line_event)
         # What a human who calls in hears: through Twilio, or the local phone's --dial.
         self.phone_menu = PhoneMenu(cfg, store, approvals, post=self.mailbox.post)
         # Each request admitted as its method's declaration says: an agent's gets only what is

@@ -24,6 +24,7 @@ from agentcomms.store import Store
 from agentcomms.trust import DeploymentKey
 from agentcomms.workflow_ids import CALL_WORKFLOW, call_workflow_id
 from gateway.phone.calls import CallControl, CallParams, new_call_id
+from gateway.phone.lines import LineReader
 
 LOCAL = "local"  # the local phone: what a call's row names when no Twilio is set up
 
@@ -83,8 +84,8 @@ async def test_a_call_shown_up_frees_the_phone_once_temporal_says_its_workflow_c
 
 @pytest.fixture
 def control(home: Path, store: Store, temporal_env: WorkflowEnvironment) -> CallControl:
-    cfg = Config(budget=Budget(calls=1))
-    return CallControl(cfg, temporal_env.client, store, DeploymentKey(b"k" * 32))
+    cfg, key = Config(budget=Budget(calls=1)), DeploymentKey(b"k" * 32)
+    return CallControl(cfg, temporal_env.client, store, key, LineReader(temporal_env.client))
 
 
 async def test_an_agents_call_while_the_phone_is_on_another_call_is_not_placed(
@@ -126,7 +127,8 @@ async def test_a_call_whose_workflow_could_not_start_gives_the_phone_back(
     cfg = Config()
     nowhere = cfg.temporal.model_copy(update={"task_queue": ""})  # Temporal refuses it
     broken = cfg.model_copy(update={"temporal": nowhere})
-    control = CallControl(broken, temporal_env.client, store, DeploymentKey(b"k" * 32))
+    key, lines = DeploymentKey(b"k" * 32), LineReader(temporal_env.client)
+    control = CallControl(broken, temporal_env.client, store, key, lines)
 
     with pytest.raises(RPCError):
         await control.call(CallParams(agent_id="backend", message="hi", request_id="r-1"))

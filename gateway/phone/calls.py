@@ -18,17 +18,15 @@ import base64
 import binascii
 import hashlib
 import logging
-from collections.abc import Awaitable, Callable
-from datetime import datetime, timedelta
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import AfterValidator, Field, StringConstraints
 from temporalio.client import (
     Client,
     WithStartWorkflowOperation,
-    WorkflowHandle,
     WorkflowUpdateFailedError,
-    WorkflowUpdateRPCTimeoutOrCancelledError,
 )
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
@@ -52,11 +50,12 @@ from agentcomms.voice.stt import stt_chain
 from agentcomms.voice.tts import tts_chain
 from agentcomms.workflow_ids import call_workflow_id
 from gateway.agents.budget import Budgets
+from gateway.phone.lines import QUERY_TIMEOUT, LineReader
 from gateway.socket.declare import ForItself, Human, declare
 from gateway.socket.params import AgentId, MessageText, Params
 from gateway.socket.protocol import INVALID_PARAMS, NOT_FOUND
 from gateway.socket.results import Calls, Hung, Turn
-from workflows.call import CallInput, CallWorkflow, End, Ended, Say, TurnResult, WaitLine
+from workflows.call import CallInput, CallWorkflow, End, Say, TurnResult
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +64,6 @@ CALL_ID_PATTERN = r"^c_[0-9A-Z]{26}$"
 # projection is looked at for a new call ringing while the phone has none.
 LINE_WAIT_S = 20.0
 RING_POLL_S = 0.1
-QUERY_TIMEOUT = timedelta(seconds=3)
 
 T = TypeVar("T")
 
@@ -144,18 +142,25 @@ def new_call_id(agent_id: str, request_id: str | None) -> str:
 
 
 class CallControl:
-    def __init__(self, cfg: Config, client: Client, store: Store, key: DeploymentKey) -> None:
+    def __init__(
+        self,
+        cfg: Config,
+        client: Client,
+        store: Store,
+        key: DeploymentKey,
+        lines: LineReader,
+        *,
+        line_observers: Sequence[Callable[[str, LineEvent], Awaitable[None]]] = (),
+    ) -> None:
         self._cfg = cfg
         self._client = client
         self._store = store
         self._key = key
+        self._lines = lines
         self._audio = AudioStore(cfg.voice.audio_root())
         self._budgets = Budgets(cfg, store)
         # Who hears each line event once the call holds it (a request's call is answered).
-        self.line_observers: list[Callable[[str, LineEvent], Awaitable[None]]] = []
-
-    def _handle(self, call_id: str) -> WorkflowHandle[CallWorkflow, Ended]:
-        return self._client.get_workflow_handle_for(CallWorkflow.run, call_workflow_id(call_id))
+        self._line_observers = tuple(line_observers)
 
     # ---- for agents ----------------------------------------------------------------------------
 
@@ -228,7 +233,7 @@ class CallControl:
 
     async def _give_back_unless_placed(self, call_id: str) -> None:
         try:
-            await self._handle(call_id).describe(rpc_timeout=QUERY_TIMEOUT)
+            await self._lines.handle(call_id).describe(rpc_timeout=QUERY_TIMEOUT)
         except RPCError as exc:
             if exc.status == RPCStatusCode.NOT_FOUND:
                 await self._store.release_line(call_id)
@@ -259,7 +264,7 @@ class CallControl:
     async def call_say(self, p: CallSayParams) -> Turn:
         """Say something on a call in progress and hear the human's answer."""
         await self._check_owner(p.call_id, p.agent_id)
-        handle = self._handle(p.call_id)
+        handle = self._lines.handle(p.call_id)
         result = await self._turn(
             p.call_id,
             handle.execute_update(
@@ -273,7 +278,7 @@ class CallControl:
     async def call_end(self, p: CallEndParams) -> Hung:
         """Hang up a call in progress."""
         await self._check_owner(p.call_id, p.agent_id)
-        handle = self._handle(p.call_id)
+        handle = self._lines.handle(p.call_id)
         try:
             ended = await self._turn(
                 p.call_id,
@@ -328,7 +333,7 @@ class CallControl:
             return
         row = await self._store.get_call(call_id)
         # Just placed, the call may have no row yet: its workflow knows whose it is.
-        line = None if row else await self._line(call_id)
+        line = None if row else await self._lines.now(call_id)
         owner = row.agent_id if row else line.agent_id if line else agent_id
         if owner != agent_id:
             raise RpcError(NOT_FOUND, f"no call {call_id} of {agent_id}'s")
@@ -356,7 +361,7 @@ class CallControl:
             live = [line for line in lines if line.state != "ended"]
             if live:
                 # A call in progress: the workflow answers when its line moves, with the line.
-                moved = await self._wait_line(live[0], min(remaining, LINE_WAIT_S))
+                moved = await self._lines.moved(live[0], min(remaining, LINE_WAIT_S))
                 if moved is not None and moved.version != live[0].version:
                     return {"calls": [self._shown(moved)]}
             else:
@@ -390,35 +395,28 @@ class CallControl:
     async def line_event(self, call_id: str, event: LineEvent) -> bool:
         """Hand what happened on the line to the call: durable once this returns True; False
         when the call is over."""
-        handle = self._handle(call_id)
+        handle = self._lines.handle(call_id)
         try:
             await handle.signal(CallWorkflow.line_event, self._key.sign_line_event(call_id, event))
         except RPCError as exc:
             if exc.status == RPCStatusCode.NOT_FOUND:
                 return False
             raise
-        for observer in self.line_observers:
+        for observer in self._line_observers:
             await observer(call_id, event)
         return True
 
     async def current_line(self, call_id: str, *, ready_within_s: float = 0) -> Line | None:
-        """The call's line; with `ready_within_s`, waits that long for a turn to be asked."""
-        line = await self._line(call_id)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + ready_within_s
-        while line is not None and line.state != "ended" and not line.expect:
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                break
-            line = await self._wait_line(line, remaining) or line
-        return line
+        """The call's line (the call system's webhooks read it); with `ready_within_s`, waits
+        that long for a turn to be asked."""
+        return await self._lines.current(call_id, ready_within_s=ready_within_s)
 
     async def _local_lines(self, known: dict[str, int]) -> list[Line]:
         """The lines of the calls ringing or up on the local phone, and of the calls the phone
         knew that have ended since."""
         rows = await self._store.list_calls(active=True, phone_number=LOCAL_NUMBER)
         active = {r.id for r in rows}
-        lines = [line for line in await asyncio.gather(*map(self._line, active)) if line]
+        lines = [line for line in await asyncio.gather(*map(self._lines.now, active)) if line]
         for call_id in known.keys() - active:
             # A call the phone knew that the projection shows over: its end, from the row
             # (no query: a closed workflow's would replay its whole history).
@@ -434,30 +432,6 @@ class CallControl:
                     )
                 )
         return sorted(lines, key=lambda line: line.call_id)
-
-    async def _line(self, call_id: str) -> Line | None:
-        handle = self._handle(call_id)
-        try:
-            return await handle.query(CallWorkflow.line, rpc_timeout=QUERY_TIMEOUT)
-        except (RPCError, WorkflowUpdateRPCTimeoutOrCancelledError) as exc:
-            log.debug("no line for %s: %s", call_id, exc)
-            return None
-        except Exception as exc:  # a query the workflow failed to answer
-            log.warning("line query of %s failed: %s", call_id, exc)
-            return None
-
-    async def _wait_line(self, line: Line, timeout_s: float) -> Line | None:
-        handle = self._handle(line.call_id)
-        try:
-            return await handle.execute_update(
-                CallWorkflow.wait_line,
-                WaitLine(after_version=line.version, timeout_s=max(timeout_s, 0.1)),
-                rpc_timeout=timedelta(seconds=timeout_s + 5),
-            )
-        except (RPCError, WorkflowUpdateFailedError, WorkflowUpdateRPCTimeoutOrCancelledError):
-            # No worker answered in time (or the call ended): look again.
-            await asyncio.sleep(min(timeout_s, 0.5))
-            return None
 
     def _shown(self, line: Line) -> dict[str, Any]:
         data = line.model_dump(mode="json")
