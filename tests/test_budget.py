@@ -118,11 +118,16 @@ async def test_an_agent_past_its_budget_is_refused_with_the_reason(
         assert raised.value.code == BUDGET_SPENT
         return str(raised.value)
 
-    # Calls: the first rings the local phone and is hung up, the second is refused (not told
-    # the phone is busy: the human's phone takes one call at a time).
+    # Calls: the first rings the local phone and is hung up (the ringing stops then, not at
+    # the ring timeout), the second is refused (not told the phone is busy: the human's
+    # phone takes one call at a time).
     placed = await stack.call("call", agent_id=agent, message="Deploy?", wait=False)
     assert placed["status"] == "ringing"
-    await stack.call("call_end", call_id=placed["call_id"], agent_id=agent)
+    ended = await stack.call("call_end", call_id=placed["call_id"], agent_id=agent)
+    assert (ended["status"], ended["reason"]) == (
+        "canceled",
+        "the agent ended it before the call was taken",
+    )
     why = await eventually(lambda: _refused_or_busy(stack, agent))
     assert why.startswith(f"{agent} has spent its hourly budget of 1 calls (budget.calls)")
 

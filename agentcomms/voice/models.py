@@ -172,6 +172,8 @@ class Line(BaseModel):
 # request was answered elsewhere, or nobody answered it in time.
 WITHDRAWN_ANSWERED = "answered elsewhere"
 WITHDRAWN_TIMED_OUT = "timed out"
+# The agent ended its call before anyone took it (the call's own ring outcome, never signalled).
+WITHDRAWN_BY_THE_AGENT = "ended by the agent"
 
 
 class LineEvent(BaseModel):

@@ -10,7 +10,13 @@ with workflow.unsafe.imports_passed_through():
     import workflows.call.activities as activities
     from agentcomms import policies
     from agentcomms.models import CallStatus
-    from agentcomms.voice.models import WITHDRAWN_TIMED_OUT, CallInput, CallNotice, LineEvent
+    from agentcomms.voice.models import (
+        WITHDRAWN_BY_THE_AGENT,
+        WITHDRAWN_TIMED_OUT,
+        CallInput,
+        CallNotice,
+        LineEvent,
+    )
     from workflows.call.models import TurnResult
 
 SUMMARY_CHARS = 80
@@ -30,6 +36,8 @@ def withdrawn(call: CallInput, why: str | None) -> tuple[str, str]:
     """What a ladder's call says once what it was about was settled while it waited (a request
     decided or timed out, or the human wrote to the agent after its urgent message), and why it
     ended; `why` is the withdrawn line event's detail."""
+    if why == WITHDRAWN_BY_THE_AGENT:
+        return "Goodbye.", "the agent ended it"
     if call.approval_id is not None and why == WITHDRAWN_TIMED_OUT:
         return (
             "Nobody answered that request in time, so it no longer waits for you. Goodbye.",

@@ -20,6 +20,7 @@ with workflow.unsafe.imports_passed_through():
     from agentcomms.models import CallRecord, CallStatus
     from agentcomms.search_attributes import AGENT_ID
     from agentcomms.voice.models import (
+        WITHDRAWN_BY_THE_AGENT,
         AudioRef,
         CallUpdate,
         FallbackRequest,
@@ -40,6 +41,9 @@ with workflow.unsafe.imports_passed_through():
 CALL_SYSTEM_RING_SLACK_S = 15.0
 # How long after its audio ends a phone may take to say it played it.
 PLAY_SLACK_S = 10.0
+# Marks the runs whose `end` stops a call still ringing at once; runs started before it waited
+# for the ring timeout, and replay so.
+END_WHILE_RINGING_PATCH = "end-stops-the-ringing"
 
 
 @workflow.defn(name=CALL_WORKFLOW)
@@ -197,6 +201,9 @@ class CallWorkflow:
     async def end(self, request: End) -> Ended:
         """Say goodbye (when there is a message), hang up once it has played, give the duration."""
         await checked_turn(self._in.call_id, request, self._said)
+        if self._ring_outcome is None and workflow.patched(END_WHILE_RINGING_PATCH):
+            # Nobody took it yet: the ringing stops now, not at the ring timeout.
+            self._ring_outcome = LineEvent(kind="withdrawn", detail=WITHDRAWN_BY_THE_AGENT)
         await self._first_turn()
         async with self._turns:
             if self._ended_at is None:
