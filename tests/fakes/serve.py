@@ -59,8 +59,11 @@ class LocalServer:
         if self._server is None or self._task is None:
             return
         self._server.should_exit = True
-        # Long polls in flight are cut off, as when a real server goes away.
+        # Long polls in flight are cut off, as when a real server goes away: their connections
+        # close now (uvicorn would leave them open, their clients waiting out a read timeout).
         self._server.force_exit = True
+        for connection in list(self._server.server_state.connections):
+            connection.transport.close()
         await self._task
         self._server = self._task = None
 
