@@ -336,11 +336,13 @@ async def test_words_put_into_a_genuine_call_by_anyone_else_are_not_said(stack: 
     await phone.reply(call_id, "yes")
     await first
     handle = stack.client.get_workflow_handle(call_workflow_id(call_id))
-    said = await stack.call("call_say", call_id=call_id, message="Deploying.", listen=False)
+    said = await phone.plays(
+        call_id, stack.call("call_say", call_id=call_id, message="Deploying.", listen=False)
+    )
     assert said["status"] != "refused"
     # A genuine turn of this call (as its history shows it to anyone) is said once.
     genuine = KEY.sign_turn(call_id, Say(message="Still deploying.", listen=False))
-    await handle.execute_update("say", genuine, result_type=TurnResult)
+    await phone.plays(call_id, handle.execute_update("say", genuine, result_type=TurnResult))
     with pytest.raises(WorkflowUpdateFailedError) as again:
         await handle.execute_update("say", genuine, result_type=TurnResult)
     assert "already" in str(again.value.cause)

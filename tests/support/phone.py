@@ -4,13 +4,16 @@ when."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 from agentcomms.voice.tts.local import EspeakSpeech
 from tests.support.stack import Stack
 from tests.support.waiting import eventually
+
+T = TypeVar("T")
 
 
 class Phone:
@@ -56,6 +59,21 @@ class Phone:
             "phone_event", call_id=call_id, kind=kind, phone_id=self.phone_id, **fields
         )
         return result
+
+    async def plays(self, call_id: str, turn: Awaitable[T]) -> T:
+        """`turn` (words the call says without listening), played on this phone as a phone
+        plays them: the call goes on once it is told so, not after the words' length and a
+        slack for a phone that never says."""
+        lines = await self.lines(timeout=0)
+        before = max((line["turn"] for line in lines if line["call_id"] == call_id), default=0)
+        said = asyncio.ensure_future(turn)
+        line = await self.until(
+            lambda line: (
+                line["call_id"] == call_id and line["expect"] == "played" and line["turn"] > before
+            )
+        )
+        await self.event(call_id, "played", turn=line["turn"])
+        return await said
 
     async def reply(self, call_id: str, text: str) -> dict[str, Any]:
         line = await self.prompt(call_id)
