@@ -7,7 +7,6 @@ call's life.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 
 from temporalio import workflow
@@ -15,6 +14,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     import workflows.call.activities as activities
+    import workflows.call.call_system as call_system
     import workflows.call.outcomes as outcomes
     from agentcomms import errors, policies
     from agentcomms.models import CallRecord, CallStatus
@@ -27,13 +27,11 @@ with workflow.unsafe.imports_passed_through():
         Line,
         LineEvent,
         LiveCall,
-        PlaceCall,
         SpeechRequest,
         TranscribeRequest,
         TurnRecord,
     )
     from agentcomms.workflow_ids import CALL_WORKFLOW
-    from workflows.activities import failure_cause, failure_reason
     from workflows.call.checks import CallRefused, checked_call, checked_line_event, checked_turn
     from workflows.call.models import CallInput, End, Ended, Say, TurnResult, WaitLine
 
@@ -41,8 +39,7 @@ with workflow.unsafe.imports_passed_through():
 CALL_SYSTEM_RING_SLACK_S = 15.0
 # How long after its audio ends a phone may take to say it played it.
 PLAY_SLACK_S = 10.0
-# Marks the runs whose `end` stops a call still ringing at once; runs started before it waited
-# for the ring timeout, and replay so.
+# Marks the runs whose `end` stops a call still ringing at once (those before waited it out).
 END_WHILE_RINGING_PATCH = "end-stops-the-ringing"
 
 
@@ -287,7 +284,7 @@ class CallWorkflow:
         self._set_line(turn=turn, say=text, audio=audio, expect="answer" if listen else "played")
         if self._live is not None and turn > 1:
             # The call holds the line between turns: it fetches this one now (turn 1: its TwiML).
-            await self._remote(activities.update_twilio_call, self._live, f"play turn {turn}")
+            await call_system.play(self._live, turn)
         spoken = TurnRecord(
             turn=turn,
             speaker="agent",
@@ -394,43 +391,6 @@ class CallWorkflow:
                 workflow.logger.warning("STT %s failed: %s", provider, exc.cause or exc)
         return "", "the answer could not be transcribed"
 
-    # ---- the call system ----------------------------------------------------------------------------
-
-    async def _place_remote(self) -> None:
-        try:
-            self._live = await workflow.execute_local_activity(
-                activities.place_twilio_call,
-                PlaceCall(call=self._in),
-                start_to_close_timeout=policies.CALL_SYSTEM_TIMEOUT,
-                retry_policy=policies.CALL_SYSTEM_RETRY,
-                summary=f"ring {self._in.to_number or 'the human'}",
-            )
-        except (ActivityError, ApplicationError) as exc:
-            detail = failure_reason(exc)
-            self._ring_outcome = LineEvent(kind="failed", detail=detail)
-
-    async def _end_remote(self) -> None:
-        """Hang up at the call system (the line may still ring, or be connected)."""
-        if self._live is None:
-            return
-        live = self._live.model_copy(update={"answered": self._answered_at is not None})
-        await self._remote(activities.end_twilio_call, live, "hang up")
-
-    async def _remote(
-        self, activity: Callable[[LiveCall], Awaitable[None]], live: LiveCall, summary: str
-    ) -> None:
-        try:
-            await workflow.execute_local_activity(
-                activity,
-                live,
-                start_to_close_timeout=policies.CALL_SYSTEM_TIMEOUT,
-                retry_policy=policies.CALL_SYSTEM_RETRY,
-                summary=summary,
-            )
-        except (ActivityError, ApplicationError) as exc:
-            # The call goes on; a turn the call system never hears of times out like any other.
-            workflow.logger.warning("%s failed: %s", activity.__name__, failure_cause(exc))
-
     # ---- the line, the record, the mailbox ----------------------------------------------------------
 
     def _set_line(self, **changes: object) -> None:
@@ -500,6 +460,17 @@ class CallWorkflow:
             await writing
         else:
             self._recording = writing
+
+    async def _place_remote(self) -> None:
+        placed = await call_system.place(self._in)
+        if isinstance(placed, LineEvent):
+            self._ring_outcome = placed  # it could not be placed
+        else:
+            self._live = placed
+
+    async def _end_remote(self) -> None:
+        if self._live is not None:
+            await call_system.hang_up(self._live, answered=self._answered_at is not None)
 
     async def _first_turn(self) -> None:
         await workflow.wait_condition(lambda: self._first is not None or self._refused is not None)
