@@ -17,54 +17,35 @@ import contextlib
 import json
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
-from agentcomms.config import Config
 from tests.fakes.anthropic import FakeAnthropic, bash, text
 from tests.fakes.scripted import tool
-from tests.support.agents import (
-    PROMPT_HINT,
-    ClaudePane,
-    claude_env,
-    prepare_claude_home,
-)
+from tests.support.agents import PROMPT_HINT, ClaudePane, claude_env, prepare_claude_home
 from tests.support.cli import cli
 from tests.support.own_user import (
     MCP_TOKEN,
+    OwnSetup,
     OwnUser,
-    check_tries,
-    human_home,
+    doors_tried,
+    hooks_door,
+    humans_stack,
+    install_as,
     mcp_over_http,
-    open_approval,
-    tries_command,
+    own_file_asked,
+    own_file_made,
+    start_in_humans_tmux,
 )
-from tests.support.stack import Stack, register, running_stack
+from tests.support.stack import register
 from tests.support.tmux import Tmux
 from tests.support.waiting import eventually
 
 ALLOWED_BY_HOOK = "Allowed by PermissionRequest hook"
-
-
-@dataclass
-class Setup:
-    stack: Stack
-    claude: ClaudePane
-    agent_id: str
-    user: OwnUser
-    human: Path  # the human's agentcomms home: config, key, console token
-    door: Path
-
-    @property
-    def model(self) -> FakeAnthropic:
-        return self.claude.model
-
-    async def approval(self) -> dict[str, Any] | None:
-        return await open_approval(self.human, self.agent_id)
+Setup = OwnSetup[ClaudePane]
 
 
 @pytest.fixture(scope="module")
@@ -78,70 +59,44 @@ async def setup(
 ) -> AsyncIterator[Setup]:
     user = own_user
     user.link("claude", agent_clis["claude"])
-    door = open_folder / "hooks.sock"
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("AGENTCOMMS_HOME", str(open_folder / "human"))
-        human, agent_id = human_home(open_folder, {"target": "agent:0.0", "token": MCP_TOKEN})
-
-        def configure(cfg: Config) -> Config:
-            server = cfg.server.model_copy(update={"hooks_socket_path": door})
-            return cfg.model_copy(update={"server": server})
-
-        root = tmp_path_factory.mktemp("own-user")
-        model = FakeAnthropic()
-        tmux = Tmux(tmux_socket_dir / f"u-{uuid.uuid4().hex[:8]}")
-        async with (
-            contextlib.AsyncExitStack() as stack_mcp,
-            running_stack(
-                temporal_env.client,
-                root,
-                socket_path=open_folder / "daemon.sock",
-                configure=configure,
-            ) as stack,
-            model.server,
-        ):
-            # Its permission mode is install's to write, as the docs say (Claude Code's own
-            # default, auto mode, asks no hook).
-            prepare_claude_home(user.home, user.project, default_mode=None)
-            user.chown(user.home)
-            env = {"HOME": str(user.home), "PATH": f"{user.bin}:/usr/bin:/bin"}
-            installed = await asyncio.to_thread(
-                user.run,
-                env,
-                str(user.agentcomms),
-                "install",
-                "claude-code",
-                "--agent",
-                agent_id,
-                "--permission-mode",
-                "default",
-            )
-            assert installed.returncode == 0, installed.stdout + installed.stderr
-            # Its MCP tools over HTTP, served as the human, reached with its token in place of
-            # the stdio server install added (which runs as the agent's user, off the socket).
-            mcp = await stack_mcp.enter_async_context(mcp_over_http(human, root / "mcp.log"))
-            for argv in (
-                ["mcp", "remove", "--scope", "user", "agentcomms"],
-                ["mcp", "add", "--scope", "user", "--transport", "http", "agentcomms", mcp,
-                 "--header", f"Authorization: Bearer {MCP_TOKEN}"],
-            ):  # fmt: skip
-                done = await asyncio.to_thread(user.run, env, "claude", *argv)
-                assert done.returncode == 0, done.stdout + done.stderr
-            # As the docs start it: the agent's user in a pane of the human's tmux, its
-            # environment its own (sudo -i keeps neither TMUX nor TMUX_PANE), its hooks pointed
-            # at the door.
-            variables = claude_env(user.home, model, {**env, "AGENTCOMMS_SOCKET": str(door)})
-            command = user.pane_command(variables, "claude")
-            try:
-                await asyncio.to_thread(
-                    tmux.run, "new-session", "-d", "-s", "agent", "-x", "200", "-y", "50", command
-                )
-                claude = ClaudePane(tmux, "agent:0.0", user.home, user.project, model)
-                await claude.wait_for_screen(PROMPT_HINT, timeout=90)
-                await register(stack, agent_id, tmux, claude.target, submit_delay_ms=300)
-                yield Setup(stack, claude, agent_id, user, human, door)
-            finally:
-                tmux.run("kill-server", check=False)
+    root = tmp_path_factory.mktemp("own-user")
+    model = FakeAnthropic()
+    tmux = Tmux(tmux_socket_dir / f"u-{uuid.uuid4().hex[:8]}")
+    agent = {"target": "agent:0.0", "token": MCP_TOKEN}
+    async with (
+        contextlib.AsyncExitStack() as stack_mcp,
+        humans_stack(open_folder, temporal_env.client, root, agent) as (stack, human, agent_id),
+        model.server,
+    ):
+        # Its permission mode is install's to write, as the docs say (Claude Code's own
+        # default, auto mode, asks no hook).
+        prepare_claude_home(user.home, user.project, default_mode=None)
+        user.chown(user.home)
+        env = {"HOME": str(user.home), "PATH": f"{user.bin}:/usr/bin:/bin"}
+        await install_as(
+            user, env, "claude-code", "--agent", agent_id, "--permission-mode", "default"
+        )
+        # Its MCP tools over HTTP, served as the human, reached with its token in place of
+        # the stdio server install added (which runs as the agent's user, off the socket).
+        mcp = await stack_mcp.enter_async_context(mcp_over_http(human, root / "mcp.log"))
+        for argv in (
+            ["mcp", "remove", "--scope", "user", "agentcomms"],
+            ["mcp", "add", "--scope", "user", "--transport", "http", "agentcomms", mcp,
+             "--header", f"Authorization: Bearer {MCP_TOKEN}"],
+        ):  # fmt: skip
+            done = await asyncio.to_thread(user.run, env, "claude", *argv)
+            assert done.returncode == 0, done.stdout + done.stderr
+        # Its hooks pointed at the door.
+        door = hooks_door(open_folder)
+        variables = claude_env(user.home, model, {**env, "AGENTCOMMS_SOCKET": str(door)})
+        try:
+            await start_in_humans_tmux(tmux, user, variables, "claude")
+            claude = ClaudePane(tmux, "agent:0.0", user.home, user.project, model)
+            await claude.wait_for_screen(PROMPT_HINT, timeout=90)
+            await register(stack, agent_id, tmux, claude.target, submit_delay_ms=300)
+            yield Setup(stack, claude, agent_id, user, human, door)
+        finally:
+            tmux.run("kill-server", check=False)
 
 
 async def test_its_permission_request_reaches_the_humans_approvals_and_is_answered(
@@ -149,64 +104,23 @@ async def test_its_permission_request_reaches_the_humans_approvals_and_is_answer
 ) -> None:
     """The human's message is typed into its pane; the tool it then asks for waits on the
     human's approvals, and the human's answer runs it, as the agent's user."""
-    claude, model = setup.claude, setup.model
-    model.on("make the own file", bash("touch own.txt"), text("Own file made."))
-    sent = await setup.stack.call("send", agent_id=setup.agent_id, message="make the own file")
-    assert sent["event_id"]
-    approval = await eventually(setup.approval, timeout=60)
+    approval = await own_file_asked(setup, bash("touch own.txt"), text("Own file made."))
     assert (approval["tool"], approval["input"]) == ("Bash", "touch own.txt")
-
-    done = await cli(setup.human, "approve", approval["id"])
-    assert done.returncode == 0, done.stderr
-    await claude.wait_for_screen(ALLOWED_BY_HOOK)
-    await claude.wait_for_screen("Own file made.")
-    made = claude.project / "own.txt"
-    assert made.exists()
-    assert made.owner() == setup.user.name
-    traced = await setup.stack.call("trace", event_id=approval["id"])
-    assert traced["status"].startswith("allowed by ")
+    await own_file_made(setup, approval)
+    await setup.pane.wait_for_screen(ALLOWED_BY_HOOK)
 
 
 async def test_what_it_starts_cannot_approve_its_open_request_nor_read_the_humans_secrets(
     setup: Setup,
 ) -> None:
-    claude, model, out = setup.claude, setup.model, setup.user.out
-    human_socket = setup.stack.cfg.server.socket()
-    tries = tries_command(setup.user, setup.human, setup.door, human_socket)
-    await claude.wait_ready()
-    model.on(
-        "try the human's doors",
-        tool("Bash", command=tries, description="Try the doors", run_in_background=True),
-        bash("touch second.txt"),
-        text("Second made."),
-    )
-    await claude.type("try the human's doors")
-    trying = await eventually(setup.approval, timeout=60)
-    assert tries in trying["input"]
-    assert (await cli(setup.human, "approve", trying["id"])).returncode == 0
+    def tries(command: str) -> Any:
+        return tool("Bash", command=command, description="Try the doors", run_in_background=True)
 
-    async def second() -> dict[str, Any] | None:
-        open_one = await setup.approval()
-        return open_one if open_one and open_one["input"] == "touch second.txt" else None
-
-    waiting = await eventually(second, timeout=60)
-    (out / "ask").write_text(waiting["id"])
-    await eventually(lambda: (out / "tried.json").exists(), timeout=60)
-    tried = json.loads((out / "tried.json").read_text())
-
-    check_tries(tried, setup.human)
-    still = await setup.approval()  # nothing it tried answered it
-    assert still is not None and still["id"] == waiting["id"]
-    assert (await cli(setup.human, "approve", waiting["id"])).returncode == 0
-    await claude.wait_for_screen("Second made.")
-    traced = await setup.stack.call("trace", event_id=waiting["id"])
-    assert traced["status"].startswith("allowed by "), traced
-    with contextlib.suppress(FileNotFoundError):
-        (out / "ask").unlink()
+    await doors_tried(setup, tries, bash("touch second.txt"), text("Second made."))
 
 
 async def test_its_mcp_tools_reach_the_human_over_http_with_its_token(setup: Setup) -> None:
-    claude, model = setup.claude, setup.model
+    claude, model = setup.pane, setup.pane.model
     await claude.wait_ready()
     words = "hello from an agent of its own user"
     model.on(

@@ -20,18 +20,22 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, Generic, NoReturn, TypeVar
 
 import pytest
+from temporalio.client import Client
 
-from agentcomms.config import SecurityConfig
+from agentcomms.config import Config, SecurityConfig
 from agentcomms.console_token import console_token
 from agentcomms.trust import DeploymentKey
 from tests.fakes.serve import free_port
+from tests.support.agents import ClaudePane, CodexPane, GeminiPane
 from tests.support.home import write_config
+from tests.support.stack import Stack, running_stack
+from tests.support.tmux import Tmux
 from tests.support.waiting import eventually
 
 MCP_TOKEN = "own-user-mcp-token-0123456789"
@@ -215,6 +219,131 @@ def human_home(open_folder: Path, agent: dict[str, Any]) -> tuple[Path, str]:
     console_token()
     DeploymentKey.load(SecurityConfig())
     return human, agent_id
+
+
+@contextlib.asynccontextmanager
+async def humans_stack(
+    open_folder: Path, client: Client, root: Path, agent: dict[str, Any]
+) -> AsyncIterator[tuple[Stack, Path, str]]:
+    """The human's agentcomms home (:func:`human_home`, AGENTCOMMS_HOME while it runs) and a
+    stack serving it on the human's socket, which the agent's user cannot reach, and on the
+    hooks' own door (:func:`hooks_door`), which it can; the stack, the home, the agent's id."""
+    door = hooks_door(open_folder)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("AGENTCOMMS_HOME", str(open_folder / "human"))
+        human, agent_id = human_home(open_folder, agent)
+
+        def configure(cfg: Config) -> Config:
+            server = cfg.server.model_copy(update={"hooks_socket_path": door})
+            return cfg.model_copy(update={"server": server})
+
+        socket_path = open_folder / "daemon.sock"
+        async with running_stack(client, root, socket_path=socket_path, configure=configure) as s:
+            yield s, human, agent_id
+
+
+def hooks_door(open_folder: Path) -> Path:
+    return open_folder / "hooks.sock"
+
+
+async def install_as(user: OwnUser, env: dict[str, str], *argv: str) -> str:
+    """`agentcomms install …` run by the agent's user, as the docs have it do; what it said."""
+    done = await asyncio.to_thread(user.run, env, str(user.agentcomms), "install", *argv)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+async def start_in_humans_tmux(
+    tmux: Tmux, user: OwnUser, variables: Mapping[str, str], command: str
+) -> None:
+    """The agent's `command`, as its user, in session ``agent`` of the human's `tmux`, as the
+    docs start it (sudo -i keeps neither TMUX nor TMUX_PANE: `variables` are its whole
+    environment)."""
+    line = user.pane_command(dict(variables), command)
+    await asyncio.to_thread(
+        tmux.run, "new-session", "-d", "-s", "agent", "-x", "200", "-y", "50", line
+    )
+
+
+P = TypeVar("P", ClaudePane, CodexPane, GeminiPane)
+
+
+@dataclass
+class OwnSetup(Generic[P]):
+    """A stack serving the human, the real agent running as a user of its own in a pane of the
+    human's tmux (its scripted model keeps every test's words), and the human's home."""
+
+    stack: Stack
+    pane: P
+    agent_id: str
+    user: OwnUser
+    human: Path  # the human's agentcomms home: config, key, console token
+    door: Path  # the hooks' own door: the one the agent's user reaches
+
+    async def approval(self) -> dict[str, Any] | None:
+        return await open_approval(self.human, self.agent_id)
+
+
+async def own_file_asked(setup: OwnSetup[Any], *steps: Any) -> dict[str, Any]:
+    """The human's message is typed into the agent's pane; the command its model then runs
+    (`steps`: ``touch own.txt``, then "Own file made.") waits on the human's approvals. The
+    request, as the human lists it."""
+    setup.pane.model.on("make the own file", *steps)
+    sent = await setup.stack.call("send", agent_id=setup.agent_id, message="make the own file")
+    assert sent["event_id"]
+    approval = await eventually(setup.approval, timeout=60)
+    assert "touch own.txt" in approval["input"], approval
+    return dict(approval)
+
+
+async def own_file_made(setup: OwnSetup[Any], approval: dict[str, Any]) -> None:
+    """The human's answer to :func:`own_file_asked`'s request runs it, as the agent's user."""
+    from tests.support.cli import cli  # cli imports the stack, as this module does
+
+    done = await cli(setup.human, "approve", approval["id"])
+    assert done.returncode == 0, done.stderr
+    await setup.pane.wait_for_screen("Own file made.")
+    made = setup.pane.project / "own.txt"
+    assert made.exists()
+    assert made.owner() == setup.user.name
+    traced = await setup.stack.call("trace", event_id=approval["id"])
+    assert traced["status"].startswith("allowed by "), traced
+
+
+async def doors_tried(setup: OwnSetup[Any], tries_step: Callable[[str], Any], *then: Any) -> None:
+    """The agent starts :data:`TRIES` in the background (`tries_step` of its command line; the
+    human approves it), then asks for ``touch second.txt`` (`then`, ending "Second made."):
+    nothing the tries do answers that open request, nor reads the human's secrets, and the
+    human's own answer runs it."""
+    from tests.support.cli import cli
+
+    pane, out = setup.pane, setup.user.out
+    tries = tries_command(setup.user, setup.human, setup.door, setup.stack.cfg.server.socket())
+    await pane.wait_ready()
+    pane.model.on("try the human's doors", tries_step(tries), *then)
+    await pane.type("try the human's doors")
+    trying = await eventually(setup.approval, timeout=60)
+    assert "tries.py" in trying["input"], trying
+    assert (await cli(setup.human, "approve", trying["id"])).returncode == 0
+
+    async def second() -> dict[str, Any] | None:
+        open_one = await setup.approval()
+        return open_one if open_one and "second.txt" in open_one["input"] else None
+
+    waiting = await eventually(second, timeout=60)
+    (out / "ask").write_text(waiting["id"])
+    try:
+        await eventually(lambda: (out / "tried.json").exists(), timeout=60)
+        check_tries(json.loads((out / "tried.json").read_text()), setup.human)
+        still = await setup.approval()  # nothing it tried answered it
+        assert still is not None and still["id"] == waiting["id"]
+        assert (await cli(setup.human, "approve", waiting["id"])).returncode == 0
+        await pane.wait_for_screen("Second made.")
+        traced = await setup.stack.call("trace", event_id=waiting["id"])
+        assert traced["status"].startswith("allowed by "), traced
+    finally:
+        (out / "ask").unlink(missing_ok=True)
+        (out / "tried.json").unlink(missing_ok=True)
 
 
 @contextlib.asynccontextmanager
