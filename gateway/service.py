@@ -188,6 +188,11 @@ class Gateway:
         # What the panes show, looked at once for `agents`, `status` and the dialogs' watch.
         tmux = TmuxAdapter()
         screen = ScreenCheck(tmux, self.host)
+        # A dialog an agent shows without a hook is told; Claude Code's own, in auto mode, is
+        # an approval where it is read exactly.
+        notices = HumanNotices(cfg, store)
+        self.own_dialogs = OwnDialogs(cfg, approvals, self.key, tmux, notices, self.mailbox.post)
+        self._dialogs = DialogWatch(store, notices, screen, tmux, self.own_dialogs)
         self.methods = Methods(
             cfg,
             store,
@@ -199,6 +204,7 @@ class Gateway:
             on_urgent=urgent.sent,
             screen=screen,
             console=lambda: self.console.address if self.console is not None else None,
+            own_dialog=self.own_dialogs.asked,
         )
         # A request's call, once answered, is driven by its approval: it hears the line.
         lines = LineReader(client)
@@ -241,11 +247,6 @@ class Gateway:
         self.console: Console | None = None
         self._pruning: asyncio.Task[None] | None = None
         self._watching: asyncio.Task[None] | None = None
-        # A dialog an agent shows without a hook is told; Claude Code's own, in auto mode, is
-        # an approval where it is read exactly.
-        notices = HumanNotices(cfg, store)
-        self.own_dialogs = OwnDialogs(cfg, approvals, self.key, tmux, notices, self.mailbox.post)
-        self._dialogs = DialogWatch(store, notices, screen, tmux, self.own_dialogs)
         self._watching_dialogs: asyncio.Task[None] | None = None
         self.inbound_calls: InboundCalls | None = None
 

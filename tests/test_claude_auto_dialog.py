@@ -7,6 +7,7 @@ answered from a surface: its keys are pressed in the pane, each checked on scree
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -73,6 +74,15 @@ async def test_auto_modes_check_is_told_and_its_question_is_approved_from_a_surf
 
     approval = await _asks(human, f"touch {made}")
     assert approval["tool"] == "Bash command"
+    # What the agent waits for is that approval, answerable from anywhere, not "a dialog on
+    # screen (answer it in the terminal)".
+    listed = json.loads((await cli(human.home, "agents", "--json")).stdout)["agents"]
+    (row,) = [a for a in listed if a["id"] == human.agent_id]
+    assert (row["state"], row["waiting_for"]) == (
+        "waiting",
+        f"its own dialog, asked as approval {approval['id']} (answer it from any surface, or "
+        "in the terminal)",
+    )
     done = await cli(human.home, "approve", approval["id"])
     assert done.returncode == 0, done.stderr
 

@@ -93,6 +93,7 @@ class Methods:
         on_urgent: Callable[[str, str, str], Awaitable[Escalating]] | None = None,
         screen: ScreenCheck,
         console: Callable[[], str | None] = lambda: None,
+        own_dialog: Callable[[str], str | None] = lambda _: None,
     ) -> None:
         self._cfg = cfg
         self._outbox = outbox
@@ -112,6 +113,9 @@ class Methods:
         # Where the console listens, once it does (its token is never said here: an agent's
         # MCP server asks `status` too).
         self._console = console
+        # The approval an agent's own dialog (Claude Code's in auto mode) was asked as, while
+        # it is on screen: what the agent waits for is that approval, answered from anywhere.
+        self._own_dialog = own_dialog
 
     # ---- what scripts and existing MCP setups call ---------------------------------------------
 
@@ -163,6 +167,12 @@ class Methods:
             raise
         agents = {a.id: agent_json(a, seen.get(a.id)) for a in listed}
         for a in listed:
+            if (asked := self._own_dialog(a.id)) is not None:
+                agents[a.id] |= {
+                    "state": "waiting",
+                    "waiting_for": f"its own dialog, asked as approval {asked} (answer it from "
+                    "any surface, or in the terminal)",
+                }
             if a.id in waiting:  # what waits now, also while a backlog is being typed
                 agents[a.id]["pending"] = waiting[a.id]
             if (host_down := down.get(a.host or "")) and a.status != "offline":
