@@ -89,7 +89,6 @@ NOT_KEPT = (
     "Not delivered: agentcomms could not take your message just now. Please send it again in a "
     "minute."
 )
-_EMPTY_TWIML = '<?xml version="1.0" encoding="UTF-8"?><Response></Response>'
 
 
 @dataclass(frozen=True)
@@ -209,14 +208,15 @@ def voice_note(section: TwilioMessagingConfig, provider: str, media: Attachment)
     return VoiceNote(fetch=fetch, content_type=media.content_type or "audio/ogg")
 
 
-def twiml(reply: str | None) -> Response:
-    body = (
-        _EMPTY_TWIML
-        if reply is None
-        else '<?xml version="1.0" encoding="UTF-8"?>'
-        f"<Response><Message>{escape(reply)}</Message></Response>"
-    )
-    return Response(body, media_type="text/xml")
+def twiml(*verbs: str) -> Response:
+    """A TwiML answer holding `verbs` (already escaped), as every Twilio webhook answers."""
+    body = '<?xml version="1.0" encoding="UTF-8"?><Response>' + "".join(verbs) + "</Response>"
+    return Response(body, media_type="application/xml")
+
+
+def message_reply(reply: str | None) -> Response:
+    """A messaging webhook's answer: `reply` sent back to the sender, or nothing."""
+    return twiml(f"<Message>{escape(reply)}</Message>") if reply is not None else twiml()
 
 
 class TwilioReceiver:
@@ -293,8 +293,8 @@ class TwilioReceiver:
             result = await self._sink.accept(message)
         except Exception:
             log.exception("%s webhook: %s not kept", self._flavour.name, message.message_id)
-            return twiml(NOT_KEPT)
-        return twiml(result.reply)
+            return message_reply(NOT_KEPT)
+        return message_reply(result.reply)
 
 
 # twilio ships no types, so its AsyncHttpClient is Any to mypy.

@@ -55,14 +55,9 @@ from starlette.routing import BaseRoute, Route
 from agentcomms.config import Config
 from agentcomms.models import utcnow
 from agentcomms.store.phone_recordings import PhoneRecording
+from agentcomms.transports._twilio import twiml
 from agentcomms.voice.audio import turn_audio_name
-from agentcomms.voice.callsystem.twilio import (
-    TWILIO_API,
-    MediaSigner,
-    call_end,
-    signed_form,
-    twiml,
-)
+from agentcomms.voice.callsystem.twilio import TWILIO_API, MediaSigner, call_end, signed_form
 from agentcomms.voice.stt import stt_chain, stt_provider
 from agentcomms.voice.tts import tts_chain, tts_provider
 from gateway.phone.menu import Left, OneAtATime, PhoneMenu, Prompt

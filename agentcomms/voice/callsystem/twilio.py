@@ -40,7 +40,7 @@ from twilio.rest import Client
 from agentcomms.config import Config, PhoneConfig
 from agentcomms.errors import SendRefused
 from agentcomms.models import CallStatus
-from agentcomms.transports._twilio import SIGNATURE_HEADER, HttpxTwilioClient, twilio_errors
+from agentcomms.transports._twilio import SIGNATURE_HEADER, HttpxTwilioClient, twilio_errors, twiml
 from agentcomms.voice.audio import AudioStore, turn_audio_name
 from agentcomms.voice.models import (
     CallInput,
@@ -93,12 +93,6 @@ def call_end(form: Mapping[str, str]) -> CallEnd | None:
 def call_url(public_url: str, call_id: str, what: str, **query: object) -> str:
     url = f"{public_url}{VOICE_PATH}/{call_id}/{what}"
     return f"{url}?{urlencode(query)}" if query else url
-
-
-def twiml(*verbs: str) -> Response:
-    """A TwiML answer holding `verbs` (already escaped), as every Twilio voice webhook answers."""
-    body = '<?xml version="1.0" encoding="UTF-8"?><Response>' + "".join(verbs) + "</Response>"
-    return Response(body, media_type="application/xml")
 
 
 class TwilioCalls:
