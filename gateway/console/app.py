@@ -43,6 +43,7 @@ from agentcomms.store import Store
 from agentcomms.voice.audio import AudioStore
 from agentcomms.voice.models import check_audio_name
 from gateway.agents.hosts import HostWatch, hosts_down
+from gateway.agents.processes import ProcessAgentMethods
 from gateway.agents.starting import DEFAULT_KIND, NewAgents
 from gateway.approvals.methods import ApprovalMethods
 from gateway.approvals.words import nothing_ticked
@@ -50,6 +51,7 @@ from gateway.console.access import CSRF_FIELD, Access
 from gateway.console.feed import LATE_SEQS, Change, Feed, with_waiting
 from gateway.console.stream import Shown, told
 from gateway.console.turns import LiveTurns
+from gateway.messages.methods import Methods
 from gateway.socket.caller import THE_CONSOLE
 from gateway.socket.protocol import INVALID_PARAMS
 from gateway.socket.results import agent_json
@@ -73,7 +75,11 @@ BEHAVIORS: dict[str, Behavior] = {
     "answer": "answer",
 }
 # An agent page's buttons, each the socket method it calls.
-ACTIONS = {"interrupt": "interrupt", "clear": "clear_agent", "stop": "stop_agent"}
+ACTIONS: dict[str, Callable[..., Awaitable[Any]]] = {
+    "interrupt": Methods.interrupt,
+    "clear": ProcessAgentMethods.clear_agent,
+    "stop": ProcessAgentMethods.stop_agent,
+}
 TIMELINE = 100
 CALLS = 50
 # A page's stream says it is alive this often, so proxies and browsers keep it open for days.
@@ -191,7 +197,7 @@ class ConsoleApp:
         seq = await self._store.last_seq()
         # Independent reads (the projection's, Temporal's) wait side by side, not in turn.
         agents, last, replies, approvals = await asyncio.gather(
-            self._methods.call("agents", {"include_offline": True}, THE_CONSOLE),
+            self._methods.call_declared(Methods.agents, {"include_offline": True}, THE_CONSOLE),
             self._store.last_event_times(),
             self._store.last_replies(),
             self._approvals.open_views(),
@@ -239,7 +245,9 @@ class ConsoleApp:
     async def inbox_page(self, request: Request) -> Response:
         """What agents said to the human here (the local channel), newest first."""
         seq = await self._store.last_seq()
-        said = (await self._methods.call("inbox", {"limit": TIMELINE}, THE_CONSOLE))["messages"]
+        said = (await self._methods.call_declared(Methods.inbox, {"limit": TIMELINE}, THE_CONSOLE))[
+            "messages"
+        ]
         events = [Event.model_validate(m) for m in reversed(said)]
         html = pages.render(
             "inbox.html",
@@ -294,7 +302,9 @@ class ConsoleApp:
     async def trace_page(self, request: Request) -> Response:
         event_id = request.path_params["event_id"]
         try:
-            trace = await self._methods.call("trace", {"event_id": event_id}, THE_CONSOLE)
+            trace = await self._methods.call_declared(
+                Methods.trace, {"event_id": event_id}, THE_CONSOLE
+            )
         except RpcError as exc:
             return _said(exc.message, 404)
         return _page(pages.render("trace.html", trace=trace, **self._page_context(None)))
@@ -372,7 +382,7 @@ class ConsoleApp:
     async def send(self, request: Request, form: dict[str, str]) -> Response:
         agent_id = _agent(request)
         params = {"agent_id": agent_id, "message": form.get("message", "")}
-        result = await self._methods.call("send", params, THE_CONSOLE)
+        result = await self._methods.call_declared(Methods.send, params, THE_CONSOLE)
         if _wants_json(request):
             return JSONResponse(result, headers=HEADERS)
         return RedirectResponse(f"/agents/{agent_id}", 303, headers=HEADERS)
@@ -384,7 +394,7 @@ class ConsoleApp:
         method = ACTIONS.get(request.path_params["action"])
         if method is None:
             return _said(f"no such action; an agent's are: {', '.join(ACTIONS)}", 404)
-        result = await self._methods.call(method, {"agent_id": agent_id}, THE_CONSOLE)
+        result = await self._methods.call_declared(method, {"agent_id": agent_id}, THE_CONSOLE)
         if _wants_json(request):
             return JSONResponse(result, headers=HEADERS)
         return RedirectResponse(f"/agents/{agent_id}", 303, headers=HEADERS)

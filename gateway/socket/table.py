@@ -8,8 +8,9 @@ runs.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from pydantic import ValidationError
 from temporalio.service import RPCError
@@ -25,6 +26,8 @@ from gateway.socket.protocol import (
     NOT_YOURS,
     describe_validation,
 )
+
+R = TypeVar("R")
 
 
 def temporal_trouble(address: str, exc: RPCError) -> str:
@@ -56,6 +59,13 @@ class MethodTable:
             known = ", ".join(sorted(self._methods))
             raise RpcError(METHOD_NOT_FOUND, f"unknown method {name!r}; known: {known}")
         return method
+
+    async def call_declared(
+        self, method: Callable[..., Awaitable[R]], params: dict[str, Any], caller: Caller
+    ) -> R:
+        """`method` (a room's declared function, read from its class) asked as the socket asks
+        it, its result typed as it declares: for a caller inside the gateway (the console)."""
+        return cast(R, await self.call(method.__name__, params, caller))
 
     async def call_hook(self, name: str, params: dict[str, Any], caller: Caller) -> Any:
         """A request on the hooks' own door: only what a hook may ask (its reports, its
