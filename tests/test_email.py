@@ -94,9 +94,14 @@ def email_config(servers: MailServers, **changes: Any) -> Config:
     return Config.model_validate({"chat": {"email": section}})
 
 
+# The human's own mail client gives up on a server that stops answering, as a test must: a
+# blocked read would hold the worker past its timeout, and nothing would say where.
+CLIENT_TIMEOUT_S = 30
+
+
 def inbox_of(servers: MailServers, account: str) -> list[EmailMessage]:
     """Every message in the account's inbox, read with the standard library's IMAP client."""
-    client = imaplib.IMAP4("127.0.0.1", servers.imap_port)
+    client = imaplib.IMAP4("127.0.0.1", servers.imap_port, timeout=CLIENT_TIMEOUT_S)
     try:
         client.login(MailServers.address(account), PASSWORD)
         client.select("INBOX")
@@ -125,7 +130,7 @@ def human_sends(
 ) -> None:
     """A human's mail client: submits over STARTTLS with a login, or (login None) as anyone on
     the internet would deliver to the agents' server, with no login at all."""
-    with smtplib.SMTP("127.0.0.1", servers.smtp_port) as client:
+    with smtplib.SMTP("127.0.0.1", servers.smtp_port, timeout=CLIENT_TIMEOUT_S) as client:
         client.starttls(context=ssl.create_default_context(cafile=str(servers.pki.ca)))
         if login is not None:
             client.login(MailServers.address(login), PASSWORD)
@@ -296,7 +301,7 @@ async def test_replies_reach_the_agent_that_wrote_spoofed_senders_are_refused_an
 
 def delivered_unchecked(servers: MailServers, messages: list[EmailMessage]) -> None:
     """Put mail straight into the agents' inbox (IMAP APPEND), as a flood arrives at once."""
-    client = imaplib.IMAP4("127.0.0.1", servers.imap_port)
+    client = imaplib.IMAP4("127.0.0.1", servers.imap_port, timeout=CLIENT_TIMEOUT_S)
     try:
         client.login(AGENTS, PASSWORD)
         for message in messages:
