@@ -218,13 +218,19 @@ async def test_ticks_outlive_a_gateway_restart_and_presses_in_quick_succession(
 
     async def presses(*data: str) -> str:
         """Pressed one right after the other: each carries the buttons as they were before any
-        of them was answered, as Telegram sends them when the edits have not landed yet."""
-        answered = len(telegram.answered_presses)
-        for short in data:
-            pressed = copy.deepcopy(message)
-            telegram.human_presses(pressed, f"ap:{approval}:{short}", user_id=CHAT)
-        await eventually(lambda: len(telegram.answered_presses) == answered + len(data) or None)
-        return str(telegram.answered_presses[-1]["text"])
+        of them was answered, as Telegram sends them when the edits have not landed yet. Each
+        waits for its own answer: a press the old gateway answered but had not yet confirmed
+        comes again to the new one, as Telegram sends it again, and is answered once more."""
+        asked = [
+            telegram.human_presses(copy.deepcopy(message), f"ap:{approval}:{d}", user_id=CHAT)
+            for d in data
+        ]
+
+        def answered() -> str | None:
+            said = {str(p["callback_query_id"]): str(p["text"]) for p in telegram.answered_presses}
+            return said[asked[-1]] if all(a in said for a in asked) else None
+
+        return str(await eventually(answered))
 
     await presses("t1")
     assert _labels(message) == ["☑ lint", "☐ tests", "☐ docs", "Done"]

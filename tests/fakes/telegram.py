@@ -130,13 +130,15 @@ class FakeTelegram:
 
     def human_presses(
         self, message: dict[str, Any], data: str, *, user_id: int, first_name: str = "Alice"
-    ) -> None:
-        """A person presses the button `data` under the bot's `message`."""
+    ) -> str:
+        """A person presses the button `data` under the bot's `message`; the press's id (its
+        answer's ``callback_query_id``)."""
+        query_id = f"cq-{self._next_update_id}"
         self.deliver(
             {
                 "update_id": self._next_update_id,
                 "callback_query": {
-                    "id": f"cq-{self._next_update_id}",
+                    "id": query_id,
                     "from": {"id": user_id, "is_bot": False, "first_name": first_name},
                     "chat_instance": "1",
                     "message": message,
@@ -145,6 +147,7 @@ class FakeTelegram:
             }
         )
         self._next_update_id += 1
+        return query_id
 
     def human_sends_voice(
         self,
