@@ -154,11 +154,6 @@ def poll_silence_s(cfg: TemporalConfig) -> float:
     return cfg.long_poll_s * 1.25
 
 
-def long_poll_args(seconds: int) -> list[str]:
-    """The dev server's flags that end an idle worker's poll after `seconds`."""
-    return ["--dynamic-config-value", f"matching.longPollExpirationInterval={seconds}"]
-
-
 async def last_polls(client: Client, task_queue: str) -> dict[str, float]:
     """Each worker polling `task_queue` for workflow tasks, with the seconds since its last poll."""
     response = await client.workflow_service.describe_task_queue(
@@ -222,8 +217,8 @@ def dev_server_args(cfg: TemporalConfig, *, headless: bool = False) -> list[str]
     # attribute Temporal sets for it; by default only after five failures, about a minute.
     args += ["--dynamic-config-value", f"{PROBLEMS_AFTER_FAILURES}=2"]
     args += SINGLE_PARTITION
-    if cfg.long_poll_s != DEFAULT_LONG_POLL_S:
-        args += long_poll_args(cfg.long_poll_s)
+    if cfg.long_poll_s != DEFAULT_LONG_POLL_S:  # idle polls end sooner (or later) than a minute
+        args += ["--dynamic-config-value", f"matching.longPollExpirationInterval={cfg.long_poll_s}"]
     if headless:
         args.append("--headless")
     else:
