@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -32,16 +31,12 @@ from tests.support.own_user import (
     OwnSetup,
     OwnUser,
     doors_tried,
-    hooks_door,
     humans_stack,
     install_as,
     mcp_over_http,
     own_file_asked,
     own_file_made,
-    start_in_humans_tmux,
 )
-from tests.support.stack import register
-from tests.support.tmux import Tmux
 from tests.support.waiting import eventually
 
 ALLOWED_BY_HOOK = "Allowed by PermissionRequest hook"
@@ -61,13 +56,13 @@ async def setup(
     user.link("claude", agent_clis["claude"])
     root = tmp_path_factory.mktemp("own-user")
     model = FakeAnthropic()
-    tmux = Tmux(tmux_socket_dir / f"u-{uuid.uuid4().hex[:8]}")
     agent = {"target": "agent:0.0", "token": MCP_TOKEN}
     async with (
         contextlib.AsyncExitStack() as stack_mcp,
-        humans_stack(open_folder, temporal_env.client, root, agent) as (stack, human, agent_id),
         model.server,
+        humans_stack(open_folder, temporal_env.client, root, agent, tmux_socket_dir) as human,
     ):
+        agent_id = human.agent_id
         # Its permission mode is install's to write, as the docs say (Claude Code's own
         # default, auto mode, asks no hook).
         prepare_claude_home(user.home, user.project, default_mode=None)
@@ -78,7 +73,7 @@ async def setup(
         )
         # Its MCP tools over HTTP, served as the human, reached with its token in place of
         # the stdio server install added (which runs as the agent's user, off the socket).
-        mcp = await stack_mcp.enter_async_context(mcp_over_http(human, root / "mcp.log"))
+        mcp = await stack_mcp.enter_async_context(mcp_over_http(human.home, root / "mcp.log"))
         for argv in (
             ["mcp", "remove", "--scope", "user", "agentcomms"],
             ["mcp", "add", "--scope", "user", "--transport", "http", "agentcomms", mcp,
@@ -87,16 +82,11 @@ async def setup(
             done = await asyncio.to_thread(user.run, env, "claude", *argv)
             assert done.returncode == 0, done.stdout + done.stderr
         # Its hooks pointed at the door.
-        door = hooks_door(open_folder)
-        variables = claude_env(user.home, model, {**env, "AGENTCOMMS_SOCKET": str(door)})
-        try:
-            await start_in_humans_tmux(tmux, user, variables, "claude")
-            claude = ClaudePane(tmux, "agent:0.0", user.home, user.project, model)
-            await claude.wait_for_screen(PROMPT_HINT, timeout=90)
-            await register(stack, agent_id, tmux, claude.target, submit_delay_ms=300)
-            yield Setup(stack, claude, agent_id, user, human, door)
-        finally:
-            tmux.run("kill-server", check=False)
+        variables = claude_env(user.home, model, {**env, "AGENTCOMMS_SOCKET": str(human.door)})
+        await human.start_agent(user, variables, "claude")
+        claude = ClaudePane(human.tmux, "agent:0.0", user.home, user.project, model)
+        await claude.wait_for_screen(PROMPT_HINT, timeout=90)
+        yield await human.registered(claude, user)
 
 
 async def test_its_permission_request_reaches_the_humans_approvals_and_is_answered(

@@ -12,7 +12,6 @@ One Codex serves the module; its scripted model keeps every test's words."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -33,16 +32,12 @@ from tests.support.own_user import (
     OwnSetup,
     OwnUser,
     doors_tried,
-    hooks_door,
     humans_stack,
     install_as,
     need,
     own_file_asked,
     own_file_made,
-    start_in_humans_tmux,
 )
-from tests.support.stack import register
-from tests.support.tmux import Tmux
 
 # Codex's own executable: the npm package's `codex` is a Node shim that runs it.
 CODEX_NATIVE = "@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex"
@@ -76,39 +71,30 @@ async def setup(
     user.link("codex", native)
     root = tmp_path_factory.mktemp("codex-own-user")
     model = FakeResponses()
-    tmux = Tmux(tmux_socket_dir / f"u-{uuid.uuid4().hex[:8]}")
+    agent = {"target": "agent:0.0"}
     async with (
-        humans_stack(open_folder, temporal_env.client, root, {"target": "agent:0.0"}) as (
-            stack,
-            human,
-            agent_id,
-        ),
         model.server,
+        humans_stack(open_folder, temporal_env.client, root, agent, tmux_socket_dir) as human,
     ):
         settings = {"approval_policy": "on-request", **CODEX_CATALOG_MODEL}
         prepare_codex_home(user.home, user.project, model, settings)
         user.chown(user.home)
         env = {"HOME": str(user.home), "PATH": f"{user.bin}:/usr/bin:/bin"}
-        await install_as(user, env, "codex", "--agent", agent_id)
-        door = hooks_door(open_folder)
+        await install_as(user, env, "codex", "--agent", human.agent_id)
         variables = {
             **env,
             "TERM": "xterm-256color",
             "LANG": "C.UTF-8",
             "SCRIPTED_OPENAI_KEY": "sk-test-agentcomms",
-            "AGENTCOMMS_SOCKET": str(door),
+            "AGENTCOMMS_SOCKET": str(human.door),
         }
-        try:
-            # --no-daemon: no app-server of its own outlives the pane.
-            await start_in_humans_tmux(tmux, user, variables, "codex --no-daemon")
-            codex = CodexPane(tmux, "agent:0.0", user.home, user.project, model)
-            await codex.wait_for_screen(CODEX_HOOKS_REVIEW, timeout=90)
-            await codex.answer(CODEX_HOOKS_REVIEW, "2", "Enter")  # "Trust all and continue"
-            await codex.wait_for_screen(PROMPT_HINT)
-            await register(stack, agent_id, tmux, codex.target, submit_delay_ms=300)
-            yield Setup(stack, codex, agent_id, user, human, door)
-        finally:
-            tmux.run("kill-server", check=False)
+        # --no-daemon: no app-server of its own outlives the pane.
+        await human.start_agent(user, variables, "codex --no-daemon")
+        codex = CodexPane(human.tmux, "agent:0.0", user.home, user.project, model)
+        await codex.wait_for_screen(CODEX_HOOKS_REVIEW, timeout=90)
+        await codex.answer(CODEX_HOOKS_REVIEW, "2", "Enter")  # "Trust all and continue"
+        await codex.wait_for_screen(PROMPT_HINT)
+        yield await human.registered(codex, user)
 
 
 async def test_a_message_typed_into_it_asks_the_human_and_the_answer_runs_it(

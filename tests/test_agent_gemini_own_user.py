@@ -13,7 +13,6 @@ One Gemini serves the module; its scripted model keeps every test's words."""
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -33,15 +32,11 @@ from tests.support.own_user import (
     OwnSetup,
     OwnUser,
     doors_tried,
-    hooks_door,
     humans_stack,
     install_as,
     own_file_asked,
     own_file_made,
-    start_in_humans_tmux,
 )
-from tests.support.stack import register
-from tests.support.tmux import Tmux
 
 GEMINI_PACKAGE = AGENTS_PREFIX / "node_modules" / "@google" / "gemini-cli"
 Setup = OwnSetup[GeminiPane]
@@ -60,16 +55,13 @@ async def setup(
     user.node_program("gemini", GEMINI_PACKAGE, "bundle/gemini.js")
     root = tmp_path_factory.mktemp("gemini-own-user")
     model = FakeGemini()
-    tmux = Tmux(tmux_socket_dir / f"u-{uuid.uuid4().hex[:8]}")
     # Only install reads approvals.remote: the human's config has no need of it.
+    agent = {"target": "agent:0.0"}
     async with (
-        humans_stack(open_folder, temporal_env.client, root, {"target": "agent:0.0"}) as (
-            stack,
-            human,
-            agent_id,
-        ),
         model.server,
+        humans_stack(open_folder, temporal_env.client, root, agent, tmux_socket_dir) as human,
     ):
+        agent_id = human.agent_id
         prepare_gemini_home(user.home, user.project)
         # What install reads of the config, in the agent's user's own: yours is closed to it.
         own_config = user.home / ".agentcomms" / "config.json"
@@ -80,27 +72,23 @@ async def setup(
         env = {"HOME": str(user.home), "PATH": f"{user.bin}:/usr/bin:/bin"}
         said = await install_as(user, env, "gemini", "--agent", agent_id)
         assert f"has no agents.{agent_id}" not in said, said
-        door = hooks_door(open_folder)
         variables = {
             **env,
             "TERM": "xterm-256color",
             "LANG": "C.UTF-8",
             "GEMINI_API_KEY": GEMINI_API_KEY,
             "GOOGLE_GEMINI_BASE_URL": model.base_url,
-            "AGENTCOMMS_SOCKET": str(door),
+            "AGENTCOMMS_SOCKET": str(human.door),
         }
-        try:
-            await start_in_humans_tmux(tmux, user, variables, "gemini")
-            gemini = GeminiPane(tmux, "agent:0.0", user.home, user.project, model)
-            await gemini.wait_ready(timeout=90)
-            await register(stack, agent_id, tmux, gemini.target, submit_delay_ms=300)
-            # Gemini queues prompts while its MCP servers start: one turn first.
-            model.on("warm up", text("Warm."))
-            await gemini.type("warm up")
-            await gemini.wait_for_screen("Warm.", timeout=60)
-            yield Setup(stack, gemini, agent_id, user, human, door)
-        finally:
-            tmux.run("kill-server", check=False)
+        await human.start_agent(user, variables, "gemini")
+        gemini = GeminiPane(human.tmux, "agent:0.0", user.home, user.project, model)
+        await gemini.wait_ready(timeout=90)
+        setup = await human.registered(gemini, user)
+        # Gemini queues prompts while its MCP servers start: one turn first.
+        model.on("warm up", text("Warm."))
+        await gemini.type("warm up")
+        await gemini.wait_for_screen("Warm.", timeout=60)
+        yield setup
 
 
 async def test_a_message_typed_into_it_asks_the_human_and_the_answer_runs_it(

@@ -34,7 +34,7 @@ from agentcomms.trust import DeploymentKey
 from tests.fakes.serve import free_port
 from tests.support.agents import ClaudePane, CodexPane, GeminiPane
 from tests.support.home import write_config
-from tests.support.stack import Stack, running_stack
+from tests.support.stack import Stack, register, running_stack
 from tests.support.tmux import Tmux
 from tests.support.waiting import eventually
 
@@ -221,14 +221,44 @@ def human_home(open_folder: Path, agent: dict[str, Any]) -> tuple[Path, str]:
     return human, agent_id
 
 
+P = TypeVar("P", ClaudePane, CodexPane, GeminiPane)
+
+
+@dataclass
+class HumansSide:
+    """The human's side of a module: a stack serving the human's home, the hooks' own door the
+    agent's user reaches, and the human's tmux server, where the agent's pane runs."""
+
+    stack: Stack
+    home: Path  # the human's agentcomms home: config, key, console token
+    agent_id: str
+    door: Path
+    tmux: Tmux
+
+    async def start_agent(self, user: OwnUser, variables: Mapping[str, str], command: str) -> None:
+        """The agent's `command`, as its user, in session ``agent`` of the human's tmux, as the
+        docs start it (sudo -i keeps neither TMUX nor TMUX_PANE: `variables` are its whole
+        environment)."""
+        line = user.pane_command(dict(variables), command)
+        await asyncio.to_thread(
+            self.tmux.run, "new-session", "-d", "-s", "agent", "-x", "200", "-y", "50", line
+        )
+
+    async def registered(self, pane: P, user: OwnUser) -> OwnSetup[P]:
+        """The agent's pane registered as the human's agent: the module's setup."""
+        await register(self.stack, self.agent_id, self.tmux, pane.target, submit_delay_ms=300)
+        return OwnSetup(self.stack, pane, self.agent_id, user, self.home, self.door)
+
+
 @contextlib.asynccontextmanager
 async def humans_stack(
-    open_folder: Path, client: Client, root: Path, agent: dict[str, Any]
-) -> AsyncIterator[tuple[Stack, Path, str]]:
-    """The human's agentcomms home (:func:`human_home`, AGENTCOMMS_HOME while it runs) and a
-    stack serving it on the human's socket, which the agent's user cannot reach, and on the
-    hooks' own door (:func:`hooks_door`), which it can; the stack, the home, the agent's id."""
-    door = hooks_door(open_folder)
+    open_folder: Path, client: Client, root: Path, agent: dict[str, Any], tmux_dir: Path
+) -> AsyncIterator[HumansSide]:
+    """The human's agentcomms home (:func:`human_home`, AGENTCOMMS_HOME while it runs), a stack
+    serving it on the human's socket, which the agent's user cannot reach, and on the hooks'
+    own door, which it can, and a tmux server of the human's in `tmux_dir` (ended first)."""
+    door = open_folder / "hooks.sock"
+    tmux = Tmux(tmux_dir / f"u-{uuid.uuid4().hex[:8]}")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("AGENTCOMMS_HOME", str(open_folder / "human"))
         human, agent_id = human_home(open_folder, agent)
@@ -239,11 +269,10 @@ async def humans_stack(
 
         socket_path = open_folder / "daemon.sock"
         async with running_stack(client, root, socket_path=socket_path, configure=configure) as s:
-            yield s, human, agent_id
-
-
-def hooks_door(open_folder: Path) -> Path:
-    return open_folder / "hooks.sock"
+            try:
+                yield HumansSide(s, human, agent_id, door, tmux)
+            finally:
+                tmux.run("kill-server", check=False)
 
 
 async def install_as(user: OwnUser, env: dict[str, str], *argv: str) -> str:
@@ -251,21 +280,6 @@ async def install_as(user: OwnUser, env: dict[str, str], *argv: str) -> str:
     done = await asyncio.to_thread(user.run, env, str(user.agentcomms), "install", *argv)
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout
-
-
-async def start_in_humans_tmux(
-    tmux: Tmux, user: OwnUser, variables: Mapping[str, str], command: str
-) -> None:
-    """The agent's `command`, as its user, in session ``agent`` of the human's `tmux`, as the
-    docs start it (sudo -i keeps neither TMUX nor TMUX_PANE: `variables` are its whole
-    environment)."""
-    line = user.pane_command(dict(variables), command)
-    await asyncio.to_thread(
-        tmux.run, "new-session", "-d", "-s", "agent", "-x", "200", "-y", "50", line
-    )
-
-
-P = TypeVar("P", ClaudePane, CodexPane, GeminiPane)
 
 
 @dataclass
