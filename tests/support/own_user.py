@@ -345,7 +345,9 @@ async def doors_tried(setup: OwnSetup[Any], tries_step: Callable[[str], Any], *t
         return open_one if open_one and "second.txt" in open_one["input"] else None
 
     waiting = await eventually(second, timeout=60)
-    (out / "ask").write_text(waiting["id"])
+    # Whole once it shows: the tries wait for the file to exist, then read it at once.
+    (out / "ask.part").write_text(waiting["id"])
+    (out / "ask.part").rename(out / "ask")
     try:
         await eventually(lambda: (out / "tried.json").exists(), timeout=60)
         check_tries(json.loads((out / "tried.json").read_text()), setup.human)
