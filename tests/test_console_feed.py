@@ -12,7 +12,7 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import insert, text
 
-from agentcomms.models import Agent, utcnow
+from agentcomms.models import Agent, Event, utcnow
 from agentcomms.store import Store
 from agentcomms.store.records import row_values
 from agentcomms.store.schema import EventRow
@@ -70,6 +70,38 @@ async def test_an_event_its_status_and_an_agents_state_reach_an_open_page(
                 assert (moved.event_id, moved.status) == (typed.id, "delivered")
                 state = next(c for c in told if c.kind == "agent")
                 assert state.agent is not None and state.agent.state == "busy"
+        finally:
+            await feed.close()
+
+
+async def test_an_event_typed_between_its_read_and_the_statuses_read_is_told_moving_on(
+    database_url: str,
+) -> None:
+    """SQLite's reads: the new events, then the recent statuses. A message typed between the
+    two is told as new and then as delivered, not left new on the page."""
+    if database_url.startswith("postgresql"):
+        pytest.skip("PostgreSQL announces each status as it commits")
+    async with await Store.open(database_url) as writer, await Store.open(database_url) as reader:
+        typed = message("feed-t", text="typed at once")
+        done = typed.model_copy(update={"status": "delivered", "delivered_at": utcnow()})
+        read_events = reader.events_after_seq
+
+        async def typed_once_read(seq: int, limit: int) -> list[tuple[int, Event]]:
+            read = await read_events(seq, limit)
+            if any(e.id == typed.id for _, e in read):
+                await writer.settle_events([done])  # lands before the statuses are read
+            return read
+
+        feed = Feed(reader, tick_s=0.05)
+        try:
+            async with feed.listen() as page:
+                await _listening(writer, page, "feed-t", "cli:t")
+                reader.events_after_seq = typed_once_read  # type: ignore[method-assign]
+                await writer.record_event(typed)
+                shown = await _heard(page, _event(typed.id))
+                assert shown.event is not None and shown.event.status == "new"
+                moved = await _heard(page, lambda c: c.kind == "status")
+                assert (moved.event_id, moved.status) == (typed.id, "delivered")
         finally:
             await feed.close()
 

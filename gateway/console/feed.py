@@ -201,6 +201,8 @@ class Feed:
             queued_or_typed = {e.agent_id for _, e in events}
             for seq, event in events:
                 self.publish(Change("event", event.agent_id, event=event, seq=seq))
+                # Shown as read: typed before the statuses were read, it is told moving on.
+                statuses[event.id] = event.status
             for event_id, agent_id, status in recent:
                 if statuses.get(event_id, status) != status:
                     queued_or_typed.add(agent_id)
