@@ -18,12 +18,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.search_attributes import ALL as SEARCH_ATTRIBUTES
-from agentcomms.temporal import (
-    PROBLEMS_AFTER_FAILURES,
-    SINGLE_PARTITION,
-    ensure_search_attributes,
-    temporal_binary,
-)
+from agentcomms.temporal import DEV_SERVER_SETTINGS, ensure_search_attributes, temporal_binary
 
 # Low enough that a test with a few hundred messages crosses several continue-as-new boundaries.
 LOW_CONTINUE_AS_NEW = 60
@@ -36,9 +31,7 @@ async def _dev_server(extra: list[str]) -> WorkflowEnvironment:
         search_attributes=SEARCH_ATTRIBUTES,
         dev_server_extra_args=[
             "--headless",
-            "--dynamic-config-value",
-            f"{PROBLEMS_AFTER_FAILURES}=2",  # as `up` runs it
-            *SINGLE_PARTITION,
+            *DEV_SERVER_SETTINGS,  # as `up` runs it
             *extra,
         ],
     )
