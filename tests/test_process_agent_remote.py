@@ -24,7 +24,7 @@ from tests.fakes.telegram import FakeTelegram
 from tests.support import acp_agent
 from tests.support.acp_agent import log_of
 from tests.support.chat import CHAT, connected, with_telegram
-from tests.support.hosts import forwarded_socket, worker_process
+from tests.support.hosts import forwarded_socket, worker_log, worker_process
 from tests.support.stack import running_stack
 from tests.support.waiting import eventually
 
@@ -82,7 +82,12 @@ async def test_a_process_agent_on_another_host_asks_a_chat_and_its_reply_goes_ba
             )
             buttons = [b for row in posted["reply_markup"]["inline_keyboard"] for b in row]
             assert [b["text"] for b in buttons][:3] == ["option 0", "option 1", "option 2"]
-            await eventually(lambda: state_is(stack.store, agent, "waiting"))
+            try:
+                await eventually(lambda: state_is(stack.store, agent, "waiting"))
+            except AssertionError as exc:
+                snapshot = await stack.gateway.mailbox.snapshot(agent)
+                said = worker_log(tmp_path / "home-far").read_text()[-4000:]
+                raise AssertionError(f"{exc}\nmailbox: {snapshot}\nfar worker:\n{said}") from None
             telegram.human_presses(posted, buttons[1]["callback_data"], user_id=CHAT)
 
             # The agent got the option the human pressed, its own id for it.

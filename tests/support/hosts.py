@@ -37,10 +37,11 @@ async def worker_process(
             "security": {"deployment_key": STACK_KEY},
         },
     )
-    process = await asyncio.create_subprocess_exec(
-        AGENTCOMMS, "worker", "--host-id", host, *options, env=env_for(home),
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
-    )  # fmt: skip
+    with worker_log(home).open("a") as log:  # read by a test that fails
+        process = await asyncio.create_subprocess_exec(
+            AGENTCOMMS, "worker", "--host-id", host, *options, env=env_for(home),
+            stdout=log, stderr=log,
+        )  # fmt: skip
 
     async def polling() -> bool:
         try:
@@ -51,6 +52,11 @@ async def worker_process(
 
     await eventually(polling, timeout=30, interval=0.2)
     return process
+
+
+def worker_log(home: Path) -> Path:
+    """Where :func:`worker_process` writes what the worker says."""
+    return home / "worker.log"
 
 
 @asynccontextmanager
