@@ -58,6 +58,9 @@ def _read_pem(path: Path | None, key: str) -> bytes | None:
     return data
 
 
+HUNG_UP = ("brokenpipe", "connectionreset", "connectionclosed")
+
+
 def tls_problem(cfg: TemporalConfig, error: str, *, final: bool = True) -> str | None:
     """A sentence saying what to fix when the SDK's connection `error` is a TLS failure; None
     when it is something else (nothing listening, a server still starting).
@@ -93,10 +96,10 @@ def tls_problem(cfg: TemporalConfig, error: str, *, final: bool = True) -> str |
             f"{at} does not speak TLS, but temporal.tls is on. Set temporal.tls to false for "
             "a server without TLS (such as the dev server), or check temporal.address."
         )
-    # A hang-up reads "Connection reset by peer", "Kind(ConnectionReset)" or "broken pipe",
-    # depending on where in the client's stack it was seen.
+    # A hang-up reads "Connection reset by peer", "Kind(ConnectionReset)", "broken pipe" or
+    # hyper's "connection closed", depending on where in the client's stack it was seen.
     spaceless = error.lower().replace(" ", "")
-    hung_up = "brokenpipe" in spaceless or "connectionreset" in spaceless
+    hung_up = any(cut in spaceless for cut in HUNG_UP)
     if cfg.uses_tls() and ("close_notify" in error or (final and hung_up)):
         # With TLS 1.3 a server that refuses the client's certificate (or its absence) hangs
         # up right after the handshake, so the first call sees only a closed connection (or,

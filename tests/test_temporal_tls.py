@@ -23,6 +23,7 @@ from temporalio.testing import WorkflowEnvironment
 from agentcomms.config import TemporalConfig
 from agentcomms.errors import ConfigError, TemporalUnavailable
 from agentcomms.temporal import connect
+from agentcomms.temporal_tls import tls_problem
 from tests.fakes.serve import free_port
 from tests.support.cli import AGENTCOMMS, cli, env_for
 from tests.support.home import write_config
@@ -213,6 +214,26 @@ async def test_a_certificate_file_that_cannot_be_read_is_named(pki: Pki, tmp_pat
     not_pem.write_text("hello")
     with pytest.raises(ConfigError, match=r"temporal.tls_server_ca: .*ca.txt is not a PEM file"):
         await connect(TemporalConfig(address="127.0.0.1:1", tls_server_ca=not_pem))
+
+
+# How a server hung up on a plain-text connection reads, by where in the client's stack it was
+# seen (each seen on this machine).
+HANG_UPS = [
+    "Connection reset by peer (os error 104)",
+    "Kind(ConnectionReset)",
+    "error writing a body to connection: Broken pipe",
+    'Status { code: Cancelled, message: "operation was canceled", source: Some(tonic::transport'
+    '::Error(Transport, hyper::Error(Canceled, "connection closed"))) }',
+]
+
+
+@pytest.mark.parametrize("error", HANG_UPS)
+def test_a_hang_up_on_plain_text_says_to_turn_tls_on_once_no_retry_is_left(error: str) -> None:
+    plain = TemporalConfig(address="temporal.example:7233")
+    assert tls_problem(plain, error, final=False) is None  # a server still starting may cut one
+    said = tls_problem(plain, error, final=True)
+    assert said is not None and "set temporal.tls to true" in said
+    assert tls_problem(plain, "Connection refused (os error 111)", final=True) is None
 
 
 def test_tls_keys_that_contradict_each_other_are_refused() -> None:
