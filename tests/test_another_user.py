@@ -25,6 +25,7 @@ from agentcomms.config import Config, SecurityConfig
 from agentcomms.console_token import console_token
 from agentcomms.trust import DeploymentKey
 from tests.support.home import write_config
+from tests.support.own_user import system_python
 from tests.support.stack import register, running_stack
 from tests.support.tmux import Tmux
 from tests.support.waiting import eventually
@@ -57,13 +58,6 @@ print(json.dumps(tried))
 """
 
 
-def _system_python() -> str:
-    """A Python another user may run (the tests' own may sit in a home only its user opens)."""
-    found = shutil.which("python3", path="/usr/bin:/bin")
-    assert found is not None, "no python3 in /usr/bin or /bin: `apt-get install python3`"
-    return found
-
-
 @pytest.fixture
 def open_folder() -> Iterator[Path]:
     """A folder any user may pass through (the tests' own temporary folders are root's only)."""
@@ -91,7 +85,7 @@ async def test_another_user_reaches_neither_the_socket_nor_the_homes_secrets(
         temporal_env.client, tmp_path, with_worker=False, socket_path=open_folder / "daemon.sock"
     ) as stack:
         assert (await stack.call("ping"))["pong"] is True  # the human's own user is served
-        python = _system_python()
+        python = system_python()
         tried = await asyncio.to_thread(
             subprocess.run,
             ["runuser", "-u", "nobody", "--", python, "-c", TRIES,
@@ -129,7 +123,7 @@ async def test_an_agent_of_its_own_user_reports_through_the_hooks_door_for_its_p
         server = cfg.server.model_copy(update={"hooks_socket_path": door})
         return cfg.model_copy(update={"server": server})
 
-    python = _system_python()
+    python = system_python()
     out = open_folder / "out"
     out.mkdir()
     out.chmod(0o777)  # where the agent's user writes what it was told

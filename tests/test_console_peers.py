@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import subprocess
 import sys
 import uuid
@@ -20,6 +19,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from agentcomms.config import Config, ConsoleConfig
 from tests.support.browser import console_address, console_cookies
+from tests.support.own_user import system_python
 from tests.support.stack import Stack, register, running_stack
 from tests.support.tmux import Tmux
 from tests.support.waiting import eventually
@@ -92,13 +92,6 @@ async def test_a_process_in_an_agents_pane_replaying_the_cookie_is_refused(
     assert human.status_code == 200, human.text
 
 
-def _system_python() -> str:
-    """A Python another user may run (the tests' own may sit in a home only its user opens)."""
-    found = shutil.which("python3", path="/usr/bin:/bin")
-    assert found is not None, "no python3 in /usr/bin or /bin: `apt-get install python3`"
-    return found
-
-
 @pytest.mark.skipif(os.getuid() != 0, reason="starting another user's process needs root")
 async def test_another_unix_user_with_the_cookie_is_refused(stack: Stack) -> None:
     address, cookie = console_address(stack, token=False), _cookie(stack)
@@ -109,7 +102,7 @@ async def test_another_unix_user_with_the_cookie_is_refused(stack: Stack) -> Non
             "-u",
             "nobody",
             "--",
-            _system_python(),
+            system_python(),
             "-c",
             ASK,
             address,

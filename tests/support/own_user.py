@@ -105,13 +105,18 @@ class OwnUser:
         return f"runuser -u {self.name} -- env -i {assigned} sh -c {start}; exec sh"
 
 
+def system_python() -> str:
+    """A Python another user may run (the tests' own may sit in a home only its user opens)."""
+    python = shutil.which("python3", path="/usr/bin:/bin")
+    assert python is not None, "no python3 in /usr/bin or /bin: `apt-get install python3`"
+    return python
+
+
 def _agentcomms_for(user: OwnUser, venv: Path) -> None:
     """An `agentcomms` the agent's user may run, as a user installs one for it (the docs say
     pipx): a virtualenv of the system's Python, beside its home, that finds the tests' own
     packages (the tests' Python itself may sit in root's home, closed to others)."""
-    python = shutil.which("python3", path="/usr/bin:/bin")
-    if python is None:
-        need("no python3 in /usr/bin or /bin for the agent's user (apt-get install python3)")
+    python = system_python()
     same = subprocess.run(
         [python, "-c", "import sys; print(sys.version_info[:2])"], capture_output=True, text=True
     )
