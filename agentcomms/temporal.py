@@ -200,10 +200,10 @@ DEV_SERVER_SETTINGS = [
     "--dynamic-config-value",
     "matching.numTaskqueueWritePartitions=1",
     # A timer fires no sooner than this after it is set; by default a whole second, the time
-    # the server reads its timer queue ahead. Every short wait of a workflow took a second:
-    # measured, a 1 ms sleep returned after 1,017 to 1,074 ms, and each registration a mailbox
-    # obeyed waited that long (its recall keeps a 1 ms timer). With 10 ms: 26 to 37 ms, and the
-    # idle server's CPU the same (90 ms in 30 s).
+    # the server reads its timer queue ahead. Every short wait of a workflow took a second
+    # (a fresh mailbox's recall, a backlog letting new signals in): measured, a 1 ms sleep
+    # returned after 1,017 to 1,074 ms. With 10 ms: 26 to 37 ms, and the idle server's CPU the
+    # same (90 ms in 30 s).
     "--dynamic-config-value",
     'history.timerProcessorMaxTimeShift="10ms"',
     # A run that continues as new sooner than this after it started waits out the rest (a
