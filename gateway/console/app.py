@@ -245,9 +245,8 @@ class ConsoleApp:
     async def inbox_page(self, request: Request) -> Response:
         """What agents said to the human here (the local channel), newest first."""
         seq = await self._store.last_seq()
-        said = (await self._methods.call_declared(Methods.inbox, {"limit": TIMELINE}, THE_CONSOLE))[
-            "messages"
-        ]
+        inbox = await self._methods.call_declared(Methods.inbox, {"limit": TIMELINE}, THE_CONSOLE)
+        said = inbox["messages"]
         events = [Event.model_validate(m) for m in reversed(said)]
         html = pages.render(
             "inbox.html",
